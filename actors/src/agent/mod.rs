@@ -1,0 +1,531 @@
+//! The **Agent** actor: one turn loop, for a parent or a child alike.
+//!
+//! **Owns:** the conversation history, the queue of turns waiting, the
+//! running turn's task and the approvals that task waits on.
+//! **Guarantees:** turns run one at a time, in the order sent; every turn
+//! ends in exactly one `AgentEvent::Result` (completed, partial, failed or
+//! stopped) and nothing of that turn follows it; a stopped turn's model
+//! call is cancelled and its gate permit released. The handler never awaits
+//! a model call or a tool: the turn runs in a task ([`turn`]) that reports
+//! back with `AgentMsg::TurnFinished`, so `Stop`, approvals and snapshots
+//! are answered at once.
+
+mod turn;
+
+use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use futures_util::FutureExt;
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort};
+use subagents_messages::{
+    AgentEvent, AgentId, AgentMsg, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId,
+    ChatMessage, Limits, Outcome, TurnOrigin, UserTurn,
+};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+pub use turn::{Progress, partial_result};
+
+use crate::gate::GateHandle;
+use crate::model::Model;
+use crate::sink::{EventSink, EventStream};
+use crate::tool::{ToolRegistry, panic_message};
+
+/// How an agent is set up. Parent and child differ only here.
+pub struct AgentConfig {
+    /// Its id (`parent` for a thread's parent, `agent_N` for children).
+    pub id: AgentId,
+    /// Its system prompt.
+    pub system_prompt: String,
+    /// The model it calls.
+    pub model: Arc<dyn Model>,
+    /// The gate its model calls go through.
+    pub gate: GateHandle,
+    /// The tools it may call.
+    pub tools: ToolRegistry,
+    /// Names of `tools`, shared with every tool call.
+    pub tool_names: Arc<[String]>,
+    /// Limits on each turn.
+    pub limits: Limits,
+    /// 0 for a parent, 1 for its children.
+    pub depth: u32,
+    /// When set, approvals are answered with this at once instead of asking
+    /// the host (the supervisor's policy for background children).
+    pub auto_approval: Option<ApprovalDecision>,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("id", &self.id)
+            .field("model", &self.model.name())
+            .field("tools", &self.tools)
+            .field("limits", &self.limits)
+            .field("depth", &self.depth)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The agent actor.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Agent;
+
+/// Arguments of [`Agent`].
+#[derive(Debug)]
+pub struct AgentArguments {
+    /// Its setup.
+    pub config: Arc<AgentConfig>,
+    /// Where its events go.
+    pub events: EventSink,
+}
+
+/// The agent's state.
+#[derive(Debug)]
+pub struct AgentState {
+    config: Arc<AgentConfig>,
+    events: EventSink,
+    history: Vec<ChatMessage>,
+    running: Option<RunningTurn>,
+    waiting: VecDeque<(UserTurn, Option<RpcReplyPort<AgentResult>>)>,
+    approvals: HashMap<ApprovalId, RpcReplyPort<ApprovalDecision>>,
+    approval_counter: Arc<AtomicU64>,
+    next_run: u64,
+    turns_finished: u64,
+}
+
+#[derive(Debug)]
+struct RunningTurn {
+    run: u64,
+    task: JoinHandle<()>,
+    sink: EventSink,
+    progress: turn::SharedProgress,
+    started: Instant,
+    input: String,
+    reply: Option<RpcReplyPort<AgentResult>>,
+}
+
+impl AgentState {
+    fn start_next(&mut self, myself: &ActorRef<AgentMsg>) {
+        if self.running.is_some() {
+            return;
+        }
+        let Some((turn, reply)) = self.waiting.pop_front() else {
+            return;
+        };
+        self.next_run += 1;
+        let run = self.next_run;
+        let sink = self.events.gated();
+        let progress = turn::SharedProgress::default();
+        let ctx = turn::TurnContext {
+            config: self.config.clone(),
+            sink: sink.clone(),
+            actor: myself.clone(),
+            approvals: self.approval_counter.clone(),
+            progress: progress.clone(),
+        };
+        let history = self.history.clone();
+        let events = self.events.clone();
+        let actor = myself.clone();
+        let input = turn.text.clone();
+        let started = Instant::now();
+        let task = tokio::spawn(async move {
+            let fallback = history.clone();
+            let ran = AssertUnwindSafe(turn::run_turn(&ctx, history, turn.text))
+                .catch_unwind()
+                .await;
+            let (result, history) = ran.unwrap_or_else(|panic| {
+                let text = format!("the agent's turn crashed: {}", panic_message(panic.as_ref()));
+                let progress = turn::read(&ctx.progress);
+                let result =
+                    turn::result(text.clone(), Outcome::Failed(text), &progress, started);
+                (result, fallback)
+            });
+            ctx.sink.close_with(|| {
+                events.emit(AgentEvent::Result(result.clone()));
+            });
+            let _ = actor.cast(AgentMsg::TurnFinished {
+                run,
+                result,
+                history,
+            });
+        });
+        self.running = Some(RunningTurn {
+            run,
+            task,
+            sink,
+            progress,
+            started,
+            input,
+            reply,
+        });
+    }
+
+    fn finish(&mut self, run: u64, result: AgentResult, history: Vec<ChatMessage>) {
+        if self.running.as_ref().is_none_or(|r| r.run != run) {
+            return;
+        }
+        if let Some(running) = self.running.take() {
+            self.history = history;
+            self.turns_finished += 1;
+            self.approvals.clear();
+            if let Some(reply) = running.reply {
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        // Queued turns are dropped: their callers see the reply port close.
+        self.waiting.clear();
+        let Some(running) = self.running.take() else {
+            return;
+        };
+        running.task.abort();
+        let progress = turn::read(&running.progress);
+        let text = format!(
+            "Stopped before finishing, after {} model call(s) and {} tool call(s).",
+            progress.turns, progress.tool_calls
+        );
+        let result = turn::result(text.clone(), Outcome::Stopped, &progress, running.started);
+        let events = &self.events;
+        let stopped_here = running.sink.close_with(|| {
+            events.emit(AgentEvent::Result(result.clone()));
+        });
+        if !stopped_here {
+            // The turn had already ended: its TurnFinished is in the mailbox.
+            self.running = Some(running);
+            return;
+        }
+        self.approvals.clear();
+        self.history.push(ChatMessage::user(running.input));
+        self.history.push(ChatMessage::assistant(text, Vec::new()));
+        self.turns_finished += 1;
+        if let Some(reply) = running.reply {
+            let _ = reply.send(result);
+        }
+    }
+
+    fn snapshot(&self) -> AgentSnapshot {
+        AgentSnapshot {
+            busy: self.running.is_some(),
+            queued_turns: self.waiting.len(),
+            pending_approvals: self.approvals.len(),
+            turns_finished: self.turns_finished,
+        }
+    }
+}
+
+impl Actor for Agent {
+    type Msg = AgentMsg;
+    type State = AgentState;
+    type Arguments = AgentArguments;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        args: AgentArguments,
+    ) -> Result<AgentState, ActorProcessingErr> {
+        Ok(AgentState {
+            config: args.config,
+            events: args.events,
+            history: Vec::new(),
+            running: None,
+            waiting: VecDeque::new(),
+            approvals: HashMap::new(),
+            approval_counter: Arc::new(AtomicU64::new(0)),
+            next_run: 0,
+            turns_finished: 0,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        message: AgentMsg,
+        state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            AgentMsg::Turn { turn, reply } => state.waiting.push_back((turn, reply)),
+            AgentMsg::TurnFinished {
+                run,
+                result,
+                history,
+            } => state.finish(run, result, history),
+            AgentMsg::Stop => state.stop(),
+            AgentMsg::ApprovalPending { id, responder } => {
+                state.approvals.insert(id, responder);
+            }
+            AgentMsg::ResolveApproval {
+                id,
+                decision,
+                reply,
+            } => {
+                let found = match state.approvals.remove(&id) {
+                    Some(responder) => responder.send(decision).is_ok(),
+                    None => false,
+                };
+                let _ = reply.send(found);
+            }
+            AgentMsg::Snapshot(reply) => {
+                let _ = reply.send(state.snapshot());
+            }
+            _ => {}
+        }
+        state.start_next(&myself);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
+        // An agent that goes away ends its turn: nothing runs unowned.
+        state.stop();
+        Ok(())
+    }
+}
+
+/// Why a call on an agent failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The agent could not be started.
+    #[error("the agent could not be started: {0}")]
+    Spawn(String),
+    /// The agent is stopped; the message was not delivered.
+    #[error("the agent `{0}` is stopped")]
+    Closed(AgentId),
+    /// The turn was dropped before it ran (a stop cleared the queue).
+    #[error("the turn sent to agent `{0}` was dropped before it ran")]
+    Dropped(AgentId),
+}
+
+/// A handle to an agent. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AgentHandle {
+    id: AgentId,
+    actor: ActorRef<AgentMsg>,
+}
+
+impl AgentHandle {
+    /// Wraps a spawned agent actor.
+    pub fn new(id: AgentId, actor: ActorRef<AgentMsg>) -> Self {
+        Self { id, actor }
+    }
+
+    /// The agent's id.
+    pub fn id(&self) -> &AgentId {
+        &self.id
+    }
+
+    /// The agent actor.
+    pub fn actor(&self) -> &ActorRef<AgentMsg> {
+        &self.actor
+    }
+
+    /// Sends a user turn; its events follow on the stream.
+    pub fn send_user(&self, text: impl Into<String>) -> Result<(), AgentError> {
+        self.send_turn(text, TurnOrigin::User)
+    }
+
+    /// Sends a turn of the given origin.
+    pub fn send_turn(&self, text: impl Into<String>, origin: TurnOrigin) -> Result<(), AgentError> {
+        self.actor
+            .cast(AgentMsg::Turn {
+                turn: UserTurn {
+                    text: text.into(),
+                    origin,
+                },
+                reply: None,
+            })
+            .map_err(|_| AgentError::Closed(self.id.clone()))
+    }
+
+    /// Sends a user turn and waits for its result (events still follow on
+    /// the stream). The turn's limits bound the wait.
+    pub async fn run(&self, text: impl Into<String>) -> Result<AgentResult, AgentError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.actor
+            .cast(AgentMsg::Turn {
+                turn: UserTurn {
+                    text: text.into(),
+                    origin: TurnOrigin::User,
+                },
+                reply: Some(tx.into()),
+            })
+            .map_err(|_| AgentError::Closed(self.id.clone()))?;
+        rx.await.map_err(|_| AgentError::Dropped(self.id.clone()))
+    }
+
+    /// Stops the running turn (its result is `Outcome::Stopped`) and drops
+    /// queued ones.
+    pub fn stop_turn(&self) -> Result<(), AgentError> {
+        self.actor
+            .cast(AgentMsg::Stop)
+            .map_err(|_| AgentError::Closed(self.id.clone()))
+    }
+
+    /// Answers an approval; `Ok(false)` if this agent had none of that id.
+    pub async fn resolve_approval(
+        &self,
+        id: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<bool, AgentError> {
+        ractor::call!(self.actor, |reply| AgentMsg::ResolveApproval {
+            id,
+            decision,
+            reply
+        })
+        .map_err(|_| AgentError::Closed(self.id.clone()))
+    }
+
+    /// The agent's state now.
+    pub async fn snapshot(&self) -> Result<AgentSnapshot, AgentError> {
+        ractor::call!(self.actor, AgentMsg::Snapshot)
+            .map_err(|_| AgentError::Closed(self.id.clone()))
+    }
+
+    /// Stops the actor itself (ending any turn as stopped).
+    pub fn shutdown(&self) {
+        self.actor.stop(None);
+    }
+}
+
+/// Builds and spawns an agent.
+pub struct AgentBuilder {
+    id: AgentId,
+    system_prompt: String,
+    model: Arc<dyn Model>,
+    gate: Option<GateHandle>,
+    tools: ToolRegistry,
+    limits: Limits,
+    depth: u32,
+    auto_approval: Option<ApprovalDecision>,
+}
+
+impl std::fmt::Debug for AgentBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentBuilder")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// Starts building an agent on `model`.
+    pub fn builder(model: Arc<dyn Model>) -> AgentBuilder {
+        AgentBuilder {
+            id: AgentId::new("parent"),
+            system_prompt: String::new(),
+            model,
+            gate: None,
+            tools: ToolRegistry::new(),
+            limits: Limits::default(),
+            depth: 0,
+            auto_approval: None,
+        }
+    }
+}
+
+impl AgentBuilder {
+    /// Its id (default `parent`).
+    pub fn id(mut self, id: impl Into<AgentId>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// Its system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = prompt.into();
+        self
+    }
+
+    /// The gate its model calls go through (default: a new gate of
+    /// capacity 1 for this agent alone).
+    pub fn gate(mut self, gate: GateHandle) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Its tools.
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Its limits (default: 20 turns, 50,000 tokens, 300 s).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Its depth (0 for a parent).
+    pub fn depth(mut self, depth: u32) -> Self {
+        self.depth = depth;
+        self
+    }
+
+    /// Answers every approval with `decision` without asking.
+    pub fn auto_approval(mut self, decision: Option<ApprovalDecision>) -> Self {
+        self.auto_approval = decision;
+        self
+    }
+
+    /// The finished config, spawning a gate if none was given.
+    pub async fn config(self) -> Result<AgentConfig, AgentError> {
+        let gate = match self.gate {
+            Some(gate) => gate,
+            None => GateHandle::spawn(1)
+                .await
+                .map_err(|e| AgentError::Spawn(e.to_string()))?,
+        };
+        let tool_names: Arc<[String]> = self.tools.names().into();
+        Ok(AgentConfig {
+            id: self.id,
+            system_prompt: self.system_prompt,
+            model: self.model,
+            gate,
+            tools: self.tools,
+            tool_names,
+            limits: self.limits,
+            depth: self.depth,
+            auto_approval: self.auto_approval,
+        })
+    }
+
+    /// Spawns the agent with a stream of its own.
+    pub async fn spawn(self) -> Result<(AgentHandle, EventStream), AgentError> {
+        let (events, stream) = EventSink::channel();
+        let handle = self.spawn_into(events, None).await?;
+        Ok((handle, stream))
+    }
+
+    /// Spawns the agent writing to `events`, linked under `supervisor` if
+    /// given.
+    pub async fn spawn_into(
+        self,
+        events: EventSink,
+        supervisor: Option<ActorCell>,
+    ) -> Result<AgentHandle, AgentError> {
+        let config = Arc::new(self.config().await?);
+        spawn_agent(config, events, supervisor).await
+    }
+}
+
+/// Spawns an agent from a finished config.
+pub async fn spawn_agent(
+    config: Arc<AgentConfig>,
+    events: EventSink,
+    supervisor: Option<ActorCell>,
+) -> Result<AgentHandle, AgentError> {
+    let id = config.id.clone();
+    let args = AgentArguments { config, events };
+    let spawned = match supervisor {
+        Some(supervisor) => Actor::spawn_linked(None, Agent, args, supervisor).await,
+        None => Actor::spawn(None, Agent, args).await,
+    };
+    let (actor, _) = spawned.map_err(|e| AgentError::Spawn(e.to_string()))?;
+    Ok(AgentHandle::new(id, actor))
+}

@@ -1,0 +1,23 @@
+//! Behaviour of the subagents runtime: the Agent and ModelGate actors, the
+//! `Model` and `Tool` traits, the scripted model and demo tools.
+//!
+//! ```text
+//! Agent (turn loop) ── Acquire ──► ModelGate (FIFO, capacity N)
+//!   │  task: model stream → Text events → tool calls → ToolStarted/ToolResult
+//!   └─ events ──► EventSink ──► EventStream (the host)
+//! ```
+
+pub mod agent;
+pub mod demo_tools;
+pub mod gate;
+pub mod model;
+pub mod scripted;
+pub mod sink;
+pub mod tool;
+
+pub use agent::{Agent, AgentBuilder, AgentConfig, AgentError, AgentHandle};
+pub use gate::{GateClosed, GateHandle, ModelGate};
+pub use model::{Model, ModelError, ModelStream};
+pub use scripted::{ScriptedModel, Turn};
+pub use sink::{EventSink, EventStream};
+pub use tool::{Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry};

@@ -1,0 +1,76 @@
+//! The `Model` trait: one streaming call.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::Stream;
+use subagents_messages::{ModelChunk, ModelRequest};
+
+/// A model's streamed response: text deltas, whole tool calls and usage,
+/// in the order the model produced them. Dropping the stream cancels the
+/// call.
+pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelChunk, ModelError>> + Send>>;
+
+/// A language model. One method, streaming; no `Clone` supertrait — share
+/// a model as `Arc<dyn Model>`.
+///
+/// Implementations must not block the thread: all waiting goes through
+/// tokio (so a paused runtime drives them in virtual time).
+pub trait Model: Send + Sync + 'static {
+    /// A name for logs and errors (e.g. `"qwen2.5-7b"`).
+    fn name(&self) -> &str;
+
+    /// Starts one call. The call runs as the stream is polled.
+    fn stream(&self, request: ModelRequest) -> ModelStream;
+}
+
+/// Why a model call failed. Each variant reads as a sentence, because the
+/// agent's result (which a parent model may read) carries it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The service refused the credentials (HTTP 401/403).
+    #[error("the model service refused the credentials (HTTP {status}): {message}")]
+    Unauthorized {
+        /// The HTTP status.
+        status: u16,
+        /// What the service said.
+        message: String,
+    },
+    /// The service does not know the model (HTTP 404).
+    #[error("the model `{model}` was not found: {message}")]
+    ModelNotFound {
+        /// The model asked for.
+        model: String,
+        /// What the service said.
+        message: String,
+    },
+    /// Too many requests, still refused after the retries allowed.
+    #[error("the model service is rate limiting (HTTP 429) and retries ran out: {message}")]
+    RateLimited {
+        /// What the service asked to wait, if it said.
+        retry_after: Option<Duration>,
+        /// What the service said.
+        message: String,
+    },
+    /// The service failed (HTTP 5xx or another unexpected status).
+    #[error("the model service failed (HTTP {status}): {message}")]
+    Server {
+        /// The HTTP status.
+        status: u16,
+        /// What the service said.
+        message: String,
+    },
+    /// The response could not be understood.
+    #[error("the model sent a malformed response: {0}")]
+    Malformed(String),
+    /// The service could not be reached, or the connection broke.
+    #[error("could not reach the model service: {0}")]
+    Connection(String),
+    /// The call took too long.
+    #[error("the model call timed out after {0:?}")]
+    Timeout(Duration),
+    /// Anything else (scripted errors use this).
+    #[error("{0}")]
+    Other(String),
+}

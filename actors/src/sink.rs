@@ -1,0 +1,238 @@
+//! The event sink: how agents put events on their thread's single ordered
+//! stream.
+//!
+//! The stream is a tokio unbounded channel, never ractor's `OutputPort`
+//! (which drops messages when a subscriber lags): no event is ever dropped
+//! while the host holds the [`EventStream`]. Its memory is bounded by what
+//! the agents can produce between two reads — every agent's output is
+//! itself bounded by its [`Limits`](subagents_messages::Limits) (turns,
+//! tokens, wall clock) and by the live-children cap — so a host that reads
+//! slowly holds at most that much; a host that stops reading should drop
+//! the stream, after which emits are no-ops.
+//!
+//! Sinks form a tree that mirrors the agents: a child's sink wraps each
+//! event as `AgentEvent::Child(id, ..)` and forwards it to the parent's.
+//! Every sink can be *closed*: [`EventSink::close_with`] runs a closure
+//! (typically: emit a terminal event on another sink) atomically with the
+//! close, so that nothing emitted through the closed sink can follow it.
+//! This is what makes "nothing of a child after its terminal status" hold
+//! even when a child is finishing at the instant it is stopped.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use subagents_messages::{AgentEvent, AgentId};
+use tokio::sync::mpsc;
+
+/// Where an agent's events go. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct EventSink {
+    node: Arc<Node>,
+}
+
+#[derive(Debug)]
+struct Node {
+    target: Target,
+    open: Mutex<bool>,
+}
+
+#[derive(Debug)]
+enum Target {
+    Root(mpsc::UnboundedSender<AgentEvent>),
+    Forward {
+        parent: EventSink,
+        wrap: Option<AgentId>,
+    },
+}
+
+impl EventSink {
+    /// A new stream: the sink agents write to and the stream the host reads.
+    pub fn channel() -> (EventSink, EventStream) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self::from_target(Target::Root(tx)), EventStream { rx })
+    }
+
+    /// A sink whose events reach this one as `AgentEvent::Child(id, ..)`.
+    pub fn nested(&self, id: AgentId) -> EventSink {
+        Self::from_target(Target::Forward {
+            parent: self.clone(),
+            wrap: Some(id),
+        })
+    }
+
+    /// A sink that forwards unchanged to this one but can be closed on its
+    /// own (one per turn, so a stopped turn emits nothing more).
+    pub fn gated(&self) -> EventSink {
+        Self::from_target(Target::Forward {
+            parent: self.clone(),
+            wrap: None,
+        })
+    }
+
+    fn from_target(target: Target) -> Self {
+        Self {
+            node: Arc::new(Node {
+                target,
+                open: Mutex::new(true),
+            }),
+        }
+    }
+
+    /// Emits an event. Returns `false` when this sink (or one above it) is
+    /// closed or the host dropped the stream; the event is then discarded.
+    pub fn emit(&self, event: AgentEvent) -> bool {
+        let open = self.node.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*open {
+            return false;
+        }
+        self.deliver(event)
+    }
+
+    fn deliver(&self, event: AgentEvent) -> bool {
+        match &self.node.target {
+            Target::Root(tx) => tx.send(event).is_ok(),
+            Target::Forward { parent, wrap: None } => parent.emit(event),
+            Target::Forward {
+                parent,
+                wrap: Some(id),
+            } => parent.emit(AgentEvent::Child(id.clone(), Box::new(event))),
+        }
+    }
+
+    /// Closes this sink, running `last` under the same lock if it was open
+    /// (so nothing emitted through this sink can come after what `last`
+    /// emits). Returns `false`, without running `last`, if it was already
+    /// closed. `last` must not emit through this same sink.
+    pub fn close_with(&self, last: impl FnOnce()) -> bool {
+        let mut open = self.node.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*open {
+            return false;
+        }
+        last();
+        *open = false;
+        true
+    }
+
+    /// True while this sink accepts events (ignores sinks above it).
+    pub fn is_open(&self) -> bool {
+        *self.node.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The host's end of a thread's event stream.
+#[derive(Debug)]
+pub struct EventStream {
+    rx: mpsc::UnboundedReceiver<AgentEvent>,
+}
+
+impl EventStream {
+    /// The next event; `None` once every sink is gone.
+    pub async fn recv(&mut self) -> Option<AgentEvent> {
+        self.rx.recv().await
+    }
+
+    /// The next event if one is ready.
+    pub fn try_recv(&mut self) -> Option<AgentEvent> {
+        self.rx.try_recv().ok()
+    }
+
+    /// Events waiting to be read.
+    pub fn len(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// True when no event waits.
+    pub fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+}
+
+impl futures_util::Stream for EventStream {
+    type Item = AgentEvent;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<AgentEvent>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> AgentEvent {
+        AgentEvent::Text(s.into())
+    }
+
+    #[test]
+    fn nested_sinks_wrap_once_per_level() {
+        let (root, mut stream) = EventSink::channel();
+        let child = root.nested(AgentId::new("a1"));
+        let grandchild = child.nested(AgentId::new("a2"));
+        assert!(grandchild.emit(text("hi")));
+        assert_eq!(
+            stream.try_recv(),
+            Some(AgentEvent::Child(
+                AgentId::new("a1"),
+                Box::new(AgentEvent::Child(AgentId::new("a2"), Box::new(text("hi"))))
+            ))
+        );
+    }
+
+    #[test]
+    fn close_with_runs_last_once_and_blocks_later_emits() {
+        let (root, mut stream) = EventSink::channel();
+        let child = root.nested(AgentId::new("a1"));
+        assert!(child.close_with(|| {
+            root.emit(text("terminal"));
+        }));
+        assert!(!child.emit(text("late")));
+        assert!(!child.close_with(|| panic!("must not run twice")));
+        assert_eq!(stream.try_recv(), Some(text("terminal")));
+        assert_eq!(stream.try_recv(), None);
+    }
+
+    #[test]
+    fn closing_a_parent_silences_its_children() {
+        let (root, mut stream) = EventSink::channel();
+        let turn = root.gated();
+        let child = turn.nested(AgentId::new("a1"));
+        turn.close_with(|| {});
+        assert!(!child.emit(text("x")));
+        assert!(root.emit(text("y")));
+        assert_eq!(stream.try_recv(), Some(text("y")));
+    }
+
+    #[test]
+    fn emit_after_host_dropped_stream_is_false() {
+        let (root, stream) = EventSink::channel();
+        drop(stream);
+        assert!(!root.emit(text("x")));
+    }
+
+    #[test]
+    fn concurrent_close_and_emit_never_emit_after_terminal() {
+        for _ in 0..200 {
+            let (root, mut stream) = EventSink::channel();
+            let child = root.nested(AgentId::new("c"));
+            let emitter = {
+                let child = child.clone();
+                std::thread::spawn(move || while child.emit(text("x")) {})
+            };
+            child.close_with(|| {
+                root.emit(text("terminal"));
+            });
+            emitter.join().unwrap();
+            let mut seen_terminal = false;
+            while let Some(ev) = stream.try_recv() {
+                if ev == text("terminal") {
+                    seen_terminal = true;
+                } else {
+                    assert!(!seen_terminal, "a child event came after its terminal event");
+                }
+            }
+            assert!(seen_terminal);
+        }
+    }
+}

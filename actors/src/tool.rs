@@ -1,0 +1,311 @@
+//! The `Tool` trait, the tool registry, and running a call safely: an
+//! error or a panic becomes a sentence the model reads, never a crash.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use subagents_messages::{AgentId, ToolSpec, ToolUseId};
+
+use crate::sink::EventSink;
+
+/// What a tool call returns: the text the model reads, or an error.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<String, ToolError>> + Send>>;
+
+/// A tool an agent can call.
+pub trait Tool: Send + Sync + 'static {
+    /// The name the model calls it by.
+    fn name(&self) -> &str;
+
+    /// What it does, for the model.
+    fn description(&self) -> String;
+
+    /// A JSON schema of its arguments.
+    fn parameters(&self) -> serde_json::Value;
+
+    /// Whether this call must wait for the host's approval.
+    fn requires_approval(&self, _arguments: &str) -> bool {
+        false
+    }
+
+    /// Runs one call. `call.arguments` is the JSON string the model wrote,
+    /// already checked to be valid JSON.
+    fn call(&self, call: ToolCallContext) -> ToolFuture;
+
+    /// The spec the model sees.
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().to_owned(),
+            description: self.description(),
+            parameters: self.parameters().to_string(),
+        }
+    }
+}
+
+/// Everything a tool learns about the call it is running.
+#[derive(Clone, Debug)]
+pub struct ToolCallContext {
+    /// The call's id.
+    pub tool_use_id: ToolUseId,
+    /// The arguments, a JSON string.
+    pub arguments: String,
+    /// The agent calling.
+    pub agent_id: AgentId,
+    /// The calling agent's depth: 0 for a parent, 1 for its children.
+    pub depth: u32,
+    /// The calling agent's event sink (its current turn's).
+    pub events: EventSink,
+    /// Names of the tools the calling agent has.
+    pub available_tools: Arc<[String]>,
+}
+
+/// A tool call failed; the text is what the model reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// The arguments do not fit the tool.
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// The tool ran and failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A set of tools by name, in the order added. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Arc<Vec<Arc<dyn Tool>>>,
+    index: Arc<HashMap<String, usize>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+/// A tool name that is not in a registry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("there is no tool named `{name}`; the tools available are: {available}")]
+pub struct UnknownTool {
+    /// The name asked for.
+    pub name: String,
+    /// The names available, comma-separated.
+    pub available: String,
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool (replacing one of the same name).
+    pub fn with(self, tool: impl Tool) -> Self {
+        self.with_shared(Arc::new(tool))
+    }
+
+    /// Adds a shared tool (replacing one of the same name).
+    pub fn with_shared(self, tool: Arc<dyn Tool>) -> Self {
+        let mut tools: Vec<Arc<dyn Tool>> = self.tools.iter().cloned().collect();
+        let mut index = (*self.index).clone();
+        match index.get(tool.name()) {
+            Some(&at) => tools[at] = tool,
+            None => {
+                index.insert(tool.name().to_owned(), tools.len());
+                tools.push(tool);
+            }
+        }
+        Self {
+            tools: Arc::new(tools),
+            index: Arc::new(index),
+        }
+    }
+
+    /// The tool with this name.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.index.get(name).map(|&at| &self.tools[at])
+    }
+
+    /// True when a tool of this name is here.
+    pub fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    /// The names, in the order added.
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.name().to_owned()).collect()
+    }
+
+    /// The specs the model sees, in the order added.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|t| t.spec()).collect()
+    }
+
+    /// How many tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The tools named, in the order named; the first unknown name is an
+    /// error the model can read.
+    pub fn subset<S: AsRef<str>>(&self, names: &[S]) -> Result<ToolRegistry, UnknownTool> {
+        let mut out = ToolRegistry::new();
+        for name in names {
+            let name = name.as_ref();
+            let tool = self.get(name).ok_or_else(|| self.unknown(name))?;
+            out = out.with_shared(tool.clone());
+        }
+        Ok(out)
+    }
+
+    /// The registry without the tool of this name.
+    pub fn without(&self, name: &str) -> ToolRegistry {
+        self.tools
+            .iter()
+            .filter(|t| t.name() != name)
+            .fold(ToolRegistry::new(), |r, t| r.with_shared(t.clone()))
+    }
+
+    /// The error for a name not here.
+    pub fn unknown(&self, name: &str) -> UnknownTool {
+        let names = self.names();
+        UnknownTool {
+            name: name.to_owned(),
+            available: if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            },
+        }
+    }
+}
+
+/// The outcome of one call as the model reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    /// The text the model reads.
+    pub output: String,
+    /// True when `output` is an error sentence.
+    pub is_error: bool,
+}
+
+impl ToolOutcome {
+    fn error(output: String) -> Self {
+        Self {
+            output,
+            is_error: true,
+        }
+    }
+}
+
+/// Runs one call of `tool`, turning invalid JSON, an error or a panic into
+/// an error sentence for the model.
+pub async fn run_tool(tool: &Arc<dyn Tool>, call: ToolCallContext) -> ToolOutcome {
+    let name = tool.name().to_owned();
+    if let Err(e) = serde_json::from_str::<serde_json::Value>(&call.arguments) {
+        return ToolOutcome::error(format!(
+            "the arguments for `{name}` are not valid JSON ({e}); send a JSON object"
+        ));
+    }
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(call))) {
+        Ok(future) => future,
+        Err(panic) => return ToolOutcome::error(crashed(&name, panic.as_ref())),
+    };
+    match AssertUnwindSafe(future).catch_unwind().await {
+        Ok(Ok(output)) => ToolOutcome {
+            output,
+            is_error: false,
+        },
+        Ok(Err(e)) => ToolOutcome::error(format!("the tool `{name}` failed: {e}")),
+        Err(panic) => ToolOutcome::error(crashed(&name, panic.as_ref())),
+    }
+}
+
+fn crashed(name: &str, panic: &(dyn std::any::Any + Send)) -> String {
+    format!(
+        "the tool `{name}` crashed ({}); try another approach",
+        panic_message(panic)
+    )
+}
+
+/// The message of a panic payload, for error sentences.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-text payload".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo_tools::Calculator;
+
+    struct Panicky;
+    impl Tool for Panicky {
+        fn name(&self) -> &str {
+            "panicky"
+        }
+        fn description(&self) -> String {
+            "panics".into()
+        }
+        fn parameters(&self) -> serde_json::Value {
+            serde_json::json!({"type": "object"})
+        }
+        fn call(&self, _call: ToolCallContext) -> ToolFuture {
+            Box::pin(async { panic!("disk on fire") })
+        }
+    }
+
+    fn ctx(arguments: &str) -> ToolCallContext {
+        let (events, _stream) = EventSink::channel();
+        ToolCallContext {
+            tool_use_id: ToolUseId::new("c1"),
+            arguments: arguments.into(),
+            agent_id: AgentId::new("parent"),
+            depth: 0,
+            events,
+            available_tools: Arc::from(vec![]),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_tool_becomes_a_sentence() {
+        let tool: Arc<dyn Tool> = Arc::new(Panicky);
+        let out = run_tool(&tool, ctx("{}")).await;
+        assert!(out.is_error);
+        assert!(out.output.contains("`panicky` crashed (disk on fire)"), "{}", out.output);
+    }
+
+    #[tokio::test]
+    async fn invalid_json_is_a_sentence() {
+        let tool: Arc<dyn Tool> = Arc::new(Calculator);
+        let out = run_tool(&tool, ctx("{not json")).await;
+        assert!(out.is_error);
+        assert!(out.output.contains("not valid JSON"), "{}", out.output);
+    }
+
+    #[test]
+    fn subset_names_the_unknown_tool_and_the_available_ones() {
+        let registry = ToolRegistry::new().with(Calculator);
+        let err = registry.subset(&["calculator", "shell"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "there is no tool named `shell`; the tools available are: calculator"
+        );
+        assert_eq!(registry.subset(&["calculator"]).unwrap().names(), ["calculator"]);
+        assert!(registry.without("calculator").is_empty());
+    }
+}

@@ -1,0 +1,48 @@
+//! The envelope: one record per child for the life of a session.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::SubAgentStatus;
+use crate::ids::{AgentId, ToolUseId};
+use crate::model::Usage;
+
+/// Everything known about one child. Persisted (as JSON) when it finishes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// The child's id.
+    pub id: AgentId,
+    /// Its name: the first line of its system prompt.
+    pub name: String,
+    /// The parent's call that requested it.
+    pub parent_tool_use_id: ToolUseId,
+    /// The input it was given.
+    pub task: String,
+    /// The tools it may call.
+    pub tools: Vec<String>,
+    /// Where it is now.
+    pub status: SubAgentStatus,
+    /// The parent no longer waits on it.
+    pub background: bool,
+    /// Wall-clock stamp (ms since the Unix epoch) when it was requested.
+    pub requested_at_ms: u64,
+    /// Wall-clock stamp when it started running.
+    pub started_at_ms: Option<u64>,
+    /// Wall-clock stamp when it reached a terminal status.
+    pub finished_at_ms: Option<u64>,
+    /// Running time so far (tokio time), excluding time queued.
+    pub elapsed: Duration,
+    /// Tool calls it made.
+    pub tool_calls: u32,
+    /// The last tool it called.
+    pub last_tool: Option<String>,
+    /// Tokens it used.
+    pub usage: Usage,
+    /// Its final (or partial) answer.
+    pub result: Option<String>,
+    /// What went wrong, when it failed or was stopped.
+    pub error: Option<String>,
+    /// The result was delivered through `use_agent result` (no wake).
+    pub claimed: bool,
+}

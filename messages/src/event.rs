@@ -1,0 +1,197 @@
+//! The event stream a host draws from: one ordered stream per thread.
+//! `docs/event-ordering.md` is the contract for the order of these events.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{AgentId, ApprovalId, ToolUseId};
+use crate::limits::LimitKind;
+use crate::model::Usage;
+
+/// Everything an agent tells its host, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// A text delta from the model.
+    Text(String),
+    /// The agent is about to run a tool call.
+    ToolStarted(ToolStarted),
+    /// A tool call finished (successfully or with an error the model reads).
+    ToolResult(ToolResult),
+    /// A tool call waits for the host's approval.
+    ApprovalRequested(ApprovalRequest),
+    /// The agent's turn ended; its final (or partial) answer.
+    Result(AgentResult),
+    /// A child agent was requested. Comes once, before anything else of it.
+    ChildStarted(SubAgentInfo),
+    /// One of the child's own events, verbatim.
+    Child(AgentId, Box<AgentEvent>),
+    /// The child's status moved forward.
+    ChildStatus(AgentId, SubAgentStatus),
+}
+
+impl AgentEvent {
+    /// The child this event is about, if it is a child event.
+    pub fn child_id(&self) -> Option<&AgentId> {
+        match self {
+            AgentEvent::ChildStarted(info) => Some(&info.id),
+            AgentEvent::Child(id, _) | AgentEvent::ChildStatus(id, _) => Some(id),
+            _ => None,
+        }
+    }
+}
+
+/// `AgentEvent::ToolStarted`'s payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolStarted {
+    /// The call's id.
+    pub tool_use_id: ToolUseId,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model wrote them (a JSON string).
+    pub arguments: String,
+}
+
+/// `AgentEvent::ToolResult`'s payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The call's id.
+    pub tool_use_id: ToolUseId,
+    /// The tool's name.
+    pub name: String,
+    /// What the model reads back.
+    pub output: String,
+    /// True when `output` is an error sentence.
+    pub is_error: bool,
+}
+
+/// A tool call waiting for approval.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// Resolve it by this id.
+    pub id: ApprovalId,
+    /// The call that waits.
+    pub tool_use_id: ToolUseId,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The call's arguments (a JSON string).
+    pub arguments: String,
+}
+
+/// The host's answer to an [`ApprovalRequest`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ApprovalDecision {
+    /// Run the tool.
+    Approve,
+    /// Do not run it; the model reads that it was denied.
+    Deny,
+}
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The model answered without tool calls.
+    Completed,
+    /// A limit cut the turn short; the text is a partial result.
+    LimitReached(LimitKind),
+    /// The model or the runtime failed; the text names what went wrong.
+    Failed(String),
+    /// The turn was stopped from outside.
+    Stopped,
+}
+
+impl Outcome {
+    /// True for [`Outcome::Completed`].
+    pub fn is_completed(&self) -> bool {
+        matches!(self, Outcome::Completed)
+    }
+}
+
+/// An agent's answer at the end of a turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentResult {
+    /// The final answer, or a partial result that says what was done and
+    /// why it stopped.
+    pub text: String,
+    /// How the turn ended.
+    pub outcome: Outcome,
+    /// Model calls made.
+    pub turns: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Time taken (tokio time: virtual under `tokio::time::pause`).
+    pub elapsed: Duration,
+}
+
+/// What a host learns about a child when it is requested.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubAgentInfo {
+    /// The child's id.
+    pub id: AgentId,
+    /// The parent's `use_agent` call that requested it.
+    pub parent_tool_use_id: ToolUseId,
+    /// Its name: the first line of its system prompt.
+    pub name: String,
+    /// The tools it may call.
+    pub tools: Vec<String>,
+    /// True when the parent did not wait for it (`wait: false`).
+    pub background: bool,
+}
+
+/// Where a child is in its life. Statuses only move forward, in this
+/// order: `Queued` → `Running` → `Background` → one terminal status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubAgentStatus {
+    /// Waiting for a live slot.
+    Queued,
+    /// Running, with its parent waiting inline.
+    Running,
+    /// Handed off: the parent no longer waits; it runs or waits on its own.
+    Background,
+    /// Finished with an answer (possibly a partial one).
+    Done,
+    /// Failed: the model erred, or the child panicked.
+    Failed,
+    /// Stopped from outside.
+    Stopped,
+}
+
+impl SubAgentStatus {
+    /// The position in the forward-only order (terminal statuses share one).
+    pub fn rank(self) -> u8 {
+        match self {
+            SubAgentStatus::Queued => 0,
+            SubAgentStatus::Running => 1,
+            SubAgentStatus::Background => 2,
+            SubAgentStatus::Done | SubAgentStatus::Failed | SubAgentStatus::Stopped => 3,
+        }
+    }
+
+    /// True for `Done`, `Failed` and `Stopped`.
+    pub fn is_terminal(self) -> bool {
+        self.rank() == 3
+    }
+
+    /// The lower-case name used in text (`"done"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubAgentStatus::Queued => "queued",
+            SubAgentStatus::Running => "running",
+            SubAgentStatus::Background => "background",
+            SubAgentStatus::Done => "done",
+            SubAgentStatus::Failed => "failed",
+            SubAgentStatus::Stopped => "stopped",
+        }
+    }
+}
+
+impl fmt::Display for SubAgentStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,24 @@
+//! The typed protocol of the subagents runtime: every value that crosses an
+//! actor, the wire (bincode, see [`codec`]) or the disk (JSON).
+//!
+//! Pure data and pure folds only: no I/O, no runtime.
+
+pub mod agent;
+pub mod codec;
+pub mod envelope;
+pub mod event;
+pub mod gate;
+pub mod ids;
+pub mod limits;
+pub mod model;
+
+pub use agent::{AgentMsg, AgentSnapshot, TurnOrigin, UserTurn};
+pub use envelope::Envelope;
+pub use event::{
+    AgentEvent, AgentResult, ApprovalDecision, ApprovalRequest, Outcome, SubAgentInfo,
+    SubAgentStatus, ToolResult, ToolStarted,
+};
+pub use gate::{GateMsg, GateSnapshot, Permit, Ticket};
+pub use ids::{AgentId, ApprovalId, ThreadId, ToolUseId};
+pub use limits::{LimitKind, Limits};
+pub use model::{ChatMessage, ModelChunk, ModelRequest, Role, ToolCall, ToolSpec, Usage};

@@ -1,0 +1,55 @@
+//! Limits on one agent turn (ghyll's defaults).
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The limits a turn runs under. Hitting one ends the turn with a partial
+/// result that says what was done and which limit hit.
+///
+/// # Choosing values
+/// The defaults (20 turns, 50,000 tokens, 300 s) suit a focused sub-task on
+/// a local model. Raise `wall_clock` for slow hardware rather than
+/// `max_turns`: the wall clock is what bounds how long a parent can block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Model calls per turn.
+    pub max_turns: u32,
+    /// Prompt plus completion tokens per turn.
+    pub token_budget: u64,
+    /// Time per turn, enforced during model calls and tools too.
+    pub wall_clock: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_turns: 20,
+            token_budget: 50_000,
+            wall_clock: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Which limit ended a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// `max_turns` model calls were made.
+    Turns,
+    /// `token_budget` was used up.
+    Tokens,
+    /// `wall_clock` ran out.
+    WallClock,
+}
+
+impl fmt::Display for LimitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LimitKind::Turns => "turn limit",
+            LimitKind::Tokens => "token budget",
+            LimitKind::WallClock => "wall-clock limit",
+        })
+    }
+}

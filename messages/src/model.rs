@@ -1,0 +1,159 @@
+//! What goes to a model and what comes back. The shapes follow the OpenAI
+//! chat-completions wire format: tool arguments travel as JSON *strings*
+//! end to end, so every type here round-trips through bincode.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::ToolUseId;
+
+/// Who wrote a [`ChatMessage`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The user (or a synthetic turn standing in for one, such as a wake).
+    User,
+    /// The model.
+    Assistant,
+    /// The output of a tool call, answering an assistant's tool call by id.
+    Tool,
+}
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text (may be empty for an assistant message that only calls tools).
+    pub content: String,
+    /// Tool calls the assistant made in this message.
+    pub tool_calls: Vec<ToolCall>,
+    /// For a [`Role::Tool`] message: the call it answers.
+    pub tool_call_id: Option<ToolUseId>,
+}
+
+impl ChatMessage {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::plain(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::plain(Role::User, content)
+    }
+
+    /// An assistant message, with the tool calls it made.
+    pub fn assistant(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+            tool_calls,
+            tool_call_id: None,
+        }
+    }
+
+    /// A tool result answering `call`.
+    pub fn tool(call: ToolUseId, content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Tool,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call),
+        }
+    }
+
+    fn plain(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A tool call the model asked for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id; the tool result answers it.
+    pub id: ToolUseId,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as a JSON string (as the model wrote them).
+    pub arguments: String,
+}
+
+/// A tool as the model sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// A JSON schema of its arguments, as a JSON string.
+    pub parameters: String,
+}
+
+/// Tokens a model call used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens read.
+    pub prompt_tokens: u64,
+    /// Tokens written.
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// Prompt plus completion tokens.
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
+
+    /// Adds another call's usage to this one.
+    pub fn add(&mut self, other: Usage) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+    }
+}
+
+/// One model call: the conversation so far and the tools on offer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// The messages, system prompt first.
+    pub messages: Vec<ChatMessage>,
+    /// The tools the model may call.
+    pub tools: Vec<ToolSpec>,
+}
+
+impl ModelRequest {
+    /// The system prompt, if the conversation starts with one.
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.messages
+            .first()
+            .filter(|m| m.role == Role::System)
+            .map(|m| m.content.as_str())
+    }
+
+    /// How many times the model has already answered in this conversation.
+    pub fn assistant_turns(&self) -> usize {
+        self.messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count()
+    }
+}
+
+/// One piece of a streamed model response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ModelChunk {
+    /// A text delta, shown to the host as it arrives.
+    Text(String),
+    /// A whole tool call (adapters assemble fragments before yielding it).
+    ToolCall(ToolCall),
+    /// Token usage for the call (may come once, at the end, or never).
+    Usage(Usage),
+}
