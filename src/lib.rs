@@ -1,6 +1,68 @@
-//! A sub-agent runtime for LLM agents, built as an actor system on `ractor`
-//! and `tokio`.
+//! A sub-agent runtime for LLM agents: an actor system on `ractor` and
+//! `tokio` with a shared model gate, queued children, ordered wakes and a
+//! written, property-checked event contract.
+//!
+//! # Quick start (offline, on the scripted model)
+//!
+//! ```
+//! use subagents::prelude::*;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let model = ScriptedModel::new(vec![
+//!     Turn::new().tool_call("calculator", r#"{"expression":"6*7"}"#),
+//!     Turn::answer("6 × 7 = 42."),
+//! ]);
+//! let (agent, mut events) = Agent::builder(model.shared())
+//!     .system_prompt("You are a careful assistant.")
+//!     .tools(ToolRegistry::new().with(Calculator))
+//!     .spawn()
+//!     .await?;
+//! agent.send_user("What is 6 × 7?")?;
+//! while let Some(event) = events.recv().await {
+//!     if let AgentEvent::Result(result) = event {
+//!         assert_eq!(result.text, "6 × 7 = 42.");
+//!         break;
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Layout
+//!
+//! | crate | re-exported as | holds |
+//! |---|---|---|
+//! | `subagents-messages` | [`messages`] | the typed protocol: events, model types, actor messages, codec |
+//! | `subagents-actors` | [`actors`] | behaviour: Agent, ModelGate, the Model and Tool traits, adapters |
+//! | `subagents-supervisor` | [`supervisor`] | lifecycle policy per thread; the host-facing handle |
+//!
+//! `docs/architecture.md` draws the actors and who owns whom;
+//! `docs/event-ordering.md` is the contract a UI draws from.
+//!
+//! # Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `test-util` | the simulation harness for hosts' own tests |
+//!
+//! The scripted model ([`actors::scripted`]) is always available: it is the
+//! embedded default of the examples.
 
 pub use subagents_actors as actors;
 pub use subagents_messages as messages;
 pub use subagents_supervisor as supervisor;
+
+/// The names most hosts need.
+pub mod prelude {
+    pub use subagents_actors::demo_tools::{Calculator, PageTitle};
+    pub use subagents_actors::scripted::{ScriptedModel, Turn};
+    pub use subagents_actors::{
+        Agent, AgentError, AgentHandle, EventSink, EventStream, GateHandle, Model, ModelError,
+        Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry,
+    };
+    pub use subagents_messages::{
+        AgentEvent, AgentId, AgentResult, ApprovalDecision, ApprovalId, LimitKind, Limits, Outcome,
+        SubAgentInfo, SubAgentStatus, ToolUseId,
+    };
+}

@@ -32,7 +32,7 @@ impl Tool for Calculator {
     fn call(&self, call: ToolCallContext) -> ToolFuture {
         let result = string_argument(&call.arguments, "expression")
             .and_then(|e| evaluate(&e).map_err(ToolError::Failed))
-            .map(|v| format_number(v));
+            .map(format_number);
         Box::pin(async move { result })
     }
 }
@@ -121,10 +121,7 @@ impl Parser {
             }
             Some(c) if c.is_ascii_digit() || c == '.' => {
                 let start = self.at;
-                while self
-                    .peek()
-                    .is_some_and(|c| c.is_ascii_digit() || c == '.')
-                {
+                while self.peek().is_some_and(|c| c.is_ascii_digit() || c == '.') {
                     self.at += 1;
                 }
                 let text: String = self.tokens[start..self.at].iter().collect();

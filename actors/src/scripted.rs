@@ -270,7 +270,10 @@ mod tests {
         }
     }
 
-    async fn collect(model: &ScriptedModel, req: ModelRequest) -> Vec<Result<ModelChunk, ModelError>> {
+    async fn collect(
+        model: &ScriptedModel,
+        req: ModelRequest,
+    ) -> Vec<Result<ModelChunk, ModelError>> {
         model.stream(req).collect().await
     }
 

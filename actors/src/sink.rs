@@ -80,7 +80,11 @@ impl EventSink {
     /// Emits an event. Returns `false` when this sink (or one above it) is
     /// closed or the host dropped the stream; the event is then discarded.
     pub fn emit(&self, event: AgentEvent) -> bool {
-        let open = self.node.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let open = self
+            .node
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if !*open {
             return false;
         }
@@ -103,7 +107,11 @@ impl EventSink {
     /// emits). Returns `false`, without running `last`, if it was already
     /// closed. `last` must not emit through this same sink.
     pub fn close_with(&self, last: impl FnOnce()) -> bool {
-        let mut open = self.node.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut open = self
+            .node
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if !*open {
             return false;
         }
@@ -114,7 +122,11 @@ impl EventSink {
 
     /// True while this sink accepts events (ignores sinks above it).
     pub fn is_open(&self) -> bool {
-        *self.node.open.lock().unwrap_or_else(PoisonError::into_inner)
+        *self
+            .node
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -229,7 +241,10 @@ mod tests {
                 if ev == text("terminal") {
                     seen_terminal = true;
                 } else {
-                    assert!(!seen_terminal, "a child event came after its terminal event");
+                    assert!(
+                        !seen_terminal,
+                        "a child event came after its terminal event"
+                    );
                 }
             }
             assert!(seen_terminal);

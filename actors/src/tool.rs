@@ -286,7 +286,11 @@ mod tests {
         let tool: Arc<dyn Tool> = Arc::new(Panicky);
         let out = run_tool(&tool, ctx("{}")).await;
         assert!(out.is_error);
-        assert!(out.output.contains("`panicky` crashed (disk on fire)"), "{}", out.output);
+        assert!(
+            out.output.contains("`panicky` crashed (disk on fire)"),
+            "{}",
+            out.output
+        );
     }
 
     #[tokio::test]
@@ -305,7 +309,10 @@ mod tests {
             err.to_string(),
             "there is no tool named `shell`; the tools available are: calculator"
         );
-        assert_eq!(registry.subset(&["calculator"]).unwrap().names(), ["calculator"]);
+        assert_eq!(
+            registry.subset(&["calculator"]).unwrap().names(),
+            ["calculator"]
+        );
         assert!(registry.without("calculator").is_empty());
     }
 }

@@ -135,10 +135,12 @@ impl AgentState {
                 .catch_unwind()
                 .await;
             let (result, history) = ran.unwrap_or_else(|panic| {
-                let text = format!("the agent's turn crashed: {}", panic_message(panic.as_ref()));
+                let text = format!(
+                    "the agent's turn crashed: {}",
+                    panic_message(panic.as_ref())
+                );
                 let progress = turn::read(&ctx.progress);
-                let result =
-                    turn::result(text.clone(), Outcome::Failed(text), &progress, started);
+                let result = turn::result(text.clone(), Outcome::Failed(text), &progress, started);
                 (result, fallback)
             });
             ctx.sink.close_with(|| {

@@ -77,7 +77,10 @@ pub(crate) async fn run_turn(
     if !outcome.is_completed() {
         history.push(ChatMessage::assistant(text.clone(), Vec::new()));
     }
-    (result(text, outcome, &read(&ctx.progress), started), history)
+    (
+        result(text, outcome, &read(&ctx.progress), started),
+        history,
+    )
 }
 
 pub(crate) fn result(
@@ -164,10 +167,7 @@ async fn ask_model(
             Ok(ModelChunk::ToolCall(call)) => calls.push(call),
             Ok(ModelChunk::Usage(usage)) => update(&ctx.progress, |p| p.usage.add(usage)),
             Err(e) => {
-                return Err(format!(
-                    "the model `{}` failed: {e}",
-                    config.model.name()
-                ));
+                return Err(format!("the model `{}` failed: {e}", config.model.name()));
             }
         }
     }
@@ -310,6 +310,9 @@ mod tests {
         assert!(text.contains("wall-clock limit (30 s)"), "{text}");
         assert!(text.contains("no answer was written yet"), "{text}");
         let text = partial_result(LimitKind::Tokens, &limits, &progress);
-        assert!(text.contains("token budget (100 tokens; 15 used)"), "{text}");
+        assert!(
+            text.contains("token budget (100 tokens; 15 used)"),
+            "{text}"
+        );
     }
 }

@@ -70,7 +70,11 @@ impl GateState {
                 continue;
             }
             let waited = waiter.since.elapsed();
-            if waiter.reply.send(Permit::new(myself.clone(), ticket)).is_ok() {
+            if waiter
+                .reply
+                .send(Permit::new(myself.clone(), ticket))
+                .is_ok()
+            {
                 self.granted_total += 1;
                 self.longest_wait = self.longest_wait.max(waited);
                 tracing::debug!(

@@ -1,0 +1,214 @@
+//! Every wire type round-trips through bincode, and what goes to disk
+//! through JSON too.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use subagents_messages::codec::{self, CodecError};
+use subagents_messages::*;
+
+fn bincode_roundtrip<T: Serialize + DeserializeOwned + PartialEq + Debug>(value: T) {
+    let bytes = codec::encode(&value).unwrap();
+    let back: T = codec::decode(&bytes).unwrap();
+    assert_eq!(back, value);
+}
+
+fn json_roundtrip<T: Serialize + DeserializeOwned + PartialEq + Debug>(value: T) {
+    let text = serde_json::to_string(&value).unwrap();
+    let back: T = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, value);
+}
+
+fn both<T: Serialize + DeserializeOwned + PartialEq + Debug + Clone>(value: T) {
+    bincode_roundtrip(value.clone());
+    json_roundtrip(value);
+}
+
+fn call() -> ToolCall {
+    ToolCall {
+        id: ToolUseId::new("call_1"),
+        name: "calculator".into(),
+        arguments: r#"{"expression":"2+2","nested":{"a":[1,2]}}"#.into(),
+    }
+}
+
+fn usage() -> Usage {
+    Usage {
+        prompt_tokens: 12,
+        completion_tokens: 34,
+    }
+}
+
+fn result() -> AgentResult {
+    AgentResult {
+        text: "It is 4. ✓".into(),
+        outcome: Outcome::LimitReached(LimitKind::WallClock),
+        turns: 3,
+        tool_calls: 2,
+        usage: usage(),
+        elapsed: Duration::from_millis(1500),
+    }
+}
+
+fn envelope() -> Envelope {
+    Envelope {
+        id: AgentId::new("agent_1"),
+        name: "Fetcher".into(),
+        parent_tool_use_id: ToolUseId::new("call_1_1"),
+        task: "fetch https://example.com".into(),
+        tools: vec!["fetch_title".into()],
+        status: SubAgentStatus::Done,
+        background: true,
+        requested_at_ms: 1_700_000_000_000,
+        started_at_ms: Some(1_700_000_000_500),
+        finished_at_ms: None,
+        elapsed: Duration::from_secs(12),
+        tool_calls: 1,
+        last_tool: Some("fetch_title".into()),
+        usage: usage(),
+        result: Some("Example Domain".into()),
+        error: None,
+        claimed: false,
+    }
+}
+
+#[test]
+fn ids_roundtrip() {
+    both(ThreadId::new("t1"));
+    both(AgentId::new("agent_1"));
+    both(ToolUseId::new("call_1"));
+    both(ApprovalId::new("agent_1-approval-1"));
+}
+
+#[test]
+fn model_types_roundtrip() {
+    both(call());
+    both(usage());
+    both(ToolSpec {
+        name: "calculator".into(),
+        description: "math".into(),
+        parameters: r#"{"type":"object"}"#.into(),
+    });
+    for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
+        both(role);
+    }
+    let request = ModelRequest {
+        messages: vec![
+            ChatMessage::system("sys"),
+            ChatMessage::user("hi"),
+            ChatMessage::assistant("", vec![call()]),
+            ChatMessage::tool(ToolUseId::new("call_1"), "4"),
+        ],
+        tools: vec![],
+    };
+    both(request);
+    for chunk in [
+        ModelChunk::Text("a".into()),
+        ModelChunk::ToolCall(call()),
+        ModelChunk::Usage(usage()),
+    ] {
+        both(chunk);
+    }
+}
+
+#[test]
+fn limits_and_outcomes_roundtrip() {
+    both(Limits::default());
+    for kind in [LimitKind::Turns, LimitKind::Tokens, LimitKind::WallClock] {
+        both(kind);
+    }
+    for outcome in [
+        Outcome::Completed,
+        Outcome::LimitReached(LimitKind::Tokens),
+        Outcome::Failed("the model failed".into()),
+        Outcome::Stopped,
+    ] {
+        both(outcome);
+    }
+    both(result());
+    both(UserTurn {
+        text: "hello".into(),
+        origin: TurnOrigin::Wake,
+    });
+    both(AgentSnapshot::default());
+}
+
+#[test]
+fn every_event_variant_roundtrips() {
+    let info = SubAgentInfo {
+        id: AgentId::new("agent_1"),
+        parent_tool_use_id: ToolUseId::new("call_1"),
+        name: "Fetcher".into(),
+        tools: vec!["fetch_title".into()],
+        background: false,
+    };
+    let events = vec![
+        AgentEvent::Text("hello".into()),
+        AgentEvent::ToolStarted(ToolStarted {
+            tool_use_id: ToolUseId::new("c"),
+            name: "n".into(),
+            arguments: "{}".into(),
+        }),
+        AgentEvent::ToolResult(ToolResult {
+            tool_use_id: ToolUseId::new("c"),
+            name: "n".into(),
+            output: "o".into(),
+            is_error: true,
+        }),
+        AgentEvent::ApprovalRequested(ApprovalRequest {
+            id: ApprovalId::new("a"),
+            tool_use_id: ToolUseId::new("c"),
+            tool_name: "n".into(),
+            arguments: "{}".into(),
+        }),
+        AgentEvent::Result(result()),
+        AgentEvent::ChildStarted(info),
+        AgentEvent::Child(
+            AgentId::new("agent_1"),
+            Box::new(AgentEvent::Child(
+                AgentId::new("agent_2"),
+                Box::new(AgentEvent::Text("deep".into())),
+            )),
+        ),
+    ];
+    for event in events {
+        both(event);
+    }
+    for status in [
+        SubAgentStatus::Queued,
+        SubAgentStatus::Running,
+        SubAgentStatus::Background,
+        SubAgentStatus::Done,
+        SubAgentStatus::Failed,
+        SubAgentStatus::Stopped,
+    ] {
+        both(AgentEvent::ChildStatus(AgentId::new("agent_1"), status));
+    }
+    for decision in [ApprovalDecision::Approve, ApprovalDecision::Deny] {
+        both(decision);
+    }
+}
+
+#[test]
+fn envelope_roundtrips_and_its_json_is_stable() {
+    both(envelope());
+    let json = serde_json::to_value(envelope()).unwrap();
+    assert_eq!(json["status"], "done");
+    assert_eq!(json["id"], "agent_1");
+    assert_eq!(json["finished_at_ms"], serde_json::Value::Null);
+}
+
+#[test]
+fn truncated_and_trailing_bytes_are_decode_errors() {
+    let bytes = codec::encode(&envelope()).unwrap();
+    let err = codec::decode::<Envelope>(&bytes[..bytes.len() / 2]).unwrap_err();
+    assert!(matches!(err, CodecError::Decode(_)));
+    let mut longer = bytes.clone();
+    longer.push(0);
+    let err = codec::decode::<Envelope>(&longer).unwrap_err();
+    assert!(err.to_string().contains("1 trailing bytes"), "{err}");
+}

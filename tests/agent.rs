@@ -1,0 +1,383 @@
+//! The agent turn loop: events in order, limits with partial results,
+//! errors and panics as sentences, stop, approvals.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use subagents::messages::{ToolResult, ToolStarted, Usage};
+use subagents::prelude::*;
+
+async fn until_result(events: &mut EventStream) -> (Vec<AgentEvent>, AgentResult) {
+    let mut seen = Vec::new();
+    while let Some(event) = events.recv().await {
+        if let AgentEvent::Result(result) = &event {
+            let result = result.clone();
+            seen.push(event);
+            return (seen, result);
+        }
+        seen.push(event);
+    }
+    panic!("the stream ended without a result: {seen:?}");
+}
+
+async fn spawn(
+    model: ScriptedModel,
+    tools: ToolRegistry,
+    limits: Limits,
+) -> (AgentHandle, EventStream, GateHandle) {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let (agent, events) = Agent::builder(model.shared())
+        .system_prompt("You are the parent.")
+        .tools(tools)
+        .limits(limits)
+        .gate(gate.clone())
+        .spawn()
+        .await
+        .unwrap();
+    (agent, events, gate)
+}
+
+async fn assert_gate_free(gate: &GateHandle) {
+    let snapshot = gate.snapshot().await.unwrap();
+    assert_eq!(snapshot.in_flight, 0, "a gate permit leaked");
+    assert_eq!(snapshot.queued, 0);
+}
+
+fn started(id: &str, name: &str, arguments: &str) -> AgentEvent {
+    AgentEvent::ToolStarted(ToolStarted {
+        tool_use_id: ToolUseId::new(id),
+        name: name.into(),
+        arguments: arguments.into(),
+    })
+}
+
+fn finished(id: &str, name: &str, output: &str, is_error: bool) -> AgentEvent {
+    AgentEvent::ToolResult(ToolResult {
+        tool_use_id: ToolUseId::new(id),
+        name: name.into(),
+        output: output.into(),
+        is_error,
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_multi_turn_run_with_tool_calls_yields_events_in_order() {
+    let model = ScriptedModel::new(vec![
+        Turn::new()
+            .text("Let me check. ")
+            .tool_call("calculator", r#"{"expression":"6*7"}"#)
+            .tool_call("fetch_title", r#"{"url":"https://example.com"}"#)
+            .usage(100, 20),
+        Turn::new()
+            .text("6×7 is 42 and the page is ")
+            .text("Example Domain.")
+            .usage(150, 10),
+    ]);
+    let tools = ToolRegistry::new()
+        .with(Calculator)
+        .with(PageTitle::default());
+    let (agent, mut events, gate) = spawn(model, tools, Limits::default()).await;
+    agent.send_user("Two questions").unwrap();
+    let (seen, result) = until_result(&mut events).await;
+    assert_eq!(
+        seen[..7],
+        [
+            AgentEvent::Text("Let me check. ".into()),
+            started("call_1_1", "calculator", r#"{"expression":"6*7"}"#),
+            finished("call_1_1", "calculator", "42", false),
+            started(
+                "call_1_2",
+                "fetch_title",
+                r#"{"url":"https://example.com"}"#
+            ),
+            finished("call_1_2", "fetch_title", "Example Domain", false),
+            AgentEvent::Text("6×7 is 42 and the page is ".into()),
+            AgentEvent::Text("Example Domain.".into()),
+        ]
+    );
+    assert_eq!(seen.len(), 8);
+    assert_eq!(result.text, "6×7 is 42 and the page is Example Domain.");
+    assert_eq!(result.outcome, Outcome::Completed);
+    assert_eq!((result.turns, result.tool_calls), (2, 2));
+    assert_eq!(result.usage.total(), 280);
+    assert_gate_free(&gate).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_turn_limit_yields_a_partial_result_naming_it() {
+    let looping = Turn::new()
+        .text("still working")
+        .tool_call("calculator", r#"{"expression":"1+1"}"#);
+    let model = ScriptedModel::new(vec![looping; 5]);
+    let limits = Limits {
+        max_turns: 3,
+        ..Limits::default()
+    };
+    let (agent, mut events, gate) =
+        spawn(model, ToolRegistry::new().with(Calculator), limits).await;
+    let result = agent.run("loop").await.unwrap();
+    let _ = until_result(&mut events).await;
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Turns));
+    assert_eq!(result.turns, 3);
+    assert!(
+        result
+            .text
+            .starts_with("Partial result: stopped by the turn limit (3 model calls)"),
+        "{}",
+        result.text
+    );
+    assert!(result.text.contains("still working"), "{}", result.text);
+    assert_gate_free(&gate).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_token_budget_yields_a_partial_result_naming_it() {
+    let expensive = Turn::new()
+        .tool_call("calculator", r#"{"expression":"1+1"}"#)
+        .usage(20_000, 10_000);
+    let model = ScriptedModel::new(vec![expensive; 5]);
+    let (agent, _events, gate) = spawn(
+        model,
+        ToolRegistry::new().with(Calculator),
+        Limits::default(),
+    )
+    .await;
+    let result = agent.run("spend").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert_eq!(result.turns, 2);
+    assert!(
+        result
+            .text
+            .contains("token budget (50000 tokens; 60000 used)"),
+        "{}",
+        result.text
+    );
+    assert_gate_free(&gate).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_model_is_cut_by_the_wall_clock() {
+    let model = ScriptedModel::new(vec![
+        Turn::new().tool_call("calculator", r#"{"expression":"2+2"}"#),
+        Turn::new().text("thinking…").hang(),
+    ]);
+    let (agent, mut events, gate) = spawn(
+        model,
+        ToolRegistry::new().with(Calculator),
+        Limits::default(),
+    )
+    .await;
+    let start = tokio::time::Instant::now();
+    let result = agent.run("hang").await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(300));
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::WallClock));
+    assert!(
+        result.text.contains("wall-clock limit (300 s)"),
+        "{}",
+        result.text
+    );
+    assert!(
+        result.text.contains("1 tool call(s) (calculator)"),
+        "{}",
+        result.text
+    );
+    let (seen, _) = until_result(&mut events).await;
+    assert!(seen.contains(&AgentEvent::Text("thinking…".into())));
+    assert_gate_free(&gate).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_model_error_yields_an_error_result_and_returns_the_permit() {
+    let model = ScriptedModel::new(vec![Turn::new().text("par").error("connection reset")]);
+    let (agent, _events, gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
+    let result = agent.run("x").await.unwrap();
+    assert_eq!(
+        result.outcome,
+        Outcome::Failed("the model `scripted` failed: connection reset".into())
+    );
+    assert_eq!(result.text, "the model `scripted` failed: connection reset");
+    assert_gate_free(&gate).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_model_fails_the_turn_but_not_the_agent() {
+    let model = ScriptedModel::new(vec![Turn::new().panic("adapter bug")])
+        .with_script("second", vec![Turn::answer("fine")]);
+    let (agent, _events, gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
+    let result = agent.run("x").await.unwrap();
+    assert!(
+        matches!(&result.outcome, Outcome::Failed(e) if e.contains("crashed: adapter bug")),
+        "{result:?}"
+    );
+    assert_gate_free(&gate).await;
+    // The agent still answers.
+    assert!(!agent.snapshot().await.unwrap().busy);
+}
+
+struct Panicky;
+
+impl Tool for Panicky {
+    fn name(&self) -> &str {
+        "panicky"
+    }
+    fn description(&self) -> String {
+        "always panics".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { panic!("index out of bounds") })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_tool_becomes_a_readable_error_and_the_loop_continues() {
+    let model = ScriptedModel::new(vec![
+        Turn::new()
+            .tool_call("panicky", "{}")
+            .tool_call("nope", "{}"),
+        Turn::answer("Recovered."),
+    ]);
+    let (agent, mut events, _gate) =
+        spawn(model, ToolRegistry::new().with(Panicky), Limits::default()).await;
+    agent.send_user("go").unwrap();
+    let (seen, result) = until_result(&mut events).await;
+    assert_eq!(result.text, "Recovered.");
+    assert!(seen.contains(&finished(
+        "call_1_1",
+        "panicky",
+        "the tool `panicky` crashed (index out of bounds); try another approach",
+        true
+    )));
+    assert!(seen.contains(&finished(
+        "call_1_2",
+        "nope",
+        "there is no tool named `nope`; the tools available are: panicky",
+        true
+    )));
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_a_turn_ends_it_once_as_stopped_and_frees_the_gate() {
+    let model = ScriptedModel::new(vec![Turn::new().text("…").hang(), Turn::answer("next")]);
+    let (agent, mut events, gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
+    let runner = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.run("first").await })
+    };
+    assert_eq!(events.recv().await, Some(AgentEvent::Text("…".into())));
+    agent.stop_turn().unwrap();
+    let result = runner.await.unwrap().unwrap();
+    assert_eq!(result.outcome, Outcome::Stopped);
+    let (_, emitted) = until_result(&mut events).await;
+    assert_eq!(emitted, result);
+    assert_gate_free(&gate).await;
+    // The next turn runs normally, after the stopped one in the history.
+    let next = agent.run("second").await.unwrap();
+    assert_eq!(next.text, "next");
+    assert!(events.try_recv().is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn turns_run_one_at_a_time_in_order() {
+    let model = ScriptedModel::new(vec![
+        Turn::new().delay(Duration::from_secs(1)).text("one"),
+        Turn::answer("two"),
+    ]);
+    let (agent, mut events, _gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
+    agent.send_user("a").unwrap();
+    agent.send_user("b").unwrap();
+    let (_, first) = until_result(&mut events).await;
+    let (_, second) = until_result(&mut events).await;
+    assert_eq!((first.text.as_str(), second.text.as_str()), ("one", "two"));
+}
+
+struct NeedsApproval;
+
+impl Tool for NeedsApproval {
+    fn name(&self) -> &str {
+        "http_post"
+    }
+    fn description(&self) -> String {
+        "posts".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn requires_approval(&self, _arguments: &str) -> bool {
+        true
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { Ok("posted".to_owned()) })
+    }
+}
+
+async fn approval_run(decision: ApprovalDecision) -> (Vec<AgentEvent>, AgentHandle) {
+    let model = ScriptedModel::new(vec![
+        Turn::new().tool_call("http_post", "{}"),
+        Turn::answer("done"),
+    ]);
+    let (agent, mut events, _gate) = spawn(
+        model,
+        ToolRegistry::new().with(NeedsApproval),
+        Limits::default(),
+    )
+    .await;
+    agent.send_user("post it").unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let event = events.recv().await.unwrap();
+        seen.push(event.clone());
+        if let AgentEvent::ApprovalRequested(request) = event {
+            assert!(
+                !agent
+                    .resolve_approval(ApprovalId::new("other"), decision)
+                    .await
+                    .unwrap()
+            );
+            assert!(agent.resolve_approval(request.id, decision).await.unwrap());
+            break;
+        }
+    }
+    let (rest, _) = until_result(&mut events).await;
+    seen.extend(rest);
+    (seen, agent)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approved_call_runs() {
+    let (seen, _) = approval_run(ApprovalDecision::Approve).await;
+    assert!(seen.contains(&finished("call_1_1", "http_post", "posted", false)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_denied_call_is_a_sentence_for_the_model() {
+    let (seen, _) = approval_run(ApprovalDecision::Deny).await;
+    assert!(seen.iter().any(|e| matches!(e,
+        AgentEvent::ToolResult(r) if r.is_error && r.output.starts_with("the user denied this call to `http_post`"))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_on_a_stopped_agent_is_a_clear_error() {
+    let model = ScriptedModel::new(vec![]);
+    let (agent, _events, _gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
+    agent.shutdown();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let err = agent.send_user("hello").unwrap_err();
+    assert_eq!(err.to_string(), "the agent `parent` is stopped");
+}
+
+#[tokio::test(start_paused = true)]
+async fn usage_adds_up() {
+    let mut usage = Usage::default();
+    usage.add(Usage {
+        prompt_tokens: u64::MAX,
+        completion_tokens: 1,
+    });
+    assert_eq!(usage.total(), u64::MAX);
+    let _ = Arc::new(0);
+}

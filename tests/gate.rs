@@ -1,0 +1,189 @@
+//! The ModelGate: FIFO grants, capacity, and permits that cannot leak.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::poll;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use subagents::actors::GateHandle;
+use subagents::messages::Permit;
+
+type Acquire = Pin<Box<dyn Future<Output = Result<Permit, subagents::actors::GateClosed>> + Send>>;
+
+/// Queues `n` acquires in order (each polled once from this task, so the
+/// gate receives them in this order).
+async fn queue_in_order(gate: &GateHandle, n: usize) -> Vec<Acquire> {
+    let mut futures = Vec::new();
+    for i in 0..n {
+        let gate = gate.clone();
+        let mut fut: Acquire = Box::pin(async move { gate.acquire(&format!("w{i}")).await });
+        let _ = poll!(fut.as_mut());
+        futures.push(fut);
+    }
+    futures
+}
+
+async fn probe_is_free(gate: &GateHandle) -> bool {
+    tokio::time::timeout(Duration::from_secs(1), gate.acquire("probe"))
+        .await
+        .is_ok()
+}
+
+async fn run_waiters(capacity: usize, waiters: usize) -> (Vec<usize>, usize) {
+    let gate = GateHandle::spawn(capacity).await.unwrap();
+    let blocker = gate.acquire("blocker").await.unwrap();
+    let queued = queue_in_order(&gate, waiters).await;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for (i, fut) in queued.into_iter().enumerate() {
+        let (order, in_flight, peak) = (order.clone(), in_flight.clone(), peak.clone());
+        tasks.push(tokio::spawn(async move {
+            let permit = fut.await.unwrap();
+            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+            drop(permit);
+        }));
+    }
+    drop(blocker);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let snapshot = gate.snapshot().await.unwrap();
+    assert_eq!(snapshot.in_flight, 0);
+    assert_eq!(snapshot.queued, 0);
+    assert_eq!(snapshot.granted_total, waiters as u64 + 1);
+    let order = order.lock().unwrap().clone();
+    (order, peak.load(Ordering::SeqCst))
+}
+
+#[tokio::test(start_paused = true)]
+async fn hundred_waiters_are_granted_in_exact_fifo_order() {
+    let (order, peak) = run_waiters(1, 100).await;
+    assert_eq!(order, (0..100).collect::<Vec<_>>());
+    assert_eq!(peak, 1, "a capacity-1 gate had two calls in flight");
+}
+
+#[tokio::test(start_paused = true)]
+async fn capacity_n_admits_exactly_n_at_once() {
+    let (order, peak) = run_waiters(3, 30).await;
+    assert_eq!(peak, 3);
+    assert_eq!(order.len(), 30);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_permit_releases_it() {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let permit = gate.acquire("a").await.unwrap();
+    assert!(!probe_is_free(&gate).await);
+    drop(permit);
+    assert!(probe_is_free(&gate).await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_holder_releases_its_permit() {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let g = gate.clone();
+    let holder = tokio::spawn(async move {
+        let _permit = g.acquire("panicker").await.unwrap();
+        panic!("holder crashed");
+    });
+    assert!(holder.await.unwrap_err().is_panic());
+    assert!(probe_is_free(&gate).await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_aborted_holder_task_releases_its_permit() {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let g = gate.clone();
+    let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+    let holder = tokio::spawn(async move {
+        let _permit = g.acquire("hanger").await.unwrap();
+        held_tx.send(()).unwrap();
+        std::future::pending::<()>().await;
+    });
+    held_rx.await.unwrap();
+    assert!(!probe_is_free(&gate).await);
+    holder.abort();
+    assert!(holder.await.unwrap_err().is_cancelled());
+    assert!(probe_is_free(&gate).await);
+}
+
+struct Holder;
+
+impl Actor for Holder {
+    type Msg = ();
+    type State = Permit;
+    type Arguments = GateHandle;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<()>,
+        gate: GateHandle,
+    ) -> Result<Permit, ActorProcessingErr> {
+        Ok(gate.acquire("actor").await?)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_killed_holder_actor_releases_its_permit() {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let (actor, handle) = Actor::spawn(None, Holder, gate.clone()).await.unwrap();
+    assert!(!probe_is_free(&gate).await);
+    actor.kill();
+    handle.await.unwrap();
+    assert!(probe_is_free(&gate).await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_waiter_never_gets_a_permit_and_blocks_nobody() {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let holder = gate.acquire("holder").await.unwrap();
+    let mut queued = queue_in_order(&gate, 3).await;
+    let third = queued.pop().unwrap();
+    let second = queued.pop().unwrap();
+    drop(queued); // the first waiter gives up while queued
+    let snapshot = gate.snapshot().await.unwrap();
+    assert_eq!(snapshot.queued, 2, "the cancelled waiter left the queue");
+    drop(holder);
+    let second = second.await.unwrap();
+    drop(second);
+    let third = third.await.unwrap();
+    assert_eq!(third.ticket(), 4);
+    let snapshot = gate.snapshot().await.unwrap();
+    assert_eq!(snapshot.granted_total, 3, "holder, second and third only");
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_times_are_observable() {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let holder = gate.acquire("holder").await.unwrap();
+    let g = gate.clone();
+    let waiter = tokio::spawn(async move { g.acquire("waiter").await.map(drop) });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let snapshot = gate.snapshot().await.unwrap();
+    assert_eq!((snapshot.in_flight, snapshot.queued), (1, 1));
+    drop(holder);
+    waiter.await.unwrap().unwrap();
+    let snapshot = gate.snapshot().await.unwrap();
+    assert_eq!(snapshot.longest_wait, Duration::from_secs(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquire_on_a_stopped_gate_is_an_error() {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    gate.actor().stop(None);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let err = gate.acquire("late").await.unwrap_err();
+    assert_eq!(err.to_string(), "the model gate is closed");
+}
