@@ -11,6 +11,7 @@ pub mod agent;
 pub mod demo_tools;
 pub mod gate;
 pub mod model;
+pub mod profile;
 pub mod scripted;
 pub mod sink;
 pub mod tool;

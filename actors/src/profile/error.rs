@@ -1,0 +1,180 @@
+//! The errors and warnings of profile parsing and loading.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The frontmatter format of a profile file, told by its opening fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrontmatterFormat {
+    /// `+++`-fenced TOML (openheim's format).
+    Toml,
+    /// `---`-fenced YAML (the `.claude/agents/*.md` format).
+    Yaml,
+}
+
+impl FrontmatterFormat {
+    /// The fence line that opens and closes this format's block.
+    pub fn fence(self) -> &'static str {
+        match self {
+            Self::Toml => "+++",
+            Self::Yaml => "---",
+        }
+    }
+}
+
+impl fmt::Display for FrontmatterFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Toml => "TOML",
+            Self::Yaml => "YAML",
+        })
+    }
+}
+
+/// What is wrong at a position of a profile file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseErrorKind {
+    /// The frontmatter block is opened but no closing fence line follows.
+    #[error("the {format} frontmatter opened here is never closed (no line `{}` follows)", format.fence())]
+    UnclosedFrontmatter {
+        /// The format the opening fence announced.
+        format: FrontmatterFormat,
+    },
+    /// The frontmatter is not valid TOML/YAML, or a value has the wrong type.
+    #[error("invalid {format} frontmatter: {message}")]
+    Invalid {
+        /// The frontmatter's format.
+        format: FrontmatterFormat,
+        /// The parser's message, without position.
+        message: String,
+    },
+    /// The file's bytes are not UTF-8; the position is the first bad byte.
+    #[error("the file is not valid UTF-8")]
+    NotUtf8,
+}
+
+/// A profile file that could not be parsed, and where.
+///
+/// `line` and `column` are 1-based and relative to the whole file (not to
+/// the frontmatter block); the column counts characters, not bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}:{line}:{column}: {kind}", path.display())]
+pub struct ParseError {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line in the file.
+    pub line: usize,
+    /// 1-based column (in characters) in that line.
+    pub column: usize,
+    /// What is wrong.
+    pub kind: ParseErrorKind,
+}
+
+/// Why a profile file was not loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileError {
+    /// The file's contents do not parse.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// The file name does not make a valid profile name.
+    #[error("{}: `{name}` is not a valid profile name: {reason}", path.display())]
+    InvalidName {
+        /// The file.
+        path: PathBuf,
+        /// The name the file would give (lossy if not UTF-8).
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// The file could not be read.
+    #[error("{}: cannot read: {message}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+impl ProfileError {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Parse(e) => &e.path,
+            Self::InvalidName { path, .. } | Self::Read { path, .. } => path,
+        }
+    }
+
+    /// The 1-based `(line, column)` of a parse error; `None` for the others.
+    pub fn position(&self) -> Option<(usize, usize)> {
+        match self {
+            Self::Parse(e) => Some((e.line, e.column)),
+            Self::InvalidName { .. } | Self::Read { .. } => None,
+        }
+    }
+}
+
+/// Something worth telling about while parsing or loading profiles. Never
+/// fatal: each is also logged with `tracing::warn!` by the loader.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileWarning {
+    /// A profile file was skipped; loading went on without it.
+    #[error("skipped profile file: {0}")]
+    Skipped(ProfileError),
+    /// A frontmatter key this loader does not know; it was ignored.
+    #[error("{}: unknown frontmatter key `{key}` ignored", path.display())]
+    UnknownKey {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: String,
+    },
+    /// A profile's `tools` names a tool that does not exist; the tool was
+    /// left out of that profile's list.
+    #[error("{}: profile `{profile}` lists unknown tool `{tool}`; it is left out", path.display())]
+    UnknownTool {
+        /// The file.
+        path: PathBuf,
+        /// The profile.
+        profile: String,
+        /// The unknown tool name.
+        tool: String,
+    },
+    /// The frontmatter's `name` differs from the file name; the file name wins.
+    #[error(
+        "{}: frontmatter name `{declared}` differs from the file name; the profile is named `{profile}`",
+        path.display()
+    )]
+    NameMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The profile's name (from the file name).
+        profile: String,
+        /// The `name` the frontmatter declares.
+        declared: String,
+    },
+    /// A profile directory exists but could not be listed.
+    #[error("{}: cannot read profile directory: {message}", path.display())]
+    UnreadableDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+impl ProfileWarning {
+    /// The file or directory the warning is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Skipped(e) => e.path(),
+            Self::UnknownKey { path, .. }
+            | Self::UnknownTool { path, .. }
+            | Self::NameMismatch { path, .. }
+            | Self::UnreadableDir { path, .. } => path,
+        }
+    }
+}

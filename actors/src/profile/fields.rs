@@ -1,0 +1,190 @@
+//! The frontmatter fields, deserialized the same way from TOML and YAML.
+//!
+//! A hand-written visitor rather than a derive: unknown keys are collected
+//! (to become warnings) instead of failing, and every known value is
+//! deserialized straight from the format's deserializer, so a wrong type is
+//! reported at the value's own position.
+
+use std::cell::Cell;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// The frontmatter of one profile file, as written.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct Frontmatter {
+    pub(super) name: Option<String>,
+    pub(super) description: Option<String>,
+    pub(super) model: Option<String>,
+    pub(super) provider: Option<String>,
+    pub(super) tools: Option<Vec<String>>,
+    pub(super) max_iterations: Option<u32>,
+    /// Keys not understood, in the order written.
+    pub(super) unknown: Vec<String>,
+}
+
+impl Frontmatter {
+    /// Deserializes a frontmatter table. While a key's value is being
+    /// deserialized, `current_key` holds that key (and keeps it on an
+    /// error), so an error the format could not place can still be placed.
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+        current_key: &Cell<Option<String>>,
+    ) -> Result<Option<Self>, D::Error> {
+        deserializer.deserialize_option(OptionalFrontmatter { current_key })
+    }
+}
+
+/// A table, or nothing (an empty or comments-only YAML document is null).
+struct OptionalFrontmatter<'k> {
+    current_key: &'k Cell<Option<String>>,
+}
+
+impl<'de> Visitor<'de> for OptionalFrontmatter<'_> {
+    type Value = Option<Frontmatter>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a table of profile settings")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer
+            .deserialize_map(FrontmatterVisitor {
+                current_key: self.current_key,
+            })
+            .map(Some)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        FrontmatterVisitor {
+            current_key: self.current_key,
+        }
+        .visit_map(map)
+        .map(Some)
+    }
+}
+
+struct FrontmatterVisitor<'k> {
+    current_key: &'k Cell<Option<String>>,
+}
+
+impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
+    type Value = Frontmatter;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a table of profile settings")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Frontmatter, A::Error> {
+        let mut fm = Frontmatter::default();
+        while let Some(key) = map.next_key::<String>()? {
+            self.current_key.set(Some(key.clone()));
+            match key.as_str() {
+                "name" => fm.name = map.next_value()?,
+                "description" => fm.description = map.next_value()?,
+                "model" => fm.model = map.next_value()?,
+                "provider" => fm.provider = map.next_value()?,
+                "tools" => fm.tools = map.next_value::<Option<ToolList>>()?.map(|t| t.0),
+                // `maxTurns` is the Claude Code spelling of the same cap.
+                "max_iterations" | "maxTurns" => {
+                    fm.max_iterations = map.next_value::<Option<Iterations>>()?.map(|i| i.0);
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    fm.unknown.push(key);
+                }
+            }
+            self.current_key.set(None);
+        }
+        Ok(fm)
+    }
+}
+
+/// A tool list: an array of names, or one string of comma-separated names
+/// (the `.claude/agents` style `tools: Read, Grep, Glob`). Names are trimmed;
+/// empty names and repeats are dropped.
+struct ToolList(Vec<String>);
+
+impl ToolList {
+    fn push(&mut self, name: &str) {
+        let name = name.trim();
+        if !name.is_empty() && !self.0.iter().any(|t| t == name) {
+            self.0.push(name.to_owned());
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ToolListVisitor)
+    }
+}
+
+struct ToolListVisitor;
+
+impl<'de> Visitor<'de> for ToolListVisitor {
+    type Value = ToolList;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of tool names or a comma-separated string of tool names")
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<ToolList, E> {
+        let mut list = ToolList(Vec::new());
+        for name in value.split(',') {
+            list.push(name);
+        }
+        Ok(list)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ToolList, A::Error> {
+        let mut list = ToolList(Vec::new());
+        while let Some(name) = seq.next_element::<String>()? {
+            list.push(&name);
+        }
+        Ok(list)
+    }
+}
+
+/// An iteration cap: an integer from 1 to `u32::MAX`. Checked inside the
+/// visitor (not after it, as `NonZeroU32` does) so that the YAML
+/// deserializer still knows the value's position when the check fails.
+struct Iterations(u32);
+
+impl<'de> Deserialize<'de> for Iterations {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_u32(IterationsVisitor)
+    }
+}
+
+struct IterationsVisitor;
+
+impl<'de> Visitor<'de> for IterationsVisitor {
+    type Value = Iterations;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an integer from 1 to {}", u32::MAX)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Iterations, E> {
+        match u32::try_from(value) {
+            Ok(n) if n > 0 => Ok(Iterations(n)),
+            _ => Err(E::invalid_value(de::Unexpected::Unsigned(value), &self)),
+        }
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Iterations, E> {
+        match u64::try_from(value) {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(E::invalid_value(de::Unexpected::Signed(value), &self)),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! Loading directories of profile files into a [`ProfileSet`].
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use super::Profile;
+use super::error::{ProfileError, ProfileWarning};
+use super::parse::{Parsed, parse_profile_bytes};
+
+/// The largest profile file read, in bytes (1 MiB); a larger one is skipped
+/// with a warning.
+pub const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
+
+/// Profiles by name, sorted by name, names unique.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProfileSet {
+    profiles: Vec<Profile>,
+}
+
+/// What [`ProfileSet::load`] found: the profiles, and every warning raised
+/// on the way (each also logged with `tracing::warn!`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    /// The profiles loaded.
+    pub profiles: ProfileSet,
+    /// Skipped files, unknown keys, unknown tools, unreadable directories.
+    pub warnings: Vec<ProfileWarning>,
+}
+
+impl ProfileSet {
+    /// Loads every `*.md` file of each directory in `dirs`, in order; on a
+    /// name clash the later directory's profile wins.
+    ///
+    /// - A directory that does not exist is skipped silently; one that
+    ///   cannot be listed gives [`ProfileWarning::UnreadableDir`].
+    /// - Only regular files (after following links) whose extension is
+    ///   exactly `md` and whose name does not start with `.` are read.
+    /// - A file that cannot be read or parsed, or whose name is not a valid
+    ///   profile name, is skipped with [`ProfileWarning::Skipped`] (logged
+    ///   with its file, line and column); loading goes on. A skipped file
+    ///   does not hide a profile of the same name from an earlier directory.
+    /// - A tool in a profile's `tools` that is not in `known_tools` is left
+    ///   out of that profile's list, with [`ProfileWarning::UnknownTool`]:
+    ///   a profile never gets a tool that does not exist, and its allowlist
+    ///   only ever narrows. (If every listed tool is unknown, the profile
+    ///   ends with `Some(empty)`, no tools, rather than inheriting all.)
+    pub fn load(dirs: &[PathBuf], known_tools: &[String]) -> LoadReport {
+        let mut by_name: BTreeMap<String, Profile> = BTreeMap::new();
+        let mut warnings = Vec::new();
+        for dir in dirs {
+            for path in profile_files(dir, &mut warnings) {
+                match load_file(&path) {
+                    Ok(Parsed {
+                        mut profile,
+                        warnings: file_warnings,
+                    }) => {
+                        for w in file_warnings {
+                            warn(&mut warnings, w);
+                        }
+                        restrict_tools(&mut profile, known_tools, &mut warnings);
+                        if let Some(old) = by_name.insert(profile.name.clone(), profile) {
+                            tracing::debug!(
+                                profile = %old.name,
+                                replaced = %old.source.display(),
+                                "profile overridden by a later directory"
+                            );
+                        }
+                    }
+                    Err(e) => warn(&mut warnings, ProfileWarning::Skipped(e)),
+                }
+            }
+        }
+        LoadReport {
+            profiles: ProfileSet {
+                profiles: by_name.into_values().collect(),
+            },
+            warnings,
+        }
+    }
+
+    /// The default profile directories, in load order: the user's
+    /// `$XDG_CONFIG_HOME/subagents/agents` (or `$HOME/.config/subagents/agents`
+    /// when `XDG_CONFIG_HOME` is unset, empty or relative; left out when
+    /// neither is usable), then the project's `<project_root>/.subagents/agents`.
+    /// Passed to [`ProfileSet::load`], the project's profiles win.
+    pub fn default_dirs(project_root: &Path) -> Vec<PathBuf> {
+        default_dirs_from(
+            project_root,
+            std::env::var_os("HOME").as_deref(),
+            std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+        )
+    }
+
+    /// A set of the given profiles; on a name clash the later one wins.
+    pub fn from_profiles(profiles: impl IntoIterator<Item = Profile>) -> Self {
+        let by_name: BTreeMap<String, Profile> =
+            profiles.into_iter().map(|p| (p.name.clone(), p)).collect();
+        Self {
+            profiles: by_name.into_values().collect(),
+        }
+    }
+
+    /// The profile named `name` (case-sensitive).
+    pub fn get(&self, name: &str) -> Option<&Profile> {
+        self.profiles
+            .binary_search_by(|p| p.name.as_str().cmp(name))
+            .ok()
+            .and_then(|at| self.profiles.get(at))
+    }
+
+    /// The profiles, sorted by name.
+    pub fn iter(&self) -> std::slice::Iter<'_, Profile> {
+        self.profiles.iter()
+    }
+
+    /// The profile names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.profiles.iter().map(|p| p.name.as_str())
+    }
+
+    /// Whether there are no profiles.
+    pub fn is_empty(&self) -> bool {
+        self.profiles.is_empty()
+    }
+
+    /// How many profiles there are.
+    pub fn len(&self) -> usize {
+        self.profiles.len()
+    }
+}
+
+impl<'a> IntoIterator for &'a ProfileSet {
+    type Item = &'a Profile;
+    type IntoIter = std::slice::Iter<'a, Profile>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// Logs a warning and keeps it.
+fn warn(warnings: &mut Vec<ProfileWarning>, warning: ProfileWarning) {
+    match &warning {
+        ProfileWarning::Skipped(e) => match e.position() {
+            Some((line, column)) => tracing::warn!(
+                file = %e.path().display(), line, column, error = %e, "skipped profile file"
+            ),
+            None => tracing::warn!(file = %e.path().display(), error = %e, "skipped profile file"),
+        },
+        other => tracing::warn!(path = %other.path().display(), "{other}"),
+    }
+    warnings.push(warning);
+}
+
+/// The candidate profile files of `dir`, sorted by path.
+fn profile_files(dir: &Path, warnings: &mut Vec<ProfileWarning>) -> Vec<PathBuf> {
+    let unreadable = |e: std::io::Error| ProfileWarning::UnreadableDir {
+        path: dir.to_path_buf(),
+        message: e.to_string(),
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            warn(warnings, unreadable(e));
+            return Vec::new();
+        }
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(entry) => {
+                let path = entry.path();
+                let hidden = path
+                    .file_name()
+                    .and_then(OsStr::to_str)
+                    .is_some_and(|n| n.starts_with('.'));
+                if path.extension() == Some(OsStr::new("md")) && !hidden && path.is_file() {
+                    files.push(path);
+                }
+            }
+            Err(e) => warn(warnings, unreadable(e)),
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Reads and parses one profile file (at most [`MAX_PROFILE_BYTES`]).
+fn load_file(path: &Path) -> Result<Parsed, ProfileError> {
+    super::parse::profile_name(path)?;
+    let read_error = |message: String| ProfileError::Read {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|e| read_error(e.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PROFILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| read_error(e.to_string()))?;
+    if bytes.len() as u64 > MAX_PROFILE_BYTES {
+        return Err(read_error(format!("larger than {MAX_PROFILE_BYTES} bytes")));
+    }
+    parse_profile_bytes(path, &bytes)
+}
+
+/// Leaves out of `profile.tools` every tool not in `known`, warning for each.
+fn restrict_tools(profile: &mut Profile, known: &[String], warnings: &mut Vec<ProfileWarning>) {
+    let Some(tools) = profile.tools.as_mut() else {
+        return;
+    };
+    let (kept, unknown): (Vec<String>, Vec<String>) = std::mem::take(tools)
+        .into_iter()
+        .partition(|t| known.iter().any(|k| k == t));
+    *tools = kept;
+    for tool in unknown {
+        warn(
+            warnings,
+            ProfileWarning::UnknownTool {
+                path: profile.source.clone(),
+                profile: profile.name.clone(),
+                tool,
+            },
+        );
+    }
+}
+
+fn default_dirs_from(
+    project_root: &Path,
+    home: Option<&OsStr>,
+    xdg_config_home: Option<&OsStr>,
+) -> Vec<PathBuf> {
+    fn usable(v: Option<&OsStr>) -> Option<&Path> {
+        v.map(Path::new).filter(|p| p.is_absolute())
+    }
+    let config = usable(xdg_config_home)
+        .map(Path::to_path_buf)
+        .or_else(|| usable(home).map(|h| h.join(".config")));
+    let mut dirs = Vec::with_capacity(2);
+    if let Some(config) = config {
+        dirs.push(config.join("subagents").join("agents"));
+    }
+    dirs.push(project_root.join(".subagents").join("agents"));
+    dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_dirs_prefer_xdg_then_home() {
+        let root = Path::new("/proj");
+        let project = PathBuf::from("/proj/.subagents/agents");
+        assert_eq!(
+            default_dirs_from(root, Some(OsStr::new("/h")), Some(OsStr::new("/x"))),
+            [PathBuf::from("/x/subagents/agents"), project.clone()]
+        );
+        assert_eq!(
+            default_dirs_from(root, Some(OsStr::new("/h")), None),
+            [
+                PathBuf::from("/h/.config/subagents/agents"),
+                project.clone()
+            ]
+        );
+        // Empty or relative XDG_CONFIG_HOME is ignored, per the XDG spec.
+        for xdg in ["", "rel/dir"] {
+            assert_eq!(
+                default_dirs_from(root, Some(OsStr::new("/h")), Some(OsStr::new(xdg))),
+                [
+                    PathBuf::from("/h/.config/subagents/agents"),
+                    project.clone()
+                ]
+            );
+        }
+        assert_eq!(default_dirs_from(root, None, None), std::slice::from_ref(&project));
+        assert_eq!(
+            default_dirs_from(root, Some(OsStr::new("")), None),
+            [project]
+        );
+    }
+
+    #[test]
+    fn default_dirs_end_with_the_project_dir() {
+        let dirs = ProfileSet::default_dirs(Path::new("/proj"));
+        assert_eq!(dirs.last(), Some(&PathBuf::from("/proj/.subagents/agents")));
+    }
+}

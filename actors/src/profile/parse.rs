@@ -1,0 +1,361 @@
+//! One profile file's text → [`Profile`].
+
+use std::cell::Cell;
+use std::path::Path;
+
+use serde_saphyr::MessageFormatter as _;
+
+use super::Profile;
+use super::error::{FrontmatterFormat, ParseError, ParseErrorKind, ProfileError, ProfileWarning};
+use super::fields::Frontmatter;
+
+/// A parsed profile and the warnings its file raised (unknown keys, a
+/// `name` that differs from the file name).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// The profile.
+    pub profile: Profile,
+    /// Warnings about the file; the profile is usable regardless.
+    pub warnings: Vec<ProfileWarning>,
+}
+
+/// The profile name a path gives: its file name without the extension.
+///
+/// A name must be non-empty and contain no whitespace or control
+/// characters; names are case-sensitive.
+pub fn profile_name(path: &Path) -> Result<String, ProfileError> {
+    let invalid = |name: String, reason| ProfileError::InvalidName {
+        path: path.to_path_buf(),
+        name,
+        reason,
+    };
+    let Some(stem) = path.file_stem() else {
+        return Err(invalid(String::new(), "the path has no file name"));
+    };
+    let Some(name) = stem.to_str() else {
+        return Err(invalid(
+            stem.to_string_lossy().into_owned(),
+            "it is not UTF-8",
+        ));
+    };
+    if name.is_empty() {
+        Err(invalid(String::new(), "it is empty"))
+    } else if name.chars().any(char::is_whitespace) {
+        Err(invalid(name.to_owned(), "it contains whitespace"))
+    } else if name.chars().any(char::is_control) {
+        Err(invalid(name.to_owned(), "it contains a control character"))
+    } else {
+        Ok(name.to_owned())
+    }
+}
+
+/// Parses a profile file's bytes; see [`parse_profile`]. Bytes that are not
+/// UTF-8 are an error at the first bad byte.
+pub fn parse_profile_bytes(path: &Path, bytes: &[u8]) -> Result<Parsed, ProfileError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse_profile(path, text),
+        Err(e) => {
+            // The valid prefix is UTF-8 by definition; lossy is only a fallback.
+            let prefix = String::from_utf8_lossy(bytes.get(..e.valid_up_to()).unwrap_or_default());
+            let (line, column) = line_column(&prefix, prefix.len(), 1);
+            Err(ParseError {
+                path: path.to_path_buf(),
+                line,
+                column,
+                kind: ParseErrorKind::NotUtf8,
+            }
+            .into())
+        }
+    }
+}
+
+/// Parses a profile file's text. The profile's name is `path`'s file name
+/// without extension ([`profile_name`]); `path` is also its `source`. The
+/// file is not read.
+///
+/// The text may open with a `+++` TOML or a `---` YAML frontmatter block
+/// (after an optional UTF-8 BOM); the rest, trimmed and with CRLF made LF,
+/// is the system prompt. Without a frontmatter block the whole text is the
+/// prompt and the description is empty.
+pub fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileError> {
+    let name = profile_name(path)?;
+    let error = |(line, column, kind)| ParseError {
+        path: path.to_path_buf(),
+        line,
+        column,
+        kind,
+    };
+    let split = split(text).map_err(error)?;
+    let fm = match split.format {
+        None => Frontmatter::default(),
+        Some(format) => {
+            parse_frontmatter(format, split.frontmatter, split.first_line).map_err(error)?
+        }
+    };
+
+    let mut warnings: Vec<ProfileWarning> = fm
+        .unknown
+        .into_iter()
+        .map(|key| ProfileWarning::UnknownKey {
+            path: path.to_path_buf(),
+            key,
+        })
+        .collect();
+    if let Some(declared) = fm.name.map(|n| n.trim().to_owned())
+        && !declared.is_empty()
+        && declared != name
+    {
+        warnings.push(ProfileWarning::NameMismatch {
+            path: path.to_path_buf(),
+            profile: name.clone(),
+            declared,
+        });
+    }
+
+    let profile = Profile {
+        name,
+        description: fm
+            .description
+            .map(|d| d.trim().to_owned())
+            .unwrap_or_default(),
+        system_prompt: split.body.replace("\r\n", "\n").trim().to_owned(),
+        // `inherit` is the `.claude/agents` way of saying "the parent's model".
+        model: non_empty(fm.model).filter(|m| m != "inherit"),
+        provider: non_empty(fm.provider),
+        tools: fm.tools,
+        max_iterations: fm.max_iterations,
+        source: path.to_path_buf(),
+    };
+    Ok(Parsed { profile, warnings })
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+/// A position error before the path is attached: `(line, column, kind)`.
+type Located = (usize, usize, ParseErrorKind);
+
+/// A file's text cut into its frontmatter block and body.
+#[derive(Debug, PartialEq, Eq)]
+struct Split<'a> {
+    /// `None` when the file has no frontmatter block.
+    format: Option<FrontmatterFormat>,
+    /// The lines between the fences (empty without a block).
+    frontmatter: &'a str,
+    /// The 1-based file line of the frontmatter's first line.
+    first_line: usize,
+    /// Everything after the closing fence line (the whole text without a block).
+    body: &'a str,
+}
+
+fn split(text: &str) -> Result<Split<'_>, Located> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let (first, rest) = match text.split_once('\n') {
+        Some((first, rest)) => (first, rest),
+        None => (text, ""),
+    };
+    let format = match first.trim_end() {
+        "+++" => FrontmatterFormat::Toml,
+        "---" => FrontmatterFormat::Yaml,
+        _ => {
+            return Ok(Split {
+                format: None,
+                frontmatter: "",
+                first_line: 1,
+                body: text,
+            });
+        }
+    };
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        if line.trim_end() == format.fence() {
+            return Ok(Split {
+                format: Some(format),
+                frontmatter: rest.get(..offset).unwrap_or_default(),
+                first_line: 2,
+                body: rest.get(offset + line.len()..).unwrap_or_default(),
+            });
+        }
+        offset += line.len();
+    }
+    Err((1, 1, ParseErrorKind::UnclosedFrontmatter { format }))
+}
+
+fn parse_frontmatter(
+    format: FrontmatterFormat,
+    text: &str,
+    first_line: usize,
+) -> Result<Frontmatter, Located> {
+    if text.trim().is_empty() {
+        return Ok(Frontmatter::default());
+    }
+    let invalid = |message: String| ParseErrorKind::Invalid { format, message };
+    // The key whose value failed, for errors the parser cannot place.
+    let current_key: Cell<Option<String>> = Cell::new(None);
+    // An error in a key's value is no earlier than that key: a position
+    // before it is a parser's fallback (YAML gives the table's start for a
+    // value its visitor refused), so the value's own position is used.
+    let place = |reported: (usize, usize)| match current_key.take() {
+        Some(key) => reported.max(locate_key(text, &key, first_line)),
+        None => reported,
+    };
+    let parsed = match format {
+        FrontmatterFormat::Toml => toml::Deserializer::parse(text)
+            .and_then(|de| Frontmatter::deserialize(de, &current_key))
+            .map_err(|e| {
+                let (line, column) = match e.span() {
+                    Some(span) => line_column(text, span.start, first_line),
+                    None => (first_line, 1),
+                };
+                let (line, column) = place((line, column));
+                (line, column, invalid(e.message().trim().to_owned()))
+            }),
+        FrontmatterFormat::Yaml => {
+            let mut options = serde_saphyr::Options::default();
+            options.with_snippet = false;
+            serde_saphyr::with_deserializer_from_str_with_options(text, options, |de| {
+                Frontmatter::deserialize(de, &current_key)
+            })
+            .map_err(|e| {
+                let e = e.without_snippet();
+                let (line, column) = match e.location() {
+                    Some(loc) => match loc.span().byte_offset() {
+                        Some(at) => {
+                            line_column(text, usize::try_from(at).unwrap_or(usize::MAX), first_line)
+                        }
+                        None => (
+                            first_line
+                                .saturating_add(usize::try_from(loc.line()).unwrap_or(usize::MAX))
+                                .saturating_sub(1)
+                                .max(first_line),
+                            usize::try_from(loc.column()).unwrap_or(usize::MAX).max(1),
+                        ),
+                    },
+                    None => (first_line, 1),
+                };
+                let (line, column) = place((line, column));
+                let message = serde_saphyr::UserMessageFormatter.format_message(e);
+                (line, column, invalid(message.trim().to_owned()))
+            })
+        }
+    };
+    parsed.map(Option::unwrap_or_default)
+}
+
+/// Where the value of top-level `key` starts: the first line that begins
+/// (unindented) with `key`, optionally quoted, then `:` or `=`. Falls back
+/// to the start of the frontmatter.
+fn locate_key(text: &str, key: &str, first_line: usize) -> (usize, usize) {
+    for (n, line) in text.split('\n').enumerate() {
+        let rest = [key.to_owned(), format!("\"{key}\""), format!("'{key}'")]
+            .iter()
+            .find_map(|k| line.strip_prefix(k.as_str()));
+        let Some(rest) = rest else { continue };
+        let after_key = rest.trim_start();
+        let Some(value) = after_key
+            .strip_prefix(':')
+            .or_else(|| after_key.strip_prefix('='))
+        else {
+            continue;
+        };
+        let value_start = line.len() - value.trim_start().len();
+        let column = line.get(..value_start).unwrap_or_default().chars().count() + 1;
+        return (first_line + n, column);
+    }
+    (first_line, 1)
+}
+
+/// The 1-based `(line, column)` of byte `at` of `text`, whose first line is
+/// line `first_line` of the file. The column counts characters; `at` is
+/// clamped into the text and down to a character boundary.
+fn line_column(text: &str, at: usize, first_line: usize) -> (usize, usize) {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = text.get(..at).unwrap_or_default();
+    let line = first_line + before.matches('\n').count();
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before.get(line_start..).unwrap_or_default().chars().count() + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_column_counts_chars_and_offsets_lines() {
+        assert_eq!(line_column("ab\ncd", 0, 2), (2, 1));
+        assert_eq!(line_column("ab\ncd", 4, 2), (3, 2));
+        assert_eq!(line_column("é\néx", 5, 1), (2, 2));
+        // Inside a multi-byte char and past the end are clamped.
+        assert_eq!(line_column("é", 1, 1), (1, 1));
+        assert_eq!(line_column("ab", 99, 1), (1, 3));
+    }
+
+    #[test]
+    fn split_finds_the_closing_fence() {
+        let s = split("+++\na = 1\n+++ \r\nbody").unwrap();
+        assert_eq!(s.format, Some(FrontmatterFormat::Toml));
+        assert_eq!(s.frontmatter, "a = 1\n");
+        assert_eq!(s.body, "body");
+        let s = split("---\n---").unwrap();
+        assert_eq!((s.frontmatter, s.body), ("", ""));
+        let s = split("no fence\n---\n").unwrap();
+        assert_eq!(s.format, None);
+        assert_eq!(s.body, "no fence\n---\n");
+    }
+
+    #[test]
+    fn a_toml_fence_is_not_closed_by_a_yaml_fence() {
+        let e = split("+++\n---\n").unwrap_err();
+        assert_eq!(
+            e,
+            (
+                1,
+                1,
+                ParseErrorKind::UnclosedFrontmatter {
+                    format: FrontmatterFormat::Toml
+                }
+            )
+        );
+    }
+
+    #[test]
+    fn locate_key_finds_the_value() {
+        let text = "a: 1\nmax_iterations:   0\n\"q\" = 2\n";
+        assert_eq!(locate_key(text, "max_iterations", 2), (3, 19));
+        assert_eq!(locate_key(text, "q", 2), (4, 7));
+        assert_eq!(locate_key(text, "missing", 2), (2, 1));
+        // A key that is only a prefix of another does not match.
+        assert_eq!(
+            locate_key("max_iterations_x: 1\n", "max_iterations", 2),
+            (2, 1)
+        );
+    }
+
+    #[test]
+    fn profile_names() {
+        assert_eq!(
+            profile_name(Path::new("/a/code-reviewer.md")).unwrap(),
+            "code-reviewer"
+        );
+        assert_eq!(profile_name(Path::new("Ünï.md")).unwrap(), "Ünï");
+        for bad in [
+            "/a/code reviewer.md",
+            "/a/tab\there.md",
+            "/a/ctl\u{1}.md",
+            "/",
+        ] {
+            assert!(
+                matches!(
+                    profile_name(Path::new(bad)),
+                    Err(ProfileError::InvalidName { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+}
