@@ -1,63 +1,157 @@
 //! Run with: cargo run --example quickstart
 //!
-//! One agent on the embedded scripted model (offline, deterministic) with
-//! two demo tools; prints its event stream as it arrives.
+//! A parent agent on the embedded scripted model (offline, deterministic)
+//! delegates a page-title fetch to a child inline, then fans out five
+//! background children — three live, two queued behind them — and prints
+//! the event stream as it arrives, the transcript tree and the envelopes.
 
+use std::time::Duration;
+
+use subagents::actors::DelegationBuilder;
+use subagents::messages::Transcript;
 use subagents::prelude::*;
 
-fn script() -> ScriptedModel {
-    ScriptedModel::new(vec![
-        Turn::new()
-            .text("I'll look up the page and do the sum. ")
-            .tool_call("fetch_title", r#"{"url":"https://example.com"}"#)
-            .tool_call("calculator", r#"{"expression":"(2 + 3) * 4"}"#)
-            .usage(180, 40),
-        Turn::new()
-            .text("The page is titled \"Example Domain\", ")
-            .text("and (2 + 3) × 4 = 20.")
-            .usage(260, 20),
-    ])
+const SITES: [&str; 5] = [
+    "https://www.rust-lang.org",
+    "https://tokio.rs",
+    "https://docs.rs/ractor",
+    "https://serde.rs",
+    "https://example.com",
+];
+
+fn run(name: &str, input: &str, wait: bool) -> String {
+    serde_json::json!({
+        "action": "run",
+        "system_prompt": format!("{name}\nYou fetch one page title and answer with it."),
+        "input": input,
+        "tools": ["fetch_title"],
+        "wait": wait,
+    })
+    .to_string()
 }
 
-fn print(event: &AgentEvent) {
-    match event {
-        AgentEvent::Text(text) => println!("  text      {text:?}"),
-        AgentEvent::ToolStarted(call) => println!("  tool   ▶  {}({})", call.name, call.arguments),
-        AgentEvent::ToolResult(result) => {
-            let mark = if result.is_error { "✗" } else { "✓" };
-            println!("  tool   {mark}  {} → {}", result.name, result.output)
-        }
-        AgentEvent::Result(result) => println!(
-            "  result    {} [{:?}; {} model calls, {} tool calls, {} tokens]",
-            result.text,
-            result.outcome,
-            result.turns,
-            result.tool_calls,
-            result.usage.total()
+fn script() -> ScriptedModel {
+    let mut fan_out = Turn::new().text("Now the five sites, in the background. ");
+    for (i, site) in SITES.iter().enumerate() {
+        fan_out = fan_out.tool_call(
+            "use_agent",
+            run(&format!("Title worker {}", i + 1), site, false),
+        );
+    }
+    let mut model = ScriptedModel::new(vec![
+        Turn::new().text("I'll delegate the fetch. ").tool_call(
+            "use_agent",
+            run("Title fetcher", "https://example.com", true),
         ),
-        other => println!("  event     {other:?}"),
+        fan_out,
+        Turn::answer("The first page is \"Example Domain\"; five workers are fetching the rest."),
+    ])
+    .with_script(
+        "Title fetcher",
+        vec![
+            Turn::new().tool_call("fetch_title", r#"{"url":"https://example.com"}"#),
+            Turn::answer("Example Domain"),
+        ],
+    );
+    for (i, site) in SITES.iter().enumerate() {
+        model = model.with_script(
+            format!("Title worker {}\n", i + 1),
+            vec![
+                Turn::new()
+                    .delay(Duration::from_millis(50))
+                    .tool_call("fetch_title", format!(r#"{{"url":"{site}"}}"#)),
+                Turn::new()
+                    .delay(Duration::from_millis(50))
+                    .text(format!("{site}: done")),
+            ],
+        );
+    }
+    model
+}
+
+fn describe(event: &AgentEvent) -> String {
+    match event {
+        AgentEvent::Text(text) => format!("text {text:?}"),
+        AgentEvent::ToolStarted(call) => format!("▶ {}({})", call.name, call.arguments),
+        AgentEvent::ToolResult(result) => format!(
+            "{} {} → {}",
+            if result.is_error { "✗" } else { "✓" },
+            result.name,
+            result.output
+        ),
+        AgentEvent::Result(result) => format!("result {:?} ({:?})", result.text, result.outcome),
+        AgentEvent::ChildStarted(info) => format!(
+            "child started {} \"{}\" tools={:?}{}",
+            info.id,
+            info.name,
+            info.tools,
+            if info.background { " (background)" } else { "" }
+        ),
+        AgentEvent::ChildStatus(id, status) => format!("[{id}] {status}"),
+        AgentEvent::Child(id, inner) => format!("[{id}] {}", describe(inner)),
+        other => format!("{other:?}"),
     }
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let tools = ToolRegistry::new()
-        .with(PageTitle::default())
-        .with(Calculator);
-    let (agent, mut events) = Agent::builder(script().shared())
-        .system_prompt("You are a helpful assistant.")
-        .tools(tools)
+    let (parent, mut events) = DelegationBuilder::new(script().shared())
+        .system_prompt("You are a helpful assistant. Delegate fetches to sub-agents.")
+        .tools(
+            ToolRegistry::new()
+                .with(PageTitle::default())
+                .with(Calculator),
+        )
+        .max_live(3)
         .spawn()
         .await?;
 
-    println!("user: What is the title of https://example.com, and (2 + 3) * 4?");
-    agent.send_user("What is the title of https://example.com, and (2 + 3) * 4?")?;
-    while let Some(event) = events.recv().await {
-        print(&event);
-        if matches!(event, AgentEvent::Result(_)) {
+    let question = "What is the title of https://example.com? Then check five more sites.";
+    println!("user: {question}\n");
+    parent.agent.send_user(question)?;
+
+    let mut log = Vec::new();
+    loop {
+        let Some(event) = events.recv().await else {
+            break;
+        };
+        println!("  {}", describe(&event));
+        log.push(event);
+        let snapshot = parent.hub.snapshot().await?;
+        if matches!(log.last(), Some(AgentEvent::Result(_))) {
+            println!(
+                "  (hub: {} live, {} queued, {} finished)",
+                snapshot.live, snapshot.queued, snapshot.finished
+            );
+        }
+        let parent_done = log.iter().any(|e| matches!(e, AgentEvent::Result(_)));
+        if parent_done && snapshot.finished == 6 {
             break;
         }
     }
-    agent.shutdown();
+    while let Some(event) = events.try_recv() {
+        println!("  {}", describe(&event));
+        log.push(event);
+    }
+
+    let mut transcript = Transcript::new();
+    transcript.push_user(question);
+    for event in &log {
+        transcript.apply(event);
+    }
+    println!("\ntranscript:\n{}", transcript.render());
+
+    println!("envelopes:");
+    for envelope in parent.hub.envelopes() {
+        println!(
+            "  {} {:<16} {:<8} {} tool call(s), background={}, result={:?}",
+            envelope.id,
+            envelope.name,
+            envelope.status.as_str(),
+            envelope.tool_calls,
+            envelope.background,
+            envelope.result.unwrap_or_default()
+        );
+    }
     Ok(())
 }

@@ -8,17 +8,24 @@
 //! ```
 
 pub mod agent;
+pub mod clock;
+pub mod delegation;
 pub mod demo_tools;
 pub mod gate;
+pub mod hub;
 pub mod model;
 pub mod profile;
 pub mod scripted;
 pub mod sink;
 pub mod tool;
+pub mod use_agent;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, AgentError, AgentHandle};
+pub use delegation::{DelegatingAgent, DelegationBuilder};
 pub use gate::{GateClosed, GateHandle, ModelGate};
+pub use hub::{HubHandle, WaitOutcome};
 pub use model::{Model, ModelError, ModelStream};
 pub use scripted::{ScriptedModel, Turn};
 pub use sink::{EventSink, EventStream};
 pub use tool::{Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry};
+pub use use_agent::{ParentStopPolicy, UseAgent};

@@ -24,25 +24,35 @@ use subagents_messages::{AgentEvent, AgentId};
 use tokio::sync::mpsc;
 
 /// Where an agent's events go. Cheap to clone.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct EventSink {
     node: Arc<Node>,
 }
 
-#[derive(Debug)]
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSink")
+            .field("open", &self.is_open())
+            .finish_non_exhaustive()
+    }
+}
+
 struct Node {
     target: Target,
     open: Mutex<bool>,
 }
 
-#[derive(Debug)]
 enum Target {
     Root(mpsc::UnboundedSender<AgentEvent>),
     Forward {
         parent: EventSink,
         wrap: Option<AgentId>,
+        tap: Option<Tap>,
     },
 }
+
+/// Sees each event of a nested sink (unwrapped) before it is forwarded.
+pub type Tap = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
 
 impl EventSink {
     /// A new stream: the sink agents write to and the stream the host reads.
@@ -56,6 +66,17 @@ impl EventSink {
         Self::from_target(Target::Forward {
             parent: self.clone(),
             wrap: Some(id),
+            tap: None,
+        })
+    }
+
+    /// Like [`EventSink::nested`], with `tap` seeing each event first (the
+    /// hub keeps a child's envelope current this way).
+    pub fn nested_with_tap(&self, id: AgentId, tap: Tap) -> EventSink {
+        Self::from_target(Target::Forward {
+            parent: self.clone(),
+            wrap: Some(id),
+            tap: Some(tap),
         })
     }
 
@@ -65,6 +86,7 @@ impl EventSink {
         Self::from_target(Target::Forward {
             parent: self.clone(),
             wrap: None,
+            tap: None,
         })
     }
 
@@ -94,11 +116,15 @@ impl EventSink {
     fn deliver(&self, event: AgentEvent) -> bool {
         match &self.node.target {
             Target::Root(tx) => tx.send(event).is_ok(),
-            Target::Forward { parent, wrap: None } => parent.emit(event),
-            Target::Forward {
-                parent,
-                wrap: Some(id),
-            } => parent.emit(AgentEvent::Child(id.clone(), Box::new(event))),
+            Target::Forward { parent, wrap, tap } => {
+                if let Some(tap) = tap {
+                    tap(&event);
+                }
+                match wrap {
+                    None => parent.emit(event),
+                    Some(id) => parent.emit(AgentEvent::Child(id.clone(), Box::new(event))),
+                }
+            }
         }
     }
 

@@ -8,9 +8,11 @@ pub mod codec;
 pub mod envelope;
 pub mod event;
 pub mod gate;
+pub mod hub;
 pub mod ids;
 pub mod limits;
 pub mod model;
+pub mod transcript;
 
 pub use agent::{AgentMsg, AgentSnapshot, TurnOrigin, UserTurn};
 pub use envelope::Envelope;
@@ -19,6 +21,8 @@ pub use event::{
     SubAgentStatus, ToolResult, ToolStarted,
 };
 pub use gate::{GateMsg, GateSnapshot, Permit, Ticket};
+pub use hub::{ChildRequest, DetachOutcome, HubMsg, HubSnapshot};
 pub use ids::{AgentId, ApprovalId, ThreadId, ToolUseId};
 pub use limits::{LimitKind, Limits};
 pub use model::{ChatMessage, ModelChunk, ModelRequest, Role, ToolCall, ToolSpec, Usage};
+pub use transcript::{SubAgentRun, Transcript, TranscriptItem};

@@ -1,0 +1,196 @@
+//! Wiring a parent that can delegate: one gate, one hub, a `use_agent`
+//! tool, and the parent agent — sharing one event stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorCell;
+use subagents_messages::{AgentId, Limits};
+
+use crate::agent::{Agent, AgentError, AgentHandle};
+use crate::clock::{Clock, SystemClock};
+use crate::gate::GateHandle;
+use crate::hub::{HubConfig, HubHandle, HubObserver};
+use crate::model::Model;
+use crate::sink::{EventSink, EventStream};
+use crate::tool::ToolRegistry;
+use crate::use_agent::{ParentStopPolicy, UseAgent};
+
+/// A parent agent with its hub and gate.
+#[derive(Debug, Clone)]
+pub struct DelegatingAgent {
+    /// The parent.
+    pub agent: AgentHandle,
+    /// Its children.
+    pub hub: HubHandle,
+    /// The gate parent and children share.
+    pub gate: GateHandle,
+}
+
+/// Builds a [`DelegatingAgent`].
+pub struct DelegationBuilder {
+    model: Arc<dyn Model>,
+    system_prompt: String,
+    tools: ToolRegistry,
+    limits: Limits,
+    child_limits: Limits,
+    max_live: usize,
+    inline_wait: Duration,
+    max_depth: u32,
+    parent_stop: ParentStopPolicy,
+    instructions: Option<String>,
+    clock: Arc<dyn Clock>,
+    observer: Option<Arc<dyn HubObserver>>,
+    gate: Option<GateHandle>,
+}
+
+impl std::fmt::Debug for DelegationBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelegationBuilder")
+            .field("tools", &self.tools)
+            .field("max_live", &self.max_live)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DelegationBuilder {
+    /// A parent on `model` with no tools yet; children: 3 live, 45 s
+    /// inline wait, depth 1, detached when the parent stops.
+    pub fn new(model: Arc<dyn Model>) -> Self {
+        Self {
+            model,
+            system_prompt: String::new(),
+            tools: ToolRegistry::new(),
+            limits: Limits::default(),
+            child_limits: Limits::default(),
+            max_live: 3,
+            inline_wait: Duration::from_secs(45),
+            max_depth: 1,
+            parent_stop: ParentStopPolicy::Detach,
+            instructions: None,
+            clock: Arc::new(SystemClock),
+            observer: None,
+            gate: None,
+        }
+    }
+
+    /// The parent's system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = prompt.into();
+        self
+    }
+
+    /// The parent's tools (children may be given any of them).
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Limits on the parent's turns.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Limits on each child's turn.
+    pub fn child_limits(mut self, limits: Limits) -> Self {
+        self.child_limits = limits;
+        self
+    }
+
+    /// Live children at once (see the hub's note on choosing it).
+    pub fn max_live(mut self, max_live: usize) -> Self {
+        self.max_live = max_live;
+        self
+    }
+
+    /// How long `run` and `result` wait inline.
+    pub fn inline_wait(mut self, wait: Duration) -> Self {
+        self.inline_wait = wait;
+        self
+    }
+
+    /// How deep children may nest (1: children cannot spawn).
+    pub fn max_depth(mut self, depth: u32) -> Self {
+        self.max_depth = depth;
+        self
+    }
+
+    /// What stopping the parent mid-wait does to the child.
+    pub fn parent_stop(mut self, policy: ParentStopPolicy) -> Self {
+        self.parent_stop = policy;
+        self
+    }
+
+    /// Workflow instructions appended to every child's system prompt.
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// The wall clock for envelope stamps.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Told when each child finishes.
+    pub fn observer(mut self, observer: Arc<dyn HubObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Shares an existing gate (default: a new one of capacity 1).
+    pub fn gate(mut self, gate: GateHandle) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Spawns everything with a new event stream.
+    pub async fn spawn(self) -> Result<(DelegatingAgent, EventStream), AgentError> {
+        let (events, stream) = EventSink::channel();
+        Ok((self.spawn_into(events, None).await?, stream))
+    }
+
+    /// Spawns everything writing to `events`, the hub linked under
+    /// `supervisor` if given.
+    pub async fn spawn_into(
+        self,
+        events: EventSink,
+        supervisor: Option<ActorCell>,
+    ) -> Result<DelegatingAgent, AgentError> {
+        let spawn_error = |e: ractor::SpawnErr| AgentError::Spawn(e.to_string());
+        let gate = match self.gate {
+            Some(gate) => gate,
+            None => GateHandle::spawn(1).await.map_err(spawn_error)?,
+        };
+        let parent = AgentId::new("parent");
+        let config = HubConfig {
+            max_live: self.max_live,
+            model: self.model.clone(),
+            gate: gate.clone(),
+            tools: self.tools.clone(),
+            child_limits: self.child_limits,
+            max_depth: self.max_depth,
+            instructions: self.instructions,
+            clock: self.clock,
+            observer: self.observer,
+        };
+        let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
+            .await
+            .map_err(spawn_error)?
+            .with_inline_wait(self.inline_wait);
+        let use_agent = UseAgent::new(hub.clone())
+            .max_depth(self.max_depth)
+            .parent_stop(self.parent_stop);
+        let agent = Agent::builder(self.model)
+            .id(parent)
+            .system_prompt(self.system_prompt)
+            .tools(self.tools.with(use_agent))
+            .limits(self.limits)
+            .gate(gate.clone())
+            .spawn_into(events, supervisor)
+            .await?;
+        Ok(DelegatingAgent { agent, hub, gate })
+    }
+}

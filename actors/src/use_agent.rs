@@ -1,0 +1,308 @@
+//! The `use_agent` tool (Loopl's front-end):
+//! `{action: run | status | result | stop, system_prompt?, input?, tools?, wait?, id?}`.
+//!
+//! Every refusal — a missing argument, an unknown action or id, a tool the
+//! caller does not have, a recursion attempt — is a sentence the model
+//! reads; no child is spawned for it.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use subagents_messages::{AgentId, ChildRequest, DetachOutcome, Envelope};
+
+use crate::hub::{HubHandle, WaitOutcome};
+use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
+
+/// The tool's name.
+pub const USE_AGENT: &str = "use_agent";
+
+/// What stopping the parent while it waits inline does to the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ParentStopPolicy {
+    /// The child goes on in the background (Loopl); its result comes back
+    /// later as a wake.
+    #[default]
+    Detach,
+    /// The child is stopped with the parent (openheim).
+    Cascade,
+}
+
+/// The `use_agent` tool, bound to a hub.
+#[derive(Debug, Clone)]
+pub struct UseAgent {
+    hub: HubHandle,
+    max_depth: u32,
+    parent_stop: ParentStopPolicy,
+}
+
+impl UseAgent {
+    /// A `use_agent` over `hub`, children at depth 1 only.
+    pub fn new(hub: HubHandle) -> Self {
+        Self {
+            hub,
+            max_depth: 1,
+            parent_stop: ParentStopPolicy::Detach,
+        }
+    }
+
+    /// Allows children down to `max_depth` (1: children cannot spawn).
+    pub fn max_depth(mut self, max_depth: u32) -> Self {
+        self.max_depth = max_depth;
+        self
+    }
+
+    /// What a parent stopped while waiting inline does to its child.
+    pub fn parent_stop(mut self, policy: ParentStopPolicy) -> Self {
+        self.parent_stop = policy;
+        self
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Arguments {
+    action: Option<String>,
+    system_prompt: Option<String>,
+    input: Option<String>,
+    tools: Option<Vec<String>>,
+    wait: Option<bool>,
+    id: Option<String>,
+}
+
+fn refuse(sentence: impl Into<String>) -> ToolError {
+    ToolError::Failed(sentence.into())
+}
+
+/// The JSON a model reads for a finished child.
+fn finished_json(envelope: &Envelope) -> String {
+    let mut out = json!({
+        "id": envelope.id.as_str(),
+        "name": envelope.name,
+        "status": envelope.status.as_str(),
+    });
+    if let Some(result) = &envelope.result {
+        out["result"] = Value::String(result.clone());
+    }
+    if let Some(error) = &envelope.error {
+        out["error"] = Value::String(error.clone());
+    }
+    out.to_string()
+}
+
+fn pending_json(id: &AgentId) -> String {
+    json!({
+        "pending": true,
+        "id": id.as_str(),
+        "note": "the sub-agent runs in the background; its result will arrive as a message, or ask with action result",
+    })
+    .to_string()
+}
+
+/// A snapshot for `status`.
+pub fn status_json(envelope: &Envelope) -> String {
+    let mut out = json!({
+        "id": envelope.id.as_str(),
+        "name": envelope.name,
+        "status": envelope.status.as_str(),
+        "elapsed_s": (envelope.elapsed.as_millis() as f64) / 1000.0,
+        "tool_calls": envelope.tool_calls,
+        "tokens": envelope.usage.total(),
+        "last_tool": envelope.last_tool,
+    });
+    if envelope.status.is_terminal() {
+        if let Some(result) = &envelope.result {
+            out["result"] = Value::String(result.clone());
+        }
+        if let Some(error) = &envelope.error {
+            out["error"] = Value::String(error.clone());
+        }
+    }
+    out.to_string()
+}
+
+/// Detaches (or stops) the child if the parent stops waiting without
+/// finishing — its turn was stopped and this future dropped.
+struct OnParentStop {
+    hub: HubHandle,
+    id: AgentId,
+    policy: ParentStopPolicy,
+    armed: bool,
+}
+
+impl Drop for OnParentStop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        match self.policy {
+            ParentStopPolicy::Detach => self.hub.detach_now(&self.id),
+            ParentStopPolicy::Cascade => {
+                let _ = self.hub.actor().cast(subagents_messages::HubMsg::Stop {
+                    id: self.id.clone(),
+                    reply: None,
+                });
+            }
+        }
+    }
+}
+
+impl UseAgent {
+    async fn run(&self, call: &ToolCallContext, args: Arguments) -> Result<String, ToolError> {
+        let system_prompt = args
+            .system_prompt
+            .filter(|p| !p.trim().is_empty())
+            .ok_or_else(|| refuse("`system_prompt` is required for action run: the sub-agent's instructions; its first line is its name"))?;
+        let input = args
+            .input
+            .filter(|i| !i.trim().is_empty())
+            .ok_or_else(|| refuse("`input` is required for action run: the complete task for the sub-agent, which cannot see this conversation"))?;
+        if let Some(tools) = &args.tools {
+            for name in tools {
+                if name == USE_AGENT {
+                    return Err(refuse(self.depth_refusal()));
+                }
+                if !call.available_tools.iter().any(|t| t == name) {
+                    return Err(refuse(format!(
+                        "the tool `{name}` is not one of your tools, so a sub-agent cannot get it; your tools are: {}",
+                        call.available_tools
+                            .iter()
+                            .filter(|t| *t != USE_AGENT)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+            }
+        }
+        let background = !args.wait.unwrap_or(true);
+        let id = self
+            .hub
+            .request(ChildRequest {
+                requester: call.agent_id.clone(),
+                requester_depth: call.depth,
+                parent_tool_use_id: call.tool_use_id.clone(),
+                system_prompt,
+                input,
+                tools: args.tools,
+                background,
+            })
+            .await
+            .map_err(refuse)?;
+        if background {
+            return Ok(pending_json(&id));
+        }
+        let mut guard = OnParentStop {
+            hub: self.hub.clone(),
+            id: id.clone(),
+            policy: self.parent_stop,
+            armed: true,
+        };
+        let outcome = self.hub.wait(&id, true, self.hub.inline_wait()).await;
+        guard.armed = false;
+        match outcome {
+            WaitOutcome::Finished(envelope) => Ok(finished_json(&envelope)),
+            WaitOutcome::Unknown => Err(refuse(format!("the sub-agent `{id}` was lost"))),
+            WaitOutcome::Pending => match self.hub.detach(&id).await {
+                DetachOutcome::AlreadyFinished(envelope) => Ok(finished_json(&envelope)),
+                _ => Ok(pending_json(&id)),
+            },
+        }
+    }
+
+    fn depth_refusal(&self) -> String {
+        format!(
+            "use_agent cannot be given to or used by a sub-agent: sub-agents cannot start sub-agents (the maximum depth is {}); do the work yourself",
+            self.max_depth
+        )
+    }
+
+    fn id_of(&self, args: &Arguments, action: &str) -> Result<AgentId, ToolError> {
+        let id = args
+            .id
+            .as_deref()
+            .filter(|i| !i.trim().is_empty())
+            .ok_or_else(|| {
+                refuse(format!(
+                    "`id` is required for action {action}: the id that run returned, like `agent_1`"
+                ))
+            })?;
+        let id = AgentId::new(id);
+        if self.hub.status(&id).is_none() {
+            return Err(refuse(format!(
+                "there is no sub-agent with id `{id}`; ids look like `agent_1`"
+            )));
+        }
+        Ok(id)
+    }
+}
+
+impl Tool for UseAgent {
+    fn name(&self) -> &str {
+        USE_AGENT
+    }
+
+    fn description(&self) -> String {
+        "Delegate a self-contained task to a sub-agent that runs on the same model with its own \
+         system prompt, one input and only the tools you list. It cannot see this conversation: \
+         write the input as a complete brief. action run starts it (wait true returns its answer \
+         when it finishes soon, else {pending, id}); status shows progress by id without waiting; \
+         result returns its answer by id (waiting a while); stop cancels it."
+            .to_owned()
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["run", "status", "result", "stop"]},
+                "system_prompt": {"type": "string", "description": "run: the sub-agent's instructions; the first line is its name"},
+                "input": {"type": "string", "description": "run: the complete task"},
+                "tools": {"type": "array", "items": {"type": "string"}, "description": "run: names of your tools it may use (default: all of them)"},
+                "wait": {"type": "boolean", "description": "run: wait for the answer (default true)"},
+                "id": {"type": "string", "description": "status, result, stop: the id run returned"}
+            },
+            "required": ["action"]
+        })
+    }
+
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        let this = Arc::new(self.clone());
+        Box::pin(async move {
+            if call.depth >= this.max_depth {
+                return Err(refuse(this.depth_refusal()));
+            }
+            let args: Arguments = serde_json::from_str(&call.arguments)
+                .map_err(|e| ToolError::InvalidArguments(format!("{e}; see the tool's schema")))?;
+            match args.action.as_deref() {
+                Some("run") => this.run(&call, args).await,
+                Some("status") => {
+                    let id = this.id_of(&args, "status")?;
+                    let envelope = this
+                        .hub
+                        .status(&id)
+                        .ok_or_else(|| refuse("the sub-agent was lost"))?;
+                    Ok(status_json(&envelope))
+                }
+                Some("result") => {
+                    let id = this.id_of(&args, "result")?;
+                    match this.hub.wait(&id, true, this.hub.inline_wait()).await {
+                        WaitOutcome::Finished(envelope) => Ok(finished_json(&envelope)),
+                        WaitOutcome::Pending => Ok(pending_json(&id)),
+                        WaitOutcome::Unknown => {
+                            Err(refuse(format!("the sub-agent `{id}` was lost")))
+                        }
+                    }
+                }
+                Some("stop") => {
+                    let id = this.id_of(&args, "stop")?;
+                    let status = this.hub.stop(&id).await.map_err(refuse)?;
+                    Ok(json!({"id": id.as_str(), "status": status.as_str()}).to_string())
+                }
+                Some(other) => Err(refuse(format!(
+                    "unknown action `{other}`: use run, status, result or stop"
+                ))),
+                None => Err(refuse("`action` is required: run, status, result or stop")),
+            }
+        })
+    }
+}

@@ -1,0 +1,121 @@
+//! Messages of the **Hub** actor: children's slots, queue and envelopes.
+
+use ractor::RpcReplyPort;
+use serde::{Deserialize, Serialize};
+
+use crate::envelope::Envelope;
+use crate::event::{AgentResult, SubAgentStatus};
+use crate::ids::{AgentId, ToolUseId};
+
+/// A request for a child, as `use_agent run` makes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildRequest {
+    /// The agent asking (its events get the child's `ChildStarted`).
+    pub requester: AgentId,
+    /// The requester's depth (0 for a parent).
+    pub requester_depth: u32,
+    /// The requester's `use_agent` call.
+    pub parent_tool_use_id: ToolUseId,
+    /// The child's system prompt; its first line is the child's name.
+    pub system_prompt: String,
+    /// The child's one input (its task).
+    pub input: String,
+    /// The tools it may call; `None` inherits every tool the hub offers.
+    pub tools: Option<Vec<String>>,
+    /// `wait: false`: the requester does not wait.
+    pub background: bool,
+}
+
+/// What `Detach` found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DetachOutcome {
+    /// The child now runs in the background.
+    Detached,
+    /// The child had already finished: here is its envelope (now claimed).
+    AlreadyFinished(Box<Envelope>),
+    /// No child has that id.
+    Unknown,
+}
+
+/// The hub's counts, as a query sees them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HubSnapshot {
+    /// The live-children cap.
+    pub max_live: usize,
+    /// Children holding a slot (starting or running).
+    pub live: usize,
+    /// Children waiting for a slot.
+    pub queued: usize,
+    /// Children ever requested.
+    pub requested: usize,
+    /// Children that reached a terminal status.
+    pub finished: usize,
+}
+
+/// What the Hub actor is told.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum HubMsg {
+    /// Sent by `use_agent run`: request a child. The hub emits
+    /// `ChildStarted` then `ChildStatus(queued | running)` (and
+    /// `ChildStatus(background)` for a background request) on the
+    /// requester's stream, then replies with the child's id — or with a
+    /// sentence saying why no child was made.
+    Spawn {
+        /// The request.
+        request: ChildRequest,
+        /// The child's id, or why not.
+        reply: RpcReplyPort<Result<AgentId, String>>,
+    },
+    /// Sent by `use_agent run` / `result`: reply with the child's envelope
+    /// once it reaches a terminal status (at once if it has). Marks the
+    /// result claimed when `claim` is set: no wake follows.
+    Subscribe {
+        /// The child.
+        id: AgentId,
+        /// Claim the result when it is delivered.
+        claim: bool,
+        /// Receives the final envelope; dropped for an unknown id.
+        reply: RpcReplyPort<Envelope>,
+    },
+    /// Sent when the requester stops waiting inline (the wait expired, or
+    /// the parent was stopped): the child goes on in the background and
+    /// `ChildStatus(background)` marks the hand-off.
+    Detach {
+        /// The child.
+        id: AgentId,
+        /// What was found, if the sender wants to know.
+        reply: Option<RpcReplyPort<DetachOutcome>>,
+    },
+    /// Sent by `use_agent stop` or the host: stop a running or queued
+    /// child (`ChildStatus(stopped)`). Replies with its status after.
+    Stop {
+        /// The child.
+        id: AgentId,
+        /// Its status after the stop, or a sentence for an unknown id.
+        reply: Option<RpcReplyPort<Result<SubAgentStatus, String>>>,
+    },
+    /// Sent by the supervisor on a thread switch: stop every live and
+    /// queued child. Replies with how many were stopped.
+    StopAll {
+        /// How many children were stopped.
+        reply: Option<RpcReplyPort<usize>>,
+    },
+    /// Sent by the task that waits on a child's turn: the child's result.
+    ChildFinished {
+        /// The child.
+        id: AgentId,
+        /// Its turn's result.
+        result: AgentResult,
+    },
+    /// Sent by a slot reservation dropped before it was committed (the
+    /// child could not be started): free the slot.
+    ReleaseSlot {
+        /// The child the slot was reserved for.
+        id: AgentId,
+        /// Why it was not committed.
+        reason: String,
+    },
+    /// Sent by anyone: reply with the hub's counts. Never waits.
+    Snapshot(RpcReplyPort<HubSnapshot>),
+}

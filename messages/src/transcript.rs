@@ -1,0 +1,347 @@
+//! The transcript: a pure fold of events into a tree. A child's rows nest
+//! under the parent's `use_agent` row, so a UI renders children with the
+//! same views it uses for the parent.
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{AgentEvent, ApprovalRequest, Outcome, SubAgentInfo, SubAgentStatus};
+use crate::ids::{AgentId, ToolUseId};
+
+/// One row of a transcript.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TranscriptItem {
+    /// A user turn the host recorded.
+    User(String),
+    /// A wake: one system-styled line, not a user bubble.
+    Wake(String),
+    /// Text from the model (consecutive deltas merged).
+    Assistant(String),
+    /// A tool call, with its output once it finished.
+    Tool {
+        /// The call's id.
+        id: ToolUseId,
+        /// The tool.
+        name: String,
+        /// Its arguments.
+        arguments: String,
+        /// Its output, once finished.
+        output: Option<String>,
+        /// The output is an error sentence.
+        is_error: bool,
+    },
+    /// A tool call waiting for approval.
+    Approval(ApprovalRequest),
+    /// A child agent: its info, status and its own nested transcript.
+    Agent(SubAgentRun),
+    /// The end of a turn.
+    Result {
+        /// The final or partial answer.
+        text: String,
+        /// How the turn ended.
+        outcome: Outcome,
+    },
+}
+
+/// A child's run inside a transcript.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubAgentRun {
+    /// What `ChildStarted` said.
+    pub info: SubAgentInfo,
+    /// The last status seen.
+    pub status: Option<SubAgentStatus>,
+    /// The child's own rows.
+    pub transcript: Transcript,
+}
+
+/// A fold of events into rows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transcript {
+    /// The rows, in order.
+    pub items: Vec<TranscriptItem>,
+}
+
+impl Transcript {
+    /// An empty transcript.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Folds a whole event log.
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a AgentEvent>) -> Self {
+        let mut t = Self::new();
+        for event in events {
+            t.apply(event);
+        }
+        t
+    }
+
+    /// Records a user turn.
+    pub fn push_user(&mut self, text: impl Into<String>) {
+        self.items.push(TranscriptItem::User(text.into()));
+    }
+
+    /// Records a wake line.
+    pub fn push_wake(&mut self, line: impl Into<String>) {
+        self.items.push(TranscriptItem::Wake(line.into()));
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, event: &AgentEvent) {
+        match event {
+            AgentEvent::Text(delta) => match self.items.last_mut() {
+                Some(TranscriptItem::Assistant(text)) => text.push_str(delta),
+                _ => self.items.push(TranscriptItem::Assistant(delta.clone())),
+            },
+            AgentEvent::ToolStarted(call) => self.items.push(TranscriptItem::Tool {
+                id: call.tool_use_id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                output: None,
+                is_error: false,
+            }),
+            AgentEvent::ToolResult(result) => {
+                let row = self.items.iter_mut().rev().find(
+                    |item| matches!(item, TranscriptItem::Tool { id, .. } if *id == result.tool_use_id),
+                );
+                if let Some(TranscriptItem::Tool {
+                    output, is_error, ..
+                }) = row
+                {
+                    *output = Some(result.output.clone());
+                    *is_error = result.is_error;
+                }
+            }
+            AgentEvent::ApprovalRequested(request) => {
+                self.items.push(TranscriptItem::Approval(request.clone()))
+            }
+            AgentEvent::Result(result) => self.items.push(TranscriptItem::Result {
+                text: result.text.clone(),
+                outcome: result.outcome.clone(),
+            }),
+            AgentEvent::ChildStarted(info) => self.insert_child(info),
+            AgentEvent::Child(id, inner) => {
+                if let Some(run) = self.child_mut(id) {
+                    run.transcript.apply(inner);
+                }
+            }
+            AgentEvent::ChildStatus(id, status) => {
+                if let Some(run) = self.child_mut(id) {
+                    run.status = Some(*status);
+                }
+            }
+        }
+    }
+
+    /// The child run with this id, at this level.
+    pub fn child(&self, id: &AgentId) -> Option<&SubAgentRun> {
+        self.items.iter().find_map(|item| match item {
+            TranscriptItem::Agent(run) if run.info.id == *id => Some(run),
+            _ => None,
+        })
+    }
+
+    fn child_mut(&mut self, id: &AgentId) -> Option<&mut SubAgentRun> {
+        self.items.iter_mut().find_map(|item| match item {
+            TranscriptItem::Agent(run) if run.info.id == *id => Some(run),
+            _ => None,
+        })
+    }
+
+    /// Inserts right after the requesting `use_agent` row and the siblings
+    /// already stacked under it; at the end when that row is not here.
+    fn insert_child(&mut self, info: &SubAgentInfo) {
+        let run = TranscriptItem::Agent(SubAgentRun {
+            info: info.clone(),
+            status: None,
+            transcript: Transcript::new(),
+        });
+        let row = self.items.iter().rposition(
+            |item| matches!(item, TranscriptItem::Tool { id, .. } if *id == info.parent_tool_use_id),
+        );
+        let Some(mut at) = row.map(|r| r + 1) else {
+            self.items.push(run);
+            return;
+        };
+        while matches!(self.items.get(at), Some(TranscriptItem::Agent(r)) if r.info.parent_tool_use_id == info.parent_tool_use_id)
+        {
+            at += 1;
+        }
+        self.items.insert(at, run);
+    }
+
+    /// Draws the tree as indented text.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        self.render_into(&mut out, 0);
+        out
+    }
+
+    fn render_into(&self, out: &mut String, depth: usize) {
+        let pad = "    ".repeat(depth);
+        for item in &self.items {
+            let line = match item {
+                TranscriptItem::User(text) => format!("user: {text}"),
+                TranscriptItem::Wake(line) => format!("· {line}"),
+                TranscriptItem::Assistant(text) => format!("assistant: {}", text.trim()),
+                TranscriptItem::Tool {
+                    name,
+                    arguments,
+                    output,
+                    is_error,
+                    ..
+                } => {
+                    let shown = match output {
+                        None => "…".to_owned(),
+                        Some(o) if *is_error => format!("✗ {}", first_line(o)),
+                        Some(o) => format!("→ {}", first_line(o)),
+                    };
+                    format!("[{name}] {arguments} {shown}")
+                }
+                TranscriptItem::Approval(request) => {
+                    format!("approval? {} ({})", request.tool_name, request.id)
+                }
+                TranscriptItem::Result { text, outcome } => match outcome {
+                    Outcome::Completed => format!("result: {}", first_line(text)),
+                    other => format!("result ({other:?}): {}", first_line(text)),
+                },
+                TranscriptItem::Agent(run) => {
+                    let status = run.status.map_or("requested", |s| s.as_str());
+                    let mode = if run.info.background {
+                        ", background"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "┗ agent {} \"{}\" [{status}{mode}]",
+                        run.info.id, run.info.name
+                    )
+                }
+            };
+            out.push_str(&pad);
+            out.push_str(&line);
+            out.push('\n');
+            if let TranscriptItem::Agent(run) = item {
+                run.transcript.render_into(out, depth + 1);
+            }
+        }
+    }
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() > 100 {
+        format!("{}…", line.chars().take(100).collect::<String>())
+    } else {
+        line.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{ToolResult, ToolStarted};
+
+    fn tool_started(id: &str, name: &str) -> AgentEvent {
+        AgentEvent::ToolStarted(ToolStarted {
+            tool_use_id: ToolUseId::new(id),
+            name: name.into(),
+            arguments: "{}".into(),
+        })
+    }
+
+    fn child_started(id: &str, call: &str) -> AgentEvent {
+        AgentEvent::ChildStarted(SubAgentInfo {
+            id: AgentId::new(id),
+            parent_tool_use_id: ToolUseId::new(call),
+            name: format!("child {id}"),
+            tools: vec![],
+            background: false,
+        })
+    }
+
+    #[test]
+    fn children_nest_after_their_use_agent_row_and_siblings_stack() {
+        let events = vec![
+            AgentEvent::Text("Delegating ".into()),
+            AgentEvent::Text("now.".into()),
+            tool_started("c1", "use_agent"),
+            tool_started("c2", "use_agent"),
+            child_started("a1", "c1"),
+            child_started("a2", "c1"),
+            child_started("a3", "c2"),
+            AgentEvent::Child(AgentId::new("a2"), Box::new(AgentEvent::Text("hi".into()))),
+            AgentEvent::ChildStatus(AgentId::new("a2"), SubAgentStatus::Done),
+            AgentEvent::ToolResult(ToolResult {
+                tool_use_id: ToolUseId::new("c1"),
+                name: "use_agent".into(),
+                output: "ok".into(),
+                is_error: false,
+            }),
+        ];
+        let t = Transcript::from_events(&events);
+        let kinds: Vec<String> = t
+            .items
+            .iter()
+            .map(|i| match i {
+                TranscriptItem::Assistant(s) => format!("text:{s}"),
+                TranscriptItem::Tool { id, output, .. } => format!("tool:{id}:{output:?}"),
+                TranscriptItem::Agent(r) => format!("agent:{}", r.info.id),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "text:Delegating now.",
+                "tool:c1:Some(\"ok\")",
+                "agent:a1",
+                "agent:a2",
+                "tool:c2:None",
+                "agent:a3"
+            ]
+        );
+        let a2 = t.child(&AgentId::new("a2")).unwrap();
+        assert_eq!(a2.status, Some(SubAgentStatus::Done));
+        assert_eq!(
+            a2.transcript.items,
+            [TranscriptItem::Assistant("hi".into())]
+        );
+        let drawn = t.render();
+        assert!(
+            drawn.contains("┗ agent a2 \"child a2\" [done]\n    assistant: hi\n"),
+            "{drawn}"
+        );
+    }
+
+    #[test]
+    fn nested_children_fold_recursively_and_unknown_ids_are_ignored() {
+        let events = vec![
+            tool_started("c1", "use_agent"),
+            child_started("a1", "c1"),
+            AgentEvent::Child(
+                AgentId::new("a1"),
+                Box::new(tool_started("k1", "use_agent")),
+            ),
+            AgentEvent::Child(AgentId::new("a1"), Box::new(child_started("a2", "k1"))),
+            AgentEvent::Child(
+                AgentId::new("a1"),
+                Box::new(AgentEvent::Child(
+                    AgentId::new("a2"),
+                    Box::new(AgentEvent::Text("deep".into())),
+                )),
+            ),
+            AgentEvent::Child(
+                AgentId::new("ghost"),
+                Box::new(AgentEvent::Text("x".into())),
+            ),
+        ];
+        let t = Transcript::from_events(&events);
+        let a1 = t.child(&AgentId::new("a1")).unwrap();
+        let a2 = a1.transcript.child(&AgentId::new("a2")).unwrap();
+        assert_eq!(
+            a2.transcript.items,
+            [TranscriptItem::Assistant("deep".into())]
+        );
+        assert_eq!(t.items.len(), 2);
+    }
+}

@@ -1,0 +1,206 @@
+//! Helpers shared by the integration tests: event collection and the
+//! checks of docs/event-ordering.md over a whole log.
+
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+
+use subagents::messages::{AgentEvent, AgentId, AgentResult, SubAgentStatus, ToolUseId};
+use subagents::prelude::EventStream;
+
+/// Reads events until the parent's (top-level) `Result`.
+pub async fn until_result(events: &mut EventStream, log: &mut Vec<AgentEvent>) -> AgentResult {
+    while let Some(event) = events.recv().await {
+        log.push(event.clone());
+        if let AgentEvent::Result(result) = event {
+            return result;
+        }
+    }
+    panic!("the stream ended without a result: {log:?}");
+}
+
+/// Reads events until `pred` matches one (returned, also logged).
+pub async fn until(
+    events: &mut EventStream,
+    log: &mut Vec<AgentEvent>,
+    pred: impl Fn(&AgentEvent) -> bool,
+) -> AgentEvent {
+    while let Some(event) = events.recv().await {
+        log.push(event.clone());
+        if pred(&event) {
+            return event;
+        }
+    }
+    panic!("the stream ended first: {log:?}");
+}
+
+/// Drains what is ready.
+pub fn drain(events: &mut EventStream, log: &mut Vec<AgentEvent>) {
+    while let Some(event) = events.try_recv() {
+        log.push(event);
+    }
+}
+
+/// Per child, in log order: everything seen about it.
+#[derive(Debug, Default, Clone)]
+pub struct ChildLog {
+    pub started_at: Option<usize>,
+    pub statuses: Vec<(usize, SubAgentStatus)>,
+    pub events: Vec<(usize, AgentEvent)>,
+    pub parent_call: Option<ToolUseId>,
+    pub background: bool,
+}
+
+impl ChildLog {
+    pub fn terminal(&self) -> Option<(usize, SubAgentStatus)> {
+        self.statuses.iter().copied().find(|(_, s)| s.is_terminal())
+    }
+    pub fn first_activity(&self) -> Option<usize> {
+        let running = self
+            .statuses
+            .iter()
+            .find(|(_, s)| *s == SubAgentStatus::Running)
+            .map(|(i, _)| *i);
+        let event = self.events.first().map(|(i, _)| *i);
+        match (running, event) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Groups a top-level log by child.
+pub fn children(log: &[AgentEvent]) -> (Vec<AgentId>, HashMap<AgentId, ChildLog>) {
+    let mut order = Vec::new();
+    let mut by_id: HashMap<AgentId, ChildLog> = HashMap::new();
+    for (i, event) in log.iter().enumerate() {
+        match event {
+            AgentEvent::ChildStarted(info) => {
+                if !by_id.contains_key(&info.id) {
+                    order.push(info.id.clone());
+                }
+                let child = by_id.entry(info.id.clone()).or_default();
+                assert!(
+                    child.started_at.is_none(),
+                    "guarantee 1: ChildStarted twice for {}",
+                    info.id
+                );
+                assert!(
+                    child.statuses.is_empty() && child.events.is_empty(),
+                    "guarantee 1: {} had events before ChildStarted",
+                    info.id
+                );
+                child.started_at = Some(i);
+                child.parent_call = Some(info.parent_tool_use_id.clone());
+                child.background = info.background;
+            }
+            AgentEvent::ChildStatus(id, status) => {
+                let child = by_id.entry(id.clone()).or_default();
+                child.statuses.push((i, *status));
+            }
+            AgentEvent::Child(id, inner) => {
+                let child = by_id.entry(id.clone()).or_default();
+                child.events.push((i, (**inner).clone()));
+            }
+            _ => {}
+        }
+    }
+    (order, by_id)
+}
+
+/// Checks guarantees 1 and 2 (and, at rest, that every child ended) over
+/// a whole log. Returns the per-child view for further checks.
+pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<AgentId, ChildLog>) {
+    let (order, by_id) = children(log);
+    for (id, child) in &by_id {
+        let started = child
+            .started_at
+            .unwrap_or_else(|| panic!("guarantee 1: {id} has events but no ChildStarted"));
+        let indices = child
+            .statuses
+            .iter()
+            .map(|(i, _)| *i)
+            .chain(child.events.iter().map(|(i, _)| *i));
+        for i in indices {
+            assert!(i > started, "guarantee 1: {id} event before ChildStarted");
+        }
+        let ranks: Vec<u8> = child.statuses.iter().map(|(_, s)| s.rank()).collect();
+        assert!(
+            ranks.windows(2).all(|w| w[0] < w[1]),
+            "guarantee 2: statuses of {id} do not move strictly forward: {:?}",
+            child.statuses
+        );
+        let terminals = child
+            .statuses
+            .iter()
+            .filter(|(_, s)| s.is_terminal())
+            .count();
+        assert!(
+            terminals <= 1,
+            "guarantee 2: {id} has {terminals} terminal statuses"
+        );
+        if let Some((t, _)) = child.terminal() {
+            assert!(
+                child.events.iter().all(|(i, _)| *i < t),
+                "guarantee 2: {id} has events after its terminal status"
+            );
+        }
+        if at_rest {
+            assert_eq!(terminals, 1, "at rest, {id} has no terminal status");
+        }
+    }
+    (order, by_id)
+}
+
+/// Checks guarantee 3 for every inline (non-background, never handed off)
+/// child: ToolStarted(use_agent) → ChildStarted → status → Child* →
+/// terminal → ToolResult(use_agent).
+pub fn check_inline_order(log: &[AgentEvent]) {
+    let (_, by_id) = children(log);
+    for (id, child) in &by_id {
+        let handed_off = child.background
+            || child
+                .statuses
+                .iter()
+                .any(|(_, s)| *s == SubAgentStatus::Background);
+        if handed_off {
+            continue;
+        }
+        let call = child.parent_call.clone().unwrap();
+        let tool_started = log
+            .iter()
+            .position(|e| matches!(e, AgentEvent::ToolStarted(t) if t.tool_use_id == call))
+            .unwrap_or_else(|| panic!("guarantee 3: no ToolStarted for {id}'s call"));
+        let tool_result = log
+            .iter()
+            .position(|e| matches!(e, AgentEvent::ToolResult(t) if t.tool_use_id == call))
+            .unwrap_or_else(|| panic!("guarantee 3: no ToolResult for {id}'s call"));
+        let started = child.started_at.unwrap();
+        let (terminal, _) = child
+            .terminal()
+            .expect("guarantee 3: inline child without terminal");
+        assert!(
+            tool_started < started,
+            "guarantee 3: ChildStarted before ToolStarted for {id}"
+        );
+        let first_status = child.statuses.first().unwrap();
+        assert!(
+            matches!(
+                first_status.1,
+                SubAgentStatus::Queued | SubAgentStatus::Running
+            ),
+            "guarantee 3: {id} first status {:?}",
+            first_status.1
+        );
+        assert!(
+            child
+                .events
+                .iter()
+                .all(|(i, _)| *i > first_status.0 && *i < terminal)
+        );
+        assert!(
+            terminal < tool_result,
+            "guarantee 3: ToolResult before the terminal status of {id}"
+        );
+    }
+}
