@@ -161,7 +161,9 @@ struct Iterations(u32);
 
 impl<'de> Deserialize<'de> for Iterations {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_u32(IterationsVisitor)
+        // `any`, not `u32`: a wrong type then reads "invalid type: string …,
+        // expected an integer from 1 to …" in YAML too.
+        deserializer.deserialize_any(IterationsVisitor)
     }
 }
 

@@ -275,7 +275,10 @@ mod tests {
                 ]
             );
         }
-        assert_eq!(default_dirs_from(root, None, None), std::slice::from_ref(&project));
+        assert_eq!(
+            default_dirs_from(root, None, None),
+            std::slice::from_ref(&project)
+        );
         assert_eq!(
             default_dirs_from(root, Some(OsStr::new("")), None),
             [project]

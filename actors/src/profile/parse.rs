@@ -11,7 +11,7 @@ use super::fields::Frontmatter;
 
 /// A parsed profile and the warnings its file raised (unknown keys, a
 /// `name` that differs from the file name).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Parsed {
     /// The profile.
     pub profile: Profile,
@@ -214,6 +214,13 @@ fn parse_frontmatter(
         FrontmatterFormat::Yaml => {
             let mut options = serde_saphyr::Options::default();
             options.with_snippet = false;
+            // The YAML parser skips a leading BOM (one here means the file
+            // had two); its byte offsets then start after it.
+            let skipped = if text.starts_with('\u{feff}') {
+                '\u{feff}'.len_utf8()
+            } else {
+                0
+            };
             serde_saphyr::with_deserializer_from_str_with_options(text, options, |de| {
                 Frontmatter::deserialize(de, &current_key)
             })
@@ -222,7 +229,8 @@ fn parse_frontmatter(
                 let (line, column) = match e.location() {
                     Some(loc) => match loc.span().byte_offset() {
                         Some(at) => {
-                            line_column(text, usize::try_from(at).unwrap_or(usize::MAX), first_line)
+                            let at = usize::try_from(at).unwrap_or(usize::MAX);
+                            line_column(text, at.saturating_add(skipped), first_line)
                         }
                         None => (
                             first_line
