@@ -1,0 +1,194 @@
+//! One model call over HTTP: send (retrying 429s), check the status, then
+//! read the event stream. Everything runs inside the returned stream as it
+//! is polled — nothing is spawned — so dropping the stream drops the
+//! request or the response body and aborts the call.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures_util::{Stream, StreamExt, stream};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use serde_json::Value;
+use subagents_messages::{ModelChunk, ModelRequest};
+
+use super::error::{Timeouts, service_message, status_error, transport_error};
+use super::retry::{Attempt, RetryPolicy, parse_retry_after, with_retries};
+use super::stream::{Assembler, Step};
+use super::wire::ChatRequest;
+use crate::model::{ModelError, ModelStream};
+
+/// What every call of one adapter shares.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) client: reqwest::Client,
+    /// `{base_url}/chat/completions`.
+    pub(crate) url: String,
+    pub(crate) api_key: Option<String>,
+    pub(crate) model: String,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) timeouts: Timeouts,
+}
+
+type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send>>;
+
+enum Phase {
+    /// Not sent yet: the request body.
+    Start(Value),
+    /// Reading the answer.
+    Reading(Events, Assembler),
+    /// Over.
+    Done,
+}
+
+struct Call {
+    settings: Arc<Settings>,
+    phase: Phase,
+    out: VecDeque<Result<ModelChunk, ModelError>>,
+}
+
+/// Starts a call; it runs as the stream is polled.
+pub(crate) fn start(settings: Arc<Settings>, request: &ModelRequest) -> ModelStream {
+    let mut out = VecDeque::new();
+    let phase = match serde_json::to_value(ChatRequest::new(&settings.model, request)) {
+        Ok(body) => Phase::Start(body),
+        Err(e) => {
+            out.push_back(Err(ModelError::Other(format!(
+                "the request could not be encoded as JSON: {e}"
+            ))));
+            Phase::Done
+        }
+    };
+    let call = Call {
+        settings,
+        phase,
+        out,
+    };
+    Box::pin(stream::unfold(call, Call::next))
+}
+
+impl Call {
+    async fn next(mut self) -> Option<(Result<ModelChunk, ModelError>, Self)> {
+        loop {
+            if let Some(item) = self.out.pop_front() {
+                return Some((item, self));
+            }
+            match std::mem::replace(&mut self.phase, Phase::Done) {
+                Phase::Done => return None,
+                Phase::Start(body) => match open(&self.settings, &body).await {
+                    Ok(events) => self.phase = Phase::Reading(events, Assembler::default()),
+                    Err(e) => self.out.push_back(Err(e)),
+                },
+                Phase::Reading(mut events, mut assembler) => {
+                    let timeouts = self.settings.timeouts;
+                    match tokio::time::timeout(timeouts.read, events.next()).await {
+                        Err(_) => self.out.push_back(Err(ModelError::Timeout(timeouts.read))),
+                        Ok(None) => match assembler.on_end() {
+                            Ok(chunks) => self.out.extend(chunks.into_iter().map(Ok)),
+                            Err(e) => self.out.push_back(Err(e)),
+                        },
+                        Ok(Some(Err(e))) => self.out.push_back(Err(event_error(e, timeouts))),
+                        Ok(Some(Ok(event))) => {
+                            match assembler.on_event(&event.event, &event.data) {
+                                Ok(Step::Continue(chunks)) => {
+                                    self.out.extend(chunks.into_iter().map(Ok));
+                                    self.phase = Phase::Reading(events, assembler);
+                                }
+                                Ok(Step::Done(chunks)) => {
+                                    self.out.extend(chunks.into_iter().map(Ok));
+                                }
+                                Err(e) => self.out.push_back(Err(e)),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sends the request (retrying 429s) and opens the event stream.
+async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
+    let response = with_retries(settings.retry, || attempt(settings, body)).await?;
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type.starts_with("application/json") {
+        return Err(ModelError::Malformed(format!(
+            "expected an event stream but the service answered with `{content_type}` \
+             (does it support `stream: true`?)"
+        )));
+    }
+    Ok(Box::pin(response.bytes_stream().eventsource()))
+}
+
+/// One attempt: the response if the status is a success, a retry if 429,
+/// else the status's error.
+async fn attempt(
+    settings: &Settings,
+    body: &Value,
+) -> Result<Attempt<reqwest::Response>, ModelError> {
+    let timeouts = settings.timeouts;
+    let mut request = settings
+        .client
+        .post(&settings.url)
+        .header(ACCEPT, "text/event-stream")
+        .json(body);
+    if let Some(key) = &settings.api_key {
+        request = request.bearer_auth(key);
+    }
+    let response = match tokio::time::timeout(timeouts.read, request.send()).await {
+        Err(_) => return Err(ModelError::Timeout(timeouts.read)),
+        Ok(Err(e)) => return Err(transport_error(&e, timeouts)),
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status();
+    if status.is_success() {
+        return Ok(Attempt::Done(response));
+    }
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after);
+    let text = match tokio::time::timeout(timeouts.read, response.text()).await {
+        Ok(Ok(text)) => text,
+        _ => String::new(),
+    };
+    let message = if text.trim().is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("(no message)")
+            .to_owned()
+    } else {
+        service_message(&text)
+    };
+    if status.as_u16() == 429 {
+        return Ok(Attempt::RateLimited {
+            retry_after,
+            message,
+        });
+    }
+    Err(status_error(status.as_u16(), &settings.model, message))
+}
+
+/// A failure while reading the event stream.
+fn event_error(error: EventStreamError<reqwest::Error>, timeouts: Timeouts) -> ModelError {
+    match error {
+        EventStreamError::Transport(e) => match transport_error(&e, timeouts) {
+            ModelError::Connection(text) => {
+                ModelError::Connection(format!("the connection broke mid-stream: {text}"))
+            }
+            other => other,
+        },
+        EventStreamError::Utf8(e) => {
+            ModelError::Malformed(format!("the event stream is not valid UTF-8: {e}"))
+        }
+        EventStreamError::Parser(e) => {
+            ModelError::Malformed(format!("the event stream could not be parsed: {e}"))
+        }
+    }
+}

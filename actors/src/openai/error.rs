@@ -1,0 +1,191 @@
+//! Errors: what can go wrong setting the adapter up, and how HTTP and
+//! transport failures map onto [`ModelError`].
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::model::ModelError;
+
+/// Why an [`OpenAiCompatible`](super::OpenAiCompatible) could not be set
+/// up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenAiConfigError {
+    /// A required environment variable is not set (or is empty).
+    #[error("the environment variable `{name}` is not set: {hint}")]
+    MissingVariable {
+        /// The variable's name.
+        name: &'static str,
+        /// What it should hold.
+        hint: &'static str,
+    },
+    /// An environment variable is set but unusable (e.g. not UTF-8).
+    #[error("the environment variable `{name}` is unusable: {reason}")]
+    InvalidVariable {
+        /// The variable's name.
+        name: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The base URL is not an `http://` or `https://` URL.
+    #[error("the base URL `{url}` is not usable: {reason}")]
+    InvalidBaseUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An `https://` base URL was given but no TLS stack is compiled in.
+    #[error(
+        "the base URL `{url}` uses https, but this build has no TLS: enable the `openai-rustls` feature"
+    )]
+    TlsNotEnabled {
+        /// The URL given.
+        url: String,
+    },
+    /// The model name is empty.
+    #[error("no model name was given")]
+    MissingModel,
+    /// The HTTP client could not be built.
+    #[error("the HTTP client could not be built: {0}")]
+    Client(String),
+}
+
+/// How long an error message from the service may be before it is cut.
+const MAX_MESSAGE_CHARS: usize = 500;
+
+/// The readable part of an error body: `error.message`, `error` (a string,
+/// as Ollama sends), `message`, else the body itself, cut to a few hundred
+/// characters.
+pub(crate) fn service_message(body: &str) -> String {
+    let from_json = serde_json::from_str::<Value>(body).ok().and_then(|v| {
+        let error = v.get("error");
+        error
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .or_else(|| error.and_then(Value::as_str))
+            .or_else(|| v.get("message").and_then(Value::as_str))
+            .map(str::to_owned)
+    });
+    let text = from_json.unwrap_or_else(|| body.trim().to_owned());
+    if text.is_empty() {
+        "(no message)".to_owned()
+    } else {
+        truncate(&text, MAX_MESSAGE_CHARS)
+    }
+}
+
+/// `text` cut to `max` characters, with an ellipsis if cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// The error for an unsuccessful status other than 429 (which retries).
+pub(crate) fn status_error(status: u16, model: &str, message: String) -> ModelError {
+    match status {
+        401 | 403 => ModelError::Unauthorized { status, message },
+        404 => ModelError::ModelNotFound {
+            model: model.to_owned(),
+            message,
+        },
+        429 => ModelError::RateLimited {
+            retry_after: None,
+            message,
+        },
+        _ => ModelError::Server { status, message },
+    }
+}
+
+/// The timeouts a call runs under, to name the one that ran out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    pub(crate) connect: Duration,
+    pub(crate) read: Duration,
+}
+
+/// A transport failure as a [`ModelError`]: timeouts are `Timeout`,
+/// everything else (refused, reset, broken mid-body) is `Connection`.
+pub(crate) fn transport_error(error: &reqwest::Error, timeouts: Timeouts) -> ModelError {
+    if error.is_timeout() {
+        if error.is_connect() {
+            ModelError::Timeout(timeouts.connect)
+        } else {
+            ModelError::Timeout(timeouts.read)
+        }
+    } else {
+        ModelError::Connection(error_chain(error))
+    }
+}
+
+/// An error and its sources, joined: `"error sending request …: client
+/// error (Connect): tcp connect error: Connection refused (os error 111)"`.
+pub(crate) fn error_chain(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_messages_are_found_in_the_usual_places() {
+        assert_eq!(
+            service_message(r#"{"error":{"message":"bad key","type":"auth"}}"#),
+            "bad key"
+        );
+        assert_eq!(
+            service_message(r#"{"error":"model 'x' not found"}"#),
+            "model 'x' not found"
+        );
+        assert_eq!(service_message(r#"{"message":"nope"}"#), "nope");
+        assert_eq!(service_message("  plain text\n"), "plain text");
+        assert_eq!(service_message(""), "(no message)");
+        let long = "é".repeat(600);
+        assert_eq!(
+            service_message(&long).chars().count(),
+            MAX_MESSAGE_CHARS + 1
+        );
+    }
+
+    #[test]
+    fn statuses_map_to_model_errors() {
+        assert!(matches!(
+            status_error(401, "m", "x".into()),
+            ModelError::Unauthorized { status: 401, .. }
+        ));
+        assert!(matches!(
+            status_error(403, "m", "x".into()),
+            ModelError::Unauthorized { status: 403, .. }
+        ));
+        assert_eq!(
+            status_error(404, "m", "x".into()),
+            ModelError::ModelNotFound {
+                model: "m".into(),
+                message: "x".into()
+            }
+        );
+        assert!(matches!(
+            status_error(503, "m", "x".into()),
+            ModelError::Server { status: 503, .. }
+        ));
+        assert!(matches!(
+            status_error(400, "m", "x".into()),
+            ModelError::Server { status: 400, .. }
+        ));
+    }
+}

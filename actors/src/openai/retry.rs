@@ -1,0 +1,181 @@
+//! Retrying a call the service rate-limited (HTTP 429). All waiting goes
+//! through `tokio::time::sleep`, so a paused runtime drives it.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::model::ModelError;
+
+/// How rate-limited calls are retried.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub(crate) max_retries: u32,
+    /// The longest single wait; a `Retry-After` longer than this is not
+    /// waited for (the call fails as rate limited at once).
+    pub(crate) max_wait: Duration,
+    /// The first wait when the service does not say (doubled each retry).
+    pub(crate) base_backoff: Duration,
+}
+
+/// What one attempt gave.
+#[derive(Debug)]
+pub(crate) enum Attempt<T> {
+    /// It went through.
+    Done(T),
+    /// HTTP 429.
+    RateLimited {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+}
+
+/// Runs `attempt` until it goes through, fails otherwise, or the retries
+/// run out (then [`ModelError::RateLimited`]).
+pub(crate) async fn with_retries<T, F, Fut>(
+    policy: RetryPolicy,
+    mut attempt: F,
+) -> Result<T, ModelError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>, ModelError>>,
+{
+    let mut retries: u32 = 0;
+    loop {
+        match attempt().await? {
+            Attempt::Done(value) => return Ok(value),
+            Attempt::RateLimited {
+                retry_after,
+                message,
+            } => {
+                let wait = retry_after.unwrap_or_else(|| backoff(policy, retries));
+                if retries >= policy.max_retries || wait > policy.max_wait {
+                    return Err(ModelError::RateLimited {
+                        retry_after,
+                        message,
+                    });
+                }
+                retries += 1;
+                tracing::warn!(
+                    retry = retries,
+                    of = policy.max_retries,
+                    wait_ms = wait.as_millis() as u64,
+                    "the model service is rate limiting; retrying"
+                );
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// The wait before retry `retries + 1` when the service names none:
+/// `base_backoff * 2^retries`, at most `max_wait`.
+fn backoff(policy: RetryPolicy, retries: u32) -> Duration {
+    let factor = 2u32.saturating_pow(retries.min(16));
+    policy
+        .base_backoff
+        .saturating_mul(factor)
+        .min(policy.max_wait)
+}
+
+/// A `Retry-After` header in seconds (`"2"`, `"0.5"`). An HTTP date or
+/// anything else unreadable gives `None` (the backoff applies instead).
+pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
+    let seconds: f64 = value.trim().parse().ok()?;
+    if seconds.is_finite() && seconds >= 0.0 {
+        Duration::try_from_secs_f64(seconds).ok()
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use tokio::time::Instant;
+
+    const POLICY: RetryPolicy = RetryPolicy {
+        max_retries: 3,
+        max_wait: Duration::from_secs(60),
+        base_backoff: Duration::from_secs(1),
+    };
+
+    fn limited<T>(after: Option<u64>) -> Result<Attempt<T>, ModelError> {
+        Ok(Attempt::RateLimited {
+            retry_after: after.map(Duration::from_secs),
+            message: "slow down".into(),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_is_honoured_then_the_call_goes_through() {
+        let calls = Cell::new(0);
+        let start = Instant::now();
+        let out = with_retries(POLICY, || {
+            calls.set(calls.get() + 1);
+            let n = calls.get();
+            async move {
+                if n < 3 {
+                    limited(Some(5))
+                } else {
+                    Ok(Attempt::Done(n))
+                }
+            }
+        })
+        .await;
+        assert_eq!(out, Ok(3));
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_retry_after_the_backoff_doubles_and_retries_run_out() {
+        let calls = Cell::new(0u32);
+        let start = Instant::now();
+        let out: Result<(), _> = with_retries(POLICY, || {
+            calls.set(calls.get() + 1);
+            async { limited(None) }
+        })
+        .await;
+        assert_eq!(calls.get(), 4);
+        assert_eq!(start.elapsed(), Duration::from_secs(1 + 2 + 4));
+        assert_eq!(
+            out,
+            Err(ModelError::RateLimited {
+                retry_after: None,
+                message: "slow down".into()
+            })
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_longer_than_the_cap_fails_at_once() {
+        let start = Instant::now();
+        let out: Result<(), _> = with_retries(POLICY, || async { limited(Some(3600)) }).await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        assert!(matches!(
+            out,
+            Err(ModelError::RateLimited { retry_after: Some(d), .. }) if d == Duration::from_secs(3600)
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn other_errors_are_not_retried() {
+        let calls = Cell::new(0u32);
+        let out: Result<(), _> = with_retries(POLICY, || {
+            calls.set(calls.get() + 1);
+            async { Err(ModelError::Connection("refused".into())) }
+        })
+        .await;
+        assert_eq!(calls.get(), 1);
+        assert_eq!(out, Err(ModelError::Connection("refused".into())));
+    }
+
+    #[test]
+    fn retry_after_parses_seconds_only() {
+        assert_eq!(parse_retry_after(" 2 "), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+    }
+}

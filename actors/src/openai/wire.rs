@@ -1,0 +1,291 @@
+//! The chat-completions wire format: the request body sent and the stream
+//! chunks received. Only the fields this adapter reads or writes are
+//! modelled; unknown fields in responses are ignored.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use subagents_messages::{ChatMessage, ModelRequest, Role, ToolCall, ToolSpec};
+
+/// The body of `POST {base_url}/chat/completions`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ChatRequest<'a> {
+    pub(crate) model: &'a str,
+    pub(crate) messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tools: Vec<WireTool<'a>>,
+    pub(crate) stream: bool,
+    pub(crate) stream_options: StreamOptions,
+}
+
+/// `stream_options`: ask for a final usage chunk.
+#[derive(Debug, Serialize)]
+pub(crate) struct StreamOptions {
+    pub(crate) include_usage: bool,
+}
+
+/// One message of the conversation, as the service expects it.
+#[derive(Debug, Serialize)]
+pub(crate) struct WireMessage<'a> {
+    pub(crate) role: &'static str,
+    /// `null` only for an assistant message that just calls tools.
+    pub(crate) content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tool_calls: Vec<WireToolCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tool_call_id: Option<&'a str>,
+}
+
+/// An assistant's tool call, sent back in the history.
+#[derive(Debug, Serialize)]
+pub(crate) struct WireToolCall<'a> {
+    pub(crate) id: &'a str,
+    #[serde(rename = "type")]
+    pub(crate) kind: &'static str,
+    pub(crate) function: WireFunctionCall<'a>,
+}
+
+/// The function part of a tool call; `arguments` stays a JSON string.
+#[derive(Debug, Serialize)]
+pub(crate) struct WireFunctionCall<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) arguments: &'a str,
+}
+
+/// A tool on offer: `{type: "function", function: {...}}`.
+#[derive(Debug, Serialize)]
+pub(crate) struct WireTool<'a> {
+    #[serde(rename = "type")]
+    pub(crate) kind: &'static str,
+    pub(crate) function: WireFunction<'a>,
+}
+
+/// The function part of a tool; `parameters` is a JSON object.
+#[derive(Debug, Serialize)]
+pub(crate) struct WireFunction<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) description: &'a str,
+    pub(crate) parameters: Value,
+}
+
+impl<'a> ChatRequest<'a> {
+    /// The streaming request for `request` on `model`.
+    pub(crate) fn new(model: &'a str, request: &'a ModelRequest) -> Self {
+        Self {
+            model,
+            messages: request.messages.iter().map(WireMessage::from).collect(),
+            tools: request.tools.iter().map(WireTool::from).collect(),
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+        }
+    }
+}
+
+impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
+    fn from(message: &'a ChatMessage) -> Self {
+        let role = match message.role {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        };
+        let tool_calls: Vec<WireToolCall<'a>> = match message.role {
+            Role::Assistant => message.tool_calls.iter().map(WireToolCall::from).collect(),
+            _ => Vec::new(),
+        };
+        let content = if message.content.is_empty() && !tool_calls.is_empty() {
+            None
+        } else {
+            Some(message.content.as_str())
+        };
+        let tool_call_id = match message.role {
+            Role::Tool => message.tool_call_id.as_ref().map(|id| id.as_str()),
+            _ => None,
+        };
+        Self {
+            role,
+            content,
+            tool_calls,
+            tool_call_id,
+        }
+    }
+}
+
+impl<'a> From<&'a ToolCall> for WireToolCall<'a> {
+    fn from(call: &'a ToolCall) -> Self {
+        Self {
+            id: call.id.as_str(),
+            kind: "function",
+            function: WireFunctionCall {
+                name: &call.name,
+                arguments: &call.arguments,
+            },
+        }
+    }
+}
+
+impl<'a> From<&'a ToolSpec> for WireTool<'a> {
+    fn from(spec: &'a ToolSpec) -> Self {
+        Self {
+            kind: "function",
+            function: WireFunction {
+                name: &spec.name,
+                description: &spec.description,
+                parameters: parameters_schema(&spec.parameters),
+            },
+        }
+    }
+}
+
+/// A tool's JSON-schema string as a JSON object; a schema that does not
+/// parse to an object becomes `{"type":"object"}` (any arguments).
+pub(crate) fn parameters_schema(parameters: &str) -> Value {
+    match serde_json::from_str::<Value>(parameters) {
+        Ok(value @ Value::Object(_)) => value,
+        _ => serde_json::json!({ "type": "object" }),
+    }
+}
+
+/// One `data:` event of the response stream.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ChunkWire {
+    #[serde(default)]
+    pub(crate) choices: Option<Vec<ChoiceWire>>,
+    #[serde(default)]
+    pub(crate) usage: Option<UsageWire>,
+    /// Some servers report a failure inside the stream.
+    #[serde(default)]
+    pub(crate) error: Option<Value>,
+}
+
+/// One choice of a chunk (this adapter reads choice 0).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ChoiceWire {
+    #[serde(default)]
+    pub(crate) index: Option<u32>,
+    #[serde(default)]
+    pub(crate) delta: Option<DeltaWire>,
+    #[serde(default)]
+    pub(crate) finish_reason: Option<String>,
+}
+
+/// What a chunk adds to the answer.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct DeltaWire {
+    #[serde(default)]
+    pub(crate) content: Option<String>,
+    #[serde(default)]
+    pub(crate) refusal: Option<String>,
+    #[serde(default)]
+    pub(crate) tool_calls: Option<Vec<ToolCallDeltaWire>>,
+}
+
+/// A fragment of a tool call: id and name come first, arguments in pieces.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ToolCallDeltaWire {
+    #[serde(default)]
+    pub(crate) index: Option<u32>,
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    #[serde(default)]
+    pub(crate) function: Option<FunctionDeltaWire>,
+}
+
+/// The function part of a tool-call fragment.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct FunctionDeltaWire {
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    /// Normally a string piece; a server that sends a whole JSON object
+    /// instead is tolerated (it is written back out as a string).
+    #[serde(default)]
+    pub(crate) arguments: Option<Value>,
+}
+
+/// Token usage, sent in the last chunk when `include_usage` is set.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+pub(crate) struct UsageWire {
+    #[serde(default)]
+    pub(crate) prompt_tokens: Option<u64>,
+    #[serde(default)]
+    pub(crate) completion_tokens: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use subagents_messages::ToolUseId;
+
+    #[test]
+    fn a_request_has_the_chat_completions_shape() {
+        let request = ModelRequest {
+            messages: vec![
+                ChatMessage::system("sys"),
+                ChatMessage::user("hi"),
+                ChatMessage::assistant(
+                    "",
+                    vec![ToolCall {
+                        id: ToolUseId::new("call_1"),
+                        name: "calc".into(),
+                        arguments: r#"{"x":1}"#.into(),
+                    }],
+                ),
+                ChatMessage::tool(ToolUseId::new("call_1"), "2"),
+            ],
+            tools: vec![
+                ToolSpec {
+                    name: "calc".into(),
+                    description: "adds".into(),
+                    parameters: r#"{"type":"object","properties":{"x":{"type":"number"}}}"#.into(),
+                },
+                ToolSpec {
+                    name: "broken".into(),
+                    description: "bad schema".into(),
+                    parameters: "not json".into(),
+                },
+            ],
+        };
+        let body = serde_json::to_value(ChatRequest::new("m", &request)).ok();
+        let expected = serde_json::json!({
+            "model": "m",
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "messages": [
+                {"role": "system", "content": "sys"},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "calc", "arguments": "{\"x\":1}"}}
+                ]},
+                {"role": "tool", "content": "2", "tool_call_id": "call_1"}
+            ],
+            "tools": [
+                {"type": "function", "function": {"name": "calc", "description": "adds",
+                  "parameters": {"type": "object", "properties": {"x": {"type": "number"}}}}},
+                {"type": "function", "function": {"name": "broken", "description": "bad schema",
+                  "parameters": {"type": "object"}}}
+            ]
+        });
+        assert_eq!(body, Some(expected));
+    }
+
+    #[test]
+    fn no_tools_means_no_tools_field() {
+        let request = ModelRequest {
+            messages: vec![ChatMessage::user("hi")],
+            tools: vec![],
+        };
+        let body = serde_json::to_value(ChatRequest::new("m", &request)).ok();
+        assert!(body.is_some_and(|b| b.get("tools").is_none()));
+    }
+
+    #[test]
+    fn a_schema_that_is_not_an_object_is_replaced() {
+        assert_eq!(
+            parameters_schema("[1]"),
+            serde_json::json!({"type": "object"})
+        );
+        assert_eq!(parameters_schema(""), serde_json::json!({"type": "object"}));
+    }
+}
