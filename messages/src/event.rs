@@ -30,6 +30,18 @@ pub enum AgentEvent {
     Child(AgentId, Box<AgentEvent>),
     /// The child's status moved forward.
     ChildStatus(AgentId, SubAgentStatus),
+    /// A finished background child woke the parent: a synthetic user turn
+    /// follows. A UI shows `line` as one system-styled line, not a bubble.
+    Wake(WakeNotice),
+}
+
+/// `AgentEvent::Wake`'s payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeNotice {
+    /// The child that finished.
+    pub child: AgentId,
+    /// One line for the transcript (`[use_agent agent_3 finished] …`).
+    pub line: String,
 }
 
 impl AgentEvent {

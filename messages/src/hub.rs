@@ -116,6 +116,18 @@ pub enum HubMsg {
         /// Why it was not committed.
         reason: String,
     },
+    /// Sent by the thread supervisor: answer an approval a child asked
+    /// for (its id starts with the child's id). Forwarded to that child,
+    /// which replies whether it had it pending; `false` when no live child
+    /// has that id.
+    ResolveApproval {
+        /// The approval.
+        id: crate::ids::ApprovalId,
+        /// The answer.
+        decision: crate::event::ApprovalDecision,
+        /// Whether it was found.
+        reply: RpcReplyPort<bool>,
+    },
     /// Sent by anyone: reply with the hub's counts. Never waits.
     Snapshot(RpcReplyPort<HubSnapshot>),
 }

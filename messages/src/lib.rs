@@ -12,17 +12,19 @@ pub mod hub;
 pub mod ids;
 pub mod limits;
 pub mod model;
+pub mod thread;
 pub mod transcript;
 
 pub use agent::{AgentMsg, AgentSnapshot, TurnOrigin, UserTurn};
 pub use envelope::Envelope;
 pub use event::{
     AgentEvent, AgentResult, ApprovalDecision, ApprovalRequest, Outcome, SubAgentInfo,
-    SubAgentStatus, ToolResult, ToolStarted,
+    SubAgentStatus, ToolResult, ToolStarted, WakeNotice,
 };
 pub use gate::{GateMsg, GateSnapshot, Permit, Ticket};
 pub use hub::{ChildRequest, DetachOutcome, HubMsg, HubSnapshot};
 pub use ids::{AgentId, ApprovalId, ThreadId, ToolUseId};
 pub use limits::{LimitKind, Limits};
 pub use model::{ChatMessage, ModelChunk, ModelRequest, Role, ToolCall, ToolSpec, Usage};
+pub use thread::ThreadMsg;
 pub use transcript::{SubAgentRun, Transcript, TranscriptItem};

@@ -129,6 +129,7 @@ impl Transcript {
                     run.status = Some(*status);
                 }
             }
+            AgentEvent::Wake(notice) => self.push_wake(notice.line.clone()),
         }
     }
 

@@ -681,6 +681,25 @@ impl Actor for Hub {
                 let next = state.slots.release(&id);
                 state.start_all(&myself, next).await;
             }
+            HubMsg::ResolveApproval {
+                id,
+                decision,
+                reply,
+            } => {
+                let owner = AgentId::new(id.as_str().split("-approval-").next().unwrap_or(""));
+                match state.children.get(&owner).and_then(|c| c.agent.as_ref()) {
+                    Some(agent) => {
+                        let _ = agent.actor().cast(AgentMsg::ResolveApproval {
+                            id,
+                            decision,
+                            reply,
+                        });
+                    }
+                    None => {
+                        let _ = reply.send(false);
+                    }
+                }
+            }
             HubMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }

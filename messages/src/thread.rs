@@ -1,0 +1,47 @@
+//! Messages of the **ThreadSupervisor** actor: one conversation thread's
+//! lifecycle policy.
+
+use ractor::RpcReplyPort;
+
+use crate::envelope::Envelope;
+use crate::event::ApprovalDecision;
+use crate::ids::ApprovalId;
+
+/// What the ThreadSupervisor actor is told.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ThreadMsg {
+    /// Sent by the host: a user turn for the parent. Events follow on the
+    /// thread's stream; wakes wait until the parent is idle again.
+    UserTurn(String),
+    /// Sent by the host: the user started (`true`) or stopped typing.
+    /// Wakes are held back while the user types.
+    Typing(bool),
+    /// Sent by the host: the thread went on (`true`) or off screen. Off
+    /// screen drops pending wakes and refuses new ones.
+    OnScreen(bool),
+    /// Sent by the host on a thread switch (new, open another, delete,
+    /// clear): every live and queued child is stopped, pending wakes are
+    /// dropped. Replies with how many children were stopped.
+    SwitchAway(Option<RpcReplyPort<usize>>),
+    /// Sent by the host: stop the parent's running turn. A child the parent
+    /// waited on inline is detached (or stopped, by policy).
+    StopParent,
+    /// Sent by the host: answer an approval. Tried on the parent first,
+    /// then on the child that asked. Replies whether it was found.
+    ResolveApproval {
+        /// The approval.
+        id: ApprovalId,
+        /// The answer.
+        decision: ApprovalDecision,
+        /// Whether an agent had it pending.
+        reply: RpcReplyPort<bool>,
+    },
+    /// Sent by the hub's observer: a child reached a terminal status.
+    ChildFinished(Box<Envelope>),
+    /// Sent by the supervisor's own turn tasks: a parent turn ended.
+    TurnEnded {
+        /// It was a wake's turn.
+        wake: bool,
+    },
+}

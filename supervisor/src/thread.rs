@@ -1,0 +1,335 @@
+//! The **ThreadSupervisor** actor: one conversation thread's policy.
+//!
+//! ```text
+//! Host ── ThreadHandle ──► ThreadSupervisor
+//!                            ├─ Agent (parent)  ◄── Turn (user / wake)
+//!                            ├─ Hub ── observer ──► ChildFinished
+//!                            └─ WakeQueue (pure): one in flight, FIFO
+//! ```
+//!
+//! **Owns:** the parent, its hub and gate (spawned linked under it), the
+//! wake queue and whether the parent generates, the user types, the thread
+//! is on screen. **Guarantees:** a finished background child whose result
+//! was not claimed becomes one wake; one wake in flight, the rest FIFO;
+//! none delivered while the parent generates or the user types; none after
+//! a thread switch or while off screen. A switch stops every child. The
+//! handler never awaits a turn: turns run in tasks that report
+//! `TurnEnded`.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+use subagents_actors::hub::HubObserver;
+use subagents_actors::{DelegatingAgent, DelegationBuilder, EventSink, EventStream};
+use subagents_messages::{
+    AgentEvent, AgentMsg, ApprovalDecision, ApprovalId, Envelope, HubMsg, ThreadMsg, TurnOrigin,
+    UserTurn, WakeNotice,
+};
+
+use crate::wake::{WakeQueue, wake_line, wake_text};
+
+/// The supervisor actor.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ThreadSupervisor;
+
+/// Arguments: how to build the parent, and the thread's sink.
+pub struct ThreadArguments {
+    /// The parent and its children, not yet spawned.
+    pub parent: DelegationBuilder,
+    /// The thread's event sink.
+    pub events: EventSink,
+}
+
+impl std::fmt::Debug for ThreadArguments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadArguments").finish_non_exhaustive()
+    }
+}
+
+/// The supervisor's state.
+#[derive(Debug)]
+pub struct ThreadState {
+    parent: DelegatingAgent,
+    events: EventSink,
+    wakes: WakeQueue,
+    turns_in_flight: usize,
+    /// Children requested before the last switch: they never wake.
+    switched_off: std::collections::HashSet<subagents_messages::AgentId>,
+}
+
+struct Observer(ActorRef<ThreadMsg>);
+
+impl HubObserver for Observer {
+    fn finished(&self, envelope: &Envelope) {
+        let _ = self
+            .0
+            .cast(ThreadMsg::ChildFinished(Box::new(envelope.clone())));
+    }
+}
+
+impl ThreadState {
+    fn send_turn(&mut self, myself: &ActorRef<ThreadMsg>, text: String, origin: TurnOrigin) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self.parent.agent.actor().cast(AgentMsg::Turn {
+            turn: UserTurn { text, origin },
+            reply: Some(tx.into()),
+        });
+        if sent.is_err() {
+            return;
+        }
+        self.turns_in_flight += 1;
+        self.wakes.set_generating(true);
+        let me = myself.clone();
+        let wake = origin == TurnOrigin::Wake;
+        tokio::spawn(async move {
+            // Ok or dropped (a stop cleared the queue): the turn is over.
+            let _ = rx.await;
+            let _ = me.cast(ThreadMsg::TurnEnded { wake });
+        });
+    }
+
+    fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
+        while let Some(child) = self.wakes.release_next() {
+            let envelope = self.parent.hub.status(&child);
+            match envelope {
+                Some(envelope) if !envelope.claimed => {
+                    self.events.emit(AgentEvent::Wake(WakeNotice {
+                        child: child.clone(),
+                        line: wake_line(&envelope),
+                    }));
+                    self.send_turn(myself, wake_text(&envelope), TurnOrigin::Wake);
+                    return;
+                }
+                // Claimed through `result` meanwhile: no wake.
+                _ => self.wakes.finished(),
+            }
+        }
+    }
+}
+
+impl Actor for ThreadSupervisor {
+    type Msg = ThreadMsg;
+    type State = ThreadState;
+    type Arguments = ThreadArguments;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<ThreadMsg>,
+        args: ThreadArguments,
+    ) -> Result<ThreadState, ActorProcessingErr> {
+        let parent = args
+            .parent
+            .observer(Arc::new(Observer(myself.clone())))
+            .spawn_into(args.events.clone(), Some(myself.get_cell()))
+            .await?;
+        Ok(ThreadState {
+            parent,
+            events: args.events,
+            wakes: WakeQueue::new(),
+            turns_in_flight: 0,
+            switched_off: Default::default(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<ThreadMsg>,
+        message: ThreadMsg,
+        state: &mut ThreadState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            ThreadMsg::UserTurn(text) => state.send_turn(&myself, text, TurnOrigin::User),
+            ThreadMsg::Typing(typing) => state.wakes.set_typing(typing),
+            ThreadMsg::OnScreen(on) => state.wakes.set_on_screen(on),
+            ThreadMsg::SwitchAway(reply) => {
+                state.wakes.clear();
+                // A child finishing at the instant of the switch may
+                // report after it: no child of before the switch wakes.
+                state
+                    .switched_off
+                    .extend(state.parent.hub.envelopes().into_iter().map(|e| e.id));
+                // The hub stops children in its own handler; the reply,
+                // if asked for, comes from it.
+                let _ = state.parent.hub.actor().cast(HubMsg::StopAll { reply });
+            }
+            ThreadMsg::StopParent => {
+                let _ = state.parent.agent.stop_turn();
+            }
+            ThreadMsg::ResolveApproval {
+                id,
+                decision,
+                reply,
+            } => route_approval(state, id, decision, reply),
+            ThreadMsg::ChildFinished(envelope) => {
+                // Only a child that finished (done or failed) wakes the
+                // parent; a stopped one was stopped on purpose.
+                let finished = matches!(
+                    envelope.status,
+                    subagents_messages::SubAgentStatus::Done
+                        | subagents_messages::SubAgentStatus::Failed
+                );
+                if finished
+                    && envelope.background
+                    && !envelope.claimed
+                    && !state.switched_off.contains(&envelope.id)
+                {
+                    state.wakes.push(envelope.id.clone());
+                }
+            }
+            ThreadMsg::TurnEnded { wake } => {
+                state.turns_in_flight = state.turns_in_flight.saturating_sub(1);
+                if state.turns_in_flight == 0 {
+                    state.wakes.set_generating(false);
+                }
+                if wake {
+                    state.wakes.finished();
+                }
+            }
+            _ => {}
+        }
+        state.deliver_wakes(&myself);
+        Ok(())
+    }
+
+    /// Overrides ractor's default (which stops the supervisor when any
+    /// linked actor stops): children of the hub come and go; a crash of
+    /// the parent or hub is logged and the thread stays answerable.
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<ThreadMsg>,
+        event: SupervisionEvent,
+        _state: &mut ThreadState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ActorFailed(cell, error) = event {
+            tracing::error!(actor = %cell.get_id(), %error, "an actor of the thread crashed");
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<ThreadMsg>,
+        state: &mut ThreadState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.parent.agent.shutdown();
+        state.parent.hub.actor().stop(None);
+        Ok(())
+    }
+}
+
+/// Approval ids start with the asking agent's id (`parent-approval-1`,
+/// `agent_3-approval-2`): the parent is tried first, then the child named.
+fn route_approval(
+    state: &ThreadState,
+    id: ApprovalId,
+    decision: ApprovalDecision,
+    reply: ractor::RpcReplyPort<bool>,
+) {
+    let owner = id.as_str().split("-approval-").next().unwrap_or("");
+    if owner == state.parent.agent.id().as_str() {
+        let _ = state.parent.agent.actor().cast(AgentMsg::ResolveApproval {
+            id,
+            decision,
+            reply,
+        });
+        return;
+    }
+    let _ = state.parent.hub.actor().cast(HubMsg::ResolveApproval {
+        id,
+        decision,
+        reply,
+    });
+}
+
+/// Why a call on a thread failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ThreadError {
+    /// The thread could not be started.
+    #[error("the thread could not be started: {0}")]
+    Spawn(String),
+    /// The thread is closed; the message was not delivered.
+    #[error("the thread is closed")]
+    Closed,
+}
+
+/// The host's handle on one thread. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ThreadHandle {
+    actor: ActorRef<ThreadMsg>,
+}
+
+impl ThreadHandle {
+    /// Starts a thread: the parent built by `parent`, its hub and gate,
+    /// supervised; returns the handle and the thread's event stream. Pass
+    /// `supervisor` to link it under an actor of the host.
+    pub async fn spawn(
+        parent: DelegationBuilder,
+        supervisor: Option<ActorCell>,
+    ) -> Result<(ThreadHandle, EventStream), ThreadError> {
+        let (events, stream) = EventSink::channel();
+        let args = ThreadArguments { parent, events };
+        let spawned = match supervisor {
+            Some(supervisor) => Actor::spawn_linked(None, ThreadSupervisor, args, supervisor).await,
+            None => Actor::spawn(None, ThreadSupervisor, args).await,
+        };
+        let (actor, _) = spawned.map_err(|e| ThreadError::Spawn(e.to_string()))?;
+        Ok((ThreadHandle { actor }, stream))
+    }
+
+    /// The supervisor actor.
+    pub fn actor(&self) -> &ActorRef<ThreadMsg> {
+        &self.actor
+    }
+
+    fn cast(&self, message: ThreadMsg) -> Result<(), ThreadError> {
+        self.actor.cast(message).map_err(|_| ThreadError::Closed)
+    }
+
+    /// Sends a user turn.
+    pub fn send_user(&self, text: impl Into<String>) -> Result<(), ThreadError> {
+        self.cast(ThreadMsg::UserTurn(text.into()))
+    }
+
+    /// Reports whether the user is typing.
+    pub fn typing(&self, typing: bool) -> Result<(), ThreadError> {
+        self.cast(ThreadMsg::Typing(typing))
+    }
+
+    /// Reports whether the thread is on screen.
+    pub fn on_screen(&self, on_screen: bool) -> Result<(), ThreadError> {
+        self.cast(ThreadMsg::OnScreen(on_screen))
+    }
+
+    /// A thread switch: stops every child and drops pending wakes; returns
+    /// how many children were stopped.
+    pub async fn switch_away(&self) -> Result<usize, ThreadError> {
+        ractor::call!(self.actor, |reply| ThreadMsg::SwitchAway(Some(reply)))
+            .map_err(|_| ThreadError::Closed)
+    }
+
+    /// Stops the parent's running turn.
+    pub fn stop_parent(&self) -> Result<(), ThreadError> {
+        self.cast(ThreadMsg::StopParent)
+    }
+
+    /// Answers an approval (parent first, then the child that asked);
+    /// `Ok(false)` when no agent had it pending.
+    pub async fn resolve_approval(
+        &self,
+        id: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<bool, ThreadError> {
+        ractor::call!(self.actor, |reply| ThreadMsg::ResolveApproval {
+            id,
+            decision,
+            reply
+        })
+        .map_err(|_| ThreadError::Closed)
+    }
+
+    /// Closes the thread (a delete): children stop, the parent stops.
+    pub fn close(&self) {
+        self.actor.stop(None);
+    }
+}

@@ -1,0 +1,345 @@
+//! The thread supervisor: wakes (FIFO, one in flight, held back while the
+//! parent generates or the user types, dropped off screen and on a switch,
+//! none for a claimed result), stop-all, detach or cascade on parent stop,
+//! approvals from children.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+use subagents::actors::DelegationBuilder;
+use subagents::messages::AgentEvent;
+use subagents::prelude::*;
+use subagents::supervisor::ThreadHandle;
+
+struct Sleep;
+
+impl Tool for Sleep {
+    fn name(&self) -> &str {
+        "sleep"
+    }
+    fn description(&self) -> String {
+        "waits".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        let secs = serde_json::from_str::<serde_json::Value>(&call.arguments).unwrap()["secs"]
+            .as_u64()
+            .unwrap_or(1);
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            Ok(format!("slept {secs} s"))
+        })
+    }
+}
+
+struct Post;
+
+impl Tool for Post {
+    fn name(&self) -> &str {
+        "http_post"
+    }
+    fn description(&self) -> String {
+        "posts".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn requires_approval(&self, _arguments: &str) -> bool {
+        true
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { Ok("posted".into()) })
+    }
+}
+
+fn run(name: &str, secs: u64, wait: bool) -> String {
+    json!({
+        "action": "run",
+        "system_prompt": format!("{name}\nYou work."),
+        "input": format!("work {secs} s"),
+        "tools": ["sleep"],
+        "wait": wait,
+    })
+    .to_string()
+}
+
+fn worker(secs: u64) -> Vec<Turn> {
+    vec![
+        Turn::new().tool_call("sleep", json!({"secs": secs}).to_string()),
+        Turn::answer(format!("worked {secs} s")),
+    ]
+}
+
+/// A parent that starts background workers of these durations, then
+/// answers every later turn (wakes) with "Noted".
+fn background_workers(durations: &[u64]) -> ScriptedModel {
+    let mut first = Turn::new();
+    for (i, secs) in durations.iter().enumerate() {
+        first = first.tool_call("use_agent", run(&format!("Worker {}", i + 1), *secs, false));
+    }
+    let mut turns = vec![first, Turn::answer("Started.")];
+    for _ in 0..10 {
+        turns.push(Turn::answer("Noted."));
+    }
+    let mut model = ScriptedModel::new(turns);
+    for (i, secs) in durations.iter().enumerate() {
+        model = model.with_script(format!("Worker {}\n", i + 1), worker(*secs));
+    }
+    model
+}
+
+async fn thread(model: ScriptedModel) -> (ThreadHandle, EventStream) {
+    ThreadHandle::spawn(
+        DelegationBuilder::new(model.shared())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(Sleep).with(Post)),
+        None,
+    )
+    .await
+    .unwrap()
+}
+
+fn wakes(log: &[AgentEvent]) -> Vec<String> {
+    log.iter()
+        .filter_map(|e| match e {
+            AgentEvent::Wake(w) => Some(w.child.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn run_for(events: &mut EventStream, log: &mut Vec<AgentEvent>, secs: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
+        log.push(event);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn wakes_arrive_fifo_one_at_a_time_after_the_parent_is_idle() {
+    let (thread, mut events) = thread(background_workers(&[30, 10, 20])).await;
+    thread.send_user("start three").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 120).await;
+    assert_eq!(
+        wakes(&log),
+        ["agent_2", "agent_3", "agent_1"],
+        "finish order"
+    );
+    // One in flight: each wake's turn ends (a Result) before the next wake.
+    let mut in_flight = false;
+    for event in &log {
+        match event {
+            AgentEvent::Wake(_) => {
+                assert!(!in_flight, "two wakes in flight");
+                in_flight = true;
+            }
+            AgentEvent::Result(_) => in_flight = false,
+            _ => {}
+        }
+    }
+    check_log(&log, true);
+    let wake = log.iter().find_map(|e| match e {
+        AgentEvent::Wake(w) => Some(w.line.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        wake.unwrap(),
+        "[use_agent agent_2 finished] Worker 2 (done, 10 s, task: \"work 10 s\")"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn typing_holds_wakes_back_until_the_user_stops() {
+    let (thread, mut events) = thread(background_workers(&[10])).await;
+    thread.send_user("start").unwrap();
+    thread.typing(true).unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    assert!(wakes(&log).is_empty(), "a wake came while the user typed");
+    thread.typing(false).unwrap();
+    run_for(&mut events, &mut log, 10).await;
+    assert_eq!(wakes(&log), ["agent_1"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn off_screen_drops_wakes() {
+    let (thread, mut events) = thread(background_workers(&[10])).await;
+    thread.send_user("start").unwrap();
+    thread.on_screen(false).unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    thread.on_screen(true).unwrap();
+    run_for(&mut events, &mut log, 60).await;
+    assert!(wakes(&log).is_empty());
+    check_log(&log, true);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_switch_stops_every_child_and_drops_wakes() {
+    let (thread, mut events) = thread(background_workers(&[100, 100, 100, 100, 100])).await;
+    thread.send_user("start five").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(thread.switch_away().await.unwrap(), 5);
+    run_for(&mut events, &mut log, 300).await;
+    let (order, by_id) = check_log(&log, true);
+    assert_eq!(order.len(), 5);
+    for id in &order {
+        assert_eq!(by_id[id].terminal().unwrap().1, SubAgentStatus::Stopped);
+    }
+    assert!(wakes(&log).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_switch_racing_a_completion_leaves_one_terminal_status_and_no_wake() {
+    for at in [9_999u64, 10_000, 10_001] {
+        let (thread, mut events) = thread(background_workers(&[10])).await;
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        tokio::time::sleep_until(
+            tokio::time::Instant::now() + Duration::from_millis(at) - Duration::from_millis(1),
+        )
+        .await;
+        thread.switch_away().await.unwrap();
+        run_for(&mut events, &mut log, 60).await;
+        check_log(&log, true);
+        assert!(
+            wakes(&log).is_empty(),
+            "a wake after the switch (at {at} ms)"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_claimed_result_produces_no_wake() {
+    let model = ScriptedModel::new(vec![
+        Turn::new().tool_call("use_agent", run("Worker", 10, false)),
+        Turn::new().tool_call("use_agent", r#"{"action":"result","id":"agent_1"}"#),
+        Turn::answer("Got it."),
+        Turn::answer("(a wake would land here)"),
+    ])
+    .with_script("Worker", worker(10));
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 120).await;
+    assert!(wakes(&log).is_empty());
+}
+
+fn inline_parent() -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Turn::new().tool_call("use_agent", run("Worker", 30, true)),
+        Turn::answer("Noted."),
+        Turn::answer("Noted again."),
+    ])
+    .with_script("Worker", worker(30))
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_the_parent_detaches_the_child_which_wakes_it_later() {
+    let (thread, mut events) = thread(inline_parent()).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 5).await;
+    thread.stop_parent().unwrap();
+    let stopped = until_result(&mut events, &mut log).await;
+    assert_eq!(stopped.outcome, Outcome::Stopped);
+    run_for(&mut events, &mut log, 120).await;
+    let (_, by_id) = check_log(&log, true);
+    let statuses: Vec<SubAgentStatus> = by_id[&AgentId::new("agent_1")]
+        .statuses
+        .iter()
+        .map(|(_, s)| *s)
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            SubAgentStatus::Running,
+            SubAgentStatus::Background,
+            SubAgentStatus::Done
+        ]
+    );
+    assert_eq!(wakes(&log), ["agent_1"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_cascade_policy_stops_the_child_with_the_parent() {
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(inline_parent().shared())
+            .tools(ToolRegistry::new().with(Sleep))
+            .parent_stop(subagents::actors::ParentStopPolicy::Cascade),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 5).await;
+    thread.stop_parent().unwrap();
+    run_for(&mut events, &mut log, 120).await;
+    let (_, by_id) = check_log(&log, true);
+    assert_eq!(
+        by_id[&AgentId::new("agent_1")].terminal().unwrap().1,
+        SubAgentStatus::Stopped
+    );
+    assert!(wakes(&log).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approval_from_a_child_is_resolved_through_the_thread() {
+    let model = ScriptedModel::new(vec![
+        Turn::new().tool_call(
+            "use_agent",
+            json!({"action": "run", "system_prompt": "Poster", "input": "post", "tools": ["http_post"]}).to_string(),
+        ),
+        Turn::answer("Posted via the child."),
+    ])
+    .with_script("Poster", vec![Turn::new().tool_call("http_post", "{}"), Turn::answer("posted it")]);
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
+    })
+    .await;
+    let AgentEvent::Child(child, inner) = request else {
+        unreachable!()
+    };
+    let AgentEvent::ApprovalRequested(request) = *inner else {
+        unreachable!()
+    };
+    assert_eq!(child.as_str(), "agent_1");
+    assert!(
+        !thread
+            .resolve_approval(
+                ApprovalId::new("agent_9-approval-1"),
+                ApprovalDecision::Approve
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        thread
+            .resolve_approval(request.id, ApprovalDecision::Approve)
+            .await
+            .unwrap()
+    );
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.text, "Posted via the child.");
+    let (_, by_id) = check_log(&log, true);
+    assert!(
+        by_id[&child]
+            .events
+            .iter()
+            .any(|(_, e)| matches!(e, AgentEvent::ToolResult(r) if r.output == "posted"))
+    );
+}
