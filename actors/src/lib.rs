@@ -14,6 +14,8 @@ pub mod demo_tools;
 pub mod gate;
 pub mod hub;
 pub mod model;
+#[cfg(feature = "openai")]
+pub mod openai;
 pub mod profile;
 pub mod scripted;
 pub mod sink;
