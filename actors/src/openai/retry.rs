@@ -59,7 +59,7 @@ where
                 tracing::warn!(
                     retry = retries,
                     of = policy.max_retries,
-                    wait_ms = wait.as_millis() as u64,
+                    ?wait,
                     "the model service is rate limiting; retrying"
                 );
                 tokio::time::sleep(wait).await;
