@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use subagents_actors::demo_tools::Calculator;
 use subagents_actors::openai::OpenAiCompatible;
-use subagents_actors::{Agent, Model, ModelError, ToolRegistry};
+use subagents_actors::{Agent, DelegationBuilder, Model, ModelError, ToolRegistry};
 use subagents_messages::{
     ChatMessage, LimitKind, Limits, ModelChunk, ModelRequest, Outcome, ToolCall, ToolSpec,
     ToolUseId, Usage,
@@ -867,4 +867,92 @@ async fn an_agent_runs_a_tool_call_round_trip_through_the_adapter() {
         json!({"role": "tool", "content": "42", "tool_call_id": "call_x"})
     );
     agent.shutdown();
+}
+
+// ---------------------------------------------------------------------------
+// End to end: a parent delegating to a child through `use_agent`, both on
+// the adapter.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_delegates_through_use_agent_over_the_adapter() {
+    let run = json!({
+        "action": "run",
+        "system_prompt": "Calculator helper\nYou compute with the calculator.",
+        "input": "What is 6*7?",
+        "tools": ["calculator"],
+        "wait": true,
+    })
+    .to_string();
+    let parent_call = [
+        tool_chunk(&[tool_fragment(0, Some("call_p"), Some("use_agent"), "")]),
+        tool_chunk(&[tool_fragment(0, None, None, &run[..20])]),
+        tool_chunk(&[tool_fragment(0, None, None, &run[20..])]),
+        finish("tool_calls"),
+        "[DONE]".to_owned(),
+    ];
+    let child_call = [
+        tool_chunk(&[tool_fragment(
+            0,
+            Some("call_c"),
+            Some("calculator"),
+            "{\"expression\":\"6*7\"}",
+        )]),
+        finish("tool_calls"),
+        "[DONE]".to_owned(),
+    ];
+    let child_answer = [text("42"), finish("stop"), "[DONE]".to_owned()];
+    let parent_answer = [
+        text("The child says 42."),
+        finish("stop"),
+        "[DONE]".to_owned(),
+    ];
+    let server = MockServer::start(vec![
+        Reply::sse(&strs(&parent_call)),
+        Reply::sse(&strs(&child_call)),
+        Reply::sse(&strs(&child_answer)),
+        Reply::sse(&strs(&parent_answer)),
+    ])
+    .await;
+    let (parent, _events) = DelegationBuilder::new(server.model(None).shared())
+        .system_prompt("You are the parent. Delegate.")
+        .tools(ToolRegistry::new().with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(10), parent.agent.run("Ask a helper."))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(result.outcome, Outcome::Completed, "{}", result.text);
+    assert_eq!(result.text, "The child says 42.");
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 4);
+    // The parent offered use_agent; the child saw its own prompt and only
+    // the calculator.
+    let tool_names = |i: usize| -> Vec<String> {
+        seen[i].body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(tool_names(0).contains(&"use_agent".to_owned()));
+    assert_eq!(tool_names(1), ["calculator"]);
+    assert!(
+        seen[1].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Calculator helper")
+    );
+    // The child's answer came back to the parent as the use_agent result.
+    let messages = seen[3].body["messages"].as_array().unwrap();
+    let last = &messages[messages.len() - 1];
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["tool_call_id"], "call_p");
+    assert!(last["content"].as_str().unwrap().contains("42"));
+    parent.agent.shutdown();
 }
