@@ -343,3 +343,212 @@ async fn an_approval_from_a_child_is_resolved_through_the_thread() {
             .any(|(_, e)| matches!(e, AgentEvent::ToolResult(r) if r.output == "posted"))
     );
 }
+
+mod persistence_and_policies {
+    use super::*;
+    use std::sync::Arc;
+    use subagents::actors::clock::ManualClock;
+    use subagents::actors::hub::BackgroundApprovals;
+    use subagents::supervisor::store::EnvelopeStore;
+    use subagents::supervisor::{ThreadConfig, Threads};
+
+    fn store(dir: &std::path::Path) -> Arc<EnvelopeStore> {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        Arc::new(EnvelopeStore::open(dir, clock).unwrap().0)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_restart_reloads_envelopes_and_ids_stay_unique() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let config = ThreadConfig::new(
+                DelegationBuilder::new(background_workers(&[5]).shared())
+                    .tools(ToolRegistry::new().with(Sleep)),
+            )
+            .store(store(dir.path()));
+            let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+            thread.send_user("start").unwrap();
+            let mut log = Vec::new();
+            run_for(&mut events, &mut log, 60).await;
+            thread.flush_persistence().await.unwrap();
+            thread.close();
+        }
+        assert!(dir.path().join("agent_1.json").exists());
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(background_workers(&[5]).shared())
+                .tools(ToolRegistry::new().with(Sleep)),
+        )
+        .store(store(dir.path()));
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        let old = thread
+            .envelope(&AgentId::new("agent_1"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(old.status, SubAgentStatus::Done);
+        assert_eq!(old.result.as_deref(), Some("worked 5 s"));
+        thread.send_user("start again").unwrap();
+        let mut log = Vec::new();
+        run_for(&mut events, &mut log, 60).await;
+        let (order, _) = check_log(&log, true);
+        assert_eq!(
+            order,
+            [AgentId::new("agent_2")],
+            "ids continue after the archived ones"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_write_is_surfaced_and_the_envelope_stays_answerable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        std::fs::remove_dir_all(dir.path()).unwrap();
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(background_workers(&[5]).shared())
+                .tools(ToolRegistry::new().with(Sleep)),
+        )
+        .store(store);
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        run_for(&mut events, &mut log, 60).await;
+        thread.flush_persistence().await.unwrap();
+        let errors = thread.persist_errors().await.unwrap();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("agent_1.json"), "{}", errors[0]);
+        let envelope = thread
+            .envelope(&AgentId::new("agent_1"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(envelope.status, SubAgentStatus::Done);
+    }
+
+    fn background_poster() -> ScriptedModel {
+        ScriptedModel::new(vec![
+            Turn::new().tool_call(
+                "use_agent",
+                json!({"action": "run", "system_prompt": "Poster", "input": "post", "tools": ["http_post"], "wait": false}).to_string(),
+            ),
+            Turn::answer("Started."),
+            Turn::answer("Noted."),
+        ])
+        .with_script("Poster", vec![Turn::new().tool_call("http_post", "{}"), Turn::answer("finished")])
+    }
+
+    async fn poster_outcome(policy: BackgroundApprovals) -> (Vec<AgentEvent>, String) {
+        let (thread, mut events) = ThreadHandle::spawn(
+            DelegationBuilder::new(background_poster().shared())
+                .tools(ToolRegistry::new().with(Post))
+                .background_approvals(policy),
+            None,
+        )
+        .await
+        .unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        run_for(&mut events, &mut log, 30).await;
+        let output = log
+            .iter()
+            .find_map(|e| match e {
+                AgentEvent::Child(_, inner) => match &**inner {
+                    AgentEvent::ToolResult(r) => Some(r.output.clone()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .unwrap_or_default();
+        (log, output)
+    }
+
+    fn asked(log: &[AgentEvent]) -> bool {
+        log.iter().any(|e| {
+            matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn background_approvals_follow_the_policy() {
+        let (log, output) = poster_outcome(BackgroundApprovals::Deny).await;
+        assert!(!asked(&log));
+        assert!(output.starts_with("the user denied this call"), "{output}");
+        let (log, output) = poster_outcome(BackgroundApprovals::Approve).await;
+        assert!(!asked(&log));
+        assert_eq!(output, "posted");
+        let (log, output) = poster_outcome(BackgroundApprovals::Ask).await;
+        assert!(asked(&log), "ask is the default and asks the host");
+        assert_eq!(output, "", "still waiting for the host");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_approval_pending_when_its_child_stops_is_gone_and_nothing_waits() {
+        let (thread, mut events) = ThreadHandle::spawn(
+            DelegationBuilder::new(background_poster().shared())
+                .tools(ToolRegistry::new().with(Post)),
+            None,
+        )
+        .await
+        .unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        let request = until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
+        })
+        .await;
+        let AgentEvent::Child(_, inner) = request else {
+            unreachable!()
+        };
+        let AgentEvent::ApprovalRequested(request) = *inner else {
+            unreachable!()
+        };
+        assert_eq!(thread.switch_away().await.unwrap(), 1);
+        assert!(
+            !thread
+                .resolve_approval(request.id, ApprovalDecision::Approve)
+                .await
+                .unwrap()
+        );
+        run_for(&mut events, &mut log, 30).await;
+        let (_, by_id) = check_log(&log, true);
+        assert_eq!(
+            by_id[&AgentId::new("agent_1")].terminal().unwrap().1,
+            SubAgentStatus::Stopped
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn switching_threads_stops_the_children_of_the_thread_left() {
+        let mut threads = Threads::new();
+        let a = subagents::messages::ThreadId::new("a");
+        let b = subagents::messages::ThreadId::new("b");
+        let builder = || {
+            DelegationBuilder::new(background_workers(&[100, 100]).shared())
+                .tools(ToolRegistry::new().with(Sleep))
+        };
+        let mut events_a = threads.open(a.clone(), builder()).await.unwrap();
+        threads.get(&a).unwrap().send_user("start").unwrap();
+        let mut log_a = Vec::new();
+        until_result(&mut events_a, &mut log_a).await;
+        let _events_b = threads.open(b.clone(), builder()).await.unwrap();
+        assert_eq!(threads.on_screen(), Some(&b));
+        run_for(&mut events_a, &mut log_a, 200).await;
+        let (order, by_id) = check_log(&log_a, true);
+        assert_eq!(order.len(), 2);
+        assert!(
+            order
+                .iter()
+                .all(|id| by_id[id].terminal().unwrap().1 == SubAgentStatus::Stopped)
+        );
+        assert!(wakes(&log_a).is_empty());
+        threads.switch_to(&a).await.unwrap();
+        threads.delete(&b).await.unwrap();
+        assert!(matches!(
+            threads.get(&b),
+            Err(subagents::supervisor::ThreadsError::Unknown(_))
+        ));
+        assert!(
+            threads.open(a.clone(), builder()).await.is_err(),
+            "a is already open"
+        );
+    }
+}

@@ -10,7 +10,7 @@ use subagents_messages::{AgentId, Limits};
 use crate::agent::{Agent, AgentError, AgentHandle};
 use crate::clock::{Clock, SystemClock};
 use crate::gate::GateHandle;
-use crate::hub::{HubConfig, HubHandle, HubObserver};
+use crate::hub::{BackgroundApprovals, EnvelopeArchive, HubConfig, HubHandle, HubObserver};
 use crate::model::Model;
 use crate::sink::{EventSink, EventStream};
 use crate::tool::ToolRegistry;
@@ -41,6 +41,9 @@ pub struct DelegationBuilder {
     instructions: Option<String>,
     clock: Arc<dyn Clock>,
     observer: Option<Arc<dyn HubObserver>>,
+    archive: Option<Arc<dyn EnvelopeArchive>>,
+    first_child: u64,
+    background_approvals: BackgroundApprovals,
     gate: Option<GateHandle>,
 }
 
@@ -70,6 +73,9 @@ impl DelegationBuilder {
             instructions: None,
             clock: Arc::new(SystemClock),
             observer: None,
+            archive: None,
+            first_child: 1,
+            background_approvals: BackgroundApprovals::Ask,
             gate: None,
         }
     }
@@ -140,6 +146,20 @@ impl DelegationBuilder {
         self
     }
 
+    /// Answers ids of earlier sessions from `archive`; child ids start at
+    /// `agent_<first_child>` so they never collide with archived ones.
+    pub fn archive(mut self, archive: Arc<dyn EnvelopeArchive>, first_child: u64) -> Self {
+        self.archive = Some(archive);
+        self.first_child = first_child.max(1);
+        self
+    }
+
+    /// What a background child's approval request does (default: ask).
+    pub fn background_approvals(mut self, policy: BackgroundApprovals) -> Self {
+        self.background_approvals = policy;
+        self
+    }
+
     /// Shares an existing gate (default: a new one of capacity 1).
     pub fn gate(mut self, gate: GateHandle) -> Self {
         self.gate = Some(gate);
@@ -175,6 +195,9 @@ impl DelegationBuilder {
             instructions: self.instructions,
             clock: self.clock,
             observer: self.observer,
+            archive: self.archive,
+            first_child: self.first_child,
+            background_approvals: self.background_approvals,
         };
         let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
             .await

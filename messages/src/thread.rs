@@ -39,6 +39,26 @@ pub enum ThreadMsg {
     },
     /// Sent by the hub's observer: a child reached a terminal status.
     ChildFinished(Box<Envelope>),
+    /// Sent by the host: reply with a child's envelope by id — this
+    /// session's, or a persisted one of an earlier session. Never waits.
+    Envelope {
+        /// The child.
+        id: crate::ids::AgentId,
+        /// Its envelope, if known.
+        reply: RpcReplyPort<Option<Envelope>>,
+    },
+    /// Sent by the host: reply with the persistence errors seen so far
+    /// (each names the file and what failed). Never waits.
+    PersistErrors(RpcReplyPort<Vec<String>>),
+    /// Sent by the host: reply once every envelope write started so far has
+    /// finished (successfully or not).
+    FlushPersistence(RpcReplyPort<()>),
+    /// Sent by the supervisor's own flush task: the writes are done;
+    /// answer the flush.
+    FlushDone(RpcReplyPort<()>),
+    /// Sent by the supervisor's own persistence task: a write failed (the
+    /// envelope stays answerable from memory).
+    PersistFailed(String),
     /// Sent by the supervisor's own turn tasks: a parent turn ended.
     TurnEnded {
         /// It was a wake's turn.

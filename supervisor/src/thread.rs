@@ -19,23 +19,54 @@
 use std::sync::Arc;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
-use subagents_actors::hub::HubObserver;
+use subagents_actors::hub::{EnvelopeArchive, HubObserver};
 use subagents_actors::{DelegatingAgent, DelegationBuilder, EventSink, EventStream};
 use subagents_messages::{
-    AgentEvent, AgentMsg, ApprovalDecision, ApprovalId, Envelope, HubMsg, ThreadMsg, TurnOrigin,
-    UserTurn, WakeNotice,
+    AgentEvent, AgentId, AgentMsg, ApprovalDecision, ApprovalId, Envelope, HubMsg, ThreadMsg,
+    TurnOrigin, UserTurn, WakeNotice,
 };
 
+use crate::store::EnvelopeStore;
 use crate::wake::{WakeQueue, wake_line, wake_text};
 
 /// The supervisor actor.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ThreadSupervisor;
 
-/// Arguments: how to build the parent, and the thread's sink.
-pub struct ThreadArguments {
+/// How a thread is set up.
+pub struct ThreadConfig {
     /// The parent and its children, not yet spawned.
     pub parent: DelegationBuilder,
+    /// Where finished envelopes are persisted, if anywhere.
+    pub store: Option<Arc<EnvelopeStore>>,
+}
+
+impl ThreadConfig {
+    /// A thread running `parent`, persisting nothing.
+    pub fn new(parent: DelegationBuilder) -> Self {
+        Self {
+            parent,
+            store: None,
+        }
+    }
+
+    /// Persists finished envelopes in `store` and answers its ids.
+    pub fn store(mut self, store: Arc<EnvelopeStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+}
+
+impl From<DelegationBuilder> for ThreadConfig {
+    fn from(parent: DelegationBuilder) -> Self {
+        Self::new(parent)
+    }
+}
+
+/// Arguments: the thread's setup and its sink.
+pub struct ThreadArguments {
+    /// The setup.
+    pub config: ThreadConfig,
     /// The thread's event sink.
     pub events: EventSink,
 }
@@ -53,11 +84,22 @@ pub struct ThreadState {
     events: EventSink,
     wakes: WakeQueue,
     turns_in_flight: usize,
+    store: Option<Arc<EnvelopeStore>>,
+    persist_errors: Vec<String>,
+    writes: Vec<tokio::task::JoinHandle<()>>,
     /// Children requested before the last switch: they never wake.
     switched_off: std::collections::HashSet<subagents_messages::AgentId>,
 }
 
 struct Observer(ActorRef<ThreadMsg>);
+
+struct Archive(Arc<EnvelopeStore>);
+
+impl EnvelopeArchive for Archive {
+    fn get(&self, id: &AgentId) -> Option<Envelope> {
+        self.0.get(id)
+    }
+}
 
 impl HubObserver for Observer {
     fn finished(&self, envelope: &Envelope) {
@@ -86,6 +128,21 @@ impl ThreadState {
             let _ = rx.await;
             let _ = me.cast(ThreadMsg::TurnEnded { wake });
         });
+    }
+
+    /// Writes a finished envelope off the actor (file I/O blocks).
+    fn persist(&mut self, myself: &ActorRef<ThreadMsg>, envelope: &Envelope) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let envelope = envelope.clone();
+        let me = myself.clone();
+        self.writes.retain(|w| !w.is_finished());
+        self.writes.push(tokio::task::spawn_blocking(move || {
+            if let Err(error) = store.save(&envelope) {
+                let _ = me.cast(ThreadMsg::PersistFailed(error.to_string()));
+            }
+        }));
     }
 
     fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
@@ -117,9 +174,19 @@ impl Actor for ThreadSupervisor {
         myself: ActorRef<ThreadMsg>,
         args: ThreadArguments,
     ) -> Result<ThreadState, ActorProcessingErr> {
-        let parent = args
-            .parent
-            .observer(Arc::new(Observer(myself.clone())))
+        let config = args.config;
+        let mut builder = config.parent.observer(Arc::new(Observer(myself.clone())));
+        if let Some(store) = &config.store {
+            let next = store
+                .all()
+                .iter()
+                .filter_map(|e| e.id.as_str().strip_prefix("agent_")?.parse::<u64>().ok())
+                .max()
+                .unwrap_or(0)
+                + 1;
+            builder = builder.archive(Arc::new(Archive(store.clone())), next);
+        }
+        let parent = builder
             .spawn_into(args.events.clone(), Some(myself.get_cell()))
             .await?;
         Ok(ThreadState {
@@ -127,6 +194,9 @@ impl Actor for ThreadSupervisor {
             events: args.events,
             wakes: WakeQueue::new(),
             turns_in_flight: 0,
+            store: config.store,
+            persist_errors: Vec::new(),
+            writes: Vec::new(),
             switched_off: Default::default(),
         })
     }
@@ -160,7 +230,33 @@ impl Actor for ThreadSupervisor {
                 decision,
                 reply,
             } => route_approval(state, id, decision, reply),
+            ThreadMsg::Envelope { id, reply } => {
+                let _ = reply.send(state.parent.hub.status(&id));
+            }
+            ThreadMsg::PersistErrors(reply) => {
+                let _ = reply.send(state.persist_errors.clone());
+            }
+            ThreadMsg::FlushPersistence(reply) => {
+                let writes = std::mem::take(&mut state.writes);
+                let me = myself.clone();
+                tokio::spawn(async move {
+                    for write in writes {
+                        let _ = write.await;
+                    }
+                    // Behind any PersistFailed the writes sent, so errors
+                    // are recorded before the flush answers.
+                    let _ = me.cast(ThreadMsg::FlushDone(reply));
+                });
+            }
+            ThreadMsg::FlushDone(reply) => {
+                let _ = reply.send(());
+            }
+            ThreadMsg::PersistFailed(error) => {
+                tracing::error!(%error, "an envelope could not be persisted; it stays in memory");
+                state.persist_errors.push(error);
+            }
             ThreadMsg::ChildFinished(envelope) => {
+                state.persist(&myself, &envelope);
                 // Only a child that finished (done or failed) wakes the
                 // parent; a stopped one was stopped on purpose.
                 let finished = matches!(
@@ -264,11 +360,14 @@ impl ThreadHandle {
     /// supervised; returns the handle and the thread's event stream. Pass
     /// `supervisor` to link it under an actor of the host.
     pub async fn spawn(
-        parent: DelegationBuilder,
+        config: impl Into<ThreadConfig>,
         supervisor: Option<ActorCell>,
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
         let (events, stream) = EventSink::channel();
-        let args = ThreadArguments { parent, events };
+        let args = ThreadArguments {
+            config: config.into(),
+            events,
+        };
         let spawned = match supervisor {
             Some(supervisor) => Actor::spawn_linked(None, ThreadSupervisor, args, supervisor).await,
             None => Actor::spawn(None, ThreadSupervisor, args).await,
@@ -326,6 +425,26 @@ impl ThreadHandle {
             reply
         })
         .map_err(|_| ThreadError::Closed)
+    }
+
+    /// A child's envelope by id: this session's, or a persisted one of an
+    /// earlier session.
+    pub async fn envelope(&self, id: &AgentId) -> Result<Option<Envelope>, ThreadError> {
+        ractor::call!(self.actor, |reply| ThreadMsg::Envelope {
+            id: id.clone(),
+            reply
+        })
+        .map_err(|_| ThreadError::Closed)
+    }
+
+    /// Waits until every envelope write started so far has finished.
+    pub async fn flush_persistence(&self) -> Result<(), ThreadError> {
+        ractor::call!(self.actor, ThreadMsg::FlushPersistence).map_err(|_| ThreadError::Closed)
+    }
+
+    /// Persistence errors seen so far (each names the file).
+    pub async fn persist_errors(&self) -> Result<Vec<String>, ThreadError> {
+        ractor::call!(self.actor, ThreadMsg::PersistErrors).map_err(|_| ThreadError::Closed)
     }
 
     /// Closes the thread (a delete): children stop, the parent stops.

@@ -50,9 +50,10 @@ pub struct AgentConfig {
     pub limits: Limits,
     /// 0 for a parent, 1 for its children.
     pub depth: u32,
-    /// When set, approvals are answered with this at once instead of asking
-    /// the host (the supervisor's policy for background children).
-    pub auto_approval: Option<ApprovalDecision>,
+    /// Consulted before asking the host: a decision here answers the
+    /// approval at once, with no `ApprovalRequested` event (the hub's
+    /// policy for background children uses it).
+    pub approvals: Option<Arc<dyn ApprovalPolicy>>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -64,6 +65,22 @@ impl std::fmt::Debug for AgentConfig {
             .field("limits", &self.limits)
             .field("depth", &self.depth)
             .finish_non_exhaustive()
+    }
+}
+
+/// Decides an approval without asking the host, or defers (`None`).
+pub trait ApprovalPolicy: Send + Sync + 'static {
+    /// The decision for `tool` called by `agent`, or `None` to ask.
+    fn decide(&self, agent: &AgentId, tool: &str, arguments: &str) -> Option<ApprovalDecision>;
+}
+
+/// Answers every approval the same way.
+#[derive(Debug, Clone, Copy)]
+pub struct Always(pub ApprovalDecision);
+
+impl ApprovalPolicy for Always {
+    fn decide(&self, _: &AgentId, _: &str, _: &str) -> Option<ApprovalDecision> {
+        Some(self.0)
     }
 }
 
@@ -404,7 +421,7 @@ pub struct AgentBuilder {
     tools: ToolRegistry,
     limits: Limits,
     depth: u32,
-    auto_approval: Option<ApprovalDecision>,
+    approvals: Option<Arc<dyn ApprovalPolicy>>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -426,7 +443,7 @@ impl Agent {
             tools: ToolRegistry::new(),
             limits: Limits::default(),
             depth: 0,
-            auto_approval: None,
+            approvals: None,
         }
     }
 }
@@ -469,9 +486,9 @@ impl AgentBuilder {
         self
     }
 
-    /// Answers every approval with `decision` without asking.
-    pub fn auto_approval(mut self, decision: Option<ApprovalDecision>) -> Self {
-        self.auto_approval = decision;
+    /// Answers approvals by `policy` before asking the host.
+    pub fn approvals(mut self, policy: Arc<dyn ApprovalPolicy>) -> Self {
+        self.approvals = Some(policy);
         self
     }
 
@@ -493,7 +510,7 @@ impl AgentBuilder {
             tool_names,
             limits: self.limits,
             depth: self.depth,
-            auto_approval: self.auto_approval,
+            approvals: self.approvals,
         })
     }
 

@@ -228,7 +228,11 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
     let config = &ctx.config;
     let n = ctx.approvals.fetch_add(1, Ordering::Relaxed) + 1;
     let id = ApprovalId::new(format!("{}-approval-{n}", config.id));
-    if let Some(decision) = config.auto_approval {
+    if let Some(decision) = config
+        .approvals
+        .as_ref()
+        .and_then(|p| p.decide(&config.id, &call.name, &call.arguments))
+    {
         return decision;
     }
     let (tx, rx) = tokio::sync::oneshot::channel();

@@ -42,12 +42,12 @@ use ractor::{
 };
 pub use slots::{Admission, Slots};
 use subagents_messages::{
-    AgentEvent, AgentId, AgentMsg, ChildRequest, DetachOutcome, Envelope, HubMsg, HubSnapshot,
-    Limits, Outcome, SubAgentInfo, SubAgentStatus, TurnOrigin, UserTurn,
+    AgentEvent, AgentId, AgentMsg, ApprovalDecision, ChildRequest, DetachOutcome, Envelope, HubMsg,
+    HubSnapshot, Limits, Outcome, SubAgentInfo, SubAgentStatus, TurnOrigin, UserTurn,
 };
 use tokio::time::Instant;
 
-use crate::agent::{AgentConfig, AgentHandle, spawn_agent};
+use crate::agent::{AgentConfig, AgentHandle, ApprovalPolicy, spawn_agent};
 use crate::clock::Clock;
 use crate::gate::GateHandle;
 use crate::model::Model;
@@ -59,6 +59,25 @@ use crate::tool::ToolRegistry;
 pub trait HubObserver: Send + Sync + 'static {
     /// A child finished; `envelope` is final.
     fn finished(&self, envelope: &Envelope);
+}
+
+/// Finished envelopes of earlier sessions (the supervisor's store), so
+/// `status` and `result` answer ids the hub itself never ran.
+pub trait EnvelopeArchive: Send + Sync + 'static {
+    /// The archived envelope with this id.
+    fn get(&self, id: &AgentId) -> Option<Envelope>;
+}
+
+/// What a background child's approval request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackgroundApprovals {
+    /// Ask the host, as for any agent.
+    #[default]
+    Ask,
+    /// Deny at once; the child reads that it was denied.
+    Deny,
+    /// Approve at once.
+    Approve,
 }
 
 /// How the hub makes children.
@@ -82,6 +101,13 @@ pub struct HubConfig {
     pub clock: Arc<dyn Clock>,
     /// Told when a child finishes.
     pub observer: Option<Arc<dyn HubObserver>>,
+    /// Answers ids of earlier sessions.
+    pub archive: Option<Arc<dyn EnvelopeArchive>>,
+    /// The number of the first child id (`agent_N`); set it past the
+    /// archived ids so ids stay unique across restarts.
+    pub first_child: u64,
+    /// What a background child's approval request does.
+    pub background_approvals: BackgroundApprovals,
 }
 
 impl std::fmt::Debug for HubConfig {
@@ -309,7 +335,19 @@ impl HubState {
             tools: child.tools.clone(),
             limits: self.config.child_limits,
             depth: child.request.requester_depth + 1,
-            auto_approval: None,
+            approvals: match self.config.background_approvals {
+                BackgroundApprovals::Ask => None,
+                BackgroundApprovals::Deny => Some(background_policy(
+                    &self.envelopes,
+                    id,
+                    ApprovalDecision::Deny,
+                )),
+                BackgroundApprovals::Approve => Some(background_policy(
+                    &self.envelopes,
+                    id,
+                    ApprovalDecision::Approve,
+                )),
+            },
         };
         let input = child.request.input.clone();
         let sink = child.sink.clone();
@@ -542,6 +580,34 @@ fn unknown_child(id: &AgentId) -> String {
     format!("there is no sub-agent with id `{id}`; ids look like `agent_1`")
 }
 
+struct BackgroundPolicy {
+    envelopes: Envelopes,
+    id: AgentId,
+    decision: ApprovalDecision,
+}
+
+impl ApprovalPolicy for BackgroundPolicy {
+    fn decide(&self, _: &AgentId, _: &str, _: &str) -> Option<ApprovalDecision> {
+        let background = self
+            .envelopes
+            .get(&self.id)
+            .is_some_and(|e| e.envelope.background);
+        background.then_some(self.decision)
+    }
+}
+
+fn background_policy(
+    envelopes: &Envelopes,
+    id: &AgentId,
+    decision: ApprovalDecision,
+) -> Arc<dyn ApprovalPolicy> {
+    Arc::new(BackgroundPolicy {
+        envelopes: envelopes.clone(),
+        id: id.clone(),
+        decision,
+    })
+}
+
 /// Keeps a child's envelope current from its own events.
 fn tap(envelopes: Envelopes, id: AgentId) -> crate::sink::Tap {
     Arc::new(move |event: &AgentEvent| match event {
@@ -607,6 +673,7 @@ impl Actor for Hub {
     ) -> Result<HubState, ActorProcessingErr> {
         let mut sinks = HashMap::new();
         sinks.insert(args.parent, args.parent_sink);
+        let next_child = args.config.first_child.saturating_sub(1);
         Ok(HubState {
             slots: Slots::new(args.config.max_live),
             config: args.config,
@@ -614,7 +681,7 @@ impl Actor for Hub {
             actors: HashMap::new(),
             sinks,
             envelopes: args.envelopes,
-            next_child: 0,
+            next_child,
             finished: 0,
         })
     }
@@ -775,6 +842,7 @@ pub struct HubClosed(());
 pub struct HubHandle {
     actor: ActorRef<HubMsg>,
     envelopes: Envelopes,
+    archive: Option<Arc<dyn EnvelopeArchive>>,
     inline_wait: Duration,
 }
 
@@ -796,6 +864,7 @@ impl HubHandle {
         supervisor: Option<ActorCell>,
     ) -> Result<HubHandle, SpawnErr> {
         let envelopes: Envelopes = Arc::default();
+        let archive = config.archive.clone();
         let args = HubArguments {
             config: Arc::new(config),
             parent,
@@ -809,6 +878,7 @@ impl HubHandle {
         Ok(Self {
             actor,
             envelopes,
+            archive,
             inline_wait: Duration::from_secs(45),
         })
     }
@@ -828,7 +898,10 @@ impl HubHandle {
     /// delivered here claims the wake.
     pub async fn wait(&self, id: &AgentId, claim: bool, within: Duration) -> WaitOutcome {
         if !self.envelopes.contains_key(id) {
-            return WaitOutcome::Unknown;
+            return match self.archived(id) {
+                Some(envelope) => WaitOutcome::Finished(Box::new(envelope)),
+                None => WaitOutcome::Unknown,
+            };
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sent = self.actor.cast(HubMsg::Subscribe {
@@ -878,9 +951,17 @@ impl HubHandle {
             .map_err(|_| HubClosed(()))
     }
 
-    /// The child's envelope now. Never waits.
+    /// The child's envelope now (or an archived one of an earlier
+    /// session). Never waits.
     pub fn status(&self, id: &AgentId) -> Option<Envelope> {
-        self.envelopes.get(id).map(|e| current(&e))
+        match self.envelopes.get(id) {
+            Some(entry) => Some(current(&entry)),
+            None => self.archived(id),
+        }
+    }
+
+    fn archived(&self, id: &AgentId) -> Option<Envelope> {
+        self.archive.as_ref().and_then(|a| a.get(id))
     }
 
     /// Every envelope, in request order. Never waits.
