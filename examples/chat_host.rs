@@ -1,0 +1,221 @@
+//! Run with: cargo run --example chat_host
+//!
+//! A chat app's engine driving two threads on the scripted model, in
+//! virtual time: background children, an approval from a child, the user
+//! typing (wakes wait), wakes arriving in order, a thread switch (stop-all),
+//! and a parent stopped while it waits inline (the child is detached and
+//! wakes the parent later).
+
+use std::time::Duration;
+
+use serde_json::json;
+use subagents::actors::DelegationBuilder;
+use subagents::messages::{ThreadId, Transcript};
+use subagents::prelude::*;
+use subagents::supervisor::Threads;
+
+/// Work that takes `secs` seconds (virtual time here).
+struct Work;
+
+impl Tool for Work {
+    fn name(&self) -> &str {
+        "work"
+    }
+    fn description(&self) -> String {
+        "Works for a while.".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object", "properties": {"secs": {"type": "integer"}}})
+    }
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        let secs = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .ok()
+            .and_then(|v| v["secs"].as_u64())
+            .unwrap_or(1);
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            Ok(format!("worked {secs} s"))
+        })
+    }
+}
+
+/// Posting needs the user's approval.
+struct Post;
+
+impl Tool for Post {
+    fn name(&self) -> &str {
+        "post"
+    }
+    fn description(&self) -> String {
+        "Posts a message (asks the user first).".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn requires_approval(&self, _arguments: &str) -> bool {
+        true
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { Ok("posted".into()) })
+    }
+}
+
+fn run(name: &str, input: &str, tools: &[&str], wait: bool) -> String {
+    json!({"action": "run", "system_prompt": format!("{name}\nDo the task."), "input": input, "tools": tools, "wait": wait}).to_string()
+}
+
+fn work_model() -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Turn::new()
+            .text("Starting three helpers. ")
+            .tool_call(
+                "use_agent",
+                run("Researcher", "research for 20 s", &["work"], false),
+            )
+            .tool_call(
+                "use_agent",
+                run("Announcer", "post the news", &["post"], false),
+            )
+            .tool_call(
+                "use_agent",
+                run("Archivist", "archive for 500 s", &["work"], false),
+            ),
+        Turn::answer("Three helpers are on it."),
+        Turn::answer("The announcement is out."),
+        Turn::answer("Research is in."),
+    ])
+    .with_script(
+        "Researcher",
+        vec![
+            Turn::new().tool_call("work", r#"{"secs":20}"#),
+            Turn::answer("three sources found"),
+        ],
+    )
+    .with_script(
+        "Announcer",
+        vec![
+            Turn::new().tool_call("post", "{}"),
+            Turn::answer("announced"),
+        ],
+    )
+    .with_script(
+        "Archivist",
+        vec![
+            Turn::new().tool_call("work", r#"{"secs":500}"#),
+            Turn::answer("archived"),
+        ],
+    )
+}
+
+fn chat_model() -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Turn::new().tool_call(
+            "use_agent",
+            run("Summarizer", "summarize for 60 s", &["work"], true),
+        ),
+        Turn::answer("The summary arrived after all: a short summary."),
+    ])
+    .with_script(
+        "Summarizer",
+        vec![
+            Turn::new().tool_call("work", r#"{"secs":60}"#),
+            Turn::answer("a short summary"),
+        ],
+    )
+}
+
+fn builder(model: ScriptedModel) -> DelegationBuilder {
+    DelegationBuilder::new(model.shared())
+        .system_prompt("You are a helpful assistant.")
+        .tools(ToolRegistry::new().with(Work).with(Post))
+}
+
+fn show(thread: &str, event: &AgentEvent) {
+    let line = match event {
+        AgentEvent::ChildStarted(info) => format!("child {} \"{}\" started", info.id, info.name),
+        AgentEvent::ChildStatus(id, status) => format!("child {id}: {status}"),
+        AgentEvent::Child(id, inner) => match &**inner {
+            AgentEvent::ApprovalRequested(r) => {
+                format!("child {id} asks to run `{}` ({})", r.tool_name, r.id)
+            }
+            AgentEvent::ToolResult(r) => format!("child {id}: {} → {}", r.name, r.output),
+            _ => return,
+        },
+        AgentEvent::Wake(w) => format!("WAKE  {}", w.line),
+        AgentEvent::Result(r) => format!("assistant: {} [{:?}]", r.text, r.outcome),
+        _ => return,
+    };
+    let now = tokio::time::Instant::now();
+    println!(
+        "[{thread:>4}] {line}  (t={}s)",
+        (now - START.with(|s| *s)).as_secs()
+    );
+}
+
+thread_local! {
+    static START: tokio::time::Instant = tokio::time::Instant::now();
+}
+
+/// Reads a thread's stream for `secs` of virtual time, answering approvals.
+async fn pump(
+    threads: &Threads,
+    id: &ThreadId,
+    events: &mut EventStream,
+    log: &mut Vec<AgentEvent>,
+    secs: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
+        show(id.as_str(), &event);
+        if let AgentEvent::Child(_, inner) = &event
+            && let AgentEvent::ApprovalRequested(request) = &**inner
+        {
+            let handled = threads
+                .get(id)?
+                .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
+                .await?;
+            println!("[host] approved {} → {handled}", request.id);
+        }
+        log.push(event);
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread", start_paused = true)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    START.with(|_| ());
+    let (work, chat) = (ThreadId::new("work"), ThreadId::new("chat"));
+    let mut threads = Threads::new();
+    let mut work_events = threads.open(work.clone(), builder(work_model())).await?;
+    let (mut work_log, mut chat_log) = (Vec::new(), Vec::new());
+
+    threads
+        .get(&work)?
+        .send_user("Research, announce and archive, please.")?;
+    pump(&threads, &work, &mut work_events, &mut work_log, 5).await?;
+
+    println!("[host] the user starts typing: wakes wait");
+    threads.get(&work)?.typing(true)?;
+    pump(&threads, &work, &mut work_events, &mut work_log, 30).await?;
+    println!("[host] the user stops typing: wakes arrive, one at a time, in order");
+    threads.get(&work)?.typing(false)?;
+    pump(&threads, &work, &mut work_events, &mut work_log, 10).await?;
+
+    println!("[host] the user opens another thread: `work` stops its children");
+    let mut chat_events = threads.open(chat.clone(), builder(chat_model())).await?;
+    pump(&threads, &work, &mut work_events, &mut work_log, 1).await?;
+
+    threads.get(&chat)?.send_user("Summarize the meeting.")?;
+    pump(&threads, &chat, &mut chat_events, &mut chat_log, 10).await?;
+    println!("[host] the user presses stop while the parent waits inline: the child is detached");
+    threads.get(&chat)?.stop_parent()?;
+    pump(&threads, &chat, &mut chat_events, &mut chat_log, 120).await?;
+
+    for (name, log) in [("work", &work_log), ("chat", &chat_log)] {
+        println!(
+            "\ntranscript of `{name}`:\n{}",
+            Transcript::from_events(log).render()
+        );
+    }
+    Ok(())
+}
