@@ -542,7 +542,7 @@ async fn unknown_tools_recursion_and_bad_arguments_are_sentences_and_spawn_nothi
     let outputs = tool_result(&log, "use_agent");
     let expected = [
         "the tool `shell` is not one of your tools, so a sub-agent cannot get it; your tools are: calculator, fetch_title, sleep",
-        "use_agent cannot be given to or used by a sub-agent: sub-agents cannot start sub-agents (the maximum depth is 1)",
+        "a sub-agent cannot start sub-agents or be given a delegation tool (the maximum depth is 1)",
         "`input` is required for action run",
         "unknown action `dance`: use run, status, result or stop",
         "there is no sub-agent with id `agent_42`",

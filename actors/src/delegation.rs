@@ -9,9 +9,12 @@ use subagents_messages::{AgentId, Limits};
 
 use crate::agent::{Agent, AgentError, AgentHandle};
 use crate::clock::{Clock, SystemClock};
+use crate::delegate::{AgentTool, DelegateTask, Delegator};
 use crate::gate::GateHandle;
 use crate::hub::{BackgroundApprovals, EnvelopeArchive, HubConfig, HubHandle, HubObserver};
 use crate::model::Model;
+use crate::profile::ProfileSet;
+use crate::registry::ModelRegistry;
 use crate::sink::{EventSink, EventStream};
 use crate::tool::ToolRegistry;
 use crate::use_agent::{ParentStopPolicy, UseAgent};
@@ -44,7 +47,32 @@ pub struct DelegationBuilder {
     archive: Option<Arc<dyn EnvelopeArchive>>,
     first_child: u64,
     background_approvals: BackgroundApprovals,
+    models: ModelRegistry,
+    profiles: ProfileSet,
+    front_ends: FrontEnds,
     gate: Option<GateHandle>,
+}
+
+/// Which delegation tools the parent's model sees. All three share one
+/// engine (hub, queue, envelopes, events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrontEnds {
+    /// Loopl's `use_agent`: run / status / result / stop, inline or background.
+    pub use_agent: bool,
+    /// openheim's `delegate_task`: named or inline, synchronous, final answer only.
+    pub delegate_task: bool,
+    /// ghyll's `agent`: a task only, synchronous.
+    pub agent: bool,
+}
+
+impl Default for FrontEnds {
+    fn default() -> Self {
+        Self {
+            use_agent: true,
+            delegate_task: false,
+            agent: false,
+        }
+    }
 }
 
 impl std::fmt::Debug for DelegationBuilder {
@@ -76,6 +104,9 @@ impl DelegationBuilder {
             archive: None,
             first_child: 1,
             background_approvals: BackgroundApprovals::Ask,
+            models: ModelRegistry::new(),
+            profiles: ProfileSet::default(),
+            front_ends: FrontEnds::default(),
             gate: None,
         }
     }
@@ -128,9 +159,27 @@ impl DelegationBuilder {
         self
     }
 
-    /// Workflow instructions appended to every child's system prompt.
+    /// Workflow instructions appended to every child's system prompt
+    /// (ghyll: the global instructions, then the project's). Each call
+    /// appends a block.
     pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
-        self.instructions = Some(instructions.into());
+        let block = instructions.into();
+        self.instructions = Some(match self.instructions.take() {
+            Some(before) => format!("{before}\n\n{block}"),
+            None => block,
+        });
+        self
+    }
+
+    /// Named sub-agents the front-ends offer (see `docs/profiles.md`).
+    pub fn profiles(mut self, profiles: ProfileSet) -> Self {
+        self.profiles = profiles;
+        self
+    }
+
+    /// Which delegation tools the parent's model sees (default: `use_agent`).
+    pub fn front_ends(mut self, front_ends: FrontEnds) -> Self {
+        self.front_ends = front_ends;
         self
     }
 
@@ -157,6 +206,13 @@ impl DelegationBuilder {
     /// What a background child's approval request does (default: ask).
     pub fn background_approvals(mut self, policy: BackgroundApprovals) -> Self {
         self.background_approvals = policy;
+        self
+    }
+
+    /// Models children may name (`model` / `provider` overrides); a child
+    /// that names none runs on the parent's model.
+    pub fn models(mut self, models: ModelRegistry) -> Self {
+        self.models = models;
         self
     }
 
@@ -198,18 +254,30 @@ impl DelegationBuilder {
             archive: self.archive,
             first_child: self.first_child,
             background_approvals: self.background_approvals,
+            models: self.models,
+            parent_max_turns: self.limits.max_turns,
         };
         let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
             .await
             .map_err(spawn_error)?
             .with_inline_wait(self.inline_wait);
-        let use_agent = UseAgent::new(hub.clone())
+        let delegator = Delegator::new(hub.clone(), Arc::new(self.profiles))
             .max_depth(self.max_depth)
             .parent_stop(self.parent_stop);
+        let mut tools = self.tools;
+        if self.front_ends.use_agent {
+            tools = tools.with(UseAgent::with_delegator(delegator.clone()));
+        }
+        if self.front_ends.delegate_task {
+            tools = tools.with(DelegateTask::new(delegator.clone()));
+        }
+        if self.front_ends.agent {
+            tools = tools.with(AgentTool::new(delegator));
+        }
         let agent = Agent::builder(self.model)
             .id(parent)
             .system_prompt(self.system_prompt)
-            .tools(self.tools.with(use_agent))
+            .tools(tools)
             .limits(self.limits)
             .gate(gate.clone())
             .spawn_into(events, supervisor)

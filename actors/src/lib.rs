@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod clock;
+pub mod delegate;
 pub mod delegation;
 pub mod demo_tools;
 pub mod gate;
@@ -17,13 +18,14 @@ pub mod model;
 #[cfg(feature = "openai")]
 pub mod openai;
 pub mod profile;
+pub mod registry;
 pub mod scripted;
 pub mod sink;
 pub mod tool;
 pub mod use_agent;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, AgentError, AgentHandle};
-pub use delegation::{DelegatingAgent, DelegationBuilder};
+pub use delegation::{DelegatingAgent, DelegationBuilder, FrontEnds};
 pub use gate::{GateClosed, GateHandle, ModelGate};
 pub use hub::{HubHandle, WaitOutcome};
 pub use model::{Model, ModelError, ModelStream};

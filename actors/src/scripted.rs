@@ -113,8 +113,15 @@ impl Turn {
 }
 
 #[derive(Clone, Debug)]
+enum Pattern {
+    Any,
+    SystemPrompt(String),
+    Input(String),
+}
+
+#[derive(Clone, Debug)]
 struct Script {
-    pattern: Option<String>,
+    pattern: Pattern,
     turns: Vec<Turn>,
 }
 
@@ -142,7 +149,7 @@ impl ScriptedModel {
         Self {
             name: "scripted".to_owned(),
             scripts: vec![Script {
-                pattern: None,
+                pattern: Pattern::Any,
                 turns,
             }],
             calls: AtomicU64::new(0),
@@ -151,15 +158,19 @@ impl ScriptedModel {
 
     /// Adds a script for conversations whose system prompt contains
     /// `pattern`. Scripts are tried in the order added.
-    pub fn with_script(mut self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
+    pub fn with_script(self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
+        self.insert(Pattern::SystemPrompt(pattern.into()), turns)
+    }
+
+    /// Adds a script for conversations whose first user message (the
+    /// task) contains `pattern` — for children that share a system prompt.
+    pub fn with_input_script(self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
+        self.insert(Pattern::Input(pattern.into()), turns)
+    }
+
+    fn insert(mut self, pattern: Pattern, turns: Vec<Turn>) -> Self {
         let at = self.scripts.len().saturating_sub(1);
-        self.scripts.insert(
-            at,
-            Script {
-                pattern: Some(pattern.into()),
-                turns,
-            },
-        );
+        self.scripts.insert(at, Script { pattern, turns });
         self
     }
 
@@ -181,10 +192,16 @@ impl ScriptedModel {
 
     fn turn_for(&self, request: &ModelRequest) -> Result<(usize, &Turn), String> {
         let prompt = request.system_prompt().unwrap_or("");
-        let script = self
-            .scripts
+        let input = request
+            .messages
             .iter()
-            .find(|s| s.pattern.as_deref().is_none_or(|p| prompt.contains(p)));
+            .find(|m| m.role == subagents_messages::Role::User)
+            .map_or("", |m| m.content.as_str());
+        let script = self.scripts.iter().find(|s| match &s.pattern {
+            Pattern::Any => true,
+            Pattern::SystemPrompt(p) => prompt.contains(p.as_str()),
+            Pattern::Input(p) => input.contains(p.as_str()),
+        });
         let index = request.assistant_turns();
         match script.and_then(|s| s.turns.get(index)) {
             Some(turn) => Ok((index, turn)),

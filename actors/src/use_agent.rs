@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use subagents_messages::{AgentId, ChildRequest, DetachOutcome, Envelope};
+use subagents_messages::{AgentId, DetachOutcome, Envelope};
 
+use crate::delegate::{ChildSpec, Delegator, refuse};
 use crate::hub::{HubHandle, WaitOutcome};
 use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
 
@@ -31,46 +32,47 @@ pub enum ParentStopPolicy {
 /// The `use_agent` tool, bound to a hub.
 #[derive(Debug, Clone)]
 pub struct UseAgent {
-    hub: HubHandle,
-    max_depth: u32,
-    parent_stop: ParentStopPolicy,
+    delegator: Delegator,
 }
 
 impl UseAgent {
-    /// A `use_agent` over `hub`, children at depth 1 only.
+    /// A `use_agent` over `hub`, without profiles, children at depth 1.
     pub fn new(hub: HubHandle) -> Self {
         Self {
-            hub,
-            max_depth: 1,
-            parent_stop: ParentStopPolicy::Detach,
+            delegator: Delegator::new(hub, Arc::default()),
         }
+    }
+
+    /// A `use_agent` over a configured engine (profiles, depth, policy).
+    pub fn with_delegator(delegator: Delegator) -> Self {
+        Self { delegator }
     }
 
     /// Allows children down to `max_depth` (1: children cannot spawn).
     pub fn max_depth(mut self, max_depth: u32) -> Self {
-        self.max_depth = max_depth;
+        self.delegator = self.delegator.max_depth(max_depth);
         self
     }
 
     /// What a parent stopped while waiting inline does to its child.
     pub fn parent_stop(mut self, policy: ParentStopPolicy) -> Self {
-        self.parent_stop = policy;
+        self.delegator = self.delegator.parent_stop(policy);
         self
+    }
+
+    fn hub(&self) -> &HubHandle {
+        self.delegator.hub()
     }
 }
 
 #[derive(Debug, Deserialize)]
 struct Arguments {
     action: Option<String>,
-    system_prompt: Option<String>,
+    #[serde(flatten)]
+    spec: ChildSpec,
     input: Option<String>,
-    tools: Option<Vec<String>>,
     wait: Option<bool>,
     id: Option<String>,
-}
-
-fn refuse(sentence: impl Into<String>) -> ToolError {
-    ToolError::Failed(sentence.into())
 }
 
 /// The JSON a model reads for a finished child.
@@ -120,100 +122,30 @@ pub fn status_json(envelope: &Envelope) -> String {
     out.to_string()
 }
 
-/// Detaches (or stops) the child if the parent stops waiting without
-/// finishing — its turn was stopped and this future dropped.
-struct OnParentStop {
-    hub: HubHandle,
-    id: AgentId,
-    policy: ParentStopPolicy,
-    armed: bool,
-}
-
-impl Drop for OnParentStop {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        match self.policy {
-            ParentStopPolicy::Detach => self.hub.detach_now(&self.id),
-            ParentStopPolicy::Cascade => {
-                let _ = self.hub.actor().cast(subagents_messages::HubMsg::Stop {
-                    id: self.id.clone(),
-                    reply: None,
-                });
-            }
-        }
-    }
-}
-
 impl UseAgent {
     async fn run(&self, call: &ToolCallContext, args: Arguments) -> Result<String, ToolError> {
-        let system_prompt = args
-            .system_prompt
-            .filter(|p| !p.trim().is_empty())
-            .ok_or_else(|| refuse("`system_prompt` is required for action run: the sub-agent's instructions; its first line is its name"))?;
         let input = args
             .input
             .filter(|i| !i.trim().is_empty())
             .ok_or_else(|| refuse("`input` is required for action run: the complete task for the sub-agent, which cannot see this conversation"))?;
-        if let Some(tools) = &args.tools {
-            for name in tools {
-                if name == USE_AGENT {
-                    return Err(refuse(self.depth_refusal()));
-                }
-                if !call.available_tools.iter().any(|t| t == name) {
-                    return Err(refuse(format!(
-                        "the tool `{name}` is not one of your tools, so a sub-agent cannot get it; your tools are: {}",
-                        call.available_tools
-                            .iter()
-                            .filter(|t| *t != USE_AGENT)
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
-            }
-        }
         let background = !args.wait.unwrap_or(true);
-        let id = self
-            .hub
-            .request(ChildRequest {
-                requester: call.agent_id.clone(),
-                requester_depth: call.depth,
-                parent_tool_use_id: call.tool_use_id.clone(),
-                system_prompt,
-                input,
-                tools: args.tools,
-                background,
-            })
-            .await
-            .map_err(refuse)?;
+        let request = self.delegator.request(call, args.spec, input, background)?;
+        let id = self.delegator.start(request).await?;
         if background {
             return Ok(pending_json(&id));
         }
-        let mut guard = OnParentStop {
-            hub: self.hub.clone(),
-            id: id.clone(),
-            policy: self.parent_stop,
-            armed: true,
-        };
-        let outcome = self.hub.wait(&id, true, self.hub.inline_wait()).await;
-        guard.armed = false;
-        match outcome {
+        match self
+            .delegator
+            .wait(&id, Some(self.hub().inline_wait()))
+            .await
+        {
             WaitOutcome::Finished(envelope) => Ok(finished_json(&envelope)),
             WaitOutcome::Unknown => Err(refuse(format!("the sub-agent `{id}` was lost"))),
-            WaitOutcome::Pending => match self.hub.detach(&id).await {
+            WaitOutcome::Pending => match self.hub().detach(&id).await {
                 DetachOutcome::AlreadyFinished(envelope) => Ok(finished_json(&envelope)),
                 _ => Ok(pending_json(&id)),
             },
         }
-    }
-
-    fn depth_refusal(&self) -> String {
-        format!(
-            "use_agent cannot be given to or used by a sub-agent: sub-agents cannot start sub-agents (the maximum depth is {}); do the work yourself",
-            self.max_depth
-        )
     }
 
     fn id_of(&self, args: &Arguments, action: &str) -> Result<AgentId, ToolError> {
@@ -227,7 +159,7 @@ impl UseAgent {
                 ))
             })?;
         let id = AgentId::new(id);
-        if self.hub.status(&id).is_none() {
+        if self.hub().status(&id).is_none() {
             return Err(refuse(format!(
                 "there is no sub-agent with id `{id}`; ids look like `agent_1`"
             )));
@@ -246,12 +178,14 @@ impl Tool for UseAgent {
          system prompt, one input and only the tools you list. It cannot see this conversation: \
          write the input as a complete brief. action run starts it (wait true returns its answer \
          when it finishes soon, else {pending, id}); status shows progress by id without waiting; \
-         result returns its answer by id (waiting a while); stop cancels it."
+         result returns its answer by id (waiting a while); stop cancels it. Give either `agent` \
+         (a named sub-agent) or `system_prompt` (an inline one)."
             .to_owned()
+            + &self.delegator.profile_listing()
     }
 
     fn parameters(&self) -> Value {
-        json!({
+        let mut schema = json!({
             "type": "object",
             "properties": {
                 "action": {"type": "string", "enum": ["run", "status", "result", "stop"]},
@@ -262,15 +196,17 @@ impl Tool for UseAgent {
                 "id": {"type": "string", "description": "status, result, stop: the id run returned"}
             },
             "required": ["action"]
-        })
+        });
+        if let Some(names) = self.delegator.profiles.name_schema() {
+            schema["properties"]["agent"] = names;
+        }
+        schema
     }
 
     fn call(&self, call: ToolCallContext) -> ToolFuture {
         let this = Arc::new(self.clone());
         Box::pin(async move {
-            if call.depth >= this.max_depth {
-                return Err(refuse(this.depth_refusal()));
-            }
+            this.delegator.check_depth(&call)?;
             let args: Arguments = serde_json::from_str(&call.arguments)
                 .map_err(|e| ToolError::InvalidArguments(format!("{e}; see the tool's schema")))?;
             match args.action.as_deref() {
@@ -278,14 +214,18 @@ impl Tool for UseAgent {
                 Some("status") => {
                     let id = this.id_of(&args, "status")?;
                     let envelope = this
-                        .hub
+                        .hub()
                         .status(&id)
                         .ok_or_else(|| refuse("the sub-agent was lost"))?;
                     Ok(status_json(&envelope))
                 }
                 Some("result") => {
                     let id = this.id_of(&args, "result")?;
-                    match this.hub.wait(&id, true, this.hub.inline_wait()).await {
+                    match this
+                        .hub()
+                        .wait(&id, true, Some(this.hub().inline_wait()))
+                        .await
+                    {
                         WaitOutcome::Finished(envelope) => Ok(finished_json(&envelope)),
                         WaitOutcome::Pending => Ok(pending_json(&id)),
                         WaitOutcome::Unknown => {
@@ -295,7 +235,7 @@ impl Tool for UseAgent {
                 }
                 Some("stop") => {
                     let id = this.id_of(&args, "stop")?;
-                    let status = this.hub.stop(&id).await.map_err(refuse)?;
+                    let status = this.hub().stop(&id).await.map_err(refuse)?;
                     Ok(json!({"id": id.as_str(), "status": status.as_str()}).to_string())
                 }
                 Some(other) => Err(refuse(format!(

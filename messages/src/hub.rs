@@ -24,6 +24,40 @@ pub struct ChildRequest {
     pub tools: Option<Vec<String>>,
     /// `wait: false`: the requester does not wait.
     pub background: bool,
+    /// The child's name; `None`: the first line of its system prompt.
+    pub name: Option<String>,
+    /// A model override (resolved in the host's model registry).
+    pub model: Option<String>,
+    /// The override's provider (used only with `model`).
+    pub provider: Option<String>,
+    /// A cap on the child's model calls, clamped to the parent's own.
+    pub max_iterations: Option<u32>,
+}
+
+impl ChildRequest {
+    /// An inline, waited-on request with no overrides; set the other
+    /// fields as needed.
+    pub fn new(
+        requester: AgentId,
+        requester_depth: u32,
+        parent_tool_use_id: ToolUseId,
+        system_prompt: impl Into<String>,
+        input: impl Into<String>,
+    ) -> Self {
+        Self {
+            requester,
+            requester_depth,
+            parent_tool_use_id,
+            system_prompt: system_prompt.into(),
+            input: input.into(),
+            tools: None,
+            background: false,
+            name: None,
+            model: None,
+            provider: None,
+            max_iterations: None,
+        }
+    }
 }
 
 /// What `Detach` found.

@@ -51,6 +51,7 @@ use crate::agent::{AgentConfig, AgentHandle, ApprovalPolicy, spawn_agent};
 use crate::clock::Clock;
 use crate::gate::GateHandle;
 use crate::model::Model;
+use crate::registry::ModelRegistry;
 use crate::sink::EventSink;
 use crate::tool::ToolRegistry;
 
@@ -108,6 +109,36 @@ pub struct HubConfig {
     pub first_child: u64,
     /// What a background child's approval request does.
     pub background_approvals: BackgroundApprovals,
+    /// Models a child may ask for by name (falls back to `model`).
+    pub models: ModelRegistry,
+    /// The parent's own turn cap: a child's `max_iterations` is clamped to
+    /// it.
+    pub parent_max_turns: u32,
+}
+
+impl HubConfig {
+    /// Children on `model` behind `gate`, offered `tools`: 3 live, default
+    /// limits, depth 1, the system clock, no observer, archive or extra
+    /// models, background approvals asked.
+    pub fn new(model: Arc<dyn Model>, gate: GateHandle, tools: ToolRegistry) -> Self {
+        let child_limits = Limits::default();
+        Self {
+            max_live: 3,
+            model,
+            gate,
+            tools,
+            child_limits,
+            max_depth: 1,
+            instructions: None,
+            clock: Arc::new(crate::clock::SystemClock),
+            observer: None,
+            archive: None,
+            first_child: 1,
+            background_approvals: BackgroundApprovals::Ask,
+            models: ModelRegistry::new(),
+            parent_max_turns: child_limits.max_turns,
+        }
+    }
 }
 
 impl std::fmt::Debug for HubConfig {
@@ -149,6 +180,9 @@ pub struct HubArguments {
 struct Child {
     request: ChildRequest,
     tools: ToolRegistry,
+    model: Arc<dyn Model>,
+    gate: GateHandle,
+    limits: Limits,
     sink: EventSink,
     requester_sink: EventSink,
     agent: Option<AgentHandle>,
@@ -244,12 +278,31 @@ impl HubState {
             None => self.config.tools.clone(),
             Some(names) => self.config.tools.subset(names).map_err(|e| e.to_string())?,
         };
+        let (model, gate) = match self
+            .config
+            .models
+            .resolve(request.provider.as_deref(), request.model.as_deref())
+            .map_err(|e| e.to_string())?
+        {
+            Some(found) => (found.model.clone(), found.gate.clone()),
+            None => (self.config.model.clone(), self.config.gate.clone()),
+        };
+        let mut limits = self.config.child_limits;
+        if let Some(cap) = request.max_iterations {
+            limits.max_turns = cap;
+        }
+        // Clamped to the parent's own cap (openheim documents this; we
+        // enforce it).
+        limits.max_turns = limits.max_turns.min(self.config.parent_max_turns).max(1);
         self.next_child += 1;
         let id = AgentId::new(format!("agent_{}", self.next_child));
         let info = SubAgentInfo {
             id: id.clone(),
             parent_tool_use_id: request.parent_tool_use_id.clone(),
-            name: child_name(&request.system_prompt),
+            name: request
+                .name
+                .clone()
+                .unwrap_or_else(|| child_name(&request.system_prompt)),
             tools: tools.names(),
             background: request.background,
         };
@@ -284,6 +337,9 @@ impl HubState {
         let child = Child {
             request,
             tools,
+            model,
+            gate,
+            limits,
             sink,
             requester_sink,
             agent: None,
@@ -329,11 +385,11 @@ impl HubState {
         let config = AgentConfig {
             id: id.clone(),
             system_prompt,
-            model: self.config.model.clone(),
-            gate: self.config.gate.clone(),
+            model: child.model.clone(),
+            gate: child.gate.clone(),
             tool_names: child.tools.names().into(),
             tools: child.tools.clone(),
-            limits: self.config.child_limits,
+            limits: child.limits,
             depth: child.request.requester_depth + 1,
             approvals: match self.config.background_approvals {
                 BackgroundApprovals::Ask => None,
@@ -894,9 +950,9 @@ impl HubHandle {
             .map_err(|_| HubClosed(()).to_string())?
     }
 
-    /// Waits up to `within` for a child to finish. With `claim`, a result
-    /// delivered here claims the wake.
-    pub async fn wait(&self, id: &AgentId, claim: bool, within: Duration) -> WaitOutcome {
+    /// Waits up to `within` (`None`: until it ends) for a child to finish.
+    /// With `claim`, a result delivered here claims the wake.
+    pub async fn wait(&self, id: &AgentId, claim: bool, within: Option<Duration>) -> WaitOutcome {
         if !self.envelopes.contains_key(id) {
             return match self.archived(id) {
                 Some(envelope) => WaitOutcome::Finished(Box::new(envelope)),
@@ -912,10 +968,16 @@ impl HubHandle {
         if sent.is_err() {
             return WaitOutcome::Unknown;
         }
-        match tokio::time::timeout(within, rx).await {
-            Ok(Ok(envelope)) => WaitOutcome::Finished(Box::new(envelope)),
-            Ok(Err(_)) => WaitOutcome::Unknown,
-            Err(_) => WaitOutcome::Pending,
+        let received = match within {
+            Some(within) => match tokio::time::timeout(within, rx).await {
+                Ok(received) => received,
+                Err(_) => return WaitOutcome::Pending,
+            },
+            None => rx.await,
+        };
+        match received {
+            Ok(envelope) => WaitOutcome::Finished(Box::new(envelope)),
+            Err(_) => WaitOutcome::Unknown,
         }
     }
 

@@ -1,0 +1,432 @@
+//! The delegation engine shared by the three tool front-ends, and two of
+//! them: `delegate_task` (openheim) and `agent` (ghyll). The third,
+//! `use_agent` (Loopl), is in [`crate::use_agent`].
+//!
+//! | tool | arguments | waits | returns |
+//! |---|---|---|---|
+//! | `use_agent` | `action` run/status/result/stop, `agent` or `system_prompt`, `input`, `tools`, `wait`, `id` | up to the inline wait, then background | JSON: id, status, result — or `{pending, id}` |
+//! | `delegate_task` | `agent` or `system_prompt`, `task`, `tools`, `model`, `provider`, `max_iterations` | to the end | the final answer only |
+//! | `agent` | `task` | to the end | the final (or partial) answer only |
+//!
+//! All three go through the same hub (slots, queue, envelopes, events) and
+//! refuse the same things with the same sentences.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use subagents_messages::{AgentId, ChildRequest, Envelope, HubMsg, SubAgentStatus};
+
+use crate::hub::{HubHandle, WaitOutcome};
+use crate::profile::ProfileSet;
+use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
+use crate::use_agent::ParentStopPolicy;
+
+/// The `delegate_task` tool's name.
+pub const DELEGATE_TASK: &str = "delegate_task";
+/// The `agent` tool's name.
+pub const AGENT: &str = "agent";
+/// Names of every delegation tool: never given to a child.
+pub const DELEGATION_TOOLS: [&str; 3] = [crate::use_agent::USE_AGENT, DELEGATE_TASK, AGENT];
+
+/// The system prompt of a child started by the `agent` tool (the host's
+/// workflow instructions are appended to it, as to every child's).
+pub const AGENT_PROMPT: &str = "Sub-agent\nYou are a focused sub-agent. You cannot see the conversation that \
+     asked for you: the task below is all you know. Use your tools to complete it, then answer with \
+     what you found in a few sentences.";
+
+pub(crate) fn refuse(sentence: impl Into<String>) -> ToolError {
+    ToolError::Failed(sentence.into())
+}
+
+/// The shared engine: the hub, the profiles, the depth and parent-stop
+/// policies.
+#[derive(Debug, Clone)]
+pub struct Delegator {
+    pub(crate) hub: HubHandle,
+    pub(crate) profiles: Arc<ProfileSet>,
+    pub(crate) max_depth: u32,
+    pub(crate) parent_stop: ParentStopPolicy,
+}
+
+/// Who the child is: a profile, or an inline definition with overrides.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ChildSpec {
+    /// A profile name.
+    pub agent: Option<String>,
+    /// An inline system prompt.
+    pub system_prompt: Option<String>,
+    /// Tools (names of the caller's own).
+    pub tools: Option<Vec<String>>,
+    /// A model override.
+    pub model: Option<String>,
+    /// The override's provider.
+    pub provider: Option<String>,
+    /// A cap on the child's model calls (clamped to the parent's).
+    pub max_iterations: Option<u32>,
+}
+
+impl Delegator {
+    /// An engine over `hub` with these profiles.
+    pub fn new(hub: HubHandle, profiles: Arc<ProfileSet>) -> Self {
+        Self {
+            hub,
+            profiles,
+            max_depth: 1,
+            parent_stop: ParentStopPolicy::Detach,
+        }
+    }
+
+    /// Allows children down to `max_depth`.
+    pub fn max_depth(mut self, max_depth: u32) -> Self {
+        self.max_depth = max_depth;
+        self
+    }
+
+    /// What a parent stopped mid-wait does to its child.
+    pub fn parent_stop(mut self, policy: ParentStopPolicy) -> Self {
+        self.parent_stop = policy;
+        self
+    }
+
+    /// The hub.
+    pub fn hub(&self) -> &HubHandle {
+        &self.hub
+    }
+
+    /// The refusal for a delegation tool used (or handed on) too deep.
+    pub fn depth_refusal(&self) -> String {
+        format!(
+            "a sub-agent cannot start sub-agents or be given a delegation tool (the maximum depth is {}); do the work yourself",
+            self.max_depth
+        )
+    }
+
+    /// Refuses a call made too deep.
+    pub fn check_depth(&self, call: &ToolCallContext) -> Result<(), ToolError> {
+        if call.depth >= self.max_depth {
+            return Err(refuse(self.depth_refusal()));
+        }
+        Ok(())
+    }
+
+    /// The profile listing for a tool description (empty without profiles).
+    pub fn profile_listing(&self) -> String {
+        if self.profiles.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\n\nNamed sub-agents (pass the name as `agent`):\n{}",
+            self.profiles.describe()
+        )
+    }
+
+    /// Builds the request: exactly one of `agent` or `system_prompt`; a
+    /// profile's fields, then the call's overrides; tools checked against
+    /// the caller's own. Every refusal is a sentence.
+    pub fn request(
+        &self,
+        call: &ToolCallContext,
+        spec: ChildSpec,
+        input: String,
+        background: bool,
+    ) -> Result<ChildRequest, ToolError> {
+        let agent = spec.agent.filter(|a| !a.trim().is_empty());
+        let inline = spec.system_prompt.filter(|p| !p.trim().is_empty());
+        let (name, system_prompt, mut tools, mut model, mut provider, mut max_iterations) = match (
+            agent, inline,
+        ) {
+            (Some(_), Some(_)) => {
+                return Err(refuse(
+                    "give either `agent` (a named sub-agent) or `system_prompt` (an inline one), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(refuse(format!(
+                    "give `agent` (a named sub-agent) or `system_prompt` (an inline one's instructions; its first line is its name){}",
+                    self.names_hint()
+                )));
+            }
+            (Some(name), None) => {
+                let profile = self.profiles.get(&name).ok_or_else(|| {
+                    refuse(format!(
+                        "there is no sub-agent named `{name}`{}",
+                        self.names_hint()
+                    ))
+                })?;
+                (
+                    Some(profile.name.clone()),
+                    profile.system_prompt.clone(),
+                    profile.tools.clone(),
+                    profile.model.clone(),
+                    profile.provider.clone(),
+                    profile.max_iterations,
+                )
+            }
+            (None, Some(prompt)) => (None, prompt, None, None, None, None),
+        };
+        if spec.tools.is_some() {
+            tools = spec.tools;
+        }
+        if spec.model.is_some() {
+            model = spec.model;
+            provider = spec.provider;
+        }
+        if spec.max_iterations.is_some() {
+            max_iterations = spec.max_iterations;
+        }
+        let tools = self.check_tools(call, tools)?;
+        if input.trim().is_empty() {
+            return Err(refuse(
+                "the task is empty: write the complete task for the sub-agent, which cannot see this conversation",
+            ));
+        }
+        Ok(ChildRequest {
+            requester: call.agent_id.clone(),
+            requester_depth: call.depth,
+            parent_tool_use_id: call.tool_use_id.clone(),
+            system_prompt,
+            input,
+            tools,
+            background,
+            name,
+            model,
+            provider,
+            max_iterations,
+        })
+    }
+
+    fn names_hint(&self) -> String {
+        if self.profiles.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the named sub-agents are: {}",
+                self.profiles.names().collect::<Vec<_>>().join(", ")
+            )
+        }
+    }
+
+    /// Checks listed tools against the caller's; `None` inherits all of
+    /// them but the delegation tools.
+    fn check_tools(
+        &self,
+        call: &ToolCallContext,
+        tools: Option<Vec<String>>,
+    ) -> Result<Option<Vec<String>>, ToolError> {
+        let Some(tools) = tools else {
+            return Ok(None);
+        };
+        for name in &tools {
+            if DELEGATION_TOOLS.contains(&name.as_str()) {
+                return Err(refuse(self.depth_refusal()));
+            }
+            if !call.available_tools.iter().any(|t| t == name) {
+                return Err(refuse(format!(
+                    "the tool `{name}` is not one of your tools, so a sub-agent cannot get it; your tools are: {}",
+                    call.available_tools
+                        .iter()
+                        .filter(|t| !DELEGATION_TOOLS.contains(&t.as_str()))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+        Ok(Some(tools))
+    }
+
+    /// Starts a child; its id or why not.
+    pub async fn start(&self, request: ChildRequest) -> Result<AgentId, ToolError> {
+        self.hub.request(request).await.map_err(refuse)
+    }
+
+    /// Waits for a child, up to `within` (or to its end), claiming its
+    /// result. If this future is dropped first (the parent was stopped),
+    /// the child is detached or stopped by the parent-stop policy.
+    pub async fn wait(&self, id: &AgentId, within: Option<std::time::Duration>) -> WaitOutcome {
+        let mut guard = OnParentStop {
+            hub: self.hub.clone(),
+            id: id.clone(),
+            policy: self.parent_stop,
+            armed: true,
+        };
+        let outcome = self.hub.wait(id, true, within).await;
+        guard.armed = false;
+        outcome
+    }
+
+    /// Runs a child to its end and returns only its final answer; a failed
+    /// or stopped child is an error sentence.
+    pub async fn run_to_end(&self, request: ChildRequest) -> Result<String, ToolError> {
+        let id = self.start(request).await?;
+        match self.wait(&id, None).await {
+            WaitOutcome::Finished(envelope) => final_answer(&envelope),
+            _ => Err(refuse(format!("the sub-agent `{id}` was lost"))),
+        }
+    }
+}
+
+/// A finished child's answer as `delegate_task` and `agent` return it.
+pub fn final_answer(envelope: &Envelope) -> Result<String, ToolError> {
+    match envelope.status {
+        SubAgentStatus::Done => Ok(envelope.result.clone().unwrap_or_default()),
+        SubAgentStatus::Stopped => Err(refuse(format!(
+            "the sub-agent `{}` was stopped before it finished",
+            envelope.id
+        ))),
+        _ => Err(refuse(format!(
+            "the sub-agent `{}` failed: {}",
+            envelope.id,
+            envelope.error.as_deref().unwrap_or("no reason given")
+        ))),
+    }
+}
+
+/// Detaches (or stops) the child if the waiting future is dropped.
+struct OnParentStop {
+    hub: HubHandle,
+    id: AgentId,
+    policy: ParentStopPolicy,
+    armed: bool,
+}
+
+impl Drop for OnParentStop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        match self.policy {
+            ParentStopPolicy::Detach => self.hub.detach_now(&self.id),
+            ParentStopPolicy::Cascade => {
+                let _ = self.hub.actor().cast(HubMsg::Stop {
+                    id: self.id.clone(),
+                    reply: None,
+                });
+            }
+        }
+    }
+}
+
+/// openheim's `delegate_task`: a named or inline sub-agent, synchronous,
+/// only the final answer comes back.
+#[derive(Debug, Clone)]
+pub struct DelegateTask {
+    delegator: Delegator,
+}
+
+impl DelegateTask {
+    /// The tool over this engine.
+    pub fn new(delegator: Delegator) -> Self {
+        Self { delegator }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct DelegateArgs {
+    #[serde(flatten)]
+    spec: ChildSpec,
+    task: Option<String>,
+}
+
+impl Tool for DelegateTask {
+    fn name(&self) -> &str {
+        DELEGATE_TASK
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Delegate a self-contained task to another agent — a named one (`agent`) or one you define \
+             inline (`system_prompt`, optionally `tools`, `model`, `provider`, `max_iterations`) — and get \
+             back only its final answer. It cannot see this conversation: write `task` as a complete brief.{}",
+            self.delegator.profile_listing()
+        )
+    }
+
+    fn parameters(&self) -> Value {
+        let mut properties = json!({
+            "system_prompt": {"type": "string", "description": "an inline sub-agent's instructions"},
+            "task": {"type": "string", "description": "the complete task"},
+            "tools": {"type": "array", "items": {"type": "string"}},
+            "model": {"type": "string"},
+            "provider": {"type": "string"},
+            "max_iterations": {"type": "integer", "minimum": 1}
+        });
+        if let Some(names) = self.delegator.profiles.name_schema() {
+            properties["agent"] = names;
+        }
+        json!({"type": "object", "properties": properties, "required": ["task"]})
+    }
+
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        let delegator = self.delegator.clone();
+        Box::pin(async move {
+            delegator.check_depth(&call)?;
+            let args: DelegateArgs = serde_json::from_str(&call.arguments)
+                .map_err(|e| ToolError::InvalidArguments(format!("{e}; see the tool's schema")))?;
+            let task = args.task.ok_or_else(|| {
+                refuse("`task` is required: the complete brief for the sub-agent")
+            })?;
+            let request = delegator.request(&call, args.spec, task, false)?;
+            delegator.run_to_end(request).await
+        })
+    }
+}
+
+/// ghyll's `agent`: a task only; a fresh context with the workflow
+/// instructions; synchronous; limits end it with a partial result.
+#[derive(Debug, Clone)]
+pub struct AgentTool {
+    delegator: Delegator,
+}
+
+impl AgentTool {
+    /// The tool over this engine.
+    pub fn new(delegator: Delegator) -> Self {
+        Self { delegator }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct AgentArgs {
+    task: Option<String>,
+}
+
+impl Tool for AgentTool {
+    fn name(&self) -> &str {
+        AGENT
+    }
+
+    fn description(&self) -> String {
+        "Run a focused sub-agent on a self-contained task (\"read these three files and summarize\") \
+         without filling your context. It has your tools (not this one), sees only the task, and \
+         returns its findings; if it hits its turn, token or time limit it returns a partial result."
+            .to_owned()
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": "the complete task"}},
+            "required": ["task"]
+        })
+    }
+
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        let delegator = self.delegator.clone();
+        Box::pin(async move {
+            delegator.check_depth(&call)?;
+            let args: AgentArgs = serde_json::from_str(&call.arguments)
+                .map_err(|e| ToolError::InvalidArguments(format!("{e}; see the tool's schema")))?;
+            let task = args.task.ok_or_else(|| {
+                refuse("`task` is required: the complete brief for the sub-agent")
+            })?;
+            let spec = ChildSpec {
+                system_prompt: Some(AGENT_PROMPT.to_owned()),
+                ..ChildSpec::default()
+            };
+            let request = delegator.request(&call, spec, task, false)?;
+            delegator.run_to_end(request).await
+        })
+    }
+}

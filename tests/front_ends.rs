@@ -1,0 +1,373 @@
+//! The three front-ends over one engine (use_agent, delegate_task, agent),
+//! named profiles, the model registry with fallback, the max_iterations
+//! clamp, inherited instructions, and the profile enum in schemas.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use serde_json::json;
+use subagents::actors::profile::{Profile, ProfileSet};
+use subagents::actors::registry::ModelRegistry;
+use subagents::actors::{DelegatingAgent, DelegationBuilder, FrontEnds, Model, ModelStream};
+use subagents::messages::ModelRequest;
+use subagents::prelude::*;
+
+fn profile(name: &str, prompt: &str) -> Profile {
+    Profile {
+        name: name.into(),
+        description: format!("{name} does things."),
+        system_prompt: prompt.into(),
+        model: None,
+        provider: None,
+        tools: None,
+        max_iterations: None,
+        source: PathBuf::from(format!("{name}.md")),
+    }
+}
+
+fn profiles() -> ProfileSet {
+    let mut reviewer = profile("reviewer", "You review code.");
+    reviewer.model = Some("haiku".into());
+    reviewer.provider = Some("anthropic".into());
+    reviewer.tools = Some(vec!["calculator".into()]);
+    reviewer.max_iterations = Some(10);
+    let checker = profile("fact-checker", "You check facts.");
+    ProfileSet::from_profiles([reviewer, checker])
+}
+
+/// Records every request a model saw.
+struct Spy {
+    name: String,
+    inner: ScriptedModel,
+    seen: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+impl Model for Spy {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        self.seen.lock().unwrap().push(request.clone());
+        self.inner.stream(request)
+    }
+}
+
+fn spy(name: &str, inner: ScriptedModel) -> (Arc<dyn Model>, Arc<Mutex<Vec<ModelRequest>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let model = Spy {
+        name: name.into(),
+        inner,
+        seen: seen.clone(),
+    };
+    (Arc::new(model), seen)
+}
+
+async fn parent(
+    model: Arc<dyn Model>,
+    front_ends: FrontEnds,
+    registry: ModelRegistry,
+    limits: Limits,
+) -> (DelegatingAgent, EventStream) {
+    DelegationBuilder::new(model)
+        .system_prompt("You are the parent.")
+        .tools(
+            ToolRegistry::new()
+                .with(Calculator)
+                .with(PageTitle::default()),
+        )
+        .profiles(profiles())
+        .models(registry)
+        .front_ends(front_ends)
+        .limits(limits)
+        .instructions("Global rule: cite sources.")
+        .instructions("Project rule: British spelling.")
+        .spawn()
+        .await
+        .unwrap()
+}
+
+fn outputs(log: &[AgentEvent], tool: &str) -> Vec<(String, bool)> {
+    log.iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult(r) if r.name == tool => Some((r.output.clone(), r.is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+const ALL: FrontEnds = FrontEnds {
+    use_agent: true,
+    delegate_task: true,
+    agent: true,
+};
+
+#[tokio::test(start_paused = true)]
+async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
+    let (haiku, haiku_seen) = spy(
+        "haiku",
+        ScriptedModel::new(vec![Turn::answer("LGTM from haiku")]),
+    );
+    let mut registry = ModelRegistry::new();
+    registry
+        .register("anthropic", "haiku", haiku, 1)
+        .await
+        .unwrap();
+    let (main, main_seen) = spy(
+        "main",
+        ScriptedModel::new(vec![
+            Turn::new().tool_call(
+                "use_agent",
+                json!({"action": "run", "agent": "reviewer", "input": "review this diff"})
+                    .to_string(),
+            ),
+            Turn::answer("Reviewed."),
+        ]),
+    );
+    let (parent, mut events) = parent(main, ALL, registry, Limits::default()).await;
+    parent.agent.send_user("review").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (output, is_error) = &outputs(&log, "use_agent")[0];
+    assert!(!is_error, "{output}");
+    assert!(output.contains("LGTM from haiku"), "{output}");
+    let child = haiku_seen.lock().unwrap()[0].clone();
+    assert!(
+        child
+            .system_prompt()
+            .unwrap()
+            .starts_with("You review code.")
+    );
+    assert!(
+        child
+            .system_prompt()
+            .unwrap()
+            .ends_with("Global rule: cite sources.\n\nProject rule: British spelling.")
+    );
+    assert_eq!(
+        child
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["calculator"]
+    );
+    assert_eq!(
+        main_seen.lock().unwrap().len(),
+        2,
+        "the child never used the parent's model"
+    );
+    let envelope = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.name, "reviewer");
+    // Each distinct model has its own gate: the parent's saw 2 grants.
+    assert_eq!(parent.gate.snapshot().await.unwrap().granted_total, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_profile_without_a_model_falls_back_to_the_parents() {
+    let (main, main_seen) = spy(
+        "main",
+        ScriptedModel::new(vec![
+            Turn::new().tool_call(
+                "delegate_task",
+                json!({"agent": "fact-checker", "task": "Is water wet?"}).to_string(),
+            ),
+            Turn::answer("Done."),
+        ])
+        .with_script("You check facts.", vec![Turn::answer("Accurate.")]),
+    );
+    let (parent, mut events) = parent(main, ALL, ModelRegistry::new(), Limits::default()).await;
+    parent.agent.send_user("check").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(
+        outputs(&log, "delegate_task"),
+        [("Accurate.".to_owned(), false)],
+        "only the final answer"
+    );
+    assert_eq!(
+        main_seen.lock().unwrap().len(),
+        3,
+        "parent twice, child once, same model"
+    );
+    check_log(&log, true);
+    check_inline_order(&log);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_models_and_the_exactly_one_rule_are_sentences_and_spawn_nothing() {
+    let calls = [
+        json!({"agent": "reviewer", "task": "x"}).to_string(), // its model is not registered here
+        json!({"system_prompt": "Inline", "task": "x", "model": "gpt-9"}).to_string(),
+        json!({"agent": "reviewer", "system_prompt": "Inline", "task": "x"}).to_string(),
+        json!({"task": "x"}).to_string(),
+        json!({"agent": "nobody", "task": "x"}).to_string(),
+        json!({"system_prompt": "Inline"}).to_string(),
+    ];
+    let mut turn = Turn::new();
+    for call in &calls {
+        turn = turn.tool_call("delegate_task", call.clone());
+    }
+    let model = ScriptedModel::new(vec![turn, Turn::answer("No.")]);
+    let (parent, mut events) =
+        parent(model.shared(), ALL, ModelRegistry::new(), Limits::default()).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let expected = [
+        "no model `haiku` from provider `anthropic` is registered; the models available are: none besides the parent's own",
+        "no model `gpt-9` is registered",
+        "give either `agent` (a named sub-agent) or `system_prompt` (an inline one), not both",
+        "give `agent` (a named sub-agent) or `system_prompt`",
+        "there is no sub-agent named `nobody`; the named sub-agents are: fact-checker, reviewer",
+        "`task` is required",
+    ];
+    let got = outputs(&log, "delegate_task");
+    for ((output, is_error), want) in got.iter().zip(expected) {
+        assert!(is_error);
+        assert!(output.contains(want), "{output:?} should contain {want:?}");
+    }
+    assert_eq!(got.len(), 6);
+    assert_eq!(parent.hub.snapshot().await.unwrap().requested, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_iterations_is_clamped_to_the_parents_own() {
+    let looping = Turn::new().tool_call("calculator", r#"{"expression":"1+1"}"#);
+    let model = ScriptedModel::new(vec![
+        Turn::new().tool_call(
+            "delegate_task",
+            json!({"system_prompt": "Looper", "task": "loop", "max_iterations": 10}).to_string(),
+        ),
+        Turn::answer("ok"),
+    ])
+    .with_script("Looper", vec![looping; 12]);
+    let limits = Limits {
+        max_turns: 3,
+        ..Limits::default()
+    };
+    let (parent, mut events) = parent(model.shared(), ALL, ModelRegistry::new(), limits).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (output, _) = &outputs(&log, "delegate_task")[0];
+    assert!(
+        output.starts_with("Partial result: stopped by the turn limit (3 model calls)"),
+        "the child's 10 was clamped to the parent's 3: {output}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_agent_tool_takes_a_task_and_returns_the_answer_or_a_partial_result() {
+    let (main, seen) = spy(
+        "main",
+        ScriptedModel::new(vec![
+            Turn::new().tool_call("agent", json!({"task": "Sum 2 and 3."}).to_string()),
+            Turn::new().tool_call("agent", json!({"task": "Loop forever."}).to_string()),
+            Turn::answer("Both done."),
+        ])
+        .with_input_script(
+            "Sum 2 and 3",
+            vec![
+                Turn::new().tool_call("calculator", r#"{"expression":"2+3"}"#),
+                Turn::answer("It is 5."),
+            ],
+        )
+        .with_input_script(
+            "Loop forever",
+            vec![
+                Turn::new()
+                    .text("Looping… ")
+                    .tool_call("calculator", r#"{"expression":"1"}"#);
+                30
+            ],
+        ),
+    );
+    let (parent, mut events) = parent(main, ALL, ModelRegistry::new(), Limits::default()).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let got = outputs(&log, "agent");
+    assert_eq!(got[0], ("It is 5.".to_owned(), false));
+    // The second child hits its turn limit (20): a partial result, not an error.
+    assert!(!got[1].1, "{:?}", got[1]);
+    assert!(
+        got[1]
+            .0
+            .starts_with("Partial result: stopped by the turn limit (20 model calls)"),
+        "{}",
+        got[1].0
+    );
+    assert!(got[1].0.contains("Looping…"), "{}", got[1].0);
+    let requests = seen.lock().unwrap();
+    let child = requests
+        .iter()
+        .find(|r| r.system_prompt().unwrap().starts_with("Sub-agent"))
+        .unwrap();
+    assert!(
+        child
+            .system_prompt()
+            .unwrap()
+            .contains("Project rule: British spelling.")
+    );
+    let tools: Vec<&str> = child.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        tools,
+        ["calculator", "fetch_title"],
+        "no delegation tool reaches a child"
+    );
+}
+
+/// The tools the parent's model is offered, by name, as its first request
+/// carried them.
+async fn offered_tools(
+    with_profiles: bool,
+) -> std::collections::HashMap<String, subagents::messages::ToolSpec> {
+    let (model, seen) = spy("main", ScriptedModel::new(vec![Turn::answer("ok")]));
+    let mut builder = DelegationBuilder::new(model).front_ends(ALL);
+    if with_profiles {
+        builder = builder.profiles(profiles());
+    }
+    let (parent, mut events) = builder.spawn().await.unwrap();
+    parent.agent.send_user("hi").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let request = seen.lock().unwrap()[0].clone();
+    request
+        .tools
+        .into_iter()
+        .map(|t| (t.name.clone(), t))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn profile_names_are_an_enum_when_profiles_exist_and_absent_otherwise() {
+    let specs = offered_tools(true).await;
+    assert!(specs.contains_key("agent"));
+    for name in ["use_agent", "delegate_task"] {
+        let spec = &specs[name];
+        let schema: serde_json::Value = serde_json::from_str(&spec.parameters).unwrap();
+        assert_eq!(
+            schema["properties"]["agent"]["enum"],
+            json!(["fact-checker", "reviewer"]),
+            "{name}"
+        );
+        assert!(
+            spec.description
+                .contains("- reviewer: reviewer does things."),
+            "{name}"
+        );
+    }
+    let specs = offered_tools(false).await;
+    for name in ["use_agent", "delegate_task"] {
+        let schema: serde_json::Value = serde_json::from_str(&specs[name].parameters).unwrap();
+        assert!(
+            schema["properties"].get("agent").is_none(),
+            "{name}: {schema}"
+        );
+        assert!(!specs[name].description.contains("Named sub-agents"));
+    }
+}
