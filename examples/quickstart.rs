@@ -4,6 +4,11 @@
 //! delegates a page-title fetch to a child inline, then fans out five
 //! background children — three live, two queued behind them — and prints
 //! the event stream as it arrives, the transcript tree and the envelopes.
+//!
+//! With the `openai` feature and `SUBAGENTS_OPENAI_BASE_URL` set, the same
+//! host runs on a real model instead (see docs/openai.md):
+//! `SUBAGENTS_OPENAI_BASE_URL=http://127.0.0.1:8080/v1 SUBAGENTS_OPENAI_MODEL=qwen2.5 \
+//!  cargo run --example quickstart --features openai`
 
 use std::time::Duration;
 
@@ -93,9 +98,20 @@ fn describe(event: &AgentEvent) -> String {
     }
 }
 
+/// The scripted model, or a real one when the environment names it.
+fn model() -> Result<std::sync::Arc<dyn Model>, Box<dyn std::error::Error>> {
+    #[cfg(feature = "openai")]
+    if std::env::var_os(subagents::actors::openai::ENV_BASE_URL).is_some() {
+        let model = subagents::actors::openai::OpenAiCompatible::from_env()?;
+        println!("(model: {} from the environment)", model.name());
+        return Ok(std::sync::Arc::new(model));
+    }
+    Ok(script().shared())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (parent, mut events) = DelegationBuilder::new(script().shared())
+    let (parent, mut events) = DelegationBuilder::new(model()?)
         .system_prompt("You are a helpful assistant. Delegate fetches to sub-agents.")
         .tools(
             ToolRegistry::new()
@@ -125,7 +141,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         let parent_done = log.iter().any(|e| matches!(e, AgentEvent::Result(_)));
-        if parent_done && snapshot.finished == 6 {
+        if parent_done && snapshot.live == 0 && snapshot.queued == 0 {
             break;
         }
     }
