@@ -44,10 +44,15 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `test-util` | the simulation harness for hosts' own tests |
+//! | `test-util` | [`simulation`]: the harness for hosts' own tests (scenarios in paused time) |
+//! | `openai` | the OpenAI-compatible chat-completions adapter (`actors::openai`), plain HTTP |
+//! | `openai-rustls` | the same with TLS (rustls) for `https://` |
 //!
 //! The scripted model ([`actors::scripted`]) is always available: it is the
 //! embedded default of the examples.
+
+#[cfg(feature = "test-util")]
+pub mod simulation;
 
 pub use subagents_actors as actors;
 pub use subagents_messages as messages;

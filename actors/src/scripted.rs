@@ -143,6 +143,17 @@ pub struct ScriptedModel {
     calls: AtomicU64,
 }
 
+impl Clone for ScriptedModel {
+    /// The same scripts, with the call count at zero.
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            scripts: self.scripts.clone(),
+            calls: AtomicU64::new(0),
+        }
+    }
+}
+
 impl ScriptedModel {
     /// A model whose default script is `turns`.
     pub fn new(turns: Vec<Turn>) -> Self {

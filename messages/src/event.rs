@@ -30,6 +30,10 @@ pub enum AgentEvent {
     Child(AgentId, Box<AgentEvent>),
     /// The child's status moved forward.
     ChildStatus(AgentId, SubAgentStatus),
+    /// A user turn reached the parent (emitted by the thread supervisor as
+    /// it hands the turn over): the parent generates from here until the
+    /// turn's `Result`.
+    UserMessage(String),
     /// A finished background child woke the parent: a synthetic user turn
     /// follows. A UI shows `line` as one system-styled line, not a bubble.
     Wake(WakeNotice),

@@ -59,6 +59,9 @@ pub enum ThreadMsg {
     /// Sent by the supervisor's own persistence task: a write failed (the
     /// envelope stays answerable from memory).
     PersistFailed(String),
+    /// Sent by the host: reply once every message the host sent before has
+    /// been handled (messages from one sender are handled in order).
+    Ping(RpcReplyPort<()>),
     /// Sent by the supervisor's own turn tasks: a parent turn ended.
     TurnEnded {
         /// It was a wake's turn.

@@ -130,6 +130,7 @@ impl Transcript {
                 }
             }
             AgentEvent::Wake(notice) => self.push_wake(notice.line.clone()),
+            AgentEvent::UserMessage(text) => self.push_user(text.clone()),
         }
     }
 

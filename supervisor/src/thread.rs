@@ -69,6 +69,8 @@ pub struct ThreadArguments {
     pub config: ThreadConfig,
     /// The thread's event sink.
     pub events: EventSink,
+    /// Receives handles to the parent, hub and gate once spawned.
+    pub parts: Option<tokio::sync::oneshot::Sender<DelegatingAgent>>,
 }
 
 impl std::fmt::Debug for ThreadArguments {
@@ -189,6 +191,9 @@ impl Actor for ThreadSupervisor {
         let parent = builder
             .spawn_into(args.events.clone(), Some(myself.get_cell()))
             .await?;
+        if let Some(parts) = args.parts {
+            let _ = parts.send(parent.clone());
+        }
         Ok(ThreadState {
             parent,
             events: args.events,
@@ -208,7 +213,10 @@ impl Actor for ThreadSupervisor {
         state: &mut ThreadState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            ThreadMsg::UserTurn(text) => state.send_turn(&myself, text, TurnOrigin::User),
+            ThreadMsg::UserTurn(text) => {
+                state.events.emit(AgentEvent::UserMessage(text.clone()));
+                state.send_turn(&myself, text, TurnOrigin::User);
+            }
             ThreadMsg::Typing(typing) => state.wakes.set_typing(typing),
             ThreadMsg::OnScreen(on) => state.wakes.set_on_screen(on),
             ThreadMsg::SwitchAway(reply) => {
@@ -247,6 +255,9 @@ impl Actor for ThreadSupervisor {
                     // are recorded before the flush answers.
                     let _ = me.cast(ThreadMsg::FlushDone(reply));
                 });
+            }
+            ThreadMsg::Ping(reply) => {
+                let _ = reply.send(());
             }
             ThreadMsg::FlushDone(reply) => {
                 let _ = reply.send(());
@@ -353,6 +364,7 @@ pub enum ThreadError {
 #[derive(Debug, Clone)]
 pub struct ThreadHandle {
     actor: ActorRef<ThreadMsg>,
+    parts: DelegatingAgent,
 }
 
 impl ThreadHandle {
@@ -364,21 +376,32 @@ impl ThreadHandle {
         supervisor: Option<ActorCell>,
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
         let (events, stream) = EventSink::channel();
+        let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
         let args = ThreadArguments {
             config: config.into(),
             events,
+            parts: Some(parts_tx),
         };
         let spawned = match supervisor {
             Some(supervisor) => Actor::spawn_linked(None, ThreadSupervisor, args, supervisor).await,
             None => Actor::spawn(None, ThreadSupervisor, args).await,
         };
         let (actor, _) = spawned.map_err(|e| ThreadError::Spawn(e.to_string()))?;
-        Ok((ThreadHandle { actor }, stream))
+        let parts = parts_rx
+            .await
+            .map_err(|_| ThreadError::Spawn("the thread did not start its parent".into()))?;
+        Ok((ThreadHandle { actor, parts }, stream))
     }
 
     /// The supervisor actor.
     pub fn actor(&self) -> &ActorRef<ThreadMsg> {
         &self.actor
+    }
+
+    /// The thread's parent, hub and gate (for queries such as
+    /// `hub().status(id)` or `gate.snapshot()`, and for actor-based hosts).
+    pub fn parts(&self) -> &DelegatingAgent {
+        &self.parts
     }
 
     fn cast(&self, message: ThreadMsg) -> Result<(), ThreadError> {
@@ -435,6 +458,12 @@ impl ThreadHandle {
             reply
         })
         .map_err(|_| ThreadError::Closed)
+    }
+
+    /// Returns once every message sent through this handle before has been
+    /// handled (so its effects, and the events they emitted, come first).
+    pub async fn sync(&self) -> Result<(), ThreadError> {
+        ractor::call!(self.actor, ThreadMsg::Ping).map_err(|_| ThreadError::Closed)
     }
 
     /// Waits until every envelope write started so far has finished.

@@ -195,8 +195,30 @@ impl AgentState {
     }
 
     fn stop(&mut self) {
-        // Queued turns are dropped: their callers see the reply port close.
-        self.waiting.clear();
+        self.stop_running();
+        // Queued turns end too, each with its own stopped result: every
+        // turn sent ends in exactly one `Result`.
+        for (turn, reply) in self.waiting.drain(..) {
+            let text = "Stopped before it started.".to_owned();
+            let result = AgentResult {
+                text: text.clone(),
+                outcome: Outcome::Stopped,
+                turns: 0,
+                tool_calls: 0,
+                usage: Default::default(),
+                elapsed: std::time::Duration::ZERO,
+            };
+            self.events.emit(AgentEvent::Result(result.clone()));
+            self.history.push(ChatMessage::user(turn.text));
+            self.history.push(ChatMessage::assistant(text, Vec::new()));
+            self.turns_finished += 1;
+            if let Some(reply) = reply {
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    fn stop_running(&mut self) {
         let Some(running) = self.running.take() else {
             return;
         };

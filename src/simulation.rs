@@ -1,0 +1,426 @@
+//! A simulation harness for hosts: describe a scenario — scripted models,
+//! tools, and host actions at virtual times — and run it in paused tokio
+//! time with a seed. You get back the whole ordered event log (host
+//! actions interleaved where they took effect), the transcript and the
+//! final envelopes. The same scenario and seed give the same log; an hour
+//! of virtual time runs in milliseconds.
+//!
+//! ```
+//! use std::time::Duration;
+//! use subagents::prelude::*;
+//! use subagents::simulation::{HostAction, Scenario};
+//!
+//! let report = Scenario::new(vec![
+//!     Turn::new().tool_call("use_agent",
+//!         r#"{"action":"run","system_prompt":"Fetcher","input":"https://example.com","wait":false}"#),
+//!     Turn::answer("Started."),
+//!     Turn::answer("The title is Example Domain."),
+//! ])
+//! .child_script("Fetcher", vec![
+//!     Turn::new().delay(Duration::from_secs(30)).tool_call("fetch_title", r#"{"url":"https://example.com"}"#),
+//!     Turn::answer("Example Domain"),
+//! ])
+//! .tools(ToolRegistry::new().with(PageTitle::default()))
+//! .at(Duration::ZERO, HostAction::User("What is the title?".into()))
+//! .run_for(Duration::from_secs(120))
+//! .run(7);
+//!
+//! assert_eq!(report.wakes(), ["agent_1"]);
+//! assert_eq!(report.envelopes[0].result.as_deref(), Some("Example Domain"));
+//! ```
+//!
+//! See `docs/simulation.md`.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use subagents_actors::clock::TokioClock;
+use subagents_actors::scripted::{ScriptedModel, Turn};
+use subagents_actors::{DelegationBuilder, Model, ModelStream, ToolRegistry};
+use subagents_messages::{
+    AgentEvent, AgentId, ApprovalDecision, ApprovalId, Envelope, GateSnapshot, HubSnapshot,
+    ModelRequest, Role, Transcript,
+};
+use subagents_supervisor::ThreadHandle;
+use tokio::time::Instant;
+
+/// The wall-clock reading at the start of every simulation
+/// (2026-01-01T00:00:00Z): stamps are virtual and deterministic.
+pub const SIMULATION_EPOCH_MS: u64 = 1_767_225_600_000;
+
+/// Something the host does at a virtual time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostAction {
+    /// The user sends a message.
+    User(String),
+    /// The user starts (`true`) or stops typing.
+    Typing(bool),
+    /// The thread goes on (`true`) or off screen.
+    OnScreen(bool),
+    /// The host switches threads away (stop-all, wakes dropped).
+    SwitchAway,
+    /// The user stops the parent's turn.
+    StopParent,
+    /// The host approves an approval (ids are deterministic:
+    /// `parent-approval-1`, `agent_2-approval-1`, …).
+    Approve(ApprovalId),
+    /// The host denies an approval.
+    Deny(ApprovalId),
+    /// The host stops a child by id.
+    StopChild(AgentId),
+}
+
+/// One line of a simulation's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogEntry {
+    /// An event the thread emitted.
+    Event(AgentEvent),
+    /// A host action, placed after every event emitted before it took
+    /// effect and before every event emitted after.
+    Host(HostAction),
+}
+
+/// A logged entry with its virtual time since the start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logged {
+    /// Virtual time since the start.
+    pub at: Duration,
+    /// What happened.
+    pub entry: LogEntry,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct SimulationReport {
+    /// Everything, in order.
+    pub log: Vec<Logged>,
+    /// The events folded into a transcript (with user turns).
+    pub transcript: Transcript,
+    /// Every child's final envelope, in request order.
+    pub envelopes: Vec<Envelope>,
+    /// The gate at the end.
+    pub gate: GateSnapshot,
+    /// The hub at the end.
+    pub hub: HubSnapshot,
+    /// Virtual time simulated.
+    pub elapsed: Duration,
+}
+
+impl SimulationReport {
+    /// The events only, in order.
+    pub fn events(&self) -> Vec<AgentEvent> {
+        self.log
+            .iter()
+            .filter_map(|l| match &l.entry {
+                LogEntry::Event(e) => Some(e.clone()),
+                LogEntry::Host(_) => None,
+            })
+            .collect()
+    }
+
+    /// Children whose results woke the parent, in order.
+    pub fn wakes(&self) -> Vec<String> {
+        self.events()
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Wake(w) => Some(w.child.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The log as readable lines (`t=12.000s  event …`), for failures.
+    pub fn render(&self) -> String {
+        self.log
+            .iter()
+            .map(|l| {
+                let what = match &l.entry {
+                    LogEntry::Event(e) => format!("{e:?}"),
+                    LogEntry::Host(a) => format!("HOST {a:?}"),
+                };
+                format!("t={:>9.3}s  {what}", l.at.as_secs_f64())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+type Configure = Arc<dyn Fn(DelegationBuilder) -> DelegationBuilder + Send + Sync>;
+
+/// A scenario: models, tools, options and host actions over time.
+#[derive(Clone)]
+pub struct Scenario {
+    parent_prompt: String,
+    model: ScriptedModel,
+    tools: ToolRegistry,
+    configure: Option<Configure>,
+    actions: Vec<(Duration, HostAction)>,
+    duration: Duration,
+    jitter: Duration,
+}
+
+impl std::fmt::Debug for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scenario")
+            .field("actions", &self.actions)
+            .field("duration", &self.duration)
+            .field("jitter", &self.jitter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Scenario {
+    /// A scenario whose parent answers with `parent_turns`, in order.
+    pub fn new(parent_turns: Vec<Turn>) -> Self {
+        Self {
+            parent_prompt: "You are the parent.".into(),
+            model: ScriptedModel::new(parent_turns),
+            tools: ToolRegistry::new(),
+            configure: None,
+            actions: Vec::new(),
+            duration: Duration::from_secs(60),
+            jitter: Duration::ZERO,
+        }
+    }
+
+    /// The parent's system prompt (default: "You are the parent.").
+    pub fn parent_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.parent_prompt = prompt.into();
+        self
+    }
+
+    /// Turns for children whose system prompt contains `pattern`.
+    pub fn child_script(mut self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
+        self.model = self.model.with_script(pattern, turns);
+        self
+    }
+
+    /// Turns for children whose task contains `pattern`.
+    pub fn child_input_script(mut self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
+        self.model = self.model.with_input_script(pattern, turns);
+        self
+    }
+
+    /// The parent's tools (children may be given any of them).
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Further options on the parent (live cap, inline wait, policies…).
+    pub fn configure(
+        mut self,
+        f: impl Fn(DelegationBuilder) -> DelegationBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.configure = Some(Arc::new(f));
+        self
+    }
+
+    /// Does `action` at virtual time `at` (actions at one time run in the
+    /// order added).
+    pub fn at(mut self, at: Duration, action: HostAction) -> Self {
+        self.actions.push((at, action));
+        self
+    }
+
+    /// How long to simulate (default 60 s).
+    pub fn run_for(mut self, duration: Duration) -> Self {
+        self.duration = duration;
+        self
+    }
+
+    /// Adds up to `max` of seeded latency before each model call, to vary
+    /// interleavings by seed (deterministic for a seed).
+    pub fn jitter(mut self, max: Duration) -> Self {
+        self.jitter = max;
+        self
+    }
+
+    /// Runs in a fresh paused current-thread runtime.
+    ///
+    /// # Panics
+    /// If called from inside a tokio runtime (use [`Scenario::run_async`])
+    /// or if the runtime cannot be built.
+    #[allow(clippy::expect_used)]
+    pub fn run(&self, seed: u64) -> SimulationReport {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime");
+        runtime.block_on(self.run_async(seed))
+    }
+
+    /// Runs on the current runtime, which must be paused
+    /// (`#[tokio::test(start_paused = true)]`).
+    ///
+    /// # Panics
+    /// If the thread cannot be started (a bug, reported with its cause).
+    #[allow(clippy::expect_used)]
+    pub async fn run_async(&self, seed: u64) -> SimulationReport {
+        let model: Arc<dyn Model> = Arc::new(Jitter {
+            inner: self.model.clone(),
+            seed,
+            max: self.jitter,
+        });
+        let mut builder = DelegationBuilder::new(model)
+            .system_prompt(self.parent_prompt.clone())
+            .tools(self.tools.clone())
+            .clock(Arc::new(TokioClock::new(SIMULATION_EPOCH_MS)));
+        if let Some(configure) = &self.configure {
+            builder = configure(builder);
+        }
+        let (thread, mut events) = ThreadHandle::spawn(builder, None)
+            .await
+            .expect("the simulated thread starts");
+        let start = Instant::now();
+        let mut actions = self.actions.clone();
+        actions.sort_by_key(|(at, _)| *at);
+        let mut actions = actions.into_iter().peekable();
+        let mut log = Vec::new();
+        let mut transcript = Transcript::new();
+        let end = start + self.duration;
+        loop {
+            let next_at = actions.peek().map_or(end, |(at, _)| (start + *at).min(end));
+            tokio::select! {
+                biased;
+                event = events.recv() => match event {
+                    Some(event) => {
+                        transcript.apply(&event);
+                        log.push(Logged { at: start.elapsed(), entry: LogEntry::Event(event) });
+                    }
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(next_at) => {
+                    let due = actions.peek().is_some_and(|(at, _)| *at <= self.duration);
+                    let Some((_, action)) = actions.next().filter(|_| due) else {
+                        break;
+                    };
+                    // An action that lets wakes through is logged before
+                    // it is sent; one that holds them back, once it has
+                    // taken effect — so a check never sees a wake on the
+                    // wrong side of the action that allowed or barred it.
+                    let releases = action.releases_wakes();
+                    if releases {
+                        drain(&mut events, &mut transcript, &mut log, start);
+                        log.push(Logged { at: start.elapsed(), entry: LogEntry::Host(action.clone()) });
+                    }
+                    apply(&thread, &action).await;
+                    if !releases {
+                        drain(&mut events, &mut transcript, &mut log, start);
+                        log.push(Logged { at: start.elapsed(), entry: LogEntry::Host(action) });
+                    }
+                }
+            }
+        }
+        drain(&mut events, &mut transcript, &mut log, start);
+        let parts = thread.parts().clone();
+        let report = SimulationReport {
+            log,
+            transcript,
+            envelopes: parts.hub.envelopes(),
+            gate: parts.gate.snapshot().await.unwrap_or_default(),
+            hub: parts.hub.snapshot().await.unwrap_or_default(),
+            elapsed: start.elapsed(),
+        };
+        thread.close();
+        report
+    }
+}
+
+fn drain(
+    events: &mut subagents_actors::EventStream,
+    transcript: &mut Transcript,
+    log: &mut Vec<Logged>,
+    start: Instant,
+) {
+    while let Some(event) = events.try_recv() {
+        transcript.apply(&event);
+        log.push(Logged {
+            at: start.elapsed(),
+            entry: LogEntry::Event(event),
+        });
+    }
+}
+
+impl HostAction {
+    /// True for actions that can let a held wake through (typing stops,
+    /// the thread comes on screen, the parent is stopped, a user turn).
+    pub fn releases_wakes(&self) -> bool {
+        matches!(
+            self,
+            HostAction::Typing(false)
+                | HostAction::OnScreen(true)
+                | HostAction::StopParent
+                | HostAction::User(_)
+        )
+    }
+}
+
+async fn apply(thread: &ThreadHandle, action: &HostAction) {
+    let _ = match action {
+        HostAction::User(text) => thread.send_user(text.clone()),
+        HostAction::Typing(on) => thread.typing(*on),
+        HostAction::OnScreen(on) => thread.on_screen(*on),
+        HostAction::SwitchAway => thread.switch_away().await.map(drop),
+        HostAction::StopParent => thread.stop_parent(),
+        HostAction::Approve(id) => thread
+            .resolve_approval(id.clone(), ApprovalDecision::Approve)
+            .await
+            .map(drop),
+        HostAction::Deny(id) => thread
+            .resolve_approval(id.clone(), ApprovalDecision::Deny)
+            .await
+            .map(drop),
+        HostAction::StopChild(id) => {
+            let _ = thread.parts().hub.stop(id).await;
+            Ok(())
+        }
+    };
+    // The action has taken effect once the supervisor has handled it.
+    let _ = thread.sync().await;
+}
+
+/// Seeded latency before each call, derived from the request alone (so it
+/// does not depend on call order).
+struct Jitter {
+    inner: ScriptedModel,
+    seed: u64,
+    max: Duration,
+}
+
+impl Model for Jitter {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        if self.max.is_zero() {
+            return self.inner.stream(request);
+        }
+        let mut hasher = DefaultHasher::new();
+        self.seed.hash(&mut hasher);
+        request.system_prompt().hash(&mut hasher);
+        request
+            .messages
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.content.as_str())
+            .hash(&mut hasher);
+        request.assistant_turns().hash(&mut hasher);
+        let nanos = hasher.finish() % (self.max.as_nanos().max(1) as u64);
+        let delay = Duration::from_nanos(nanos);
+        let inner = self.inner.stream(request);
+        Box::pin(futures_util::stream::unfold(
+            (Some(delay), inner),
+            |(delay, mut inner)| async move {
+                if let Some(delay) = delay {
+                    tokio::time::sleep(delay).await;
+                }
+                let next = futures_util::StreamExt::next(&mut inner).await?;
+                Some((next, (None, inner)))
+            },
+        ))
+    }
+}

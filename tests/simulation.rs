@@ -1,0 +1,199 @@
+//! The public simulation harness: determinism by seed, an hour of virtual
+//! time, and the example test from docs/simulation.md.
+
+#![cfg(feature = "test-util")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use serde_json::json;
+use subagents::actors::DelegationBuilder;
+use subagents::prelude::*;
+use subagents::simulation::{HostAction, LogEntry, Scenario};
+
+fn run(name: &str, input: &str, wait: bool) -> String {
+    json!({"action": "run", "system_prompt": format!("{name}\nYou fetch titles."), "input": input, "tools": ["fetch_title"], "wait": wait}).to_string()
+}
+
+fn busy_scenario() -> Scenario {
+    let mut fan_out = Turn::new();
+    for i in 1..=5 {
+        fan_out = fan_out.tool_call(
+            "use_agent",
+            run(&format!("Worker {i}"), "https://example.com", false),
+        );
+    }
+    let mut scenario = Scenario::new(vec![
+        fan_out,
+        Turn::answer("Five workers started."),
+        Turn::answer("Noted one."),
+        Turn::answer("Noted two."),
+        Turn::answer("Noted three."),
+        Turn::answer("Noted four."),
+        Turn::answer("Noted five."),
+    ])
+    .tools(ToolRegistry::new().with(PageTitle::default()))
+    .jitter(Duration::from_secs(5))
+    .at(Duration::ZERO, HostAction::User("Check five sites.".into()))
+    .at(Duration::from_secs(3), HostAction::Typing(true))
+    .at(Duration::from_secs(9), HostAction::Typing(false))
+    .run_for(Duration::from_secs(300));
+    for i in 1..=5 {
+        scenario = scenario.child_script(
+            format!("Worker {i}\n"),
+            vec![
+                Turn::new()
+                    .delay(Duration::from_secs(i))
+                    .tool_call("fetch_title", r#"{"url":"https://example.com"}"#),
+                Turn::answer(format!("worker {i}: Example Domain")),
+            ],
+        );
+    }
+    scenario
+}
+
+#[test]
+fn the_same_scenario_and_seed_give_the_same_log() {
+    let scenario = busy_scenario();
+    let mut distinct = std::collections::HashSet::new();
+    for seed in 0..8 {
+        let first = scenario.run(seed);
+        let second = scenario.run(seed);
+        assert_eq!(
+            first.log,
+            second.log,
+            "seed {seed} is not deterministic:\n{}",
+            first.render()
+        );
+        assert_eq!(first.envelopes, second.envelopes);
+        common::check_log(&first.events(), true);
+        assert_eq!(first.wakes().len(), 5, "{}", first.render());
+        distinct.insert(first.render());
+    }
+    assert!(
+        distinct.len() > 1,
+        "the seed changes nothing: jitter is not applied"
+    );
+}
+
+#[test]
+fn an_hour_of_virtual_time_runs_in_well_under_a_second() {
+    let mut turns = Vec::new();
+    for minute in 0..60u64 {
+        turns.push(Turn::new().tool_call(
+            "use_agent",
+            run(&format!("Minute {minute}"), "https://tokio.rs", false),
+        ));
+        turns.push(Turn::answer(format!("Started minute {minute}.")));
+        turns.push(Turn::answer(format!("Minute {minute} noted.")));
+    }
+    let mut scenario = Scenario::new(turns)
+        .tools(ToolRegistry::new().with(PageTitle::default()))
+        .run_for(Duration::from_secs(3600));
+    for minute in 0..60u64 {
+        scenario = scenario
+            .at(
+                Duration::from_secs(minute * 60),
+                HostAction::User(format!("minute {minute}")),
+            )
+            .child_script(
+                format!("Minute {minute}\n"),
+                vec![
+                    Turn::new()
+                        .delay(Duration::from_secs(20))
+                        .tool_call("fetch_title", r#"{"url":"https://tokio.rs"}"#),
+                    Turn::answer("Tokio"),
+                ],
+            );
+    }
+    let wall = std::time::Instant::now();
+    let report = scenario.run(1);
+    let wall = wall.elapsed();
+    eprintln!(
+        "an hour of virtual time ({} log entries) took {wall:?} of wall time",
+        report.log.len()
+    );
+    assert_eq!(report.elapsed, Duration::from_secs(3600));
+    assert_eq!(report.envelopes.len(), 60);
+    assert_eq!(report.wakes().len(), 60, "{}", report.render());
+    common::check_log(&report.events(), true);
+}
+
+/// The example of docs/simulation.md: a host checks that a background
+/// child's wake waits while the user types.
+#[test]
+fn a_wake_waits_for_the_user_to_stop_typing() {
+    let report = Scenario::new(vec![
+        Turn::new().tool_call(
+            "use_agent",
+            r#"{"action":"run","system_prompt":"Researcher","input":"find three sources","wait":false}"#,
+        ),
+        Turn::answer("I'll get back to you."),
+        Turn::answer("Here are the sources."),
+    ])
+    .child_script(
+        "Researcher",
+        vec![Turn::new().delay(Duration::from_secs(30)).text("three sources")],
+    )
+    .at(Duration::ZERO, HostAction::User("Research this.".into()))
+    .at(Duration::from_secs(10), HostAction::Typing(true))
+    .at(Duration::from_secs(90), HostAction::Typing(false))
+    .run_for(Duration::from_secs(120))
+    .run(42);
+
+    // The child finished at ~30 s, but the wake came only after typing stopped.
+    let typing_stopped = report
+        .log
+        .iter()
+        .position(|l| l.entry == LogEntry::Host(HostAction::Typing(false)))
+        .unwrap();
+    let wake = report
+        .log
+        .iter()
+        .position(|l| matches!(&l.entry, LogEntry::Event(AgentEvent::Wake(_))))
+        .unwrap();
+    assert!(wake > typing_stopped, "{}", report.render());
+    assert_eq!(report.log[wake].at, Duration::from_secs(90));
+    assert_eq!(report.envelopes[0].status, SubAgentStatus::Done);
+    assert!(
+        report
+            .transcript
+            .render()
+            .contains("· [use_agent agent_1 finished] Researcher")
+    );
+}
+
+#[test]
+fn options_and_policies_reach_the_parent() {
+    let report = Scenario::new(vec![
+        Turn::new().tool_call(
+            "use_agent",
+            r#"{"action":"run","system_prompt":"Slow","input":"x"}"#,
+        ),
+        Turn::answer("handed off"),
+        Turn::answer("woken"),
+    ])
+    .child_script(
+        "Slow",
+        vec![Turn::new().delay(Duration::from_secs(20)).text("slow")],
+    )
+    .configure(|b: DelegationBuilder| b.inline_wait(Duration::from_secs(5)))
+    .at(Duration::ZERO, HostAction::User("go".into()))
+    .run_for(Duration::from_secs(60))
+    .run(0);
+    let (output, _) = report
+        .events()
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolResult(r) => Some((r.output.clone(), r.is_error)),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        output.contains("\"pending\":true"),
+        "the 5 s inline wait applied: {output}"
+    );
+    assert_eq!(report.wakes(), ["agent_1"]);
+}
