@@ -1,0 +1,187 @@
+//! Case 4: resident memory. Each measurement wants a fresh process (the
+//! report re-runs itself per measurement): freed memory of an earlier case
+//! would otherwise be reused and hide the growth.
+//!
+//! RSS is read from `/proc/self/statm` (resident pages × 4 KiB, x86-64).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use subagents::actors::DelegationBuilder;
+use subagents::actors::agent::spawn_agent;
+use subagents::actors::{AgentConfig, AgentHandle, DelegatingAgent};
+use subagents::messages::ChildRequest;
+use subagents::prelude::*;
+
+const PAGE: u64 = 4096;
+
+/// Resident set size now, in bytes.
+pub(crate) fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
+    let resident: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|f| f.parse().ok())
+        .expect("statm's resident field");
+    resident * PAGE
+}
+
+/// What a memory measurement spawns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemKind {
+    /// Idle bare ractor actors (unit state).
+    BareActors,
+    /// Idle `Agent` actors, each with its own config and nested sink.
+    Agents,
+    /// Threads: a parent with hub and gate, and 3 children waiting on a
+    /// model that never answers (one holds the gate, two queue at it).
+    Threads,
+    /// The floor of `Threads`: 6 bare actors per thread.
+    BareThreads,
+}
+
+impl MemKind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            MemKind::BareActors => "bare-actors",
+            MemKind::Agents => "agents",
+            MemKind::Threads => "threads",
+            MemKind::BareThreads => "bare-threads",
+        }
+    }
+
+    pub(crate) fn parse(name: &str) -> Option<Self> {
+        [
+            MemKind::BareActors,
+            MemKind::Agents,
+            MemKind::Threads,
+            MemKind::BareThreads,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
+}
+
+/// An idle actor.
+pub(crate) struct Idle;
+
+impl Actor for Idle {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(&self, _myself: ActorRef<()>, _args: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+async fn bare_actors(n: usize) -> Vec<ActorRef<()>> {
+    let mut all = Vec::with_capacity(n);
+    for _ in 0..n {
+        all.push(Actor::spawn(None, Idle, ()).await.expect("spawn").0);
+    }
+    all
+}
+
+fn child_config(i: usize, model: &Arc<dyn Model>, gate: &GateHandle) -> AgentConfig {
+    AgentConfig {
+        id: AgentId::new(format!("agent_{i}")),
+        system_prompt: "Child\nYou are a sub-agent.".into(),
+        model: model.clone(),
+        gate: gate.clone(),
+        tools: ToolRegistry::new(),
+        tool_names: Arc::from(Vec::<String>::new()),
+        limits: Limits::default(),
+        depth: 1,
+        approvals: None,
+    }
+}
+
+/// Everything a measurement keeps alive until RSS is read.
+pub(crate) enum Kept {
+    Bare(Vec<ActorRef<()>>),
+    Agents(Vec<AgentHandle>, EventStream),
+    Threads(Vec<(DelegatingAgent, EventStream)>),
+}
+
+/// Spawns `n` of `kind` (agents, actors or threads) and returns them.
+pub(crate) async fn spawn_many(kind: MemKind, n: usize) -> Kept {
+    match kind {
+        MemKind::BareActors => Kept::Bare(bare_actors(n).await),
+        MemKind::BareThreads => Kept::Bare(bare_actors(6 * n).await),
+        MemKind::Agents => {
+            let model = ScriptedModel::new(vec![]).shared();
+            let gate = GateHandle::spawn(1).await.expect("spawn gate");
+            let (root, stream) = EventSink::channel();
+            let mut all = Vec::with_capacity(n);
+            for i in 0..n {
+                let config = child_config(i, &model, &gate);
+                let sink = root.nested(config.id.clone());
+                all.push(
+                    spawn_agent(Arc::new(config), sink, None)
+                        .await
+                        .expect("spawn agent"),
+                );
+            }
+            Kept::Agents(all, stream)
+        }
+        MemKind::Threads => {
+            let model = ScriptedModel::new(vec![Turn::new().hang()]).shared();
+            let mut all = Vec::with_capacity(n);
+            for _ in 0..n {
+                let (parent, mut stream) = DelegationBuilder::new(model.clone())
+                    .system_prompt("You are the parent.")
+                    .spawn()
+                    .await
+                    .expect("spawn a thread");
+                for c in 1..=3 {
+                    parent
+                        .hub
+                        .request(ChildRequest {
+                            background: true,
+                            ..ChildRequest::new(
+                                parent.agent.id().clone(),
+                                0,
+                                ToolUseId::new(format!("call_1_{c}")),
+                                format!("Child {c}\nYou are a sub-agent."),
+                                "work",
+                            )
+                        })
+                        .await
+                        .expect("a child starts");
+                }
+                while stream.try_recv().is_some() {}
+                all.push((parent, stream));
+            }
+            Kept::Threads(all)
+        }
+    }
+}
+
+/// In a fresh process: RSS growth in bytes from spawning `n` of `kind`,
+/// after a warm-up of the same kind (lazy statics, the runtime's pools).
+pub(crate) fn measure(kind: MemKind, n: usize) -> u64 {
+    let rt = super::runtime(super::Flavor::Multi);
+    rt.block_on(async {
+        let warm = spawn_many(kind, 16).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(warm);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let before = rss_bytes();
+        let kept = spawn_many(kind, n).await;
+        // Let every child reach its steady state (waiting at the gate or
+        // in the model call).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if let Kept::Threads(threads) = &kept {
+            let mut queued = 0;
+            for (parent, _) in threads {
+                queued += parent.gate.snapshot().await.expect("gate").queued;
+            }
+            assert_eq!(queued, 2 * threads.len(), "two children queue per gate");
+        }
+        let after = rss_bytes();
+        std::hint::black_box(&kept);
+        after.saturating_sub(before)
+    })
+}
