@@ -147,12 +147,14 @@ impl SimulationReport {
 }
 
 type Configure = Arc<dyn Fn(DelegationBuilder) -> DelegationBuilder + Send + Sync>;
+type MakeModel = Arc<dyn Fn() -> Arc<dyn Model> + Send + Sync>;
 
 /// A scenario: models, tools, options and host actions over time.
 #[derive(Clone)]
 pub struct Scenario {
     parent_prompt: String,
     model: ScriptedModel,
+    custom_model: Option<MakeModel>,
     tools: ToolRegistry,
     configure: Option<Configure>,
     actions: Vec<(Duration, HostAction)>,
@@ -176,12 +178,21 @@ impl Scenario {
         Self {
             parent_prompt: "You are the parent.".into(),
             model: ScriptedModel::new(parent_turns),
+            custom_model: None,
             tools: ToolRegistry::new(),
             configure: None,
             actions: Vec::new(),
             duration: Duration::from_secs(60),
             jitter: Duration::ZERO,
         }
+    }
+
+    /// Runs on a model of your own instead of the scripted one (made anew
+    /// for each run; the seeded jitter still applies). Child scripts added
+    /// with `child_script` are then unused.
+    pub fn with_model(mut self, make: impl Fn() -> Arc<dyn Model> + Send + Sync + 'static) -> Self {
+        self.custom_model = Some(Arc::new(make));
+        self
     }
 
     /// The parent's system prompt (default: "You are the parent.").
@@ -259,8 +270,34 @@ impl Scenario {
     /// If the thread cannot be started (a bug, reported with its cause).
     #[allow(clippy::expect_used)]
     pub async fn run_async(&self, seed: u64) -> SimulationReport {
+        let mut live = self.start(seed).await;
+        let mut actions = self.actions.clone();
+        actions.sort_by_key(|(at, _)| *at);
+        for (at, action) in actions {
+            if at > self.duration {
+                break;
+            }
+            live.advance_to(at).await;
+            live.act(action).await;
+        }
+        live.advance_to(self.duration).await;
+        live.finish().await
+    }
+
+    /// Starts the scenario's thread without running its actions: drive it
+    /// step by step with [`LiveSimulation::act`] and
+    /// [`LiveSimulation::advance`] (the property tests do).
+    ///
+    /// # Panics
+    /// If the thread cannot be started (a bug, reported with its cause).
+    #[allow(clippy::expect_used)]
+    pub async fn start(&self, seed: u64) -> LiveSimulation {
+        let inner = match &self.custom_model {
+            Some(make) => make(),
+            None => Arc::new(self.model.clone()),
+        };
         let model: Arc<dyn Model> = Arc::new(Jitter {
-            inner: self.model.clone(),
+            inner,
             seed,
             max: self.jitter,
         });
@@ -271,76 +308,114 @@ impl Scenario {
         if let Some(configure) = &self.configure {
             builder = configure(builder);
         }
-        let (thread, mut events) = ThreadHandle::spawn(builder, None)
+        let (thread, events) = ThreadHandle::spawn(builder, None)
             .await
             .expect("the simulated thread starts");
-        let start = Instant::now();
-        let mut actions = self.actions.clone();
-        actions.sort_by_key(|(at, _)| *at);
-        let mut actions = actions.into_iter().peekable();
-        let mut log = Vec::new();
-        let mut transcript = Transcript::new();
-        let end = start + self.duration;
-        loop {
-            let next_at = actions.peek().map_or(end, |(at, _)| (start + *at).min(end));
-            tokio::select! {
-                biased;
-                event = events.recv() => match event {
-                    Some(event) => {
-                        transcript.apply(&event);
-                        log.push(Logged { at: start.elapsed(), entry: LogEntry::Event(event) });
-                    }
-                    None => break,
-                },
-                _ = tokio::time::sleep_until(next_at) => {
-                    let due = actions.peek().is_some_and(|(at, _)| *at <= self.duration);
-                    let Some((_, action)) = actions.next().filter(|_| due) else {
-                        break;
-                    };
-                    // An action that lets wakes through is logged before
-                    // it is sent; one that holds them back, once it has
-                    // taken effect — so a check never sees a wake on the
-                    // wrong side of the action that allowed or barred it.
-                    let releases = action.releases_wakes();
-                    if releases {
-                        drain(&mut events, &mut transcript, &mut log, start);
-                        log.push(Logged { at: start.elapsed(), entry: LogEntry::Host(action.clone()) });
-                    }
-                    apply(&thread, &action).await;
-                    if !releases {
-                        drain(&mut events, &mut transcript, &mut log, start);
-                        log.push(Logged { at: start.elapsed(), entry: LogEntry::Host(action) });
-                    }
-                }
-            }
+        LiveSimulation {
+            thread,
+            events,
+            start: Instant::now(),
+            log: Vec::new(),
+            transcript: Transcript::new(),
         }
-        drain(&mut events, &mut transcript, &mut log, start);
-        let parts = thread.parts().clone();
-        let report = SimulationReport {
-            log,
-            transcript,
-            envelopes: parts.hub.envelopes(),
-            gate: parts.gate.snapshot().await.unwrap_or_default(),
-            hub: parts.hub.snapshot().await.unwrap_or_default(),
-            elapsed: start.elapsed(),
-        };
-        thread.close();
-        report
     }
 }
 
-fn drain(
-    events: &mut subagents_actors::EventStream,
-    transcript: &mut Transcript,
-    log: &mut Vec<Logged>,
+/// A running scenario, driven step by step.
+#[derive(Debug)]
+pub struct LiveSimulation {
+    thread: ThreadHandle,
+    events: subagents_actors::EventStream,
     start: Instant,
-) {
-    while let Some(event) = events.try_recv() {
-        transcript.apply(&event);
-        log.push(Logged {
-            at: start.elapsed(),
+    log: Vec<Logged>,
+    transcript: Transcript,
+}
+
+impl LiveSimulation {
+    /// Lets virtual time run for `duration`, logging what happens.
+    pub async fn advance(&mut self, duration: Duration) {
+        let until = self.start.elapsed() + duration;
+        self.advance_to(until).await;
+    }
+
+    /// Lets virtual time run until `at` since the start.
+    pub async fn advance_to(&mut self, at: Duration) {
+        let deadline = self.start + at;
+        loop {
+            tokio::select! {
+                biased;
+                event = self.events.recv() => match event {
+                    Some(event) => self.record(event),
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        self.drain();
+    }
+
+    /// Does a host action now. An action that can let a held wake through
+    /// is logged just before it is sent; one that holds wakes back, once
+    /// it has taken effect — so a check never sees a wake on the wrong
+    /// side of the action that allowed or barred it.
+    pub async fn act(&mut self, action: HostAction) {
+        let releases = action.releases_wakes();
+        if releases {
+            self.drain();
+            self.push_host(action.clone());
+        }
+        apply(&self.thread, &action).await;
+        if !releases {
+            self.drain();
+            self.push_host(action);
+        }
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> &[Logged] {
+        &self.log
+    }
+
+    /// The thread's parent, hub and gate.
+    pub fn parts(&self) -> &subagents_actors::DelegatingAgent {
+        self.thread.parts()
+    }
+
+    /// Ends the run and reports.
+    pub async fn finish(mut self) -> SimulationReport {
+        self.drain();
+        let parts = self.thread.parts().clone();
+        let report = SimulationReport {
+            log: self.log,
+            transcript: self.transcript,
+            envelopes: parts.hub.envelopes(),
+            gate: parts.gate.snapshot().await.unwrap_or_default(),
+            hub: parts.hub.snapshot().await.unwrap_or_default(),
+            elapsed: self.start.elapsed(),
+        };
+        self.thread.close();
+        report
+    }
+
+    fn record(&mut self, event: AgentEvent) {
+        self.transcript.apply(&event);
+        self.log.push(Logged {
+            at: self.start.elapsed(),
             entry: LogEntry::Event(event),
         });
+    }
+
+    fn push_host(&mut self, action: HostAction) {
+        self.log.push(Logged {
+            at: self.start.elapsed(),
+            entry: LogEntry::Host(action),
+        });
+    }
+
+    fn drain(&mut self) {
+        while let Some(event) = self.events.try_recv() {
+            self.record(event);
+        }
     }
 }
 
@@ -385,7 +460,7 @@ async fn apply(thread: &ThreadHandle, action: &HostAction) {
 /// Seeded latency before each call, derived from the request alone (so it
 /// does not depend on call order).
 struct Jitter {
-    inner: ScriptedModel,
+    inner: Arc<dyn Model>,
     seed: u64,
     max: Duration,
 }

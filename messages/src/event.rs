@@ -34,6 +34,10 @@ pub enum AgentEvent {
     /// it hands the turn over): the parent generates from here until the
     /// turn's `Result`.
     UserMessage(String),
+    /// The host switched away from this thread (new conversation, open
+    /// another, delete, clear): every child started before this event is
+    /// stopped and none of them wakes the parent afterwards.
+    SwitchedAway,
     /// A finished background child woke the parent: a synthetic user turn
     /// follows. A UI shows `line` as one system-styled line, not a bubble.
     Wake(WakeNotice),

@@ -131,6 +131,9 @@ impl Transcript {
             }
             AgentEvent::Wake(notice) => self.push_wake(notice.line.clone()),
             AgentEvent::UserMessage(text) => self.push_user(text.clone()),
+            AgentEvent::SwitchedAway => {
+                self.push_wake("switched away: sub-agents stopped, pending wakes dropped")
+            }
         }
     }
 

@@ -221,8 +221,11 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::OnScreen(on) => state.wakes.set_on_screen(on),
             ThreadMsg::SwitchAway(reply) => {
                 state.wakes.clear();
-                // A child finishing at the instant of the switch may
-                // report after it: no child of before the switch wakes.
+                // Emitted first, then the children are read: every child
+                // whose `ChildStarted` precedes this event is in the set,
+                // so none of them wakes the parent afterwards — even one
+                // that finishes at this instant and reports after.
+                state.events.emit(AgentEvent::SwitchedAway);
                 state
                     .switched_off
                     .extend(state.parent.hub.envelopes().into_iter().map(|e| e.id));

@@ -154,8 +154,20 @@ pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<Ag
 
 /// Checks guarantee 3 for every inline (non-background, never handed off)
 /// child: ToolStarted(use_agent) → ChildStarted → status → Child* →
-/// terminal → ToolResult(use_agent).
+/// terminal → ToolResult(use_agent). Tool-use ids are only unique within
+/// a model answer, so the call is the last `ToolStarted` with that id
+/// before `ChildStarted`, and its result the first `ToolResult` after.
 pub fn check_inline_order(log: &[AgentEvent]) {
+    check_inline(log, false);
+}
+
+/// Guarantee 3 for the inline children whose parent's `ToolResult` has
+/// come (a child still running inline has none yet).
+pub fn check_inline_order_settled(log: &[AgentEvent]) {
+    check_inline(log, true);
+}
+
+fn check_inline(log: &[AgentEvent], skip_unsettled: bool) {
     let (_, by_id) = children(log);
     for (id, child) in &by_id {
         let handed_off = child.background
@@ -167,22 +179,25 @@ pub fn check_inline_order(log: &[AgentEvent]) {
             continue;
         }
         let call = child.parent_call.clone().unwrap();
-        let tool_started = log
+        let started = child.started_at.unwrap();
+        let tool_started = log[..started]
             .iter()
-            .position(|e| matches!(e, AgentEvent::ToolStarted(t) if t.tool_use_id == call))
-            .unwrap_or_else(|| panic!("guarantee 3: no ToolStarted for {id}'s call"));
-        let tool_result = log
+            .rposition(|e| matches!(e, AgentEvent::ToolStarted(t) if t.tool_use_id == call))
+            .unwrap_or_else(|| panic!("guarantee 3: no ToolStarted before {id}'s ChildStarted"));
+        let tool_result = log[started..]
             .iter()
             .position(|e| matches!(e, AgentEvent::ToolResult(t) if t.tool_use_id == call))
-            .unwrap_or_else(|| panic!("guarantee 3: no ToolResult for {id}'s call"));
-        let started = child.started_at.unwrap();
-        let (terminal, _) = child
-            .terminal()
-            .expect("guarantee 3: inline child without terminal");
-        assert!(
-            tool_started < started,
-            "guarantee 3: ChildStarted before ToolStarted for {id}"
-        );
+            .map(|p| p + started);
+        let Some(tool_result) = tool_result else {
+            if skip_unsettled {
+                continue;
+            }
+            panic!("guarantee 3: no ToolResult for {id}'s call");
+        };
+        let (terminal, _) = child.terminal().unwrap_or_else(|| {
+            panic!("guarantee 3: {id}'s call answered before its terminal status")
+        });
+        assert!(tool_started < started);
         let first_status = child.statuses.first().unwrap();
         assert!(
             matches!(
