@@ -310,7 +310,7 @@ fn spawn_case(flavor: Flavor, samples: usize, rows: &mut Vec<Row>, notes: &mut S
 
 const SINK_BATCHES: usize = 256;
 
-fn sink_case(samples: usize, rows: &mut Vec<Row>, notes: &mut String) {
+fn sink_case(samples: usize, counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
     let kinds = [
         Kind::Raw,
         Kind::RawWrapped,
@@ -340,10 +340,14 @@ fn sink_case(samples: usize, rows: &mut Vec<Row>, notes: &mut String) {
         |v| ns(sink::cross_thread(&rt, cross_kinds[v], n), n),
         &mut c,
     );
-    let allocs: Vec<f64> = kinds
-        .iter()
-        .map(|k| allocations_per_event(*k, 64 * BATCH))
-        .collect();
+    let alloc = |k: &str| counts.get(k).copied().unwrap_or(f64::NAN);
+    let allocs = [
+        alloc("alloc.raw"),
+        alloc("alloc.wrapped"),
+        alloc("alloc.nested0"),
+        alloc("alloc.nested1"),
+        alloc("alloc.nested2"),
+    ];
     let per_level = allocs[3] - allocs[2];
     let per_level_2 = (allocs[4] - allocs[2]) / 2.0;
     let rate = |ns_per: f64| 1e9 / ns_per;
@@ -402,23 +406,30 @@ fn sink_case(samples: usize, rows: &mut Vec<Row>, notes: &mut String) {
     );
 }
 
-/// Allocations per event on this thread (emit + read), over `n` events
-/// after a warm-up (the channel's blocks are recycled by then).
-fn allocations_per_event(kind: Kind, n: usize) -> f64 {
-    let mut pipe = Pipe::new(kind);
-    pipe.same_thread(4);
-    let batches = n / BATCH;
-    let info = allocation_counter::measure(|| {
-        for _ in 0..batches {
-            for _ in 0..BATCH {
-                pipe.send(sink::event());
-            }
-            for _ in 0..BATCH {
-                drop(pipe.rx.try_recv());
-            }
-        }
-    });
-    info.count_total as f64 / (batches * BATCH) as f64
+/// The `key value` lines of `benches/alloc_count.rs`.
+type Counts = std::collections::HashMap<String, f64>;
+
+/// Runs `cargo bench --bench alloc_count` (a binary with a counting global
+/// allocator; this one keeps the system allocator so its timings are
+/// untouched) and reads its lines. Empty if cargo is not at hand.
+fn alloc_counts() -> Counts {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["bench", "--quiet", "--bench", "alloc_count"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(std::process::Stdio::inherit())
+        .output();
+    let Ok(out) = out else {
+        eprintln!("could not run `cargo bench --bench alloc_count`");
+        return Counts::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_owned(), v.trim().parse().ok()?))
+        })
+        .collect()
 }
 
 fn mem_child(kind: MemKind, n: usize) -> f64 {
@@ -437,7 +448,7 @@ fn mem_child(kind: MemKind, n: usize) -> f64 {
     text.trim().parse::<f64>().expect("bytes") / n as f64
 }
 
-fn mem_case(rows: &mut Vec<Row>, notes: &mut String) {
+fn mem_case(counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
     let reps = 3;
     let agents = 10_000;
     let mut a = Samples::new(&["bare", "agent"]);
@@ -488,6 +499,26 @@ fn mem_case(rows: &mut Vec<Row>, notes: &mut String) {
         target: "≤ 600 MiB".into(),
         met: met(at_10k <= 600.0 * 1024.0 * 1024.0).into(),
     });
+    let heap = |k: &str| {
+        let bytes = counts
+            .get(&format!("heap.{k}"))
+            .copied()
+            .unwrap_or(f64::NAN);
+        let blocks = counts
+            .get(&format!("blocks.{k}"))
+            .copied()
+            .unwrap_or(f64::NAN);
+        format!("{} in {blocks:.0} blocks", fmt_bytes(bytes))
+    };
+    let _ = writeln!(
+        notes,
+        "- heap held per unit (counting allocator, current-thread runtime): bare actor {}; gate {}; idle agent {}; parent+hub+gate {}; thread with 3 children {}",
+        heap("bare-actors"),
+        heap("gates"),
+        heap("agents"),
+        heap("parents"),
+        heap("threads")
+    );
     let _ = writeln!(
         notes,
         "- memory: {reps} fresh processes per variant, interleaved; threads measured at {threads}{}",
@@ -784,6 +815,9 @@ fn main() {
     }
     let with_callgrind = args.iter().any(|a| a == "--callgrind");
     let samples = samples();
+    // First, while nothing is timed (it may compile the counting binary).
+    eprintln!("allocation counts (cargo bench --bench alloc_count)…");
+    let counts = alloc_counts();
     let mut rows = Vec::new();
     let mut notes = String::new();
     eprintln!("gate…");
@@ -793,9 +827,9 @@ fn main() {
     spawn_case(Flavor::Multi, samples, &mut rows, &mut notes);
     spawn_case(Flavor::Current, samples, &mut rows, &mut notes);
     eprintln!("sink…");
-    sink_case(samples, &mut rows, &mut notes);
+    sink_case(samples, &counts, &mut rows, &mut notes);
     eprintln!("memory…");
-    mem_case(&mut rows, &mut notes);
+    mem_case(&counts, &mut rows, &mut notes);
     eprintln!("capacity…");
     capacity_case(samples, &mut rows, &mut notes);
     rpc_case(samples, &mut rows);

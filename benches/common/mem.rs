@@ -39,6 +39,10 @@ pub(crate) enum MemKind {
     Threads,
     /// The floor of `Threads`: 6 bare actors per thread.
     BareThreads,
+    /// Idle gates (`GateHandle::spawn(1)`).
+    Gates,
+    /// Threads without children: parent, hub and gate, idle.
+    Parents,
 }
 
 impl MemKind {
@@ -48,6 +52,8 @@ impl MemKind {
             MemKind::Agents => "agents",
             MemKind::Threads => "threads",
             MemKind::BareThreads => "bare-threads",
+            MemKind::Gates => "gates",
+            MemKind::Parents => "parents",
         }
     }
 
@@ -57,6 +63,8 @@ impl MemKind {
             MemKind::Agents,
             MemKind::Threads,
             MemKind::BareThreads,
+            MemKind::Gates,
+            MemKind::Parents,
         ]
         .into_iter()
         .find(|k| k.name() == name)
@@ -101,6 +109,7 @@ fn child_config(i: usize, model: &Arc<dyn Model>, gate: &GateHandle) -> AgentCon
 /// Everything a measurement keeps alive until RSS is read.
 pub(crate) enum Kept {
     Bare(Vec<ActorRef<()>>),
+    Gates(Vec<GateHandle>),
     Agents(Vec<AgentHandle>, EventStream),
     Threads(Vec<(DelegatingAgent, EventStream)>),
 }
@@ -110,6 +119,13 @@ pub(crate) async fn spawn_many(kind: MemKind, n: usize) -> Kept {
     match kind {
         MemKind::BareActors => Kept::Bare(bare_actors(n).await),
         MemKind::BareThreads => Kept::Bare(bare_actors(6 * n).await),
+        MemKind::Gates => {
+            let mut all = Vec::with_capacity(n);
+            for _ in 0..n {
+                all.push(GateHandle::spawn(1).await.expect("spawn gate"));
+            }
+            Kept::Gates(all)
+        }
         MemKind::Agents => {
             let model = ScriptedModel::new(vec![]).shared();
             let gate = GateHandle::spawn(1).await.expect("spawn gate");
@@ -126,7 +142,8 @@ pub(crate) async fn spawn_many(kind: MemKind, n: usize) -> Kept {
             }
             Kept::Agents(all, stream)
         }
-        MemKind::Threads => {
+        MemKind::Threads | MemKind::Parents => {
+            let children = if kind == MemKind::Threads { 3 } else { 0 };
             let model = ScriptedModel::new(vec![Turn::new().hang()]).shared();
             let mut all = Vec::with_capacity(n);
             for _ in 0..n {
@@ -135,7 +152,7 @@ pub(crate) async fn spawn_many(kind: MemKind, n: usize) -> Kept {
                     .spawn()
                     .await
                     .expect("spawn a thread");
-                for c in 1..=3 {
+                for c in 1..=children {
                     parent
                         .hub
                         .request(ChildRequest {
@@ -178,7 +195,9 @@ pub(crate) fn measure(kind: MemKind, n: usize) -> u64 {
             for (parent, _) in threads {
                 queued += parent.gate.snapshot().await.expect("gate").queued;
             }
-            assert_eq!(queued, 2 * threads.len(), "two children queue per gate");
+            if kind == MemKind::Threads {
+                assert_eq!(queued, 2 * threads.len(), "two children queue per gate");
+            }
         }
         let after = rss_bytes();
         std::hint::black_box(&kept);
