@@ -6,12 +6,13 @@
 //! ```sh
 //! cargo run --release --example bench_report              # the table
 //! cargo run --release --example bench_report -- --callgrind  # + instructions/op
-//! BENCH_FULL=1 cargo run --release --example bench_report # 10,000 threads
+//! BENCH_FULL=1 cargo run --release --example bench_report # 30 samples
 //! ```
 //!
 //! Environment: `BENCH_SAMPLES` (interleaved samples per timed case,
-//! default 15), `BENCH_FULL=1` (the memory case at 10,000 threads instead
-//! of 2,000, and 30 samples).
+//! default 15; `BENCH_FULL=1` makes it 30), `BENCH_THREADS` (threads in
+//! the memory case, default the full 10,000; a smaller count is scaled to
+//! 10,000).
 //!
 //! Internal modes (the report runs itself in them): `--mem KIND N` measures
 //! one memory case in a fresh process; `--case NAME --ops N` runs one case
@@ -458,12 +459,19 @@ fn mem_case(counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
         |v| mem_child([MemKind::BareActors, MemKind::Agents][v], agents),
         &mut a,
     );
-    let threads = if full() { 10_000 } else { 2_000 };
-    let mut t = Samples::new(&["bare", "threads"]);
+    let threads = env_usize("BENCH_THREADS", 10_000);
+    let mut t = Samples::new(&["bare", "threads", "shared gate"]);
     interleave(
         reps,
-        2,
-        |v| mem_child([MemKind::BareThreads, MemKind::Threads][v], threads),
+        3,
+        |v| {
+            let kind = [
+                MemKind::BareThreads,
+                MemKind::Threads,
+                MemKind::SharedGateThreads,
+            ][v];
+            mem_child(kind, threads)
+        },
         &mut t,
     );
     let per_agent = a.median(1);
@@ -475,30 +483,30 @@ fn mem_case(counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
         target: "≤ 15 KiB".into(),
         met: met(per_agent <= 15.0 * 1024.0).into(),
     });
-    let per_thread = t.median(1);
-    let at_10k = per_thread * 10_000.0;
-    rows.push(Row {
-        case: format!(
-            "4. RSS of 10,000 threads × (parent + 3 children){}",
-            if threads == 10_000 {
-                String::new()
-            } else {
-                format!(", from {threads}")
-            }
-        ),
-        ours: format!(
-            "{} ({} per thread)",
-            fmt_bytes(at_10k),
-            fmt_bytes(per_thread)
-        ),
-        floors: format!(
-            "6 bare actors per thread: {}",
-            fmt_bytes(t.median(0) * 10_000.0)
-        ),
-        ratio: format!("{:.2}×", t.ratio(1, 0)),
-        target: "≤ 600 MiB".into(),
-        met: met(at_10k <= 600.0 * 1024.0 * 1024.0).into(),
-    });
+    let scaled = if threads == 10_000 {
+        String::new()
+    } else {
+        format!(", scaled from {threads}")
+    };
+    for (v, how) in [(1, "a gate per thread (default)"), (2, "one shared gate")] {
+        let per_thread = t.median(v);
+        let at_10k = per_thread * 10_000.0;
+        rows.push(Row {
+            case: format!("4. RSS of 10,000 threads × (parent + 3 children), {how}{scaled}"),
+            ours: format!(
+                "{} ({} per thread)",
+                fmt_bytes(at_10k),
+                fmt_bytes(per_thread)
+            ),
+            floors: format!(
+                "6 bare actors per thread: {}",
+                fmt_bytes(t.median(0) * 10_000.0)
+            ),
+            ratio: format!("{:.2}×", t.ratio(v, 0)),
+            target: "≤ 600 MiB".into(),
+            met: met(at_10k <= 600.0 * 1024.0 * 1024.0).into(),
+        });
+    }
     let heap = |k: &str| {
         let bytes = counts
             .get(&format!("heap.{k}"))
@@ -521,12 +529,7 @@ fn mem_case(counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
     );
     let _ = writeln!(
         notes,
-        "- memory: {reps} fresh processes per variant, interleaved; threads measured at {threads}{}",
-        if threads == 10_000 {
-            ""
-        } else {
-            " and scaled (BENCH_FULL=1 for 10,000)"
-        }
+        "- memory: {reps} fresh processes per variant, interleaved; {agents} agents; {threads} threads (BENCH_THREADS)"
     );
 }
 

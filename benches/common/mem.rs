@@ -39,6 +39,9 @@ pub(crate) enum MemKind {
     Threads,
     /// The floor of `Threads`: 6 bare actors per thread.
     BareThreads,
+    /// `Threads`, all sharing one gate (`DelegationBuilder::gate`): one
+    /// model's weights serve every thread, so one gate orders them all.
+    SharedGateThreads,
     /// Idle gates (`GateHandle::spawn(1)`).
     Gates,
     /// Threads without children: parent, hub and gate, idle.
@@ -52,6 +55,7 @@ impl MemKind {
             MemKind::Agents => "agents",
             MemKind::Threads => "threads",
             MemKind::BareThreads => "bare-threads",
+            MemKind::SharedGateThreads => "shared-gate-threads",
             MemKind::Gates => "gates",
             MemKind::Parents => "parents",
         }
@@ -63,6 +67,7 @@ impl MemKind {
             MemKind::Agents,
             MemKind::Threads,
             MemKind::BareThreads,
+            MemKind::SharedGateThreads,
             MemKind::Gates,
             MemKind::Parents,
         ]
@@ -142,16 +147,21 @@ pub(crate) async fn spawn_many(kind: MemKind, n: usize) -> Kept {
             }
             Kept::Agents(all, stream)
         }
-        MemKind::Threads | MemKind::Parents => {
-            let children = if kind == MemKind::Threads { 3 } else { 0 };
+        MemKind::Threads | MemKind::SharedGateThreads | MemKind::Parents => {
+            let children = if kind == MemKind::Parents { 0 } else { 3 };
             let model = ScriptedModel::new(vec![Turn::new().hang()]).shared();
+            let shared = match kind {
+                MemKind::SharedGateThreads => Some(GateHandle::spawn(1).await.expect("spawn gate")),
+                _ => None,
+            };
             let mut all = Vec::with_capacity(n);
             for _ in 0..n {
-                let (parent, mut stream) = DelegationBuilder::new(model.clone())
-                    .system_prompt("You are the parent.")
-                    .spawn()
-                    .await
-                    .expect("spawn a thread");
+                let mut builder =
+                    DelegationBuilder::new(model.clone()).system_prompt("You are the parent.");
+                if let Some(gate) = &shared {
+                    builder = builder.gate(gate.clone());
+                }
+                let (parent, mut stream) = builder.spawn().await.expect("spawn a thread");
                 for c in 1..=children {
                     parent
                         .hub
@@ -191,12 +201,21 @@ pub(crate) fn measure(kind: MemKind, n: usize) -> u64 {
         // in the model call).
         tokio::time::sleep(Duration::from_millis(300)).await;
         if let Kept::Threads(threads) = &kept {
-            let mut queued = 0;
-            for (parent, _) in threads {
-                queued += parent.gate.snapshot().await.expect("gate").queued;
-            }
-            if kind == MemKind::Threads {
-                assert_eq!(queued, 2 * threads.len(), "two children queue per gate");
+            match kind {
+                MemKind::Threads => {
+                    let mut queued = 0;
+                    for (parent, _) in threads {
+                        queued += parent.gate.snapshot().await.expect("gate").queued;
+                    }
+                    assert_eq!(queued, 2 * threads.len(), "two children queue per gate");
+                }
+                MemKind::SharedGateThreads => {
+                    let gate = &threads[0].0.gate;
+                    let queued = gate.snapshot().await.expect("gate").queued;
+                    // The warm-up's threads hold the gate: all of these queue.
+                    assert!(queued >= 3 * threads.len() - 1, "every child queues");
+                }
+                _ => {}
             }
         }
         let after = rss_bytes();
