@@ -12,7 +12,11 @@ use subagents::prelude::*;
 
 async fn until_result(events: &mut EventStream) -> (Vec<AgentEvent>, AgentResult) {
     let mut seen = Vec::new();
-    while let Some(event) = events.recv().await {
+    let day = Duration::from_secs(24 * 3600);
+    while let Some(event) = tokio::time::timeout(day, events.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no event for a day of virtual time: {seen:?}"))
+    {
         if let AgentEvent::Result(result) = &event {
             let result = result.clone();
             seen.push(event);

@@ -22,7 +22,7 @@ async fn queue_in_order(gate: &GateHandle, n: usize) -> Vec<Acquire> {
     let mut futures = Vec::new();
     for i in 0..n {
         let gate = gate.clone();
-        let mut fut: Acquire = Box::pin(async move { gate.acquire(&format!("w{i}")).await });
+        let mut fut: Acquire = Box::pin(async move { gate.acquire(format!("w{i}")).await });
         let _ = poll!(fut.as_mut());
         futures.push(fut);
     }

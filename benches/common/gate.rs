@@ -50,21 +50,26 @@ impl Lock for TokioMutex {
     }
 }
 
-/// Our gate.
+/// Our gate, acquired under one agent id (cloned per acquire, as an agent
+/// does: no allocation).
 #[derive(Clone)]
-pub(crate) struct Ours(pub(crate) GateHandle);
+pub(crate) struct Ours(pub(crate) GateHandle, subagents::messages::AgentId);
 
 impl Lock for Ours {
     type Guard = subagents::messages::Permit;
     fn lock(&self) -> impl Future<Output = Self::Guard> + Send + 'static {
         let gate = self.0.clone();
-        async move { gate.acquire("waiter").await.expect("the gate is open") }
+        let holder = self.1.clone();
+        async move { gate.acquire(holder).await.expect("the gate is open") }
     }
 }
 
 impl Ours {
     pub(crate) async fn spawn() -> Self {
-        Self(GateHandle::spawn(1).await.expect("spawn the gate"))
+        Self(
+            GateHandle::spawn(1).await.expect("spawn the gate"),
+            subagents::messages::AgentId::new("waiter"),
+        )
     }
 }
 

@@ -22,8 +22,8 @@ pub enum GateMsg {
     Acquire {
         /// The waiter's ticket (the handle allocates it).
         ticket: Ticket,
-        /// A label for tracing: who waits.
-        holder: String,
+        /// Who waits (for tracing); an id, so queuing allocates nothing.
+        holder: crate::ids::AgentId,
         /// Where the permit goes.
         reply: RpcReplyPort<Permit>,
     },

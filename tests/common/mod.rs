@@ -8,9 +8,21 @@ use std::collections::HashMap;
 use subagents::messages::{AgentEvent, AgentId, AgentResult, SubAgentStatus, ToolUseId};
 use subagents::prelude::EventStream;
 
+/// How long (virtual time) a helper waits before calling the test failed
+/// instead of hanging: a bug that loses an event fails fast.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// The next event, or a failure after [`PATIENCE`] of virtual time.
+pub async fn next_event(events: &mut EventStream, log: &[AgentEvent]) -> Option<AgentEvent> {
+    match tokio::time::timeout(PATIENCE, events.recv()).await {
+        Ok(event) => event,
+        Err(_) => panic!("no event for a day of virtual time; the log so far: {log:?}"),
+    }
+}
+
 /// Reads events until the parent's (top-level) `Result`.
 pub async fn until_result(events: &mut EventStream, log: &mut Vec<AgentEvent>) -> AgentResult {
-    while let Some(event) = events.recv().await {
+    while let Some(event) = next_event(events, log).await {
         log.push(event.clone());
         if let AgentEvent::Result(result) = event {
             return result;
@@ -25,7 +37,7 @@ pub async fn until(
     log: &mut Vec<AgentEvent>,
     pred: impl Fn(&AgentEvent) -> bool,
 ) -> AgentEvent {
-    while let Some(event) = events.recv().await {
+    while let Some(event) = next_event(events, log).await {
         log.push(event.clone());
         if pred(&event) {
             return event;

@@ -152,7 +152,7 @@ async fn ask_model(
     };
     let permit = config
         .gate
-        .acquire(config.id.as_str())
+        .acquire(config.id.clone())
         .await
         .map_err(|e| format!("the model could not be called: {e}"))?;
     let mut stream = config.model.stream(request);

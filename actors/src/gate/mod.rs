@@ -31,7 +31,7 @@ use std::time::Duration;
 
 pub use queue::GateQueue;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr};
-use subagents_messages::{GateMsg, GateSnapshot, Permit, Ticket};
+use subagents_messages::{AgentId, GateMsg, GateSnapshot, Permit, Ticket};
 use tokio::time::Instant;
 
 /// The gate actor.
@@ -48,9 +48,10 @@ pub struct GateArguments {
 /// One queued waiter.
 #[derive(Debug)]
 pub struct Waiter {
-    holder: String,
+    holder: AgentId,
     reply: RpcReplyPort<Permit>,
-    since: Instant,
+    /// When it started waiting; `None` when granted on arrival.
+    since: Option<Instant>,
 }
 
 /// The gate's state.
@@ -69,7 +70,7 @@ impl GateState {
                 self.queue.release(ticket);
                 continue;
             }
-            let waited = waiter.since.elapsed();
+            let waited = waiter.since.map_or(Duration::ZERO, |s| s.elapsed());
             if waiter
                 .reply
                 .send(Permit::new(myself.clone(), ticket))
@@ -131,12 +132,14 @@ impl Actor for ModelGate {
                 holder,
                 reply,
             } => {
+                // Stamped only when it will wait: most grants are at once.
+                let since = (!state.queue.has_room()).then(Instant::now);
                 state.queue.push(
                     ticket,
                     Waiter {
                         holder,
                         reply,
-                        since: Instant::now(),
+                        since,
                     },
                 );
             }
@@ -201,13 +204,13 @@ impl GateHandle {
 
     /// Waits for a permit, in FIFO order. Dropping this future before it
     /// completes removes the waiter from the queue.
-    pub async fn acquire(&self, holder: &str) -> Result<Permit, GateClosed> {
+    pub async fn acquire(&self, holder: impl Into<AgentId>) -> Result<Permit, GateClosed> {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.actor
             .cast(GateMsg::Acquire {
                 ticket,
-                holder: holder.to_owned(),
+                holder: holder.into(),
                 reply: tx.into(),
             })
             .map_err(|_| GateClosed(()))?;

@@ -1,7 +1,7 @@
 //! The gate's pure core: a FIFO of waiters and a set of held tickets.
 //! No I/O, no time source: the actor feeds it and acts on what it returns.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use subagents_messages::Ticket;
 
@@ -9,7 +9,9 @@ use subagents_messages::Ticket;
 #[derive(Debug)]
 pub struct GateQueue<W> {
     capacity: usize,
-    held: HashSet<Ticket>,
+    /// Held tickets: at most `capacity` (1 to a few), so a vector beats a
+    /// hash set on every operation.
+    held: Vec<Ticket>,
     waiting: VecDeque<(Ticket, W)>,
 }
 
@@ -18,7 +20,7 @@ impl<W> GateQueue<W> {
     pub fn new(capacity: usize) -> Self {
         Self {
             capacity: capacity.max(1),
-            held: HashSet::new(),
+            held: Vec::new(),
             waiting: VecDeque::new(),
         }
     }
@@ -37,7 +39,13 @@ impl<W> GateQueue<W> {
     /// Frees the capacity `ticket` held. Returns `false` for a ticket that
     /// holds nothing (a duplicate or unknown release changes nothing).
     pub fn release(&mut self, ticket: Ticket) -> bool {
-        self.held.remove(&ticket)
+        match self.held.iter().position(|t| *t == ticket) {
+            Some(at) => {
+                self.held.swap_remove(at);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The next waiter to grant, if capacity is free: it leaves the queue
@@ -47,7 +55,7 @@ impl<W> GateQueue<W> {
             return None;
         }
         let (ticket, waiter) = self.waiting.pop_front()?;
-        self.held.insert(ticket);
+        self.held.push(ticket);
         Some((ticket, waiter))
     }
 
@@ -64,6 +72,11 @@ impl<W> GateQueue<W> {
     /// Waiters now.
     pub fn queued(&self) -> usize {
         self.waiting.len()
+    }
+
+    /// True when a waiter pushed now would be granted at once.
+    pub fn has_room(&self) -> bool {
+        self.held.len() < self.capacity && self.waiting.is_empty()
     }
 
     /// Holders allowed at once.

@@ -198,6 +198,7 @@ pub struct HubState {
     sinks: HashMap<AgentId, EventSink>,
     envelopes: Envelopes,
     next_child: u64,
+    requested: usize,
     finished: usize,
 }
 
@@ -295,6 +296,7 @@ impl HubState {
         // enforce it).
         limits.max_turns = limits.max_turns.min(self.config.parent_max_turns).max(1);
         self.next_child += 1;
+        self.requested += 1;
         let id = AgentId::new(format!("agent_{}", self.next_child));
         let info = SubAgentInfo {
             id: id.clone(),
@@ -465,9 +467,12 @@ impl HubState {
         if self.is_terminal(id) {
             return Vec::new();
         }
-        let Some(child) = self.children.get_mut(id) else {
+        // A finished child leaves the map (its envelope stays): a long
+        // session does not keep every child's sink, tools and model.
+        let Some(mut child) = self.children.remove(id) else {
             return Vec::new();
         };
+        self.actors.retain(|_, child_id| child_id != id);
         let requester_sink = child.requester_sink.clone();
         let terminal = AgentEvent::ChildStatus(id.clone(), status);
         child.sink.close_with(|| {
@@ -531,9 +536,9 @@ impl HubState {
     }
 
     fn detach(&mut self, id: &AgentId) -> DetachOutcome {
-        let Some(child) = self.children.get(id) else {
+        if !self.envelopes.contains_key(id) {
             return DetachOutcome::Unknown;
-        };
+        }
         if self.is_terminal(id) {
             return match self.envelopes.get_mut(id) {
                 Some(mut entry) => {
@@ -543,6 +548,9 @@ impl HubState {
                 None => DetachOutcome::Unknown,
             };
         }
+        let Some(child) = self.children.get(id) else {
+            return DetachOutcome::Unknown;
+        };
         if let Some(mut entry) = self.envelopes.get_mut(id) {
             entry.envelope.background = true;
         }
@@ -616,7 +624,7 @@ impl HubState {
             max_live: self.slots.max_live(),
             live: self.slots.live(),
             queued: self.slots.queued(),
-            requested: self.children.len(),
+            requested: self.requested,
             finished: self.finished,
         }
     }
@@ -738,6 +746,7 @@ impl Actor for Hub {
             sinks,
             envelopes: args.envelopes,
             next_child,
+            requested: 0,
             finished: 0,
         })
     }
