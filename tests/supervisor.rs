@@ -582,3 +582,37 @@ async fn a_completion_reported_after_the_switch_does_not_wake() {
         "a child of before the switch woke the parent"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn envelopes_past_the_retention_are_pruned_as_the_session_goes() {
+    use std::sync::Arc;
+    use subagents::actors::clock::ManualClock;
+    use subagents::supervisor::ThreadConfig;
+    use subagents::supervisor::store::EnvelopeStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let day = 24 * 3600 * 1000;
+    let clock = Arc::new(ManualClock::new(100 * day));
+    let store = Arc::new(EnvelopeStore::open(dir.path(), clock.clone()).unwrap().0);
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(background_workers(&[5, 50]).shared())
+            .tools(ToolRegistry::new().with(Sleep))
+            .clock(clock.clone()),
+    )
+    .store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 20).await;
+    thread.flush_persistence().await.unwrap();
+    assert!(store.get(&AgentId::new("agent_1")).is_some());
+    clock.advance(day + 1); // the first envelope is now past 24 h
+    run_for(&mut events, &mut log, 60).await; // the second finishes and is saved
+    thread.flush_persistence().await.unwrap();
+    assert!(
+        store.get(&AgentId::new("agent_1")).is_none(),
+        "pruned as the session went"
+    );
+    assert!(!dir.path().join("agent_1.json").exists());
+    assert!(store.get(&AgentId::new("agent_2")).is_some());
+}

@@ -144,6 +144,11 @@ impl ThreadState {
             if let Err(error) = store.save(&envelope) {
                 let _ = me.cast(ThreadMsg::PersistFailed(error.to_string()));
             }
+            // Pruned as the session goes, not only on open: envelopes past
+            // the retention (24 h by the store's clock) leave memory and disk.
+            for error in store.prune().failed {
+                let _ = me.cast(ThreadMsg::PersistFailed(error.to_string()));
+            }
         }));
     }
 
