@@ -14,52 +14,6 @@ use subagents::messages::{ThreadId, Transcript};
 use subagents::prelude::*;
 use subagents::supervisor::Threads;
 
-/// Work that takes `secs` seconds (virtual time here).
-struct Work;
-
-impl Tool for Work {
-    fn name(&self) -> &str {
-        "work"
-    }
-    fn description(&self) -> String {
-        "Works for a while.".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object", "properties": {"secs": {"type": "integer"}}})
-    }
-    fn call(&self, call: ToolCallContext) -> ToolFuture {
-        let secs = serde_json::from_str::<serde_json::Value>(&call.arguments)
-            .ok()
-            .and_then(|v| v["secs"].as_u64())
-            .unwrap_or(1);
-        Box::pin(async move {
-            tokio::time::sleep(Duration::from_secs(secs)).await;
-            Ok(format!("worked {secs} s"))
-        })
-    }
-}
-
-/// Posting needs the user's approval.
-struct Post;
-
-impl Tool for Post {
-    fn name(&self) -> &str {
-        "post"
-    }
-    fn description(&self) -> String {
-        "Posts a message (asks the user first).".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn requires_approval(&self, _arguments: &str) -> bool {
-        true
-    }
-    fn call(&self, _call: ToolCallContext) -> ToolFuture {
-        Box::pin(async { Ok("posted".into()) })
-    }
-}
-
 fn run(name: &str, input: &str, tools: &[&str], wait: bool) -> String {
     json!({"action": "run", "system_prompt": format!("{name}\nDo the task."), "input": input, "tools": tools, "wait": wait}).to_string()
 }
@@ -70,15 +24,15 @@ fn work_model() -> ScriptedModel {
             .text("Starting three helpers. ")
             .tool_call(
                 "use_agent",
-                run("Researcher", "research for 20 s", &["work"], false),
+                run("Researcher", "research for 20 s", &["sleep"], false),
             )
             .tool_call(
                 "use_agent",
-                run("Announcer", "post the news", &["post"], false),
+                run("Announcer", "post the news", &["http_post"], false),
             )
             .tool_call(
                 "use_agent",
-                run("Archivist", "archive for 500 s", &["work"], false),
+                run("Archivist", "archive for 500 s", &["sleep"], false),
             ),
         Turn::answer("Three helpers are on it."),
         Turn::answer("The announcement is out."),
@@ -87,21 +41,21 @@ fn work_model() -> ScriptedModel {
     .with_script(
         "Researcher",
         vec![
-            Turn::new().tool_call("work", r#"{"secs":20}"#),
+            Turn::new().tool_call("sleep", r#"{"secs":20}"#),
             Turn::answer("three sources found"),
         ],
     )
     .with_script(
         "Announcer",
         vec![
-            Turn::new().tool_call("post", "{}"),
+            Turn::new().tool_call("http_post", "{}"),
             Turn::answer("announced"),
         ],
     )
     .with_script(
         "Archivist",
         vec![
-            Turn::new().tool_call("work", r#"{"secs":500}"#),
+            Turn::new().tool_call("sleep", r#"{"secs":500}"#),
             Turn::answer("archived"),
         ],
     )
@@ -111,14 +65,14 @@ fn chat_model() -> ScriptedModel {
     ScriptedModel::new(vec![
         Turn::new().tool_call(
             "use_agent",
-            run("Summarizer", "summarize for 60 s", &["work"], true),
+            run("Summarizer", "summarize for 60 s", &["sleep"], true),
         ),
         Turn::answer("The summary arrived after all: a short summary."),
     ])
     .with_script(
         "Summarizer",
         vec![
-            Turn::new().tool_call("work", r#"{"secs":60}"#),
+            Turn::new().tool_call("sleep", r#"{"secs":60}"#),
             Turn::answer("a short summary"),
         ],
     )
@@ -127,7 +81,7 @@ fn chat_model() -> ScriptedModel {
 fn builder(model: ScriptedModel) -> DelegationBuilder {
     DelegationBuilder::new(model.shared())
         .system_prompt("You are a helpful assistant.")
-        .tools(ToolRegistry::new().with(Work).with(Post))
+        .tools(ToolRegistry::new().with(Sleep).with(Post))
 }
 
 fn show(thread: &str, event: &AgentEvent) {

@@ -60,7 +60,7 @@ pub use subagents_supervisor as supervisor;
 
 /// The names most hosts need.
 pub mod prelude {
-    pub use subagents_actors::demo_tools::{Calculator, PageTitle};
+    pub use subagents_actors::demo_tools::{Calculator, PageTitle, Post, Sleep};
     pub use subagents_actors::scripted::{ScriptedModel, Turn};
     pub use subagents_actors::{
         Agent, AgentError, AgentHandle, EventSink, EventStream, GateHandle, Model, ModelError,

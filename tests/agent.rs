@@ -300,37 +300,13 @@ async fn turns_run_one_at_a_time_in_order() {
     assert_eq!((first.text.as_str(), second.text.as_str()), ("one", "two"));
 }
 
-struct NeedsApproval;
-
-impl Tool for NeedsApproval {
-    fn name(&self) -> &str {
-        "http_post"
-    }
-    fn description(&self) -> String {
-        "posts".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn requires_approval(&self, _arguments: &str) -> bool {
-        true
-    }
-    fn call(&self, _call: ToolCallContext) -> ToolFuture {
-        Box::pin(async { Ok("posted".to_owned()) })
-    }
-}
-
 async fn approval_run(decision: ApprovalDecision) -> (Vec<AgentEvent>, AgentHandle) {
     let model = ScriptedModel::new(vec![
         Turn::new().tool_call("http_post", "{}"),
         Turn::answer("done"),
     ]);
-    let (agent, mut events, _gate) = spawn(
-        model,
-        ToolRegistry::new().with(NeedsApproval),
-        Limits::default(),
-    )
-    .await;
+    let (agent, mut events, _gate) =
+        spawn(model, ToolRegistry::new().with(Post), Limits::default()).await;
     agent.send_user("post it").unwrap();
     let mut seen = Vec::new();
     loop {

@@ -178,30 +178,6 @@ async fn a_child_sees_only_its_prompt_and_input() {
     assert!(!format!("{child:?}").contains("secret parent history"));
 }
 
-/// Sleeps `secs` seconds of tokio time: work that holds no gate permit.
-struct Sleep;
-
-impl Tool for Sleep {
-    fn name(&self) -> &str {
-        "sleep"
-    }
-    fn description(&self) -> String {
-        "waits".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object", "properties": {"secs": {"type": "integer"}}})
-    }
-    fn call(&self, call: ToolCallContext) -> ToolFuture {
-        let secs = serde_json::from_str::<serde_json::Value>(&call.arguments).unwrap()["secs"]
-            .as_u64()
-            .unwrap_or(1);
-        Box::pin(async move {
-            tokio::time::sleep(Duration::from_secs(secs)).await;
-            Ok(format!("slept {secs} s"))
-        })
-    }
-}
-
 /// A parent that starts `n` background workers in one turn; each worker
 /// works `child_work` (in a tool, holding no permit) then answers.
 fn fan_out(n: usize, child_work: Duration) -> ScriptedModel {

@@ -222,29 +222,6 @@ fn child_turn(request: &ModelRequest) -> ModelStream {
     })
 }
 
-struct Sleep;
-
-impl Tool for Sleep {
-    fn name(&self) -> &str {
-        "sleep"
-    }
-    fn description(&self) -> String {
-        "works for a while".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn call(&self, call: ToolCallContext) -> ToolFuture {
-        let secs = serde_json::from_str::<serde_json::Value>(&call.arguments).unwrap()["secs"]
-            .as_u64()
-            .unwrap_or(0);
-        Box::pin(async move {
-            tokio::time::sleep(Duration::from_secs(secs)).await;
-            Ok("worked".into())
-        })
-    }
-}
-
 /// The system under test: a live thread in its own paused runtime.
 struct Sut {
     runtime: tokio::runtime::Runtime,

@@ -16,49 +16,6 @@ use subagents::messages::AgentEvent;
 use subagents::prelude::*;
 use subagents::supervisor::ThreadHandle;
 
-struct Sleep;
-
-impl Tool for Sleep {
-    fn name(&self) -> &str {
-        "sleep"
-    }
-    fn description(&self) -> String {
-        "waits".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn call(&self, call: ToolCallContext) -> ToolFuture {
-        let secs = serde_json::from_str::<serde_json::Value>(&call.arguments).unwrap()["secs"]
-            .as_u64()
-            .unwrap_or(1);
-        Box::pin(async move {
-            tokio::time::sleep(Duration::from_secs(secs)).await;
-            Ok(format!("slept {secs} s"))
-        })
-    }
-}
-
-struct Post;
-
-impl Tool for Post {
-    fn name(&self) -> &str {
-        "http_post"
-    }
-    fn description(&self) -> String {
-        "posts".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn requires_approval(&self, _arguments: &str) -> bool {
-        true
-    }
-    fn call(&self, _call: ToolCallContext) -> ToolFuture {
-        Box::pin(async { Ok("posted".into()) })
-    }
-}
-
 fn run(name: &str, secs: u64, wait: bool) -> String {
     json!({
         "action": "run",

@@ -230,3 +230,66 @@ mod tests {
         assert_eq!(format_number(4.0), "4");
     }
 }
+
+/// Waits `secs` seconds of tokio time (`{"secs": 30}`), then answers
+/// `slept N s`: work that holds no gate permit, for simulations.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sleep;
+
+impl Tool for Sleep {
+    fn name(&self) -> &str {
+        "sleep"
+    }
+
+    fn description(&self) -> String {
+        "Waits the given number of seconds, then answers.".into()
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {"secs": {"type": "integer", "minimum": 0}},
+            "required": ["secs"]
+        })
+    }
+
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        let secs = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .ok()
+            .and_then(|v| v.get("secs").and_then(serde_json::Value::as_u64));
+        Box::pin(async move {
+            let secs = secs.ok_or_else(|| {
+                ToolError::InvalidArguments("`secs` (a whole number) is required".into())
+            })?;
+            tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+            Ok(format!("slept {secs} s"))
+        })
+    }
+}
+
+/// Posts a message to a canned endpoint, after the host approves each call
+/// (`requires_approval` is always true); answers `posted`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Post;
+
+impl Tool for Post {
+    fn name(&self) -> &str {
+        "http_post"
+    }
+
+    fn description(&self) -> String {
+        "Posts a message (the user approves each call).".into()
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object", "properties": {"message": {"type": "string"}}})
+    }
+
+    fn requires_approval(&self, _arguments: &str) -> bool {
+        true
+    }
+
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { Ok("posted".into()) })
+    }
+}

@@ -6,7 +6,7 @@
 //! ends in exactly one `AgentEvent::Result` (completed, partial, failed or
 //! stopped) and nothing of that turn follows it; a stopped turn's model
 //! call is cancelled and its gate permit released. The handler never awaits
-//! a model call or a tool: the turn runs in a task ([`turn`]) that reports
+//! a model call or a tool: the turn runs in a task (`turn.rs`) that reports
 //! back with `AgentMsg::TurnFinished`, so `Stop`, approvals and snapshots
 //! are answered at once.
 
