@@ -111,6 +111,11 @@ fn model() -> Result<std::sync::Arc<dyn Model>, Box<dyn std::error::Error>> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `RUST_LOG=subagents_actors=debug` shows the gate's grants (queue
+    // depth, wait times) as tracing fields.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
     let (parent, mut events) = DelegationBuilder::new(model()?)
         .system_prompt("You are a helpful assistant. Delegate fetches to sub-agents.")
         .tools(

@@ -573,3 +573,55 @@ async fn envelopes_past_the_retention_are_pruned_as_the_session_goes() {
     assert!(!dir.path().join("agent_1.json").exists());
     assert!(store.get(&AgentId::new("agent_2")).is_some());
 }
+
+/// An actor-based host links a thread under its own actor: the thread's
+/// end reaches the host as a supervision event, and the host lives on.
+#[tokio::test(start_paused = true)]
+async fn a_thread_can_be_linked_under_a_host_actor() {
+    use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+    struct Host;
+    impl Actor for Host {
+        type Msg = ();
+        type State = tokio::sync::mpsc::UnboundedSender<String>;
+        type Arguments = tokio::sync::mpsc::UnboundedSender<String>;
+        async fn pre_start(
+            &self,
+            _myself: ActorRef<()>,
+            seen: Self::Arguments,
+        ) -> Result<Self::State, ActorProcessingErr> {
+            Ok(seen)
+        }
+        async fn handle_supervisor_evt(
+            &self,
+            _myself: ActorRef<()>,
+            event: SupervisionEvent,
+            seen: &mut Self::State,
+        ) -> Result<(), ActorProcessingErr> {
+            if let SupervisionEvent::ActorTerminated(..) = event {
+                let _ = seen.send("thread ended".into());
+            }
+            Ok(())
+        }
+    }
+
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (host, _) = Actor::spawn(None, Host, seen_tx).await.unwrap();
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(background_workers(&[5]).shared())
+            .tools(ToolRegistry::new().with(Sleep)),
+        Some(host.get_cell()),
+    )
+    .await
+    .unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 30).await;
+    assert_eq!(wakes(&log), ["agent_1"]);
+    thread.close();
+    assert_eq!(seen_rx.recv().await.as_deref(), Some("thread ended"));
+    assert!(
+        host.get_status() == ractor::ActorStatus::Running,
+        "the host lives on"
+    );
+}
