@@ -625,3 +625,38 @@ async fn a_thread_can_be_linked_under_a_host_actor() {
         "the host lives on"
     );
 }
+
+/// Closing a thread stops everything it made — its gate too — and leaves
+/// a gate the host shares between threads running.
+#[tokio::test(start_paused = true)]
+async fn closing_a_thread_stops_what_it_made_and_spares_a_shared_gate() {
+    let shared = GateHandle::spawn(1).await.unwrap();
+    let (own, _events) = ThreadHandle::spawn(
+        DelegationBuilder::new(ScriptedModel::new(vec![]).shared()),
+        None,
+    )
+    .await
+    .unwrap();
+    let (sharing, _events2) = ThreadHandle::spawn(
+        DelegationBuilder::new(ScriptedModel::new(vec![]).shared()).gate(shared.clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    let own_parts = own.parts().clone();
+    own.close_and_wait().await;
+    sharing.close_and_wait().await;
+    assert!(
+        own_parts.gate.snapshot().await.is_err(),
+        "the thread's own gate stopped"
+    );
+    assert!(own_parts.hub.snapshot().await.is_err(), "the hub stopped");
+    assert!(
+        own_parts.agent.snapshot().await.is_err(),
+        "the parent stopped"
+    );
+    assert!(
+        shared.snapshot().await.is_ok(),
+        "a shared gate keeps running"
+    );
+}

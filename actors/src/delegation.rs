@@ -28,6 +28,33 @@ pub struct DelegatingAgent {
     pub hub: HubHandle,
     /// The gate parent and children share.
     pub gate: GateHandle,
+    /// The builder spawned the gate (none was given): it goes with them.
+    owns_gate: bool,
+}
+
+impl DelegatingAgent {
+    /// Stops the parent (its turn ends as stopped), the hub (every child
+    /// stops) and the gate if the builder made it; a gate the host gave is
+    /// left running for its other users.
+    pub fn shutdown(&self) {
+        self.agent.shutdown();
+        self.hub.actor().stop(None);
+        if self.owns_gate {
+            self.gate.actor().stop(None);
+        }
+    }
+
+    /// Like [`DelegatingAgent::shutdown`], returning once they have
+    /// stopped. None of them awaits long work in a handler, so this is
+    /// prompt.
+    pub async fn shutdown_and_wait(&self) {
+        self.shutdown();
+        self.agent.actor().wait(None).await.ok();
+        self.hub.actor().wait(None).await.ok();
+        if self.owns_gate {
+            self.gate.actor().wait(None).await.ok();
+        }
+    }
 }
 
 /// Builds a [`DelegatingAgent`].
@@ -236,9 +263,13 @@ impl DelegationBuilder {
         supervisor: Option<ActorCell>,
     ) -> Result<DelegatingAgent, AgentError> {
         let spawn_error = |e: ractor::SpawnErr| AgentError::Spawn(e.to_string());
-        let gate = match self.gate {
-            Some(gate) => gate,
-            None => GateHandle::spawn(1).await.map_err(spawn_error)?,
+        let owns_gate = self.gate.is_none();
+        let gate = match (self.gate, &supervisor) {
+            (Some(gate), _) => gate,
+            (None, Some(supervisor)) => GateHandle::spawn_linked(1, supervisor.clone())
+                .await
+                .map_err(spawn_error)?,
+            (None, None) => GateHandle::spawn(1).await.map_err(spawn_error)?,
         };
         let parent = AgentId::new("parent");
         let config = HubConfig {
@@ -282,6 +313,11 @@ impl DelegationBuilder {
             .gate(gate.clone())
             .spawn_into(events, supervisor)
             .await?;
-        Ok(DelegatingAgent { agent, hub, gate })
+        Ok(DelegatingAgent {
+            agent,
+            hub,
+            gate,
+            owns_gate,
+        })
     }
 }

@@ -326,8 +326,9 @@ impl Actor for ThreadSupervisor {
         _myself: ActorRef<ThreadMsg>,
         state: &mut ThreadState,
     ) -> Result<(), ActorProcessingErr> {
-        state.parent.agent.shutdown();
-        state.parent.hub.actor().stop(None);
+        // The parent, the hub (and so every child) and the gate if the
+        // thread made it: nothing of a closed thread keeps running.
+        state.parent.shutdown_and_wait().await;
         Ok(())
     }
 }
@@ -487,5 +488,12 @@ impl ThreadHandle {
     /// Closes the thread (a delete): children stop, the parent stops.
     pub fn close(&self) {
         self.actor.stop(None);
+    }
+
+    /// Closes the thread and returns once everything it made — parent,
+    /// hub, children, its own gate — has stopped.
+    pub async fn close_and_wait(&self) {
+        self.actor.stop(None);
+        self.actor.wait(None).await.ok();
     }
 }
