@@ -614,3 +614,73 @@ async fn a_capacity_one_gate_never_has_two_model_calls_in_flight() {
     assert_eq!(gate.granted_total, 2 + 6 * 2);
     assert_eq!(gate.in_flight, 0);
 }
+
+/// A child actor that dies without reporting (killed here; a panic in its
+/// handler takes the same path) fails through the hub's supervision
+/// handler: the hub survives, the slot frees and the queued child starts.
+#[tokio::test(start_paused = true)]
+async fn a_child_actor_that_dies_fails_and_frees_its_slot() {
+    let (parent, mut events) = delegating(fan_out(2, Duration::from_secs(100)), 1).await;
+    parent.agent.send_user("fan out").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let children = parent.hub.actor().get_children();
+    assert_eq!(children.len(), 1, "one live child (the cap is 1)");
+    children[0].kill();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ChildStatus(id, SubAgentStatus::Done) if id.as_str() == "agent_2")
+    })
+    .await;
+    let dead = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(dead.status, SubAgentStatus::Failed);
+    assert!(
+        dead.error
+            .as_deref()
+            .unwrap()
+            .starts_with("the sub-agent stopped before it reported a result"),
+        "{dead:?}"
+    );
+    check_log(&log, true);
+    assert_eq!(parent.hub.snapshot().await.unwrap().live, 0);
+    assert_eq!(parent.gate.snapshot().await.unwrap().in_flight, 0);
+}
+
+/// Killed in the middle of a model call, a child's turn still ends: the
+/// gate permit it held comes back and the parent's next call goes through.
+#[tokio::test(start_paused = true)]
+async fn a_child_killed_mid_model_call_returns_its_permit() {
+    let model = ScriptedModel::new(vec![
+        Turn::new().tool_call("use_agent", run_call("Hanger", "hang", &[], false)),
+        Turn::answer("started"),
+        Turn::answer("still here"),
+    ])
+    .with_script("Hanger", vec![Turn::new().text("…").hang()]);
+    let (parent, mut events) = delegating(model, 3).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::Text(_))),
+    )
+    .await;
+    // The child holds the gate inside its hanging call.
+    assert_eq!(parent.gate.snapshot().await.unwrap().in_flight, 1);
+    parent.hub.actor().get_children()[0].kill();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Failed))
+    })
+    .await;
+    assert_eq!(
+        parent.gate.snapshot().await.unwrap().in_flight,
+        0,
+        "the permit came back"
+    );
+    parent.agent.send_user("are you there?").unwrap();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(
+        result.text, "still here",
+        "the parent's next call went through"
+    );
+    check_log(&log, true);
+}

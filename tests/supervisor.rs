@@ -660,3 +660,21 @@ async fn closing_a_thread_stops_what_it_made_and_spares_a_shared_gate() {
         "a shared gate keeps running"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_on_a_closed_thread_is_a_clear_error() {
+    let (thread, _events) = thread(background_workers(&[])).await;
+    thread.close_and_wait().await;
+    let err = thread.send_user("hello?").unwrap_err();
+    assert_eq!(err.to_string(), "the thread is closed");
+    assert!(thread.switch_away().await.is_err());
+    assert!(
+        thread
+            .resolve_approval(
+                ApprovalId::new("parent-approval-1"),
+                ApprovalDecision::Approve
+            )
+            .await
+            .is_err()
+    );
+}

@@ -114,12 +114,24 @@ pub struct AgentState {
 #[derive(Debug)]
 struct RunningTurn {
     run: u64,
-    task: JoinHandle<()>,
+    task: AbortOnDrop,
     sink: EventSink,
     progress: turn::SharedProgress,
     started: Instant,
     input: String,
     reply: Option<RpcReplyPort<AgentResult>>,
+}
+
+/// The running turn's task, aborted when dropped: if the actor dies
+/// without its `post_stop` (killed), dropping its state still ends the
+/// turn, and the gate permit the turn held goes with it.
+#[derive(Debug)]
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl AgentState {
@@ -171,7 +183,7 @@ impl AgentState {
         });
         self.running = Some(RunningTurn {
             run,
-            task,
+            task: AbortOnDrop(task),
             sink,
             progress,
             started,
@@ -222,7 +234,7 @@ impl AgentState {
         let Some(running) = self.running.take() else {
             return;
         };
-        running.task.abort();
+        running.task.0.abort();
         let progress = turn::read(&running.progress);
         let text = format!(
             "Stopped before finishing, after {} model call(s) and {} tool call(s).",
