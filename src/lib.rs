@@ -29,6 +29,17 @@
 //! # }
 //! ```
 //!
+//! # Where to go next
+//!
+//! - A parent that delegates: [`actors::DelegationBuilder`] (gate, hub,
+//!   `use_agent` / `delegate_task` / `agent`, profiles, model registry).
+//! - A conversation thread with its lifecycle policy (stop-all, detach,
+//!   wakes, approvals, persistence): [`supervisor::ThreadHandle`] and
+//!   [`supervisor::Threads`].
+//! - Testing your agents in virtual time: `simulation` (feature
+//!   `test-util`).
+//! - `examples/quickstart.rs` and `examples/chat_host.rs` run offline.
+//!
 //! # Layout
 //!
 //! | crate | re-exported as | holds |
