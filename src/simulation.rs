@@ -132,18 +132,22 @@ impl SimulationReport {
 
     /// The log as readable lines (`t=12.000s  event …`), for failures.
     pub fn render(&self) -> String {
-        self.log
-            .iter()
-            .map(|l| {
-                let what = match &l.entry {
-                    LogEntry::Event(e) => format!("{e:?}"),
-                    LogEntry::Host(a) => format!("HOST {a:?}"),
-                };
-                format!("t={:>9.3}s  {what}", l.at.as_secs_f64())
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        render(&self.log)
     }
+}
+
+/// A log as readable lines (`t=12.000s  event …`), for failures.
+pub fn render(log: &[Logged]) -> String {
+    log.iter()
+        .map(|l| {
+            let what = match &l.entry {
+                LogEntry::Event(e) => format!("{e:?}"),
+                LogEntry::Host(a) => format!("HOST {a:?}"),
+            };
+            format!("t={:>9.3}s  {what}", l.at.as_secs_f64())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 type Configure = Arc<dyn Fn(DelegationBuilder) -> DelegationBuilder + Send + Sync>;

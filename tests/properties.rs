@@ -278,11 +278,7 @@ impl Sut {
             }
         }));
         if let Err(panic) = checked {
-            let rendered = log
-                .iter()
-                .map(|l| format!("{:>9.3}s {:?}", l.at.as_secs_f64(), l.entry))
-                .collect::<Vec<_>>()
-                .join("\n");
+            let rendered = subagents::simulation::render(log);
             eprintln!("---- log ----\n{rendered}\n-------------");
             std::panic::resume_unwind(panic);
         }

@@ -67,18 +67,6 @@ impl ChildLog {
     pub fn terminal(&self) -> Option<(usize, SubAgentStatus)> {
         self.statuses.iter().copied().find(|(_, s)| s.is_terminal())
     }
-    pub fn first_activity(&self) -> Option<usize> {
-        let running = self
-            .statuses
-            .iter()
-            .find(|(_, s)| *s == SubAgentStatus::Running)
-            .map(|(i, _)| *i);
-        let event = self.events.first().map(|(i, _)| *i);
-        match (running, event) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
 }
 
 /// Groups a top-level log by child.

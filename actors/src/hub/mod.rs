@@ -479,7 +479,7 @@ impl HubState {
             requester_sink.emit(terminal);
         });
         let now = self.config.clock.now_ms();
-        let envelope = match self.envelopes.get_mut(id) {
+        let mut envelope = match self.envelopes.get_mut(id) {
             Some(mut entry) => {
                 if let Some(started) = entry.started {
                     entry.envelope.elapsed = started.elapsed();
@@ -498,18 +498,18 @@ impl HubState {
                 claimed = true;
             }
         }
+        if claimed {
+            envelope.claimed = true;
+            if let Some(mut entry) = self.envelopes.get_mut(id) {
+                entry.envelope.claimed = true;
+            }
+        }
+        // Stopping the actor ends its turn (its `post_stop` stops it, and
+        // the turn task is aborted with its state).
         if let Some(agent) = child.agent.take() {
-            let _ = agent.actor().cast(AgentMsg::Stop);
             agent.shutdown();
         }
         self.sinks.remove(id);
-        let envelope = match self.envelopes.get_mut(id) {
-            Some(mut entry) => {
-                entry.envelope.claimed |= claimed;
-                entry.envelope.clone()
-            }
-            None => envelope,
-        };
         self.finished += 1;
         if let Some(observer) = &self.config.observer {
             observer.finished(&envelope);
