@@ -11,7 +11,9 @@ use crate::agent::{Agent, AgentError, AgentHandle};
 use crate::clock::{Clock, SystemClock};
 use crate::delegate::{AgentTool, DelegateTask, Delegator};
 use crate::gate::GateHandle;
-use crate::hub::{BackgroundApprovals, EnvelopeArchive, HubConfig, HubHandle, HubObserver};
+use crate::hub::{
+    BackgroundApprovals, ChildIds, EnvelopeArchive, HubConfig, HubHandle, HubObserver,
+};
 use crate::model::Model;
 use crate::profile::ProfileSet;
 use crate::registry::ModelRegistry;
@@ -70,9 +72,9 @@ pub struct DelegationBuilder {
     parent_stop: ParentStopPolicy,
     instructions: Option<String>,
     clock: Arc<dyn Clock>,
-    observer: Option<Arc<dyn HubObserver>>,
+    observers: Vec<Arc<dyn HubObserver>>,
     archive: Option<Arc<dyn EnvelopeArchive>>,
-    first_child: u64,
+    ids: ChildIds,
     background_approvals: BackgroundApprovals,
     models: ModelRegistry,
     profiles: ProfileSet,
@@ -127,9 +129,9 @@ impl DelegationBuilder {
             parent_stop: ParentStopPolicy::Detach,
             instructions: None,
             clock: Arc::new(SystemClock),
-            observer: None,
+            observers: Vec::new(),
             archive: None,
-            first_child: 1,
+            ids: ChildIds::default(),
             background_approvals: BackgroundApprovals::Ask,
             models: ModelRegistry::new(),
             profiles: ProfileSet::default(),
@@ -217,16 +219,25 @@ impl DelegationBuilder {
     }
 
     /// Told when each child finishes.
+    ///
+    /// Observers compose: each call adds one, and every observer is told,
+    /// in the order added (a thread adds its own after the host's).
     pub fn observer(mut self, observer: Arc<dyn HubObserver>) -> Self {
-        self.observer = Some(observer);
+        self.observers.push(observer);
         self
     }
 
-    /// Answers ids of earlier sessions from `archive`; child ids start at
-    /// `agent_<first_child>` so they never collide with archived ones.
-    pub fn archive(mut self, archive: Arc<dyn EnvelopeArchive>, first_child: u64) -> Self {
+    /// Answers ids of earlier sessions from `archive`.
+    pub fn archive(mut self, archive: Arc<dyn EnvelopeArchive>) -> Self {
         self.archive = Some(archive);
-        self.first_child = first_child.max(1);
+        self
+    }
+
+    /// Where child ids come from (default: a counter of this parent's
+    /// own from `agent_1`). Give every parent whose envelopes share one
+    /// store the store's counter, so no two children share an id.
+    pub fn child_ids(mut self, ids: ChildIds) -> Self {
+        self.ids = ids;
         self
     }
 
@@ -281,9 +292,9 @@ impl DelegationBuilder {
             max_depth: self.max_depth,
             instructions: self.instructions,
             clock: self.clock,
-            observer: self.observer,
+            observers: self.observers,
             archive: self.archive,
-            first_child: self.first_child,
+            ids: self.ids,
             background_approvals: self.background_approvals,
             models: self.models,
             parent_max_turns: self.limits.max_turns,

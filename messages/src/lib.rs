@@ -12,6 +12,7 @@ pub mod hub;
 pub mod ids;
 pub mod limits;
 pub mod model;
+pub mod text;
 pub mod thread;
 pub mod transcript;
 

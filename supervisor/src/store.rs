@@ -10,14 +10,15 @@
 //! Other files in the directory are left alone, except for the two kinds
 //! described below (temporary files and corrupt files).
 //!
-//! The directory has one owner: one store in one process at a time.
+//! The directory has one owner: one store in one process at a time. One
+//! store may be shared by any number of threads of that process.
 //!
 //! # Atomicity
 //!
 //! [`EnvelopeStore::save`] never writes the target file in place. It writes
-//! a temporary file in the same directory (`.<id>.json.XXXXXX`, via the
-//! `atomic-write-file` crate), fsyncs it, renames it over `<id>.json`, and
-//! fsyncs the directory. A reader (or the next [`EnvelopeStore::open`]) sees
+//! a temporary file in the same directory
+//! (`.<id>.json.<16 hex digits>.subagents-tmp`, created exclusively), fsyncs
+//! it, renames it over `<id>.json`, and fsyncs the directory. A reader (or the next [`EnvelopeStore::open`]) sees
 //! either the old file or the new one, never a torn mix, even if the
 //! process is killed in the middle.
 //!
@@ -29,6 +30,19 @@
 //! Stray temporary files, left behind when a process died between creating
 //! one and renaming it, are **removed** on open (they never hold a write
 //! that was reported complete) and listed in [`LoadReport::temp_removed`].
+//! Only names of exactly that shape are removed: any other file in the
+//! directory — `.notes.json.backup`, another tool's temporary file — is
+//! left where it is and listed in [`LoadReport::foreign`].
+//!
+//! # Ids
+//!
+//! Envelopes are keyed by id alone, so every hub writing to one store must
+//! draw its child ids from the store's own counter
+//! ([`EnvelopeStore::child_ids`]), which starts past every id loaded: two
+//! threads sharing a store never both make an `agent_1`, and a restart
+//! never reuses an id. A stored child id past
+//! [`MAX_CHILD_NUMBER`](subagents_actors::hub::MAX_CHILD_NUMBER) is a
+//! corrupt file (reported and moved aside), never a crash.
 //!
 //! # Corrupt files
 //!
@@ -71,9 +85,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use atomic_write_file::AtomicWriteFile;
 use dashmap::DashMap;
 use subagents_actors::clock::Clock;
+use subagents_actors::hub::{ChildIds, MAX_CHILD_NUMBER, is_out_of_range};
 use subagents_messages::{AgentId, Envelope};
 
 /// How long an envelope is kept after it finished (or was requested, while
@@ -84,8 +98,10 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 const JSON_EXT: &str = ".json";
 /// The extension given to a corrupt file moved aside.
 const CORRUPT_EXT: &str = ".corrupt";
-/// Length of the random suffix of `atomic-write-file`'s temporary names.
-const TEMP_SUFFIX_LEN: usize = 6;
+/// The extension of the store's own temporary files.
+const TEMP_EXT: &str = ".subagents-tmp";
+/// Hex digits in a temporary file's unique part.
+const TEMP_UNIQUE_LEN: usize = 16;
 
 /// How a store is set up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,6 +220,9 @@ pub struct LoadReport {
     pub unreadable: Vec<CorruptFile>,
     /// Stray temporary files from interrupted writes, removed.
     pub temp_removed: Vec<PathBuf>,
+    /// Files that are neither envelopes nor the store's own temporary
+    /// files (another tool's, a user's backup): left alone, sorted.
+    pub foreign: Vec<PathBuf>,
     /// The prune done right after loading.
     pub pruned: PruneReport,
 }
@@ -215,6 +234,8 @@ pub struct EnvelopeStore {
     clock: Arc<dyn Clock>,
     retention: Duration,
     map: DashMap<AgentId, Envelope>,
+    /// Hands out child ids past every id loaded.
+    ids: ChildIds,
     /// Serialises disk changes so the files follow the same order as the
     /// map. Reads (`get`, `all`) never take it.
     io: Mutex<()>,
@@ -257,9 +278,15 @@ impl EnvelopeStore {
             clock,
             retention: config.retention,
             map: DashMap::new(),
+            ids: ChildIds::default(),
             io: Mutex::new(()),
         };
         let mut report = store.load()?;
+        let loaded: Vec<AgentId> = store.map.iter().map(|e| e.key().clone()).collect();
+        let store = EnvelopeStore {
+            ids: ChildIds::after(&loaded),
+            ..store
+        };
         report.pruned = store.prune();
         Ok((store, report))
     }
@@ -267,6 +294,12 @@ impl EnvelopeStore {
     /// The store's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The counter every hub writing here must draw child ids from
+    /// (clones share it): its first id comes after every id loaded.
+    pub fn child_ids(&self) -> ChildIds {
+        self.ids.clone()
     }
 
     /// How long envelopes are kept.
@@ -409,7 +442,13 @@ impl EnvelopeStore {
                 }
                 continue;
             }
-            if !name.ends_with(JSON_EXT) {
+            if name.ends_with(CORRUPT_EXT) {
+                // Moved aside by an earlier open, already reported then.
+                continue;
+            }
+            if !name.ends_with(JSON_EXT) || name.starts_with('.') {
+                tracing::debug!(path = %path.display(), "a file the store did not write; left alone");
+                report.foreign.push(path);
                 continue;
             }
             let bytes = match fs::read(&path) {
@@ -452,6 +491,7 @@ impl EnvelopeStore {
         report.corrupt.sort_by(|a, b| a.path.cmp(&b.path));
         report.unreadable.sort_by(|a, b| a.path.cmp(&b.path));
         report.temp_removed.sort();
+        report.foreign.sort();
         Ok(report)
     }
 
@@ -485,18 +525,30 @@ fn file_name_for(id: &AgentId) -> String {
     name
 }
 
-/// `atomic-write-file`'s temporary names: `.<target>.<6 alphanumerics>`;
-/// ours end in `.json` before the suffix.
+/// The store's own temporary names:
+/// `.<envelope file>.<16 hex digits>.subagents-tmp`, where the envelope
+/// file is a name [`file_name_for`] can produce.
 fn is_temp_name(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix('.') else {
+    let Some(rest) = name
+        .strip_prefix('.')
+        .and_then(|r| r.strip_suffix(TEMP_EXT))
+    else {
         return false;
     };
-    let Some((base, suffix)) = rest.rsplit_once('.') else {
+    let Some((target, unique)) = rest.rsplit_once('.') else {
         return false;
     };
-    base.ends_with(JSON_EXT)
-        && suffix.len() == TEMP_SUFFIX_LEN
-        && suffix.bytes().all(|b| b.is_ascii_alphanumeric())
+    let Some(stem) = target.strip_suffix(JSON_EXT) else {
+        return false;
+    };
+    unique.len() == TEMP_UNIQUE_LEN
+        && unique
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        && !stem.is_empty()
+        && stem
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'%')
 }
 
 /// Decodes an envelope file, checking it is filed under its own id.
@@ -508,6 +560,12 @@ fn parse_envelope(name: &str, bytes: &[u8]) -> Result<Envelope, String> {
             format!("not valid JSON: {e}")
         }
     })?;
+    if is_out_of_range(&envelope.id) {
+        return Err(format!(
+            "the id {:?} is out of range: child ids go up to agent_{MAX_CHILD_NUMBER}",
+            envelope.id.as_str()
+        ));
+    }
     let expected = file_name_for(&envelope.id);
     if expected != name {
         return Err(format!(
@@ -531,12 +589,38 @@ fn is_expired(envelope: &Envelope, now_ms: u64, retention: Duration) -> bool {
     }
 }
 
-/// Temporary file, write, fsync, rename over `path`, fsync the directory
-/// (all done by `atomic-write-file`; the temporary is removed on error).
+/// Temporary file (created exclusively, named by [`is_temp_name`]'s
+/// shape), write, fsync, rename over `path`, fsync the directory. The
+/// temporary is removed on error.
 fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut file = AtomicWriteFile::open(path)?;
-    file.write_all(bytes)?;
-    file.commit()
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a file path",
+        ));
+    };
+    let unique = format!(
+        "{:08x}{:08x}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let temp = dir.join(format!(".{name}.{unique}{TEMP_EXT}"));
+    let written = (|| {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&temp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+        return written;
+    }
+    fs::File::open(dir)?.sync_all()
 }
 
 /// Renames a corrupt file to `<name>.corrupt` (or `<name>.<n>.corrupt`),
@@ -607,11 +691,18 @@ mod tests {
 
     #[test]
     fn temp_names_are_recognised() {
-        assert!(is_temp_name(".agent_1.json.aB3xY9"));
+        assert!(is_temp_name(".agent_1.json.0000abcd00000001.subagents-tmp"));
+        assert!(is_temp_name(".a%2Fb.json.0123456789abcdef.subagents-tmp"));
+        assert!(!is_temp_name(".agent_1.json.aB3xY9"));
+        assert!(!is_temp_name(".notes.json.backup"));
+        assert!(!is_temp_name(
+            ".agent_1.json.0000ABCD00000001.subagents-tmp"
+        ));
+        assert!(!is_temp_name(".agent_1.json.0000abcd0000001.subagents-tmp"));
+        assert!(!is_temp_name("agent_1.json.0000abcd00000001.subagents-tmp"));
+        assert!(!is_temp_name(".a.b.json.0000abcd00000001.subagents-tmp"));
         assert!(!is_temp_name("agent_1.json"));
         assert!(!is_temp_name(".agent_1.json"));
         assert!(!is_temp_name(".agent_1.json.corrupt"));
-        assert!(!is_temp_name(".notes.txt.aB3xY9"));
-        assert!(!is_temp_name("agent_1.json.aB3xY9"));
     }
 }

@@ -29,6 +29,9 @@ use subagents_messages::{
 use crate::store::EnvelopeStore;
 use crate::wake::{WakeQueue, wake_line, wake_text};
 
+/// Why a child the hub took with it failed.
+const HUB_GONE: &str = "the sub-agent hub stopped before the sub-agent ended";
+
 /// The supervisor actor.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ThreadSupervisor;
@@ -152,6 +155,37 @@ impl ThreadState {
         }));
     }
 
+    /// Writes, and waits for, every envelope of the hub the store does not
+    /// hold as it is now (used when the thread closes).
+    async fn persist_remaining(&mut self) {
+        for write in std::mem::take(&mut self.writes) {
+            let _ = write.await;
+        }
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let mut envelopes = self.parent.hub.envelopes();
+        envelopes.extend(self.parent.hub.fail_unfinished(HUB_GONE));
+        let changed: Vec<Envelope> = envelopes
+            .into_iter()
+            .filter(|e| e.status.is_terminal() && store.get(&e.id).as_ref() != Some(e))
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let written = tokio::task::spawn_blocking(move || {
+            changed
+                .iter()
+                .filter_map(|e| store.save(e).err())
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        })
+        .await;
+        for error in written.unwrap_or_default() {
+            tracing::error!(%error, "an envelope could not be persisted as the thread closed");
+        }
+    }
+
     fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
         while let Some(child) = self.wakes.release_next() {
             let envelope = self.parent.hub.status(&child);
@@ -184,14 +218,9 @@ impl Actor for ThreadSupervisor {
         let config = args.config;
         let mut builder = config.parent.observer(Arc::new(Observer(myself.clone())));
         if let Some(store) = &config.store {
-            let next = store
-                .all()
-                .iter()
-                .filter_map(|e| e.id.as_str().strip_prefix("agent_")?.parse::<u64>().ok())
-                .max()
-                .unwrap_or(0)
-                + 1;
-            builder = builder.archive(Arc::new(Archive(store.clone())), next);
+            builder = builder
+                .archive(Arc::new(Archive(store.clone())))
+                .child_ids(store.child_ids());
         }
         let parent = builder
             .spawn_into(args.events.clone(), Some(myself.get_cell()))
@@ -308,15 +337,27 @@ impl Actor for ThreadSupervisor {
 
     /// Overrides ractor's default (which stops the supervisor when any
     /// linked actor stops): children of the hub come and go; a crash of
-    /// the parent or hub is logged and the thread stays answerable.
+    /// the parent or hub is logged and the thread stays answerable. A hub
+    /// that dies takes its children with it: each one that had not ended
+    /// gets a final `failed` envelope, persisted.
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<ThreadMsg>,
+        myself: ActorRef<ThreadMsg>,
         event: SupervisionEvent,
-        _state: &mut ThreadState,
+        state: &mut ThreadState,
     ) -> Result<(), ActorProcessingErr> {
-        if let SupervisionEvent::ActorFailed(cell, error) = event {
-            tracing::error!(actor = %cell.get_id(), %error, "an actor of the thread crashed");
+        let cell = match &event {
+            SupervisionEvent::ActorFailed(cell, error) => {
+                tracing::error!(actor = %cell.get_id(), %error, "an actor of the thread crashed");
+                cell
+            }
+            SupervisionEvent::ActorTerminated(cell, ..) => cell,
+            _ => return Ok(()),
+        };
+        if cell.get_id() == state.parent.hub.actor().get_id() {
+            for envelope in state.parent.hub.fail_unfinished(HUB_GONE) {
+                state.persist(&myself, &envelope);
+            }
         }
         Ok(())
     }
@@ -329,6 +370,10 @@ impl Actor for ThreadSupervisor {
         // The parent, the hub (and so every child) and the gate if the
         // thread made it: nothing of a closed thread keeps running.
         state.parent.shutdown_and_wait().await;
+        // Every child ever started leaves a final envelope in the store:
+        // the notices the hub sent while stopping never reach this
+        // stopped actor, so the envelopes are written from the hub's map.
+        state.persist_remaining().await;
         Ok(())
     }
 }

@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 
+use subagents_messages::text::one_line;
 use subagents_messages::{AgentId, Envelope};
 
 /// At most this many characters of a result go into a wake.
@@ -126,13 +127,14 @@ pub fn wake_text(envelope: &Envelope) -> String {
     )
 }
 
-/// The one-line transcript form of a wake.
+/// The one-line transcript form of a wake: always one line, whatever the
+/// name and task hold (see [`one_line`]).
 pub fn wake_line(envelope: &Envelope) -> String {
-    let task: String = envelope.task.chars().take(80).collect();
+    let task = one_line(&envelope.task, 80);
     format!(
         "[use_agent {} finished] {} ({}, {} s, task: \"{task}\")",
-        envelope.id,
-        envelope.name,
+        one_line(envelope.id.as_str(), 80),
+        one_line(&envelope.name, 80),
         envelope.status,
         envelope.elapsed.as_secs()
     )

@@ -267,18 +267,16 @@ fn stray_temp_files_from_interrupted_writes_are_removed_on_open() {
         let store = open(dir, &clock);
         store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
     }
-    fs::write(dir.join(".agent_1.json.Ab3x9Z"), b"{\"id\":\"agent_1\"").unwrap();
-    fs::write(dir.join(".agent_2.json.qqqqqq"), b"").unwrap();
+    let ours = [
+        ".agent_1.json.00001a2b00000003.subagents-tmp",
+        ".agent_2.json.00001a2b00000004.subagents-tmp",
+    ];
+    fs::write(dir.join(ours[0]), b"{\"id\":\"agent_1\"").unwrap();
+    fs::write(dir.join(ours[1]), b"").unwrap();
     let (store, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
-    assert_eq!(
-        report.temp_removed,
-        [
-            dir.join(".agent_1.json.Ab3x9Z"),
-            dir.join(".agent_2.json.qqqqqq")
-        ]
-    );
-    assert!(report.corrupt.is_empty());
-    assert!(!dir.join(".agent_1.json.Ab3x9Z").exists());
+    assert_eq!(report.temp_removed, [dir.join(ours[0]), dir.join(ours[1])]);
+    assert!(report.corrupt.is_empty() && report.foreign.is_empty());
+    assert!(!dir.join(ours[0]).exists());
     assert_eq!(ids(&store), ["agent_1"]);
     assert_eq!(
         store
@@ -288,6 +286,102 @@ fn stray_temp_files_from_interrupted_writes_are_removed_on_open() {
             .as_deref(),
         Some("all good")
     );
+}
+
+/// Defect: `.notes.json.backup` was removed as a stray temporary file.
+#[test]
+fn opening_a_store_never_removes_a_file_it_did_not_create() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let clock = clock(T0);
+    let foreign = [
+        ".notes.json.backup",
+        ".agent_1.json.aB3xY9",
+        "README.txt",
+        ".agent_1.json.0000ABCD00000001.subagents-tmp",
+    ];
+    for name in foreign {
+        fs::write(dir.join(name), b"keep me").unwrap();
+    }
+    let (_, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+    for name in foreign {
+        assert_eq!(
+            fs::read(dir.join(name)).unwrap(),
+            b"keep me",
+            "{name} was touched"
+        );
+    }
+    assert!(report.temp_removed.is_empty(), "{report:?}");
+    let mut expected: Vec<PathBuf> = foreign.iter().map(|n| dir.join(n)).collect();
+    expected.sort();
+    assert_eq!(report.foreign, expected);
+    // A save leaves no temporary of its own behind either.
+    let (store, _) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+    store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = foreign.iter().map(|n| n.to_string()).collect();
+    want.push("agent_1.json".into());
+    want.sort();
+    assert_eq!(names, want);
+}
+
+/// Defect: a valid envelope `agent_18446744073709551615` made the next id
+/// overflow (a panic in `ThreadHandle::spawn`, or in the hub one id
+/// later). An id out of range is a corrupt file, and the ids handed out
+/// stay in range.
+#[test]
+fn a_stored_id_out_of_range_is_a_corrupt_file_not_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let clock = clock(T0);
+    for id in [
+        "agent_18446744073709551615",
+        "agent_18446744073709551614",
+        "agent_9007199254740992",
+    ] {
+        let json = serde_json::to_vec(&envelope(id, T0, Some(T0))).unwrap();
+        fs::write(dir.join(format!("{id}.json")), json).unwrap();
+    }
+    let ok = serde_json::to_vec(&envelope("agent_41", T0, Some(T0))).unwrap();
+    fs::write(dir.join("agent_41.json"), ok).unwrap();
+    let (store, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+    assert_eq!(report.corrupt.len(), 3, "{report:?}");
+    for corrupt in &report.corrupt {
+        assert!(corrupt.error.contains("out of range"), "{corrupt:?}");
+        assert!(corrupt.moved_to.is_some());
+    }
+    assert_eq!(ids(&store), ["agent_41"]);
+    assert_eq!(store.child_ids().next().unwrap(), AgentId::new("agent_42"));
+}
+
+/// Defect: two threads on one store both numbered their first child
+/// `agent_1`. The store's counter is shared by every clone.
+#[test]
+fn every_user_of_one_store_draws_unique_ids() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let clock = clock(T0);
+    {
+        let store = open(dir, &clock);
+        store.save(&envelope("agent_7", T0, Some(T0))).unwrap();
+    }
+    let store = open(dir, &clock);
+    let (a, b) = (store.child_ids(), store.child_ids());
+    let drawn = std::thread::scope(|s| {
+        let ta = s.spawn(|| (0..100).map(|_| a.next().unwrap()).collect::<Vec<_>>());
+        let tb = s.spawn(|| (0..100).map(|_| b.next().unwrap()).collect::<Vec<_>>());
+        let mut all = ta.join().unwrap();
+        all.extend(tb.join().unwrap());
+        all
+    });
+    let unique: std::collections::HashSet<_> = drawn.iter().collect();
+    assert_eq!(unique.len(), 200);
+    assert!(!unique.contains(&AgentId::new("agent_7")));
+    assert!(unique.contains(&AgentId::new("agent_8")));
 }
 
 #[test]

@@ -166,34 +166,64 @@ impl Actor for ModelGate {
 pub struct GateClosed(());
 
 /// A handle to a ModelGate. Cheap to clone.
+///
+/// A gate spawned through [`GateHandle::spawn`] or
+/// [`GateHandle::spawn_linked`] lives as long as a handle refers to it:
+/// when the last clone is dropped, the gate stops (a permit still held
+/// then releases into nothing). A handle made with
+/// [`GateHandle::from_actor`] never stops the gate: its spawner owns it.
 #[derive(Debug, Clone)]
 pub struct GateHandle {
     actor: ActorRef<GateMsg>,
     next_ticket: Arc<AtomicU64>,
+    /// Shared by every clone of an owning handle; stops the gate when the
+    /// last one goes.
+    _owner: Option<Arc<StopOnDrop>>,
+}
+
+/// Stops the gate actor when dropped.
+#[derive(Debug)]
+struct StopOnDrop(ActorRef<GateMsg>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop(None);
+    }
 }
 
 impl GateHandle {
-    /// Spawns a gate admitting `capacity` calls at once.
+    /// Spawns a gate admitting `capacity` calls at once; it stops when the
+    /// last handle is dropped.
     pub async fn spawn(capacity: usize) -> Result<GateHandle, SpawnErr> {
         let (actor, _) = Actor::spawn(None, ModelGate, GateArguments { capacity }).await?;
-        Ok(Self::from_actor(actor))
+        Ok(Self::owning(actor))
     }
 
-    /// Spawns a gate linked under `supervisor`.
+    fn owning(actor: ActorRef<GateMsg>) -> Self {
+        Self {
+            _owner: Some(Arc::new(StopOnDrop(actor.clone()))),
+            ..Self::from_actor(actor)
+        }
+    }
+
+    /// Spawns a gate linked under `supervisor`; it stops when the last
+    /// handle is dropped, or with its supervisor.
     pub async fn spawn_linked(
         capacity: usize,
         supervisor: ActorCell,
     ) -> Result<GateHandle, SpawnErr> {
         let (actor, _) =
             Actor::spawn_linked(None, ModelGate, GateArguments { capacity }, supervisor).await?;
-        Ok(Self::from_actor(actor))
+        Ok(Self::owning(actor))
     }
 
-    /// A handle to a gate spawned by the host.
+    /// A handle to a gate spawned by the host, who stops it: dropping
+    /// this handle leaves the gate running.
     pub fn from_actor(actor: ActorRef<GateMsg>) -> Self {
         Self {
             actor,
             next_ticket: Arc::new(AtomicU64::new(1)),
+            _owner: None,
         }
     }
 

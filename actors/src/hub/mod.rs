@@ -29,6 +29,7 @@
 //! live children only lengthen every call's wait. Raise it with the gate's
 //! capacity, not beyond.
 
+mod ids;
 mod slots;
 
 use std::collections::HashMap;
@@ -36,11 +37,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
+pub use ids::{ChildIds, IdsExhausted, MAX_CHILD_NUMBER, child_number, is_out_of_range};
 use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr,
     SupervisionEvent,
 };
 pub use slots::{Admission, Slots};
+use subagents_messages::text::one_line;
 use subagents_messages::{
     AgentEvent, AgentId, AgentMsg, ApprovalDecision, ChildRequest, DetachOutcome, Envelope, HubMsg,
     HubSnapshot, Limits, Outcome, SubAgentInfo, SubAgentStatus, TurnOrigin, UserTurn,
@@ -100,13 +103,13 @@ pub struct HubConfig {
     pub instructions: Option<String>,
     /// Wall-clock stamps.
     pub clock: Arc<dyn Clock>,
-    /// Told when a child finishes.
-    pub observer: Option<Arc<dyn HubObserver>>,
+    /// Told when a child finishes, in this order.
+    pub observers: Vec<Arc<dyn HubObserver>>,
     /// Answers ids of earlier sessions.
     pub archive: Option<Arc<dyn EnvelopeArchive>>,
-    /// The number of the first child id (`agent_N`); set it past the
-    /// archived ids so ids stay unique across restarts.
-    pub first_child: u64,
+    /// Where child ids come from; share one counter between hubs whose
+    /// envelopes meet (one store), and start it past the archived ids.
+    pub ids: ChildIds,
     /// What a background child's approval request does.
     pub background_approvals: BackgroundApprovals,
     /// Models a child may ask for by name (falls back to `model`).
@@ -131,9 +134,9 @@ impl HubConfig {
             max_depth: 1,
             instructions: None,
             clock: Arc::new(crate::clock::SystemClock),
-            observer: None,
+            observers: Vec::new(),
             archive: None,
-            first_child: 1,
+            ids: ChildIds::default(),
             background_approvals: BackgroundApprovals::Ask,
             models: ModelRegistry::new(),
             parent_max_turns: child_limits.max_turns,
@@ -197,7 +200,6 @@ pub struct HubState {
     actors: HashMap<ActorId, AgentId>,
     sinks: HashMap<AgentId, EventSink>,
     envelopes: Envelopes,
-    next_child: u64,
     requested: usize,
     finished: usize,
 }
@@ -211,13 +213,26 @@ impl std::fmt::Debug for HubState {
     }
 }
 
-/// The name of a child: the first non-empty line of its system prompt.
+/// The longest child name shown.
+const NAME_CHARS: usize = 80;
+
+/// The name of a child: the first line of its system prompt with visible
+/// text, on one line (control, escape and bidi characters removed; see
+/// [`subagents_messages::text::one_line`]), at most 80 characters.
 pub fn child_name(system_prompt: &str) -> String {
     system_prompt
         .lines()
-        .map(str::trim)
+        .map(|l| one_line(l, NAME_CHARS))
         .find(|l| !l.is_empty())
-        .map_or_else(|| "sub-agent".to_owned(), |l| l.chars().take(80).collect())
+        .unwrap_or_else(|| "sub-agent".to_owned())
+}
+
+/// A name given with the request, shown by the same rules as
+/// [`child_name`]; one with no visible text falls back to the prompt's.
+fn display_name(name: Option<&str>, system_prompt: &str) -> String {
+    name.map(|n| one_line(n, NAME_CHARS))
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| child_name(system_prompt))
 }
 
 /// How a child's turn ended, as a status.
@@ -295,16 +310,12 @@ impl HubState {
         // Clamped to the parent's own cap (openheim documents this; we
         // enforce it).
         limits.max_turns = limits.max_turns.min(self.config.parent_max_turns).max(1);
-        self.next_child += 1;
+        let id = self.config.ids.next().map_err(|e| e.to_string())?;
         self.requested += 1;
-        let id = AgentId::new(format!("agent_{}", self.next_child));
         let info = SubAgentInfo {
             id: id.clone(),
             parent_tool_use_id: request.parent_tool_use_id.clone(),
-            name: request
-                .name
-                .clone()
-                .unwrap_or_else(|| child_name(&request.system_prompt)),
+            name: display_name(request.name.as_deref(), &request.system_prompt),
             tools: tools.names(),
             background: request.background,
         };
@@ -511,10 +522,25 @@ impl HubState {
         }
         self.sinks.remove(id);
         self.finished += 1;
-        if let Some(observer) = &self.config.observer {
-            observer.finished(&envelope);
-        }
+        self.tell_observers(&envelope);
         self.slots.release(id)
+    }
+
+    /// Tells every observer; one that panics is logged and the others are
+    /// still told (a host's bug must not take the hub down).
+    fn tell_observers(&self, envelope: &Envelope) {
+        for observer in &self.config.observers {
+            let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                observer.finished(envelope);
+            }));
+            if let Err(panic) = told {
+                tracing::error!(
+                    child = %envelope.id,
+                    panic = crate::tool::panic_message(panic.as_ref()),
+                    "a hub observer panicked"
+                );
+            }
+        }
     }
 
     async fn finish_and_refill(
@@ -586,33 +612,25 @@ impl HubState {
     }
 
     async fn stop_all(&mut self, myself: &ActorRef<HubMsg>) -> usize {
-        // Queued first, so stopping the live ones starts nobody.
+        // The queue is emptied first, so stopping the live ones starts
+        // nobody; then every child is stopped in child-number order: the
+        // stream (and a replay) must not depend on a map's iteration order.
         let queued = self.slots.drain_queue();
-        let mut stopped = 0;
-        for id in &queued {
-            if !self.is_terminal(id) {
-                self.finish_child(
-                    id,
-                    SubAgentStatus::Stopped,
-                    None,
-                    Some("stopped before it started".into()),
-                );
-                stopped += 1;
-            }
-        }
-        let live: Vec<AgentId> = self
-            .children
-            .keys()
+        let mut all: Vec<AgentId> = queued
+            .into_iter()
+            .chain(self.children.keys().cloned())
             .filter(|id| !self.is_terminal(id))
-            .cloned()
             .collect();
-        for id in live {
-            let next = self.finish_child(
-                &id,
-                SubAgentStatus::Stopped,
-                None,
-                Some("stopped while running".into()),
-            );
+        all.sort_by_key(|id| (child_number(id), id.clone()));
+        all.dedup();
+        let mut stopped = 0;
+        for id in all {
+            let error = if self.slots.is_live(&id) {
+                "stopped while running"
+            } else {
+                "stopped before it started"
+            };
+            let next = self.finish_child(&id, SubAgentStatus::Stopped, None, Some(error.into()));
             stopped += 1;
             self.start_all(myself, next).await;
         }
@@ -678,7 +696,7 @@ fn tap(envelopes: Envelopes, id: AgentId) -> crate::sink::Tap {
         AgentEvent::ToolStarted(call) => {
             if let Some(mut entry) = envelopes.get_mut(&id) {
                 entry.envelope.tool_calls += 1;
-                entry.envelope.last_tool = Some(call.name.clone());
+                entry.envelope.last_tool = Some(one_line(&call.name, NAME_CHARS));
             }
         }
         AgentEvent::Result(result) => {
@@ -737,7 +755,6 @@ impl Actor for Hub {
     ) -> Result<HubState, ActorProcessingErr> {
         let mut sinks = HashMap::new();
         sinks.insert(args.parent, args.parent_sink);
-        let next_child = args.config.first_child.saturating_sub(1);
         Ok(HubState {
             slots: Slots::new(args.config.max_live),
             config: args.config,
@@ -745,7 +762,6 @@ impl Actor for Hub {
             actors: HashMap::new(),
             sinks,
             envelopes: args.envelopes,
-            next_child,
             requested: 0,
             finished: 0,
         })
@@ -909,6 +925,7 @@ pub struct HubHandle {
     envelopes: Envelopes,
     archive: Option<Arc<dyn EnvelopeArchive>>,
     inline_wait: Duration,
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for HubHandle {
@@ -930,6 +947,7 @@ impl HubHandle {
     ) -> Result<HubHandle, SpawnErr> {
         let envelopes: Envelopes = Arc::default();
         let archive = config.archive.clone();
+        let clock = config.clock.clone();
         let args = HubArguments {
             config: Arc::new(config),
             parent,
@@ -945,6 +963,7 @@ impl HubHandle {
             envelopes,
             archive,
             inline_wait: Duration::from_secs(45),
+            clock,
         })
     }
 
@@ -1045,6 +1064,34 @@ impl HubHandle {
                 .unwrap_or(u64::MAX)
         });
         all
+    }
+
+    /// After the hub actor is gone (it crashed or was killed): every child
+    /// that had not ended becomes `failed` with `reason`, stamped `now_ms`;
+    /// returns those final envelopes, in request order. Does nothing (and
+    /// returns nothing) while the hub runs: a live hub ends its children
+    /// itself.
+    pub fn fail_unfinished(&self, reason: &str) -> Vec<Envelope> {
+        let now_ms = self.clock.now_ms();
+        if self.actor.get_status() < ractor::ActorStatus::Stopping {
+            return Vec::new();
+        }
+        let mut failed = Vec::new();
+        for mut entry in self.envelopes.iter_mut() {
+            let entry = entry.value_mut();
+            if entry.envelope.status.is_terminal() {
+                continue;
+            }
+            if let Some(started) = entry.started {
+                entry.envelope.elapsed = started.elapsed();
+            }
+            entry.envelope.status = SubAgentStatus::Failed;
+            entry.envelope.error = Some(reason.to_owned());
+            entry.envelope.finished_at_ms = Some(now_ms);
+            failed.push(entry.envelope.clone());
+        }
+        failed.sort_by_key(|e| (child_number(&e.id), e.id.clone()));
+        failed
     }
 
     /// The hub's counts.

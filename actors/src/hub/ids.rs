@@ -1,0 +1,154 @@
+//! Child ids: `agent_1`, `agent_2`, … handed out by one shared counter, so
+//! every hub drawing from the same [`ChildIds`] (two threads on one
+//! envelope store, say) gets ids no other one has.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use subagents_messages::AgentId;
+
+/// The largest child number: `agent_9007199254740991` (2⁵³ − 1, the
+/// largest integer a JSON reader using doubles holds exactly). A stored id
+/// past it is out of range.
+pub const MAX_CHILD_NUMBER: u64 = (1 << 53) - 1;
+
+/// The prefix of every child id.
+const PREFIX: &str = "agent_";
+
+/// Every child number up to [`MAX_CHILD_NUMBER`] has been handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no child id is left: every number up to agent_{MAX_CHILD_NUMBER} is taken")]
+pub struct IdsExhausted;
+
+/// A shared counter of child numbers. Cheap to clone; clones share it.
+#[derive(Debug, Clone)]
+pub struct ChildIds {
+    next: Arc<AtomicU64>,
+}
+
+impl Default for ChildIds {
+    fn default() -> Self {
+        Self::starting_at(1)
+    }
+}
+
+impl ChildIds {
+    /// A counter whose first id is `agent_<first>` (`first` is at least 1).
+    pub fn starting_at(first: u64) -> Self {
+        Self {
+            next: Arc::new(AtomicU64::new(first.max(1))),
+        }
+    }
+
+    /// A counter whose first id comes after every id in `taken` (ids that
+    /// are not child ids are ignored); `None` when one of them is past
+    /// [`MAX_CHILD_NUMBER`].
+    pub fn after<'a>(taken: impl IntoIterator<Item = &'a AgentId>) -> Self {
+        let last = taken
+            .into_iter()
+            .filter_map(child_number)
+            .max()
+            .unwrap_or(0);
+        Self::starting_at(last.saturating_add(1))
+    }
+
+    /// The next id, never handed out before by this counter or its clones.
+    pub fn next(&self) -> Result<AgentId, IdsExhausted> {
+        let taken = self
+            .next
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n <= MAX_CHILD_NUMBER).then(|| n + 1)
+            })
+            .map_err(|_| IdsExhausted)?;
+        Ok(AgentId::new(format!("{PREFIX}{taken}")))
+    }
+
+    /// The number the next id will carry (nothing is taken).
+    pub fn peek(&self) -> u64 {
+        self.next.load(Ordering::Relaxed)
+    }
+}
+
+/// The number of a child id (`agent_12` → 12): digits only, no sign, no
+/// leading zero, at most [`MAX_CHILD_NUMBER`]. `None` for any other id.
+pub fn child_number(id: &AgentId) -> Option<u64> {
+    let digits = id.as_str().strip_prefix(PREFIX)?;
+    if digits.is_empty()
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || (digits.len() > 1 && digits.starts_with('0'))
+    {
+        return None;
+    }
+    digits
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n <= MAX_CHILD_NUMBER)
+}
+
+/// True for an id shaped like a child id (`agent_` and digits) whose
+/// number is past [`MAX_CHILD_NUMBER`] or does not fit a `u64`.
+pub fn is_out_of_range(id: &AgentId) -> bool {
+    let Some(digits) = id.as_str().strip_prefix(PREFIX) else {
+        return false;
+    };
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && digits.parse::<u64>().map_or(true, |n| n > MAX_CHILD_NUMBER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> AgentId {
+        AgentId::new(s)
+    }
+
+    #[test]
+    fn clones_share_the_counter_and_ids_never_repeat() {
+        let a = ChildIds::default();
+        let b = a.clone();
+        assert_eq!(a.next(), Ok(id("agent_1")));
+        assert_eq!(b.next(), Ok(id("agent_2")));
+        assert_eq!(a.next(), Ok(id("agent_3")));
+    }
+
+    #[test]
+    fn the_counter_ends_at_the_maximum_without_overflow() {
+        let ids = ChildIds::starting_at(MAX_CHILD_NUMBER);
+        assert_eq!(ids.next(), Ok(id(&format!("agent_{MAX_CHILD_NUMBER}"))));
+        assert_eq!(ids.next(), Err(IdsExhausted));
+        assert_eq!(ids.next(), Err(IdsExhausted));
+        let past = ChildIds::starting_at(u64::MAX);
+        assert_eq!(past.next(), Err(IdsExhausted));
+    }
+
+    #[test]
+    fn after_skips_foreign_and_out_of_range_ids() {
+        let taken = [
+            id("agent_4"),
+            id("notes"),
+            id("agent_18446744073709551615"),
+            id("agent_0x9"),
+        ];
+        let ids = ChildIds::after(&taken);
+        assert_eq!(ids.next(), Ok(id("agent_5")));
+        assert_eq!(ChildIds::after(&[]).next(), Ok(id("agent_1")));
+    }
+
+    #[test]
+    fn numbers_and_ranges() {
+        assert_eq!(child_number(&id("agent_12")), Some(12));
+        assert_eq!(child_number(&id("agent_012")), None);
+        assert_eq!(child_number(&id("agent_")), None);
+        assert_eq!(child_number(&id("agent_+1")), None);
+        assert!(is_out_of_range(&id("agent_18446744073709551615")));
+        assert!(is_out_of_range(&id("agent_99999999999999999999999")));
+        assert!(is_out_of_range(&id(&format!(
+            "agent_{}",
+            MAX_CHILD_NUMBER + 1
+        ))));
+        assert!(!is_out_of_range(&id(&format!("agent_{MAX_CHILD_NUMBER}"))));
+        assert!(!is_out_of_range(&id("notes")));
+    }
+}
