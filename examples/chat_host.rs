@@ -124,11 +124,11 @@ async fn pump(
         if let AgentEvent::Child(_, inner) = &event
             && let AgentEvent::ApprovalRequested(request) = &**inner
         {
-            let handled = threads
+            threads
                 .get(id)?
                 .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
                 .await?;
-            println!("[host] approved {} → {handled}", request.id);
+            println!("[host] approved {}", request.id);
         }
         log.push(event);
     }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use subagents::messages::{ToolResult, ToolStarted, Usage};
+use subagents::messages::{ApprovalRefusal, ToolResult, ToolStarted, Usage};
 use subagents::prelude::*;
 
 async fn until_result(events: &mut EventStream) -> (Vec<AgentEvent>, AgentResult) {
@@ -311,13 +311,26 @@ async fn approval_run(decision: ApprovalDecision) -> (Vec<AgentEvent>, AgentHand
         let event = events.recv().await.unwrap();
         seen.push(event.clone());
         if let AgentEvent::ApprovalRequested(request) = event {
-            assert!(
-                !agent
+            assert_eq!(
+                agent
                     .resolve_approval(ApprovalId::new("other"), decision)
-                    .await
-                    .unwrap()
+                    .await,
+                Err(AgentError::Approval(ApprovalRefusal::Unknown(
+                    ApprovalId::new("other")
+                )))
             );
-            assert!(agent.resolve_approval(request.id, decision).await.unwrap());
+            agent
+                .resolve_approval(request.id.clone(), decision)
+                .await
+                .unwrap();
+            assert_eq!(
+                agent.resolve_approval(request.id.clone(), decision).await,
+                Err(AgentError::Approval(ApprovalRefusal::AlreadyAnswered {
+                    id: request.id,
+                    decision
+                })),
+                "a second answer is refused with the first one"
+            );
             break;
         }
     }

@@ -13,8 +13,9 @@ use common::*;
 use serde_json::json;
 use subagents::actors::DelegationBuilder;
 use subagents::messages::AgentEvent;
+use subagents::messages::ApprovalRefusal;
 use subagents::prelude::*;
-use subagents::supervisor::ThreadHandle;
+use subagents::supervisor::{ThreadError, ThreadHandle};
 
 fn run(name: &str, secs: u64, wait: bool) -> String {
     json!({
@@ -275,21 +276,21 @@ async fn an_approval_from_a_child_is_resolved_through_the_thread() {
         unreachable!()
     };
     assert_eq!(child.as_str(), "agent_1");
-    assert!(
-        !thread
+    assert_eq!(
+        thread
             .resolve_approval(
                 ApprovalId::new("agent_9-approval-1"),
                 ApprovalDecision::Approve
             )
-            .await
-            .unwrap()
+            .await,
+        Err(ThreadError::Approval(ApprovalRefusal::Unknown(
+            ApprovalId::new("agent_9-approval-1")
+        )))
     );
-    assert!(
-        thread
-            .resolve_approval(request.id, ApprovalDecision::Approve)
-            .await
-            .unwrap()
-    );
+    thread
+        .resolve_approval(request.id, ApprovalDecision::Approve)
+        .await
+        .unwrap();
     let result = until_result(&mut events, &mut log).await;
     assert_eq!(result.text, "Posted via the child.");
     let (_, by_id) = check_log(&log, true);
@@ -459,11 +460,12 @@ mod persistence_and_policies {
             unreachable!()
         };
         assert_eq!(thread.switch_away().await.unwrap(), 1);
-        assert!(
-            !thread
-                .resolve_approval(request.id, ApprovalDecision::Approve)
-                .await
-                .unwrap()
+        assert_eq!(
+            thread
+                .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
+                .await,
+            Err(ThreadError::Approval(ApprovalRefusal::Ended(request.id))),
+            "the child ended: the request is closed, the thread is not"
         );
         run_for(&mut events, &mut log, 30).await;
         let (_, by_id) = check_log(&log, true);

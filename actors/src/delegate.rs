@@ -241,30 +241,105 @@ impl Delegator {
         self.hub.request(request).await.map_err(refuse)
     }
 
-    /// Waits for a child, up to `within` (or to its end), claiming its
-    /// result. If this future is dropped first (the parent was stopped),
-    /// the child is detached or stopped by the parent-stop policy.
-    pub async fn wait(&self, id: &AgentId, within: Option<std::time::Duration>) -> WaitOutcome {
+    /// What a call waiting on `id` reads if its turn is cut (stopped, or
+    /// ended by a limit) while it waits: by the parent-stop policy, the
+    /// child goes on in the background or is stopped with the turn.
+    pub fn cut_note(&self, id: &AgentId) -> String {
+        match self.parent_stop {
+            ParentStopPolicy::Detach => json!({
+                "pending": true,
+                "id": id.as_str(),
+                "note": "the turn ended while waiting; the sub-agent goes on in the background and its result will arrive as a message",
+            }),
+            ParentStopPolicy::Cascade => json!({
+                "id": id.as_str(),
+                "status": "stopped",
+                "note": "the turn ended while waiting, and the sub-agent was stopped with it",
+            }),
+        }
+        .to_string()
+    }
+
+    /// Delivers a finished child's result through `call`: settles the
+    /// call's output on its turn, then claims the result (no wake). `false`
+    /// when the turn was already cut: the result was not delivered, so it
+    /// stays unclaimed (and, once nobody waits inline, wakes the parent).
+    pub fn deliver(
+        &self,
+        call: &ToolCallContext,
+        id: &AgentId,
+        output: &Result<String, ToolError>,
+    ) -> bool {
+        if !call.settle(output) {
+            return false;
+        }
+        self.hub.claim(id);
+        true
+    }
+
+    /// Waits inline for a child, up to `within` (or to its end), and
+    /// delivers its result through `call` as `render` writes it. If the
+    /// turn is cut while it waits, the call reads [`Delegator::cut_note`]
+    /// and the child is detached or stopped by the parent-stop policy —
+    /// also when it finished at that same instant and the result was not
+    /// taken yet: then it becomes a background result.
+    pub async fn wait_inline(
+        &self,
+        call: &ToolCallContext,
+        id: &AgentId,
+        within: Option<std::time::Duration>,
+        render: impl Fn(&Envelope) -> Result<String, ToolError>,
+    ) -> Waited {
+        call.on_cut(self.cut_note(id));
         let mut guard = OnParentStop {
             hub: self.hub.clone(),
             id: id.clone(),
             policy: self.parent_stop,
             armed: true,
         };
-        let outcome = self.hub.wait(id, true, within).await;
-        guard.armed = false;
-        outcome
+        match self.hub.wait(id, within).await {
+            WaitOutcome::Finished(envelope) => {
+                let output = render(&envelope);
+                // Not taken (the turn was cut): the guard hands it on.
+                guard.armed = !self.deliver(call, id, &output);
+                Waited::Delivered(output)
+            }
+            WaitOutcome::Pending => {
+                guard.armed = false;
+                Waited::Pending
+            }
+            WaitOutcome::Unknown => {
+                guard.armed = false;
+                Waited::Unknown
+            }
+        }
     }
 
     /// Runs a child to its end and returns only its final answer; a failed
     /// or stopped child is an error sentence.
-    pub async fn run_to_end(&self, request: ChildRequest) -> Result<String, ToolError> {
+    pub async fn run_to_end(
+        &self,
+        call: &ToolCallContext,
+        request: ChildRequest,
+    ) -> Result<String, ToolError> {
         let id = self.start(request).await?;
-        match self.wait(&id, None).await {
-            WaitOutcome::Finished(envelope) => final_answer(&envelope),
+        match self.wait_inline(call, &id, None, final_answer).await {
+            Waited::Delivered(output) => output,
             _ => Err(refuse(format!("the sub-agent `{id}` was lost"))),
         }
     }
+}
+
+/// How an inline wait ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waited {
+    /// The child finished; what the call returns (already settled and
+    /// claimed, unless the turn was cut).
+    Delivered(Result<String, ToolError>),
+    /// Still running after the wait.
+    Pending,
+    /// No child has that id.
+    Unknown,
 }
 
 /// A finished child's answer as `delegate_task` and `agent` return it.
@@ -368,7 +443,7 @@ impl Tool for DelegateTask {
                 refuse("`task` is required: the complete brief for the sub-agent")
             })?;
             let request = delegator.request(&call, args.spec, task, false)?;
-            delegator.run_to_end(request).await
+            delegator.run_to_end(&call, request).await
         })
     }
 }
@@ -426,7 +501,7 @@ impl Tool for AgentTool {
                 ..ChildSpec::default()
             };
             let request = delegator.request(&call, spec, task, false)?;
-            delegator.run_to_end(request).await
+            delegator.run_to_end(&call, request).await
         })
     }
 }

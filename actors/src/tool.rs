@@ -60,6 +60,49 @@ pub struct ToolCallContext {
     pub events: EventSink,
     /// Names of the tools the calling agent has.
     pub available_tools: Arc<[String]>,
+    /// The call's hold on its turn.
+    pub(crate) slot: crate::agent::CallSlot,
+}
+
+impl ToolCallContext {
+    /// A context outside any turn (for testing a tool on its own):
+    /// [`ToolCallContext::settle`] always succeeds and
+    /// [`ToolCallContext::on_cut`] does nothing.
+    pub fn detached(
+        tool_use_id: ToolUseId,
+        arguments: impl Into<String>,
+        agent_id: AgentId,
+        events: EventSink,
+    ) -> Self {
+        Self {
+            tool_use_id,
+            arguments: arguments.into(),
+            agent_id,
+            depth: 0,
+            events,
+            available_tools: Arc::from(Vec::new()),
+            slot: Default::default(),
+        }
+    }
+
+    /// The output the model reads for this call if the turn is cut (stopped,
+    /// or ended by a limit) before the call returns — instead of a sentence
+    /// saying it was stopped. Not an error: use it to say what goes on
+    /// (`use_agent` says which sub-agent continues in the background).
+    pub fn on_cut(&self, output: impl Into<String>) {
+        self.slot.on_cut(output.into());
+    }
+
+    /// Fixes what the model reads for this call before the tool returns
+    /// it: if the turn is cut from now on, the call is still answered with
+    /// `output` (in the stream and in the conversation). Returns `false`
+    /// when the turn was already cut: then `output` will never reach the
+    /// model, and a tool that delivers something exactly once (the
+    /// delegation tools, a child's result) must deliver it another way.
+    /// Outside a turn it returns `true`.
+    pub fn settle(&self, output: &Result<String, ToolError>) -> bool {
+        self.slot.settle(output)
+    }
 }
 
 /// A tool call failed; the text is what the model reads.
@@ -225,9 +268,14 @@ pub async fn run_tool(tool: &Arc<dyn Tool>, call: ToolCallContext) -> ToolOutcom
             output,
             is_error: false,
         },
-        Ok(Err(e)) => ToolOutcome::error(format!("the tool `{name}` failed: {e}")),
+        Ok(Err(e)) => ToolOutcome::error(error_output(&name, &e)),
         Err(panic) => ToolOutcome::error(crashed(&name, panic.as_ref())),
     }
+}
+
+/// What the model reads for a tool that returned an error.
+pub(crate) fn error_output(name: &str, error: &ToolError) -> String {
+    format!("the tool `{name}` failed: {error}")
 }
 
 fn crashed(name: &str, panic: &(dyn std::any::Any + Send)) -> String {
@@ -278,6 +326,7 @@ mod tests {
             depth: 0,
             events,
             available_tools: Arc::from(vec![]),
+            slot: Default::default(),
         }
     }
 

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use subagents_messages::{AgentId, DetachOutcome, Envelope};
 
-use crate::delegate::{ChildSpec, Delegator, refuse};
+use crate::delegate::{ChildSpec, Delegator, Waited, refuse};
 use crate::hub::{HubHandle, WaitOutcome};
 use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
 
@@ -100,17 +100,27 @@ fn pending_json(id: &AgentId) -> String {
     .to_string()
 }
 
-/// A snapshot for `status`.
-pub fn status_json(envelope: &Envelope) -> String {
+/// A snapshot for `status`. A child that waits for a slot reads
+/// `"status": "queued"` with its `queue_position` (1 = next), whether or
+/// not the parent still waits on it (`background`).
+pub fn status_json(envelope: &Envelope, queue_position: Option<usize>) -> String {
+    let status = match queue_position {
+        Some(_) => "queued",
+        None => envelope.status.as_str(),
+    };
     let mut out = json!({
         "id": envelope.id.as_str(),
         "name": envelope.name,
-        "status": envelope.status.as_str(),
+        "status": status,
+        "background": envelope.background,
         "elapsed_s": (envelope.elapsed.as_millis() as f64) / 1000.0,
         "tool_calls": envelope.tool_calls,
         "tokens": envelope.usage.total(),
         "last_tool": envelope.last_tool,
     });
+    if let Some(position) = queue_position {
+        out["queue_position"] = json!(position);
+    }
     if envelope.status.is_terminal() {
         if let Some(result) = &envelope.result {
             out["result"] = Value::String(result.clone());
@@ -131,18 +141,28 @@ impl UseAgent {
         let background = !args.wait.unwrap_or(true);
         let request = self.delegator.request(call, args.spec, input, background)?;
         let id = self.delegator.start(request).await?;
+        // Cut before it returns, the call still says which child runs.
+        call.on_cut(pending_json(&id));
         if background {
             return Ok(pending_json(&id));
         }
         match self
             .delegator
-            .wait(&id, Some(self.hub().inline_wait()))
+            .wait_inline(call, &id, Some(self.hub().inline_wait()), |e| {
+                Ok(finished_json(e))
+            })
             .await
         {
-            WaitOutcome::Finished(envelope) => Ok(finished_json(&envelope)),
-            WaitOutcome::Unknown => Err(refuse(format!("the sub-agent `{id}` was lost"))),
-            WaitOutcome::Pending => match self.hub().detach(&id).await {
-                DetachOutcome::AlreadyFinished(envelope) => Ok(finished_json(&envelope)),
+            Waited::Delivered(output) => output,
+            Waited::Unknown => Err(refuse(format!("the sub-agent `{id}` was lost"))),
+            Waited::Pending => match self.hub().detach(&id).await {
+                DetachOutcome::AlreadyFinished(envelope) => {
+                    let output = Ok(finished_json(&envelope));
+                    // Not taken (the turn was cut): the detach already
+                    // made it a background result.
+                    self.delegator.deliver(call, &id, &output);
+                    output
+                }
                 _ => Ok(pending_json(&id)),
             },
         }
@@ -217,16 +237,18 @@ impl Tool for UseAgent {
                         .hub()
                         .status(&id)
                         .ok_or_else(|| refuse("the sub-agent was lost"))?;
-                    Ok(status_json(&envelope))
+                    Ok(status_json(&envelope, this.hub().queue_position(&id)))
                 }
                 Some("result") => {
                     let id = this.id_of(&args, "result")?;
-                    match this
-                        .hub()
-                        .wait(&id, true, Some(this.hub().inline_wait()))
-                        .await
-                    {
-                        WaitOutcome::Finished(envelope) => Ok(finished_json(&envelope)),
+                    match this.hub().wait(&id, Some(this.hub().inline_wait())).await {
+                        WaitOutcome::Finished(envelope) => {
+                            let output = Ok(finished_json(&envelope));
+                            // Not taken (the turn was cut): it stays
+                            // unclaimed and wakes the parent.
+                            this.delegator.deliver(&call, &id, &output);
+                            output
+                        }
                         WaitOutcome::Pending => Ok(pending_json(&id)),
                         WaitOutcome::Unknown => {
                             Err(refuse(format!("the sub-agent `{id}` was lost")))

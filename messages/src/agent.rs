@@ -3,7 +3,7 @@
 use ractor::RpcReplyPort;
 use serde::{Deserialize, Serialize};
 
-use crate::event::{AgentResult, ApprovalDecision};
+use crate::event::{AgentResult, ApprovalDecision, ApprovalRefusal};
 use crate::ids::ApprovalId;
 use crate::model::ChatMessage;
 
@@ -45,14 +45,15 @@ pub enum AgentMsg {
     /// model call in flight is cancelled and its gate permit released.
     Stop,
     /// Sent by the host (through the supervisor): answer an approval.
-    /// Replies `true` if this agent had that approval pending.
+    /// The agent emits `ApprovalResolved` on its turn's stream and the
+    /// tool goes on (or is denied); replies why not otherwise.
     ResolveApproval {
         /// The approval.
         id: ApprovalId,
         /// The answer.
         decision: ApprovalDecision,
-        /// Whether it was found here.
-        reply: RpcReplyPort<bool>,
+        /// Taken, or why not.
+        reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
     },
     /// Sent by the agent's own turn task: a tool call waits for approval;
     /// the decision goes to `responder`.

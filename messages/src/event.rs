@@ -22,6 +22,11 @@ pub enum AgentEvent {
     ToolResult(ToolResult),
     /// A tool call waits for the host's approval.
     ApprovalRequested(ApprovalRequest),
+    /// An approval request is closed: answered, or cancelled because the
+    /// turn or the child that asked ended first. Comes once per
+    /// `ApprovalRequested`, after it and before the call's `ToolResult`
+    /// and the turn's `Result` (so before a child's terminal status).
+    ApprovalResolved(ApprovalResolution),
     /// The agent's turn ended; its final (or partial) answer.
     Result(AgentResult),
     /// A child agent was requested. Comes once, before anything else of it.
@@ -30,6 +35,11 @@ pub enum AgentEvent {
     Child(AgentId, Box<AgentEvent>),
     /// The child's status moved forward.
     ChildStatus(AgentId, SubAgentStatus),
+    /// A child that waited in the queue got its live slot and starts now.
+    /// Once per queued child, before any of its own events; an inline
+    /// child's `ChildStatus(running)` follows, a background child's status
+    /// stays `background` (statuses never move back).
+    ChildRunning(AgentId),
     /// A user turn reached the parent (emitted by the thread supervisor as
     /// it hands the turn over): the parent generates from here until the
     /// turn's `Result`.
@@ -57,7 +67,9 @@ impl AgentEvent {
     pub fn child_id(&self) -> Option<&AgentId> {
         match self {
             AgentEvent::ChildStarted(info) => Some(&info.id),
-            AgentEvent::Child(id, _) | AgentEvent::ChildStatus(id, _) => Some(id),
+            AgentEvent::Child(id, _)
+            | AgentEvent::ChildStatus(id, _)
+            | AgentEvent::ChildRunning(id) => Some(id),
             _ => None,
         }
     }
@@ -98,6 +110,50 @@ pub struct ApprovalRequest {
     pub tool_name: String,
     /// The call's arguments (a JSON string).
     pub arguments: String,
+}
+
+/// `AgentEvent::ApprovalResolved`'s payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalResolution {
+    /// The approval.
+    pub id: ApprovalId,
+    /// The call that waited.
+    pub tool_use_id: ToolUseId,
+    /// How it was closed.
+    pub outcome: ApprovalOutcome,
+}
+
+/// How an approval request was closed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalOutcome {
+    /// The host approved; the tool runs.
+    Approved,
+    /// The host denied; the model reads that it was denied.
+    Denied,
+    /// Nobody will answer: the turn or the child that asked ended first
+    /// (stopped, switched away, cut by a limit). The text says which.
+    Cancelled(String),
+}
+
+/// Why an answer to an approval was not taken. Carries the approval's id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ApprovalRefusal {
+    /// No agent of the thread ever asked for this id.
+    #[error("there is no approval `{0}`")]
+    Unknown(ApprovalId),
+    /// It was answered before (with this decision); the first answer stands.
+    #[error("the approval `{id}` was already answered ({decision:?})")]
+    AlreadyAnswered {
+        /// The approval.
+        id: ApprovalId,
+        /// The answer that was taken.
+        decision: ApprovalDecision,
+    },
+    /// The turn or the child that asked ended before the answer arrived;
+    /// its request was closed as cancelled.
+    #[error("the approval `{0}` is closed: the agent that asked for it ended first")]
+    Ended(ApprovalId),
 }
 
 /// The host's answer to an [`ApprovalRequest`].

@@ -4,7 +4,7 @@ use ractor::RpcReplyPort;
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::Envelope;
-use crate::event::{AgentResult, SubAgentStatus};
+use crate::event::{AgentResult, ApprovalRefusal, SubAgentStatus};
 use crate::ids::{AgentId, ToolUseId};
 
 /// A request for a child, as `use_agent run` makes it.
@@ -102,19 +102,28 @@ pub enum HubMsg {
         reply: RpcReplyPort<Result<AgentId, String>>,
     },
     /// Sent by `use_agent run` / `result`: reply with the child's envelope
-    /// once it reaches a terminal status (at once if it has). Marks the
-    /// result claimed when `claim` is set: no wake follows.
+    /// once it reaches a terminal status (at once if it has). Sending the
+    /// envelope delivers nothing: the receiver claims the result (with
+    /// [`HubMsg::Claimed`]) only once its tool call has taken it.
     Subscribe {
         /// The child.
         id: AgentId,
-        /// Claim the result when it is delivered.
-        claim: bool,
         /// Receives the final envelope; dropped for an unknown id.
         reply: RpcReplyPort<Envelope>,
     },
+    /// Sent by a tool call that took a finished child's result (its
+    /// output is settled on the parent's turn, so no stop can lose it):
+    /// the envelope is already marked claimed, so no wake follows; the hub
+    /// tells its observers the final envelope.
+    Claimed {
+        /// The child.
+        id: AgentId,
+    },
     /// Sent when the requester stops waiting inline (the wait expired, or
     /// the parent was stopped): the child goes on in the background and
-    /// `ChildStatus(background)` marks the hand-off.
+    /// `ChildStatus(background)` marks the hand-off. A child that already
+    /// finished and whose result nobody took becomes a background result:
+    /// it wakes the parent (the hub tells its observers again).
     Detach {
         /// The child.
         id: AgentId,
@@ -122,7 +131,10 @@ pub enum HubMsg {
         reply: Option<RpcReplyPort<DetachOutcome>>,
     },
     /// Sent by `use_agent stop` or the host: stop a running or queued
-    /// child (`ChildStatus(stopped)`). Replies with its status after.
+    /// child. A queued one ends at once; a running one is told to stop its
+    /// turn (its own closing events and `Result` come first) and ends when
+    /// it reports. Replies with its status after it ended (`stopped`, or
+    /// the status it reached at that instant).
     Stop {
         /// The child.
         id: AgentId,
@@ -130,7 +142,8 @@ pub enum HubMsg {
         reply: Option<RpcReplyPort<Result<SubAgentStatus, String>>>,
     },
     /// Sent by the supervisor on a thread switch: stop every live and
-    /// queued child. Replies with how many were stopped.
+    /// queued child, in child-number order. Replies with how many were
+    /// asked to stop, once every one of them has ended.
     StopAll {
         /// How many children were stopped.
         reply: Option<RpcReplyPort<usize>>,
@@ -152,15 +165,15 @@ pub enum HubMsg {
     },
     /// Sent by the thread supervisor: answer an approval a child asked
     /// for (its id starts with the child's id). Forwarded to that child,
-    /// which replies whether it had it pending; `false` when no live child
-    /// has that id.
+    /// which replies; a child that already ended is `Ended`, an id no child
+    /// of this hub has is `Unknown`.
     ResolveApproval {
         /// The approval.
         id: crate::ids::ApprovalId,
         /// The answer.
         decision: crate::event::ApprovalDecision,
-        /// Whether it was found.
-        reply: RpcReplyPort<bool>,
+        /// Taken, or why not.
+        reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
     },
     /// Sent by anyone: reply with the hub's counts. Never waits.
     Snapshot(RpcReplyPort<HubSnapshot>),

@@ -19,8 +19,8 @@ pub mod transcript;
 pub use agent::{AgentMsg, AgentSnapshot, TurnOrigin, UserTurn};
 pub use envelope::Envelope;
 pub use event::{
-    AgentEvent, AgentResult, ApprovalDecision, ApprovalRequest, Outcome, SubAgentInfo,
-    SubAgentStatus, ToolResult, ToolStarted, WakeNotice,
+    AgentEvent, AgentResult, ApprovalDecision, ApprovalOutcome, ApprovalRefusal, ApprovalRequest,
+    ApprovalResolution, Outcome, SubAgentInfo, SubAgentStatus, ToolResult, ToolStarted, WakeNotice,
 };
 pub use gate::{GateMsg, GateSnapshot, Permit, Ticket};
 pub use hub::{ChildRequest, DetachOutcome, HubMsg, HubSnapshot};

@@ -27,15 +27,16 @@ pub enum ThreadMsg {
     /// Sent by the host: stop the parent's running turn. A child the parent
     /// waited on inline is detached (or stopped, by policy).
     StopParent,
-    /// Sent by the host: answer an approval. Tried on the parent first,
-    /// then on the child that asked. Replies whether it was found.
+    /// Sent by the host: answer an approval, routed to the agent that
+    /// asked (the parent, or a child). Replies whether it was taken, or a
+    /// typed reason why not.
     ResolveApproval {
         /// The approval.
         id: ApprovalId,
         /// The answer.
         decision: ApprovalDecision,
-        /// Whether an agent had it pending.
-        reply: RpcReplyPort<bool>,
+        /// Taken, or why not.
+        reply: RpcReplyPort<Result<(), crate::event::ApprovalRefusal>>,
     },
     /// Sent by the hub's observer: a child reached a terminal status.
     ChildFinished(Box<Envelope>),

@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{AgentEvent, ApprovalRequest, Outcome, SubAgentInfo, SubAgentStatus};
+use crate::event::{
+    AgentEvent, ApprovalOutcome, ApprovalRequest, Outcome, SubAgentInfo, SubAgentStatus,
+};
 use crate::ids::{AgentId, ToolUseId};
 
 /// One row of a transcript.
@@ -29,8 +31,13 @@ pub enum TranscriptItem {
         /// The output is an error sentence.
         is_error: bool,
     },
-    /// A tool call waiting for approval.
-    Approval(ApprovalRequest),
+    /// A tool call's approval: live until `resolved` is set.
+    Approval {
+        /// The request.
+        request: ApprovalRequest,
+        /// How it was closed, once it was.
+        resolved: Option<ApprovalOutcome>,
+    },
     /// A child agent: its info, status and its own nested transcript.
     Agent(SubAgentRun),
     /// The end of a turn.
@@ -49,6 +56,9 @@ pub struct SubAgentRun {
     pub info: SubAgentInfo,
     /// The last status seen.
     pub status: Option<SubAgentStatus>,
+    /// It waits in the queue (a `queued` status, and no `ChildRunning` or
+    /// terminal status yet).
+    pub queued: bool,
     /// The child's own rows.
     pub transcript: Transcript,
 }
@@ -111,8 +121,17 @@ impl Transcript {
                     *is_error = result.is_error;
                 }
             }
-            AgentEvent::ApprovalRequested(request) => {
-                self.items.push(TranscriptItem::Approval(request.clone()))
+            AgentEvent::ApprovalRequested(request) => self.items.push(TranscriptItem::Approval {
+                request: request.clone(),
+                resolved: None,
+            }),
+            AgentEvent::ApprovalResolved(resolution) => {
+                let row = self.items.iter_mut().rev().find(|item| {
+                    matches!(item, TranscriptItem::Approval { request, .. } if request.id == resolution.id)
+                });
+                if let Some(TranscriptItem::Approval { resolved, .. }) = row {
+                    *resolved = Some(resolution.outcome.clone());
+                }
             }
             AgentEvent::Result(result) => self.items.push(TranscriptItem::Result {
                 text: result.text.clone(),
@@ -127,6 +146,12 @@ impl Transcript {
             AgentEvent::ChildStatus(id, status) => {
                 if let Some(run) = self.child_mut(id) {
                     run.status = Some(*status);
+                    run.queued = *status == SubAgentStatus::Queued;
+                }
+            }
+            AgentEvent::ChildRunning(id) => {
+                if let Some(run) = self.child_mut(id) {
+                    run.queued = false;
                 }
             }
             AgentEvent::Wake(notice) => self.push_wake(notice.line.clone()),
@@ -158,6 +183,7 @@ impl Transcript {
         let run = TranscriptItem::Agent(SubAgentRun {
             info: info.clone(),
             status: None,
+            queued: false,
             transcript: Transcript::new(),
         });
         let row = self.items.iter().rposition(
@@ -202,19 +228,31 @@ impl Transcript {
                     };
                     format!("[{name}] {arguments} {shown}")
                 }
-                TranscriptItem::Approval(request) => {
-                    format!("approval? {} ({})", request.tool_name, request.id)
-                }
+                TranscriptItem::Approval { request, resolved } => match resolved {
+                    None => format!("approval? {} ({})", request.tool_name, request.id),
+                    Some(ApprovalOutcome::Approved) => {
+                        format!("approved: {} ({})", request.tool_name, request.id)
+                    }
+                    Some(ApprovalOutcome::Denied) => {
+                        format!("denied: {} ({})", request.tool_name, request.id)
+                    }
+                    Some(ApprovalOutcome::Cancelled(why)) => {
+                        format!(
+                            "approval cancelled: {} ({}): {why}",
+                            request.tool_name, request.id
+                        )
+                    }
+                },
                 TranscriptItem::Result { text, outcome } => match outcome {
                     Outcome::Completed => format!("result: {}", first_line(text)),
                     other => format!("result ({other:?}): {}", first_line(text)),
                 },
                 TranscriptItem::Agent(run) => {
                     let status = run.status.map_or("requested", |s| s.as_str());
-                    let mode = if run.info.background {
-                        ", background"
-                    } else {
-                        ""
+                    let mode = match (run.info.background, run.queued && status != "queued") {
+                        (_, true) => ", queued",
+                        (true, false) => ", background",
+                        (false, false) => "",
                     };
                     format!(
                         "┗ agent {} \"{}\" [{status}{mode}]",

@@ -22,8 +22,8 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use subagents_actors::hub::{EnvelopeArchive, HubObserver};
 use subagents_actors::{DelegatingAgent, DelegationBuilder, EventSink, EventStream};
 use subagents_messages::{
-    AgentEvent, AgentId, AgentMsg, ApprovalDecision, ApprovalId, Envelope, HubMsg, ThreadMsg,
-    TurnOrigin, UserTurn, WakeNotice,
+    AgentEvent, AgentId, AgentMsg, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, HubMsg,
+    ThreadMsg, TurnOrigin, UserTurn, WakeNotice,
 };
 
 use crate::store::EnvelopeStore;
@@ -94,6 +94,9 @@ pub struct ThreadState {
     writes: Vec<tokio::task::JoinHandle<()>>,
     /// Children requested before the last switch: they never wake.
     switched_off: std::collections::HashSet<subagents_messages::AgentId>,
+    /// Children whose result was queued as a wake: at most once each (a
+    /// finished child's envelope may be reported again when it changes).
+    woken: std::collections::HashSet<subagents_messages::AgentId>,
 }
 
 struct Observer(ActorRef<ThreadMsg>);
@@ -237,6 +240,7 @@ impl Actor for ThreadSupervisor {
             persist_errors: Vec::new(),
             writes: Vec::new(),
             switched_off: Default::default(),
+            woken: Default::default(),
         })
     }
 
@@ -316,6 +320,7 @@ impl Actor for ThreadSupervisor {
                     && envelope.background
                     && !envelope.claimed
                     && !state.switched_off.contains(&envelope.id)
+                    && state.woken.insert(envelope.id.clone())
                 {
                     state.wakes.push(envelope.id.clone());
                 }
@@ -379,26 +384,38 @@ impl Actor for ThreadSupervisor {
 }
 
 /// Approval ids start with the asking agent's id (`parent-approval-1`,
-/// `agent_3-approval-2`): the parent is tried first, then the child named.
+/// `agent_3-approval-2`): the answer goes to the parent or to the hub (and
+/// the child named). An answer whose target went away before replying —
+/// a child stopped by a switch at that instant — is `Ended`, never a
+/// closed thread: the thread still answers.
 fn route_approval(
     state: &ThreadState,
     id: ApprovalId,
     decision: ApprovalDecision,
-    reply: ractor::RpcReplyPort<bool>,
+    reply: ractor::RpcReplyPort<Result<(), ApprovalRefusal>>,
 ) {
     let owner = id.as_str().split("-approval-").next().unwrap_or("");
-    if owner == state.parent.agent.id().as_str() {
-        let _ = state.parent.agent.actor().cast(AgentMsg::ResolveApproval {
-            id,
-            decision,
-            reply,
-        });
-        return;
-    }
-    let _ = state.parent.hub.actor().cast(HubMsg::ResolveApproval {
-        id,
-        decision,
-        reply,
+    let to_parent = owner == state.parent.agent.id().as_str();
+    let parent = state.parent.agent.actor().clone();
+    let hub = state.parent.hub.actor().clone();
+    tokio::spawn(async move {
+        let asked = id.clone();
+        let answer = if to_parent {
+            ractor::call!(parent, |r| AgentMsg::ResolveApproval {
+                id: asked,
+                decision,
+                reply: r
+            })
+            .ok()
+        } else {
+            ractor::call!(hub, |r| HubMsg::ResolveApproval {
+                id: asked,
+                decision,
+                reply: r
+            })
+            .ok()
+        };
+        let _ = reply.send(answer.unwrap_or(Err(ApprovalRefusal::Ended(id))));
     });
 }
 
@@ -412,6 +429,10 @@ pub enum ThreadError {
     /// The thread is closed; the message was not delivered.
     #[error("the thread is closed")]
     Closed,
+    /// An answer to an approval was not taken (unknown, already answered,
+    /// or the agent that asked ended first).
+    #[error(transparent)]
+    Approval(#[from] ApprovalRefusal),
 }
 
 /// The host's handle on one thread. Cheap to clone.
@@ -489,19 +510,23 @@ impl ThreadHandle {
         self.cast(ThreadMsg::StopParent)
     }
 
-    /// Answers an approval (parent first, then the child that asked);
-    /// `Ok(false)` when no agent had it pending.
+    /// Answers an approval, routed to the agent that asked (the parent or
+    /// a child). An answer not taken says why:
+    /// [`ThreadError::Approval`] with [`ApprovalRefusal::Unknown`],
+    /// [`ApprovalRefusal::AlreadyAnswered`] or [`ApprovalRefusal::Ended`];
+    /// [`ThreadError::Closed`] only when the thread itself is closed.
     pub async fn resolve_approval(
         &self,
         id: ApprovalId,
         decision: ApprovalDecision,
-    ) -> Result<bool, ThreadError> {
+    ) -> Result<(), ThreadError> {
         ractor::call!(self.actor, |reply| ThreadMsg::ResolveApproval {
             id,
             decision,
             reply
         })
-        .map_err(|_| ThreadError::Closed)
+        .map_err(|_| ThreadError::Closed)??;
+        Ok(())
     }
 
     /// A child's envelope by id: this session's, or a persisted one of an

@@ -57,6 +57,8 @@ pub fn drain(events: &mut EventStream, log: &mut Vec<AgentEvent>) {
 #[derive(Debug, Default, Clone)]
 pub struct ChildLog {
     pub started_at: Option<usize>,
+    /// Where its `ChildRunning` came (it waited in the queue).
+    pub running_at: Vec<usize>,
     pub statuses: Vec<(usize, SubAgentStatus)>,
     pub events: Vec<(usize, AgentEvent)>,
     pub parent_call: Option<ToolUseId>,
@@ -102,10 +104,89 @@ pub fn children(log: &[AgentEvent]) -> (Vec<AgentId>, HashMap<AgentId, ChildLog>
                 let child = by_id.entry(id.clone()).or_default();
                 child.events.push((i, (**inner).clone()));
             }
+            AgentEvent::ChildRunning(id) => {
+                let child = by_id.entry(id.clone()).or_default();
+                child.running_at.push(i);
+            }
             _ => {}
         }
     }
     (order, by_id)
+}
+
+/// Every `ToolStarted` of one agent's own events is answered by exactly one
+/// `ToolResult` before that agent's next `Result`, every
+/// `ApprovalRequested` by exactly one `ApprovalResolved` (after it, before
+/// the call's `ToolResult`); at rest nothing is left open. `who` names the
+/// agent in failures.
+pub fn check_pairs<'a>(who: &str, events: impl IntoIterator<Item = &'a AgentEvent>, at_rest: bool) {
+    let mut open_calls: Vec<ToolUseId> = Vec::new();
+    let mut open_approvals: Vec<(subagents::messages::ApprovalId, ToolUseId)> = Vec::new();
+    for event in events {
+        match event {
+            AgentEvent::ToolStarted(call) => {
+                assert!(
+                    !open_calls.contains(&call.tool_use_id),
+                    "{who}: ToolStarted {} twice before its ToolResult",
+                    call.tool_use_id
+                );
+                open_calls.push(call.tool_use_id.clone());
+            }
+            AgentEvent::ToolResult(result) => {
+                let at = open_calls
+                    .iter()
+                    .position(|c| *c == result.tool_use_id)
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{who}: ToolResult {} with no open ToolStarted",
+                            result.tool_use_id
+                        )
+                    });
+                open_calls.remove(at);
+                assert!(
+                    !open_approvals.iter().any(|(_, c)| *c == result.tool_use_id),
+                    "{who}: ToolResult {} before its approval was resolved",
+                    result.tool_use_id
+                );
+            }
+            AgentEvent::ApprovalRequested(request) => {
+                open_approvals.push((request.id.clone(), request.tool_use_id.clone()));
+            }
+            AgentEvent::ApprovalResolved(resolution) => {
+                let at = open_approvals
+                    .iter()
+                    .position(|(id, _)| *id == resolution.id)
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{who}: ApprovalResolved {} with no open request",
+                            resolution.id
+                        )
+                    });
+                open_approvals.remove(at);
+            }
+            AgentEvent::Result(_) => {
+                assert!(
+                    open_calls.is_empty(),
+                    "{who}: the turn's Result came with calls unanswered: {open_calls:?}"
+                );
+                assert!(
+                    open_approvals.is_empty(),
+                    "{who}: the turn's Result came with approvals open: {open_approvals:?}"
+                );
+            }
+            _ => {}
+        }
+    }
+    if at_rest {
+        assert!(
+            open_calls.is_empty(),
+            "{who}: at rest, calls unanswered: {open_calls:?}"
+        );
+        assert!(
+            open_approvals.is_empty(),
+            "{who}: at rest, approvals open: {open_approvals:?}"
+        );
+    }
 }
 
 /// Checks guarantees 1 and 2 (and, at rest, that every child ended) over
@@ -148,7 +229,45 @@ pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<Ag
         if at_rest {
             assert_eq!(terminals, 1, "at rest, {id} has no terminal status");
         }
+        // A queued child's start is on the stream: one ChildRunning, after
+        // its queued status, before any of its own events.
+        let queued_at = child
+            .statuses
+            .iter()
+            .find(|(_, s)| *s == SubAgentStatus::Queued)
+            .map(|(i, _)| *i);
+        assert!(child.running_at.len() <= 1, "ChildRunning twice for {id}");
+        if let Some(&running) = child.running_at.first() {
+            let queued = queued_at
+                .unwrap_or_else(|| panic!("ChildRunning for {id}, which was never queued"));
+            assert!(
+                running > queued,
+                "ChildRunning for {id} before it was queued"
+            );
+            assert!(
+                child.events.iter().all(|(i, _)| *i > running),
+                "{id} ran before its ChildRunning"
+            );
+        } else if queued_at.is_some() {
+            assert!(
+                child.events.is_empty(),
+                "{id} was queued and ran with no ChildRunning"
+            );
+        }
+        check_pairs(id.as_str(), child.events.iter().map(|(_, e)| e), at_rest);
+        if at_rest && !child.events.is_empty() {
+            let results = child
+                .events
+                .iter()
+                .filter(|(_, e)| matches!(e, AgentEvent::Result(_)))
+                .count();
+            assert_eq!(
+                results, 1,
+                "at rest, {id} ran and has {results} Results of its own"
+            );
+        }
     }
+    check_pairs("the parent", log.iter(), at_rest);
     (order, by_id)
 }
 

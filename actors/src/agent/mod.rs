@@ -21,10 +21,11 @@ use futures_util::FutureExt;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort};
 use subagents_messages::{
     AgentEvent, AgentId, AgentMsg, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId,
-    ChatMessage, Limits, Outcome, TurnOrigin, UserTurn,
+    ApprovalRefusal, ChatMessage, Limits, Outcome, TurnOrigin, UserTurn,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+pub(crate) use turn::CallSlot;
 pub use turn::{Progress, partial_result};
 
 use crate::gate::GateHandle;
@@ -106,6 +107,9 @@ pub struct AgentState {
     running: Option<RunningTurn>,
     waiting: VecDeque<(UserTurn, Option<RpcReplyPort<AgentResult>>)>,
     approvals: HashMap<ApprovalId, RpcReplyPort<ApprovalDecision>>,
+    /// Approvals no longer pending, and why: answers to them are refused
+    /// with that reason.
+    closed_approvals: HashMap<ApprovalId, ApprovalRefusal>,
     approval_counter: Arc<AtomicU64>,
     next_run: u64,
     turns_finished: u64,
@@ -116,10 +120,31 @@ struct RunningTurn {
     run: u64,
     task: AbortOnDrop,
     sink: EventSink,
-    progress: turn::SharedProgress,
+    /// The agent's own sink (the turn's `Result` goes there).
+    out: EventSink,
+    shared: turn::Shared,
     started: Instant,
-    input: String,
     reply: Option<RpcReplyPort<AgentResult>>,
+}
+
+impl Drop for RunningTurn {
+    /// An actor killed mid-turn (no `post_stop`) still ends its turn on
+    /// the stream: the call in flight is answered and the turn's `Result`
+    /// says it failed. A turn that ended before is left alone.
+    fn drop(&mut self) {
+        if !self.sink.is_open() {
+            return;
+        }
+        let progress = turn::lock(&self.shared).progress.clone();
+        let text = "the agent stopped without ending its turn".to_owned();
+        let result = turn::result(
+            text.clone(),
+            Outcome::Failed(text.clone()),
+            &progress,
+            self.started,
+        );
+        turn::close(&self.shared, &self.sink, &self.out, &result, &text);
+    }
 }
 
 /// The running turn's task, aborted when dropped: if the actor dies
@@ -145,49 +170,46 @@ impl AgentState {
         self.next_run += 1;
         let run = self.next_run;
         let sink = self.events.gated();
-        let progress = turn::SharedProgress::default();
+        let mut history = self.history.clone();
+        history.push(ChatMessage::user(turn.text));
+        let shared: turn::Shared = Arc::new(std::sync::Mutex::new(turn::TurnState::new(history)));
         let ctx = turn::TurnContext {
             config: self.config.clone(),
             sink: sink.clone(),
             actor: myself.clone(),
             approvals: self.approval_counter.clone(),
-            progress: progress.clone(),
+            shared: shared.clone(),
         };
-        let history = self.history.clone();
         let events = self.events.clone();
         let actor = myself.clone();
-        let input = turn.text.clone();
         let started = Instant::now();
         let task = tokio::spawn(async move {
-            let fallback = history.clone();
-            let ran = AssertUnwindSafe(turn::run_turn(&ctx, history, turn.text))
-                .catch_unwind()
-                .await;
-            let (result, history) = ran.unwrap_or_else(|panic| {
+            let ran = AssertUnwindSafe(turn::run_turn(&ctx)).catch_unwind().await;
+            let result = ran.unwrap_or_else(|panic| {
                 let text = format!(
                     "the agent's turn crashed: {}",
                     panic_message(panic.as_ref())
                 );
-                let progress = turn::read(&ctx.progress);
-                let result = turn::result(text.clone(), Outcome::Failed(text), &progress, started);
-                (result, fallback)
+                let progress = turn::lock(&ctx.shared).progress.clone();
+                turn::result(text.clone(), Outcome::Failed(text), &progress, started)
             });
-            ctx.sink.close_with(|| {
-                events.emit(AgentEvent::Result(result.clone()));
-            });
-            let _ = actor.cast(AgentMsg::TurnFinished {
-                run,
-                result,
-                history,
-            });
+            let cut = turn::cut_sentence(&result.outcome, &ctx.config.limits);
+            // `None`: a stop closed the turn first and answered it.
+            if let Some(history) = turn::close(&ctx.shared, &ctx.sink, &events, &result, &cut) {
+                let _ = actor.cast(AgentMsg::TurnFinished {
+                    run,
+                    result,
+                    history,
+                });
+            }
         });
         self.running = Some(RunningTurn {
             run,
             task: AbortOnDrop(task),
             sink,
-            progress,
+            out: self.events.clone(),
+            shared,
             started,
-            input,
             reply,
         });
     }
@@ -196,13 +218,21 @@ impl AgentState {
         if self.running.as_ref().is_none_or(|r| r.run != run) {
             return;
         }
-        if let Some(running) = self.running.take() {
+        if let Some(mut running) = self.running.take() {
             self.history = history;
             self.turns_finished += 1;
-            self.approvals.clear();
-            if let Some(reply) = running.reply {
+            self.close_approvals();
+            if let Some(reply) = running.reply.take() {
                 let _ = reply.send(result);
             }
+        }
+    }
+
+    /// Every approval still pending is closed: its turn ended.
+    fn close_approvals(&mut self) {
+        for (id, _) in self.approvals.drain() {
+            self.closed_approvals
+                .insert(id.clone(), ApprovalRefusal::Ended(id));
         }
     }
 
@@ -231,31 +261,60 @@ impl AgentState {
     }
 
     fn stop_running(&mut self) {
-        let Some(running) = self.running.take() else {
+        let Some(mut running) = self.running.take() else {
             return;
         };
         running.task.0.abort();
-        let progress = turn::read(&running.progress);
+        let progress = turn::lock(&running.shared).progress.clone();
         let text = format!(
             "Stopped before finishing, after {} model call(s) and {} tool call(s).",
             progress.turns, progress.tool_calls
         );
-        let result = turn::result(text.clone(), Outcome::Stopped, &progress, running.started);
-        let events = &self.events;
-        let stopped_here = running.sink.close_with(|| {
-            events.emit(AgentEvent::Result(result.clone()));
-        });
-        if !stopped_here {
+        let result = turn::result(text, Outcome::Stopped, &progress, running.started);
+        let cut = turn::cut_sentence(&result.outcome, &self.config.limits);
+        let Some(history) =
+            turn::close(&running.shared, &running.sink, &self.events, &result, &cut)
+        else {
             // The turn had already ended: its TurnFinished is in the mailbox.
             self.running = Some(running);
             return;
-        }
-        self.approvals.clear();
-        self.history.push(ChatMessage::user(running.input));
-        self.history.push(ChatMessage::assistant(text, Vec::new()));
+        };
+        self.close_approvals();
+        self.history = history;
         self.turns_finished += 1;
-        if let Some(reply) = running.reply {
+        if let Some(reply) = running.reply.take() {
             let _ = reply.send(result);
+        }
+    }
+
+    /// Answers an approval: emits `ApprovalResolved` on the turn's stream
+    /// and hands the decision to the waiting tool call, or says why not.
+    fn resolve_approval(
+        &mut self,
+        id: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<(), ApprovalRefusal> {
+        let Some(responder) = self.approvals.remove(&id) else {
+            return Err(self
+                .closed_approvals
+                .get(&id)
+                .cloned()
+                .unwrap_or(ApprovalRefusal::Unknown(id)));
+        };
+        let resolved = self
+            .running
+            .as_ref()
+            .is_some_and(|r| turn::resolve_approval(&r.shared, &r.sink, &id, decision));
+        if resolved && responder.send(decision).is_ok() {
+            self.closed_approvals.insert(
+                id.clone(),
+                ApprovalRefusal::AlreadyAnswered { id, decision },
+            );
+            Ok(())
+        } else {
+            self.closed_approvals
+                .insert(id.clone(), ApprovalRefusal::Ended(id.clone()));
+            Err(ApprovalRefusal::Ended(id))
         }
     }
 
@@ -286,6 +345,7 @@ impl Actor for Agent {
             running: None,
             waiting: VecDeque::new(),
             approvals: HashMap::new(),
+            closed_approvals: HashMap::new(),
             approval_counter: Arc::new(AtomicU64::new(0)),
             next_run: 0,
             turns_finished: 0,
@@ -314,11 +374,7 @@ impl Actor for Agent {
                 decision,
                 reply,
             } => {
-                let found = match state.approvals.remove(&id) {
-                    Some(responder) => responder.send(decision).is_ok(),
-                    None => false,
-                };
-                let _ = reply.send(found);
+                let _ = reply.send(state.resolve_approval(id, decision));
             }
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
@@ -353,6 +409,9 @@ pub enum AgentError {
     /// The turn was dropped before it ran (a stop cleared the queue).
     #[error("the turn sent to agent `{0}` was dropped before it ran")]
     Dropped(AgentId),
+    /// An answer to an approval was not taken.
+    #[error(transparent)]
+    Approval(ApprovalRefusal),
 }
 
 /// A handle to an agent. Cheap to clone.
@@ -420,18 +479,21 @@ impl AgentHandle {
             .map_err(|_| AgentError::Closed(self.id.clone()))
     }
 
-    /// Answers an approval; `Ok(false)` if this agent had none of that id.
+    /// Answers an approval. An answer not taken says why
+    /// ([`AgentError::Approval`]: unknown, already answered, or its turn
+    /// ended).
     pub async fn resolve_approval(
         &self,
         id: ApprovalId,
         decision: ApprovalDecision,
-    ) -> Result<bool, AgentError> {
+    ) -> Result<(), AgentError> {
         ractor::call!(self.actor, |reply| AgentMsg::ResolveApproval {
             id,
             decision,
             reply
         })
-        .map_err(|_| AgentError::Closed(self.id.clone()))
+        .map_err(|_| AgentError::Closed(self.id.clone()))?
+        .map_err(AgentError::Approval)
     }
 
     /// The agent's state now.

@@ -1,0 +1,379 @@
+//! The envelope book: one envelope per child for the life of the hub, in a
+//! map shared by the hub actor (which writes every status) and its handles
+//! (which read it without a message). Plain data and rules, no actor.
+//!
+//! Rules kept here: statuses only move forward; a terminal envelope is
+//! final but for two flags, `claimed` (the result was taken by a tool
+//! call) and `background` (nobody waits inline), each set at most once;
+//! queued children keep their queue order, so `status` can say where one
+//! waits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use subagents_messages::text::one_line;
+use subagents_messages::{AgentEvent, AgentId, Envelope, SubAgentStatus};
+use tokio::time::Instant;
+
+use crate::hub::ids::child_number;
+
+/// The longest tool name `status` shows.
+const TOOL_NAME_CHARS: usize = 80;
+
+/// An envelope and the bookkeeping around it.
+#[derive(Debug, Clone)]
+struct Entry {
+    envelope: Envelope,
+    /// When it started running (tokio time).
+    started: Option<Instant>,
+    /// Its place in the queue while it waits for a slot.
+    queued: Option<u64>,
+}
+
+/// The book. Cheap to clone; clones share it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Book {
+    entries: Arc<DashMap<AgentId, Entry>>,
+    next_queued: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Book {
+    /// Records a new child (its envelope as requested).
+    pub(crate) fn insert(&self, envelope: Envelope) {
+        self.entries.insert(
+            envelope.id.clone(),
+            Entry {
+                envelope,
+                started: None,
+                queued: None,
+            },
+        );
+    }
+
+    /// True when the book has this child.
+    pub(crate) fn contains(&self, id: &AgentId) -> bool {
+        self.entries.contains_key(id)
+    }
+
+    /// The envelope now (elapsed time current while it runs).
+    pub(crate) fn get(&self, id: &AgentId) -> Option<Envelope> {
+        self.entries.get(id).map(|e| current(&e))
+    }
+
+    /// True when it ended, or is not in the book.
+    pub(crate) fn is_terminal(&self, id: &AgentId) -> bool {
+        self.entries
+            .get(id)
+            .is_none_or(|e| e.envelope.status.is_terminal())
+    }
+
+    /// True when nobody waits on it inline.
+    pub(crate) fn is_background(&self, id: &AgentId) -> bool {
+        self.entries.get(id).is_some_and(|e| e.envelope.background)
+    }
+
+    /// Moves its status strictly forward; `false` (nothing changed) for a
+    /// repeated or backward move.
+    pub(crate) fn advance(&self, id: &AgentId, status: SubAgentStatus) -> bool {
+        match self.entries.get_mut(id) {
+            Some(mut entry) if status.rank() > entry.envelope.status.rank() => {
+                entry.envelope.status = status;
+                if status == SubAgentStatus::Background {
+                    entry.envelope.background = true;
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// It waits for a slot, behind every child queued before it.
+    pub(crate) fn mark_queued(&self, id: &AgentId) {
+        let seq = self
+            .next_queued
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(mut entry) = self.entries.get_mut(id) {
+            entry.queued = Some(seq);
+        }
+    }
+
+    /// It left the queue; `true` if it was queued.
+    pub(crate) fn mark_started(&self, id: &AgentId, now_ms: u64) -> bool {
+        match self.entries.get_mut(id) {
+            Some(mut entry) => {
+                entry.started = Some(Instant::now());
+                entry.envelope.started_at_ms = Some(now_ms);
+                entry.queued.take().is_some()
+            }
+            None => false,
+        }
+    }
+
+    /// Its 1-based place among the children waiting for a slot.
+    pub(crate) fn queue_position(&self, id: &AgentId) -> Option<usize> {
+        let mine = self.entries.get(id)?.queued?;
+        let ahead = self
+            .entries
+            .iter()
+            .filter(|e| e.queued.is_some_and(|q| q < mine))
+            .count();
+        Some(ahead + 1)
+    }
+
+    /// Ends it (once): terminal status, result or error, stamps. Returns
+    /// the final envelope; `None` if it had ended already.
+    pub(crate) fn finish(
+        &self,
+        id: &AgentId,
+        status: SubAgentStatus,
+        result: Option<String>,
+        error: Option<String>,
+        now_ms: u64,
+    ) -> Option<Envelope> {
+        let mut entry = self.entries.get_mut(id)?;
+        if entry.envelope.status.is_terminal() {
+            return None;
+        }
+        if let Some(started) = entry.started {
+            entry.envelope.elapsed = started.elapsed();
+        }
+        entry.queued = None;
+        entry.envelope.status = status;
+        entry.envelope.finished_at_ms = Some(now_ms);
+        entry.envelope.result = result;
+        entry.envelope.error = error;
+        Some(entry.envelope.clone())
+    }
+
+    /// A tool call took its finished result: no wake follows. Returns the
+    /// envelope if this call claimed it (not claimed before).
+    pub(crate) fn claim(&self, id: &AgentId) -> Option<Envelope> {
+        let mut entry = self.entries.get_mut(id)?;
+        if !entry.envelope.status.is_terminal() || entry.envelope.claimed {
+            return None;
+        }
+        entry.envelope.claimed = true;
+        Some(entry.envelope.clone())
+    }
+
+    /// Nobody waits inline on a finished child any more, and nobody took
+    /// its result: it becomes a background result (it wakes the parent).
+    /// Returns the envelope when that changed it.
+    pub(crate) fn release_finished(&self, id: &AgentId) -> Option<Envelope> {
+        let mut entry = self.entries.get_mut(id)?;
+        let envelope = &mut entry.envelope;
+        if !envelope.status.is_terminal() || envelope.claimed || envelope.background {
+            return None;
+        }
+        envelope.background = true;
+        Some(envelope.clone())
+    }
+
+    /// Every envelope, in child-number order.
+    pub(crate) fn all(&self) -> Vec<Envelope> {
+        let mut all: Vec<Envelope> = self.entries.iter().map(|e| current(&e)).collect();
+        all.sort_by_key(|e| (child_number(&e.id).unwrap_or(u64::MAX), e.id.clone()));
+        all
+    }
+
+    /// Every child that had not ended becomes `failed` with `reason`;
+    /// returns their final envelopes, in child-number order.
+    pub(crate) fn fail_unfinished(&self, reason: &str, now_ms: u64) -> Vec<Envelope> {
+        let open: Vec<AgentId> = self
+            .entries
+            .iter()
+            .filter(|e| !e.envelope.status.is_terminal())
+            .map(|e| e.key().clone())
+            .collect();
+        let mut failed: Vec<Envelope> = open
+            .iter()
+            .filter_map(|id| {
+                self.finish(
+                    id,
+                    SubAgentStatus::Failed,
+                    None,
+                    Some(reason.to_owned()),
+                    now_ms,
+                )
+            })
+            .collect();
+        failed.sort_by_key(|e| (child_number(&e.id).unwrap_or(u64::MAX), e.id.clone()));
+        failed
+    }
+
+    /// Keeps a child's envelope current from its own events (tool calls,
+    /// usage).
+    pub(crate) fn tap(&self, id: AgentId) -> crate::sink::Tap {
+        let entries = self.entries.clone();
+        Arc::new(move |event: &AgentEvent| match event {
+            AgentEvent::ToolStarted(call) => {
+                if let Some(mut entry) = entries.get_mut(&id) {
+                    entry.envelope.tool_calls += 1;
+                    entry.envelope.last_tool = Some(one_line(&call.name, TOOL_NAME_CHARS));
+                }
+            }
+            AgentEvent::Result(result) => {
+                if let Some(mut entry) = entries.get_mut(&id) {
+                    entry.envelope.usage = result.usage;
+                }
+            }
+            _ => {}
+        })
+    }
+}
+
+fn current(entry: &Entry) -> Envelope {
+    let mut envelope = entry.envelope.clone();
+    if !envelope.status.is_terminal()
+        && let Some(started) = entry.started
+    {
+        envelope.elapsed = started.elapsed();
+    }
+    envelope
+}
+
+/// A new child's envelope, as requested.
+pub(crate) fn requested(
+    id: AgentId,
+    name: String,
+    request: &subagents_messages::ChildRequest,
+    tools: Vec<String>,
+    now_ms: u64,
+) -> Envelope {
+    Envelope {
+        id,
+        name,
+        parent_tool_use_id: request.parent_tool_use_id.clone(),
+        task: request.input.clone(),
+        tools,
+        status: SubAgentStatus::Queued,
+        background: request.background,
+        requested_at_ms: now_ms,
+        started_at_ms: None,
+        finished_at_ms: None,
+        elapsed: Duration::ZERO,
+        tool_calls: 0,
+        last_tool: None,
+        usage: Default::default(),
+        result: None,
+        error: None,
+        claimed: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use subagents_messages::{ChildRequest, ToolUseId};
+
+    fn book_with(ids: &[&str], background: bool) -> Book {
+        let book = Book::default();
+        for id in ids {
+            let mut request = ChildRequest::new(
+                AgentId::new("parent"),
+                0,
+                ToolUseId::new("c"),
+                "Child",
+                "task",
+            );
+            request.background = background;
+            book.insert(requested(
+                AgentId::new(*id),
+                "Child".into(),
+                &request,
+                vec![],
+                0,
+            ));
+        }
+        book
+    }
+
+    fn id(s: &str) -> AgentId {
+        AgentId::new(s)
+    }
+
+    #[test]
+    fn statuses_only_move_forward() {
+        let book = book_with(&["agent_1"], false);
+        assert!(book.advance(&id("agent_1"), SubAgentStatus::Running));
+        assert!(!book.advance(&id("agent_1"), SubAgentStatus::Running));
+        assert!(!book.advance(&id("agent_1"), SubAgentStatus::Queued));
+        assert!(book.advance(&id("agent_1"), SubAgentStatus::Background));
+        assert!(book.is_background(&id("agent_1")));
+        assert!(
+            book.finish(&id("agent_1"), SubAgentStatus::Done, None, None, 5)
+                .is_some()
+        );
+        assert!(
+            book.finish(&id("agent_1"), SubAgentStatus::Stopped, None, None, 6)
+                .is_none()
+        );
+        assert!(!book.advance(&id("agent_1"), SubAgentStatus::Background));
+        assert_eq!(
+            book.get(&id("agent_1")).unwrap().status,
+            SubAgentStatus::Done
+        );
+    }
+
+    #[test]
+    fn queue_positions_follow_queue_order() {
+        let book = book_with(&["agent_1", "agent_2", "agent_3"], true);
+        for n in ["agent_2", "agent_3", "agent_1"] {
+            book.mark_queued(&id(n));
+        }
+        assert_eq!(book.queue_position(&id("agent_2")), Some(1));
+        assert_eq!(book.queue_position(&id("agent_1")), Some(3));
+        assert!(book.mark_started(&id("agent_2"), 1));
+        assert!(!book.mark_started(&id("agent_2"), 1), "started once");
+        assert_eq!(book.queue_position(&id("agent_2")), None);
+        assert_eq!(book.queue_position(&id("agent_3")), Some(1));
+        book.finish(&id("agent_3"), SubAgentStatus::Stopped, None, None, 2);
+        assert_eq!(book.queue_position(&id("agent_1")), Some(1));
+    }
+
+    #[test]
+    fn a_result_is_claimed_or_released_once_and_only_when_finished() {
+        let book = book_with(&["agent_1", "agent_2"], false);
+        assert_eq!(book.claim(&id("agent_1")), None, "not finished yet");
+        assert_eq!(book.release_finished(&id("agent_1")), None);
+        book.finish(
+            &id("agent_1"),
+            SubAgentStatus::Done,
+            Some("r".into()),
+            None,
+            1,
+        );
+        assert!(book.claim(&id("agent_1")).unwrap().claimed);
+        assert_eq!(book.claim(&id("agent_1")), None, "claimed once");
+        assert_eq!(
+            book.release_finished(&id("agent_1")),
+            None,
+            "claimed: no wake"
+        );
+        book.finish(
+            &id("agent_2"),
+            SubAgentStatus::Done,
+            Some("r".into()),
+            None,
+            1,
+        );
+        assert!(book.release_finished(&id("agent_2")).unwrap().background);
+        assert_eq!(book.release_finished(&id("agent_2")), None, "released once");
+    }
+
+    #[test]
+    fn unfinished_children_fail_in_number_order() {
+        let book = book_with(&["agent_10", "agent_2", "agent_3"], false);
+        book.finish(&id("agent_3"), SubAgentStatus::Done, None, None, 1);
+        let failed: Vec<String> = book
+            .fail_unfinished("gone", 9)
+            .iter()
+            .map(|e| e.id.to_string())
+            .collect();
+        assert_eq!(failed, ["agent_2", "agent_10"]);
+        assert!(book.fail_unfinished("gone", 9).is_empty());
+        let all: Vec<String> = book.all().iter().map(|e| e.id.to_string()).collect();
+        assert_eq!(all, ["agent_2", "agent_3", "agent_10"]);
+    }
+}

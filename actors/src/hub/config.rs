@@ -1,0 +1,146 @@
+//! How a hub makes children: its configuration and the hooks a host (or
+//! the thread supervisor) plugs in.
+
+use std::sync::Arc;
+
+use subagents_messages::{AgentId, ApprovalDecision, Envelope, Limits};
+
+use crate::agent::ApprovalPolicy;
+use crate::clock::Clock;
+use crate::gate::GateHandle;
+use crate::hub::book::Book;
+use crate::hub::ids::ChildIds;
+use crate::model::Model;
+use crate::registry::ModelRegistry;
+use crate::tool::ToolRegistry;
+
+/// Told about every child that reaches a terminal status (the supervisor
+/// turns background ones into wakes and persists envelopes), and again
+/// when a finished child's envelope changes: its result was claimed, or a
+/// result nobody took was handed to the background.
+pub trait HubObserver: Send + Sync + 'static {
+    /// A child finished, or its final envelope changed; `envelope` is the
+    /// final one, as it is now.
+    fn finished(&self, envelope: &Envelope);
+}
+
+/// Finished envelopes of earlier sessions (the supervisor's store), so
+/// `status` and `result` answer ids the hub itself never ran.
+pub trait EnvelopeArchive: Send + Sync + 'static {
+    /// The archived envelope with this id.
+    fn get(&self, id: &AgentId) -> Option<Envelope>;
+}
+
+/// What a background child's approval request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackgroundApprovals {
+    /// Ask the host, as for any agent.
+    #[default]
+    Ask,
+    /// Deny at once; the child reads that it was denied.
+    Deny,
+    /// Approve at once.
+    Approve,
+}
+
+/// How the hub makes children.
+pub struct HubConfig {
+    /// Live children at once (Loopl: 3).
+    pub max_live: usize,
+    /// The model children run on.
+    pub model: Arc<dyn Model>,
+    /// The gate they share with the parent.
+    pub gate: GateHandle,
+    /// The tools a child may be given (never `use_agent` itself).
+    pub tools: ToolRegistry,
+    /// Limits on a child's turn.
+    pub child_limits: Limits,
+    /// Children deeper than this are refused (1: children cannot spawn).
+    pub max_depth: u32,
+    /// Appended to every child's system prompt (inherited workflow
+    /// instructions), if set.
+    pub instructions: Option<String>,
+    /// Wall-clock stamps.
+    pub clock: Arc<dyn Clock>,
+    /// Told when a child finishes, in this order.
+    pub observers: Vec<Arc<dyn HubObserver>>,
+    /// Answers ids of earlier sessions.
+    pub archive: Option<Arc<dyn EnvelopeArchive>>,
+    /// Where child ids come from; share one counter between hubs whose
+    /// envelopes meet (one store), and start it past the archived ids.
+    pub ids: ChildIds,
+    /// What a background child's approval request does.
+    pub background_approvals: BackgroundApprovals,
+    /// Models a child may ask for by name (falls back to `model`).
+    pub models: ModelRegistry,
+    /// The parent's own turn cap: a child's `max_iterations` is clamped to
+    /// it.
+    pub parent_max_turns: u32,
+}
+
+impl HubConfig {
+    /// Children on `model` behind `gate`, offered `tools`: 3 live, default
+    /// limits, depth 1, the system clock, no observer, archive or extra
+    /// models, background approvals asked.
+    pub fn new(model: Arc<dyn Model>, gate: GateHandle, tools: ToolRegistry) -> Self {
+        let child_limits = Limits::default();
+        Self {
+            max_live: 3,
+            model,
+            gate,
+            tools,
+            child_limits,
+            max_depth: 1,
+            instructions: None,
+            clock: Arc::new(crate::clock::SystemClock),
+            observers: Vec::new(),
+            archive: None,
+            ids: ChildIds::default(),
+            background_approvals: BackgroundApprovals::Ask,
+            models: ModelRegistry::new(),
+            parent_max_turns: child_limits.max_turns,
+        }
+    }
+}
+
+impl std::fmt::Debug for HubConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubConfig")
+            .field("max_live", &self.max_live)
+            .field("tools", &self.tools)
+            .field("child_limits", &self.child_limits)
+            .field("max_depth", &self.max_depth)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Answers a child's approvals while it runs in the background.
+struct BackgroundPolicy {
+    book: Book,
+    id: AgentId,
+    decision: ApprovalDecision,
+}
+
+impl ApprovalPolicy for BackgroundPolicy {
+    fn decide(&self, _: &AgentId, _: &str, _: &str) -> Option<ApprovalDecision> {
+        self.book.is_background(&self.id).then_some(self.decision)
+    }
+}
+
+/// The approval policy a child of this hub runs with (`None`: ask).
+pub(crate) fn approvals_for(
+    policy: BackgroundApprovals,
+    book: &Book,
+    id: &AgentId,
+) -> Option<Arc<dyn ApprovalPolicy>> {
+    let decision = match policy {
+        BackgroundApprovals::Ask => return None,
+        BackgroundApprovals::Deny => ApprovalDecision::Deny,
+        BackgroundApprovals::Approve => ApprovalDecision::Approve,
+    };
+    Some(Arc::new(BackgroundPolicy {
+        book: book.clone(),
+        id: id.clone(),
+        decision,
+    }))
+}

@@ -1,0 +1,225 @@
+//! The host's (and the tools') handle on a hub: requests by message,
+//! queries straight from the envelope book.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
+use subagents_messages::{
+    AgentId, ChildRequest, DetachOutcome, Envelope, HubMsg, HubSnapshot, SubAgentStatus,
+};
+
+use crate::clock::Clock;
+use crate::hub::actor::{Hub, HubArguments};
+use crate::hub::book::Book;
+use crate::hub::config::{EnvelopeArchive, HubConfig};
+use crate::sink::EventSink;
+
+/// What waiting on a child found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// It finished; its final envelope.
+    Finished(Box<Envelope>),
+    /// Still going after the wait.
+    Pending,
+    /// No child has that id.
+    Unknown,
+}
+
+/// The hub is gone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the sub-agent hub is stopped")]
+pub struct HubClosed(());
+
+/// A handle to a hub. Cheap to clone. `status` and `envelopes` read a
+/// shared map: they never wait on the hub or on a child.
+#[derive(Clone)]
+pub struct HubHandle {
+    actor: ActorRef<HubMsg>,
+    book: Book,
+    archive: Option<Arc<dyn EnvelopeArchive>>,
+    inline_wait: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for HubHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubHandle")
+            .field("actor", &self.actor.get_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HubHandle {
+    /// Spawns a hub for the parent `parent` writing to `parent_sink`,
+    /// linked under `supervisor` if given.
+    pub async fn spawn(
+        config: HubConfig,
+        parent: AgentId,
+        parent_sink: EventSink,
+        supervisor: Option<ActorCell>,
+    ) -> Result<HubHandle, SpawnErr> {
+        let book = Book::default();
+        let archive = config.archive.clone();
+        let clock = config.clock.clone();
+        let args = HubArguments {
+            config: Arc::new(config),
+            parent,
+            parent_sink,
+            book: book.clone(),
+        };
+        let (actor, _) = match supervisor {
+            Some(supervisor) => Actor::spawn_linked(None, Hub, args, supervisor).await?,
+            None => Actor::spawn(None, Hub, args).await?,
+        };
+        Ok(Self {
+            actor,
+            book,
+            archive,
+            inline_wait: Duration::from_secs(45),
+            clock,
+        })
+    }
+
+    /// The hub actor.
+    pub fn actor(&self) -> &ActorRef<HubMsg> {
+        &self.actor
+    }
+
+    /// Requests a child; its id, or a sentence saying why not.
+    pub async fn request(&self, request: ChildRequest) -> Result<AgentId, String> {
+        ractor::call!(self.actor, |reply| HubMsg::Spawn { request, reply })
+            .map_err(|_| HubClosed(()).to_string())?
+    }
+
+    /// Waits up to `within` (`None`: until it ends) for a child to finish.
+    /// Receiving the envelope delivers nothing: a tool call that takes the
+    /// result claims it ([`HubHandle::claim`]).
+    pub async fn wait(&self, id: &AgentId, within: Option<Duration>) -> WaitOutcome {
+        if !self.book.contains(id) {
+            return match self.archived(id) {
+                Some(envelope) => WaitOutcome::Finished(Box::new(envelope)),
+                None => WaitOutcome::Unknown,
+            };
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self.actor.cast(HubMsg::Subscribe {
+            id: id.clone(),
+            reply: tx.into(),
+        });
+        if sent.is_err() {
+            return WaitOutcome::Unknown;
+        }
+        let received = match within {
+            Some(within) => match tokio::time::timeout(within, rx).await {
+                Ok(received) => received,
+                Err(_) => return WaitOutcome::Pending,
+            },
+            None => rx.await,
+        };
+        match received {
+            Ok(envelope) => WaitOutcome::Finished(Box::new(envelope)),
+            Err(_) => WaitOutcome::Unknown,
+        }
+    }
+
+    /// A tool call took a finished child's result (its output is settled,
+    /// see [`ToolCallContext::settle`](crate::ToolCallContext::settle)):
+    /// marks it claimed at once, so no wake follows, and has the hub tell
+    /// its observers. `false` when it was claimed before or has not
+    /// finished.
+    pub fn claim(&self, id: &AgentId) -> bool {
+        if self.book.claim(id).is_none() {
+            return false;
+        }
+        let _ = self.actor.cast(HubMsg::Claimed { id: id.clone() });
+        true
+    }
+
+    /// Where a child waits in the queue (1 = next to start); `None` once
+    /// it runs or ended. Never waits.
+    pub fn queue_position(&self, id: &AgentId) -> Option<usize> {
+        self.book.queue_position(id)
+    }
+
+    /// Stops waiting inline: the child goes on in the background.
+    pub async fn detach(&self, id: &AgentId) -> DetachOutcome {
+        ractor::call!(self.actor, |reply| HubMsg::Detach {
+            id: id.clone(),
+            reply: Some(reply)
+        })
+        .unwrap_or(DetachOutcome::Unknown)
+    }
+
+    /// Detaches without waiting for the answer (from a `Drop`).
+    pub fn detach_now(&self, id: &AgentId) {
+        let _ = self.actor.cast(HubMsg::Detach {
+            id: id.clone(),
+            reply: None,
+        });
+    }
+
+    /// Stops a child; its status after, or a sentence.
+    pub async fn stop(&self, id: &AgentId) -> Result<SubAgentStatus, String> {
+        ractor::call!(self.actor, |reply| HubMsg::Stop {
+            id: id.clone(),
+            reply: Some(reply)
+        })
+        .map_err(|_| HubClosed(()).to_string())?
+    }
+
+    /// Stops every live and queued child; how many.
+    pub async fn stop_all(&self) -> Result<usize, HubClosed> {
+        ractor::call!(self.actor, |reply| HubMsg::StopAll { reply: Some(reply) })
+            .map_err(|_| HubClosed(()))
+    }
+
+    /// The child's envelope now (or an archived one of an earlier
+    /// session). Never waits.
+    pub fn status(&self, id: &AgentId) -> Option<Envelope> {
+        self.book.get(id).or_else(|| self.archived(id))
+    }
+
+    fn archived(&self, id: &AgentId) -> Option<Envelope> {
+        self.archive.as_ref().and_then(|a| a.get(id))
+    }
+
+    /// Every envelope, in request order. Never waits.
+    pub fn envelopes(&self) -> Vec<Envelope> {
+        self.book.all()
+    }
+
+    /// After the hub actor is gone (it crashed or was killed): every child
+    /// that had not ended becomes `failed` with `reason`, stamped `now_ms`;
+    /// returns those final envelopes, in request order. Does nothing (and
+    /// returns nothing) while the hub runs: a live hub ends its children
+    /// itself.
+    pub fn fail_unfinished(&self, reason: &str) -> Vec<Envelope> {
+        if self.actor.get_status() < ractor::ActorStatus::Stopping {
+            return Vec::new();
+        }
+        self.book.fail_unfinished(reason, self.clock.now_ms())
+    }
+
+    /// The hub's counts.
+    pub async fn snapshot(&self) -> Result<HubSnapshot, HubClosed> {
+        ractor::call!(self.actor, HubMsg::Snapshot).map_err(|_| HubClosed(()))
+    }
+
+    /// How long `use_agent` waits inline (45 s by default).
+    pub fn inline_wait(&self) -> Duration {
+        self.inline_wait
+    }
+
+    /// Sets how long `use_agent` waits inline.
+    ///
+    /// # Choosing a value
+    /// Long enough for a typical child to finish (Loopl's 45 s suits a
+    /// local model); a child still running after it goes on in the
+    /// background and wakes the parent later, so a short wait is never
+    /// wrong, only chattier.
+    pub fn with_inline_wait(mut self, wait: Duration) -> Self {
+        self.inline_wait = wait;
+        self
+    }
+}
