@@ -421,3 +421,452 @@ async fn names_and_wake_lines_are_one_clean_line() {
     );
     thread.close_and_wait().await;
 }
+
+// ---- Event contract and lifecycle --------------------------------------------
+
+/// A model that records every request it gets (then plays `inner`).
+struct Recording {
+    inner: Arc<dyn subagents::actors::Model>,
+    requests: Arc<Mutex<Vec<subagents::messages::ModelRequest>>>,
+}
+
+impl subagents::actors::Model for Recording {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn stream(&self, request: subagents::messages::ModelRequest) -> subagents::actors::ModelStream {
+        self.requests.lock().unwrap().push(request.clone());
+        self.inner.stream(request)
+    }
+}
+
+/// Every tool call an assistant message asks for is followed by a tool
+/// message with its id (what an OpenAI-compatible server insists on).
+fn assert_history_answers_every_call(request: &subagents::messages::ModelRequest) {
+    use subagents::messages::Role;
+    let messages = &request.messages;
+    for (i, message) in messages.iter().enumerate() {
+        if message.role != Role::Assistant {
+            continue;
+        }
+        for call in &message.tool_calls {
+            let answered = messages[i + 1..]
+                .iter()
+                .take_while(|m| m.role == Role::Tool)
+                .any(|m| m.tool_call_id.as_ref() == Some(&call.id));
+            assert!(
+                answered,
+                "call {} has no tool message: {messages:#?}",
+                call.id
+            );
+        }
+    }
+}
+
+fn tool_results<'a>(log: &'a [AgentEvent], call: &str) -> Vec<&'a subagents::messages::ToolResult> {
+    log.iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult(r) if r.tool_use_id.as_str() == call => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Defect 1: `stop_parent` while the parent's `use_agent` waited inline
+/// gave `Result(Stopped)` and no `ToolResult`: the transcript row kept
+/// `output: None`. Now the call is answered (the child goes on in the
+/// background, by id) before the turn's `Result`, and the conversation
+/// carries that answer into the next turn.
+#[tokio::test(start_paused = true)]
+async fn a_stopped_turn_answers_the_call_it_was_waiting_on() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new(vec![
+        Turn::new().tool_call("use_agent", run("Worker 1", 100, true)),
+        Turn::answer("Noted."),
+        Turn::answer("Noted again."),
+    ])
+    .with_script("Worker 1\n", worker(100));
+    let recording = Recording {
+        inner: model.shared(),
+        requests: requests.clone(),
+    };
+    let builder =
+        DelegationBuilder::new(Arc::new(recording)).tools(ToolRegistry::new().with(Sleep));
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Running))
+    })
+    .await;
+    run_for(&mut events, &mut log, 10).await;
+    thread.stop_parent().unwrap();
+    run_for(&mut events, &mut log, 300).await;
+    check_log(&log, true);
+    let answered = tool_results(&log, "call_1_1");
+    assert_eq!(answered.len(), 1, "{log:#?}");
+    let output: serde_json::Value = serde_json::from_str(&answered[0].output).unwrap();
+    assert_eq!(output["pending"], true);
+    assert_eq!(output["id"], "agent_1");
+    let at = |pred: &dyn Fn(&AgentEvent) -> bool| log.iter().position(pred).unwrap();
+    let answer =
+        at(&|e| matches!(e, AgentEvent::ToolResult(r) if r.tool_use_id.as_str() == "call_1_1"));
+    let stopped = at(&|e| matches!(e, AgentEvent::Result(r) if r.outcome == Outcome::Stopped));
+    assert!(
+        answer < stopped,
+        "the call is answered before the turn's Result"
+    );
+    let transcript = subagents::messages::Transcript::from_events(&log);
+    assert!(
+        transcript.items.iter().all(|i| !matches!(
+            i,
+            subagents::messages::TranscriptItem::Tool { output: None, .. }
+        )),
+        "{}",
+        transcript.render()
+    );
+    // The child went on and woke the parent once; that turn's request
+    // answers every call of the stopped one.
+    let wakes: Vec<_> = log
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Wake(_)))
+        .collect();
+    assert_eq!(wakes.len(), 1);
+    let parent_requests: Vec<_> = requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.system_prompt().is_none_or(|p| !p.starts_with("Worker")))
+        .cloned()
+        .collect();
+    assert_eq!(parent_requests.len(), 2, "the first turn, then the wake");
+    assert_history_answers_every_call(&parent_requests[1]);
+    thread.close_and_wait().await;
+}
+
+/// Defect 1, the other cuts: a tool call cut by a stop or by the wall
+/// clock is answered before the turn's `Result`, and the next turn's
+/// conversation has a tool message for every call asked (also for calls
+/// the cut turn never started).
+#[tokio::test(start_paused = true)]
+async fn a_call_cut_by_a_stop_or_a_limit_is_answered_once() {
+    for cut_by_limit in [false, true] {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let model = ScriptedModel::new(vec![
+            Turn::new()
+                .tool_call("sleep", r#"{"secs": 100}"#)
+                .tool_call("sleep", r#"{"secs": 1}"#),
+            Turn::answer("after"),
+        ]);
+        let recording = Recording {
+            inner: model.shared(),
+            requests: requests.clone(),
+        };
+        let limits = Limits {
+            wall_clock: Duration::from_secs(if cut_by_limit { 5 } else { 300 }),
+            ..Limits::default()
+        };
+        let (agent, mut events) = Agent::builder(Arc::new(recording))
+            .tools(ToolRegistry::new().with(Sleep))
+            .limits(limits)
+            .spawn()
+            .await
+            .unwrap();
+        agent.send_user("sleep").unwrap();
+        let mut log = Vec::new();
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::ToolStarted(_))
+        })
+        .await;
+        if !cut_by_limit {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            agent.stop_turn().unwrap();
+        }
+        let result = until_result(&mut events, &mut log).await;
+        let expected = if cut_by_limit {
+            Outcome::LimitReached(LimitKind::WallClock)
+        } else {
+            Outcome::Stopped
+        };
+        assert_eq!(result.outcome, expected);
+        check_pairs("the agent", &log, true);
+        let answered = tool_results(&log, "call_1_1");
+        assert_eq!(answered.len(), 1);
+        assert!(answered[0].is_error);
+        let why = if cut_by_limit {
+            "wall-clock limit"
+        } else {
+            "stopped"
+        };
+        assert!(answered[0].output.contains(why), "{}", answered[0].output);
+        assert!(tool_results(&log, "call_1_2").is_empty(), "never started");
+        agent.send_user("again").unwrap();
+        until_result(&mut events, &mut log).await;
+        let requests = requests.lock().unwrap();
+        assert_history_answers_every_call(requests.last().unwrap());
+    }
+}
+
+fn delivered_inline(log: &[AgentEvent], call: &str) -> usize {
+    tool_results(log, call)
+        .iter()
+        .filter(|r| {
+            serde_json::from_str::<serde_json::Value>(&r.output)
+                .is_ok_and(|v| v["status"] == "done" && v["result"].is_string())
+        })
+        .count()
+}
+
+fn woken(log: &[AgentEvent], child: &str) -> usize {
+    log.iter()
+        .filter(|e| matches!(e, AgentEvent::Wake(w) if w.child.as_str() == child))
+        .count()
+}
+
+/// Runs one parent waiting inline on a child, stops the parent `turns`
+/// scheduler turns after the child's `Result` is read, and returns how the
+/// child's answer was delivered: (as the call's result, as wakes).
+async fn stop_at_completion(turns: usize) -> (usize, usize) {
+    let model = ScriptedModel::new(vec![
+        Turn::new().tool_call("use_agent", run("Worker 1", 5, true)),
+        Turn::answer("Noted."),
+        Turn::answer("Noted again."),
+    ])
+    .with_script("Worker 1\n", worker(5));
+    let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::Result(_))),
+    )
+    .await;
+    for _ in 0..turns {
+        tokio::task::yield_now().await;
+    }
+    thread.stop_parent().unwrap();
+    run_for(&mut events, &mut log, 120).await;
+    check_log(&log, true);
+    let inline = delivered_inline(&log, "call_1_1");
+    let wakes = woken(&log, "agent_1");
+    assert_eq!(inline + wakes, 1, "after {turns} turns: {log:#?}");
+    let envelope = thread.parts().hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.claimed, inline == 1, "after {turns} turns");
+    thread.close_and_wait().await;
+    (inline, wakes)
+}
+
+/// Defect 2: the parent stopped (Detach) at the instant its inline child
+/// finished lost the child's answer: the hub had handed it to the waiter
+/// being aborted. Whatever the interleaving — the stop fired 0 to 40
+/// scheduler turns after the child's `Result` is read — the answer reaches
+/// the parent exactly once: as the call's result, or as one wake.
+#[tokio::test(start_paused = true)]
+async fn a_detached_childs_answer_reaches_the_parent_once_at_its_completion_instant() {
+    let mut ways = std::collections::BTreeMap::new();
+    for turns in 0..40 {
+        // The host runs as a task of its own, so the scheduler interleaves
+        // it with the actors (the test body itself is polled only between
+        // their bursts).
+        let (inline, wakes) = tokio::spawn(stop_at_completion(turns)).await.unwrap();
+        *ways.entry((inline, wakes)).or_insert(0) += 1;
+    }
+    assert!(
+        ways.len() > 1,
+        "only one interleaving was reached: {ways:?}"
+    );
+}
+
+fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Turn::new().tool_call(
+            "use_agent",
+            json!({"action": "run", "system_prompt": system_prompt, "input": "post", "tools": ["http_post"], "wait": wait}).to_string(),
+        ),
+        Turn::answer("Done."),
+        Turn::answer("Noted."),
+    ])
+    .with_script(system_prompt, vec![Turn::new().tool_call("http_post", "{}"), Turn::answer("posted")])
+}
+
+/// Defect 3: a child that asked for approval and then stopped left the
+/// request open forever. Whatever ends it (a switch, a stop, the cascade
+/// of a stopped parent), `ApprovalResolved(cancelled)` comes before its
+/// terminal status, and a late answer is refused as `Ended` — with the
+/// thread still open.
+#[tokio::test(start_paused = true)]
+async fn a_pending_approval_is_closed_before_its_child_ends() {
+    use subagents::actors::ParentStopPolicy;
+    use subagents::messages::{ApprovalOutcome, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    for ending in ["switch", "stop child", "cascade"] {
+        let mut builder = parent(poster("Poster", true));
+        if ending == "cascade" {
+            builder = builder.parent_stop(ParentStopPolicy::Cascade);
+        }
+        let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        let asked = until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
+        })
+        .await;
+        let AgentEvent::Child(_, inner) = asked else {
+            unreachable!()
+        };
+        let AgentEvent::ApprovalRequested(request) = *inner else {
+            unreachable!()
+        };
+        match ending {
+            "switch" => {
+                thread.switch_away().await.unwrap();
+            }
+            "stop child" => {
+                thread
+                    .parts()
+                    .hub
+                    .stop(&AgentId::new("agent_1"))
+                    .await
+                    .unwrap();
+            }
+            _ => thread.stop_parent().unwrap(),
+        }
+        run_for(&mut events, &mut log, 30).await;
+        check_log(&log, true);
+        let (_, by_id) = check_log(&log, true);
+        let child = &by_id[&AgentId::new("agent_1")];
+        let (terminal, status) = child.terminal().unwrap();
+        assert_eq!(status, SubAgentStatus::Stopped, "{ending}");
+        let closed = child
+            .events
+            .iter()
+            .find_map(|(i, e)| match e {
+                AgentEvent::ApprovalResolved(r) if r.id == request.id => {
+                    Some((*i, r.outcome.clone()))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{ending}: the approval was never closed: {log:#?}"));
+        assert!(
+            closed.0 < terminal,
+            "{ending}: closed after the terminal status"
+        );
+        assert!(
+            matches!(closed.1, ApprovalOutcome::Cancelled(_)),
+            "{ending}"
+        );
+        let transcript = subagents::messages::Transcript::from_events(&log);
+        let row = transcript.child(&AgentId::new("agent_1")).unwrap();
+        assert!(row.transcript.items.iter().any(|i| matches!(
+            i,
+            subagents::messages::TranscriptItem::Approval {
+                resolved: Some(_),
+                ..
+            }
+        )));
+        assert_eq!(
+            thread
+                .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
+                .await,
+            Err(ThreadError::Approval(ApprovalRefusal::Ended(request.id))),
+            "{ending}"
+        );
+        thread.close_and_wait().await;
+    }
+}
+
+/// Defect 3, the answered path: an approval answered is closed as
+/// approved before the call's result; a second answer is refused with the
+/// first one.
+#[tokio::test(start_paused = true)]
+async fn an_answered_approval_is_closed_once() {
+    use subagents::messages::{ApprovalOutcome, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    let (thread, mut events) = ThreadHandle::spawn(parent(poster("Poster", true)), None)
+        .await
+        .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let asked = until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
+    })
+    .await;
+    let AgentEvent::Child(_, inner) = asked else {
+        unreachable!()
+    };
+    let AgentEvent::ApprovalRequested(request) = *inner else {
+        unreachable!()
+    };
+    thread
+        .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(
+        thread
+            .resolve_approval(request.id.clone(), ApprovalDecision::Deny)
+            .await,
+        Err(ThreadError::Approval(ApprovalRefusal::AlreadyAnswered {
+            id: request.id.clone(),
+            decision: ApprovalDecision::Approve
+        }))
+    );
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let resolved: Vec<_> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(_, inner) => match &**inner {
+                AgentEvent::ApprovalResolved(r) => Some(r.outcome.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resolved, [ApprovalOutcome::Approved]);
+    thread.close_and_wait().await;
+}
+
+/// Defect 4: a child handed to the background while queued started later
+/// with no event, and `status` said "background", elapsed 0. Its start is
+/// now `ChildRunning` on the stream, and `status` says queued, with its
+/// place in the queue.
+#[tokio::test(start_paused = true)]
+async fn a_queued_background_childs_start_is_on_the_stream() {
+    let status = json!({"action": "status", "id": "agent_2"}).to_string();
+    let model = ScriptedModel::new(vec![
+        Turn::new()
+            .tool_call("use_agent", run("Worker 1", 10, false))
+            .tool_call("use_agent", run("Worker 2", 10, false))
+            .tool_call("use_agent", status),
+        Turn::answer("Started."),
+        Turn::answer("Noted."),
+        Turn::answer("Noted."),
+    ])
+    .with_script("Worker 1\n", worker(10))
+    .with_script("Worker 2\n", worker(10));
+    let (thread, mut events) = ThreadHandle::spawn(parent(model).max_live(1), None)
+        .await
+        .unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 120).await;
+    check_log(&log, true);
+    let output = tool_results(&log, "call_1_3")[0].output.clone();
+    let status: serde_json::Value = serde_json::from_str(&output).unwrap();
+    assert_eq!(status["status"], "queued", "{output}");
+    assert_eq!(status["queue_position"], 1);
+    assert_eq!(status["background"], true);
+    let running: Vec<_> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ChildRunning(id) => Some(id.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(running, ["agent_2"]);
+    let transcript = subagents::messages::Transcript::from_events(&log);
+    assert!(!transcript.child(&AgentId::new("agent_2")).unwrap().queued);
+    thread.close_and_wait().await;
+}

@@ -97,6 +97,9 @@ pub struct ThreadState {
     /// Children whose result was queued as a wake: at most once each (a
     /// finished child's envelope may be reported again when it changes).
     woken: std::collections::HashSet<subagents_messages::AgentId>,
+    /// Approvals answered through this thread, so a late second answer is
+    /// refused as already answered even after the child that asked ended.
+    answered: Arc<std::sync::Mutex<std::collections::HashMap<ApprovalId, ApprovalDecision>>>,
 }
 
 struct Observer(ActorRef<ThreadMsg>);
@@ -241,6 +244,7 @@ impl Actor for ThreadSupervisor {
             writes: Vec::new(),
             switched_off: Default::default(),
             woken: Default::default(),
+            answered: Default::default(),
         })
     }
 
@@ -398,6 +402,7 @@ fn route_approval(
     let to_parent = owner == state.parent.agent.id().as_str();
     let parent = state.parent.agent.actor().clone();
     let hub = state.parent.hub.actor().clone();
+    let answered = state.answered.clone();
     tokio::spawn(async move {
         let asked = id.clone();
         let answer = if to_parent {
@@ -415,7 +420,25 @@ fn route_approval(
             })
             .ok()
         };
-        let _ = reply.send(answer.unwrap_or(Err(ApprovalRefusal::Ended(id))));
+        let answer = answer.unwrap_or_else(|| Err(ApprovalRefusal::Ended(id.clone())));
+        let mut answered = answered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let answer = match answer {
+            Ok(()) => {
+                answered.insert(id, decision);
+                Ok(())
+            }
+            Err(ApprovalRefusal::Ended(_) | ApprovalRefusal::Unknown(_))
+                if answered.contains_key(&id) =>
+            {
+                let decision = answered[&id];
+                Err(ApprovalRefusal::AlreadyAnswered { id, decision })
+            }
+            Err(refusal) => Err(refusal),
+        };
+        drop(answered);
+        let _ = reply.send(answer);
     });
 }
 
