@@ -313,6 +313,12 @@ fn check_inline(log: &[AgentEvent], skip_unsettled: bool) {
             }
             panic!("guarantee 3: no ToolResult for {id}'s call");
         };
+        if !carries_a_finished_result(&log[tool_result]) {
+            // The parent's turn was cut while it waited: the call was
+            // answered at the cut (the child goes on, or was stopped with
+            // it), not after the child's end.
+            continue;
+        }
         let (terminal, _) = child.terminal().unwrap_or_else(|| {
             panic!("guarantee 3: {id}'s call answered before its terminal status")
         });
@@ -337,4 +343,17 @@ fn check_inline(log: &[AgentEvent], skip_unsettled: bool) {
             "guarantee 3: ToolResult before the terminal status of {id}"
         );
     }
+}
+
+/// True when a `use_agent` `ToolResult` carries a finished child's result
+/// (not a `pending` note, not a sentence).
+pub fn carries_a_finished_result(event: &AgentEvent) -> bool {
+    let AgentEvent::ToolResult(result) = event else {
+        return false;
+    };
+    serde_json::from_str::<serde_json::Value>(&result.output).is_ok_and(|v| {
+        v.get("pending").is_none()
+            && matches!(v["status"].as_str(), Some("done" | "failed" | "stopped"))
+            && v.get("note").is_none()
+    })
 }

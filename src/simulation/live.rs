@@ -1,0 +1,233 @@
+//! A running scenario, driven step by step.
+
+use std::time::Duration;
+
+use subagents_messages::{AgentEvent, ApprovalDecision, Transcript};
+use subagents_supervisor::ThreadHandle;
+use tokio::time::Instant;
+
+use crate::simulation::report::{HostAction, LogEntry, Logged, SimulationReport};
+use crate::simulation::trigger::Trigger;
+
+/// A running scenario, driven step by step. Drive it from a task of its
+/// own (`tokio::spawn`), not from a runtime's `block_on` future, which is
+/// polled only between bursts of the other tasks: a trigger then reacts
+/// late, never at the instant.
+#[derive(Debug)]
+pub struct LiveSimulation {
+    thread: ThreadHandle,
+    events: subagents_actors::EventStream,
+    start: Instant,
+    log: Vec<Logged>,
+    transcript: Transcript,
+    triggers: Vec<Trigger>,
+    fired: Vec<Fired>,
+}
+
+/// A trigger that fired: where its host action is in the log, and the
+/// child whose event fired it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fired {
+    /// The index of the action's entry in the log.
+    pub at: usize,
+    /// The child.
+    pub child: subagents_messages::AgentId,
+    /// The moment that fired it.
+    pub moment: crate::simulation::Moment,
+}
+
+impl LiveSimulation {
+    pub(super) fn new(thread: ThreadHandle, events: subagents_actors::EventStream) -> Self {
+        Self {
+            thread,
+            events,
+            start: Instant::now(),
+            log: Vec::new(),
+            transcript: Transcript::new(),
+            triggers: Vec::new(),
+            fired: Vec::new(),
+        }
+    }
+
+    /// The triggers that fired, in order.
+    pub fn fired(&self) -> &[Fired] {
+        &self.fired
+    }
+
+    /// Does `trigger`'s action the moment its child event is read, after
+    /// its scheduler turns (once; the first match fires it).
+    pub fn on(&mut self, trigger: Trigger) {
+        self.triggers.push(trigger);
+    }
+
+    /// Triggers not fired yet.
+    pub fn armed(&self) -> usize {
+        self.triggers.len()
+    }
+
+    /// Lets virtual time run for `duration`, logging what happens.
+    pub async fn advance(&mut self, duration: Duration) {
+        let until = self.start.elapsed() + duration;
+        self.advance_to(until).await;
+    }
+
+    /// Lets virtual time run until `at` since the start.
+    pub async fn advance_to(&mut self, at: Duration) {
+        let deadline = self.start + at;
+        loop {
+            tokio::select! {
+                biased;
+                event = self.events.recv() => match event {
+                    Some(event) => {
+                        self.record(event.clone());
+                        self.fire(&event).await;
+                    }
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        self.drain();
+    }
+
+    /// Does a host action now. An action that can let a held wake through
+    /// is logged just before it is sent; one that holds wakes back, once
+    /// it has taken effect — so a check never sees a wake on the wrong
+    /// side of the action that allowed or barred it.
+    pub async fn act(&mut self, action: HostAction) {
+        let releases = action.releases_wakes();
+        if releases {
+            self.drain();
+            self.push_host(action.clone());
+        }
+        apply(&self.thread, &action).await;
+        if !releases {
+            self.drain();
+            self.push_host(action);
+        }
+    }
+
+    /// Fires the first armed trigger `event` matches, if any.
+    async fn fire(&mut self, event: &AgentEvent) {
+        let Some(at) = self.triggers.iter().position(|t| t.fire(event).is_some()) else {
+            return;
+        };
+        let trigger = self.triggers.remove(at);
+        let Some(action) = trigger.fire(event) else {
+            return;
+        };
+        for _ in 0..trigger.yields {
+            tokio::task::yield_now().await;
+        }
+        let from = self.log.len();
+        self.act(action).await;
+        let at = self.log[from..]
+            .iter()
+            .position(|l| matches!(l.entry, LogEntry::Host(_)))
+            .map_or(from, |p| from + p);
+        if let Some((child, moment)) = crate::simulation::Moment::of(event) {
+            self.fired.push(Fired {
+                at,
+                child: child.clone(),
+                moment,
+            });
+        }
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> &[Logged] {
+        &self.log
+    }
+
+    /// The thread's parent, hub and gate.
+    pub fn parts(&self) -> &subagents_actors::DelegatingAgent {
+        self.thread.parts()
+    }
+
+    /// The thread's handle.
+    pub fn thread(&self) -> &ThreadHandle {
+        &self.thread
+    }
+
+    /// Closes the thread and waits until everything it made has stopped
+    /// (its envelopes written), logging what it emitted meanwhile.
+    pub async fn close(&mut self) {
+        self.thread.close_and_wait().await;
+        self.drain();
+    }
+
+    /// Ends the run and reports.
+    pub async fn finish(mut self) -> SimulationReport {
+        self.drain();
+        let parts = self.thread.parts().clone();
+        let report = SimulationReport {
+            log: self.log,
+            transcript: self.transcript,
+            envelopes: parts.hub.envelopes(),
+            gate: parts.gate.snapshot().await.unwrap_or_default(),
+            hub: parts.hub.snapshot().await.unwrap_or_default(),
+            elapsed: self.start.elapsed(),
+        };
+        self.thread.close();
+        report
+    }
+
+    fn record(&mut self, event: AgentEvent) {
+        self.transcript.apply(&event);
+        self.log.push(Logged {
+            at: self.start.elapsed(),
+            entry: LogEntry::Event(event),
+        });
+    }
+
+    fn push_host(&mut self, action: HostAction) {
+        self.log.push(Logged {
+            at: self.start.elapsed(),
+            entry: LogEntry::Host(action),
+        });
+    }
+
+    fn drain(&mut self) {
+        while let Some(event) = self.events.try_recv() {
+            self.record(event);
+        }
+    }
+}
+
+impl HostAction {
+    /// True for actions that can let a held wake through (typing stops,
+    /// the thread comes on screen, the parent is stopped, a user turn).
+    pub fn releases_wakes(&self) -> bool {
+        matches!(
+            self,
+            HostAction::Typing(false)
+                | HostAction::OnScreen(true)
+                | HostAction::StopParent
+                | HostAction::User(_)
+        )
+    }
+}
+
+async fn apply(thread: &ThreadHandle, action: &HostAction) {
+    let _ = match action {
+        HostAction::User(text) => thread.send_user(text.clone()),
+        HostAction::Typing(on) => thread.typing(*on),
+        HostAction::OnScreen(on) => thread.on_screen(*on),
+        HostAction::SwitchAway => thread.switch_away().await.map(drop),
+        HostAction::StopParent => thread.stop_parent(),
+        HostAction::Approve(id) => thread
+            .resolve_approval(id.clone(), ApprovalDecision::Approve)
+            .await
+            .map(drop),
+        HostAction::Deny(id) => thread
+            .resolve_approval(id.clone(), ApprovalDecision::Deny)
+            .await
+            .map(drop),
+        HostAction::StopChild(id) => {
+            let _ = thread.parts().hub.stop(id).await;
+            Ok(())
+        }
+    };
+    // The action has taken effect once the supervisor has handled it.
+    let _ = thread.sync().await;
+}

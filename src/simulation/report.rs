@@ -1,0 +1,112 @@
+//! Host actions, the log and the report.
+
+use std::time::Duration;
+
+use subagents_messages::{
+    AgentEvent, AgentId, ApprovalId, Envelope, GateSnapshot, HubSnapshot, Transcript,
+};
+
+/// The wall-clock reading at the start of every simulation
+/// (2026-01-01T00:00:00Z): stamps are virtual and deterministic.
+pub const SIMULATION_EPOCH_MS: u64 = 1_767_225_600_000;
+
+/// Something the host does at a virtual time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostAction {
+    /// The user sends a message.
+    User(String),
+    /// The user starts (`true`) or stops typing.
+    Typing(bool),
+    /// The thread goes on (`true`) or off screen.
+    OnScreen(bool),
+    /// The host switches threads away (stop-all, wakes dropped).
+    SwitchAway,
+    /// The user stops the parent's turn.
+    StopParent,
+    /// The host approves an approval (ids are deterministic:
+    /// `parent-approval-1`, `agent_2-approval-1`, …).
+    Approve(ApprovalId),
+    /// The host denies an approval.
+    Deny(ApprovalId),
+    /// The host stops a child by id.
+    StopChild(AgentId),
+}
+
+/// One line of a simulation's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogEntry {
+    /// An event the thread emitted.
+    Event(AgentEvent),
+    /// A host action, placed after every event emitted before it took
+    /// effect and before every event emitted after.
+    Host(HostAction),
+}
+
+/// A logged entry with its virtual time since the start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logged {
+    /// Virtual time since the start.
+    pub at: Duration,
+    /// What happened.
+    pub entry: LogEntry,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct SimulationReport {
+    /// Everything, in order.
+    pub log: Vec<Logged>,
+    /// The events folded into a transcript (with user turns).
+    pub transcript: Transcript,
+    /// Every child's final envelope, in request order.
+    pub envelopes: Vec<Envelope>,
+    /// The gate at the end.
+    pub gate: GateSnapshot,
+    /// The hub at the end.
+    pub hub: HubSnapshot,
+    /// Virtual time simulated.
+    pub elapsed: Duration,
+}
+
+impl SimulationReport {
+    /// The events only, in order.
+    pub fn events(&self) -> Vec<AgentEvent> {
+        self.log
+            .iter()
+            .filter_map(|l| match &l.entry {
+                LogEntry::Event(e) => Some(e.clone()),
+                LogEntry::Host(_) => None,
+            })
+            .collect()
+    }
+
+    /// Children whose results woke the parent, in order.
+    pub fn wakes(&self) -> Vec<String> {
+        self.events()
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Wake(w) => Some(w.child.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The log as readable lines (`t=12.000s  event …`), for failures.
+    pub fn render(&self) -> String {
+        render(&self.log)
+    }
+}
+
+/// A log as readable lines (`t=12.000s  event …`), for failures.
+pub fn render(log: &[Logged]) -> String {
+    log.iter()
+        .map(|l| {
+            let what = match &l.entry {
+                LogEntry::Event(e) => format!("{e:?}"),
+                LogEntry::Host(a) => format!("HOST {a:?}"),
+            };
+            format!("t={:>9.3}s  {what}", l.at.as_secs_f64())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

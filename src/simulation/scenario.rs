@@ -1,0 +1,217 @@
+//! A scenario: models, tools, options and host actions over time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use subagents_actors::clock::TokioClock;
+use subagents_actors::scripted::{ScriptedModel, Turn};
+use subagents_actors::{DelegationBuilder, Model, ToolRegistry};
+use subagents_supervisor::store::EnvelopeStore;
+use subagents_supervisor::{ThreadConfig, ThreadHandle};
+
+use crate::simulation::jitter::Jitter;
+use crate::simulation::live::LiveSimulation;
+use crate::simulation::report::{HostAction, SIMULATION_EPOCH_MS, SimulationReport};
+use crate::simulation::trigger::Trigger;
+
+type Configure = Arc<dyn Fn(DelegationBuilder) -> DelegationBuilder + Send + Sync>;
+type MakeModel = Arc<dyn Fn() -> Arc<dyn Model> + Send + Sync>;
+
+/// A scenario: models, tools, options and host actions over time.
+#[derive(Clone)]
+pub struct Scenario {
+    parent_prompt: String,
+    model: ScriptedModel,
+    custom_model: Option<MakeModel>,
+    tools: ToolRegistry,
+    configure: Option<Configure>,
+    actions: Vec<(Duration, HostAction)>,
+    triggers: Vec<Trigger>,
+    store: Option<Arc<EnvelopeStore>>,
+    duration: Duration,
+    jitter: Duration,
+}
+
+impl std::fmt::Debug for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scenario")
+            .field("actions", &self.actions)
+            .field("triggers", &self.triggers)
+            .field("duration", &self.duration)
+            .field("jitter", &self.jitter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Scenario {
+    /// A scenario whose parent answers with `parent_turns`, in order.
+    pub fn new(parent_turns: Vec<Turn>) -> Self {
+        Self {
+            parent_prompt: "You are the parent.".into(),
+            model: ScriptedModel::new(parent_turns),
+            custom_model: None,
+            tools: ToolRegistry::new(),
+            configure: None,
+            actions: Vec::new(),
+            triggers: Vec::new(),
+            store: None,
+            duration: Duration::from_secs(60),
+            jitter: Duration::ZERO,
+        }
+    }
+
+    /// Runs on a model of your own instead of the scripted one (made anew
+    /// for each run; the seeded jitter still applies). Child scripts added
+    /// with `child_script` are then unused.
+    pub fn with_model(mut self, make: impl Fn() -> Arc<dyn Model> + Send + Sync + 'static) -> Self {
+        self.custom_model = Some(Arc::new(make));
+        self
+    }
+
+    /// The parent's system prompt (default: "You are the parent.").
+    pub fn parent_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.parent_prompt = prompt.into();
+        self
+    }
+
+    /// Turns for children whose system prompt contains `pattern`.
+    pub fn child_script(mut self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
+        self.model = self.model.with_script(pattern, turns);
+        self
+    }
+
+    /// Turns for children whose task contains `pattern`.
+    pub fn child_input_script(mut self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
+        self.model = self.model.with_input_script(pattern, turns);
+        self
+    }
+
+    /// The parent's tools (children may be given any of them).
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Further options on the parent (live cap, inline wait, policies…).
+    pub fn configure(
+        mut self,
+        f: impl Fn(DelegationBuilder) -> DelegationBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.configure = Some(Arc::new(f));
+        self
+    }
+
+    /// Does `action` at virtual time `at` (actions at one time run in the
+    /// order added).
+    pub fn at(mut self, at: Duration, action: HostAction) -> Self {
+        self.actions.push((at, action));
+        self
+    }
+
+    /// Does `trigger`'s action the moment its child event is read (once).
+    pub fn on(mut self, trigger: Trigger) -> Self {
+        self.triggers.push(trigger);
+        self
+    }
+
+    /// Persists envelopes in `store` (share one store between scenarios
+    /// to test threads on one store).
+    pub fn store(mut self, store: Arc<EnvelopeStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// How long to simulate (default 60 s).
+    pub fn run_for(mut self, duration: Duration) -> Self {
+        self.duration = duration;
+        self
+    }
+
+    /// Adds up to `max` of seeded latency before each model call, to vary
+    /// interleavings by seed (deterministic for a seed).
+    pub fn jitter(mut self, max: Duration) -> Self {
+        self.jitter = max;
+        self
+    }
+
+    /// Runs in a fresh paused current-thread runtime.
+    ///
+    /// # Panics
+    /// If called from inside a tokio runtime (use [`Scenario::run_async`])
+    /// or if the runtime cannot be built.
+    #[allow(clippy::expect_used)]
+    pub fn run(&self, seed: u64) -> SimulationReport {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime");
+        runtime.block_on(self.run_async(seed))
+    }
+
+    /// Runs on the current runtime, which must be paused
+    /// (`#[tokio::test(start_paused = true)]`). The thread is driven from a
+    /// task of its own, so triggers react as promptly as any actor.
+    ///
+    /// # Panics
+    /// If the thread cannot be started (a bug, reported with its cause).
+    #[allow(clippy::expect_used)]
+    pub async fn run_async(&self, seed: u64) -> SimulationReport {
+        let scenario = self.clone();
+        tokio::spawn(async move { scenario.drive(seed).await })
+            .await
+            .expect("the simulation task")
+    }
+
+    async fn drive(&self, seed: u64) -> SimulationReport {
+        let mut live = self.start(seed).await;
+        for trigger in &self.triggers {
+            live.on(trigger.clone());
+        }
+        let mut actions = self.actions.clone();
+        actions.sort_by_key(|(at, _)| *at);
+        for (at, action) in actions {
+            if at > self.duration {
+                break;
+            }
+            live.advance_to(at).await;
+            live.act(action).await;
+        }
+        live.advance_to(self.duration).await;
+        live.finish().await
+    }
+
+    /// Starts the scenario's thread without running its actions: drive it
+    /// step by step with [`LiveSimulation::act`] and
+    /// [`LiveSimulation::advance`] (the property tests do).
+    ///
+    /// # Panics
+    /// If the thread cannot be started (a bug, reported with its cause).
+    #[allow(clippy::expect_used)]
+    pub async fn start(&self, seed: u64) -> LiveSimulation {
+        let inner = match &self.custom_model {
+            Some(make) => make(),
+            None => Arc::new(self.model.clone()),
+        };
+        let model: Arc<dyn Model> = Arc::new(Jitter {
+            inner,
+            seed,
+            max: self.jitter,
+        });
+        let mut builder = DelegationBuilder::new(model)
+            .system_prompt(self.parent_prompt.clone())
+            .tools(self.tools.clone())
+            .clock(Arc::new(TokioClock::new(SIMULATION_EPOCH_MS)));
+        if let Some(configure) = &self.configure {
+            builder = configure(builder);
+        }
+        let mut config = ThreadConfig::new(builder);
+        if let Some(store) = &self.store {
+            config = config.store(store.clone());
+        }
+        let (thread, events) = ThreadHandle::spawn(config, None)
+            .await
+            .expect("the simulated thread starts");
+        LiveSimulation::new(thread, events)
+    }
+}

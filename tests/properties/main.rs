@@ -1,0 +1,616 @@
+//! Property tests of every ordering invariant, with proptest-state-machine:
+//! random sequences of host actions drive one or two real threads in
+//! paused tokio time — user turns that fan out children (random work, wait
+//! mode, end: answer, model error, panic, hang, approval, turn limit, and a
+//! seeded number of scheduler turns before the last answer), typing, on/off
+//! screen, switches, parent and child stops, approval answers, closing a
+//! thread, time passing — and host actions fired *the moment* a child event
+//! is read (stop the parent on a child's `Result`, switch on its
+//! `ToolResult`, claim its result at its completion, answer its approval),
+//! after a seeded number of scheduler turns. Each case picks one or two
+//! threads, whether they share an envelope store (they always share one
+//! gate), and the parent-stop policy.
+//!
+//! After every step the whole log is checked against
+//! docs/event-ordering.md, the wake rules and the delivery rule; at the
+//! end, at rest, nothing is lost or held, every child has one final
+//! envelope (in the store too), and the case is run a second time from the
+//! same steps: the two logs must be byte-identical.
+//!
+//! 256 cases per run by default; `SUBAGENTS_SOAK_CASES=100000 cargo test
+//! --release --all-features --test properties` is the soak (see
+//! docs/testing.md). `SUBAGENTS_PRINT_INTERLEAVINGS=1` prints the distinct
+//! interleavings the run reached.
+
+#![cfg(feature = "test-util")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod checks;
+mod model;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use model::{ChildPlan, End, PlanModel, plan_message};
+use proptest::prelude::*;
+use proptest::test_runner::Config;
+use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
+use subagents::actors::clock::ManualClock;
+use subagents::actors::{DelegationBuilder, Model, ParentStopPolicy};
+use subagents::messages::{AgentEvent, AgentId};
+use subagents::prelude::*;
+use subagents::simulation::{
+    HostAction, LiveSimulation, LogEntry, Logged, Moment, Scenario, Trigger,
+};
+use subagents::supervisor::store::EnvelopeStore;
+
+const MAX_LIVE: usize = 2;
+
+/// What a trigger does when it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnAction {
+    StopParent,
+    SwitchAway,
+    StopChild,
+    Approve,
+    Deny,
+    /// The user asks the parent for the child's result (`use_agent
+    /// result`): a claim at that instant.
+    Claim,
+}
+
+/// One step of a scenario (its Debug form is the readable scenario a
+/// shrunk failure prints). `usize` fields pick a thread (modulo the
+/// threads open).
+#[derive(Debug, Clone)]
+enum Step {
+    User(usize, Vec<ChildPlan>),
+    Typing(usize, bool),
+    OnScreen(usize, bool),
+    SwitchAway(usize),
+    StopParent(usize),
+    StopChild(usize, usize),
+    /// Answers the k-th approval still open.
+    Answer(usize, usize, bool),
+    On(usize, Moment, OnAction, u32),
+    Close(usize),
+    Wait(u64),
+}
+
+/// How a case is set up.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    threads: usize,
+    shared_store: bool,
+    policy: ParentStopPolicy,
+}
+
+/// The reference: what the host has done, so steps stay meaningful.
+#[derive(Debug, Clone)]
+struct Reference {
+    setup: Setup,
+    typing: Vec<bool>,
+    off_screen: Vec<bool>,
+}
+
+fn child_plan() -> impl Strategy<Value = ChildPlan> {
+    (
+        0u64..40,
+        any::<bool>(),
+        prop_oneof![
+            6 => Just(End::Answer),
+            1 => Just(End::ModelError),
+            1 => Just(End::Panic),
+            1 => Just(End::Hang),
+            2 => Just(End::Approval),
+            1 => Just(End::Loop),
+        ],
+        0u8..6,
+    )
+        .prop_map(|(work_secs, wait, end, yields)| ChildPlan {
+            work_secs,
+            wait,
+            end,
+            yields,
+        })
+}
+
+fn on_step() -> impl Strategy<Value = (Moment, OnAction)> {
+    let any_moment = prop::sample::select(Moment::ALL.to_vec());
+    prop_oneof![
+        3 => (any_moment.clone(), prop::sample::select(vec![
+            OnAction::StopParent, OnAction::SwitchAway, OnAction::StopChild,
+        ])),
+        2 => (Just(Moment::ApprovalRequested), prop::sample::select(vec![OnAction::Approve, OnAction::Deny])),
+        2 => (prop::sample::select(vec![Moment::Result, Moment::Ended, Moment::ToolResult]), Just(OnAction::Claim)),
+        2 => (Just(Moment::Result), prop::sample::select(vec![OnAction::StopParent, OnAction::SwitchAway])),
+    ]
+}
+
+impl ReferenceStateMachine for Reference {
+    type State = Self;
+    type Transition = Step;
+
+    fn init_state() -> BoxedStrategy<Self> {
+        (1usize..=2, any::<bool>(), any::<bool>())
+            .prop_map(|(threads, shared_store, cascade)| Reference {
+                setup: Setup {
+                    threads,
+                    shared_store,
+                    policy: if cascade {
+                        ParentStopPolicy::Cascade
+                    } else {
+                        ParentStopPolicy::Detach
+                    },
+                },
+                typing: vec![false; threads],
+                off_screen: vec![false; threads],
+            })
+            .boxed()
+    }
+
+    fn transitions(state: &Self) -> BoxedStrategy<Step> {
+        let n = state.setup.threads;
+        let typing = state.typing.clone();
+        let off = state.off_screen.clone();
+        prop_oneof![
+            4 => (0..n, prop::collection::vec(child_plan(), 0..4)).prop_map(|(t, p)| Step::User(t, p)),
+            1 => (0..n).prop_map(move |t| Step::Typing(t, !typing[t])),
+            1 => (0..n).prop_map(move |t| Step::OnScreen(t, off[t])),
+            1 => (0..n).prop_map(Step::SwitchAway),
+            1 => (0..n).prop_map(Step::StopParent),
+            1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::StopChild(t, k)),
+            1 => (0..n, 0usize..4, any::<bool>()).prop_map(|(t, k, a)| Step::Answer(t, k, a)),
+            3 => (0..n, on_step(), 0u32..8).prop_map(|(t, (m, a), y)| Step::On(t, m, a, y)),
+            1 => Just(Step::Close(n - 1)),
+            4 => (1u64..90).prop_map(Step::Wait),
+        ]
+        .boxed()
+    }
+
+    fn apply(mut state: Self, step: &Step) -> Self {
+        match step {
+            Step::Typing(t, on) => state.typing[*t] = *on,
+            Step::OnScreen(t, on) => state.off_screen[*t] = !*on,
+            _ => {}
+        }
+        state
+    }
+}
+
+/// The distinct interleavings reached so far (see `checks::signature`).
+static REACHED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+static CASES_DONE: AtomicUsize = AtomicUsize::new(0);
+
+/// One or two live threads in one paused runtime, sharing a gate (and
+/// maybe a store).
+struct World {
+    runtime: tokio::runtime::Runtime,
+    setup: Setup,
+    threads: Vec<LiveSimulation>,
+    closed: Vec<bool>,
+    store: Option<(tempfile::TempDir, Arc<EnvelopeStore>)>,
+    gate: GateHandle,
+    peak: Arc<AtomicUsize>,
+    user_turns: usize,
+}
+
+fn open_store(dir: &std::path::Path) -> Arc<EnvelopeStore> {
+    let clock = Arc::new(ManualClock::new(subagents::simulation::SIMULATION_EPOCH_MS));
+    Arc::new(EnvelopeStore::open(dir, clock).unwrap().0)
+}
+
+impl World {
+    fn new(setup: Setup) -> World {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let gate = runtime.block_on(GateHandle::spawn(1)).unwrap();
+        let store = setup.shared_store.then(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open_store(dir.path());
+            (dir, store)
+        });
+        let mut threads = Vec::new();
+        for _ in 0..setup.threads {
+            let (i, p, g) = (in_flight.clone(), peak.clone(), gate.clone());
+            let policy = setup.policy;
+            let mut scenario = Scenario::new(vec![])
+                .with_model(move || {
+                    Arc::new(PlanModel {
+                        in_flight: i.clone(),
+                        peak: p.clone(),
+                    }) as Arc<dyn Model>
+                })
+                .tools(ToolRegistry::new().with(Sleep).with(Post))
+                .configure(move |b: DelegationBuilder| {
+                    b.max_live(MAX_LIVE)
+                        .gate(g.clone())
+                        .parent_stop(policy)
+                        .inline_wait(Duration::from_secs(20))
+                        .child_limits(Limits {
+                            wall_clock: Duration::from_secs(60),
+                            ..Limits::default()
+                        })
+                });
+            if let Some((_, store)) = &store {
+                scenario = scenario.store(store.clone());
+            }
+            threads.push(runtime.block_on(scenario.start(0)));
+        }
+        World {
+            runtime,
+            setup,
+            closed: vec![false; threads.len()],
+            threads,
+            store,
+            gate,
+            peak,
+            user_turns: 0,
+        }
+    }
+
+    /// Runs `f` on the threads from a task of its own (so triggers react
+    /// at the instant), then lets 1 ms pass on every thread.
+    fn drive<F>(&mut self, f: impl FnOnce(Vec<LiveSimulation>) -> F)
+    where
+        F: std::future::Future<Output = Vec<LiveSimulation>> + Send + 'static,
+    {
+        let threads = std::mem::take(&mut self.threads);
+        let future = f(threads);
+        self.threads = self
+            .runtime
+            .block_on(async move { tokio::spawn(future).await.unwrap() });
+    }
+
+    fn advance(&mut self, by: Duration) {
+        self.drive(move |mut threads| async move {
+            futures_util::future::join_all(threads.iter_mut().map(|t| t.advance(by))).await;
+            threads
+        });
+    }
+
+    fn act(&mut self, thread: usize, action: HostAction) {
+        self.drive(move |mut threads| async move {
+            threads[thread].act(action).await;
+            futures_util::future::join_all(
+                threads
+                    .iter_mut()
+                    .map(|t| t.advance(Duration::from_millis(1))),
+            )
+            .await;
+            threads
+        });
+    }
+
+    fn apply(&mut self, step: &Step) {
+        let thread = match step {
+            Step::User(t, _)
+            | Step::Typing(t, _)
+            | Step::OnScreen(t, _)
+            | Step::SwitchAway(t)
+            | Step::StopParent(t)
+            | Step::StopChild(t, _)
+            | Step::Answer(t, _, _)
+            | Step::On(t, ..)
+            | Step::Close(t) => *t,
+            Step::Wait(_) => 0,
+        };
+        if self.closed[thread] && !matches!(step, Step::Wait(_)) {
+            return;
+        }
+        let action = match step {
+            Step::User(_, plans) => {
+                self.user_turns += 1;
+                Some(HostAction::User(plan_message(self.user_turns, plans)))
+            }
+            Step::Typing(_, on) => Some(HostAction::Typing(*on)),
+            Step::OnScreen(_, on) => Some(HostAction::OnScreen(*on)),
+            Step::SwitchAway(_) => Some(HostAction::SwitchAway),
+            Step::StopParent(_) => Some(HostAction::StopParent),
+            Step::StopChild(_, k) => {
+                let ids = started_ids(self.threads[thread].log());
+                (!ids.is_empty()).then(|| HostAction::StopChild(ids[k % ids.len()].clone()))
+            }
+            Step::Answer(_, k, approve) => {
+                let open = open_approvals(self.threads[thread].log());
+                (!open.is_empty()).then(|| {
+                    let id = open[k % open.len()].clone();
+                    if *approve {
+                        HostAction::Approve(id)
+                    } else {
+                        HostAction::Deny(id)
+                    }
+                })
+            }
+            Step::On(_, moment, what, yields) => {
+                self.threads[thread].on(trigger(*moment, *what, *yields));
+                None
+            }
+            Step::Close(_) => {
+                self.closed[thread] = true;
+                self.drive(move |mut threads| async move {
+                    threads[thread].close().await;
+                    threads
+                });
+                None
+            }
+            Step::Wait(secs) => {
+                self.advance(Duration::from_secs(*secs));
+                None
+            }
+        };
+        if let Some(action) = action {
+            self.act(thread, action);
+        }
+    }
+
+    fn logs(&self) -> Vec<String> {
+        self.threads
+            .iter()
+            .map(|t| subagents::simulation::render(t.log()))
+            .collect()
+    }
+
+    /// Checks every thread's log; at rest also what is held, and with
+    /// `exactly_once` that every result that could reach its parent did.
+    fn check(&self, at_rest: bool, exactly_once: bool) {
+        for (n, live) in self.threads.iter().enumerate() {
+            let log = live.log();
+            let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let exactly_once = exactly_once
+                    && self.setup.policy == ParentStopPolicy::Detach
+                    && !self.closed[n];
+                checks::check_everything(log, at_rest, exactly_once);
+                assert!(
+                    self.peak.load(Ordering::SeqCst) <= 1,
+                    "guarantee 6: two model calls in flight on the shared gate"
+                );
+                let parts = live.parts().clone();
+                if self.closed[n] {
+                    return;
+                }
+                let hub = self.runtime.block_on(parts.hub.snapshot()).unwrap();
+                assert!(hub.live <= MAX_LIVE, "guarantee 5: {} live", hub.live);
+                if at_rest {
+                    assert_eq!(
+                        (hub.live, hub.queued),
+                        (0, 0),
+                        "at rest, slots are still reserved"
+                    );
+                    let started = started_ids(log).len();
+                    assert_eq!(
+                        parts.hub.envelopes().len(),
+                        started,
+                        "one envelope per child"
+                    );
+                    assert_eq!(hub.finished, started, "every child finished");
+                }
+            }));
+            if let Err(panic) = checked {
+                eprintln!(
+                    "---- log of thread {n} ----\n{}\n-------------",
+                    subagents::simulation::render(log)
+                );
+                std::panic::resume_unwind(panic);
+            }
+        }
+        let gate = self.runtime.block_on(self.gate.snapshot()).unwrap();
+        assert!(
+            gate.in_flight <= 1,
+            "a capacity-1 gate holds {} permits",
+            gate.in_flight
+        );
+        if at_rest {
+            assert_eq!(gate.in_flight, 0, "at rest, a gate permit is held");
+            assert_eq!(gate.queued, 0, "at rest, someone waits at the gate");
+        }
+    }
+
+    /// Brings every open thread to rest: typing off, on screen, an hour.
+    fn settle(&mut self, reference: &Reference) {
+        for t in 0..self.threads.len() {
+            if self.closed[t] {
+                continue;
+            }
+            if reference.typing[t] {
+                self.act(t, HostAction::Typing(false));
+            }
+            if reference.off_screen[t] {
+                self.act(t, HostAction::OnScreen(true));
+            }
+        }
+        // Long enough for every child to end (work ≤ 40 s, wall clock 60 s,
+        // queued behind the others) and every wake to land.
+        self.advance(Duration::from_secs(3_600));
+    }
+
+    /// Closes every thread; with a store, every child ever started has a
+    /// final envelope in it (read back from disk), ids unique across
+    /// threads.
+    fn close_all(&mut self) {
+        for t in 0..self.threads.len() {
+            if !self.closed[t] {
+                self.closed[t] = true;
+                self.drive(move |mut threads| async move {
+                    threads[t].close().await;
+                    threads
+                });
+            }
+        }
+        let Some((dir, _)) = &self.store else {
+            return;
+        };
+        let reopened = open_store(dir.path());
+        let mut seen = BTreeSet::new();
+        for live in &self.threads {
+            for id in started_ids(live.log()) {
+                assert!(
+                    seen.insert(id.clone()),
+                    "{id} started on two threads of one store"
+                );
+                let envelope = reopened
+                    .get(&id)
+                    .unwrap_or_else(|| panic!("{id} has no envelope in the store"));
+                assert!(
+                    envelope.status.is_terminal(),
+                    "{id} is stored {:?}",
+                    envelope.status
+                );
+            }
+        }
+    }
+
+    /// The distinct interleavings the fired triggers reached.
+    fn signatures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for live in &self.threads {
+            for fired in live.fired() {
+                // Triggers fire in no fixed order; the action is read off
+                // the host entry.
+                let LogEntry::Host(action) = &live.log()[fired.at].entry else {
+                    continue;
+                };
+                let what = format!("{:?}/{}", fired.moment, action_kind(action));
+                out.push(checks::signature(live.log(), fired.at, &fired.child, &what));
+            }
+        }
+        out
+    }
+}
+
+fn action_kind(action: &HostAction) -> &'static str {
+    match action {
+        HostAction::User(_) => "Claim",
+        HostAction::StopParent => "StopParent",
+        HostAction::SwitchAway => "SwitchAway",
+        HostAction::StopChild(_) => "StopChild",
+        HostAction::Approve(_) => "Approve",
+        HostAction::Deny(_) => "Deny",
+        _ => "other",
+    }
+}
+
+fn trigger(moment: Moment, what: OnAction, yields: u32) -> Trigger {
+    Trigger::new(None, moment, move |child, event| match what {
+        OnAction::StopParent => Some(HostAction::StopParent),
+        OnAction::SwitchAway => Some(HostAction::SwitchAway),
+        OnAction::StopChild => Some(HostAction::StopChild(child.clone())),
+        OnAction::Claim => Some(HostAction::User(format!("RESULT {child}"))),
+        OnAction::Approve | OnAction::Deny => match event {
+            AgentEvent::Child(_, inner) => match &**inner {
+                AgentEvent::ApprovalRequested(r) if what == OnAction::Approve => {
+                    Some(HostAction::Approve(r.id.clone()))
+                }
+                AgentEvent::ApprovalRequested(r) => Some(HostAction::Deny(r.id.clone())),
+                _ => None,
+            },
+            _ => None,
+        },
+    })
+    .after_yields(yields)
+}
+
+fn started_ids(log: &[Logged]) -> Vec<AgentId> {
+    log.iter()
+        .filter_map(|l| match &l.entry {
+            LogEntry::Event(AgentEvent::ChildStarted(info)) => Some(info.id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn open_approvals(log: &[Logged]) -> Vec<subagents::messages::ApprovalId> {
+    let mut open = Vec::new();
+    for l in log {
+        if let LogEntry::Event(AgentEvent::Child(_, inner)) = &l.entry {
+            match &**inner {
+                AgentEvent::ApprovalRequested(r) => open.push(r.id.clone()),
+                AgentEvent::ApprovalResolved(r) => open.retain(|id| *id != r.id),
+                _ => {}
+            }
+        }
+    }
+    open
+}
+
+/// The system under test, and the steps it took (to replay them).
+struct Sut {
+    world: World,
+    steps: Vec<Step>,
+}
+
+impl StateMachineTest for Sut {
+    type SystemUnderTest = Self;
+    type Reference = Reference;
+
+    fn init_test(reference: &Reference) -> Self {
+        Sut {
+            world: World::new(reference.setup),
+            steps: Vec::new(),
+        }
+    }
+
+    fn apply(mut sut: Self, _reference: &Reference, step: Step) -> Self {
+        sut.world.apply(&step);
+        sut.steps.push(step);
+        sut
+    }
+
+    fn check_invariants(sut: &Self, _reference: &Reference) {
+        sut.world.check(false, false);
+    }
+
+    fn teardown(mut sut: Self, reference: Reference) {
+        sut.world.settle(&reference);
+        sut.world.check(true, true);
+        let first = sut.world.logs();
+        sut.world.close_all();
+        sut.world.check(true, false);
+        // Determinism: the same steps from the same start give the same
+        // logs, byte for byte.
+        let mut again = World::new(reference.setup);
+        for step in &sut.steps {
+            again.apply(step);
+        }
+        again.settle(&reference);
+        assert_eq!(first, again.logs(), "the same steps replayed differently");
+        again.close_all();
+        let mut reached = REACHED.lock().unwrap();
+        reached.extend(sut.world.signatures());
+        let done = CASES_DONE.fetch_add(1, Ordering::SeqCst) + 1;
+        if std::env::var_os("SUBAGENTS_PRINT_INTERLEAVINGS").is_some() && done == cases() as usize {
+            eprintln!("{} cases, {} distinct interleavings:", done, reached.len());
+            for line in reached.iter() {
+                eprintln!("  {line}");
+            }
+        }
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("SUBAGENTS_SOAK_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
+prop_state_machine! {
+    #![proptest_config(Config {
+        cases: cases(),
+        failure_persistence: None,
+        .. Config::default()
+    })]
+
+    #[test]
+    fn every_ordering_invariant_holds_under_random_scenarios(sequential 1..24 => Sut);
+}

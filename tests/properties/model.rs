@@ -1,0 +1,173 @@
+//! The model the property test runs on: the parent fans out the children a
+//! `PLAN` message lists (or asks for one child's result on `RESULT id`),
+//! then answers; a child works in a tool, yields a planned number of
+//! scheduler turns, then ends as planned.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use subagents::actors::{Model, ModelStream};
+use subagents::messages::{ChatMessage, ModelRequest, Role};
+use subagents::prelude::*;
+
+/// How a child ends after its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum End {
+    /// It answers.
+    Answer,
+    /// Its model fails.
+    ModelError,
+    /// Its model panics.
+    Panic,
+    /// Its model hangs: the wall clock ends it (a partial result).
+    Hang,
+    /// It calls a tool that needs approval, then answers.
+    Approval,
+    /// It keeps calling tools: the turn limit ends it.
+    Loop,
+}
+
+/// One child a user turn asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ChildPlan {
+    pub(crate) work_secs: u64,
+    pub(crate) wait: bool,
+    pub(crate) end: End,
+    /// Scheduler turns it yields before its last answer.
+    pub(crate) yields: u8,
+}
+
+/// The parent's and the children's model, counting streams alive at once.
+pub(crate) struct PlanModel {
+    pub(crate) in_flight: Arc<AtomicUsize>,
+    pub(crate) peak: Arc<AtomicUsize>,
+}
+
+fn play(turn: Turn) -> ModelStream {
+    ScriptedModel::new(vec![turn]).stream(ModelRequest {
+        messages: vec![],
+        tools: vec![],
+    })
+}
+
+/// `stream`, after `yields` scheduler turns.
+fn after_yields(yields: u8, stream: ModelStream) -> ModelStream {
+    Box::pin(futures_util::stream::unfold(
+        (yields, stream),
+        |(yields, mut stream)| async move {
+            for _ in 0..yields {
+                tokio::task::yield_now().await;
+            }
+            let next = futures_util::StreamExt::next(&mut stream).await?;
+            Some((next, (0, stream)))
+        },
+    ))
+}
+
+impl Model for PlanModel {
+    fn name(&self) -> &str {
+        "plan"
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let guard = Guard(self.in_flight.clone());
+        let stream = if request
+            .system_prompt()
+            .is_some_and(|p| p.starts_with("Child"))
+        {
+            child_turn(&request)
+        } else {
+            parent_turn(&request)
+        };
+        Box::pin(futures_util::StreamExt::map(stream, move |chunk| {
+            let _ = &guard;
+            chunk
+        }))
+    }
+}
+
+struct Guard(Arc<AtomicUsize>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn last(messages: &[ChatMessage]) -> Option<&ChatMessage> {
+    messages.last()
+}
+
+/// The user message that plans `plans` (turn number `turn_no`).
+pub(crate) fn plan_message(turn_no: usize, plans: &[ChildPlan]) -> String {
+    format!("PLAN {}", serde_json::to_string(&(turn_no, plans)).unwrap())
+}
+
+fn parent_turn(request: &ModelRequest) -> ModelStream {
+    let Some(message) = last(&request.messages) else {
+        return play(Turn::answer("?"));
+    };
+    if message.role == Role::User {
+        if let Some(id) = message.content.strip_prefix("RESULT ") {
+            return play(Turn::new().tool_call(
+                "use_agent",
+                json!({"action": "result", "id": id}).to_string(),
+            ));
+        }
+        if let Some(plan) = message.content.strip_prefix("PLAN ") {
+            let (turn_no, plans): (usize, Vec<ChildPlan>) = serde_json::from_str(plan).unwrap();
+            let mut turn = Turn::new();
+            for (k, child) in plans.iter().enumerate() {
+                let mut call = json!({
+                    "action": "run",
+                    "system_prompt": format!("Child {turn_no}.{k}\nYou work."),
+                    "input": serde_json::to_string(child).unwrap(),
+                    "tools": ["sleep", "http_post"],
+                    "wait": child.wait,
+                });
+                if child.end == End::Loop {
+                    call["max_iterations"] = json!(3);
+                }
+                turn = turn.tool_call("use_agent", call.to_string());
+            }
+            if plans.is_empty() {
+                turn = turn.text("Nothing to delegate.");
+            }
+            return play(turn);
+        }
+        return play(Turn::answer("Noted."));
+    }
+    play(Turn::answer("Delegated."))
+}
+
+fn child_turn(request: &ModelRequest) -> ModelStream {
+    let input = request
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.content.clone())
+        .unwrap_or_default();
+    let plan: ChildPlan = serde_json::from_str(&input).unwrap();
+    let done = request.assistant_turns();
+    if done == 0 {
+        return play(
+            Turn::new()
+                .text("Working. ")
+                .tool_call("sleep", json!({"secs": plan.work_secs}).to_string()),
+        );
+    }
+    let last = match plan.end {
+        End::Answer => Turn::answer("Finished."),
+        End::ModelError => Turn::new().error("the model went away"),
+        End::Panic => Turn::new().panic("adapter bug"),
+        End::Hang => Turn::new().text("Thinking…").hang(),
+        End::Approval if done == 1 => Turn::new().tool_call("http_post", "{}"),
+        End::Approval => Turn::answer("Posted."),
+        End::Loop => Turn::new().tool_call("sleep", r#"{"secs": 1}"#),
+    };
+    after_yields(plan.yields, play(last))
+}
