@@ -870,3 +870,64 @@ async fn a_queued_background_childs_start_is_on_the_stream() {
     assert!(!transcript.child(&AgentId::new("agent_2")).unwrap().queued);
     thread.close_and_wait().await;
 }
+
+/// Defect 2 on a multi-threaded runtime, where the parent's turn task can
+/// run on one worker while the stop closes the turn on another: for every
+/// round, the child's answer reaches the parent exactly once (a tool call
+/// that receives the result after its turn was cut must not claim it).
+#[test]
+fn delivery_is_exactly_once_on_a_multi_threaded_runtime() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut ways = std::collections::BTreeMap::new();
+    for round in 0..150u32 {
+        let way = runtime.block_on(async move {
+            let model = ScriptedModel::new(vec![
+                Turn::new().tool_call("use_agent", run("Worker 1", 0, true)),
+                Turn::answer("Noted."),
+                Turn::answer("Noted again."),
+            ])
+            .with_script("Worker 1\n", worker(0));
+            let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
+            thread.send_user("start").unwrap();
+            let mut log = Vec::new();
+            until(&mut events, &mut log, |e| {
+                matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::Result(_)))
+            })
+            .await;
+            for _ in 0..(round % 7) {
+                tokio::task::yield_now().await;
+            }
+            thread.stop_parent().unwrap();
+            // Until the parent is idle again and the answer has landed (a
+            // lost answer never lands: give up after many turns).
+            for _ in 0..5_000 {
+                let idle = thread.parts().agent.snapshot().await.is_ok_and(|s| !s.busy);
+                let ended = thread
+                    .parts()
+                    .hub
+                    .status(&AgentId::new("agent_1"))
+                    .is_some_and(|e| e.status.is_terminal());
+                thread.sync().await.unwrap();
+                while let Some(event) = events.try_recv() {
+                    log.push(event);
+                }
+                let woke_or_took = delivered_inline(&log, "call_1_1") + woken(&log, "agent_1");
+                if idle && ended && woke_or_took > 0 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            let inline = delivered_inline(&log, "call_1_1");
+            let wakes = woken(&log, "agent_1");
+            assert_eq!(inline + wakes, 1, "round {round}: {log:#?}");
+            thread.close_and_wait().await;
+            (inline, wakes)
+        });
+        *ways.entry(way).or_insert(0) += 1;
+    }
+    eprintln!("deliveries over 150 rounds: {ways:?}");
+}

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use subagents_messages::{AgentEvent, ApprovalDecision, Transcript};
+use subagents_messages::{AgentEvent, ApprovalDecision, SubAgentStatus, Transcript};
 use subagents_supervisor::ThreadHandle;
 use tokio::time::Instant;
 
@@ -22,6 +22,8 @@ pub struct LiveSimulation {
     transcript: Transcript,
     triggers: Vec<Trigger>,
     fired: Vec<Fired>,
+    /// Children the parent no longer waits on inline.
+    background: std::collections::HashSet<subagents_messages::AgentId>,
 }
 
 /// A trigger that fired: where its host action is in the log, and the
@@ -46,6 +48,7 @@ impl LiveSimulation {
             transcript: Transcript::new(),
             triggers: Vec::new(),
             fired: Vec::new(),
+            background: Default::default(),
         }
     }
 
@@ -109,11 +112,27 @@ impl LiveSimulation {
 
     /// Fires the first armed trigger `event` matches, if any.
     async fn fire(&mut self, event: &AgentEvent) {
-        let Some(at) = self.triggers.iter().position(|t| t.fire(event).is_some()) else {
+        match event {
+            AgentEvent::ChildStarted(info) if info.background => {
+                self.background.insert(info.id.clone());
+            }
+            AgentEvent::ChildStatus(id, SubAgentStatus::Background) => {
+                self.background.insert(id.clone());
+            }
+            _ => {}
+        }
+        let inline = event
+            .child_id()
+            .is_some_and(|id| !self.background.contains(id));
+        let Some(at) = self
+            .triggers
+            .iter()
+            .position(|t| t.fire(event, inline).is_some())
+        else {
             return;
         };
         let trigger = self.triggers.remove(at);
-        let Some(action) = trigger.fire(event) else {
+        let Some(action) = trigger.fire(event, inline) else {
             return;
         };
         for _ in 0..trigger.yields {

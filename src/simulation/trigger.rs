@@ -80,6 +80,9 @@ pub struct Trigger {
     pub moment: Moment,
     /// Scheduler turns the host lets pass before it acts (0: at once).
     pub yields: u32,
+    /// Only a child its parent waits on inline (not started with
+    /// `wait: false`, not handed to the background yet).
+    pub inline_only: bool,
     /// What it does.
     pub action: TriggerAction,
 }
@@ -90,6 +93,7 @@ impl std::fmt::Debug for Trigger {
             .field("child", &self.child)
             .field("moment", &self.moment)
             .field("yields", &self.yields)
+            .field("inline_only", &self.inline_only)
             .finish_non_exhaustive()
     }
 }
@@ -105,8 +109,15 @@ impl Trigger {
             child,
             moment,
             yields: 0,
+            inline_only: false,
             action: Arc::new(action),
         }
+    }
+
+    /// Fires only on a child its parent waits on inline.
+    pub fn inline_only(mut self) -> Self {
+        self.inline_only = true;
+        self
     }
 
     /// Lets `yields` scheduler turns pass before acting.
@@ -115,10 +126,14 @@ impl Trigger {
         self
     }
 
-    /// The action to take if `event` fires this trigger.
-    pub fn fire(&self, event: &AgentEvent) -> Option<HostAction> {
+    /// The action to take if `event` fires this trigger; `inline` tells
+    /// whether the event's child is waited on inline.
+    pub fn fire(&self, event: &AgentEvent, inline: bool) -> Option<HostAction> {
         let (child, moment) = Moment::of(event)?;
-        if moment != self.moment || self.child.as_ref().is_some_and(|c| c != child) {
+        if moment != self.moment
+            || self.child.as_ref().is_some_and(|c| c != child)
+            || (self.inline_only && !inline)
+        {
             return None;
         }
         (self.action)(child, event)
@@ -159,12 +174,15 @@ mod tests {
             Some(HostAction::StopChild(id.clone()))
         });
         let of = |n: &str| AgentEvent::Child(AgentId::new(n), Box::new(result()));
-        assert_eq!(trigger.fire(&of("agent_1")), None);
+        assert_eq!(trigger.fire(&of("agent_1"), true), None);
         assert_eq!(
-            trigger.fire(&of("agent_2")),
+            trigger.fire(&of("agent_2"), true),
             Some(HostAction::StopChild(AgentId::new("agent_2")))
         );
         let ended = AgentEvent::ChildStatus(AgentId::new("agent_2"), SubAgentStatus::Done);
-        assert_eq!(trigger.fire(&ended), None);
+        assert_eq!(trigger.fire(&ended, true), None);
+        let inline = trigger.inline_only();
+        assert_eq!(inline.fire(&of("agent_2"), false), None);
+        assert!(inline.fire(&of("agent_2"), true).is_some());
     }
 }

@@ -77,7 +77,9 @@ enum Step {
     StopChild(usize, usize),
     /// Answers the k-th approval still open.
     Answer(usize, usize, bool),
-    On(usize, Moment, OnAction, u32),
+    /// Arms a trigger: at that moment of a child (only one waited on
+    /// inline, with `true`), after that many scheduler turns.
+    On(usize, Moment, OnAction, u32, bool),
     Close(usize),
     Wait(u64),
 }
@@ -120,16 +122,24 @@ fn child_plan() -> impl Strategy<Value = ChildPlan> {
         })
 }
 
-fn on_step() -> impl Strategy<Value = (Moment, OnAction)> {
+fn on_step() -> impl Strategy<Value = (Moment, OnAction, bool)> {
     let any_moment = prop::sample::select(Moment::ALL.to_vec());
     prop_oneof![
-        3 => (any_moment.clone(), prop::sample::select(vec![
+        3 => (any_moment, prop::sample::select(vec![
             OnAction::StopParent, OnAction::SwitchAway, OnAction::StopChild,
-        ])),
-        2 => (Just(Moment::ApprovalRequested), prop::sample::select(vec![OnAction::Approve, OnAction::Deny])),
-        2 => (prop::sample::select(vec![Moment::Result, Moment::Ended, Moment::ToolResult]), Just(OnAction::Claim)),
-        2 => (Just(Moment::Result), prop::sample::select(vec![OnAction::StopParent, OnAction::SwitchAway])),
+        ]), any::<bool>()),
+        2 => (Just(Moment::ApprovalRequested), prop::sample::select(vec![OnAction::Approve, OnAction::Deny]), Just(false)),
+        2 => (prop::sample::select(vec![Moment::Result, Moment::Ended, Moment::ToolResult]), Just(OnAction::Claim), Just(false)),
+        // The sharpest edge: the parent stopped (or the thread switched)
+        // at the instant a child it waits on inline finishes.
+        4 => (Just(Moment::Result), prop::sample::select(vec![OnAction::StopParent, OnAction::SwitchAway]), Just(true)),
     ]
+}
+
+/// Scheduler turns before a trigger acts: mostly none or a few (the
+/// window where a completion is still travelling), sometimes more.
+fn yields() -> impl Strategy<Value = u32> {
+    prop_oneof![4 => Just(0u32), 3 => 1u32..4, 1 => 4u32..16]
 }
 
 impl ReferenceStateMachine for Reference {
@@ -166,7 +176,7 @@ impl ReferenceStateMachine for Reference {
             1 => (0..n).prop_map(Step::StopParent),
             1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::StopChild(t, k)),
             1 => (0..n, 0usize..4, any::<bool>()).prop_map(|(t, k, a)| Step::Answer(t, k, a)),
-            3 => (0..n, on_step(), 0u32..8).prop_map(|(t, (m, a), y)| Step::On(t, m, a, y)),
+            4 => (0..n, on_step(), yields()).prop_map(|(t, (m, a, i), y)| Step::On(t, m, a, y, i)),
             1 => Just(Step::Close(n - 1)),
             4 => (1u64..90).prop_map(Step::Wait),
         ]
@@ -332,8 +342,12 @@ impl World {
                     }
                 })
             }
-            Step::On(_, moment, what, yields) => {
-                self.threads[thread].on(trigger(*moment, *what, *yields));
+            Step::On(_, moment, what, yields, inline) => {
+                let mut armed = trigger(*moment, *what, *yields);
+                if *inline {
+                    armed = armed.inline_only();
+                }
+                self.threads[thread].on(armed);
                 None
             }
             Step::Close(_) => {

@@ -69,8 +69,6 @@ pub(crate) struct TurnState {
     open: Option<OpenCall>,
     /// The approval the open call waits on.
     approval: Option<(ApprovalId, ToolUseId)>,
-    /// The turn ended: nothing more of it reaches the stream.
-    cut: bool,
 }
 
 impl TurnState {
@@ -121,17 +119,13 @@ impl CallSlot {
         });
     }
 
+    /// Fixes the call's output; `false` once the call is no longer open
+    /// (its turn was cut and the call answered already).
     pub(crate) fn settle(&self, output: &Result<String, ToolError>) -> bool {
-        let Some((shared, _)) = &self.turn else {
+        if self.turn.is_none() {
             return true;
-        };
-        if lock(shared).cut {
-            return false;
         }
         self.with_open(|state| {
-            if state.cut {
-                return false;
-            }
             if let Some(open) = state.open.as_mut() {
                 open.settled = Some(match output {
                     Ok(text) => ToolOutcome {
@@ -144,9 +138,8 @@ impl CallSlot {
                     },
                 });
             }
-            true
         })
-        .unwrap_or(false)
+        .is_some()
     }
 }
 
@@ -231,7 +224,6 @@ pub(crate) fn close(
     let mut state = lock(shared);
     let mut history = None;
     turn_sink.close_with(|| {
-        state.cut = true;
         let open = state.open.take();
         if let Some((id, tool_use_id)) = state.approval.take() {
             out.emit(AgentEvent::ApprovalResolved(ApprovalResolution {
@@ -524,6 +516,66 @@ pub fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progress) ->
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    fn open_turn() -> (
+        Shared,
+        CallSlot,
+        EventSink,
+        EventSink,
+        crate::sink::EventStream,
+    ) {
+        let (out, stream) = EventSink::channel();
+        let turn_sink = out.gated();
+        let shared: Shared = Arc::new(Mutex::new(TurnState::new(vec![ChatMessage::user("go")])));
+        let id = ToolUseId::new("call_1");
+        {
+            let mut state = lock(&shared);
+            state.open = Some(OpenCall {
+                id: id.clone(),
+                name: "use_agent".into(),
+                on_cut: None,
+                settled: None,
+            });
+        }
+        let slot = CallSlot {
+            turn: Some((shared.clone(), id)),
+        };
+        (shared, slot, turn_sink, out, stream)
+    }
+
+    fn stopped() -> AgentResult {
+        result(
+            "stopped".into(),
+            Outcome::Stopped,
+            &Progress::default(),
+            Instant::now(),
+        )
+    }
+
+    /// A call that settles before the cut is answered with its output; one
+    /// that tries after the cut is refused (its output never reaches the
+    /// model, so it must not count as delivered).
+    #[test]
+    fn settle_wins_only_before_the_turn_is_cut() {
+        let (shared, slot, turn_sink, out, mut stream) = open_turn();
+        slot.on_cut("note".into());
+        assert!(slot.settle(&Ok("the answer".into())));
+        close(&shared, &turn_sink, &out, &stopped(), "cut");
+        let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
+            panic!("the call is answered first");
+        };
+        assert_eq!(answered.output, "the answer");
+        assert!(!answered.is_error);
+
+        let (shared, slot, turn_sink, out, mut stream) = open_turn();
+        slot.on_cut("note".into());
+        close(&shared, &turn_sink, &out, &stopped(), "cut");
+        assert!(!slot.settle(&Ok("too late".into())), "the turn was cut");
+        let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
+            panic!("the call is answered first");
+        };
+        assert_eq!(answered.output, "note");
+    }
 
     #[test]
     fn partial_result_names_the_limit_and_the_work_done() {
