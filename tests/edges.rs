@@ -931,3 +931,69 @@ fn delivery_is_exactly_once_on_a_multi_threaded_runtime() {
     }
     eprintln!("deliveries over 150 rounds: {ways:?}");
 }
+
+/// Found by the property test's soak: the parent stopped while its
+/// `use_agent` waited for the hub to make the child (the hub replied, the
+/// call was cut before it read the id): nobody waited on the child, it was
+/// not in the background, and its answer never reached the parent. Now a
+/// child whose requester gives up before learning its id goes to the
+/// background (Detach) and wakes the parent; with Cascade it is stopped.
+#[test]
+fn a_child_requested_as_its_parents_turn_is_cut_is_not_lost() {
+    use subagents::actors::ParentStopPolicy;
+    use subagents::simulation::{Moment, Trigger};
+    let mut reached = std::collections::BTreeSet::new();
+    for cascade in [false, true] {
+        for yields in 0..12 {
+            let policy = if cascade {
+                ParentStopPolicy::Cascade
+            } else {
+                ParentStopPolicy::Detach
+            };
+            let report = Scenario::new(vec![
+                Turn::new()
+                    .tool_call("use_agent", run("Worker 1", 1, true))
+                    .tool_call("use_agent", run("Worker 2", 0, true)),
+                Turn::answer("Noted."),
+                Turn::answer("Noted again."),
+                Turn::answer("Noted once more."),
+            ])
+            .child_script("Worker 1\n", worker(1))
+            .child_script("Worker 2\n", worker(0))
+            .tools(ToolRegistry::new().with(Sleep))
+            .configure(move |b| b.parent_stop(policy))
+            .on(
+                Trigger::new(Some(AgentId::new("agent_1")), Moment::Ended, |_, _| {
+                    Some(HostAction::StopParent)
+                })
+                .after_yields(yields),
+            )
+            .at(Duration::ZERO, HostAction::User("two".into()))
+            .run_for(Duration::from_secs(120))
+            .run(0);
+            let log = report.events();
+            check_log(&log, true);
+            for (call, child) in [("call_1_1", "agent_1"), ("call_1_2", "agent_2")] {
+                let Some(envelope) = report.envelopes.iter().find(|e| e.id.as_str() == child)
+                else {
+                    continue;
+                };
+                let deliveries = delivered_inline(&log, call) + woken(&log, child);
+                if envelope.status == SubAgentStatus::Done && !cascade {
+                    assert_eq!(
+                        deliveries,
+                        1,
+                        "{child} after {yields} turns: {}",
+                        report.render()
+                    );
+                } else {
+                    assert!(deliveries <= 1, "{child}: {}", report.render());
+                }
+                if child == "agent_2" {
+                    reached.insert((cascade, envelope.status.as_str(), deliveries));
+                }
+            }
+        }
+    }
+    assert!(reached.len() > 2, "{reached:?}");
+}

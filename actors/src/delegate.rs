@@ -193,6 +193,7 @@ impl Delegator {
             model,
             provider,
             max_iterations,
+            stop_if_abandoned: self.parent_stop == ParentStopPolicy::Cascade,
         })
     }
 

@@ -32,6 +32,10 @@ pub struct ChildRequest {
     pub provider: Option<String>,
     /// A cap on the child's model calls, clamped to the parent's own.
     pub max_iterations: Option<u32>,
+    /// What happens when the requester gives up before it learns the
+    /// child's id (its turn was cut while the request was in flight):
+    /// `false` hands the child to the background, `true` stops it.
+    pub stop_if_abandoned: bool,
 }
 
 impl ChildRequest {
@@ -56,6 +60,7 @@ impl ChildRequest {
             model: None,
             provider: None,
             max_iterations: None,
+            stop_if_abandoned: false,
         }
     }
 }
@@ -94,7 +99,9 @@ pub enum HubMsg {
     /// `ChildStarted` then `ChildStatus(queued | running)` (and
     /// `ChildStatus(background)` for a background request) on the
     /// requester's stream, then replies with the child's id — or with a
-    /// sentence saying why no child was made.
+    /// sentence saying why no child was made. A reply nobody receives (the
+    /// requester gave up) abandons the child: it goes to the background,
+    /// or stops (`stop_if_abandoned`).
     Spawn {
         /// The request.
         request: ChildRequest,
@@ -110,6 +117,15 @@ pub enum HubMsg {
         id: AgentId,
         /// Receives the final envelope; dropped for an unknown id.
         reply: RpcReplyPort<Envelope>,
+    },
+    /// Sent when a requester gave up after the hub replied to its `Spawn`
+    /// but before it read the id (its turn was cut): as for a reply nobody
+    /// received, the child goes to the background, or stops.
+    Abandoned {
+        /// The child.
+        id: AgentId,
+        /// Stop it rather than hand it to the background.
+        stop: bool,
     },
     /// Sent by a tool call that took a finished child's result (its
     /// output is settled on the parent's turn, so no stop can lose it):

@@ -440,6 +440,16 @@ impl HubState {
             .await;
     }
 
+    /// Its requester gave up before learning its id: it goes on in the
+    /// background (its result wakes the parent), or stops.
+    async fn abandon(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId, stop: bool) {
+        if stop {
+            self.stop(myself, id, StopReply::One(None)).await;
+        } else {
+            self.detach(id);
+        }
+    }
+
     fn detach(&mut self, id: &AgentId) -> DetachOutcome {
         if !self.book.contains(id) {
             return DetachOutcome::Unknown;
@@ -681,9 +691,17 @@ impl Actor for Hub {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             HubMsg::Spawn { request, reply } => {
+                let stop = request.stop_if_abandoned;
                 let spawned = state.spawn_child(&myself, request).await;
-                let _ = reply.send(spawned);
+                let made = spawned.as_ref().ok().cloned();
+                if reply.send(spawned).is_err()
+                    && let Some(id) = made
+                {
+                    // Nobody learnt its id: nobody will wait on it.
+                    state.abandon(&myself, &id, stop).await;
+                }
             }
+            HubMsg::Abandoned { id, stop } => state.abandon(&myself, &id, stop).await,
             HubMsg::Subscribe { id, reply } => match state.book.get(&id) {
                 Some(envelope) if envelope.status.is_terminal() => {
                     let _ = reply.send(envelope);

@@ -26,6 +26,28 @@ pub enum WaitOutcome {
     Unknown,
 }
 
+/// A `Spawn` whose answer is still awaited. Dropped unread (the caller's
+/// turn was cut), a child already made is abandoned; one not made yet is
+/// abandoned by the hub when its reply finds nobody.
+struct PendingSpawn {
+    hub: ActorRef<HubMsg>,
+    rx: Option<tokio::sync::oneshot::Receiver<Result<AgentId, String>>>,
+    stop: bool,
+}
+
+impl Drop for PendingSpawn {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take()
+            && let Ok(Ok(id)) = rx.try_recv()
+        {
+            let _ = self.hub.cast(HubMsg::Abandoned {
+                id,
+                stop: self.stop,
+            });
+        }
+    }
+}
+
 /// The hub is gone.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the sub-agent hub is stopped")]
@@ -86,10 +108,30 @@ impl HubHandle {
         &self.actor
     }
 
-    /// Requests a child; its id, or a sentence saying why not.
+    /// Requests a child; its id, or a sentence saying why not. If this
+    /// future is dropped before it returns (the caller's turn was cut),
+    /// the child is not lost: nobody learnt its id, so the hub abandons it
+    /// — to the background, or stopped with `stop_if_abandoned`.
     pub async fn request(&self, request: ChildRequest) -> Result<AgentId, String> {
-        ractor::call!(self.actor, |reply| HubMsg::Spawn { request, reply })
-            .map_err(|_| HubClosed(()).to_string())?
+        let stop = request.stop_if_abandoned;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.actor
+            .cast(HubMsg::Spawn {
+                request,
+                reply: tx.into(),
+            })
+            .map_err(|_| HubClosed(()).to_string())?;
+        let mut pending = PendingSpawn {
+            hub: self.actor.clone(),
+            rx: Some(rx),
+            stop,
+        };
+        let answer = match pending.rx.as_mut() {
+            Some(rx) => rx.await,
+            None => return Err(HubClosed(()).to_string()),
+        };
+        pending.rx = None;
+        answer.map_err(|_| HubClosed(()).to_string())?
     }
 
     /// Waits up to `within` (`None`: until it ends) for a child to finish.
