@@ -9,7 +9,6 @@
 
 pub mod agent;
 pub mod clock;
-pub mod delegate;
 pub mod delegation;
 pub mod demo_tools;
 pub mod gate;
@@ -22,14 +21,12 @@ pub mod registry;
 pub mod scripted;
 pub mod sink;
 pub mod tool;
-pub mod use_agent;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, AgentError, AgentHandle};
-pub use delegation::{DelegatingAgent, DelegationBuilder, FrontEnds};
+pub use delegation::{DelegatingAgent, DelegationBuilder, FrontEnds, ParentStopPolicy, UseAgent};
 pub use gate::{GateClosed, GateHandle, ModelGate};
 pub use hub::{HubHandle, WaitOutcome};
 pub use model::{Model, ModelError, ModelStream};
 pub use scripted::{ScriptedModel, Turn};
 pub use sink::{EventSink, EventStream};
 pub use tool::{Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry};
-pub use use_agent::{ParentStopPolicy, UseAgent};

@@ -1,147 +1,22 @@
 //! One turn of the agent loop, as a plain async function the actor runs in
 //! a task: ask the model (through the gate), run the tools it asked for,
 //! repeat until it answers without tool calls or a limit hits.
-//!
-//! The turn's state — progress, the conversation so far, the tool call in
-//! flight and the approval it waits on — lives behind one lock shared with
-//! the actor ([`Shared`]), and every event that opens or closes one of
-//! them is emitted under that lock. So when the actor stops the turn (or a
-//! limit or a panic cuts it), [`close`] sees exactly what is open and
-//! answers it: every `ToolStarted` gets one `ToolResult`, every
-//! `ApprovalRequested` one `ApprovalResolved`, all before the turn's
-//! `Result`, and the conversation keeps a tool message for every call the
-//! model asked for.
+//! Its state lives in `turn_state.rs`.
 
-use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures_util::StreamExt;
 use ractor::ActorRef;
 use subagents_messages::{
-    AgentEvent, AgentMsg, AgentResult, ApprovalDecision, ApprovalId, ApprovalOutcome,
-    ApprovalRequest, ApprovalResolution, ChatMessage, LimitKind, Limits, ModelChunk, ModelRequest,
-    Outcome, ToolCall, ToolResult, ToolStarted, ToolUseId, Usage,
+    AgentEvent, AgentMsg, AgentResult, ApprovalDecision, ApprovalId, ApprovalRequest, ChatMessage,
+    LimitKind, Limits, ModelChunk, ModelRequest, Outcome, ToolCall, ToolResult, ToolStarted,
 };
-use tokio::time::Instant;
 
-use crate::agent::AgentConfig;
+use crate::agent::config::AgentConfig;
+use crate::agent::turn_state::{CallSlot, OpenCall, Progress, Shared, TurnState, lock, result};
 use crate::sink::EventSink;
-use crate::tool::{ToolCallContext, ToolError, ToolOutcome, error_output, run_tool};
-
-/// What a turn has done so far; read when a limit or a stop cuts it short.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Progress {
-    /// Model calls finished.
-    pub turns: u32,
-    /// Tool calls finished.
-    pub tool_calls: u32,
-    /// Tokens used.
-    pub usage: Usage,
-    /// Tool names called, in order.
-    pub tools_used: Vec<String>,
-    /// The last non-empty text the model wrote.
-    pub last_text: String,
-}
-
-/// A tool call between its `ToolStarted` and its `ToolResult`.
-#[derive(Debug)]
-struct OpenCall {
-    id: ToolUseId,
-    name: String,
-    /// What the model reads if the turn is cut before the call returns
-    /// (the tool's own note), instead of the generic sentence.
-    on_cut: Option<String>,
-    /// What the call will return, fixed by the tool: a cut turn still
-    /// answers the call with it.
-    settled: Option<ToolOutcome>,
-}
-
-/// A running turn's state, shared by its task and its actor.
-#[derive(Debug, Default)]
-pub(crate) struct TurnState {
-    pub(crate) progress: Progress,
-    /// The conversation: earlier turns, this turn's input, and what it has
-    /// done so far.
-    pub(crate) history: Vec<ChatMessage>,
-    /// Calls of the model's last answer not started yet.
-    unstarted: VecDeque<ToolUseId>,
-    open: Option<OpenCall>,
-    /// The approval the open call waits on.
-    approval: Option<(ApprovalId, ToolUseId)>,
-}
-
-impl TurnState {
-    /// A turn about to start on this conversation.
-    pub(crate) fn new(history: Vec<ChatMessage>) -> Self {
-        Self {
-            history,
-            ..Self::default()
-        }
-    }
-}
-
-/// The lock around a running turn's state.
-pub(crate) type Shared = Arc<Mutex<TurnState>>;
-
-pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, TurnState> {
-    shared.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// A tool call's hold on its turn (see [`ToolCallContext::settle`]). Empty
-/// outside a turn.
-#[derive(Clone, Default)]
-pub(crate) struct CallSlot {
-    turn: Option<(Shared, ToolUseId)>,
-}
-
-impl std::fmt::Debug for CallSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallSlot")
-            .field("in_turn", &self.turn.is_some())
-            .finish()
-    }
-}
-
-impl CallSlot {
-    fn with_open<R>(&self, f: impl FnOnce(&mut TurnState) -> R) -> Option<R> {
-        let (shared, id) = self.turn.as_ref()?;
-        let mut state = lock(shared);
-        let open = state.open.as_ref().is_some_and(|o| o.id == *id);
-        open.then(|| f(&mut state))
-    }
-
-    pub(crate) fn on_cut(&self, output: String) {
-        self.with_open(|state| {
-            if let Some(open) = state.open.as_mut() {
-                open.on_cut = Some(output);
-            }
-        });
-    }
-
-    /// Fixes the call's output; `false` once the call is no longer open
-    /// (its turn was cut and the call answered already).
-    pub(crate) fn settle(&self, output: &Result<String, ToolError>) -> bool {
-        if self.turn.is_none() {
-            return true;
-        }
-        self.with_open(|state| {
-            if let Some(open) = state.open.as_mut() {
-                open.settled = Some(match output {
-                    Ok(text) => ToolOutcome {
-                        output: text.clone(),
-                        is_error: false,
-                    },
-                    Err(e) => ToolOutcome {
-                        output: error_output(&open.name, e),
-                        is_error: true,
-                    },
-                });
-            }
-        })
-        .is_some()
-    }
-}
+use crate::tool::{ToolCallContext, ToolOutcome, run_tool};
 
 /// Everything a turn task needs.
 pub(crate) struct TurnContext {
@@ -163,7 +38,7 @@ impl TurnContext {
 /// yet emitted: [`close`] emits it). The conversation is in the shared
 /// state.
 pub(crate) async fn run_turn(ctx: &TurnContext) -> AgentResult {
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     let limits = ctx.config.limits;
     let ended = tokio::time::timeout(limits.wall_clock, turn_loop(ctx)).await;
     let progress = ctx.with(|t| t.progress.clone());
@@ -175,132 +50,6 @@ pub(crate) async fn run_turn(ctx: &TurnContext) -> AgentResult {
         ),
     };
     result(text, outcome, &progress, started)
-}
-
-pub(crate) fn result(
-    text: String,
-    outcome: Outcome,
-    progress: &Progress,
-    started: Instant,
-) -> AgentResult {
-    AgentResult {
-        text,
-        outcome,
-        turns: progress.turns,
-        tool_calls: progress.tool_calls,
-        usage: progress.usage,
-        elapsed: started.elapsed(),
-    }
-}
-
-/// What a call cut by a turn ending this way reads.
-pub(crate) fn cut_sentence(outcome: &Outcome, limits: &Limits) -> String {
-    match outcome {
-        Outcome::Stopped => "the turn was stopped before this call finished".to_owned(),
-        Outcome::LimitReached(LimitKind::WallClock) => format!(
-            "the wall-clock limit ({} s) ended the turn before this call finished",
-            limits.wall_clock.as_secs_f64()
-        ),
-        Outcome::LimitReached(limit) => {
-            format!("the {limit} ended the turn before this call finished")
-        }
-        Outcome::Failed(_) => "the turn failed before this call finished".to_owned(),
-        Outcome::Completed => "the turn ended before this call finished".to_owned(),
-    }
-}
-
-/// Ends a turn once: answers what it left open (the approval it waited on,
-/// the call in flight, the calls not started), then emits `result` on
-/// `out` — all atomically with closing `turn_sink`, so nothing of the turn
-/// follows. Returns the conversation after the turn, or `None` if the turn
-/// was already closed (by its task or by a stop).
-pub(crate) fn close(
-    shared: &Shared,
-    turn_sink: &EventSink,
-    out: &EventSink,
-    result: &AgentResult,
-    cut: &str,
-) -> Option<Vec<ChatMessage>> {
-    let mut state = lock(shared);
-    let mut history = None;
-    turn_sink.close_with(|| {
-        let open = state.open.take();
-        if let Some((id, tool_use_id)) = state.approval.take() {
-            out.emit(AgentEvent::ApprovalResolved(ApprovalResolution {
-                id,
-                tool_use_id,
-                outcome: ApprovalOutcome::Cancelled(cut.to_owned()),
-            }));
-        }
-        if let Some(call) = open {
-            let outcome = call.settled.unwrap_or_else(|| match call.on_cut {
-                Some(output) => ToolOutcome {
-                    output,
-                    is_error: false,
-                },
-                None => ToolOutcome {
-                    output: cut.to_owned(),
-                    is_error: true,
-                },
-            });
-            out.emit(AgentEvent::ToolResult(ToolResult {
-                tool_use_id: call.id.clone(),
-                name: call.name,
-                output: outcome.output.clone(),
-                is_error: outcome.is_error,
-            }));
-            state
-                .history
-                .push(ChatMessage::tool(call.id, outcome.output));
-        }
-        let unstarted: Vec<ToolUseId> = state.unstarted.drain(..).collect();
-        for id in unstarted {
-            state
-                .history
-                .push(ChatMessage::tool(id, format!("not run: {cut}")));
-        }
-        if !result.outcome.is_completed() {
-            state
-                .history
-                .push(ChatMessage::assistant(result.text.clone(), Vec::new()));
-        }
-        out.emit(AgentEvent::Result(result.clone()));
-        history = Some(std::mem::take(&mut state.history));
-    });
-    history
-}
-
-/// Answers the approval `id` if the turn waits on it: emits
-/// `ApprovalResolved` on the turn's stream. `false` if the turn does not
-/// wait on it (it was cut meanwhile).
-pub(crate) fn resolve_approval(
-    shared: &Shared,
-    turn_sink: &EventSink,
-    id: &ApprovalId,
-    decision: ApprovalDecision,
-) -> bool {
-    let mut state = lock(shared);
-    let Some(tool_use_id) = state
-        .approval
-        .as_ref()
-        .filter(|(waiting, _)| waiting == id)
-        .map(|(_, call)| call.clone())
-    else {
-        return false;
-    };
-    let outcome = match decision {
-        ApprovalDecision::Approve => ApprovalOutcome::Approved,
-        ApprovalDecision::Deny => ApprovalOutcome::Denied,
-    };
-    let emitted = turn_sink.emit(AgentEvent::ApprovalResolved(ApprovalResolution {
-        id: id.clone(),
-        tool_use_id,
-        outcome,
-    }));
-    if emitted {
-        state.approval = None;
-    }
-    emitted
 }
 
 async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
@@ -516,66 +265,7 @@ pub fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progress) ->
 mod tests {
     use super::*;
     use std::time::Duration;
-
-    fn open_turn() -> (
-        Shared,
-        CallSlot,
-        EventSink,
-        EventSink,
-        crate::sink::EventStream,
-    ) {
-        let (out, stream) = EventSink::channel();
-        let turn_sink = out.gated();
-        let shared: Shared = Arc::new(Mutex::new(TurnState::new(vec![ChatMessage::user("go")])));
-        let id = ToolUseId::new("call_1");
-        {
-            let mut state = lock(&shared);
-            state.open = Some(OpenCall {
-                id: id.clone(),
-                name: "use_agent".into(),
-                on_cut: None,
-                settled: None,
-            });
-        }
-        let slot = CallSlot {
-            turn: Some((shared.clone(), id)),
-        };
-        (shared, slot, turn_sink, out, stream)
-    }
-
-    fn stopped() -> AgentResult {
-        result(
-            "stopped".into(),
-            Outcome::Stopped,
-            &Progress::default(),
-            Instant::now(),
-        )
-    }
-
-    /// A call that settles before the cut is answered with its output; one
-    /// that tries after the cut is refused (its output never reaches the
-    /// model, so it must not count as delivered).
-    #[test]
-    fn settle_wins_only_before_the_turn_is_cut() {
-        let (shared, slot, turn_sink, out, mut stream) = open_turn();
-        slot.on_cut("note".into());
-        assert!(slot.settle(&Ok("the answer".into())));
-        close(&shared, &turn_sink, &out, &stopped(), "cut");
-        let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
-            panic!("the call is answered first");
-        };
-        assert_eq!(answered.output, "the answer");
-        assert!(!answered.is_error);
-
-        let (shared, slot, turn_sink, out, mut stream) = open_turn();
-        slot.on_cut("note".into());
-        close(&shared, &turn_sink, &out, &stopped(), "cut");
-        assert!(!slot.settle(&Ok("too late".into())), "the turn was cut");
-        let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
-            panic!("the call is answered first");
-        };
-        assert_eq!(answered.output, "note");
-    }
+    use subagents_messages::Usage;
 
     #[test]
     fn partial_result_names_the_limit_and_the_work_done() {

@@ -14,7 +14,9 @@
 //! | `book.rs` | the envelope book: one envelope per child, read without a message |
 //! | `slots.rs` | [`Slots`]: the live cap and the FIFO queue (pure) |
 //! | `ids.rs` | [`ChildIds`]: child ids from a shared, checked counter |
-//! | `actor.rs` | the [`Hub`] actor: children's lifecycle |
+//! | `lifecycle.rs` | children's lifecycle: request, start, finish, stop, detach |
+//! | `stop.rs` | replies waiting for a stop to complete |
+//! | `actor.rs` | the [`Hub`] actor: messages in, supervision |
 //! | `handle.rs` | [`HubHandle`]: requests by message, queries from the book |
 //!
 //! **Owns:** the slots and queue, one envelope per child for the life of
@@ -51,10 +53,13 @@ mod book;
 mod config;
 mod handle;
 mod ids;
+mod lifecycle;
 mod slots;
+mod stop;
 
-pub use actor::{Hub, HubArguments, HubState, SlotReservation, child_name, status_for};
+pub use actor::{Hub, HubArguments, HubState, SlotReservation};
 pub use config::{BackgroundApprovals, EnvelopeArchive, HubConfig, HubObserver};
 pub use handle::{HubClosed, HubHandle, WaitOutcome};
 pub use ids::{ChildIds, IdsExhausted, MAX_CHILD_NUMBER, child_number, is_out_of_range};
+pub use lifecycle::{child_name, status_for};
 pub use slots::{Admission, Slots};

@@ -9,7 +9,10 @@ use subagents_messages::{AgentId, Limits};
 
 use crate::agent::{Agent, AgentError, AgentHandle};
 use crate::clock::{Clock, SystemClock};
-use crate::delegate::{AgentTool, DelegateTask, Delegator};
+use crate::delegation::agent_tool::AgentTool;
+use crate::delegation::delegate_task::DelegateTask;
+use crate::delegation::engine::{Delegator, ParentStopPolicy};
+use crate::delegation::use_agent::UseAgent;
 use crate::gate::GateHandle;
 use crate::hub::{
     BackgroundApprovals, ChildIds, EnvelopeArchive, HubConfig, HubHandle, HubObserver,
@@ -19,7 +22,6 @@ use crate::profile::ProfileSet;
 use crate::registry::ModelRegistry;
 use crate::sink::{EventSink, EventStream};
 use crate::tool::ToolRegistry;
-use crate::use_agent::{ParentStopPolicy, UseAgent};
 
 /// A parent agent with its hub and gate.
 #[derive(Debug, Clone)]

@@ -11,23 +11,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use subagents_messages::{AgentId, DetachOutcome, Envelope};
 
-use crate::delegate::{ChildSpec, Delegator, Waited, refuse};
+use crate::delegation::engine::{
+    ChildSpec, Delegator, ParentStopPolicy, USE_AGENT, Waited, refuse,
+};
 use crate::hub::{HubHandle, WaitOutcome};
 use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
-
-/// The tool's name.
-pub const USE_AGENT: &str = "use_agent";
-
-/// What stopping the parent while it waits inline does to the child.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ParentStopPolicy {
-    /// The child goes on in the background (Loopl); its result comes back
-    /// later as a wake.
-    #[default]
-    Detach,
-    /// The child is stopped with the parent (openheim).
-    Cascade,
-}
 
 /// The `use_agent` tool, bound to a hub.
 #[derive(Debug, Clone)]

@@ -1,39 +1,25 @@
-//! The delegation engine shared by the three tool front-ends, and two of
-//! them: `delegate_task` (openheim) and `agent` (ghyll). The third,
-//! `use_agent` (Loopl), is in [`crate::use_agent`].
-//!
-//! | tool | arguments | waits | returns |
-//! |---|---|---|---|
-//! | `use_agent` | `action` run/status/result/stop, `agent` or `system_prompt`, `input`, `tools`, `wait`, `id` | up to the inline wait, then background | JSON: id, status, result — or `{pending, id}` |
-//! | `delegate_task` | `agent` or `system_prompt`, `task`, `tools`, `model`, `provider`, `max_iterations` | to the end | the final answer only |
-//! | `agent` | `task` | to the end | the final (or partial) answer only |
-//!
-//! All three go through the same hub (slots, queue, envelopes, events) and
-//! refuse the same things with the same sentences.
+//! The delegation engine shared by the three front-ends: the hub, the
+//! profiles, the depth and parent-stop policies, and the rules for
+//! turning a call into a request and a finished child into a result.
 
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use subagents_messages::{AgentId, ChildRequest, Envelope, HubMsg, SubAgentStatus};
 
 use crate::hub::{HubHandle, WaitOutcome};
 use crate::profile::ProfileSet;
-use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
-use crate::use_agent::ParentStopPolicy;
+use crate::tool::{ToolCallContext, ToolError};
 
+/// The `use_agent` tool's name.
+pub const USE_AGENT: &str = "use_agent";
 /// The `delegate_task` tool's name.
 pub const DELEGATE_TASK: &str = "delegate_task";
 /// The `agent` tool's name.
 pub const AGENT: &str = "agent";
 /// Names of every delegation tool: never given to a child.
-pub const DELEGATION_TOOLS: [&str; 3] = [crate::use_agent::USE_AGENT, DELEGATE_TASK, AGENT];
-
-/// The system prompt of a child started by the `agent` tool (the host's
-/// workflow instructions are appended to it, as to every child's).
-pub const AGENT_PROMPT: &str = "Sub-agent\nYou are a focused sub-agent. You cannot see the conversation that \
-     asked for you: the task below is all you know. Use your tools to complete it, then answer with \
-     what you found in a few sentences.";
+pub const DELEGATION_TOOLS: [&str; 3] = [USE_AGENT, DELEGATE_TASK, AGENT];
 
 pub(crate) fn refuse(sentence: impl Into<String>) -> ToolError {
     ToolError::Failed(sentence.into())
@@ -384,125 +370,13 @@ impl Drop for OnParentStop {
     }
 }
 
-/// openheim's `delegate_task`: a named or inline sub-agent, synchronous,
-/// only the final answer comes back.
-#[derive(Debug, Clone)]
-pub struct DelegateTask {
-    delegator: Delegator,
-}
-
-impl DelegateTask {
-    /// The tool over this engine.
-    pub fn new(delegator: Delegator) -> Self {
-        Self { delegator }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct DelegateArgs {
-    #[serde(flatten)]
-    spec: ChildSpec,
-    task: Option<String>,
-}
-
-impl Tool for DelegateTask {
-    fn name(&self) -> &str {
-        DELEGATE_TASK
-    }
-
-    fn description(&self) -> String {
-        format!(
-            "Delegate a self-contained task to another agent — a named one (`agent`) or one you define \
-             inline (`system_prompt`, optionally `tools`, `model`, `provider`, `max_iterations`) — and get \
-             back only its final answer. It cannot see this conversation: write `task` as a complete brief.{}",
-            self.delegator.profile_listing()
-        )
-    }
-
-    fn parameters(&self) -> Value {
-        let mut properties = json!({
-            "system_prompt": {"type": "string", "description": "an inline sub-agent's instructions"},
-            "task": {"type": "string", "description": "the complete task"},
-            "tools": {"type": "array", "items": {"type": "string"}},
-            "model": {"type": "string"},
-            "provider": {"type": "string"},
-            "max_iterations": {"type": "integer", "minimum": 1}
-        });
-        if let Some(names) = self.delegator.profiles.name_schema() {
-            properties["agent"] = names;
-        }
-        json!({"type": "object", "properties": properties, "required": ["task"]})
-    }
-
-    fn call(&self, call: ToolCallContext) -> ToolFuture {
-        let delegator = self.delegator.clone();
-        Box::pin(async move {
-            delegator.check_depth(&call)?;
-            let args: DelegateArgs = serde_json::from_str(&call.arguments)
-                .map_err(|e| ToolError::InvalidArguments(format!("{e}; see the tool's schema")))?;
-            let task = args.task.ok_or_else(|| {
-                refuse("`task` is required: the complete brief for the sub-agent")
-            })?;
-            let request = delegator.request(&call, args.spec, task, false)?;
-            delegator.run_to_end(&call, request).await
-        })
-    }
-}
-
-/// ghyll's `agent`: a task only; a fresh context with the workflow
-/// instructions; synchronous; limits end it with a partial result.
-#[derive(Debug, Clone)]
-pub struct AgentTool {
-    delegator: Delegator,
-}
-
-impl AgentTool {
-    /// The tool over this engine.
-    pub fn new(delegator: Delegator) -> Self {
-        Self { delegator }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct AgentArgs {
-    task: Option<String>,
-}
-
-impl Tool for AgentTool {
-    fn name(&self) -> &str {
-        AGENT
-    }
-
-    fn description(&self) -> String {
-        "Run a focused sub-agent on a self-contained task (\"read these three files and summarize\") \
-         without filling your context. It has your tools (not this one), sees only the task, and \
-         returns its findings; if it hits its turn, token or time limit it returns a partial result."
-            .to_owned()
-    }
-
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"task": {"type": "string", "description": "the complete task"}},
-            "required": ["task"]
-        })
-    }
-
-    fn call(&self, call: ToolCallContext) -> ToolFuture {
-        let delegator = self.delegator.clone();
-        Box::pin(async move {
-            delegator.check_depth(&call)?;
-            let args: AgentArgs = serde_json::from_str(&call.arguments)
-                .map_err(|e| ToolError::InvalidArguments(format!("{e}; see the tool's schema")))?;
-            let task = args.task.ok_or_else(|| {
-                refuse("`task` is required: the complete brief for the sub-agent")
-            })?;
-            let spec = ChildSpec {
-                system_prompt: Some(AGENT_PROMPT.to_owned()),
-                ..ChildSpec::default()
-            };
-            let request = delegator.request(&call, spec, task, false)?;
-            delegator.run_to_end(&call, request).await
-        })
-    }
+/// What stopping the parent while it waits inline does to the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ParentStopPolicy {
+    /// The child goes on in the background (Loopl); its result comes back
+    /// later as a wake.
+    #[default]
+    Detach,
+    /// The child is stopped with the parent (openheim).
+    Cascade,
 }

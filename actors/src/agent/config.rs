@@ -1,0 +1,202 @@
+//! How an agent is set up, built and spawned.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorCell};
+use subagents_messages::{AgentId, ApprovalDecision, Limits};
+
+use crate::agent::handle::{AgentError, AgentHandle};
+use crate::agent::state::{Agent, AgentArguments};
+use crate::gate::GateHandle;
+use crate::model::Model;
+use crate::sink::{EventSink, EventStream};
+use crate::tool::ToolRegistry;
+
+/// How an agent is set up. Parent and child differ only here.
+pub struct AgentConfig {
+    /// Its id (`parent` for a thread's parent, `agent_N` for children).
+    pub id: AgentId,
+    /// Its system prompt.
+    pub system_prompt: String,
+    /// The model it calls.
+    pub model: Arc<dyn Model>,
+    /// The gate its model calls go through.
+    pub gate: GateHandle,
+    /// The tools it may call.
+    pub tools: ToolRegistry,
+    /// Names of `tools`, shared with every tool call.
+    pub tool_names: Arc<[String]>,
+    /// Limits on each turn.
+    pub limits: Limits,
+    /// 0 for a parent, 1 for its children.
+    pub depth: u32,
+    /// Consulted before asking the host: a decision here answers the
+    /// approval at once, with no `ApprovalRequested` event (the hub's
+    /// policy for background children uses it).
+    pub approvals: Option<Arc<dyn ApprovalPolicy>>,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("id", &self.id)
+            .field("model", &self.model.name())
+            .field("tools", &self.tools)
+            .field("limits", &self.limits)
+            .field("depth", &self.depth)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decides an approval without asking the host, or defers (`None`).
+pub trait ApprovalPolicy: Send + Sync + 'static {
+    /// The decision for `tool` called by `agent`, or `None` to ask.
+    fn decide(&self, agent: &AgentId, tool: &str, arguments: &str) -> Option<ApprovalDecision>;
+}
+
+/// Answers every approval the same way.
+#[derive(Debug, Clone, Copy)]
+pub struct Always(pub ApprovalDecision);
+
+impl ApprovalPolicy for Always {
+    fn decide(&self, _: &AgentId, _: &str, _: &str) -> Option<ApprovalDecision> {
+        Some(self.0)
+    }
+}
+
+/// Builds and spawns an agent.
+pub struct AgentBuilder {
+    id: AgentId,
+    system_prompt: String,
+    model: Arc<dyn Model>,
+    gate: Option<GateHandle>,
+    tools: ToolRegistry,
+    limits: Limits,
+    depth: u32,
+    approvals: Option<Arc<dyn ApprovalPolicy>>,
+}
+
+impl std::fmt::Debug for AgentBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentBuilder")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// Starts building an agent on `model`.
+    pub fn builder(model: Arc<dyn Model>) -> AgentBuilder {
+        AgentBuilder {
+            id: AgentId::new("parent"),
+            system_prompt: String::new(),
+            model,
+            gate: None,
+            tools: ToolRegistry::new(),
+            limits: Limits::default(),
+            depth: 0,
+            approvals: None,
+        }
+    }
+}
+
+impl AgentBuilder {
+    /// Its id (default `parent`).
+    pub fn id(mut self, id: impl Into<AgentId>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// Its system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = prompt.into();
+        self
+    }
+
+    /// The gate its model calls go through (default: a new gate of
+    /// capacity 1 for this agent alone).
+    pub fn gate(mut self, gate: GateHandle) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Its tools.
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Its limits (default: 20 turns, 50,000 tokens, 300 s).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Its depth (0 for a parent).
+    pub fn depth(mut self, depth: u32) -> Self {
+        self.depth = depth;
+        self
+    }
+
+    /// Answers approvals by `policy` before asking the host.
+    pub fn approvals(mut self, policy: Arc<dyn ApprovalPolicy>) -> Self {
+        self.approvals = Some(policy);
+        self
+    }
+
+    /// The finished config, spawning a gate if none was given.
+    pub async fn config(self) -> Result<AgentConfig, AgentError> {
+        let gate = match self.gate {
+            Some(gate) => gate,
+            None => GateHandle::spawn(1)
+                .await
+                .map_err(|e| AgentError::Spawn(e.to_string()))?,
+        };
+        let tool_names: Arc<[String]> = self.tools.names().into();
+        Ok(AgentConfig {
+            id: self.id,
+            system_prompt: self.system_prompt,
+            model: self.model,
+            gate,
+            tools: self.tools,
+            tool_names,
+            limits: self.limits,
+            depth: self.depth,
+            approvals: self.approvals,
+        })
+    }
+
+    /// Spawns the agent with a stream of its own.
+    pub async fn spawn(self) -> Result<(AgentHandle, EventStream), AgentError> {
+        let (events, stream) = EventSink::channel();
+        let handle = self.spawn_into(events, None).await?;
+        Ok((handle, stream))
+    }
+
+    /// Spawns the agent writing to `events`, linked under `supervisor` if
+    /// given.
+    pub async fn spawn_into(
+        self,
+        events: EventSink,
+        supervisor: Option<ActorCell>,
+    ) -> Result<AgentHandle, AgentError> {
+        let config = Arc::new(self.config().await?);
+        spawn_agent(config, events, supervisor).await
+    }
+}
+
+/// Spawns an agent from a finished config.
+pub async fn spawn_agent(
+    config: Arc<AgentConfig>,
+    events: EventSink,
+    supervisor: Option<ActorCell>,
+) -> Result<AgentHandle, AgentError> {
+    let id = config.id.clone();
+    let args = AgentArguments { config, events };
+    let spawned = match supervisor {
+        Some(supervisor) => Actor::spawn_linked(None, Agent, args, supervisor).await,
+        None => Actor::spawn(None, Agent, args).await,
+    };
+    let (actor, _) = spawned.map_err(|e| AgentError::Spawn(e.to_string()))?;
+    Ok(AgentHandle::new(id, actor))
+}

@@ -1,0 +1,119 @@
+//! The host's handle on an agent, and what a call on it can fail with.
+
+use ractor::ActorRef;
+use subagents_messages::{
+    AgentId, AgentMsg, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal,
+    TurnOrigin, UserTurn,
+};
+
+/// Why a call on an agent failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The agent could not be started.
+    #[error("the agent could not be started: {0}")]
+    Spawn(String),
+    /// The agent is stopped; the message was not delivered.
+    #[error("the agent `{0}` is stopped")]
+    Closed(AgentId),
+    /// The turn was dropped before it ran (a stop cleared the queue).
+    #[error("the turn sent to agent `{0}` was dropped before it ran")]
+    Dropped(AgentId),
+    /// An answer to an approval was not taken.
+    #[error(transparent)]
+    Approval(ApprovalRefusal),
+}
+
+/// A handle to an agent. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AgentHandle {
+    id: AgentId,
+    actor: ActorRef<AgentMsg>,
+}
+
+impl AgentHandle {
+    /// Wraps a spawned agent actor.
+    pub fn new(id: AgentId, actor: ActorRef<AgentMsg>) -> Self {
+        Self { id, actor }
+    }
+
+    /// The agent's id.
+    pub fn id(&self) -> &AgentId {
+        &self.id
+    }
+
+    /// The agent actor.
+    pub fn actor(&self) -> &ActorRef<AgentMsg> {
+        &self.actor
+    }
+
+    /// Sends a user turn; its events follow on the stream.
+    pub fn send_user(&self, text: impl Into<String>) -> Result<(), AgentError> {
+        self.send_turn(text, TurnOrigin::User)
+    }
+
+    /// Sends a turn of the given origin.
+    pub fn send_turn(&self, text: impl Into<String>, origin: TurnOrigin) -> Result<(), AgentError> {
+        self.actor
+            .cast(AgentMsg::Turn {
+                turn: UserTurn {
+                    text: text.into(),
+                    origin,
+                },
+                reply: None,
+            })
+            .map_err(|_| AgentError::Closed(self.id.clone()))
+    }
+
+    /// Sends a user turn and waits for its result (events still follow on
+    /// the stream). The turn's limits bound the wait.
+    pub async fn run(&self, text: impl Into<String>) -> Result<AgentResult, AgentError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.actor
+            .cast(AgentMsg::Turn {
+                turn: UserTurn {
+                    text: text.into(),
+                    origin: TurnOrigin::User,
+                },
+                reply: Some(tx.into()),
+            })
+            .map_err(|_| AgentError::Closed(self.id.clone()))?;
+        rx.await.map_err(|_| AgentError::Dropped(self.id.clone()))
+    }
+
+    /// Stops the running turn (its result is `Outcome::Stopped`) and drops
+    /// queued ones.
+    pub fn stop_turn(&self) -> Result<(), AgentError> {
+        self.actor
+            .cast(AgentMsg::Stop)
+            .map_err(|_| AgentError::Closed(self.id.clone()))
+    }
+
+    /// Answers an approval. An answer not taken says why
+    /// ([`AgentError::Approval`]: unknown, already answered, or its turn
+    /// ended).
+    pub async fn resolve_approval(
+        &self,
+        id: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<(), AgentError> {
+        ractor::call!(self.actor, |reply| AgentMsg::ResolveApproval {
+            id,
+            decision,
+            reply
+        })
+        .map_err(|_| AgentError::Closed(self.id.clone()))?
+        .map_err(AgentError::Approval)
+    }
+
+    /// The agent's state now.
+    pub async fn snapshot(&self) -> Result<AgentSnapshot, AgentError> {
+        ractor::call!(self.actor, AgentMsg::Snapshot)
+            .map_err(|_| AgentError::Closed(self.id.clone()))
+    }
+
+    /// Stops the actor itself (ending any turn as stopped).
+    pub fn shutdown(&self) {
+        self.actor.stop(None);
+    }
+}

@@ -1,0 +1,335 @@
+//! The agent actor and its state: the turn queue, the running turn, the
+//! approvals it waits on. The handler only moves messages; the turn runs
+//! in a task (`turn.rs`).
+
+use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use futures_util::FutureExt;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use subagents_messages::{
+    AgentEvent, AgentMsg, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId,
+    ApprovalRefusal, ChatMessage, Outcome, UserTurn,
+};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::agent::config::AgentConfig;
+use crate::agent::{turn, turn_state};
+use crate::sink::EventSink;
+use crate::tool::panic_message;
+
+/// The agent actor.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Agent;
+
+/// Arguments of [`Agent`].
+#[derive(Debug)]
+pub struct AgentArguments {
+    /// Its setup.
+    pub config: Arc<AgentConfig>,
+    /// Where its events go.
+    pub events: EventSink,
+}
+
+/// The agent's state.
+#[derive(Debug)]
+pub struct AgentState {
+    config: Arc<AgentConfig>,
+    events: EventSink,
+    history: Vec<ChatMessage>,
+    running: Option<RunningTurn>,
+    waiting: VecDeque<(UserTurn, Option<RpcReplyPort<AgentResult>>)>,
+    approvals: HashMap<ApprovalId, RpcReplyPort<ApprovalDecision>>,
+    /// Approvals no longer pending, and why: answers to them are refused
+    /// with that reason.
+    closed_approvals: HashMap<ApprovalId, ApprovalRefusal>,
+    approval_counter: Arc<AtomicU64>,
+    next_run: u64,
+    turns_finished: u64,
+}
+
+#[derive(Debug)]
+struct RunningTurn {
+    run: u64,
+    task: AbortOnDrop,
+    sink: EventSink,
+    /// The agent's own sink (the turn's `Result` goes there).
+    out: EventSink,
+    shared: turn_state::Shared,
+    started: Instant,
+    reply: Option<RpcReplyPort<AgentResult>>,
+}
+
+impl Drop for RunningTurn {
+    /// An actor killed mid-turn (no `post_stop`) still ends its turn on
+    /// the stream: the call in flight is answered and the turn's `Result`
+    /// says it failed. A turn that ended before is left alone.
+    fn drop(&mut self) {
+        if !self.sink.is_open() {
+            return;
+        }
+        let progress = turn_state::lock(&self.shared).progress.clone();
+        let text = "the agent stopped without ending its turn".to_owned();
+        let result = turn_state::result(
+            text.clone(),
+            Outcome::Failed(text.clone()),
+            &progress,
+            self.started,
+        );
+        turn_state::close(&self.shared, &self.sink, &self.out, &result, &text);
+    }
+}
+
+/// The running turn's task, aborted when dropped: if the actor dies
+/// without its `post_stop` (killed), dropping its state still ends the
+/// turn, and the gate permit the turn held goes with it.
+#[derive(Debug)]
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl AgentState {
+    fn start_next(&mut self, myself: &ActorRef<AgentMsg>) {
+        if self.running.is_some() {
+            return;
+        }
+        let Some((turn, reply)) = self.waiting.pop_front() else {
+            return;
+        };
+        self.next_run += 1;
+        let run = self.next_run;
+        let sink = self.events.gated();
+        let mut history = self.history.clone();
+        history.push(ChatMessage::user(turn.text));
+        let shared: turn_state::Shared =
+            Arc::new(std::sync::Mutex::new(turn_state::TurnState::new(history)));
+        let ctx = turn::TurnContext {
+            config: self.config.clone(),
+            sink: sink.clone(),
+            actor: myself.clone(),
+            approvals: self.approval_counter.clone(),
+            shared: shared.clone(),
+        };
+        let events = self.events.clone();
+        let actor = myself.clone();
+        let started = Instant::now();
+        let task = tokio::spawn(async move {
+            let ran = AssertUnwindSafe(turn::run_turn(&ctx)).catch_unwind().await;
+            let result = ran.unwrap_or_else(|panic| {
+                let text = format!(
+                    "the agent's turn crashed: {}",
+                    panic_message(panic.as_ref())
+                );
+                let progress = turn_state::lock(&ctx.shared).progress.clone();
+                turn_state::result(text.clone(), Outcome::Failed(text), &progress, started)
+            });
+            let cut = turn_state::cut_sentence(&result.outcome, &ctx.config.limits);
+            // `None`: a stop closed the turn first and answered it.
+            if let Some(history) = turn_state::close(&ctx.shared, &ctx.sink, &events, &result, &cut)
+            {
+                let _ = actor.cast(AgentMsg::TurnFinished {
+                    run,
+                    result,
+                    history,
+                });
+            }
+        });
+        self.running = Some(RunningTurn {
+            run,
+            task: AbortOnDrop(task),
+            sink,
+            out: self.events.clone(),
+            shared,
+            started,
+            reply,
+        });
+    }
+
+    fn finish(&mut self, run: u64, result: AgentResult, history: Vec<ChatMessage>) {
+        if self.running.as_ref().is_none_or(|r| r.run != run) {
+            return;
+        }
+        if let Some(mut running) = self.running.take() {
+            self.history = history;
+            self.turns_finished += 1;
+            self.close_approvals();
+            if let Some(reply) = running.reply.take() {
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    /// Every approval still pending is closed: its turn ended.
+    fn close_approvals(&mut self) {
+        for (id, _) in self.approvals.drain() {
+            self.closed_approvals
+                .insert(id.clone(), ApprovalRefusal::Ended(id));
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop_running();
+        // Queued turns end too, each with its own stopped result: every
+        // turn sent ends in exactly one `Result`.
+        for (turn, reply) in self.waiting.drain(..) {
+            let text = "Stopped before it started.".to_owned();
+            let result = AgentResult {
+                text: text.clone(),
+                outcome: Outcome::Stopped,
+                turns: 0,
+                tool_calls: 0,
+                usage: Default::default(),
+                elapsed: std::time::Duration::ZERO,
+            };
+            self.events.emit(AgentEvent::Result(result.clone()));
+            self.history.push(ChatMessage::user(turn.text));
+            self.history.push(ChatMessage::assistant(text, Vec::new()));
+            self.turns_finished += 1;
+            if let Some(reply) = reply {
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    fn stop_running(&mut self) {
+        let Some(mut running) = self.running.take() else {
+            return;
+        };
+        running.task.0.abort();
+        let progress = turn_state::lock(&running.shared).progress.clone();
+        let text = format!(
+            "Stopped before finishing, after {} model call(s) and {} tool call(s).",
+            progress.turns, progress.tool_calls
+        );
+        let result = turn_state::result(text, Outcome::Stopped, &progress, running.started);
+        let cut = turn_state::cut_sentence(&result.outcome, &self.config.limits);
+        let Some(history) =
+            turn_state::close(&running.shared, &running.sink, &self.events, &result, &cut)
+        else {
+            // The turn had already ended: its TurnFinished is in the mailbox.
+            self.running = Some(running);
+            return;
+        };
+        self.close_approvals();
+        self.history = history;
+        self.turns_finished += 1;
+        if let Some(reply) = running.reply.take() {
+            let _ = reply.send(result);
+        }
+    }
+
+    /// Answers an approval: emits `ApprovalResolved` on the turn's stream
+    /// and hands the decision to the waiting tool call, or says why not.
+    fn resolve_approval(
+        &mut self,
+        id: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<(), ApprovalRefusal> {
+        let Some(responder) = self.approvals.remove(&id) else {
+            return Err(self
+                .closed_approvals
+                .get(&id)
+                .cloned()
+                .unwrap_or(ApprovalRefusal::Unknown(id)));
+        };
+        let resolved = self
+            .running
+            .as_ref()
+            .is_some_and(|r| turn_state::resolve_approval(&r.shared, &r.sink, &id, decision));
+        if resolved && responder.send(decision).is_ok() {
+            self.closed_approvals.insert(
+                id.clone(),
+                ApprovalRefusal::AlreadyAnswered { id, decision },
+            );
+            Ok(())
+        } else {
+            self.closed_approvals
+                .insert(id.clone(), ApprovalRefusal::Ended(id.clone()));
+            Err(ApprovalRefusal::Ended(id))
+        }
+    }
+
+    fn snapshot(&self) -> AgentSnapshot {
+        AgentSnapshot {
+            busy: self.running.is_some(),
+            queued_turns: self.waiting.len(),
+            pending_approvals: self.approvals.len(),
+            turns_finished: self.turns_finished,
+        }
+    }
+}
+
+impl Actor for Agent {
+    type Msg = AgentMsg;
+    type State = AgentState;
+    type Arguments = AgentArguments;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        args: AgentArguments,
+    ) -> Result<AgentState, ActorProcessingErr> {
+        Ok(AgentState {
+            config: args.config,
+            events: args.events,
+            history: Vec::new(),
+            running: None,
+            waiting: VecDeque::new(),
+            approvals: HashMap::new(),
+            closed_approvals: HashMap::new(),
+            approval_counter: Arc::new(AtomicU64::new(0)),
+            next_run: 0,
+            turns_finished: 0,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        message: AgentMsg,
+        state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            AgentMsg::Turn { turn, reply } => state.waiting.push_back((turn, reply)),
+            AgentMsg::TurnFinished {
+                run,
+                result,
+                history,
+            } => state.finish(run, result, history),
+            AgentMsg::Stop => state.stop(),
+            AgentMsg::ApprovalPending { id, responder } => {
+                state.approvals.insert(id, responder);
+            }
+            AgentMsg::ResolveApproval {
+                id,
+                decision,
+                reply,
+            } => {
+                let _ = reply.send(state.resolve_approval(id, decision));
+            }
+            AgentMsg::Snapshot(reply) => {
+                let _ = reply.send(state.snapshot());
+            }
+            _ => {}
+        }
+        state.start_next(&myself);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
+        // An agent that goes away ends its turn: nothing runs unowned.
+        state.stop();
+        Ok(())
+    }
+}

@@ -1,0 +1,73 @@
+//! openheim's `delegate_task`: a named or inline sub-agent, synchronous,
+//! only the final answer comes back.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::delegation::engine::{ChildSpec, DELEGATE_TASK, Delegator, refuse};
+use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
+
+/// openheim's `delegate_task`: a named or inline sub-agent, synchronous,
+/// only the final answer comes back.
+#[derive(Debug, Clone)]
+pub struct DelegateTask {
+    delegator: Delegator,
+}
+
+impl DelegateTask {
+    /// The tool over this engine.
+    pub fn new(delegator: Delegator) -> Self {
+        Self { delegator }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct DelegateArgs {
+    #[serde(flatten)]
+    spec: ChildSpec,
+    task: Option<String>,
+}
+
+impl Tool for DelegateTask {
+    fn name(&self) -> &str {
+        DELEGATE_TASK
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Delegate a self-contained task to another agent — a named one (`agent`) or one you define \
+             inline (`system_prompt`, optionally `tools`, `model`, `provider`, `max_iterations`) — and get \
+             back only its final answer. It cannot see this conversation: write `task` as a complete brief.{}",
+            self.delegator.profile_listing()
+        )
+    }
+
+    fn parameters(&self) -> Value {
+        let mut properties = json!({
+            "system_prompt": {"type": "string", "description": "an inline sub-agent's instructions"},
+            "task": {"type": "string", "description": "the complete task"},
+            "tools": {"type": "array", "items": {"type": "string"}},
+            "model": {"type": "string"},
+            "provider": {"type": "string"},
+            "max_iterations": {"type": "integer", "minimum": 1}
+        });
+        if let Some(names) = self.delegator.profiles.name_schema() {
+            properties["agent"] = names;
+        }
+        json!({"type": "object", "properties": properties, "required": ["task"]})
+    }
+
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        let delegator = self.delegator.clone();
+        Box::pin(async move {
+            delegator.check_depth(&call)?;
+            let args: DelegateArgs = serde_json::from_str(&call.arguments)
+                .map_err(|e| ToolError::InvalidArguments(format!("{e}; see the tool's schema")))?;
+            let task = args.task.ok_or_else(|| {
+                refuse("`task` is required: the complete brief for the sub-agent")
+            })?;
+            let request = delegator.request(&call, args.spec, task, false)?;
+            delegator.run_to_end(&call, request).await
+        })
+    }
+}

@@ -1,0 +1,35 @@
+//! Delegation: a parent that starts children through three tool
+//! front-ends sharing one engine.
+//!
+//! | tool | arguments | waits | returns |
+//! |---|---|---|---|
+//! | `use_agent` | `action` run/status/result/stop, `agent` or `system_prompt`, `input`, `tools`, `wait`, `id` | up to the inline wait, then background | JSON: id, status, result — or `{pending, id}` |
+//! | `delegate_task` | `agent` or `system_prompt`, `task`, `tools`, `model`, `provider`, `max_iterations` | to the end | the final answer only |
+//! | `agent` | `task` | to the end | the final (or partial) answer only |
+//!
+//! All three go through the same hub (slots, queue, envelopes, events) and
+//! refuse the same things with the same sentences.
+
+//!
+//! | file | holds |
+//! |---|---|
+//! | `engine.rs` | [`Delegator`]: requests, waits, delivery; the policies and tool names |
+//! | `use_agent.rs` | Loopl's `use_agent` |
+//! | `delegate_task.rs` | openheim's `delegate_task` |
+//! | `agent_tool.rs` | ghyll's `agent` |
+//! | `builder.rs` | [`DelegationBuilder`]: a parent with its hub, gate and tools |
+
+mod agent_tool;
+mod builder;
+mod delegate_task;
+pub(crate) mod engine;
+mod use_agent;
+
+pub use agent_tool::{AGENT_PROMPT, AgentTool};
+pub use builder::{DelegatingAgent, DelegationBuilder, FrontEnds};
+pub use delegate_task::DelegateTask;
+pub use engine::{
+    AGENT, ChildSpec, DELEGATE_TASK, DELEGATION_TOOLS, Delegator, ParentStopPolicy, USE_AGENT,
+    Waited, final_answer,
+};
+pub use use_agent::{UseAgent, status_json};

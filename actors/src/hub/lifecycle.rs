@@ -1,0 +1,422 @@
+//! The children's lifecycle, as the hub actor runs it: request, admit or
+//! queue, start, finish (once), stop, detach, abandon. Every status a
+//! child shows is written here, with its event.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ractor::{ActorId, ActorRef, RpcReplyPort};
+use subagents_messages::text::one_line;
+use subagents_messages::{
+    AgentEvent, AgentId, AgentMsg, AgentResult, ApprovalRefusal, ChildRequest, Envelope, HubMsg,
+    HubSnapshot, Limits, Outcome, SubAgentInfo, SubAgentStatus, TurnOrigin, UserTurn,
+};
+
+use crate::agent::{AgentConfig, AgentHandle, spawn_agent};
+use crate::gate::GateHandle;
+use crate::hub::actor::SlotReservation;
+use crate::hub::book::{Book, requested};
+use crate::hub::config::{HubConfig, approvals_for};
+use crate::hub::slots::{Admission, Slots};
+use crate::hub::stop::{STOPPED_RUNNING, StopReply};
+use crate::model::Model;
+use crate::sink::EventSink;
+use crate::tool::ToolRegistry;
+
+/// The longest child name shown.
+const NAME_CHARS: usize = 80;
+
+/// The name of a child: the first line of its system prompt with visible
+/// text, on one line (control, escape and bidi characters removed; see
+/// [`subagents_messages::text::one_line`]), at most 80 characters.
+pub fn child_name(system_prompt: &str) -> String {
+    system_prompt
+        .lines()
+        .map(|l| one_line(l, NAME_CHARS))
+        .find(|l| !l.is_empty())
+        .unwrap_or_else(|| "sub-agent".to_owned())
+}
+
+/// A name given with the request, shown by the same rules as
+/// [`child_name`]; one with no visible text falls back to the prompt's.
+fn display_name(name: Option<&str>, system_prompt: &str) -> String {
+    name.map(|n| one_line(n, NAME_CHARS))
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| child_name(system_prompt))
+}
+
+/// How a child's turn ended, as a status.
+pub fn status_for(outcome: &Outcome) -> SubAgentStatus {
+    match outcome {
+        Outcome::Completed | Outcome::LimitReached(_) => SubAgentStatus::Done,
+        Outcome::Failed(_) => SubAgentStatus::Failed,
+        Outcome::Stopped => SubAgentStatus::Stopped,
+    }
+}
+
+pub(super) struct Child {
+    pub(super) request: ChildRequest,
+    pub(super) tools: ToolRegistry,
+    pub(super) model: Arc<dyn Model>,
+    pub(super) gate: GateHandle,
+    pub(super) limits: Limits,
+    pub(super) sink: EventSink,
+    pub(super) requester_sink: EventSink,
+    pub(super) agent: Option<AgentHandle>,
+    /// The task that waits for the child's turn result (it casts
+    /// `ChildFinished`, and returns the result to whoever awaits it).
+    pub(super) waiter: Option<tokio::task::JoinHandle<Option<AgentResult>>>,
+    pub(super) subscribers: Vec<RpcReplyPort<Envelope>>,
+    /// Told to stop (why); it ends when its turn reports.
+    pub(super) stopping: Option<&'static str>,
+    pub(super) stop_replies: Vec<StopReply>,
+}
+
+/// The hub's state.
+pub struct HubState {
+    pub(super) config: Arc<HubConfig>,
+    pub(super) slots: Slots,
+    pub(super) children: HashMap<AgentId, Child>,
+    pub(super) actors: HashMap<ActorId, AgentId>,
+    pub(super) sinks: HashMap<AgentId, EventSink>,
+    pub(super) book: Book,
+    pub(super) requested: usize,
+    pub(super) finished: usize,
+}
+
+impl std::fmt::Debug for HubState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubState")
+            .field("slots", &self.slots)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HubState {
+    fn now_ms(&self) -> u64 {
+        self.config.clock.now_ms()
+    }
+
+    /// Records and emits a status move; only strictly forward moves
+    /// happen (a repeated or backward one is ignored).
+    pub(super) fn set_status(&self, id: &AgentId, child: &Child, status: SubAgentStatus) -> bool {
+        if !self.book.advance(id, status) {
+            return false;
+        }
+        child
+            .requester_sink
+            .emit(AgentEvent::ChildStatus(id.clone(), status));
+        true
+    }
+
+    pub(super) async fn spawn_child(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        request: ChildRequest,
+    ) -> Result<AgentId, String> {
+        let depth = request.requester_depth + 1;
+        if depth > self.config.max_depth {
+            return Err(format!(
+                "a sub-agent cannot start sub-agents: the maximum depth is {}",
+                self.config.max_depth
+            ));
+        }
+        let requester_sink =
+            self.sinks.get(&request.requester).cloned().ok_or_else(|| {
+                format!("the agent `{}` is not known to this hub", request.requester)
+            })?;
+        let tools = match &request.tools {
+            None => self.config.tools.clone(),
+            Some(names) => self.config.tools.subset(names).map_err(|e| e.to_string())?,
+        };
+        let (model, gate) = match self
+            .config
+            .models
+            .resolve(request.provider.as_deref(), request.model.as_deref())
+            .map_err(|e| e.to_string())?
+        {
+            Some(found) => (found.model.clone(), found.gate.clone()),
+            None => (self.config.model.clone(), self.config.gate.clone()),
+        };
+        let mut limits = self.config.child_limits;
+        if let Some(cap) = request.max_iterations {
+            limits.max_turns = cap;
+        }
+        // Clamped to the parent's own cap (openheim documents this; we
+        // enforce it).
+        limits.max_turns = limits.max_turns.min(self.config.parent_max_turns).max(1);
+        let id = self.config.ids.next().map_err(|e| e.to_string())?;
+        self.requested += 1;
+        let info = SubAgentInfo {
+            id: id.clone(),
+            parent_tool_use_id: request.parent_tool_use_id.clone(),
+            name: display_name(request.name.as_deref(), &request.system_prompt),
+            tools: tools.names(),
+            background: request.background,
+        };
+        self.book.insert(requested(
+            id.clone(),
+            info.name.clone(),
+            &request,
+            info.tools.clone(),
+            self.now_ms(),
+        ));
+        let sink = requester_sink.nested_with_tap(id.clone(), self.book.tap(id.clone()));
+        let child = Child {
+            request,
+            tools,
+            model,
+            gate,
+            limits,
+            sink,
+            requester_sink,
+            agent: None,
+            waiter: None,
+            subscribers: Vec::new(),
+            stopping: None,
+            stop_replies: Vec::new(),
+        };
+        child.requester_sink.emit(AgentEvent::ChildStarted(info));
+        let admission = self.slots.admit(id.clone());
+        match admission {
+            Admission::Start => {
+                self.set_status(&id, &child, SubAgentStatus::Running);
+            }
+            Admission::Queued(_) => {
+                // The envelope starts queued; announce it.
+                self.book.mark_queued(&id);
+                child
+                    .requester_sink
+                    .emit(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Queued));
+            }
+        }
+        if child.request.background {
+            self.set_status(&id, &child, SubAgentStatus::Background);
+        }
+        self.children.insert(id.clone(), child);
+        if admission == Admission::Start {
+            self.start_child(myself, &id).await;
+        }
+        Ok(id)
+    }
+
+    /// Starts a child whose slot is reserved.
+    async fn start_child(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId) {
+        let reservation = SlotReservation::new(myself.clone(), id.clone());
+        let Some(child) = self.children.get(id) else {
+            return;
+        };
+        if self.book.mark_started(id, self.config.clock.now_ms()) {
+            // It waited in the queue: its start is marked on the stream.
+            child
+                .requester_sink
+                .emit(AgentEvent::ChildRunning(id.clone()));
+        }
+        self.set_status(id, child, SubAgentStatus::Running);
+        let mut system_prompt = child.request.system_prompt.clone();
+        if let Some(instructions) = &self.config.instructions {
+            system_prompt.push_str("\n\n");
+            system_prompt.push_str(instructions);
+        }
+        let config = AgentConfig {
+            id: id.clone(),
+            system_prompt,
+            model: child.model.clone(),
+            gate: child.gate.clone(),
+            tool_names: child.tools.names().into(),
+            tools: child.tools.clone(),
+            limits: child.limits,
+            depth: child.request.requester_depth + 1,
+            approvals: approvals_for(self.config.background_approvals, &self.book, id),
+        };
+        let input = child.request.input.clone();
+        let sink = child.sink.clone();
+        let spawned = spawn_agent(Arc::new(config), sink.clone(), Some(myself.get_cell())).await;
+        let agent = match spawned {
+            Ok(agent) => agent,
+            Err(e) => {
+                // Dropping the reservation releases the slot.
+                drop(reservation);
+                self.finish_child(id, SubAgentStatus::Failed, None, Some(e.to_string()));
+                return;
+            }
+        };
+        reservation.commit();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = agent.actor().cast(AgentMsg::Turn {
+            turn: UserTurn {
+                text: input,
+                origin: TurnOrigin::User,
+            },
+            reply: Some(tx.into()),
+        });
+        if sent.is_err() {
+            self.finish_child(
+                id,
+                SubAgentStatus::Failed,
+                None,
+                Some("the sub-agent stopped before it could start".into()),
+            );
+            return;
+        }
+        let hub = myself.clone();
+        let waited = id.clone();
+        let waiter = tokio::spawn(async move {
+            let result = rx.await.ok()?;
+            let _ = hub.cast(HubMsg::ChildFinished {
+                id: waited,
+                result: result.clone(),
+            });
+            Some(result)
+        });
+        self.actors.insert(agent.actor().get_id(), id.clone());
+        self.sinks.insert(id.clone(), sink);
+        if let Some(child) = self.children.get_mut(id) {
+            child.agent = Some(agent);
+            child.waiter = Some(waiter);
+        }
+    }
+
+    /// Moves a child to a terminal status (once), frees its slot and
+    /// answers everyone waiting on it. Returns the children to start.
+    pub(super) fn finish_child(
+        &mut self,
+        id: &AgentId,
+        status: SubAgentStatus,
+        result: Option<String>,
+        error: Option<String>,
+    ) -> Vec<AgentId> {
+        if self.book.is_terminal(id) {
+            return Vec::new();
+        }
+        // A finished child leaves the map (its envelope stays): a long
+        // session does not keep every child's sink, tools and model.
+        let Some(mut child) = self.children.remove(id) else {
+            return Vec::new();
+        };
+        self.actors.retain(|_, child_id| child_id != id);
+        let requester_sink = child.requester_sink.clone();
+        let terminal = AgentEvent::ChildStatus(id.clone(), status);
+        child.sink.close_with(|| {
+            requester_sink.emit(terminal);
+        });
+        let now = self.now_ms();
+        let Some(envelope) = self.book.finish(id, status, result, error, now) else {
+            return Vec::new();
+        };
+        // Sending the envelope delivers nothing: a receiver claims the
+        // result once its tool call has taken it.
+        for reply in child.subscribers.drain(..) {
+            let _ = reply.send(envelope.clone());
+        }
+        for reply in child.stop_replies.drain(..) {
+            reply.answer(Ok(status));
+        }
+        // Stopping the actor ends its turn (its `post_stop` stops it, and
+        // the turn task is aborted with its state).
+        if let Some(agent) = child.agent.take() {
+            agent.shutdown();
+        }
+        self.sinks.remove(id);
+        self.finished += 1;
+        self.tell_observers(&envelope);
+        self.slots.release(id)
+    }
+
+    /// Tells every observer; one that panics is logged and the others are
+    /// still told (a host's bug must not take the hub down).
+    pub(super) fn tell_observers(&self, envelope: &Envelope) {
+        for observer in &self.config.observers {
+            let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                observer.finished(envelope);
+            }));
+            if let Err(panic) = told {
+                tracing::error!(
+                    child = %envelope.id,
+                    panic = crate::tool::panic_message(panic.as_ref()),
+                    "a hub observer panicked"
+                );
+            }
+        }
+    }
+
+    pub(super) async fn finish_and_refill(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        id: &AgentId,
+        status: SubAgentStatus,
+        result: Option<String>,
+        error: Option<String>,
+    ) {
+        let next = self.finish_child(id, status, result, error);
+        self.start_all(myself, next).await;
+    }
+
+    pub(super) async fn start_all(&mut self, myself: &ActorRef<HubMsg>, ids: Vec<AgentId>) {
+        for next in ids {
+            self.start_child(myself, &next).await;
+        }
+    }
+
+    /// A child's turn reported its result.
+    pub(super) async fn child_finished(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        id: &AgentId,
+        result: AgentResult,
+    ) {
+        let status = status_for(&result.outcome);
+        let (result, error) = match &result.outcome {
+            Outcome::Failed(e) => (Some(result.text), Some(e.clone())),
+            Outcome::Stopped => {
+                let why = self
+                    .children
+                    .get(id)
+                    .and_then(|c| c.stopping)
+                    .unwrap_or(STOPPED_RUNNING);
+                (None, Some(why.to_owned()))
+            }
+            _ => (Some(result.text), None),
+        };
+        self.finish_and_refill(myself, id, status, result, error)
+            .await;
+    }
+
+    pub(super) fn resolve_approval(
+        &self,
+        id: subagents_messages::ApprovalId,
+        decision: subagents_messages::ApprovalDecision,
+        reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
+    ) {
+        let owner = AgentId::new(id.as_str().split("-approval-").next().unwrap_or(""));
+        if let Some(agent) = self.children.get(&owner).and_then(|c| c.agent.as_ref()) {
+            let _ = agent.actor().cast(AgentMsg::ResolveApproval {
+                id,
+                decision,
+                reply,
+            });
+            return;
+        }
+        let refusal = if self.book.is_terminal(&owner) && self.book.contains(&owner) {
+            ApprovalRefusal::Ended(id)
+        } else {
+            ApprovalRefusal::Unknown(id)
+        };
+        let _ = reply.send(Err(refusal));
+    }
+
+    pub(super) fn snapshot(&self) -> HubSnapshot {
+        HubSnapshot {
+            max_live: self.slots.max_live(),
+            live: self.slots.live(),
+            queued: self.slots.queued(),
+            requested: self.requested,
+            finished: self.finished,
+        }
+    }
+}
+
+pub(super) fn unknown_child(id: &AgentId) -> String {
+    format!("there is no sub-agent with id `{id}`; ids look like `agent_1`")
+}

@@ -1,0 +1,209 @@
+//! Ending children from outside: stop one, stop all (in child-number
+//! order), detach, abandon — and the replies that wait for a stop to
+//! complete (one `Stop`, or a stop-all answered when the last child it
+//! stopped has ended).
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use ractor::{ActorRef, RpcReplyPort};
+use subagents_messages::{AgentId, DetachOutcome, HubMsg, Outcome, SubAgentStatus};
+
+use crate::hub::ids::child_number;
+use crate::hub::lifecycle::{HubState, status_for, unknown_child};
+
+/// Why a child stopped before it started.
+pub(super) const STOPPED_QUEUED: &str = "stopped before it started";
+/// Why a running child stopped.
+pub(super) const STOPPED_RUNNING: &str = "stopped while running";
+
+/// A stop-all waiting for every child it stopped: answered when the last
+/// of them drops its share (each ended, or the hub went away).
+pub(super) struct AllStopped {
+    pub(super) reply: Mutex<Option<RpcReplyPort<usize>>>,
+    pub(super) count: usize,
+}
+
+impl Drop for AllStopped {
+    fn drop(&mut self) {
+        let reply = self
+            .reply
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(reply) = reply {
+            let _ = reply.send(self.count);
+        }
+    }
+}
+
+/// Who waits for a child's stop to complete.
+pub(super) enum StopReply {
+    /// One `Stop`, answered with the child's status after it ended.
+    One(Option<RpcReplyPort<Result<SubAgentStatus, String>>>),
+    /// A share of a stop-all, answered when every share is gone.
+    All(Arc<AllStopped>),
+}
+
+impl StopReply {
+    pub(super) fn answer(self, status: Result<SubAgentStatus, String>) {
+        match self {
+            StopReply::One(Some(reply)) => {
+                let _ = reply.send(status);
+            }
+            StopReply::One(None) => {}
+            StopReply::All(share) => drop(share),
+        }
+    }
+}
+
+impl HubState {
+    /// Its requester gave up before learning its id: it goes on in the
+    /// background (its result wakes the parent), or stops.
+    pub(super) async fn abandon(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId, stop: bool) {
+        if stop {
+            self.stop(myself, id, StopReply::One(None)).await;
+        } else {
+            self.detach(id);
+        }
+    }
+
+    pub(super) fn detach(&mut self, id: &AgentId) -> DetachOutcome {
+        if !self.book.contains(id) {
+            return DetachOutcome::Unknown;
+        }
+        if self.book.is_terminal(id) {
+            // Nobody took its result inline: it becomes a background
+            // result and wakes the parent (unless a tool claims it).
+            if let Some(released) = self.book.release_finished(id) {
+                self.tell_observers(&released);
+            }
+            return match self.book.get(id) {
+                Some(envelope) => DetachOutcome::AlreadyFinished(Box::new(envelope)),
+                None => DetachOutcome::Unknown,
+            };
+        }
+        let Some(child) = self.children.get(id) else {
+            return DetachOutcome::Unknown;
+        };
+        self.set_status(id, child, SubAgentStatus::Background);
+        DetachOutcome::Detached
+    }
+
+    /// Asks a child to stop: a queued one ends now; a running one is told
+    /// to stop its turn and ends when it reports. `reply` is answered once
+    /// it has ended (at once for an unknown or already ended child).
+    pub(super) async fn stop(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId, reply: StopReply) {
+        let Some(envelope) = self.book.get(id) else {
+            return reply.answer(Err(unknown_child(id)));
+        };
+        if envelope.status.is_terminal() {
+            return reply.answer(Ok(envelope.status));
+        }
+        let agent = self.children.get(id).and_then(|c| c.agent.clone());
+        let Some(agent) = agent else {
+            // Queued: it ends now.
+            self.finish_and_refill(
+                myself,
+                id,
+                SubAgentStatus::Stopped,
+                None,
+                Some(STOPPED_QUEUED.into()),
+            )
+            .await;
+            return reply.answer(Ok(SubAgentStatus::Stopped));
+        };
+        let Some(child) = self.children.get_mut(id) else {
+            return reply.answer(Err(unknown_child(id)));
+        };
+        child.stop_replies.push(reply);
+        let first = child.stopping.replace(STOPPED_RUNNING).is_none();
+        if first && agent.stop_turn().is_err() {
+            // Its agent is already gone: it ends now.
+            self.finish_and_refill(
+                myself,
+                id,
+                SubAgentStatus::Stopped,
+                None,
+                Some(STOPPED_RUNNING.into()),
+            )
+            .await;
+        }
+    }
+
+    /// Every live and queued child, in child-number order: the stream (and
+    /// a replay) never depends on a map's iteration order.
+    pub(super) fn unfinished(&mut self) -> Vec<AgentId> {
+        // The queue is emptied first, so stopping the live ones starts
+        // nobody.
+        let queued = self.slots.drain_queue();
+        let mut all: Vec<AgentId> = queued
+            .into_iter()
+            .chain(self.children.keys().cloned())
+            .filter(|id| !self.book.is_terminal(id))
+            .collect();
+        all.sort_by_key(|id| (child_number(id), id.clone()));
+        all.dedup();
+        all
+    }
+
+    pub(super) async fn stop_all(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        reply: Option<RpcReplyPort<usize>>,
+    ) {
+        let all = self.unfinished();
+        let done = Arc::new(AllStopped {
+            reply: Mutex::new(reply),
+            count: all.len(),
+        });
+        for id in all {
+            self.stop(myself, &id, StopReply::All(done.clone())).await;
+        }
+    }
+
+    /// Stops every child and waits for each running one to end its turn
+    /// (its closing events come before its terminal status). Only when the
+    /// hub itself stops: its mailbox is closed then, so the results are
+    /// taken from the waiters directly.
+    pub(super) async fn stop_all_now(&mut self) {
+        let all = self.unfinished();
+        let mut running = Vec::new();
+        for id in &all {
+            if let Some(child) = self.children.get_mut(id)
+                && let Some(agent) = &child.agent
+            {
+                child.stopping.get_or_insert(STOPPED_RUNNING);
+                let _ = agent.stop_turn();
+                running.push((id.clone(), child.waiter.take()));
+            } else {
+                self.finish_child(
+                    id,
+                    SubAgentStatus::Stopped,
+                    None,
+                    Some(STOPPED_QUEUED.into()),
+                );
+            }
+        }
+        for (id, waiter) in running {
+            let result = match waiter {
+                Some(waiter) => waiter.await.ok().flatten(),
+                None => None,
+            };
+            let (status, result, error) = match result {
+                Some(r) if !matches!(r.outcome, Outcome::Stopped) => {
+                    let error = match &r.outcome {
+                        Outcome::Failed(e) => Some(e.clone()),
+                        _ => None,
+                    };
+                    (status_for(&r.outcome), Some(r.text), error)
+                }
+                _ => (
+                    SubAgentStatus::Stopped,
+                    None,
+                    Some(STOPPED_RUNNING.to_owned()),
+                ),
+            };
+            self.finish_child(&id, status, result, error);
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! The store itself: envelopes in memory and on disk.
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use subagents_actors::clock::Clock;
+use subagents_actors::hub::ChildIds;
+use subagents_messages::{AgentId, Envelope};
+
+use crate::store::files::{
+    CORRUPT_EXT, JSON_EXT, file_name_for, is_expired, is_temp_name, move_aside, parse_envelope,
+    sync_dir_best_effort, write_atomic,
+};
+use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreConfig, StoreError};
+
+/// Envelopes of one session, in memory and on disk. `Send + Sync`; its
+/// methods are synchronous and short (one small file each).
+pub struct EnvelopeStore {
+    dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    retention: Duration,
+    map: DashMap<AgentId, Envelope>,
+    /// Hands out child ids past every id loaded.
+    ids: ChildIds,
+    /// Serialises disk changes so the files follow the same order as the
+    /// map. Reads (`get`, `all`) never take it.
+    io: Mutex<()>,
+}
+
+impl fmt::Debug for EnvelopeStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnvelopeStore")
+            .field("dir", &self.dir)
+            .field("retention", &self.retention)
+            .field("len", &self.map.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EnvelopeStore {
+    /// Opens (creating it if missing) the store in `dir` with the default
+    /// 24 h retention: loads every envelope, reports and moves aside
+    /// corrupt files, removes stray temporary files, then prunes.
+    pub fn open(
+        dir: impl Into<PathBuf>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(EnvelopeStore, LoadReport), StoreError> {
+        Self::open_with(dir, clock, StoreConfig::default())
+    }
+
+    /// [`EnvelopeStore::open`] with a configuration.
+    pub fn open_with(
+        dir: impl Into<PathBuf>,
+        clock: Arc<dyn Clock>,
+        config: StoreConfig,
+    ) -> Result<(EnvelopeStore, LoadReport), StoreError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(|source| StoreError::Dir {
+            path: dir.clone(),
+            source,
+        })?;
+        let store = EnvelopeStore {
+            dir,
+            clock,
+            retention: config.retention,
+            map: DashMap::new(),
+            ids: ChildIds::default(),
+            io: Mutex::new(()),
+        };
+        let mut report = store.load()?;
+        let loaded: Vec<AgentId> = store.map.iter().map(|e| e.key().clone()).collect();
+        let store = EnvelopeStore {
+            ids: ChildIds::after(&loaded),
+            ..store
+        };
+        report.pruned = store.prune();
+        Ok((store, report))
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The counter every hub writing here must draw child ids from
+    /// (clones share it): its first id comes after every id loaded.
+    pub fn child_ids(&self) -> ChildIds {
+        self.ids.clone()
+    }
+
+    /// How long envelopes are kept.
+    pub fn retention(&self) -> Duration {
+        self.retention
+    }
+
+    /// The file that holds (or would hold) the envelope `id`.
+    pub fn path_of(&self, id: &AgentId) -> PathBuf {
+        self.dir.join(file_name_for(id))
+    }
+
+    /// Records `envelope` in memory, then writes it to `<id>.json`
+    /// atomically (temporary file, fsync, rename, directory fsync).
+    ///
+    /// On error the envelope is still in memory (answerable by [`get`]),
+    /// and the file on disk is the previous version, if any.
+    ///
+    /// [`get`]: EnvelopeStore::get
+    pub fn save(&self, envelope: &Envelope) -> Result<(), StoreError> {
+        let _io = self.lock_io();
+        self.map.insert(envelope.id.clone(), envelope.clone());
+        let path = self.path_of(&envelope.id);
+        let mut json = match serde_json::to_vec(envelope) {
+            Ok(json) => json,
+            Err(source) => return Err(StoreError::Encode { path, source }),
+        };
+        json.push(b'\n');
+        match write_atomic(&path, &json) {
+            Ok(()) => Ok(()),
+            Err(source) => {
+                tracing::warn!(
+                    path = %path.display(),
+                    error = %source,
+                    "envelope not persisted; kept in memory"
+                );
+                Err(StoreError::Write { path, source })
+            }
+        }
+    }
+
+    /// The envelope `id`, if known (loaded, or saved this session).
+    pub fn get(&self, id: &AgentId) -> Option<Envelope> {
+        self.map.get(id).map(|entry| entry.value().clone())
+    }
+
+    /// Every envelope, sorted by id.
+    pub fn all(&self) -> Vec<Envelope> {
+        let mut all: Vec<Envelope> = self.map.iter().map(|e| e.value().clone()).collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    }
+
+    /// How many envelopes are known.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// No envelope is known.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Removes, from memory and disk, every envelope older than the
+    /// retention by the injected clock. Future-dated envelopes are kept;
+    /// see the module docs on clock jumps.
+    pub fn prune(&self) -> PruneReport {
+        let _io = self.lock_io();
+        let now = self.clock.now_ms();
+        let mut expired: Vec<AgentId> = self
+            .map
+            .iter()
+            .filter(|e| is_expired(e.value(), now, self.retention))
+            .map(|e| e.key().clone())
+            .collect();
+        expired.sort();
+
+        let mut report = PruneReport::default();
+        for id in expired {
+            let path = self.path_of(&id);
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                // Never persisted (its save failed): nothing on disk.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    tracing::warn!(
+                        path = %path.display(),
+                        error = %source,
+                        "could not remove expired envelope file"
+                    );
+                    report.failed.push(StoreError::Remove { path, source });
+                    continue;
+                }
+            }
+            self.map.remove(&id);
+            report.removed.push(id);
+        }
+        if !report.removed.is_empty() {
+            sync_dir_best_effort(&self.dir);
+            tracing::debug!(
+                count = report.removed.len(),
+                now_ms = now,
+                "pruned expired envelopes"
+            );
+        }
+        report
+    }
+
+    /// Reads the directory into the map.
+    fn load(&self) -> Result<LoadReport, StoreError> {
+        let dir_err = |source| StoreError::Dir {
+            path: self.dir.clone(),
+            source,
+        };
+        let mut report = LoadReport::default();
+        let mut touched = false;
+        for entry in fs::read_dir(&self.dir).map_err(dir_err)? {
+            let entry = entry.map_err(dir_err)?;
+            let path = entry.path();
+            // Names that are not UTF-8 are never ours.
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let is_file = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
+            if !is_file {
+                continue;
+            }
+            if is_temp_name(&name) {
+                match fs::remove_file(&path) {
+                    Ok(()) => {
+                        tracing::debug!(path = %path.display(), "removed stray temporary file");
+                        report.temp_removed.push(path);
+                        touched = true;
+                    }
+                    Err(error) => tracing::warn!(
+                        path = %path.display(),
+                        %error,
+                        "could not remove stray temporary file; ignored"
+                    ),
+                }
+                continue;
+            }
+            if name.ends_with(CORRUPT_EXT) {
+                // Moved aside by an earlier open, already reported then.
+                continue;
+            }
+            if !name.ends_with(JSON_EXT) || name.starts_with('.') {
+                tracing::debug!(path = %path.display(), "a file the store did not write; left alone");
+                report.foreign.push(path);
+                continue;
+            }
+            let bytes = match fs::read(&path) {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "unreadable envelope file skipped");
+                    report.unreadable.push(CorruptFile {
+                        path,
+                        error: error.to_string(),
+                        moved_to: None,
+                    });
+                    continue;
+                }
+            };
+            match parse_envelope(&name, &bytes) {
+                Ok(envelope) => {
+                    self.map.insert(envelope.id.clone(), envelope);
+                    report.loaded += 1;
+                }
+                Err(error) => {
+                    let moved_to = move_aside(&path);
+                    touched |= moved_to.is_some();
+                    tracing::warn!(
+                        path = %path.display(),
+                        moved_to = ?moved_to,
+                        %error,
+                        "corrupt envelope file skipped"
+                    );
+                    report.corrupt.push(CorruptFile {
+                        path,
+                        error,
+                        moved_to,
+                    });
+                }
+            }
+        }
+        if touched {
+            sync_dir_best_effort(&self.dir);
+        }
+        report.corrupt.sort_by(|a, b| a.path.cmp(&b.path));
+        report.unreadable.sort_by(|a, b| a.path.cmp(&b.path));
+        report.temp_removed.sort();
+        report.foreign.sort();
+        Ok(report)
+    }
+
+    fn lock_io(&self) -> MutexGuard<'_, ()> {
+        // The guarded data is `()`: a panic elsewhere left nothing broken.
+        self.io
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

@@ -1,0 +1,224 @@
+//! The files: names, the store's own temporary files, atomic writes,
+//! corrupt files moved aside, ages.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use subagents_actors::hub::{MAX_CHILD_NUMBER, is_out_of_range};
+use subagents_messages::{AgentId, Envelope};
+
+/// The extension of an envelope file.
+pub(super) const JSON_EXT: &str = ".json";
+/// The extension given to a corrupt file moved aside.
+pub(super) const CORRUPT_EXT: &str = ".corrupt";
+/// The extension of the store's own temporary files.
+pub(super) const TEMP_EXT: &str = ".subagents-tmp";
+/// Hex digits in a temporary file's unique part.
+pub(super) const TEMP_UNIQUE_LEN: usize = 16;
+
+/// The file name of envelope `id`: `[A-Za-z0-9_-]` kept, every other byte
+/// as `%XX`, then `.json`. The empty id is `%.json` (a lone `%` is never
+/// produced otherwise), so the mapping is one-to-one and never starts with
+/// a dot.
+pub(super) fn file_name_for(id: &AgentId) -> String {
+    let id = id.as_str();
+    let mut name = String::with_capacity(id.len() + JSON_EXT.len() + 1);
+    if id.is_empty() {
+        name.push('%');
+    }
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            name.push(char::from(b));
+        } else {
+            // Writing to a String cannot fail.
+            let _ = write!(name, "%{b:02X}");
+        }
+    }
+    name.push_str(JSON_EXT);
+    name
+}
+
+/// The store's own temporary names:
+/// `.<envelope file>.<16 hex digits>.subagents-tmp`, where the envelope
+/// file is a name [`file_name_for`] can produce.
+pub(super) fn is_temp_name(name: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix('.')
+        .and_then(|r| r.strip_suffix(TEMP_EXT))
+    else {
+        return false;
+    };
+    let Some((target, unique)) = rest.rsplit_once('.') else {
+        return false;
+    };
+    let Some(stem) = target.strip_suffix(JSON_EXT) else {
+        return false;
+    };
+    unique.len() == TEMP_UNIQUE_LEN
+        && unique
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        && !stem.is_empty()
+        && stem
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'%')
+}
+
+/// Decodes an envelope file, checking it is filed under its own id.
+pub(super) fn parse_envelope(name: &str, bytes: &[u8]) -> Result<Envelope, String> {
+    let envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_data() {
+            format!("not an envelope: {e}")
+        } else {
+            format!("not valid JSON: {e}")
+        }
+    })?;
+    if is_out_of_range(&envelope.id) {
+        return Err(format!(
+            "the id {:?} is out of range: child ids go up to agent_{MAX_CHILD_NUMBER}",
+            envelope.id.as_str()
+        ));
+    }
+    let expected = file_name_for(&envelope.id);
+    if expected != name {
+        return Err(format!(
+            "holds envelope {:?}, which belongs in {expected}",
+            envelope.id.as_str()
+        ));
+    }
+    Ok(envelope)
+}
+
+/// The stamp an envelope ages from.
+pub(super) fn age_stamp(envelope: &Envelope) -> u64 {
+    envelope.finished_at_ms.unwrap_or(envelope.requested_at_ms)
+}
+
+/// Older than `retention` at `now`. Future-dated (stamp > now): never.
+pub(super) fn is_expired(envelope: &Envelope, now_ms: u64, retention: Duration) -> bool {
+    match now_ms.checked_sub(age_stamp(envelope)) {
+        Some(age) => u128::from(age) > retention.as_millis(),
+        None => false,
+    }
+}
+
+/// Temporary file (created exclusively, named by [`is_temp_name`]'s
+/// shape), write, fsync, rename over `path`, fsync the directory. The
+/// temporary is removed on error.
+pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a file path",
+        ));
+    };
+    let unique = format!(
+        "{:08x}{:08x}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let temp = dir.join(format!(".{name}.{unique}{TEMP_EXT}"));
+    let written = (|| {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&temp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+        return written;
+    }
+    fs::File::open(dir)?.sync_all()
+}
+
+/// Renames a corrupt file to `<name>.corrupt` (or `<name>.<n>.corrupt`),
+/// never over an existing file. `None` if it could not be moved.
+pub(super) fn move_aside(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let dir = path.parent()?;
+    for n in 0u32..1000 {
+        let target = if n == 0 {
+            dir.join(format!("{name}{CORRUPT_EXT}"))
+        } else {
+            dir.join(format!("{name}.{n}{CORRUPT_EXT}"))
+        };
+        // A hard link fails if the target exists: no clobbering.
+        match fs::hard_link(path, &target) {
+            Ok(()) => {
+                return match fs::remove_file(path) {
+                    Ok(()) => Some(target),
+                    Err(error) => {
+                        tracing::warn!(path = %path.display(), %error, "could not move corrupt file aside");
+                        None
+                    }
+                };
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(_) => {
+                // No hard links here: fall back to a checked rename.
+                if target.exists() {
+                    continue;
+                }
+                return match fs::rename(path, &target) {
+                    Ok(()) => Some(target),
+                    Err(error) => {
+                        tracing::warn!(path = %path.display(), %error, "could not move corrupt file aside");
+                        None
+                    }
+                };
+            }
+        }
+    }
+    None
+}
+
+/// Makes renames and removals in `dir` durable; failures are logged only
+/// (the data files themselves are already complete).
+pub(super) fn sync_dir_best_effort(dir: &Path) {
+    if let Err(error) = fs::File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!(dir = %dir.display(), %error, "could not fsync envelope directory");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_are_safe_and_one_to_one() {
+        assert_eq!(file_name_for(&AgentId::new("agent_3")), "agent_3.json");
+        assert_eq!(file_name_for(&AgentId::new("a/b")), "a%2Fb.json");
+        assert_eq!(file_name_for(&AgentId::new("../x")), "%2E%2E%2Fx.json");
+        assert_eq!(file_name_for(&AgentId::new("%")), "%25.json");
+        assert_eq!(file_name_for(&AgentId::new("")), "%.json");
+        assert_ne!(
+            file_name_for(&AgentId::new("a.b")),
+            file_name_for(&AgentId::new("a%2Eb"))
+        );
+    }
+
+    #[test]
+    fn temp_names_are_recognised() {
+        assert!(is_temp_name(".agent_1.json.0000abcd00000001.subagents-tmp"));
+        assert!(is_temp_name(".a%2Fb.json.0123456789abcdef.subagents-tmp"));
+        assert!(!is_temp_name(".agent_1.json.aB3xY9"));
+        assert!(!is_temp_name(".notes.json.backup"));
+        assert!(!is_temp_name(
+            ".agent_1.json.0000ABCD00000001.subagents-tmp"
+        ));
+        assert!(!is_temp_name(".agent_1.json.0000abcd0000001.subagents-tmp"));
+        assert!(!is_temp_name("agent_1.json.0000abcd00000001.subagents-tmp"));
+        assert!(!is_temp_name(".a.b.json.0000abcd00000001.subagents-tmp"));
+        assert!(!is_temp_name("agent_1.json"));
+        assert!(!is_temp_name(".agent_1.json"));
+        assert!(!is_temp_name(".agent_1.json.corrupt"));
+    }
+}

@@ -1,0 +1,134 @@
+//! What the store reports: its configuration, its errors, what `open` and
+//! `prune` found.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use subagents_messages::AgentId;
+
+use crate::store::DEFAULT_RETENTION;
+
+/// How a store is set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Envelopes older than this are pruned. Default: [`DEFAULT_RETENTION`].
+    pub retention: Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            retention: DEFAULT_RETENTION,
+        }
+    }
+}
+
+/// What went wrong in the store. Every variant names the path involved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store's directory could not be created or listed.
+    #[error("envelope directory {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// An envelope file could not be written (full disk, read-only or
+    /// missing directory, any I/O error). The envelope is still in memory.
+    #[error("could not write envelope file {path}: {source}")]
+    Write {
+        /// The file that was being written.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// An envelope could not be encoded as JSON.
+    #[error("could not encode envelope for {path}: {source}")]
+    Encode {
+        /// The file it was meant for.
+        path: PathBuf,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An expired envelope's file could not be removed.
+    #[error("could not remove envelope file {path}: {source}")]
+    Remove {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl StoreError {
+    /// The path the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            StoreError::Dir { path, .. }
+            | StoreError::Write { path, .. }
+            | StoreError::Encode { path, .. }
+            | StoreError::Remove { path, .. } => path,
+        }
+    }
+
+    /// The error is a full disk (ENOSPC) or an exceeded quota.
+    pub fn is_disk_full(&self) -> bool {
+        let source = match self {
+            StoreError::Dir { source, .. }
+            | StoreError::Write { source, .. }
+            | StoreError::Remove { source, .. } => source,
+            StoreError::Encode { .. } => return false,
+        };
+        matches!(
+            source.kind(),
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+        )
+    }
+}
+
+/// A file skipped on open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorruptFile {
+    /// Where the file was found.
+    pub path: PathBuf,
+    /// Why it was skipped, readable.
+    pub error: String,
+    /// Where it was moved aside to (`<name>.corrupt`); `None` if it was not
+    /// moved (unreadable files, or the move failed).
+    pub moved_to: Option<PathBuf>,
+}
+
+/// What [`EnvelopeStore::prune`] did.
+#[derive(Debug, Default)]
+pub struct PruneReport {
+    /// The envelopes removed, sorted by id.
+    pub removed: Vec<AgentId>,
+    /// Expired envelopes whose file could not be removed; they are kept and
+    /// retried on the next prune.
+    pub failed: Vec<StoreError>,
+}
+
+/// What [`EnvelopeStore::open`] found.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    /// How many envelopes loaded (before pruning).
+    pub loaded: usize,
+    /// Corrupt files: skipped, reported, moved aside.
+    pub corrupt: Vec<CorruptFile>,
+    /// Files that could not be read (I/O errors): skipped, left in place.
+    pub unreadable: Vec<CorruptFile>,
+    /// Stray temporary files from interrupted writes, removed.
+    pub temp_removed: Vec<PathBuf>,
+    /// Files that are neither envelopes nor the store's own temporary
+    /// files (another tool's, a user's backup): left alone, sorted.
+    pub foreign: Vec<PathBuf>,
+    /// The prune done right after loading.
+    pub pruned: PruneReport,
+}

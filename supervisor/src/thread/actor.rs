@@ -1,0 +1,192 @@
+//! The **ThreadSupervisor** actor: it only moves messages; the policy is
+//! in `state.rs` and the pure `WakeQueue`.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use subagents_messages::{AgentEvent, HubMsg, ThreadMsg, TurnOrigin};
+
+use crate::thread::state::{
+    Archive, HUB_GONE, Observer, ThreadArguments, ThreadState, route_approval,
+};
+use crate::wake::WakeQueue;
+
+/// The supervisor actor.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ThreadSupervisor;
+
+impl Actor for ThreadSupervisor {
+    type Msg = ThreadMsg;
+    type State = ThreadState;
+    type Arguments = ThreadArguments;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<ThreadMsg>,
+        args: ThreadArguments,
+    ) -> Result<ThreadState, ActorProcessingErr> {
+        let config = args.config;
+        let mut builder = config.parent.observer(Arc::new(Observer(myself.clone())));
+        if let Some(store) = &config.store {
+            builder = builder
+                .archive(Arc::new(Archive(store.clone())))
+                .child_ids(store.child_ids());
+        }
+        let parent = builder
+            .spawn_into(args.events.clone(), Some(myself.get_cell()))
+            .await?;
+        if let Some(parts) = args.parts {
+            let _ = parts.send(parent.clone());
+        }
+        Ok(ThreadState {
+            parent,
+            events: args.events,
+            wakes: WakeQueue::new(),
+            turns_in_flight: 0,
+            store: config.store,
+            persist_errors: Vec::new(),
+            writes: Vec::new(),
+            switched_off: Default::default(),
+            woken: Default::default(),
+            answered: Default::default(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<ThreadMsg>,
+        message: ThreadMsg,
+        state: &mut ThreadState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            ThreadMsg::UserTurn(text) => {
+                state.events.emit(AgentEvent::UserMessage(text.clone()));
+                state.send_turn(&myself, text, TurnOrigin::User);
+            }
+            ThreadMsg::Typing(typing) => state.wakes.set_typing(typing),
+            ThreadMsg::OnScreen(on) => state.wakes.set_on_screen(on),
+            ThreadMsg::SwitchAway(reply) => {
+                state.wakes.clear();
+                // Emitted first, then the children are read: every child
+                // whose `ChildStarted` precedes this event is in the set,
+                // so none of them wakes the parent afterwards — even one
+                // that finishes at this instant and reports after.
+                state.events.emit(AgentEvent::SwitchedAway);
+                state
+                    .switched_off
+                    .extend(state.parent.hub.envelopes().into_iter().map(|e| e.id));
+                // The hub stops children in its own handler; the reply,
+                // if asked for, comes from it.
+                let _ = state.parent.hub.actor().cast(HubMsg::StopAll { reply });
+            }
+            ThreadMsg::StopParent => {
+                let _ = state.parent.agent.stop_turn();
+            }
+            ThreadMsg::ResolveApproval {
+                id,
+                decision,
+                reply,
+            } => route_approval(state, id, decision, reply),
+            ThreadMsg::Envelope { id, reply } => {
+                let _ = reply.send(state.parent.hub.status(&id));
+            }
+            ThreadMsg::PersistErrors(reply) => {
+                let _ = reply.send(state.persist_errors.clone());
+            }
+            ThreadMsg::FlushPersistence(reply) => {
+                let writes = std::mem::take(&mut state.writes);
+                let me = myself.clone();
+                tokio::spawn(async move {
+                    for write in writes {
+                        let _ = write.await;
+                    }
+                    // Behind any PersistFailed the writes sent, so errors
+                    // are recorded before the flush answers.
+                    let _ = me.cast(ThreadMsg::FlushDone(reply));
+                });
+            }
+            ThreadMsg::Ping(reply) => {
+                let _ = reply.send(());
+            }
+            ThreadMsg::FlushDone(reply) => {
+                let _ = reply.send(());
+            }
+            ThreadMsg::PersistFailed(error) => {
+                tracing::error!(%error, "an envelope could not be persisted; it stays in memory");
+                state.persist_errors.push(error);
+            }
+            ThreadMsg::ChildFinished(envelope) => {
+                state.persist(&myself, &envelope);
+                // Only a child that finished (done or failed) wakes the
+                // parent; a stopped one was stopped on purpose.
+                let finished = matches!(
+                    envelope.status,
+                    subagents_messages::SubAgentStatus::Done
+                        | subagents_messages::SubAgentStatus::Failed
+                );
+                if finished
+                    && envelope.background
+                    && !envelope.claimed
+                    && !state.switched_off.contains(&envelope.id)
+                    && state.woken.insert(envelope.id.clone())
+                {
+                    state.wakes.push(envelope.id.clone());
+                }
+            }
+            ThreadMsg::TurnEnded { wake } => {
+                state.turns_in_flight = state.turns_in_flight.saturating_sub(1);
+                if state.turns_in_flight == 0 {
+                    state.wakes.set_generating(false);
+                }
+                if wake {
+                    state.wakes.finished();
+                }
+            }
+            _ => {}
+        }
+        state.deliver_wakes(&myself);
+        Ok(())
+    }
+
+    /// Overrides ractor's default (which stops the supervisor when any
+    /// linked actor stops): children of the hub come and go; a crash of
+    /// the parent or hub is logged and the thread stays answerable. A hub
+    /// that dies takes its children with it: each one that had not ended
+    /// gets a final `failed` envelope, persisted.
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<ThreadMsg>,
+        event: SupervisionEvent,
+        state: &mut ThreadState,
+    ) -> Result<(), ActorProcessingErr> {
+        let cell = match &event {
+            SupervisionEvent::ActorFailed(cell, error) => {
+                tracing::error!(actor = %cell.get_id(), %error, "an actor of the thread crashed");
+                cell
+            }
+            SupervisionEvent::ActorTerminated(cell, ..) => cell,
+            _ => return Ok(()),
+        };
+        if cell.get_id() == state.parent.hub.actor().get_id() {
+            for envelope in state.parent.hub.fail_unfinished(HUB_GONE) {
+                state.persist(&myself, &envelope);
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<ThreadMsg>,
+        state: &mut ThreadState,
+    ) -> Result<(), ActorProcessingErr> {
+        // The parent, the hub (and so every child) and the gate if the
+        // thread made it: nothing of a closed thread keeps running.
+        state.parent.shutdown_and_wait().await;
+        // Every child ever started leaves a final envelope in the store:
+        // the notices the hub sent while stopping never reach this
+        // stopped actor, so the envelopes are written from the hub's map.
+        state.persist_remaining().await;
+        Ok(())
+    }
+}

@@ -1,0 +1,37 @@
+//! How a thread is set up.
+
+use std::sync::Arc;
+
+use subagents_actors::DelegationBuilder;
+
+use crate::store::EnvelopeStore;
+
+/// How a thread is set up.
+pub struct ThreadConfig {
+    /// The parent and its children, not yet spawned.
+    pub parent: DelegationBuilder,
+    /// Where finished envelopes are persisted, if anywhere.
+    pub store: Option<Arc<EnvelopeStore>>,
+}
+
+impl ThreadConfig {
+    /// A thread running `parent`, persisting nothing.
+    pub fn new(parent: DelegationBuilder) -> Self {
+        Self {
+            parent,
+            store: None,
+        }
+    }
+
+    /// Persists finished envelopes in `store` and answers its ids.
+    pub fn store(mut self, store: Arc<EnvelopeStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+}
+
+impl From<DelegationBuilder> for ThreadConfig {
+    fn from(parent: DelegationBuilder) -> Self {
+        Self::new(parent)
+    }
+}

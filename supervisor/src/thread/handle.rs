@@ -1,0 +1,160 @@
+//! The host's handle on one thread, and what a call on it can fail with.
+
+use ractor::{Actor, ActorCell, ActorRef};
+use subagents_actors::{DelegatingAgent, EventSink, EventStream};
+use subagents_messages::{
+    AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, ThreadMsg,
+};
+
+use crate::thread::actor::ThreadSupervisor;
+use crate::thread::config::ThreadConfig;
+use crate::thread::state::ThreadArguments;
+
+/// Why a call on a thread failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ThreadError {
+    /// The thread could not be started.
+    #[error("the thread could not be started: {0}")]
+    Spawn(String),
+    /// The thread is closed; the message was not delivered.
+    #[error("the thread is closed")]
+    Closed,
+    /// An answer to an approval was not taken (unknown, already answered,
+    /// or the agent that asked ended first).
+    #[error(transparent)]
+    Approval(#[from] ApprovalRefusal),
+}
+
+/// The host's handle on one thread. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ThreadHandle {
+    actor: ActorRef<ThreadMsg>,
+    parts: DelegatingAgent,
+}
+
+impl ThreadHandle {
+    /// Starts a thread: the parent built by `parent`, its hub and gate,
+    /// supervised; returns the handle and the thread's event stream. Pass
+    /// `supervisor` to link it under an actor of the host.
+    pub async fn spawn(
+        config: impl Into<ThreadConfig>,
+        supervisor: Option<ActorCell>,
+    ) -> Result<(ThreadHandle, EventStream), ThreadError> {
+        let (events, stream) = EventSink::channel();
+        let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
+        let args = ThreadArguments {
+            config: config.into(),
+            events,
+            parts: Some(parts_tx),
+        };
+        let spawned = match supervisor {
+            Some(supervisor) => Actor::spawn_linked(None, ThreadSupervisor, args, supervisor).await,
+            None => Actor::spawn(None, ThreadSupervisor, args).await,
+        };
+        let (actor, _) = spawned.map_err(|e| ThreadError::Spawn(e.to_string()))?;
+        let parts = parts_rx
+            .await
+            .map_err(|_| ThreadError::Spawn("the thread did not start its parent".into()))?;
+        Ok((ThreadHandle { actor, parts }, stream))
+    }
+
+    /// The supervisor actor.
+    pub fn actor(&self) -> &ActorRef<ThreadMsg> {
+        &self.actor
+    }
+
+    /// The thread's parent, hub and gate (for queries such as
+    /// `hub().status(id)` or `gate.snapshot()`, and for actor-based hosts).
+    pub fn parts(&self) -> &DelegatingAgent {
+        &self.parts
+    }
+
+    fn cast(&self, message: ThreadMsg) -> Result<(), ThreadError> {
+        self.actor.cast(message).map_err(|_| ThreadError::Closed)
+    }
+
+    /// Sends a user turn.
+    pub fn send_user(&self, text: impl Into<String>) -> Result<(), ThreadError> {
+        self.cast(ThreadMsg::UserTurn(text.into()))
+    }
+
+    /// Reports whether the user is typing.
+    pub fn typing(&self, typing: bool) -> Result<(), ThreadError> {
+        self.cast(ThreadMsg::Typing(typing))
+    }
+
+    /// Reports whether the thread is on screen.
+    pub fn on_screen(&self, on_screen: bool) -> Result<(), ThreadError> {
+        self.cast(ThreadMsg::OnScreen(on_screen))
+    }
+
+    /// A thread switch: stops every child and drops pending wakes; returns
+    /// how many children were stopped.
+    pub async fn switch_away(&self) -> Result<usize, ThreadError> {
+        ractor::call!(self.actor, |reply| ThreadMsg::SwitchAway(Some(reply)))
+            .map_err(|_| ThreadError::Closed)
+    }
+
+    /// Stops the parent's running turn.
+    pub fn stop_parent(&self) -> Result<(), ThreadError> {
+        self.cast(ThreadMsg::StopParent)
+    }
+
+    /// Answers an approval, routed to the agent that asked (the parent or
+    /// a child). An answer not taken says why:
+    /// [`ThreadError::Approval`] with [`ApprovalRefusal::Unknown`],
+    /// [`ApprovalRefusal::AlreadyAnswered`] or [`ApprovalRefusal::Ended`];
+    /// [`ThreadError::Closed`] only when the thread itself is closed.
+    pub async fn resolve_approval(
+        &self,
+        id: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<(), ThreadError> {
+        ractor::call!(self.actor, |reply| ThreadMsg::ResolveApproval {
+            id,
+            decision,
+            reply
+        })
+        .map_err(|_| ThreadError::Closed)??;
+        Ok(())
+    }
+
+    /// A child's envelope by id: this session's, or a persisted one of an
+    /// earlier session.
+    pub async fn envelope(&self, id: &AgentId) -> Result<Option<Envelope>, ThreadError> {
+        ractor::call!(self.actor, |reply| ThreadMsg::Envelope {
+            id: id.clone(),
+            reply
+        })
+        .map_err(|_| ThreadError::Closed)
+    }
+
+    /// Returns once every message sent through this handle before has been
+    /// handled (so its effects, and the events they emitted, come first).
+    pub async fn sync(&self) -> Result<(), ThreadError> {
+        ractor::call!(self.actor, ThreadMsg::Ping).map_err(|_| ThreadError::Closed)
+    }
+
+    /// Waits until every envelope write started so far has finished.
+    pub async fn flush_persistence(&self) -> Result<(), ThreadError> {
+        ractor::call!(self.actor, ThreadMsg::FlushPersistence).map_err(|_| ThreadError::Closed)
+    }
+
+    /// Persistence errors seen so far (each names the file).
+    pub async fn persist_errors(&self) -> Result<Vec<String>, ThreadError> {
+        ractor::call!(self.actor, ThreadMsg::PersistErrors).map_err(|_| ThreadError::Closed)
+    }
+
+    /// Closes the thread (a delete): children stop, the parent stops.
+    pub fn close(&self) {
+        self.actor.stop(None);
+    }
+
+    /// Closes the thread and returns once everything it made — parent,
+    /// hub, children, its own gate — has stopped.
+    pub async fn close_and_wait(&self) {
+        self.actor.stop(None);
+        self.actor.wait(None).await.ok();
+    }
+}

@@ -1,0 +1,225 @@
+//! The supervisor's state and what it does between messages: turns sent
+//! to the parent, wakes delivered, envelopes persisted, approvals routed.
+
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use subagents_actors::hub::{EnvelopeArchive, HubObserver};
+use subagents_actors::{DelegatingAgent, EventSink};
+use subagents_messages::{
+    AgentEvent, AgentId, AgentMsg, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, HubMsg,
+    ThreadMsg, TurnOrigin, UserTurn, WakeNotice,
+};
+
+use crate::store::EnvelopeStore;
+use crate::thread::config::ThreadConfig;
+use crate::wake::{WakeQueue, wake_line, wake_text};
+
+/// Why a child the hub took with it failed.
+pub(super) const HUB_GONE: &str = "the sub-agent hub stopped before the sub-agent ended";
+
+/// Arguments: the thread's setup and its sink.
+pub struct ThreadArguments {
+    /// The setup.
+    pub config: ThreadConfig,
+    /// The thread's event sink.
+    pub events: EventSink,
+    /// Receives handles to the parent, hub and gate once spawned.
+    pub parts: Option<tokio::sync::oneshot::Sender<DelegatingAgent>>,
+}
+
+impl std::fmt::Debug for ThreadArguments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadArguments").finish_non_exhaustive()
+    }
+}
+
+/// The supervisor's state.
+#[derive(Debug)]
+pub struct ThreadState {
+    pub(super) parent: DelegatingAgent,
+    pub(super) events: EventSink,
+    pub(super) wakes: WakeQueue,
+    pub(super) turns_in_flight: usize,
+    pub(super) store: Option<Arc<EnvelopeStore>>,
+    pub(super) persist_errors: Vec<String>,
+    pub(super) writes: Vec<tokio::task::JoinHandle<()>>,
+    /// Children requested before the last switch: they never wake.
+    pub(super) switched_off: std::collections::HashSet<subagents_messages::AgentId>,
+    /// Children whose result was queued as a wake: at most once each (a
+    /// finished child's envelope may be reported again when it changes).
+    pub(super) woken: std::collections::HashSet<subagents_messages::AgentId>,
+    /// Approvals answered through this thread, so a late second answer is
+    /// refused as already answered even after the child that asked ended.
+    pub(super) answered:
+        Arc<std::sync::Mutex<std::collections::HashMap<ApprovalId, ApprovalDecision>>>,
+}
+
+pub(super) struct Observer(pub(super) ActorRef<ThreadMsg>);
+
+pub(super) struct Archive(pub(super) Arc<EnvelopeStore>);
+
+impl EnvelopeArchive for Archive {
+    fn get(&self, id: &AgentId) -> Option<Envelope> {
+        self.0.get(id)
+    }
+}
+
+impl HubObserver for Observer {
+    fn finished(&self, envelope: &Envelope) {
+        let _ = self
+            .0
+            .cast(ThreadMsg::ChildFinished(Box::new(envelope.clone())));
+    }
+}
+
+impl ThreadState {
+    pub(super) fn send_turn(
+        &mut self,
+        myself: &ActorRef<ThreadMsg>,
+        text: String,
+        origin: TurnOrigin,
+    ) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self.parent.agent.actor().cast(AgentMsg::Turn {
+            turn: UserTurn { text, origin },
+            reply: Some(tx.into()),
+        });
+        if sent.is_err() {
+            return;
+        }
+        self.turns_in_flight += 1;
+        self.wakes.set_generating(true);
+        let me = myself.clone();
+        let wake = origin == TurnOrigin::Wake;
+        tokio::spawn(async move {
+            // Ok or dropped (a stop cleared the queue): the turn is over.
+            let _ = rx.await;
+            let _ = me.cast(ThreadMsg::TurnEnded { wake });
+        });
+    }
+
+    /// Writes a finished envelope off the actor (file I/O blocks).
+    pub(super) fn persist(&mut self, myself: &ActorRef<ThreadMsg>, envelope: &Envelope) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let envelope = envelope.clone();
+        let me = myself.clone();
+        self.writes.retain(|w| !w.is_finished());
+        self.writes.push(tokio::task::spawn_blocking(move || {
+            if let Err(error) = store.save(&envelope) {
+                let _ = me.cast(ThreadMsg::PersistFailed(error.to_string()));
+            }
+            // Pruned as the session goes, not only on open: envelopes past
+            // the retention (24 h by the store's clock) leave memory and disk.
+            for error in store.prune().failed {
+                let _ = me.cast(ThreadMsg::PersistFailed(error.to_string()));
+            }
+        }));
+    }
+
+    /// Writes, and waits for, every envelope of the hub the store does not
+    /// hold as it is now (used when the thread closes).
+    pub(super) async fn persist_remaining(&mut self) {
+        for write in std::mem::take(&mut self.writes) {
+            let _ = write.await;
+        }
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let mut envelopes = self.parent.hub.envelopes();
+        envelopes.extend(self.parent.hub.fail_unfinished(HUB_GONE));
+        let changed: Vec<Envelope> = envelopes
+            .into_iter()
+            .filter(|e| e.status.is_terminal() && store.get(&e.id).as_ref() != Some(e))
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let written = tokio::task::spawn_blocking(move || {
+            changed
+                .iter()
+                .filter_map(|e| store.save(e).err())
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        })
+        .await;
+        for error in written.unwrap_or_default() {
+            tracing::error!(%error, "an envelope could not be persisted as the thread closed");
+        }
+    }
+
+    pub(super) fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
+        while let Some(child) = self.wakes.release_next() {
+            let envelope = self.parent.hub.status(&child);
+            match envelope {
+                Some(envelope) if !envelope.claimed => {
+                    self.events.emit(AgentEvent::Wake(WakeNotice {
+                        child: child.clone(),
+                        line: wake_line(&envelope),
+                    }));
+                    self.send_turn(myself, wake_text(&envelope), TurnOrigin::Wake);
+                    return;
+                }
+                // Claimed through `result` meanwhile: no wake.
+                _ => self.wakes.finished(),
+            }
+        }
+    }
+}
+
+/// Approval ids start with the asking agent's id (`parent-approval-1`,
+/// `agent_3-approval-2`): the answer goes to the parent or to the hub (and
+/// the child named). An answer whose target went away before replying —
+/// a child stopped by a switch at that instant — is `Ended`, never a
+/// closed thread: the thread still answers.
+pub(super) fn route_approval(
+    state: &ThreadState,
+    id: ApprovalId,
+    decision: ApprovalDecision,
+    reply: ractor::RpcReplyPort<Result<(), ApprovalRefusal>>,
+) {
+    let owner = id.as_str().split("-approval-").next().unwrap_or("");
+    let to_parent = owner == state.parent.agent.id().as_str();
+    let parent = state.parent.agent.actor().clone();
+    let hub = state.parent.hub.actor().clone();
+    let answered = state.answered.clone();
+    tokio::spawn(async move {
+        let asked = id.clone();
+        let answer = if to_parent {
+            ractor::call!(parent, |r| AgentMsg::ResolveApproval {
+                id: asked,
+                decision,
+                reply: r
+            })
+            .ok()
+        } else {
+            ractor::call!(hub, |r| HubMsg::ResolveApproval {
+                id: asked,
+                decision,
+                reply: r
+            })
+            .ok()
+        };
+        let answer = answer.unwrap_or_else(|| Err(ApprovalRefusal::Ended(id.clone())));
+        let mut answered = answered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let answer = match answer {
+            Ok(()) => {
+                answered.insert(id, decision);
+                Ok(())
+            }
+            Err(ApprovalRefusal::Ended(_) | ApprovalRefusal::Unknown(_))
+                if answered.contains_key(&id) =>
+            {
+                let decision = answered[&id];
+                Err(ApprovalRefusal::AlreadyAnswered { id, decision })
+            }
+            Err(refusal) => Err(refusal),
+        };
+        drop(answered);
+        let _ = reply.send(answer);
+    });
+}
