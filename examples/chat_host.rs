@@ -8,32 +8,24 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use subagents::actors::DelegationBuilder;
 use subagents::messages::{ThreadId, Transcript};
 use subagents::prelude::*;
 use subagents::supervisor::Threads;
 
-fn run(name: &str, input: &str, tools: &[&str], wait: bool) -> String {
-    json!({"action": "run", "system_prompt": format!("{name}\nDo the task."), "input": input, "tools": tools, "wait": wait}).to_string()
+fn run(name: &str, input: &str, tools: &[&str], wait: bool) -> UseAgentCall {
+    UseAgentCall::run(format!("{name}\nDo the task."), input)
+        .tools(tools.iter().copied())
+        .wait(wait)
 }
 
 fn work_model() -> ScriptedModel {
     ScriptedModel::new(vec![
         Turn::new()
             .text("Starting three helpers. ")
-            .tool_call(
-                "use_agent",
-                run("Researcher", "research for 20 s", &["sleep"], false),
-            )
-            .tool_call(
-                "use_agent",
-                run("Announcer", "post the news", &["http_post"], false),
-            )
-            .tool_call(
-                "use_agent",
-                run("Archivist", "archive for 500 s", &["sleep"], false),
-            ),
+            .use_agent(&run("Researcher", "research for 20 s", &["sleep"], false))
+            .use_agent(&run("Announcer", "post the news", &["http_post"], false))
+            .use_agent(&run("Archivist", "archive for 500 s", &["sleep"], false)),
         Turn::answer("Three helpers are on it."),
         Turn::answer("The announcement is out."),
         Turn::answer("Research is in."),
@@ -63,10 +55,7 @@ fn work_model() -> ScriptedModel {
 
 fn chat_model() -> ScriptedModel {
     ScriptedModel::new(vec![
-        Turn::new().tool_call(
-            "use_agent",
-            run("Summarizer", "summarize for 60 s", &["sleep"], true),
-        ),
+        Turn::new().use_agent(&run("Summarizer", "summarize for 60 s", &["sleep"], true)),
         Turn::answer("The summary arrived after all: a short summary."),
     ])
     .with_script(

@@ -24,30 +24,24 @@ const SITES: [&str; 5] = [
     "https://example.com",
 ];
 
-fn run(name: &str, input: &str, wait: bool) -> String {
-    serde_json::json!({
-        "action": "run",
-        "system_prompt": format!("{name}\nYou fetch one page title and answer with it."),
-        "input": input,
-        "tools": ["fetch_title"],
-        "wait": wait,
-    })
-    .to_string()
+fn run(name: &str, input: &str, wait: bool) -> UseAgentCall {
+    UseAgentCall::run(
+        format!("{name}\nYou fetch one page title and answer with it."),
+        input,
+    )
+    .tools(["fetch_title"])
+    .wait(wait)
 }
 
 fn script() -> ScriptedModel {
     let mut fan_out = Turn::new().text("Now the five sites, in the background. ");
     for (i, site) in SITES.iter().enumerate() {
-        fan_out = fan_out.tool_call(
-            "use_agent",
-            run(&format!("Title worker {}", i + 1), site, false),
-        );
+        fan_out = fan_out.use_agent(&run(&format!("Title worker {}", i + 1), site, false));
     }
     let mut model = ScriptedModel::new(vec![
-        Turn::new().text("I'll delegate the fetch. ").tool_call(
-            "use_agent",
-            run("Title fetcher", "https://example.com", true),
-        ),
+        Turn::new()
+            .text("I'll delegate the fetch. ")
+            .use_agent(&run("Title fetcher", "https://example.com", true)),
         fan_out,
         Turn::answer("The first page is \"Example Domain\"; five workers are fetching the rest."),
     ])

@@ -74,8 +74,9 @@ pub mod prelude {
     pub use subagents_actors::demo_tools::{Calculator, PageTitle, Post, Sleep};
     pub use subagents_actors::scripted::{ScriptedModel, Turn};
     pub use subagents_actors::{
-        Agent, AgentError, AgentHandle, EventSink, EventStream, GateHandle, Model, ModelError,
-        Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry,
+        Agent, AgentError, AgentHandle, DelegationBuilder, EventSink, EventStream, GateHandle,
+        Model, ModelError, Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry,
+        UseAgentCall,
     };
     pub use subagents_messages::{
         AgentEvent, AgentId, AgentResult, ApprovalDecision, ApprovalId, LimitKind, Limits, Outcome,

@@ -16,15 +16,10 @@ use subagents::actors::{DelegatingAgent, DelegationBuilder, Model, ModelStream};
 use subagents::messages::{ModelRequest, Transcript};
 use subagents::prelude::*;
 
-fn run_call(name: &str, input: &str, tools: &[&str], wait: bool) -> String {
-    json!({
-        "action": "run",
-        "system_prompt": format!("{name}\nYou are a sub-agent."),
-        "input": input,
-        "tools": tools,
-        "wait": wait,
-    })
-    .to_string()
+fn run_call(name: &str, input: &str, tools: &[&str], wait: bool) -> UseAgentCall {
+    UseAgentCall::run(format!("{name}\nYou are a sub-agent."), input)
+        .tools(tools.iter().copied())
+        .wait(wait)
 }
 
 async fn delegating(model: ScriptedModel, max_live: usize) -> (DelegatingAgent, EventStream) {
@@ -54,15 +49,12 @@ fn tool_result(log: &[AgentEvent], name: &str) -> Vec<(String, bool)> {
 #[tokio::test(start_paused = true)]
 async fn inline_run_follows_the_fixed_order() {
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call(
-            "use_agent",
-            run_call(
-                "Fetcher",
-                "Title of https://example.com?",
-                &["fetch_title"],
-                true,
-            ),
-        ),
+        Turn::new().use_agent(&run_call(
+            "Fetcher",
+            "Title of https://example.com?",
+            &["fetch_title"],
+            true,
+        )),
         Turn::answer("The title is Example Domain."),
     ])
     .with_script(
@@ -140,10 +132,12 @@ async fn a_child_sees_only_its_prompt_and_input() {
     }
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let scripted = ScriptedModel::new(vec![
-        Turn::new().tool_call(
-            "use_agent",
-            run_call("Mathematician", "What is 2+2?", &["calculator"], true),
-        ),
+        Turn::new().use_agent(&run_call(
+            "Mathematician",
+            "What is 2+2?",
+            &["calculator"],
+            true,
+        )),
         Turn::answer("4"),
     ])
     .with_script("Mathematician", vec![Turn::answer("4")]);
@@ -183,15 +177,12 @@ async fn a_child_sees_only_its_prompt_and_input() {
 fn fan_out(n: usize, child_work: Duration) -> ScriptedModel {
     let mut first = Turn::new();
     for i in 1..=n {
-        first = first.tool_call(
-            "use_agent",
-            run_call(
-                &format!("Worker {i}"),
-                &format!("task {i}"),
-                &["sleep"],
-                false,
-            ),
-        );
+        first = first.use_agent(&run_call(
+            &format!("Worker {i}"),
+            &format!("task {i}"),
+            &["sleep"],
+            false,
+        ));
     }
     let mut model = ScriptedModel::new(vec![first, Turn::answer("Started them all.")]);
     for i in 1..=n {
@@ -303,12 +294,9 @@ async fn stopping_a_queued_and_a_running_child() {
 #[tokio::test(start_paused = true)]
 async fn result_claims_the_wake_and_status_never_waits() {
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call(
-            "use_agent",
-            run_call("Slow", "work", &["calculator"], false),
-        ),
-        Turn::new().tool_call("use_agent", r#"{"action":"status","id":"agent_1"}"#),
-        Turn::new().tool_call("use_agent", r#"{"action":"result","id":"agent_1"}"#),
+        Turn::new().use_agent(&run_call("Slow", "work", &["calculator"], false)),
+        Turn::new().use_agent(&UseAgentCall::status("agent_1")),
+        Turn::new().use_agent(&UseAgentCall::result("agent_1")),
         Turn::answer("Got it."),
     ])
     .with_script(
@@ -366,14 +354,11 @@ impl Tool for SlowTool {
 async fn status_answers_at_once_while_every_child_is_busy() {
     let mut first = Turn::new();
     for i in 1..=3 {
-        first = first.tool_call(
-            "use_agent",
-            run_call(&format!("Busy {i}"), "work", &["slow"], false),
-        );
+        first = first.use_agent(&run_call(&format!("Busy {i}"), "work", &["slow"], false));
     }
     let mut model = ScriptedModel::new(vec![
         first,
-        Turn::new().tool_call("use_agent", r#"{"action":"status","id":"agent_2"}"#),
+        Turn::new().use_agent(&UseAgentCall::status("agent_2")),
         Turn::answer("ok"),
     ]);
     for i in 1..=3 {
@@ -406,7 +391,7 @@ async fn status_answers_at_once_while_every_child_is_busy() {
 #[tokio::test(start_paused = true)]
 async fn inline_wait_expiry_hands_the_child_to_the_background() {
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call("use_agent", run_call("Long", "work", &["sleep"], true)),
+        Turn::new().use_agent(&run_call("Long", "work", &["sleep"], true)),
         Turn::answer("It continues in the background."),
     ])
     .with_script(
@@ -461,8 +446,8 @@ async fn inline_wait_expiry_hands_the_child_to_the_background() {
 async fn a_panicking_child_fails_alone() {
     let model = ScriptedModel::new(vec![
         Turn::new()
-            .tool_call("use_agent", run_call("Crasher", "crash", &[], true))
-            .tool_call("use_agent", run_call("Steady", "work", &[], true)),
+            .use_agent(&run_call("Crasher", "crash", &[], true))
+            .use_agent(&run_call("Steady", "work", &[], true)),
         Turn::answer("One failed, one worked."),
     ])
     .with_script("Crasher", vec![Turn::new().panic("segfault in adapter")])
@@ -497,11 +482,12 @@ async fn a_panicking_child_fails_alone() {
 #[tokio::test(start_paused = true)]
 async fn unknown_tools_recursion_and_bad_arguments_are_sentences_and_spawn_nothing() {
     let calls = [
-        run_call("A", "x", &["shell"], true),
-        run_call("B", "x", &["use_agent"], true),
+        run_call("A", "x", &["shell"], true).to_json(),
+        run_call("B", "x", &["use_agent"], true).to_json(),
+        // Malformed on purpose: written by hand.
         json!({"action": "run", "system_prompt": "C"}).to_string(),
         json!({"action": "dance"}).to_string(),
-        json!({"action": "status", "id": "agent_42"}).to_string(),
+        UseAgentCall::status("agent_42").to_json(),
         json!({"action": "result"}).to_string(),
         json!({"input": "no action"}).to_string(),
         "[1,2]".to_owned(),
@@ -537,13 +523,13 @@ async fn unknown_tools_recursion_and_bad_arguments_are_sentences_and_spawn_nothi
 #[tokio::test(start_paused = true)]
 async fn a_child_calling_use_agent_is_refused() {
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call("use_agent", run_call("Nester", "try to nest", &[], true)),
+        Turn::new().use_agent(&run_call("Nester", "try to nest", &[], true)),
         Turn::answer("done"),
     ])
     .with_script(
         "Nester",
         vec![
-            Turn::new().tool_call("use_agent", run_call("Grandchild", "x", &[], true)),
+            Turn::new().use_agent(&run_call("Grandchild", "x", &[], true)),
             Turn::answer("could not nest"),
         ],
     );
@@ -650,7 +636,7 @@ async fn a_child_actor_that_dies_fails_and_frees_its_slot() {
 #[tokio::test(start_paused = true)]
 async fn a_child_killed_mid_model_call_returns_its_permit() {
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call("use_agent", run_call("Hanger", "hang", &[], false)),
+        Turn::new().use_agent(&run_call("Hanger", "hang", &[], false)),
         Turn::answer("started"),
         Turn::answer("still here"),
     ])

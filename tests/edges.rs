@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use serde_json::json;
 use subagents::actors::DelegationBuilder;
 use subagents::actors::clock::ManualClock;
 use subagents::actors::hub::HubObserver;
@@ -21,42 +20,6 @@ use subagents::prelude::*;
 use subagents::simulation::{HostAction, Scenario};
 use subagents::supervisor::store::EnvelopeStore;
 use subagents::supervisor::{ThreadConfig, ThreadHandle};
-
-fn run(name: &str, secs: u64, wait: bool) -> String {
-    json!({
-        "action": "run",
-        "system_prompt": format!("{name}\nYou work."),
-        "input": format!("work {secs} s"),
-        "tools": ["sleep"],
-        "wait": wait,
-    })
-    .to_string()
-}
-
-fn worker(secs: u64) -> Vec<Turn> {
-    vec![
-        Turn::new().tool_call("sleep", json!({"secs": secs}).to_string()),
-        Turn::answer(format!("worked {secs} s")),
-    ]
-}
-
-/// A parent that starts background workers of these durations, then
-/// answers every later turn with "Noted".
-fn background_workers(durations: &[u64]) -> ScriptedModel {
-    let mut first = Turn::new();
-    for (i, secs) in durations.iter().enumerate() {
-        first = first.tool_call("use_agent", run(&format!("Worker {}", i + 1), *secs, false));
-    }
-    let mut turns = vec![first, Turn::answer("Started.")];
-    for _ in 0..10 {
-        turns.push(Turn::answer("Noted."));
-    }
-    let mut model = ScriptedModel::new(turns);
-    for (i, secs) in durations.iter().enumerate() {
-        model = model.with_script(format!("Worker {}\n", i + 1), worker(*secs));
-    }
-    model
-}
 
 fn parent(model: ScriptedModel) -> DelegationBuilder {
     DelegationBuilder::new(model.shared())
@@ -67,13 +30,6 @@ fn parent(model: ScriptedModel) -> DelegationBuilder {
 fn store(dir: &std::path::Path) -> Arc<EnvelopeStore> {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     Arc::new(EnvelopeStore::open(dir, clock).unwrap().0)
-}
-
-async fn run_for(events: &mut EventStream, log: &mut Vec<AgentEvent>, secs: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
-        log.push(event);
-    }
 }
 
 fn started(log: &[AgentEvent]) -> Vec<AgentId> {
@@ -95,7 +51,7 @@ fn a_switch_that_stops_several_children_replays_byte_for_byte() {
         {
             let mut fan_out = Turn::new();
             for i in 1..=6 {
-                fan_out = fan_out.tool_call("use_agent", run(&format!("Worker {i}"), 100, false));
+                fan_out = fan_out.use_agent(&work_call(&format!("Worker {i}"), 100, false));
             }
             fan_out
         },
@@ -364,18 +320,15 @@ async fn a_hosts_observer_is_told_alongside_the_threads_own() {
 #[tokio::test(start_paused = true)]
 async fn names_and_wake_lines_are_one_clean_line() {
     let nasty = "\u{202e}Evil\u{0007} \u{1b}[31mRed\u{1b}[0m";
-    let call = json!({
-        "action": "run",
-        "system_prompt": format!("{nasty}\nYou work."),
-        "input": "line one\nline two\nline three",
-        "tools": ["sleep"],
-        "wait": false,
-    })
-    .to_string();
-    let status = json!({"action": "status", "id": "agent_1"}).to_string();
+    let call = UseAgentCall::run(
+        format!("{nasty}\nYou work."),
+        "line one\nline two\nline three",
+    )
+    .tools(["sleep"])
+    .background();
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call("use_agent", call),
-        Turn::new().tool_call("use_agent", status),
+        Turn::new().use_agent(&call),
+        Turn::new().use_agent(&UseAgentCall::status("agent_1")),
         Turn::answer("Started."),
         Turn::answer("Noted."),
     ])
@@ -482,7 +435,7 @@ fn tool_results<'a>(log: &'a [AgentEvent], call: &str) -> Vec<&'a subagents::mes
 async fn a_stopped_turn_answers_the_call_it_was_waiting_on() {
     let requests = Arc::new(Mutex::new(Vec::new()));
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call("use_agent", run("Worker 1", 100, true)),
+        Turn::new().use_agent(&work_call("Worker 1", 100, true)),
         Turn::answer("Noted."),
         Turn::answer("Noted again."),
     ])
@@ -629,7 +582,7 @@ fn woken(log: &[AgentEvent], child: &str) -> usize {
 /// child's answer was delivered: (as the call's result, as wakes).
 async fn stop_at_completion(turns: usize) -> (usize, usize) {
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call("use_agent", run("Worker 1", 5, true)),
+        Turn::new().use_agent(&work_call("Worker 1", 5, true)),
         Turn::answer("Noted."),
         Turn::answer("Noted again."),
     ])
@@ -681,14 +634,21 @@ async fn a_detached_childs_answer_reaches_the_parent_once_at_its_completion_inst
 
 fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {
     ScriptedModel::new(vec![
-        Turn::new().tool_call(
-            "use_agent",
-            json!({"action": "run", "system_prompt": system_prompt, "input": "post", "tools": ["http_post"], "wait": wait}).to_string(),
+        Turn::new().use_agent(
+            &UseAgentCall::run(system_prompt, "post")
+                .tools(["http_post"])
+                .wait(wait),
         ),
         Turn::answer("Done."),
         Turn::answer("Noted."),
     ])
-    .with_script(system_prompt, vec![Turn::new().tool_call("http_post", "{}"), Turn::answer("posted")])
+    .with_script(
+        system_prompt,
+        vec![
+            Turn::new().tool_call("http_post", "{}"),
+            Turn::answer("posted"),
+        ],
+    )
 }
 
 /// Defect 3: a child that asked for approval and then stopped left the
@@ -834,12 +794,11 @@ async fn an_answered_approval_is_closed_once() {
 /// place in the queue.
 #[tokio::test(start_paused = true)]
 async fn a_queued_background_childs_start_is_on_the_stream() {
-    let status = json!({"action": "status", "id": "agent_2"}).to_string();
     let model = ScriptedModel::new(vec![
         Turn::new()
-            .tool_call("use_agent", run("Worker 1", 10, false))
-            .tool_call("use_agent", run("Worker 2", 10, false))
-            .tool_call("use_agent", status),
+            .use_agent(&work_call("Worker 1", 10, false))
+            .use_agent(&work_call("Worker 2", 10, false))
+            .use_agent(&UseAgentCall::status("agent_2")),
         Turn::answer("Started."),
         Turn::answer("Noted."),
         Turn::answer("Noted."),
@@ -886,7 +845,7 @@ fn delivery_is_exactly_once_on_a_multi_threaded_runtime() {
     for round in 0..150u32 {
         let way = runtime.block_on(async move {
             let model = ScriptedModel::new(vec![
-                Turn::new().tool_call("use_agent", run("Worker 1", 0, true)),
+                Turn::new().use_agent(&work_call("Worker 1", 0, true)),
                 Turn::answer("Noted."),
                 Turn::answer("Noted again."),
             ])
@@ -952,8 +911,8 @@ fn a_child_requested_as_its_parents_turn_is_cut_is_not_lost() {
             };
             let report = Scenario::new(vec![
                 Turn::new()
-                    .tool_call("use_agent", run("Worker 1", 1, true))
-                    .tool_call("use_agent", run("Worker 2", 0, true)),
+                    .use_agent(&work_call("Worker 1", 1, true))
+                    .use_agent(&work_call("Worker 2", 0, true)),
                 Turn::answer("Noted."),
                 Turn::answer("Noted again."),
                 Turn::answer("Noted once more."),

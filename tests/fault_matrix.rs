@@ -20,8 +20,10 @@ use subagents::prelude::*;
 use subagents::simulation::{HostAction, Scenario, SimulationReport};
 use subagents::supervisor::store::EnvelopeStore;
 
-fn run_call(name: &str, wait: bool, tools: &[&str]) -> String {
-    json!({"action": "run", "system_prompt": format!("{name}\nYou work."), "input": format!("task for {name}"), "tools": tools, "wait": wait}).to_string()
+fn run_call(name: &str, wait: bool, tools: &[&str]) -> UseAgentCall {
+    UseAgentCall::run(format!("{name}\nYou work."), format!("task for {name}"))
+        .tools(tools.iter().copied())
+        .wait(wait)
 }
 
 /// Nothing lost: one terminal status and one envelope per child; at rest
@@ -65,7 +67,7 @@ fn envelope<'a>(report: &'a SimulationReport, id: &str) -> &'a Envelope {
 
 fn one_child(child: Vec<Turn>, tools: ToolRegistry, tool_names: &[&str]) -> SimulationReport {
     Scenario::new(vec![
-        Turn::new().tool_call("use_agent", run_call("Worker", true, tool_names)),
+        Turn::new().use_agent(&run_call("Worker", true, tool_names)),
         Turn::answer("Reported."),
     ])
     .child_script("Worker", child)
@@ -187,7 +189,7 @@ fn tool_panic() {
 fn cancellation_storm_during_spawn() {
     let mut fan_out = Turn::new();
     for i in 0..12 {
-        fan_out = fan_out.tool_call("use_agent", run_call(&format!("W{i}"), i % 2 == 0, &[]));
+        fan_out = fan_out.use_agent(&run_call(&format!("W{i}"), i % 2 == 0, &[]));
     }
     let mut scenario = Scenario::new(vec![fan_out, Turn::answer("done"), Turn::answer("noted")])
         .configure(|b: DelegationBuilder| b.max_live(3).inline_wait(Duration::from_secs(1)))
@@ -221,7 +223,7 @@ fn cancellation_storm_during_spawn() {
 fn stop_all_racing_completion() {
     for at_ms in [9_999u64, 10_000, 10_001] {
         let report = Scenario::new(vec![
-            Turn::new().tool_call("use_agent", run_call("Racer", false, &[])),
+            Turn::new().use_agent(&run_call("Racer", false, &[])),
             Turn::answer("started"),
             Turn::answer("woken"),
         ])
@@ -252,7 +254,7 @@ fn stop_all_racing_completion() {
 #[test]
 fn wake_while_parent_busy() {
     let report = Scenario::new(vec![
-        Turn::new().tool_call("use_agent", run_call("Quick", false, &[])),
+        Turn::new().use_agent(&run_call("Quick", false, &[])),
         Turn::answer("started"),
         Turn::new()
             .delay(Duration::from_secs(60))
@@ -325,7 +327,7 @@ fn malformed_profile() {
 #[test]
 fn unknown_tool() {
     let report = Scenario::new(vec![
-        Turn::new().tool_call("use_agent", run_call("Worker", true, &["shell"])),
+        Turn::new().use_agent(&run_call("Worker", true, &["shell"])),
         Turn::new().tool_call("no_such_tool", "{}"),
         Turn::answer("gave up"),
     ])
@@ -346,7 +348,7 @@ fn unknown_tool() {
 fn recursion_attempt() {
     let report = one_child(
         vec![
-            Turn::new().tool_call("use_agent", run_call("Grandchild", true, &[])),
+            Turn::new().use_agent(&run_call("Grandchild", true, &[])),
             Turn::answer("could not nest"),
         ],
         ToolRegistry::new(),
@@ -483,8 +485,7 @@ fn ten_thousand_threads_soak() {
         for _ in 0..threads {
             let mut fan_out = Turn::new();
             for c in 0..3 {
-                fan_out =
-                    fan_out.tool_call("use_agent", run_call(&format!("C{c}"), false, &["idle"]));
+                fan_out = fan_out.use_agent(&run_call(&format!("C{c}"), false, &["idle"]));
             }
             let idle = vec![Turn::new().tool_call("idle", "{}"), Turn::answer("rested")];
             let model = ScriptedModel::new(vec![fan_out, Turn::answer("started")])

@@ -120,11 +120,7 @@ async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
     let (main, main_seen) = spy(
         "main",
         ScriptedModel::new(vec![
-            Turn::new().tool_call(
-                "use_agent",
-                json!({"action": "run", "agent": "reviewer", "input": "review this diff"})
-                    .to_string(),
-            ),
+            Turn::new().use_agent(&UseAgentCall::run_named("reviewer", "review this diff")),
             Turn::answer("Reviewed."),
         ]),
     );

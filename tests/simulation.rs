@@ -8,22 +8,20 @@ mod common;
 
 use std::time::Duration;
 
-use serde_json::json;
 use subagents::actors::DelegationBuilder;
 use subagents::prelude::*;
 use subagents::simulation::{HostAction, LogEntry, Scenario};
 
-fn run(name: &str, input: &str, wait: bool) -> String {
-    json!({"action": "run", "system_prompt": format!("{name}\nYou fetch titles."), "input": input, "tools": ["fetch_title"], "wait": wait}).to_string()
+fn run(name: &str, input: &str, wait: bool) -> UseAgentCall {
+    UseAgentCall::run(format!("{name}\nYou fetch titles."), input)
+        .tools(["fetch_title"])
+        .wait(wait)
 }
 
 fn busy_scenario() -> Scenario {
     let mut fan_out = Turn::new();
     for i in 1..=5 {
-        fan_out = fan_out.tool_call(
-            "use_agent",
-            run(&format!("Worker {i}"), "https://example.com", false),
-        );
+        fan_out = fan_out.use_agent(&run(&format!("Worker {i}"), "https://example.com", false));
     }
     let mut scenario = Scenario::new(vec![
         fan_out,
@@ -82,10 +80,11 @@ fn the_same_scenario_and_seed_give_the_same_log() {
 fn an_hour_of_virtual_time_runs_in_well_under_a_second() {
     let mut turns = Vec::new();
     for minute in 0..60u64 {
-        turns.push(Turn::new().tool_call(
-            "use_agent",
-            run(&format!("Minute {minute}"), "https://tokio.rs", false),
-        ));
+        turns.push(Turn::new().use_agent(&run(
+            &format!("Minute {minute}"),
+            "https://tokio.rs",
+            false,
+        )));
         turns.push(Turn::answer(format!("Started minute {minute}.")));
         turns.push(Turn::answer(format!("Minute {minute} noted.")));
     }
@@ -126,16 +125,17 @@ fn an_hour_of_virtual_time_runs_in_well_under_a_second() {
 #[test]
 fn a_wake_waits_for_the_user_to_stop_typing() {
     let report = Scenario::new(vec![
-        Turn::new().tool_call(
-            "use_agent",
-            r#"{"action":"run","system_prompt":"Researcher","input":"find three sources","wait":false}"#,
-        ),
+        Turn::new().use_agent(&UseAgentCall::run("Researcher", "find three sources").background()),
         Turn::answer("I'll get back to you."),
         Turn::answer("Here are the sources."),
     ])
     .child_script(
         "Researcher",
-        vec![Turn::new().delay(Duration::from_secs(30)).text("three sources")],
+        vec![
+            Turn::new()
+                .delay(Duration::from_secs(30))
+                .text("three sources"),
+        ],
     )
     .at(Duration::ZERO, HostAction::User("Research this.".into()))
     .at(Duration::from_secs(10), HostAction::Typing(true))
@@ -168,10 +168,7 @@ fn a_wake_waits_for_the_user_to_stop_typing() {
 #[test]
 fn options_and_policies_reach_the_parent() {
     let report = Scenario::new(vec![
-        Turn::new().tool_call(
-            "use_agent",
-            r#"{"action":"run","system_prompt":"Slow","input":"x"}"#,
-        ),
+        Turn::new().use_agent(&UseAgentCall::run("Slow", "x")),
         Turn::answer("handed off"),
         Turn::answer("woken"),
     ])

@@ -10,48 +10,11 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use serde_json::json;
 use subagents::actors::DelegationBuilder;
 use subagents::messages::AgentEvent;
 use subagents::messages::ApprovalRefusal;
 use subagents::prelude::*;
 use subagents::supervisor::{ThreadError, ThreadHandle};
-
-fn run(name: &str, secs: u64, wait: bool) -> String {
-    json!({
-        "action": "run",
-        "system_prompt": format!("{name}\nYou work."),
-        "input": format!("work {secs} s"),
-        "tools": ["sleep"],
-        "wait": wait,
-    })
-    .to_string()
-}
-
-fn worker(secs: u64) -> Vec<Turn> {
-    vec![
-        Turn::new().tool_call("sleep", json!({"secs": secs}).to_string()),
-        Turn::answer(format!("worked {secs} s")),
-    ]
-}
-
-/// A parent that starts background workers of these durations, then
-/// answers every later turn (wakes) with "Noted".
-fn background_workers(durations: &[u64]) -> ScriptedModel {
-    let mut first = Turn::new();
-    for (i, secs) in durations.iter().enumerate() {
-        first = first.tool_call("use_agent", run(&format!("Worker {}", i + 1), *secs, false));
-    }
-    let mut turns = vec![first, Turn::answer("Started.")];
-    for _ in 0..10 {
-        turns.push(Turn::answer("Noted."));
-    }
-    let mut model = ScriptedModel::new(turns);
-    for (i, secs) in durations.iter().enumerate() {
-        model = model.with_script(format!("Worker {}\n", i + 1), worker(*secs));
-    }
-    model
-}
 
 async fn thread(model: ScriptedModel) -> (ThreadHandle, EventStream) {
     ThreadHandle::spawn(
@@ -71,13 +34,6 @@ fn wakes(log: &[AgentEvent]) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-async fn run_for(events: &mut EventStream, log: &mut Vec<AgentEvent>, secs: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
-        log.push(event);
-    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -180,8 +136,8 @@ async fn a_switch_racing_a_completion_leaves_one_terminal_status_and_no_wake() {
 #[tokio::test(start_paused = true)]
 async fn a_claimed_result_produces_no_wake() {
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call("use_agent", run("Worker", 10, false)),
-        Turn::new().tool_call("use_agent", r#"{"action":"result","id":"agent_1"}"#),
+        Turn::new().use_agent(&work_call("Worker", 10, false)),
+        Turn::new().use_agent(&UseAgentCall::result("agent_1")),
         Turn::answer("Got it."),
         Turn::answer("(a wake would land here)"),
     ])
@@ -195,7 +151,7 @@ async fn a_claimed_result_produces_no_wake() {
 
 fn inline_parent() -> ScriptedModel {
     ScriptedModel::new(vec![
-        Turn::new().tool_call("use_agent", run("Worker", 30, true)),
+        Turn::new().use_agent(&work_call("Worker", 30, true)),
         Turn::answer("Noted."),
         Turn::answer("Noted again."),
     ])
@@ -255,13 +211,16 @@ async fn the_cascade_policy_stops_the_child_with_the_parent() {
 #[tokio::test(start_paused = true)]
 async fn an_approval_from_a_child_is_resolved_through_the_thread() {
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call(
-            "use_agent",
-            json!({"action": "run", "system_prompt": "Poster", "input": "post", "tools": ["http_post"]}).to_string(),
-        ),
+        Turn::new().use_agent(&UseAgentCall::run("Poster", "post").tools(["http_post"])),
         Turn::answer("Posted via the child."),
     ])
-    .with_script("Poster", vec![Turn::new().tool_call("http_post", "{}"), Turn::answer("posted it")]);
+    .with_script(
+        "Poster",
+        vec![
+            Turn::new().tool_call("http_post", "{}"),
+            Turn::answer("posted it"),
+        ],
+    );
     let (thread, mut events) = thread(model).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
@@ -384,14 +343,21 @@ mod persistence_and_policies {
 
     fn background_poster() -> ScriptedModel {
         ScriptedModel::new(vec![
-            Turn::new().tool_call(
-                "use_agent",
-                json!({"action": "run", "system_prompt": "Poster", "input": "post", "tools": ["http_post"], "wait": false}).to_string(),
+            Turn::new().use_agent(
+                &UseAgentCall::run("Poster", "post")
+                    .tools(["http_post"])
+                    .background(),
             ),
             Turn::answer("Started."),
             Turn::answer("Noted."),
         ])
-        .with_script("Poster", vec![Turn::new().tool_call("http_post", "{}"), Turn::answer("finished")])
+        .with_script(
+            "Poster",
+            vec![
+                Turn::new().tool_call("http_post", "{}"),
+                Turn::answer("finished"),
+            ],
+        )
     }
 
     async fn poster_outcome(policy: BackgroundApprovals) -> (Vec<AgentEvent>, String) {

@@ -23,7 +23,9 @@ pub mod sink;
 pub mod tool;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, AgentError, AgentHandle};
-pub use delegation::{DelegatingAgent, DelegationBuilder, FrontEnds, ParentStopPolicy, UseAgent};
+pub use delegation::{
+    DelegatingAgent, DelegationBuilder, FrontEnds, ParentStopPolicy, UseAgent, UseAgentCall,
+};
 pub use gate::{GateClosed, GateHandle, ModelGate};
 pub use hub::{HubHandle, WaitOutcome};
 pub use model::{Model, ModelError, ModelStream};

@@ -15,6 +15,7 @@ use std::time::Duration;
 use futures_util::stream;
 use subagents_messages::{ModelChunk, ModelRequest, ToolCall, ToolUseId, Usage};
 
+use crate::delegation::{USE_AGENT, UseAgentCall};
 use crate::model::{Model, ModelError, ModelStream};
 
 /// One step of a scripted turn.
@@ -71,6 +72,11 @@ impl Turn {
             arguments: arguments.into(),
         });
         self
+    }
+
+    /// Adds a `use_agent` call, typed (see [`UseAgentCall`]).
+    pub fn use_agent(self, call: &UseAgentCall) -> Self {
+        self.tool_call(USE_AGENT, call.to_json())
     }
 
     /// Adds usage.

@@ -11,8 +11,7 @@
 //! use subagents::simulation::{HostAction, Scenario};
 //!
 //! let report = Scenario::new(vec![
-//!     Turn::new().tool_call("use_agent",
-//!         r#"{"action":"run","system_prompt":"Fetcher","input":"https://example.com","wait":false}"#),
+//!     Turn::new().use_agent(&UseAgentCall::run("Fetcher", "https://example.com").background()),
 //!     Turn::answer("Started."),
 //!     Turn::answer("The title is Example Domain."),
 //! ])

@@ -6,7 +6,48 @@
 use std::collections::HashMap;
 
 use subagents::messages::{AgentEvent, AgentId, AgentResult, SubAgentStatus, ToolUseId};
-use subagents::prelude::EventStream;
+use subagents::prelude::{EventStream, ScriptedModel, Turn, UseAgentCall};
+
+/// A child named `name` that works `secs` seconds in the `sleep` tool.
+pub fn work_call(name: &str, secs: u64, wait: bool) -> UseAgentCall {
+    UseAgentCall::run(format!("{name}\nYou work."), format!("work {secs} s"))
+        .tools(["sleep"])
+        .wait(wait)
+}
+
+/// A child's script: sleep `secs`, then answer "worked N s".
+pub fn worker(secs: u64) -> Vec<Turn> {
+    vec![
+        Turn::new().tool_call("sleep", format!(r#"{{"secs":{secs}}}"#)),
+        Turn::answer(format!("worked {secs} s")),
+    ]
+}
+
+/// A parent that starts background workers of these durations, then
+/// answers every later turn (wakes) with "Noted".
+pub fn background_workers(durations: &[u64]) -> ScriptedModel {
+    let mut first = Turn::new();
+    for (i, secs) in durations.iter().enumerate() {
+        first = first.use_agent(&work_call(&format!("Worker {}", i + 1), *secs, false));
+    }
+    let mut turns = vec![first, Turn::answer("Started.")];
+    for _ in 0..10 {
+        turns.push(Turn::answer("Noted."));
+    }
+    let mut model = ScriptedModel::new(turns);
+    for (i, secs) in durations.iter().enumerate() {
+        model = model.with_script(format!("Worker {}\n", i + 1), worker(*secs));
+    }
+    model
+}
+
+/// Reads events for `secs` of virtual time.
+pub async fn run_for(events: &mut EventStream, log: &mut Vec<AgentEvent>, secs: u64) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
+        log.push(event);
+    }
+}
 
 /// How long (virtual time) a helper waits before calling the test failed
 /// instead of hanging: a bug that loses an event fails fast.

@@ -113,26 +113,22 @@ fn parent_turn(request: &ModelRequest) -> ModelStream {
     };
     if message.role == Role::User {
         if let Some(id) = message.content.strip_prefix("RESULT ") {
-            return play(Turn::new().tool_call(
-                "use_agent",
-                json!({"action": "result", "id": id}).to_string(),
-            ));
+            return play(Turn::new().use_agent(&UseAgentCall::result(id)));
         }
         if let Some(plan) = message.content.strip_prefix("PLAN ") {
             let (turn_no, plans): (usize, Vec<ChildPlan>) = serde_json::from_str(plan).unwrap();
             let mut turn = Turn::new();
             for (k, child) in plans.iter().enumerate() {
-                let mut call = json!({
-                    "action": "run",
-                    "system_prompt": format!("Child {turn_no}.{k}\nYou work."),
-                    "input": serde_json::to_string(child).unwrap(),
-                    "tools": ["sleep", "http_post"],
-                    "wait": child.wait,
-                });
+                let mut call = UseAgentCall::run(
+                    format!("Child {turn_no}.{k}\nYou work."),
+                    serde_json::to_string(child).unwrap(),
+                )
+                .tools(["sleep", "http_post"])
+                .wait(child.wait);
                 if child.end == End::Loop {
-                    call["max_iterations"] = json!(3);
+                    call = call.max_iterations(3);
                 }
-                turn = turn.tool_call("use_agent", call.to_string());
+                turn = turn.use_agent(&call);
             }
             if plans.is_empty() {
                 turn = turn.text("Nothing to delegate.");

@@ -18,15 +18,18 @@
 //! | `delegate_task.rs` | openheim's `delegate_task` |
 //! | `agent_tool.rs` | ghyll's `agent` |
 //! | `builder.rs` | [`DelegationBuilder`]: a parent with its hub, gate and tools |
+//! | `call.rs` | [`UseAgentCall`]: a `use_agent` call, typed |
 
 mod agent_tool;
 mod builder;
+mod call;
 mod delegate_task;
 pub(crate) mod engine;
 mod use_agent;
 
 pub use agent_tool::{AGENT_PROMPT, AgentTool};
 pub use builder::{DelegatingAgent, DelegationBuilder, FrontEnds};
+pub use call::{UseAgentAction, UseAgentCall};
 pub use delegate_task::DelegateTask;
 pub use engine::{
     AGENT, ChildSpec, DELEGATE_TASK, DELEGATION_TOOLS, Delegator, ParentStopPolicy, USE_AGENT,

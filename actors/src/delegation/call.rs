@@ -1,0 +1,177 @@
+//! A typed `use_agent` call: what a model writes, built in code — for
+//! hosts replaying a call, tests, examples and scripted models.
+//!
+//! ```
+//! use subagents_actors::delegation::UseAgentCall;
+//!
+//! let call = UseAgentCall::run("Researcher\nYou find sources.", "three sources on X")
+//!     .tools(["fetch_title"])
+//!     .background();
+//! assert_eq!(
+//!     call.to_json(),
+//!     r#"{"action":"run","input":"three sources on X","system_prompt":"Researcher\nYou find sources.","tools":["fetch_title"],"wait":false}"#
+//! );
+//! assert_eq!(UseAgentCall::result("agent_1").to_json(), r#"{"action":"result","id":"agent_1"}"#);
+//! ```
+
+use serde_json::{Map, Value, json};
+
+/// What a `use_agent` call asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UseAgentAction {
+    /// Start a child.
+    Run,
+    /// Its progress, without waiting.
+    Status,
+    /// Its answer, waiting a while.
+    Result,
+    /// Stop it.
+    Stop,
+}
+
+impl UseAgentAction {
+    /// The name the tool reads (`"run"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UseAgentAction::Run => "run",
+            UseAgentAction::Status => "status",
+            UseAgentAction::Result => "result",
+            UseAgentAction::Stop => "stop",
+        }
+    }
+}
+
+/// One `use_agent` call's arguments. Build it with [`UseAgentCall::run`],
+/// [`UseAgentCall::run_named`], [`UseAgentCall::status`],
+/// [`UseAgentCall::result`] or [`UseAgentCall::stop`], then write it with
+/// [`UseAgentCall::to_json`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UseAgentCall {
+    action: UseAgentAction,
+    fields: Vec<(&'static str, Value)>,
+}
+
+impl UseAgentCall {
+    fn new(action: UseAgentAction) -> Self {
+        Self {
+            action,
+            fields: Vec::new(),
+        }
+    }
+
+    fn with(mut self, key: &'static str, value: Value) -> Self {
+        self.fields.retain(|(k, _)| *k != key);
+        self.fields.push((key, value));
+        self
+    }
+
+    /// Starts an inline child: its system prompt (first line: its name)
+    /// and its one input. Waits for it (`wait: true`) unless
+    /// [`UseAgentCall::background`].
+    pub fn run(system_prompt: impl Into<String>, input: impl Into<String>) -> Self {
+        Self::new(UseAgentAction::Run)
+            .with("system_prompt", Value::String(system_prompt.into()))
+            .with("input", Value::String(input.into()))
+    }
+
+    /// Starts a named child (a profile).
+    pub fn run_named(agent: impl Into<String>, input: impl Into<String>) -> Self {
+        Self::new(UseAgentAction::Run)
+            .with("agent", Value::String(agent.into()))
+            .with("input", Value::String(input.into()))
+    }
+
+    /// Asks for a child's progress.
+    pub fn status(id: impl Into<String>) -> Self {
+        Self::new(UseAgentAction::Status).with("id", Value::String(id.into()))
+    }
+
+    /// Asks for a child's answer.
+    pub fn result(id: impl Into<String>) -> Self {
+        Self::new(UseAgentAction::Result).with("id", Value::String(id.into()))
+    }
+
+    /// Stops a child.
+    pub fn stop(id: impl Into<String>) -> Self {
+        Self::new(UseAgentAction::Stop).with("id", Value::String(id.into()))
+    }
+
+    /// The tools the child may use (names of the caller's own).
+    pub fn tools<S: Into<String>>(self, tools: impl IntoIterator<Item = S>) -> Self {
+        let tools: Vec<Value> = tools.into_iter().map(|t| Value::String(t.into())).collect();
+        self.with("tools", Value::Array(tools))
+    }
+
+    /// Waits for the answer (`true`, the default) or returns at once.
+    pub fn wait(self, wait: bool) -> Self {
+        self.with("wait", Value::Bool(wait))
+    }
+
+    /// Returns at once: the child runs in the background (`wait: false`).
+    pub fn background(self) -> Self {
+        self.wait(false)
+    }
+
+    /// A cap on the child's model calls.
+    pub fn max_iterations(self, cap: u32) -> Self {
+        self.with("max_iterations", json!(cap))
+    }
+
+    /// A model override (resolved in the host's registry).
+    pub fn model(self, model: impl Into<String>) -> Self {
+        self.with("model", Value::String(model.into()))
+    }
+
+    /// What it asks for.
+    pub fn action(&self) -> UseAgentAction {
+        self.action
+    }
+
+    /// The arguments as the model would write them: one JSON object, keys
+    /// sorted.
+    pub fn to_json(&self) -> String {
+        let mut map = Map::new();
+        map.insert("action".into(), Value::String(self.action.as_str().into()));
+        for (key, value) in &self.fields {
+            map.insert((*key).into(), value.clone());
+        }
+        Value::Object(map).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_write_what_the_tool_reads() {
+        let call = UseAgentCall::run("Worker\nYou work.", "work 5 s")
+            .tools(["sleep"])
+            .wait(true)
+            .max_iterations(3);
+        let value: Value = serde_json::from_str(&call.to_json()).unwrap_or_default();
+        assert_eq!(value["action"], "run");
+        assert_eq!(value["tools"], json!(["sleep"]));
+        assert_eq!(value["wait"], true);
+        assert_eq!(value["max_iterations"], 3);
+        assert_eq!(
+            UseAgentCall::run_named("reviewer", "x")
+                .background()
+                .to_json(),
+            r#"{"action":"run","agent":"reviewer","input":"x","wait":false}"#
+        );
+        assert_eq!(
+            UseAgentCall::stop("agent_2").to_json(),
+            r#"{"action":"stop","id":"agent_2"}"#
+        );
+        assert_eq!(
+            UseAgentCall::status("agent_2").action(),
+            UseAgentAction::Status
+        );
+        // A repeated setter keeps the last value.
+        assert_eq!(
+            UseAgentCall::result("a").wait(true).wait(false).to_json(),
+            r#"{"action":"result","id":"a","wait":false}"#
+        );
+    }
+}
