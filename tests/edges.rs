@@ -632,6 +632,24 @@ async fn a_detached_childs_answer_reaches_the_parent_once_at_its_completion_inst
     );
 }
 
+/// Reads events until a child asks for approval; its request.
+async fn until_child_approval(
+    events: &mut EventStream,
+    log: &mut Vec<AgentEvent>,
+) -> subagents::messages::ApprovalRequest {
+    let asked = until(events, log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
+    })
+    .await;
+    match asked {
+        AgentEvent::Child(_, inner) => match *inner {
+            AgentEvent::ApprovalRequested(request) => request,
+            other => panic!("not an approval: {other:?}"),
+        },
+        other => panic!("not a child event: {other:?}"),
+    }
+}
+
 fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {
     ScriptedModel::new(vec![
         Turn::new().use_agent(
@@ -669,16 +687,7 @@ async fn a_pending_approval_is_closed_before_its_child_ends() {
         let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
         thread.send_user("go").unwrap();
         let mut log = Vec::new();
-        let asked = until(&mut events, &mut log, |e| {
-            matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
-        })
-        .await;
-        let AgentEvent::Child(_, inner) = asked else {
-            unreachable!()
-        };
-        let AgentEvent::ApprovalRequested(request) = *inner else {
-            unreachable!()
-        };
+        let request = until_child_approval(&mut events, &mut log).await;
         match ending {
             "switch" => {
                 thread.switch_away().await.unwrap();
@@ -749,16 +758,7 @@ async fn an_answered_approval_is_closed_once() {
         .unwrap();
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
-    let asked = until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
-    })
-    .await;
-    let AgentEvent::Child(_, inner) = asked else {
-        unreachable!()
-    };
-    let AgentEvent::ApprovalRequested(request) = *inner else {
-        unreachable!()
-    };
+    let request = until_child_approval(&mut events, &mut log).await;
     thread
         .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
         .await
