@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures_util::poll;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use subagents::actors::GateHandle;
-use subagents::messages::Permit;
+use subagents::actors::gate::Permit;
 
 type Acquire = Pin<Box<dyn Future<Output = Result<Permit, subagents::actors::GateClosed>> + Send>>;
 

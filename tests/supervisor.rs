@@ -478,35 +478,8 @@ mod persistence_and_policies {
     }
 }
 
-/// The hub reports a completion that raced the switch only after the
-/// supervisor handled the switch (its observer message was still on the
-/// way): that child must not wake the parent.
-#[tokio::test(start_paused = true)]
-async fn a_completion_reported_after_the_switch_does_not_wake() {
-    let (thread, mut events) = thread(background_workers(&[100])).await;
-    thread.send_user("start").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.switch_away().await.unwrap();
-    let mut late = thread
-        .envelope(&AgentId::new("agent_1"))
-        .await
-        .unwrap()
-        .unwrap();
-    late.status = SubAgentStatus::Done;
-    late.result = Some("finished at the instant of the switch".into());
-    thread
-        .actor()
-        .cast(subagents::messages::ThreadMsg::ChildFinished(Box::new(
-            late,
-        )))
-        .unwrap();
-    run_for(&mut events, &mut log, 60).await;
-    assert!(
-        wakes(&log).is_empty(),
-        "a child of before the switch woke the parent"
-    );
-}
+// `a_completion_reported_after_the_switch_does_not_wake` is a unit test of
+// the supervisor crate now: it forges the supervisor's own sealed message.
 
 #[tokio::test(start_paused = true)]
 async fn envelopes_past_the_retention_are_pruned_as_the_session_goes() {

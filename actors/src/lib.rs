@@ -26,7 +26,7 @@ pub use agent::{Agent, AgentBuilder, AgentConfig, AgentError, AgentHandle};
 pub use delegation::{
     DelegatingAgent, DelegationBuilder, FrontEnds, ParentStopPolicy, UseAgent, UseAgentCall,
 };
-pub use gate::{GateClosed, GateHandle, ModelGate};
+pub use gate::{GateClosed, GateHandle};
 pub use hub::{HubHandle, WaitOutcome};
 pub use model::{Model, ModelError, ModelStream};
 pub use scripted::{ScriptedModel, Turn};

@@ -56,7 +56,7 @@ impl Lock for TokioMutex {
 pub(crate) struct Ours(pub(crate) GateHandle, subagents::messages::AgentId);
 
 impl Lock for Ours {
-    type Guard = subagents::messages::Permit;
+    type Guard = subagents::actors::gate::Permit;
     fn lock(&self) -> impl Future<Output = Self::Guard> + Send + 'static {
         let gate = self.0.clone();
         let holder = self.1.clone();

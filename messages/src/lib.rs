@@ -13,19 +13,17 @@ pub mod ids;
 pub mod limits;
 pub mod model;
 pub mod text;
-pub mod thread;
 pub mod transcript;
 
-pub use agent::{AgentMsg, AgentSnapshot, TurnOrigin, UserTurn};
+pub use agent::{AgentSnapshot, TurnOrigin, UserTurn};
 pub use envelope::Envelope;
 pub use event::{
     AgentEvent, AgentResult, ApprovalDecision, ApprovalOutcome, ApprovalRefusal, ApprovalRequest,
     ApprovalResolution, Outcome, SubAgentInfo, SubAgentStatus, ToolResult, ToolStarted, WakeNotice,
 };
-pub use gate::{GateMsg, GateSnapshot, Permit, Ticket};
-pub use hub::{ChildRequest, DetachOutcome, HubMsg, HubSnapshot};
+pub use gate::{GateSnapshot, Ticket};
+pub use hub::{ChildRequest, DetachOutcome, HubSnapshot};
 pub use ids::{AgentId, ApprovalId, ThreadId, ToolUseId};
 pub use limits::{LimitKind, Limits};
 pub use model::{ChatMessage, ModelChunk, ModelRequest, Role, ToolCall, ToolSpec, Usage};
-pub use thread::ThreadMsg;
 pub use transcript::{SubAgentRun, Transcript, TranscriptItem};

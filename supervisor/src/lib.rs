@@ -1,6 +1,6 @@
 //! Lifecycle policy of the subagents runtime, per conversation thread.
 //!
-//! A [`ThreadSupervisor`] per conversation thread
+//! A thread supervisor actor per conversation thread
 //! owns the parent agent and its hub, and applies the policy: stop-all on a
 //! thread switch, detach (or cascade) when the parent stops mid-wait,
 //! ordered wake delivery. Hosts talk to it through a
@@ -12,6 +12,6 @@ pub mod thread;
 pub mod threads;
 pub mod wake;
 
-pub use thread::{ThreadConfig, ThreadError, ThreadHandle, ThreadSupervisor};
+pub use thread::{ThreadConfig, ThreadError, ThreadHandle, ThreadMsg};
 pub use threads::{Threads, ThreadsError};
 pub use wake::WakeQueue;

@@ -6,7 +6,7 @@ use ractor::{Actor, ActorCell};
 use subagents_messages::{AgentId, ApprovalDecision, Limits};
 
 use crate::agent::handle::{AgentError, AgentHandle};
-use crate::agent::state::{Agent, AgentArguments};
+use crate::agent::state::{AgentActor, AgentArguments};
 use crate::gate::GateHandle;
 use crate::model::Model;
 use crate::sink::{EventSink, EventStream};
@@ -83,6 +83,10 @@ impl std::fmt::Debug for AgentBuilder {
             .finish_non_exhaustive()
     }
 }
+
+/// Agents: start one with [`Agent::builder`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Agent;
 
 impl Agent {
     /// Starts building an agent on `model`.
@@ -194,8 +198,8 @@ pub async fn spawn_agent(
     let id = config.id.clone();
     let args = AgentArguments { config, events };
     let spawned = match supervisor {
-        Some(supervisor) => Actor::spawn_linked(None, Agent, args, supervisor).await,
-        None => Actor::spawn(None, Agent, args).await,
+        Some(supervisor) => Actor::spawn_linked(None, AgentActor, args, supervisor).await,
+        None => Actor::spawn(None, AgentActor, args).await,
     };
     let (actor, _) = spawned.map_err(|e| AgentError::Spawn(e.to_string()))?;
     Ok(AgentHandle::new(id, actor))

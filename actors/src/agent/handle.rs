@@ -1,9 +1,11 @@
 //! The host's handle on an agent, and what a call on it can fail with.
 
 use ractor::ActorRef;
+
+use crate::agent::msg::AgentMsg;
 use subagents_messages::{
-    AgentId, AgentMsg, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal,
-    TurnOrigin, UserTurn,
+    AgentId, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, TurnOrigin,
+    UserTurn,
 };
 
 /// Why a call on an agent failed.

@@ -7,27 +7,29 @@
 //! stopped) and nothing of that turn follows it; a stopped turn's model
 //! call is cancelled and its gate permit released. The handler never awaits
 //! a model call or a tool: the turn runs in a task (`turn.rs`) that reports
-//! back with `AgentMsg::TurnFinished`, so `Stop`, approvals and snapshots
+//! back with a sealed `TurnFinished` message, so `Stop`, approvals and snapshots
 //! are answered at once.
 
 //!
 //! | file | holds |
 //! |---|---|
 //! | `config.rs` | [`AgentConfig`], approval policies, [`AgentBuilder`], [`spawn_agent`] |
-//! | `state.rs` | the [`Agent`] actor and its state |
+//! | `state.rs` | the agent actor and its state |
 //! | `turn.rs` | one turn of the loop, run in a task |
 //! | `turn_state.rs` | a running turn's shared state, and how a turn closes |
 //! | `handle.rs` | [`AgentHandle`], [`AgentError`] |
+//! | `msg.rs` | [`AgentMsg`]: the requests, and a sealed part |
 
 mod config;
 mod handle;
+mod msg;
 mod state;
 mod turn;
 mod turn_state;
 
-pub use config::{AgentBuilder, AgentConfig, Always, ApprovalPolicy, spawn_agent};
+pub use config::{Agent, AgentBuilder, AgentConfig, Always, ApprovalPolicy, spawn_agent};
 pub use handle::{AgentError, AgentHandle};
-pub use state::{Agent, AgentArguments, AgentState};
+pub use msg::AgentMsg;
 pub use turn::partial_result;
 pub(crate) use turn_state::CallSlot;
 pub use turn_state::Progress;

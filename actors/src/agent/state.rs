@@ -10,33 +10,35 @@ use std::sync::atomic::AtomicU64;
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use subagents_messages::{
-    AgentEvent, AgentMsg, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId,
-    ApprovalRefusal, ChatMessage, Outcome, UserTurn,
+    AgentEvent, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal,
+    ChatMessage, Outcome, UserTurn,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::agent::config::AgentConfig;
+use crate::agent::msg::AgentMsg;
+use crate::agent::msg::sealed::AgentInternal;
 use crate::agent::{turn, turn_state};
 use crate::sink::EventSink;
 use crate::tool::panic_message;
 
-/// The agent actor.
+/// The agent actor (hosts start one with [`Agent::builder`](crate::Agent::builder)).
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Agent;
+pub(crate) struct AgentActor;
 
-/// Arguments of [`Agent`].
+/// Arguments of [`AgentActor`].
 #[derive(Debug)]
-pub struct AgentArguments {
+pub(crate) struct AgentArguments {
     /// Its setup.
-    pub config: Arc<AgentConfig>,
+    pub(crate) config: Arc<AgentConfig>,
     /// Where its events go.
-    pub events: EventSink,
+    pub(crate) events: EventSink,
 }
 
 /// The agent's state.
 #[derive(Debug)]
-pub struct AgentState {
+pub(crate) struct AgentState {
     config: Arc<AgentConfig>,
     events: EventSink,
     history: Vec<ChatMessage>,
@@ -134,11 +136,11 @@ impl AgentState {
             // `None`: a stop closed the turn first and answered it.
             if let Some(history) = turn_state::close(&ctx.shared, &ctx.sink, &events, &result, &cut)
             {
-                let _ = actor.cast(AgentMsg::TurnFinished {
+                let _ = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished {
                     run,
                     result,
                     history,
-                });
+                }));
             }
         });
         self.running = Some(RunningTurn {
@@ -266,7 +268,7 @@ impl AgentState {
     }
 }
 
-impl Actor for Agent {
+impl Actor for AgentActor {
     type Msg = AgentMsg;
     type State = AgentState;
     type Arguments = AgentArguments;
@@ -298,13 +300,13 @@ impl Actor for Agent {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             AgentMsg::Turn { turn, reply } => state.waiting.push_back((turn, reply)),
-            AgentMsg::TurnFinished {
+            AgentMsg::Internal(AgentInternal::TurnFinished {
                 run,
                 result,
                 history,
-            } => state.finish(run, result, history),
+            }) => state.finish(run, result, history),
             AgentMsg::Stop => state.stop(),
-            AgentMsg::ApprovalPending { id, responder } => {
+            AgentMsg::Internal(AgentInternal::ApprovalPending { id, responder }) => {
                 state.approvals.insert(id, responder);
             }
             AgentMsg::ResolveApproval {
@@ -317,7 +319,6 @@ impl Actor for Agent {
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }
-            _ => {}
         }
         state.start_next(&myself);
         Ok(())

@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures_util::StreamExt;
 use ractor::ActorRef;
 use subagents_messages::{
-    AgentEvent, AgentMsg, AgentResult, ApprovalDecision, ApprovalId, ApprovalRequest, ChatMessage,
-    LimitKind, Limits, ModelChunk, ModelRequest, Outcome, ToolCall, ToolResult, ToolStarted,
+    AgentEvent, AgentResult, ApprovalDecision, ApprovalId, ApprovalRequest, ChatMessage, LimitKind,
+    Limits, ModelChunk, ModelRequest, Outcome, ToolCall, ToolResult, ToolStarted,
 };
 
 use crate::agent::config::AgentConfig;
+use crate::agent::msg::AgentMsg;
+use crate::agent::msg::sealed::AgentInternal;
 use crate::agent::turn_state::{CallSlot, OpenCall, Progress, Shared, TurnState, lock, result};
 use crate::sink::EventSink;
 use crate::tool::{ToolCallContext, ToolOutcome, run_tool};
@@ -210,10 +212,10 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
     let (tx, rx) = tokio::sync::oneshot::channel();
     if ctx
         .actor
-        .cast(AgentMsg::ApprovalPending {
+        .cast(AgentMsg::Internal(AgentInternal::ApprovalPending {
             id: id.clone(),
             responder: tx.into(),
-        })
+        }))
         .is_err()
     {
         return ApprovalDecision::Deny;

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::json;
-use subagents_messages::{AgentId, ChildRequest, Envelope, HubMsg, SubAgentStatus};
+use subagents_messages::{AgentId, ChildRequest, Envelope, SubAgentStatus};
 
-use crate::hub::{HubHandle, WaitOutcome};
+use crate::hub::{HubHandle, HubMsg, WaitOutcome};
 use crate::profile::ProfileSet;
 use crate::tool::{ToolCallContext, ToolError};
 

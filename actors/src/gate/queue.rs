@@ -7,7 +7,7 @@ use subagents_messages::Ticket;
 
 /// Waiters in arrival order and the tickets holding capacity.
 #[derive(Debug)]
-pub struct GateQueue<W> {
+pub(crate) struct GateQueue<W> {
     capacity: usize,
     /// Held tickets: at most `capacity` (1 to a few), so a vector beats a
     /// hash set on every operation.
@@ -17,7 +17,7 @@ pub struct GateQueue<W> {
 
 impl<W> GateQueue<W> {
     /// A queue admitting `capacity` holders at once (at least 1).
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Self {
             capacity: capacity.max(1),
             held: Vec::new(),
@@ -26,19 +26,19 @@ impl<W> GateQueue<W> {
     }
 
     /// Queues a waiter at the back.
-    pub fn push(&mut self, ticket: Ticket, waiter: W) {
+    pub(crate) fn push(&mut self, ticket: Ticket, waiter: W) {
         self.waiting.push_back((ticket, waiter));
     }
 
     /// Removes a waiter that gave up; returns it if it was still queued.
-    pub fn cancel(&mut self, ticket: Ticket) -> Option<W> {
+    pub(crate) fn cancel(&mut self, ticket: Ticket) -> Option<W> {
         let at = self.waiting.iter().position(|(t, _)| *t == ticket)?;
         self.waiting.remove(at).map(|(_, w)| w)
     }
 
     /// Frees the capacity `ticket` held. Returns `false` for a ticket that
     /// holds nothing (a duplicate or unknown release changes nothing).
-    pub fn release(&mut self, ticket: Ticket) -> bool {
+    pub(crate) fn release(&mut self, ticket: Ticket) -> bool {
         match self.held.iter().position(|t| *t == ticket) {
             Some(at) => {
                 self.held.swap_remove(at);
@@ -50,7 +50,7 @@ impl<W> GateQueue<W> {
 
     /// The next waiter to grant, if capacity is free: it leaves the queue
     /// and its ticket now holds capacity.
-    pub fn grant_next(&mut self) -> Option<(Ticket, W)> {
+    pub(crate) fn grant_next(&mut self) -> Option<(Ticket, W)> {
         if self.held.len() >= self.capacity {
             return None;
         }
@@ -60,27 +60,27 @@ impl<W> GateQueue<W> {
     }
 
     /// Removes queued waiters for which `gone` is true (receivers dropped).
-    pub fn prune(&mut self, mut gone: impl FnMut(&W) -> bool) {
+    pub(crate) fn prune(&mut self, mut gone: impl FnMut(&W) -> bool) {
         self.waiting.retain(|(_, w)| !gone(w));
     }
 
     /// Holders now.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.held.len()
     }
 
     /// Waiters now.
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.waiting.len()
     }
 
     /// True when a waiter pushed now would be granted at once.
-    pub fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.held.len() < self.capacity && self.waiting.is_empty()
     }
 
     /// Holders allowed at once.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
 }

@@ -4,23 +4,25 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::hub::msg::HubMsg;
+use crate::hub::msg::sealed::HubInternal;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
-use subagents_messages::{AgentId, HubMsg, SubAgentStatus};
+use subagents_messages::{AgentId, SubAgentStatus};
 
 use crate::hub::book::Book;
 use crate::hub::config::HubConfig;
-pub use crate::hub::lifecycle::HubState;
+use crate::hub::lifecycle::HubState;
 use crate::hub::slots::Slots;
 use crate::hub::stop::StopReply;
 use crate::sink::EventSink;
 
 /// The hub actor.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Hub;
+pub(crate) struct Hub;
 
 /// Arguments of [`Hub`].
 #[derive(Debug)]
-pub struct HubArguments {
+pub(crate) struct HubArguments {
     pub(crate) config: Arc<HubConfig>,
     pub(crate) parent: AgentId,
     pub(crate) parent_sink: EventSink,
@@ -30,7 +32,7 @@ pub struct HubArguments {
 /// A reserved slot. Dropped without [`SlotReservation::commit`], it asks
 /// the hub to release the slot (codex's reserve-then-commit guard).
 #[derive(Debug)]
-pub struct SlotReservation {
+pub(crate) struct SlotReservation {
     hub: ActorRef<HubMsg>,
     id: AgentId,
     committed: bool,
@@ -46,7 +48,7 @@ impl SlotReservation {
     }
 
     /// The child is running: its slot is released when it finishes.
-    pub fn commit(mut self) {
+    pub(crate) fn commit(mut self) {
         self.committed = true;
     }
 }
@@ -54,10 +56,10 @@ impl SlotReservation {
 impl Drop for SlotReservation {
     fn drop(&mut self) {
         if !self.committed {
-            let _ = self.hub.cast(HubMsg::ReleaseSlot {
+            let _ = self.hub.cast(HubMsg::Internal(HubInternal::ReleaseSlot {
                 id: self.id.clone(),
                 reason: "the sub-agent could not be started".into(),
-            });
+            }));
         }
     }
 }
@@ -104,7 +106,9 @@ impl Actor for Hub {
                     state.abandon(&myself, &id, stop).await;
                 }
             }
-            HubMsg::Abandoned { id, stop } => state.abandon(&myself, &id, stop).await,
+            HubMsg::Internal(HubInternal::Abandoned { id, stop }) => {
+                state.abandon(&myself, &id, stop).await
+            }
             HubMsg::Subscribe { id, reply } => match state.book.get(&id) {
                 Some(envelope) if envelope.status.is_terminal() => {
                     let _ = reply.send(envelope);
@@ -116,12 +120,12 @@ impl Actor for Hub {
                 }
                 None => {}
             },
-            HubMsg::Claimed { id } => {
+            HubMsg::Internal(HubInternal::Claimed { id }) => {
                 if let Some(envelope) = state.book.get(&id) {
                     state.tell_observers(&envelope);
                 }
             }
-            HubMsg::Detach { id, reply } => {
+            HubMsg::Internal(HubInternal::Detach { id, reply }) => {
                 let outcome = state.detach(&id);
                 if let Some(reply) = reply {
                     let _ = reply.send(outcome);
@@ -129,10 +133,10 @@ impl Actor for Hub {
             }
             HubMsg::Stop { id, reply } => state.stop(&myself, &id, StopReply::One(reply)).await,
             HubMsg::StopAll { reply } => state.stop_all(&myself, reply).await,
-            HubMsg::ChildFinished { id, result } => {
+            HubMsg::Internal(HubInternal::ChildFinished { id, result }) => {
                 state.child_finished(&myself, &id, result).await;
             }
-            HubMsg::ReleaseSlot { id, reason } => {
+            HubMsg::Internal(HubInternal::ReleaseSlot { id, reason }) => {
                 // Fails the child if nothing else ended it, and frees the
                 // slot either way (releasing twice changes nothing).
                 state
@@ -149,7 +153,6 @@ impl Actor for Hub {
             HubMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }
-            _ => {}
         }
         Ok(())
     }

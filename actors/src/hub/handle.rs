@@ -4,9 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::hub::msg::HubMsg;
+use crate::hub::msg::sealed::HubInternal;
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 use subagents_messages::{
-    AgentId, ChildRequest, DetachOutcome, Envelope, HubMsg, HubSnapshot, SubAgentStatus,
+    AgentId, ChildRequest, DetachOutcome, Envelope, HubSnapshot, SubAgentStatus,
 };
 
 use crate::clock::Clock;
@@ -40,10 +42,10 @@ impl Drop for PendingSpawn {
         if let Some(mut rx) = self.rx.take()
             && let Ok(Ok(id)) = rx.try_recv()
         {
-            let _ = self.hub.cast(HubMsg::Abandoned {
+            let _ = self.hub.cast(HubMsg::Internal(HubInternal::Abandoned {
                 id,
                 stop: self.stop,
-            });
+            }));
         }
     }
 }
@@ -174,7 +176,9 @@ impl HubHandle {
         if self.book.claim(id).is_none() {
             return false;
         }
-        let _ = self.actor.cast(HubMsg::Claimed { id: id.clone() });
+        let _ = self
+            .actor
+            .cast(HubMsg::Internal(HubInternal::Claimed { id: id.clone() }));
         true
     }
 
@@ -186,19 +190,19 @@ impl HubHandle {
 
     /// Stops waiting inline: the child goes on in the background.
     pub async fn detach(&self, id: &AgentId) -> DetachOutcome {
-        ractor::call!(self.actor, |reply| HubMsg::Detach {
+        ractor::call!(self.actor, |reply| HubMsg::Internal(HubInternal::Detach {
             id: id.clone(),
             reply: Some(reply)
-        })
+        }))
         .unwrap_or(DetachOutcome::Unknown)
     }
 
     /// Detaches without waiting for the answer (from a `Drop`).
     pub fn detach_now(&self, id: &AgentId) {
-        let _ = self.actor.cast(HubMsg::Detach {
+        let _ = self.actor.cast(HubMsg::Internal(HubInternal::Detach {
             id: id.clone(),
             reply: None,
-        });
+        }));
     }
 
     /// Stops a child; its status after, or a sentence.

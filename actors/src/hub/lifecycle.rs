@@ -5,14 +5,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::hub::msg::HubMsg;
+use crate::hub::msg::sealed::HubInternal;
 use ractor::{ActorId, ActorRef, RpcReplyPort};
 use subagents_messages::text::one_line;
 use subagents_messages::{
-    AgentEvent, AgentId, AgentMsg, AgentResult, ApprovalRefusal, ChildRequest, Envelope, HubMsg,
-    HubSnapshot, Limits, Outcome, SubAgentInfo, SubAgentStatus, TurnOrigin, UserTurn,
+    AgentEvent, AgentId, AgentResult, ApprovalRefusal, ChildRequest, Envelope, HubSnapshot, Limits,
+    Outcome, SubAgentInfo, SubAgentStatus, TurnOrigin, UserTurn,
 };
 
-use crate::agent::{AgentConfig, AgentHandle, spawn_agent};
+use crate::agent::{AgentConfig, AgentHandle, AgentMsg, spawn_agent};
 use crate::gate::GateHandle;
 use crate::hub::actor::SlotReservation;
 use crate::hub::book::{Book, requested};
@@ -46,7 +48,7 @@ fn display_name(name: Option<&str>, system_prompt: &str) -> String {
 }
 
 /// How a child's turn ended, as a status.
-pub fn status_for(outcome: &Outcome) -> SubAgentStatus {
+pub(crate) fn status_for(outcome: &Outcome) -> SubAgentStatus {
     match outcome {
         Outcome::Completed | Outcome::LimitReached(_) => SubAgentStatus::Done,
         Outcome::Failed(_) => SubAgentStatus::Failed,
@@ -73,7 +75,7 @@ pub(super) struct Child {
 }
 
 /// The hub's state.
-pub struct HubState {
+pub(crate) struct HubState {
     pub(super) config: Arc<HubConfig>,
     pub(super) slots: Slots,
     pub(super) children: HashMap<AgentId, Child>,
@@ -264,10 +266,10 @@ impl HubState {
         let waited = id.clone();
         let waiter = tokio::spawn(async move {
             let result = rx.await.ok()?;
-            let _ = hub.cast(HubMsg::ChildFinished {
+            let _ = hub.cast(HubMsg::Internal(HubInternal::ChildFinished {
                 id: waited,
                 result: result.clone(),
-            });
+            }));
             Some(result)
         });
         self.actors.insert(agent.actor().get_id(), id.clone());

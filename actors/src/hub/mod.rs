@@ -12,12 +12,13 @@
 //! |---|---|
 //! | `config.rs` | [`HubConfig`], the observer and archive hooks, the background approval policy |
 //! | `book.rs` | the envelope book: one envelope per child, read without a message |
-//! | `slots.rs` | [`Slots`]: the live cap and the FIFO queue (pure) |
+//! | `slots.rs` | the live cap and the FIFO queue (pure) |
 //! | `ids.rs` | [`ChildIds`]: child ids from a shared, checked counter |
 //! | `lifecycle.rs` | children's lifecycle: request, start, finish, stop, detach |
 //! | `stop.rs` | replies waiting for a stop to complete |
-//! | `actor.rs` | the [`Hub`] actor: messages in, supervision |
+//! | `actor.rs` | the hub actor: messages in, supervision |
 //! | `handle.rs` | [`HubHandle`]: requests by message, queries from the book |
+//! | `msg.rs` | [`HubMsg`]: the requests, and a sealed part |
 //!
 //! **Owns:** the slots and queue, one envelope per child for the life of
 //! the hub, the children's actors (linked under it) and their event sinks.
@@ -54,12 +55,12 @@ mod config;
 mod handle;
 mod ids;
 mod lifecycle;
+mod msg;
 mod slots;
 mod stop;
 
-pub use actor::{Hub, HubArguments, HubState, SlotReservation};
 pub use config::{BackgroundApprovals, EnvelopeArchive, HubConfig, HubObserver};
 pub use handle::{HubClosed, HubHandle, WaitOutcome};
 pub use ids::{ChildIds, IdsExhausted, MAX_CHILD_NUMBER, child_number, is_out_of_range};
-pub use lifecycle::{child_name, status_for};
-pub use slots::{Admission, Slots};
+pub use lifecycle::child_name;
+pub use msg::HubMsg;

@@ -6,7 +6,7 @@ use subagents_messages::AgentId;
 
 /// What `admit` decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// A slot is reserved: start the child now.
     Start,
     /// Every slot is taken: the child waits at this 1-based position.
@@ -15,7 +15,7 @@ pub enum Admission {
 
 /// Live slots (reserved or running) and the queue, in request order.
 #[derive(Debug)]
-pub struct Slots {
+pub(crate) struct Slots {
     max_live: usize,
     live: HashSet<AgentId>,
     queue: VecDeque<AgentId>,
@@ -23,7 +23,7 @@ pub struct Slots {
 
 impl Slots {
     /// At most `max_live` live at once (at least 1).
-    pub fn new(max_live: usize) -> Self {
+    pub(crate) fn new(max_live: usize) -> Self {
         Self {
             max_live: max_live.max(1),
             live: HashSet::new(),
@@ -33,7 +33,7 @@ impl Slots {
 
     /// Admits a new child: a slot if one is free and nobody waits, else
     /// the back of the queue.
-    pub fn admit(&mut self, id: AgentId) -> Admission {
+    pub(crate) fn admit(&mut self, id: AgentId) -> Admission {
         if self.live.len() < self.max_live && self.queue.is_empty() {
             self.live.insert(id);
             Admission::Start
@@ -45,7 +45,7 @@ impl Slots {
 
     /// Frees `id`'s slot (or drops it from the queue) and returns the
     /// children to start now, in request order (their slots reserved).
-    pub fn release(&mut self, id: &AgentId) -> Vec<AgentId> {
+    pub(crate) fn release(&mut self, id: &AgentId) -> Vec<AgentId> {
         if !self.live.remove(id) {
             self.remove_queued(id);
         }
@@ -61,34 +61,35 @@ impl Slots {
     }
 
     /// Drops a queued child; `false` if it was not queued.
-    pub fn remove_queued(&mut self, id: &AgentId) -> bool {
+    pub(crate) fn remove_queued(&mut self, id: &AgentId) -> bool {
         let before = self.queue.len();
         self.queue.retain(|q| q != id);
         self.queue.len() != before
     }
 
     /// Empties the queue, returning it in order.
-    pub fn drain_queue(&mut self) -> Vec<AgentId> {
+    pub(crate) fn drain_queue(&mut self) -> Vec<AgentId> {
         self.queue.drain(..).collect()
     }
 
     /// True if `id` holds a slot.
-    pub fn is_live(&self, id: &AgentId) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_live(&self, id: &AgentId) -> bool {
         self.live.contains(id)
     }
 
     /// Children holding a slot.
-    pub fn live(&self) -> usize {
+    pub(crate) fn live(&self) -> usize {
         self.live.len()
     }
 
     /// Children queued.
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.queue.len()
     }
 
     /// The cap.
-    pub fn max_live(&self) -> usize {
+    pub(crate) fn max_live(&self) -> usize {
         self.max_live
     }
 }

@@ -6,10 +6,11 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ractor::{ActorRef, RpcReplyPort};
-use subagents_messages::{AgentId, DetachOutcome, HubMsg, Outcome, SubAgentStatus};
+use subagents_messages::{AgentId, DetachOutcome, Outcome, SubAgentStatus};
 
 use crate::hub::ids::child_number;
 use crate::hub::lifecycle::{HubState, status_for, unknown_child};
+use crate::hub::msg::HubMsg;
 
 /// Why a child stopped before it started.
 pub(super) const STOPPED_QUEUED: &str = "stopped before it started";

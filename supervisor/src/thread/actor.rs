@@ -4,7 +4,11 @@
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
-use subagents_messages::{AgentEvent, HubMsg, ThreadMsg, TurnOrigin};
+use subagents_actors::hub::HubMsg;
+use subagents_messages::{AgentEvent, TurnOrigin};
+
+use crate::thread::msg::ThreadMsg;
+use crate::thread::msg::sealed::ThreadInternal;
 
 use crate::thread::state::{
     Archive, HUB_GONE, Observer, ThreadArguments, ThreadState, route_approval,
@@ -13,7 +17,7 @@ use crate::wake::WakeQueue;
 
 /// The supervisor actor.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct ThreadSupervisor;
+pub(crate) struct ThreadSupervisor;
 
 impl Actor for ThreadSupervisor {
     type Msg = ThreadMsg;
@@ -102,20 +106,20 @@ impl Actor for ThreadSupervisor {
                     }
                     // Behind any PersistFailed the writes sent, so errors
                     // are recorded before the flush answers.
-                    let _ = me.cast(ThreadMsg::FlushDone(reply));
+                    let _ = me.cast(ThreadMsg::Internal(ThreadInternal::FlushDone(reply)));
                 });
             }
             ThreadMsg::Ping(reply) => {
                 let _ = reply.send(());
             }
-            ThreadMsg::FlushDone(reply) => {
+            ThreadMsg::Internal(ThreadInternal::FlushDone(reply)) => {
                 let _ = reply.send(());
             }
-            ThreadMsg::PersistFailed(error) => {
+            ThreadMsg::Internal(ThreadInternal::PersistFailed(error)) => {
                 tracing::error!(%error, "an envelope could not be persisted; it stays in memory");
                 state.persist_errors.push(error);
             }
-            ThreadMsg::ChildFinished(envelope) => {
+            ThreadMsg::Internal(ThreadInternal::ChildFinished(envelope)) => {
                 state.persist(&myself, &envelope);
                 // Only a child that finished (done or failed) wakes the
                 // parent; a stopped one was stopped on purpose.
@@ -133,7 +137,7 @@ impl Actor for ThreadSupervisor {
                     state.wakes.push(envelope.id.clone());
                 }
             }
-            ThreadMsg::TurnEnded { wake } => {
+            ThreadMsg::Internal(ThreadInternal::TurnEnded { wake }) => {
                 state.turns_in_flight = state.turns_in_flight.saturating_sub(1);
                 if state.turns_in_flight == 0 {
                     state.wakes.set_generating(false);
@@ -142,7 +146,6 @@ impl Actor for ThreadSupervisor {
                     state.wakes.finished();
                 }
             }
-            _ => {}
         }
         state.deliver_wakes(&myself);
         Ok(())

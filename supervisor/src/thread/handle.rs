@@ -2,12 +2,11 @@
 
 use ractor::{Actor, ActorCell, ActorRef};
 use subagents_actors::{DelegatingAgent, EventSink, EventStream};
-use subagents_messages::{
-    AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, ThreadMsg,
-};
+use subagents_messages::{AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope};
 
 use crate::thread::actor::ThreadSupervisor;
 use crate::thread::config::ThreadConfig;
+use crate::thread::msg::ThreadMsg;
 use crate::thread::state::ThreadArguments;
 
 /// Why a call on a thread failed.

@@ -20,16 +20,19 @@
 //! | file | holds |
 //! |---|---|
 //! | `config.rs` | [`ThreadConfig`] |
-//! | `actor.rs` | the [`ThreadSupervisor`] actor |
+//! | `actor.rs` | the supervisor actor |
 //! | `state.rs` | its state: turns, wakes, persistence, approval routing |
 //! | `handle.rs` | [`ThreadHandle`], [`ThreadError`] |
+//! | `msg.rs` | [`ThreadMsg`]: the requests, and a sealed part |
 
 mod actor;
 mod config;
 mod handle;
+mod msg;
 mod state;
+#[cfg(test)]
+mod tests;
 
-pub use actor::ThreadSupervisor;
 pub use config::ThreadConfig;
 pub use handle::{ThreadError, ThreadHandle};
-pub use state::{ThreadArguments, ThreadState};
+pub use msg::ThreadMsg;

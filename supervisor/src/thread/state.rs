@@ -4,28 +4,32 @@
 use std::sync::Arc;
 
 use ractor::ActorRef;
+use subagents_actors::agent::AgentMsg;
+use subagents_actors::hub::HubMsg;
 use subagents_actors::hub::{EnvelopeArchive, HubObserver};
 use subagents_actors::{DelegatingAgent, EventSink};
 use subagents_messages::{
-    AgentEvent, AgentId, AgentMsg, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, HubMsg,
-    ThreadMsg, TurnOrigin, UserTurn, WakeNotice,
+    AgentEvent, AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, TurnOrigin,
+    UserTurn, WakeNotice,
 };
 
 use crate::store::EnvelopeStore;
 use crate::thread::config::ThreadConfig;
+use crate::thread::msg::ThreadMsg;
+use crate::thread::msg::sealed::ThreadInternal;
 use crate::wake::{WakeQueue, wake_line, wake_text};
 
 /// Why a child the hub took with it failed.
 pub(super) const HUB_GONE: &str = "the sub-agent hub stopped before the sub-agent ended";
 
 /// Arguments: the thread's setup and its sink.
-pub struct ThreadArguments {
+pub(crate) struct ThreadArguments {
     /// The setup.
-    pub config: ThreadConfig,
+    pub(crate) config: ThreadConfig,
     /// The thread's event sink.
-    pub events: EventSink,
+    pub(crate) events: EventSink,
     /// Receives handles to the parent, hub and gate once spawned.
-    pub parts: Option<tokio::sync::oneshot::Sender<DelegatingAgent>>,
+    pub(crate) parts: Option<tokio::sync::oneshot::Sender<DelegatingAgent>>,
 }
 
 impl std::fmt::Debug for ThreadArguments {
@@ -36,7 +40,7 @@ impl std::fmt::Debug for ThreadArguments {
 
 /// The supervisor's state.
 #[derive(Debug)]
-pub struct ThreadState {
+pub(crate) struct ThreadState {
     pub(super) parent: DelegatingAgent,
     pub(super) events: EventSink,
     pub(super) wakes: WakeQueue,
@@ -69,7 +73,9 @@ impl HubObserver for Observer {
     fn finished(&self, envelope: &Envelope) {
         let _ = self
             .0
-            .cast(ThreadMsg::ChildFinished(Box::new(envelope.clone())));
+            .cast(ThreadMsg::Internal(ThreadInternal::ChildFinished(
+                Box::new(envelope.clone()),
+            )));
     }
 }
 
@@ -95,7 +101,7 @@ impl ThreadState {
         tokio::spawn(async move {
             // Ok or dropped (a stop cleared the queue): the turn is over.
             let _ = rx.await;
-            let _ = me.cast(ThreadMsg::TurnEnded { wake });
+            let _ = me.cast(ThreadMsg::Internal(ThreadInternal::TurnEnded { wake }));
         });
     }
 
@@ -109,12 +115,16 @@ impl ThreadState {
         self.writes.retain(|w| !w.is_finished());
         self.writes.push(tokio::task::spawn_blocking(move || {
             if let Err(error) = store.save(&envelope) {
-                let _ = me.cast(ThreadMsg::PersistFailed(error.to_string()));
+                let _ = me.cast(ThreadMsg::Internal(ThreadInternal::PersistFailed(
+                    error.to_string(),
+                )));
             }
             // Pruned as the session goes, not only on open: envelopes past
             // the retention (24 h by the store's clock) leave memory and disk.
             for error in store.prune().failed {
-                let _ = me.cast(ThreadMsg::PersistFailed(error.to_string()));
+                let _ = me.cast(ThreadMsg::Internal(ThreadInternal::PersistFailed(
+                    error.to_string(),
+                )));
             }
         }));
     }

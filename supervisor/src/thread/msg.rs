@@ -1,11 +1,21 @@
-//! Messages of the **ThreadSupervisor** actor: one conversation thread's
-//! lifecycle policy.
+//! The thread supervisor's protocol: the requests a host may send, and a
+//! sealed part — finished children, persistence, turn ends — only the
+//! supervisor's own observer and tasks write.
+//!
+//! ```
+//! // What a host may write.
+//! use subagents_supervisor::thread::ThreadMsg;
+//! let typing = ThreadMsg::Typing(true);
+//! ```
+//!
+//! ```compile_fail
+//! // A host cannot report a child as finished to its thread.
+//! use subagents_supervisor::thread::ThreadMsg;
+//! let forged = ThreadMsg::ChildFinished(todo!());
+//! ```
 
 use ractor::RpcReplyPort;
-
-use crate::envelope::Envelope;
-use crate::event::ApprovalDecision;
-use crate::ids::ApprovalId;
+use subagents_messages::{AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope};
 
 /// What the ThreadSupervisor actor is told.
 #[derive(Debug)]
@@ -36,15 +46,13 @@ pub enum ThreadMsg {
         /// The answer.
         decision: ApprovalDecision,
         /// Taken, or why not.
-        reply: RpcReplyPort<Result<(), crate::event::ApprovalRefusal>>,
+        reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
     },
-    /// Sent by the hub's observer: a child reached a terminal status.
-    ChildFinished(Box<Envelope>),
     /// Sent by the host: reply with a child's envelope by id — this
     /// session's, or a persisted one of an earlier session. Never waits.
     Envelope {
         /// The child.
-        id: crate::ids::AgentId,
+        id: AgentId,
         /// Its envelope, if known.
         reply: RpcReplyPort<Option<Envelope>>,
     },
@@ -54,18 +62,36 @@ pub enum ThreadMsg {
     /// Sent by the host: reply once every envelope write started so far has
     /// finished (successfully or not).
     FlushPersistence(RpcReplyPort<()>),
-    /// Sent by the supervisor's own flush task: the writes are done;
-    /// answer the flush.
-    FlushDone(RpcReplyPort<()>),
-    /// Sent by the supervisor's own persistence task: a write failed (the
-    /// envelope stays answerable from memory).
-    PersistFailed(String),
     /// Sent by the host: reply once every message the host sent before has
     /// been handled (messages from one sender are handled in order).
     Ping(RpcReplyPort<()>),
-    /// Sent by the supervisor's own turn tasks: a parent turn ended.
-    TurnEnded {
-        /// It was a wake's turn.
-        wake: bool,
-    },
+    /// Sent only by the supervisor's own observer and tasks (sealed).
+    Internal(sealed::ThreadInternal),
+}
+
+pub(crate) mod sealed {
+    //! Pub in a private module, not re-exported: nameable in this crate
+    //! only.
+    #![allow(unreachable_pub)]
+
+    use ractor::RpcReplyPort;
+    use subagents_messages::Envelope;
+
+    /// The supervisor's own messages.
+    #[derive(Debug)]
+    pub enum ThreadInternal {
+        /// Sent by the hub's observer: a child reached a terminal status.
+        ChildFinished(Box<Envelope>),
+        /// Sent by the supervisor's own flush task: the writes are done;
+        /// answer the flush.
+        FlushDone(RpcReplyPort<()>),
+        /// Sent by the supervisor's own persistence task: a write failed (the
+        /// envelope stays answerable from memory).
+        PersistFailed(String),
+        /// Sent by the supervisor's own turn tasks: a parent turn ended.
+        TurnEnded {
+            /// It was a wake's turn.
+            wake: bool,
+        },
+    }
 }

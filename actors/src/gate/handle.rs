@@ -1,0 +1,121 @@
+//! The cheap handle that spawns and talks to a gate (tower's `Buffer`
+//! shape: a private worker, a handle to clone).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
+use subagents_messages::{AgentId, GateSnapshot, Ticket};
+
+use crate::gate::actor::{GateArguments, ModelGate};
+use crate::gate::msg::{GateMsg, Permit};
+
+/// The gate is gone (stopped or crashed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the model gate is closed")]
+pub struct GateClosed(());
+
+/// A handle to a ModelGate. Cheap to clone.
+///
+/// A gate spawned through [`GateHandle::spawn`] or
+/// [`GateHandle::spawn_linked`] lives as long as a handle refers to it:
+/// when the last clone is dropped, the gate stops (a permit still held
+/// then releases into nothing). A handle made with
+/// [`GateHandle::from_actor`] never stops the gate: its spawner owns it.
+#[derive(Debug, Clone)]
+pub struct GateHandle {
+    actor: ActorRef<GateMsg>,
+    next_ticket: Arc<AtomicU64>,
+    /// Shared by every clone of an owning handle; stops the gate when the
+    /// last one goes.
+    _owner: Option<Arc<StopOnDrop>>,
+}
+
+/// Stops the gate actor when dropped.
+#[derive(Debug)]
+struct StopOnDrop(ActorRef<GateMsg>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop(None);
+    }
+}
+
+impl GateHandle {
+    /// Spawns a gate admitting `capacity` calls at once; it stops when the
+    /// last handle is dropped.
+    pub async fn spawn(capacity: usize) -> Result<GateHandle, SpawnErr> {
+        let (actor, _) = Actor::spawn(None, ModelGate, GateArguments { capacity }).await?;
+        Ok(Self::owning(actor))
+    }
+
+    fn owning(actor: ActorRef<GateMsg>) -> Self {
+        Self {
+            _owner: Some(Arc::new(StopOnDrop(actor.clone()))),
+            ..Self::from_actor(actor)
+        }
+    }
+
+    /// Spawns a gate linked under `supervisor`; it stops when the last
+    /// handle is dropped, or with its supervisor.
+    pub async fn spawn_linked(
+        capacity: usize,
+        supervisor: ActorCell,
+    ) -> Result<GateHandle, SpawnErr> {
+        let (actor, _) =
+            Actor::spawn_linked(None, ModelGate, GateArguments { capacity }, supervisor).await?;
+        Ok(Self::owning(actor))
+    }
+
+    /// A handle to a gate spawned by the host, who stops it: dropping
+    /// this handle leaves the gate running.
+    pub fn from_actor(actor: ActorRef<GateMsg>) -> Self {
+        Self {
+            actor,
+            next_ticket: Arc::new(AtomicU64::new(1)),
+            _owner: None,
+        }
+    }
+
+    /// The gate actor.
+    pub fn actor(&self) -> &ActorRef<GateMsg> {
+        &self.actor
+    }
+
+    /// Waits for a permit, in FIFO order. Dropping this future before it
+    /// completes removes the waiter from the queue.
+    pub async fn acquire(&self, holder: impl Into<AgentId>) -> Result<Permit, GateClosed> {
+        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.actor
+            .cast(GateMsg::acquire(ticket, holder.into(), tx.into()))
+            .map_err(|_| GateClosed(()))?;
+        let mut guard = CancelOnDrop {
+            actor: &self.actor,
+            ticket,
+            armed: true,
+        };
+        let permit = rx.await.map_err(|_| GateClosed(()))?;
+        guard.armed = false;
+        Ok(permit)
+    }
+
+    /// The gate's state now. Never waits on a holder.
+    pub async fn snapshot(&self) -> Result<GateSnapshot, GateClosed> {
+        ractor::call!(self.actor, GateMsg::Snapshot).map_err(|_| GateClosed(()))
+    }
+}
+
+struct CancelOnDrop<'a> {
+    actor: &'a ActorRef<GateMsg>,
+    ticket: Ticket,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.actor.cast(GateMsg::cancel(self.ticket));
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The gate's protocol. A host may ask for a [`GateSnapshot`]; everything
+//! else — queueing for a permit, cancelling, releasing — is sealed: only
+//! this crate's [`GateHandle`](crate::gate::GateHandle) and [`Permit`] can
+//! write it, so a host cannot release a permit it does not hold.
+//!
+//! What a host may write, and hold:
+//!
+//! ```
+//! use subagents_actors::gate::{GateMsg, Permit};
+//! fn ask(gate: &ractor::ActorRef<GateMsg>, reply: ractor::RpcReplyPort<subagents_messages::GateSnapshot>) {
+//!     let _ = gate.cast(GateMsg::Snapshot(reply));
+//! }
+//! fn ticket(held: &Permit) -> u64 {
+//!     held.ticket()
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! // A host cannot forge a permit…
+//! use subagents_actors::gate::Permit;
+//! fn forge(gate: ractor::ActorRef<subagents_actors::gate::GateMsg>) -> Permit {
+//!     Permit::new(gate, 1)
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! // …nor cast a release for a ticket it does not hold.
+//! use subagents_actors::gate::GateMsg;
+//! let release = GateMsg::Release { ticket: 1 };
+//! ```
+//!
+//! ```compile_fail
+//! // The sealed part cannot be named outside this crate.
+//! use subagents_actors::gate::sealed::GateInternal;
+//! ```
+
+use ractor::{ActorRef, RpcReplyPort};
+use subagents_messages::{AgentId, GateSnapshot, Ticket};
+
+/// What the ModelGate actor is told.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum GateMsg {
+    /// Sent by anyone: replies with a [`GateSnapshot`]. Never waits.
+    Snapshot(RpcReplyPort<GateSnapshot>),
+    /// Sent only by this crate's handles and permits.
+    Internal(sealed::GateInternal),
+}
+
+pub(crate) mod sealed {
+    //! Pub in a private module, not re-exported: nameable in this crate
+    //! only.
+    #![allow(unreachable_pub)]
+
+    use ractor::RpcReplyPort;
+    use subagents_messages::{AgentId, Ticket};
+
+    use super::Permit;
+
+    /// The gate's own messages.
+    #[derive(Debug)]
+    pub enum GateInternal {
+        /// Sent by a gate handle's `acquire`: queue for a permit. The gate
+        /// replies with a [`Permit`] when this waiter reaches the head of
+        /// the queue and capacity is free; in arrival order.
+        Acquire {
+            /// The waiter's ticket (the handle allocates it).
+            ticket: Ticket,
+            /// Who waits (for tracing); an id, so queuing allocates nothing.
+            holder: AgentId,
+            /// Where the permit goes.
+            reply: RpcReplyPort<Permit>,
+        },
+        /// Sent by a waiter that gave up before being granted (its acquire
+        /// future was dropped): the gate removes it from the queue.
+        Cancel {
+            /// The waiter's ticket.
+            ticket: Ticket,
+        },
+        /// Sent by a [`Permit`]'s `Drop`: frees one unit of capacity and
+        /// grants the next waiter, if any.
+        Release {
+            /// The ticket the permit was granted to.
+            ticket: Ticket,
+        },
+    }
+}
+
+use sealed::GateInternal;
+
+impl GateMsg {
+    pub(crate) fn acquire(ticket: Ticket, holder: AgentId, reply: RpcReplyPort<Permit>) -> Self {
+        GateMsg::Internal(GateInternal::Acquire {
+            ticket,
+            holder,
+            reply,
+        })
+    }
+
+    pub(crate) fn cancel(ticket: Ticket) -> Self {
+        GateMsg::Internal(GateInternal::Cancel { ticket })
+    }
+}
+
+/// The right to make one model call. Dropping it — explicitly, by a panic
+/// unwinding, or by the task holding it being aborted — releases the
+/// gate, so a permit cannot leak while the gate lives. Only the gate makes
+/// permits.
+#[derive(Debug)]
+pub struct Permit {
+    gate: ActorRef<GateMsg>,
+    ticket: Ticket,
+}
+
+impl Permit {
+    /// Made by the gate actor when it grants `ticket`.
+    pub(crate) fn new(gate: ActorRef<GateMsg>, ticket: Ticket) -> Self {
+        Self { gate, ticket }
+    }
+
+    /// The ticket this permit was granted to.
+    pub fn ticket(&self) -> Ticket {
+        self.ticket
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        // A gate that is gone has nothing left to release.
+        let _ = self.gate.cast(GateMsg::Internal(GateInternal::Release {
+            ticket: self.ticket,
+        }));
+    }
+}

@@ -1,0 +1,66 @@
+//! Tests that need the supervisor's sealed messages.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use subagents_actors::demo_tools::Sleep;
+use subagents_actors::scripted::{ScriptedModel, Turn};
+use subagents_actors::{DelegationBuilder, ToolRegistry, UseAgentCall};
+use subagents_messages::{AgentEvent, AgentId, SubAgentStatus};
+
+use crate::thread::ThreadHandle;
+use crate::thread::msg::ThreadMsg;
+use crate::thread::msg::sealed::ThreadInternal;
+
+/// The hub reports a completion that raced the switch only after the
+/// supervisor handled the switch (its observer message was still on the
+/// way): that child must not wake the parent.
+#[tokio::test(start_paused = true)]
+async fn a_completion_reported_after_the_switch_does_not_wake() {
+    let model = ScriptedModel::new(vec![
+        Turn::new().use_agent(
+            &UseAgentCall::run("Worker 1\nYou work.", "work 100 s")
+                .tools(["sleep"])
+                .background(),
+        ),
+        Turn::answer("Started."),
+        Turn::answer("Noted."),
+    ])
+    .with_script(
+        "Worker 1\n",
+        vec![
+            Turn::new().tool_call("sleep", r#"{"secs":100}"#),
+            Turn::answer("worked 100 s"),
+        ],
+    );
+    let builder = DelegationBuilder::new(model.shared()).tools(ToolRegistry::new().with(Sleep));
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    while let Some(event) = events.recv().await {
+        if matches!(event, AgentEvent::Result(_)) {
+            break;
+        }
+    }
+    thread.switch_away().await.unwrap();
+    let mut late = thread
+        .envelope(&AgentId::new("agent_1"))
+        .await
+        .unwrap()
+        .unwrap();
+    late.status = SubAgentStatus::Done;
+    late.result = Some("finished at the instant of the switch".into());
+    thread
+        .actor()
+        .cast(ThreadMsg::Internal(ThreadInternal::ChildFinished(
+            Box::new(late),
+        )))
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut woke = false;
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
+        woke |= matches!(event, AgentEvent::Wake(_));
+    }
+    assert!(!woke, "a child of before the switch woke the parent");
+    thread.close_and_wait().await;
+}
