@@ -57,7 +57,7 @@ pub(crate) fn string_argument(arguments: &str, key: &str) -> Result<String, Tool
 }
 
 /// Evaluates an arithmetic expression.
-pub fn evaluate(expression: &str) -> Result<f64, String> {
+pub(crate) fn evaluate(expression: &str) -> Result<f64, String> {
     let tokens: Vec<char> = expression.chars().filter(|c| !c.is_whitespace()).collect();
     let mut parser = Parser { tokens, at: 0 };
     let value = parser.sum()?;

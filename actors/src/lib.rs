@@ -24,10 +24,10 @@ pub mod tool;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, AgentError, AgentHandle};
 pub use delegation::{
-    DelegatingAgent, DelegationBuilder, FrontEnds, ParentStopPolicy, UseAgent, UseAgentCall,
+    DelegatingAgent, DelegationBuilder, FrontEnds, ParentStopPolicy, UseAgentCall,
 };
 pub use gate::{GateClosed, GateHandle};
-pub use hub::{HubHandle, WaitOutcome};
+pub use hub::HubHandle;
 pub use model::{Model, ModelError, ModelStream};
 pub use scripted::{ScriptedModel, Turn};
 pub use sink::{EventSink, EventStream};

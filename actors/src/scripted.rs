@@ -20,7 +20,7 @@ use crate::model::{Model, ModelError, ModelStream};
 
 /// One step of a scripted turn.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ScriptStep {
+pub(crate) enum ScriptStep {
     /// Yield a text delta.
     Text(String),
     /// Yield a tool call (its id is made up: `call_<turn>_<n>`).
@@ -113,7 +113,7 @@ impl Turn {
     }
 
     /// The steps, in order.
-    pub fn steps(&self) -> &[ScriptStep] {
+    pub(crate) fn steps(&self) -> &[ScriptStep] {
         &self.steps
     }
 }

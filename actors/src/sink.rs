@@ -52,7 +52,7 @@ enum Target {
 }
 
 /// Sees each event of a nested sink (unwrapped) before it is forwarded.
-pub type Tap = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
+pub(crate) type Tap = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
 
 impl EventSink {
     /// A new stream: the sink agents write to and the stream the host reads.
@@ -72,7 +72,7 @@ impl EventSink {
 
     /// Like [`EventSink::nested`], with `tap` seeing each event first (the
     /// hub keeps a child's envelope current this way).
-    pub fn nested_with_tap(&self, id: AgentId, tap: Tap) -> EventSink {
+    pub(crate) fn nested_with_tap(&self, id: AgentId, tap: Tap) -> EventSink {
         Self::from_target(Target::Forward {
             parent: self.clone(),
             wrap: Some(id),

@@ -234,11 +234,11 @@ impl ToolRegistry {
 
 /// The outcome of one call as the model reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolOutcome {
+pub(crate) struct ToolOutcome {
     /// The text the model reads.
-    pub output: String,
+    pub(crate) output: String,
     /// True when `output` is an error sentence.
-    pub is_error: bool,
+    pub(crate) is_error: bool,
 }
 
 impl ToolOutcome {
@@ -252,7 +252,7 @@ impl ToolOutcome {
 
 /// Runs one call of `tool`, turning invalid JSON, an error or a panic into
 /// an error sentence for the model.
-pub async fn run_tool(tool: &Arc<dyn Tool>, call: ToolCallContext) -> ToolOutcome {
+pub(crate) async fn run_tool(tool: &Arc<dyn Tool>, call: ToolCallContext) -> ToolOutcome {
     let name = tool.name().to_owned();
     if let Err(e) = serde_json::from_str::<serde_json::Value>(&call.arguments) {
         return ToolOutcome::error(format!(
@@ -286,7 +286,7 @@ fn crashed(name: &str, panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// The message of a panic payload, for error sentences.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = panic.downcast_ref::<String>() {

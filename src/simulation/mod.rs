@@ -54,4 +54,4 @@ mod trigger;
 pub use live::{Fired, LiveSimulation};
 pub use report::{HostAction, LogEntry, Logged, SIMULATION_EPOCH_MS, SimulationReport, render};
 pub use scenario::Scenario;
-pub use trigger::{Moment, Trigger, TriggerAction};
+pub use trigger::{Moment, Trigger};

@@ -69,7 +69,8 @@ impl Moment {
 
 /// What a trigger does, given the child and the event that fired it
 /// (`None`: nothing, e.g. no approval to answer).
-pub type TriggerAction = Arc<dyn Fn(&AgentId, &AgentEvent) -> Option<HostAction> + Send + Sync>;
+pub(crate) type TriggerAction =
+    Arc<dyn Fn(&AgentId, &AgentEvent) -> Option<HostAction> + Send + Sync>;
 
 /// A host action fired once, the first time a child event matches.
 #[derive(Clone)]
@@ -84,7 +85,7 @@ pub struct Trigger {
     /// `wait: false`, not handed to the background yet).
     pub inline_only: bool,
     /// What it does.
-    pub action: TriggerAction,
+    action: TriggerAction,
 }
 
 impl std::fmt::Debug for Trigger {

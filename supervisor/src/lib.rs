@@ -10,8 +10,7 @@
 pub mod store;
 pub mod thread;
 pub mod threads;
-pub mod wake;
+mod wake;
 
 pub use thread::{ThreadConfig, ThreadError, ThreadHandle, ThreadMsg};
 pub use threads::{Threads, ThreadsError};
-pub use wake::WakeQueue;

@@ -12,11 +12,11 @@ use subagents_messages::text::one_line;
 use subagents_messages::{AgentId, Envelope};
 
 /// At most this many characters of a result go into a wake.
-pub const WAKE_RESULT_LIMIT: usize = 2000;
+pub(crate) const WAKE_RESULT_LIMIT: usize = 2000;
 
 /// The wake queue and the conditions that hold it back.
 #[derive(Debug, Clone)]
-pub struct WakeQueue {
+pub(crate) struct WakeQueue {
     pending: VecDeque<AgentId>,
     in_flight: Option<AgentId>,
     generating: bool,
@@ -32,7 +32,7 @@ impl Default for WakeQueue {
 
 impl WakeQueue {
     /// An empty queue for a thread on screen, idle.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             pending: VecDeque::new(),
             in_flight: None,
@@ -44,7 +44,7 @@ impl WakeQueue {
 
     /// A background child finished. Dropped (returns `false`) when the
     /// thread is off screen.
-    pub fn push(&mut self, child: AgentId) -> bool {
+    pub(crate) fn push(&mut self, child: AgentId) -> bool {
         if !self.on_screen {
             return false;
         }
@@ -53,18 +53,18 @@ impl WakeQueue {
     }
 
     /// The parent started or stopped generating (any turn).
-    pub fn set_generating(&mut self, generating: bool) {
+    pub(crate) fn set_generating(&mut self, generating: bool) {
         self.generating = generating;
     }
 
     /// The user started or stopped typing.
-    pub fn set_typing(&mut self, typing: bool) {
+    pub(crate) fn set_typing(&mut self, typing: bool) {
         self.typing = typing;
     }
 
     /// The thread went on or off screen; off screen drops every pending
     /// wake.
-    pub fn set_on_screen(&mut self, on_screen: bool) {
+    pub(crate) fn set_on_screen(&mut self, on_screen: bool) {
         self.on_screen = on_screen;
         if !on_screen {
             self.pending.clear();
@@ -72,18 +72,18 @@ impl WakeQueue {
     }
 
     /// A thread switch: drop every pending wake.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.pending.clear();
     }
 
     /// The wake turn in flight ended.
-    pub fn finished(&mut self) {
+    pub(crate) fn finished(&mut self) {
         self.in_flight = None;
     }
 
     /// The next wake to deliver now, if every condition allows: it is then
     /// in flight until [`WakeQueue::finished`].
-    pub fn release_next(&mut self) -> Option<AgentId> {
+    pub(crate) fn release_next(&mut self) -> Option<AgentId> {
         if self.in_flight.is_some() || self.generating || self.typing || !self.on_screen {
             return None;
         }
@@ -93,23 +93,14 @@ impl WakeQueue {
     }
 
     /// Drops a pending wake (its result was claimed another way).
-    pub fn forget(&mut self, child: &AgentId) {
+    #[cfg(test)]
+    pub(crate) fn forget(&mut self, child: &AgentId) {
         self.pending.retain(|c| c != child);
-    }
-
-    /// Wakes waiting.
-    pub fn pending(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// The wake in flight.
-    pub fn in_flight(&self) -> Option<&AgentId> {
-        self.in_flight.as_ref()
     }
 }
 
 /// The synthetic user turn for a finished child.
-pub fn wake_text(envelope: &Envelope) -> String {
+pub(crate) fn wake_text(envelope: &Envelope) -> String {
     let result = envelope
         .result
         .as_deref()
@@ -129,7 +120,7 @@ pub fn wake_text(envelope: &Envelope) -> String {
 
 /// The one-line transcript form of a wake: always one line, whatever the
 /// name and task hold (see [`one_line`]).
-pub fn wake_line(envelope: &Envelope) -> String {
+pub(crate) fn wake_line(envelope: &Envelope) -> String {
     let task = one_line(&envelope.task, 80);
     format!(
         "[use_agent {} finished] {} ({}, {} s, task: \"{task}\")",

@@ -54,16 +54,6 @@ pub trait ApprovalPolicy: Send + Sync + 'static {
     fn decide(&self, agent: &AgentId, tool: &str, arguments: &str) -> Option<ApprovalDecision>;
 }
 
-/// Answers every approval the same way.
-#[derive(Debug, Clone, Copy)]
-pub struct Always(pub ApprovalDecision);
-
-impl ApprovalPolicy for Always {
-    fn decide(&self, _: &AgentId, _: &str, _: &str) -> Option<ApprovalDecision> {
-        Some(self.0)
-    }
-}
-
 /// Builds and spawns an agent.
 pub struct AgentBuilder {
     id: AgentId,

@@ -27,9 +27,7 @@ mod state;
 mod turn;
 mod turn_state;
 
-pub use config::{Agent, AgentBuilder, AgentConfig, Always, ApprovalPolicy, spawn_agent};
+pub use config::{Agent, AgentBuilder, AgentConfig, ApprovalPolicy, spawn_agent};
 pub use handle::{AgentError, AgentHandle};
 pub use msg::AgentMsg;
-pub use turn::partial_result;
 pub(crate) use turn_state::CallSlot;
-pub use turn_state::Progress;

@@ -237,7 +237,7 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
 }
 
 /// The text of a partial result: what was done, and which limit hit.
-pub fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progress) -> String {
+pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progress) -> String {
     let detail = match limit {
         LimitKind::Turns => format!("{} model calls", limits.max_turns),
         LimitKind::Tokens => format!(

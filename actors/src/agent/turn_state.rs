@@ -22,17 +22,17 @@ use crate::tool::{ToolError, ToolOutcome, error_output};
 
 /// What a turn has done so far; read when a limit or a stop cuts it short.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Progress {
+pub(crate) struct Progress {
     /// Model calls finished.
-    pub turns: u32,
+    pub(crate) turns: u32,
     /// Tool calls finished.
-    pub tool_calls: u32,
+    pub(crate) tool_calls: u32,
     /// Tokens used.
-    pub usage: Usage,
+    pub(crate) usage: Usage,
     /// Tool names called, in order.
-    pub tools_used: Vec<String>,
+    pub(crate) tools_used: Vec<String>,
     /// The last non-empty text the model wrote.
-    pub last_text: String,
+    pub(crate) last_text: String,
 }
 
 /// A tool call between its `ToolStarted` and its `ToolResult`.

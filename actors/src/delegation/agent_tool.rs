@@ -9,20 +9,20 @@ use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
 
 /// The system prompt of a child started by the `agent` tool (the host's
 /// workflow instructions are appended to it, as to every child's).
-pub const AGENT_PROMPT: &str = "Sub-agent\nYou are a focused sub-agent. You cannot see the conversation that \
+pub(crate) const AGENT_PROMPT: &str = "Sub-agent\nYou are a focused sub-agent. You cannot see the conversation that \
      asked for you: the task below is all you know. Use your tools to complete it, then answer with \
      what you found in a few sentences.";
 
 /// ghyll's `agent`: a task only; a fresh context with the workflow
 /// instructions; synchronous; limits end it with a partial result.
 #[derive(Debug, Clone)]
-pub struct AgentTool {
+pub(crate) struct AgentTool {
     delegator: Delegator,
 }
 
 impl AgentTool {
     /// The tool over this engine.
-    pub fn new(delegator: Delegator) -> Self {
+    pub(crate) fn new(delegator: Delegator) -> Self {
         Self { delegator }
     }
 }

@@ -10,13 +10,13 @@ use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
 /// openheim's `delegate_task`: a named or inline sub-agent, synchronous,
 /// only the final answer comes back.
 #[derive(Debug, Clone)]
-pub struct DelegateTask {
+pub(crate) struct DelegateTask {
     delegator: Delegator,
 }
 
 impl DelegateTask {
     /// The tool over this engine.
-    pub fn new(delegator: Delegator) -> Self {
+    pub(crate) fn new(delegator: Delegator) -> Self {
         Self { delegator }
     }
 }

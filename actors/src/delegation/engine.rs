@@ -13,13 +13,13 @@ use crate::profile::ProfileSet;
 use crate::tool::{ToolCallContext, ToolError};
 
 /// The `use_agent` tool's name.
-pub const USE_AGENT: &str = "use_agent";
+pub(crate) const USE_AGENT: &str = "use_agent";
 /// The `delegate_task` tool's name.
-pub const DELEGATE_TASK: &str = "delegate_task";
+pub(crate) const DELEGATE_TASK: &str = "delegate_task";
 /// The `agent` tool's name.
-pub const AGENT: &str = "agent";
+pub(crate) const AGENT: &str = "agent";
 /// Names of every delegation tool: never given to a child.
-pub const DELEGATION_TOOLS: [&str; 3] = [USE_AGENT, DELEGATE_TASK, AGENT];
+pub(crate) const DELEGATION_TOOLS: [&str; 3] = [USE_AGENT, DELEGATE_TASK, AGENT];
 
 pub(crate) fn refuse(sentence: impl Into<String>) -> ToolError {
     ToolError::Failed(sentence.into())
@@ -28,7 +28,7 @@ pub(crate) fn refuse(sentence: impl Into<String>) -> ToolError {
 /// The shared engine: the hub, the profiles, the depth and parent-stop
 /// policies.
 #[derive(Debug, Clone)]
-pub struct Delegator {
+pub(crate) struct Delegator {
     pub(crate) hub: HubHandle,
     pub(crate) profiles: Arc<ProfileSet>,
     pub(crate) max_depth: u32,
@@ -37,24 +37,24 @@ pub struct Delegator {
 
 /// Who the child is: a profile, or an inline definition with overrides.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct ChildSpec {
+pub(crate) struct ChildSpec {
     /// A profile name.
-    pub agent: Option<String>,
+    pub(crate) agent: Option<String>,
     /// An inline system prompt.
-    pub system_prompt: Option<String>,
+    pub(crate) system_prompt: Option<String>,
     /// Tools (names of the caller's own).
-    pub tools: Option<Vec<String>>,
+    pub(crate) tools: Option<Vec<String>>,
     /// A model override.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The override's provider.
-    pub provider: Option<String>,
+    pub(crate) provider: Option<String>,
     /// A cap on the child's model calls (clamped to the parent's).
-    pub max_iterations: Option<u32>,
+    pub(crate) max_iterations: Option<u32>,
 }
 
 impl Delegator {
     /// An engine over `hub` with these profiles.
-    pub fn new(hub: HubHandle, profiles: Arc<ProfileSet>) -> Self {
+    pub(crate) fn new(hub: HubHandle, profiles: Arc<ProfileSet>) -> Self {
         Self {
             hub,
             profiles,
@@ -64,24 +64,24 @@ impl Delegator {
     }
 
     /// Allows children down to `max_depth`.
-    pub fn max_depth(mut self, max_depth: u32) -> Self {
+    pub(crate) fn max_depth(mut self, max_depth: u32) -> Self {
         self.max_depth = max_depth;
         self
     }
 
     /// What a parent stopped mid-wait does to its child.
-    pub fn parent_stop(mut self, policy: ParentStopPolicy) -> Self {
+    pub(crate) fn parent_stop(mut self, policy: ParentStopPolicy) -> Self {
         self.parent_stop = policy;
         self
     }
 
     /// The hub.
-    pub fn hub(&self) -> &HubHandle {
+    pub(crate) fn hub(&self) -> &HubHandle {
         &self.hub
     }
 
     /// The refusal for a delegation tool used (or handed on) too deep.
-    pub fn depth_refusal(&self) -> String {
+    pub(crate) fn depth_refusal(&self) -> String {
         format!(
             "a sub-agent cannot start sub-agents or be given a delegation tool (the maximum depth is {}); do the work yourself",
             self.max_depth
@@ -89,7 +89,7 @@ impl Delegator {
     }
 
     /// Refuses a call made too deep.
-    pub fn check_depth(&self, call: &ToolCallContext) -> Result<(), ToolError> {
+    pub(crate) fn check_depth(&self, call: &ToolCallContext) -> Result<(), ToolError> {
         if call.depth >= self.max_depth {
             return Err(refuse(self.depth_refusal()));
         }
@@ -97,7 +97,7 @@ impl Delegator {
     }
 
     /// The profile listing for a tool description (empty without profiles).
-    pub fn profile_listing(&self) -> String {
+    pub(crate) fn profile_listing(&self) -> String {
         if self.profiles.is_empty() {
             return String::new();
         }
@@ -110,7 +110,7 @@ impl Delegator {
     /// Builds the request: exactly one of `agent` or `system_prompt`; a
     /// profile's fields, then the call's overrides; tools checked against
     /// the caller's own. Every refusal is a sentence.
-    pub fn request(
+    pub(crate) fn request(
         &self,
         call: &ToolCallContext,
         spec: ChildSpec,
@@ -224,14 +224,14 @@ impl Delegator {
     }
 
     /// Starts a child; its id or why not.
-    pub async fn start(&self, request: ChildRequest) -> Result<AgentId, ToolError> {
+    pub(crate) async fn start(&self, request: ChildRequest) -> Result<AgentId, ToolError> {
         self.hub.request(request).await.map_err(refuse)
     }
 
     /// What a call waiting on `id` reads if its turn is cut (stopped, or
     /// ended by a limit) while it waits: by the parent-stop policy, the
     /// child goes on in the background or is stopped with the turn.
-    pub fn cut_note(&self, id: &AgentId) -> String {
+    pub(crate) fn cut_note(&self, id: &AgentId) -> String {
         match self.parent_stop {
             ParentStopPolicy::Detach => json!({
                 "pending": true,
@@ -251,7 +251,7 @@ impl Delegator {
     /// call's output on its turn, then claims the result (no wake). `false`
     /// when the turn was already cut: the result was not delivered, so it
     /// stays unclaimed (and, once nobody waits inline, wakes the parent).
-    pub fn deliver(
+    pub(crate) fn deliver(
         &self,
         call: &ToolCallContext,
         id: &AgentId,
@@ -270,7 +270,7 @@ impl Delegator {
     /// and the child is detached or stopped by the parent-stop policy —
     /// also when it finished at that same instant and the result was not
     /// taken yet: then it becomes a background result.
-    pub async fn wait_inline(
+    pub(crate) async fn wait_inline(
         &self,
         call: &ToolCallContext,
         id: &AgentId,
@@ -304,7 +304,7 @@ impl Delegator {
 
     /// Runs a child to its end and returns only its final answer; a failed
     /// or stopped child is an error sentence.
-    pub async fn run_to_end(
+    pub(crate) async fn run_to_end(
         &self,
         call: &ToolCallContext,
         request: ChildRequest,
@@ -319,7 +319,7 @@ impl Delegator {
 
 /// How an inline wait ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Waited {
+pub(crate) enum Waited {
     /// The child finished; what the call returns (already settled and
     /// claimed, unless the turn was cut).
     Delivered(Result<String, ToolError>),
@@ -330,7 +330,7 @@ pub enum Waited {
 }
 
 /// A finished child's answer as `delegate_task` and `agent` return it.
-pub fn final_answer(envelope: &Envelope) -> Result<String, ToolError> {
+pub(crate) fn final_answer(envelope: &Envelope) -> Result<String, ToolError> {
     match envelope.status {
         SubAgentStatus::Done => Ok(envelope.result.clone().unwrap_or_default()),
         SubAgentStatus::Stopped => Err(refuse(format!(

@@ -13,7 +13,7 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `engine.rs` | [`Delegator`]: requests, waits, delivery; the policies and tool names |
+//! | `engine.rs` | the engine: requests, waits, delivery; the policies and tool names |
 //! | `use_agent.rs` | Loopl's `use_agent` |
 //! | `delegate_task.rs` | openheim's `delegate_task` |
 //! | `agent_tool.rs` | ghyll's `agent` |
@@ -24,15 +24,10 @@ mod agent_tool;
 mod builder;
 mod call;
 mod delegate_task;
-pub(crate) mod engine;
+mod engine;
 mod use_agent;
 
-pub use agent_tool::{AGENT_PROMPT, AgentTool};
 pub use builder::{DelegatingAgent, DelegationBuilder, FrontEnds};
-pub use call::{UseAgentAction, UseAgentCall};
-pub use delegate_task::DelegateTask;
-pub use engine::{
-    AGENT, ChildSpec, DELEGATE_TASK, DELEGATION_TOOLS, Delegator, ParentStopPolicy, USE_AGENT,
-    Waited, final_answer,
-};
-pub use use_agent::{UseAgent, status_json};
+pub use call::UseAgentCall;
+pub use engine::ParentStopPolicy;
+pub(crate) use engine::USE_AGENT;

@@ -11,41 +11,20 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use subagents_messages::{AgentId, DetachOutcome, Envelope};
 
-use crate::delegation::engine::{
-    ChildSpec, Delegator, ParentStopPolicy, USE_AGENT, Waited, refuse,
-};
+use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
 use crate::hub::{HubHandle, WaitOutcome};
 use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
 
 /// The `use_agent` tool, bound to a hub.
 #[derive(Debug, Clone)]
-pub struct UseAgent {
+pub(crate) struct UseAgent {
     delegator: Delegator,
 }
 
 impl UseAgent {
-    /// A `use_agent` over `hub`, without profiles, children at depth 1.
-    pub fn new(hub: HubHandle) -> Self {
-        Self {
-            delegator: Delegator::new(hub, Arc::default()),
-        }
-    }
-
     /// A `use_agent` over a configured engine (profiles, depth, policy).
-    pub fn with_delegator(delegator: Delegator) -> Self {
+    pub(crate) fn with_delegator(delegator: Delegator) -> Self {
         Self { delegator }
-    }
-
-    /// Allows children down to `max_depth` (1: children cannot spawn).
-    pub fn max_depth(mut self, max_depth: u32) -> Self {
-        self.delegator = self.delegator.max_depth(max_depth);
-        self
-    }
-
-    /// What a parent stopped while waiting inline does to its child.
-    pub fn parent_stop(mut self, policy: ParentStopPolicy) -> Self {
-        self.delegator = self.delegator.parent_stop(policy);
-        self
     }
 
     fn hub(&self) -> &HubHandle {
@@ -91,7 +70,7 @@ fn pending_json(id: &AgentId) -> String {
 /// A snapshot for `status`. A child that waits for a slot reads
 /// `"status": "queued"` with its `queue_position` (1 = next), whether or
 /// not the parent still waits on it (`background`).
-pub fn status_json(envelope: &Envelope, queue_position: Option<usize>) -> String {
+pub(crate) fn status_json(envelope: &Envelope, queue_position: Option<usize>) -> String {
     let status = match queue_position {
         Some(_) => "queued",
         None => envelope.status.as_str(),

@@ -19,7 +19,7 @@ use crate::sink::EventSink;
 
 /// What waiting on a child found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WaitOutcome {
+pub(crate) enum WaitOutcome {
     /// It finished; its final envelope.
     Finished(Box<Envelope>),
     /// Still going after the wait.
@@ -139,7 +139,7 @@ impl HubHandle {
     /// Waits up to `within` (`None`: until it ends) for a child to finish.
     /// Receiving the envelope delivers nothing: a tool call that takes the
     /// result claims it ([`HubHandle::claim`]).
-    pub async fn wait(&self, id: &AgentId, within: Option<Duration>) -> WaitOutcome {
+    pub(crate) async fn wait(&self, id: &AgentId, within: Option<Duration>) -> WaitOutcome {
         if !self.book.contains(id) {
             return match self.archived(id) {
                 Some(envelope) => WaitOutcome::Finished(Box::new(envelope)),
@@ -172,7 +172,7 @@ impl HubHandle {
     /// marks it claimed at once, so no wake follows, and has the hub tell
     /// its observers. `false` when it was claimed before or has not
     /// finished.
-    pub fn claim(&self, id: &AgentId) -> bool {
+    pub(crate) fn claim(&self, id: &AgentId) -> bool {
         if self.book.claim(id).is_none() {
             return false;
         }
@@ -189,7 +189,7 @@ impl HubHandle {
     }
 
     /// Stops waiting inline: the child goes on in the background.
-    pub async fn detach(&self, id: &AgentId) -> DetachOutcome {
+    pub(crate) async fn detach(&self, id: &AgentId) -> DetachOutcome {
         ractor::call!(self.actor, |reply| HubMsg::Internal(HubInternal::Detach {
             id: id.clone(),
             reply: Some(reply)
@@ -198,7 +198,7 @@ impl HubHandle {
     }
 
     /// Detaches without waiting for the answer (from a `Drop`).
-    pub fn detach_now(&self, id: &AgentId) {
+    pub(crate) fn detach_now(&self, id: &AgentId) {
         let _ = self.actor.cast(HubMsg::Internal(HubInternal::Detach {
             id: id.clone(),
             reply: None,

@@ -7,15 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use subagents_messages::AgentId;
 
-/// The largest child number: `agent_9007199254740991` (2⁵³ − 1, the
-/// largest integer a JSON reader using doubles holds exactly). A stored id
-/// past it is out of range.
-pub const MAX_CHILD_NUMBER: u64 = (1 << 53) - 1;
+/// See [`ChildIds::MAX`].
+pub(crate) const MAX_CHILD_NUMBER: u64 = (1 << 53) - 1;
 
 /// The prefix of every child id.
 const PREFIX: &str = "agent_";
 
-/// Every child number up to [`MAX_CHILD_NUMBER`] has been handed out.
+/// Every child number up to [`ChildIds::MAX`] has been handed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("no child id is left: every number up to agent_{MAX_CHILD_NUMBER} is taken")]
 pub struct IdsExhausted;
@@ -42,7 +40,7 @@ impl ChildIds {
 
     /// A counter whose first id comes after every id in `taken` (ids that
     /// are not child ids are ignored); `None` when one of them is past
-    /// [`MAX_CHILD_NUMBER`].
+    /// [`ChildIds::MAX`].
     pub fn after<'a>(taken: impl IntoIterator<Item = &'a AgentId>) -> Self {
         let last = taken
             .into_iter()
@@ -67,11 +65,22 @@ impl ChildIds {
     pub fn peek(&self) -> u64 {
         self.next.load(Ordering::Relaxed)
     }
+
+    /// The largest child number: `agent_9007199254740991` (2⁵³ − 1, the
+    /// largest integer a JSON reader using doubles holds exactly).
+    pub const MAX: u64 = MAX_CHILD_NUMBER;
+
+    /// True for an id shaped like a child id (`agent_` and digits) whose
+    /// number is past [`ChildIds::MAX`] or does not fit a `u64`: a stored
+    /// envelope with such an id is corrupt.
+    pub fn is_out_of_range(id: &AgentId) -> bool {
+        is_out_of_range(id)
+    }
 }
 
 /// The number of a child id (`agent_12` → 12): digits only, no sign, no
-/// leading zero, at most [`MAX_CHILD_NUMBER`]. `None` for any other id.
-pub fn child_number(id: &AgentId) -> Option<u64> {
+/// leading zero, at most [`ChildIds::MAX`]. `None` for any other id.
+pub(crate) fn child_number(id: &AgentId) -> Option<u64> {
     let digits = id.as_str().strip_prefix(PREFIX)?;
     if digits.is_empty()
         || !digits.bytes().all(|b| b.is_ascii_digit())
@@ -86,8 +95,8 @@ pub fn child_number(id: &AgentId) -> Option<u64> {
 }
 
 /// True for an id shaped like a child id (`agent_` and digits) whose
-/// number is past [`MAX_CHILD_NUMBER`] or does not fit a `u64`.
-pub fn is_out_of_range(id: &AgentId) -> bool {
+/// number is past [`ChildIds::MAX`] or does not fit a `u64`.
+pub(crate) fn is_out_of_range(id: &AgentId) -> bool {
     let Some(digits) = id.as_str().strip_prefix(PREFIX) else {
         return false;
     };

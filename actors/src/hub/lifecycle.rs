@@ -31,7 +31,7 @@ const NAME_CHARS: usize = 80;
 /// The name of a child: the first line of its system prompt with visible
 /// text, on one line (control, escape and bidi characters removed; see
 /// [`subagents_messages::text::one_line`]), at most 80 characters.
-pub fn child_name(system_prompt: &str) -> String {
+pub(crate) fn child_name(system_prompt: &str) -> String {
     system_prompt
         .lines()
         .map(|l| one_line(l, NAME_CHARS))

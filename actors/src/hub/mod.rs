@@ -35,7 +35,7 @@
 //! stopped `Result`) come before its terminal status.
 //!
 //! A child's result is *delivered* only when a receiver took it: a tool
-//! call settles it on its turn and claims it ([`HubHandle::claim`]), or,
+//! call settles it on its turn and claims it, or,
 //! when nobody took it inline, it is a background result and wakes the
 //! parent. Sending an envelope to a waiter delivers nothing.
 //!
@@ -60,7 +60,7 @@ mod slots;
 mod stop;
 
 pub use config::{BackgroundApprovals, EnvelopeArchive, HubConfig, HubObserver};
-pub use handle::{HubClosed, HubHandle, WaitOutcome};
-pub use ids::{ChildIds, IdsExhausted, MAX_CHILD_NUMBER, child_number, is_out_of_range};
-pub use lifecycle::child_name;
+pub(crate) use handle::WaitOutcome;
+pub use handle::{HubClosed, HubHandle};
+pub use ids::{ChildIds, IdsExhausted};
 pub use msg::HubMsg;

@@ -41,8 +41,8 @@ pub enum HubMsg {
     },
     /// Sent by `use_agent run` / `result`: reply with the child's envelope
     /// once it reaches a terminal status (at once if it has). Sending the
-    /// envelope delivers nothing: the receiver claims the result (with
-    /// [`HubMsg::Claimed`]) only once its tool call has taken it.
+    /// envelope delivers nothing: the receiver claims the result (with a sealed
+    /// `Claimed` message) only once its tool call has taken it.
     Subscribe {
         /// The child.
         id: AgentId,

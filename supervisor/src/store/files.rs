@@ -7,7 +7,7 @@ use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use subagents_actors::hub::{MAX_CHILD_NUMBER, is_out_of_range};
+use subagents_actors::hub::ChildIds;
 use subagents_messages::{AgentId, Envelope};
 
 /// The extension of an envelope file.
@@ -76,10 +76,11 @@ pub(super) fn parse_envelope(name: &str, bytes: &[u8]) -> Result<Envelope, Strin
             format!("not valid JSON: {e}")
         }
     })?;
-    if is_out_of_range(&envelope.id) {
+    if ChildIds::is_out_of_range(&envelope.id) {
         return Err(format!(
-            "the id {:?} is out of range: child ids go up to agent_{MAX_CHILD_NUMBER}",
-            envelope.id.as_str()
+            "the id {:?} is out of range: child ids go up to agent_{}",
+            envelope.id.as_str(),
+            ChildIds::MAX
         ));
     }
     let expected = file_name_for(&envelope.id);

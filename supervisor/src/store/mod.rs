@@ -3,7 +3,7 @@
 //! # File layout
 //!
 //! An [`EnvelopeStore`] owns one directory. Each envelope lives in its own
-//! file, `<id>.json`, holding exactly the [`Envelope`]'s fields as compact
+//! file, `<id>.json`, holding exactly the [`Envelope`](subagents_messages::Envelope)'s fields as compact
 //! JSON (no wrapper, no history). Characters of the id outside
 //! `[A-Za-z0-9_-]` are written as `%XX` (so `agent_3` is `agent_3.json` and
 //! an id like `a/b` cannot escape the directory); the mapping is one-to-one.
@@ -41,12 +41,12 @@
 //! ([`EnvelopeStore::child_ids`]), which starts past every id loaded: two
 //! threads sharing a store never both make an `agent_1`, and a restart
 //! never reuses an id. A stored child id past
-//! [`MAX_CHILD_NUMBER`](subagents_actors::hub::MAX_CHILD_NUMBER) is a
+//! [`ChildIds::MAX`](subagents_actors::hub::ChildIds::MAX) is a
 //! corrupt file (reported and moved aside), never a crash.
 //!
 //! # Corrupt files
 //!
-//! On open, a `*.json` file that is not JSON, is not an [`Envelope`], or
+//! On open, a `*.json` file that is not JSON, is not an [`Envelope`](subagents_messages::Envelope), or
 //! holds an envelope whose id does not match its file name is *corrupt*.
 //! It is skipped, reported in [`LoadReport::corrupt`] with its path (and
 //! with a `tracing` warning), and moved aside to `<name>.corrupt`
@@ -57,7 +57,7 @@
 //! # Pruning and clock jumps
 //!
 //! An envelope's age is measured from its `finished_at_ms`, or from its
-//! `requested_at_ms` while unfinished, against the injected [`Clock`].
+//! `requested_at_ms` while unfinished, against the injected [`Clock`](subagents_actors::clock::Clock).
 //! [`EnvelopeStore::prune`] removes (from memory and disk) every envelope
 //! older than the retention ([`DEFAULT_RETENTION`], 24 h, unless configured
 //! with [`StoreConfig`]); exactly 24 h old is kept. `open` prunes once

@@ -105,7 +105,7 @@ pub struct CorruptFile {
     pub moved_to: Option<PathBuf>,
 }
 
-/// What [`EnvelopeStore::prune`] did.
+/// What [`EnvelopeStore::prune`](crate::store::EnvelopeStore::prune) did.
 #[derive(Debug, Default)]
 pub struct PruneReport {
     /// The envelopes removed, sorted by id.
@@ -115,7 +115,7 @@ pub struct PruneReport {
     pub failed: Vec<StoreError>,
 }
 
-/// What [`EnvelopeStore::open`] found.
+/// What [`EnvelopeStore::open`](crate::store::EnvelopeStore::open) found.
 #[derive(Debug, Default)]
 pub struct LoadReport {
     /// How many envelopes loaded (before pruning).
