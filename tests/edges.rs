@@ -956,3 +956,36 @@ fn a_child_requested_as_its_parents_turn_is_cut_is_not_lost() {
     }
     assert!(reached.len() > 2, "{reached:?}");
 }
+
+/// The host stops one child through its thread: a typed answer — the
+/// status after, or `UnknownChild` with the id — never a bare sentence.
+#[tokio::test(start_paused = true)]
+async fn stopping_one_child_through_the_thread_is_typed() {
+    use subagents::supervisor::ThreadError;
+    let (thread, mut events) = ThreadHandle::spawn(parent(background_workers(&[600])), None)
+        .await
+        .unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 10).await;
+    assert_eq!(
+        thread.stop_child(&AgentId::new("agent_1")).await,
+        Ok(SubAgentStatus::Stopped)
+    );
+    assert_eq!(
+        thread.stop_child(&AgentId::new("agent_1")).await,
+        Ok(SubAgentStatus::Stopped),
+        "a second stop reads the status it ended with"
+    );
+    assert_eq!(
+        thread.stop_child(&AgentId::new("agent_9")).await,
+        Err(ThreadError::UnknownChild(AgentId::new("agent_9")))
+    );
+    run_for(&mut events, &mut log, 10).await;
+    check_log(&log, true);
+    thread.close_and_wait().await;
+    assert_eq!(
+        thread.stop_child(&AgentId::new("agent_1")).await,
+        Err(ThreadError::Closed)
+    );
+}

@@ -67,3 +67,40 @@ string_id!(
     /// One approval request; the host resolves it by this id.
     ApprovalId
 );
+
+/// What separates an approval id's agent from its number.
+const APPROVAL_SEPARATOR: &str = "-approval-";
+
+impl ApprovalId {
+    /// The `n`-th approval `agent` asked for: `agent_3-approval-2`.
+    pub fn for_agent(agent: &AgentId, n: u64) -> Self {
+        Self::new(format!("{agent}{APPROVAL_SEPARATOR}{n}"))
+    }
+
+    /// The agent that asked and its number, read back from the id; `None`
+    /// for an id no agent made (`"other"`, `"x-approval-y"`). The last
+    /// separator counts, so an agent id that itself contains
+    /// `-approval-` still reads back whole.
+    pub fn parts(&self) -> Option<(AgentId, u64)> {
+        let (agent, n) = self.as_str().rsplit_once(APPROVAL_SEPARATOR)?;
+        let n = n.parse::<u64>().ok()?;
+        (!agent.is_empty()).then(|| (AgentId::new(agent), n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_ids_read_back_their_agent_and_number() {
+        let id = ApprovalId::for_agent(&AgentId::new("agent_3"), 2);
+        assert_eq!(id.as_str(), "agent_3-approval-2");
+        assert_eq!(id.parts(), Some((AgentId::new("agent_3"), 2)));
+        let odd = ApprovalId::for_agent(&AgentId::new("a-approval-b"), 7);
+        assert_eq!(odd.parts(), Some((AgentId::new("a-approval-b"), 7)));
+        for foreign in ["other", "x-approval-y", "-approval-1", ""] {
+            assert_eq!(ApprovalId::new(foreign).parts(), None, "{foreign}");
+        }
+    }
+}

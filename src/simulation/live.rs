@@ -242,10 +242,7 @@ async fn apply(thread: &ThreadHandle, action: &HostAction) {
             .resolve_approval(id.clone(), ApprovalDecision::Deny)
             .await
             .map(drop),
-        HostAction::StopChild(id) => {
-            let _ = thread.parts().hub.stop(id).await;
-            Ok(())
-        }
+        HostAction::StopChild(id) => thread.stop_child(id).await.map(drop),
     };
     // The action has taken effect once the supervisor has handled it.
     let _ = thread.sync().await;

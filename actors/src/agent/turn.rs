@@ -201,7 +201,7 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
 async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
     let config = &ctx.config;
     let n = ctx.approvals.fetch_add(1, Ordering::Relaxed) + 1;
-    let id = ApprovalId::new(format!("{}-approval-{n}", config.id));
+    let id = ApprovalId::for_agent(&config.id, n);
     if let Some(decision) = config
         .approvals
         .as_ref()

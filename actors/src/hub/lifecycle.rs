@@ -391,7 +391,10 @@ impl HubState {
         decision: subagents_messages::ApprovalDecision,
         reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
     ) {
-        let owner = AgentId::new(id.as_str().split("-approval-").next().unwrap_or(""));
+        let Some((owner, _)) = id.parts() else {
+            let _ = reply.send(Err(ApprovalRefusal::Unknown(id)));
+            return;
+        };
         if let Some(agent) = self.children.get(&owner).and_then(|c| c.agent.as_ref()) {
             let _ = agent.actor().cast(AgentMsg::ResolveApproval {
                 id,

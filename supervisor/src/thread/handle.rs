@@ -2,7 +2,9 @@
 
 use ractor::{Actor, ActorCell, ActorRef};
 use subagents_actors::{DelegatingAgent, EventSink, EventStream};
-use subagents_messages::{AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope};
+use subagents_messages::{
+    AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, SubAgentStatus,
+};
 
 use crate::thread::actor::ThreadSupervisor;
 use crate::thread::config::ThreadConfig;
@@ -19,6 +21,9 @@ pub enum ThreadError {
     /// The thread is closed; the message was not delivered.
     #[error("the thread is closed")]
     Closed,
+    /// No child of this thread has that id.
+    #[error("there is no sub-agent `{0}` in this thread")]
+    UnknownChild(AgentId),
     /// An answer to an approval was not taken (unknown, already answered,
     /// or the agent that asked ended first).
     #[error(transparent)]
@@ -93,6 +98,23 @@ impl ThreadHandle {
     pub async fn switch_away(&self) -> Result<usize, ThreadError> {
         ractor::call!(self.actor, |reply| ThreadMsg::SwitchAway(Some(reply)))
             .map_err(|_| ThreadError::Closed)
+    }
+
+    /// Stops one child: a queued one at once, a running one once its turn
+    /// has ended (its closing events come first). Returns its status after
+    /// — `stopped`, or the status it reached at that instant.
+    pub async fn stop_child(&self, id: &AgentId) -> Result<SubAgentStatus, ThreadError> {
+        if self.actor.get_status() >= ractor::ActorStatus::Stopping {
+            return Err(ThreadError::Closed);
+        }
+        self.parts
+            .hub
+            .stop(id)
+            .await
+            .map_err(|_| match self.parts.hub.status(id) {
+                None => ThreadError::UnknownChild(id.clone()),
+                Some(_) => ThreadError::Closed,
+            })
     }
 
     /// Stops the parent's running turn.

@@ -190,8 +190,9 @@ pub(super) fn route_approval(
     decision: ApprovalDecision,
     reply: ractor::RpcReplyPort<Result<(), ApprovalRefusal>>,
 ) {
-    let owner = id.as_str().split("-approval-").next().unwrap_or("");
-    let to_parent = owner == state.parent.agent.id().as_str();
+    let to_parent = id
+        .parts()
+        .is_some_and(|(owner, _)| owner == *state.parent.agent.id());
     let parent = state.parent.agent.actor().clone();
     let hub = state.parent.hub.actor().clone();
     let answered = state.answered.clone();
