@@ -602,11 +602,15 @@ impl StateMachineTest for Sut {
         sut.world.check(true, false);
         // Determinism: the same steps from the same start give the same
         // logs, byte for byte.
+        // The checks between steps drive the runtime too (their snapshot
+        // calls let tasks run), so the replay runs them as well.
         let mut again = World::new(reference.setup);
         for step in &sut.steps {
             again.apply(step);
+            again.check(false, false);
         }
         again.settle(&reference);
+        again.check(true, true);
         let replayed = again.logs();
         for (n, (a, b)) in first.iter().zip(&replayed).enumerate() {
             if a != b {

@@ -58,8 +58,8 @@ impl Delegator {
         Self {
             hub,
             profiles,
-            max_depth: 1,
-            parent_stop: ParentStopPolicy::Detach,
+            max_depth: crate::defaults::MAX_DEPTH,
+            parent_stop: ParentStopPolicy::default(),
         }
     }
 

@@ -85,18 +85,18 @@ impl HubConfig {
     pub fn new(model: Arc<dyn Model>, gate: GateHandle, tools: ToolRegistry) -> Self {
         let child_limits = Limits::default();
         Self {
-            max_live: 3,
+            max_live: crate::defaults::MAX_LIVE,
             model,
             gate,
             tools,
             child_limits,
-            max_depth: 1,
+            max_depth: crate::defaults::MAX_DEPTH,
             instructions: None,
             clock: Arc::new(crate::clock::SystemClock),
             observers: Vec::new(),
             archive: None,
             ids: ChildIds::default(),
-            background_approvals: BackgroundApprovals::Ask,
+            background_approvals: BackgroundApprovals::default(),
             models: ModelRegistry::new(),
             parent_max_turns: child_limits.max_turns,
         }

@@ -100,7 +100,7 @@ impl HubHandle {
             actor,
             book,
             archive,
-            inline_wait: Duration::from_secs(45),
+            inline_wait: crate::defaults::INLINE_WAIT,
             clock,
         })
     }
