@@ -225,7 +225,9 @@ pub struct SubAgentInfo {
 pub enum SubAgentStatus {
     /// Waiting for a live slot.
     Queued,
-    /// Running, with its parent waiting inline.
+    /// It took a live slot and runs. A child started with `wait: false`
+    /// shows it only when it got a slot at once (then `background` follows
+    /// at once); a queued background child's start is `ChildRunning`.
     Running,
     /// Handed off: the parent no longer waits; it runs or waits on its own.
     Background,
