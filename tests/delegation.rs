@@ -284,6 +284,10 @@ async fn stopping_a_queued_and_a_running_child() {
     let err = parent.hub.stop(&AgentId::new("agent_9")).await.unwrap_err();
     assert_eq!(
         err,
+        subagents::actors::hub::StopRefused::UnknownChild(AgentId::new("agent_9"))
+    );
+    assert_eq!(
+        err.to_string(),
         "there is no sub-agent with id `agent_9`; ids look like `agent_1`"
     );
     let snapshot = parent.hub.snapshot().await.unwrap();

@@ -989,3 +989,48 @@ async fn stopping_one_child_through_the_thread_is_typed() {
         Err(ThreadError::Closed)
     );
 }
+
+/// A refusal is typed and says what was wrong: a request too deep, a tool
+/// the hub does not offer, and — once the hub is gone — `Closed`, not
+/// "unknown".
+#[tokio::test(start_paused = true)]
+async fn the_hub_refuses_with_typed_reasons_and_a_closed_hub_says_closed() {
+    use subagents::actors::hub::{SpawnRefused, StopRefused};
+    use subagents::messages::ChildRequest;
+    let (parts, _events) = parent(background_workers(&[])).spawn().await.unwrap();
+    let request = |depth: u32| {
+        ChildRequest::new(
+            AgentId::new("parent"),
+            depth,
+            ToolUseId::new("c"),
+            "Child",
+            "task",
+        )
+    };
+    assert_eq!(
+        parts.hub.request(request(1)).await,
+        Err(SpawnRefused::TooDeep { max_depth: 1 })
+    );
+    let mut with_tool = request(0);
+    with_tool.tools = Some(vec!["shell".into()]);
+    let refused = parts.hub.request(with_tool).await.unwrap_err();
+    assert!(
+        matches!(refused, SpawnRefused::UnknownTool(ref t) if t.name == "shell"),
+        "{refused:?}"
+    );
+    let mut stranger = request(0);
+    stranger.requester = AgentId::new("nobody");
+    assert_eq!(
+        parts.hub.request(stranger).await,
+        Err(SpawnRefused::UnknownRequester(AgentId::new("nobody")))
+    );
+    parts.shutdown_and_wait().await;
+    assert_eq!(
+        parts.hub.request(request(0)).await,
+        Err(SpawnRefused::Closed)
+    );
+    assert_eq!(
+        parts.hub.stop(&AgentId::new("agent_1")).await,
+        Err(StopRefused::Closed)
+    );
+}

@@ -225,7 +225,10 @@ impl Delegator {
 
     /// Starts a child; its id or why not.
     pub(crate) async fn start(&self, request: ChildRequest) -> Result<AgentId, ToolError> {
-        self.hub.request(request).await.map_err(refuse)
+        self.hub
+            .request(request)
+            .await
+            .map_err(|e| refuse(e.to_string()))
     }
 
     /// What a call waiting on `id` reads if its turn is cut (stopped, or

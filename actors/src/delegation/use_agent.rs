@@ -224,7 +224,11 @@ impl Tool for UseAgent {
                 }
                 Some("stop") => {
                     let id = this.id_of(&args, "stop")?;
-                    let status = this.hub().stop(&id).await.map_err(refuse)?;
+                    let status = this
+                        .hub()
+                        .stop(&id)
+                        .await
+                        .map_err(|e| refuse(e.to_string()))?;
                     Ok(json!({"id": id.as_str(), "status": status.as_str()}).to_string())
                 }
                 Some(other) => Err(refuse(format!(

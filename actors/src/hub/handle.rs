@@ -15,6 +15,7 @@ use crate::clock::Clock;
 use crate::hub::actor::{Hub, HubArguments};
 use crate::hub::book::Book;
 use crate::hub::config::{EnvelopeArchive, HubConfig};
+use crate::hub::error::{SpawnRefused, StopRefused};
 use crate::sink::EventSink;
 
 /// What waiting on a child found.
@@ -33,7 +34,7 @@ pub(crate) enum WaitOutcome {
 /// abandoned by the hub when its reply finds nobody.
 struct PendingSpawn {
     hub: ActorRef<HubMsg>,
-    rx: Option<tokio::sync::oneshot::Receiver<Result<AgentId, String>>>,
+    rx: Option<tokio::sync::oneshot::Receiver<Result<AgentId, SpawnRefused>>>,
     stop: bool,
 }
 
@@ -114,7 +115,7 @@ impl HubHandle {
     /// future is dropped before it returns (the caller's turn was cut),
     /// the child is not lost: nobody learnt its id, so the hub abandons it
     /// — to the background, or stopped with `stop_if_abandoned`.
-    pub async fn request(&self, request: ChildRequest) -> Result<AgentId, String> {
+    pub async fn request(&self, request: ChildRequest) -> Result<AgentId, SpawnRefused> {
         let stop = request.stop_if_abandoned;
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.actor
@@ -122,7 +123,7 @@ impl HubHandle {
                 request,
                 reply: tx.into(),
             })
-            .map_err(|_| HubClosed(()).to_string())?;
+            .map_err(|_| SpawnRefused::Closed)?;
         let mut pending = PendingSpawn {
             hub: self.actor.clone(),
             rx: Some(rx),
@@ -130,10 +131,10 @@ impl HubHandle {
         };
         let answer = match pending.rx.as_mut() {
             Some(rx) => rx.await,
-            None => return Err(HubClosed(()).to_string()),
+            None => return Err(SpawnRefused::Closed),
         };
         pending.rx = None;
-        answer.map_err(|_| HubClosed(()).to_string())?
+        answer.map_err(|_| SpawnRefused::Closed)?
     }
 
     /// Waits up to `within` (`None`: until it ends) for a child to finish.
@@ -205,13 +206,13 @@ impl HubHandle {
         }));
     }
 
-    /// Stops a child; its status after, or a sentence.
-    pub async fn stop(&self, id: &AgentId) -> Result<SubAgentStatus, String> {
+    /// Stops a child; its status after it ended, or why not.
+    pub async fn stop(&self, id: &AgentId) -> Result<SubAgentStatus, StopRefused> {
         ractor::call!(self.actor, |reply| HubMsg::Stop {
             id: id.clone(),
             reply: Some(reply)
         })
-        .map_err(|_| HubClosed(()).to_string())?
+        .map_err(|_| StopRefused::Closed)?
     }
 
     /// Stops every live and queued child; how many.

@@ -19,6 +19,7 @@ use crate::gate::GateHandle;
 use crate::hub::actor::SlotReservation;
 use crate::hub::book::{Book, requested};
 use crate::hub::config::{HubConfig, approvals_for};
+use crate::hub::error::SpawnRefused;
 use crate::hub::slots::{Admission, Slots};
 use crate::hub::stop::{STOPPED_RUNNING, StopReply};
 use crate::model::Model;
@@ -116,27 +117,26 @@ impl HubState {
         &mut self,
         myself: &ActorRef<HubMsg>,
         request: ChildRequest,
-    ) -> Result<AgentId, String> {
+    ) -> Result<AgentId, SpawnRefused> {
         let depth = request.requester_depth + 1;
         if depth > self.config.max_depth {
-            return Err(format!(
-                "a sub-agent cannot start sub-agents: the maximum depth is {}",
-                self.config.max_depth
-            ));
+            return Err(SpawnRefused::TooDeep {
+                max_depth: self.config.max_depth,
+            });
         }
-        let requester_sink =
-            self.sinks.get(&request.requester).cloned().ok_or_else(|| {
-                format!("the agent `{}` is not known to this hub", request.requester)
-            })?;
+        let requester_sink = self
+            .sinks
+            .get(&request.requester)
+            .cloned()
+            .ok_or_else(|| SpawnRefused::UnknownRequester(request.requester.clone()))?;
         let tools = match &request.tools {
             None => self.config.tools.clone(),
-            Some(names) => self.config.tools.subset(names).map_err(|e| e.to_string())?,
+            Some(names) => self.config.tools.subset(names)?,
         };
         let (model, gate) = match self
             .config
             .models
-            .resolve(request.provider.as_deref(), request.model.as_deref())
-            .map_err(|e| e.to_string())?
+            .resolve(request.provider.as_deref(), request.model.as_deref())?
         {
             Some(found) => (found.model.clone(), found.gate.clone()),
             None => (self.config.model.clone(), self.config.gate.clone()),
@@ -148,7 +148,7 @@ impl HubState {
         // Clamped to the parent's own cap (openheim documents this; we
         // enforce it).
         limits.max_turns = limits.max_turns.min(self.config.parent_max_turns).max(1);
-        let id = self.config.ids.next().map_err(|e| e.to_string())?;
+        let id = self.config.ids.next()?;
         self.requested += 1;
         let info = SubAgentInfo {
             id: id.clone(),
@@ -420,8 +420,4 @@ impl HubState {
             finished: self.finished,
         }
     }
-}
-
-pub(super) fn unknown_child(id: &AgentId) -> String {
-    format!("there is no sub-agent with id `{id}`; ids look like `agent_1`")
 }

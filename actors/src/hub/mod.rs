@@ -17,6 +17,7 @@
 //! | `lifecycle.rs` | children's lifecycle: request, start, finish, stop, detach |
 //! | `stop.rs` | replies waiting for a stop to complete |
 //! | `actor.rs` | the hub actor: messages in, supervision |
+//! | `error.rs` | [`SpawnRefused`], [`StopRefused`] |
 //! | `handle.rs` | [`HubHandle`]: requests by message, queries from the book |
 //! | `msg.rs` | [`HubMsg`]: the requests, and a sealed part |
 //!
@@ -52,6 +53,7 @@
 mod actor;
 mod book;
 mod config;
+mod error;
 mod handle;
 mod ids;
 mod lifecycle;
@@ -60,6 +62,7 @@ mod slots;
 mod stop;
 
 pub use config::{BackgroundApprovals, EnvelopeArchive, HubConfig, HubObserver};
+pub use error::{SpawnRefused, StopRefused};
 pub(crate) use handle::WaitOutcome;
 pub use handle::{HubClosed, HubHandle};
 pub use ids::{ChildIds, IdsExhausted};

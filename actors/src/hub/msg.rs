@@ -17,6 +17,8 @@
 //! ```
 
 use ractor::RpcReplyPort;
+
+use crate::hub::error::{SpawnRefused, StopRefused};
 use subagents_messages::{
     AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest, Envelope, HubSnapshot,
     SubAgentStatus,
@@ -37,7 +39,7 @@ pub enum HubMsg {
         /// The request.
         request: ChildRequest,
         /// The child's id, or why not.
-        reply: RpcReplyPort<Result<AgentId, String>>,
+        reply: RpcReplyPort<Result<AgentId, SpawnRefused>>,
     },
     /// Sent by `use_agent run` / `result`: reply with the child's envelope
     /// once it reaches a terminal status (at once if it has). Sending the
@@ -58,7 +60,7 @@ pub enum HubMsg {
         /// The child.
         id: AgentId,
         /// Its status after the stop, or a sentence for an unknown id.
-        reply: Option<RpcReplyPort<Result<SubAgentStatus, String>>>,
+        reply: Option<RpcReplyPort<Result<SubAgentStatus, StopRefused>>>,
     },
     /// Sent by the supervisor on a thread switch: stop every live and
     /// queued child, in child-number order. Replies with how many were

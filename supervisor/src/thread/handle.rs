@@ -6,6 +6,8 @@ use subagents_messages::{
     AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, SubAgentStatus,
 };
 
+use subagents_actors::hub::StopRefused;
+
 use crate::thread::actor::ThreadSupervisor;
 use crate::thread::config::ThreadConfig;
 use crate::thread::msg::ThreadMsg;
@@ -111,9 +113,9 @@ impl ThreadHandle {
             .hub
             .stop(id)
             .await
-            .map_err(|_| match self.parts.hub.status(id) {
-                None => ThreadError::UnknownChild(id.clone()),
-                Some(_) => ThreadError::Closed,
+            .map_err(|refused| match refused {
+                StopRefused::UnknownChild(id) => ThreadError::UnknownChild(id),
+                _ => ThreadError::Closed,
             })
     }
 

@@ -1,0 +1,47 @@
+//! Why the hub did not do what it was asked: typed, each carrying what it
+//! is about; their sentences are what a model reads.
+
+use subagents_messages::AgentId;
+
+use crate::hub::ids::IdsExhausted;
+use crate::registry::UnknownModel;
+use crate::tool::UnknownTool;
+
+/// Why no child was made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnRefused {
+    /// The requester is already as deep as children may go.
+    #[error("a sub-agent cannot start sub-agents: the maximum depth is {max_depth}")]
+    TooDeep {
+        /// The deepest a child may be.
+        max_depth: u32,
+    },
+    /// The requester is not an agent of this hub.
+    #[error("the agent `{0}` is not known to this hub")]
+    UnknownRequester(AgentId),
+    /// A listed tool is not one the hub offers.
+    #[error(transparent)]
+    UnknownTool(#[from] UnknownTool),
+    /// The model override names nothing registered.
+    #[error(transparent)]
+    UnknownModel(#[from] UnknownModel),
+    /// Every child id has been handed out.
+    #[error(transparent)]
+    IdsExhausted(#[from] IdsExhausted),
+    /// The hub is stopped.
+    #[error("the sub-agent hub is stopped")]
+    Closed,
+}
+
+/// Why a stop did not apply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StopRefused {
+    /// No child has that id.
+    #[error("there is no sub-agent with id `{0}`; ids look like `agent_1`")]
+    UnknownChild(AgentId),
+    /// The hub is stopped.
+    #[error("the sub-agent hub is stopped")]
+    Closed,
+}
