@@ -359,7 +359,11 @@ async fn a_call_on_a_stopped_agent_is_a_clear_error() {
     agent.shutdown();
     tokio::time::sleep(Duration::from_millis(1)).await;
     let err = agent.send_user("hello").unwrap_err();
-    assert_eq!(err.to_string(), "the agent `parent` is stopped");
+    assert_eq!(
+        err.to_string(),
+        "the agent `parent` is stopped; the turn was not delivered"
+    );
+    assert!(matches!(agent.stop_turn(), Err(AgentError::Closed(_))));
 }
 
 #[tokio::test(start_paused = true)]

@@ -1034,3 +1034,21 @@ async fn the_hub_refuses_with_typed_reasons_and_a_closed_hub_says_closed() {
         Err(StopRefused::Closed)
     );
 }
+
+/// What was not delivered comes back: a turn sent to a stopped agent.
+#[tokio::test(start_paused = true)]
+async fn a_turn_sent_to_a_stopped_agent_comes_back() {
+    let (agent, _events) = Agent::builder(ScriptedModel::new(vec![]).shared())
+        .spawn()
+        .await
+        .unwrap();
+    agent.shutdown();
+    agent.actor().wait(None).await.ok();
+    assert_eq!(
+        agent.send_user("are you there?"),
+        Err(AgentError::Undelivered {
+            agent: AgentId::new("parent"),
+            text: "are you there?".into()
+        })
+    );
+}

@@ -607,7 +607,16 @@ async fn a_call_on_a_closed_thread_is_a_clear_error() {
     let (thread, _events) = thread(background_workers(&[])).await;
     thread.close_and_wait().await;
     let err = thread.send_user("hello?").unwrap_err();
-    assert_eq!(err.to_string(), "the thread is closed");
+    assert_eq!(
+        err,
+        ThreadError::Undelivered("hello?".into()),
+        "the text comes back"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the thread is closed; the user turn was not delivered"
+    );
+    assert_eq!(thread.typing(true), Err(ThreadError::Closed));
     assert!(thread.switch_away().await.is_err());
     assert!(
         thread

@@ -18,6 +18,15 @@ pub enum AgentError {
     /// The agent is stopped; the message was not delivered.
     #[error("the agent `{0}` is stopped")]
     Closed(AgentId),
+    /// The agent is stopped; this turn (its text given back) was not
+    /// delivered.
+    #[error("the agent `{agent}` is stopped; the turn was not delivered")]
+    Undelivered {
+        /// The agent.
+        agent: AgentId,
+        /// The turn's text.
+        text: String,
+    },
     /// The turn was dropped before it ran (a stop cleared the queue).
     #[error("the turn sent to agent `{0}` was dropped before it ran")]
     Dropped(AgentId),
@@ -54,7 +63,8 @@ impl AgentHandle {
         self.send_turn(text, TurnOrigin::User)
     }
 
-    /// Sends a turn of the given origin.
+    /// Sends a turn of the given origin. On a stopped agent the text comes
+    /// back in [`AgentError::Undelivered`].
     pub fn send_turn(&self, text: impl Into<String>, origin: TurnOrigin) -> Result<(), AgentError> {
         self.actor
             .cast(AgentMsg::Turn {
@@ -64,7 +74,15 @@ impl AgentHandle {
                 },
                 reply: None,
             })
-            .map_err(|_| AgentError::Closed(self.id.clone()))
+            .map_err(|e| match e {
+                ractor::MessagingErr::SendErr(AgentMsg::Turn { turn, .. }) => {
+                    AgentError::Undelivered {
+                        agent: self.id.clone(),
+                        text: turn.text,
+                    }
+                }
+                _ => AgentError::Closed(self.id.clone()),
+            })
     }
 
     /// Sends a user turn and waits for its result (events still follow on

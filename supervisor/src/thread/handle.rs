@@ -23,6 +23,9 @@ pub enum ThreadError {
     /// The thread is closed; the message was not delivered.
     #[error("the thread is closed")]
     Closed,
+    /// The thread is closed; this user turn (given back) was not delivered.
+    #[error("the thread is closed; the user turn was not delivered")]
+    Undelivered(String),
     /// No child of this thread has that id.
     #[error("there is no sub-agent `{0}` in this thread")]
     UnknownChild(AgentId),
@@ -81,8 +84,17 @@ impl ThreadHandle {
     }
 
     /// Sends a user turn.
+    /// On a closed thread the text comes back in
+    /// [`ThreadError::Undelivered`].
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), ThreadError> {
-        self.cast(ThreadMsg::UserTurn(text.into()))
+        self.actor
+            .cast(ThreadMsg::UserTurn(text.into()))
+            .map_err(|e| match e {
+                ractor::MessagingErr::SendErr(ThreadMsg::UserTurn(text)) => {
+                    ThreadError::Undelivered(text)
+                }
+                _ => ThreadError::Closed,
+            })
     }
 
     /// Reports whether the user is typing.
