@@ -29,41 +29,6 @@ pub(crate) struct HubArguments {
     pub(crate) book: Book,
 }
 
-/// A reserved slot. Dropped without [`SlotReservation::commit`], it asks
-/// the hub to release the slot (codex's reserve-then-commit guard).
-#[derive(Debug)]
-pub(crate) struct SlotReservation {
-    hub: ActorRef<HubMsg>,
-    id: AgentId,
-    committed: bool,
-}
-
-impl SlotReservation {
-    pub(super) fn new(hub: ActorRef<HubMsg>, id: AgentId) -> Self {
-        Self {
-            hub,
-            id,
-            committed: false,
-        }
-    }
-
-    /// The child is running: its slot is released when it finishes.
-    pub(crate) fn commit(mut self) {
-        self.committed = true;
-    }
-}
-
-impl Drop for SlotReservation {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = self.hub.cast(HubMsg::Internal(HubInternal::ReleaseSlot {
-                id: self.id.clone(),
-                reason: "the sub-agent could not be started".into(),
-            }));
-        }
-    }
-}
-
 impl Actor for Hub {
     type Msg = HubMsg;
     type State = HubState;
@@ -135,15 +100,6 @@ impl Actor for Hub {
             HubMsg::StopAll { reply } => state.stop_all(&myself, reply).await,
             HubMsg::Internal(HubInternal::ChildFinished { id, result }) => {
                 state.child_finished(&myself, &id, result).await;
-            }
-            HubMsg::Internal(HubInternal::ReleaseSlot { id, reason }) => {
-                // Fails the child if nothing else ended it, and frees the
-                // slot either way (releasing twice changes nothing).
-                state
-                    .finish_and_refill(&myself, &id, SubAgentStatus::Failed, None, Some(reason))
-                    .await;
-                let next = state.slots.release(&id);
-                state.start_all(&myself, next).await;
             }
             HubMsg::ResolveApproval {
                 id,

@@ -16,7 +16,6 @@ use subagents_messages::{
 
 use crate::agent::{AgentConfig, AgentHandle, AgentMsg, spawn_agent};
 use crate::gate::GateHandle;
-use crate::hub::actor::SlotReservation;
 use crate::hub::book::{Book, requested};
 use crate::hub::config::{HubConfig, approvals_for};
 use crate::hub::error::SpawnRefused;
@@ -198,16 +197,20 @@ impl HubState {
         }
         self.children.insert(id.clone(), child);
         if admission == Admission::Start {
-            self.start_child(myself, &id).await;
+            self.start_all(myself, vec![id.clone()]).await;
         }
         Ok(id)
     }
 
-    /// Starts a child whose slot is reserved.
-    async fn start_child(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId) {
-        let reservation = SlotReservation::new(myself.clone(), id.clone());
+    /// Starts a child whose slot is reserved. The slot is released on
+    /// every path that does not start it: a child that cannot be started
+    /// fails at once, and the children its slot now admits are returned
+    /// for the caller to start.
+    #[must_use = "the children admitted by a failed start must be started"]
+    async fn start_child(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId) -> Vec<AgentId> {
         let Some(child) = self.children.get(id) else {
-            return;
+            // Gone already: its slot goes to the next in the queue.
+            return self.slots.release(id);
         };
         if self.book.mark_started(id, self.config.clock.now_ms()) {
             // It waited in the queue: its start is marked on the stream.
@@ -238,13 +241,9 @@ impl HubState {
         let agent = match spawned {
             Ok(agent) => agent,
             Err(e) => {
-                // Dropping the reservation releases the slot.
-                drop(reservation);
-                self.finish_child(id, SubAgentStatus::Failed, None, Some(e.to_string()));
-                return;
+                return self.finish_child(id, SubAgentStatus::Failed, None, Some(e.to_string()));
             }
         };
-        reservation.commit();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sent = agent.actor().cast(AgentMsg::Turn {
             turn: UserTurn {
@@ -254,13 +253,12 @@ impl HubState {
             reply: Some(tx.into()),
         });
         if sent.is_err() {
-            self.finish_child(
+            return self.finish_child(
                 id,
                 SubAgentStatus::Failed,
                 None,
                 Some("the sub-agent stopped before it could start".into()),
             );
-            return;
         }
         let hub = myself.clone();
         let waited = id.clone();
@@ -278,6 +276,7 @@ impl HubState {
             child.agent = Some(agent);
             child.waiter = Some(waiter);
         }
+        Vec::new()
     }
 
     /// Moves a child to a terminal status (once), frees its slot and
@@ -355,9 +354,12 @@ impl HubState {
         self.start_all(myself, next).await;
     }
 
+    /// Starts `ids` (their slots reserved), in order, and whoever a failed
+    /// start admits after them.
     pub(super) async fn start_all(&mut self, myself: &ActorRef<HubMsg>, ids: Vec<AgentId>) {
-        for next in ids {
-            self.start_child(myself, &next).await;
+        let mut todo: std::collections::VecDeque<AgentId> = ids.into();
+        while let Some(next) = todo.pop_front() {
+            todo.extend(self.start_child(myself, &next).await);
         }
     }
 

@@ -28,8 +28,8 @@
 //! one terminal status, with nothing of that child after it (its sink is
 //! closed in the same step); never more than `max_live` live; queued
 //! children start in request order; a slot is released on every path (a
-//! reservation not committed releases itself when dropped; a child that
-//! fails or dies frees its slot). `status` reads the envelope map and never
+//! start that fails releases its slot at once and starts whoever it
+//! admits, in the same step; a child that fails or dies frees its slot). `status` reads the envelope map and never
 //! waits on the hub or a child. Stopping a running child asks its agent to
 //! stop its turn: the child's own closing events (a `ToolResult` for the
 //! call in flight, an `ApprovalResolved` for a pending approval, its

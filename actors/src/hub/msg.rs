@@ -134,13 +134,5 @@ pub(crate) mod sealed {
             /// Its turn's result.
             result: AgentResult,
         },
-        /// Sent by a slot reservation dropped before it was committed (the
-        /// child could not be started): free the slot.
-        ReleaseSlot {
-            /// The child the slot was reserved for.
-            id: AgentId,
-            /// Why it was not committed.
-            reason: String,
-        },
     }
 }
