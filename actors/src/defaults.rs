@@ -1,15 +1,15 @@
-//! Every default of the runtime, in one place. Each setter that can
-//! change one says so and links here.
+//! Every default of the runtime, in one place: the builders and configs
+//! read them from here (each setter's docs say the value).
 
 use std::time::Duration;
 
 /// Live children at once: 3 (Loopl's value; see the hub's note on
 /// choosing it).
-pub const MAX_LIVE: usize = 3;
+pub(crate) const MAX_LIVE: usize = 3;
 
 /// How deep children may nest: 1 (children cannot start children).
-pub const MAX_DEPTH: u32 = 1;
+pub(crate) const MAX_DEPTH: u32 = 1;
 
 /// How long `use_agent run` and `result` wait inline before the child goes
 /// on in the background: 45 s (Loopl's value for a local model).
-pub const INLINE_WAIT: Duration = Duration::from_secs(45);
+pub(crate) const INLINE_WAIT: Duration = Duration::from_secs(45);

@@ -9,7 +9,7 @@
 
 pub mod agent;
 pub mod clock;
-pub mod defaults;
+pub(crate) mod defaults;
 pub mod delegation;
 pub mod demo_tools;
 pub mod gate;
