@@ -562,12 +562,9 @@ async fn a_call_cut_by_a_stop_or_a_limit_is_answered_once() {
 }
 
 fn delivered_inline(log: &[AgentEvent], call: &str) -> usize {
-    tool_results(log, call)
-        .iter()
-        .filter(|r| {
-            serde_json::from_str::<serde_json::Value>(&r.output)
-                .is_ok_and(|v| v["status"] == "done" && v["result"].is_string())
-        })
+    log.iter()
+        .filter(|e| matches!(e, AgentEvent::ToolResult(r) if r.tool_use_id.as_str() == call))
+        .filter(|e| finished_result(e).is_some_and(|(_, status)| status == "done"))
         .count()
 }
 

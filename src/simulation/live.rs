@@ -63,11 +63,6 @@ impl LiveSimulation {
         self.triggers.push(trigger);
     }
 
-    /// Triggers not fired yet.
-    pub fn armed(&self) -> usize {
-        self.triggers.len()
-    }
-
     /// Lets virtual time run for `duration`, logging what happens.
     pub async fn advance(&mut self, duration: Duration) {
         let until = self.start.elapsed() + duration;

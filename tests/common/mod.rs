@@ -354,7 +354,7 @@ fn check_inline(log: &[AgentEvent], skip_unsettled: bool) {
             }
             panic!("guarantee 3: no ToolResult for {id}'s call");
         };
-        if !carries_a_finished_result(&log[tool_result]) {
+        if is_a_cut_answer(&log[tool_result]) {
             // The parent's turn was cut while it waited: the call was
             // answered at the cut (the child goes on, or was stopped with
             // it), not after the child's end.
@@ -386,15 +386,37 @@ fn check_inline(log: &[AgentEvent], skip_unsettled: bool) {
     }
 }
 
-/// True when a `use_agent` `ToolResult` carries a finished child's result
-/// (not a `pending` note, not a sentence).
-pub fn carries_a_finished_result(event: &AgentEvent) -> bool {
+/// The child and status a `use_agent` `ToolResult` carries when it holds a
+/// finished child's result — not a `pending` or cut note, not a `status`
+/// snapshot, not a sentence.
+pub fn finished_result(event: &AgentEvent) -> Option<(AgentId, String)> {
+    let AgentEvent::ToolResult(result) = event else {
+        return None;
+    };
+    if result.name != "use_agent" || result.is_error {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&result.output).ok()?;
+    let status = v["status"].as_str()?;
+    let note = ["pending", "note", "elapsed_s"]
+        .iter()
+        .any(|k| v.get(k).is_some());
+    let finished = matches!(status, "done" | "failed" | "stopped");
+    (finished && !note).then(|| {
+        (
+            AgentId::new(v["id"].as_str().unwrap_or("")),
+            status.to_owned(),
+        )
+    })
+}
+
+/// True when a `ToolResult` answers a call its turn cut while it waited:
+/// a `pending` or stop note, or the sentence of a cut call.
+pub fn is_a_cut_answer(event: &AgentEvent) -> bool {
     let AgentEvent::ToolResult(result) = event else {
         return false;
     };
-    serde_json::from_str::<serde_json::Value>(&result.output).is_ok_and(|v| {
-        v.get("pending").is_none()
-            && matches!(v["status"].as_str(), Some("done" | "failed" | "stopped"))
-            && v.get("note").is_none()
-    })
+    let note = serde_json::from_str::<serde_json::Value>(&result.output)
+        .is_ok_and(|v| v.get("pending").is_some() || v.get("note").is_some());
+    note || result.output.ends_with("before this call finished")
 }

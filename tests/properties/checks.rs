@@ -22,17 +22,9 @@ pub(crate) fn events(log: &[Logged]) -> Vec<AgentEvent> {
 /// The child whose finished result a top-level `use_agent` output carries
 /// (a `run` that waited, or a `result`), if any.
 pub(crate) fn delivered(event: &AgentEvent) -> Option<AgentId> {
-    let AgentEvent::ToolResult(result) = event else {
-        return None;
-    };
-    if result.name != "use_agent" || result.is_error {
-        return None;
-    }
-    let value: serde_json::Value = serde_json::from_str(&result.output).ok()?;
-    let finished = matches!(value["status"].as_str(), Some("done" | "failed"));
-    let snapshot = value.get("elapsed_s").is_some() || value.get("pending").is_some();
-    let id = value["id"].as_str()?;
-    (finished && !snapshot).then(|| AgentId::new(id))
+    common::finished_result(event)
+        .filter(|(_, status)| status == "done" || status == "failed")
+        .map(|(id, _)| id)
 }
 
 /// Every guarantee of docs/event-ordering.md and every wake rule, over the

@@ -95,19 +95,16 @@ impl std::fmt::Debug for CallSlot {
 }
 
 impl CallSlot {
-    fn with_open<R>(&self, f: impl FnOnce(&mut TurnState) -> R) -> Option<R> {
+    /// Runs `f` on this call while it is open; `None` once it is closed
+    /// (or outside a turn).
+    fn with_open<R>(&self, f: impl FnOnce(&mut OpenCall) -> R) -> Option<R> {
         let (shared, id) = self.turn.as_ref()?;
         let mut state = lock(shared);
-        let open = state.open.as_ref().is_some_and(|o| o.id == *id);
-        open.then(|| f(&mut state))
+        state.open.as_mut().filter(|o| o.id == *id).map(f)
     }
 
     pub(crate) fn on_cut(&self, output: String) {
-        self.with_open(|state| {
-            if let Some(open) = state.open.as_mut() {
-                open.on_cut = Some(output);
-            }
-        });
+        self.with_open(|open| open.on_cut = Some(output));
     }
 
     /// Fixes the call's output; `false` once the call is no longer open
@@ -116,19 +113,17 @@ impl CallSlot {
         if self.turn.is_none() {
             return true;
         }
-        self.with_open(|state| {
-            if let Some(open) = state.open.as_mut() {
-                open.settled = Some(match output {
-                    Ok(text) => ToolOutcome {
-                        output: text.clone(),
-                        is_error: false,
-                    },
-                    Err(e) => ToolOutcome {
-                        output: error_output(&open.name, e),
-                        is_error: true,
-                    },
-                });
-            }
+        self.with_open(|open| {
+            open.settled = Some(match output {
+                Ok(text) => ToolOutcome {
+                    output: text.clone(),
+                    is_error: false,
+                },
+                Err(e) => ToolOutcome {
+                    output: error_output(&open.name, e),
+                    is_error: true,
+                },
+            });
         })
         .is_some()
     }

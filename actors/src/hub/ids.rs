@@ -61,11 +61,6 @@ impl ChildIds {
         Ok(AgentId::new(format!("{PREFIX}{taken}")))
     }
 
-    /// The number the next id will carry (nothing is taken).
-    pub fn peek(&self) -> u64 {
-        self.next.load(Ordering::Relaxed)
-    }
-
     /// The largest child number: `agent_9007199254740991` (2⁵³ − 1, the
     /// largest integer a JSON reader using doubles holds exactly).
     pub const MAX: u64 = MAX_CHILD_NUMBER;

@@ -370,21 +370,33 @@ impl HubState {
         id: &AgentId,
         result: AgentResult,
     ) {
-        let status = status_for(&result.outcome);
-        let (result, error) = match &result.outcome {
-            Outcome::Failed(e) => (Some(result.text), Some(e.clone())),
-            Outcome::Stopped => {
+        let (status, result, error) = self.ending(id, Some(result));
+        self.finish_and_refill(myself, id, status, result, error)
+            .await;
+    }
+
+    /// How a child ends given its turn's result (`None`: it never
+    /// reported, having been told to stop): its status, result and error.
+    pub(super) fn ending(
+        &self,
+        id: &AgentId,
+        result: Option<AgentResult>,
+    ) -> (SubAgentStatus, Option<String>, Option<String>) {
+        match result {
+            Some(r) => match &r.outcome {
+                Outcome::Failed(e) => (SubAgentStatus::Failed, Some(r.text), Some(e.clone())),
+                Outcome::Stopped => self.ending(id, None),
+                _ => (status_for(&r.outcome), Some(r.text), None),
+            },
+            None => {
                 let why = self
                     .children
                     .get(id)
                     .and_then(|c| c.stopping)
                     .unwrap_or(STOPPED_RUNNING);
-                (None, Some(why.to_owned()))
+                (SubAgentStatus::Stopped, None, Some(why.to_owned()))
             }
-            _ => (Some(result.text), None),
-        };
-        self.finish_and_refill(myself, id, status, result, error)
-            .await;
+        }
     }
 
     pub(super) fn resolve_approval(

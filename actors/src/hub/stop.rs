@@ -6,11 +6,11 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ractor::{ActorRef, RpcReplyPort};
-use subagents_messages::{AgentId, DetachOutcome, Outcome, SubAgentStatus};
+use subagents_messages::{AgentId, DetachOutcome, SubAgentStatus};
 
 use crate::hub::error::StopRefused;
 use crate::hub::ids::child_number;
-use crate::hub::lifecycle::{HubState, status_for};
+use crate::hub::lifecycle::HubState;
 use crate::hub::msg::HubMsg;
 
 /// Why a child stopped before it started.
@@ -191,20 +191,7 @@ impl HubState {
                 Some(waiter) => waiter.await.ok().flatten(),
                 None => None,
             };
-            let (status, result, error) = match result {
-                Some(r) if !matches!(r.outcome, Outcome::Stopped) => {
-                    let error = match &r.outcome {
-                        Outcome::Failed(e) => Some(e.clone()),
-                        _ => None,
-                    };
-                    (status_for(&r.outcome), Some(r.text), error)
-                }
-                _ => (
-                    SubAgentStatus::Stopped,
-                    None,
-                    Some(STOPPED_RUNNING.to_owned()),
-                ),
-            };
+            let (status, result, error) = self.ending(&id, result);
             self.finish_child(&id, status, result, error);
         }
     }
