@@ -1,6 +1,6 @@
 //! Case 2 under divan: spawn a child → its first event on the parent's
 //! stream → the child stopped. Ours through the Hub and at the agent layer
-//! (`spawn_agent` + nested sink), against bare ractor `spawn_linked` + one
+//! (`AgentBuilder::spawn_into` + nested sink), against bare ractor `spawn_linked` + one
 //! cast + `stop_and_wait`.
 //!
 //! `cargo bench --bench spawn`. For the ratios measured side by side, run

@@ -289,7 +289,7 @@ fn spawn_case(flavor: Flavor, samples: usize, rows: &mut Vec<Row>, notes: &mut S
         met: met(hub_ratio <= 2.0).into(),
     });
     rows.push(Row {
-        case: format!("2. same, agent layer: spawn_agent + nested sink ({where_})"),
+        case: format!("2. same, agent layer: AgentBuilder::spawn_into + nested sink ({where_})"),
         ours: fmt_ns(s.median(1)),
         floors: format!("bare {}", fmt_ns(s.median(0))),
         ratio: format!("{agent_ratio:.2}×"),

@@ -95,7 +95,7 @@ fn describe(event: &AgentEvent) -> String {
 /// The scripted model, or a real one when the environment names it.
 fn model() -> Result<std::sync::Arc<dyn Model>, Box<dyn std::error::Error>> {
     #[cfg(feature = "openai")]
-    if std::env::var_os(subagents::actors::openai::ENV_BASE_URL).is_some() {
+    if std::env::var_os(subagents::actors::openai::OpenAiCompatible::ENV_BASE_URL).is_some() {
         let model = subagents::actors::openai::OpenAiCompatible::from_env()?;
         println!("(model: {} from the environment)", model.name());
         return Ok(std::sync::Arc::new(model));

@@ -70,8 +70,8 @@ fn a_switch_that_stops_several_children_replays_byte_for_byte() {
         let first = scenario.run(seed);
         let second = scenario.run(seed);
         assert_eq!(
-            subagents::simulation::render(&first.log),
-            subagents::simulation::render(&second.log),
+            first.render(),
+            second.render(),
             "seed {seed} replays differently"
         );
         // Asked to stop in child-number order: the queued ones end at
@@ -149,8 +149,8 @@ async fn a_crashed_hub_leaves_a_final_envelope_for_every_child() {
     thread.send_user("start").unwrap();
     let mut log = Vec::new();
     run_for(&mut events, &mut log, 10).await;
-    thread.parts().hub.actor().kill();
-    thread.parts().hub.actor().wait(None).await.ok();
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.ok();
     thread.sync().await.unwrap();
     thread.flush_persistence().await.unwrap();
     let envelope = kept.get(&AgentId::new("agent_1")).expect("persisted");
@@ -227,7 +227,7 @@ async fn a_huge_stored_id_does_not_crash_the_thread() {
         run_for(&mut events, &mut log, 30).await;
         assert_eq!(started(&log), [AgentId::new("agent_1")], "{huge}");
         check_log(&log, true);
-        assert!(thread.parts().hub.snapshot().await.is_ok(), "the hub lives");
+        assert!(thread.hub().snapshot().await.is_ok(), "the hub lives");
         thread.close_and_wait().await;
     }
 }
@@ -248,23 +248,8 @@ async fn a_gate_stops_when_its_last_handle_is_dropped() {
         .expect("the gate stops with its last handle")
         .ok();
 
-    // An agent's private gate stops with the agent.
-    let config = Agent::builder(ScriptedModel::new(vec![Turn::answer("hi")]).shared())
-        .config()
-        .await
-        .unwrap();
-    let gate_actor = config.gate.actor().clone();
-    let (events, _stream) = EventSink::channel();
-    let agent = subagents::actors::agent::spawn_agent(Arc::new(config), events, None)
-        .await
-        .unwrap();
-    agent.run("hello").await.unwrap();
-    agent.shutdown();
-    agent.actor().wait(None).await.ok();
-    tokio::time::timeout(Duration::from_secs(1), gate_actor.wait(None))
-        .await
-        .expect("the agent's private gate stops with the agent")
-        .ok();
+    // An agent's private gate stops with the agent: see the unit test
+    // `agent::config::tests::a_private_gate_stops_with_its_agent`.
 
     // A registry's gates stop with the last copy of the registry.
     let mut registry = subagents::actors::registry::ModelRegistry::new();
@@ -278,12 +263,6 @@ async fn a_gate_stops_when_its_last_handle_is_dropped() {
         .await
         .expect("a registry's gate stops with the registry")
         .ok();
-
-    // A handle to a gate the host spawned never stops it.
-    let owned = GateHandle::spawn(1).await.unwrap();
-    let borrowed = GateHandle::from_actor(owned.actor().clone());
-    drop(borrowed);
-    assert!(owned.snapshot().await.is_ok());
 }
 
 /// Defect 11: the thread replaced a host's observer with its own.
@@ -602,7 +581,7 @@ async fn stop_at_completion(turns: usize) -> (usize, usize) {
     let inline = delivered_inline(&log, "call_1_1");
     let wakes = woken(&log, "agent_1");
     assert_eq!(inline + wakes, 1, "after {turns} turns: {log:#?}");
-    let envelope = thread.parts().hub.status(&AgentId::new("agent_1")).unwrap();
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(envelope.claimed, inline == 1, "after {turns} turns");
     thread.close_and_wait().await;
     (inline, wakes)
@@ -691,8 +670,7 @@ async fn a_pending_approval_is_closed_before_its_child_ends() {
             }
             "stop child" => {
                 thread
-                    .parts()
-                    .hub
+                    .hub()
                     .stop(&AgentId::new("agent_1"))
                     .await
                     .unwrap();
@@ -861,10 +839,9 @@ fn delivery_is_exactly_once_on_a_multi_threaded_runtime() {
             // Until the parent is idle again and the answer has landed (a
             // lost answer never lands: give up after many turns).
             for _ in 0..5_000 {
-                let idle = thread.parts().agent.snapshot().await.is_ok_and(|s| !s.busy);
+                let idle = thread.parent_snapshot().await.is_ok_and(|s| !s.busy);
                 let ended = thread
-                    .parts()
-                    .hub
+                    .hub()
                     .status(&AgentId::new("agent_1"))
                     .is_some_and(|e| e.status.is_terminal());
                 thread.sync().await.unwrap();

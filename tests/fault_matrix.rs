@@ -506,7 +506,7 @@ fn ten_thousand_threads_soak() {
         for _ in 0..600 {
             live = 0;
             for h in &handles {
-                live += h.parts().hub.snapshot().await.unwrap().live;
+                live += h.hub().snapshot().await.unwrap().live;
             }
             if live == threads * 3 {
                 break;

@@ -584,18 +584,15 @@ async fn closing_a_thread_stops_what_it_made_and_spares_a_shared_gate() {
     )
     .await
     .unwrap();
-    let own_parts = own.parts().clone();
+    let (own_gate, own_hub) = (own.gate().clone(), own.hub().clone());
     own.close_and_wait().await;
     sharing.close_and_wait().await;
     assert!(
-        own_parts.gate.snapshot().await.is_err(),
+        own_gate.snapshot().await.is_err(),
         "the thread's own gate stopped"
     );
-    assert!(own_parts.hub.snapshot().await.is_err(), "the hub stopped");
-    assert!(
-        own_parts.agent.snapshot().await.is_err(),
-        "the parent stopped"
-    );
+    assert!(own_hub.snapshot().await.is_err(), "the hub stopped");
+    assert!(own.parent_snapshot().await.is_err(), "the parent stopped");
     assert!(
         shared.snapshot().await.is_ok(),
         "a shared gate keeps running"

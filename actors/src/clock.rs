@@ -52,29 +52,3 @@ impl Clock for ManualClock {
         self.now.load(Ordering::SeqCst)
     }
 }
-
-/// Wall-clock stamps that follow tokio time from a fixed epoch: under
-/// `tokio::time::pause` they are virtual and deterministic (the simulation
-/// harness uses it).
-#[derive(Debug)]
-pub struct TokioClock {
-    epoch_ms: u64,
-    start: tokio::time::Instant,
-}
-
-impl TokioClock {
-    /// A clock reading `epoch_ms` now, advancing with tokio time.
-    pub fn new(epoch_ms: u64) -> Self {
-        Self {
-            epoch_ms,
-            start: tokio::time::Instant::now(),
-        }
-    }
-}
-
-impl Clock for TokioClock {
-    fn now_ms(&self) -> u64 {
-        self.epoch_ms
-            .saturating_add(self.start.elapsed().as_millis() as u64)
-    }
-}

@@ -23,7 +23,7 @@ pub mod scripted;
 pub mod sink;
 pub mod tool;
 
-pub use agent::{Agent, AgentBuilder, AgentConfig, AgentError, AgentHandle};
+pub use agent::{Agent, AgentBuilder, AgentError, AgentHandle};
 pub use delegation::{
     DelegatingAgent, DelegationBuilder, FrontEnds, ParentStopPolicy, UseAgentCall,
 };

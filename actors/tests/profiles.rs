@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use subagents_actors::profile::{
     FrontmatterFormat, ParseError, ParseErrorKind, Parsed, Profile, ProfileError, ProfileSet,
-    ProfileWarning, parse_profile, parse_profile_bytes,
+    ProfileWarning,
 };
 
 const PATH: &str = "/agents/agent.md";
 
 fn parse(text: &str) -> Result<Parsed, ProfileError> {
-    parse_profile(Path::new(PATH), text)
+    Profile::parse(Path::new(PATH), text)
 }
 
 fn profile(text: &str) -> Profile {
@@ -524,12 +524,12 @@ fn a_differing_frontmatter_name_warns_and_the_file_name_wins() {
 
 #[test]
 fn names_come_from_the_file_name() {
-    let p = parse_profile(Path::new("/x/Code-Reviewer.md"), "hi")
+    let p = Profile::parse(Path::new("/x/Code-Reviewer.md"), "hi")
         .unwrap()
         .profile;
     assert_eq!(p.name, "Code-Reviewer");
     assert_eq!(p.source, Path::new("/x/Code-Reviewer.md"));
-    let e = parse_profile(Path::new("/x/code reviewer.md"), "hi").unwrap_err();
+    let e = Profile::parse(Path::new("/x/code reviewer.md"), "hi").unwrap_err();
     assert!(
         matches!(e, ProfileError::InvalidName { ref name, .. } if name == "code reviewer"),
         "{e}"
@@ -538,7 +538,7 @@ fn names_come_from_the_file_name() {
 
 #[test]
 fn bytes_that_are_not_utf8_are_an_error_at_the_bad_byte() {
-    let e = parse_profile_bytes(Path::new(PATH), b"+++\nd = \"\xc3\xa9\xff\"\n+++\n").unwrap_err();
+    let e = Profile::parse_bytes(Path::new(PATH), b"+++\nd = \"\xc3\xa9\xff\"\n+++\n").unwrap_err();
     assert_eq!(e.position(), Some((2, 7)), "{e}");
     assert!(matches!(
         e,
@@ -547,7 +547,7 @@ fn bytes_that_are_not_utf8_are_an_error_at_the_bad_byte() {
             ..
         })
     ));
-    assert!(parse_profile_bytes(Path::new(PATH), "ok é".as_bytes()).is_ok());
+    assert!(Profile::parse_bytes(Path::new(PATH), "ok é".as_bytes()).is_ok());
 }
 
 // ---- loading directories ----
@@ -765,7 +765,7 @@ fn an_oversized_file_is_skipped() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("agents");
     let big =
-        "x".repeat(usize::try_from(subagents_actors::profile::MAX_PROFILE_BYTES).unwrap() + 1);
+        "x".repeat(usize::try_from(subagents_actors::profile::ProfileSet::MAX_FILE_BYTES).unwrap() + 1);
     write(&dir, "big.md", &big);
     let report = ProfileSet::load(std::slice::from_ref(&dir), &[]);
     assert!(report.profiles.is_empty());
@@ -870,6 +870,6 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        let _ = parse_profile_bytes(Path::new(PATH), &bytes);
+        let _ = Profile::parse_bytes(Path::new(PATH), &bytes);
     }
 }

@@ -4,13 +4,11 @@
 //!
 //! RSS is read from `/proc/self/statm` (resident pages × 4 KiB, x86-64).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use subagents::actors::DelegationBuilder;
-use subagents::actors::agent::spawn_agent;
-use subagents::actors::{AgentConfig, AgentHandle, DelegatingAgent};
+use subagents::actors::{AgentHandle, DelegatingAgent};
 use subagents::messages::ChildRequest;
 use subagents::prelude::*;
 
@@ -97,19 +95,6 @@ async fn bare_actors(n: usize) -> Vec<ActorRef<()>> {
     all
 }
 
-fn child_config(i: usize, model: &Arc<dyn Model>, gate: &GateHandle) -> AgentConfig {
-    AgentConfig {
-        id: AgentId::new(format!("agent_{i}")),
-        system_prompt: "Child\nYou are a sub-agent.".into(),
-        model: model.clone(),
-        gate: gate.clone(),
-        tools: ToolRegistry::new(),
-        tool_names: Arc::from(Vec::<String>::new()),
-        limits: Limits::default(),
-        depth: 1,
-        approvals: None,
-    }
-}
 
 /// Everything a measurement keeps alive until RSS is read.
 pub(crate) enum Kept {
@@ -137,10 +122,15 @@ pub(crate) async fn spawn_many(kind: MemKind, n: usize) -> Kept {
             let (root, stream) = EventSink::channel();
             let mut all = Vec::with_capacity(n);
             for i in 0..n {
-                let config = child_config(i, &model, &gate);
-                let sink = root.nested(config.id.clone());
+                let id = AgentId::new(format!("agent_{i}"));
+                let sink = root.nested(id.clone());
                 all.push(
-                    spawn_agent(Arc::new(config), sink, None)
+                    Agent::builder(model.clone())
+                        .id(id)
+                        .system_prompt("Child\nYou are a sub-agent.")
+                        .gate(gate.clone())
+                        .depth(1)
+                        .spawn_into(sink, None)
                         .await
                         .expect("spawn agent"),
                 );

@@ -4,21 +4,20 @@
 //! - *bare*: ractor `spawn_linked` under a parent actor, one cast, the child
 //!   sends one event on a tokio unbounded channel, `stop_and_wait`.
 //! - *agent*: the lowest public layer that does spawn + nested sink +
-//!   stop: `spawn_agent` linked under the same parent with
+//!   stop: `AgentBuilder::spawn_into` linked under the same parent with
 //!   `sink.nested(id)`, one `Turn` (scripted: a text delta, then the model
 //!   hangs), wait for the first `Child(id, ..)` on the stream,
 //!   `stop_and_wait`. The turn takes a gate permit and a model stream on
 //!   the way.
-//! - *hub*: `HubHandle::request` (what `use_agent` calls), the first
+//! - *hub*: `HubHandle::request` (what `use_agent` calls) on the hub of a
+//!   `DelegationBuilder` parent (idle meanwhile), the first
 //!   `Child(id, ..)` on the stream, `HubHandle::stop`, then wait for the
 //!   child's actor to terminate.
 
 use std::sync::Arc;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
-use subagents::actors::agent::spawn_agent;
-use subagents::actors::hub::HubConfig;
-use subagents::actors::{AgentConfig, HubHandle};
+use subagents::actors::{DelegatingAgent, HubHandle};
 use subagents::messages::ChildRequest;
 use subagents::prelude::*;
 use tokio::sync::mpsc;
@@ -151,7 +150,7 @@ fn drain(stream: &mut EventStream) {
 /// Ours at the agent layer.
 pub(crate) struct AgentCase {
     parent: ActorRef<()>,
-    config: Arc<AgentConfig>,
+    gate: GateHandle,
     sink: EventSink,
     stream: EventStream,
     id: AgentId,
@@ -160,18 +159,10 @@ pub(crate) struct AgentCase {
 impl AgentCase {
     pub(crate) async fn new() -> Self {
         let gate = GateHandle::spawn(1).await.expect("spawn gate");
-        let config = Agent::builder(child_model())
-            .id("agent_1")
-            .system_prompt("Child\nYou are a sub-agent.")
-            .gate(gate)
-            .depth(1)
-            .config()
-            .await
-            .expect("a config");
         let (sink, stream) = EventSink::channel();
         Self {
             parent: spawn_parent().await,
-            config: Arc::new(config),
+            gate,
             sink,
             stream,
             id: AgentId::new("agent_1"),
@@ -180,13 +171,17 @@ impl AgentCase {
 
     pub(crate) async fn run(&mut self, n: usize) {
         for _ in 0..n {
-            let child = spawn_agent(
-                self.config.clone(),
-                self.sink.nested(self.id.clone()),
-                Some(self.parent.get_cell()),
-            )
-            .await
-            .expect("spawn agent");
+            let child = Agent::builder(child_model())
+                .id("agent_1")
+                .system_prompt("Child\nYou are a sub-agent.")
+                .gate(self.gate.clone())
+                .depth(1)
+                .spawn_into(
+                    self.sink.nested(self.id.clone()),
+                    Some(self.parent.get_cell()),
+                )
+                .await
+                .expect("spawn agent");
             child.send_user("go").expect("agent alive");
             first_child_event(&mut self.stream).await;
             child
@@ -205,6 +200,7 @@ impl AgentCase {
 
 /// Ours through the hub.
 pub(crate) struct HubCase {
+    parent: DelegatingAgent,
     hub: HubHandle,
     stream: EventStream,
 }
@@ -212,12 +208,17 @@ pub(crate) struct HubCase {
 impl HubCase {
     pub(crate) async fn new() -> Self {
         let gate = GateHandle::spawn(1).await.expect("spawn gate");
-        let config = HubConfig::new(child_model(), gate, ToolRegistry::new());
-        let (sink, stream) = EventSink::channel();
-        let hub = HubHandle::spawn(config, AgentId::new("parent"), sink, None)
+        let (parent, stream) = DelegationBuilder::new(child_model())
+            .gate(gate)
+            .spawn()
             .await
-            .expect("spawn hub");
-        Self { hub, stream }
+            .expect("spawn parent and hub");
+        let hub = parent.hub.clone();
+        Self {
+            parent,
+            hub,
+            stream,
+        }
     }
 
     pub(crate) async fn run(&mut self, n: usize) {
@@ -245,6 +246,6 @@ impl HubCase {
     }
 
     pub(crate) fn stop(&self) {
-        self.hub.actor().stop(None);
+        self.parent.shutdown();
     }
 }

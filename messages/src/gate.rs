@@ -1,11 +1,7 @@
-//! What the **ModelGate** shows: its snapshot, and the ticket a permit
-//! carries. The gate's messages and its `Permit` live with the gate
-//! (`subagents_actors::gate`), sealed.
+//! What the **ModelGate** shows: its snapshot. The gate's messages and
+//! its `Permit` live with the gate (`subagents_actors::gate`), sealed.
 
 use std::time::Duration;
-
-/// A waiter's place in the gate's queue, unique per gate.
-pub type Ticket = u64;
 
 /// The gate's state, as a query sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -4,7 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::Envelope;
 use crate::ids::{AgentId, ToolUseId};
 
 /// A request for a child, as `use_agent run` makes it.
@@ -63,17 +62,6 @@ impl ChildRequest {
             stop_if_abandoned: false,
         }
     }
-}
-
-/// What `Detach` found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum DetachOutcome {
-    /// The child now runs in the background.
-    Detached,
-    /// The child had already finished: here is its envelope (now claimed).
-    AlreadyFinished(Box<Envelope>),
-    /// No child has that id.
-    Unknown,
 }
 
 /// The hub's counts, as a query sees them.

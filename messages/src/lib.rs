@@ -21,8 +21,8 @@ pub use event::{
     AgentEvent, AgentResult, ApprovalDecision, ApprovalOutcome, ApprovalRefusal, ApprovalRequest,
     ApprovalResolution, Outcome, SubAgentInfo, SubAgentStatus, ToolResult, ToolStarted, WakeNotice,
 };
-pub use gate::{GateSnapshot, Ticket};
-pub use hub::{ChildRequest, DetachOutcome, HubSnapshot};
+pub use gate::GateSnapshot;
+pub use hub::{ChildRequest, HubSnapshot};
 pub use ids::{AgentId, ApprovalId, ThreadId, ToolUseId};
 pub use limits::{LimitKind, Limits};
 pub use model::{ChatMessage, ModelChunk, ModelRequest, Role, ToolCall, ToolSpec, Usage};

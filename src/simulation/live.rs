@@ -153,9 +153,10 @@ impl LiveSimulation {
         &self.log
     }
 
-    /// The thread's parent, hub and gate.
-    pub fn parts(&self) -> &subagents_actors::DelegatingAgent {
-        self.thread.parts()
+    /// The log so far as readable lines (`t=12.000s  event …`), for
+    /// failures.
+    pub fn render(&self) -> String {
+        crate::simulation::report::render(&self.log)
     }
 
     /// The thread's handle.
@@ -173,13 +174,12 @@ impl LiveSimulation {
     /// Ends the run and reports.
     pub async fn finish(mut self) -> SimulationReport {
         self.drain();
-        let parts = self.thread.parts().clone();
         let report = SimulationReport {
             log: self.log,
             transcript: self.transcript,
-            envelopes: parts.hub.envelopes(),
-            gate: parts.gate.snapshot().await.unwrap_or_default(),
-            hub: parts.hub.snapshot().await.unwrap_or_default(),
+            envelopes: self.thread.hub().envelopes(),
+            gate: self.thread.gate().snapshot().await.unwrap_or_default(),
+            hub: self.thread.hub().snapshot().await.unwrap_or_default(),
             elapsed: self.start.elapsed(),
         };
         self.thread.close();

@@ -52,6 +52,6 @@ mod scenario;
 mod trigger;
 
 pub use live::{Fired, LiveSimulation};
-pub use report::{HostAction, LogEntry, Logged, SIMULATION_EPOCH_MS, SimulationReport, render};
+pub use report::{HostAction, LogEntry, Logged, SimulationReport};
 pub use scenario::Scenario;
 pub use trigger::{Moment, Trigger};

@@ -6,9 +6,8 @@ use subagents_messages::{
     AgentEvent, AgentId, ApprovalId, Envelope, GateSnapshot, HubSnapshot, Transcript,
 };
 
-/// The wall-clock reading at the start of every simulation
-/// (2026-01-01T00:00:00Z): stamps are virtual and deterministic.
-pub const SIMULATION_EPOCH_MS: u64 = 1_767_225_600_000;
+/// The wall-clock reading at the start of every simulation.
+pub(crate) const SIMULATION_EPOCH_MS: u64 = 1_767_225_600_000;
 
 /// Something the host does at a virtual time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,7 +97,7 @@ impl SimulationReport {
 }
 
 /// A log as readable lines (`t=12.000s  event …`), for failures.
-pub fn render(log: &[Logged]) -> String {
+pub(crate) fn render(log: &[Logged]) -> String {
     log.iter()
         .map(|l| {
             let what = match &l.entry {

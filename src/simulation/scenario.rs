@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use subagents_actors::clock::TokioClock;
 use subagents_actors::scripted::{ScriptedModel, Turn};
 use subagents_actors::{DelegationBuilder, Model, ToolRegistry};
 use subagents_supervisor::store::EnvelopeStore;
@@ -44,6 +43,11 @@ impl std::fmt::Debug for Scenario {
 }
 
 impl Scenario {
+    /// The wall-clock reading at the start of every simulation, in ms
+    /// since the Unix epoch (2026-01-01T00:00:00Z): stamps are virtual and
+    /// deterministic.
+    pub const EPOCH_MS: u64 = SIMULATION_EPOCH_MS;
+
     /// A scenario whose parent answers with `parent_turns`, in order.
     pub fn new(parent_turns: Vec<Turn>) -> Self {
         Self {
@@ -213,5 +217,31 @@ impl Scenario {
             .await
             .expect("the simulated thread starts");
         LiveSimulation::new(thread, events)
+    }
+}
+
+/// Wall-clock stamps that follow tokio time from a fixed epoch: under
+/// `tokio::time::pause` they are virtual and deterministic (the simulation
+/// harness uses it).
+#[derive(Debug)]
+struct TokioClock {
+    epoch_ms: u64,
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock reading `epoch_ms` now, advancing with tokio time.
+    fn new(epoch_ms: u64) -> Self {
+        Self {
+            epoch_ms,
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl subagents_actors::clock::Clock for TokioClock {
+    fn now_ms(&self) -> u64 {
+        self.epoch_ms
+            .saturating_add(self.start.elapsed().as_millis() as u64)
     }
 }

@@ -232,7 +232,7 @@ struct World {
 }
 
 fn open_store(dir: &std::path::Path) -> Arc<EnvelopeStore> {
-    let clock = Arc::new(ManualClock::new(subagents::simulation::SIMULATION_EPOCH_MS));
+    let clock = Arc::new(ManualClock::new(subagents::simulation::Scenario::EPOCH_MS));
     Arc::new(EnvelopeStore::open(dir, clock).unwrap().0)
 }
 
@@ -381,7 +381,7 @@ impl World {
     fn logs(&self) -> Vec<String> {
         self.threads
             .iter()
-            .map(|t| subagents::simulation::render(t.log()))
+            .map(|t| t.render())
             .collect()
     }
 
@@ -399,11 +399,11 @@ impl World {
                     self.peak.load(Ordering::SeqCst) <= 1,
                     "guarantee 6: two model calls in flight on the shared gate"
                 );
-                let parts = live.parts().clone();
+                let thread_hub = live.thread().hub().clone();
                 if self.closed[n] {
                     return;
                 }
-                let hub = self.runtime.block_on(parts.hub.snapshot()).unwrap();
+                let hub = self.runtime.block_on(thread_hub.snapshot()).unwrap();
                 assert!(hub.live <= MAX_LIVE, "guarantee 5: {} live", hub.live);
                 if at_rest {
                     assert_eq!(
@@ -413,7 +413,7 @@ impl World {
                     );
                     let started = started_ids(log).len();
                     assert_eq!(
-                        parts.hub.envelopes().len(),
+                        thread_hub.envelopes().len(),
                         started,
                         "one envelope per child"
                     );
@@ -423,7 +423,7 @@ impl World {
             if let Err(panic) = checked {
                 eprintln!(
                     "---- log of thread {n} ----\n{}\n-------------",
-                    subagents::simulation::render(log)
+                    live.render()
                 );
                 std::panic::resume_unwind(panic);
             }

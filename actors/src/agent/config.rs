@@ -13,27 +13,27 @@ use crate::sink::{EventSink, EventStream};
 use crate::tool::ToolRegistry;
 
 /// How an agent is set up. Parent and child differ only here.
-pub struct AgentConfig {
+pub(crate) struct AgentConfig {
     /// Its id (`parent` for a thread's parent, `agent_N` for children).
-    pub id: AgentId,
+    pub(crate) id: AgentId,
     /// Its system prompt.
-    pub system_prompt: String,
+    pub(crate) system_prompt: String,
     /// The model it calls.
-    pub model: Arc<dyn Model>,
+    pub(crate) model: Arc<dyn Model>,
     /// The gate its model calls go through.
-    pub gate: GateHandle,
+    pub(crate) gate: GateHandle,
     /// The tools it may call.
-    pub tools: ToolRegistry,
+    pub(crate) tools: ToolRegistry,
     /// Names of `tools`, shared with every tool call.
-    pub tool_names: Arc<[String]>,
+    pub(crate) tool_names: Arc<[String]>,
     /// Limits on each turn.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// 0 for a parent, 1 for its children.
-    pub depth: u32,
+    pub(crate) depth: u32,
     /// Consulted before asking the host: a decision here answers the
     /// approval at once, with no `ApprovalRequested` event (the hub's
     /// policy for background children uses it).
-    pub approvals: Option<Arc<dyn ApprovalPolicy>>,
+    pub(crate) approvals: Option<Arc<dyn ApprovalPolicy>>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -139,7 +139,7 @@ impl AgentBuilder {
     }
 
     /// The finished config, spawning a gate if none was given.
-    pub async fn config(self) -> Result<AgentConfig, AgentError> {
+    pub(crate) async fn config(self) -> Result<AgentConfig, AgentError> {
         let gate = match self.gate {
             Some(gate) => gate,
             None => GateHandle::spawn(1)
@@ -180,7 +180,7 @@ impl AgentBuilder {
 }
 
 /// Spawns an agent from a finished config.
-pub async fn spawn_agent(
+pub(crate) async fn spawn_agent(
     config: Arc<AgentConfig>,
     events: EventSink,
     supervisor: Option<ActorCell>,
@@ -193,4 +193,29 @@ pub async fn spawn_agent(
     };
     let (actor, _) = spawned.map_err(|e| AgentError::Spawn(e.to_string()))?;
     Ok(AgentHandle::new(id, actor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripted::{ScriptedModel, Turn};
+
+    /// Defect 10 of the edge review: an agent's private gate outlived it.
+    #[tokio::test(start_paused = true)]
+    async fn a_private_gate_stops_with_its_agent() {
+        let config = Agent::builder(ScriptedModel::new(vec![Turn::answer("hi")]).shared())
+            .config()
+            .await
+            .unwrap();
+        let gate = config.gate.actor().clone();
+        let (events, _stream) = EventSink::channel();
+        let agent = spawn_agent(Arc::new(config), events, None).await.unwrap();
+        agent.run("hello").await.unwrap();
+        agent.shutdown();
+        agent.actor().wait(None).await.ok();
+        tokio::time::timeout(std::time::Duration::from_secs(1), gate.wait(None))
+            .await
+            .expect("the agent's private gate stops with the agent")
+            .ok();
+    }
 }

@@ -1,6 +1,6 @@
 //! The host's handle on an agent, and what a call on it can fail with.
 
-use ractor::ActorRef;
+use ractor::{ActorCell, ActorRef};
 
 use crate::agent::msg::AgentMsg;
 use subagents_messages::{
@@ -44,7 +44,7 @@ pub struct AgentHandle {
 
 impl AgentHandle {
     /// Wraps a spawned agent actor.
-    pub fn new(id: AgentId, actor: ActorRef<AgentMsg>) -> Self {
+    pub(crate) fn new(id: AgentId, actor: ActorRef<AgentMsg>) -> Self {
         Self { id, actor }
     }
 
@@ -53,8 +53,14 @@ impl AgentHandle {
         &self.id
     }
 
-    /// The agent actor.
-    pub fn actor(&self) -> &ActorRef<AgentMsg> {
+    /// The agent actor's cell: to wait for it, link to it or stop it.
+    /// Its messages are this handle's methods.
+    pub fn actor(&self) -> &ActorCell {
+        &self.actor
+    }
+
+    /// The actor itself, for this crate's own messages.
+    pub(crate) fn actor_ref(&self) -> &ActorRef<AgentMsg> {
         &self.actor
     }
 
@@ -66,13 +72,44 @@ impl AgentHandle {
     /// Sends a turn of the given origin. On a stopped agent the text comes
     /// back in [`AgentError::Undelivered`].
     pub fn send_turn(&self, text: impl Into<String>, origin: TurnOrigin) -> Result<(), AgentError> {
+        self.cast_turn(text.into(), origin, None)
+    }
+
+    /// Sends a user turn and waits for its result (events still follow on
+    /// the stream). The turn's limits bound the wait.
+    pub async fn run(&self, text: impl Into<String>) -> Result<AgentResult, AgentError> {
+        self.queue_turn(text, TurnOrigin::User)?.await
+    }
+
+    /// Sends a turn of the given origin now (it takes its place in the
+    /// agent's FIFO at once) and gives back a future of its result, to
+    /// await elsewhere. The future fails with [`AgentError::Dropped`] if
+    /// the turn was dropped unrun (a stop cleared the queue). On a stopped
+    /// agent the text comes back in [`AgentError::Undelivered`].
+    pub fn queue_turn(
+        &self,
+        text: impl Into<String>,
+        origin: TurnOrigin,
+    ) -> Result<
+        impl std::future::Future<Output = Result<AgentResult, AgentError>> + Send + 'static,
+        AgentError,
+    > {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.cast_turn(text.into(), origin, Some(tx.into()))?;
+        let id = self.id.clone();
+        Ok(async move { rx.await.map_err(|_| AgentError::Dropped(id)) })
+    }
+
+    fn cast_turn(
+        &self,
+        text: String,
+        origin: TurnOrigin,
+        reply: Option<ractor::RpcReplyPort<AgentResult>>,
+    ) -> Result<(), AgentError> {
         self.actor
             .cast(AgentMsg::Turn {
-                turn: UserTurn {
-                    text: text.into(),
-                    origin,
-                },
-                reply: None,
+                turn: UserTurn { text, origin },
+                reply,
             })
             .map_err(|e| match e {
                 ractor::MessagingErr::SendErr(AgentMsg::Turn { turn, .. }) => {
@@ -83,22 +120,6 @@ impl AgentHandle {
                 }
                 _ => AgentError::Closed(self.id.clone()),
             })
-    }
-
-    /// Sends a user turn and waits for its result (events still follow on
-    /// the stream). The turn's limits bound the wait.
-    pub async fn run(&self, text: impl Into<String>) -> Result<AgentResult, AgentError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.actor
-            .cast(AgentMsg::Turn {
-                turn: UserTurn {
-                    text: text.into(),
-                    origin: TurnOrigin::User,
-                },
-                reply: Some(tx.into()),
-            })
-            .map_err(|_| AgentError::Closed(self.id.clone()))?;
-        rx.await.map_err(|_| AgentError::Dropped(self.id.clone()))
     }
 
     /// Stops the running turn (its result is `Outcome::Stopped`) and drops

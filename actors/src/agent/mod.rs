@@ -27,7 +27,8 @@ mod state;
 mod turn;
 mod turn_state;
 
-pub use config::{Agent, AgentBuilder, AgentConfig, ApprovalPolicy, spawn_agent};
+pub use config::{Agent, AgentBuilder, ApprovalPolicy};
+pub(crate) use config::{AgentConfig, spawn_agent};
 pub use handle::{AgentError, AgentHandle};
-pub use msg::AgentMsg;
+pub(crate) use msg::AgentMsg;
 pub(crate) use turn_state::CallSlot;

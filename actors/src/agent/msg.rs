@@ -1,17 +1,30 @@
-//! The agent's protocol: the requests a host (or the supervisor, or the
-//! hub) may send, and a sealed part only the agent's own turn task writes.
+//! The agent's protocol, private to this crate: a host (or the
+//! supervisor) talks to an agent through [`AgentHandle`]'s methods, so it
+//! cannot write any of it — not a turn's result, not an approval's
+//! responder.
 //!
 //! ```
-//! // What a host may write.
-//! use subagents_actors::agent::AgentMsg;
-//! let stop = AgentMsg::Stop;
+//! // What a host may do: call the handle.
+//! fn stop(agent: &subagents_actors::AgentHandle) {
+//!     let _ = agent.stop_turn();
+//! }
 //! ```
 //!
 //! ```compile_fail
-//! // A host cannot end an agent's turn with a result of its own.
+//! // A host cannot name the agent's messages, so cannot end a turn with a
+//! // result of its own.
 //! use subagents_actors::agent::AgentMsg;
-//! let forged = AgentMsg::TurnFinished { run: 1, result: todo!(), history: vec![] };
 //! ```
+//!
+//! ```compile_fail
+//! // Nor reach them through the actor: the handle gives a cell, whose
+//! // messages must be named to be sent.
+//! fn forge(agent: &subagents_actors::AgentHandle) {
+//!     let _ = agent.actor().send_message(subagents_actors::agent::AgentMsg::Stop);
+//! }
+//! ```
+//!
+//! [`AgentHandle`]: crate::AgentHandle
 
 use ractor::RpcReplyPort;
 use subagents_messages::{
@@ -21,7 +34,7 @@ use subagents_messages::{
 /// What the Agent actor is told.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum AgentMsg {
+pub(crate) enum AgentMsg {
     /// Sent by the host or the supervisor: run a turn. Turns run one at a
     /// time; one sent while another runs waits its turn (FIFO). Events
     /// follow on the agent's stream, ending with `AgentEvent::Result`.

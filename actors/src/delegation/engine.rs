@@ -364,7 +364,7 @@ impl Drop for OnParentStop {
         match self.policy {
             ParentStopPolicy::Detach => self.hub.detach_now(&self.id),
             ParentStopPolicy::Cascade => {
-                let _ = self.hub.actor().cast(HubMsg::Stop {
+                let _ = self.hub.actor_ref().cast(HubMsg::Stop {
                     id: self.id.clone(),
                     reply: None,
                 });

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use subagents_messages::{AgentId, DetachOutcome, Envelope};
+use crate::hub::DetachOutcome;
+use subagents_messages::{AgentId, Envelope};
 
 use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
 use crate::hub::{HubHandle, WaitOutcome};

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
-use subagents_messages::{AgentId, GateSnapshot, Ticket};
+use subagents_messages::{AgentId, GateSnapshot};
+use crate::gate::Ticket;
 
 use crate::gate::actor::{GateArguments, ModelGate};
 use crate::gate::msg::{GateMsg, Permit};
@@ -17,18 +18,16 @@ pub struct GateClosed(());
 
 /// A handle to a ModelGate. Cheap to clone.
 ///
-/// A gate spawned through [`GateHandle::spawn`] or
-/// [`GateHandle::spawn_linked`] lives as long as a handle refers to it:
-/// when the last clone is dropped, the gate stops (a permit still held
-/// then releases into nothing). A handle made with
-/// [`GateHandle::from_actor`] never stops the gate: its spawner owns it.
+/// A gate lives as long as a handle refers to it: when the last clone is
+/// dropped, the gate stops (a permit still held then releases into
+/// nothing).
 #[derive(Debug, Clone)]
 pub struct GateHandle {
     actor: ActorRef<GateMsg>,
     next_ticket: Arc<AtomicU64>,
     /// Shared by every clone of an owning handle; stops the gate when the
     /// last one goes.
-    _owner: Option<Arc<StopOnDrop>>,
+    _owner: Arc<StopOnDrop>,
 }
 
 /// Stops the gate actor when dropped.
@@ -51,8 +50,9 @@ impl GateHandle {
 
     fn owning(actor: ActorRef<GateMsg>) -> Self {
         Self {
-            _owner: Some(Arc::new(StopOnDrop(actor.clone()))),
-            ..Self::from_actor(actor)
+            _owner: Arc::new(StopOnDrop(actor.clone())),
+            actor,
+            next_ticket: Arc::new(AtomicU64::new(1)),
         }
     }
 
@@ -67,18 +67,9 @@ impl GateHandle {
         Ok(Self::owning(actor))
     }
 
-    /// A handle to a gate spawned by the host, who stops it: dropping
-    /// this handle leaves the gate running.
-    pub fn from_actor(actor: ActorRef<GateMsg>) -> Self {
-        Self {
-            actor,
-            next_ticket: Arc::new(AtomicU64::new(1)),
-            _owner: None,
-        }
-    }
-
-    /// The gate actor.
-    pub fn actor(&self) -> &ActorRef<GateMsg> {
+    /// The gate actor's cell: to wait for it, or stop it. Its messages
+    /// are this handle's methods and [`Permit`]'s drop.
+    pub fn actor(&self) -> &ActorCell {
         &self.actor
     }
 

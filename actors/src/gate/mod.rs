@@ -30,4 +30,7 @@ mod msg;
 mod queue;
 
 pub use handle::{GateClosed, GateHandle};
-pub use msg::{GateMsg, Permit};
+pub use msg::Permit;
+
+/// A waiter's place in the gate's queue, unique per gate.
+pub(crate) type Ticket = u64;

@@ -1,14 +1,14 @@
-//! The gate's protocol. A host may ask for a [`GateSnapshot`]; everything
-//! else — queueing for a permit, cancelling, releasing — is sealed: only
-//! this crate's [`GateHandle`](crate::gate::GateHandle) and [`Permit`] can
-//! write it, so a host cannot release a permit it does not hold.
+//! The gate's protocol, private to this crate: queueing for a permit,
+//! cancelling, releasing and snapshots are written only by
+//! [`GateHandle`](crate::gate::GateHandle) and [`Permit`], so a host cannot
+//! release a permit it does not hold.
 //!
-//! What a host may write, and hold:
+//! What a host may do, and hold:
 //!
 //! ```
-//! use subagents_actors::gate::{GateMsg, Permit};
-//! fn ask(gate: &ractor::ActorRef<GateMsg>, reply: ractor::RpcReplyPort<subagents_messages::GateSnapshot>) {
-//!     let _ = gate.cast(GateMsg::Snapshot(reply));
+//! use subagents_actors::gate::{GateHandle, Permit};
+//! async fn ask(gate: &GateHandle) {
+//!     let _ = gate.snapshot().await;
 //! }
 //! fn ticket(held: &Permit) -> u64 {
 //!     held.ticket()
@@ -17,30 +17,26 @@
 //!
 //! ```compile_fail
 //! // A host cannot forge a permit…
-//! use subagents_actors::gate::Permit;
-//! fn forge(gate: ractor::ActorRef<subagents_actors::gate::GateMsg>) -> Permit {
-//!     Permit::new(gate, 1)
+//! use subagents_actors::gate::{GateHandle, Permit};
+//! fn forge(gate: &GateHandle) -> Permit {
+//!     Permit::new(gate.actor().clone(), 1)
 //! }
 //! ```
 //!
 //! ```compile_fail
-//! // …nor cast a release for a ticket it does not hold.
+//! // …nor name the gate's messages to cast a release for a ticket it does
+//! // not hold.
 //! use subagents_actors::gate::GateMsg;
-//! let release = GateMsg::Release { ticket: 1 };
-//! ```
-//!
-//! ```compile_fail
-//! // The sealed part cannot be named outside this crate.
-//! use subagents_actors::gate::sealed::GateInternal;
 //! ```
 
 use ractor::{ActorRef, RpcReplyPort};
-use subagents_messages::{AgentId, GateSnapshot, Ticket};
+use subagents_messages::{AgentId, GateSnapshot};
+use crate::gate::Ticket;
 
 /// What the ModelGate actor is told.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum GateMsg {
+pub(crate) enum GateMsg {
     /// Sent by anyone: replies with a [`GateSnapshot`]. Never waits.
     Snapshot(RpcReplyPort<GateSnapshot>),
     /// Sent only by this crate's handles and permits.
@@ -53,7 +49,8 @@ pub(crate) mod sealed {
     #![allow(unreachable_pub)]
 
     use ractor::RpcReplyPort;
-    use subagents_messages::{AgentId, Ticket};
+    use crate::gate::Ticket;
+    use subagents_messages::AgentId;
 
     use super::Permit;
 

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use subagents_messages::Ticket;
+use crate::gate::Ticket;
 
 /// Waiters in arrival order and the tickets holding capacity.
 #[derive(Debug)]

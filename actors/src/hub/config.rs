@@ -44,63 +44,38 @@ pub enum BackgroundApprovals {
 }
 
 /// How the hub makes children.
-pub struct HubConfig {
+pub(crate) struct HubConfig {
     /// Live children at once (Loopl: 3).
-    pub max_live: usize,
+    pub(crate) max_live: usize,
     /// The model children run on.
-    pub model: Arc<dyn Model>,
+    pub(crate) model: Arc<dyn Model>,
     /// The gate they share with the parent.
-    pub gate: GateHandle,
+    pub(crate) gate: GateHandle,
     /// The tools a child may be given (never `use_agent` itself).
-    pub tools: ToolRegistry,
+    pub(crate) tools: ToolRegistry,
     /// Limits on a child's turn.
-    pub child_limits: Limits,
+    pub(crate) child_limits: Limits,
     /// Children deeper than this are refused (1: children cannot spawn).
-    pub max_depth: u32,
+    pub(crate) max_depth: u32,
     /// Appended to every child's system prompt (inherited workflow
     /// instructions), if set.
-    pub instructions: Option<String>,
+    pub(crate) instructions: Option<String>,
     /// Wall-clock stamps.
-    pub clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// Told when a child finishes, in this order.
-    pub observers: Vec<Arc<dyn HubObserver>>,
+    pub(crate) observers: Vec<Arc<dyn HubObserver>>,
     /// Answers ids of earlier sessions.
-    pub archive: Option<Arc<dyn EnvelopeArchive>>,
+    pub(crate) archive: Option<Arc<dyn EnvelopeArchive>>,
     /// Where child ids come from; share one counter between hubs whose
     /// envelopes meet (one store), and start it past the archived ids.
-    pub ids: ChildIds,
+    pub(crate) ids: ChildIds,
     /// What a background child's approval request does.
-    pub background_approvals: BackgroundApprovals,
+    pub(crate) background_approvals: BackgroundApprovals,
     /// Models a child may ask for by name (falls back to `model`).
-    pub models: ModelRegistry,
+    pub(crate) models: ModelRegistry,
     /// The parent's own turn cap: a child's `max_iterations` is clamped to
     /// it.
-    pub parent_max_turns: u32,
-}
-
-impl HubConfig {
-    /// Children on `model` behind `gate`, offered `tools`: 3 live, default
-    /// limits, depth 1, the system clock, no observer, archive or extra
-    /// models, background approvals asked.
-    pub fn new(model: Arc<dyn Model>, gate: GateHandle, tools: ToolRegistry) -> Self {
-        let child_limits = Limits::default();
-        Self {
-            max_live: crate::defaults::MAX_LIVE,
-            model,
-            gate,
-            tools,
-            child_limits,
-            max_depth: crate::defaults::MAX_DEPTH,
-            instructions: None,
-            clock: Arc::new(crate::clock::SystemClock),
-            observers: Vec::new(),
-            archive: None,
-            ids: ChildIds::default(),
-            background_approvals: BackgroundApprovals::default(),
-            models: ModelRegistry::new(),
-            parent_max_turns: child_limits.max_turns,
-        }
-    }
+    pub(crate) parent_max_turns: u32,
 }
 
 impl std::fmt::Debug for HubConfig {

@@ -5,10 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::hub::msg::HubMsg;
+use crate::hub::stop::DetachOutcome;
 use crate::hub::msg::sealed::HubInternal;
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 use subagents_messages::{
-    AgentId, ChildRequest, DetachOutcome, Envelope, HubSnapshot, SubAgentStatus,
+    AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest, Envelope,
+    HubSnapshot, SubAgentStatus,
 };
 
 use crate::clock::Clock;
@@ -78,7 +80,7 @@ impl std::fmt::Debug for HubHandle {
 impl HubHandle {
     /// Spawns a hub for the parent `parent` writing to `parent_sink`,
     /// linked under `supervisor` if given.
-    pub async fn spawn(
+    pub(crate) async fn spawn(
         config: HubConfig,
         parent: AgentId,
         parent_sink: EventSink,
@@ -106,9 +108,46 @@ impl HubHandle {
         })
     }
 
-    /// The hub actor.
-    pub fn actor(&self) -> &ActorRef<HubMsg> {
+    /// The hub actor's cell: to wait for it, or stop it (every child
+    /// stops with it). Its messages are this handle's methods.
+    pub fn actor(&self) -> &ActorCell {
         &self.actor
+    }
+
+    /// The actor itself, for this crate's own messages.
+    pub(crate) fn actor_ref(&self) -> &ActorRef<HubMsg> {
+        &self.actor
+    }
+
+    /// Asks the hub to stop every live and queued child, in child-number
+    /// order, without waiting: the request takes its place in the hub's
+    /// mailbox now (for a caller that must not await, such as an actor's
+    /// handler), and `reply`, if given, receives how many children were
+    /// stopped once every one of them has ended.
+    pub fn stop_all_replying(
+        &self,
+        reply: Option<ractor::RpcReplyPort<usize>>,
+    ) -> Result<(), HubClosed> {
+        self.actor
+            .cast(HubMsg::StopAll { reply })
+            .map_err(|_| HubClosed(()))
+    }
+
+    /// Answers an approval a child asked for; forwarded to that child.
+    /// Refused as `Ended` when the child (or the hub) is gone, `Unknown`
+    /// when no child of this hub asked it.
+    pub async fn resolve_approval(
+        &self,
+        id: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<(), ApprovalRefusal> {
+        let asked = id.clone();
+        ractor::call!(self.actor, |reply| HubMsg::ResolveApproval {
+            id: asked,
+            decision,
+            reply
+        })
+        .unwrap_or(Err(ApprovalRefusal::Ended(id)))
     }
 
     /// Requests a child; its id, or a sentence saying why not. If this

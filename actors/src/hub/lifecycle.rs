@@ -245,7 +245,7 @@ impl HubState {
             }
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let sent = agent.actor().cast(AgentMsg::Turn {
+        let sent = agent.actor_ref().cast(AgentMsg::Turn {
             turn: UserTurn {
                 text: input,
                 origin: TurnOrigin::User,
@@ -410,7 +410,7 @@ impl HubState {
             return;
         };
         if let Some(agent) = self.children.get(&owner).and_then(|c| c.agent.as_ref()) {
-            let _ = agent.actor().cast(AgentMsg::ResolveApproval {
+            let _ = agent.actor_ref().cast(AgentMsg::ResolveApproval {
                 id,
                 decision,
                 reply,

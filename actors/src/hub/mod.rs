@@ -60,10 +60,12 @@ mod lifecycle;
 mod msg;
 mod slots;
 mod stop;
+pub(crate) use stop::DetachOutcome;
 
-pub use config::{BackgroundApprovals, EnvelopeArchive, HubConfig, HubObserver};
+pub use config::{BackgroundApprovals, EnvelopeArchive, HubObserver};
+pub(crate) use config::HubConfig;
 pub use error::{SpawnRefused, StopRefused};
 pub(crate) use handle::WaitOutcome;
 pub use handle::{HubClosed, HubHandle};
 pub use ids::{ChildIds, IdsExhausted};
-pub use msg::HubMsg;
+pub(crate) use msg::HubMsg;

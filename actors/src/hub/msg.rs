@@ -1,19 +1,19 @@
-//! The hub's protocol: the requests a host (or a tool, or the supervisor)
-//! may send, and a sealed part — results, claims, detaches, releases —
-//! only this crate writes.
+//! The hub's protocol, private to this crate: requests come from this
+//! crate's tools and [`HubHandle`](crate::hub::HubHandle)'s methods;
+//! results, claims, detaches and releases from the hub's own children and
+//! guards. A host cannot write any of it.
 //!
 //! ```
-//! // What a host may write.
-//! use subagents_actors::hub::HubMsg;
-//! fn ask(hub: &ractor::ActorRef<HubMsg>, reply: ractor::RpcReplyPort<subagents_messages::HubSnapshot>) {
-//!     let _ = hub.cast(HubMsg::Snapshot(reply));
+//! // What a host may do: call the handle.
+//! async fn ask(hub: &subagents_actors::HubHandle) {
+//!     let _ = hub.snapshot().await;
 //! }
 //! ```
 //!
 //! ```compile_fail
-//! // A host cannot report a child's result, nor claim one.
+//! // A host cannot report a child's result, nor claim one: it cannot name
+//! // the hub's messages.
 //! use subagents_actors::hub::HubMsg;
-//! let forged = HubMsg::Claimed { id: "agent_1".into() };
 //! ```
 
 use ractor::RpcReplyPort;
@@ -27,7 +27,7 @@ use subagents_messages::{
 /// What the Hub actor is told.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum HubMsg {
+pub(crate) enum HubMsg {
     /// Sent by `use_agent run`: request a child. The hub emits
     /// `ChildStarted` then `ChildStatus(queued | running)` (and
     /// `ChildStatus(background)` for a background request) on the
@@ -94,7 +94,8 @@ pub(crate) mod sealed {
     #![allow(unreachable_pub)]
 
     use ractor::RpcReplyPort;
-    use subagents_messages::{AgentId, AgentResult, DetachOutcome};
+    use subagents_messages::{AgentId, AgentResult};
+    use crate::hub::stop::DetachOutcome;
 
     /// The hub's own messages.
     #[derive(Debug)]

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ractor::{ActorRef, RpcReplyPort};
-use subagents_messages::{AgentId, DetachOutcome, SubAgentStatus};
+use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
 use crate::hub::error::StopRefused;
 use crate::hub::ids::child_number;
@@ -195,4 +195,15 @@ impl HubState {
             self.finish_child(&id, status, result, error);
         }
     }
+}
+
+/// What `Detach` found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum DetachOutcome {
+    /// The child now runs in the background.
+    Detached,
+    /// The child had already finished: here is its envelope (now claimed).
+    AlreadyFinished(Box<Envelope>),
+    /// No child has that id.
+    Unknown,
 }

@@ -103,13 +103,6 @@ use self::error::Timeouts;
 use self::retry::RetryPolicy;
 use crate::model::{Model, ModelStream};
 
-/// The variable naming the API root (e.g. `http://127.0.0.1:8080/v1`).
-pub const ENV_BASE_URL: &str = "SUBAGENTS_OPENAI_BASE_URL";
-/// The variable holding the API key (optional).
-pub const ENV_API_KEY: &str = "SUBAGENTS_OPENAI_API_KEY";
-/// The variable naming the model.
-pub const ENV_MODEL: &str = "SUBAGENTS_OPENAI_MODEL";
-
 /// A model served over the OpenAI chat-completions API. See the [module
 /// docs](self). Cheap to share as `Arc<dyn Model>` ([`Self::shared`]).
 pub struct OpenAiCompatible {
@@ -133,6 +126,13 @@ impl fmt::Debug for OpenAiCompatible {
 }
 
 impl OpenAiCompatible {
+    /// The variable naming the API root (e.g. `http://127.0.0.1:8080/v1`).
+    pub const ENV_BASE_URL: &str = "SUBAGENTS_OPENAI_BASE_URL";
+    /// The variable holding the API key (optional).
+    pub const ENV_API_KEY: &str = "SUBAGENTS_OPENAI_API_KEY";
+    /// The variable naming the model.
+    pub const ENV_MODEL: &str = "SUBAGENTS_OPENAI_MODEL";
+
     /// An adapter for `model` at `base_url` (the API root, up to and
     /// including `/v1`), with the default knobs. An empty key counts as
     /// none.
@@ -237,15 +237,15 @@ impl OpenAiBuilder {
                 .map(|v| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()))
                 .map_err(|reason| OpenAiConfigError::InvalidVariable { name, reason })
         };
-        let base_url = read(ENV_BASE_URL)?.ok_or(OpenAiConfigError::MissingVariable {
-            name: ENV_BASE_URL,
+        let base_url = read(OpenAiCompatible::ENV_BASE_URL)?.ok_or(OpenAiConfigError::MissingVariable {
+            name: OpenAiCompatible::ENV_BASE_URL,
             hint: "set it to the API root, e.g. http://127.0.0.1:8080/v1",
         })?;
-        let model = read(ENV_MODEL)?.ok_or(OpenAiConfigError::MissingVariable {
-            name: ENV_MODEL,
+        let model = read(OpenAiCompatible::ENV_MODEL)?.ok_or(OpenAiConfigError::MissingVariable {
+            name: OpenAiCompatible::ENV_MODEL,
             hint: "set it to the model name the server knows",
         })?;
-        let api_key = read(ENV_API_KEY)?;
+        let api_key = read(OpenAiCompatible::ENV_API_KEY)?;
         Ok(OpenAiCompatible::builder(base_url, model).api_key(api_key))
     }
 
@@ -352,9 +352,9 @@ mod tests {
     #[test]
     fn the_environment_names_url_model_and_key() {
         let built = OpenAiBuilder::from_lookup(lookup(&[
-            (ENV_BASE_URL, "http://127.0.0.1:8080/v1/"),
-            (ENV_MODEL, " qwen "),
-            (ENV_API_KEY, "sk-1"),
+            (OpenAiCompatible::ENV_BASE_URL, "http://127.0.0.1:8080/v1/"),
+            (OpenAiCompatible::ENV_MODEL, " qwen "),
+            (OpenAiCompatible::ENV_API_KEY, "sk-1"),
         ]))
         .and_then(OpenAiBuilder::build);
         let Ok(model) = built else {
@@ -373,24 +373,24 @@ mod tests {
     #[test]
     fn the_key_is_optional_and_empty_counts_as_unset() {
         let built = OpenAiBuilder::from_lookup(lookup(&[
-            (ENV_BASE_URL, "http://127.0.0.1:11434/v1"),
-            (ENV_MODEL, "m"),
-            (ENV_API_KEY, ""),
+            (OpenAiCompatible::ENV_BASE_URL, "http://127.0.0.1:11434/v1"),
+            (OpenAiCompatible::ENV_MODEL, "m"),
+            (OpenAiCompatible::ENV_API_KEY, ""),
         ]));
         assert!(built.is_ok_and(|b| b.api_key.is_none()));
     }
 
     #[test]
     fn missing_variables_are_named() {
-        let err = OpenAiBuilder::from_lookup(lookup(&[(ENV_MODEL, "m")])).err();
+        let err = OpenAiBuilder::from_lookup(lookup(&[(OpenAiCompatible::ENV_MODEL, "m")])).err();
         assert!(matches!(
             err,
             Some(OpenAiConfigError::MissingVariable {
-                name: ENV_BASE_URL,
+                name: OpenAiCompatible::ENV_BASE_URL,
                 ..
             })
         ));
-        let err = OpenAiBuilder::from_lookup(lookup(&[(ENV_BASE_URL, "http://x/v1")])).err();
+        let err = OpenAiBuilder::from_lookup(lookup(&[(OpenAiCompatible::ENV_BASE_URL, "http://x/v1")])).err();
         let Some(err) = err else {
             panic!("expected an error");
         };
@@ -399,7 +399,7 @@ mod tests {
         assert!(matches!(
             err,
             Some(OpenAiConfigError::InvalidVariable {
-                name: ENV_BASE_URL,
+                name: OpenAiCompatible::ENV_BASE_URL,
                 ..
             })
         ));

@@ -9,9 +9,8 @@ use super::Profile;
 use super::error::{ProfileError, ProfileWarning};
 use super::parse::{Parsed, parse_profile_bytes};
 
-/// The largest profile file read, in bytes (1 MiB); a larger one is skipped
-/// with a warning.
-pub const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
+/// The largest profile file read, in bytes.
+const MAX_PROFILE_BYTES: u64 = ProfileSet::MAX_FILE_BYTES;
 
 /// Profiles by name, sorted by name, names unique.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,6 +29,10 @@ pub struct LoadReport {
 }
 
 impl ProfileSet {
+    /// The largest profile file read, in bytes (1 MiB); a larger one is
+    /// skipped with a warning.
+    pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
     /// Loads every `*.md` file of each directory in `dirs`, in order; on a
     /// name clash the later directory's profile wins.
     ///

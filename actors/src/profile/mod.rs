@@ -16,7 +16,7 @@
 //! You are a meticulous reviewer.        You are a meticulous reviewer.
 //! ```
 //!
-//! The rest of the file is the system prompt. [`parse_profile`] parses one
+//! The rest of the file is the system prompt. [`Profile::parse`] parses one
 //! file's text; [`ProfileSet::load`] loads directories of them (later
 //! directories win; see [`ProfileSet::default_dirs`]). Nothing here panics on
 //! any input: a bad file is an error (with file, line and column) or, when
@@ -31,8 +31,8 @@ mod render;
 use std::path::PathBuf;
 
 pub use error::{FrontmatterFormat, ParseError, ParseErrorKind, ProfileError, ProfileWarning};
-pub use load::{LoadReport, MAX_PROFILE_BYTES, ProfileSet};
-pub use parse::{Parsed, parse_profile, parse_profile_bytes, profile_name};
+pub use load::{LoadReport, ProfileSet};
+pub use parse::Parsed;
 
 /// One named sub-agent profile.
 #[derive(Debug, Clone, PartialEq, Eq)]

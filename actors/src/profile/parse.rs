@@ -19,11 +19,38 @@ pub struct Parsed {
     pub warnings: Vec<ProfileWarning>,
 }
 
+impl Profile {
+    /// Parses a profile file's text. The profile's name is `path`'s file
+    /// name without extension ([`Profile::name_for`]); `path` is also its
+    /// `source`. The file is not read.
+    ///
+    /// The text may open with a `+++` TOML or a `---` YAML frontmatter
+    /// block (after an optional UTF-8 BOM); the rest, trimmed and with CRLF
+    /// made LF, is the system prompt. Without a frontmatter block the whole
+    /// text is the prompt and the description is empty.
+    pub fn parse(path: &Path, text: &str) -> Result<Parsed, ProfileError> {
+        parse_profile(path, text)
+    }
+
+    /// Parses a profile file's bytes; see [`Profile::parse`]. Bytes that
+    /// are not UTF-8 are an error at the first bad byte.
+    pub fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Parsed, ProfileError> {
+        parse_profile_bytes(path, bytes)
+    }
+
+    /// The profile name a path gives: its file name without the
+    /// extension. A name must be non-empty and contain no whitespace or
+    /// control characters; names are case-sensitive.
+    pub fn name_for(path: &Path) -> Result<String, ProfileError> {
+        profile_name(path)
+    }
+}
+
 /// The profile name a path gives: its file name without the extension.
 ///
 /// A name must be non-empty and contain no whitespace or control
 /// characters; names are case-sensitive.
-pub fn profile_name(path: &Path) -> Result<String, ProfileError> {
+pub(crate) fn profile_name(path: &Path) -> Result<String, ProfileError> {
     let invalid = |name: String, reason| ProfileError::InvalidName {
         path: path.to_path_buf(),
         name,
@@ -49,9 +76,9 @@ pub fn profile_name(path: &Path) -> Result<String, ProfileError> {
     }
 }
 
-/// Parses a profile file's bytes; see [`parse_profile`]. Bytes that are not
+/// Parses a profile file's bytes; see [`Profile::parse`]. Bytes that are not
 /// UTF-8 are an error at the first bad byte.
-pub fn parse_profile_bytes(path: &Path, bytes: &[u8]) -> Result<Parsed, ProfileError> {
+pub(crate) fn parse_profile_bytes(path: &Path, bytes: &[u8]) -> Result<Parsed, ProfileError> {
     match std::str::from_utf8(bytes) {
         Ok(text) => parse_profile(path, text),
         Err(e) => {
@@ -77,7 +104,7 @@ pub fn parse_profile_bytes(path: &Path, bytes: &[u8]) -> Result<Parsed, ProfileE
 /// (after an optional UTF-8 BOM); the rest, trimmed and with CRLF made LF,
 /// is the system prompt. Without a frontmatter block the whole text is the
 /// prompt and the description is empty.
-pub fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileError> {
+pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileError> {
     let name = profile_name(path)?;
     let error = |(line, column, kind)| ParseError {
         path: path.to_path_buf(),

@@ -59,7 +59,7 @@
 //! An envelope's age is measured from its `finished_at_ms`, or from its
 //! `requested_at_ms` while unfinished, against the injected [`Clock`](subagents_actors::clock::Clock).
 //! [`EnvelopeStore::prune`] removes (from memory and disk) every envelope
-//! older than the retention ([`DEFAULT_RETENTION`], 24 h, unless configured
+//! older than the retention ([`StoreConfig::DEFAULT_RETENTION`], 24 h, unless configured
 //! with [`StoreConfig`]); exactly 24 h old is kept. `open` prunes once
 //! after loading.
 //!
@@ -88,11 +88,6 @@ mod envelopes;
 mod files;
 mod report;
 
-use std::time::Duration;
 
 pub use envelopes::EnvelopeStore;
 pub use report::{CorruptFile, LoadReport, PruneReport, StoreConfig, StoreError};
-
-/// How long an envelope is kept after it finished (or was requested, while
-/// unfinished): 24 hours.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);

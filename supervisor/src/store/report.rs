@@ -7,19 +7,23 @@ use std::time::Duration;
 
 use subagents_messages::AgentId;
 
-use crate::store::DEFAULT_RETENTION;
-
 /// How a store is set up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// Envelopes older than this are pruned. Default: [`DEFAULT_RETENTION`].
+    /// Envelopes older than this are pruned. Default: [`StoreConfig::DEFAULT_RETENTION`].
     pub retention: Duration,
+}
+
+impl StoreConfig {
+    /// How long an envelope is kept after it finished (or was requested,
+    /// while unfinished): 24 hours.
+    pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
-            retention: DEFAULT_RETENTION,
+            retention: Self::DEFAULT_RETENTION,
         }
     }
 }

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
-use subagents_actors::hub::HubMsg;
 use subagents_messages::{AgentEvent, TurnOrigin};
 
 use crate::thread::msg::ThreadMsg;
@@ -81,7 +80,7 @@ impl Actor for ThreadSupervisor {
                     .extend(state.parent.hub.envelopes().into_iter().map(|e| e.id));
                 // The hub stops children in its own handler; the reply,
                 // if asked for, comes from it.
-                let _ = state.parent.hub.actor().cast(HubMsg::StopAll { reply });
+                let _ = state.parent.hub.stop_all_replying(reply);
             }
             ThreadMsg::StopParent => {
                 let _ = state.parent.agent.stop_turn();

@@ -1,9 +1,9 @@
 //! The host's handle on one thread, and what a call on it can fail with.
 
 use ractor::{Actor, ActorCell, ActorRef};
-use subagents_actors::{DelegatingAgent, EventSink, EventStream};
+use subagents_actors::{DelegatingAgent, EventSink, EventStream, GateHandle, HubHandle};
 use subagents_messages::{
-    AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, SubAgentStatus,
+    AgentId, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, SubAgentStatus,
 };
 
 use subagents_actors::hub::StopRefused;
@@ -73,10 +73,31 @@ impl ThreadHandle {
         &self.actor
     }
 
-    /// The thread's parent, hub and gate (for queries such as
-    /// `hub().status(id)` or `gate.snapshot()`, and for actor-based hosts).
-    pub fn parts(&self) -> &DelegatingAgent {
-        &self.parts
+    /// The thread's hub: its children's envelopes, counts and queue
+    /// positions, and a child's stop. Every change it makes reaches the
+    /// supervisor, whose wake and persistence policy still applies.
+    pub fn hub(&self) -> &HubHandle {
+        &self.parts.hub
+    }
+
+    /// The gate the thread's parent and children call the model through.
+    pub fn gate(&self) -> &GateHandle {
+        &self.parts.gate
+    }
+
+    /// The parent's id (its approvals' ids start with it).
+    pub fn parent_id(&self) -> &AgentId {
+        self.parts.agent.id()
+    }
+
+    /// The parent's state now (busy, turns queued). Read-only: turns go
+    /// through [`ThreadHandle::send_user`], so wakes stay ordered.
+    pub async fn parent_snapshot(&self) -> Result<AgentSnapshot, ThreadError> {
+        self.parts
+            .agent
+            .snapshot()
+            .await
+            .map_err(|_| ThreadError::Closed)
     }
 
     fn cast(&self, message: ThreadMsg) -> Result<(), ThreadError> {

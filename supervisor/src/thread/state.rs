@@ -4,13 +4,11 @@
 use std::sync::Arc;
 
 use ractor::ActorRef;
-use subagents_actors::agent::AgentMsg;
-use subagents_actors::hub::HubMsg;
 use subagents_actors::hub::{EnvelopeArchive, HubObserver};
-use subagents_actors::{DelegatingAgent, EventSink};
+use subagents_actors::{AgentError, DelegatingAgent, EventSink};
 use subagents_messages::{
     AgentEvent, AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, TurnOrigin,
-    UserTurn, WakeNotice,
+    WakeNotice,
 };
 
 use crate::store::EnvelopeStore;
@@ -86,21 +84,16 @@ impl ThreadState {
         text: String,
         origin: TurnOrigin,
     ) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let sent = self.parent.agent.actor().cast(AgentMsg::Turn {
-            turn: UserTurn { text, origin },
-            reply: Some(tx.into()),
-        });
-        if sent.is_err() {
+        let Ok(ended) = self.parent.agent.queue_turn(text, origin) else {
             return;
-        }
+        };
         self.turns_in_flight += 1;
         self.wakes.set_generating(true);
         let me = myself.clone();
         let wake = origin == TurnOrigin::Wake;
         tokio::spawn(async move {
             // Ok or dropped (a stop cleared the queue): the turn is over.
-            let _ = rx.await;
+            let _ = ended.await;
             let _ = me.cast(ThreadMsg::Internal(ThreadInternal::TurnEnded { wake }));
         });
     }
@@ -193,27 +186,19 @@ pub(super) fn route_approval(
     let to_parent = id
         .parts()
         .is_some_and(|(owner, _)| owner == *state.parent.agent.id());
-    let parent = state.parent.agent.actor().clone();
-    let hub = state.parent.hub.actor().clone();
+    let parent = state.parent.agent.clone();
+    let hub = state.parent.hub.clone();
     let answered = state.answered.clone();
     tokio::spawn(async move {
-        let asked = id.clone();
         let answer = if to_parent {
-            ractor::call!(parent, |r| AgentMsg::ResolveApproval {
-                id: asked,
-                decision,
-                reply: r
-            })
-            .ok()
+            match parent.resolve_approval(id.clone(), decision).await {
+                Ok(()) => Ok(()),
+                Err(AgentError::Approval(refusal)) => Err(refusal),
+                Err(_) => Err(ApprovalRefusal::Ended(id.clone())),
+            }
         } else {
-            ractor::call!(hub, |r| HubMsg::ResolveApproval {
-                id: asked,
-                decision,
-                reply: r
-            })
-            .ok()
+            hub.resolve_approval(id.clone(), decision).await
         };
-        let answer = answer.unwrap_or_else(|| Err(ApprovalRefusal::Ended(id.clone())));
         let mut answered = answered
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
