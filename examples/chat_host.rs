@@ -21,48 +21,48 @@ fn run(name: &str, input: &str, tools: &[&str], wait: bool) -> UseAgentCall {
 
 fn work_model() -> ScriptedModel {
     ScriptedModel::new(vec![
-        Turn::new()
+        Reply::new()
             .text("Starting three helpers. ")
             .use_agent(&run("Researcher", "research for 20 s", &["sleep"], false))
             .use_agent(&run("Announcer", "post the news", &["http_post"], false))
             .use_agent(&run("Archivist", "archive for 500 s", &["sleep"], false)),
-        Turn::answer("Three helpers are on it."),
-        Turn::answer("The announcement is out."),
-        Turn::answer("Research is in."),
+        Reply::answer("Three helpers are on it."),
+        Reply::answer("The announcement is out."),
+        Reply::answer("Research is in."),
     ])
     .with_script(
         "Researcher",
         vec![
-            Turn::new().tool_call("sleep", r#"{"secs":20}"#),
-            Turn::answer("three sources found"),
+            Reply::new().tool_call("sleep", r#"{"secs":20}"#),
+            Reply::answer("three sources found"),
         ],
     )
     .with_script(
         "Announcer",
         vec![
-            Turn::new().tool_call("http_post", "{}"),
-            Turn::answer("announced"),
+            Reply::new().tool_call("http_post", "{}"),
+            Reply::answer("announced"),
         ],
     )
     .with_script(
         "Archivist",
         vec![
-            Turn::new().tool_call("sleep", r#"{"secs":500}"#),
-            Turn::answer("archived"),
+            Reply::new().tool_call("sleep", r#"{"secs":500}"#),
+            Reply::answer("archived"),
         ],
     )
 }
 
 fn chat_model() -> ScriptedModel {
     ScriptedModel::new(vec![
-        Turn::new().use_agent(&run("Summarizer", "summarize for 60 s", &["sleep"], true)),
-        Turn::answer("The summary arrived after all: a short summary."),
+        Reply::new().use_agent(&run("Summarizer", "summarize for 60 s", &["sleep"], true)),
+        Reply::answer("The summary arrived after all: a short summary."),
     ])
     .with_script(
         "Summarizer",
         vec![
-            Turn::new().tool_call("sleep", r#"{"secs":60}"#),
-            Turn::answer("a short summary"),
+            Reply::new().tool_call("sleep", r#"{"secs":60}"#),
+            Reply::answer("a short summary"),
         ],
     )
 }

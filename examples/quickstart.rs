@@ -34,32 +34,32 @@ fn run(name: &str, input: &str, wait: bool) -> UseAgentCall {
 }
 
 fn script() -> ScriptedModel {
-    let mut fan_out = Turn::new().text("Now the five sites, in the background. ");
+    let mut fan_out = Reply::new().text("Now the five sites, in the background. ");
     for (i, site) in SITES.iter().enumerate() {
         fan_out = fan_out.use_agent(&run(&format!("Title worker {}", i + 1), site, false));
     }
     let mut model = ScriptedModel::new(vec![
-        Turn::new()
+        Reply::new()
             .text("I'll delegate the fetch. ")
             .use_agent(&run("Title fetcher", "https://example.com", true)),
         fan_out,
-        Turn::answer("The first page is \"Example Domain\"; five workers are fetching the rest."),
+        Reply::answer("The first page is \"Example Domain\"; five workers are fetching the rest."),
     ])
     .with_script(
         "Title fetcher",
         vec![
-            Turn::new().tool_call("fetch_title", r#"{"url":"https://example.com"}"#),
-            Turn::answer("Example Domain"),
+            Reply::new().tool_call("fetch_title", r#"{"url":"https://example.com"}"#),
+            Reply::answer("Example Domain"),
         ],
     );
     for (i, site) in SITES.iter().enumerate() {
         model = model.with_script(
             format!("Title worker {}\n", i + 1),
             vec![
-                Turn::new()
+                Reply::new()
                     .delay(Duration::from_millis(50))
                     .tool_call("fetch_title", format!(r#"{{"url":"{site}"}}"#)),
-                Turn::new()
+                Reply::new()
                     .delay(Duration::from_millis(50))
                     .text(format!("{site}: done")),
             ],

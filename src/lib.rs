@@ -10,8 +10,8 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let model = ScriptedModel::new(vec![
-//!     Turn::new().tool_call("calculator", r#"{"expression":"6*7"}"#),
-//!     Turn::answer("6 × 7 = 42."),
+//!     Reply::new().tool_call("calculator", r#"{"expression":"6*7"}"#),
+//!     Reply::answer("6 × 7 = 42."),
 //! ]);
 //! let (agent, mut events) = Agent::builder(model.shared())
 //!     .system_prompt("You are a careful assistant.")
@@ -72,7 +72,7 @@ pub use subagents_supervisor as supervisor;
 /// The names most hosts need.
 pub mod prelude {
     pub use subagents_actors::demo_tools::{Calculator, PageTitle, Post, Sleep};
-    pub use subagents_actors::scripted::{ScriptedModel, Turn};
+    pub use subagents_actors::scripted::{Reply, ScriptedModel};
     pub use subagents_actors::{
         Agent, AgentError, AgentHandle, DelegationBuilder, EventSink, EventStream, GateHandle,
         Model, ModelError, Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry,

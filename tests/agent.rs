@@ -69,12 +69,12 @@ fn finished(id: &str, name: &str, output: &str, is_error: bool) -> AgentEvent {
 #[tokio::test(start_paused = true)]
 async fn a_multi_turn_run_with_tool_calls_yields_events_in_order() {
     let model = ScriptedModel::new(vec![
-        Turn::new()
+        Reply::new()
             .text("Let me check. ")
             .tool_call("calculator", r#"{"expression":"6*7"}"#)
             .tool_call("fetch_title", r#"{"url":"https://example.com"}"#)
             .usage(100, 20),
-        Turn::new()
+        Reply::new()
             .text("6×7 is 42 and the page is ")
             .text("Example Domain.")
             .usage(150, 10),
@@ -111,24 +111,24 @@ async fn a_multi_turn_run_with_tool_calls_yields_events_in_order() {
 
 #[tokio::test(start_paused = true)]
 async fn the_turn_limit_yields_a_partial_result_naming_it() {
-    let looping = Turn::new()
+    let looping = Reply::new()
         .text("still working")
         .tool_call("calculator", r#"{"expression":"1+1"}"#);
     let model = ScriptedModel::new(vec![looping; 5]);
     let limits = Limits {
-        max_turns: 3,
+        max_model_calls: 3,
         ..Limits::default()
     };
     let (agent, mut events, gate) =
         spawn(model, ToolRegistry::new().with(Calculator), limits).await;
     let result = agent.run("loop").await.unwrap();
     let _ = until_result(&mut events).await;
-    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Turns));
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::ModelCalls));
     assert_eq!(result.turns, 3);
     assert!(
         result
             .text
-            .starts_with("Partial result: stopped by the turn limit (3 model calls)"),
+            .starts_with("Partial result: stopped by the model-call limit (3 model calls)"),
         "{}",
         result.text
     );
@@ -138,7 +138,7 @@ async fn the_turn_limit_yields_a_partial_result_naming_it() {
 
 #[tokio::test(start_paused = true)]
 async fn the_token_budget_yields_a_partial_result_naming_it() {
-    let expensive = Turn::new()
+    let expensive = Reply::new()
         .tool_call("calculator", r#"{"expression":"1+1"}"#)
         .usage(20_000, 10_000);
     let model = ScriptedModel::new(vec![expensive; 5]);
@@ -164,8 +164,8 @@ async fn the_token_budget_yields_a_partial_result_naming_it() {
 #[tokio::test(start_paused = true)]
 async fn a_hanging_model_is_cut_by_the_wall_clock() {
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call("calculator", r#"{"expression":"2+2"}"#),
-        Turn::new().text("thinking…").hang(),
+        Reply::new().tool_call("calculator", r#"{"expression":"2+2"}"#),
+        Reply::new().text("thinking…").hang(),
     ]);
     let (agent, mut events, gate) = spawn(
         model,
@@ -194,7 +194,7 @@ async fn a_hanging_model_is_cut_by_the_wall_clock() {
 
 #[tokio::test(start_paused = true)]
 async fn a_model_error_yields_an_error_result_and_returns_the_permit() {
-    let model = ScriptedModel::new(vec![Turn::new().text("par").error("connection reset")]);
+    let model = ScriptedModel::new(vec![Reply::new().text("par").error("connection reset")]);
     let (agent, _events, gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
     let result = agent.run("x").await.unwrap();
     assert_eq!(
@@ -207,7 +207,7 @@ async fn a_model_error_yields_an_error_result_and_returns_the_permit() {
 
 #[tokio::test(start_paused = true)]
 async fn a_panicking_model_fails_the_turn_but_not_the_agent() {
-    let model = ScriptedModel::new(vec![Turn::new().panic("adapter bug")]);
+    let model = ScriptedModel::new(vec![Reply::new().panic("adapter bug")]);
     let (agent, _events, gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
     let result = agent.run("x").await.unwrap();
     assert!(
@@ -239,10 +239,10 @@ impl Tool for Panicky {
 #[tokio::test(start_paused = true)]
 async fn a_panicking_tool_becomes_a_readable_error_and_the_loop_continues() {
     let model = ScriptedModel::new(vec![
-        Turn::new()
+        Reply::new()
             .tool_call("panicky", "{}")
             .tool_call("nope", "{}"),
-        Turn::answer("Recovered."),
+        Reply::answer("Recovered."),
     ]);
     let (agent, mut events, _gate) =
         spawn(model, ToolRegistry::new().with(Panicky), Limits::default()).await;
@@ -265,7 +265,7 @@ async fn a_panicking_tool_becomes_a_readable_error_and_the_loop_continues() {
 
 #[tokio::test(start_paused = true)]
 async fn stopping_a_turn_ends_it_once_as_stopped_and_frees_the_gate() {
-    let model = ScriptedModel::new(vec![Turn::new().text("…").hang(), Turn::answer("next")]);
+    let model = ScriptedModel::new(vec![Reply::new().text("…").hang(), Reply::answer("next")]);
     let (agent, mut events, gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
     let runner = {
         let agent = agent.clone();
@@ -287,8 +287,8 @@ async fn stopping_a_turn_ends_it_once_as_stopped_and_frees_the_gate() {
 #[tokio::test(start_paused = true)]
 async fn turns_run_one_at_a_time_in_order() {
     let model = ScriptedModel::new(vec![
-        Turn::new().delay(Duration::from_secs(1)).text("one"),
-        Turn::answer("two"),
+        Reply::new().delay(Duration::from_secs(1)).text("one"),
+        Reply::answer("two"),
     ]);
     let (agent, mut events, _gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
     agent.send_user("a").unwrap();
@@ -300,8 +300,8 @@ async fn turns_run_one_at_a_time_in_order() {
 
 async fn approval_run(decision: ApprovalDecision) -> (Vec<AgentEvent>, AgentHandle) {
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call("http_post", "{}"),
-        Turn::answer("done"),
+        Reply::new().tool_call("http_post", "{}"),
+        Reply::answer("done"),
     ]);
     let (agent, mut events, _gate) =
         spawn(model, ToolRegistry::new().with(Post), Limits::default()).await;

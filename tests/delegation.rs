@@ -49,19 +49,19 @@ fn tool_result(log: &[AgentEvent], name: &str) -> Vec<(String, bool)> {
 #[tokio::test(start_paused = true)]
 async fn inline_run_follows_the_fixed_order() {
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(&run_call(
+        Reply::new().use_agent(&run_call(
             "Fetcher",
             "Title of https://example.com?",
             &["fetch_title"],
             true,
         )),
-        Turn::answer("The title is Example Domain."),
+        Reply::answer("The title is Example Domain."),
     ])
     .with_script(
         "Fetcher",
         vec![
-            Turn::new().tool_call("fetch_title", r#"{"url":"https://example.com"}"#),
-            Turn::answer("Example Domain"),
+            Reply::new().tool_call("fetch_title", r#"{"url":"https://example.com"}"#),
+            Reply::answer("Example Domain"),
         ],
     );
     let (parent, mut events) = delegating(model, 3).await;
@@ -132,15 +132,15 @@ async fn a_child_sees_only_its_prompt_and_input() {
     }
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let scripted = ScriptedModel::new(vec![
-        Turn::new().use_agent(&run_call(
+        Reply::new().use_agent(&run_call(
             "Mathematician",
             "What is 2+2?",
             &["calculator"],
             true,
         )),
-        Turn::answer("4"),
+        Reply::answer("4"),
     ])
-    .with_script("Mathematician", vec![Turn::answer("4")]);
+    .with_script("Mathematician", vec![Reply::answer("4")]);
     let (parent, mut events) = DelegationBuilder::new(Arc::new(Spy(seen.clone(), scripted)))
         .system_prompt("You are the parent.")
         .tools(
@@ -175,7 +175,7 @@ async fn a_child_sees_only_its_prompt_and_input() {
 /// A parent that starts `n` background workers in one turn; each worker
 /// works `child_work` (in a tool, holding no permit) then answers.
 fn fan_out(n: usize, child_work: Duration) -> ScriptedModel {
-    let mut first = Turn::new();
+    let mut first = Reply::new();
     for i in 1..=n {
         first = first.use_agent(&run_call(
             &format!("Worker {i}"),
@@ -184,15 +184,15 @@ fn fan_out(n: usize, child_work: Duration) -> ScriptedModel {
             false,
         ));
     }
-    let mut model = ScriptedModel::new(vec![first, Turn::answer("Started them all.")]);
+    let mut model = ScriptedModel::new(vec![first, Reply::answer("Started them all.")]);
     for i in 1..=n {
         model = model.with_script(
             format!("Worker {i}\n"),
             vec![
-                Turn::new()
+                Reply::new()
                     .text(format!("worker {i} starts"))
                     .tool_call("sleep", json!({"secs": child_work.as_secs()}).to_string()),
-                Turn::answer(format!("worker {i} done")),
+                Reply::answer(format!("worker {i} done")),
             ],
         );
     }
@@ -298,18 +298,18 @@ async fn stopping_a_queued_and_a_running_child() {
 #[tokio::test(start_paused = true)]
 async fn result_claims_the_wake_and_status_never_waits() {
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(&run_call("Slow", "work", &["calculator"], false)),
-        Turn::new().use_agent(&UseAgentCall::status("agent_1")),
-        Turn::new().use_agent(&UseAgentCall::result("agent_1")),
-        Turn::answer("Got it."),
+        Reply::new().use_agent(&run_call("Slow", "work", &["calculator"], false)),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::new().use_agent(&UseAgentCall::result("agent_1")),
+        Reply::answer("Got it."),
     ])
     .with_script(
         "Slow",
         vec![
-            Turn::new()
+            Reply::new()
                 .tool_call("calculator", r#"{"expression":"1+1"}"#)
                 .usage(10, 5),
-            Turn::new()
+            Reply::new()
                 .delay(Duration::from_secs(20))
                 .text("slow answer")
                 .usage(10, 5),
@@ -356,19 +356,19 @@ impl Tool for SlowTool {
 
 #[tokio::test(start_paused = true)]
 async fn status_answers_at_once_while_every_child_is_busy() {
-    let mut first = Turn::new();
+    let mut first = Reply::new();
     for i in 1..=3 {
         first = first.use_agent(&run_call(&format!("Busy {i}"), "work", &["slow"], false));
     }
     let mut model = ScriptedModel::new(vec![
         first,
-        Turn::new().use_agent(&UseAgentCall::status("agent_2")),
-        Turn::answer("ok"),
+        Reply::new().use_agent(&UseAgentCall::status("agent_2")),
+        Reply::answer("ok"),
     ]);
     for i in 1..=3 {
         model = model.with_script(
             format!("Busy {i}"),
-            vec![Turn::new().tool_call("slow", "{}"), Turn::answer("done")],
+            vec![Reply::new().tool_call("slow", "{}"), Reply::answer("done")],
         );
     }
     let (parent, mut events) = DelegationBuilder::new(model.shared())
@@ -395,14 +395,14 @@ async fn status_answers_at_once_while_every_child_is_busy() {
 #[tokio::test(start_paused = true)]
 async fn inline_wait_expiry_hands_the_child_to_the_background() {
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(&run_call("Long", "work", &["sleep"], true)),
-        Turn::answer("It continues in the background."),
+        Reply::new().use_agent(&run_call("Long", "work", &["sleep"], true)),
+        Reply::answer("It continues in the background."),
     ])
     .with_script(
         "Long",
         vec![
-            Turn::new().tool_call("sleep", r#"{"secs":60}"#),
-            Turn::answer("late answer"),
+            Reply::new().tool_call("sleep", r#"{"secs":60}"#),
+            Reply::answer("late answer"),
         ],
     );
     let (parent, mut events) = delegating(model, 3).await;
@@ -449,13 +449,13 @@ async fn inline_wait_expiry_hands_the_child_to_the_background() {
 #[tokio::test(start_paused = true)]
 async fn a_panicking_child_fails_alone() {
     let model = ScriptedModel::new(vec![
-        Turn::new()
+        Reply::new()
             .use_agent(&run_call("Crasher", "crash", &[], true))
             .use_agent(&run_call("Steady", "work", &[], true)),
-        Turn::answer("One failed, one worked."),
+        Reply::answer("One failed, one worked."),
     ])
-    .with_script("Crasher", vec![Turn::new().panic("segfault in adapter")])
-    .with_script("Steady", vec![Turn::answer("steady result")]);
+    .with_script("Crasher", vec![Reply::new().panic("segfault in adapter")])
+    .with_script("Steady", vec![Reply::answer("steady result")]);
     let (parent, mut events) = delegating(model, 1).await;
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
@@ -496,11 +496,11 @@ async fn unknown_tools_recursion_and_bad_arguments_are_sentences_and_spawn_nothi
         json!({"input": "no action"}).to_string(),
         "[1,2]".to_owned(),
     ];
-    let mut turn = Turn::new();
+    let mut turn = Reply::new();
     for call in &calls {
         turn = turn.tool_call("use_agent", call.clone());
     }
-    let model = ScriptedModel::new(vec![turn, Turn::answer("I could not delegate.")]);
+    let model = ScriptedModel::new(vec![turn, Reply::answer("I could not delegate.")]);
     let (parent, mut events) = delegating(model, 3).await;
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
@@ -527,14 +527,14 @@ async fn unknown_tools_recursion_and_bad_arguments_are_sentences_and_spawn_nothi
 #[tokio::test(start_paused = true)]
 async fn a_child_calling_use_agent_is_refused() {
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(&run_call("Nester", "try to nest", &[], true)),
-        Turn::answer("done"),
+        Reply::new().use_agent(&run_call("Nester", "try to nest", &[], true)),
+        Reply::answer("done"),
     ])
     .with_script(
         "Nester",
         vec![
-            Turn::new().use_agent(&run_call("Grandchild", "x", &[], true)),
-            Turn::answer("could not nest"),
+            Reply::new().use_agent(&run_call("Grandchild", "x", &[], true)),
+            Reply::answer("could not nest"),
         ],
     );
     let (parent, mut events) = delegating(model, 3).await;
@@ -640,11 +640,11 @@ async fn a_child_actor_that_dies_fails_and_frees_its_slot() {
 #[tokio::test(start_paused = true)]
 async fn a_child_killed_mid_model_call_returns_its_permit() {
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(&run_call("Hanger", "hang", &[], false)),
-        Turn::answer("started"),
-        Turn::answer("still here"),
+        Reply::new().use_agent(&run_call("Hanger", "hang", &[], false)),
+        Reply::answer("started"),
+        Reply::answer("still here"),
     ])
-    .with_script("Hanger", vec![Turn::new().text("…").hang()]);
+    .with_script("Hanger", vec![Reply::new().text("…").hang()]);
     let (parent, mut events) = delegating(model, 3).await;
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();

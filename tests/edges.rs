@@ -49,13 +49,13 @@ fn started(log: &[AgentEvent]) -> Vec<AgentId> {
 fn a_switch_that_stops_several_children_replays_byte_for_byte() {
     let scenario = Scenario::new(vec![
         {
-            let mut fan_out = Turn::new();
+            let mut fan_out = Reply::new();
             for i in 1..=6 {
                 fan_out = fan_out.use_agent(&work_call(&format!("Worker {i}"), 100, false));
             }
             fan_out
         },
-        Turn::answer("Started."),
+        Reply::answer("Started."),
     ])
     .configure(|b| b.max_live(4))
     .tools(ToolRegistry::new().with(Sleep))
@@ -306,10 +306,10 @@ async fn names_and_wake_lines_are_one_clean_line() {
     .tools(["sleep"])
     .background();
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(&call),
-        Turn::new().use_agent(&UseAgentCall::status("agent_1")),
-        Turn::answer("Started."),
-        Turn::answer("Noted."),
+        Reply::new().use_agent(&call),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
     ])
     .with_script("Evil", worker(5));
     let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
@@ -414,9 +414,9 @@ fn tool_results<'a>(log: &'a [AgentEvent], call: &str) -> Vec<&'a subagents::mes
 async fn a_stopped_turn_answers_the_call_it_was_waiting_on() {
     let requests = Arc::new(Mutex::new(Vec::new()));
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(&work_call("Worker 1", 100, true)),
-        Turn::answer("Noted."),
-        Turn::answer("Noted again."),
+        Reply::new().use_agent(&work_call("Worker 1", 100, true)),
+        Reply::answer("Noted."),
+        Reply::answer("Noted again."),
     ])
     .with_script("Worker 1\n", worker(100));
     let recording = Recording {
@@ -486,10 +486,10 @@ async fn a_call_cut_by_a_stop_or_a_limit_is_answered_once() {
     for cut_by_limit in [false, true] {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let model = ScriptedModel::new(vec![
-            Turn::new()
+            Reply::new()
                 .tool_call("sleep", r#"{"secs": 100}"#)
                 .tool_call("sleep", r#"{"secs": 1}"#),
-            Turn::answer("after"),
+            Reply::answer("after"),
         ]);
         let recording = Recording {
             inner: model.shared(),
@@ -558,9 +558,9 @@ fn woken(log: &[AgentEvent], child: &str) -> usize {
 /// child's answer was delivered: (as the call's result, as wakes).
 async fn stop_at_completion(turns: usize) -> (usize, usize) {
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(&work_call("Worker 1", 5, true)),
-        Turn::answer("Noted."),
-        Turn::answer("Noted again."),
+        Reply::new().use_agent(&work_call("Worker 1", 5, true)),
+        Reply::answer("Noted."),
+        Reply::answer("Noted again."),
     ])
     .with_script("Worker 1\n", worker(5));
     let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
@@ -628,19 +628,19 @@ async fn until_child_approval(
 
 fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {
     ScriptedModel::new(vec![
-        Turn::new().use_agent(
+        Reply::new().use_agent(
             &UseAgentCall::run(system_prompt, "post")
                 .tools(["http_post"])
                 .wait(wait),
         ),
-        Turn::answer("Done."),
-        Turn::answer("Noted."),
+        Reply::answer("Done."),
+        Reply::answer("Noted."),
     ])
     .with_script(
         system_prompt,
         vec![
-            Turn::new().tool_call("http_post", "{}"),
-            Turn::answer("posted"),
+            Reply::new().tool_call("http_post", "{}"),
+            Reply::answer("posted"),
         ],
     )
 }
@@ -669,11 +669,7 @@ async fn a_pending_approval_is_closed_before_its_child_ends() {
                 thread.switch_away().await.unwrap();
             }
             "stop child" => {
-                thread
-                    .hub()
-                    .stop(&AgentId::new("agent_1"))
-                    .await
-                    .unwrap();
+                thread.hub().stop(&AgentId::new("agent_1")).await.unwrap();
             }
             _ => thread.stop_parent().unwrap(),
         }
@@ -770,13 +766,13 @@ async fn an_answered_approval_is_closed_once() {
 #[tokio::test(start_paused = true)]
 async fn a_queued_background_childs_start_is_on_the_stream() {
     let model = ScriptedModel::new(vec![
-        Turn::new()
+        Reply::new()
             .use_agent(&work_call("Worker 1", 10, false))
             .use_agent(&work_call("Worker 2", 10, false))
             .use_agent(&UseAgentCall::status("agent_2")),
-        Turn::answer("Started."),
-        Turn::answer("Noted."),
-        Turn::answer("Noted."),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
     ])
     .with_script("Worker 1\n", worker(10))
     .with_script("Worker 2\n", worker(10));
@@ -820,9 +816,9 @@ fn delivery_is_exactly_once_on_a_multi_threaded_runtime() {
     for round in 0..150u32 {
         let way = runtime.block_on(async move {
             let model = ScriptedModel::new(vec![
-                Turn::new().use_agent(&work_call("Worker 1", 0, true)),
-                Turn::answer("Noted."),
-                Turn::answer("Noted again."),
+                Reply::new().use_agent(&work_call("Worker 1", 0, true)),
+                Reply::answer("Noted."),
+                Reply::answer("Noted again."),
             ])
             .with_script("Worker 1\n", worker(0));
             let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
@@ -884,12 +880,12 @@ fn a_child_requested_as_its_parents_turn_is_cut_is_not_lost() {
                 ParentStopPolicy::Detach
             };
             let report = Scenario::new(vec![
-                Turn::new()
+                Reply::new()
                     .use_agent(&work_call("Worker 1", 1, true))
                     .use_agent(&work_call("Worker 2", 0, true)),
-                Turn::answer("Noted."),
-                Turn::answer("Noted again."),
-                Turn::answer("Noted once more."),
+                Reply::answer("Noted."),
+                Reply::answer("Noted again."),
+                Reply::answer("Noted once more."),
             ])
             .child_script("Worker 1\n", worker(1))
             .child_script("Worker 2\n", worker(0))

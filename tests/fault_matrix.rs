@@ -65,10 +65,10 @@ fn envelope<'a>(report: &'a SimulationReport, id: &str) -> &'a Envelope {
         .unwrap()
 }
 
-fn one_child(child: Vec<Turn>, tools: ToolRegistry, tool_names: &[&str]) -> SimulationReport {
+fn one_child(child: Vec<Reply>, tools: ToolRegistry, tool_names: &[&str]) -> SimulationReport {
     Scenario::new(vec![
-        Turn::new().use_agent(&run_call("Worker", true, tool_names)),
-        Turn::answer("Reported."),
+        Reply::new().use_agent(&run_call("Worker", true, tool_names)),
+        Reply::answer("Reported."),
     ])
     .child_script("Worker", child)
     .tools(tools)
@@ -80,7 +80,7 @@ fn one_child(child: Vec<Turn>, tools: ToolRegistry, tool_names: &[&str]) -> Simu
 #[test]
 fn child_panic() {
     let report = one_child(
-        vec![Turn::new().panic("index out of bounds in adapter")],
+        vec![Reply::new().panic("index out of bounds in adapter")],
         ToolRegistry::new(),
         &[],
     );
@@ -100,7 +100,7 @@ fn child_panic() {
 #[test]
 fn model_error() {
     let report = one_child(
-        vec![Turn::new().text("par").error("503 from upstream")],
+        vec![Reply::new().text("par").error("503 from upstream")],
         ToolRegistry::new(),
         &[],
     );
@@ -116,7 +116,7 @@ fn model_error() {
 #[test]
 fn model_hang_cut_by_the_wall_clock() {
     let report = one_child(
-        vec![Turn::new().text("thinking").hang()],
+        vec![Reply::new().text("thinking").hang()],
         ToolRegistry::new(),
         &[],
     );
@@ -157,8 +157,8 @@ impl Tool for Panicky {
 fn tool_panic() {
     let report = one_child(
         vec![
-            Turn::new().tool_call("panicky", "{}"),
-            Turn::answer("recovered"),
+            Reply::new().tool_call("panicky", "{}"),
+            Reply::answer("recovered"),
         ],
         ToolRegistry::new().with(Panicky),
         &["panicky"],
@@ -187,17 +187,17 @@ fn tool_panic() {
 
 #[test]
 fn cancellation_storm_during_spawn() {
-    let mut fan_out = Turn::new();
+    let mut fan_out = Reply::new();
     for i in 0..12 {
         fan_out = fan_out.use_agent(&run_call(&format!("W{i}"), i % 2 == 0, &[]));
     }
-    let mut scenario = Scenario::new(vec![fan_out, Turn::answer("done"), Turn::answer("noted")])
+    let mut scenario = Scenario::new(vec![fan_out, Reply::answer("done"), Reply::answer("noted")])
         .configure(|b: DelegationBuilder| b.max_live(3).inline_wait(Duration::from_secs(1)))
         .at(Duration::ZERO, HostAction::User("go".into()));
     for i in 0..12 {
         scenario = scenario.child_script(
             format!("W{i}\n"),
-            vec![Turn::new().delay(Duration::from_millis(300)).text("ok")],
+            vec![Reply::new().delay(Duration::from_millis(300)).text("ok")],
         );
     }
     // Stops and switches at the very instants the children are being spawned.
@@ -223,13 +223,13 @@ fn cancellation_storm_during_spawn() {
 fn stop_all_racing_completion() {
     for at_ms in [9_999u64, 10_000, 10_001] {
         let report = Scenario::new(vec![
-            Turn::new().use_agent(&run_call("Racer", false, &[])),
-            Turn::answer("started"),
-            Turn::answer("woken"),
+            Reply::new().use_agent(&run_call("Racer", false, &[])),
+            Reply::answer("started"),
+            Reply::answer("woken"),
         ])
         .child_script(
             "Racer",
-            vec![Turn::new().delay(Duration::from_secs(10)).text("finished")],
+            vec![Reply::new().delay(Duration::from_secs(10)).text("finished")],
         )
         .at(Duration::ZERO, HostAction::User("go".into()))
         .at(Duration::from_millis(at_ms), HostAction::SwitchAway)
@@ -254,17 +254,17 @@ fn stop_all_racing_completion() {
 #[test]
 fn wake_while_parent_busy() {
     let report = Scenario::new(vec![
-        Turn::new().use_agent(&run_call("Quick", false, &[])),
-        Turn::answer("started"),
-        Turn::new()
+        Reply::new().use_agent(&run_call("Quick", false, &[])),
+        Reply::answer("started"),
+        Reply::new()
             .delay(Duration::from_secs(60))
             .text("a long answer to the second question"),
-        Turn::answer("woken"),
+        Reply::answer("woken"),
     ])
     .child_script(
         "Quick",
         vec![
-            Turn::new()
+            Reply::new()
                 .delay(Duration::from_secs(5))
                 .text("quick result"),
         ],
@@ -327,9 +327,9 @@ fn malformed_profile() {
 #[test]
 fn unknown_tool() {
     let report = Scenario::new(vec![
-        Turn::new().use_agent(&run_call("Worker", true, &["shell"])),
-        Turn::new().tool_call("no_such_tool", "{}"),
-        Turn::answer("gave up"),
+        Reply::new().use_agent(&run_call("Worker", true, &["shell"])),
+        Reply::new().tool_call("no_such_tool", "{}"),
+        Reply::answer("gave up"),
     ])
     .tools(ToolRegistry::new().with(Calculator))
     .at(Duration::ZERO, HostAction::User("go".into()))
@@ -348,8 +348,8 @@ fn unknown_tool() {
 fn recursion_attempt() {
     let report = one_child(
         vec![
-            Turn::new().use_agent(&run_call("Grandchild", true, &[])),
-            Turn::answer("could not nest"),
+            Reply::new().use_agent(&run_call("Grandchild", true, &[])),
+            Reply::answer("could not nest"),
         ],
         ToolRegistry::new(),
         &[],
@@ -483,12 +483,15 @@ fn ten_thousand_threads_soak() {
         let mut handles = Vec::with_capacity(threads);
         let mut streams = Vec::with_capacity(threads);
         for _ in 0..threads {
-            let mut fan_out = Turn::new();
+            let mut fan_out = Reply::new();
             for c in 0..3 {
                 fan_out = fan_out.use_agent(&run_call(&format!("C{c}"), false, &["idle"]));
             }
-            let idle = vec![Turn::new().tool_call("idle", "{}"), Turn::answer("rested")];
-            let model = ScriptedModel::new(vec![fan_out, Turn::answer("started")])
+            let idle = vec![
+                Reply::new().tool_call("idle", "{}"),
+                Reply::answer("rested"),
+            ];
+            let model = ScriptedModel::new(vec![fan_out, Reply::answer("started")])
                 .with_script("C0\n", idle.clone())
                 .with_script("C1\n", idle.clone())
                 .with_script("C2\n", idle);

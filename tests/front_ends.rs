@@ -110,7 +110,7 @@ const ALL: FrontEnds = FrontEnds {
 async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
     let (haiku, haiku_seen) = spy(
         "haiku",
-        ScriptedModel::new(vec![Turn::answer("LGTM from haiku")]),
+        ScriptedModel::new(vec![Reply::answer("LGTM from haiku")]),
     );
     let mut registry = ModelRegistry::new();
     registry
@@ -120,8 +120,8 @@ async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
     let (main, main_seen) = spy(
         "main",
         ScriptedModel::new(vec![
-            Turn::new().use_agent(&UseAgentCall::run_named("reviewer", "review this diff")),
-            Turn::answer("Reviewed."),
+            Reply::new().use_agent(&UseAgentCall::run_named("reviewer", "review this diff")),
+            Reply::answer("Reviewed."),
         ]),
     );
     let (parent, mut events) = parent(main, ALL, registry, Limits::default()).await;
@@ -168,13 +168,13 @@ async fn a_profile_without_a_model_falls_back_to_the_parents() {
     let (main, main_seen) = spy(
         "main",
         ScriptedModel::new(vec![
-            Turn::new().tool_call(
+            Reply::new().tool_call(
                 "delegate_task",
                 json!({"agent": "fact-checker", "task": "Is water wet?"}).to_string(),
             ),
-            Turn::answer("Done."),
+            Reply::answer("Done."),
         ])
-        .with_script("You check facts.", vec![Turn::answer("Accurate.")]),
+        .with_script("You check facts.", vec![Reply::answer("Accurate.")]),
     );
     let (parent, mut events) = parent(main, ALL, ModelRegistry::new(), Limits::default()).await;
     parent.agent.send_user("check").unwrap();
@@ -204,11 +204,11 @@ async fn unknown_models_and_the_exactly_one_rule_are_sentences_and_spawn_nothing
         json!({"agent": "nobody", "task": "x"}).to_string(),
         json!({"system_prompt": "Inline"}).to_string(),
     ];
-    let mut turn = Turn::new();
+    let mut turn = Reply::new();
     for call in &calls {
         turn = turn.tool_call("delegate_task", call.clone());
     }
-    let model = ScriptedModel::new(vec![turn, Turn::answer("No.")]);
+    let model = ScriptedModel::new(vec![turn, Reply::answer("No.")]);
     let (parent, mut events) =
         parent(model.shared(), ALL, ModelRegistry::new(), Limits::default()).await;
     parent.agent.send_user("go").unwrap();
@@ -233,17 +233,17 @@ async fn unknown_models_and_the_exactly_one_rule_are_sentences_and_spawn_nothing
 
 #[tokio::test(start_paused = true)]
 async fn max_iterations_is_clamped_to_the_parents_own() {
-    let looping = Turn::new().tool_call("calculator", r#"{"expression":"1+1"}"#);
+    let looping = Reply::new().tool_call("calculator", r#"{"expression":"1+1"}"#);
     let model = ScriptedModel::new(vec![
-        Turn::new().tool_call(
+        Reply::new().tool_call(
             "delegate_task",
             json!({"system_prompt": "Looper", "task": "loop", "max_iterations": 10}).to_string(),
         ),
-        Turn::answer("ok"),
+        Reply::answer("ok"),
     ])
     .with_script("Looper", vec![looping; 12]);
     let limits = Limits {
-        max_turns: 3,
+        max_model_calls: 3,
         ..Limits::default()
     };
     let (parent, mut events) = parent(model.shared(), ALL, ModelRegistry::new(), limits).await;
@@ -252,7 +252,7 @@ async fn max_iterations_is_clamped_to_the_parents_own() {
     until_result(&mut events, &mut log).await;
     let (output, _) = &outputs(&log, "delegate_task")[0];
     assert!(
-        output.starts_with("Partial result: stopped by the turn limit (3 model calls)"),
+        output.starts_with("Partial result: stopped by the model-call limit (3 model calls)"),
         "the child's 10 was clamped to the parent's 3: {output}"
     );
 }
@@ -262,21 +262,21 @@ async fn the_agent_tool_takes_a_task_and_returns_the_answer_or_a_partial_result(
     let (main, seen) = spy(
         "main",
         ScriptedModel::new(vec![
-            Turn::new().tool_call("agent", json!({"task": "Sum 2 and 3."}).to_string()),
-            Turn::new().tool_call("agent", json!({"task": "Loop forever."}).to_string()),
-            Turn::answer("Both done."),
+            Reply::new().tool_call("agent", json!({"task": "Sum 2 and 3."}).to_string()),
+            Reply::new().tool_call("agent", json!({"task": "Loop forever."}).to_string()),
+            Reply::answer("Both done."),
         ])
         .with_input_script(
             "Sum 2 and 3",
             vec![
-                Turn::new().tool_call("calculator", r#"{"expression":"2+3"}"#),
-                Turn::answer("It is 5."),
+                Reply::new().tool_call("calculator", r#"{"expression":"2+3"}"#),
+                Reply::answer("It is 5."),
             ],
         )
         .with_input_script(
             "Loop forever",
             vec![
-                Turn::new()
+                Reply::new()
                     .text("Looping… ")
                     .tool_call("calculator", r#"{"expression":"1"}"#);
                 30
@@ -289,12 +289,12 @@ async fn the_agent_tool_takes_a_task_and_returns_the_answer_or_a_partial_result(
     until_result(&mut events, &mut log).await;
     let got = outputs(&log, "agent");
     assert_eq!(got[0], ("It is 5.".to_owned(), false));
-    // The second child hits its turn limit (20): a partial result, not an error.
+    // The second child hits its model-call limit (20): a partial result, not an error.
     assert!(!got[1].1, "{:?}", got[1]);
     assert!(
         got[1]
             .0
-            .starts_with("Partial result: stopped by the turn limit (20 model calls)"),
+            .starts_with("Partial result: stopped by the model-call limit (20 model calls)"),
         "{}",
         got[1].0
     );
@@ -323,7 +323,7 @@ async fn the_agent_tool_takes_a_task_and_returns_the_answer_or_a_partial_result(
 async fn offered_tools(
     with_profiles: bool,
 ) -> std::collections::HashMap<String, subagents::messages::ToolSpec> {
-    let (model, seen) = spy("main", ScriptedModel::new(vec![Turn::answer("ok")]));
+    let (model, seen) = spy("main", ScriptedModel::new(vec![Reply::answer("ok")]));
     let mut builder = DelegationBuilder::new(model).front_ends(ALL);
     if with_profiles {
         builder = builder.profiles(profiles());

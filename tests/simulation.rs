@@ -19,18 +19,18 @@ fn run(name: &str, input: &str, wait: bool) -> UseAgentCall {
 }
 
 fn busy_scenario() -> Scenario {
-    let mut fan_out = Turn::new();
+    let mut fan_out = Reply::new();
     for i in 1..=5 {
         fan_out = fan_out.use_agent(&run(&format!("Worker {i}"), "https://example.com", false));
     }
     let mut scenario = Scenario::new(vec![
         fan_out,
-        Turn::answer("Five workers started."),
-        Turn::answer("Noted one."),
-        Turn::answer("Noted two."),
-        Turn::answer("Noted three."),
-        Turn::answer("Noted four."),
-        Turn::answer("Noted five."),
+        Reply::answer("Five workers started."),
+        Reply::answer("Noted one."),
+        Reply::answer("Noted two."),
+        Reply::answer("Noted three."),
+        Reply::answer("Noted four."),
+        Reply::answer("Noted five."),
     ])
     .tools(ToolRegistry::new().with(PageTitle::default()))
     .jitter(Duration::from_secs(5))
@@ -42,10 +42,10 @@ fn busy_scenario() -> Scenario {
         scenario = scenario.child_script(
             format!("Worker {i}\n"),
             vec![
-                Turn::new()
+                Reply::new()
                     .delay(Duration::from_secs(i))
                     .tool_call("fetch_title", r#"{"url":"https://example.com"}"#),
-                Turn::answer(format!("worker {i}: Example Domain")),
+                Reply::answer(format!("worker {i}: Example Domain")),
             ],
         );
     }
@@ -80,13 +80,13 @@ fn the_same_scenario_and_seed_give_the_same_log() {
 fn an_hour_of_virtual_time_runs_in_well_under_a_second() {
     let mut turns = Vec::new();
     for minute in 0..60u64 {
-        turns.push(Turn::new().use_agent(&run(
+        turns.push(Reply::new().use_agent(&run(
             &format!("Minute {minute}"),
             "https://tokio.rs",
             false,
         )));
-        turns.push(Turn::answer(format!("Started minute {minute}.")));
-        turns.push(Turn::answer(format!("Minute {minute} noted.")));
+        turns.push(Reply::answer(format!("Started minute {minute}.")));
+        turns.push(Reply::answer(format!("Minute {minute} noted.")));
     }
     let mut scenario = Scenario::new(turns)
         .tools(ToolRegistry::new().with(PageTitle::default()))
@@ -100,10 +100,10 @@ fn an_hour_of_virtual_time_runs_in_well_under_a_second() {
             .child_script(
                 format!("Minute {minute}\n"),
                 vec![
-                    Turn::new()
+                    Reply::new()
                         .delay(Duration::from_secs(20))
                         .tool_call("fetch_title", r#"{"url":"https://tokio.rs"}"#),
-                    Turn::answer("Tokio"),
+                    Reply::answer("Tokio"),
                 ],
             );
     }
@@ -125,14 +125,14 @@ fn an_hour_of_virtual_time_runs_in_well_under_a_second() {
 #[test]
 fn a_wake_waits_for_the_user_to_stop_typing() {
     let report = Scenario::new(vec![
-        Turn::new().use_agent(&UseAgentCall::run("Researcher", "find three sources").background()),
-        Turn::answer("I'll get back to you."),
-        Turn::answer("Here are the sources."),
+        Reply::new().use_agent(&UseAgentCall::run("Researcher", "find three sources").background()),
+        Reply::answer("I'll get back to you."),
+        Reply::answer("Here are the sources."),
     ])
     .child_script(
         "Researcher",
         vec![
-            Turn::new()
+            Reply::new()
                 .delay(Duration::from_secs(30))
                 .text("three sources"),
         ],
@@ -168,13 +168,13 @@ fn a_wake_waits_for_the_user_to_stop_typing() {
 #[test]
 fn options_and_policies_reach_the_parent() {
     let report = Scenario::new(vec![
-        Turn::new().use_agent(&UseAgentCall::run("Slow", "x")),
-        Turn::answer("handed off"),
-        Turn::answer("woken"),
+        Reply::new().use_agent(&UseAgentCall::run("Slow", "x")),
+        Reply::answer("handed off"),
+        Reply::answer("woken"),
     ])
     .child_script(
         "Slow",
-        vec![Turn::new().delay(Duration::from_secs(20)).text("slow")],
+        vec![Reply::new().delay(Duration::from_secs(20)).text("slow")],
     )
     .configure(|b: DelegationBuilder| b.inline_wait(Duration::from_secs(5)))
     .at(Duration::ZERO, HostAction::User("go".into()))

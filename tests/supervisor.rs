@@ -136,10 +136,10 @@ async fn a_switch_racing_a_completion_leaves_one_terminal_status_and_no_wake() {
 #[tokio::test(start_paused = true)]
 async fn a_claimed_result_produces_no_wake() {
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(&work_call("Worker", 10, false)),
-        Turn::new().use_agent(&UseAgentCall::result("agent_1")),
-        Turn::answer("Got it."),
-        Turn::answer("(a wake would land here)"),
+        Reply::new().use_agent(&work_call("Worker", 10, false)),
+        Reply::new().use_agent(&UseAgentCall::result("agent_1")),
+        Reply::answer("Got it."),
+        Reply::answer("(a wake would land here)"),
     ])
     .with_script("Worker", worker(10));
     let (thread, mut events) = thread(model).await;
@@ -151,9 +151,9 @@ async fn a_claimed_result_produces_no_wake() {
 
 fn inline_parent() -> ScriptedModel {
     ScriptedModel::new(vec![
-        Turn::new().use_agent(&work_call("Worker", 30, true)),
-        Turn::answer("Noted."),
-        Turn::answer("Noted again."),
+        Reply::new().use_agent(&work_call("Worker", 30, true)),
+        Reply::answer("Noted."),
+        Reply::answer("Noted again."),
     ])
     .with_script("Worker", worker(30))
 }
@@ -211,14 +211,14 @@ async fn the_cascade_policy_stops_the_child_with_the_parent() {
 #[tokio::test(start_paused = true)]
 async fn an_approval_from_a_child_is_resolved_through_the_thread() {
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(&UseAgentCall::run("Poster", "post").tools(["http_post"])),
-        Turn::answer("Posted via the child."),
+        Reply::new().use_agent(&UseAgentCall::run("Poster", "post").tools(["http_post"])),
+        Reply::answer("Posted via the child."),
     ])
     .with_script(
         "Poster",
         vec![
-            Turn::new().tool_call("http_post", "{}"),
-            Turn::answer("posted it"),
+            Reply::new().tool_call("http_post", "{}"),
+            Reply::answer("posted it"),
         ],
     );
     let (thread, mut events) = thread(model).await;
@@ -343,19 +343,19 @@ mod persistence_and_policies {
 
     fn background_poster() -> ScriptedModel {
         ScriptedModel::new(vec![
-            Turn::new().use_agent(
+            Reply::new().use_agent(
                 &UseAgentCall::run("Poster", "post")
                     .tools(["http_post"])
                     .background(),
             ),
-            Turn::answer("Started."),
-            Turn::answer("Noted."),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
         ])
         .with_script(
             "Poster",
             vec![
-                Turn::new().tool_call("http_post", "{}"),
-                Turn::answer("finished"),
+                Reply::new().tool_call("http_post", "{}"),
+                Reply::answer("finished"),
             ],
         )
     }

@@ -30,6 +30,6 @@ pub use delegation::{
 pub use gate::{GateClosed, GateHandle};
 pub use hub::HubHandle;
 pub use model::{Model, ModelError, ModelStream};
-pub use scripted::{ScriptedModel, Turn};
+pub use scripted::{Reply, ScriptedModel};
 pub use sink::{EventSink, EventStream};
 pub use tool::{Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry};

@@ -1,8 +1,9 @@
-//! `ScriptedModel`: a deterministic model, scripted per turn. The embedded
+//! `ScriptedModel`: a deterministic model, scripted per model call: one
+//! [`Reply`] for each time the model is called. The embedded
 //! default for examples and the engine of every simulation test.
 //!
 //! A script is chosen by the request's system prompt (the first script
-//! whose pattern it contains, else the default script), and the turn by how
+//! whose pattern it contains, else the default script), and the reply by how
 //! many times the model has already answered in that conversation. The
 //! choice depends only on the request, never on call order, so parents and
 //! children sharing one model replay identically however their calls
@@ -18,7 +19,7 @@ use subagents_messages::{ModelChunk, ModelRequest, ToolCall, ToolUseId, Usage};
 use crate::delegation::{USE_AGENT, UseAgentCall};
 use crate::model::{Model, ModelError, ModelStream};
 
-/// One step of a scripted turn.
+/// One step of a scripted reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ScriptStep {
     /// Yield a text delta.
@@ -44,17 +45,17 @@ pub(crate) enum ScriptStep {
 
 /// One scripted model answer: steps run in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Turn {
+pub struct Reply {
     steps: Vec<ScriptStep>,
 }
 
-impl Turn {
-    /// An empty turn (answers with no text and no tool calls).
+impl Reply {
+    /// An empty reply (answers with no text and no tool calls).
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// A turn that answers `text` and nothing else.
+    /// A reply that answers `text` and nothing else.
     pub fn answer(text: impl Into<String>) -> Self {
         Self::new().text(text)
     }
@@ -128,18 +129,18 @@ enum Pattern {
 #[derive(Clone, Debug)]
 struct Script {
     pattern: Pattern,
-    turns: Vec<Turn>,
+    replies: Vec<Reply>,
 }
 
-/// A deterministic [`Model`]. See the module docs for how a turn is chosen.
+/// A deterministic [`Model`]. See the module docs for how a reply is chosen.
 ///
 /// ```
-/// use subagents_actors::scripted::{ScriptedModel, Turn};
+/// use subagents_actors::scripted::{ScriptedModel, Reply};
 /// let model = ScriptedModel::new(vec![
-///     Turn::new().tool_call("calculator", r#"{"expression":"2+2"}"#),
-///     Turn::answer("It is 4."),
+///     Reply::new().tool_call("calculator", r#"{"expression":"2+2"}"#),
+///     Reply::answer("It is 4."),
 /// ])
-/// .with_script("You fetch pages", vec![Turn::answer("Example Domain")]);
+/// .with_script("You fetch pages", vec![Reply::answer("Example Domain")]);
 /// # let _ = model;
 /// ```
 #[derive(Debug)]
@@ -161,13 +162,13 @@ impl Clone for ScriptedModel {
 }
 
 impl ScriptedModel {
-    /// A model whose default script is `turns`.
-    pub fn new(turns: Vec<Turn>) -> Self {
+    /// A model whose default script is `replies`.
+    pub fn new(replies: Vec<Reply>) -> Self {
         Self {
             name: "scripted".to_owned(),
             scripts: vec![Script {
                 pattern: Pattern::Any,
-                turns,
+                replies,
             }],
             calls: AtomicU64::new(0),
         }
@@ -175,19 +176,19 @@ impl ScriptedModel {
 
     /// Adds a script for conversations whose system prompt contains
     /// `pattern`. Scripts are tried in the order added.
-    pub fn with_script(self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
-        self.insert(Pattern::SystemPrompt(pattern.into()), turns)
+    pub fn with_script(self, pattern: impl Into<String>, replies: Vec<Reply>) -> Self {
+        self.insert(Pattern::SystemPrompt(pattern.into()), replies)
     }
 
     /// Adds a script for conversations whose first user message (the
     /// task) contains `pattern` — for children that share a system prompt.
-    pub fn with_input_script(self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
-        self.insert(Pattern::Input(pattern.into()), turns)
+    pub fn with_input_script(self, pattern: impl Into<String>, replies: Vec<Reply>) -> Self {
+        self.insert(Pattern::Input(pattern.into()), replies)
     }
 
-    fn insert(mut self, pattern: Pattern, turns: Vec<Turn>) -> Self {
+    fn insert(mut self, pattern: Pattern, replies: Vec<Reply>) -> Self {
         let at = self.scripts.len().saturating_sub(1);
-        self.scripts.insert(at, Script { pattern, turns });
+        self.scripts.insert(at, Script { pattern, replies });
         self
     }
 
@@ -207,7 +208,7 @@ impl ScriptedModel {
         Arc::new(self)
     }
 
-    fn turn_for(&self, request: &ModelRequest) -> Result<(usize, &Turn), String> {
+    fn reply_for(&self, request: &ModelRequest) -> Result<(usize, &Reply), String> {
         let prompt = request.system_prompt().unwrap_or("");
         let input = request
             .messages
@@ -220,10 +221,10 @@ impl ScriptedModel {
             Pattern::Input(p) => input.contains(p.as_str()),
         });
         let index = request.assistant_turns();
-        match script.and_then(|s| s.turns.get(index)) {
-            Some(turn) => Ok((index, turn)),
+        match script.and_then(|s| s.replies.get(index)) {
+            Some(reply) => Ok((index, reply)),
             None => Err(format!(
-                "the scripted model has no turn {} for the conversation whose system prompt begins {:?}",
+                "the scripted model has no reply {} for the conversation whose system prompt begins {:?}",
                 index + 1,
                 prompt.lines().next().unwrap_or("")
             )),
@@ -246,11 +247,12 @@ impl Model for ScriptedModel {
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let steps: Vec<Pending> = match self.turn_for(&request) {
+        let steps: Vec<Pending> = match self.reply_for(&request) {
             Err(message) => vec![Pending::Error(message)],
-            Ok((index, turn)) => {
+            Ok((index, reply)) => {
                 let mut calls = 0;
-                turn.steps()
+                reply
+                    .steps()
                     .iter()
                     .map(|step| match step {
                         ScriptStep::Text(t) => Pending::Chunk(ModelChunk::Text(t.clone())),
@@ -312,9 +314,9 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn turn_is_chosen_by_prompt_and_answer_count() {
-        let model = ScriptedModel::new(vec![Turn::answer("d1"), Turn::answer("d2")])
-            .with_script("child", vec![Turn::answer("c1")]);
+    async fn reply_is_chosen_by_prompt_and_answer_count() {
+        let model = ScriptedModel::new(vec![Reply::answer("d1"), Reply::answer("d2")])
+            .with_script("child", vec![Reply::answer("c1")]);
         assert_eq!(
             collect(&model, request("parent", 1)).await,
             vec![Ok(ModelChunk::Text("d2".into()))]
@@ -333,14 +335,14 @@ mod tests {
         let [Err(ModelError::Other(message))] = out.as_slice() else {
             panic!("expected one error, got {out:?}");
         };
-        assert!(message.contains("no turn 1"), "{message}");
+        assert!(message.contains("no reply 1"), "{message}");
         assert!(message.contains("Parent prompt"), "{message}");
     }
 
     #[tokio::test(start_paused = true)]
     async fn delays_run_in_tokio_time_and_errors_end_the_stream() {
         let model = ScriptedModel::new(vec![
-            Turn::new()
+            Reply::new()
                 .delay(Duration::from_secs(10))
                 .text("a")
                 .tool_call("t", "{}")

@@ -764,8 +764,9 @@ fn missing_directories_are_fine_and_other_files_are_ignored() {
 fn an_oversized_file_is_skipped() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("agents");
-    let big =
-        "x".repeat(usize::try_from(subagents_actors::profile::ProfileSet::MAX_FILE_BYTES).unwrap() + 1);
+    let big = "x".repeat(
+        usize::try_from(subagents_actors::profile::ProfileSet::MAX_FILE_BYTES).unwrap() + 1,
+    );
     write(&dir, "big.md", &big);
     let report = ProfileSet::load(std::slice::from_ref(&dir), &[]);
     assert!(report.profiles.is_empty());

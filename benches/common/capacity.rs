@@ -21,7 +21,7 @@ pub(crate) const LATENCY: Duration = Duration::from_millis(10);
 /// Wall time for `AGENTS` × `TURNS` model calls through a gate of
 /// `capacity`.
 pub(crate) async fn ours(capacity: usize) -> Duration {
-    let turns = vec![Turn::new().delay(LATENCY).text("ok"); TURNS];
+    let turns = vec![Reply::new().delay(LATENCY).text("ok"); TURNS];
     let model = ScriptedModel::new(turns).shared();
     let gate = GateHandle::spawn(capacity).await.expect("spawn gate");
     let (sink, mut stream) = EventSink::channel();

@@ -95,7 +95,6 @@ async fn bare_actors(n: usize) -> Vec<ActorRef<()>> {
     all
 }
 
-
 /// Everything a measurement keeps alive until RSS is read.
 pub(crate) enum Kept {
     Bare(Vec<ActorRef<()>>),
@@ -139,7 +138,7 @@ pub(crate) async fn spawn_many(kind: MemKind, n: usize) -> Kept {
         }
         MemKind::Threads | MemKind::SharedGateThreads | MemKind::Parents => {
             let children = if kind == MemKind::Parents { 0 } else { 3 };
-            let model = ScriptedModel::new(vec![Turn::new().hang()]).shared();
+            let model = ScriptedModel::new(vec![Reply::new().hang()]).shared();
             let shared = match kind {
                 MemKind::SharedGateThreads => Some(GateHandle::spawn(1).await.expect("spawn gate")),
                 _ => None,

@@ -5,7 +5,7 @@
 //!   sends one event on a tokio unbounded channel, `stop_and_wait`.
 //! - *agent*: the lowest public layer that does spawn + nested sink +
 //!   stop: `AgentBuilder::spawn_into` linked under the same parent with
-//!   `sink.nested(id)`, one `Turn` (scripted: a text delta, then the model
+//!   `sink.nested(id)`, one `Reply` (scripted: a text delta, then the model
 //!   hangs), wait for the first `Child(id, ..)` on the stream,
 //!   `stop_and_wait`. The turn takes a gate permit and a model stream on
 //!   the way.
@@ -131,7 +131,7 @@ impl BareCase {
 
 fn child_model() -> Arc<dyn Model> {
     // A text delta, then the model hangs until the turn is stopped.
-    ScriptedModel::new(vec![Turn::new().text("hi").hang()]).shared()
+    ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared()
 }
 
 async fn first_child_event(stream: &mut EventStream) -> AgentId {

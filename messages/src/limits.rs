@@ -9,13 +9,14 @@ use serde::{Deserialize, Serialize};
 /// result that says what was done and which limit hit.
 ///
 /// # Choosing values
-/// The defaults (20 turns, 50,000 tokens, 300 s) suit a focused sub-task on
+/// The defaults (20 model calls, 50,000 tokens, 300 s) suit a focused sub-task on
 /// a local model. Raise `wall_clock` for slow hardware rather than
-/// `max_turns`: the wall clock is what bounds how long a parent can block.
+/// `max_model_calls`: the wall clock is what bounds how long a parent can block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
-    /// Model calls per turn.
-    pub max_turns: u32,
+    /// Model calls per turn (read as `max_turns` too, its name before).
+    #[serde(alias = "max_turns")]
+    pub max_model_calls: u32,
     /// Prompt plus completion tokens per turn.
     pub token_budget: u64,
     /// Time per turn, enforced during model calls and tools too.
@@ -25,7 +26,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_turns: 20,
+            max_model_calls: 20,
             token_budget: 50_000,
             wall_clock: Duration::from_secs(300),
         }
@@ -36,8 +37,10 @@ impl Default for Limits {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LimitKind {
-    /// `max_turns` model calls were made.
-    Turns,
+    /// `max_model_calls` model calls were made (read as `turns` too, its
+    /// name before).
+    #[serde(alias = "turns")]
+    ModelCalls,
     /// `token_budget` was used up.
     Tokens,
     /// `wall_clock` ran out.
@@ -47,7 +50,7 @@ pub enum LimitKind {
 impl fmt::Display for LimitKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            LimitKind::Turns => "turn limit",
+            LimitKind::ModelCalls => "model-call limit",
             LimitKind::Tokens => "token budget",
             LimitKind::WallClock => "wall-clock limit",
         })

@@ -115,10 +115,28 @@ fn model_types_roundtrip() {
     }
 }
 
+/// `max_turns` and `turns` were the names of the model-call limit before:
+/// JSON written then still reads.
+#[test]
+fn the_model_call_limit_reads_under_its_old_names() {
+    let limits: Limits = serde_json::from_str(
+        r#"{"max_turns":7,"token_budget":10,"wall_clock":{"secs":1,"nanos":0}}"#,
+    )
+    .unwrap();
+    assert_eq!(limits.max_model_calls, 7);
+    let kind: LimitKind = serde_json::from_str(r#""turns""#).unwrap();
+    assert_eq!(kind, LimitKind::ModelCalls);
+    assert_eq!(serde_json::to_string(&kind).unwrap(), r#""model_calls""#);
+}
+
 #[test]
 fn limits_and_outcomes_roundtrip() {
     both(Limits::default());
-    for kind in [LimitKind::Turns, LimitKind::Tokens, LimitKind::WallClock] {
+    for kind in [
+        LimitKind::ModelCalls,
+        LimitKind::Tokens,
+        LimitKind::WallClock,
+    ] {
         both(kind);
     }
     for outcome in [

@@ -11,13 +11,13 @@
 //! use subagents::simulation::{HostAction, Scenario};
 //!
 //! let report = Scenario::new(vec![
-//!     Turn::new().use_agent(&UseAgentCall::run("Fetcher", "https://example.com").background()),
-//!     Turn::answer("Started."),
-//!     Turn::answer("The title is Example Domain."),
+//!     Reply::new().use_agent(&UseAgentCall::run("Fetcher", "https://example.com").background()),
+//!     Reply::answer("Started."),
+//!     Reply::answer("The title is Example Domain."),
 //! ])
 //! .child_script("Fetcher", vec![
-//!     Turn::new().delay(Duration::from_secs(30)).tool_call("fetch_title", r#"{"url":"https://example.com"}"#),
-//!     Turn::answer("Example Domain"),
+//!     Reply::new().delay(Duration::from_secs(30)).tool_call("fetch_title", r#"{"url":"https://example.com"}"#),
+//!     Reply::answer("Example Domain"),
 //! ])
 //! .tools(ToolRegistry::new().with(PageTitle::default()))
 //! .at(Duration::ZERO, HostAction::User("What is the title?".into()))

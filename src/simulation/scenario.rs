@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use subagents_actors::scripted::{ScriptedModel, Turn};
+use subagents_actors::scripted::{Reply, ScriptedModel};
 use subagents_actors::{DelegationBuilder, Model, ToolRegistry};
 use subagents_supervisor::store::EnvelopeStore;
 use subagents_supervisor::{ThreadConfig, ThreadHandle};
@@ -49,7 +49,7 @@ impl Scenario {
     pub const EPOCH_MS: u64 = SIMULATION_EPOCH_MS;
 
     /// A scenario whose parent answers with `parent_turns`, in order.
-    pub fn new(parent_turns: Vec<Turn>) -> Self {
+    pub fn new(parent_turns: Vec<Reply>) -> Self {
         Self {
             parent_prompt: "You are the parent.".into(),
             model: ScriptedModel::new(parent_turns),
@@ -79,13 +79,13 @@ impl Scenario {
     }
 
     /// Turns for children whose system prompt contains `pattern`.
-    pub fn child_script(mut self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
+    pub fn child_script(mut self, pattern: impl Into<String>, turns: Vec<Reply>) -> Self {
         self.model = self.model.with_script(pattern, turns);
         self
     }
 
     /// Turns for children whose task contains `pattern`.
-    pub fn child_input_script(mut self, pattern: impl Into<String>, turns: Vec<Turn>) -> Self {
+    pub fn child_input_script(mut self, pattern: impl Into<String>, turns: Vec<Reply>) -> Self {
         self.model = self.model.with_input_script(pattern, turns);
         self
     }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use subagents::messages::{AgentEvent, AgentId, AgentResult, SubAgentStatus, ToolUseId};
-use subagents::prelude::{EventStream, ScriptedModel, Turn, UseAgentCall};
+use subagents::prelude::{EventStream, Reply, ScriptedModel, UseAgentCall};
 
 /// A child named `name` that works `secs` seconds in the `sleep` tool.
 pub fn work_call(name: &str, secs: u64, wait: bool) -> UseAgentCall {
@@ -16,23 +16,23 @@ pub fn work_call(name: &str, secs: u64, wait: bool) -> UseAgentCall {
 }
 
 /// A child's script: sleep `secs`, then answer "worked N s".
-pub fn worker(secs: u64) -> Vec<Turn> {
+pub fn worker(secs: u64) -> Vec<Reply> {
     vec![
-        Turn::new().tool_call("sleep", format!(r#"{{"secs":{secs}}}"#)),
-        Turn::answer(format!("worked {secs} s")),
+        Reply::new().tool_call("sleep", format!(r#"{{"secs":{secs}}}"#)),
+        Reply::answer(format!("worked {secs} s")),
     ]
 }
 
 /// A parent that starts background workers of these durations, then
 /// answers every later turn (wakes) with "Noted".
 pub fn background_workers(durations: &[u64]) -> ScriptedModel {
-    let mut first = Turn::new();
+    let mut first = Reply::new();
     for (i, secs) in durations.iter().enumerate() {
         first = first.use_agent(&work_call(&format!("Worker {}", i + 1), *secs, false));
     }
-    let mut turns = vec![first, Turn::answer("Started.")];
+    let mut turns = vec![first, Reply::answer("Started.")];
     for _ in 0..10 {
-        turns.push(Turn::answer("Noted."));
+        turns.push(Reply::answer("Noted."));
     }
     let mut model = ScriptedModel::new(turns);
     for (i, secs) in durations.iter().enumerate() {

@@ -1,7 +1,7 @@
 //! Property tests of every ordering invariant, with proptest-state-machine:
 //! random sequences of host actions drive one or two real threads in
 //! paused tokio time — user turns that fan out children (random work, wait
-//! mode, end: answer, model error, panic, hang, approval, turn limit, and a
+//! mode, end: answer, model error, panic, hang, approval, model-call limit, and a
 //! seeded number of scheduler turns before the last answer), typing, on/off
 //! screen, switches, parent and child stops, approval answers, closing a
 //! thread, time passing — and host actions fired *the moment* a child event
@@ -379,10 +379,7 @@ impl World {
     }
 
     fn logs(&self) -> Vec<String> {
-        self.threads
-            .iter()
-            .map(|t| t.render())
-            .collect()
+        self.threads.iter().map(|t| t.render()).collect()
     }
 
     /// Checks every thread's log; at rest also what is held, and with

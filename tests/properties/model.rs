@@ -25,7 +25,7 @@ pub(crate) enum End {
     Hang,
     /// It calls a tool that needs approval, then answers.
     Approval,
-    /// It keeps calling tools: the turn limit ends it.
+    /// It keeps calling tools: the model-call limit ends it.
     Loop,
 }
 
@@ -45,7 +45,7 @@ pub(crate) struct PlanModel {
     pub(crate) peak: Arc<AtomicUsize>,
 }
 
-fn play(turn: Turn) -> ModelStream {
+fn play(turn: Reply) -> ModelStream {
     ScriptedModel::new(vec![turn]).stream(ModelRequest {
         messages: vec![],
         tools: vec![],
@@ -109,15 +109,15 @@ pub(crate) fn plan_message(turn_no: usize, plans: &[ChildPlan]) -> String {
 
 fn parent_turn(request: &ModelRequest) -> ModelStream {
     let Some(message) = last(&request.messages) else {
-        return play(Turn::answer("?"));
+        return play(Reply::answer("?"));
     };
     if message.role == Role::User {
         if let Some(id) = message.content.strip_prefix("RESULT ") {
-            return play(Turn::new().use_agent(&UseAgentCall::result(id)));
+            return play(Reply::new().use_agent(&UseAgentCall::result(id)));
         }
         if let Some(plan) = message.content.strip_prefix("PLAN ") {
             let (turn_no, plans): (usize, Vec<ChildPlan>) = serde_json::from_str(plan).unwrap();
-            let mut turn = Turn::new();
+            let mut turn = Reply::new();
             for (k, child) in plans.iter().enumerate() {
                 let mut call = UseAgentCall::run(
                     format!("Child {turn_no}.{k}\nYou work."),
@@ -135,9 +135,9 @@ fn parent_turn(request: &ModelRequest) -> ModelStream {
             }
             return play(turn);
         }
-        return play(Turn::answer("Noted."));
+        return play(Reply::answer("Noted."));
     }
-    play(Turn::answer("Delegated."))
+    play(Reply::answer("Delegated."))
 }
 
 fn child_turn(request: &ModelRequest) -> ModelStream {
@@ -151,19 +151,19 @@ fn child_turn(request: &ModelRequest) -> ModelStream {
     let done = request.assistant_turns();
     if done == 0 {
         return play(
-            Turn::new()
+            Reply::new()
                 .text("Working. ")
                 .tool_call("sleep", json!({"secs": plan.work_secs}).to_string()),
         );
     }
     let last = match plan.end {
-        End::Answer => Turn::answer("Finished."),
-        End::ModelError => Turn::new().error("the model went away"),
-        End::Panic => Turn::new().panic("adapter bug"),
-        End::Hang => Turn::new().text("Thinking…").hang(),
-        End::Approval if done == 1 => Turn::new().tool_call("http_post", "{}"),
-        End::Approval => Turn::answer("Posted."),
-        End::Loop => Turn::new().tool_call("sleep", r#"{"secs": 1}"#),
+        End::Answer => Reply::answer("Finished."),
+        End::ModelError => Reply::new().error("the model went away"),
+        End::Panic => Reply::new().panic("adapter bug"),
+        End::Hang => Reply::new().text("Thinking…").hang(),
+        End::Approval if done == 1 => Reply::new().tool_call("http_post", "{}"),
+        End::Approval => Reply::answer("Posted."),
+        End::Loop => Reply::new().tool_call("sleep", r#"{"secs": 1}"#),
     };
     after_yields(plan.yields, play(last))
 }

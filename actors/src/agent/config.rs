@@ -120,7 +120,7 @@ impl AgentBuilder {
         self
     }
 
-    /// Its limits (default: 20 turns, 50,000 tokens, 300 s).
+    /// Its limits (default: 20 model calls, 50,000 tokens, 300 s).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -198,12 +198,12 @@ pub(crate) async fn spawn_agent(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scripted::{ScriptedModel, Turn};
+    use crate::scripted::{Reply, ScriptedModel};
 
     /// Defect 10 of the edge review: an agent's private gate outlived it.
     #[tokio::test(start_paused = true)]
     async fn a_private_gate_stops_with_its_agent() {
-        let config = Agent::builder(ScriptedModel::new(vec![Turn::answer("hi")]).shared())
+        let config = Agent::builder(ScriptedModel::new(vec![Reply::answer("hi")]).shared())
             .config()
             .await
             .unwrap();

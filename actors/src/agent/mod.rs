@@ -13,12 +13,12 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `config.rs` | [`AgentConfig`], approval policies, [`AgentBuilder`], [`spawn_agent`] |
+//! | `config.rs` | the agent's config, approval policies, [`AgentBuilder`], the spawn |
 //! | `state.rs` | the agent actor and its state |
 //! | `turn.rs` | one turn of the loop, run in a task |
 //! | `turn_state.rs` | a running turn's shared state, and how a turn closes |
 //! | `handle.rs` | [`AgentHandle`], [`AgentError`] |
-//! | `msg.rs` | [`AgentMsg`]: the requests, and a sealed part |
+//! | `msg.rs` | the agent's messages (crate-private) |
 
 mod config;
 mod handle;

@@ -59,9 +59,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     let limits = config.limits;
     loop {
         let (progress, history) = ctx.with(|t| (t.progress.clone(), t.history.clone()));
-        if progress.turns >= limits.max_turns {
-            let text = partial_result(LimitKind::Turns, &limits, &progress);
-            return (text, Outcome::LimitReached(LimitKind::Turns));
+        if progress.turns >= limits.max_model_calls {
+            let text = partial_result(LimitKind::ModelCalls, &limits, &progress);
+            return (text, Outcome::LimitReached(LimitKind::ModelCalls));
         }
         if progress.usage.total() >= limits.token_budget {
             let text = partial_result(LimitKind::Tokens, &limits, &progress);
@@ -239,7 +239,7 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
 /// The text of a partial result: what was done, and which limit hit.
 pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progress) -> String {
     let detail = match limit {
-        LimitKind::Turns => format!("{} model calls", limits.max_turns),
+        LimitKind::ModelCalls => format!("{} model calls", limits.max_model_calls),
         LimitKind::Tokens => format!(
             "{} tokens; {} used",
             limits.token_budget,
@@ -282,14 +282,14 @@ mod tests {
             last_text: "Half way there.".into(),
         };
         let limits = Limits {
-            max_turns: 3,
+            max_model_calls: 3,
             token_budget: 100,
             wall_clock: Duration::from_secs(30),
         };
-        let text = partial_result(LimitKind::Turns, &limits, &progress);
+        let text = partial_result(LimitKind::ModelCalls, &limits, &progress);
         assert_eq!(
             text,
-            "Partial result: stopped by the turn limit (3 model calls) after 3 model call(s) and 2 tool call(s) (calculator, fetch_title); the last thing written was: Half way there."
+            "Partial result: stopped by the model-call limit (3 model calls) after 3 model call(s) and 2 tool call(s) (calculator, fetch_title); the last thing written was: Half way there."
         );
         let text = partial_result(LimitKind::WallClock, &limits, &Progress::default());
         assert!(text.contains("wall-clock limit (30 s)"), "{text}");

@@ -299,7 +299,7 @@ impl DelegationBuilder {
             ids: self.ids,
             background_approvals: self.background_approvals,
             models: self.models,
-            parent_max_turns: self.limits.max_turns,
+            parent_max_model_calls: self.limits.max_model_calls,
         };
         let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
             .await

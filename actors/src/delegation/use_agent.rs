@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
+use crate::hub::DetachOutcome;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use crate::hub::DetachOutcome;
 use subagents_messages::{AgentId, Envelope};
 
 use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};

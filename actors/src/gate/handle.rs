@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::gate::Ticket;
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 use subagents_messages::{AgentId, GateSnapshot};
-use crate::gate::Ticket;
 
 use crate::gate::actor::{GateArguments, ModelGate};
 use crate::gate::msg::{GateMsg, Permit};

@@ -15,7 +15,7 @@
 //!
 //! The shape follows tower's `Buffer`: a private worker (the actor) and a
 //! cheap handle ([`GateHandle`]) that spawns it for you. Its protocol is
-//! sealed ([`GateMsg`]): a host can ask for a snapshot, nothing more.
+//! crate-private (`msg.rs`): a host acquires and snapshots through the handle, nothing more.
 //!
 //! # A note on choosing a capacity
 //! One set of weights serves one call at a time: keep the default of 1 for

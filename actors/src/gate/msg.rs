@@ -29,9 +29,9 @@
 //! use subagents_actors::gate::GateMsg;
 //! ```
 
+use crate::gate::Ticket;
 use ractor::{ActorRef, RpcReplyPort};
 use subagents_messages::{AgentId, GateSnapshot};
-use crate::gate::Ticket;
 
 /// What the ModelGate actor is told.
 #[derive(Debug)]
@@ -48,8 +48,8 @@ pub(crate) mod sealed {
     //! only.
     #![allow(unreachable_pub)]
 
-    use ractor::RpcReplyPort;
     use crate::gate::Ticket;
+    use ractor::RpcReplyPort;
     use subagents_messages::AgentId;
 
     use super::Permit;

@@ -75,7 +75,7 @@ pub(crate) struct HubConfig {
     pub(crate) models: ModelRegistry,
     /// The parent's own turn cap: a child's `max_iterations` is clamped to
     /// it.
-    pub(crate) parent_max_turns: u32,
+    pub(crate) parent_max_model_calls: u32,
 }
 
 impl std::fmt::Debug for HubConfig {

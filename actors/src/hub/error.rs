@@ -3,7 +3,6 @@
 
 use subagents_messages::AgentId;
 
-use crate::hub::ids::IdsExhausted;
 use crate::registry::UnknownModel;
 use crate::tool::UnknownTool;
 
@@ -26,9 +25,13 @@ pub enum SpawnRefused {
     /// The model override names nothing registered.
     #[error(transparent)]
     UnknownModel(#[from] UnknownModel),
-    /// Every child id has been handed out.
-    #[error(transparent)]
-    IdsExhausted(#[from] IdsExhausted),
+    /// Every child id up to [`ChildIds::MAX`](crate::hub::ChildIds::MAX)
+    /// has been handed out.
+    #[error(
+        "no child id is left: every number up to agent_{} is taken",
+        crate::hub::ChildIds::MAX
+    )]
+    IdsExhausted,
     /// The hub is stopped.
     #[error("the sub-agent hub is stopped")]
     Closed,

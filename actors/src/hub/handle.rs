@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::hub::msg::HubMsg;
-use crate::hub::stop::DetachOutcome;
 use crate::hub::msg::sealed::HubInternal;
+use crate::hub::stop::DetachOutcome;
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 use subagents_messages::{
-    AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest, Envelope,
-    HubSnapshot, SubAgentStatus,
+    AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest, Envelope, HubSnapshot,
+    SubAgentStatus,
 };
 
 use crate::clock::Clock;

@@ -13,11 +13,6 @@ pub(crate) const MAX_CHILD_NUMBER: u64 = (1 << 53) - 1;
 /// The prefix of every child id.
 const PREFIX: &str = "agent_";
 
-/// Every child number up to [`ChildIds::MAX`] has been handed out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("no child id is left: every number up to agent_{MAX_CHILD_NUMBER} is taken")]
-pub struct IdsExhausted;
-
 /// A shared counter of child numbers. Cheap to clone; clones share it.
 #[derive(Debug, Clone)]
 pub struct ChildIds {
@@ -50,15 +45,16 @@ impl ChildIds {
         Self::starting_at(last.saturating_add(1))
     }
 
-    /// The next id, never handed out before by this counter or its clones.
-    pub fn next(&self) -> Result<AgentId, IdsExhausted> {
+    /// The next id, never handed out before by this counter or its
+    /// clones; `None` once every number up to [`ChildIds::MAX`] is taken.
+    pub fn next(&self) -> Option<AgentId> {
         let taken = self
             .next
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 (n <= MAX_CHILD_NUMBER).then(|| n + 1)
             })
-            .map_err(|_| IdsExhausted)?;
-        Ok(AgentId::new(format!("{PREFIX}{taken}")))
+            .ok()?;
+        Some(AgentId::new(format!("{PREFIX}{taken}")))
     }
 
     /// The largest child number: `agent_9007199254740991` (2⁵³ − 1, the
@@ -112,19 +108,19 @@ mod tests {
     fn clones_share_the_counter_and_ids_never_repeat() {
         let a = ChildIds::default();
         let b = a.clone();
-        assert_eq!(a.next(), Ok(id("agent_1")));
-        assert_eq!(b.next(), Ok(id("agent_2")));
-        assert_eq!(a.next(), Ok(id("agent_3")));
+        assert_eq!(a.next(), Some(id("agent_1")));
+        assert_eq!(b.next(), Some(id("agent_2")));
+        assert_eq!(a.next(), Some(id("agent_3")));
     }
 
     #[test]
     fn the_counter_ends_at_the_maximum_without_overflow() {
         let ids = ChildIds::starting_at(MAX_CHILD_NUMBER);
-        assert_eq!(ids.next(), Ok(id(&format!("agent_{MAX_CHILD_NUMBER}"))));
-        assert_eq!(ids.next(), Err(IdsExhausted));
-        assert_eq!(ids.next(), Err(IdsExhausted));
+        assert_eq!(ids.next(), Some(id(&format!("agent_{MAX_CHILD_NUMBER}"))));
+        assert_eq!(ids.next(), None);
+        assert_eq!(ids.next(), None);
         let past = ChildIds::starting_at(u64::MAX);
-        assert_eq!(past.next(), Err(IdsExhausted));
+        assert_eq!(past.next(), None);
     }
 
     #[test]
@@ -136,8 +132,8 @@ mod tests {
             id("agent_0x9"),
         ];
         let ids = ChildIds::after(&taken);
-        assert_eq!(ids.next(), Ok(id("agent_5")));
-        assert_eq!(ChildIds::after(&[]).next(), Ok(id("agent_1")));
+        assert_eq!(ids.next(), Some(id("agent_5")));
+        assert_eq!(ChildIds::after(&[]).next(), Some(id("agent_1")));
     }
 
     #[test]

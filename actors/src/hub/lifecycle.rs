@@ -142,12 +142,15 @@ impl HubState {
         };
         let mut limits = self.config.child_limits;
         if let Some(cap) = request.max_iterations {
-            limits.max_turns = cap;
+            limits.max_model_calls = cap;
         }
         // Clamped to the parent's own cap (openheim documents this; we
         // enforce it).
-        limits.max_turns = limits.max_turns.min(self.config.parent_max_turns).max(1);
-        let id = self.config.ids.next()?;
+        limits.max_model_calls = limits
+            .max_model_calls
+            .min(self.config.parent_max_model_calls)
+            .max(1);
+        let id = self.config.ids.next().ok_or(SpawnRefused::IdsExhausted)?;
         self.requested += 1;
         let info = SubAgentInfo {
             id: id.clone(),

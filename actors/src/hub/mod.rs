@@ -10,7 +10,7 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `config.rs` | [`HubConfig`], the observer and archive hooks, the background approval policy |
+//! | `config.rs` | the hub's config, the observer and archive hooks, the background approval policy |
 //! | `book.rs` | the envelope book: one envelope per child, read without a message |
 //! | `slots.rs` | the live cap and the FIFO queue (pure) |
 //! | `ids.rs` | [`ChildIds`]: child ids from a shared, checked counter |
@@ -19,7 +19,7 @@
 //! | `actor.rs` | the hub actor: messages in, supervision |
 //! | `error.rs` | [`SpawnRefused`], [`StopRefused`] |
 //! | `handle.rs` | [`HubHandle`]: requests by message, queries from the book |
-//! | `msg.rs` | [`HubMsg`]: the requests, and a sealed part |
+//! | `msg.rs` | the hub's messages (crate-private) |
 //!
 //! **Owns:** the slots and queue, one envelope per child for the life of
 //! the hub, the children's actors (linked under it) and their event sinks.
@@ -62,10 +62,10 @@ mod slots;
 mod stop;
 pub(crate) use stop::DetachOutcome;
 
-pub use config::{BackgroundApprovals, EnvelopeArchive, HubObserver};
 pub(crate) use config::HubConfig;
+pub use config::{BackgroundApprovals, EnvelopeArchive, HubObserver};
 pub use error::{SpawnRefused, StopRefused};
 pub(crate) use handle::WaitOutcome;
 pub use handle::{HubClosed, HubHandle};
-pub use ids::{ChildIds, IdsExhausted};
+pub use ids::ChildIds;
 pub(crate) use msg::HubMsg;

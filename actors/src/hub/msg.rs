@@ -93,9 +93,9 @@ pub(crate) mod sealed {
     //! only.
     #![allow(unreachable_pub)]
 
+    use crate::hub::stop::DetachOutcome;
     use ractor::RpcReplyPort;
     use subagents_messages::{AgentId, AgentResult};
-    use crate::hub::stop::DetachOutcome;
 
     /// The hub's own messages.
     #[derive(Debug)]

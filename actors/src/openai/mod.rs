@@ -237,14 +237,16 @@ impl OpenAiBuilder {
                 .map(|v| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()))
                 .map_err(|reason| OpenAiConfigError::InvalidVariable { name, reason })
         };
-        let base_url = read(OpenAiCompatible::ENV_BASE_URL)?.ok_or(OpenAiConfigError::MissingVariable {
-            name: OpenAiCompatible::ENV_BASE_URL,
-            hint: "set it to the API root, e.g. http://127.0.0.1:8080/v1",
-        })?;
-        let model = read(OpenAiCompatible::ENV_MODEL)?.ok_or(OpenAiConfigError::MissingVariable {
-            name: OpenAiCompatible::ENV_MODEL,
-            hint: "set it to the model name the server knows",
-        })?;
+        let base_url =
+            read(OpenAiCompatible::ENV_BASE_URL)?.ok_or(OpenAiConfigError::MissingVariable {
+                name: OpenAiCompatible::ENV_BASE_URL,
+                hint: "set it to the API root, e.g. http://127.0.0.1:8080/v1",
+            })?;
+        let model =
+            read(OpenAiCompatible::ENV_MODEL)?.ok_or(OpenAiConfigError::MissingVariable {
+                name: OpenAiCompatible::ENV_MODEL,
+                hint: "set it to the model name the server knows",
+            })?;
         let api_key = read(OpenAiCompatible::ENV_API_KEY)?;
         Ok(OpenAiCompatible::builder(base_url, model).api_key(api_key))
     }
@@ -390,7 +392,9 @@ mod tests {
                 ..
             })
         ));
-        let err = OpenAiBuilder::from_lookup(lookup(&[(OpenAiCompatible::ENV_BASE_URL, "http://x/v1")])).err();
+        let err =
+            OpenAiBuilder::from_lookup(lookup(&[(OpenAiCompatible::ENV_BASE_URL, "http://x/v1")]))
+                .err();
         let Some(err) = err else {
             panic!("expected an error");
         };

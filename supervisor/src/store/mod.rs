@@ -88,6 +88,5 @@ mod envelopes;
 mod files;
 mod report;
 
-
 pub use envelopes::EnvelopeStore;
 pub use report::{CorruptFile, LoadReport, PruneReport, StoreConfig, StoreError};

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use subagents_actors::demo_tools::Sleep;
-use subagents_actors::scripted::{ScriptedModel, Turn};
+use subagents_actors::scripted::{Reply, ScriptedModel};
 use subagents_actors::{DelegationBuilder, ToolRegistry, UseAgentCall};
 use subagents_messages::{AgentEvent, AgentId, SubAgentStatus};
 
@@ -19,19 +19,19 @@ use crate::thread::msg::sealed::ThreadInternal;
 #[tokio::test(start_paused = true)]
 async fn a_completion_reported_after_the_switch_does_not_wake() {
     let model = ScriptedModel::new(vec![
-        Turn::new().use_agent(
+        Reply::new().use_agent(
             &UseAgentCall::run("Worker 1\nYou work.", "work 100 s")
                 .tools(["sleep"])
                 .background(),
         ),
-        Turn::answer("Started."),
-        Turn::answer("Noted."),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
     ])
     .with_script(
         "Worker 1\n",
         vec![
-            Turn::new().tool_call("sleep", r#"{"secs":100}"#),
-            Turn::answer("worked 100 s"),
+            Reply::new().tool_call("sleep", r#"{"secs":100}"#),
+            Reply::answer("worked 100 s"),
         ],
     );
     let builder = DelegationBuilder::new(model.shared()).tools(ToolRegistry::new().with(Sleep));
