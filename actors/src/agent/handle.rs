@@ -2,7 +2,7 @@
 
 use ractor::{ActorCell, ActorRef};
 
-use crate::agent::msg::AgentMsg;
+use crate::agent::msg::{AgentMsg, TurnReply};
 use subagents_messages::{
     AgentId, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, TurnOrigin,
     UserTurn,
@@ -95,7 +95,7 @@ impl AgentHandle {
         AgentError,
     > {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.cast_turn(text.into(), origin, Some(tx.into()))?;
+        self.cast_turn(text.into(), origin, Some(TurnReply::Port(tx.into())))?;
         let id = self.id.clone();
         Ok(async move { rx.await.map_err(|_| AgentError::Dropped(id)) })
     }
@@ -104,7 +104,7 @@ impl AgentHandle {
         &self,
         text: String,
         origin: TurnOrigin,
-        reply: Option<ractor::RpcReplyPort<AgentResult>>,
+        reply: Option<TurnReply>,
     ) -> Result<(), AgentError> {
         self.actor
             .cast(AgentMsg::Turn {

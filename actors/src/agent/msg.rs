@@ -43,7 +43,7 @@ pub(crate) enum AgentMsg {
         /// The turn.
         turn: UserTurn,
         /// Receives the turn's result.
-        reply: Option<RpcReplyPort<AgentResult>>,
+        reply: Option<TurnReply>,
     },
     /// Sent by the host, the supervisor or the hub: end the running turn
     /// now (its result is `Outcome::Stopped`) and drop queued ones. The
@@ -64,6 +64,42 @@ pub(crate) enum AgentMsg {
     Snapshot(RpcReplyPort<AgentSnapshot>),
     /// Sent only by the agent's own turn task (sealed).
     Internal(sealed::AgentInternal),
+}
+
+/// Where a turn's result goes.
+pub(crate) enum TurnReply {
+    /// To a caller awaiting it.
+    Port(RpcReplyPort<AgentResult>),
+    /// To a function, called once from the agent's handler: a hub's child
+    /// hands its result to the hub this way, with no task waiting on it.
+    Then(Box<dyn FnOnce(AgentResult) + Send>),
+}
+
+impl TurnReply {
+    /// Delivers the result (to nobody, if the caller went away).
+    pub(crate) fn send(self, result: AgentResult) {
+        match self {
+            TurnReply::Port(port) => {
+                let _ = port.send(result);
+            }
+            TurnReply::Then(then) => then(result),
+        }
+    }
+}
+
+impl std::fmt::Debug for TurnReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TurnReply::Port(_) => "TurnReply::Port",
+            TurnReply::Then(_) => "TurnReply::Then",
+        })
+    }
+}
+
+impl From<RpcReplyPort<AgentResult>> for TurnReply {
+    fn from(port: RpcReplyPort<AgentResult>) -> Self {
+        TurnReply::Port(port)
+    }
 }
 
 pub(crate) mod sealed {

@@ -17,8 +17,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::agent::config::AgentConfig;
-use crate::agent::msg::AgentMsg;
 use crate::agent::msg::sealed::AgentInternal;
+use crate::agent::msg::{AgentMsg, TurnReply};
 use crate::agent::{turn, turn_state};
 use crate::sink::EventSink;
 use crate::tool::panic_message;
@@ -43,7 +43,7 @@ pub(crate) struct AgentState {
     events: EventSink,
     history: Vec<ChatMessage>,
     running: Option<RunningTurn>,
-    waiting: VecDeque<(UserTurn, Option<RpcReplyPort<AgentResult>>)>,
+    waiting: VecDeque<(UserTurn, Option<TurnReply>)>,
     approvals: HashMap<ApprovalId, RpcReplyPort<ApprovalDecision>>,
     /// Approvals no longer pending, and why: answers to them are refused
     /// with that reason.
@@ -62,7 +62,7 @@ struct RunningTurn {
     out: EventSink,
     shared: turn_state::Shared,
     started: Instant,
-    reply: Option<RpcReplyPort<AgentResult>>,
+    reply: Option<TurnReply>,
 }
 
 impl Drop for RunningTurn {
@@ -163,7 +163,7 @@ impl AgentState {
             self.turns_finished += 1;
             self.close_approvals();
             if let Some(reply) = running.reply.take() {
-                let _ = reply.send(result);
+                reply.send(result);
             }
         }
     }
@@ -195,7 +195,7 @@ impl AgentState {
             self.history.push(ChatMessage::assistant(text, Vec::new()));
             self.turns_finished += 1;
             if let Some(reply) = reply {
-                let _ = reply.send(result);
+                reply.send(result);
             }
         }
     }
@@ -223,7 +223,7 @@ impl AgentState {
         self.history = history;
         self.turns_finished += 1;
         if let Some(reply) = running.reply.take() {
-            let _ = reply.send(result);
+            reply.send(result);
         }
     }
 

@@ -1,7 +1,7 @@
 //! The hub actor: moves messages to the lifecycle (`lifecycle.rs`) and
 //! overrides ractor's supervision so a child's death fails only that child.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::hub::msg::HubMsg;
@@ -39,13 +39,13 @@ impl Actor for Hub {
         _myself: ActorRef<HubMsg>,
         args: HubArguments,
     ) -> Result<HubState, ActorProcessingErr> {
-        let mut sinks = HashMap::new();
+        let mut sinks = FxHashMap::default();
         sinks.insert(args.parent, args.parent_sink);
         Ok(HubState {
             slots: Slots::new(args.config.max_live),
             config: args.config,
-            children: HashMap::new(),
-            actors: HashMap::new(),
+            children: FxHashMap::default(),
+            actors: FxHashMap::default(),
             sinks,
             book: args.book,
             requested: 0,

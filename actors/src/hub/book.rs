@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
+use rustc_hash::FxBuildHasher;
 use subagents_messages::text::one_line;
 use subagents_messages::{AgentEvent, AgentId, Envelope, SubAgentStatus};
 use tokio::time::Instant;
@@ -34,7 +35,7 @@ struct Entry {
 /// The book. Cheap to clone; clones share it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Book {
-    entries: Arc<DashMap<AgentId, Entry>>,
+    entries: Arc<DashMap<AgentId, Entry, FxBuildHasher>>,
     next_queued: Arc<std::sync::atomic::AtomicU64>,
 }
 

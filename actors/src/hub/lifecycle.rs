@@ -2,7 +2,7 @@
 //! queue, start, finish (once), stop, detach, abandon. Every status a
 //! child shows is written here, with its event.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::hub::msg::HubMsg;
@@ -14,7 +14,7 @@ use subagents_messages::{
     Outcome, SubAgentInfo, SubAgentStatus, TurnOrigin, UserTurn,
 };
 
-use crate::agent::{AgentConfig, AgentHandle, AgentMsg, spawn_agent};
+use crate::agent::{AgentConfig, AgentHandle, AgentMsg, TurnReply, spawn_agent};
 use crate::gate::GateHandle;
 use crate::hub::book::{Book, requested};
 use crate::hub::config::{HubConfig, approvals_for};
@@ -65,9 +65,9 @@ pub(super) struct Child {
     pub(super) sink: EventSink,
     pub(super) requester_sink: EventSink,
     pub(super) agent: Option<AgentHandle>,
-    /// The task that waits for the child's turn result (it casts
-    /// `ChildFinished`, and returns the result to whoever awaits it).
-    pub(super) waiter: Option<tokio::task::JoinHandle<Option<AgentResult>>>,
+    /// The child's turn result, for the hub's own stop (a running hub
+    /// takes it from `ChildFinished`).
+    pub(super) last_result: Option<tokio::sync::oneshot::Receiver<AgentResult>>,
     pub(super) subscribers: Vec<RpcReplyPort<Envelope>>,
     /// Told to stop (why); it ends when its turn reports.
     pub(super) stopping: Option<&'static str>,
@@ -78,9 +78,9 @@ pub(super) struct Child {
 pub(crate) struct HubState {
     pub(super) config: Arc<HubConfig>,
     pub(super) slots: Slots,
-    pub(super) children: HashMap<AgentId, Child>,
-    pub(super) actors: HashMap<ActorId, AgentId>,
-    pub(super) sinks: HashMap<AgentId, EventSink>,
+    pub(super) children: FxHashMap<AgentId, Child>,
+    pub(super) actors: FxHashMap<ActorId, AgentId>,
+    pub(super) sinks: FxHashMap<AgentId, EventSink>,
     pub(super) book: Book,
     pub(super) requested: usize,
     pub(super) finished: usize,
@@ -176,7 +176,7 @@ impl HubState {
             sink,
             requester_sink,
             agent: None,
-            waiter: None,
+            last_result: None,
             subscribers: Vec::new(),
             stopping: None,
             stop_replies: Vec::new(),
@@ -247,13 +247,25 @@ impl HubState {
                 return self.finish_child(id, SubAgentStatus::Failed, None, Some(e.to_string()));
             }
         };
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        // The child's turn result comes to the hub from the child's own
+        // handler (no task waits on it), and to `last` too: once the hub
+        // stops, its mailbox is closed and its stop takes it from there.
+        let (last, last_rx) = tokio::sync::oneshot::channel();
+        let hub = myself.clone();
+        let finished = id.clone();
+        let deliver = move |result: AgentResult| {
+            let _ = hub.cast(HubMsg::Internal(HubInternal::ChildFinished {
+                id: finished,
+                result: result.clone(),
+            }));
+            let _ = last.send(result);
+        };
         let sent = agent.actor_ref().cast(AgentMsg::Turn {
             turn: UserTurn {
                 text: input,
                 origin: TurnOrigin::User,
             },
-            reply: Some(tx.into()),
+            reply: Some(TurnReply::Then(Box::new(deliver))),
         });
         if sent.is_err() {
             return self.finish_child(
@@ -263,21 +275,11 @@ impl HubState {
                 Some("the sub-agent stopped before it could start".into()),
             );
         }
-        let hub = myself.clone();
-        let waited = id.clone();
-        let waiter = tokio::spawn(async move {
-            let result = rx.await.ok()?;
-            let _ = hub.cast(HubMsg::Internal(HubInternal::ChildFinished {
-                id: waited,
-                result: result.clone(),
-            }));
-            Some(result)
-        });
         self.actors.insert(agent.actor().get_id(), id.clone());
         self.sinks.insert(id.clone(), sink);
         if let Some(child) = self.children.get_mut(id) {
             child.agent = Some(agent);
-            child.waiter = Some(waiter);
+            child.last_result = Some(last_rx);
         }
         Vec::new()
     }

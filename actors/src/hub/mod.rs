@@ -5,7 +5,7 @@
 //!                                                                  ├─ Slots (pure): ≤ max_live live, FIFO queue
 //!                                                                  ├─ Agent (child, linked) …
 //!                                                                  └─ envelopes (DashMap, read without messages)
-//! child turn result ──(waiter task)── ChildFinished ──► Hub ──► ChildStatus(done) ──► subscribers
+//! child turn result ──(child's handler)── ChildFinished ──► Hub ──► ChildStatus(done) ──► subscribers
 //! ```
 //!
 //! | file | holds |

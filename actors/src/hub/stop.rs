@@ -166,7 +166,7 @@ impl HubState {
     /// Stops every child and waits for each running one to end its turn
     /// (its closing events come before its terminal status). Only when the
     /// hub itself stops: its mailbox is closed then, so the results are
-    /// taken from the waiters directly.
+    /// taken from each child's `last_result` directly.
     pub(super) async fn stop_all_now(&mut self) {
         let all = self.unfinished();
         let mut running = Vec::new();
@@ -176,7 +176,7 @@ impl HubState {
             {
                 child.stopping.get_or_insert(STOPPED_RUNNING);
                 let _ = agent.stop_turn();
-                running.push((id.clone(), child.waiter.take()));
+                running.push((id.clone(), child.last_result.take()));
             } else {
                 self.finish_child(
                     id,
@@ -186,9 +186,9 @@ impl HubState {
                 );
             }
         }
-        for (id, waiter) in running {
-            let result = match waiter {
-                Some(waiter) => waiter.await.ok().flatten(),
+        for (id, last) in running {
+            let result = match last {
+                Some(last) => last.await.ok(),
                 None => None,
             };
             let (status, result, error) = self.ending(&id, result);

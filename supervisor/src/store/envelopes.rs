@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use dashmap::DashMap;
+use rustc_hash::FxBuildHasher;
 use subagents_actors::clock::Clock;
 use subagents_actors::hub::ChildIds;
 use subagents_messages::{AgentId, Envelope};
@@ -24,7 +25,7 @@ pub struct EnvelopeStore {
     dir: PathBuf,
     clock: Arc<dyn Clock>,
     retention: Duration,
-    map: DashMap<AgentId, Envelope>,
+    map: DashMap<AgentId, Envelope, FxBuildHasher>,
     /// Hands out child ids past every id loaded.
     ids: ChildIds,
     /// Serialises disk changes so the files follow the same order as the
@@ -68,7 +69,7 @@ impl EnvelopeStore {
             dir,
             clock,
             retention: config.retention,
-            map: DashMap::new(),
+            map: DashMap::default(),
             ids: ChildIds::default(),
             io: Mutex::new(()),
         };
