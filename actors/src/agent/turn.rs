@@ -67,9 +67,23 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             let text = partial_result(LimitKind::Tokens, &limits, &progress);
             return (text, Outcome::LimitReached(LimitKind::Tokens));
         }
-        let (text, calls) = match ask_model(ctx, history).await {
+        let answer = ask_model(ctx, history).await;
+        let (text, calls) = match answer {
             Ok(answer) => answer,
-            Err(error) => return (error.clone(), Outcome::Failed(error)),
+            Err(ModelEnd::Failed(error)) => return (error.clone(), Outcome::Failed(error)),
+            Err(ModelEnd::OverBudget(text)) => {
+                // Cut mid-stream: the call counts, what it wrote so far is
+                // the last thing written, and no tool it asked for runs.
+                let progress = ctx.with(|t| {
+                    t.progress.turns += 1;
+                    if !text.trim().is_empty() {
+                        t.progress.last_text = text;
+                    }
+                    t.progress.clone()
+                });
+                let text = partial_result(LimitKind::Tokens, &limits, &progress);
+                return (text, Outcome::LimitReached(LimitKind::Tokens));
+            }
         };
         ctx.with(|t| {
             t.progress.turns += 1;
@@ -89,11 +103,27 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     }
 }
 
+/// How a model call ended early.
+enum ModelEnd {
+    /// The model (or the gate) failed: a sentence saying so.
+    Failed(String),
+    /// The usage it reported went past the token budget; the text it had
+    /// written by then.
+    OverBudget(String),
+}
+
 /// One model call, holding the gate only for its duration.
+///
+/// Every chunk spends from tokio's co-operative budget, so a model whose
+/// stream is always ready still hands the scheduler back every few
+/// chunks: the wall clock fires and a stop (which aborts this task) lands
+/// within a bounded number of chunks, and the permit goes with the task.
+/// Usage is checked as it arrives: a call that goes past the token budget
+/// ends there.
 async fn ask_model(
     ctx: &TurnContext,
     history: Vec<ChatMessage>,
-) -> Result<(String, Vec<ToolCall>), String> {
+) -> Result<(String, Vec<ToolCall>), ModelEnd> {
     let config = &ctx.config;
     let mut messages = Vec::with_capacity(history.len() + 1);
     messages.push(ChatMessage::system(config.system_prompt.clone()));
@@ -106,10 +136,11 @@ async fn ask_model(
         .gate
         .acquire(config.id.clone())
         .await
-        .map_err(|e| format!("the model could not be called: {e}"))?;
+        .map_err(|e| ModelEnd::Failed(format!("the model could not be called: {e}")))?;
     let mut stream = config.model.stream(request);
     let mut text = String::new();
     let mut calls = Vec::new();
+    let budget = config.limits.token_budget;
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(ModelChunk::Text(delta)) => {
@@ -117,11 +148,23 @@ async fn ask_model(
                 ctx.sink.emit(AgentEvent::Text(delta));
             }
             Ok(ModelChunk::ToolCall(call)) => calls.push(call),
-            Ok(ModelChunk::Usage(usage)) => ctx.with(|t| t.progress.usage.add(usage)),
+            Ok(ModelChunk::Usage(usage)) => {
+                let used = ctx.with(|t| {
+                    t.progress.usage.add(usage);
+                    t.progress.usage.total()
+                });
+                if used > budget {
+                    return Err(ModelEnd::OverBudget(text));
+                }
+            }
             Err(e) => {
-                return Err(format!("the model `{}` failed: {e}", config.model.name()));
+                return Err(ModelEnd::Failed(format!(
+                    "the model `{}` failed: {e}",
+                    config.model.name()
+                )));
             }
         }
+        tokio::task::consume_budget().await;
     }
     drop(stream);
     drop(permit);

@@ -1,0 +1,187 @@
+//! Limits that hold under any model (issue 13): a stream that is always
+//! ready, usage that grows mid-stream, an answer that ends over budget.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use subagents::actors::model::ModelStream;
+use subagents::messages::{LimitKind, Limits, ModelChunk, ModelRequest, Outcome, Usage};
+use subagents::prelude::*;
+
+/// A model whose stream always has the next chunk ready: it never returns
+/// `Pending`, so only the co-operative budget gives the scheduler back.
+struct AlwaysReady(ModelChunk);
+
+impl Model for AlwaysReady {
+    fn name(&self) -> &str {
+        "always-ready"
+    }
+
+    fn stream(&self, _request: ModelRequest) -> ModelStream {
+        futures_util::stream::repeat(self.0.clone()).map(Ok).boxed()
+    }
+}
+
+/// A model that answers `text` and reports `usage`, once.
+struct Answers(&'static str, Usage);
+
+impl Model for Answers {
+    fn name(&self) -> &str {
+        "answers"
+    }
+
+    fn stream(&self, _request: ModelRequest) -> ModelStream {
+        futures_util::stream::iter([
+            Ok(ModelChunk::Text(self.0.into())),
+            Ok(ModelChunk::Usage(self.1)),
+        ])
+        .boxed()
+    }
+}
+
+fn limits(wall_clock: Duration) -> Limits {
+    Limits {
+        wall_clock,
+        ..Limits::default()
+    }
+}
+
+/// A runtime of two workers: a spinning turn can hold one, the test runs
+/// on the other, so a regression fails by the outer timeout instead of
+/// hanging. Shut down in the background: a task that never yields would
+/// keep a blocking shutdown waiting.
+fn two_workers<F: std::future::Future<Output = ()>>(test: F) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(test)));
+    // Not a blocking drop, even when the test failed: that would wait for
+    // the spinning task forever.
+    runtime.shutdown_background();
+    if let Err(panic) = ran {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+#[test]
+fn the_wall_clock_ends_a_turn_whose_stream_never_yields() {
+    two_workers(async {
+        let model = Arc::new(AlwaysReady(ModelChunk::Text("x".into())));
+        let (agent, _events) = Agent::builder(model)
+            .limits(limits(Duration::from_millis(200)))
+            .spawn()
+            .await
+            .unwrap();
+        let result = tokio::time::timeout(Duration::from_secs(20), agent.run("go"))
+            .await
+            .expect("the wall clock ends the turn")
+            .unwrap();
+        assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::WallClock));
+        agent.shutdown();
+    });
+}
+
+#[test]
+fn a_stop_ends_a_turn_whose_stream_never_yields_and_frees_the_permit() {
+    two_workers(async {
+        let model = Arc::new(AlwaysReady(ModelChunk::Text("x".into())));
+        let gate = GateHandle::spawn(1).await.unwrap();
+        let (agent, mut events) = Agent::builder(model)
+            .gate(gate.clone())
+            .spawn()
+            .await
+            .unwrap();
+        agent.send_user("go").unwrap();
+        // The model is streaming: its text is on the stream.
+        loop {
+            match events.recv().await.unwrap() {
+                AgentEvent::Text(_) => break,
+                _ => continue,
+            }
+        }
+        agent.stop_turn().unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                if let AgentEvent::Result(result) = events.recv().await.unwrap() {
+                    return result;
+                }
+            }
+        })
+        .await
+        .expect("the stop ends the turn");
+        assert_eq!(ended.outcome, Outcome::Stopped);
+        // The turn's task is gone with its permit: the next caller gets one.
+        let next = tokio::time::timeout(Duration::from_secs(20), gate.acquire("next"))
+            .await
+            .expect("the stopped turn's permit came back")
+            .unwrap();
+        drop(next);
+        agent.shutdown();
+    });
+}
+
+#[test]
+fn usage_growing_mid_stream_ends_the_call_at_the_budget() {
+    two_workers(usage_growing_mid_stream());
+}
+
+async fn usage_growing_mid_stream() {
+    let chunk = ModelChunk::Usage(Usage {
+        prompt_tokens: 1_000,
+        completion_tokens: 1_000,
+    });
+    let (agent, _events) = Agent::builder(Arc::new(AlwaysReady(chunk)))
+        .limits(limits(Duration::from_secs(5)))
+        .spawn()
+        .await
+        .unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(20), agent.run("go"))
+        .await
+        .expect("the turn ends")
+        .unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    let budget = Limits::default().token_budget;
+    assert!(
+        result.usage.total() <= budget + 2_000,
+        "ended within one chunk of the budget, used {}",
+        result.usage.total()
+    );
+    assert!(result.text.contains("token budget"), "{}", result.text);
+    assert_eq!(result.turns, 1, "the call was cut, no other was made");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_that_ends_over_budget_is_a_partial_naming_the_budget() {
+    let usage = Usage {
+        prompt_tokens: 1_000_000_000_000,
+        completion_tokens: 1_000_000_000_000,
+    };
+    let (agent, _events) = Agent::builder(Arc::new(Answers("Done.", usage)))
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert!(
+        result
+            .text
+            .starts_with("Partial result: stopped by the token budget"),
+        "{}",
+        result.text
+    );
+    assert!(result.text.contains("Done."), "what it wrote is kept");
+
+    // Exactly at the budget is still within it.
+    let exact = Usage {
+        prompt_tokens: Limits::default().token_budget,
+        completion_tokens: 0,
+    };
+    let (agent, _events) = Agent::builder(Arc::new(Answers("Done.", exact)))
+        .spawn()
+        .await
+        .unwrap();
+    assert_eq!(agent.run("go").await.unwrap().outcome, Outcome::Completed);
+}
