@@ -185,3 +185,68 @@ async fn an_answer_that_ends_over_budget_is_a_partial_naming_the_budget() {
         .unwrap();
     assert_eq!(agent.run("go").await.unwrap().outcome, Outcome::Completed);
 }
+
+/// The `ToolResult`s a parent got for `arguments` sent to `tool`.
+async fn tool_output(tool: &str, arguments: &str) -> (String, bool) {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(tool, arguments),
+        Reply::answer("ok"),
+    ])
+    .with_script("Worker", vec![Reply::answer("the child ran")]);
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .front_ends(subagents::actors::FrontEnds {
+            use_agent: true,
+            delegate_task: true,
+            agent: true,
+        })
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut output = None;
+    while let Some(event) = events.recv().await {
+        match event {
+            AgentEvent::ToolResult(result) if output.is_none() => {
+                output = Some((result.output, result.is_error));
+            }
+            AgentEvent::Result(_) => break,
+            _ => {}
+        }
+    }
+    parent.shutdown_and_wait().await;
+    output.expect("the call was answered")
+}
+
+#[tokio::test(start_paused = true)]
+async fn argument_errors_name_the_field_and_typos_are_refused() {
+    let (output, is_error) = tool_output("use_agent", r#"{"action":"run","input":5}"#).await;
+    assert!(is_error);
+    assert!(
+        output.contains("`input` must be a string, not the number 5"),
+        "{output}"
+    );
+
+    let (output, is_error) = tool_output(
+        "use_agent",
+        r#"{"action":"run","input":"x","system_prompt":"Worker\nw","wiat":false}"#,
+    )
+    .await;
+    assert!(is_error, "a typo does not run the child inline: {output}");
+    assert!(output.contains("did you mean `wait`?"), "{output}");
+
+    let (output, _) = tool_output(
+        "delegate_task",
+        r#"{"task":"x","system_prompt":"Worker\nw","max_iterations":0}"#,
+    )
+    .await;
+    assert!(
+        output.contains("`max_iterations` must be at least 1"),
+        "{output}"
+    );
+
+    let (output, _) = tool_output("agent", r#"{"tsak":"x"}"#).await;
+    assert!(output.contains("did you mean `task`?"), "{output}");
+
+    let (output, is_error) = tool_output("agent", r#"{"task":"x"}"#).await;
+    assert!(!is_error, "good arguments still run: {output}");
+}

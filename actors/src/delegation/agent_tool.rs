@@ -2,10 +2,12 @@
 //! instructions; synchronous; limits end it with a partial result.
 
 use serde::Deserialize;
+
+use crate::delegation::args::{self, Kind};
 use serde_json::{Value, json};
 
 use crate::delegation::engine::{AGENT, ChildSpec, Delegator, refuse};
-use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
+use crate::tool::{Tool, ToolCallContext, ToolFuture};
 
 /// The system prompt of a child started by the `agent` tool (the host's
 /// workflow instructions are appended to it, as to every child's).
@@ -56,8 +58,7 @@ impl Tool for AgentTool {
         let delegator = self.delegator.clone();
         Box::pin(async move {
             delegator.check_depth(&call)?;
-            let args: AgentArgs = serde_json::from_str(&call.arguments)
-                .map_err(|e| ToolError::InvalidArguments(format!("{e}; see the tool's schema")))?;
+            let args: AgentArgs = args::parse(AGENT, &call.arguments, &[&[("task", Kind::Text)]])?;
             let task = args.task.ok_or_else(|| {
                 refuse("`task` is required: the complete brief for the sub-agent")
             })?;

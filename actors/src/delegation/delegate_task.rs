@@ -2,10 +2,12 @@
 //! only the final answer comes back.
 
 use serde::Deserialize;
+
+use crate::delegation::args::{self, CHILD_SPEC, Kind};
 use serde_json::{Value, json};
 
 use crate::delegation::engine::{ChildSpec, DELEGATE_TASK, Delegator, refuse};
-use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
+use crate::tool::{Tool, ToolCallContext, ToolFuture};
 
 /// openheim's `delegate_task`: a named or inline sub-agent, synchronous,
 /// only the final answer comes back.
@@ -61,8 +63,11 @@ impl Tool for DelegateTask {
         let delegator = self.delegator.clone();
         Box::pin(async move {
             delegator.check_depth(&call)?;
-            let args: DelegateArgs = serde_json::from_str(&call.arguments)
-                .map_err(|e| ToolError::InvalidArguments(format!("{e}; see the tool's schema")))?;
+            let args: DelegateArgs = args::parse(
+                DELEGATE_TASK,
+                &call.arguments,
+                &[&[("task", Kind::Text)], CHILD_SPEC],
+            )?;
             let task = args.task.ok_or_else(|| {
                 refuse("`task` is required: the complete brief for the sub-agent")
             })?;

@@ -21,6 +21,7 @@
 //! | `call.rs` | [`UseAgentCall`]: a `use_agent` call, typed |
 
 mod agent_tool;
+mod args;
 mod builder;
 mod call;
 mod delegate_task;

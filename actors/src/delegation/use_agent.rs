@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use crate::hub::DetachOutcome;
 use serde::Deserialize;
+
+use crate::delegation::args::{self, CHILD_SPEC, Kind};
 use serde_json::{Value, json};
 use subagents_messages::{AgentId, Envelope};
 
@@ -32,6 +34,14 @@ impl UseAgent {
         self.delegator.hub()
     }
 }
+
+/// `use_agent`'s own fields (who the child is: [`CHILD_SPEC`]).
+const FIELDS: &[(&str, Kind)] = &[
+    ("action", Kind::Text),
+    ("input", Kind::Text),
+    ("wait", Kind::Flag),
+    ("id", Kind::Text),
+];
 
 #[derive(Debug, Deserialize)]
 struct Arguments {
@@ -195,8 +205,7 @@ impl Tool for UseAgent {
         let this = Arc::new(self.clone());
         Box::pin(async move {
             this.delegator.check_depth(&call)?;
-            let args: Arguments = serde_json::from_str(&call.arguments)
-                .map_err(|e| ToolError::InvalidArguments(format!("{e}; see the tool's schema")))?;
+            let args: Arguments = args::parse(USE_AGENT, &call.arguments, &[FIELDS, CHILD_SPEC])?;
             match args.action.as_deref() {
                 Some("run") => this.run(&call, args).await,
                 Some("status") => {

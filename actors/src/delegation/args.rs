@@ -1,0 +1,216 @@
+//! Strict arguments for the delegation tools: a call's JSON is checked
+//! field by field before it is read, so an error names the field and what
+//! was expected, and a misspelt field is refused with the nearest known
+//! name instead of being silently ignored (`wiat: false` would otherwise
+//! run the child inline).
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::tool::ToolError;
+
+/// What a field holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A string.
+    Text,
+    /// `true` or `false`.
+    Flag,
+    /// A whole number, at least 1.
+    Count,
+    /// An array of strings.
+    Names,
+}
+
+impl Kind {
+    fn expected(self) -> &'static str {
+        match self {
+            Kind::Text => "a string",
+            Kind::Flag => "true or false",
+            Kind::Count => "a whole number of at least 1",
+            Kind::Names => "an array of strings",
+        }
+    }
+
+    fn accepts(self, value: &Value) -> bool {
+        match self {
+            Kind::Text => value.is_string(),
+            Kind::Flag => value.is_boolean(),
+            Kind::Count => value
+                .as_u64()
+                .is_some_and(|n| n >= 1 && n <= u64::from(u32::MAX)),
+            Kind::Names => value
+                .as_array()
+                .is_some_and(|items| items.iter().all(Value::is_string)),
+        }
+    }
+}
+
+/// The fields `ChildSpec` reads (who the child is), shared by `use_agent`
+/// and `delegate_task`.
+pub(crate) const CHILD_SPEC: &[(&str, Kind)] = &[
+    ("agent", Kind::Text),
+    ("system_prompt", Kind::Text),
+    ("tools", Kind::Names),
+    ("model", Kind::Text),
+    ("provider", Kind::Text),
+    ("max_iterations", Kind::Count),
+];
+
+/// Checks `arguments` against `fields` (null counts as absent), then reads
+/// them as `T`.
+pub(crate) fn parse<T: DeserializeOwned>(
+    tool: &str,
+    arguments: &str,
+    fields: &[&[(&str, Kind)]],
+) -> Result<T, ToolError> {
+    let invalid =
+        |why: String| ToolError::InvalidArguments(format!("{why}; see the tool's schema"));
+    let value: Value = serde_json::from_str(arguments)
+        .map_err(|e| invalid(format!("the arguments are not valid JSON ({e})")))?;
+    let Value::Object(object) = &value else {
+        return Err(invalid(format!(
+            "the arguments must be a JSON object, not {}",
+            describe(&value)
+        )));
+    };
+    let known = || fields.iter().flat_map(|f| f.iter());
+    for (name, given) in object {
+        let Some((_, kind)) = known().find(|(known, _)| known == name) else {
+            let names: Vec<&str> = known().map(|(n, _)| *n).collect();
+            let hint = nearest(name, &names)
+                .map(|n| format!("did you mean `{n}`? "))
+                .unwrap_or_default();
+            return Err(invalid(format!(
+                "`{tool}` has no field `{name}`; {hint}its fields are {}",
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        if !given.is_null() && !kind.accepts(given) {
+            let why = match (kind, given.as_i64()) {
+                (Kind::Count, Some(n)) if n < 1 => format!(
+                    "`{name}` must be at least 1 (it caps the sub-agent's model calls; {n} would stop it before it starts)"
+                ),
+                _ => format!(
+                    "`{name}` must be {}, not {}",
+                    kind.expected(),
+                    describe(given)
+                ),
+            };
+            return Err(invalid(why));
+        }
+    }
+    serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
+}
+
+/// The known name closest to a misspelt one, if any is close enough.
+fn nearest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(name, k), *k))
+        .filter(|(distance, k)| *distance <= 2.max(k.len() / 3))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, k)| k)
+}
+
+/// A value as a model would recognise it in an error.
+fn describe(value: &Value) -> String {
+    let shown = |v: &Value| {
+        let text = v.to_string();
+        if text.chars().count() > 40 {
+            format!("{}…", text.chars().take(40).collect::<String>())
+        } else {
+            text
+        }
+    };
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(_) => format!("the string {}", shown(value)),
+        Value::Array(_) => format!("the array {}", shown(value)),
+        Value::Object(_) => format!("the object {}", shown(value)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Args {
+        input: Option<String>,
+        wait: Option<bool>,
+        max_iterations: Option<u32>,
+    }
+
+    const FIELDS: &[(&str, Kind)] = &[
+        ("input", Kind::Text),
+        ("wait", Kind::Flag),
+        ("max_iterations", Kind::Count),
+    ];
+
+    fn error(arguments: &str) -> String {
+        match parse::<Args>("use_agent", arguments, &[FIELDS]) {
+            Err(ToolError::InvalidArguments(e)) => e,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_field_and_what_was_expected() {
+        let e = error(r#"{"input":5}"#);
+        assert!(
+            e.starts_with("`input` must be a string, not the number 5"),
+            "{e}"
+        );
+        let e = error(r#"{"wait":"no"}"#);
+        assert!(
+            e.starts_with(r#"`wait` must be true or false, not the string "no""#),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_misspelt_field_is_refused_with_the_nearest_name() {
+        let e = error(r#"{"input":"x","wiat":false}"#);
+        assert!(
+            e.contains("has no field `wiat`; did you mean `wait`?"),
+            "{e}"
+        );
+        assert!(e.contains("`input`, `wait`, `max_iterations`"), "{e}");
+        let e = error(r#"{"zzzzzzzz":1}"#);
+        assert!(!e.contains("did you mean"), "nothing is near: {e}");
+    }
+
+    #[test]
+    fn zero_iterations_is_refused_with_a_reason() {
+        let e = error(r#"{"max_iterations":0}"#);
+        assert!(e.starts_with("`max_iterations` must be at least 1"), "{e}");
+        let e = error(r#"{"max_iterations":2.5}"#);
+        assert!(e.contains("a whole number of at least 1"), "{e}");
+    }
+
+    #[test]
+    fn good_arguments_and_nulls_are_read() {
+        let args: Args = parse(
+            "use_agent",
+            r#"{"input":"x","wait":null,"max_iterations":3}"#,
+            &[FIELDS],
+        )
+        .unwrap();
+        assert_eq!(args.input.as_deref(), Some("x"));
+        assert_eq!(args.wait, None);
+        assert_eq!(args.max_iterations, Some(3));
+    }
+
+    #[test]
+    fn not_an_object_or_not_json_is_said_so() {
+        assert!(error("[1]").contains("must be a JSON object, not the array [1]"));
+        assert!(error("{").contains("not valid JSON"));
+    }
+}
