@@ -545,7 +545,9 @@ async fn a_child_calling_use_agent_is_refused() {
     let child = &by_id[&AgentId::new("agent_1")];
     assert!(
         child.events.iter().any(|(_, e)| matches!(e,
-        AgentEvent::ToolResult(r) if r.is_error && r.output.contains("no tool named `use_agent`")))
+        AgentEvent::ToolResult(r) if r.is_error && r.output.contains(
+            "`use_agent` is not available to this sub-agent: it runs at depth 1, as deep as delegation goes here"
+        )))
     );
     assert_eq!(parent.hub.envelopes().len(), 1, "no grandchild was spawned");
 }

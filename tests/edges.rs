@@ -214,6 +214,7 @@ async fn a_huge_stored_id_does_not_crash_the_thread() {
             result: Some("r".into()),
             error: None,
             claimed: false,
+            depth: 1,
         };
         std::fs::write(
             dir.path().join(format!("{huge}.json")),

@@ -356,7 +356,7 @@ fn recursion_attempt() {
     );
     let refused = report.events().iter().any(|e| {
         matches!(e, AgentEvent::Child(_, inner) if matches!(&**inner,
-            AgentEvent::ToolResult(r) if r.is_error && r.output.contains("no tool named `use_agent`")))
+            AgentEvent::ToolResult(r) if r.is_error && r.output.contains("`use_agent` is not available to this sub-agent")))
     });
     assert!(refused, "{}", report.render());
     assert_eq!(report.envelopes.len(), 1, "no grandchild");
@@ -382,6 +382,7 @@ fn finished_envelope(id: &str, finished_at_ms: u64) -> Envelope {
         result: Some("ok".into()),
         error: None,
         claimed: false,
+        depth: 1,
     }
 }
 

@@ -252,3 +252,96 @@ async fn argument_errors_name_the_field_and_typos_are_refused() {
     let (output, is_error) = tool_output("agent", r#"{"task":"x"}"#).await;
     assert!(!is_error, "good arguments still run: {output}");
 }
+
+/// The parent's `ToolResult` for its first call, and its own result, with
+/// these scripts (the child's system prompt is `Worker…`).
+async fn through(
+    tool: &str,
+    arguments: &str,
+    parent_first: Reply,
+    child: Vec<Reply>,
+    limits: Limits,
+) -> (String, AgentResult) {
+    let model = ScriptedModel::new(vec![
+        parent_first.tool_call(tool, arguments),
+        Reply::answer("the parent read it"),
+    ])
+    .with_script("Worker", child)
+    .with_script("You are a focused sub-agent", vec![Reply::new().hang()]);
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .limits(limits)
+        .front_ends(subagents::actors::FrontEnds {
+            use_agent: true,
+            delegate_task: true,
+            agent: true,
+        })
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut output = None;
+    let result = loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::ToolResult(r) if output.is_none() => output = Some(r.output),
+            AgentEvent::Result(result) => break result,
+            _ => {}
+        }
+    };
+    parent.shutdown_and_wait().await;
+    (output.expect("the call was answered"), result)
+}
+
+/// A child on a hanging model, under default limits for both: the
+/// child's wall clock fits inside what the parent has left, so its
+/// partial reaches the parent, which still answers in time.
+#[tokio::test(start_paused = true)]
+async fn a_synchronous_childs_wall_clock_partial_reaches_the_parent() {
+    for (tool, arguments) in [
+        (
+            "delegate_task",
+            r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+        ),
+        ("agent", r#"{"task":"x"}"#),
+    ] {
+        let (output, result) = through(
+            tool,
+            arguments,
+            Reply::new(),
+            vec![Reply::new().hang()],
+            Limits::default(),
+        )
+        .await;
+        assert!(
+            output.contains("Partial result: stopped by the wall-clock limit"),
+            "{tool}: {output}"
+        );
+        assert_eq!(
+            result.outcome,
+            Outcome::Completed,
+            "{tool}: {}",
+            result.text
+        );
+        assert_eq!(result.text, "the parent read it");
+    }
+}
+
+/// A child's token budget fits inside what its parent has left.
+#[tokio::test(start_paused = true)]
+async fn a_synchronous_childs_token_budget_fits_the_parents_remainder() {
+    let limits = Limits {
+        token_budget: 1_000,
+        ..Limits::default()
+    };
+    let (output, _) = through(
+        "delegate_task",
+        r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+        Reply::new().usage(900, 0),
+        vec![Reply::answer("spent a lot").usage(200, 0)],
+        limits,
+    )
+    .await;
+    assert!(
+        output.contains("Partial result: stopped by the token budget (100 tokens; 200 used)"),
+        "{output}"
+    );
+}

@@ -1,7 +1,6 @@
 //! The `Tool` trait, the tool registry, and running a call safely: an
 //! error or a panic becomes a sentence the model reads, never a crash.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -62,6 +61,18 @@ pub struct ToolCallContext {
     pub available_tools: Arc<[String]>,
     /// The call's hold on its turn.
     pub(crate) slot: crate::agent::CallSlot,
+    /// What the calling turn has left when the call starts (`None` out of
+    /// a turn).
+    pub(crate) left: Option<TurnLeft>,
+}
+
+/// What a turn has left of its limits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TurnLeft {
+    /// When its wall clock runs out.
+    pub(crate) deadline: tokio::time::Instant,
+    /// Tokens of its budget not used yet.
+    pub(crate) tokens: u64,
 }
 
 impl ToolCallContext {
@@ -82,6 +93,7 @@ impl ToolCallContext {
             events,
             available_tools: Arc::from(Vec::new()),
             slot: Default::default(),
+            left: None,
         }
     }
 
@@ -121,7 +133,7 @@ pub enum ToolError {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Arc<Vec<Arc<dyn Tool>>>,
-    index: Arc<HashMap<String, usize>>,
+    index: Arc<rustc_hash::FxHashMap<String, usize>>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -327,6 +339,7 @@ mod tests {
             events,
             available_tools: Arc::from(vec![]),
             slot: Default::default(),
+            left: None,
         }
     }
 

@@ -45,4 +45,12 @@ pub struct Envelope {
     pub error: Option<String>,
     /// The result was delivered through `use_agent result` (no wake).
     pub claimed: bool,
+    /// 1 for a child of the thread's parent, 2 for a child of a child…
+    /// (1 when read from a file written before depth was kept).
+    #[serde(default = "first_level")]
+    pub depth: u32,
+}
+
+fn first_level() -> u32 {
+    1
 }

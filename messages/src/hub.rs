@@ -35,6 +35,14 @@ pub struct ChildRequest {
     /// child's id (its turn was cut while the request was in flight):
     /// `false` hands the child to the background, `true` stops it.
     pub stop_if_abandoned: bool,
+    /// At most this much wall clock for the child (what its requester has
+    /// left, for a requester that waits to the end); `None`: the child
+    /// limits alone.
+    #[serde(default)]
+    pub wall_clock_cap: Option<std::time::Duration>,
+    /// At most this many tokens for the child, likewise.
+    #[serde(default)]
+    pub token_cap: Option<u64>,
 }
 
 impl ChildRequest {
@@ -60,6 +68,8 @@ impl ChildRequest {
             provider: None,
             max_iterations: None,
             stop_if_abandoned: false,
+            wall_clock_cap: None,
+            token_cap: None,
         }
     }
 }

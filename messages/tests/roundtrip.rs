@@ -73,6 +73,7 @@ fn envelope() -> Envelope {
         result: Some("Example Domain".into()),
         error: None,
         claimed: false,
+        depth: 1,
     }
 }
 
@@ -229,4 +230,13 @@ fn truncated_and_trailing_bytes_are_decode_errors() {
     longer.push(0);
     let err = codec::decode::<Envelope>(&longer).unwrap_err();
     assert!(err.to_string().contains("1 trailing bytes"), "{err}");
+}
+
+/// An envelope written before depth was kept reads as depth 1.
+#[test]
+fn an_envelope_without_depth_is_a_first_level_child() {
+    let mut value = serde_json::to_value(envelope()).unwrap();
+    value.as_object_mut().unwrap().remove("depth");
+    let read: Envelope = serde_json::from_value(value).unwrap();
+    assert_eq!(read.depth, 1);
 }

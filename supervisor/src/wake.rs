@@ -210,6 +210,7 @@ mod tests {
             result: Some("x".repeat(3000)),
             error: None,
             claimed: false,
+            depth: 1,
         };
         let text = wake_text(&envelope);
         assert!(text.starts_with(

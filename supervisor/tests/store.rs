@@ -48,6 +48,7 @@ fn envelope(id: &str, requested_at_ms: u64, finished_at_ms: Option<u64>) -> Enve
         result: finished_at_ms.map(|_| "all good".to_owned()),
         error: None,
         claimed: false,
+        depth: 1,
     }
 }
 
@@ -164,6 +165,7 @@ fn saved_file_holds_only_the_envelope_fields() {
         "result",
         "error",
         "claimed",
+        "depth",
     ];
     expected.sort();
     assert_eq!(keys, expected);

@@ -118,6 +118,7 @@ impl AgentState {
             actor: myself.clone(),
             approvals: self.approval_counter.clone(),
             shared: shared.clone(),
+            started: tokio::time::Instant::now(),
         };
         let events = self.events.clone();
         let actor = myself.clone();

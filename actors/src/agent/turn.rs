@@ -18,7 +18,7 @@ use crate::agent::msg::AgentMsg;
 use crate::agent::msg::sealed::AgentInternal;
 use crate::agent::turn_state::{CallSlot, OpenCall, Progress, Shared, TurnState, lock, result};
 use crate::sink::EventSink;
-use crate::tool::{ToolCallContext, ToolOutcome, run_tool};
+use crate::tool::{ToolCallContext, ToolOutcome, TurnLeft, run_tool};
 
 /// Everything a turn task needs.
 pub(crate) struct TurnContext {
@@ -28,6 +28,8 @@ pub(crate) struct TurnContext {
     pub(crate) actor: ActorRef<AgentMsg>,
     pub(crate) approvals: Arc<AtomicU64>,
     pub(crate) shared: Shared,
+    /// When the turn started (its wall clock runs from here).
+    pub(crate) started: tokio::time::Instant,
 }
 
 impl TurnContext {
@@ -40,7 +42,7 @@ impl TurnContext {
 /// yet emitted: [`close`] emits it). The conversation is in the shared
 /// state.
 pub(crate) async fn run_turn(ctx: &TurnContext) -> AgentResult {
-    let started = tokio::time::Instant::now();
+    let started = ctx.started;
     let limits = ctx.config.limits;
     let ended = tokio::time::timeout(limits.wall_clock, turn_loop(ctx)).await;
     let progress = ctx.with(|t| t.progress.clone());
@@ -191,6 +193,13 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
         }));
     });
     let outcome = match config.tools.get(&call.name) {
+        None if config.depth > 0 && is_delegation_tool(&call.name) => ToolOutcome {
+            output: format!(
+                "`{}` is not available to this sub-agent: it runs at depth {}, as deep as delegation goes here; do the work yourself",
+                call.name, config.depth
+            ),
+            is_error: true,
+        },
         None => ToolOutcome {
             output: config.tools.unknown(&call.name).to_string(),
             is_error: true,
@@ -217,6 +226,13 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                     slot: CallSlot {
                         turn: Some((ctx.shared.clone(), call.id.clone())),
                     },
+                    left: Some(TurnLeft {
+                        deadline: ctx.started + config.limits.wall_clock,
+                        tokens: config
+                            .limits
+                            .token_budget
+                            .saturating_sub(ctx.with(|t| t.progress.usage.total())),
+                    }),
                 };
                 run_tool(tool, context).await
             }
@@ -237,6 +253,12 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             t.progress.tools_used.push(call.name.clone());
         }
     });
+}
+
+/// One of the delegation tools' names.
+fn is_delegation_tool(name: &str) -> bool {
+    use crate::delegation::{AGENT, DELEGATE_TASK, USE_AGENT};
+    [USE_AGENT, DELEGATE_TASK, AGENT].contains(&name)
 }
 
 /// Asks the host (through the actor) to approve a call; a lost answer is

@@ -21,7 +21,7 @@ use crate::model::Model;
 use crate::profile::ProfileSet;
 use crate::registry::ModelRegistry;
 use crate::sink::{EventSink, EventStream};
-use crate::tool::ToolRegistry;
+use crate::tool::{Tool, ToolRegistry};
 
 /// A parent agent with its hub and gate.
 #[derive(Debug, Clone)]
@@ -285,6 +285,7 @@ impl DelegationBuilder {
             (None, None) => GateHandle::spawn(1).await.map_err(spawn_error)?,
         };
         let parent = AgentId::new("parent");
+        let delegation_tools = Arc::new(std::sync::OnceLock::new());
         let config = HubConfig {
             max_live: self.max_live,
             model: self.model.clone(),
@@ -300,6 +301,7 @@ impl DelegationBuilder {
             background_approvals: self.background_approvals,
             models: self.models,
             parent_max_model_calls: self.limits.max_model_calls,
+            delegation_tools: delegation_tools.clone(),
         };
         let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
             .await
@@ -308,16 +310,22 @@ impl DelegationBuilder {
         let delegator = Delegator::new(hub.clone(), Arc::new(self.profiles))
             .max_depth(self.max_depth)
             .parent_stop(self.parent_stop);
-        let mut tools = self.tools;
+        let mut delegating: Vec<Arc<dyn Tool>> = Vec::new();
         if self.front_ends.use_agent {
-            tools = tools.with(UseAgent::with_delegator(delegator.clone()));
+            delegating.push(Arc::new(UseAgent::with_delegator(delegator.clone())));
         }
         if self.front_ends.delegate_task {
-            tools = tools.with(DelegateTask::new(delegator.clone()));
+            delegating.push(Arc::new(DelegateTask::new(delegator.clone())));
         }
         if self.front_ends.agent {
-            tools = tools.with(AgentTool::new(delegator));
+            delegating.push(Arc::new(AgentTool::new(delegator)));
         }
+        let tools = delegating
+            .iter()
+            .fold(self.tools, |tools, tool| tools.with_shared(tool.clone()));
+        // Set before the parent exists, so before any request: children
+        // below max_depth delegate through the same hub.
+        let _ = delegation_tools.set(delegating);
         let agent = Agent::builder(self.model)
             .id(parent)
             .system_prompt(self.system_prompt)

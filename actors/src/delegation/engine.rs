@@ -180,6 +180,8 @@ impl Delegator {
             provider,
             max_iterations,
             stop_if_abandoned: self.parent_stop == ParentStopPolicy::Cascade,
+            wall_clock_cap: None,
+            token_cap: None,
         })
     }
 
@@ -307,11 +309,24 @@ impl Delegator {
 
     /// Runs a child to its end and returns only its final answer; a failed
     /// or stopped child is an error sentence.
+    ///
+    /// The requester waits to the end, so the child's limits fit inside
+    /// what the requester's turn has left: nine tenths of its remaining
+    /// wall clock (the last tenth is the requester's, to read the answer)
+    /// and its remaining tokens. A child cut by them returns its partial
+    /// result before the requester's own limit ends the wait.
     pub(crate) async fn run_to_end(
         &self,
         call: &ToolCallContext,
-        request: ChildRequest,
+        mut request: ChildRequest,
     ) -> Result<String, ToolError> {
+        if let Some(left) = call.left {
+            let remaining = left
+                .deadline
+                .saturating_duration_since(tokio::time::Instant::now());
+            request.wall_clock_cap = Some(remaining.mul_f64(0.9));
+            request.token_cap = Some(left.tokens);
+        }
         let id = self.start(request).await?;
         match self.wait_inline(call, &id, None, final_answer).await {
             Waited::Delivered(output) => output,

@@ -260,6 +260,7 @@ pub(crate) fn requested(
         result: None,
         error: None,
         claimed: false,
+        depth: request.requester_depth + 1,
     }
 }
 

@@ -12,7 +12,7 @@ use crate::hub::book::Book;
 use crate::hub::ids::ChildIds;
 use crate::model::Model;
 use crate::registry::ModelRegistry;
-use crate::tool::ToolRegistry;
+use crate::tool::{Tool, ToolRegistry};
 
 /// Told about every child that reaches a terminal status (the supervisor
 /// turns background ones into wakes and persists envelopes), and again
@@ -76,6 +76,10 @@ pub(crate) struct HubConfig {
     /// The parent's own turn cap: a child's `max_iterations` is clamped to
     /// it.
     pub(crate) parent_max_model_calls: u32,
+    /// The delegation tools (`use_agent`, …) bound to this hub, set once
+    /// it is spawned: a child that may still delegate (its depth below
+    /// `max_depth`) gets them too.
+    pub(crate) delegation_tools: Arc<std::sync::OnceLock<Vec<Arc<dyn Tool>>>>,
 }
 
 impl std::fmt::Debug for HubConfig {

@@ -19,6 +19,7 @@ use crate::gate::GateHandle;
 use crate::hub::book::{Book, requested};
 use crate::hub::config::{HubConfig, approvals_for};
 use crate::hub::error::SpawnRefused;
+use crate::hub::ids::child_number;
 use crate::hub::slots::{Admission, Slots};
 use crate::hub::stop::{STOPPED_RUNNING, StopReply};
 use crate::model::Model;
@@ -128,10 +129,18 @@ impl HubState {
             .get(&request.requester)
             .cloned()
             .ok_or_else(|| SpawnRefused::UnknownRequester(request.requester.clone()))?;
-        let tools = match &request.tools {
+        let mut tools = match &request.tools {
             None => self.config.tools.clone(),
             Some(names) => self.config.tools.subset(names)?,
         };
+        // A child that may still delegate gets the delegation tools,
+        // whatever its requester listed: the depth rule decides, not the
+        // list (it names the requester's own tools).
+        if depth < self.config.max_depth {
+            for tool in self.config.delegation_tools.get().into_iter().flatten() {
+                tools = tools.with_shared(tool.clone());
+            }
+        }
         let (model, gate) = match self
             .config
             .models
@@ -150,6 +159,13 @@ impl HubState {
             .max_model_calls
             .min(self.config.parent_max_model_calls)
             .max(1);
+        // Inside what a requester that waits to the end has left.
+        if let Some(cap) = request.wall_clock_cap {
+            limits.wall_clock = limits.wall_clock.min(cap);
+        }
+        if let Some(cap) = request.token_cap {
+            limits.token_budget = limits.token_budget.min(cap);
+        }
         let id = self.config.ids.next().ok_or(SpawnRefused::IdsExhausted)?;
         self.requested += 1;
         let info = SubAgentInfo {
@@ -356,6 +372,21 @@ impl HubState {
         error: Option<String>,
     ) {
         let next = self.finish_child(id, status, result, error);
+        // A child's own children do not outlive it: nobody would read
+        // their results (wakes go to the thread's parent only).
+        let mut orphans: Vec<AgentId> = self
+            .children
+            .iter()
+            .filter(|(_, c)| c.request.requester == *id)
+            .map(|(orphan, _)| orphan.clone())
+            .collect();
+        orphans.sort_by_key(|o| (child_number(o), o.clone()));
+        for orphan in orphans {
+            let _ = myself.cast(HubMsg::Stop {
+                id: orphan,
+                reply: None,
+            });
+        }
         self.start_all(myself, next).await;
     }
 

@@ -127,7 +127,10 @@ impl Actor for ThreadSupervisor {
                     subagents_messages::SubAgentStatus::Done
                         | subagents_messages::SubAgentStatus::Failed
                 );
+                // Only the parent's own children wake it; a child's
+                // children report to that child (and stop with it).
                 if finished
+                    && envelope.depth == 1
                     && envelope.background
                     && !envelope.claimed
                     && !state.switched_off.contains(&envelope.id)

@@ -1,0 +1,201 @@
+//! Delegation deeper than one level (issue 13): a child that may still
+//! delegate gets the delegation tools, its children fold under its row,
+//! stops and switches reach them, and the limit is a readable refusal.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use subagents::actors::DelegationBuilder;
+use subagents::prelude::*;
+use subagents::supervisor::ThreadHandle;
+
+fn run(name: &str, input: &str, wait: bool) -> UseAgentCall {
+    UseAgentCall::run(format!("{name}\nYou are a sub-agent."), input).wait(wait)
+}
+
+/// Parent → Child → Grand, with these scripts for the child and the
+/// grandchild.
+fn tree_with(child: Vec<Reply>, grand: Vec<Reply>) -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "ask your own sub-agent", true)),
+        Reply::answer("parent: done"),
+    ])
+    .with_script("Child", child)
+    .with_script("Grand", grand)
+}
+
+fn asks_grand(wait: bool) -> Vec<Reply> {
+    vec![
+        Reply::new().use_agent(&run("Grand", "compute 6*7", wait)),
+        Reply::answer("child: the grandchild said 42"),
+    ]
+}
+
+/// The grandchild computes, the child reports it, the parent answers.
+fn tree() -> ScriptedModel {
+    tree_with(
+        asks_grand(true),
+        vec![
+            Reply::new().tool_call("calculator", r#"{"expression":"6*7"}"#),
+            Reply::answer("42"),
+        ],
+    )
+}
+
+fn sleeps() -> Vec<Reply> {
+    worker(1000)
+}
+
+fn builder(model: ScriptedModel, depth: u32) -> DelegationBuilder {
+    DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Calculator).with(Sleep))
+        .max_depth(depth)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_depth_two_tree_runs_and_folds_under_the_child() {
+    let (parent, mut events) = builder(tree(), 2).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.text, "parent: done");
+    check_log(&log, true);
+
+    // The grandchild's whole life is inside the child's row.
+    let (top, by_id) = children(&log);
+    assert_eq!(top, vec![AgentId::new("agent_1")], "one child at the top");
+    let child = &by_id[&AgentId::new("agent_1")];
+    let inner: Vec<AgentEvent> = child.events.iter().map(|(_, e)| e.clone()).collect();
+    let (nested, grand) = children(&inner);
+    assert_eq!(nested, vec![AgentId::new("agent_2")]);
+    let grand = &grand[&AgentId::new("agent_2")];
+    assert!(grand.events.iter().any(|(_, e)| matches!(e,
+        AgentEvent::ToolResult(r) if r.name == "calculator" && r.output == "42")));
+    assert_eq!(grand.terminal().map(|t| t.1), Some(SubAgentStatus::Done));
+    assert!(child.events.iter().any(|(_, e)| matches!(e,
+        AgentEvent::ToolResult(r) if r.name == "use_agent" && r.output.contains("\"result\":\"42\""))));
+
+    let envelopes = parent.hub.envelopes();
+    let depth = |id: &str| {
+        envelopes
+            .iter()
+            .find(|e| e.id.as_str() == id)
+            .map(|e| e.depth)
+    };
+    assert_eq!((depth("agent_1"), depth("agent_2")), (Some(1), Some(2)));
+    parent.shutdown_and_wait().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_the_limit_a_delegation_call_is_a_readable_refusal() {
+    // Depth 2 allowed: the grandchild (depth 2) tries to go one deeper.
+    let model = tree_with(
+        asks_grand(true),
+        vec![
+            Reply::new().use_agent(&run("Great", "x", true)),
+            Reply::answer("42 anyway"),
+        ],
+    );
+    let (parent, mut events) = builder(model, 2).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (_, by_id) = children(&log);
+    let inner: Vec<AgentEvent> = by_id[&AgentId::new("agent_1")]
+        .events
+        .iter()
+        .map(|(_, e)| e.clone())
+        .collect();
+    let (_, grand) = children(&inner);
+    assert!(
+        grand[&AgentId::new("agent_2")]
+            .events
+            .iter()
+            .any(|(_, e)| matches!(e,
+            AgentEvent::ToolResult(r) if r.is_error && r.output.contains(
+                "`use_agent` is not available to this sub-agent: it runs at depth 2"))),
+        "{inner:#?}"
+    );
+    assert_eq!(parent.hub.envelopes().len(), 2, "no great-grandchild");
+    parent.shutdown_and_wait().await;
+}
+
+/// Parent → Child (inline) → Grand (sleeps long): a switch stops both,
+/// each with one final envelope.
+#[tokio::test(start_paused = true)]
+async fn a_switch_reaches_the_grandchild() {
+    let model = tree_with(asks_grand(true), sleeps());
+    let (thread, mut events) = ThreadHandle::spawn(builder(model, 2), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(&**inner,
+            AgentEvent::Child(_, inner) if matches!(&**inner, AgentEvent::ToolStarted(_))))
+    })
+    .await;
+    assert_eq!(thread.switch_away().await.unwrap(), 2, "both were stopped");
+    for id in ["agent_1", "agent_2"] {
+        let envelope = thread.envelope(&AgentId::new(id)).await.unwrap().unwrap();
+        assert_eq!(envelope.status, SubAgentStatus::Stopped, "{id}");
+    }
+    thread.close_and_wait().await;
+}
+
+/// A child that ends stops its own background child: nobody would read
+/// that result, and it never wakes the thread's parent.
+#[tokio::test(start_paused = true)]
+async fn a_childs_children_stop_with_it_and_never_wake_the_parent() {
+    let model = tree_with(asks_grand(false), sleeps());
+    let (thread, mut events) = ThreadHandle::spawn(builder(model, 2), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 2_000).await;
+    let grand = thread
+        .envelope(&AgentId::new("agent_2"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(grand.status, SubAgentStatus::Stopped);
+    let wakes = log
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Wake(_)))
+        .count();
+    assert_eq!(wakes, 0, "no wake for a grandchild");
+    check_log(&log, true);
+    thread.close_and_wait().await;
+}
+
+/// A grandchild that finishes in the background while its child still
+/// works never wakes the thread's parent; the child's own result does.
+#[tokio::test(start_paused = true)]
+async fn only_the_parents_own_children_wake_it() {
+    let model = tree_with(
+        vec![
+            Reply::new().use_agent(&run("Grand", "quick", false)),
+            Reply::new().tool_call("sleep", r#"{"secs":100}"#),
+            Reply::answer("child: done"),
+        ],
+        vec![Reply::answer("grand: done")],
+    );
+    let (thread, mut events) = ThreadHandle::spawn(
+        builder(model, 2).inline_wait(std::time::Duration::from_secs(1)),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 1_000).await;
+    let woken: Vec<String> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Wake(notice) => Some(notice.child.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(woken, vec!["agent_1".to_owned()], "{log:#?}");
+    thread.close_and_wait().await;
+}
