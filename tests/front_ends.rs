@@ -215,7 +215,7 @@ async fn unknown_models_and_the_exactly_one_rule_are_sentences_and_spawn_nothing
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
     let expected = [
-        "no model `haiku` from provider `anthropic` is registered; the models available are: none besides the parent's own",
+        "no model `haiku` from provider `anthropic` is registered; the models you may pass are: none (only your own model is available); or omit `model` to run on your own model",
         "no model `gpt-9` is registered",
         "give either `agent` (a named sub-agent) or `system_prompt` (an inline one), not both",
         "give `agent` (a named sub-agent) or `system_prompt`",

@@ -116,7 +116,7 @@ impl ModelRegistry {
                     .join(", ")
             ))),
             (None, _) => Err(UnknownModel(format!(
-                "no model `{model}`{} is registered; the models available are: {}",
+                "no model `{model}`{} is registered; the models you may pass are: {}; or omit `model` to run on your own model",
                 provider
                     .map(|p| format!(" from provider `{p}`"))
                     .unwrap_or_default(),
@@ -127,11 +127,11 @@ impl ModelRegistry {
 
     fn listing(&self) -> String {
         if self.models.is_empty() {
-            return "none besides the parent's own".to_owned();
+            return "none (only your own model is available)".to_owned();
         }
         self.models
             .iter()
-            .map(|m| format!("{}/{}", m.provider, m.name))
+            .map(|m| format!("`{}` (provider `{}`)", m.name, m.provider))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -194,7 +194,7 @@ mod tests {
             .to_string();
         assert_eq!(
             unknown,
-            "no model `gpt` from provider `openai` is registered; the models available are: anthropic/haiku, local/qwen, ollama/qwen"
+            "no model `gpt` from provider `openai` is registered; the models you may pass are: `haiku` (provider `anthropic`), `qwen` (provider `local`), `qwen` (provider `ollama`); or omit `model` to run on your own model"
         );
     }
 
