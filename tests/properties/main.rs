@@ -2,7 +2,8 @@
 //! random sequences of host actions drive one or two real threads in
 //! paused tokio time — user turns that fan out children (random work, wait
 //! mode, end: answer, model error, panic, hang, approval, model-call limit, and a
-//! seeded number of scheduler turns before the last answer), typing, on/off
+//! seeded number of scheduler turns before the last answer; one in five
+//! first starts a child of its own, depth 2, waited on inline), typing, on/off
 //! screen, switches, parent and child stops, approval answers, closing a
 //! thread, time passing — and host actions fired *the moment* a child event
 //! is read (stop the parent on a child's `Result`, switch on its
@@ -113,12 +114,14 @@ fn child_plan() -> impl Strategy<Value = ChildPlan> {
             1 => Just(End::Loop),
         ],
         0u8..6,
+        prop::bool::weighted(0.2),
     )
-        .prop_map(|(work_secs, wait, end, yields)| ChildPlan {
+        .prop_map(|(work_secs, wait, end, yields, nested)| ChildPlan {
             work_secs,
             wait,
             end,
             yields,
+            nested,
         })
 }
 
@@ -265,6 +268,7 @@ impl World {
                 .tools(ToolRegistry::new().with(Sleep).with(Post))
                 .configure(move |b: DelegationBuilder| {
                     b.max_live(MAX_LIVE)
+                        .max_depth(2)
                         .gate(g.clone())
                         .parent_stop(policy)
                         .inline_wait(Duration::from_secs(20))
@@ -541,13 +545,23 @@ fn trigger(moment: Moment, what: OnAction, yields: u32) -> Trigger {
     .after_yields(yields)
 }
 
+/// Every child started, at any depth (a grandchild's `ChildStarted` is
+/// inside its child's `Child` event).
 fn started_ids(log: &[Logged]) -> Vec<AgentId> {
-    log.iter()
-        .filter_map(|l| match &l.entry {
-            LogEntry::Event(AgentEvent::ChildStarted(info)) => Some(info.id.clone()),
-            _ => None,
-        })
-        .collect()
+    fn started(event: &AgentEvent, out: &mut Vec<AgentId>) {
+        match event {
+            AgentEvent::ChildStarted(info) => out.push(info.id.clone()),
+            AgentEvent::Child(_, inner) => started(inner, out),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for l in log {
+        if let LogEntry::Event(event) = &l.entry {
+            started(event, &mut out);
+        }
+    }
+    out
 }
 
 fn open_approvals(log: &[Logged]) -> Vec<subagents::messages::ApprovalId> {
@@ -622,6 +636,12 @@ impl StateMachineTest for Sut {
         let mut reached = REACHED.lock().unwrap();
         reached.extend(sut.world.signatures());
         let done = CASES_DONE.fetch_add(1, Ordering::SeqCst) + 1;
+        if done == cases() as usize {
+            assert!(
+                model::GRANDCHILDREN_DELIVERED.load(Ordering::SeqCst) > 0,
+                "no case reached a grandchild's answer: the depth-2 path is not exercised"
+            );
+        }
         if std::env::var_os("SUBAGENTS_PRINT_INTERLEAVINGS").is_some() && done == cases() as usize {
             eprintln!("{} cases, {} distinct interleavings:", done, reached.len());
             for line in reached.iter() {

@@ -12,6 +12,10 @@ use subagents::actors::{Model, ModelStream};
 use subagents::messages::{ChatMessage, ModelRequest, Role};
 use subagents::prelude::*;
 
+/// Grandchildren whose answer reached their child (the depth-2 path was
+/// taken, not refused).
+pub(crate) static GRANDCHILDREN_DELIVERED: AtomicUsize = AtomicUsize::new(0);
+
 /// How a child ends after its work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum End {
@@ -37,6 +41,10 @@ pub(crate) struct ChildPlan {
     pub(crate) end: End,
     /// Scheduler turns it yields before its last answer.
     pub(crate) yields: u8,
+    /// It first starts a child of its own (depth 2), waited on inline,
+    /// that works for `work_secs / 2` and answers.
+    #[serde(default)]
+    pub(crate) nested: bool,
 }
 
 /// The parent's and the children's model, counting streams alive at once.
@@ -148,7 +156,34 @@ fn child_turn(request: &ModelRequest) -> ModelStream {
         .map(|m| m.content.clone())
         .unwrap_or_default();
     let plan: ChildPlan = serde_json::from_str(&input).unwrap();
-    let done = request.assistant_turns();
+    let mut done = request.assistant_turns();
+    if plan.nested {
+        if done == 0 {
+            let grand = ChildPlan {
+                work_secs: plan.work_secs / 2,
+                wait: true,
+                end: End::Answer,
+                yields: plan.yields,
+                nested: false,
+            };
+            let call = UseAgentCall::run(
+                "Child of a child\nYou work.",
+                serde_json::to_string(&grand).unwrap(),
+            )
+            .tools(["sleep"])
+            .wait(true);
+            return play(Reply::new().use_agent(&call));
+        }
+        if done == 1
+            && request
+                .messages
+                .last()
+                .is_some_and(|m| m.role == Role::Tool && m.content.contains(r#""status":"done""#))
+        {
+            GRANDCHILDREN_DELIVERED.fetch_add(1, Ordering::SeqCst);
+        }
+        done -= 1;
+    }
     if done == 0 {
         return play(
             Reply::new()
