@@ -345,3 +345,60 @@ async fn a_synchronous_childs_token_budget_fits_the_parents_remainder() {
         "{output}"
     );
 }
+
+/// An answer cut by the model's output limit (`finish_reason: length`)
+/// is a partial naming the cause, not a completed answer.
+#[tokio::test(start_paused = true)]
+async fn an_answer_cut_by_the_output_limit_is_a_partial() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().text("The capital of").truncated("length"),
+    ]);
+    let (agent, _events) = Agent::builder(model.shared()).spawn().await.unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Output));
+    assert!(
+        result.text.starts_with(
+            "Partial result: stopped by the model's output limit (finish_reason `length`)"
+        ),
+        "{}",
+        result.text
+    );
+    assert!(result.text.contains("The capital of"), "{}", result.text);
+}
+
+/// A tool call cut by the output limit is never run: the model reads why
+/// and goes on.
+#[tokio::test(start_paused = true)]
+async fn a_tool_call_cut_by_the_output_limit_is_never_run() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .tool_call("calculator", r#"{"expression":"6*"#)
+            .truncated("length"),
+        Reply::answer("I will answer without it."),
+    ]);
+    let (agent, mut events) = Agent::builder(model.shared())
+        .tools(ToolRegistry::new().with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    agent.send_user("go").unwrap();
+    let mut results = Vec::new();
+    let result = loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::ToolResult(r) => results.push(r),
+            AgentEvent::Result(result) => break result,
+            _ => {}
+        }
+    };
+    assert_eq!(results.len(), 1);
+    assert!(results[0].is_error);
+    assert!(
+        results[0]
+            .output
+            .starts_with("not run: your output was cut (finish_reason `length`)"),
+        "{}",
+        results[0].output
+    );
+    assert_eq!(result.outcome, Outcome::Completed);
+    assert_eq!(result.tool_calls, 0, "the cut call did not run");
+}

@@ -37,11 +37,32 @@ pub enum ModelError {
         /// What the service said.
         message: String,
     },
-    /// The service does not know the model (HTTP 404).
-    #[error("the model `{model}` was not found: {message}")]
+    /// HTTP 404: the service does not know the model, or the URL is not
+    /// its chat-completions endpoint.
+    #[error(
+        "the model `{model}` was not found at `{url}`: {message} (if the model name is right, check the base URL: it is the API root, usually ending in /v1)"
+    )]
     ModelNotFound {
         /// The model asked for.
         model: String,
+        /// The URL that answered 404.
+        url: String,
+        /// What the service said.
+        message: String,
+    },
+    /// The service answered, then closed its stream without any output:
+    /// it was reached and failed (its own log says why).
+    #[error(
+        "the model service at `{url}` accepted the request but its stream ended with no output (no text, no tool call, no finish): it was reached and failed; its log says why"
+    )]
+    EmptyAnswer {
+        /// The URL called.
+        url: String,
+    },
+    /// The service reported an error inside the stream (llama-server does
+    /// when the model's output breaks its tool grammar).
+    #[error("the model service reported an error mid-stream: {message}")]
+    MidStream {
         /// What the service said.
         message: String,
     },

@@ -37,6 +37,8 @@ pub(crate) enum ScriptStep {
     Delay(Duration),
     /// Fail the call with this message.
     Error(String),
+    /// Yield `Truncated` with this reason (the output limit cut it).
+    Truncated(String),
     /// Never yield again (a hung model; the wall clock cuts it).
     Hang,
     /// Panic (a broken adapter; the runtime must survive it).
@@ -98,6 +100,13 @@ impl Reply {
     /// Fails the call.
     pub fn error(mut self, message: impl Into<String>) -> Self {
         self.steps.push(ScriptStep::Error(message.into()));
+        self
+    }
+
+    /// Says the output was cut here (as a server's `finish_reason:
+    /// length` does): the reply is incomplete.
+    pub fn truncated(mut self, reason: impl Into<String>) -> Self {
+        self.steps.push(ScriptStep::Truncated(reason.into()));
         self
     }
 
@@ -267,6 +276,9 @@ impl Model for ScriptedModel {
                         ScriptStep::Usage(u) => Pending::Chunk(ModelChunk::Usage(*u)),
                         ScriptStep::Delay(d) => Pending::Delay(*d),
                         ScriptStep::Error(e) => Pending::Error(e.clone()),
+                        ScriptStep::Truncated(r) => {
+                            Pending::Chunk(ModelChunk::Truncated(r.clone()))
+                        }
                         ScriptStep::Hang => Pending::Hang,
                         ScriptStep::Panic(p) => Pending::Panic(p.clone()),
                     })

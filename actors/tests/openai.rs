@@ -280,11 +280,22 @@ fn tool_call(id: &str, name: &str, arguments: &str) -> ModelChunk {
     })
 }
 
+/// The call's chunks, without the usage estimate a stream with no usage
+/// ends with (`a_stream_without_usage_ends_with_an_estimate` checks it).
 async fn collect(
     model: &OpenAiCompatible,
     request: ModelRequest,
 ) -> Vec<Result<ModelChunk, ModelError>> {
-    model.stream(request).collect().await
+    without_estimate(model.stream(request).collect().await)
+}
+
+fn without_estimate(
+    chunks: Vec<Result<ModelChunk, ModelError>>,
+) -> Vec<Result<ModelChunk, ModelError>> {
+    chunks
+        .into_iter()
+        .filter(|c| !matches!(c, Ok(ModelChunk::UsageEstimate(_))))
+        .collect()
 }
 
 fn strs(events: &[String]) -> Vec<&str> {
@@ -399,7 +410,7 @@ async fn text_is_yielded_as_it_arrives() {
     let first = tokio::time::timeout(Duration::from_secs(5), stream.next()).await;
     assert_eq!(first.unwrap(), Some(Ok(ModelChunk::Text("first".into()))));
     gate.notify_one();
-    let rest: Vec<_> = stream.collect().await;
+    let rest: Vec<_> = without_estimate(stream.collect().await);
     assert_eq!(rest, vec![Ok(ModelChunk::Text("second".into()))]);
     assert!(!server.seen()[0].headers.contains_key("authorization"));
 }
@@ -553,7 +564,7 @@ async fn a_stream_that_stops_before_the_answer_finishes_is_a_connection_error() 
     let out = collect(&server.model(None), request("hi")).await;
     assert_eq!(out[0], Ok(ModelChunk::Text("cut".into())));
     assert!(
-        matches!(&out[1], Err(ModelError::Connection(m)) if m.contains("before the model finished")),
+        matches!(&out[1], Err(ModelError::Connection(m)) if m.contains("closed before the model finished")),
         "{out:?}"
     );
 }
@@ -696,14 +707,61 @@ async fn an_unknown_model_is_model_not_found() {
         out,
         vec![Err(ModelError::ModelNotFound {
             model: "test-model".into(),
+            url: format!("{}/chat/completions", server.base_url),
             message: "model \"test-model\" not found, try pulling it first".into()
         })]
     );
     let Err(error) = &out[0] else { unreachable!() };
     assert!(
-        error.to_string().contains("`test-model` was not found"),
-        "{error}"
+        error
+            .to_string()
+            .contains("`test-model` was not found at `http://"),
+        "the URL is in the message: {error}"
     );
+}
+
+/// llama-cpp-python reports no usage: the adapter estimates it (about 4
+/// characters a token, the request's JSON and the answer), so a token
+/// budget still holds.
+#[tokio::test]
+async fn a_stream_without_usage_ends_with_an_estimate() {
+    let events = [text(&"x".repeat(40)), finish("stop"), "[DONE]".to_owned()];
+    let server = MockServer::start(vec![Reply::sse(&strs(&events))]).await;
+    let out: Vec<_> = server.model(None).stream(request("hi")).collect().await;
+    let Some(Ok(ModelChunk::UsageEstimate(estimate))) = out.last() else {
+        panic!("no estimate: {out:?}");
+    };
+    assert_eq!(estimate.completion_tokens, 10);
+    let body = server.seen()[0].body.to_string();
+    assert_eq!(
+        estimate.prompt_tokens,
+        (body.chars().count() as u64).div_ceil(4),
+        "from the request's JSON"
+    );
+    // With usage reported, there is no estimate.
+    let events = [text("a"), finish("stop"), usage(3, 4), "[DONE]".to_owned()];
+    let server = MockServer::start(vec![Reply::sse(&strs(&events))]).await;
+    let out: Vec<_> = server.model(None).stream(request("hi")).collect().await;
+    assert!(
+        !out.iter()
+            .any(|c| matches!(c, Ok(ModelChunk::UsageEstimate(_))))
+    );
+}
+
+/// llama-cpp-python's usual failure: 200, then a properly closed stream
+/// with nothing in it. The server was reached; it is not "unreachable".
+#[tokio::test]
+async fn an_empty_stream_after_200_says_the_server_was_reached_and_failed() {
+    let server = MockServer::start(vec![Reply::sse(&[])]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::EmptyAnswer {
+            url: format!("{}/chat/completions", server.base_url)
+        })]
+    );
+    let Err(error) = &out[0] else { unreachable!() };
+    assert!(!error.to_string().contains("could not reach"), "{error}");
 }
 
 #[tokio::test]
@@ -857,7 +915,7 @@ async fn an_agent_runs_a_tool_call_round_trip_through_the_adapter() {
     let n = messages.len();
     assert_eq!(
         messages[n - 2],
-        json!({"role": "assistant", "content": null, "tool_calls": [
+        json!({"role": "assistant", "content": "", "tool_calls": [
             {"id": "call_x", "type": "function",
              "function": {"name": "calculator", "arguments": "{\"expression\":\"6*7\"}"}}
         ]})

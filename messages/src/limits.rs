@@ -45,6 +45,9 @@ pub enum LimitKind {
     Tokens,
     /// `wall_clock` ran out.
     WallClock,
+    /// The model's own output limit cut its answer (the server said
+    /// `finish_reason: length`).
+    Output,
 }
 
 impl fmt::Display for LimitKind {
@@ -53,6 +56,7 @@ impl fmt::Display for LimitKind {
             LimitKind::ModelCalls => "model-call limit",
             LimitKind::Tokens => "token budget",
             LimitKind::WallClock => "wall-clock limit",
+            LimitKind::Output => "model's output limit",
         })
     }
 }

@@ -156,4 +156,14 @@ pub enum ModelChunk {
     ToolCall(ToolCall),
     /// Token usage for the call (may come once, at the end, or never).
     Usage(Usage),
+    /// An estimate of the call's usage, for a server that reports none
+    /// (the OpenAI adapter counts about 4 characters a token): counted
+    /// against the token budget like [`ModelChunk::Usage`], and said to be
+    /// an estimate wherever the budget is named.
+    UsageEstimate(Usage),
+    /// The output was cut before the model finished (the server's
+    /// `finish_reason`, such as `length`: its output-token limit). The
+    /// text so far is incomplete, and so may be any tool call in it: such
+    /// a call is never run.
+    Truncated(String),
 }

@@ -70,7 +70,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             return (text, Outcome::LimitReached(LimitKind::Tokens));
         }
         let answer = ask_model(ctx, history).await;
-        let (text, calls) = match answer {
+        let (text, calls, truncated) = match answer {
             Ok(answer) => answer,
             Err(ModelEnd::Failed(error)) => return (error.clone(), Outcome::Failed(error)),
             Err(ModelEnd::OverBudget(text)) => {
@@ -96,6 +96,28 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 .push(ChatMessage::assistant(text.clone(), calls.clone()));
             t.unstarted = calls.iter().map(|c| c.id.clone()).collect();
         });
+        if let Some(reason) = truncated {
+            if calls.is_empty() {
+                let progress = ctx.with(|t| {
+                    t.progress.cut = Some(reason.clone());
+                    t.progress.clone()
+                });
+                let text = partial_result(LimitKind::Output, &limits, &progress);
+                return (text, Outcome::LimitReached(LimitKind::Output));
+            }
+            // A cut call's arguments may be incomplete: none runs; the
+            // model reads why and may try again.
+            for call in &calls {
+                refuse_call(
+                    ctx,
+                    call,
+                    format!(
+                        "not run: your output was cut (finish_reason `{reason}`) before this call was complete; its arguments may be truncated. Call it again with shorter arguments, or answer in fewer words"
+                    ),
+                );
+            }
+            continue;
+        }
         if calls.is_empty() {
             return (text, Outcome::Completed);
         }
@@ -114,6 +136,10 @@ enum ModelEnd {
     OverBudget(String),
 }
 
+/// What one model call gave: its text, its tool calls, and why it was
+/// cut if it was (`finish_reason`).
+type Answer = (String, Vec<ToolCall>, Option<String>);
+
 /// One model call, holding the gate only for its duration.
 ///
 /// Every chunk spends from tokio's co-operative budget, so a model whose
@@ -122,10 +148,7 @@ enum ModelEnd {
 /// within a bounded number of chunks, and the permit goes with the task.
 /// Usage is checked as it arrives: a call that goes past the token budget
 /// ends there.
-async fn ask_model(
-    ctx: &TurnContext,
-    history: Vec<ChatMessage>,
-) -> Result<(String, Vec<ToolCall>), ModelEnd> {
+async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answer, ModelEnd> {
     let config = &ctx.config;
     let mut messages = Vec::with_capacity(history.len() + 1);
     messages.push(ChatMessage::system(config.system_prompt.clone()));
@@ -143,6 +166,7 @@ async fn ask_model(
     let mut text = String::new();
     let mut calls = Vec::new();
     let budget = config.limits.token_budget;
+    let mut truncated = None;
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(ModelChunk::Text(delta)) => {
@@ -150,9 +174,17 @@ async fn ask_model(
                 ctx.sink.emit(AgentEvent::Text(delta));
             }
             Ok(ModelChunk::ToolCall(call)) => calls.push(call),
-            Ok(ModelChunk::Usage(usage)) => {
+            Ok(ModelChunk::Truncated(reason)) => truncated = Some(reason),
+            Ok(chunk @ (ModelChunk::Usage(_) | ModelChunk::UsageEstimate(_))) => {
                 let used = ctx.with(|t| {
-                    t.progress.usage.add(usage);
+                    match chunk {
+                        ModelChunk::UsageEstimate(usage) => {
+                            t.progress.usage.add(usage);
+                            t.progress.usage_estimated = true;
+                        }
+                        ModelChunk::Usage(usage) => t.progress.usage.add(usage),
+                        _ => {}
+                    }
                     t.progress.usage.total()
                 });
                 if used > budget {
@@ -170,7 +202,29 @@ async fn ask_model(
     }
     drop(stream);
     drop(permit);
-    Ok((text, calls))
+    Ok((text, calls, truncated))
+}
+
+/// Answers a call the model asked for without running it (emitting its
+/// `ToolStarted` and an error `ToolResult`, under the turn's lock).
+fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
+    ctx.with(|t| {
+        t.unstarted.pop_front();
+        ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
+            tool_use_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        }));
+        let emitted = ctx.sink.emit(AgentEvent::ToolResult(ToolResult {
+            tool_use_id: call.id.clone(),
+            name: call.name.clone(),
+            output: why.clone(),
+            is_error: true,
+        }));
+        if emitted {
+            t.history.push(ChatMessage::tool(call.id.clone(), why));
+        }
+    });
 }
 
 /// Runs one tool call, emitting `ToolStarted` and `ToolResult` around it
@@ -311,6 +365,15 @@ pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progr
             progress.usage.total()
         ),
         LimitKind::WallClock => format!("{} s", limits.wall_clock.as_secs_f64()),
+        LimitKind::Output => format!(
+            "finish_reason `{}`",
+            progress.cut.as_deref().unwrap_or("length")
+        ),
+    };
+    let detail = if limit == LimitKind::Tokens && progress.usage_estimated {
+        format!("{detail}, estimated: the server reports no usage")
+    } else {
+        detail
     };
     let tools = if progress.tools_used.is_empty() {
         String::new()
@@ -345,6 +408,7 @@ mod tests {
             },
             tools_used: vec!["calculator".into(), "fetch_title".into()],
             last_text: "Half way there.".into(),
+            ..Progress::default()
         };
         let limits = Limits {
             max_model_calls: 3,

@@ -29,6 +29,10 @@ pub(crate) struct Progress {
     pub(crate) tool_calls: u32,
     /// Tokens used.
     pub(crate) usage: Usage,
+    /// Some of `usage` is an estimate (the server reported none).
+    pub(crate) usage_estimated: bool,
+    /// Why the model's output was cut (its `finish_reason`), if it was.
+    pub(crate) cut: Option<String>,
     /// Tool names called, in order.
     pub(crate) tools_used: Vec<String>,
     /// The last non-empty text the model wrote.

@@ -77,14 +77,17 @@ impl Call {
             match std::mem::replace(&mut self.phase, Phase::Done) {
                 Phase::Done => return None,
                 Phase::Start(body) => match open(&self.settings, &body).await {
-                    Ok(events) => self.phase = Phase::Reading(events, Assembler::default()),
+                    Ok(events) => {
+                        let prompt_chars = body.to_string().chars().count();
+                        self.phase = Phase::Reading(events, Assembler::new(prompt_chars));
+                    }
                     Err(e) => self.out.push_back(Err(e)),
                 },
                 Phase::Reading(mut events, mut assembler) => {
                     let timeouts = self.settings.timeouts;
                     match tokio::time::timeout(timeouts.read, events.next()).await {
                         Err(_) => self.out.push_back(Err(ModelError::Timeout(timeouts.read))),
-                        Ok(None) => match assembler.on_end() {
+                        Ok(None) => match assembler.on_end(&self.settings.url) {
                             Ok(chunks) => self.out.extend(chunks.into_iter().map(Ok)),
                             Err(e) => self.out.push_back(Err(e)),
                         },
@@ -172,7 +175,12 @@ async fn attempt(
             message,
         });
     }
-    Err(status_error(status.as_u16(), &settings.model, message))
+    Err(status_error(
+        status.as_u16(),
+        &settings.model,
+        &settings.url,
+        message,
+    ))
 }
 
 /// A failure while reading the event stream.

@@ -86,11 +86,12 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
 }
 
 /// The error for an unsuccessful status other than 429 (which retries).
-pub(crate) fn status_error(status: u16, model: &str, message: String) -> ModelError {
+pub(crate) fn status_error(status: u16, model: &str, url: &str, message: String) -> ModelError {
     match status {
         401 | 403 => ModelError::Unauthorized { status, message },
         404 => ModelError::ModelNotFound {
             model: model.to_owned(),
+            url: url.to_owned(),
             message,
         },
         429 => ModelError::RateLimited {
@@ -165,26 +166,27 @@ mod tests {
     #[test]
     fn statuses_map_to_model_errors() {
         assert!(matches!(
-            status_error(401, "m", "x".into()),
+            status_error(401, "m", "u", "x".into()),
             ModelError::Unauthorized { status: 401, .. }
         ));
         assert!(matches!(
-            status_error(403, "m", "x".into()),
+            status_error(403, "m", "u", "x".into()),
             ModelError::Unauthorized { status: 403, .. }
         ));
         assert_eq!(
-            status_error(404, "m", "x".into()),
+            status_error(404, "m", "u", "x".into()),
             ModelError::ModelNotFound {
                 model: "m".into(),
+                url: "u".into(),
                 message: "x".into()
             }
         );
         assert!(matches!(
-            status_error(503, "m", "x".into()),
+            status_error(503, "m", "u", "x".into()),
             ModelError::Server { status: 503, .. }
         ));
         assert!(matches!(
-            status_error(400, "m", "x".into()),
+            status_error(400, "m", "u", "x".into()),
             ModelError::Server { status: 400, .. }
         ));
     }

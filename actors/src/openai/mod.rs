@@ -73,13 +73,14 @@
 //! | what happened | [`ModelError`] |
 //! | --- | --- |
 //! | HTTP 401 or 403 | `Unauthorized` |
-//! | HTTP 404 | `ModelNotFound` |
+//! | HTTP 404 (the message names the URL: a wrong base path reads as one) | `ModelNotFound` |
 //! | HTTP 429, still after the retries | `RateLimited` |
 //! | HTTP 5xx or another unexpected status | `Server` |
 //! | an event that is not a chat-completion chunk | `Malformed` |
+//! | a 200 whose stream ends with no output at all (llama-cpp-python's usual failure) | `EmptyAnswer` |
 //! | connection refused, or broken mid-stream | `Connection` |
 //! | connect, first byte or next event too slow | `Timeout` |
-//! | an error event inside the stream | `Other` |
+//! | an error event inside the stream | `MidStream` |
 //!
 //! [`ModelError`]: crate::model::ModelError
 //! [`ModelChunk::Text`]: subagents_messages::ModelChunk::Text

@@ -37,10 +37,31 @@ pub(crate) struct Assembler {
     calls: BTreeMap<u32, PartialCall>,
     last_index: Option<u32>,
     finished: bool,
+    /// Some event carried a choice (text, a call or a finish).
+    received: bool,
     usage: Option<Usage>,
+    /// Characters of the request, and of the answer so far: the usage
+    /// estimate for a server that reports none.
+    prompt_chars: usize,
+    answer_chars: usize,
+}
+
+/// About four characters a token (OpenAI's rule of thumb for English):
+/// rough, but it keeps a token budget meaningful on every server.
+fn estimate_tokens(chars: usize) -> u64 {
+    (chars as u64).div_ceil(4)
 }
 
 impl Assembler {
+    /// An assembler for the answer to a request of `prompt_chars`
+    /// characters (its JSON body).
+    pub(crate) fn new(prompt_chars: usize) -> Self {
+        Self {
+            prompt_chars,
+            ..Self::default()
+        }
+    }
+
     /// Feeds one server-sent event.
     pub(crate) fn on_event(&mut self, event: &str, data: &str) -> Result<Step, ModelError> {
         let data = data.trim();
@@ -75,9 +96,11 @@ impl Assembler {
             if choice.index.unwrap_or(0) != 0 {
                 continue;
             }
+            self.received = true;
             if let Some(delta) = choice.delta {
                 for text in [delta.content, delta.refusal].into_iter().flatten() {
                     if !text.is_empty() {
+                        self.answer_chars += text.chars().count();
                         out.push(ModelChunk::Text(text));
                     }
                 }
@@ -85,8 +108,13 @@ impl Assembler {
                     self.merge(fragment);
                 }
             }
-            if choice.finish_reason.is_some() {
+            if let Some(reason) = choice.finish_reason {
                 self.finished = true;
+                // Cut by the output-token limit: said before the calls,
+                // which may be incomplete and must not run.
+                if reason == "length" || reason == "max_tokens" {
+                    out.push(ModelChunk::Truncated(reason));
+                }
                 out.extend(self.drain_calls()?);
             }
         }
@@ -94,14 +122,20 @@ impl Assembler {
     }
 
     /// The byte stream ended without `[DONE]`: fine if the answer had
-    /// finished (some servers stop there), a broken connection otherwise.
-    pub(crate) fn on_end(&mut self) -> Result<Vec<ModelChunk>, ModelError> {
+    /// finished (some servers stop there); a server that sent nothing at
+    /// all was reached and failed; one cut mid-answer is a broken
+    /// connection.
+    pub(crate) fn on_end(&mut self, url: &str) -> Result<Vec<ModelChunk>, ModelError> {
         if self.finished {
             self.finish()
+        } else if !self.received {
+            Err(ModelError::EmptyAnswer {
+                url: url.to_owned(),
+            })
         } else {
-            Err(ModelError::Connection(
-                "the connection closed before the model finished its answer".to_owned(),
-            ))
+            Err(ModelError::Connection(format!(
+                "the stream from `{url}` closed before the model finished its answer"
+            )))
         }
     }
 
@@ -109,7 +143,13 @@ impl Assembler {
     fn finish(&mut self) -> Result<Vec<ModelChunk>, ModelError> {
         self.finished = true;
         let mut out = self.drain_calls()?;
-        out.extend(self.usage.take().map(ModelChunk::Usage));
+        out.push(match self.usage.take() {
+            Some(usage) => ModelChunk::Usage(usage),
+            None => ModelChunk::UsageEstimate(Usage {
+                prompt_tokens: estimate_tokens(self.prompt_chars),
+                completion_tokens: estimate_tokens(self.answer_chars),
+            }),
+        });
         Ok(out)
     }
 
@@ -142,11 +182,19 @@ impl Assembler {
         {
             call.name = name;
         }
-        match function.arguments {
-            None | Some(Value::Null) => {}
-            Some(Value::String(piece)) => call.arguments.push_str(&piece),
-            Some(other) => call.arguments.push_str(&other.to_string()),
-        }
+        let added = match function.arguments {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(piece)) => {
+                call.arguments.push_str(&piece);
+                piece.chars().count()
+            }
+            Some(other) => {
+                let piece = other.to_string();
+                call.arguments.push_str(&piece);
+                piece.chars().count()
+            }
+        };
+        self.answer_chars += added;
     }
 
     /// The assembled calls in `index` order.
@@ -189,10 +237,9 @@ fn mid_stream_error(error: &Value) -> ModelError {
         .map(str::to_owned)
         .or_else(|| error.as_str().map(str::to_owned))
         .unwrap_or_else(|| error.to_string());
-    ModelError::Other(format!(
-        "the model service reported an error mid-stream: {}",
-        truncate(&message, 500)
-    ))
+    ModelError::MidStream {
+        message: truncate(&message, 500),
+    }
 }
 
 #[cfg(test)]
@@ -235,7 +282,52 @@ mod tests {
         assert_eq!(end, Ok(true));
         assert_eq!(
             out,
-            vec![call("a", "f", r#"{"x":1}"#), call("b", "g", r#"{"y":2}"#)]
+            vec![
+                call("a", "f", r#"{"x":1}"#),
+                call("b", "g", r#"{"y":2}"#),
+                // No usage reported: 14 characters of arguments, ~4 tokens.
+                ModelChunk::UsageEstimate(Usage {
+                    prompt_tokens: 0,
+                    completion_tokens: 4
+                })
+            ]
+        );
+    }
+
+    #[test]
+    fn without_usage_the_answer_and_the_request_are_estimated() {
+        let mut asm = Assembler::new(400);
+        asm.on_event(
+            "message",
+            r#"{"choices":[{"delta":{"content":"abcdefghi"}}]}"#,
+        )
+        .unwrap();
+        let done = asm
+            .on_event(
+                "message",
+                r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            )
+            .and_then(|_| asm.on_event("message", "[DONE]"));
+        assert_eq!(
+            done,
+            Ok(Step::Done(vec![ModelChunk::UsageEstimate(Usage {
+                prompt_tokens: 100,
+                completion_tokens: 3
+            })]))
+        );
+    }
+
+    #[test]
+    fn a_length_finish_says_the_answer_was_cut_before_its_calls() {
+        let (out, _) = feed(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"ci"}}]},"finish_reason":"length"}]}"#,
+        ]);
+        assert_eq!(
+            out,
+            vec![
+                ModelChunk::Truncated("length".into()),
+                call("a", "f", r#"{"ci"#)
+            ]
         );
     }
 
@@ -290,10 +382,12 @@ mod tests {
     #[test]
     fn errors_inside_the_stream_are_reported() {
         let (_, end) = feed(&[r#"{"error":{"message":"context too long"}}"#]);
-        assert!(matches!(end, Err(ModelError::Other(m)) if m.contains("context too long")));
+        assert!(
+            matches!(end, Err(ModelError::MidStream { message }) if message == "context too long")
+        );
         let mut asm = Assembler::default();
         let err = asm.on_event("error", "overloaded");
-        assert!(matches!(err, Err(ModelError::Other(m)) if m.contains("overloaded")));
+        assert!(matches!(err, Err(ModelError::MidStream { message }) if message == "overloaded"));
     }
 
     #[test]
@@ -303,7 +397,14 @@ mod tests {
             asm.on_event("message", r#"{"choices":[{"delta":{"content":"a"}}]}"#),
             Ok(Step::Continue(_))
         ));
-        assert!(matches!(asm.on_end(), Err(ModelError::Connection(_))));
+        assert!(
+            matches!(asm.on_end("u"), Err(ModelError::Connection(m)) if m.contains("`u` closed before"))
+        );
+        // Nothing at all: reached, and failed.
+        assert_eq!(
+            Assembler::default().on_end("u"),
+            Err(ModelError::EmptyAnswer { url: "u".into() })
+        );
         let mut asm = Assembler::default();
         assert!(
             asm.on_event(
@@ -312,6 +413,9 @@ mod tests {
             )
             .is_ok()
         );
-        assert_eq!(asm.on_end(), Ok(Vec::new()));
+        assert_eq!(
+            asm.on_end("u"),
+            Ok(vec![ModelChunk::UsageEstimate(Usage::default())])
+        );
     }
 }

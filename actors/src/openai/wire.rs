@@ -27,8 +27,10 @@ pub(crate) struct StreamOptions {
 #[derive(Debug, Serialize)]
 pub(crate) struct WireMessage<'a> {
     pub(crate) role: &'static str,
-    /// `null` only for an assistant message that just calls tools.
-    pub(crate) content: Option<&'a str>,
+    /// Always a string: an assistant message that only calls tools sends
+    /// `""`, never `null` (llama-cpp-python answers `null` with HTTP 500,
+    /// and an omitted field with an empty stream; `""` works everywhere).
+    pub(crate) content: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -94,11 +96,7 @@ impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
             Role::Assistant => message.tool_calls.iter().map(WireToolCall::from).collect(),
             _ => Vec::new(),
         };
-        let content = if message.content.is_empty() && !tool_calls.is_empty() {
-            None
-        } else {
-            Some(message.content.as_str())
-        };
+        let content = message.content.as_str();
         let tool_call_id = match message.role {
             Role::Tool => message.tool_call_id.as_ref().map(|id| id.as_str()),
             _ => None,
@@ -254,7 +252,7 @@ mod tests {
             "messages": [
                 {"role": "system", "content": "sys"},
                 {"role": "user", "content": "hi"},
-                {"role": "assistant", "content": null, "tool_calls": [
+                {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "call_1", "type": "function",
                      "function": {"name": "calc", "arguments": "{\"x\":1}"}}
                 ]},
