@@ -315,6 +315,7 @@ mod tests {
         ModelRequest {
             messages,
             tools: vec![],
+            ..Default::default()
         }
     }
 

@@ -269,6 +269,7 @@ fn request(user: &str) -> ModelRequest {
     ModelRequest {
         messages: vec![ChatMessage::system("Be brief."), ChatMessage::user(user)],
         tools: vec![],
+        ..Default::default()
     }
 }
 
@@ -343,6 +344,7 @@ async fn plain_text_streams_and_the_request_has_the_openai_shape() {
                 parameters: "this is not JSON".into(),
             },
         ],
+        ..Default::default()
     };
     let out = collect(&model, request).await;
     assert_eq!(

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{AgentId, ToolUseId};
 
 /// A request for a child, as `use_agent run` makes it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChildRequest {
     /// The agent asking (its events get the child's `ChildStarted`).
     pub requester: AgentId,
@@ -43,6 +43,10 @@ pub struct ChildRequest {
     /// At most this many tokens for the child, likewise.
     #[serde(default)]
     pub token_cap: Option<u64>,
+    /// Request options for the child's model calls (from its profile),
+    /// over the hub's own child options field by field.
+    #[serde(default)]
+    pub options: Option<crate::model::RequestOptions>,
 }
 
 impl ChildRequest {
@@ -70,6 +74,7 @@ impl ChildRequest {
             stop_if_abandoned: false,
             wall_clock_cap: None,
             token_cap: None,
+            options: None,
         }
     }
 }

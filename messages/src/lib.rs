@@ -25,5 +25,8 @@ pub use gate::GateSnapshot;
 pub use hub::{ChildRequest, HubSnapshot};
 pub use ids::{AgentId, ApprovalId, ThreadId, ToolUseId};
 pub use limits::{LimitKind, Limits};
-pub use model::{ChatMessage, ModelChunk, ModelRequest, Role, ToolCall, ToolSpec, Usage};
+pub use model::{
+    ChatMessage, ModelChunk, ModelRequest, RequestOptions, Role, ToolCall, ToolChoice, ToolSpec,
+    Usage,
+};
 pub use transcript::{SubAgentRun, Transcript, TranscriptItem};

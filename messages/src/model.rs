@@ -120,13 +120,71 @@ impl Usage {
     }
 }
 
-/// One model call: the conversation so far and the tools on offer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One model call: the conversation so far, the tools on offer and the
+/// request options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
     /// The messages, system prompt first.
     pub messages: Vec<ChatMessage>,
     /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
+    /// Sampling and tool-choice options (none set: the server's defaults).
+    #[serde(default)]
+    pub options: RequestOptions,
+}
+
+/// Options sent with each model call of an agent. A field left `None`
+/// (or `stop` empty) is not sent, so the server's default applies. Which
+/// servers honour which is in docs/openai.md.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestOptions {
+    /// Whether and which tool the model must call.
+    pub tool_choice: Option<ToolChoice>,
+    /// The most tokens the answer may have (a longer one is cut, and read
+    /// as a partial result).
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    pub top_p: Option<f64>,
+    /// Sequences that end the answer.
+    pub stop: Vec<String>,
+    /// A sampling seed, for servers that take one.
+    pub seed: Option<u64>,
+}
+
+impl RequestOptions {
+    /// `self`, with every field `other` sets taken from `other`.
+    pub fn overridden_by(&self, other: &RequestOptions) -> RequestOptions {
+        RequestOptions {
+            tool_choice: other
+                .tool_choice
+                .clone()
+                .or_else(|| self.tool_choice.clone()),
+            max_tokens: other.max_tokens.or(self.max_tokens),
+            temperature: other.temperature.or(self.temperature),
+            top_p: other.top_p.or(self.top_p),
+            stop: if other.stop.is_empty() {
+                self.stop.clone()
+            } else {
+                other.stop.clone()
+            },
+            seed: other.seed.or(self.seed),
+        }
+    }
+}
+
+/// Whether and which tool the model must call (`tool_choice`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToolChoice {
+    /// The model decides (`"auto"`).
+    Auto,
+    /// No tool (`"none"`).
+    None,
+    /// Some tool (`"required"`).
+    Required,
+    /// This tool (`{"type":"function","function":{"name":…}}`).
+    Function(String),
 }
 
 impl ModelRequest {

@@ -105,6 +105,7 @@ fn model_types_roundtrip() {
             ChatMessage::tool(ToolUseId::new("call_1"), "4"),
         ],
         tools: vec![],
+        ..Default::default()
     };
     both(request);
     for chunk in [

@@ -57,6 +57,7 @@ fn play(turn: Reply) -> ModelStream {
     ScriptedModel::new(vec![turn]).stream(ModelRequest {
         messages: vec![],
         tools: vec![],
+        ..Default::default()
     })
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use ractor::{Actor, ActorCell};
-use subagents_messages::{AgentId, ApprovalDecision, Limits};
+use subagents_messages::{AgentId, ApprovalDecision, Limits, RequestOptions};
 
 use crate::agent::handle::{AgentError, AgentHandle};
 use crate::agent::state::{AgentActor, AgentArguments};
@@ -34,6 +34,8 @@ pub(crate) struct AgentConfig {
     /// approval at once, with no `ApprovalRequested` event (the hub's
     /// policy for background children uses it).
     pub(crate) approvals: Option<Arc<dyn ApprovalPolicy>>,
+    /// Sent with each of its model calls.
+    pub(crate) options: RequestOptions,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -64,6 +66,7 @@ pub struct AgentBuilder {
     limits: Limits,
     depth: u32,
     approvals: Option<Arc<dyn ApprovalPolicy>>,
+    options: RequestOptions,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -90,6 +93,7 @@ impl Agent {
             limits: Limits::default(),
             depth: 0,
             approvals: None,
+            options: RequestOptions::default(),
         }
     }
 }
@@ -138,6 +142,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Options sent with each of its model calls (`tool_choice`,
+    /// `max_tokens`, `temperature`, …; default: none, the server's own).
+    pub fn request_options(mut self, options: RequestOptions) -> Self {
+        self.options = options;
+        self
+    }
+
     /// The finished config, spawning a gate if none was given.
     pub(crate) async fn config(self) -> Result<AgentConfig, AgentError> {
         let gate = match self.gate {
@@ -157,6 +168,7 @@ impl AgentBuilder {
             limits: self.limits,
             depth: self.depth,
             approvals: self.approvals,
+            options: self.options,
         })
     }
 

@@ -156,6 +156,7 @@ async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answe
     let request = ModelRequest {
         messages,
         tools: config.tools.specs(),
+        options: config.options.clone(),
     };
     let permit = config
         .gate

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::ActorCell;
-use subagents_messages::{AgentId, Limits};
+use subagents_messages::{AgentId, Limits, RequestOptions};
 
 use crate::agent::{Agent, AgentError, AgentHandle};
 use crate::clock::{Clock, SystemClock};
@@ -82,6 +82,8 @@ pub struct DelegationBuilder {
     profiles: ProfileSet,
     front_ends: FrontEnds,
     gate: Option<GateHandle>,
+    options: RequestOptions,
+    child_options: RequestOptions,
 }
 
 /// Which delegation tools the parent's model sees. All three share one
@@ -139,6 +141,8 @@ impl DelegationBuilder {
             profiles: ProfileSet::default(),
             front_ends: FrontEnds::default(),
             gate: None,
+            options: RequestOptions::default(),
+            child_options: RequestOptions::default(),
         }
     }
 
@@ -157,6 +161,19 @@ impl DelegationBuilder {
     /// Limits on the parent's turns.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Options sent with each of the parent's model calls (default: none).
+    pub fn request_options(mut self, options: RequestOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Options sent with each child's model calls (default: none); a
+    /// profile's own options override them field by field.
+    pub fn child_request_options(mut self, options: RequestOptions) -> Self {
+        self.child_options = options;
         self
     }
 
@@ -302,6 +319,7 @@ impl DelegationBuilder {
             models: self.models,
             parent_max_model_calls: self.limits.max_model_calls,
             delegation_tools: delegation_tools.clone(),
+            child_options: self.child_options,
         };
         let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
             .await
@@ -331,6 +349,7 @@ impl DelegationBuilder {
             .system_prompt(self.system_prompt)
             .tools(tools)
             .limits(self.limits)
+            .request_options(self.options)
             .gate(gate.clone())
             .spawn_into(events, supervisor)
             .await?;

@@ -182,6 +182,7 @@ impl Delegator {
             stop_if_abandoned: self.parent_stop == ParentStopPolicy::Cascade,
             wall_clock_cap: None,
             token_cap: None,
+            options: None,
         })
     }
 

@@ -62,7 +62,7 @@ impl Actor for Hub {
         match message {
             HubMsg::Spawn { request, reply } => {
                 let stop = request.stop_if_abandoned;
-                let spawned = state.spawn_child(&myself, request).await;
+                let spawned = state.spawn_child(&myself, *request).await;
                 let made = spawned.as_ref().ok().cloned();
                 if reply.send(spawned).is_err()
                     && let Some(id) = made

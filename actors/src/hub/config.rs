@@ -80,6 +80,8 @@ pub(crate) struct HubConfig {
     /// it is spawned: a child that may still delegate (its depth below
     /// `max_depth`) gets them too.
     pub(crate) delegation_tools: Arc<std::sync::OnceLock<Vec<Arc<dyn Tool>>>>,
+    /// Request options for every child's model calls.
+    pub(crate) child_options: subagents_messages::RequestOptions,
 }
 
 impl std::fmt::Debug for HubConfig {

@@ -159,7 +159,7 @@ impl HubHandle {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.actor
             .cast(HubMsg::Spawn {
-                request,
+                request: Box::new(request),
                 reply: tx.into(),
             })
             .map_err(|_| SpawnRefused::Closed)?;

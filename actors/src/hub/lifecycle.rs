@@ -253,6 +253,10 @@ impl HubState {
             limits: child.limits,
             depth: child.request.requester_depth + 1,
             approvals: approvals_for(self.config.background_approvals, &self.book, id),
+            options: match &child.request.options {
+                Some(own) => self.config.child_options.overridden_by(own),
+                None => self.config.child_options.clone(),
+            },
         };
         let input = child.request.input.clone();
         let sink = child.sink.clone();

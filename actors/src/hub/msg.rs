@@ -36,8 +36,8 @@ pub(crate) enum HubMsg {
     /// requester gave up) abandons the child: it goes to the background,
     /// or stops (`stop_if_abandoned`).
     Spawn {
-        /// The request.
-        request: ChildRequest,
+        /// The request (boxed: it is the largest message by far).
+        request: Box<ChildRequest>,
         /// The child's id, or why not.
         reply: RpcReplyPort<Result<AgentId, SpawnRefused>>,
     },

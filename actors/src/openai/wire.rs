@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use subagents_messages::{ChatMessage, ModelRequest, Role, ToolCall, ToolSpec};
+use subagents_messages::{ChatMessage, ModelRequest, Role, ToolCall, ToolChoice, ToolSpec};
 
 /// The body of `POST {base_url}/chat/completions`.
 #[derive(Debug, Serialize)]
@@ -15,6 +15,18 @@ pub(crate) struct ChatRequest<'a> {
     pub(crate) tools: Vec<WireTool<'a>>,
     pub(crate) stream: bool,
     pub(crate) stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub(crate) stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) seed: Option<u64>,
 }
 
 /// `stream_options`: ask for a final usage chunk.
@@ -80,6 +92,24 @@ impl<'a> ChatRequest<'a> {
             stream_options: StreamOptions {
                 include_usage: true,
             },
+            tool_choice: request.options.tool_choice.as_ref().map(tool_choice),
+            max_tokens: request.options.max_tokens,
+            temperature: request.options.temperature,
+            top_p: request.options.top_p,
+            stop: &request.options.stop,
+            seed: request.options.seed,
+        }
+    }
+}
+
+/// `tool_choice` as the chat-completions API spells it.
+fn tool_choice(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => Value::from("auto"),
+        ToolChoice::None => Value::from("none"),
+        ToolChoice::Required => Value::from("required"),
+        ToolChoice::Function(name) => {
+            serde_json::json!({"type": "function", "function": {"name": name}})
         }
     }
 }
@@ -243,6 +273,7 @@ mod tests {
                     parameters: "not json".into(),
                 },
             ],
+            ..Default::default()
         };
         let body = serde_json::to_value(ChatRequest::new("m", &request)).ok();
         let expected = serde_json::json!({
@@ -269,10 +300,57 @@ mod tests {
     }
 
     #[test]
+    fn request_options_are_sent_and_unset_ones_are_not() {
+        let mut request = ModelRequest {
+            messages: vec![ChatMessage::user("hi")],
+            ..Default::default()
+        };
+        let body = serde_json::to_value(ChatRequest::new("m", &request)).unwrap();
+        for absent in [
+            "tool_choice",
+            "max_tokens",
+            "temperature",
+            "top_p",
+            "stop",
+            "seed",
+        ] {
+            assert!(body.get(absent).is_none(), "{absent} sent unset");
+        }
+        request.options = subagents_messages::RequestOptions {
+            tool_choice: Some(ToolChoice::Function("get_weather".into())),
+            max_tokens: Some(64),
+            temperature: Some(0.2),
+            top_p: Some(0.9),
+            stop: vec!["\n\n".into()],
+            seed: Some(7),
+        };
+        let body = serde_json::to_value(ChatRequest::new("m", &request)).unwrap();
+        assert_eq!(
+            body["tool_choice"],
+            serde_json::json!({"type": "function", "function": {"name": "get_weather"}})
+        );
+        assert_eq!(body["max_tokens"], 64);
+        assert_eq!(body["temperature"], 0.2);
+        assert_eq!(body["top_p"], 0.9);
+        assert_eq!(body["stop"], serde_json::json!(["\n\n"]));
+        assert_eq!(body["seed"], 7);
+        for (choice, wire) in [
+            (ToolChoice::Auto, "auto"),
+            (ToolChoice::None, "none"),
+            (ToolChoice::Required, "required"),
+        ] {
+            request.options.tool_choice = Some(choice);
+            let body = serde_json::to_value(ChatRequest::new("m", &request)).unwrap();
+            assert_eq!(body["tool_choice"], wire);
+        }
+    }
+
+    #[test]
     fn no_tools_means_no_tools_field() {
         let request = ModelRequest {
             messages: vec![ChatMessage::user("hi")],
             tools: vec![],
+            ..Default::default()
         };
         let body = serde_json::to_value(ChatRequest::new("m", &request)).ok();
         assert!(body.is_some_and(|b| b.get("tools").is_none()));
