@@ -402,3 +402,29 @@ async fn a_tool_call_cut_by_the_output_limit_is_never_run() {
     assert_eq!(result.outcome, Outcome::Completed);
     assert_eq!(result.tool_calls, 0, "the cut call did not run");
 }
+
+/// A call whose arguments are not JSON never reaches its tool (a server
+/// may cut a call at its token limit and still say `tool_calls`, as
+/// llama-cpp-python does).
+#[tokio::test(start_paused = true)]
+async fn a_tool_call_whose_arguments_are_not_json_is_never_run() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call("calculator", r#"{"expression":"6*"#),
+        Reply::answer("ok"),
+    ]);
+    let (agent, mut events) = Agent::builder(model.shared())
+        .tools(ToolRegistry::new().with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    agent.send_user("go").unwrap();
+    let output = loop {
+        if let AgentEvent::ToolResult(r) = events.recv().await.unwrap() {
+            break r.output;
+        }
+    };
+    assert!(
+        output.starts_with("invalid arguments: not run, they are not valid JSON"),
+        "{output}"
+    );
+}

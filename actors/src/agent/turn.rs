@@ -247,7 +247,17 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             arguments: call.arguments.clone(),
         }));
     });
+    let unparsed = serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).err();
     let outcome = match config.tools.get(&call.name) {
+        // A call whose arguments are not JSON (a server may cut a call at
+        // its token limit and still say `tool_calls`) never runs.
+        Some(_) if unparsed.is_some() => ToolOutcome {
+            output: format!(
+                "invalid arguments: not run, they are not valid JSON ({}); if your output was cut, call it again with shorter arguments",
+                unparsed.map(|e| e.to_string()).unwrap_or_default()
+            ),
+            is_error: true,
+        },
         None if config.depth > 0 && is_delegation_tool(&call.name) => ToolOutcome {
             output: format!(
                 "`{}` is not available to this sub-agent: it runs at depth {}, as deep as delegation goes here; do the work yourself",
