@@ -188,35 +188,18 @@ async fn an_answer_that_ends_over_budget_is_a_partial_naming_the_budget() {
     assert_eq!(agent.run("go").await.unwrap().outcome, Outcome::Completed);
 }
 
-/// The `ToolResult`s a parent got for `arguments` sent to `tool`.
+/// The output of the parent's call of `tool` with `arguments`, and
+/// whether it was an error (a `Worker…` child answers at once).
 async fn tool_output(tool: &str, arguments: &str) -> (String, bool) {
-    let model = ScriptedModel::new(vec![
-        Reply::new().tool_call(tool, arguments),
-        Reply::answer("ok"),
-    ])
-    .with_script("Worker", vec![Reply::answer("the child ran")]);
-    let (parent, mut events) = DelegationBuilder::new(model.shared())
-        .front_ends(subagents::actors::FrontEnds {
-            use_agent: true,
-            delegate_task: true,
-            agent: true,
-        })
-        .spawn()
-        .await
-        .unwrap();
-    parent.agent.send_user("go").unwrap();
-    let mut output = None;
-    while let Some(event) = events.recv().await {
-        match event {
-            AgentEvent::ToolResult(result) if output.is_none() => {
-                output = Some((result.output, result.is_error));
-            }
-            AgentEvent::Result(_) => break,
-            _ => {}
-        }
-    }
-    parent.shutdown_and_wait().await;
-    output.expect("the call was answered")
+    let (result, _) = through(
+        tool,
+        arguments,
+        Reply::new(),
+        vec![Reply::answer("the child ran")],
+        Limits::default(),
+    )
+    .await;
+    (result.output, result.is_error)
 }
 
 #[tokio::test(start_paused = true)]
@@ -261,7 +244,7 @@ async fn through(
     parent_first: Reply,
     child: Vec<Reply>,
     limits: Limits,
-) -> (String, AgentResult) {
+) -> (subagents::messages::ToolResult, AgentResult) {
     let model = ScriptedModel::new(vec![
         parent_first.tool_call(tool, arguments),
         Reply::answer("the parent read it"),
@@ -282,7 +265,7 @@ async fn through(
     let mut output = None;
     let result = loop {
         match events.recv().await.unwrap() {
-            AgentEvent::ToolResult(r) if output.is_none() => output = Some(r.output),
+            AgentEvent::ToolResult(r) if output.is_none() => output = Some(r),
             AgentEvent::Result(result) => break result,
             _ => {}
         }
@@ -311,6 +294,7 @@ async fn a_synchronous_childs_wall_clock_partial_reaches_the_parent() {
             Limits::default(),
         )
         .await;
+        let output = output.output;
         assert!(
             output.contains("Partial result: stopped by the wall-clock limit"),
             "{tool}: {output}"
@@ -332,7 +316,7 @@ async fn a_synchronous_childs_token_budget_fits_the_parents_remainder() {
         token_budget: 1_000,
         ..Limits::default()
     };
-    let (output, _) = through(
+    let (result, _) = through(
         "delegate_task",
         r#"{"task":"x","system_prompt":"Worker\nw"}"#,
         Reply::new().usage(900, 0),
@@ -340,6 +324,7 @@ async fn a_synchronous_childs_token_budget_fits_the_parents_remainder() {
         limits,
     )
     .await;
+    let output = result.output;
     assert!(
         output.contains("Partial result: stopped by the token budget (100 tokens; 200 used)"),
         "{output}"
