@@ -284,7 +284,7 @@ async fn stopping_a_queued_and_a_running_child() {
     let err = parent.hub.stop(&AgentId::new("agent_9")).await.unwrap_err();
     assert_eq!(
         err,
-        subagents::actors::hub::StopRefused::UnknownChild(AgentId::new("agent_9"))
+        subagents::actors::hub::Refused::UnknownChild(AgentId::new("agent_9"))
     );
     assert_eq!(
         err.to_string(),

@@ -258,7 +258,7 @@ async fn a_gate_stops_when_its_last_handle_is_dropped() {
         .register("local", "m", ScriptedModel::new(vec![]).shared(), 1)
         .await
         .unwrap();
-    let registered = registry.models()[0].gate.actor().clone();
+    let registered = registry.gate("local", "m").unwrap().actor().clone();
     drop(registry);
     tokio::time::timeout(Duration::from_secs(1), registered.wait(None))
         .await
@@ -966,7 +966,7 @@ async fn stopping_one_child_through_the_thread_is_typed() {
 /// "unknown".
 #[tokio::test(start_paused = true)]
 async fn the_hub_refuses_with_typed_reasons_and_a_closed_hub_says_closed() {
-    use subagents::actors::hub::{SpawnRefused, StopRefused};
+    use subagents::actors::hub::Refused;
     use subagents::messages::ChildRequest;
     let (parts, _events) = parent(background_workers(&[])).spawn().await.unwrap();
     let request = |depth: u32| {
@@ -980,29 +980,26 @@ async fn the_hub_refuses_with_typed_reasons_and_a_closed_hub_says_closed() {
     };
     assert_eq!(
         parts.hub.request(request(1)).await,
-        Err(SpawnRefused::TooDeep { max_depth: 1 })
+        Err(Refused::TooDeep { max_depth: 1 })
     );
     let mut with_tool = request(0);
     with_tool.tools = Some(vec!["shell".into()]);
     let refused = parts.hub.request(with_tool).await.unwrap_err();
     assert!(
-        matches!(refused, SpawnRefused::UnknownTool(ref t) if t.name == "shell"),
+        matches!(refused, Refused::UnknownTool(ref t) if t.name == "shell"),
         "{refused:?}"
     );
     let mut stranger = request(0);
     stranger.requester = AgentId::new("nobody");
     assert_eq!(
         parts.hub.request(stranger).await,
-        Err(SpawnRefused::UnknownRequester(AgentId::new("nobody")))
+        Err(Refused::UnknownRequester(AgentId::new("nobody")))
     );
     parts.shutdown_and_wait().await;
-    assert_eq!(
-        parts.hub.request(request(0)).await,
-        Err(SpawnRefused::Closed)
-    );
+    assert_eq!(parts.hub.request(request(0)).await, Err(Refused::Closed));
     assert_eq!(
         parts.hub.stop(&AgentId::new("agent_1")).await,
-        Err(StopRefused::Closed)
+        Err(Refused::Closed)
     );
 }
 

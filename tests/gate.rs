@@ -14,7 +14,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use subagents::actors::GateHandle;
 use subagents::actors::gate::Permit;
 
-type Acquire = Pin<Box<dyn Future<Output = Result<Permit, subagents::actors::GateClosed>> + Send>>;
+type Acquire = Pin<Box<dyn Future<Output = Result<Permit, subagents::actors::Closed>> + Send>>;
 
 /// Queues `n` acquires in order (each polled once from this task, so the
 /// gate receives them in this order).

@@ -10,7 +10,7 @@ pub trait Clock: Send + Sync + 'static {
     fn now_ms(&self) -> u64;
 }
 
-/// The system's clock.
+/// The system's clock (the default).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 

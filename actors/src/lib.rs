@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod clock;
+mod closed;
 pub(crate) mod defaults;
 pub mod delegation;
 pub mod demo_tools;
@@ -24,10 +25,11 @@ pub mod sink;
 pub mod tool;
 
 pub use agent::{Agent, AgentBuilder, AgentError, AgentHandle};
+pub use closed::Closed;
 pub use delegation::{
     DelegatingAgent, DelegationBuilder, FrontEnds, ParentStopPolicy, UseAgentCall,
 };
-pub use gate::{GateClosed, GateHandle};
+pub use gate::GateHandle;
 pub use hub::HubHandle;
 pub use model::{Model, ModelError, ModelStream};
 pub use scripted::{Reply, ScriptedModel};

@@ -11,15 +11,15 @@ use crate::model::Model;
 
 /// One registered model.
 #[derive(Clone)]
-pub struct RegisteredModel {
+pub(crate) struct RegisteredModel {
     /// Who serves it (`"anthropic"`, `"local"`, …).
-    pub provider: String,
+    pub(crate) provider: String,
     /// Its name (`"claude-haiku-4-5"`, `"qwen2.5-7b"`, …).
-    pub name: String,
+    pub(crate) name: String,
     /// The model.
-    pub model: Arc<dyn Model>,
+    pub(crate) model: Arc<dyn Model>,
     /// Its gate.
-    pub gate: GateHandle,
+    pub(crate) gate: GateHandle,
 }
 
 impl std::fmt::Debug for RegisteredModel {
@@ -81,16 +81,26 @@ impl ModelRegistry {
         });
     }
 
-    /// Every registered model, in registration order.
-    pub fn models(&self) -> &[RegisteredModel] {
-        &self.models
+    /// Every registered `(provider, name)`, in registration order.
+    pub fn names(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.models
+            .iter()
+            .map(|m| (m.provider.as_str(), m.name.as_str()))
+    }
+
+    /// The gate of the model `name` served by `provider`.
+    pub fn gate(&self, provider: &str, name: &str) -> Option<&GateHandle> {
+        self.models
+            .iter()
+            .find(|m| m.provider == provider && m.name == name)
+            .map(|m| &m.gate)
     }
 
     /// Resolves an override. No `model`: `None` (use the parent's; a
     /// provider alone changes nothing, as in openheim). A `model` with a
     /// `provider`: that exact pair. A `model` alone: the one model of that
     /// name; a name served by several providers must name the provider.
-    pub fn resolve(
+    pub(crate) fn resolve(
         &self,
         provider: Option<&str>,
         model: Option<&str>,
@@ -201,13 +211,24 @@ mod tests {
     #[tokio::test]
     async fn each_distinct_model_has_its_own_gate_and_re_registering_replaces() {
         let mut r = registry().await;
-        let ids: std::collections::HashSet<_> =
-            r.models().iter().map(|m| m.gate.actor().get_id()).collect();
+        let ids: std::collections::HashSet<_> = r
+            .names()
+            .map(|(p, n)| r.gate(p, n).unwrap().actor().get_id())
+            .collect();
         assert_eq!(ids.len(), 3);
         r.register("local", "qwen", ScriptedModel::new(vec![]).shared(), 2)
             .await
             .unwrap();
-        assert_eq!(r.models().len(), 3);
-        assert_eq!(r.models()[2].gate.snapshot().await.unwrap().capacity, 2);
+        assert_eq!(
+            r.names().collect::<Vec<_>>(),
+            [
+                ("anthropic", "haiku"),
+                ("ollama", "qwen"),
+                ("local", "qwen")
+            ]
+        );
+        let gate = r.gate("local", "qwen").unwrap();
+        assert_eq!(gate.snapshot().await.unwrap().capacity, 2);
+        assert!(r.gate("local", "haiku").is_none());
     }
 }

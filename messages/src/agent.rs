@@ -1,5 +1,4 @@
-//! What an **Agent** is given and shows: a turn, where it came from, its
-//! snapshot. Its messages live with the actor (`subagents_actors::agent`).
+//! What an **Agent** shows: where a turn came from, its snapshot. Its messages live with the actor (`subagents_actors::agent`).
 
 use serde::{Deserialize, Serialize};
 
@@ -11,15 +10,6 @@ pub enum TurnOrigin {
     User,
     /// A finished background child woke the parent (a synthetic turn).
     Wake,
-}
-
-/// A turn for an agent to run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UserTurn {
-    /// The text the model reads as the user's message.
-    pub text: String,
-    /// Who sent it.
-    pub origin: TurnOrigin,
 }
 
 /// An agent's state, as a query sees it.

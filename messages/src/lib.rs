@@ -12,10 +12,11 @@ pub mod hub;
 pub mod ids;
 pub mod limits;
 pub mod model;
+#[doc(hidden)] // plumbing between this workspace's crates, not API
 pub mod text;
 pub mod transcript;
 
-pub use agent::{AgentSnapshot, TurnOrigin, UserTurn};
+pub use agent::{AgentSnapshot, TurnOrigin};
 pub use envelope::Envelope;
 pub use event::{
     AgentEvent, AgentResult, ApprovalDecision, ApprovalOutcome, ApprovalRefusal, ApprovalRequest,

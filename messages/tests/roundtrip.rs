@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use subagents_messages::codec::{self, CodecError};
+use subagents_messages::codec::{CodecError, Wire};
 use subagents_messages::*;
 
 fn bincode_roundtrip<T: Serialize + DeserializeOwned + PartialEq + Debug>(value: T) {
-    let bytes = codec::encode(&value).unwrap();
-    let back: T = codec::decode(&bytes).unwrap();
+    let bytes = value.to_wire().unwrap();
+    let back = T::from_wire(&bytes).unwrap();
     assert_eq!(back, value);
 }
 
@@ -150,10 +150,7 @@ fn limits_and_outcomes_roundtrip() {
         both(outcome);
     }
     both(result());
-    both(UserTurn {
-        text: "hello".into(),
-        origin: TurnOrigin::Wake,
-    });
+    both(TurnOrigin::Wake);
     both(AgentSnapshot::default());
 }
 
@@ -224,12 +221,12 @@ fn envelope_roundtrips_and_its_json_is_stable() {
 
 #[test]
 fn truncated_and_trailing_bytes_are_decode_errors() {
-    let bytes = codec::encode(&envelope()).unwrap();
-    let err = codec::decode::<Envelope>(&bytes[..bytes.len() / 2]).unwrap_err();
+    let bytes = envelope().to_wire().unwrap();
+    let err = Envelope::from_wire(&bytes[..bytes.len() / 2]).unwrap_err();
     assert!(matches!(err, CodecError::Decode(_)));
     let mut longer = bytes.clone();
     longer.push(0);
-    let err = codec::decode::<Envelope>(&longer).unwrap_err();
+    let err = Envelope::from_wire(&longer).unwrap_err();
     assert!(err.to_string().contains("1 trailing bytes"), "{err}");
 }
 

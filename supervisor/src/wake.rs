@@ -119,7 +119,7 @@ pub(crate) fn wake_text(envelope: &Envelope) -> String {
 }
 
 /// The one-line transcript form of a wake: always one line, whatever the
-/// name and task hold (see [`one_line`]).
+/// name and task hold (see `one_line`).
 pub(crate) fn wake_line(envelope: &Envelope) -> String {
     let task = one_line(&envelope.task, 80);
     format!(

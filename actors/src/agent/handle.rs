@@ -2,10 +2,9 @@
 
 use ractor::{ActorCell, ActorRef};
 
-use crate::agent::msg::{AgentMsg, TurnReply};
+use crate::agent::msg::{AgentMsg, TurnReply, UserTurn};
 use subagents_messages::{
     AgentId, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, TurnOrigin,
-    UserTurn,
 };
 
 /// Why a call on an agent failed.

@@ -30,5 +30,5 @@ mod turn_state;
 pub use config::{Agent, AgentBuilder, ApprovalPolicy};
 pub(crate) use config::{AgentConfig, spawn_agent};
 pub use handle::{AgentError, AgentHandle};
-pub(crate) use msg::{AgentMsg, TurnReply};
+pub(crate) use msg::{AgentMsg, TurnReply, UserTurn};
 pub(crate) use turn_state::CallSlot;

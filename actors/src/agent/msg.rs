@@ -28,8 +28,17 @@
 
 use ractor::RpcReplyPort;
 use subagents_messages::{
-    AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, UserTurn,
+    AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, TurnOrigin,
 };
+
+/// A turn for an agent to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct UserTurn {
+    /// The text the model reads as the user's message.
+    pub(crate) text: String,
+    /// Who sent it.
+    pub(crate) origin: TurnOrigin,
+}
 
 /// What the Agent actor is told.
 #[derive(Debug)]

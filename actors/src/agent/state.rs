@@ -11,8 +11,10 @@ use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use subagents_messages::{
     AgentEvent, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal,
-    ChatMessage, Outcome, UserTurn,
+    ChatMessage, Outcome,
 };
+
+use crate::agent::msg::UserTurn;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 

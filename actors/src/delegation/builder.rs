@@ -247,6 +247,7 @@ impl DelegationBuilder {
     }
 
     /// Answers ids of earlier sessions from `archive`.
+    #[doc(hidden)] // set by subagents-supervisor (`ThreadConfig::store`)
     pub fn archive(mut self, archive: Arc<dyn EnvelopeArchive>) -> Self {
         self.archive = Some(archive);
         self
@@ -255,6 +256,7 @@ impl DelegationBuilder {
     /// Where child ids come from (default: a counter of this parent's
     /// own from `agent_1`). Give every parent whose envelopes share one
     /// store the store's counter, so no two children share an id.
+    #[doc(hidden)] // set by subagents-supervisor (`ThreadConfig::store`)
     pub fn child_ids(mut self, ids: ChildIds) -> Self {
         self.ids = ids;
         self

@@ -8,13 +8,9 @@ use crate::gate::Ticket;
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 use subagents_messages::{AgentId, GateSnapshot};
 
+use crate::Closed;
 use crate::gate::actor::{GateArguments, ModelGate};
 use crate::gate::msg::{GateMsg, Permit};
-
-/// The gate is gone (stopped or crashed).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the model gate is closed")]
-pub struct GateClosed(());
 
 /// A handle to a ModelGate. Cheap to clone.
 ///
@@ -75,25 +71,25 @@ impl GateHandle {
 
     /// Waits for a permit, in FIFO order. Dropping this future before it
     /// completes removes the waiter from the queue.
-    pub async fn acquire(&self, holder: impl Into<AgentId>) -> Result<Permit, GateClosed> {
+    pub async fn acquire(&self, holder: impl Into<AgentId>) -> Result<Permit, Closed> {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.actor
             .cast(GateMsg::acquire(ticket, holder.into(), tx.into()))
-            .map_err(|_| GateClosed(()))?;
+            .map_err(|_| Closed::Gate)?;
         let mut guard = CancelOnDrop {
             actor: &self.actor,
             ticket,
             armed: true,
         };
-        let permit = rx.await.map_err(|_| GateClosed(()))?;
+        let permit = rx.await.map_err(|_| Closed::Gate)?;
         guard.armed = false;
         Ok(permit)
     }
 
     /// The gate's state now. Never waits on a holder.
-    pub async fn snapshot(&self) -> Result<GateSnapshot, GateClosed> {
-        ractor::call!(self.actor, GateMsg::Snapshot).map_err(|_| GateClosed(()))
+    pub async fn snapshot(&self) -> Result<GateSnapshot, Closed> {
+        ractor::call!(self.actor, GateMsg::Snapshot).map_err(|_| Closed::Gate)
     }
 }
 

@@ -29,7 +29,7 @@ mod handle;
 mod msg;
 mod queue;
 
-pub use handle::{GateClosed, GateHandle};
+pub use handle::GateHandle;
 pub use msg::Permit;
 
 /// A waiter's place in the gate's queue, unique per gate.

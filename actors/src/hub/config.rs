@@ -26,6 +26,7 @@ pub trait HubObserver: Send + Sync + 'static {
 
 /// Finished envelopes of earlier sessions (the supervisor's store), so
 /// `status` and `result` answer ids the hub itself never ran.
+#[doc(hidden)] // plumbing for subagents-supervisor's store, not API
 pub trait EnvelopeArchive: Send + Sync + 'static {
     /// The archived envelope with this id.
     fn get(&self, id: &AgentId) -> Option<Envelope>;

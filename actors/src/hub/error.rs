@@ -6,10 +6,12 @@ use subagents_messages::AgentId;
 use crate::registry::UnknownModel;
 use crate::tool::UnknownTool;
 
-/// Why no child was made.
+/// Why the hub refused a request: no child was made (`request`), or no
+/// child was stopped (`stop`). One enum for both, so a caller matches one
+/// set of reasons.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum SpawnRefused {
+pub enum Refused {
     /// The requester is already as deep as children may go.
     #[error("a sub-agent cannot start sub-agents: the maximum depth is {max_depth}")]
     TooDeep {
@@ -25,23 +27,14 @@ pub enum SpawnRefused {
     /// The model override names nothing registered.
     #[error(transparent)]
     UnknownModel(#[from] UnknownModel),
-    /// Every child id up to [`ChildIds::MAX`](crate::hub::ChildIds::MAX)
+    /// Every child id up to `ChildIds::MAX`
     /// has been handed out.
     #[error(
         "no child id is left: every number up to agent_{} is taken",
         crate::hub::ChildIds::MAX
     )]
     IdsExhausted,
-    /// The hub is stopped.
-    #[error("the sub-agent hub is stopped")]
-    Closed,
-}
-
-/// Why a stop did not apply.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum StopRefused {
-    /// No child has that id.
+    /// No child has that id (a stop).
     #[error("there is no sub-agent with id `{0}`; ids look like `agent_1`")]
     UnknownChild(AgentId),
     /// The hub is stopped.

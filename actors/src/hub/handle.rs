@@ -13,11 +13,12 @@ use subagents_messages::{
     SubAgentStatus,
 };
 
+use crate::Closed;
 use crate::clock::Clock;
 use crate::hub::actor::{Hub, HubArguments};
 use crate::hub::book::Book;
 use crate::hub::config::{EnvelopeArchive, HubConfig};
-use crate::hub::error::{SpawnRefused, StopRefused};
+use crate::hub::error::Refused;
 use crate::sink::EventSink;
 
 /// What waiting on a child found.
@@ -36,7 +37,7 @@ pub(crate) enum WaitOutcome {
 /// abandoned by the hub when its reply finds nobody.
 struct PendingSpawn {
     hub: ActorRef<HubMsg>,
-    rx: Option<tokio::sync::oneshot::Receiver<Result<AgentId, SpawnRefused>>>,
+    rx: Option<tokio::sync::oneshot::Receiver<Result<AgentId, Refused>>>,
     stop: bool,
 }
 
@@ -52,11 +53,6 @@ impl Drop for PendingSpawn {
         }
     }
 }
-
-/// The hub is gone.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the sub-agent hub is stopped")]
-pub struct HubClosed(());
 
 /// A handle to a hub. Cheap to clone. `status` and `envelopes` read a
 /// shared map: they never wait on the hub or on a child.
@@ -127,10 +123,10 @@ impl HubHandle {
     pub fn stop_all_replying(
         &self,
         reply: Option<ractor::RpcReplyPort<usize>>,
-    ) -> Result<(), HubClosed> {
+    ) -> Result<(), Closed> {
         self.actor
             .cast(HubMsg::StopAll { reply })
-            .map_err(|_| HubClosed(()))
+            .map_err(|_| Closed::Hub)
     }
 
     /// Answers an approval a child asked for; forwarded to that child.
@@ -154,7 +150,7 @@ impl HubHandle {
     /// future is dropped before it returns (the caller's turn was cut),
     /// the child is not lost: nobody learnt its id, so the hub abandons it
     /// — to the background, or stopped with `stop_if_abandoned`.
-    pub async fn request(&self, request: ChildRequest) -> Result<AgentId, SpawnRefused> {
+    pub async fn request(&self, request: ChildRequest) -> Result<AgentId, Refused> {
         let stop = request.stop_if_abandoned;
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.actor
@@ -162,7 +158,7 @@ impl HubHandle {
                 request: Box::new(request),
                 reply: tx.into(),
             })
-            .map_err(|_| SpawnRefused::Closed)?;
+            .map_err(|_| Refused::Closed)?;
         let mut pending = PendingSpawn {
             hub: self.actor.clone(),
             rx: Some(rx),
@@ -170,10 +166,10 @@ impl HubHandle {
         };
         let answer = match pending.rx.as_mut() {
             Some(rx) => rx.await,
-            None => return Err(SpawnRefused::Closed),
+            None => return Err(Refused::Closed),
         };
         pending.rx = None;
-        answer.map_err(|_| SpawnRefused::Closed)?
+        answer.map_err(|_| Refused::Closed)?
     }
 
     /// Waits up to `within` (`None`: until it ends) for a child to finish.
@@ -246,18 +242,18 @@ impl HubHandle {
     }
 
     /// Stops a child; its status after it ended, or why not.
-    pub async fn stop(&self, id: &AgentId) -> Result<SubAgentStatus, StopRefused> {
+    pub async fn stop(&self, id: &AgentId) -> Result<SubAgentStatus, Refused> {
         ractor::call!(self.actor, |reply| HubMsg::Stop {
             id: id.clone(),
             reply: Some(reply)
         })
-        .map_err(|_| StopRefused::Closed)?
+        .map_err(|_| Refused::Closed)?
     }
 
     /// Stops every live and queued child; how many.
-    pub async fn stop_all(&self) -> Result<usize, HubClosed> {
+    pub async fn stop_all(&self) -> Result<usize, Closed> {
         ractor::call!(self.actor, |reply| HubMsg::StopAll { reply: Some(reply) })
-            .map_err(|_| HubClosed(()))
+            .map_err(|_| Closed::Hub)
     }
 
     /// The child's envelope now (or an archived one of an earlier
@@ -288,8 +284,8 @@ impl HubHandle {
     }
 
     /// The hub's counts.
-    pub async fn snapshot(&self) -> Result<HubSnapshot, HubClosed> {
-        ractor::call!(self.actor, HubMsg::Snapshot).map_err(|_| HubClosed(()))
+    pub async fn snapshot(&self) -> Result<HubSnapshot, Closed> {
+        ractor::call!(self.actor, HubMsg::Snapshot).map_err(|_| Closed::Hub)
     }
 
     /// How long `use_agent` waits inline (45 s by default).

@@ -14,6 +14,7 @@ pub(crate) const MAX_CHILD_NUMBER: u64 = (1 << 53) - 1;
 const PREFIX: &str = "agent_";
 
 /// A shared counter of child numbers. Cheap to clone; clones share it.
+#[doc(hidden)] // plumbing for subagents-supervisor's store, not API
 #[derive(Debug, Clone)]
 pub struct ChildIds {
     next: Arc<AtomicU64>,

@@ -11,14 +11,16 @@ use ractor::{ActorId, ActorRef, RpcReplyPort};
 use subagents_messages::text::one_line;
 use subagents_messages::{
     AgentEvent, AgentId, AgentResult, ApprovalRefusal, ChildRequest, Envelope, HubSnapshot, Limits,
-    Outcome, SubAgentInfo, SubAgentStatus, TurnOrigin, UserTurn,
+    Outcome, SubAgentInfo, SubAgentStatus, TurnOrigin,
 };
+
+use crate::agent::UserTurn;
 
 use crate::agent::{AgentConfig, AgentHandle, AgentMsg, TurnReply, spawn_agent};
 use crate::gate::GateHandle;
 use crate::hub::book::{Book, requested};
 use crate::hub::config::{HubConfig, approvals_for};
-use crate::hub::error::SpawnRefused;
+use crate::hub::error::Refused;
 use crate::hub::ids::child_number;
 use crate::hub::slots::{Admission, Slots};
 use crate::hub::stop::{STOPPED_RUNNING, StopReply};
@@ -31,7 +33,7 @@ const NAME_CHARS: usize = 80;
 
 /// The name of a child: the first line of its system prompt with visible
 /// text, on one line (control, escape and bidi characters removed; see
-/// [`subagents_messages::text::one_line`]), at most 80 characters.
+/// `subagents_messages::text::one_line`), at most 80 characters.
 pub(crate) fn child_name(system_prompt: &str) -> String {
     system_prompt
         .lines()
@@ -117,10 +119,10 @@ impl HubState {
         &mut self,
         myself: &ActorRef<HubMsg>,
         request: ChildRequest,
-    ) -> Result<AgentId, SpawnRefused> {
+    ) -> Result<AgentId, Refused> {
         let depth = request.requester_depth + 1;
         if depth > self.config.max_depth {
-            return Err(SpawnRefused::TooDeep {
+            return Err(Refused::TooDeep {
                 max_depth: self.config.max_depth,
             });
         }
@@ -128,7 +130,7 @@ impl HubState {
             .sinks
             .get(&request.requester)
             .cloned()
-            .ok_or_else(|| SpawnRefused::UnknownRequester(request.requester.clone()))?;
+            .ok_or_else(|| Refused::UnknownRequester(request.requester.clone()))?;
         let mut tools = match &request.tools {
             None => self.config.tools.clone(),
             Some(names) => self.config.tools.subset(names)?,
@@ -166,7 +168,7 @@ impl HubState {
         if let Some(cap) = request.token_cap {
             limits.token_budget = limits.token_budget.min(cap);
         }
-        let id = self.config.ids.next().ok_or(SpawnRefused::IdsExhausted)?;
+        let id = self.config.ids.next().ok_or(Refused::IdsExhausted)?;
         self.requested += 1;
         let info = SubAgentInfo {
             id: id.clone(),

@@ -13,11 +13,11 @@
 //! | `config.rs` | the hub's config, the observer and archive hooks, the background approval policy |
 //! | `book.rs` | the envelope book: one envelope per child, read without a message |
 //! | `slots.rs` | the live cap and the FIFO queue (pure) |
-//! | `ids.rs` | [`ChildIds`]: child ids from a shared, checked counter |
+//! | `ids.rs` | `ChildIds`: child ids from a shared, checked counter |
 //! | `lifecycle.rs` | children's lifecycle: request, start, finish, stop, detach |
 //! | `stop.rs` | replies waiting for a stop to complete |
 //! | `actor.rs` | the hub actor: messages in, supervision |
-//! | `error.rs` | [`SpawnRefused`], [`StopRefused`] |
+//! | `error.rs` | [`Refused`] |
 //! | `handle.rs` | [`HubHandle`]: requests by message, queries from the book |
 //! | `msg.rs` | the hub's messages (crate-private) |
 //!
@@ -64,8 +64,8 @@ pub(crate) use stop::DetachOutcome;
 
 pub(crate) use config::HubConfig;
 pub use config::{BackgroundApprovals, EnvelopeArchive, HubObserver};
-pub use error::{SpawnRefused, StopRefused};
+pub use error::Refused;
+pub use handle::HubHandle;
 pub(crate) use handle::WaitOutcome;
-pub use handle::{HubClosed, HubHandle};
 pub use ids::ChildIds;
 pub(crate) use msg::HubMsg;

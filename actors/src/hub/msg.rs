@@ -18,7 +18,7 @@
 
 use ractor::RpcReplyPort;
 
-use crate::hub::error::{SpawnRefused, StopRefused};
+use crate::hub::error::Refused;
 use subagents_messages::{
     AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest, Envelope, HubSnapshot,
     SubAgentStatus,
@@ -39,7 +39,7 @@ pub(crate) enum HubMsg {
         /// The request (boxed: it is the largest message by far).
         request: Box<ChildRequest>,
         /// The child's id, or why not.
-        reply: RpcReplyPort<Result<AgentId, SpawnRefused>>,
+        reply: RpcReplyPort<Result<AgentId, Refused>>,
     },
     /// Sent by `use_agent run` / `result`: reply with the child's envelope
     /// once it reaches a terminal status (at once if it has). Sending the
@@ -60,7 +60,7 @@ pub(crate) enum HubMsg {
         /// The child.
         id: AgentId,
         /// Its status after the stop, or a sentence for an unknown id.
-        reply: Option<RpcReplyPort<Result<SubAgentStatus, StopRefused>>>,
+        reply: Option<RpcReplyPort<Result<SubAgentStatus, Refused>>>,
     },
     /// Sent by the supervisor on a thread switch: stop every live and
     /// queued child, in child-number order. Replies with how many were

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use ractor::{ActorRef, RpcReplyPort};
 use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
-use crate::hub::error::StopRefused;
+use crate::hub::error::Refused;
 use crate::hub::ids::child_number;
 use crate::hub::lifecycle::HubState;
 use crate::hub::msg::HubMsg;
@@ -41,13 +41,13 @@ impl Drop for AllStopped {
 /// Who waits for a child's stop to complete.
 pub(super) enum StopReply {
     /// One `Stop`, answered with the child's status after it ended.
-    One(Option<RpcReplyPort<Result<SubAgentStatus, StopRefused>>>),
+    One(Option<RpcReplyPort<Result<SubAgentStatus, Refused>>>),
     /// A share of a stop-all, answered when every share is gone.
     All(Arc<AllStopped>),
 }
 
 impl StopReply {
-    pub(super) fn answer(self, status: Result<SubAgentStatus, StopRefused>) {
+    pub(super) fn answer(self, status: Result<SubAgentStatus, Refused>) {
         match self {
             StopReply::One(Some(reply)) => {
                 let _ = reply.send(status);
@@ -96,7 +96,7 @@ impl HubState {
     /// it has ended (at once for an unknown or already ended child).
     pub(super) async fn stop(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId, reply: StopReply) {
         let Some(envelope) = self.book.get(id) else {
-            return reply.answer(Err(StopRefused::UnknownChild(id.clone())));
+            return reply.answer(Err(Refused::UnknownChild(id.clone())));
         };
         if envelope.status.is_terminal() {
             return reply.answer(Ok(envelope.status));
@@ -115,7 +115,7 @@ impl HubState {
             return reply.answer(Ok(SubAgentStatus::Stopped));
         };
         let Some(child) = self.children.get_mut(id) else {
-            return reply.answer(Err(StopRefused::UnknownChild(id.clone())));
+            return reply.answer(Err(Refused::UnknownChild(id.clone())));
         };
         child.stop_replies.push(reply);
         let first = child.stopping.replace(STOPPED_RUNNING).is_none();

@@ -90,6 +90,7 @@ impl EnvelopeStore {
 
     /// The counter every hub writing here must draw child ids from
     /// (clones share it): its first id comes after every id loaded.
+    #[doc(hidden)] // read by `ThreadConfig::store`, not API
     pub fn child_ids(&self) -> ChildIds {
         self.ids.clone()
     }

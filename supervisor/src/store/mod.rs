@@ -41,7 +41,7 @@
 //! ([`EnvelopeStore::child_ids`]), which starts past every id loaded: two
 //! threads sharing a store never both make an `agent_1`, and a restart
 //! never reuses an id. A stored child id past
-//! [`ChildIds::MAX`](subagents_actors::hub::ChildIds::MAX) is a
+//! `ChildIds::MAX` is a
 //! corrupt file (reported and moved aside), never a crash.
 //!
 //! # Corrupt files

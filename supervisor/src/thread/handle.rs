@@ -6,7 +6,7 @@ use subagents_messages::{
     AgentId, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, SubAgentStatus,
 };
 
-use subagents_actors::hub::StopRefused;
+use subagents_actors::hub::Refused;
 
 use crate::thread::actor::ThreadSupervisor;
 use crate::thread::config::ThreadConfig;
@@ -147,7 +147,7 @@ impl ThreadHandle {
             .stop(id)
             .await
             .map_err(|refused| match refused {
-                StopRefused::UnknownChild(id) => ThreadError::UnknownChild(id),
+                Refused::UnknownChild(id) => ThreadError::UnknownChild(id),
                 _ => ThreadError::Closed,
             })
     }
