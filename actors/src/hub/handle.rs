@@ -149,7 +149,8 @@ impl HubHandle {
     /// Requests a child; its id, or a sentence saying why not. If this
     /// future is dropped before it returns (the caller's turn was cut),
     /// the child is not lost: nobody learnt its id, so the hub abandons it
-    /// — to the background, or stopped with `stop_if_abandoned`.
+    /// — to the background, or stopped with `stop_if_abandoned`. Never
+    /// [`Refused::UnknownChild`] (that is a stop's).
     pub async fn request(&self, request: ChildRequest) -> Result<AgentId, Refused> {
         let stop = request.stop_if_abandoned;
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -241,7 +242,8 @@ impl HubHandle {
         }));
     }
 
-    /// Stops a child; its status after it ended, or why not.
+    /// Stops a child; its status after it ended, or why not: only
+    /// [`Refused::UnknownChild`] or [`Refused::Closed`].
     pub async fn stop(&self, id: &AgentId) -> Result<SubAgentStatus, Refused> {
         ractor::call!(self.actor, |reply| HubMsg::Stop {
             id: id.clone(),

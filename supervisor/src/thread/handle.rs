@@ -148,6 +148,8 @@ impl ThreadHandle {
             .await
             .map_err(|refused| match refused {
                 Refused::UnknownChild(id) => ThreadError::UnknownChild(id),
+                // A stop answers only UnknownChild or Closed (see
+                // `HubHandle::stop`).
                 _ => ThreadError::Closed,
             })
     }
