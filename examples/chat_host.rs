@@ -12,6 +12,7 @@ use subagents::actors::DelegationBuilder;
 use subagents::messages::{ThreadId, Transcript};
 use subagents::prelude::*;
 use subagents::supervisor::Threads;
+use subagents_demo::{Post, Sleep};
 
 fn run(name: &str, input: &str, tools: &[&str], wait: bool) -> UseAgentCall {
     UseAgentCall::run(format!("{name}\nDo the task."), input)

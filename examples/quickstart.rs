@@ -15,6 +15,7 @@ use std::time::Duration;
 use subagents::actors::DelegationBuilder;
 use subagents::messages::Transcript;
 use subagents::prelude::*;
+use subagents_demo::{Calculator, PageTitle};
 
 const SITES: [&str; 5] = [
     "https://www.rust-lang.org",

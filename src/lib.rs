@@ -6,6 +6,7 @@
 //!
 //! ```
 //! use subagents::prelude::*;
+//! use subagents_demo::Calculator;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -13,7 +14,7 @@
 //!     Reply::new().tool_call("calculator", r#"{"expression":"6*7"}"#),
 //!     Reply::answer("6 × 7 = 42."),
 //! ]);
-//! let (agent, mut events) = Agent::builder(model.shared())
+//! let (agent, mut events) = AgentBuilder::new(model.shared())
 //!     .system_prompt("You are a careful assistant.")
 //!     .tools(ToolRegistry::new().with(Calculator))
 //!     .spawn()
@@ -71,11 +72,10 @@ pub use subagents_supervisor as supervisor;
 
 /// The names most hosts need.
 pub mod prelude {
-    pub use subagents_actors::demo_tools::{Calculator, PageTitle, Post, Sleep};
     pub use subagents_actors::scripted::{Reply, ScriptedModel};
     pub use subagents_actors::{
-        Agent, AgentError, AgentHandle, DelegationBuilder, EventSink, EventStream, GateHandle,
-        Model, ModelError, Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry,
+        AgentBuilder, AgentError, AgentHandle, DelegationBuilder, EventSink, EventStream,
+        GateHandle, Model, ModelError, Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry,
         UseAgentCall,
     };
     pub use subagents_messages::{

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use subagents::messages::{ApprovalRefusal, ToolResult, ToolStarted, Usage};
 use subagents::prelude::*;
+use subagents_demo::{Calculator, PageTitle, Post};
 
 async fn until_result(events: &mut EventStream) -> (Vec<AgentEvent>, AgentResult) {
     let mut seen = Vec::new();
@@ -32,7 +33,7 @@ async fn spawn(
     limits: Limits,
 ) -> (AgentHandle, EventStream, GateHandle) {
     let gate = GateHandle::spawn(1).await.unwrap();
-    let (agent, events) = Agent::builder(model.shared())
+    let (agent, events) = AgentBuilder::new(model.shared())
         .system_prompt("You are the parent.")
         .tools(tools)
         .limits(limits)

@@ -15,6 +15,7 @@ use serde_json::json;
 use subagents::actors::{DelegatingAgent, DelegationBuilder, Model, ModelStream};
 use subagents::messages::{ModelRequest, Transcript};
 use subagents::prelude::*;
+use subagents_demo::{Calculator, PageTitle, Sleep};
 
 fn run_call(name: &str, input: &str, tools: &[&str], wait: bool) -> UseAgentCall {
     UseAgentCall::run(format!("{name}\nYou are a sub-agent."), input)

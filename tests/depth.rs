@@ -10,6 +10,7 @@ use common::*;
 use subagents::actors::DelegationBuilder;
 use subagents::prelude::*;
 use subagents::supervisor::ThreadHandle;
+use subagents_demo::{Calculator, Sleep};
 
 fn run(name: &str, input: &str, wait: bool) -> UseAgentCall {
     UseAgentCall::run(format!("{name}\nYou are a sub-agent."), input).wait(wait)

@@ -20,6 +20,7 @@ use subagents::prelude::*;
 use subagents::simulation::{HostAction, Scenario};
 use subagents::supervisor::store::EnvelopeStore;
 use subagents::supervisor::{ThreadConfig, ThreadHandle};
+use subagents_demo::{Post, Sleep};
 
 fn parent(model: ScriptedModel) -> DelegationBuilder {
     DelegationBuilder::new(model.shared())
@@ -500,7 +501,7 @@ async fn a_call_cut_by_a_stop_or_a_limit_is_answered_once() {
             wall_clock: Duration::from_secs(if cut_by_limit { 5 } else { 300 }),
             ..Limits::default()
         };
-        let (agent, mut events) = Agent::builder(Arc::new(recording))
+        let (agent, mut events) = AgentBuilder::new(Arc::new(recording))
             .tools(ToolRegistry::new().with(Sleep))
             .limits(limits)
             .spawn()
@@ -1006,7 +1007,7 @@ async fn the_hub_refuses_with_typed_reasons_and_a_closed_hub_says_closed() {
 /// What was not delivered comes back: a turn sent to a stopped agent.
 #[tokio::test(start_paused = true)]
 async fn a_turn_sent_to_a_stopped_agent_comes_back() {
-    let (agent, _events) = Agent::builder(ScriptedModel::new(vec![]).shared())
+    let (agent, _events) = AgentBuilder::new(ScriptedModel::new(vec![]).shared())
         .spawn()
         .await
         .unwrap();

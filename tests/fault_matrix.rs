@@ -19,6 +19,7 @@ use subagents::messages::Envelope;
 use subagents::prelude::*;
 use subagents::simulation::{HostAction, Scenario, SimulationReport};
 use subagents::supervisor::store::EnvelopeStore;
+use subagents_demo::Calculator;
 
 fn run_call(name: &str, wait: bool, tools: &[&str]) -> UseAgentCall {
     UseAgentCall::run(format!("{name}\nYou work."), format!("task for {name}"))
@@ -306,10 +307,9 @@ fn malformed_profile() {
         "+++\ndescription = \"unterminated\nmax_iterations = 3\n+++\nbody",
     )
     .unwrap();
-    let report = ProfileSet::load(&[dir.path().to_path_buf()], &[]);
-    assert_eq!(report.profiles.names().collect::<Vec<_>>(), ["good"]);
-    let skipped = report
-        .warnings
+    let (profiles, warnings) = ProfileSet::load(&[dir.path().to_path_buf()], &[]);
+    assert_eq!(profiles.names().collect::<Vec<_>>(), ["good"]);
+    let skipped = warnings
         .iter()
         .find_map(|w| match w {
             ProfileWarning::Skipped(e) => Some(e),

@@ -13,9 +13,10 @@ use common::*;
 use serde_json::json;
 use subagents::actors::profile::{Profile, ProfileSet};
 use subagents::actors::registry::ModelRegistry;
-use subagents::actors::{DelegatingAgent, DelegationBuilder, FrontEnds, Model, ModelStream};
+use subagents::actors::{DelegatingAgent, DelegationBuilder, Model, ModelStream};
 use subagents::messages::ModelRequest;
 use subagents::prelude::*;
+use subagents_demo::{Calculator, PageTitle};
 
 fn profile(name: &str, prompt: &str) -> Profile {
     Profile {
@@ -69,7 +70,6 @@ fn spy(name: &str, inner: ScriptedModel) -> (Arc<dyn Model>, Arc<Mutex<Vec<Model
 
 async fn parent(
     model: Arc<dyn Model>,
-    front_ends: FrontEnds,
     registry: ModelRegistry,
     limits: Limits,
 ) -> (DelegatingAgent, EventStream) {
@@ -82,7 +82,8 @@ async fn parent(
         )
         .profiles(profiles())
         .models(registry)
-        .front_ends(front_ends)
+        .delegate_task_tool(true)
+        .agent_tool(true)
         .limits(limits)
         .instructions("Global rule: cite sources.")
         .instructions("Project rule: British spelling.")
@@ -99,12 +100,6 @@ fn outputs(log: &[AgentEvent], tool: &str) -> Vec<(String, bool)> {
         })
         .collect()
 }
-
-const ALL: FrontEnds = FrontEnds {
-    use_agent: true,
-    delegate_task: true,
-    agent: true,
-};
 
 #[tokio::test(start_paused = true)]
 async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
@@ -124,7 +119,7 @@ async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
             Reply::answer("Reviewed."),
         ]),
     );
-    let (parent, mut events) = parent(main, ALL, registry, Limits::default()).await;
+    let (parent, mut events) = parent(main, registry, Limits::default()).await;
     parent.agent.send_user("review").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -176,7 +171,7 @@ async fn a_profile_without_a_model_falls_back_to_the_parents() {
         ])
         .with_script("You check facts.", vec![Reply::answer("Accurate.")]),
     );
-    let (parent, mut events) = parent(main, ALL, ModelRegistry::new(), Limits::default()).await;
+    let (parent, mut events) = parent(main, ModelRegistry::new(), Limits::default()).await;
     parent.agent.send_user("check").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -210,7 +205,7 @@ async fn unknown_models_and_the_exactly_one_rule_are_sentences_and_spawn_nothing
     }
     let model = ScriptedModel::new(vec![turn, Reply::answer("No.")]);
     let (parent, mut events) =
-        parent(model.shared(), ALL, ModelRegistry::new(), Limits::default()).await;
+        parent(model.shared(), ModelRegistry::new(), Limits::default()).await;
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -246,7 +241,7 @@ async fn max_iterations_is_clamped_to_the_parents_own() {
         max_model_calls: 3,
         ..Limits::default()
     };
-    let (parent, mut events) = parent(model.shared(), ALL, ModelRegistry::new(), limits).await;
+    let (parent, mut events) = parent(model.shared(), ModelRegistry::new(), limits).await;
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -283,7 +278,7 @@ async fn the_agent_tool_takes_a_task_and_returns_the_answer_or_a_partial_result(
             ],
         ),
     );
-    let (parent, mut events) = parent(main, ALL, ModelRegistry::new(), Limits::default()).await;
+    let (parent, mut events) = parent(main, ModelRegistry::new(), Limits::default()).await;
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -324,7 +319,9 @@ async fn offered_tools(
     with_profiles: bool,
 ) -> std::collections::HashMap<String, subagents::messages::ToolSpec> {
     let (model, seen) = spy("main", ScriptedModel::new(vec![Reply::answer("ok")]));
-    let mut builder = DelegationBuilder::new(model).front_ends(ALL);
+    let mut builder = DelegationBuilder::new(model)
+        .delegate_task_tool(true)
+        .agent_tool(true);
     if with_profiles {
         builder = builder.profiles(profiles());
     }

@@ -10,6 +10,7 @@ use futures_util::StreamExt;
 use subagents::actors::model::ModelStream;
 use subagents::messages::{LimitKind, Limits, ModelChunk, ModelRequest, Outcome, Usage};
 use subagents::prelude::*;
+use subagents_demo::Calculator;
 
 /// A model whose stream always has the next chunk ready: it never returns
 /// `Pending`, so only the co-operative budget gives the scheduler back.
@@ -72,7 +73,7 @@ fn two_workers<F: std::future::Future<Output = ()>>(test: F) {
 fn the_wall_clock_ends_a_turn_whose_stream_never_yields() {
     two_workers(async {
         let model = Arc::new(AlwaysReady(ModelChunk::Text("x".into())));
-        let (agent, _events) = Agent::builder(model)
+        let (agent, _events) = AgentBuilder::new(model)
             .limits(limits(Duration::from_millis(200)))
             .spawn()
             .await
@@ -91,7 +92,7 @@ fn a_stop_ends_a_turn_whose_stream_never_yields_and_frees_the_permit() {
     two_workers(async {
         let model = Arc::new(AlwaysReady(ModelChunk::Text("x".into())));
         let gate = GateHandle::spawn(1).await.unwrap();
-        let (agent, mut events) = Agent::builder(model)
+        let (agent, mut events) = AgentBuilder::new(model)
             .gate(gate.clone())
             .spawn()
             .await
@@ -135,7 +136,7 @@ async fn usage_growing_mid_stream() {
         prompt_tokens: 1_000,
         completion_tokens: 1_000,
     });
-    let (agent, _events) = Agent::builder(Arc::new(AlwaysReady(chunk)))
+    let (agent, _events) = AgentBuilder::new(Arc::new(AlwaysReady(chunk)))
         .limits(limits(Duration::from_secs(5)))
         .spawn()
         .await
@@ -161,7 +162,7 @@ async fn an_answer_that_ends_over_budget_is_a_partial_naming_the_budget() {
         prompt_tokens: 1_000_000_000_000,
         completion_tokens: 1_000_000_000_000,
     };
-    let (agent, _events) = Agent::builder(Arc::new(Answers("Done.", usage)))
+    let (agent, _events) = AgentBuilder::new(Arc::new(Answers("Done.", usage)))
         .spawn()
         .await
         .unwrap();
@@ -181,7 +182,7 @@ async fn an_answer_that_ends_over_budget_is_a_partial_naming_the_budget() {
         prompt_tokens: Limits::default().token_budget,
         completion_tokens: 0,
     };
-    let (agent, _events) = Agent::builder(Arc::new(Answers("Done.", exact)))
+    let (agent, _events) = AgentBuilder::new(Arc::new(Answers("Done.", exact)))
         .spawn()
         .await
         .unwrap();
@@ -253,11 +254,8 @@ async fn through(
     .with_script("You are a focused sub-agent", vec![Reply::new().hang()]);
     let (parent, mut events) = DelegationBuilder::new(model.shared())
         .limits(limits)
-        .front_ends(subagents::actors::FrontEnds {
-            use_agent: true,
-            delegate_task: true,
-            agent: true,
-        })
+        .delegate_task_tool(true)
+        .agent_tool(true)
         .spawn()
         .await
         .unwrap();
@@ -338,7 +336,7 @@ async fn an_answer_cut_by_the_output_limit_is_a_partial() {
     let model = ScriptedModel::new(vec![
         Reply::new().text("The capital of").truncated("length"),
     ]);
-    let (agent, _events) = Agent::builder(model.shared()).spawn().await.unwrap();
+    let (agent, _events) = AgentBuilder::new(model.shared()).spawn().await.unwrap();
     let result = agent.run("go").await.unwrap();
     assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Output));
     assert!(
@@ -361,7 +359,7 @@ async fn a_tool_call_cut_by_the_output_limit_is_never_run() {
             .truncated("length"),
         Reply::answer("I will answer without it."),
     ]);
-    let (agent, mut events) = Agent::builder(model.shared())
+    let (agent, mut events) = AgentBuilder::new(model.shared())
         .tools(ToolRegistry::new().with(Calculator))
         .spawn()
         .await
@@ -397,7 +395,7 @@ async fn a_tool_call_whose_arguments_are_not_json_is_never_run() {
         Reply::new().tool_call("calculator", r#"{"expression":"6*"#),
         Reply::answer("ok"),
     ]);
-    let (agent, mut events) = Agent::builder(model.shared())
+    let (agent, mut events) = AgentBuilder::new(model.shared())
         .tools(ToolRegistry::new().with(Calculator))
         .spawn()
         .await

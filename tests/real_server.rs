@@ -28,6 +28,7 @@ use subagents::messages::{
     ToolUseId,
 };
 use subagents::prelude::*;
+use subagents_demo::Calculator;
 
 fn server() -> Arc<dyn Model> {
     OpenAiCompatible::builder(

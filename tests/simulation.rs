@@ -11,6 +11,7 @@ use std::time::Duration;
 use subagents::actors::DelegationBuilder;
 use subagents::prelude::*;
 use subagents::simulation::{HostAction, LogEntry, Scenario};
+use subagents_demo::PageTitle;
 
 fn run(name: &str, input: &str, wait: bool) -> UseAgentCall {
     UseAgentCall::run(format!("{name}\nYou fetch titles."), input)

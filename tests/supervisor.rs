@@ -15,6 +15,7 @@ use subagents::messages::AgentEvent;
 use subagents::messages::ApprovalRefusal;
 use subagents::prelude::*;
 use subagents::supervisor::{ThreadError, ThreadHandle};
+use subagents_demo::{Post, Sleep};
 
 async fn thread(model: ScriptedModel) -> (ThreadHandle, EventStream) {
     ThreadHandle::spawn(
@@ -469,7 +470,7 @@ mod persistence_and_policies {
         threads.delete(&b).await.unwrap();
         assert!(matches!(
             threads.get(&b),
-            Err(subagents::supervisor::ThreadsError::Unknown(_))
+            Err(subagents::supervisor::ThreadError::UnknownThread(_))
         ));
         assert!(
             threads.open(a.clone(), builder()).await.is_err(),

@@ -12,7 +12,6 @@ pub mod clock;
 mod closed;
 pub(crate) mod defaults;
 pub mod delegation;
-pub mod demo_tools;
 pub mod gate;
 pub mod hub;
 pub mod model;
@@ -24,11 +23,9 @@ pub mod scripted;
 pub mod sink;
 pub mod tool;
 
-pub use agent::{Agent, AgentBuilder, AgentError, AgentHandle};
+pub use agent::{AgentBuilder, AgentError, AgentHandle};
 pub use closed::Closed;
-pub use delegation::{
-    DelegatingAgent, DelegationBuilder, FrontEnds, ParentStopPolicy, UseAgentCall,
-};
+pub use delegation::{DelegatingAgent, DelegationBuilder, ParentStopPolicy, UseAgentCall};
 pub use gate::GateHandle;
 pub use hub::HubHandle;
 pub use model::{Model, ModelError, ModelStream};

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use ractor::SpawnErr;
 
 use crate::gate::GateHandle;
+use crate::hub::Refused;
 use crate::model::Model;
 
 /// One registered model.
@@ -33,12 +34,6 @@ impl std::fmt::Debug for RegisteredModel {
 pub struct ModelRegistry {
     models: Vec<RegisteredModel>,
 }
-
-/// A model override that names nothing registered; the text is what a
-/// parent model reads.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct UnknownModel(String);
 
 impl ModelRegistry {
     /// An empty registry.
@@ -104,7 +99,7 @@ impl ModelRegistry {
         &self,
         provider: Option<&str>,
         model: Option<&str>,
-    ) -> Result<Option<&RegisteredModel>, UnknownModel> {
+    ) -> Result<Option<&RegisteredModel>, Refused> {
         let Some(model) = model.filter(|m| !m.is_empty()) else {
             return Ok(None);
         };
@@ -116,22 +111,20 @@ impl ModelRegistry {
         });
         match (matches.next(), matches.next()) {
             (Some(found), None) => Ok(Some(found)),
-            (Some(_), Some(_)) => Err(UnknownModel(format!(
-                "the model `{model}` is served by several providers ({}); name the provider",
-                self.models
+            (Some(_), Some(_)) => Err(Refused::AmbiguousModel {
+                model: model.to_owned(),
+                providers: self
+                    .models
                     .iter()
                     .filter(|m| m.name == model)
-                    .map(|m| m.provider.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))),
-            (None, _) => Err(UnknownModel(format!(
-                "no model `{model}`{} is registered; the models you may pass are: {}; or omit `model` to run on your own model",
-                provider
-                    .map(|p| format!(" from provider `{p}`"))
-                    .unwrap_or_default(),
-                self.listing()
-            ))),
+                    .map(|m| m.provider.clone())
+                    .collect(),
+            }),
+            (None, _) => Err(Refused::UnknownModel {
+                model: model.to_owned(),
+                provider: provider.filter(|p| !p.is_empty()).map(str::to_owned),
+                available: self.listing(),
+            }),
         }
     }
 

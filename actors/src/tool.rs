@@ -311,7 +311,23 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demo_tools::Calculator;
+
+    /// A tool named `calculator` that answers its arguments.
+    struct Calculator;
+    impl Tool for Calculator {
+        fn name(&self) -> &str {
+            "calculator"
+        }
+        fn description(&self) -> String {
+            "answers its arguments".into()
+        }
+        fn parameters(&self) -> serde_json::Value {
+            serde_json::json!({"type": "object"})
+        }
+        fn call(&self, call: ToolCallContext) -> ToolFuture {
+            Box::pin(async move { Ok(call.arguments) })
+        }
+    }
 
     struct Panicky;
     impl Tool for Panicky {

@@ -17,9 +17,9 @@ use axum::http::{HeaderMap, Method, Uri};
 use axum::response::Response;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use subagents_actors::demo_tools::Calculator;
 use subagents_actors::openai::OpenAiCompatible;
-use subagents_actors::{Agent, DelegationBuilder, Model, ModelError, ToolRegistry};
+use subagents_actors::{AgentBuilder, DelegationBuilder, Model, ModelError, ToolRegistry};
+use subagents_demo::Calculator;
 use subagents_messages::{
     ChatMessage, LimitKind, Limits, ModelChunk, ModelRequest, Outcome, ToolCall, ToolSpec,
     ToolUseId, Usage,
@@ -847,7 +847,7 @@ async fn dropping_the_stream_aborts_the_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_stream_is_cut_by_the_agent_wall_clock() {
     let mut server = MockServer::start(vec![slow_stream()]).await;
-    let (agent, _events) = Agent::builder(server.model(None).shared())
+    let (agent, _events) = AgentBuilder::new(server.model(None).shared())
         .system_prompt("You are slow.")
         .limits(Limits {
             wall_clock: Duration::from_millis(300),
@@ -894,7 +894,7 @@ async fn an_agent_runs_a_tool_call_round_trip_through_the_adapter() {
     ];
     let server =
         MockServer::start(vec![Reply::sse(&strs(&first)), Reply::sse(&strs(&second))]).await;
-    let (agent, _events) = Agent::builder(server.model(None).shared())
+    let (agent, _events) = AgentBuilder::new(server.model(None).shared())
         .system_prompt("You compute.")
         .tools(ToolRegistry::new().with(Calculator))
         .spawn()

@@ -6,19 +6,19 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use subagents_actors::profile::{
-    FrontmatterFormat, ParseError, ParseErrorKind, Parsed, Profile, ProfileError, ProfileSet,
+    FrontmatterFormat, ParseError, ParseErrorKind, Profile, ProfileError, ProfileSet,
     ProfileWarning,
 };
 
 const PATH: &str = "/agents/agent.md";
 
-fn parse(text: &str) -> Result<Parsed, ProfileError> {
+fn parse(text: &str) -> Result<(Profile, Vec<ProfileWarning>), ProfileError> {
     Profile::parse(Path::new(PATH), text)
 }
 
 fn profile(text: &str) -> Profile {
     match parse(text) {
-        Ok(parsed) => parsed.profile,
+        Ok((profile, _)) => profile,
         Err(e) => panic!("{text:?} should parse: {e}"),
     }
 }
@@ -484,11 +484,10 @@ fn unknown_keys_warn_and_do_not_fail() {
         "+++\ndescription = \"d\"\ncolor = \"red\"\n[extra]\nx = 1\n+++\nbody",
         "---\ndescription: d\ncolor: red\nextra:\n  x: [1, 2]\n---\nbody",
     ] {
-        let parsed = parse(text).unwrap();
-        assert_eq!(parsed.profile.description, "d");
-        assert_eq!(parsed.profile.system_prompt, "body");
-        let keys: Vec<_> = parsed
-            .warnings
+        let (profile, warnings) = parse(text).unwrap();
+        assert_eq!(profile.description, "d");
+        assert_eq!(profile.system_prompt, "body");
+        let keys: Vec<_> = warnings
             .iter()
             .map(|w| match w {
                 ProfileWarning::UnknownKey { key, path } => {
@@ -504,29 +503,24 @@ fn unknown_keys_warn_and_do_not_fail() {
 
 #[test]
 fn a_differing_frontmatter_name_warns_and_the_file_name_wins() {
-    let parsed = parse("---\nname: other\n---\nbody").unwrap();
-    assert_eq!(parsed.profile.name, "agent");
+    let (profile, warnings) = parse("---\nname: other\n---\nbody").unwrap();
+    assert_eq!(profile.name, "agent");
     assert_eq!(
-        parsed.warnings,
+        warnings,
         [ProfileWarning::NameMismatch {
             path: PATH.into(),
             profile: "agent".into(),
             declared: "other".into(),
         }]
     );
-    assert!(
-        parse("---\nname: agent\n---\nbody")
-            .unwrap()
-            .warnings
-            .is_empty()
-    );
+    assert!(parse("---\nname: agent\n---\nbody").unwrap().1.is_empty());
 }
 
 #[test]
 fn names_come_from_the_file_name() {
     let p = Profile::parse(Path::new("/x/Code-Reviewer.md"), "hi")
         .unwrap()
-        .profile;
+        .0;
     assert_eq!(p.name, "Code-Reviewer");
     assert_eq!(p.source, Path::new("/x/Code-Reviewer.md"));
     let e = Profile::parse(Path::new("/x/code reviewer.md"), "hi").unwrap_err();
@@ -583,9 +577,9 @@ fn project_profiles_override_user_profiles() {
     );
     write(&project, "checker.md", "Checks facts.");
 
-    let report = ProfileSet::load(&[user.clone(), project.clone()], &[]);
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    let set = report.profiles;
+    let (profiles, warnings) = ProfileSet::load(&[user.clone(), project.clone()], &[]);
+    assert!(warnings.is_empty(), "{:?}", warnings);
+    let set = profiles;
     assert_eq!(
         set.names().collect::<Vec<_>>(),
         ["checker", "researcher", "reviewer"]
@@ -602,7 +596,7 @@ fn project_profiles_override_user_profiles() {
     assert_eq!(set.get("Reviewer"), None, "names are case-sensitive");
 
     // Reversed order: the user directory now comes last and wins.
-    let set = ProfileSet::load(&[project, user], &[]).profiles;
+    let set = ProfileSet::load(&[project, user], &[]).0;
     assert_eq!(set.get("reviewer").unwrap().description, "user reviewer");
 }
 
@@ -620,10 +614,9 @@ fn a_malformed_file_is_skipped_and_the_others_load() {
     write(&dir, "also good.md", "has a space in its name");
     std::fs::write(dir.join("binary.md"), b"\xff\xfe").unwrap();
 
-    let report = ProfileSet::load(std::slice::from_ref(&dir), &[]);
-    assert_eq!(report.profiles.names().collect::<Vec<_>>(), ["good"]);
-    let mut skipped: Vec<(String, Option<(usize, usize)>)> = report
-        .warnings
+    let (profiles, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+    assert_eq!(profiles.names().collect::<Vec<_>>(), ["good"]);
+    let mut skipped: Vec<(String, Option<(usize, usize)>)> = warnings
         .iter()
         .map(|w| match w {
             ProfileWarning::Skipped(e) => (
@@ -643,8 +636,7 @@ fn a_malformed_file_is_skipped_and_the_others_load() {
             ("open.md".to_owned(), Some((1, 1))),
         ]
     );
-    let text = report
-        .warnings
+    let text = warnings
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
@@ -662,12 +654,12 @@ fn a_skipped_project_file_leaves_the_user_profile() {
     let project = tmp.path().join("project");
     write(&user, "reviewer.md", "user");
     write(&project, "reviewer.md", "+++\nbroken");
-    let report = ProfileSet::load(&[user.clone(), project], &[]);
+    let (profiles, warnings) = ProfileSet::load(&[user.clone(), project], &[]);
     assert_eq!(
-        report.profiles.get("reviewer").unwrap().source,
+        profiles.get("reviewer").unwrap().source,
         user.join("reviewer.md")
     );
-    assert_eq!(report.warnings.len(), 1);
+    assert_eq!(warnings.len(), 1);
 }
 
 #[test]
@@ -682,11 +674,11 @@ fn unknown_tools_are_left_out_with_a_warning() {
     write(&dir, "b.md", "---\ntools: Read, Grep\n---\nbody");
     write(&dir, "c.md", "no tools listed: inherits");
 
-    let report = ProfileSet::load(
+    let (profiles, warnings) = ProfileSet::load(
         std::slice::from_ref(&dir),
         &known(&["read_file", "grep", "echo"]),
     );
-    let set = &report.profiles;
+    let set = &profiles;
     assert_eq!(set.get("a").unwrap().tools, tools(&["read_file", "grep"]));
     assert_eq!(
         set.get("b").unwrap().tools,
@@ -695,7 +687,7 @@ fn unknown_tools_are_left_out_with_a_warning() {
     );
     assert_eq!(set.get("c").unwrap().tools, None);
     assert_eq!(
-        report.warnings,
+        warnings,
         [
             ProfileWarning::UnknownTool {
                 path: dir.join("a.md"),
@@ -721,10 +713,10 @@ fn unknown_keys_are_reported_by_load() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("agents");
     write(&dir, "a.md", "---\ncolor: blue\n---\nbody");
-    let report = ProfileSet::load(std::slice::from_ref(&dir), &[]);
-    assert_eq!(report.profiles.len(), 1);
+    let (profiles, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+    assert_eq!(profiles.len(), 1);
     assert_eq!(
-        report.warnings,
+        warnings,
         [ProfileWarning::UnknownKey {
             path: dir.join("a.md"),
             key: "color".into(),
@@ -743,7 +735,7 @@ fn missing_directories_are_fine_and_other_files_are_ignored() {
     std::fs::create_dir_all(dir.join("sub.md")).unwrap();
     write(&dir, "real.md", "a profile");
 
-    let report = ProfileSet::load(
+    let (profiles, warnings) = ProfileSet::load(
         &[
             tmp.path().join("missing"),
             dir,
@@ -751,13 +743,13 @@ fn missing_directories_are_fine_and_other_files_are_ignored() {
         ],
         &[],
     );
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    assert_eq!(report.profiles.names().collect::<Vec<_>>(), ["real"]);
+    assert!(warnings.is_empty(), "{:?}", warnings);
+    assert_eq!(profiles.names().collect::<Vec<_>>(), ["real"]);
 
-    let empty = ProfileSet::load(&[], &[]);
-    assert!(empty.profiles.is_empty());
-    assert!(empty.warnings.is_empty());
-    assert_eq!(empty.profiles.name_schema(), None);
+    let (empty, empty_warnings) = ProfileSet::load(&[], &[]);
+    assert!(empty.is_empty());
+    assert!(empty_warnings.is_empty());
+    assert_eq!(empty.name_schema(), None);
 }
 
 #[test]
@@ -768,10 +760,10 @@ fn an_oversized_file_is_skipped() {
         usize::try_from(subagents_actors::profile::ProfileSet::MAX_FILE_BYTES).unwrap() + 1,
     );
     write(&dir, "big.md", &big);
-    let report = ProfileSet::load(std::slice::from_ref(&dir), &[]);
-    assert!(report.profiles.is_empty());
+    let (profiles, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+    assert!(profiles.is_empty());
     assert!(matches!(
-        report.warnings.as_slice(),
+        warnings.as_slice(),
         [ProfileWarning::Skipped(ProfileError::Read { .. })]
     ));
 }
@@ -790,7 +782,7 @@ fn the_loaded_set_renders_for_a_tool_description() {
         "checker.md",
         "---\ndescription: >\n  Checks\n  facts.\n---\nbody",
     );
-    let set = ProfileSet::load(std::slice::from_ref(&dir), &[]).profiles;
+    let set = ProfileSet::load(std::slice::from_ref(&dir), &[]).0;
     assert_eq!(
         set.describe(),
         "- checker: Checks facts.\n- researcher: Finds things out."
@@ -832,7 +824,7 @@ fn line_ending() -> impl Strategy<Value = &'static str> {
 
 fn check_no_panic(text: &str) -> Result<(), TestCaseError> {
     match parse(text) {
-        Ok(parsed) => prop_assert_eq!(parsed.profile.name, "agent"),
+        Ok((profile, _)) => prop_assert_eq!(profile.name, "agent"),
         Err(ProfileError::Parse(e)) => {
             prop_assert!(e.line >= 1 && e.column >= 1);
             prop_assert!(

@@ -28,7 +28,7 @@ pub(crate) async fn ours(capacity: usize) -> Duration {
     let mut agents = Vec::with_capacity(AGENTS);
     for i in 0..AGENTS {
         agents.push(
-            Agent::builder(model.clone())
+            AgentBuilder::new(model.clone())
                 .id(format!("agent_{i}"))
                 .system_prompt("You answer.")
                 .gate(gate.clone())

@@ -124,7 +124,7 @@ pub(crate) async fn spawn_many(kind: MemKind, n: usize) -> Kept {
                 let id = AgentId::new(format!("agent_{i}"));
                 let sink = root.nested(id.clone());
                 all.push(
-                    Agent::builder(model.clone())
+                    AgentBuilder::new(model.clone())
                         .id(id)
                         .system_prompt("Child\nYou are a sub-agent.")
                         .gate(gate.clone())

@@ -171,7 +171,7 @@ impl AgentCase {
 
     pub(crate) async fn run(&mut self, n: usize) {
         for _ in 0..n {
-            let child = Agent::builder(child_model())
+            let child = AgentBuilder::new(child_model())
                 .id("agent_1")
                 .system_prompt("Child\nYou are a sub-agent.")
                 .gate(self.gate.clone())

@@ -21,21 +21,8 @@ pub struct LiveSimulation {
     log: Vec<Logged>,
     transcript: Transcript,
     triggers: Vec<Trigger>,
-    fired: Vec<Fired>,
     /// Children the parent no longer waits on inline.
     background: std::collections::HashSet<subagents_messages::AgentId>,
-}
-
-/// A trigger that fired: where its host action is in the log, and the
-/// child whose event fired it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fired {
-    /// The index of the action's entry in the log.
-    pub at: usize,
-    /// The child.
-    pub child: subagents_messages::AgentId,
-    /// The moment that fired it.
-    pub moment: crate::simulation::Moment,
 }
 
 impl LiveSimulation {
@@ -47,14 +34,8 @@ impl LiveSimulation {
             log: Vec::new(),
             transcript: Transcript::new(),
             triggers: Vec::new(),
-            fired: Vec::new(),
             background: Default::default(),
         }
-    }
-
-    /// The triggers that fired, in order.
-    pub fn fired(&self) -> &[Fired] {
-        &self.fired
     }
 
     /// Does `trigger`'s action the moment its child event is read, after
@@ -133,19 +114,16 @@ impl LiveSimulation {
         for _ in 0..trigger.yields {
             tokio::task::yield_now().await;
         }
-        let from = self.log.len();
-        self.act(action).await;
-        let at = self.log[from..]
-            .iter()
-            .position(|l| matches!(l.entry, LogEntry::Host(_)))
-            .map_or(from, |p| from + p);
         if let Some((child, moment)) = crate::simulation::Moment::of(event) {
-            self.fired.push(Fired {
-                at,
-                child: child.clone(),
-                moment,
+            self.log.push(Logged {
+                at: self.start.elapsed(),
+                entry: LogEntry::Fired {
+                    child: child.clone(),
+                    moment,
+                },
             });
         }
+        self.act(action).await;
     }
 
     /// The log so far.

@@ -8,6 +8,7 @@
 //! ```
 //! use std::time::Duration;
 //! use subagents::prelude::*;
+//! use subagents_demo::PageTitle;
 //! use subagents::simulation::{HostAction, Scenario};
 //!
 //! let report = Scenario::new(vec![
@@ -51,7 +52,7 @@ mod report;
 mod scenario;
 mod trigger;
 
-pub use live::{Fired, LiveSimulation};
+pub use live::LiveSimulation;
 pub use report::{HostAction, LogEntry, Logged, SimulationReport};
 pub use scenario::Scenario;
 pub use trigger::{Moment, Trigger};

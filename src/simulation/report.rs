@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::simulation::Moment;
 use subagents_messages::{
     AgentEvent, AgentId, ApprovalId, Envelope, GateSnapshot, HubSnapshot, Transcript,
 };
@@ -39,6 +40,15 @@ pub enum LogEntry {
     /// A host action, placed after every event emitted before it took
     /// effect and before every event emitted after.
     Host(HostAction),
+    /// A trigger fired on `child`'s `moment`: the next `Host` entry is
+    /// its action (events emitted while the action took effect may come
+    /// between).
+    Fired {
+        /// The child whose event fired it.
+        child: AgentId,
+        /// The moment that fired it.
+        moment: Moment,
+    },
 }
 
 /// A logged entry with its virtual time since the start.
@@ -74,7 +84,7 @@ impl SimulationReport {
             .iter()
             .filter_map(|l| match &l.entry {
                 LogEntry::Event(e) => Some(e.clone()),
-                LogEntry::Host(_) => None,
+                LogEntry::Host(_) | LogEntry::Fired { .. } => None,
             })
             .collect()
     }
@@ -103,6 +113,7 @@ pub(crate) fn render(log: &[Logged]) -> String {
             let what = match &l.entry {
                 LogEntry::Event(e) => format!("{e:?}"),
                 LogEntry::Host(a) => format!("HOST {a:?}"),
+                LogEntry::Fired { child, moment } => format!("FIRED {child} {moment:?}"),
             };
             format!("t={:>9.3}s  {what}", l.at.as_secs_f64())
         })

@@ -13,4 +13,4 @@ pub mod threads;
 mod wake;
 
 pub use thread::{ThreadConfig, ThreadError, ThreadHandle, ThreadMsg};
-pub use threads::{Threads, ThreadsError};
+pub use threads::Threads;

@@ -15,21 +15,6 @@ pub struct Threads {
     on_screen: Option<ThreadId>,
 }
 
-/// What a thread operation could not do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ThreadsError {
-    /// No thread has that id.
-    #[error("there is no open thread `{0}`")]
-    Unknown(ThreadId),
-    /// A thread of that id is already open.
-    #[error("a thread `{0}` is already open")]
-    AlreadyOpen(ThreadId),
-    /// The thread failed.
-    #[error(transparent)]
-    Thread(#[from] ThreadError),
-}
-
 impl Threads {
     /// No threads.
     pub fn new() -> Self {
@@ -42,9 +27,9 @@ impl Threads {
         &mut self,
         id: ThreadId,
         config: impl Into<ThreadConfig>,
-    ) -> Result<EventStream, ThreadsError> {
+    ) -> Result<EventStream, ThreadError> {
         if self.threads.contains_key(&id) {
-            return Err(ThreadsError::AlreadyOpen(id));
+            return Err(ThreadError::AlreadyOpen(id));
         }
         let (handle, stream) = ThreadHandle::spawn(config, None).await?;
         self.leave_current().await?;
@@ -56,7 +41,7 @@ impl Threads {
 
     /// Puts another open thread on screen; the one left stops its
     /// children and drops its wakes.
-    pub async fn switch_to(&mut self, id: &ThreadId) -> Result<(), ThreadsError> {
+    pub async fn switch_to(&mut self, id: &ThreadId) -> Result<(), ThreadError> {
         let target = self.get(id)?.clone();
         if self.on_screen.as_ref() == Some(id) {
             return Ok(());
@@ -69,12 +54,12 @@ impl Threads {
 
     /// Clears a thread: its children stop, its wakes drop; returns how many
     /// children were stopped.
-    pub async fn clear(&mut self, id: &ThreadId) -> Result<usize, ThreadsError> {
-        Ok(self.get(id)?.switch_away().await?)
+    pub async fn clear(&mut self, id: &ThreadId) -> Result<usize, ThreadError> {
+        self.get(id)?.switch_away().await
     }
 
     /// Deletes a thread: its children stop and it closes.
-    pub async fn delete(&mut self, id: &ThreadId) -> Result<(), ThreadsError> {
+    pub async fn delete(&mut self, id: &ThreadId) -> Result<(), ThreadError> {
         let handle = self.get(id)?.clone();
         handle.switch_away().await?;
         handle.close();
@@ -86,10 +71,10 @@ impl Threads {
     }
 
     /// The thread with this id.
-    pub fn get(&self, id: &ThreadId) -> Result<&ThreadHandle, ThreadsError> {
+    pub fn get(&self, id: &ThreadId) -> Result<&ThreadHandle, ThreadError> {
         self.threads
             .get(id)
-            .ok_or_else(|| ThreadsError::Unknown(id.clone()))
+            .ok_or_else(|| ThreadError::UnknownThread(id.clone()))
     }
 
     /// The thread on screen.
@@ -97,7 +82,7 @@ impl Threads {
         self.on_screen.as_ref()
     }
 
-    async fn leave_current(&mut self) -> Result<(), ThreadsError> {
+    async fn leave_current(&mut self) -> Result<(), ThreadError> {
         if let Some(current) = self.on_screen.take()
             && let Some(handle) = self.threads.get(&current)
         {

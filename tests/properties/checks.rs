@@ -14,7 +14,7 @@ pub(crate) fn events(log: &[Logged]) -> Vec<AgentEvent> {
     log.iter()
         .filter_map(|l| match &l.entry {
             LogEntry::Event(e) => Some(e.clone()),
-            LogEntry::Host(_) => None,
+            LogEntry::Host(_) | LogEntry::Fired { .. } => None,
         })
         .collect()
 }
@@ -59,7 +59,7 @@ pub(crate) fn check_everything(log: &[Logged], at_rest: bool, exactly_once: bool
                     wake_dropped.extend(started.iter().cloned());
                 }
             }
-            LogEntry::Host(_) => {}
+            LogEntry::Host(_) | LogEntry::Fired { .. } => {}
             LogEntry::Event(event) => {
                 if let Some(child) = delivered(event) {
                     delivered_to.insert(child);

@@ -49,6 +49,7 @@ use subagents::simulation::{
     HostAction, LiveSimulation, LogEntry, Logged, Moment, Scenario, Trigger,
 };
 use subagents::supervisor::store::EnvelopeStore;
+use subagents_demo::{Post, Sleep};
 
 const MAX_LIVE: usize = 2;
 
@@ -499,14 +500,26 @@ impl World {
     fn signatures(&self) -> Vec<String> {
         let mut out = Vec::new();
         for live in &self.threads {
-            for fired in live.fired() {
-                // Triggers fire in no fixed order; the action is read off
-                // the host entry.
-                let LogEntry::Host(action) = &live.log()[fired.at].entry else {
+            let log = live.log();
+            for (i, entry) in log.iter().enumerate() {
+                let LogEntry::Fired { child, moment } = &entry.entry else {
                     continue;
                 };
-                let what = format!("{:?}/{}", fired.moment, action_kind(action));
-                out.push(checks::signature(live.log(), fired.at, &fired.child, &what));
+                // Triggers fire in no fixed order; the action is read off
+                // the next host entry.
+                let Some((at, action)) =
+                    log.iter()
+                        .enumerate()
+                        .skip(i)
+                        .find_map(|(at, l)| match &l.entry {
+                            LogEntry::Host(action) => Some((at, action)),
+                            _ => None,
+                        })
+                else {
+                    continue;
+                };
+                let what = format!("{moment:?}/{}", action_kind(action));
+                out.push(checks::signature(log, at, child, &what));
             }
         }
         out

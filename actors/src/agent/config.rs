@@ -77,13 +77,10 @@ impl std::fmt::Debug for AgentBuilder {
     }
 }
 
-/// Agents: start one with [`Agent::builder`].
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Agent;
-
-impl Agent {
-    /// Starts building an agent on `model`.
-    pub fn builder(model: Arc<dyn Model>) -> AgentBuilder {
+impl AgentBuilder {
+    /// Starts building an agent on `model` (its id `parent`, no tools, the
+    /// default limits, no approval policy).
+    pub fn new(model: Arc<dyn Model>) -> AgentBuilder {
         AgentBuilder {
             id: AgentId::new("parent"),
             system_prompt: String::new(),
@@ -215,7 +212,7 @@ mod tests {
     /// Defect 10 of the edge review: an agent's private gate outlived it.
     #[tokio::test(start_paused = true)]
     async fn a_private_gate_stops_with_its_agent() {
-        let config = Agent::builder(ScriptedModel::new(vec![Reply::answer("hi")]).shared())
+        let config = AgentBuilder::new(ScriptedModel::new(vec![Reply::answer("hi")]).shared())
             .config()
             .await
             .unwrap();

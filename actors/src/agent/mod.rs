@@ -27,7 +27,7 @@ mod state;
 mod turn;
 mod turn_state;
 
-pub use config::{Agent, AgentBuilder, ApprovalPolicy};
+pub use config::{AgentBuilder, ApprovalPolicy};
 pub(crate) use config::{AgentConfig, spawn_agent};
 pub use handle::{AgentError, AgentHandle};
 pub(crate) use msg::{AgentMsg, TurnReply, UserTurn};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use ractor::ActorCell;
 use subagents_messages::{AgentId, Limits, RequestOptions};
 
-use crate::agent::{Agent, AgentError, AgentHandle};
+use crate::agent::{AgentBuilder, AgentError, AgentHandle};
 use crate::clock::{Clock, SystemClock};
 use crate::delegation::agent_tool::AgentTool;
 use crate::delegation::delegate_task::DelegateTask;
@@ -89,13 +89,13 @@ pub struct DelegationBuilder {
 /// Which delegation tools the parent's model sees. All three share one
 /// engine (hub, queue, envelopes, events).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FrontEnds {
+struct FrontEnds {
     /// Loopl's `use_agent`: run / status / result / stop, inline or background.
-    pub use_agent: bool,
+    use_agent: bool,
     /// openheim's `delegate_task`: named or inline, synchronous, final answer only.
-    pub delegate_task: bool,
+    delegate_task: bool,
     /// ghyll's `agent`: a task only, synchronous.
-    pub agent: bool,
+    agent: bool,
 }
 
 impl Default for FrontEnds {
@@ -225,9 +225,26 @@ impl DelegationBuilder {
         self
     }
 
-    /// Which delegation tools the parent's model sees (default: `use_agent`).
-    pub fn front_ends(mut self, front_ends: FrontEnds) -> Self {
-        self.front_ends = front_ends;
+    /// Whether the parent's model sees Loopl's `use_agent` tool (run /
+    /// status / result / stop, inline or background). On by default. The
+    /// three delegation tools share one engine (hub, queue, envelopes,
+    /// events).
+    pub fn use_agent_tool(mut self, offered: bool) -> Self {
+        self.front_ends.use_agent = offered;
+        self
+    }
+
+    /// Whether the parent's model sees openheim's `delegate_task` tool
+    /// (named or inline, synchronous, final answer only). Off by default.
+    pub fn delegate_task_tool(mut self, offered: bool) -> Self {
+        self.front_ends.delegate_task = offered;
+        self
+    }
+
+    /// Whether the parent's model sees ghyll's `agent` tool (a task only,
+    /// synchronous). Off by default.
+    pub fn agent_tool(mut self, offered: bool) -> Self {
+        self.front_ends.agent = offered;
         self
     }
 
@@ -346,7 +363,7 @@ impl DelegationBuilder {
         // Set before the parent exists, so before any request: children
         // below max_depth delegate through the same hub.
         let _ = delegation_tools.set(delegating);
-        let agent = Agent::builder(self.model)
+        let agent = AgentBuilder::new(self.model)
             .id(parent)
             .system_prompt(self.system_prompt)
             .tools(tools)

@@ -28,7 +28,7 @@ mod delegate_task;
 mod engine;
 mod use_agent;
 
-pub use builder::{DelegatingAgent, DelegationBuilder, FrontEnds};
+pub use builder::{DelegatingAgent, DelegationBuilder};
 pub use call::UseAgentCall;
 pub use engine::ParentStopPolicy;
 pub(crate) use engine::{AGENT, DELEGATE_TASK, USE_AGENT};

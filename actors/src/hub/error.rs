@@ -3,7 +3,6 @@
 
 use subagents_messages::AgentId;
 
-use crate::registry::UnknownModel;
 use crate::tool::UnknownTool;
 
 /// Why the hub refused a request: no child was made (`request`), or no
@@ -25,8 +24,31 @@ pub enum Refused {
     #[error(transparent)]
     UnknownTool(#[from] UnknownTool),
     /// The model override names nothing registered.
-    #[error(transparent)]
-    UnknownModel(#[from] UnknownModel),
+    #[error(
+        "no model `{model}`{} is registered; the models you may pass are: {available}; or omit `model` to run on your own model",
+        provider.as_deref().map(|p| format!(" from provider `{p}`")).unwrap_or_default()
+    )]
+    UnknownModel {
+        /// The model asked for.
+        model: String,
+        /// The provider asked for, if one was.
+        provider: Option<String>,
+        /// The models registered, as a model reads them (`` `haiku`
+        /// (provider `anthropic`) ``, comma-separated).
+        available: String,
+    },
+    /// The model override names a model several providers serve, and no
+    /// provider.
+    #[error(
+        "the model `{model}` is served by several providers ({}); name the provider",
+        providers.join(", ")
+    )]
+    AmbiguousModel {
+        /// The model asked for.
+        model: String,
+        /// The providers serving it, in registration order.
+        providers: Vec<String>,
+    },
     /// Every child id up to `ChildIds::MAX`
     /// has been handed out.
     #[error(

@@ -28,7 +28,7 @@
 //! // Or from the environment (see below).
 //! let from_env = OpenAiCompatible::from_env()?;
 //!
-//! // Share one as the model of an agent: `Agent::builder(model.shared())`.
+//! // Share one as the model of an agent: `AgentBuilder::new(model.shared())`.
 //! # let _ = (model, ollama, from_env);
 //! # Ok(())
 //! # }

@@ -18,16 +18,6 @@ pub struct ProfileSet {
     profiles: Vec<Profile>,
 }
 
-/// What [`ProfileSet::load`] found: the profiles, and every warning raised
-/// on the way (each also logged with `tracing::warn!`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LoadReport {
-    /// The profiles loaded.
-    pub profiles: ProfileSet,
-    /// Skipped files, unknown keys, unknown tools, unreadable directories.
-    pub warnings: Vec<ProfileWarning>,
-}
-
 impl ProfileSet {
     /// The largest profile file read, in bytes (1 MiB); a larger one is
     /// skipped with a warning.
@@ -49,16 +39,17 @@ impl ProfileSet {
     ///   a profile never gets a tool that does not exist, and its allowlist
     ///   only ever narrows. (If every listed tool is unknown, the profile
     ///   ends with `Some(empty)`, no tools, rather than inheriting all.)
-    pub fn load(dirs: &[PathBuf], known_tools: &[String]) -> LoadReport {
+    ///
+    /// Returns the profiles and every warning raised on the way (skipped
+    /// files, unknown keys, unknown tools, unreadable directories; each
+    /// also logged with `tracing::warn!`).
+    pub fn load(dirs: &[PathBuf], known_tools: &[String]) -> (ProfileSet, Vec<ProfileWarning>) {
         let mut by_name: BTreeMap<String, Profile> = BTreeMap::new();
         let mut warnings = Vec::new();
         for dir in dirs {
             for path in profile_files(dir, &mut warnings) {
                 match load_file(&path) {
-                    Ok(Parsed {
-                        mut profile,
-                        warnings: file_warnings,
-                    }) => {
+                    Ok((mut profile, file_warnings)) => {
                         for w in file_warnings {
                             warn(&mut warnings, w);
                         }
@@ -75,12 +66,10 @@ impl ProfileSet {
                 }
             }
         }
-        LoadReport {
-            profiles: ProfileSet {
-                profiles: by_name.into_values().collect(),
-            },
-            warnings,
-        }
+        let set = ProfileSet {
+            profiles: by_name.into_values().collect(),
+        };
+        (set, warnings)
     }
 
     /// The default profile directories, in load order: the user's

@@ -31,8 +31,7 @@ mod render;
 use std::path::PathBuf;
 
 pub use error::{FrontmatterFormat, ParseError, ParseErrorKind, ProfileError, ProfileWarning};
-pub use load::{LoadReport, ProfileSet};
-pub use parse::Parsed;
+pub use load::ProfileSet;
 
 /// One named sub-agent profile.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,14 +10,9 @@ use super::error::{FrontmatterFormat, ParseError, ParseErrorKind, ProfileError, 
 use super::fields::Frontmatter;
 
 /// A parsed profile and the warnings its file raised (unknown keys, a
-/// `name` that differs from the file name).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Parsed {
-    /// The profile.
-    pub profile: Profile,
-    /// Warnings about the file; the profile is usable regardless.
-    pub warnings: Vec<ProfileWarning>,
-}
+/// `name` that differs from the file name); the profile is usable
+/// regardless of them.
+pub(crate) type Parsed = (Profile, Vec<ProfileWarning>);
 
 impl Profile {
     /// Parses a profile file's text. The profile's name is `path`'s file
@@ -28,13 +23,20 @@ impl Profile {
     /// block (after an optional UTF-8 BOM); the rest, trimmed and with CRLF
     /// made LF, is the system prompt. Without a frontmatter block the whole
     /// text is the prompt and the description is empty.
-    pub fn parse(path: &Path, text: &str) -> Result<Parsed, ProfileError> {
+    ///
+    /// Returns the profile and the warnings its file raised (unknown
+    /// keys, a `name` that differs from the file name); the profile is
+    /// usable regardless of them.
+    pub fn parse(path: &Path, text: &str) -> Result<(Profile, Vec<ProfileWarning>), ProfileError> {
         parse_profile(path, text)
     }
 
     /// Parses a profile file's bytes; see [`Profile::parse`]. Bytes that
     /// are not UTF-8 are an error at the first bad byte.
-    pub fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Parsed, ProfileError> {
+    pub fn parse_bytes(
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<(Profile, Vec<ProfileWarning>), ProfileError> {
         parse_profile_bytes(path, bytes)
     }
 
@@ -153,7 +155,7 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
         max_iterations: fm.max_iterations,
         source: path.to_path_buf(),
     };
-    Ok(Parsed { profile, warnings })
+    Ok((profile, warnings))
 }
 
 fn non_empty(value: Option<String>) -> Option<String> {

@@ -3,7 +3,8 @@
 use ractor::{Actor, ActorCell, ActorRef};
 use subagents_actors::{DelegatingAgent, EventSink, EventStream, GateHandle, HubHandle};
 use subagents_messages::{
-    AgentId, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, SubAgentStatus,
+    AgentId, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope,
+    SubAgentStatus, ThreadId,
 };
 
 use subagents_actors::hub::Refused;
@@ -33,6 +34,12 @@ pub enum ThreadError {
     /// or the agent that asked ended first).
     #[error(transparent)]
     Approval(#[from] ApprovalRefusal),
+    /// [`Threads`](crate::Threads): no open thread has that id.
+    #[error("there is no open thread `{0}`")]
+    UnknownThread(ThreadId),
+    /// [`Threads`](crate::Threads): a thread of that id is already open.
+    #[error("a thread `{0}` is already open")]
+    AlreadyOpen(ThreadId),
 }
 
 /// The host's handle on one thread. Cheap to clone.

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use subagents_actors::demo_tools::Sleep;
 use subagents_actors::scripted::{Reply, ScriptedModel};
 use subagents_actors::{DelegationBuilder, ToolRegistry, UseAgentCall};
+use subagents_demo::Sleep;
 use subagents_messages::{AgentEvent, AgentId, SubAgentStatus};
 
 use crate::thread::ThreadHandle;

@@ -1,12 +1,15 @@
-//! Two small deterministic tools for examples and tests: a calculator and
-//! a page-title fetcher over canned pages (no network).
+//! Four small deterministic tools for the examples and tests of
+//! `subagents`: a calculator, a page-title fetcher over canned pages (no
+//! network), a post that records what it was sent, and a sleep in tokio
+//! time. They are not part of the library: a host brings its own tools
+//! through [`subagents_actors::Tool`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
+use subagents_actors::{Tool, ToolCallContext, ToolError, ToolFuture};
 
 /// Evaluates `+ - * /` and parentheses over decimal numbers.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,7 +49,7 @@ fn format_number(v: f64) -> String {
 }
 
 /// Reads a required string argument from a JSON object.
-pub(crate) fn string_argument(arguments: &str, key: &str) -> Result<String, ToolError> {
+fn string_argument(arguments: &str, key: &str) -> Result<String, ToolError> {
     let value: serde_json::Value = serde_json::from_str(arguments)
         .map_err(|e| ToolError::InvalidArguments(format!("not JSON: {e}")))?;
     value
@@ -57,7 +60,7 @@ pub(crate) fn string_argument(arguments: &str, key: &str) -> Result<String, Tool
 }
 
 /// Evaluates an arithmetic expression.
-pub(crate) fn evaluate(expression: &str) -> Result<f64, String> {
+fn evaluate(expression: &str) -> Result<f64, String> {
     let tokens: Vec<char> = expression.chars().filter(|c| !c.is_whitespace()).collect();
     let mut parser = Parser { tokens, at: 0 };
     let value = parser.sum()?;
