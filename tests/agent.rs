@@ -105,7 +105,7 @@ async fn a_multi_turn_run_with_tool_calls_yields_events_in_order() {
     assert_eq!(seen.len(), 8);
     assert_eq!(result.text, "6×7 is 42 and the page is Example Domain.");
     assert_eq!(result.outcome, Outcome::Completed);
-    assert_eq!((result.turns, result.tool_calls), (2, 2));
+    assert_eq!((result.model_calls, result.tool_calls), (2, 2));
     assert_eq!(result.usage.total(), 280);
     assert_gate_free(&gate).await;
 }
@@ -125,7 +125,7 @@ async fn the_turn_limit_yields_a_partial_result_naming_it() {
     let result = agent.run("loop").await.unwrap();
     let _ = until_result(&mut events).await;
     assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::ModelCalls));
-    assert_eq!(result.turns, 3);
+    assert_eq!(result.model_calls, 3);
     assert!(
         result
             .text
@@ -151,7 +151,7 @@ async fn the_token_budget_yields_a_partial_result_naming_it() {
     .await;
     let result = agent.run("spend").await.unwrap();
     assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
-    assert_eq!(result.turns, 2);
+    assert_eq!(result.model_calls, 2);
     assert!(
         result
             .text

@@ -153,7 +153,7 @@ async fn usage_growing_mid_stream() {
         result.usage.total()
     );
     assert!(result.text.contains("token budget"), "{}", result.text);
-    assert_eq!(result.turns, 1, "the call was cut, no other was made");
+    assert_eq!(result.model_calls, 1, "the call was cut, no other was made");
 }
 
 #[tokio::test(start_paused = true)]

@@ -186,17 +186,26 @@ mod tests {
                 .provider,
             "ollama"
         );
-        let ambiguous = r.resolve(None, Some("qwen")).unwrap_err().to_string();
+        let ambiguous = r.resolve(None, Some("qwen")).unwrap_err();
         assert_eq!(
             ambiguous,
+            Refused::AmbiguousModel {
+                model: "qwen".into(),
+                providers: vec!["local".into(), "ollama".into()],
+            }
+        );
+        assert_eq!(
+            ambiguous.to_string(),
             "the model `qwen` is served by several providers (local, ollama); name the provider"
         );
-        let unknown = r
-            .resolve(Some("openai"), Some("gpt"))
-            .unwrap_err()
-            .to_string();
+        let unknown = r.resolve(Some("openai"), Some("gpt")).unwrap_err();
+        assert!(
+            matches!(&unknown, Refused::UnknownModel { model, provider: Some(p), .. }
+                if model == "gpt" && p == "openai"),
+            "{unknown:?}"
+        );
         assert_eq!(
-            unknown,
+            unknown.to_string(),
             "no model `gpt` from provider `openai` is registered; the models you may pass are: `haiku` (provider `anthropic`), `qwen` (provider `local`), `qwen` (provider `ollama`); or omit `model` to run on your own model"
         );
     }

@@ -229,7 +229,7 @@ impl ScriptedModel {
             Pattern::SystemPrompt(p) => prompt.contains(p.as_str()),
             Pattern::Input(p) => input.contains(p.as_str()),
         });
-        let index = request.assistant_turns();
+        let index = request.assistant_messages();
         match script.and_then(|s| s.replies.get(index)) {
             Some(reply) => Ok((index, reply)),
             None => Err(format!(
@@ -307,9 +307,9 @@ mod tests {
     use futures_util::StreamExt;
     use subagents_messages::ChatMessage;
 
-    fn request(system: &str, assistant_turns: usize) -> ModelRequest {
+    fn request(system: &str, assistant_messages: usize) -> ModelRequest {
         let mut messages = vec![ChatMessage::system(system), ChatMessage::user("hi")];
-        for _ in 0..assistant_turns {
+        for _ in 0..assistant_messages {
             messages.push(ChatMessage::assistant("x", vec![]));
         }
         ModelRequest {

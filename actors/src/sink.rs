@@ -5,7 +5,7 @@
 //! (which drops messages when a subscriber lags): no event is ever dropped
 //! while the host holds the [`EventStream`]. Its memory is bounded by what
 //! the agents can produce between two reads — every agent's output is
-//! itself bounded by its [`Limits`](subagents_messages::Limits) (turns,
+//! itself bounded by its [`Limits`](subagents_messages::Limits) (model calls,
 //! tokens, wall clock) and by the live-children cap — so a host that reads
 //! slowly holds at most that much; a host that stops reading should drop
 //! the stream, after which emits are no-ops.

@@ -903,7 +903,7 @@ async fn an_agent_runs_a_tool_call_round_trip_through_the_adapter() {
     let result = agent.run("What is 6*7?").await.unwrap();
     assert_eq!(result.outcome, Outcome::Completed, "{}", result.text);
     assert_eq!(result.text, "It is 42.");
-    assert_eq!((result.turns, result.tool_calls), (2, 1));
+    assert_eq!((result.model_calls, result.tool_calls), (2, 1));
     assert_eq!(result.usage.total(), 135);
 
     let seen = server.seen();

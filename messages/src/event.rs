@@ -194,7 +194,7 @@ pub struct AgentResult {
     /// How the turn ended.
     pub outcome: Outcome,
     /// Model calls made.
-    pub turns: u32,
+    pub model_calls: u32,
     /// Tool calls made.
     pub tool_calls: u32,
     /// Tokens used.

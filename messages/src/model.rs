@@ -196,8 +196,9 @@ impl ModelRequest {
             .map(|m| m.content.as_str())
     }
 
-    /// How many times the model has already answered in this conversation.
-    pub fn assistant_turns(&self) -> usize {
+    /// How many assistant messages the conversation holds: how many times
+    /// the model has already answered in it.
+    pub fn assistant_messages(&self) -> usize {
         self.messages
             .iter()
             .filter(|m| m.role == Role::Assistant)

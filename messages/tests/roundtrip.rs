@@ -47,7 +47,7 @@ fn result() -> AgentResult {
     AgentResult {
         text: "It is 4. ✓".into(),
         outcome: Outcome::LimitReached(LimitKind::WallClock),
-        turns: 3,
+        model_calls: 3,
         tool_calls: 2,
         usage: usage(),
         elapsed: Duration::from_millis(1500),

@@ -36,7 +36,7 @@ impl Model for Jitter {
                 .find(|m| m.role == Role::User)
                 .map(|m| m.content.as_str()),
         );
-        hash.write(&(request.assistant_turns() as u64).to_le_bytes());
+        hash.write(&(request.assistant_messages() as u64).to_le_bytes());
         let nanos = hash.0 % (self.max.as_nanos().max(1) as u64);
         let delay = Duration::from_nanos(nanos);
         let inner = self.inner.stream(request);

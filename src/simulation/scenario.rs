@@ -48,11 +48,11 @@ impl Scenario {
     /// deterministic.
     pub const EPOCH_MS: u64 = SIMULATION_EPOCH_MS;
 
-    /// A scenario whose parent answers with `parent_turns`, in order.
-    pub fn new(parent_turns: Vec<Reply>) -> Self {
+    /// A scenario whose parent answers with `parent_replies`, in order.
+    pub fn new(parent_replies: Vec<Reply>) -> Self {
         Self {
             parent_prompt: "You are the parent.".into(),
-            model: ScriptedModel::new(parent_turns),
+            model: ScriptedModel::new(parent_replies),
             custom_model: None,
             tools: ToolRegistry::new(),
             configure: None,
@@ -78,15 +78,17 @@ impl Scenario {
         self
     }
 
-    /// Turns for children whose system prompt contains `pattern`.
-    pub fn child_script(mut self, pattern: impl Into<String>, turns: Vec<Reply>) -> Self {
-        self.model = self.model.with_script(pattern, turns);
+    /// The replies, one per model call, of children whose system prompt
+    /// contains `pattern`.
+    pub fn child_script(mut self, pattern: impl Into<String>, replies: Vec<Reply>) -> Self {
+        self.model = self.model.with_script(pattern, replies);
         self
     }
 
-    /// Turns for children whose task contains `pattern`.
-    pub fn child_input_script(mut self, pattern: impl Into<String>, turns: Vec<Reply>) -> Self {
-        self.model = self.model.with_input_script(pattern, turns);
+    /// The replies, one per model call, of children whose task contains
+    /// `pattern`.
+    pub fn child_input_script(mut self, pattern: impl Into<String>, replies: Vec<Reply>) -> Self {
+        self.model = self.model.with_input_script(pattern, replies);
         self
     }
 

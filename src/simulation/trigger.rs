@@ -150,7 +150,7 @@ mod tests {
         AgentEvent::Result(AgentResult {
             text: String::new(),
             outcome: Outcome::Completed,
-            turns: 0,
+            model_calls: 0,
             tool_calls: 0,
             usage: Default::default(),
             elapsed: Default::default(),

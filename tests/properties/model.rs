@@ -157,7 +157,7 @@ fn child_turn(request: &ModelRequest) -> ModelStream {
         .map(|m| m.content.clone())
         .unwrap_or_default();
     let plan: ChildPlan = serde_json::from_str(&input).unwrap();
-    let mut done = request.assistant_turns();
+    let mut done = request.assistant_messages();
     if plan.nested {
         if done == 0 {
             let grand = ChildPlan {

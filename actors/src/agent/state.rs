@@ -188,7 +188,7 @@ impl AgentState {
             let result = AgentResult {
                 text: text.clone(),
                 outcome: Outcome::Stopped,
-                turns: 0,
+                model_calls: 0,
                 tool_calls: 0,
                 usage: Default::default(),
                 elapsed: std::time::Duration::ZERO,
@@ -211,7 +211,7 @@ impl AgentState {
         let progress = turn_state::lock(&running.shared).progress.clone();
         let text = format!(
             "Stopped before finishing, after {} model call(s) and {} tool call(s).",
-            progress.turns, progress.tool_calls
+            progress.model_calls, progress.tool_calls
         );
         let result = turn_state::result(text, Outcome::Stopped, &progress, running.started);
         let cut = turn_state::cut_sentence(&result.outcome, &self.config.limits);

@@ -61,7 +61,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     let limits = config.limits;
     loop {
         let (progress, history) = ctx.with(|t| (t.progress.clone(), t.history.clone()));
-        if progress.turns >= limits.max_model_calls {
+        if progress.model_calls >= limits.max_model_calls {
             let text = partial_result(LimitKind::ModelCalls, &limits, &progress);
             return (text, Outcome::LimitReached(LimitKind::ModelCalls));
         }
@@ -77,7 +77,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 // Cut mid-stream: the call counts, what it wrote so far is
                 // the last thing written, and no tool it asked for runs.
                 let progress = ctx.with(|t| {
-                    t.progress.turns += 1;
+                    t.progress.model_calls += 1;
                     if !text.trim().is_empty() {
                         t.progress.last_text = text;
                     }
@@ -88,7 +88,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             }
         };
         ctx.with(|t| {
-            t.progress.turns += 1;
+            t.progress.model_calls += 1;
             if !text.trim().is_empty() {
                 t.progress.last_text = text.clone();
             }
@@ -398,7 +398,7 @@ pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progr
     };
     format!(
         "Partial result: stopped by the {limit} ({detail}) after {} model call(s) and {} tool call(s){tools}; {last}",
-        progress.turns, progress.tool_calls
+        progress.model_calls, progress.tool_calls
     )
 }
 
@@ -411,7 +411,7 @@ mod tests {
     #[test]
     fn partial_result_names_the_limit_and_the_work_done() {
         let progress = Progress {
-            turns: 3,
+            model_calls: 3,
             tool_calls: 2,
             usage: Usage {
                 prompt_tokens: 10,

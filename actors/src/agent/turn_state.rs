@@ -24,7 +24,7 @@ use crate::tool::{ToolError, ToolOutcome, error_output};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Progress {
     /// Model calls finished.
-    pub(crate) turns: u32,
+    pub(crate) model_calls: u32,
     /// Tool calls finished.
     pub(crate) tool_calls: u32,
     /// Tokens used.
@@ -142,7 +142,7 @@ pub(crate) fn result(
     AgentResult {
         text,
         outcome,
-        turns: progress.turns,
+        model_calls: progress.model_calls,
         tool_calls: progress.tool_calls,
         usage: progress.usage,
         elapsed: started.elapsed(),
