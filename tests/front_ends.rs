@@ -28,6 +28,7 @@ fn profile(name: &str, prompt: &str) -> Profile {
         tools: None,
         max_iterations: None,
         source: PathBuf::from(format!("{name}.md")),
+        ..Default::default()
     }
 }
 

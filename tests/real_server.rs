@@ -12,6 +12,11 @@
 //! check the protocol, not the words: streams end, tool calls are forced
 //! with `tool_choice` and come back whole, a history with tool calls is
 //! accepted, and a delegating turn closes everything it opens.
+//!
+//! The tests take turns on the server (`SERVER`): llama-cpp-python
+//! interrupts a running completion when a new request arrives (its
+//! `interrupt_requests` setting, on by default), which ends the earlier
+//! stream with a finish and no output.
 
 #![cfg(feature = "openai")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -29,6 +34,11 @@ use subagents::messages::{
 };
 use subagents::prelude::*;
 use subagents_demo::Calculator;
+
+/// Held for the whole of each test: one request on the server at a time
+/// (a tokio lock: each test has a runtime of its own, and a failed test
+/// does not poison it).
+static SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn server() -> Arc<dyn Model> {
     OpenAiCompatible::builder(
@@ -61,6 +71,7 @@ async fn chunks(request: ModelRequest) -> Vec<ModelChunk> {
 #[tokio::test]
 #[ignore = "needs a real server: scripts/real-server/llama-cpp-python.sh"]
 async fn text_streams_and_ends_with_usage_or_an_estimate() {
+    let _turn = SERVER.lock().await;
     let out = chunks(ModelRequest {
         messages: vec![ChatMessage::user("Say hello.")],
         options: RequestOptions {
@@ -81,6 +92,7 @@ async fn text_streams_and_ends_with_usage_or_an_estimate() {
 #[tokio::test]
 #[ignore = "needs a real server: scripts/real-server/llama-cpp-python.sh"]
 async fn a_named_tool_choice_yields_one_whole_call() {
+    let _turn = SERVER.lock().await;
     let out = chunks(ModelRequest {
         messages: vec![ChatMessage::user("Weather in Paris?")],
         tools: vec![weather()],
@@ -108,6 +120,7 @@ async fn a_named_tool_choice_yields_one_whole_call() {
 #[tokio::test]
 #[ignore = "needs a real server: scripts/real-server/llama-cpp-python.sh"]
 async fn a_history_with_tool_calls_is_accepted() {
+    let _turn = SERVER.lock().await;
     let call = ToolCall {
         id: ToolUseId::new("call_1"),
         name: "get_weather".into(),
@@ -137,6 +150,7 @@ async fn a_history_with_tool_calls_is_accepted() {
 #[tokio::test]
 #[ignore = "needs a real server: scripts/real-server/llama-cpp-python.sh"]
 async fn a_delegating_turn_runs_a_child_on_the_real_server() {
+    let _turn = SERVER.lock().await;
     let mut models = ModelRegistry::new();
     models.register("local", "tiny", server(), 1).await.unwrap();
     let parent = ScriptedModel::new(vec![

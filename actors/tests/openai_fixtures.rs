@@ -186,3 +186,20 @@ async fn an_empty_stream_is_an_empty_answer_not_unreachable() {
         })]
     );
 }
+
+/// A completion interrupted by a newer request (llama-cpp-python's
+/// `interrupt_requests`, on by default): a role delta, then `[DONE]` — no
+/// text, no call, no finish. Recorded from two overlapping requests. It is
+/// an empty answer, not an empty completed one (which the agent would
+/// have returned as a finished, blank result).
+#[tokio::test]
+async fn an_interrupted_completion_is_an_empty_answer_not_a_blank_result() {
+    let base = serve_once("200 OK", SSE, fixture("llama-cpp-python-interrupted.sse")).await;
+    let out = call(base.clone()).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::EmptyAnswer {
+            url: format!("{base}/chat/completions")
+        })]
+    );
+}

@@ -40,6 +40,7 @@ fn base() -> Profile {
         tools: None,
         max_iterations: None,
         source: PathBuf::from(PATH),
+        ..Default::default()
     }
 }
 
@@ -481,8 +482,8 @@ fn wrong_type_error_says_what_is_wrong() {
 #[test]
 fn unknown_keys_warn_and_do_not_fail() {
     for text in [
-        "+++\ndescription = \"d\"\ncolor = \"red\"\n[extra]\nx = 1\n+++\nbody",
-        "---\ndescription: d\ncolor: red\nextra:\n  x: [1, 2]\n---\nbody",
+        "+++\ndescription = \"d\"\nbadge = \"red\"\n[extra]\nx = 1\n+++\nbody",
+        "---\ndescription: d\nbadge: red\nextra:\n  x: [1, 2]\n---\nbody",
     ] {
         let (profile, warnings) = parse(text).unwrap();
         assert_eq!(profile.description, "d");
@@ -497,23 +498,33 @@ fn unknown_keys_warn_and_do_not_fail() {
                 other => panic!("{other}"),
             })
             .collect();
-        assert_eq!(keys, ["color", "extra"], "{text}");
+        assert_eq!(keys, ["badge", "extra"], "{text}");
     }
 }
 
 #[test]
-fn a_differing_frontmatter_name_warns_and_the_file_name_wins() {
+fn the_frontmatter_name_is_the_identity_and_the_file_name_stands_in() {
+    // Claude Code: `name` is the agent's identity, whatever the file is
+    // called.
     let (profile, warnings) = parse("---\nname: other\n---\nbody").unwrap();
-    assert_eq!(profile.name, "agent");
+    assert_eq!(profile.name, "other");
+    assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(
-        warnings,
-        [ProfileWarning::NameMismatch {
-            path: PATH.into(),
-            profile: "agent".into(),
-            declared: "other".into(),
-        }]
+        parse("---\nname: \"  \"\n---\nbody").unwrap().0.name,
+        "agent"
     );
-    assert!(parse("---\nname: agent\n---\nbody").unwrap().1.is_empty());
+    assert_eq!(
+        parse("+++\nname = \"toml-name\"\n+++\nbody")
+            .unwrap()
+            .0
+            .name,
+        "toml-name"
+    );
+    let e = parse("---\nname: code reviewer\n---\nbody").unwrap_err();
+    assert!(
+        matches!(e, ProfileError::InvalidName { ref name, .. } if name == "code reviewer"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -712,14 +723,14 @@ fn unknown_tools_are_left_out_with_a_warning() {
 fn unknown_keys_are_reported_by_load() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("agents");
-    write(&dir, "a.md", "---\ncolor: blue\n---\nbody");
+    write(&dir, "a.md", "---\nicon: star\n---\nbody");
     let (profiles, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
     assert_eq!(profiles.len(), 1);
     assert_eq!(
         warnings,
         [ProfileWarning::UnknownKey {
             path: dir.join("a.md"),
-            key: "color".into(),
+            key: "icon".into(),
         }]
     );
 }

@@ -66,7 +66,7 @@ impl Tool for AgentTool {
                 system_prompt: Some(AGENT_PROMPT.to_owned()),
                 ..ChildSpec::default()
             };
-            let request = delegator.request(&call, spec, task, false)?;
+            let request = delegator.request(&call, spec, task, Some(false))?;
             delegator.run_to_end(&call, request).await
         })
     }

@@ -71,7 +71,7 @@ impl Tool for DelegateTask {
             let task = args.task.ok_or_else(|| {
                 refuse("`task` is required: the complete brief for the sub-agent")
             })?;
-            let request = delegator.request(&call, args.spec, task, false)?;
+            let request = delegator.request(&call, args.spec, task, Some(false))?;
             delegator.run_to_end(&call, request).await
         })
     }

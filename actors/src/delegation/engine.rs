@@ -109,19 +109,19 @@ impl Delegator {
 
     /// Builds the request: exactly one of `agent` or `system_prompt`; a
     /// profile's fields, then the call's overrides; tools checked against
-    /// the caller's own. Every refusal is a sentence.
+    /// the caller's own, less the profile's deny list. `background`:
+    /// `None` takes the profile's (inline for an inline definition).
+    /// Every refusal is a sentence.
     pub(crate) fn request(
         &self,
         call: &ToolCallContext,
         spec: ChildSpec,
         input: String,
-        background: bool,
+        background: Option<bool>,
     ) -> Result<ChildRequest, ToolError> {
         let agent = spec.agent.filter(|a| !a.trim().is_empty());
         let inline = spec.system_prompt.filter(|p| !p.trim().is_empty());
-        let (name, system_prompt, mut tools, mut model, mut provider, mut max_iterations) = match (
-            agent, inline,
-        ) {
+        let (profile, system_prompt) = match (agent, inline) {
             (Some(_), Some(_)) => {
                 return Err(refuse(
                     "give either `agent` (a named sub-agent) or `system_prompt` (an inline one), not both",
@@ -140,19 +140,24 @@ impl Delegator {
                         self.names_hint()
                     ))
                 })?;
-                (
-                    Some(profile.name.clone()),
-                    profile.system_prompt.clone(),
-                    profile.tools.clone(),
-                    profile.model.clone(),
-                    profile.provider.clone(),
-                    profile.max_iterations,
-                )
+                (Some(profile), profile.system_prompt.clone())
             }
-            (None, Some(prompt)) => (None, prompt, None, None, None, None),
+            (None, Some(prompt)) => (None, prompt),
         };
-        if spec.tools.is_some() {
-            tools = spec.tools;
+        let name = profile.map(|p| p.name.clone());
+        let mut tools = profile.and_then(|p| p.tools.clone());
+        let mut model = profile.and_then(|p| p.model.clone());
+        let mut provider = profile.and_then(|p| p.provider.clone());
+        let mut max_iterations = profile.and_then(|p| p.max_iterations);
+        let denied: &[String] = profile.map_or(&[], |p| &p.disallowed_tools);
+        if let Some(asked) = spec.tools {
+            if let Some(tool) = asked.iter().find(|t| denied.contains(t)) {
+                return Err(refuse(format!(
+                    "the sub-agent `{}` may not have the tool `{tool}` (its profile denies it); leave it out",
+                    name.as_deref().unwrap_or_default()
+                )));
+            }
+            tools = Some(asked);
         }
         if spec.model.is_some() {
             model = spec.model;
@@ -161,7 +166,20 @@ impl Delegator {
         if spec.max_iterations.is_some() {
             max_iterations = spec.max_iterations;
         }
+        if !denied.is_empty() {
+            // A deny list only narrows: whatever the child would get (its
+            // list, or every tool of the caller's), less the denied ones.
+            let base = tools.unwrap_or_else(|| {
+                call.available_tools
+                    .iter()
+                    .filter(|t| !DELEGATION_TOOLS.contains(&t.as_str()))
+                    .cloned()
+                    .collect()
+            });
+            tools = Some(base.into_iter().filter(|t| !denied.contains(t)).collect());
+        }
         let tools = self.check_tools(call, tools)?;
+        let background = background.unwrap_or_else(|| profile.is_some_and(|p| p.background));
         if input.trim().is_empty() {
             return Err(refuse(
                 "the task is empty: write the complete task for the sub-agent, which cannot see this conversation",

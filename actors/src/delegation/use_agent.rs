@@ -116,8 +116,11 @@ impl UseAgent {
             .input
             .filter(|i| !i.trim().is_empty())
             .ok_or_else(|| refuse("`input` is required for action run: the complete task for the sub-agent, which cannot see this conversation"))?;
-        let background = !args.wait.unwrap_or(true);
-        let request = self.delegator.request(call, args.spec, input, background)?;
+        // No `wait`: the profile's `background` decides (inline by default).
+        let request =
+            self.delegator
+                .request(call, args.spec, input, args.wait.map(|wait| !wait))?;
+        let background = request.background;
         let id = self.delegator.start(request).await?;
         // Cut before it returns, the call still says which child runs.
         call.on_cut(pending_json(&id));

@@ -101,6 +101,11 @@ impl Call {
                                 Ok(Step::Done(chunks)) => {
                                     self.out.extend(chunks.into_iter().map(Ok));
                                 }
+                                Ok(Step::Empty) => {
+                                    self.out.push_back(Err(ModelError::EmptyAnswer {
+                                        url: self.settings.url.clone(),
+                                    }))
+                                }
                                 Err(e) => self.out.push_back(Err(e)),
                             }
                         }

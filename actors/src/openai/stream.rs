@@ -21,6 +21,10 @@ pub(crate) enum Step {
     Continue(Vec<ModelChunk>),
     /// Yield these chunks and end the stream (`[DONE]`).
     Done(Vec<ModelChunk>),
+    /// `[DONE]` before any output or finish: the server was reached and
+    /// failed (llama-cpp-python ends an interrupted completion this way:
+    /// a role delta, then `[DONE]`).
+    Empty,
 }
 
 /// A tool call being assembled from fragments.
@@ -37,8 +41,6 @@ pub(crate) struct Assembler {
     calls: BTreeMap<u32, PartialCall>,
     last_index: Option<u32>,
     finished: bool,
-    /// Some event carried a choice (text, a call or a finish).
-    received: bool,
     usage: Option<Usage>,
     /// Characters of the request, and of the answer so far: the usage
     /// estimate for a server that reports none.
@@ -71,6 +73,9 @@ impl Assembler {
             ));
         }
         if data == "[DONE]" {
+            if self.said_nothing() {
+                return Ok(Step::Empty);
+            }
             return self.finish().map(Step::Done);
         }
         if data.is_empty() {
@@ -96,7 +101,6 @@ impl Assembler {
             if choice.index.unwrap_or(0) != 0 {
                 continue;
             }
-            self.received = true;
             if let Some(delta) = choice.delta {
                 for text in [delta.content, delta.refusal].into_iter().flatten() {
                     if !text.is_empty() {
@@ -128,7 +132,7 @@ impl Assembler {
     pub(crate) fn on_end(&mut self, url: &str) -> Result<Vec<ModelChunk>, ModelError> {
         if self.finished {
             self.finish()
-        } else if !self.received {
+        } else if self.said_nothing() {
             Err(ModelError::EmptyAnswer {
                 url: url.to_owned(),
             })
@@ -137,6 +141,11 @@ impl Assembler {
                 "the stream from `{url}` closed before the model finished its answer"
             )))
         }
+    }
+
+    /// No text, no tool call and no finish so far.
+    fn said_nothing(&self) -> bool {
+        !self.finished && self.answer_chars == 0 && self.calls.is_empty()
     }
 
     /// Everything still held: assembled tool calls, then usage.
@@ -255,6 +264,9 @@ mod tests {
                 Ok(Step::Done(chunks)) => {
                     out.extend(chunks);
                     return (out, Ok(true));
+                }
+                Ok(Step::Empty) => {
+                    return (out, Err(ModelError::EmptyAnswer { url: "u".into() }));
                 }
                 Err(e) => return (out, Err(e)),
             }

@@ -143,18 +143,30 @@ pub enum ProfileWarning {
         /// The unknown tool name.
         tool: String,
     },
-    /// The frontmatter's `name` differs from the file name; the file name wins.
-    #[error(
-        "{}: frontmatter name `{declared}` differs from the file name; the profile is named `{profile}`",
-        path.display()
-    )]
-    NameMismatch {
+    /// A known key whose behaviour this runtime does not apply (Claude
+    /// Code's `hooks`, `mcpServers`, `isolation`, `permissionMode`, …).
+    /// Kept on the profile where it has a field; the profile loads.
+    #[error("{}: `{key}` is not applied by this runtime (the profile loads without it)", path.display())]
+    NotApplied {
         /// The file.
         path: PathBuf,
-        /// The profile's name (from the file name).
-        profile: String,
-        /// The `name` the frontmatter declares.
-        declared: String,
+        /// The key, as written.
+        key: String,
+    },
+    /// Two files of one directory give the same profile name; the first
+    /// (by file name) is kept.
+    #[error(
+        "{}: the profile name `{name}` is taken by {}; this file is skipped",
+        skipped.display(),
+        kept.display()
+    )]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// The file kept.
+        kept: PathBuf,
+        /// The file skipped.
+        skipped: PathBuf,
     },
     /// A profile directory exists but could not be listed.
     #[error("{}: cannot read profile directory: {message}", path.display())]
@@ -173,7 +185,8 @@ impl ProfileWarning {
             Self::Skipped(e) => e.path(),
             Self::UnknownKey { path, .. }
             | Self::UnknownTool { path, .. }
-            | Self::NameMismatch { path, .. }
+            | Self::NotApplied { path, .. }
+            | Self::DuplicateName { skipped: path, .. }
             | Self::UnreadableDir { path, .. } => path,
         }
     }

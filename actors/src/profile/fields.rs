@@ -19,9 +19,43 @@ pub(super) struct Frontmatter {
     pub(super) provider: Option<String>,
     pub(super) tools: Option<Vec<String>>,
     pub(super) max_iterations: Option<u32>,
+    /// Claude Code's deny list (`disallowedTools`).
+    pub(super) disallowed_tools: Option<Vec<String>>,
+    /// Claude Code's `disabled`.
+    pub(super) disabled: Option<bool>,
+    /// Claude Code's `background`.
+    pub(super) background: Option<bool>,
+    /// Kept for the host, not applied here.
+    pub(super) color: Option<String>,
+    pub(super) effort: Option<String>,
+    pub(super) permission_mode: Option<String>,
+    pub(super) memory: Option<String>,
+    pub(super) initial_prompt: Option<String>,
+    pub(super) skills: Option<Vec<String>>,
+    /// Known keys whose behaviour is not applied, in the order written
+    /// (each becomes one warning).
+    pub(super) not_applied: Vec<String>,
     /// Keys not understood, in the order written.
     pub(super) unknown: Vec<String>,
 }
+
+/// Keys that change behaviour in the tool that wrote them and that this
+/// runtime does not apply: each gets one `NotApplied` warning. Their
+/// values are read as anything (and dropped) unless the profile keeps
+/// them as a field.
+pub(super) const NOT_APPLIED: &[&str] = &[
+    "effort",
+    "permissionMode",
+    "permission_mode",
+    "memory",
+    "initialPrompt",
+    "initial_prompt",
+    "skills",
+    "hooks",
+    "mcpServers",
+    "mcp_servers",
+    "isolation",
+];
 
 impl Frontmatter {
     /// Deserializes a frontmatter table. While a key's value is being
@@ -97,12 +131,29 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "max_iterations" | "maxTurns" => {
                     fm.max_iterations = map.next_value::<Option<Iterations>>()?.map(|i| i.0);
                 }
+                "disallowedTools" | "disallowed_tools" => {
+                    fm.disallowed_tools = map.next_value::<Option<ToolList>>()?.map(|t| t.0);
+                }
+                "disabled" => fm.disabled = map.next_value()?,
+                "background" => fm.background = map.next_value()?,
+                "color" => fm.color = map.next_value()?,
+                "effort" => fm.effort = map.next_value()?,
+                "permissionMode" | "permission_mode" => fm.permission_mode = map.next_value()?,
+                "memory" => fm.memory = map.next_value()?,
+                "initialPrompt" | "initial_prompt" => fm.initial_prompt = map.next_value()?,
+                "skills" => fm.skills = map.next_value::<Option<ToolList>>()?.map(|t| t.0),
+                _ if NOT_APPLIED.contains(&key.as_str()) => {
+                    map.next_value::<IgnoredAny>()?;
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
-                    fm.unknown.push(key);
+                    fm.unknown.push(key.clone());
                 }
             }
             self.current_key.set(None);
+            if NOT_APPLIED.contains(&key.as_str()) {
+                fm.not_applied.push(key);
+            }
         }
         Ok(fm)
     }

@@ -39,6 +39,11 @@ impl ProfileSet {
     ///   a profile never gets a tool that does not exist, and its allowlist
     ///   only ever narrows. (If every listed tool is unknown, the profile
     ///   ends with `Some(empty)`, no tools, rather than inheriting all.)
+    /// - A profile's name is its frontmatter `name`, else its file name.
+    ///   Two files of one directory with one name: the first by file name
+    ///   is kept, the other skipped with [`ProfileWarning::DuplicateName`].
+    /// - `disabled: true` leaves the profile out, and takes its name out
+    ///   of the set (an earlier directory's profile of that name too).
     ///
     /// Returns the profiles and every warning raised on the way (skipped
     /// files, unknown keys, unknown tools, unreadable directories; each
@@ -47,11 +52,32 @@ impl ProfileSet {
         let mut by_name: BTreeMap<String, Profile> = BTreeMap::new();
         let mut warnings = Vec::new();
         for dir in dirs {
+            // The names this directory gave, and by which file.
+            let mut in_dir: BTreeMap<String, PathBuf> = BTreeMap::new();
             for path in profile_files(dir, &mut warnings) {
                 match load_file(&path) {
                     Ok((mut profile, file_warnings)) => {
                         for w in file_warnings {
                             warn(&mut warnings, w);
+                        }
+                        if let Some(kept) = in_dir.get(&profile.name) {
+                            warn(
+                                &mut warnings,
+                                ProfileWarning::DuplicateName {
+                                    name: profile.name.clone(),
+                                    kept: kept.clone(),
+                                    skipped: path.clone(),
+                                },
+                            );
+                            continue;
+                        }
+                        in_dir.insert(profile.name.clone(), path.clone());
+                        if profile.disabled {
+                            // `disabled: true` takes the name out, an
+                            // earlier directory's profile of that name too.
+                            tracing::debug!(profile = %profile.name, file = %path.display(), "profile disabled");
+                            by_name.remove(&profile.name);
+                            continue;
                         }
                         restrict_tools(&mut profile, known_tools, &mut warnings);
                         if let Some(old) = by_name.insert(profile.name.clone(), profile) {

@@ -2,8 +2,9 @@
 //! system prompt, description, and optional model, provider, tool allowlist
 //! and iteration cap.
 //!
-//! A profile is a `.md` file; its file name without `.md` is the profile's
-//! name (case-sensitive, no whitespace). The file may open with a
+//! A profile is a `.md` file; its name is the frontmatter's `name` (Claude
+//! Code's identity), else the file name without `.md` (case-sensitive, no
+//! whitespace either way). The file may open with a
 //! frontmatter block in either of two formats, both loaded unmodified:
 //!
 //! ```text
@@ -34,7 +35,7 @@ pub use error::{FrontmatterFormat, ParseError, ParseErrorKind, ProfileError, Pro
 pub use load::ProfileSet;
 
 /// One named sub-agent profile.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Profile {
     /// The name: the file name without `.md`.
     pub name: String,
@@ -53,6 +54,32 @@ pub struct Profile {
     /// A cap on the sub-agent's loop iterations (at least 1); `None`
     /// inherits the parent's.
     pub max_iterations: Option<u32>,
+    /// Tools the sub-agent may never have (Claude Code's
+    /// `disallowedTools`): taken out of whatever it would otherwise get —
+    /// its `tools`, a call's own list, or every tool the parent has. A
+    /// deny list only ever narrows.
+    pub disallowed_tools: Vec<String>,
+    /// `disabled: true`: [`ProfileSet::load`] leaves the profile out.
+    pub disabled: bool,
+    /// `background: true`: a `use_agent run` of this profile that does not
+    /// say `wait` runs in the background.
+    pub background: bool,
+    /// Kept for the host, not applied by this runtime: Claude Code's
+    /// `color` (a UI colour).
+    pub color: Option<String>,
+    /// Kept for the host, not applied (warned): Claude Code's `effort`.
+    pub effort: Option<String>,
+    /// Kept for the host, not applied (warned): Claude Code's
+    /// `permissionMode`. Approvals here are the host's
+    /// [`ApprovalPolicy`](crate::ApprovalPolicy).
+    pub permission_mode: Option<String>,
+    /// Kept for the host, not applied (warned): Claude Code's `memory`.
+    pub memory: Option<String>,
+    /// Kept for the host, not applied (warned): Claude Code's
+    /// `initialPrompt`.
+    pub initial_prompt: Option<String>,
+    /// Kept for the host, not applied (warned): Claude Code's `skills`.
+    pub skills: Vec<String>,
     /// The file the profile was read from.
     pub source: PathBuf,
 }

@@ -67,14 +67,24 @@ pub(crate) fn profile_name(path: &Path) -> Result<String, ProfileError> {
             "it is not UTF-8",
         ));
     };
+    check_name(path, name.to_owned())
+}
+
+/// Checks a profile name (from a file name or a frontmatter `name`).
+fn check_name(path: &Path, name: String) -> Result<String, ProfileError> {
+    let invalid = |name: String, reason| ProfileError::InvalidName {
+        path: path.to_path_buf(),
+        name,
+        reason,
+    };
     if name.is_empty() {
         Err(invalid(String::new(), "it is empty"))
     } else if name.chars().any(char::is_whitespace) {
-        Err(invalid(name.to_owned(), "it contains whitespace"))
+        Err(invalid(name, "it contains whitespace"))
     } else if name.chars().any(char::is_control) {
-        Err(invalid(name.to_owned(), "it contains a control character"))
+        Err(invalid(name, "it contains a control character"))
     } else {
-        Ok(name.to_owned())
+        Ok(name)
     }
 }
 
@@ -130,16 +140,20 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
             key,
         })
         .collect();
-    if let Some(declared) = fm.name.map(|n| n.trim().to_owned())
-        && !declared.is_empty()
-        && declared != name
-    {
-        warnings.push(ProfileWarning::NameMismatch {
-            path: path.to_path_buf(),
-            profile: name.clone(),
-            declared,
-        });
-    }
+    warnings.extend(
+        fm.not_applied
+            .into_iter()
+            .map(|key| ProfileWarning::NotApplied {
+                path: path.to_path_buf(),
+                key,
+            }),
+    );
+    // Claude Code's identity is the frontmatter `name`; the file name
+    // stands in when there is none.
+    let name = match fm.name.map(|n| n.trim().to_owned()) {
+        Some(declared) if !declared.is_empty() => check_name(path, declared)?,
+        _ => name,
+    };
 
     let profile = Profile {
         name,
@@ -153,6 +167,15 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
         provider: non_empty(fm.provider),
         tools: fm.tools,
         max_iterations: fm.max_iterations,
+        disallowed_tools: fm.disallowed_tools.unwrap_or_default(),
+        disabled: fm.disabled.unwrap_or(false),
+        background: fm.background.unwrap_or(false),
+        color: non_empty(fm.color),
+        effort: non_empty(fm.effort),
+        permission_mode: non_empty(fm.permission_mode),
+        memory: non_empty(fm.memory),
+        initial_prompt: non_empty(fm.initial_prompt),
+        skills: fm.skills.unwrap_or_default(),
         source: path.to_path_buf(),
     };
     Ok((profile, warnings))

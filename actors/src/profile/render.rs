@@ -57,6 +57,7 @@ mod tests {
             tools: None,
             max_iterations: None,
             source: PathBuf::from(format!("{name}.md")),
+            ..Default::default()
         }
     }
 

@@ -1,0 +1,180 @@
+//! Claude Code agent files (`.claude/agents/*.md`) load with their meaning:
+//! every key Claude Code documents is either applied, kept on the profile
+//! for the host, or warned as not applied — none is an "unknown key".
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use subagents_actors::profile::{Profile, ProfileSet, ProfileWarning};
+
+/// A file using every key Claude Code documents, with CRLF line ends and
+/// a BOM, as editors on Windows write them.
+fn every_key() -> String {
+    let lines = [
+        "---",
+        "name: security-reviewer",
+        "description: Reviews diffs for security issues. Use after every change.",
+        "tools: Read, Grep, calculator",
+        "disallowedTools: Bash, Write",
+        "model: inherit",
+        "maxTurns: 12",
+        "background: true",
+        "color: red",
+        "effort: high",
+        "permissionMode: plan",
+        "memory: project",
+        "initialPrompt: Review the last commit.",
+        "skills:",
+        "  - diff-reading",
+        "  - threat-models",
+        "hooks:",
+        "  PreToolUse:",
+        "    - matcher: Bash",
+        "mcpServers:",
+        "  github: {command: gh-mcp}",
+        "isolation: worktree",
+        "---",
+        "You are a security reviewer.",
+    ];
+    format!("\u{feff}{}\r\n", lines.join("\r\n"))
+}
+
+#[test]
+fn every_claude_code_key_is_applied_kept_or_warned_never_unknown() {
+    let (profile, warnings) =
+        Profile::parse(Path::new("/p/.claude/agents/sec.md"), &every_key()).unwrap();
+    assert_eq!(
+        profile.name, "security-reviewer",
+        "the frontmatter name wins"
+    );
+    assert_eq!(profile.system_prompt, "You are a security reviewer.");
+    assert_eq!(profile.model, None, "inherit is the parent's model");
+    assert_eq!(profile.max_iterations, Some(12));
+    assert_eq!(
+        profile.tools,
+        Some(vec!["Read".into(), "Grep".into(), "calculator".into()])
+    );
+    assert_eq!(profile.disallowed_tools, ["Bash", "Write"]);
+    assert!(profile.background);
+    assert!(!profile.disabled);
+    assert_eq!(profile.color.as_deref(), Some("red"));
+    assert_eq!(profile.effort.as_deref(), Some("high"));
+    assert_eq!(profile.permission_mode.as_deref(), Some("plan"));
+    assert_eq!(profile.memory.as_deref(), Some("project"));
+    assert_eq!(
+        profile.initial_prompt.as_deref(),
+        Some("Review the last commit.")
+    );
+    assert_eq!(profile.skills, ["diff-reading", "threat-models"]);
+
+    let not_applied: Vec<&str> = warnings
+        .iter()
+        .map(|w| match w {
+            ProfileWarning::NotApplied { key, path } => {
+                assert_eq!(path, Path::new("/p/.claude/agents/sec.md"));
+                key.as_str()
+            }
+            other => panic!("only not-applied warnings are expected: {other}"),
+        })
+        .collect();
+    assert_eq!(
+        not_applied,
+        [
+            "effort",
+            "permissionMode",
+            "memory",
+            "initialPrompt",
+            "skills",
+            "hooks",
+            "mcpServers",
+            "isolation"
+        ]
+    );
+    assert_eq!(
+        warnings[5].to_string(),
+        "/p/.claude/agents/sec.md: `hooks` is not applied by this runtime (the profile loads without it)"
+    );
+}
+
+#[test]
+fn a_deny_list_reads_as_a_list_or_a_comma_string() {
+    for text in [
+        "---\ndisallowedTools: [Bash, Write]\n---\nx",
+        "---\ndisallowedTools: Bash, Write, Bash\n---\nx",
+        "+++\ndisallowed_tools = [\"Bash\", \"Write\"]\n+++\nx",
+    ] {
+        let (profile, warnings) = Profile::parse(Path::new("/a/x.md"), text).unwrap();
+        assert_eq!(profile.disallowed_tools, ["Bash", "Write"], "{text}");
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+}
+
+#[test]
+fn a_wrong_type_is_an_error_at_its_value() {
+    let e = Profile::parse(Path::new("/a/x.md"), "---\ndisabled: maybe\n---\nx").unwrap_err();
+    assert!(e.to_string().contains("/a/x.md:2:"), "{e}");
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+#[test]
+fn loading_delegates_by_the_frontmatter_name_and_warns_on_a_duplicate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(&dir, "a-reviewer.md", "---\nname: reviewer\n---\nfirst");
+    write(&dir, "b-reviewer.md", "---\nname: reviewer\n---\nsecond");
+    write(&dir, "helper.md", "no frontmatter");
+    let (set, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+    assert_eq!(set.names().collect::<Vec<_>>(), ["helper", "reviewer"]);
+    assert_eq!(set.get("reviewer").unwrap().system_prompt, "first");
+    assert_eq!(
+        warnings,
+        [ProfileWarning::DuplicateName {
+            name: "reviewer".into(),
+            kept: dir.join("a-reviewer.md"),
+            skipped: dir.join("b-reviewer.md"),
+        }]
+    );
+    let text = warnings[0].to_string();
+    assert!(
+        text.contains("a-reviewer.md") && text.contains("b-reviewer.md"),
+        "the warning names both files: {text}"
+    );
+}
+
+#[test]
+fn a_disabled_profile_is_left_out_and_takes_its_name_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let project = tmp.path().join("project");
+    write(&user, "reviewer.md", "user reviewer");
+    write(&user, "checker.md", "---\ndisabled: true\n---\nchecks");
+    write(&project, "reviewer.md", "---\ndisabled: true\n---\nproject");
+    let (set, warnings) = ProfileSet::load(&[user, project], &[]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(set.is_empty(), "{:?}", set.names().collect::<Vec<_>>());
+    let (profile, _) =
+        Profile::parse(Path::new("/a/x.md"), "---\ndisabled: false\n---\nx").unwrap();
+    assert!(!profile.disabled);
+}
+
+#[test]
+fn a_skipped_duplicate_does_not_hide_an_earlier_directorys_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let project = tmp.path().join("project");
+    write(&user, "reviewer.md", "user reviewer");
+    write(&project, "reviewer.md", "project reviewer");
+    write(&project, "zz.md", "---\nname: reviewer\n---\nduplicate");
+    let (set, warnings) = ProfileSet::load(&[user, project.clone()], &[]);
+    assert_eq!(
+        set.get("reviewer").unwrap().source,
+        project.join("reviewer.md")
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].path(), project.join("zz.md"));
+}

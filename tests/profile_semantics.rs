@@ -1,0 +1,170 @@
+//! Claude Code profile keys keep their meaning at delegation time: a deny
+//! list (`disallowedTools`) only narrows, `background: true` runs a
+//! profile in the background when the call does not say `wait`, and the
+//! frontmatter `name` is the name to delegate by.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use subagents::actors::profile::{Profile, ProfileSet};
+use subagents::actors::{DelegatingAgent, DelegationBuilder, Model, ModelStream};
+use subagents::messages::ModelRequest;
+use subagents::prelude::*;
+use subagents_demo::{Calculator, PageTitle, Sleep};
+
+/// Records every request a model saw.
+struct Spy {
+    inner: ScriptedModel,
+    seen: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+impl Model for Spy {
+    fn name(&self) -> &str {
+        "spy"
+    }
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        self.seen.lock().unwrap().push(request.clone());
+        self.inner.stream(request)
+    }
+}
+
+/// A profile parsed from a Claude Code style file named `file`.
+fn claude_profile(file: &str, text: &str) -> Profile {
+    Profile::parse(Path::new(file), text).unwrap().0
+}
+
+async fn parent(
+    model: ScriptedModel,
+    profiles: ProfileSet,
+) -> (DelegatingAgent, EventStream, Arc<Mutex<Vec<ModelRequest>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let spy = Spy {
+        inner: model,
+        seen: seen.clone(),
+    };
+    let (parent, events) = DelegationBuilder::new(Arc::new(spy))
+        .tools(
+            ToolRegistry::new()
+                .with(Calculator)
+                .with(PageTitle::default())
+                .with(Sleep),
+        )
+        .profiles(profiles)
+        .spawn()
+        .await
+        .unwrap();
+    (parent, events, seen)
+}
+
+/// The tool names of the first request whose system prompt starts with
+/// `prompt`.
+fn tools_seen(seen: &Mutex<Vec<ModelRequest>>, prompt: &str) -> Vec<String> {
+    let seen = seen.lock().unwrap();
+    let request = seen
+        .iter()
+        .find(|r| r.system_prompt().is_some_and(|p| p.starts_with(prompt)))
+        .expect("the child made a model call");
+    request.tools.iter().map(|t| t.name.clone()).collect()
+}
+
+fn use_agent_outputs(log: &[AgentEvent]) -> Vec<(String, bool)> {
+    log.iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult(r) if r.name == "use_agent" => {
+                Some((r.output.clone(), r.is_error))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deny_list_narrows_what_the_child_would_inherit() {
+    // No `tools`: the child would inherit every tool of the parent's; the
+    // deny list takes `sleep` out (on the old code it was an unknown key
+    // and the child got all three).
+    let reviewer = claude_profile(
+        "/agents/file-name.md",
+        "---\nname: reviewer\ndescription: Reviews.\ndisallowedTools: sleep\n---\nYou review.",
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("reviewer", "review it")),
+        Reply::answer("Done."),
+    ])
+    .with_script("You review.", vec![Reply::answer("LGTM")]);
+    let (parent, mut events, seen) = parent(model, ProfileSet::from_profiles([reviewer])).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (output, is_error) = &use_agent_outputs(&log)[0];
+    assert!(!is_error, "{output}");
+    assert_eq!(
+        tools_seen(&seen, "You review."),
+        ["calculator", "fetch_title"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deny_list_wins_over_the_allow_list_and_refuses_a_call_that_asks() {
+    let reviewer = claude_profile(
+        "/agents/reviewer.md",
+        "---\ntools: [calculator, sleep]\ndisallowedTools: [sleep, Bash]\n---\nYou review.",
+    );
+    let model = ScriptedModel::new(vec![
+        // The call asks for the denied tool: refused, with the reason.
+        Reply::new().use_agent(&UseAgentCall::run_named("reviewer", "a").tools(["sleep"])),
+        Reply::new().use_agent(&UseAgentCall::run_named("reviewer", "b")),
+        Reply::answer("Done."),
+    ])
+    .with_script("You review.", vec![Reply::answer("LGTM")]);
+    let (parent, mut events, seen) = parent(model, ProfileSet::from_profiles([reviewer])).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let outputs = use_agent_outputs(&log);
+    assert!(outputs[0].1, "{:?}", outputs[0]);
+    assert!(
+        outputs[0].0.contains("may not have the tool `sleep`"),
+        "{}",
+        outputs[0].0
+    );
+    assert!(!outputs[1].1, "{:?}", outputs[1]);
+    assert_eq!(tools_seen(&seen, "You review."), ["calculator"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_background_profile_runs_in_the_background_unless_the_call_waits() {
+    let watcher = claude_profile(
+        "/agents/watcher.md",
+        "---\nbackground: true\n---\nYou watch.",
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("watcher", "watch a")),
+        Reply::new().use_agent(&UseAgentCall::run_named("watcher", "watch b").wait(true)),
+        Reply::answer("Done."),
+    ])
+    .with_script("You watch.", vec![Reply::answer("all quiet")]);
+    let (parent, mut events, _seen) = parent(model, ProfileSet::from_profiles([watcher])).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let outputs = use_agent_outputs(&log);
+    assert!(
+        outputs[0].0.contains("\"pending\":true"),
+        "{}",
+        outputs[0].0
+    );
+    assert!(outputs[1].0.contains("all quiet"), "{}", outputs[1].0);
+    assert!(
+        log.iter().any(|e| matches!(
+            e,
+            AgentEvent::ChildStatus(id, SubAgentStatus::Background) if id.as_str() == "agent_1"
+        )),
+        "the first child went to the background"
+    );
+}
