@@ -168,3 +168,36 @@ async fn a_background_profile_runs_in_the_background_unless_the_call_waits() {
         "the first child went to the background"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_profile_whose_tools_all_failed_to_map_is_refused_not_run_tool_less() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("reader.md"),
+        "---\ntools: Read, Grep\n---\nYou read.",
+    )
+    .unwrap();
+    let (set, _warnings) = ProfileSet::load(&[dir.path().to_path_buf()], &["calculator".into()]);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("reader", "read it")),
+        // With tools of the caller's own, it runs.
+        Reply::new().use_agent(&UseAgentCall::run_named("reader", "read it").tools(["calculator"])),
+        Reply::answer("Done."),
+    ])
+    .with_script("You read.", vec![Reply::answer("read")]);
+    let (parent, mut events, seen) = parent(model, set).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let outputs = use_agent_outputs(&log);
+    assert!(outputs[0].1, "{:?}", outputs[0]);
+    assert!(
+        outputs[0]
+            .0
+            .contains("cannot run: none of the tools it lists exists here (Read, Grep)"),
+        "{}",
+        outputs[0].0
+    );
+    assert!(!outputs[1].1, "{:?}", outputs[1]);
+    assert_eq!(tools_seen(&seen, "You read."), ["calculator"]);
+}

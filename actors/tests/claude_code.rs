@@ -178,3 +178,59 @@ fn a_skipped_duplicate_does_not_hide_an_earlier_directorys_profile() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert_eq!(warnings[0].path(), project.join("zz.md"));
 }
+
+#[test]
+fn foreign_tool_names_map_to_the_hosts_and_a_profile_left_without_tools_is_warned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(
+        &dir,
+        "reader.md",
+        "---\ntools: Read, Grep\ndisallowedTools: Bash\n---\nreads",
+    );
+    write(&dir, "shell.md", "---\ntools: Bash, WebFetch\n---\nruns");
+    write(&dir, "none.md", "---\ntools: []\n---\nthinks");
+    let known = [
+        "read_file".to_owned(),
+        "grep".to_owned(),
+        "shell".to_owned(),
+    ];
+    let names = [("Read", "read_file"), ("Grep", "grep"), ("Bash", "shell")]
+        .into_iter()
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .collect();
+    let (set, warnings) = ProfileSet::load_mapping(std::slice::from_ref(&dir), &known, &names);
+    let reader = set.get("reader").unwrap();
+    assert_eq!(reader.tools, Some(vec!["read_file".into(), "grep".into()]));
+    assert_eq!(reader.disallowed_tools, ["shell"], "a deny list maps too");
+    let shell = set.get("shell").unwrap();
+    assert_eq!(shell.tools, Some(vec!["shell".into()]));
+    assert_eq!(shell.unavailable_tools, ["WebFetch"]);
+    // A deliberate empty list is not a lost one.
+    assert!(set.get("none").unwrap().unavailable_tools.is_empty());
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+
+    // Without the mapping, every name is foreign: each is warned, and so
+    // is the profile left with none.
+    let (set, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &known);
+    assert_eq!(set.get("reader").unwrap().tools, Some(vec![]));
+    let no_tools: Vec<&ProfileWarning> = warnings
+        .iter()
+        .filter(|w| matches!(w, ProfileWarning::NoTools { .. }))
+        .collect();
+    assert_eq!(
+        no_tools,
+        [
+            &ProfileWarning::NoTools {
+                path: dir.join("reader.md"),
+                profile: "reader".into(),
+                listed: vec!["Read".into(), "Grep".into()],
+            },
+            &ProfileWarning::NoTools {
+                path: dir.join("shell.md"),
+                profile: "shell".into(),
+                listed: vec!["Bash".into(), "WebFetch".into()],
+            },
+        ]
+    );
+}

@@ -715,6 +715,11 @@ fn unknown_tools_are_left_out_with_a_warning() {
                 profile: "b".into(),
                 tool: "Grep".into(),
             },
+            ProfileWarning::NoTools {
+                path: dir.join("b.md"),
+                profile: "b".into(),
+                listed: vec!["Read".into(), "Grep".into()],
+            },
         ]
     );
 }

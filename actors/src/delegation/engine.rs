@@ -144,6 +144,17 @@ impl Delegator {
             }
             (None, Some(prompt)) => (None, prompt),
         };
+        if let Some(p) = profile
+            && spec.tools.is_none()
+            && p.tools.as_ref().is_some_and(Vec::is_empty)
+            && !p.unavailable_tools.is_empty()
+        {
+            return Err(refuse(format!(
+                "the sub-agent `{}` cannot run: none of the tools it lists exists here ({}); give it `tools` from yours, or do the work yourself",
+                p.name,
+                p.unavailable_tools.join(", ")
+            )));
+        }
         let name = profile.map(|p| p.name.clone());
         let mut tools = profile.and_then(|p| p.tools.clone());
         let mut model = profile.and_then(|p| p.model.clone());

@@ -143,6 +143,21 @@ pub enum ProfileWarning {
         /// The unknown tool name.
         tool: String,
     },
+    /// Every tool a profile lists is unknown here (after mapping): it
+    /// would run with no tools, so delegating to it is refused.
+    #[error(
+        "{}: profile `{profile}` lists only tools that do not exist here ({}); delegating to it is refused until they are mapped to the host's tools",
+        path.display(),
+        listed.join(", ")
+    )]
+    NoTools {
+        /// The file.
+        path: PathBuf,
+        /// The profile.
+        profile: String,
+        /// The tools it lists, as mapped.
+        listed: Vec<String>,
+    },
     /// A known key whose behaviour this runtime does not apply (Claude
     /// Code's `hooks`, `mcpServers`, `isolation`, `permissionMode`, …).
     /// Kept on the profile where it has a field; the profile loads.
@@ -186,6 +201,7 @@ impl ProfileWarning {
             Self::UnknownKey { path, .. }
             | Self::UnknownTool { path, .. }
             | Self::NotApplied { path, .. }
+            | Self::NoTools { path, .. }
             | Self::DuplicateName { skipped: path, .. }
             | Self::UnreadableDir { path, .. } => path,
         }

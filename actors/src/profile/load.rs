@@ -49,6 +49,20 @@ impl ProfileSet {
     /// files, unknown keys, unknown tools, unreadable directories; each
     /// also logged with `tracing::warn!`).
     pub fn load(dirs: &[PathBuf], known_tools: &[String]) -> (ProfileSet, Vec<ProfileWarning>) {
+        Self::load_mapping(dirs, known_tools, &BTreeMap::new())
+    }
+
+    /// [`ProfileSet::load`], with foreign tool names mapped to the host's
+    /// first (`Read` → `read_file`): in `tools` and in `disallowedTools`.
+    /// A name `tool_names` does not map stays as written. A profile whose
+    /// listed tools all fail to map or to exist gets
+    /// [`ProfileWarning::NoTools`], and delegating to it is refused with
+    /// the same reason: it never runs silently without tools.
+    pub fn load_mapping(
+        dirs: &[PathBuf],
+        known_tools: &[String],
+        tool_names: &BTreeMap<String, String>,
+    ) -> (ProfileSet, Vec<ProfileWarning>) {
         let mut by_name: BTreeMap<String, Profile> = BTreeMap::new();
         let mut warnings = Vec::new();
         for dir in dirs {
@@ -79,7 +93,7 @@ impl ProfileSet {
                             by_name.remove(&profile.name);
                             continue;
                         }
-                        restrict_tools(&mut profile, known_tools, &mut warnings);
+                        restrict_tools(&mut profile, known_tools, tool_names, &mut warnings);
                         if let Some(old) = by_name.insert(profile.name.clone(), profile) {
                             tracing::debug!(
                                 profile = %old.name,
@@ -225,24 +239,52 @@ fn load_file(path: &Path) -> Result<Parsed, ProfileError> {
 }
 
 /// Leaves out of `profile.tools` every tool not in `known`, warning for each.
-fn restrict_tools(profile: &mut Profile, known: &[String], warnings: &mut Vec<ProfileWarning>) {
-    let Some(tools) = profile.tools.as_mut() else {
+fn restrict_tools(
+    profile: &mut Profile,
+    known: &[String],
+    tool_names: &BTreeMap<String, String>,
+    warnings: &mut Vec<ProfileWarning>,
+) {
+    let map = |names: Vec<String>| -> Vec<String> {
+        let mut out: Vec<String> = Vec::with_capacity(names.len());
+        for name in names {
+            let name = tool_names.get(&name).cloned().unwrap_or(name);
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out
+    };
+    profile.disallowed_tools = map(std::mem::take(&mut profile.disallowed_tools));
+    let Some(tools) = profile.tools.take() else {
         return;
     };
-    let (kept, unknown): (Vec<String>, Vec<String>) = std::mem::take(tools)
+    let listed = !tools.is_empty();
+    let (kept, unknown): (Vec<String>, Vec<String>) = map(tools)
         .into_iter()
         .partition(|t| known.iter().any(|k| k == t));
-    *tools = kept;
-    for tool in unknown {
+    for tool in &unknown {
         warn(
             warnings,
             ProfileWarning::UnknownTool {
                 path: profile.source.clone(),
                 profile: profile.name.clone(),
-                tool,
+                tool: tool.clone(),
             },
         );
     }
+    if listed && kept.is_empty() {
+        warn(
+            warnings,
+            ProfileWarning::NoTools {
+                path: profile.source.clone(),
+                profile: profile.name.clone(),
+                listed: unknown.clone(),
+            },
+        );
+    }
+    profile.tools = Some(kept);
+    profile.unavailable_tools = unknown;
 }
 
 fn default_dirs_from(

@@ -59,6 +59,10 @@ pub struct Profile {
     /// its `tools`, a call's own list, or every tool the parent has. A
     /// deny list only ever narrows.
     pub disallowed_tools: Vec<String>,
+    /// The tools its file lists that the host does not have (after
+    /// [`ProfileSet::load_mapping`]'s mapping), left out of `tools` at
+    /// load. If they were all it listed, delegating to it is refused.
+    pub unavailable_tools: Vec<String>,
     /// `disabled: true`: [`ProfileSet::load`] leaves the profile out.
     pub disabled: bool,
     /// `background: true`: a `use_agent run` of this profile that does not

@@ -168,6 +168,7 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
         tools: fm.tools,
         max_iterations: fm.max_iterations,
         disallowed_tools: fm.disallowed_tools.unwrap_or_default(),
+        unavailable_tools: Vec::new(),
         disabled: fm.disabled.unwrap_or(false),
         background: fm.background.unwrap_or(false),
         color: non_empty(fm.color),
