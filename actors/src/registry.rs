@@ -9,6 +9,7 @@ use ractor::SpawnErr;
 use crate::gate::GateHandle;
 use crate::hub::Refused;
 use crate::model::Model;
+use crate::profile::{ProfileSet, ProfileWarning};
 
 /// One registered model.
 #[derive(Clone)]
@@ -33,6 +34,10 @@ impl std::fmt::Debug for RegisteredModel {
 #[derive(Debug, Clone, Default)]
 pub struct ModelRegistry {
     models: Vec<RegisteredModel>,
+    /// `alias` → `(provider, name)`, in the order added.
+    aliases: Vec<(String, String, String)>,
+    /// An override naming nothing known runs on the parent's model.
+    falls_back: bool,
 }
 
 impl ModelRegistry {
@@ -76,6 +81,59 @@ impl ModelRegistry {
         });
     }
 
+    /// Lets overrides name `model` by `alias` (Claude Code's `sonnet`,
+    /// `opus`, `haiku`, or a full provider model id): an override of
+    /// `alias` with no provider resolves to `provider`'s `model`. Adding an
+    /// alias again replaces it. (`inherit` needs no alias: it is the
+    /// parent's model.)
+    pub fn alias(
+        mut self,
+        alias: impl Into<String>,
+        provider: impl Into<String>,
+        model: impl Into<String>,
+    ) -> Self {
+        let alias = alias.into();
+        self.aliases.retain(|(a, _, _)| *a != alias);
+        self.aliases.push((alias, provider.into(), model.into()));
+        self
+    }
+
+    /// The policy for an override that names no registered model or
+    /// alias. `false` (the default): the delegation is refused, and the
+    /// refusal lists the models that may be named. `true`: the child runs
+    /// on its parent's model (logged with `tracing::warn!`).
+    pub fn fall_back_to_parent(mut self, falls_back: bool) -> Self {
+        self.falls_back = falls_back;
+        self
+    }
+
+    /// A warning for each profile whose `model` resolves to nothing here
+    /// (neither a registered model nor an alias), listing what is known:
+    /// to show at load time, before a delegation would fail (or, with
+    /// [`fall_back_to_parent`](Self::fall_back_to_parent), run on the
+    /// parent's model).
+    pub fn check_profiles(&self, profiles: &ProfileSet) -> Vec<ProfileWarning> {
+        profiles
+            .iter()
+            .filter_map(|p| {
+                let model = p.model.as_deref()?;
+                let strict = Self {
+                    falls_back: false,
+                    ..self.clone()
+                };
+                match strict.resolve(p.provider.as_deref(), Some(model)) {
+                    Ok(_) => None,
+                    Err(refused) => Some(ProfileWarning::UnknownModel {
+                        path: p.source.clone(),
+                        profile: p.name.clone(),
+                        model: model.to_owned(),
+                        reason: refused.to_string(),
+                    }),
+                }
+            })
+            .collect()
+    }
+
     /// Every registered `(provider, name)`, in registration order.
     pub fn names(&self) -> impl Iterator<Item = (&str, &str)> {
         self.models
@@ -100,9 +158,31 @@ impl ModelRegistry {
         provider: Option<&str>,
         model: Option<&str>,
     ) -> Result<Option<&RegisteredModel>, Refused> {
-        let Some(model) = model.filter(|m| !m.is_empty()) else {
+        let Some(mut model) = model.filter(|m| !m.is_empty()) else {
             return Ok(None);
         };
+        let mut provider = provider;
+        if provider.is_none_or(str::is_empty)
+            && let Some((_, p, m)) = self.aliases.iter().find(|(a, _, _)| a == model)
+        {
+            provider = Some(p.as_str());
+            model = m.as_str();
+        }
+        let found = self.resolve_exact(provider, model);
+        match found {
+            Err(refused) if self.falls_back => {
+                tracing::warn!(%refused, "model override unknown; the child runs on its parent's model");
+                Ok(None)
+            }
+            other => other,
+        }
+    }
+
+    fn resolve_exact(
+        &self,
+        provider: Option<&str>,
+        model: &str,
+    ) -> Result<Option<&RegisteredModel>, Refused> {
         let mut matches = self.models.iter().filter(|m| {
             m.name == model
                 && provider
@@ -135,6 +215,11 @@ impl ModelRegistry {
         self.models
             .iter()
             .map(|m| format!("`{}` (provider `{}`)", m.name, m.provider))
+            .chain(
+                self.aliases
+                    .iter()
+                    .map(|(a, _, m)| format!("`{a}` (for `{m}`)")),
+            )
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -232,5 +317,78 @@ mod tests {
         let gate = r.gate("local", "qwen").unwrap();
         assert_eq!(gate.snapshot().await.unwrap().capacity, 2);
         assert!(r.gate("local", "haiku").is_none());
+    }
+    #[tokio::test]
+    async fn an_alias_resolves_to_its_model_and_is_listed() {
+        let r = registry()
+            .await
+            .alias("sonnet", "anthropic", "haiku")
+            .alias("claude-3-5-haiku-latest", "anthropic", "haiku");
+        let found = r.resolve(None, Some("sonnet")).unwrap().unwrap();
+        assert_eq!(
+            (found.provider.as_str(), found.name.as_str()),
+            ("anthropic", "haiku")
+        );
+        assert!(
+            r.resolve(None, Some("claude-3-5-haiku-latest"))
+                .unwrap()
+                .is_some()
+        );
+        // A provider given with the alias asks for that exact pair.
+        assert!(r.resolve(Some("local"), Some("sonnet")).is_err());
+        let unknown = r.resolve(None, Some("opus")).unwrap_err().to_string();
+        assert!(unknown.contains("`sonnet` (for `haiku`)"), "{unknown}");
+    }
+
+    #[tokio::test]
+    async fn an_unknown_override_is_refused_or_falls_back_by_policy() {
+        let strict = registry().await;
+        assert!(matches!(
+            strict.resolve(None, Some("opus")),
+            Err(Refused::UnknownModel { .. })
+        ));
+        let lenient = strict.clone().fall_back_to_parent(true);
+        assert!(
+            lenient.resolve(None, Some("opus")).unwrap().is_none(),
+            "the parent's model"
+        );
+        // A known model still resolves.
+        assert!(lenient.resolve(None, Some("haiku")).unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn profiles_naming_unknown_models_are_warned_with_what_is_known() {
+        use crate::profile::{Profile, ProfileSet, ProfileWarning};
+        let profile = |name: &str, model: Option<&str>| Profile {
+            name: name.into(),
+            model: model.map(str::to_owned),
+            source: format!("/a/{name}.md").into(),
+            ..Default::default()
+        };
+        let set = ProfileSet::from_profiles([
+            profile("a", Some("opus")),
+            profile("b", Some("sonnet")),
+            profile("c", None),
+            profile("d", Some("haiku")),
+        ]);
+        let r = registry().await.alias("sonnet", "anthropic", "haiku");
+        let warnings = r.check_profiles(&set);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let ProfileWarning::UnknownModel {
+            profile,
+            model,
+            reason,
+            ..
+        } = &warnings[0]
+        else {
+            panic!("{warnings:?}");
+        };
+        assert_eq!((profile.as_str(), model.as_str()), ("a", "opus"));
+        assert!(
+            reason.contains("`haiku` (provider `anthropic`)"),
+            "{reason}"
+        );
+        // The policy to fall back does not hide the warning.
+        assert_eq!(r.fall_back_to_parent(true).check_profiles(&set).len(), 1);
     }
 }

@@ -320,6 +320,10 @@ impl DelegationBuilder {
                 .map_err(spawn_error)?,
             (None, None) => GateHandle::spawn(1).await.map_err(spawn_error)?,
         };
+        // Said at start, not at the first delegation that would fail.
+        for warning in self.models.check_profiles(&self.profiles) {
+            tracing::warn!(%warning, "profile model");
+        }
         let parent = AgentId::new("parent");
         let delegation_tools = Arc::new(std::sync::OnceLock::new());
         let config = HubConfig {

@@ -158,6 +158,19 @@ pub enum ProfileWarning {
         /// The tools it lists, as mapped.
         listed: Vec<String>,
     },
+    /// A profile's `model` names nothing the model registry knows
+    /// ([`ModelRegistry::check_profiles`](crate::registry::ModelRegistry::check_profiles)).
+    #[error("{}: profile `{profile}` names the model `{model}`: {reason}", path.display())]
+    UnknownModel {
+        /// The file.
+        path: PathBuf,
+        /// The profile.
+        profile: String,
+        /// The model it names.
+        model: String,
+        /// Why it does not resolve, listing the models that do.
+        reason: String,
+    },
     /// A known key whose behaviour this runtime does not apply (Claude
     /// Code's `hooks`, `mcpServers`, `isolation`, `permissionMode`, …).
     /// Kept on the profile where it has a field; the profile loads.
@@ -202,6 +215,7 @@ impl ProfileWarning {
             | Self::UnknownTool { path, .. }
             | Self::NotApplied { path, .. }
             | Self::NoTools { path, .. }
+            | Self::UnknownModel { path, .. }
             | Self::DuplicateName { skipped: path, .. }
             | Self::UnreadableDir { path, .. } => path,
         }
