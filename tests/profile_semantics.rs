@@ -201,3 +201,58 @@ async fn a_profile_whose_tools_all_failed_to_map_is_refused_not_run_tool_less() 
     assert!(!outputs[1].1, "{:?}", outputs[1]);
     assert_eq!(tools_seen(&seen, "You read."), ["calculator"]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_large_profile_set_is_listed_within_a_budget_and_listed_whole_on_request() {
+    // 137 profiles with real-length descriptions: uncapped, the listing
+    // alone was over 22 KB in every model call.
+    let profiles = ProfileSet::from_profiles((0..137).map(|i| Profile {
+        name: format!("agent-{i:03}"),
+        description: format!(
+            "Agent number {i}. Use it proactively for reviews of every kind of change, with care, \
+             citing file and line, and never guessing; it answers in short paragraphs."
+        ),
+        system_prompt: format!("You are agent {i}."),
+        ..Default::default()
+    }));
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::agents()),
+        Reply::answer("Done."),
+    ]);
+    let (parent, mut events, seen) = parent(model, profiles).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let description = {
+        let seen = seen.lock().unwrap();
+        seen[0]
+            .tools
+            .iter()
+            .find(|t| t.name == "use_agent")
+            .unwrap()
+            .description
+            .clone()
+    };
+    assert!(
+        description.len() < 4096 + 1024,
+        "{} bytes",
+        description.len()
+    );
+    let listed = description
+        .lines()
+        .filter(|l| l.starts_with("- agent-"))
+        .count();
+    assert!(listed > 10 && listed < 137, "{listed} listed");
+    assert!(
+        description.contains(&format!(
+            "… and {} more: call use_agent with action `agents`",
+            137 - listed
+        )),
+        "{description}"
+    );
+    let (output, is_error) = &use_agent_outputs(&log)[0];
+    assert!(!is_error, "{output}");
+    let all: serde_json::Value = serde_json::from_str(output).unwrap();
+    assert_eq!(all["agents"].as_array().unwrap().len(), 137);
+    assert_eq!(all["agents"][136]["name"], "agent-136");
+}

@@ -13,3 +13,9 @@ pub(crate) const MAX_DEPTH: u32 = 1;
 /// How long `use_agent run` and `result` wait inline before the child goes
 /// on in the background: 45 s (Loopl's value for a local model).
 pub(crate) const INLINE_WAIT: Duration = Duration::from_secs(45);
+
+/// How many bytes of profile listing a delegation tool's description
+/// carries: 4 KiB (about a thousand tokens, sent with every model call).
+/// Profiles past it are named in the listing's last line as a count; the
+/// model lists them all with `use_agent` action `agents`.
+pub(crate) const PROFILE_LISTING_BYTES: usize = 4096;

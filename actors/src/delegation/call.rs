@@ -27,6 +27,8 @@ pub enum UseAgentAction {
     Result,
     /// Stop it.
     Stop,
+    /// List every named sub-agent with its description.
+    Agents,
 }
 
 impl UseAgentAction {
@@ -37,6 +39,7 @@ impl UseAgentAction {
             UseAgentAction::Status => "status",
             UseAgentAction::Result => "result",
             UseAgentAction::Stop => "stop",
+            UseAgentAction::Agents => "agents",
         }
     }
 }
@@ -89,6 +92,11 @@ impl UseAgentCall {
     /// Asks for a child's answer.
     pub fn result(id: impl Into<String>) -> Self {
         Self::new(UseAgentAction::Result).with("id", Value::String(id.into()))
+    }
+
+    /// Lists every named sub-agent with its description.
+    pub fn agents() -> Self {
+        Self::new(UseAgentAction::Agents)
     }
 
     /// Stops a child.

@@ -40,7 +40,8 @@ impl Tool for DelegateTask {
             "Delegate a self-contained task to another agent — a named one (`agent`) or one you define \
              inline (`system_prompt`, optionally `tools`, `model`, `provider`, `max_iterations`) — and get \
              back only its final answer. It cannot see this conversation: write `task` as a complete brief.{}",
-            self.delegator.profile_listing()
+            self.delegator
+                .profile_listing("every name is in the `agent` parameter's enum")
         )
     }
 

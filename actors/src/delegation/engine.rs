@@ -96,15 +96,21 @@ impl Delegator {
         Ok(())
     }
 
-    /// The profile listing for a tool description (empty without profiles).
-    pub(crate) fn profile_listing(&self) -> String {
+    /// The profile listing for a tool description (empty without
+    /// profiles), at most [`PROFILE_LISTING_BYTES`](crate::defaults::PROFILE_LISTING_BYTES)
+    /// of it; `more` says where the model finds the profiles left out.
+    pub(crate) fn profile_listing(&self, more: &str) -> String {
         if self.profiles.is_empty() {
             return String::new();
         }
-        format!(
-            "\n\nNamed sub-agents (pass the name as `agent`):\n{}",
-            self.profiles.describe()
-        )
+        let (listing, omitted) = self
+            .profiles
+            .describe_within(crate::defaults::PROFILE_LISTING_BYTES);
+        let mut out = format!("\n\nNamed sub-agents (pass the name as `agent`):\n{listing}");
+        if omitted > 0 {
+            out.push_str(&format!("\n… and {omitted} more: {more}"));
+        }
+        out
     }
 
     /// Builds the request: exactly one of `agent` or `system_prompt`; a

@@ -169,6 +169,26 @@ impl UseAgent {
     }
 }
 
+impl UseAgent {
+    /// Every named sub-agent with its whole description (the tool's own
+    /// description carries only a bounded listing).
+    fn agents_json(&self) -> String {
+        let agents: Vec<Value> = self
+            .delegator
+            .profiles
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.name,
+                    "description": p.description,
+                    "background": p.background,
+                })
+            })
+            .collect();
+        json!({ "agents": agents }).to_string()
+    }
+}
+
 impl Tool for UseAgent {
     fn name(&self) -> &str {
         USE_AGENT
@@ -182,14 +202,16 @@ impl Tool for UseAgent {
          result returns its answer by id (waiting a while); stop cancels it. Give either `agent` \
          (a named sub-agent) or `system_prompt` (an inline one)."
             .to_owned()
-            + &self.delegator.profile_listing()
+            + &self.delegator.profile_listing(
+                "call use_agent with action `agents` to list every named sub-agent with its description",
+            )
     }
 
     fn parameters(&self) -> Value {
         let mut schema = json!({
             "type": "object",
             "properties": {
-                "action": {"type": "string", "enum": ["run", "status", "result", "stop"]},
+                "action": {"type": "string", "enum": ["run", "status", "result", "stop", "agents"]},
                 "system_prompt": {"type": "string", "description": "run: the sub-agent's instructions; the first line is its name"},
                 "input": {"type": "string", "description": "run: the complete task"},
                 "tools": {"type": "array", "items": {"type": "string"}, "description": "run: names of your tools it may use (default: all of them)"},
@@ -244,10 +266,13 @@ impl Tool for UseAgent {
                         .map_err(|e| refuse(e.to_string()))?;
                     Ok(json!({"id": id.as_str(), "status": status.as_str()}).to_string())
                 }
+                Some("agents") => Ok(this.agents_json()),
                 Some(other) => Err(refuse(format!(
-                    "unknown action `{other}`: use run, status, result or stop"
+                    "unknown action `{other}`: use run, status, result, stop or agents"
                 ))),
-                None => Err(refuse("`action` is required: run, status, result or stop")),
+                None => Err(refuse(
+                    "`action` is required: run, status, result, stop or agents",
+                )),
             }
         })
     }

@@ -26,6 +26,23 @@ impl ProfileSet {
             .join("\n")
     }
 
+    /// [`describe`](Self::describe)'s lines, in name order, as many as fit
+    /// in `budget` bytes (newlines counted), and how many were left out.
+    pub(crate) fn describe_within(&self, budget: usize) -> (String, usize) {
+        let listing = self.describe();
+        let mut used = 0;
+        let mut kept = 0;
+        for line in listing.lines() {
+            let cost = line.len() + usize::from(kept > 0);
+            if used + cost > budget {
+                break;
+            }
+            used += cost;
+            kept += 1;
+        }
+        (listing[..used].to_owned(), self.len() - kept)
+    }
+
     /// A JSON schema for a profile-name argument,
     /// `{"type": "string", "enum": [names…]}`, or `None` when there are no
     /// profiles (an empty `enum` would admit no value).
@@ -85,5 +102,21 @@ mod tests {
         let set = ProfileSet::default();
         assert_eq!(set.describe(), "");
         assert_eq!(set.name_schema(), None);
+    }
+
+    #[test]
+    fn a_bounded_listing_keeps_whole_lines_and_counts_the_rest() {
+        let set = ProfileSet::from_profiles(
+            (0..50).map(|i| profile(&format!("p{i:02}"), "does a thing")),
+        );
+        let full = set.describe();
+        assert!(full.len() > 500);
+        let (listing, omitted) = set.describe_within(500);
+        assert!(listing.len() <= 500, "{}", listing.len());
+        assert!(full.starts_with(&listing));
+        assert_eq!(listing.lines().count() + omitted, 50);
+        assert!(listing.lines().all(|l| l.ends_with("does a thing")));
+        assert_eq!(set.describe_within(usize::MAX), (full, 0));
+        assert_eq!(set.describe_within(0), (String::new(), 50));
     }
 }
