@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use subagents::actors::profile::{Profile, ProfileSet};
 use subagents::actors::{DelegatingAgent, DelegationBuilder, Model, ModelStream};
-use subagents::messages::ModelRequest;
+use subagents::messages::{ModelRequest, RequestOptions};
 use subagents::prelude::*;
 use subagents_demo::{Calculator, PageTitle, Sleep};
 
@@ -255,4 +255,57 @@ async fn a_large_profile_set_is_listed_within_a_budget_and_listed_whole_on_reque
     let all: serde_json::Value = serde_json::from_str(output).unwrap();
     assert_eq!(all["agents"].as_array().unwrap().len(), 137);
     assert_eq!(all["agents"][136]["name"], "agent-136");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_profiles_request_options_reach_its_model_calls_over_the_builders() {
+    let writer = claude_profile(
+        "/agents/writer.md",
+        "---\nmaxTokens: 64\ntemperature: 0.25\nstop: [\"END\"]\n---\nYou write.",
+    );
+    assert_eq!(writer.options.max_tokens, Some(64));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let spy = Spy {
+        inner: ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run_named("writer", "write it")),
+            Reply::answer("Done."),
+        ])
+        .with_script("You write.", vec![Reply::answer("written")]),
+        seen: seen.clone(),
+    };
+    let (parent, mut events) = DelegationBuilder::new(Arc::new(spy))
+        .profiles(ProfileSet::from_profiles([writer]))
+        .child_request_options(RequestOptions {
+            max_tokens: Some(1000),
+            seed: Some(7),
+            ..Default::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let options = {
+        let seen = seen.lock().unwrap();
+        seen.iter()
+            .find(|r| {
+                r.system_prompt()
+                    .is_some_and(|p| p.starts_with("You write."))
+            })
+            .unwrap()
+            .options
+            .clone()
+    };
+    assert_eq!(
+        options,
+        RequestOptions {
+            max_tokens: Some(64),
+            temperature: Some(0.25),
+            stop: vec!["END".into()],
+            seed: Some(7),
+            ..Default::default()
+        },
+        "the profile's fields over the builder's, the builder's seed kept"
+    );
 }

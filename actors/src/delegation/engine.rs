@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::json;
-use subagents_messages::{AgentId, ChildRequest, Envelope, SubAgentStatus};
+use subagents_messages::{AgentId, ChildRequest, Envelope, RequestOptions, SubAgentStatus};
 
 use crate::hub::{HubHandle, HubMsg, WaitOutcome};
 use crate::profile::ProfileSet;
@@ -217,7 +217,9 @@ impl Delegator {
             stop_if_abandoned: self.parent_stop == ParentStopPolicy::Cascade,
             wall_clock_cap: None,
             token_cap: None,
-            options: None,
+            options: profile
+                .map(|p| p.options.clone())
+                .filter(|o| *o != RequestOptions::default()),
         })
     }
 

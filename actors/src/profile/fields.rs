@@ -11,7 +11,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// The frontmatter of one profile file, as written.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct Frontmatter {
     pub(super) name: Option<String>,
     pub(super) description: Option<String>,
@@ -32,6 +32,12 @@ pub(super) struct Frontmatter {
     pub(super) memory: Option<String>,
     pub(super) initial_prompt: Option<String>,
     pub(super) skills: Option<Vec<String>>,
+    /// Request options for the sub-agent's model calls.
+    pub(super) max_tokens: Option<u32>,
+    pub(super) temperature: Option<f64>,
+    pub(super) top_p: Option<f64>,
+    pub(super) seed: Option<u64>,
+    pub(super) stop: Option<Vec<String>>,
     /// Known keys whose behaviour is not applied, in the order written
     /// (each becomes one warning).
     pub(super) not_applied: Vec<String>,
@@ -135,6 +141,11 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                     fm.disallowed_tools = map.next_value::<Option<ToolList>>()?.map(|t| t.0);
                 }
                 "disabled" => fm.disabled = map.next_value()?,
+                "max_tokens" | "maxTokens" => fm.max_tokens = map.next_value()?,
+                "temperature" => fm.temperature = map.next_value()?,
+                "top_p" | "topP" => fm.top_p = map.next_value()?,
+                "seed" => fm.seed = map.next_value()?,
+                "stop" => fm.stop = map.next_value()?,
                 "background" => fm.background = map.next_value()?,
                 "color" => fm.color = map.next_value()?,
                 "effort" => fm.effort = map.next_value()?,

@@ -13,7 +13,7 @@ use super::parse::{Parsed, parse_profile_bytes};
 const MAX_PROFILE_BYTES: u64 = ProfileSet::MAX_FILE_BYTES;
 
 /// Profiles by name, sorted by name, names unique.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProfileSet {
     profiles: Vec<Profile>,
 }

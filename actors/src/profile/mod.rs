@@ -31,11 +31,13 @@ mod render;
 
 use std::path::PathBuf;
 
+use subagents_messages::RequestOptions;
+
 pub use error::{FrontmatterFormat, ParseError, ParseErrorKind, ProfileError, ProfileWarning};
 pub use load::ProfileSet;
 
 /// One named sub-agent profile.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Profile {
     /// The name: the file name without `.md`.
     pub name: String,
@@ -75,7 +77,7 @@ pub struct Profile {
     pub effort: Option<String>,
     /// Kept for the host, not applied (warned): Claude Code's
     /// `permissionMode`. Approvals here are the host's
-    /// [`ApprovalPolicy`](crate::ApprovalPolicy).
+    /// [`ApprovalPolicy`](crate::agent::ApprovalPolicy).
     pub permission_mode: Option<String>,
     /// Kept for the host, not applied (warned): Claude Code's `memory`.
     pub memory: Option<String>,
@@ -84,6 +86,11 @@ pub struct Profile {
     pub initial_prompt: Option<String>,
     /// Kept for the host, not applied (warned): Claude Code's `skills`.
     pub skills: Vec<String>,
+    /// Request options for the sub-agent's model calls (`max_tokens`,
+    /// `temperature`, `top_p`, `seed`, `stop` in the file): over the
+    /// delegating builder's child options, field by field; an unset one
+    /// keeps the builder's.
+    pub options: RequestOptions,
     /// The file the profile was read from.
     pub source: PathBuf,
 }

@@ -7,6 +7,8 @@ use serde_saphyr::MessageFormatter as _;
 
 use super::Profile;
 use super::error::{FrontmatterFormat, ParseError, ParseErrorKind, ProfileError, ProfileWarning};
+use subagents_messages::RequestOptions;
+
 use super::fields::Frontmatter;
 
 /// A parsed profile and the warnings its file raised (unknown keys, a
@@ -177,6 +179,14 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
         memory: non_empty(fm.memory),
         initial_prompt: non_empty(fm.initial_prompt),
         skills: fm.skills.unwrap_or_default(),
+        options: RequestOptions {
+            tool_choice: None,
+            max_tokens: fm.max_tokens,
+            temperature: fm.temperature,
+            top_p: fm.top_p,
+            stop: fm.stop.unwrap_or_default(),
+            seed: fm.seed,
+        },
         source: path.to_path_buf(),
     };
     Ok((profile, warnings))
