@@ -234,3 +234,42 @@ fn foreign_tool_names_map_to_the_hosts_and_a_profile_left_without_tools_is_warne
         ]
     );
 }
+
+#[test]
+fn codex_roles_load_beside_markdown_profiles_and_the_project_wins() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("home/.codex/agents");
+    let project = tmp.path().join("proj/.codex/agents");
+    write(
+        &user,
+        "explorer.toml",
+        "name = \"explorer\"\ndescription = \"user explorer\"\ndeveloper_instructions = \"You explore.\"\n",
+    );
+    write(
+        &project,
+        "explorer.toml",
+        "name = \"explorer\"\ndescription = \"project explorer\"\nmodel = \"gpt-5-mini\"\ndeveloper_instructions = \"You explore here.\"\n",
+    );
+    write(
+        &project,
+        "reviewer.md",
+        "---\ndescription: reviews\n---\nYou review.",
+    );
+    write(
+        &project,
+        "broken.toml",
+        "description = \"no instructions\"\n",
+    );
+    let (set, warnings) = ProfileSet::load(&[user, project.clone()], &[]);
+    assert_eq!(set.names().collect::<Vec<_>>(), ["explorer", "reviewer"]);
+    let explorer = set.get("explorer").unwrap();
+    assert_eq!(explorer.description, "project explorer");
+    assert_eq!(explorer.system_prompt, "You explore here.");
+    assert_eq!(explorer.model.as_deref(), Some("gpt-5-mini"));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        matches!(&warnings[0], ProfileWarning::Skipped(e) if e.path() == project.join("broken.toml")),
+        "{warnings:?}"
+    );
+    assert!(warnings[0].to_string().contains("developer_instructions"));
+}

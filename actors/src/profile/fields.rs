@@ -32,6 +32,8 @@ pub(super) struct Frontmatter {
     pub(super) memory: Option<String>,
     pub(super) initial_prompt: Option<String>,
     pub(super) skills: Option<Vec<String>>,
+    /// A Codex role's system prompt (`developer_instructions`).
+    pub(super) developer_instructions: Option<String>,
     /// Request options for the sub-agent's model calls.
     pub(super) max_tokens: Option<u32>,
     pub(super) temperature: Option<f64>,
@@ -51,6 +53,10 @@ pub(super) struct Frontmatter {
 /// them as a field.
 pub(super) const NOT_APPLIED: &[&str] = &[
     "effort",
+    "model_reasoning_effort",
+    "nickname_candidates",
+    "sandbox_mode",
+    "approval_policy",
     "permissionMode",
     "permission_mode",
     "memory",
@@ -131,7 +137,8 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "name" => fm.name = map.next_value()?,
                 "description" => fm.description = map.next_value()?,
                 "model" => fm.model = map.next_value()?,
-                "provider" => fm.provider = map.next_value()?,
+                "provider" | "model_provider" => fm.provider = map.next_value()?,
+                "developer_instructions" => fm.developer_instructions = map.next_value()?,
                 "tools" => fm.tools = map.next_value::<Option<ToolList>>()?.map(|t| t.0),
                 // `maxTurns` is the Claude Code spelling of the same cap.
                 "max_iterations" | "maxTurns" => {
@@ -148,7 +155,7 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "stop" => fm.stop = map.next_value()?,
                 "background" => fm.background = map.next_value()?,
                 "color" => fm.color = map.next_value()?,
-                "effort" => fm.effort = map.next_value()?,
+                "effort" | "model_reasoning_effort" => fm.effort = map.next_value()?,
                 "permissionMode" | "permission_mode" => fm.permission_mode = map.next_value()?,
                 "memory" => fm.memory = map.next_value()?,
                 "initialPrompt" | "initial_prompt" => fm.initial_prompt = map.next_value()?,

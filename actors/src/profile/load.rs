@@ -112,11 +112,18 @@ impl ProfileSet {
         (set, warnings)
     }
 
-    /// The default profile directories, in load order: the user's
-    /// `$XDG_CONFIG_HOME/subagents/agents` (or `$HOME/.config/subagents/agents`
-    /// when `XDG_CONFIG_HOME` is unset, empty or relative; left out when
-    /// neither is usable), then the project's `<project_root>/.subagents/agents`.
-    /// Passed to [`ProfileSet::load`], the project's profiles win.
+    /// The default profile directories, in load order — the user's, then
+    /// the project's, so that passed to [`ProfileSet::load`] the project's
+    /// profiles win (as in Claude Code):
+    ///
+    /// 1. `$XDG_CONFIG_HOME/subagents/agents` (or
+    ///    `$HOME/.config/subagents/agents` when `XDG_CONFIG_HOME` is unset,
+    ///    empty or relative; left out when neither is usable);
+    /// 2. `$HOME/.claude/agents` and `$HOME/.codex/agents` (left out
+    ///    without a usable `HOME`);
+    /// 3. `<project_root>/.claude/agents`, `.codex/agents`,
+    ///    `.agents/agents`, then `.subagents/agents` (this runtime's own,
+    ///    last: it wins over the other tools' files).
     pub fn default_dirs(project_root: &Path) -> Vec<PathBuf> {
         default_dirs_from(
             project_root,
@@ -209,7 +216,9 @@ fn profile_files(dir: &Path, warnings: &mut Vec<ProfileWarning>) -> Vec<PathBuf>
                     .file_name()
                     .and_then(OsStr::to_str)
                     .is_some_and(|n| n.starts_with('.'));
-                if path.extension() == Some(OsStr::new("md")) && !hidden && path.is_file() {
+                let ext = path.extension();
+                let profile = ext == Some(OsStr::new("md")) || ext == Some(OsStr::new("toml"));
+                if profile && !hidden && path.is_file() {
                     files.push(path);
                 }
             }
@@ -234,6 +243,11 @@ fn load_file(path: &Path) -> Result<Parsed, ProfileError> {
         .map_err(|e| read_error(e.to_string()))?;
     if bytes.len() as u64 > MAX_PROFILE_BYTES {
         return Err(read_error(format!("larger than {MAX_PROFILE_BYTES} bytes")));
+    }
+    if path.extension() == Some(OsStr::new("toml")) {
+        // A Codex role (`.codex/agents/*.toml`).
+        let text = std::str::from_utf8(&bytes).map_err(|_| read_error("not UTF-8".to_owned()))?;
+        return super::codex::parse_codex_role(path, text);
     }
     parse_profile_bytes(path, &bytes)
 }
@@ -298,11 +312,17 @@ fn default_dirs_from(
     let config = usable(xdg_config_home)
         .map(Path::to_path_buf)
         .or_else(|| usable(home).map(|h| h.join(".config")));
-    let mut dirs = Vec::with_capacity(2);
+    let mut dirs = Vec::with_capacity(7);
     if let Some(config) = config {
         dirs.push(config.join("subagents").join("agents"));
     }
-    dirs.push(project_root.join(".subagents").join("agents"));
+    if let Some(home) = usable(home) {
+        dirs.push(home.join(".claude").join("agents"));
+        dirs.push(home.join(".codex").join("agents"));
+    }
+    for tool in [".claude", ".codex", ".agents", ".subagents"] {
+        dirs.push(project_root.join(tool).join("agents"));
+    }
     dirs
 }
 
@@ -313,36 +333,34 @@ mod tests {
     #[test]
     fn default_dirs_prefer_xdg_then_home() {
         let root = Path::new("/proj");
-        let project = PathBuf::from("/proj/.subagents/agents");
+        let project: Vec<PathBuf> = [".claude", ".codex", ".agents", ".subagents"]
+            .iter()
+            .map(|t| Path::new("/proj").join(t).join("agents"))
+            .collect();
+        let home = [
+            PathBuf::from("/h/.claude/agents"),
+            PathBuf::from("/h/.codex/agents"),
+        ];
+        let with = |first: &[PathBuf], then: &[PathBuf]| -> Vec<PathBuf> {
+            first.iter().chain(then).chain(&project).cloned().collect()
+        };
         assert_eq!(
             default_dirs_from(root, Some(OsStr::new("/h")), Some(OsStr::new("/x"))),
-            [PathBuf::from("/x/subagents/agents"), project.clone()]
+            with(&[PathBuf::from("/x/subagents/agents")], &home)
         );
         assert_eq!(
             default_dirs_from(root, Some(OsStr::new("/h")), None),
-            [
-                PathBuf::from("/h/.config/subagents/agents"),
-                project.clone()
-            ]
+            with(&[PathBuf::from("/h/.config/subagents/agents")], &home)
         );
         // Empty or relative XDG_CONFIG_HOME is ignored, per the XDG spec.
         for xdg in ["", "rel/dir"] {
             assert_eq!(
                 default_dirs_from(root, Some(OsStr::new("/h")), Some(OsStr::new(xdg))),
-                [
-                    PathBuf::from("/h/.config/subagents/agents"),
-                    project.clone()
-                ]
+                with(&[PathBuf::from("/h/.config/subagents/agents")], &home)
             );
         }
-        assert_eq!(
-            default_dirs_from(root, None, None),
-            std::slice::from_ref(&project)
-        );
-        assert_eq!(
-            default_dirs_from(root, Some(OsStr::new("")), None),
-            [project]
-        );
+        assert_eq!(default_dirs_from(root, None, None), project);
+        assert_eq!(default_dirs_from(root, Some(OsStr::new("")), None), project);
     }
 
     #[test]

@@ -42,6 +42,20 @@ impl Profile {
         parse_profile_bytes(path, bytes)
     }
 
+    /// Parses a Codex role file's text (`.codex/agents/*.toml`): a TOML
+    /// table whose `developer_instructions` (required) is the system
+    /// prompt, with `name` (the file name when absent), `description`,
+    /// `model`, `model_provider` and Codex's other config keys
+    /// (`model_reasoning_effort`, `sandbox_mode`, … are warned as not
+    /// applied). [`ProfileSet::load`](super::ProfileSet::load) reads every
+    /// `*.toml` file of a directory this way.
+    pub fn parse_codex_role(
+        path: &Path,
+        text: &str,
+    ) -> Result<(Profile, Vec<ProfileWarning>), ProfileError> {
+        super::codex::parse_codex_role(path, text)
+    }
+
     /// The profile name a path gives: its file name without the
     /// extension. A name must be non-empty and contain no whitespace or
     /// control characters; names are case-sensitive.
@@ -133,7 +147,19 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
             parse_frontmatter(format, split.frontmatter, split.first_line).map_err(error)?
         }
     };
+    let body = split.body.replace("\r\n", "\n");
+    from_frontmatter(path, name, fm, body.trim().to_owned())
+}
 
+/// A profile from its parsed frontmatter and system prompt: `name` (the
+/// file's) stands in for a missing frontmatter name; unknown and
+/// not-applied keys become warnings.
+pub(super) fn from_frontmatter(
+    path: &Path,
+    name: String,
+    fm: Frontmatter,
+    system_prompt: String,
+) -> Result<Parsed, ProfileError> {
     let mut warnings: Vec<ProfileWarning> = fm
         .unknown
         .into_iter()
@@ -163,7 +189,7 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
             .description
             .map(|d| d.trim().to_owned())
             .unwrap_or_default(),
-        system_prompt: split.body.replace("\r\n", "\n").trim().to_owned(),
+        system_prompt,
         // `inherit` is the `.claude/agents` way of saying "the parent's model".
         model: non_empty(fm.model).filter(|m| m != "inherit"),
         provider: non_empty(fm.provider),
@@ -197,7 +223,7 @@ fn non_empty(value: Option<String>) -> Option<String> {
 }
 
 /// A position error before the path is attached: `(line, column, kind)`.
-type Located = (usize, usize, ParseErrorKind);
+pub(super) type Located = (usize, usize, ParseErrorKind);
 
 /// A file's text cut into its frontmatter block and body.
 #[derive(Debug, PartialEq, Eq)]
@@ -245,7 +271,7 @@ fn split(text: &str) -> Result<Split<'_>, Located> {
     Err((1, 1, ParseErrorKind::UnclosedFrontmatter { format }))
 }
 
-fn parse_frontmatter(
+pub(super) fn parse_frontmatter(
     format: FrontmatterFormat,
     text: &str,
     first_line: usize,
