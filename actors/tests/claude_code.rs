@@ -273,3 +273,50 @@ fn codex_roles_load_beside_markdown_profiles_and_the_project_wins() {
     );
     assert!(warnings[0].to_string().contains("developer_instructions"));
 }
+
+/// `tests/fixtures/agents/`: files we wrote, modelled on what real agent
+/// files do — a closing line of many dashes, an unquoted colon in a
+/// description (invalid YAML), CRLF and a BOM, a Codex role.
+#[test]
+fn the_fixture_directory_loads_as_real_files_would() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
+    let known = ["calculator".to_owned(), "read_file".to_owned()];
+    let names = [("Read".to_owned(), "read_file".to_owned())]
+        .into_iter()
+        .collect();
+    let (set, warnings) = ProfileSet::load_mapping(std::slice::from_ref(&dir), &known, &names);
+    assert_eq!(
+        set.names().collect::<Vec<_>>(),
+        ["dashes", "explorer", "windows"]
+    );
+    assert_eq!(set.get("dashes").unwrap().system_prompt, "You check.");
+    assert_eq!(
+        set.get("dashes").unwrap().tools,
+        Some(vec!["read_file".into()])
+    );
+    let windows = set.get("windows").unwrap();
+    assert_eq!(windows.system_prompt, "You run on Windows.");
+    assert_eq!(windows.disallowed_tools, ["Bash"]);
+    assert_eq!(
+        set.get("explorer").unwrap().system_prompt,
+        "You explore the codebase."
+    );
+    let skipped: Vec<String> = warnings
+        .iter()
+        .filter_map(|w| match w {
+            ProfileWarning::Skipped(e) => Some(e.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(skipped.len(), 1, "{warnings:?}");
+    assert!(
+        skipped[0].contains("unquoted-colon.md:3:"),
+        "{}",
+        skipped[0]
+    );
+    // `Bash` is listed but not a host tool: left out (and denied anyway).
+    assert!(warnings.iter().any(|w| matches!(
+        w,
+        ProfileWarning::UnknownTool { tool, .. } if tool == "Bash"
+    )));
+}

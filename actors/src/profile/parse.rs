@@ -238,6 +238,14 @@ struct Split<'a> {
     body: &'a str,
 }
 
+/// Whether `line` closes a block opened by `format`'s fence: the fence
+/// itself, or for YAML a longer run of dashes (`-----`, which some
+/// `.claude/agents` files close with; YAML reads no value from it).
+fn closes(line: &str, format: FrontmatterFormat) -> bool {
+    line == format.fence()
+        || (format == FrontmatterFormat::Yaml && line.len() > 3 && line.bytes().all(|b| b == b'-'))
+}
+
 fn split(text: &str) -> Result<Split<'_>, Located> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let (first, rest) = match text.split_once('\n') {
@@ -258,7 +266,7 @@ fn split(text: &str) -> Result<Split<'_>, Located> {
     };
     let mut offset = 0;
     for line in rest.split_inclusive('\n') {
-        if line.trim_end() == format.fence() {
+        if closes(line.trim_end(), format) {
             return Ok(Split {
                 format: Some(format),
                 frontmatter: rest.get(..offset).unwrap_or_default(),
