@@ -1,16 +1,6 @@
-//! What an **Agent** shows: where a turn came from, its snapshot. Its messages live with the actor (`subagents_actors::agent`).
+//! What an **Agent** shows: its snapshot. Its messages live with the actor (`subagents_actors::agent`).
 
 use serde::{Deserialize, Serialize};
-
-/// Where a user turn came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnOrigin {
-    /// A human typed it.
-    User,
-    /// A finished background child woke the parent (a synthetic turn).
-    Wake,
-}
 
 /// An agent's state, as a query sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

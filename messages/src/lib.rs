@@ -16,7 +16,7 @@ pub mod model;
 pub mod text;
 pub mod transcript;
 
-pub use agent::{AgentSnapshot, TurnOrigin};
+pub use agent::AgentSnapshot;
 pub use envelope::Envelope;
 pub use event::{
     AgentEvent, AgentResult, ApprovalDecision, ApprovalOutcome, ApprovalRefusal, ApprovalRequest,

@@ -150,7 +150,6 @@ fn limits_and_outcomes_roundtrip() {
         both(outcome);
     }
     both(result());
-    both(TurnOrigin::Wake);
     both(AgentSnapshot::default());
 }
 

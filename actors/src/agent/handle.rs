@@ -4,7 +4,7 @@ use ractor::{ActorCell, ActorRef};
 
 use crate::agent::msg::{AgentMsg, TurnReply, UserTurn};
 use subagents_messages::{
-    AgentId, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, TurnOrigin,
+    AgentId, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal,
 };
 
 /// Why a call on an agent failed.
@@ -63,24 +63,19 @@ impl AgentHandle {
         &self.actor
     }
 
-    /// Sends a user turn; its events follow on the stream.
+    /// Sends a user turn; its events follow on the stream. On a stopped
+    /// agent the text comes back in [`AgentError::Undelivered`].
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), AgentError> {
-        self.send_turn(text, TurnOrigin::User)
-    }
-
-    /// Sends a turn of the given origin. On a stopped agent the text comes
-    /// back in [`AgentError::Undelivered`].
-    pub fn send_turn(&self, text: impl Into<String>, origin: TurnOrigin) -> Result<(), AgentError> {
-        self.cast_turn(text.into(), origin, None)
+        self.cast_turn(text.into(), None)
     }
 
     /// Sends a user turn and waits for its result (events still follow on
     /// the stream). The turn's limits bound the wait.
     pub async fn run(&self, text: impl Into<String>) -> Result<AgentResult, AgentError> {
-        self.queue_turn(text, TurnOrigin::User)?.await
+        self.queue_turn(text)?.await
     }
 
-    /// Sends a turn of the given origin now (it takes its place in the
+    /// Sends a user turn now (it takes its place in the
     /// agent's FIFO at once) and gives back a future of its result, to
     /// await elsewhere. The future fails with [`AgentError::Dropped`] if
     /// the turn was dropped unrun (a stop cleared the queue). On a stopped
@@ -88,26 +83,20 @@ impl AgentHandle {
     pub fn queue_turn(
         &self,
         text: impl Into<String>,
-        origin: TurnOrigin,
     ) -> Result<
         impl std::future::Future<Output = Result<AgentResult, AgentError>> + Send + 'static,
         AgentError,
     > {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.cast_turn(text.into(), origin, Some(TurnReply::Port(tx.into())))?;
+        self.cast_turn(text.into(), Some(TurnReply::Port(tx.into())))?;
         let id = self.id.clone();
         Ok(async move { rx.await.map_err(|_| AgentError::Dropped(id)) })
     }
 
-    fn cast_turn(
-        &self,
-        text: String,
-        origin: TurnOrigin,
-        reply: Option<TurnReply>,
-    ) -> Result<(), AgentError> {
+    fn cast_turn(&self, text: String, reply: Option<TurnReply>) -> Result<(), AgentError> {
         self.actor
             .cast(AgentMsg::Turn {
-                turn: UserTurn { text, origin },
+                turn: UserTurn { text },
                 reply,
             })
             .map_err(|e| match e {

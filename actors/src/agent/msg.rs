@@ -28,16 +28,15 @@
 
 use ractor::RpcReplyPort;
 use subagents_messages::{
-    AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, TurnOrigin,
+    AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal,
 };
 
 /// A turn for an agent to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct UserTurn {
-    /// The text the model reads as the user's message.
+    /// The text the model reads as the user's message (a human's, or a
+    /// wake's synthetic one: the agent runs both alike).
     pub(crate) text: String,
-    /// Who sent it.
-    pub(crate) origin: TurnOrigin,
 }
 
 /// What the Agent actor is told.

@@ -11,7 +11,7 @@ use ractor::{ActorId, ActorRef, RpcReplyPort};
 use subagents_messages::text::one_line;
 use subagents_messages::{
     AgentEvent, AgentId, AgentResult, ApprovalRefusal, ChildRequest, Envelope, HubSnapshot, Limits,
-    Outcome, SubAgentInfo, SubAgentStatus, TurnOrigin,
+    Outcome, SubAgentInfo, SubAgentStatus,
 };
 
 use crate::agent::UserTurn;
@@ -283,10 +283,7 @@ impl HubState {
             let _ = last.send(result);
         };
         let sent = agent.actor_ref().cast(AgentMsg::Turn {
-            turn: UserTurn {
-                text: input,
-                origin: TurnOrigin::User,
-            },
+            turn: UserTurn { text: input },
             reply: Some(TurnReply::Then(Box::new(deliver))),
         });
         if sent.is_err() {

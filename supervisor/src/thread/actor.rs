@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
-use subagents_messages::{AgentEvent, TurnOrigin};
+use subagents_messages::AgentEvent;
 
 use crate::thread::msg::ThreadMsg;
 use crate::thread::msg::sealed::ThreadInternal;
 
 use crate::thread::state::{
-    Archive, HUB_GONE, Observer, ThreadArguments, ThreadState, route_approval,
+    Archive, HUB_GONE, Observer, ThreadArguments, ThreadState, TurnOrigin, route_approval,
 };
 use crate::wake::WakeQueue;
 

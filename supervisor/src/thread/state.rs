@@ -7,8 +7,7 @@ use ractor::ActorRef;
 use subagents_actors::hub::{EnvelopeArchive, HubObserver};
 use subagents_actors::{AgentError, DelegatingAgent, EventSink};
 use subagents_messages::{
-    AgentEvent, AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, TurnOrigin,
-    WakeNotice,
+    AgentEvent, AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, WakeNotice,
 };
 
 use crate::store::EnvelopeStore;
@@ -77,6 +76,16 @@ impl HubObserver for Observer {
     }
 }
 
+/// Where a turn the thread hands its parent came from: the parent runs
+/// both alike; the thread gates wakes on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TurnOrigin {
+    /// A human typed it.
+    User,
+    /// A finished background child woke the parent (a synthetic turn).
+    Wake,
+}
+
 impl ThreadState {
     pub(super) fn send_turn(
         &mut self,
@@ -84,7 +93,7 @@ impl ThreadState {
         text: String,
         origin: TurnOrigin,
     ) {
-        let Ok(ended) = self.parent.agent.queue_turn(text, origin) else {
+        let Ok(ended) = self.parent.agent.queue_turn(text) else {
             return;
         };
         self.turns_in_flight += 1;
