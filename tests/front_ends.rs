@@ -7,14 +7,13 @@
 mod common;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use common::*;
 use serde_json::json;
 use subagents::actors::profile::{Profile, ProfileSet};
 use subagents::actors::registry::ModelRegistry;
-use subagents::actors::{DelegatingAgent, DelegationBuilder, Model, ModelStream};
-use subagents::messages::ModelRequest;
+use subagents::actors::{DelegatingAgent, DelegationBuilder, Model};
 use subagents::prelude::*;
 use subagents_demo::{Calculator, PageTitle};
 
@@ -42,33 +41,6 @@ fn profiles() -> ProfileSet {
     ProfileSet::from_profiles([reviewer, checker])
 }
 
-/// Records every request a model saw.
-struct Spy {
-    name: String,
-    inner: ScriptedModel,
-    seen: Arc<Mutex<Vec<ModelRequest>>>,
-}
-
-impl Model for Spy {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn stream(&self, request: ModelRequest) -> ModelStream {
-        self.seen.lock().unwrap().push(request.clone());
-        self.inner.stream(request)
-    }
-}
-
-fn spy(name: &str, inner: ScriptedModel) -> (Arc<dyn Model>, Arc<Mutex<Vec<ModelRequest>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let model = Spy {
-        name: name.into(),
-        inner,
-        seen: seen.clone(),
-    };
-    (Arc::new(model), seen)
-}
-
 async fn parent(
     model: Arc<dyn Model>,
     registry: ModelRegistry,
@@ -93,15 +65,6 @@ async fn parent(
         .unwrap()
 }
 
-fn outputs(log: &[AgentEvent], tool: &str) -> Vec<(String, bool)> {
-    log.iter()
-        .filter_map(|e| match e {
-            AgentEvent::ToolResult(r) if r.name == tool => Some((r.output.clone(), r.is_error)),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
     let (haiku, haiku_seen) = spy(
@@ -124,7 +87,7 @@ async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
     parent.agent.send_user("review").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    let (output, is_error) = &outputs(&log, "use_agent")[0];
+    let (output, is_error) = &results_of(&log, "use_agent")[0];
     assert!(!is_error, "{output}");
     assert!(output.contains("LGTM from haiku"), "{output}");
     let child = haiku_seen.lock().unwrap()[0].clone();
@@ -177,7 +140,7 @@ async fn a_profile_without_a_model_falls_back_to_the_parents() {
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
     assert_eq!(
-        outputs(&log, "delegate_task"),
+        results_of(&log, "delegate_task"),
         [("Accurate.".to_owned(), false)],
         "only the final answer"
     );
@@ -218,7 +181,7 @@ async fn unknown_models_and_the_exactly_one_rule_are_sentences_and_spawn_nothing
         "there is no sub-agent named `nobody`; the named sub-agents are: fact-checker, reviewer",
         "`task` is required",
     ];
-    let got = outputs(&log, "delegate_task");
+    let got = results_of(&log, "delegate_task");
     for ((output, is_error), want) in got.iter().zip(expected) {
         assert!(is_error);
         assert!(output.contains(want), "{output:?} should contain {want:?}");
@@ -246,7 +209,7 @@ async fn max_iterations_is_clamped_to_the_parents_own() {
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    let (output, _) = &outputs(&log, "delegate_task")[0];
+    let (output, _) = &results_of(&log, "delegate_task")[0];
     assert!(
         output.starts_with("Partial result: stopped by the model-call limit (3 model calls)"),
         "the child's 10 was clamped to the parent's 3: {output}"
@@ -283,7 +246,7 @@ async fn the_agent_tool_takes_a_task_and_returns_the_answer_or_a_partial_result(
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    let got = outputs(&log, "agent");
+    let got = results_of(&log, "agent");
     assert_eq!(got[0], ("It is 5.".to_owned(), false));
     // The second child hits its model-call limit (20): a partial result, not an error.
     assert!(!got[1].1, "{:?}", got[1]);

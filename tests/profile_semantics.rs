@@ -12,26 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 use subagents::actors::profile::{Profile, ProfileSet};
-use subagents::actors::{DelegatingAgent, DelegationBuilder, Model, ModelStream};
+use subagents::actors::{DelegatingAgent, DelegationBuilder};
 use subagents::messages::{ModelRequest, RequestOptions};
 use subagents::prelude::*;
 use subagents_demo::{Calculator, PageTitle, Sleep};
-
-/// Records every request a model saw.
-struct Spy {
-    inner: ScriptedModel,
-    seen: Arc<Mutex<Vec<ModelRequest>>>,
-}
-
-impl Model for Spy {
-    fn name(&self) -> &str {
-        "spy"
-    }
-    fn stream(&self, request: ModelRequest) -> ModelStream {
-        self.seen.lock().unwrap().push(request.clone());
-        self.inner.stream(request)
-    }
-}
 
 /// A profile parsed from a Claude Code style file named `file`.
 fn claude_profile(file: &str, text: &str) -> Profile {
@@ -42,12 +26,8 @@ async fn parent(
     model: ScriptedModel,
     profiles: ProfileSet,
 ) -> (DelegatingAgent, EventStream, Arc<Mutex<Vec<ModelRequest>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let spy = Spy {
-        inner: model,
-        seen: seen.clone(),
-    };
-    let (parent, events) = DelegationBuilder::new(Arc::new(spy))
+    let (spy, seen) = spy("spy", model);
+    let (parent, events) = DelegationBuilder::new(spy)
         .tools(
             ToolRegistry::new()
                 .with(Calculator)
@@ -72,17 +52,6 @@ fn tools_seen(seen: &Mutex<Vec<ModelRequest>>, prompt: &str) -> Vec<String> {
     request.tools.iter().map(|t| t.name.clone()).collect()
 }
 
-fn use_agent_outputs(log: &[AgentEvent]) -> Vec<(String, bool)> {
-    log.iter()
-        .filter_map(|e| match e {
-            AgentEvent::ToolResult(r) if r.name == "use_agent" => {
-                Some((r.output.clone(), r.is_error))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_deny_list_narrows_what_the_child_would_inherit() {
     // No `tools`: the child would inherit every tool of the parent's; the
@@ -101,7 +70,7 @@ async fn a_deny_list_narrows_what_the_child_would_inherit() {
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    let (output, is_error) = &use_agent_outputs(&log)[0];
+    let (output, is_error) = &results_of(&log, "use_agent")[0];
     assert!(!is_error, "{output}");
     assert_eq!(
         tools_seen(&seen, "You review."),
@@ -126,7 +95,7 @@ async fn a_deny_list_wins_over_the_allow_list_and_refuses_a_call_that_asks() {
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    let outputs = use_agent_outputs(&log);
+    let outputs = results_of(&log, "use_agent");
     assert!(outputs[0].1, "{:?}", outputs[0]);
     assert!(
         outputs[0].0.contains("may not have the tool `sleep`"),
@@ -153,7 +122,7 @@ async fn a_background_profile_runs_in_the_background_unless_the_call_waits() {
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    let outputs = use_agent_outputs(&log);
+    let outputs = results_of(&log, "use_agent");
     assert!(
         outputs[0].0.contains("\"pending\":true"),
         "{}",
@@ -189,7 +158,7 @@ async fn a_profile_whose_tools_all_failed_to_map_is_refused_not_run_tool_less() 
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    let outputs = use_agent_outputs(&log);
+    let outputs = results_of(&log, "use_agent");
     assert!(outputs[0].1, "{:?}", outputs[0]);
     assert!(
         outputs[0]
@@ -250,7 +219,7 @@ async fn a_large_profile_set_is_listed_within_a_budget_and_listed_whole_on_reque
         )),
         "{description}"
     );
-    let (output, is_error) = &use_agent_outputs(&log)[0];
+    let (output, is_error) = &results_of(&log, "use_agent")[0];
     assert!(!is_error, "{output}");
     let all: serde_json::Value = serde_json::from_str(output).unwrap();
     assert_eq!(all["agents"].as_array().unwrap().len(), 137);
@@ -264,16 +233,15 @@ async fn a_profiles_request_options_reach_its_model_calls_over_the_builders() {
         "---\nmaxTokens: 64\ntemperature: 0.25\nstop: [\"END\"]\n---\nYou write.",
     );
     assert_eq!(writer.options.max_tokens, Some(64));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let spy = Spy {
-        inner: ScriptedModel::new(vec![
+    let (spy, seen) = spy(
+        "spy",
+        ScriptedModel::new(vec![
             Reply::new().use_agent(&UseAgentCall::run_named("writer", "write it")),
             Reply::answer("Done."),
         ])
         .with_script("You write.", vec![Reply::answer("written")]),
-        seen: seen.clone(),
-    };
-    let (parent, mut events) = DelegationBuilder::new(Arc::new(spy))
+    );
+    let (parent, mut events) = DelegationBuilder::new(spy)
         .profiles(ProfileSet::from_profiles([writer]))
         .child_request_options(RequestOptions {
             max_tokens: Some(1000),

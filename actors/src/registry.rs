@@ -117,11 +117,7 @@ impl ModelRegistry {
             .iter()
             .filter_map(|p| {
                 let model = p.model.as_deref()?;
-                let strict = Self {
-                    falls_back: false,
-                    ..self.clone()
-                };
-                match strict.resolve(p.provider.as_deref(), Some(model)) {
+                match self.resolve_strict(p.provider.as_deref(), Some(model)) {
                     Ok(_) => None,
                     Err(refused) => Some(ProfileWarning::UnknownModel {
                         path: p.source.clone(),
@@ -158,6 +154,22 @@ impl ModelRegistry {
         provider: Option<&str>,
         model: Option<&str>,
     ) -> Result<Option<&RegisteredModel>, Refused> {
+        match self.resolve_strict(provider, model) {
+            Err(refused) if self.falls_back => {
+                tracing::warn!(%refused, "model override unknown; the child runs on its parent's model");
+                Ok(None)
+            }
+            other => other,
+        }
+    }
+
+    /// [`resolve`](Self::resolve) without the fallback policy: aliases,
+    /// then the exact rule.
+    fn resolve_strict(
+        &self,
+        provider: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<Option<&RegisteredModel>, Refused> {
         let Some(mut model) = model.filter(|m| !m.is_empty()) else {
             return Ok(None);
         };
@@ -168,14 +180,7 @@ impl ModelRegistry {
             provider = Some(p.as_str());
             model = m.as_str();
         }
-        let found = self.resolve_exact(provider, model);
-        match found {
-            Err(refused) if self.falls_back => {
-                tracing::warn!(%refused, "model override unknown; the child runs on its parent's model");
-                Ok(None)
-            }
-            other => other,
-        }
+        self.resolve_exact(provider, model)
     }
 
     fn resolve_exact(

@@ -4,9 +4,51 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use subagents::messages::{AgentEvent, AgentId, AgentResult, SubAgentStatus, ToolUseId};
+use subagents::actors::{Model, ModelStream};
+use subagents::messages::{
+    AgentEvent, AgentId, AgentResult, ModelRequest, SubAgentStatus, ToolUseId,
+};
 use subagents::prelude::{EventStream, Reply, ScriptedModel, UseAgentCall};
+
+/// Records every request a model saw.
+struct Spy {
+    name: String,
+    inner: ScriptedModel,
+    seen: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+impl Model for Spy {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        self.seen.lock().unwrap().push(request.clone());
+        self.inner.stream(request)
+    }
+}
+
+/// `inner` behind a spy named `name`, and the requests it sees.
+pub fn spy(name: &str, inner: ScriptedModel) -> (Arc<dyn Model>, Arc<Mutex<Vec<ModelRequest>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let model = Spy {
+        name: name.into(),
+        inner,
+        seen: seen.clone(),
+    };
+    (Arc::new(model), seen)
+}
+
+/// The `(output, is_error)` of every result of the tool `tool`, in order.
+pub fn results_of(log: &[AgentEvent], tool: &str) -> Vec<(String, bool)> {
+    log.iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult(r) if r.name == tool => Some((r.output.clone(), r.is_error)),
+            _ => None,
+        })
+        .collect()
+}
 
 /// A child named `name` that works `secs` seconds in the `sleep` tool.
 pub fn work_call(name: &str, secs: u64, wait: bool) -> UseAgentCall {

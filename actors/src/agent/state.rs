@@ -25,7 +25,7 @@ use crate::agent::{turn, turn_state};
 use crate::sink::EventSink;
 use crate::tool::panic_message;
 
-/// The agent actor (hosts start one with [`AgentBuilder::new`](crate::Agent::builder)).
+/// The agent actor (hosts start one with [`AgentBuilder::new`](crate::AgentBuilder::new)).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct AgentActor;
 
