@@ -212,6 +212,8 @@ async fn a_huge_stored_id_does_not_crash_the_thread() {
             tool_calls: 0,
             last_tool: None,
             usage: Default::default(),
+            model_calls: 0,
+            children_usage: Default::default(),
             result: Some("r".into()),
             error: None,
             claimed: false,

@@ -379,6 +379,8 @@ fn finished_envelope(id: &str, finished_at_ms: u64) -> Envelope {
         tool_calls: 0,
         last_tool: None,
         usage: Default::default(),
+        model_calls: 0,
+        children_usage: Default::default(),
         result: Some("ok".into()),
         error: None,
         claimed: false,

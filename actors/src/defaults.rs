@@ -19,3 +19,10 @@ pub(crate) const INLINE_WAIT: Duration = Duration::from_secs(45);
 /// Profiles past it are named in the listing's last line as a count; the
 /// model lists them all with `use_agent` action `agents`.
 pub(crate) const PROFILE_LISTING_BYTES: usize = 4096;
+
+/// How many characters of a child's answer reach the parent's context in
+/// one piece (a tool result or a wake): 8,000 (about 2,000 tokens). A
+/// longer answer comes head and tail with a marker saying how much was
+/// left out and how to read it by range (`use_agent` action `result` with
+/// `offset`); the envelope keeps it whole.
+pub(crate) const RESULT_BUDGET: usize = 8_000;

@@ -115,6 +115,11 @@ impl ToolCallContext {
     pub fn settle(&self, output: &Result<String, ToolError>) -> bool {
         self.slot.settle(output)
     }
+
+    /// Counts a child's tokens in the calling turn's `children_usage`.
+    pub(crate) fn add_child_usage(&self, usage: subagents_messages::Usage) {
+        self.slot.add_child_usage(usage);
+    }
 }
 
 /// A tool call failed; the text is what the model reads.

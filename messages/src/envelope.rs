@@ -37,8 +37,16 @@ pub struct Envelope {
     pub tool_calls: u32,
     /// The last tool it called.
     pub last_tool: Option<String>,
-    /// Tokens it used.
+    /// Tokens it used (so far, while it runs).
     pub usage: Usage,
+    /// Model calls it made (so far, while it runs; 0 when read from a
+    /// file written before they were counted).
+    #[serde(default)]
+    pub model_calls: u32,
+    /// Tokens its own children used (theirs and their children's), as its
+    /// last result counted them.
+    #[serde(default)]
+    pub children_usage: Usage,
     /// Its final (or partial) answer.
     pub result: Option<String>,
     /// What went wrong, when it failed or was stopped.

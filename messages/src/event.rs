@@ -197,8 +197,13 @@ pub struct AgentResult {
     pub model_calls: u32,
     /// Tool calls made.
     pub tool_calls: u32,
-    /// Tokens used.
+    /// Tokens this agent's own model calls used.
     pub usage: Usage,
+    /// Tokens used by the children whose results this turn took (inline,
+    /// or through `result`), their own and, recursively, their children's.
+    /// 0 when read from data written before it was kept.
+    #[serde(default)]
+    pub children_usage: Usage,
     /// Time taken (tokio time: virtual under `tokio::time::pause`).
     pub elapsed: Duration,
 }

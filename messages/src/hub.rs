@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AgentId, ToolUseId};
+use crate::model::Usage;
 
 /// A request for a child, as `use_agent run` makes it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -92,4 +93,11 @@ pub struct HubSnapshot {
     pub requested: usize,
     /// Children that reached a terminal status.
     pub finished: usize,
+    /// Tokens every child of the hub used (any depth, running ones so far,
+    /// detached and stopped ones included).
+    pub usage: Usage,
+    /// Model calls every child made.
+    pub model_calls: u64,
+    /// Tool calls every child made.
+    pub tool_calls: u64,
 }

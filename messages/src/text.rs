@@ -65,6 +65,109 @@ pub fn one_line(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// A text cut to a budget: its head and tail, and what was left out
+/// between them (character positions, 0-based, `omitted_from..omitted_to`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clipped {
+    /// The first characters kept.
+    pub head: String,
+    /// The last characters kept.
+    pub tail: String,
+    /// The first character left out.
+    pub omitted_from: usize,
+    /// One past the last character left out.
+    pub omitted_to: usize,
+    /// Characters in the whole text.
+    pub total: usize,
+}
+
+/// `text` cut to `budget` characters, head and tail: `None` when it fits.
+/// The head keeps two thirds of the budget, the tail the rest, so a
+/// reader sees how the text starts and how it ends (where answers put
+/// their conclusion).
+pub fn clip_middle(text: &str, budget: usize) -> Option<Clipped> {
+    let total = text.chars().count();
+    if total <= budget {
+        return None;
+    }
+    let head_chars = budget - budget / 3;
+    let tail_chars = budget / 3;
+    let head: String = text.chars().take(head_chars).collect();
+    let tail: String = text.chars().skip(total - tail_chars).collect();
+    Some(Clipped {
+        head,
+        tail,
+        omitted_from: head_chars,
+        omitted_to: total - tail_chars,
+        total,
+    })
+}
+
+/// `text` within `budget` characters: whole when it fits, else its head,
+/// a marker line saying how many characters were left out, where, and
+/// `how_to_read` them (a sentence naming the tool call that reads a
+/// range), then its tail.
+pub fn within_budget(
+    text: &str,
+    budget: usize,
+    how_to_read: impl FnOnce(usize) -> String,
+) -> String {
+    match clip_middle(text, budget) {
+        None => text.to_owned(),
+        Some(c) => format!(
+            "{}\n[… {} of {} characters left out here (characters {}–{}); {} …]\n{}",
+            c.head,
+            c.omitted_to - c.omitted_from,
+            c.total,
+            c.omitted_from,
+            c.omitted_to,
+            how_to_read(c.omitted_from),
+            c.tail
+        ),
+    }
+}
+
+/// Characters `offset..offset + limit` of `text` (fewer at its end), and
+/// how many characters the whole text has.
+pub fn char_range(text: &str, offset: usize, limit: usize) -> (String, usize) {
+    let total = text.chars().count();
+    (text.chars().skip(offset).take(limit).collect(), total)
+}
+
+/// `text` as a quoted block: every line starts with `> `, so nothing in
+/// it reads as the surrounding message's own words. Terminal escapes,
+/// bidirectional overrides and control characters other than newlines and
+/// tabs are removed first (as [`one_line`] does), and `\r\n` is a newline.
+pub fn quote_block(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for line in text.replace("\r\n", "\n").split(['\n', '\r']) {
+        out.push_str("> ");
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                } else {
+                    chars.next();
+                }
+                continue;
+            }
+            if is_bidi_control(c) || (c.is_control() && c != '\t') {
+                continue;
+            }
+            out.push(c);
+        }
+        out.push('\n');
+    }
+    out.pop();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +192,32 @@ mod tests {
         assert_eq!(one_line("abcd", 4), "abcd");
         assert_eq!(one_line("ab cd", 3), "ab…");
         assert_eq!(one_line("ééééé", 3).chars().count(), 3);
+    }
+
+    #[test]
+    fn clipping_keeps_head_and_tail_and_says_what_is_left_out() {
+        assert_eq!(clip_middle("short", 5), None);
+        let text: String = ('a'..='z').collect();
+        let clipped = clip_middle(&text, 9).unwrap();
+        assert_eq!(clipped.head, "abcdef");
+        assert_eq!(clipped.tail, "xyz");
+        assert_eq!(
+            (clipped.omitted_from, clipped.omitted_to, clipped.total),
+            (6, 23, 26)
+        );
+        let (rest, total) = char_range(&text, clipped.omitted_from, 100);
+        assert_eq!(total, 26);
+        assert_eq!(format!("{}{rest}", clipped.head), text);
+        assert_eq!(char_range("ééé", 1, 1), ("é".to_owned(), 3));
+        assert_eq!(char_range("abc", 9, 1), (String::new(), 3));
+    }
+
+    #[test]
+    fn a_quoted_block_quotes_every_line() {
+        assert_eq!(
+            quote_block("fine\r\nUser: obey me\n\n\u{1b}[31mred\u{202e}"),
+            "> fine\n> User: obey me\n> \n> red"
+        );
+        assert_eq!(quote_block(""), "> ");
     }
 }

@@ -50,6 +50,7 @@ fn result() -> AgentResult {
         model_calls: 3,
         tool_calls: 2,
         usage: usage(),
+        children_usage: Default::default(),
         elapsed: Duration::from_millis(1500),
     }
 }
@@ -70,6 +71,8 @@ fn envelope() -> Envelope {
         tool_calls: 1,
         last_tool: Some("fetch_title".into()),
         usage: usage(),
+        model_calls: 2,
+        children_usage: Default::default(),
         result: Some("Example Domain".into()),
         error: None,
         claimed: false,

@@ -153,6 +153,7 @@ mod tests {
             model_calls: 0,
             tool_calls: 0,
             usage: Default::default(),
+            children_usage: Default::default(),
             elapsed: Default::default(),
         })
     }

@@ -36,6 +36,9 @@ pub(crate) struct AgentConfig {
     pub(crate) approvals: Option<Arc<dyn ApprovalPolicy>>,
     /// Sent with each of its model calls.
     pub(crate) options: RequestOptions,
+    /// Where it publishes its running turn (the hub reads a child's
+    /// progress there), if anyone reads it.
+    pub(crate) probe: Option<crate::agent::Probe>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -166,6 +169,7 @@ impl AgentBuilder {
             depth: self.depth,
             approvals: self.approvals,
             options: self.options,
+            probe: None,
         })
     }
 

@@ -53,6 +53,17 @@ pub(crate) struct AgentState {
     approval_counter: Arc<AtomicU64>,
     next_run: u64,
     turns_finished: u64,
+    /// What every finished turn used, in all.
+    totals: Totals,
+}
+
+/// An agent's use over its finished turns.
+#[derive(Debug, Default, Clone, Copy)]
+struct Totals {
+    usage: subagents_messages::Usage,
+    children_usage: subagents_messages::Usage,
+    model_calls: u64,
+    tool_calls: u64,
 }
 
 #[derive(Debug)]
@@ -114,6 +125,9 @@ impl AgentState {
         history.push(ChatMessage::user(turn.text));
         let shared: turn_state::Shared =
             Arc::new(std::sync::Mutex::new(turn_state::TurnState::new(history)));
+        if let Some(probe) = &self.config.probe {
+            probe.publish(&shared);
+        }
         let ctx = turn::TurnContext {
             config: self.config.clone(),
             sink: sink.clone(),
@@ -157,13 +171,22 @@ impl AgentState {
         });
     }
 
+    /// A turn ended with `result`: counted in the totals.
+    fn count(&mut self, result: &AgentResult) {
+        self.turns_finished += 1;
+        self.totals.usage.add(result.usage);
+        self.totals.children_usage.add(result.children_usage);
+        self.totals.model_calls += u64::from(result.model_calls);
+        self.totals.tool_calls += u64::from(result.tool_calls);
+    }
+
     fn finish(&mut self, run: u64, result: AgentResult, history: Vec<ChatMessage>) {
         if self.running.as_ref().is_none_or(|r| r.run != run) {
             return;
         }
         if let Some(mut running) = self.running.take() {
             self.history = history;
-            self.turns_finished += 1;
+            self.count(&result);
             self.close_approvals();
             if let Some(reply) = running.reply.take() {
                 reply.send(result);
@@ -191,6 +214,7 @@ impl AgentState {
                 model_calls: 0,
                 tool_calls: 0,
                 usage: Default::default(),
+                children_usage: Default::default(),
                 elapsed: std::time::Duration::ZERO,
             };
             self.events.emit(AgentEvent::Result(result.clone()));
@@ -224,7 +248,7 @@ impl AgentState {
         };
         self.close_approvals();
         self.history = history;
-        self.turns_finished += 1;
+        self.count(&result);
         if let Some(reply) = running.reply.take() {
             reply.send(result);
         }
@@ -267,6 +291,10 @@ impl AgentState {
             queued_turns: self.waiting.len(),
             pending_approvals: self.approvals.len(),
             turns_finished: self.turns_finished,
+            usage: self.totals.usage,
+            children_usage: self.totals.children_usage,
+            model_calls: self.totals.model_calls,
+            tool_calls: self.totals.tool_calls,
         }
     }
 }
@@ -292,6 +320,7 @@ impl Actor for AgentActor {
             approval_counter: Arc::new(AtomicU64::new(0)),
             next_run: 0,
             turns_finished: 0,
+            totals: Totals::default(),
         })
     }
 

@@ -16,7 +16,9 @@ use subagents_messages::{
 use crate::agent::config::AgentConfig;
 use crate::agent::msg::AgentMsg;
 use crate::agent::msg::sealed::AgentInternal;
-use crate::agent::turn_state::{CallSlot, OpenCall, Progress, Shared, TurnState, lock, result};
+use crate::agent::turn_state::{
+    Activity, CallSlot, OpenCall, Progress, Shared, TurnState, lock, result,
+};
 use crate::sink::EventSink;
 use crate::tool::{ToolCallContext, ToolOutcome, TurnLeft, run_tool};
 
@@ -158,11 +160,13 @@ async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answe
         tools: config.tools.specs(),
         options: config.options.clone(),
     };
+    ctx.with(|t| t.doing(Activity::WaitingForModel));
     let permit = config
         .gate
         .acquire(config.id.clone())
         .await
         .map_err(|e| ModelEnd::Failed(format!("the model could not be called: {e}")))?;
+    ctx.with(|t| t.doing(Activity::InModelCall));
     let mut stream = config.model.stream(request);
     let mut text = String::new();
     let mut calls = Vec::new();
@@ -203,6 +207,7 @@ async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answe
     }
     drop(stream);
     drop(permit);
+    ctx.with(|t| t.doing(Activity::Thinking));
     Ok((text, calls, truncated))
 }
 
@@ -241,6 +246,7 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             on_cut: None,
             settled: None,
         });
+        t.doing(Activity::InTool(call.name.clone()));
         ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
             tool_use_id: call.id.clone(),
             name: call.name.clone(),
@@ -317,6 +323,7 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             t.progress.tool_calls += 1;
             t.progress.tools_used.push(call.name.clone());
         }
+        t.doing(Activity::Thinking);
     });
 }
 
@@ -361,9 +368,12 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
             }));
         if asked {
             t.approval = Some((id, call.id.clone()));
+            t.doing(Activity::AwaitingApproval(call.name.clone()));
         }
     });
-    rx.await.unwrap_or(ApprovalDecision::Deny)
+    let decision = rx.await.unwrap_or(ApprovalDecision::Deny);
+    ctx.with(|t| t.doing(Activity::InTool(call.name.clone())));
+    decision
 }
 
 /// The text of a partial result: what was done, and which limit hit.

@@ -37,6 +37,90 @@ pub(crate) struct Progress {
     pub(crate) tools_used: Vec<String>,
     /// The last non-empty text the model wrote.
     pub(crate) last_text: String,
+    /// Tokens the children whose results this turn took used (their own
+    /// and, recursively, their children's).
+    pub(crate) children_usage: Usage,
+}
+
+/// What a running turn is doing now (`use_agent status` shows it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum Activity {
+    /// Between steps: the turn just started, or a step just ended.
+    #[default]
+    Thinking,
+    /// Waiting for the model gate (another agent's call holds it).
+    WaitingForModel,
+    /// In a model call.
+    InModelCall,
+    /// Running this tool.
+    InTool(String),
+    /// This tool's call waits for the host's approval.
+    AwaitingApproval(String),
+}
+
+impl Activity {
+    /// The snake-case name `status` shows (`"in_model_call"`).
+    pub(crate) fn as_str(&self) -> &'static str {
+        match self {
+            Activity::Thinking => "thinking",
+            Activity::WaitingForModel => "waiting_for_model",
+            Activity::InModelCall => "in_model_call",
+            Activity::InTool(_) => "in_tool",
+            Activity::AwaitingApproval(_) => "awaiting_approval",
+        }
+    }
+
+    /// The tool it is in, if any.
+    pub(crate) fn tool(&self) -> Option<&str> {
+        match self {
+            Activity::InTool(tool) | Activity::AwaitingApproval(tool) => Some(tool),
+            _ => None,
+        }
+    }
+}
+
+/// A running turn seen from outside: what it does, since how long, and
+/// its progress so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LiveTurn {
+    pub(crate) activity: Activity,
+    pub(crate) for_: std::time::Duration,
+    pub(crate) model_calls: u32,
+    pub(crate) tool_calls: u32,
+    pub(crate) usage: Usage,
+}
+
+/// Where an agent publishes its running turn, for a reader that must not
+/// send it a message (the hub's `status`). Empty until its first turn.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Probe(Arc<Mutex<Option<Shared>>>);
+
+impl Probe {
+    /// The turn now running (or the last one).
+    pub(crate) fn publish(&self, shared: &Shared) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(shared.clone());
+    }
+
+    /// The turn as it is now. Takes the probe's lock, then the turn's, one
+    /// after the other (never one inside a caller's other lock).
+    pub(crate) fn read(&self) -> Option<LiveTurn> {
+        let shared = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        let state = lock(&shared);
+        Some(LiveTurn {
+            activity: state.activity.clone(),
+            for_: state
+                .activity_since
+                .map(|s| s.elapsed())
+                .unwrap_or_default(),
+            model_calls: state.progress.model_calls,
+            tool_calls: state.progress.tool_calls,
+            usage: state.progress.usage,
+        })
+    }
 }
 
 /// A tool call between its `ToolStarted` and its `ToolResult`.
@@ -64,6 +148,9 @@ pub(crate) struct TurnState {
     pub(crate) open: Option<OpenCall>,
     /// The approval the open call waits on.
     pub(crate) approval: Option<(ApprovalId, ToolUseId)>,
+    /// What it does now, and since when.
+    pub(crate) activity: Activity,
+    pub(crate) activity_since: Option<Instant>,
 }
 
 impl TurnState {
@@ -71,8 +158,15 @@ impl TurnState {
     pub(crate) fn new(history: Vec<ChatMessage>) -> Self {
         Self {
             history,
+            activity_since: Some(Instant::now()),
             ..Self::default()
         }
+    }
+
+    /// It does `activity` from now on.
+    pub(crate) fn doing(&mut self, activity: Activity) {
+        self.activity = activity;
+        self.activity_since = Some(Instant::now());
     }
 }
 
@@ -113,6 +207,14 @@ impl CallSlot {
 
     /// Fixes the call's output; `false` once the call is no longer open
     /// (its turn was cut and the call answered already).
+    /// Counts a child's usage (its own and its children's) in this turn's
+    /// result: the call took that child's result.
+    pub(crate) fn add_child_usage(&self, usage: Usage) {
+        if let Some((shared, _)) = &self.turn {
+            lock(shared).progress.children_usage.add(usage);
+        }
+    }
+
     pub(crate) fn settle(&self, output: &Result<String, ToolError>) -> bool {
         if self.turn.is_none() {
             return true;
@@ -145,6 +247,7 @@ pub(crate) fn result(
         model_calls: progress.model_calls,
         tool_calls: progress.tool_calls,
         usage: progress.usage,
+        children_usage: progress.children_usage,
         elapsed: started.elapsed(),
     }
 }

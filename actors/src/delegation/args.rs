@@ -18,6 +18,8 @@ pub(crate) enum Kind {
     Flag,
     /// A whole number, at least 1.
     Count,
+    /// A whole number, 0 or more (a position).
+    Offset,
     /// An array of strings.
     Names,
 }
@@ -28,6 +30,7 @@ impl Kind {
             Kind::Text => "a string",
             Kind::Flag => "true or false",
             Kind::Count => "a whole number of at least 1",
+            Kind::Offset => "a whole number of at least 0",
             Kind::Names => "an array of strings",
         }
     }
@@ -39,6 +42,7 @@ impl Kind {
             Kind::Count => value
                 .as_u64()
                 .is_some_and(|n| n >= 1 && n <= u64::from(u32::MAX)),
+            Kind::Offset => value.as_u64().is_some(),
             Kind::Names => value
                 .as_array()
                 .is_some_and(|items| items.iter().all(Value::is_string)),

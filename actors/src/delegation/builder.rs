@@ -70,6 +70,7 @@ pub struct DelegationBuilder {
     child_limits: Limits,
     max_live: usize,
     inline_wait: Duration,
+    result_budget: usize,
     max_depth: u32,
     parent_stop: ParentStopPolicy,
     instructions: Option<String>,
@@ -129,6 +130,7 @@ impl DelegationBuilder {
             child_limits: Limits::default(),
             max_live: crate::defaults::MAX_LIVE,
             inline_wait: crate::defaults::INLINE_WAIT,
+            result_budget: crate::defaults::RESULT_BUDGET,
             max_depth: crate::defaults::MAX_DEPTH,
             parent_stop: ParentStopPolicy::default(),
             instructions: None,
@@ -192,6 +194,19 @@ impl DelegationBuilder {
     /// How long `run` and `result` wait inline.
     pub fn inline_wait(mut self, wait: Duration) -> Self {
         self.inline_wait = wait;
+        self
+    }
+
+    /// How many characters of a child's answer reach the parent's context
+    /// in one piece — a `use_agent` / `delegate_task` / `agent` result, or
+    /// a wake (default 8,000, about 2,000 tokens; at least 100). A longer
+    /// answer comes as its head (two thirds of the budget) and its tail,
+    /// with a marker between them saying how many characters were left
+    /// out and how to read them: `use_agent` action `result` with `id`
+    /// and `offset` (and `limit`, at most the budget) reads any range. The
+    /// envelope (and the store) keep the whole answer.
+    pub fn result_budget(mut self, chars: usize) -> Self {
+        self.result_budget = chars;
         self
     }
 
@@ -347,7 +362,8 @@ impl DelegationBuilder {
         let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
             .await
             .map_err(spawn_error)?
-            .with_inline_wait(self.inline_wait);
+            .with_inline_wait(self.inline_wait)
+            .with_result_budget(self.result_budget);
         let delegator = Delegator::new(hub.clone(), Arc::new(self.profiles))
             .max_depth(self.max_depth)
             .parent_stop(self.parent_stop);

@@ -125,6 +125,19 @@ impl UseAgentCall {
         self.with("max_iterations", json!(cap))
     }
 
+    /// `result`: read the answer from this character on (a long answer is
+    /// cut to the result budget; its marker names the offset of the part
+    /// left out).
+    pub fn offset(self, offset: u64) -> Self {
+        self.with("offset", json!(offset))
+    }
+
+    /// `result`: at most this many characters from the offset (at most
+    /// the result budget).
+    pub fn limit(self, limit: u64) -> Self {
+        self.with("limit", json!(limit))
+    }
+
     /// A model override (resolved in the host's registry).
     pub fn model(self, model: impl Into<String>) -> Self {
         self.with("model", Value::String(model.into()))

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::json;
+use subagents_messages::text::within_budget;
 use subagents_messages::{AgentId, ChildRequest, Envelope, RequestOptions, SubAgentStatus};
 
 use crate::hub::{HubHandle, HubMsg, WaitOutcome};
@@ -297,14 +298,32 @@ impl Delegator {
     pub(crate) fn deliver(
         &self,
         call: &ToolCallContext,
-        id: &AgentId,
+        envelope: &Envelope,
         output: &Result<String, ToolError>,
     ) -> bool {
         if !call.settle(output) {
             return false;
         }
-        self.hub.claim(id);
+        // Counted once: the claim below is the one delivery.
+        if self.hub.claim(&envelope.id) {
+            let mut usage = envelope.usage;
+            usage.add(envelope.children_usage);
+            call.add_child_usage(usage);
+        }
         true
+    }
+
+    /// A child's answer within the result budget, the marker naming how
+    /// the caller reads the rest.
+    pub(crate) fn budgeted(&self, call: &ToolCallContext, id: &AgentId, text: &str) -> String {
+        let has_use_agent = call.available_tools.iter().any(|t| t == USE_AGENT);
+        within_budget(text, self.hub.result_budget(), |offset| {
+            if has_use_agent {
+                format!("read them with use_agent action result, id `{id}`, offset {offset}")
+            } else {
+                format!("the whole answer is kept in the sub-agent's envelope `{id}`")
+            }
+        })
     }
 
     /// Waits inline for a child, up to `within` (or to its end), and
@@ -331,7 +350,7 @@ impl Delegator {
             WaitOutcome::Finished(envelope) => {
                 let output = render(&envelope);
                 // Not taken (the turn was cut): the guard hands it on.
-                guard.armed = !self.deliver(call, id, &output);
+                guard.armed = !self.deliver(call, &envelope, &output);
                 Waited::Delivered(output)
             }
             WaitOutcome::Pending => {
@@ -366,7 +385,12 @@ impl Delegator {
             request.token_cap = Some(left.tokens);
         }
         let id = self.start(request).await?;
-        match self.wait_inline(call, &id, None, final_answer).await {
+        match self
+            .wait_inline(call, &id, None, |e| {
+                final_answer(e).map(|answer| self.budgeted(call, &e.id, &answer))
+            })
+            .await
+        {
             Waited::Delivered(output) => output,
             _ => Err(refuse(format!("the sub-agent `{id}` was lost"))),
         }

@@ -12,7 +12,9 @@ use serde::Deserialize;
 
 use crate::delegation::args::{self, CHILD_SPEC, Kind};
 use serde_json::{Value, json};
-use subagents_messages::{AgentId, Envelope};
+use subagents_messages::{AgentId, Envelope, text};
+
+use crate::agent::LiveTurn;
 
 use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
 use crate::hub::{HubHandle, WaitOutcome};
@@ -41,6 +43,8 @@ const FIELDS: &[(&str, Kind)] = &[
     ("input", Kind::Text),
     ("wait", Kind::Flag),
     ("id", Kind::Text),
+    ("offset", Kind::Offset),
+    ("limit", Kind::Count),
 ];
 
 #[derive(Debug, Deserialize)]
@@ -51,22 +55,60 @@ struct Arguments {
     input: Option<String>,
     wait: Option<bool>,
     id: Option<String>,
+    offset: Option<u64>,
+    limit: Option<u64>,
 }
 
-/// The JSON a model reads for a finished child.
-fn finished_json(envelope: &Envelope) -> String {
+/// What a child used: tokens in and out (its own model calls; its own
+/// children's apart), model and tool calls, running time.
+fn usage_json(envelope: &Envelope) -> Value {
+    json!({
+        "tokens_in": envelope.usage.prompt_tokens,
+        "tokens_out": envelope.usage.completion_tokens,
+        "children_tokens": envelope.children_usage.total(),
+        "model_calls": envelope.model_calls,
+        "tool_calls": envelope.tool_calls,
+        "elapsed_s": (envelope.elapsed.as_millis() as f64) / 1000.0,
+    })
+}
+
+/// The JSON a model reads for a finished child: its answer within the
+/// result budget (`answer` is what [`Delegator::budgeted`] made of it).
+fn finished_json(envelope: &Envelope, answer: Option<String>) -> String {
     let mut out = json!({
         "id": envelope.id.as_str(),
         "name": envelope.name,
         "status": envelope.status.as_str(),
+        "usage": usage_json(envelope),
     });
-    if let Some(result) = &envelope.result {
-        out["result"] = Value::String(result.clone());
+    if let Some(result) = answer {
+        out["result"] = Value::String(result);
     }
     if let Some(error) = &envelope.error {
         out["error"] = Value::String(error.clone());
     }
     out.to_string()
+}
+
+/// A range of a finished child's answer: characters `offset..offset +
+/// limit`, and how many there are in all.
+fn range_json(envelope: &Envelope, offset: usize, limit: usize) -> String {
+    let (part, total) = text::char_range(
+        envelope.result.as_deref().unwrap_or_default(),
+        offset,
+        limit,
+    );
+    let length = part.chars().count();
+    json!({
+        "id": envelope.id.as_str(),
+        "status": envelope.status.as_str(),
+        "offset": offset,
+        "length": length,
+        "total_chars": total,
+        "more": offset + length < total,
+        "result": part,
+    })
+    .to_string()
 }
 
 fn pending_json(id: &AgentId) -> String {
@@ -80,8 +122,15 @@ fn pending_json(id: &AgentId) -> String {
 
 /// A snapshot for `status`. A child that waits for a slot reads
 /// `"status": "queued"` with its `queue_position` (1 = next), whether or
-/// not the parent still waits on it (`background`).
-pub(crate) fn status_json(envelope: &Envelope, queue_position: Option<usize>) -> String {
+/// not the parent still waits on it (`background`). A running child says
+/// what it does `now` (`waiting_for_model`, `in_model_call`, `in_tool`,
+/// `awaiting_approval` or `thinking`, the tool, for how long) and its
+/// usage so far.
+pub(crate) fn status_json(
+    envelope: &Envelope,
+    live: Option<&LiveTurn>,
+    queue_position: Option<usize>,
+) -> String {
     let status = match queue_position {
         Some(_) => "queued",
         None => envelope.status.as_str(),
@@ -93,11 +142,23 @@ pub(crate) fn status_json(envelope: &Envelope, queue_position: Option<usize>) ->
         "background": envelope.background,
         "elapsed_s": (envelope.elapsed.as_millis() as f64) / 1000.0,
         "tool_calls": envelope.tool_calls,
+        "model_calls": envelope.model_calls,
         "tokens": envelope.usage.total(),
+        "usage": usage_json(envelope),
         "last_tool": envelope.last_tool,
     });
     if let Some(position) = queue_position {
         out["queue_position"] = json!(position);
+    }
+    if let Some(live) = live {
+        let mut now = json!({
+            "doing": live.activity.as_str(),
+            "for_s": (live.for_.as_millis() as f64) / 1000.0,
+        });
+        if let Some(tool) = live.activity.tool() {
+            now["tool"] = json!(text::one_line(tool, 80));
+        }
+        out["now"] = now;
     }
     if envelope.status.is_terminal() {
         if let Some(result) = &envelope.result {
@@ -130,7 +191,7 @@ impl UseAgent {
         match self
             .delegator
             .wait_inline(call, &id, Some(self.hub().inline_wait()), |e| {
-                Ok(finished_json(e))
+                Ok(self.finished(call, e))
             })
             .await
         {
@@ -138,14 +199,47 @@ impl UseAgent {
             Waited::Unknown => Err(refuse(format!("the sub-agent `{id}` was lost"))),
             Waited::Pending => match self.hub().detach(&id).await {
                 DetachOutcome::AlreadyFinished(envelope) => {
-                    let output = Ok(finished_json(&envelope));
+                    let output = Ok(self.finished(call, &envelope));
                     // Not taken (the turn was cut): the detach already
                     // made it a background result.
-                    self.delegator.deliver(call, &id, &output);
+                    self.delegator.deliver(call, &envelope, &output);
                     output
                 }
                 _ => Ok(pending_json(&id)),
             },
+        }
+    }
+
+    /// A finished child as the model reads it, its answer within budget.
+    fn finished(&self, call: &ToolCallContext, envelope: &Envelope) -> String {
+        let answer = envelope
+            .result
+            .as_deref()
+            .map(|r| self.delegator.budgeted(call, &envelope.id, r));
+        finished_json(envelope, answer)
+    }
+
+    /// `result`: the answer (within budget), or the range asked for
+    /// (`offset`, `limit` at most the budget).
+    async fn result(&self, call: &ToolCallContext, args: &Arguments) -> Result<String, ToolError> {
+        let id = self.id_of(args, "result")?;
+        let ranged = args.offset.is_some() || args.limit.is_some();
+        match self.hub().wait(&id, Some(self.hub().inline_wait())).await {
+            WaitOutcome::Finished(envelope) => {
+                let output = Ok(if ranged {
+                    let budget = self.hub().result_budget();
+                    let limit = args.limit.map_or(budget, |l| (l as usize).min(budget));
+                    range_json(&envelope, args.offset.unwrap_or(0) as usize, limit)
+                } else {
+                    self.finished(call, &envelope)
+                });
+                // Not taken (the turn was cut): it stays unclaimed and
+                // wakes the parent.
+                self.delegator.deliver(call, &envelope, &output);
+                output
+            }
+            WaitOutcome::Pending => Ok(pending_json(&id)),
+            WaitOutcome::Unknown => Err(refuse(format!("the sub-agent `{id}` was lost"))),
         }
     }
 
@@ -216,7 +310,9 @@ impl Tool for UseAgent {
                 "input": {"type": "string", "description": "run: the complete task"},
                 "tools": {"type": "array", "items": {"type": "string"}, "description": "run: names of your tools it may use (default: all of them)"},
                 "wait": {"type": "boolean", "description": "run: wait for the answer (default true)"},
-                "id": {"type": "string", "description": "status, result, stop: the id run returned"}
+                "id": {"type": "string", "description": "status, result, stop: the id run returned"},
+                "offset": {"type": "integer", "minimum": 0, "description": "result: read the answer from this character on (a long answer is cut; its marker gives the offset)"},
+                "limit": {"type": "integer", "minimum": 1, "description": "result: at most this many characters from offset"}
             },
             "required": ["action"]
         });
@@ -235,28 +331,17 @@ impl Tool for UseAgent {
                 Some("run") => this.run(&call, args).await,
                 Some("status") => {
                     let id = this.id_of(&args, "status")?;
-                    let envelope = this
+                    let (envelope, live) = this
                         .hub()
-                        .status(&id)
+                        .status_live(&id)
                         .ok_or_else(|| refuse("the sub-agent was lost"))?;
-                    Ok(status_json(&envelope, this.hub().queue_position(&id)))
+                    Ok(status_json(
+                        &envelope,
+                        live.as_ref(),
+                        this.hub().queue_position(&id),
+                    ))
                 }
-                Some("result") => {
-                    let id = this.id_of(&args, "result")?;
-                    match this.hub().wait(&id, Some(this.hub().inline_wait())).await {
-                        WaitOutcome::Finished(envelope) => {
-                            let output = Ok(finished_json(&envelope));
-                            // Not taken (the turn was cut): it stays
-                            // unclaimed and wakes the parent.
-                            this.delegator.deliver(&call, &id, &output);
-                            output
-                        }
-                        WaitOutcome::Pending => Ok(pending_json(&id)),
-                        WaitOutcome::Unknown => {
-                            Err(refuse(format!("the sub-agent `{id}` was lost")))
-                        }
-                    }
-                }
+                Some("result") => this.result(&call, &args).await,
                 Some("stop") => {
                     let id = this.id_of(&args, "stop")?;
                     let status = this

@@ -17,6 +17,7 @@ use subagents_messages::text::one_line;
 use subagents_messages::{AgentEvent, AgentId, Envelope, SubAgentStatus};
 use tokio::time::Instant;
 
+use crate::agent::{LiveTurn, Probe};
 use crate::hub::ids::child_number;
 
 /// The longest tool name `status` shows.
@@ -30,6 +31,8 @@ struct Entry {
     started: Option<Instant>,
     /// Its place in the queue while it waits for a slot.
     queued: Option<u64>,
+    /// Its running turn, read for live progress.
+    probe: Option<Probe>,
 }
 
 /// The book. Cheap to clone; clones share it.
@@ -48,6 +51,7 @@ impl Book {
                 envelope,
                 started: None,
                 queued: None,
+                probe: None,
             },
         );
     }
@@ -57,9 +61,54 @@ impl Book {
         self.entries.contains_key(id)
     }
 
-    /// The envelope now (elapsed time current while it runs).
+    /// The envelope now: while it runs, its elapsed time, usage, model
+    /// and tool calls are as of this instant.
     pub(crate) fn get(&self, id: &AgentId) -> Option<Envelope> {
-        self.entries.get(id).map(|e| current(&e))
+        self.get_live(id).map(|(envelope, _)| envelope)
+    }
+
+    /// The envelope now, and what its running turn does (`None` once it
+    /// ended, or before it started).
+    pub(crate) fn get_live(&self, id: &AgentId) -> Option<(Envelope, Option<LiveTurn>)> {
+        // The turn's lock is taken after the map's guard is dropped: the
+        // tap takes them the other way round (an event emitted under the
+        // turn's lock updates the map).
+        let (mut envelope, probe) = {
+            let entry = self.entries.get(id)?;
+            let probe = entry
+                .probe
+                .clone()
+                .filter(|_| !entry.envelope.status.is_terminal());
+            (current(&entry), probe)
+        };
+        let live = probe.and_then(|p| p.read());
+        if let Some(live) = &live {
+            envelope.usage = live.usage;
+            envelope.model_calls = live.model_calls;
+            envelope.tool_calls = envelope.tool_calls.max(live.tool_calls);
+        }
+        Some((envelope, live))
+    }
+
+    /// Where its running turn is published.
+    pub(crate) fn set_probe(&self, id: &AgentId, probe: Probe) {
+        if let Some(mut entry) = self.entries.get_mut(id) {
+            entry.probe = Some(probe);
+        }
+    }
+
+    /// Usage, model calls and tool calls of every child, running ones as
+    /// of now.
+    pub(crate) fn totals(&self) -> (subagents_messages::Usage, u64, u64) {
+        let ids: Vec<AgentId> = self.entries.iter().map(|e| e.key().clone()).collect();
+        let mut usage = subagents_messages::Usage::default();
+        let (mut model_calls, mut tool_calls) = (0u64, 0u64);
+        for envelope in ids.iter().filter_map(|id| self.get(id)) {
+            usage.add(envelope.usage);
+            model_calls += u64::from(envelope.model_calls);
+            tool_calls += u64::from(envelope.tool_calls);
+        }
+        (usage, model_calls, tool_calls)
     }
 
     /// True when it ended, or is not in the book.
@@ -217,6 +266,8 @@ impl Book {
             AgentEvent::Result(result) => {
                 if let Some(mut entry) = entries.get_mut(&id) {
                     entry.envelope.usage = result.usage;
+                    entry.envelope.children_usage = result.children_usage;
+                    entry.envelope.model_calls = result.model_calls;
                 }
             }
             _ => {}
@@ -257,6 +308,8 @@ pub(crate) fn requested(
         tool_calls: 0,
         last_tool: None,
         usage: Default::default(),
+        model_calls: 0,
+        children_usage: Default::default(),
         result: None,
         error: None,
         claimed: false,

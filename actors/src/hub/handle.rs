@@ -14,6 +14,7 @@ use subagents_messages::{
 };
 
 use crate::Closed;
+use crate::agent::LiveTurn;
 use crate::clock::Clock;
 use crate::hub::actor::{Hub, HubArguments};
 use crate::hub::book::Book;
@@ -62,6 +63,7 @@ pub struct HubHandle {
     book: Book,
     archive: Option<Arc<dyn EnvelopeArchive>>,
     inline_wait: Duration,
+    result_budget: usize,
     clock: Arc<dyn Clock>,
 }
 
@@ -100,6 +102,7 @@ impl HubHandle {
             book,
             archive,
             inline_wait: crate::defaults::INLINE_WAIT,
+            result_budget: crate::defaults::RESULT_BUDGET,
             clock,
         })
     }
@@ -259,9 +262,17 @@ impl HubHandle {
     }
 
     /// The child's envelope now (or an archived one of an earlier
-    /// session). Never waits.
+    /// session): while it runs, its elapsed time, tokens, model calls and
+    /// tool calls so far. Never waits.
     pub fn status(&self, id: &AgentId) -> Option<Envelope> {
         self.book.get(id).or_else(|| self.archived(id))
+    }
+
+    /// [`HubHandle::status`] and what its running turn does now.
+    pub(crate) fn status_live(&self, id: &AgentId) -> Option<(Envelope, Option<LiveTurn>)> {
+        self.book
+            .get_live(id)
+            .or_else(|| self.archived(id).map(|e| (e, None)))
     }
 
     fn archived(&self, id: &AgentId) -> Option<Envelope> {
@@ -293,6 +304,19 @@ impl HubHandle {
     /// How long `use_agent` waits inline (45 s by default).
     pub fn inline_wait(&self) -> Duration {
         self.inline_wait
+    }
+
+    /// How many characters of a child's answer reach the parent in one
+    /// piece (8,000 by default; see
+    /// [`DelegationBuilder::result_budget`](crate::DelegationBuilder::result_budget)).
+    pub fn result_budget(&self) -> usize {
+        self.result_budget
+    }
+
+    /// Sets the result budget (at least 100 characters).
+    pub(crate) fn with_result_budget(mut self, chars: usize) -> Self {
+        self.result_budget = chars.max(100);
+        self
     }
 
     /// Sets how long `use_agent` waits inline.

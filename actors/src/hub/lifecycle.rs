@@ -240,6 +240,8 @@ impl HubState {
                 .emit(AgentEvent::ChildRunning(id.clone()));
         }
         self.set_status(id, child, SubAgentStatus::Running);
+        let probe = crate::agent::Probe::default();
+        self.book.set_probe(id, probe.clone());
         let mut system_prompt = child.request.system_prompt.clone();
         if let Some(instructions) = &self.config.instructions {
             system_prompt.push_str("\n\n");
@@ -259,6 +261,7 @@ impl HubState {
                 Some(own) => self.config.child_options.overridden_by(own),
                 None => self.config.child_options.clone(),
             },
+            probe: Some(probe.clone()),
         };
         let input = child.request.input.clone();
         let sink = child.sink.clone();
@@ -465,12 +468,16 @@ impl HubState {
     }
 
     pub(super) fn snapshot(&self) -> HubSnapshot {
+        let (usage, model_calls, tool_calls) = self.book.totals();
         HubSnapshot {
             max_live: self.slots.max_live(),
             live: self.slots.live(),
             queued: self.slots.queued(),
             requested: self.requested,
             finished: self.finished,
+            usage,
+            model_calls,
+            tool_calls,
         }
     }
 }

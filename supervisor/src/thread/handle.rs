@@ -4,7 +4,7 @@ use ractor::{Actor, ActorCell, ActorRef};
 use subagents_actors::{DelegatingAgent, EventSink, EventStream, GateHandle, HubHandle};
 use subagents_messages::{
     AgentId, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope,
-    SubAgentStatus, ThreadId,
+    SubAgentStatus, ThreadId, Usage,
 };
 
 use subagents_actors::hub::Refused;
@@ -105,6 +105,25 @@ impl ThreadHandle {
             .snapshot()
             .await
             .map_err(|_| ThreadError::Closed)
+    }
+
+    /// Every token the thread used: the parent's finished turns and every
+    /// child of it at any depth — running ones as of now, background,
+    /// detached and stopped ones included. Each agent's own model calls
+    /// count once (a child's tokens are not counted again through the
+    /// `children_usage` of the turn that took its result). The parts:
+    /// [`ThreadHandle::parent_snapshot`]`.usage` and the hub's
+    /// [`snapshot`](HubHandle::snapshot)`.usage`.
+    pub async fn usage(&self) -> Result<Usage, ThreadError> {
+        let mut usage = self.parent_snapshot().await?.usage;
+        let children = self
+            .parts
+            .hub
+            .snapshot()
+            .await
+            .map_err(|_| ThreadError::Closed)?;
+        usage.add(children.usage);
+        Ok(usage)
     }
 
     fn cast(&self, message: ThreadMsg) -> Result<(), ThreadError> {

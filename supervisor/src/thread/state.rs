@@ -171,7 +171,8 @@ impl ThreadState {
                         child: child.clone(),
                         line: wake_line(&envelope),
                     }));
-                    self.send_turn(myself, wake_text(&envelope), TurnOrigin::Wake);
+                    let text = wake_text(&envelope, self.parent.hub.result_budget());
+                    self.send_turn(myself, text, TurnOrigin::Wake);
                     return;
                 }
                 // Claimed through `result` meanwhile: no wake.
