@@ -64,6 +64,10 @@ enum OnAction {
     /// The user asks the parent for the child's result (`use_agent
     /// result`): a claim at that instant.
     Claim,
+    /// The user has the parent send the child a message (`use_agent
+    /// send`) at that instant: read at its next model call, or refused
+    /// as finished.
+    Send,
 }
 
 /// One step of a scenario (its Debug form is the readable scenario a
@@ -129,11 +133,12 @@ fn child_plan() -> impl Strategy<Value = ChildPlan> {
 fn on_step() -> impl Strategy<Value = (Moment, OnAction, bool)> {
     let any_moment = prop::sample::select(Moment::ALL.to_vec());
     prop_oneof![
-        3 => (any_moment, prop::sample::select(vec![
+        3 => (any_moment.clone(), prop::sample::select(vec![
             OnAction::StopParent, OnAction::SwitchAway, OnAction::StopChild,
         ]), any::<bool>()),
         2 => (Just(Moment::ApprovalRequested), prop::sample::select(vec![OnAction::Approve, OnAction::Deny]), Just(false)),
         2 => (prop::sample::select(vec![Moment::Result, Moment::Ended, Moment::ToolResult]), Just(OnAction::Claim), Just(false)),
+        2 => (any_moment.clone(), Just(OnAction::Send), Just(false)),
         // The sharpest edge: the parent stopped (or the thread switched)
         // at the instant a child it waits on inline finishes.
         4 => (Just(Moment::Result), prop::sample::select(vec![OnAction::StopParent, OnAction::SwitchAway]), Just(true)),
@@ -528,6 +533,7 @@ impl World {
 
 fn action_kind(action: &HostAction) -> &'static str {
     match action {
+        HostAction::User(text) if text.starts_with("SEND ") => "Send",
         HostAction::User(_) => "Claim",
         HostAction::StopParent => "StopParent",
         HostAction::SwitchAway => "SwitchAway",
@@ -544,6 +550,7 @@ fn trigger(moment: Moment, what: OnAction, yields: u32) -> Trigger {
         OnAction::SwitchAway => Some(HostAction::SwitchAway),
         OnAction::StopChild => Some(HostAction::StopChild(child.clone())),
         OnAction::Claim => Some(HostAction::User(format!("RESULT {child}"))),
+        OnAction::Send => Some(HostAction::User(format!("SEND {child}"))),
         OnAction::Approve | OnAction::Deny => match event {
             AgentEvent::Child(_, inner) => match &**inner {
                 AgentEvent::ApprovalRequested(r) if what == OnAction::Approve => {

@@ -96,7 +96,10 @@ impl AgentHandle {
     fn cast_turn(&self, text: String, reply: Option<TurnReply>) -> Result<(), AgentError> {
         self.actor
             .cast(AgentMsg::Turn {
-                turn: UserTurn { text },
+                turn: UserTurn {
+                    text,
+                    followups: Vec::new(),
+                },
                 reply,
             })
             .map_err(|e| match e {

@@ -37,6 +37,9 @@ pub(crate) struct UserTurn {
     /// The text the model reads as the user's message (a human's, or a
     /// wake's synthetic one: the agent runs both alike).
     pub(crate) text: String,
+    /// Messages sent to it before it started (`use_agent send` to a
+    /// queued child): read after `text`, at its first model call.
+    pub(crate) followups: Vec<String>,
 }
 
 /// What the Agent actor is told.
@@ -67,6 +70,15 @@ pub(crate) enum AgentMsg {
         decision: ApprovalDecision,
         /// Taken, or why not.
         reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
+    },
+    /// Sent by the hub (`use_agent send`): a message for the running turn,
+    /// read at its next model call. Refused as finished when no turn
+    /// runs or its answer was final.
+    Steer {
+        /// The message.
+        text: String,
+        /// Taken, or why not.
+        reply: RpcReplyPort<Result<crate::hub::Steered, crate::hub::Refused>>,
     },
     /// Sent by anyone: replies with an [`AgentSnapshot`]. Never waits.
     Snapshot(RpcReplyPort<AgentSnapshot>),

@@ -123,6 +123,9 @@ impl AgentState {
         let sink = self.events.gated();
         let mut history = self.history.clone();
         history.push(ChatMessage::user(turn.text));
+        for text in &turn.followups {
+            history.push(ChatMessage::user(turn_state::steering_text(text)));
+        }
         let shared: turn_state::Shared =
             Arc::new(std::sync::Mutex::new(turn_state::TurnState::new(history)));
         if let Some(probe) = &self.config.probe {
@@ -347,6 +350,19 @@ impl Actor for AgentActor {
                 reply,
             } => {
                 let _ = reply.send(state.resolve_approval(id, decision));
+            }
+            AgentMsg::Steer { text, reply } => {
+                let taken = state
+                    .running
+                    .as_ref()
+                    .is_some_and(|r| turn_state::steer(&r.shared, text));
+                let _ = reply.send(if taken {
+                    Ok(crate::hub::Steered::Running)
+                } else {
+                    Err(crate::hub::Refused::Finished {
+                        id: state.config.id.clone(),
+                    })
+                });
             }
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());

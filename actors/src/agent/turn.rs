@@ -17,7 +17,8 @@ use crate::agent::config::AgentConfig;
 use crate::agent::msg::AgentMsg;
 use crate::agent::msg::sealed::AgentInternal;
 use crate::agent::turn_state::{
-    Activity, CallSlot, OpenCall, Progress, Shared, TurnState, lock, result,
+    Activity, CallSlot, OpenCall, Progress, Shared, TurnState, complete_unless_steered, lock,
+    result,
 };
 use crate::sink::EventSink;
 use crate::tool::{ToolCallContext, ToolOutcome, TurnLeft, run_tool};
@@ -62,7 +63,10 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     let config = &ctx.config;
     let limits = config.limits;
     loop {
-        let (progress, history) = ctx.with(|t| (t.progress.clone(), t.history.clone()));
+        let (progress, history) = ctx.with(|t| {
+            t.read_steering();
+            (t.progress.clone(), t.history.clone())
+        });
         if progress.model_calls >= limits.max_model_calls {
             let text = partial_result(LimitKind::ModelCalls, &limits, &progress);
             return (text, Outcome::LimitReached(LimitKind::ModelCalls));
@@ -121,7 +125,11 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             continue;
         }
         if calls.is_empty() {
-            return (text, Outcome::Completed);
+            if complete_unless_steered(&ctx.shared) {
+                return (text, Outcome::Completed);
+            }
+            // A message arrived while it answered: it reads it and goes on.
+            continue;
         }
         for call in calls {
             run_call(ctx, &call).await;

@@ -151,6 +151,11 @@ pub(crate) struct TurnState {
     /// What it does now, and since when.
     pub(crate) activity: Activity,
     pub(crate) activity_since: Option<Instant>,
+    /// Messages sent to it while it runs (`use_agent send`), read at its
+    /// next model call, in order.
+    pub(crate) steering: VecDeque<String>,
+    /// It takes no more messages: its last answer was final, or it ended.
+    pub(crate) closing: bool,
 }
 
 impl TurnState {
@@ -163,11 +168,48 @@ impl TurnState {
         }
     }
 
+    /// Moves the messages sent to it into the conversation, in order.
+    pub(crate) fn read_steering(&mut self) {
+        while let Some(text) = self.steering.pop_front() {
+            self.history.push(ChatMessage::user(steering_text(&text)));
+        }
+    }
+
     /// It does `activity` from now on.
     pub(crate) fn doing(&mut self, activity: Activity) {
         self.activity = activity;
         self.activity_since = Some(Instant::now());
     }
+}
+
+/// How a message sent to a running agent reads in its conversation: from
+/// the agent that started it, not from a user.
+pub(crate) fn steering_text(text: &str) -> String {
+    format!("[message from the agent that started you]\n{text}")
+}
+
+/// Hands a message to a running turn: `true` when it will read it at its
+/// next model call, `false` when it takes no more (its answer was final,
+/// or it ended). Under the turn's lock, against [`complete_unless_steered`]:
+/// a message is either read or refused, never taken and lost.
+pub(crate) fn steer(shared: &Shared, text: String) -> bool {
+    let mut state = lock(shared);
+    if state.closing {
+        return false;
+    }
+    state.steering.push_back(text);
+    true
+}
+
+/// The model answered without tool calls: the turn completes (`true`)
+/// unless a message arrived meanwhile (`false`: it goes on to read it).
+/// From a `true` on, no message is taken.
+pub(crate) fn complete_unless_steered(shared: &Shared) -> bool {
+    let mut state = lock(shared);
+    if state.steering.is_empty() {
+        state.closing = true;
+    }
+    state.closing
 }
 
 /// The lock around a running turn's state.
@@ -281,6 +323,7 @@ pub(crate) fn close(
     cut: &str,
 ) -> Option<Vec<ChatMessage>> {
     let mut state = lock(shared);
+    state.closing = true;
     let mut history = None;
     turn_sink.close_with(|| {
         let open = state.open.take();
@@ -323,6 +366,9 @@ pub(crate) fn close(
                 .history
                 .push(ChatMessage::assistant(result.text.clone(), Vec::new()));
         }
+        // Taken but never read (a limit or a stop came first): kept in the
+        // conversation, after the turn's end.
+        state.read_steering();
         out.emit(AgentEvent::Result(result.clone()));
         history = Some(std::mem::take(&mut state.history));
     });
@@ -399,6 +445,33 @@ mod tests {
             &Progress::default(),
             Instant::now(),
         )
+    }
+
+    /// A message racing the turn's completion is read or refused, never
+    /// taken and lost: two OS threads, 500 rounds.
+    #[test]
+    fn a_message_racing_completion_is_read_or_refused() {
+        let (mut read, mut refused) = (0, 0);
+        for _ in 0..500 {
+            let shared: Shared = Arc::new(Mutex::new(TurnState::new(Vec::new())));
+            let sender = {
+                let shared = shared.clone();
+                std::thread::spawn(move || steer(&shared, "more".into()))
+            };
+            // The turn loop: complete, or read what arrived and ask again.
+            while !complete_unless_steered(&shared) {
+                lock(&shared).read_steering();
+            }
+            let taken = sender.join().unwrap_or(false);
+            let history = lock(&shared).history.clone();
+            assert_eq!(taken, !history.is_empty(), "taken and not read");
+            assert!(
+                !steer(&shared, "late".into()),
+                "completed: no more messages"
+            );
+            if taken { read += 1 } else { refused += 1 }
+        }
+        assert_eq!(read + refused, 500);
     }
 
     /// A call that settles before the cut is answered with its output; one

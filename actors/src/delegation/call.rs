@@ -25,6 +25,8 @@ pub enum UseAgentAction {
     Status,
     /// Its answer, waiting a while.
     Result,
+    /// Send it a message (read at its next model call).
+    Send,
     /// Stop it.
     Stop,
     /// List every named sub-agent with its description.
@@ -38,6 +40,7 @@ impl UseAgentAction {
             UseAgentAction::Run => "run",
             UseAgentAction::Status => "status",
             UseAgentAction::Result => "result",
+            UseAgentAction::Send => "send",
             UseAgentAction::Stop => "stop",
             UseAgentAction::Agents => "agents",
         }
@@ -92,6 +95,14 @@ impl UseAgentCall {
     /// Asks for a child's answer.
     pub fn result(id: impl Into<String>) -> Self {
         Self::new(UseAgentAction::Result).with("id", Value::String(id.into()))
+    }
+
+    /// Sends a running (or queued) child a message: it reads it at its
+    /// next model call, after what it is doing now.
+    pub fn send(id: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(UseAgentAction::Send)
+            .with("id", Value::String(id.into()))
+            .with("input", Value::String(message.into()))
     }
 
     /// Lists every named sub-agent with its description.

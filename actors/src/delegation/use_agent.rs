@@ -17,7 +17,7 @@ use subagents_messages::{AgentId, Envelope, text};
 use crate::agent::LiveTurn;
 
 use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
-use crate::hub::{HubHandle, WaitOutcome};
+use crate::hub::{HubHandle, Steered, WaitOutcome};
 use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
 
 /// The `use_agent` tool, bound to a hub.
@@ -293,7 +293,7 @@ impl Tool for UseAgent {
          system prompt, one input and only the tools you list. It cannot see this conversation: \
          write the input as a complete brief. action run starts it (wait true returns its answer \
          when it finishes soon, else {pending, id}); status shows progress by id without waiting; \
-         result returns its answer by id (waiting a while); stop cancels it. Give either `agent` \
+         result returns its answer by id (waiting a while); send gives a running one a message it reads at its next model call; stop cancels it. Give either `agent` \
          (a named sub-agent) or `system_prompt` (an inline one)."
             .to_owned()
             + &self.delegator.profile_listing(
@@ -305,12 +305,12 @@ impl Tool for UseAgent {
         let mut schema = json!({
             "type": "object",
             "properties": {
-                "action": {"type": "string", "enum": ["run", "status", "result", "stop", "agents"]},
+                "action": {"type": "string", "enum": ["run", "status", "result", "send", "stop", "agents"]},
                 "system_prompt": {"type": "string", "description": "run: the sub-agent's instructions; the first line is its name"},
-                "input": {"type": "string", "description": "run: the complete task"},
+                "input": {"type": "string", "description": "run: the complete task; send: the message"},
                 "tools": {"type": "array", "items": {"type": "string"}, "description": "run: names of your tools it may use (default: all of them)"},
                 "wait": {"type": "boolean", "description": "run: wait for the answer (default true)"},
-                "id": {"type": "string", "description": "status, result, stop: the id run returned"},
+                "id": {"type": "string", "description": "status, result, send, stop: the id run returned"},
                 "offset": {"type": "integer", "minimum": 0, "description": "result: read the answer from this character on (a long answer is cut; its marker gives the offset)"},
                 "limit": {"type": "integer", "minimum": 1, "description": "result: at most this many characters from offset"}
             },
@@ -342,6 +342,30 @@ impl Tool for UseAgent {
                     ))
                 }
                 Some("result") => this.result(&call, &args).await,
+                Some("send") => {
+                    let id = this.id_of(&args, "send")?;
+                    let text = args
+                        .input
+                        .clone()
+                        .filter(|i| !i.trim().is_empty())
+                        .ok_or_else(|| refuse("`input` is required for action send: the message for the sub-agent"))?;
+                    let went = this
+                        .hub()
+                        .send(&id, text)
+                        .await
+                        .map_err(|e| refuse(e.to_string()))?;
+                    let (status, note) = match went {
+                        Steered::Running => (
+                            "running",
+                            "it reads your message at its next model call, after what it is doing now",
+                        ),
+                        Steered::Queued => (
+                            "queued",
+                            "it reads your message after its task, when it starts",
+                        ),
+                    };
+                    Ok(json!({"id": id.as_str(), "status": status, "note": note}).to_string())
+                }
                 Some("stop") => {
                     let id = this.id_of(&args, "stop")?;
                     let status = this
@@ -353,10 +377,10 @@ impl Tool for UseAgent {
                 }
                 Some("agents") => Ok(this.agents_json()),
                 Some(other) => Err(refuse(format!(
-                    "unknown action `{other}`: use run, status, result, stop or agents"
+                    "unknown action `{other}`: use run, status, result, send, stop or agents"
                 ))),
                 None => Err(refuse(
-                    "`action` is required: run, status, result, stop or agents",
+                    "`action` is required: run, status, result, send, stop or agents",
                 )),
             }
         })

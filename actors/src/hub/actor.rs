@@ -106,6 +106,7 @@ impl Actor for Hub {
                 decision,
                 reply,
             } => state.resolve_approval(id, decision, reply),
+            HubMsg::Send { id, text, reply } => state.send(&id, text, reply),
             HubMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }

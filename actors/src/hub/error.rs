@@ -5,6 +5,16 @@ use subagents_messages::AgentId;
 
 use crate::tool::UnknownTool;
 
+/// Where a message sent to a child went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Steered {
+    /// It runs: it reads the message at its next model call.
+    Running,
+    /// It waits for a slot: it reads the message after its task, at its
+    /// first model call.
+    Queued,
+}
+
 /// Why the hub refused a request: no child was made (`request`), or no
 /// child was stopped (`stop`). One enum for both, so a caller matches one
 /// set of reasons.
@@ -59,6 +69,14 @@ pub enum Refused {
     /// No child has that id (a stop).
     #[error("there is no sub-agent with id `{0}`; ids look like `agent_1`")]
     UnknownChild(AgentId),
+    /// The child has finished: it reads no more messages (a send).
+    #[error(
+        "the sub-agent `{id}` has finished and reads no more messages; read its answer with action result"
+    )]
+    Finished {
+        /// The child.
+        id: AgentId,
+    },
     /// The hub is stopped.
     #[error("the sub-agent hub is stopped")]
     Closed,

@@ -245,6 +245,29 @@ impl HubHandle {
         }));
     }
 
+    /// Sends a message to a child (`use_agent send`): where it went, or
+    /// why not ([`Refused::UnknownChild`], [`Refused::Finished`],
+    /// [`Refused::Closed`]).
+    pub(crate) async fn send(
+        &self,
+        id: &AgentId,
+        text: String,
+    ) -> Result<crate::hub::Steered, Refused> {
+        match ractor::call!(self.actor, |reply| HubMsg::Send {
+            id: id.clone(),
+            text,
+            reply
+        }) {
+            Ok(went) => went,
+            Err(ractor::RactorErr::Messaging(ractor::MessagingErr::SendErr(_))) => {
+                Err(Refused::Closed)
+            }
+            // The hub took it and the child's answer was dropped: the
+            // child stopped (finished) with the message in its mailbox.
+            Err(_) => Err(Refused::Finished { id: id.clone() }),
+        }
+    }
+
     /// Stops a child; its status after it ended, or why not: only
     /// [`Refused::UnknownChild`] or [`Refused::Closed`].
     pub async fn stop(&self, id: &AgentId) -> Result<SubAgentStatus, Refused> {

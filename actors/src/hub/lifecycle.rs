@@ -75,6 +75,8 @@ pub(super) struct Child {
     /// Told to stop (why); it ends when its turn reports.
     pub(super) stopping: Option<&'static str>,
     pub(super) stop_replies: Vec<StopReply>,
+    /// Messages sent while it waited for a slot (read after its task).
+    pub(super) followups: Vec<String>,
 }
 
 /// The hub's state.
@@ -198,6 +200,7 @@ impl HubState {
             subscribers: Vec::new(),
             stopping: None,
             stop_replies: Vec::new(),
+            followups: Vec::new(),
         };
         child.requester_sink.emit(AgentEvent::ChildStarted(info));
         let admission = self.slots.admit(id.clone());
@@ -264,6 +267,7 @@ impl HubState {
             probe: Some(probe.clone()),
         };
         let input = child.request.input.clone();
+        let followups = child.followups.clone();
         let sink = child.sink.clone();
         let spawned = spawn_agent(Arc::new(config), sink.clone(), Some(myself.get_cell())).await;
         let agent = match spawned {
@@ -286,7 +290,10 @@ impl HubState {
             let _ = last.send(result);
         };
         let sent = agent.actor_ref().cast(AgentMsg::Turn {
-            turn: UserTurn { text: input },
+            turn: UserTurn {
+                text: input,
+                followups,
+            },
             reply: Some(TurnReply::Then(Box::new(deliver))),
         });
         if sent.is_err() {
@@ -437,6 +444,42 @@ impl HubState {
                     .and_then(|c| c.stopping)
                     .unwrap_or(STOPPED_RUNNING);
                 (SubAgentStatus::Stopped, None, Some(why.to_owned()))
+            }
+        }
+    }
+
+    /// A message for a child (`use_agent send`): to its running turn, or
+    /// kept for its start; never waits on it.
+    pub(super) fn send(
+        &mut self,
+        id: &AgentId,
+        text: String,
+        reply: RpcReplyPort<Result<crate::hub::Steered, Refused>>,
+    ) {
+        if !self.book.contains(id) {
+            let _ = reply.send(Err(Refused::UnknownChild(id.clone())));
+            return;
+        }
+        let child = match self.children.get_mut(id) {
+            Some(child) if !self.book.is_terminal(id) && child.stopping.is_none() => child,
+            _ => {
+                let _ = reply.send(Err(Refused::Finished { id: id.clone() }));
+                return;
+            }
+        };
+        match &child.agent {
+            // The child answers (its turn may have just given its final
+            // answer: then it refuses).
+            Some(agent) => {
+                if let Err(ractor::MessagingErr::SendErr(AgentMsg::Steer { reply, .. })) =
+                    agent.actor_ref().cast(AgentMsg::Steer { text, reply })
+                {
+                    let _ = reply.send(Err(Refused::Finished { id: id.clone() }));
+                }
+            }
+            None => {
+                child.followups.push(text);
+                let _ = reply.send(Ok(crate::hub::Steered::Queued));
             }
         }
     }

@@ -65,6 +65,7 @@ pub(crate) use stop::DetachOutcome;
 pub(crate) use config::HubConfig;
 pub use config::{BackgroundApprovals, EnvelopeArchive, HubObserver};
 pub use error::Refused;
+pub(crate) use error::Steered;
 pub use handle::HubHandle;
 pub(crate) use handle::WaitOutcome;
 pub use ids::ChildIds;

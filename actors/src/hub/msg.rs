@@ -81,6 +81,18 @@ pub(crate) enum HubMsg {
         /// Taken, or why not.
         reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
     },
+    /// Sent by `use_agent send`: a message for a child. A running child
+    /// reads it at its next model call; a queued one after its task, at
+    /// its first. A finished child is `Finished`, an unknown one
+    /// `UnknownChild`. Never waits on the child.
+    Send {
+        /// The child.
+        id: AgentId,
+        /// The message.
+        text: String,
+        /// Where it went, or why not.
+        reply: RpcReplyPort<Result<crate::hub::Steered, Refused>>,
+    },
     /// Sent by anyone: reply with the hub's counts. Never waits.
     Snapshot(RpcReplyPort<HubSnapshot>),
     /// Sent only by this crate: the hub's handles, its tools, its own
