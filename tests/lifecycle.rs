@@ -12,7 +12,6 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use serde_json::Value;
 use subagents::actors::DelegationBuilder;
 use subagents::messages::{AgentEvent, ApprovalOutcome, Role, Transcript, TranscriptItem, Usage};
 use subagents::prelude::*;
@@ -28,10 +27,6 @@ async fn thread_with(builder: DelegationBuilder) -> (ThreadHandle, EventStream) 
     )
     .await
     .unwrap()
-}
-
-fn json(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
 fn usage(prompt_tokens: u64, completion_tokens: u64) -> Usage {
@@ -235,8 +230,8 @@ async fn status_shows_what_a_running_child_does_now() {
     thread.send_user("start").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted(_)))
+    until_child(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ToolStarted(_))
     })
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -31,10 +31,6 @@ async fn thread_with(builder: DelegationBuilder) -> (ThreadHandle, EventStream) 
     .unwrap()
 }
 
-fn json(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
-
 /// The user messages of a request (the task, then what was sent).
 fn user_messages(request: &ModelRequest) -> Vec<String> {
     request
@@ -73,8 +69,8 @@ async fn a_running_child_reads_messages_at_its_next_model_call_in_order() {
     thread.send_user("start").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted(_)))
+    until_child(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ToolStarted(_))
     })
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -212,8 +208,8 @@ async fn a_message_racing_the_final_answer_is_read_or_refused_never_lost() {
         thread.send_user("start").unwrap();
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
-        until(&mut events, &mut log, |e| {
-            matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolResult(_)))
+        until_child(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::ToolResult(_))
         })
         .await;
         thread.send_user("tell it").unwrap();

@@ -11,6 +11,22 @@ fn is_bidi_control(c: char) -> bool {
     )
 }
 
+/// Skips the rest of a terminal escape whose ESC was just read. CSI: ESC
+/// [ parameters… final byte in @..~; any other escape: ESC and one
+/// character.
+fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    if chars.peek() == Some(&'[') {
+        chars.next();
+        for c in chars.by_ref() {
+            if ('@'..='~').contains(&c) {
+                break;
+            }
+        }
+    } else {
+        chars.next();
+    }
+}
+
 /// `text` on one line for display: terminal escape sequences (`ESC [ …
 /// letter`) and bidirectional formatting characters removed, every other
 /// control character (newlines, tabs, BEL) and every run of whitespace made
@@ -24,17 +40,7 @@ pub fn one_line(text: &str, max_chars: usize) -> String {
     let mut count = 0usize;
     while let Some(c) = chars.next() {
         if c == '\u{1b}' {
-            // CSI: ESC [ parameters… final byte in @..~; other escapes: ESC x.
-            if chars.peek() == Some(&'[') {
-                chars.next();
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            } else {
-                chars.next();
-            }
+            skip_escape(&mut chars);
             continue;
         }
         if is_bidi_control(c) {
@@ -145,16 +151,7 @@ pub fn quote_block(text: &str) -> String {
         let mut chars = line.chars().peekable();
         while let Some(c) = chars.next() {
             if c == '\u{1b}' {
-                if chars.peek() == Some(&'[') {
-                    chars.next();
-                    for c in chars.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
-                    }
-                } else {
-                    chars.next();
-                }
+                skip_escape(&mut chars);
                 continue;
             }
             if is_bidi_control(c) || (c.is_control() && c != '\t') {

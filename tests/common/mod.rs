@@ -129,6 +129,30 @@ pub async fn until(
     panic!("the stream ended first: {log:?}");
 }
 
+/// Reads events until a child's own event matches `pred`; returns that
+/// inner event (the whole event is logged).
+pub async fn until_child(
+    events: &mut EventStream,
+    log: &mut Vec<AgentEvent>,
+    pred: impl Fn(&AgentEvent) -> bool,
+) -> AgentEvent {
+    match until(
+        events,
+        log,
+        |e| matches!(e, AgentEvent::Child(_, inner) if pred(inner)),
+    )
+    .await
+    {
+        AgentEvent::Child(_, inner) => *inner,
+        other => other,
+    }
+}
+
+/// A tool's JSON output, parsed (a failure names the text).
+pub fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
 /// Drains what is ready.
 pub fn drain(events: &mut EventStream, log: &mut Vec<AgentEvent>) {
     while let Some(event) = events.try_recv() {
