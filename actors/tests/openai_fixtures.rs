@@ -1,9 +1,12 @@
-//! The OpenAI adapter against the recorded wire format of a real server:
+//! The OpenAI adapter against the recorded wire format of real servers:
 //! llama-cpp-python 0.3.16's responses, recorded by
-//! `scripts/real-server/record-llama-cpp-python-fixtures.sh` (every file in
-//! `tests/fixtures/sse/` is a real response, replayed byte for byte by a
-//! loopback server here, so CI checks the real format without building a
-//! server).
+//! `scripts/real-server/record-llama-cpp-python-fixtures.sh`, and
+//! llama.cpp's own `llama-server` (commit 0c1e5709, vendored by
+//! llama-cpp-python 0.3.36; one file from 4227c9be, vendored by 0.3.16),
+//! recorded by `scripts/real-server/record-llama-server-fixtures.sh`. Every
+//! file in `tests/fixtures/sse/` is a real response, replayed byte for byte
+//! by a loopback server here, so CI checks the real format without building
+//! a server.
 
 #![cfg(feature = "openai")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,7 +16,7 @@ use std::path::PathBuf;
 use futures_util::StreamExt;
 use subagents_actors::model::{Model, ModelError};
 use subagents_actors::openai::OpenAiCompatible;
-use subagents_messages::{ChatMessage, ModelChunk, ModelRequest};
+use subagents_messages::{ChatMessage, ModelChunk, ModelRequest, ToolCall, ToolUseId, Usage};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -201,5 +204,179 @@ async fn an_interrupted_completion_is_an_empty_answer_not_a_blank_result() {
         vec![Err(ModelError::EmptyAnswer {
             url: format!("{base}/chat/completions")
         })]
+    );
+}
+
+// llama-server (llama.cpp 0c1e5709 unless named otherwise).
+
+fn unwrap_all(out: Vec<Result<ModelChunk, ModelError>>) -> Vec<ModelChunk> {
+    out.into_iter().map(Result::unwrap).collect()
+}
+
+fn text_of(out: &[ModelChunk]) -> String {
+    out.iter()
+        .filter_map(|c| match c {
+            ModelChunk::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn usage(prompt_tokens: u64, completion_tokens: u64) -> ModelChunk {
+    ModelChunk::Usage(Usage {
+        prompt_tokens,
+        completion_tokens,
+    })
+}
+
+/// llama-server sends the usage asked for (`include_usage`) in a last
+/// chunk of its own (`choices: []`): real usage, not an estimate.
+#[tokio::test]
+async fn llama_server_text_ends_with_its_real_usage() {
+    let out =
+        unwrap_all(call(serve_once("200 OK", SSE, fixture("llama-server-text.sse")).await).await);
+    assert_eq!(text_of(&out), " ^\u{1e}X\u{fffd}");
+    assert_eq!(out.last(), Some(&usage(56, 5)), "{out:?}");
+    assert!(
+        !out.iter().any(|c| matches!(
+            c,
+            ModelChunk::Truncated(_) | ModelChunk::UsageEstimate(_) | ModelChunk::ToolCall(_)
+        )),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn llama_server_text_cut_by_max_tokens_is_truncated() {
+    let out =
+        unwrap_all(call(serve_once("200 OK", SSE, fixture("llama-server-length.sse")).await).await);
+    assert_eq!(text_of(&out), "a 3name\u{fffd}");
+    assert_eq!(
+        out[out.len() - 2..],
+        [ModelChunk::Truncated("length".into()), usage(56, 4)]
+    );
+}
+
+/// Some text, then one call streamed as OpenAI does: id and name on the
+/// first fragment, then the arguments in pieces; `tool_calls`, then usage.
+#[tokio::test]
+async fn llama_server_tool_call_is_assembled_whole_with_its_id() {
+    let out = unwrap_all(
+        call(serve_once("200 OK", SSE, fixture("llama-server-tool-call.sse")).await).await,
+    );
+    assert!(text_of(&out).ends_with(" call"), "{out:?}");
+    assert_eq!(
+        out[out.len() - 2..],
+        [
+            ModelChunk::ToolCall(ToolCall {
+                id: ToolUseId::new("His1Er8aZwxUv7qesCQldkj2zQhmC8W1"),
+                name: "get_weather".into(),
+                arguments: r#"{ "city": "Paris"}"#.into(),
+            }),
+            usage(538, 71),
+        ]
+    );
+    assert!(!out.iter().any(|c| matches!(c, ModelChunk::Truncated(_))));
+}
+
+/// A call cut by `max_tokens`: this server says `length` (not
+/// `tool_calls`), so the cut call comes after `Truncated` and never runs.
+#[tokio::test]
+async fn llama_server_tool_call_cut_by_max_tokens_is_truncated() {
+    let out = unwrap_all(
+        call(serve_once("200 OK", SSE, fixture("llama-server-tool-call-length.sse")).await).await,
+    );
+    assert_eq!(
+        out[out.len() - 3..],
+        [
+            ModelChunk::Truncated("length".into()),
+            ModelChunk::ToolCall(ToolCall {
+                id: ToolUseId::new("IXpojMU9GGNbgyUboABzMNtmrKQhhKAO"),
+                name: "get_weather".into(),
+                arguments: "{".into(),
+            }),
+            usage(538, 32),
+        ]
+    );
+}
+
+/// Output that breaks the tool-call format (a byte that is not UTF-8 in
+/// the arguments): after text and part of a call went out, the server
+/// sends `data: {"error": ...}` and closes without `[DONE]`. The text
+/// already streamed stays; the unfinished call is never yielded.
+#[tokio::test]
+async fn llama_server_error_event_is_a_mid_stream_error() {
+    let out = call(serve_once("200 OK", SSE, fixture("llama-server-error.sse")).await).await;
+    let (last, before) = out.split_last().unwrap();
+    assert_eq!(
+        last,
+        &Err(ModelError::MidStream {
+            message: "The model produced output that does not match the expected peg-native format"
+                .into()
+        })
+    );
+    assert!(
+        before.iter().all(|c| matches!(c, Ok(ModelChunk::Text(_)))),
+        "{out:?}"
+    );
+}
+
+/// Older llama-server (llama.cpp 4227c9be) reports a failure after the 200
+/// as an `error:` line — a field SSE does not define, which SSE parsers
+/// drop — followed by `[DONE]`. It must still read as the server's error,
+/// not as an empty answer.
+#[tokio::test]
+async fn an_old_llama_server_error_line_is_a_mid_stream_error() {
+    let recorded = fixture("llama-server-4227c9be-grammar-error.txt");
+    assert!(recorded.starts_with(b"HTTP/1.1 200"));
+    let out = call(serve_once("200 OK", SSE, body_of(&recorded)).await).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::MidStream {
+            message: "Failed to parse grammar".into()
+        })]
+    );
+}
+
+/// The same request on a newer server fails before the stream: HTTP 400.
+#[tokio::test]
+async fn llama_server_refusing_a_request_is_a_server_error_with_its_message() {
+    let recorded = fixture("llama-server-grammar-error.txt");
+    assert!(recorded.starts_with(b"HTTP/1.1 400"));
+    let body = body_of(&recorded);
+    let out =
+        call(serve_once("400 Bad Request", "application/json; charset=utf-8", body).await).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::Server {
+            status: 400,
+            message: "Failed to initialize samplers: failed to parse grammar".into()
+        })]
+    );
+}
+
+/// `content: null` beside `tool_calls` in the history is fine here (200);
+/// the adapter sends `""` anyway, for llama-cpp-python.
+#[tokio::test]
+async fn llama_server_accepts_content_null() {
+    let recorded = fixture("llama-server-content-null.txt");
+    assert!(recorded.starts_with(b"HTTP/1.1 200"));
+    let out = unwrap_all(call(serve_once("200 OK", SSE, body_of(&recorded)).await).await);
+    assert_eq!(out.last(), Some(&usage(614, 4)), "{out:?}");
+}
+
+/// A named `tool_choice` is not honoured: the server logs a warning and
+/// answers as with `auto` (here, text cut by `max_tokens`).
+#[tokio::test]
+async fn llama_server_ignores_a_named_tool_choice() {
+    let log = String::from_utf8(fixture("llama-server-named-tool-choice.log")).unwrap();
+    assert!(log.contains("Wrong type supplied for parameter 'tool_choice'"));
+    let out = unwrap_all(
+        call(serve_once("200 OK", SSE, fixture("llama-server-named-tool-choice.sse")).await).await,
+    );
+    assert!(!out.iter().any(|c| matches!(c, ModelChunk::ToolCall(_))));
+    assert_eq!(
+        out[out.len() - 2..],
+        [ModelChunk::Truncated("length".into()), usage(538, 8)]
     );
 }

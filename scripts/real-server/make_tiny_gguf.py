@@ -6,8 +6,19 @@ its output is gibberish. It uses a SentencePiece-style ("llama") vocabulary
 with <unk>, <s>, </s>, the ChatML control tokens, all 256 byte-fallback
 tokens and a few hundred ordinary pieces, so llama.cpp can tokenize any text.
 
-Usage: make_tiny_gguf.py OUTPUT.gguf
+Usage: make_tiny_gguf.py [--tools-template] OUTPUT.gguf
 Needs the `gguf` and `numpy` Python packages.
+
+By default the chat template is plain ChatML (messages only). With
+`--tools-template` it is Qwen2.5's ChatML with tools: the tools listed in the
+system turn, calls as <tool_call>{"name": ..., "arguments": ...}</tool_call>
+(on one line, where Qwen puts newlines inside the tags),
+results as <tool_response>. llama.cpp's `llama-server --jinja` needs a
+template that renders tools to know the model's tool-call format (newer
+builds find it by analysing the template; with plain ChatML they ignore the
+tools). The tools variant also adds the four tool tags to the vocabulary
+(as Qwen2.5 does) and turns off the SentencePiece space prefix (see below),
+so its weights differ; the default model is unchanged.
 """
 
 import string
@@ -31,6 +42,67 @@ CHATML_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
+
+# Qwen2.5's chat template (tools in the system turn, Hermes-style calls),
+# except that a call is <tool_call>{...}</tool_call> on one line: Qwen's
+# "<tool_call>\n" would make llama-server wait for a newline token after
+# the tag before it applies its grammar, which a random model rarely writes.
+CHATML_TOOLS_TEMPLATE = """\
+{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}</tool_call><|im_end|>\\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\\n<tool_call>{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\\n<tool_response>\\n' }}
+        {{- message.content }}
+        {{- '\\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+{%- endif %}
+"""
+
+TOOL_TAGS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 
 
 def build_vocab():
@@ -69,9 +141,12 @@ def build_vocab():
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: make_tiny_gguf.py OUTPUT.gguf")
-    out = sys.argv[1]
+    args = sys.argv[1:]
+    tools_template = "--tools-template" in args
+    args = [a for a in args if a != "--tools-template"]
+    if len(args) != 1:
+        sys.exit("usage: make_tiny_gguf.py [--tools-template] OUTPUT.gguf")
+    out = args[0]
 
     n_embd = 64
     n_head = 4
@@ -82,6 +157,14 @@ def main():
     n_ctx = 2048
 
     tokens, scores, types = build_vocab()
+    if tools_template:
+        # As in Qwen2.5: the tool tags are added tokens (rendered as text),
+        # so the random model can open a call in one step; character by
+        # character it never would.
+        for tag in TOOL_TAGS:
+            tokens.append(tag)
+            scores.append(0.0)
+            types.append(gguf.TokenType.USER_DEFINED)
     n_vocab = len(tokens)
 
     w = gguf.GGUFWriter(out, "llama")
@@ -107,7 +190,15 @@ def main():
     w.add_eos_token_id(2)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
-    w.add_chat_template(CHATML_TEMPLATE)
+    if tools_template:
+        w.add_chat_template(CHATML_TOOLS_TEMPLATE)
+        # No SentencePiece space before the text that follows a special
+        # token: llama-server feeds the generation prompt
+        # "<|im_start|>assistant\n" to its tool-call grammar, which expects
+        # "assistant", not " assistant".
+        w.add_add_space_prefix(False)
+    else:
+        w.add_chat_template(CHATML_TEMPLATE)
 
     rng = np.random.default_rng(1234)
 

@@ -130,7 +130,9 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
              (does it support `stream: true`?)"
         )));
     }
-    Ok(Box::pin(response.bytes_stream().eventsource()))
+    Ok(Box::pin(
+        super::lines::error_lines_as_events(response.bytes_stream()).eventsource(),
+    ))
 }
 
 /// One attempt: the response if the status is a success, a retry if 429,

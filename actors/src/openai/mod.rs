@@ -89,6 +89,7 @@
 
 mod call;
 mod error;
+mod lines;
 mod retry;
 mod stream;
 mod wire;
