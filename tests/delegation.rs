@@ -511,10 +511,10 @@ async fn unknown_tools_recursion_and_bad_arguments_are_sentences_and_spawn_nothi
         "the tool `shell` is not one of your tools, so a sub-agent cannot get it; your tools are: calculator, fetch_title, sleep",
         "a sub-agent cannot start sub-agents or be given a delegation tool (the maximum depth is 1)",
         "`input` is required for action run",
-        "unknown action `dance`: use run, status, result, send, stop or agents",
+        "unknown action `dance`: use run, status, result, send, interrupt, stop or agents",
         "there is no sub-agent with id `agent_42`",
         "`id` is required for action result",
-        "`action` is required: run, status, result, send, stop or agents",
+        "`action` is required: run, status, result, send, interrupt, stop or agents",
         "invalid arguments",
     ];
     for ((output, is_error), want) in outputs.iter().zip(expected) {

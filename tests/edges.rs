@@ -218,6 +218,8 @@ async fn a_huge_stored_id_does_not_crash_the_thread() {
             error: None,
             claimed: false,
             depth: 1,
+            resumed_from: None,
+            continued_as: None,
         };
         std::fs::write(
             dir.path().join(format!("{huge}.json")),

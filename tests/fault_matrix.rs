@@ -385,6 +385,8 @@ fn finished_envelope(id: &str, finished_at_ms: u64) -> Envelope {
         error: None,
         claimed: false,
         depth: 1,
+        resumed_from: None,
+        continued_as: None,
     }
 }
 

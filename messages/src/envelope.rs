@@ -57,6 +57,13 @@ pub struct Envelope {
     /// (1 when read from a file written before depth was kept).
     #[serde(default = "first_level")]
     pub depth: u32,
+    /// The run before this one: this child goes on from that one's
+    /// conversation (a `use_agent send` to it after it finished).
+    #[serde(default)]
+    pub resumed_from: Option<AgentId>,
+    /// The run after this one, once a message resumed it.
+    #[serde(default)]
+    pub continued_as: Option<AgentId>,
 }
 
 fn first_level() -> u32 {

@@ -221,10 +221,15 @@ pub struct SubAgentInfo {
     pub tools: Vec<String>,
     /// True when the parent did not wait for it (`wait: false`).
     pub background: bool,
+    /// A new run of a finished child, which it goes on from (see
+    /// docs/lifecycle.md, "Runs").
+    #[serde(default)]
+    pub resumed_from: Option<AgentId>,
 }
 
-/// Where a child is in its life. Statuses only move forward, in this
-/// order: `Queued` → `Running` → `Background` → one terminal status.
+/// Where a child (one run of it) is in its life. Statuses only move
+/// forward, in this order: `Queued` → `Running` → `Background` → one
+/// terminal status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SubAgentStatus {
@@ -242,6 +247,10 @@ pub enum SubAgentStatus {
     Failed,
     /// Stopped from outside.
     Stopped,
+    /// Interrupted: its call in flight was cut and it waits for a message
+    /// (`use_agent send` resumes it as a new run); also a child that was
+    /// running or queued when its process died.
+    Interrupted,
 }
 
 impl SubAgentStatus {
@@ -251,11 +260,14 @@ impl SubAgentStatus {
             SubAgentStatus::Queued => 0,
             SubAgentStatus::Running => 1,
             SubAgentStatus::Background => 2,
-            SubAgentStatus::Done | SubAgentStatus::Failed | SubAgentStatus::Stopped => 3,
+            SubAgentStatus::Done
+            | SubAgentStatus::Failed
+            | SubAgentStatus::Stopped
+            | SubAgentStatus::Interrupted => 3,
         }
     }
 
-    /// True for `Done`, `Failed` and `Stopped`.
+    /// True for `Done`, `Failed`, `Stopped` and `Interrupted`.
     pub fn is_terminal(self) -> bool {
         self.rank() == 3
     }
@@ -269,6 +281,7 @@ impl SubAgentStatus {
             SubAgentStatus::Done => "done",
             SubAgentStatus::Failed => "failed",
             SubAgentStatus::Stopped => "stopped",
+            SubAgentStatus::Interrupted => "interrupted",
         }
     }
 }

@@ -48,6 +48,14 @@ pub struct ChildRequest {
     /// over the hub's own child options field by field.
     #[serde(default)]
     pub options: Option<crate::model::RequestOptions>,
+    /// A new run of this finished child (`use_agent send` to it): the
+    /// run goes on from `conversation`, and `input` is the message.
+    #[serde(default)]
+    pub resumed_from: Option<AgentId>,
+    /// The conversation a resumed run goes on from (empty for a new
+    /// child).
+    #[serde(default)]
+    pub conversation: Vec<crate::model::ChatMessage>,
 }
 
 impl ChildRequest {
@@ -76,6 +84,8 @@ impl ChildRequest {
             wall_clock_cap: None,
             token_cap: None,
             options: None,
+            resumed_from: None,
+            conversation: Vec::new(),
         }
     }
 }

@@ -299,6 +299,7 @@ mod tests {
             name: format!("child {id}"),
             tools: vec![],
             background: false,
+            resumed_from: None,
         })
     }
 

@@ -77,6 +77,8 @@ fn envelope() -> Envelope {
         error: None,
         claimed: false,
         depth: 1,
+        resumed_from: None,
+        continued_as: None,
     }
 }
 
@@ -164,6 +166,7 @@ fn every_event_variant_roundtrips() {
         name: "Fetcher".into(),
         tools: vec!["fetch_title".into()],
         background: false,
+        resumed_from: None,
     };
     let events = vec![
         AgentEvent::Text("hello".into()),

@@ -216,6 +216,8 @@ mod tests {
             error: None,
             claimed: false,
             depth: 1,
+            resumed_from: None,
+            continued_as: None,
         }
     }
 

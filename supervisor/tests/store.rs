@@ -51,6 +51,8 @@ fn envelope(id: &str, requested_at_ms: u64, finished_at_ms: Option<u64>) -> Enve
         error: None,
         claimed: false,
         depth: 1,
+        resumed_from: None,
+        continued_as: None,
     }
 }
 
@@ -170,6 +172,8 @@ fn saved_file_holds_only_the_envelope_fields() {
         "error",
         "claimed",
         "depth",
+        "resumed_from",
+        "continued_as",
     ];
     expected.sort();
     assert_eq!(keys, expected);

@@ -68,6 +68,10 @@ enum OnAction {
     /// send`) at that instant: read at its next model call, or refused
     /// as finished.
     Send,
+    /// The user has the parent interrupt the child (`use_agent
+    /// interrupt`) at that instant: it ends `interrupted`, and a later
+    /// `Send` resumes it as a new run.
+    Interrupt,
 }
 
 /// One step of a scenario (its Debug form is the readable scenario a
@@ -139,6 +143,7 @@ fn on_step() -> impl Strategy<Value = (Moment, OnAction, bool)> {
         2 => (Just(Moment::ApprovalRequested), prop::sample::select(vec![OnAction::Approve, OnAction::Deny]), Just(false)),
         2 => (prop::sample::select(vec![Moment::Result, Moment::Ended, Moment::ToolResult]), Just(OnAction::Claim), Just(false)),
         2 => (any_moment.clone(), Just(OnAction::Send), Just(false)),
+        1 => (any_moment.clone(), Just(OnAction::Interrupt), Just(false)),
         // The sharpest edge: the parent stopped (or the thread switched)
         // at the instant a child it waits on inline finishes.
         4 => (Just(Moment::Result), prop::sample::select(vec![OnAction::StopParent, OnAction::SwitchAway]), Just(true)),
@@ -534,6 +539,7 @@ impl World {
 fn action_kind(action: &HostAction) -> &'static str {
     match action {
         HostAction::User(text) if text.starts_with("SEND ") => "Send",
+        HostAction::User(text) if text.starts_with("INTERRUPT ") => "Interrupt",
         HostAction::User(_) => "Claim",
         HostAction::StopParent => "StopParent",
         HostAction::SwitchAway => "SwitchAway",
@@ -551,6 +557,7 @@ fn trigger(moment: Moment, what: OnAction, yields: u32) -> Trigger {
         OnAction::StopChild => Some(HostAction::StopChild(child.clone())),
         OnAction::Claim => Some(HostAction::User(format!("RESULT {child}"))),
         OnAction::Send => Some(HostAction::User(format!("SEND {child}"))),
+        OnAction::Interrupt => Some(HostAction::User(format!("INTERRUPT {child}"))),
         OnAction::Approve | OnAction::Deny => match event {
             AgentEvent::Child(_, inner) => match &**inner {
                 AgentEvent::ApprovalRequested(r) if what == OnAction::Approve => {

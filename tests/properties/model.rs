@@ -124,6 +124,9 @@ fn parent_turn(request: &ModelRequest) -> ModelStream {
         if let Some(id) = message.content.strip_prefix("RESULT ") {
             return play(Reply::new().use_agent(&UseAgentCall::result(id)));
         }
+        if let Some(id) = message.content.strip_prefix("INTERRUPT ") {
+            return play(Reply::new().use_agent(&UseAgentCall::interrupt(id)));
+        }
         if let Some(id) = message.content.strip_prefix("SEND ") {
             return play(Reply::new().use_agent(&UseAgentCall::send(id, "also: be brief")));
         }

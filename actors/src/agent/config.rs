@@ -188,7 +188,7 @@ impl AgentBuilder {
         supervisor: Option<ActorCell>,
     ) -> Result<AgentHandle, AgentError> {
         let config = Arc::new(self.config().await?);
-        spawn_agent(config, events, supervisor).await
+        spawn_agent(config, events, Vec::new(), supervisor).await
     }
 }
 
@@ -196,10 +196,15 @@ impl AgentBuilder {
 pub(crate) async fn spawn_agent(
     config: Arc<AgentConfig>,
     events: EventSink,
+    history: Vec<subagents_messages::ChatMessage>,
     supervisor: Option<ActorCell>,
 ) -> Result<AgentHandle, AgentError> {
     let id = config.id.clone();
-    let args = AgentArguments { config, events };
+    let args = AgentArguments {
+        config,
+        events,
+        history,
+    };
     let spawned = match supervisor {
         Some(supervisor) => Actor::spawn_linked(None, AgentActor, args, supervisor).await,
         None => Actor::spawn(None, AgentActor, args).await,
@@ -222,7 +227,9 @@ mod tests {
             .unwrap();
         let gate = config.gate.actor().clone();
         let (events, _stream) = EventSink::channel();
-        let agent = spawn_agent(Arc::new(config), events, None).await.unwrap();
+        let agent = spawn_agent(Arc::new(config), events, Vec::new(), None)
+            .await
+            .unwrap();
         agent.run("hello").await.unwrap();
         agent.shutdown();
         agent.actor().wait(None).await.ok();

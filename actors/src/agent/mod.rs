@@ -31,4 +31,4 @@ pub use config::{AgentBuilder, ApprovalPolicy};
 pub(crate) use config::{AgentConfig, spawn_agent};
 pub use handle::{AgentError, AgentHandle};
 pub(crate) use msg::{AgentMsg, TurnReply, UserTurn};
-pub(crate) use turn_state::{CallSlot, LiveTurn, Probe};
+pub(crate) use turn_state::{CallSlot, LiveTurn, Probe, steering_text};

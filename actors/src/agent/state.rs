@@ -36,6 +36,8 @@ pub(crate) struct AgentArguments {
     pub(crate) config: Arc<AgentConfig>,
     /// Where its events go.
     pub(crate) events: EventSink,
+    /// The conversation it goes on from (empty for a new agent).
+    pub(crate) history: Vec<ChatMessage>,
 }
 
 /// The agent's state.
@@ -315,7 +317,7 @@ impl Actor for AgentActor {
         Ok(AgentState {
             config: args.config,
             events: args.events,
-            history: Vec::new(),
+            history: args.history,
             running: None,
             waiting: VecDeque::new(),
             approvals: HashMap::new(),

@@ -101,6 +101,18 @@ impl Probe {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(shared.clone());
     }
 
+    /// The conversation of the turn now running (so far), or of the last
+    /// one (whole, once it ended).
+    pub(crate) fn conversation(&self) -> Option<Vec<ChatMessage>> {
+        let shared = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        let history = lock(&shared).history.clone();
+        Some(history)
+    }
+
     /// The turn as it is now. Takes the probe's lock, then the turn's, one
     /// after the other (never one inside a caller's other lock).
     pub(crate) fn read(&self) -> Option<LiveTurn> {
@@ -370,7 +382,9 @@ pub(crate) fn close(
         // conversation, after the turn's end.
         state.read_steering();
         out.emit(AgentEvent::Result(result.clone()));
-        history = Some(std::mem::take(&mut state.history));
+        // A copy stays: the hub keeps a finished child's conversation
+        // (through its probe) to resume it.
+        history = Some(state.history.clone());
     });
     history
 }

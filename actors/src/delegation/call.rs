@@ -25,8 +25,11 @@ pub enum UseAgentAction {
     Status,
     /// Its answer, waiting a while.
     Result,
-    /// Send it a message (read at its next model call).
+    /// Send it a message (read at its next model call; a finished child
+    /// goes on as a new run).
     Send,
+    /// Interrupt it: it ends `interrupted`, and a message resumes it.
+    Interrupt,
     /// Stop it.
     Stop,
     /// List every named sub-agent with its description.
@@ -41,6 +44,7 @@ impl UseAgentAction {
             UseAgentAction::Status => "status",
             UseAgentAction::Result => "result",
             UseAgentAction::Send => "send",
+            UseAgentAction::Interrupt => "interrupt",
             UseAgentAction::Stop => "stop",
             UseAgentAction::Agents => "agents",
         }
@@ -103,6 +107,12 @@ impl UseAgentCall {
         Self::new(UseAgentAction::Send)
             .with("id", Value::String(id.into()))
             .with("input", Value::String(message.into()))
+    }
+
+    /// Interrupts a child: what it does now is cut and it ends
+    /// `interrupted`; [`UseAgentCall::send`] resumes it.
+    pub fn interrupt(id: impl Into<String>) -> Self {
+        Self::new(UseAgentAction::Interrupt).with("id", Value::String(id.into()))
     }
 
     /// Lists every named sub-agent with its description.

@@ -221,6 +221,8 @@ impl Delegator {
             options: profile
                 .map(|p| p.options.clone())
                 .filter(|o| *o != RequestOptions::default()),
+            resumed_from: None,
+            conversation: Vec::new(),
         })
     }
 

@@ -12,12 +12,12 @@ use serde::Deserialize;
 
 use crate::delegation::args::{self, CHILD_SPEC, Kind};
 use serde_json::{Value, json};
-use subagents_messages::{AgentId, Envelope, text};
+use subagents_messages::{AgentId, Envelope, SubAgentStatus, text};
 
 use crate::agent::LiveTurn;
 
 use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
-use crate::hub::{HubHandle, Steered, WaitOutcome};
+use crate::hub::{HubHandle, Refused, Steered, WaitOutcome};
 use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
 
 /// The `use_agent` tool, bound to a hub.
@@ -210,6 +210,52 @@ impl UseAgent {
         }
     }
 
+    /// `send`: a message to a child's latest run — read by its running
+    /// turn, kept for its start, or read by a new run of a finished child.
+    /// A child ending at that instant takes it once it has ended.
+    async fn send(&self, call: &ToolCallContext, args: &Arguments) -> Result<String, ToolError> {
+        let id = self.id_of(args, "send")?;
+        let text = args
+            .input
+            .clone()
+            .filter(|i| !i.trim().is_empty())
+            .ok_or_else(|| {
+                refuse("`input` is required for action send: the message for the sub-agent")
+            })?;
+        let mut went = self
+            .hub()
+            .send(&id, text.clone(), call.tool_use_id.clone())
+            .await;
+        if let Err(Refused::Finished { id: ending }) = &went {
+            // Its turn gave its final answer at this instant (or it is
+            // being stopped): once it has ended, the message resumes it.
+            let _ = self
+                .hub()
+                .wait(ending, Some(self.hub().inline_wait()))
+                .await;
+            went = self.hub().send(&id, text, call.tool_use_id.clone()).await;
+        }
+        let out = match went.map_err(|e| refuse(e.to_string()))? {
+            Steered::Running => json!({
+                "id": id.as_str(),
+                "status": "running",
+                "note": "it reads your message at its next model call, after what it is doing now",
+            }),
+            Steered::Queued => json!({
+                "id": id.as_str(),
+                "status": "queued",
+                "note": "it reads your message after its task, when it starts",
+            }),
+            Steered::Resumed(next) => json!({
+                "id": next.as_str(),
+                "resumed_from": id.as_str(),
+                "status": "background",
+                "note": format!("`{id}` had finished; it goes on from its conversation as `{next}`, in the background, reading your message first; its answer arrives as a message, or ask with action result and id `{next}`"),
+            }),
+        };
+        Ok(out.to_string())
+    }
+
     /// A finished child as the model reads it, its answer within budget.
     fn finished(&self, call: &ToolCallContext, envelope: &Envelope) -> String {
         let answer = envelope
@@ -293,7 +339,7 @@ impl Tool for UseAgent {
          system prompt, one input and only the tools you list. It cannot see this conversation: \
          write the input as a complete brief. action run starts it (wait true returns its answer \
          when it finishes soon, else {pending, id}); status shows progress by id without waiting; \
-         result returns its answer by id (waiting a while); send gives a running one a message it reads at its next model call; stop cancels it. Give either `agent` \
+         result returns its answer by id (waiting a while); send gives one a message it reads at its next model call (a finished one goes on from its conversation as a new run); interrupt cuts what it is doing and leaves it waiting for a message; stop cancels it for good. Give either `agent` \
          (a named sub-agent) or `system_prompt` (an inline one)."
             .to_owned()
             + &self.delegator.profile_listing(
@@ -305,12 +351,12 @@ impl Tool for UseAgent {
         let mut schema = json!({
             "type": "object",
             "properties": {
-                "action": {"type": "string", "enum": ["run", "status", "result", "send", "stop", "agents"]},
+                "action": {"type": "string", "enum": ["run", "status", "result", "send", "interrupt", "stop", "agents"]},
                 "system_prompt": {"type": "string", "description": "run: the sub-agent's instructions; the first line is its name"},
                 "input": {"type": "string", "description": "run: the complete task; send: the message"},
                 "tools": {"type": "array", "items": {"type": "string"}, "description": "run: names of your tools it may use (default: all of them)"},
                 "wait": {"type": "boolean", "description": "run: wait for the answer (default true)"},
-                "id": {"type": "string", "description": "status, result, send, stop: the id run returned"},
+                "id": {"type": "string", "description": "status, result, send, interrupt, stop: the id run returned"},
                 "offset": {"type": "integer", "minimum": 0, "description": "result: read the answer from this character on (a long answer is cut; its marker gives the offset)"},
                 "limit": {"type": "integer", "minimum": 1, "description": "result: at most this many characters from offset"}
             },
@@ -342,29 +388,23 @@ impl Tool for UseAgent {
                     ))
                 }
                 Some("result") => this.result(&call, &args).await,
-                Some("send") => {
-                    let id = this.id_of(&args, "send")?;
-                    let text = args
-                        .input
-                        .clone()
-                        .filter(|i| !i.trim().is_empty())
-                        .ok_or_else(|| refuse("`input` is required for action send: the message for the sub-agent"))?;
-                    let went = this
+                Some("send") => this.send(&call, &args).await,
+                Some("interrupt") => {
+                    let id = this.id_of(&args, "interrupt")?;
+                    let status = this
                         .hub()
-                        .send(&id, text)
+                        .interrupt(&id)
                         .await
                         .map_err(|e| refuse(e.to_string()))?;
-                    let (status, note) = match went {
-                        Steered::Running => (
-                            "running",
-                            "it reads your message at its next model call, after what it is doing now",
-                        ),
-                        Steered::Queued => (
-                            "queued",
-                            "it reads your message after its task, when it starts",
-                        ),
+                    let note = if status == SubAgentStatus::Interrupted {
+                        "interrupted: it waits for a message; action send resumes it from its conversation"
+                    } else {
+                        "it had already ended; action result reads its answer"
                     };
-                    Ok(json!({"id": id.as_str(), "status": status, "note": note}).to_string())
+                    Ok(
+                        json!({"id": id.as_str(), "status": status.as_str(), "note": note})
+                            .to_string(),
+                    )
                 }
                 Some("stop") => {
                     let id = this.id_of(&args, "stop")?;
@@ -377,10 +417,10 @@ impl Tool for UseAgent {
                 }
                 Some("agents") => Ok(this.agents_json()),
                 Some(other) => Err(refuse(format!(
-                    "unknown action `{other}`: use run, status, result, send, stop or agents"
+                    "unknown action `{other}`: use run, status, result, send, interrupt, stop or agents"
                 ))),
                 None => Err(refuse(
-                    "`action` is required: run, status, result, send, stop or agents",
+                    "`action` is required: run, status, result, send, interrupt, stop or agents",
                 )),
             }
         })

@@ -96,7 +96,13 @@ impl Actor for Hub {
                     let _ = reply.send(outcome);
                 }
             }
-            HubMsg::Stop { id, reply } => state.stop(&myself, &id, StopReply::One(reply)).await,
+            HubMsg::Stop { id, reply } => {
+                state.prefer_stop(&id);
+                state.stop(&myself, &id, StopReply::One(reply)).await
+            }
+            HubMsg::Interrupt { id, reply } => {
+                state.interrupt(&myself, &id, StopReply::One(reply)).await
+            }
             HubMsg::StopAll { reply } => state.stop_all(&myself, reply).await,
             HubMsg::Internal(HubInternal::ChildFinished { id, result }) => {
                 state.child_finished(&myself, &id, result).await;
@@ -106,7 +112,12 @@ impl Actor for Hub {
                 decision,
                 reply,
             } => state.resolve_approval(id, decision, reply),
-            HubMsg::Send { id, text, reply } => state.send(&id, text, reply),
+            HubMsg::Send {
+                id,
+                text,
+                call,
+                reply,
+            } => state.send(&myself, &id, text, call, reply).await,
             HubMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }
@@ -149,7 +160,7 @@ impl Actor for Hub {
             // result came first, by its own message.
             let stopping = state.children.get(&id).and_then(|c| c.stopping);
             let (status, error) = match stopping {
-                Some(why) => (SubAgentStatus::Stopped, why.to_owned()),
+                Some(why) => (state.stop_status(&id), why.to_owned()),
                 None => (SubAgentStatus::Failed, error),
             };
             state

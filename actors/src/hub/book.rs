@@ -14,7 +14,9 @@ use std::time::Duration;
 use dashmap::DashMap;
 use rustc_hash::FxBuildHasher;
 use subagents_messages::text::one_line;
-use subagents_messages::{AgentEvent, AgentId, Envelope, SubAgentStatus};
+use subagents_messages::{
+    AgentEvent, AgentId, ChatMessage, ChildRequest, Envelope, SubAgentStatus,
+};
 use tokio::time::Instant;
 
 use crate::agent::{LiveTurn, Probe};
@@ -25,20 +27,25 @@ const TOOL_NAME_CHARS: usize = 80;
 
 /// An envelope and the bookkeeping around it.
 #[derive(Debug, Clone)]
-struct Entry {
-    envelope: Envelope,
+pub(super) struct Entry {
+    pub(super) envelope: Envelope,
     /// When it started running (tokio time).
-    started: Option<Instant>,
+    pub(super) started: Option<Instant>,
     /// Its place in the queue while it waits for a slot.
-    queued: Option<u64>,
-    /// Its running turn, read for live progress.
-    probe: Option<Probe>,
+    pub(super) queued: Option<u64>,
+    /// Its running turn, read for live progress (and, once it ended, for
+    /// its conversation).
+    pub(super) probe: Option<Probe>,
+    /// What it was asked, and its conversation once it ended: a message
+    /// resumes it from there (a new run).
+    pub(super) seed: Option<Arc<ChildRequest>>,
+    pub(super) conversation: Option<Arc<Vec<ChatMessage>>>,
 }
 
 /// The book. Cheap to clone; clones share it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Book {
-    entries: Arc<DashMap<AgentId, Entry, FxBuildHasher>>,
+    pub(super) entries: Arc<DashMap<AgentId, Entry, FxBuildHasher>>,
     next_queued: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -52,6 +59,8 @@ impl Book {
                 started: None,
                 queued: None,
                 probe: None,
+                seed: None,
+                conversation: None,
             },
         );
     }
@@ -181,9 +190,15 @@ impl Book {
         error: Option<String>,
         now_ms: u64,
     ) -> Option<Envelope> {
+        // The turn's lock is taken with no map guard held (see get_live).
+        let probe = self.entries.get(id)?.probe.clone();
+        let conversation = probe.and_then(|p| p.conversation()).map(Arc::new);
         let mut entry = self.entries.get_mut(id)?;
         if entry.envelope.status.is_terminal() {
             return None;
+        }
+        if conversation.is_some() {
+            entry.conversation = conversation;
         }
         if let Some(started) = entry.started {
             entry.envelope.elapsed = started.elapsed();
@@ -314,6 +329,8 @@ pub(crate) fn requested(
         error: None,
         claimed: false,
         depth: request.requester_depth + 1,
+        resumed_from: request.resumed_from.clone(),
+        continued_as: None,
     }
 }
 

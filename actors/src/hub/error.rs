@@ -6,13 +6,16 @@ use subagents_messages::AgentId;
 use crate::tool::UnknownTool;
 
 /// Where a message sent to a child went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Steered {
     /// It runs: it reads the message at its next model call.
     Running,
     /// It waits for a slot: it reads the message after its task, at its
     /// first model call.
     Queued,
+    /// It had finished: it goes on from its conversation as this new run
+    /// (in the background), which reads the message first.
+    Resumed(AgentId),
 }
 
 /// Why the hub refused a request: no child was made (`request`), or no
@@ -69,11 +72,21 @@ pub enum Refused {
     /// No child has that id (a stop).
     #[error("there is no sub-agent with id `{0}`; ids look like `agent_1`")]
     UnknownChild(AgentId),
-    /// The child has finished: it reads no more messages (a send).
+    /// The child's turn gave its final answer as the message arrived, or
+    /// it is being stopped: it takes the message once it has ended (a
+    /// send).
     #[error(
-        "the sub-agent `{id}` has finished and reads no more messages; read its answer with action result"
+        "the sub-agent `{id}` is ending and cannot take the message now; send it again once it has ended"
     )]
     Finished {
+        /// The child.
+        id: AgentId,
+    },
+    /// The child was stopped: a stopped child does not resume (a send).
+    #[error(
+        "the sub-agent `{id}` was stopped and does not resume; start a new one with action run"
+    )]
+    Stopped {
         /// The child.
         id: AgentId,
     },

@@ -252,10 +252,12 @@ impl HubHandle {
         &self,
         id: &AgentId,
         text: String,
+        call: subagents_messages::ToolUseId,
     ) -> Result<crate::hub::Steered, Refused> {
         match ractor::call!(self.actor, |reply| HubMsg::Send {
             id: id.clone(),
             text,
+            call,
             reply
         }) {
             Ok(went) => went,
@@ -272,6 +274,17 @@ impl HubHandle {
     /// [`Refused::UnknownChild`] or [`Refused::Closed`].
     pub async fn stop(&self, id: &AgentId) -> Result<SubAgentStatus, Refused> {
         ractor::call!(self.actor, |reply| HubMsg::Stop {
+            id: id.clone(),
+            reply: Some(reply)
+        })
+        .map_err(|_| Refused::Closed)?
+    }
+
+    /// Interrupts a child: its turn ends (the call in flight cut, its
+    /// gate permit back) and it ends `interrupted`; a message resumes it.
+    /// Its status after it ended, or why not.
+    pub(crate) async fn interrupt(&self, id: &AgentId) -> Result<SubAgentStatus, Refused> {
+        ractor::call!(self.actor, |reply| HubMsg::Interrupt {
             id: id.clone(),
             reply: Some(reply)
         })

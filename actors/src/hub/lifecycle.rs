@@ -10,8 +10,8 @@ use crate::hub::msg::sealed::HubInternal;
 use ractor::{ActorId, ActorRef, RpcReplyPort};
 use subagents_messages::text::one_line;
 use subagents_messages::{
-    AgentEvent, AgentId, AgentResult, ApprovalRefusal, ChildRequest, Envelope, HubSnapshot, Limits,
-    Outcome, SubAgentInfo, SubAgentStatus,
+    AgentEvent, AgentId, AgentResult, ChildRequest, Envelope, Limits, Outcome, SubAgentInfo,
+    SubAgentStatus,
 };
 
 use crate::agent::UserTurn;
@@ -74,6 +74,9 @@ pub(super) struct Child {
     pub(super) subscribers: Vec<RpcReplyPort<Envelope>>,
     /// Told to stop (why); it ends when its turn reports.
     pub(super) stopping: Option<&'static str>,
+    /// The stop is an interrupt: it ends `interrupted`, and a message
+    /// resumes it.
+    pub(super) interrupted: bool,
     pub(super) stop_replies: Vec<StopReply>,
     /// Messages sent while it waited for a slot (read after its task).
     pub(super) followups: Vec<String>,
@@ -103,6 +106,15 @@ impl std::fmt::Debug for HubState {
 impl HubState {
     fn now_ms(&self) -> u64 {
         self.config.clock.now_ms()
+    }
+
+    /// The status a stopped child ends with: `interrupted` when the stop
+    /// was an interrupt.
+    pub(super) fn stop_status(&self, id: &AgentId) -> SubAgentStatus {
+        match self.children.get(id) {
+            Some(child) if child.interrupted => SubAgentStatus::Interrupted,
+            _ => SubAgentStatus::Stopped,
+        }
     }
 
     /// Records and emits a status move; only strictly forward moves
@@ -178,6 +190,7 @@ impl HubState {
             name: display_name(request.name.as_deref(), &request.system_prompt),
             tools: tools.names(),
             background: request.background,
+            resumed_from: request.resumed_from.clone(),
         };
         self.book.insert(requested(
             id.clone(),
@@ -186,6 +199,7 @@ impl HubState {
             info.tools.clone(),
             self.now_ms(),
         ));
+        self.book.set_seed(&id, request.clone());
         let sink = requester_sink.nested_with_tap(id.clone(), self.book.tap(id.clone()));
         let child = Child {
             request,
@@ -199,6 +213,7 @@ impl HubState {
             last_result: None,
             subscribers: Vec::new(),
             stopping: None,
+            interrupted: false,
             stop_replies: Vec::new(),
             followups: Vec::new(),
         };
@@ -266,10 +281,21 @@ impl HubState {
             },
             probe: Some(probe.clone()),
         };
-        let input = child.request.input.clone();
+        // A resumed run reads its message as one from its requester, after
+        // its conversation so far.
+        let input = match child.request.resumed_from {
+            Some(_) => crate::agent::steering_text(&child.request.input),
+            None => child.request.input.clone(),
+        };
         let followups = child.followups.clone();
         let sink = child.sink.clone();
-        let spawned = spawn_agent(Arc::new(config), sink.clone(), Some(myself.get_cell())).await;
+        let spawned = spawn_agent(
+            Arc::new(config),
+            sink.clone(),
+            child.request.conversation.clone(),
+            Some(myself.get_cell()),
+        )
+        .await;
         let agent = match spawned {
             Ok(agent) => agent,
             Err(e) => {
@@ -443,84 +469,8 @@ impl HubState {
                     .get(id)
                     .and_then(|c| c.stopping)
                     .unwrap_or(STOPPED_RUNNING);
-                (SubAgentStatus::Stopped, None, Some(why.to_owned()))
+                (self.stop_status(id), None, Some(why.to_owned()))
             }
-        }
-    }
-
-    /// A message for a child (`use_agent send`): to its running turn, or
-    /// kept for its start; never waits on it.
-    pub(super) fn send(
-        &mut self,
-        id: &AgentId,
-        text: String,
-        reply: RpcReplyPort<Result<crate::hub::Steered, Refused>>,
-    ) {
-        if !self.book.contains(id) {
-            let _ = reply.send(Err(Refused::UnknownChild(id.clone())));
-            return;
-        }
-        let child = match self.children.get_mut(id) {
-            Some(child) if !self.book.is_terminal(id) && child.stopping.is_none() => child,
-            _ => {
-                let _ = reply.send(Err(Refused::Finished { id: id.clone() }));
-                return;
-            }
-        };
-        match &child.agent {
-            // The child answers (its turn may have just given its final
-            // answer: then it refuses).
-            Some(agent) => {
-                if let Err(ractor::MessagingErr::SendErr(AgentMsg::Steer { reply, .. })) =
-                    agent.actor_ref().cast(AgentMsg::Steer { text, reply })
-                {
-                    let _ = reply.send(Err(Refused::Finished { id: id.clone() }));
-                }
-            }
-            None => {
-                child.followups.push(text);
-                let _ = reply.send(Ok(crate::hub::Steered::Queued));
-            }
-        }
-    }
-
-    pub(super) fn resolve_approval(
-        &self,
-        id: subagents_messages::ApprovalId,
-        decision: subagents_messages::ApprovalDecision,
-        reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
-    ) {
-        let Some((owner, _)) = id.parts() else {
-            let _ = reply.send(Err(ApprovalRefusal::Unknown(id)));
-            return;
-        };
-        if let Some(agent) = self.children.get(&owner).and_then(|c| c.agent.as_ref()) {
-            let _ = agent.actor_ref().cast(AgentMsg::ResolveApproval {
-                id,
-                decision,
-                reply,
-            });
-            return;
-        }
-        let refusal = if self.book.is_terminal(&owner) && self.book.contains(&owner) {
-            ApprovalRefusal::Ended(id)
-        } else {
-            ApprovalRefusal::Unknown(id)
-        };
-        let _ = reply.send(Err(refusal));
-    }
-
-    pub(super) fn snapshot(&self) -> HubSnapshot {
-        let (usage, model_calls, tool_calls) = self.book.totals();
-        HubSnapshot {
-            max_live: self.slots.max_live(),
-            live: self.slots.live(),
-            queued: self.slots.queued(),
-            requested: self.requested,
-            finished: self.finished,
-            usage,
-            model_calls,
-            tool_calls,
         }
     }
 }

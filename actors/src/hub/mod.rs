@@ -15,7 +15,10 @@
 //! | `slots.rs` | the live cap and the FIFO queue (pure) |
 //! | `ids.rs` | `ChildIds`: child ids from a shared, checked counter |
 //! | `lifecycle.rs` | children's lifecycle: request, start, finish, stop, detach |
-//! | `stop.rs` | replies waiting for a stop to complete |
+//! | `stop.rs` | stop, interrupt, stop-all, detach, abandon; replies waiting for a stop to complete |
+//! | `steer.rs` | messages to children (`use_agent send`): to a running turn, kept for a queued start, or a new run of a finished child |
+//! | `runs.rs` | the book's runs: what each run was asked, its conversation, the link to the next run |
+//! | `queries.rs` | approvals routed to the child that asked; the counts |
 //! | `actor.rs` | the hub actor: messages in, supervision |
 //! | `error.rs` | [`Refused`] |
 //! | `handle.rs` | [`HubHandle`]: requests by message, queries from the book |
@@ -58,7 +61,10 @@ mod handle;
 mod ids;
 mod lifecycle;
 mod msg;
+mod queries;
+mod runs;
 mod slots;
+mod steer;
 mod stop;
 pub(crate) use stop::DetachOutcome;
 

@@ -21,7 +21,7 @@ use ractor::RpcReplyPort;
 use crate::hub::error::Refused;
 use subagents_messages::{
     AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest, Envelope, HubSnapshot,
-    SubAgentStatus,
+    SubAgentStatus, ToolUseId,
 };
 
 /// What the Hub actor is told.
@@ -62,6 +62,16 @@ pub(crate) enum HubMsg {
         /// Its status after the stop, or a sentence for an unknown id.
         reply: Option<RpcReplyPort<Result<SubAgentStatus, Refused>>>,
     },
+    /// Sent by `use_agent interrupt`: like `Stop` — its turn ends, the call
+    /// in flight cut, the gate permit back — but it ends `interrupted`
+    /// and a message resumes it (a new run). Replies with its status after
+    /// it ended.
+    Interrupt {
+        /// The child.
+        id: AgentId,
+        /// Its status after the interrupt, or why not.
+        reply: Option<RpcReplyPort<Result<SubAgentStatus, Refused>>>,
+    },
     /// Sent by the supervisor on a thread switch: stop every live and
     /// queued child, in child-number order. Replies with how many were
     /// asked to stop, once every one of them has ended.
@@ -81,15 +91,20 @@ pub(crate) enum HubMsg {
         /// Taken, or why not.
         reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
     },
-    /// Sent by `use_agent send`: a message for a child. A running child
-    /// reads it at its next model call; a queued one after its task, at
-    /// its first. A finished child is `Finished`, an unknown one
+    /// Sent by `use_agent send`: a message for a child (its latest run).
+    /// A running child reads it at its next model call; a queued one after
+    /// its task, at its first; a finished one (done, failed, interrupted)
+    /// goes on from its conversation as a new run, which reads it. A
+    /// stopped child is `Stopped`; one whose turn gave its final answer at
+    /// that instant `Finished` (ask again once it ended); an unknown one
     /// `UnknownChild`. Never waits on the child.
     Send {
         /// The child.
         id: AgentId,
         /// The message.
         text: String,
+        /// The sender's call (a new run's `ChildStarted` names it).
+        call: ToolUseId,
         /// Where it went, or why not.
         reply: RpcReplyPort<Result<crate::hub::Steered, Refused>>,
     },

@@ -17,6 +17,9 @@ use crate::hub::msg::HubMsg;
 pub(super) const STOPPED_QUEUED: &str = "stopped before it started";
 /// Why a running child stopped.
 pub(super) const STOPPED_RUNNING: &str = "stopped while running";
+/// Why a child was interrupted.
+pub(super) const INTERRUPTED: &str =
+    "interrupted by the agent that started it; a message (use_agent send) resumes it";
 
 /// A stop-all waiting for every child it stopped: answered when the last
 /// of them drops its share (each ended, or the hub went away).
@@ -91,6 +94,32 @@ impl HubState {
         DetachOutcome::Detached
     }
 
+    /// Interrupts a child: [`HubState::stop`], ending `interrupted` (a
+    /// message resumes it). A child being stopped already stays stopped.
+    pub(super) async fn interrupt(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        id: &AgentId,
+        reply: StopReply,
+    ) {
+        if let Some(child) = self.children.get_mut(id)
+            && child.stopping.is_none()
+        {
+            child.interrupted = true;
+        }
+        self.stop(myself, id, reply).await;
+    }
+
+    /// A stop wins over an interrupt still in progress: it ends `stopped`.
+    pub(super) fn prefer_stop(&mut self, id: &AgentId) {
+        if let Some(child) = self.children.get_mut(id) {
+            child.interrupted = false;
+            if child.stopping.is_some() {
+                child.stopping = Some(STOPPED_RUNNING);
+            }
+        }
+    }
+
     /// Asks a child to stop: a queued one ends now; a running one is told
     /// to stop its turn and ends when it reports. `reply` is answered once
     /// it has ended (at once for an unknown or already ended child).
@@ -102,33 +131,27 @@ impl HubState {
             return reply.answer(Ok(envelope.status));
         }
         let agent = self.children.get(id).and_then(|c| c.agent.clone());
+        let status = self.stop_status(id);
+        let why = |queued: bool| match (status, queued) {
+            (SubAgentStatus::Interrupted, _) => INTERRUPTED,
+            (_, true) => STOPPED_QUEUED,
+            (_, false) => STOPPED_RUNNING,
+        };
         let Some(agent) = agent else {
             // Queued: it ends now.
-            self.finish_and_refill(
-                myself,
-                id,
-                SubAgentStatus::Stopped,
-                None,
-                Some(STOPPED_QUEUED.into()),
-            )
-            .await;
-            return reply.answer(Ok(SubAgentStatus::Stopped));
+            self.finish_and_refill(myself, id, status, None, Some(why(true).into()))
+                .await;
+            return reply.answer(Ok(status));
         };
         let Some(child) = self.children.get_mut(id) else {
             return reply.answer(Err(Refused::UnknownChild(id.clone())));
         };
         child.stop_replies.push(reply);
-        let first = child.stopping.replace(STOPPED_RUNNING).is_none();
+        let first = child.stopping.replace(why(false)).is_none();
         if first && agent.stop_turn().is_err() {
             // Its agent is already gone: it ends now.
-            self.finish_and_refill(
-                myself,
-                id,
-                SubAgentStatus::Stopped,
-                None,
-                Some(STOPPED_RUNNING.into()),
-            )
-            .await;
+            self.finish_and_refill(myself, id, status, None, Some(why(false).into()))
+                .await;
         }
     }
 

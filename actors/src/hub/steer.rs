@@ -1,0 +1,87 @@
+//! Messages to children (`use_agent send`): to a running turn, kept for a
+//! queued child's start, or — to a finished child — a new run that goes on
+//! from its conversation (docs/lifecycle.md, "Runs").
+
+use ractor::{ActorRef, RpcReplyPort};
+use subagents_messages::{AgentId, SubAgentStatus, ToolUseId};
+
+use crate::agent::AgentMsg;
+use crate::hub::error::{Refused, Steered};
+use crate::hub::lifecycle::HubState;
+use crate::hub::msg::HubMsg;
+
+impl HubState {
+    /// A message for a child's latest run; never waits on the child.
+    pub(super) async fn send(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        id: &AgentId,
+        text: String,
+        call: ToolUseId,
+        reply: RpcReplyPort<Result<Steered, Refused>>,
+    ) {
+        if !self.book.contains(id) {
+            let _ = reply.send(Err(Refused::UnknownChild(id.clone())));
+            return;
+        }
+        let id = self.book.latest_run(id);
+        if self.book.is_terminal(&id) {
+            let answer = self.resume(myself, &id, text, call).await;
+            let _ = reply.send(answer);
+            return;
+        }
+        let Some(child) = self.children.get_mut(&id) else {
+            let _ = reply.send(Err(Refused::Finished { id }));
+            return;
+        };
+        if child.stopping.is_some() {
+            // Being stopped or interrupted: it ends, then a message may
+            // resume it.
+            let _ = reply.send(Err(Refused::Finished { id }));
+            return;
+        }
+        match &child.agent {
+            // The child answers: its turn may have given its final answer
+            // at this instant, and then it refuses.
+            Some(agent) => {
+                if let Err(ractor::MessagingErr::SendErr(AgentMsg::Steer { reply, .. })) =
+                    agent.actor_ref().cast(AgentMsg::Steer { text, reply })
+                {
+                    let _ = reply.send(Err(Refused::Finished { id }));
+                }
+            }
+            None => {
+                child.followups.push(text);
+                let _ = reply.send(Ok(Steered::Queued));
+            }
+        }
+    }
+
+    /// A finished run goes on as a new one (a new id, in the background,
+    /// from its conversation, reading `text` first). A stopped child does
+    /// not resume.
+    async fn resume(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        id: &AgentId,
+        text: String,
+        call: ToolUseId,
+    ) -> Result<Steered, Refused> {
+        let Some(from) = self.book.resume_from(id) else {
+            return Err(Refused::Finished { id: id.clone() });
+        };
+        if from.status == SubAgentStatus::Stopped {
+            return Err(Refused::Stopped { id: id.clone() });
+        }
+        let mut request = (*from.seed).clone();
+        request.parent_tool_use_id = call;
+        request.input = text;
+        request.background = true;
+        request.stop_if_abandoned = false;
+        request.resumed_from = Some(id.clone());
+        request.conversation = from.conversation;
+        let next = self.spawn_child(myself, request).await?;
+        self.book.set_continued(id, next.clone());
+        Ok(Steered::Resumed(next))
+    }
+}
