@@ -3,8 +3,11 @@
 //! A chat app's engine driving two threads on the scripted model, in
 //! virtual time: background children, an approval from a child, the user
 //! typing (wakes wait), wakes arriving in order, a thread switch (stop-all),
-//! and a parent stopped while it waits inline (the child is detached and
-//! wakes the parent later).
+//! a parent stopped while it waits inline (the child is detached and wakes
+//! the parent later), and a child steered while it runs, then resumed
+//! after it finished (a new run from its conversation). A restart (a child
+//! that was running when the process died comes back `interrupted`, and a
+//! message resumes it) needs a second process: see `tests/restart.rs`.
 
 use std::time::Duration;
 
@@ -68,6 +71,32 @@ fn chat_model() -> ScriptedModel {
     )
 }
 
+fn steer_model() -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Reply::new().use_agent(&run(
+            "Drafter",
+            "draft the release notes",
+            &["sleep"],
+            false,
+        )),
+        Reply::answer("The drafter is on it."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "keep it under 100 words")),
+        Reply::answer("Told the drafter."),
+        Reply::answer("The notes are in, short."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "now add a title")),
+        Reply::answer("Asked the drafter for a title."),
+        Reply::answer("The titled notes are in."),
+    ])
+    .with_script(
+        "Drafter",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":30}"#),
+            Reply::answer("notes, short (it read: under 100 words)"),
+            Reply::answer("# Release 1.2\nnotes, short"),
+        ],
+    )
+}
+
 fn builder(model: ScriptedModel) -> DelegationBuilder {
     DelegationBuilder::new(model.shared())
         .system_prompt("You are a helpful assistant.")
@@ -76,7 +105,13 @@ fn builder(model: ScriptedModel) -> DelegationBuilder {
 
 fn show(thread: &str, event: &AgentEvent) {
     let line = match event {
-        AgentEvent::ChildStarted(info) => format!("child {} \"{}\" started", info.id, info.name),
+        AgentEvent::ChildStarted(info) => match &info.resumed_from {
+            Some(from) => format!(
+                "child {} \"{}\" started, going on from {from}",
+                info.id, info.name
+            ),
+            None => format!("child {} \"{}\" started", info.id, info.name),
+        },
         AgentEvent::ChildStatus(id, status) => format!("child {id}: {status}"),
         AgentEvent::Child(id, inner) => match &**inner {
             AgentEvent::ApprovalRequested(r) => {
@@ -85,6 +120,9 @@ fn show(thread: &str, event: &AgentEvent) {
             AgentEvent::ToolResult(r) => format!("child {id}: {} → {}", r.name, r.output),
             _ => return,
         },
+        AgentEvent::ToolStarted(call) if call.arguments.contains(r#""action":"send""#) => {
+            format!("parent: use_agent {}", call.arguments)
+        }
         AgentEvent::Wake(w) => format!("WAKE  {}", w.line),
         AgentEvent::Result(r) => format!("assistant: {} [{:?}]", r.text, r.outcome),
         _ => return,
@@ -155,7 +193,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     threads.get(&chat)?.stop_parent()?;
     pump(&threads, &chat, &mut chat_events, &mut chat_log, 120).await?;
 
-    for (name, log) in [("work", &work_log), ("chat", &chat_log)] {
+    let steer = ThreadId::new("steer");
+    let mut steer_events = threads.open(steer.clone(), builder(steer_model())).await?;
+    let mut steer_log = Vec::new();
+    threads.get(&steer)?.send_user("Draft the release notes.")?;
+    pump(&threads, &steer, &mut steer_events, &mut steer_log, 5).await?;
+    println!("[host] the user adds a constraint: the parent steers the running child");
+    threads.get(&steer)?.send_user("Keep them short.")?;
+    pump(&threads, &steer, &mut steer_events, &mut steer_log, 60).await?;
+    println!("[host] the child has finished; a message resumes it as a new run");
+    threads.get(&steer)?.send_user("Give them a title.")?;
+    pump(&threads, &steer, &mut steer_events, &mut steer_log, 60).await?;
+
+    for (name, log) in [
+        ("work", &work_log),
+        ("chat", &chat_log),
+        ("steer", &steer_log),
+    ] {
         println!(
             "\ntranscript of `{name}`:\n{}",
             Transcript::from_events(log).render()

@@ -122,6 +122,37 @@ pub(crate) fn wake_text(envelope: &Envelope, budget: usize) -> String {
     )
 }
 
+/// The one-line transcript form of the wake after a restart: the children
+/// the process was running (or had queued) when it stopped.
+pub(crate) fn restart_line(envelopes: &[Envelope]) -> String {
+    let listed: Vec<String> = envelopes
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} (task: \"{}\")",
+                one_line(e.id.as_str(), 80),
+                one_line(&e.name, 80),
+                one_line(&e.task, 60)
+            )
+        })
+        .collect();
+    format!(
+        "[use_agent: {} sub-agent(s) interrupted when the process stopped] {}",
+        envelopes.len(),
+        listed.join("; ")
+    )
+}
+
+/// The synthetic turn after a restart: one for every child the process
+/// was running or had queued, listing them; each can go on from its saved
+/// conversation.
+pub(crate) fn restart_text(envelopes: &[Envelope]) -> String {
+    format!(
+        "{WAKE_HEADER}\n{}\nEach of them is `interrupted`: it can go on from its saved conversation (use_agent action send with its id and a message), and action result reads what it had done. Decide whether the user's request still needs them; reply in a few sentences.",
+        restart_line(envelopes)
+    )
+}
+
 /// The one-line transcript form of a wake: always one line, whatever the
 /// name and task hold (see `one_line`).
 pub(crate) fn wake_line(envelope: &Envelope) -> String {

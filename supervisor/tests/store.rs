@@ -129,7 +129,28 @@ fn save_then_restart_reloads_envelopes_and_get_by_id_works() {
     let mut a2 = a.clone();
     a2.claimed = true;
     assert_eq!(store.get(&AgentId::new("agent_2")), Some(a2));
-    assert_eq!(store.get(&AgentId::new("agent_1")), Some(b));
+    // It was running when its process stopped: it comes back interrupted
+    // (saved so), everything else as it was.
+    assert_eq!(report.interrupted, [AgentId::new("agent_1")]);
+    let back = store.get(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(back.status, SubAgentStatus::Interrupted);
+    assert!(
+        back.error
+            .as_deref()
+            .unwrap()
+            .contains("process running it stopped")
+    );
+    assert_eq!(
+        Envelope {
+            status: b.status,
+            finished_at_ms: None,
+            error: None,
+            ..back
+        },
+        b
+    );
+    assert_eq!(store.take_interrupted(), [AgentId::new("agent_1")]);
+    assert!(store.take_interrupted().is_empty(), "taken once");
     assert_eq!(store.get(&odd.id), Some(odd));
     assert_eq!(store.get(&AgentId::new("agent_9")), None);
     assert_eq!(ids(&store), ["../weird/id %", "agent_1", "agent_2"]);

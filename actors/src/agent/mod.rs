@@ -23,6 +23,7 @@
 mod config;
 mod handle;
 mod msg;
+mod probe;
 mod state;
 mod turn;
 mod turn_state;
@@ -31,4 +32,5 @@ pub use config::{AgentBuilder, ApprovalPolicy};
 pub(crate) use config::{AgentConfig, spawn_agent};
 pub use handle::{AgentError, AgentHandle};
 pub(crate) use msg::{AgentMsg, TurnReply, UserTurn};
-pub(crate) use turn_state::{CallSlot, LiveTurn, Probe, steering_text};
+pub(crate) use probe::{LiveTurn, Probe};
+pub(crate) use turn_state::{CallSlot, steering_text};

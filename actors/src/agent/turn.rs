@@ -16,9 +16,9 @@ use subagents_messages::{
 use crate::agent::config::AgentConfig;
 use crate::agent::msg::AgentMsg;
 use crate::agent::msg::sealed::AgentInternal;
+use crate::agent::probe::Activity;
 use crate::agent::turn_state::{
-    Activity, CallSlot, OpenCall, Progress, Shared, TurnState, complete_unless_steered, lock,
-    result,
+    CallSlot, OpenCall, Progress, Shared, TurnState, complete_unless_steered, lock, result,
 };
 use crate::sink::EventSink;
 use crate::tool::{ToolCallContext, ToolOutcome, TurnLeft, run_tool};

@@ -17,6 +17,7 @@ use subagents_messages::{
 };
 use tokio::time::Instant;
 
+use crate::agent::probe::Activity;
 use crate::sink::EventSink;
 use crate::tool::{ToolError, ToolOutcome, error_output};
 
@@ -40,99 +41,6 @@ pub(crate) struct Progress {
     /// Tokens the children whose results this turn took used (their own
     /// and, recursively, their children's).
     pub(crate) children_usage: Usage,
-}
-
-/// What a running turn is doing now (`use_agent status` shows it).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) enum Activity {
-    /// Between steps: the turn just started, or a step just ended.
-    #[default]
-    Thinking,
-    /// Waiting for the model gate (another agent's call holds it).
-    WaitingForModel,
-    /// In a model call.
-    InModelCall,
-    /// Running this tool.
-    InTool(String),
-    /// This tool's call waits for the host's approval.
-    AwaitingApproval(String),
-}
-
-impl Activity {
-    /// The snake-case name `status` shows (`"in_model_call"`).
-    pub(crate) fn as_str(&self) -> &'static str {
-        match self {
-            Activity::Thinking => "thinking",
-            Activity::WaitingForModel => "waiting_for_model",
-            Activity::InModelCall => "in_model_call",
-            Activity::InTool(_) => "in_tool",
-            Activity::AwaitingApproval(_) => "awaiting_approval",
-        }
-    }
-
-    /// The tool it is in, if any.
-    pub(crate) fn tool(&self) -> Option<&str> {
-        match self {
-            Activity::InTool(tool) | Activity::AwaitingApproval(tool) => Some(tool),
-            _ => None,
-        }
-    }
-}
-
-/// A running turn seen from outside: what it does, since how long, and
-/// its progress so far.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LiveTurn {
-    pub(crate) activity: Activity,
-    pub(crate) for_: std::time::Duration,
-    pub(crate) model_calls: u32,
-    pub(crate) tool_calls: u32,
-    pub(crate) usage: Usage,
-}
-
-/// Where an agent publishes its running turn, for a reader that must not
-/// send it a message (the hub's `status`). Empty until its first turn.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Probe(Arc<Mutex<Option<Shared>>>);
-
-impl Probe {
-    /// The turn now running (or the last one).
-    pub(crate) fn publish(&self, shared: &Shared) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(shared.clone());
-    }
-
-    /// The conversation of the turn now running (so far), or of the last
-    /// one (whole, once it ended).
-    pub(crate) fn conversation(&self) -> Option<Vec<ChatMessage>> {
-        let shared = self
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()?;
-        let history = lock(&shared).history.clone();
-        Some(history)
-    }
-
-    /// The turn as it is now. Takes the probe's lock, then the turn's, one
-    /// after the other (never one inside a caller's other lock).
-    pub(crate) fn read(&self) -> Option<LiveTurn> {
-        let shared = self
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()?;
-        let state = lock(&shared);
-        Some(LiveTurn {
-            activity: state.activity.clone(),
-            for_: state
-                .activity_since
-                .map(|s| s.elapsed())
-                .unwrap_or_default(),
-            model_calls: state.progress.model_calls,
-            tool_calls: state.progress.tool_calls,
-            usage: state.progress.usage,
-        })
-    }
 }
 
 /// A tool call between its `ToolStarted` and its `ToolResult`.

@@ -268,10 +268,23 @@ impl Book {
     }
 
     /// Keeps a child's envelope current from its own events (tool calls,
-    /// usage).
-    pub(crate) fn tap(&self, id: AgentId) -> crate::sink::Tap {
+    /// usage), and tells `observers` each step it ends (a tool call
+    /// answered).
+    pub(crate) fn tap(
+        &self,
+        id: AgentId,
+        observers: Vec<Arc<dyn crate::hub::HubObserver>>,
+    ) -> crate::sink::Tap {
         let entries = self.entries.clone();
         Arc::new(move |event: &AgentEvent| match event {
+            AgentEvent::ToolResult(_) => {
+                for observer in &observers {
+                    // A host's bug must not break the child's events.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        observer.stepped(&id);
+                    }));
+                }
+            }
             AgentEvent::ToolStarted(call) => {
                 if let Some(mut entry) = entries.get_mut(&id) {
                     entry.envelope.tool_calls += 1;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use subagents_messages::{AgentId, ApprovalDecision, Envelope, Limits};
+use subagents_messages::{AgentId, ApprovalDecision, ChatMessage, ChildRequest, Envelope, Limits};
 
 use crate::agent::ApprovalPolicy;
 use crate::clock::Clock;
@@ -22,6 +22,20 @@ pub trait HubObserver: Send + Sync + 'static {
     /// A child finished, or its final envelope changed; `envelope` is the
     /// final one, as it is now.
     fn finished(&self, envelope: &Envelope);
+
+    /// A child (a run) was requested — queued or running: its envelope as
+    /// it is now and what it was asked. The thread persists both, so a
+    /// child running when the process dies is known at the next open.
+    fn started(&self, envelope: &Envelope, request: &ChildRequest) {
+        let _ = (envelope, request);
+    }
+
+    /// A child finished a step (a tool call was answered): its
+    /// conversation ([`HubHandle::conversation`](crate::HubHandle::conversation))
+    /// has grown. Called from the child's event path: do not block.
+    fn stepped(&self, id: &AgentId) {
+        let _ = id;
+    }
 }
 
 /// Finished envelopes of earlier sessions (the supervisor's store), so
@@ -30,6 +44,13 @@ pub trait HubObserver: Send + Sync + 'static {
 pub trait EnvelopeArchive: Send + Sync + 'static {
     /// The archived envelope with this id.
     fn get(&self, id: &AgentId) -> Option<Envelope>;
+
+    /// What the archived child was asked and its saved conversation (to
+    /// resume it), if kept.
+    fn run(&self, id: &AgentId) -> Option<(ChildRequest, Vec<ChatMessage>)> {
+        let _ = id;
+        None
+    }
 }
 
 /// What a background child's approval request does.

@@ -304,6 +304,13 @@ impl HubHandle {
         self.book.get(id).or_else(|| self.archived(id))
     }
 
+    /// A child's conversation: its task, its model's answers and tool
+    /// calls, their results — so far while it runs, whole once it ended
+    /// (what a message resumes it from). Never waits.
+    pub fn conversation(&self, id: &AgentId) -> Option<Vec<subagents_messages::ChatMessage>> {
+        self.book.conversation(id)
+    }
+
     /// [`HubHandle::status`] and what its running turn does now.
     pub(crate) fn status_live(&self, id: &AgentId) -> Option<(Envelope, Option<LiveTurn>)> {
         self.book

@@ -200,7 +200,10 @@ impl HubState {
             self.now_ms(),
         ));
         self.book.set_seed(&id, request.clone());
-        let sink = requester_sink.nested_with_tap(id.clone(), self.book.tap(id.clone()));
+        let sink = requester_sink.nested_with_tap(
+            id.clone(),
+            self.book.tap(id.clone(), self.config.observers.clone()),
+        );
         let child = Child {
             request,
             tools,
@@ -233,6 +236,13 @@ impl HubState {
         }
         if child.request.background {
             self.set_status(&id, &child, SubAgentStatus::Background);
+        }
+        if let Some(envelope) = self.book.get(&id) {
+            for observer in &self.config.observers {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    observer.started(&envelope, &child.request);
+                }));
+            }
         }
         self.children.insert(id.clone(), child);
         if admission == Admission::Start {

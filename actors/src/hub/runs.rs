@@ -50,10 +50,11 @@ impl Book {
             return None;
         }
         let seed = entry.seed.clone()?;
-        let conversation = match &entry.conversation {
+        let mut conversation = match &entry.conversation {
             Some(conversation) => conversation.as_ref().clone(),
             None => vec![ChatMessage::user(seed.input.clone())],
         };
+        answer_open_calls(&mut conversation);
         Some(ResumeFrom {
             seed,
             conversation,
@@ -61,10 +62,95 @@ impl Book {
         })
     }
 
+    /// Its conversation: so far while it runs, whole once it ended.
+    pub(crate) fn conversation(&self, id: &AgentId) -> Option<Vec<ChatMessage>> {
+        let (probe, kept) = {
+            let entry = self.entries.get(id)?;
+            (entry.probe.clone(), entry.conversation.clone())
+        };
+        match kept {
+            Some(kept) => Some(kept.as_ref().clone()),
+            None => probe.and_then(|p| p.conversation()),
+        }
+    }
+
+    /// A child of an earlier session (from the archive), so a message can
+    /// resume it: its final envelope, what it was asked, its conversation.
+    pub(crate) fn import(
+        &self,
+        envelope: subagents_messages::Envelope,
+        seed: ChildRequest,
+        conversation: Vec<ChatMessage>,
+    ) {
+        let id = envelope.id.clone();
+        self.insert(envelope);
+        if let Some(mut entry) = self.entries.get_mut(&id) {
+            entry.seed = Some(Arc::new(seed));
+            entry.conversation = Some(Arc::new(conversation));
+        }
+    }
+
     /// A message resumed it as `next`.
     pub(crate) fn set_continued(&self, id: &AgentId, next: AgentId) {
         if let Some(mut entry) = self.entries.get_mut(id) {
             entry.envelope.continued_as = Some(next);
         }
+    }
+}
+
+/// Calls the last answer asked for that were never answered (the run was
+/// cut in a tool, or saved mid-step before its process died) get a tool
+/// message, so the next model call sees an answer for every call.
+pub(crate) fn answer_open_calls(conversation: &mut Vec<ChatMessage>) {
+    let Some(at) = conversation
+        .iter()
+        .rposition(|m| m.role == subagents_messages::Role::Assistant)
+    else {
+        return;
+    };
+    let answered: Vec<&str> = conversation[at + 1..]
+        .iter()
+        .filter_map(|m| m.tool_call_id.as_ref())
+        .map(|id| id.as_str())
+        .collect();
+    let open: Vec<_> = conversation[at]
+        .tool_calls
+        .iter()
+        .filter(|c| !answered.contains(&c.id.as_str()))
+        .map(|c| c.id.clone())
+        .collect();
+    for id in open {
+        conversation.push(ChatMessage::tool(
+            id,
+            "not run: the sub-agent was interrupted before this call finished",
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use subagents_messages::ToolCall;
+
+    #[test]
+    fn calls_left_open_are_answered_once() {
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "sleep".into(),
+            arguments: "{}".into(),
+        };
+        let mut conversation = vec![
+            ChatMessage::user("task"),
+            ChatMessage::assistant("", vec![call("a"), call("b")]),
+            ChatMessage::tool("a".into(), "slept"),
+        ];
+        answer_open_calls(&mut conversation);
+        assert_eq!(conversation.len(), 4);
+        assert_eq!(
+            conversation[3].tool_call_id.as_ref().map(|i| i.as_str()),
+            Some("b")
+        );
+        answer_open_calls(&mut conversation);
+        assert_eq!(conversation.len(), 4, "answered once");
     }
 }

@@ -20,7 +20,7 @@ impl HubState {
         call: ToolUseId,
         reply: RpcReplyPort<Result<Steered, Refused>>,
     ) {
-        if !self.book.contains(id) {
+        if !self.book.contains(id) && !self.import_archived(id) {
             let _ = reply.send(Err(Refused::UnknownChild(id.clone())));
             return;
         }
@@ -55,6 +55,23 @@ impl HubState {
                 let _ = reply.send(Ok(Steered::Queued));
             }
         }
+    }
+
+    /// A finished child of an earlier session (its envelope and run in the
+    /// archive) comes into the book, so a message can resume it.
+    fn import_archived(&mut self, id: &AgentId) -> bool {
+        let Some(archive) = &self.config.archive else {
+            return false;
+        };
+        let (Some(envelope), Some((seed, conversation))) = (archive.get(id), archive.run(id))
+        else {
+            return false;
+        };
+        if !envelope.status.is_terminal() {
+            return false;
+        }
+        self.book.import(envelope, seed, conversation);
+        true
     }
 
     /// A finished run goes on as a new one (a new id, in the background,

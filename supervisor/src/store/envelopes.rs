@@ -22,15 +22,18 @@ use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreConfig, St
 /// Envelopes of one session, in memory and on disk. `Send + Sync`; its
 /// methods are synchronous and short (one small file each).
 pub struct EnvelopeStore {
-    dir: PathBuf,
-    clock: Arc<dyn Clock>,
+    pub(super) dir: PathBuf,
+    pub(super) clock: Arc<dyn Clock>,
     retention: Duration,
-    map: DashMap<AgentId, Envelope, FxBuildHasher>,
+    pub(super) map: DashMap<AgentId, Envelope, FxBuildHasher>,
     /// Hands out child ids past every id loaded.
     ids: ChildIds,
     /// Serialises disk changes so the files follow the same order as the
     /// map. Reads (`get`, `all`) never take it.
     io: Mutex<()>,
+    /// Children the open found unfinished (now `interrupted`), until a
+    /// thread takes them to wake its parent.
+    pub(super) interrupted: Mutex<Vec<AgentId>>,
 }
 
 impl fmt::Debug for EnvelopeStore {
@@ -72,6 +75,7 @@ impl EnvelopeStore {
             map: DashMap::default(),
             ids: ChildIds::default(),
             io: Mutex::new(()),
+            interrupted: Mutex::new(Vec::new()),
         };
         let mut report = store.load()?;
         let loaded: Vec<AgentId> = store.map.iter().map(|e| e.key().clone()).collect();
@@ -80,6 +84,7 @@ impl EnvelopeStore {
             ..store
         };
         report.pruned = store.prune();
+        report.interrupted = store.interrupt_unfinished();
         Ok((store, report))
     }
 
@@ -188,6 +193,7 @@ impl EnvelopeStore {
                 }
             }
             self.map.remove(&id);
+            self.remove_run(&id);
             report.removed.push(id);
         }
         if !report.removed.is_empty() {
@@ -288,7 +294,7 @@ impl EnvelopeStore {
         Ok(report)
     }
 
-    fn lock_io(&self) -> MutexGuard<'_, ()> {
+    pub(super) fn lock_io(&self) -> MutexGuard<'_, ()> {
         // The guarded data is `()`: a panic elsewhere left nothing broken.
         self.io
             .lock()

@@ -87,6 +87,7 @@
 mod envelopes;
 mod files;
 mod report;
+mod runs;
 
 pub use envelopes::EnvelopeStore;
 pub use report::{CorruptFile, LoadReport, PruneReport, StoreConfig, StoreError};

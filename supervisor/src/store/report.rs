@@ -135,4 +135,8 @@ pub struct LoadReport {
     pub foreign: Vec<PathBuf>,
     /// The prune done right after loading.
     pub pruned: PruneReport,
+    /// Children that were running or queued when the process that wrote
+    /// them stopped: each is now `interrupted` (saved so), resumable from
+    /// its saved conversation, in id order.
+    pub interrupted: Vec<AgentId>,
 }

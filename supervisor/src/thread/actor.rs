@@ -9,6 +9,7 @@ use subagents_messages::AgentEvent;
 use crate::thread::msg::ThreadMsg;
 use crate::thread::msg::sealed::ThreadInternal;
 
+use crate::thread::persist::Writer;
 use crate::thread::state::{
     Archive, HUB_GONE, Observer, ThreadArguments, ThreadState, TurnOrigin, route_approval,
 };
@@ -41,18 +42,46 @@ impl Actor for ThreadSupervisor {
         if let Some(parts) = args.parts {
             let _ = parts.send(parent.clone());
         }
+        let writer = config
+            .store
+            .clone()
+            .map(|store| Writer::start(store, myself.clone()));
+        // Children a restart interrupted (the store found them running or
+        // queued): one wake lists them, the first time a thread opens it.
+        let restarted = config
+            .store
+            .as_ref()
+            .map(|store| store.take_interrupted())
+            .unwrap_or_default();
+        let mut wakes = WakeQueue::new();
+        if let Some(first) = restarted.first() {
+            wakes.push(first.clone());
+        }
         Ok(ThreadState {
             parent,
             events: args.events,
-            wakes: WakeQueue::new(),
+            wakes,
             turns_in_flight: 0,
             store: config.store,
             persist_errors: Vec::new(),
-            writes: Vec::new(),
+            writer,
+            requests: Default::default(),
+            restarted,
             switched_off: Default::default(),
             woken: Default::default(),
             answered: Default::default(),
         })
+    }
+
+    /// A restart's wake (children the store found unfinished) goes out as
+    /// soon as the thread runs.
+    async fn post_start(
+        &self,
+        myself: ActorRef<ThreadMsg>,
+        state: &mut ThreadState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.deliver_wakes(&myself);
+        Ok(())
     }
 
     async fn handle(
@@ -97,11 +126,11 @@ impl Actor for ThreadSupervisor {
                 let _ = reply.send(state.persist_errors.clone());
             }
             ThreadMsg::FlushPersistence(reply) => {
-                let writes = std::mem::take(&mut state.writes);
+                let flushed = state.writer.as_ref().map(Writer::flushed);
                 let me = myself.clone();
                 tokio::spawn(async move {
-                    for write in writes {
-                        let _ = write.await;
+                    if let Some(flushed) = flushed {
+                        let _ = flushed.await;
                     }
                     // Behind any PersistFailed the writes sent, so errors
                     // are recorded before the flush answers.
@@ -118,8 +147,20 @@ impl Actor for ThreadSupervisor {
                 tracing::error!(%error, "an envelope could not be persisted; it stays in memory");
                 state.persist_errors.push(error);
             }
+            ThreadMsg::Internal(ThreadInternal::ChildStarted(started)) => {
+                let (envelope, request) = *started;
+                state.persist(&myself, &envelope);
+                state
+                    .requests
+                    .insert(envelope.id.clone(), Arc::new(request));
+                state.persist_run(&envelope.id, false);
+            }
+            ThreadMsg::Internal(ThreadInternal::ChildStepped(id)) => {
+                state.persist_run(&id, false);
+            }
             ThreadMsg::Internal(ThreadInternal::ChildFinished(envelope)) => {
                 state.persist(&myself, &envelope);
+                state.persist_run(&envelope.id, true);
                 // Only a child that finished (done or failed) wakes the
                 // parent; a stopped one was stopped on purpose.
                 let finished = matches!(

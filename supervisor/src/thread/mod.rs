@@ -29,6 +29,7 @@ mod actor;
 mod config;
 mod handle;
 mod msg;
+mod persist;
 mod state;
 #[cfg(test)]
 mod tests;

@@ -75,13 +75,19 @@ pub(crate) mod sealed {
     #![allow(unreachable_pub)]
 
     use ractor::RpcReplyPort;
-    use subagents_messages::Envelope;
+    use subagents_messages::{AgentId, ChildRequest, Envelope};
 
     /// The supervisor's own messages.
     #[derive(Debug)]
     pub enum ThreadInternal {
         /// Sent by the hub's observer: a child reached a terminal status.
         ChildFinished(Box<Envelope>),
+        /// Sent by the hub's observer: a child (a run) was requested; its
+        /// envelope now and what it was asked.
+        ChildStarted(Box<(Envelope, ChildRequest)>),
+        /// Sent by the hub's observer: a child's conversation grew (a tool
+        /// call was answered).
+        ChildStepped(AgentId),
         /// Sent by the supervisor's own flush task: the writes are done;
         /// answer the flush.
         FlushDone(RpcReplyPort<()>),

@@ -7,14 +7,16 @@ use ractor::ActorRef;
 use subagents_actors::hub::{EnvelopeArchive, HubObserver};
 use subagents_actors::{AgentError, DelegatingAgent, EventSink};
 use subagents_messages::{
-    AgentEvent, AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, WakeNotice,
+    AgentEvent, AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest, Envelope,
+    WakeNotice,
 };
 
 use crate::store::EnvelopeStore;
 use crate::thread::config::ThreadConfig;
 use crate::thread::msg::ThreadMsg;
 use crate::thread::msg::sealed::ThreadInternal;
-use crate::wake::{WakeQueue, wake_line, wake_text};
+use crate::thread::persist::{Write, Writer};
+use crate::wake::{WakeQueue, restart_line, restart_text, wake_line, wake_text};
 
 /// Why a child the hub took with it failed.
 pub(super) const HUB_GONE: &str = "the sub-agent hub stopped before the sub-agent ended";
@@ -44,7 +46,14 @@ pub(crate) struct ThreadState {
     pub(super) turns_in_flight: usize,
     pub(super) store: Option<Arc<EnvelopeStore>>,
     pub(super) persist_errors: Vec<String>,
-    pub(super) writes: Vec<tokio::task::JoinHandle<()>>,
+    /// The store's writes, in order (none without a store).
+    pub(super) writer: Option<Writer>,
+    /// What each child of this thread was asked, until its final
+    /// conversation is written.
+    pub(super) requests: std::collections::HashMap<AgentId, Arc<ChildRequest>>,
+    /// The children a restart interrupted, woken as one: the wake queue
+    /// holds the first; delivering it lists them all.
+    pub(super) restarted: Vec<AgentId>,
     /// Children requested before the last switch: they never wake.
     pub(super) switched_off: std::collections::HashSet<subagents_messages::AgentId>,
     /// Children whose result was queued as a wake: at most once each (a
@@ -64,6 +73,10 @@ impl EnvelopeArchive for Archive {
     fn get(&self, id: &AgentId) -> Option<Envelope> {
         self.0.get(id)
     }
+
+    fn run(&self, id: &AgentId) -> Option<(ChildRequest, Vec<subagents_messages::ChatMessage>)> {
+        self.0.run(id)
+    }
 }
 
 impl HubObserver for Observer {
@@ -72,6 +85,22 @@ impl HubObserver for Observer {
             .0
             .cast(ThreadMsg::Internal(ThreadInternal::ChildFinished(
                 Box::new(envelope.clone()),
+            )));
+    }
+
+    fn started(&self, envelope: &Envelope, request: &ChildRequest) {
+        let _ = self
+            .0
+            .cast(ThreadMsg::Internal(ThreadInternal::ChildStarted(Box::new(
+                (envelope.clone(), request.clone()),
+            ))));
+    }
+
+    fn stepped(&self, id: &AgentId) {
+        let _ = self
+            .0
+            .cast(ThreadMsg::Internal(ThreadInternal::ChildStepped(
+                id.clone(),
             )));
     }
 }
@@ -107,35 +136,36 @@ impl ThreadState {
         });
     }
 
-    /// Writes a finished envelope off the actor (file I/O blocks).
-    pub(super) fn persist(&mut self, myself: &ActorRef<ThreadMsg>, envelope: &Envelope) {
-        let Some(store) = self.store.clone() else {
+    /// Writes an envelope (in order, off the actor).
+    pub(super) fn persist(&mut self, _myself: &ActorRef<ThreadMsg>, envelope: &Envelope) {
+        if let Some(writer) = &self.writer {
+            writer.send(Write::Envelope(Box::new(envelope.clone())));
+        }
+    }
+
+    /// Writes what a child was asked and its conversation as it is now
+    /// (in order, off the actor); `last`: it ended, so this is its final
+    /// conversation.
+    pub(super) fn persist_run(&mut self, id: &AgentId, last: bool) {
+        let (Some(writer), Some(request)) = (&self.writer, self.requests.get(id)) else {
             return;
         };
-        let envelope = envelope.clone();
-        let me = myself.clone();
-        self.writes.retain(|w| !w.is_finished());
-        self.writes.push(tokio::task::spawn_blocking(move || {
-            if let Err(error) = store.save(&envelope) {
-                let _ = me.cast(ThreadMsg::Internal(ThreadInternal::PersistFailed(
-                    error.to_string(),
-                )));
-            }
-            // Pruned as the session goes, not only on open: envelopes past
-            // the retention (24 h by the store's clock) leave memory and disk.
-            for error in store.prune().failed {
-                let _ = me.cast(ThreadMsg::Internal(ThreadInternal::PersistFailed(
-                    error.to_string(),
-                )));
-            }
-        }));
+        let conversation = self.parent.hub.conversation(id).unwrap_or_default();
+        writer.send(Write::Run {
+            id: id.clone(),
+            request: request.clone(),
+            conversation,
+        });
+        if last {
+            self.requests.remove(id);
+        }
     }
 
     /// Writes, and waits for, every envelope of the hub the store does not
     /// hold as it is now (used when the thread closes).
     pub(super) async fn persist_remaining(&mut self) {
-        for write in std::mem::take(&mut self.writes) {
-            let _ = write.await;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.flushed().await;
         }
         let Some(store) = self.store.clone() else {
             return;
@@ -164,6 +194,18 @@ impl ThreadState {
 
     pub(super) fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
         while let Some(child) = self.wakes.release_next() {
+            if self.restarted.first() == Some(&child) {
+                let listed: Vec<Envelope> = std::mem::take(&mut self.restarted)
+                    .iter()
+                    .filter_map(|id| self.parent.hub.status(id))
+                    .collect();
+                self.events.emit(AgentEvent::Wake(WakeNotice {
+                    child: child.clone(),
+                    line: restart_line(&listed),
+                }));
+                self.send_turn(myself, restart_text(&listed), TurnOrigin::Wake);
+                return;
+            }
             let envelope = self.parent.hub.status(&child);
             match envelope {
                 Some(envelope) if !envelope.claimed => {

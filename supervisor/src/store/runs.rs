@@ -1,0 +1,104 @@
+//! Runs on disk: what each child was asked and its conversation so far,
+//! in `runs/<id>.json` beside its envelope — written when it starts, after
+//! each tool call and when it ends, atomically like envelopes — so a child
+//! that was running when the process died is `interrupted` at the next
+//! open and a message resumes it from there (docs/lifecycle.md).
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::PoisonError;
+
+use subagents_messages::{AgentId, ChatMessage, ChildRequest, SubAgentStatus};
+
+use crate::store::envelopes::EnvelopeStore;
+use crate::store::files::{file_name_for, write_atomic};
+use crate::store::report::StoreError;
+
+/// Why a child the open found unfinished is `interrupted`.
+pub(crate) const RESTARTED: &str = "interrupted: the process running it stopped; a message (use_agent send) resumes it from its saved conversation";
+
+impl EnvelopeStore {
+    fn run_path(&self, id: &AgentId) -> PathBuf {
+        self.dir.join("runs").join(file_name_for(id))
+    }
+
+    /// Writes what `id` was asked and its conversation so far to
+    /// `runs/<id>.json`, atomically.
+    pub fn save_run(
+        &self,
+        id: &AgentId,
+        request: &ChildRequest,
+        conversation: &[ChatMessage],
+    ) -> Result<(), StoreError> {
+        let _io = self.lock_io();
+        let path = self.run_path(id);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        let file = serde_json::json!({ "request": request, "conversation": conversation });
+        let json = serde_json::to_vec(&file).map_err(|source| StoreError::Encode {
+            path: path.clone(),
+            source,
+        })?;
+        write_atomic(&path, &json).map_err(|source| StoreError::Write { path, source })
+    }
+
+    /// What `id` was asked and its last saved conversation, if saved.
+    pub fn run(&self, id: &AgentId) -> Option<(ChildRequest, Vec<ChatMessage>)> {
+        let bytes = fs::read(self.run_path(id)).ok()?;
+        let mut file: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let request = serde_json::from_value(file["request"].take()).ok()?;
+        let conversation = serde_json::from_value(file["conversation"].take()).ok()?;
+        Some((request, conversation))
+    }
+
+    /// Removes `runs/<id>.json` (pruned with its envelope); best effort.
+    pub(super) fn remove_run(&self, id: &AgentId) {
+        let _ = fs::remove_file(self.run_path(id));
+    }
+
+    /// The children the open found running or queued, each saved now as
+    /// `interrupted`; kept until a thread takes them
+    /// ([`EnvelopeStore::take_interrupted`]).
+    pub(super) fn interrupt_unfinished(&self) -> Vec<AgentId> {
+        let now = self.clock.now_ms();
+        let mut open: Vec<AgentId> = self
+            .map
+            .iter()
+            .filter(|e| !e.value().status.is_terminal())
+            .map(|e| e.key().clone())
+            .collect();
+        open.sort();
+        for id in &open {
+            if let Some(mut envelope) = self.get(id) {
+                envelope.status = SubAgentStatus::Interrupted;
+                // Never before it was asked for (a clock set back since
+                // keeps a future-dated envelope future-dated).
+                let asked = envelope.started_at_ms.unwrap_or(envelope.requested_at_ms);
+                envelope.finished_at_ms = Some(now.max(asked));
+                envelope.error = Some(RESTARTED.to_owned());
+                // On failure it is still interrupted in memory.
+                let _ = self.save(&envelope);
+            }
+        }
+        *self
+            .interrupted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = open.clone();
+        open
+    }
+
+    /// The children the open found unfinished (now `interrupted`), once:
+    /// the first thread to take them wakes its parent with the list.
+    pub fn take_interrupted(&self) -> Vec<AgentId> {
+        std::mem::take(
+            &mut *self
+                .interrupted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+}

@@ -1,0 +1,93 @@
+//! The thread's writes to its store, in the order they were asked for: one
+//! writer task takes them from a queue and does each off the runtime
+//! (file I/O blocks). Order matters: a child's "started" envelope must not
+//! land after its final one, nor an older conversation after a newer one.
+
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::store::EnvelopeStore;
+use crate::thread::msg::ThreadMsg;
+use crate::thread::msg::sealed::ThreadInternal;
+
+/// One write.
+pub(super) enum Write {
+    /// An envelope (then a prune: envelopes past the retention leave as the
+    /// session goes).
+    Envelope(Box<Envelope>),
+    /// What a child was asked and its conversation so far.
+    Run {
+        id: AgentId,
+        request: Arc<ChildRequest>,
+        conversation: Vec<ChatMessage>,
+    },
+    /// Answered once every write before it is done.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The queue of a thread's writes; dropping it ends the writer once the
+/// queue is empty.
+#[derive(Debug, Clone)]
+pub(super) struct Writer(mpsc::UnboundedSender<Write>);
+
+impl Writer {
+    /// Starts the writer of `store`; failures are told to `thread`.
+    pub(super) fn start(store: Arc<EnvelopeStore>, thread: ActorRef<ThreadMsg>) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Write>();
+        tokio::spawn(async move {
+            while let Some(write) = rx.recv().await {
+                if let Write::Flush(done) = write {
+                    let _ = done.send(());
+                    continue;
+                }
+                let store = store.clone();
+                let thread = thread.clone();
+                let _ = tokio::task::spawn_blocking(move || do_write(&store, write, &thread)).await;
+            }
+        });
+        Self(tx)
+    }
+
+    /// Queues `write` (dropped if the writer is gone).
+    pub(super) fn send(&self, write: Write) {
+        let _ = self.0.send(write);
+    }
+
+    /// Resolves once every write queued before it is done.
+    pub(super) fn flushed(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Write::Flush(tx));
+        rx
+    }
+}
+
+fn do_write(store: &EnvelopeStore, write: Write, thread: &ActorRef<ThreadMsg>) {
+    let failed = |error: String| {
+        let _ = thread.cast(ThreadMsg::Internal(ThreadInternal::PersistFailed(error)));
+    };
+    match write {
+        Write::Envelope(envelope) => {
+            if let Err(error) = store.save(&envelope) {
+                failed(error.to_string());
+            }
+            for error in store.prune().failed {
+                failed(error.to_string());
+            }
+        }
+        Write::Run {
+            id,
+            request,
+            conversation,
+        } => {
+            if let Err(error) = store.save_run(&id, &request, &conversation) {
+                failed(error.to_string());
+            }
+        }
+        Write::Flush(done) => {
+            let _ = done.send(());
+        }
+    }
+}
