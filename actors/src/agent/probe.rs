@@ -79,6 +79,18 @@ impl Probe {
         Some(history)
     }
 
+    /// The conversation of the last turn, moved out (once it ended: the
+    /// agent has its own copy; the turn's state is read by nobody else).
+    pub(crate) fn take_conversation(&self) -> Option<Vec<ChatMessage>> {
+        let shared = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        let history = std::mem::take(&mut lock(&shared).history);
+        Some(history)
+    }
+
     /// The turn as it is now. Takes the probe's lock, then the turn's, one
     /// after the other (never one inside a caller's other lock).
     pub(crate) fn read(&self) -> Option<LiveTurn> {

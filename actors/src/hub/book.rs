@@ -192,7 +192,7 @@ impl Book {
     ) -> Option<Envelope> {
         // The turn's lock is taken with no map guard held (see get_live).
         let probe = self.entries.get(id)?.probe.clone();
-        let conversation = probe.and_then(|p| p.conversation()).map(Arc::new);
+        let conversation = probe.and_then(|p| p.take_conversation()).map(Arc::new);
         let mut entry = self.entries.get_mut(id)?;
         if entry.envelope.status.is_terminal() {
             return None;

@@ -60,7 +60,7 @@ pub(crate) fn status_for(outcome: &Outcome) -> SubAgentStatus {
 }
 
 pub(super) struct Child {
-    pub(super) request: ChildRequest,
+    pub(super) request: Arc<ChildRequest>,
     pub(super) tools: ToolRegistry,
     pub(super) model: Arc<dyn Model>,
     pub(super) gate: GateHandle,
@@ -199,6 +199,9 @@ impl HubState {
             info.tools.clone(),
             self.now_ms(),
         ));
+        // One copy, shared with the book (which keeps it to resume the
+        // child).
+        let request = Arc::new(request);
         self.book.set_seed(&id, request.clone());
         let sink = requester_sink.nested_with_tap(
             id.clone(),
@@ -237,7 +240,9 @@ impl HubState {
         if child.request.background {
             self.set_status(&id, &child, SubAgentStatus::Background);
         }
-        if let Some(envelope) = self.book.get(&id) {
+        if !self.config.observers.is_empty()
+            && let Some(envelope) = self.book.get(&id)
+        {
             for observer in &self.config.observers {
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     observer.started(&envelope, &child.request);

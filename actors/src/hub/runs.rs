@@ -18,9 +18,9 @@ pub(crate) struct ResumeFrom {
 
 impl Book {
     /// What it was asked (kept to resume it).
-    pub(crate) fn set_seed(&self, id: &AgentId, seed: ChildRequest) {
+    pub(crate) fn set_seed(&self, id: &AgentId, seed: Arc<ChildRequest>) {
         if let Some(mut entry) = self.entries.get_mut(id) {
-            entry.seed = Some(Arc::new(seed));
+            entry.seed = Some(seed);
         }
     }
 
