@@ -5,16 +5,22 @@
 //! typing (wakes wait), wakes arriving in order, a thread switch (stop-all),
 //! a parent stopped while it waits inline (the child is detached and wakes
 //! the parent later), and a child steered while it runs, then resumed
-//! after it finished (a new run from its conversation). A restart (a child
-//! that was running when the process died comes back `interrupted`, and a
-//! message resumes it) needs a second process: see `tests/restart.rs`.
+//! after it finished (a new run from its conversation), and a restart: a
+//! second process runs a child on a store and is killed (`kill -9`) while
+//! the child works; this process opens the store, its parent is woken once
+//! with the interrupted child, and a message resumes it from its saved
+//! conversation.
 
 use std::time::Duration;
 
+use std::sync::Arc;
 use subagents::actors::DelegationBuilder;
 use subagents::messages::{ThreadId, Transcript};
 use subagents::prelude::*;
-use subagents::supervisor::Threads;
+
+use subagents::actors::clock::SystemClock;
+use subagents::supervisor::store::EnvelopeStore;
+use subagents::supervisor::{ThreadConfig, ThreadHandle, Threads};
 use subagents_demo::{Post, Sleep};
 
 fn run(name: &str, input: &str, tools: &[&str], wait: bool) -> UseAgentCall {
@@ -163,8 +169,20 @@ async fn pump(
     Ok(())
 }
 
-#[tokio::main(flavor = "current_thread", start_paused = true)]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Set in the process `restart` starts (and kills).
+const CRASH_DIR: &str = "CHAT_HOST_CRASHING_PROCESS_STORE";
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut runtime = tokio::runtime::Builder::new_current_thread();
+    runtime.enable_all();
+    if let Ok(dir) = std::env::var(CRASH_DIR) {
+        // Real time: its child must still be in its tool when it is killed.
+        return runtime.build()?.block_on(crashing_process(&dir));
+    }
+    runtime.start_paused(true).build()?.block_on(demo())
+}
+
+async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     START.with(|_| ());
     let (work, chat) = (ThreadId::new("work"), ThreadId::new("chat"));
     let mut threads = Threads::new();
@@ -215,5 +233,88 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Transcript::from_events(log).render()
         );
     }
+    restart(&mut threads).await
+}
+
+fn store(dir: &std::path::Path) -> Result<Arc<EnvelopeStore>, Box<dyn std::error::Error>> {
+    Ok(Arc::new(EnvelopeStore::open(dir, Arc::new(SystemClock))?.0))
+}
+
+/// The process `restart` kills: a thread on the store whose child takes a
+/// step, then works for an hour. Says `ready` once that is on disk.
+async fn crashing_process(dir: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Indexer", "index the wiki", &["sleep"], false)),
+        Reply::answer("The indexer is on it."),
+    ])
+    .with_script(
+        "Indexer",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":0}"#),
+            Reply::new().tool_call("sleep", r#"{"secs":3600}"#),
+        ],
+    );
+    let config = ThreadConfig::new(builder(model)).store(store(dir.as_ref())?);
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await?;
+    thread.send_user("Index the wiki.")?;
+    while let Some(event) = events.recv().await {
+        if let AgentEvent::Child(_, inner) = &event
+            && let AgentEvent::ToolStarted(call) = &**inner
+            && call.arguments.contains("3600")
+        {
+            break;
+        }
+    }
+    thread.flush_persistence().await?;
+    println!("ready");
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+async fn restart(threads: &mut Threads) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = std::env::temp_dir().join(format!("chat_host_restart_{}", std::process::id()));
+    println!(
+        "\n[host] another process runs an indexer on the store {} ...",
+        dir.display()
+    );
+    let mut crashing = std::process::Command::new(std::env::current_exe()?)
+        .env(CRASH_DIR, &dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let stdout = crashing.stdout.take().ok_or("no stdout")?;
+    let ready = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map_while(Result::ok)
+        .any(|line| line == "ready");
+    crashing.kill()?; // SIGKILL: the process this example started, by its pid
+    crashing.wait()?;
+    if !ready {
+        return Err("the crashing process never got its child running".into());
+    }
+    println!(
+        "[host] ... and is killed (kill -9) while the indexer works; this process opens the store"
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on where you stopped")),
+        Reply::answer("The indexer goes on."),
+        Reply::answer("The wiki is indexed."),
+    ])
+    .with_script(
+        "Indexer",
+        vec![
+            Reply::answer("unused"),
+            Reply::answer("indexed 120 pages"),
+            Reply::answer("indexed 120 pages"),
+        ],
+    );
+    let id = ThreadId::new("after");
+    let config = ThreadConfig::new(builder(model)).store(store(&dir)?);
+    let mut events = threads.open(id.clone(), config).await?;
+    let mut log = Vec::new();
+    pump(threads, &id, &mut events, &mut log, 60).await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "\ntranscript of `after`:\n{}",
+        Transcript::from_events(&log).render()
+    );
     Ok(())
 }

@@ -250,7 +250,7 @@ impl UseAgent {
                 "id": next.as_str(),
                 "resumed_from": id.as_str(),
                 "status": "background",
-                "note": format!("`{id}` had finished; it goes on from its conversation as `{next}`, in the background, reading your message first; its answer arrives as a message, or ask with action result and id `{next}`"),
+                "note": format!("`{id}` had ended; it goes on from its conversation as `{next}`, in the background, reading your message first; its answer arrives as a message, or ask with action result and id `{next}`"),
             }),
         };
         Ok(out.to_string())
