@@ -43,7 +43,7 @@ use proptest::test_runner::Config;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
 use subagents::actors::clock::ManualClock;
 use subagents::actors::{DelegationBuilder, Model, ParentStopPolicy};
-use subagents::messages::{AgentEvent, AgentId};
+use subagents::messages::{AgentEvent, AgentId, SubAgentStatus};
 use subagents::prelude::*;
 use subagents::simulation::{
     HostAction, LiveSimulation, LogEntry, Logged, Moment, Scenario, Trigger,
@@ -92,6 +92,9 @@ enum Step {
     On(usize, Moment, OnAction, u32, bool),
     Close(usize),
     Wait(u64),
+    /// What a `kill -9` at this instant would leave on disk (the shared
+    /// store's files, copied), reopened: nothing lost, nothing stuck.
+    Crash,
 }
 
 /// How a case is set up.
@@ -193,6 +196,7 @@ impl ReferenceStateMachine for Reference {
             4 => (0..n, on_step(), yields()).prop_map(|(t, (m, a, i), y)| Step::On(t, m, a, y, i)),
             1 => Just(Step::Close(n - 1)),
             4 => (1u64..90).prop_map(Step::Wait),
+            1 => Just(Step::Crash),
         ]
         .boxed()
     }
@@ -224,13 +228,30 @@ fn step_thread(step: &Step) -> Option<usize> {
         | Step::Answer(t, _, _)
         | Step::On(t, ..)
         | Step::Close(t) => Some(*t),
-        Step::Wait(_) => None,
+        Step::Wait(_) | Step::Crash => None,
     }
 }
 
 /// The distinct interleavings reached so far (see `checks::signature`).
 static REACHED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 static CASES_DONE: AtomicUsize = AtomicUsize::new(0);
+/// Children a crash snapshot found running or queued (so `Step::Crash`
+/// reached children mid-run).
+static CRASHES: AtomicUsize = AtomicUsize::new(0);
+
+/// Copies a store's directory (its files and `runs/`).
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
 
 /// One or two live threads in one paused runtime, sharing a gate (and
 /// maybe a store).
@@ -340,7 +361,7 @@ impl World {
 
     fn apply(&mut self, step: &Step) {
         let thread = step_thread(step).unwrap_or(0) % self.threads.len();
-        if self.closed[thread] && !matches!(step, Step::Wait(_)) {
+        if self.closed[thread] && !matches!(step, Step::Wait(_) | Step::Crash) {
             return;
         }
         let action = match step {
@@ -387,10 +408,57 @@ impl World {
                 self.advance(Duration::from_secs(*secs));
                 None
             }
+            Step::Crash => {
+                self.check_crash();
+                None
+            }
         };
         if let Some(action) = action {
             self.act(thread, action);
         }
+    }
+
+    /// Copies the shared store's files as they are now — what a process
+    /// killed at this instant leaves (every write is atomic) — and reopens
+    /// the copy: every child any thread started is there (nothing lost),
+    /// each one that had not ended is `interrupted` with its run saved
+    /// (resumable), and none is left unfinished (nothing stuck).
+    fn check_crash(&mut self) {
+        let Some((dir, _)) = &self.store else {
+            return;
+        };
+        for (n, live) in self.threads.iter().enumerate() {
+            if !self.closed[n] {
+                self.runtime
+                    .block_on(live.thread().flush_persistence())
+                    .unwrap();
+            }
+        }
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(dir.path(), copy.path());
+        let clock = Arc::new(ManualClock::new(subagents::simulation::Scenario::EPOCH_MS));
+        let (reopened, report) = EnvelopeStore::open(copy.path(), clock).unwrap();
+        for (n, live) in self.threads.iter().enumerate() {
+            for id in started_ids(live.log()) {
+                let envelope = reopened
+                    .get(&id)
+                    .unwrap_or_else(|| panic!("thread {n}: {id} lost in a crash"));
+                assert!(
+                    envelope.status.is_terminal(),
+                    "{id} stuck: {:?}",
+                    envelope.status
+                );
+            }
+        }
+        for id in &report.interrupted {
+            let envelope = reopened.get(id).unwrap();
+            assert_eq!(envelope.status, SubAgentStatus::Interrupted);
+            assert!(
+                reopened.run(id).is_some(),
+                "{id} cannot be resumed: no run saved"
+            );
+        }
+        CRASHES.fetch_add(report.interrupted.len(), Ordering::SeqCst);
     }
 
     fn logs(&self) -> Vec<String> {
@@ -670,7 +738,12 @@ impl StateMachineTest for Sut {
             );
         }
         if std::env::var_os("SUBAGENTS_PRINT_INTERLEAVINGS").is_some() && done == cases() as usize {
-            eprintln!("{} cases, {} distinct interleavings:", done, reached.len());
+            eprintln!(
+                "{} cases, {} distinct interleavings; crash snapshots found {} children mid-run:",
+                done,
+                reached.len(),
+                CRASHES.load(Ordering::SeqCst)
+            );
             for line in reached.iter() {
                 eprintln!("  {line}");
             }
