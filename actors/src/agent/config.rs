@@ -39,6 +39,8 @@ pub(crate) struct AgentConfig {
     /// Where it publishes its running turn (the hub reads a child's
     /// progress there), if anyone reads it.
     pub(crate) probe: Option<crate::agent::Probe>,
+    /// Where its runs sit in a trace.
+    pub(crate) trace: crate::agent::spans::TraceParent,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -170,6 +172,11 @@ impl AgentBuilder {
             approvals: self.approvals,
             options: self.options,
             probe: None,
+            trace: crate::agent::spans::TraceParent {
+                span: None,
+                parent_agent: None,
+                mode: "top",
+            },
         })
     }
 

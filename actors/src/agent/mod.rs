@@ -24,6 +24,7 @@ mod config;
 mod handle;
 mod msg;
 mod probe;
+pub(crate) mod spans;
 mod state;
 mod turn;
 mod turn_state;

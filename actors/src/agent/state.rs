@@ -21,9 +21,10 @@ use tokio::time::Instant;
 use crate::agent::config::AgentConfig;
 use crate::agent::msg::sealed::AgentInternal;
 use crate::agent::msg::{AgentMsg, TurnReply};
-use crate::agent::{turn, turn_state};
+use crate::agent::{spans, turn, turn_state};
 use crate::sink::EventSink;
 use crate::tool::panic_message;
+use tracing::Instrument;
 
 /// The agent actor (hosts start one with [`AgentBuilder::new`](crate::AgentBuilder::new)).
 #[derive(Debug, Default, Clone, Copy)]
@@ -78,6 +79,8 @@ struct RunningTurn {
     shared: turn_state::Shared,
     started: Instant,
     reply: Option<TurnReply>,
+    /// Its `invoke_agent` span.
+    span: tracing::Span,
 }
 
 impl Drop for RunningTurn {
@@ -144,27 +147,34 @@ impl AgentState {
         let events = self.events.clone();
         let actor = myself.clone();
         let started = Instant::now();
-        let task = tokio::spawn(async move {
-            let ran = AssertUnwindSafe(turn::run_turn(&ctx)).catch_unwind().await;
-            let result = ran.unwrap_or_else(|panic| {
-                let text = format!(
-                    "the agent's turn crashed: {}",
-                    panic_message(panic.as_ref())
-                );
-                let progress = turn_state::lock(&ctx.shared).progress.clone();
-                turn_state::result(text.clone(), Outcome::Failed(text), &progress, started)
-            });
-            let cut = turn_state::cut_sentence(&result.outcome, &ctx.config.limits);
-            // `None`: a stop closed the turn first and answered it.
-            if let Some(history) = turn_state::close(&ctx.shared, &ctx.sink, &events, &result, &cut)
-            {
-                let _ = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished {
-                    run,
-                    result,
-                    history,
-                }));
+        let span = spans::invoke_agent(&self.config);
+        let run_span = span.clone();
+        let task = tokio::spawn(
+            async move {
+                let ran = AssertUnwindSafe(turn::run_turn(&ctx)).catch_unwind().await;
+                let result = ran.unwrap_or_else(|panic| {
+                    let text = format!(
+                        "the agent's turn crashed: {}",
+                        panic_message(panic.as_ref())
+                    );
+                    let progress = turn_state::lock(&ctx.shared).progress.clone();
+                    turn_state::result(text.clone(), Outcome::Failed(text), &progress, started)
+                });
+                spans::record_end(&run_span, &result);
+                let cut = turn_state::cut_sentence(&result.outcome, &ctx.config.limits);
+                // `None`: a stop closed the turn first and answered it.
+                if let Some(history) =
+                    turn_state::close(&ctx.shared, &ctx.sink, &events, &result, &cut)
+                {
+                    let _ = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished {
+                        run,
+                        result,
+                        history,
+                    }));
+                }
             }
-        });
+            .instrument(span.clone()),
+        );
         self.running = Some(RunningTurn {
             run,
             task: AbortOnDrop(task),
@@ -173,6 +183,7 @@ impl AgentState {
             shared,
             started,
             reply,
+            span,
         });
     }
 
@@ -243,6 +254,7 @@ impl AgentState {
             progress.model_calls, progress.tool_calls
         );
         let result = turn_state::result(text, Outcome::Stopped, &progress, running.started);
+        spans::record_end(&running.span, &result);
         let cut = turn_state::cut_sentence(&result.outcome, &self.config.limits);
         let Some(history) =
             turn_state::close(&running.shared, &running.sink, &self.events, &result, &cut)

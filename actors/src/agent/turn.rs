@@ -17,11 +17,13 @@ use crate::agent::config::AgentConfig;
 use crate::agent::msg::AgentMsg;
 use crate::agent::msg::sealed::AgentInternal;
 use crate::agent::probe::Activity;
+use crate::agent::spans;
 use crate::agent::turn_state::{
     CallSlot, OpenCall, Progress, Shared, TurnState, complete_unless_steered, lock, result,
 };
 use crate::sink::EventSink;
 use crate::tool::{ToolCallContext, ToolOutcome, TurnLeft, run_tool};
+use tracing::Instrument;
 
 /// Everything a turn task needs.
 pub(crate) struct TurnContext {
@@ -75,7 +77,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             let text = partial_result(LimitKind::Tokens, &limits, &progress);
             return (text, Outcome::LimitReached(LimitKind::Tokens));
         }
-        let answer = ask_model(ctx, history).await;
+        let answer = ask_model(ctx, history)
+            .instrument(spans::chat(&ctx.config))
+            .await;
         let (text, calls, truncated) = match answer {
             Ok(answer) => answer,
             Err(ModelEnd::Failed(error)) => return (error.clone(), Outcome::Failed(error)),
@@ -168,13 +172,19 @@ async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answe
         tools: config.tools.specs(),
         options: config.options.clone(),
     };
+    let span = tracing::Span::current();
     ctx.with(|t| t.doing(Activity::WaitingForModel));
-    let permit = config
-        .gate
-        .acquire(config.id.clone())
-        .await
-        .map_err(|e| ModelEnd::Failed(format!("the model could not be called: {e}")))?;
+    let waiting = tokio::time::Instant::now();
+    let permit = config.gate.acquire(config.id.clone()).await.map_err(|e| {
+        span.record("error.type", "gate_closed");
+        ModelEnd::Failed(format!("the model could not be called: {e}"))
+    })?;
+    span.record(
+        "subagents.gate_wait_ms",
+        u64::try_from(waiting.elapsed().as_millis()).unwrap_or(u64::MAX),
+    );
     ctx.with(|t| t.doing(Activity::InModelCall));
+    let mut call_usage = subagents_messages::Usage::default();
     let mut stream = config.model.stream(request);
     let mut text = String::new();
     let mut calls = Vec::new();
@@ -189,6 +199,11 @@ async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answe
             Ok(ModelChunk::ToolCall(call)) => calls.push(call),
             Ok(ModelChunk::Truncated(reason)) => truncated = Some(reason),
             Ok(chunk @ (ModelChunk::Usage(_) | ModelChunk::UsageEstimate(_))) => {
+                if let ModelChunk::Usage(usage) | ModelChunk::UsageEstimate(usage) = &chunk {
+                    call_usage.add(*usage);
+                    span.record("gen_ai.usage.input_tokens", call_usage.prompt_tokens);
+                    span.record("gen_ai.usage.output_tokens", call_usage.completion_tokens);
+                }
                 let used = ctx.with(|t| {
                     match chunk {
                         ModelChunk::UsageEstimate(usage) => {
@@ -205,6 +220,7 @@ async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answe
                 }
             }
             Err(e) => {
+                span.record("error.type", "model_error");
                 return Err(ModelEnd::Failed(format!(
                     "the model `{}` failed: {e}",
                     config.model.name()
@@ -262,7 +278,8 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
         }));
     });
     let unparsed = serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).err();
-    let outcome = match config.tools.get(&call.name) {
+    let span = spans::execute_tool(call);
+    let outcome = async { match config.tools.get(&call.name) {
         // A call whose arguments are not JSON (a server may cut a call at
         // its token limit and still say `tool_calls`) never runs.
         Some(_) if unparsed.is_some() => ToolOutcome {
@@ -316,7 +333,12 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                 run_tool(tool, context).await
             }
         }
-    };
+    } }
+    .instrument(span.clone())
+    .await;
+    if outcome.is_error {
+        span.record("error.type", "tool_error");
+    }
     ctx.with(|t| {
         let emitted = ctx.sink.emit(AgentEvent::ToolResult(ToolResult {
             tool_use_id: call.id.clone(),

@@ -60,9 +60,13 @@ impl Actor for Hub {
         state: &mut HubState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            HubMsg::Spawn { request, reply } => {
+            HubMsg::Spawn {
+                request,
+                span,
+                reply,
+            } => {
                 let stop = request.stop_if_abandoned;
-                let spawned = state.spawn_child(&myself, *request).await;
+                let spawned = state.spawn_child(&myself, *request, span).await;
                 let made = spawned.as_ref().ok().cloned();
                 if reply.send(spawned).is_err()
                     && let Some(id) = made
@@ -116,8 +120,9 @@ impl Actor for Hub {
                 id,
                 text,
                 call,
+                span,
                 reply,
-            } => state.send(&myself, &id, text, call, reply).await,
+            } => state.send(&myself, &id, text, call, span, reply).await,
             HubMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }

@@ -160,6 +160,7 @@ impl HubHandle {
         self.actor
             .cast(HubMsg::Spawn {
                 request: Box::new(request),
+                span: tracing::Span::current(),
                 reply: tx.into(),
             })
             .map_err(|_| Refused::Closed)?;
@@ -254,10 +255,12 @@ impl HubHandle {
         text: String,
         call: subagents_messages::ToolUseId,
     ) -> Result<crate::hub::Steered, Refused> {
+        let span = tracing::Span::current();
         match ractor::call!(self.actor, |reply| HubMsg::Send {
             id: id.clone(),
             text,
             call,
+            span,
             reply
         }) {
             Ok(went) => went,

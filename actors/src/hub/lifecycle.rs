@@ -80,6 +80,8 @@ pub(super) struct Child {
     pub(super) stop_replies: Vec<StopReply>,
     /// Messages sent while it waited for a slot (read after its task).
     pub(super) followups: Vec<String>,
+    /// The span of the call that requested it: its runs' spans sit under it.
+    pub(super) span: tracing::Span,
 }
 
 /// The hub's state.
@@ -133,6 +135,7 @@ impl HubState {
         &mut self,
         myself: &ActorRef<HubMsg>,
         request: ChildRequest,
+        span: tracing::Span,
     ) -> Result<AgentId, Refused> {
         let depth = request.requester_depth + 1;
         if depth > self.config.max_depth {
@@ -222,6 +225,7 @@ impl HubState {
             interrupted: false,
             stop_replies: Vec::new(),
             followups: Vec::new(),
+            span,
         };
         child.requester_sink.emit(AgentEvent::ChildStarted(info));
         let admission = self.slots.admit(id.clone());
@@ -295,6 +299,15 @@ impl HubState {
                 None => self.config.child_options.clone(),
             },
             probe: Some(probe.clone()),
+            trace: crate::agent::spans::TraceParent {
+                span: Some(child.span.clone()),
+                parent_agent: Some(child.request.requester.clone()),
+                mode: if child.request.background {
+                    "background"
+                } else {
+                    "inline"
+                },
+            },
         };
         // A resumed run reads its message as one from its requester, after
         // its conversation so far.

@@ -38,6 +38,8 @@ pub(crate) enum HubMsg {
     Spawn {
         /// The request (boxed: it is the largest message by far).
         request: Box<ChildRequest>,
+        /// The requesting call's span: the child's runs sit under it.
+        span: tracing::Span,
         /// The child's id, or why not.
         reply: RpcReplyPort<Result<AgentId, Refused>>,
     },
@@ -105,6 +107,8 @@ pub(crate) enum HubMsg {
         text: String,
         /// The sender's call (a new run's `ChildStarted` names it).
         call: ToolUseId,
+        /// The sending call's span (a new run's spans sit under it).
+        span: tracing::Span,
         /// Where it went, or why not.
         reply: RpcReplyPort<Result<crate::hub::Steered, Refused>>,
     },

@@ -18,6 +18,7 @@ impl HubState {
         id: &AgentId,
         text: String,
         call: ToolUseId,
+        span: tracing::Span,
         reply: RpcReplyPort<Result<Steered, Refused>>,
     ) {
         if !self.book.contains(id) && !self.import_archived(id) {
@@ -26,7 +27,7 @@ impl HubState {
         }
         let id = self.book.latest_run(id);
         if self.book.is_terminal(&id) {
-            let answer = self.resume(myself, &id, text, call).await;
+            let answer = self.resume(myself, &id, text, call, span).await;
             let _ = reply.send(answer);
             return;
         }
@@ -83,6 +84,7 @@ impl HubState {
         id: &AgentId,
         text: String,
         call: ToolUseId,
+        span: tracing::Span,
     ) -> Result<Steered, Refused> {
         let Some(from) = self.book.resume_from(id) else {
             return Err(Refused::Finished { id: id.clone() });
@@ -97,7 +99,7 @@ impl HubState {
         request.stop_if_abandoned = false;
         request.resumed_from = Some(id.clone());
         request.conversation = from.conversation;
-        let next = self.spawn_child(myself, request).await?;
+        let next = self.spawn_child(myself, request, span).await?;
         self.book.set_continued(id, next.clone());
         Ok(Steered::Resumed(next))
     }
