@@ -177,6 +177,13 @@ async fn wait_times_are_observable() {
     waiter.await.unwrap().unwrap();
     let snapshot = gate.snapshot().await.unwrap();
     assert_eq!(snapshot.longest_wait, Duration::from_secs(5));
+    // The holder was granted on arrival, the waiter after 5 s.
+    assert_eq!(snapshot.total_wait, Duration::from_secs(5));
+    assert_eq!(snapshot.wait_histogram, [1, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(
+        snapshot.wait_histogram.iter().sum::<u64>(),
+        snapshot.granted_total
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -30,6 +30,8 @@ struct Captured {
     name: &'static str,
     parent: Option<u64>,
     fields: BTreeMap<String, String>,
+    /// Spans it follows from.
+    follows: Vec<u64>,
 }
 
 /// Every span created, with its parent and fields (updated as recorded).
@@ -63,7 +65,15 @@ where
             name: attrs.metadata().name(),
             parent,
             fields,
+            follows: Vec::new(),
         });
+    }
+
+    fn on_follows_from(&self, id: &Id, follows: &Id, _ctx: Context<'_, S>) {
+        let mut spans = self.0.lock().unwrap();
+        if let Some(span) = spans.iter_mut().rev().find(|s| s.id == id.into_u64()) {
+            span.follows.push(follows.into_u64());
+        }
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
@@ -195,8 +205,9 @@ async fn an_inline_childs_run_sits_under_the_call_that_requested_it() {
 }
 
 /// A background child's run sits under the call that started it, though
-/// that call (and the parent's whole turn) returned long before; a stopped
-/// child's run says so; a failed tool call carries `error.type`.
+/// that call (and the parent's whole turn) returned long before; the wake
+/// turn it causes links to its run; a stopped child's run says so; a
+/// failed tool call carries `error.type`.
 #[tokio::test(start_paused = true)]
 async fn background_stopped_and_failed_runs_are_told_apart() {
     let capture = Capture::default();
@@ -234,6 +245,12 @@ async fn background_stopped_and_failed_runs_are_told_apart() {
     assert_eq!(background.parent, Some(calls[0].id));
     assert_eq!(field(background, "subagents.mode"), "background");
     assert_eq!(field(background, "subagents.outcome"), "completed");
+    // The wake turn it caused links to its run.
+    let wake_run = spans
+        .iter()
+        .find(|s| s.name == "invoke_agent" && s.follows.contains(&background.id))
+        .expect("the wake turn's run follows from the child's");
+    assert_eq!(field(wake_run, "gen_ai.agent.id"), "parent");
     let victim = run_of(&spans, "agent_2");
     assert_eq!(victim.parent, Some(calls[1].id));
     assert_eq!(field(victim, "subagents.outcome"), "stopped");

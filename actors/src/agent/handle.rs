@@ -66,7 +66,7 @@ impl AgentHandle {
     /// Sends a user turn; its events follow on the stream. On a stopped
     /// agent the text comes back in [`AgentError::Undelivered`].
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), AgentError> {
-        self.cast_turn(text.into(), None)
+        self.cast_turn(text.into(), None, None)
     }
 
     /// Sends a user turn and waits for its result (events still follow on
@@ -87,18 +87,39 @@ impl AgentHandle {
         impl std::future::Future<Output = Result<AgentResult, AgentError>> + Send + 'static,
         AgentError,
     > {
+        self.queue_turn_following(text, None)
+    }
+
+    /// [`AgentHandle::queue_turn`], the turn's `invoke_agent` span
+    /// following from `follows` (the supervisor links a wake turn to the
+    /// child's run).
+    #[doc(hidden)] // used by subagents-supervisor's wakes
+    pub fn queue_turn_following(
+        &self,
+        text: impl Into<String>,
+        follows: Option<tracing::Span>,
+    ) -> Result<
+        impl std::future::Future<Output = Result<AgentResult, AgentError>> + Send + 'static,
+        AgentError,
+    > {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.cast_turn(text.into(), Some(TurnReply::Port(tx.into())))?;
+        self.cast_turn(text.into(), Some(TurnReply::Port(tx.into())), follows)?;
         let id = self.id.clone();
         Ok(async move { rx.await.map_err(|_| AgentError::Dropped(id)) })
     }
 
-    fn cast_turn(&self, text: String, reply: Option<TurnReply>) -> Result<(), AgentError> {
+    fn cast_turn(
+        &self,
+        text: String,
+        reply: Option<TurnReply>,
+        follows: Option<tracing::Span>,
+    ) -> Result<(), AgentError> {
         self.actor
             .cast(AgentMsg::Turn {
                 turn: UserTurn {
                     text,
                     followups: Vec::new(),
+                    follows,
                 },
                 reply,
             })

@@ -32,7 +32,7 @@ use subagents_messages::{
 };
 
 /// A turn for an agent to run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(crate) struct UserTurn {
     /// The text the model reads as the user's message (a human's, or a
     /// wake's synthetic one: the agent runs both alike).
@@ -40,6 +40,8 @@ pub(crate) struct UserTurn {
     /// Messages sent to it before it started (`use_agent send` to a
     /// queued child): read after `text`, at its first model call.
     pub(crate) followups: Vec<String>,
+    /// A span this turn's run follows from (a wake: the child's run).
+    pub(crate) follows: Option<tracing::Span>,
 }
 
 /// What the Agent actor is told.

@@ -67,6 +67,16 @@ impl Probe {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(shared.clone());
     }
 
+    /// The `invoke_agent` span of the turn now running (or the last one).
+    pub(crate) fn span(&self) -> Option<tracing::Span> {
+        let shared = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        lock(&shared).span.clone()
+    }
+
     /// The conversation of the turn now running (so far), or of the last
     /// one (whole, once it ended).
     pub(crate) fn conversation(&self) -> Option<Vec<ChatMessage>> {

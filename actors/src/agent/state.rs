@@ -131,8 +131,14 @@ impl AgentState {
         for text in &turn.followups {
             history.push(ChatMessage::user(turn_state::steering_text(text)));
         }
-        let shared: turn_state::Shared =
-            Arc::new(std::sync::Mutex::new(turn_state::TurnState::new(history)));
+
+        let span = spans::invoke_agent(&self.config);
+        if let Some(from) = &turn.follows {
+            span.follows_from(from);
+        }
+        let mut state = turn_state::TurnState::new(history);
+        state.span = Some(span.clone());
+        let shared: turn_state::Shared = Arc::new(std::sync::Mutex::new(state));
         if let Some(probe) = &self.config.probe {
             probe.publish(&shared);
         }
@@ -147,7 +153,6 @@ impl AgentState {
         let events = self.events.clone();
         let actor = myself.clone();
         let started = Instant::now();
-        let span = spans::invoke_agent(&self.config);
         let run_span = span.clone();
         let task = tokio::spawn(
             async move {

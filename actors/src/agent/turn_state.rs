@@ -76,6 +76,9 @@ pub(crate) struct TurnState {
     pub(crate) steering: VecDeque<String>,
     /// It takes no more messages: its last answer was final, or it ended.
     pub(crate) closing: bool,
+    /// Its `invoke_agent` span (a wake turn that follows this run links
+    /// to it).
+    pub(crate) span: Option<tracing::Span>,
 }
 
 impl TurnState {

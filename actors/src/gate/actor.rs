@@ -36,6 +36,8 @@ pub(crate) struct GateState {
     queue: GateQueue<Waiter>,
     granted_total: u64,
     longest_wait: Duration,
+    total_wait: Duration,
+    wait_histogram: [u64; 8],
 }
 
 impl GateState {
@@ -54,6 +56,8 @@ impl GateState {
             {
                 self.granted_total += 1;
                 self.longest_wait = self.longest_wait.max(waited);
+                self.total_wait = self.total_wait.saturating_add(waited);
+                self.wait_histogram[GateSnapshot::bucket_of(waited)] += 1;
                 tracing::debug!(
                     ticket,
                     holder = %waiter.holder,
@@ -75,6 +79,8 @@ impl GateState {
             queued: self.queue.queued(),
             granted_total: self.granted_total,
             longest_wait: self.longest_wait,
+            total_wait: self.total_wait,
+            wait_histogram: self.wait_histogram,
         }
     }
 }
@@ -93,6 +99,8 @@ impl Actor for ModelGate {
             queue: GateQueue::new(args.capacity),
             granted_total: 0,
             longest_wait: Duration::ZERO,
+            total_wait: Duration::ZERO,
+            wait_histogram: [0; 8],
         })
     }
 

@@ -314,6 +314,13 @@ impl HubHandle {
         self.book.conversation(id)
     }
 
+    /// The `invoke_agent` span of a child's run (its current or last
+    /// turn), if it ran.
+    #[doc(hidden)] // used by subagents-supervisor to link a wake to it
+    pub fn run_span(&self, id: &AgentId) -> Option<tracing::Span> {
+        self.book.probe(id).and_then(|p| p.span())
+    }
+
     /// [`HubHandle::status`] and what its running turn does now.
     pub(crate) fn status_live(&self, id: &AgentId) -> Option<(Envelope, Option<LiveTurn>)> {
         self.book

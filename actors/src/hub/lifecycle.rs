@@ -347,6 +347,7 @@ impl HubState {
             turn: UserTurn {
                 text: input,
                 followups,
+                follows: None,
             },
             reply: Some(TurnReply::Then(Box::new(deliver))),
         });

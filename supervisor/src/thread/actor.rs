@@ -93,7 +93,7 @@ impl Actor for ThreadSupervisor {
         match message {
             ThreadMsg::UserTurn(text) => {
                 state.events.emit(AgentEvent::UserMessage(text.clone()));
-                state.send_turn(&myself, text, TurnOrigin::User);
+                state.send_turn(&myself, text, TurnOrigin::User, None);
             }
             ThreadMsg::Typing(typing) => state.wakes.set_typing(typing),
             ThreadMsg::OnScreen(on) => state.wakes.set_on_screen(on),

@@ -121,8 +121,9 @@ impl ThreadState {
         myself: &ActorRef<ThreadMsg>,
         text: String,
         origin: TurnOrigin,
+        follows: Option<tracing::Span>,
     ) {
-        let Ok(ended) = self.parent.agent.queue_turn(text) else {
+        let Ok(ended) = self.parent.agent.queue_turn_following(text, follows) else {
             return;
         };
         self.turns_in_flight += 1;
@@ -203,7 +204,7 @@ impl ThreadState {
                     child: child.clone(),
                     line: restart_line(&listed),
                 }));
-                self.send_turn(myself, restart_text(&listed), TurnOrigin::Wake);
+                self.send_turn(myself, restart_text(&listed), TurnOrigin::Wake, None);
                 return;
             }
             let envelope = self.parent.hub.status(&child);
@@ -214,7 +215,8 @@ impl ThreadState {
                         line: wake_line(&envelope),
                     }));
                     let text = wake_text(&envelope, self.parent.hub.result_budget());
-                    self.send_turn(myself, text, TurnOrigin::Wake);
+                    let follows = self.parent.hub.run_span(&child);
+                    self.send_turn(myself, text, TurnOrigin::Wake, follows);
                     return;
                 }
                 // Claimed through `result` meanwhile: no wake.
