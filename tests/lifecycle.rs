@@ -15,19 +15,6 @@ use common::*;
 use subagents::actors::DelegationBuilder;
 use subagents::messages::{AgentEvent, ApprovalOutcome, Role, Transcript, TranscriptItem, Usage};
 use subagents::prelude::*;
-use subagents::supervisor::ThreadHandle;
-use subagents_demo::{Post, Sleep};
-
-async fn thread_with(builder: DelegationBuilder) -> (ThreadHandle, EventStream) {
-    ThreadHandle::spawn(
-        builder
-            .system_prompt("You are the parent.")
-            .tools(ToolRegistry::new().with(Sleep).with(Post)),
-        None,
-    )
-    .await
-    .unwrap()
-}
 
 fn usage(prompt_tokens: u64, completion_tokens: u64) -> Usage {
     Usage {

@@ -17,21 +17,8 @@ use serde_json::Value;
 use subagents::actors::DelegationBuilder;
 use subagents::messages::{AgentEvent, ModelRequest, Role, SubAgentStatus};
 use subagents::prelude::*;
-use subagents::supervisor::ThreadHandle;
-use subagents_demo::Sleep;
 
 const STEER: &str = "[message from the agent that started you]\n";
-
-async fn thread_with(builder: DelegationBuilder) -> (ThreadHandle, EventStream) {
-    ThreadHandle::spawn(
-        builder
-            .system_prompt("You are the parent.")
-            .tools(ToolRegistry::new().with(Sleep)),
-        None,
-    )
-    .await
-    .unwrap()
-}
 
 /// The user messages of a request (the task, then what was sent).
 fn user_messages(request: &ModelRequest) -> Vec<String> {

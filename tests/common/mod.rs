@@ -148,6 +148,23 @@ pub async fn until_child(
     }
 }
 
+/// A thread whose parent ("You are the parent.") has the demo's `sleep`
+/// and `http_post` tools, over `builder`.
+pub async fn thread_with(
+    builder: subagents::actors::DelegationBuilder,
+) -> (subagents::supervisor::ThreadHandle, EventStream) {
+    subagents::supervisor::ThreadHandle::spawn(
+        builder.system_prompt("You are the parent.").tools(
+            subagents::actors::ToolRegistry::new()
+                .with(subagents_demo::Sleep)
+                .with(subagents_demo::Post),
+        ),
+        None,
+    )
+    .await
+    .unwrap()
+}
+
 /// A tool's JSON output, parsed (a failure names the text).
 pub fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))

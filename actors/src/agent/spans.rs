@@ -28,20 +28,14 @@ pub(crate) struct TraceParent {
 
 /// The span of one run of `config`'s agent.
 pub(crate) fn invoke_agent(config: &AgentConfig) -> Span {
-    let name = config
-        .system_prompt
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .map(|l| subagents_messages::text::one_line(l, 80))
-        .unwrap_or_else(|| config.id.to_string());
     let parent = config.trace.span.clone().unwrap_or_else(Span::current);
-    tracing::info_span!(
+    let span = tracing::info_span!(
         parent: &parent,
         "invoke_agent",
-        otel.name = %format!("invoke_agent {name}"),
+        otel.name = Empty,
         gen_ai.operation.name = "invoke_agent",
         gen_ai.agent.id = %config.id,
-        gen_ai.agent.name = %name,
+        gen_ai.agent.name = Empty,
         gen_ai.request.model = %config.model.name(),
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
@@ -51,7 +45,19 @@ pub(crate) fn invoke_agent(config: &AgentConfig) -> Span {
         subagents.outcome = Empty,
         subagents.model_calls = Empty,
         subagents.tool_calls = Empty,
-    )
+    );
+    // Named only when someone listens: no string work per turn otherwise.
+    if !span.is_disabled() {
+        let name = config
+            .system_prompt
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| subagents_messages::text::one_line(l, 80))
+            .unwrap_or_else(|| config.id.to_string());
+        span.record("otel.name", format!("invoke_agent {name}"));
+        span.record("gen_ai.agent.name", name);
+    }
+    span
 }
 
 /// Records how a run ended on its span.

@@ -13,6 +13,7 @@ use crate::hub::book::Book;
 use crate::hub::config::HubConfig;
 use crate::hub::lifecycle::HubState;
 use crate::hub::slots::Slots;
+use crate::hub::steer::Message;
 use crate::hub::stop::StopReply;
 use crate::sink::EventSink;
 
@@ -122,7 +123,10 @@ impl Actor for Hub {
                 call,
                 span,
                 reply,
-            } => state.send(&myself, &id, text, call, span, reply).await,
+            } => {
+                let message = Message { text, call, span };
+                state.send(&myself, &id, message, reply).await
+            }
             HubMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }

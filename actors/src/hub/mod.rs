@@ -14,7 +14,8 @@
 //! | `book.rs` | the envelope book: one envelope per child, read without a message |
 //! | `slots.rs` | the live cap and the FIFO queue (pure) |
 //! | `ids.rs` | `ChildIds`: child ids from a shared, checked counter |
-//! | `lifecycle.rs` | children's lifecycle: request, start, finish, stop, detach |
+//! | `lifecycle.rs` | children's lifecycle: request, admit or queue, start |
+//! | `finish.rs` | how a child ends: its terminal status once, its slot refilled, observers told |
 //! | `stop.rs` | stop, interrupt, stop-all, detach, abandon; replies waiting for a stop to complete |
 //! | `steer.rs` | messages to children (`use_agent send`): to a running turn, kept for a queued start, or a new run of a finished child |
 //! | `runs.rs` | the book's runs: what each run was asked, its conversation, the link to the next run |
@@ -57,6 +58,7 @@ mod actor;
 mod book;
 mod config;
 mod error;
+mod finish;
 mod handle;
 mod ids;
 mod lifecycle;

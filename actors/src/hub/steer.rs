@@ -10,15 +10,23 @@ use crate::hub::error::{Refused, Steered};
 use crate::hub::lifecycle::HubState;
 use crate::hub::msg::HubMsg;
 
+/// A message for a child, as `use_agent send` gave it.
+pub(super) struct Message {
+    /// What the child reads.
+    pub(super) text: String,
+    /// The sending call (a new run's `ChildStarted` names it).
+    pub(super) call: ToolUseId,
+    /// The sending call's span (a new run's spans sit under it).
+    pub(super) span: tracing::Span,
+}
+
 impl HubState {
     /// A message for a child's latest run; never waits on the child.
     pub(super) async fn send(
         &mut self,
         myself: &ActorRef<HubMsg>,
         id: &AgentId,
-        text: String,
-        call: ToolUseId,
-        span: tracing::Span,
+        message: Message,
         reply: RpcReplyPort<Result<Steered, Refused>>,
     ) {
         if !self.book.contains(id) && !self.import_archived(id) {
@@ -27,7 +35,7 @@ impl HubState {
         }
         let id = self.book.latest_run(id);
         if self.book.is_terminal(&id) {
-            let answer = self.resume(myself, &id, text, call, span).await;
+            let answer = self.resume(myself, &id, message).await;
             let _ = reply.send(answer);
             return;
         }
@@ -46,13 +54,16 @@ impl HubState {
             // at this instant, and then it refuses.
             Some(agent) => {
                 if let Err(ractor::MessagingErr::SendErr(AgentMsg::Steer { reply, .. })) =
-                    agent.actor_ref().cast(AgentMsg::Steer { text, reply })
+                    agent.actor_ref().cast(AgentMsg::Steer {
+                        text: message.text,
+                        reply,
+                    })
                 {
                     let _ = reply.send(Err(Refused::Finished { id }));
                 }
             }
             None => {
-                child.followups.push(text);
+                child.followups.push(message.text);
                 let _ = reply.send(Ok(Steered::Queued));
             }
         }
@@ -82,9 +93,7 @@ impl HubState {
         &mut self,
         myself: &ActorRef<HubMsg>,
         id: &AgentId,
-        text: String,
-        call: ToolUseId,
-        span: tracing::Span,
+        message: Message,
     ) -> Result<Steered, Refused> {
         let Some(from) = self.book.resume_from(id) else {
             return Err(Refused::Finished { id: id.clone() });
@@ -93,13 +102,13 @@ impl HubState {
             return Err(Refused::Stopped { id: id.clone() });
         }
         let mut request = (*from.seed).clone();
-        request.parent_tool_use_id = call;
-        request.input = text;
+        request.parent_tool_use_id = message.call;
+        request.input = message.text;
         request.background = true;
         request.stop_if_abandoned = false;
         request.resumed_from = Some(id.clone());
         request.conversation = from.conversation;
-        let next = self.spawn_child(myself, request, span).await?;
+        let next = self.spawn_child(myself, request, message.span).await?;
         self.book.set_continued(id, next.clone());
         Ok(Steered::Resumed(next))
     }

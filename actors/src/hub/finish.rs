@@ -1,0 +1,139 @@
+//! How a child ends, as the hub actor runs it: its terminal status (once),
+//! the envelope, everyone waiting on it answered, its slot freed and the
+//! next queued child started, the observers told.
+
+use ractor::ActorRef;
+use subagents_messages::{AgentEvent, AgentId, AgentResult, Envelope, Outcome, SubAgentStatus};
+
+use crate::hub::ids::child_number;
+use crate::hub::lifecycle::{HubState, status_for};
+use crate::hub::msg::HubMsg;
+use crate::hub::stop::STOPPED_RUNNING;
+
+impl HubState {
+    /// Moves a child to a terminal status (once), frees its slot and
+    /// answers everyone waiting on it. Returns the children to start.
+    pub(super) fn finish_child(
+        &mut self,
+        id: &AgentId,
+        status: SubAgentStatus,
+        result: Option<String>,
+        error: Option<String>,
+    ) -> Vec<AgentId> {
+        if self.book.is_terminal(id) {
+            return Vec::new();
+        }
+        // A finished child leaves the map (its envelope stays): a long
+        // session does not keep every child's sink, tools and model.
+        let Some(mut child) = self.children.remove(id) else {
+            return Vec::new();
+        };
+        self.actors.retain(|_, child_id| child_id != id);
+        let requester_sink = child.requester_sink.clone();
+        let terminal = AgentEvent::ChildStatus(id.clone(), status);
+        child.sink.close_with(|| {
+            requester_sink.emit(terminal);
+        });
+        let now = self.now_ms();
+        let Some(envelope) = self.book.finish(id, status, result, error, now) else {
+            return Vec::new();
+        };
+        // Sending the envelope delivers nothing: a receiver claims the
+        // result once its tool call has taken it.
+        for reply in child.subscribers.drain(..) {
+            let _ = reply.send(envelope.clone());
+        }
+        for reply in child.stop_replies.drain(..) {
+            reply.answer(Ok(status));
+        }
+        // Stopping the actor ends its turn (its `post_stop` stops it, and
+        // the turn task is aborted with its state).
+        if let Some(agent) = child.agent.take() {
+            agent.shutdown();
+        }
+        self.sinks.remove(id);
+        self.finished += 1;
+        self.tell_observers(&envelope);
+        self.slots.release(id)
+    }
+
+    /// Tells every observer; one that panics is logged and the others are
+    /// still told (a host's bug must not take the hub down).
+    pub(super) fn tell_observers(&self, envelope: &Envelope) {
+        for observer in &self.config.observers {
+            let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                observer.finished(envelope);
+            }));
+            if let Err(panic) = told {
+                tracing::error!(
+                    child = %envelope.id,
+                    panic = crate::tool::panic_message(panic.as_ref()),
+                    "a hub observer panicked"
+                );
+            }
+        }
+    }
+
+    pub(super) async fn finish_and_refill(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        id: &AgentId,
+        status: SubAgentStatus,
+        result: Option<String>,
+        error: Option<String>,
+    ) {
+        let next = self.finish_child(id, status, result, error);
+        // A child's own children do not outlive it: nobody would read
+        // their results (wakes go to the thread's parent only).
+        let mut orphans: Vec<AgentId> = self
+            .children
+            .iter()
+            .filter(|(_, c)| c.request.requester == *id)
+            .map(|(orphan, _)| orphan.clone())
+            .collect();
+        orphans.sort_by_key(|o| (child_number(o), o.clone()));
+        for orphan in orphans {
+            let _ = myself.cast(HubMsg::Stop {
+                id: orphan,
+                reply: None,
+            });
+        }
+        self.start_all(myself, next).await;
+    }
+
+    /// A child's turn reported its result.
+    pub(super) async fn child_finished(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        id: &AgentId,
+        result: AgentResult,
+    ) {
+        let (status, result, error) = self.ending(id, Some(result));
+        self.finish_and_refill(myself, id, status, result, error)
+            .await;
+    }
+
+    /// How a child ends given its turn's result (`None`: it never
+    /// reported, having been told to stop): its status, result and error.
+    pub(super) fn ending(
+        &self,
+        id: &AgentId,
+        result: Option<AgentResult>,
+    ) -> (SubAgentStatus, Option<String>, Option<String>) {
+        match result {
+            Some(r) => match &r.outcome {
+                Outcome::Failed(e) => (SubAgentStatus::Failed, Some(r.text), Some(e.clone())),
+                Outcome::Stopped => self.ending(id, None),
+                _ => (status_for(&r.outcome), Some(r.text), None),
+            },
+            None => {
+                let why = self
+                    .children
+                    .get(id)
+                    .and_then(|c| c.stopping)
+                    .unwrap_or(STOPPED_RUNNING);
+                (self.stop_status(id), None, Some(why.to_owned()))
+            }
+        }
+    }
+}
