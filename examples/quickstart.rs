@@ -111,6 +111,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
+    run_quickstart().await
+}
+
+/// The whole quickstart, under whatever `tracing` subscriber is set (the
+/// `otel` example runs it under tracing-opentelemetry).
+pub(crate) async fn run_quickstart() -> Result<(), Box<dyn std::error::Error>> {
     let (parent, mut events) = DelegationBuilder::new(model()?)
         .system_prompt("You are a helpful assistant. Delegate fetches to sub-agents.")
         .tools(
@@ -119,6 +125,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .with(Calculator),
         )
         .max_live(3)
+        .conversation_id("quickstart")
         .spawn()
         .await?;
 
@@ -169,5 +176,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             envelope.result.unwrap_or_default()
         );
     }
+    parent.shutdown_and_wait().await;
     Ok(())
 }

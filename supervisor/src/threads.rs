@@ -22,7 +22,8 @@ impl Threads {
     }
 
     /// Opens a new thread and puts it on screen (the one on screen before
-    /// is switched away from). Returns its event stream.
+    /// is switched away from). Returns its event stream. Its spans carry
+    /// `id` as `gen_ai.conversation.id` (over one set on the builder).
     pub async fn open(
         &mut self,
         id: ThreadId,
@@ -31,6 +32,8 @@ impl Threads {
         if self.threads.contains_key(&id) {
             return Err(ThreadError::AlreadyOpen(id));
         }
+        let mut config: ThreadConfig = config.into();
+        config.parent = config.parent.conversation_id(id.as_str());
         let (handle, stream) = ThreadHandle::spawn(config, None).await?;
         self.leave_current().await?;
         handle.on_screen(true)?;

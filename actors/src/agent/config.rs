@@ -6,6 +6,7 @@ use ractor::{Actor, ActorCell};
 use subagents_messages::{AgentId, ApprovalDecision, Limits, RequestOptions};
 
 use crate::agent::handle::{AgentError, AgentHandle};
+use crate::agent::spans::TraceSettings;
 use crate::agent::state::{AgentActor, AgentArguments};
 use crate::gate::GateHandle;
 use crate::model::Model;
@@ -72,6 +73,7 @@ pub struct AgentBuilder {
     depth: u32,
     approvals: Option<Arc<dyn ApprovalPolicy>>,
     options: RequestOptions,
+    trace: TraceSettings,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -96,6 +98,7 @@ impl AgentBuilder {
             depth: 0,
             approvals: None,
             options: RequestOptions::default(),
+            trace: TraceSettings::default(),
         }
     }
 }
@@ -151,6 +154,30 @@ impl AgentBuilder {
         self
     }
 
+    /// The conversation its spans belong to: `gen_ai.conversation.id` on
+    /// each of them (default: none; a thread opened through `Threads`
+    /// gets its thread id).
+    pub fn conversation_id(mut self, id: impl Into<String>) -> Self {
+        self.trace.conversation = Some(id.into().into());
+        self
+    }
+
+    /// Records message content on its spans: the system prompt, each
+    /// model call's input and output messages, each tool call's arguments
+    /// and result (default: off, no content in any span). Content may hold
+    /// what a user typed and what tools read: turn it on only where the
+    /// trace's readers may see that.
+    pub fn record_content(mut self, record: bool) -> Self {
+        self.trace.content = record;
+        self
+    }
+
+    /// Sets both span settings at once (for the delegation builder).
+    pub(crate) fn trace_settings(mut self, settings: TraceSettings) -> Self {
+        self.trace = settings;
+        self
+    }
+
     /// The finished config, spawning a gate if none was given.
     pub(crate) async fn config(self) -> Result<AgentConfig, AgentError> {
         let gate = match self.gate {
@@ -176,6 +203,7 @@ impl AgentBuilder {
                 span: None,
                 parent_agent: None,
                 mode: "top",
+                settings: self.trace,
             },
         })
     }

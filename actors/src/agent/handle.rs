@@ -64,9 +64,11 @@ impl AgentHandle {
     }
 
     /// Sends a user turn; its events follow on the stream. On a stopped
-    /// agent the text comes back in [`AgentError::Undelivered`].
+    /// agent the text comes back in [`AgentError::Undelivered`]. The
+    /// turn's `invoke_agent` span sits under the caller's current span, if
+    /// any (else it starts a trace of its own).
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), AgentError> {
-        self.cast_turn(text.into(), None, None)
+        self.cast_turn(text.into(), None, crate::agent::spans::caller(), None)
     }
 
     /// Sends a user turn and waits for its result (events still follow on
@@ -79,7 +81,8 @@ impl AgentHandle {
     /// agent's FIFO at once) and gives back a future of its result, to
     /// await elsewhere. The future fails with [`AgentError::Dropped`] if
     /// the turn was dropped unrun (a stop cleared the queue). On a stopped
-    /// agent the text comes back in [`AgentError::Undelivered`].
+    /// agent the text comes back in [`AgentError::Undelivered`]. Its span
+    /// sits under the caller's, as for [`AgentHandle::send_user`].
     pub fn queue_turn(
         &self,
         text: impl Into<String>,
@@ -87,23 +90,29 @@ impl AgentHandle {
         impl std::future::Future<Output = Result<AgentResult, AgentError>> + Send + 'static,
         AgentError,
     > {
-        self.queue_turn_following(text, None)
+        self.queue_turn_following(text, crate::agent::spans::caller(), None)
     }
 
-    /// [`AgentHandle::queue_turn`], the turn's `invoke_agent` span
-    /// following from `follows` (the supervisor links a wake turn to the
-    /// child's run).
-    #[doc(hidden)] // used by subagents-supervisor's wakes
+    /// [`AgentHandle::queue_turn`], the turn's `invoke_agent` span under
+    /// `parent` (`None`: a trace of its own) and following from `follows`
+    /// (the supervisor links a wake turn to the child's run).
+    #[doc(hidden)] // used by subagents-supervisor's turns and wakes
     pub fn queue_turn_following(
         &self,
         text: impl Into<String>,
+        parent: Option<tracing::Span>,
         follows: Option<tracing::Span>,
     ) -> Result<
         impl std::future::Future<Output = Result<AgentResult, AgentError>> + Send + 'static,
         AgentError,
     > {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.cast_turn(text.into(), Some(TurnReply::Port(tx.into())), follows)?;
+        self.cast_turn(
+            text.into(),
+            Some(TurnReply::Port(tx.into())),
+            parent,
+            follows,
+        )?;
         let id = self.id.clone();
         Ok(async move { rx.await.map_err(|_| AgentError::Dropped(id)) })
     }
@@ -112,6 +121,7 @@ impl AgentHandle {
         &self,
         text: String,
         reply: Option<TurnReply>,
+        parent: Option<tracing::Span>,
         follows: Option<tracing::Span>,
     ) -> Result<(), AgentError> {
         self.actor
@@ -120,6 +130,7 @@ impl AgentHandle {
                     text,
                     followups: Vec::new(),
                     follows,
+                    parent,
                 },
                 reply,
             })

@@ -42,6 +42,10 @@ pub(crate) struct UserTurn {
     pub(crate) followups: Vec<String>,
     /// A span this turn's run follows from (a wake: the child's run).
     pub(crate) follows: Option<tracing::Span>,
+    /// The span its run sits under: the host's, current when it sent the
+    /// turn; `None`: a trace of its own. (A child's run sits under the
+    /// call that requested it, from its config.)
+    pub(crate) parent: Option<tracing::Span>,
 }
 
 /// What the Agent actor is told.

@@ -67,14 +67,15 @@ impl Probe {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(shared.clone());
     }
 
-    /// The `invoke_agent` span of the turn now running (or the last one).
-    pub(crate) fn span(&self) -> Option<tracing::Span> {
+    /// The `invoke_agent` span of the last turn, taken (the probe holds
+    /// it no longer, so it can close).
+    pub(crate) fn take_span(&self) -> Option<tracing::Span> {
         let shared = self
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()?;
-        lock(&shared).span.clone()
+        lock(&shared).span.take()
     }
 
     /// The conversation of the turn now running (so far), or of the last

@@ -132,12 +132,16 @@ impl AgentState {
             history.push(ChatMessage::user(turn_state::steering_text(text)));
         }
 
-        let span = spans::invoke_agent(&self.config);
+        let span = spans::invoke_agent(&self.config, turn.parent.as_ref());
         if let Some(from) = &turn.follows {
             span.follows_from(from);
         }
         let mut state = turn_state::TurnState::new(history);
-        state.span = Some(span.clone());
+        if self.config.probe.is_some() {
+            // A child's: kept (through the probe) for the wake that links
+            // to it.
+            state.span = Some(span.clone());
+        }
         let shared: turn_state::Shared = Arc::new(std::sync::Mutex::new(state));
         if let Some(probe) = &self.config.probe {
             probe.publish(&shared);

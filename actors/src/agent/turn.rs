@@ -173,6 +173,7 @@ async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answe
         options: config.options.clone(),
     };
     let span = tracing::Span::current();
+    spans::record_input(config, &span, &request.messages);
     ctx.with(|t| t.doing(Activity::WaitingForModel));
     let waiting = tokio::time::Instant::now();
     let permit = config.gate.acquire(config.id.clone()).await.map_err(|e| {
@@ -231,6 +232,7 @@ async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answe
     }
     drop(stream);
     drop(permit);
+    spans::record_output(config, &span, &text, &calls);
     ctx.with(|t| t.doing(Activity::Thinking));
     Ok((text, calls, truncated))
 }
@@ -238,6 +240,8 @@ async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answe
 /// Answers a call the model asked for without running it (emitting its
 /// `ToolStarted` and an error `ToolResult`, under the turn's lock).
 fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
+    let span = spans::execute_tool(&ctx.config, call);
+    spans::record_tool_end(&ctx.config, &span, &why, Some("not_run"));
     ctx.with(|t| {
         t.unstarted.pop_front();
         ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
@@ -262,6 +266,7 @@ fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
 /// once).
 async fn run_call(ctx: &TurnContext, call: &ToolCall) {
     let config = &ctx.config;
+    let span = spans::execute_tool(config, call);
     ctx.with(|t| {
         t.unstarted.pop_front();
         t.open = Some(OpenCall {
@@ -269,6 +274,7 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             name: call.name.clone(),
             on_cut: None,
             settled: None,
+            span: span.clone(),
         });
         t.doing(Activity::InTool(call.name.clone()));
         ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
@@ -278,7 +284,6 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
         }));
     });
     let unparsed = serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).err();
-    let span = spans::execute_tool(call);
     let outcome = async { match config.tools.get(&call.name) {
         // A call whose arguments are not JSON (a server may cut a call at
         // its token limit and still say `tool_calls`) never runs.
@@ -336,9 +341,8 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
     } }
     .instrument(span.clone())
     .await;
-    if outcome.is_error {
-        span.record("error.type", "tool_error");
-    }
+    let error_type = outcome.is_error.then_some("tool_error");
+    spans::record_tool_end(config, &span, &outcome.output, error_type);
     ctx.with(|t| {
         let emitted = ctx.sink.emit(AgentEvent::ToolResult(ToolResult {
             tool_use_id: call.id.clone(),

@@ -54,6 +54,8 @@ pub(crate) struct OpenCall {
     /// What the call will return, fixed by the tool: a cut turn still
     /// answers the call with it.
     pub(crate) settled: Option<ToolOutcome>,
+    /// Its `execute_tool` span: a cut call's ending is recorded on it.
+    pub(crate) span: tracing::Span,
 }
 
 /// A running turn's state, shared by its task and its actor.
@@ -268,6 +270,9 @@ pub(crate) fn close(
                     is_error: true,
                 },
             });
+            if outcome.is_error {
+                call.span.record("error.type", "cancelled");
+            }
             out.emit(AgentEvent::ToolResult(ToolResult {
                 tool_use_id: call.id.clone(),
                 name: call.name,
@@ -355,6 +360,7 @@ mod tests {
                 name: "use_agent".into(),
                 on_cut: None,
                 settled: None,
+                span: tracing::Span::none(),
             });
         }
         let slot = CallSlot {

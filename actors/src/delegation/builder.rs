@@ -7,6 +7,7 @@ use std::time::Duration;
 use ractor::ActorCell;
 use subagents_messages::{AgentId, Limits, RequestOptions};
 
+use crate::agent::spans::TraceSettings;
 use crate::agent::{AgentBuilder, AgentError, AgentHandle};
 use crate::clock::{Clock, SystemClock};
 use crate::delegation::agent_tool::AgentTool;
@@ -85,6 +86,7 @@ pub struct DelegationBuilder {
     gate: Option<GateHandle>,
     options: RequestOptions,
     child_options: RequestOptions,
+    trace: TraceSettings,
 }
 
 /// Which delegation tools the parent's model sees. All three share one
@@ -145,6 +147,7 @@ impl DelegationBuilder {
             gate: None,
             options: RequestOptions::default(),
             child_options: RequestOptions::default(),
+            trace: TraceSettings::default(),
         }
     }
 
@@ -313,6 +316,22 @@ impl DelegationBuilder {
         self
     }
 
+    /// The conversation the spans of the parent and every child belong
+    /// to: `gen_ai.conversation.id` on each (default: none; `Threads::open`
+    /// sets the thread's id).
+    pub fn conversation_id(mut self, id: impl Into<String>) -> Self {
+        self.trace.conversation = Some(id.into().into());
+        self
+    }
+
+    /// Records message content on the spans of the parent and every child
+    /// (system prompts, model input and output, tool arguments and
+    /// results; default: off). See `AgentBuilder::record_content`.
+    pub fn record_content(mut self, record: bool) -> Self {
+        self.trace.content = record;
+        self
+    }
+
     /// Spawns everything with a new event stream.
     pub async fn spawn(self) -> Result<(DelegatingAgent, EventStream), AgentError> {
         let (events, stream) = EventSink::channel();
@@ -358,6 +377,7 @@ impl DelegationBuilder {
             parent_max_model_calls: self.limits.max_model_calls,
             delegation_tools: delegation_tools.clone(),
             child_options: self.child_options,
+            trace: self.trace.clone(),
         };
         let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
             .await
@@ -390,6 +410,7 @@ impl DelegationBuilder {
             .limits(self.limits)
             .request_options(self.options)
             .gate(gate.clone())
+            .trace_settings(self.trace)
             .spawn_into(events, supervisor)
             .await?;
         Ok(DelegatingAgent {

@@ -40,6 +40,10 @@ pub(super) struct Entry {
     /// resumes it from there (a new run).
     pub(super) seed: Option<Arc<ChildRequest>>,
     pub(super) conversation: Option<Arc<Vec<ChatMessage>>>,
+    /// Its last run's `invoke_agent` span, kept from its end only until a
+    /// wake links to it or a tool call claims its result: a span held
+    /// open is not exported.
+    pub(super) run_span: Option<tracing::Span>,
 }
 
 /// The book. Cheap to clone; clones share it.
@@ -61,6 +65,7 @@ impl Book {
                 probe: None,
                 seed: None,
                 conversation: None,
+                run_span: None,
             },
         );
     }
@@ -192,6 +197,7 @@ impl Book {
     ) -> Option<Envelope> {
         // The turn's lock is taken with no map guard held (see get_live).
         let probe = self.entries.get(id)?.probe.clone();
+        let run_span = probe.as_ref().and_then(Probe::take_span);
         let conversation = probe.and_then(|p| p.take_conversation()).map(Arc::new);
         let mut entry = self.entries.get_mut(id)?;
         if entry.envelope.status.is_terminal() {
@@ -200,6 +206,7 @@ impl Book {
         if conversation.is_some() {
             entry.conversation = conversation;
         }
+        entry.run_span = run_span;
         if let Some(started) = entry.started {
             entry.envelope.elapsed = started.elapsed();
         }
@@ -219,7 +226,15 @@ impl Book {
             return None;
         }
         entry.envelope.claimed = true;
+        // No wake will link to its run: the span may close (and export).
+        entry.run_span = None;
         Some(entry.envelope.clone())
+    }
+
+    /// A finished child's last run span, taken (for the wake that links
+    /// to it; after that it closes).
+    pub(crate) fn take_run_span(&self, id: &AgentId) -> Option<tracing::Span> {
+        self.entries.get_mut(id)?.run_span.take()
     }
 
     /// Nobody waits inline on a finished child any more, and nobody took

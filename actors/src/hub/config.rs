@@ -104,6 +104,8 @@ pub(crate) struct HubConfig {
     pub(crate) delegation_tools: Arc<std::sync::OnceLock<Vec<Arc<dyn Tool>>>>,
     /// Request options for every child's model calls.
     pub(crate) child_options: subagents_messages::RequestOptions,
+    /// The span settings every child inherits.
+    pub(crate) trace: crate::agent::spans::TraceSettings,
 }
 
 impl std::fmt::Debug for HubConfig {

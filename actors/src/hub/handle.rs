@@ -314,11 +314,12 @@ impl HubHandle {
         self.book.conversation(id)
     }
 
-    /// The `invoke_agent` span of a child's run (its current or last
-    /// turn), if it ran.
+    /// The `invoke_agent` span of a finished child's last run, taken:
+    /// held only until the wake that links to it (or a claim of its
+    /// result) so it can close and be exported.
     #[doc(hidden)] // used by subagents-supervisor to link a wake to it
-    pub fn run_span(&self, id: &AgentId) -> Option<tracing::Span> {
-        self.book.probe(id).and_then(|p| p.span())
+    pub fn take_run_span(&self, id: &AgentId) -> Option<tracing::Span> {
+        self.book.take_run_span(id)
     }
 
     /// [`HubHandle::status`] and what its running turn does now.

@@ -306,6 +306,7 @@ impl HubState {
                 } else {
                     "inline"
                 },
+                settings: self.config.trace.clone(),
             },
         };
         // A resumed run reads its message as one from its requester, after
@@ -347,6 +348,7 @@ impl HubState {
                 text: input,
                 followups,
                 follows: None,
+                parent: None,
             },
             reply: Some(TurnReply::Then(Box::new(deliver))),
         });

@@ -62,11 +62,6 @@ impl Book {
         })
     }
 
-    /// Where its turn is published, once it started.
-    pub(crate) fn probe(&self, id: &AgentId) -> Option<crate::agent::Probe> {
-        self.entries.get(id)?.probe.clone()
-    }
-
     /// Its conversation: so far while it runs, whole once it ended.
     pub(crate) fn conversation(&self, id: &AgentId) -> Option<Vec<ChatMessage>> {
         let (probe, kept) = {

@@ -91,9 +91,9 @@ impl Actor for ThreadSupervisor {
         state: &mut ThreadState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            ThreadMsg::UserTurn(text) => {
+            ThreadMsg::UserTurn { text, span } => {
                 state.events.emit(AgentEvent::UserMessage(text.clone()));
-                state.send_turn(&myself, text, TurnOrigin::User, None);
+                state.send_turn(&myself, text, TurnOrigin::User, span, None);
             }
             ThreadMsg::Typing(typing) => state.wakes.set_typing(typing),
             ThreadMsg::OnScreen(on) => state.wakes.set_on_screen(on),

@@ -130,14 +130,20 @@ impl ThreadHandle {
         self.actor.cast(message).map_err(|_| ThreadError::Closed)
     }
 
-    /// Sends a user turn.
+    /// Sends a user turn; its run's span sits under the caller's current
+    /// span, if any (else it starts a trace of its own).
     /// On a closed thread the text comes back in
     /// [`ThreadError::Undelivered`].
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), ThreadError> {
+        let current = tracing::Span::current();
+        let span = (!current.is_none()).then_some(current);
         self.actor
-            .cast(ThreadMsg::UserTurn(text.into()))
+            .cast(ThreadMsg::UserTurn {
+                text: text.into(),
+                span,
+            })
             .map_err(|e| match e {
-                ractor::MessagingErr::SendErr(ThreadMsg::UserTurn(text)) => {
+                ractor::MessagingErr::SendErr(ThreadMsg::UserTurn { text, .. }) => {
                     ThreadError::Undelivered(text)
                 }
                 _ => ThreadError::Closed,

@@ -23,7 +23,13 @@ use subagents_messages::{AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal,
 pub enum ThreadMsg {
     /// Sent by the host: a user turn for the parent. Events follow on the
     /// thread's stream; wakes wait until the parent is idle again.
-    UserTurn(String),
+    UserTurn {
+        /// What the user wrote.
+        text: String,
+        /// The span the turn's run sits under (`None`: a trace of its
+        /// own). `ThreadHandle::send_user` passes the caller's current one.
+        span: Option<tracing::Span>,
+    },
     /// Sent by the host: the user started (`true`) or stopped typing.
     /// Wakes are held back while the user types.
     Typing(bool),

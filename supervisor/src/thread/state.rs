@@ -121,9 +121,14 @@ impl ThreadState {
         myself: &ActorRef<ThreadMsg>,
         text: String,
         origin: TurnOrigin,
+        parent: Option<tracing::Span>,
         follows: Option<tracing::Span>,
     ) {
-        let Ok(ended) = self.parent.agent.queue_turn_following(text, follows) else {
+        let Ok(ended) = self
+            .parent
+            .agent
+            .queue_turn_following(text, parent, follows)
+        else {
             return;
         };
         self.turns_in_flight += 1;
@@ -204,7 +209,7 @@ impl ThreadState {
                     child: child.clone(),
                     line: restart_line(&listed),
                 }));
-                self.send_turn(myself, restart_text(&listed), TurnOrigin::Wake, None);
+                self.send_turn(myself, restart_text(&listed), TurnOrigin::Wake, None, None);
                 return;
             }
             let envelope = self.parent.hub.status(&child);
@@ -215,8 +220,8 @@ impl ThreadState {
                         line: wake_line(&envelope),
                     }));
                     let text = wake_text(&envelope, self.parent.hub.result_budget());
-                    let follows = self.parent.hub.run_span(&child);
-                    self.send_turn(myself, text, TurnOrigin::Wake, follows);
+                    let follows = self.parent.hub.take_run_span(&child);
+                    self.send_turn(myself, text, TurnOrigin::Wake, None, follows);
                     return;
                 }
                 // Claimed through `result` meanwhile: no wake.
