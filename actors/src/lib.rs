@@ -19,6 +19,7 @@ pub mod model;
 pub mod openai;
 pub mod profile;
 pub mod registry;
+pub mod remote;
 pub mod scripted;
 pub mod sink;
 pub mod tool;
@@ -29,6 +30,7 @@ pub use delegation::{DelegatingAgent, DelegationBuilder, ParentStopPolicy, UseAg
 pub use gate::GateHandle;
 pub use hub::HubHandle;
 pub use model::{Model, ModelError, ModelStream};
+pub use remote::{NodeLink, NodeRunner, Placement, RunReports};
 pub use scripted::{Reply, ScriptedModel};
 pub use sink::{EventSink, EventStream};
 pub use tool::{Tool, ToolCallContext, ToolError, ToolFuture, ToolRegistry};

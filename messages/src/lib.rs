@@ -12,6 +12,7 @@ pub mod hub;
 pub mod ids;
 pub mod limits;
 pub mod model;
+pub mod remote;
 #[doc(hidden)] // plumbing between this workspace's crates, not API
 pub mod text;
 pub mod transcript;

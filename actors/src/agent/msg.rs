@@ -156,5 +156,11 @@ pub(crate) mod sealed {
             /// The conversation after the turn, to carry into the next one.
             history: Vec<ChatMessage>,
         },
+        /// Sent by a transport, to the proxy of a child on another node
+        /// only: a report of its node.
+        Report(subagents_messages::remote::RunReport),
+        /// Sent by a transport, to the proxy of a child on another node
+        /// only: its node or the link to it is gone (why).
+        Lost(String),
     }
 }

@@ -390,6 +390,8 @@ impl Actor for AgentActor {
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }
+            // Only a remote child's proxy is sent these (crate/remote).
+            AgentMsg::Internal(AgentInternal::Report(_) | AgentInternal::Lost(_)) => {}
         }
         state.start_next(&myself);
         Ok(())

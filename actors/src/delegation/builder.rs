@@ -21,6 +21,7 @@ use crate::hub::{
 use crate::model::Model;
 use crate::profile::ProfileSet;
 use crate::registry::ModelRegistry;
+use crate::remote::Placement;
 use crate::sink::{EventSink, EventStream};
 use crate::tool::{Tool, ToolRegistry};
 
@@ -87,6 +88,7 @@ pub struct DelegationBuilder {
     options: RequestOptions,
     child_options: RequestOptions,
     trace: TraceSettings,
+    placement: Placement,
 }
 
 /// Which delegation tools the parent's model sees. All three share one
@@ -148,6 +150,7 @@ impl DelegationBuilder {
             options: RequestOptions::default(),
             child_options: RequestOptions::default(),
             trace: TraceSettings::default(),
+            placement: Placement::default(),
         }
     }
 
@@ -316,6 +319,14 @@ impl DelegationBuilder {
         self
     }
 
+    /// Where each child runs (default: [`Placement::Local`], this node).
+    /// A child on another node runs on that node's model of the same name
+    /// and its tools of the same names; docs/cluster.md.
+    pub fn placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
     /// The conversation the spans of the parent and every child belong
     /// to: `gen_ai.conversation.id` on each (default: none; `Threads::open`
     /// sets the thread's id).
@@ -378,6 +389,7 @@ impl DelegationBuilder {
             delegation_tools: delegation_tools.clone(),
             child_options: self.child_options,
             trace: self.trace.clone(),
+            placement: self.placement,
         };
         let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
             .await

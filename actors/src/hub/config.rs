@@ -106,6 +106,8 @@ pub(crate) struct HubConfig {
     pub(crate) child_options: subagents_messages::RequestOptions,
     /// The span settings every child inherits.
     pub(crate) trace: crate::agent::spans::TraceSettings,
+    /// Where each child runs.
+    pub(crate) placement: crate::remote::Placement,
 }
 
 impl std::fmt::Debug for HubConfig {

@@ -317,13 +317,26 @@ impl HubState {
         };
         let followups = child.followups.clone();
         let sink = child.sink.clone();
-        let spawned = spawn_agent(
-            Arc::new(config),
-            sink.clone(),
-            child.request.conversation.clone(),
-            Some(myself.get_cell()),
-        )
-        .await;
+        let name = self.book.get(id).map(|e| e.name).unwrap_or_default();
+        let placed = match self.config.placement.choose(&name, self.slots.live()) {
+            Ok(placed) => placed,
+            Err(why) => return self.finish_child(id, SubAgentStatus::Failed, None, Some(why)),
+        };
+        let history = child.request.conversation.clone();
+        let supervisor = Some(myself.get_cell());
+        let spawned = match placed {
+            None => spawn_agent(Arc::new(config), sink.clone(), history, supervisor).await,
+            Some(node) => {
+                crate::remote::spawn_remote(
+                    node,
+                    Arc::new(config),
+                    sink.clone(),
+                    history,
+                    supervisor,
+                )
+                .await
+            }
+        };
         let agent = match spawned {
             Ok(agent) => agent,
             Err(e) => {

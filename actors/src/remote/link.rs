@@ -1,0 +1,71 @@
+//! The seam between the hub and a transport: a [`NodeLink`] starts a run
+//! on its node and carries requests to it; the transport hands what the
+//! node reports to [`RunReports`], which puts it back in order on the
+//! parent's side.
+
+use ractor::ActorRef;
+use subagents_messages::AgentId;
+use subagents_messages::remote::{RunReport, RunRequest, RunSpec};
+
+use crate::agent::AgentMsg;
+use crate::agent::sealed::AgentInternal;
+
+/// Another node children may run on, as a transport reaches it. The
+/// runtime calls it from actor handlers: no method may wait on the
+/// network (send and return).
+pub trait NodeLink: Send + Sync + 'static {
+    /// The node's name (in envelopes' errors and logs).
+    fn node(&self) -> &str;
+
+    /// Its labels, for [`Placement::Labels`](crate::Placement::Labels).
+    fn labels(&self) -> &[String] {
+        &[]
+    }
+
+    /// How many children it runs now, as it last reported (for
+    /// [`Placement::LeastLoaded`](crate::Placement::LeastLoaded)); `None`:
+    /// unknown, it is not chosen over a node that reported.
+    fn live(&self) -> Option<usize> {
+        None
+    }
+
+    /// Starts `spec` on the node. Every report about it goes to
+    /// `reports`, and if the node or the link is lost before the run's
+    /// last report, [`RunReports::lost`] — within a bounded time the
+    /// transport documents. `Err` (said in a sentence): it could not be
+    /// sent at all.
+    fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String>;
+
+    /// Carries `request` to the run of child `id`. `Err`: it could not be
+    /// sent (the node is gone).
+    fn request(&self, id: &AgentId, request: RunRequest) -> Result<(), String>;
+}
+
+/// Where a transport hands what a node reports about one run: to the
+/// proxy that stands for the child on the parent's node. Reports may
+/// arrive repeated or out of order; each is applied once, in order.
+#[derive(Clone, Debug)]
+pub struct RunReports {
+    proxy: ActorRef<AgentMsg>,
+}
+
+impl RunReports {
+    pub(crate) fn new(proxy: ActorRef<AgentMsg>) -> Self {
+        Self { proxy }
+    }
+
+    /// A report from the node (decoded by the transport).
+    pub fn report(&self, report: RunReport) {
+        let _ = self
+            .proxy
+            .cast(AgentMsg::Internal(AgentInternal::Report(report)));
+    }
+
+    /// The node or the link to it is gone (`why`, a sentence): the run
+    /// ends failed, its open calls answered, at once.
+    pub fn lost(&self, why: impl Into<String>) {
+        let _ = self
+            .proxy
+            .cast(AgentMsg::Internal(AgentInternal::Lost(why.into())));
+    }
+}

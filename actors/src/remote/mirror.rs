@@ -1,0 +1,265 @@
+//! What the parent's node knows of a child's turn on another node, from
+//! its reports alone: the reports put back in order (each applied once),
+//! the tool calls and the approval left open, and — when the node is lost
+//! — the events that close the turn as a local stop would: every
+//! `ToolStarted` its `ToolResult`, the approval its `ApprovalResolved`,
+//! then one failed `Result`. A plain struct: the proxy actor only moves
+//! messages through it.
+
+use std::collections::BTreeMap;
+
+use subagents_messages::remote::{ReportBody, RunReport};
+use subagents_messages::{
+    AgentEvent, AgentResult, ApprovalId, ApprovalOutcome, ApprovalResolution, Outcome, ToolResult,
+    ToolUseId, Usage,
+};
+
+/// The first words of a lost child's error: the node went away.
+pub(crate) const NODE_LOST: &str = "node lost";
+
+/// A remote turn, as its reports tell it.
+#[derive(Debug, Default)]
+pub(crate) struct Mirror {
+    /// The seq of the next report to apply.
+    next: u64,
+    /// Reports that arrived ahead of a gap, by seq.
+    early: BTreeMap<u64, ReportBody>,
+    /// Calls started and not answered, in order (id, tool name).
+    open: Vec<(ToolUseId, String)>,
+    /// Approvals asked and not answered (id, the call).
+    approvals: Vec<(ApprovalId, ToolUseId)>,
+    /// Its `Result` went by (nothing of the turn follows).
+    ended: bool,
+    /// Calls answered so far.
+    pub(crate) tool_calls: u32,
+    /// Usage so far (from its result).
+    pub(crate) usage: Usage,
+}
+
+impl Mirror {
+    /// Takes a report: returns the bodies now in order — this one and
+    /// those it unblocks — or none while a gap is open. A repeated report,
+    /// or one for before `next`, is dropped.
+    pub(crate) fn accept(&mut self, report: RunReport) -> Vec<ReportBody> {
+        if report.seq < self.next {
+            return Vec::new();
+        }
+        self.early.entry(report.seq).or_insert(report.body);
+        let mut ready = Vec::new();
+        while let Some(body) = self.early.remove(&self.next) {
+            self.next += 1;
+            ready.push(body);
+        }
+        ready
+    }
+
+    /// Notes an event on its way to the parent's stream; `false` for one
+    /// after the turn's `Result` (dropped: nothing of a turn follows it).
+    pub(crate) fn note(&mut self, event: &AgentEvent) -> bool {
+        if self.ended {
+            return false;
+        }
+        match event {
+            AgentEvent::ToolStarted(started) => self
+                .open
+                .push((started.tool_use_id.clone(), started.name.clone())),
+            AgentEvent::ToolResult(result) => {
+                self.open.retain(|(id, _)| *id != result.tool_use_id);
+                self.tool_calls += 1;
+            }
+            AgentEvent::ApprovalRequested(request) => self
+                .approvals
+                .push((request.id.clone(), request.tool_use_id.clone())),
+            AgentEvent::ApprovalResolved(resolution) => {
+                self.approvals.retain(|(id, _)| *id != resolution.id);
+            }
+            AgentEvent::Result(result) => {
+                self.ended = true;
+                self.usage = result.usage;
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// True when it waits on approval `id`.
+    pub(crate) fn awaits(&self, id: &ApprovalId) -> bool {
+        self.approvals.iter().any(|(waiting, _)| waiting == id)
+    }
+
+    /// Its `Result` went by.
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The turn ends here, not on its node (the node was lost, refused
+    /// the run, or the proxy stops): the events that close it, in the
+    /// order a local stop emits them — each approval cancelled, each open
+    /// call answered, then its `Result` saying `text` — and that result.
+    /// Nothing once the turn had ended.
+    pub(crate) fn close(
+        &mut self,
+        text: &str,
+        outcome: Outcome,
+        elapsed: std::time::Duration,
+    ) -> Option<(Vec<AgentEvent>, AgentResult)> {
+        if self.ended {
+            return None;
+        }
+        let mut events = Vec::new();
+        for (id, tool_use_id) in self.approvals.drain(..) {
+            events.push(AgentEvent::ApprovalResolved(ApprovalResolution {
+                id,
+                tool_use_id,
+                outcome: ApprovalOutcome::Cancelled(text.to_owned()),
+            }));
+        }
+        for (tool_use_id, name) in self.open.drain(..) {
+            events.push(AgentEvent::ToolResult(ToolResult {
+                tool_use_id,
+                name,
+                output: format!("not finished: {text}"),
+                is_error: true,
+            }));
+            self.tool_calls += 1;
+        }
+        let result = AgentResult {
+            text: text.to_owned(),
+            outcome,
+            model_calls: 0,
+            tool_calls: self.tool_calls,
+            usage: self.usage,
+            children_usage: Usage::default(),
+            elapsed,
+        };
+        events.push(AgentEvent::Result(result.clone()));
+        self.ended = true;
+        Some((events, result))
+    }
+
+    /// The approvals it waits on.
+    pub(crate) fn pending_approvals(&self) -> usize {
+        self.approvals.len()
+    }
+}
+
+/// The failed outcome of a run whose node was lost (`why`), and its text.
+pub(crate) fn lost_outcome(node: &str, why: &str) -> (String, Outcome) {
+    let text = format!("{NODE_LOST}: node `{node}`: {why}");
+    (text.clone(), Outcome::Failed(text))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use subagents_messages::{AgentId, ApprovalRequest, ToolStarted};
+
+    fn report(seq: u64, text: &str) -> RunReport {
+        RunReport {
+            id: AgentId::new("agent_1"),
+            seq,
+            body: ReportBody::Event(AgentEvent::Text(text.into())),
+        }
+    }
+
+    fn texts(bodies: Vec<ReportBody>) -> Vec<String> {
+        bodies
+            .into_iter()
+            .map(|b| match b {
+                ReportBody::Event(AgentEvent::Text(t)) => t,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reports_apply_once_and_in_order_whatever_order_they_arrive_in() {
+        // Every order of four reports, each sent twice.
+        let orders = [
+            [0, 1, 2, 3],
+            [3, 2, 1, 0],
+            [1, 0, 3, 2],
+            [2, 0, 3, 1],
+            [0, 2, 1, 3],
+        ];
+        for order in orders {
+            let mut mirror = Mirror::default();
+            let mut applied = Vec::new();
+            for seq in order.iter().chain(order.iter()) {
+                applied.extend(texts(mirror.accept(report(*seq, &seq.to_string()))));
+            }
+            assert_eq!(applied, ["0", "1", "2", "3"], "order {order:?}");
+        }
+    }
+
+    fn started(id: &str) -> AgentEvent {
+        AgentEvent::ToolStarted(ToolStarted {
+            tool_use_id: ToolUseId::new(id),
+            name: "sleep".into(),
+            arguments: "{}".into(),
+        })
+    }
+
+    #[test]
+    fn a_lost_node_closes_what_is_open_then_fails_once() {
+        let mut mirror = Mirror::default();
+        assert!(mirror.note(&started("call_1")));
+        assert!(mirror.note(&AgentEvent::ToolResult(ToolResult {
+            tool_use_id: ToolUseId::new("call_1"),
+            name: "sleep".into(),
+            output: "slept".into(),
+            is_error: false,
+        })));
+        mirror.note(&started("call_2"));
+        mirror.note(&AgentEvent::ApprovalRequested(ApprovalRequest {
+            id: ApprovalId::new("agent_1-approval-1"),
+            tool_use_id: ToolUseId::new("call_2"),
+            tool_name: "sleep".into(),
+            arguments: "{}".into(),
+        }));
+        assert!(mirror.awaits(&ApprovalId::new("agent_1-approval-1")));
+        let (text, outcome) = lost_outcome("b", "the link dropped");
+        let (events, result) = mirror
+            .close(&text, outcome, std::time::Duration::ZERO)
+            .unwrap();
+        assert!(matches!(&events[0], AgentEvent::ApprovalResolved(r)
+            if matches!(&r.outcome, ApprovalOutcome::Cancelled(why) if why.starts_with(NODE_LOST))));
+        assert!(matches!(&events[1], AgentEvent::ToolResult(r)
+            if r.tool_use_id.as_str() == "call_2" && r.is_error));
+        assert!(matches!(&events[2], AgentEvent::Result(r) if r == &result));
+        assert_eq!(events.len(), 3);
+        assert_eq!(result.tool_calls, 2);
+        assert!(
+            matches!(&result.outcome, Outcome::Failed(why) if why.contains("the link dropped"))
+        );
+        // Once: a second loss, or an event after the end, changes nothing.
+        assert!(
+            mirror
+                .close("again", Outcome::Stopped, std::time::Duration::ZERO)
+                .is_none()
+        );
+        assert!(!mirror.note(&AgentEvent::Text("late".into())));
+    }
+
+    #[test]
+    fn a_turn_that_ended_is_not_lost() {
+        let mut mirror = Mirror::default();
+        mirror.note(&AgentEvent::Result(AgentResult {
+            text: "done".into(),
+            outcome: Outcome::Completed,
+            model_calls: 1,
+            tool_calls: 0,
+            usage: Usage::default(),
+            children_usage: Usage::default(),
+            elapsed: std::time::Duration::ZERO,
+        }));
+        assert!(mirror.ended());
+        assert!(
+            mirror
+                .close("late", Outcome::Stopped, std::time::Duration::ZERO)
+                .is_none()
+        );
+    }
+}

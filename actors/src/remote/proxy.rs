@@ -1,0 +1,432 @@
+//! The proxy of a child that runs on another node: an actor on the
+//! parent's node that speaks the agent's own protocol, so the hub handles
+//! it exactly as a local child (slots, envelopes, nested events, stops,
+//! approvals, steering, wakes). It sends each turn to the node as a
+//! [`RunSpec`], re-injects the node's reports into the child's stream in
+//! order, and — when the node is lost — closes the turn itself, as a
+//! local stop would. The handler never waits on the network.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort};
+use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
+use subagents_messages::{
+    AgentEvent, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal,
+    ChatMessage, Outcome, Usage,
+};
+use tokio::time::Instant;
+
+use crate::agent::sealed::AgentInternal;
+use crate::agent::{
+    AgentConfig, AgentError, AgentHandle, AgentMsg, Shared, TurnReply, TurnState, UserTurn,
+};
+use crate::hub::{Refused, Steered};
+use crate::remote::link::{NodeLink, RunReports};
+use crate::remote::mirror::{Mirror, lost_outcome};
+use crate::sink::EventSink;
+
+/// Spawns the proxy of a child placed on `link`'s node: an agent handle
+/// like any other.
+pub(crate) async fn spawn_remote(
+    link: Arc<dyn NodeLink>,
+    config: Arc<AgentConfig>,
+    events: EventSink,
+    history: Vec<ChatMessage>,
+    supervisor: Option<ActorCell>,
+) -> Result<AgentHandle, AgentError> {
+    let id = config.id.clone();
+    let args = ProxyState {
+        link,
+        config,
+        events,
+        history,
+        run: None,
+        waiting: VecDeque::new(),
+        answered: HashMap::new(),
+        turns_finished: 0,
+        usage: Usage::default(),
+        tool_calls: 0,
+        next_steer: 0,
+    };
+    let spawned = match supervisor {
+        Some(supervisor) => Actor::spawn_linked(None, RemoteAgent, args, supervisor).await,
+        None => Actor::spawn(None, RemoteAgent, args).await,
+    };
+    let (actor, _) = spawned.map_err(|e| AgentError::Spawn(e.to_string()))?;
+    Ok(AgentHandle::new(id, actor))
+}
+
+/// The proxy actor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RemoteAgent;
+
+/// The proxy's state (also its arguments).
+pub(crate) struct ProxyState {
+    link: Arc<dyn NodeLink>,
+    config: Arc<AgentConfig>,
+    events: EventSink,
+    /// The conversation so far (each run's, from its node).
+    history: Vec<ChatMessage>,
+    run: Option<RemoteRun>,
+    waiting: VecDeque<(UserTurn, Option<TurnReply>)>,
+    /// Approvals answered: a second answer is refused with the first.
+    answered: HashMap<ApprovalId, ApprovalDecision>,
+    turns_finished: u64,
+    usage: Usage,
+    tool_calls: u64,
+    next_steer: u64,
+}
+
+/// The turn running on the node.
+struct RemoteRun {
+    mirror: Mirror,
+    reply: Option<TurnReply>,
+    /// Published through the child's probe (its `status`, its
+    /// conversation once it ended, its span for the wake).
+    shared: Shared,
+    started: Instant,
+    span: tracing::Span,
+    /// Messages sent on, waiting for the node's answer.
+    steers: HashMap<u64, RpcReplyPort<Result<Steered, Refused>>>,
+    /// Approvals the hub's policy answered: the parent never sees them.
+    silenced: Vec<ApprovalId>,
+    /// The conversation it started from, and its input (kept if the node
+    /// is lost before it reports one).
+    conversation: Vec<ChatMessage>,
+}
+
+impl ProxyState {
+    fn start_next(&mut self, myself: &ActorRef<AgentMsg>) {
+        if self.run.is_some() {
+            return;
+        }
+        let Some((turn, reply)) = self.waiting.pop_front() else {
+            return;
+        };
+        let config = &self.config;
+        let mut conversation = self.history.clone();
+        conversation.push(ChatMessage::user(turn.text.clone()));
+        let span = crate::agent::spans::invoke_agent(config, turn.parent.as_ref());
+        let mut state = TurnState::new(conversation.clone());
+        state.span = Some(span.clone());
+        let shared: Shared = Arc::new(Mutex::new(state));
+        if let Some(probe) = &config.probe {
+            probe.publish(&shared);
+        }
+        let spec = RunSpec {
+            id: config.id.clone(),
+            system_prompt: config.system_prompt.clone(),
+            input: turn.text,
+            followups: turn.followups,
+            conversation: self.history.clone(),
+            model: config.model.name().to_owned(),
+            tools: config.tool_names.to_vec(),
+            limits: config.limits,
+            depth: config.depth,
+            options: config.options.clone(),
+        };
+        self.run = Some(RemoteRun {
+            mirror: Mirror::default(),
+            reply,
+            shared,
+            started: Instant::now(),
+            span,
+            steers: HashMap::new(),
+            silenced: Vec::new(),
+            conversation,
+        });
+        if let Err(why) = self.link.start(spec, RunReports::new(myself.clone())) {
+            self.lost(&why);
+        }
+    }
+
+    fn report(&mut self, report: RunReport) {
+        if report.id != self.config.id {
+            return;
+        }
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        for body in run.mirror.accept(report) {
+            match body {
+                ReportBody::Event(event) => self.event(event),
+                ReportBody::Steered { n, taken } => self.steered(n, taken),
+                ReportBody::Ended {
+                    result,
+                    conversation,
+                } => self.finish(result, Some(conversation)),
+                ReportBody::Refused(why) => {
+                    let text = format!("node `{}` could not run it: {why}", self.link.node());
+                    self.close(&text, Outcome::Failed(text.clone()));
+                }
+            }
+        }
+    }
+
+    fn event(&mut self, event: AgentEvent) {
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        match &event {
+            AgentEvent::ApprovalRequested(request) => {
+                let decided = self.config.approvals.as_ref().and_then(|p| {
+                    p.decide(&self.config.id, &request.tool_name, &request.arguments)
+                });
+                if let Some(decision) = decided {
+                    // The hub's policy answers it: the parent never sees it.
+                    run.silenced.push(request.id.clone());
+                    let _ = self.link.request(
+                        &self.config.id,
+                        RunRequest::Approve {
+                            id: request.id.clone(),
+                            decision,
+                        },
+                    );
+                    return;
+                }
+            }
+            AgentEvent::ApprovalResolved(resolution) => {
+                if let Some(at) = run.silenced.iter().position(|id| *id == resolution.id) {
+                    run.silenced.remove(at);
+                    return;
+                }
+            }
+            _ => {}
+        }
+        if !run.mirror.note(&event) {
+            return;
+        }
+        progress(&run.shared, &event);
+        self.events.emit(event);
+    }
+
+    fn steered(&mut self, n: u64, taken: bool) {
+        let Some(reply) = self.run.as_mut().and_then(|r| r.steers.remove(&n)) else {
+            return;
+        };
+        let _ = reply.send(if taken {
+            Ok(Steered::Running)
+        } else {
+            Err(Refused::Finished {
+                id: self.config.id.clone(),
+            })
+        });
+    }
+
+    /// The node or the link is gone: the turn ends failed, here.
+    fn lost(&mut self, why: &str) {
+        let (text, outcome) = lost_outcome(self.link.node(), why);
+        self.close(&text, outcome);
+    }
+
+    /// Ends the running turn here (not on its node): closing events, then
+    /// the result.
+    fn close(&mut self, text: &str, outcome: Outcome) {
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        let elapsed = run.started.elapsed();
+        let Some((events, result)) = run.mirror.close(text, outcome, elapsed) else {
+            return;
+        };
+        for event in events {
+            self.events.emit(event);
+        }
+        self.finish(result, None);
+    }
+
+    /// The turn ended (on its node, or here): its result goes to whoever
+    /// waits, with the conversation it ended on.
+    fn finish(&mut self, result: AgentResult, conversation: Option<Vec<ChatMessage>>) {
+        let Some(mut run) = self.run.take() else {
+            return;
+        };
+        if !run.mirror.ended() {
+            // The node ended it without its `Result` event: said here.
+            let event = AgentEvent::Result(result.clone());
+            run.mirror.note(&event);
+            self.events.emit(event);
+        }
+        let conversation = conversation.unwrap_or_else(|| {
+            let mut kept = std::mem::take(&mut run.conversation);
+            kept.push(ChatMessage::assistant(result.text.clone(), Vec::new()));
+            kept
+        });
+        {
+            let mut state = crate::agent::turn_state_lock(&run.shared);
+            state.closing = true;
+            state.history = conversation.clone();
+        }
+        crate::agent::spans::record_end(&run.span, &result);
+        self.history = conversation;
+        self.turns_finished += 1;
+        self.usage.add(result.usage);
+        self.tool_calls += u64::from(result.tool_calls);
+        for (_, reply) in run.steers.drain() {
+            let _ = reply.send(Err(Refused::Finished {
+                id: self.config.id.clone(),
+            }));
+        }
+        if let Some(reply) = run.reply.take() {
+            reply.send(result);
+        }
+    }
+
+    fn stop(&mut self) {
+        self.waiting.clear();
+        if self.run.is_some()
+            && let Err(why) = self.link.request(&self.config.id, RunRequest::Stop)
+        {
+            self.lost(&why);
+        }
+    }
+
+    fn resolve_approval(
+        &mut self,
+        id: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<(), ApprovalRefusal> {
+        if let Some(first) = self.answered.get(&id) {
+            return Err(ApprovalRefusal::AlreadyAnswered {
+                id,
+                decision: *first,
+            });
+        }
+        let waiting = self.run.as_ref().is_some_and(|r| r.mirror.awaits(&id));
+        if !waiting {
+            return Err(ApprovalRefusal::Ended(id));
+        }
+        let sent = self.link.request(
+            &self.config.id,
+            RunRequest::Approve {
+                id: id.clone(),
+                decision,
+            },
+        );
+        match sent {
+            Ok(()) => {
+                self.answered.insert(id, decision);
+                Ok(())
+            }
+            Err(why) => {
+                self.lost(&why);
+                Err(ApprovalRefusal::Ended(id))
+            }
+        }
+    }
+
+    fn steer(&mut self, text: String, reply: RpcReplyPort<Result<Steered, Refused>>) {
+        let finished = || Refused::Finished {
+            id: self.config.id.clone(),
+        };
+        let Some(run) = self.run.as_mut().filter(|r| !r.mirror.ended()) else {
+            let _ = reply.send(Err(finished()));
+            return;
+        };
+        self.next_steer += 1;
+        let n = self.next_steer;
+        run.steers.insert(n, reply);
+        if let Err(why) = self
+            .link
+            .request(&self.config.id, RunRequest::Steer { n, text })
+        {
+            self.lost(&why);
+        }
+    }
+
+    fn snapshot(&self) -> AgentSnapshot {
+        AgentSnapshot {
+            busy: self.run.is_some(),
+            queued_turns: self.waiting.len(),
+            pending_approvals: self
+                .run
+                .as_ref()
+                .map_or(0, |r| r.mirror.pending_approvals()),
+            turns_finished: self.turns_finished,
+            usage: self.usage,
+            children_usage: Usage::default(),
+            model_calls: 0,
+            tool_calls: self.tool_calls,
+        }
+    }
+}
+
+/// Keeps the probe's view of the turn (what `status` shows) up to date.
+fn progress(shared: &Shared, event: &AgentEvent) {
+    use crate::agent::Activity;
+    let mut state = crate::agent::turn_state_lock(shared);
+    match event {
+        AgentEvent::ToolStarted(started) => state.doing(Activity::InTool(started.name.clone())),
+        AgentEvent::ApprovalRequested(request) => {
+            state.doing(Activity::AwaitingApproval(request.tool_name.clone()));
+        }
+        AgentEvent::ToolResult(result) => {
+            state.progress.tool_calls += 1;
+            state.progress.tools_used.push(result.name.clone());
+            state.doing(Activity::Thinking);
+        }
+        AgentEvent::Text(text) => state.progress.last_text.push_str(text),
+        _ => {}
+    }
+}
+
+impl Actor for RemoteAgent {
+    type Msg = AgentMsg;
+    type State = ProxyState;
+    type Arguments = ProxyState;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        args: ProxyState,
+    ) -> Result<ProxyState, ActorProcessingErr> {
+        Ok(args)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        message: AgentMsg,
+        state: &mut ProxyState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            AgentMsg::Turn { turn, reply } => state.waiting.push_back((turn, reply)),
+            AgentMsg::Stop => state.stop(),
+            AgentMsg::ResolveApproval {
+                id,
+                decision,
+                reply,
+            } => {
+                let _ = reply.send(state.resolve_approval(id, decision));
+            }
+            AgentMsg::Steer { text, reply } => state.steer(text, reply),
+            AgentMsg::Snapshot(reply) => {
+                let _ = reply.send(state.snapshot());
+            }
+            AgentMsg::Internal(AgentInternal::Report(report)) => state.report(report),
+            AgentMsg::Internal(AgentInternal::Lost(why)) => state.lost(&why),
+            // A local agent's own messages: a proxy runs no turn task.
+            AgentMsg::Internal(
+                AgentInternal::ApprovalPending { .. } | AgentInternal::TurnFinished { .. },
+            ) => {}
+        }
+        state.start_next(&myself);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        state: &mut ProxyState,
+    ) -> Result<(), ActorProcessingErr> {
+        // A proxy that goes away ends its turn: asked to stop on its node,
+        // closed here (nothing runs unowned).
+        if state.run.is_some() {
+            let _ = state.link.request(&state.config.id, RunRequest::Stop);
+            let text = "stopped: the agent that stood for it on this node went away".to_owned();
+            state.close(&text, Outcome::Stopped);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,240 @@
+//! The node side: runs children for other nodes. Each [`RunSpec`] becomes
+//! a local agent on this node's models, tools and gate; everything it
+//! emits goes back numbered, then its result and conversation. The
+//! transport (a node host actor over ractor_cluster, or a loopback in
+//! tests) only carries bytes between a [`NodeLink`](crate::NodeLink) and
+//! this.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
+use subagents_messages::{AgentEvent, AgentId, ApprovalRefusal, ChatMessage};
+
+use crate::agent::{AgentConfig, AgentError, AgentHandle, AgentMsg, Probe, TurnReply, UserTurn};
+use crate::gate::GateHandle;
+use crate::model::Model;
+use crate::sink::EventSink;
+use crate::tool::ToolRegistry;
+
+/// Where a run's reports go (the transport sends them to the parent's
+/// node).
+type Out = Arc<dyn Fn(RunReport) + Send + Sync>;
+
+/// Runs children for other nodes on this node's models, tools and gate.
+/// Cheap to clone; clones share the runs.
+#[derive(Clone)]
+pub struct NodeRunner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    models: Vec<Arc<dyn Model>>,
+    tools: ToolRegistry,
+    gate: GateHandle,
+    runs: Mutex<HashMap<AgentId, Run>>,
+}
+
+struct Run {
+    agent: AgentHandle,
+    out: Out,
+    seq: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for NodeRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeRunner")
+            .field("tools", &self.inner.tools)
+            .field("live", &self.live())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeRunner {
+    /// Runs children on `models` (a run names its model; the first serves
+    /// a run whose model is none of them only if its name matches), with
+    /// `tools`, every model call through `gate` (one gate per node).
+    pub fn new(models: Vec<Arc<dyn Model>>, tools: ToolRegistry, gate: GateHandle) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                models,
+                tools,
+                gate,
+                runs: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// How many runs are live on this node now.
+    pub fn live(&self) -> usize {
+        self.runs().len()
+    }
+
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<AgentId, Run>> {
+        self.inner
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts `spec`; its reports go to `out`, numbered from 0, ending
+    /// with `Ended` (or `Refused` when this node lacks its model or a
+    /// tool). Returns at once: the run goes on in a task.
+    pub fn start(&self, spec: RunSpec, out: impl Fn(RunReport) + Send + Sync + 'static) {
+        let out: Out = Arc::new(out);
+        let seq = Arc::new(AtomicU64::new(0));
+        let runner = self.clone();
+        tokio::spawn(async move {
+            let id = spec.id.clone();
+            let send = |body| send(&out, &seq, &id, body);
+            match runner.spawn(spec, out.clone(), seq.clone()).await {
+                Ok(()) => {}
+                Err(why) => send(ReportBody::Refused(why)),
+            }
+        });
+    }
+
+    async fn spawn(&self, spec: RunSpec, out: Out, seq: Arc<AtomicU64>) -> Result<(), String> {
+        let model = self
+            .inner
+            .models
+            .iter()
+            .find(|m| m.name() == spec.model)
+            .cloned()
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.inner.models.iter().map(|m| m.name()).collect();
+                format!(
+                    "no model `{}` on this node (it has: {})",
+                    spec.model,
+                    known.join(", ")
+                )
+            })?;
+        let tools = self
+            .inner
+            .tools
+            .subset(&spec.tools)
+            .map_err(|e| format!("{e} on this node"))?;
+        let probe = Probe::default();
+        let config = AgentConfig {
+            id: spec.id.clone(),
+            system_prompt: spec.system_prompt,
+            model,
+            gate: self.inner.gate.clone(),
+            tool_names: tools.names().into(),
+            tools,
+            limits: spec.limits,
+            depth: spec.depth,
+            approvals: None,
+            options: spec.options,
+            probe: Some(probe.clone()),
+            trace: crate::agent::spans::TraceParent::default(),
+        };
+        let (events, mut stream) = EventSink::channel();
+        let agent = crate::agent::spawn_agent(Arc::new(config), events, spec.conversation, None)
+            .await
+            .map_err(|e: AgentError| e.to_string())?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        agent
+            .actor_ref()
+            .cast(AgentMsg::Turn {
+                turn: UserTurn {
+                    text: spec.input,
+                    followups: spec.followups,
+                    follows: None,
+                    parent: None,
+                },
+                reply: Some(TurnReply::Then(Box::new(move |result| {
+                    let _ = tx.send(result);
+                }))),
+            })
+            .map_err(|_| "its agent stopped before it started".to_owned())?;
+        let id = spec.id;
+        self.runs().insert(
+            id.clone(),
+            Run {
+                agent: agent.clone(),
+                out: out.clone(),
+                seq: seq.clone(),
+            },
+        );
+        // Every event, up to and with its `Result`, then the end.
+        while let Some(event) = stream.recv().await {
+            let last = matches!(event, AgentEvent::Result(_));
+            send(&out, &seq, &id, ReportBody::Event(event));
+            if last {
+                break;
+            }
+        }
+        let ended = rx.await;
+        self.runs().remove(&id);
+        agent.shutdown();
+        if let Ok(result) = ended {
+            let conversation: Vec<ChatMessage> = probe.take_conversation().unwrap_or_default();
+            send(
+                &out,
+                &seq,
+                &id,
+                ReportBody::Ended {
+                    result,
+                    conversation,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Carries a request from the parent's node to run `id` (ignored for
+    /// a run that ended: its last report says so).
+    pub fn request(&self, id: &AgentId, request: RunRequest) {
+        let Some((agent, out, seq)) = self
+            .runs()
+            .get(id)
+            .map(|r| (r.agent.clone(), r.out.clone(), r.seq.clone()))
+        else {
+            return;
+        };
+        match request {
+            RunRequest::Stop => {
+                let _ = agent.stop_turn();
+            }
+            RunRequest::Approve {
+                id: approval,
+                decision,
+            } => {
+                tokio::spawn(async move {
+                    let answered = agent.resolve_approval(approval, decision).await;
+                    if let Err(AgentError::Approval(ApprovalRefusal::Unknown(_))) = answered {
+                        tracing::debug!("an approval answer for a run that never asked");
+                    }
+                });
+            }
+            RunRequest::Steer { n, text } => {
+                let id = id.clone();
+                tokio::spawn(async move {
+                    let taken =
+                        ractor::call!(agent.actor_ref(), |reply| AgentMsg::Steer { text, reply })
+                            .is_ok_and(|answer| answer.is_ok());
+                    send(&out, &seq, &id, ReportBody::Steered { n, taken });
+                });
+            }
+        }
+    }
+
+    /// Stops every run on this node (its host is going away); each still
+    /// reports its end.
+    pub fn stop_all(&self) {
+        for run in self.runs().values() {
+            let _ = run.agent.stop_turn();
+        }
+    }
+}
+
+fn send(out: &Out, seq: &AtomicU64, id: &AgentId, body: ReportBody) {
+    let seq = seq.fetch_add(1, Ordering::SeqCst);
+    out(RunReport {
+        id: id.clone(),
+        seq,
+        body,
+    });
+}

@@ -1,0 +1,183 @@
+//! A child run on another node: what the parent's node asks
+//! ([`RunSpec`], [`RunRequest`]) and what the child's node reports back
+//! ([`RunReport`]), numbered so the parent applies them once and in order.
+//! All of it crosses the wire as bincode (see [`crate::codec`]); the
+//! transport (ractor_cluster, or a loopback in tests) carries opaque bytes
+//! and decodes them into a `Result`, never a panic.
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{AgentEvent, AgentResult, ApprovalDecision};
+use crate::ids::{AgentId, ApprovalId};
+use crate::limits::Limits;
+use crate::model::{ChatMessage, RequestOptions};
+
+/// One run of a child, as the node that runs it needs it: everything the
+/// hub decided (limits, tools, model), nothing that only lives in the
+/// parent's process.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// The child's id (its events and approval ids carry it).
+    pub id: AgentId,
+    /// Its system prompt (the hub's instructions appended).
+    pub system_prompt: String,
+    /// Its task, or a resumed run's message.
+    pub input: String,
+    /// Messages sent to it before it started, read after `input`.
+    pub followups: Vec<String>,
+    /// The conversation a resumed run goes on from (empty for a new run).
+    pub conversation: Vec<ChatMessage>,
+    /// The model, by name, resolved in the node's own registry.
+    pub model: String,
+    /// The tools it may call, by name, from the node's own registry.
+    pub tools: Vec<String>,
+    /// Its limits.
+    pub limits: Limits,
+    /// Its depth (1 for a parent's child).
+    pub depth: u32,
+    /// Options for each of its model calls.
+    pub options: RequestOptions,
+}
+
+/// What the parent's node asks of a running child.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunRequest {
+    /// Stop its turn (it ends `stopped`, its open calls answered).
+    Stop,
+    /// A message for its running turn (`use_agent send`), numbered so the
+    /// answer ([`ReportBody::Steered`]) finds its asker.
+    Steer {
+        /// The asker's number for it.
+        n: u64,
+        /// The message.
+        text: String,
+    },
+    /// The host's answer to one of its approvals.
+    Approve {
+        /// The approval.
+        id: ApprovalId,
+        /// The answer.
+        decision: ApprovalDecision,
+    },
+}
+
+/// One report of a child's node about a run, numbered from 0 per run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// The child.
+    pub id: AgentId,
+    /// Its place in the run's reports (0, 1, 2, …).
+    pub seq: u64,
+    /// What it says.
+    pub body: ReportBody,
+}
+
+/// What a [`RunReport`] says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReportBody {
+    /// An event of the child's turn, as its agent emitted it.
+    Event(AgentEvent),
+    /// The answer to a [`RunRequest::Steer`]: taken by the running turn,
+    /// or not (it had finished).
+    Steered {
+        /// The asker's number for it.
+        n: u64,
+        /// Taken.
+        taken: bool,
+    },
+    /// The run ended: its result (also sent before as its `Result`
+    /// event) and its whole conversation (what a resumed run goes on
+    /// from). The last report of a run.
+    Ended {
+        /// The turn's result.
+        result: AgentResult,
+        /// Its conversation.
+        conversation: Vec<ChatMessage>,
+    },
+    /// The node could not start the run (an unknown model or tool): the
+    /// last report of a run.
+    Refused(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Wire;
+    use crate::event::Outcome;
+    use crate::model::Usage;
+
+    fn spec() -> RunSpec {
+        RunSpec {
+            id: AgentId::new("agent_3"),
+            system_prompt: "Worker\nYou work.".into(),
+            input: "work".into(),
+            followups: vec!["also this".into()],
+            conversation: vec![ChatMessage::user("earlier")],
+            model: "qwen".into(),
+            tools: vec!["sleep".into()],
+            limits: Limits::default(),
+            depth: 1,
+            options: RequestOptions::default(),
+        }
+    }
+
+    #[test]
+    fn every_remote_type_round_trips_on_the_wire() {
+        let spec = spec();
+        assert_eq!(RunSpec::from_wire(&spec.to_wire().unwrap()).unwrap(), spec);
+        for request in [
+            RunRequest::Stop,
+            RunRequest::Steer {
+                n: 7,
+                text: "hurry".into(),
+            },
+            RunRequest::Approve {
+                id: ApprovalId::new("agent_3-approval-1"),
+                decision: ApprovalDecision::Deny,
+            },
+        ] {
+            assert_eq!(
+                RunRequest::from_wire(&request.to_wire().unwrap()).unwrap(),
+                request
+            );
+        }
+        let result = AgentResult {
+            text: "done".into(),
+            outcome: Outcome::Completed,
+            model_calls: 2,
+            tool_calls: 1,
+            usage: Usage::default(),
+            children_usage: Usage::default(),
+            elapsed: std::time::Duration::from_millis(1500),
+        };
+        for body in [
+            ReportBody::Event(AgentEvent::Text("hi".into())),
+            ReportBody::Steered { n: 1, taken: true },
+            ReportBody::Ended {
+                result,
+                conversation: vec![ChatMessage::assistant("done", Vec::new())],
+            },
+            ReportBody::Refused("no model `x` here".into()),
+        ] {
+            let report = RunReport {
+                id: AgentId::new("agent_3"),
+                seq: 4,
+                body,
+            };
+            assert_eq!(
+                RunReport::from_wire(&report.to_wire().unwrap()).unwrap(),
+                report
+            );
+        }
+    }
+
+    #[test]
+    fn bad_bytes_are_an_error_not_a_panic() {
+        let bytes = spec().to_wire().unwrap();
+        for cut in [0, 1, bytes.len() / 2, bytes.len() - 1] {
+            assert!(RunSpec::from_wire(&bytes[..cut]).is_err());
+        }
+        assert!(RunReport::from_wire(&[0xff; 64]).is_err());
+        assert!(RunRequest::from_wire(&[9, 9, 9]).is_err());
+    }
+}

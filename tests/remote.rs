@@ -1,0 +1,342 @@
+//! Children on another node, over a loopback link that carries every
+//! spec, request and report through the wire codec (bytes, decoded into a
+//! `Result`) to a `NodeRunner` — the same seam the ractor_cluster
+//! transport uses. The parent's stream, envelopes and wakes must be those
+//! of local children; a lost node ends its child failed, its open call
+//! answered, with exactly one wake.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use subagents::actors::{DelegationBuilder, NodeLink, NodeRunner, Placement, RunReports};
+use subagents::messages::codec::Wire;
+use subagents::messages::remote::{RunReport, RunRequest, RunSpec};
+use subagents::messages::{AgentEvent, AgentId, SubAgentStatus, Transcript};
+use subagents::prelude::*;
+use subagents::supervisor::ThreadHandle;
+
+/// A node in this process, reached through bytes.
+struct Loopback {
+    name: String,
+    runner: NodeRunner,
+    reports: Mutex<HashMap<AgentId, RunReports>>,
+    down: Arc<AtomicBool>,
+    /// Runs started on it.
+    started: AtomicUsize,
+}
+
+impl Loopback {
+    async fn new(name: &str, model: Arc<dyn Model>) -> Arc<Self> {
+        let gate = GateHandle::spawn(1).await.unwrap();
+        Arc::new(Self {
+            name: name.into(),
+            runner: NodeRunner::new(
+                vec![model],
+                ToolRegistry::new()
+                    .with(subagents_demo::Sleep)
+                    .with(subagents_demo::Post),
+                gate,
+            ),
+            reports: Mutex::new(HashMap::new()),
+            down: Arc::new(AtomicBool::new(false)),
+            started: AtomicUsize::new(0),
+        })
+    }
+
+    /// The node dies: nothing more comes from it, and the link says so
+    /// for every run it had.
+    fn kill(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        self.runner.stop_all();
+        for (_, reports) in self.reports.lock().unwrap().drain() {
+            reports.lost("the connection to it was reset");
+        }
+    }
+}
+
+impl NodeLink for Loopback {
+    fn node(&self) -> &str {
+        &self.name
+    }
+
+    fn live(&self) -> Option<usize> {
+        Some(self.runner.live())
+    }
+
+    fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err("it is down".into());
+        }
+        let spec = RunSpec::from_wire(&spec.to_wire().unwrap()).unwrap();
+        self.started.fetch_add(1, Ordering::SeqCst);
+        self.reports
+            .lock()
+            .unwrap()
+            .insert(spec.id.clone(), reports.clone());
+        let down = self.down.clone();
+        self.runner.start(spec, move |report| {
+            if down.load(Ordering::SeqCst) {
+                return;
+            }
+            let bytes = report.to_wire().unwrap();
+            match RunReport::from_wire(&bytes) {
+                Ok(report) => reports.report(report),
+                Err(e) => reports.lost(e.to_string()),
+            }
+        });
+        Ok(())
+    }
+
+    fn request(&self, id: &AgentId, request: RunRequest) -> Result<(), String> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err("it is down".into());
+        }
+        let request = RunRequest::from_wire(&request.to_wire().unwrap()).unwrap();
+        self.runner.request(id, request);
+        Ok(())
+    }
+}
+
+async fn thread_on(model: Arc<dyn Model>, placement: Placement) -> (ThreadHandle, EventStream) {
+    thread_with(DelegationBuilder::new(model).placement(placement)).await
+}
+
+/// The parent's log folded into a transcript, and each child's envelope
+/// (status, result, tool calls).
+fn folded(log: &[AgentEvent]) -> String {
+    let mut transcript = Transcript::new();
+    transcript.push_user("go");
+    for event in log {
+        transcript.apply(event);
+    }
+    transcript.render()
+}
+
+async fn scenario(remote: bool) -> (String, Vec<String>) {
+    let model = background_workers(&[30, 5, 60]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let placement = if remote {
+        Placement::On(node.clone())
+    } else {
+        Placement::Local
+    };
+    let (thread, mut events) = thread_on(model, placement).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    // The first turn, then one wake per child.
+    until_result(&mut events, &mut log).await;
+    for _ in 0..3 {
+        until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+        until_result(&mut events, &mut log).await;
+    }
+    check_log(&log, true);
+    let expected = if remote { 3 } else { 0 };
+    assert_eq!(node.started.load(Ordering::SeqCst), expected);
+    let envelopes = thread
+        .hub()
+        .envelopes()
+        .into_iter()
+        .map(|e| {
+            format!(
+                "{} {} {:?} {} tool call(s)",
+                e.id,
+                e.status.as_str(),
+                e.result,
+                e.tool_calls
+            )
+        })
+        .collect();
+    (folded(&log), envelopes)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_scenario_folds_the_same_with_its_children_on_another_node() {
+    let (local, local_envelopes) = scenario(false).await;
+    let (remote, remote_envelopes) = scenario(true).await;
+    assert_eq!(local, remote);
+    assert_eq!(local_envelopes, remote_envelopes);
+    assert!(local.contains("worked 60 s"), "{local}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_node_ends_its_child_failed_with_one_wake() {
+    let model = background_workers(&[600]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    // The child is in its 600 s sleep on node b when b dies.
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)))
+    })
+    .await;
+    assert_eq!(node.runner.live(), 1);
+    node.kill();
+    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 3600).await;
+    check_log(&log, true);
+    let wakes = log
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Wake(_)))
+        .count();
+    assert_eq!(wakes, 1);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed);
+    let error = envelope.error.unwrap_or_default();
+    assert!(error.starts_with("node lost: node `b`"), "{error}");
+    // Its open call got its answer before its end.
+    let (_, children) = children(&log);
+    let child = &children[&AgentId::new("agent_1")];
+    let results: Vec<&AgentEvent> = child
+        .events
+        .iter()
+        .map(|(_, e)| e)
+        .filter(|e| matches!(e, AgentEvent::ToolResult(_)))
+        .collect();
+    assert_eq!(results.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_reaches_the_child_on_its_node() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Victim", 600, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::stop("agent_1")),
+        Reply::answer("Stopped it."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Victim", worker(600))
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)))
+    })
+    .await;
+    thread.send_user("stop it").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Stopped);
+    assert_eq!(node.runner.live(), 0, "stopped on its node too");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approval_is_answered_across_nodes() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["http_post"])
+                .wait(true),
+        ),
+        Reply::answer("Posted."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"url":"https://example.com","body":"x"}"#),
+            Reply::answer("posted"),
+        ],
+    )
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let asked = until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ApprovalRequested(_)))
+    })
+    .await;
+    let AgentEvent::Child(_, event) = asked else {
+        unreachable!()
+    };
+    let AgentEvent::ApprovalRequested(request) = *event else {
+        unreachable!()
+    };
+    assert!(request.id.as_str().starts_with("agent_1-approval-"));
+    thread
+        .resolve_approval(
+            request.id.clone(),
+            subagents::messages::ApprovalDecision::Approve,
+        )
+        .await
+        .unwrap();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.text, "Posted.");
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done);
+    assert_eq!(envelope.result.as_deref(), Some("posted"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_without_the_model_refuses_the_run() {
+    let model = background_workers(&[5]).shared();
+    let other = ScriptedModel::new(vec![Reply::answer("x")])
+        .named("elsewhere")
+        .shared();
+    let node = Loopback::new("b", other).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed);
+    let error = envelope.error.unwrap_or_default();
+    assert!(
+        error.contains("no model `scripted` on this node"),
+        "{error}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_reaches_a_running_child_on_its_node() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 30, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "hurry up")),
+        Reply::answer("Told it."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(30))
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)))
+    })
+    .await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    let sent = results_of(&log, "use_agent");
+    let (told, is_error) = sent.last().unwrap();
+    assert!(!is_error, "{told}");
+    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    // Its node read it at its next model call: the conversation it ended
+    // on (sent back with its end) has it.
+    let conversation = thread.hub().conversation(&AgentId::new("agent_1")).unwrap();
+    assert!(
+        conversation.iter().any(|m| m.content.contains("hurry up")),
+        "{conversation:#?}"
+    );
+}
