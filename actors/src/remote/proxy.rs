@@ -21,6 +21,7 @@ use crate::agent::sealed::AgentInternal;
 use crate::agent::{
     AgentConfig, AgentError, AgentHandle, AgentMsg, Shared, TurnReply, TurnState, UserTurn,
 };
+use crate::delegation::{AGENT, DELEGATE_TASK, USE_AGENT};
 use crate::hub::{Refused, Steered};
 use crate::remote::link::{NodeLink, RunReports};
 use crate::remote::mirror::{Mirror, lost_outcome};
@@ -121,7 +122,13 @@ impl ProxyState {
             followups: turn.followups,
             conversation: self.history.clone(),
             model: config.model.name().to_owned(),
-            tools: config.tool_names.to_vec(),
+            // The node runs no hub: a remote child does not delegate.
+            tools: config
+                .tool_names
+                .iter()
+                .filter(|t| ![USE_AGENT, DELEGATE_TASK, AGENT].contains(&t.as_str()))
+                .cloned()
+                .collect(),
             limits: config.limits,
             depth: config.depth,
             options: config.options.clone(),
