@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use subagents::actors::{DelegationBuilder, NodeLink, NodeRunner, Placement, RunReports};
+use subagents::actors::{
+    DelegationBuilder, NodeLink, NodeRunner, Placement, RunHandle, RunReports,
+};
 use subagents::messages::codec::Wire;
 use subagents::messages::remote::{RunReport, RunRequest, RunSpec};
 use subagents::messages::{AgentEvent, AgentId, SubAgentStatus, Transcript};
@@ -25,7 +27,7 @@ use subagents::supervisor::ThreadHandle;
 struct Loopback {
     name: String,
     runner: NodeRunner,
-    reports: Mutex<HashMap<AgentId, RunReports>>,
+    runs: Mutex<HashMap<u64, (RunReports, RunHandle)>>,
     down: Arc<AtomicBool>,
     /// Runs started on it.
     started: AtomicUsize,
@@ -43,7 +45,7 @@ impl Loopback {
                     .with(subagents_demo::Post),
                 gate,
             ),
-            reports: Mutex::new(HashMap::new()),
+            runs: Mutex::new(HashMap::new()),
             down: Arc::new(AtomicBool::new(false)),
             started: AtomicUsize::new(0),
         })
@@ -54,7 +56,7 @@ impl Loopback {
     fn kill(&self) {
         self.down.store(true, Ordering::SeqCst);
         self.runner.stop_all();
-        for (_, reports) in self.reports.lock().unwrap().drain() {
+        for (_, (reports, _)) in self.runs.lock().unwrap().drain() {
             reports.lost("the connection to it was reset");
         }
     }
@@ -75,12 +77,11 @@ impl NodeLink for Loopback {
         }
         let spec = RunSpec::from_wire(&spec.to_wire().unwrap()).unwrap();
         self.started.fetch_add(1, Ordering::SeqCst);
-        self.reports
-            .lock()
-            .unwrap()
-            .insert(spec.id.clone(), reports.clone());
+        let key = spec.key;
         let down = self.down.clone();
-        self.runner.start(spec, move |report| {
+        let to_proxy = reports.clone();
+        let handle = self.runner.start(spec, move |report| {
+            let reports = &to_proxy;
             if down.load(Ordering::SeqCst) {
                 return;
             }
@@ -90,15 +91,18 @@ impl NodeLink for Loopback {
                 Err(e) => reports.lost(e.to_string()),
             }
         });
+        self.runs.lock().unwrap().insert(key, (reports, handle));
         Ok(())
     }
 
-    fn request(&self, id: &AgentId, request: RunRequest) -> Result<(), String> {
+    fn request(&self, key: u64, request: RunRequest) -> Result<(), String> {
         if self.down.load(Ordering::SeqCst) {
             return Err("it is down".into());
         }
         let request = RunRequest::from_wire(&request.to_wire().unwrap()).unwrap();
-        self.runner.request(id, request);
+        if let Some((_, handle)) = self.runs.lock().unwrap().get(&key) {
+            handle.request(request);
+        }
         Ok(())
     }
 }
@@ -339,4 +343,46 @@ async fn a_message_reaches_a_running_child_on_its_node() {
         conversation.iter().any(|m| m.content.contains("hurry up")),
         "{conversation:#?}"
     );
+}
+
+/// Two threads share one node, and each has an `agent_1` there: runs are
+/// told apart by their key, not by the child's id.
+#[tokio::test(start_paused = true)]
+async fn two_threads_share_a_node_with_the_same_child_ids() {
+    let first = background_workers(&[20]).shared();
+    let second = background_workers(&[10]).shared();
+    let node = Loopback::new("b", first.clone()).await;
+    let node2 = Arc::new(Loopback {
+        name: "b".into(),
+        runner: node.runner.clone(),
+        runs: Mutex::new(HashMap::new()),
+        down: node.down.clone(),
+        started: AtomicUsize::new(0),
+    });
+    let (a, mut a_events) = thread_on(first, Placement::On(node.clone())).await;
+    // The node has one model named `scripted` (the first thread's): both
+    // threads' children run on it.
+    let (b, mut b_events) = thread_on(second, Placement::On(node2)).await;
+    a.send_user("go").unwrap();
+    b.send_user("go").unwrap();
+    let mut a_log = Vec::new();
+    let mut b_log = Vec::new();
+    until(&mut a_events, &mut a_log, |e| {
+        matches!(e, AgentEvent::Wake(_))
+    })
+    .await;
+    until(&mut b_events, &mut b_log, |e| {
+        matches!(e, AgentEvent::Wake(_))
+    })
+    .await;
+    check_log(&a_log, false);
+    check_log(&b_log, false);
+    let a_child = a.hub().status(&AgentId::new("agent_1")).unwrap();
+    let b_child = b.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(a_child.status, SubAgentStatus::Done);
+    assert_eq!(b_child.status, SubAgentStatus::Done);
+    assert_eq!(a_child.result.as_deref(), Some("worked 20 s"));
+    // The node ran both on the first model, whose worker sleeps 20 s.
+    assert_eq!(b_child.result.as_deref(), Some("worked 20 s"));
+    assert_eq!(node.runner.live(), 0);
 }

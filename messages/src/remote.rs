@@ -17,6 +17,9 @@ use crate::model::{ChatMessage, RequestOptions};
 /// parent's process.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
+    /// The parent's node's number for this run, unique among the runs it
+    /// starts: its reports carry it.
+    pub key: u64,
     /// The child's id (its events and approval ids carry it).
     pub id: AgentId,
     /// Its system prompt (the hub's instructions appended).
@@ -64,8 +67,8 @@ pub enum RunRequest {
 /// One report of a child's node about a run, numbered from 0 per run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunReport {
-    /// The child.
-    pub id: AgentId,
+    /// The run ([`RunSpec::key`]).
+    pub key: u64,
     /// Its place in the run's reports (0, 1, 2, …).
     pub seq: u64,
     /// What it says.
@@ -108,6 +111,7 @@ mod tests {
 
     fn spec() -> RunSpec {
         RunSpec {
+            key: 12,
             id: AgentId::new("agent_3"),
             system_prompt: "Worker\nYou work.".into(),
             input: "work".into(),
@@ -160,7 +164,7 @@ mod tests {
             ReportBody::Refused("no model `x` here".into()),
         ] {
             let report = RunReport {
-                id: AgentId::new("agent_3"),
+                key: 12,
                 seq: 4,
                 body,
             };

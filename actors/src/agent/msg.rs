@@ -92,6 +92,12 @@ pub(crate) enum AgentMsg {
     Internal(sealed::AgentInternal),
 }
 
+// Built with ractor's `cluster` feature (only by the subagents-cluster
+// workspace, which sets `--cfg subagents_cluster`), a message type says
+// it is one: the blanket impl is gone then. It never crosses a node.
+#[cfg(subagents_cluster)]
+impl ractor::Message for AgentMsg {}
+
 /// Where a turn's result goes.
 pub(crate) enum TurnReply {
     /// To a caller awaiting it.

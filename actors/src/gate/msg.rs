@@ -43,6 +43,12 @@ pub(crate) enum GateMsg {
     Internal(sealed::GateInternal),
 }
 
+// Built with ractor's `cluster` feature (only by the subagents-cluster
+// workspace, which sets `--cfg subagents_cluster`), a message type says
+// it is one: the blanket impl is gone then. It never crosses a node.
+#[cfg(subagents_cluster)]
+impl ractor::Message for GateMsg {}
+
 pub(crate) mod sealed {
     //! Pub in a private module, not re-exported: nameable in this crate
     //! only.

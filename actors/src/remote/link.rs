@@ -4,7 +4,6 @@
 //! parent's side.
 
 use ractor::ActorRef;
-use subagents_messages::AgentId;
 use subagents_messages::remote::{RunReport, RunRequest, RunSpec};
 
 use crate::agent::AgentMsg;
@@ -36,9 +35,9 @@ pub trait NodeLink: Send + Sync + 'static {
     /// sent at all.
     fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String>;
 
-    /// Carries `request` to the run of child `id`. `Err`: it could not be
-    /// sent (the node is gone).
-    fn request(&self, id: &AgentId, request: RunRequest) -> Result<(), String>;
+    /// Carries `request` to run `key` ([`RunSpec::key`]). `Err`: it could
+    /// not be sent (the node is gone).
+    fn request(&self, key: u64, request: RunRequest) -> Result<(), String>;
 }
 
 /// Where a transport hands what a node reports about one run: to the

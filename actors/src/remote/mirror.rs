@@ -154,11 +154,11 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use subagents_messages::{AgentId, ApprovalRequest, ToolStarted};
+    use subagents_messages::{ApprovalRequest, ToolStarted};
 
     fn report(seq: u64, text: &str) -> RunReport {
         RunReport {
-            id: AgentId::new("agent_1"),
+            key: 1,
             seq,
             body: ReportBody::Event(AgentEvent::Text(text.into())),
         }

@@ -23,4 +23,4 @@ mod runner;
 pub use link::{NodeLink, RunReports};
 pub use placement::Placement;
 pub(crate) use proxy::spawn_remote;
-pub use runner::NodeRunner;
+pub use runner::{NodeRunner, RunHandle};

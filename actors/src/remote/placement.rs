@@ -92,7 +92,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use subagents_messages::AgentId;
     use subagents_messages::remote::{RunRequest, RunSpec};
 
     use crate::remote::link::RunReports;
@@ -116,7 +115,7 @@ mod tests {
         fn start(&self, _: RunSpec, _: RunReports) -> Result<(), String> {
             Ok(())
         }
-        fn request(&self, _: &AgentId, _: RunRequest) -> Result<(), String> {
+        fn request(&self, _: u64, _: RunRequest) -> Result<(), String> {
             Ok(())
         }
     }

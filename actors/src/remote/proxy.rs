@@ -79,8 +79,13 @@ pub(crate) struct ProxyState {
     next_steer: u64,
 }
 
+/// Numbers the runs this node starts elsewhere (a run's key).
+static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// The turn running on the node.
 struct RemoteRun {
+    /// Its key ([`RunSpec::key`]): requests and reports name it.
+    key: u64,
     mirror: Mirror,
     reply: Option<TurnReply>,
     /// Published through the child's probe (its `status`, its
@@ -115,7 +120,9 @@ impl ProxyState {
         if let Some(probe) = &config.probe {
             probe.publish(&shared);
         }
+        let key = NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let spec = RunSpec {
+            key,
             id: config.id.clone(),
             system_prompt: config.system_prompt.clone(),
             input: turn.text,
@@ -134,6 +141,7 @@ impl ProxyState {
             options: config.options.clone(),
         };
         self.run = Some(RemoteRun {
+            key,
             mirror: Mirror::default(),
             reply,
             shared,
@@ -149,10 +157,7 @@ impl ProxyState {
     }
 
     fn report(&mut self, report: RunReport) {
-        if report.id != self.config.id {
-            return;
-        }
-        let Some(run) = self.run.as_mut() else {
+        let Some(run) = self.run.as_mut().filter(|r| r.key == report.key) else {
             return;
         };
         for body in run.mirror.accept(report) {
@@ -184,7 +189,7 @@ impl ProxyState {
                     // The hub's policy answers it: the parent never sees it.
                     run.silenced.push(request.id.clone());
                     let _ = self.link.request(
-                        &self.config.id,
+                        run.key,
                         RunRequest::Approve {
                             id: request.id.clone(),
                             decision,
@@ -282,8 +287,8 @@ impl ProxyState {
 
     fn stop(&mut self) {
         self.waiting.clear();
-        if self.run.is_some()
-            && let Err(why) = self.link.request(&self.config.id, RunRequest::Stop)
+        if let Some(key) = self.run.as_ref().map(|r| r.key)
+            && let Err(why) = self.link.request(key, RunRequest::Stop)
         {
             self.lost(&why);
         }
@@ -300,12 +305,16 @@ impl ProxyState {
                 decision: *first,
             });
         }
-        let waiting = self.run.as_ref().is_some_and(|r| r.mirror.awaits(&id));
-        if !waiting {
+        let Some(key) = self
+            .run
+            .as_ref()
+            .filter(|r| r.mirror.awaits(&id))
+            .map(|r| r.key)
+        else {
             return Err(ApprovalRefusal::Ended(id));
-        }
+        };
         let sent = self.link.request(
-            &self.config.id,
+            key,
             RunRequest::Approve {
                 id: id.clone(),
                 decision,
@@ -334,10 +343,7 @@ impl ProxyState {
         self.next_steer += 1;
         let n = self.next_steer;
         run.steers.insert(n, reply);
-        if let Err(why) = self
-            .link
-            .request(&self.config.id, RunRequest::Steer { n, text })
-        {
+        if let Err(why) = self.link.request(run.key, RunRequest::Steer { n, text }) {
             self.lost(&why);
         }
     }
@@ -429,8 +435,8 @@ impl Actor for RemoteAgent {
     ) -> Result<(), ActorProcessingErr> {
         // A proxy that goes away ends its turn: asked to stop on its node,
         // closed here (nothing runs unowned).
-        if state.run.is_some() {
-            let _ = state.link.request(&state.config.id, RunRequest::Stop);
+        if let Some(key) = state.run.as_ref().map(|r| r.key) {
+            let _ = state.link.request(key, RunRequest::Stop);
             let text = "stopped: the agent that stood for it on this node went away".to_owned();
             state.close(&text, Outcome::Stopped);
         }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
-use subagents_messages::{AgentEvent, AgentId, ApprovalRefusal, ChatMessage};
+use subagents_messages::{AgentEvent, ApprovalRefusal, ChatMessage};
 
 use crate::agent::{AgentConfig, AgentError, AgentHandle, AgentMsg, Probe, TurnReply, UserTurn};
 use crate::gate::GateHandle;
@@ -33,13 +33,33 @@ struct Inner {
     models: Vec<Arc<dyn Model>>,
     tools: ToolRegistry,
     gate: GateHandle,
-    runs: Mutex<HashMap<AgentId, Run>>,
+    runs: Mutex<HashMap<u64, Run>>,
+    next: AtomicU64,
 }
 
 struct Run {
-    agent: AgentHandle,
+    /// Its agent, once spawned; requests before that wait in `pending`.
+    agent: Option<AgentHandle>,
+    pending: Vec<RunRequest>,
+    key: u64,
     out: Out,
     seq: Arc<AtomicU64>,
+}
+
+/// A run started on this node, as its transport holds it: where the
+/// parent's requests for it go.
+#[derive(Clone, Debug)]
+pub struct RunHandle {
+    runner: NodeRunner,
+    slot: u64,
+}
+
+impl RunHandle {
+    /// Carries a request from the parent's node to this run (ignored once
+    /// it ended: its last report says so).
+    pub fn request(&self, request: RunRequest) {
+        self.runner.request(self.slot, request);
+    }
 }
 
 impl std::fmt::Debug for NodeRunner {
@@ -62,6 +82,7 @@ impl NodeRunner {
                 tools,
                 gate,
                 runs: Mutex::new(HashMap::new()),
+                next: AtomicU64::new(0),
             }),
         }
     }
@@ -71,7 +92,7 @@ impl NodeRunner {
         self.runs().len()
     }
 
-    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<AgentId, Run>> {
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Run>> {
         self.inner
             .runs
             .lock()
@@ -80,22 +101,47 @@ impl NodeRunner {
 
     /// Starts `spec`; its reports go to `out`, numbered from 0, ending
     /// with `Ended` (or `Refused` when this node lacks its model or a
-    /// tool). Returns at once: the run goes on in a task.
-    pub fn start(&self, spec: RunSpec, out: impl Fn(RunReport) + Send + Sync + 'static) {
+    /// tool). Returns at once (the run goes on in a task) with the handle
+    /// its requests go through.
+    pub fn start(
+        &self,
+        spec: RunSpec,
+        out: impl Fn(RunReport) + Send + Sync + 'static,
+    ) -> RunHandle {
         let out: Out = Arc::new(out);
         let seq = Arc::new(AtomicU64::new(0));
+        let slot = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        self.runs().insert(
+            slot,
+            Run {
+                agent: None,
+                pending: Vec::new(),
+                key: spec.key,
+                out: out.clone(),
+                seq: seq.clone(),
+            },
+        );
         let runner = self.clone();
         tokio::spawn(async move {
-            let id = spec.id.clone();
-            let send = |body| send(&out, &seq, &id, body);
-            match runner.spawn(spec, out.clone(), seq.clone()).await {
-                Ok(()) => {}
-                Err(why) => send(ReportBody::Refused(why)),
+            let key = spec.key;
+            if let Err(why) = runner.spawn(slot, spec, out.clone(), seq.clone()).await {
+                runner.runs().remove(&slot);
+                send(&out, &seq, key, ReportBody::Refused(why));
             }
         });
+        RunHandle {
+            runner: self.clone(),
+            slot,
+        }
     }
 
-    async fn spawn(&self, spec: RunSpec, out: Out, seq: Arc<AtomicU64>) -> Result<(), String> {
+    async fn spawn(
+        &self,
+        slot: u64,
+        spec: RunSpec,
+        out: Out,
+        seq: Arc<AtomicU64>,
+    ) -> Result<(), String> {
         let model = self
             .inner
             .models
@@ -149,32 +195,34 @@ impl NodeRunner {
                 }))),
             })
             .map_err(|_| "its agent stopped before it started".to_owned())?;
-        let id = spec.id;
-        self.runs().insert(
-            id.clone(),
-            Run {
-                agent: agent.clone(),
-                out: out.clone(),
-                seq: seq.clone(),
-            },
-        );
+        let key = spec.key;
+        let pending = match self.runs().get_mut(&slot) {
+            Some(run) => {
+                run.agent = Some(agent.clone());
+                std::mem::take(&mut run.pending)
+            }
+            None => Vec::new(),
+        };
+        for request in pending {
+            self.request(slot, request);
+        }
         // Every event, up to and with its `Result`, then the end.
         while let Some(event) = stream.recv().await {
             let last = matches!(event, AgentEvent::Result(_));
-            send(&out, &seq, &id, ReportBody::Event(event));
+            send(&out, &seq, key, ReportBody::Event(event));
             if last {
                 break;
             }
         }
         let ended = rx.await;
-        self.runs().remove(&id);
+        self.runs().remove(&slot);
         agent.shutdown();
         if let Ok(result) = ended {
             let conversation: Vec<ChatMessage> = probe.take_conversation().unwrap_or_default();
             send(
                 &out,
                 &seq,
-                &id,
+                key,
                 ReportBody::Ended {
                     result,
                     conversation,
@@ -184,15 +232,17 @@ impl NodeRunner {
         Ok(())
     }
 
-    /// Carries a request from the parent's node to run `id` (ignored for
-    /// a run that ended: its last report says so).
-    pub fn request(&self, id: &AgentId, request: RunRequest) {
-        let Some((agent, out, seq)) = self
-            .runs()
-            .get(id)
-            .map(|r| (r.agent.clone(), r.out.clone(), r.seq.clone()))
-        else {
-            return;
+    fn request(&self, slot: u64, request: RunRequest) {
+        let (agent, out, seq, key) = {
+            let mut runs = self.runs();
+            let Some(run) = runs.get_mut(&slot) else {
+                return;
+            };
+            let Some(agent) = run.agent.clone() else {
+                run.pending.push(request);
+                return;
+            };
+            (agent, run.out.clone(), run.seq.clone(), run.key)
         };
         match request {
             RunRequest::Stop => {
@@ -210,12 +260,11 @@ impl NodeRunner {
                 });
             }
             RunRequest::Steer { n, text } => {
-                let id = id.clone();
                 tokio::spawn(async move {
                     let taken =
                         ractor::call!(agent.actor_ref(), |reply| AgentMsg::Steer { text, reply })
                             .is_ok_and(|answer| answer.is_ok());
-                    send(&out, &seq, &id, ReportBody::Steered { n, taken });
+                    send(&out, &seq, key, ReportBody::Steered { n, taken });
                 });
             }
         }
@@ -225,16 +274,14 @@ impl NodeRunner {
     /// reports its end.
     pub fn stop_all(&self) {
         for run in self.runs().values() {
-            let _ = run.agent.stop_turn();
+            if let Some(agent) = &run.agent {
+                let _ = agent.stop_turn();
+            }
         }
     }
 }
 
-fn send(out: &Out, seq: &AtomicU64, id: &AgentId, body: ReportBody) {
+fn send(out: &Out, seq: &AtomicU64, key: u64, body: ReportBody) {
     let seq = seq.fetch_add(1, Ordering::SeqCst);
-    out(RunReport {
-        id: id.clone(),
-        seq,
-        body,
-    });
+    out(RunReport { key, seq, body });
 }
