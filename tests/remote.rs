@@ -346,43 +346,43 @@ async fn a_message_reaches_a_running_child_on_its_node() {
 }
 
 /// Two threads share one node, and each has an `agent_1` there: runs are
-/// told apart by their key, not by the child's id.
+/// told apart by their key, not by the child's id — a stop for one thread's
+/// `agent_1` stops that one only.
 #[tokio::test(start_paused = true)]
 async fn two_threads_share_a_node_with_the_same_child_ids() {
-    let first = background_workers(&[20]).shared();
-    let second = background_workers(&[10]).shared();
-    let node = Loopback::new("b", first.clone()).await;
-    let node2 = Arc::new(Loopback {
-        name: "b".into(),
-        runner: node.runner.clone(),
-        runs: Mutex::new(HashMap::new()),
-        down: node.down.clone(),
-        started: AtomicUsize::new(0),
-    });
-    let (a, mut a_events) = thread_on(first, Placement::On(node.clone())).await;
-    // The node has one model named `scripted` (the first thread's): both
-    // threads' children run on it.
-    let (b, mut b_events) = thread_on(second, Placement::On(node2)).await;
+    let model = background_workers(&[200]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (a, mut a_events) = thread_on(model.clone(), Placement::On(node.clone())).await;
+    let (b, mut b_events) = thread_on(model, Placement::On(node.clone())).await;
+    let running = |e: &AgentEvent| matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)));
     a.send_user("go").unwrap();
-    b.send_user("go").unwrap();
     let mut a_log = Vec::new();
+    until(&mut a_events, &mut a_log, running).await;
+    b.send_user("go").unwrap();
     let mut b_log = Vec::new();
-    until(&mut a_events, &mut a_log, |e| {
-        matches!(e, AgentEvent::Wake(_))
-    })
-    .await;
+    until(&mut b_events, &mut b_log, running).await;
+    assert_eq!(node.runner.live(), 2);
+    let agent_1 = AgentId::new("agent_1");
+    assert_eq!(
+        a.stop_child(&agent_1).await.unwrap(),
+        SubAgentStatus::Stopped
+    );
     until(&mut b_events, &mut b_log, |e| {
         matches!(e, AgentEvent::Wake(_))
     })
     .await;
-    check_log(&a_log, false);
-    check_log(&b_log, false);
-    let a_child = a.hub().status(&AgentId::new("agent_1")).unwrap();
-    let b_child = b.hub().status(&AgentId::new("agent_1")).unwrap();
-    assert_eq!(a_child.status, SubAgentStatus::Done);
-    assert_eq!(b_child.status, SubAgentStatus::Done);
-    assert_eq!(a_child.result.as_deref(), Some("worked 20 s"));
-    // The node ran both on the first model, whose worker sleeps 20 s.
-    assert_eq!(b_child.result.as_deref(), Some("worked 20 s"));
+    until_result(&mut b_events, &mut b_log).await;
+    check_log(&b_log, true);
+    let b_child = b.hub().status(&agent_1).unwrap();
+    assert_eq!(
+        b_child.status,
+        SubAgentStatus::Done,
+        "the other thread's agent_1 ran on"
+    );
+    assert_eq!(b_child.result.as_deref(), Some("worked 200 s"));
+    assert_eq!(
+        a.hub().status(&agent_1).unwrap().status,
+        SubAgentStatus::Stopped
+    );
     assert_eq!(node.runner.live(), 0);
 }
