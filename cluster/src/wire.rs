@@ -5,7 +5,6 @@
 
 use ractor::RpcReplyPort;
 use ractor_cluster::RactorClusterMessage;
-use subagents_messages::AgentId;
 use subagents_messages::codec::{CodecError, Wire};
 use subagents_messages::remote::{RunReport, RunRequest, RunSpec};
 
@@ -24,7 +23,7 @@ pub(crate) fn inbox_group(node: &str) -> String {
 pub(crate) enum HostMsg {
     /// Start a run: a [`Start`], as bytes.
     Start(Vec<u8>),
-    /// A request for a run: a `(AgentId, RunRequest)`, as bytes.
+    /// A request for a run: `(asking node, key, RunRequest)`, as bytes.
     Request(Vec<u8>),
     /// How many runs are live here (the heartbeat, and the count
     /// `Placement::LeastLoaded` reads).
@@ -58,12 +57,16 @@ pub(crate) fn decode_start(bytes: &[u8]) -> Result<Start, CodecError> {
     Start::from_wire(bytes)
 }
 
-pub(crate) fn encode_request(id: &AgentId, request: &RunRequest) -> Result<Vec<u8>, CodecError> {
-    (id.clone(), request.clone()).to_wire()
+pub(crate) fn encode_request(
+    from: &str,
+    key: u64,
+    request: &RunRequest,
+) -> Result<Vec<u8>, CodecError> {
+    (from.to_owned(), key, request.clone()).to_wire()
 }
 
-pub(crate) fn decode_request(bytes: &[u8]) -> Result<(AgentId, RunRequest), CodecError> {
-    <(AgentId, RunRequest)>::from_wire(bytes)
+pub(crate) fn decode_request(bytes: &[u8]) -> Result<(String, u64, RunRequest), CodecError> {
+    <(String, u64, RunRequest)>::from_wire(bytes)
 }
 
 pub(crate) fn decode_report(bytes: &[u8]) -> Result<RunReport, CodecError> {
@@ -75,11 +78,12 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use subagents_messages::Limits;
+    use subagents_messages::{AgentId, Limits};
 
     #[test]
     fn payloads_round_trip_and_bad_bytes_are_errors() {
         let spec = RunSpec {
+            key: 3,
             id: AgentId::new("agent_1"),
             system_prompt: "Worker".into(),
             input: "go".into(),
@@ -95,10 +99,10 @@ mod tests {
         let start = decode_start(&bytes).unwrap();
         assert_eq!(start.spec, spec);
         assert_eq!(start.reply_to, "a");
-        let request = encode_request(&AgentId::new("agent_1"), &RunRequest::Stop).unwrap();
+        let request = encode_request("a", 3, &RunRequest::Stop).unwrap();
         assert_eq!(
             decode_request(&request).unwrap(),
-            (AgentId::new("agent_1"), RunRequest::Stop)
+            ("a".to_owned(), 3, RunRequest::Stop)
         );
         for bad in [&bytes[..bytes.len() / 2], &[0xff; 9][..], &[][..]] {
             assert!(decode_start(bad).is_err());

@@ -60,6 +60,11 @@ impl RunHandle {
     pub fn request(&self, request: RunRequest) {
         self.runner.request(self.slot, request);
     }
+
+    /// It ended (or never started): its last report is sent.
+    pub fn ended(&self) -> bool {
+        !self.runner.runs().contains_key(&self.slot)
+    }
 }
 
 impl std::fmt::Debug for NodeRunner {

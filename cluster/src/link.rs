@@ -1,0 +1,213 @@
+//! The parent's side: a [`ClusterLink`] to another node's host, the inbox
+//! its reports come back to, a heartbeat, and what a lost node does to
+//! the runs it had.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use subagents_actors::{NodeLink, RunReports};
+use subagents_messages::remote::{ReportBody, RunRequest, RunSpec};
+
+use crate::wire::{HostMsg, InboxMsg, decode_report, encode_request, encode_start, inbox_group};
+
+/// How often a link asks its node how many runs are live (the heartbeat).
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(1);
+/// Heartbeats in a row left unanswered before the node counts as lost.
+pub(crate) const MISSED_HEARTBEATS: u32 = 3;
+
+/// The runs this node has on others, by key: where each one's reports go.
+#[derive(Clone, Default)]
+pub(crate) struct Routes(Arc<Mutex<HashMap<u64, (String, RunReports)>>>);
+
+impl Routes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (String, RunReports)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Node `node` is gone: each of its runs ends lost, once.
+    pub(crate) fn node_lost(&self, node: &str, why: &str) {
+        let lost: Vec<RunReports> = {
+            let mut routes = self.lock();
+            let keys: Vec<u64> = routes
+                .iter()
+                .filter(|(_, (n, _))| n == node)
+                .map(|(k, _)| *k)
+                .collect();
+            keys.iter()
+                .filter_map(|k| routes.remove(k).map(|(_, r)| r))
+                .collect()
+        };
+        for reports in lost {
+            reports.lost(why);
+        }
+    }
+}
+
+/// A link to another node: a [`NodeLink`] for a hub's
+/// [`Placement`](subagents_actors::Placement). Cheap to clone.
+#[derive(Clone)]
+pub struct ClusterLink {
+    pub(crate) inner: Arc<LinkInner>,
+}
+
+pub(crate) struct LinkInner {
+    /// The other node's name.
+    pub(crate) node: String,
+    /// This node's name (where reports come back).
+    pub(crate) me: String,
+    pub(crate) host: ActorRef<HostMsg>,
+    pub(crate) routes: Routes,
+    pub(crate) labels: Vec<String>,
+    /// Its live count as last reported; `u64::MAX`: none yet.
+    pub(crate) live: AtomicU64,
+    pub(crate) down: AtomicBool,
+}
+
+impl LinkInner {
+    /// The node is gone: no more starts, and its runs end lost.
+    pub(crate) fn lose(&self, why: &str) {
+        self.down.store(true, Ordering::SeqCst);
+        self.routes.node_lost(&self.node, why);
+    }
+}
+
+impl std::fmt::Debug for ClusterLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterLink")
+            .field("node", &self.inner.node)
+            .field("down", &self.inner.down.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterLink {
+    /// The node was lost (its session closed, or its heartbeat stopped).
+    pub fn is_down(&self) -> bool {
+        self.inner.down.load(Ordering::SeqCst)
+    }
+
+    /// Starts the heartbeat: every [`HEARTBEAT`] the node's live count;
+    /// [`MISSED_HEARTBEATS`] unanswered in a row and the node is lost. It
+    /// ends with the link.
+    pub(crate) fn beat(&self) {
+        let weak: Weak<LinkInner> = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let mut missed = 0;
+            loop {
+                tokio::time::sleep(HEARTBEAT).await;
+                let Some(link) = weak.upgrade() else { return };
+                if link.down.load(Ordering::SeqCst) {
+                    return;
+                }
+                let timeout = u64::try_from(HEARTBEAT.as_millis()).unwrap_or(1000);
+                match ractor::call_t!(link.host, HostMsg::Live, timeout) {
+                    Ok(live) => {
+                        missed = 0;
+                        link.live.store(live, Ordering::SeqCst);
+                    }
+                    Err(_) => {
+                        missed += 1;
+                        if missed >= MISSED_HEARTBEATS {
+                            link.lose(&format!("{missed} heartbeats in a row went unanswered"));
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+impl NodeLink for ClusterLink {
+    fn node(&self) -> &str {
+        &self.inner.node
+    }
+
+    fn labels(&self) -> &[String] {
+        &self.inner.labels
+    }
+
+    fn live(&self) -> Option<usize> {
+        let live = self.inner.live.load(Ordering::SeqCst);
+        (live != u64::MAX).then(|| usize::try_from(live).unwrap_or(usize::MAX))
+    }
+
+    fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
+        let inner = &self.inner;
+        if inner.down.load(Ordering::SeqCst) {
+            return Err("it was lost before".into());
+        }
+        let key = spec.key;
+        let bytes = encode_start(spec, &inner.me).map_err(|e| e.to_string())?;
+        inner.routes.lock().insert(key, (inner.node.clone(), reports));
+        if inner.host.cast(HostMsg::Start(bytes)).is_err() {
+            inner.routes.lock().remove(&key);
+            return Err("its host is gone".into());
+        }
+        Ok(())
+    }
+
+    fn request(&self, key: u64, request: RunRequest) -> Result<(), String> {
+        let inner = &self.inner;
+        if inner.down.load(Ordering::SeqCst) {
+            return Err("it was lost".into());
+        }
+        let bytes = encode_request(&inner.me, key, &request).map_err(|e| e.to_string())?;
+        inner
+            .host
+            .cast(HostMsg::Request(bytes))
+            .map_err(|_| "its host is gone".to_owned())
+    }
+}
+
+/// The inbox actor: where other nodes' hosts send the reports of the runs
+/// they have for this node.
+pub(crate) struct Inbox;
+
+impl Actor for Inbox {
+    type Msg = InboxMsg;
+    type State = (String, Routes);
+    type Arguments = (String, Routes);
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<InboxMsg>,
+        args: (String, Routes),
+    ) -> Result<(String, Routes), ActorProcessingErr> {
+        ractor::pg::join(inbox_group(&args.0), vec![myself.get_cell()]);
+        Ok(args)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<InboxMsg>,
+        message: InboxMsg,
+        (_, routes): &mut (String, Routes),
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            InboxMsg::Report(bytes) => match decode_report(&bytes) {
+                Ok(report) => {
+                    let last = matches!(
+                        report.body,
+                        ReportBody::Ended { .. } | ReportBody::Refused(_)
+                    );
+                    let mut routes = routes.lock();
+                    let reports = if last {
+                        routes.remove(&report.key).map(|(_, r)| r)
+                    } else {
+                        routes.get(&report.key).map(|(_, r)| r.clone())
+                    };
+                    drop(routes);
+                    if let Some(reports) = reports {
+                        reports.report(report);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "a report this node could not read"),
+            },
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,216 @@
+//! One node: ractor_cluster's `NodeServer`, this node's host (running
+//! children for others) and its inbox (reports of the children others run
+//! for it), and the session events that tell a lost node.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use ractor::{Actor, ActorRef};
+use ractor_cluster::{NodeEventSubscription, NodeServer, NodeServerMessage};
+use subagents_actors::NodeRunner;
+
+use crate::host::{HostState, NodeHost};
+use crate::link::{ClusterLink, Inbox, LinkInner, Routes};
+use crate::wire::{HostMsg, InboxMsg, host_group};
+
+/// What went wrong starting or joining a cluster node.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// An actor of the node could not be spawned.
+    #[error("could not start the node's {what}: {why}")]
+    Spawn {
+        /// Which actor.
+        what: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// The other node could not be reached.
+    #[error("could not connect to {addr}: {why}")]
+    Connect {
+        /// Its address.
+        addr: String,
+        /// Why.
+        why: String,
+    },
+    /// Connected, but the other node's host did not show up in time.
+    #[error("node `{node}` at {addr} has no host after {waited:?}")]
+    NoHost {
+        /// The node's name.
+        node: String,
+        /// Its address.
+        addr: String,
+        /// How long this waited.
+        waited: Duration,
+    },
+}
+
+/// One node of a cluster: it runs children for other nodes (its host) and
+/// places its own children on them (its links).
+pub struct ClusterNode {
+    name: String,
+    server: ActorRef<NodeServerMessage>,
+    host: ActorRef<HostMsg>,
+    inbox: ActorRef<InboxMsg>,
+    routes: Routes,
+    links: Arc<Mutex<HashMap<String, Weak<LinkInner>>>>,
+}
+
+impl std::fmt::Debug for ClusterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterNode")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Sees sessions close: the node on the other end is lost at once.
+struct Sessions {
+    links: Arc<Mutex<HashMap<String, Weak<LinkInner>>>>,
+}
+
+impl NodeEventSubscription for Sessions {
+    fn node_session_opened(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
+
+    fn node_session_disconnected(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        let Some(peer) = ses.peer_name.map(|p| p.name) else {
+            return;
+        };
+        let link = self
+            .links
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&peer)
+            .and_then(Weak::upgrade);
+        if let Some(link) = link {
+            link.lose(&format!("its session from {} closed", ses.peer_addr));
+        }
+    }
+
+    fn node_session_authenticated(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
+}
+
+impl ClusterNode {
+    /// Starts node `name` listening on `addr:port` (use a loopback
+    /// address unless other machines must reach it), with `cookie` shared
+    /// by the cluster's nodes, running children for others with `runner`.
+    pub async fn start(
+        name: &str,
+        addr: IpAddr,
+        port: u16,
+        cookie: &str,
+        runner: NodeRunner,
+    ) -> Result<Self, ClusterError> {
+        let spawn = |what| move |e: ractor::SpawnErr| ClusterError::Spawn { what, why: e.to_string() };
+        let server = NodeServer::new(
+            port,
+            cookie.to_owned(),
+            name.to_owned(),
+            addr.to_string(),
+            None,
+            None,
+        )
+        .with_listen_addr(addr);
+        let (server, _) = Actor::spawn(None, server, ())
+            .await
+            .map_err(spawn("node server"))?;
+        let links: Arc<Mutex<HashMap<String, Weak<LinkInner>>>> = Arc::default();
+        let _ = server.cast(NodeServerMessage::SubscribeToEvents {
+            id: "subagents".into(),
+            subscription: Box::new(Sessions {
+                links: links.clone(),
+            }),
+        });
+        let routes = Routes::default();
+        let (inbox, _) = Actor::spawn(None, Inbox, (name.to_owned(), routes.clone()))
+            .await
+            .map_err(spawn("inbox"))?;
+        let (host, _) = Actor::spawn(
+            None,
+            NodeHost,
+            HostState {
+                node: name.to_owned(),
+                runner,
+                runs: HashMap::new(),
+            },
+        )
+        .await
+        .map_err(spawn("host"))?;
+        Ok(Self {
+            name: name.to_owned(),
+            server,
+            host,
+            inbox,
+            routes,
+            links,
+        })
+    }
+
+    /// This node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Connects to node `node` at `addr` (`host:port`) and waits, at most
+    /// `wait`, for its host to show up; `labels` are what
+    /// `Placement::Labels` matches children's names against.
+    pub async fn connect(
+        &self,
+        addr: &str,
+        node: &str,
+        labels: &[&str],
+        wait: Duration,
+    ) -> Result<ClusterLink, ClusterError> {
+        let connect_error = |why: String| ClusterError::Connect {
+            addr: addr.to_owned(),
+            why,
+        };
+        ractor_cluster::client_connect(&self.server, addr)
+            .await
+            .map_err(|e| connect_error(e.to_string()))?;
+        let group = host_group(node);
+        let deadline = tokio::time::Instant::now() + wait;
+        let host = loop {
+            let remote = ractor::pg::get_members(&group)
+                .into_iter()
+                .find(|cell| !cell.get_id().is_local());
+            if let Some(cell) = remote {
+                break ActorRef::<HostMsg>::from(cell);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ClusterError::NoHost {
+                    node: node.to_owned(),
+                    addr: addr.to_owned(),
+                    waited: wait,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let link = ClusterLink {
+            inner: Arc::new(LinkInner {
+                node: node.to_owned(),
+                me: self.name.clone(),
+                host,
+                routes: self.routes.clone(),
+                labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+                live: AtomicU64::new(u64::MAX),
+                down: AtomicBool::new(false),
+            }),
+        };
+        self.links
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(node.to_owned(), Arc::downgrade(&link.inner));
+        link.beat();
+        Ok(link)
+    }
+
+    /// Stops this node: its host (whose runs stop), its inbox, its server.
+    pub fn shutdown(&self) {
+        self.host.stop(None);
+        self.inbox.stop(None);
+        self.server.stop(None);
+    }
+}
