@@ -93,7 +93,10 @@ fn send_report(group: &str, report: RunReport) {
             return;
         }
     };
-    let Some(inbox) = ractor::pg::get_members(&group.to_owned()).into_iter().next() else {
+    let Some(inbox) = ractor::pg::get_members(&group.to_owned())
+        .into_iter()
+        .next()
+    else {
         tracing::debug!(group, "no inbox for a report: its node is gone");
         return;
     };

@@ -64,6 +64,8 @@ pub(crate) struct LinkInner {
     /// Its live count as last reported; `u64::MAX`: none yet.
     pub(crate) live: AtomicU64,
     pub(crate) down: AtomicBool,
+    /// Runs started through it.
+    pub(crate) started: AtomicU64,
 }
 
 impl LinkInner {
@@ -84,6 +86,11 @@ impl std::fmt::Debug for ClusterLink {
 }
 
 impl ClusterLink {
+    /// How many runs were started on its node through this link.
+    pub fn started(&self) -> u64 {
+        self.inner.started.load(Ordering::SeqCst)
+    }
+
     /// The node was lost (its session closed, or its heartbeat stopped).
     pub fn is_down(&self) -> bool {
         self.inner.down.load(Ordering::SeqCst)
@@ -142,11 +149,15 @@ impl NodeLink for ClusterLink {
         }
         let key = spec.key;
         let bytes = encode_start(spec, &inner.me).map_err(|e| e.to_string())?;
-        inner.routes.lock().insert(key, (inner.node.clone(), reports));
+        inner
+            .routes
+            .lock()
+            .insert(key, (inner.node.clone(), reports));
         if inner.host.cast(HostMsg::Start(bytes)).is_err() {
             inner.routes.lock().remove(&key);
             return Err("its host is gone".into());
         }
+        inner.started.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 

@@ -75,7 +75,11 @@ impl NodeEventSubscription for Sessions {
     fn node_session_opened(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
 
     fn node_session_disconnected(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
-        let Some(peer) = ses.peer_name.map(|p| p.name) else {
+        // ractor_cluster names a peer `name@host`.
+        let Some(peer) = ses
+            .peer_name
+            .map(|p| p.name.split('@').next().unwrap_or_default().to_owned())
+        else {
             return;
         };
         let link = self
@@ -103,7 +107,12 @@ impl ClusterNode {
         cookie: &str,
         runner: NodeRunner,
     ) -> Result<Self, ClusterError> {
-        let spawn = |what| move |e: ractor::SpawnErr| ClusterError::Spawn { what, why: e.to_string() };
+        let spawn = |what| {
+            move |e: ractor::SpawnErr| ClusterError::Spawn {
+                what,
+                why: e.to_string(),
+            }
+        };
         let server = NodeServer::new(
             port,
             cookie.to_owned(),
@@ -197,6 +206,7 @@ impl ClusterNode {
                 labels: labels.iter().map(|l| (*l).to_owned()).collect(),
                 live: AtomicU64::new(u64::MAX),
                 down: AtomicBool::new(false),
+                started: AtomicU64::new(0),
             }),
         };
         self.links

@@ -81,9 +81,15 @@ async fn node_b_runs_children_until_killed() {
     let (Ok(port), Ok(name)) = (std::env::var(PORT_VAR), std::env::var(NAME_VAR)) else {
         return;
     };
-    let node = ClusterNode::start(&name, LOCALHOST, port.parse().unwrap(), COOKIE, runner().await)
-        .await
-        .unwrap();
+    let node = ClusterNode::start(
+        &name,
+        LOCALHOST,
+        port.parse().unwrap(),
+        COOKIE,
+        runner().await,
+    )
+    .await
+    .unwrap();
     println!("ready {}", node.name());
     tokio::time::sleep(Duration::from_secs(3600)).await;
 }
@@ -140,6 +146,16 @@ impl NodeB {
             port,
             name: name.into(),
         }
+    }
+
+    /// SIGSTOP: the process stays, its connection open, and answers
+    /// nothing (a hung node, or a silent network).
+    fn freeze(&self) {
+        let status = Command::new("kill")
+            .args(["-STOP", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 
     fn kill(&mut self) {
@@ -246,7 +262,8 @@ async fn children_on_another_process_fold_like_local_ones() {
     let b = NodeB::start("b1");
     let (node, link) = node_a("a1", &b).await;
     let (local, local_envelopes) = two_workers(Placement::Local).await;
-    let (remote, remote_envelopes) = two_workers(Placement::On(Arc::new(link))).await;
+    let (remote, remote_envelopes) = two_workers(Placement::On(Arc::new(link.clone()))).await;
+    assert_eq!(link.started(), 2, "both children ran on b");
     assert_eq!(local, remote);
     assert_eq!(local_envelopes, remote_envelopes);
     assert!(remote.contains("worked 2 s"), "{remote}");
@@ -275,6 +292,7 @@ async fn a_killed_node_ends_its_child_lost_with_one_wake() {
         until(&mut events, &mut log, is_result).await;
     }
     let seen_within = started.elapsed();
+    eprintln!("node loss seen and both children ended within {seen_within:?}");
     // Nothing more: no third wake.
     assert!(
         tokio::time::timeout(Duration::from_secs(3), events.recv())
@@ -288,11 +306,19 @@ async fn a_killed_node_ends_its_child_lost_with_one_wake() {
         if envelope.status == SubAgentStatus::Done {
             continue;
         }
-        assert_eq!(envelope.status, SubAgentStatus::Failed, "{id}: {envelope:?}");
+        assert_eq!(
+            envelope.status,
+            SubAgentStatus::Failed,
+            "{id}: {envelope:?}"
+        );
         assert!(error.starts_with("node lost: node `b2`"), "{id}: {error}");
     }
     assert!(link.is_down());
-    assert!(seen_within < Duration::from_secs(10), "{seen_within:?}");
+    // The session's close is seen at once, not after the heartbeats give up.
+    assert!(
+        seen_within < Duration::from_secs(2),
+        "seen only after {seen_within:?}"
+    );
     thread.close_and_wait().await;
     node.shutdown();
 }
@@ -364,4 +390,39 @@ async fn an_approval_and_a_stop_cross_processes() {
     thread.close_and_wait().await;
     node.shutdown();
     drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_node_is_lost_when_its_heartbeats_go_unanswered() {
+    let _turn = TURNS.lock().await;
+    let b = NodeB::start("b4");
+    let (node, link) = node_a("a4", &b).await;
+    let (thread, mut events) = thread(Placement::On(Arc::new(link.clone()))).await;
+    let mut log = Vec::new();
+    thread.send_user("go").unwrap();
+    until(&mut events, &mut log, is_result).await;
+    until(&mut events, &mut log, in_tool).await;
+    b.freeze();
+    let frozen = std::time::Instant::now();
+    let mut wakes = 0;
+    while wakes < 2 {
+        until(&mut events, &mut log, is_wake).await;
+        wakes += 1;
+        until(&mut events, &mut log, is_result).await;
+    }
+    let seen_within = frozen.elapsed();
+    eprintln!("a silent node was lost after {seen_within:?}");
+    assert!(link.is_down());
+    let envelope = thread.hub().status(&AgentId::new("agent_2")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed);
+    let error = envelope.error.unwrap_or_default();
+    assert!(
+        error.contains("heartbeats in a row went unanswered"),
+        "{error}"
+    );
+    // MISSED_HEARTBEATS × (interval + answer timeout) = 6 s, and a margin.
+    assert!(seen_within < Duration::from_secs(12), "{seen_within:?}");
+    thread.close_and_wait().await;
+    node.shutdown();
+    drop(b); // SIGKILL ends a stopped process too
 }
