@@ -1,20 +1,35 @@
 //! The node host: an actor in its node's `pg` group that runs children
 //! for other nodes — each `Start` becomes a run of the node's
 //! [`NodeRunner`], whose reports go to the asking node's inbox — and
-//! answers the heartbeat with its live count. Its handler never waits:
-//! a run goes on in the runner's task.
+//! answers the heartbeat with its live count. When an asking node is
+//! lost, its runs follow its policy: stopped (`Cascade`), or left to end
+//! with their result kept here for fetching (`Detach`). Its handler never
+//! waits: a run goes on in the runner's task.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use subagents_actors::{NodeRunner, RunHandle};
+use subagents_messages::AgentId;
 use subagents_messages::codec::Wire;
-use subagents_messages::remote::RunReport;
+use subagents_messages::remote::{ReportBody, RunReport, RunRequest};
 
-use crate::wire::{HostMsg, InboxMsg, decode_request, decode_start, host_group, inbox_group};
+use crate::wire::{
+    HostMsg, InboxMsg, KeptRun, decode_request, decode_start, host_group, inbox_group,
+};
 
 /// The node host actor.
 pub(crate) struct NodeHost;
+
+/// Results kept for fetching, of runs whose parent's node was lost.
+pub(crate) type Kept = Arc<Mutex<Vec<KeptRun>>>;
+
+/// One run this node has for another.
+struct HostedRun {
+    handle: RunHandle,
+    keep_if_orphaned: bool,
+}
 
 /// Its state (and arguments).
 pub(crate) struct HostState {
@@ -22,7 +37,19 @@ pub(crate) struct HostState {
     pub(crate) node: String,
     pub(crate) runner: NodeRunner,
     /// Runs started here, by (asking node, its key).
-    pub(crate) runs: HashMap<(String, u64), RunHandle>,
+    runs: HashMap<(String, u64), HostedRun>,
+    kept: Kept,
+}
+
+impl HostState {
+    pub(crate) fn new(node: String, runner: NodeRunner) -> Self {
+        Self {
+            node,
+            runner,
+            runs: HashMap::new(),
+            kept: Kept::default(),
+        }
+    }
 }
 
 impl Actor for NodeHost {
@@ -49,25 +76,57 @@ impl Actor for NodeHost {
             HostMsg::Start(bytes) => match decode_start(&bytes) {
                 Ok(start) => {
                     let key = start.spec.key;
-                    let group = inbox_group(&start.reply_to);
+                    let keep_if_orphaned = start.spec.keep_if_orphaned;
+                    let to = Destination {
+                        inbox: inbox_group(&start.reply_to),
+                        parent_node: start.reply_to.clone(),
+                        id: start.spec.id.clone(),
+                        kept: state.kept.clone(),
+                    };
                     let handle = state
                         .runner
-                        .start(start.spec, move |report| send_report(&group, report));
-                    state.runs.retain(|_, run| !run.ended());
-                    state.runs.insert((start.reply_to, key), handle);
+                        .start(start.spec, move |report| to.send(report));
+                    state.runs.retain(|_, run| !run.handle.ended());
+                    state.runs.insert(
+                        (start.reply_to, key),
+                        HostedRun {
+                            handle,
+                            keep_if_orphaned,
+                        },
+                    );
                 }
                 Err(e) => tracing::warn!(error = %e, "a start this node could not read"),
             },
             HostMsg::Request(bytes) => match decode_request(&bytes) {
                 Ok((from, key, request)) => {
                     if let Some(run) = state.runs.get(&(from, key)) {
-                        run.request(request);
+                        run.handle.request(request);
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "a request this node could not read"),
             },
             HostMsg::Live(reply) => {
                 let _ = reply.send(state.runner.live() as u64);
+            }
+            HostMsg::Kept(reply) => {
+                let kept = state
+                    .kept
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                match kept.to_wire() {
+                    Ok(bytes) => {
+                        let _ = reply.send(bytes);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "kept results that could not be encoded"),
+                }
+            }
+            HostMsg::ParentLost(node) => {
+                for ((from, _), run) in &state.runs {
+                    if *from == node && !run.keep_if_orphaned {
+                        run.handle.request(RunRequest::Stop);
+                    }
+                }
             }
         }
         Ok(())
@@ -83,23 +142,52 @@ impl Actor for NodeHost {
     }
 }
 
-/// Sends a report to the inbox of the node that asked; dropped (logged)
-/// when that node is gone — its run goes on to its end here (detached).
-fn send_report(group: &str, report: RunReport) {
-    let bytes = match report.to_wire() {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            tracing::warn!(error = %e, "a report that could not be encoded");
+/// Where a run's reports go: the asking node's inbox; once that node is
+/// gone, its last report is kept here.
+struct Destination {
+    inbox: String,
+    parent_node: String,
+    id: AgentId,
+    kept: Kept,
+}
+
+impl Destination {
+    fn send(&self, report: RunReport) {
+        let inbox = ractor::pg::get_members(&self.inbox).into_iter().next();
+        let Some(inbox) = inbox else {
+            self.keep(report);
             return;
+        };
+        match report.to_wire() {
+            Ok(bytes) => {
+                let inbox: ActorRef<InboxMsg> = inbox.into();
+                if inbox.cast(InboxMsg::Report(bytes)).is_err() {
+                    // Its node went away just now.
+                    self.keep(report);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "a report that could not be encoded"),
         }
-    };
-    let Some(inbox) = ractor::pg::get_members(&group.to_owned())
-        .into_iter()
-        .next()
-    else {
-        tracing::debug!(group, "no inbox for a report: its node is gone");
-        return;
-    };
-    let inbox: ActorRef<InboxMsg> = inbox.into();
-    let _ = inbox.cast(InboxMsg::Report(bytes));
+    }
+
+    /// The asking node is gone: its run's end is kept for fetching.
+    fn keep(&self, report: RunReport) {
+        let ReportBody::Ended {
+            result,
+            conversation,
+        } = report.body
+        else {
+            return;
+        };
+        tracing::debug!(parent = %self.parent_node, id = %self.id, "kept the result of an orphaned run");
+        self.kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(KeptRun {
+                parent_node: self.parent_node.clone(),
+                id: self.id.clone(),
+                result,
+                conversation,
+            });
+    }
 }

@@ -34,3 +34,4 @@ mod wire;
 
 pub use link::ClusterLink;
 pub use node::{ClusterError, ClusterNode};
+pub use wire::KeptRun;

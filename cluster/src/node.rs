@@ -14,7 +14,7 @@ use subagents_actors::NodeRunner;
 
 use crate::host::{HostState, NodeHost};
 use crate::link::{ClusterLink, Inbox, LinkInner, Routes};
-use crate::wire::{HostMsg, InboxMsg, host_group};
+use crate::wire::{HostMsg, InboxMsg, KeptRun, host_group};
 
 /// What went wrong starting or joining a cluster node.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +32,14 @@ pub enum ClusterError {
     Connect {
         /// Its address.
         addr: String,
+        /// Why.
+        why: String,
+    },
+    /// A node's host did not answer, or its answer did not decode.
+    #[error("node `{node}` did not answer: {why}")]
+    NoAnswer {
+        /// The node's name.
+        node: String,
         /// Why.
         why: String,
     },
@@ -66,9 +74,12 @@ impl std::fmt::Debug for ClusterNode {
     }
 }
 
-/// Sees sessions close: the node on the other end is lost at once.
+/// Sees sessions close: the node on the other end is lost at once — to
+/// the links to it (their runs end lost) and to this node's host (its
+/// runs for that node are orphans).
 struct Sessions {
     links: Arc<Mutex<HashMap<String, Weak<LinkInner>>>>,
+    host: ActorRef<HostMsg>,
 }
 
 impl NodeEventSubscription for Sessions {
@@ -91,6 +102,7 @@ impl NodeEventSubscription for Sessions {
         if let Some(link) = link {
             link.lose(&format!("its session from {} closed", ses.peer_addr));
         }
+        let _ = self.host.cast(HostMsg::ParentLost(peer));
     }
 
     fn node_session_authenticated(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
@@ -125,28 +137,21 @@ impl ClusterNode {
         let (server, _) = Actor::spawn(None, server, ())
             .await
             .map_err(spawn("node server"))?;
+        let routes = Routes::default();
+        let (inbox, _) = Actor::spawn(None, Inbox, (name.to_owned(), routes.clone()))
+            .await
+            .map_err(spawn("inbox"))?;
+        let (host, _) = Actor::spawn(None, NodeHost, HostState::new(name.to_owned(), runner))
+            .await
+            .map_err(spawn("host"))?;
         let links: Arc<Mutex<HashMap<String, Weak<LinkInner>>>> = Arc::default();
         let _ = server.cast(NodeServerMessage::SubscribeToEvents {
             id: "subagents".into(),
             subscription: Box::new(Sessions {
                 links: links.clone(),
+                host: host.clone(),
             }),
         });
-        let routes = Routes::default();
-        let (inbox, _) = Actor::spawn(None, Inbox, (name.to_owned(), routes.clone()))
-            .await
-            .map_err(spawn("inbox"))?;
-        let (host, _) = Actor::spawn(
-            None,
-            NodeHost,
-            HostState {
-                node: name.to_owned(),
-                runner,
-                runs: HashMap::new(),
-            },
-        )
-        .await
-        .map_err(spawn("host"))?;
         Ok(Self {
             name: name.to_owned(),
             server,
@@ -217,10 +222,30 @@ impl ClusterNode {
         Ok(link)
     }
 
+    /// The results this node keeps of runs whose parent's node was lost
+    /// (see [`ClusterLink::kept`] to ask another node for its own).
+    pub async fn kept(&self) -> Result<Vec<KeptRun>, ClusterError> {
+        kept_of(&self.host, &self.name).await
+    }
+
     /// Stops this node: its host (whose runs stop), its inbox, its server.
     pub fn shutdown(&self) {
         self.host.stop(None);
         self.inbox.stop(None);
         self.server.stop(None);
     }
+}
+
+/// Asks `host` (of node `node`) for the results it keeps.
+pub(crate) async fn kept_of(
+    host: &ActorRef<HostMsg>,
+    node: &str,
+) -> Result<Vec<KeptRun>, ClusterError> {
+    use subagents_messages::codec::Wire;
+    let no_answer = |why: String| ClusterError::NoAnswer {
+        node: node.to_owned(),
+        why,
+    };
+    let bytes = ractor::call_t!(host, HostMsg::Kept, 5000).map_err(|e| no_answer(e.to_string()))?;
+    Vec::<KeptRun>::from_wire(&bytes).map_err(|e| no_answer(e.to_string()))
 }

@@ -29,6 +29,27 @@ pub(crate) enum HostMsg {
     /// `Placement::LeastLoaded` reads).
     #[rpc]
     Live(RpcReplyPort<u64>),
+    /// The results kept here of runs whose parent's node was lost: a
+    /// `Vec<KeptRun>`, as bytes.
+    #[rpc]
+    Kept(RpcReplyPort<Vec<u8>>),
+    /// Sent by this node's own session watcher: the session of node
+    /// (the `String`) closed — its runs here are orphans now.
+    ParentLost(String),
+}
+
+/// The result of a run kept on its node after its parent's node was lost
+/// (the parent's policy was `Detach`), for fetching.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct KeptRun {
+    /// The node whose child it was.
+    pub parent_node: String,
+    /// The child's id there.
+    pub id: subagents_messages::AgentId,
+    /// How its run ended.
+    pub result: subagents_messages::AgentResult,
+    /// Its whole conversation.
+    pub conversation: Vec<subagents_messages::ChatMessage>,
 }
 
 /// What an inbox is told (by another node's host).
@@ -94,6 +115,7 @@ mod tests {
             limits: Limits::default(),
             depth: 1,
             options: Default::default(),
+            keep_if_orphaned: false,
         };
         let bytes = encode_start(spec.clone(), "a").unwrap();
         let start = decode_start(&bytes).unwrap();

@@ -12,11 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use subagents_actors::{
-    DelegationBuilder, EventStream, GateHandle, NodeRunner, Placement, Reply, ScriptedModel,
-    ToolRegistry, UseAgentCall,
+    DelegationBuilder, EventStream, GateHandle, NodeRunner, ParentStopPolicy, Placement, Reply,
+    ScriptedModel, ToolRegistry, UseAgentCall,
 };
 use subagents_cluster::{ClusterLink, ClusterNode};
-use subagents_messages::{AgentEvent, AgentId, ApprovalDecision, SubAgentStatus, Transcript};
+use subagents_messages::{
+    AgentEvent, AgentId, ApprovalDecision, Outcome, SubAgentStatus, Transcript,
+};
 use subagents_supervisor::ThreadHandle;
 
 const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -110,37 +112,48 @@ struct NodeB {
     name: String,
 }
 
+/// Runs the ignored helper test `helper` of this binary as a second
+/// process with `env`, once it printed `ready`.
+fn helper(helper: &str, env: &[(&str, String)]) -> Child {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "--exact",
+            helper,
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains("ready") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(PATIENCE).is_err() {
+        let _ = child.kill();
+        panic!("{helper} never became ready");
+    }
+    child
+}
+
 impl NodeB {
     fn start(name: &str) -> Self {
         let port = free_port();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "node_b_runs_children_until_killed",
-                "--ignored",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(PORT_VAR, port.to_string())
-            .env(NAME_VAR, name)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("ready") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        if rx.recv_timeout(PATIENCE).is_err() {
-            let _ = child.kill();
-            panic!("node b never became ready");
-        }
+        let child = helper(
+            "node_b_runs_children_until_killed",
+            &[(PORT_VAR, port.to_string()), (NAME_VAR, name.to_owned())],
+        );
         Self {
             child,
             port,
@@ -174,12 +187,17 @@ impl Drop for NodeB {
 static TURNS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn node_a(name: &str, b: &NodeB) -> (ClusterNode, ClusterLink) {
+    node_to(name, b.port, &b.name).await
+}
+
+/// Node `name` on a free port, connected to node `b_name` at `b_port`.
+async fn node_to(name: &str, b_port: u16, b_name: &str) -> (ClusterNode, ClusterLink) {
     let port = free_port();
     let node = ClusterNode::start(name, LOCALHOST, port, COOKIE, runner().await)
         .await
         .unwrap();
     let link = node
-        .connect(&format!("127.0.0.1:{}", b.port), &b.name, &[], PATIENCE)
+        .connect(&format!("127.0.0.1:{b_port}"), b_name, &[], PATIENCE)
         .await
         .unwrap();
     (node, link)
@@ -216,6 +234,19 @@ async fn until(
         if what(&event) {
             return event;
         }
+    }
+}
+
+/// Returns once an event matching `what` was read: at once if one is in
+/// the log already (events of children and of the parent interleave as
+/// the two processes run).
+async fn seen(
+    events: &mut EventStream,
+    log: &mut Vec<AgentEvent>,
+    what: impl Fn(&AgentEvent) -> bool,
+) {
+    if !log.iter().any(&what) {
+        until(events, log, what).await;
     }
 }
 
@@ -281,7 +312,7 @@ async fn a_killed_node_ends_its_child_lost_with_one_wake() {
     // as one of them is in its tool.
     thread.send_user("go").unwrap();
     until(&mut events, &mut log, is_result).await;
-    until(&mut events, &mut log, in_tool).await;
+    seen(&mut events, &mut log, in_tool).await;
     b.kill(); // SIGKILL: the process this test started
     let started = std::time::Instant::now();
     // Both children were on b: each ends lost, each wakes the parent once.
@@ -380,9 +411,7 @@ async fn an_approval_and_a_stop_cross_processes() {
         matches!(e, AgentEvent::Child(id, inner)
             if id.as_str() == "agent_2" && matches!(**inner, AgentEvent::ToolStarted(_)))
     };
-    if !log.iter().any(sleeping) {
-        until(&mut events, &mut log, sleeping).await;
-    }
+    seen(&mut events, &mut log, sleeping).await;
     thread.send_user("stop it").unwrap();
     until(&mut events, &mut log, is_result).await;
     let sleeper = thread.hub().status(&AgentId::new("agent_2")).unwrap();
@@ -401,7 +430,7 @@ async fn a_silent_node_is_lost_when_its_heartbeats_go_unanswered() {
     let mut log = Vec::new();
     thread.send_user("go").unwrap();
     until(&mut events, &mut log, is_result).await;
-    until(&mut events, &mut log, in_tool).await;
+    seen(&mut events, &mut log, in_tool).await;
     b.freeze();
     let frozen = std::time::Instant::now();
     let mut wakes = 0;
@@ -425,4 +454,98 @@ async fn a_silent_node_is_lost_when_its_heartbeats_go_unanswered() {
     thread.close_and_wait().await;
     node.shutdown();
     drop(b); // SIGKILL ends a stopped process too
+}
+
+const PARENT_VAR: &str = "SUBAGENTS_NODE_A";
+const CASCADE_VAR: &str = "SUBAGENTS_NODE_A_CASCADE";
+
+/// Node `a` as a process of its own: a parent whose two children run on
+/// node `b` (its address and name in the environment), by the parent-stop
+/// policy named there; prints `ready` once one is in its tool, then waits
+/// to be killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "helper process of the two-node tests"]
+async fn node_a_runs_a_parent_until_killed() {
+    let (Ok(me), Ok(port), Ok(name)) = (
+        std::env::var(PARENT_VAR),
+        std::env::var(PORT_VAR),
+        std::env::var(NAME_VAR),
+    ) else {
+        return;
+    };
+    let (node, link) = node_to(&me, port.parse().unwrap(), &name).await;
+    let policy = if std::env::var(CASCADE_VAR).is_ok() {
+        ParentStopPolicy::Cascade
+    } else {
+        ParentStopPolicy::Detach
+    };
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(model().shared())
+            .system_prompt("You are the parent.")
+            .tools(tools())
+            .parent_stop(policy)
+            .placement(Placement::On(Arc::new(link))),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    seen(&mut events, &mut log, in_tool).await;
+    println!("ready");
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    drop(node);
+}
+
+/// Kills the parent's node mid-run; a third node asks `b` for what it
+/// kept of the orphans.
+async fn orphans(b_name: &str, a_name: &str, cascade: bool) -> Vec<subagents_cluster::KeptRun> {
+    let b = NodeB::start(b_name);
+    let mut env = vec![
+        (PARENT_VAR, a_name.to_owned()),
+        (PORT_VAR, b.port.to_string()),
+        (NAME_VAR, b.name.clone()),
+    ];
+    if cascade {
+        env.push((CASCADE_VAR, "1".to_owned()));
+    }
+    let mut a = helper("node_a_runs_a_parent_until_killed", &env);
+    let _ = a.kill(); // SIGKILL: the process this test started
+    let _ = a.wait();
+    let (c, link) = node_a(&format!("c-{a_name}"), &b).await;
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let kept = link.kept().await.unwrap();
+        if kept.len() == 2 {
+            c.shutdown();
+            assert!(kept.iter().all(|k| k.parent_node == a_name), "{kept:?}");
+            return kept;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "b kept {kept:?} after {PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_detach_an_orphans_result_is_kept_on_its_node() {
+    let _turn = TURNS.lock().await;
+    let kept = orphans("b5", "a5", false).await;
+    let mut results: Vec<&str> = kept.iter().map(|k| k.result.text.as_str()).collect();
+    results.sort_unstable();
+    assert_eq!(results, ["worked 1 s", "worked 2 s"]);
+    assert!(kept.iter().all(|k| k.result.outcome == Outcome::Completed));
+    assert!(kept.iter().all(|k| !k.conversation.is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_cascade_an_orphan_is_stopped_on_its_node() {
+    let _turn = TURNS.lock().await;
+    let kept = orphans("b6", "a6", true).await;
+    assert!(
+        kept.iter().all(|k| k.result.outcome == Outcome::Stopped),
+        "{kept:?}"
+    );
 }

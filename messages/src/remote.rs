@@ -40,6 +40,10 @@ pub struct RunSpec {
     pub depth: u32,
     /// Options for each of its model calls.
     pub options: RequestOptions,
+    /// When the parent's node is lost: `true`, the run goes on to its end
+    /// and its result is kept on its node for fetching (the parent's
+    /// `Detach` policy); `false`, it is stopped (`Cascade`).
+    pub keep_if_orphaned: bool,
 }
 
 /// What the parent's node asks of a running child.
@@ -122,6 +126,7 @@ mod tests {
             limits: Limits::default(),
             depth: 1,
             options: RequestOptions::default(),
+            keep_if_orphaned: true,
         }
     }
 

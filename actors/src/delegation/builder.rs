@@ -222,7 +222,10 @@ impl DelegationBuilder {
         self
     }
 
-    /// What stopping the parent mid-wait does to the child.
+    /// What stopping the parent mid-wait does to the child; for a child
+    /// on another node, also what losing the parent's node does to it
+    /// (`Detach`: it goes on and its result is kept on its node;
+    /// `Cascade`: it is stopped).
     pub fn parent_stop(mut self, policy: ParentStopPolicy) -> Self {
         self.parent_stop = policy;
         self
@@ -390,6 +393,7 @@ impl DelegationBuilder {
             child_options: self.child_options,
             trace: self.trace.clone(),
             placement: self.placement,
+            keep_orphans: self.parent_stop == ParentStopPolicy::Detach,
         };
         let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
             .await

@@ -108,6 +108,9 @@ pub(crate) struct HubConfig {
     pub(crate) trace: crate::agent::spans::TraceSettings,
     /// Where each child runs.
     pub(crate) placement: crate::remote::Placement,
+    /// A child on another node goes on (and its result is kept there)
+    /// when this node is lost: the parent-stop policy is `Detach`.
+    pub(crate) keep_orphans: bool,
 }
 
 impl std::fmt::Debug for HubConfig {

@@ -327,8 +327,12 @@ impl HubState {
         let spawned = match placed {
             None => spawn_agent(Arc::new(config), sink.clone(), history, supervisor).await,
             Some(node) => {
-                crate::remote::spawn_remote(
+                let remote = crate::remote::Remote {
                     node,
+                    keep_if_orphaned: self.config.keep_orphans,
+                };
+                crate::remote::spawn_remote(
+                    remote,
                     Arc::new(config),
                     sink.clone(),
                     history,

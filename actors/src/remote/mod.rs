@@ -22,5 +22,5 @@ mod runner;
 
 pub use link::{NodeLink, RunReports};
 pub use placement::Placement;
-pub(crate) use proxy::spawn_remote;
+pub(crate) use proxy::{Remote, spawn_remote};
 pub use runner::{NodeRunner, RunHandle};

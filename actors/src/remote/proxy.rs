@@ -27,10 +27,17 @@ use crate::remote::link::{NodeLink, RunReports};
 use crate::remote::mirror::{Mirror, lost_outcome};
 use crate::sink::EventSink;
 
-/// Spawns the proxy of a child placed on `link`'s node: an agent handle
+/// Where a remote child runs, and what its node does if this one is lost.
+pub(crate) struct Remote {
+    pub(crate) node: Arc<dyn NodeLink>,
+    /// [`RunSpec::keep_if_orphaned`].
+    pub(crate) keep_if_orphaned: bool,
+}
+
+/// Spawns the proxy of a child placed on another node: an agent handle
 /// like any other.
 pub(crate) async fn spawn_remote(
-    link: Arc<dyn NodeLink>,
+    remote: Remote,
     config: Arc<AgentConfig>,
     events: EventSink,
     history: Vec<ChatMessage>,
@@ -38,7 +45,8 @@ pub(crate) async fn spawn_remote(
 ) -> Result<AgentHandle, AgentError> {
     let id = config.id.clone();
     let args = ProxyState {
-        link,
+        link: remote.node,
+        keep_if_orphaned: remote.keep_if_orphaned,
         config,
         events,
         history,
@@ -65,6 +73,7 @@ pub(crate) struct RemoteAgent;
 /// The proxy's state (also its arguments).
 pub(crate) struct ProxyState {
     link: Arc<dyn NodeLink>,
+    keep_if_orphaned: bool,
     config: Arc<AgentConfig>,
     events: EventSink,
     /// The conversation so far (each run's, from its node).
@@ -139,6 +148,7 @@ impl ProxyState {
             limits: config.limits,
             depth: config.depth,
             options: config.options.clone(),
+            keep_if_orphaned: self.keep_if_orphaned,
         };
         self.run = Some(RemoteRun {
             key,
