@@ -317,8 +317,8 @@ impl HubState {
         };
         let followups = child.followups.clone();
         let sink = child.sink.clone();
-        let name = self.book.get(id).map(|e| e.name).unwrap_or_default();
-        let placed = match self.config.placement.choose(&name, self.slots.live()) {
+        let name = || self.book.get(id).map(|e| e.name).unwrap_or_default();
+        let placed = match self.config.placement.choose(name, self.slots.live()) {
             Ok(placed) => placed,
             Err(why) => return self.finish_child(id, SubAgentStatus::Failed, None, Some(why)),
         };

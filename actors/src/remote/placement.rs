@@ -52,12 +52,12 @@ impl std::fmt::Debug for Placement {
 }
 
 impl Placement {
-    /// Where child `name` runs, with `here_live` children live on this
-    /// node: `Ok(None)` here, `Ok(Some(node))` there, `Err` (a sentence)
-    /// refused.
+    /// Where a child runs (`name` gives its name, asked only when labels
+    /// decide), with `here_live` children live on this node: `Ok(None)`
+    /// here, `Ok(Some(node))` there, `Err` (a sentence) refused.
     pub(crate) fn choose(
         &self,
-        name: &str,
+        name: impl FnOnce() -> String,
         here_live: usize,
     ) -> Result<Option<Arc<dyn NodeLink>>, String> {
         match self {
@@ -74,7 +74,8 @@ impl Placement {
                 Ok(best.map(|(_, node)| node.clone()))
             }
             Placement::Labels { nodes, hard } => {
-                let labelled = nodes.iter().find(|n| n.labels().iter().any(|l| l == name));
+                let name = name();
+                let labelled = nodes.iter().find(|n| n.labels().contains(&name));
                 match (labelled, hard) {
                     (Some(node), _) => Ok(Some(node.clone())),
                     (None, false) => Ok(None),
@@ -130,7 +131,7 @@ mod tests {
 
     fn chosen(placement: &Placement, name: &str, here: usize) -> Result<Option<String>, String> {
         placement
-            .choose(name, here)
+            .choose(|| name.to_owned(), here)
             .map(|n| n.map(|n| n.node().to_owned()))
     }
 
