@@ -386,3 +386,33 @@ async fn two_threads_share_a_node_with_the_same_child_ids() {
     );
     assert_eq!(node.runner.live(), 0);
 }
+
+/// A thread switch stops every child — those on another node too, on
+/// their node.
+#[tokio::test(start_paused = true)]
+async fn a_switch_stops_the_children_on_another_node() {
+    let model = background_workers(&[200, 200]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    while node.runner.live() < 2 {
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)))
+        })
+        .await;
+    }
+    assert_eq!(thread.switch_away().await.unwrap(), 2);
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    for id in ["agent_1", "agent_2"] {
+        let envelope = thread.hub().status(&AgentId::new(id)).unwrap();
+        assert_eq!(envelope.status, SubAgentStatus::Stopped, "{id}");
+    }
+    assert_eq!(node.runner.live(), 0, "stopped on their node");
+    assert!(
+        !log.iter().any(|e| matches!(e, AgentEvent::Wake(_))),
+        "off screen: no wake"
+    );
+}
