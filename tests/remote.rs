@@ -9,103 +9,15 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
+use common::loopback::Loopback;
 use common::*;
-use subagents::actors::{
-    DelegationBuilder, NodeLink, NodeRunner, Placement, RunHandle, RunReports,
-};
-use subagents::messages::codec::Wire;
-use subagents::messages::remote::{RunReport, RunRequest, RunSpec};
+use subagents::actors::{DelegationBuilder, Placement};
 use subagents::messages::{AgentEvent, AgentId, SubAgentStatus, Transcript};
 use subagents::prelude::*;
 use subagents::supervisor::ThreadHandle;
-
-/// A node in this process, reached through bytes.
-struct Loopback {
-    name: String,
-    runner: NodeRunner,
-    runs: Mutex<HashMap<u64, (RunReports, RunHandle)>>,
-    down: Arc<AtomicBool>,
-    /// Runs started on it.
-    started: AtomicUsize,
-}
-
-impl Loopback {
-    async fn new(name: &str, model: Arc<dyn Model>) -> Arc<Self> {
-        let gate = GateHandle::spawn(1).await.unwrap();
-        Arc::new(Self {
-            name: name.into(),
-            runner: NodeRunner::new(
-                vec![model],
-                ToolRegistry::new()
-                    .with(subagents_demo::Sleep)
-                    .with(subagents_demo::Post),
-                gate,
-            ),
-            runs: Mutex::new(HashMap::new()),
-            down: Arc::new(AtomicBool::new(false)),
-            started: AtomicUsize::new(0),
-        })
-    }
-
-    /// The node dies: nothing more comes from it, and the link says so
-    /// for every run it had.
-    fn kill(&self) {
-        self.down.store(true, Ordering::SeqCst);
-        self.runner.stop_all();
-        for (_, (reports, _)) in self.runs.lock().unwrap().drain() {
-            reports.lost("the connection to it was reset");
-        }
-    }
-}
-
-impl NodeLink for Loopback {
-    fn node(&self) -> &str {
-        &self.name
-    }
-
-    fn live(&self) -> Option<usize> {
-        Some(self.runner.live())
-    }
-
-    fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err("it is down".into());
-        }
-        let spec = RunSpec::from_wire(&spec.to_wire().unwrap()).unwrap();
-        self.started.fetch_add(1, Ordering::SeqCst);
-        let key = spec.key;
-        let down = self.down.clone();
-        let to_proxy = reports.clone();
-        let handle = self.runner.start(spec, move |report| {
-            let reports = &to_proxy;
-            if down.load(Ordering::SeqCst) {
-                return;
-            }
-            let bytes = report.to_wire().unwrap();
-            match RunReport::from_wire(&bytes) {
-                Ok(report) => reports.report(report),
-                Err(e) => reports.lost(e.to_string()),
-            }
-        });
-        self.runs.lock().unwrap().insert(key, (reports, handle));
-        Ok(())
-    }
-
-    fn request(&self, key: u64, request: RunRequest) -> Result<(), String> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err("it is down".into());
-        }
-        let request = RunRequest::from_wire(&request.to_wire().unwrap()).unwrap();
-        if let Some((_, handle)) = self.runs.lock().unwrap().get(&key) {
-            handle.request(request);
-        }
-        Ok(())
-    }
-}
 
 async fn thread_on(model: Arc<dyn Model>, placement: Placement) -> (ThreadHandle, EventStream) {
     thread_with(DelegationBuilder::new(model).placement(placement)).await

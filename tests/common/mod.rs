@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod loopback;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -10,7 +10,9 @@
 //! `ToolResult`, claim its result at its completion, answer its approval),
 //! after a seeded number of scheduler turns. Each case picks one or two
 //! threads, whether they share an envelope store (they always share one
-//! gate), and the parent-stop policy.
+//! gate), the parent-stop policy, and whether every child runs on another
+//! node (a loopback node through the wire codec, shared by the threads:
+//! docs/cluster.md).
 //!
 //! After every step the whole log is checked against
 //! docs/event-ordering.md, the wake rules and the delivery rule; at the
@@ -42,7 +44,7 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
 use subagents::actors::clock::ManualClock;
-use subagents::actors::{DelegationBuilder, Model, ParentStopPolicy};
+use subagents::actors::{DelegationBuilder, Model, ParentStopPolicy, Placement};
 use subagents::messages::{AgentEvent, AgentId, SubAgentStatus};
 use subagents::prelude::*;
 use subagents::simulation::{
@@ -103,6 +105,9 @@ struct Setup {
     threads: usize,
     shared_store: bool,
     policy: ParentStopPolicy,
+    /// Every child runs on another node (an in-process loopback through
+    /// the wire codec, shared by the threads, on their gate).
+    remote: bool,
 }
 
 /// The reference: what the host has done, so steps stay meaningful.
@@ -164,11 +169,12 @@ impl ReferenceStateMachine for Reference {
     type Transition = Step;
 
     fn init_state() -> BoxedStrategy<Self> {
-        (1usize..=2, any::<bool>(), any::<bool>())
-            .prop_map(|(threads, shared_store, cascade)| Reference {
+        (1usize..=2, any::<bool>(), any::<bool>(), any::<bool>())
+            .prop_map(|(threads, shared_store, cascade, remote)| Reference {
                 setup: Setup {
                     threads,
                     shared_store,
+                    remote,
                     policy: if cascade {
                         ParentStopPolicy::Cascade
                     } else {
@@ -238,6 +244,9 @@ static CASES_DONE: AtomicUsize = AtomicUsize::new(0);
 /// Children a crash snapshot found running or queued (so `Step::Crash`
 /// reached children mid-run).
 static CRASHES: AtomicUsize = AtomicUsize::new(0);
+/// Cases whose children ran on another node, and the runs started there.
+static REMOTE_CASES: AtomicUsize = AtomicUsize::new(0);
+static REMOTE_RUNS: AtomicUsize = AtomicUsize::new(0);
 
 /// Copies a store's directory (its files and `runs/`).
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
@@ -264,6 +273,8 @@ struct World {
     gate: GateHandle,
     peak: Arc<AtomicUsize>,
     user_turns: usize,
+    /// The other node, when the children run there.
+    node: Option<Arc<common::loopback::Loopback>>,
 }
 
 fn open_store(dir: &std::path::Path) -> Arc<EnvelopeStore> {
@@ -286,9 +297,20 @@ impl World {
             let store = open_store(dir.path());
             (dir, store)
         });
+        let node = setup.remote.then(|| {
+            let model = Arc::new(PlanModel {
+                in_flight: in_flight.clone(),
+                peak: peak.clone(),
+            });
+            common::loopback::Loopback::with_gate("b", model, gate.clone())
+        });
         let mut threads = Vec::new();
         for _ in 0..setup.threads {
             let (i, p, g) = (in_flight.clone(), peak.clone(), gate.clone());
+            let placement = match &node {
+                Some(node) => Placement::On(node.clone()),
+                None => Placement::Local,
+            };
             let policy = setup.policy;
             let mut scenario = Scenario::new(vec![])
                 .with_model(move || {
@@ -300,6 +322,7 @@ impl World {
                 .tools(ToolRegistry::new().with(Sleep).with(Post))
                 .configure(move |b: DelegationBuilder| {
                     b.max_live(MAX_LIVE)
+                        .placement(placement.clone())
                         .max_depth(2)
                         .gate(g.clone())
                         .parent_stop(policy)
@@ -323,6 +346,7 @@ impl World {
             gate,
             peak,
             user_turns: 0,
+            node,
         }
     }
 
@@ -517,6 +541,9 @@ impl World {
         if at_rest {
             assert_eq!(gate.in_flight, 0, "at rest, a gate permit is held");
             assert_eq!(gate.queued, 0, "at rest, someone waits at the gate");
+            if let Some(node) = &self.node {
+                assert_eq!(node.runner.live(), 0, "at rest, a run goes on on the node");
+            }
         }
     }
 
@@ -704,6 +731,10 @@ impl StateMachineTest for Sut {
         sut.world.settle(&reference);
         sut.world.check(true, true);
         let first = sut.world.logs();
+        if let Some(node) = &sut.world.node {
+            REMOTE_CASES.fetch_add(1, Ordering::SeqCst);
+            REMOTE_RUNS.fetch_add(node.started.load(Ordering::SeqCst), Ordering::SeqCst);
+        }
         sut.world.close_all();
         sut.world.check(true, false);
         // Determinism: the same steps from the same start give the same
@@ -739,10 +770,12 @@ impl StateMachineTest for Sut {
         }
         if std::env::var_os("SUBAGENTS_PRINT_INTERLEAVINGS").is_some() && done == cases() as usize {
             eprintln!(
-                "{} cases, {} distinct interleavings; crash snapshots found {} children mid-run:",
+                "{} cases, {} distinct interleavings; crash snapshots found {} children mid-run; {} cases ran {} children on another node:",
                 done,
                 reached.len(),
-                CRASHES.load(Ordering::SeqCst)
+                CRASHES.load(Ordering::SeqCst),
+                REMOTE_CASES.load(Ordering::SeqCst),
+                REMOTE_RUNS.load(Ordering::SeqCst)
             );
             for line in reached.iter() {
                 eprintln!("  {line}");

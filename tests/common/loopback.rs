@@ -1,0 +1,103 @@
+//! A node in this process, reached through bytes: every spec, request
+//! and report goes through the wire codec to a `NodeRunner` — the seam
+//! the ractor_cluster transport uses (tests/remote.rs, the property test).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use subagents::actors::{Model, NodeLink, NodeRunner, RunHandle, RunReports, ToolRegistry};
+use subagents::messages::codec::Wire;
+use subagents::messages::remote::{RunReport, RunRequest, RunSpec};
+use subagents::prelude::GateHandle;
+
+/// A node in this process, reached through bytes.
+pub struct Loopback {
+    pub name: String,
+    pub runner: NodeRunner,
+    pub runs: Mutex<HashMap<u64, (RunReports, RunHandle)>>,
+    pub down: Arc<AtomicBool>,
+    /// Runs started on it.
+    pub started: AtomicUsize,
+}
+
+impl Loopback {
+    /// Node `name` running children on `model`, the demo's `sleep` and
+    /// `http_post`, and a gate of its own.
+    pub async fn new(name: &str, model: Arc<dyn Model>) -> Arc<Self> {
+        let gate = GateHandle::spawn(1).await.unwrap();
+        Self::with_gate(name, model, gate)
+    }
+
+    /// The same, its model calls through `gate`.
+    pub fn with_gate(name: &str, model: Arc<dyn Model>, gate: GateHandle) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.into(),
+            runner: NodeRunner::new(
+                vec![model],
+                ToolRegistry::new()
+                    .with(subagents_demo::Sleep)
+                    .with(subagents_demo::Post),
+                gate,
+            ),
+            runs: Mutex::new(HashMap::new()),
+            down: Arc::new(AtomicBool::new(false)),
+            started: AtomicUsize::new(0),
+        })
+    }
+
+    /// The node dies: nothing more comes from it, and the link says so
+    /// for every run it had.
+    pub fn kill(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        self.runner.stop_all();
+        for (_, (reports, _)) in self.runs.lock().unwrap().drain() {
+            reports.lost("the connection to it was reset");
+        }
+    }
+}
+
+impl NodeLink for Loopback {
+    fn node(&self) -> &str {
+        &self.name
+    }
+
+    fn live(&self) -> Option<usize> {
+        Some(self.runner.live())
+    }
+
+    fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err("it is down".into());
+        }
+        let spec = RunSpec::from_wire(&spec.to_wire().unwrap()).unwrap();
+        self.started.fetch_add(1, Ordering::SeqCst);
+        let key = spec.key;
+        let down = self.down.clone();
+        let to_proxy = reports.clone();
+        let handle = self.runner.start(spec, move |report| {
+            let reports = &to_proxy;
+            if down.load(Ordering::SeqCst) {
+                return;
+            }
+            let bytes = report.to_wire().unwrap();
+            match RunReport::from_wire(&bytes) {
+                Ok(report) => reports.report(report),
+                Err(e) => reports.lost(e.to_string()),
+            }
+        });
+        self.runs.lock().unwrap().insert(key, (reports, handle));
+        Ok(())
+    }
+
+    fn request(&self, key: u64, request: RunRequest) -> Result<(), String> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err("it is down".into());
+        }
+        let request = RunRequest::from_wire(&request.to_wire().unwrap()).unwrap();
+        if let Some((_, handle)) = self.runs.lock().unwrap().get(&key) {
+            handle.request(request);
+        }
+        Ok(())
+    }
+}
