@@ -19,6 +19,11 @@ use subagents::messages::{AgentEvent, AgentId, SubAgentStatus, Transcript};
 use subagents::prelude::*;
 use subagents::supervisor::ThreadHandle;
 
+/// A child's `ToolStarted`: it is in a tool.
+fn in_tool(e: &AgentEvent) -> bool {
+    matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)))
+}
+
 async fn thread_on(model: Arc<dyn Model>, placement: Placement) -> (ThreadHandle, EventStream) {
     thread_with(DelegationBuilder::new(model).placement(placement)).await
 }
@@ -89,10 +94,7 @@ async fn a_lost_node_ends_its_child_failed_with_one_wake() {
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
     // The child is in its 600 s sleep on node b when b dies.
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)))
-    })
-    .await;
+    until(&mut events, &mut log, in_tool).await;
     assert_eq!(node.runner.live(), 1);
     node.kill();
     until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
@@ -136,10 +138,7 @@ async fn a_stop_reaches_the_child_on_its_node() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)))
-    })
-    .await;
+    until(&mut events, &mut log, in_tool).await;
     thread.send_user("stop it").unwrap();
     until_result(&mut events, &mut log).await;
     run_for(&mut events, &mut log, 60).await;
@@ -236,10 +235,7 @@ async fn a_message_reaches_a_running_child_on_its_node() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)))
-    })
-    .await;
+    until(&mut events, &mut log, in_tool).await;
     thread.send_user("tell it").unwrap();
     until_result(&mut events, &mut log).await;
     let sent = results_of(&log, "use_agent");
@@ -266,13 +262,12 @@ async fn two_threads_share_a_node_with_the_same_child_ids() {
     let node = Loopback::new("b", model.clone()).await;
     let (a, mut a_events) = thread_on(model.clone(), Placement::On(node.clone())).await;
     let (b, mut b_events) = thread_on(model, Placement::On(node.clone())).await;
-    let running = |e: &AgentEvent| matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)));
     a.send_user("go").unwrap();
     let mut a_log = Vec::new();
-    until(&mut a_events, &mut a_log, running).await;
+    until(&mut a_events, &mut a_log, in_tool).await;
     b.send_user("go").unwrap();
     let mut b_log = Vec::new();
-    until(&mut b_events, &mut b_log, running).await;
+    until(&mut b_events, &mut b_log, in_tool).await;
     assert_eq!(node.runner.live(), 2);
     let agent_1 = AgentId::new("agent_1");
     assert_eq!(
@@ -310,10 +305,7 @@ async fn a_switch_stops_the_children_on_another_node() {
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
     while node.runner.live() < 2 {
-        until(&mut events, &mut log, |e| {
-            matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ToolStarted(_)))
-        })
-        .await;
+        until(&mut events, &mut log, in_tool).await;
     }
     assert_eq!(thread.switch_away().await.unwrap(), 2);
     run_for(&mut events, &mut log, 60).await;

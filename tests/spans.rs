@@ -95,6 +95,14 @@ where
     }
 }
 
+/// A capture, set as this thread's subscriber until the guard drops.
+fn capture() -> (Capture, tracing::subscriber::DefaultGuard) {
+    let capture = Capture::default();
+    let guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    (capture, guard)
+}
+
 impl Capture {
     fn spans(&self) -> Vec<Captured> {
         self.0.lock().unwrap().clone()
@@ -133,9 +141,7 @@ async fn thread(model: ScriptedModel) -> (ThreadHandle, EventStream) {
 
 #[tokio::test(start_paused = true)]
 async fn an_inline_childs_run_sits_under_the_call_that_requested_it() {
-    let capture = Capture::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let (capture, _guard) = capture();
     let model = ScriptedModel::new(vec![
         Reply::new()
             .use_agent(&work_call("Worker", 1, true))
@@ -227,9 +233,7 @@ async fn an_inline_childs_run_sits_under_the_call_that_requested_it() {
 /// failed tool call carries `error.type`.
 #[tokio::test(start_paused = true)]
 async fn background_stopped_and_failed_runs_are_told_apart() {
-    let capture = Capture::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let (capture, _guard) = capture();
     let model = ScriptedModel::new(vec![
         Reply::new()
             .use_agent(&work_call("Background", 5, false))
@@ -291,9 +295,7 @@ async fn background_stopped_and_failed_runs_are_told_apart() {
 /// run, yet each still gets its `execute_tool` span, marked `not_run`.
 #[tokio::test(start_paused = true)]
 async fn a_call_answered_without_running_has_its_span() {
-    let capture = Capture::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let (capture, _guard) = capture();
     let model = ScriptedModel::new(vec![
         Reply::new()
             .tool_call("sleep", r#"{"secs":1"#)
@@ -322,9 +324,7 @@ async fn a_call_answered_without_running_has_its_span() {
 /// of the parent and of its children carries the thread's id.
 #[tokio::test(start_paused = true)]
 async fn every_span_carries_the_threads_id() {
-    let capture = Capture::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let (capture, _guard) = capture();
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Worker", 1, true)),
         Reply::answer("Done."),
@@ -377,9 +377,7 @@ async fn every_span_carries_the_threads_id() {
 /// parent and for its children.
 #[tokio::test(start_paused = true)]
 async fn content_is_recorded_when_the_host_opts_in() {
-    let capture = Capture::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let (capture, _guard) = capture();
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Worker", 1, true)),
         Reply::answer("Done."),
@@ -447,9 +445,7 @@ async fn content_is_recorded_when_the_host_opts_in() {
 /// long as the agent (a trace that would never end).
 #[tokio::test(start_paused = true)]
 async fn a_turn_runs_under_the_senders_span_or_as_a_root() {
-    let capture = Capture::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let (capture, _guard) = capture();
     let model = ScriptedModel::new(vec![Reply::answer("One."), Reply::answer("Two.")]);
     let (thread, mut events) = thread(model).await;
     let request = tracing::info_span!("host_request");

@@ -1,79 +1,22 @@
 //! Two OS processes on 127.0.0.1: this test is node `a` (the parent's),
 //! and it starts node `b` as a second process (this same binary, running
-//! the ignored helper below). Every wait is bounded; the only process
-//! killed is the one the test started, by its handle.
+//! the ignored helper below). Every wait is bounded; the only processes
+//! killed are those the test started, by their handles.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::io::{BufRead, BufReader};
-use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Child, Command, Stdio};
+mod nodes;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use nodes::*;
 use subagents_actors::{
-    DelegationBuilder, EventStream, GateHandle, NodeRunner, ParentStopPolicy, Placement, Reply,
-    ScriptedModel, ToolRegistry, UseAgentCall,
+    DelegationBuilder, ParentStopPolicy, Placement, Reply, ScriptedModel, UseAgentCall,
 };
-use subagents_cluster::{ClusterLink, ClusterNode};
-use subagents_messages::{
-    AgentEvent, AgentId, ApprovalDecision, Outcome, SubAgentStatus, Transcript,
-};
+use subagents_cluster::ClusterNode;
+use subagents_messages::{AgentEvent, AgentId, ApprovalDecision, Outcome, SubAgentStatus};
 use subagents_supervisor::ThreadHandle;
-
-const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
-const COOKIE: &str = "subagents-test";
-const PORT_VAR: &str = "SUBAGENTS_NODE_B_PORT";
-const NAME_VAR: &str = "SUBAGENTS_NODE_B_NAME";
-/// The longest any step may take (real time).
-const PATIENCE: Duration = Duration::from_secs(60);
-
-/// One model for both nodes: the parent's script and its children's.
-fn model() -> ScriptedModel {
-    let worker = |name: &str, secs: u64| {
-        UseAgentCall::run(format!("{name}\nYou work."), format!("work {secs} s"))
-            .tools(["sleep"])
-            .wait(false)
-    };
-    let mut turns = vec![
-        Reply::new()
-            .use_agent(&worker("Quick", 1))
-            .use_agent(&worker("Slow", 2)),
-        Reply::answer("Started."),
-    ];
-    turns.extend((0..8).map(|_| Reply::answer("Noted.")));
-    let sleeper = |secs: u64| {
-        vec![
-            Reply::new().tool_call("sleep", format!(r#"{{"secs":{secs}}}"#)),
-            Reply::answer(format!("worked {secs} s")),
-        ]
-    };
-    ScriptedModel::new(turns)
-        .with_script("Quick\n", sleeper(1))
-        .with_script("Slow\n", sleeper(2))
-        .with_script("Sleeper\n", sleeper(600))
-        .with_script(
-            "Poster\n",
-            vec![
-                Reply::new().tool_call("http_post", r#"{"url":"https://example.com"}"#),
-                Reply::answer("posted"),
-            ],
-        )
-}
-
-fn tools() -> ToolRegistry {
-    ToolRegistry::new()
-        .with(subagents_demo::Sleep)
-        .with(subagents_demo::Post)
-}
-
-async fn runner() -> NodeRunner {
-    NodeRunner::new(
-        vec![model().shared()],
-        tools(),
-        GateHandle::spawn(1).await.unwrap(),
-    )
-}
 
 /// Node `b`: runs children for `a` until it is killed. Without its
 /// environment it does nothing.
@@ -96,196 +39,8 @@ async fn node_b_runs_children_until_killed() {
     tokio::time::sleep(Duration::from_secs(3600)).await;
 }
 
-/// A free port on loopback (bound and let go: the helper binds it next).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind((LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Node `b` in its own process; killed (SIGKILL) when dropped.
-struct NodeB {
-    child: Child,
-    port: u16,
-    name: String,
-}
-
-/// Runs the ignored helper test `helper` of this binary as a second
-/// process with `env`, once it printed `ready`.
-fn helper(helper: &str, env: &[(&str, String)]) -> Child {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .args([
-            "--exact",
-            helper,
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let mut child = command.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.contains("ready") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    if rx.recv_timeout(PATIENCE).is_err() {
-        let _ = child.kill();
-        panic!("{helper} never became ready");
-    }
-    child
-}
-
-impl NodeB {
-    fn start(name: &str) -> Self {
-        let port = free_port();
-        let child = helper(
-            "node_b_runs_children_until_killed",
-            &[(PORT_VAR, port.to_string()), (NAME_VAR, name.to_owned())],
-        );
-        Self {
-            child,
-            port,
-            name: name.into(),
-        }
-    }
-
-    /// SIGSTOP: the process stays, its connection open, and answers
-    /// nothing (a hung node, or a silent network).
-    fn freeze(&self) {
-        let status = Command::new("kill")
-            .args(["-STOP", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for NodeB {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// pg groups are process-wide: the tests of this binary take turns.
 static TURNS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn node_a(name: &str, b: &NodeB) -> (ClusterNode, ClusterLink) {
-    node_to(name, b.port, &b.name).await
-}
-
-/// Node `name` on a free port, connected to node `b_name` at `b_port`.
-async fn node_to(name: &str, b_port: u16, b_name: &str) -> (ClusterNode, ClusterLink) {
-    let port = free_port();
-    let node = ClusterNode::start(name, LOCALHOST, port, COOKIE, runner().await)
-        .await
-        .unwrap();
-    let link = node
-        .connect(&format!("127.0.0.1:{b_port}"), b_name, &[], PATIENCE)
-        .await
-        .unwrap();
-    (node, link)
-}
-
-async fn thread(placement: Placement) -> (ThreadHandle, EventStream) {
-    ThreadHandle::spawn(
-        DelegationBuilder::new(model().shared())
-            .system_prompt("You are the parent.")
-            .tools(tools())
-            .placement(placement),
-        None,
-    )
-    .await
-    .unwrap()
-}
-
-async fn next(events: &mut EventStream, log: &mut Vec<AgentEvent>) -> AgentEvent {
-    let event = tokio::time::timeout(PATIENCE, events.recv())
-        .await
-        .unwrap_or_else(|_| panic!("no event in {PATIENCE:?}; so far: {log:#?}"))
-        .expect("the stream ended");
-    log.push(event.clone());
-    event
-}
-
-async fn until(
-    events: &mut EventStream,
-    log: &mut Vec<AgentEvent>,
-    what: impl Fn(&AgentEvent) -> bool,
-) -> AgentEvent {
-    loop {
-        let event = next(events, log).await;
-        if what(&event) {
-            return event;
-        }
-    }
-}
-
-/// Returns once an event matching `what` was read: at once if one is in
-/// the log already (events of children and of the parent interleave as
-/// the two processes run).
-async fn seen(
-    events: &mut EventStream,
-    log: &mut Vec<AgentEvent>,
-    what: impl Fn(&AgentEvent) -> bool,
-) {
-    if !log.iter().any(&what) {
-        until(events, log, what).await;
-    }
-}
-
-fn is_result(e: &AgentEvent) -> bool {
-    matches!(e, AgentEvent::Result(_))
-}
-
-fn is_wake(e: &AgentEvent) -> bool {
-    matches!(e, AgentEvent::Wake(_))
-}
-
-fn in_tool(e: &AgentEvent) -> bool {
-    matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted(_)))
-}
-
-/// The first turn and one wake per child, folded.
-async fn two_workers(placement: Placement) -> (String, Vec<(String, String)>) {
-    let (thread, mut events) = thread(placement).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until(&mut events, &mut log, is_result).await;
-    for _ in 0..2 {
-        until(&mut events, &mut log, is_wake).await;
-        until(&mut events, &mut log, is_result).await;
-    }
-    let mut transcript = Transcript::new();
-    transcript.push_user("go");
-    for event in &log {
-        transcript.apply(event);
-    }
-    let envelopes = thread
-        .hub()
-        .envelopes()
-        .into_iter()
-        .map(|e| (e.status.as_str().to_owned(), e.result.unwrap_or_default()))
-        .collect();
-    thread.close_and_wait().await;
-    (transcript.render(), envelopes)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn children_on_another_process_fold_like_local_ones() {
