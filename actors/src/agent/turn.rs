@@ -136,7 +136,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             continue;
         }
         for call in calls {
-            run_call(ctx, &call).await;
+            // Boxed: a tool call's future (approval, the tool) is larger
+            // than a model call's, and would widen every waiting turn.
+            Box::pin(run_call(ctx, &call)).await;
         }
     }
 }

@@ -331,13 +331,15 @@ impl HubState {
                     node,
                     keep_if_orphaned: self.config.keep_orphans,
                 };
-                crate::remote::spawn_remote(
+                // Boxed: the proxy's spawn future would otherwise widen
+                // the hub's handler future (and so every hub's task).
+                Box::pin(crate::remote::spawn_remote(
                     remote,
                     Arc::new(config),
                     sink.clone(),
                     history,
                     supervisor,
-                )
+                ))
                 .await
             }
         };
