@@ -320,3 +320,37 @@ async fn a_switch_stops_the_children_on_another_node() {
         "off screen: no wake"
     );
 }
+
+/// `use_agent status` of a child on another node shows what it does now
+/// (its node's events say so: in a tool, which one, since when); its model
+/// calls and tokens arrive with its end.
+#[tokio::test(start_paused = true)]
+async fn status_shows_what_a_remote_child_does() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 30, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::answer("It sleeps."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(30))
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_tool).await;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    thread.send_user("how is it going?").unwrap();
+    until_result(&mut events, &mut log).await;
+    let status = json(&results_of(&log, "use_agent").pop().unwrap().0);
+    assert_eq!(status["now"]["doing"], "in_tool", "{status}");
+    assert_eq!(status["now"]["tool"], "sleep");
+    assert_eq!(status["now"]["for_s"], 5.0);
+    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until_result(&mut events, &mut log).await;
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done);
+    assert_eq!(envelope.tool_calls, 1);
+}

@@ -25,6 +25,9 @@ pub(crate) struct NodeHost;
 /// Results kept for fetching, of runs whose parent's node was lost.
 pub(crate) type Kept = Arc<Mutex<Vec<KeptRun>>>;
 
+/// The nodes whose sessions closed (until one starts a run again).
+type Lost = Arc<Mutex<std::collections::HashSet<String>>>;
+
 /// One run this node has for another.
 struct HostedRun {
     handle: RunHandle,
@@ -39,6 +42,7 @@ pub(crate) struct HostState {
     /// Runs started here, by (asking node, its key).
     runs: HashMap<(String, u64), HostedRun>,
     kept: Kept,
+    lost: Lost,
 }
 
 impl HostState {
@@ -48,6 +52,7 @@ impl HostState {
             runner,
             runs: HashMap::new(),
             kept: Kept::default(),
+            lost: Lost::default(),
         }
     }
 }
@@ -75,6 +80,8 @@ impl Actor for NodeHost {
         match message {
             HostMsg::Start(bytes) => match decode_start(&bytes) {
                 Ok(start) => {
+                    // A node that starts a run is back.
+                    lock(&state.lost).remove(&start.reply_to);
                     let key = start.spec.key;
                     let keep_if_orphaned = start.spec.keep_if_orphaned;
                     let to = Destination {
@@ -82,6 +89,7 @@ impl Actor for NodeHost {
                         parent_node: start.reply_to.clone(),
                         id: start.spec.id.clone(),
                         kept: state.kept.clone(),
+                        lost: state.lost.clone(),
                     };
                     let handle = state
                         .runner
@@ -109,11 +117,7 @@ impl Actor for NodeHost {
                 let _ = reply.send(state.runner.live() as u64);
             }
             HostMsg::Kept(reply) => {
-                let kept = state
-                    .kept
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
+                let kept = lock(&state.kept).clone();
                 match kept.to_wire() {
                     Ok(bytes) => {
                         let _ = reply.send(bytes);
@@ -122,6 +126,9 @@ impl Actor for NodeHost {
                 }
             }
             HostMsg::ParentLost(node) => {
+                // First: the reports of its runs (those a stop causes now
+                // too) are kept from here on, not sent to its stale inbox.
+                lock(&state.lost).insert(node.clone());
                 for ((from, _), run) in &state.runs {
                     if *from == node && !run.keep_if_orphaned {
                         run.handle.request(RunRequest::Stop);
@@ -149,10 +156,15 @@ struct Destination {
     parent_node: String,
     id: AgentId,
     kept: Kept,
+    lost: Lost,
 }
 
 impl Destination {
     fn send(&self, report: RunReport) {
+        if lock(&self.lost).contains(&self.parent_node) {
+            self.keep(report);
+            return;
+        }
         let inbox = ractor::pg::get_members(&self.inbox).into_iter().next();
         let Some(inbox) = inbox else {
             self.keep(report);
@@ -180,14 +192,15 @@ impl Destination {
             return;
         };
         tracing::debug!(parent = %self.parent_node, id = %self.id, "kept the result of an orphaned run");
-        self.kept
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(KeptRun {
-                parent_node: self.parent_node.clone(),
-                id: self.id.clone(),
-                result,
-                conversation,
-            });
+        lock(&self.kept).push(KeptRun {
+            parent_node: self.parent_node.clone(),
+            id: self.id.clone(),
+            result,
+            conversation,
+        });
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
