@@ -354,3 +354,59 @@ async fn status_shows_what_a_remote_child_does() {
     assert_eq!(envelope.status, SubAgentStatus::Done);
     assert_eq!(envelope.tool_calls, 1);
 }
+
+/// The hub's background-approval policy answers for a background child
+/// on another node as for a local one: the parent never sees the request,
+/// and the child goes on.
+#[tokio::test(start_paused = true)]
+async fn the_background_policy_answers_for_a_remote_child() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["http_post"])
+                .wait(false),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"url":"https://example.com","body":"x"}"#),
+            Reply::answer("posted"),
+        ],
+    )
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model)
+            .placement(Placement::On(node))
+            .background_approvals(subagents::actors::hub::BackgroundApprovals::Approve),
+    )
+    .await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let asked = |e: &AgentEvent| {
+        matches!(e, AgentEvent::Child(_, inner)
+            if matches!(**inner, AgentEvent::ApprovalRequested(_) | AgentEvent::ApprovalResolved(_)))
+    };
+    assert!(!log.iter().any(asked), "the parent saw the approval");
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done);
+    assert_eq!(envelope.result.as_deref(), Some("posted"));
+    let (_, children) = children(&log);
+    let results: Vec<String> = children[&AgentId::new("agent_1")]
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AgentEvent::ToolResult(r) => Some(r.output.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 1);
+    assert!(!results[0].contains("denied"), "{results:?}");
+}
