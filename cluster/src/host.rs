@@ -15,6 +15,7 @@ use subagents_messages::AgentId;
 use subagents_messages::codec::Wire;
 use subagents_messages::remote::{ReportBody, RunReport, RunRequest};
 
+use crate::error::ClusterError;
 use crate::wire::{
     HostMsg, InboxMsg, KeptRun, decode_request, decode_start, host_group, inbox_group,
 };
@@ -203,4 +204,18 @@ impl Destination {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Asks `host` (of node `node`) for the results it keeps.
+pub(crate) async fn kept_of(
+    host: &ActorRef<HostMsg>,
+    node: &str,
+) -> Result<Vec<KeptRun>, ClusterError> {
+    use subagents_messages::codec::Wire;
+    let no_answer = |why: String| ClusterError::NoAnswer {
+        node: node.to_owned(),
+        why,
+    };
+    let bytes = ractor::call_t!(host, HostMsg::Kept, 5000).map_err(|e| no_answer(e.to_string()))?;
+    Vec::<KeptRun>::from_wire(&bytes).map_err(|e| no_answer(e.to_string()))
 }

@@ -23,15 +23,18 @@
 //! | file | what |
 //! |---|---|
 //! | `node.rs` | [`ClusterNode`]: the server, host and inbox of one node |
+//! | `error.rs` | [`ClusterError`] |
 //! | `host.rs` | the node host actor (runs children for other nodes) |
 //! | `link.rs` | [`ClusterLink`], the inbox actor, heartbeats, loss |
 //! | `wire.rs` | the payloads and their decoding |
 
+mod error;
 mod host;
 mod link;
 mod node;
 mod wire;
 
+pub use error::ClusterError;
 pub use link::ClusterLink;
-pub use node::{ClusterError, ClusterNode};
+pub use node::ClusterNode;
 pub use wire::KeptRun;

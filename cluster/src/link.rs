@@ -89,7 +89,7 @@ impl ClusterLink {
     /// The results its node keeps of runs whose parent's node was lost
     /// (with the `Detach` policy): fetched from the node.
     pub async fn kept(&self) -> Result<Vec<crate::KeptRun>, crate::ClusterError> {
-        crate::node::kept_of(&self.inner.host, &self.inner.node).await
+        crate::host::kept_of(&self.inner.host, &self.inner.node).await
     }
 
     /// How many runs were started on its node through this link.

@@ -12,48 +12,10 @@ use ractor::{Actor, ActorRef};
 use ractor_cluster::{NodeEventSubscription, NodeServer, NodeServerMessage};
 use subagents_actors::NodeRunner;
 
+use crate::error::ClusterError;
 use crate::host::{HostState, NodeHost};
 use crate::link::{ClusterLink, Inbox, LinkInner, Routes};
 use crate::wire::{HostMsg, InboxMsg, KeptRun, host_group};
-
-/// What went wrong starting or joining a cluster node.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    /// An actor of the node could not be spawned.
-    #[error("could not start the node's {what}: {why}")]
-    Spawn {
-        /// Which actor.
-        what: &'static str,
-        /// Why.
-        why: String,
-    },
-    /// The other node could not be reached.
-    #[error("could not connect to {addr}: {why}")]
-    Connect {
-        /// Its address.
-        addr: String,
-        /// Why.
-        why: String,
-    },
-    /// A node's host did not answer, or its answer did not decode.
-    #[error("node `{node}` did not answer: {why}")]
-    NoAnswer {
-        /// The node's name.
-        node: String,
-        /// Why.
-        why: String,
-    },
-    /// Connected, but the other node's host did not show up in time.
-    #[error("node `{node}` at {addr} has no host after {waited:?}")]
-    NoHost {
-        /// The node's name.
-        node: String,
-        /// Its address.
-        addr: String,
-        /// How long this waited.
-        waited: Duration,
-    },
-}
 
 /// One node of a cluster: it runs children for other nodes (its host) and
 /// places its own children on them (its links).
@@ -225,7 +187,7 @@ impl ClusterNode {
     /// The results this node keeps of runs whose parent's node was lost
     /// (see [`ClusterLink::kept`] to ask another node for its own).
     pub async fn kept(&self) -> Result<Vec<KeptRun>, ClusterError> {
-        kept_of(&self.host, &self.name).await
+        crate::host::kept_of(&self.host, &self.name).await
     }
 
     /// Stops this node: its host (whose runs stop), its inbox, its server.
@@ -234,18 +196,4 @@ impl ClusterNode {
         self.inbox.stop(None);
         self.server.stop(None);
     }
-}
-
-/// Asks `host` (of node `node`) for the results it keeps.
-pub(crate) async fn kept_of(
-    host: &ActorRef<HostMsg>,
-    node: &str,
-) -> Result<Vec<KeptRun>, ClusterError> {
-    use subagents_messages::codec::Wire;
-    let no_answer = |why: String| ClusterError::NoAnswer {
-        node: node.to_owned(),
-        why,
-    };
-    let bytes = ractor::call_t!(host, HostMsg::Kept, 5000).map_err(|e| no_answer(e.to_string()))?;
-    Vec::<KeptRun>::from_wire(&bytes).map_err(|e| no_answer(e.to_string()))
 }

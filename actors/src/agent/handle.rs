@@ -68,7 +68,7 @@ impl AgentHandle {
     /// turn's `invoke_agent` span sits under the caller's current span, if
     /// any (else it starts a trace of its own).
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), AgentError> {
-        self.cast_turn(text.into(), None, crate::agent::spans::caller(), None)
+        self.cast_turn(text.into(), None, caller(), None)
     }
 
     /// Sends a user turn and waits for its result (events still follow on
@@ -90,7 +90,7 @@ impl AgentHandle {
         impl std::future::Future<Output = Result<AgentResult, AgentError>> + Send + 'static,
         AgentError,
     > {
-        self.queue_turn_following(text, crate::agent::spans::caller(), None)
+        self.queue_turn_following(text, caller(), None)
     }
 
     /// [`AgentHandle::queue_turn`], the turn's `invoke_agent` span under
@@ -180,4 +180,11 @@ impl AgentHandle {
     pub fn shutdown(&self) {
         self.actor.stop(None);
     }
+}
+
+/// The caller's current span, if it has one: a turn sent from it runs
+/// under it.
+fn caller() -> Option<tracing::Span> {
+    let current = tracing::Span::current();
+    (!current.is_none()).then_some(current)
 }

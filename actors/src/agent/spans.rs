@@ -41,13 +41,6 @@ pub(crate) struct TraceParent {
     pub(crate) settings: TraceSettings,
 }
 
-/// The caller's current span, if it has one: a turn sent from it runs
-/// under it.
-pub(crate) fn caller() -> Option<Span> {
-    let current = Span::current();
-    (!current.is_none()).then_some(current)
-}
-
 /// The span of one run of `config`'s agent: under the call that requested
 /// it (a child), else under `sent_from` (the host's span when it sent the
 /// turn), else a trace of its own — never under the actor's own span,
