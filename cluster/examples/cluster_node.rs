@@ -20,7 +20,7 @@ use subagents_actors::{
     UseAgentCall,
 };
 use subagents_cluster::ClusterNode;
-use subagents_messages::AgentEvent;
+use subagents_messages::{AgentEvent, Transcript};
 use subagents_supervisor::ThreadHandle;
 
 const COOKIE: &str = "subagents-example";
@@ -98,20 +98,39 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 None,
             )
             .await?;
-            thread.send_user("Start three workers.")?;
+            let question = "Start three workers.";
+            thread.send_user(question)?;
+            let mut log = Vec::new();
             let mut results = 0;
             while results < 4 {
                 let Some(event) = events.recv().await else {
                     break;
                 };
-                println!(
-                    "  {}",
-                    subagents_messages::text::one_line(&format!("{event:?}"), 160)
-                );
-                if matches!(event, AgentEvent::Result(_)) {
-                    results += 1;
+                match &event {
+                    AgentEvent::Child(id, inner) => match &**inner {
+                        AgentEvent::ToolStarted(call) => {
+                            println!("  {id} (on node {other}): {} …", call.name);
+                        }
+                        AgentEvent::Result(result) => {
+                            println!("  {id} (on node {other}): {}", result.text);
+                        }
+                        _ => {}
+                    },
+                    AgentEvent::Wake(wake) => println!("  wake: {}", wake.line),
+                    AgentEvent::Result(result) => {
+                        results += 1;
+                        println!("  parent: {}", result.text);
+                    }
+                    _ => {}
                 }
+                log.push(event);
             }
+            // The thread's stream has the user's message too.
+            let mut transcript = Transcript::new();
+            for event in &log {
+                transcript.apply(event);
+            }
+            println!("\ntranscript:\n{}", transcript.render());
             println!("envelopes:");
             for envelope in thread.hub().envelopes() {
                 println!(

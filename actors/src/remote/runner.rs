@@ -278,9 +278,13 @@ impl NodeRunner {
     /// Stops every run on this node (its host is going away); each still
     /// reports its end.
     pub fn stop_all(&self) {
-        for run in self.runs().values() {
-            if let Some(agent) = &run.agent {
-                let _ = agent.stop_turn();
+        for run in self.runs().values_mut() {
+            match &run.agent {
+                Some(agent) => {
+                    let _ = agent.stop_turn();
+                }
+                // Not spawned yet: stopped as soon as it is.
+                None => run.pending.push(RunRequest::Stop),
             }
         }
     }
@@ -289,4 +293,63 @@ impl NodeRunner {
 fn send(out: &Out, seq: &AtomicU64, key: u64, body: ReportBody) {
     let seq = seq.fetch_add(1, Ordering::SeqCst);
     out(RunReport { key, seq, body });
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::time::Duration;
+
+    use subagents_messages::{AgentId, Limits, Outcome, RequestOptions};
+
+    use super::*;
+    use crate::scripted::{Reply, ScriptedModel};
+
+    fn spec() -> RunSpec {
+        RunSpec {
+            key: 1,
+            id: AgentId::new("agent_1"),
+            system_prompt: "Worker".into(),
+            input: "go".into(),
+            followups: Vec::new(),
+            conversation: Vec::new(),
+            model: "scripted".into(),
+            tools: Vec::new(),
+            limits: Limits::default(),
+            depth: 1,
+            options: RequestOptions::default(),
+            keep_if_orphaned: true,
+        }
+    }
+
+    /// Same instant: a node told to stop everything right after a start,
+    /// before that run's agent exists, stops that run too (once spawned).
+    #[tokio::test(start_paused = true)]
+    async fn a_run_stopped_before_its_agent_exists_ends_stopped() {
+        let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
+        let runner = NodeRunner::new(
+            vec![model],
+            ToolRegistry::new(),
+            GateHandle::spawn(1).await.unwrap(),
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        runner.start(spec(), move |report| {
+            let _ = tx.send(report);
+        });
+        runner.stop_all();
+        let ended = tokio::time::timeout(Duration::from_secs(3600), async {
+            while let Some(report) = rx.recv().await {
+                if let ReportBody::Ended { result, .. } = report.body {
+                    return Some(result);
+                }
+            }
+            None
+        })
+        .await
+        .expect("the run never ended: the stop was lost")
+        .expect("its reports ended without an end");
+        assert_eq!(ended.outcome, Outcome::Stopped);
+        assert_eq!(runner.live(), 0);
+    }
 }
