@@ -410,3 +410,34 @@ async fn the_background_policy_answers_for_a_remote_child() {
     assert_eq!(results.len(), 1);
     assert!(!results[0].contains("denied"), "{results:?}");
 }
+
+/// Children lost together close in the order they started: the parent's
+/// stream never depends on a map's order (replay, byte for byte).
+#[tokio::test(start_paused = true)]
+async fn children_lost_together_close_in_the_order_they_started() {
+    let model = background_workers(&[200, 200, 200]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    while node.runner.live() < 3 {
+        until(&mut events, &mut log, in_tool).await;
+    }
+    node.kill();
+    for _ in 0..3 {
+        until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+        until_result(&mut events, &mut log).await;
+    }
+    check_log(&log, true);
+    let ended: Vec<String> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(id, inner) if matches!(**inner, AgentEvent::Result(_)) => {
+                Some(id.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended, ["agent_1", "agent_2", "agent_3"]);
+}

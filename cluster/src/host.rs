@@ -130,10 +130,15 @@ impl Actor for NodeHost {
                 // First: the reports of its runs (those a stop causes now
                 // too) are kept from here on, not sent to its stale inbox.
                 lock(&state.lost).insert(node.clone());
-                for ((from, _), run) in &state.runs {
-                    if *from == node && !run.keep_if_orphaned {
-                        run.handle.request(RunRequest::Stop);
-                    }
+                let mut stops: Vec<(&u64, &HostedRun)> = state
+                    .runs
+                    .iter()
+                    .filter(|((from, _), run)| *from == node && !run.keep_if_orphaned)
+                    .map(|((_, key), run)| (key, run))
+                    .collect();
+                stops.sort_unstable_by_key(|(key, _)| **key);
+                for (_, run) in stops {
+                    run.handle.request(RunRequest::Stop);
                 }
             }
         }

@@ -31,11 +31,14 @@ impl Routes {
     pub(crate) fn node_lost(&self, node: &str, why: &str) {
         let lost: Vec<RunReports> = {
             let mut routes = self.lock();
-            let keys: Vec<u64> = routes
+            let mut keys: Vec<u64> = routes
                 .iter()
                 .filter(|(_, (n, _))| n == node)
                 .map(|(k, _)| *k)
                 .collect();
+            // In the order they started (keys rise): the parent's stream
+            // never depends on a map's order.
+            keys.sort_unstable();
             keys.iter()
                 .filter_map(|k| routes.remove(k).map(|(_, r)| r))
                 .collect()

@@ -51,7 +51,9 @@ impl Loopback {
     pub fn kill(&self) {
         self.down.store(true, Ordering::SeqCst);
         self.runner.stop_all();
-        for (_, (reports, _)) in self.runs.lock().unwrap().drain() {
+        let mut runs: Vec<_> = self.runs.lock().unwrap().drain().collect();
+        runs.sort_unstable_by_key(|(key, _)| *key);
+        for (_, (reports, _)) in runs {
             reports.lost("the connection to it was reset");
         }
     }

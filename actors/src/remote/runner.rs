@@ -278,7 +278,14 @@ impl NodeRunner {
     /// Stops every run on this node (its host is going away); each still
     /// reports its end.
     pub fn stop_all(&self) {
-        for run in self.runs().values_mut() {
+        let mut runs = self.runs();
+        // In the order they started: nothing depends on a map's order.
+        let mut slots: Vec<u64> = runs.keys().copied().collect();
+        slots.sort_unstable();
+        for slot in slots {
+            let Some(run) = runs.get_mut(&slot) else {
+                continue;
+            };
             match &run.agent {
                 Some(agent) => {
                     let _ = agent.stop_turn();
