@@ -125,6 +125,11 @@ impl Book {
         (usage, model_calls, tool_calls)
     }
 
+    /// Its status now, without copying its envelope.
+    pub(crate) fn status(&self, id: &AgentId) -> Option<SubAgentStatus> {
+        self.entries.get(id).map(|e| e.envelope.status)
+    }
+
     /// True when it ended, or is not in the book.
     pub(crate) fn is_terminal(&self, id: &AgentId) -> bool {
         self.entries

@@ -124,11 +124,11 @@ impl HubState {
     /// to stop its turn and ends when it reports. `reply` is answered once
     /// it has ended (at once for an unknown or already ended child).
     pub(super) async fn stop(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId, reply: StopReply) {
-        let Some(envelope) = self.book.get(id) else {
+        let Some(status) = self.book.status(id) else {
             return reply.answer(Err(Refused::UnknownChild(id.clone())));
         };
-        if envelope.status.is_terminal() {
-            return reply.answer(Ok(envelope.status));
+        if status.is_terminal() {
+            return reply.answer(Ok(status));
         }
         let agent = self.children.get(id).and_then(|c| c.agent.clone());
         let status = self.stop_status(id);
