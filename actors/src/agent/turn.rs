@@ -296,7 +296,7 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             ),
             is_error: true,
         },
-        None if config.depth > 0 && is_delegation_tool(&call.name) => ToolOutcome {
+        None if config.depth > 0 && crate::delegation::is_delegation_tool(&call.name) => ToolOutcome {
             output: format!(
                 "`{}` is not available to this sub-agent: it runs at depth {}, as deep as delegation goes here; do the work yourself",
                 call.name, config.depth
@@ -361,12 +361,6 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
         }
         t.doing(Activity::Thinking);
     });
-}
-
-/// One of the delegation tools' names.
-fn is_delegation_tool(name: &str) -> bool {
-    use crate::delegation::{AGENT, DELEGATE_TASK, USE_AGENT};
-    [USE_AGENT, DELEGATE_TASK, AGENT].contains(&name)
 }
 
 /// Asks the host (through the actor) to approve a call; a lost answer is

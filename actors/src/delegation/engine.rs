@@ -19,8 +19,14 @@ pub(crate) const USE_AGENT: &str = "use_agent";
 pub(crate) const DELEGATE_TASK: &str = "delegate_task";
 /// The `agent` tool's name.
 pub(crate) const AGENT: &str = "agent";
+
 /// Names of every delegation tool: never given to a child.
 pub(crate) const DELEGATION_TOOLS: [&str; 3] = [USE_AGENT, DELEGATE_TASK, AGENT];
+
+/// One of the delegation tools' names.
+pub(crate) fn is_delegation_tool(name: &str) -> bool {
+    DELEGATION_TOOLS.contains(&name)
+}
 
 pub(crate) fn refuse(sentence: impl Into<String>) -> ToolError {
     ToolError::Failed(sentence.into())
@@ -190,7 +196,7 @@ impl Delegator {
             let base = tools.unwrap_or_else(|| {
                 call.available_tools
                     .iter()
-                    .filter(|t| !DELEGATION_TOOLS.contains(&t.as_str()))
+                    .filter(|t| !is_delegation_tool(t))
                     .cloned()
                     .collect()
             });
@@ -248,7 +254,7 @@ impl Delegator {
             return Ok(None);
         };
         for name in &tools {
-            if DELEGATION_TOOLS.contains(&name.as_str()) {
+            if is_delegation_tool(name) {
                 return Err(refuse(self.depth_refusal()));
             }
             if !call.available_tools.iter().any(|t| t == name) {
@@ -256,7 +262,7 @@ impl Delegator {
                     "the tool `{name}` is not one of your tools, so a sub-agent cannot get it; your tools are: {}",
                     call.available_tools
                         .iter()
-                        .filter(|t| !DELEGATION_TOOLS.contains(&t.as_str()))
+                        .filter(|t| !is_delegation_tool(t))
                         .cloned()
                         .collect::<Vec<_>>()
                         .join(", ")

@@ -31,4 +31,4 @@ mod use_agent;
 pub use builder::{DelegatingAgent, DelegationBuilder};
 pub use call::UseAgentCall;
 pub use engine::ParentStopPolicy;
-pub(crate) use engine::{AGENT, DELEGATE_TASK, USE_AGENT};
+pub(crate) use engine::{USE_AGENT, is_delegation_tool};

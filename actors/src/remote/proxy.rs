@@ -21,7 +21,7 @@ use crate::agent::sealed::AgentInternal;
 use crate::agent::{
     AgentConfig, AgentError, AgentHandle, AgentMsg, Shared, TurnReply, TurnState, UserTurn,
 };
-use crate::delegation::{AGENT, DELEGATE_TASK, USE_AGENT};
+use crate::delegation::is_delegation_tool;
 use crate::hub::{Refused, Steered};
 use crate::remote::link::{NodeLink, RunReports};
 use crate::remote::mirror::{Mirror, lost_outcome};
@@ -106,9 +106,6 @@ struct RemoteRun {
     steers: HashMap<u64, RpcReplyPort<Result<Steered, Refused>>>,
     /// Approvals the hub's policy answered: the parent never sees them.
     silenced: Vec<ApprovalId>,
-    /// The conversation it started from, and its input (kept if the node
-    /// is lost before it reports one).
-    conversation: Vec<ChatMessage>,
 }
 
 impl ProxyState {
@@ -123,7 +120,9 @@ impl ProxyState {
         let mut conversation = self.history.clone();
         conversation.push(ChatMessage::user(turn.text.clone()));
         let span = crate::agent::spans::invoke_agent(config, turn.parent.as_ref());
-        let mut state = TurnState::new(conversation.clone());
+        // Its conversation so far (what it started from and its input):
+        // what a lost run ends on.
+        let mut state = TurnState::new(conversation);
         state.span = Some(span.clone());
         let shared: Shared = Arc::new(Mutex::new(state));
         if let Some(probe) = &config.probe {
@@ -142,7 +141,7 @@ impl ProxyState {
             tools: config
                 .tool_names
                 .iter()
-                .filter(|t| ![USE_AGENT, DELEGATE_TASK, AGENT].contains(&t.as_str()))
+                .filter(|t| !is_delegation_tool(t))
                 .cloned()
                 .collect(),
             limits: config.limits,
@@ -159,7 +158,6 @@ impl ProxyState {
             span,
             steers: HashMap::new(),
             silenced: Vec::new(),
-            conversation,
         });
         if let Err(why) = self.link.start(spec, RunReports::new(myself.clone())) {
             self.lost(&why);
@@ -270,16 +268,19 @@ impl ProxyState {
             run.mirror.note(&event);
             self.events.emit(event);
         }
-        let conversation = conversation.unwrap_or_else(|| {
-            let mut kept = std::mem::take(&mut run.conversation);
-            kept.push(ChatMessage::assistant(result.text.clone(), Vec::new()));
-            kept
-        });
-        {
+        let conversation = {
             let mut state = crate::agent::turn_state_lock(&run.shared);
             state.closing = true;
+            // The node's, or (ended here) what it started from, and how
+            // it ended.
+            let conversation = conversation.unwrap_or_else(|| {
+                let mut kept = std::mem::take(&mut state.history);
+                kept.push(ChatMessage::assistant(result.text.clone(), Vec::new()));
+                kept
+            });
             state.history = conversation.clone();
-        }
+            conversation
+        };
         crate::agent::spans::record_end(&run.span, &result);
         self.history = conversation;
         self.turns_finished += 1;
