@@ -129,7 +129,7 @@ fn show(thread: &str, event: &AgentEvent) {
         AgentEvent::ToolStarted(call) if call.arguments.contains(r#""action":"send""#) => {
             format!("parent: use_agent {}", call.arguments)
         }
-        AgentEvent::Wake(w) => format!("WAKE  {}", w.line),
+        AgentEvent::Wake { line, .. } => format!("WAKE  {}", line),
         AgentEvent::Result(r) => format!("assistant: {} [{:?}]", r.text, r.outcome),
         _ => return,
     };

@@ -162,7 +162,7 @@ async fn a_childs_children_stop_with_it_and_never_wake_the_parent() {
     assert_eq!(grand.status, SubAgentStatus::Stopped);
     let wakes = log
         .iter()
-        .filter(|e| matches!(e, AgentEvent::Wake(_)))
+        .filter(|e| matches!(e, AgentEvent::Wake { .. }))
         .count();
     assert_eq!(wakes, 0, "no wake for a grandchild");
     check_log(&log, true);
@@ -193,7 +193,7 @@ async fn only_the_parents_own_children_wake_it() {
     let woken: Vec<String> = log
         .iter()
         .filter_map(|e| match e {
-            AgentEvent::Wake(notice) => Some(notice.child.to_string()),
+            AgentEvent::Wake { child, .. } => Some(child.to_string()),
             _ => None,
         })
         .collect();

@@ -295,7 +295,7 @@ async fn a_hosts_observer_is_told_alongside_the_threads_own() {
         [("agent_1".to_owned(), SubAgentStatus::Done)]
     );
     // The thread's own observer still works: the child woke the parent.
-    assert!(log.iter().any(|e| matches!(e, AgentEvent::Wake(_))));
+    assert!(log.iter().any(|e| matches!(e, AgentEvent::Wake { .. })));
     thread.close_and_wait().await;
 }
 
@@ -348,7 +348,7 @@ async fn names_and_wake_lines_are_one_clean_line() {
     let wake = log
         .iter()
         .find_map(|e| match e {
-            AgentEvent::Wake(w) => Some(w.line.clone()),
+            AgentEvent::Wake { line, .. } => Some(line.clone()),
             _ => None,
         })
         .unwrap();
@@ -468,7 +468,7 @@ async fn a_stopped_turn_answers_the_call_it_was_waiting_on() {
     // answers every call of the stopped one.
     let wakes: Vec<_> = log
         .iter()
-        .filter(|e| matches!(e, AgentEvent::Wake(_)))
+        .filter(|e| matches!(e, AgentEvent::Wake { .. }))
         .collect();
     assert_eq!(wakes.len(), 1);
     let parent_requests: Vec<_> = requests
@@ -555,7 +555,7 @@ fn delivered_inline(log: &[AgentEvent], call: &str) -> usize {
 
 fn woken(log: &[AgentEvent], child: &str) -> usize {
     log.iter()
-        .filter(|e| matches!(e, AgentEvent::Wake(w) if w.child.as_str() == child))
+        .filter(|e| matches!(e, AgentEvent::Wake { child: woke, .. } if woke.as_str() == child))
         .count()
 }
 
@@ -689,8 +689,8 @@ async fn a_pending_approval_is_closed_before_its_child_ends() {
             .events
             .iter()
             .find_map(|(i, e)| match e {
-                AgentEvent::ApprovalResolved(r) if r.id == request.id => {
-                    Some((*i, r.outcome.clone()))
+                AgentEvent::ApprovalResolved { id, outcome, .. } if *id == request.id => {
+                    Some((*i, outcome.clone()))
                 }
                 _ => None,
             })
@@ -755,7 +755,7 @@ async fn an_answered_approval_is_closed_once() {
         .iter()
         .filter_map(|e| match e {
             AgentEvent::Child(_, inner) => match &**inner {
-                AgentEvent::ApprovalResolved(r) => Some(r.outcome.clone()),
+                AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
                 _ => None,
             },
             _ => None,
@@ -991,7 +991,7 @@ async fn the_hub_refuses_with_typed_reasons_and_a_closed_hub_says_closed() {
     with_tool.tools = Some(vec!["shell".into()]);
     let refused = parts.hub.request(with_tool).await.unwrap_err();
     assert!(
-        matches!(refused, Refused::UnknownTool(ref t) if t.name == "shell"),
+        matches!(refused, Refused::UnknownTool(ToolError::Unknown { ref name, .. }) if name == "shell"),
         "{refused:?}"
     );
     let mut stranger = request(0);

@@ -244,7 +244,7 @@ fn stop_all_racing_completion() {
         assert!(
             !events[switched..]
                 .iter()
-                .any(|e| matches!(e, AgentEvent::Wake(_))),
+                .any(|e| matches!(e, AgentEvent::Wake { .. })),
             "a wake after the switch at {at_ms} ms:\n{}",
             report.render()
         );
@@ -284,7 +284,7 @@ fn wake_while_parent_busy() {
         .unwrap();
     let wake = events
         .iter()
-        .position(|e| matches!(e, AgentEvent::Wake(_)))
+        .position(|e| matches!(e, AgentEvent::Wake { .. }))
         .unwrap();
     assert!(
         wake > long_answer,

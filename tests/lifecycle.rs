@@ -173,7 +173,10 @@ async fn usage_rolls_up_to_the_parent_and_the_thread() {
     assert_eq!((hub.model_calls, hub.tool_calls), (3, 2));
     // It finishes and wakes the parent; nobody took it in a turn, so no
     // turn's children_usage has it, but the thread does.
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     assert_eq!(
@@ -242,7 +245,10 @@ async fn status_shows_what_a_running_child_does_now() {
     assert_eq!(status["now"].get("tool"), None);
     assert_eq!(status["model_calls"], 1, "the second call has not ended");
     // Finished: no `now`.
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
@@ -273,7 +279,10 @@ async fn a_wake_is_the_runtimes_notification_with_the_childs_output_quoted() {
     let (thread, mut events) = thread_with(DelegationBuilder::new(model)).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let users: Vec<&AgentEvent> = log
@@ -346,7 +355,7 @@ async fn a_wake_waits_behind_an_open_approval_and_never_answers_it() {
     );
     assert!(!log.iter().any(|e| matches!(
         e,
-        AgentEvent::ApprovalResolved(_) | AgentEvent::Wake(_) | AgentEvent::Result(_)
+        AgentEvent::ApprovalResolved { .. } | AgentEvent::Wake { .. } | AgentEvent::Result(_)
     )));
     assert_eq!(thread.parent_snapshot().await.unwrap().pending_approvals, 1);
     thread
@@ -354,21 +363,24 @@ async fn a_wake_waits_behind_an_open_approval_and_never_answers_it() {
         .await
         .unwrap();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let resolved: Vec<&ApprovalOutcome> = log
         .iter()
         .filter_map(|e| match e {
-            AgentEvent::ApprovalResolved(r) => Some(&r.outcome),
+            AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome),
             _ => None,
         })
         .collect();
     assert_eq!(resolved, [&ApprovalOutcome::Approved]);
     let at = |pred: fn(&AgentEvent) -> bool| log.iter().position(pred).unwrap();
     assert!(
-        at(|e| matches!(e, AgentEvent::ApprovalResolved(_)))
-            < at(|e| matches!(e, AgentEvent::Wake(_)))
+        at(|e| matches!(e, AgentEvent::ApprovalResolved { .. }))
+            < at(|e| matches!(e, AgentEvent::Wake { .. }))
     );
 }
 
@@ -399,7 +411,10 @@ async fn a_wake_turn_leaves_a_childs_open_approval_alone() {
     let (thread, mut events) = thread_with(DelegationBuilder::new(model.shared())).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     // Inside the poster's 300 s wall clock.
     run_for(&mut events, &mut log, 120).await;
@@ -415,7 +430,7 @@ async fn a_wake_turn_leaves_a_childs_open_approval_alone() {
         .expect("the poster asked");
     let resolved = |log: &[AgentEvent]| {
         log.iter().any(|e| {
-            matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalResolved(_)))
+            matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalResolved { .. }))
         })
     };
     assert!(
@@ -429,7 +444,7 @@ async fn a_wake_turn_leaves_a_childs_open_approval_alone() {
     until(
         &mut events,
         &mut log,
-        |e| matches!(e, AgentEvent::Wake(w) if w.child.as_str() == "agent_2"),
+        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_2"),
     )
     .await;
     until_result(&mut events, &mut log).await;

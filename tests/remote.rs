@@ -53,7 +53,10 @@ async fn scenario(remote: bool) -> (String, Vec<String>) {
     // The first turn, then one wake per child.
     until_result(&mut events, &mut log).await;
     for _ in 0..3 {
-        until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Wake { .. })
+        })
+        .await;
         until_result(&mut events, &mut log).await;
     }
     check_log(&log, true);
@@ -97,13 +100,16 @@ async fn a_lost_node_ends_its_child_failed_with_one_wake() {
     until(&mut events, &mut log, in_tool).await;
     assert_eq!(node.runner.live(), 1);
     node.kill();
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     run_for(&mut events, &mut log, 3600).await;
     check_log(&log, true);
     let wakes = log
         .iter()
-        .filter(|e| matches!(e, AgentEvent::Wake(_)))
+        .filter(|e| matches!(e, AgentEvent::Wake { .. }))
         .count();
     assert_eq!(wakes, 1);
     let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
@@ -207,7 +213,10 @@ async fn a_node_without_the_model_refuses_the_run() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
@@ -241,7 +250,10 @@ async fn a_message_reaches_a_running_child_on_its_node() {
     let sent = results_of(&log, "use_agent");
     let (told, is_error) = sent.last().unwrap();
     assert!(!is_error, "{told}");
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     // Its node read it at its next model call: the conversation it ended
@@ -275,7 +287,7 @@ async fn two_threads_share_a_node_with_the_same_child_ids() {
         SubAgentStatus::Stopped
     );
     until(&mut b_events, &mut b_log, |e| {
-        matches!(e, AgentEvent::Wake(_))
+        matches!(e, AgentEvent::Wake { .. })
     })
     .await;
     until_result(&mut b_events, &mut b_log).await;
@@ -316,7 +328,7 @@ async fn a_switch_stops_the_children_on_another_node() {
     }
     assert_eq!(node.runner.live(), 0, "stopped on their node");
     assert!(
-        !log.iter().any(|e| matches!(e, AgentEvent::Wake(_))),
+        !log.iter().any(|e| matches!(e, AgentEvent::Wake { .. })),
         "off screen: no wake"
     );
 }
@@ -348,7 +360,10 @@ async fn status_shows_what_a_remote_child_does() {
     assert_eq!(status["now"]["doing"], "in_tool", "{status}");
     assert_eq!(status["now"]["tool"], "sleep");
     assert_eq!(status["now"]["for_s"], 5.0);
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(envelope.status, SubAgentStatus::Done);
@@ -387,12 +402,15 @@ async fn the_background_policy_answers_for_a_remote_child() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let asked = |e: &AgentEvent| {
         matches!(e, AgentEvent::Child(_, inner)
-            if matches!(**inner, AgentEvent::ApprovalRequested(_) | AgentEvent::ApprovalResolved(_)))
+            if matches!(**inner, AgentEvent::ApprovalRequested(_) | AgentEvent::ApprovalResolved { .. }))
     };
     assert!(!log.iter().any(asked), "the parent saw the approval");
     let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
@@ -426,7 +444,10 @@ async fn children_lost_together_close_in_the_order_they_started() {
     }
     node.kill();
     for _ in 0..3 {
-        until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Wake { .. })
+        })
+        .await;
         until_result(&mut events, &mut log).await;
     }
     check_log(&log, true);

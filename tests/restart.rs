@@ -172,15 +172,17 @@ async fn every_child_survives_a_kill_as_interrupted_and_resumes() {
     let mut log = Vec::new();
     let wake = tokio::time::timeout(
         Duration::from_secs(60),
-        until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))),
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Wake { .. })
+        }),
     )
     .await
     .unwrap_or_else(|_| panic!("no restart wake"));
-    let AgentEvent::Wake(wake) = wake else {
+    let AgentEvent::Wake { line, .. } = wake else {
         unreachable!()
     };
     for listed in ["agent_1 Alpha", "agent_2 Beta", "agent_3 Gamma"] {
-        assert!(wake.line.contains(listed), "{listed} not in {}", wake.line);
+        assert!(line.contains(listed), "{listed} not in {line}");
     }
     until_result(&mut events, &mut log).await;
     let resumed = json(&results_of(&log, "use_agent")[0].0);
@@ -189,14 +191,14 @@ async fn every_child_survives_a_kill_as_interrupted_and_resumes() {
     until(
         &mut events,
         &mut log,
-        |e| matches!(e, AgentEvent::Wake(w) if w.child.as_str() == "agent_4"),
+        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_4"),
     )
     .await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let wakes = log
         .iter()
-        .filter(|e| matches!(e, AgentEvent::Wake(w) if w.line.contains("interrupted")))
+        .filter(|e| matches!(e, AgentEvent::Wake { line, .. } if line.contains("interrupted")))
         .count();
     assert_eq!(wakes, 1, "one wake lists them all");
     let alpha = requests_of_alpha(&seen.lock().unwrap());

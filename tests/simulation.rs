@@ -148,15 +148,23 @@ fn a_wake_waits_for_the_user_to_stop_typing() {
     let typing_stopped = report
         .log
         .iter()
-        .position(|l| l.entry == LogEntry::Host(HostAction::Typing(false)))
+        .position(|l| {
+            matches!(
+                l,
+                LogEntry::Host {
+                    action: HostAction::Typing(false),
+                    ..
+                }
+            )
+        })
         .unwrap();
     let wake = report
         .log
         .iter()
-        .position(|l| matches!(&l.entry, LogEntry::Event(AgentEvent::Wake(_))))
+        .position(|l| matches!(l.event(), Some(AgentEvent::Wake { .. })))
         .unwrap();
     assert!(wake > typing_stopped, "{}", report.render());
-    assert_eq!(report.log[wake].at, Duration::from_secs(90));
+    assert_eq!(report.log[wake].at(), Duration::from_secs(90));
     assert_eq!(report.envelopes[0].status, SubAgentStatus::Done);
     assert!(
         report

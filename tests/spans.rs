@@ -250,7 +250,10 @@ async fn background_stopped_and_failed_runs_are_told_apart() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     thread.send_user("stop the victim").unwrap();
     until_result(&mut events, &mut log).await;

@@ -74,7 +74,10 @@ async fn a_running_child_reads_messages_at_its_next_model_call_in_order() {
     for answer in &sent {
         assert_eq!(answer["status"], "running", "{answer}");
     }
-    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Wake(_))).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let worker = requests_of(&seen.lock().unwrap(), "Worker");
@@ -191,7 +194,7 @@ async fn a_finished_child_goes_on_as_a_new_run_from_its_conversation() {
     until(
         &mut events,
         &mut log,
-        |e| matches!(e, AgentEvent::Wake(w) if w.child.as_str() == "agent_2"),
+        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_2"),
     )
     .await;
     until_result(&mut events, &mut log).await;
@@ -281,7 +284,7 @@ async fn interrupt_leaves_a_child_waiting_for_a_message_and_stop_ends_it() {
     assert!(envelope.error.unwrap().contains("interrupted"));
     run_for(&mut events, &mut log, 120).await;
     assert!(
-        !log.iter().any(|e| matches!(e, AgentEvent::Wake(_))),
+        !log.iter().any(|e| matches!(e, AgentEvent::Wake { .. })),
         "an interrupt or a stop wakes nobody"
     );
     thread.send_user("go on").unwrap();
@@ -297,7 +300,7 @@ async fn interrupt_leaves_a_child_waiting_for_a_message_and_stop_ends_it() {
     until(
         &mut events,
         &mut log,
-        |e| matches!(e, AgentEvent::Wake(w) if w.child.as_str() == "agent_3"),
+        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_3"),
     )
     .await;
     until_result(&mut events, &mut log).await;

@@ -31,7 +31,7 @@ async fn thread(model: ScriptedModel) -> (ThreadHandle, EventStream) {
 fn wakes(log: &[AgentEvent]) -> Vec<String> {
     log.iter()
         .filter_map(|e| match e {
-            AgentEvent::Wake(w) => Some(w.child.to_string()),
+            AgentEvent::Wake { child, .. } => Some(child.to_string()),
             _ => None,
         })
         .collect()
@@ -52,7 +52,7 @@ async fn wakes_arrive_fifo_one_at_a_time_after_the_parent_is_idle() {
     let mut in_flight = false;
     for event in &log {
         match event {
-            AgentEvent::Wake(_) => {
+            AgentEvent::Wake { .. } => {
                 assert!(!in_flight, "two wakes in flight");
                 in_flight = true;
             }
@@ -62,7 +62,7 @@ async fn wakes_arrive_fifo_one_at_a_time_after_the_parent_is_idle() {
     }
     check_log(&log, true);
     let wake = log.iter().find_map(|e| match e {
-        AgentEvent::Wake(w) => Some(w.line.clone()),
+        AgentEvent::Wake { line, .. } => Some(line.clone()),
         _ => None,
     });
     assert_eq!(

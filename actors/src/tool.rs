@@ -132,6 +132,15 @@ pub enum ToolError {
     /// The tool ran and failed.
     #[error("{0}")]
     Failed(String),
+    /// There is no tool of that name (the call, or a list of tools, named
+    /// one the registry lacks).
+    #[error("there is no tool named `{name}`; the tools available are: {available}")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The names available, comma-separated (`none` if empty).
+        available: String,
+    },
 }
 
 /// A set of tools by name, in the order added. Cheap to clone.
@@ -145,16 +154,6 @@ impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.names()).finish()
     }
-}
-
-/// A tool name that is not in a registry.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("there is no tool named `{name}`; the tools available are: {available}")]
-pub struct UnknownTool {
-    /// The name asked for.
-    pub name: String,
-    /// The names available, comma-separated.
-    pub available: String,
 }
 
 impl ToolRegistry {
@@ -216,8 +215,8 @@ impl ToolRegistry {
     }
 
     /// The tools named, in the order named; the first unknown name is an
-    /// error the model can read.
-    pub fn subset<S: AsRef<str>>(&self, names: &[S]) -> Result<ToolRegistry, UnknownTool> {
+    /// error the model can read ([`ToolError::Unknown`]).
+    pub fn subset<S: AsRef<str>>(&self, names: &[S]) -> Result<ToolRegistry, ToolError> {
         let mut out = ToolRegistry::new();
         for name in names {
             let name = name.as_ref();
@@ -235,10 +234,10 @@ impl ToolRegistry {
             .fold(ToolRegistry::new(), |r, t| r.with_shared(t.clone()))
     }
 
-    /// The error for a name not here.
-    pub fn unknown(&self, name: &str) -> UnknownTool {
+    /// The error for a name not here ([`ToolError::Unknown`]).
+    pub fn unknown(&self, name: &str) -> ToolError {
         let names = self.names();
-        UnknownTool {
+        ToolError::Unknown {
             name: name.to_owned(),
             available: if names.is_empty() {
                 "none".to_owned()

@@ -116,7 +116,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         }
                         _ => {}
                     },
-                    AgentEvent::Wake(wake) => println!("  wake: {}", wake.line),
+                    AgentEvent::Wake { line, .. } => println!("  wake: {}", line),
                     AgentEvent::Result(result) => {
                         results += 1;
                         println!("  parent: {}", result.text);

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use subagents_actors::{NodeRunner, RunHandle};
+use subagents_actors::NodeRunner;
 use subagents_messages::AgentId;
 use subagents_messages::codec::Wire;
 use subagents_messages::remote::{ReportBody, RunReport, RunRequest};
@@ -31,7 +31,8 @@ type Lost = Arc<Mutex<std::collections::HashSet<String>>>;
 
 /// One run this node has for another.
 struct HostedRun {
-    handle: RunHandle,
+    /// Its number on this node's runner.
+    run: u64,
     keep_if_orphaned: bool,
 }
 
@@ -92,14 +93,15 @@ impl Actor for NodeHost {
                         kept: state.kept.clone(),
                         lost: state.lost.clone(),
                     };
-                    let handle = state
+                    let run = state
                         .runner
                         .start(start.spec, move |report| to.send(report));
-                    state.runs.retain(|_, run| !run.handle.ended());
+                    let runner = &state.runner;
+                    state.runs.retain(|_, hosted| !runner.ended(hosted.run));
                     state.runs.insert(
                         (start.reply_to, key),
                         HostedRun {
-                            handle,
+                            run,
                             keep_if_orphaned,
                         },
                     );
@@ -109,7 +111,7 @@ impl Actor for NodeHost {
             HostMsg::Request(bytes) => match decode_request(&bytes) {
                 Ok((from, key, request)) => {
                     if let Some(run) = state.runs.get(&(from, key)) {
-                        run.handle.request(request);
+                        state.runner.request(run.run, request);
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "a request this node could not read"),
@@ -138,7 +140,7 @@ impl Actor for NodeHost {
                     .collect();
                 stops.sort_unstable_by_key(|(key, _)| **key);
                 for (_, run) in stops {
-                    run.handle.request(RunRequest::Stop);
+                    state.runner.request(run.run, RunRequest::Stop);
                 }
             }
         }

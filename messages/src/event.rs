@@ -26,7 +26,14 @@ pub enum AgentEvent {
     /// turn or the child that asked ended first. Comes once per
     /// `ApprovalRequested`, after it and before the call's `ToolResult`
     /// and the turn's `Result` (so before a child's terminal status).
-    ApprovalResolved(ApprovalResolution),
+    ApprovalResolved {
+        /// The approval.
+        id: ApprovalId,
+        /// The call that waited.
+        tool_use_id: ToolUseId,
+        /// How it was closed.
+        outcome: ApprovalOutcome,
+    },
     /// The agent's turn ended; its final (or partial) answer.
     Result(AgentResult),
     /// A child agent was requested. Comes once, before anything else of it.
@@ -50,16 +57,12 @@ pub enum AgentEvent {
     SwitchedAway,
     /// A finished background child woke the parent: a synthetic user turn
     /// follows. A UI shows `line` as one system-styled line, not a bubble.
-    Wake(WakeNotice),
-}
-
-/// `AgentEvent::Wake`'s payload.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WakeNotice {
-    /// The child that finished.
-    pub child: AgentId,
-    /// One line for the transcript (`[use_agent agent_3 finished] …`).
-    pub line: String,
+    Wake {
+        /// The child that finished.
+        child: AgentId,
+        /// One line for the transcript (`[use_agent agent_3 finished] …`).
+        line: String,
+    },
 }
 
 impl AgentEvent {
@@ -110,17 +113,6 @@ pub struct ApprovalRequest {
     pub tool_name: String,
     /// The call's arguments (a JSON string).
     pub arguments: String,
-}
-
-/// `AgentEvent::ApprovalResolved`'s payload.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApprovalResolution {
-    /// The approval.
-    pub id: ApprovalId,
-    /// The call that waited.
-    pub tool_use_id: ToolUseId,
-    /// How it was closed.
-    pub outcome: ApprovalOutcome,
 }
 
 /// How an approval request was closed.

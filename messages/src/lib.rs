@@ -21,7 +21,7 @@ pub use agent::AgentSnapshot;
 pub use envelope::Envelope;
 pub use event::{
     AgentEvent, AgentResult, ApprovalDecision, ApprovalOutcome, ApprovalRefusal, ApprovalRequest,
-    ApprovalResolution, Outcome, SubAgentInfo, SubAgentStatus, ToolResult, ToolStarted, WakeNotice,
+    Outcome, SubAgentInfo, SubAgentStatus, ToolResult, ToolStarted,
 };
 pub use gate::GateSnapshot;
 pub use hub::{ChildRequest, HubSnapshot};

@@ -125,12 +125,12 @@ impl Transcript {
                 request: request.clone(),
                 resolved: None,
             }),
-            AgentEvent::ApprovalResolved(resolution) => {
+            AgentEvent::ApprovalResolved { id, outcome, .. } => {
                 let row = self.items.iter_mut().rev().find(|item| {
-                    matches!(item, TranscriptItem::Approval { request, .. } if request.id == resolution.id)
+                    matches!(item, TranscriptItem::Approval { request, .. } if request.id == *id)
                 });
                 if let Some(TranscriptItem::Approval { resolved, .. }) = row {
-                    *resolved = Some(resolution.outcome.clone());
+                    *resolved = Some(outcome.clone());
                 }
             }
             AgentEvent::Result(result) => self.items.push(TranscriptItem::Result {
@@ -154,7 +154,7 @@ impl Transcript {
                     run.queued = false;
                 }
             }
-            AgentEvent::Wake(notice) => self.push_wake(notice.line.clone()),
+            AgentEvent::Wake { line, .. } => self.push_wake(line.clone()),
             AgentEvent::UserMessage(text) => self.push_user(text.clone()),
             AgentEvent::SwitchedAway => {
                 self.push_wake("switched away: sub-agents stopped, pending wakes dropped")

@@ -6,7 +6,7 @@ use subagents_messages::{AgentEvent, ApprovalDecision, SubAgentStatus, Transcrip
 use subagents_supervisor::ThreadHandle;
 use tokio::time::Instant;
 
-use crate::simulation::report::{HostAction, LogEntry, Logged, SimulationReport};
+use crate::simulation::report::{HostAction, LogEntry, SimulationReport};
 use crate::simulation::trigger::Trigger;
 
 /// A running scenario, driven step by step. Drive it from a task of its
@@ -18,7 +18,7 @@ pub struct LiveSimulation {
     thread: ThreadHandle,
     events: subagents_actors::EventStream,
     start: Instant,
-    log: Vec<Logged>,
+    log: Vec<LogEntry>,
     transcript: Transcript,
     triggers: Vec<Trigger>,
     /// Children the parent no longer waits on inline.
@@ -115,19 +115,17 @@ impl LiveSimulation {
             tokio::task::yield_now().await;
         }
         if let Some((child, moment)) = crate::simulation::Moment::of(event) {
-            self.log.push(Logged {
+            self.log.push(LogEntry::Fired {
                 at: self.start.elapsed(),
-                entry: LogEntry::Fired {
-                    child: child.clone(),
-                    moment,
-                },
+                child: child.clone(),
+                moment,
             });
         }
         self.act(action).await;
     }
 
     /// The log so far.
-    pub fn log(&self) -> &[Logged] {
+    pub fn log(&self) -> &[LogEntry] {
         &self.log
     }
 
@@ -166,16 +164,16 @@ impl LiveSimulation {
 
     fn record(&mut self, event: AgentEvent) {
         self.transcript.apply(&event);
-        self.log.push(Logged {
+        self.log.push(LogEntry::Event {
             at: self.start.elapsed(),
-            entry: LogEntry::Event(event),
+            event,
         });
     }
 
     fn push_host(&mut self, action: HostAction) {
-        self.log.push(Logged {
+        self.log.push(LogEntry::Host {
             at: self.start.elapsed(),
-            entry: LogEntry::Host(action),
+            action,
         });
     }
 

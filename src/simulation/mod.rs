@@ -53,6 +53,6 @@ mod scenario;
 mod trigger;
 
 pub use live::LiveSimulation;
-pub use report::{HostAction, LogEntry, Logged, SimulationReport};
+pub use report::{HostAction, LogEntry, SimulationReport};
 pub use scenario::Scenario;
 pub use trigger::{Moment, Trigger};

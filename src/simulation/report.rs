@@ -32,18 +32,31 @@ pub enum HostAction {
     StopChild(AgentId),
 }
 
-/// One line of a simulation's log.
+/// One line of a simulation's log, with its virtual time since the start
+/// (`at`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogEntry {
     /// An event the thread emitted.
-    Event(AgentEvent),
+    Event {
+        /// Virtual time since the start.
+        at: Duration,
+        /// The event.
+        event: AgentEvent,
+    },
     /// A host action, placed after every event emitted before it took
     /// effect and before every event emitted after.
-    Host(HostAction),
+    Host {
+        /// Virtual time since the start.
+        at: Duration,
+        /// The action.
+        action: HostAction,
+    },
     /// A trigger fired on `child`'s `moment`: the next `Host` entry is
     /// its action (events emitted while the action took effect may come
     /// between).
     Fired {
+        /// Virtual time since the start.
+        at: Duration,
         /// The child whose event fired it.
         child: AgentId,
         /// The moment that fired it.
@@ -51,20 +64,30 @@ pub enum LogEntry {
     },
 }
 
-/// A logged entry with its virtual time since the start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Logged {
+impl LogEntry {
     /// Virtual time since the start.
-    pub at: Duration,
-    /// What happened.
-    pub entry: LogEntry,
+    pub fn at(&self) -> Duration {
+        match self {
+            LogEntry::Event { at, .. } | LogEntry::Host { at, .. } | LogEntry::Fired { at, .. } => {
+                *at
+            }
+        }
+    }
+
+    /// The event, if this line is one.
+    pub fn event(&self) -> Option<&AgentEvent> {
+        match self {
+            LogEntry::Event { event, .. } => Some(event),
+            LogEntry::Host { .. } | LogEntry::Fired { .. } => None,
+        }
+    }
 }
 
 /// What a run produced.
 #[derive(Debug, Clone)]
 pub struct SimulationReport {
     /// Everything, in order.
-    pub log: Vec<Logged>,
+    pub log: Vec<LogEntry>,
     /// The events folded into a transcript (with user turns).
     pub transcript: Transcript,
     /// Every child's final envelope, in request order.
@@ -80,13 +103,7 @@ pub struct SimulationReport {
 impl SimulationReport {
     /// The events only, in order.
     pub fn events(&self) -> Vec<AgentEvent> {
-        self.log
-            .iter()
-            .filter_map(|l| match &l.entry {
-                LogEntry::Event(e) => Some(e.clone()),
-                LogEntry::Host(_) | LogEntry::Fired { .. } => None,
-            })
-            .collect()
+        self.log.iter().filter_map(|l| l.event().cloned()).collect()
     }
 
     /// Children whose results woke the parent, in order.
@@ -94,7 +111,7 @@ impl SimulationReport {
         self.events()
             .iter()
             .filter_map(|e| match e {
-                AgentEvent::Wake(w) => Some(w.child.to_string()),
+                AgentEvent::Wake { child, .. } => Some(child.to_string()),
                 _ => None,
             })
             .collect()
@@ -107,15 +124,15 @@ impl SimulationReport {
 }
 
 /// A log as readable lines (`t=12.000s  event …`), for failures.
-pub(crate) fn render(log: &[Logged]) -> String {
+pub(crate) fn render(log: &[LogEntry]) -> String {
     log.iter()
         .map(|l| {
-            let what = match &l.entry {
-                LogEntry::Event(e) => format!("{e:?}"),
-                LogEntry::Host(a) => format!("HOST {a:?}"),
-                LogEntry::Fired { child, moment } => format!("FIRED {child} {moment:?}"),
+            let what = match l {
+                LogEntry::Event { event, .. } => format!("{event:?}"),
+                LogEntry::Host { action, .. } => format!("HOST {action:?}"),
+                LogEntry::Fired { child, moment, .. } => format!("FIRED {child} {moment:?}"),
             };
-            format!("t={:>9.3}s  {what}", l.at.as_secs_f64())
+            format!("t={:>9.3}s  {what}", l.at().as_secs_f64())
         })
         .collect::<Vec<_>>()
         .join("\n")

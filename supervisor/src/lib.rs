@@ -12,5 +12,5 @@ pub mod thread;
 pub mod threads;
 mod wake;
 
-pub use thread::{ThreadConfig, ThreadError, ThreadHandle, ThreadMsg};
+pub use thread::{ThreadConfig, ThreadError, ThreadHandle};
 pub use threads::Threads;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use subagents_actors::clock::{Clock, ManualClock};
 use subagents_messages::event::SubAgentStatus;
 use subagents_messages::{AgentId, Envelope, ToolUseId, Usage};
-use subagents_supervisor::store::{EnvelopeStore, StoreConfig, StoreError};
+use subagents_supervisor::store::{EnvelopeStore, StoreError};
 
 const HOUR: u64 = 60 * 60 * 1000;
 const DAY: u64 = 24 * HOUR;
@@ -543,10 +543,9 @@ fn pruning_runs_on_open() {
 fn retention_is_configurable() {
     let tmp = tempfile::tempdir().unwrap();
     let clock = clock(T0);
-    let config = StoreConfig {
-        retention: Duration::from_secs(60),
-    };
-    let (store, _) = EnvelopeStore::open_with(tmp.path(), clock.clone(), config).unwrap();
+    let (store, _) =
+        EnvelopeStore::open_with_retention(tmp.path(), clock.clone(), Duration::from_secs(60))
+            .unwrap();
     assert_eq!(store.retention(), Duration::from_secs(60));
     store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
     clock.set(T0 + 60_000);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use subagents::actors::{Model, NodeLink, NodeRunner, RunHandle, RunReports, ToolRegistry};
+use subagents::actors::{Model, NodeLink, NodeRunner, RunReports, ToolRegistry};
 use subagents::messages::codec::Wire;
 use subagents::messages::remote::{RunReport, RunRequest, RunSpec};
 use subagents::prelude::GateHandle;
@@ -15,7 +15,7 @@ use subagents::prelude::GateHandle;
 pub struct Loopback {
     pub name: String,
     pub runner: NodeRunner,
-    pub runs: Mutex<HashMap<u64, (RunReports, RunHandle)>>,
+    pub runs: Mutex<HashMap<u64, (RunReports, u64)>>,
     pub down: Arc<AtomicBool>,
     /// Runs started on it.
     pub started: AtomicUsize,
@@ -77,7 +77,7 @@ impl NodeLink for Loopback {
         let key = spec.key;
         let down = self.down.clone();
         let to_proxy = reports.clone();
-        let handle = self.runner.start(spec, move |report| {
+        let run = self.runner.start(spec, move |report| {
             let reports = &to_proxy;
             if down.load(Ordering::SeqCst) {
                 return;
@@ -88,7 +88,7 @@ impl NodeLink for Loopback {
                 Err(e) => reports.lost(e.to_string()),
             }
         });
-        self.runs.lock().unwrap().insert(key, (reports, handle));
+        self.runs.lock().unwrap().insert(key, (reports, run));
         Ok(())
     }
 
@@ -97,8 +97,8 @@ impl NodeLink for Loopback {
             return Err("it is down".into());
         }
         let request = RunRequest::from_wire(&request.to_wire().unwrap()).unwrap();
-        if let Some((_, handle)) = self.runs.lock().unwrap().get(&key) {
-            handle.request(request);
+        if let Some((_, run)) = self.runs.lock().unwrap().get(&key) {
+            self.runner.request(*run, request);
         }
         Ok(())
     }

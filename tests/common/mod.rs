@@ -278,15 +278,12 @@ pub fn check_pairs<'a>(who: &str, events: impl IntoIterator<Item = &'a AgentEven
             AgentEvent::ApprovalRequested(request) => {
                 open_approvals.push((request.id.clone(), request.tool_use_id.clone()));
             }
-            AgentEvent::ApprovalResolved(resolution) => {
+            AgentEvent::ApprovalResolved { id: resolved, .. } => {
                 let at = open_approvals
                     .iter()
-                    .position(|(id, _)| *id == resolution.id)
+                    .position(|(id, _)| id == resolved)
                     .unwrap_or_else(|| {
-                        panic!(
-                            "{who}: ApprovalResolved {} with no open request",
-                            resolution.id
-                        )
+                        panic!("{who}: ApprovalResolved {resolved} with no open request")
                     });
                 open_approvals.remove(at);
             }

@@ -5,18 +5,13 @@
 use std::collections::{HashMap, HashSet};
 
 use subagents::messages::{AgentEvent, AgentId, SubAgentStatus};
-use subagents::simulation::{HostAction, LogEntry, Logged};
+use subagents::simulation::{HostAction, LogEntry};
 
 use crate::common;
 
 /// The events of a log, in order.
-pub(crate) fn events(log: &[Logged]) -> Vec<AgentEvent> {
-    log.iter()
-        .filter_map(|l| match &l.entry {
-            LogEntry::Event(e) => Some(e.clone()),
-            LogEntry::Host(_) | LogEntry::Fired { .. } => None,
-        })
-        .collect()
+pub(crate) fn events(log: &[LogEntry]) -> Vec<AgentEvent> {
+    log.iter().filter_map(|l| l.event().cloned()).collect()
 }
 
 /// The child whose finished result a top-level `use_agent` output carries
@@ -31,7 +26,7 @@ pub(crate) fn delivered(event: &AgentEvent) -> Option<AgentId> {
 /// whole log; the delivery rule too. `exactly_once`: whether every result
 /// that could reach the parent must have (at rest, with the Detach
 /// policy).
-pub(crate) fn check_everything(log: &[Logged], at_rest: bool, exactly_once: bool) {
+pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bool) {
     let events = events(log);
     common::check_log(&events, at_rest);
     common::check_inline_order_settled(&events);
@@ -51,16 +46,22 @@ pub(crate) fn check_everything(log: &[Logged], at_rest: bool, exactly_once: bool
     // off-screen or a switch.
     let mut wake_dropped: HashSet<AgentId> = HashSet::new();
     for (i, logged) in log.iter().enumerate() {
-        match &logged.entry {
-            LogEntry::Host(HostAction::Typing(on)) => typing = *on,
-            LogEntry::Host(HostAction::OnScreen(on)) => {
+        match logged {
+            LogEntry::Host {
+                action: HostAction::Typing(on),
+                ..
+            } => typing = *on,
+            LogEntry::Host {
+                action: HostAction::OnScreen(on),
+                ..
+            } => {
                 on_screen = *on;
                 if !on {
                     wake_dropped.extend(started.iter().cloned());
                 }
             }
-            LogEntry::Host(_) | LogEntry::Fired { .. } => {}
-            LogEntry::Event(event) => {
+            LogEntry::Host { .. } | LogEntry::Fired { .. } => {}
+            LogEntry::Event { event, .. } => {
                 if let Some(child) = delivered(event) {
                     delivered_to.insert(child);
                 }
@@ -82,8 +83,7 @@ pub(crate) fn check_everything(log: &[Logged], at_rest: bool, exactly_once: bool
                             finished_off_screen.insert(id.clone());
                         }
                     }
-                    AgentEvent::Wake(wake) => {
-                        let child = &wake.child;
+                    AgentEvent::Wake { child, .. } => {
                         assert!(!wake_in_flight, "two wakes in flight ({child})");
                         assert_eq!(generating, 0, "a wake ({child}) while the parent generates");
                         assert!(!typing, "a wake ({child}) while the user types");
@@ -139,10 +139,10 @@ pub(crate) fn check_everything(log: &[Logged], at_rest: bool, exactly_once: bool
 /// interleavings reached: the trigger, and for the child it fired on, its
 /// end, how its result was delivered, and on which side of the host's
 /// action its terminal status came.
-pub(crate) fn signature(log: &[Logged], fired_at: usize, child: &AgentId, what: &str) -> String {
+pub(crate) fn signature(log: &[LogEntry], fired_at: usize, child: &AgentId, what: &str) -> String {
     let events_before: usize = log[..fired_at]
         .iter()
-        .filter(|l| matches!(l.entry, LogEntry::Event(_)))
+        .filter(|l| matches!(l, LogEntry::Event { .. }))
         .count();
     let events = events(log);
     let terminal = events.iter().position(
@@ -160,7 +160,7 @@ pub(crate) fn signature(log: &[Logged], fired_at: usize, child: &AgentId, what: 
     let inline = events.iter().any(|e| delivered(e).as_ref() == Some(child));
     let woke = events
         .iter()
-        .any(|e| matches!(e, AgentEvent::Wake(w) if w.child == *child));
+        .any(|e| matches!(e, AgentEvent::Wake { child: woke, .. } if woke == child));
     let delivery = match (inline, woke) {
         (true, false) => "by-call",
         (false, true) => "by-wake",

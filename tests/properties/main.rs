@@ -47,9 +47,7 @@ use subagents::actors::clock::ManualClock;
 use subagents::actors::{DelegationBuilder, Model, ParentStopPolicy, Placement};
 use subagents::messages::{AgentEvent, AgentId, SubAgentStatus};
 use subagents::prelude::*;
-use subagents::simulation::{
-    HostAction, LiveSimulation, LogEntry, Logged, Moment, Scenario, Trigger,
-};
+use subagents::simulation::{HostAction, LiveSimulation, LogEntry, Moment, Scenario, Trigger};
 use subagents::supervisor::store::EnvelopeStore;
 use subagents_demo::{Post, Sleep};
 
@@ -607,19 +605,16 @@ impl World {
         for live in &self.threads {
             let log = live.log();
             for (i, entry) in log.iter().enumerate() {
-                let LogEntry::Fired { child, moment } = &entry.entry else {
+                let LogEntry::Fired { child, moment, .. } = entry else {
                     continue;
                 };
                 // Triggers fire in no fixed order; the action is read off
                 // the next host entry.
                 let Some((at, action)) =
-                    log.iter()
-                        .enumerate()
-                        .skip(i)
-                        .find_map(|(at, l)| match &l.entry {
-                            LogEntry::Host(action) => Some((at, action)),
-                            _ => None,
-                        })
+                    log.iter().enumerate().skip(i).find_map(|(at, l)| match l {
+                        LogEntry::Host { action, .. } => Some((at, action)),
+                        _ => None,
+                    })
                 else {
                     continue;
                 };
@@ -669,7 +664,7 @@ fn trigger(moment: Moment, what: OnAction, yields: u32) -> Trigger {
 
 /// Every child started, at any depth (a grandchild's `ChildStarted` is
 /// inside its child's `Child` event).
-fn started_ids(log: &[Logged]) -> Vec<AgentId> {
+fn started_ids(log: &[LogEntry]) -> Vec<AgentId> {
     fn started(event: &AgentEvent, out: &mut Vec<AgentId>) {
         match event {
             AgentEvent::ChildStarted(info) => out.push(info.id.clone()),
@@ -679,20 +674,22 @@ fn started_ids(log: &[Logged]) -> Vec<AgentId> {
     }
     let mut out = Vec::new();
     for l in log {
-        if let LogEntry::Event(event) = &l.entry {
+        if let Some(event) = l.event() {
             started(event, &mut out);
         }
     }
     out
 }
 
-fn open_approvals(log: &[Logged]) -> Vec<subagents::messages::ApprovalId> {
+fn open_approvals(log: &[LogEntry]) -> Vec<subagents::messages::ApprovalId> {
     let mut open = Vec::new();
     for l in log {
-        if let LogEntry::Event(AgentEvent::Child(_, inner)) = &l.entry {
+        if let Some(AgentEvent::Child(_, inner)) = l.event() {
             match &**inner {
                 AgentEvent::ApprovalRequested(r) => open.push(r.id.clone()),
-                AgentEvent::ApprovalResolved(r) => open.retain(|id| *id != r.id),
+                AgentEvent::ApprovalResolved { id: resolved, .. } => {
+                    open.retain(|id| id != resolved)
+                }
                 _ => {}
             }
         }

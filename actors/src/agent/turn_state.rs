@@ -12,8 +12,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use subagents_messages::{
-    AgentEvent, AgentResult, ApprovalDecision, ApprovalId, ApprovalOutcome, ApprovalResolution,
-    ChatMessage, LimitKind, Limits, Outcome, ToolResult, ToolUseId, Usage,
+    AgentEvent, AgentResult, ApprovalDecision, ApprovalId, ApprovalOutcome, ChatMessage, LimitKind,
+    Limits, Outcome, ToolResult, ToolUseId, Usage,
 };
 use tokio::time::Instant;
 
@@ -253,11 +253,11 @@ pub(crate) fn close(
     turn_sink.close_with(|| {
         let open = state.open.take();
         if let Some((id, tool_use_id)) = state.approval.take() {
-            out.emit(AgentEvent::ApprovalResolved(ApprovalResolution {
+            out.emit(AgentEvent::ApprovalResolved {
                 id,
                 tool_use_id,
                 outcome: ApprovalOutcome::Cancelled(cut.to_owned()),
-            }));
+            });
         }
         if let Some(call) = open {
             let outcome = call.settled.unwrap_or_else(|| match call.on_cut {
@@ -327,11 +327,11 @@ pub(crate) fn resolve_approval(
         ApprovalDecision::Approve => ApprovalOutcome::Approved,
         ApprovalDecision::Deny => ApprovalOutcome::Denied,
     };
-    let emitted = turn_sink.emit(AgentEvent::ApprovalResolved(ApprovalResolution {
+    let emitted = turn_sink.emit(AgentEvent::ApprovalResolved {
         id: id.clone(),
         tool_use_id,
         outcome,
-    }));
+    });
     if emitted {
         state.approval = None;
     }

@@ -3,7 +3,7 @@
 
 use subagents_messages::AgentId;
 
-use crate::tool::UnknownTool;
+use crate::tool::ToolError;
 
 /// Where a message sent to a child went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,9 +33,10 @@ pub enum Refused {
     /// The requester is not an agent of this hub.
     #[error("the agent `{0}` is not known to this hub")]
     UnknownRequester(AgentId),
-    /// A listed tool is not one the hub offers.
+    /// A listed tool is not one the hub offers (always
+    /// [`ToolError::Unknown`]: it names the tool and those there are).
     #[error(transparent)]
-    UnknownTool(#[from] UnknownTool),
+    UnknownTool(ToolError),
     /// The model override names nothing registered.
     #[error(
         "no model `{model}`{} is registered; the models you may pass are: {available}; or omit `model` to run on your own model",

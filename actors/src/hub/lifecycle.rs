@@ -149,7 +149,11 @@ impl HubState {
             .ok_or_else(|| Refused::UnknownRequester(request.requester.clone()))?;
         let mut tools = match &request.tools {
             None => self.config.tools.clone(),
-            Some(names) => self.config.tools.subset(names)?,
+            Some(names) => self
+                .config
+                .tools
+                .subset(names)
+                .map_err(Refused::UnknownTool)?,
         };
         // A child that may still delegate gets the delegation tools,
         // whatever its requester listed: the depth rule decides, not the

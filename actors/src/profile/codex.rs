@@ -7,14 +7,14 @@
 use std::path::Path;
 
 use super::FrontmatterFormat;
-use super::error::{ParseError, ParseErrorKind, ProfileError};
+use super::error::{ParseErrorKind, ProfileError};
 use super::parse::{Parsed, from_frontmatter, parse_frontmatter, profile_name};
 
 /// Parses a Codex role file's text; see [`Profile::parse_codex_role`](super::Profile::parse_codex_role).
 pub(crate) fn parse_codex_role(path: &Path, text: &str) -> Result<Parsed, ProfileError> {
     let name = profile_name(path)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let error = |(line, column, kind)| ParseError {
+    let error = |(line, column, kind)| ProfileError::Parse {
         path: path.to_path_buf(),
         line,
         column,
@@ -35,8 +35,7 @@ pub(crate) fn parse_codex_role(path: &Path, text: &str) -> Result<Parsed, Profil
                 message: "a Codex role must define `developer_instructions` (its system prompt)"
                     .to_owned(),
             },
-        ))
-        .into());
+        )));
     };
     from_frontmatter(path, name, fm, instructions)
 }

@@ -54,30 +54,25 @@ pub enum ParseErrorKind {
     NotUtf8,
 }
 
-/// A profile file that could not be parsed, and where.
-///
-/// `line` and `column` are 1-based and relative to the whole file (not to
-/// the frontmatter block); the column counts characters, not bytes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}:{line}:{column}: {kind}", path.display())]
-pub struct ParseError {
-    /// The file.
-    pub path: PathBuf,
-    /// 1-based line in the file.
-    pub line: usize,
-    /// 1-based column (in characters) in that line.
-    pub column: usize,
-    /// What is wrong.
-    pub kind: ParseErrorKind,
-}
-
 /// Why a profile file was not loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProfileError {
-    /// The file's contents do not parse.
-    #[error(transparent)]
-    Parse(#[from] ParseError),
+    /// The file's contents do not parse: what is wrong, and where.
+    ///
+    /// `line` and `column` are 1-based and relative to the whole file (not
+    /// to the frontmatter block); the column counts characters, not bytes.
+    #[error("{}:{line}:{column}: {kind}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line in the file.
+        line: usize,
+        /// 1-based column (in characters) in that line.
+        column: usize,
+        /// What is wrong.
+        kind: ParseErrorKind,
+    },
     /// The file name does not make a valid profile name.
     #[error("{}: `{name}` is not a valid profile name: {reason}", path.display())]
     InvalidName {
@@ -102,15 +97,16 @@ impl ProfileError {
     /// The file the error is about.
     pub fn path(&self) -> &Path {
         match self {
-            Self::Parse(e) => &e.path,
-            Self::InvalidName { path, .. } | Self::Read { path, .. } => path,
+            Self::Parse { path, .. } | Self::InvalidName { path, .. } | Self::Read { path, .. } => {
+                path
+            }
         }
     }
 
     /// The 1-based `(line, column)` of a parse error; `None` for the others.
     pub fn position(&self) -> Option<(usize, usize)> {
         match self {
-            Self::Parse(e) => Some((e.line, e.column)),
+            Self::Parse { line, column, .. } => Some((*line, *column)),
             Self::InvalidName { .. } | Self::Read { .. } => None,
         }
     }

@@ -34,7 +34,7 @@ use std::path::PathBuf;
 
 use subagents_messages::RequestOptions;
 
-pub use error::{FrontmatterFormat, ParseError, ParseErrorKind, ProfileError, ProfileWarning};
+pub use error::{FrontmatterFormat, ParseErrorKind, ProfileError, ProfileWarning};
 pub use load::ProfileSet;
 
 /// One named sub-agent profile.

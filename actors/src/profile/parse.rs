@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_saphyr::MessageFormatter as _;
 
 use super::Profile;
-use super::error::{FrontmatterFormat, ParseError, ParseErrorKind, ProfileError, ProfileWarning};
+use super::error::{FrontmatterFormat, ParseErrorKind, ProfileError, ProfileWarning};
 use subagents_messages::RequestOptions;
 
 use super::fields::Frontmatter;
@@ -113,13 +113,12 @@ pub(crate) fn parse_profile_bytes(path: &Path, bytes: &[u8]) -> Result<Parsed, P
             // The valid prefix is UTF-8 by definition; lossy is only a fallback.
             let prefix = String::from_utf8_lossy(bytes.get(..e.valid_up_to()).unwrap_or_default());
             let (line, column) = line_column(&prefix, prefix.len(), 1);
-            Err(ParseError {
+            Err(ProfileError::Parse {
                 path: path.to_path_buf(),
                 line,
                 column,
                 kind: ParseErrorKind::NotUtf8,
-            }
-            .into())
+            })
         }
     }
 }
@@ -134,7 +133,7 @@ pub(crate) fn parse_profile_bytes(path: &Path, bytes: &[u8]) -> Result<Parsed, P
 /// prompt and the description is empty.
 pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileError> {
     let name = profile_name(path)?;
-    let error = |(line, column, kind)| ParseError {
+    let error = |(line, column, kind)| ProfileError::Parse {
         path: path.to_path_buf(),
         line,
         column,

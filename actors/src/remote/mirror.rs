@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 
 use subagents_messages::remote::{ReportBody, RunReport};
 use subagents_messages::{
-    AgentEvent, AgentResult, ApprovalId, ApprovalOutcome, ApprovalResolution, Outcome, ToolResult,
-    ToolUseId, Usage,
+    AgentEvent, AgentResult, ApprovalId, ApprovalOutcome, Outcome, ToolResult, ToolUseId, Usage,
 };
 
 /// The first words of a lost child's error: the node went away.
@@ -70,8 +69,8 @@ impl Mirror {
             AgentEvent::ApprovalRequested(request) => self
                 .approvals
                 .push((request.id.clone(), request.tool_use_id.clone())),
-            AgentEvent::ApprovalResolved(resolution) => {
-                self.approvals.retain(|(id, _)| *id != resolution.id);
+            AgentEvent::ApprovalResolved { id: resolved, .. } => {
+                self.approvals.retain(|(id, _)| id != resolved);
             }
             AgentEvent::Result(result) => {
                 self.ended = true;
@@ -108,11 +107,11 @@ impl Mirror {
         }
         let mut events = Vec::new();
         for (id, tool_use_id) in self.approvals.drain(..) {
-            events.push(AgentEvent::ApprovalResolved(ApprovalResolution {
+            events.push(AgentEvent::ApprovalResolved {
                 id,
                 tool_use_id,
                 outcome: ApprovalOutcome::Cancelled(text.to_owned()),
-            }));
+            });
         }
         for (tool_use_id, name) in self.open.drain(..) {
             events.push(AgentEvent::ToolResult(ToolResult {
@@ -224,8 +223,10 @@ mod tests {
         let (events, result) = mirror
             .close(&text, outcome, std::time::Duration::ZERO)
             .unwrap();
-        assert!(matches!(&events[0], AgentEvent::ApprovalResolved(r)
-            if matches!(&r.outcome, ApprovalOutcome::Cancelled(why) if why.starts_with(NODE_LOST))));
+        assert!(
+            matches!(&events[0], AgentEvent::ApprovalResolved { outcome, .. }
+            if matches!(outcome, ApprovalOutcome::Cancelled(why) if why.starts_with(NODE_LOST)))
+        );
         assert!(matches!(&events[1], AgentEvent::ToolResult(r)
             if r.tool_use_id.as_str() == "call_2" && r.is_error));
         assert!(matches!(&events[2], AgentEvent::Result(r) if r == &result));

@@ -23,4 +23,4 @@ mod runner;
 pub use link::{NodeLink, RunReports};
 pub use placement::Placement;
 pub(crate) use proxy::{Remote, spawn_remote};
-pub use runner::{NodeRunner, RunHandle};
+pub use runner::NodeRunner;

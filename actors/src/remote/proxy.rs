@@ -206,8 +206,8 @@ impl ProxyState {
                     return;
                 }
             }
-            AgentEvent::ApprovalResolved(resolution) => {
-                if let Some(at) = run.silenced.iter().position(|id| *id == resolution.id) {
+            AgentEvent::ApprovalResolved { id: resolved, .. } => {
+                if let Some(at) = run.silenced.iter().position(|id| id == resolved) {
                     run.silenced.remove(at);
                     return;
                 }

@@ -46,27 +46,6 @@ struct Run {
     seq: Arc<AtomicU64>,
 }
 
-/// A run started on this node, as its transport holds it: where the
-/// parent's requests for it go.
-#[derive(Clone, Debug)]
-pub struct RunHandle {
-    runner: NodeRunner,
-    slot: u64,
-}
-
-impl RunHandle {
-    /// Carries a request from the parent's node to this run (ignored once
-    /// it ended: its last report says so).
-    pub fn request(&self, request: RunRequest) {
-        self.runner.request(self.slot, request);
-    }
-
-    /// It ended (or never started): its last report is sent.
-    pub fn ended(&self) -> bool {
-        !self.runner.runs().contains_key(&self.slot)
-    }
-}
-
 impl std::fmt::Debug for NodeRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeRunner")
@@ -106,13 +85,11 @@ impl NodeRunner {
 
     /// Starts `spec`; its reports go to `out`, numbered from 0, ending
     /// with `Ended` (or `Refused` when this node lacks its model or a
-    /// tool). Returns at once (the run goes on in a task) with the handle
-    /// its requests go through.
-    pub fn start(
-        &self,
-        spec: RunSpec,
-        out: impl Fn(RunReport) + Send + Sync + 'static,
-    ) -> RunHandle {
+    /// tool). Returns at once (the run goes on in a task) with the run's
+    /// number on this node, which its requests name
+    /// ([`NodeRunner::request`]). Numbers are never reused: two parents'
+    /// runs of the same key are two numbers.
+    pub fn start(&self, spec: RunSpec, out: impl Fn(RunReport) + Send + Sync + 'static) -> u64 {
         let out: Out = Arc::new(out);
         let seq = Arc::new(AtomicU64::new(0));
         let slot = self.inner.next.fetch_add(1, Ordering::Relaxed);
@@ -134,10 +111,7 @@ impl NodeRunner {
                 send(&out, &seq, key, ReportBody::Refused(why));
             }
         });
-        RunHandle {
-            runner: self.clone(),
-            slot,
-        }
+        slot
     }
 
     async fn spawn(
@@ -237,7 +211,15 @@ impl NodeRunner {
         Ok(())
     }
 
-    fn request(&self, slot: u64, request: RunRequest) {
+    /// Run number `run` ended (or never started): its last report is sent.
+    pub fn ended(&self, run: u64) -> bool {
+        !self.runs().contains_key(&run)
+    }
+
+    /// Carries a request from the parent's node to run number `run`
+    /// (ignored once it ended: its last report says so).
+    pub fn request(&self, run: u64, request: RunRequest) {
+        let slot = run;
         let (agent, out, seq, key) = {
             let mut runs = self.runs();
             let Some(run) = runs.get_mut(&slot) else {

@@ -225,7 +225,7 @@ pub(crate) fn is_result(e: &AgentEvent) -> bool {
 }
 
 pub(crate) fn is_wake(e: &AgentEvent) -> bool {
-    matches!(e, AgentEvent::Wake(_))
+    matches!(e, AgentEvent::Wake { .. })
 }
 
 pub(crate) fn in_tool(e: &AgentEvent) -> bool {

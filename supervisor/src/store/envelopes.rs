@@ -17,7 +17,7 @@ use crate::store::files::{
     CORRUPT_EXT, JSON_EXT, file_name_for, is_expired, is_temp_name, move_aside, parse_envelope,
     sync_dir_best_effort, write_atomic,
 };
-use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreConfig, StoreError};
+use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
 
 /// Envelopes of one session, in memory and on disk. `Send + Sync`; its
 /// methods are synchronous and short (one small file each).
@@ -47,21 +47,26 @@ impl fmt::Debug for EnvelopeStore {
 }
 
 impl EnvelopeStore {
+    /// How long an envelope is kept after it finished (or was requested,
+    /// while unfinished), unless opened with another retention: 24 hours.
+    pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
     /// Opens (creating it if missing) the store in `dir` with the default
-    /// 24 h retention: loads every envelope, reports and moves aside
+    /// retention ([`EnvelopeStore::DEFAULT_RETENTION`]): loads every envelope, reports and moves aside
     /// corrupt files, removes stray temporary files, then prunes.
     pub fn open(
         dir: impl Into<PathBuf>,
         clock: Arc<dyn Clock>,
     ) -> Result<(EnvelopeStore, LoadReport), StoreError> {
-        Self::open_with(dir, clock, StoreConfig::default())
+        Self::open_with_retention(dir, clock, Self::DEFAULT_RETENTION)
     }
 
-    /// [`EnvelopeStore::open`] with a configuration.
-    pub fn open_with(
+    /// [`EnvelopeStore::open`], keeping envelopes for `retention` (older
+    /// ones are pruned).
+    pub fn open_with_retention(
         dir: impl Into<PathBuf>,
         clock: Arc<dyn Clock>,
-        config: StoreConfig,
+        retention: Duration,
     ) -> Result<(EnvelopeStore, LoadReport), StoreError> {
         let dir = dir.into();
         fs::create_dir_all(&dir).map_err(|source| StoreError::Dir {
@@ -71,7 +76,7 @@ impl EnvelopeStore {
         let store = EnvelopeStore {
             dir,
             clock,
-            retention: config.retention,
+            retention,
             map: DashMap::default(),
             ids: ChildIds::default(),
             io: Mutex::new(()),

@@ -59,8 +59,8 @@
 //! An envelope's age is measured from its `finished_at_ms`, or from its
 //! `requested_at_ms` while unfinished, against the injected [`Clock`](subagents_actors::clock::Clock).
 //! [`EnvelopeStore::prune`] removes (from memory and disk) every envelope
-//! older than the retention ([`StoreConfig::DEFAULT_RETENTION`], 24 h, unless configured
-//! with [`StoreConfig`]); exactly 24 h old is kept. `open` prunes once
+//! older than the retention ([`EnvelopeStore::DEFAULT_RETENTION`], 24 h, unless opened
+//! with another: [`EnvelopeStore::open_with_retention`]); exactly 24 h old is kept. `open` prunes once
 //! after loading.
 //!
 //! Pruning is a pure function of the clock's current reading, with no
@@ -81,7 +81,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `envelopes.rs` | [`EnvelopeStore`] |
-//! | `report.rs` | [`StoreConfig`], [`StoreError`], [`LoadReport`], [`PruneReport`], [`CorruptFile`] |
+//! | `report.rs` | [`StoreError`], [`LoadReport`], [`PruneReport`], [`CorruptFile`] |
 //! | `files.rs` | file names, the store's temporary files, atomic writes, corrupt files |
 
 mod envelopes;
@@ -90,4 +90,4 @@ mod report;
 mod runs;
 
 pub use envelopes::EnvelopeStore;
-pub use report::{CorruptFile, LoadReport, PruneReport, StoreConfig, StoreError};
+pub use report::{CorruptFile, LoadReport, PruneReport, StoreError};

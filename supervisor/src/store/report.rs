@@ -1,32 +1,9 @@
-//! What the store reports: its configuration, its errors, what `open` and
-//! `prune` found.
+//! What the store reports: its errors, what `open` and `prune` found.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use subagents_messages::AgentId;
-
-/// How a store is set up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StoreConfig {
-    /// Envelopes older than this are pruned. Default: [`StoreConfig::DEFAULT_RETENTION`].
-    pub retention: Duration,
-}
-
-impl StoreConfig {
-    /// How long an envelope is kept after it finished (or was requested,
-    /// while unfinished): 24 hours.
-    pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self {
-            retention: Self::DEFAULT_RETENTION,
-        }
-    }
-}
 
 /// What went wrong in the store. Every variant names the path involved.
 #[derive(Debug, thiserror::Error)]

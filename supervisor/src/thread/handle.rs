@@ -45,7 +45,7 @@ pub enum ThreadError {
 /// The host's handle on one thread. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ThreadHandle {
-    actor: ActorRef<ThreadMsg>,
+    pub(super) actor: ActorRef<ThreadMsg>,
     parts: DelegatingAgent,
 }
 
@@ -75,8 +75,9 @@ impl ThreadHandle {
         Ok((ThreadHandle { actor, parts }, stream))
     }
 
-    /// The supervisor actor.
-    pub fn actor(&self) -> &ActorRef<ThreadMsg> {
+    /// The supervisor actor, to wait for, link or stop (its messages are
+    /// this handle's methods).
+    pub fn actor(&self) -> &ActorCell {
         &self.actor
     }
 

@@ -23,7 +23,7 @@
 //! | `actor.rs` | the supervisor actor |
 //! | `state.rs` | its state: turns, wakes, persistence, approval routing |
 //! | `handle.rs` | [`ThreadHandle`], [`ThreadError`] |
-//! | `msg.rs` | [`ThreadMsg`]: the requests, and a sealed part |
+//! | `msg.rs` | `ThreadMsg` (crate-private): the handle's requests, and a sealed part |
 
 mod actor;
 mod config;
@@ -36,4 +36,3 @@ mod tests;
 
 pub use config::ThreadConfig;
 pub use handle::{ThreadError, ThreadHandle};
-pub use msg::ThreadMsg;

@@ -1,17 +1,22 @@
-//! The thread supervisor's protocol: the requests a host may send, and a
-//! sealed part — finished children, persistence, turn ends — only the
-//! supervisor's own observer and tasks write.
+//! The thread supervisor's protocol, private to this crate: the requests
+//! [`ThreadHandle`](crate::ThreadHandle)'s methods send, and a sealed
+//! part — finished children, persistence, turn ends — only the
+//! supervisor's own observer and tasks write. A host (actor-based or not)
+//! talks to a thread through its handle; `ThreadHandle::actor` gives the
+//! `ActorCell` to wait for, link or stop.
 //!
-//! ```
-//! // What a host may write.
+//! ```compile_fail
+//! // A host cannot name the thread's messages, so it cannot forge one
+//! // (a finished child, a turn's end) or bypass the handle's wake gating.
 //! use subagents_supervisor::thread::ThreadMsg;
-//! let typing = ThreadMsg::Typing(true);
 //! ```
 //!
 //! ```compile_fail
-//! // A host cannot report a child as finished to its thread.
-//! use subagents_supervisor::thread::ThreadMsg;
-//! let forged = ThreadMsg::ChildFinished(todo!());
+//! // Nor send one through the supervisor's cell: there is no message
+//! // type to send.
+//! # async fn f(thread: subagents_supervisor::ThreadHandle) {
+//! thread.actor().send_message(subagents_supervisor::ThreadMsg::Typing(true));
+//! # }
 //! ```
 
 use ractor::RpcReplyPort;
@@ -20,7 +25,7 @@ use subagents_messages::{AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal,
 /// What the ThreadSupervisor actor is told.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum ThreadMsg {
+pub(crate) enum ThreadMsg {
     /// Sent by the host: a user turn for the parent. Events follow on the
     /// thread's stream; wakes wait until the parent is idle again.
     UserTurn {

@@ -8,7 +8,6 @@ use subagents_actors::hub::{EnvelopeArchive, HubObserver};
 use subagents_actors::{AgentError, DelegatingAgent, EventSink};
 use subagents_messages::{
     AgentEvent, AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest, Envelope,
-    WakeNotice,
 };
 
 use crate::store::EnvelopeStore;
@@ -205,20 +204,20 @@ impl ThreadState {
                     .iter()
                     .filter_map(|id| self.parent.hub.status(id))
                     .collect();
-                self.events.emit(AgentEvent::Wake(WakeNotice {
+                self.events.emit(AgentEvent::Wake {
                     child: child.clone(),
                     line: restart_line(&listed),
-                }));
+                });
                 self.send_turn(myself, restart_text(&listed), TurnOrigin::Wake, None, None);
                 return;
             }
             let envelope = self.parent.hub.status(&child);
             match envelope {
                 Some(envelope) if !envelope.claimed => {
-                    self.events.emit(AgentEvent::Wake(WakeNotice {
+                    self.events.emit(AgentEvent::Wake {
                         child: child.clone(),
                         line: wake_line(&envelope),
-                    }));
+                    });
                     let text = wake_text(&envelope, self.parent.hub.result_budget());
                     let follows = self.parent.hub.take_run_span(&child);
                     self.send_turn(myself, text, TurnOrigin::Wake, None, follows);

@@ -51,7 +51,7 @@ async fn a_completion_reported_after_the_switch_does_not_wake() {
     late.status = SubAgentStatus::Done;
     late.result = Some("finished at the instant of the switch".into());
     thread
-        .actor()
+        .actor
         .cast(ThreadMsg::Internal(ThreadInternal::ChildFinished(
             Box::new(late),
         )))
@@ -59,7 +59,7 @@ async fn a_completion_reported_after_the_switch_does_not_wake() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut woke = false;
     while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
-        woke |= matches!(event, AgentEvent::Wake(_));
+        woke |= matches!(event, AgentEvent::Wake { .. });
     }
     assert!(!woke, "a child of before the switch woke the parent");
     thread.close_and_wait().await;
