@@ -18,7 +18,7 @@ async fn until_result(events: &mut EventStream) -> (Vec<AgentEvent>, AgentResult
         .unwrap_or_else(|_| panic!("no event for a day of virtual time: {seen:?}"))
     {
         if let AgentEvent::Result(result) = &event {
-            let result = result.clone();
+            let result = (**result).clone();
             seen.push(event);
             return (seen, result);
         }

@@ -625,7 +625,7 @@ async fn until_child_approval(
     .await;
     match asked {
         AgentEvent::Child(_, inner) => match *inner {
-            AgentEvent::ApprovalRequested(request) => request,
+            AgentEvent::ApprovalRequested(request) => *request,
             other => panic!("not an approval: {other:?}"),
         },
         other => panic!("not a child event: {other:?}"),

@@ -109,7 +109,7 @@ fn a_stop_ends_a_turn_whose_stream_never_yields_and_frees_the_permit() {
         let ended = tokio::time::timeout(Duration::from_secs(20), async {
             loop {
                 if let AgentEvent::Result(result) = events.recv().await.unwrap() {
-                    return result;
+                    return *result;
                 }
             }
         })
@@ -264,7 +264,7 @@ async fn through(
     let result = loop {
         match events.recv().await.unwrap() {
             AgentEvent::ToolResult(r) if output.is_none() => output = Some(r),
-            AgentEvent::Result(result) => break result,
+            AgentEvent::Result(result) => break *result,
             _ => {}
         }
     };
@@ -369,7 +369,7 @@ async fn a_tool_call_cut_by_the_output_limit_is_never_run() {
     let result = loop {
         match events.recv().await.unwrap() {
             AgentEvent::ToolResult(r) => results.push(r),
-            AgentEvent::Result(result) => break result,
+            AgentEvent::Result(result) => break *result,
             _ => {}
         }
     };

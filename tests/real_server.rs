@@ -186,7 +186,7 @@ async fn a_delegating_turn_runs_a_child_on_the_real_server() {
             .expect("the stream is open");
         log.push(event.clone());
         if let AgentEvent::Result(result) = event {
-            break result;
+            break *result;
         }
     };
     assert_eq!(result.text, "The child answered.", "{log:#?}");

@@ -11,6 +11,12 @@ use crate::limits::LimitKind;
 use crate::model::Usage;
 
 /// Everything an agent tells its host, in order.
+///
+/// The three largest payloads (`ApprovalRequested`, `Result`,
+/// `ChildStarted`, each at most once per call, turn or child) are boxed:
+/// every slot of an event channel and every nested event is the size of
+/// the largest variant (80 bytes rather than 112). A box serializes as its
+/// contents, so the wire and disk shapes are unchanged.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum AgentEvent {
@@ -21,7 +27,7 @@ pub enum AgentEvent {
     /// A tool call finished (successfully or with an error the model reads).
     ToolResult(ToolResult),
     /// A tool call waits for the host's approval.
-    ApprovalRequested(ApprovalRequest),
+    ApprovalRequested(Box<ApprovalRequest>),
     /// An approval request is closed: answered, or cancelled because the
     /// turn or the child that asked ended first. Comes once per
     /// `ApprovalRequested`, after it and before the call's `ToolResult`
@@ -35,9 +41,9 @@ pub enum AgentEvent {
         outcome: ApprovalOutcome,
     },
     /// The agent's turn ended; its final (or partial) answer.
-    Result(AgentResult),
+    Result(Box<AgentResult>),
     /// A child agent was requested. Comes once, before anything else of it.
-    ChildStarted(SubAgentInfo),
+    ChildStarted(Box<SubAgentInfo>),
     /// One of the child's own events, verbatim.
     Child(AgentId, Box<AgentEvent>),
     /// The child's status moved forward.

@@ -122,7 +122,7 @@ impl Transcript {
                 }
             }
             AgentEvent::ApprovalRequested(request) => self.items.push(TranscriptItem::Approval {
-                request: request.clone(),
+                request: (**request).clone(),
                 resolved: None,
             }),
             AgentEvent::ApprovalResolved { id, outcome, .. } => {
@@ -293,14 +293,14 @@ mod tests {
     }
 
     fn child_started(id: &str, call: &str) -> AgentEvent {
-        AgentEvent::ChildStarted(SubAgentInfo {
+        AgentEvent::ChildStarted(Box::new(SubAgentInfo {
             id: AgentId::new(id),
             parent_tool_use_id: ToolUseId::new(call),
             name: format!("child {id}"),
             tools: vec![],
             background: false,
             resumed_from: None,
-        })
+        }))
     }
 
     #[test]

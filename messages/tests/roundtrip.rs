@@ -181,14 +181,14 @@ fn every_event_variant_roundtrips() {
             output: "o".into(),
             is_error: true,
         }),
-        AgentEvent::ApprovalRequested(ApprovalRequest {
+        AgentEvent::ApprovalRequested(Box::new(ApprovalRequest {
             id: ApprovalId::new("a"),
             tool_use_id: ToolUseId::new("c"),
             tool_name: "n".into(),
             arguments: "{}".into(),
-        }),
-        AgentEvent::Result(result()),
-        AgentEvent::ChildStarted(info),
+        })),
+        AgentEvent::Result(Box::new(result())),
+        AgentEvent::ChildStarted(Box::new(info)),
         AgentEvent::Child(
             AgentId::new("agent_1"),
             Box::new(AgentEvent::Child(

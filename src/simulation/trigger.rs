@@ -147,7 +147,7 @@ mod tests {
     use subagents_messages::{AgentResult, Outcome};
 
     fn result() -> AgentEvent {
-        AgentEvent::Result(AgentResult {
+        AgentEvent::Result(Box::new(AgentResult {
             text: String::new(),
             outcome: Outcome::Completed,
             model_calls: 0,
@@ -155,7 +155,7 @@ mod tests {
             usage: Default::default(),
             children_usage: Default::default(),
             elapsed: Default::default(),
-        })
+        }))
     }
 
     #[test]

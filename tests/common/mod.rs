@@ -110,7 +110,7 @@ pub async fn until_result(events: &mut EventStream, log: &mut Vec<AgentEvent>) -
     while let Some(event) = next_event(events, log).await {
         log.push(event.clone());
         if let AgentEvent::Result(result) = event {
-            return result;
+            return *result;
         }
     }
     panic!("the stream ended without a result: {log:?}");

@@ -123,10 +123,29 @@ impl AgentState {
         let Some((turn, reply)) = self.waiting.pop_front() else {
             return;
         };
+        if self.waiting.is_empty() {
+            // A queue that grew stays grown: give its buffer back.
+            self.waiting = VecDeque::new();
+        }
+        self.start(myself, turn, reply);
+    }
+
+    /// A turn that arrives while the agent is idle and nothing waits
+    /// starts at once, never queued: the queue allocates nothing.
+    fn take_turn(&mut self, myself: &ActorRef<AgentMsg>, turn: UserTurn, reply: Option<TurnReply>) {
+        if self.running.is_none() && self.waiting.is_empty() {
+            self.start(myself, turn, reply);
+        } else {
+            self.waiting.push_back((turn, reply));
+        }
+    }
+
+    fn start(&mut self, myself: &ActorRef<AgentMsg>, turn: UserTurn, reply: Option<TurnReply>) {
         self.next_run += 1;
         let run = self.next_run;
         let sink = self.events.gated();
-        let mut history = self.history.clone();
+        let mut history = Vec::with_capacity(self.history.len() + 1 + turn.followups.len());
+        history.extend_from_slice(&self.history);
         history.push(ChatMessage::user(turn.text));
         for text in &turn.followups {
             history.push(ChatMessage::user(turn_state::steering_text(text)));
@@ -242,7 +261,8 @@ impl AgentState {
                 children_usage: Default::default(),
                 elapsed: std::time::Duration::ZERO,
             };
-            self.events.emit(AgentEvent::Result(result.clone()));
+            self.events
+                .emit(AgentEvent::Result(Box::new(result.clone())));
             self.history.push(ChatMessage::user(turn.text));
             self.history.push(ChatMessage::assistant(text, Vec::new()));
             self.turns_finished += 1;
@@ -357,7 +377,7 @@ impl Actor for AgentActor {
         state: &mut AgentState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            AgentMsg::Turn { turn, reply } => state.waiting.push_back((turn, reply)),
+            AgentMsg::Turn { turn, reply } => state.take_turn(&myself, turn, reply),
             AgentMsg::Internal(AgentInternal::TurnFinished {
                 run,
                 result,

@@ -390,12 +390,12 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
     ctx.with(|t| {
         let asked = ctx
             .sink
-            .emit(AgentEvent::ApprovalRequested(ApprovalRequest {
+            .emit(AgentEvent::ApprovalRequested(Box::new(ApprovalRequest {
                 id: id.clone(),
                 tool_use_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 arguments: call.arguments.clone(),
-            }));
+            })));
         if asked {
             t.approval = Some((id, call.id.clone()));
             t.doing(Activity::AwaitingApproval(call.name.clone()));

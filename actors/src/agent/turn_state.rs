@@ -297,7 +297,7 @@ pub(crate) fn close(
         // Taken but never read (a limit or a stop came first): kept in the
         // conversation, after the turn's end.
         state.read_steering();
-        out.emit(AgentEvent::Result(result.clone()));
+        out.emit(AgentEvent::Result(Box::new(result.clone())));
         // A copy stays: the hub keeps a finished child's conversation
         // (through its probe) to resume it.
         history = Some(state.history.clone());

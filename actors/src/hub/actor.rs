@@ -67,17 +67,20 @@ impl Actor for Hub {
                 reply,
             } => {
                 let stop = request.stop_if_abandoned;
-                let spawned = state.spawn_child(&myself, *request, span).await;
+                // Boxed, as `send` below: the spawn path is the hub's
+                // largest future, and inline it would size the handler
+                // future ractor keeps (boxed) for every hub's whole life.
+                let spawned = Box::pin(state.spawn_child(&myself, *request, span)).await;
                 let made = spawned.as_ref().ok().cloned();
                 if reply.send(spawned).is_err()
                     && let Some(id) = made
                 {
                     // Nobody learnt its id: nobody will wait on it.
-                    state.abandon(&myself, &id, stop).await;
+                    Box::pin(state.abandon(&myself, &id, stop)).await;
                 }
             }
             HubMsg::Internal(HubInternal::Abandoned { id, stop }) => {
-                state.abandon(&myself, &id, stop).await
+                Box::pin(state.abandon(&myself, &id, stop)).await
             }
             HubMsg::Subscribe { id, reply } => match state.book.get(&id) {
                 Some(envelope) if envelope.status.is_terminal() => {
@@ -103,14 +106,15 @@ impl Actor for Hub {
             }
             HubMsg::Stop { id, reply } => {
                 state.prefer_stop(&id);
-                state.stop(&myself, &id, StopReply::One(reply)).await
+                Box::pin(state.stop(&myself, &id, StopReply::One(reply))).await
             }
+            // Rare, and their futures are among the largest: boxed.
             HubMsg::Interrupt { id, reply } => {
-                state.interrupt(&myself, &id, StopReply::One(reply)).await
+                Box::pin(state.interrupt(&myself, &id, StopReply::One(reply))).await
             }
-            HubMsg::StopAll { reply } => state.stop_all(&myself, reply).await,
+            HubMsg::StopAll { reply } => Box::pin(state.stop_all(&myself, reply)).await,
             HubMsg::Internal(HubInternal::ChildFinished { id, result }) => {
-                state.child_finished(&myself, &id, result).await;
+                Box::pin(state.child_finished(&myself, &id, result)).await;
             }
             HubMsg::ResolveApproval {
                 id,
@@ -125,7 +129,7 @@ impl Actor for Hub {
                 reply,
             } => {
                 let message = Message { text, call, span };
-                state.send(&myself, &id, message, reply).await
+                Box::pin(state.send(&myself, &id, message, reply)).await
             }
             HubMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
@@ -172,9 +176,7 @@ impl Actor for Hub {
                 Some(why) => (state.stop_status(&id), why.to_owned()),
                 None => (SubAgentStatus::Failed, error),
             };
-            state
-                .finish_and_refill(&myself, &id, status, None, Some(error))
-                .await;
+            Box::pin(state.finish_and_refill(&myself, &id, status, None, Some(error))).await;
         }
         Ok(())
     }

@@ -46,11 +46,29 @@ pub(super) struct Entry {
     pub(super) run_span: Option<tracing::Span>,
 }
 
+/// The book's shards. One writer (the hub actor) and occasional readers
+/// need no more than two; DashMap's default (4 × the cores, rounded up to
+/// a power of two) would cost every hub a cache-padded lock and table per
+/// shard — 1 KiB on 2 cores, 8 KiB on 16 (docs/performance.md).
+const SHARDS: usize = 2;
+
 /// The book. Cheap to clone; clones share it.
-#[derive(Debug, Clone, Default)]
+///
+/// Entries are boxed: a table keeps free buckets, and a free bucket of a
+/// 400-byte entry is 400 bytes held for nothing.
+#[derive(Debug, Clone)]
 pub(crate) struct Book {
-    pub(super) entries: Arc<DashMap<AgentId, Entry, FxBuildHasher>>,
+    pub(super) entries: Arc<DashMap<AgentId, Box<Entry>, FxBuildHasher>>,
     next_queued: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Default for Book {
+    fn default() -> Self {
+        Self {
+            entries: Arc::new(DashMap::with_hasher_and_shard_amount(FxBuildHasher, SHARDS)),
+            next_queued: Arc::default(),
+        }
+    }
 }
 
 impl Book {
@@ -58,7 +76,7 @@ impl Book {
     pub(crate) fn insert(&self, envelope: Envelope) {
         self.entries.insert(
             envelope.id.clone(),
-            Entry {
+            Box::new(Entry {
                 envelope,
                 started: None,
                 queued: None,
@@ -66,7 +84,7 @@ impl Book {
                 seed: None,
                 conversation: None,
                 run_span: None,
-            },
+            }),
         );
     }
 

@@ -87,7 +87,9 @@ pub(super) struct Child {
 pub(crate) struct HubState {
     pub(super) config: Arc<HubConfig>,
     pub(super) slots: Slots,
-    pub(super) children: FxHashMap<AgentId, Child>,
+    /// Boxed: a free bucket of a 300-byte child is 300 bytes held for
+    /// nothing.
+    pub(super) children: FxHashMap<AgentId, Box<Child>>,
     pub(super) actors: FxHashMap<ActorId, AgentId>,
     pub(super) sinks: FxHashMap<AgentId, EventSink>,
     pub(super) book: Book,
@@ -230,7 +232,9 @@ impl HubState {
             followups: Vec::new(),
             span,
         };
-        child.requester_sink.emit(AgentEvent::ChildStarted(info));
+        child
+            .requester_sink
+            .emit(AgentEvent::ChildStarted(Box::new(info)));
         let admission = self.slots.admit(id.clone());
         match admission {
             Admission::Start => {
@@ -256,7 +260,7 @@ impl HubState {
                 }));
             }
         }
-        self.children.insert(id.clone(), child);
+        self.children.insert(id.clone(), Box::new(child));
         if admission == Admission::Start {
             self.start_all(myself, vec![id.clone()]).await;
         }
@@ -328,15 +332,26 @@ impl HubState {
         };
         let history = child.request.conversation.clone();
         let supervisor = Some(myself.get_cell());
+        // Both spawns are boxed: a spawn's future (ractor's, awaiting the
+        // child's `pre_start`) would otherwise widen the futures of every
+        // path that may start a child (a finish refills a slot, a stop
+        // admits the next) and so the hub's handler future, which ractor
+        // keeps for every hub's whole life (docs/performance.md).
         let spawned = match placed {
-            None => spawn_agent(Arc::new(config), sink.clone(), history, supervisor).await,
+            None => {
+                Box::pin(spawn_agent(
+                    Arc::new(config),
+                    sink.clone(),
+                    history,
+                    supervisor,
+                ))
+                .await
+            }
             Some(node) => {
                 let remote = crate::remote::Remote {
                     node,
                     keep_if_orphaned: self.config.keep_orphans,
                 };
-                // Boxed: the proxy's spawn future would otherwise widen
-                // the hub's handler future (and so every hub's task).
                 Box::pin(crate::remote::spawn_remote(
                     remote,
                     Arc::new(config),

@@ -131,7 +131,7 @@ impl Mirror {
             children_usage: Usage::default(),
             elapsed,
         };
-        events.push(AgentEvent::Result(result.clone()));
+        events.push(AgentEvent::Result(Box::new(result.clone())));
         self.ended = true;
         Some((events, result))
     }
@@ -212,12 +212,12 @@ mod tests {
             is_error: false,
         })));
         mirror.note(&started("call_2"));
-        mirror.note(&AgentEvent::ApprovalRequested(ApprovalRequest {
+        mirror.note(&AgentEvent::ApprovalRequested(Box::new(ApprovalRequest {
             id: ApprovalId::new("agent_1-approval-1"),
             tool_use_id: ToolUseId::new("call_2"),
             tool_name: "sleep".into(),
             arguments: "{}".into(),
-        }));
+        })));
         assert!(mirror.awaits(&ApprovalId::new("agent_1-approval-1")));
         let (text, outcome) = lost_outcome("b", "the link dropped");
         let (events, result) = mirror
@@ -229,7 +229,7 @@ mod tests {
         );
         assert!(matches!(&events[1], AgentEvent::ToolResult(r)
             if r.tool_use_id.as_str() == "call_2" && r.is_error));
-        assert!(matches!(&events[2], AgentEvent::Result(r) if r == &result));
+        assert!(matches!(&events[2], AgentEvent::Result(r) if **r == result));
         assert_eq!(events.len(), 3);
         assert_eq!(result.tool_calls, 2);
         assert!(
@@ -247,7 +247,7 @@ mod tests {
     #[test]
     fn a_turn_that_ended_is_not_lost() {
         let mut mirror = Mirror::default();
-        mirror.note(&AgentEvent::Result(AgentResult {
+        mirror.note(&AgentEvent::Result(Box::new(AgentResult {
             text: "done".into(),
             outcome: Outcome::Completed,
             model_calls: 1,
@@ -255,7 +255,7 @@ mod tests {
             usage: Usage::default(),
             children_usage: Usage::default(),
             elapsed: std::time::Duration::ZERO,
-        }));
+        })));
         assert!(mirror.ended());
         assert!(
             mirror

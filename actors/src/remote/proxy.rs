@@ -264,7 +264,7 @@ impl ProxyState {
         };
         if !run.mirror.ended() {
             // The node ended it without its `Result` event: said here.
-            let event = AgentEvent::Result(result.clone());
+            let event = AgentEvent::Result(Box::new(result.clone()));
             run.mirror.note(&event);
             self.events.emit(event);
         }
