@@ -289,3 +289,16 @@ impl fmt::Display for SubAgentStatus {
         f.write_str(self.as_str())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every slot of an event channel's blocks and every nested event's
+    /// box is the size of the largest variant: large payloads are boxed.
+    #[test]
+    fn an_event_is_at_most_80_bytes() {
+        let size = std::mem::size_of::<AgentEvent>();
+        assert!(size <= 80, "AgentEvent is {size} bytes");
+    }
+}

@@ -427,3 +427,27 @@ impl Actor for AgentActor {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn future_size<A, B, F: std::future::Future>(
+        _make: impl FnOnce(A, B, &'static mut AgentState) -> F,
+    ) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// The handler's future sizes the loop ractor keeps boxed for the
+    /// agent's whole life (see the hub's test of the same).
+    #[test]
+    fn the_agents_handler_future_stays_small() {
+        let handle = future_size(|myself: ActorRef<AgentMsg>, message: AgentMsg, state| {
+            AgentActor.handle(myself, message, state)
+        });
+        assert!(
+            handle <= 512,
+            "AgentActor::handle's future is {handle} bytes"
+        );
+    }
+}
