@@ -46,16 +46,13 @@ pub(super) struct Entry {
     pub(super) run_span: Option<tracing::Span>,
 }
 
-/// The book's shards. One writer (the hub actor) and occasional readers
-/// need no more than two; DashMap's default (4 × the cores, rounded up to
-/// a power of two) would cost every hub a cache-padded lock and table per
-/// shard — 1 KiB on 2 cores, 8 KiB on 16 (docs/performance.md).
+/// One writer (the hub) and a few readers need two shards; DashMap's
+/// default, 4 per core, costs a padded lock and table each (1 KiB on 2
+/// cores, 8 KiB on 16; docs/performance.md).
 const SHARDS: usize = 2;
 
-/// The book. Cheap to clone; clones share it.
-///
-/// Entries are boxed: a table keeps free buckets, and a free bucket of a
-/// 400-byte entry is 400 bytes held for nothing.
+/// The book. Cheap to clone; clones share it. Entries are boxed: a free
+/// bucket of a 400-byte entry would be 400 bytes held for nothing.
 #[derive(Debug, Clone)]
 pub(crate) struct Book {
     pub(super) entries: Arc<DashMap<AgentId, Box<Entry>, FxBuildHasher>>,
