@@ -243,3 +243,41 @@ fn an_envelope_without_depth_is_a_first_level_child() {
     let read: Envelope = serde_json::from_value(value).unwrap();
     assert_eq!(read.depth, 1);
 }
+
+/// Boxing an event's payload and writing a payload struct as a struct
+/// variant changed the Rust type, not the shape on the wire or on disk:
+/// the JSON is the variant's name over the payload's fields, and the
+/// bincode bytes are those of the payload after the variant's index.
+#[test]
+fn boxed_and_struct_variants_keep_their_shape() {
+    let r = result();
+    let json = serde_json::to_value(AgentEvent::Result(Box::new(r.clone()))).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({ "Result": serde_json::to_value(&r).unwrap() })
+    );
+    let wake = AgentEvent::Wake {
+        child: AgentId::new("agent_3"),
+        line: "[use_agent agent_3 finished] ok".into(),
+    };
+    assert_eq!(
+        serde_json::to_value(&wake).unwrap(),
+        serde_json::json!({ "Wake": { "child": "agent_3", "line": "[use_agent agent_3 finished] ok" } })
+    );
+    let resolved = AgentEvent::ApprovalResolved {
+        id: ApprovalId::new("agent_1-approval-1"),
+        tool_use_id: ToolUseId::new("call_1"),
+        outcome: ApprovalOutcome::Denied,
+    };
+    assert_eq!(
+        serde_json::to_value(&resolved).unwrap(),
+        serde_json::json!({ "ApprovalResolved": {
+            "id": "agent_1-approval-1", "tool_use_id": "call_1", "outcome": "denied"
+        } })
+    );
+    // bincode: the boxed payload's bytes follow the variant index as the
+    // payload's own bytes would.
+    let boxed = AgentEvent::Result(Box::new(r.clone())).to_wire().unwrap();
+    let payload = r.to_wire().unwrap();
+    assert!(boxed.ends_with(&payload) && boxed.len() > payload.len());
+}
