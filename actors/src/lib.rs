@@ -12,6 +12,8 @@ pub mod clock;
 mod closed;
 pub(crate) mod defaults;
 pub mod delegation;
+#[cfg(test)]
+mod footprint;
 pub mod gate;
 pub mod hub;
 pub mod model;

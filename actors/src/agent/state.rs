@@ -431,12 +431,7 @@ impl Actor for AgentActor {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn future_size<A, B, F: std::future::Future>(
-        _make: impl FnOnce(A, B, &'static mut AgentState) -> F,
-    ) -> usize {
-        std::mem::size_of::<F>()
-    }
+    use crate::footprint::handler_future_size as future_size;
 
     /// The handler's future sizes the loop ractor keeps boxed for the
     /// agent's whole life (see the hub's test of the same).

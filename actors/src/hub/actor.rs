@@ -194,13 +194,7 @@ impl Actor for Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The size of the future `make` would return, without calling it.
-    fn future_size<A, B, F: std::future::Future>(
-        _make: impl FnOnce(A, B, &'static mut HubState) -> F,
-    ) -> usize {
-        std::mem::size_of::<F>()
-    }
+    use crate::footprint::handler_future_size as future_size;
 
     /// ractor boxes an actor's message loop once, for the actor's whole
     /// life, and the loop holds the handler's future: every hub pays for

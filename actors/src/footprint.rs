@@ -1,0 +1,13 @@
+//! Test helper: the size of an actor handler's future. ractor boxes an
+//! actor's message loop once, for the actor's whole life, and the loop
+//! holds the handler's future: every actor pays for its handler's largest
+//! arm (docs/performance.md).
+
+/// The size of the future `make` would return, without calling it (the
+/// closure only names the handler: `|myself, message, state|
+/// Actor.handle(myself, message, state)`).
+pub(crate) fn handler_future_size<A, B, S: 'static, F: std::future::Future>(
+    _make: impl FnOnce(A, B, &'static mut S) -> F,
+) -> usize {
+    std::mem::size_of::<F>()
+}
