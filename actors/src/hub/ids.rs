@@ -55,7 +55,7 @@ impl ChildIds {
                 (n <= MAX_CHILD_NUMBER).then(|| n + 1)
             })
             .ok()?;
-        Some(AgentId::new(format!("{PREFIX}{taken}")))
+        Some(child_id(taken))
     }
 
     /// The largest child number: `agent_9007199254740991` (2⁵³ − 1, the
@@ -68,6 +68,29 @@ impl ChildIds {
     pub fn is_out_of_range(id: &AgentId) -> bool {
         is_out_of_range(id)
     }
+}
+
+/// `agent_<n>`, written on the stack: the id's one allocation is its
+/// `Arc<str>` (`format!` made a `String` first, then copied it).
+fn child_id(n: u64) -> AgentId {
+    // "agent_" and at most 20 digits (u64::MAX).
+    let mut buf = [0u8; 26];
+    buf[..PREFIX.len()].copy_from_slice(PREFIX.as_bytes());
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let len = PREFIX.len() + digits.len() - at;
+    buf[PREFIX.len()..len].copy_from_slice(&digits[at..]);
+    // ASCII throughout; the fallback is never taken.
+    AgentId::new(std::str::from_utf8(&buf[..len]).unwrap_or(PREFIX))
 }
 
 /// The number of a child id (`agent_12` → 12): digits only, no sign, no
@@ -135,6 +158,13 @@ mod tests {
         let ids = ChildIds::after(&taken);
         assert_eq!(ids.next(), Some(id("agent_5")));
         assert_eq!(ChildIds::after(&[]).next(), Some(id("agent_1")));
+    }
+
+    #[test]
+    fn ids_are_written_as_format_would() {
+        for n in [0, 1, 9, 10, 99, 100, 12_345, MAX_CHILD_NUMBER, u64::MAX] {
+            assert_eq!(child_id(n), id(&format!("agent_{n}")), "{n}");
+        }
     }
 
     #[test]

@@ -1,0 +1,115 @@
+//! The book's rules, tested on the plain struct: statuses move forward,
+//! one finish, one claim, queue order.
+
+use super::*;
+use subagents_messages::{ChildRequest, ToolUseId};
+
+fn book_with(ids: &[&str], background: bool) -> Book {
+    let book = Book::default();
+    for id in ids {
+        let mut request = ChildRequest::new(
+            AgentId::new("parent"),
+            0,
+            ToolUseId::new("c"),
+            "Child",
+            "task",
+        );
+        request.background = background;
+        book.insert(requested(
+            AgentId::new(*id),
+            "Child".into(),
+            &request,
+            vec![],
+            0,
+        ));
+    }
+    book
+}
+
+fn id(s: &str) -> AgentId {
+    AgentId::new(s)
+}
+
+#[test]
+fn statuses_only_move_forward() {
+    let book = book_with(&["agent_1"], false);
+    assert!(book.advance(&id("agent_1"), SubAgentStatus::Running));
+    assert!(!book.advance(&id("agent_1"), SubAgentStatus::Running));
+    assert!(!book.advance(&id("agent_1"), SubAgentStatus::Queued));
+    assert!(book.advance(&id("agent_1"), SubAgentStatus::Background));
+    assert!(book.is_background(&id("agent_1")));
+    assert!(
+        book.finish(&id("agent_1"), SubAgentStatus::Done, None, None, 5)
+            .is_some()
+    );
+    assert!(
+        book.finish(&id("agent_1"), SubAgentStatus::Stopped, None, None, 6)
+            .is_none()
+    );
+    assert!(!book.advance(&id("agent_1"), SubAgentStatus::Background));
+    assert_eq!(
+        book.get(&id("agent_1")).unwrap().status,
+        SubAgentStatus::Done
+    );
+}
+
+#[test]
+fn queue_positions_follow_queue_order() {
+    let book = book_with(&["agent_1", "agent_2", "agent_3"], true);
+    for n in ["agent_2", "agent_3", "agent_1"] {
+        book.mark_queued(&id(n));
+    }
+    assert_eq!(book.queue_position(&id("agent_2")), Some(1));
+    assert_eq!(book.queue_position(&id("agent_1")), Some(3));
+    assert!(book.mark_started(&id("agent_2"), 1));
+    assert!(!book.mark_started(&id("agent_2"), 1), "started once");
+    assert_eq!(book.queue_position(&id("agent_2")), None);
+    assert_eq!(book.queue_position(&id("agent_3")), Some(1));
+    book.finish(&id("agent_3"), SubAgentStatus::Stopped, None, None, 2);
+    assert_eq!(book.queue_position(&id("agent_1")), Some(1));
+}
+
+#[test]
+fn a_result_is_claimed_or_released_once_and_only_when_finished() {
+    let book = book_with(&["agent_1", "agent_2"], false);
+    assert_eq!(book.claim(&id("agent_1")), None, "not finished yet");
+    assert_eq!(book.release_finished(&id("agent_1")), None);
+    book.finish(
+        &id("agent_1"),
+        SubAgentStatus::Done,
+        Some("r".into()),
+        None,
+        1,
+    );
+    assert!(book.claim(&id("agent_1")).unwrap().claimed);
+    assert_eq!(book.claim(&id("agent_1")), None, "claimed once");
+    assert_eq!(
+        book.release_finished(&id("agent_1")),
+        None,
+        "claimed: no wake"
+    );
+    book.finish(
+        &id("agent_2"),
+        SubAgentStatus::Done,
+        Some("r".into()),
+        None,
+        1,
+    );
+    assert!(book.release_finished(&id("agent_2")).unwrap().background);
+    assert_eq!(book.release_finished(&id("agent_2")), None, "released once");
+}
+
+#[test]
+fn unfinished_children_fail_in_number_order() {
+    let book = book_with(&["agent_10", "agent_2", "agent_3"], false);
+    book.finish(&id("agent_3"), SubAgentStatus::Done, None, None, 1);
+    let failed: Vec<String> = book
+        .fail_unfinished("gone", 9)
+        .iter()
+        .map(|e| e.id.to_string())
+        .collect();
+    assert_eq!(failed, ["agent_2", "agent_10"]);
+    assert!(book.fail_unfinished("gone", 9).is_empty());
+    let all: Vec<String> = book.all().iter().map(|e| e.id.to_string()).collect();
+    assert_eq!(all, ["agent_2", "agent_3", "agent_10"]);
+}
