@@ -160,10 +160,7 @@ async fn a_childs_children_stop_with_it_and_never_wake_the_parent() {
         .unwrap()
         .unwrap();
     assert_eq!(grand.status, SubAgentStatus::Stopped);
-    let wakes = log
-        .iter()
-        .filter(|e| matches!(e, AgentEvent::Wake { .. }))
-        .count();
+    let wakes = log.iter().filter(|e| is_wake(e)).count();
     assert_eq!(wakes, 0, "no wake for a grandchild");
     check_log(&log, true);
     thread.close_and_wait().await;

@@ -295,7 +295,7 @@ async fn a_hosts_observer_is_told_alongside_the_threads_own() {
         [("agent_1".to_owned(), SubAgentStatus::Done)]
     );
     // The thread's own observer still works: the child woke the parent.
-    assert!(log.iter().any(|e| matches!(e, AgentEvent::Wake { .. })));
+    assert!(log.iter().any(is_wake));
     thread.close_and_wait().await;
 }
 
@@ -466,10 +466,7 @@ async fn a_stopped_turn_answers_the_call_it_was_waiting_on() {
     );
     // The child went on and woke the parent once; that turn's request
     // answers every call of the stopped one.
-    let wakes: Vec<_> = log
-        .iter()
-        .filter(|e| matches!(e, AgentEvent::Wake { .. }))
-        .collect();
+    let wakes: Vec<_> = log.iter().filter(|e| is_wake(e)).collect();
     assert_eq!(wakes.len(), 1);
     let parent_requests: Vec<_> = requests
         .lock()
@@ -612,24 +609,6 @@ async fn a_detached_childs_answer_reaches_the_parent_once_at_its_completion_inst
         ways.len() > 1,
         "only one interleaving was reached: {ways:?}"
     );
-}
-
-/// Reads events until a child asks for approval; its request.
-async fn until_child_approval(
-    events: &mut EventStream,
-    log: &mut Vec<AgentEvent>,
-) -> subagents::messages::ApprovalRequest {
-    let asked = until(events, log, |e| {
-        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
-    })
-    .await;
-    match asked {
-        AgentEvent::Child(_, inner) => match *inner {
-            AgentEvent::ApprovalRequested(request) => *request,
-            other => panic!("not an approval: {other:?}"),
-        },
-        other => panic!("not a child event: {other:?}"),
-    }
 }
 
 fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {

@@ -242,9 +242,7 @@ fn stop_all_racing_completion() {
             .position(|e| matches!(e, AgentEvent::SwitchedAway))
             .unwrap();
         assert!(
-            !events[switched..]
-                .iter()
-                .any(|e| matches!(e, AgentEvent::Wake { .. })),
+            !events[switched..].iter().any(common::is_wake),
             "a wake after the switch at {at_ms} ms:\n{}",
             report.render()
         );
@@ -282,10 +280,7 @@ fn wake_while_parent_busy() {
         .iter()
         .position(|e| matches!(e, AgentEvent::Result(r) if r.text.starts_with("a long answer")))
         .unwrap();
-    let wake = events
-        .iter()
-        .position(|e| matches!(e, AgentEvent::Wake { .. }))
-        .unwrap();
+    let wake = events.iter().position(common::is_wake).unwrap();
     assert!(
         wake > long_answer,
         "the wake came while the parent generated:\n{}",

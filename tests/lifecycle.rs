@@ -173,10 +173,7 @@ async fn usage_rolls_up_to_the_parent_and_the_thread() {
     assert_eq!((hub.model_calls, hub.tool_calls), (3, 2));
     // It finishes and wakes the parent; nobody took it in a turn, so no
     // turn's children_usage has it, but the thread does.
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     assert_eq!(
@@ -245,10 +242,7 @@ async fn status_shows_what_a_running_child_does_now() {
     assert_eq!(status["now"].get("tool"), None);
     assert_eq!(status["model_calls"], 1, "the second call has not ended");
     // Finished: no `now`.
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
@@ -279,10 +273,7 @@ async fn a_wake_is_the_runtimes_notification_with_the_childs_output_quoted() {
     let (thread, mut events) = thread_with(DelegationBuilder::new(model)).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let users: Vec<&AgentEvent> = log
@@ -363,10 +354,7 @@ async fn a_wake_waits_behind_an_open_approval_and_never_answers_it() {
         .await
         .unwrap();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let resolved: Vec<&ApprovalOutcome> = log
@@ -378,10 +366,7 @@ async fn a_wake_waits_behind_an_open_approval_and_never_answers_it() {
         .collect();
     assert_eq!(resolved, [&ApprovalOutcome::Approved]);
     let at = |pred: fn(&AgentEvent) -> bool| log.iter().position(pred).unwrap();
-    assert!(
-        at(|e| matches!(e, AgentEvent::ApprovalResolved { .. }))
-            < at(|e| matches!(e, AgentEvent::Wake { .. }))
-    );
+    assert!(at(|e| matches!(e, AgentEvent::ApprovalResolved { .. })) < at(is_wake));
 }
 
 /// A background child's approval stays open across another child's wake
@@ -411,10 +396,7 @@ async fn a_wake_turn_leaves_a_childs_open_approval_alone() {
     let (thread, mut events) = thread_with(DelegationBuilder::new(model.shared())).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     // Inside the poster's 300 s wall clock.
     run_for(&mut events, &mut log, 120).await;

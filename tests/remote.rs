@@ -53,10 +53,7 @@ async fn scenario(remote: bool) -> (String, Vec<String>) {
     // The first turn, then one wake per child.
     until_result(&mut events, &mut log).await;
     for _ in 0..3 {
-        until(&mut events, &mut log, |e| {
-            matches!(e, AgentEvent::Wake { .. })
-        })
-        .await;
+        until(&mut events, &mut log, is_wake).await;
         until_result(&mut events, &mut log).await;
     }
     check_log(&log, true);
@@ -100,17 +97,11 @@ async fn a_lost_node_ends_its_child_failed_with_one_wake() {
     until(&mut events, &mut log, in_tool).await;
     assert_eq!(node.runner.live(), 1);
     node.kill();
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     run_for(&mut events, &mut log, 3600).await;
     check_log(&log, true);
-    let wakes = log
-        .iter()
-        .filter(|e| matches!(e, AgentEvent::Wake { .. }))
-        .count();
+    let wakes = log.iter().filter(|e| is_wake(e)).count();
     assert_eq!(wakes, 1);
     let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(envelope.status, SubAgentStatus::Failed);
@@ -176,16 +167,7 @@ async fn an_approval_is_answered_across_nodes() {
     let (thread, mut events) = thread_on(model, Placement::On(node)).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
-    let asked = until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Child(_, event) if matches!(**event, AgentEvent::ApprovalRequested(_)))
-    })
-    .await;
-    let AgentEvent::Child(_, event) = asked else {
-        unreachable!()
-    };
-    let AgentEvent::ApprovalRequested(request) = *event else {
-        unreachable!()
-    };
+    let request = until_child_approval(&mut events, &mut log).await;
     assert!(request.id.as_str().starts_with("agent_1-approval-"));
     thread
         .resolve_approval(
@@ -213,10 +195,7 @@ async fn a_node_without_the_model_refuses_the_run() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
@@ -250,10 +229,7 @@ async fn a_message_reaches_a_running_child_on_its_node() {
     let sent = results_of(&log, "use_agent");
     let (told, is_error) = sent.last().unwrap();
     assert!(!is_error, "{told}");
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     // Its node read it at its next model call: the conversation it ended
@@ -286,10 +262,7 @@ async fn two_threads_share_a_node_with_the_same_child_ids() {
         a.stop_child(&agent_1).await.unwrap(),
         SubAgentStatus::Stopped
     );
-    until(&mut b_events, &mut b_log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut b_events, &mut b_log, is_wake).await;
     until_result(&mut b_events, &mut b_log).await;
     check_log(&b_log, true);
     let b_child = b.hub().status(&agent_1).unwrap();
@@ -327,10 +300,7 @@ async fn a_switch_stops_the_children_on_another_node() {
         assert_eq!(envelope.status, SubAgentStatus::Stopped, "{id}");
     }
     assert_eq!(node.runner.live(), 0, "stopped on their node");
-    assert!(
-        !log.iter().any(|e| matches!(e, AgentEvent::Wake { .. })),
-        "off screen: no wake"
-    );
+    assert!(!log.iter().any(is_wake), "off screen: no wake");
 }
 
 /// `use_agent status` of a child on another node shows what it does now
@@ -360,10 +330,7 @@ async fn status_shows_what_a_remote_child_does() {
     assert_eq!(status["now"]["doing"], "in_tool", "{status}");
     assert_eq!(status["now"]["tool"], "sleep");
     assert_eq!(status["now"]["for_s"], 5.0);
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(envelope.status, SubAgentStatus::Done);
@@ -402,10 +369,7 @@ async fn the_background_policy_answers_for_a_remote_child() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let asked = |e: &AgentEvent| {
@@ -444,10 +408,7 @@ async fn children_lost_together_close_in_the_order_they_started() {
     }
     node.kill();
     for _ in 0..3 {
-        until(&mut events, &mut log, |e| {
-            matches!(e, AgentEvent::Wake { .. })
-        })
-        .await;
+        until(&mut events, &mut log, is_wake).await;
         until_result(&mut events, &mut log).await;
     }
     check_log(&log, true);

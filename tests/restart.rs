@@ -172,9 +172,7 @@ async fn every_child_survives_a_kill_as_interrupted_and_resumes() {
     let mut log = Vec::new();
     let wake = tokio::time::timeout(
         Duration::from_secs(60),
-        until(&mut events, &mut log, |e| {
-            matches!(e, AgentEvent::Wake { .. })
-        }),
+        until(&mut events, &mut log, is_wake),
     )
     .await
     .unwrap_or_else(|_| panic!("no restart wake"));

@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 use subagents::actors::DelegationBuilder;
-use subagents::messages::AgentEvent;
 use subagents::prelude::*;
 use subagents::supervisor::ThreadHandle;
 use subagents_demo::Sleep;
@@ -250,10 +249,7 @@ async fn background_stopped_and_failed_runs_are_told_apart() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     thread.send_user("stop the victim").unwrap();
     until_result(&mut events, &mut log).await;

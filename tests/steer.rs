@@ -74,10 +74,7 @@ async fn a_running_child_reads_messages_at_its_next_model_call_in_order() {
     for answer in &sent {
         assert_eq!(answer["status"], "running", "{answer}");
     }
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let worker = requests_of(&seen.lock().unwrap(), "Worker");
@@ -284,7 +281,7 @@ async fn interrupt_leaves_a_child_waiting_for_a_message_and_stop_ends_it() {
     assert!(envelope.error.unwrap().contains("interrupted"));
     run_for(&mut events, &mut log, 120).await;
     assert!(
-        !log.iter().any(|e| matches!(e, AgentEvent::Wake { .. })),
+        !log.iter().any(is_wake),
         "an interrupt or a stop wakes nobody"
     );
     thread.send_user("go on").unwrap();

@@ -116,6 +116,29 @@ pub async fn until_result(events: &mut EventStream, log: &mut Vec<AgentEvent>) -
     panic!("the stream ended without a result: {log:?}");
 }
 
+/// A `Wake` event (a finished background child woke the parent).
+pub fn is_wake(e: &AgentEvent) -> bool {
+    matches!(e, AgentEvent::Wake { .. })
+}
+
+/// Reads events until a child asks for approval; its request.
+pub async fn until_child_approval(
+    events: &mut EventStream,
+    log: &mut Vec<AgentEvent>,
+) -> subagents::messages::ApprovalRequest {
+    let asked = until(events, log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
+    })
+    .await;
+    match asked {
+        AgentEvent::Child(_, inner) => match *inner {
+            AgentEvent::ApprovalRequested(request) => *request,
+            other => panic!("not an approval: {other:?}"),
+        },
+        other => panic!("not a child event: {other:?}"),
+    }
+}
+
 /// Reads events until `pred` matches one (returned, also logged).
 pub async fn until(
     events: &mut EventStream,
