@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::poll;
@@ -17,13 +18,16 @@ use subagents::actors::gate::Permit;
 type Acquire = Pin<Box<dyn Future<Output = Result<Permit, subagents::actors::Closed>> + Send>>;
 
 /// Queues `n` acquires in order (each polled once from this task, so the
-/// gate receives them in this order).
+/// gate receives them in this order). One granted at once (a unit free
+/// and nobody queued: the lane's path) is kept as a ready future.
 async fn queue_in_order(gate: &GateHandle, n: usize) -> Vec<Acquire> {
     let mut futures = Vec::new();
     for i in 0..n {
         let gate = gate.clone();
         let mut fut: Acquire = Box::pin(async move { gate.acquire(format!("w{i}")).await });
-        let _ = poll!(fut.as_mut());
+        if let Poll::Ready(granted) = poll!(fut.as_mut()) {
+            fut = Box::pin(std::future::ready(granted));
+        }
         futures.push(fut);
     }
     futures

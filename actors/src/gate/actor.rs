@@ -6,19 +6,34 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use subagents_messages::{AgentId, GateSnapshot};
 use tokio::time::Instant;
 
+use crate::gate::lane::Lane;
 use crate::gate::msg::sealed::GateInternal;
 use crate::gate::msg::{GateMsg, Permit};
 use crate::gate::queue::GateQueue;
+use crate::gate::{SharedLane, lock};
 
 /// The gate actor.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct ModelGate;
 
 /// Arguments of [`ModelGate`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(crate) struct GateArguments {
     /// Permits held at once (at least 1).
     pub(crate) capacity: usize,
+    /// The uncontended path its handles share.
+    pub(crate) lane: SharedLane,
+}
+
+impl GateArguments {
+    /// A gate of `capacity` (at least 1) with a lane holding all of it.
+    pub(crate) fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self {
+            capacity,
+            lane: std::sync::Arc::new(std::sync::Mutex::new(Lane::new(capacity))),
+        }
+    }
 }
 
 /// One queued waiter.
@@ -33,6 +48,8 @@ pub(crate) struct Waiter {
 /// The gate's state.
 #[derive(Debug)]
 pub(crate) struct GateState {
+    capacity: usize,
+    lane: SharedLane,
     queue: GateQueue<Waiter>,
     granted_total: u64,
     longest_wait: Duration,
@@ -41,19 +58,21 @@ pub(crate) struct GateState {
 }
 
 impl GateState {
+    /// Grants the queue's units to its waiters in order; the units left
+    /// once nobody waits go back to the lane.
     fn grant(&mut self, myself: &ActorRef<GateMsg>) {
         while let Some((ticket, waiter)) = self.queue.grant_next() {
+            lock(&self.lane).unqueue();
             if waiter.reply.is_closed() {
                 // The waiter gave up; its Cancel may still be on the way.
-                self.queue.release(ticket);
+                self.queue.add_units(1);
                 continue;
             }
             let waited = waiter.since.map_or(Duration::ZERO, |s| s.elapsed());
-            if waiter
-                .reply
-                .send(Permit::new(myself.clone(), ticket))
-                .is_ok()
-            {
+            // Sent with the lane unlocked: a permit that cannot be
+            // delivered is dropped here, and its drop locks the lane.
+            let permit = Permit::new(myself.clone(), self.lane.clone(), ticket);
+            if waiter.reply.send(permit).is_ok() {
                 self.granted_total += 1;
                 self.longest_wait = self.longest_wait.max(waited);
                 self.total_wait = self.total_wait.saturating_add(waited);
@@ -62,26 +81,48 @@ impl GateState {
                     ticket,
                     holder = %waiter.holder,
                     wait_ms = waited.as_millis() as u64,
-                    in_flight = self.queue.in_flight(),
                     queued = self.queue.queued(),
                     "model gate granted"
                 );
             }
             // If the send failed, the permit was dropped with the failed
-            // message and its Release is on the way.
+            // message and gave its unit back.
+        }
+        let spare = self.queue.take_spare();
+        if spare > 0 {
+            let kept = lock(&self.lane).settle(spare);
+            self.queue.add_units(kept);
         }
     }
 
     fn snapshot(&self) -> GateSnapshot {
+        let (free, granted_here) = {
+            let lane = lock(&self.lane);
+            (lane.free(), lane.granted())
+        };
+        let mut wait_histogram = self.wait_histogram;
+        // Granted by the lane: none of them waited.
+        wait_histogram[0] += granted_here;
         GateSnapshot {
-            capacity: self.queue.capacity(),
-            in_flight: self.queue.in_flight(),
+            capacity: self.capacity,
+            in_flight: self
+                .capacity
+                .saturating_sub(free)
+                .saturating_sub(self.queue.units()),
             queued: self.queue.queued(),
-            granted_total: self.granted_total,
+            granted_total: self.granted_total + granted_here,
             longest_wait: self.longest_wait,
             total_wait: self.total_wait,
-            wait_histogram: self.wait_histogram,
+            wait_histogram,
         }
+    }
+}
+
+impl Drop for GateState {
+    /// However the actor ends (stopped, killed, panicked), its lane
+    /// grants nothing after it.
+    fn drop(&mut self) {
+        lock(&self.lane).close();
     }
 }
 
@@ -96,7 +137,9 @@ impl Actor for ModelGate {
         args: GateArguments,
     ) -> Result<GateState, ActorProcessingErr> {
         Ok(GateState {
-            queue: GateQueue::new(args.capacity),
+            capacity: args.capacity,
+            lane: args.lane,
+            queue: GateQueue::new(),
             granted_total: 0,
             longest_wait: Duration::ZERO,
             total_wait: Duration::ZERO,
@@ -116,8 +159,9 @@ impl Actor for ModelGate {
                 holder,
                 reply,
             }) => {
-                // Stamped only when it will wait: most grants are at once.
-                let since = (!state.queue.has_room()).then(Instant::now);
+                // Stamped only when it will wait.
+                let since =
+                    (state.queue.units() == 0 || state.queue.queued() > 0).then(Instant::now);
                 state.queue.push(
                     ticket,
                     Waiter {
@@ -128,14 +172,24 @@ impl Actor for ModelGate {
                 );
             }
             GateMsg::Internal(GateInternal::Cancel { ticket }) => {
-                state.queue.cancel(ticket);
+                if state.queue.cancel(ticket).is_some() {
+                    lock(&state.lane).unqueue();
+                }
             }
             GateMsg::Internal(GateInternal::Release { ticket }) => {
-                state.queue.release(ticket);
+                tracing::trace!(ticket, "model gate released to its queue");
+                state.queue.add_units(1);
             }
             GateMsg::Snapshot(reply) => {
-                state.queue.prune(|w| w.reply.is_closed());
+                let pruned = state.queue.prune(|w| w.reply.is_closed());
+                let mut lane = lock(&state.lane);
+                for _ in 0..pruned {
+                    lane.unqueue();
+                }
+                drop(lane);
+                state.grant(&myself);
                 let _ = reply.send(state.snapshot());
+                return Ok(());
             }
         }
         state.grant(&myself);

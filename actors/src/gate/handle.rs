@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::gate::Ticket;
+use crate::gate::lane::Take;
+use crate::gate::{SharedLane, Ticket, lock};
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 use subagents_messages::{AgentId, GateSnapshot};
 
@@ -20,6 +21,8 @@ use crate::gate::msg::{GateMsg, Permit};
 #[derive(Debug, Clone)]
 pub struct GateHandle {
     actor: ActorRef<GateMsg>,
+    /// The uncontended path, shared with the actor and the permits.
+    lane: SharedLane,
     next_ticket: Arc<AtomicU64>,
     /// Shared by every clone of an owning handle; stops the gate when the
     /// last one goes.
@@ -40,14 +43,17 @@ impl GateHandle {
     /// Spawns a gate admitting `capacity` calls at once; it stops when the
     /// last handle is dropped.
     pub async fn spawn(capacity: usize) -> Result<GateHandle, SpawnErr> {
-        let (actor, _) = Actor::spawn(None, ModelGate, GateArguments { capacity }).await?;
-        Ok(Self::owning(actor))
+        let args = GateArguments::new(capacity);
+        let lane = args.lane.clone();
+        let (actor, _) = Actor::spawn(None, ModelGate, args).await?;
+        Ok(Self::owning(actor, lane))
     }
 
-    fn owning(actor: ActorRef<GateMsg>) -> Self {
+    fn owning(actor: ActorRef<GateMsg>, lane: SharedLane) -> Self {
         Self {
             _owner: Arc::new(StopOnDrop(actor.clone())),
             actor,
+            lane,
             next_ticket: Arc::new(AtomicU64::new(1)),
         }
     }
@@ -58,9 +64,10 @@ impl GateHandle {
         capacity: usize,
         supervisor: ActorCell,
     ) -> Result<GateHandle, SpawnErr> {
-        let (actor, _) =
-            Actor::spawn_linked(None, ModelGate, GateArguments { capacity }, supervisor).await?;
-        Ok(Self::owning(actor))
+        let args = GateArguments::new(capacity);
+        let lane = args.lane.clone();
+        let (actor, _) = Actor::spawn_linked(None, ModelGate, args, supervisor).await?;
+        Ok(Self::owning(actor, lane))
     }
 
     /// The gate actor's cell: to wait for it, or stop it. Its messages
@@ -70,13 +77,33 @@ impl GateHandle {
     }
 
     /// Waits for a permit, in FIFO order. Dropping this future before it
-    /// completes removes the waiter from the queue.
+    /// completes removes the waiter from the queue. With a unit free and
+    /// nobody queued, the permit is granted at once, with no message to
+    /// the gate actor.
     pub async fn acquire(&self, holder: impl Into<AgentId>) -> Result<Permit, Closed> {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.actor
-            .cast(GateMsg::acquire(ticket, holder.into(), tx.into()))
-            .map_err(|_| Closed::Gate)?;
+        let rx = {
+            let mut lane = lock(&self.lane);
+            match lane.take() {
+                Take::Granted => {
+                    return Ok(Permit::new(self.actor.clone(), self.lane.clone(), ticket));
+                }
+                Take::Closed => return Err(Closed::Gate),
+                Take::Queue => {
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    // Sent under the lock: the actor reads acquires and
+                    // releases in the order the lane decided them.
+                    let sent = self
+                        .actor
+                        .cast(GateMsg::acquire(ticket, holder.into(), tx.into()));
+                    if sent.is_err() {
+                        lane.unqueue();
+                        return Err(Closed::Gate);
+                    }
+                    rx
+                }
+            }
+        };
         let mut guard = CancelOnDrop {
             actor: &self.actor,
             ticket,

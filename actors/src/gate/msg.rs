@@ -29,7 +29,8 @@
 //! use subagents_actors::gate::GateMsg;
 //! ```
 
-use crate::gate::Ticket;
+use crate::gate::lane::GiveBack;
+use crate::gate::{SharedLane, Ticket, lock};
 use ractor::{ActorRef, RpcReplyPort};
 use subagents_messages::{AgentId, GateSnapshot};
 
@@ -80,8 +81,8 @@ pub(crate) mod sealed {
             /// The waiter's ticket.
             ticket: Ticket,
         },
-        /// Sent by a [`Permit`]'s `Drop`: frees one unit of capacity and
-        /// grants the next waiter, if any.
+        /// Sent by a [`Permit`]'s `Drop` while anyone is queued: gives its
+        /// unit of capacity to the next waiter.
         Release {
             /// The ticket the permit was granted to.
             ticket: Ticket,
@@ -112,13 +113,15 @@ impl GateMsg {
 #[derive(Debug)]
 pub struct Permit {
     gate: ActorRef<GateMsg>,
+    lane: SharedLane,
     ticket: Ticket,
 }
 
 impl Permit {
-    /// Made by the gate actor when it grants `ticket`.
-    pub(crate) fn new(gate: ActorRef<GateMsg>, ticket: Ticket) -> Self {
-        Self { gate, ticket }
+    /// Made by the gate when it grants `ticket`: its lane on an
+    /// uncontended acquire, its actor otherwise.
+    pub(crate) fn new(gate: ActorRef<GateMsg>, lane: SharedLane, ticket: Ticket) -> Self {
+        Self { gate, lane, ticket }
     }
 
     /// The ticket this permit was granted to.
@@ -129,9 +132,13 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        // A gate that is gone has nothing left to release.
-        let _ = self.gate.cast(GateMsg::Internal(GateInternal::Release {
-            ticket: self.ticket,
-        }));
+        let mut lane = lock(&self.lane);
+        if lane.give_back() == GiveBack::ToQueue {
+            // Sent under the lock: after every acquire the lane queued
+            // before it. A gate that is gone has nothing left to release.
+            let _ = self.gate.cast(GateMsg::Internal(GateInternal::Release {
+                ticket: self.ticket,
+            }));
+        }
     }
 }

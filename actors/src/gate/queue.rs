@@ -1,26 +1,25 @@
-//! The gate's pure core: a FIFO of waiters and a set of held tickets.
-//! No I/O, no time source: the actor feeds it and acts on what it returns.
+//! The gate's queue, a pure core: a FIFO of waiters and the units of
+//! capacity released to it. No I/O, no time source: the actor feeds it
+//! and acts on what it returns. The capacity nobody queues for lives in
+//! the lane (`lane.rs`); a unit comes here only while someone is queued.
 
 use std::collections::VecDeque;
 
 use crate::gate::Ticket;
 
-/// Waiters in arrival order and the tickets holding capacity.
+/// Waiters in arrival order and the units they may be granted.
 #[derive(Debug)]
 pub(crate) struct GateQueue<W> {
-    capacity: usize,
-    /// Held tickets: at most `capacity` (1 to a few), so a vector beats a
-    /// hash set on every operation.
-    held: Vec<Ticket>,
+    /// Units released to the queue and not granted yet.
+    units: usize,
     waiting: VecDeque<(Ticket, W)>,
 }
 
 impl<W> GateQueue<W> {
-    /// A queue admitting `capacity` holders at once (at least 1).
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// An empty queue holding no unit.
+    pub(crate) fn new() -> Self {
         Self {
-            capacity: capacity.max(1),
-            held: Vec::new(),
+            units: 0,
             waiting: VecDeque::new(),
         }
     }
@@ -36,37 +35,38 @@ impl<W> GateQueue<W> {
         self.waiting.remove(at).map(|(_, w)| w)
     }
 
-    /// Frees the capacity `ticket` held. Returns `false` for a ticket that
-    /// holds nothing (a duplicate or unknown release changes nothing).
-    pub(crate) fn release(&mut self, ticket: Ticket) -> bool {
-        match self.held.iter().position(|t| *t == ticket) {
-            Some(at) => {
-                self.held.swap_remove(at);
-                true
-            }
-            None => false,
-        }
+    /// A unit of capacity comes to the queue.
+    pub(crate) fn add_units(&mut self, units: usize) {
+        self.units += units;
     }
 
-    /// The next waiter to grant, if capacity is free: it leaves the queue
-    /// and its ticket now holds capacity.
+    /// The next waiter to grant, if a unit is here: it leaves the queue
+    /// with the unit.
     pub(crate) fn grant_next(&mut self) -> Option<(Ticket, W)> {
-        if self.held.len() >= self.capacity {
+        if self.units == 0 {
             return None;
         }
-        let (ticket, waiter) = self.waiting.pop_front()?;
-        self.held.push(ticket);
-        Some((ticket, waiter))
+        let next = self.waiting.pop_front()?;
+        self.units -= 1;
+        Some(next)
     }
 
-    /// Removes queued waiters for which `gone` is true (receivers dropped).
-    pub(crate) fn prune(&mut self, mut gone: impl FnMut(&W) -> bool) {
+    /// The units left over once nobody waits: taken out of the queue (for
+    /// the lane). None while anyone waits.
+    pub(crate) fn take_spare(&mut self) -> usize {
+        if self.waiting.is_empty() {
+            std::mem::take(&mut self.units)
+        } else {
+            0
+        }
+    }
+
+    /// Removes queued waiters for which `gone` is true (receivers
+    /// dropped); how many.
+    pub(crate) fn prune(&mut self, mut gone: impl FnMut(&W) -> bool) -> usize {
+        let before = self.waiting.len();
         self.waiting.retain(|(_, w)| !gone(w));
-    }
-
-    /// Holders now.
-    pub(crate) fn in_flight(&self) -> usize {
-        self.held.len()
+        before - self.waiting.len()
     }
 
     /// Waiters now.
@@ -74,14 +74,9 @@ impl<W> GateQueue<W> {
         self.waiting.len()
     }
 
-    /// True when a waiter pushed now would be granted at once.
-    pub(crate) fn has_room(&self) -> bool {
-        self.held.len() < self.capacity && self.waiting.is_empty()
-    }
-
-    /// Holders allowed at once.
-    pub(crate) fn capacity(&self) -> usize {
-        self.capacity
+    /// Units here now.
+    pub(crate) fn units(&self) -> usize {
+        self.units
     }
 }
 
@@ -91,54 +86,60 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn grants_in_arrival_order_up_to_capacity() {
-        let mut q = GateQueue::new(2);
+    fn grants_in_arrival_order_one_per_unit() {
+        let mut q = GateQueue::new();
         for t in 1..=4 {
             q.push(t, ());
         }
+        assert_eq!(q.grant_next(), None, "no unit, no grant");
+        q.add_units(2);
         assert_eq!(q.grant_next().map(|g| g.0), Some(1));
         assert_eq!(q.grant_next().map(|g| g.0), Some(2));
         assert_eq!(q.grant_next(), None);
-        assert!(q.release(1));
+        q.add_units(1);
         assert_eq!(q.grant_next().map(|g| g.0), Some(3));
     }
 
     #[test]
     fn a_cancelled_waiter_is_never_granted_and_blocks_nobody() {
-        let mut q = GateQueue::new(1);
+        let mut q = GateQueue::new();
         q.push(1, ());
         q.push(2, ());
         q.push(3, ());
+        q.add_units(1);
         assert_eq!(q.grant_next().map(|g| g.0), Some(1));
         assert_eq!(q.cancel(2), Some(()));
-        assert!(q.release(1));
+        assert_eq!(q.cancel(2), None, "cancelled once");
+        q.add_units(1);
         assert_eq!(q.grant_next().map(|g| g.0), Some(3));
     }
 
     #[test]
-    fn duplicate_or_unknown_release_changes_nothing() {
-        let mut q = GateQueue::new(1);
+    fn spare_units_leave_only_when_nobody_waits() {
+        let mut q = GateQueue::new();
         q.push(1, ());
-        q.push(2, ());
-        q.grant_next();
-        assert!(!q.release(7));
-        assert_eq!(q.grant_next(), None);
-        assert!(q.release(1));
-        assert!(!q.release(1));
-        assert_eq!(q.grant_next().map(|g| g.0), Some(2));
-        assert_eq!(q.in_flight(), 1);
+        q.add_units(2);
+        assert_eq!(q.take_spare(), 0, "a waiter is owed one");
+        assert_eq!(q.grant_next().map(|g| g.0), Some(1));
+        assert_eq!(q.take_spare(), 1);
+        assert_eq!(q.units(), 0);
     }
 
     #[test]
-    fn zero_capacity_is_raised_to_one() {
-        assert_eq!(GateQueue::<()>::new(0).capacity(), 1);
+    fn prune_counts_what_it_removed() {
+        let mut q = GateQueue::new();
+        for t in 1..=4 {
+            q.push(t, t % 2 == 0);
+        }
+        assert_eq!(q.prune(|gone| *gone), 2);
+        assert_eq!(q.queued(), 2);
     }
 
     #[derive(Debug, Clone)]
     enum Op {
         Push,
         Cancel(usize),
-        Release(usize),
+        Unit,
         Grant,
     }
 
@@ -146,20 +147,20 @@ mod tests {
         prop_oneof![
             Just(Op::Push),
             any::<usize>().prop_map(Op::Cancel),
-            any::<usize>().prop_map(Op::Release),
+            Just(Op::Unit),
             Just(Op::Grant),
         ]
     }
 
     proptest! {
         /// Against a reference: grants follow arrival order among the
-        /// waiters not cancelled, and holders never exceed capacity.
+        /// waiters not cancelled, one per unit.
         #[test]
-        fn matches_a_reference_fifo(capacity in 1usize..4, ops in prop::collection::vec(op(), 0..200)) {
-            let mut q = GateQueue::new(capacity);
+        fn matches_a_reference_fifo(ops in prop::collection::vec(op(), 0..200)) {
+            let mut q = GateQueue::new();
             let mut next = 0u64;
             let mut reference: VecDeque<u64> = VecDeque::new();
-            let mut held: Vec<u64> = Vec::new();
+            let mut units = 0usize;
             for op in ops {
                 match op {
                     Op::Push => { next += 1; q.push(next, ()); reference.push_back(next); }
@@ -167,19 +168,15 @@ mod tests {
                         let t = reference.remove(i % reference.len()).unwrap();
                         prop_assert!(q.cancel(t).is_some());
                     },
-                    Op::Release(i) => if !held.is_empty() {
-                        let t = held.remove(i % held.len());
-                        prop_assert!(q.release(t));
-                    },
+                    Op::Unit => { units += 1; q.add_units(1); }
                     Op::Grant => {
                         let got = q.grant_next().map(|g| g.0);
-                        let expected = if held.len() < capacity { reference.pop_front() } else { None };
+                        let expected = if units > 0 { reference.pop_front() } else { None };
+                        if expected.is_some() { units -= 1; }
                         prop_assert_eq!(got, expected);
-                        if let Some(t) = got { held.push(t); }
                     }
                 }
-                prop_assert!(q.in_flight() <= capacity);
-                prop_assert_eq!(q.in_flight(), held.len());
+                prop_assert_eq!(q.units(), units);
                 prop_assert_eq!(q.queued(), reference.len());
             }
         }
