@@ -2,7 +2,9 @@
 //! approvals it waits on. The handler only moves messages; the turn runs
 //! in a task (`turn.rs`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -49,10 +51,10 @@ pub(crate) struct AgentState {
     history: Vec<ChatMessage>,
     running: Option<RunningTurn>,
     waiting: VecDeque<(UserTurn, Option<TurnReply>)>,
-    approvals: HashMap<ApprovalId, RpcReplyPort<ApprovalDecision>>,
+    approvals: FxHashMap<ApprovalId, RpcReplyPort<ApprovalDecision>>,
     /// Approvals no longer pending, and why: answers to them are refused
     /// with that reason.
-    closed_approvals: HashMap<ApprovalId, ApprovalRefusal>,
+    closed_approvals: FxHashMap<ApprovalId, ApprovalRefusal>,
     approval_counter: Arc<AtomicU64>,
     next_run: u64,
     turns_finished: u64,
@@ -99,7 +101,9 @@ impl Drop for RunningTurn {
             &progress,
             self.started,
         );
-        turn_state::close(&self.shared, &self.sink, &self.out, &result, &text);
+        turn_state::close(&self.shared, &self.sink, &self.out, &result, &|| {
+            text.clone()
+        });
     }
 }
 
@@ -189,7 +193,8 @@ impl AgentState {
                     turn_state::result(text.clone(), Outcome::Failed(text), &progress, started)
                 });
                 spans::record_end(&run_span, &result);
-                let cut = turn_state::cut_sentence(&result.outcome, &ctx.config.limits);
+                // Written only if a call or an approval is left open.
+                let cut = || turn_state::cut_sentence(&result.outcome, &ctx.config.limits);
                 // `None`: a stop closed the turn first and answered it.
                 if let Some(history) =
                     turn_state::close(&ctx.shared, &ctx.sink, &events, &result, &cut)
@@ -284,7 +289,8 @@ impl AgentState {
         );
         let result = turn_state::result(text, Outcome::Stopped, &progress, running.started);
         spans::record_end(&running.span, &result);
-        let cut = turn_state::cut_sentence(&result.outcome, &self.config.limits);
+        let limits = self.config.limits;
+        let cut = || turn_state::cut_sentence(&result.outcome, &limits);
         let Some(history) =
             turn_state::close(&running.shared, &running.sink, &self.events, &result, &cut)
         else {
@@ -361,8 +367,8 @@ impl Actor for AgentActor {
             history: args.history,
             running: None,
             waiting: VecDeque::new(),
-            approvals: HashMap::new(),
-            closed_approvals: HashMap::new(),
+            approvals: FxHashMap::default(),
+            closed_approvals: FxHashMap::default(),
             approval_counter: Arc::new(AtomicU64::new(0)),
             next_run: 0,
             turns_finished: 0,

@@ -65,9 +65,14 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     let config = &ctx.config;
     let limits = config.limits;
     loop {
-        let (progress, history) = ctx.with(|t| {
+        let (progress, messages) = ctx.with(|t| {
             t.read_steering();
-            (t.progress.clone(), t.history.clone())
+            // The request's messages, copied from the conversation once:
+            // the system prompt, then every message so far.
+            let mut messages = Vec::with_capacity(t.history.len() + 1);
+            messages.push(ChatMessage::system(config.system_prompt.clone()));
+            messages.extend_from_slice(&t.history);
+            (t.progress.clone(), messages)
         });
         if progress.model_calls >= limits.max_model_calls {
             let text = partial_result(LimitKind::ModelCalls, &limits, &progress);
@@ -77,7 +82,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             let text = partial_result(LimitKind::Tokens, &limits, &progress);
             return (text, Outcome::LimitReached(LimitKind::Tokens));
         }
-        let answer = ask_model(ctx, history)
+        let answer = ask_model(ctx, messages)
             .instrument(spans::chat(&ctx.config))
             .await;
         let (text, calls, truncated) = match answer {
@@ -156,7 +161,8 @@ enum ModelEnd {
 /// cut if it was (`finish_reason`).
 type Answer = (String, Vec<ToolCall>, Option<String>);
 
-/// One model call, holding the gate only for its duration.
+/// One model call, holding the gate only for its duration. `messages`
+/// is the whole request: the system prompt, then the conversation.
 ///
 /// Every chunk spends from tokio's co-operative budget, so a model whose
 /// stream is always ready still hands the scheduler back every few
@@ -164,11 +170,8 @@ type Answer = (String, Vec<ToolCall>, Option<String>);
 /// within a bounded number of chunks, and the permit goes with the task.
 /// Usage is checked as it arrives: a call that goes past the token budget
 /// ends there.
-async fn ask_model(ctx: &TurnContext, history: Vec<ChatMessage>) -> Result<Answer, ModelEnd> {
+async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answer, ModelEnd> {
     let config = &ctx.config;
-    let mut messages = Vec::with_capacity(history.len() + 1);
-    messages.push(ChatMessage::system(config.system_prompt.clone()));
-    messages.extend(history);
     let request = ModelRequest {
         messages,
         tools: config.tools.specs(),

@@ -239,13 +239,15 @@ pub(crate) fn cut_sentence(outcome: &Outcome, limits: &Limits) -> String {
 /// the call in flight, the calls not started), then emits `result` on
 /// `out` — all atomically with closing `turn_sink`, so nothing of the turn
 /// follows. Returns the conversation after the turn, or `None` if the turn
-/// was already closed (by its task or by a stop).
+/// was already closed (by its task or by a stop). `cut` writes the
+/// sentence the open call, approval and unstarted calls are answered with
+/// (called only when one is open).
 pub(crate) fn close(
     shared: &Shared,
     turn_sink: &EventSink,
     out: &EventSink,
     result: &AgentResult,
-    cut: &str,
+    cut: &dyn Fn() -> String,
 ) -> Option<Vec<ChatMessage>> {
     let mut state = lock(shared);
     state.closing = true;
@@ -256,7 +258,7 @@ pub(crate) fn close(
             out.emit(AgentEvent::ApprovalResolved {
                 id,
                 tool_use_id,
-                outcome: ApprovalOutcome::Cancelled(cut.to_owned()),
+                outcome: ApprovalOutcome::Cancelled(cut()),
             });
         }
         if let Some(call) = open {
@@ -266,7 +268,7 @@ pub(crate) fn close(
                     is_error: false,
                 },
                 None => ToolOutcome {
-                    output: cut.to_owned(),
+                    output: cut(),
                     is_error: true,
                 },
             });
@@ -287,7 +289,7 @@ pub(crate) fn close(
         for id in unstarted {
             state
                 .history
-                .push(ChatMessage::tool(id, format!("not run: {cut}")));
+                .push(ChatMessage::tool(id, format!("not run: {}", cut())));
         }
         if !result.outcome.is_completed() {
             state
@@ -413,7 +415,7 @@ mod tests {
         let (shared, slot, turn_sink, out, mut stream) = open_turn();
         slot.on_cut("note".into());
         assert!(slot.settle(&Ok("the answer".into())));
-        close(&shared, &turn_sink, &out, &stopped(), "cut");
+        close(&shared, &turn_sink, &out, &stopped(), &|| "cut".to_owned());
         let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
             panic!("the call is answered first");
         };
@@ -422,7 +424,7 @@ mod tests {
 
         let (shared, slot, turn_sink, out, mut stream) = open_turn();
         slot.on_cut("note".into());
-        close(&shared, &turn_sink, &out, &stopped(), "cut");
+        close(&shared, &turn_sink, &out, &stopped(), &|| "cut".to_owned());
         assert!(!slot.settle(&Ok("too late".into())), "the turn was cut");
         let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
             panic!("the call is answered first");

@@ -2,7 +2,6 @@
 //! shape: a private worker, a handle to clone).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::gate::lane::Take;
 use crate::gate::{SharedLane, Ticket, lock};
@@ -21,9 +20,9 @@ use crate::gate::msg::{GateMsg, Permit};
 #[derive(Debug, Clone)]
 pub struct GateHandle {
     actor: ActorRef<GateMsg>,
-    /// The uncontended path, shared with the actor and the permits.
+    /// The uncontended path and the ticket counter, shared with the actor
+    /// and the permits.
     lane: SharedLane,
-    next_ticket: Arc<AtomicU64>,
     /// Shared by every clone of an owning handle; stops the gate when the
     /// last one goes.
     _owner: Arc<StopOnDrop>,
@@ -54,7 +53,6 @@ impl GateHandle {
             _owner: Arc::new(StopOnDrop(actor.clone())),
             actor,
             lane,
-            next_ticket: Arc::new(AtomicU64::new(1)),
         }
     }
 
@@ -81,9 +79,9 @@ impl GateHandle {
     /// nobody queued, the permit is granted at once, with no message to
     /// the gate actor.
     pub async fn acquire(&self, holder: impl Into<AgentId>) -> Result<Permit, Closed> {
-        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
-        let rx = {
+        let (ticket, rx) = {
             let mut lane = lock(&self.lane);
+            let ticket = lane.ticket();
             match lane.take() {
                 Take::Granted => {
                     return Ok(Permit::new(self.actor.clone(), self.lane.clone(), ticket));
@@ -100,7 +98,7 @@ impl GateHandle {
                         lane.unqueue();
                         return Err(Closed::Gate);
                     }
-                    rx
+                    (ticket, rx)
                 }
             }
         };

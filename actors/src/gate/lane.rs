@@ -11,6 +11,8 @@
 //! actor decided in it is sent before the lock is let go, so the actor
 //! reads the messages in the order the lane decided them.
 
+use crate::gate::Ticket;
+
 /// What an acquire does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Take {
@@ -32,9 +34,12 @@ pub(crate) enum GiveBack {
     ToQueue,
 }
 
-/// The capacity of the uncontended path, and how many wait at the actor.
+/// The capacity of the uncontended path, how many wait at the actor, and
+/// the next ticket.
 #[derive(Debug)]
 pub(crate) struct Lane {
+    /// The ticket the next acquire gets (from 1).
+    next_ticket: Ticket,
     /// Units nobody holds and the actor does not keep.
     free: usize,
     /// Acquires sent to the actor and not yet granted, cancelled or
@@ -50,11 +55,19 @@ impl Lane {
     /// A lane holding all of `capacity` (at least 1).
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
+            next_ticket: 1,
             free: capacity.max(1),
             queued: 0,
             granted: 0,
             closed: false,
         }
+    }
+
+    /// A new acquire's ticket: unique per gate, in call order.
+    pub(crate) fn ticket(&mut self) -> Ticket {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        ticket
     }
 
     /// An acquire arrives.

@@ -205,8 +205,9 @@ impl Book {
         Some(ahead + 1)
     }
 
-    /// Ends it (once): terminal status, result or error, stamps. Returns
-    /// the final envelope; `None` if it had ended already.
+    /// Ends it (once): terminal status, result or error, stamps. False if
+    /// it had ended already (or is unknown). The final envelope is
+    /// [`Book::envelope`]: copied only for whoever reads it.
     pub(crate) fn finish(
         &self,
         id: &AgentId,
@@ -214,7 +215,24 @@ impl Book {
         result: Option<String>,
         error: Option<String>,
         now_ms: u64,
-    ) -> Option<Envelope> {
+    ) -> bool {
+        self.end(id, status, result, error, now_ms).is_some()
+    }
+
+    /// The envelope as recorded, with no live reading: a finished child's
+    /// final one.
+    pub(crate) fn envelope(&self, id: &AgentId) -> Option<Envelope> {
+        self.entries.get(id).map(|entry| entry.envelope.clone())
+    }
+
+    fn end(
+        &self,
+        id: &AgentId,
+        status: SubAgentStatus,
+        result: Option<String>,
+        error: Option<String>,
+        now_ms: u64,
+    ) -> Option<()> {
         // The turn's lock is taken with no map guard held (see get_live).
         let probe = self.entries.get(id)?.probe.clone();
         let run_span = probe.as_ref().and_then(Probe::take_span);
@@ -235,7 +253,7 @@ impl Book {
         entry.envelope.finished_at_ms = Some(now_ms);
         entry.envelope.result = result;
         entry.envelope.error = error;
-        Some(entry.envelope.clone())
+        Some(())
     }
 
     /// A tool call took its finished result: no wake follows. Returns the
@@ -288,7 +306,7 @@ impl Book {
             .collect();
         let mut failed: Vec<Envelope> = open
             .iter()
-            .filter_map(|id| {
+            .filter(|id| {
                 self.finish(
                     id,
                     SubAgentStatus::Failed,
@@ -297,6 +315,7 @@ impl Book {
                     now_ms,
                 )
             })
+            .filter_map(|id| self.envelope(id))
             .collect();
         failed.sort_by_key(|e| (child_number(&e.id).unwrap_or(u64::MAX), e.id.clone()));
         failed

@@ -35,13 +35,21 @@ impl HubState {
             requester_sink.emit(terminal);
         });
         let now = self.now_ms();
-        let Some(envelope) = self.book.finish(id, status, result, error, now) else {
+        if !self.book.finish(id, status, result, error, now) {
             return Vec::new();
+        }
+        // Copied only for whoever reads it.
+        let envelope = if child.subscribers.is_empty() && self.config.observers.is_empty() {
+            None
+        } else {
+            self.book.envelope(id)
         };
         // Sending the envelope delivers nothing: a receiver claims the
         // result once its tool call has taken it.
-        for reply in child.subscribers.drain(..) {
-            let _ = reply.send(envelope.clone());
+        if let Some(envelope) = &envelope {
+            for reply in child.subscribers.drain(..) {
+                let _ = reply.send(envelope.clone());
+            }
         }
         for reply in child.stop_replies.drain(..) {
             reply.answer(Ok(status));
@@ -53,7 +61,9 @@ impl HubState {
         }
         self.sinks.remove(id);
         self.finished += 1;
-        self.tell_observers(&envelope);
+        if let Some(envelope) = &envelope {
+            self.tell_observers(envelope);
+        }
         self.slots.release(id)
     }
 

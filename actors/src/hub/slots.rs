@@ -1,6 +1,8 @@
 //! The hub's pure core: live slots and the FIFO queue behind them.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashSet;
 
 use subagents_messages::AgentId;
 
@@ -17,7 +19,9 @@ pub(crate) enum Admission {
 #[derive(Debug)]
 pub(crate) struct Slots {
     max_live: usize,
-    live: HashSet<AgentId>,
+    /// Hashed with Fx: the ids are the hub's own, and SipHash cost
+    /// more than the rest of an admission.
+    live: FxHashSet<AgentId>,
     queue: VecDeque<AgentId>,
 }
 
@@ -26,7 +30,7 @@ impl Slots {
     pub(crate) fn new(max_live: usize) -> Self {
         Self {
             max_live: max_live.max(1),
-            live: HashSet::new(),
+            live: FxHashSet::default(),
             queue: VecDeque::new(),
         }
     }

@@ -48,20 +48,21 @@ pub(crate) struct ThreadState {
     /// The store's writes, in order (none without a store).
     pub(super) writer: Option<Writer>,
     /// What each child of this thread was asked, until its final
-    /// conversation is written.
-    pub(super) requests: std::collections::HashMap<AgentId, Arc<ChildRequest>>,
+    /// conversation is written. The thread's maps hash ids with Fx (the
+    /// hub makes them; SipHash costs more than the lookup), and none is
+    /// iterated onto the stream.
+    pub(super) requests: rustc_hash::FxHashMap<AgentId, Arc<ChildRequest>>,
     /// The children a restart interrupted, woken as one: the wake queue
     /// holds the first; delivering it lists them all.
     pub(super) restarted: Vec<AgentId>,
     /// Children requested before the last switch: they never wake.
-    pub(super) switched_off: std::collections::HashSet<subagents_messages::AgentId>,
+    pub(super) switched_off: rustc_hash::FxHashSet<subagents_messages::AgentId>,
     /// Children whose result was queued as a wake: at most once each (a
     /// finished child's envelope may be reported again when it changes).
-    pub(super) woken: std::collections::HashSet<subagents_messages::AgentId>,
+    pub(super) woken: rustc_hash::FxHashSet<subagents_messages::AgentId>,
     /// Approvals answered through this thread, so a late second answer is
     /// refused as already answered even after the child that asked ended.
-    pub(super) answered:
-        Arc<std::sync::Mutex<std::collections::HashMap<ApprovalId, ApprovalDecision>>>,
+    pub(super) answered: Arc<std::sync::Mutex<rustc_hash::FxHashMap<ApprovalId, ApprovalDecision>>>,
 }
 
 pub(super) struct Observer(pub(super) ActorRef<ThreadMsg>);

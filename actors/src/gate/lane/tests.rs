@@ -39,6 +39,12 @@ fn a_free_unit_is_not_taken_past_a_queued_waiter() {
 }
 
 #[test]
+fn tickets_count_from_one_in_call_order() {
+    let mut lane = Lane::new(1);
+    assert_eq!([lane.ticket(), lane.ticket(), lane.ticket()], [1, 2, 3]);
+}
+
+#[test]
 fn zero_capacity_is_raised_to_one() {
     assert_eq!(Lane::new(0).free(), 1);
 }

@@ -38,13 +38,12 @@ fn statuses_only_move_forward() {
     assert!(!book.advance(&id("agent_1"), SubAgentStatus::Queued));
     assert!(book.advance(&id("agent_1"), SubAgentStatus::Background));
     assert!(book.is_background(&id("agent_1")));
-    assert!(
-        book.finish(&id("agent_1"), SubAgentStatus::Done, None, None, 5)
-            .is_some()
-    );
-    assert!(
-        book.finish(&id("agent_1"), SubAgentStatus::Stopped, None, None, 6)
-            .is_none()
+    assert!(book.finish(&id("agent_1"), SubAgentStatus::Done, None, None, 5));
+    assert!(!book.finish(&id("agent_1"), SubAgentStatus::Stopped, None, None, 6));
+    assert_eq!(
+        book.envelope(&id("agent_1")).map(|e| e.finished_at_ms),
+        Some(Some(5)),
+        "the first finish stands"
     );
     assert!(!book.advance(&id("agent_1"), SubAgentStatus::Background));
     assert_eq!(
