@@ -160,7 +160,7 @@ pub(crate) mod sealed {
             /// Its result (already emitted as an event).
             result: AgentResult,
             /// The conversation after the turn, to carry into the next one.
-            history: Vec<ChatMessage>,
+            history: std::sync::Arc<Vec<ChatMessage>>,
         },
         /// Sent by a transport, to the proxy of a child on another node
         /// only: a report of its node.

@@ -90,16 +90,21 @@ impl Probe {
         Some(history)
     }
 
-    /// The conversation of the last turn, moved out (once it ended: the
-    /// agent has its own copy; the turn's state is read by nobody else).
-    pub(crate) fn take_conversation(&self) -> Option<Vec<ChatMessage>> {
+    /// The conversation of the last turn: once it ended, the one it ended
+    /// with (shared with the agent, not copied; handed out once); a turn
+    /// that has not closed (its child failed around it) gives a copy of
+    /// what it has so far.
+    pub(crate) fn take_conversation(&self) -> Option<Arc<Vec<ChatMessage>>> {
         let shared = self
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()?;
-        let history = std::mem::take(&mut lock(&shared).history);
-        Some(history)
+        let mut state = lock(&shared);
+        Some(match state.ended.take() {
+            Some(ended) => ended,
+            None => Arc::new(state.history.clone()),
+        })
     }
 
     /// The turn as it is now. Takes the probe's lock, then the turn's, one

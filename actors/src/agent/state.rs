@@ -48,7 +48,9 @@ pub(crate) struct AgentArguments {
 pub(crate) struct AgentState {
     config: Arc<AgentConfig>,
     events: EventSink,
-    history: Vec<ChatMessage>,
+    /// The conversation so far: shared with the hub's book once a turn
+    /// ended (copied only if the agent then writes to it).
+    history: Arc<Vec<ChatMessage>>,
     running: Option<RunningTurn>,
     waiting: VecDeque<(UserTurn, Option<TurnReply>)>,
     approvals: FxHashMap<ApprovalId, RpcReplyPort<ApprovalDecision>>,
@@ -229,7 +231,7 @@ impl AgentState {
         self.totals.tool_calls += u64::from(result.tool_calls);
     }
 
-    fn finish(&mut self, run: u64, result: AgentResult, history: Vec<ChatMessage>) {
+    fn finish(&mut self, run: u64, result: AgentResult, history: Arc<Vec<ChatMessage>>) {
         if self.running.as_ref().is_none_or(|r| r.run != run) {
             return;
         }
@@ -268,8 +270,9 @@ impl AgentState {
             };
             self.events
                 .emit(AgentEvent::Result(Box::new(result.clone())));
-            self.history.push(ChatMessage::user(turn.text));
-            self.history.push(ChatMessage::assistant(text, Vec::new()));
+            let history = Arc::make_mut(&mut self.history);
+            history.push(ChatMessage::user(turn.text));
+            history.push(ChatMessage::assistant(text, Vec::new()));
             self.turns_finished += 1;
             if let Some(reply) = reply {
                 reply.send(result);
@@ -364,7 +367,7 @@ impl Actor for AgentActor {
         Ok(AgentState {
             config: args.config,
             events: args.events,
-            history: args.history,
+            history: Arc::new(args.history),
             running: None,
             waiting: VecDeque::new(),
             approvals: FxHashMap::default(),

@@ -81,6 +81,9 @@ pub(crate) struct TurnState {
     /// Its `invoke_agent` span (a wake turn that follows this run links
     /// to it).
     pub(crate) span: Option<tracing::Span>,
+    /// The conversation once the turn ended, shared with the agent (one
+    /// copy for both; the hub takes it through the probe).
+    pub(crate) ended: Option<Arc<Vec<ChatMessage>>>,
 }
 
 impl TurnState {
@@ -248,7 +251,7 @@ pub(crate) fn close(
     out: &EventSink,
     result: &AgentResult,
     cut: &dyn Fn() -> String,
-) -> Option<Vec<ChatMessage>> {
+) -> Option<Arc<Vec<ChatMessage>>> {
     let mut state = lock(shared);
     state.closing = true;
     let mut history = None;
@@ -300,9 +303,11 @@ pub(crate) fn close(
         // conversation, after the turn's end.
         state.read_steering();
         out.emit(AgentEvent::Result(Box::new(result.clone())));
-        // A copy stays: the hub keeps a finished child's conversation
-        // (through its probe) to resume it.
-        history = Some(state.history.clone());
+        // Shared, not copied: the hub keeps a finished child's
+        // conversation (through its probe) to resume it.
+        let ended = Arc::new(std::mem::take(&mut state.history));
+        state.ended = Some(ended.clone());
+        history = Some(ended);
     });
     history
 }

@@ -236,7 +236,7 @@ impl Book {
         // The turn's lock is taken with no map guard held (see get_live).
         let probe = self.entries.get(id)?.probe.clone();
         let run_span = probe.as_ref().and_then(Probe::take_span);
-        let conversation = probe.and_then(|p| p.take_conversation()).map(Arc::new);
+        let conversation = probe.and_then(|p| p.take_conversation());
         let mut entry = self.entries.get_mut(id)?;
         if entry.envelope.status.is_terminal() {
             return None;

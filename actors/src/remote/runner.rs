@@ -197,7 +197,10 @@ impl NodeRunner {
         self.runs().remove(&slot);
         agent.shutdown();
         if let Ok(result) = ended {
-            let conversation: Vec<ChatMessage> = probe.take_conversation().unwrap_or_default();
+            let conversation: Vec<ChatMessage> = probe
+                .take_conversation()
+                .map(Arc::unwrap_or_clone)
+                .unwrap_or_default();
             send(
                 &out,
                 &seq,
