@@ -128,3 +128,61 @@ impl Probe {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::turn_state::TurnState;
+    use crate::sink::EventSink;
+    use subagents_messages::{AgentResult, Outcome};
+
+    fn turn(messages: &[&str]) -> (Probe, Shared) {
+        let history = messages.iter().map(|m| ChatMessage::user(*m)).collect();
+        let shared: Shared = Arc::new(Mutex::new(TurnState::new(history)));
+        let probe = Probe::default();
+        probe.publish(&shared);
+        (probe, shared)
+    }
+
+    fn stopped() -> AgentResult {
+        AgentResult {
+            text: "stopped".into(),
+            outcome: Outcome::Stopped,
+            model_calls: 0,
+            tool_calls: 0,
+            usage: Default::default(),
+            children_usage: Default::default(),
+            elapsed: std::time::Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn an_ended_turns_conversation_is_shared_with_the_agent_once() {
+        let (probe, shared) = turn(&["hi"]);
+        let (out, _stream) = EventSink::channel();
+        let agents =
+            crate::agent::turn_state::close(&shared, &out.gated(), &out, &stopped(), &|| {
+                "cut".to_owned()
+            })
+            .unwrap();
+        let books = probe.take_conversation().unwrap();
+        assert!(Arc::ptr_eq(&agents, &books), "one copy for both");
+        assert_eq!(books.len(), 2, "the input and the stopped answer");
+        assert!(
+            probe.take_conversation().unwrap().is_empty(),
+            "handed out once"
+        );
+    }
+
+    #[test]
+    fn a_running_turns_conversation_is_copied_not_taken() {
+        let (probe, shared) = turn(&["hi", "more"]);
+        let copy = probe.take_conversation().unwrap();
+        assert_eq!(copy.len(), 2);
+        assert_eq!(
+            crate::agent::turn_state::lock(&shared).history.len(),
+            2,
+            "the running turn keeps its conversation"
+        );
+    }
+}
