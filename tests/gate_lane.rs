@@ -37,6 +37,15 @@ async fn settle() {
     }
 }
 
+/// A capacity-1 gate, its holder, and a waiter queued behind it.
+async fn held_with_a_waiter() -> (GateHandle, Permit, Acquire) {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let holder = gate.acquire("holder").await.unwrap();
+    let mut waiter = acquire(&gate, "waiter");
+    assert!(poll!(waiter.as_mut()).is_pending());
+    (gate, holder, waiter)
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_uncontended_acquire_is_granted_at_its_first_poll() {
     let gate = GateHandle::spawn(2).await.unwrap();
@@ -61,10 +70,7 @@ async fn an_uncontended_acquire_is_granted_at_its_first_poll() {
 
 #[tokio::test(start_paused = true)]
 async fn a_release_and_an_arrival_in_one_tick_do_not_pass_the_queued_waiter() {
-    let gate = GateHandle::spawn(1).await.unwrap();
-    let holder = gate.acquire("holder").await.unwrap();
-    let mut waiter = acquire(&gate, "waiter");
-    assert!(poll!(waiter.as_mut()).is_pending());
+    let (gate, holder, waiter) = held_with_a_waiter().await;
     // Same tick: the holder releases, a newcomer arrives.
     drop(holder);
     let mut newcomer = acquire(&gate, "newcomer");
@@ -81,10 +87,7 @@ async fn a_release_and_an_arrival_in_one_tick_do_not_pass_the_queued_waiter() {
 
 #[tokio::test(start_paused = true)]
 async fn a_waiter_that_gives_up_as_its_unit_arrives_loses_no_unit() {
-    let gate = GateHandle::spawn(1).await.unwrap();
-    let holder = gate.acquire("holder").await.unwrap();
-    let mut waiter = acquire(&gate, "waiter");
-    assert!(poll!(waiter.as_mut()).is_pending());
+    let (gate, holder, waiter) = held_with_a_waiter().await;
     // Same tick: the unit goes to the waiter's queue, the waiter leaves.
     drop(holder);
     drop(waiter);
@@ -112,10 +115,7 @@ async fn a_stopped_gate_grants_nothing_on_either_path() {
 
 #[tokio::test(start_paused = true)]
 async fn queued_waiters_are_told_when_the_gate_stops() {
-    let gate = GateHandle::spawn(1).await.unwrap();
-    let _held = gate.acquire("held").await.unwrap();
-    let mut waiter = acquire(&gate, "waiter");
-    assert!(poll!(waiter.as_mut()).is_pending());
+    let (gate, _held, waiter) = held_with_a_waiter().await;
     gate.actor().stop(None);
     assert!(matches!(within(waiter).await, Err(Closed::Gate)));
 }

@@ -145,15 +145,13 @@ mod tests {
     }
 
     fn stopped() -> AgentResult {
-        AgentResult {
-            text: "stopped".into(),
-            outcome: Outcome::Stopped,
-            model_calls: 0,
-            tool_calls: 0,
-            usage: Default::default(),
-            children_usage: Default::default(),
-            elapsed: std::time::Duration::ZERO,
-        }
+        let progress = crate::agent::turn_state::Progress::default();
+        crate::agent::turn_state::result(
+            "stopped".into(),
+            Outcome::Stopped,
+            &progress,
+            tokio::time::Instant::now(),
+        )
     }
 
     #[test]

@@ -216,30 +216,17 @@ impl Book {
         error: Option<String>,
         now_ms: u64,
     ) -> bool {
-        self.end(id, status, result, error, now_ms).is_some()
-    }
-
-    /// The envelope as recorded, with no live reading: a finished child's
-    /// final one.
-    pub(crate) fn envelope(&self, id: &AgentId) -> Option<Envelope> {
-        self.entries.get(id).map(|entry| entry.envelope.clone())
-    }
-
-    fn end(
-        &self,
-        id: &AgentId,
-        status: SubAgentStatus,
-        result: Option<String>,
-        error: Option<String>,
-        now_ms: u64,
-    ) -> Option<()> {
         // The turn's lock is taken with no map guard held (see get_live).
-        let probe = self.entries.get(id)?.probe.clone();
+        let Some(probe) = self.entries.get(id).map(|entry| entry.probe.clone()) else {
+            return false;
+        };
         let run_span = probe.as_ref().and_then(Probe::take_span);
         let conversation = probe.and_then(|p| p.take_conversation());
-        let mut entry = self.entries.get_mut(id)?;
+        let Some(mut entry) = self.entries.get_mut(id) else {
+            return false;
+        };
         if entry.envelope.status.is_terminal() {
-            return None;
+            return false;
         }
         if conversation.is_some() {
             entry.conversation = conversation;
@@ -253,7 +240,13 @@ impl Book {
         entry.envelope.finished_at_ms = Some(now_ms);
         entry.envelope.result = result;
         entry.envelope.error = error;
-        Some(())
+        true
+    }
+
+    /// The envelope as recorded, with no live reading: a finished child's
+    /// final one.
+    pub(crate) fn envelope(&self, id: &AgentId) -> Option<Envelope> {
+        self.entries.get(id).map(|entry| entry.envelope.clone())
     }
 
     /// A tool call took its finished result: no wake follows. Returns the
