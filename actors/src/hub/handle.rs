@@ -159,7 +159,7 @@ impl HubHandle {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.actor
             .cast(HubMsg::Spawn {
-                request: Box::new(request),
+                request: Arc::new(request),
                 span: tracing::Span::current(),
                 reply: tx.into(),
             })

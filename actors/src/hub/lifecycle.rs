@@ -135,7 +135,7 @@ impl HubState {
     pub(super) async fn spawn_child(
         &mut self,
         myself: &ActorRef<HubMsg>,
-        request: ChildRequest,
+        request: Arc<ChildRequest>,
         span: tracing::Span,
     ) -> Result<AgentId, Refused> {
         let depth = request.requester_depth + 1;
@@ -209,7 +209,6 @@ impl HubState {
         ));
         // One copy, shared with the book (which keeps it to resume the
         // child).
-        let request = Arc::new(request);
         self.book.set_seed(&id, request.clone());
         let sink = requester_sink.nested_with_tap(
             id.clone(),

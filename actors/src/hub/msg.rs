@@ -36,8 +36,9 @@ pub(crate) enum HubMsg {
     /// requester gave up) abandons the child: it goes to the background,
     /// or stops (`stop_if_abandoned`).
     Spawn {
-        /// The request (boxed: it is the largest message by far).
-        request: Box<ChildRequest>,
+        /// The request (behind a pointer: it is the largest message by
+        /// far; shared, as it arrives, with the child and the book).
+        request: std::sync::Arc<ChildRequest>,
         /// The requesting call's span: the child's runs sit under it.
         span: tracing::Span,
         /// The child's id, or why not.

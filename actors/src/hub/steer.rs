@@ -108,7 +108,9 @@ impl HubState {
         request.stop_if_abandoned = false;
         request.resumed_from = Some(id.clone());
         request.conversation = from.conversation;
-        let next = self.spawn_child(myself, request, message.span).await?;
+        let next = self
+            .spawn_child(myself, std::sync::Arc::new(request), message.span)
+            .await?;
         self.book.set_continued(id, next.clone());
         Ok(Steered::Resumed(next))
     }
