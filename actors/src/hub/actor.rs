@@ -113,8 +113,8 @@ impl Actor for Hub {
                 Box::pin(state.interrupt(&myself, &id, StopReply::One(reply))).await
             }
             HubMsg::StopAll { reply } => Box::pin(state.stop_all(&myself, reply)).await,
-            HubMsg::Internal(HubInternal::ChildFinished { id, result }) => {
-                Box::pin(state.child_finished(&myself, &id, result)).await;
+            HubMsg::Internal(HubInternal::ChildFinished { id }) => {
+                Box::pin(state.child_finished(&myself, &id)).await;
             }
             HubMsg::ResolveApproval {
                 id,

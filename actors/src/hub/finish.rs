@@ -112,13 +112,16 @@ impl HubState {
     }
 
     /// A child's turn reported its result.
-    pub(super) async fn child_finished(
-        &mut self,
-        myself: &ActorRef<HubMsg>,
-        id: &AgentId,
-        result: AgentResult,
-    ) {
-        let (status, result, error) = self.ending(id, Some(result));
+    pub(super) async fn child_finished(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId) {
+        // Sent before the hub was told (see `start_child`). A child that
+        // already ended has left the map: its finish below changes
+        // nothing.
+        let result = self
+            .children
+            .get_mut(id)
+            .and_then(|child| child.last_result.as_mut())
+            .and_then(|last| last.try_recv().ok());
+        let (status, result, error) = self.ending(id, result);
         self.finish_and_refill(myself, id, status, result, error)
             .await;
     }

@@ -67,8 +67,8 @@ pub(super) struct Child {
     pub(super) sink: EventSink,
     pub(super) requester_sink: EventSink,
     pub(super) agent: Option<AgentHandle>,
-    /// The child's turn result, for the hub's own stop (a running hub
-    /// takes it from `ChildFinished`).
+    /// The child's turn result, sent before `ChildFinished` tells the hub
+    /// (and read by the hub's own stop, its mailbox closed).
     pub(super) last_result: Option<tokio::sync::oneshot::Receiver<AgentResult>>,
     pub(super) subscribers: Vec<RpcReplyPort<Envelope>>,
     /// Told to stop (why); it ends when its turn reports.
@@ -367,18 +367,18 @@ impl HubState {
                 return self.finish_child(id, SubAgentStatus::Failed, None, Some(e.to_string()));
             }
         };
-        // The child's turn result comes to the hub from the child's own
-        // handler (no task waits on it), and to `last` too: once the hub
-        // stops, its mailbox is closed and its stop takes it from there.
+        // The child's turn result goes into `last` from the child's own
+        // handler (no task waits on it), and then the hub is told: it
+        // takes the result from there, as its own stop does once its
+        // mailbox is closed. Sent first, so the hub finds it when told.
         let (last, last_rx) = tokio::sync::oneshot::channel();
         let hub = myself.clone();
         let finished = id.clone();
         let deliver = move |result: AgentResult| {
+            let _ = last.send(result);
             let _ = hub.cast(HubMsg::Internal(HubInternal::ChildFinished {
                 id: finished,
-                result: result.clone(),
             }));
-            let _ = last.send(result);
         };
         let sent = agent.actor_ref().cast(AgentMsg::Turn {
             turn: UserTurn {

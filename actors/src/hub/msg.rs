@@ -133,7 +133,7 @@ pub(crate) mod sealed {
 
     use crate::hub::stop::DetachOutcome;
     use ractor::RpcReplyPort;
-    use subagents_messages::{AgentId, AgentResult};
+    use subagents_messages::AgentId;
 
     /// The hub's own messages.
     #[derive(Debug)]
@@ -166,12 +166,11 @@ pub(crate) mod sealed {
             /// What was found, if the sender wants to know.
             reply: Option<RpcReplyPort<DetachOutcome>>,
         },
-        /// Sent by the task that waits on a child's turn: the child's result.
+        /// Sent from a child's handler when its turn ended, after the
+        /// result went into the child's `last_result`.
         ChildFinished {
             /// The child.
             id: AgentId,
-            /// Its turn's result.
-            result: AgentResult,
         },
     }
 }
