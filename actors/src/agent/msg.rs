@@ -102,12 +102,26 @@ impl ractor::Message for AgentMsg {}
 pub(crate) enum TurnReply {
     /// To a caller awaiting it.
     Port(RpcReplyPort<AgentResult>),
-    /// To a function, called once from the agent's handler: a hub's child
-    /// hands its result to the hub this way, with no task waiting on it.
+    /// To a function, called once from the agent's handler (see
+    /// [`TurnReply::kept_then`]).
     Then(Box<dyn FnOnce(AgentResult) + Send>),
 }
 
 impl TurnReply {
+    /// Into `keep`, and then `notice` is called — in that order, once,
+    /// from the agent's handler: a hub's child hands its result to the
+    /// hub this way (the hub, told, finds it in place), with no task
+    /// waiting on it.
+    pub(crate) fn kept_then(
+        keep: tokio::sync::oneshot::Sender<AgentResult>,
+        notice: impl FnOnce() + Send + 'static,
+    ) -> Self {
+        TurnReply::Then(Box::new(move |result| {
+            let _ = keep.send(result);
+            notice();
+        }))
+    }
+
     /// Delivers the result (to nobody, if the caller went away).
     pub(crate) fn send(self, result: AgentResult) {
         match self {
@@ -168,5 +182,38 @@ pub(crate) mod sealed {
         /// Sent by a transport, to the proxy of a child on another node
         /// only: its node or the link to it is gone (why).
         Lost(String),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A hub reads its child's result when `ChildFinished` arrives: it
+    /// must be in place before the notice goes.
+    #[test]
+    fn the_result_is_in_place_before_the_notice() {
+        let (keep, kept) = tokio::sync::oneshot::channel();
+        let kept = Arc::new(Mutex::new(kept));
+        let seen = Arc::new(Mutex::new(None));
+        let (reader, seen_by) = (kept.clone(), seen.clone());
+        let reply = TurnReply::kept_then(keep, move || {
+            let found = reader.lock().unwrap().try_recv().ok();
+            *seen_by.lock().unwrap() = Some(found.map(|r| r.text));
+        });
+        let progress = crate::agent::turn_state::Progress::default();
+        reply.send(crate::agent::turn_state::result(
+            "done".into(),
+            subagents_messages::Outcome::Completed,
+            &progress,
+            tokio::time::Instant::now(),
+        ));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            Some(Some("done".to_owned())),
+            "the notice ran, and found the result"
+        );
     }
 }

@@ -58,41 +58,33 @@ pub(crate) struct GateState {
 }
 
 impl GateState {
-    /// Grants the queue's units to its waiters in order; the units left
-    /// once nobody waits go back to the lane.
+    /// Grants the queue's units to its waiters in order (a waiter that
+    /// gave up is skipped: its Cancel may still be on the way); the units
+    /// left once nobody waits go back to the lane.
     fn grant(&mut self, myself: &ActorRef<GateMsg>) {
-        while let Some((ticket, waiter)) = self.queue.grant_next() {
-            lock(&self.lane).unqueue();
-            if waiter.reply.is_closed() {
-                // The waiter gave up; its Cancel may still be on the way.
-                self.queue.add_units(1);
-                continue;
-            }
-            let waited = waiter.since.map_or(Duration::ZERO, |s| s.elapsed());
-            // Sent with the lane unlocked: a permit that cannot be
-            // delivered is dropped here, and its drop locks the lane.
-            let permit = Permit::new(myself.clone(), self.lane.clone(), ticket);
-            if waiter.reply.send(permit).is_ok() {
-                self.granted_total += 1;
-                self.longest_wait = self.longest_wait.max(waited);
-                self.total_wait = self.total_wait.saturating_add(waited);
-                self.wait_histogram[GateSnapshot::bucket_of(waited)] += 1;
-                tracing::debug!(
-                    ticket,
-                    holder = %waiter.holder,
-                    wait_ms = waited.as_millis() as u64,
-                    queued = self.queue.queued(),
-                    "model gate granted"
-                );
-            }
-            // If the send failed, the permit was dropped with the failed
-            // message and gave its unit back.
-        }
-        let spare = self.queue.take_spare();
-        if spare > 0 {
-            let kept = lock(&self.lane).settle(spare);
-            self.queue.add_units(kept);
-        }
+        let lane = &self.lane;
+        self.queue.grant_all(
+            lane,
+            |w| w.reply.is_closed(),
+            |ticket, waiter| {
+                let waited = waiter.since.map_or(Duration::ZERO, |s| s.elapsed());
+                let permit = Permit::new(myself.clone(), lane.clone(), ticket);
+                if waiter.reply.send(permit).is_ok() {
+                    self.granted_total += 1;
+                    self.longest_wait = self.longest_wait.max(waited);
+                    self.total_wait = self.total_wait.saturating_add(waited);
+                    self.wait_histogram[GateSnapshot::bucket_of(waited)] += 1;
+                    tracing::debug!(
+                        ticket,
+                        holder = %waiter.holder,
+                        wait_ms = waited.as_millis() as u64,
+                        "model gate granted"
+                    );
+                }
+                // If the send failed, the permit was dropped with the failed
+                // message and gave its unit back.
+            },
+        );
     }
 
     fn snapshot(&self) -> GateSnapshot {
@@ -153,6 +145,7 @@ impl Actor for ModelGate {
         message: GateMsg,
         state: &mut GateState,
     ) -> Result<(), ActorProcessingErr> {
+        let mut snapshot = None;
         match message {
             GateMsg::Internal(GateInternal::Acquire {
                 ticket,
@@ -160,8 +153,7 @@ impl Actor for ModelGate {
                 reply,
             }) => {
                 // Stamped only when it will wait.
-                let since =
-                    (state.queue.units() == 0 || state.queue.queued() > 0).then(Instant::now);
+                let since = (!state.queue.has_room()).then(Instant::now);
                 state.queue.push(
                     ticket,
                     Waiter {
@@ -187,12 +179,15 @@ impl Actor for ModelGate {
                     lane.unqueue();
                 }
                 drop(lane);
-                state.grant(&myself);
-                let _ = reply.send(state.snapshot());
-                return Ok(());
+                // After the grants below: what pruning freed is counted
+                // where it went.
+                snapshot = Some(reply);
             }
         }
         state.grant(&myself);
+        if let Some(reply) = snapshot {
+            let _ = reply.send(state.snapshot());
+        }
         Ok(())
     }
 }

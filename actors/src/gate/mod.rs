@@ -24,8 +24,9 @@
 //! `acquire` future is dropped is removed and never granted.
 //!
 //! The shape follows tower's `Buffer`, with tokio's `Semaphore`'s fast
-//! path: a private worker (the actor) and a cheap handle ([`GateHandle`]) that spawns it for you. Its protocol is
-//! crate-private (`msg.rs`): a host acquires and snapshots through the handle, nothing more.
+//! path: a private worker (the actor) and a cheap handle ([`GateHandle`])
+//! that spawns it for you. Its protocol is crate-private (`msg.rs`): a
+//! host acquires and snapshots through the handle, nothing more.
 //!
 //! # A note on choosing a capacity
 //! One set of weights serves one call at a time: keep the default of 1 for

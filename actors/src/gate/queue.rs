@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use crate::gate::Ticket;
+use crate::gate::{SharedLane, Ticket, lock};
 
 /// Waiters in arrival order and the units they may be granted.
 #[derive(Debug)]
@@ -61,6 +61,32 @@ impl<W> GateQueue<W> {
         }
     }
 
+    /// Grants the queue's units to its waiters in order — each leaves the
+    /// lane's count of queued acquires; one that is `gone` leaves its unit
+    /// for the next — and, once nobody waits, gives the spare units back
+    /// to the lane (unless an acquire is on its way here). `give` runs
+    /// with the lane unlocked: a permit it fails to deliver is dropped
+    /// there, and its drop locks the lane.
+    pub(crate) fn grant_all(
+        &mut self,
+        lane: &SharedLane,
+        gone: impl Fn(&W) -> bool,
+        mut give: impl FnMut(Ticket, W),
+    ) {
+        while let Some((ticket, waiter)) = self.grant_next() {
+            lock(lane).unqueue();
+            if gone(&waiter) {
+                self.units += 1;
+                continue;
+            }
+            give(ticket, waiter);
+        }
+        let spare = self.take_spare();
+        if spare > 0 {
+            self.units += lock(lane).settle(spare);
+        }
+    }
+
     /// Removes queued waiters for which `gone` is true (receivers
     /// dropped); how many.
     pub(crate) fn prune(&mut self, mut gone: impl FnMut(&W) -> bool) -> usize {
@@ -77,6 +103,11 @@ impl<W> GateQueue<W> {
     /// Units here now.
     pub(crate) fn units(&self) -> usize {
         self.units
+    }
+
+    /// True when a waiter pushed now would be granted at once.
+    pub(crate) fn has_room(&self) -> bool {
+        self.units > 0 && self.waiting.is_empty()
     }
 }
 

@@ -368,14 +368,13 @@ impl HubState {
             }
         };
         // The child's turn result goes into `last` from the child's own
-        // handler (no task waits on it), and then the hub is told: it
-        // takes the result from there, as its own stop does once its
-        // mailbox is closed. Sent first, so the hub finds it when told.
+        // handler (no task waits on it), and then the hub is told
+        // (`TurnReply::kept_then` keeps that order): it takes the result from
+        // there, as its own stop does once its mailbox is closed.
         let (last, last_rx) = tokio::sync::oneshot::channel();
         let hub = myself.clone();
         let finished = id.clone();
-        let deliver = move |result: AgentResult| {
-            let _ = last.send(result);
+        let notice = move || {
             let _ = hub.cast(HubMsg::Internal(HubInternal::ChildFinished {
                 id: finished,
             }));
@@ -387,7 +386,7 @@ impl HubState {
                 follows: None,
                 parent: None,
             },
-            reply: Some(TurnReply::Then(Box::new(deliver))),
+            reply: Some(TurnReply::kept_then(last, notice)),
         });
         if sent.is_err() {
             return self.finish_child(

@@ -169,9 +169,7 @@ impl NodeRunner {
                     follows: None,
                     parent: None,
                 },
-                reply: Some(TurnReply::Then(Box::new(move |result| {
-                    let _ = tx.send(result);
-                }))),
+                reply: Some(TurnReply::Port(tx.into())),
             })
             .map_err(|_| "its agent stopped before it started".to_owned())?;
         let key = spec.key;

@@ -8,6 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::gate::queue::GateQueue;
+use crate::gate::{SharedLane, lock};
 
 #[test]
 fn grants_here_only_while_nobody_is_queued() {
@@ -96,7 +97,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 struct Model {
     capacity: usize,
-    lane: Lane,
+    lane: SharedLane,
     queue: GateQueue<usize>,
     mailbox: VecDeque<Msg>,
     waiters: Vec<Waiter>,
@@ -108,7 +109,7 @@ impl Model {
     fn new(capacity: usize) -> Self {
         Self {
             capacity,
-            lane: Lane::new(capacity),
+            lane: std::sync::Arc::new(std::sync::Mutex::new(Lane::new(capacity))),
             queue: GateQueue::new(),
             mailbox: VecDeque::new(),
             waiters: Vec::new(),
@@ -136,7 +137,8 @@ impl Model {
             Op::Arrive => {
                 let w = self.waiters.len();
                 self.waiters.push(Waiter::Queued);
-                match self.lane.take() {
+                let take = lock(&self.lane).take();
+                match take {
                     Take::Granted => self.granted(w)?,
                     Take::Queue => self.mailbox.push_back(Msg::Acquire(w)),
                     Take::Closed => prop_assert!(false, "never closed here"),
@@ -145,9 +147,7 @@ impl Model {
             Op::Release(i) => {
                 if let Some(w) = self.pick(Waiter::Holding, i) {
                     self.waiters[w] = Waiter::Released;
-                    if self.lane.give_back() == GiveBack::ToQueue {
-                        self.mailbox.push_back(Msg::Release);
-                    }
+                    self.give_back();
                 }
             }
             Op::GiveUp(i) => {
@@ -161,7 +161,15 @@ impl Model {
         self.check()
     }
 
-    /// The actor's handler, as `actor.rs` runs it.
+    /// A holder's permit drops, as `Permit::drop` runs it.
+    fn give_back(&mut self) {
+        if lock(&self.lane).give_back() == GiveBack::ToQueue {
+            self.mailbox.push_back(Msg::Release);
+        }
+    }
+
+    /// The actor's handler, as `actor.rs` runs it (the grants are
+    /// `GateQueue::grant_all`, the actor's own).
     fn step(&mut self) -> Result<(), TestCaseError> {
         let Some(msg) = self.mailbox.pop_front() else {
             return Ok(());
@@ -170,22 +178,21 @@ impl Model {
             Msg::Acquire(w) => self.queue.push(w as u64, w),
             Msg::Cancel(w) => {
                 if self.queue.cancel(w as u64).is_some() {
-                    self.lane.unqueue();
+                    lock(&self.lane).unqueue();
                 }
             }
             Msg::Release => self.queue.add_units(1),
         }
-        while let Some((_, w)) = self.queue.grant_next() {
-            self.lane.unqueue();
-            if self.waiters[w] == Waiter::Gone {
-                self.queue.add_units(1);
-                continue;
-            }
+        let waiters = &self.waiters;
+        let mut given = Vec::new();
+        self.queue.grant_all(
+            &self.lane,
+            |w| waiters[*w] == Waiter::Gone,
+            |_, w| given.push(w),
+        );
+        for w in given {
             self.granted(w)?;
         }
-        let spare = self.queue.take_spare();
-        let kept = self.lane.settle(spare);
-        self.queue.add_units(kept);
         Ok(())
     }
 
@@ -200,14 +207,15 @@ impl Model {
             .iter()
             .filter(|m| matches!(m, Msg::Release))
             .count();
+        let lane = lock(&self.lane);
         prop_assert!(holding <= self.capacity);
         prop_assert_eq!(
-            holding + self.lane.free() + self.queue.units() + releasing,
+            holding + lane.free() + self.queue.units() + releasing,
             self.capacity,
             "a unit was lost or made"
         );
-        if self.lane.queued > 0 {
-            prop_assert_eq!(self.lane.free(), 0, "a unit idles while someone waits");
+        if lane.queued > 0 {
+            prop_assert_eq!(lane.free(), 0, "a unit idles while someone waits");
         }
         Ok(())
     }
@@ -232,24 +240,26 @@ proptest! {
             model.apply(Op::Step)?;
         }
         let queued = model.waiters.contains(&Waiter::Queued);
+        let (free, queued_in_lane) = {
+            let lane = lock(&model.lane);
+            (lane.free(), lane.queued)
+        };
         if queued {
-            prop_assert_eq!(model.lane.free() + model.queue.units(), 0);
+            prop_assert_eq!(free + model.queue.units(), 0);
         } else {
             prop_assert_eq!(model.queue.units(), 0);
-            prop_assert_eq!(model.lane.queued, 0);
+            prop_assert_eq!(queued_in_lane, 0);
         }
         // Releasing everything held brings the whole capacity back.
         while let Some(w) = model.pick(Waiter::Holding, 0) {
             model.waiters[w] = Waiter::Released;
-            if model.lane.give_back() == GiveBack::ToQueue {
-                model.mailbox.push_back(Msg::Release);
-            }
+            model.give_back();
             while !model.mailbox.is_empty() {
                 model.apply(Op::Step)?;
             }
         }
         if !model.waiters.contains(&Waiter::Queued) {
-            prop_assert_eq!(model.lane.free(), capacity);
+            prop_assert_eq!(lock(&model.lane).free(), capacity);
         }
     }
 }
