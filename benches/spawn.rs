@@ -1,7 +1,8 @@
 //! Case 2 under divan: spawn a child → its first event on the parent's
 //! stream → the child stopped. Ours through the Hub and at the agent layer
 //! (`AgentBuilder::spawn_into` + nested sink), against bare ractor `spawn_linked` + one
-//! cast + `stop_and_wait`.
+//! cast + `stop_and_wait`, and against the hub's own protocol written in
+//! bare ractor (`common/protocol.rs`).
 //!
 //! `cargo bench --bench spawn`. For the ratios measured side by side, run
 //! `cargo run --release --example bench_report`.
@@ -10,6 +11,7 @@
 
 mod common;
 
+use common::protocol::ProtocolCase;
 use common::spawn::{AgentCase, BareCase, HubCase};
 use common::{Flavor, runtime};
 use divan::Bencher;
@@ -45,6 +47,16 @@ fn agent(bencher: Bencher, flavor: Flavor) {
 fn hub(bencher: Bencher, flavor: Flavor) {
     let rt = runtime(flavor);
     let mut case = rt.block_on(HubCase::new());
+    bencher
+        .counter(ItemsCount::new(CYCLES))
+        .bench_local(|| rt.block_on(case.run(CYCLES)));
+    case.stop();
+}
+
+#[divan::bench(args = [Flavor::Multi, Flavor::Current])]
+fn protocol(bencher: Bencher, flavor: Flavor) {
+    let rt = runtime(flavor);
+    let mut case = rt.block_on(ProtocolCase::new());
     bencher
         .counter(ItemsCount::new(CYCLES))
         .bench_local(|| rt.block_on(case.run(CYCLES)));

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use common::gate::{self, Bare, Lock, Ours, TokioMutex, WAITERS};
 use common::mem::{self, MemKind};
+use common::protocol::ProtocolCase;
 use common::sink::{self, BATCH, Kind, Pipe};
 use common::spawn::{AgentCase, BareCase, HubCase};
 use common::{Flavor, capacity, rpc, runtime};
@@ -614,13 +615,14 @@ fn rpc_case(samples: usize, rows: &mut Vec<Row>) {
 // ------------------------------------------------------ single-case mode
 
 /// Cases for `--case`, with the op counts callgrind runs them at.
-const CASES: [(&str, usize, usize); 12] = [
+const CASES: [(&str, usize, usize); 13] = [
     ("gate-mutex", 1_000, 3_000),
     ("gate-bare", 1_000, 3_000),
     ("gate-ours", 1_000, 3_000),
     ("spawn-bare", 100, 300),
     ("spawn-agent", 100, 300),
     ("spawn-hub", 100, 300),
+    ("spawn-protocol", 100, 300),
     ("sink-raw", 16 * BATCH, 48 * BATCH),
     ("sink-wrapped", 16 * BATCH, 48 * BATCH),
     ("sink-root", 16 * BATCH, 48 * BATCH),
@@ -646,6 +648,10 @@ fn run_case(name: &str, ops: usize) {
             }
             "spawn-hub" => {
                 let mut c = HubCase::new().await;
+                c.run(ops).await;
+            }
+            "spawn-protocol" => {
+                let mut c = ProtocolCase::new().await;
                 c.run(ops).await;
             }
             "sink-raw" => drop(Pipe::new(Kind::Raw).same_thread(ops / BATCH)),
@@ -731,6 +737,18 @@ fn callgrind_table() -> Option<String> {
     line(
         "2. spawn → event → stop, Hub",
         k("spawn-hub"),
+        "bare",
+        k("spawn-bare"),
+    );
+    line(
+        "2. spawn → event → stop, Hub",
+        k("spawn-hub"),
+        "its protocol in bare ractor",
+        k("spawn-protocol"),
+    );
+    line(
+        "2. the protocol in bare ractor (floor)",
+        k("spawn-protocol"),
         "bare",
         k("spawn-bare"),
     );

@@ -11,6 +11,7 @@
 pub(crate) mod capacity;
 pub(crate) mod gate;
 pub(crate) mod mem;
+pub(crate) mod protocol;
 pub(crate) mod rpc;
 pub(crate) mod sink;
 pub(crate) mod spawn;

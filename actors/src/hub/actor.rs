@@ -148,36 +148,28 @@ impl Actor for Hub {
         event: SupervisionEvent,
         state: &mut HubState,
     ) -> Result<(), ActorProcessingErr> {
-        let (cell_id, error) = match &event {
-            SupervisionEvent::ActorFailed(cell, error) => {
-                (cell.get_id(), format!("the sub-agent crashed: {error}"))
-            }
-            SupervisionEvent::ActorTerminated(cell, _, reason) => (
-                cell.get_id(),
-                format!(
-                    "the sub-agent stopped before it reported a result{}",
-                    reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                ),
-            ),
+        let cell_id = match &event {
+            SupervisionEvent::ActorFailed(cell, _)
+            | SupervisionEvent::ActorTerminated(cell, _, _) => cell.get_id(),
             _ => return Ok(()),
         };
+        // Only a child still running ends here: a finished child's result
+        // came first, by its own message (and no sentence is written for
+        // it).
+        let Some(id) = state.actors.remove(&cell_id) else {
+            return Ok(());
+        };
+        let error = death_sentence(&event);
         // The event may carry the dead child's state: dropping it first
         // lets the child end its turn on the stream (its call in flight
         // answered, its `Result`) before its terminal status closes it.
         drop(event);
-        if let Some(id) = state.actors.remove(&cell_id) {
-            // Only a child still running ends here: a finished child's
-            // result came first, by its own message.
-            let stopping = state.children.get(&id).and_then(|c| c.stopping);
-            let (status, error) = match stopping {
-                Some(why) => (state.stop_status(&id), why.to_owned()),
-                None => (SubAgentStatus::Failed, error),
-            };
-            Box::pin(state.finish_and_refill(&myself, &id, status, None, Some(error))).await;
-        }
+        let stopping = state.children.get(&id).and_then(|c| c.stopping);
+        let (status, error) = match stopping {
+            Some(why) => (state.stop_status(&id), why.to_owned()),
+            None => (SubAgentStatus::Failed, error),
+        };
+        Box::pin(state.finish_and_refill(&myself, &id, status, None, Some(error))).await;
         Ok(())
     }
 
@@ -188,6 +180,17 @@ impl Actor for Hub {
     ) -> Result<(), ActorProcessingErr> {
         state.stop_all_now().await;
         Ok(())
+    }
+}
+
+/// Why a child's actor ended before it reported, as its envelope says.
+fn death_sentence(event: &SupervisionEvent) -> String {
+    match event {
+        SupervisionEvent::ActorFailed(_, error) => format!("the sub-agent crashed: {error}"),
+        SupervisionEvent::ActorTerminated(_, _, Some(reason)) => {
+            format!("the sub-agent stopped before it reported a result ({reason})")
+        }
+        _ => "the sub-agent stopped before it reported a result".to_owned(),
     }
 }
 
