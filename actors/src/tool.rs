@@ -146,8 +146,17 @@ pub enum ToolError {
 /// A set of tools by name, in the order added. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: Arc<Vec<Arc<dyn Tool>>>,
-    index: Arc<rustc_hash::FxHashMap<String, usize>>,
+    inner: Arc<Tools>,
+}
+
+/// What a registry shares between its clones.
+#[derive(Default)]
+struct Tools {
+    tools: Vec<Arc<dyn Tool>>,
+    index: rustc_hash::FxHashMap<String, usize>,
+    /// The names, in the order added: kept, so each agent and child that
+    /// gets the registry shares them instead of copying every name.
+    names: Arc<[String]>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -169,8 +178,8 @@ impl ToolRegistry {
 
     /// Adds a shared tool (replacing one of the same name).
     pub fn with_shared(self, tool: Arc<dyn Tool>) -> Self {
-        let mut tools: Vec<Arc<dyn Tool>> = self.tools.iter().cloned().collect();
-        let mut index = (*self.index).clone();
+        let mut tools: Vec<Arc<dyn Tool>> = self.inner.tools.clone();
+        let mut index = self.inner.index.clone();
         match index.get(tool.name()) {
             Some(&at) => tools[at] = tool,
             None => {
@@ -178,40 +187,49 @@ impl ToolRegistry {
                 tools.push(tool);
             }
         }
+        let names = tools.iter().map(|t| t.name().to_owned()).collect();
         Self {
-            tools: Arc::new(tools),
-            index: Arc::new(index),
+            inner: Arc::new(Tools {
+                tools,
+                index,
+                names,
+            }),
         }
     }
 
     /// The tool with this name.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.index.get(name).map(|&at| &self.tools[at])
+        self.inner.index.get(name).map(|&at| &self.inner.tools[at])
     }
 
     /// True when a tool of this name is here.
     pub fn contains(&self, name: &str) -> bool {
-        self.index.contains_key(name)
+        self.inner.index.contains_key(name)
     }
 
     /// The names, in the order added.
     pub fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|t| t.name().to_owned()).collect()
+        self.inner.names.to_vec()
+    }
+
+    /// The names, shared (no copy).
+    pub(crate) fn shared_names(&self) -> Arc<[String]> {
+        self.inner.names.clone()
     }
 
     /// The specs the model sees, in the order added.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|t| t.spec()).collect()
+        self.inner.tools.iter().map(|t| t.spec()).collect()
     }
 
     /// How many tools.
     pub fn len(&self) -> usize {
-        self.tools.len()
+        self.inner.tools.len()
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+        self.inner.tools.is_empty()
     }
 
     /// The tools named, in the order named; the first unknown name is an
@@ -228,7 +246,8 @@ impl ToolRegistry {
 
     /// The registry without the tool of this name.
     pub fn without(&self, name: &str) -> ToolRegistry {
-        self.tools
+        self.inner
+            .tools
             .iter()
             .filter(|t| t.name() != name)
             .fold(ToolRegistry::new(), |r, t| r.with_shared(t.clone()))
@@ -396,5 +415,27 @@ mod tests {
             ["calculator"]
         );
         assert!(registry.without("calculator").is_empty());
+    }
+
+    /// The names are kept with the tools: every change to the registry
+    /// keeps them in step (order added, a replacement in place), and an
+    /// agent's copy shares them.
+    #[test]
+    fn the_kept_names_follow_every_change() {
+        let registry = ToolRegistry::new().with(Calculator).with(Panicky);
+        assert_eq!(registry.names(), ["calculator", "panicky"]);
+        // Replaced in place: same name, same position.
+        let replaced = registry.clone().with(Calculator);
+        assert_eq!(replaced.names(), ["calculator", "panicky"]);
+        assert_eq!(registry.without("calculator").names(), ["panicky"]);
+        assert_eq!(
+            registry.subset(&["panicky", "calculator"]).unwrap().names(),
+            ["panicky", "calculator"]
+        );
+        assert!(ToolRegistry::new().names().is_empty());
+        // Shared, not copied, by every clone.
+        let copy = registry.clone();
+        assert!(Arc::ptr_eq(&registry.shared_names(), &copy.shared_names()));
+        assert_eq!(&*registry.shared_names(), ["calculator", "panicky"]);
     }
 }

@@ -186,7 +186,7 @@ impl AgentBuilder {
                 .await
                 .map_err(|e| AgentError::Spawn(e.to_string()))?,
         };
-        let tool_names: Arc<[String]> = self.tools.names().into();
+        let tool_names = self.tools.shared_names();
         Ok(AgentConfig {
             id: self.id,
             system_prompt: self.system_prompt,

@@ -109,6 +109,17 @@ impl Drop for RunningTurn {
     }
 }
 
+/// A conversation to go on from, shared: a new agent's empty one is one
+/// allocation for every agent, not one each.
+fn shared_history(history: Vec<ChatMessage>) -> Arc<Vec<ChatMessage>> {
+    static EMPTY: std::sync::OnceLock<Arc<Vec<ChatMessage>>> = std::sync::OnceLock::new();
+    if history.is_empty() {
+        EMPTY.get_or_init(|| Arc::new(Vec::new())).clone()
+    } else {
+        Arc::new(history)
+    }
+}
+
 /// The running turn's task, aborted when dropped: if the actor dies
 /// without its `post_stop` (killed), dropping its state still ends the
 /// turn, and the gate permit the turn held goes with it.
@@ -150,7 +161,9 @@ impl AgentState {
         self.next_run += 1;
         let run = self.next_run;
         let sink = self.events.gated();
-        let mut history = Vec::with_capacity(self.history.len() + 1 + turn.followups.len());
+        // Room for the answer too: a model's reply or, cut short, the
+        // turn's closing message always follows.
+        let mut history = Vec::with_capacity(self.history.len() + 2 + turn.followups.len());
         history.extend_from_slice(&self.history);
         history.push(ChatMessage::user(turn.text));
         for text in &turn.followups {
@@ -171,19 +184,22 @@ impl AgentState {
         if let Some(probe) = &self.config.probe {
             probe.publish(&shared);
         }
+        let started = Instant::now();
         let ctx = turn::TurnContext {
             config: self.config.clone(),
             sink: sink.clone(),
             actor: myself.clone(),
             approvals: self.approval_counter.clone(),
             shared: shared.clone(),
-            started: tokio::time::Instant::now(),
+            started,
         };
         let events = self.events.clone();
         let actor = myself.clone();
-        let started = Instant::now();
         let run_span = span.clone();
-        let task = tokio::spawn(
+        // Boxed: the turn's future is over a kilobyte, and tokio moves a
+        // task's future by value (into the spawn, into its cell, and its
+        // stage when it ends): a box makes each of those a pointer.
+        let task = tokio::spawn(Box::pin(
             async move {
                 let ran = AssertUnwindSafe(turn::run_turn(&ctx)).catch_unwind().await;
                 let result = ran.unwrap_or_else(|panic| {
@@ -209,7 +225,7 @@ impl AgentState {
                 }
             }
             .instrument(span.clone()),
-        );
+        ));
         self.running = Some(RunningTurn {
             run,
             task: AbortOnDrop(task),
@@ -367,7 +383,7 @@ impl Actor for AgentActor {
         Ok(AgentState {
             config: args.config,
             events: args.events,
-            history: Arc::new(args.history),
+            history: shared_history(args.history),
             running: None,
             waiting: VecDeque::new(),
             approvals: FxHashMap::default(),
@@ -441,6 +457,23 @@ impl Actor for AgentActor {
 mod tests {
     use super::*;
     use crate::footprint::handler_future_size as future_size;
+
+    /// A new agent's empty conversation is one shared allocation; an agent
+    /// that writes to its own (a stop with turns queued) copies it first,
+    /// so no other agent sees the write.
+    #[test]
+    fn the_shared_empty_conversation_is_never_written() {
+        let (mut one, two) = (shared_history(Vec::new()), shared_history(Vec::new()));
+        assert!(
+            Arc::ptr_eq(&one, &two),
+            "one allocation for every new agent"
+        );
+        Arc::make_mut(&mut one).push(ChatMessage::user("mine"));
+        assert_eq!(one.len(), 1);
+        assert!(two.is_empty() && shared_history(Vec::new()).is_empty());
+        let own = shared_history(vec![ChatMessage::user("so far")]);
+        assert!(!Arc::ptr_eq(&own, &two));
+    }
 
     /// The handler's future sizes the loop ractor keeps boxed for the
     /// agent's whole life (see the hub's test of the same).

@@ -180,15 +180,18 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     let span = tracing::Span::current();
     spans::record_input(config, &span, &request.messages);
     ctx.with(|t| t.doing(Activity::WaitingForModel));
-    let waiting = tokio::time::Instant::now();
+    // Read only for a span that records (the clock is read twice).
+    let waiting = (!span.is_disabled()).then(tokio::time::Instant::now);
     let permit = config.gate.acquire(config.id.clone()).await.map_err(|e| {
         span.record("error.type", "gate_closed");
         ModelEnd::Failed(format!("the model could not be called: {e}"))
     })?;
-    span.record(
-        "subagents.gate_wait_ms",
-        u64::try_from(waiting.elapsed().as_millis()).unwrap_or(u64::MAX),
-    );
+    if let Some(waiting) = waiting {
+        span.record(
+            "subagents.gate_wait_ms",
+            u64::try_from(waiting.elapsed().as_millis()).unwrap_or(u64::MAX),
+        );
+    }
     ctx.with(|t| t.doing(Activity::InModelCall));
     let mut call_usage = subagents_messages::Usage::default();
     let mut stream = config.model.stream(request);

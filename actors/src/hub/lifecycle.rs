@@ -295,7 +295,7 @@ impl HubState {
             system_prompt,
             model: child.model.clone(),
             gate: child.gate.clone(),
-            tool_names: child.tools.names().into(),
+            tool_names: child.tools.shared_names(),
             tools: child.tools.clone(),
             limits: child.limits,
             depth: child.request.requester_depth + 1,

@@ -146,7 +146,7 @@ impl NodeRunner {
             system_prompt: spec.system_prompt,
             model,
             gate: self.inner.gate.clone(),
-            tool_names: tools.names().into(),
+            tool_names: tools.shared_names(),
             tools,
             limits: spec.limits,
             depth: spec.depth,
