@@ -84,6 +84,7 @@ impl HubState {
         }
     }
 
+    /// [`HubState::finish_and_orphan`], then [`HubState::refill`].
     pub(super) async fn finish_and_refill(
         &mut self,
         myself: &ActorRef<HubMsg>,
@@ -92,6 +93,21 @@ impl HubState {
         result: Option<String>,
         error: Option<String>,
     ) {
+        let next = self.finish_and_orphan(myself, id, status, result, error);
+        self.refill(myself, next).await;
+    }
+
+    /// [`HubState::finish_child`], and the child's own children stopped.
+    /// Returns the queued children its slot admits, for `refill`.
+    #[must_use = "the children a finish admits must be started (`refill`)"]
+    pub(super) fn finish_and_orphan(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        id: &AgentId,
+        status: SubAgentStatus,
+        result: Option<String>,
+        error: Option<String>,
+    ) -> Vec<AgentId> {
         let next = self.finish_child(id, status, result, error);
         // A child's own children do not outlive it: nobody would read
         // their results (wakes go to the thread's parent only).
@@ -108,11 +124,26 @@ impl HubState {
                 reply: None,
             });
         }
-        self.start_all(myself, next).await;
+        next
     }
 
-    /// A child's turn reported its result.
-    pub(super) async fn child_finished(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId) {
+    /// Starts the children a finish admitted: boxed, and only when there
+    /// are some (most finishes admit nobody), so a path that may refill
+    /// costs its caller's future a pointer, not a start.
+    pub(super) async fn refill(&mut self, myself: &ActorRef<HubMsg>, next: Vec<AgentId>) {
+        if !next.is_empty() {
+            Box::pin(self.start_all(myself, next)).await;
+        }
+    }
+
+    /// A child's turn reported its result: it ends. Returns the queued
+    /// children its slot admits, for `refill`.
+    #[must_use = "the children a finish admits must be started (`refill`)"]
+    pub(super) fn child_finished(
+        &mut self,
+        myself: &ActorRef<HubMsg>,
+        id: &AgentId,
+    ) -> Vec<AgentId> {
         // Sent before the hub was told (see `start_child`). A child that
         // already ended has left the map: its finish below changes
         // nothing.
@@ -122,8 +153,7 @@ impl HubState {
             .and_then(|child| child.last_result.as_mut())
             .and_then(|last| last.try_recv().ok());
         let (status, result, error) = self.ending(id, result);
-        self.finish_and_refill(myself, id, status, result, error)
-            .await;
+        self.finish_and_orphan(myself, id, status, result, error)
     }
 
     /// How a child ends given its turn's result (`None`: it never

@@ -139,8 +139,8 @@ impl HubState {
         };
         let Some(agent) = agent else {
             // Queued: it ends now.
-            self.finish_and_refill(myself, id, status, None, Some(why(true).into()))
-                .await;
+            let next = self.finish_and_orphan(myself, id, status, None, Some(why(true).into()));
+            self.refill(myself, next).await;
             return reply.answer(Ok(status));
         };
         let Some(child) = self.children.get_mut(id) else {
@@ -150,8 +150,8 @@ impl HubState {
         let first = child.stopping.replace(why(false)).is_none();
         if first && agent.stop_turn().is_err() {
             // Its agent is already gone: it ends now.
-            self.finish_and_refill(myself, id, status, None, Some(why(false).into()))
-                .await;
+            let next = self.finish_and_orphan(myself, id, status, None, Some(why(false).into()));
+            self.refill(myself, next).await;
         }
     }
 
