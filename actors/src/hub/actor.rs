@@ -170,7 +170,8 @@ impl Actor for Hub {
             Some(why) => (state.stop_status(&id), why.to_owned()),
             None => (SubAgentStatus::Failed, error),
         };
-        Box::pin(state.finish_and_refill(&myself, &id, status, None, Some(error))).await;
+        let next = state.finish_and_orphan(&myself, &id, status, None, Some(error));
+        Box::pin(state.refill(&myself, next)).await;
         Ok(())
     }
 

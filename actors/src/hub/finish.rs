@@ -84,19 +84,6 @@ impl HubState {
         }
     }
 
-    /// [`HubState::finish_and_orphan`], then [`HubState::refill`].
-    pub(super) async fn finish_and_refill(
-        &mut self,
-        myself: &ActorRef<HubMsg>,
-        id: &AgentId,
-        status: SubAgentStatus,
-        result: Option<String>,
-        error: Option<String>,
-    ) {
-        let next = self.finish_and_orphan(myself, id, status, result, error);
-        self.refill(myself, next).await;
-    }
-
     /// [`HubState::finish_child`], and the child's own children stopped.
     /// Returns the queued children its slot admits, for `refill`.
     #[must_use = "the children a finish admits must be started (`refill`)"]
