@@ -12,11 +12,19 @@
 //!
 //! Sinks form a tree that mirrors the agents: a child's sink wraps each
 //! event as `AgentEvent::Child(id, ..)` and forwards it to the parent's.
-//! Every sink can be *closed*: [`EventSink::close_with`] runs a closure
+//! Every sink can be *closed*: `EventSink::close_with` runs a closure
 //! (typically: emit a terminal event on another sink) atomically with the
 //! close, so that nothing emitted through the closed sink can follow it.
 //! This is what makes "nothing of a child after its terminal status" hold
-//! even when a child is finishing at the instant it is stopped.
+//! even when a child is finishing at the instant it is stopped. Only the
+//! runtime closes a sink (an agent its turn's, the hub a child's): a host
+//! that closed a turn's sink would leave the turn unable to end.
+//!
+//! ```compile_fail
+//! fn close(sink: &subagents_actors::EventSink) {
+//!     sink.close_with(|| {});
+//! }
+//! ```
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -82,7 +90,7 @@ impl EventSink {
 
     /// A sink that forwards unchanged to this one but can be closed on its
     /// own (one per turn, so a stopped turn emits nothing more).
-    pub fn gated(&self) -> EventSink {
+    pub(crate) fn gated(&self) -> EventSink {
         Self::from_target(Target::Forward {
             parent: self.clone(),
             wrap: None,
@@ -132,7 +140,7 @@ impl EventSink {
     /// (so nothing emitted through this sink can come after what `last`
     /// emits). Returns `false`, without running `last`, if it was already
     /// closed. `last` must not emit through this same sink.
-    pub fn close_with(&self, last: impl FnOnce()) -> bool {
+    pub(crate) fn close_with(&self, last: impl FnOnce()) -> bool {
         let mut open = self
             .node
             .open
@@ -147,7 +155,7 @@ impl EventSink {
     }
 
     /// True while this sink accepts events (ignores sinks above it).
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         *self
             .node
             .open

@@ -9,8 +9,6 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use subagents_messages::{AgentId, ToolSpec, ToolUseId};
 
-use crate::sink::EventSink;
-
 /// What a tool call returns: the text the model reads, or an error.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<String, ToolError>> + Send>>;
 
@@ -45,6 +43,18 @@ pub trait Tool: Send + Sync + 'static {
 }
 
 /// Everything a tool learns about the call it is running.
+///
+/// Not its agent's event stream: a tool's work reaches the stream as its
+/// `ToolResult`, written by the agent. A tool that held the turn's sink
+/// could write events only the agent writes (a second `Result`, another
+/// child's status) or close it, and a turn whose sink a tool closed never
+/// ended (its call left unanswered, no `Result`, a stop could not end it):
+///
+/// ```compile_fail
+/// fn forge(call: &subagents_actors::ToolCallContext) {
+///     let _ = &call.events;
+/// }
+/// ```
 #[derive(Clone, Debug)]
 pub struct ToolCallContext {
     /// The call's id.
@@ -55,8 +65,6 @@ pub struct ToolCallContext {
     pub agent_id: AgentId,
     /// The calling agent's depth: 0 for a parent, 1 for its children.
     pub depth: u32,
-    /// The calling agent's event sink (its current turn's).
-    pub events: EventSink,
     /// Names of the tools the calling agent has.
     pub available_tools: Arc<[String]>,
     /// The call's hold on its turn.
@@ -83,14 +91,12 @@ impl ToolCallContext {
         tool_use_id: ToolUseId,
         arguments: impl Into<String>,
         agent_id: AgentId,
-        events: EventSink,
     ) -> Self {
         Self {
             tool_use_id,
             arguments: arguments.into(),
             agent_id,
             depth: 0,
-            events,
             available_tools: Arc::from(Vec::new()),
             slot: Default::default(),
             left: None,
@@ -369,13 +375,11 @@ mod tests {
     }
 
     fn ctx(arguments: &str) -> ToolCallContext {
-        let (events, _stream) = EventSink::channel();
         ToolCallContext {
             tool_use_id: ToolUseId::new("c1"),
             arguments: arguments.into(),
             agent_id: AgentId::new("parent"),
             depth: 0,
-            events,
             available_tools: Arc::from(vec![]),
             slot: Default::default(),
             left: None,

@@ -330,7 +330,6 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                     arguments: call.arguments.clone(),
                     agent_id: config.id.clone(),
                     depth: config.depth,
-                    events: ctx.sink.clone(),
                     available_tools: config.tool_names.clone(),
                     slot: CallSlot {
                         turn: Some((ctx.shared.clone(), call.id.clone())),
