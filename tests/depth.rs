@@ -8,6 +8,8 @@ mod common;
 
 use common::*;
 use subagents::actors::DelegationBuilder;
+use subagents::actors::hub::Refused;
+use subagents::messages::ChildRequest;
 use subagents::prelude::*;
 use subagents::supervisor::ThreadHandle;
 use subagents_demo::{Calculator, Sleep};
@@ -196,4 +198,53 @@ async fn only_the_parents_own_children_wake_it() {
         .collect();
     assert_eq!(woken, vec!["agent_1".to_owned()], "{log:#?}");
     thread.close_and_wait().await;
+}
+
+/// The hub decides a request's depth from what it knows of the requester
+/// (the parent is 0, a child is one below its own requester), not from
+/// the depth the request claims: a host cannot claim a shallower depth to
+/// go past `max_depth`, nor a deeper one to be refused.
+#[tokio::test(start_paused = true)]
+async fn a_claimed_requester_depth_is_not_believed() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "work", false)),
+        Reply::answer("parent: started"),
+    ])
+    .with_script("Child", sleeps())
+    .with_script("Other", sleeps());
+    let (parent, mut events) = builder(model, 1).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let child = AgentId::new("agent_1");
+    // The child runs at depth 1 = max_depth: it may not delegate, whatever
+    // its request says.
+    let forged = ChildRequest::new(
+        child.clone(),
+        0,
+        ToolUseId::new("forged"),
+        "Grand\nYou are a sub-agent.",
+        "go deeper",
+    );
+    assert_eq!(
+        parent.hub.request(forged).await,
+        Err(Refused::TooDeep { max_depth: 1 }),
+        "a child at the limit claimed depth 0"
+    );
+    // The parent is at depth 0, whatever its request says.
+    let modest = ChildRequest::new(
+        AgentId::new("parent"),
+        7,
+        ToolUseId::new("modest"),
+        "Other\nYou are a sub-agent.",
+        "work",
+    );
+    let other = parent
+        .hub
+        .request(modest)
+        .await
+        .expect("the parent may delegate");
+    assert_eq!(parent.hub.envelopes().len(), 2, "no grandchild");
+    assert_eq!(parent.hub.stop(&other).await, Ok(SubAgentStatus::Stopped));
+    parent.shutdown_and_wait().await;
 }

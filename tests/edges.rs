@@ -952,35 +952,40 @@ async fn stopping_one_child_through_the_thread_is_typed() {
 async fn the_hub_refuses_with_typed_reasons_and_a_closed_hub_says_closed() {
     use subagents::actors::hub::Refused;
     use subagents::messages::ChildRequest;
-    let (parts, _events) = parent(background_workers(&[])).spawn().await.unwrap();
-    let request = |depth: u32| {
+    let (parts, mut events) = parent(background_workers(&[100])).spawn().await.unwrap();
+    // The parent starts `agent_1` in the background (depth 1, the limit).
+    parts.agent.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let request = |requester: &str| {
         ChildRequest::new(
-            AgentId::new("parent"),
-            depth,
+            AgentId::new(requester),
+            0,
             ToolUseId::new("c"),
             "Child",
             "task",
         )
     };
     assert_eq!(
-        parts.hub.request(request(1)).await,
+        parts.hub.request(request("agent_1")).await,
         Err(Refused::TooDeep { max_depth: 1 })
     );
-    let mut with_tool = request(0);
+    let mut with_tool = request("parent");
     with_tool.tools = Some(vec!["shell".into()]);
     let refused = parts.hub.request(with_tool).await.unwrap_err();
     assert!(
         matches!(refused, Refused::UnknownTool(ToolError::Unknown { ref name, .. }) if name == "shell"),
         "{refused:?}"
     );
-    let mut stranger = request(0);
-    stranger.requester = AgentId::new("nobody");
+    let stranger = request("nobody");
     assert_eq!(
         parts.hub.request(stranger).await,
         Err(Refused::UnknownRequester(AgentId::new("nobody")))
     );
     parts.shutdown_and_wait().await;
-    assert_eq!(parts.hub.request(request(0)).await, Err(Refused::Closed));
+    assert_eq!(
+        parts.hub.request(request("parent")).await,
+        Err(Refused::Closed)
+    );
     assert_eq!(
         parts.hub.stop(&AgentId::new("agent_1")).await,
         Err(Refused::Closed)

@@ -12,7 +12,10 @@ use crate::model::Usage;
 pub struct ChildRequest {
     /// The agent asking (its events get the child's `ChildStarted`).
     pub requester: AgentId,
-    /// The requester's depth (0 for a parent).
+    /// The requester's depth (0 for a parent). A hub does not take it on
+    /// trust: it sets it to the depth it knows for the requester (the
+    /// parent 0, a child one below its own requester) before the depth
+    /// limit is checked, so a request cannot claim its way past it.
     pub requester_depth: u32,
     /// The requester's `use_agent` call.
     pub parent_tool_use_id: ToolUseId,

@@ -41,8 +41,9 @@ impl Actor for Hub {
         args: HubArguments,
     ) -> Result<HubState, ActorProcessingErr> {
         let mut sinks = FxHashMap::default();
-        sinks.insert(args.parent, args.parent_sink);
+        sinks.insert(args.parent.clone(), args.parent_sink);
         Ok(HubState {
+            parent: args.parent,
             slots: Slots::new(args.config.max_live),
             config: args.config,
             children: FxHashMap::default(),

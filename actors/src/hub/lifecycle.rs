@@ -86,6 +86,8 @@ pub(super) struct Child {
 /// The hub's state.
 pub(crate) struct HubState {
     pub(super) config: Arc<HubConfig>,
+    /// The thread's parent agent (depth 0).
+    pub(super) parent: AgentId,
     pub(super) slots: Slots,
     /// Boxed: a free bucket of a 300-byte child is 300 bytes held for
     /// nothing.
@@ -132,23 +134,43 @@ impl HubState {
         true
     }
 
+    /// The depth of a live requester as the hub knows it: the parent is 0,
+    /// a child one below its own requester.
+    fn depth_of(&self, requester: &AgentId) -> Option<u32> {
+        if *requester == self.parent {
+            return Some(0);
+        }
+        self.children
+            .get(requester)
+            .map(|child| child.request.requester_depth + 1)
+    }
+
     pub(super) async fn spawn_child(
         &mut self,
         myself: &ActorRef<HubMsg>,
-        request: Arc<ChildRequest>,
+        mut request: Arc<ChildRequest>,
         span: tracing::Span,
     ) -> Result<AgentId, Refused> {
-        let depth = request.requester_depth + 1;
-        if depth > self.config.max_depth {
-            return Err(Refused::TooDeep {
-                max_depth: self.config.max_depth,
-            });
-        }
         let requester_sink = self
             .sinks
             .get(&request.requester)
             .cloned()
             .ok_or_else(|| Refused::UnknownRequester(request.requester.clone()))?;
+        // The depth the hub knows, not the one the request claims (a
+        // host's request could claim any): the child's tools, its limit
+        // and its envelope all follow from it.
+        let requester_depth = self
+            .depth_of(&request.requester)
+            .ok_or_else(|| Refused::UnknownRequester(request.requester.clone()))?;
+        if request.requester_depth != requester_depth {
+            Arc::make_mut(&mut request).requester_depth = requester_depth;
+        }
+        let depth = requester_depth + 1;
+        if depth > self.config.max_depth {
+            return Err(Refused::TooDeep {
+                max_depth: self.config.max_depth,
+            });
+        }
         let mut tools = match &request.tools {
             None => self.config.tools.clone(),
             Some(names) => self
