@@ -461,15 +461,16 @@ fn mem_case(counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
         &mut a,
     );
     let threads = env_usize("BENCH_THREADS", 10_000);
-    let mut t = Samples::new(&["bare", "threads", "shared gate"]);
+    let mut t = Samples::new(&["bare", "threads", "shared gate", "protocol"]);
     interleave(
         reps,
-        3,
+        4,
         |v| {
             let kind = [
                 MemKind::BareThreads,
                 MemKind::Threads,
                 MemKind::SharedGateThreads,
+                MemKind::ProtocolThreads,
             ][v];
             mem_child(kind, threads)
         },
@@ -508,6 +509,19 @@ fn mem_case(counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
             met: met(at_10k <= 600.0 * 1024.0 * 1024.0).into(),
         });
     }
+    rows.push(Row {
+        case: format!(
+            "4. RSS of 10,000 threads, a gate each, against the design's own floor{scaled}"
+        ),
+        ours: fmt_bytes(t.median(1) * 10_000.0),
+        floors: format!(
+            "its protocol in bare ractor (6 actors, 3 turn tasks, a channel): {}",
+            fmt_bytes(t.median(3) * 10_000.0)
+        ),
+        ratio: format!("{:.2}×", t.ratio(1, 3)),
+        target: "—".into(),
+        met: "—".into(),
+    });
     let heap = |k: &str| {
         let bytes = counts
             .get(&format!("heap.{k}"))

@@ -37,6 +37,10 @@ pub(crate) enum MemKind {
     Threads,
     /// The floor of `Threads`: 6 bare actors per thread.
     BareThreads,
+    /// What the design itself holds per thread, in bare ractor and tokio:
+    /// 6 bare actors, a task per child waiting for ever (a turn runs in a
+    /// task), and one event channel the children wrote to (drained).
+    ProtocolThreads,
     /// `Threads`, all sharing one gate (`DelegationBuilder::gate`): one
     /// model's weights serve every thread, so one gate orders them all.
     SharedGateThreads,
@@ -53,6 +57,7 @@ impl MemKind {
             MemKind::Agents => "agents",
             MemKind::Threads => "threads",
             MemKind::BareThreads => "bare-threads",
+            MemKind::ProtocolThreads => "protocol-threads",
             MemKind::SharedGateThreads => "shared-gate-threads",
             MemKind::Gates => "gates",
             MemKind::Parents => "parents",
@@ -65,6 +70,7 @@ impl MemKind {
             MemKind::Agents,
             MemKind::Threads,
             MemKind::BareThreads,
+            MemKind::ProtocolThreads,
             MemKind::SharedGateThreads,
             MemKind::Gates,
             MemKind::Parents,
@@ -101,6 +107,42 @@ pub(crate) enum Kept {
     Gates(Vec<GateHandle>),
     Agents(Vec<AgentHandle>, EventStream),
     Threads(Vec<(DelegatingAgent, EventStream)>),
+    Protocol(Vec<ProtocolThread>),
+}
+
+/// One thread of [`MemKind::ProtocolThreads`].
+pub(crate) struct ProtocolThread {
+    actors: Vec<ActorRef<()>>,
+    turns: Vec<tokio::task::JoinHandle<()>>,
+    events: (
+        tokio::sync::mpsc::UnboundedSender<AgentEvent>,
+        tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+    ),
+}
+
+async fn protocol_thread() -> ProtocolThread {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let actors = bare_actors(6).await;
+    let turns = (1..=3)
+        .map(|c| {
+            let tx = tx.clone();
+            let id = AgentId::new(format!("agent_{c}"));
+            tokio::spawn(async move {
+                let _ = tx.send(AgentEvent::Child(
+                    id,
+                    Box::new(AgentEvent::Text("…".into())),
+                ));
+                std::future::pending::<()>().await;
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    while rx.try_recv().is_ok() {}
+    ProtocolThread {
+        actors,
+        turns,
+        events: (tx, rx),
+    }
 }
 
 /// Spawns `n` of `kind` (agents, actors or threads) and returns them.
@@ -108,6 +150,13 @@ pub(crate) async fn spawn_many(kind: MemKind, n: usize) -> Kept {
     match kind {
         MemKind::BareActors => Kept::Bare(bare_actors(n).await),
         MemKind::BareThreads => Kept::Bare(bare_actors(6 * n).await),
+        MemKind::ProtocolThreads => {
+            let mut all = Vec::with_capacity(n);
+            for _ in 0..n {
+                all.push(protocol_thread().await);
+            }
+            Kept::Protocol(all)
+        }
         MemKind::Gates => {
             let mut all = Vec::with_capacity(n);
             for _ in 0..n {
