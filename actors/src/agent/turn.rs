@@ -275,9 +275,12 @@ fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
 async fn run_call(ctx: &TurnContext, call: &ToolCall) {
     let config = &ctx.config;
     let span = spans::execute_tool(config, call);
-    ctx.with(|t| {
+    let seq = ctx.with(|t| {
         t.unstarted.pop_front();
+        t.calls_opened += 1;
+        let seq = t.calls_opened;
         t.open = Some(OpenCall {
+            seq,
             id: call.id.clone(),
             name: call.name.clone(),
             on_cut: None,
@@ -290,6 +293,7 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             name: call.name.clone(),
             arguments: call.arguments.clone(),
         }));
+        seq
     });
     let unparsed = serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).err();
     let outcome = async { match config.tools.get(&call.name) {
@@ -332,7 +336,7 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                     depth: config.depth,
                     available_tools: config.tool_names.clone(),
                     slot: CallSlot {
-                        turn: Some((ctx.shared.clone(), call.id.clone())),
+                        turn: Some((ctx.shared.clone(), seq)),
                     },
                     left: Some(TurnLeft {
                         deadline: ctx.started + config.limits.wall_clock,

@@ -46,6 +46,9 @@ pub(crate) struct Progress {
 /// A tool call between its `ToolStarted` and its `ToolResult`.
 #[derive(Debug)]
 pub(crate) struct OpenCall {
+    /// Which call of the turn (1, 2, …): what a tool's context holds on
+    /// to. Not the tool-use id, which a model may repeat within a turn.
+    pub(crate) seq: u64,
     pub(crate) id: ToolUseId,
     pub(crate) name: String,
     /// What the model reads if the turn is cut before the call returns
@@ -84,6 +87,8 @@ pub(crate) struct TurnState {
     /// The conversation once the turn ended, shared with the agent (one
     /// copy for both; the hub takes it through the probe).
     pub(crate) ended: Option<Arc<Vec<ChatMessage>>>,
+    /// Calls opened so far (the last one's `OpenCall::seq`).
+    pub(crate) calls_opened: u64,
 }
 
 impl TurnState {
@@ -151,7 +156,8 @@ pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, TurnState> {
 /// outside a turn.
 #[derive(Clone, Default)]
 pub(crate) struct CallSlot {
-    pub(crate) turn: Option<(Shared, ToolUseId)>,
+    /// The turn, and which of its calls ([`OpenCall::seq`]).
+    pub(crate) turn: Option<(Shared, u64)>,
 }
 
 impl std::fmt::Debug for CallSlot {
@@ -166,9 +172,9 @@ impl CallSlot {
     /// Runs `f` on this call while it is open; `None` once it is closed
     /// (or outside a turn).
     fn with_open<R>(&self, f: impl FnOnce(&mut OpenCall) -> R) -> Option<R> {
-        let (shared, id) = self.turn.as_ref()?;
+        let (shared, seq) = self.turn.as_ref()?;
         let mut state = lock(shared);
-        state.open.as_mut().filter(|o| o.id == *id).map(f)
+        state.open.as_mut().filter(|o| o.seq == *seq).map(f)
     }
 
     pub(crate) fn on_cut(&self, output: String) {
@@ -362,7 +368,9 @@ mod tests {
         let id = ToolUseId::new("call_1");
         {
             let mut state = lock(&shared);
+            state.calls_opened = 1;
             state.open = Some(OpenCall {
+                seq: 1,
                 id: id.clone(),
                 name: "use_agent".into(),
                 on_cut: None,
@@ -371,7 +379,7 @@ mod tests {
             });
         }
         let slot = CallSlot {
-            turn: Some((shared.clone(), id)),
+            turn: Some((shared.clone(), 1)),
         };
         (shared, slot, turn_sink, out, stream)
     }
