@@ -477,6 +477,37 @@ mod persistence_and_policies {
             "a is already open"
         );
     }
+
+    /// A thread on screen that closed by itself (closed through its
+    /// handle, or its supervisor died) has nothing left to switch away
+    /// from: opening or switching to another thread still works — the
+    /// new thread is not spawned and then dropped on an error.
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_thread_on_screen_does_not_block_the_next() {
+        let mut threads = Threads::new();
+        let a = subagents::messages::ThreadId::new("a");
+        let b = subagents::messages::ThreadId::new("b");
+        let c = subagents::messages::ThreadId::new("c");
+        let builder = || DelegationBuilder::new(background_workers(&[]).shared());
+        let _events_a = threads.open(a.clone(), builder()).await.unwrap();
+        threads.get(&a).unwrap().close_and_wait().await;
+        let _events_b = threads
+            .open(b.clone(), builder())
+            .await
+            .expect("a closed thread on screen does not stop another opening");
+        assert_eq!(threads.on_screen(), Some(&b));
+        let _events_c = threads.open(c.clone(), builder()).await.unwrap();
+        threads.get(&c).unwrap().close_and_wait().await;
+        threads
+            .switch_to(&b)
+            .await
+            .expect("switching away from a closed thread on screen");
+        assert_eq!(threads.on_screen(), Some(&b));
+        // Switching *to* a closed thread is refused, and changes nothing.
+        assert!(threads.switch_to(&a).await.is_err());
+        assert_eq!(threads.on_screen(), Some(&b));
+        threads.delete(&b).await.unwrap();
+    }
 }
 
 // `a_completion_reported_after_the_switch_does_not_wake` is a unit test of

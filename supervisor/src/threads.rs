@@ -49,6 +49,11 @@ impl Threads {
         if self.on_screen.as_ref() == Some(id) {
             return Ok(());
         }
+        // A closed target is refused before the thread on screen is left
+        // (its children would be stopped for nothing).
+        if target.actor().get_status() >= ractor::ActorStatus::Stopping {
+            return Err(ThreadError::Closed);
+        }
         self.leave_current().await?;
         target.on_screen(true)?;
         self.on_screen = Some(id.clone());
@@ -85,12 +90,23 @@ impl Threads {
         self.on_screen.as_ref()
     }
 
+    /// Switches away from the thread on screen. One that closed by itself
+    /// (through its handle, or its supervisor died) has no children and
+    /// no wakes left: it is left as it is, not an error — an error here
+    /// would fail the open or switch that called it, after the new thread
+    /// was spawned.
     async fn leave_current(&mut self) -> Result<(), ThreadError> {
         if let Some(current) = self.on_screen.take()
             && let Some(handle) = self.threads.get(&current)
         {
-            handle.switch_away().await?;
-            handle.on_screen(false)?;
+            let left = handle
+                .switch_away()
+                .await
+                .and_then(|_| handle.on_screen(false));
+            match left {
+                Ok(()) | Err(ThreadError::Closed) => {}
+                Err(other) => return Err(other),
+            }
         }
         Ok(())
     }
