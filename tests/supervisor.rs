@@ -506,6 +506,12 @@ mod persistence_and_policies {
         // Switching *to* a closed thread is refused, and changes nothing.
         assert!(threads.switch_to(&a).await.is_err());
         assert_eq!(threads.on_screen(), Some(&b));
+        // A closed thread can still be deleted.
+        threads
+            .delete(&a)
+            .await
+            .expect("deleting a thread that closed by itself");
+        assert!(threads.get(&a).is_err());
         threads.delete(&b).await.unwrap();
     }
 }

@@ -66,10 +66,14 @@ impl Threads {
         self.get(id)?.switch_away().await
     }
 
-    /// Deletes a thread: its children stop and it closes.
+    /// Deletes a thread: its children stop and it closes. A thread that
+    /// closed by itself is deleted too (it has nothing left to stop).
     pub async fn delete(&mut self, id: &ThreadId) -> Result<(), ThreadError> {
         let handle = self.get(id)?.clone();
-        handle.switch_away().await?;
+        match handle.switch_away().await {
+            Ok(_) | Err(ThreadError::Closed) => {}
+            Err(other) => return Err(other),
+        }
         handle.close();
         self.threads.remove(id);
         if self.on_screen.as_ref() == Some(id) {
