@@ -70,10 +70,7 @@ impl Threads {
     /// closed by itself is deleted too (it has nothing left to stop).
     pub async fn delete(&mut self, id: &ThreadId) -> Result<(), ThreadError> {
         let handle = self.get(id)?.clone();
-        match handle.switch_away().await {
-            Ok(_) | Err(ThreadError::Closed) => {}
-            Err(other) => return Err(other),
-        }
+        switch_away_if_open(&handle).await?;
         handle.close();
         self.threads.remove(id);
         if self.on_screen.as_ref() == Some(id) {
@@ -94,24 +91,30 @@ impl Threads {
         self.on_screen.as_ref()
     }
 
-    /// Switches away from the thread on screen. One that closed by itself
-    /// (through its handle, or its supervisor died) has no children and
-    /// no wakes left: it is left as it is, not an error — an error here
-    /// would fail the open or switch that called it, after the new thread
-    /// was spawned.
+    /// Switches away from the thread on screen (see
+    /// [`switch_away_if_open`]: a closed one is left as it is — an error
+    /// here would fail the open or switch that called it, after the new
+    /// thread was spawned).
     async fn leave_current(&mut self) -> Result<(), ThreadError> {
         if let Some(current) = self.on_screen.take()
             && let Some(handle) = self.threads.get(&current)
         {
-            let left = handle
-                .switch_away()
-                .await
-                .and_then(|_| handle.on_screen(false));
-            match left {
+            switch_away_if_open(handle).await?;
+            match handle.on_screen(false) {
                 Ok(()) | Err(ThreadError::Closed) => {}
                 Err(other) => return Err(other),
             }
         }
         Ok(())
+    }
+}
+
+/// Switches a thread away: its children stop, its wakes drop. One that
+/// closed by itself (through its handle, or its supervisor died) has none
+/// left: that is done, not an error.
+async fn switch_away_if_open(handle: &ThreadHandle) -> Result<(), ThreadError> {
+    match handle.switch_away().await {
+        Ok(_) | Err(ThreadError::Closed) => Ok(()),
+        Err(other) => Err(other),
     }
 }

@@ -172,6 +172,10 @@ impl Actor for Hub {
             None => (SubAgentStatus::Failed, error),
         };
         let next = state.finish_and_orphan(&myself, &id, status, None, Some(error));
+        // Boxed although `refill` boxes its start: unboxed, this handler's
+        // future grows, and every child's termination (this event comes
+        // for each) paid 400 instructions more for its copies than the box
+        // costs (docs/performance.md).
         Box::pin(state.refill(&myself, next)).await;
         Ok(())
     }

@@ -151,17 +151,15 @@ impl HubState {
         mut request: Arc<ChildRequest>,
         span: tracing::Span,
     ) -> Result<AgentId, Refused> {
-        let requester_sink = self
-            .sinks
-            .get(&request.requester)
-            .cloned()
-            .ok_or_else(|| Refused::UnknownRequester(request.requester.clone()))?;
         // The depth the hub knows, not the one the request claims (a
         // host's request could claim any): the child's tools, its limit
         // and its envelope all follow from it.
-        let requester_depth = self
-            .depth_of(&request.requester)
-            .ok_or_else(|| Refused::UnknownRequester(request.requester.clone()))?;
+        let (Some(requester_sink), Some(requester_depth)) = (
+            self.sinks.get(&request.requester).cloned(),
+            self.depth_of(&request.requester),
+        ) else {
+            return Err(Refused::UnknownRequester(request.requester.clone()));
+        };
         if request.requester_depth != requester_depth {
             Arc::make_mut(&mut request).requester_depth = requester_depth;
         }
