@@ -6,7 +6,17 @@
 //! `skip_serializing_if`, or untagged enums, yet encodes them without
 //! complaint: wire types use none of them, and every wire type has a
 //! round-trip test.
+//!
+//! A message is at most [`MAX_WIRE_BYTES`] long, both ways. Decoding
+//! reads lengths from the input and allocates before it reads what they
+//! count, so without a bound ten hostile bytes claiming a string of 2⁴⁸
+//! bytes would abort the process (an allocation failure is not a panic a
+//! handler can catch). Each decode is bounded by a small multiple of the
+//! input's own size: such a claim is a [`CodecError::Decode`], and the
+//! most a message of `n` bytes can make a decode allocate up front is
+//! 16 × the next of 4 KiB, 1 MiB, 64 MiB at or above `n`.
 
+use bincode::config::{Limit, LittleEndian, Varint};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -21,8 +31,40 @@ pub enum CodecError {
     Decode(String),
 }
 
-fn config() -> bincode::config::Configuration {
-    bincode::config::standard()
+/// The longest message the codec writes or reads: 64 MiB.
+pub const MAX_WIRE_BYTES: usize = 64 << 20;
+
+/// bincode counts a decode's claims against its limit: a string or byte
+/// string claims its length, an integer its full width whatever its
+/// varint took (a `u64` claims 8 for its one byte), so a message of `n`
+/// bytes claims at most `CLAIMS_PER_BYTE × n`.
+const CLAIMS_PER_BYTE: usize = 16;
+
+fn config<const LIMIT: usize>() -> bincode::config::Configuration<LittleEndian, Varint, Limit<LIMIT>>
+{
+    bincode::config::standard().with_limit::<LIMIT>()
+}
+
+fn decode<T: DeserializeOwned, const LIMIT: usize>(bytes: &[u8]) -> Result<(T, usize), CodecError> {
+    bincode::serde::decode_from_slice(bytes, config::<LIMIT>())
+        .map_err(|e| CodecError::Decode(e.to_string()))
+}
+
+/// Decodes with a limit a few times the input's own length, never a
+/// fixed large one: no length a hostile message claims can make the
+/// decode allocate more than [`CLAIMS_PER_BYTE`] × the next step up from
+/// its size (4 KiB, 1 MiB, [`MAX_WIRE_BYTES`]).
+fn decode_bounded<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), CodecError> {
+    const SMALL: usize = 4 << 10;
+    const MEDIUM: usize = 1 << 20;
+    match bytes.len() {
+        n if n <= SMALL => decode::<T, { SMALL * CLAIMS_PER_BYTE }>(bytes),
+        n if n <= MEDIUM => decode::<T, { MEDIUM * CLAIMS_PER_BYTE }>(bytes),
+        n if n <= MAX_WIRE_BYTES => decode::<T, { MAX_WIRE_BYTES * CLAIMS_PER_BYTE }>(bytes),
+        n => Err(CodecError::Decode(format!(
+            "the message is {n} bytes, over the wire's limit of {MAX_WIRE_BYTES}"
+        ))),
+    }
 }
 
 /// A value that crosses a process boundary: bincode 2.x over its serde
@@ -38,15 +80,24 @@ fn config() -> bincode::config::Configuration {
 /// # Ok::<(), subagents_messages::codec::CodecError>(())
 /// ```
 pub trait Wire: Serialize + DeserializeOwned {
-    /// Encodes the value for the wire.
+    /// Encodes the value for the wire; a value whose encoding is over
+    /// [`MAX_WIRE_BYTES`] is an error (no peer would read it).
     fn to_wire(&self) -> Result<Vec<u8>, CodecError> {
-        bincode::serde::encode_to_vec(self, config()).map_err(|e| CodecError::Encode(e.to_string()))
+        let bytes = bincode::serde::encode_to_vec(self, bincode::config::standard())
+            .map_err(|e| CodecError::Encode(e.to_string()))?;
+        if bytes.len() > MAX_WIRE_BYTES {
+            return Err(CodecError::Encode(format!(
+                "the message is {} bytes, over the wire's limit of {MAX_WIRE_BYTES}",
+                bytes.len()
+            )));
+        }
+        Ok(bytes)
     }
 
-    /// Decodes a value from the wire; trailing bytes are an error.
+    /// Decodes a value from the wire; trailing bytes, or a length that
+    /// claims more than [`MAX_WIRE_BYTES`], are an error.
     fn from_wire(bytes: &[u8]) -> Result<Self, CodecError> {
-        let (value, read) = bincode::serde::decode_from_slice(bytes, config())
-            .map_err(|e| CodecError::Decode(e.to_string()))?;
+        let (value, read) = decode_bounded::<Self>(bytes)?;
         if read != bytes.len() {
             return Err(CodecError::Decode(format!(
                 "{} trailing bytes after the message",

@@ -189,4 +189,61 @@ mod tests {
         assert!(RunReport::from_wire(&[0xff; 64]).is_err());
         assert!(RunRequest::from_wire(&[9, 9, 9]).is_err());
     }
+
+    /// A length read from the wire is checked before it is allocated: a
+    /// string of 2⁴⁸ bytes claimed by ten bytes is an error (it aborted
+    /// the process: the allocation failed), and so is a length of
+    /// `u64::MAX` (a capacity-overflow panic).
+    #[test]
+    fn a_length_past_the_input_is_an_error_not_an_allocation() {
+        use crate::codec::MAX_WIRE_BYTES;
+        let huge = [0, 0xFD, 0, 0, 0, 0, 0, 0, 1, 0];
+        assert!(RunSpec::from_wire(&huge).is_err());
+        let max = [0xFD, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF];
+        assert!(String::from_wire(&max).is_err());
+        assert!(<(String, u64, RunRequest)>::from_wire(&max).is_err());
+        // Just under the limit but past the input: an error too.
+        let under = u32::try_from(MAX_WIRE_BYTES - 1).unwrap().to_le_bytes();
+        let claim = [&[0xFC][..], &under[..]].concat();
+        assert!(String::from_wire(&claim).is_err());
+    }
+
+    /// The decode limit follows the input's size: a message of small
+    /// integers (each claims 8 bytes for its one) still decodes at every
+    /// step of it.
+    #[test]
+    fn every_size_up_to_the_limit_decodes() {
+        for n in [
+            0,
+            4090,
+            4096,
+            4097,
+            70_000,
+            (1 << 20) - 3,
+            1 << 20,
+            (1 << 20) + 1,
+        ] {
+            let zeros = vec![0u64; n];
+            let bytes = zeros.to_wire().unwrap();
+            assert_eq!(Vec::<u64>::from_wire(&bytes).unwrap(), zeros, "{n} zeros");
+            let maxes = vec![u64::MAX; n / 9];
+            assert_eq!(
+                Vec::<u64>::from_wire(&maxes.to_wire().unwrap()).unwrap(),
+                maxes
+            );
+        }
+    }
+
+    #[test]
+    fn a_message_over_the_limit_is_not_written() {
+        use crate::codec::{CodecError, MAX_WIRE_BYTES};
+        let at_limit = "x".repeat(MAX_WIRE_BYTES - 5);
+        let bytes = at_limit.to_wire().unwrap();
+        assert_eq!(bytes.len(), MAX_WIRE_BYTES);
+        assert_eq!(String::from_wire(&bytes).unwrap(), at_limit);
+        let over = "x".repeat(MAX_WIRE_BYTES);
+        assert!(
+            matches!(over.to_wire(), Err(CodecError::Encode(e)) if e.contains("over the wire's limit"))
+        );
+    }
 }
