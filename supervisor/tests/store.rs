@@ -835,3 +835,40 @@ fn killed_writer_never_leaves_a_torn_file() {
     // Each round reported at least its first save, on its own first id.
     assert_eq!(reported.len(), CHILD_IDS as usize);
 }
+
+/// Foreign input: a run file that is JSON but not an object (another
+/// tool's file, a hand edit) is no run — it panicked the hub that looked
+/// it up (`use_agent send` to an archived id) — and one that is an object
+/// of the wrong shape is none either.
+#[test]
+fn a_run_file_that_is_not_a_run_is_none_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path(), &clock(T0));
+    let runs = tmp.path().join("runs");
+    fs::create_dir_all(&runs).unwrap();
+    let id = AgentId::new("agent_1");
+    for text in [
+        "[]",
+        "1",
+        "\"x\"",
+        "true",
+        "null",
+        "{}",
+        "{\"request\":[]}",
+        "not json",
+    ] {
+        fs::write(runs.join("agent_1.json"), text).unwrap();
+        assert!(store.run(&id).is_none(), "{text}");
+    }
+    // A run the store wrote reads back.
+    let request = subagents_messages::ChildRequest::new(
+        AgentId::new("parent"),
+        0,
+        ToolUseId::new("call_1"),
+        "Worker",
+        "work",
+    );
+    let said = [subagents_messages::ChatMessage::user("work")];
+    store.save_run(&id, &request, &said).unwrap();
+    assert_eq!(store.run(&id), Some((request, said.to_vec())));
+}

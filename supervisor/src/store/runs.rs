@@ -46,12 +46,17 @@ impl EnvelopeStore {
         write_atomic(&path, &json).map_err(|source| StoreError::Write { path, source })
     }
 
-    /// What `id` was asked and its last saved conversation, if saved.
+    /// What `id` was asked and its last saved conversation, if saved and
+    /// readable (a file that is not a run — any other JSON, or not JSON —
+    /// is `None`, never a panic).
     pub fn run(&self, id: &AgentId) -> Option<(ChildRequest, Vec<ChatMessage>)> {
         let bytes = fs::read(self.run_path(id)).ok()?;
         let mut file: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-        let request = serde_json::from_value(file["request"].take()).ok()?;
-        let conversation = serde_json::from_value(file["conversation"].take()).ok()?;
+        // `get_mut`, not indexing: `value["key"]` panics on an array,
+        // number, string or bool.
+        let mut field = |key| file.get_mut(key).map(serde_json::Value::take);
+        let request = serde_json::from_value(field("request")?).ok()?;
+        let conversation = serde_json::from_value(field("conversation")?).ok()?;
         Some((request, conversation))
     }
 
