@@ -463,6 +463,30 @@ fn table_files_that_fail() {
             1,
             None,
         ),
+        // Two spellings of one setting: refused at the second, never the
+        // later silently replacing the first (an empty deny list after a
+        // full one, a cap of 50 after 2).
+        (
+            "yaml: the deny list spelt two ways",
+            "---\ndisallowedTools: Bash, Write\ndisallowed_tools: []\n---\n",
+            3,
+            19,
+            None,
+        ),
+        (
+            "yaml: the cap spelt two ways",
+            "---\nmax_iterations: 2\nmaxTurns: 50\n---\n",
+            3,
+            11,
+            None,
+        ),
+        (
+            "toml: the deny list spelt two ways",
+            "+++\ndisallowedTools = [\"shell\"]\ndisallowed_tools = []\n+++\n",
+            3,
+            20,
+            None,
+        ),
     ];
     let path = PathBuf::from(PATH);
     let mut wrong = Vec::new();

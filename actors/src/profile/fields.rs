@@ -131,8 +131,21 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Frontmatter, A::Error> {
         let mut fm = Frontmatter::default();
+        // Keys read so far: a second spelling of a key already set (both
+        // `disallowedTools` and `disallowed_tools`) is refused, never the
+        // later one silently replacing the first (an empty deny list
+        // after a full one would widen what the profile may do). The same
+        // spelling twice is the format's own duplicate-key error.
+        let mut seen: Vec<String> = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
             self.current_key.set(Some(key.clone()));
+            let setting = setting_of(&key);
+            if let Some(first) = seen.iter().find(|k| *k != &key && setting_of(k) == setting) {
+                return Err(de::Error::custom(format!(
+                    "`{key}` sets what `{first}` above already set (two spellings of one setting); keep one"
+                )));
+            }
+            seen.push(key.clone());
             match key.as_str() {
                 "name" => fm.name = map.next_value()?,
                 "description" => fm.description = map.next_value()?,
@@ -174,6 +187,22 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
             }
         }
         Ok(fm)
+    }
+}
+
+/// The setting a key names: its first spelling, for keys written two ways
+/// (the Codex or snake_case one and the Claude Code one).
+fn setting_of(key: &str) -> &str {
+    match key {
+        "model_provider" => "provider",
+        "maxTurns" => "max_iterations",
+        "disallowedTools" => "disallowed_tools",
+        "maxTokens" => "max_tokens",
+        "topP" => "top_p",
+        "model_reasoning_effort" => "effort",
+        "permissionMode" => "permission_mode",
+        "initialPrompt" => "initial_prompt",
+        key => key,
     }
 }
 
