@@ -239,3 +239,196 @@ fn requests_of_alpha(
         .cloned()
         .collect()
 }
+
+/// What a killed process leaves, without the kill: the store directory
+/// copied while its thread runs (files are written atomically, so a copy
+/// is what a `kill -9` at that moment leaves on disk).
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A thread on `store` whose parent has the `sleep` tool.
+async fn thread_on(
+    model: Arc<dyn Model>,
+    store: Arc<EnvelopeStore>,
+    max_live: usize,
+) -> (ThreadHandle, EventStream) {
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model)
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(Sleep))
+            .max_live(max_live),
+    )
+    .store(store);
+    ThreadHandle::spawn(config, None).await.unwrap()
+}
+
+/// Defect: a child still queued (or in its first model call) when the
+/// process died had its run saved with an empty conversation, and a
+/// message after the restart resumed it from that: the new run never read
+/// its task. It now goes on from its task, as it would in the session.
+#[tokio::test]
+async fn a_child_interrupted_before_its_first_step_resumes_with_its_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let (store, _) = open(dir.to_str().unwrap());
+    // Alpha holds the one slot (in a tool for an hour; the test runs in
+    // real time, so it stays there); Beta queues.
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&worker("Alpha"))
+            .use_agent(&worker("Beta")),
+        Reply::answer("Started."),
+    ])
+    .with_script(
+        "Alpha",
+        vec![Reply::new().tool_call("sleep", r#"{"secs":3600}"#)],
+    );
+    let (thread, mut events) = thread_on(model.shared(), store, 1).await;
+    thread.send_user("start two").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    let copy = tmp.path().join("after-kill");
+    copy_dir(&dir, &copy);
+    thread.close_and_wait().await;
+
+    let (store, interrupted) = open(copy.to_str().unwrap());
+    assert_eq!(
+        interrupted,
+        [AgentId::new("agent_1"), AgentId::new("agent_2")]
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_2", "go on")),
+        Reply::answer("Beta goes on."),
+        Reply::answer("Beta is done."),
+    ])
+    .with_script("Beta", vec![Reply::answer("Beta done")]);
+    let (model, seen) = spy("model", model);
+    let (thread, mut events) = thread_on(model, store, 3).await;
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let resumed = json(&results_of(&log, "use_agent")[0].0);
+    assert_eq!(resumed["resumed_from"], "agent_2", "{resumed}");
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_3"),
+    )
+    .await;
+    let beta: Vec<_> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.messages[0].content.starts_with("Beta"))
+        .cloned()
+        .collect();
+    let first = &beta[0].messages;
+    assert!(
+        first.iter().any(|m| m.content == "Beta's task"),
+        "the resumed run never read its task: {first:?}"
+    );
+    assert!(first.last().unwrap().content.ends_with("go on"));
+    thread.close_and_wait().await;
+}
+
+/// Defect: after a restart, a message to a child that had already been
+/// resumed in an earlier session (`agent_1` continued as `agent_2`) was
+/// refused every time: the chain led to a run the new hub had not taken
+/// from the store. It reaches the newest run, as in the session.
+#[tokio::test]
+async fn a_message_after_a_restart_reaches_the_newest_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let dir = dir.to_str().unwrap();
+    let (store, _) = open(dir);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "the first part")),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+        Reply::answer("Resumed."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::answer("first part done"),
+            Reply::answer("second part done"),
+        ],
+    );
+    let (thread, mut events) = thread_on(model.shared(), store, 3).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_2"),
+    )
+    .await;
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    thread.close_and_wait().await;
+
+    let (store, interrupted) = open(dir);
+    assert!(interrupted.is_empty(), "{interrupted:?}");
+    assert_eq!(
+        store.get(&AgentId::new("agent_1")).unwrap().continued_as,
+        Some(AgentId::new("agent_2"))
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the third part")),
+        Reply::answer("Resumed again."),
+        Reply::answer("Noted again."),
+    ])
+    .with_script("Worker", vec![Reply::answer("third part done")]);
+    let (model, seen) = spy("model", model);
+    let (thread, mut events) = thread_on(model, store, 3).await;
+    thread.send_user("more").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (output, is_error) = &results_of(&log, "use_agent")[0];
+    assert!(!is_error, "refused: {output}");
+    let resumed = json(output);
+    assert_eq!(resumed["id"], "agent_3", "{resumed}");
+    // The output names the id asked for; the new run's start names the
+    // run it goes on from.
+    assert_eq!(resumed["resumed_from"], "agent_1", "{resumed}");
+    let started = log
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ChildStarted(info) => Some(info.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(started.resumed_from, Some(AgentId::new("agent_2")));
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_3"),
+    )
+    .await;
+    let worker = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|r| r.messages[0].content.starts_with("Worker"))
+        .cloned()
+        .unwrap();
+    let said: Vec<&str> = worker.messages.iter().map(|m| m.content.as_str()).collect();
+    for earlier in ["the first part", "first part done", "second part done"] {
+        assert!(
+            said.iter().any(|m| m.contains(earlier)),
+            "{earlier} not in {said:?}"
+        );
+    }
+    thread.close_and_wait().await;
+}

@@ -51,8 +51,10 @@ impl Book {
         }
         let seed = entry.seed.clone()?;
         let mut conversation = match &entry.conversation {
-            Some(conversation) => conversation.as_ref().clone(),
-            None => vec![ChatMessage::user(seed.input.clone())],
+            // Empty: the run ended (or its process died) before its turn
+            // wrote anything — queued, or in its first model call.
+            Some(conversation) if !conversation.is_empty() => conversation.as_ref().clone(),
+            _ => first_messages(&seed),
         };
         answer_open_calls(&mut conversation);
         Some(ResumeFrom {
@@ -96,6 +98,18 @@ impl Book {
             entry.envelope.continued_as = Some(next);
         }
     }
+}
+
+/// What a run's turn starts from, as its start builds it: the
+/// conversation it goes on from, then its input (a resumed run's as a
+/// message from its requester).
+fn first_messages(seed: &ChildRequest) -> Vec<ChatMessage> {
+    let mut conversation = seed.conversation.clone();
+    conversation.push(ChatMessage::user(match seed.resumed_from {
+        Some(_) => crate::agent::steering_text(&seed.input),
+        None => seed.input.clone(),
+    }));
+    conversation
 }
 
 /// Calls the last answer asked for that were never answered (the run was
@@ -152,5 +166,49 @@ mod tests {
         );
         answer_open_calls(&mut conversation);
         assert_eq!(conversation.len(), 4, "answered once");
+    }
+
+    /// A run that wrote nothing (queued, or in its first model call, when
+    /// it ended or its process died) goes on from what its start would
+    /// have read: a new run from its task, a resumed run from the
+    /// conversation it went on from, then its message as one from its
+    /// requester.
+    #[test]
+    fn a_run_that_wrote_nothing_goes_on_from_its_start() {
+        let seed = |resumed_from: Option<&str>| {
+            let mut seed = ChildRequest::new(
+                AgentId::new("parent"),
+                0,
+                subagents_messages::ToolUseId::new("call_1"),
+                "Worker",
+                "the task",
+            );
+            seed.resumed_from = resumed_from.map(AgentId::new);
+            if resumed_from.is_some() {
+                seed.conversation = vec![ChatMessage::user("earlier")];
+            }
+            seed
+        };
+        let contents = |messages: Vec<ChatMessage>| {
+            messages.into_iter().map(|m| m.content).collect::<Vec<_>>()
+        };
+        assert_eq!(contents(first_messages(&seed(None))), ["the task"]);
+        assert_eq!(
+            contents(first_messages(&seed(Some("agent_1")))),
+            ["earlier", &crate::agent::steering_text("the task")]
+        );
+        // Saved empty (before a restart): the same, not an empty start.
+        let book = Book::default();
+        let mut envelope = crate::hub::book::requested(
+            AgentId::new("agent_2"),
+            "Worker".into(),
+            &seed(None),
+            Vec::new(),
+            0,
+        );
+        envelope.status = SubAgentStatus::Interrupted;
+        book.import(envelope, seed(None), Vec::new());
+        let from = book.resume_from(&AgentId::new("agent_2")).unwrap();
+        assert_eq!(contents(from.conversation), ["the task"]);
     }
 }

@@ -33,7 +33,7 @@ impl HubState {
             let _ = reply.send(Err(Refused::UnknownChild(id.clone())));
             return;
         }
-        let id = self.book.latest_run(id);
+        let id = self.latest_run(id);
         if self.book.is_terminal(&id) {
             let answer = self.resume(myself, &id, message).await;
             let _ = reply.send(answer);
@@ -67,6 +67,19 @@ impl HubState {
                 let _ = reply.send(Ok(Steered::Queued));
             }
         }
+    }
+
+    /// The run a message to `id` reaches: its latest run, each later run
+    /// of an earlier session taken from the archive as the chain reaches
+    /// it (`agent_1` continued as `agent_2` before a restart: the new
+    /// hub's book holds neither until a message comes).
+    fn latest_run(&mut self, id: &AgentId) -> AgentId {
+        let mut at = self.book.latest_run(id);
+        // Bounded: each pass takes one more run into the book.
+        while !self.book.contains(&at) && self.import_archived(&at) {
+            at = self.book.latest_run(&at);
+        }
+        at
     }
 
     /// A finished child of an earlier session (its envelope and run in the
