@@ -320,3 +320,22 @@ fn the_fixture_directory_loads_as_real_files_would() {
         ProfileWarning::UnknownTool { tool, .. } if tool == "Bash"
     )));
 }
+
+/// A Codex role that is not UTF-8 is skipped with the position of its
+/// first bad byte, as a Markdown profile is (it was a read error with no
+/// position).
+#[test]
+fn a_codex_role_that_is_not_utf8_names_its_first_bad_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("worker.toml"),
+        b"name = \"worker\"\ndeveloper_instructions = \"\xff\"\n",
+    )
+    .unwrap();
+    let (set, warnings) = ProfileSet::load(&[tmp.path().to_path_buf()], &[]);
+    assert_eq!(set.names().count(), 0);
+    let [ProfileWarning::Skipped(e)] = warnings.as_slice() else {
+        panic!("{warnings:?}");
+    };
+    assert_eq!(e.position(), Some((2, 27)), "{e}");
+}

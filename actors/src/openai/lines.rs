@@ -5,7 +5,12 @@
 //! call would read as an empty answer. Such a line becomes `data:
 //! {"error": …}`, the form newer servers send, so it is reported as the
 //! server's own error. Every other byte passes through unchanged; lines
-//! are cut only at `\n`, so a line split across chunks is whole here.
+//! are cut at `\n` or `\r` (the event-stream format ends a line with
+//! either, or both), so a line split across chunks is whole here, and a
+//! server that ends its lines with a lone `\r` is passed on line by line
+//! (cut only at `\n`, such a stream was held back until the connection
+//! closed). A `\r\n` cut between two chunks passes as its two bytes; the
+//! event-stream parser after this reads them as one line end.
 
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Value, json};
@@ -20,7 +25,7 @@ where
         (Box::pin(body), Vec::<u8>::new(), false),
         |(mut body, mut pending, mut ended)| async move {
             loop {
-                if let Some(end) = pending.iter().rposition(|&b| b == b'\n') {
+                if let Some(end) = pending.iter().rposition(|&b| ends_line(b)) {
                     let rest = pending.split_off(end + 1);
                     let out = rewrite(&pending);
                     return Some((Ok(out), (body, rest, ended)));
@@ -42,11 +47,16 @@ where
     )
 }
 
-/// Whole lines (each ending in `\n`, but perhaps the last): `error:` ones
-/// rewritten.
+/// A byte that ends a line in an event stream.
+fn ends_line(byte: u8) -> bool {
+    byte == b'\n' || byte == b'\r'
+}
+
+/// Whole lines (each ending in `\n` or `\r`, but perhaps the last):
+/// `error:` ones rewritten.
 fn rewrite(lines: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(lines.len() + 16);
-    for line in lines.split_inclusive(|&b| b == b'\n') {
+    for line in lines.split_inclusive(|&b| ends_line(b)) {
         match line.strip_prefix(b"error:") {
             Some(rest) => {
                 let text = String::from_utf8_lossy(rest);
@@ -55,8 +65,8 @@ fn rewrite(lines: &[u8]) -> Vec<u8> {
                     .unwrap_or_else(|_| Value::String(text.to_owned()));
                 out.extend_from_slice(b"data: ");
                 out.extend_from_slice(json!({ "error": error }).to_string().as_bytes());
-                if line.ends_with(b"\n") {
-                    out.push(b'\n');
+                if let Some(&end) = line.last().filter(|&&b| ends_line(b)) {
+                    out.push(end);
                 }
             }
             None => out.extend_from_slice(line),
@@ -100,5 +110,46 @@ mod tests {
             through(&["data: x\r\n", "errors: no\n"]).await,
             "data: x\r\nerrors: no\n"
         );
+        // Lines ended by `\r` alone, or `\r\n` cut between chunks.
+        assert_eq!(
+            through(&["data: x\r\rerror: {\"message\":\"no\"}\r\r"]).await,
+            "data: x\r\rdata: {\"error\":{\"message\":\"no\"}}\r\r"
+        );
+        let crlf = "data: x\r\n\r\nerror: no\r\n\r\n";
+        let chunks: Vec<String> = crlf.chars().map(String::from).collect();
+        let chunks: Vec<&str> = chunks.iter().map(String::as_str).collect();
+        assert_eq!(
+            through(&chunks).await,
+            "data: x\r\n\r\ndata: {\"error\":\"no\"}\r\n\r\n"
+        );
+    }
+
+    /// Foreign input: a server ending its lines with a lone `\r` (the
+    /// format allows it) is passed on as each line arrives — cut only at
+    /// `\n`, nothing came through until the connection closed, so a
+    /// healthy stream timed out. The event parser after it then reads each
+    /// event (here, through the whole call path's two stages).
+    #[tokio::test]
+    async fn lines_ended_by_a_lone_cr_pass_as_they_arrive() {
+        use eventsource_stream::Eventsource;
+        let first = b"data: {\"a\":1}\r\r".to_vec();
+        let second = b"data: {\"b\":2}\r\r".to_vec();
+        let body = stream::iter([Ok::<_, ()>(first.clone()), Ok(second)]).chain(stream::pending());
+        let mut lines = Box::pin(error_lines_as_events(body));
+        let within = std::time::Duration::from_secs(5);
+        let got = tokio::time::timeout(within, lines.next()).await;
+        assert_eq!(got, Ok(Some(Ok(first))), "held back");
+        let body = stream::iter([
+            Ok::<_, ()>(b"data: {\"a\":1}\r\r".to_vec()),
+            Ok(b"data: {\"b\":2}\r\r".to_vec()),
+        ])
+        .chain(stream::pending());
+        let mut events = Box::pin(error_lines_as_events(body).eventsource());
+        let event = tokio::time::timeout(within, events.next()).await;
+        let event = event
+            .expect("held back")
+            .expect("an event")
+            .expect("parsed");
+        assert_eq!(event.data, "{\"a\":1}");
     }
 }

@@ -90,6 +90,22 @@ impl Assembler {
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
             return Err(mid_stream_error(&error));
         }
+        match chunk.object.as_deref() {
+            Some("error") => {
+                let error = serde_json::from_str(data).unwrap_or(Value::Null);
+                return Err(mid_stream_error(&error));
+            }
+            Some("chat.completion.chunk") => {}
+            // Nothing a chunk has: not read as an empty one (its meaning,
+            // whatever it was, would be lost without a word).
+            _ if chunk.choices.is_none() && chunk.usage.is_none() => {
+                return Err(ModelError::Malformed(format!(
+                    "a stream event is not a chat-completion chunk (no `choices`, `usage` or `error`): {}",
+                    truncate(data, 200)
+                )));
+            }
+            _ => {}
+        }
         if let Some(usage) = chunk.usage {
             self.usage = Some(Usage {
                 prompt_tokens: usage.prompt_tokens.unwrap_or(0),
@@ -238,8 +254,13 @@ impl Assembler {
     }
 }
 
-/// An error the service reported inside the stream.
+/// An error the service reported inside the stream: its `message`, or
+/// its `error`'s (`{"error": {"message": …}}` as an `error` event's data).
 fn mid_stream_error(error: &Value) -> ModelError {
+    let error = error
+        .get("error")
+        .filter(|inner| inner.get("message").is_some() || inner.is_string())
+        .unwrap_or(error);
     let message = error
         .get("message")
         .and_then(Value::as_str)
@@ -400,6 +421,43 @@ mod tests {
         let mut asm = Assembler::default();
         let err = asm.on_event("error", "overloaded");
         assert!(matches!(err, Err(ModelError::MidStream { message }) if message == "overloaded"));
+    }
+
+    /// Foreign input: JSON that is no chat-completion chunk was read as an
+    /// empty one — `data: {}` then `[DONE]` ended as an empty answer, and
+    /// vLLM's in-stream error (`"object": "error"`) lost its message; an
+    /// `error` event wrapping its error object reported the raw JSON.
+    #[test]
+    fn json_that_is_no_chunk_is_malformed_and_errors_keep_their_words() {
+        let (_, end) = feed(&["{}", "[DONE]"]);
+        assert!(
+            matches!(&end, Err(ModelError::Malformed(why)) if why.contains("not a chat-completion chunk")),
+            "{end:?}"
+        );
+        let (_, end) =
+            feed(&[r#"{"object":"error","message":"boom","type":"BadRequestError","code":400}"#]);
+        assert!(
+            matches!(&end, Err(ModelError::MidStream { message }) if message == "boom"),
+            "{end:?}"
+        );
+        let err = Assembler::default().on_event("error", r#"{"error":{"message":"overloaded"}}"#);
+        assert!(
+            matches!(&err, Err(ModelError::MidStream { message }) if message == "overloaded"),
+            "{err:?}"
+        );
+        // A chunk says so, or has what a chunk has: read as before.
+        let (_, end) = feed(&[
+            r#"{"object":"chat.completion.chunk","id":"x"}"#,
+            r#"{"choices":[{"delta":{"content":"hi"}}]}"#,
+            "[DONE]",
+        ]);
+        assert!(matches!(end, Ok(true)), "{end:?}");
+        let (_, end) = feed(&[
+            r#"{"choices":[{"delta":{"content":"hi"}}]}"#,
+            r#"{"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+            "[DONE]",
+        ]);
+        assert!(matches!(end, Ok(true)), "{end:?}");
     }
 
     #[test]

@@ -185,6 +185,10 @@ pub(crate) struct ChunkWire {
     /// Some servers report a failure inside the stream.
     #[serde(default)]
     pub(crate) error: Option<Value>,
+    /// `chat.completion.chunk`; vLLM reports a failure inside the stream
+    /// as an object `"error"` with its `message` beside it.
+    #[serde(default)]
+    pub(crate) object: Option<String>,
 }
 
 /// One choice of a chunk (this adapter reads choice 0).

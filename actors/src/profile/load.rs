@@ -246,7 +246,7 @@ fn load_file(path: &Path) -> Result<Parsed, ProfileError> {
     }
     if path.extension() == Some(OsStr::new("toml")) {
         // A Codex role (`.codex/agents/*.toml`).
-        let text = std::str::from_utf8(&bytes).map_err(|_| read_error("not UTF-8".to_owned()))?;
+        let text = super::parse::utf8(path, &bytes)?;
         return super::codex::parse_codex_role(path, text);
     }
     parse_profile_bytes(path, &bytes)

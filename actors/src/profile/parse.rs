@@ -107,20 +107,23 @@ fn check_name(path: &Path, name: String) -> Result<String, ProfileError> {
 /// Parses a profile file's bytes; see [`Profile::parse`]. Bytes that are not
 /// UTF-8 are an error at the first bad byte.
 pub(crate) fn parse_profile_bytes(path: &Path, bytes: &[u8]) -> Result<Parsed, ProfileError> {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => parse_profile(path, text),
-        Err(e) => {
-            // The valid prefix is UTF-8 by definition; lossy is only a fallback.
-            let prefix = String::from_utf8_lossy(bytes.get(..e.valid_up_to()).unwrap_or_default());
-            let (line, column) = line_column(&prefix, prefix.len(), 1);
-            Err(ProfileError::Parse {
-                path: path.to_path_buf(),
-                line,
-                column,
-                kind: ParseErrorKind::NotUtf8,
-            })
+    parse_profile(path, utf8(path, bytes)?)
+}
+
+/// A file's bytes as text; bytes that are not UTF-8 are an error at the
+/// first bad byte (its line and column), in every kind of profile file.
+pub(crate) fn utf8<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str, ProfileError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        // The valid prefix is UTF-8 by definition; lossy is only a fallback.
+        let prefix = String::from_utf8_lossy(bytes.get(..e.valid_up_to()).unwrap_or_default());
+        let (line, column) = line_column(&prefix, prefix.len(), 1);
+        ProfileError::Parse {
+            path: path.to_path_buf(),
+            line,
+            column,
+            kind: ParseErrorKind::NotUtf8,
         }
-    }
+    })
 }
 
 /// Parses a profile file's text. The profile's name is `path`'s file name
