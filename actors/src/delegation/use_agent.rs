@@ -197,16 +197,23 @@ impl UseAgent {
         {
             Waited::Delivered(output) => output,
             Waited::Unknown => Err(refuse(format!("the sub-agent `{id}` was lost"))),
-            Waited::Pending => match self.hub().detach(&id).await {
-                DetachOutcome::AlreadyFinished(envelope) => {
-                    let output = Ok(self.finished(call, &envelope));
-                    // Not taken (the turn was cut): the detach already
-                    // made it a background result.
-                    self.delegator.deliver(call, &envelope, &output);
-                    output
+            Waited::Pending => {
+                // From here the child goes on in the background, whatever
+                // the parent-stop policy: a turn cut while the detach is
+                // in flight (its wall clock running out in the same tick
+                // as the wait) says so, not "stopped with it".
+                call.on_cut(pending_json(&id));
+                match self.hub().detach(&id).await {
+                    DetachOutcome::AlreadyFinished(envelope) => {
+                        let output = Ok(self.finished(call, &envelope));
+                        // Not taken (the turn was cut): the detach already
+                        // made it a background result.
+                        self.delegator.deliver(call, &envelope, &output);
+                        output
+                    }
+                    _ => Ok(pending_json(&id)),
                 }
-                _ => Ok(pending_json(&id)),
-            },
+            }
         }
     }
 

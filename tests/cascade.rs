@@ -1,0 +1,116 @@
+//! The parent-stop policy at the instant an inline wait hands its child
+//! to the background: what the `use_agent` call says must be what happens
+//! to the child. With `Cascade`, a call that reads "stopped with it" has a
+//! child that ends `stopped` and wakes nobody; a call that reads "runs in
+//! the background" has a child that goes on and wakes the parent once.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use subagents::actors::ParentStopPolicy;
+use subagents::messages::{Limits, SubAgentStatus};
+use subagents::prelude::*;
+use subagents::simulation::{HostAction, Moment, Scenario, SimulationReport, Trigger};
+use subagents_demo::Sleep;
+
+fn scenario(child_secs: u64) -> Scenario {
+    Scenario::new(vec![
+        Reply::new().use_agent(&work_call("Worker", child_secs, true)),
+        Reply::answer("Noted."),
+        Reply::answer("Noted again."),
+    ])
+    .child_script("Worker\n", worker(child_secs))
+    .tools(ToolRegistry::new().with(Sleep))
+    .at(Duration::ZERO, HostAction::User("go".into()))
+}
+
+/// The call's words against the child's end; returns (what the call
+/// said, the child's status, its wakes).
+fn check_the_call_says_what_happened(report: &SimulationReport) -> (String, SubAgentStatus, usize) {
+    let log = report.events();
+    check_log(&log, true);
+    let (output, _) = results_of(&log, "use_agent")
+        .into_iter()
+        .next()
+        .expect("the call was answered");
+    let said = json(&output);
+    let child = report
+        .envelopes
+        .iter()
+        .find(|e| e.id.as_str() == "agent_1")
+        .expect("agent_1 has an envelope");
+    let wakes = log
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_1"))
+        .count();
+    if said["status"] == "stopped" {
+        assert_eq!(
+            (child.status, wakes),
+            (SubAgentStatus::Stopped, 0),
+            "the call said the child was stopped with the turn: {}",
+            report.render()
+        );
+    } else {
+        assert_eq!(said["pending"], true, "{output}");
+        assert_eq!(
+            (child.status, wakes),
+            (SubAgentStatus::Done, 1),
+            "the call said the child goes on: {}",
+            report.render()
+        );
+    }
+    (output, child.status, wakes)
+}
+
+/// Same instant, by the clock: the inline wait (30 s) and the parent's
+/// wall clock (30 s) run out in one tick. The wait hands the child on
+/// (detach), then the turn's limit cuts the call: it read "stopped with
+/// it" while the child went on in the background and woke the parent.
+#[test]
+fn an_inline_wait_and_the_turns_limit_running_out_together() {
+    let report = scenario(100)
+        .configure(|b| {
+            b.parent_stop(ParentStopPolicy::Cascade)
+                .inline_wait(Duration::from_secs(30))
+                .limits(Limits {
+                    wall_clock: Duration::from_secs(30),
+                    ..Limits::default()
+                })
+        })
+        .run_for(Duration::from_secs(300))
+        .run(0);
+    check_the_call_says_what_happened(&report);
+}
+
+/// Same instant, by the scheduler: the parent stopped a seeded number of
+/// scheduler turns after its child went to the background, with each
+/// policy; every ordering keeps the call's words true.
+#[test]
+fn a_stop_as_the_child_goes_to_the_background() {
+    let mut reached = std::collections::BTreeSet::new();
+    for policy in [ParentStopPolicy::Cascade, ParentStopPolicy::Detach] {
+        for yields in 0..12 {
+            let report = scenario(20)
+                .configure(move |b| b.parent_stop(policy).inline_wait(Duration::from_secs(5)))
+                .on(
+                    Trigger::new(Some(AgentId::new("agent_1")), Moment::Background, |_, _| {
+                        Some(HostAction::StopParent)
+                    })
+                    .after_yields(yields),
+                )
+                .run_for(Duration::from_secs(120))
+                .run(0);
+            let (output, status, _) = check_the_call_says_what_happened(&report);
+            reached.insert((
+                format!("{policy:?}"),
+                json(&output)["status"] == "stopped",
+                status.as_str(),
+            ));
+        }
+    }
+    eprintln!("reached: {reached:?}");
+}
