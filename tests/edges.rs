@@ -190,6 +190,55 @@ async fn two_threads_on_one_store_never_share_an_id() {
     }
 }
 
+/// Shared: two threads on one store. A child one thread made in this
+/// session is that thread's alone — the other could read it through the
+/// host (`envelope`) and its model could `result`, `status` or `send` to
+/// it by guessing `agent_1` (the store served as every hub's archive).
+/// Children of an earlier session stay readable by every thread.
+#[tokio::test(start_paused = true)]
+async fn a_thread_cannot_reach_a_child_another_thread_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = store(dir.path());
+    let config = ThreadConfig::new(parent(background_workers(&[5]))).store(shared.clone());
+    let (first, mut first_events) = ThreadHandle::spawn(config, None).await.unwrap();
+    first.send_user("start").unwrap();
+    run_for(&mut first_events, &mut Vec::new(), 30).await;
+    first.flush_persistence().await.unwrap();
+    let agent_1 = AgentId::new("agent_1");
+    assert!(shared.get(&agent_1).unwrap().status.is_terminal());
+
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::result("agent_1"))
+            .use_agent(&UseAgentCall::send("agent_1", "go on")),
+        Reply::answer("Done."),
+    ]);
+    let config = ThreadConfig::new(parent(model)).store(shared.clone());
+    let (second, mut second_events) = ThreadHandle::spawn(config, None).await.unwrap();
+    assert_eq!(second.envelope(&agent_1).await, Ok(None));
+    second.send_user("peek").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut second_events, &mut log).await;
+    for (output, is_error) in results_of(&log, "use_agent") {
+        assert!(
+            is_error && output.contains("no sub-agent with id `agent_1`"),
+            "{output}"
+        );
+    }
+    assert!(started(&log).is_empty(), "nothing resumed: {log:?}");
+    assert!(first.envelope(&agent_1).await.unwrap().is_some());
+    second.close_and_wait().await;
+    first.close_and_wait().await;
+
+    // After a restart it is a child of an earlier session: any thread
+    // may read it.
+    let reopened = store(dir.path());
+    let config = ThreadConfig::new(parent(background_workers(&[5]))).store(reopened);
+    let (third, _events) = ThreadHandle::spawn(config, None).await.unwrap();
+    assert!(third.envelope(&agent_1).await.unwrap().is_some());
+    third.close_and_wait().await;
+}
+
 /// Defect 8: a valid envelope named `agent_18446744073709551615` made
 /// `ThreadHandle::spawn` panic, and `…614` killed the hub on the next
 /// child. Out of range is a corrupt file; the thread runs.

@@ -28,6 +28,10 @@ pub struct EnvelopeStore {
     pub(super) map: DashMap<AgentId, Envelope, FxBuildHasher>,
     /// Hands out child ids past every id loaded.
     ids: ChildIds,
+    /// The ids loaded at open: the children of earlier sessions, which
+    /// any thread on the store may read and resume. A child a thread of
+    /// this session made is its own thread's alone.
+    earlier: rustc_hash::FxHashSet<AgentId>,
     /// Serialises disk changes so the files follow the same order as the
     /// map. Reads (`get`, `all`) never take it.
     io: Mutex<()>,
@@ -79,6 +83,7 @@ impl EnvelopeStore {
             retention,
             map: DashMap::default(),
             ids: ChildIds::default(),
+            earlier: Default::default(),
             io: Mutex::new(()),
             interrupted: Mutex::new(Vec::new()),
         };
@@ -86,6 +91,7 @@ impl EnvelopeStore {
         let loaded: Vec<AgentId> = store.map.iter().map(|e| e.key().clone()).collect();
         let store = EnvelopeStore {
             ids: ChildIds::after(&loaded),
+            earlier: loaded.into_iter().collect(),
             ..store
         };
         report.pruned = store.prune();
@@ -103,6 +109,13 @@ impl EnvelopeStore {
     #[doc(hidden)] // read by `ThreadConfig::store`, not API
     pub fn child_ids(&self) -> ChildIds {
         self.ids.clone()
+    }
+
+    /// True for a child of an earlier session (loaded at open), which any
+    /// thread on the store may read and resume; a child made in this
+    /// session belongs to the thread that made it.
+    pub(crate) fn is_from_earlier_session(&self, id: &AgentId) -> bool {
+        self.earlier.contains(id)
     }
 
     /// How long envelopes are kept.

@@ -69,13 +69,24 @@ pub(super) struct Observer(pub(super) ActorRef<ThreadMsg>);
 
 pub(super) struct Archive(pub(super) Arc<EnvelopeStore>);
 
+/// The store as a hub's archive: children of earlier sessions only. A
+/// child another thread of this session made (live or ended) is not
+/// this thread's to read, claim or resume — with two threads on one
+/// store, either one's model could otherwise read the other's sub-agents
+/// by guessing `agent_1`.
 impl EnvelopeArchive for Archive {
     fn get(&self, id: &AgentId) -> Option<Envelope> {
-        self.0.get(id)
+        self.0
+            .is_from_earlier_session(id)
+            .then(|| self.0.get(id))
+            .flatten()
     }
 
     fn run(&self, id: &AgentId) -> Option<(ChildRequest, Vec<subagents_messages::ChatMessage>)> {
-        self.0.run(id)
+        self.0
+            .is_from_earlier_session(id)
+            .then(|| self.0.run(id))
+            .flatten()
     }
 }
 
