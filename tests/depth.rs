@@ -248,3 +248,73 @@ async fn a_claimed_requester_depth_is_not_believed() {
     assert_eq!(parent.hub.stop(&other).await, Ok(SubAgentStatus::Stopped));
     parent.shutdown_and_wait().await;
 }
+
+/// Forged: a child naming a sibling's id. It could read its status,
+/// claim its result (the parent's wake for it then never came: guarantee
+/// 9 broken), stop it or send it messages framed as from its requester.
+/// A child reaches only the children it asked for; the sibling's id reads
+/// as unknown, and the sibling ends and wakes the parent once.
+#[tokio::test(start_paused = true)]
+async fn a_child_cannot_reach_its_sibling() {
+    let sibling = |action: UseAgentCall| Reply::new().use_agent(&action);
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&run("Alpha", "work a while", false))
+            .use_agent(&run("Beta", "peek at your sibling", false)),
+        Reply::answer("parent: started two"),
+        Reply::answer("parent: noted"),
+        Reply::answer("parent: noted again"),
+    ])
+    .with_script(
+        "Alpha",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":50}"#),
+            Reply::answer("alpha: done"),
+        ],
+    )
+    .with_script(
+        "Beta",
+        vec![
+            sibling(UseAgentCall::result("agent_1")),
+            sibling(UseAgentCall::send("agent_1", "stop working")),
+            Reply::new().use_agent(&UseAgentCall::stop("agent_1")),
+            Reply::answer("beta: could not"),
+        ],
+    );
+    let (thread, mut events) = ThreadHandle::spawn(builder(model, 2), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 1_000).await;
+    check_log(&log, true);
+    let beta: Vec<AgentEvent> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(id, inner) if id.as_str() == "agent_2" => Some((**inner).clone()),
+            _ => None,
+        })
+        .collect();
+    let refusals = results_of(&beta, "use_agent");
+    assert_eq!(refusals.len(), 3, "{beta:#?}");
+    for (output, is_error) in refusals {
+        assert!(
+            is_error && output.contains("no sub-agent with id `agent_1`"),
+            "{output}"
+        );
+    }
+    let mut woken: Vec<String> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Wake { child, .. } => Some(child.to_string()),
+            _ => None,
+        })
+        .collect();
+    woken.sort();
+    assert_eq!(woken, ["agent_1", "agent_2"], "each wakes the parent once");
+    let alpha = thread
+        .envelope(&AgentId::new("agent_1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(alpha.result.as_deref(), Some("alpha: done"));
+    thread.close_and_wait().await;
+}

@@ -221,7 +221,7 @@ impl UseAgent {
     /// turn, kept for its start, or read by a new run of a finished child.
     /// A child ending at that instant takes it once it has ended.
     async fn send(&self, call: &ToolCallContext, args: &Arguments) -> Result<String, ToolError> {
-        let id = self.id_of(args, "send")?;
+        let id = self.id_of(call, args, "send")?;
         let text = args
             .input
             .clone()
@@ -275,7 +275,7 @@ impl UseAgent {
     /// `result`: the answer (within budget), or the range asked for
     /// (`offset`, `limit` at most the budget).
     async fn result(&self, call: &ToolCallContext, args: &Arguments) -> Result<String, ToolError> {
-        let id = self.id_of(args, "result")?;
+        let id = self.id_of(call, args, "result")?;
         let ranged = args.offset.is_some() || args.limit.is_some();
         match self.hub().wait(&id, Some(self.hub().inline_wait())).await {
             WaitOutcome::Finished(envelope) => {
@@ -296,7 +296,18 @@ impl UseAgent {
         }
     }
 
-    fn id_of(&self, args: &Arguments, action: &str) -> Result<AgentId, ToolError> {
+    /// The child `args` names, if the calling agent may act on it: the
+    /// parent (depth 0) any child of its thread, as the host may; a child
+    /// only one it asked for. Any other id reads as unknown: a child
+    /// reading, claiming, stopping or messaging its sibling took the
+    /// sibling's result from the parent, whose wake then never came
+    /// (docs/front-ends.md, "Isolation").
+    fn id_of(
+        &self,
+        call: &ToolCallContext,
+        args: &Arguments,
+        action: &str,
+    ) -> Result<AgentId, ToolError> {
         let id = args
             .id
             .as_deref()
@@ -307,7 +318,8 @@ impl UseAgent {
                 ))
             })?;
         let id = AgentId::new(id);
-        if self.hub().status(&id).is_none() {
+        let mine = call.depth == 0 || self.hub().requester_of(&id).as_ref() == Some(&call.agent_id);
+        if !mine || self.hub().status(&id).is_none() {
             return Err(refuse(format!(
                 "there is no sub-agent with id `{id}`; ids look like `agent_1`"
             )));
@@ -383,7 +395,7 @@ impl Tool for UseAgent {
             match args.action.as_deref() {
                 Some("run") => this.run(&call, args).await,
                 Some("status") => {
-                    let id = this.id_of(&args, "status")?;
+                    let id = this.id_of(&call, &args, "status")?;
                     let (envelope, live) = this
                         .hub()
                         .status_live(&id)
@@ -397,7 +409,7 @@ impl Tool for UseAgent {
                 Some("result") => this.result(&call, &args).await,
                 Some("send") => this.send(&call, &args).await,
                 Some("interrupt") => {
-                    let id = this.id_of(&args, "interrupt")?;
+                    let id = this.id_of(&call, &args, "interrupt")?;
                     let status = this
                         .hub()
                         .interrupt(&id)
@@ -414,7 +426,7 @@ impl Tool for UseAgent {
                     )
                 }
                 Some("stop") => {
-                    let id = this.id_of(&args, "stop")?;
+                    let id = this.id_of(&call, &args, "stop")?;
                     let status = this
                         .hub()
                         .stop(&id)

@@ -329,6 +329,15 @@ impl HubHandle {
             .or_else(|| self.archived(id).map(|e| (e, None)))
     }
 
+    /// The agent that asked for `id` — in the book, or in the archive's
+    /// saved run — if known. Never waits on the hub.
+    pub(crate) fn requester_of(&self, id: &AgentId) -> Option<AgentId> {
+        self.book.requester_of(id).or_else(|| {
+            let archive = self.archive.as_ref()?;
+            archive.run(id).map(|(request, _)| request.requester)
+        })
+    }
+
     fn archived(&self, id: &AgentId) -> Option<Envelope> {
         self.archive.as_ref().and_then(|a| a.get(id))
     }

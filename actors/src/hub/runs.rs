@@ -24,6 +24,13 @@ impl Book {
         }
     }
 
+    /// The agent that asked for `id` (a resumed run's is its first
+    /// run's), if the book holds what it was asked.
+    pub(crate) fn requester_of(&self, id: &AgentId) -> Option<AgentId> {
+        let entry = self.entries.get(id)?;
+        entry.seed.as_ref().map(|seed| seed.requester.clone())
+    }
+
     /// The run a message to `id` reaches: `id`, or the last run that
     /// went on from it.
     pub(crate) fn latest_run(&self, id: &AgentId) -> AgentId {
