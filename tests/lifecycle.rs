@@ -423,12 +423,7 @@ async fn a_wake_turn_leaves_a_childs_open_approval_alone() {
         .resolve_approval(asked.id, ApprovalDecision::Approve)
         .await
         .unwrap();
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_2"),
-    )
-    .await;
+    until_wake(&mut events, &mut log, "agent_2").await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     assert!(resolved(&log));

@@ -186,12 +186,7 @@ async fn every_child_survives_a_kill_as_interrupted_and_resumes() {
     let resumed = json(&results_of(&log, "use_agent")[0].0);
     assert_eq!(resumed["id"], "agent_4", "ids go on after the stored ones");
     assert_eq!(resumed["resumed_from"], "agent_1");
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_4"),
-    )
-    .await;
+    until_wake(&mut events, &mut log, "agent_4").await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let wakes = log
@@ -319,12 +314,7 @@ async fn a_child_interrupted_before_its_first_step_resumes_with_its_task() {
     until_result(&mut events, &mut log).await;
     let resumed = json(&results_of(&log, "use_agent")[0].0);
     assert_eq!(resumed["resumed_from"], "agent_2", "{resumed}");
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_3"),
-    )
-    .await;
+    until_wake(&mut events, &mut log, "agent_3").await;
     let beta: Vec<_> = seen
         .lock()
         .unwrap()
@@ -368,12 +358,7 @@ async fn a_message_after_a_restart_reaches_the_newest_run() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_2"),
-    )
-    .await;
+    until_wake(&mut events, &mut log, "agent_2").await;
     until_result(&mut events, &mut log).await;
     thread.flush_persistence().await.unwrap();
     thread.close_and_wait().await;
@@ -410,12 +395,7 @@ async fn a_message_after_a_restart_reaches_the_newest_run() {
         })
         .unwrap();
     assert_eq!(started.resumed_from, Some(AgentId::new("agent_2")));
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_3"),
-    )
-    .await;
+    until_wake(&mut events, &mut log, "agent_3").await;
     let worker = seen
         .lock()
         .unwrap()

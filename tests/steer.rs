@@ -188,12 +188,7 @@ async fn a_finished_child_goes_on_as_a_new_run_from_its_conversation() {
         .next()
         .unwrap();
     assert_eq!(started.parent_tool_use_id, send_call);
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_2"),
-    )
-    .await;
+    until_wake(&mut events, &mut log, "agent_2").await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     let first = thread.hub().status(&AgentId::new("agent_1")).unwrap();
@@ -294,12 +289,7 @@ async fn interrupt_leaves_a_child_waiting_for_a_message_and_stop_ends_it() {
         "{}",
         outputs[5].0
     );
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_3"),
-    )
-    .await;
+    until_wake(&mut events, &mut log, "agent_3").await;
     until_result(&mut events, &mut log).await;
     check_log(&log, true);
     assert_eq!(

@@ -154,6 +154,16 @@ pub async fn until(
     panic!("the stream ended first: {log:?}");
 }
 
+/// Reads events until the parent is woken by `child`'s result.
+pub async fn until_wake(events: &mut EventStream, log: &mut Vec<AgentEvent>, child: &str) {
+    until(
+        events,
+        log,
+        |e| matches!(e, AgentEvent::Wake { child: woke, .. } if woke.as_str() == child),
+    )
+    .await;
+}
+
 /// Reads events until a child's own event matches `pred`; returns that
 /// inner event (the whole event is logged).
 pub async fn until_child(
