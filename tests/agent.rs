@@ -376,3 +376,83 @@ async fn usage_adds_up() {
     });
     assert_eq!(usage.total(), u64::MAX);
 }
+
+/// A host that stops reading drops the stream; emits become no-ops — and
+/// the turn goes on as before. A dropped stream read as a cut turn: each
+/// tool result was left out of the conversation (the next model call saw
+/// a call without its answer, which a real server refuses with a 400),
+/// the result counted no tool calls and the call was answered again as
+/// "the turn ended before this call finished" after the final answer.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_stream_changes_nothing_but_what_the_host_sees() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call("calculator", r#"{"expression":"6*7"}"#),
+        Reply::answer("42"),
+        Reply::answer("still here"),
+    ]);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    use subagents::actors::Model;
+    use subagents::messages::ModelRequest;
+    struct Spy(
+        ScriptedModel,
+        std::sync::Arc<std::sync::Mutex<Vec<ModelRequest>>>,
+    );
+    impl Model for Spy {
+        fn name(&self) -> &str {
+            "spy"
+        }
+        fn stream(&self, request: ModelRequest) -> subagents::actors::ModelStream {
+            self.1.lock().unwrap().push(request.clone());
+            self.0.stream(request)
+        }
+    }
+    let (agent, events) = AgentBuilder::new(std::sync::Arc::new(Spy(model, seen.clone())))
+        .tools(ToolRegistry::new().with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    drop(events);
+    let result = agent.run("what is 6*7?").await.unwrap();
+    assert_eq!(result.outcome, Outcome::Completed);
+    assert_eq!((result.text.as_str(), result.tool_calls), ("42", 1));
+    let second = seen.lock().unwrap()[1].clone();
+    assert!(
+        second
+            .messages
+            .iter()
+            .any(|m| m.role == subagents::messages::Role::Tool && m.content == "42"),
+        "the tool's answer is missing: {:?}",
+        second.messages
+    );
+    // The next turn reads a conversation with nothing after the answer.
+    agent.run("again").await.unwrap();
+    let third = seen.lock().unwrap()[2].clone();
+    let roles: Vec<_> = third.messages.iter().map(|m| m.role).collect();
+    use subagents::messages::Role::{Assistant, System, Tool, User};
+    assert_eq!(roles, [System, User, Assistant, Tool, Assistant, User]);
+}
+
+/// A wall clock of `Duration::MAX` ("no limit") is a limit like any
+/// other: computing the deadline a tool call reads panicked ("overflow
+/// when adding duration to instant") and failed every turn that called a
+/// tool.
+#[tokio::test(start_paused = true)]
+async fn a_wall_clock_of_duration_max_is_no_limit() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call("calculator", r#"{"expression":"1+1"}"#),
+        Reply::answer("2"),
+    ]);
+    let limits = Limits {
+        wall_clock: Duration::MAX,
+        ..Limits::default()
+    };
+    let (agent, mut events, gate) =
+        spawn(model, ToolRegistry::new().with(Calculator), limits).await;
+    agent.send_user("1+1?").unwrap();
+    let (_, result) = until_result(&mut events).await;
+    assert_eq!(
+        (result.outcome, result.text.as_str()),
+        (Outcome::Completed, "2")
+    );
+    assert_gate_free(&gate).await;
+}

@@ -108,7 +108,11 @@ impl EventSink {
     }
 
     /// Emits an event. Returns `false` when this sink (or one above it) is
-    /// closed or the host dropped the stream; the event is then discarded.
+    /// closed: the event is discarded, and what emitted it has been cut.
+    /// An event for a stream the host dropped is discarded too, but counts
+    /// as emitted (`true`): nobody reads it, and the agent goes on exactly
+    /// as if somebody did (a dropped stream read as a cut turn left every
+    /// tool result out of the conversation).
     pub fn emit(&self, event: AgentEvent) -> bool {
         let open = self
             .node
@@ -123,7 +127,11 @@ impl EventSink {
 
     fn deliver(&self, event: AgentEvent) -> bool {
         match &self.node.target {
-            Target::Root(tx) => tx.send(event).is_ok(),
+            Target::Root(tx) => {
+                // Err only when the host dropped the stream: a no-op.
+                let _ = tx.send(event);
+                true
+            }
             Target::Forward { parent, wrap, tap } => {
                 if let Some(tap) = tap {
                     tap(&event);
@@ -250,11 +258,18 @@ mod tests {
         assert_eq!(stream.try_recv(), Some(text("y")));
     }
 
+    /// A dropped stream is not a closed sink: the emit is a no-op that
+    /// counts as emitted (what emitted it was not cut), while a closed sink
+    /// still says no.
     #[test]
-    fn emit_after_host_dropped_stream_is_false() {
+    fn emit_after_host_dropped_stream_is_a_no_op_not_a_cut() {
         let (root, stream) = EventSink::channel();
+        let child = root.nested(AgentId::new("c"));
         drop(stream);
-        assert!(!root.emit(text("x")));
+        assert!(root.emit(text("x")));
+        assert!(child.emit(text("y")));
+        child.close_with(|| {});
+        assert!(!child.emit(text("z")));
     }
 
     #[test]

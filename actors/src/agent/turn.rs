@@ -148,6 +148,19 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     }
 }
 
+/// When a turn that started at `started` runs out of wall clock. A limit
+/// past what an `Instant` can hold (`Duration::MAX`: "no limit") is thirty
+/// years away — adding it panicked, and every tool call of such a turn
+/// failed it.
+fn deadline(
+    started: tokio::time::Instant,
+    wall_clock: std::time::Duration,
+) -> tokio::time::Instant {
+    started
+        .checked_add(wall_clock)
+        .unwrap_or_else(|| started + std::time::Duration::from_secs(30 * 365 * 24 * 60 * 60))
+}
+
 /// How a model call ended early.
 enum ModelEnd {
     /// The model (or the gate) failed: a sentence saying so.
@@ -339,7 +352,7 @@ async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                         turn: Some((ctx.shared.clone(), seq)),
                     },
                     left: Some(TurnLeft {
-                        deadline: ctx.started + config.limits.wall_clock,
+                        deadline: deadline(ctx.started, config.limits.wall_clock),
                         tokens: config
                             .limits
                             .token_budget
