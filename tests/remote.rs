@@ -11,6 +11,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use common::loopback::Loopback;
 use common::*;
@@ -119,6 +120,37 @@ async fn a_lost_node_ends_its_child_failed_with_one_wake() {
     assert_eq!(results.len(), 1);
 }
 
+/// Stopped midway: the node is lost after the child's `Result` went by
+/// and before its `Ended` report. The proxy found nothing left to close
+/// and ended nothing: the child stayed `running` for ever, held its slot,
+/// never woke the parent, and a stop of it never returned. It now ends
+/// with the result it gave.
+#[tokio::test(start_paused = true)]
+async fn a_node_lost_between_a_childs_result_and_its_end_ends_it() {
+    let model = background_workers(&[30]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    node.lost_before_ended
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 3600).await;
+    check_log(&log, true);
+    assert_eq!(log.iter().filter(|e| is_wake(e)).count(), 1, "one wake");
+    let agent_1 = AgentId::new("agent_1");
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done);
+    assert_eq!(envelope.result.as_deref(), Some("worked 30 s"));
+    let stopped = tokio::time::timeout(Duration::from_secs(60), thread.stop_child(&agent_1)).await;
+    assert_eq!(stopped, Ok(Ok(SubAgentStatus::Done)));
+    assert_eq!(
+        thread.hub().snapshot().await.unwrap().live,
+        0,
+        "its slot is free"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_stop_reaches_the_child_on_its_node() {
     let model = ScriptedModel::new(vec![
@@ -169,6 +201,20 @@ async fn an_approval_is_answered_across_nodes() {
     let mut log = Vec::new();
     let request = until_child_approval(&mut events, &mut log).await;
     assert!(request.id.as_str().starts_with("agent_1-approval-"));
+    // An id the child never asked for is unknown, as for a local child
+    // (a remote one said `Ended`).
+    let made_up = subagents::messages::ApprovalId::new("agent_1-approval-9");
+    assert_eq!(
+        thread
+            .resolve_approval(
+                made_up.clone(),
+                subagents::messages::ApprovalDecision::Approve
+            )
+            .await,
+        Err(subagents::supervisor::ThreadError::Approval(
+            subagents::messages::ApprovalRefusal::Unknown(made_up)
+        ))
+    );
     thread
         .resolve_approval(
             request.id.clone(),

@@ -19,6 +19,9 @@ pub struct Loopback {
     pub down: Arc<AtomicBool>,
     /// Runs started on it.
     pub started: AtomicUsize,
+    /// The node is lost in the gap between a run's `Result` event and its
+    /// `Ended` report (the `Ended` never arrives).
+    pub lost_before_ended: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -43,6 +46,7 @@ impl Loopback {
             runs: Mutex::new(HashMap::new()),
             down: Arc::new(AtomicBool::new(false)),
             started: AtomicUsize::new(0),
+            lost_before_ended: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -76,10 +80,20 @@ impl NodeLink for Loopback {
         self.started.fetch_add(1, Ordering::SeqCst);
         let key = spec.key;
         let down = self.down.clone();
+        let lost_before_ended = self.lost_before_ended.clone();
         let to_proxy = reports.clone();
         let run = self.runner.start(spec, move |report| {
             let reports = &to_proxy;
             if down.load(Ordering::SeqCst) {
+                return;
+            }
+            if lost_before_ended.load(Ordering::SeqCst)
+                && matches!(
+                    report.body,
+                    subagents::messages::remote::ReportBody::Ended { .. }
+                )
+            {
+                reports.lost("the connection to it was reset");
                 return;
             }
             let bytes = report.to_wire().unwrap();

@@ -29,6 +29,9 @@ pub(crate) struct Mirror {
     approvals: Vec<(ApprovalId, ToolUseId)>,
     /// Its `Result` went by (nothing of the turn follows).
     ended: bool,
+    /// That `Result`: what the turn ended with, if its node is lost
+    /// before the `Ended` report that follows it.
+    result: Option<AgentResult>,
     /// Calls answered so far.
     pub(crate) tool_calls: u32,
     /// Usage so far (from its result).
@@ -75,6 +78,7 @@ impl Mirror {
             AgentEvent::Result(result) => {
                 self.ended = true;
                 self.usage = result.usage;
+                self.result = Some((**result).clone());
             }
             _ => {}
         }
@@ -89,6 +93,11 @@ impl Mirror {
     /// Its `Result` went by.
     pub(crate) fn ended(&self) -> bool {
         self.ended
+    }
+
+    /// The `Result` it ended with, once it went by.
+    pub(crate) fn result(&self) -> Option<&AgentResult> {
+        self.result.as_ref()
     }
 
     /// The turn ends here, not on its node (the node was lost, refused
@@ -262,5 +271,6 @@ mod tests {
                 .close("late", Outcome::Stopped, std::time::Duration::ZERO)
                 .is_none()
         );
+        assert_eq!(mirror.result().map(|r| r.text.as_str()), Some("done"));
     }
 }

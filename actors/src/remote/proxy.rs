@@ -53,6 +53,7 @@ pub(crate) async fn spawn_remote(
         run: None,
         waiting: VecDeque::new(),
         answered: HashMap::new(),
+        asked: Default::default(),
         turns_finished: 0,
         usage: Usage::default(),
         tool_calls: 0,
@@ -82,6 +83,9 @@ pub(crate) struct ProxyState {
     waiting: VecDeque<(UserTurn, Option<TurnReply>)>,
     /// Approvals answered: a second answer is refused with the first.
     answered: HashMap<ApprovalId, ApprovalDecision>,
+    /// Every approval its runs asked for: an answer to any other id is
+    /// `Unknown`, as a local agent says, not `Ended`.
+    asked: rustc_hash::FxHashSet<ApprovalId>,
     turns_finished: u64,
     usage: Usage,
     tool_calls: u64,
@@ -190,6 +194,7 @@ impl ProxyState {
         };
         match &event {
             AgentEvent::ApprovalRequested(request) => {
+                self.asked.insert(request.id.clone());
                 let decided = self.config.approvals.as_ref().and_then(|p| {
                     p.decide(&self.config.id, &request.tool_name, &request.arguments)
                 });
@@ -248,6 +253,11 @@ impl ProxyState {
         };
         let elapsed = run.started.elapsed();
         let Some((events, result)) = run.mirror.close(text, outcome, elapsed) else {
+            // Its `Result` went by and its `Ended` will not come (the node
+            // was lost in between): it ended with that result.
+            if let Some(result) = run.mirror.result().cloned() {
+                self.finish(result, None);
+            }
             return;
         };
         for event in events {
@@ -322,7 +332,11 @@ impl ProxyState {
             .filter(|r| r.mirror.awaits(&id))
             .map(|r| r.key)
         else {
-            return Err(ApprovalRefusal::Ended(id));
+            return Err(if self.asked.contains(&id) {
+                ApprovalRefusal::Ended(id)
+            } else {
+                ApprovalRefusal::Unknown(id)
+            });
         };
         let sent = self.link.request(
             key,
