@@ -637,6 +637,29 @@ async fn closing_a_thread_stops_what_it_made_and_spares_a_shared_gate() {
     );
 }
 
+/// Same instant: a user turn sent right after `close()` (the actor has not
+/// read the stop yet) was taken and dropped with the mailbox: `Ok(())`,
+/// and no `UserMessage`, no answer. It comes back, through the handle that
+/// closed and through a clone.
+#[tokio::test(start_paused = true)]
+async fn a_turn_sent_in_the_tick_of_a_close_comes_back() {
+    let (thread, mut events) = thread(background_workers(&[])).await;
+    let clone = thread.clone();
+    thread.close();
+    assert_eq!(
+        thread.send_user("hello?"),
+        Err(ThreadError::Undelivered("hello?".into()))
+    );
+    assert_eq!(
+        clone.send_user("anyone?"),
+        Err(ThreadError::Undelivered("anyone?".into()))
+    );
+    thread.actor().wait(None).await.ok();
+    while let Some(event) = events.recv().await {
+        assert!(!matches!(event, AgentEvent::UserMessage(_)), "{event:?}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_call_on_a_closed_thread_is_a_clear_error() {
     let (thread, _events) = thread(background_workers(&[])).await;

@@ -1,5 +1,8 @@
 //! The host's handle on one thread, and what a call on it can fail with.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use ractor::{Actor, ActorCell, ActorRef};
 use subagents_actors::{DelegatingAgent, EventSink, EventStream, GateHandle, HubHandle};
 use subagents_messages::{
@@ -47,6 +50,10 @@ pub enum ThreadError {
 pub struct ThreadHandle {
     pub(super) actor: ActorRef<ThreadMsg>,
     parts: DelegatingAgent,
+    /// Set by [`ThreadHandle::close`] (shared by clones): a user turn sent
+    /// after it is given back at once. The actor itself takes messages
+    /// until its loop reads the stop, then drops them.
+    closing: Arc<AtomicBool>,
 }
 
 impl ThreadHandle {
@@ -72,7 +79,15 @@ impl ThreadHandle {
         let parts = parts_rx
             .await
             .map_err(|_| ThreadError::Spawn("the thread did not start its parent".into()))?;
-        Ok((ThreadHandle { actor, parts }, stream))
+        let closing = Arc::new(AtomicBool::new(false));
+        Ok((
+            ThreadHandle {
+                actor,
+                parts,
+                closing,
+            },
+            stream,
+        ))
     }
 
     /// The supervisor actor, to wait for, link or stop (its messages are
@@ -136,6 +151,9 @@ impl ThreadHandle {
     /// On a closed thread the text comes back in
     /// [`ThreadError::Undelivered`].
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), ThreadError> {
+        if self.closing.load(Ordering::Acquire) {
+            return Err(ThreadError::Undelivered(text.into()));
+        }
         let current = tracing::Span::current();
         let span = (!current.is_none()).then_some(current);
         self.actor
@@ -237,15 +255,19 @@ impl ThreadHandle {
         ractor::call!(self.actor, ThreadMsg::PersistErrors).map_err(|_| ThreadError::Closed)
     }
 
-    /// Closes the thread (a delete): children stop, the parent stops.
+    /// Closes the thread (a delete): children stop, the parent stops. A
+    /// user turn sent through this handle or a clone afterwards comes back
+    /// in [`ThreadError::Undelivered`] (the actor would take it until it
+    /// read the stop, then drop it unanswered).
     pub fn close(&self) {
+        self.closing.store(true, Ordering::Release);
         self.actor.stop(None);
     }
 
     /// Closes the thread and returns once everything it made — parent,
     /// hub, children, its own gate — has stopped.
     pub async fn close_and_wait(&self) {
-        self.actor.stop(None);
+        self.close();
         self.actor.wait(None).await.ok();
     }
 }
