@@ -112,6 +112,47 @@ async fn delegate_task_answers_within_the_budget() {
     );
 }
 
+/// `status` of a finished child gives its answer within the result
+/// budget, as `result` does: it gave the whole answer (status claims
+/// nothing, so a long answer entered the parent's context whole, then
+/// again as the wake).
+#[tokio::test(start_paused = true)]
+async fn status_keeps_a_finished_answer_within_the_budget() {
+    let long = "y".repeat(3000);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Writer", 1, false)),
+        Reply::new().tool_call("sleep", r#"{"secs":10}"#),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::answer("Seen."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Writer",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":1}"#),
+            Reply::answer(long),
+        ],
+    );
+    let (thread, mut events) =
+        thread_with(DelegationBuilder::new(model.shared()).result_budget(300)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let status = json(&results_of(&log, "use_agent")[1].0);
+    assert_eq!(status["status"], "done", "{status}");
+    let answer = status["result"].as_str().unwrap();
+    assert!(
+        answer.chars().count() < 600,
+        "{} characters",
+        answer.chars().count()
+    );
+    assert!(
+        answer.contains("use_agent action result, id `agent_1`"),
+        "{answer}"
+    );
+    thread.close_and_wait().await;
+}
+
 /// Tokens, model calls, tool calls: the child's envelope and its finished
 /// `use_agent` answer carry its own; the parent's result carries its own
 /// and the children's whose results it took; the thread counts everyone,

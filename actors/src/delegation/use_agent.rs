@@ -130,6 +130,7 @@ pub(crate) fn status_json(
     envelope: &Envelope,
     live: Option<&LiveTurn>,
     queue_position: Option<usize>,
+    answer: Option<String>,
 ) -> String {
     let status = match queue_position {
         Some(_) => "queued",
@@ -161,8 +162,8 @@ pub(crate) fn status_json(
         out["now"] = now;
     }
     if envelope.status.is_terminal() {
-        if let Some(result) = &envelope.result {
-            out["result"] = Value::String(result.clone());
+        if let Some(answer) = answer {
+            out["result"] = Value::String(answer);
         }
         if let Some(error) = &envelope.error {
             out["error"] = Value::String(error.clone());
@@ -400,10 +401,17 @@ impl Tool for UseAgent {
                         .hub()
                         .status_live(&id)
                         .ok_or_else(|| refuse("the sub-agent was lost"))?;
+                    // Its answer within the result budget, as `result`
+                    // gives it (the whole answer stays in the envelope).
+                    let answer = envelope
+                        .result
+                        .as_deref()
+                        .map(|r| this.delegator.budgeted(&call, &id, r));
                     Ok(status_json(
                         &envelope,
                         live.as_ref(),
                         this.hub().queue_position(&id),
+                        answer,
                     ))
                 }
                 Some("result") => this.result(&call, &args).await,
