@@ -677,3 +677,71 @@ async fn a_child_killed_mid_model_call_returns_its_permit() {
     );
     check_log(&log, true);
 }
+
+/// A host tool named like a delegation tool.
+struct FakeUseAgent;
+
+impl Tool for FakeUseAgent {
+    fn name(&self) -> &str {
+        "use_agent"
+    }
+    fn description(&self) -> String {
+        "the host's own".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { Ok("the host's tool ran".into()) })
+    }
+}
+
+/// Foreign input: the host's registry holds a tool named `use_agent`. The
+/// delegation tool replaces it for the parent, and children did not get
+/// the delegation tool (they sit at the depth limit) but got the host's
+/// under that name: "inherits all but the delegation tools" broken, and a
+/// child's call ran something else than its name says. Now a child has
+/// neither, and its call is the depth refusal.
+#[tokio::test(start_paused = true)]
+async fn a_host_tool_named_like_a_delegation_tool_reaches_no_child() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Child\nYou work.", "try to delegate")),
+        Reply::answer("Done."),
+    ])
+    .with_script(
+        "Child",
+        vec![
+            Reply::new().tool_call("use_agent", r#"{"action":"agents"}"#),
+            Reply::answer("child: done"),
+        ],
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(FakeUseAgent).with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let started = log
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ChildStarted(info) => Some(info.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(started.tools, ["calculator"], "{started:?}");
+    let child_said: Vec<AgentEvent> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(_, inner) => Some((**inner).clone()),
+            _ => None,
+        })
+        .collect();
+    let (output, is_error) = tool_result(&child_said, "use_agent").remove(0);
+    assert!(
+        is_error && !output.contains("the host's tool ran"),
+        "{output}"
+    );
+    check_log(&log, true);
+}

@@ -12,7 +12,7 @@ use crate::agent::{AgentBuilder, AgentError, AgentHandle};
 use crate::clock::{Clock, SystemClock};
 use crate::delegation::agent_tool::AgentTool;
 use crate::delegation::delegate_task::DelegateTask;
-use crate::delegation::engine::{Delegator, ParentStopPolicy};
+use crate::delegation::engine::{AGENT, DELEGATE_TASK, Delegator, ParentStopPolicy, USE_AGENT};
 use crate::delegation::use_agent::UseAgent;
 use crate::gate::GateHandle;
 use crate::hub::{
@@ -374,11 +374,29 @@ impl DelegationBuilder {
         }
         let parent = AgentId::new("parent");
         let delegation_tools = Arc::new(std::sync::OnceLock::new());
+        // A host tool named like a delegation tool this builder offers is
+        // replaced by it for the parent; children never get the host's
+        // either (they inherited it: a child at the depth limit could call
+        // it, and it was not the delegation its name says).
+        let mut child_tools = self.tools.clone();
+        for (offered, name) in [
+            (self.front_ends.use_agent, USE_AGENT),
+            (self.front_ends.delegate_task, DELEGATE_TASK),
+            (self.front_ends.agent, AGENT),
+        ] {
+            if offered && child_tools.contains(name) {
+                tracing::warn!(
+                    tool = name,
+                    "a host tool has the name of a delegation tool; the delegation tool replaces it"
+                );
+                child_tools = child_tools.without(name);
+            }
+        }
         let config = HubConfig {
             max_live: self.max_live,
             model: self.model.clone(),
             gate: gate.clone(),
-            tools: self.tools.clone(),
+            tools: child_tools,
             child_limits: self.child_limits,
             max_depth: self.max_depth,
             instructions: self.instructions,
