@@ -6,7 +6,7 @@
 //! order, and — when the node is lost — closes the turn itself, as a
 //! local stop would. The handler never waits on the network.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -106,8 +106,10 @@ struct RemoteRun {
     shared: Shared,
     started: Instant,
     span: tracing::Span,
-    /// Messages sent on, waiting for the node's answer.
-    steers: HashMap<u64, RpcReplyPort<Result<Steered, Refused>>>,
+    /// Messages sent on, waiting for the node's answer; by number, so a
+    /// run that ends answers them in the order they were asked (never in a
+    /// hash map's order).
+    steers: BTreeMap<u64, RpcReplyPort<Result<Steered, Refused>>>,
     /// Approvals the hub's policy answered: the parent never sees them.
     silenced: Vec<ApprovalId>,
 }
@@ -160,7 +162,7 @@ impl ProxyState {
             shared,
             started: Instant::now(),
             span,
-            steers: HashMap::new(),
+            steers: BTreeMap::new(),
             silenced: Vec::new(),
         });
         if let Err(why) = self.link.start(spec, RunReports::new(myself.clone())) {
@@ -296,7 +298,7 @@ impl ProxyState {
         self.turns_finished += 1;
         self.usage.add(result.usage);
         self.tool_calls += u64::from(result.tool_calls);
-        for (_, reply) in run.steers.drain() {
+        for (_, reply) in std::mem::take(&mut run.steers) {
             let _ = reply.send(Err(Refused::Finished {
                 id: self.config.id.clone(),
             }));

@@ -236,22 +236,35 @@ impl NodeRunner {
             RunRequest::Stop => {
                 let _ = agent.stop_turn();
             }
+            // Each request reaches the agent's mailbox here, in the order
+            // the requests came (a `Stop` cast after an `Approve` sent from
+            // a task of its own overtook it: an answer the parent's node
+            // was told was taken read `Cancelled`); only the replies are
+            // awaited elsewhere.
             RunRequest::Approve {
                 id: approval,
                 decision,
             } => {
+                let (reply, answered) = tokio::sync::oneshot::channel();
+                let _ = agent.actor_ref().cast(AgentMsg::ResolveApproval {
+                    id: approval,
+                    decision,
+                    reply: reply.into(),
+                });
                 tokio::spawn(async move {
-                    let answered = agent.resolve_approval(approval, decision).await;
-                    if let Err(AgentError::Approval(ApprovalRefusal::Unknown(_))) = answered {
+                    if let Ok(Err(ApprovalRefusal::Unknown(_))) = answered.await {
                         tracing::debug!("an approval answer for a run that never asked");
                     }
                 });
             }
             RunRequest::Steer { n, text } => {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                let _ = agent.actor_ref().cast(AgentMsg::Steer {
+                    text,
+                    reply: reply.into(),
+                });
                 tokio::spawn(async move {
-                    let taken =
-                        ractor::call!(agent.actor_ref(), |reply| AgentMsg::Steer { text, reply })
-                            .is_ok_and(|answer| answer.is_ok());
+                    let taken = answer.await.is_ok_and(|answer| answer.is_ok());
                     send(&out, &seq, key, ReportBody::Steered { n, taken });
                 });
             }
