@@ -26,8 +26,14 @@ pub(crate) struct NodeHost;
 /// Results kept for fetching, of runs whose parent's node was lost.
 pub(crate) type Kept = Arc<Mutex<Vec<KeptRun>>>;
 
-/// The nodes whose sessions closed (until one starts a run again).
-type Lost = Arc<Mutex<std::collections::HashSet<String>>>;
+/// How many times each asking node's session closed. A run belongs to
+/// the session it was started in (the count then): once that session has
+/// closed, its reports are kept here, whatever a later session of a node
+/// of the same name does. (A mark per node name, cleared by the node's
+/// next start, sent an orphan's reports to the restarted node's new
+/// inbox: its kept result was lost, and its reports landed in a new run
+/// that had drawn the same key.)
+type Lost = Arc<Mutex<HashMap<String, u64>>>;
 
 /// One run this node has for another.
 struct HostedRun {
@@ -82,13 +88,13 @@ impl Actor for NodeHost {
         match message {
             HostMsg::Start(bytes) => match decode_start(&bytes) {
                 Ok(start) => {
-                    // A node that starts a run is back.
-                    lock(&state.lost).remove(&start.reply_to);
                     let key = start.spec.key;
                     let keep_if_orphaned = start.spec.keep_if_orphaned;
+                    let session = lost_sessions(&state.lost, &start.reply_to);
                     let to = Destination {
                         inbox: inbox_group(&start.reply_to),
                         parent_node: start.reply_to.clone(),
+                        session,
                         id: start.spec.id.clone(),
                         kept: state.kept.clone(),
                         lost: state.lost.clone(),
@@ -131,16 +137,25 @@ impl Actor for NodeHost {
             HostMsg::ParentLost(node) => {
                 // First: the reports of its runs (those a stop causes now
                 // too) are kept from here on, not sent to its stale inbox.
-                lock(&state.lost).insert(node.clone());
-                let mut stops: Vec<(&u64, &HostedRun)> = state
+                *lock(&state.lost).entry(node.clone()).or_default() += 1;
+                // Its runs leave the map: no request of a later session
+                // reaches them, and a run that session starts with the
+                // same key is a run of its own.
+                let keys: Vec<(String, u64)> = state
                     .runs
-                    .iter()
-                    .filter(|((from, _), run)| *from == node && !run.keep_if_orphaned)
-                    .map(|((_, key), run)| (key, run))
+                    .keys()
+                    .filter(|(from, _)| *from == node)
+                    .cloned()
                     .collect();
-                stops.sort_unstable_by_key(|(key, _)| **key);
-                for (_, run) in stops {
-                    state.runner.request(run.run, RunRequest::Stop);
+                let mut orphans: Vec<(u64, HostedRun)> = keys
+                    .into_iter()
+                    .filter_map(|k| state.runs.remove(&k).map(|run| (k.1, run)))
+                    .collect();
+                orphans.sort_unstable_by_key(|(key, _)| *key);
+                for (_, run) in orphans {
+                    if !run.keep_if_orphaned {
+                        state.runner.request(run.run, RunRequest::Stop);
+                    }
                 }
             }
         }
@@ -162,6 +177,8 @@ impl Actor for NodeHost {
 struct Destination {
     inbox: String,
     parent_node: String,
+    /// The parent node's session the run was started in.
+    session: u64,
     id: AgentId,
     kept: Kept,
     lost: Lost,
@@ -169,7 +186,7 @@ struct Destination {
 
 impl Destination {
     fn send(&self, report: RunReport) {
-        if lock(&self.lost).contains(&self.parent_node) {
+        if lost_sessions(&self.lost, &self.parent_node) > self.session {
             self.keep(report);
             return;
         }
@@ -209,6 +226,11 @@ impl Destination {
     }
 }
 
+/// How many sessions of `node` have closed so far.
+fn lost_sessions(lost: &Lost, node: &str) -> u64 {
+    lock(lost).get(node).copied().unwrap_or(0)
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -225,4 +247,110 @@ pub(crate) async fn kept_of(
     };
     let bytes = ractor::call_t!(host, HostMsg::Kept, 5000).map_err(|e| no_answer(e.to_string()))?;
     Vec::<KeptRun>::from_wire(&bytes).map_err(|e| no_answer(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::time::Duration;
+
+    use subagents_actors::{GateHandle, Reply, ScriptedModel, ToolRegistry};
+    use subagents_messages::remote::RunSpec;
+    use subagents_messages::{AgentId, Limits};
+
+    use super::*;
+    use crate::wire::{decode_report, encode_start};
+
+    /// Stands for node `a`'s inbox: keeps every report it is sent.
+    struct Inbox;
+
+    impl Actor for Inbox {
+        type Msg = InboxMsg;
+        type State = Arc<Mutex<Vec<RunReport>>>;
+        type Arguments = Arc<Mutex<Vec<RunReport>>>;
+
+        async fn pre_start(
+            &self,
+            myself: ActorRef<InboxMsg>,
+            seen: Self::Arguments,
+        ) -> Result<Self::State, ActorProcessingErr> {
+            ractor::pg::join(inbox_group("a"), vec![myself.get_cell()]);
+            Ok(seen)
+        }
+
+        async fn handle(
+            &self,
+            _myself: ActorRef<InboxMsg>,
+            InboxMsg::Report(bytes): InboxMsg,
+            seen: &mut Self::State,
+        ) -> Result<(), ActorProcessingErr> {
+            lock(seen).push(decode_report(&bytes).unwrap());
+            Ok(())
+        }
+    }
+
+    fn spec(model: &str, who: &str, keep_if_orphaned: bool) -> RunSpec {
+        RunSpec {
+            key: 1,
+            id: AgentId::new("agent_1"),
+            system_prompt: who.into(),
+            input: "go".into(),
+            followups: Vec::new(),
+            conversation: Vec::new(),
+            model: model.into(),
+            tools: Vec::new(),
+            limits: Limits::default(),
+            depth: 1,
+            options: Default::default(),
+            keep_if_orphaned,
+        }
+    }
+
+    /// Node `a` starts run 1 here with `Detach`, is lost, comes back under
+    /// the same name and starts a run that draws key 1 again (its keys
+    /// start over in a new process). The orphan's result is kept here, and
+    /// the new session's inbox hears of its own run only: before, the new
+    /// start cleared the node's lost mark, so the orphan's reports went to
+    /// the new inbox (its result was never kept, and its `Ended` ended the
+    /// new run's route there).
+    #[tokio::test(start_paused = true)]
+    async fn a_parent_node_back_under_its_name_does_not_inherit_its_orphans() {
+        let answer = |text: &str| vec![Reply::new().delay(Duration::from_secs(60)).text(text)];
+        let model = ScriptedModel::new(Vec::new())
+            .with_script("Orphan", answer("orphan's answer"))
+            .with_script("Newcomer", answer("new run's answer"))
+            .shared();
+        let name = model.name().to_owned();
+        let gate = GateHandle::spawn(2).await.unwrap();
+        let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
+        let (host, _) = Actor::spawn(None, NodeHost, HostState::new("b".into(), runner))
+            .await
+            .unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (inbox, _) = Actor::spawn(None, Inbox, seen.clone()).await.unwrap();
+        host.cast(HostMsg::Start(
+            encode_start(spec(&name, "Orphan", true), "a").unwrap(),
+        ))
+        .unwrap();
+        host.cast(HostMsg::ParentLost("a".into())).unwrap();
+        host.cast(HostMsg::Start(
+            encode_start(spec(&name, "Newcomer", false), "a").unwrap(),
+        ))
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        let kept = kept_of(&host, "b").await.unwrap();
+        let kept: Vec<&str> = kept.iter().map(|k| k.result.text.as_str()).collect();
+        assert_eq!(kept, ["orphan's answer"]);
+        let ended: Vec<String> = lock(&seen)
+            .iter()
+            .filter_map(|r| match &r.body {
+                ReportBody::Ended { result, .. } => Some(result.text.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ended, ["new run's answer"]);
+        host.stop(None);
+        inbox.stop(None);
+    }
 }
