@@ -205,7 +205,8 @@ impl ThreadHandle {
             })
     }
 
-    /// Stops the parent's running turn.
+    /// Stops the parent's running turn and drops its queued ones; each
+    /// ends in its own stopped `Result` (every turn sent is answered once).
     pub fn stop_parent(&self) -> Result<(), ThreadError> {
         self.cast(ThreadMsg::StopParent)
     }
