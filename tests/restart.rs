@@ -412,3 +412,63 @@ async fn a_message_after_a_restart_reaches_the_newest_run() {
     }
     thread.close_and_wait().await;
 }
+
+/// Closes a thread from inside the hub's finish of a child: the
+/// supervisor's own end notice for it is then still in its mailbox when
+/// the stop comes, as when a host closes a thread at that instant.
+struct CloseOnFinish(Arc<std::sync::OnceLock<ThreadHandle>>);
+
+impl subagents::actors::hub::HubObserver for CloseOnFinish {
+    fn finished(&self, _envelope: &subagents::messages::Envelope) {
+        if let Some(thread) = self.0.get() {
+            thread.close();
+        }
+    }
+}
+
+/// Stopped midway: a thread closed at the instant its child ended. The
+/// child's end notice was still in the supervisor's mailbox, which a stop
+/// drops: its envelope was written from the hub's map, but its run file
+/// kept the conversation of its last step, without its final answer — a
+/// later `send` resumed it from there. The close writes every run whose
+/// last write had not come.
+#[tokio::test(start_paused = true)]
+async fn a_thread_closed_as_its_child_ends_keeps_the_childs_final_conversation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let (store, _) = open(dir.to_str().unwrap());
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&worker("Alpha")),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Alpha",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":1}"#),
+            Reply::answer("alpha's final answer"),
+        ],
+    );
+    let handle = Arc::new(std::sync::OnceLock::new());
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(Sleep))
+            .observer(Arc::new(CloseOnFinish(handle.clone()))),
+    )
+    .store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    let _ = handle.set(thread.clone());
+    thread.send_user("go").unwrap();
+    while events.recv().await.is_some() {}
+    thread.actor().wait(None).await.ok();
+    let envelope = store.get(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done);
+    let (_, conversation) = store
+        .run(&AgentId::new("agent_1"))
+        .expect("its run was saved");
+    assert_eq!(
+        conversation.last().map(|m| m.content.as_str()),
+        Some("alpha's final answer"),
+        "{conversation:?}"
+    );
+}

@@ -193,13 +193,28 @@ impl ThreadState {
             .into_iter()
             .filter(|e| e.status.is_terminal() && store.get(&e.id).as_ref() != Some(e))
             .collect();
-        if changed.is_empty() {
+        // Runs whose last write never came (the child's end notice was
+        // still in this actor's mailbox when it stopped): their final
+        // conversation, so a later `send` resumes from where it ended.
+        let mut runs: Vec<(AgentId, Arc<ChildRequest>)> = self.requests.drain().collect();
+        runs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let runs: Vec<_> = runs
+            .into_iter()
+            .map(|(id, request)| {
+                let conversation = self.parent.hub.conversation(&id).unwrap_or_default();
+                (id, request, conversation)
+            })
+            .collect();
+        if changed.is_empty() && runs.is_empty() {
             return;
         }
         let written = tokio::task::spawn_blocking(move || {
-            changed
+            let envelopes = changed.iter().filter_map(|e| store.save(e).err());
+            let runs = runs
                 .iter()
-                .filter_map(|e| store.save(e).err())
+                .filter_map(|(id, request, said)| store.save_run(id, request, said).err());
+            envelopes
+                .chain(runs)
                 .map(|e| e.to_string())
                 .collect::<Vec<_>>()
         })
