@@ -22,6 +22,10 @@ use crate::tool::ToolRegistry;
 /// node).
 type Out = Arc<dyn Fn(RunReport) + Send + Sync>;
 
+/// A run's next report number, held while the report is handed on: the
+/// reports leave in the order of their numbers whatever task sends them.
+type Seq = Arc<std::sync::Mutex<u64>>;
+
 /// Runs children for other nodes on this node's models, tools and gate.
 /// Cheap to clone; clones share the runs.
 #[derive(Clone)]
@@ -43,7 +47,7 @@ struct Run {
     pending: Vec<RunRequest>,
     key: u64,
     out: Out,
-    seq: Arc<AtomicU64>,
+    seq: Seq,
 }
 
 impl std::fmt::Debug for NodeRunner {
@@ -91,7 +95,7 @@ impl NodeRunner {
     /// runs of the same key are two numbers.
     pub fn start(&self, spec: RunSpec, out: impl Fn(RunReport) + Send + Sync + 'static) -> u64 {
         let out: Out = Arc::new(out);
-        let seq = Arc::new(AtomicU64::new(0));
+        let seq = Seq::default();
         let slot = self.inner.next.fetch_add(1, Ordering::Relaxed);
         self.runs().insert(
             slot,
@@ -114,13 +118,7 @@ impl NodeRunner {
         slot
     }
 
-    async fn spawn(
-        &self,
-        slot: u64,
-        spec: RunSpec,
-        out: Out,
-        seq: Arc<AtomicU64>,
-    ) -> Result<(), String> {
+    async fn spawn(&self, slot: u64, spec: RunSpec, out: Out, seq: Seq) -> Result<(), String> {
         let model = self
             .inner
             .models
@@ -293,9 +291,21 @@ impl NodeRunner {
     }
 }
 
-fn send(out: &Out, seq: &AtomicU64, key: u64, body: ReportBody) {
-    let seq = seq.fetch_add(1, Ordering::SeqCst);
-    out(RunReport { key, seq, body });
+/// Hands on a run's next report. The number is taken and the report handed
+/// on under one lock: numbered first and handed on apart, a `Steered`
+/// from its task could leave after the run's `Ended` from another (on a
+/// multi-threaded runtime), and a transport that ends a run's route at its
+/// `Ended` dropped it — a gap the parent's node waited on for ever.
+fn send(out: &Out, seq: &Seq, key: u64, body: ReportBody) {
+    let mut next = seq
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    out(RunReport {
+        key,
+        seq: *next,
+        body,
+    });
+    *next += 1;
 }
 
 #[cfg(test)]
@@ -354,5 +364,34 @@ mod tests {
         .expect("its reports ended without an end");
         assert_eq!(ended.outcome, Outcome::Stopped);
         assert_eq!(runner.live(), 0);
+    }
+
+    /// Shared: reports sent from two threads at once leave in the order of
+    /// their numbers (a transport may end a run's route at its `Ended`, so
+    /// a lower number behind it would be lost).
+    #[test]
+    fn reports_from_two_threads_leave_in_number_order() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let out: Out = {
+            let seen = seen.clone();
+            Arc::new(move |report: RunReport| seen.lock().unwrap().push(report.seq))
+        };
+        let seq = Seq::default();
+        let senders: Vec<_> = (0..2)
+            .map(|_| {
+                let (out, seq) = (out.clone(), seq.clone());
+                std::thread::spawn(move || {
+                    for n in 0..20_000 {
+                        send(&out, &seq, 1, ReportBody::Steered { n, taken: true });
+                    }
+                })
+            })
+            .collect();
+        for sender in senders {
+            sender.join().unwrap();
+        }
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 40_000);
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "out of order");
     }
 }
