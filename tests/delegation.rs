@@ -723,13 +723,7 @@ async fn a_host_tool_named_like_a_delegation_tool_reaches_no_child() {
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    let started = log
-        .iter()
-        .find_map(|e| match e {
-            AgentEvent::ChildStarted(info) => Some(info.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let started = first_child_started(&log);
     assert_eq!(started.tools, ["calculator"], "{started:?}");
     let child_said: Vec<AgentEvent> = log
         .iter()

@@ -376,13 +376,7 @@ async fn names_and_wake_lines_are_one_clean_line() {
             c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
         })
     };
-    let info = log
-        .iter()
-        .find_map(|e| match e {
-            AgentEvent::ChildStarted(info) => Some(info.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let info = first_child_started(&log);
     assert_eq!(info.name, "Evil Red");
     let status_output = log
         .iter()

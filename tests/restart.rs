@@ -387,13 +387,7 @@ async fn a_message_after_a_restart_reaches_the_newest_run() {
     // The output names the id asked for; the new run's start names the
     // run it goes on from.
     assert_eq!(resumed["resumed_from"], "agent_1", "{resumed}");
-    let started = log
-        .iter()
-        .find_map(|e| match e {
-            AgentEvent::ChildStarted(info) => Some(info.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let started = first_child_started(&log);
     assert_eq!(started.resumed_from, Some(AgentId::new("agent_2")));
     until_wake(&mut events, &mut log, "agent_3").await;
     let worker = seen

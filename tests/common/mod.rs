@@ -154,6 +154,16 @@ pub async fn until(
     panic!("the stream ended first: {log:?}");
 }
 
+/// The first `ChildStarted` of the log (of the parent's own children).
+pub fn first_child_started(log: &[AgentEvent]) -> subagents::messages::SubAgentInfo {
+    log.iter()
+        .find_map(|e| match e {
+            AgentEvent::ChildStarted(info) => Some((**info).clone()),
+            _ => None,
+        })
+        .expect("a child started")
+}
+
 /// Reads events until the parent is woken by `child`'s result.
 pub async fn until_wake(events: &mut EventStream, log: &mut Vec<AgentEvent>, child: &str) {
     until(
