@@ -514,6 +514,51 @@ mod persistence_and_policies {
         assert!(threads.get(&a).is_err());
         threads.delete(&b).await.unwrap();
     }
+
+    /// Same instant: a thread closed, then switched to with no await in
+    /// between (its supervisor has not read the stop). The switch left the
+    /// thread on screen — stopping its children — and then failed, with
+    /// nothing on screen. It is refused first, and nothing changes.
+    #[tokio::test(start_paused = true)]
+    async fn switching_to_a_thread_closed_in_the_same_tick_is_refused_first() {
+        let mut threads = Threads::new();
+        let a = subagents::messages::ThreadId::new("a");
+        let b = subagents::messages::ThreadId::new("b");
+        let _events_a = threads
+            .open(
+                a.clone(),
+                DelegationBuilder::new(background_workers(&[]).shared()),
+            )
+            .await
+            .unwrap();
+        let mut events_b = threads
+            .open(
+                b.clone(),
+                DelegationBuilder::new(background_workers(&[100]).shared())
+                    .tools(ToolRegistry::new().with(Sleep)),
+            )
+            .await
+            .unwrap();
+        threads.get(&b).unwrap().send_user("start").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events_b, &mut log).await;
+        threads.get(&a).unwrap().close();
+        assert_eq!(threads.switch_to(&a).await, Err(ThreadError::Closed));
+        assert_eq!(threads.on_screen(), Some(&b));
+        run_for(&mut events_b, &mut log, 10).await;
+        assert!(
+            !log.iter().any(|e| matches!(e, AgentEvent::SwitchedAway)),
+            "b was left: {log:?}"
+        );
+        let child = first_child_started(&log).id;
+        let child = threads.get(&b).unwrap().envelope(&child).await;
+        assert_eq!(
+            child.unwrap().unwrap().status,
+            SubAgentStatus::Background,
+            "{log:?}"
+        );
+        threads.delete(&b).await.unwrap();
+    }
 }
 
 // `a_completion_reported_after_the_switch_does_not_wake` is a unit test of

@@ -50,8 +50,9 @@ impl Threads {
             return Ok(());
         }
         // A closed target is refused before the thread on screen is left
-        // (its children would be stopped for nothing).
-        if target.actor().get_status() >= ractor::ActorStatus::Stopping {
+        // (its children would be stopped for nothing) — also one closed in
+        // this same tick, whose supervisor has not read its stop yet.
+        if target.is_closing() {
             return Err(ThreadError::Closed);
         }
         self.leave_current().await?;

@@ -190,7 +190,7 @@ impl ThreadHandle {
     /// has ended (its closing events come first). Returns its status after
     /// — `stopped`, or the status it reached at that instant.
     pub async fn stop_child(&self, id: &AgentId) -> Result<SubAgentStatus, ThreadError> {
-        if self.actor.get_status() >= ractor::ActorStatus::Stopping {
+        if self.is_closing() {
             return Err(ThreadError::Closed);
         }
         self.parts
@@ -254,6 +254,14 @@ impl ThreadHandle {
     /// Persistence errors seen so far (each names the file).
     pub async fn persist_errors(&self) -> Result<Vec<String>, ThreadError> {
         ractor::call!(self.actor, ThreadMsg::PersistErrors).map_err(|_| ThreadError::Closed)
+    }
+
+    /// Closed, or closing: `close` was called on this handle or a clone
+    /// (even if the supervisor has not read its stop yet), or the
+    /// supervisor is stopping.
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+            || self.actor.get_status() >= ractor::ActorStatus::Stopping
     }
 
     /// Closes the thread (a delete): children stop, the parent stops. A
