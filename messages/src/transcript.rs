@@ -146,7 +146,14 @@ impl Transcript {
             AgentEvent::ChildStatus(id, status) => {
                 if let Some(run) = self.child_mut(id) {
                     run.status = Some(*status);
-                    run.queued = *status == SubAgentStatus::Queued;
+                    // A queued child handed to the background still waits:
+                    // only its start or its end ends the wait.
+                    match status {
+                        SubAgentStatus::Queued => run.queued = true,
+                        SubAgentStatus::Running => run.queued = false,
+                        other if other.is_terminal() => run.queued = false,
+                        _ => {}
+                    }
                 }
             }
             AgentEvent::ChildRunning(id) => {
@@ -387,5 +394,42 @@ mod tests {
             [TranscriptItem::Assistant("deep".into())]
         );
         assert_eq!(t.items.len(), 2);
+    }
+
+    /// A queued child handed to the background (its requester's wait ran
+    /// out, or it was asked for in the background) still waits: its row
+    /// says so until `ChildRunning`. The `background` status cleared the
+    /// mark, and the row read like a running child's.
+    #[test]
+    fn a_queued_child_in_the_background_stays_queued_until_it_runs() {
+        let id = AgentId::new("a1");
+        let started = match child_started("a1", "c1") {
+            AgentEvent::ChildStarted(mut info) => {
+                info.background = true;
+                AgentEvent::ChildStarted(info)
+            }
+            _ => unreachable!(),
+        };
+        let mut events = vec![
+            tool_started("c1", "use_agent"),
+            started,
+            AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Queued),
+            AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Background),
+        ];
+        let t = Transcript::from_events(&events);
+        assert!(t.child(&id).unwrap().queued);
+        assert!(
+            t.render().contains("[background, queued]"),
+            "{}",
+            t.render()
+        );
+        events.push(AgentEvent::ChildRunning(id.clone()));
+        let t = Transcript::from_events(&events);
+        assert!(!t.child(&id).unwrap().queued);
+        assert!(
+            t.render().contains("[background, background]"),
+            "{}",
+            t.render()
+        );
     }
 }
