@@ -83,7 +83,10 @@ fn backoff(policy: RetryPolicy, retries: u32) -> Duration {
 pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     let seconds: f64 = value.trim().parse().ok()?;
     if seconds.is_finite() && seconds >= 0.0 {
-        Duration::try_from_secs_f64(seconds).ok()
+        // Past what a `Duration` holds is still a wait, the longest one:
+        // it fails at once against `max_wait` (read as no value, it was
+        // retried on the default backoff).
+        Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX))
     } else {
         None
     }
@@ -177,5 +180,11 @@ mod tests {
         assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(parse_retry_after("-1"), None);
+        // Finite but past a `Duration`: the longest wait, over any
+        // `max_wait` (it read as absent, and was retried on the backoff).
+        assert_eq!(
+            parse_retry_after("99999999999999999999"),
+            Some(Duration::MAX)
+        );
     }
 }
