@@ -1,0 +1,85 @@
+//! Wakes come in the order their children finished (docs/supervisor.md,
+//! "Wakes"; event-ordering.md guarantee 10), also when one of them was
+//! waited on inline and handed to the background only by a stop that
+//! lands at its completion instant.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use subagents::messages::SubAgentStatus;
+use subagents::prelude::*;
+use subagents::simulation::{HostAction, Moment, Scenario, Trigger};
+use subagents_demo::Sleep;
+
+#[test]
+fn wakes_follow_the_finish_order_when_a_stop_hands_an_inline_child_on() {
+    let mut reached = std::collections::BTreeSet::new();
+    for yields in 0..40 {
+        let report = Scenario::new(vec![
+            Reply::new()
+                .use_agent(&work_call("Background", 10, false))
+                .use_agent(&work_call("Inline", 9, true)),
+            Reply::answer("Noted."),
+            Reply::answer("Noted again."),
+            Reply::answer("Noted once more."),
+        ])
+        .child_script("Background\n", worker(10))
+        .child_script(
+            "Inline\n",
+            vec![
+                Reply::new()
+                    .delay(Duration::from_secs(1))
+                    .tool_call("sleep", r#"{"secs":9}"#),
+                Reply::answer("worked 9 s"),
+            ],
+        )
+        .tools(ToolRegistry::new().with(Sleep))
+        .on(
+            Trigger::new(Some(AgentId::new("agent_2")), Moment::Result, |_, _| {
+                Some(HostAction::StopParent)
+            })
+            .after_yields(yields),
+        )
+        .at(Duration::ZERO, HostAction::User("two".into()))
+        .run_for(Duration::from_secs(120))
+        .run(0);
+        let log = report.events();
+        check_log(&log, true);
+        let finished: Vec<String> = log
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::ChildStatus(id, status) if status.is_terminal() => Some(id.to_string()),
+                _ => None,
+            })
+            .collect();
+        let woken: Vec<String> = log
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Wake { child, .. } => Some(child.to_string()),
+                _ => None,
+            })
+            .collect();
+        let in_finish_order: Vec<String> = finished
+            .iter()
+            .filter(|id| woken.contains(id))
+            .cloned()
+            .collect();
+        assert_eq!(
+            woken,
+            in_finish_order,
+            "after {yields} turns: {}",
+            report.render()
+        );
+        let inline = report
+            .envelopes
+            .iter()
+            .find(|e| e.id.as_str() == "agent_2")
+            .map(|e| e.status);
+        reached.insert((woken.len(), inline == Some(SubAgentStatus::Done)));
+    }
+    eprintln!("reached (wakes, inline done): {reached:?}");
+}
