@@ -49,7 +49,7 @@ pub enum ThreadError {
 #[derive(Debug, Clone)]
 pub struct ThreadHandle {
     pub(super) actor: ActorRef<ThreadMsg>,
-    parts: DelegatingAgent,
+    pub(super) parts: DelegatingAgent,
     /// Set by [`ThreadHandle::close`] (shared by clones): a user turn sent
     /// after it is given back at once. The actor itself takes messages
     /// until its loop reads the stop, then drops them.

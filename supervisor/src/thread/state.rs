@@ -7,7 +7,8 @@ use ractor::ActorRef;
 use subagents_actors::hub::{EnvelopeArchive, HubObserver};
 use subagents_actors::{AgentError, DelegatingAgent, EventSink};
 use subagents_messages::{
-    AgentEvent, AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest, Envelope,
+    AgentEvent, AgentId, AgentResult, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest,
+    Envelope, Outcome,
 };
 
 use crate::store::EnvelopeStore;
@@ -126,6 +127,23 @@ pub(super) enum TurnOrigin {
     Wake,
 }
 
+/// What a turn reads when the thread's parent agent is gone.
+pub(super) const PARENT_GONE: &str =
+    "the thread's parent agent is gone (its actor stopped); no turn can run; close the thread";
+
+/// The failed result of a turn the parent could not take.
+fn parent_gone_result() -> AgentResult {
+    AgentResult {
+        text: PARENT_GONE.to_owned(),
+        outcome: Outcome::Failed(PARENT_GONE.to_owned()),
+        model_calls: 0,
+        tool_calls: 0,
+        usage: Default::default(),
+        children_usage: Default::default(),
+        elapsed: std::time::Duration::ZERO,
+    }
+}
+
 impl ThreadState {
     pub(super) fn send_turn(
         &mut self,
@@ -140,6 +158,14 @@ impl ThreadState {
             .agent
             .queue_turn_following(text, parent, follows)
         else {
+            // The parent agent is gone (its actor died): the turn, already
+            // on the stream as a `UserMessage` or a `Wake`, still ends in
+            // one `Result` — a stream that never answers it is worse.
+            self.events
+                .emit(AgentEvent::Result(Box::new(parent_gone_result())));
+            if origin == TurnOrigin::Wake {
+                self.wakes.finished();
+            }
             return;
         };
         self.turns_in_flight += 1;

@@ -64,3 +64,38 @@ async fn a_completion_reported_after_the_switch_does_not_wake() {
     assert!(!woke, "a child of before the switch woke the parent");
     thread.close_and_wait().await;
 }
+
+/// Stopped midway: the thread's parent agent is gone (its actor died; only
+/// a ractor host holding its ref could do it). A user turn then went on
+/// the stream as a `UserMessage` and was never answered — a stream that
+/// never yields its `Result`. It now ends in one failed `Result`.
+#[tokio::test(start_paused = true)]
+async fn a_turn_for_a_parent_that_is_gone_still_ends_in_a_result() {
+    let model = ScriptedModel::new(vec![Reply::answer("never")]);
+    let (thread, mut events) = ThreadHandle::spawn(DelegationBuilder::new(model.shared()), None)
+        .await
+        .unwrap();
+    let parent = thread.parts.agent.actor().clone();
+    parent.kill();
+    parent.wait(None).await.ok();
+    thread.send_user("hello?").unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
+        let done = matches!(event, AgentEvent::Result(_));
+        seen.push(event);
+        if done {
+            break;
+        }
+    }
+    assert!(
+        matches!(&seen[0], AgentEvent::UserMessage(t) if t == "hello?"),
+        "{seen:?}"
+    );
+    assert!(
+        matches!(seen.last(), Some(AgentEvent::Result(r))
+            if matches!(&r.outcome, subagents_messages::Outcome::Failed(why) if why.contains("parent agent is gone"))),
+        "{seen:?}"
+    );
+    thread.close_and_wait().await;
+}
