@@ -16,10 +16,12 @@
 //! | `config.rs` | the agent's config, approval policies, [`AgentBuilder`], the spawn |
 //! | `state.rs` | the agent actor and its state |
 //! | `turn.rs` | one turn of the loop, run in a task |
+//! | `call.rs` | one tool call of a turn: approval, run or refusal |
 //! | `turn_state.rs` | a running turn's shared state, and how a turn closes |
 //! | `handle.rs` | [`AgentHandle`], [`AgentError`] |
 //! | `msg.rs` | the agent's messages (crate-private) |
 
+mod call;
 mod config;
 mod handle;
 mod msg;

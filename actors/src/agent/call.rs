@@ -1,0 +1,202 @@
+//! One tool call of a turn: run (with its approval, if the tool asks for
+//! one) or refused unrun, its `ToolStarted` and `ToolResult` each emitted
+//! under the turn's lock, so a cut turn answers the call exactly once.
+
+use std::sync::atomic::Ordering;
+
+use subagents_messages::{
+    AgentEvent, ApprovalDecision, ApprovalId, ApprovalRequest, ChatMessage, ToolCall, ToolResult,
+    ToolStarted,
+};
+
+use crate::agent::msg::AgentMsg;
+use crate::agent::msg::sealed::AgentInternal;
+use crate::agent::probe::Activity;
+use crate::agent::spans;
+use crate::agent::turn::TurnContext;
+use crate::agent::turn_state::{CallSlot, OpenCall};
+use crate::tool::{ToolCallContext, ToolOutcome, TurnLeft, run_tool};
+use tracing::Instrument;
+
+/// Answers a call the model asked for without running it (emitting its
+/// `ToolStarted` and an error `ToolResult`, under the turn's lock).
+pub(super) fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
+    let span = spans::execute_tool(&ctx.config, call);
+    spans::record_tool_end(&ctx.config, &span, &why, Some("not_run"));
+    ctx.with(|t| {
+        t.unstarted.pop_front();
+        ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
+            tool_use_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        }));
+        let emitted = ctx.sink.emit(AgentEvent::ToolResult(ToolResult {
+            tool_use_id: call.id.clone(),
+            name: call.name.clone(),
+            output: why.clone(),
+            is_error: true,
+        }));
+        if emitted {
+            t.history.push(ChatMessage::tool(call.id.clone(), why));
+        }
+    });
+}
+
+/// Runs one tool call, emitting `ToolStarted` and `ToolResult` around it
+/// (each under the turn's lock, so a cut turn answers the call exactly
+/// once).
+pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
+    let config = &ctx.config;
+    let span = spans::execute_tool(config, call);
+    let seq = ctx.with(|t| {
+        t.unstarted.pop_front();
+        t.calls_opened += 1;
+        let seq = t.calls_opened;
+        t.open = Some(OpenCall {
+            seq,
+            id: call.id.clone(),
+            name: call.name.clone(),
+            on_cut: None,
+            settled: None,
+            span: span.clone(),
+        });
+        t.doing(Activity::InTool(call.name.clone()));
+        ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
+            tool_use_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        }));
+        seq
+    });
+    let unparsed = serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).err();
+    let outcome = async { match config.tools.get(&call.name) {
+        // A call whose arguments are not JSON (a server may cut a call at
+        // its token limit and still say `tool_calls`) never runs.
+        Some(_) if unparsed.is_some() => ToolOutcome {
+            output: format!(
+                "invalid arguments: not run, they are not valid JSON ({}); if your output was cut, call it again with shorter arguments",
+                unparsed.map(|e| e.to_string()).unwrap_or_default()
+            ),
+            is_error: true,
+        },
+        None if config.depth > 0 && crate::delegation::is_delegation_tool(&call.name) => ToolOutcome {
+            output: format!(
+                "`{}` is not available to this sub-agent: it runs at depth {}, as deep as delegation goes here; do the work yourself",
+                call.name, config.depth
+            ),
+            is_error: true,
+        },
+        None => ToolOutcome {
+            output: config.tools.unknown(&call.name).to_string(),
+            is_error: true,
+        },
+        Some(tool) => {
+            if tool.requires_approval(&call.arguments)
+                && approval(ctx, call).await == ApprovalDecision::Deny
+            {
+                ToolOutcome {
+                    output: format!(
+                        "the user denied this call to `{}`; do not retry it, find another way or explain",
+                        call.name
+                    ),
+                    is_error: true,
+                }
+            } else {
+                let context = ToolCallContext {
+                    tool_use_id: call.id.clone(),
+                    arguments: call.arguments.clone(),
+                    agent_id: config.id.clone(),
+                    depth: config.depth,
+                    available_tools: config.tool_names.clone(),
+                    slot: CallSlot {
+                        turn: Some((ctx.shared.clone(), seq)),
+                    },
+                    left: Some(TurnLeft {
+                        deadline: deadline(ctx.started, config.limits.wall_clock),
+                        tokens: config
+                            .limits
+                            .token_budget
+                            .saturating_sub(ctx.with(|t| t.progress.usage.total())),
+                    }),
+                };
+                run_tool(tool, context).await
+            }
+        }
+    } }
+    .instrument(span.clone())
+    .await;
+    let error_type = outcome.is_error.then_some("tool_error");
+    spans::record_tool_end(config, &span, &outcome.output, error_type);
+    ctx.with(|t| {
+        let emitted = ctx.sink.emit(AgentEvent::ToolResult(ToolResult {
+            tool_use_id: call.id.clone(),
+            name: call.name.clone(),
+            output: outcome.output.clone(),
+            is_error: outcome.is_error,
+        }));
+        if emitted {
+            t.open = None;
+            t.history
+                .push(ChatMessage::tool(call.id.clone(), outcome.output));
+            t.progress.tool_calls += 1;
+            t.progress.tools_used.push(call.name.clone());
+        }
+        t.doing(Activity::Thinking);
+    });
+}
+
+/// Asks the host (through the actor) to approve a call; a lost answer is
+/// a denial, so no turn waits forever on a stopped agent.
+async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
+    let config = &ctx.config;
+    let n = ctx.approvals.fetch_add(1, Ordering::Relaxed) + 1;
+    let id = ApprovalId::for_agent(&config.id, n);
+    if let Some(decision) = config
+        .approvals
+        .as_ref()
+        .and_then(|p| p.decide(&config.id, &call.name, &call.arguments))
+    {
+        return decision;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if ctx
+        .actor
+        .cast(AgentMsg::Internal(AgentInternal::ApprovalPending {
+            id: id.clone(),
+            responder: tx.into(),
+        }))
+        .is_err()
+    {
+        return ApprovalDecision::Deny;
+    }
+    ctx.with(|t| {
+        let asked = ctx
+            .sink
+            .emit(AgentEvent::ApprovalRequested(Box::new(ApprovalRequest {
+                id: id.clone(),
+                tool_use_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            })));
+        if asked {
+            t.approval = Some((id, call.id.clone()));
+            t.doing(Activity::AwaitingApproval(call.name.clone()));
+        }
+    });
+    let decision = rx.await.unwrap_or(ApprovalDecision::Deny);
+    ctx.with(|t| t.doing(Activity::InTool(call.name.clone())));
+    decision
+}
+
+/// When a turn that started at `started` runs out of wall clock. A limit
+/// past what an `Instant` can hold (`Duration::MAX`: "no limit") is thirty
+/// years away — adding it panicked, and every tool call of such a turn
+/// failed it.
+fn deadline(
+    started: tokio::time::Instant,
+    wall_clock: std::time::Duration,
+) -> tokio::time::Instant {
+    started
+        .checked_add(wall_clock)
+        .unwrap_or_else(|| started + std::time::Duration::from_secs(30 * 365 * 24 * 60 * 60))
+}
