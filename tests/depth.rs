@@ -189,13 +189,7 @@ async fn only_the_parents_own_children_wake_it() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     run_for(&mut events, &mut log, 1_000).await;
-    let woken: Vec<String> = log
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::Wake { child, .. } => Some(child.to_string()),
-            _ => None,
-        })
-        .collect();
+    let woken = woken_children(&log);
     assert_eq!(woken, vec!["agent_1".to_owned()], "{log:#?}");
     thread.close_and_wait().await;
 }
@@ -301,13 +295,7 @@ async fn a_child_cannot_reach_its_sibling() {
             "{output}"
         );
     }
-    let mut woken: Vec<String> = log
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::Wake { child, .. } => Some(child.to_string()),
-            _ => None,
-        })
-        .collect();
+    let mut woken = woken_children(&log);
     woken.sort();
     assert_eq!(woken, ["agent_1", "agent_2"], "each wakes the parent once");
     let alpha = thread

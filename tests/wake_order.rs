@@ -56,13 +56,7 @@ fn wakes_follow_the_finish_order_when_a_stop_hands_an_inline_child_on() {
                 _ => None,
             })
             .collect();
-        let woken: Vec<String> = log
-            .iter()
-            .filter_map(|e| match e {
-                AgentEvent::Wake { child, .. } => Some(child.to_string()),
-                _ => None,
-            })
-            .collect();
+        let woken = woken_children(&log);
         let in_finish_order: Vec<String> = finished
             .iter()
             .filter(|id| woken.contains(id))

@@ -154,6 +154,16 @@ pub async fn until(
     panic!("the stream ended first: {log:?}");
 }
 
+/// The children whose results woke the parent, in the order they did.
+pub fn woken_children(log: &[AgentEvent]) -> Vec<String> {
+    log.iter()
+        .filter_map(|e| match e {
+            AgentEvent::Wake { child, .. } => Some(child.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The first `ChildStarted` of the log (of the parent's own children).
 pub fn first_child_started(log: &[AgentEvent]) -> subagents::messages::SubAgentInfo {
     log.iter()
