@@ -1,0 +1,179 @@
+//! Approvals and the queue: a pending approval is closed before its child
+//! ends, and a queued child's start is on the stream.
+
+use super::*;
+
+fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run(system_prompt, "post")
+                .tools(["http_post"])
+                .wait(wait),
+        ),
+        Reply::answer("Done."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        system_prompt,
+        vec![
+            Reply::new().tool_call("http_post", "{}"),
+            Reply::answer("posted"),
+        ],
+    )
+}
+
+/// Defect 3: a child that asked for approval and then stopped left the
+/// request open forever. Whatever ends it (a switch, a stop, the cascade
+/// of a stopped parent), `ApprovalResolved(cancelled)` comes before its
+/// terminal status, and a late answer is refused as `Ended` — with the
+/// thread still open.
+#[tokio::test(start_paused = true)]
+async fn a_pending_approval_is_closed_before_its_child_ends() {
+    use subagents::actors::ParentStopPolicy;
+    use subagents::messages::{ApprovalOutcome, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    for ending in ["switch", "stop child", "cascade"] {
+        let mut builder = parent(poster("Poster", true));
+        if ending == "cascade" {
+            builder = builder.parent_stop(ParentStopPolicy::Cascade);
+        }
+        let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        let request = until_child_approval(&mut events, &mut log).await;
+        match ending {
+            "switch" => {
+                thread.switch_away().await.unwrap();
+            }
+            "stop child" => {
+                thread.hub().stop(&AgentId::new("agent_1")).await.unwrap();
+            }
+            _ => thread.stop_parent().unwrap(),
+        }
+        run_for(&mut events, &mut log, 30).await;
+        check_log(&log, true);
+        let (_, by_id) = check_log(&log, true);
+        let child = &by_id[&AgentId::new("agent_1")];
+        let (terminal, status) = child.terminal().unwrap();
+        assert_eq!(status, SubAgentStatus::Stopped, "{ending}");
+        let closed = child
+            .events
+            .iter()
+            .find_map(|(i, e)| match e {
+                AgentEvent::ApprovalResolved { id, outcome, .. } if *id == request.id => {
+                    Some((*i, outcome.clone()))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{ending}: the approval was never closed: {log:#?}"));
+        assert!(
+            closed.0 < terminal,
+            "{ending}: closed after the terminal status"
+        );
+        assert!(
+            matches!(closed.1, ApprovalOutcome::Cancelled(_)),
+            "{ending}"
+        );
+        let transcript = subagents::messages::Transcript::from_events(&log);
+        let row = transcript.child(&AgentId::new("agent_1")).unwrap();
+        assert!(row.transcript.items.iter().any(|i| matches!(
+            i,
+            subagents::messages::TranscriptItem::Approval {
+                resolved: Some(_),
+                ..
+            }
+        )));
+        assert_eq!(
+            thread
+                .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
+                .await,
+            Err(ThreadError::Approval(ApprovalRefusal::Ended(request.id))),
+            "{ending}"
+        );
+        thread.close_and_wait().await;
+    }
+}
+
+/// Defect 3, the answered path: an approval answered is closed as
+/// approved before the call's result; a second answer is refused with the
+/// first one.
+#[tokio::test(start_paused = true)]
+async fn an_answered_approval_is_closed_once() {
+    use subagents::messages::{ApprovalOutcome, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    let (thread, mut events) = ThreadHandle::spawn(parent(poster("Poster", true)), None)
+        .await
+        .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    thread
+        .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(
+        thread
+            .resolve_approval(request.id.clone(), ApprovalDecision::Deny)
+            .await,
+        Err(ThreadError::Approval(ApprovalRefusal::AlreadyAnswered {
+            id: request.id.clone(),
+            decision: ApprovalDecision::Approve
+        }))
+    );
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let resolved: Vec<_> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(_, inner) => match &**inner {
+                AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resolved, [ApprovalOutcome::Approved]);
+    thread.close_and_wait().await;
+}
+
+/// Defect 4: a child handed to the background while queued started later
+/// with no event, and `status` said "background", elapsed 0. Its start is
+/// now `ChildRunning` on the stream, and `status` says queued, with its
+/// place in the queue.
+#[tokio::test(start_paused = true)]
+async fn a_queued_background_childs_start_is_on_the_stream() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&work_call("Worker 1", 10, false))
+            .use_agent(&work_call("Worker 2", 10, false))
+            .use_agent(&UseAgentCall::status("agent_2")),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker 1\n", worker(10))
+    .with_script("Worker 2\n", worker(10));
+    let (thread, mut events) = ThreadHandle::spawn(parent(model).max_live(1), None)
+        .await
+        .unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 120).await;
+    check_log(&log, true);
+    let output = tool_results(&log, "call_1_3")[0].output.clone();
+    let status: serde_json::Value = serde_json::from_str(&output).unwrap();
+    assert_eq!(status["status"], "queued", "{output}");
+    assert_eq!(status["queue_position"], 1);
+    assert_eq!(status["background"], true);
+    let running: Vec<_> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ChildRunning(id) => Some(id.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(running, ["agent_2"]);
+    let transcript = subagents::messages::Transcript::from_events(&log);
+    assert!(!transcript.child(&AgentId::new("agent_2")).unwrap().queued);
+    thread.close_and_wait().await;
+}

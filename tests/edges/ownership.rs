@@ -1,0 +1,118 @@
+//! Ownership: what a thread holds goes when it goes, and a host's own
+//! observer and names stay the host's.
+
+use super::*;
+
+/// Defect 10: a gate nobody refers to any more kept running.
+#[tokio::test(start_paused = true)]
+async fn a_gate_stops_when_its_last_handle_is_dropped() {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let actor = gate.actor().clone();
+    let clone = gate.clone();
+    drop(gate);
+    assert!(clone.snapshot().await.is_ok(), "a clone still holds it");
+    drop(clone);
+    tokio::time::timeout(Duration::from_secs(1), actor.wait(None))
+        .await
+        .expect("the gate stops with its last handle")
+        .ok();
+
+    // An agent's private gate stops with the agent: see the unit test
+    // `agent::config::tests::a_private_gate_stops_with_its_agent`.
+
+    // A registry's gates stop with the last copy of the registry.
+    let mut registry = subagents::actors::registry::ModelRegistry::new();
+    registry
+        .register("local", "m", ScriptedModel::new(vec![]).shared(), 1)
+        .await
+        .unwrap();
+    let registered = registry.gate("local", "m").unwrap().actor().clone();
+    drop(registry);
+    tokio::time::timeout(Duration::from_secs(1), registered.wait(None))
+        .await
+        .expect("a registry's gate stops with the registry")
+        .ok();
+}
+
+/// Defect 11: the thread replaced a host's observer with its own.
+#[tokio::test(start_paused = true)]
+async fn a_hosts_observer_is_told_alongside_the_threads_own() {
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(String, SubAgentStatus)>>);
+    impl HubObserver for Seen {
+        fn finished(&self, envelope: &Envelope) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((envelope.id.to_string(), envelope.status));
+        }
+    }
+    let seen = Arc::new(Seen::default());
+    let builder = parent(background_workers(&[5])).observer(seen.clone());
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    assert_eq!(
+        *seen.0.lock().unwrap(),
+        [("agent_1".to_owned(), SubAgentStatus::Done)]
+    );
+    // The thread's own observer still works: the child woke the parent.
+    assert!(log.iter().any(is_wake));
+    thread.close_and_wait().await;
+}
+
+/// Defect 12: control and bidi characters in an inline child's name, and
+/// newlines in its task, reached `ChildStarted`, `status` and the wake
+/// line.
+#[tokio::test(start_paused = true)]
+async fn names_and_wake_lines_are_one_clean_line() {
+    let nasty = "\u{202e}Evil\u{0007} \u{1b}[31mRed\u{1b}[0m";
+    let call = UseAgentCall::run(
+        format!("{nasty}\nYou work."),
+        "line one\nline two\nline three",
+    )
+    .tools(["sleep"])
+    .background();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&call),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Evil", worker(5));
+    let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    let clean = |s: &str| {
+        !s.chars().any(|c| {
+            c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        })
+    };
+    let info = first_child_started(&log);
+    assert_eq!(info.name, "Evil Red");
+    let status_output = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult(r) if r.output.contains("elapsed_s") => Some(r.output.clone()),
+            _ => None,
+        })
+        .next()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_str(&status_output).unwrap();
+    assert_eq!(status["name"], "Evil Red");
+    let wake = log
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Wake { line, .. } => Some(line.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(clean(&wake), "{wake:?}");
+    assert!(
+        wake.contains("task: \"line one line two line three\""),
+        "{wake}"
+    );
+    thread.close_and_wait().await;
+}

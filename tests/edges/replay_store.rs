@@ -1,0 +1,245 @@
+//! Replay and data safety: the same seed gives the same log, and every
+//! child is left with a final envelope in the store, whatever ends it.
+
+use super::*;
+
+/// Defect 5: `stop_all` iterated a `HashMap`, so a switch that stopped
+/// several children gave a different log for the same seed.
+#[test]
+fn a_switch_that_stops_several_children_replays_byte_for_byte() {
+    let scenario = Scenario::new(vec![
+        {
+            let mut fan_out = Reply::new();
+            for i in 1..=6 {
+                fan_out = fan_out.use_agent(&work_call(&format!("Worker {i}"), 100, false));
+            }
+            fan_out
+        },
+        Reply::answer("Started."),
+    ])
+    .configure(|b| b.max_live(4))
+    .tools(ToolRegistry::new().with(Sleep))
+    .jitter(Duration::from_secs(2))
+    .at(Duration::ZERO, HostAction::User("Start six.".into()))
+    .at(Duration::from_secs(10), HostAction::SwitchAway)
+    .run_for(Duration::from_secs(200));
+    let scenario = (1..=6).fold(scenario, |s, i| {
+        s.child_script(format!("Worker {i}\n"), worker(100))
+    });
+    for seed in 0..8 {
+        let first = scenario.run(seed);
+        let second = scenario.run(seed);
+        assert_eq!(
+            first.render(),
+            second.render(),
+            "seed {seed} replays differently"
+        );
+        // Asked to stop in child-number order: the queued ones end at
+        // once, the running ones as their turns report; each group in
+        // child-number order.
+        let events = first.events();
+        let was_queued = |id: &str| {
+            events.iter().any(
+                |e| matches!(e, AgentEvent::ChildStatus(c, SubAgentStatus::Queued) if c.as_str() == id),
+            ) && !events
+                .iter()
+                .any(|e| matches!(e, AgentEvent::ChildRunning(c) if c.as_str() == id))
+        };
+        let stopped: Vec<String> = events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::ChildStatus(id, SubAgentStatus::Stopped) => Some(id.to_string()),
+                _ => None,
+            })
+            .collect();
+        let number = |id: &String| id["agent_".len()..].parse::<u64>().unwrap();
+        let (queued, running): (Vec<String>, Vec<String>) =
+            stopped.iter().cloned().partition(|id| was_queued(id));
+        assert!(queued.is_sorted_by_key(number), "seed {seed}: {stopped:?}");
+        assert!(running.is_sorted_by_key(number), "seed {seed}: {stopped:?}");
+        assert_eq!(stopped, [queued, running].concat(), "seed {seed}");
+        assert_eq!(stopped.len(), 6, "{}", first.render());
+    }
+}
+
+/// Defect 6: closing a thread with a background child running left no
+/// envelope in the store, and the next session reused `agent_1`.
+#[tokio::test(start_paused = true)]
+async fn closing_a_thread_leaves_a_final_envelope_for_every_child() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let config =
+            ThreadConfig::new(parent(background_workers(&[600, 5]))).store(store(dir.path()));
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        run_for(&mut events, &mut log, 30).await;
+        assert_eq!(started(&log).len(), 2);
+        thread.close_and_wait().await;
+    }
+    let reopened = store(dir.path());
+    let all = reopened.all();
+    let statuses: Vec<(String, SubAgentStatus)> =
+        all.iter().map(|e| (e.id.to_string(), e.status)).collect();
+    assert_eq!(
+        statuses,
+        [
+            ("agent_1".to_owned(), SubAgentStatus::Stopped),
+            ("agent_2".to_owned(), SubAgentStatus::Done)
+        ]
+    );
+    let config = ThreadConfig::new(parent(background_workers(&[5]))).store(reopened);
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("again").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 30).await;
+    assert_eq!(started(&log), [AgentId::new("agent_3")]);
+}
+
+/// Defect 6, the crash path: a hub that dies leaves every child it had
+/// with a final envelope in the store.
+#[tokio::test(start_paused = true)]
+async fn a_crashed_hub_leaves_a_final_envelope_for_every_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = store(dir.path());
+    let config = ThreadConfig::new(parent(background_workers(&[600]))).store(kept.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 10).await;
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.ok();
+    thread.sync().await.unwrap();
+    thread.flush_persistence().await.unwrap();
+    let envelope = kept.get(&AgentId::new("agent_1")).expect("persisted");
+    assert_eq!(envelope.status, SubAgentStatus::Failed);
+    assert!(
+        envelope.error.as_deref().unwrap_or("").contains("hub"),
+        "{envelope:?}"
+    );
+    assert!(envelope.finished_at_ms.is_some());
+    thread.close_and_wait().await;
+}
+
+/// Defect 7: two threads sharing one store both numbered their first
+/// child `agent_1`, and the store kept one envelope.
+#[tokio::test(start_paused = true)]
+async fn two_threads_on_one_store_never_share_an_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = store(dir.path());
+    let mut threads = Vec::new();
+    for _ in 0..2 {
+        let config = ThreadConfig::new(parent(background_workers(&[5]))).store(shared.clone());
+        threads.push(ThreadHandle::spawn(config, None).await.unwrap());
+    }
+    let mut ids = Vec::new();
+    for (thread, events) in &mut threads {
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        run_for(events, &mut log, 30).await;
+        ids.extend(started(&log));
+        thread.flush_persistence().await.unwrap();
+    }
+    assert_eq!(ids, [AgentId::new("agent_1"), AgentId::new("agent_2")]);
+    assert_eq!(shared.len(), 2);
+    for (thread, _) in &threads {
+        thread.close_and_wait().await;
+    }
+}
+
+/// Shared: two threads on one store. A child one thread made in this
+/// session is that thread's alone — the other could read it through the
+/// host (`envelope`) and its model could `result`, `status` or `send` to
+/// it by guessing `agent_1` (the store served as every hub's archive).
+/// Children of an earlier session stay readable by every thread.
+#[tokio::test(start_paused = true)]
+async fn a_thread_cannot_reach_a_child_another_thread_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = store(dir.path());
+    let config = ThreadConfig::new(parent(background_workers(&[5]))).store(shared.clone());
+    let (first, mut first_events) = ThreadHandle::spawn(config, None).await.unwrap();
+    first.send_user("start").unwrap();
+    run_for(&mut first_events, &mut Vec::new(), 30).await;
+    first.flush_persistence().await.unwrap();
+    let agent_1 = AgentId::new("agent_1");
+    assert!(shared.get(&agent_1).unwrap().status.is_terminal());
+
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::result("agent_1"))
+            .use_agent(&UseAgentCall::send("agent_1", "go on")),
+        Reply::answer("Done."),
+    ]);
+    let config = ThreadConfig::new(parent(model)).store(shared.clone());
+    let (second, mut second_events) = ThreadHandle::spawn(config, None).await.unwrap();
+    assert_eq!(second.envelope(&agent_1).await, Ok(None));
+    second.send_user("peek").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut second_events, &mut log).await;
+    for (output, is_error) in results_of(&log, "use_agent") {
+        assert!(
+            is_error && output.contains("no sub-agent with id `agent_1`"),
+            "{output}"
+        );
+    }
+    assert!(started(&log).is_empty(), "nothing resumed: {log:?}");
+    assert!(first.envelope(&agent_1).await.unwrap().is_some());
+    second.close_and_wait().await;
+    first.close_and_wait().await;
+
+    // After a restart it is a child of an earlier session: any thread
+    // may read it.
+    let reopened = store(dir.path());
+    let config = ThreadConfig::new(parent(background_workers(&[5]))).store(reopened);
+    let (third, _events) = ThreadHandle::spawn(config, None).await.unwrap();
+    assert!(third.envelope(&agent_1).await.unwrap().is_some());
+    third.close_and_wait().await;
+}
+
+/// Defect 8: a valid envelope named `agent_18446744073709551615` made
+/// `ThreadHandle::spawn` panic, and `…614` killed the hub on the next
+/// child. Out of range is a corrupt file; the thread runs.
+#[tokio::test(start_paused = true)]
+async fn a_huge_stored_id_does_not_crash_the_thread() {
+    for huge in ["agent_18446744073709551615", "agent_18446744073709551614"] {
+        let dir = tempfile::tempdir().unwrap();
+        let envelope = Envelope {
+            id: AgentId::new(huge),
+            name: "old".into(),
+            parent_tool_use_id: ToolUseId::new("c"),
+            task: "t".into(),
+            tools: vec![],
+            status: SubAgentStatus::Done,
+            background: true,
+            requested_at_ms: 1_700_000_000_000,
+            started_at_ms: None,
+            finished_at_ms: Some(1_700_000_000_000),
+            elapsed: Duration::ZERO,
+            tool_calls: 0,
+            last_tool: None,
+            usage: Default::default(),
+            model_calls: 0,
+            children_usage: Default::default(),
+            result: Some("r".into()),
+            error: None,
+            claimed: false,
+            depth: 1,
+            resumed_from: None,
+            continued_as: None,
+        };
+        std::fs::write(
+            dir.path().join(format!("{huge}.json")),
+            serde_json::to_vec(&envelope).unwrap(),
+        )
+        .unwrap();
+        let config = ThreadConfig::new(parent(background_workers(&[5]))).store(store(dir.path()));
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        run_for(&mut events, &mut log, 30).await;
+        assert_eq!(started(&log), [AgentId::new("agent_1")], "{huge}");
+        check_log(&log, true);
+        assert!(thread.hub().snapshot().await.is_ok(), "the hub lives");
+        thread.close_and_wait().await;
+    }
+}
