@@ -1,0 +1,197 @@
+//! Cancellation, and end to end: an agent and a delegating parent on the
+//! adapter.
+
+use super::*;
+
+/// Text, then keep-alive comments every 50 ms for up to 10 s.
+fn slow_stream() -> Reply {
+    let mut pieces = vec![Piece::Send(format!("data: {}\n\n", text("thinking…")))];
+    for _ in 0..200 {
+        pieces.push(Piece::Wait(Duration::from_millis(50)));
+        pieces.push(Piece::Send(": keep-alive\n\n".into()));
+    }
+    pieces.push(Piece::Send(format!(
+        "data: {}\n\ndata: [DONE]\n\n",
+        finish("stop")
+    )));
+    Reply::sse_pieces(pieces)
+}
+
+#[tokio::test]
+async fn dropping_the_stream_aborts_the_request() {
+    let mut server = MockServer::start(vec![slow_stream()]).await;
+    let model = server.model(None);
+    let mut stream = model.stream(request("hi"));
+    let first = stream.next().await;
+    assert_eq!(first, Some(Ok(ModelChunk::Text("thinking…".into()))));
+    let start = Instant::now();
+    drop(stream);
+    assert!(server.body_was_dropped().await, "the server kept streaming");
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_stream_is_cut_by_the_agent_wall_clock() {
+    let mut server = MockServer::start(vec![slow_stream()]).await;
+    let (agent, _events) = AgentBuilder::new(server.model(None).shared())
+        .system_prompt("You are slow.")
+        .limits(Limits {
+            wall_clock: Duration::from_millis(300),
+            ..Limits::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let result = agent.run("take your time").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::WallClock));
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    // The model call was dropped with the turn, so the request is gone too.
+    assert!(server.body_was_dropped().await, "the server kept streaming");
+    agent.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_runs_a_tool_call_round_trip_through_the_adapter() {
+    let first = [
+        tool_chunk(&[tool_fragment(
+            0,
+            Some("call_x"),
+            Some("calculator"),
+            "{\"expression\"",
+        )]),
+        tool_chunk(&[tool_fragment(0, None, None, ":\"6*7\"}")]),
+        finish("tool_calls"),
+        usage(50, 10),
+        "[DONE]".to_owned(),
+    ];
+    let second = [
+        text("It is 42."),
+        finish("stop"),
+        usage(70, 5),
+        "[DONE]".to_owned(),
+    ];
+    let server =
+        MockServer::start(vec![Reply::sse(&strs(&first)), Reply::sse(&strs(&second))]).await;
+    let (agent, _events) = AgentBuilder::new(server.model(None).shared())
+        .system_prompt("You compute.")
+        .tools(ToolRegistry::new().with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("What is 6*7?").await.unwrap();
+    assert_eq!(result.outcome, Outcome::Completed, "{}", result.text);
+    assert_eq!(result.text, "It is 42.");
+    assert_eq!((result.model_calls, result.tool_calls), (2, 1));
+    assert_eq!(result.usage.total(), 135);
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].body["tools"][0]["function"]["name"], "calculator");
+    assert_eq!(
+        seen[0].body["tools"][0]["function"]["parameters"]["type"],
+        "object"
+    );
+    let messages = seen[1].body["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(
+        messages[n - 2],
+        json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_x", "type": "function",
+             "function": {"name": "calculator", "arguments": "{\"expression\":\"6*7\"}"}}
+        ]})
+    );
+    assert_eq!(
+        messages[n - 1],
+        json!({"role": "tool", "content": "42", "tool_call_id": "call_x"})
+    );
+    agent.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_delegates_through_use_agent_over_the_adapter() {
+    let run = json!({
+        "action": "run",
+        "system_prompt": "Calculator helper\nYou compute with the calculator.",
+        "input": "What is 6*7?",
+        "tools": ["calculator"],
+        "wait": true,
+    })
+    .to_string();
+    let parent_call = [
+        tool_chunk(&[tool_fragment(0, Some("call_p"), Some("use_agent"), "")]),
+        tool_chunk(&[tool_fragment(0, None, None, &run[..20])]),
+        tool_chunk(&[tool_fragment(0, None, None, &run[20..])]),
+        finish("tool_calls"),
+        "[DONE]".to_owned(),
+    ];
+    let child_call = [
+        tool_chunk(&[tool_fragment(
+            0,
+            Some("call_c"),
+            Some("calculator"),
+            "{\"expression\":\"6*7\"}",
+        )]),
+        finish("tool_calls"),
+        "[DONE]".to_owned(),
+    ];
+    let child_answer = [text("42"), finish("stop"), "[DONE]".to_owned()];
+    let parent_answer = [
+        text("The child says 42."),
+        finish("stop"),
+        "[DONE]".to_owned(),
+    ];
+    let server = MockServer::start(vec![
+        Reply::sse(&strs(&parent_call)),
+        Reply::sse(&strs(&child_call)),
+        Reply::sse(&strs(&child_answer)),
+        Reply::sse(&strs(&parent_answer)),
+    ])
+    .await;
+    let (parent, _events) = DelegationBuilder::new(server.model(None).shared())
+        .system_prompt("You are the parent. Delegate.")
+        .tools(ToolRegistry::new().with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(10), parent.agent.run("Ask a helper."))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(result.outcome, Outcome::Completed, "{}", result.text);
+    assert_eq!(result.text, "The child says 42.");
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 4);
+    // The parent offered use_agent; the child saw its own prompt and only
+    // the calculator.
+    let tool_names = |i: usize| -> Vec<String> {
+        seen[i].body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(tool_names(0).contains(&"use_agent".to_owned()));
+    assert_eq!(tool_names(1), ["calculator"]);
+    assert!(
+        seen[1].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Calculator helper")
+    );
+    // The child's answer came back to the parent as the use_agent result.
+    let messages = seen[3].body["messages"].as_array().unwrap();
+    let last = &messages[messages.len() - 1];
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["tool_call_id"], "call_p");
+    assert!(last["content"].as_str().unwrap().contains("42"));
+    parent.agent.shutdown();
+}

@@ -1,0 +1,281 @@
+//! Failures: how each one reads (disconnects, rate limits, server errors,
+//! garbage, credentials, unknown models, silence).
+
+use super::*;
+
+#[tokio::test]
+async fn a_mid_stream_disconnect_is_a_connection_error() {
+    let server = MockServer::start(vec![Reply::sse_pieces(vec![
+        Piece::Send(format!("data: {}\n\n", text("partial"))),
+        Piece::Send(format!(
+            "data: {}\n\n",
+            tool_chunk(&[tool_fragment(0, Some("c"), Some("calculator"), "{\"exp")])
+        )),
+        Piece::Wait(Duration::from_millis(20)),
+        Piece::Break,
+    ])])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(out[0], Ok(ModelChunk::Text("partial".into())));
+    let Err(ModelError::Connection(message)) = &out[1] else {
+        panic!("expected a connection error, got {:?}", out[1]);
+    };
+    assert!(message.contains("mid-stream"), "{message}");
+}
+
+#[tokio::test]
+async fn a_stream_that_stops_before_the_answer_finishes_is_a_connection_error() {
+    // A clean end of body with no finish_reason and no [DONE].
+    let events = [text("cut")];
+    let server = MockServer::start(vec![Reply::sse(&strs(&events))]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(out[0], Ok(ModelChunk::Text("cut".into())));
+    assert!(
+        matches!(&out[1], Err(ModelError::Connection(m)) if m.contains("closed before the model finished")),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn rate_limiting_is_retried_after_the_time_the_server_asks() {
+    let events = [text("finally"), finish("stop"), "[DONE]".to_owned()];
+    let server = MockServer::start(vec![
+        Reply::error(
+            429,
+            json!({"error": {"message": "slow down", "type": "rate_limit"}}),
+        )
+        .header("retry-after", "1"),
+        Reply::sse(&strs(&events)),
+    ])
+    .await;
+    let start = Instant::now();
+    let out = collect(&server.model(Some("k")), request("hi")).await;
+    let elapsed = start.elapsed();
+    assert_eq!(out, vec![Ok(ModelChunk::Text("finally".into()))]);
+    assert!(
+        elapsed >= Duration::from_secs(1),
+        "retried after {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "retried after {elapsed:?}"
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].body, seen[1].body);
+    assert_eq!(seen[1].headers["authorization"], "Bearer k");
+}
+
+#[tokio::test]
+async fn rate_limiting_that_persists_fails_after_the_retries() {
+    let limited = Reply::error(429, json!({"error": {"message": "quota exceeded"}}))
+        .header("retry-after", "0");
+    let server = MockServer::start(vec![
+        limited.clone(),
+        limited.clone(),
+        limited.clone(),
+        limited,
+    ])
+    .await;
+    let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+        .max_retries(2)
+        .build()
+        .unwrap();
+    let out = collect(&model, request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::RateLimited {
+            retry_after: Some(Duration::ZERO),
+            message: "quota exceeded".into()
+        })]
+    );
+    assert_eq!(server.seen().len(), 3, "one try and two retries");
+    let Err(error) = &out[0] else { unreachable!() };
+    assert!(error.to_string().contains("rate limiting"), "{error}");
+}
+
+#[tokio::test]
+async fn a_server_error_is_reported_with_its_message_and_not_retried() {
+    let server = MockServer::start(vec![Reply::error(
+        500,
+        json!({"error": {"message": "the GPU caught fire", "type": "server_error"}}),
+    )])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::Server {
+            status: 500,
+            message: "the GPU caught fire".into()
+        })]
+    );
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn garbage_events_are_malformed() {
+    let events = [
+        text("ok so far"),
+        "this is {not json".to_owned(),
+        text("never read"),
+    ];
+    let server = MockServer::start(vec![Reply::sse(&strs(&events))]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(out[0], Ok(ModelChunk::Text("ok so far".into())));
+    let Err(ModelError::Malformed(message)) = &out[1] else {
+        panic!("expected malformed, got {:?}", out[1]);
+    };
+    assert!(message.contains("this is {not json"), "{message}");
+}
+
+#[tokio::test]
+async fn json_instead_of_an_event_stream_is_malformed() {
+    let server = MockServer::start(vec![Reply::error(
+        200,
+        json!({"choices": [{"message": {"role": "assistant", "content": "hi"}}]}),
+    )])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::Malformed(m))] if m.contains("stream: true")),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn refused_credentials_are_unauthorized() {
+    let server = MockServer::start(vec![Reply::error(
+        401,
+        json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}),
+    )])
+    .await;
+    let out = collect(&server.model(Some("wrong")), request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::Unauthorized {
+            status: 401,
+            message: "Incorrect API key provided".into()
+        })]
+    );
+    assert_eq!(server.seen()[0].headers["authorization"], "Bearer wrong");
+}
+
+#[tokio::test]
+async fn an_unknown_model_is_model_not_found() {
+    // Ollama's shape: `error` is a string.
+    let server = MockServer::start(vec![Reply::error(
+        404,
+        json!({"error": "model \"test-model\" not found, try pulling it first"}),
+    )])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::ModelNotFound {
+            model: "test-model".into(),
+            url: format!("{}/chat/completions", server.base_url),
+            message: "model \"test-model\" not found, try pulling it first".into()
+        })]
+    );
+    let Err(error) = &out[0] else { unreachable!() };
+    assert!(
+        error
+            .to_string()
+            .contains("`test-model` was not found at `http://"),
+        "the URL is in the message: {error}"
+    );
+}
+
+/// llama-cpp-python reports no usage: the adapter estimates it (about 4
+/// characters a token, the request's JSON and the answer), so a token
+/// budget still holds.
+#[tokio::test]
+async fn a_stream_without_usage_ends_with_an_estimate() {
+    let events = [text(&"x".repeat(40)), finish("stop"), "[DONE]".to_owned()];
+    let server = MockServer::start(vec![Reply::sse(&strs(&events))]).await;
+    let out: Vec<_> = server.model(None).stream(request("hi")).collect().await;
+    let Some(Ok(ModelChunk::UsageEstimate(estimate))) = out.last() else {
+        panic!("no estimate: {out:?}");
+    };
+    assert_eq!(estimate.completion_tokens, 10);
+    let body = server.seen()[0].body.to_string();
+    assert_eq!(
+        estimate.prompt_tokens,
+        (body.chars().count() as u64).div_ceil(4),
+        "from the request's JSON"
+    );
+    // With usage reported, there is no estimate.
+    let events = [text("a"), finish("stop"), usage(3, 4), "[DONE]".to_owned()];
+    let server = MockServer::start(vec![Reply::sse(&strs(&events))]).await;
+    let out: Vec<_> = server.model(None).stream(request("hi")).collect().await;
+    assert!(
+        !out.iter()
+            .any(|c| matches!(c, Ok(ModelChunk::UsageEstimate(_))))
+    );
+}
+
+/// llama-cpp-python's usual failure: 200, then a properly closed stream
+/// with nothing in it. The server was reached; it is not "unreachable".
+#[tokio::test]
+async fn an_empty_stream_after_200_says_the_server_was_reached_and_failed() {
+    let server = MockServer::start(vec![Reply::sse(&[])]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::EmptyAnswer {
+            url: format!("{}/chat/completions", server.base_url)
+        })]
+    );
+    let Err(error) = &out[0] else { unreachable!() };
+    assert!(!error.to_string().contains("could not reach"), "{error}");
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_connection_error() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let model = OpenAiCompatible::new(format!("http://{addr}/v1"), None, "m").unwrap();
+    let out = collect(&model, request("hi")).await;
+    let [Err(ModelError::Connection(message))] = &out[..] else {
+        panic!("expected a connection error, got {out:?}");
+    };
+    assert!(message.to_lowercase().contains("connect"), "{message}");
+}
+
+#[tokio::test]
+async fn a_silent_server_is_a_timeout() {
+    let events = [text("late"), finish("stop"), "[DONE]".to_owned()];
+    let server = MockServer::start(vec![
+        // Silent before the response starts…
+        Reply::sse(&strs(&events)).delayed(Duration::from_secs(10)),
+        // …and between two events.
+        Reply::sse_pieces(vec![
+            Piece::Send(format!("data: {}\n\n", text("early"))),
+            Piece::Wait(Duration::from_secs(10)),
+            Piece::Send("data: [DONE]\n\n".into()),
+        ]),
+    ])
+    .await;
+    let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let out = collect(&model, request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::Timeout(Duration::from_millis(200)))]
+    );
+    let out = collect(&model, request("hi")).await;
+    assert_eq!(
+        out,
+        vec![
+            Ok(ModelChunk::Text("early".into())),
+            Err(ModelError::Timeout(Duration::from_millis(200)))
+        ]
+    );
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
