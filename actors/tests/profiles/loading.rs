@@ -1,0 +1,257 @@
+//! Loading directories: precedence, skipped files, unknown tools and keys.
+
+use super::*;
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+fn known(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| (*n).to_owned()).collect()
+}
+
+#[test]
+fn project_profiles_override_user_profiles() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let project = tmp.path().join("project");
+    write(
+        &user,
+        "reviewer.md",
+        "+++\ndescription = \"user reviewer\"\n+++\nuser",
+    );
+    write(
+        &user,
+        "researcher.md",
+        "---\ndescription: user researcher\n---\nresearch",
+    );
+    write(
+        &project,
+        "reviewer.md",
+        "---\ndescription: project reviewer\n---\nproject",
+    );
+    write(&project, "checker.md", "Checks facts.");
+
+    let (profiles, warnings) = ProfileSet::load(&[user.clone(), project.clone()], &[]);
+    assert!(warnings.is_empty(), "{:?}", warnings);
+    let set = profiles;
+    assert_eq!(
+        set.names().collect::<Vec<_>>(),
+        ["checker", "researcher", "reviewer"]
+    );
+    assert_eq!(set.len(), 3);
+    let reviewer = set.get("reviewer").unwrap();
+    assert_eq!(reviewer.description, "project reviewer");
+    assert_eq!(reviewer.system_prompt, "project");
+    assert_eq!(reviewer.source, project.join("reviewer.md"));
+    assert_eq!(
+        set.get("researcher").unwrap().source,
+        user.join("researcher.md")
+    );
+    assert_eq!(set.get("Reviewer"), None, "names are case-sensitive");
+
+    // Reversed order: the user directory now comes last and wins.
+    let set = ProfileSet::load(&[project, user], &[]).0;
+    assert_eq!(set.get("reviewer").unwrap().description, "user reviewer");
+}
+
+#[test]
+fn a_malformed_file_is_skipped_and_the_others_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(&dir, "good.md", "+++\ndescription = \"fine\"\n+++\nok");
+    write(
+        &dir,
+        "bad.md",
+        "+++\ndescription = \"d\"\nmax_iterations = \"x\"\n+++\nbody",
+    );
+    write(&dir, "open.md", "---\ndescription: never closed\n");
+    write(&dir, "also good.md", "has a space in its name");
+    std::fs::write(dir.join("binary.md"), b"\xff\xfe").unwrap();
+
+    let (profiles, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+    assert_eq!(profiles.names().collect::<Vec<_>>(), ["good"]);
+    let mut skipped: Vec<(String, Option<(usize, usize)>)> = warnings
+        .iter()
+        .map(|w| match w {
+            ProfileWarning::Skipped(e) => (
+                e.path().file_name().unwrap().to_string_lossy().into_owned(),
+                e.position(),
+            ),
+            other => panic!("{other}"),
+        })
+        .collect();
+    skipped.sort();
+    assert_eq!(
+        skipped,
+        [
+            ("also good.md".to_owned(), None),
+            ("bad.md".to_owned(), Some((3, 18))),
+            ("binary.md".to_owned(), Some((1, 1))),
+            ("open.md".to_owned(), Some((1, 1))),
+        ]
+    );
+    let text = warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        text.contains(&format!("{}:3:18:", dir.join("bad.md").display())),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_skipped_project_file_leaves_the_user_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let project = tmp.path().join("project");
+    write(&user, "reviewer.md", "user");
+    write(&project, "reviewer.md", "+++\nbroken");
+    let (profiles, warnings) = ProfileSet::load(&[user.clone(), project], &[]);
+    assert_eq!(
+        profiles.get("reviewer").unwrap().source,
+        user.join("reviewer.md")
+    );
+    assert_eq!(warnings.len(), 1);
+}
+
+#[test]
+fn unknown_tools_are_left_out_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(
+        &dir,
+        "a.md",
+        "+++\ntools = [\"read_file\", \"launch_missiles\", \"grep\"]\n+++\nbody",
+    );
+    write(&dir, "b.md", "---\ntools: Read, Grep\n---\nbody");
+    write(&dir, "c.md", "no tools listed: inherits");
+
+    let (profiles, warnings) = ProfileSet::load(
+        std::slice::from_ref(&dir),
+        &known(&["read_file", "grep", "echo"]),
+    );
+    let set = &profiles;
+    assert_eq!(set.get("a").unwrap().tools, tools(&["read_file", "grep"]));
+    assert_eq!(
+        set.get("b").unwrap().tools,
+        Some(vec![]),
+        "all unknown: no tools, not all tools"
+    );
+    assert_eq!(set.get("c").unwrap().tools, None);
+    assert_eq!(
+        warnings,
+        [
+            ProfileWarning::UnknownTool {
+                path: dir.join("a.md"),
+                profile: "a".into(),
+                tool: "launch_missiles".into(),
+            },
+            ProfileWarning::UnknownTool {
+                path: dir.join("b.md"),
+                profile: "b".into(),
+                tool: "Read".into(),
+            },
+            ProfileWarning::UnknownTool {
+                path: dir.join("b.md"),
+                profile: "b".into(),
+                tool: "Grep".into(),
+            },
+            ProfileWarning::NoTools {
+                path: dir.join("b.md"),
+                profile: "b".into(),
+                listed: vec!["Read".into(), "Grep".into()],
+            },
+        ]
+    );
+}
+
+#[test]
+fn unknown_keys_are_reported_by_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(&dir, "a.md", "---\nicon: star\n---\nbody");
+    let (profiles, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+    assert_eq!(profiles.len(), 1);
+    assert_eq!(
+        warnings,
+        [ProfileWarning::UnknownKey {
+            path: dir.join("a.md"),
+            key: "icon".into(),
+        }]
+    );
+}
+
+#[test]
+fn missing_directories_are_fine_and_other_files_are_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(&dir, "notes.txt", "not a profile");
+    write(&dir, "README", "not a profile");
+    write(&dir, "upper.MD", "extension is case-sensitive");
+    write(&dir, ".hidden.md", "hidden");
+    std::fs::create_dir_all(dir.join("sub.md")).unwrap();
+    write(&dir, "real.md", "a profile");
+
+    let (profiles, warnings) = ProfileSet::load(
+        &[
+            tmp.path().join("missing"),
+            dir,
+            tmp.path().join("also-missing"),
+        ],
+        &[],
+    );
+    assert!(warnings.is_empty(), "{:?}", warnings);
+    assert_eq!(profiles.names().collect::<Vec<_>>(), ["real"]);
+
+    let (empty, empty_warnings) = ProfileSet::load(&[], &[]);
+    assert!(empty.is_empty());
+    assert!(empty_warnings.is_empty());
+    assert_eq!(empty.name_schema(), None);
+}
+
+#[test]
+fn an_oversized_file_is_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    let big = "x".repeat(
+        usize::try_from(subagents_actors::profile::ProfileSet::MAX_FILE_BYTES).unwrap() + 1,
+    );
+    write(&dir, "big.md", &big);
+    let (profiles, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+    assert!(profiles.is_empty());
+    assert!(matches!(
+        warnings.as_slice(),
+        [ProfileWarning::Skipped(ProfileError::Read { .. })]
+    ));
+}
+
+#[test]
+fn the_loaded_set_renders_for_a_tool_description() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(
+        &dir,
+        "researcher.md",
+        "+++\ndescription = \"Finds things out.\"\n+++\nbody",
+    );
+    write(
+        &dir,
+        "checker.md",
+        "---\ndescription: >\n  Checks\n  facts.\n---\nbody",
+    );
+    let set = ProfileSet::load(std::slice::from_ref(&dir), &[]).0;
+    assert_eq!(
+        set.describe(),
+        "- checker: Checks facts.\n- researcher: Finds things out."
+    );
+    assert_eq!(
+        set.name_schema(),
+        Some(serde_json::json!({"type": "string", "enum": ["checker", "researcher"]}))
+    );
+    let names: Vec<&str> = set.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["checker", "researcher"]);
+}

@@ -1,0 +1,74 @@
+//! The parser never panics, on frontmatter-ish text in any line ending.
+
+use super::*;
+
+/// Frontmatter-ish lines, to reach deeper than random text does.
+fn fragment() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("+++".to_owned()),
+        Just("---".to_owned()),
+        Just("description = \"d\"".to_owned()),
+        Just("description: d".to_owned()),
+        Just("max_iterations = 4294967296".to_owned()),
+        Just("max_iterations: -1".to_owned()),
+        Just("tools = [\"a\", [1]]".to_owned()),
+        Just("tools: [a, {b: c}]".to_owned()),
+        Just("tools: &x [*x]".to_owned()),
+        Just("  - item".to_owned()),
+        Just("[table]".to_owned()),
+        Just("? complex".to_owned()),
+        Just("\u{feff}".to_owned()),
+        "[a-z_]{0,12}[:=] ?[\\[{\"'a-z0-9,\\]} ]{0,16}",
+        any::<String>(),
+    ]
+}
+
+fn line_ending() -> impl Strategy<Value = &'static str> {
+    prop_oneof![Just("\n"), Just("\r\n"), Just("\r"), Just("")]
+}
+
+fn check_no_panic(text: &str) -> Result<(), TestCaseError> {
+    match parse(text) {
+        Ok((profile, _)) => prop_assert_eq!(profile.name, "agent"),
+        Err(e @ ProfileError::Parse { .. }) => {
+            let (line, _) = e.position().unwrap_or_default();
+            prop_assert!(e.position().is_some_and(|(l, c)| l >= 1 && c >= 1));
+            prop_assert!(
+                line <= text.split('\n').count() + 1,
+                "line {} past the end: {}",
+                line,
+                e
+            );
+        }
+        Err(other) => prop_assert!(false, "unexpected error {other}"),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn arbitrary_text_never_panics(text in any::<String>()) {
+        check_no_panic(&text)?;
+    }
+
+    #[test]
+    fn arbitrary_frontmatter_never_panics(
+        fence in prop_oneof![Just("+++"), Just("---"), Just("\u{feff}+++"), Just("\u{feff}---")],
+        lines in prop::collection::vec((fragment(), line_ending()), 0..12),
+    ) {
+        let mut text = String::from(fence);
+        text.push('\n');
+        for (line, end) in lines {
+            text.push_str(&line);
+            text.push_str(end);
+        }
+        check_no_panic(&text)?;
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        let _ = Profile::parse_bytes(Path::new(PATH), &bytes);
+    }
+}
