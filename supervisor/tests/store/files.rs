@@ -1,0 +1,375 @@
+//! Saving and reloading: what a file holds, corrupt and stray files, ids.
+
+use super::*;
+
+#[test]
+fn store_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<EnvelopeStore>();
+}
+
+#[test]
+fn open_creates_a_missing_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a/b/envelopes");
+    let store = open(&dir, &clock(T0));
+    assert!(dir.is_dir());
+    assert!(store.is_empty());
+}
+
+#[test]
+fn save_then_restart_reloads_envelopes_and_get_by_id_works() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let a = envelope("agent_2", T0, Some(T0 + 10));
+    let b = envelope("agent_1", T0, None);
+    let odd = envelope("../weird/id %", T0, Some(T0));
+    {
+        let store = open(tmp.path(), &clock);
+        store.save(&a).unwrap();
+        store.save(&b).unwrap();
+        store.save(&odd).unwrap();
+        // Overwrite: the newest version wins.
+        let mut a2 = a.clone();
+        a2.claimed = true;
+        store.save(&a2).unwrap();
+    }
+    // The odd id stays inside the directory.
+    assert_eq!(
+        json_files(tmp.path()),
+        [
+            "%2E%2E%2Fweird%2Fid%20%25.json",
+            "agent_1.json",
+            "agent_2.json"
+        ]
+    );
+
+    let (store, report) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+    assert_eq!(report.loaded, 3);
+    assert!(report.corrupt.is_empty() && report.temp_removed.is_empty());
+    assert!(report.pruned.removed.is_empty());
+    let mut a2 = a.clone();
+    a2.claimed = true;
+    assert_eq!(store.get(&AgentId::new("agent_2")), Some(a2));
+    // It was running when its process stopped: it comes back interrupted
+    // (saved so), everything else as it was.
+    assert_eq!(report.interrupted, [AgentId::new("agent_1")]);
+    let back = store.get(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(back.status, SubAgentStatus::Interrupted);
+    assert!(
+        back.error
+            .as_deref()
+            .unwrap()
+            .contains("process running it stopped")
+    );
+    assert_eq!(
+        Envelope {
+            status: b.status,
+            finished_at_ms: None,
+            error: None,
+            ..back
+        },
+        b
+    );
+    assert_eq!(store.take_interrupted(), [AgentId::new("agent_1")]);
+    assert!(store.take_interrupted().is_empty(), "taken once");
+    assert_eq!(store.get(&odd.id), Some(odd));
+    assert_eq!(store.get(&AgentId::new("agent_9")), None);
+    assert_eq!(ids(&store), ["../weird/id %", "agent_1", "agent_2"]);
+}
+
+#[test]
+fn saved_file_holds_only_the_envelope_fields() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path(), &clock(T0));
+    let e = envelope("agent_1", T0, Some(T0));
+    store.save(&e).unwrap();
+    let path = store.path_of(&e.id);
+    let text = fs::read_to_string(&path).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    let mut expected = vec![
+        "id",
+        "name",
+        "parent_tool_use_id",
+        "task",
+        "tools",
+        "status",
+        "background",
+        "requested_at_ms",
+        "started_at_ms",
+        "finished_at_ms",
+        "elapsed",
+        "tool_calls",
+        "last_tool",
+        "usage",
+        "model_calls",
+        "children_usage",
+        "result",
+        "error",
+        "claimed",
+        "depth",
+        "resumed_from",
+        "continued_as",
+    ];
+    expected.sort();
+    assert_eq!(keys, expected);
+    assert!(text.len() < 1024, "small summary, got {} bytes", text.len());
+    assert_eq!(text.lines().count(), 1, "compact JSON");
+}
+
+#[test]
+fn corrupt_files_are_reported_with_path_moved_aside_and_others_still_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let clock = clock(T0);
+    {
+        let store = open(dir, &clock);
+        store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+        store.save(&envelope("agent_2", T0, None)).unwrap();
+    }
+    // Not JSON (a torn file).
+    fs::write(dir.join("agent_3.json"), b"{\"id\":\"agent_3\",\"na").unwrap();
+    // JSON, but not an envelope.
+    fs::write(dir.join("agent_4.json"), b"{\"hello\": 1}").unwrap();
+    // An envelope filed under another id's name.
+    let e5 = serde_json::to_vec(&envelope("agent_5", T0, None)).unwrap();
+    fs::write(dir.join("agent_6.json"), &e5).unwrap();
+    // An earlier corrupt file of the same name is never overwritten.
+    fs::write(dir.join("agent_4.json.corrupt"), b"older").unwrap();
+    // Not ours: left alone.
+    fs::write(dir.join("notes.txt"), b"hi").unwrap();
+
+    let (store, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+    assert_eq!(report.loaded, 2);
+    assert_eq!(ids(&store), ["agent_1", "agent_2"]);
+
+    let corrupt: Vec<(PathBuf, Option<PathBuf>)> = report
+        .corrupt
+        .iter()
+        .map(|c| (c.path.clone(), c.moved_to.clone()))
+        .collect();
+    assert_eq!(
+        corrupt,
+        [
+            (
+                dir.join("agent_3.json"),
+                Some(dir.join("agent_3.json.corrupt"))
+            ),
+            (
+                dir.join("agent_4.json"),
+                Some(dir.join("agent_4.json.1.corrupt"))
+            ),
+            (
+                dir.join("agent_6.json"),
+                Some(dir.join("agent_6.json.corrupt"))
+            ),
+        ]
+    );
+    assert!(
+        report.corrupt[0].error.contains("not valid JSON"),
+        "{:?}",
+        report.corrupt[0]
+    );
+    assert!(
+        report.corrupt[1].error.contains("not an envelope"),
+        "{:?}",
+        report.corrupt[1]
+    );
+    assert!(
+        report.corrupt[2].error.contains("agent_5"),
+        "{:?}",
+        report.corrupt[2]
+    );
+
+    // Moved aside, never deleted: contents intact.
+    assert_eq!(
+        fs::read(dir.join("agent_3.json.corrupt")).unwrap(),
+        b"{\"id\":\"agent_3\",\"na"
+    );
+    assert_eq!(
+        fs::read(dir.join("agent_4.json.corrupt")).unwrap(),
+        b"older"
+    );
+    assert_eq!(
+        fs::read(dir.join("agent_4.json.1.corrupt")).unwrap(),
+        b"{\"hello\": 1}"
+    );
+    assert_eq!(fs::read(dir.join("agent_6.json.corrupt")).unwrap(), e5);
+    assert!(dir.join("notes.txt").exists());
+    assert_eq!(json_files(dir), ["agent_1.json", "agent_2.json"]);
+
+    // The next open is clean.
+    let (_, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+    assert!(report.corrupt.is_empty());
+    assert_eq!(report.loaded, 2);
+}
+
+#[test]
+fn stray_temp_files_from_interrupted_writes_are_removed_on_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let clock = clock(T0);
+    {
+        let store = open(dir, &clock);
+        store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+    }
+    let ours = [
+        ".agent_1.json.00001a2b00000003.subagents-tmp",
+        ".agent_2.json.00001a2b00000004.subagents-tmp",
+    ];
+    fs::write(dir.join(ours[0]), b"{\"id\":\"agent_1\"").unwrap();
+    fs::write(dir.join(ours[1]), b"").unwrap();
+    let (store, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+    assert_eq!(report.temp_removed, [dir.join(ours[0]), dir.join(ours[1])]);
+    assert!(report.corrupt.is_empty() && report.foreign.is_empty());
+    assert!(!dir.join(ours[0]).exists());
+    assert_eq!(ids(&store), ["agent_1"]);
+    assert_eq!(
+        store
+            .get(&AgentId::new("agent_1"))
+            .unwrap()
+            .result
+            .as_deref(),
+        Some("all good")
+    );
+}
+
+/// Defect: `.notes.json.backup` was removed as a stray temporary file.
+#[test]
+fn opening_a_store_never_removes_a_file_it_did_not_create() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let clock = clock(T0);
+    let foreign = [
+        ".notes.json.backup",
+        ".agent_1.json.aB3xY9",
+        "README.txt",
+        ".agent_1.json.0000ABCD00000001.subagents-tmp",
+    ];
+    for name in foreign {
+        fs::write(dir.join(name), b"keep me").unwrap();
+    }
+    let (_, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+    for name in foreign {
+        assert_eq!(
+            fs::read(dir.join(name)).unwrap(),
+            b"keep me",
+            "{name} was touched"
+        );
+    }
+    assert!(report.temp_removed.is_empty(), "{report:?}");
+    let mut expected: Vec<PathBuf> = foreign.iter().map(|n| dir.join(n)).collect();
+    expected.sort();
+    assert_eq!(report.foreign, expected);
+    // A save leaves no temporary of its own behind either.
+    let (store, _) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+    store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = foreign.iter().map(|n| n.to_string()).collect();
+    want.push("agent_1.json".into());
+    want.sort();
+    assert_eq!(names, want);
+}
+
+/// Defect: a valid envelope `agent_18446744073709551615` made the next id
+/// overflow (a panic in `ThreadHandle::spawn`, or in the hub one id
+/// later). An id out of range is a corrupt file, and the ids handed out
+/// stay in range.
+#[test]
+fn a_stored_id_out_of_range_is_a_corrupt_file_not_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let clock = clock(T0);
+    for id in [
+        "agent_18446744073709551615",
+        "agent_18446744073709551614",
+        "agent_9007199254740992",
+    ] {
+        let json = serde_json::to_vec(&envelope(id, T0, Some(T0))).unwrap();
+        fs::write(dir.join(format!("{id}.json")), json).unwrap();
+    }
+    let ok = serde_json::to_vec(&envelope("agent_41", T0, Some(T0))).unwrap();
+    fs::write(dir.join("agent_41.json"), ok).unwrap();
+    let (store, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+    assert_eq!(report.corrupt.len(), 3, "{report:?}");
+    for corrupt in &report.corrupt {
+        assert!(corrupt.error.contains("out of range"), "{corrupt:?}");
+        assert!(corrupt.moved_to.is_some());
+    }
+    assert_eq!(ids(&store), ["agent_41"]);
+    assert_eq!(store.child_ids().next().unwrap(), AgentId::new("agent_42"));
+}
+
+/// Defect: two threads on one store both numbered their first child
+/// `agent_1`. The store's counter is shared by every clone.
+#[test]
+fn every_user_of_one_store_draws_unique_ids() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let clock = clock(T0);
+    {
+        let store = open(dir, &clock);
+        store.save(&envelope("agent_7", T0, Some(T0))).unwrap();
+    }
+    let store = open(dir, &clock);
+    let (a, b) = (store.child_ids(), store.child_ids());
+    let drawn = std::thread::scope(|s| {
+        let ta = s.spawn(|| (0..100).map(|_| a.next().unwrap()).collect::<Vec<_>>());
+        let tb = s.spawn(|| (0..100).map(|_| b.next().unwrap()).collect::<Vec<_>>());
+        let mut all = ta.join().unwrap();
+        all.extend(tb.join().unwrap());
+        all
+    });
+    let unique: std::collections::HashSet<_> = drawn.iter().collect();
+    assert_eq!(unique.len(), 200);
+    assert!(!unique.contains(&AgentId::new("agent_7")));
+    assert!(unique.contains(&AgentId::new("agent_8")));
+}
+
+/// Foreign input: a run file that is JSON but not an object (another
+/// tool's file, a hand edit) is no run — it panicked the hub that looked
+/// it up (`use_agent send` to an archived id) — and one that is an object
+/// of the wrong shape is none either.
+#[test]
+fn a_run_file_that_is_not_a_run_is_none_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path(), &clock(T0));
+    let runs = tmp.path().join("runs");
+    fs::create_dir_all(&runs).unwrap();
+    let id = AgentId::new("agent_1");
+    for text in [
+        "[]",
+        "1",
+        "\"x\"",
+        "true",
+        "null",
+        "{}",
+        "{\"request\":[]}",
+        "not json",
+    ] {
+        fs::write(runs.join("agent_1.json"), text).unwrap();
+        assert!(store.run(&id).is_none(), "{text}");
+    }
+    // A run the store wrote reads back.
+    let request = subagents_messages::ChildRequest::new(
+        AgentId::new("parent"),
+        0,
+        ToolUseId::new("call_1"),
+        "Worker",
+        "work",
+    );
+    let said = [subagents_messages::ChatMessage::user("work")];
+    store.save_run(&id, &request, &said).unwrap();
+    assert_eq!(store.run(&id), Some((request, said.to_vec())));
+}

@@ -1,0 +1,86 @@
+//! The persisted-envelopes store: restart, corrupt files, pruning and clock
+//! jumps, write failures (full disk), crash safety.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod crash;
+mod files;
+mod pruning;
+mod write_errors;
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use subagents_actors::clock::{Clock, ManualClock};
+use subagents_messages::event::SubAgentStatus;
+use subagents_messages::{AgentId, Envelope, ToolUseId, Usage};
+use subagents_supervisor::store::{EnvelopeStore, StoreError};
+
+const HOUR: u64 = 60 * 60 * 1000;
+const DAY: u64 = 24 * HOUR;
+/// 2025-01-01T00:00:00Z.
+const T0: u64 = 1_735_689_600_000;
+
+fn envelope(id: &str, requested_at_ms: u64, finished_at_ms: Option<u64>) -> Envelope {
+    Envelope {
+        id: AgentId::new(id),
+        name: format!("worker {id}"),
+        parent_tool_use_id: ToolUseId::new(format!("call_{id}")),
+        task: "summarise the file".to_owned(),
+        tools: vec!["read_file".to_owned()],
+        status: if finished_at_ms.is_some() {
+            SubAgentStatus::Done
+        } else {
+            SubAgentStatus::Running
+        },
+        background: false,
+        requested_at_ms,
+        started_at_ms: Some(requested_at_ms),
+        finished_at_ms,
+        elapsed: Duration::from_millis(1500),
+        tool_calls: 2,
+        last_tool: Some("read_file".to_owned()),
+        usage: Usage {
+            prompt_tokens: 100,
+            completion_tokens: 20,
+        },
+        model_calls: 3,
+        children_usage: Default::default(),
+        result: finished_at_ms.map(|_| "all good".to_owned()),
+        error: None,
+        claimed: false,
+        depth: 1,
+        resumed_from: None,
+        continued_as: None,
+    }
+}
+
+fn clock(now: u64) -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(now))
+}
+
+fn open(dir: &Path, clock: &Arc<ManualClock>) -> EnvelopeStore {
+    let (store, report) = EnvelopeStore::open(dir, clock.clone() as Arc<dyn Clock>).unwrap();
+    assert!(report.corrupt.is_empty(), "{report:?}");
+    store
+}
+
+fn ids(store: &EnvelopeStore) -> Vec<String> {
+    store.all().iter().map(|e| e.id.to_string()).collect()
+}
+
+fn json_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    names
+}

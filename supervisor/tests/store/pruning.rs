@@ -1,0 +1,142 @@
+//! Retention: what is pruned, when, and what never is.
+
+use super::*;
+
+#[test]
+fn pruning_removes_envelopes_older_than_24h_from_memory_and_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    // Finished: ages from finished_at (requested long before).
+    store
+        .save(&envelope("finished", T0 - 5 * DAY, Some(T0)))
+        .unwrap();
+    // Unfinished: ages from requested_at.
+    store.save(&envelope("unfinished", T0, None)).unwrap();
+    // Younger.
+    store.save(&envelope("young", T0, Some(T0 + HOUR))).unwrap();
+
+    clock.set(T0 + DAY);
+    let report = store.prune();
+    assert!(report.removed.is_empty(), "exactly 24 h old is kept");
+
+    clock.set(T0 + DAY + 1);
+    let report = store.prune();
+    assert!(report.failed.is_empty());
+    assert_eq!(
+        report.removed,
+        [AgentId::new("finished"), AgentId::new("unfinished")]
+    );
+    assert_eq!(ids(&store), ["young"]);
+    assert_eq!(store.get(&AgentId::new("finished")), None);
+    assert_eq!(json_files(tmp.path()), ["young.json"]);
+
+    clock.set(T0 + HOUR + DAY + 1);
+    assert_eq!(store.prune().removed, [AgentId::new("young")]);
+    assert!(store.is_empty());
+    assert!(json_files(tmp.path()).is_empty());
+}
+
+#[test]
+fn clock_jumping_backward_prunes_nothing_new() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    for h in 0..48 {
+        store
+            .save(&envelope(&format!("agent_{h:02}"), T0, Some(T0 + h * HOUR)))
+            .unwrap();
+    }
+    clock.set(T0 + 40 * HOUR);
+    let first = store.prune();
+    // Stamps older than T0 + 16 h are gone: agent_00..agent_15.
+    assert_eq!(first.removed.len(), 16);
+    let survivors = ids(&store);
+    assert_eq!(survivors.len(), 32);
+
+    // Backward, by hours, by days, to before every stamp: nothing new.
+    for back in [T0 + 39 * HOUR, T0 + 20 * HOUR, T0, T0 - 30 * DAY, 0] {
+        clock.set(back);
+        let report = store.prune();
+        assert!(report.removed.is_empty(), "at {back}: {report:?}");
+        assert_eq!(ids(&store), survivors);
+        // Reopening (which prunes) after the jump prunes nothing either.
+        let (_, report) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        assert!(report.pruned.removed.is_empty());
+        assert_eq!(report.loaded, 32);
+    }
+
+    // Back to where it was: still nothing new.
+    clock.set(T0 + 40 * HOUR);
+    assert!(store.prune().removed.is_empty());
+    assert_eq!(ids(&store), survivors);
+}
+
+#[test]
+fn future_dated_envelopes_are_never_pruned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    // Written before the clock was set back by a month.
+    let future = T0 + 30 * DAY;
+    store
+        .save(&envelope("from_the_future", future, Some(future)))
+        .unwrap();
+    store
+        .save(&envelope("unfinished_future", future, None))
+        .unwrap();
+
+    for now in [
+        T0,
+        T0 + DAY + 1,
+        T0 + 10 * DAY,
+        future - 1,
+        future,
+        future + DAY,
+    ] {
+        clock.set(now);
+        assert!(store.prune().removed.is_empty(), "at {now}");
+        let (_, report) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        assert!(report.pruned.removed.is_empty(), "reopen at {now}");
+    }
+    assert_eq!(store.len(), 2);
+
+    // Once the clock passes the stamp, it ages like any other.
+    clock.set(future + DAY + 1);
+    assert_eq!(store.prune().removed.len(), 2);
+    assert!(json_files(tmp.path()).is_empty());
+}
+
+#[test]
+fn pruning_runs_on_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    {
+        let store = open(tmp.path(), &clock);
+        store.save(&envelope("old", T0, Some(T0))).unwrap();
+        store
+            .save(&envelope("recent", T0, Some(T0 + 2 * HOUR)))
+            .unwrap();
+    }
+    clock.set(T0 + DAY + HOUR);
+    let (store, report) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+    assert_eq!(report.loaded, 2);
+    assert_eq!(report.pruned.removed, [AgentId::new("old")]);
+    assert_eq!(ids(&store), ["recent"]);
+    assert_eq!(json_files(tmp.path()), ["recent.json"]);
+}
+
+#[test]
+fn retention_is_configurable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let (store, _) =
+        EnvelopeStore::open_with_retention(tmp.path(), clock.clone(), Duration::from_secs(60))
+            .unwrap();
+    assert_eq!(store.retention(), Duration::from_secs(60));
+    store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+    clock.set(T0 + 60_000);
+    assert!(store.prune().removed.is_empty());
+    clock.set(T0 + 60_001);
+    assert_eq!(store.prune().removed, [AgentId::new("agent_1")]);
+}

@@ -1,0 +1,163 @@
+//! Failed writes: typed errors naming the path, and nothing lost from memory.
+
+use super::*;
+
+#[test]
+fn failed_write_is_a_typed_error_naming_the_path_and_the_envelope_stays_in_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let clock = clock(T0);
+    let store = open(&dir, &clock);
+    store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+
+    // The directory vanishes under the store (works as root too, unlike a
+    // read-only directory).
+    fs::remove_dir_all(&dir).unwrap();
+    let e = envelope("agent_2", T0, Some(T0));
+    let err = store.save(&e).unwrap_err();
+    let StoreError::Write { path, source } = &err else {
+        panic!("expected a Write error, got {err:?}");
+    };
+    assert_eq!(path, &dir.join("agent_2.json"));
+    assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(err.path(), dir.join("agent_2.json"));
+    let message = err.to_string();
+    assert!(message.contains("agent_2.json"), "{message}");
+    assert!(!err.is_disk_full());
+
+    // Still answerable by id for the session.
+    assert_eq!(store.get(&e.id), Some(e));
+    assert_eq!(ids(&store), ["agent_1", "agent_2"]);
+
+    // Pruning an envelope that never reached disk still works.
+    clock.set(T0 + 2 * DAY);
+    let report = store.prune();
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert_eq!(report.removed.len(), 2);
+}
+
+#[test]
+fn opening_where_a_file_stands_is_a_dir_error_naming_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("not_a_dir");
+    fs::write(&file, b"x").unwrap();
+    let err = EnvelopeStore::open(&file, clock(T0)).unwrap_err();
+    assert!(matches!(err, StoreError::Dir { .. }), "{err:?}");
+    assert_eq!(err.path(), file);
+    assert!(err.to_string().contains("not_a_dir"));
+}
+
+#[test]
+fn concurrent_saves_from_threads_all_land() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = Arc::new(open(tmp.path(), &clock));
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for i in 0..10 {
+                    store
+                        .save(&envelope(&format!("agent_{t}_{i}"), T0, Some(T0)))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(store.len(), 40);
+    drop(store);
+    let (store, report) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+    assert_eq!(report.loaded, 40);
+    assert_eq!(store.len(), 40);
+}
+
+/// A tmpfs mounted for one test; unmounted on drop.
+struct TinyTmpfs {
+    dir: PathBuf,
+}
+
+impl TinyTmpfs {
+    /// `None` when mounting is not allowed here (not root, no
+    /// CAP_SYS_ADMIN, no `mount`).
+    fn mount(dir: PathBuf) -> Option<Self> {
+        fs::create_dir_all(&dir).ok()?;
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .ok()?;
+        status.success().then_some(TinyTmpfs { dir })
+    }
+}
+
+impl Drop for TinyTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn disk_full_save_returns_a_write_error_naming_the_path_and_keeps_the_envelope() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(mount) = TinyTmpfs::mount(tmp.path().join("mnt")) else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let dir = mount.dir.join("envelopes");
+    let clock = clock(T0);
+    let store = open(&dir, &clock);
+    let before = envelope("agent_1", T0, Some(T0));
+    store.save(&before).unwrap();
+
+    // Fill the disk.
+    let mut filler = fs::File::create(mount.dir.join("filler")).unwrap();
+    let chunk = [0u8; 4096];
+    let filled = loop {
+        match filler.write_all(&chunk) {
+            Ok(()) => {}
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(filled.kind(), std::io::ErrorKind::StorageFull);
+
+    // A new envelope: typed, readable error naming the path; kept in memory.
+    let e = envelope("agent_2", T0, Some(T0));
+    let err = store.save(&e).unwrap_err();
+    assert!(err.is_disk_full(), "{err:?}");
+    let StoreError::Write { path, .. } = &err else {
+        panic!("expected a Write error, got {err:?}");
+    };
+    assert_eq!(path, &dir.join("agent_2.json"));
+    let message = err.to_string();
+    assert!(
+        message.contains(&*dir.join("agent_2.json").to_string_lossy()),
+        "{message}"
+    );
+    assert!(message.to_lowercase().contains("no space"), "{message}");
+    assert_eq!(store.get(&e.id), Some(e));
+
+    // Overwriting an existing one fails the same way and leaves the old
+    // file intact (no torn file, no stray temporary).
+    let mut changed = before.clone();
+    changed.result = Some("x".repeat(8000));
+    let err = store.save(&changed).unwrap_err();
+    assert!(err.is_disk_full(), "{err:?}");
+    assert_eq!(store.get(&before.id), Some(changed));
+    drop(filler);
+    let (reopened, report) = EnvelopeStore::open(&dir, clock.clone()).unwrap();
+    assert!(report.corrupt.is_empty() && report.temp_removed.is_empty());
+    assert_eq!(reopened.get(&before.id), Some(before));
+    assert_eq!(reopened.get(&AgentId::new("agent_2")), None);
+    drop(reopened);
+    drop(store);
+    drop(mount);
+}
