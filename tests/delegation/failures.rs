@@ -1,0 +1,163 @@
+//! Inline-wait expiry, panics and refusals.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn inline_wait_expiry_hands_the_child_to_the_background() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run_call("Long", "work", &["sleep"], true)),
+        Reply::answer("It continues in the background."),
+    ])
+    .with_script(
+        "Long",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":60}"#),
+            Reply::answer("late answer"),
+        ],
+    );
+    let (parent, mut events) = delegating(model, 3).await;
+    let start = tokio::time::Instant::now();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(45));
+    let (output, _) = &tool_result(&log, "use_agent")[0];
+    assert!(output.contains("\"pending\":true"), "{output}");
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::ChildStatus(_, s) if s.is_terminal()),
+    )
+    .await;
+    let (_, by_id) = check_log(&log, true);
+    let child = &by_id[&AgentId::new("agent_1")];
+    let statuses: Vec<SubAgentStatus> = child.statuses.iter().map(|(_, s)| *s).collect();
+    assert_eq!(
+        statuses,
+        [
+            SubAgentStatus::Running,
+            SubAgentStatus::Background,
+            SubAgentStatus::Done
+        ]
+    );
+    // Guarantee 4: the parent's ToolResult came early, after the hand-off;
+    // the child's events still arrive, in order, and fold into its row.
+    let tool_result_at = log
+        .iter()
+        .position(|e| matches!(e, AgentEvent::ToolResult(_)))
+        .unwrap();
+    assert!(child.statuses[1].0 < tool_result_at);
+    assert!(child.terminal().unwrap().0 > tool_result_at);
+    assert!(child.events.iter().any(|(i, _)| *i > tool_result_at));
+    let transcript = Transcript::from_events(&log);
+    let row = transcript.child(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(row.status, Some(SubAgentStatus::Done));
+    assert!(transcript.render().contains("assistant: late answer"));
+    assert!(!parent.hub.status(&AgentId::new("agent_1")).unwrap().claimed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_child_fails_alone() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&run_call("Crasher", "crash", &[], true))
+            .use_agent(&run_call("Steady", "work", &[], true)),
+        Reply::answer("One failed, one worked."),
+    ])
+    .with_script("Crasher", vec![Reply::new().panic("segfault in adapter")])
+    .with_script("Steady", vec![Reply::answer("steady result")]);
+    let (parent, mut events) = delegating(model, 1).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.text, "One failed, one worked.");
+    let envelopes = parent.hub.envelopes();
+    assert_eq!(envelopes[0].status, SubAgentStatus::Failed);
+    assert!(
+        envelopes[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("segfault in adapter")
+    );
+    assert_eq!(envelopes[1].status, SubAgentStatus::Done);
+    let outputs = tool_result(&log, "use_agent");
+    assert!(
+        outputs[0].0.contains("\"status\":\"failed\""),
+        "{}",
+        outputs[0].0
+    );
+    assert!(outputs[1].0.contains("steady result"));
+    check_log(&log, true);
+    check_inline_order(&log);
+    assert_eq!(parent.hub.snapshot().await.unwrap().live, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_tools_recursion_and_bad_arguments_are_sentences_and_spawn_nothing() {
+    let calls = [
+        run_call("A", "x", &["shell"], true).to_json(),
+        run_call("B", "x", &["use_agent"], true).to_json(),
+        // Malformed on purpose: written by hand.
+        json!({"action": "run", "system_prompt": "C"}).to_string(),
+        json!({"action": "dance"}).to_string(),
+        UseAgentCall::status("agent_42").to_json(),
+        json!({"action": "result"}).to_string(),
+        json!({"input": "no action"}).to_string(),
+        "[1,2]".to_owned(),
+    ];
+    let mut turn = Reply::new();
+    for call in &calls {
+        turn = turn.tool_call("use_agent", call.clone());
+    }
+    let model = ScriptedModel::new(vec![turn, Reply::answer("I could not delegate.")]);
+    let (parent, mut events) = delegating(model, 3).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let outputs = tool_result(&log, "use_agent");
+    let expected = [
+        "the tool `shell` is not one of your tools, so a sub-agent cannot get it; your tools are: calculator, fetch_title, sleep",
+        "a sub-agent cannot start sub-agents or be given a delegation tool (the maximum depth is 1)",
+        "`input` is required for action run",
+        "unknown action `dance`: use run, status, result, send, interrupt, stop or agents",
+        "there is no sub-agent with id `agent_42`",
+        "`id` is required for action result",
+        "`action` is required: run, status, result, send, interrupt, stop or agents",
+        "invalid arguments",
+    ];
+    for ((output, is_error), want) in outputs.iter().zip(expected) {
+        assert!(is_error, "{output}");
+        assert!(output.contains(want), "{output:?} should contain {want:?}");
+    }
+    assert!(!log.iter().any(|e| matches!(e, AgentEvent::ChildStarted(_))));
+    assert_eq!(parent.hub.snapshot().await.unwrap().requested, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_child_calling_use_agent_is_refused() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run_call("Nester", "try to nest", &[], true)),
+        Reply::answer("done"),
+    ])
+    .with_script(
+        "Nester",
+        vec![
+            Reply::new().use_agent(&run_call("Grandchild", "x", &[], true)),
+            Reply::answer("could not nest"),
+        ],
+    );
+    let (parent, mut events) = delegating(model, 3).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (_, by_id) = check_log(&log, true);
+    let child = &by_id[&AgentId::new("agent_1")];
+    assert!(
+        child.events.iter().any(|(_, e)| matches!(e,
+        AgentEvent::ToolResult(r) if r.is_error && r.output.contains(
+            "`use_agent` is not available to this sub-agent: it runs at depth 1, as deep as delegation goes here"
+        )))
+    );
+    assert_eq!(parent.hub.envelopes().len(), 1, "no grandchild was spawned");
+}

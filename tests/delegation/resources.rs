@@ -1,0 +1,190 @@
+//! Shared resources: the gate, a dying child's slot and permit, host tools.
+
+use super::*;
+
+/// Wraps a model and counts calls in flight.
+struct Counting {
+    inner: ScriptedModel,
+    in_flight: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+}
+
+struct Guard(Arc<AtomicUsize>);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Model for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let guard = Guard(self.in_flight.clone());
+        let inner = self.inner.stream(request);
+        Box::pin(futures_util::StreamExt::map(inner, move |chunk| {
+            let _ = &guard;
+            chunk
+        }))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_capacity_one_gate_never_has_two_model_calls_in_flight() {
+    let peak = Arc::new(AtomicUsize::new(0));
+    let model = Counting {
+        inner: fan_out(6, Duration::from_secs(3)),
+        in_flight: Arc::new(AtomicUsize::new(0)),
+        peak: peak.clone(),
+    };
+    let (parent, mut events) = DelegationBuilder::new(Arc::new(model))
+        .tools(ToolRegistry::new().with(Sleep))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    while parent.hub.snapshot().await.unwrap().finished < 6 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(peak.load(Ordering::SeqCst), 1, "guarantee 6");
+    let gate = parent.gate.snapshot().await.unwrap();
+    assert_eq!(gate.granted_total, 2 + 6 * 2);
+    assert_eq!(gate.in_flight, 0);
+}
+
+/// A child actor that dies without reporting (killed here; a panic in its
+/// handler takes the same path) fails through the hub's supervision
+/// handler: the hub survives, the slot frees and the queued child starts.
+#[tokio::test(start_paused = true)]
+async fn a_child_actor_that_dies_fails_and_frees_its_slot() {
+    let (parent, mut events) = delegating(fan_out(2, Duration::from_secs(100)), 1).await;
+    parent.agent.send_user("fan out").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let children = parent.hub.actor().get_children();
+    assert_eq!(children.len(), 1, "one live child (the cap is 1)");
+    children[0].kill();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ChildStatus(id, SubAgentStatus::Done) if id.as_str() == "agent_2")
+    })
+    .await;
+    let dead = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(dead.status, SubAgentStatus::Failed);
+    assert!(
+        dead.error
+            .as_deref()
+            .unwrap()
+            .starts_with("the sub-agent stopped before it reported a result"),
+        "{dead:?}"
+    );
+    check_log(&log, true);
+    assert_eq!(parent.hub.snapshot().await.unwrap().live, 0);
+    assert_eq!(parent.gate.snapshot().await.unwrap().in_flight, 0);
+}
+
+/// Killed in the middle of a model call, a child's turn still ends: the
+/// gate permit it held comes back and the parent's next call goes through.
+#[tokio::test(start_paused = true)]
+async fn a_child_killed_mid_model_call_returns_its_permit() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run_call("Hanger", "hang", &[], false)),
+        Reply::answer("started"),
+        Reply::answer("still here"),
+    ])
+    .with_script("Hanger", vec![Reply::new().text("…").hang()]);
+    let (parent, mut events) = delegating(model, 3).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::Text(_))),
+    )
+    .await;
+    // The child holds the gate inside its hanging call.
+    assert_eq!(parent.gate.snapshot().await.unwrap().in_flight, 1);
+    parent.hub.actor().get_children()[0].kill();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Failed))
+    })
+    .await;
+    assert_eq!(
+        parent.gate.snapshot().await.unwrap().in_flight,
+        0,
+        "the permit came back"
+    );
+    parent.agent.send_user("are you there?").unwrap();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(
+        result.text, "still here",
+        "the parent's next call went through"
+    );
+    check_log(&log, true);
+}
+
+/// A host tool named like a delegation tool.
+struct FakeUseAgent;
+
+impl Tool for FakeUseAgent {
+    fn name(&self) -> &str {
+        "use_agent"
+    }
+    fn description(&self) -> String {
+        "the host's own".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { Ok("the host's tool ran".into()) })
+    }
+}
+
+/// Foreign input: the host's registry holds a tool named `use_agent`. The
+/// delegation tool replaces it for the parent, and children did not get
+/// the delegation tool (they sit at the depth limit) but got the host's
+/// under that name: "inherits all but the delegation tools" broken, and a
+/// child's call ran something else than its name says. Now a child has
+/// neither, and its call is the depth refusal.
+#[tokio::test(start_paused = true)]
+async fn a_host_tool_named_like_a_delegation_tool_reaches_no_child() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Child\nYou work.", "try to delegate")),
+        Reply::answer("Done."),
+    ])
+    .with_script(
+        "Child",
+        vec![
+            Reply::new().tool_call("use_agent", r#"{"action":"agents"}"#),
+            Reply::answer("child: done"),
+        ],
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(FakeUseAgent).with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let started = first_child_started(&log);
+    assert_eq!(started.tools, ["calculator"], "{started:?}");
+    let child_said: Vec<AgentEvent> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(_, inner) => Some((**inner).clone()),
+            _ => None,
+        })
+        .collect();
+    let (output, is_error) = tool_result(&child_said, "use_agent").remove(0);
+    assert!(
+        is_error && !output.contains("the host's tool ran"),
+        "{output}"
+    );
+    check_log(&log, true);
+}
