@@ -1,0 +1,175 @@
+//! A thread's lifecycle: pruning as the session goes, linking under a
+//! host actor, closing, and calls on a closed thread.
+
+use super::*;
+
+// `a_completion_reported_after_the_switch_does_not_wake` is a unit test of
+// the supervisor crate now: it forges the supervisor's own sealed message.
+
+#[tokio::test(start_paused = true)]
+async fn envelopes_past_the_retention_are_pruned_as_the_session_goes() {
+    use std::sync::Arc;
+    use subagents::actors::clock::ManualClock;
+    use subagents::supervisor::ThreadConfig;
+    use subagents::supervisor::store::EnvelopeStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let day = 24 * 3600 * 1000;
+    let clock = Arc::new(ManualClock::new(100 * day));
+    let store = Arc::new(EnvelopeStore::open(dir.path(), clock.clone()).unwrap().0);
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(background_workers(&[5, 50]).shared())
+            .tools(ToolRegistry::new().with(Sleep))
+            .clock(clock.clone()),
+    )
+    .store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 20).await;
+    thread.flush_persistence().await.unwrap();
+    assert!(store.get(&AgentId::new("agent_1")).is_some());
+    clock.advance(day + 1); // the first envelope is now past 24 h
+    run_for(&mut events, &mut log, 60).await; // the second finishes and is saved
+    thread.flush_persistence().await.unwrap();
+    assert!(
+        store.get(&AgentId::new("agent_1")).is_none(),
+        "pruned as the session went"
+    );
+    assert!(!dir.path().join("agent_1.json").exists());
+    assert!(store.get(&AgentId::new("agent_2")).is_some());
+}
+
+/// An actor-based host links a thread under its own actor: the thread's
+/// end reaches the host as a supervision event, and the host lives on.
+#[tokio::test(start_paused = true)]
+async fn a_thread_can_be_linked_under_a_host_actor() {
+    use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+    struct Host;
+    impl Actor for Host {
+        type Msg = ();
+        type State = tokio::sync::mpsc::UnboundedSender<String>;
+        type Arguments = tokio::sync::mpsc::UnboundedSender<String>;
+        async fn pre_start(
+            &self,
+            _myself: ActorRef<()>,
+            seen: Self::Arguments,
+        ) -> Result<Self::State, ActorProcessingErr> {
+            Ok(seen)
+        }
+        async fn handle_supervisor_evt(
+            &self,
+            _myself: ActorRef<()>,
+            event: SupervisionEvent,
+            seen: &mut Self::State,
+        ) -> Result<(), ActorProcessingErr> {
+            if let SupervisionEvent::ActorTerminated(..) = event {
+                let _ = seen.send("thread ended".into());
+            }
+            Ok(())
+        }
+    }
+
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (host, _) = Actor::spawn(None, Host, seen_tx).await.unwrap();
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(background_workers(&[5]).shared())
+            .tools(ToolRegistry::new().with(Sleep)),
+        Some(host.get_cell()),
+    )
+    .await
+    .unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 30).await;
+    assert_eq!(wakes(&log), ["agent_1"]);
+    thread.close();
+    assert_eq!(seen_rx.recv().await.as_deref(), Some("thread ended"));
+    assert!(
+        host.get_status() == ractor::ActorStatus::Running,
+        "the host lives on"
+    );
+}
+
+/// Closing a thread stops everything it made — its gate too — and leaves
+/// a gate the host shares between threads running.
+#[tokio::test(start_paused = true)]
+async fn closing_a_thread_stops_what_it_made_and_spares_a_shared_gate() {
+    let shared = GateHandle::spawn(1).await.unwrap();
+    let (own, _events) = ThreadHandle::spawn(
+        DelegationBuilder::new(ScriptedModel::new(vec![]).shared()),
+        None,
+    )
+    .await
+    .unwrap();
+    let (sharing, _events2) = ThreadHandle::spawn(
+        DelegationBuilder::new(ScriptedModel::new(vec![]).shared()).gate(shared.clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    let (own_gate, own_hub) = (own.gate().clone(), own.hub().clone());
+    own.close_and_wait().await;
+    sharing.close_and_wait().await;
+    assert!(
+        own_gate.snapshot().await.is_err(),
+        "the thread's own gate stopped"
+    );
+    assert!(own_hub.snapshot().await.is_err(), "the hub stopped");
+    assert!(own.parent_snapshot().await.is_err(), "the parent stopped");
+    assert!(
+        shared.snapshot().await.is_ok(),
+        "a shared gate keeps running"
+    );
+}
+
+/// Same instant: a user turn sent right after `close()` (the actor has not
+/// read the stop yet) was taken and dropped with the mailbox: `Ok(())`,
+/// and no `UserMessage`, no answer. It comes back, through the handle that
+/// closed and through a clone.
+#[tokio::test(start_paused = true)]
+async fn a_turn_sent_in_the_tick_of_a_close_comes_back() {
+    let (thread, mut events) = thread(background_workers(&[])).await;
+    let clone = thread.clone();
+    thread.close();
+    assert_eq!(
+        thread.send_user("hello?"),
+        Err(ThreadError::Undelivered("hello?".into()))
+    );
+    assert_eq!(
+        clone.send_user("anyone?"),
+        Err(ThreadError::Undelivered("anyone?".into()))
+    );
+    thread.actor().wait(None).await.ok();
+    while let Some(event) = events.recv().await {
+        assert!(!matches!(event, AgentEvent::UserMessage(_)), "{event:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_on_a_closed_thread_is_a_clear_error() {
+    let (thread, _events) = thread(background_workers(&[])).await;
+    thread.close_and_wait().await;
+    let err = thread.send_user("hello?").unwrap_err();
+    assert_eq!(
+        err,
+        ThreadError::Undelivered("hello?".into()),
+        "the text comes back"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the thread is closed; the user turn was not delivered"
+    );
+    assert_eq!(thread.typing(true), Err(ThreadError::Closed));
+    assert!(thread.switch_away().await.is_err());
+    assert!(
+        thread
+            .resolve_approval(
+                ApprovalId::new("parent-approval-1"),
+                ApprovalDecision::Approve
+            )
+            .await
+            .is_err()
+    );
+}

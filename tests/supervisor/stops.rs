@@ -1,0 +1,115 @@
+//! A stopped parent: detach or cascade; approvals from children.
+
+use super::*;
+
+fn inline_parent() -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 30, true)),
+        Reply::answer("Noted."),
+        Reply::answer("Noted again."),
+    ])
+    .with_script("Worker", worker(30))
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_the_parent_detaches_the_child_which_wakes_it_later() {
+    let (thread, mut events) = thread(inline_parent()).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 5).await;
+    thread.stop_parent().unwrap();
+    let stopped = until_result(&mut events, &mut log).await;
+    assert_eq!(stopped.outcome, Outcome::Stopped);
+    run_for(&mut events, &mut log, 120).await;
+    let (_, by_id) = check_log(&log, true);
+    let statuses: Vec<SubAgentStatus> = by_id[&AgentId::new("agent_1")]
+        .statuses
+        .iter()
+        .map(|(_, s)| *s)
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            SubAgentStatus::Running,
+            SubAgentStatus::Background,
+            SubAgentStatus::Done
+        ]
+    );
+    assert_eq!(wakes(&log), ["agent_1"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_cascade_policy_stops_the_child_with_the_parent() {
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(inline_parent().shared())
+            .tools(ToolRegistry::new().with(Sleep))
+            .parent_stop(subagents::actors::ParentStopPolicy::Cascade),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 5).await;
+    thread.stop_parent().unwrap();
+    run_for(&mut events, &mut log, 120).await;
+    let (_, by_id) = check_log(&log, true);
+    assert_eq!(
+        by_id[&AgentId::new("agent_1")].terminal().unwrap().1,
+        SubAgentStatus::Stopped
+    );
+    assert!(wakes(&log).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approval_from_a_child_is_resolved_through_the_thread() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Poster", "post").tools(["http_post"])),
+        Reply::answer("Posted via the child."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", "{}"),
+            Reply::answer("posted it"),
+        ],
+    );
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
+    })
+    .await;
+    let AgentEvent::Child(child, inner) = request else {
+        unreachable!()
+    };
+    let AgentEvent::ApprovalRequested(request) = *inner else {
+        unreachable!()
+    };
+    assert_eq!(child.as_str(), "agent_1");
+    assert_eq!(
+        thread
+            .resolve_approval(
+                ApprovalId::new("agent_9-approval-1"),
+                ApprovalDecision::Approve
+            )
+            .await,
+        Err(ThreadError::Approval(ApprovalRefusal::Unknown(
+            ApprovalId::new("agent_9-approval-1")
+        )))
+    );
+    thread
+        .resolve_approval(request.id, ApprovalDecision::Approve)
+        .await
+        .unwrap();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.text, "Posted via the child.");
+    let (_, by_id) = check_log(&log, true);
+    assert!(
+        by_id[&child]
+            .events
+            .iter()
+            .any(|(_, e)| matches!(e, AgentEvent::ToolResult(r) if r.output == "posted"))
+    );
+}

@@ -1,0 +1,117 @@
+//! Wakes: FIFO, one in flight, held back while the user types, dropped off
+//! screen and on a switch, none for a claimed result.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn wakes_arrive_fifo_one_at_a_time_after_the_parent_is_idle() {
+    let (thread, mut events) = thread(background_workers(&[30, 10, 20])).await;
+    thread.send_user("start three").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 120).await;
+    assert_eq!(
+        wakes(&log),
+        ["agent_2", "agent_3", "agent_1"],
+        "finish order"
+    );
+    // One in flight: each wake's turn ends (a Result) before the next wake.
+    let mut in_flight = false;
+    for event in &log {
+        match event {
+            AgentEvent::Wake { .. } => {
+                assert!(!in_flight, "two wakes in flight");
+                in_flight = true;
+            }
+            AgentEvent::Result(_) => in_flight = false,
+            _ => {}
+        }
+    }
+    check_log(&log, true);
+    let wake = log.iter().find_map(|e| match e {
+        AgentEvent::Wake { line, .. } => Some(line.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        wake.unwrap(),
+        "[use_agent agent_2 finished] Worker 2 (done, 10 s, task: \"work 10 s\")"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn typing_holds_wakes_back_until_the_user_stops() {
+    let (thread, mut events) = thread(background_workers(&[10])).await;
+    thread.send_user("start").unwrap();
+    thread.typing(true).unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    assert!(wakes(&log).is_empty(), "a wake came while the user typed");
+    thread.typing(false).unwrap();
+    run_for(&mut events, &mut log, 10).await;
+    assert_eq!(wakes(&log), ["agent_1"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn off_screen_drops_wakes() {
+    let (thread, mut events) = thread(background_workers(&[10])).await;
+    thread.send_user("start").unwrap();
+    thread.on_screen(false).unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    thread.on_screen(true).unwrap();
+    run_for(&mut events, &mut log, 60).await;
+    assert!(wakes(&log).is_empty());
+    check_log(&log, true);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_switch_stops_every_child_and_drops_wakes() {
+    let (thread, mut events) = thread(background_workers(&[100, 100, 100, 100, 100])).await;
+    thread.send_user("start five").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(thread.switch_away().await.unwrap(), 5);
+    run_for(&mut events, &mut log, 300).await;
+    let (order, by_id) = check_log(&log, true);
+    assert_eq!(order.len(), 5);
+    for id in &order {
+        assert_eq!(by_id[id].terminal().unwrap().1, SubAgentStatus::Stopped);
+    }
+    assert!(wakes(&log).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_switch_racing_a_completion_leaves_one_terminal_status_and_no_wake() {
+    for at in [9_999u64, 10_000, 10_001] {
+        let (thread, mut events) = thread(background_workers(&[10])).await;
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        tokio::time::sleep_until(
+            tokio::time::Instant::now() + Duration::from_millis(at) - Duration::from_millis(1),
+        )
+        .await;
+        thread.switch_away().await.unwrap();
+        run_for(&mut events, &mut log, 60).await;
+        check_log(&log, true);
+        assert!(
+            wakes(&log).is_empty(),
+            "a wake after the switch (at {at} ms)"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_claimed_result_produces_no_wake() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 10, false)),
+        Reply::new().use_agent(&UseAgentCall::result("agent_1")),
+        Reply::answer("Got it."),
+        Reply::answer("(a wake would land here)"),
+    ])
+    .with_script("Worker", worker(10));
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 120).await;
+    assert!(wakes(&log).is_empty());
+}
