@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::store::copy_dir;
 use common::*;
 use subagents::actors::DelegationBuilder;
 use subagents::actors::clock::SystemClock;
@@ -233,22 +234,6 @@ fn requests_of_alpha(
         .filter(|r| r.messages[0].content.starts_with("Alpha"))
         .cloned()
         .collect()
-}
-
-/// What a killed process leaves, without the kill: the store directory
-/// copied while its thread runs (files are written atomically, so a copy
-/// is what a `kill -9` at that moment leaves on disk).
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// A thread on `store` whose parent has the `sleep` tool.

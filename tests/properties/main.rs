@@ -39,6 +39,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::store::copy_dir;
 use model::{ChildPlan, End, PlanModel, plan_message};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -245,20 +246,6 @@ static CRASHES: AtomicUsize = AtomicUsize::new(0);
 /// Cases whose children ran on another node, and the runs started there.
 static REMOTE_CASES: AtomicUsize = AtomicUsize::new(0);
 static REMOTE_RUNS: AtomicUsize = AtomicUsize::new(0);
-
-/// Copies a store's directory (its files and `runs/`).
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 /// One or two live threads in one paused runtime, sharing a gate (and
 /// maybe a store).

@@ -1,0 +1,330 @@
+//! The checks of docs/event-ordering.md over a whole log: every child's
+//! events paired and in order, inline runs in their fixed order.
+
+use std::collections::HashMap;
+
+use subagents::messages::{AgentEvent, AgentId, SubAgentStatus, ToolUseId};
+
+/// Per child, in log order: everything seen about it.
+#[derive(Debug, Default, Clone)]
+pub struct ChildLog {
+    pub started_at: Option<usize>,
+    /// Where its `ChildRunning` came (it waited in the queue).
+    pub running_at: Vec<usize>,
+    pub statuses: Vec<(usize, SubAgentStatus)>,
+    pub events: Vec<(usize, AgentEvent)>,
+    pub parent_call: Option<ToolUseId>,
+    pub background: bool,
+}
+
+impl ChildLog {
+    pub fn terminal(&self) -> Option<(usize, SubAgentStatus)> {
+        self.statuses.iter().copied().find(|(_, s)| s.is_terminal())
+    }
+}
+
+/// Groups a top-level log by child.
+pub fn children(log: &[AgentEvent]) -> (Vec<AgentId>, HashMap<AgentId, ChildLog>) {
+    let mut order = Vec::new();
+    let mut by_id: HashMap<AgentId, ChildLog> = HashMap::new();
+    for (i, event) in log.iter().enumerate() {
+        match event {
+            AgentEvent::ChildStarted(info) => {
+                if !by_id.contains_key(&info.id) {
+                    order.push(info.id.clone());
+                }
+                let child = by_id.entry(info.id.clone()).or_default();
+                assert!(
+                    child.started_at.is_none(),
+                    "guarantee 1: ChildStarted twice for {}",
+                    info.id
+                );
+                assert!(
+                    child.statuses.is_empty() && child.events.is_empty(),
+                    "guarantee 1: {} had events before ChildStarted",
+                    info.id
+                );
+                child.started_at = Some(i);
+                child.parent_call = Some(info.parent_tool_use_id.clone());
+                child.background = info.background;
+            }
+            AgentEvent::ChildStatus(id, status) => {
+                let child = by_id.entry(id.clone()).or_default();
+                child.statuses.push((i, *status));
+            }
+            AgentEvent::Child(id, inner) => {
+                let child = by_id.entry(id.clone()).or_default();
+                child.events.push((i, (**inner).clone()));
+            }
+            AgentEvent::ChildRunning(id) => {
+                let child = by_id.entry(id.clone()).or_default();
+                child.running_at.push(i);
+            }
+            _ => {}
+        }
+    }
+    (order, by_id)
+}
+
+/// Every `ToolStarted` of one agent's own events is answered by exactly one
+/// `ToolResult` before that agent's next `Result`, every
+/// `ApprovalRequested` by exactly one `ApprovalResolved` (after it, before
+/// the call's `ToolResult`); at rest nothing is left open. `who` names the
+/// agent in failures.
+pub fn check_pairs<'a>(who: &str, events: impl IntoIterator<Item = &'a AgentEvent>, at_rest: bool) {
+    let mut open_calls: Vec<ToolUseId> = Vec::new();
+    let mut open_approvals: Vec<(subagents::messages::ApprovalId, ToolUseId)> = Vec::new();
+    for event in events {
+        match event {
+            AgentEvent::ToolStarted(call) => {
+                assert!(
+                    !open_calls.contains(&call.tool_use_id),
+                    "{who}: ToolStarted {} twice before its ToolResult",
+                    call.tool_use_id
+                );
+                open_calls.push(call.tool_use_id.clone());
+            }
+            AgentEvent::ToolResult(result) => {
+                let at = open_calls
+                    .iter()
+                    .position(|c| *c == result.tool_use_id)
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{who}: ToolResult {} with no open ToolStarted",
+                            result.tool_use_id
+                        )
+                    });
+                open_calls.remove(at);
+                assert!(
+                    !open_approvals.iter().any(|(_, c)| *c == result.tool_use_id),
+                    "{who}: ToolResult {} before its approval was resolved",
+                    result.tool_use_id
+                );
+            }
+            AgentEvent::ApprovalRequested(request) => {
+                open_approvals.push((request.id.clone(), request.tool_use_id.clone()));
+            }
+            AgentEvent::ApprovalResolved { id: resolved, .. } => {
+                let at = open_approvals
+                    .iter()
+                    .position(|(id, _)| id == resolved)
+                    .unwrap_or_else(|| {
+                        panic!("{who}: ApprovalResolved {resolved} with no open request")
+                    });
+                open_approvals.remove(at);
+            }
+            AgentEvent::Result(_) => {
+                assert!(
+                    open_calls.is_empty(),
+                    "{who}: the turn's Result came with calls unanswered: {open_calls:?}"
+                );
+                assert!(
+                    open_approvals.is_empty(),
+                    "{who}: the turn's Result came with approvals open: {open_approvals:?}"
+                );
+            }
+            _ => {}
+        }
+    }
+    if at_rest {
+        assert!(
+            open_calls.is_empty(),
+            "{who}: at rest, calls unanswered: {open_calls:?}"
+        );
+        assert!(
+            open_approvals.is_empty(),
+            "{who}: at rest, approvals open: {open_approvals:?}"
+        );
+    }
+}
+
+/// Checks guarantees 1 and 2 (and, at rest, that every child ended) over
+/// a whole log. Returns the per-child view for further checks.
+pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<AgentId, ChildLog>) {
+    let (order, by_id) = children(log);
+    for (id, child) in &by_id {
+        let started = child
+            .started_at
+            .unwrap_or_else(|| panic!("guarantee 1: {id} has events but no ChildStarted"));
+        let indices = child
+            .statuses
+            .iter()
+            .map(|(i, _)| *i)
+            .chain(child.events.iter().map(|(i, _)| *i));
+        for i in indices {
+            assert!(i > started, "guarantee 1: {id} event before ChildStarted");
+        }
+        let ranks: Vec<u8> = child.statuses.iter().map(|(_, s)| s.rank()).collect();
+        assert!(
+            ranks.windows(2).all(|w| w[0] < w[1]),
+            "guarantee 2: statuses of {id} do not move strictly forward: {:?}",
+            child.statuses
+        );
+        let terminals = child
+            .statuses
+            .iter()
+            .filter(|(_, s)| s.is_terminal())
+            .count();
+        assert!(
+            terminals <= 1,
+            "guarantee 2: {id} has {terminals} terminal statuses"
+        );
+        if let Some((t, _)) = child.terminal() {
+            assert!(
+                child.events.iter().all(|(i, _)| *i < t),
+                "guarantee 2: {id} has events after its terminal status"
+            );
+        }
+        if at_rest {
+            assert_eq!(terminals, 1, "at rest, {id} has no terminal status");
+        }
+        // A queued child's start is on the stream: one ChildRunning, after
+        // its queued status, before any of its own events.
+        let queued_at = child
+            .statuses
+            .iter()
+            .find(|(_, s)| *s == SubAgentStatus::Queued)
+            .map(|(i, _)| *i);
+        assert!(child.running_at.len() <= 1, "ChildRunning twice for {id}");
+        if let Some(&running) = child.running_at.first() {
+            let queued = queued_at
+                .unwrap_or_else(|| panic!("ChildRunning for {id}, which was never queued"));
+            assert!(
+                running > queued,
+                "ChildRunning for {id} before it was queued"
+            );
+            assert!(
+                child.events.iter().all(|(i, _)| *i > running),
+                "{id} ran before its ChildRunning"
+            );
+        } else if queued_at.is_some() {
+            assert!(
+                child.events.is_empty(),
+                "{id} was queued and ran with no ChildRunning"
+            );
+        }
+        check_pairs(id.as_str(), child.events.iter().map(|(_, e)| e), at_rest);
+        if at_rest && !child.events.is_empty() {
+            let results = child
+                .events
+                .iter()
+                .filter(|(_, e)| matches!(e, AgentEvent::Result(_)))
+                .count();
+            assert_eq!(
+                results, 1,
+                "at rest, {id} ran and has {results} Results of its own"
+            );
+        }
+    }
+    check_pairs("the parent", log.iter(), at_rest);
+    (order, by_id)
+}
+
+/// Checks guarantee 3 for every inline (non-background, never handed off)
+/// child: ToolStarted(use_agent) → ChildStarted → status → Child* →
+/// terminal → ToolResult(use_agent). Tool-use ids are only unique within
+/// a model answer, so the call is the last `ToolStarted` with that id
+/// before `ChildStarted`, and its result the first `ToolResult` after.
+pub fn check_inline_order(log: &[AgentEvent]) {
+    check_inline(log, false);
+}
+
+/// Guarantee 3 for the inline children whose parent's `ToolResult` has
+/// come (a child still running inline has none yet).
+pub fn check_inline_order_settled(log: &[AgentEvent]) {
+    check_inline(log, true);
+}
+
+fn check_inline(log: &[AgentEvent], skip_unsettled: bool) {
+    let (_, by_id) = children(log);
+    for (id, child) in &by_id {
+        let handed_off = child.background
+            || child
+                .statuses
+                .iter()
+                .any(|(_, s)| *s == SubAgentStatus::Background);
+        if handed_off {
+            continue;
+        }
+        let call = child.parent_call.clone().unwrap();
+        let started = child.started_at.unwrap();
+        let tool_started = log[..started]
+            .iter()
+            .rposition(|e| matches!(e, AgentEvent::ToolStarted(t) if t.tool_use_id == call))
+            .unwrap_or_else(|| panic!("guarantee 3: no ToolStarted before {id}'s ChildStarted"));
+        let tool_result = log[started..]
+            .iter()
+            .position(|e| matches!(e, AgentEvent::ToolResult(t) if t.tool_use_id == call))
+            .map(|p| p + started);
+        let Some(tool_result) = tool_result else {
+            if skip_unsettled {
+                continue;
+            }
+            panic!("guarantee 3: no ToolResult for {id}'s call");
+        };
+        if is_a_cut_answer(&log[tool_result]) {
+            // The parent's turn was cut while it waited: the call was
+            // answered at the cut (the child goes on, or was stopped with
+            // it), not after the child's end.
+            continue;
+        }
+        let (terminal, _) = child.terminal().unwrap_or_else(|| {
+            panic!("guarantee 3: {id}'s call answered before its terminal status")
+        });
+        assert!(tool_started < started);
+        let first_status = child.statuses.first().unwrap();
+        assert!(
+            matches!(
+                first_status.1,
+                SubAgentStatus::Queued | SubAgentStatus::Running
+            ),
+            "guarantee 3: {id} first status {:?}",
+            first_status.1
+        );
+        assert!(
+            child
+                .events
+                .iter()
+                .all(|(i, _)| *i > first_status.0 && *i < terminal)
+        );
+        assert!(
+            terminal < tool_result,
+            "guarantee 3: ToolResult before the terminal status of {id}"
+        );
+    }
+}
+
+/// The child and status a `use_agent` `ToolResult` carries when it holds a
+/// finished child's result — not a `pending` or cut note, not a `status`
+/// snapshot, not a sentence.
+pub fn finished_result(event: &AgentEvent) -> Option<(AgentId, String)> {
+    let AgentEvent::ToolResult(result) = event else {
+        return None;
+    };
+    if result.name != "use_agent" || result.is_error {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&result.output).ok()?;
+    let status = v["status"].as_str()?;
+    let note = ["pending", "note", "elapsed_s"]
+        .iter()
+        .any(|k| v.get(k).is_some());
+    let finished = matches!(status, "done" | "failed" | "stopped");
+    (finished && !note).then(|| {
+        (
+            AgentId::new(v["id"].as_str().unwrap_or("")),
+            status.to_owned(),
+        )
+    })
+}
+
+/// True when a `ToolResult` answers a call its turn cut while it waited:
+/// a `pending` or stop note, or the sentence of a cut call.
+pub fn is_a_cut_answer(event: &AgentEvent) -> bool {
+    let AgentEvent::ToolResult(result) = event else {
+        return false;
+    };
+    let note = serde_json::from_str::<serde_json::Value>(&result.output)
+        .is_ok_and(|v| v.get("pending").is_some() || v.get("note").is_some());
+    note || result.output.ends_with("before this call finished")
+}
