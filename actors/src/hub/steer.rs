@@ -125,6 +125,13 @@ impl HubState {
             .spawn_child(myself, std::sync::Arc::new(request), message.span)
             .await?;
         self.book.set_continued(id, next.clone());
+        // The link is on disk with the resume, not at the thread's close:
+        // a process that dies before then must not fork the chain.
+        if !self.config.observers.is_empty()
+            && let Some(envelope) = self.book.get(id)
+        {
+            self.tell_observers(&envelope);
+        }
         Ok(Steered::Resumed(next))
     }
 }

@@ -188,7 +188,13 @@ impl EnvelopeStore {
         let mut expired: Vec<AgentId> = self
             .map
             .iter()
-            .filter(|e| is_expired(e.value(), now, self.retention))
+            // A child of this session that has not finished is running
+            // (or queued): never pruned; it ages from its end. Unfinished
+            // ones of an earlier session are the open's, to interrupt.
+            .filter(|e| {
+                (e.value().status.is_terminal() || self.earlier.contains(e.key()))
+                    && is_expired(e.value(), now, self.retention)
+            })
             .map(|e| e.key().clone())
             .collect();
         expired.sort();

@@ -169,9 +169,12 @@ impl Actor for ThreadSupervisor {
                         | subagents_messages::SubAgentStatus::Failed
                 );
                 // Only the parent's own children wake it; a child's
-                // children report to that child (and stop with it).
+                // children report to that child (and stop with it). A
+                // child a message resumed is told again for the link; the
+                // run it goes on as wakes the parent, not this one.
                 if finished
                     && envelope.depth == 1
+                    && envelope.continued_as.is_none()
                     && envelope.background
                     && !envelope.claimed
                     && !state.switched_off.contains(&envelope.id)

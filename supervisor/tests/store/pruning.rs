@@ -11,8 +11,8 @@ fn pruning_removes_envelopes_older_than_24h_from_memory_and_disk() {
     store
         .save(&envelope("finished", T0 - 5 * DAY, Some(T0)))
         .unwrap();
-    // Unfinished: ages from requested_at.
-    store.save(&envelope("unfinished", T0, None)).unwrap();
+    // Unfinished, saved in this session: running, never pruned.
+    store.save(&envelope("running", T0, None)).unwrap();
     // Younger.
     store.save(&envelope("young", T0, Some(T0 + HOUR))).unwrap();
 
@@ -23,17 +23,20 @@ fn pruning_removes_envelopes_older_than_24h_from_memory_and_disk() {
     clock.set(T0 + DAY + 1);
     let report = store.prune();
     assert!(report.failed.is_empty());
-    assert_eq!(
-        report.removed,
-        [AgentId::new("finished"), AgentId::new("unfinished")]
-    );
-    assert_eq!(ids(&store), ["young"]);
+    assert_eq!(report.removed, [AgentId::new("finished")]);
+    assert_eq!(ids(&store), ["running", "young"]);
     assert_eq!(store.get(&AgentId::new("finished")), None);
-    assert_eq!(json_files(tmp.path()), ["young.json"]);
+    assert_eq!(json_files(tmp.path()), ["running.json", "young.json"]);
 
     clock.set(T0 + HOUR + DAY + 1);
     assert_eq!(store.prune().removed, [AgentId::new("young")]);
-    assert!(store.is_empty());
+    assert_eq!(ids(&store), ["running"]);
+
+    // Unfinished in an earlier session (its process died): it ages from
+    // requested_at, so the open prunes it.
+    let (reopened, report) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+    assert_eq!(report.pruned.removed, [AgentId::new("running")]);
+    assert!(reopened.is_empty());
     assert!(json_files(tmp.path()).is_empty());
 }
 
@@ -101,9 +104,13 @@ fn future_dated_envelopes_are_never_pruned() {
     }
     assert_eq!(store.len(), 2);
 
-    // Once the clock passes the stamp, it ages like any other.
+    // Once the clock passes the stamp, it ages like any other (the
+    // unfinished one once it is an earlier session's: this session's are
+    // running).
     clock.set(future + DAY + 1);
-    assert_eq!(store.prune().removed.len(), 2);
+    assert_eq!(store.prune().removed, [AgentId::new("from_the_future")]);
+    let (_, report) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+    assert_eq!(report.pruned.removed, [AgentId::new("unfinished_future")]);
     assert!(json_files(tmp.path()).is_empty());
 }
 
