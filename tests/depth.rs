@@ -306,3 +306,58 @@ async fn a_child_cannot_reach_its_sibling() {
     assert_eq!(alpha.result.as_deref(), Some("alpha: done"));
     thread.close_and_wait().await;
 }
+
+/// Forged or widened: a grandchild asked for with no `tools` got every
+/// host tool, whatever its requester had (a child given only `calculator`
+/// could hand `sleep` — a shell, on a real host — to a child of its own).
+/// No `tools` means the requester's own, as `use_agent`'s schema says.
+#[tokio::test(start_paused = true)]
+async fn a_grandchild_gets_no_tool_its_requester_lacks() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "ask your own sub-agent", true).tools(["calculator"])),
+        Reply::answer("parent: done"),
+    ])
+    .with_script("Child", asks_grand(true))
+    .with_script("Grand", vec![Reply::answer("42")]);
+    let (parent, mut events) = builder(model, 2).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let envelopes = parent.hub.envelopes();
+    let tools = |id: &str| {
+        envelopes
+            .iter()
+            .find(|e| e.id.as_str() == id)
+            .map(|e| e.tools.clone())
+            .unwrap()
+    };
+    assert_eq!(tools("agent_1"), ["calculator", "use_agent"]);
+    assert_eq!(tools("agent_2"), ["calculator"], "the grandchild's tools");
+    parent.shutdown_and_wait().await;
+}
+
+/// The same for the model-call cap: a child held to 2 model calls could
+/// give its own child 20 (the cap was clamped to the parent's only).
+#[tokio::test(start_paused = true)]
+async fn a_grandchild_gets_no_more_model_calls_than_its_requester() {
+    let calc = || Reply::new().tool_call("calculator", r#"{"expression":"1+1"}"#);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "ask your own sub-agent", true).max_iterations(2)),
+        Reply::answer("parent: done"),
+    ])
+    .with_script(
+        "Child",
+        vec![
+            Reply::new().use_agent(&run("Grand", "add", true).max_iterations(20)),
+            Reply::answer("child: done"),
+        ],
+    )
+    .with_script("Grand", vec![calc(), calc(), calc(), Reply::answer("2")]);
+    let (parent, mut events) = builder(model, 2).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let grand = parent.hub.status(&AgentId::new("agent_2")).unwrap();
+    assert_eq!(grand.model_calls, 2, "{grand:?}");
+    parent.shutdown_and_wait().await;
+}

@@ -277,3 +277,48 @@ async fn a_profiles_request_options_reach_its_model_calls_over_the_builders() {
         "the profile's fields over the builder's, the builder's seed kept"
     );
 }
+
+/// Widened by a call: a profile that lists its tools (`tools: calculator`)
+/// or caps its model calls (`maxTurns: 2`) was given more by the call's
+/// own `tools` or `max_iterations`. A call may narrow a profile, never
+/// widen it: a tool the profile does not list is refused, naming the
+/// profile's; a larger cap is held to the profile's.
+#[tokio::test(start_paused = true)]
+async fn a_call_narrows_a_profile_and_never_widens_it() {
+    let reviewer = || {
+        claude_profile(
+            "/agents/reviewer.md",
+            "---\nname: reviewer\ndescription: Reviews.\ntools: calculator\nmaxTurns: 2\n---\nYou review.",
+        )
+    };
+    let calc = || Reply::new().tool_call("calculator", r#"{"expression":"1+1"}"#);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("reviewer", "review it").tools(["sleep"])),
+        Reply::new()
+            .use_agent(&UseAgentCall::run_named("reviewer", "review it").max_iterations(20)),
+        Reply::answer("Done."),
+    ])
+    .with_script(
+        "You review.",
+        vec![calc(), calc(), calc(), Reply::answer("LGTM")],
+    );
+    let (parent, mut events, _) = parent(model, ProfileSet::from_profiles([reviewer()])).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let results = results_of(&log, "use_agent");
+    let (refusal, is_error) = &results[0];
+    assert!(is_error, "a tool the profile does not list: {refusal}");
+    assert!(
+        refusal.contains("`sleep`") && refusal.contains("calculator"),
+        "{refusal}"
+    );
+    let only = parent.hub.envelopes();
+    assert_eq!(only.len(), 1, "the refused call started nothing: {only:?}");
+    assert_eq!(
+        only[0].model_calls, 2,
+        "held to the profile's maxTurns: {:?}",
+        only[0]
+    );
+    parent.shutdown_and_wait().await;
+}

@@ -181,15 +181,31 @@ impl Delegator {
                     name.as_deref().unwrap_or_default()
                 )));
             }
+            // A call narrows a profile's list, never widens it. (A profile
+            // none of whose tools exists here lists nothing: the call
+            // names the tools it runs with, as its refusal says.)
+            if let Some(listed) = profile
+                .and_then(|p| p.tools.as_ref())
+                .filter(|l| !l.is_empty())
+                && let Some(tool) = asked.iter().find(|t| !listed.contains(t))
+            {
+                return Err(refuse(format!(
+                    "the sub-agent `{}` may only have the tools its profile lists ({}), and `{tool}` is not one of them; leave it out",
+                    name.as_deref().unwrap_or_default(),
+                    listed.join(", ")
+                )));
+            }
             tools = Some(asked);
         }
         if spec.model.is_some() {
             model = spec.model;
             provider = spec.provider;
         }
-        if spec.max_iterations.is_some() {
-            max_iterations = spec.max_iterations;
-        }
+        // A call may lower a profile's cap, not raise it.
+        max_iterations = match (max_iterations, spec.max_iterations) {
+            (Some(profile), Some(call)) => Some(profile.min(call)),
+            (profile, call) => call.or(profile),
+        };
         if !denied.is_empty() {
             // A deny list only narrows: whatever the child would get (its
             // list, or every tool of the caller's), less the denied ones.
@@ -244,14 +260,25 @@ impl Delegator {
     }
 
     /// Checks listed tools against the caller's; `None` inherits all of
-    /// them but the delegation tools.
+    /// them but the delegation tools (for a parent, `None`: the hub's).
     fn check_tools(
         &self,
         call: &ToolCallContext,
         tools: Option<Vec<String>>,
     ) -> Result<Option<Vec<String>>, ToolError> {
         let Some(tools) = tools else {
-            return Ok(None);
+            // A child's child gets at most its requester's tools (the hub
+            // would give it every host tool); a parent's are the host's.
+            if call.depth == 0 {
+                return Ok(None);
+            }
+            return Ok(Some(
+                call.available_tools
+                    .iter()
+                    .filter(|t| !is_delegation_tool(t))
+                    .cloned()
+                    .collect(),
+            ));
         };
         for name in &tools {
             if is_delegation_tool(name) {

@@ -203,6 +203,11 @@ impl HubState {
             .max_model_calls
             .min(self.config.parent_max_model_calls)
             .max(1);
+        // And to its requester's, when a child asks (it cannot give more
+        // than it has).
+        if let Some(requester) = self.children.get(&request.requester) {
+            limits.max_model_calls = limits.max_model_calls.min(requester.limits.max_model_calls);
+        }
         // Inside what a requester that waits to the end has left.
         if let Some(cap) = request.wall_clock_cap {
             limits.wall_clock = limits.wall_clock.min(cap);

@@ -139,6 +139,22 @@ pub enum ProfileWarning {
         /// The unknown tool name.
         tool: String,
     },
+    /// A profile's deny list (`disallowedTools`) names a tool that does
+    /// not exist here (after mapping), so the entry denies nothing: a host
+    /// tool that does that work under another name stays open until the
+    /// name is mapped ([`ProfileSet::load_mapping`](crate::profile::ProfileSet::load_mapping)).
+    #[error(
+        "{}: profile `{profile}` denies `{tool}`, which is no tool here, so it denies nothing; map it to the host's tool if one does that work",
+        path.display()
+    )]
+    UnknownDeniedTool {
+        /// The file.
+        path: PathBuf,
+        /// The profile.
+        profile: String,
+        /// The entry, as mapped.
+        tool: String,
+    },
     /// Every tool a profile lists is unknown here (after mapping): it
     /// would run with no tools, so delegating to it is refused.
     #[error(
@@ -209,6 +225,7 @@ impl ProfileWarning {
             Self::Skipped(e) => e.path(),
             Self::UnknownKey { path, .. }
             | Self::UnknownTool { path, .. }
+            | Self::UnknownDeniedTool { path, .. }
             | Self::NotApplied { path, .. }
             | Self::NoTools { path, .. }
             | Self::UnknownModel { path, .. }

@@ -269,7 +269,7 @@ fn restrict_tools(
         }
         out
     };
-    profile.disallowed_tools = map(std::mem::take(&mut profile.disallowed_tools));
+    profile.disallowed_tools = deny_list(profile, known, tool_names, warnings);
     let Some(tools) = profile.tools.take() else {
         return;
     };
@@ -299,6 +299,49 @@ fn restrict_tools(
     }
     profile.tools = Some(kept);
     profile.unavailable_tools = unknown;
+}
+
+/// The deny list as the host's names. A deny list only narrows, so every
+/// doubt resolves towards denying: a Claude Code pattern (`Bash(rm:*)`)
+/// denies its whole tool, and a mapping is found whatever the case
+/// (`bash`). An entry that still names no tool denies nothing: warned.
+fn deny_list(
+    profile: &Profile,
+    known: &[String],
+    tool_names: &BTreeMap<String, String>,
+    warnings: &mut Vec<ProfileWarning>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(profile.disallowed_tools.len());
+    for entry in &profile.disallowed_tools {
+        let base = match entry.split_once('(') {
+            Some((base, _)) if entry.ends_with(')') => base.trim(),
+            _ => entry.as_str(),
+        };
+        let name = tool_names
+            .get(base)
+            .or_else(|| {
+                tool_names
+                    .iter()
+                    .find(|(from, _)| from.eq_ignore_ascii_case(base))
+                    .map(|(_, to)| to)
+            })
+            .map_or(base, String::as_str);
+        if out.iter().any(|n| n == name) {
+            continue;
+        }
+        if !known.iter().any(|k| k == name) {
+            warn(
+                warnings,
+                ProfileWarning::UnknownDeniedTool {
+                    path: profile.source.clone(),
+                    profile: profile.name.clone(),
+                    tool: name.to_owned(),
+                },
+            );
+        }
+        out.push(name.to_owned());
+    }
+    out
 }
 
 fn default_dirs_from(

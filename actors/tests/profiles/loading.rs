@@ -255,3 +255,61 @@ fn the_loaded_set_renders_for_a_tool_description() {
     let names: Vec<&str> = set.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["checker", "researcher"]);
 }
+
+/// Foreign input, a deny list: an entry that names no host tool denied
+/// nothing and nothing was said (`disallowedTools: Bash` where the host's
+/// shell is `shell`: the child got the shell), and Claude Code's
+/// `Bash(rm:*)` (deny `rm` in Bash) matched nothing at all. A pattern now
+/// denies its whole tool (only ever narrower), a mapping is found whatever
+/// the case, and an entry that still names no tool is warned about.
+#[test]
+fn a_deny_entry_that_denies_nothing_is_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(
+        &dir,
+        "a.md",
+        "---\ndisallowedTools: Bash(rm:*), write\n---\nbody",
+    );
+    write(
+        &dir,
+        "b.md",
+        "---\ndisallowedTools: Bash, WebSearch\n---\nbody",
+    );
+    let mapping: std::collections::BTreeMap<String, String> =
+        [("Bash", "shell"), ("Write", "write_file")]
+            .into_iter()
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .collect();
+    let known = known(&["shell", "write_file", "read_file"]);
+
+    let (profiles, warnings) =
+        ProfileSet::load_mapping(std::slice::from_ref(&dir), &known, &mapping);
+    assert_eq!(
+        profiles.get("a").unwrap().disallowed_tools,
+        ["shell", "write_file"]
+    );
+    assert_eq!(
+        profiles.get("b").unwrap().disallowed_tools,
+        ["shell", "WebSearch"]
+    );
+    assert_eq!(
+        warnings,
+        [ProfileWarning::UnknownDeniedTool {
+            path: dir.join("b.md"),
+            profile: "b".into(),
+            tool: "WebSearch".into(),
+        }]
+    );
+
+    // Without a mapping, nothing here is `Bash`: said, not silent.
+    let (_, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &known);
+    let denied: Vec<&str> = warnings
+        .iter()
+        .filter_map(|w| match w {
+            ProfileWarning::UnknownDeniedTool { tool, .. } => Some(tool.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(denied, ["Bash", "write", "Bash", "WebSearch"]);
+}
