@@ -165,6 +165,22 @@ async fn a_childs_children_stop_with_it_and_never_wake_the_parent() {
     let wakes = log.iter().filter(|e| is_wake(e)).count();
     assert_eq!(wakes, 0, "no wake for a grandchild");
     check_log(&log, true);
+    // Its end is on the stream too, inside its child's row and before the
+    // child's own end (the child's sink was closed first, so the
+    // grandchild's cut tool call and terminal status were dropped).
+    let (_, by_id) = children(&log);
+    let inner: Vec<AgentEvent> = by_id[&AgentId::new("agent_1")]
+        .events
+        .iter()
+        .map(|(_, e)| e.clone())
+        .collect();
+    let (_, nested) = children(&inner);
+    assert_eq!(
+        nested[&AgentId::new("agent_2")].terminal().map(|t| t.1),
+        Some(SubAgentStatus::Stopped),
+        "{inner:#?}"
+    );
+    check_log(&inner, true);
     thread.close_and_wait().await;
 }
 

@@ -28,6 +28,7 @@ impl HubState {
         let Some(mut child) = self.children.remove(id) else {
             return Vec::new();
         };
+        let requester = child.request.requester.clone();
         self.actors.retain(|_, child_id| child_id != id);
         let requester_sink = child.requester_sink.clone();
         let terminal = AgentEvent::ChildStatus(id.clone(), status);
@@ -64,7 +65,29 @@ impl HubState {
         if let Some(envelope) = &envelope {
             self.tell_observers(envelope);
         }
-        self.slots.release(id)
+        let mut next = self.slots.release(id);
+        // A requester whose turn ended while this one stopped ends with
+        // the last of its children.
+        if self
+            .children
+            .get(&requester)
+            .is_some_and(|r| r.ending.is_some())
+            && !self.asked_by(&requester)
+            && let Some((status, result, error)) = self
+                .children
+                .get_mut(&requester)
+                .and_then(|r| r.ending.take())
+        {
+            next.extend(self.finish_child(&requester, status, result, error));
+        }
+        next
+    }
+
+    /// Some child it asked for is still in the map (running or queued).
+    fn asked_by(&self, requester: &AgentId) -> bool {
+        self.children
+            .values()
+            .any(|c| c.request.requester == *requester)
     }
 
     /// Tells every observer; one that panics is logged and the others are
@@ -95,15 +118,19 @@ impl HubState {
         result: Option<String>,
         error: Option<String>,
     ) -> Vec<AgentId> {
-        let next = self.finish_child(id, status, result, error);
         // A child's own children do not outlive it: nobody would read
-        // their results (wakes go to the thread's parent only).
+        // their results (wakes go to the thread's parent only). Their ends
+        // come inside its row, before its own: while they stop, it waits
+        // (`ending`), and the last of them to end ends it.
         let mut orphans: Vec<AgentId> = self
             .children
             .iter()
             .filter(|(_, c)| c.request.requester == *id)
             .map(|(orphan, _)| orphan.clone())
             .collect();
+        if orphans.is_empty() {
+            return self.finish_child(id, status, result, error);
+        }
         orphans.sort_by_key(|o| (child_number(o), o.clone()));
         for orphan in orphans {
             let _ = myself.cast(HubMsg::Stop {
@@ -111,7 +138,15 @@ impl HubState {
                 reply: None,
             });
         }
-        next
+        match self.children.get_mut(id) {
+            Some(child) => {
+                // The first ending stands (a stop after its turn ended
+                // changes nothing).
+                child.ending.get_or_insert((status, result, error));
+                Vec::new()
+            }
+            None => self.finish_child(id, status, result, error),
+        }
     }
 
     /// Starts the children a finish admitted: boxed, and only when there

@@ -58,6 +58,9 @@ pub(crate) fn status_for(outcome: &Outcome) -> SubAgentStatus {
     }
 }
 
+/// How a child ends: its status, result and error.
+pub(super) type Ending = (SubAgentStatus, Option<String>, Option<String>);
+
 pub(super) struct Child {
     pub(super) request: Arc<ChildRequest>,
     pub(super) tools: ToolRegistry,
@@ -77,6 +80,10 @@ pub(super) struct Child {
     /// resumes it.
     pub(super) interrupted: bool,
     pub(super) stop_replies: Vec<StopReply>,
+    /// Its turn ended (status, result, error) while children it asked for
+    /// still ran: it ends with the last of them, so their ends reach the
+    /// stream inside its row, before its own.
+    pub(super) ending: Option<Ending>,
     /// Messages sent while it waited for a slot (read after its task).
     pub(super) followups: Vec<String>,
     /// The span of the call that requested it: its runs' spans sit under it.
@@ -253,6 +260,7 @@ impl HubState {
             stopping: None,
             interrupted: false,
             stop_replies: Vec::new(),
+            ending: None,
             followups: Vec::new(),
             span,
         };
