@@ -23,6 +23,9 @@ pub struct LiveSimulation {
     triggers: Vec<Trigger>,
     /// Children the parent no longer waits on inline.
     background: std::collections::HashSet<subagents_messages::AgentId>,
+    /// Events read while the host acted (logged, not yet offered to the
+    /// triggers): offered in order once the action is done.
+    unfired: std::collections::VecDeque<AgentEvent>,
 }
 
 impl LiveSimulation {
@@ -35,6 +38,7 @@ impl LiveSimulation {
             transcript: Transcript::new(),
             triggers: Vec::new(),
             background: Default::default(),
+            unfired: Default::default(),
         }
     }
 
@@ -53,6 +57,8 @@ impl LiveSimulation {
     /// Lets virtual time run until `at` since the start.
     pub async fn advance_to(&mut self, at: Duration) {
         let deadline = self.start + at;
+        // What the last action read is offered first.
+        self.fire_unfired().await;
         loop {
             tokio::select! {
                 biased;
@@ -60,6 +66,7 @@ impl LiveSimulation {
                     Some(event) => {
                         self.record(event.clone());
                         self.fire(&event).await;
+                        self.fire_unfired().await;
                     }
                     None => break,
                 },
@@ -67,6 +74,15 @@ impl LiveSimulation {
             }
         }
         self.drain();
+        self.fire_unfired().await;
+    }
+
+    /// Offers the events read while the host acted to the triggers, in
+    /// order (an action they fire may read more; those follow).
+    async fn fire_unfired(&mut self) {
+        while let Some(event) = self.unfired.pop_front() {
+            self.fire(&event).await;
+        }
     }
 
     /// Does a host action now. An action that can let a held wake through
@@ -100,17 +116,17 @@ impl LiveSimulation {
         let inline = event
             .child_id()
             .is_some_and(|id| !self.background.contains(id));
-        let Some(at) = self
+        // The action is asked for once: a stateful one (a counter, a
+        // fire-once guard) sees each event once.
+        let Some((at, action)) = self
             .triggers
             .iter()
-            .position(|t| t.fire(event, inline).is_some())
+            .enumerate()
+            .find_map(|(at, t)| Some((at, t.fire(event, inline)?)))
         else {
             return;
         };
         let trigger = self.triggers.remove(at);
-        let Some(action) = trigger.fire(event, inline) else {
-            return;
-        };
         for _ in 0..trigger.yields {
             tokio::task::yield_now().await;
         }
@@ -177,9 +193,12 @@ impl LiveSimulation {
         });
     }
 
+    /// Logs what is there to read; the triggers are offered it later
+    /// ([`LiveSimulation::fire_unfired`]).
     fn drain(&mut self) {
         while let Some(event) = self.events.try_recv() {
-            self.record(event);
+            self.record(event.clone());
+            self.unfired.push_back(event);
         }
     }
 }

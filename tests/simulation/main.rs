@@ -4,7 +4,9 @@
 #![cfg(feature = "test-util")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../common/mod.rs"]
 mod common;
+mod triggers;
 
 use std::time::Duration;
 

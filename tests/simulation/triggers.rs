@@ -1,0 +1,74 @@
+//! Triggers at the harness's own edges: a trigger fires once for the
+//! first event that matches it, whatever path the harness read that event
+//! on, and its action is asked for once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::common::*;
+use subagents::prelude::*;
+use subagents::simulation::{HostAction, LogEntry, Moment, Scenario, SimulationReport, Trigger};
+use subagents_demo::Sleep;
+
+fn background_worker() -> Scenario {
+    Scenario::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 60, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .child_script("Worker\n", worker(60))
+    .tools(ToolRegistry::new().with(Sleep))
+    .at(Duration::ZERO, HostAction::User("go".into()))
+}
+
+fn fired(report: &SimulationReport) -> Vec<Moment> {
+    report
+        .log
+        .iter()
+        .filter_map(|e| match e {
+            LogEntry::Fired { moment, .. } => Some(*moment),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A trigger's action was asked for twice per firing (once to find the
+/// trigger, once to fire it): a "fire once" guard, or a counter, saw the
+/// first call and the trigger was used up with no action.
+#[test]
+fn a_triggers_action_is_asked_for_once() {
+    let first = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (guard, count) = (first.clone(), calls.clone());
+    let report = background_worker()
+        .on(Trigger::new(None, Moment::ToolStarted, move |_, _| {
+            count.fetch_add(1, Ordering::SeqCst);
+            (!guard.swap(true, Ordering::SeqCst)).then_some(HostAction::Typing(true))
+        }))
+        .run_for(Duration::from_secs(120))
+        .run(0);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(fired(&report), [Moment::ToolStarted], "{}", report.render());
+}
+
+/// A trigger on an event the harness read while it acted (a host stop
+/// whose answer comes after the child's terminal status) never fired: the
+/// event was logged but not offered to the triggers.
+#[test]
+fn an_event_read_while_the_host_acts_still_fires_its_trigger() {
+    let report = background_worker()
+        .at(
+            Duration::from_secs(10),
+            HostAction::StopChild(AgentId::new("agent_1")),
+        )
+        .on(Trigger::new(
+            Some(AgentId::new("agent_1")),
+            Moment::Ended,
+            |_, _| Some(HostAction::Typing(true)),
+        ))
+        .run_for(Duration::from_secs(120))
+        .run(0);
+    assert_eq!(fired(&report), [Moment::Ended], "{}", report.render());
+    check_log(&report.events(), true);
+}
