@@ -94,6 +94,7 @@ async fn resuming_an_earlier_sessions_child_wakes_the_parent_once_for_the_new_ru
     until_result(&mut events, &mut log).await;
     thread.flush_persistence().await.unwrap();
     thread.close_and_wait().await;
+    drop(thread);
 
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),

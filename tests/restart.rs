@@ -206,6 +206,7 @@ async fn every_child_survives_a_kill_as_interrupted_and_resumes() {
     assert!(first.last().unwrap().content.ends_with("go on, briefly"));
     thread.flush_persistence().await.unwrap();
     thread.close_and_wait().await;
+    drop((thread, store));
     let (store, again) = open(&dir_text);
     assert!(again.is_empty(), "nothing left unfinished: {again:?}");
     for n in 1..=4 {
@@ -347,6 +348,7 @@ async fn a_message_after_a_restart_reaches_the_newest_run() {
     until_result(&mut events, &mut log).await;
     thread.flush_persistence().await.unwrap();
     thread.close_and_wait().await;
+    drop(thread);
 
     let (store, interrupted) = open(dir);
     assert!(interrupted.is_empty(), "{interrupted:?}");

@@ -186,6 +186,7 @@ async fn a_thread_cannot_reach_a_child_another_thread_made() {
     assert!(first.envelope(&agent_1).await.unwrap().is_some());
     second.close_and_wait().await;
     first.close_and_wait().await;
+    drop((first, second, shared));
 
     // After a restart it is a child of an earlier session: any thread
     // may read it.

@@ -566,7 +566,10 @@ impl World {
         let Some((dir, _)) = &self.store else {
             return;
         };
-        let reopened = open_store(dir.path());
+        // A copy: the threads' store still holds the directory's lock.
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(dir.path(), copy.path());
+        let reopened = open_store(copy.path());
         let mut seen = BTreeSet::new();
         for live in &self.threads {
             for id in started_ids(live.log()) {

@@ -27,7 +27,8 @@ async fn a_restart_reloads_envelopes_and_ids_stay_unique() {
         let mut log = Vec::new();
         run_for(&mut events, &mut log, 60).await;
         thread.flush_persistence().await.unwrap();
-        thread.close();
+        // Closed and gone before the next open: one store per directory.
+        thread.close_and_wait().await;
     }
     assert!(dir.path().join("agent_1.json").exists());
     let config = ThreadConfig::new(

@@ -14,8 +14,8 @@ use subagents_actors::hub::ChildIds;
 use subagents_messages::{AgentId, Envelope};
 
 use crate::store::files::{
-    CORRUPT_EXT, JSON_EXT, file_name_for, is_expired, is_temp_name, move_aside, parse_envelope,
-    sync_dir_best_effort, write_atomic,
+    CORRUPT_EXT, JSON_EXT, LOCK_NAME, file_name_for, is_expired, is_temp_name, move_aside,
+    parse_envelope, sync_dir_best_effort, write_atomic,
 };
 use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
 
@@ -38,6 +38,9 @@ pub struct EnvelopeStore {
     /// Children the open found unfinished (now `interrupted`), until a
     /// thread takes them to wake its parent.
     pub(super) interrupted: Mutex<Vec<AgentId>>,
+    /// The directory's lock, held for the store's life (released when the
+    /// file closes, a crash included).
+    _lock: fs::File,
 }
 
 impl fmt::Debug for EnvelopeStore {
@@ -77,6 +80,7 @@ impl EnvelopeStore {
             path: dir.clone(),
             source,
         })?;
+        let lock = lock_dir(&dir)?;
         let store = EnvelopeStore {
             dir,
             clock,
@@ -86,6 +90,7 @@ impl EnvelopeStore {
             earlier: Default::default(),
             io: Mutex::new(()),
             interrupted: Mutex::new(Vec::new()),
+            _lock: lock,
         };
         let mut report = store.load()?;
         let loaded: Vec<AgentId> = store.map.iter().map(|e| e.key().clone()).collect();
@@ -265,7 +270,7 @@ impl EnvelopeStore {
                 }
                 continue;
             }
-            if name.ends_with(CORRUPT_EXT) {
+            if name.ends_with(CORRUPT_EXT) || name == LOCK_NAME {
                 // Moved aside by an earlier open, already reported then.
                 continue;
             }
@@ -323,5 +328,27 @@ impl EnvelopeStore {
         self.io
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Takes the directory's lock file, or says which store holds it.
+fn lock_dir(dir: &Path) -> Result<fs::File, StoreError> {
+    let path = dir.join(LOCK_NAME);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| StoreError::Dir {
+            path: path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(StoreError::Locked {
+            path: dir.to_path_buf(),
+            lock: path,
+        }),
+        Err(fs::TryLockError::Error(source)) => Err(StoreError::Dir { path, source }),
     }
 }

@@ -16,6 +16,8 @@ pub(super) const JSON_EXT: &str = ".json";
 pub(super) const CORRUPT_EXT: &str = ".corrupt";
 /// The extension of the store's own temporary files.
 pub(super) const TEMP_EXT: &str = ".subagents-tmp";
+/// The lock file a store holds for its life (one store per directory).
+pub(super) const LOCK_NAME: &str = ".subagents-lock";
 /// Hex digits in a temporary file's unique part.
 pub(super) const TEMP_UNIQUE_LEN: usize = 16;
 

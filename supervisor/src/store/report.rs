@@ -37,6 +37,17 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// Another store holds the directory (in this process or another):
+    /// two would hand out the same child ids, write over each other's
+    /// files and mark each other's running children interrupted. One
+    /// store per directory; share it (`Arc`) between threads.
+    #[error("envelope directory {path} is in use by another store (its lock file {lock} is held)")]
+    Locked {
+        /// The directory.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
     /// An expired envelope's file could not be removed.
     #[error("could not remove envelope file {path}: {source}")]
     Remove {
@@ -55,7 +66,8 @@ impl StoreError {
             StoreError::Dir { path, .. }
             | StoreError::Write { path, .. }
             | StoreError::Encode { path, .. }
-            | StoreError::Remove { path, .. } => path,
+            | StoreError::Remove { path, .. }
+            | StoreError::Locked { path, .. } => path,
         }
     }
 
@@ -65,7 +77,7 @@ impl StoreError {
             StoreError::Dir { source, .. }
             | StoreError::Write { source, .. }
             | StoreError::Remove { source, .. } => source,
-            StoreError::Encode { .. } => return false,
+            StoreError::Encode { .. } | StoreError::Locked { .. } => return false,
         };
         matches!(
             source.kind(),

@@ -84,3 +84,14 @@ fn json_files(dir: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// Closes `store` and opens its directory again (one store per directory:
+/// the lock is released when the first goes).
+fn reopen(
+    store: EnvelopeStore,
+    dir: &Path,
+    clock: &Arc<ManualClock>,
+) -> (EnvelopeStore, subagents_supervisor::store::LoadReport) {
+    drop(store);
+    EnvelopeStore::open(dir, clock.clone()).unwrap()
+}

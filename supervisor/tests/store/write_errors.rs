@@ -153,11 +153,10 @@ fn disk_full_save_returns_a_write_error_naming_the_path_and_keeps_the_envelope()
     assert!(err.is_disk_full(), "{err:?}");
     assert_eq!(store.get(&before.id), Some(changed));
     drop(filler);
-    let (reopened, report) = EnvelopeStore::open(&dir, clock.clone()).unwrap();
+    let (reopened, report) = reopen(store, &dir, &clock);
     assert!(report.corrupt.is_empty() && report.temp_removed.is_empty());
     assert_eq!(reopened.get(&before.id), Some(before));
     assert_eq!(reopened.get(&AgentId::new("agent_2")), None);
     drop(reopened);
-    drop(store);
     drop(mount);
 }
