@@ -168,3 +168,55 @@ async fn a_running_child_is_never_pruned() {
     assert!(store.run(&long).is_some(), "its run was pruned");
     thread.close_and_wait().await;
 }
+
+/// A write that failed was never tried again — not even at close, which
+/// skipped every envelope the store's memory already held as it was (a
+/// failed save is still kept in memory). After a disk that came back, the
+/// child was missing from the next session. The close retries every
+/// write whose last attempt failed.
+#[tokio::test(start_paused = true)]
+async fn a_write_that_failed_is_tried_again_at_close() {
+    use subagents_demo::Sleep;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 10, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker\n", worker(10));
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(Sleep)),
+    )
+    .store(open(&dir));
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    // The disk goes away while the child works (a file where the
+    // directory was: every write fails), and comes back.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, b"not a directory").unwrap();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    thread.flush_persistence().await.unwrap();
+    let errors = thread.persist_errors().await.unwrap();
+    assert!(
+        !errors.is_empty(),
+        "the finished envelope could not be written"
+    );
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    thread.close_and_wait().await;
+    drop(thread);
+
+    let (store, _) = EnvelopeStore::open(&dir, Arc::new(SystemClock)).unwrap();
+    let envelope = store.get(&AgentId::new("agent_1"));
+    assert_eq!(
+        envelope.map(|e| e.status),
+        Some(subagents::messages::SubAgentStatus::Done),
+        "agent_1 after the close"
+    );
+}

@@ -11,7 +11,7 @@ use dashmap::DashMap;
 use rustc_hash::FxBuildHasher;
 use subagents_actors::clock::Clock;
 use subagents_actors::hub::ChildIds;
-use subagents_messages::{AgentId, Envelope};
+use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope};
 
 use crate::store::files::{
     CORRUPT_EXT, JSON_EXT, LOCK_NAME, file_name_for, is_expired, is_temp_name, move_aside,
@@ -38,9 +38,20 @@ pub struct EnvelopeStore {
     /// Children the open found unfinished (now `interrupted`), until a
     /// thread takes them to wake its parent.
     pub(super) interrupted: Mutex<Vec<AgentId>>,
+    /// Writes whose last attempt failed, to try again
+    /// ([`EnvelopeStore::retry_unsaved`]): envelopes by id (the map holds
+    /// them), runs with what was to be written.
+    pub(super) unsaved: Mutex<Unsaved>,
     /// The directory's lock, held for the store's life (released when the
     /// file closes, a crash included).
     _lock: fs::File,
+}
+
+/// Writes whose last attempt failed.
+#[derive(Default)]
+pub(super) struct Unsaved {
+    pub(super) envelopes: std::collections::BTreeSet<AgentId>,
+    pub(super) runs: std::collections::BTreeMap<AgentId, (ChildRequest, Vec<ChatMessage>)>,
 }
 
 impl fmt::Debug for EnvelopeStore {
@@ -90,6 +101,7 @@ impl EnvelopeStore {
             earlier: Default::default(),
             io: Mutex::new(()),
             interrupted: Mutex::new(Vec::new()),
+            unsaved: Mutex::default(),
             _lock: lock,
         };
         let mut report = store.load()?;
@@ -149,7 +161,9 @@ impl EnvelopeStore {
             Err(source) => return Err(StoreError::Encode { path, source }),
         };
         json.push(b'\n');
-        match write_atomic(&path, &json) {
+        let written = write_atomic(&path, &json);
+        self.note_saved(&envelope.id, written.is_ok());
+        match written {
             Ok(()) => Ok(()),
             Err(source) => {
                 tracing::warn!(
@@ -223,6 +237,7 @@ impl EnvelopeStore {
             }
             self.map.remove(&id);
             self.remove_run(&id);
+            self.forget_unsaved(&id);
             report.removed.push(id);
         }
         if !report.removed.is_empty() {

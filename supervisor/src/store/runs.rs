@@ -30,6 +30,29 @@ impl EnvelopeStore {
         request: &ChildRequest,
         conversation: &[ChatMessage],
     ) -> Result<(), StoreError> {
+        let saved = self.write_run(id, request, conversation);
+        let mut unsaved = self.unsaved();
+        match saved {
+            Ok(()) => {
+                unsaved.runs.remove(id);
+            }
+            // Kept to try again (`retry_unsaved`): the run is all a later
+            // `send` resumes from.
+            Err(_) => {
+                unsaved
+                    .runs
+                    .insert(id.clone(), (request.clone(), conversation.to_vec()));
+            }
+        }
+        saved
+    }
+
+    fn write_run(
+        &self,
+        id: &AgentId,
+        request: &ChildRequest,
+        conversation: &[ChatMessage],
+    ) -> Result<(), StoreError> {
         let _io = self.lock_io();
         let path = self.run_path(id);
         if let Some(dir) = path.parent() {
@@ -58,6 +81,56 @@ impl EnvelopeStore {
         let request = serde_json::from_value(field("request")?).ok()?;
         let conversation = serde_json::from_value(field("conversation")?).ok()?;
         Some((request, conversation))
+    }
+
+    /// Writes again every envelope and run whose last write failed (a
+    /// full disk that has room again, a directory put back), and returns
+    /// what still fails. A thread calls it as it closes; a host may call it
+    /// any time. What succeeds is forgotten; what fails is kept for the
+    /// next try.
+    pub fn retry_unsaved(&self) -> Vec<StoreError> {
+        let (envelopes, runs) = {
+            let unsaved = self.unsaved();
+            (unsaved.envelopes.clone(), unsaved.runs.clone())
+        };
+        let mut failed = Vec::new();
+        for id in envelopes {
+            match self.get(&id) {
+                Some(envelope) => failed.extend(self.save(&envelope).err()),
+                None => self.forget_unsaved(&id),
+            }
+        }
+        for (id, (request, conversation)) in runs {
+            failed.extend(self.save_run(&id, &request, &conversation).err());
+        }
+        failed
+    }
+
+    /// Some write's last attempt failed.
+    pub(crate) fn has_unsaved(&self) -> bool {
+        let unsaved = self.unsaved();
+        !unsaved.envelopes.is_empty() || !unsaved.runs.is_empty()
+    }
+
+    /// Records how a save of `id`'s envelope went.
+    pub(super) fn note_saved(&self, id: &AgentId, saved: bool) {
+        let mut unsaved = self.unsaved();
+        if saved {
+            unsaved.envelopes.remove(id);
+        } else {
+            unsaved.envelopes.insert(id.clone());
+        }
+    }
+
+    /// `id` was pruned: nothing of it is to be written.
+    pub(super) fn forget_unsaved(&self, id: &AgentId) {
+        let mut unsaved = self.unsaved();
+        unsaved.envelopes.remove(id);
+        unsaved.runs.remove(id);
+    }
+
+    fn unsaved(&self) -> std::sync::MutexGuard<'_, crate::store::envelopes::Unsaved> {
+        self.unsaved.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Removes `runs/<id>.json` (pruned with its envelope); best effort.

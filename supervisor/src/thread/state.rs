@@ -231,7 +231,7 @@ impl ThreadState {
                 (id, request, conversation)
             })
             .collect();
-        if changed.is_empty() && runs.is_empty() {
+        if changed.is_empty() && runs.is_empty() && !store.has_unsaved() {
             return;
         }
         let written = tokio::task::spawn_blocking(move || {
@@ -239,8 +239,11 @@ impl ThreadState {
             let runs = runs
                 .iter()
                 .filter_map(|(id, request, said)| store.save_run(id, request, said).err());
+            // And every earlier write that failed (its disk may be back).
+            let retried = store.retry_unsaved();
             envelopes
                 .chain(runs)
+                .chain(retried)
                 .map(|e| e.to_string())
                 .collect::<Vec<_>>()
         })
