@@ -328,3 +328,52 @@ async fn profile_names_are_an_enum_when_profiles_exist_and_absent_otherwise() {
         assert!(!specs[name].description.contains("Named sub-agents"));
     }
 }
+
+/// Forged or repeated: a field the action does not read was taken and
+/// ignored — `result` with `wait: false` still waited (up to the 45 s
+/// inline wait), `stop` with `tools` did nothing with them. It is refused,
+/// naming the fields the action reads, and nothing is done.
+#[tokio::test(start_paused = true)]
+async fn a_field_the_action_does_not_read_is_refused() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 100, false)),
+        Reply::new().use_agent(&UseAgentCall::result("agent_1").wait(false)),
+        Reply::new().use_agent(&UseAgentCall::stop("agent_1").tools(["sleep"])),
+        Reply::answer("Done."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker\n", worker(100));
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let started = tokio::time::Instant::now();
+    until_result(&mut events, &mut log).await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "the result call waited"
+    );
+    let results = results_of(&log, "use_agent");
+    let (result, refused) = &results[1];
+    assert!(*refused, "{result}");
+    assert!(
+        result.contains(
+            "`wait` does not apply to action `result` (its fields are `id`, `offset`, `limit`)"
+        ),
+        "{result}"
+    );
+    let (stop, refused) = &results[2];
+    assert!(
+        *refused && stop.contains("`tools` does not apply to action `stop`"),
+        "{stop}"
+    );
+    let worker = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert!(
+        !worker.status.is_terminal(),
+        "the refused stop stopped nothing: {worker:?}"
+    );
+    parent.shutdown_and_wait().await;
+}

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -410,4 +412,53 @@ async fn a_tool_call_whose_arguments_are_not_json_is_never_run() {
         output.starts_with("invalid arguments: not run, they are not valid JSON"),
         "{output}"
     );
+}
+
+/// A run resumed by a message kept the wall-clock and token caps of the
+/// synchronous call that first started it (`delegate_task` clamps a child
+/// inside what its requester's turn has left). The resumed run goes on in
+/// the background, where nobody waits to the end: it has the children's
+/// own limits, not a turn's leftovers long gone.
+#[tokio::test(start_paused = true)]
+async fn a_resumed_run_does_not_keep_the_caps_of_the_call_that_started_it() {
+    use common::*;
+    use subagents::actors::DelegationBuilder;
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(
+            "delegate_task",
+            serde_json::json!({"system_prompt": "Worker\nYou work.", "task": "part one", "tools": ["sleep"]})
+                .to_string(),
+        ),
+        Reply::answer("Part one done."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "part two")),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker\n",
+        vec![
+            Reply::answer("one"),
+            Reply::new().tool_call("sleep", r#"{"secs":20}"#),
+            Reply::answer("two"),
+        ],
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+        .delegate_task_tool(true)
+        .limits(Limits {
+            wall_clock: Duration::from_secs(10),
+            ..Limits::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("first").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    parent.agent.send_user("second").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    let resumed = parent.hub.status(&AgentId::new("agent_2")).unwrap();
+    assert_eq!(resumed.result.as_deref(), Some("two"), "{resumed:?}");
+    parent.shutdown_and_wait().await;
 }

@@ -72,3 +72,26 @@ fn an_event_read_while_the_host_acts_still_fires_its_trigger() {
     assert_eq!(fired(&report), [Moment::Ended], "{}", report.render());
     check_log(&report.events(), true);
 }
+
+/// Stopped midway, by the harness: a scenario run on a store ended by
+/// closing its thread without waiting, so a child still running when the
+/// run's time was up was left `running` on disk (read as interrupted by
+/// the next open, as after a crash), not stopped.
+#[test]
+fn a_scenario_on_a_store_leaves_every_child_a_final_envelope() {
+    use subagents::actors::clock::ManualClock;
+    use subagents::supervisor::store::EnvelopeStore;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(Scenario::EPOCH_MS));
+    let store = Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+    let report = background_worker()
+        .store(store.clone())
+        .run_for(Duration::from_secs(30))
+        .run(0);
+    assert!(report.wakes().is_empty(), "{}", report.render());
+    drop(store);
+    let (store, opened) = EnvelopeStore::open(tmp.path(), clock).unwrap();
+    assert!(opened.interrupted.is_empty(), "left unfinished: {opened:?}");
+    let worker = store.get(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(worker.status, subagents::messages::SubAgentStatus::Stopped);
+}

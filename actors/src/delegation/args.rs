@@ -29,7 +29,7 @@ impl Kind {
         match self {
             Kind::Text => "a string",
             Kind::Flag => "true or false",
-            Kind::Count => "a whole number of at least 1",
+            Kind::Count => "a whole number from 1 to 4294967295",
             Kind::Offset => "a whole number of at least 0",
             Kind::Names => "an array of strings",
         }
@@ -96,7 +96,7 @@ pub(crate) fn parse<T: DeserializeOwned>(
         };
         if !given.is_null() && !kind.accepts(given) {
             let why = match (kind, given.as_i64()) {
-                (Kind::Count, Some(n)) if n < 1 => format!(
+                (Kind::Count, Some(n)) if n < 1 && name == "max_iterations" => format!(
                     "`{name}` must be at least 1 (it caps the sub-agent's model calls; {n} would stop it before it starts)"
                 ),
                 _ => format!(
@@ -109,6 +109,33 @@ pub(crate) fn parse<T: DeserializeOwned>(
         }
     }
     serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
+}
+
+/// Refuses the first field `given` (name, present) that `action` does not
+/// read, naming the ones it does.
+pub(crate) fn only_fields(
+    action: &str,
+    given: &[(&str, bool)],
+    reads: &[&str],
+) -> Result<(), ToolError> {
+    let Some((stray, _)) = given
+        .iter()
+        .find(|(name, present)| *present && !reads.contains(name))
+    else {
+        return Ok(());
+    };
+    let reads = if reads.is_empty() {
+        "none but `action`".to_owned()
+    } else {
+        reads
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(ToolError::InvalidArguments(format!(
+        "`{stray}` does not apply to action `{action}` (its fields are {reads}); leave it out; see the tool's schema"
+    )))
 }
 
 /// The known name closest to a misspelt one, if any is close enough.
@@ -196,7 +223,50 @@ mod tests {
         let e = error(r#"{"max_iterations":0}"#);
         assert!(e.starts_with("`max_iterations` must be at least 1"), "{e}");
         let e = error(r#"{"max_iterations":2.5}"#);
-        assert!(e.contains("a whole number of at least 1"), "{e}");
+        assert!(e.contains("a whole number from 1 to 4294967295"), "{e}");
+    }
+
+    /// The reason for a zero was about model calls whatever the field
+    /// (`limit: 0` read "it caps the sub-agent's model calls"), and a count
+    /// past `u32` was refused without its bound.
+    #[test]
+    fn a_count_out_of_range_names_its_own_field_and_bound() {
+        const LIMIT: &[(&str, Kind)] = &[("limit", Kind::Count)];
+        let error =
+            |arguments: &str| match parse::<serde_json::Value>("use_agent", arguments, &[LIMIT]) {
+                Err(ToolError::InvalidArguments(e)) => e,
+                other => panic!("not refused: {other:?}"),
+            };
+        let e = error(r#"{"limit":0}"#);
+        assert!(
+            e.starts_with("`limit` must be a whole number from 1 to 4294967295, not the number 0"),
+            "{e}"
+        );
+        assert!(!e.contains("model calls"), "{e}");
+        let e = error(r#"{"limit":5000000000}"#);
+        assert!(e.contains("from 1 to 4294967295"), "{e}");
+    }
+
+    #[test]
+    fn a_field_an_action_does_not_read_is_refused_naming_the_ones_it_does() {
+        let e = only_fields(
+            "result",
+            &[("id", true), ("wait", true)],
+            &["id", "offset", "limit"],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "`wait` does not apply to action `result` (its fields are `id`, `offset`, `limit`)"
+            ),
+            "{e}"
+        );
+        let e = only_fields("agents", &[("id", true)], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("its fields are none but `action`"), "{e}");
+        assert!(only_fields("result", &[("id", true), ("wait", false)], &["id"]).is_ok());
     }
 
     #[test]

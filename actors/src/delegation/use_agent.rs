@@ -59,6 +59,46 @@ struct Arguments {
     limit: Option<u64>,
 }
 
+impl Arguments {
+    /// Refuses a field `action` does not read (`wait` on `result` would
+    /// otherwise be taken and ignored: the call still waits).
+    fn only_for(&self, action: &str) -> Result<(), ToolError> {
+        let spec = &self.spec;
+        let given = [
+            ("agent", spec.agent.is_some()),
+            ("system_prompt", spec.system_prompt.is_some()),
+            ("tools", spec.tools.is_some()),
+            ("model", spec.model.is_some()),
+            ("provider", spec.provider.is_some()),
+            ("max_iterations", spec.max_iterations.is_some()),
+            ("input", self.input.is_some()),
+            ("wait", self.wait.is_some()),
+            ("id", self.id.is_some()),
+            ("offset", self.offset.is_some()),
+            ("limit", self.limit.is_some()),
+        ];
+        let reads: &[&str] = match action {
+            "run" => &[
+                "agent",
+                "system_prompt",
+                "tools",
+                "model",
+                "provider",
+                "max_iterations",
+                "input",
+                "wait",
+            ],
+            "status" | "interrupt" | "stop" => &["id"],
+            "result" => &["id", "offset", "limit"],
+            "send" => &["id", "input"],
+            "agents" => &[],
+            // An unknown action is refused by name.
+            _ => return Ok(()),
+        };
+        args::only_fields(action, &given, reads)
+    }
+}
+
 /// What a child used: tokens in and out (its own model calls; its own
 /// children's apart), model and tool calls, running time.
 fn usage_json(envelope: &Envelope) -> Value {
@@ -393,6 +433,9 @@ impl Tool for UseAgent {
         Box::pin(async move {
             this.delegator.check_depth(&call)?;
             let args: Arguments = args::parse(USE_AGENT, &call.arguments, &[FIELDS, CHILD_SPEC])?;
+            if let Some(action) = args.action.as_deref() {
+                args.only_for(action)?;
+            }
             match args.action.as_deref() {
                 Some("run") => this.run(&call, args).await,
                 Some("status") => {

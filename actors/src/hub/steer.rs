@@ -120,6 +120,10 @@ impl HubState {
         request.background = true;
         request.stop_if_abandoned = false;
         request.resumed_from = Some(id.clone());
+        // A background run: nobody waits on it to the end, so the caps a
+        // synchronous call set from its turn's leftovers do not carry over.
+        request.wall_clock_cap = None;
+        request.token_cap = None;
         request.conversation = from.conversation;
         let next = self
             .spawn_child(myself, std::sync::Arc::new(request), message.span)

@@ -52,6 +52,17 @@ pub enum ParseErrorKind {
     /// The file's bytes are not UTF-8; the position is the first bad byte.
     #[error("the file is not valid UTF-8")]
     NotUtf8,
+    /// A frontmatter fence that is not the file's first line as written
+    /// (after blank lines, indented, or in lines ended by a lone CR): read
+    /// as the whole file's prompt, its settings — a deny list among them —
+    /// would be silently ignored.
+    #[error(
+        "this looks like a {format} frontmatter fence, but a fence must be the file's first line, alone and unindented, its lines ended by LF or CRLF; as written, the whole file would be the prompt and its settings ignored"
+    )]
+    MisplacedFence {
+        /// The format the fence announces.
+        format: FrontmatterFormat,
+    },
 }
 
 /// Why a profile file was not loaded.

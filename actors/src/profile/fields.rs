@@ -161,9 +161,16 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                     fm.disallowed_tools = map.next_value::<Option<ToolList>>()?.map(|t| t.0);
                 }
                 "disabled" => fm.disabled = map.next_value()?,
-                "max_tokens" | "maxTokens" => fm.max_tokens = map.next_value()?,
-                "temperature" => fm.temperature = map.next_value()?,
-                "top_p" | "topP" => fm.top_p = map.next_value()?,
+                "max_tokens" | "maxTokens" => {
+                    fm.max_tokens = map.next_value()?;
+                    if fm.max_tokens == Some(0) {
+                        return Err(de::Error::custom(format!(
+                            "`{key}` must be at least 1 (0 would fail every model call)"
+                        )));
+                    }
+                }
+                "temperature" => fm.temperature = in_range(&key, map.next_value()?, 0.0, 2.0)?,
+                "top_p" | "topP" => fm.top_p = in_range(&key, map.next_value()?, 0.0, 1.0)?,
                 "seed" => fm.seed = map.next_value()?,
                 "stop" => fm.stop = map.next_value()?,
                 "background" => fm.background = map.next_value()?,
@@ -286,5 +293,21 @@ impl<'de> Visitor<'de> for IterationsVisitor {
             Ok(n) => self.visit_u64(n),
             Err(_) => Err(E::invalid_value(de::Unexpected::Signed(value), &self)),
         }
+    }
+}
+
+/// A sampling setting within `low..=high` (a NaN or an infinity would be
+/// sent as `null`, silently nothing).
+fn in_range<E: de::Error>(
+    key: &str,
+    value: Option<f64>,
+    low: f64,
+    high: f64,
+) -> Result<Option<f64>, E> {
+    match value {
+        Some(v) if !(v.is_finite() && (low..=high).contains(&v)) => Err(E::custom(format!(
+            "`{key}` must be a number from {low} to {high}, not {v}"
+        ))),
+        v => Ok(v),
     }
 }

@@ -178,6 +178,24 @@ pub(super) fn from_frontmatter(
                 key,
             }),
     );
+    // A Codex role's prompt key in a Markdown file: the prompt when the
+    // body is empty, else not applied (the body is the prompt) — never
+    // dropped without a word.
+    let mut system_prompt = system_prompt;
+    if let Some(instructions) = fm
+        .developer_instructions
+        .map(|i| i.replace("\r\n", "\n").trim().to_owned())
+        .filter(|i| !i.is_empty())
+    {
+        if system_prompt.is_empty() {
+            system_prompt = instructions;
+        } else {
+            warnings.push(ProfileWarning::NotApplied {
+                path: path.to_path_buf(),
+                key: "developer_instructions".to_owned(),
+            });
+        }
+    }
     // Claude Code's identity is the frontmatter `name`; the file name
     // stands in when there is none.
     let name = match fm.name.map(|n| n.trim().to_owned()) {
@@ -258,6 +276,9 @@ fn split(text: &str) -> Result<Split<'_>, Located> {
         "+++" => FrontmatterFormat::Toml,
         "---" => FrontmatterFormat::Yaml,
         _ => {
+            if let Some(found) = misplaced_fence(text) {
+                return Err(found);
+            }
             return Ok(Split {
                 format: None,
                 frontmatter: "",
@@ -279,6 +300,28 @@ fn split(text: &str) -> Result<Split<'_>, Located> {
         offset += line.len();
     }
     Err((1, 1, ParseErrorKind::UnclosedFrontmatter { format }))
+}
+
+/// A fence where the file starts but not as its first line: after blank
+/// lines or more BOMs, indented, or ending in a lone CR. Its position.
+fn misplaced_fence(text: &str) -> Option<Located> {
+    let start = text.find(|c: char| !c.is_whitespace() && c != '\u{feff}')?;
+    let line = text[start..].split(['\n', '\r']).next()?.trim_end();
+    let format = match line {
+        "+++" => FrontmatterFormat::Toml,
+        "---" => FrontmatterFormat::Yaml,
+        _ => return None,
+    };
+    let before = &text[..start];
+    let row = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .count()
+        + 1;
+    Some((row, column, ParseErrorKind::MisplacedFence { format }))
 }
 
 pub(super) fn parse_frontmatter(

@@ -98,3 +98,64 @@ fn bytes_that_are_not_utf8_are_an_error_at_the_bad_byte() {
     ));
     assert!(Profile::parse_bytes(Path::new(PATH), "ok é".as_bytes()).is_ok());
 }
+
+/// Foreign input: a Codex role's prompt key in a Markdown profile was read
+/// and dropped without a word, leaving an empty prompt. With an empty body
+/// it is the prompt; beside a body it is reported as not applied.
+#[test]
+fn developer_instructions_in_markdown_are_the_prompt_or_reported() {
+    let (profile, warnings) =
+        parse("+++\ndeveloper_instructions = \"Never push to main.\"\n+++\n").unwrap();
+    assert_eq!(profile.system_prompt, "Never push to main.");
+    assert!(warnings.is_empty(), "{warnings:?}");
+
+    let (profile, warnings) =
+        parse("+++\ndeveloper_instructions = \"Never push to main.\"\n+++\nYou review.").unwrap();
+    assert_eq!(profile.system_prompt, "You review.");
+    assert_eq!(
+        warnings,
+        [ProfileWarning::NotApplied {
+            path: PATH.into(),
+            key: "developer_instructions".into(),
+        }]
+    );
+}
+
+/// Foreign input: request options out of range loaded silently — a NaN
+/// or infinite `temperature` was sent as `null` (nothing), `top_p = 7` and
+/// a negative `temperature` reached the server, and `max_tokens = 0` made
+/// every model call of the child fail. Each is an error at its key.
+#[test]
+fn request_options_out_of_range_are_errors_at_their_key() {
+    for (text, said) in [
+        (
+            "+++\ntemperature = nan\n+++\n",
+            "`temperature` must be a number from 0 to 2, not NaN",
+        ),
+        (
+            "+++\ntemperature = inf\n+++\n",
+            "`temperature` must be a number from 0 to 2, not inf",
+        ),
+        (
+            "---\ntemperature: -3\n---\n",
+            "`temperature` must be a number from 0 to 2, not -3",
+        ),
+        (
+            "---\ntopP: 7\n---\n",
+            "`topP` must be a number from 0 to 1, not 7",
+        ),
+        (
+            "+++\nmax_tokens = 0\n+++\n",
+            "`max_tokens` must be at least 1",
+        ),
+    ] {
+        let e = parse_error(text);
+        let ParseErrorKind::Invalid { message, .. } = &e.kind else {
+            panic!("{e}")
+        };
+        assert!(message.starts_with(said), "{text:?}: {e}");
+        assert_eq!(e.line, 2, "{text:?}: {e}");
+    }
+    let (profile, _) = parse("---\ntemperature: 0.2\ntop_p: 1\nmax_tokens: 1\n---\n").unwrap();
+    assert_eq!(profile.options.temperature, Some(0.2));
+}

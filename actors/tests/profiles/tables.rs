@@ -259,6 +259,37 @@ fn table_files_that_fail() {
             1,
             Some(unclosed(Toml)),
         ),
+        // A fence not on the first line as written was read as no
+        // frontmatter at all: the whole file became the prompt, and its
+        // deny list was silently dropped.
+        (
+            "yaml: a blank line before the fence",
+            "\n---\ndisallowedTools: Bash\n---\nx",
+            2,
+            1,
+            Some(ParseErrorKind::MisplacedFence { format: Yaml }),
+        ),
+        (
+            "yaml: an indented fence",
+            "  ---\ndisallowedTools: Bash\n---\nx",
+            1,
+            3,
+            Some(ParseErrorKind::MisplacedFence { format: Yaml }),
+        ),
+        (
+            "yaml: lines ended by a lone CR",
+            "---\rtools: Read\r---\rx",
+            1,
+            1,
+            Some(ParseErrorKind::MisplacedFence { format: Yaml }),
+        ),
+        (
+            "toml: two BOMs",
+            "\u{feff}\u{feff}+++\na = 1\n+++\n",
+            1,
+            2,
+            Some(ParseErrorKind::MisplacedFence { format: Toml }),
+        ),
         (
             "toml: max_iterations a string",
             "+++\ndescription = \"d\"\nmax_iterations = \"x\"\n+++\nbody",
