@@ -25,6 +25,7 @@
 
 mod codex;
 mod error;
+mod fence;
 mod fields;
 mod load;
 mod parse;

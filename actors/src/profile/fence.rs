@@ -1,0 +1,119 @@
+//! The frontmatter fences: where a file's block starts and ends, and a
+//! fence misplaced so that the whole file would read as its prompt.
+
+use super::error::{FrontmatterFormat, ParseErrorKind};
+
+/// A position error before the path is attached: `(line, column, kind)`.
+pub(super) type Located = (usize, usize, ParseErrorKind);
+
+/// A file's text cut into its frontmatter block and body.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Split<'a> {
+    /// `None` when the file has no frontmatter block.
+    pub(super) format: Option<FrontmatterFormat>,
+    /// The lines between the fences (empty without a block).
+    pub(super) frontmatter: &'a str,
+    /// The 1-based file line of the frontmatter's first line.
+    pub(super) first_line: usize,
+    /// Everything after the closing fence line (the whole text without a block).
+    pub(super) body: &'a str,
+}
+
+/// Whether `line` closes a block opened by `format`'s fence: the fence
+/// itself, or for YAML a longer run of dashes (`-----`, which some
+/// `.claude/agents` files close with; YAML reads no value from it).
+fn closes(line: &str, format: FrontmatterFormat) -> bool {
+    line == format.fence()
+        || (format == FrontmatterFormat::Yaml && line.len() > 3 && line.bytes().all(|b| b == b'-'))
+}
+
+pub(super) fn split(text: &str) -> Result<Split<'_>, Located> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let (first, rest) = match text.split_once('\n') {
+        Some((first, rest)) => (first, rest),
+        None => (text, ""),
+    };
+    let format = match first.trim_end() {
+        "+++" => FrontmatterFormat::Toml,
+        "---" => FrontmatterFormat::Yaml,
+        _ => {
+            if let Some(found) = misplaced_fence(text) {
+                return Err(found);
+            }
+            return Ok(Split {
+                format: None,
+                frontmatter: "",
+                first_line: 1,
+                body: text,
+            });
+        }
+    };
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        if closes(line.trim_end(), format) {
+            return Ok(Split {
+                format: Some(format),
+                frontmatter: rest.get(..offset).unwrap_or_default(),
+                first_line: 2,
+                body: rest.get(offset + line.len()..).unwrap_or_default(),
+            });
+        }
+        offset += line.len();
+    }
+    Err((1, 1, ParseErrorKind::UnclosedFrontmatter { format }))
+}
+
+/// A fence where the file starts but not as its first line: after blank
+/// lines or more BOMs, indented, or ending in a lone CR. Its position.
+fn misplaced_fence(text: &str) -> Option<Located> {
+    let start = text.find(|c: char| !c.is_whitespace() && c != '\u{feff}')?;
+    let line = text[start..].split(['\n', '\r']).next()?.trim_end();
+    let format = match line {
+        "+++" => FrontmatterFormat::Toml,
+        "---" => FrontmatterFormat::Yaml,
+        _ => return None,
+    };
+    let before = &text[..start];
+    let row = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .count()
+        + 1;
+    Some((row, column, ParseErrorKind::MisplacedFence { format }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_finds_the_closing_fence() {
+        let s = split("+++\na = 1\n+++ \r\nbody").unwrap();
+        assert_eq!(s.format, Some(FrontmatterFormat::Toml));
+        assert_eq!(s.frontmatter, "a = 1\n");
+        assert_eq!(s.body, "body");
+        let s = split("---\n---").unwrap();
+        assert_eq!((s.frontmatter, s.body), ("", ""));
+        let s = split("no fence\n---\n").unwrap();
+        assert_eq!(s.format, None);
+        assert_eq!(s.body, "no fence\n---\n");
+    }
+
+    #[test]
+    fn a_toml_fence_is_not_closed_by_a_yaml_fence() {
+        let e = split("+++\n---\n").unwrap_err();
+        assert_eq!(
+            e,
+            (
+                1,
+                1,
+                ParseErrorKind::UnclosedFrontmatter {
+                    format: FrontmatterFormat::Toml
+                }
+            )
+        );
+    }
+}
