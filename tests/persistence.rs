@@ -220,3 +220,54 @@ async fn a_write_that_failed_is_tried_again_at_close() {
         "agent_1 after the close"
     );
 }
+
+/// Foreign input on disk: a child interrupted by a crash whose run file is
+/// missing (or not a run) was "no sub-agent with id `agent_1`" to a
+/// message, while `status` and `result` answered for it. The message now
+/// says it cannot resume, and why.
+#[tokio::test(start_paused = true)]
+async fn a_child_whose_run_was_lost_is_not_resumable_rather_than_unknown() {
+    use subagents_demo::Sleep;
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 3600, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker\n", worker(3600));
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(Sleep)),
+    )
+    .store(open(&live));
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    thread.close_and_wait().await;
+    std::fs::remove_file(killed.join("runs").join("agent_1.json")).unwrap();
+
+    // The restart wake lists it; the parent's model sends it a message.
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on")),
+        Reply::answer("Noted."),
+    ]);
+    let (thread, mut events) = thread_on(model, open(&killed)).await;
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (said, refused) = &results_of(&log, "use_agent")[0];
+    assert!(*refused, "{said}");
+    assert!(said.contains("cannot resume"), "{said}");
+    assert!(
+        thread
+            .envelope(&AgentId::new("agent_1"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    thread.close_and_wait().await;
+}

@@ -91,6 +91,16 @@ pub enum Refused {
         /// The child.
         id: AgentId,
     },
+    /// A child of an earlier session whose saved run (what it was asked,
+    /// its conversation) is missing or unreadable: it is known (its
+    /// envelope answers `status` and `result`) but cannot resume (a send).
+    #[error(
+        "the sub-agent `{id}` ended in an earlier session, but what it was asked and its conversation were not saved readably, so it cannot resume; action result still reads its answer; start a new one with action run"
+    )]
+    NotResumable {
+        /// The child (the run the message reached).
+        id: AgentId,
+    },
     /// The hub is stopped.
     #[error("the sub-agent hub is stopped")]
     Closed,

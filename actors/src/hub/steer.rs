@@ -30,10 +30,15 @@ impl HubState {
         reply: RpcReplyPort<Result<Steered, Refused>>,
     ) {
         if !self.book.contains(id) && !self.import_archived(id) {
-            let _ = reply.send(Err(Refused::UnknownChild(id.clone())));
+            let _ = reply.send(Err(self.not_found(id)));
             return;
         }
         let id = self.latest_run(id);
+        if !self.book.contains(&id) {
+            // A later run of the chain is archived without its run.
+            let _ = reply.send(Err(self.not_found(&id)));
+            return;
+        }
         if self.book.is_terminal(&id) {
             let answer = self.resume(myself, &id, message).await;
             let _ = reply.send(answer);
@@ -80,6 +85,15 @@ impl HubState {
             at = self.book.latest_run(&at);
         }
         at
+    }
+
+    /// Why a message to `id`, which the book lacks, cannot reach it: the
+    /// archive knows it but not its run, or nobody knows it.
+    fn not_found(&self, id: &AgentId) -> Refused {
+        match &self.config.archive {
+            Some(archive) if archive.get(id).is_some() => Refused::NotResumable { id: id.clone() },
+            _ => Refused::UnknownChild(id.clone()),
+        }
     }
 
     /// A finished child of an earlier session (its envelope and run in the

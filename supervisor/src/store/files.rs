@@ -130,6 +130,11 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
             .write(true)
             .create_new(true)
             .open(&temp)?;
+        // A rewrite keeps the file's permissions (a host that made its
+        // envelopes private keeps them so, not the umask's default).
+        if let Ok(existing) = fs::metadata(path) {
+            file.set_permissions(existing.permissions())?;
+        }
         file.write_all(bytes)?;
         file.sync_all()?;
         drop(file);

@@ -412,3 +412,23 @@ fn a_second_store_on_one_directory_is_refused_until_the_first_is_gone() {
     );
     drop(store);
 }
+
+/// A rewrite made a file readable by more users: the temporary file was
+/// created with the umask's default mode and renamed over the one a host
+/// had made private (`chmod 600`; run files hold whole conversations). A
+/// rewrite keeps the file's permissions.
+#[cfg(unix)]
+#[test]
+fn a_rewrite_keeps_the_files_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    let e = envelope("agent_1", T0, Some(T0));
+    store.save(&e).unwrap();
+    let path = tmp.path().join("agent_1.json");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+    store.save(&e).unwrap();
+    let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "mode {mode:o}");
+}
