@@ -377,3 +377,83 @@ async fn a_grandchild_gets_no_more_model_calls_than_its_requester() {
     assert_eq!(grand.model_calls, 2, "{grand:?}");
     parent.shutdown_and_wait().await;
 }
+
+/// Shared: the live cap was one pool for every depth, so a child holding
+/// the only slot while it waited on its own child left that child queued
+/// behind it: a deadlock until the wait or the wall clock ran out (with
+/// `delegate_task` or `agent`, the whole wall clock), and the grandchild
+/// never ran. The cap holds per requester: a child's children wait only
+/// for its own earlier children.
+#[tokio::test(start_paused = true)]
+async fn a_child_waiting_on_its_own_child_does_not_starve_it_of_a_slot() {
+    let model = tree();
+    let (parent, mut events) = builder(model, 2).max_live(1).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let started = tokio::time::Instant::now();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.text, "parent: done");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "waited {:?} for a slot",
+        started.elapsed()
+    );
+    let grand = parent.hub.status(&AgentId::new("agent_2")).unwrap();
+    assert_eq!(grand.result.as_deref(), Some("42"), "{grand:?}");
+    check_log(&log, true);
+    parent.shutdown_and_wait().await;
+}
+
+/// Stopped midway, as the hub stops: a child whose turn had ended while
+/// its own child still stopped (it waits for it) had its spent result
+/// receiver awaited again when the hub stopped — a panic in the hub's
+/// stop — and the hub finished children in number order, so a grandchild
+/// still running lost its end to its child's closed row. The hub stopped
+/// at each of a range of scheduler turns after the child's turn ends: both
+/// end, the grandchild first, inside the child's row, and the child keeps
+/// its own answer.
+#[tokio::test(start_paused = true)]
+async fn stopping_the_hub_while_a_child_waits_for_its_own_child() {
+    for turns in 0..12 {
+        tokio::spawn(stop_hub_as_the_child_ends(turns))
+            .await
+            .unwrap();
+    }
+}
+
+async fn stop_hub_as_the_child_ends(turns: usize) {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "ask your own sub-agent", false)),
+        Reply::answer("parent: started"),
+    ])
+    .with_script("Child", asks_grand(false))
+    .with_script("Grand", sleeps());
+    let (parent, mut events) = builder(model, 2).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(id, inner)
+            if id.as_str() == "agent_1" && matches!(**inner, AgentEvent::Result(_)))
+    })
+    .await;
+    for _ in 0..turns {
+        tokio::task::yield_now().await;
+    }
+    parent.shutdown_and_wait().await;
+    drain(&mut events, &mut log);
+    let (_, by_id) = children(&log);
+    let child = &by_id[&AgentId::new("agent_1")];
+    let inner: Vec<AgentEvent> = child.events.iter().map(|(_, e)| e.clone()).collect();
+    let (_, nested) = children(&inner);
+    assert!(
+        nested[&AgentId::new("agent_2")].terminal().is_some(),
+        "after {turns} turns, the grandchild's end is in its child's row: {inner:#?}"
+    );
+    check_log(&inner, true);
+    let first = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(
+        first.result.as_deref(),
+        Some("child: the grandchild said 42"),
+        "after {turns} turns: {first:?}"
+    );
+}

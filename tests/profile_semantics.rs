@@ -322,3 +322,26 @@ async fn a_call_narrows_a_profile_and_never_widens_it() {
     );
     parent.shutdown_and_wait().await;
 }
+
+/// The same for a deliberately tool-less profile (`tools: []`): the
+/// narrowing check skipped an empty list, so a call's `tools` gave it
+/// any tool of the caller's.
+#[tokio::test(start_paused = true)]
+async fn a_call_gives_no_tool_to_a_tool_less_profile() {
+    let thinker = claude_profile(
+        "/agents/thinker.md",
+        "---\nname: thinker\ndescription: Thinks.\ntools: []\n---\nYou think.",
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("thinker", "think").tools(["sleep"])),
+        Reply::answer("Done."),
+    ]);
+    let (parent, mut events, _) = parent(model, ProfileSet::from_profiles([thinker])).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (refusal, is_error) = &results_of(&log, "use_agent")[0];
+    assert!(*is_error && refusal.contains("lists (none)"), "{refusal}");
+    assert!(parent.hub.envelopes().is_empty());
+    parent.shutdown_and_wait().await;
+}

@@ -174,7 +174,9 @@ impl LiveSimulation {
             hub: self.thread.hub().snapshot().await.unwrap_or_default(),
             elapsed: self.start.elapsed(),
         };
-        self.thread.close();
+        // Waited for, so every child it made has its final envelope (on
+        // its store too) when the run returns.
+        self.thread.close_and_wait().await;
         report
     }
 

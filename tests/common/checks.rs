@@ -328,3 +328,56 @@ pub fn is_a_cut_answer(event: &AgentEvent) -> bool {
         .is_ok_and(|v| v.get("pending").is_some() || v.get("note").is_some());
     note || result.output.ends_with("before this call finished")
 }
+
+/// Guarantee 5, per requester: at no point of `log` do more than `cap` of
+/// its children hold a slot (from their start, or from `ChildRunning` for
+/// one that waited in the queue, to their terminal status), nor, in each
+/// child's own row, more than `cap` of that child's children.
+pub fn check_cap(log: &[AgentEvent], cap: usize) {
+    let (order, by_id) = children(log);
+    let mut spans: Vec<(usize, usize, &AgentId)> = Vec::new();
+    for id in &order {
+        let child = &by_id[id];
+        let Some(started) = child.started_at else {
+            continue;
+        };
+        let queued = child
+            .statuses
+            .iter()
+            .any(|(_, s)| *s == SubAgentStatus::Queued);
+        let end = child.terminal().map_or(log.len(), |(at, _)| at);
+        let from = if queued {
+            let running = child
+                .statuses
+                .iter()
+                .filter(|(_, s)| *s == SubAgentStatus::Running)
+                .map(|(at, _)| *at)
+                .chain(child.running_at.iter().copied())
+                .min();
+            // Never ran: it held no slot.
+            match running {
+                Some(at) => at,
+                None => continue,
+            }
+        } else {
+            started
+        };
+        spans.push((from, end, id));
+    }
+    for i in 0..log.len() {
+        let live: Vec<&AgentId> = spans
+            .iter()
+            .filter(|(from, end, _)| *from <= i && i < *end)
+            .map(|(_, _, id)| *id)
+            .collect();
+        assert!(
+            live.len() <= cap,
+            "guarantee 5: {} live at once ({live:?}), the cap is {cap}",
+            live.len()
+        );
+    }
+    for id in &order {
+        let inner: Vec<AgentEvent> = by_id[id].events.iter().map(|(_, e)| e.clone()).collect();
+        check_cap(&inner, cap);
+    }
+}

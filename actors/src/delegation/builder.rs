@@ -191,7 +191,9 @@ impl DelegationBuilder {
         self
     }
 
-    /// Live children at once (see the hub's note on choosing it).
+    /// Live children at once per requester: the parent's children share
+    /// it, and each child's own children another (see the hub's note on
+    /// choosing it).
     pub fn max_live(mut self, max_live: usize) -> Self {
         self.max_live = max_live;
         self

@@ -13,19 +13,23 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `engine.rs` | the engine: requests, waits, delivery; the policies and tool names |
+//! | `engine.rs` | the engine: waits, delivery; the policies and tool names |
+//! | `request.rs` | a call turned into a child's request: profile, tools, model, caps |
 //! | `use_agent.rs` | Loopl's `use_agent` |
+//! | `answers.rs` | what `use_agent` answers a model, as JSON |
 //! | `delegate_task.rs` | openheim's `delegate_task` |
 //! | `agent_tool.rs` | ghyll's `agent` |
 //! | `builder.rs` | [`DelegationBuilder`]: a parent with its hub, gate and tools |
 //! | `call.rs` | [`UseAgentCall`]: a `use_agent` call, typed |
 
 mod agent_tool;
+mod answers;
 mod args;
 mod builder;
 mod call;
 mod delegate_task;
 mod engine;
+mod request;
 mod use_agent;
 
 pub use builder::{DelegatingAgent, DelegationBuilder};

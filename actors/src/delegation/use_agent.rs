@@ -12,10 +12,9 @@ use serde::Deserialize;
 
 use crate::delegation::args::{self, CHILD_SPEC, Kind};
 use serde_json::{Value, json};
-use subagents_messages::{AgentId, Envelope, SubAgentStatus, text};
+use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
-use crate::agent::LiveTurn;
-
+use crate::delegation::answers::{finished_json, pending_json, range_json, status_json};
 use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
 use crate::hub::{HubHandle, Refused, Steered, WaitOutcome};
 use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
@@ -64,14 +63,17 @@ impl Arguments {
     /// otherwise be taken and ignored: the call still waits).
     fn only_for(&self, action: &str) -> Result<(), ToolError> {
         let spec = &self.spec;
+        // An empty string or list says nothing (a model that fills every
+        // field of the schema sends them); a flag or a number does.
+        let text = |t: &Option<String>| t.as_deref().is_some_and(|t| !t.is_empty());
         let given = [
-            ("agent", spec.agent.is_some()),
-            ("system_prompt", spec.system_prompt.is_some()),
-            ("tools", spec.tools.is_some()),
-            ("model", spec.model.is_some()),
-            ("provider", spec.provider.is_some()),
+            ("agent", text(&spec.agent)),
+            ("system_prompt", text(&spec.system_prompt)),
+            ("tools", spec.tools.as_ref().is_some_and(|t| !t.is_empty())),
+            ("model", text(&spec.model)),
+            ("provider", text(&spec.provider)),
             ("max_iterations", spec.max_iterations.is_some()),
-            ("input", self.input.is_some()),
+            ("input", text(&self.input)),
             ("wait", self.wait.is_some()),
             ("id", self.id.is_some()),
             ("offset", self.offset.is_some()),
@@ -97,119 +99,6 @@ impl Arguments {
         };
         args::only_fields(action, &given, reads)
     }
-}
-
-/// What a child used: tokens in and out (its own model calls; its own
-/// children's apart), model and tool calls, running time.
-fn usage_json(envelope: &Envelope) -> Value {
-    json!({
-        "tokens_in": envelope.usage.prompt_tokens,
-        "tokens_out": envelope.usage.completion_tokens,
-        "children_tokens": envelope.children_usage.total(),
-        "model_calls": envelope.model_calls,
-        "tool_calls": envelope.tool_calls,
-        "elapsed_s": (envelope.elapsed.as_millis() as f64) / 1000.0,
-    })
-}
-
-/// The JSON a model reads for a finished child: its answer within the
-/// result budget (`answer` is what [`Delegator::budgeted`] made of it).
-fn finished_json(envelope: &Envelope, answer: Option<String>) -> String {
-    let mut out = json!({
-        "id": envelope.id.as_str(),
-        "name": envelope.name,
-        "status": envelope.status.as_str(),
-        "usage": usage_json(envelope),
-    });
-    if let Some(result) = answer {
-        out["result"] = Value::String(result);
-    }
-    if let Some(error) = &envelope.error {
-        out["error"] = Value::String(error.clone());
-    }
-    out.to_string()
-}
-
-/// A range of a finished child's answer: characters `offset..offset +
-/// limit`, and how many there are in all.
-fn range_json(envelope: &Envelope, offset: usize, limit: usize) -> String {
-    let (part, total) = text::char_range(
-        envelope.result.as_deref().unwrap_or_default(),
-        offset,
-        limit,
-    );
-    let length = part.chars().count();
-    json!({
-        "id": envelope.id.as_str(),
-        "status": envelope.status.as_str(),
-        "offset": offset,
-        "length": length,
-        "total_chars": total,
-        "more": offset + length < total,
-        "result": part,
-    })
-    .to_string()
-}
-
-fn pending_json(id: &AgentId) -> String {
-    json!({
-        "pending": true,
-        "id": id.as_str(),
-        "note": "the sub-agent runs in the background; its result will arrive as a message, or ask with action result",
-    })
-    .to_string()
-}
-
-/// A snapshot for `status`. A child that waits for a slot reads
-/// `"status": "queued"` with its `queue_position` (1 = next), whether or
-/// not the parent still waits on it (`background`). A running child says
-/// what it does `now` (`waiting_for_model`, `in_model_call`, `in_tool`,
-/// `awaiting_approval` or `thinking`, the tool, for how long) and its
-/// usage so far.
-pub(crate) fn status_json(
-    envelope: &Envelope,
-    live: Option<&LiveTurn>,
-    queue_position: Option<usize>,
-    answer: Option<String>,
-) -> String {
-    let status = match queue_position {
-        Some(_) => "queued",
-        None => envelope.status.as_str(),
-    };
-    let mut out = json!({
-        "id": envelope.id.as_str(),
-        "name": envelope.name,
-        "status": status,
-        "background": envelope.background,
-        "elapsed_s": (envelope.elapsed.as_millis() as f64) / 1000.0,
-        "tool_calls": envelope.tool_calls,
-        "model_calls": envelope.model_calls,
-        "tokens": envelope.usage.total(),
-        "usage": usage_json(envelope),
-        "last_tool": envelope.last_tool,
-    });
-    if let Some(position) = queue_position {
-        out["queue_position"] = json!(position);
-    }
-    if let Some(live) = live {
-        let mut now = json!({
-            "doing": live.activity.as_str(),
-            "for_s": (live.for_.as_millis() as f64) / 1000.0,
-        });
-        if let Some(tool) = live.activity.tool() {
-            now["tool"] = json!(text::one_line(tool, 80));
-        }
-        out["now"] = now;
-    }
-    if envelope.status.is_terminal() {
-        if let Some(answer) = answer {
-            out["result"] = Value::String(answer);
-        }
-        if let Some(error) = &envelope.error {
-            out["error"] = Value::String(error.clone());
-        }
-    }
-    out.to_string()
 }
 
 impl UseAgent {

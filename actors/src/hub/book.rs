@@ -194,13 +194,21 @@ impl Book {
         }
     }
 
-    /// Its 1-based place among the children waiting for a slot.
+    /// Its 1-based place among the children waiting for a slot of its
+    /// requester's (the cap holds per requester).
     pub(crate) fn queue_position(&self, id: &AgentId) -> Option<usize> {
-        let mine = self.entries.get(id)?.queued?;
+        let (mine, requester) = {
+            let entry = self.entries.get(id)?;
+            (
+                entry.queued?,
+                entry.seed.as_ref().map(|s| s.requester.clone()),
+            )
+        };
         let ahead = self
             .entries
             .iter()
             .filter(|e| e.queued.is_some_and(|q| q < mine))
+            .filter(|e| e.seed.as_ref().map(|s| &s.requester) == requester.as_ref())
             .count();
         Some(ahead + 1)
     }

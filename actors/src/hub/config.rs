@@ -16,8 +16,9 @@ use crate::tool::{Tool, ToolRegistry};
 
 /// Told about every child that reaches a terminal status (the supervisor
 /// turns background ones into wakes and persists envelopes), and again
-/// when a finished child's envelope changes: its result was claimed, or a
-/// result nobody took was handed to the background.
+/// when a finished child's envelope changes: its result was claimed, a
+/// result nobody took was handed to the background, or a message resumed
+/// it as a new run (`continued_as`). Count ends by id, not by calls.
 pub trait HubObserver: Send + Sync + 'static {
     /// A child finished, or its final envelope changed; `envelope` is the
     /// final one, as it is now.

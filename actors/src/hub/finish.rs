@@ -169,11 +169,13 @@ impl HubState {
         // Sent before the hub was told (see `start_child`). A child that
         // already ended has left the map: its finish below changes
         // nothing.
+        // Taken, not borrowed: a receiver read once is spent, and a child
+        // that now waits for its own children (`ending`) stays in the map.
         let result = self
             .children
             .get_mut(id)
-            .and_then(|child| child.last_result.as_mut())
-            .and_then(|last| last.try_recv().ok());
+            .and_then(|child| child.last_result.take())
+            .and_then(|mut last| last.try_recv().ok());
         let (status, result, error) = self.ending(id, result);
         self.finish_and_orphan(myself, id, status, result, error)
     }

@@ -167,6 +167,15 @@ impl HubState {
         ) else {
             return Err(Refused::UnknownRequester(request.requester.clone()));
         };
+        // A requester whose turn ended waits only for its children to
+        // stop: none is added under it (nothing would stop it).
+        if self
+            .children
+            .get(&request.requester)
+            .is_some_and(|r| r.ending.is_some())
+        {
+            return Err(Refused::UnknownRequester(request.requester.clone()));
+        }
         if request.requester_depth != requester_depth {
             Arc::make_mut(&mut request).requester_depth = requester_depth;
         }
@@ -267,7 +276,7 @@ impl HubState {
         child
             .requester_sink
             .emit(AgentEvent::ChildStarted(Box::new(info)));
-        let admission = self.slots.admit(id.clone());
+        let admission = self.slots.admit(id.clone(), &child.request.requester);
         match admission {
             Admission::Start => {
                 self.set_status(&id, &child, SubAgentStatus::Running);

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use subagents_messages::AgentId;
 
@@ -15,84 +15,110 @@ pub(crate) enum Admission {
     Queued(usize),
 }
 
-/// Live slots (reserved or running) and the queue, in request order.
+/// Live slots (reserved or running) and the queues, in request order: the
+/// cap holds per requester. The parent's children share `max_live`; each
+/// child's own children share another `max_live` of their own, so a child
+/// waiting on its child never holds the slot that child waits for (a
+/// deadlock until a wait or a wall clock ran out). With `max_depth` 1 (the
+/// default) there is one requester, and one pool, as before.
 #[derive(Debug)]
 pub(crate) struct Slots {
     max_live: usize,
-    /// Hashed with Fx: the ids are the hub's own, and SipHash cost
-    /// more than the rest of an admission.
+    /// Per requester (hashed with Fx: the ids are the hub's own).
+    groups: FxHashMap<AgentId, Group>,
+    /// Each admitted child's requester, to find its group.
+    requester_of: FxHashMap<AgentId, AgentId>,
+}
+
+/// One requester's children: those holding a slot, and the queue.
+#[derive(Debug, Default)]
+struct Group {
     live: FxHashSet<AgentId>,
     queue: VecDeque<AgentId>,
 }
 
 impl Slots {
-    /// At most `max_live` live at once (at least 1).
+    /// At most `max_live` live at once per requester (at least 1).
     pub(crate) fn new(max_live: usize) -> Self {
         Self {
             max_live: max_live.max(1),
-            live: FxHashSet::default(),
-            queue: VecDeque::new(),
+            groups: FxHashMap::default(),
+            requester_of: FxHashMap::default(),
         }
     }
 
-    /// Admits a new child: a slot if one is free and nobody waits, else
-    /// the back of the queue.
-    pub(crate) fn admit(&mut self, id: AgentId) -> Admission {
-        if self.live.len() < self.max_live && self.queue.is_empty() {
-            self.live.insert(id);
+    /// Admits a new child of `requester`: a slot if one of its requester's
+    /// is free and none of its children waits, else the back of that queue.
+    pub(crate) fn admit(&mut self, id: AgentId, requester: &AgentId) -> Admission {
+        self.requester_of.insert(id.clone(), requester.clone());
+        let group = self.groups.entry(requester.clone()).or_default();
+        if group.live.len() < self.max_live && group.queue.is_empty() {
+            group.live.insert(id);
             Admission::Start
         } else {
-            self.queue.push_back(id);
-            Admission::Queued(self.queue.len())
+            group.queue.push_back(id);
+            Admission::Queued(group.queue.len())
         }
     }
 
-    /// Frees `id`'s slot (or drops it from the queue) and returns the
+    /// Frees `id`'s slot (or drops it from its queue) and returns the
     /// children to start now, in request order (their slots reserved).
     pub(crate) fn release(&mut self, id: &AgentId) -> Vec<AgentId> {
-        if !self.live.remove(id) {
-            self.remove_queued(id);
+        let Some(requester) = self.requester_of.remove(id) else {
+            return Vec::new();
+        };
+        let Some(group) = self.groups.get_mut(&requester) else {
+            return Vec::new();
+        };
+        if !group.live.remove(id) {
+            group.queue.retain(|q| q != id);
         }
         let mut start = Vec::new();
-        while self.live.len() < self.max_live {
-            let Some(next) = self.queue.pop_front() else {
+        while group.live.len() < self.max_live {
+            let Some(next) = group.queue.pop_front() else {
                 break;
             };
-            self.live.insert(next.clone());
+            group.live.insert(next.clone());
             start.push(next);
+        }
+        if group.live.is_empty() && group.queue.is_empty() {
+            self.groups.remove(&requester);
         }
         start
     }
 
-    /// Drops a queued child; `false` if it was not queued.
-    pub(crate) fn remove_queued(&mut self, id: &AgentId) -> bool {
-        let before = self.queue.len();
-        self.queue.retain(|q| q != id);
-        self.queue.len() != before
-    }
-
-    /// Empties the queue, returning it in order.
+    /// Empties every queue, returning the children in request order (the
+    /// hub's ids are numbered in request order).
     pub(crate) fn drain_queue(&mut self) -> Vec<AgentId> {
-        self.queue.drain(..).collect()
+        let mut drained: Vec<AgentId> = Vec::new();
+        for group in self.groups.values_mut() {
+            drained.extend(group.queue.drain(..));
+        }
+        for id in &drained {
+            self.requester_of.remove(id);
+        }
+        self.groups.retain(|_, g| !g.live.is_empty());
+        drained.sort_by_key(|id| (crate::hub::ids::child_number(id), id.clone()));
+        drained
     }
 
     /// True if `id` holds a slot.
     #[cfg(test)]
     pub(crate) fn is_live(&self, id: &AgentId) -> bool {
-        self.live.contains(id)
+        self.groups.values().any(|g| g.live.contains(id))
     }
 
-    /// Children holding a slot.
+    /// Children holding a slot, at every depth.
     pub(crate) fn live(&self) -> usize {
-        self.live.len()
+        self.groups.values().map(|g| g.live.len()).sum()
     }
 
-    /// Children queued.
+    /// Children queued, at every depth.
     pub(crate) fn queued(&self) -> usize {
-        self.queue.len()
+        self.groups.values().map(|g| g.queue.len()).sum()
     }
 
-    /// The cap.
+    /// The cap (per requester).
     pub(crate) fn max_live(&self) -> usize {
         self.max_live
     }
@@ -107,14 +133,54 @@ mod tests {
         AgentId::new(format!("agent_{n}"))
     }
 
+    fn parent() -> AgentId {
+        AgentId::new("parent")
+    }
+
+    /// A child's children have slots of their own: the child holding the
+    /// parent's only slot never makes its own child wait for it.
+    #[test]
+    fn the_cap_holds_per_requester() {
+        let mut s = Slots::new(1);
+        assert_eq!(s.admit(id(1), &parent()), Admission::Start);
+        assert_eq!(s.admit(id(2), &id(1)), Admission::Start);
+        assert_eq!(s.admit(id(3), &id(1)), Admission::Queued(1));
+        assert_eq!(s.admit(id(4), &parent()), Admission::Queued(1));
+        assert_eq!((s.live(), s.queued()), (2, 2));
+        // Each release admits from its own requester's queue.
+        assert_eq!(s.release(&id(2)), vec![id(3)]);
+        assert_eq!(s.release(&id(1)), vec![id(4)]);
+        assert_eq!(s.drain_queue(), vec![]);
+        assert_eq!(s.release(&id(3)), vec![]);
+        assert_eq!(s.release(&id(4)), vec![]);
+        assert_eq!((s.live(), s.queued()), (0, 0));
+        assert!(
+            s.groups.is_empty() && s.requester_of.is_empty(),
+            "nothing held at rest"
+        );
+    }
+
+    #[test]
+    fn draining_gives_every_queue_in_request_order() {
+        let mut s = Slots::new(1);
+        s.admit(id(1), &parent());
+        s.admit(id(2), &id(1));
+        s.admit(id(5), &id(1));
+        s.admit(id(3), &parent());
+        s.admit(id(4), &id(2));
+        s.admit(id(6), &id(2));
+        assert_eq!(s.drain_queue(), vec![id(3), id(5), id(6)]);
+        assert_eq!(s.queued(), 0);
+    }
+
     #[test]
     fn the_fourth_is_queued_and_starts_when_a_slot_frees() {
         let mut s = Slots::new(3);
         for n in 1..=3 {
-            assert_eq!(s.admit(id(n)), Admission::Start);
+            assert_eq!(s.admit(id(n), &parent()), Admission::Start);
         }
-        assert_eq!(s.admit(id(4)), Admission::Queued(1));
-        assert_eq!(s.admit(id(5)), Admission::Queued(2));
+        assert_eq!(s.admit(id(4), &parent()), Admission::Queued(1));
+        assert_eq!(s.admit(id(5), &parent()), Admission::Queued(2));
         assert_eq!(s.release(&id(2)), vec![id(4)]);
         assert!(s.is_live(&id(4)));
         assert_eq!((s.live(), s.queued()), (3, 1));
@@ -123,9 +189,9 @@ mod tests {
     #[test]
     fn releasing_a_queued_child_drops_it_and_unknown_ids_change_nothing() {
         let mut s = Slots::new(1);
-        s.admit(id(1));
-        s.admit(id(2));
-        s.admit(id(3));
+        s.admit(id(1), &parent());
+        s.admit(id(2), &parent());
+        s.admit(id(3), &parent());
         assert_eq!(s.release(&id(2)), vec![]);
         assert_eq!(s.release(&id(9)), vec![]);
         assert_eq!(s.release(&id(1)), vec![id(3)]);
@@ -135,11 +201,11 @@ mod tests {
     #[test]
     fn nobody_jumps_the_queue() {
         let mut s = Slots::new(1);
-        s.admit(id(1));
-        s.admit(id(2));
+        s.admit(id(1), &parent());
+        s.admit(id(2), &parent());
         // A slot frees but the queue is served first.
         assert_eq!(s.release(&id(1)), vec![id(2)]);
-        assert_eq!(s.admit(id(3)), Admission::Queued(1));
+        assert_eq!(s.admit(id(3), &parent()), Admission::Queued(1));
     }
 
     proptest! {
@@ -154,7 +220,7 @@ mod tests {
             for (add, pick) in ops {
                 if add || live.is_empty() {
                     next += 1;
-                    if s.admit(id(next)) == Admission::Start {
+                    if s.admit(id(next), &parent()) == Admission::Start {
                         started.push(next);
                         live.push(next);
                     }

@@ -197,9 +197,15 @@ impl HubState {
             if let Some(child) = self.children.get_mut(id)
                 && let Some(agent) = &child.agent
             {
+                let depth = child.request.requester_depth;
+                // Its turn ended already; it waited for its own children.
+                if let Some(ending) = child.ending.take() {
+                    running.push((depth, id.clone(), Ends::Ended(ending)));
+                    continue;
+                }
                 child.stopping.get_or_insert(STOPPED_RUNNING);
                 let _ = agent.stop_turn();
-                running.push((id.clone(), child.last_result.take()));
+                running.push((depth, id.clone(), Ends::Reports(child.last_result.take())));
             } else {
                 self.finish_child(
                     id,
@@ -209,15 +215,26 @@ impl HubState {
                 );
             }
         }
-        for (id, last) in running {
-            let result = match last {
-                Some(last) => last.await.ok(),
-                None => None,
+        // Deepest first: a child's own children end inside its row, before
+        // its own end closes it.
+        running.sort_by_key(|r| std::cmp::Reverse(r.0));
+        for (_, id, ends) in running {
+            let (status, result, error) = match ends {
+                Ends::Ended(ending) => ending,
+                Ends::Reports(Some(last)) => self.ending(&id, last.await.ok()),
+                Ends::Reports(None) => self.ending(&id, None),
             };
-            let (status, result, error) = self.ending(&id, result);
             self.finish_child(&id, status, result, error);
         }
     }
+}
+
+/// How a running child ends as the hub stops.
+enum Ends {
+    /// Its turn reports (or has nothing left to report).
+    Reports(Option<tokio::sync::oneshot::Receiver<subagents_messages::AgentResult>>),
+    /// Its turn ended before: how.
+    Ended(crate::hub::lifecycle::Ending),
 }
 
 /// What `Detach` found.

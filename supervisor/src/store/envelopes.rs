@@ -43,8 +43,8 @@ pub struct EnvelopeStore {
     /// them), runs with what was to be written.
     pub(super) unsaved: Mutex<Unsaved>,
     /// The directory's lock, held for the store's life (released when the
-    /// file closes, a crash included).
-    _lock: fs::File,
+    /// file closes, a crash included); `None` where none can be taken.
+    _lock: Option<fs::File>,
 }
 
 /// Writes whose last attempt failed.
@@ -155,6 +155,12 @@ impl EnvelopeStore {
     pub fn save(&self, envelope: &Envelope) -> Result<(), StoreError> {
         let _io = self.lock_io();
         self.map.insert(envelope.id.clone(), envelope.clone());
+        self.write_envelope(envelope)
+    }
+
+    /// Writes `envelope`'s file and notes how it went; the caller holds
+    /// the `io` lock.
+    pub(super) fn write_envelope(&self, envelope: &Envelope) -> Result<(), StoreError> {
         let path = self.path_of(&envelope.id);
         let mut json = match serde_json::to_vec(envelope) {
             Ok(json) => json,
@@ -346,24 +352,45 @@ impl EnvelopeStore {
     }
 }
 
-/// Takes the directory's lock file, or says which store holds it.
-fn lock_dir(dir: &Path) -> Result<fs::File, StoreError> {
+/// Takes the directory's lock file, or says which store holds it. Only a
+/// lock another store holds is an error: a directory where the lock file
+/// cannot be made (read-only: nothing will be written anyway) or a
+/// filesystem without `flock` opens unlocked, with a warning. A held lock
+/// is tried again for a moment first: a process forking (to run a
+/// command) holds a copy of every open file until it execs, a closed
+/// store's lock with it.
+fn lock_dir(dir: &Path) -> Result<Option<fs::File>, StoreError> {
     let path = dir.join(LOCK_NAME);
-    let file = fs::OpenOptions::new()
+    let file = match fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|source| StoreError::Dir {
-            path: path.clone(),
-            source,
-        })?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(fs::TryLockError::WouldBlock) => Err(StoreError::Locked {
-            path: dir.to_path_buf(),
-            lock: path,
-        }),
-        Err(fs::TryLockError::Error(source)) => Err(StoreError::Dir { path, source }),
+    {
+        Ok(file) => file,
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "no lock file: the store opens unlocked");
+            return Ok(None);
+        }
+    };
+    for attempt in 0.. {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(file)),
+            Err(fs::TryLockError::WouldBlock) if attempt < LOCK_TRIES => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(fs::TryLockError::WouldBlock) => break,
+            Err(fs::TryLockError::Error(error)) => {
+                tracing::warn!(path = %path.display(), %error, "the lock file cannot be locked: the store opens unlocked");
+                return Ok(None);
+            }
+        }
     }
+    Err(StoreError::Locked {
+        path: dir.to_path_buf(),
+        lock: path,
+    })
 }
+
+/// Tries of a held lock before `Locked` (10 ms apart).
+const LOCK_TRIES: u32 = 20;

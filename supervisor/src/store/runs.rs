@@ -30,30 +30,37 @@ impl EnvelopeStore {
         request: &ChildRequest,
         conversation: &[ChatMessage],
     ) -> Result<(), StoreError> {
-        let saved = self.write_run(id, request, conversation);
-        let mut unsaved = self.unsaved();
-        match saved {
-            Ok(()) => {
-                unsaved.runs.remove(id);
-            }
-            // Kept to try again (`retry_unsaved`): the run is all a later
-            // `send` resumes from.
-            Err(_) => {
-                unsaved
-                    .runs
-                    .insert(id.clone(), (request.clone(), conversation.to_vec()));
-            }
-        }
-        saved
+        let _io = self.lock_io();
+        self.write_run(id, request, conversation)
     }
 
+    /// Writes `id`'s run file and notes how it went (a failed write is
+    /// kept to try again: the run is all a later `send` resumes from);
+    /// the caller holds the `io` lock, so the note and the file agree.
     fn write_run(
         &self,
         id: &AgentId,
         request: &ChildRequest,
         conversation: &[ChatMessage],
     ) -> Result<(), StoreError> {
-        let _io = self.lock_io();
+        let written = self.write_run_file(id, request, conversation);
+        let mut unsaved = self.unsaved();
+        if written.is_ok() {
+            unsaved.runs.remove(id);
+        } else {
+            unsaved
+                .runs
+                .insert(id.clone(), (request.clone(), conversation.to_vec()));
+        }
+        written
+    }
+
+    fn write_run_file(
+        &self,
+        id: &AgentId,
+        request: &ChildRequest,
+        conversation: &[ChatMessage],
+    ) -> Result<(), StoreError> {
         let path = self.run_path(id);
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
@@ -89,6 +96,10 @@ impl EnvelopeStore {
     /// any time. What succeeds is forgotten; what fails is kept for the
     /// next try.
     pub fn retry_unsaved(&self) -> Vec<StoreError> {
+        // Under the `io` lock throughout: what is written is what the
+        // store holds now (a newer save, or a prune, cannot slip between
+        // the read and the write).
+        let _io = self.lock_io();
         let (envelopes, runs) = {
             let unsaved = self.unsaved();
             (unsaved.envelopes.clone(), unsaved.runs.clone())
@@ -96,12 +107,12 @@ impl EnvelopeStore {
         let mut failed = Vec::new();
         for id in envelopes {
             match self.get(&id) {
-                Some(envelope) => failed.extend(self.save(&envelope).err()),
+                Some(envelope) => failed.extend(self.write_envelope(&envelope).err()),
                 None => self.forget_unsaved(&id),
             }
         }
         for (id, (request, conversation)) in runs {
-            failed.extend(self.save_run(&id, &request, &conversation).err());
+            failed.extend(self.write_run(&id, &request, &conversation).err());
         }
         failed
     }

@@ -1,0 +1,120 @@
+//! What `use_agent` answers a model, as JSON: a finished child (its answer
+//! within the result budget, or a range of it), a pending one, a status.
+
+use serde_json::{Value, json};
+use subagents_messages::{AgentId, Envelope, text};
+
+use crate::agent::LiveTurn;
+
+/// What a child used: tokens in and out (its own model calls; its own
+/// children's apart), model and tool calls, running time.
+pub(super) fn usage_json(envelope: &Envelope) -> Value {
+    json!({
+        "tokens_in": envelope.usage.prompt_tokens,
+        "tokens_out": envelope.usage.completion_tokens,
+        "children_tokens": envelope.children_usage.total(),
+        "model_calls": envelope.model_calls,
+        "tool_calls": envelope.tool_calls,
+        "elapsed_s": (envelope.elapsed.as_millis() as f64) / 1000.0,
+    })
+}
+
+/// The JSON a model reads for a finished child: its answer within the
+/// result budget (`answer` is what [`Delegator::budgeted`] made of it).
+pub(super) fn finished_json(envelope: &Envelope, answer: Option<String>) -> String {
+    let mut out = json!({
+        "id": envelope.id.as_str(),
+        "name": envelope.name,
+        "status": envelope.status.as_str(),
+        "usage": usage_json(envelope),
+    });
+    if let Some(result) = answer {
+        out["result"] = Value::String(result);
+    }
+    if let Some(error) = &envelope.error {
+        out["error"] = Value::String(error.clone());
+    }
+    out.to_string()
+}
+
+/// A range of a finished child's answer: characters `offset..offset +
+/// limit`, and how many there are in all.
+pub(super) fn range_json(envelope: &Envelope, offset: usize, limit: usize) -> String {
+    let (part, total) = text::char_range(
+        envelope.result.as_deref().unwrap_or_default(),
+        offset,
+        limit,
+    );
+    let length = part.chars().count();
+    json!({
+        "id": envelope.id.as_str(),
+        "status": envelope.status.as_str(),
+        "offset": offset,
+        "length": length,
+        "total_chars": total,
+        "more": offset + length < total,
+        "result": part,
+    })
+    .to_string()
+}
+
+pub(super) fn pending_json(id: &AgentId) -> String {
+    json!({
+        "pending": true,
+        "id": id.as_str(),
+        "note": "the sub-agent runs in the background; its result will arrive as a message, or ask with action result",
+    })
+    .to_string()
+}
+
+/// A snapshot for `status`. A child that waits for a slot reads
+/// `"status": "queued"` with its `queue_position` (1 = next), whether or
+/// not the parent still waits on it (`background`). A running child says
+/// what it does `now` (`waiting_for_model`, `in_model_call`, `in_tool`,
+/// `awaiting_approval` or `thinking`, the tool, for how long) and its
+/// usage so far.
+pub(super) fn status_json(
+    envelope: &Envelope,
+    live: Option<&LiveTurn>,
+    queue_position: Option<usize>,
+    answer: Option<String>,
+) -> String {
+    let status = match queue_position {
+        Some(_) => "queued",
+        None => envelope.status.as_str(),
+    };
+    let mut out = json!({
+        "id": envelope.id.as_str(),
+        "name": envelope.name,
+        "status": status,
+        "background": envelope.background,
+        "elapsed_s": (envelope.elapsed.as_millis() as f64) / 1000.0,
+        "tool_calls": envelope.tool_calls,
+        "model_calls": envelope.model_calls,
+        "tokens": envelope.usage.total(),
+        "usage": usage_json(envelope),
+        "last_tool": envelope.last_tool,
+    });
+    if let Some(position) = queue_position {
+        out["queue_position"] = json!(position);
+    }
+    if let Some(live) = live {
+        let mut now = json!({
+            "doing": live.activity.as_str(),
+            "for_s": (live.for_.as_millis() as f64) / 1000.0,
+        });
+        if let Some(tool) = live.activity.tool() {
+            now["tool"] = json!(text::one_line(tool, 80));
+        }
+        out["now"] = now;
+    }
+    if envelope.status.is_terminal() {
+        if let Some(answer) = answer {
+            out["result"] = Value::String(answer);
+        }
+        if let Some(error) = &envelope.error {
+            out["error"] = Value::String(error.clone());
+        }
+    }
+    out.to_string()
+}

@@ -1,0 +1,197 @@
+//! A call turned into a child's request: who the child is (a profile or
+//! an inline prompt), the tools it gets (never more than its requester
+//! has, never a tool its profile does not list or denies), its model and
+//! its model-call cap (a call may lower a profile's, not raise it).
+
+use subagents_messages::{ChildRequest, RequestOptions};
+
+use crate::delegation::engine::{
+    ChildSpec, Delegator, ParentStopPolicy, is_delegation_tool, refuse,
+};
+use crate::tool::{ToolCallContext, ToolError};
+
+impl Delegator {
+    /// Builds the request: exactly one of `agent` or `system_prompt`; a
+    /// profile's fields, then the call's overrides; tools checked against
+    /// the caller's own, less the profile's deny list. `background`:
+    /// `None` takes the profile's (inline for an inline definition).
+    /// Every refusal is a sentence.
+    pub(crate) fn request(
+        &self,
+        call: &ToolCallContext,
+        spec: ChildSpec,
+        input: String,
+        background: Option<bool>,
+    ) -> Result<ChildRequest, ToolError> {
+        let agent = spec.agent.filter(|a| !a.trim().is_empty());
+        let inline = spec.system_prompt.filter(|p| !p.trim().is_empty());
+        let (profile, system_prompt) = match (agent, inline) {
+            (Some(_), Some(_)) => {
+                return Err(refuse(
+                    "give either `agent` (a named sub-agent) or `system_prompt` (an inline one), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(refuse(format!(
+                    "give `agent` (a named sub-agent) or `system_prompt` (an inline one's instructions; its first line is its name){}",
+                    self.names_hint()
+                )));
+            }
+            (Some(name), None) => {
+                let profile = self.profiles.get(&name).ok_or_else(|| {
+                    refuse(format!(
+                        "there is no sub-agent named `{name}`{}",
+                        self.names_hint()
+                    ))
+                })?;
+                (Some(profile), profile.system_prompt.clone())
+            }
+            (None, Some(prompt)) => (None, prompt),
+        };
+        if let Some(p) = profile
+            && spec.tools.is_none()
+            && p.tools.as_ref().is_some_and(Vec::is_empty)
+            && !p.unavailable_tools.is_empty()
+        {
+            return Err(refuse(format!(
+                "the sub-agent `{}` cannot run: none of the tools it lists exists here ({}); give it `tools` from yours, or do the work yourself",
+                p.name,
+                p.unavailable_tools.join(", ")
+            )));
+        }
+        let name = profile.map(|p| p.name.clone());
+        let mut tools = profile.and_then(|p| p.tools.clone());
+        let mut model = profile.and_then(|p| p.model.clone());
+        let mut provider = profile.and_then(|p| p.provider.clone());
+        let mut max_iterations = profile.and_then(|p| p.max_iterations);
+        let denied: &[String] = profile.map_or(&[], |p| &p.disallowed_tools);
+        if let Some(asked) = spec.tools {
+            if let Some(tool) = asked.iter().find(|t| denied.contains(t)) {
+                return Err(refuse(format!(
+                    "the sub-agent `{}` may not have the tool `{tool}` (its profile denies it); leave it out",
+                    name.as_deref().unwrap_or_default()
+                )));
+            }
+            // A call narrows a profile's list, never widens it: `tools: []`
+            // is a deliberate tool-less profile. (One none of whose listed
+            // tools exists here lists nothing: the call names the tools it
+            // runs with, as its refusal says.)
+            if let Some(p) = profile
+                && let Some(listed) = p.tools.as_ref()
+                && (!listed.is_empty() || p.unavailable_tools.is_empty())
+                && let Some(tool) = asked.iter().find(|t| !listed.contains(t))
+            {
+                return Err(refuse(format!(
+                    "the sub-agent `{}` may only have the tools its profile lists ({}), and `{tool}` is not one of them; leave it out",
+                    name.as_deref().unwrap_or_default(),
+                    if listed.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        listed.join(", ")
+                    }
+                )));
+            }
+            tools = Some(asked);
+        }
+        if spec.model.is_some() {
+            model = spec.model;
+            provider = spec.provider;
+        }
+        // A call may lower a profile's cap, not raise it.
+        max_iterations = match (max_iterations, spec.max_iterations) {
+            (Some(profile), Some(call)) => Some(profile.min(call)),
+            (profile, call) => call.or(profile),
+        };
+        if !denied.is_empty() {
+            // A deny list only narrows: whatever the child would get (its
+            // list, or every tool of the caller's), less the denied ones.
+            let base = tools.unwrap_or_else(|| {
+                call.available_tools
+                    .iter()
+                    .filter(|t| !is_delegation_tool(t))
+                    .cloned()
+                    .collect()
+            });
+            tools = Some(base.into_iter().filter(|t| !denied.contains(t)).collect());
+        }
+        let tools = self.check_tools(call, tools)?;
+        let background = background.unwrap_or_else(|| profile.is_some_and(|p| p.background));
+        if input.trim().is_empty() {
+            return Err(refuse(
+                "the task is empty: write the complete task for the sub-agent, which cannot see this conversation",
+            ));
+        }
+        Ok(ChildRequest {
+            requester: call.agent_id.clone(),
+            requester_depth: call.depth,
+            parent_tool_use_id: call.tool_use_id.clone(),
+            system_prompt,
+            input,
+            tools,
+            background,
+            name,
+            model,
+            provider,
+            max_iterations,
+            stop_if_abandoned: self.parent_stop == ParentStopPolicy::Cascade,
+            wall_clock_cap: None,
+            token_cap: None,
+            options: profile
+                .map(|p| p.options.clone())
+                .filter(|o| *o != RequestOptions::default()),
+            resumed_from: None,
+            conversation: Vec::new(),
+        })
+    }
+
+    fn names_hint(&self) -> String {
+        if self.profiles.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the named sub-agents are: {}",
+                self.profiles.names().collect::<Vec<_>>().join(", ")
+            )
+        }
+    }
+
+    /// Checks listed tools against the caller's; `None` inherits all of
+    /// them but the delegation tools (for a parent, `None`: the hub's).
+    fn check_tools(
+        &self,
+        call: &ToolCallContext,
+        tools: Option<Vec<String>>,
+    ) -> Result<Option<Vec<String>>, ToolError> {
+        let Some(tools) = tools else {
+            // A child's child gets at most its requester's tools (the hub
+            // would give it every host tool); a parent's are the host's.
+            if call.depth == 0 {
+                return Ok(None);
+            }
+            return Ok(Some(
+                call.available_tools
+                    .iter()
+                    .filter(|t| !is_delegation_tool(t))
+                    .cloned()
+                    .collect(),
+            ));
+        };
+        for name in &tools {
+            if is_delegation_tool(name) {
+                return Err(refuse(self.depth_refusal()));
+            }
+            if !call.available_tools.iter().any(|t| t == name) {
+                return Err(refuse(format!(
+                    "the tool `{name}` is not one of your tools, so a sub-agent cannot get it; your tools are: {}",
+                    call.available_tools
+                        .iter()
+                        .filter(|t| !is_delegation_tool(t))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+        Ok(Some(tools))
+    }
+}
