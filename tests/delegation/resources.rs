@@ -188,3 +188,55 @@ async fn a_host_tool_named_like_a_delegation_tool_reaches_no_child() {
     );
     check_log(&log, true);
 }
+
+/// A host tool named `agent`.
+struct HostAgent;
+
+impl Tool for HostAgent {
+    fn name(&self) -> &str {
+        "agent"
+    }
+    fn description(&self) -> String {
+        "the host's own agent tool".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { Ok("the host's agent ran".into()) })
+    }
+}
+
+/// Foreign input: a host tool named like a delegation front-end this
+/// parent does not offer (`agent`, with only `use_agent` on) was treated
+/// as delegation anyway: listing it for a child was refused with the depth
+/// sentence, a deny list dropped it and "your tools are" left it out. It
+/// is an ordinary tool: a child may be given it.
+#[tokio::test(start_paused = true)]
+async fn a_host_tool_named_like_a_front_end_not_offered_is_an_ordinary_tool() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run_call("Helper", "use it", &["agent"], true)),
+        Reply::answer("Done."),
+    ])
+    .with_script(
+        "Helper",
+        vec![
+            Reply::new().tool_call("agent", "{}"),
+            Reply::answer("helped"),
+        ],
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(HostAgent))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (output, refused) = &results_of(&log, "use_agent")[0];
+    assert!(!refused, "{output}");
+    assert!(output.contains("helped"), "{output}");
+    let helper = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(helper.tools, ["agent"]);
+    parent.shutdown_and_wait().await;
+}

@@ -420,9 +420,18 @@ impl DelegationBuilder {
             .map_err(spawn_error)?
             .with_inline_wait(self.inline_wait)
             .with_result_budget(self.result_budget);
+        let offered = [
+            (self.front_ends.use_agent, USE_AGENT),
+            (self.front_ends.delegate_task, DELEGATE_TASK),
+            (self.front_ends.agent, AGENT),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
         let delegator = Delegator::new(hub.clone(), Arc::new(self.profiles))
             .max_depth(self.max_depth)
-            .parent_stop(self.parent_stop);
+            .parent_stop(self.parent_stop)
+            .offered(offered);
         let mut delegating: Vec<Arc<dyn Tool>> = Vec::new();
         if self.front_ends.use_agent {
             delegating.push(Arc::new(UseAgent::with_delegator(delegator.clone())));

@@ -5,9 +5,7 @@
 
 use subagents_messages::{ChildRequest, RequestOptions};
 
-use crate::delegation::engine::{
-    ChildSpec, Delegator, ParentStopPolicy, is_delegation_tool, refuse,
-};
+use crate::delegation::engine::{ChildSpec, Delegator, ParentStopPolicy, refuse};
 use crate::tool::{ToolCallContext, ToolError};
 
 impl Delegator {
@@ -108,7 +106,7 @@ impl Delegator {
             let base = tools.unwrap_or_else(|| {
                 call.available_tools
                     .iter()
-                    .filter(|t| !is_delegation_tool(t))
+                    .filter(|t| !self.is_delegation(t))
                     .cloned()
                     .collect()
             });
@@ -171,13 +169,13 @@ impl Delegator {
             return Ok(Some(
                 call.available_tools
                     .iter()
-                    .filter(|t| !is_delegation_tool(t))
+                    .filter(|t| !self.is_delegation(t))
                     .cloned()
                     .collect(),
             ));
         };
         for name in &tools {
-            if is_delegation_tool(name) {
+            if self.is_delegation(name) {
                 return Err(refuse(self.depth_refusal()));
             }
             if !call.available_tools.iter().any(|t| t == name) {
@@ -185,7 +183,7 @@ impl Delegator {
                     "the tool `{name}` is not one of your tools, so a sub-agent cannot get it; your tools are: {}",
                     call.available_tools
                         .iter()
-                        .filter(|t| !is_delegation_tool(t))
+                        .filter(|t| !self.is_delegation(t))
                         .cloned()
                         .collect::<Vec<_>>()
                         .join(", ")

@@ -66,6 +66,7 @@ impl HubState {
             self.tell_observers(envelope);
         }
         let mut next = self.slots.release(id);
+        self.slots.forget_requester(id);
         // A requester whose turn ended while this one stopped ends with
         // the last of its children.
         if self

@@ -81,10 +81,20 @@ impl Slots {
             group.live.insert(next.clone());
             start.push(next);
         }
-        if group.live.is_empty() && group.queue.is_empty() {
-            self.groups.remove(&requester);
-        }
         start
+    }
+
+    /// `requester` ended: its group goes (empty by then: a child's own
+    /// children end before it). A group lives as long as its requester,
+    /// so the parent's is made once, not at every child.
+    pub(crate) fn forget_requester(&mut self, requester: &AgentId) {
+        if self
+            .groups
+            .get(requester)
+            .is_some_and(|g| g.live.is_empty() && g.queue.is_empty())
+        {
+            self.groups.remove(requester);
+        }
     }
 
     /// Empties every queue, returning the children in request order (the
@@ -97,7 +107,6 @@ impl Slots {
         for id in &drained {
             self.requester_of.remove(id);
         }
-        self.groups.retain(|_, g| !g.live.is_empty());
         drained.sort_by_key(|id| (crate::hub::ids::child_number(id), id.clone()));
         drained
     }
@@ -154,10 +163,9 @@ mod tests {
         assert_eq!(s.release(&id(3)), vec![]);
         assert_eq!(s.release(&id(4)), vec![]);
         assert_eq!((s.live(), s.queued()), (0, 0));
-        assert!(
-            s.groups.is_empty() && s.requester_of.is_empty(),
-            "nothing held at rest"
-        );
+        s.forget_requester(&id(1));
+        assert_eq!(s.groups.len(), 1, "the parent's group stays");
+        assert!(s.requester_of.is_empty(), "nothing held at rest");
     }
 
     #[test]

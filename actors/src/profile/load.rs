@@ -208,6 +208,7 @@ fn profile_files(dir: &Path, warnings: &mut Vec<ProfileWarning>) -> Vec<PathBuf>
         }
     };
     let mut files = Vec::new();
+    let mut broken = Vec::new();
     for entry in entries {
         match entry {
             Ok(entry) => {
@@ -218,14 +219,32 @@ fn profile_files(dir: &Path, warnings: &mut Vec<ProfileWarning>) -> Vec<PathBuf>
                     .is_some_and(|n| n.starts_with('.'));
                 let ext = path.extension();
                 let profile = ext == Some(OsStr::new("md")) || ext == Some(OsStr::new("toml"));
-                if profile && !hidden && path.is_file() {
-                    files.push(path);
+                if profile && !hidden {
+                    if path.is_file() {
+                        files.push(path);
+                    } else if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                        // A link to nothing (or a loop): said, not silently
+                        // skipped — a profile of that name elsewhere would
+                        // stand in for it unnoticed.
+                        let why = match std::fs::metadata(&path) {
+                            Err(e) => e.to_string(),
+                            Ok(_) => "it links to something that is not a file".to_owned(),
+                        };
+                        let message =
+                            format!("a symbolic link that cannot be read as a file: {why}");
+                        broken.push(ProfileError::Read { path, message });
+                    }
                 }
             }
             Err(e) => warn(warnings, unreadable(e)),
         }
     }
     files.sort();
+    // In name order, as the files are: never the directory's own order.
+    broken.sort_by(|a: &ProfileError, b| a.path().cmp(b.path()));
+    for error in broken {
+        warn(warnings, ProfileWarning::Skipped(error));
+    }
     files
 }
 

@@ -313,3 +313,30 @@ fn a_deny_entry_that_denies_nothing_is_said() {
         .collect();
     assert_eq!(denied, ["Bash", "write", "Bash", "WebSearch"]);
 }
+
+/// Foreign input: a profile that is a dangling symbolic link, or a loop,
+/// was skipped without a word, so a profile of the same name from another
+/// directory ran in its place unnoticed. It is a skipped file, named.
+#[cfg(unix)]
+#[test]
+fn a_profile_link_to_nothing_is_skipped_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(dir.join("missing.md"), dir.join("reviewer.md")).unwrap();
+    std::os::unix::fs::symlink(dir.join("loop.md"), dir.join("loop.md")).unwrap();
+    let (profiles, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &known(&[]));
+    assert!(profiles.is_empty());
+    let skipped: Vec<&Path> = warnings
+        .iter()
+        .filter_map(|w| match w {
+            ProfileWarning::Skipped(e) => Some(e.path()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        skipped,
+        [dir.join("loop.md"), dir.join("reviewer.md")],
+        "{warnings:?}"
+    );
+}
