@@ -96,7 +96,8 @@ impl ChildRequest {
 /// The hub's counts, as a query sees them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HubSnapshot {
-    /// The live-children cap.
+    /// The live-children cap, per requester (the parent's children share
+    /// it, each child's own children another: `live` counts every depth).
     pub max_live: usize,
     /// Children holding a slot (starting or running).
     pub live: usize,

@@ -420,14 +420,12 @@ impl DelegationBuilder {
             .map_err(spawn_error)?
             .with_inline_wait(self.inline_wait)
             .with_result_budget(self.result_budget);
+        // In the order of `DELEGATION_TOOLS`.
         let offered = [
-            (self.front_ends.use_agent, USE_AGENT),
-            (self.front_ends.delegate_task, DELEGATE_TASK),
-            (self.front_ends.agent, AGENT),
-        ]
-        .into_iter()
-        .filter_map(|(on, name)| on.then_some(name))
-        .collect();
+            self.front_ends.use_agent,
+            self.front_ends.delegate_task,
+            self.front_ends.agent,
+        ];
         let delegator = Delegator::new(hub.clone(), Arc::new(self.profiles))
             .max_depth(self.max_depth)
             .parent_stop(self.parent_stop)

@@ -40,9 +40,9 @@ pub(crate) struct Delegator {
     pub(crate) profiles: Arc<ProfileSet>,
     pub(crate) max_depth: u32,
     pub(crate) parent_stop: ParentStopPolicy,
-    /// The delegation tools this parent offers: a host tool with the name
-    /// of one it does not offer (`agent`, say) is an ordinary tool.
-    pub(crate) offered: Vec<&'static str>,
+    /// Which of [`DELEGATION_TOOLS`] this parent offers: a host tool with
+    /// the name of one it does not offer (`agent`, say) is an ordinary tool.
+    pub(crate) offered: [bool; 3],
 }
 
 /// Who the child is: a profile, or an inline definition with overrides.
@@ -70,19 +70,22 @@ impl Delegator {
             profiles,
             max_depth: crate::defaults::MAX_DEPTH,
             parent_stop: ParentStopPolicy::default(),
-            offered: DELEGATION_TOOLS.to_vec(),
+            offered: [true; 3],
         }
     }
 
-    /// Offers only these delegation tools.
-    pub(crate) fn offered(mut self, offered: Vec<&'static str>) -> Self {
+    /// Offers only these of [`DELEGATION_TOOLS`].
+    pub(crate) fn offered(mut self, offered: [bool; 3]) -> Self {
         self.offered = offered;
         self
     }
 
     /// `name` is a delegation tool this parent offers.
     pub(crate) fn is_delegation(&self, name: &str) -> bool {
-        self.offered.contains(&name)
+        DELEGATION_TOOLS
+            .iter()
+            .zip(self.offered)
+            .any(|(tool, on)| on && *tool == name)
     }
 
     /// Allows children down to `max_depth`.

@@ -43,8 +43,8 @@ impl Actor for Hub {
         let mut sinks = FxHashMap::default();
         sinks.insert(args.parent.clone(), args.parent_sink);
         Ok(HubState {
+            slots: Slots::new(args.config.max_live, args.parent.clone()),
             parent: args.parent,
-            slots: Slots::new(args.config.max_live),
             config: args.config,
             children: FxHashMap::default(),
             actors: FxHashMap::default(),

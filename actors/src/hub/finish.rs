@@ -74,11 +74,12 @@ impl HubState {
             .get(&requester)
             .is_some_and(|r| r.ending.is_some())
             && !self.asked_by(&requester)
-            && let Some((status, result, error)) = self
+            && let Some(ending) = self
                 .children
                 .get_mut(&requester)
                 .and_then(|r| r.ending.take())
         {
+            let (status, result, error) = *ending;
             next.extend(self.finish_child(&requester, status, result, error));
         }
         next
@@ -143,7 +144,9 @@ impl HubState {
             Some(child) => {
                 // The first ending stands (a stop after its turn ended
                 // changes nothing).
-                child.ending.get_or_insert((status, result, error));
+                child
+                    .ending
+                    .get_or_insert_with(|| Box::new((status, result, error)));
                 Vec::new()
             }
             None => self.finish_child(id, status, result, error),

@@ -83,7 +83,7 @@ pub(super) struct Child {
     /// Its turn ended (status, result, error) while children it asked for
     /// still ran: it ends with the last of them, so their ends reach the
     /// stream inside its row, before its own.
-    pub(super) ending: Option<Ending>,
+    pub(super) ending: Option<Box<Ending>>,
     /// Messages sent while it waited for a slot (read after its task).
     pub(super) followups: Vec<String>,
     /// The span of the call that requested it: its runs' spans sit under it.
@@ -174,7 +174,9 @@ impl HubState {
             .get(&request.requester)
             .is_some_and(|r| r.ending.is_some())
         {
-            return Err(Refused::UnknownRequester(request.requester.clone()));
+            return Err(Refused::Finished {
+                id: request.requester.clone(),
+            });
         }
         if request.requester_depth != requester_depth {
             Arc::make_mut(&mut request).requester_depth = requester_depth;
@@ -318,6 +320,20 @@ impl HubState {
             // Gone already: its slot goes to the next in the queue.
             return self.slots.release(id);
         };
+        // Its requester's turn ended while it waited in the queue: it is
+        // stopping its children, this one with them (before it started).
+        if self
+            .children
+            .get(&child.request.requester)
+            .is_some_and(|r| r.ending.is_some())
+        {
+            return self.finish_child(
+                id,
+                SubAgentStatus::Stopped,
+                None,
+                Some(crate::hub::stop::STOPPED_QUEUED.into()),
+            );
+        }
         if self.book.mark_started(id, self.config.clock.now_ms()) {
             // It waited in the queue: its start is marked on the stream.
             child

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! use_agent (parent's turn task) ──Spawn/Subscribe/Detach/Stop──► Hub
-//!                                                                  ├─ Slots (pure): ≤ max_live live, FIFO queue
+//!                                                                  ├─ Slots (pure): ≤ max_live live per requester, FIFO queues
 //!                                                                  ├─ Agent (child, linked) …
 //!                                                                  └─ envelopes (DashMap, read without messages)
 //! child turn result ──(child's handler)── ChildFinished ──► Hub ──► ChildStatus(done) ──► subscribers
@@ -30,7 +30,8 @@
 //! **Guarantees** (see `docs/event-ordering.md`): `ChildStarted` once per
 //! child before anything else of it; statuses only move forward; exactly
 //! one terminal status, with nothing of that child after it (its sink is
-//! closed in the same step); never more than `max_live` live; queued
+//! closed in the same step); never more than `max_live` live per
+//! requester (the parent's children, each child's own); queued
 //! children start in request order; a slot is released on every path (a
 //! start that fails releases its slot at once and starts whoever it
 //! admits, in the same step; a child that fails or dies frees its slot). `status` reads the envelope map and never

@@ -20,14 +20,16 @@ pub(crate) enum Admission {
 /// child's own children share another `max_live` of their own, so a child
 /// waiting on its child never holds the slot that child waits for (a
 /// deadlock until a wait or a wall clock ran out). With `max_depth` 1 (the
-/// default) there is one requester, and one pool, as before.
+/// default) only the parent's group is used, kept inline (no map).
 #[derive(Debug)]
 pub(crate) struct Slots {
     max_live: usize,
-    /// Per requester (hashed with Fx: the ids are the hub's own).
-    groups: FxHashMap<AgentId, Group>,
-    /// Each admitted child's requester, to find its group.
-    requester_of: FxHashMap<AgentId, AgentId>,
+    /// The thread's parent: its children's group is `root`.
+    parent: AgentId,
+    root: Group,
+    /// Each child that asked for children of its own: their group, for as
+    /// long as the child lives (hashed with Fx: the ids are the hub's own).
+    nested: FxHashMap<AgentId, Group>,
 }
 
 /// One requester's children: those holding a slot, and the queue.
@@ -37,22 +39,34 @@ struct Group {
     queue: VecDeque<AgentId>,
 }
 
+impl Group {
+    fn holds(&self, id: &AgentId) -> bool {
+        self.live.contains(id) || self.queue.contains(id)
+    }
+}
+
 impl Slots {
-    /// At most `max_live` live at once per requester (at least 1).
-    pub(crate) fn new(max_live: usize) -> Self {
+    /// At most `max_live` live at once per requester (at least 1); the
+    /// thread's parent is `parent`.
+    pub(crate) fn new(max_live: usize, parent: AgentId) -> Self {
         Self {
             max_live: max_live.max(1),
-            groups: FxHashMap::default(),
-            requester_of: FxHashMap::default(),
+            parent,
+            root: Group::default(),
+            nested: FxHashMap::default(),
         }
     }
 
     /// Admits a new child of `requester`: a slot if one of its requester's
     /// is free and none of its children waits, else the back of that queue.
     pub(crate) fn admit(&mut self, id: AgentId, requester: &AgentId) -> Admission {
-        self.requester_of.insert(id.clone(), requester.clone());
-        let group = self.groups.entry(requester.clone()).or_default();
-        if group.live.len() < self.max_live && group.queue.is_empty() {
+        let max_live = self.max_live;
+        let group = if *requester == self.parent {
+            &mut self.root
+        } else {
+            self.nested.entry(requester.clone()).or_default()
+        };
+        if group.live.len() < max_live && group.queue.is_empty() {
             group.live.insert(id);
             Admission::Start
         } else {
@@ -64,17 +78,20 @@ impl Slots {
     /// Frees `id`'s slot (or drops it from its queue) and returns the
     /// children to start now, in request order (their slots reserved).
     pub(crate) fn release(&mut self, id: &AgentId) -> Vec<AgentId> {
-        let Some(requester) = self.requester_of.remove(id) else {
-            return Vec::new();
-        };
-        let Some(group) = self.groups.get_mut(&requester) else {
-            return Vec::new();
+        let max_live = self.max_live;
+        let group = if self.root.holds(id) {
+            &mut self.root
+        } else {
+            match self.nested.values_mut().find(|g| g.holds(id)) {
+                Some(group) => group,
+                None => return Vec::new(),
+            }
         };
         if !group.live.remove(id) {
             group.queue.retain(|q| q != id);
         }
         let mut start = Vec::new();
-        while group.live.len() < self.max_live {
+        while group.live.len() < max_live {
             let Some(next) = group.queue.pop_front() else {
                 break;
             };
@@ -85,27 +102,23 @@ impl Slots {
     }
 
     /// `requester` ended: its group goes (empty by then: a child's own
-    /// children end before it). A group lives as long as its requester,
-    /// so the parent's is made once, not at every child.
+    /// children end before it).
     pub(crate) fn forget_requester(&mut self, requester: &AgentId) {
         if self
-            .groups
+            .nested
             .get(requester)
             .is_some_and(|g| g.live.is_empty() && g.queue.is_empty())
         {
-            self.groups.remove(requester);
+            self.nested.remove(requester);
         }
     }
 
     /// Empties every queue, returning the children in request order (the
     /// hub's ids are numbered in request order).
     pub(crate) fn drain_queue(&mut self) -> Vec<AgentId> {
-        let mut drained: Vec<AgentId> = Vec::new();
-        for group in self.groups.values_mut() {
+        let mut drained: Vec<AgentId> = self.root.queue.drain(..).collect();
+        for group in self.nested.values_mut() {
             drained.extend(group.queue.drain(..));
-        }
-        for id in &drained {
-            self.requester_of.remove(id);
         }
         drained.sort_by_key(|id| (crate::hub::ids::child_number(id), id.clone()));
         drained
@@ -114,17 +127,17 @@ impl Slots {
     /// True if `id` holds a slot.
     #[cfg(test)]
     pub(crate) fn is_live(&self, id: &AgentId) -> bool {
-        self.groups.values().any(|g| g.live.contains(id))
+        self.root.live.contains(id) || self.nested.values().any(|g| g.live.contains(id))
     }
 
     /// Children holding a slot, at every depth.
     pub(crate) fn live(&self) -> usize {
-        self.groups.values().map(|g| g.live.len()).sum()
+        self.root.live.len() + self.nested.values().map(|g| g.live.len()).sum::<usize>()
     }
 
     /// Children queued, at every depth.
     pub(crate) fn queued(&self) -> usize {
-        self.groups.values().map(|g| g.queue.len()).sum()
+        self.root.queue.len() + self.nested.values().map(|g| g.queue.len()).sum::<usize>()
     }
 
     /// The cap (per requester).
@@ -150,7 +163,7 @@ mod tests {
     /// parent's only slot never makes its own child wait for it.
     #[test]
     fn the_cap_holds_per_requester() {
-        let mut s = Slots::new(1);
+        let mut s = Slots::new(1, parent());
         assert_eq!(s.admit(id(1), &parent()), Admission::Start);
         assert_eq!(s.admit(id(2), &id(1)), Admission::Start);
         assert_eq!(s.admit(id(3), &id(1)), Admission::Queued(1));
@@ -164,13 +177,12 @@ mod tests {
         assert_eq!(s.release(&id(4)), vec![]);
         assert_eq!((s.live(), s.queued()), (0, 0));
         s.forget_requester(&id(1));
-        assert_eq!(s.groups.len(), 1, "the parent's group stays");
-        assert!(s.requester_of.is_empty(), "nothing held at rest");
+        assert!(s.nested.is_empty(), "nothing held at rest");
     }
 
     #[test]
     fn draining_gives_every_queue_in_request_order() {
-        let mut s = Slots::new(1);
+        let mut s = Slots::new(1, parent());
         s.admit(id(1), &parent());
         s.admit(id(2), &id(1));
         s.admit(id(5), &id(1));
@@ -183,7 +195,7 @@ mod tests {
 
     #[test]
     fn the_fourth_is_queued_and_starts_when_a_slot_frees() {
-        let mut s = Slots::new(3);
+        let mut s = Slots::new(3, parent());
         for n in 1..=3 {
             assert_eq!(s.admit(id(n), &parent()), Admission::Start);
         }
@@ -196,7 +208,7 @@ mod tests {
 
     #[test]
     fn releasing_a_queued_child_drops_it_and_unknown_ids_change_nothing() {
-        let mut s = Slots::new(1);
+        let mut s = Slots::new(1, parent());
         s.admit(id(1), &parent());
         s.admit(id(2), &parent());
         s.admit(id(3), &parent());
@@ -208,7 +220,7 @@ mod tests {
 
     #[test]
     fn nobody_jumps_the_queue() {
-        let mut s = Slots::new(1);
+        let mut s = Slots::new(1, parent());
         s.admit(id(1), &parent());
         s.admit(id(2), &parent());
         // A slot frees but the queue is served first.
@@ -221,7 +233,7 @@ mod tests {
         /// queued child never waits while a slot is free.
         #[test]
         fn cap_and_fifo_hold(cap in 1usize..5, ops in prop::collection::vec(any::<(bool, usize)>(), 0..200)) {
-            let mut s = Slots::new(cap);
+            let mut s = Slots::new(cap, parent());
             let mut next = 0usize;
             let mut started: Vec<usize> = Vec::new();
             let mut live: Vec<usize> = Vec::new();

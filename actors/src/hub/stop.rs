@@ -220,7 +220,7 @@ impl HubState {
         running.sort_by_key(|r| std::cmp::Reverse(r.0));
         for (_, id, ends) in running {
             let (status, result, error) = match ends {
-                Ends::Ended(ending) => ending,
+                Ends::Ended(ending) => *ending,
                 Ends::Reports(Some(last)) => self.ending(&id, last.await.ok()),
                 Ends::Reports(None) => self.ending(&id, None),
             };
@@ -234,7 +234,7 @@ enum Ends {
     /// Its turn reports (or has nothing left to report).
     Reports(Option<tokio::sync::oneshot::Receiver<subagents_messages::AgentResult>>),
     /// Its turn ended before: how.
-    Ended(crate::hub::lifecycle::Ending),
+    Ended(Box<crate::hub::lifecycle::Ending>),
 }
 
 /// What `Detach` found.
