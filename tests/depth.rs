@@ -70,7 +70,7 @@ async fn a_depth_two_tree_runs_and_folds_under_the_child() {
     let (top, by_id) = children(&log);
     assert_eq!(top, vec![AgentId::new("agent_1")], "one child at the top");
     let child = &by_id[&AgentId::new("agent_1")];
-    let inner: Vec<AgentEvent> = child.events.iter().map(|(_, e)| e.clone()).collect();
+    let inner = child.row();
     let (nested, grand) = children(&inner);
     assert_eq!(nested, vec![AgentId::new("agent_2")]);
     let grand = &grand[&AgentId::new("agent_2")];
@@ -105,12 +105,7 @@ async fn at_the_limit_a_delegation_call_is_a_readable_refusal() {
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    let (_, by_id) = children(&log);
-    let inner: Vec<AgentEvent> = by_id[&AgentId::new("agent_1")]
-        .events
-        .iter()
-        .map(|(_, e)| e.clone())
-        .collect();
+    let inner = row_of(&log, "agent_1");
     let (_, grand) = children(&inner);
     assert!(
         grand[&AgentId::new("agent_2")]
@@ -168,12 +163,7 @@ async fn a_childs_children_stop_with_it_and_never_wake_the_parent() {
     // Its end is on the stream too, inside its child's row and before the
     // child's own end (the child's sink was closed first, so the
     // grandchild's cut tool call and terminal status were dropped).
-    let (_, by_id) = children(&log);
-    let inner: Vec<AgentEvent> = by_id[&AgentId::new("agent_1")]
-        .events
-        .iter()
-        .map(|(_, e)| e.clone())
-        .collect();
+    let inner = row_of(&log, "agent_1");
     let (_, nested) = children(&inner);
     assert_eq!(
         nested[&AgentId::new("agent_2")].terminal().map(|t| t.1),
@@ -443,7 +433,7 @@ async fn stop_hub_as_the_child_ends(turns: usize) {
     drain(&mut events, &mut log);
     let (_, by_id) = children(&log);
     let child = &by_id[&AgentId::new("agent_1")];
-    let inner: Vec<AgentEvent> = child.events.iter().map(|(_, e)| e.clone()).collect();
+    let inner = child.row();
     let (_, nested) = children(&inner);
     assert!(
         nested[&AgentId::new("agent_2")].terminal().is_some(),

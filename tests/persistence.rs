@@ -8,7 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::store::copy_dir;
+use common::store::{copy_dir, thread_on};
 use common::*;
 use subagents::actors::DelegationBuilder;
 use subagents::actors::clock::SystemClock;
@@ -18,14 +18,6 @@ use subagents::supervisor::{ThreadConfig, ThreadHandle};
 
 fn open(dir: &std::path::Path) -> Arc<EnvelopeStore> {
     Arc::new(EnvelopeStore::open(dir, Arc::new(SystemClock)).unwrap().0)
-}
-
-async fn thread_on(model: ScriptedModel, store: Arc<EnvelopeStore>) -> (ThreadHandle, EventStream) {
-    let config = ThreadConfig::new(
-        DelegationBuilder::new(model.shared()).system_prompt("You are the parent."),
-    )
-    .store(store);
-    ThreadHandle::spawn(config, None).await.unwrap()
 }
 
 /// Stopped midway: a child resumed by a message (`agent_1` continued as
@@ -50,7 +42,7 @@ async fn a_resume_is_on_disk_before_the_thread_closes() {
             Reply::answer("second part done"),
         ],
     );
-    let (thread, mut events) = thread_on(model, open(&live)).await;
+    let (thread, mut events) = thread_on(model.shared(), open(&live), 3).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -87,7 +79,7 @@ async fn resuming_an_earlier_sessions_child_wakes_the_parent_once_for_the_new_ru
         Reply::answer("Noted."),
     ])
     .with_script("Worker", vec![Reply::answer("first part done")]);
-    let (thread, mut events) = thread_on(model, open(&dir)).await;
+    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_wake(&mut events, &mut log, "agent_1").await;
@@ -102,7 +94,7 @@ async fn resuming_an_earlier_sessions_child_wakes_the_parent_once_for_the_new_ru
         Reply::answer("Noted again."),
     ])
     .with_script("Worker", vec![Reply::answer("second part done")]);
-    let (thread, mut events) = thread_on(model, open(&dir)).await;
+    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
     thread.send_user("more").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -176,7 +168,6 @@ async fn a_running_child_is_never_pruned() {
 /// write whose last attempt failed.
 #[tokio::test(start_paused = true)]
 async fn a_write_that_failed_is_tried_again_at_close() {
-    use subagents_demo::Sleep;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
     let model = ScriptedModel::new(vec![
@@ -185,13 +176,7 @@ async fn a_write_that_failed_is_tried_again_at_close() {
         Reply::answer("Noted."),
     ])
     .with_script("Worker\n", worker(10));
-    let config = ThreadConfig::new(
-        DelegationBuilder::new(model.shared())
-            .system_prompt("You are the parent.")
-            .tools(ToolRegistry::new().with(Sleep)),
-    )
-    .store(open(&dir));
-    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -227,7 +212,6 @@ async fn a_write_that_failed_is_tried_again_at_close() {
 /// says it cannot resume, and why.
 #[tokio::test(start_paused = true)]
 async fn a_child_whose_run_was_lost_is_not_resumable_rather_than_unknown() {
-    use subagents_demo::Sleep;
     let tmp = tempfile::tempdir().unwrap();
     let live = tmp.path().join("live");
     let model = ScriptedModel::new(vec![
@@ -235,13 +219,7 @@ async fn a_child_whose_run_was_lost_is_not_resumable_rather_than_unknown() {
         Reply::answer("Started."),
     ])
     .with_script("Worker\n", worker(3600));
-    let config = ThreadConfig::new(
-        DelegationBuilder::new(model.shared())
-            .system_prompt("You are the parent.")
-            .tools(ToolRegistry::new().with(Sleep)),
-    )
-    .store(open(&live));
-    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    let (thread, mut events) = thread_on(model.shared(), open(&live), 3).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -256,7 +234,7 @@ async fn a_child_whose_run_was_lost_is_not_resumable_rather_than_unknown() {
         Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on")),
         Reply::answer("Noted."),
     ]);
-    let (thread, mut events) = thread_on(model, open(&killed)).await;
+    let (thread, mut events) = thread_on(model.shared(), open(&killed), 3).await;
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
     let (said, refused) = &results_of(&log, "use_agent")[0];

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::store::copy_dir;
+use common::store::{copy_dir, thread_on};
 use common::*;
 use subagents::actors::DelegationBuilder;
 use subagents::actors::clock::SystemClock;
@@ -235,22 +235,6 @@ fn requests_of_alpha(
         .filter(|r| r.messages[0].content.starts_with("Alpha"))
         .cloned()
         .collect()
-}
-
-/// A thread on `store` whose parent has the `sleep` tool.
-async fn thread_on(
-    model: Arc<dyn Model>,
-    store: Arc<EnvelopeStore>,
-    max_live: usize,
-) -> (ThreadHandle, EventStream) {
-    let config = ThreadConfig::new(
-        DelegationBuilder::new(model)
-            .system_prompt("You are the parent.")
-            .tools(ToolRegistry::new().with(Sleep))
-            .max_live(max_live),
-    )
-    .store(store);
-    ThreadHandle::spawn(config, None).await.unwrap()
 }
 
 /// Defect: a child still queued (or in its first model call) when the

@@ -21,6 +21,21 @@ impl ChildLog {
     pub fn terminal(&self) -> Option<(usize, SubAgentStatus)> {
         self.statuses.iter().copied().find(|(_, s)| s.is_terminal())
     }
+
+    /// Its own row: the events it emitted, unwrapped, in order (its own
+    /// children's events folded in it, as its parent's log holds its).
+    pub fn row(&self) -> Vec<AgentEvent> {
+        self.events.iter().map(|(_, e)| e.clone()).collect()
+    }
+}
+
+/// `child`'s row in `log` (empty if it has none).
+pub fn row_of(log: &[AgentEvent], child: &str) -> Vec<AgentEvent> {
+    children(log)
+        .1
+        .get(&AgentId::new(child))
+        .map(ChildLog::row)
+        .unwrap_or_default()
 }
 
 /// Groups a top-level log by child.
@@ -377,7 +392,6 @@ pub fn check_cap(log: &[AgentEvent], cap: usize) {
         );
     }
     for id in &order {
-        let inner: Vec<AgentEvent> = by_id[id].events.iter().map(|(_, e)| e.clone()).collect();
-        check_cap(&inner, cap);
+        check_cap(&by_id[id].row(), cap);
     }
 }

@@ -1,4 +1,29 @@
-//! Store helpers: what a killed process leaves on disk.
+//! Store helpers: a thread on a store, and what a killed process leaves
+//! on disk.
+
+use std::sync::Arc;
+
+use subagents::actors::{DelegationBuilder, Model};
+use subagents::prelude::{EventStream, ToolRegistry};
+use subagents::supervisor::store::EnvelopeStore;
+use subagents::supervisor::{ThreadConfig, ThreadHandle};
+use subagents_demo::Sleep;
+
+/// A thread on `store` whose parent has the `sleep` tool.
+pub async fn thread_on(
+    model: Arc<dyn Model>,
+    store: Arc<EnvelopeStore>,
+    max_live: usize,
+) -> (ThreadHandle, EventStream) {
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model)
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(Sleep))
+            .max_live(max_live),
+    )
+    .store(store);
+    ThreadHandle::spawn(config, None).await.unwrap()
+}
 
 /// What a killed process leaves, without the kill: the store directory
 /// copied while its thread runs (files are written atomically, so a copy

@@ -128,20 +128,22 @@ async fn a_child_killed_mid_model_call_returns_its_permit() {
 }
 
 /// A host tool named like a delegation tool.
-struct FakeUseAgent;
+/// A host tool of the given name, which says it ran.
+struct HostTool(&'static str);
 
-impl Tool for FakeUseAgent {
+impl Tool for HostTool {
     fn name(&self) -> &str {
-        "use_agent"
+        self.0
     }
     fn description(&self) -> String {
-        "the host's own".into()
+        format!("the host's own {}", self.0)
     }
     fn parameters(&self) -> serde_json::Value {
         json!({"type": "object"})
     }
     fn call(&self, _call: ToolCallContext) -> ToolFuture {
-        Box::pin(async { Ok("the host's tool ran".into()) })
+        let ran = format!("the host's {} ran", self.0);
+        Box::pin(async move { Ok(ran) })
     }
 }
 
@@ -165,7 +167,11 @@ async fn a_host_tool_named_like_a_delegation_tool_reaches_no_child() {
         ],
     );
     let (parent, mut events) = DelegationBuilder::new(model.shared())
-        .tools(ToolRegistry::new().with(FakeUseAgent).with(Calculator))
+        .tools(
+            ToolRegistry::new()
+                .with(HostTool("use_agent"))
+                .with(Calculator),
+        )
         .spawn()
         .await
         .unwrap();
@@ -183,28 +189,10 @@ async fn a_host_tool_named_like_a_delegation_tool_reaches_no_child() {
         .collect();
     let (output, is_error) = tool_result(&child_said, "use_agent").remove(0);
     assert!(
-        is_error && !output.contains("the host's tool ran"),
+        is_error && !output.contains("the host's use_agent ran"),
         "{output}"
     );
     check_log(&log, true);
-}
-
-/// A host tool named `agent`.
-struct HostAgent;
-
-impl Tool for HostAgent {
-    fn name(&self) -> &str {
-        "agent"
-    }
-    fn description(&self) -> String {
-        "the host's own agent tool".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn call(&self, _call: ToolCallContext) -> ToolFuture {
-        Box::pin(async { Ok("the host's agent ran".into()) })
-    }
 }
 
 /// Foreign input: a host tool named like a delegation front-end this
@@ -226,7 +214,7 @@ async fn a_host_tool_named_like_a_front_end_not_offered_is_an_ordinary_tool() {
         ],
     );
     let (parent, mut events) = DelegationBuilder::new(model.shared())
-        .tools(ToolRegistry::new().with(HostAgent))
+        .tools(ToolRegistry::new().with(HostTool("agent")))
         .spawn()
         .await
         .unwrap();
