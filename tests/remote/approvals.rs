@@ -1,0 +1,114 @@
+//! Approvals across nodes, and their order against a stop.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn an_approval_is_answered_across_nodes() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["http_post"])
+                .wait(true),
+        ),
+        Reply::answer("Posted."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"url":"https://example.com","body":"x"}"#),
+            Reply::answer("posted"),
+        ],
+    )
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    assert!(request.id.as_str().starts_with("agent_1-approval-"));
+    // An id the child never asked for is unknown, as for a local child
+    // (a remote one said `Ended`).
+    let made_up = subagents::messages::ApprovalId::new("agent_1-approval-9");
+    assert_eq!(
+        thread
+            .resolve_approval(
+                made_up.clone(),
+                subagents::messages::ApprovalDecision::Approve
+            )
+            .await,
+        Err(subagents::supervisor::ThreadError::Approval(
+            subagents::messages::ApprovalRefusal::Unknown(made_up)
+        ))
+    );
+    thread
+        .resolve_approval(
+            request.id.clone(),
+            subagents::messages::ApprovalDecision::Approve,
+        )
+        .await
+        .unwrap();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.text, "Posted.");
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done);
+    assert_eq!(envelope.result.as_deref(), Some("posted"));
+}
+
+/// Same instant: the host answers a remote child's approval and stops it
+/// in one tick. The node applied the stop first (the answer went through a
+/// task of its own), so the host was told the answer was taken while the
+/// stream said `Cancelled`. The node now takes requests in the order they
+/// were sent: the answer, then the stop — as a local child does.
+#[tokio::test(start_paused = true)]
+async fn an_approval_then_a_stop_in_one_tick_arrive_in_that_order() {
+    use subagents::messages::{ApprovalDecision, ApprovalOutcome};
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["http_post", "sleep"])
+                .wait(false),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"url":"https://example.com","body":"x"}"#),
+            Reply::new().tool_call("sleep", r#"{"secs":600}"#),
+            Reply::answer("posted"),
+        ],
+    )
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    let agent_1 = AgentId::new("agent_1");
+    let hub = thread.hub();
+    let (answered, stopped) = tokio::join!(
+        hub.resolve_approval(request.id.clone(), ApprovalDecision::Approve),
+        hub.stop(&agent_1)
+    );
+    assert!(answered.is_ok(), "{answered:?}");
+    assert_eq!(stopped, Ok(SubAgentStatus::Stopped));
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let resolved: Vec<&ApprovalOutcome> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(_, inner) => match &**inner {
+                AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        resolved,
+        [&ApprovalOutcome::Approved],
+        "taken, as the host was told"
+    );
+}

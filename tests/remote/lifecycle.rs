@@ -1,0 +1,103 @@
+//! A child on another node lives as a local one: the same fold, a lost node, a stop.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn a_scenario_folds_the_same_with_its_children_on_another_node() {
+    let (local, local_envelopes) = scenario(false).await;
+    let (remote, remote_envelopes) = scenario(true).await;
+    assert_eq!(local, remote);
+    assert_eq!(local_envelopes, remote_envelopes);
+    assert!(local.contains("worked 60 s"), "{local}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_node_ends_its_child_failed_with_one_wake() {
+    let model = background_workers(&[600]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    // The child is in its 600 s sleep on node b when b dies.
+    until(&mut events, &mut log, in_tool).await;
+    assert_eq!(node.runner.live(), 1);
+    node.kill();
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 3600).await;
+    check_log(&log, true);
+    let wakes = log.iter().filter(|e| is_wake(e)).count();
+    assert_eq!(wakes, 1);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed);
+    let error = envelope.error.unwrap_or_default();
+    assert!(error.starts_with("node lost: node `b`"), "{error}");
+    // Its open call got its answer before its end.
+    let (_, children) = children(&log);
+    let child = &children[&AgentId::new("agent_1")];
+    let results: Vec<&AgentEvent> = child
+        .events
+        .iter()
+        .map(|(_, e)| e)
+        .filter(|e| matches!(e, AgentEvent::ToolResult(_)))
+        .collect();
+    assert_eq!(results.len(), 1);
+}
+
+/// Stopped midway: the node is lost after the child's `Result` went by
+/// and before its `Ended` report. The proxy found nothing left to close
+/// and ended nothing: the child stayed `running` for ever, held its slot,
+/// never woke the parent, and a stop of it never returned. It now ends
+/// with the result it gave.
+#[tokio::test(start_paused = true)]
+async fn a_node_lost_between_a_childs_result_and_its_end_ends_it() {
+    let model = background_workers(&[30]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    node.lost_before_ended
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 3600).await;
+    check_log(&log, true);
+    assert_eq!(log.iter().filter(|e| is_wake(e)).count(), 1, "one wake");
+    let agent_1 = AgentId::new("agent_1");
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done);
+    assert_eq!(envelope.result.as_deref(), Some("worked 30 s"));
+    let stopped = tokio::time::timeout(Duration::from_secs(60), thread.stop_child(&agent_1)).await;
+    assert_eq!(stopped, Ok(Ok(SubAgentStatus::Done)));
+    assert_eq!(
+        thread.hub().snapshot().await.unwrap().live,
+        0,
+        "its slot is free"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_reaches_the_child_on_its_node() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Victim", 600, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::stop("agent_1")),
+        Reply::answer("Stopped it."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Victim", worker(600))
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_tool).await;
+    thread.send_user("stop it").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Stopped);
+    assert_eq!(node.runner.live(), 0, "stopped on its node too");
+}

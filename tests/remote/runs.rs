@@ -1,0 +1,243 @@
+//! Runs on a node: refusals, messages, shared nodes, switches, status, the background policy, losses together.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn a_node_without_the_model_refuses_the_run() {
+    let model = background_workers(&[5]).shared();
+    let other = ScriptedModel::new(vec![Reply::answer("x")])
+        .named("elsewhere")
+        .shared();
+    let node = Loopback::new("b", other).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed);
+    let error = envelope.error.unwrap_or_default();
+    assert!(
+        error.contains("no model `scripted` on this node"),
+        "{error}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_reaches_a_running_child_on_its_node() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 30, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "hurry up")),
+        Reply::answer("Told it."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(30))
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_tool).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    let sent = results_of(&log, "use_agent");
+    let (told, is_error) = sent.last().unwrap();
+    assert!(!is_error, "{told}");
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    // Its node read it at its next model call: the conversation it ended
+    // on (sent back with its end) has it.
+    let conversation = thread.hub().conversation(&AgentId::new("agent_1")).unwrap();
+    assert!(
+        conversation.iter().any(|m| m.content.contains("hurry up")),
+        "{conversation:#?}"
+    );
+}
+
+/// Two threads share one node, and each has an `agent_1` there: runs are
+/// told apart by their key, not by the child's id — a stop for one thread's
+/// `agent_1` stops that one only.
+#[tokio::test(start_paused = true)]
+async fn two_threads_share_a_node_with_the_same_child_ids() {
+    let model = background_workers(&[200]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (a, mut a_events) = thread_on(model.clone(), Placement::On(node.clone())).await;
+    let (b, mut b_events) = thread_on(model, Placement::On(node.clone())).await;
+    a.send_user("go").unwrap();
+    let mut a_log = Vec::new();
+    until(&mut a_events, &mut a_log, in_tool).await;
+    b.send_user("go").unwrap();
+    let mut b_log = Vec::new();
+    until(&mut b_events, &mut b_log, in_tool).await;
+    assert_eq!(node.runner.live(), 2);
+    let agent_1 = AgentId::new("agent_1");
+    assert_eq!(
+        a.stop_child(&agent_1).await.unwrap(),
+        SubAgentStatus::Stopped
+    );
+    until(&mut b_events, &mut b_log, is_wake).await;
+    until_result(&mut b_events, &mut b_log).await;
+    check_log(&b_log, true);
+    let b_child = b.hub().status(&agent_1).unwrap();
+    assert_eq!(
+        b_child.status,
+        SubAgentStatus::Done,
+        "the other thread's agent_1 ran on"
+    );
+    assert_eq!(b_child.result.as_deref(), Some("worked 200 s"));
+    assert_eq!(
+        a.hub().status(&agent_1).unwrap().status,
+        SubAgentStatus::Stopped
+    );
+    assert_eq!(node.runner.live(), 0);
+}
+
+/// A thread switch stops every child — those on another node too, on
+/// their node.
+#[tokio::test(start_paused = true)]
+async fn a_switch_stops_the_children_on_another_node() {
+    let model = background_workers(&[200, 200]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    while node.runner.live() < 2 {
+        until(&mut events, &mut log, in_tool).await;
+    }
+    assert_eq!(thread.switch_away().await.unwrap(), 2);
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    for id in ["agent_1", "agent_2"] {
+        let envelope = thread.hub().status(&AgentId::new(id)).unwrap();
+        assert_eq!(envelope.status, SubAgentStatus::Stopped, "{id}");
+    }
+    assert_eq!(node.runner.live(), 0, "stopped on their node");
+    assert!(!log.iter().any(is_wake), "off screen: no wake");
+}
+
+/// `use_agent status` of a child on another node shows what it does now
+/// (its node's events say so: in a tool, which one, since when); its model
+/// calls and tokens arrive with its end.
+#[tokio::test(start_paused = true)]
+async fn status_shows_what_a_remote_child_does() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 30, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::answer("It sleeps."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(30))
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_tool).await;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    thread.send_user("how is it going?").unwrap();
+    until_result(&mut events, &mut log).await;
+    let status = json(&results_of(&log, "use_agent").pop().unwrap().0);
+    assert_eq!(status["now"]["doing"], "in_tool", "{status}");
+    assert_eq!(status["now"]["tool"], "sleep");
+    assert_eq!(status["now"]["for_s"], 5.0);
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done);
+    assert_eq!(envelope.tool_calls, 1);
+}
+
+/// The hub's background-approval policy answers for a background child
+/// on another node as for a local one: the parent never sees the request,
+/// and the child goes on.
+#[tokio::test(start_paused = true)]
+async fn the_background_policy_answers_for_a_remote_child() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["http_post"])
+                .wait(false),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"url":"https://example.com","body":"x"}"#),
+            Reply::answer("posted"),
+        ],
+    )
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model)
+            .placement(Placement::On(node))
+            .background_approvals(subagents::actors::hub::BackgroundApprovals::Approve),
+    )
+    .await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let asked = |e: &AgentEvent| {
+        matches!(e, AgentEvent::Child(_, inner)
+            if matches!(**inner, AgentEvent::ApprovalRequested(_) | AgentEvent::ApprovalResolved { .. }))
+    };
+    assert!(!log.iter().any(asked), "the parent saw the approval");
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done);
+    assert_eq!(envelope.result.as_deref(), Some("posted"));
+    let (_, children) = children(&log);
+    let results: Vec<String> = children[&AgentId::new("agent_1")]
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AgentEvent::ToolResult(r) => Some(r.output.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 1);
+    assert!(!results[0].contains("denied"), "{results:?}");
+}
+
+/// Children lost together close in the order they started: the parent's
+/// stream never depends on a map's order (replay, byte for byte).
+#[tokio::test(start_paused = true)]
+async fn children_lost_together_close_in_the_order_they_started() {
+    let model = background_workers(&[200, 200, 200]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    while node.runner.live() < 3 {
+        until(&mut events, &mut log, in_tool).await;
+    }
+    node.kill();
+    for _ in 0..3 {
+        until(&mut events, &mut log, is_wake).await;
+        until_result(&mut events, &mut log).await;
+    }
+    check_log(&log, true);
+    let ended: Vec<String> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(id, inner) if matches!(**inner, AgentEvent::Result(_)) => {
+                Some(id.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended, ["agent_1", "agent_2", "agent_3"]);
+}
