@@ -1,0 +1,214 @@
+//! Faults in a child: panics, model errors and hangs, tool panics, cancellations, races with stop-all and wakes.
+
+use super::*;
+
+#[test]
+fn child_panic() {
+    let report = one_child(
+        vec![Reply::new().panic("index out of bounds in adapter")],
+        ToolRegistry::new(),
+        &[],
+    );
+    let child = envelope(&report, "agent_1");
+    assert_eq!(child.status, SubAgentStatus::Failed);
+    assert!(
+        child
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("crashed: index out of bounds in adapter")
+    );
+    assert!(tool_outputs(&report, "use_agent")[0].contains("\"status\":\"failed\""));
+    assert_nothing_lost(&report);
+}
+
+#[test]
+fn model_error() {
+    let report = one_child(
+        vec![Reply::new().text("par").error("503 from upstream")],
+        ToolRegistry::new(),
+        &[],
+    );
+    let child = envelope(&report, "agent_1");
+    assert_eq!(child.status, SubAgentStatus::Failed);
+    assert_eq!(
+        child.error.as_deref(),
+        Some("the model `scripted` failed: 503 from upstream")
+    );
+    assert_nothing_lost(&report);
+}
+
+#[test]
+fn model_hang_cut_by_the_wall_clock() {
+    let report = one_child(
+        vec![Reply::new().text("thinking").hang()],
+        ToolRegistry::new(),
+        &[],
+    );
+    let child = envelope(&report, "agent_1");
+    assert_eq!(
+        child.status,
+        SubAgentStatus::Done,
+        "a limit ends with a partial result"
+    );
+    assert!(
+        child
+            .result
+            .as_deref()
+            .unwrap()
+            .starts_with("Partial result: stopped by the wall-clock limit (300 s)")
+    );
+    assert_nothing_lost(&report);
+}
+
+struct Panicky;
+
+impl Tool for Panicky {
+    fn name(&self) -> &str {
+        "panicky"
+    }
+    fn description(&self) -> String {
+        "panics".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { panic!("disk on fire") })
+    }
+}
+
+#[test]
+fn tool_panic() {
+    let report = one_child(
+        vec![
+            Reply::new().tool_call("panicky", "{}"),
+            Reply::answer("recovered"),
+        ],
+        ToolRegistry::new().with(Panicky),
+        &["panicky"],
+    );
+    let inner: Vec<String> = report
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(_, inner) => match &**inner {
+                AgentEvent::ToolResult(r) => Some(r.output.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        inner,
+        ["the tool `panicky` crashed (disk on fire); try another approach"]
+    );
+    assert_eq!(
+        envelope(&report, "agent_1").result.as_deref(),
+        Some("recovered")
+    );
+    assert_nothing_lost(&report);
+}
+
+#[test]
+fn cancellation_storm_during_spawn() {
+    let mut fan_out = Reply::new();
+    for i in 0..12 {
+        fan_out = fan_out.use_agent(&run_call(&format!("W{i}"), i % 2 == 0, &[]));
+    }
+    let mut scenario = Scenario::new(vec![fan_out, Reply::answer("done"), Reply::answer("noted")])
+        .configure(|b: DelegationBuilder| b.max_live(3).inline_wait(Duration::from_secs(1)))
+        .at(Duration::ZERO, HostAction::User("go".into()));
+    for i in 0..12 {
+        scenario = scenario.child_script(
+            format!("W{i}\n"),
+            vec![Reply::new().delay(Duration::from_millis(300)).text("ok")],
+        );
+    }
+    // Stops and switches at the very instants the children are being spawned.
+    for i in 0..12u64 {
+        let at = Duration::from_millis(i * 250);
+        scenario = scenario
+            .at(
+                at,
+                HostAction::StopChild(AgentId::new(format!("agent_{}", i + 1))),
+            )
+            .at(at, HostAction::StopParent);
+        if i % 4 == 0 {
+            scenario = scenario.at(at, HostAction::SwitchAway);
+        }
+    }
+    for seed in 0..16 {
+        let report = scenario.clone().run_for(Duration::from_secs(900)).run(seed);
+        assert_nothing_lost(&report);
+    }
+}
+
+#[test]
+fn stop_all_racing_completion() {
+    for at_ms in [9_999u64, 10_000, 10_001] {
+        let report = Scenario::new(vec![
+            Reply::new().use_agent(&run_call("Racer", false, &[])),
+            Reply::answer("started"),
+            Reply::answer("woken"),
+        ])
+        .child_script(
+            "Racer",
+            vec![Reply::new().delay(Duration::from_secs(10)).text("finished")],
+        )
+        .at(Duration::ZERO, HostAction::User("go".into()))
+        .at(Duration::from_millis(at_ms), HostAction::SwitchAway)
+        .run_for(Duration::from_secs(60))
+        .run(0);
+        let events = report.events();
+        let switched = events
+            .iter()
+            .position(|e| matches!(e, AgentEvent::SwitchedAway))
+            .unwrap();
+        assert!(
+            !events[switched..].iter().any(common::is_wake),
+            "a wake after the switch at {at_ms} ms:\n{}",
+            report.render()
+        );
+        assert_nothing_lost(&report);
+    }
+}
+
+#[test]
+fn wake_while_parent_busy() {
+    let report = Scenario::new(vec![
+        Reply::new().use_agent(&run_call("Quick", false, &[])),
+        Reply::answer("started"),
+        Reply::new()
+            .delay(Duration::from_secs(60))
+            .text("a long answer to the second question"),
+        Reply::answer("woken"),
+    ])
+    .child_script(
+        "Quick",
+        vec![
+            Reply::new()
+                .delay(Duration::from_secs(5))
+                .text("quick result"),
+        ],
+    )
+    .at(Duration::ZERO, HostAction::User("start".into()))
+    .at(
+        Duration::from_secs(1),
+        HostAction::User("second question".into()),
+    )
+    .run_for(Duration::from_secs(120))
+    .run(0);
+    let events = report.events();
+    let long_answer = events
+        .iter()
+        .position(|e| matches!(e, AgentEvent::Result(r) if r.text.starts_with("a long answer")))
+        .unwrap();
+    let wake = events.iter().position(common::is_wake).unwrap();
+    assert!(
+        wake > long_answer,
+        "the wake came while the parent generated:\n{}",
+        report.render()
+    );
+    assert_nothing_lost(&report);
+}
