@@ -1,0 +1,451 @@
+//! The world a case runs in: one or two live threads in one paused
+//! runtime, the host's steps applied to them, and the checks after each.
+
+use super::*;
+
+/// One or two live threads in one paused runtime, sharing a gate (and
+/// maybe a store).
+pub(super) struct World {
+    runtime: tokio::runtime::Runtime,
+    setup: Setup,
+    threads: Vec<LiveSimulation>,
+    closed: Vec<bool>,
+    store: Option<(tempfile::TempDir, Arc<EnvelopeStore>)>,
+    gate: GateHandle,
+    peak: Arc<AtomicUsize>,
+    user_turns: usize,
+    /// The other node, when the children run there.
+    pub(super) node: Option<Arc<common::loopback::Loopback>>,
+}
+
+pub(super) fn open_store(dir: &std::path::Path) -> Arc<EnvelopeStore> {
+    let clock = Arc::new(ManualClock::new(subagents::simulation::Scenario::EPOCH_MS));
+    Arc::new(EnvelopeStore::open(dir, clock).unwrap().0)
+}
+
+impl World {
+    pub(super) fn new(setup: Setup) -> World {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let gate = runtime.block_on(GateHandle::spawn(1)).unwrap();
+        let store = setup.shared_store.then(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open_store(dir.path());
+            (dir, store)
+        });
+        let node = setup.remote.then(|| {
+            let model = Arc::new(PlanModel {
+                in_flight: in_flight.clone(),
+                peak: peak.clone(),
+            });
+            common::loopback::Loopback::with_gate("b", model, gate.clone())
+        });
+        let mut threads = Vec::new();
+        for _ in 0..setup.threads {
+            let (i, p, g) = (in_flight.clone(), peak.clone(), gate.clone());
+            let placement = match &node {
+                Some(node) => Placement::On(node.clone()),
+                None => Placement::Local,
+            };
+            let policy = setup.policy;
+            let mut scenario = Scenario::new(vec![])
+                .with_model(move || {
+                    Arc::new(PlanModel {
+                        in_flight: i.clone(),
+                        peak: p.clone(),
+                    }) as Arc<dyn Model>
+                })
+                .tools(ToolRegistry::new().with(Sleep).with(Post))
+                .configure(move |b: DelegationBuilder| {
+                    b.max_live(MAX_LIVE)
+                        .placement(placement.clone())
+                        .max_depth(2)
+                        .gate(g.clone())
+                        .parent_stop(policy)
+                        .inline_wait(Duration::from_secs(20))
+                        .child_limits(Limits {
+                            wall_clock: Duration::from_secs(60),
+                            ..Limits::default()
+                        })
+                });
+            if let Some((_, store)) = &store {
+                scenario = scenario.store(store.clone());
+            }
+            threads.push(runtime.block_on(scenario.start(0)));
+        }
+        World {
+            runtime,
+            setup,
+            closed: vec![false; threads.len()],
+            threads,
+            store,
+            gate,
+            peak,
+            user_turns: 0,
+            node,
+        }
+    }
+
+    /// Runs `f` on the threads from a task of its own (so triggers react
+    /// at the instant), then lets 1 ms pass on every thread.
+    pub(super) fn drive<F>(&mut self, f: impl FnOnce(Vec<LiveSimulation>) -> F)
+    where
+        F: std::future::Future<Output = Vec<LiveSimulation>> + Send + 'static,
+    {
+        let threads = std::mem::take(&mut self.threads);
+        let future = f(threads);
+        self.threads = self
+            .runtime
+            .block_on(async move { tokio::spawn(future).await.unwrap() });
+    }
+
+    pub(super) fn advance(&mut self, by: Duration) {
+        self.drive(move |mut threads| async move {
+            futures_util::future::join_all(threads.iter_mut().map(|t| t.advance(by))).await;
+            threads
+        });
+    }
+
+    pub(super) fn act(&mut self, thread: usize, action: HostAction) {
+        self.drive(move |mut threads| async move {
+            threads[thread].act(action).await;
+            futures_util::future::join_all(
+                threads
+                    .iter_mut()
+                    .map(|t| t.advance(Duration::from_millis(1))),
+            )
+            .await;
+            threads
+        });
+    }
+
+    pub(super) fn apply(&mut self, step: &Step) {
+        let thread = step_thread(step).unwrap_or(0) % self.threads.len();
+        if self.closed[thread] && !matches!(step, Step::Wait(_) | Step::Crash) {
+            return;
+        }
+        let action = match step {
+            Step::User(_, plans) => {
+                self.user_turns += 1;
+                Some(HostAction::User(plan_message(self.user_turns, plans)))
+            }
+            Step::Typing(_, on) => Some(HostAction::Typing(*on)),
+            Step::OnScreen(_, on) => Some(HostAction::OnScreen(*on)),
+            Step::SwitchAway(_) => Some(HostAction::SwitchAway),
+            Step::StopParent(_) => Some(HostAction::StopParent),
+            Step::StopChild(_, k) => {
+                let ids = started_ids(self.threads[thread].log());
+                (!ids.is_empty()).then(|| HostAction::StopChild(ids[k % ids.len()].clone()))
+            }
+            Step::Answer(_, k, approve) => {
+                let open = open_approvals(self.threads[thread].log());
+                (!open.is_empty()).then(|| {
+                    let id = open[k % open.len()].clone();
+                    if *approve {
+                        HostAction::Approve(id)
+                    } else {
+                        HostAction::Deny(id)
+                    }
+                })
+            }
+            Step::On(_, moment, what, yields, inline) => {
+                let mut armed = trigger(*moment, *what, *yields);
+                if *inline {
+                    armed = armed.inline_only();
+                }
+                self.threads[thread].on(armed);
+                None
+            }
+            Step::Close(_) => {
+                self.closed[thread] = true;
+                self.drive(move |mut threads| async move {
+                    threads[thread].close().await;
+                    threads
+                });
+                None
+            }
+            Step::Wait(secs) => {
+                self.advance(Duration::from_secs(*secs));
+                None
+            }
+            Step::Crash => {
+                self.check_crash();
+                None
+            }
+        };
+        if let Some(action) = action {
+            self.act(thread, action);
+        }
+    }
+
+    /// Copies the shared store's files as they are now — what a process
+    /// killed at this instant leaves (every write is atomic) — and reopens
+    /// the copy: every child any thread started is there (nothing lost),
+    /// each one that had not ended is `interrupted` with its run saved
+    /// (resumable), and none is left unfinished (nothing stuck).
+    pub(super) fn check_crash(&mut self) {
+        let Some((dir, _)) = &self.store else {
+            return;
+        };
+        for (n, live) in self.threads.iter().enumerate() {
+            if !self.closed[n] {
+                self.runtime
+                    .block_on(live.thread().flush_persistence())
+                    .unwrap();
+            }
+        }
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(dir.path(), copy.path());
+        let clock = Arc::new(ManualClock::new(subagents::simulation::Scenario::EPOCH_MS));
+        let (reopened, report) = EnvelopeStore::open(copy.path(), clock).unwrap();
+        for (n, live) in self.threads.iter().enumerate() {
+            for id in started_ids(live.log()) {
+                let envelope = reopened
+                    .get(&id)
+                    .unwrap_or_else(|| panic!("thread {n}: {id} lost in a crash"));
+                assert!(
+                    envelope.status.is_terminal(),
+                    "{id} stuck: {:?}",
+                    envelope.status
+                );
+            }
+        }
+        for id in &report.interrupted {
+            let envelope = reopened.get(id).unwrap();
+            assert_eq!(envelope.status, SubAgentStatus::Interrupted);
+            assert!(
+                reopened.run(id).is_some(),
+                "{id} cannot be resumed: no run saved"
+            );
+        }
+        CRASHES.fetch_add(report.interrupted.len(), Ordering::SeqCst);
+    }
+
+    pub(super) fn logs(&self) -> Vec<String> {
+        self.threads.iter().map(|t| t.render()).collect()
+    }
+
+    /// Checks every thread's log; at rest also what is held, and with
+    /// `exactly_once` that every result that could reach its parent did.
+    pub(super) fn check(&self, at_rest: bool, exactly_once: bool) {
+        for (n, live) in self.threads.iter().enumerate() {
+            let log = live.log();
+            let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let exactly_once = exactly_once
+                    && self.setup.policy == ParentStopPolicy::Detach
+                    && !self.closed[n];
+                checks::check_everything(log, at_rest, exactly_once);
+                assert!(
+                    self.peak.load(Ordering::SeqCst) <= 1,
+                    "guarantee 6: two model calls in flight on the shared gate"
+                );
+                let thread_hub = live.thread().hub().clone();
+                if self.closed[n] {
+                    return;
+                }
+                // The cap holds per requester (the parent's children, and
+                // each child's own): checked on the log, level by level.
+                common::check_cap(&checks::events(log), MAX_LIVE);
+                let hub = self.runtime.block_on(thread_hub.snapshot()).unwrap();
+                assert!(
+                    hub.live <= MAX_LIVE + MAX_LIVE * MAX_LIVE,
+                    "guarantee 5: {} live at two depths",
+                    hub.live
+                );
+                if at_rest {
+                    assert_eq!(
+                        (hub.live, hub.queued),
+                        (0, 0),
+                        "at rest, slots are still reserved"
+                    );
+                    let started = started_ids(log).len();
+                    assert_eq!(
+                        thread_hub.envelopes().len(),
+                        started,
+                        "one envelope per child"
+                    );
+                    assert_eq!(hub.finished, started, "every child finished");
+                }
+            }));
+            if let Err(panic) = checked {
+                eprintln!(
+                    "---- log of thread {n} ----\n{}\n-------------",
+                    live.render()
+                );
+                std::panic::resume_unwind(panic);
+            }
+        }
+        let gate = self.runtime.block_on(self.gate.snapshot()).unwrap();
+        assert!(
+            gate.in_flight <= 1,
+            "a capacity-1 gate holds {} permits",
+            gate.in_flight
+        );
+        if at_rest {
+            assert_eq!(gate.in_flight, 0, "at rest, a gate permit is held");
+            assert_eq!(gate.queued, 0, "at rest, someone waits at the gate");
+            if let Some(node) = &self.node {
+                assert_eq!(node.runner.live(), 0, "at rest, a run goes on on the node");
+            }
+        }
+    }
+
+    /// Brings every open thread to rest: typing off, on screen, an hour.
+    pub(super) fn settle(&mut self, reference: &Reference) {
+        for t in 0..self.threads.len() {
+            if self.closed[t] {
+                continue;
+            }
+            if reference.typing[t] {
+                self.act(t, HostAction::Typing(false));
+            }
+            if reference.off_screen[t] {
+                self.act(t, HostAction::OnScreen(true));
+            }
+        }
+        // Long enough for every child to end (work ≤ 40 s, wall clock 60 s,
+        // queued behind the others) and every wake to land.
+        self.advance(Duration::from_secs(3_600));
+    }
+
+    /// Closes every thread; with a store, every child ever started has a
+    /// final envelope in it (read back from disk), ids unique across
+    /// threads.
+    pub(super) fn close_all(&mut self) {
+        for t in 0..self.threads.len() {
+            if !self.closed[t] {
+                self.closed[t] = true;
+                self.drive(move |mut threads| async move {
+                    threads[t].close().await;
+                    threads
+                });
+            }
+        }
+        let Some((dir, _)) = &self.store else {
+            return;
+        };
+        // A copy: the threads' store still holds the directory's lock.
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(dir.path(), copy.path());
+        let reopened = open_store(copy.path());
+        let mut seen = BTreeSet::new();
+        for live in &self.threads {
+            for id in started_ids(live.log()) {
+                assert!(
+                    seen.insert(id.clone()),
+                    "{id} started on two threads of one store"
+                );
+                let envelope = reopened
+                    .get(&id)
+                    .unwrap_or_else(|| panic!("{id} has no envelope in the store"));
+                assert!(
+                    envelope.status.is_terminal(),
+                    "{id} is stored {:?}",
+                    envelope.status
+                );
+            }
+        }
+    }
+
+    /// The distinct interleavings the fired triggers reached.
+    pub(super) fn signatures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for live in &self.threads {
+            let log = live.log();
+            for (i, entry) in log.iter().enumerate() {
+                let LogEntry::Fired { child, moment, .. } = entry else {
+                    continue;
+                };
+                // Triggers fire in no fixed order; the action is read off
+                // the next host entry.
+                let Some((at, action)) =
+                    log.iter().enumerate().skip(i).find_map(|(at, l)| match l {
+                        LogEntry::Host { action, .. } => Some((at, action)),
+                        _ => None,
+                    })
+                else {
+                    continue;
+                };
+                let what = format!("{moment:?}/{}", action_kind(action));
+                out.push(checks::signature(log, at, child, &what));
+            }
+        }
+        out
+    }
+}
+
+pub(super) fn action_kind(action: &HostAction) -> &'static str {
+    match action {
+        HostAction::User(text) if text.starts_with("SEND ") => "Send",
+        HostAction::User(text) if text.starts_with("INTERRUPT ") => "Interrupt",
+        HostAction::User(_) => "Claim",
+        HostAction::StopParent => "StopParent",
+        HostAction::SwitchAway => "SwitchAway",
+        HostAction::StopChild(_) => "StopChild",
+        HostAction::Approve(_) => "Approve",
+        HostAction::Deny(_) => "Deny",
+        _ => "other",
+    }
+}
+
+pub(super) fn trigger(moment: Moment, what: OnAction, yields: u32) -> Trigger {
+    Trigger::new(None, moment, move |child, event| match what {
+        OnAction::StopParent => Some(HostAction::StopParent),
+        OnAction::SwitchAway => Some(HostAction::SwitchAway),
+        OnAction::StopChild => Some(HostAction::StopChild(child.clone())),
+        OnAction::Claim => Some(HostAction::User(format!("RESULT {child}"))),
+        OnAction::Send => Some(HostAction::User(format!("SEND {child}"))),
+        OnAction::Interrupt => Some(HostAction::User(format!("INTERRUPT {child}"))),
+        OnAction::Approve | OnAction::Deny => match event {
+            AgentEvent::Child(_, inner) => match &**inner {
+                AgentEvent::ApprovalRequested(r) if what == OnAction::Approve => {
+                    Some(HostAction::Approve(r.id.clone()))
+                }
+                AgentEvent::ApprovalRequested(r) => Some(HostAction::Deny(r.id.clone())),
+                _ => None,
+            },
+            _ => None,
+        },
+    })
+    .after_yields(yields)
+}
+
+/// Every child started, at any depth (a grandchild's `ChildStarted` is
+/// inside its child's `Child` event).
+pub(super) fn started_ids(log: &[LogEntry]) -> Vec<AgentId> {
+    pub(super) fn started(event: &AgentEvent, out: &mut Vec<AgentId>) {
+        match event {
+            AgentEvent::ChildStarted(info) => out.push(info.id.clone()),
+            AgentEvent::Child(_, inner) => started(inner, out),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for l in log {
+        if let Some(event) = l.event() {
+            started(event, &mut out);
+        }
+    }
+    out
+}
+
+pub(super) fn open_approvals(log: &[LogEntry]) -> Vec<subagents::messages::ApprovalId> {
+    let mut open = Vec::new();
+    for l in log {
+        if let Some(AgentEvent::Child(_, inner)) = l.event() {
+            match &**inner {
+                AgentEvent::ApprovalRequested(r) => open.push(r.id.clone()),
+                AgentEvent::ApprovalResolved { id: resolved, .. } => {
+                    open.retain(|id| id != resolved)
+                }
+                _ => {}
+            }
+        }
+    }
+    open
+}
