@@ -2,7 +2,7 @@
 //! (`allocation-counter`: per-thread tallies) in this binary only — the
 //! timing binaries keep the system allocator untouched.
 //!
-//! Prints `key value` lines (`examples/bench_report.rs` runs this and
+//! Prints `key value` lines (`examples/bench_report/` runs this and
 //! reads them):
 //!
 //! - `alloc.<kind>`: allocations per event, emit + read on one thread, for

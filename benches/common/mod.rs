@@ -1,5 +1,5 @@
 //! The benchmark cases, shared by the divan benches (`benches/*.rs`) and the
-//! side-by-side report (`examples/bench_report.rs`, which includes this
+//! side-by-side report (`examples/bench_report/`, which includes this
 //! folder with `#[path]`).
 //!
 //! Every case has *ours* (the runtime's public API) and one or more

@@ -1,167 +1,10 @@
-//! The overhead report: every benchmark case of issue 7 against its floor
-//! (raw tokio, bare ractor), measured side by side in one run — the cases
-//! interleaved sample by sample, so a noisy neighbour slows ours and the
-//! floor alike — and printed as one Markdown table with the ratios.
-//!
-//! ```sh
-//! cargo run --release --example bench_report              # the table
-//! cargo run --release --example bench_report -- --callgrind  # + instructions/op
-//! BENCH_FULL=1 cargo run --release --example bench_report # 30 samples
-//! ```
-//!
-//! Environment: `BENCH_SAMPLES` (interleaved samples per timed case,
-//! default 15; `BENCH_FULL=1` makes it 30), `BENCH_THREADS` (threads in
-//! the memory case, default the full 10,000; a smaller count is scaled to
-//! 10,000).
-//!
-//! Internal modes (the report runs itself in them): `--mem KIND N` measures
-//! one memory case in a fresh process; `--case NAME --ops N` runs one case
-//! alone on a current-thread runtime (what `benches/callgrind.sh` and
-//! `--callgrind` run under valgrind). `docs/performance.md` explains what
-//! bounds each figure.
+//! The timed cases, each beside its floor, and the memory case.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+use super::*;
 
-#[path = "../benches/common/mod.rs"]
-mod common;
+pub(super) const GATE_CYCLES: usize = 20;
 
-use std::fmt::Write as _;
-use std::process::Command;
-use std::time::Duration;
-
-use common::gate::{self, Bare, Lock, Ours, TokioMutex, WAITERS};
-use common::mem::{self, MemKind};
-use common::protocol::ProtocolCase;
-use common::sink::{self, BATCH, Kind, Pipe};
-use common::spawn::{AgentCase, BareCase, HubCase};
-use common::{Flavor, capacity, rpc, runtime};
-
-// -------------------------------------------------------------- statistics
-
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-/// Per-sample values of several variants measured in the same samples.
-struct Samples {
-    values: Vec<Vec<f64>>,
-}
-
-impl Samples {
-    /// `names` label the variants (for the reader of the code).
-    fn new(names: &[&'static str]) -> Self {
-        Self {
-            values: vec![Vec::new(); names.len()],
-        }
-    }
-
-    fn push(&mut self, variant: usize, value: f64) {
-        self.values[variant].push(value);
-    }
-
-    fn median(&self, variant: usize) -> f64 {
-        median(&self.values[variant])
-    }
-
-    /// The median over samples of `a / b` (paired: same sample, so drift
-    /// of the machine cancels).
-    fn ratio(&self, a: usize, b: usize) -> f64 {
-        let ratios: Vec<f64> = self.values[a]
-            .iter()
-            .zip(&self.values[b])
-            .map(|(x, y)| x / y)
-            .collect();
-        median(&ratios)
-    }
-
-    /// Spread of a variant: (min, max).
-    fn spread(&self, variant: usize) -> (f64, f64) {
-        let v = &self.values[variant];
-        (
-            v.iter().copied().fold(f64::INFINITY, f64::min),
-            v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        )
-    }
-}
-
-/// Runs `variants` in a rotated order per sample: sample `s` starts with
-/// variant `s % n`, so none always goes first (warm caches) or last.
-fn interleave(samples: usize, n: usize, mut run: impl FnMut(usize) -> f64, into: &mut Samples) {
-    for s in 0..samples {
-        for k in 0..n {
-            let variant = (s + k) % n;
-            let value = run(variant);
-            into.push(variant, value);
-        }
-    }
-}
-
-fn ns(d: Duration, ops: usize) -> f64 {
-    d.as_nanos() as f64 / ops as f64
-}
-
-fn fmt_ns(v: f64) -> String {
-    if v >= 1_000_000.0 {
-        format!("{:.2} ms", v / 1e6)
-    } else if v >= 1_000.0 {
-        format!("{:.2} µs", v / 1e3)
-    } else {
-        format!("{v:.0} ns")
-    }
-}
-
-fn fmt_bytes(v: f64) -> String {
-    if v >= 1024.0 * 1024.0 {
-        format!("{:.1} MiB", v / (1024.0 * 1024.0))
-    } else {
-        format!("{:.1} KiB", v / 1024.0)
-    }
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn full() -> bool {
-    std::env::var("BENCH_FULL").is_ok_and(|v| v == "1")
-}
-
-fn samples() -> usize {
-    env_usize("BENCH_SAMPLES", if full() { 30 } else { 15 })
-}
-
-fn met(ok: bool) -> &'static str {
-    if ok { "yes" } else { "**no**" }
-}
-
-/// One row of the table.
-struct Row {
-    case: String,
-    ours: String,
-    floors: String,
-    ratio: String,
-    target: String,
-    met: String,
-}
-
-// ------------------------------------------------------------------ cases
-
-const GATE_CYCLES: usize = 20;
-
-fn gate_case(flavor: Flavor, samples: usize, rows: &mut Vec<Row>, notes: &mut String) {
+pub(super) fn gate_case(flavor: Flavor, samples: usize, rows: &mut Vec<Row>, notes: &mut String) {
     let rt = runtime(flavor);
     let (mutex, bare, ours) = rt.block_on(async {
         (
@@ -248,9 +91,9 @@ fn gate_case(flavor: Flavor, samples: usize, rows: &mut Vec<Row>, notes: &mut St
     });
 }
 
-const SPAWN_CYCLES: usize = 200;
+pub(super) const SPAWN_CYCLES: usize = 200;
 
-fn spawn_case(flavor: Flavor, samples: usize, rows: &mut Vec<Row>, notes: &mut String) {
+pub(super) fn spawn_case(flavor: Flavor, samples: usize, rows: &mut Vec<Row>, notes: &mut String) {
     let rt = runtime(flavor);
     let (mut bare, mut agent, mut hub) = rt.block_on(async {
         (
@@ -310,9 +153,9 @@ fn spawn_case(flavor: Flavor, samples: usize, rows: &mut Vec<Row>, notes: &mut S
     });
 }
 
-const SINK_BATCHES: usize = 256;
+pub(super) const SINK_BATCHES: usize = 256;
 
-fn sink_case(samples: usize, counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
+pub(super) fn sink_case(samples: usize, counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
     let kinds = [
         Kind::Raw,
         Kind::RawWrapped,
@@ -414,7 +257,7 @@ type Counts = std::collections::HashMap<String, f64>;
 /// Runs `cargo bench --bench alloc_count` (a binary with a counting global
 /// allocator; this one keeps the system allocator so its timings are
 /// untouched) and reads its lines. Empty if cargo is not at hand.
-fn alloc_counts() -> Counts {
+pub(super) fn alloc_counts() -> Counts {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args(["bench", "--quiet", "--bench", "alloc_count"])
@@ -434,7 +277,7 @@ fn alloc_counts() -> Counts {
         .collect()
 }
 
-fn mem_child(kind: MemKind, n: usize) -> f64 {
+pub(super) fn mem_child(kind: MemKind, n: usize) -> f64 {
     let exe = std::env::current_exe().expect("this executable");
     let out = Command::new(exe)
         .args(["--mem", kind.name(), &n.to_string()])
@@ -450,7 +293,7 @@ fn mem_child(kind: MemKind, n: usize) -> f64 {
     text.trim().parse::<f64>().expect("bytes") / n as f64
 }
 
-fn mem_case(counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
+pub(super) fn mem_case(counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
     let reps = 3;
     let agents = 10_000;
     let mut a = Samples::new(&["bare", "agent"]);
@@ -548,7 +391,7 @@ fn mem_case(counts: &Counts, rows: &mut Vec<Row>, notes: &mut String) {
     );
 }
 
-fn capacity_case(samples: usize, rows: &mut Vec<Row>, notes: &mut String) {
+pub(super) fn capacity_case(samples: usize, rows: &mut Vec<Row>, notes: &mut String) {
     let rt = runtime(Flavor::Multi);
     let samples = samples.clamp(3, 7);
     let mut s = Samples::new(&["ours cap 1", "ours cap 4", "semaphore 1", "semaphore 4"]);
@@ -596,7 +439,7 @@ fn capacity_case(samples: usize, rows: &mut Vec<Row>, notes: &mut String) {
     );
 }
 
-fn rpc_case(samples: usize, rows: &mut Vec<Row>) {
+pub(super) fn rpc_case(samples: usize, rows: &mut Vec<Row>) {
     let rt = runtime(Flavor::Multi);
     let n = 20_000;
     let mut s = Samples::new(&["mpsc+oneshot", "call!"]);
@@ -624,270 +467,4 @@ fn rpc_case(samples: usize, rows: &mut Vec<Row>) {
         target: "— (floor of the floors)".into(),
         met: "—".into(),
     });
-}
-
-// ------------------------------------------------------ single-case mode
-
-/// Cases for `--case`, with the op counts callgrind runs them at.
-const CASES: [(&str, usize, usize); 13] = [
-    ("gate-mutex", 1_000, 3_000),
-    ("gate-bare", 1_000, 3_000),
-    ("gate-ours", 1_000, 3_000),
-    ("spawn-bare", 100, 300),
-    ("spawn-agent", 100, 300),
-    ("spawn-hub", 100, 300),
-    ("spawn-protocol", 100, 300),
-    ("sink-raw", 16 * BATCH, 48 * BATCH),
-    ("sink-wrapped", 16 * BATCH, 48 * BATCH),
-    ("sink-root", 16 * BATCH, 48 * BATCH),
-    ("sink-nested1", 16 * BATCH, 48 * BATCH),
-    ("call-mpsc", 2_000, 6_000),
-    ("call-ractor", 2_000, 6_000),
-];
-
-fn run_case(name: &str, ops: usize) {
-    let rt = runtime(Flavor::Current);
-    rt.block_on(async {
-        match name {
-            "gate-mutex" => run_gate(&TokioMutex::default(), ops).await,
-            "gate-bare" => run_gate(&Bare::spawn().await, ops).await,
-            "gate-ours" => run_gate(&Ours::spawn().await, ops).await,
-            "spawn-bare" => {
-                let mut c = BareCase::new().await;
-                c.run(ops).await;
-            }
-            "spawn-agent" => {
-                let mut c = AgentCase::new().await;
-                c.run(ops).await;
-            }
-            "spawn-hub" => {
-                let mut c = HubCase::new().await;
-                c.run(ops).await;
-            }
-            "spawn-protocol" => {
-                let mut c = ProtocolCase::new().await;
-                c.run(ops).await;
-            }
-            "sink-raw" => drop(Pipe::new(Kind::Raw).same_thread(ops / BATCH)),
-            "sink-wrapped" => drop(Pipe::new(Kind::RawWrapped).same_thread(ops / BATCH)),
-            "sink-root" => drop(Pipe::new(Kind::Nested(0)).same_thread(ops / BATCH)),
-            "sink-nested1" => drop(Pipe::new(Kind::Nested(1)).same_thread(ops / BATCH)),
-            "call-mpsc" => rpc::mpsc_calls(ops).await,
-            "call-ractor" => rpc::ractor_calls(ops).await,
-            other => panic!("unknown case {other}"),
-        }
-    });
-}
-
-async fn run_gate<L: Lock>(lock: &L, ops: usize) {
-    let round = gate::round(lock, ops / WAITERS).await;
-    assert!(round.exact_fifo(), "FIFO order broken");
-}
-
-/// Instructions per op of each case: callgrind at two op counts, the
-/// difference divided by the difference of ops (set-up cancels out).
-fn callgrind_table() -> Option<String> {
-    let exe = std::env::current_exe().ok()?;
-    let probe = Command::new("valgrind").arg("--version").output().ok()?;
-    if !probe.status.success() {
-        return None;
-    }
-    let count = |case: &str, ops: usize| -> f64 {
-        let out = Command::new("valgrind")
-            .args([
-                "--tool=callgrind",
-                "--callgrind-out-file=/dev/null",
-                "--dump-instr=no",
-            ])
-            .arg(&exe)
-            .args(["--case", case, "--ops", &ops.to_string()])
-            .output()
-            .expect("run valgrind");
-        let text = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "callgrind {case} failed: {text}");
-        text.lines()
-            .find_map(|l| l.split("Collected :").nth(1))
-            .and_then(|n| n.trim().parse::<f64>().ok())
-            .expect("callgrind's Collected line")
-    };
-    let mut per_op = std::collections::HashMap::new();
-    for (case, lo, hi) in CASES {
-        let i = (count(case, hi) - count(case, lo)) / (hi - lo) as f64;
-        eprintln!("callgrind {case}: {i:.0} instructions/op");
-        per_op.insert(case, i);
-    }
-    let k = |c: &str| per_op[c];
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "| case (current-thread runtime) | ours instr/op | floor instr/op | ratio |"
-    );
-    let _ = writeln!(t, "|---|---:|---:|---:|");
-    let mut line = |case: &str, ours: f64, floor_name: &str, floor: f64| {
-        let _ = writeln!(
-            t,
-            "| {case} | {ours:.0} | {floor_name} {floor:.0} | {:.2}× |",
-            ours / floor
-        );
-    };
-    line(
-        "1. gate cycle, 100 waiters",
-        k("gate-ours"),
-        "Mutex",
-        k("gate-mutex"),
-    );
-    line(
-        "1. gate cycle, 100 waiters",
-        k("gate-ours"),
-        "bare ractor gate",
-        k("gate-bare"),
-    );
-    line(
-        "1. bare gate (floor) vs Mutex",
-        k("gate-bare"),
-        "Mutex",
-        k("gate-mutex"),
-    );
-    line(
-        "2. spawn → event → stop, Hub",
-        k("spawn-hub"),
-        "bare",
-        k("spawn-bare"),
-    );
-    line(
-        "2. spawn → event → stop, Hub",
-        k("spawn-hub"),
-        "its protocol in bare ractor",
-        k("spawn-protocol"),
-    );
-    line(
-        "2. the protocol in bare ractor (floor)",
-        k("spawn-protocol"),
-        "bare",
-        k("spawn-bare"),
-    );
-    line(
-        "2. spawn → event → stop, agent layer",
-        k("spawn-agent"),
-        "bare",
-        k("spawn-bare"),
-    );
-    line(
-        "3. event, 1 nesting level",
-        k("sink-nested1"),
-        "raw channel",
-        k("sink-raw"),
-    );
-    line(
-        "3. event, 1 nesting level",
-        k("sink-nested1"),
-        "hand-wrapped",
-        k("sink-wrapped"),
-    );
-    line(
-        "3. event, root sink",
-        k("sink-root"),
-        "raw channel",
-        k("sink-raw"),
-    );
-    line(
-        "ref. call! vs mpsc+oneshot",
-        k("call-ractor"),
-        "mpsc+oneshot",
-        k("call-mpsc"),
-    );
-    Some(t)
-}
-
-// ------------------------------------------------------------------- main
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    format!("{cores} cores, {cpu}; {date}")
-}
-
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("--mem") => {
-            let kind = MemKind::parse(&args[1]).expect("a memory kind");
-            let n: usize = args[2].parse().expect("a count");
-            println!("{}", mem::measure(kind, n));
-            return;
-        }
-        Some("--case") => {
-            let ops: usize = args
-                .iter()
-                .position(|a| a == "--ops")
-                .and_then(|i| args.get(i + 1))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1_000);
-            run_case(&args[1], ops);
-            return;
-        }
-        Some("--callgrind-only") => {
-            match callgrind_table() {
-                Some(t) => println!("{t}"),
-                None => eprintln!("valgrind not found"),
-            }
-            return;
-        }
-        _ => {}
-    }
-    let with_callgrind = args.iter().any(|a| a == "--callgrind");
-    let samples = samples();
-    // First, while nothing is timed (it may compile the counting binary).
-    eprintln!("allocation counts (cargo bench --bench alloc_count)…");
-    let counts = alloc_counts();
-    let mut rows = Vec::new();
-    let mut notes = String::new();
-    eprintln!("gate…");
-    gate_case(Flavor::Multi, samples, &mut rows, &mut notes);
-    gate_case(Flavor::Current, samples, &mut rows, &mut notes);
-    eprintln!("spawn…");
-    spawn_case(Flavor::Multi, samples, &mut rows, &mut notes);
-    spawn_case(Flavor::Current, samples, &mut rows, &mut notes);
-    eprintln!("sink…");
-    sink_case(samples, &counts, &mut rows, &mut notes);
-    eprintln!("memory…");
-    mem_case(&counts, &mut rows, &mut notes);
-    eprintln!("capacity…");
-    capacity_case(samples, &mut rows, &mut notes);
-    rpc_case(samples, &mut rows);
-
-    println!("## Overhead against the floors\n");
-    println!("Machine: {}\n", machine());
-    println!("| case | ours | floor(s) | ratio | target | met? |");
-    println!("|---|---|---|---|---|---|");
-    for r in &rows {
-        println!(
-            "| {} | {} | {} | {} | {} | {} |",
-            r.case, r.ours, r.floors, r.ratio, r.target, r.met
-        );
-    }
-    println!(
-        "\nTimes are medians per op; ratios are medians of per-sample ratios (cases interleaved)."
-    );
-    println!("{notes}");
-    if with_callgrind {
-        eprintln!("callgrind…");
-        match callgrind_table() {
-            Some(t) => println!("### Instructions per op (callgrind)\n\n{t}"),
-            None => println!("(valgrind not found: no instruction counts)"),
-        }
-    }
 }
