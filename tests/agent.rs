@@ -456,3 +456,74 @@ async fn a_wall_clock_of_duration_max_is_no_limit() {
     );
     assert_gate_free(&gate).await;
 }
+
+/// A model call that failed counted its tokens but not itself: the result
+/// said 0 model calls beside 15 tokens (a call cut by the token budget
+/// counted). A failed call counts once.
+#[tokio::test(start_paused = true)]
+async fn a_failed_model_call_counts_as_one() {
+    let model = ScriptedModel::new(vec![Reply::new().text("a").usage(10, 5).error("boom")]);
+    let (agent, _events, gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
+    let result = agent.run("go").await.unwrap();
+    assert!(matches!(result.outcome, Outcome::Failed(_)), "{result:?}");
+    assert_eq!(result.usage.total(), 15);
+    assert_eq!(result.model_calls, 1, "{result:?}");
+    assert_gate_free(&gate).await;
+}
+
+/// A tool that panics deciding whether it needs approval.
+struct PanicsDeciding;
+
+impl Tool for PanicsDeciding {
+    fn name(&self) -> &str {
+        "fragile"
+    }
+    fn description(&self) -> String {
+        "panics in requires_approval".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn requires_approval(&self, _arguments: &str) -> bool {
+        panic!("cannot decide")
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { Ok("ran".into()) })
+    }
+}
+
+/// A panic in a tool's `requires_approval` crashed the whole turn: the
+/// turn failed, and the other call of the same answer never ran. The call
+/// fails with a sentence; the turn goes on.
+#[tokio::test(start_paused = true)]
+async fn a_tool_that_panics_deciding_on_approval_fails_its_call_only() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .tool_call("fragile", "{}")
+            .tool_call("calculator", r#"{"expression":"6*7"}"#),
+        Reply::answer("Done."),
+    ]);
+    let tools = ToolRegistry::new().with(PanicsDeciding).with(Calculator);
+    let (agent, mut events, gate) = spawn(model, tools, Limits::default()).await;
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::Completed, "{result:?}");
+    let mut log = Vec::new();
+    while let Some(event) = events.try_recv() {
+        log.push(event);
+    }
+    let results: Vec<&ToolResult> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{log:#?}");
+    assert!(
+        results[0].is_error && results[0].output.contains("cannot decide"),
+        "{:?}",
+        results[0]
+    );
+    assert_eq!(results[1].output, "42");
+    assert_gate_free(&gate).await;
+}

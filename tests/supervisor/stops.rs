@@ -113,3 +113,40 @@ async fn an_approval_from_a_child_is_resolved_through_the_thread() {
             .any(|(_, e)| matches!(e, AgentEvent::ToolResult(r) if r.output == "posted"))
     );
 }
+
+/// Same instant: an approval answered through the thread and a stop of the
+/// parent sent right after it, in one tick. The answer went to the parent
+/// from a task of its own, so the stop overtook it: the host was told
+/// `Ended` and the stream read `Cancelled`, though it answered first. The
+/// answer is in the parent's mailbox the moment it is given.
+#[tokio::test(start_paused = true)]
+async fn an_approval_then_a_stop_in_one_tick_arrive_in_that_order() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call("http_post", "{}"),
+        Reply::answer("Posted."),
+    ]);
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ApprovalRequested(_))
+    })
+    .await;
+    let AgentEvent::ApprovalRequested(request) = request else {
+        unreachable!()
+    };
+    let (answered, stopped) = tokio::join!(
+        thread.resolve_approval(request.id.clone(), ApprovalDecision::Approve),
+        async { thread.stop_parent() }
+    );
+    stopped.unwrap();
+    assert_eq!(answered, Ok(()), "the answer came first");
+    until_result(&mut events, &mut log).await;
+    let resolved: Vec<&AgentEvent> = log
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ApprovalResolved { .. }))
+        .collect();
+    assert_eq!(resolved.len(), 1, "{log:#?}");
+    let text = format!("{:?}", resolved[0]);
+    assert!(text.contains("Approve"), "{text}");
+}

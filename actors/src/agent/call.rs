@@ -91,9 +91,21 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             is_error: true,
         },
         Some(tool) => {
-            if tool.requires_approval(&call.arguments)
-                && approval(ctx, call).await == ApprovalDecision::Deny
-            {
+            // A tool that panics deciding is not run: the call fails with a
+            // sentence and the turn goes on (never a crashed turn).
+            let needs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tool.requires_approval(&call.arguments)
+            }));
+            if let Err(panic) = &needs {
+                ToolOutcome {
+                    output: format!(
+                        "the tool `{}` failed before it ran: it panicked deciding whether it needs approval ({})",
+                        call.name,
+                        crate::tool::panic_message(panic.as_ref())
+                    ),
+                    is_error: true,
+                }
+            } else if needs.unwrap_or(true) && approval(ctx, call).await == ApprovalDecision::Deny {
                 ToolOutcome {
                     output: format!(
                         "the user denied this call to `{}`; do not retry it, find another way or explain",

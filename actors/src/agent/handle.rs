@@ -26,7 +26,9 @@ pub enum AgentError {
         /// The turn's text.
         text: String,
     },
-    /// The turn was dropped before it ran (a stop cleared the queue).
+    /// The turn was dropped before it ran: the agent's actor went away
+    /// with the turn still queued. (A stop does not drop queued turns:
+    /// each ends in a stopped result, "Stopped before it started.")
     #[error("the turn sent to agent `{0}` was dropped before it ran")]
     Dropped(AgentId),
     /// An answer to an approval was not taken.
@@ -79,8 +81,9 @@ impl AgentHandle {
 
     /// Sends a user turn now (it takes its place in the
     /// agent's FIFO at once) and gives back a future of its result, to
-    /// await elsewhere. The future fails with [`AgentError::Dropped`] if
-    /// the turn was dropped unrun (a stop cleared the queue). On a stopped
+    /// await elsewhere. A stop ends it, queued or running, in a stopped
+    /// result; the future fails with [`AgentError::Dropped`] only if the
+    /// agent's actor went away with the turn unrun. On a stopped
     /// agent the text comes back in [`AgentError::Undelivered`]. Its span
     /// sits under the caller's, as for [`AgentHandle::send_user`].
     pub fn queue_turn(
@@ -145,8 +148,9 @@ impl AgentHandle {
             })
     }
 
-    /// Stops the running turn (its result is `Outcome::Stopped`) and drops
-    /// queued ones.
+    /// Stops the running turn and the queued ones: each ends in a result
+    /// with `Outcome::Stopped` (a queued one's reads "Stopped before it
+    /// started.").
     pub fn stop_turn(&self) -> Result<(), AgentError> {
         self.actor
             .cast(AgentMsg::Stop)
@@ -155,19 +159,27 @@ impl AgentHandle {
 
     /// Answers an approval. An answer not taken says why
     /// ([`AgentError::Approval`]: unknown, already answered, or its turn
-    /// ended).
-    pub async fn resolve_approval(
+    /// ended). The answer is in the agent's mailbox when this returns its
+    /// future, so a stop sent after it arrives after it; the future waits
+    /// for the verdict.
+    pub fn resolve_approval(
         &self,
         id: ApprovalId,
         decision: ApprovalDecision,
-    ) -> Result<(), AgentError> {
-        ractor::call!(self.actor, |reply| AgentMsg::ResolveApproval {
+    ) -> impl std::future::Future<Output = Result<(), AgentError>> + Send + 'static {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self.actor.cast(AgentMsg::ResolveApproval {
             id,
             decision,
-            reply
-        })
-        .map_err(|_| AgentError::Closed(self.id.clone()))?
-        .map_err(AgentError::Approval)
+            reply: tx.into(),
+        });
+        let agent = self.id.clone();
+        async move {
+            sent.map_err(|_| AgentError::Closed(agent.clone()))?;
+            rx.await
+                .map_err(|_| AgentError::Closed(agent))?
+                .map_err(AgentError::Approval)
+        }
     }
 
     /// The agent's state now.

@@ -86,7 +86,11 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             .await;
         let (text, calls, truncated) = match answer {
             Ok(answer) => answer,
-            Err(ModelEnd::Failed(error)) => return (error.clone(), Outcome::Failed(error)),
+            Err(ModelEnd::Failed(error)) => {
+                // The call was made (its tokens count): it counts too.
+                ctx.with(|t| t.progress.model_calls += 1);
+                return (error.clone(), Outcome::Failed(error));
+            }
             Err(ModelEnd::OverBudget(text)) => {
                 // Cut mid-stream: the call counts, what it wrote so far is
                 // the last thing written, and no tool it asked for runs.

@@ -134,19 +134,26 @@ impl HubHandle {
 
     /// Answers an approval a child asked for; forwarded to that child.
     /// Refused as `Ended` when the child (or the hub) is gone, `Unknown`
-    /// when no child of this hub asked it.
-    pub async fn resolve_approval(
+    /// when no child of this hub asked it. The answer is in the hub's
+    /// mailbox when this returns its future (a stop sent after it arrives
+    /// after it); the future waits for the verdict.
+    pub fn resolve_approval(
         &self,
         id: ApprovalId,
         decision: ApprovalDecision,
-    ) -> Result<(), ApprovalRefusal> {
-        let asked = id.clone();
-        ractor::call!(self.actor, |reply| HubMsg::ResolveApproval {
-            id: asked,
+    ) -> impl std::future::Future<Output = Result<(), ApprovalRefusal>> + Send + 'static {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self.actor.cast(HubMsg::ResolveApproval {
+            id: id.clone(),
             decision,
-            reply
-        })
-        .unwrap_or(Err(ApprovalRefusal::Ended(id)))
+            reply: tx.into(),
+        });
+        async move {
+            if sent.is_err() {
+                return Err(ApprovalRefusal::Ended(id));
+            }
+            rx.await.unwrap_or(Err(ApprovalRefusal::Ended(id)))
+        }
     }
 
     /// Requests a child; its id, or a sentence saying why not. If this

@@ -300,19 +300,24 @@ pub(super) fn route_approval(
     let to_parent = id
         .parts()
         .is_some_and(|(owner, _)| owner == *state.parent.agent.id());
-    let parent = state.parent.agent.clone();
-    let hub = state.parent.hub.clone();
     let answered = state.answered.clone();
-    tokio::spawn(async move {
-        let answer = if to_parent {
-            match parent.resolve_approval(id.clone(), decision).await {
+    // Sent now, in the handler: a stop the host sends after the answer
+    // reaches the agent after it. Only the verdict is awaited apart.
+    let verdict: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> = if to_parent {
+        let sent = state.parent.agent.resolve_approval(id.clone(), decision);
+        let asked = id.clone();
+        Box::pin(async move {
+            match sent.await {
                 Ok(()) => Ok(()),
                 Err(AgentError::Approval(refusal)) => Err(refusal),
-                Err(_) => Err(ApprovalRefusal::Ended(id.clone())),
+                Err(_) => Err(ApprovalRefusal::Ended(asked)),
             }
-        } else {
-            hub.resolve_approval(id.clone(), decision).await
-        };
+        })
+    } else {
+        Box::pin(state.parent.hub.resolve_approval(id.clone(), decision))
+    };
+    tokio::spawn(async move {
+        let answer = verdict.await;
         let mut answered = answered
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
