@@ -1,0 +1,150 @@
+//! The agent's turn at its edges: what a failed model call counts, a tool
+//! that panics deciding on approval, a stop in the tick a turn ends with
+//! turns queued behind it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use serde_json::json;
+use subagents::messages::ToolResult;
+use subagents::prelude::*;
+use subagents_demo::Calculator;
+
+async fn spawn(
+    model: std::sync::Arc<dyn Model>,
+    tools: ToolRegistry,
+    limits: Limits,
+) -> (AgentHandle, EventStream, GateHandle) {
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let (agent, events) = AgentBuilder::new(model)
+        .system_prompt("You are the parent.")
+        .tools(tools)
+        .limits(limits)
+        .gate(gate.clone())
+        .spawn()
+        .await
+        .unwrap();
+    (agent, events, gate)
+}
+
+async fn assert_gate_free(gate: &GateHandle) {
+    let snapshot = gate.snapshot().await.unwrap();
+    assert_eq!(snapshot.in_flight, 0, "a gate permit leaked");
+    assert_eq!(snapshot.queued, 0);
+}
+
+/// A model call that failed counted its tokens but not itself: the result
+/// said 0 model calls beside 15 tokens (a call cut by the token budget
+/// counted). A failed call counts once.
+#[tokio::test(start_paused = true)]
+async fn a_failed_model_call_counts_as_one() {
+    let model = ScriptedModel::new(vec![Reply::new().text("a").usage(10, 5).error("boom")]);
+    let (agent, _events, gate) =
+        spawn(model.shared(), ToolRegistry::new(), Limits::default()).await;
+    let result = agent.run("go").await.unwrap();
+    assert!(matches!(result.outcome, Outcome::Failed(_)), "{result:?}");
+    assert_eq!(result.usage.total(), 15);
+    assert_eq!(result.model_calls, 1, "{result:?}");
+    assert_gate_free(&gate).await;
+}
+
+/// A tool that panics deciding whether it needs approval.
+struct PanicsDeciding;
+
+impl Tool for PanicsDeciding {
+    fn name(&self) -> &str {
+        "fragile"
+    }
+    fn description(&self) -> String {
+        "panics in requires_approval".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn requires_approval(&self, _arguments: &str) -> bool {
+        panic!("cannot decide")
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { Ok("ran".into()) })
+    }
+}
+
+/// A panic in a tool's `requires_approval` crashed the whole turn: the
+/// turn failed, and the other call of the same answer never ran. The call
+/// fails with a sentence; the turn goes on.
+#[tokio::test(start_paused = true)]
+async fn a_tool_that_panics_deciding_on_approval_fails_its_call_only() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .tool_call("fragile", "{}")
+            .tool_call("calculator", r#"{"expression":"6*7"}"#),
+        Reply::answer("Done."),
+    ]);
+    let tools = ToolRegistry::new().with(PanicsDeciding).with(Calculator);
+    let (agent, mut events, gate) = spawn(model.shared(), tools, Limits::default()).await;
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::Completed, "{result:?}");
+    let mut log = Vec::new();
+    while let Some(event) = events.try_recv() {
+        log.push(event);
+    }
+    let results: Vec<&ToolResult> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{log:#?}");
+    assert!(
+        results[0].is_error && results[0].output.contains("cannot decide"),
+        "{:?}",
+        results[0]
+    );
+    assert_eq!(results[1].output, "42");
+    assert_gate_free(&gate).await;
+}
+
+/// Stops the agent `turns` scheduler turns after turn "a"'s `Result` is
+/// read, with turn "b" queued behind it; then runs "c" and returns the
+/// conversation the model was sent for "c".
+async fn stop_as_a_turn_ends(turns: usize) -> Vec<String> {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .delay(std::time::Duration::from_secs(10))
+            .text("A"),
+        Reply::answer("C"),
+    ]);
+    let (model, seen) = common::spy("spy", model);
+    let (agent, mut events, _gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
+    let a = agent.queue_turn("a").unwrap();
+    let b = agent.queue_turn("b").unwrap();
+    let mut log = Vec::new();
+    common::until_result(&mut events, &mut log).await;
+    for _ in 0..turns {
+        tokio::task::yield_now().await;
+    }
+    agent.stop_turn().unwrap();
+    let _ = (a.await, b.await);
+    agent.run("c").await.unwrap();
+    let last = seen.lock().unwrap().last().cloned().unwrap();
+    last.messages.iter().map(|m| m.content.clone()).collect()
+}
+
+/// Same instant: a stop in the tick a turn ended, its end notice still in
+/// the agent's mailbox, with a turn queued behind it. The stop wrote the
+/// queued turn (and its "Stopped before it started.") into the
+/// conversation, then the end notice replaced the conversation with the
+/// finished turn's: the next model call never saw "b", though the stream
+/// showed it. Whatever the ordering, "b" is in the conversation.
+#[tokio::test(start_paused = true)]
+async fn a_stop_as_a_turn_ends_keeps_the_queued_turn_in_the_conversation() {
+    for turns in 0..12 {
+        let said = tokio::spawn(stop_as_a_turn_ends(turns)).await.unwrap();
+        assert!(
+            said.iter().any(|m| m == "b"),
+            "after {turns} turns, \"b\" is missing: {said:?}"
+        );
+    }
+}
