@@ -148,3 +148,42 @@ async fn a_stop_as_a_turn_ends_keeps_the_queued_turn_in_the_conversation() {
         );
     }
 }
+
+/// Stopped midway, by a kill: an agent's actor killed (no `post_stop`)
+/// ended its running turn on the stream, but a turn queued behind it got
+/// no `Result` at all, and its future only `Dropped`: a `UserMessage` a
+/// thread showed for it stayed unanswered. Each queued turn ends in one
+/// failed `Result`, after the running one's.
+#[tokio::test(start_paused = true)]
+async fn a_killed_agent_ends_its_queued_turns_too() {
+    let model = ScriptedModel::new(vec![Reply::new().hang()]);
+    let (agent, mut events, _gate) =
+        spawn(model.shared(), ToolRegistry::new(), Limits::default()).await;
+    let a = agent.queue_turn("a").unwrap();
+    let b = agent.queue_turn("b").unwrap();
+    // The running turn is in its model call.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    agent.actor().kill();
+    agent.actor().wait(None).await.ok();
+    let (a, b) = (a.await, b.await);
+    let mut results = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let AgentEvent::Result(r) = event {
+            results.push(r.text.clone());
+        }
+    }
+    assert_eq!(results.len(), 2, "one Result each, in order: {results:?}");
+    assert!(
+        results[0].contains("without ending its turn"),
+        "{results:?}"
+    );
+    // The running turn's future: its failed result, or Dropped with the
+    // task that held its reply.
+    assert!(
+        a.as_ref()
+            .map_or(true, |r| matches!(r.outcome, Outcome::Failed(_))),
+        "{a:?}"
+    );
+    let b = b.expect("the queued turn has its result");
+    assert!(matches!(b.outcome, Outcome::Failed(_)), "{b:?}");
+}

@@ -15,6 +15,7 @@
 //! |---|---|
 //! | `config.rs` | the agent's config, approval policies, [`AgentBuilder`], the spawn |
 //! | `state.rs` | the agent actor and its state |
+//! | `running.rs` | a running turn as the agent holds it, and its end at a kill |
 //! | `turn.rs` | one turn of the loop, run in a task |
 //! | `call.rs` | one tool call of a turn: approval, run or refusal |
 //! | `turn_state.rs` | a running turn's shared state, and how a turn closes |
@@ -26,6 +27,7 @@ mod config;
 mod handle;
 mod msg;
 mod probe;
+mod running;
 pub(crate) mod spans;
 mod state;
 mod turn;

@@ -2,6 +2,7 @@
 //! approvals it waits on. The handler only moves messages; the turn runs
 //! in a task (`turn.rs`).
 
+use crate::agent::running::{AbortOnDrop, RunningTurn};
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
@@ -17,7 +18,6 @@ use subagents_messages::{
 };
 
 use crate::agent::msg::UserTurn;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::agent::config::AgentConfig;
@@ -73,39 +73,30 @@ struct Totals {
     tool_calls: u64,
 }
 
-#[derive(Debug)]
-struct RunningTurn {
-    run: u64,
-    task: AbortOnDrop,
-    sink: EventSink,
-    /// The agent's own sink (the turn's `Result` goes there).
-    out: EventSink,
-    shared: turn_state::Shared,
-    started: Instant,
-    reply: Option<TurnReply>,
-    /// Its `invoke_agent` span.
-    span: tracing::Span,
-}
-
-impl Drop for RunningTurn {
-    /// An actor killed mid-turn (no `post_stop`) still ends its turn on
-    /// the stream: the call in flight is answered and the turn's `Result`
-    /// says it failed. A turn that ended before is left alone.
+impl Drop for AgentState {
+    /// An actor killed (no `post_stop`) ends every turn it held on the
+    /// stream: the running one first (its own drop), then each queued one
+    /// in one failed `Result`, also to whoever awaits it. After a normal
+    /// stop the queue is empty already.
     fn drop(&mut self) {
-        if !self.sink.is_open() {
-            return;
+        drop(self.running.take());
+        for (_, reply) in self.waiting.drain(..) {
+            let text = "the agent stopped before this turn started".to_owned();
+            let result = AgentResult {
+                text: text.clone(),
+                outcome: Outcome::Failed(text),
+                model_calls: 0,
+                tool_calls: 0,
+                usage: Default::default(),
+                children_usage: Default::default(),
+                elapsed: std::time::Duration::ZERO,
+            };
+            self.events
+                .emit(AgentEvent::Result(Box::new(result.clone())));
+            if let Some(reply) = reply {
+                reply.send(result);
+            }
         }
-        let progress = turn_state::lock(&self.shared).progress.clone();
-        let text = "the agent stopped without ending its turn".to_owned();
-        let result = turn_state::result(
-            text.clone(),
-            Outcome::Failed(text.clone()),
-            &progress,
-            self.started,
-        );
-        turn_state::close(&self.shared, &self.sink, &self.out, &result, &|| {
-            text.clone()
-        });
     }
 }
 
@@ -117,18 +108,6 @@ fn shared_history(history: Vec<ChatMessage>) -> Arc<Vec<ChatMessage>> {
         EMPTY.get_or_init(|| Arc::new(Vec::new())).clone()
     } else {
         Arc::new(history)
-    }
-}
-
-/// The running turn's task, aborted when dropped: if the actor dies
-/// without its `post_stop` (killed), dropping its state still ends the
-/// turn, and the gate permit the turn held goes with it.
-#[derive(Debug)]
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
