@@ -3,8 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::Duration;
 
+use common::assert_gate_free;
 use serde_json::json;
 use subagents::messages::{ApprovalRefusal, ToolResult, ToolStarted, Usage};
 use subagents::prelude::*;
@@ -32,22 +35,7 @@ async fn spawn(
     tools: ToolRegistry,
     limits: Limits,
 ) -> (AgentHandle, EventStream, GateHandle) {
-    let gate = GateHandle::spawn(1).await.unwrap();
-    let (agent, events) = AgentBuilder::new(model.shared())
-        .system_prompt("You are the parent.")
-        .tools(tools)
-        .limits(limits)
-        .gate(gate.clone())
-        .spawn()
-        .await
-        .unwrap();
-    (agent, events, gate)
-}
-
-async fn assert_gate_free(gate: &GateHandle) {
-    let snapshot = gate.snapshot().await.unwrap();
-    assert_eq!(snapshot.in_flight, 0, "a gate permit leaked");
-    assert_eq!(snapshot.queued, 0);
+    common::spawn_agent(model.shared(), tools, limits).await
 }
 
 fn started(id: &str, name: &str, arguments: &str) -> AgentEvent {

@@ -8,7 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::store::{copy_dir, thread_on};
+use common::store::{copy_dir, resumed_once, thread_on};
 use common::*;
 use subagents::actors::DelegationBuilder;
 use subagents::actors::clock::SystemClock;
@@ -29,19 +29,7 @@ fn open(dir: &std::path::Path) -> Arc<EnvelopeStore> {
 async fn a_resume_is_on_disk_before_the_thread_closes() {
     let tmp = tempfile::tempdir().unwrap();
     let live = tmp.path().join("live");
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "the first part")),
-        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
-        Reply::answer("Resumed."),
-        Reply::answer("Noted."),
-    ])
-    .with_script(
-        "Worker",
-        vec![
-            Reply::answer("first part done"),
-            Reply::answer("second part done"),
-        ],
-    );
+    let model = resumed_once();
     let (thread, mut events) = thread_on(model.shared(), open(&live), 3).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();

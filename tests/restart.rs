@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::store::{copy_dir, thread_on};
+use common::store::{copy_dir, resumed_once, thread_on};
 use common::*;
 use subagents::actors::DelegationBuilder;
 use subagents::actors::clock::SystemClock;
@@ -311,19 +311,7 @@ async fn a_message_after_a_restart_reaches_the_newest_run() {
     let dir = tmp.path().join("envelopes");
     let dir = dir.to_str().unwrap();
     let (store, _) = open(dir);
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "the first part")),
-        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
-        Reply::answer("Resumed."),
-        Reply::answer("Noted."),
-    ])
-    .with_script(
-        "Worker",
-        vec![
-            Reply::answer("first part done"),
-            Reply::answer("second part done"),
-        ],
-    );
+    let model = resumed_once();
     let (thread, mut events) = thread_on(model.shared(), store, 3).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();

@@ -11,29 +11,6 @@ use subagents::messages::ToolResult;
 use subagents::prelude::*;
 use subagents_demo::Calculator;
 
-async fn spawn(
-    model: std::sync::Arc<dyn Model>,
-    tools: ToolRegistry,
-    limits: Limits,
-) -> (AgentHandle, EventStream, GateHandle) {
-    let gate = GateHandle::spawn(1).await.unwrap();
-    let (agent, events) = AgentBuilder::new(model)
-        .system_prompt("You are the parent.")
-        .tools(tools)
-        .limits(limits)
-        .gate(gate.clone())
-        .spawn()
-        .await
-        .unwrap();
-    (agent, events, gate)
-}
-
-async fn assert_gate_free(gate: &GateHandle) {
-    let snapshot = gate.snapshot().await.unwrap();
-    assert_eq!(snapshot.in_flight, 0, "a gate permit leaked");
-    assert_eq!(snapshot.queued, 0);
-}
-
 /// A model call that failed counted its tokens but not itself: the result
 /// said 0 model calls beside 15 tokens (a call cut by the token budget
 /// counted). A failed call counts once.
@@ -41,12 +18,12 @@ async fn assert_gate_free(gate: &GateHandle) {
 async fn a_failed_model_call_counts_as_one() {
     let model = ScriptedModel::new(vec![Reply::new().text("a").usage(10, 5).error("boom")]);
     let (agent, _events, gate) =
-        spawn(model.shared(), ToolRegistry::new(), Limits::default()).await;
+        common::spawn_agent(model.shared(), ToolRegistry::new(), Limits::default()).await;
     let result = agent.run("go").await.unwrap();
     assert!(matches!(result.outcome, Outcome::Failed(_)), "{result:?}");
     assert_eq!(result.usage.total(), 15);
     assert_eq!(result.model_calls, 1, "{result:?}");
-    assert_gate_free(&gate).await;
+    common::assert_gate_free(&gate).await;
 }
 
 /// A tool that panics deciding whether it needs approval.
@@ -82,7 +59,8 @@ async fn a_tool_that_panics_deciding_on_approval_fails_its_call_only() {
         Reply::answer("Done."),
     ]);
     let tools = ToolRegistry::new().with(PanicsDeciding).with(Calculator);
-    let (agent, mut events, gate) = spawn(model.shared(), tools, Limits::default()).await;
+    let (agent, mut events, gate) =
+        common::spawn_agent(model.shared(), tools, Limits::default()).await;
     let result = agent.run("go").await.unwrap();
     assert_eq!(result.outcome, Outcome::Completed, "{result:?}");
     let mut log = Vec::new();
@@ -103,7 +81,7 @@ async fn a_tool_that_panics_deciding_on_approval_fails_its_call_only() {
         results[0]
     );
     assert_eq!(results[1].output, "42");
-    assert_gate_free(&gate).await;
+    common::assert_gate_free(&gate).await;
 }
 
 /// Stops the agent `turns` scheduler turns after turn "a"'s `Result` is
@@ -117,7 +95,8 @@ async fn stop_as_a_turn_ends(turns: usize) -> Vec<String> {
         Reply::answer("C"),
     ]);
     let (model, seen) = common::spy("spy", model);
-    let (agent, mut events, _gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
+    let (agent, mut events, _gate) =
+        common::spawn_agent(model, ToolRegistry::new(), Limits::default()).await;
     let a = agent.queue_turn("a").unwrap();
     let b = agent.queue_turn("b").unwrap();
     let mut log = Vec::new();
@@ -158,7 +137,7 @@ async fn a_stop_as_a_turn_ends_keeps_the_queued_turn_in_the_conversation() {
 async fn a_killed_agent_ends_its_queued_turns_too() {
     let model = ScriptedModel::new(vec![Reply::new().hang()]);
     let (agent, mut events, _gate) =
-        spawn(model.shared(), ToolRegistry::new(), Limits::default()).await;
+        common::spawn_agent(model.shared(), ToolRegistry::new(), Limits::default()).await;
     let a = agent.queue_turn("a").unwrap();
     let b = agent.queue_turn("b").unwrap();
     // The running turn is in its model call.

@@ -233,3 +233,32 @@ pub fn drain(events: &mut EventStream, log: &mut Vec<AgentEvent>) {
         log.push(event);
     }
 }
+
+/// An agent on a gate of its own (capacity 1), the gate beside it.
+pub async fn spawn_agent(
+    model: Arc<dyn Model>,
+    tools: subagents::prelude::ToolRegistry,
+    limits: subagents::messages::Limits,
+) -> (
+    subagents::prelude::AgentHandle,
+    EventStream,
+    subagents::prelude::GateHandle,
+) {
+    let gate = subagents::prelude::GateHandle::spawn(1).await.unwrap();
+    let (agent, events) = subagents::prelude::AgentBuilder::new(model)
+        .system_prompt("You are the parent.")
+        .tools(tools)
+        .limits(limits)
+        .gate(gate.clone())
+        .spawn()
+        .await
+        .unwrap();
+    (agent, events, gate)
+}
+
+/// No gate permit held or queued (nothing leaked).
+pub async fn assert_gate_free(gate: &subagents::prelude::GateHandle) {
+    let snapshot = gate.snapshot().await.unwrap();
+    assert_eq!(snapshot.in_flight, 0, "a gate permit leaked");
+    assert_eq!(snapshot.queued, 0);
+}

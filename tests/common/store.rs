@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use subagents::actors::{DelegationBuilder, Model};
-use subagents::prelude::{EventStream, ToolRegistry};
+use subagents::prelude::{EventStream, Reply, ScriptedModel, ToolRegistry, UseAgentCall};
 use subagents::supervisor::store::EnvelopeStore;
 use subagents::supervisor::{ThreadConfig, ThreadHandle};
 use subagents_demo::Sleep;
@@ -39,4 +39,22 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
+}
+
+/// A parent that runs `Worker` on the first part, then sends it the
+/// second: `agent_1` is resumed as `agent_2` (each answers its part).
+pub fn resumed_once() -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "the first part")),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+        Reply::answer("Resumed."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::answer("first part done"),
+            Reply::answer("second part done"),
+        ],
+    )
 }
