@@ -81,22 +81,27 @@ impl Drop for AgentState {
     fn drop(&mut self) {
         drop(self.running.take());
         for (_, reply) in self.waiting.drain(..) {
-            let text = "the agent stopped before this turn started".to_owned();
-            let result = AgentResult {
-                text: text.clone(),
-                outcome: Outcome::Failed(text),
-                model_calls: 0,
-                tool_calls: 0,
-                usage: Default::default(),
-                children_usage: Default::default(),
-                elapsed: std::time::Duration::ZERO,
-            };
-            self.events
-                .emit(AgentEvent::Result(Box::new(result.clone())));
-            if let Some(reply) = reply {
-                reply.send(result);
-            }
+            let text = "the agent stopped before this turn started";
+            end_unstarted(&self.events, reply, text, Outcome::Failed(text.to_owned()));
         }
+    }
+}
+
+/// Ends a turn that never started: its one `Result` (nothing used) on the
+/// stream and to whoever awaits it.
+fn end_unstarted(events: &EventSink, reply: Option<TurnReply>, text: &str, outcome: Outcome) {
+    let result = AgentResult {
+        text: text.to_owned(),
+        outcome,
+        model_calls: 0,
+        tool_calls: 0,
+        usage: Default::default(),
+        children_usage: Default::default(),
+        elapsed: std::time::Duration::ZERO,
+    };
+    events.emit(AgentEvent::Result(Box::new(result.clone())));
+    if let Some(reply) = reply {
+        reply.send(result);
     }
 }
 
@@ -253,25 +258,12 @@ impl AgentState {
         // Queued turns end too, each with its own stopped result: every
         // turn sent ends in exactly one `Result`.
         for (turn, reply) in self.waiting.drain(..) {
-            let text = "Stopped before it started.".to_owned();
-            let result = AgentResult {
-                text: text.clone(),
-                outcome: Outcome::Stopped,
-                model_calls: 0,
-                tool_calls: 0,
-                usage: Default::default(),
-                children_usage: Default::default(),
-                elapsed: std::time::Duration::ZERO,
-            };
-            self.events
-                .emit(AgentEvent::Result(Box::new(result.clone())));
+            let text = "Stopped before it started.";
+            end_unstarted(&self.events, reply, text, Outcome::Stopped);
             let history = Arc::make_mut(&mut self.history);
             history.push(ChatMessage::user(turn.text));
-            history.push(ChatMessage::assistant(text, Vec::new()));
+            history.push(ChatMessage::assistant(text.to_owned(), Vec::new()));
             self.turns_finished += 1;
-            if let Some(reply) = reply {
-                reply.send(result);
-            }
         }
     }
 
