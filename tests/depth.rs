@@ -342,6 +342,50 @@ async fn a_grandchild_gets_no_tool_its_requester_lacks() {
     parent.shutdown_and_wait().await;
 }
 
+/// The same for a host's request in a child's name: the hub took no
+/// `tools` as every host tool and a listed one from the host's list, so
+/// the grandchild got `calculator`, which its requester never had.
+#[tokio::test(start_paused = true)]
+async fn a_host_request_in_a_childs_name_gets_no_tool_the_child_lacks() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "work", false).tools(["sleep"])),
+        Reply::answer("parent: started"),
+    ])
+    .with_script("Child", sleeps())
+    .with_script("Grand", sleeps());
+    let (parent, mut events) = builder(model, 2).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let child = AgentId::new("agent_1");
+    let ask = |tools: Option<&str>| ChildRequest {
+        tools: tools.map(|t| vec![t.to_owned()]),
+        ..ChildRequest::new(
+            child.clone(),
+            1,
+            ToolUseId::new("host"),
+            "Grand\nA sub-agent.",
+            "w",
+        )
+    };
+    let grand = parent
+        .hub
+        .request(ask(None))
+        .await
+        .expect("the child is live");
+    let tools = parent.hub.status(&grand).unwrap().tools;
+    assert_eq!(
+        tools,
+        ["sleep"],
+        "the grandchild got a tool its requester lacks"
+    );
+    let widened = parent.hub.request(ask(Some("calculator"))).await;
+    assert!(
+        matches!(widened, Err(Refused::UnknownTool(_))),
+        "{widened:?}"
+    );
+    parent.shutdown_and_wait().await;
+}
+
 /// The same for the model-call cap: a child held to 2 model calls could
 /// give its own child 20 (the cap was clamped to the parent's only).
 #[tokio::test(start_paused = true)]

@@ -23,7 +23,9 @@ pub struct ChildRequest {
     pub system_prompt: String,
     /// The child's one input (its task).
     pub input: String,
-    /// The tools it may call; `None` inherits every tool the hub offers.
+    /// The tools it may call, from those its requester may hand on (the
+    /// host's for the parent; a child's own, less delegation, for a
+    /// child); `None`: all of them.
     pub tools: Option<Vec<String>>,
     /// `wait: false`: the requester does not wait.
     pub background: bool,

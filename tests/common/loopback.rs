@@ -34,15 +34,22 @@ impl Loopback {
 
     /// The same, its model calls through `gate`.
     pub fn with_gate(name: &str, model: Arc<dyn Model>, gate: GateHandle) -> Arc<Self> {
+        let tools = ToolRegistry::new()
+            .with(subagents_demo::Sleep)
+            .with(subagents_demo::Post);
+        Self::with_tools(name, model, tools, gate)
+    }
+
+    /// The same, with `tools` for its children.
+    pub fn with_tools(
+        name: &str,
+        model: Arc<dyn Model>,
+        tools: ToolRegistry,
+        gate: GateHandle,
+    ) -> Arc<Self> {
         Arc::new(Self {
             name: name.into(),
-            runner: NodeRunner::new(
-                vec![model],
-                ToolRegistry::new()
-                    .with(subagents_demo::Sleep)
-                    .with(subagents_demo::Post),
-                gate,
-            ),
+            runner: NodeRunner::new(vec![model], tools, gate),
             runs: Mutex::new(HashMap::new()),
             down: Arc::new(AtomicBool::new(false)),
             started: AtomicUsize::new(0),

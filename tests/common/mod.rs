@@ -14,7 +14,29 @@ use std::sync::{Arc, Mutex};
 
 use subagents::actors::{Model, ModelStream};
 use subagents::messages::{AgentEvent, AgentResult, ModelRequest};
-use subagents::prelude::{EventStream, Reply, ScriptedModel, UseAgentCall};
+use subagents::prelude::{
+    EventStream, Reply, ScriptedModel, Tool, ToolCallContext, ToolFuture, UseAgentCall,
+};
+
+/// A host tool of the given name, which says it ran (named like a
+/// delegation tool, it is what foreign registries hold).
+pub struct HostTool(pub &'static str);
+
+impl Tool for HostTool {
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn description(&self) -> String {
+        format!("the host's own {}", self.0)
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        let ran = format!("the host's {} ran", self.0);
+        Box::pin(async move { Ok(ran) })
+    }
+}
 
 /// Records every request a model saw.
 struct Spy {

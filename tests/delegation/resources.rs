@@ -127,26 +127,6 @@ async fn a_child_killed_mid_model_call_returns_its_permit() {
     check_log(&log, true);
 }
 
-/// A host tool named like a delegation tool.
-/// A host tool of the given name, which says it ran.
-struct HostTool(&'static str);
-
-impl Tool for HostTool {
-    fn name(&self) -> &str {
-        self.0
-    }
-    fn description(&self) -> String {
-        format!("the host's own {}", self.0)
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn call(&self, _call: ToolCallContext) -> ToolFuture {
-        let ran = format!("the host's {} ran", self.0);
-        Box::pin(async move { Ok(ran) })
-    }
-}
-
 /// Foreign input: the host's registry holds a tool named `use_agent`. The
 /// delegation tool replaces it for the parent, and children did not get
 /// the delegation tool (they sit at the depth limit) but got the host's

@@ -241,3 +241,54 @@ async fn children_lost_together_close_in_the_order_they_started() {
         .collect();
     assert_eq!(ended, ["agent_1", "agent_2", "agent_3"]);
 }
+
+/// Foreign input: a host tool named like a front-end the parent does not
+/// offer (`agent`; only `use_agent` is on) is an ordinary tool, and a local
+/// child given it runs it. The proxy dropped every delegation *name* from
+/// the spec it sent the node, so the same child there had no `agent`, its
+/// call was the depth refusal, and its envelope still listed the tool.
+#[tokio::test(start_paused = true)]
+async fn a_host_tool_named_like_a_front_end_not_offered_reaches_a_child_on_a_node() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Helper\nA sub-agent.", "use it").tools(["agent"])),
+        Reply::answer("Done."),
+    ])
+    .with_script(
+        "Helper",
+        vec![
+            Reply::new().tool_call("agent", "{}"),
+            Reply::answer("helped"),
+        ],
+    )
+    .shared();
+    let tools = || ToolRegistry::new().with(HostTool("agent"));
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let node = Loopback::with_tools("b", model.clone(), tools(), gate);
+    let builder = DelegationBuilder::new(model)
+        .tools(tools())
+        .placement(Placement::On(node.clone()));
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(node.started.load(Ordering::SeqCst), 1, "it ran on the node");
+    assert_eq!(
+        thread.hub().status(&AgentId::new("agent_1")).unwrap().tools,
+        ["agent"]
+    );
+    let (_, children) = children(&log);
+    let results: Vec<(String, bool)> = children[&AgentId::new("agent_1")]
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AgentEvent::ToolResult(r) if r.name == "agent" => Some((r.output.clone(), r.is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [("the host's agent ran".to_owned(), false)],
+        "{log:#?}"
+    );
+}

@@ -187,13 +187,23 @@ impl HubState {
                 max_depth: self.config.max_depth,
             });
         }
-        let mut tools = match &request.tools {
+        // What the requester may hand on: the host's tools for the
+        // parent, a child's own (less the delegation tools) for a child —
+        // held here for every request, a host's in a child's name too, not
+        // only for a child's own call (the engine's `check_tools`).
+        let handable = match self.children.get(&request.requester) {
             None => self.config.tools.clone(),
-            Some(names) => self
+            Some(requester) => self
                 .config
-                .tools
-                .subset(names)
-                .map_err(Refused::UnknownTool)?,
+                .delegation_tools
+                .get()
+                .into_iter()
+                .flatten()
+                .fold(requester.tools.clone(), |t, d| t.without(d.name())),
+        };
+        let mut tools = match &request.tools {
+            None => handable,
+            Some(names) => handable.subset(names).map_err(Refused::UnknownTool)?,
         };
         // A child that may still delegate gets the delegation tools,
         // whatever its requester listed: the depth rule decides, not the
@@ -408,6 +418,14 @@ impl HubState {
                 let remote = crate::remote::Remote {
                     node,
                     keep_if_orphaned: self.config.keep_orphans,
+                    delegation: self
+                        .config
+                        .delegation_tools
+                        .get()
+                        .into_iter()
+                        .flatten()
+                        .map(|t| t.name().to_owned())
+                        .collect(),
                 };
                 Box::pin(crate::remote::spawn_remote(
                     remote,

@@ -21,7 +21,6 @@ use crate::agent::sealed::AgentInternal;
 use crate::agent::{
     AgentConfig, AgentError, AgentHandle, AgentMsg, Shared, TurnReply, TurnState, UserTurn,
 };
-use crate::delegation::is_delegation_tool;
 use crate::hub::{Refused, Steered};
 use crate::remote::link::{NodeLink, RunReports};
 use crate::remote::mirror::{Mirror, lost_outcome};
@@ -32,6 +31,10 @@ pub(crate) struct Remote {
     pub(crate) node: Arc<dyn NodeLink>,
     /// [`RunSpec::keep_if_orphaned`].
     pub(crate) keep_if_orphaned: bool,
+    /// The delegation tools the hub offers, by name: the node runs no hub,
+    /// so they stay here; a host tool named like a front-end the hub does
+    /// not offer is an ordinary tool and goes to the node.
+    pub(crate) delegation: Vec<String>,
 }
 
 /// Spawns the proxy of a child placed on another node: an agent handle
@@ -47,6 +50,7 @@ pub(crate) async fn spawn_remote(
     let args = ProxyState {
         link: remote.node,
         keep_if_orphaned: remote.keep_if_orphaned,
+        delegation: remote.delegation,
         config,
         events,
         history,
@@ -75,6 +79,8 @@ pub(crate) struct RemoteAgent;
 pub(crate) struct ProxyState {
     link: Arc<dyn NodeLink>,
     keep_if_orphaned: bool,
+    /// [`Remote::delegation`].
+    delegation: Vec<String>,
     config: Arc<AgentConfig>,
     events: EventSink,
     /// The conversation so far (each run's, from its node).
@@ -147,7 +153,7 @@ impl ProxyState {
             tools: config
                 .tool_names
                 .iter()
-                .filter(|t| !is_delegation_tool(t))
+                .filter(|t| !self.delegation.contains(t))
                 .cloned()
                 .collect(),
             limits: config.limits,
