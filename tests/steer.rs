@@ -362,3 +362,54 @@ async fn a_message_racing_the_final_answer_is_read_never_lost() {
     eprintln!("read by the running turn {read}, by a new run {resumed}");
     assert!(read > 0 && resumed > 0, "both orders: {read} and {resumed}");
 }
+
+/// A message sent during the child's last allowed model call could not be
+/// read by that run: it was taken ("running") and never read, and it made
+/// the child's final answer a model-call-limit partial. The run takes no
+/// message from its last call on: the send waits for it to end, and a new
+/// run reads it.
+#[tokio::test(start_paused = true)]
+async fn a_message_during_the_last_allowed_model_call_is_read_by_a_new_run() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false).max_iterations(2)),
+        Reply::answer("Started."),
+        Reply::new()
+            .use_agent(&UseAgentCall::send("agent_1", "one more thing"))
+            .delay(Duration::from_secs(5)),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":1}"#),
+            // Its second and last allowed call: 10 s; the send lands at 6 s.
+            Reply::answer("worked 1 s").delay(Duration::from_secs(10)),
+            Reply::answer("read it"),
+        ],
+    );
+    let (model, seen) = spy("model", model);
+    let gate = GateHandle::spawn(2).await.unwrap();
+    let (thread, mut events) = thread_with(DelegationBuilder::new(model).gate(gate)).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until_child(&mut events, &mut log, |e| matches!(e, AgentEvent::ToolResult(_))).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 120).await;
+    check_log(&log, true);
+    let (sent, is_error) = results_of(&log, "use_agent").pop().unwrap();
+    assert!(!is_error, "{sent}");
+    let worker = requests_of(&seen.lock().unwrap(), "Worker");
+    let saw_it = worker
+        .iter()
+        .any(|r| r.messages.iter().any(|m| m.content == format!("{STEER}one more thing")));
+    assert!(saw_it, "taken ({sent}), never read: {worker:#?}");
+    assert_eq!(json(&sent)["resumed_from"], "agent_1", "{sent}");
+    let first = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(first.result.as_deref(), Some("worked 1 s"), "a message made it partial");
+    thread.close_and_wait().await;
+}

@@ -66,6 +66,13 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     loop {
         let (progress, messages) = ctx.with(|t| {
             t.read_steering();
+            // The call about to be made is the last one allowed: a message
+            // taken from now on could never be read by this run. It takes
+            // none (`steer` refuses; the sender waits for the end and a new
+            // run reads it), and its answer stays final.
+            if t.progress.model_calls.saturating_add(1) >= limits.max_model_calls {
+                t.closing = true;
+            }
             // The request's messages, copied from the conversation once:
             // the system prompt, then every message so far.
             let mut messages = Vec::with_capacity(t.history.len() + 1);
