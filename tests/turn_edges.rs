@@ -1,13 +1,17 @@
 //! The agent's turn at its edges: what a failed model call counts, a tool
 //! that panics deciding on approval, a stop in the tick a turn ends with
-//! turns queued behind it.
+//! turns queued behind it, a message typed while the reply streams.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::time::Duration;
+
+use common::{check_log, spy, thread_with, until, until_result};
 use serde_json::json;
-use subagents::messages::ToolResult;
+use subagents::actors::DelegationBuilder;
+use subagents::messages::{AgentEvent, Role, ToolResult, Transcript, TranscriptItem};
 use subagents::prelude::*;
 use subagents_demo::Calculator;
 
@@ -165,4 +169,54 @@ async fn a_killed_agent_ends_its_queued_turns_too() {
     );
     let b = b.expect("the queued turn has its result");
     assert!(matches!(b.outcome, Outcome::Failed(_)), "{b:?}");
+}
+
+/// A second user message while the parent's answer streams is queued as
+/// the next turn: the stream has it between two deltas, where it was
+/// typed, but the transcript reads as the model's conversation — one
+/// reply, its `Result`, then the second message and its answer. The fold
+/// split the reply around the user row.
+#[tokio::test(start_paused = true)]
+async fn a_message_typed_while_the_reply_streams_folds_after_that_reply() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .text("first half, ")
+            .delay(Duration::from_secs(10))
+            .text("second half."),
+        Reply::answer("Answer to the second."),
+    ]);
+    let (model, seen) = spy("parent", model);
+    let (thread, mut events) = thread_with(DelegationBuilder::new(model)).await;
+    thread.send_user("one").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Text(_))).await;
+    thread.send_user("two").unwrap();
+    until_result(&mut events, &mut log).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let at = |p: &dyn Fn(&AgentEvent) -> bool| log.iter().position(p).unwrap();
+    let two = at(&|e| matches!(e, AgentEvent::UserMessage(t) if t == "two"));
+    let tail = at(&|e| matches!(e, AgentEvent::Text(t) if t == "second half."));
+    assert!(two < tail, "the stream has it where it was typed: {log:?}");
+    let mut said: Vec<(Role, String)> = seen.lock().unwrap()[1].messages[1..]
+        .iter()
+        .map(|m| (m.role, m.content.clone()))
+        .collect();
+    said.push((Role::Assistant, "Answer to the second.".into()));
+    let transcript = Transcript::from_events(&log);
+    let rows: Vec<(Role, String)> = transcript
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            TranscriptItem::User(t) => Some((Role::User, t.clone())),
+            TranscriptItem::Assistant(t) => Some((Role::Assistant, t.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rows, said, "{}", transcript.render());
+    let pos = |p: &dyn Fn(&TranscriptItem) -> bool| transcript.items.iter().position(p).unwrap();
+    let first_result = pos(&|i| matches!(i, TranscriptItem::Result { .. }));
+    let user_two = pos(&|i| matches!(i, TranscriptItem::User(t) if t == "two"));
+    assert!(first_result < user_two, "{}", transcript.render());
+    thread.close_and_wait().await;
 }

@@ -2,6 +2,8 @@
 //! under the parent's `use_agent` row, so a UI renders children with the
 //! same views it uses for the parent.
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 
 use crate::event::{
@@ -68,6 +70,17 @@ pub struct SubAgentRun {
 pub struct Transcript {
     /// The rows, in order.
     pub items: Vec<TranscriptItem>,
+    /// User messages sent while a turn ran, not yet rows: the parent reads
+    /// each as the turn after the running one, so each becomes a row after
+    /// that turn's `Result`, as in the model's conversation (the stream has
+    /// the message where it was typed, between the running turn's
+    /// deltas). [`render`](Self::render) lists them last, as queued.
+    #[serde(default)]
+    pub queued_user: VecDeque<String>,
+    /// Top-level turns (a `UserMessage` or a `Wake`) whose `Result` has
+    /// not come yet.
+    #[serde(default)]
+    open_turns: usize,
 }
 
 impl Transcript {
@@ -133,10 +146,17 @@ impl Transcript {
                     *resolved = Some(outcome.clone());
                 }
             }
-            AgentEvent::Result(result) => self.items.push(TranscriptItem::Result {
-                text: result.text.clone(),
-                outcome: result.outcome.clone(),
-            }),
+            AgentEvent::Result(result) => {
+                self.items.push(TranscriptItem::Result {
+                    text: result.text.clone(),
+                    outcome: result.outcome.clone(),
+                });
+                self.open_turns = self.open_turns.saturating_sub(1);
+                // The next turn starts: the message it reads is its row.
+                if let Some(next) = self.queued_user.pop_front() {
+                    self.push_user(next);
+                }
+            }
             AgentEvent::ChildStarted(info) => self.insert_child(info),
             AgentEvent::Child(id, inner) => {
                 if let Some(run) = self.child_mut(id) {
@@ -161,8 +181,18 @@ impl Transcript {
                     run.queued = false;
                 }
             }
-            AgentEvent::Wake { line, .. } => self.push_wake(line.clone()),
-            AgentEvent::UserMessage(text) => self.push_user(text.clone()),
+            AgentEvent::Wake { line, .. } => {
+                self.open_turns += 1;
+                self.push_wake(line.clone());
+            }
+            AgentEvent::UserMessage(text) => {
+                if self.open_turns > 0 {
+                    self.queued_user.push_back(text.clone());
+                } else {
+                    self.push_user(text.clone());
+                }
+                self.open_turns += 1;
+            }
             AgentEvent::SwitchedAway => {
                 self.push_wake("switched away: sub-agents stopped, pending wakes dropped")
             }
@@ -211,6 +241,9 @@ impl Transcript {
     pub fn render(&self) -> String {
         let mut out = String::new();
         self.render_into(&mut out, 0);
+        for text in &self.queued_user {
+            out.push_str(&format!("user (queued): {text}\n"));
+        }
         out
     }
 
@@ -287,149 +320,4 @@ fn first_line(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::{ToolResult, ToolStarted};
-
-    fn tool_started(id: &str, name: &str) -> AgentEvent {
-        AgentEvent::ToolStarted(ToolStarted {
-            tool_use_id: ToolUseId::new(id),
-            name: name.into(),
-            arguments: "{}".into(),
-        })
-    }
-
-    fn child_started(id: &str, call: &str) -> AgentEvent {
-        AgentEvent::ChildStarted(Box::new(SubAgentInfo {
-            id: AgentId::new(id),
-            parent_tool_use_id: ToolUseId::new(call),
-            name: format!("child {id}"),
-            tools: vec![],
-            background: false,
-            resumed_from: None,
-        }))
-    }
-
-    #[test]
-    fn children_nest_after_their_use_agent_row_and_siblings_stack() {
-        let events = vec![
-            AgentEvent::Text("Delegating ".into()),
-            AgentEvent::Text("now.".into()),
-            tool_started("c1", "use_agent"),
-            tool_started("c2", "use_agent"),
-            child_started("a1", "c1"),
-            child_started("a2", "c1"),
-            child_started("a3", "c2"),
-            AgentEvent::Child(AgentId::new("a2"), Box::new(AgentEvent::Text("hi".into()))),
-            AgentEvent::ChildStatus(AgentId::new("a2"), SubAgentStatus::Done),
-            AgentEvent::ToolResult(ToolResult {
-                tool_use_id: ToolUseId::new("c1"),
-                name: "use_agent".into(),
-                output: "ok".into(),
-                is_error: false,
-            }),
-        ];
-        let t = Transcript::from_events(&events);
-        let kinds: Vec<String> = t
-            .items
-            .iter()
-            .map(|i| match i {
-                TranscriptItem::Assistant(s) => format!("text:{s}"),
-                TranscriptItem::Tool { id, output, .. } => format!("tool:{id}:{output:?}"),
-                TranscriptItem::Agent(r) => format!("agent:{}", r.info.id),
-                other => format!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(
-            kinds,
-            [
-                "text:Delegating now.",
-                "tool:c1:Some(\"ok\")",
-                "agent:a1",
-                "agent:a2",
-                "tool:c2:None",
-                "agent:a3"
-            ]
-        );
-        let a2 = t.child(&AgentId::new("a2")).unwrap();
-        assert_eq!(a2.status, Some(SubAgentStatus::Done));
-        assert_eq!(
-            a2.transcript.items,
-            [TranscriptItem::Assistant("hi".into())]
-        );
-        let drawn = t.render();
-        assert!(
-            drawn.contains("┗ agent a2 \"child a2\" [done]\n    assistant: hi\n"),
-            "{drawn}"
-        );
-    }
-
-    #[test]
-    fn nested_children_fold_recursively_and_unknown_ids_are_ignored() {
-        let events = vec![
-            tool_started("c1", "use_agent"),
-            child_started("a1", "c1"),
-            AgentEvent::Child(
-                AgentId::new("a1"),
-                Box::new(tool_started("k1", "use_agent")),
-            ),
-            AgentEvent::Child(AgentId::new("a1"), Box::new(child_started("a2", "k1"))),
-            AgentEvent::Child(
-                AgentId::new("a1"),
-                Box::new(AgentEvent::Child(
-                    AgentId::new("a2"),
-                    Box::new(AgentEvent::Text("deep".into())),
-                )),
-            ),
-            AgentEvent::Child(
-                AgentId::new("ghost"),
-                Box::new(AgentEvent::Text("x".into())),
-            ),
-        ];
-        let t = Transcript::from_events(&events);
-        let a1 = t.child(&AgentId::new("a1")).unwrap();
-        let a2 = a1.transcript.child(&AgentId::new("a2")).unwrap();
-        assert_eq!(
-            a2.transcript.items,
-            [TranscriptItem::Assistant("deep".into())]
-        );
-        assert_eq!(t.items.len(), 2);
-    }
-
-    /// A queued child handed to the background (its requester's wait ran
-    /// out, or it was asked for in the background) still waits: its row
-    /// says so until `ChildRunning`. The `background` status cleared the
-    /// mark, and the row read like a running child's.
-    #[test]
-    fn a_queued_child_in_the_background_stays_queued_until_it_runs() {
-        let id = AgentId::new("a1");
-        let started = match child_started("a1", "c1") {
-            AgentEvent::ChildStarted(mut info) => {
-                info.background = true;
-                AgentEvent::ChildStarted(info)
-            }
-            _ => unreachable!(),
-        };
-        let mut events = vec![
-            tool_started("c1", "use_agent"),
-            started,
-            AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Queued),
-            AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Background),
-        ];
-        let t = Transcript::from_events(&events);
-        assert!(t.child(&id).unwrap().queued);
-        assert!(
-            t.render().contains("[background, queued]"),
-            "{}",
-            t.render()
-        );
-        events.push(AgentEvent::ChildRunning(id.clone()));
-        let t = Transcript::from_events(&events);
-        assert!(!t.child(&id).unwrap().queued);
-        assert!(
-            t.render().contains("[background, background]"),
-            "{}",
-            t.render()
-        );
-    }
-}
+mod tests;

@@ -1,0 +1,211 @@
+//! The fold's unit tests.
+use super::*;
+use crate::event::{ToolResult, ToolStarted};
+
+fn tool_started(id: &str, name: &str) -> AgentEvent {
+    AgentEvent::ToolStarted(ToolStarted {
+        tool_use_id: ToolUseId::new(id),
+        name: name.into(),
+        arguments: "{}".into(),
+    })
+}
+
+fn child_started(id: &str, call: &str) -> AgentEvent {
+    AgentEvent::ChildStarted(Box::new(SubAgentInfo {
+        id: AgentId::new(id),
+        parent_tool_use_id: ToolUseId::new(call),
+        name: format!("child {id}"),
+        tools: vec![],
+        background: false,
+        resumed_from: None,
+    }))
+}
+
+fn result(text: &str) -> AgentEvent {
+    AgentEvent::Result(Box::new(crate::event::AgentResult {
+        text: text.into(),
+        outcome: Outcome::Completed,
+        model_calls: 1,
+        tool_calls: 0,
+        usage: Default::default(),
+        children_usage: Default::default(),
+        elapsed: Default::default(),
+    }))
+}
+
+/// A second message typed while the reply streams is on the stream
+/// between two deltas; the parent reads it as the next turn. The fold
+/// split the reply around the user row and put the first turn's
+/// `Result` after it.
+#[test]
+fn a_message_typed_while_the_reply_streams_is_a_row_after_that_turn() {
+    let events = [
+        AgentEvent::UserMessage("one".into()),
+        AgentEvent::Text("first half, ".into()),
+        AgentEvent::UserMessage("two".into()),
+        AgentEvent::UserMessage("three".into()),
+        AgentEvent::Text("second half.".into()),
+    ];
+    let mut t = Transcript::from_events(&events);
+    assert!(
+        t.render()
+            .ends_with("user (queued): two\nuser (queued): three\n")
+    );
+    for event in [
+        result("first half, second half."),
+        AgentEvent::Text("to two".into()),
+        result("to two"),
+        result("three: stopped"),
+        AgentEvent::UserMessage("four".into()),
+    ] {
+        t.apply(&event);
+    }
+    let rows: Vec<String> = t
+        .items
+        .iter()
+        .map(|i| match i {
+            TranscriptItem::User(s) => format!("user:{s}"),
+            TranscriptItem::Assistant(s) => format!("text:{s}"),
+            TranscriptItem::Result { text, .. } => format!("result:{text}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "user:one",
+            "text:first half, second half.",
+            "result:first half, second half.",
+            "user:two",
+            "text:to two",
+            "result:to two",
+            "user:three",
+            "result:three: stopped",
+            "user:four",
+        ]
+    );
+    assert!(t.queued_user.is_empty());
+}
+
+#[test]
+fn children_nest_after_their_use_agent_row_and_siblings_stack() {
+    let events = vec![
+        AgentEvent::Text("Delegating ".into()),
+        AgentEvent::Text("now.".into()),
+        tool_started("c1", "use_agent"),
+        tool_started("c2", "use_agent"),
+        child_started("a1", "c1"),
+        child_started("a2", "c1"),
+        child_started("a3", "c2"),
+        AgentEvent::Child(AgentId::new("a2"), Box::new(AgentEvent::Text("hi".into()))),
+        AgentEvent::ChildStatus(AgentId::new("a2"), SubAgentStatus::Done),
+        AgentEvent::ToolResult(ToolResult {
+            tool_use_id: ToolUseId::new("c1"),
+            name: "use_agent".into(),
+            output: "ok".into(),
+            is_error: false,
+        }),
+    ];
+    let t = Transcript::from_events(&events);
+    let kinds: Vec<String> = t
+        .items
+        .iter()
+        .map(|i| match i {
+            TranscriptItem::Assistant(s) => format!("text:{s}"),
+            TranscriptItem::Tool { id, output, .. } => format!("tool:{id}:{output:?}"),
+            TranscriptItem::Agent(r) => format!("agent:{}", r.info.id),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "text:Delegating now.",
+            "tool:c1:Some(\"ok\")",
+            "agent:a1",
+            "agent:a2",
+            "tool:c2:None",
+            "agent:a3"
+        ]
+    );
+    let a2 = t.child(&AgentId::new("a2")).unwrap();
+    assert_eq!(a2.status, Some(SubAgentStatus::Done));
+    assert_eq!(
+        a2.transcript.items,
+        [TranscriptItem::Assistant("hi".into())]
+    );
+    let drawn = t.render();
+    assert!(
+        drawn.contains("┗ agent a2 \"child a2\" [done]\n    assistant: hi\n"),
+        "{drawn}"
+    );
+}
+
+#[test]
+fn nested_children_fold_recursively_and_unknown_ids_are_ignored() {
+    let events = vec![
+        tool_started("c1", "use_agent"),
+        child_started("a1", "c1"),
+        AgentEvent::Child(
+            AgentId::new("a1"),
+            Box::new(tool_started("k1", "use_agent")),
+        ),
+        AgentEvent::Child(AgentId::new("a1"), Box::new(child_started("a2", "k1"))),
+        AgentEvent::Child(
+            AgentId::new("a1"),
+            Box::new(AgentEvent::Child(
+                AgentId::new("a2"),
+                Box::new(AgentEvent::Text("deep".into())),
+            )),
+        ),
+        AgentEvent::Child(
+            AgentId::new("ghost"),
+            Box::new(AgentEvent::Text("x".into())),
+        ),
+    ];
+    let t = Transcript::from_events(&events);
+    let a1 = t.child(&AgentId::new("a1")).unwrap();
+    let a2 = a1.transcript.child(&AgentId::new("a2")).unwrap();
+    assert_eq!(
+        a2.transcript.items,
+        [TranscriptItem::Assistant("deep".into())]
+    );
+    assert_eq!(t.items.len(), 2);
+}
+
+/// A queued child handed to the background (its requester's wait ran
+/// out, or it was asked for in the background) still waits: its row
+/// says so until `ChildRunning`. The `background` status cleared the
+/// mark, and the row read like a running child's.
+#[test]
+fn a_queued_child_in_the_background_stays_queued_until_it_runs() {
+    let id = AgentId::new("a1");
+    let started = match child_started("a1", "c1") {
+        AgentEvent::ChildStarted(mut info) => {
+            info.background = true;
+            AgentEvent::ChildStarted(info)
+        }
+        _ => unreachable!(),
+    };
+    let mut events = vec![
+        tool_started("c1", "use_agent"),
+        started,
+        AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Queued),
+        AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Background),
+    ];
+    let t = Transcript::from_events(&events);
+    assert!(t.child(&id).unwrap().queued);
+    assert!(
+        t.render().contains("[background, queued]"),
+        "{}",
+        t.render()
+    );
+    events.push(AgentEvent::ChildRunning(id.clone()));
+    let t = Transcript::from_events(&events);
+    assert!(!t.child(&id).unwrap().queued);
+    assert!(
+        t.render().contains("[background, background]"),
+        "{}",
+        t.render()
+    );
+}
