@@ -396,7 +396,10 @@ async fn a_message_during_the_last_allowed_model_call_is_read_by_a_new_run() {
     thread.send_user("start").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    until_child(&mut events, &mut log, |e| matches!(e, AgentEvent::ToolResult(_))).await;
+    until_child(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ToolResult(_))
+    })
+    .await;
     thread.send_user("tell it").unwrap();
     until_result(&mut events, &mut log).await;
     run_for(&mut events, &mut log, 120).await;
@@ -404,12 +407,18 @@ async fn a_message_during_the_last_allowed_model_call_is_read_by_a_new_run() {
     let (sent, is_error) = results_of(&log, "use_agent").pop().unwrap();
     assert!(!is_error, "{sent}");
     let worker = requests_of(&seen.lock().unwrap(), "Worker");
-    let saw_it = worker
-        .iter()
-        .any(|r| r.messages.iter().any(|m| m.content == format!("{STEER}one more thing")));
+    let saw_it = worker.iter().any(|r| {
+        r.messages
+            .iter()
+            .any(|m| m.content == format!("{STEER}one more thing"))
+    });
     assert!(saw_it, "taken ({sent}), never read: {worker:#?}");
     assert_eq!(json(&sent)["resumed_from"], "agent_1", "{sent}");
     let first = thread.hub().status(&AgentId::new("agent_1")).unwrap();
-    assert_eq!(first.result.as_deref(), Some("worked 1 s"), "a message made it partial");
+    assert_eq!(
+        first.result.as_deref(),
+        Some("worked 1 s"),
+        "a message made it partial"
+    );
     thread.close_and_wait().await;
 }
