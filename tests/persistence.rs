@@ -237,3 +237,98 @@ async fn a_child_whose_run_was_lost_is_not_resumable_rather_than_unknown() {
     );
     thread.close_and_wait().await;
 }
+
+/// Waits until the thread has written `id`'s final envelope.
+async fn until_on_disk_finished(thread: &ThreadHandle, store: &EnvelopeStore, id: &str) {
+    let id = AgentId::new(id);
+    while !store.get(&id).is_some_and(|e| e.status.is_terminal()) {
+        thread.sync().await.unwrap();
+        thread.flush_persistence().await.unwrap();
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Stopped midway: background children that finished while their wakes
+/// were held (the user typing) had only their envelopes on disk, so a
+/// process killed before the wakes went out left the parent never told —
+/// the reopened thread woke only for children the kill interrupted. An
+/// owed wake is on disk with the finish: a restart delivers it, once; one
+/// whose result a tool call claimed meanwhile is not delivered; wakes
+/// dropped on purpose (off screen) are not owed.
+#[tokio::test]
+async fn a_wake_owed_when_the_process_died_is_delivered_after_the_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let worker = |name: &str| UseAgentCall::run(format!("{name}\nYou work."), "go").background();
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&worker("Alpha"))
+            .use_agent(&worker("Beta")),
+        Reply::answer("Started."),
+    ])
+    .with_script("Alpha", vec![Reply::answer("alpha done")])
+    .with_script("Beta", vec![Reply::answer("beta done")]);
+    let store = open(&live);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.typing(true).unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until_on_disk_finished(&thread, &store, "agent_1").await;
+    until_on_disk_finished(&thread, &store, "agent_2").await;
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    thread.on_screen(false).unwrap();
+    thread.flush_persistence().await.unwrap();
+    let dropped = tmp.path().join("dropped");
+    copy_dir(&live, &dropped);
+    thread.close_and_wait().await;
+    drop((thread, store));
+    assert!(woken_children(&log).is_empty(), "{log:#?}");
+    assert!(
+        open(&dropped).take_owed_wakes().is_empty(),
+        "dropped wakes are not owed"
+    );
+
+    // The restarted process: Alpha's wake goes out; its turn reads Beta's
+    // result, so Beta's wake does not follow.
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::result("agent_2")),
+        Reply::answer("Both noted."),
+    ]);
+    let (model, seen) = spy("model", model);
+    let store = open(&killed);
+    let (thread, mut events) = thread_on(model, store.clone(), 3).await;
+    let mut log = Vec::new();
+    thread.sync().await.unwrap(); // post_start, where wakes go out, has run
+    drain(&mut events, &mut log);
+    assert_eq!(
+        woken_children(&log),
+        ["agent_1"],
+        "no wake after the restart: {log:#?}"
+    );
+    // The wake turn may have ended meanwhile (the scripted model is quick).
+    if !log.iter().any(|e| matches!(e, AgentEvent::Result(_))) {
+        until_result(&mut events, &mut log).await;
+    }
+    thread.sync().await.unwrap();
+    thread.flush_persistence().await.unwrap();
+    drain(&mut events, &mut log);
+    assert_eq!(woken_children(&log), ["agent_1"], "{log:#?}");
+    let said = seen.lock().unwrap()[0]
+        .messages
+        .last()
+        .unwrap()
+        .content
+        .clone();
+    assert!(said.contains("alpha done"), "{said}");
+    let (read, _) = &results_of(&log, "use_agent")[0];
+    assert!(read.contains("beta done"), "{read}");
+    thread.close_and_wait().await;
+    drop((thread, store));
+
+    // Delivered or claimed once: a third process owes the parent nothing.
+    let store = open(&killed);
+    assert!(store.take_owed_wakes().is_empty());
+    assert!(store.get(&AgentId::new("agent_2")).unwrap().claimed);
+}

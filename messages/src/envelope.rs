@@ -53,6 +53,13 @@ pub struct Envelope {
     pub error: Option<String>,
     /// The result was delivered through `use_agent result` (no wake).
     pub claimed: bool,
+    /// Its result is owed to the parent as a wake not yet delivered (a
+    /// finished background child whose wake waits in the thread's queue):
+    /// a restart delivers it. Cleared once the wake is delivered, dropped
+    /// (a switch, off screen, the thread closed) or the result claimed;
+    /// false when read from a file written before it was kept.
+    #[serde(default)]
+    pub wake_owed: bool,
     /// 1 for a child of the thread's parent, 2 for a child of a child…
     /// (1 when read from a file written before depth was kept).
     #[serde(default = "first_level")]

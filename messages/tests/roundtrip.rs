@@ -76,6 +76,7 @@ fn envelope() -> Envelope {
         result: Some("Example Domain".into()),
         error: None,
         claimed: false,
+        wake_owed: false,
         depth: 1,
         resumed_from: None,
         continued_as: None,

@@ -60,17 +60,24 @@ impl WakeQueue {
     }
 
     /// The thread went on or off screen; off screen drops every pending
-    /// wake.
-    pub(crate) fn set_on_screen(&mut self, on_screen: bool) {
+    /// wake (returned, in order).
+    pub(crate) fn set_on_screen(&mut self, on_screen: bool) -> Vec<AgentId> {
         self.on_screen = on_screen;
-        if !on_screen {
-            self.pending.clear();
+        if on_screen {
+            return Vec::new();
         }
+        self.clear()
     }
 
-    /// A thread switch: drop every pending wake.
-    pub(crate) fn clear(&mut self) {
-        self.pending.clear();
+    /// A thread switch (or a close): drop every pending wake (returned,
+    /// in order).
+    pub(crate) fn clear(&mut self) -> Vec<AgentId> {
+        self.pending.drain(..).collect()
+    }
+
+    /// True while `child`'s wake waits to be delivered.
+    pub(crate) fn is_pending(&self, child: &AgentId) -> bool {
+        self.pending.contains(child)
     }
 
     /// The wake turn in flight ended.
@@ -246,6 +253,7 @@ mod tests {
             result: Some(result.into()),
             error: None,
             claimed: false,
+            wake_owed: false,
             depth: 1,
             resumed_from: None,
             continued_as: None,

@@ -224,6 +224,7 @@ async fn a_huge_stored_id_does_not_crash_the_thread() {
             result: Some("r".into()),
             error: None,
             claimed: false,
+            wake_owed: false,
             depth: 1,
             resumed_from: None,
             continued_as: None,

@@ -23,6 +23,7 @@ fn finished_envelope(id: &str, finished_at_ms: u64) -> Envelope {
         result: Some("ok".into()),
         error: None,
         claimed: false,
+        wake_owed: false,
         depth: 1,
         resumed_from: None,
         continued_as: None,

@@ -396,6 +396,7 @@ pub(crate) fn requested(
         result: None,
         error: None,
         claimed: false,
+        wake_owed: false,
         depth: request.requester_depth + 1,
         resumed_from: request.resumed_from.clone(),
         continued_as: None,

@@ -52,6 +52,12 @@ pub trait EnvelopeArchive: Send + Sync + 'static {
         let _ = id;
         None
     }
+
+    /// A tool call took the archived child's result (`use_agent result`):
+    /// recorded, so no wake owed for it from before a restart follows.
+    fn claim(&self, id: &AgentId) {
+        let _ = id;
+    }
 }
 
 /// What a background child's approval request does.

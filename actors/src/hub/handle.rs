@@ -222,6 +222,13 @@ impl HubHandle {
     /// finished.
     pub(crate) fn claim(&self, id: &AgentId) -> bool {
         if self.book.claim(id).is_none() {
+            // An earlier session's child: the archive records it (its
+            // usage was counted in that session, not again here).
+            if !self.book.contains(id)
+                && let Some(archive) = &self.archive
+            {
+                archive.claim(id);
+            }
             return false;
         }
         let _ = self

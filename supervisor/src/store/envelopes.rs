@@ -38,6 +38,9 @@ pub struct EnvelopeStore {
     /// Children the open found unfinished (now `interrupted`), until a
     /// thread takes them to wake its parent.
     pub(super) interrupted: Mutex<Vec<AgentId>>,
+    /// Finished children whose wake was owed to their parent when the
+    /// last process ended, until a thread takes them to deliver them.
+    pub(super) owed: Mutex<Vec<AgentId>>,
     /// Writes whose last attempt failed, to try again
     /// ([`EnvelopeStore::retry_unsaved`]): envelopes by id (the map holds
     /// them), runs with what was to be written.
@@ -101,6 +104,7 @@ impl EnvelopeStore {
             earlier: Default::default(),
             io: Mutex::new(()),
             interrupted: Mutex::new(Vec::new()),
+            owed: Mutex::new(Vec::new()),
             unsaved: Mutex::default(),
             _lock: lock,
         };
@@ -113,6 +117,7 @@ impl EnvelopeStore {
         };
         report.pruned = store.prune();
         report.interrupted = store.interrupt_unfinished();
+        store.find_owed_wakes();
         Ok((store, report))
     }
 

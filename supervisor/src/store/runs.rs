@@ -8,7 +8,7 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::PoisonError;
 
-use subagents_messages::{AgentId, ChatMessage, ChildRequest, SubAgentStatus};
+use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, SubAgentStatus};
 
 use crate::store::envelopes::EnvelopeStore;
 use crate::store::files::{file_name_for, write_atomic};
@@ -189,5 +189,52 @@ impl EnvelopeStore {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         )
+    }
+
+    /// Notes the finished children whose wake the last process owed its
+    /// parent and never delivered, in the order they finished (then by
+    /// number); kept until a thread takes them
+    /// ([`EnvelopeStore::take_owed_wakes`]).
+    pub(super) fn find_owed_wakes(&self) {
+        let mut owed: Vec<(u64, usize, AgentId)> = self
+            .map
+            .iter()
+            .map(|e| e.value().clone())
+            .filter(|e| {
+                e.wake_owed
+                    && !e.claimed
+                    && e.continued_as.is_none()
+                    && matches!(e.status, SubAgentStatus::Done | SubAgentStatus::Failed)
+            })
+            .map(|e| (e.finished_at_ms.unwrap_or(0), e.id.as_str().len(), e.id))
+            .collect();
+        owed.sort_unstable();
+        *self.owed.lock().unwrap_or_else(PoisonError::into_inner) =
+            owed.into_iter().map(|(_, _, id)| id).collect();
+    }
+
+    /// The wakes the last process owed and never delivered, once: the
+    /// first thread to take them delivers them, after the restart list.
+    pub fn take_owed_wakes(&self) -> Vec<AgentId> {
+        std::mem::take(&mut *self.owed.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Changes the envelope `id` as it is in the store now (under the io
+    /// lock, so no earlier copy overwrites it) and writes it when `change`
+    /// says it changed.
+    pub(crate) fn update(
+        &self,
+        id: &AgentId,
+        change: impl FnOnce(&mut Envelope) -> bool,
+    ) -> Result<(), StoreError> {
+        let _io = self.lock_io();
+        let Some(mut envelope) = self.get(id) else {
+            return Ok(());
+        };
+        if !change(&mut envelope) {
+            return Ok(());
+        }
+        self.map.insert(id.clone(), envelope.clone());
+        self.write_envelope(&envelope)
     }
 }

@@ -57,6 +57,16 @@ impl Actor for ThreadSupervisor {
         if let Some(first) = restarted.first() {
             wakes.push(first.clone());
         }
+        // Finished children whose wake the last process owed and never
+        // delivered: after the restart list, in the order they finished.
+        let owed = config
+            .store
+            .as_ref()
+            .map(|store| store.take_owed_wakes())
+            .unwrap_or_default();
+        for id in &owed {
+            wakes.push(id.clone());
+        }
         Ok(ThreadState {
             parent,
             events: args.events,
@@ -68,7 +78,7 @@ impl Actor for ThreadSupervisor {
             requests: Default::default(),
             restarted,
             switched_off: Default::default(),
-            woken: Default::default(),
+            woken: owed.into_iter().collect(),
             answered: Default::default(),
         })
     }
@@ -96,9 +106,15 @@ impl Actor for ThreadSupervisor {
                 state.send_turn(&myself, text, TurnOrigin::User, span, None);
             }
             ThreadMsg::Typing(typing) => state.wakes.set_typing(typing),
-            ThreadMsg::OnScreen(on) => state.wakes.set_on_screen(on),
+            ThreadMsg::OnScreen(on) => {
+                for dropped in state.wakes.set_on_screen(on) {
+                    state.settle_wake(&dropped);
+                }
+            }
             ThreadMsg::SwitchAway(reply) => {
-                state.wakes.clear();
+                for dropped in state.wakes.clear() {
+                    state.settle_wake(&dropped);
+                }
                 // Emitted first, then the children are read: every child
                 // whose `ChildStarted` precedes this event is in the set,
                 // so none of them wakes the parent afterwards — even one
@@ -158,9 +174,7 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::Internal(ThreadInternal::ChildStepped(id)) => {
                 state.persist_run(&id, false);
             }
-            ThreadMsg::Internal(ThreadInternal::ChildFinished(envelope)) => {
-                state.persist(&myself, &envelope);
-                state.persist_run(&envelope.id, true);
+            ThreadMsg::Internal(ThreadInternal::ChildFinished(mut envelope)) => {
                 // Only a child that finished (done or failed) wakes the
                 // parent; a stopped one was stopped on purpose.
                 let finished = matches!(
@@ -181,7 +195,13 @@ impl Actor for ThreadSupervisor {
                     && state.woken.insert(envelope.id.clone())
                 {
                     state.wakes.push(envelope.id.clone());
+                    // A wake that cannot go out now is on disk with the
+                    // finish: a restart before it goes out delivers it.
+                    state.deliver_wakes(&myself);
+                    envelope.wake_owed = state.wakes.is_pending(&envelope.id);
                 }
+                state.persist(&myself, &envelope);
+                state.persist_run(&envelope.id, true);
             }
             ThreadMsg::Internal(ThreadInternal::TurnEnded { wake }) => {
                 state.turns_in_flight = state.turns_in_flight.saturating_sub(1);
@@ -232,6 +252,10 @@ impl Actor for ThreadSupervisor {
         // The parent, the hub (and so every child) and the gate if the
         // thread made it: nothing of a closed thread keeps running.
         state.parent.shutdown_and_wait().await;
+        // A closed thread owes no wake (a restart does; a close is meant).
+        for dropped in state.wakes.clear() {
+            state.settle_wake(&dropped);
+        }
         // Every child ever started leaves a final envelope in the store:
         // the notices the hub sent while stopping never reach this
         // stopped actor, so the envelopes are written from the hub's map.

@@ -24,6 +24,9 @@ pub(super) enum Write {
         request: Arc<ChildRequest>,
         conversation: Vec<ChatMessage>,
     },
+    /// The wake for a finished child is no longer owed (delivered or
+    /// dropped): cleared on the envelope as the store holds it then.
+    Settle(AgentId),
     /// Answered once every write before it is done.
     Flush(oneshot::Sender<()>),
 }
@@ -83,6 +86,12 @@ fn do_write(store: &EnvelopeStore, write: Write, thread: &ActorRef<ThreadMsg>) {
             conversation,
         } => {
             if let Err(error) = store.save_run(&id, &request, &conversation) {
+                failed(error.to_string());
+            }
+        }
+        Write::Settle(id) => {
+            let settled = store.update(&id, |e| std::mem::replace(&mut e.wake_owed, false));
+            if let Err(error) = settled {
                 failed(error.to_string());
             }
         }

@@ -89,6 +89,23 @@ impl EnvelopeArchive for Archive {
             .then(|| self.0.run(id))
             .flatten()
     }
+
+    fn claim(&self, id: &AgentId) {
+        if !self.0.is_from_earlier_session(id) {
+            return;
+        }
+        let claimed = self.0.update(id, |e| {
+            let first = e.status.is_terminal() && !e.claimed;
+            if first {
+                e.claimed = true;
+                e.wake_owed = false;
+            }
+            first
+        });
+        if let Err(error) = claimed {
+            tracing::warn!(%error, "an archived child's claim was not persisted");
+        }
+    }
 }
 
 impl HubObserver for Observer {
@@ -186,6 +203,14 @@ impl ThreadState {
         }
     }
 
+    /// The wake for `id` was delivered or dropped: no longer owed, on disk
+    /// either (a no-op for a child whose wake was not owed).
+    pub(super) fn settle_wake(&self, id: &AgentId) {
+        if let Some(writer) = &self.writer {
+            writer.send(Write::Settle(id.clone()));
+        }
+    }
+
     /// Writes what a child was asked and its conversation as it is now
     /// (in order, off the actor); `last`: it ended, so this is its final
     /// conversation.
@@ -268,6 +293,7 @@ impl ThreadState {
                 return;
             }
             let envelope = self.parent.hub.status(&child);
+            self.settle_wake(&child);
             match envelope {
                 Some(envelope) if !envelope.claimed => {
                     self.events.emit(AgentEvent::Wake {

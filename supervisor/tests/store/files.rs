@@ -114,6 +114,7 @@ fn saved_file_holds_only_the_envelope_fields() {
         "result",
         "error",
         "claimed",
+        "wake_owed",
         "depth",
         "resumed_from",
         "continued_as",

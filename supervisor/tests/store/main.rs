@@ -55,6 +55,7 @@ fn envelope(id: &str, requested_at_ms: u64, finished_at_ms: Option<u64>) -> Enve
         result: finished_at_ms.map(|_| "all good".to_owned()),
         error: None,
         claimed: false,
+        wake_owed: false,
         depth: 1,
         resumed_from: None,
         continued_as: None,
