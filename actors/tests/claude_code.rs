@@ -22,7 +22,7 @@ fn every_key() -> String {
         "background: true",
         "color: red",
         "effort: high",
-        "permissionMode: plan",
+        "permissionMode: acceptEdits",
         "memory: project",
         "initialPrompt: Review the last commit.",
         "skills:",
@@ -60,7 +60,7 @@ fn every_claude_code_key_is_applied_kept_or_warned_never_unknown() {
     assert!(!profile.disabled);
     assert_eq!(profile.color.as_deref(), Some("red"));
     assert_eq!(profile.effort.as_deref(), Some("high"));
-    assert_eq!(profile.permission_mode.as_deref(), Some("plan"));
+    assert_eq!(profile.permission_mode.as_deref(), Some("acceptEdits"));
     assert_eq!(profile.memory.as_deref(), Some("project"));
     assert_eq!(
         profile.initial_prompt.as_deref(),

@@ -49,7 +49,7 @@ mod tests {
     fn a_codex_role_reads_its_instructions_model_and_name() {
         let text = "name = \"explorer\"\ndescription = \"Answers codebase questions.\"\n\
                     model = \"gpt-5-mini\"\nmodel_provider = \"openai\"\n\
-                    model_reasoning_effort = \"low\"\nsandbox_mode = \"read-only\"\n\
+                    model_reasoning_effort = \"low\"\nsandbox_mode = \"workspace-write\"\n\
                     developer_instructions = \"\"\"\nYou explore.\r\nCite paths.\n\"\"\"\n";
         let (profile, warnings) =
             parse_codex_role(Path::new("/p/.codex/agents/x.toml"), text).unwrap();

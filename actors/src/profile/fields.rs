@@ -176,7 +176,17 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "background" => fm.background = map.next_value()?,
                 "color" => fm.color = map.next_value()?,
                 "effort" | "model_reasoning_effort" => fm.effort = map.next_value()?,
-                "permissionMode" | "permission_mode" => fm.permission_mode = map.next_value()?,
+                "permissionMode" | "permission_mode" => {
+                    fm.permission_mode = map.next_value()?;
+                    if let Some(mode) = &fm.permission_mode {
+                        permission_mode_loads(&key, mode)?;
+                    }
+                }
+                "sandbox_mode" => {
+                    if let Some(mode) = map.next_value::<Option<String>>()? {
+                        sandbox_mode_loads(&mode)?;
+                    }
+                }
                 "memory" => fm.memory = map.next_value()?,
                 "initialPrompt" | "initial_prompt" => fm.initial_prompt = map.next_value()?,
                 "skills" => fm.skills = map.next_value::<Option<ToolList>>()?.map(|t| t.0),
@@ -309,5 +319,43 @@ fn in_range<E: de::Error>(
             "`{key}` must be a number from {low} to {high}, not {v}"
         ))),
         v => Ok(v),
+    }
+}
+
+/// What a profile that cannot be enforced here says (the profile is
+/// refused: loading it without the restriction would widen what it may do).
+const CANNOT_ENFORCE: &str = "a restriction this runtime cannot enforce; loaded without it, \
+    the agent could do what its file forbids: give it only the tools it may use (`tools`) \
+    and remove the key";
+
+/// Claude Code's `permissionMode`: a mode whose loss only narrows or
+/// changes nothing (`default`, `acceptEdits`, `bypassPermissions`) loads,
+/// warned as not applied; a restriction (`plan`: read-only; `dontAsk`:
+/// refuse what is not pre-approved) or a value nobody documents is an
+/// error at the key.
+fn permission_mode_loads<E: de::Error>(key: &str, mode: &str) -> Result<(), E> {
+    match mode.trim() {
+        "" | "default" | "acceptEdits" | "bypassPermissions" => Ok(()),
+        "plan" | "dontAsk" => Err(E::custom(format!("`{key}` is `{mode}`, {CANNOT_ENFORCE}"))),
+        _ => Err(E::custom(format!(
+            "`{key}` is `{mode}`, none of default, acceptEdits, bypassPermissions, dontAsk, plan \
+             (an unknown mode may be a restriction)"
+        ))),
+    }
+}
+
+/// A Codex role's `sandbox_mode`: `read-only` is a restriction this
+/// runtime cannot enforce (an error); the others only narrow what a
+/// process may touch, so dropping them (warned) widens nothing here.
+fn sandbox_mode_loads<E: de::Error>(mode: &str) -> Result<(), E> {
+    match mode.trim() {
+        "workspace-write" | "danger-full-access" => Ok(()),
+        "read-only" => Err(E::custom(format!(
+            "`sandbox_mode` is `{mode}`, {CANNOT_ENFORCE}"
+        ))),
+        _ => Err(E::custom(format!(
+            "`sandbox_mode` is `{mode}`, none of read-only, workspace-write, danger-full-access \
+             (an unknown mode may be a restriction)"
+        ))),
     }
 }

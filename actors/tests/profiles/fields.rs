@@ -159,3 +159,63 @@ fn request_options_out_of_range_are_errors_at_their_key() {
     let (profile, _) = parse("---\ntemperature: 0.2\ntop_p: 1\nmax_tokens: 1\n---\n").unwrap();
     assert_eq!(profile.options.temperature, Some(0.2));
 }
+
+/// Foreign input, widened: `permissionMode: plan` (read-only) and a Codex
+/// role's `sandbox_mode = "read-only"` were kept but not applied, so the
+/// agent ran with every tool its parent has, against "no key ever widens
+/// what a profile may do". A restriction this runtime cannot enforce (or
+/// a mode nobody documents) is an error at its key; a mode whose loss only
+/// narrows or changes nothing is still warned as not applied.
+#[test]
+fn a_restricting_mode_is_refused_not_dropped() {
+    for (text, said) in [
+        (
+            "---\npermissionMode: plan\n---\nYou plan.",
+            "`permissionMode` is `plan`, a restriction",
+        ),
+        (
+            "+++\npermission_mode = \"plan\"\n+++\nx",
+            "`permission_mode` is `plan`, a restriction",
+        ),
+        (
+            "---\npermissionMode: dontAsk\n---\nx",
+            "`permissionMode` is `dontAsk`, a restriction",
+        ),
+        (
+            "---\npermissionMode: Plan\n---\nx",
+            "`permissionMode` is `Plan`, none of",
+        ),
+    ] {
+        let e = parse_error(text);
+        let ParseErrorKind::Invalid { message, .. } = &e.kind else {
+            panic!("{text:?}: {e}")
+        };
+        assert!(message.starts_with(said), "{text:?}: {e}");
+        assert_eq!(e.line, 2, "{text:?}: {e}");
+    }
+    for mode in ["default", "acceptEdits", "bypassPermissions"] {
+        let (profile, warnings) = parse(&format!("---\npermissionMode: {mode}\n---\nx")).unwrap();
+        assert_eq!(profile.permission_mode.as_deref(), Some(mode));
+        assert_eq!(
+            warnings,
+            [ProfileWarning::NotApplied {
+                path: PATH.into(),
+                key: "permissionMode".into()
+            }]
+        );
+    }
+    let role = |mode: &str| {
+        Profile::parse_codex_role(
+            Path::new("/a/explorer.toml"),
+            &format!("developer_instructions = \"x\"\nsandbox_mode = \"{mode}\"\n"),
+        )
+    };
+    let e = role("read-only").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`sandbox_mode` is `read-only`, a restriction"),
+        "{e}"
+    );
+    assert!(matches!(e, ProfileError::Parse { line: 2, .. }), "{e}");
+    assert!(role("workspace-write").is_ok());
+}
