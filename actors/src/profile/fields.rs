@@ -18,6 +18,9 @@ pub(super) struct Frontmatter {
     pub(super) model: Option<String>,
     pub(super) provider: Option<String>,
     pub(super) tools: Option<Vec<String>>,
+    /// A Codex role's `[tools]` switches (its own tools turned on or
+    /// off), in the order written.
+    pub(super) tool_switches: Vec<(String, bool)>,
     pub(super) max_iterations: Option<u32>,
     /// Claude Code's deny list (`disallowedTools`).
     pub(super) disallowed_tools: Option<Vec<String>>,
@@ -152,7 +155,11 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "model" => fm.model = map.next_value()?,
                 "provider" | "model_provider" => fm.provider = map.next_value()?,
                 "developer_instructions" => fm.developer_instructions = map.next_value()?,
-                "tools" => fm.tools = map.next_value::<Option<ToolList>>()?.map(|t| t.0),
+                "tools" => match map.next_value::<Option<Tools>>()? {
+                    Some(Tools::List(list)) => fm.tools = Some(list.0),
+                    Some(Tools::Switches(switches)) => fm.tool_switches = switches,
+                    None => {}
+                },
                 // `maxTurns` is the Claude Code spelling of the same cap.
                 "max_iterations" | "maxTurns" => {
                     fm.max_iterations = map.next_value::<Option<Iterations>>()?.map(|i| i.0);
@@ -266,6 +273,48 @@ impl<'de> Visitor<'de> for ToolListVisitor {
             list.push(&name);
         }
         Ok(list)
+    }
+}
+
+/// `tools`: an allowlist (a list, or a comma-separated string), or a
+/// Codex role's `[tools]` table of switches (`web_search = true`).
+enum Tools {
+    List(ToolList),
+    Switches(Vec<(String, bool)>),
+}
+
+impl<'de> Deserialize<'de> for Tools {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ToolsVisitor)
+    }
+}
+
+struct ToolsVisitor;
+
+impl<'de> Visitor<'de> for ToolsVisitor {
+    type Value = Tools;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "a list of tool names, a comma-separated string of tool names, \
+             or a table of true/false switches (a Codex role's `[tools]`)",
+        )
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Tools, E> {
+        ToolListVisitor.visit_str(value).map(Tools::List)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Tools, A::Error> {
+        ToolListVisitor.visit_seq(seq).map(Tools::List)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tools, A::Error> {
+        let mut switches = Vec::new();
+        while let Some((name, on)) = map.next_entry::<String, bool>()? {
+            switches.push((name, on));
+        }
+        Ok(Tools::Switches(switches))
     }
 }
 

@@ -160,7 +160,7 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
 pub(super) fn from_frontmatter(
     path: &Path,
     name: String,
-    fm: Frontmatter,
+    mut fm: Frontmatter,
     system_prompt: String,
 ) -> Result<Parsed, ProfileError> {
     let mut warnings: Vec<ProfileWarning> = fm
@@ -171,6 +171,16 @@ pub(super) fn from_frontmatter(
             key,
         })
         .collect();
+    // A Codex `[tools]` switch: one turned off is denied (it narrows);
+    // one turned on names Codex's own tool and grants nothing here.
+    let mut disallowed_tools = fm.disallowed_tools.take().unwrap_or_default();
+    for (name, on) in std::mem::take(&mut fm.tool_switches) {
+        if on {
+            fm.not_applied.push(format!("tools.{name}"));
+        } else if !disallowed_tools.contains(&name) {
+            disallowed_tools.push(name);
+        }
+    }
     warnings.extend(
         fm.not_applied
             .into_iter()
@@ -216,7 +226,7 @@ pub(super) fn from_frontmatter(
         provider: non_empty(fm.provider),
         tools: fm.tools,
         max_iterations: fm.max_iterations,
-        disallowed_tools: fm.disallowed_tools.unwrap_or_default(),
+        disallowed_tools,
         unavailable_tools: Vec::new(),
         disabled: fm.disabled.unwrap_or(false),
         background: fm.background.unwrap_or(false),

@@ -219,3 +219,59 @@ fn a_restricting_mode_is_refused_not_dropped() {
     assert!(matches!(e, ProfileError::Parse { line: 2, .. }), "{e}");
     assert!(role("workspace-write").is_ok());
 }
+
+/// Foreign input: a Codex role's `[tools]` table (Codex's switches for its
+/// own tools, not an allowlist) failed the whole role with "expected a
+/// list of tool names", so a role of that name from another directory ran
+/// instead. A switch turned on grants nothing here (warned as not
+/// applied); one turned off is denied; a switch that is not a boolean is
+/// an error at its value.
+#[test]
+fn a_codex_tools_table_loads_and_a_switch_turned_off_is_denied() {
+    let path = Path::new("/p/.codex/agents/explorer.toml");
+    let cases: [(&str, &str, &[&str], &[&str]); 3] = [
+        (
+            "a table",
+            "[tools]\nweb_search = true\n",
+            &[],
+            &["not applied tools.web_search"],
+        ),
+        (
+            "dotted keys",
+            "tools.web_search = true\ntools.view_image = false\n",
+            &["view_image"],
+            &["not applied tools.web_search"],
+        ),
+        (
+            "beside Codex's other tables",
+            "[tools]\nview_image = false\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n\
+             [sandbox_workspace_write]\nnetwork_access = false\n",
+            &["view_image"],
+            &["unknown sandbox_workspace_write", "not applied mcp_servers"],
+        ),
+    ];
+    for (what, tables, denied, said) in cases {
+        let text =
+            format!("name = \"explorer\"\ndeveloper_instructions = \"You explore.\"\n{tables}");
+        let (profile, warnings) = Profile::parse_codex_role(path, &text)
+            .unwrap_or_else(|e| panic!("{what}: should load: {e}"));
+        assert_eq!(profile.system_prompt, "You explore.", "{what}");
+        assert_eq!(profile.tools, None, "{what}: switches are not an allowlist");
+        assert_eq!(profile.disallowed_tools, denied, "{what}");
+        let got: Vec<String> = warnings
+            .iter()
+            .map(|w| match w {
+                ProfileWarning::UnknownKey { key, .. } => format!("unknown {key}"),
+                ProfileWarning::NotApplied { key, .. } => format!("not applied {key}"),
+                other => panic!("{what}: {other}"),
+            })
+            .collect();
+        assert_eq!(got, said, "{what}");
+    }
+    let e = Profile::parse_codex_role(
+        path,
+        "developer_instructions = \"x\"\n[tools]\nweb_search = \"yes\"\n",
+    )
+    .unwrap_err();
+    assert!(matches!(e, ProfileError::Parse { line: 3, .. }), "{e}");
+}

@@ -382,10 +382,10 @@ fn table_files_that_fail() {
             None,
         ),
         (
-            "yaml: tools a mapping",
+            "yaml: tools a mapping, not of switches",
             "---\ntools:\n  a: b\n---\n",
             3,
-            3,
+            6,
             None,
         ),
         (
