@@ -150,3 +150,84 @@ async fn an_approval_then_a_stop_in_one_tick_arrive_in_that_order() {
     let text = format!("{:?}", resolved[0]);
     assert!(text.contains("Approve"), "{text}");
 }
+
+/// A tool the host releases.
+struct Held(std::sync::Arc<tokio::sync::Notify>);
+
+impl Tool for Held {
+    fn name(&self) -> &str {
+        "held"
+    }
+    fn description(&self) -> String {
+        "waits for the host".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        let held = self.0.clone();
+        Box::pin(async move {
+            held.notified().await;
+            Ok("released".into())
+        })
+    }
+}
+
+/// Same instant: the parent stopped in the tick its turn asks for
+/// approval. The stop reached the agent before the turn's notice that the
+/// approval was pending: the request was closed once (cancelled), then
+/// filed as pending on an idle parent — `pending_approvals` 1 for good.
+/// Fired 0–5 scheduler turns after the stop.
+#[tokio::test(start_paused = true)]
+async fn a_stop_in_the_tick_an_approval_is_asked_leaves_none_pending() {
+    for turns in 0..6 {
+        let release = std::sync::Arc::new(tokio::sync::Notify::new());
+        let model = ScriptedModel::new(vec![
+            Reply::new()
+                .tool_call("held", "{}")
+                .tool_call("http_post", "{}"),
+        ]);
+        let builder = DelegationBuilder::new(model.shared())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(Held(release.clone())).with(Post));
+        let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until(
+            &mut events,
+            &mut log,
+            |e| matches!(e, AgentEvent::ToolStarted(s) if s.name == "held"),
+        )
+        .await;
+        thread.stop_parent().unwrap();
+        for _ in 0..turns {
+            tokio::task::yield_now().await;
+        }
+        release.notify_one();
+        until_result(&mut events, &mut log).await;
+        thread.sync().await.unwrap();
+        let asked: Vec<ApprovalId> = log
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::ApprovalRequested(r) => Some(r.id.clone()),
+                _ => None,
+            })
+            .collect();
+        let snapshot = thread.parent_snapshot().await.unwrap();
+        assert!(!snapshot.busy);
+        assert_eq!(
+            snapshot.pending_approvals, 0,
+            "after {turns} turns: {log:#?}"
+        );
+        if let Some(id) = asked.first() {
+            assert_eq!(
+                thread
+                    .resolve_approval(id.clone(), ApprovalDecision::Approve)
+                    .await,
+                Err(ThreadError::Approval(ApprovalRefusal::Ended(id.clone())))
+            );
+        }
+        check_log(&log, true);
+        thread.close_and_wait().await;
+    }
+}

@@ -176,6 +176,7 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
         .cast(AgentMsg::Internal(AgentInternal::ApprovalPending {
             id: id.clone(),
             responder: tx.into(),
+            turn: ctx.shared.clone(),
         }))
         .is_err()
     {

@@ -166,6 +166,9 @@ pub(crate) mod sealed {
             id: ApprovalId,
             /// Where the decision goes.
             responder: RpcReplyPort<ApprovalDecision>,
+            /// The asking turn's state: a stop that reached the agent first
+            /// ended that turn, and the approval with it.
+            turn: crate::agent::turn_state::Shared,
         },
         /// Sent by the agent's own turn task when the turn ends.
         TurnFinished {

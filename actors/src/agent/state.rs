@@ -380,8 +380,25 @@ impl Actor for AgentActor {
                 history,
             }) => state.finish(run, result, history),
             AgentMsg::Stop => state.stop(),
-            AgentMsg::Internal(AgentInternal::ApprovalPending { id, responder }) => {
-                state.approvals.insert(id, responder);
+            AgentMsg::Internal(AgentInternal::ApprovalPending {
+                id,
+                responder,
+                turn,
+            }) => {
+                // Pending only while its turn runs: a stop in the tick it
+                // was asked reached the agent first, closed the request on
+                // the stream (cancelled) and ended the turn.
+                if state
+                    .running
+                    .as_ref()
+                    .is_some_and(|r| Arc::ptr_eq(&r.shared, &turn))
+                {
+                    state.approvals.insert(id, responder);
+                } else {
+                    state
+                        .closed_approvals
+                        .insert(id.clone(), ApprovalRefusal::Ended(id));
+                }
             }
             AgentMsg::ResolveApproval {
                 id,
