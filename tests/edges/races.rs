@@ -225,3 +225,51 @@ async fn a_turn_sent_to_a_stopped_agent_comes_back() {
         })
     );
 }
+
+/// Same instant, on a multi-threaded runtime: the thread closed while the
+/// supervisor hands the user's turn to the parent. The parent was stopped
+/// through its stop port, read before its mailbox: the turn was dropped
+/// unrun and the stream's `UserMessage` never got its `Result`. The close
+/// drains the parent: a turn already in its mailbox is taken, then ends
+/// as stopped. Half the rounds close at once, half once the `UserMessage`
+/// is seen.
+#[test]
+fn a_user_message_is_answered_when_the_thread_closes_as_it_is_handed_over() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut unanswered = 0;
+    for round in 0..200u32 {
+        let answered = runtime.block_on(async move {
+            let model = ScriptedModel::new(vec![Reply::new().hang()]);
+            let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
+            thread.send_user("hello").unwrap();
+            let mut log = Vec::new();
+            if round % 2 == 1 {
+                while !log.iter().any(|e| matches!(e, AgentEvent::UserMessage(_))) {
+                    tokio::task::yield_now().await;
+                    drain(&mut events, &mut log);
+                }
+            }
+            thread.close_and_wait().await;
+            drain(&mut events, &mut log);
+            let asked = log
+                .iter()
+                .filter(|e| matches!(e, AgentEvent::UserMessage(_)))
+                .count();
+            let results = log
+                .iter()
+                .filter(|e| matches!(e, AgentEvent::Result(_)))
+                .count();
+            assert!(results <= asked, "round {round}: {log:#?}");
+            results == asked
+        });
+        unanswered += usize::from(!answered);
+    }
+    assert_eq!(
+        unanswered, 0,
+        "UserMessages left without a Result in 200 rounds"
+    );
+}

@@ -42,8 +42,15 @@ impl DelegatingAgent {
     /// Stops the parent (its turn ends as stopped), the hub (every child
     /// stops) and the gate if the builder made it; a gate the host gave is
     /// left running for its other users.
+    ///
+    /// The parent is drained, not stopped: a turn already in its mailbox
+    /// (sent in the same instant, on another thread) is taken and then
+    /// ends as stopped, so every turn sent gets its `Result`; a turn sent
+    /// after this comes back.
     pub fn shutdown(&self) {
-        self.agent.shutdown();
+        if self.agent.actor().drain().is_err() {
+            self.agent.shutdown();
+        }
         self.hub.actor().stop(None);
         if self.owns_gate {
             self.gate.actor().stop(None);
