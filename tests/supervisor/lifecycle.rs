@@ -124,6 +124,62 @@ async fn closing_a_thread_stops_what_it_made_and_spares_a_shared_gate() {
     );
 }
 
+/// Shared: a thread closed while its child holds a shared gate mid model
+/// call and its other call waits in the gate's queue frees the gate for
+/// the other thread waiting behind them: the held permit comes back with
+/// the aborted call, the queued entry leaves the queue, and the other
+/// waiter is granted; nothing is held or queued at rest.
+#[tokio::test(start_paused = true)]
+async fn closing_a_thread_mid_call_and_queued_frees_a_shared_gate() {
+    let shared = GateHandle::spawn(1).await.unwrap();
+    let worker = |n: u32| UseAgentCall::run(format!("Worker {n}\nYou work."), "go").background();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&worker(1)).use_agent(&worker(2)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker 1", vec![Reply::new().hang()])
+    .with_script("Worker 2", vec![Reply::new().hang()]);
+    let (thread, _events) = ThreadHandle::spawn(
+        DelegationBuilder::new(model.shared()).gate(shared.clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    // One call of the thread in flight, the others queued behind it.
+    let mut seen = shared.snapshot().await.unwrap();
+    for _ in 0..1_000 {
+        if seen.queued >= 2 {
+            break;
+        }
+        tokio::task::yield_now().await;
+        seen = shared.snapshot().await.unwrap();
+    }
+    assert_eq!((seen.in_flight, seen.queued), (1, 2), "{seen:?}");
+    let other = tokio::spawn({
+        let gate = shared.clone();
+        async move { gate.acquire("other").await }
+    });
+    for _ in 0..1_000 {
+        if shared.snapshot().await.unwrap().queued >= 3 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(shared.snapshot().await.unwrap().queued, 3);
+    thread.close_and_wait().await;
+    // Paused time: an idle runtime jumps to the deadline, so a permit that
+    // never comes back fails here rather than hanging the suite.
+    let permit = tokio::time::timeout(std::time::Duration::from_secs(60), other)
+        .await
+        .expect("the other thread is granted once the thread closed")
+        .unwrap()
+        .expect("the gate is open");
+    drop(permit);
+    let rest = shared.snapshot().await.unwrap();
+    assert_eq!((rest.in_flight, rest.queued), (0, 0), "{rest:?}");
+}
+
 /// Same instant: a user turn sent right after `close()` (the actor has not
 /// read the stop yet) was taken and dropped with the mailbox: `Ok(())`,
 /// and no `UserMessage`, no answer. It comes back, through the handle that
