@@ -7,7 +7,8 @@
 //! complaint: wire types use none of them, and every wire type has a
 //! round-trip test.
 //!
-//! A message is at most [`MAX_WIRE_BYTES`] long, both ways. Decoding
+//! A message is at most 64 MiB long, both ways ([`CodecError::TooLarge`]
+//! names its size and the limit). Decoding
 //! reads lengths from the input and allocates before it reads what they
 //! count, so without a bound ten hostile bytes claiming a string of 2⁴⁸
 //! bytes would abort the process (an allocation failure is not a panic a
@@ -20,19 +21,30 @@ use bincode::config::{Limit, LittleEndian, Varint};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// A value could not be encoded or decoded; the text says why.
+/// A value could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
-    /// Encoding failed.
+    /// Encoding failed; the text says why.
     #[error("could not encode a wire message: {0}")]
     Encode(String),
-    /// Decoding failed (truncated, corrupt, or of another type).
+    /// Decoding failed (truncated, corrupt, or of another type); the text
+    /// says why.
     #[error("could not decode a wire message: {0}")]
     Decode(String),
+    /// A message to write, or one read, is over the wire's limit (64 MiB,
+    /// both ways): no peer would read it.
+    #[error("the message is {bytes} bytes, over the wire's limit of {limit}")]
+    TooLarge {
+        /// The message's size in bytes.
+        bytes: usize,
+        /// The longest message the codec writes or reads.
+        limit: usize,
+    },
 }
 
-/// The longest message the codec writes or reads: 64 MiB.
-pub const MAX_WIRE_BYTES: usize = 64 << 20;
+/// The longest message the codec writes or reads: 64 MiB (a host reads it
+/// from [`CodecError::TooLarge`]).
+pub(crate) const MAX_WIRE_BYTES: usize = 64 << 20;
 
 /// bincode counts a decode's claims against its limit: a string or byte
 /// string claims its length, an integer its full width whatever its
@@ -61,9 +73,10 @@ fn decode_bounded<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), Codec
         n if n <= SMALL => decode::<T, { SMALL * CLAIMS_PER_BYTE }>(bytes),
         n if n <= MEDIUM => decode::<T, { MEDIUM * CLAIMS_PER_BYTE }>(bytes),
         n if n <= MAX_WIRE_BYTES => decode::<T, { MAX_WIRE_BYTES * CLAIMS_PER_BYTE }>(bytes),
-        n => Err(CodecError::Decode(format!(
-            "the message is {n} bytes, over the wire's limit of {MAX_WIRE_BYTES}"
-        ))),
+        n => Err(CodecError::TooLarge {
+            bytes: n,
+            limit: MAX_WIRE_BYTES,
+        }),
     }
 }
 
@@ -80,22 +93,24 @@ fn decode_bounded<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), Codec
 /// # Ok::<(), subagents_messages::codec::CodecError>(())
 /// ```
 pub trait Wire: Serialize + DeserializeOwned {
-    /// Encodes the value for the wire; a value whose encoding is over
-    /// [`MAX_WIRE_BYTES`] is an error (no peer would read it).
+    /// Encodes the value for the wire; a value whose encoding is over the
+    /// wire's limit (64 MiB) is [`CodecError::TooLarge`] (no peer would
+    /// read it).
     fn to_wire(&self) -> Result<Vec<u8>, CodecError> {
         let bytes = bincode::serde::encode_to_vec(self, bincode::config::standard())
             .map_err(|e| CodecError::Encode(e.to_string()))?;
         if bytes.len() > MAX_WIRE_BYTES {
-            return Err(CodecError::Encode(format!(
-                "the message is {} bytes, over the wire's limit of {MAX_WIRE_BYTES}",
-                bytes.len()
-            )));
+            return Err(CodecError::TooLarge {
+                bytes: bytes.len(),
+                limit: MAX_WIRE_BYTES,
+            });
         }
         Ok(bytes)
     }
 
     /// Decodes a value from the wire; trailing bytes, or a length that
-    /// claims more than [`MAX_WIRE_BYTES`], are an error.
+    /// claims more than the input holds, are [`CodecError::Decode`], and
+    /// input over the wire's limit (64 MiB) is [`CodecError::TooLarge`].
     fn from_wire(bytes: &[u8]) -> Result<Self, CodecError> {
         let (value, read) = decode_bounded::<Self>(bytes)?;
         if read != bytes.len() {

@@ -242,8 +242,22 @@ mod tests {
         assert_eq!(bytes.len(), MAX_WIRE_BYTES);
         assert_eq!(String::from_wire(&bytes).unwrap(), at_limit);
         let over = "x".repeat(MAX_WIRE_BYTES);
+        let err = over.to_wire().unwrap_err();
         assert!(
-            matches!(over.to_wire(), Err(CodecError::Encode(e)) if e.contains("over the wire's limit"))
+            matches!(err, CodecError::TooLarge { bytes, limit: MAX_WIRE_BYTES } if bytes == MAX_WIRE_BYTES + 5),
+            "{err:?}"
         );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the message is {} bytes, over the wire's limit of {MAX_WIRE_BYTES}",
+                MAX_WIRE_BYTES + 5
+            )
+        );
+        let too_long = vec![0; MAX_WIRE_BYTES + 1];
+        assert!(matches!(
+            String::from_wire(&too_long),
+            Err(CodecError::TooLarge { bytes, limit: MAX_WIRE_BYTES }) if bytes == MAX_WIRE_BYTES + 1
+        ));
     }
 }
