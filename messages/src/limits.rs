@@ -45,8 +45,9 @@ pub enum LimitKind {
     Tokens,
     /// `wall_clock` ran out.
     WallClock,
-    /// The model's own output limit cut its answer (the server said
-    /// `finish_reason: length`).
+    /// The server cut the model's answer: its output limit
+    /// (`finish_reason: length`, or `max_tokens`) or its content filter
+    /// (`content_filter`); the partial result names the reason.
     Output,
 }
 

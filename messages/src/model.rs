@@ -221,7 +221,8 @@ pub enum ModelChunk {
     /// an estimate wherever the budget is named.
     UsageEstimate(Usage),
     /// The output was cut before the model finished (the server's
-    /// `finish_reason`, such as `length`: its output-token limit). The
+    /// `finish_reason`: `length` for its output-token limit,
+    /// `content_filter` for its content filter). The
     /// text so far is incomplete, and so may be any tool call in it: such
     /// a call is never run.
     Truncated(String),

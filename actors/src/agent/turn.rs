@@ -285,8 +285,18 @@ pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progr
     } else {
         format!("the last thing written was: {}", progress.last_text.trim())
     };
+    // An answer the server cut for another reason than its output limit
+    // (its content filter) says so, not "the model's output limit".
+    let by = match progress.cut.as_deref() {
+        Some(reason)
+            if limit == LimitKind::Output && !matches!(reason, "length" | "max_tokens") =>
+        {
+            "server, which cut the answer".to_owned()
+        }
+        _ => limit.to_string(),
+    };
     format!(
-        "Partial result: stopped by the {limit} ({detail}) after {} model call(s) and {} tool call(s){tools}; {last}",
+        "Partial result: stopped by the {by} ({detail}) after {} model call(s) and {} tool call(s){tools}; {last}",
         progress.model_calls, progress.tool_calls
     )
 }
@@ -326,6 +336,17 @@ mod tests {
         let text = partial_result(LimitKind::Tokens, &limits, &progress);
         assert!(
             text.contains("token budget (100 tokens; 15 used)"),
+            "{text}"
+        );
+        // Cut by the server's content filter: not "the model's output
+        // limit".
+        let filtered = Progress {
+            cut: Some("content_filter".into()),
+            ..Progress::default()
+        };
+        let text = partial_result(LimitKind::Output, &limits, &filtered);
+        assert!(
+            text.starts_with("Partial result: stopped by the server, which cut the answer (finish_reason `content_filter`)"),
             "{text}"
         );
     }

@@ -106,6 +106,12 @@ impl Call {
                                         url: self.settings.url.clone(),
                                     }))
                                 }
+                                Ok(Step::Cut) => {
+                                    self.out.push_back(Err(ModelError::Connection(format!(
+                                        "the stream from `{}` ended (`[DONE]`) before the model finished its answer",
+                                        self.settings.url
+                                    ))))
+                                }
                                 Err(e) => self.out.push_back(Err(e)),
                             }
                         }

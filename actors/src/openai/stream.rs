@@ -25,7 +25,16 @@ pub(crate) enum Step {
     /// failed (llama-cpp-python ends an interrupted completion this way:
     /// a role delta, then `[DONE]`).
     Empty,
+    /// `[DONE]` after some of the answer but before its finish: the answer
+    /// was cut (llama-cpp-python ends a completion interrupted mid-answer
+    /// this way), as if the connection had closed there.
+    Cut,
 }
+
+/// Where a tool call is assembled: the server's `index`, and a
+/// generation under it (0 unless the server reused the index for another
+/// call), so the calls drain in the order the server started them.
+type Slot = (u32, u32);
 
 /// A tool call being assembled from fragments.
 #[derive(Debug, Default)]
@@ -38,8 +47,8 @@ struct PartialCall {
 /// Assembles one streamed answer.
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
-    calls: BTreeMap<u32, PartialCall>,
-    last_index: Option<u32>,
+    calls: BTreeMap<Slot, PartialCall>,
+    last_slot: Option<Slot>,
     finished: bool,
     usage: Option<Usage>,
     /// Characters of the request, and of the answer so far: the usage
@@ -47,6 +56,12 @@ pub(crate) struct Assembler {
     prompt_chars: usize,
     answer_chars: usize,
 }
+
+/// The `finish_reason`s that say the answer was cut short rather than
+/// finished: the output-token limit (`length`, or `max_tokens` on some
+/// servers) and the content filter (OpenAI, Azure). Any other reason
+/// (`stop`, `tool_calls`, TGI's `eos_token`, …) is a finished answer.
+const CUT_REASONS: [&str; 3] = ["length", "max_tokens", "content_filter"];
 
 /// About four characters a token (OpenAI's rule of thumb for English):
 /// rough, but it keeps a token budget meaningful on every server.
@@ -75,6 +90,9 @@ impl Assembler {
         if data == "[DONE]" {
             if self.said_nothing() {
                 return Ok(Step::Empty);
+            }
+            if !self.finished {
+                return Ok(Step::Cut);
             }
             return self.finish().map(Step::Done);
         }
@@ -128,11 +146,14 @@ impl Assembler {
                     self.merge(fragment);
                 }
             }
-            if let Some(reason) = choice.finish_reason {
+            // A blank reason is no finish: SGLang and some gateways send
+            // `""` where others send `null`, on every chunk.
+            if let Some(reason) = choice.finish_reason.filter(|r| !r.trim().is_empty()) {
                 self.finished = true;
-                // Cut by the output-token limit: said before the calls,
-                // which may be incomplete and must not run.
-                if reason == "length" || reason == "max_tokens" {
+                // Cut by the output-token limit or the server's content
+                // filter: said before the calls, which may be incomplete
+                // and must not run.
+                if CUT_REASONS.contains(&reason.as_str()) {
                     out.push(ModelChunk::Truncated(reason));
                 }
                 out.extend(self.drain_calls()?);
@@ -180,20 +201,46 @@ impl Assembler {
 
     /// Adds one fragment to the call it belongs to. The call is named by
     /// `index`; a server that omits it is followed by id (a new id starts a
-    /// new call) or else the fragment continues the last call.
+    /// new call) or else the fragment continues the last call. A fragment
+    /// that starts another call (a new id and a name) under an index
+    /// already held starts a new call there: Ollama gives every parallel
+    /// call `index: 0`, each whole in one fragment.
     fn merge(&mut self, fragment: ToolCallDeltaWire) {
         let id = fragment.id.filter(|id| !id.is_empty());
-        let index = fragment.index.unwrap_or_else(|| match &id {
-            Some(id) => self
-                .calls
-                .iter()
-                .find(|(_, call)| &call.id == id)
-                .map(|(index, _)| *index)
-                .unwrap_or_else(|| self.calls.keys().next_back().map_or(0, |last| last + 1)),
-            None => self.last_index.unwrap_or(0),
-        });
-        self.last_index = Some(index);
-        let call = self.calls.entry(index).or_default();
+        let names_itself = fragment
+            .function
+            .as_ref()
+            .and_then(|f| f.name.as_deref())
+            .is_some_and(|name| !name.is_empty());
+        let slot = match fragment.index {
+            Some(index) => match self.calls.range((index, 0)..=(index, u32::MAX)).next_back() {
+                Some((&(_, generation), held))
+                    if names_itself
+                        && !held.id.is_empty()
+                        && id.as_ref().is_some_and(|id| *id != held.id) =>
+                {
+                    (index, generation + 1)
+                }
+                Some((&slot, _)) => slot,
+                None => (index, 0),
+            },
+            None => match &id {
+                Some(id) => self
+                    .calls
+                    .iter()
+                    .find(|(_, call)| &call.id == id)
+                    .map(|(slot, _)| *slot)
+                    .unwrap_or_else(|| {
+                        (
+                            self.calls.keys().next_back().map_or(0, |last| last.0 + 1),
+                            0,
+                        )
+                    }),
+                None => self.last_slot.unwrap_or((0, 0)),
+            },
+        };
+        self.last_slot = Some(slot);
+        let call = self.calls.entry(slot).or_default();
         if let Some(id) = id
             && call.id.is_empty()
         {
@@ -224,10 +271,10 @@ impl Assembler {
 
     /// The assembled calls in `index` order.
     fn drain_calls(&mut self) -> Result<Vec<ModelChunk>, ModelError> {
-        self.last_index = None;
+        self.last_slot = None;
         std::mem::take(&mut self.calls)
             .into_iter()
-            .map(|(index, call)| {
+            .map(|((index, _), call)| {
                 if call.name.is_empty() {
                     return Err(ModelError::Malformed(format!(
                         "tool call {index} (id `{}`) has no function name",
@@ -273,219 +320,4 @@ fn mid_stream_error(error: &Value) -> ModelError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn feed(events: &[&str]) -> (Vec<ModelChunk>, Result<bool, ModelError>) {
-        let mut asm = Assembler::default();
-        let mut out = Vec::new();
-        for data in events {
-            match asm.on_event("message", data) {
-                Ok(Step::Continue(chunks)) => out.extend(chunks),
-                Ok(Step::Done(chunks)) => {
-                    out.extend(chunks);
-                    return (out, Ok(true));
-                }
-                Ok(Step::Empty) => {
-                    return (out, Err(ModelError::EmptyAnswer { url: "u".into() }));
-                }
-                Err(e) => return (out, Err(e)),
-            }
-        }
-        (out, Ok(false))
-    }
-
-    fn call(id: &str, name: &str, arguments: &str) -> ModelChunk {
-        ModelChunk::ToolCall(ToolCall {
-            id: ToolUseId::new(id),
-            name: name.into(),
-            arguments: arguments.into(),
-        })
-    }
-
-    #[test]
-    fn fragments_without_index_follow_ids_then_the_last_call() {
-        let (out, end) = feed(&[
-            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":":1}"}}]}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":{"y":2}}}]}}]}"#,
-            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
-            "[DONE]",
-        ]);
-        assert_eq!(end, Ok(true));
-        assert_eq!(
-            out,
-            vec![
-                call("a", "f", r#"{"x":1}"#),
-                call("b", "g", r#"{"y":2}"#),
-                // No usage reported: 14 characters of arguments, ~4 tokens.
-                ModelChunk::UsageEstimate(Usage {
-                    prompt_tokens: 0,
-                    completion_tokens: 4
-                })
-            ]
-        );
-    }
-
-    #[test]
-    fn without_usage_the_answer_and_the_request_are_estimated() {
-        let mut asm = Assembler::new(400);
-        asm.on_event(
-            "message",
-            r#"{"choices":[{"delta":{"content":"abcdefghi"}}]}"#,
-        )
-        .unwrap();
-        let done = asm
-            .on_event(
-                "message",
-                r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
-            )
-            .and_then(|_| asm.on_event("message", "[DONE]"));
-        assert_eq!(
-            done,
-            Ok(Step::Done(vec![ModelChunk::UsageEstimate(Usage {
-                prompt_tokens: 100,
-                completion_tokens: 3
-            })]))
-        );
-    }
-
-    #[test]
-    fn a_length_finish_says_the_answer_was_cut_before_its_calls() {
-        let (out, _) = feed(&[
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"ci"}}]},"finish_reason":"length"}]}"#,
-        ]);
-        assert_eq!(
-            out,
-            vec![
-                ModelChunk::Truncated("length".into()),
-                call("a", "f", r#"{"ci"#)
-            ]
-        );
-    }
-
-    #[test]
-    fn missing_ids_and_arguments_are_filled_in() {
-        let (out, _) = feed(&[
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]},"finish_reason":"tool_calls"}]}"#,
-        ]);
-        assert_eq!(out, vec![call("call_0", "f", "{}")]);
-    }
-
-    #[test]
-    fn a_call_without_a_name_is_malformed() {
-        let (_, end) = feed(&[
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"arguments":"{}"}}]}}]}"#,
-            "[DONE]",
-        ]);
-        assert!(matches!(end, Err(ModelError::Malformed(m)) if m.contains("no function name")));
-    }
-
-    #[test]
-    fn other_choices_and_empty_text_are_ignored() {
-        let (out, _) = feed(&[
-            r#"{"choices":[{"index":1,"delta":{"content":"other"}},{"index":0,"delta":{"content":""}}]}"#,
-            r#"{"choices":[{"index":0,"delta":{"content":"mine","role":"assistant"}}]}"#,
-        ]);
-        assert_eq!(out, vec![ModelChunk::Text("mine".into())]);
-    }
-
-    #[test]
-    fn usage_is_kept_until_the_end_and_only_the_last_counts() {
-        let (out, end) = feed(&[
-            r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
-            r#"{"choices":[{"delta":{"content":"b"}}],"usage":null}"#,
-            r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#,
-            "[DONE]",
-        ]);
-        assert_eq!(end, Ok(true));
-        assert_eq!(
-            out,
-            vec![
-                ModelChunk::Text("a".into()),
-                ModelChunk::Text("b".into()),
-                ModelChunk::Usage(Usage {
-                    prompt_tokens: 1,
-                    completion_tokens: 2
-                })
-            ]
-        );
-    }
-
-    #[test]
-    fn errors_inside_the_stream_are_reported() {
-        let (_, end) = feed(&[r#"{"error":{"message":"context too long"}}"#]);
-        assert!(
-            matches!(end, Err(ModelError::MidStream { message }) if message == "context too long")
-        );
-        let mut asm = Assembler::default();
-        let err = asm.on_event("error", "overloaded");
-        assert!(matches!(err, Err(ModelError::MidStream { message }) if message == "overloaded"));
-    }
-
-    /// Foreign input: JSON that is no chat-completion chunk was read as an
-    /// empty one — `data: {}` then `[DONE]` ended as an empty answer, and
-    /// vLLM's in-stream error (`"object": "error"`) lost its message; an
-    /// `error` event wrapping its error object reported the raw JSON.
-    #[test]
-    fn json_that_is_no_chunk_is_malformed_and_errors_keep_their_words() {
-        let (_, end) = feed(&["{}", "[DONE]"]);
-        assert!(
-            matches!(&end, Err(ModelError::Malformed(why)) if why.contains("not a chat-completion chunk")),
-            "{end:?}"
-        );
-        let (_, end) =
-            feed(&[r#"{"object":"error","message":"boom","type":"BadRequestError","code":400}"#]);
-        assert!(
-            matches!(&end, Err(ModelError::MidStream { message }) if message == "boom"),
-            "{end:?}"
-        );
-        let err = Assembler::default().on_event("error", r#"{"error":{"message":"overloaded"}}"#);
-        assert!(
-            matches!(&err, Err(ModelError::MidStream { message }) if message == "overloaded"),
-            "{err:?}"
-        );
-        // A chunk says so, or has what a chunk has: read as before.
-        let (_, end) = feed(&[
-            r#"{"object":"chat.completion.chunk","id":"x"}"#,
-            r#"{"choices":[{"delta":{"content":"hi"}}]}"#,
-            "[DONE]",
-        ]);
-        assert!(matches!(end, Ok(true)), "{end:?}");
-        let (_, end) = feed(&[
-            r#"{"choices":[{"delta":{"content":"hi"}}]}"#,
-            r#"{"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
-            "[DONE]",
-        ]);
-        assert!(matches!(end, Ok(true)), "{end:?}");
-    }
-
-    #[test]
-    fn ending_before_the_finish_is_a_broken_connection() {
-        let mut asm = Assembler::default();
-        assert!(matches!(
-            asm.on_event("message", r#"{"choices":[{"delta":{"content":"a"}}]}"#),
-            Ok(Step::Continue(_))
-        ));
-        assert!(
-            matches!(asm.on_end("u"), Err(ModelError::Connection(m)) if m.contains("`u` closed before"))
-        );
-        // Nothing at all: reached, and failed.
-        assert_eq!(
-            Assembler::default().on_end("u"),
-            Err(ModelError::EmptyAnswer { url: "u".into() })
-        );
-        let mut asm = Assembler::default();
-        assert!(
-            asm.on_event(
-                "message",
-                r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#
-            )
-            .is_ok()
-        );
-        assert_eq!(
-            asm.on_end("u"),
-            Ok(vec![ModelChunk::UsageEstimate(Usage::default())])
-        );
-    }
-}
+mod tests;

@@ -37,6 +37,23 @@ async fn a_stream_that_stops_before_the_answer_finishes_is_a_connection_error() 
     );
 }
 
+/// Foreign input: llama-cpp-python ends a completion another request
+/// interrupted with `[DONE]`, finish or not. After part of the answer it
+/// read as the whole answer; it is a cut, said the way a closed
+/// connection is.
+#[tokio::test]
+async fn done_before_the_answer_finishes_is_a_connection_error() {
+    let events = [text("half"), "[DONE]".to_owned()];
+    let server = MockServer::start(vec![Reply::sse(&strs(&events))]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(out[0], Ok(ModelChunk::Text("half".into())));
+    assert!(
+        matches!(&out[1], Err(ModelError::Connection(m)) if m.contains("ended (`[DONE]`) before the model finished")),
+        "{out:?}"
+    );
+}
+
 #[tokio::test]
 async fn rate_limiting_is_retried_after_the_time_the_server_asks() {
     let events = [text("finally"), finish("stop"), "[DONE]".to_owned()];

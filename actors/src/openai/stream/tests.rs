@@ -1,0 +1,325 @@
+//! The assembler's unit tests: events in, chunks out.
+
+use super::*;
+
+fn feed(events: &[&str]) -> (Vec<ModelChunk>, Result<bool, ModelError>) {
+    let mut asm = Assembler::default();
+    let mut out = Vec::new();
+    for data in events {
+        match asm.on_event("message", data) {
+            Ok(Step::Continue(chunks)) => out.extend(chunks),
+            Ok(Step::Done(chunks)) => {
+                out.extend(chunks);
+                return (out, Ok(true));
+            }
+            Ok(Step::Empty) => {
+                return (out, Err(ModelError::EmptyAnswer { url: "u".into() }));
+            }
+            Ok(Step::Cut) => {
+                return (out, Err(ModelError::Connection("cut".into())));
+            }
+            Err(e) => return (out, Err(e)),
+        }
+    }
+    (out, Ok(false))
+}
+
+fn call(id: &str, name: &str, arguments: &str) -> ModelChunk {
+    ModelChunk::ToolCall(ToolCall {
+        id: ToolUseId::new(id),
+        name: name.into(),
+        arguments: arguments.into(),
+    })
+}
+
+#[test]
+fn fragments_without_index_follow_ids_then_the_last_call() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":":1}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":{"y":2}}}]}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(
+        out,
+        vec![
+            call("a", "f", r#"{"x":1}"#),
+            call("b", "g", r#"{"y":2}"#),
+            // No usage reported: 14 characters of arguments, ~4 tokens.
+            ModelChunk::UsageEstimate(Usage {
+                prompt_tokens: 0,
+                completion_tokens: 4
+            })
+        ]
+    );
+}
+
+#[test]
+fn without_usage_the_answer_and_the_request_are_estimated() {
+    let mut asm = Assembler::new(400);
+    asm.on_event(
+        "message",
+        r#"{"choices":[{"delta":{"content":"abcdefghi"}}]}"#,
+    )
+    .unwrap();
+    let done = asm
+        .on_event(
+            "message",
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        )
+        .and_then(|_| asm.on_event("message", "[DONE]"));
+    assert_eq!(
+        done,
+        Ok(Step::Done(vec![ModelChunk::UsageEstimate(Usage {
+            prompt_tokens: 100,
+            completion_tokens: 3
+        })]))
+    );
+}
+
+#[test]
+fn a_length_finish_says_the_answer_was_cut_before_its_calls() {
+    let (out, _) = feed(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"ci"}}]},"finish_reason":"length"}]}"#,
+    ]);
+    assert_eq!(
+        out,
+        vec![
+            ModelChunk::Truncated("length".into()),
+            call("a", "f", r#"{"ci"#)
+        ]
+    );
+}
+
+#[test]
+fn missing_ids_and_arguments_are_filled_in() {
+    let (out, _) = feed(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]},"finish_reason":"tool_calls"}]}"#,
+    ]);
+    assert_eq!(out, vec![call("call_0", "f", "{}")]);
+}
+
+#[test]
+fn a_call_without_a_name_is_malformed() {
+    let (_, end) = feed(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+        "[DONE]",
+    ]);
+    assert!(matches!(end, Err(ModelError::Malformed(m)) if m.contains("no function name")));
+}
+
+#[test]
+fn other_choices_and_empty_text_are_ignored() {
+    let (out, _) = feed(&[
+        r#"{"choices":[{"index":1,"delta":{"content":"other"}},{"index":0,"delta":{"content":""}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":"mine","role":"assistant"}}]}"#,
+    ]);
+    assert_eq!(out, vec![ModelChunk::Text("mine".into())]);
+}
+
+#[test]
+fn usage_is_kept_until_the_end_and_only_the_last_counts() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+        r#"{"choices":[{"delta":{"content":"b"},"finish_reason":"stop"}],"usage":null}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(
+        out,
+        vec![
+            ModelChunk::Text("a".into()),
+            ModelChunk::Text("b".into()),
+            ModelChunk::Usage(Usage {
+                prompt_tokens: 1,
+                completion_tokens: 2
+            })
+        ]
+    );
+}
+
+#[test]
+fn errors_inside_the_stream_are_reported() {
+    let (_, end) = feed(&[r#"{"error":{"message":"context too long"}}"#]);
+    assert!(matches!(end, Err(ModelError::MidStream { message }) if message == "context too long"));
+    let mut asm = Assembler::default();
+    let err = asm.on_event("error", "overloaded");
+    assert!(matches!(err, Err(ModelError::MidStream { message }) if message == "overloaded"));
+}
+
+/// Foreign input: JSON that is no chat-completion chunk was read as an
+/// empty one — `data: {}` then `[DONE]` ended as an empty answer, and
+/// vLLM's in-stream error (`"object": "error"`) lost its message; an
+/// `error` event wrapping its error object reported the raw JSON.
+#[test]
+fn json_that_is_no_chunk_is_malformed_and_errors_keep_their_words() {
+    let (_, end) = feed(&["{}", "[DONE]"]);
+    assert!(
+        matches!(&end, Err(ModelError::Malformed(why)) if why.contains("not a chat-completion chunk")),
+        "{end:?}"
+    );
+    let (_, end) =
+        feed(&[r#"{"object":"error","message":"boom","type":"BadRequestError","code":400}"#]);
+    assert!(
+        matches!(&end, Err(ModelError::MidStream { message }) if message == "boom"),
+        "{end:?}"
+    );
+    let err = Assembler::default().on_event("error", r#"{"error":{"message":"overloaded"}}"#);
+    assert!(
+        matches!(&err, Err(ModelError::MidStream { message }) if message == "overloaded"),
+        "{err:?}"
+    );
+    // A chunk says so, or has what a chunk has: read as before.
+    let (_, end) = feed(&[
+        r#"{"object":"chat.completion.chunk","id":"x"}"#,
+        r#"{"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    assert!(matches!(end, Ok(true)), "{end:?}");
+    let (_, end) = feed(&[
+        r#"{"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}"#,
+        r#"{"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+        "[DONE]",
+    ]);
+    assert!(matches!(end, Ok(true)), "{end:?}");
+}
+
+#[test]
+fn ending_before_the_finish_is_a_broken_connection() {
+    let mut asm = Assembler::default();
+    assert!(matches!(
+        asm.on_event("message", r#"{"choices":[{"delta":{"content":"a"}}]}"#),
+        Ok(Step::Continue(_))
+    ));
+    assert!(
+        matches!(asm.on_end("u"), Err(ModelError::Connection(m)) if m.contains("`u` closed before"))
+    );
+    // Nothing at all: reached, and failed.
+    assert_eq!(
+        Assembler::default().on_end("u"),
+        Err(ModelError::EmptyAnswer { url: "u".into() })
+    );
+    let mut asm = Assembler::default();
+    assert!(
+        asm.on_event(
+            "message",
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#
+        )
+        .is_ok()
+    );
+    assert_eq!(
+        asm.on_end("u"),
+        Ok(vec![ModelChunk::UsageEstimate(Usage::default())])
+    );
+}
+
+/// Foreign input: Ollama gives every parallel tool call `index: 0`, each
+/// whole in one fragment (ollama/ollama#15457). They were merged into one
+/// call with the first id and name and both arguments run together.
+#[test]
+fn calls_that_share_an_index_under_new_ids_are_separate_calls() {
+    let first = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"w","arguments":"{\"p\":1}"}}]}}]}"#;
+    let second = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"w","arguments":"{\"p\":2}"}}]}}]}"#;
+    let both = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"w","arguments":"{\"p\":1}"}},{"index":0,"id":"b","function":{"name":"v","arguments":"{}"}}]}}]}"#;
+    let finish = r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#;
+    let (out, end) = feed(&[first, second, finish, "[DONE]"]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(
+        &out[..2],
+        &[call("a", "w", r#"{"p":1}"#), call("b", "w", r#"{"p":2}"#)]
+    );
+    let (out, _) = feed(&[both, finish]);
+    assert_eq!(
+        out,
+        vec![call("a", "w", r#"{"p":1}"#), call("b", "v", "{}")]
+    );
+    // A later fragment with no id continues the newest call under that
+    // index; one repeating its id (llama-cpp-python) continues its own.
+    let (out, _) = feed(&[
+        first,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"w","arguments":"{\"p\""}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":":2}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"arguments":""}}]}}]}"#,
+        finish,
+    ]);
+    assert_eq!(
+        out,
+        vec![call("a", "w", r#"{"p":1}"#), call("b", "w", r#"{"p":2}"#)]
+    );
+}
+
+/// Foreign input: SGLang and some gateways send `"finish_reason": ""` on
+/// every chunk. It read as the end of the answer: a tool call was drained
+/// at its first fragment (with `{}` arguments) and its next fragment
+/// failed for want of a name.
+#[test]
+fn a_blank_finish_reason_is_no_finish() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":""}}]},"finish_reason":""}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\":1}"}}]},"finish_reason":" "}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(out[0], call("a", "f", r#"{"x":1}"#));
+    assert_eq!(out.len(), 2, "{out:?}");
+    // Text only: a blank reason is no finish, so a cut after it is a cut.
+    let mut asm = Assembler::default();
+    asm.on_event(
+        "message",
+        r#"{"choices":[{"delta":{"content":"a"},"finish_reason":""}]}"#,
+    )
+    .unwrap();
+    assert!(matches!(asm.on_end("u"), Err(ModelError::Connection(_))));
+}
+
+/// Foreign input: llama-cpp-python interrupts a completion when another
+/// request waits and ends it with `[DONE]`, finish or not. After part of
+/// the answer that read as a whole one: the half-written text completed
+/// the turn, a half-built call ran with cut arguments.
+#[test]
+fn done_after_part_of_the_answer_without_a_finish_is_a_cut() {
+    let (out, end) = feed(&[r#"{"choices":[{"delta":{"content":"partial"}}]}"#, "[DONE]"]);
+    assert_eq!(out, vec![ModelChunk::Text("partial".into())]);
+    assert_eq!(end, Err(ModelError::Connection("cut".into())));
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"x"}}]}}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(out, vec![], "no call comes out of a cut answer");
+    assert_eq!(end, Err(ModelError::Connection("cut".into())));
+}
+
+/// Foreign input: OpenAI and Azure end an answer their content filter cut
+/// with `finish_reason: "content_filter"`. The partial text completed the
+/// turn and its calls ran.
+#[test]
+fn a_content_filter_finish_says_the_answer_was_cut_before_its_calls() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"content":"Here is","tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"content_filter"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(
+        &out[..3],
+        &[
+            ModelChunk::Text("Here is".into()),
+            ModelChunk::Truncated("content_filter".into()),
+            call("a", "f", "{}"),
+        ]
+    );
+    // A finish a server names its own way is a finish (TGI).
+    let (out, _) = feed(&[
+        r#"{"choices":[{"delta":{"content":"done"},"finish_reason":"eos_token"}]}"#,
+        "[DONE]",
+    ]);
+    assert!(
+        !out.iter().any(|c| matches!(c, ModelChunk::Truncated(_))),
+        "{out:?}"
+    );
+}
