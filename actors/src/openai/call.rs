@@ -31,7 +31,16 @@ pub(crate) struct Settings {
     pub(crate) timeouts: Timeouts,
 }
 
-type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send>>;
+type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<BodyError>>> + Send>>;
+
+/// Why the response body gave no more bytes.
+#[derive(Debug)]
+enum BodyError {
+    /// The transport failed.
+    Transport(reqwest::Error),
+    /// The server sent nothing for the read timeout.
+    Silent,
+}
 
 enum Phase {
     /// Not sent yet: the request body.
@@ -84,15 +93,16 @@ impl Call {
                     Err(e) => self.out.push_back(Err(e)),
                 },
                 Phase::Reading(mut events, mut assembler) => {
+                    // The server's silence is timed where the bytes arrive
+                    // (`lines`): a keep-alive comment yields no event here.
                     let timeouts = self.settings.timeouts;
-                    match tokio::time::timeout(timeouts.read, events.next()).await {
-                        Err(_) => self.out.push_back(Err(ModelError::Timeout(timeouts.read))),
-                        Ok(None) => match assembler.on_end(&self.settings.url) {
+                    match events.next().await {
+                        None => match assembler.on_end(&self.settings.url) {
                             Ok(chunks) => self.out.extend(chunks.into_iter().map(Ok)),
                             Err(e) => self.out.push_back(Err(e)),
                         },
-                        Ok(Some(Err(e))) => self.out.push_back(Err(event_error(e, timeouts))),
-                        Ok(Some(Ok(event))) => {
+                        Some(Err(e)) => self.out.push_back(Err(event_error(e, timeouts))),
+                        Some(Ok(event)) => {
                             match assembler.on_event(&event.event, &event.data) {
                                 Ok(Step::Continue(chunks)) => {
                                     self.out.extend(chunks.into_iter().map(Ok));
@@ -136,8 +146,12 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
              (does it support `stream: true`?)"
         )));
     }
+    let body = response
+        .bytes_stream()
+        .map(|r| r.map_err(BodyError::Transport));
     Ok(Box::pin(
-        super::lines::error_lines_as_events(response.bytes_stream()).eventsource(),
+        super::lines::error_lines_as_events(body, settings.timeouts.read, || BodyError::Silent)
+            .eventsource(),
     ))
 }
 
@@ -197,9 +211,11 @@ async fn attempt(
 }
 
 /// A failure while reading the event stream.
-fn event_error(error: EventStreamError<reqwest::Error>, timeouts: Timeouts) -> ModelError {
+fn event_error(error: EventStreamError<BodyError>, timeouts: Timeouts) -> ModelError {
     match error {
-        EventStreamError::Transport(e) => match transport_error(&e, timeouts) {
+        EventStreamError::Transport(BodyError::Silent) => ModelError::Timeout(timeouts.read),
+        EventStreamError::Transport(BodyError::Transport(e)) => match transport_error(&e, timeouts)
+        {
             ModelError::Connection(text) => {
                 ModelError::Connection(format!("the connection broke mid-stream: {text}"))
             }

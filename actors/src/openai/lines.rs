@@ -11,19 +11,35 @@
 //! (cut only at `\n`, such a stream was held back until the connection
 //! closed). A `\r\n` cut between two chunks passes as its two bytes; the
 //! event-stream parser after this reads them as one line end.
+//!
+//! Two more things are done here, where the bytes arrive. The server's
+//! silence is timed: any bytes restart the clock, a keep-alive comment
+//! (`: OPENROUTER PROCESSING`) included, which the event parser after this
+//! swallows without yielding an event. And each line is passed on as
+//! UTF-8, a byte that is not replaced by U+FFFD: the event parser holds an
+//! invalid byte for ever and passes nothing after it, so one bad byte
+//! stalled the whole answer until the silence ran out.
+
+use std::time::Duration;
 
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Value, json};
 
-/// `body` with every `error:` line rewritten as a `data:` error event.
-pub(crate) fn error_lines_as_events<S, B, E>(body: S) -> impl Stream<Item = Result<Vec<u8>, E>>
+/// `body` with every `error:` line rewritten as a `data:` error event and
+/// every line made UTF-8; `silent()` as its last item if the body yields
+/// nothing for `silence`.
+pub(crate) fn error_lines_as_events<S, B, E>(
+    body: S,
+    silence: Duration,
+    silent: fn() -> E,
+) -> impl Stream<Item = Result<Vec<u8>, E>>
 where
     S: Stream<Item = Result<B, E>>,
     B: AsRef<[u8]>,
 {
     stream::unfold(
         (Box::pin(body), Vec::<u8>::new(), false),
-        |(mut body, mut pending, mut ended)| async move {
+        move |(mut body, mut pending, mut ended)| async move {
             loop {
                 if let Some(end) = pending.iter().rposition(|&b| ends_line(b)) {
                     let rest = pending.split_off(end + 1);
@@ -37,10 +53,12 @@ where
                     let out = rewrite(&pending);
                     return Some((Ok(out), (body, Vec::new(), true)));
                 }
-                match body.next().await {
-                    Some(Ok(chunk)) => pending.extend_from_slice(chunk.as_ref()),
-                    Some(Err(e)) => return Some((Err(e), (body, pending, ended))),
-                    None => ended = true,
+                match tokio::time::timeout(silence, body.next()).await {
+                    Ok(Some(Ok(chunk))) => pending.extend_from_slice(chunk.as_ref()),
+                    Ok(Some(Err(e))) => return Some((Err(e), (body, pending, ended))),
+                    Ok(None) => ended = true,
+                    // Nothing more is read: the caller ends the call.
+                    Err(_) => return Some((Err(silent()), (body, Vec::new(), true))),
                 }
             }
         },
@@ -53,7 +71,8 @@ fn ends_line(byte: u8) -> bool {
 }
 
 /// Whole lines (each ending in `\n` or `\r`, but perhaps the last):
-/// `error:` ones rewritten.
+/// `error:` ones rewritten, the rest passed on as UTF-8 (a line end is
+/// never inside a character, so no character is cut here).
 fn rewrite(lines: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(lines.len() + 16);
     for line in lines.split_inclusive(|&b| ends_line(b)) {
@@ -69,7 +88,7 @@ fn rewrite(lines: &[u8]) -> Vec<u8> {
                     out.push(end);
                 }
             }
-            None => out.extend_from_slice(line),
+            None => out.extend_from_slice(String::from_utf8_lossy(line).as_bytes()),
         }
     }
     out
@@ -79,6 +98,9 @@ fn rewrite(lines: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// A silence no test reaches.
+    const QUIET: Duration = Duration::from_secs(3_600);
+
     async fn through(chunks: &[&str]) -> String {
         let body = stream::iter(
             chunks
@@ -86,7 +108,8 @@ mod tests {
                 .map(|c| Ok::<_, ()>(c.as_bytes().to_vec()))
                 .collect::<Vec<_>>(),
         );
-        let out: Vec<Result<Vec<u8>, ()>> = error_lines_as_events(body).collect().await;
+        let out: Vec<Result<Vec<u8>, ()>> =
+            error_lines_as_events(body, QUIET, || ()).collect().await;
         out.into_iter()
             .map(|c| String::from_utf8(c.unwrap_or_default()).unwrap_or_default())
             .collect()
@@ -135,7 +158,7 @@ mod tests {
         let first = b"data: {\"a\":1}\r\r".to_vec();
         let second = b"data: {\"b\":2}\r\r".to_vec();
         let body = stream::iter([Ok::<_, ()>(first.clone()), Ok(second)]).chain(stream::pending());
-        let mut lines = Box::pin(error_lines_as_events(body));
+        let mut lines = Box::pin(error_lines_as_events(body, QUIET, || ()));
         let within = std::time::Duration::from_secs(5);
         let got = tokio::time::timeout(within, lines.next()).await;
         assert_eq!(got, Ok(Some(Ok(first))), "held back");
@@ -144,12 +167,68 @@ mod tests {
             Ok(b"data: {\"b\":2}\r\r".to_vec()),
         ])
         .chain(stream::pending());
-        let mut events = Box::pin(error_lines_as_events(body).eventsource());
+        let mut events = Box::pin(error_lines_as_events(body, QUIET, || ()).eventsource());
         let event = tokio::time::timeout(within, events.next()).await;
         let event = event
             .expect("held back")
             .expect("an event")
             .expect("parsed");
         assert_eq!(event.data, "{\"a\":1}");
+    }
+
+    /// Foreign input: one byte that is not UTF-8 in a line (a server
+    /// cutting a character, a proxy's mangling) stalled the stream: the
+    /// event parser held it and passed nothing after it, so the answer's
+    /// later events never came. It is replaced; the events go on.
+    #[tokio::test(start_paused = true)]
+    async fn a_byte_that_is_not_utf8_does_not_stall_the_events_after_it() {
+        use eventsource_stream::Eventsource;
+        let body = stream::iter([
+            Ok::<_, ()>(b"data: {\"a\":\"\xff\"}\n\n".to_vec()),
+            Ok(b"data: {\"b\":2}\n\n".to_vec()),
+        ])
+        .chain(stream::pending());
+        let mut events = Box::pin(error_lines_as_events(body, QUIET, || ()).eventsource());
+        let within = Duration::from_secs(5);
+        let first = tokio::time::timeout(within, events.next()).await;
+        let first = first.expect("stalled").expect("an event").expect("parsed");
+        assert_eq!(first.data, "{\"a\":\"\u{fffd}\"}");
+        let second = tokio::time::timeout(within, events.next()).await;
+        let second = second.expect("stalled").expect("an event").expect("parsed");
+        assert_eq!(second.data, "{\"b\":2}");
+    }
+
+    /// Foreign input: OpenRouter keeps a connection alive with comment
+    /// lines while its upstream queues. The parser swallows them without
+    /// an event, and the silence was timed between events, so a healthy
+    /// server sending keep-alives timed out. Any bytes restart the clock;
+    /// a server that sends nothing for the whole silence is still silent.
+    #[tokio::test(start_paused = true)]
+    async fn keep_alive_comments_restart_the_silence() {
+        use eventsource_stream::Eventsource;
+        let silence = Duration::from_millis(200);
+        let keep_alive = stream::iter(0..20).then(|_| async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok::<_, &str>(b": keep-alive\n\n".to_vec())
+        });
+        let body = stream::iter([Ok::<_, &str>(b"data: a\n\n".to_vec())])
+            .chain(keep_alive)
+            .chain(stream::iter([Ok(b"data: b\n\n".to_vec())]))
+            .chain(stream::pending());
+        let mut events = Box::pin(error_lines_as_events(body, silence, || "silent").eventsource());
+        let data = |e: Option<Result<eventsource_stream::Event, _>>| e.map(|e| e.map(|e| e.data));
+        assert_eq!(data(events.next().await), Some(Ok("a".to_owned())));
+        // A second's worth of keep-alives, five times the silence.
+        assert_eq!(data(events.next().await), Some(Ok("b".to_owned())));
+        let start = tokio::time::Instant::now();
+        let end = events.next().await.expect("an item").map(|e| e.data);
+        assert!(
+            matches!(
+                end,
+                Err(eventsource_stream::EventStreamError::Transport("silent"))
+            ),
+            "{end:?}"
+        );
+        assert_eq!(start.elapsed(), silence);
     }
 }

@@ -281,9 +281,9 @@ impl OpenAiBuilder {
     }
 
     /// How long the server may stay silent: before the response starts,
-    /// and between two events of the stream (default 300 s). It does not
-    /// bound a whole answer that keeps streaming; an agent's wall clock
-    /// does.
+    /// and between two reads of the stream — any bytes, a keep-alive
+    /// comment included (default 300 s). It does not bound a whole answer
+    /// that keeps streaming; an agent's wall clock does.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

@@ -296,3 +296,35 @@ async fn a_silent_server_is_a_timeout() {
     );
     assert!(start.elapsed() < Duration::from_secs(3));
 }
+
+/// Foreign input: OpenRouter keeps a connection alive with comment lines
+/// (`: OPENROUTER PROCESSING`) while its upstream queues. The silence was
+/// timed between events, and a comment is no event: a healthy server
+/// timed out. Any bytes restart the clock (2.5 s of keep-alives 0.1 s
+/// apart under a 2 s timeout).
+#[tokio::test]
+async fn keep_alive_comments_are_not_silence() {
+    let mut pieces = vec![Piece::Send(format!("data: {}\n\n", text("early")))];
+    for _ in 0..25 {
+        pieces.push(Piece::Wait(Duration::from_millis(100)));
+        pieces.push(Piece::Send(": OPENROUTER PROCESSING\n\n".into()));
+    }
+    pieces.push(Piece::Send(format!("data: {}\n\n", text("late"))));
+    pieces.push(Piece::Send(format!("data: {}\n\n", finish("stop"))));
+    pieces.push(Piece::Send("data: [DONE]\n\n".into()));
+    let server = MockServer::start(vec![Reply::sse_pieces(pieces)]).await;
+    let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let out = collect(&model, request("hi")).await;
+    assert_eq!(
+        out[..2],
+        [
+            Ok(ModelChunk::Text("early".into())),
+            Ok(ModelChunk::Text("late".into()))
+        ],
+        "{out:?}"
+    );
+    assert!(out.iter().all(Result::is_ok), "{out:?}");
+}
