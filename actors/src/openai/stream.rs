@@ -11,7 +11,7 @@ use serde_json::Value;
 use subagents_messages::{ModelChunk, ToolCall, ToolUseId, Usage};
 
 use super::error::truncate;
-use super::wire::{ChunkWire, ToolCallDeltaWire};
+use super::wire::{ChunkWire, ToolCallDeltaWire, UsageWire};
 use crate::model::ModelError;
 
 /// What to do after an event.
@@ -124,11 +124,10 @@ impl Assembler {
             }
             _ => {}
         }
-        if let Some(usage) = chunk.usage {
-            self.usage = Some(Usage {
-                prompt_tokens: usage.prompt_tokens.unwrap_or(0),
-                completion_tokens: usage.completion_tokens.unwrap_or(0),
-            });
+        // A usage that is no count (a negative, a fraction) is not read:
+        // the last readable one counts, else the estimate.
+        if let Some(usage) = chunk.usage.as_ref().and_then(UsageWire::read) {
+            self.usage = Some(usage);
         }
         let mut out = Vec::new();
         for choice in chunk.choices.unwrap_or_default() {

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use subagents_messages::{ChatMessage, ModelRequest, Role, ToolCall, ToolChoice, ToolSpec};
+use subagents_messages::{ChatMessage, ModelRequest, Role, ToolCall, ToolChoice, ToolSpec, Usage};
 
 /// The body of `POST {base_url}/chat/completions`.
 #[derive(Debug, Serialize)]
@@ -147,10 +147,23 @@ impl<'a> From<&'a ToolCall> for WireToolCall<'a> {
             kind: "function",
             function: WireFunctionCall {
                 name: &call.name,
-                arguments: &call.arguments,
+                arguments: sendable(&call.arguments),
             },
         }
     }
+}
+
+/// A past call's arguments as they can be sent back: as the model wrote
+/// them if they are a JSON object, else `{}`. A call whose arguments were
+/// not JSON (cut by the output limit, or just wrong) never ran and its
+/// result says why; sent back as written, it failed every later request
+/// on servers that parse the history (llama-server: 500 "Failed to parse
+/// tool call arguments as JSON"; vLLM: 400), so the conversation was stuck
+/// for good.
+fn sendable(arguments: &str) -> &str {
+    let object = arguments.trim_start().starts_with('{')
+        && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok();
+    if object { arguments } else { "{}" }
 }
 
 impl<'a> From<&'a ToolSpec> for WireTool<'a> {
@@ -235,13 +248,34 @@ pub(crate) struct FunctionDeltaWire {
     pub(crate) arguments: Option<Value>,
 }
 
-/// Token usage, sent in the last chunk when `include_usage` is set.
-#[derive(Debug, Default, Clone, Copy, Deserialize)]
+/// Token usage, sent in the last chunk when `include_usage` is set. The
+/// counts are read as any JSON, so a count that is no token count (a
+/// negative, a fraction, `1e20`) makes the usage unreadable
+/// ([`UsageWire::read`]) rather than the whole chunk, with the answer in
+/// it, malformed.
+#[derive(Debug, Default, Clone, Deserialize)]
 pub(crate) struct UsageWire {
     #[serde(default)]
-    pub(crate) prompt_tokens: Option<u64>,
+    prompt_tokens: Option<Value>,
     #[serde(default)]
-    pub(crate) completion_tokens: Option<u64>,
+    completion_tokens: Option<Value>,
+}
+
+impl UsageWire {
+    /// The usage, if both counts are token counts (a missing or `null`
+    /// one counts 0); `None` if either is not.
+    pub(crate) fn read(&self) -> Option<Usage> {
+        fn count(value: &Option<Value>) -> Option<u64> {
+            match value {
+                None | Some(Value::Null) => Some(0),
+                Some(value) => value.as_u64(),
+            }
+        }
+        Some(Usage {
+            prompt_tokens: count(&self.prompt_tokens)?,
+            completion_tokens: count(&self.completion_tokens)?,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -367,5 +401,65 @@ mod tests {
             serde_json::json!({"type": "object"})
         );
         assert_eq!(parameters_schema(""), serde_json::json!({"type": "object"}));
+    }
+
+    /// Foreign input: a past call whose arguments were not a JSON object
+    /// (cut by the output limit, or just wrong; it never ran) was sent
+    /// back as written, and llama-server (500) and vLLM (400) refuse a
+    /// history they cannot parse: every later request of the conversation
+    /// failed. It goes back as `{}`; a JSON object goes back as written.
+    #[test]
+    fn past_arguments_that_are_no_json_object_are_sent_back_as_an_empty_one() {
+        let call = |id: &str, arguments: &str| ToolCall {
+            id: ToolUseId::new(id),
+            name: "calc".into(),
+            arguments: arguments.into(),
+        };
+        let request = ModelRequest {
+            messages: vec![
+                ChatMessage::user("hi"),
+                ChatMessage::assistant(
+                    "",
+                    vec![
+                        call("a", r#"{"expression":"6*"#),
+                        call("b", "[1]"),
+                        call("c", ""),
+                        call("d", r#" {"x": 1} "#),
+                    ],
+                ),
+            ],
+            ..Default::default()
+        };
+        let body = serde_json::to_value(ChatRequest::new("m", &request)).unwrap();
+        let sent: Vec<&str> = body["messages"][1]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["function"]["arguments"].as_str().unwrap())
+            .collect();
+        assert_eq!(sent, ["{}", "{}", "{}", r#" {"x": 1} "#]);
+    }
+
+    /// Foreign input: a usage count that is no token count (a negative,
+    /// a fraction, past `u64`) made the whole chunk malformed — and with
+    /// it an answer that was complete. The usage is unreadable instead.
+    #[test]
+    fn a_usage_count_that_is_no_count_is_unreadable_not_malformed() {
+        let read = |json: &str| serde_json::from_str::<UsageWire>(json).unwrap().read();
+        assert_eq!(
+            read(r#"{"prompt_tokens":3,"completion_tokens":null}"#),
+            Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 0
+            })
+        );
+        for bad in [
+            r#"{"prompt_tokens":-1,"completion_tokens":3}"#,
+            r#"{"prompt_tokens":1.5}"#,
+            r#"{"completion_tokens":1e20}"#,
+            r#"{"prompt_tokens":"7"}"#,
+        ] {
+            assert_eq!(read(bad), None, "{bad}");
+        }
     }
 }

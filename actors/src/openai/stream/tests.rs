@@ -323,3 +323,38 @@ fn a_content_filter_finish_says_the_answer_was_cut_before_its_calls() {
         "{out:?}"
     );
 }
+
+/// Foreign input: a usage count that is no token count failed the chunk
+/// ("not a chat-completion chunk"), so a complete answer failed. It is
+/// not read: the last readable usage counts, else the estimate.
+#[test]
+fn an_unreadable_usage_leaves_the_answer_whole() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"content":"abcd"},"finish_reason":"stop"}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":3}}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(
+        out,
+        vec![
+            ModelChunk::Text("abcd".into()),
+            ModelChunk::UsageEstimate(Usage {
+                prompt_tokens: 0,
+                completion_tokens: 1
+            })
+        ]
+    );
+    let (out, _) = feed(&[
+        r#"{"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1e20}}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(
+        out.last(),
+        Some(&ModelChunk::Usage(Usage {
+            prompt_tokens: 5,
+            completion_tokens: 1
+        }))
+    );
+}
