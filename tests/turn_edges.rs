@@ -220,3 +220,80 @@ async fn a_message_typed_while_the_reply_streams_folds_after_that_reply() {
     assert!(first_result < user_two, "{}", transcript.render());
     thread.close_and_wait().await;
 }
+
+/// Gives every tool call the id `dup` and keeps each request it is sent.
+struct DuplicateIds {
+    inner: ScriptedModel,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<subagents::messages::ModelRequest>>>,
+}
+
+impl Model for DuplicateIds {
+    fn name(&self) -> &str {
+        "duplicate-ids"
+    }
+    fn stream(
+        &self,
+        request: subagents::messages::ModelRequest,
+    ) -> subagents::actors::model::ModelStream {
+        use futures_util::StreamExt;
+        self.seen.lock().unwrap().push(request.clone());
+        Box::pin(self.inner.stream(request).map(|chunk| match chunk {
+            Ok(subagents::messages::ModelChunk::ToolCall(mut call)) => {
+                call.id = subagents::messages::ToolUseId::new("dup");
+                Ok(subagents::messages::ModelChunk::ToolCall(call))
+            }
+            other => other,
+        }))
+    }
+}
+
+/// A misbehaving model: two calls with one id in one answer. Both ran,
+/// but the conversation read back held two results under one id, which
+/// servers refuse (DeepSeek: 400 "Duplicate value for 'tool_call_id'"):
+/// every later request failed. Each call gets an id of its own, the
+/// same on the stream and in the conversation.
+#[tokio::test(start_paused = true)]
+async fn two_calls_with_one_id_in_one_answer_get_an_id_each() {
+    let seen = std::sync::Arc::default();
+    let model = DuplicateIds {
+        inner: ScriptedModel::new(vec![
+            Reply::new()
+                .tool_call("calculator", r#"{"expression":"1+1"}"#)
+                .tool_call("calculator", r#"{"expression":"2+2"}"#),
+            Reply::answer("done"),
+        ]),
+        seen: std::sync::Arc::clone(&seen),
+    };
+    let (agent, mut events) = AgentBuilder::new(std::sync::Arc::new(model))
+        .tools(ToolRegistry::new().with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.text, "done");
+    let mut started = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let AgentEvent::ToolStarted(call) = event {
+            started.push(call.tool_use_id.as_str().to_owned());
+        }
+    }
+    assert_eq!(started, ["dup", "dup#2"]);
+    let seen = seen.lock().unwrap();
+    let messages = &seen[1].messages;
+    let asked: Vec<&str> = messages
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().map(|c| c.id.as_str()))
+        .collect();
+    assert_eq!(asked, ["dup", "dup#2"]);
+    let answered: Vec<(&str, &str)> = messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| {
+            (
+                m.tool_call_id.as_ref().unwrap().as_str(),
+                m.content.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(answered, [("dup", "2"), ("dup#2", "4")]);
+}

@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use ractor::ActorRef;
 use subagents_messages::{
     AgentEvent, AgentResult, ChatMessage, LimitKind, Limits, ModelChunk, ModelRequest, Outcome,
-    ToolCall,
+    ToolCall, ToolUseId,
 };
 
 use crate::agent::call;
@@ -250,9 +250,39 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     }
     drop(stream);
     drop(permit);
+    unique_ids(&mut calls);
     spans::record_output(config, &span, &text, &calls);
     ctx.with(|t| t.doing(Activity::Thinking));
     Ok((text, calls, truncated))
+}
+
+/// Gives every call of one answer an id of its own: an empty id becomes
+/// `call_<n>` (its place in the answer), a repeated one `<id>#<k>`. A
+/// model that repeats an id in one answer got two results under one id
+/// in the conversation it read back, and servers refuse that history
+/// (DeepSeek: 400 "Duplicate value for 'tool_call_id'"), so every later
+/// request failed.
+fn unique_ids(calls: &mut [ToolCall]) {
+    if calls.len() == 1 && !calls[0].id.as_str().is_empty() {
+        return;
+    }
+    let mut taken = std::collections::BTreeSet::new();
+    for (n, call) in calls.iter_mut().enumerate() {
+        let base = match call.id.as_str() {
+            "" => format!("call_{n}"),
+            id => id.to_owned(),
+        };
+        let mut id = base.clone();
+        let mut k = 1;
+        while taken.contains(&id) {
+            k += 1;
+            id = format!("{base}#{k}");
+        }
+        if id != call.id.as_str() {
+            call.id = ToolUseId::new(id.clone());
+        }
+        taken.insert(id);
+    }
 }
 
 /// The text of a partial result: what was done, and which limit hit.
@@ -306,6 +336,29 @@ mod tests {
     use super::*;
     use std::time::Duration;
     use subagents_messages::Usage;
+
+    #[test]
+    fn every_call_of_an_answer_gets_an_id_of_its_own() {
+        let call = |id: &str| ToolCall {
+            id: ToolUseId::new(id),
+            name: "t".into(),
+            arguments: "{}".into(),
+        };
+        let mut calls = vec![
+            call("a"),
+            call("a"),
+            call(""),
+            call("a#2"),
+            call("b"),
+            call("a"),
+        ];
+        unique_ids(&mut calls);
+        let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["a", "a#2", "call_2", "a#2#2", "b", "a#3"]);
+        let mut one = vec![call("")];
+        unique_ids(&mut one);
+        assert_eq!(one[0].id.as_str(), "call_0");
+    }
 
     #[test]
     fn partial_result_names_the_limit_and_the_work_done() {
