@@ -297,3 +297,43 @@ async fn two_calls_with_one_id_in_one_answer_get_an_id_each() {
         .collect();
     assert_eq!(answered, [("dup", "2"), ("dup#2", "4")]);
 }
+
+/// Stopped midway: a model call cut mid-stream by the wall clock or a
+/// stop. The host had seen its text, but the partial result said "no
+/// answer was written yet", and the call (made, as a failed one is) was
+/// not counted. Now what it streamed is the last thing written, and it
+/// counts.
+#[tokio::test(start_paused = true)]
+async fn a_model_call_cut_mid_stream_keeps_what_it_wrote_and_counts() {
+    let model = ScriptedModel::new(vec![Reply::new().text("Half an answer").hang()]);
+    let limits = Limits {
+        wall_clock: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let (agent, _events, gate) =
+        common::spawn_agent(model.shared(), ToolRegistry::new(), limits).await;
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::WallClock));
+    assert!(
+        result.text.ends_with(
+            "after 1 model call(s) and 0 tool call(s); the last thing written was: Half an answer"
+        ),
+        "{}",
+        result.text
+    );
+    assert_eq!(result.model_calls, 1);
+    common::assert_gate_free(&gate).await;
+
+    // A stop: the call counts too.
+    let model = ScriptedModel::new(vec![Reply::new().text("Half").hang()]);
+    let (agent, mut events, gate) =
+        common::spawn_agent(model.shared(), ToolRegistry::new(), Limits::default()).await;
+    agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| matches!(e, AgentEvent::Text(_))).await;
+    agent.stop_turn().unwrap();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.outcome, Outcome::Stopped);
+    assert_eq!(result.model_calls, 1, "{result:?}");
+    common::assert_gate_free(&gate).await;
+}

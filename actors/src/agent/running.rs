@@ -30,7 +30,7 @@ impl Drop for RunningTurn {
         if !self.sink.is_open() {
             return;
         }
-        let progress = turn_state::lock(&self.shared).progress.clone();
+        let progress = turn_state::lock(&self.shared).progress_at_cut();
         let text = "the agent stopped without ending its turn".to_owned();
         let result = turn_state::result(
             text.clone(),

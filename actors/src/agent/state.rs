@@ -191,7 +191,7 @@ impl AgentState {
                         "the agent's turn crashed: {}",
                         panic_message(panic.as_ref())
                     );
-                    let progress = turn_state::lock(&ctx.shared).progress.clone();
+                    let progress = turn_state::lock(&ctx.shared).progress_at_cut();
                     turn_state::result(text.clone(), Outcome::Failed(text), &progress, started)
                 });
                 spans::record_end(&run_span, &result);
@@ -272,7 +272,7 @@ impl AgentState {
             return;
         };
         running.task.0.abort();
-        let progress = turn_state::lock(&running.shared).progress.clone();
+        let progress = turn_state::lock(&running.shared).progress_at_cut();
         let text = format!(
             "Stopped before finishing, after {} model call(s) and {} tool call(s).",
             progress.model_calls, progress.tool_calls

@@ -49,13 +49,16 @@ pub(crate) async fn run_turn(ctx: &TurnContext) -> AgentResult {
     let started = ctx.started;
     let limits = ctx.config.limits;
     let ended = tokio::time::timeout(limits.wall_clock, turn_loop(ctx)).await;
-    let progress = ctx.with(|t| t.progress.clone());
-    let (text, outcome) = match ended {
-        Ok(done) => done,
-        Err(_) => (
-            partial_result(LimitKind::WallClock, &limits, &progress),
-            Outcome::LimitReached(LimitKind::WallClock),
-        ),
+    let (text, outcome, progress) = match ended {
+        Ok((text, outcome)) => (text, outcome, ctx.with(|t| t.progress.clone())),
+        Err(_) => {
+            let progress = ctx.with(|t| t.progress_at_cut());
+            (
+                partial_result(LimitKind::WallClock, &limits, &progress),
+                Outcome::LimitReached(LimitKind::WallClock),
+                progress,
+            )
+        }
     };
     result(text, outcome, &progress, started)
 }
@@ -202,17 +205,21 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             u64::try_from(waiting.elapsed().as_millis()).unwrap_or(u64::MAX),
         );
     }
-    ctx.with(|t| t.doing(Activity::InModelCall));
+    ctx.with(|t| {
+        t.doing(Activity::InModelCall);
+        t.streaming.clear();
+    });
     let mut call_usage = subagents_messages::Usage::default();
     let mut stream = config.model.stream(request);
-    let mut text = String::new();
     let mut calls = Vec::new();
     let budget = config.limits.token_budget;
     let mut truncated = None;
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(ModelChunk::Text(delta)) => {
-                text.push_str(&delta);
+                // Kept in the turn's state as it streams: a cut mid-call
+                // (the wall clock, a stop) still has what the host saw.
+                ctx.with(|t| t.streaming.push_str(&delta));
                 ctx.sink.emit(AgentEvent::Text(delta));
             }
             Ok(ModelChunk::ToolCall(call)) => calls.push(call),
@@ -235,6 +242,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                     t.progress.usage.total()
                 });
                 if used > budget {
+                    let text = ctx.with(|t| std::mem::take(&mut t.streaming));
                     return Err(ModelEnd::OverBudget(text));
                 }
             }
@@ -251,8 +259,11 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     drop(stream);
     drop(permit);
     unique_ids(&mut calls);
+    let text = ctx.with(|t| {
+        t.doing(Activity::Thinking);
+        std::mem::take(&mut t.streaming)
+    });
     spans::record_output(config, &span, &text, &calls);
-    ctx.with(|t| t.doing(Activity::Thinking));
     Ok((text, calls, truncated))
 }
 

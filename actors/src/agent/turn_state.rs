@@ -89,6 +89,8 @@ pub(crate) struct TurnState {
     pub(crate) ended: Option<Arc<Vec<ChatMessage>>>,
     /// Calls opened so far (the last one's `OpenCall::seq`).
     pub(crate) calls_opened: u64,
+    /// The text of the model call in flight, as it streams.
+    pub(crate) streaming: String,
 }
 
 impl TurnState {
@@ -106,6 +108,21 @@ impl TurnState {
         while let Some(text) = self.steering.pop_front() {
             self.history.push(ChatMessage::user(steering_text(&text)));
         }
+    }
+
+    /// What the turn has done, for a result that cuts it now: a model
+    /// call in flight counts (it was made, as a failed one counts), and
+    /// what it streamed so far is the last thing written (the host saw
+    /// it; the result said "no answer was written yet").
+    pub(crate) fn progress_at_cut(&self) -> Progress {
+        let mut progress = self.progress.clone();
+        if self.activity == Activity::InModelCall {
+            progress.model_calls = progress.model_calls.saturating_add(1);
+            if !self.streaming.trim().is_empty() {
+                progress.last_text = self.streaming.clone();
+            }
+        }
+        progress
     }
 
     /// It does `activity` from now on.
