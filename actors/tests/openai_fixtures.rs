@@ -380,3 +380,26 @@ async fn llama_server_ignores_a_named_tool_choice() {
         [ModelChunk::Truncated("length".into()), usage(538, 8)]
     );
 }
+
+/// Foreign input: a 200 with a web page (a login page a proxy put in the
+/// way, or a base URL that is not the API's) read as an event stream that
+/// said nothing: `EmptyAnswer`, "its log says why", though the page said
+/// why. It is `Malformed`, naming the type and quoting the page.
+#[tokio::test]
+async fn a_web_page_instead_of_an_event_stream_says_so() {
+    let page = b"<html><body>Sign in to continue</body></html>".to_vec();
+    let out = call(serve_once("200 OK", "text/html; charset=utf-8", page).await).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::Malformed(m))]
+            if m.contains("`text/html; charset=utf-8`") && m.contains("login page") && m.contains("Sign in to continue")),
+        "{out:?}"
+    );
+    // A JSON answer says what it said (here the service's error).
+    let body = br#"{"error":{"message":"streaming is disabled for this key"}}"#.to_vec();
+    let out = call(serve_once("200 OK", "application/json", body).await).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::Malformed(m))]
+            if m.contains("stream: true") && m.ends_with(": streaming is disabled for this key")),
+        "{out:?}"
+    );
+}

@@ -13,7 +13,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::Value;
 use subagents_messages::{ModelChunk, ModelRequest};
 
-use super::error::{Timeouts, service_message, status_error, transport_error};
+use super::error::{Timeouts, service_message, status_error, transport_error, truncate};
 use super::retry::{Attempt, RetryPolicy, parse_retry_after, with_retries};
 use super::stream::{Assembler, Step};
 use super::wire::ChatRequest;
@@ -140,10 +140,28 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if content_type.starts_with("application/json") {
+    // A JSON answer (no streaming), or a web page (a login page a proxy
+    // put in the way, a base URL that is not the API's): said with what
+    // it says, not read as an event stream that yields nothing.
+    let why = if content_type.starts_with("application/json") {
+        "does it support `stream: true`?"
+    } else if content_type.starts_with("text/html") {
+        "a login page, or a base URL that is not the API's?"
+    } else {
+        ""
+    };
+    if !why.is_empty() {
+        let content_type = content_type.to_owned();
+        let text = match tokio::time::timeout(settings.timeouts.read, response.text()).await {
+            Ok(Ok(text)) => text,
+            _ => String::new(),
+        };
+        let said = match text.trim() {
+            "" => String::new(),
+            text => format!(": {}", truncate(&service_message(text), 200)),
+        };
         return Err(ModelError::Malformed(format!(
-            "expected an event stream but the service answered with `{content_type}` \
-             (does it support `stream: true`?)"
+            "expected an event stream but the service answered with `{content_type}` ({why}){said}"
         )));
     }
     let body = response

@@ -38,31 +38,51 @@ where
     B: AsRef<[u8]>,
 {
     stream::unfold(
-        (Box::pin(body), Vec::<u8>::new(), false),
-        move |(mut body, mut pending, mut ended)| async move {
+        (Box::pin(body), Vec::<u8>::new(), Read::Reading),
+        move |(mut body, mut pending, mut read)| async move {
             loop {
                 if let Some(end) = pending.iter().rposition(|&b| ends_line(b)) {
                     let rest = pending.split_off(end + 1);
                     let out = rewrite(&pending);
-                    return Some((Ok(out), (body, rest, ended)));
+                    return Some((Ok(out), (body, rest, read)));
                 }
-                if ended {
-                    if pending.is_empty() {
-                        return None;
+                match read {
+                    Read::Reading => {}
+                    Read::Over => return None,
+                    // What is left is a line the server did not end: passed
+                    // on as it is (a cut event stays cut).
+                    Read::Ended if !pending.is_empty() => {
+                        let out = rewrite(&pending);
+                        return Some((Ok(out), (body, Vec::new(), Read::Over)));
                     }
-                    let out = rewrite(&pending);
-                    return Some((Ok(out), (body, Vec::new(), true)));
+                    // The body ended after a line end: one more, so a last
+                    // event the server ended with a single line end (or a
+                    // lone `\r`, which the parser holds as a possible `\r\n`)
+                    // is dispatched, not dropped at the end of the stream.
+                    Read::Ended => {
+                        return Some((Ok(b"\n".to_vec()), (body, Vec::new(), Read::Over)));
+                    }
                 }
                 match tokio::time::timeout(silence, body.next()).await {
                     Ok(Some(Ok(chunk))) => pending.extend_from_slice(chunk.as_ref()),
-                    Ok(Some(Err(e))) => return Some((Err(e), (body, pending, ended))),
-                    Ok(None) => ended = true,
+                    Ok(Some(Err(e))) => return Some((Err(e), (body, pending, read))),
+                    Ok(None) => read = Read::Ended,
                     // Nothing more is read: the caller ends the call.
-                    Err(_) => return Some((Err(silent()), (body, Vec::new(), true))),
+                    Err(_) => return Some((Err(silent()), (body, Vec::new(), Read::Over))),
                 }
             }
         },
     )
+}
+
+/// How far the body has been read.
+#[derive(Clone, Copy)]
+enum Read {
+    Reading,
+    /// The body ended; what it left is still to be passed on.
+    Ended,
+    /// Everything is passed on.
+    Over,
 }
 
 /// A byte that ends a line in an event stream.
@@ -122,7 +142,8 @@ mod tests {
         // Cut at every byte: lines are whole whatever the chunks.
         let chunks: Vec<String> = body.chars().map(String::from).collect();
         let chunks: Vec<&str> = chunks.iter().map(String::as_str).collect();
-        let expected = "data: {\"a\":1}\n\ndata: {\"error\":{\"code\":400,\"message\":\"Failed\"}}\n\ndata: [DONE]\n\n";
+        // (The last `\n`: one more line end after a body that ended with one.)
+        let expected = "data: {\"a\":1}\n\ndata: {\"error\":{\"code\":400,\"message\":\"Failed\"}}\n\ndata: [DONE]\n\n\n";
         assert_eq!(through(&chunks).await, expected);
         assert_eq!(through(&[body]).await, expected);
         assert_eq!(
@@ -131,19 +152,19 @@ mod tests {
         );
         assert_eq!(
             through(&["data: x\r\n", "errors: no\n"]).await,
-            "data: x\r\nerrors: no\n"
+            "data: x\r\nerrors: no\n\n"
         );
         // Lines ended by `\r` alone, or `\r\n` cut between chunks.
         assert_eq!(
             through(&["data: x\r\rerror: {\"message\":\"no\"}\r\r"]).await,
-            "data: x\r\rdata: {\"error\":{\"message\":\"no\"}}\r\r"
+            "data: x\r\rdata: {\"error\":{\"message\":\"no\"}}\r\r\n"
         );
         let crlf = "data: x\r\n\r\nerror: no\r\n\r\n";
         let chunks: Vec<String> = crlf.chars().map(String::from).collect();
         let chunks: Vec<&str> = chunks.iter().map(String::as_str).collect();
         assert_eq!(
             through(&chunks).await,
-            "data: x\r\n\r\ndata: {\"error\":\"no\"}\r\n\r\n"
+            "data: x\r\n\r\ndata: {\"error\":\"no\"}\r\n\r\n\n"
         );
     }
 
@@ -230,5 +251,30 @@ mod tests {
             "{end:?}"
         );
         assert_eq!(start.elapsed(), silence);
+    }
+
+    /// Foreign input: a last event the server ended with one line end, or
+    /// with lone `\r`s, was dropped at the end of the stream (the parser
+    /// dispatches an event at a blank line, and holds a lone `\r` as a
+    /// possible `\r\n`): a finish sent that way read as a cut. One more
+    /// line end after a body that ended with one dispatches it; a line the
+    /// server did not end stays cut.
+    #[tokio::test]
+    async fn a_last_event_with_one_line_end_is_not_dropped() {
+        use eventsource_stream::Eventsource;
+        let events = |body: &'static [u8]| {
+            let body = stream::iter([Ok::<_, ()>(body.to_vec())]);
+            error_lines_as_events(body, QUIET, || ())
+                .eventsource()
+                .map(|e| e.map(|e| e.data).unwrap_or_default())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(events(b"data: a\n\ndata: last\n").await, ["a", "last"]);
+        assert_eq!(events(b"data: a\r\rdata: last\r\r").await, ["a", "last"]);
+        assert_eq!(
+            events(b"data: a\r\n\r\ndata: last\r\n").await,
+            ["a", "last"]
+        );
+        assert_eq!(events(b"data: a\n\ndata: {\"cut").await, ["a"]);
     }
 }
