@@ -245,3 +245,50 @@ async fn a_huge_stored_id_does_not_crash_the_thread() {
         thread.close_and_wait().await;
     }
 }
+
+/// One run of a hub killed mid-work (its handler crashed, or a host
+/// killed it), on a fresh paused runtime: what the thread's stream said.
+fn kill_the_hub_with_two_children_running() -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let config = ThreadConfig::new(parent(background_workers(&[600, 600, 600])));
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        run_for(&mut events, &mut log, 10).await;
+        let seen = log.len();
+        thread.hub().actor().kill();
+        thread.hub().actor().wait(None).await.ok();
+        thread.sync().await.unwrap();
+        run_for(&mut events, &mut log, 1).await;
+        thread.close_and_wait().await;
+        log[seen..].iter().map(|e| format!("{e:?}")).collect()
+    })
+}
+
+/// Replay, the kill path: a hub that dies without its own stop (killed,
+/// or its handler crashed) had its children killed by ractor in its
+/// child map's order — a `HashMap` with a random seed — and each child
+/// closed its turn on the stream as its task ran: the children's last
+/// events came in a different order on each run. They close in
+/// child-number order.
+#[test]
+fn a_killed_hub_closes_its_children_in_number_order_on_every_run() {
+    let first = kill_the_hub_with_two_children_running();
+    let closes: Vec<&String> = first.iter().filter(|e| e.contains("ToolResult")).collect();
+    assert_eq!(closes.len(), 3, "{first:#?}");
+    for (n, close) in closes.iter().enumerate() {
+        assert!(close.contains(&format!("agent_{}", n + 1)), "{first:#?}");
+    }
+    for round in 0..12 {
+        assert_eq!(
+            kill_the_hub_with_two_children_running(),
+            first,
+            "round {round} closed differently"
+        );
+    }
+}

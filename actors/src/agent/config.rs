@@ -42,7 +42,15 @@ pub(crate) struct AgentConfig {
     pub(crate) probe: Option<crate::agent::Probe>,
     /// Where its runs sit in a trace.
     pub(crate) trace: crate::agent::spans::TraceParent,
+    /// Called when the actor is dropped without its stop (killed) while a
+    /// turn runs, before that turn ends: a child's ends the turns of every
+    /// child of its hub in a fixed order if the hub is dying (see
+    /// [`crate::agent::running::TurnEnds`]).
+    pub(crate) on_killed: Option<KillHook>,
 }
+
+/// See [`AgentConfig::on_killed`].
+pub(crate) type KillHook = Arc<dyn Fn() + Send + Sync>;
 
 impl std::fmt::Debug for AgentConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -199,6 +207,7 @@ impl AgentBuilder {
             approvals: self.approvals,
             options: self.options,
             probe: None,
+            on_killed: None,
             trace: crate::agent::spans::TraceParent {
                 span: None,
                 parent_agent: None,

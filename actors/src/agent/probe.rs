@@ -67,6 +67,24 @@ impl Probe {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(shared.clone());
     }
 
+    /// Ends the running turn as a killed actor's, if it has not ended
+    /// (see [`crate::agent::running::TurnEnds`]).
+    pub(crate) fn end_as_killed(&self) {
+        let Some(shared) = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        else {
+            return;
+        };
+        // Taken, then used with no lock held: ending takes the turn's lock.
+        let ends = lock(&shared).ends.take();
+        if let Some(ends) = ends {
+            ends.end(&shared);
+        }
+    }
+
     /// The `invoke_agent` span of the last turn, taken (the probe holds
     /// it no longer, so it can close).
     pub(crate) fn take_span(&self) -> Option<tracing::Span> {

@@ -27,21 +27,48 @@ impl Drop for RunningTurn {
     /// the stream: the call in flight is answered and the turn's `Result`
     /// says it failed. A turn that ended before is left alone.
     fn drop(&mut self) {
-        if !self.sink.is_open() {
-            return;
-        }
-        let progress = turn_state::lock(&self.shared).progress_at_cut();
-        let text = "the agent stopped without ending its turn".to_owned();
-        let result = turn_state::result(
-            text.clone(),
-            Outcome::Failed(text.clone()),
-            &progress,
-            self.started,
-        );
-        turn_state::close(&self.shared, &self.sink, &self.out, &result, &|| {
-            text.clone()
-        });
+        end_as_killed(&self.shared, &self.sink, &self.out, self.started);
     }
+}
+
+/// What ending a child's turn from outside its actor needs: its hub ends
+/// it when the hub itself dies without its stop (killed, or its handler
+/// crashed). ractor kills the hub's children in the order of its child
+/// map, a `HashMap` with a random seed, and each child ended its turn on
+/// the stream as its task ran — a different order on every run. The hub,
+/// dropped before any child's task runs, ends them in child-number order
+/// instead; each child's own end then finds its turn closed.
+#[derive(Debug, Clone)]
+pub(crate) struct TurnEnds {
+    pub(crate) sink: EventSink,
+    pub(crate) out: EventSink,
+    pub(crate) started: Instant,
+}
+
+impl TurnEnds {
+    /// Ends the turn of `shared` as a killed actor's (once, whoever is
+    /// first: the turn's sink closes once).
+    pub(crate) fn end(&self, shared: &turn_state::Shared) {
+        end_as_killed(shared, &self.sink, &self.out, self.started);
+    }
+}
+
+/// Ends a turn whose actor went away without a stop: the call in flight
+/// is answered and the turn's `Result` says it failed. A turn that ended
+/// before is left alone.
+fn end_as_killed(shared: &turn_state::Shared, sink: &EventSink, out: &EventSink, started: Instant) {
+    if !sink.is_open() {
+        return;
+    }
+    let progress = turn_state::lock(shared).progress_at_cut();
+    let text = "the agent stopped without ending its turn".to_owned();
+    let result = turn_state::result(
+        text.clone(),
+        Outcome::Failed(text.clone()),
+        &progress,
+        started,
+    );
+    turn_state::close(shared, sink, out, &result, &|| text.clone());
 }
 
 /// The running turn's task, aborted when dropped: if the actor dies

@@ -2,7 +2,7 @@
 //! approvals it waits on. The handler only moves messages; the turn runs
 //! in a task (`turn.rs`).
 
-use crate::agent::running::{AbortOnDrop, RunningTurn};
+use crate::agent::running::{AbortOnDrop, RunningTurn, TurnEnds};
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
@@ -79,6 +79,11 @@ impl Drop for AgentState {
     /// in one failed `Result`, also to whoever awaits it. After a normal
     /// stop the queue is empty already.
     fn drop(&mut self) {
+        if self.running.is_some()
+            && let Some(hook) = &self.config.on_killed
+        {
+            hook();
+        }
         drop(self.running.take());
         for (_, reply) in self.waiting.drain(..) {
             let text = "the agent stopped before this turn started";
@@ -158,17 +163,22 @@ impl AgentState {
         if let Some(from) = &turn.follows {
             span.follows_from(from);
         }
+        let started = Instant::now();
         let mut state = turn_state::TurnState::new(history);
         if self.config.probe.is_some() {
             // A child's: kept (through the probe) for the wake that links
-            // to it.
+            // to it, and what its hub needs to end it if the hub dies.
             state.span = Some(span.clone());
+            state.ends = Some(TurnEnds {
+                sink: sink.clone(),
+                out: self.events.clone(),
+                started,
+            });
         }
         let shared: turn_state::Shared = Arc::new(std::sync::Mutex::new(state));
         if let Some(probe) = &self.config.probe {
             probe.publish(&shared);
         }
-        let started = Instant::now();
         let ctx = turn::TurnContext {
             config: self.config.clone(),
             sink: sink.clone(),

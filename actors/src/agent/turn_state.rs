@@ -91,6 +91,10 @@ pub(crate) struct TurnState {
     pub(crate) calls_opened: u64,
     /// The text of the model call in flight, as it streams.
     pub(crate) streaming: String,
+    /// A child's turn: what ending it from outside its actor needs (its
+    /// hub ends it when the hub dies; see [`crate::agent::running`]).
+    /// Dropped when the turn closes.
+    pub(crate) ends: Option<crate::agent::running::TurnEnds>,
 }
 
 impl TurnState {
@@ -277,6 +281,7 @@ pub(crate) fn close(
 ) -> Option<Arc<Vec<ChatMessage>>> {
     let mut state = lock(shared);
     state.closing = true;
+    state.ends = None;
     let mut history = None;
     turn_sink.close_with(|| {
         let open = state.open.take();

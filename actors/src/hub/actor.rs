@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::hub::msg::HubMsg;
 use crate::hub::msg::sealed::HubInternal;
-use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, SupervisionEvent};
 use subagents_messages::{AgentId, SubAgentStatus};
 
 use crate::hub::book::Book;
@@ -37,12 +37,24 @@ impl Actor for Hub {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<HubMsg>,
+        myself: ActorRef<HubMsg>,
         args: HubArguments,
     ) -> Result<HubState, ActorProcessingErr> {
         let mut sinks = FxHashMap::default();
         sinks.insert(args.parent.clone(), args.parent_sink);
+        // ractor kills a dead hub's children in its child map's order (a
+        // `HashMap` with a random seed); the first killed child mid-turn
+        // ends every child's turn, in order, before any of them ends its
+        // own (a hub that stopped ended them all already).
+        let hub = myself.get_cell();
+        let book = args.book.clone();
+        let on_child_killed: crate::agent::KillHook = Arc::new(move || {
+            if hub.get_status() == ActorStatus::Stopped {
+                book.end_turns_as_killed();
+            }
+        });
         Ok(HubState {
+            on_child_killed,
             slots: Slots::new(args.config.max_live, args.parent.clone()),
             parent: args.parent,
             config: args.config,

@@ -296,6 +296,31 @@ impl Book {
         all
     }
 
+    /// Ends the running turn of every child that has not ended as a killed
+    /// actor's, deepest first, then in child-number order (its hub died
+    /// without its stop: see [`crate::agent::running::TurnEnds`]).
+    pub(crate) fn end_turns_as_killed(&self) {
+        let mut open: Vec<(std::cmp::Reverse<u32>, Option<u64>, AgentId, Probe)> = self
+            .entries
+            .iter()
+            .filter(|e| !e.envelope.status.is_terminal())
+            .filter_map(|e| {
+                let probe = e.probe.clone()?;
+                Some((
+                    std::cmp::Reverse(e.envelope.depth),
+                    child_number(e.key()),
+                    e.key().clone(),
+                    probe,
+                ))
+            })
+            .collect();
+        open.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+        // No map guard is held: ending a turn emits and takes its lock.
+        for (_, _, _, probe) in open {
+            probe.end_as_killed();
+        }
+    }
+
     /// Every child that had not ended becomes `failed` with `reason`;
     /// returns their final envelopes, in child-number order.
     pub(crate) fn fail_unfinished(&self, reason: &str, now_ms: u64) -> Vec<Envelope> {

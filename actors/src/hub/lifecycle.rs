@@ -104,6 +104,9 @@ pub(crate) struct HubState {
     pub(super) book: Book,
     pub(super) requested: usize,
     pub(super) finished: usize,
+    /// Each child's [`AgentConfig::on_killed`]: its children's turns end in
+    /// order if the hub dies without its stop.
+    pub(super) on_child_killed: crate::agent::KillHook,
 }
 
 impl std::fmt::Debug for HubState {
@@ -373,6 +376,7 @@ impl HubState {
                 None => self.config.child_options.clone(),
             },
             probe: Some(probe.clone()),
+            on_killed: Some(self.on_child_killed.clone()),
             trace: crate::agent::spans::TraceParent {
                 span: Some(child.span.clone()),
                 parent_agent: Some(child.request.requester.clone()),

@@ -151,6 +151,7 @@ impl NodeRunner {
             approvals: None,
             options: spec.options,
             probe: Some(probe.clone()),
+            on_killed: None,
             trace: crate::agent::spans::TraceParent::default(),
         };
         let (events, mut stream) = EventSink::channel();
