@@ -332,3 +332,73 @@ async fn a_wake_owed_when_the_process_died_is_delivered_after_the_restart() {
     assert!(store.take_owed_wakes().is_empty());
     assert!(store.get(&AgentId::new("agent_2")).unwrap().claimed);
 }
+
+/// Shared, same instant: two threads on one store each send a message to
+/// the same child of an earlier session in the same instant. Each hub
+/// read the archive before the other's link reached it, and both resumed
+/// the child: the chain forked (two runs continued `agent_1`, and the
+/// next session resumed whichever link was written last). One resumes
+/// it; the other is told it was resumed elsewhere.
+#[tokio::test]
+async fn two_threads_resuming_one_earlier_child_at_once_do_not_fork_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Worker\nYou work.", "the first part").background()),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", vec![Reply::answer("first part done")]);
+    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    thread.close_and_wait().await;
+    drop(thread);
+
+    let store = open(&dir);
+    let mut threads = Vec::new();
+    for _ in 0..2 {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+            Reply::answer("Sent."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Worker", vec![Reply::answer("second part done")]);
+        threads.push(thread_on(model.shared(), store.clone(), 3).await);
+    }
+    for (thread, _) in &threads {
+        thread.send_user("more").unwrap();
+    }
+    let mut answers = Vec::new();
+    for (thread, events) in &mut threads {
+        let mut log = Vec::new();
+        until_result(events, &mut log).await;
+        answers.extend(results_of(&log, "use_agent"));
+        thread.flush_persistence().await.unwrap();
+    }
+    let resumed = answers
+        .iter()
+        .filter(|(text, error)| !error && text.contains("resumed_from"))
+        .count();
+    assert_eq!(resumed, 1, "{answers:#?}");
+    assert!(
+        answers
+            .iter()
+            .any(|(text, error)| *error && text.contains("another thread has resumed it")),
+        "{answers:#?}"
+    );
+    let runs: Vec<_> = store
+        .all()
+        .into_iter()
+        .filter(|e| e.id.as_str() != "agent_1")
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(runs.len(), 1, "one run continues agent_1: {runs:?}");
+    for (thread, _) in threads {
+        thread.close_and_wait().await;
+    }
+}

@@ -58,6 +58,21 @@ pub trait EnvelopeArchive: Send + Sync + 'static {
     fn claim(&self, id: &AgentId) {
         let _ = id;
     }
+
+    /// A message is about to resume the archived child `id` as a new run:
+    /// `false` if it was resumed already — by another user of the archive,
+    /// perhaps in the same instant — so the chain of its runs does not
+    /// fork. Decided at once (not when a write lands). `true` by default.
+    fn begin_resume(&self, id: &AgentId) -> bool {
+        let _ = id;
+        true
+    }
+
+    /// The resume [`EnvelopeArchive::begin_resume`] allowed did not start
+    /// (the spawn was refused): `id` may be resumed again.
+    fn resume_failed(&self, id: &AgentId) {
+        let _ = id;
+    }
 }
 
 /// What a background child's approval request does.

@@ -101,6 +101,16 @@ pub enum Refused {
         /// The child (the run the message reached).
         id: AgentId,
     },
+    /// A child of an earlier session another thread on the same store
+    /// resumed (perhaps in the same instant): its new run is that
+    /// thread's, and the chain of runs does not fork.
+    #[error(
+        "the sub-agent `{id}` ended in an earlier session and another thread has resumed it, so its new run is not yours to reach; action result still reads its answer; start a new one with action run"
+    )]
+    ResumedElsewhere {
+        /// The child.
+        id: AgentId,
+    },
     /// The hub is stopped.
     #[error("the sub-agent hub is stopped")]
     Closed,

@@ -128,6 +128,14 @@ impl HubState {
         if from.status == SubAgentStatus::Stopped {
             return Err(Refused::Stopped { id: id.clone() });
         }
+        // An archived child another thread resumed first (the link may not
+        // have reached the store yet): not forked.
+        let archive = self.config.archive.clone();
+        if let Some(archive) = &archive
+            && !archive.begin_resume(id)
+        {
+            return Err(Refused::ResumedElsewhere { id: id.clone() });
+        }
         let mut request = (*from.seed).clone();
         request.parent_tool_use_id = message.call;
         request.input = message.text;
@@ -139,9 +147,18 @@ impl HubState {
         request.wall_clock_cap = None;
         request.token_cap = None;
         request.conversation = from.conversation;
-        let next = self
+        let next = match self
             .spawn_child(myself, std::sync::Arc::new(request), message.span)
-            .await?;
+            .await
+        {
+            Ok(next) => next,
+            Err(refused) => {
+                if let Some(archive) = &archive {
+                    archive.resume_failed(id);
+                }
+                return Err(refused);
+            }
+        };
         self.book.set_continued(id, next.clone());
         // The link is on disk with the resume, not at the thread's close:
         // a process that dies before then must not fork the chain.

@@ -41,6 +41,9 @@ pub struct EnvelopeStore {
     /// Finished children whose wake was owed to their parent when the
     /// last process ended, until a thread takes them to deliver them.
     pub(super) owed: Mutex<Vec<AgentId>>,
+    /// Children of earlier sessions a thread of this session began to
+    /// resume ([`EnvelopeStore::begin_resume`]): resumed once each.
+    pub(super) resuming: Mutex<rustc_hash::FxHashSet<AgentId>>,
     /// Writes whose last attempt failed, to try again
     /// ([`EnvelopeStore::retry_unsaved`]): envelopes by id (the map holds
     /// them), runs with what was to be written.
@@ -105,6 +108,7 @@ impl EnvelopeStore {
             io: Mutex::new(()),
             interrupted: Mutex::new(Vec::new()),
             owed: Mutex::new(Vec::new()),
+            resuming: Mutex::default(),
             unsaved: Mutex::default(),
             _lock: lock,
         };

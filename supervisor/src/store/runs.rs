@@ -222,6 +222,30 @@ impl EnvelopeStore {
     /// Changes the envelope `id` as it is in the store now (under the io
     /// lock, so no earlier copy overwrites it) and writes it when `change`
     /// says it changed.
+    /// A thread is about to resume the earlier session's child `id`:
+    /// `false` if it was resumed already (its envelope links a later run,
+    /// or a thread of this session began a resume of it), so two threads
+    /// in one instant — each reading the store before the other's link is
+    /// written — cannot both go on from it.
+    pub(crate) fn begin_resume(&self, id: &AgentId) -> bool {
+        let _io = self.lock_io();
+        if self.get(id).is_some_and(|e| e.continued_as.is_some()) {
+            return false;
+        }
+        self.resuming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone())
+    }
+
+    /// The resume [`EnvelopeStore::begin_resume`] allowed did not start.
+    pub(crate) fn resume_failed(&self, id: &AgentId) {
+        self.resuming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+
     pub(crate) fn update(
         &self,
         id: &AgentId,

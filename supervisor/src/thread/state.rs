@@ -106,6 +106,14 @@ impl EnvelopeArchive for Archive {
             tracing::warn!(%error, "an archived child's claim was not persisted");
         }
     }
+
+    fn begin_resume(&self, id: &AgentId) -> bool {
+        !self.0.is_from_earlier_session(id) || self.0.begin_resume(id)
+    }
+
+    fn resume_failed(&self, id: &AgentId) {
+        self.0.resume_failed(id);
+    }
 }
 
 impl HubObserver for Observer {
