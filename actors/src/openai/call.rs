@@ -13,8 +13,10 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::Value;
 use subagents_messages::{ModelChunk, ModelRequest};
 
-use super::error::{Timeouts, service_message, status_error, transport_error, truncate};
-use super::retry::{Attempt, RetryPolicy, parse_retry_after, with_retries};
+use super::error::{
+    Timeouts, out_of_quota, service_message, status_error, transport_error, truncate,
+};
+use super::retry::{Attempt, RetryPolicy, parse_retry_after, parse_retry_after_ms, with_retries};
 use super::stream::{Assembler, Step};
 use super::wire::ChatRequest;
 use crate::model::{ModelError, ModelStream};
@@ -197,11 +199,12 @@ async fn attempt(
     if status.is_success() {
         return Ok(Attempt::Done(response));
     }
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(parse_retry_after);
+    // OpenAI and Azure say it in milliseconds too (`retry-after-ms`), the
+    // finer of the two.
+    let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok());
+    let retry_after = header("retry-after-ms")
+        .and_then(parse_retry_after_ms)
+        .or_else(|| header(RETRY_AFTER.as_str()).and_then(parse_retry_after));
     let text = match tokio::time::timeout(timeouts.read, response.text()).await {
         Ok(Ok(text)) => text,
         _ => String::new(),
@@ -215,6 +218,14 @@ async fn attempt(
         service_message(&text)
     };
     if status.as_u16() == 429 {
+        // Out of quota (OpenAI's `insufficient_quota`): no wait brings it
+        // back, so it fails at once instead of after every retry.
+        if out_of_quota(&text) {
+            return Err(ModelError::RateLimited {
+                retry_after: None,
+                message,
+            });
+        }
         return Ok(Attempt::RateLimited {
             retry_after,
             message,

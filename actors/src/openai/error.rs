@@ -77,6 +77,19 @@ pub(crate) fn service_message(body: &str) -> String {
     }
 }
 
+/// A 429's body says the account is out of quota (OpenAI:
+/// `{"error": {"code": "insufficient_quota", …}}`, or as its `type`):
+/// waiting does not help.
+pub(crate) fn out_of_quota(body: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<Value>(body) else {
+        return false;
+    };
+    let error = value.get("error").unwrap_or(&value);
+    ["code", "type"]
+        .iter()
+        .any(|key| error.get(key).and_then(Value::as_str) == Some("insufficient_quota"))
+}
+
 /// `text` cut to `max` characters, with an ellipsis if cut.
 pub(crate) fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {

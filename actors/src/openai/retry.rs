@@ -92,6 +92,13 @@ pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     }
 }
 
+/// A `retry-after-ms` header (OpenAI, Azure): milliseconds, as
+/// [`parse_retry_after`] reads seconds.
+pub(crate) fn parse_retry_after_ms(value: &str) -> Option<Duration> {
+    let millis: f64 = value.trim().parse().ok()?;
+    parse_retry_after(&(millis / 1000.0).to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

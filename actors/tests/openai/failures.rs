@@ -84,6 +84,66 @@ async fn rate_limiting_is_retried_after_the_time_the_server_asks() {
     assert_eq!(seen[1].headers["authorization"], "Bearer k");
 }
 
+/// Foreign input: OpenAI and Azure say how long to wait in milliseconds
+/// too (`retry-after-ms`); it was not read (the wait was the backoff's,
+/// and a refusal said the service named none). It is the wait, the finer
+/// of the two headers.
+#[tokio::test]
+async fn retry_after_in_milliseconds_is_read() {
+    let limited = |ms: &str| {
+        Reply::error(429, json!({"error": {"message": "slow down"}}))
+            .header("retry-after-ms", ms)
+            .header("retry-after", "1")
+    };
+    let events = [text("finally"), finish("stop"), "[DONE]".to_owned()];
+    let server = MockServer::start(vec![
+        limited("50"),
+        Reply::sse(&strs(&events)),
+        limited("250"),
+    ])
+    .await;
+    let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+        .build()
+        .unwrap();
+    let out = collect(&model, request("hi")).await;
+    assert_eq!(out, vec![Ok(ModelChunk::Text("finally".into()))]);
+    assert_eq!(server.seen().len(), 2);
+    // With no retry left, the refusal carries the wait the service named.
+    let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let out = collect(&model, request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::RateLimited {
+            retry_after: Some(Duration::from_millis(250)),
+            message: "slow down".into()
+        })]
+    );
+}
+
+/// Foreign input: a 429 that says the account is out of quota
+/// (`insufficient_quota`) was retried on the backoff (1 + 2 + 4 s) though
+/// no wait brings quota back. It fails at once.
+#[tokio::test]
+async fn out_of_quota_is_not_retried() {
+    let server = MockServer::start(vec![Reply::error(
+        429,
+        json!({"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}),
+    )])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::RateLimited {
+            retry_after: None,
+            message: "You exceeded your current quota".into()
+        })]
+    );
+    assert_eq!(server.seen().len(), 1, "not retried");
+}
+
 #[tokio::test]
 async fn rate_limiting_that_persists_fails_after_the_retries() {
     let limited = Reply::error(429, json!({"error": {"message": "quota exceeded"}}))
