@@ -71,6 +71,31 @@ pub fn one_line(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// `text` for display over several lines: the same cleaning as
+/// [`one_line`] (terminal escapes and bidirectional formatting removed,
+/// every other control character a space) but line ends kept, each
+/// (`\r\n`, `\r`, `\n`) as `\n`; not cut.
+pub(crate) fn clean_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => skip_escape(&mut chars),
+            '\r' => {
+                if chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                out.push('\n');
+            }
+            '\n' => out.push('\n'),
+            c if is_bidi_control(c) => {}
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// A text cut to a budget: its head and tail, and what was left out
 /// between them (character positions, 0-based, `omitted_from..omitted_to`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -300,9 +300,18 @@ impl Transcript {
                     )
                 }
             };
-            out.push_str(&pad);
-            out.push_str(&line);
-            out.push('\n');
+            // Every line of a row stays inside it (a child's second
+            // paragraph at the margin read as a row of the thread's own,
+            // and a model could write one: "user: …"), hanging under its
+            // first; escapes and controls are removed.
+            for (n, text) in crate::text::clean_lines(&line).split('\n').enumerate() {
+                out.push_str(&pad);
+                if n > 0 {
+                    out.push_str("  ");
+                }
+                out.push_str(text);
+                out.push('\n');
+            }
             if let TranscriptItem::Agent(run) = item {
                 run.transcript.render_into(out, depth + 1);
             }
