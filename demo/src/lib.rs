@@ -62,7 +62,11 @@ fn string_argument(arguments: &str, key: &str) -> Result<String, ToolError> {
 /// Evaluates an arithmetic expression.
 fn evaluate(expression: &str) -> Result<f64, String> {
     let tokens: Vec<char> = expression.chars().filter(|c| !c.is_whitespace()).collect();
-    let mut parser = Parser { tokens, at: 0 };
+    let mut parser = Parser {
+        tokens,
+        at: 0,
+        depth: 0,
+    };
     let value = parser.sum()?;
     if parser.at != parser.tokens.len() {
         return Err(format!(
@@ -80,7 +84,14 @@ fn evaluate(expression: &str) -> Result<f64, String> {
 struct Parser {
     tokens: Vec<char>,
     at: usize,
+    /// Nested `(` and unary `-` now open: bounded, as each is a frame of
+    /// the parser's recursion, and a stack overflow aborts the process (no
+    /// panic a tool's guard could catch).
+    depth: usize,
 }
+
+/// The deepest nesting of `(` and unary `-` an expression may have.
+const MAX_DEPTH: usize = 256;
 
 impl Parser {
     fn peek(&self) -> Option<char> {
@@ -108,6 +119,18 @@ impl Parser {
     }
 
     fn atom(&mut self) -> Result<f64, String> {
+        self.depth += 1;
+        let value = self.atom_inner();
+        self.depth -= 1;
+        value
+    }
+
+    fn atom_inner(&mut self) -> Result<f64, String> {
+        if self.depth > MAX_DEPTH {
+            return Err(format!(
+                "the expression nests `(` or `-` deeper than {MAX_DEPTH} levels"
+            ));
+        }
         match self.peek() {
             Some('(') => {
                 self.at += 1;
@@ -220,6 +243,27 @@ impl Tool for PageTitle {
 
 #[cfg(test)]
 mod tests {
+    use super::evaluate;
+
+    /// A model's expression could nest `(` or unary `-` without bound:
+    /// each level a frame of the parser's recursion, and a deep enough one
+    /// overflowed the stack, which aborts the process (the tool's panic
+    /// guard cannot catch it). Nesting is bounded; past it is an error.
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = |open: &str, close: &str| {
+            format!("{}1{}", open.repeat(1_000_000), close.repeat(1_000_000))
+        };
+        for expression in [deep("(", ")"), deep("-", "")] {
+            let error = evaluate(&expression).unwrap_err();
+            assert!(error.contains("deeper than 256 levels"), "{error}");
+        }
+        // 255 levels and the number inside them: within the bound.
+        let within = format!("{}1{}", "(".repeat(255), ")".repeat(255));
+        assert_eq!(evaluate(&within), Ok(1.0));
+        assert_eq!(evaluate(&format!("{}1", "-".repeat(255))), Ok(-1.0));
+    }
+
     use super::*;
 
     #[test]
