@@ -337,3 +337,151 @@ async fn a_model_call_cut_mid_stream_keeps_what_it_wrote_and_counts() {
     assert_eq!(result.model_calls, 1, "{result:?}");
     common::assert_gate_free(&gate).await;
 }
+
+/// Panics when dropped.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("dropped badly");
+    }
+}
+
+/// A tool whose future panics when it is dropped: done at once, or
+/// waiting for ever (`"wait"`).
+struct DropsBadly;
+
+impl Tool for DropsBadly {
+    fn name(&self) -> &str {
+        "drops_badly"
+    }
+    fn description(&self) -> String {
+        "its future panics when dropped".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        Box::pin(DoneThenDropsBadly {
+            wait: call.arguments.contains("wait"),
+            _guard: PanicsOnDrop,
+        })
+    }
+}
+
+/// Ready with `done` (or never, if `wait`), and panics when dropped — after
+/// it was ready, not inside its poll.
+struct DoneThenDropsBadly {
+    wait: bool,
+    _guard: PanicsOnDrop,
+}
+
+impl std::future::Future for DoneThenDropsBadly {
+    type Output = Result<String, subagents::actors::tool::ToolError>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        if self.wait {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(Ok("done".into()))
+        }
+    }
+}
+
+/// A host's approval policy that panics deciding.
+struct PanicsApproving;
+
+impl subagents::actors::agent::ApprovalPolicy for PanicsApproving {
+    fn decide(
+        &self,
+        _agent: &AgentId,
+        _tool: &str,
+        _arguments: &str,
+    ) -> Option<subagents::messages::ApprovalDecision> {
+        panic!("policy bug")
+    }
+}
+
+fn results_in(events: &mut EventStream) -> Vec<ToolResult> {
+    let mut results = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let AgentEvent::ToolResult(r) = event {
+            results.push(r);
+        }
+    }
+    results
+}
+
+/// A panic where the host's code runs, outside a tool's `call`: a tool
+/// future's `Drop` (as it completes, or as the wall clock drops it) and a
+/// host's approval policy. Each crashed the whole turn — the answer's
+/// other call never ran, a wall-clock cut read as a crash. The call it
+/// touches fails (or stands) with a sentence; the turn goes on.
+#[tokio::test(start_paused = true)]
+async fn a_panic_in_a_tools_drop_or_an_approval_policy_fails_its_call_only() {
+    let tools = || ToolRegistry::new().with(DropsBadly).with(Calculator);
+    let six_times_seven = r#"{"expression":"6*7"}"#;
+    // Dropped as it completes: its output stands.
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .tool_call("drops_badly", "{}")
+            .tool_call("calculator", six_times_seven),
+        Reply::answer("Done."),
+    ]);
+    let (agent, mut events, gate) =
+        common::spawn_agent(model.shared(), tools(), Limits::default()).await;
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::Completed, "{result:?}");
+    let outputs: Vec<String> = results_in(&mut events)
+        .into_iter()
+        .map(|r| r.output)
+        .collect();
+    assert_eq!(outputs, ["done", "42"]);
+    common::assert_gate_free(&gate).await;
+
+    // Dropped by the wall clock: the limit, not a crash.
+    let model = ScriptedModel::new(vec![Reply::new().tool_call("drops_badly", r#"{"wait":1}"#)]);
+    let limits = Limits {
+        wall_clock: Duration::from_secs(5),
+        ..Limits::default()
+    };
+    let (agent, _events, _gate) = common::spawn_agent(model.shared(), tools(), limits).await;
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(
+        result.outcome,
+        Outcome::LimitReached(LimitKind::WallClock),
+        "{result:?}"
+    );
+
+    // The host's approval policy panics: that call fails with a sentence.
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .tool_call("http_post", r#"{"message":"hi"}"#)
+            .tool_call("calculator", six_times_seven),
+        Reply::answer("Done."),
+    ]);
+    let (agent, mut events) = AgentBuilder::new(model.shared())
+        .tools(
+            ToolRegistry::new()
+                .with(subagents_demo::Post)
+                .with(Calculator),
+        )
+        .approvals(std::sync::Arc::new(PanicsApproving))
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::Completed, "{result:?}");
+    let results = results_in(&mut events);
+    assert!(
+        results[0].is_error
+            && results[0]
+                .output
+                .contains("approval policy failed deciding on it (it panicked: policy bug)"),
+        "{results:?}"
+    );
+    assert_eq!(results[1].output, "42");
+}

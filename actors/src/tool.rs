@@ -304,13 +304,57 @@ pub(crate) async fn run_tool(tool: &Arc<dyn Tool>, call: ToolCallContext) -> Too
         Ok(future) => future,
         Err(panic) => return ToolOutcome::error(crashed(&name, panic.as_ref())),
     };
-    match AssertUnwindSafe(future).catch_unwind().await {
+    match AssertUnwindSafe(Contained(Some(future)))
+        .catch_unwind()
+        .await
+    {
         Ok(Ok(output)) => ToolOutcome {
             output,
             is_error: false,
         },
         Ok(Err(e)) => ToolOutcome::error(error_output(&name, &e)),
         Err(panic) => ToolOutcome::error(crashed(&name, panic.as_ref())),
+    }
+}
+
+/// A tool's future, dropped inside a panic guard: a future whose `Drop`
+/// panics — as its call completes, or as a stop or the wall clock drops
+/// it — crashed the whole turn (the call that had finished was answered
+/// as cut, the answer's other calls never ran, a wall-clock cut read as a
+/// crash). Such a panic is logged; the call's outcome stands.
+struct Contained(Option<ToolFuture>);
+
+impl Future for Contained {
+    type Output = Result<String, ToolError>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let Some(future) = self.0.as_mut() else {
+            // Polled after it completed: never (it is awaited once).
+            return std::task::Poll::Pending;
+        };
+        let out = std::task::ready!(future.as_mut().poll(cx));
+        drop_contained(self.0.take());
+        std::task::Poll::Ready(out)
+    }
+}
+
+impl Drop for Contained {
+    fn drop(&mut self) {
+        drop_contained(self.0.take());
+    }
+}
+
+fn drop_contained(future: Option<ToolFuture>) {
+    if let Some(future) = future
+        && let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(future)))
+    {
+        tracing::warn!(
+            panic = %panic_message(panic.as_ref()),
+            "a tool's future panicked as it was dropped"
+        );
     }
 }
 

@@ -105,12 +105,19 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                     ),
                     is_error: true,
                 }
-            } else if needs.unwrap_or(true) && approval(ctx, call).await == ApprovalDecision::Deny {
-                ToolOutcome {
-                    output: format!(
+            } else if let Some(refused) = match needs.unwrap_or(true) {
+                true => match approval(ctx, call).await {
+                    Ok(ApprovalDecision::Approve) => None,
+                    Ok(ApprovalDecision::Deny) => Some(format!(
                         "the user denied this call to `{}`; do not retry it, find another way or explain",
                         call.name
-                    ),
+                    )),
+                    Err(why) => Some(why),
+                },
+                false => None,
+            } {
+                ToolOutcome {
+                    output: refused,
                     is_error: true,
                 }
             } else {
@@ -158,17 +165,29 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
 }
 
 /// Asks the host (through the actor) to approve a call; a lost answer is
-/// a denial, so no turn waits forever on a stopped agent.
-async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
+/// a denial, so no turn waits forever on a stopped agent. A host's policy
+/// that panics deciding fails the call with a sentence (`Err`): the turn
+/// goes on, as for a tool that panics deciding whether it needs approval.
+async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision, String> {
     let config = &ctx.config;
     let n = ctx.approvals.fetch_add(1, Ordering::Relaxed) + 1;
     let id = ApprovalId::for_agent(&config.id, n);
-    if let Some(decision) = config
-        .approvals
-        .as_ref()
-        .and_then(|p| p.decide(&config.id, &call.name, &call.arguments))
-    {
-        return decision;
+    let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        config
+            .approvals
+            .as_ref()
+            .and_then(|p| p.decide(&config.id, &call.name, &call.arguments))
+    }));
+    match decided {
+        Ok(Some(decision)) => return Ok(decision),
+        Ok(None) => {}
+        Err(panic) => {
+            return Err(format!(
+                "the tool `{}` was not run: the approval policy failed deciding on it (it panicked: {})",
+                call.name,
+                crate::tool::panic_message(panic.as_ref())
+            ));
+        }
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
     if ctx
@@ -180,7 +199,7 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
         }))
         .is_err()
     {
-        return ApprovalDecision::Deny;
+        return Ok(ApprovalDecision::Deny);
     }
     ctx.with(|t| {
         let asked = ctx
@@ -198,7 +217,7 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> ApprovalDecision {
     });
     let decision = rx.await.unwrap_or(ApprovalDecision::Deny);
     ctx.with(|t| t.doing(Activity::InTool(call.name.clone())));
-    decision
+    Ok(decision)
 }
 
 /// When a turn that started at `started` runs out of wall clock. A limit
