@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use subagents_actors::NodeRunner;
 use subagents_messages::AgentId;
-use subagents_messages::codec::Wire;
+use subagents_messages::codec::{CodecError, Wire};
 use subagents_messages::remote::{ReportBody, RunReport, RunRequest};
 
 use crate::error::ClusterError;
@@ -172,6 +172,38 @@ impl Actor for NodeHost {
     }
 }
 
+/// A report that could not be encoded (over the wire's limit: a tool's
+/// huge output, a conversation past 64 MiB), made one that can, under the
+/// same number: dropped, its number was a gap the asking node waited on
+/// for ever — the run never ended there, nor did a stop of it. An `Ended`
+/// goes without its conversation (the run cannot resume; its result
+/// stands); anything else, or an `Ended` still too large, says why the run
+/// cannot be followed (`Refused`: the asking node fails the child with it).
+fn fit(report: RunReport, error: &CodecError) -> RunReport {
+    let RunReport { key, seq, body } = report;
+    let body = match body {
+        ReportBody::Ended {
+            result,
+            conversation,
+        } if !conversation.is_empty() => {
+            let trimmed = RunReport {
+                key,
+                seq,
+                body: ReportBody::Ended {
+                    result,
+                    conversation: Vec::new(),
+                },
+            };
+            if trimmed.to_wire().is_ok() {
+                return trimmed;
+            }
+            ReportBody::Refused(format!("its last report could not be sent ({error})"))
+        }
+        _ => ReportBody::Refused(format!("a report of the run could not be sent ({error})")),
+    };
+    RunReport { key, seq, body }
+}
+
 /// Where a run's reports go: the asking node's inbox; once that node is
 /// gone, its last report is kept here.
 struct Destination {
@@ -195,15 +227,23 @@ impl Destination {
             self.keep(report);
             return;
         };
-        match report.to_wire() {
-            Ok(bytes) => {
-                let inbox: ActorRef<InboxMsg> = inbox.into();
-                if inbox.cast(InboxMsg::Report(bytes)).is_err() {
-                    // Its node went away just now.
-                    self.keep(report);
+        let (report, bytes) = match report.to_wire() {
+            Ok(bytes) => (report, bytes),
+            Err(error) => {
+                let fitted = fit(report, &error);
+                match fitted.to_wire() {
+                    Ok(bytes) => (fitted, bytes),
+                    Err(error) => {
+                        tracing::warn!(%error, "a report that could not be encoded");
+                        return;
+                    }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "a report that could not be encoded"),
+        };
+        let inbox: ActorRef<InboxMsg> = inbox.into();
+        if inbox.cast(InboxMsg::Report(bytes)).is_err() {
+            // Its node went away just now.
+            self.keep(report);
         }
     }
 
@@ -352,5 +392,88 @@ mod tests {
         assert_eq!(ended, ["new run's answer"]);
         host.stop(None);
         inbox.stop(None);
+    }
+
+    /// A report over the wire's limit (here a text delta of 64 MiB + 1,
+    /// then the result and the end that carry it) was dropped after its
+    /// number was taken: the asking node waited on that gap for ever, so
+    /// the run never ended there. Each number goes out, with a body that
+    /// fits.
+    #[tokio::test(start_paused = true)]
+    async fn a_report_over_the_wire_limit_leaves_no_gap() {
+        let huge = "x".repeat((64 << 20) + 1);
+        let model = ScriptedModel::new(Vec::new())
+            .with_script("Verbose", vec![Reply::answer(huge)])
+            .shared();
+        let name = model.name().to_owned();
+        let gate = GateHandle::spawn(1).await.unwrap();
+        let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
+        let (host, _) = Actor::spawn(None, NodeHost, HostState::new("b".into(), runner))
+            .await
+            .unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (inbox, _) = Actor::spawn(None, Inbox, seen.clone()).await.unwrap();
+        host.cast(HostMsg::Start(
+            encode_start(spec(&name, "Verbose", false), "a").unwrap(),
+        ))
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let seen = lock(&seen);
+        let numbers: Vec<u64> = seen.iter().map(|r| r.seq).collect();
+        let expected: Vec<u64> = (0..numbers.len() as u64).collect();
+        assert_eq!(numbers, expected, "a gap in the run's reports");
+        let last = &seen.last().expect("reports").body;
+        assert!(
+            matches!(last, ReportBody::Refused(why) if why.contains("over the wire's limit")),
+            "{last:?}"
+        );
+        drop(seen);
+        host.stop(None);
+        inbox.stop(None);
+    }
+
+    /// An `Ended` too large for the wire goes without its conversation
+    /// when that makes it fit; what else does not fit says why.
+    #[test]
+    fn a_report_that_does_not_fit_is_made_one_that_does() {
+        use subagents_messages::{AgentResult, ChatMessage, Outcome, Usage};
+        let too_large = CodecError::TooLarge {
+            bytes: 70 << 20,
+            limit: 64 << 20,
+        };
+        let result = AgentResult {
+            text: "done".into(),
+            outcome: Outcome::Completed,
+            model_calls: 1,
+            tool_calls: 0,
+            usage: Usage::default(),
+            children_usage: Usage::default(),
+            elapsed: Duration::ZERO,
+        };
+        let ended = RunReport {
+            key: 1,
+            seq: 7,
+            body: ReportBody::Ended {
+                result: result.clone(),
+                conversation: vec![ChatMessage::user("a long one")],
+            },
+        };
+        let fitted = fit(ended, &too_large);
+        assert_eq!(fitted.seq, 7);
+        assert!(
+            matches!(&fitted.body, ReportBody::Ended { result: r, conversation } if r.text == "done" && conversation.is_empty()),
+            "{fitted:?}"
+        );
+        let event = RunReport {
+            key: 1,
+            seq: 3,
+            body: ReportBody::Steered { n: 1, taken: true },
+        };
+        let fitted = fit(event, &too_large);
+        assert_eq!(fitted.seq, 3);
+        assert!(
+            matches!(&fitted.body, ReportBody::Refused(why) if why.contains("73400320 bytes, over the wire's limit of 67108864")),
+            "{fitted:?}"
+        );
     }
 }
