@@ -309,6 +309,56 @@ async fn a_synchronous_childs_wall_clock_partial_reaches_the_parent() {
     }
 }
 
+/// Same instant, queued: a `delegate_task` child that waited for a slot
+/// had its wall-clock cap (nine tenths of what its requester had left
+/// when it asked) counted from its start, not from the request: it ran
+/// past its requester's own wall clock, and the requester read its own
+/// cut (`pending`), never the child's partial. The wait comes off the cap.
+#[tokio::test(start_paused = true)]
+async fn a_queued_synchronous_childs_cap_counts_from_its_request() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
+            .tool_call(
+                "delegate_task",
+                r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+            ),
+        Reply::answer("the parent read it"),
+    ])
+    .with_script("Blocker", vec![Reply::new().hang()])
+    .with_script("Worker", vec![Reply::new().hang()]);
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .limits(Limits {
+            wall_clock: Duration::from_secs(100),
+            ..Limits::default()
+        })
+        .child_limits(Limits {
+            wall_clock: Duration::from_secs(60),
+            ..Limits::default()
+        })
+        .max_live(1)
+        .delegate_task_tool(true)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut delegated = None;
+    let result = loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::ToolResult(r) if r.name == "delegate_task" => delegated = Some(r),
+            AgentEvent::Result(result) => break *result,
+            _ => {}
+        }
+    };
+    let delegated = delegated.expect("the call was answered").output;
+    assert!(
+        delegated.contains("Partial result: stopped by the wall-clock limit"),
+        "{delegated}"
+    );
+    assert_eq!(result.outcome, Outcome::Completed, "{}", result.text);
+    parent.shutdown_and_wait().await;
+}
+
 /// A child's token budget fits inside what its parent has left.
 #[tokio::test(start_paused = true)]
 async fn a_synchronous_childs_token_budget_fits_the_parents_remainder() {

@@ -88,6 +88,8 @@ pub(super) struct Child {
     pub(super) followups: Vec<String>,
     /// The span of the call that requested it: its runs' spans sit under it.
     pub(super) span: tracing::Span,
+    /// When it was queued for a slot (its wall-clock cap counts from there).
+    pub(super) queued_at: Option<tokio::time::Instant>,
 }
 
 /// The hub's state.
@@ -263,14 +265,13 @@ impl HubState {
             info.tools.clone(),
             self.now_ms(),
         ));
-        // One copy, shared with the book (which keeps it to resume the
-        // child).
+        // One copy, shared with the book (kept to resume the child).
         self.book.set_seed(&id, request.clone());
         let sink = requester_sink.nested_with_tap(
             id.clone(),
             self.book.tap(id.clone(), self.config.observers.clone()),
         );
-        let child = Child {
+        let mut child = Child {
             request,
             tools,
             model,
@@ -287,6 +288,7 @@ impl HubState {
             ending: None,
             followups: Vec::new(),
             span,
+            queued_at: None,
         };
         child
             .requester_sink
@@ -298,6 +300,7 @@ impl HubState {
             }
             Admission::Queued(_) => {
                 // The envelope starts queued; announce it.
+                child.queued_at = Some(tokio::time::Instant::now());
                 self.book.mark_queued(&id);
                 child
                     .requester_sink
@@ -368,7 +371,7 @@ impl HubState {
             gate: child.gate.clone(),
             tool_names: child.tools.shared_names(),
             tools: child.tools.clone(),
-            limits: child.limits,
+            limits: child.limits_now(),
             depth: child.request.requester_depth + 1,
             approvals: approvals_for(self.config.background_approvals, &self.book, id),
             options: match &child.request.options {
