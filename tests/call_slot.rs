@@ -113,3 +113,50 @@ async fn a_kept_context_never_reaches_a_later_call_with_the_same_id() {
         "the second call is answered as cut, not with the first call's output or note: {cut:?}"
     );
 }
+
+/// Settles `kept`, then fails as it returns.
+struct SettlesThenFails;
+
+impl Tool for SettlesThenFails {
+    fn name(&self) -> &str {
+        "settler"
+    }
+    fn description(&self) -> String {
+        "settles, then panics".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        Box::pin(async move {
+            assert!(call.settle(&Ok("kept".into())));
+            panic!("after settling")
+        })
+    }
+}
+
+/// `settle` fixes what the model reads — and says so with `true` — but
+/// what the tool returned after it won when the turn was not cut: the
+/// answer depended on whether a stop landed in between. The settled
+/// output is the answer either way.
+#[tokio::test(start_paused = true)]
+async fn a_settled_call_is_answered_with_what_it_settled() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call("settler", "{}"),
+        Reply::answer("done"),
+    ]);
+    let (agent, mut events) = AgentBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(SettlesThenFails))
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.text, "done");
+    let mut results = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let AgentEvent::ToolResult(r) = event {
+            results.push((r.output, r.is_error));
+        }
+    }
+    assert_eq!(results, [("kept".to_owned(), false)]);
+}

@@ -112,8 +112,9 @@ impl ToolCallContext {
     }
 
     /// Fixes what the model reads for this call before the tool returns
-    /// it: if the turn is cut from now on, the call is still answered with
-    /// `output` (in the stream and in the conversation). Returns `false`
+    /// it: the call is answered with `output` (in the stream and in the
+    /// conversation) whatever the tool returns after, and if the turn is
+    /// cut from now on. Returns `false`
     /// when the turn was already cut: then `output` will never reach the
     /// model, and a tool that delivers something exactly once (the
     /// delegation tools, a child's result) must deliver it another way.

@@ -144,9 +144,17 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
     } }
     .instrument(span.clone())
     .await;
-    let error_type = outcome.is_error.then_some("tool_error");
-    spans::record_tool_end(config, &span, &outcome.output, error_type);
     ctx.with(|t| {
+        // A call its tool settled is answered with what it settled (the
+        // tool was told so), whatever the tool did after: as a cut
+        // answers it. Taken under the lock the answer is emitted in.
+        let outcome = t
+            .open
+            .as_mut()
+            .and_then(|open| open.settled.take())
+            .unwrap_or(outcome);
+        let error_type = outcome.is_error.then_some("tool_error");
+        spans::record_tool_end(config, &span, &outcome.output, error_type);
         let emitted = ctx.sink.emit(AgentEvent::ToolResult(ToolResult {
             tool_use_id: call.id.clone(),
             name: call.name.clone(),
