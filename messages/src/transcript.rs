@@ -194,7 +194,18 @@ impl Transcript {
                 self.open_turns += 1;
             }
             AgentEvent::SwitchedAway => {
-                self.push_wake("switched away: sub-agents stopped, pending wakes dropped")
+                let line = "switched away: sub-agents stopped, pending wakes dropped";
+                // A switch stops the children, not the parent's turn: a
+                // reply still streaming stays one row, the notice before
+                // it (pushed after it, the rest of the reply began a row
+                // of its own).
+                match self.items.last() {
+                    Some(TranscriptItem::Assistant(_)) if self.open_turns > 0 => {
+                        let at = self.items.len() - 1;
+                        self.items.insert(at, TranscriptItem::Wake(line.into()));
+                    }
+                    _ => self.push_wake(line),
+                }
             }
         }
     }

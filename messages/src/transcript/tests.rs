@@ -265,3 +265,33 @@ fn a_rows_later_lines_stay_inside_it_and_escapes_are_removed() {
     );
     assert!(drawn.contains("→ red"), "{drawn}");
 }
+
+/// A switch stops the children, not the parent's turn, whose reply goes
+/// on streaming: the notice split the reply into two rows. The reply
+/// stays one row, the notice before it.
+#[test]
+fn a_switch_while_the_reply_streams_does_not_split_it() {
+    let events = [
+        AgentEvent::UserMessage("q".into()),
+        AgentEvent::Text("first half, ".into()),
+        AgentEvent::SwitchedAway,
+        AgentEvent::Text("second half.".into()),
+        result("second half."),
+        AgentEvent::SwitchedAway,
+    ];
+    let t = Transcript::from_events(&events);
+    let answers: Vec<&str> = t
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            TranscriptItem::Assistant(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, ["first half, second half."]);
+    assert!(matches!(&t.items[1], TranscriptItem::Wake(line) if line.starts_with("switched away")));
+    // Between turns, where it happened.
+    assert!(
+        matches!(t.items.last(), Some(TranscriptItem::Wake(line)) if line.starts_with("switched away"))
+    );
+}
