@@ -185,16 +185,27 @@ impl ToolRegistry {
 
     /// Adds a shared tool (replacing one of the same name).
     pub fn with_shared(self, tool: Arc<dyn Tool>) -> Self {
+        let name = tool.name().to_owned();
+        self.with_named(tool, name)
+    }
+
+    /// Adds `tool` under `name`, read once: the index, the names and the
+    /// spec the model sees all say it, whatever `name()` says later (a
+    /// tool whose name changed between calls, or whose `spec()` named
+    /// another, had the model call a name the registry did not know).
+    fn with_named(self, tool: Arc<dyn Tool>, name: String) -> Self {
         let mut tools: Vec<Arc<dyn Tool>> = self.inner.tools.clone();
+        let mut names: Vec<String> = self.inner.names.to_vec();
         let mut index = self.inner.index.clone();
-        match index.get(tool.name()) {
+        match index.get(&name) {
             Some(&at) => tools[at] = tool,
             None => {
-                index.insert(tool.name().to_owned(), tools.len());
+                index.insert(name.clone(), tools.len());
                 tools.push(tool);
+                names.push(name);
             }
         }
-        let names = tools.iter().map(|t| t.name().to_owned()).collect();
+        let names = names.into();
         Self {
             inner: Arc::new(Tools {
                 tools,
@@ -224,9 +235,18 @@ impl ToolRegistry {
         self.inner.names.clone()
     }
 
-    /// The specs the model sees, in the order added.
+    /// The specs the model sees, in the order added, each under the name
+    /// its tool was added with.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.inner.tools.iter().map(|t| t.spec()).collect()
+        self.inner
+            .tools
+            .iter()
+            .zip(self.inner.names.iter())
+            .map(|(tool, name)| ToolSpec {
+                name: name.clone(),
+                ..tool.spec()
+            })
+            .collect()
     }
 
     /// How many tools.
@@ -246,7 +266,7 @@ impl ToolRegistry {
         for name in names {
             let name = name.as_ref();
             let tool = self.get(name).ok_or_else(|| self.unknown(name))?;
-            out = out.with_shared(tool.clone());
+            out = out.with_named(tool.clone(), name.to_owned());
         }
         Ok(out)
     }
@@ -256,8 +276,11 @@ impl ToolRegistry {
         self.inner
             .tools
             .iter()
-            .filter(|t| t.name() != name)
-            .fold(ToolRegistry::new(), |r, t| r.with_shared(t.clone()))
+            .zip(self.inner.names.iter())
+            .filter(|(_, n)| n.as_str() != name)
+            .fold(ToolRegistry::new(), |r, (t, n)| {
+                r.with_named(t.clone(), n.clone())
+            })
     }
 
     /// The error for a name not here ([`ToolError::Unknown`]).
@@ -383,108 +406,4 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A tool named `calculator` that answers its arguments.
-    struct Calculator;
-    impl Tool for Calculator {
-        fn name(&self) -> &str {
-            "calculator"
-        }
-        fn description(&self) -> String {
-            "answers its arguments".into()
-        }
-        fn parameters(&self) -> serde_json::Value {
-            serde_json::json!({"type": "object"})
-        }
-        fn call(&self, call: ToolCallContext) -> ToolFuture {
-            Box::pin(async move { Ok(call.arguments) })
-        }
-    }
-
-    struct Panicky;
-    impl Tool for Panicky {
-        fn name(&self) -> &str {
-            "panicky"
-        }
-        fn description(&self) -> String {
-            "panics".into()
-        }
-        fn parameters(&self) -> serde_json::Value {
-            serde_json::json!({"type": "object"})
-        }
-        fn call(&self, _call: ToolCallContext) -> ToolFuture {
-            Box::pin(async { panic!("disk on fire") })
-        }
-    }
-
-    fn ctx(arguments: &str) -> ToolCallContext {
-        ToolCallContext {
-            tool_use_id: ToolUseId::new("c1"),
-            arguments: arguments.into(),
-            agent_id: AgentId::new("parent"),
-            depth: 0,
-            available_tools: Arc::from(vec![]),
-            slot: Default::default(),
-            left: None,
-        }
-    }
-
-    #[tokio::test]
-    async fn a_panicking_tool_becomes_a_sentence() {
-        let tool: Arc<dyn Tool> = Arc::new(Panicky);
-        let out = run_tool(&tool, ctx("{}")).await;
-        assert!(out.is_error);
-        assert!(
-            out.output.contains("`panicky` crashed (disk on fire)"),
-            "{}",
-            out.output
-        );
-    }
-
-    #[tokio::test]
-    async fn invalid_json_is_a_sentence() {
-        let tool: Arc<dyn Tool> = Arc::new(Calculator);
-        let out = run_tool(&tool, ctx("{not json")).await;
-        assert!(out.is_error);
-        assert!(out.output.contains("not valid JSON"), "{}", out.output);
-    }
-
-    #[test]
-    fn subset_names_the_unknown_tool_and_the_available_ones() {
-        let registry = ToolRegistry::new().with(Calculator);
-        let err = registry.subset(&["calculator", "shell"]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "there is no tool named `shell`; the tools available are: calculator"
-        );
-        assert_eq!(
-            registry.subset(&["calculator"]).unwrap().names(),
-            ["calculator"]
-        );
-        assert!(registry.without("calculator").is_empty());
-    }
-
-    /// The names are kept with the tools: every change to the registry
-    /// keeps them in step (order added, a replacement in place), and an
-    /// agent's copy shares them.
-    #[test]
-    fn the_kept_names_follow_every_change() {
-        let registry = ToolRegistry::new().with(Calculator).with(Panicky);
-        assert_eq!(registry.names(), ["calculator", "panicky"]);
-        // Replaced in place: same name, same position.
-        let replaced = registry.clone().with(Calculator);
-        assert_eq!(replaced.names(), ["calculator", "panicky"]);
-        assert_eq!(registry.without("calculator").names(), ["panicky"]);
-        assert_eq!(
-            registry.subset(&["panicky", "calculator"]).unwrap().names(),
-            ["panicky", "calculator"]
-        );
-        assert!(ToolRegistry::new().names().is_empty());
-        // Shared, not copied, by every clone.
-        let copy = registry.clone();
-        assert!(Arc::ptr_eq(&registry.shared_names(), &copy.shared_names()));
-        assert_eq!(&*registry.shared_names(), ["calculator", "panicky"]);
-    }
-}
+mod tests;

@@ -1,0 +1,143 @@
+//! The registry's and `run_tool`'s unit tests.
+
+use super::*;
+
+/// A tool named `calculator` that answers its arguments.
+struct Calculator;
+impl Tool for Calculator {
+    fn name(&self) -> &str {
+        "calculator"
+    }
+    fn description(&self) -> String {
+        "answers its arguments".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        Box::pin(async move { Ok(call.arguments) })
+    }
+}
+
+struct Panicky;
+impl Tool for Panicky {
+    fn name(&self) -> &str {
+        "panicky"
+    }
+    fn description(&self) -> String {
+        "panics".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async { panic!("disk on fire") })
+    }
+}
+
+fn ctx(arguments: &str) -> ToolCallContext {
+    ToolCallContext {
+        tool_use_id: ToolUseId::new("c1"),
+        arguments: arguments.into(),
+        agent_id: AgentId::new("parent"),
+        depth: 0,
+        available_tools: Arc::from(vec![]),
+        slot: Default::default(),
+        left: None,
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_tool_becomes_a_sentence() {
+    let tool: Arc<dyn Tool> = Arc::new(Panicky);
+    let out = run_tool(&tool, ctx("{}")).await;
+    assert!(out.is_error);
+    assert!(
+        out.output.contains("`panicky` crashed (disk on fire)"),
+        "{}",
+        out.output
+    );
+}
+
+#[tokio::test]
+async fn invalid_json_is_a_sentence() {
+    let tool: Arc<dyn Tool> = Arc::new(Calculator);
+    let out = run_tool(&tool, ctx("{not json")).await;
+    assert!(out.is_error);
+    assert!(out.output.contains("not valid JSON"), "{}", out.output);
+}
+
+#[test]
+fn subset_names_the_unknown_tool_and_the_available_ones() {
+    let registry = ToolRegistry::new().with(Calculator);
+    let err = registry.subset(&["calculator", "shell"]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "there is no tool named `shell`; the tools available are: calculator"
+    );
+    assert_eq!(
+        registry.subset(&["calculator"]).unwrap().names(),
+        ["calculator"]
+    );
+    assert!(registry.without("calculator").is_empty());
+}
+
+/// The names are kept with the tools: every change to the registry
+/// keeps them in step (order added, a replacement in place), and an
+/// agent's copy shares them.
+#[test]
+fn the_kept_names_follow_every_change() {
+    let registry = ToolRegistry::new().with(Calculator).with(Panicky);
+    assert_eq!(registry.names(), ["calculator", "panicky"]);
+    // Replaced in place: same name, same position.
+    let replaced = registry.clone().with(Calculator);
+    assert_eq!(replaced.names(), ["calculator", "panicky"]);
+    assert_eq!(registry.without("calculator").names(), ["panicky"]);
+    assert_eq!(
+        registry.subset(&["panicky", "calculator"]).unwrap().names(),
+        ["panicky", "calculator"]
+    );
+    assert!(ToolRegistry::new().names().is_empty());
+    // Shared, not copied, by every clone.
+    let copy = registry.clone();
+    assert!(Arc::ptr_eq(&registry.shared_names(), &copy.shared_names()));
+    assert_eq!(&*registry.shared_names(), ["calculator", "panicky"]);
+}
+
+/// A tool whose `name()` says something else each time it is asked.
+struct Shifty(std::sync::atomic::AtomicUsize);
+
+impl Tool for Shifty {
+    fn name(&self) -> &str {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ["first", "second", "third"][n % 3]
+    }
+    fn description(&self) -> String {
+        "its name shifts".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        Box::pin(async move { Ok(call.arguments) })
+    }
+}
+
+/// The registry asked a tool's `name()` again for its index, its names,
+/// each spec and each copy: a tool whose name changed between calls (or
+/// whose `spec()` named another) was listed, offered and looked up under
+/// different names — the model called a name the registry did not know.
+/// The name is read once, when the tool is added.
+#[test]
+fn a_tool_is_known_by_the_name_it_was_added_with() {
+    let registry = ToolRegistry::new().with(Shifty(std::sync::atomic::AtomicUsize::new(0)));
+    let names = registry.names();
+    assert_eq!(names, ["first"]);
+    let specs: Vec<String> = registry.specs().into_iter().map(|s| s.name).collect();
+    assert_eq!(specs, names);
+    assert_eq!(registry.specs()[0].name, "first");
+    assert!(registry.get("first").is_some());
+    let copy = registry.subset(&["first"]).unwrap().without("nothing");
+    assert_eq!(copy.names(), names);
+    assert_eq!(copy.specs()[0].name, "first");
+}
