@@ -231,6 +231,15 @@ async fn attempt(
             message,
         });
     }
+    // Unavailable for now: llama-server answers 503 "Loading model" until
+    // its model is loaded, a busy service 503 "overloaded". Waited out as
+    // a rate limit is.
+    if status.as_u16() == 503 {
+        return Ok(Attempt::Unavailable {
+            retry_after,
+            message,
+        });
+    }
     Err(status_error(
         status.as_u16(),
         &settings.model,

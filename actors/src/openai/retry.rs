@@ -1,5 +1,6 @@
-//! Retrying a call the service rate-limited (HTTP 429). All waiting goes
-//! through `tokio::time::sleep`, so a paused runtime drives it.
+//! Retrying a call the service rate-limited (HTTP 429) or could not take
+//! for now (HTTP 503). All waiting goes through `tokio::time::sleep`, so a
+//! paused runtime drives it.
 
 use std::future::Future;
 use std::time::Duration;
@@ -28,10 +29,17 @@ pub(crate) enum Attempt<T> {
         retry_after: Option<Duration>,
         message: String,
     },
+    /// HTTP 503: unavailable for now (a model still loading, a service
+    /// overloaded); once the retries run out, [`ModelError::Server`].
+    Unavailable {
+        retry_after: Option<Duration>,
+        message: String,
+    },
 }
 
 /// Runs `attempt` until it goes through, fails otherwise, or the retries
-/// run out (then [`ModelError::RateLimited`]).
+/// run out (then [`ModelError::RateLimited`], or [`ModelError::Server`]
+/// for a 503).
 pub(crate) async fn with_retries<T, F, Fut>(
     policy: RetryPolicy,
     mut attempt: F,
@@ -42,29 +50,42 @@ where
 {
     let mut retries: u32 = 0;
     loop {
-        match attempt().await? {
+        let (retry_after, error) = match attempt().await? {
             Attempt::Done(value) => return Ok(value),
             Attempt::RateLimited {
                 retry_after,
                 message,
-            } => {
-                let wait = retry_after.unwrap_or_else(|| backoff(policy, retries));
-                if retries >= policy.max_retries || wait > policy.max_wait {
-                    return Err(ModelError::RateLimited {
-                        retry_after,
-                        message,
-                    });
-                }
-                retries += 1;
-                tracing::warn!(
-                    retry = retries,
-                    of = policy.max_retries,
-                    ?wait,
-                    "the model service is rate limiting; retrying"
-                );
-                tokio::time::sleep(wait).await;
-            }
+            } => (
+                retry_after,
+                ModelError::RateLimited {
+                    retry_after,
+                    message,
+                },
+            ),
+            Attempt::Unavailable {
+                retry_after,
+                message,
+            } => (
+                retry_after,
+                ModelError::Server {
+                    status: 503,
+                    message,
+                },
+            ),
+        };
+        let wait = retry_after.unwrap_or_else(|| backoff(policy, retries));
+        if retries >= policy.max_retries || wait > policy.max_wait {
+            return Err(error);
         }
+        retries += 1;
+        tracing::warn!(
+            retry = retries,
+            of = policy.max_retries,
+            ?wait,
+            %error,
+            "the model service cannot take the call now; retrying"
+        );
+        tokio::time::sleep(wait).await;
     }
 }
 

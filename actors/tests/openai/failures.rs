@@ -172,6 +172,42 @@ async fn rate_limiting_that_persists_fails_after_the_retries() {
     assert!(error.to_string().contains("rate limiting"), "{error}");
 }
 
+/// Foreign input: llama-server answers 503 "Loading model" until its
+/// model is loaded (a busy service 503 "overloaded"): it failed the call
+/// at once, though a moment later the same request goes through. A 503
+/// is waited out as a rate limit is; one that persists is a server error.
+#[tokio::test]
+async fn a_service_still_loading_is_waited_for() {
+    let loading = Reply::error(
+        503,
+        json!({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}),
+    )
+    .header("retry-after-ms", "20");
+    let events = [text("ready"), finish("stop"), "[DONE]".to_owned()];
+    let server = MockServer::start(vec![
+        loading.clone(),
+        Reply::sse(&strs(&events)),
+        loading.clone(),
+        loading,
+    ])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(out, vec![Ok(ModelChunk::Text("ready".into()))]);
+    assert_eq!(server.seen().len(), 2);
+    let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+        .max_retries(1)
+        .build()
+        .unwrap();
+    let out = collect(&model, request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::Server {
+            status: 503,
+            message: "Loading model".into()
+        })]
+    );
+}
+
 #[tokio::test]
 async fn a_server_error_is_reported_with_its_message_and_not_retried() {
     let server = MockServer::start(vec![Reply::error(
