@@ -57,8 +57,9 @@ pub enum OpenAiConfigError {
 const MAX_MESSAGE_CHARS: usize = 500;
 
 /// The readable part of an error body: `error.message`, `error` (a string,
-/// as Ollama sends), `message`, else the body itself, cut to a few hundred
-/// characters.
+/// as Ollama sends), `message`, `detail` (FastAPI servers such as
+/// llama-cpp-python: a string, or a list of `{"loc", "msg"}`), else the
+/// body itself, cut to a few hundred characters.
 pub(crate) fn service_message(body: &str) -> String {
     let from_json = serde_json::from_str::<Value>(body).ok().and_then(|v| {
         let error = v.get("error");
@@ -68,6 +69,7 @@ pub(crate) fn service_message(body: &str) -> String {
             .or_else(|| error.and_then(Value::as_str))
             .or_else(|| v.get("message").and_then(Value::as_str))
             .map(str::to_owned)
+            .or_else(|| detail(v.get("detail")?))
     });
     let text = from_json.unwrap_or_else(|| body.trim().to_owned());
     if text.is_empty() {
@@ -75,6 +77,36 @@ pub(crate) fn service_message(body: &str) -> String {
     } else {
         truncate(&text, MAX_MESSAGE_CHARS)
     }
+}
+
+/// A FastAPI `detail`: its text, or each validation error's `msg` with
+/// where it was (`loc`), joined.
+fn detail(detail: &Value) -> Option<String> {
+    if let Some(text) = detail.as_str() {
+        return Some(text.to_owned());
+    }
+    let errors: Vec<String> = detail
+        .as_array()?
+        .iter()
+        .filter_map(|e| {
+            let msg = e.get("msg")?.as_str()?;
+            let at: Vec<String> = e
+                .get("loc")
+                .and_then(Value::as_array)
+                .map(|loc| {
+                    loc.iter()
+                        .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some(if at.is_empty() {
+                msg.to_owned()
+            } else {
+                format!("{}: {msg}", at.join("."))
+            })
+        })
+        .collect();
+    (!errors.is_empty()).then(|| errors.join("; "))
 }
 
 /// A 429's body says the account is out of quota (OpenAI:
@@ -167,6 +199,18 @@ mod tests {
             "model 'x' not found"
         );
         assert_eq!(service_message(r#"{"message":"nope"}"#), "nope");
+        // FastAPI servers (llama-cpp-python) say it in `detail`: the raw
+        // JSON was shown.
+        assert_eq!(
+            service_message(r#"{"detail":"Invalid API key"}"#),
+            "Invalid API key"
+        );
+        assert_eq!(
+            service_message(
+                r#"{"detail":[{"loc":["body","messages",0,"content"],"msg":"field required","type":"missing"},{"loc":["body","model"],"msg":"not a string"}]}"#
+            ),
+            "body.messages.0.content: field required; body.model: not a string"
+        );
         assert_eq!(service_message("  plain text\n"), "plain text");
         assert_eq!(service_message(""), "(no message)");
         let long = "é".repeat(600);
