@@ -135,6 +135,9 @@ impl Assembler {
                 continue;
             }
             if let Some(delta) = choice.delta {
+                if let Some(reasoning) = &delta.reasoning_content {
+                    self.answer_chars += reasoning.chars().count();
+                }
                 for text in [delta.content, delta.refusal].into_iter().flatten() {
                     if !text.is_empty() {
                         self.answer_chars += text.chars().count();

@@ -222,6 +222,11 @@ pub(crate) struct DeltaWire {
     pub(crate) content: Option<String>,
     #[serde(default)]
     pub(crate) refusal: Option<String>,
+    /// A thinking model's reasoning (vLLM, llama.cpp: `reasoning_content`;
+    /// others: `reasoning`): not passed on, but it is output — the answer
+    /// has begun, and it costs tokens.
+    #[serde(default, alias = "reasoning")]
+    pub(crate) reasoning_content: Option<String>,
     #[serde(default)]
     pub(crate) tool_calls: Option<Vec<ToolCallDeltaWire>>,
 }

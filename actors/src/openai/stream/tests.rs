@@ -358,3 +358,35 @@ fn an_unreadable_usage_leaves_the_answer_whole() {
         }))
     );
 }
+
+/// Foreign input: a thinking model streams its reasoning first
+/// (`reasoning_content`, or `reasoning`), which is not passed on. A stream
+/// cut during it read as "the server was reached and sent nothing"
+/// (`EmptyAnswer`), and its usage estimate left the reasoning out. It is
+/// output: a cut there is a cut, and it counts.
+#[test]
+fn reasoning_is_output_though_not_passed_on() {
+    let mut asm = Assembler::default();
+    let step = asm.on_event(
+        "message",
+        r#"{"choices":[{"delta":{"reasoning_content":"Let me think."}}]}"#,
+    );
+    assert_eq!(step, Ok(Step::Continue(Vec::new())));
+    assert!(matches!(asm.on_end("u"), Err(ModelError::Connection(_))));
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"reasoning":"abcdefgh"}}]}"#,
+        r#"{"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(
+        out,
+        vec![
+            ModelChunk::Text("ok".into()),
+            ModelChunk::UsageEstimate(Usage {
+                prompt_tokens: 0,
+                completion_tokens: 3
+            })
+        ]
+    );
+}
