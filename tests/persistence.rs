@@ -20,6 +20,26 @@ fn open(dir: &std::path::Path) -> Arc<EnvelopeStore> {
     Arc::new(EnvelopeStore::open(dir, Arc::new(SystemClock)).unwrap().0)
 }
 
+/// A session on `dir` whose background child `agent_1` finished (and
+/// woke its parent) before the thread closed: after it, `agent_1` is a
+/// child of an earlier session.
+async fn an_earlier_session_with_one_finished_child(dir: &std::path::Path) {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Worker\nYou work.", "the first part").background()),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", vec![Reply::answer("first part done")]);
+    let (thread, mut events) = thread_on(model.shared(), open(dir), 3).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    thread.close_and_wait().await;
+}
+
 /// Stopped midway: a child resumed by a message (`agent_1` continued as
 /// `agent_2`) had the link written only when its thread closed, so a
 /// process killed before that left `agent_1` on disk with no successor: a
@@ -60,21 +80,7 @@ async fn a_resume_is_on_disk_before_the_thread_closes() {
 async fn resuming_an_earlier_sessions_child_wakes_the_parent_once_for_the_new_run() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    let model = ScriptedModel::new(vec![
-        Reply::new()
-            .use_agent(&UseAgentCall::run("Worker\nYou work.", "the first part").background()),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("Worker", vec![Reply::answer("first part done")]);
-    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_wake(&mut events, &mut log, "agent_1").await;
-    until_result(&mut events, &mut log).await;
-    thread.flush_persistence().await.unwrap();
-    thread.close_and_wait().await;
-    drop(thread);
+    an_earlier_session_with_one_finished_child(&dir).await;
 
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
@@ -343,21 +349,7 @@ async fn a_wake_owed_when_the_process_died_is_delivered_after_the_restart() {
 async fn two_threads_resuming_one_earlier_child_at_once_do_not_fork_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    let model = ScriptedModel::new(vec![
-        Reply::new()
-            .use_agent(&UseAgentCall::run("Worker\nYou work.", "the first part").background()),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("Worker", vec![Reply::answer("first part done")]);
-    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_wake(&mut events, &mut log, "agent_1").await;
-    until_result(&mut events, &mut log).await;
-    thread.flush_persistence().await.unwrap();
-    thread.close_and_wait().await;
-    drop(thread);
+    an_earlier_session_with_one_finished_child(&dir).await;
 
     let store = open(&dir);
     let mut threads = Vec::new();

@@ -330,6 +330,25 @@ mod tests {
         }
     }
 
+    /// Node `b`'s host running `model` (a gate of two), and node `a`'s
+    /// inbox with what it was sent.
+    async fn host_b_and_inbox_a(
+        model: Arc<dyn subagents_actors::Model>,
+    ) -> (
+        ActorRef<HostMsg>,
+        ActorRef<InboxMsg>,
+        Arc<Mutex<Vec<RunReport>>>,
+    ) {
+        let gate = GateHandle::spawn(2).await.unwrap();
+        let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
+        let (host, _) = Actor::spawn(None, NodeHost, HostState::new("b".into(), runner))
+            .await
+            .unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (inbox, _) = Actor::spawn(None, Inbox, seen.clone()).await.unwrap();
+        (host, inbox, seen)
+    }
+
     fn spec(model: &str, who: &str, keep_if_orphaned: bool) -> RunSpec {
         RunSpec {
             key: 1,
@@ -362,13 +381,7 @@ mod tests {
             .with_script("Newcomer", answer("new run's answer"))
             .shared();
         let name = model.name().to_owned();
-        let gate = GateHandle::spawn(2).await.unwrap();
-        let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
-        let (host, _) = Actor::spawn(None, NodeHost, HostState::new("b".into(), runner))
-            .await
-            .unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (inbox, _) = Actor::spawn(None, Inbox, seen.clone()).await.unwrap();
+        let (host, inbox, seen) = host_b_and_inbox_a(model).await;
         host.cast(HostMsg::Start(
             encode_start(spec(&name, "Orphan", true), "a").unwrap(),
         ))
@@ -406,13 +419,7 @@ mod tests {
             .with_script("Verbose", vec![Reply::answer(huge)])
             .shared();
         let name = model.name().to_owned();
-        let gate = GateHandle::spawn(1).await.unwrap();
-        let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
-        let (host, _) = Actor::spawn(None, NodeHost, HostState::new("b".into(), runner))
-            .await
-            .unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (inbox, _) = Actor::spawn(None, Inbox, seen.clone()).await.unwrap();
+        let (host, inbox, seen) = host_b_and_inbox_a(model).await;
         host.cast(HostMsg::Start(
             encode_start(spec(&name, "Verbose", false), "a").unwrap(),
         ))

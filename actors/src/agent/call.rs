@@ -105,17 +105,9 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                     ),
                     is_error: true,
                 }
-            } else if let Some(refused) = match needs.unwrap_or(true) {
-                true => match approval(ctx, call).await {
-                    Ok(ApprovalDecision::Approve) => None,
-                    Ok(ApprovalDecision::Deny) => Some(format!(
-                        "the user denied this call to `{}`; do not retry it, find another way or explain",
-                        call.name
-                    )),
-                    Err(why) => Some(why),
-                },
-                false => None,
-            } {
+            } else if needs.unwrap_or(true)
+                && let Some(refused) = refused_approval(ctx, call).await
+            {
                 ToolOutcome {
                     output: refused,
                     is_error: true,
@@ -170,6 +162,19 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
         }
         t.doing(Activity::Thinking);
     });
+}
+
+/// Why a call that needs approval is not run (what the model reads), or
+/// `None` when it was approved.
+async fn refused_approval(ctx: &TurnContext, call: &ToolCall) -> Option<String> {
+    match approval(ctx, call).await {
+        Ok(ApprovalDecision::Approve) => None,
+        Ok(ApprovalDecision::Deny) => Some(format!(
+            "the user denied this call to `{}`; do not retry it, find another way or explain",
+            call.name
+        )),
+        Err(why) => Some(why),
+    }
 }
 
 /// Asks the host (through the actor) to approve a call; a lost answer is

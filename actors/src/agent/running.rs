@@ -31,13 +31,17 @@ impl Drop for RunningTurn {
     }
 }
 
-/// What ending a child's turn from outside its actor needs: its hub ends
-/// it when the hub itself dies without its stop (killed, or its handler
-/// crashed). ractor kills the hub's children in the order of its child
-/// map, a `HashMap` with a random seed, and each child ended its turn on
-/// the stream as its task ran — a different order on every run. The hub,
-/// dropped before any child's task runs, ends them in child-number order
-/// instead; each child's own end then finds its turn closed.
+/// What ending a child's turn from outside its actor needs, kept in the
+/// turn's state for a hub that dies without its stop (killed, or its
+/// handler crashed). ractor kills the hub's children in the order of its
+/// child map, a `HashMap` with a random seed, and each child ended its
+/// turn on the stream as its task ran — a different order on every run.
+/// Now the first child killed mid-turn while its hub is stopped ends every
+/// child's turn of that hub through these, deepest first then in
+/// child-number order (`AgentConfig::on_killed`, `Book::end_turns_as_killed`);
+/// each child's own end then finds its turn closed. (The hub's own state
+/// cannot do it: ractor hands it to the supervisor, and it is dropped
+/// after the children have run.)
 #[derive(Debug, Clone)]
 pub(crate) struct TurnEnds {
     pub(crate) sink: EventSink,

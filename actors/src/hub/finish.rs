@@ -6,9 +6,18 @@ use ractor::ActorRef;
 use subagents_messages::{AgentEvent, AgentId, AgentResult, Envelope, Outcome, SubAgentStatus};
 
 use crate::hub::ids::child_number;
-use crate::hub::lifecycle::{HubState, status_for};
+use crate::hub::lifecycle::HubState;
 use crate::hub::msg::HubMsg;
 use crate::hub::stop::STOPPED_RUNNING;
+
+/// How a child's turn ended, as a status.
+fn status_for(outcome: &Outcome) -> SubAgentStatus {
+    match outcome {
+        Outcome::Completed | Outcome::LimitReached(_) => SubAgentStatus::Done,
+        Outcome::Failed(_) => SubAgentStatus::Failed,
+        Outcome::Stopped => SubAgentStatus::Stopped,
+    }
+}
 
 impl HubState {
     /// Moves a child to a terminal status (once), frees its slot and

@@ -7,11 +7,10 @@ use std::sync::Arc;
 
 use crate::hub::msg::HubMsg;
 use crate::hub::msg::sealed::HubInternal;
+use crate::hub::names::display_name;
 use ractor::{ActorId, ActorRef, RpcReplyPort};
-use subagents_messages::text::one_line;
 use subagents_messages::{
-    AgentEvent, AgentId, AgentResult, ChildRequest, Envelope, Limits, Outcome, SubAgentInfo,
-    SubAgentStatus,
+    AgentEvent, AgentId, AgentResult, ChildRequest, Envelope, Limits, SubAgentInfo, SubAgentStatus,
 };
 
 use crate::agent::UserTurn;
@@ -26,37 +25,6 @@ use crate::hub::stop::StopReply;
 use crate::model::Model;
 use crate::sink::EventSink;
 use crate::tool::ToolRegistry;
-
-/// The longest child name shown.
-const NAME_CHARS: usize = 80;
-
-/// The name of a child: the first line of its system prompt with visible
-/// text, on one line (control, escape and bidi characters removed; see
-/// `subagents_messages::text::one_line`), at most 80 characters.
-pub(crate) fn child_name(system_prompt: &str) -> String {
-    system_prompt
-        .lines()
-        .map(|l| one_line(l, NAME_CHARS))
-        .find(|l| !l.is_empty())
-        .unwrap_or_else(|| "sub-agent".to_owned())
-}
-
-/// A name given with the request, shown by the same rules as
-/// [`child_name`]; one with no visible text falls back to the prompt's.
-fn display_name(name: Option<&str>, system_prompt: &str) -> String {
-    name.map(|n| one_line(n, NAME_CHARS))
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| child_name(system_prompt))
-}
-
-/// How a child's turn ended, as a status.
-pub(crate) fn status_for(outcome: &Outcome) -> SubAgentStatus {
-    match outcome {
-        Outcome::Completed | Outcome::LimitReached(_) => SubAgentStatus::Done,
-        Outcome::Failed(_) => SubAgentStatus::Failed,
-        Outcome::Stopped => SubAgentStatus::Stopped,
-    }
-}
 
 /// How a child ends: its status, result and error.
 pub(super) type Ending = (SubAgentStatus, Option<String>, Option<String>);
@@ -90,6 +58,23 @@ pub(super) struct Child {
     pub(super) span: tracing::Span,
     /// When it was queued for a slot (its wall-clock cap counts from there).
     pub(super) queued_at: Option<tokio::time::Instant>,
+}
+
+impl Child {
+    /// Its limits as it starts: a wall-clock cap set from what its
+    /// requester had left when it asked counts from then, so the time it
+    /// waited in the queue comes off it. Counted from its start, a queued
+    /// `delegate_task` child ran past its requester's own wall clock, which
+    /// then read no partial result, only its own cut.
+    pub(super) fn limits_now(&self) -> Limits {
+        let mut limits = self.limits;
+        if let (Some(cap), Some(queued_at)) = (self.request.wall_clock_cap, self.queued_at) {
+            limits.wall_clock = limits
+                .wall_clock
+                .min(cap.saturating_sub(queued_at.elapsed()));
+        }
+        limits
+    }
 }
 
 /// The hub's state.

@@ -64,6 +64,7 @@ mod handle;
 mod ids;
 mod lifecycle;
 mod msg;
+mod names;
 mod queries;
 mod runs;
 mod slots;

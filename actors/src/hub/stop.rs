@@ -229,23 +229,6 @@ impl HubState {
     }
 }
 
-impl crate::hub::lifecycle::Child {
-    /// Its limits as it starts: a wall-clock cap set from what its
-    /// requester had left when it asked counts from then, so the time it
-    /// waited in the queue comes off it. Counted from its start, a queued
-    /// `delegate_task` child ran past its requester's own wall clock, which
-    /// then read no partial result, only its own cut.
-    pub(super) fn limits_now(&self) -> subagents_messages::Limits {
-        let mut limits = self.limits;
-        if let (Some(cap), Some(queued_at)) = (self.request.wall_clock_cap, self.queued_at) {
-            limits.wall_clock = limits
-                .wall_clock
-                .min(cap.saturating_sub(queued_at.elapsed()));
-        }
-        limits
-    }
-}
-
 /// How a running child ends as the hub stops.
 enum Ends {
     /// Its turn reports (or has nothing left to report).

@@ -146,13 +146,13 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
     // put in the way, a base URL that is not the API's): said with what
     // it says, not read as an event stream that yields nothing.
     let why = if content_type.starts_with("application/json") {
-        "does it support `stream: true`?"
+        Some("does it support `stream: true`?")
     } else if content_type.starts_with("text/html") {
-        "a login page, or a base URL that is not the API's?"
+        Some("a login page, or a base URL that is not the API's?")
     } else {
-        ""
+        None
     };
-    if !why.is_empty() {
+    if let Some(why) = why {
         let content_type = content_type.to_owned();
         let text = match tokio::time::timeout(settings.timeouts.read, response.text()).await {
             Ok(Ok(text)) => text,

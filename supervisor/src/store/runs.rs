@@ -219,9 +219,6 @@ impl EnvelopeStore {
         std::mem::take(&mut *self.owed.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Changes the envelope `id` as it is in the store now (under the io
-    /// lock, so no earlier copy overwrites it) and writes it when `change`
-    /// says it changed.
     /// A thread is about to resume the earlier session's child `id`:
     /// `false` if it was resumed already (its envelope links a later run,
     /// or a thread of this session began a resume of it), so two threads
@@ -246,6 +243,9 @@ impl EnvelopeStore {
             .remove(id);
     }
 
+    /// Changes the envelope `id` as it is in the store now (under the io
+    /// lock, so no earlier copy overwrites it) and writes it when `change`
+    /// says it changed.
     pub(crate) fn update(
         &self,
         id: &AgentId,
