@@ -9,8 +9,11 @@
 //! either, or both), so a line split across chunks is whole here, and a
 //! server that ends its lines with a lone `\r` is passed on line by line
 //! (cut only at `\n`, such a stream was held back until the connection
-//! closed). A `\r\n` cut between two chunks passes as its two bytes; the
-//! event-stream parser after this reads them as one line end.
+//! closed). Every line end leaves as one `\n`: the event-stream parser
+//! after this holds a `\r` it cannot yet tell from the start of a `\r\n`,
+//! so an event a server ended with lone `\r`s waited for the server's next
+//! byte. A `\r\n` cut between two chunks is one line end here too: the
+//! `\n` that opens the next chunk is dropped.
 //!
 //! Two more things are done here, where the bytes arrive. The server's
 //! silence is timed: any bytes restart the clock, a keep-alive comment
@@ -38,13 +41,15 @@ where
     B: AsRef<[u8]>,
 {
     stream::unfold(
-        (Box::pin(body), Vec::<u8>::new(), Read::Reading),
-        move |(mut body, mut pending, mut read)| async move {
+        (Box::pin(body), Vec::<u8>::new(), Read::Reading, false),
+        move |(mut body, mut pending, mut read, mut after_cr)| async move {
             loop {
                 if let Some(end) = pending.iter().rposition(|&b| ends_line(b)) {
                     let rest = pending.split_off(end + 1);
                     let out = rewrite(&pending);
-                    return Some((Ok(out), (body, rest, read)));
+                    // A `\r` last: a `\n` opening the next chunk is its end.
+                    let after_cr = pending[end] == b'\r' && rest.is_empty();
+                    return Some((Ok(out), (body, rest, read, after_cr)));
                 }
                 match read {
                     Read::Reading => {}
@@ -53,22 +58,32 @@ where
                     // on as it is (a cut event stays cut).
                     Read::Ended if !pending.is_empty() => {
                         let out = rewrite(&pending);
-                        return Some((Ok(out), (body, Vec::new(), Read::Over)));
+                        return Some((Ok(out), (body, Vec::new(), Read::Over, false)));
                     }
                     // The body ended after a line end: one more, so a last
-                    // event the server ended with a single line end (or a
-                    // lone `\r`, which the parser holds as a possible `\r\n`)
-                    // is dispatched, not dropped at the end of the stream.
+                    // event the server ended with a single line end is
+                    // dispatched, not dropped at the end of the stream.
                     Read::Ended => {
-                        return Some((Ok(b"\n".to_vec()), (body, Vec::new(), Read::Over)));
+                        let over = (body, Vec::new(), Read::Over, false);
+                        return Some((Ok(b"\n".to_vec()), over));
                     }
                 }
                 match tokio::time::timeout(silence, body.next()).await {
-                    Ok(Some(Ok(chunk))) => pending.extend_from_slice(chunk.as_ref()),
-                    Ok(Some(Err(e))) => return Some((Err(e), (body, pending, read))),
+                    Ok(Some(Ok(chunk))) => {
+                        let mut bytes = chunk.as_ref();
+                        if after_cr && !bytes.is_empty() {
+                            bytes = bytes.strip_prefix(b"\n").unwrap_or(bytes);
+                            after_cr = false;
+                        }
+                        pending.extend_from_slice(bytes);
+                    }
+                    Ok(Some(Err(e))) => return Some((Err(e), (body, pending, read, after_cr))),
                     Ok(None) => read = Read::Ended,
                     // Nothing more is read: the caller ends the call.
-                    Err(_) => return Some((Err(silent()), (body, Vec::new(), Read::Over))),
+                    Err(_) => {
+                        let over = (body, Vec::new(), Read::Over, false);
+                        return Some((Err(silent()), over));
+                    }
                 }
             }
         },
@@ -90,26 +105,36 @@ fn ends_line(byte: u8) -> bool {
     byte == b'\n' || byte == b'\r'
 }
 
-/// Whole lines (each ending in `\n` or `\r`, but perhaps the last):
-/// `error:` ones rewritten, the rest passed on as UTF-8 (a line end is
-/// never inside a character, so no character is cut here).
+/// Whole lines (each ending in `\n`, `\r` or `\r\n`, but perhaps the
+/// last): `error:` ones rewritten, the rest passed on as UTF-8 (a line end
+/// is never inside a character, so no character is cut here), each line
+/// end as one `\n`.
 fn rewrite(lines: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(lines.len() + 16);
-    for line in lines.split_inclusive(|&b| ends_line(b)) {
+    let mut rest = lines;
+    while !rest.is_empty() {
+        let (line, ended, next) = match rest.iter().position(|&b| ends_line(b)) {
+            Some(at) => {
+                let crlf = rest[at] == b'\r' && rest.get(at + 1) == Some(&b'\n');
+                (&rest[..at], true, &rest[at + 1 + usize::from(crlf)..])
+            }
+            None => (rest, false, &[][..]),
+        };
         match line.strip_prefix(b"error:") {
-            Some(rest) => {
-                let text = String::from_utf8_lossy(rest);
+            Some(text) => {
+                let text = String::from_utf8_lossy(text);
                 let text = text.trim();
                 let error = serde_json::from_str::<Value>(text)
                     .unwrap_or_else(|_| Value::String(text.to_owned()));
                 out.extend_from_slice(b"data: ");
                 out.extend_from_slice(json!({ "error": error }).to_string().as_bytes());
-                if let Some(&end) = line.last().filter(|&&b| ends_line(b)) {
-                    out.push(end);
-                }
             }
             None => out.extend_from_slice(String::from_utf8_lossy(line).as_bytes()),
         }
+        if ended {
+            out.push(b'\n');
+        }
+        rest = next;
     }
     out
 }
@@ -152,19 +177,22 @@ mod tests {
         );
         assert_eq!(
             through(&["data: x\r\n", "errors: no\n"]).await,
-            "data: x\r\nerrors: no\n\n"
+            "data: x\nerrors: no\n\n"
         );
-        // Lines ended by `\r` alone, or `\r\n` cut between chunks.
+        // Lines ended by `\r` alone, or `\r\n` cut between chunks: each
+        // line end one `\n`.
         assert_eq!(
             through(&["data: x\r\rerror: {\"message\":\"no\"}\r\r"]).await,
-            "data: x\r\rdata: {\"error\":{\"message\":\"no\"}}\r\r\n"
+            "data: x\n\ndata: {\"error\":{\"message\":\"no\"}}\n\n\n"
         );
+        assert_eq!(through(&["a\r", "\nb\r", "c\n"]).await, "a\nb\nc\n\n");
+        assert_eq!(through(&["a\r", "", "\n\n"]).await, "a\n\n\n");
         let crlf = "data: x\r\n\r\nerror: no\r\n\r\n";
         let chunks: Vec<String> = crlf.chars().map(String::from).collect();
         let chunks: Vec<&str> = chunks.iter().map(String::as_str).collect();
         assert_eq!(
             through(&chunks).await,
-            "data: x\r\n\r\ndata: {\"error\":\"no\"}\r\n\r\n\n"
+            "data: x\n\ndata: {\"error\":\"no\"}\n\n\n"
         );
     }
 
@@ -182,7 +210,12 @@ mod tests {
         let mut lines = Box::pin(error_lines_as_events(body, QUIET, || ()));
         let within = std::time::Duration::from_secs(5);
         let got = tokio::time::timeout(within, lines.next()).await;
-        assert_eq!(got, Ok(Some(Ok(first))), "held back");
+        assert_eq!(
+            got,
+            Ok(Some(Ok(b"data: {\"a\":1}\n\n".to_vec()))),
+            "held back"
+        );
+        drop(first);
         let body = stream::iter([
             Ok::<_, ()>(b"data: {\"a\":1}\r\r".to_vec()),
             Ok(b"data: {\"b\":2}\r\r".to_vec()),
@@ -276,5 +309,24 @@ mod tests {
             ["a", "last"]
         );
         assert_eq!(events(b"data: a\n\ndata: {\"cut").await, ["a"]);
+    }
+
+    /// Foreign input: an event a server ended with lone `\r`s, the server
+    /// then quiet (its finish, before a `[DONE]` it sends later; a tool
+    /// call before a long think). The event parser holds a last `\r` until
+    /// the next byte tells it from a `\r\n`, so the event waited on the
+    /// server. Every line end leaves here as `\n`, which it never holds.
+    #[tokio::test(start_paused = true)]
+    async fn an_event_ended_by_lone_crs_is_not_held_for_the_next_byte() {
+        use eventsource_stream::Eventsource;
+        let body =
+            stream::iter([Ok::<_, ()>(b"data: {\"a\":1}\r\r".to_vec())]).chain(stream::pending());
+        let mut events = Box::pin(error_lines_as_events(body, QUIET, || ()).eventsource());
+        let event = tokio::time::timeout(Duration::from_secs(5), events.next()).await;
+        let event = event
+            .expect("held back")
+            .expect("an event")
+            .expect("parsed");
+        assert_eq!(event.data, "{\"a\":1}");
     }
 }
