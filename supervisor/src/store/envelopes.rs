@@ -119,8 +119,10 @@ impl EnvelopeStore {
             earlier: loaded.into_iter().collect(),
             ..store
         };
-        report.pruned = store.prune();
+        // Interrupted first: an unfinished child ages from the restart,
+        // so one that ran longer than the retention is not pruned unseen.
         report.interrupted = store.interrupt_unfinished();
+        report.pruned = store.prune();
         store.find_owed_wakes();
         Ok((store, report))
     }
@@ -222,12 +224,11 @@ impl EnvelopeStore {
         let mut expired: Vec<AgentId> = self
             .map
             .iter()
-            // A child of this session that has not finished is running
-            // (or queued): never pruned; it ages from its end. Unfinished
-            // ones of an earlier session are the open's, to interrupt.
+            // A child that has not finished is running (or queued): never
+            // pruned; it ages from its end. (An earlier session's were
+            // made `interrupted` by the open, ending then.)
             .filter(|e| {
-                (e.value().status.is_terminal() || self.earlier.contains(e.key()))
-                    && is_expired(e.value(), now, self.retention)
+                e.value().status.is_terminal() && is_expired(e.value(), now, self.retention)
             })
             .map(|e| e.key().clone())
             .collect();

@@ -32,12 +32,58 @@ fn pruning_removes_envelopes_older_than_24h_from_memory_and_disk() {
     assert_eq!(store.prune().removed, [AgentId::new("young")]);
     assert_eq!(ids(&store), ["running"]);
 
-    // Unfinished in an earlier session (its process died): it ages from
-    // requested_at, so the open prunes it.
+    // Unfinished in an earlier session (its process died): the open marks
+    // it interrupted, and it ages from then — one more retention to be
+    // told of and resumed.
     let (reopened, report) = reopen(store, tmp.path(), &clock);
-    assert_eq!(report.pruned.removed, [AgentId::new("running")]);
+    assert!(report.pruned.removed.is_empty());
+    assert_eq!(report.interrupted, [AgentId::new("running")]);
+    clock.set(T0 + HOUR + 2 * DAY + 2);
+    assert_eq!(reopened.prune().removed, [AgentId::new("running")]);
     assert!(reopened.is_empty());
     assert!(json_files(tmp.path()).is_empty());
+}
+
+/// Stopped midway: a child that had run longer than the retention when its
+/// process died was pruned by the next open before the open marked the
+/// unfinished ones interrupted — it aged from its request. Its envelope
+/// and run were deleted: no `interrupted` status, no restart wake, and a
+/// `send` to it "no sub-agent". A process that dies loses none of its
+/// children: it is interrupted, and ages from the restart.
+#[test]
+fn a_child_running_longer_than_the_retention_is_interrupted_not_pruned_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    let id = AgentId::new("agent_1");
+    store.save(&envelope("agent_1", T0, None)).unwrap();
+    let request = subagents_messages::ChildRequest::new(
+        AgentId::new("parent"),
+        0,
+        ToolUseId::new("call_1"),
+        "Worker",
+        "a long survey",
+    );
+    let said = [subagents_messages::ChatMessage::user("a long survey")];
+    store.save_run(&id, &request, &said).unwrap();
+
+    // It ran for a day and an hour; then the process was killed.
+    clock.set(T0 + DAY + HOUR);
+    let (reopened, report) = reopen(store, tmp.path(), &clock);
+    assert!(report.pruned.removed.is_empty(), "{report:?}");
+    assert_eq!(report.interrupted, [id.clone()]);
+    let envelope = reopened.get(&id).expect("kept");
+    assert_eq!(envelope.status, SubAgentStatus::Interrupted);
+    assert_eq!(envelope.finished_at_ms, Some(T0 + DAY + HOUR));
+    assert_eq!(reopened.run(&id), Some((request, said.to_vec())));
+    assert_eq!(reopened.take_interrupted(), [id.clone()]);
+
+    // A retention after the restart, not after the request.
+    clock.set(T0 + 2 * DAY + HOUR);
+    assert!(reopened.prune().removed.is_empty());
+    clock.set(T0 + 2 * DAY + HOUR + 1);
+    assert_eq!(reopened.prune().removed, [id.clone()]);
+    assert_eq!(reopened.run(&id), None);
 }
 
 #[test]
