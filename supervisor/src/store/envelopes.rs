@@ -371,12 +371,15 @@ impl EnvelopeStore {
 /// store's lock with it.
 fn lock_dir(dir: &Path) -> Result<Option<fs::File>, StoreError> {
     let path = dir.join(LOCK_NAME);
-    let file = match fs::OpenOptions::new()
+    let made = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
-    {
+        .open(&path);
+    // A lock file this process may not write (another user's, one made
+    // under `sudo`) still locks: `flock` needs no write access. It opened
+    // unlocked, and two processes shared the directory.
+    let file = match made.or_else(|_| fs::File::open(&path)) {
         Ok(file) => file,
         Err(error) => {
             tracing::warn!(path = %path.display(), %error, "no lock file: the store opens unlocked");

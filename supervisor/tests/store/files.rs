@@ -376,44 +376,6 @@ fn a_run_file_that_is_not_a_run_is_none_not_a_panic() {
     assert_eq!(store.run(&id), Some((request, said.to_vec())));
 }
 
-/// Shared: two stores on one directory (two processes, or one process
-/// opening it twice) each counted ids from the same files, wrote over
-/// each other's `agent_2.json`, and the second marked the first's running
-/// children interrupted. The second open is refused, naming the lock; the
-/// directory is free again once the first store is gone.
-#[test]
-fn a_second_store_on_one_directory_is_refused_until_the_first_is_gone() {
-    let tmp = tempfile::tempdir().unwrap();
-    let clock = clock(T0);
-    let first = open(tmp.path(), &clock);
-    let mut running = envelope("agent_1", T0, None);
-    running.status = SubAgentStatus::Running;
-    first.save(&running).unwrap();
-
-    let second = EnvelopeStore::open(tmp.path(), clock.clone());
-    match second {
-        Err(StoreError::Locked { path, lock }) => {
-            assert_eq!(path, tmp.path());
-            assert_eq!(lock, tmp.path().join(".subagents-lock"));
-        }
-        other => panic!("a second store opened: {:?}", other.map(|(_, r)| r)),
-    }
-    assert_eq!(
-        first.get(&AgentId::new("agent_1")).unwrap().status,
-        SubAgentStatus::Running,
-        "the first store's running child was left alone"
-    );
-
-    drop(first);
-    let (store, report) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
-    assert_eq!(report.interrupted, [AgentId::new("agent_1")]);
-    assert!(
-        report.foreign.is_empty(),
-        "the lock file is the store's own: {report:?}"
-    );
-    drop(store);
-}
-
 /// A rewrite made a file readable by more users: the temporary file was
 /// created with the umask's default mode and renamed over the one a host
 /// had made private (`chmod 600`; run files hold whole conversations). A

@@ -1,10 +1,11 @@
 //! The persisted-envelopes store: restart, corrupt files, pruning and clock
-//! jumps, write failures (full disk), crash safety.
+//! jumps, write failures (full disk), crash safety, the directory lock.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod crash;
 mod files;
+mod locking;
 mod pruning;
 mod write_errors;
 
