@@ -48,11 +48,7 @@ impl NodeEventSubscription for Sessions {
     fn node_session_opened(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
 
     fn node_session_disconnected(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
-        // ractor_cluster names a peer `name@host`.
-        let Some(peer) = ses
-            .peer_name
-            .map(|p| p.name.split('@').next().unwrap_or_default().to_owned())
-        else {
+        let Some(peer) = ses.peer_name.map(|p| peer_node(&p.name).to_owned()) else {
             return;
         };
         let link = self
@@ -68,6 +64,16 @@ impl NodeEventSubscription for Sessions {
     }
 
     fn node_session_authenticated(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
+}
+
+/// The node's own name in a peer's session name: ractor_cluster names a
+/// peer `name@host`, and `host` is an address (no `@`), but `name` may
+/// hold one — cut at the first, `gpu@2`'s loss was read as `gpu`'s: the
+/// healthy node's runs were stopped or orphaned, the lost one's left.
+fn peer_node(session_name: &str) -> &str {
+    session_name
+        .rsplit_once('@')
+        .map_or(session_name, |(name, _host)| name)
 }
 
 impl ClusterNode {
@@ -195,5 +201,23 @@ impl ClusterNode {
         self.host.stop(None);
         self.inbox.stop(None);
         self.server.stop(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::peer_node;
+
+    /// Shared: nodes `gpu` and `gpu@2` on one cluster. The session of
+    /// `gpu@2` is named `gpu@2@10.0.0.5`; cut at its first `@`, its loss
+    /// was `gpu`'s — every run of the healthy node stopped or orphaned on
+    /// the nodes it used, its children `running` for ever, while the lost
+    /// node's runs went on unowned.
+    #[test]
+    fn a_node_name_with_an_at_sign_is_its_own_nodes() {
+        assert_eq!(peer_node("gpu@2@10.0.0.5"), "gpu@2");
+        assert_eq!(peer_node("gpu@::1"), "gpu");
+        assert_eq!(peer_node("gpu@127.0.0.1"), "gpu");
+        assert_eq!(peer_node("gpu"), "gpu");
     }
 }
