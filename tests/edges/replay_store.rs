@@ -292,3 +292,45 @@ fn a_killed_hub_closes_its_children_in_number_order_on_every_run() {
         );
     }
 }
+
+/// Stopped midway: a hub that died without its stop (killed, or its
+/// handler crashed) left its unfinished children with no terminal status
+/// on the stream — each running child's turn closed (its `Result` came),
+/// the queued one said nothing, and the envelopes read `failed`, but no
+/// `ChildStatus` ever came: a host's rows stayed "background" for good.
+/// Each gets one `failed`, after its turn's last event, deepest first.
+#[tokio::test(start_paused = true)]
+async fn a_dead_hub_gives_every_unfinished_child_its_terminal_status() {
+    let config = ThreadConfig::new(parent(background_workers(&[600, 600, 600, 600])));
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 10).await;
+    assert!(
+        log.contains(&AgentEvent::ChildStatus(
+            AgentId::new("agent_4"),
+            SubAgentStatus::Queued
+        )),
+        "{log:#?}"
+    );
+    let seen = log.len();
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.ok();
+    thread.sync().await.unwrap();
+    run_for(&mut events, &mut log, 1).await;
+    let ends: Vec<&AgentEvent> = log[seen..]
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ChildStatus(..)))
+        .collect();
+    let failed = |n: u32| {
+        AgentEvent::ChildStatus(AgentId::new(format!("agent_{n}")), SubAgentStatus::Failed)
+    };
+    assert_eq!(
+        ends,
+        [&failed(1), &failed(2), &failed(3), &failed(4)],
+        "{:#?}",
+        &log[seen..]
+    );
+    check_log(&log, true);
+    thread.close_and_wait().await;
+}

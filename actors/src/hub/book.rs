@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use crate::agent::{LiveTurn, Probe};
 use crate::hub::ids::child_number;
+use crate::sink::EventSink;
 
 /// The longest tool name `status` shows.
 const TOOL_NAME_CHARS: usize = 80;
@@ -44,6 +45,28 @@ pub(super) struct Entry {
     /// wake links to it or a tool call claims its result: a span held
     /// open is not exported.
     pub(super) run_span: Option<tracing::Span>,
+    /// How it ends on the stream if its hub dies without its stop: held
+    /// until it finishes.
+    pub(super) closer: Option<Closer>,
+}
+
+/// A child's own sink and its requester's: closing the first with its
+/// terminal status on the second is its last word on the stream.
+#[derive(Debug, Clone)]
+pub(crate) struct Closer {
+    pub(crate) child: EventSink,
+    pub(crate) requester: EventSink,
+}
+
+impl Closer {
+    /// Closes the child's sink with `status` as its last word (once: a
+    /// closed sink says nothing more).
+    fn close(&self, id: &AgentId, status: SubAgentStatus) {
+        self.child.close_with(|| {
+            self.requester
+                .emit(AgentEvent::ChildStatus(id.clone(), status));
+        });
+    }
 }
 
 /// One writer (the hub) and a few readers need two shards; DashMap's
@@ -69,8 +92,9 @@ impl Default for Book {
 }
 
 impl Book {
-    /// Records a new child (its envelope as requested).
-    pub(crate) fn insert(&self, envelope: Envelope) {
+    /// Records a new child (its envelope as requested) and how it ends on
+    /// the stream.
+    pub(crate) fn insert(&self, envelope: Envelope, closer: Option<Closer>) {
         self.entries.insert(
             envelope.id.clone(),
             Box::new(Entry {
@@ -81,6 +105,7 @@ impl Book {
                 seed: None,
                 conversation: None,
                 run_span: None,
+                closer,
             }),
         );
     }
@@ -244,6 +269,7 @@ impl Book {
             entry.envelope.elapsed = started.elapsed();
         }
         entry.queued = None;
+        entry.closer = None;
         entry.envelope.status = status;
         entry.envelope.finished_at_ms = Some(now_ms);
         entry.envelope.result = result;
@@ -296,34 +322,51 @@ impl Book {
         all
     }
 
-    /// Ends the running turn of every child that has not ended as a killed
-    /// actor's, deepest first, then in child-number order (its hub died
-    /// without its stop: see [`crate::agent::running::TurnEnds`]).
+    /// Ends every child that has not ended as a killed actor's, deepest
+    /// first, then in child-number order (its hub died without its stop:
+    /// see [`crate::agent::running::TurnEnds`]): its running turn closed
+    /// (the call in flight answered, its `Result`), then `failed` on its
+    /// requester's stream — a queued one's only word.
     pub(crate) fn end_turns_as_killed(&self) {
-        let mut open: Vec<(std::cmp::Reverse<u32>, Option<u64>, AgentId, Probe)> = self
+        type Open = (
+            std::cmp::Reverse<u32>,
+            Option<u64>,
+            AgentId,
+            Option<Probe>,
+            Option<Closer>,
+        );
+        let mut open: Vec<Open> = self
             .entries
             .iter()
             .filter(|e| !e.envelope.status.is_terminal())
-            .filter_map(|e| {
-                let probe = e.probe.clone()?;
-                Some((
+            .map(|e| {
+                (
                     std::cmp::Reverse(e.envelope.depth),
                     child_number(e.key()),
                     e.key().clone(),
-                    probe,
-                ))
+                    e.probe.clone(),
+                    e.closer.clone(),
+                )
             })
             .collect();
         open.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
         // No map guard is held: ending a turn emits and takes its lock.
-        for (_, _, _, probe) in open {
-            probe.end_as_killed();
+        for (_, _, id, probe, closer) in open {
+            if let Some(probe) = probe {
+                probe.end_as_killed();
+            }
+            if let Some(closer) = closer {
+                closer.close(&id, SubAgentStatus::Failed);
+            }
         }
     }
 
     /// Every child that had not ended becomes `failed` with `reason`;
     /// returns their final envelopes, in child-number order.
     pub(crate) fn fail_unfinished(&self, reason: &str, now_ms: u64) -> Vec<Envelope> {
+        // On the stream first, in order (the kill hook did it already
+        // when a running child was killed; a closed turn or sink is left).
+        self.end_turns_as_killed();
         let open: Vec<AgentId> = self
             .entries
             .iter()

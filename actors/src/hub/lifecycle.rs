@@ -17,7 +17,7 @@ use crate::agent::UserTurn;
 
 use crate::agent::{AgentConfig, AgentHandle, AgentMsg, TurnReply, spawn_agent};
 use crate::gate::GateHandle;
-use crate::hub::book::{Book, requested};
+use crate::hub::book::{Book, Closer, requested};
 use crate::hub::config::{HubConfig, approvals_for};
 use crate::hub::error::Refused;
 use crate::hub::slots::{Admission, Slots};
@@ -243,19 +243,26 @@ impl HubState {
             background: request.background,
             resumed_from: request.resumed_from.clone(),
         };
-        self.book.insert(requested(
-            id.clone(),
-            info.name.clone(),
-            &request,
-            info.tools.clone(),
-            self.now_ms(),
-        ));
-        // One copy, shared with the book (kept to resume the child).
-        self.book.set_seed(&id, request.clone());
         let sink = requester_sink.nested_with_tap(
             id.clone(),
             self.book.tap(id.clone(), self.config.observers.clone()),
         );
+        let closer = Closer {
+            child: sink.clone(),
+            requester: requester_sink.clone(),
+        };
+        self.book.insert(
+            requested(
+                id.clone(),
+                info.name.clone(),
+                &request,
+                info.tools.clone(),
+                self.now_ms(),
+            ),
+            Some(closer),
+        );
+        // One copy, shared with the book (kept to resume the child).
+        self.book.set_seed(&id, request.clone());
         let mut child = Child {
             request,
             tools,

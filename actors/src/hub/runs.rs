@@ -92,7 +92,7 @@ impl Book {
         conversation: Vec<ChatMessage>,
     ) {
         let id = envelope.id.clone();
-        self.insert(envelope);
+        self.insert(envelope, None);
         if let Some(mut entry) = self.entries.get_mut(&id) {
             entry.seed = Some(Arc::new(seed));
             entry.conversation = Some(Arc::new(conversation));

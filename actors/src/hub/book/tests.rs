@@ -15,13 +15,10 @@ fn book_with(ids: &[&str], background: bool) -> Book {
             "task",
         );
         request.background = background;
-        book.insert(requested(
-            AgentId::new(*id),
-            "Child".into(),
-            &request,
-            vec![],
-            0,
-        ));
+        book.insert(
+            requested(AgentId::new(*id), "Child".into(), &request, vec![], 0),
+            None,
+        );
     }
     book
 }
