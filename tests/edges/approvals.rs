@@ -177,3 +177,39 @@ async fn a_queued_background_childs_start_is_on_the_stream() {
     assert!(!transcript.child(&AgentId::new("agent_2")).unwrap().queued);
     thread.close_and_wait().await;
 }
+
+/// Same instant: a child's approval answered through the thread, then a
+/// stop of that child sent right after it, in one tick. The answer went
+/// host → supervisor → hub → child, the stop host → hub: the stop
+/// overtook the answer, so the host was told `Ended` and the stream read
+/// `Cancelled`, though it answered first. Both go through the supervisor
+/// now, in the order they were sent.
+#[tokio::test(start_paused = true)]
+async fn a_childs_approval_then_its_stop_in_one_tick_arrive_in_that_order() {
+    use subagents::messages::{ApprovalDecision, ApprovalOutcome};
+    let (thread, mut events) = ThreadHandle::spawn(parent(poster("Poster", true)), None)
+        .await
+        .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    let agent_1 = AgentId::new("agent_1");
+    let (answered, stopped) = tokio::join!(
+        thread.resolve_approval(request.id.clone(), ApprovalDecision::Approve),
+        thread.stop_child(&agent_1)
+    );
+    assert_eq!(answered, Ok(()), "the answer came first");
+    assert_eq!(stopped.unwrap(), SubAgentStatus::Stopped);
+    run_for(&mut events, &mut log, 30).await;
+    let (_, by_id) = check_log(&log, true);
+    let outcomes: Vec<ApprovalOutcome> = by_id[&agent_1]
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outcomes, [ApprovalOutcome::Approved], "{log:#?}");
+    thread.close_and_wait().await;
+}

@@ -297,6 +297,23 @@ impl HubHandle {
         .map_err(|_| Refused::Closed)?
     }
 
+    /// [`HubHandle::stop`], sent now with `reply` for its answer: a caller
+    /// that must keep its order with what it sent before (the thread's
+    /// supervisor, after an approval answer it forwarded) casts it from
+    /// its own handler.
+    pub fn stop_replying(
+        &self,
+        id: &AgentId,
+        reply: ractor::RpcReplyPort<Result<SubAgentStatus, Refused>>,
+    ) -> Result<(), Closed> {
+        self.actor
+            .cast(HubMsg::Stop {
+                id: id.clone(),
+                reply: Some(reply),
+            })
+            .map_err(|_| Closed::Hub)
+    }
+
     /// Interrupts a child: its turn ends (the call in flight cut, its
     /// gate permit back) and it ends `interrupted`; a message resumes it.
     /// Its status after it ended, or why not.

@@ -135,6 +135,10 @@ impl Actor for ThreadSupervisor {
                 decision,
                 reply,
             } => route_approval(state, id, decision, reply),
+            ThreadMsg::StopChild { id, reply } => {
+                // A closed hub drops the port: the caller reads `Closed`.
+                let _ = state.parent.hub.stop_replying(&id, reply);
+            }
             ThreadMsg::Envelope { id, reply } => {
                 let _ = reply.send(state.parent.hub.status(&id));
             }

@@ -188,21 +188,23 @@ impl ThreadHandle {
 
     /// Stops one child: a queued one at once, a running one once its turn
     /// has ended (its closing events come first). Returns its status after
-    /// — `stopped`, or the status it reached at that instant.
+    /// — `stopped`, or the status it reached at that instant. Sent through
+    /// the thread: an approval answered before it reaches the child first.
     pub async fn stop_child(&self, id: &AgentId) -> Result<SubAgentStatus, ThreadError> {
         if self.is_closing() {
             return Err(ThreadError::Closed);
         }
-        self.parts
-            .hub
-            .stop(id)
-            .await
-            .map_err(|refused| match refused {
-                Refused::UnknownChild(id) => ThreadError::UnknownChild(id),
-                // A stop answers only UnknownChild or Closed (see
-                // `HubHandle::stop`).
-                _ => ThreadError::Closed,
-            })
+        ractor::call!(self.actor, |reply| ThreadMsg::StopChild {
+            id: id.clone(),
+            reply
+        })
+        .map_err(|_| ThreadError::Closed)?
+        .map_err(|refused| match refused {
+            Refused::UnknownChild(id) => ThreadError::UnknownChild(id),
+            // A stop answers only UnknownChild or Closed (see
+            // `HubHandle::stop`).
+            _ => ThreadError::Closed,
+        })
     }
 
     /// Stops the parent's running turn and drops its queued ones; each

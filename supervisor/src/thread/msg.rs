@@ -20,7 +20,10 @@
 //! ```
 
 use ractor::RpcReplyPort;
-use subagents_messages::{AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope};
+use subagents_actors::hub::Refused;
+use subagents_messages::{
+    AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope, SubAgentStatus,
+};
 
 /// What the ThreadSupervisor actor is told.
 #[derive(Debug)]
@@ -58,6 +61,15 @@ pub(crate) enum ThreadMsg {
         decision: ApprovalDecision,
         /// Taken, or why not.
         reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
+    },
+    /// Sent by the host: stop one child. Forwarded to the hub from the
+    /// handler, so an approval answer the host sent before reaches the
+    /// child first; the hub replies once the child has ended.
+    StopChild {
+        /// The child.
+        id: AgentId,
+        /// Its status after it ended, or why not.
+        reply: RpcReplyPort<Result<SubAgentStatus, Refused>>,
     },
     /// Sent by the host: reply with a child's envelope by id — this
     /// session's, or a persisted one of an earlier session. Never waits.
