@@ -45,7 +45,7 @@ struct PendingSpawn {
 impl Drop for PendingSpawn {
     fn drop(&mut self) {
         if let Some(mut rx) = self.rx.take()
-            && let Ok(Ok(id)) = rx.try_recv()
+            && let Some(Ok(id)) = unread_answer(&mut rx)
         {
             let _ = self.hub.cast(HubMsg::Internal(HubInternal::Abandoned {
                 id,
@@ -53,6 +53,16 @@ impl Drop for PendingSpawn {
             }));
         }
     }
+}
+
+/// The answer in `rx` nobody read, if one came; closed first, so an answer
+/// sent after this look fails to send (its sender then knows nobody took
+/// it) rather than dropped unread with `rx` — the hub, on another worker,
+/// could send between a bare `try_recv` and the drop, and neither side
+/// abandoned the child.
+fn unread_answer<T>(rx: &mut tokio::sync::oneshot::Receiver<T>) -> Option<T> {
+    rx.close();
+    rx.try_recv().ok()
 }
 
 /// A handle to a hub. Cheap to clone. `status` and `envelopes` read a
@@ -423,5 +433,26 @@ impl HubHandle {
     pub fn with_inline_wait(mut self, wait: Duration) -> Self {
         self.inline_wait = wait;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unread_answer;
+
+    /// Same instant, across workers: the hub's reply to a spawn sent just
+    /// after the requester's cut turn looked for it (and before the
+    /// receiver was dropped) was taken by the channel and dropped with
+    /// it: the child was neither abandoned by the requester nor by the
+    /// hub, whose send had succeeded — not in the background, never
+    /// stopped, its result never delivered. After the look, a send fails.
+    #[test]
+    fn an_answer_sent_after_the_look_is_refused_not_lost() {
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<u32>();
+        assert_eq!(unread_answer(&mut rx), None);
+        assert_eq!(tx.send(1), Err(1), "taken by a receiver nobody reads");
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<u32>();
+        tx.send(2).unwrap();
+        assert_eq!(unread_answer(&mut rx), Some(2));
     }
 }
