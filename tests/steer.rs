@@ -422,3 +422,45 @@ async fn a_message_during_the_last_allowed_model_call_is_read_by_a_new_run() {
     );
     thread.close_and_wait().await;
 }
+
+/// Stopped midway: a message sent to a queued child is kept for its start
+/// ("queued"); interrupted before it started, the child ended with the
+/// message only in the hub's memory of it, dropped with it — the run a
+/// later message resumed read the task and that later message, not the
+/// one the requester was told was queued. It is in the run's conversation.
+#[tokio::test(start_paused = true)]
+async fn a_message_to_a_queued_child_interrupted_before_it_starts_is_kept() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&work_call("First", 10, false))
+            .use_agent(&work_call("Second", 10, false))
+            .use_agent(&UseAgentCall::send("agent_2", "use the new data"))
+            .use_agent(&UseAgentCall::interrupt("agent_2"))
+            .use_agent(&UseAgentCall::send("agent_2", "go on")),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("First", worker(10))
+    .with_script("Second", worker(10));
+    let (model, seen) = spy("model", model);
+    let (thread, mut events) = thread_with(DelegationBuilder::new(model).max_live(1)).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let outputs = results_of(&log, "use_agent");
+    assert_eq!(json(&outputs[2].0)["status"], "queued", "{outputs:?}");
+    assert_eq!(json(&outputs[4].0)["id"], "agent_3", "{outputs:?}");
+    run_for(&mut events, &mut log, 120).await;
+    check_log(&log, true);
+    let second = requests_of(&seen.lock().unwrap(), "Second");
+    assert_eq!(
+        user_messages(&second[0]),
+        [
+            "work 10 s".to_owned(),
+            format!("{STEER}use the new data"),
+            format!("{STEER}go on")
+        ]
+    );
+}

@@ -44,6 +44,11 @@ impl HubState {
         child.sink.close_with(|| {
             requester_sink.emit(terminal);
         });
+        // Never started: the messages it was sent while queued are in no
+        // turn; its run keeps them (a message resumes it from there).
+        if child.agent.is_none() && !child.followups.is_empty() {
+            self.book.keep_unread(id, &child.followups);
+        }
         let now = self.now_ms();
         if !self.book.finish(id, status, result, error, now) {
             return Vec::new();

@@ -24,6 +24,23 @@ impl Book {
         }
     }
 
+    /// A child that never started keeps the messages it was sent while
+    /// queued: its conversation is what its start would have read (its
+    /// task, then each as a message from its requester).
+    pub(crate) fn keep_unread(&self, id: &AgentId, messages: &[String]) {
+        if let Some(mut entry) = self.entries.get_mut(id)
+            && let Some(seed) = entry.seed.clone()
+        {
+            let mut conversation = first_messages(&seed);
+            conversation.extend(
+                messages
+                    .iter()
+                    .map(|m| ChatMessage::user(crate::agent::steering_text(m))),
+            );
+            entry.conversation = Some(Arc::new(conversation));
+        }
+    }
+
     /// The agent that asked for `id` (a resumed run's is its first
     /// run's), if the book holds what it was asked.
     pub(crate) fn requester_of(&self, id: &AgentId) -> Option<AgentId> {
