@@ -491,3 +491,31 @@ async fn stop_hub_as_the_child_ends(turns: usize) {
         "after {turns} turns: {first:?}"
     );
 }
+
+/// Misleading a model: a child that started its own child in the
+/// background was told "its result will arrive as a message", the words
+/// a parent reads — but only the parent's own children wake it, and a
+/// child's children stop when it ends. The child, trusting the promise,
+/// answered without the result. At depth ≥ 1 the words say to ask for
+/// it before answering; the parent's own still promise the message.
+#[tokio::test(start_paused = true)]
+async fn a_child_is_never_promised_its_own_childs_result_as_a_message() {
+    let model = tree_with(asks_grand(false), sleeps());
+    let (thread, mut events) = ThreadHandle::spawn(builder(model, 2), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 2_000).await;
+    let inner = row_of(&log, "agent_1");
+    let (said, _) = results_of(&inner, "use_agent")
+        .into_iter()
+        .next()
+        .expect("the child's call was answered");
+    let said = json(&said);
+    assert_eq!(said["id"], "agent_2", "{said}");
+    let note = said["note"].as_str().unwrap_or_default();
+    assert!(!note.contains("as a message"), "{note}");
+    assert!(note.contains("action result"), "{note}");
+    assert!(note.contains("stops when you"), "{note}");
+    thread.close_and_wait().await;
+}

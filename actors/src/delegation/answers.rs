@@ -58,14 +58,25 @@ pub(super) fn range_json(envelope: &Envelope, offset: usize, limit: usize) -> St
     .to_string()
 }
 
-pub(super) fn pending_json(id: &AgentId) -> String {
+/// A child still running, for an agent at `depth`: only the parent's own
+/// children wake it with their result; a child's children are asked for,
+/// and stop when it ends.
+pub(super) fn pending_json(id: &AgentId, depth: u32) -> String {
     json!({
         "pending": true,
         "id": id.as_str(),
-        "note": "the sub-agent runs in the background; its result will arrive as a message, or ask with action result",
+        "note": if depth == 0 {
+            "the sub-agent runs in the background; its result will arrive as a message, or ask with action result"
+        } else {
+            BACKGROUND_BELOW_THE_PARENT
+        },
     })
     .to_string()
 }
+
+/// What a child reads of a child of its own that runs on without it
+/// waiting: no wake reaches a child, and its children end with it.
+pub(super) const BACKGROUND_BELOW_THE_PARENT: &str = "the sub-agent runs in the background; you are not told when it finishes: ask with action result before you answer (it stops when you end)";
 
 /// A snapshot for `status`. A child that waits for a slot reads
 /// `"status": "queued"` with its `queue_position` (1 = next), whether or

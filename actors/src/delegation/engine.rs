@@ -149,8 +149,14 @@ impl Delegator {
     /// What a call waiting on `id` reads if its turn is cut (stopped, or
     /// ended by a limit) while it waits: by the parent-stop policy, the
     /// child goes on in the background or is stopped with the turn.
-    pub(crate) fn cut_note(&self, id: &AgentId) -> String {
+    pub(crate) fn cut_note(&self, id: &AgentId, depth: u32) -> String {
         match self.parent_stop {
+            // A child's turn cut ends the child, and its children with it.
+            _ if depth > 0 => json!({
+                "id": id.as_str(),
+                "status": "stopped",
+                "note": "the turn ended while waiting, and the sub-agent stops when you end",
+            }),
             ParentStopPolicy::Detach => json!({
                 "pending": true,
                 "id": id.as_str(),
@@ -213,7 +219,7 @@ impl Delegator {
         within: Option<std::time::Duration>,
         render: impl Fn(&Envelope) -> Result<String, ToolError>,
     ) -> Waited {
-        call.on_cut(self.cut_note(id));
+        call.on_cut(self.cut_note(id, call.depth));
         let mut guard = OnParentStop {
             hub: self.hub.clone(),
             id: id.clone(),

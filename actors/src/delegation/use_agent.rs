@@ -114,9 +114,9 @@ impl UseAgent {
         let background = request.background;
         let id = self.delegator.start(request).await?;
         // Cut before it returns, the call still says which child runs.
-        call.on_cut(pending_json(&id));
+        call.on_cut(pending_json(&id, call.depth));
         if background {
-            return Ok(pending_json(&id));
+            return Ok(pending_json(&id, call.depth));
         }
         match self
             .delegator
@@ -132,7 +132,7 @@ impl UseAgent {
                 // the parent-stop policy: a turn cut while the detach is
                 // in flight (its wall clock running out in the same tick
                 // as the wait) says so, not "stopped with it".
-                call.on_cut(pending_json(&id));
+                call.on_cut(pending_json(&id, call.depth));
                 match self.hub().detach(&id).await {
                     DetachOutcome::AlreadyFinished(envelope) => {
                         let output = Ok(self.finished(call, &envelope));
@@ -141,7 +141,7 @@ impl UseAgent {
                         self.delegator.deliver(call, &envelope, &output);
                         output
                     }
-                    _ => Ok(pending_json(&id)),
+                    _ => Ok(pending_json(&id, call.depth)),
                 }
             }
         }
@@ -187,7 +187,11 @@ impl UseAgent {
                 "id": next.as_str(),
                 "resumed_from": id.as_str(),
                 "status": "background",
-                "note": format!("`{id}` had ended; it goes on from its conversation as `{next}`, in the background, reading your message first; its answer arrives as a message, or ask with action result and id `{next}`"),
+                "note": if call.depth == 0 {
+                    format!("`{id}` had ended; it goes on from its conversation as `{next}`, in the background, reading your message first; its answer arrives as a message, or ask with action result and id `{next}`")
+                } else {
+                    format!("`{id}` had ended; it goes on from its conversation as `{next}`, in the background, reading your message first; you are not told when it finishes: ask with action result and id `{next}` before you answer (it stops when you end)")
+                },
             }),
         };
         Ok(out.to_string())
@@ -221,7 +225,7 @@ impl UseAgent {
                 self.delegator.deliver(call, &envelope, &output);
                 output
             }
-            WaitOutcome::Pending => Ok(pending_json(&id)),
+            WaitOutcome::Pending => Ok(pending_json(&id, call.depth)),
             WaitOutcome::Unknown => Err(refuse(format!("the sub-agent `{id}` was lost"))),
         }
     }
