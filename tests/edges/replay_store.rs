@@ -334,3 +334,66 @@ async fn a_dead_hub_gives_every_unfinished_child_its_terminal_status() {
     check_log(&log, true);
     thread.close_and_wait().await;
 }
+
+/// One run of a whole thread killed (`ThreadHandle::actor().kill()`) with
+/// its parent waiting inline on one child and another in the background,
+/// on a fresh paused runtime: what the stream said after the kill.
+fn kill_the_thread_with_children_running() -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let model = ScriptedModel::new(vec![
+            Reply::new()
+                .use_agent(&work_call("Worker 1", 600, false))
+                .use_agent(&work_call("Worker 2", 600, true)),
+            Reply::answer("Done."),
+        ])
+        .with_script("Worker 1\n", worker(600))
+        .with_script("Worker 2\n", worker(600));
+        let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        run_for(&mut events, &mut log, 10).await;
+        let seen = log.len();
+        thread.actor().kill();
+        thread.actor().wait(None).await.ok();
+        run_for(&mut events, &mut log, 1).await;
+        log[seen..].iter().map(|e| format!("{e:?}")).collect()
+    })
+}
+
+/// Replay, the kill path of a whole thread: ractor kills the supervisor's
+/// actors (parent, hub, gate) in its child map's order, a `HashMap` with a
+/// random seed, and each ended what it held as its task ran — the parent's
+/// waiting call and `Result` before or after its children's ends, from
+/// run to run. The children end first (deepest, then by number), then the
+/// parent, on every run.
+#[test]
+fn a_killed_thread_closes_its_children_then_its_parent_on_every_run() {
+    let first = kill_the_thread_with_children_running();
+    let at = |needle: &str| {
+        first
+            .iter()
+            .position(|e| e.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle}: {first:#?}"))
+    };
+    let parent_call = first
+        .iter()
+        .position(|e| e.starts_with("ToolResult") && e.contains("use_agent"))
+        .unwrap_or_else(|| panic!("the parent's call unanswered: {first:#?}"));
+    assert!(at("Child(AgentId(\"agent_1\"), Result") < at("Child(AgentId(\"agent_2\"), Result"));
+    assert!(
+        at("Child(AgentId(\"agent_2\"), Result") < parent_call,
+        "{first:#?}"
+    );
+    for round in 0..12 {
+        assert_eq!(
+            kill_the_thread_with_children_running(),
+            first,
+            "round {round} closed differently"
+        );
+    }
+}

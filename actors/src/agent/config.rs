@@ -43,8 +43,9 @@ pub(crate) struct AgentConfig {
     /// Where its runs sit in a trace.
     pub(crate) trace: crate::agent::spans::TraceParent,
     /// Called when the actor is dropped without its stop (killed) while a
-    /// turn runs, before that turn ends: a child's ends the turns of every
-    /// child of its hub in a fixed order if the hub is dying (see
+    /// turn runs, before that turn ends: a child's (and a thread's
+    /// parent's) ends the turns of every child of its hub in a fixed order
+    /// if the hub or its thread is dying (see
     /// [`crate::agent::running::TurnEnds`]).
     pub(crate) on_killed: Option<KillHook>,
 }
@@ -82,6 +83,7 @@ pub struct AgentBuilder {
     approvals: Option<Arc<dyn ApprovalPolicy>>,
     options: RequestOptions,
     trace: TraceSettings,
+    on_killed: Option<KillHook>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -107,6 +109,7 @@ impl AgentBuilder {
             approvals: None,
             options: RequestOptions::default(),
             trace: TraceSettings::default(),
+            on_killed: None,
         }
     }
 }
@@ -186,6 +189,13 @@ impl AgentBuilder {
         self
     }
 
+    /// See [`AgentConfig::on_killed`] (a thread's parent: its children's
+    /// turns end before its own when the whole thread is killed).
+    pub(crate) fn on_killed(mut self, hook: KillHook) -> Self {
+        self.on_killed = Some(hook);
+        self
+    }
+
     /// The finished config, spawning a gate if none was given.
     pub(crate) async fn config(self) -> Result<AgentConfig, AgentError> {
         let gate = match self.gate {
@@ -207,7 +217,7 @@ impl AgentBuilder {
             approvals: self.approvals,
             options: self.options,
             probe: None,
-            on_killed: None,
+            on_killed: self.on_killed,
             trace: crate::agent::spans::TraceParent {
                 span: None,
                 parent_agent: None,

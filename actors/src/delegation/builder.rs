@@ -461,6 +461,7 @@ impl DelegationBuilder {
             .request_options(self.options)
             .gate(gate.clone())
             .trace_settings(self.trace)
+            .on_killed(hub.kill_hook(supervisor.clone()))
             .spawn_into(events, supervisor)
             .await?;
         Ok(DelegatingAgent {

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use crate::hub::msg::HubMsg;
 use crate::hub::msg::sealed::HubInternal;
-use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, ActorStatus, SupervisionEvent};
 use subagents_messages::{AgentId, SubAgentStatus};
 
+use crate::agent::KillHook;
 use crate::hub::book::Book;
 use crate::hub::config::HubConfig;
 use crate::hub::lifecycle::HubState;
@@ -28,6 +29,25 @@ pub(crate) struct HubArguments {
     pub(crate) parent: AgentId,
     pub(crate) parent_sink: EventSink,
     pub(crate) book: Book,
+    /// The hub's supervisor (a thread's), if any.
+    pub(crate) supervisor: Option<ActorCell>,
+}
+
+/// What an agent of a hub's tree runs when it is killed mid-turn (its
+/// [`crate::agent::AgentConfig::on_killed`]): if the hub died without its
+/// stop, or the thread it belongs to did, every child's turn of the hub
+/// ends now, deepest first then by number, before the killed agent's own.
+/// ractor kills a dead actor's children in its child map's order (a
+/// `HashMap` with a random seed), and each ended its turn on the stream as
+/// its task ran. A hub or thread still stopping (its `post_stop`) stops
+/// them itself.
+pub(crate) fn kill_hook(hub: ActorCell, book: Book, supervisor: Option<ActorCell>) -> KillHook {
+    Arc::new(move || {
+        let dead = |cell: &ActorCell| cell.get_status() == ActorStatus::Stopped;
+        if dead(&hub) || supervisor.as_ref().is_some_and(dead) {
+            book.end_turns_as_killed();
+        }
+    })
 }
 
 impl Actor for Hub {
@@ -42,17 +62,7 @@ impl Actor for Hub {
     ) -> Result<HubState, ActorProcessingErr> {
         let mut sinks = FxHashMap::default();
         sinks.insert(args.parent.clone(), args.parent_sink);
-        // ractor kills a dead hub's children in its child map's order (a
-        // `HashMap` with a random seed); the first killed child mid-turn
-        // ends every child's turn, in order, before any of them ends its
-        // own (a hub that stopped ended them all already).
-        let hub = myself.get_cell();
-        let book = args.book.clone();
-        let on_child_killed: crate::agent::KillHook = Arc::new(move || {
-            if hub.get_status() == ActorStatus::Stopped {
-                book.end_turns_as_killed();
-            }
-        });
+        let on_child_killed = kill_hook(myself.get_cell(), args.book.clone(), args.supervisor);
         Ok(HubState {
             on_child_killed,
             slots: Slots::new(args.config.max_live, args.parent.clone()),

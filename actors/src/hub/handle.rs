@@ -102,6 +102,7 @@ impl HubHandle {
             parent,
             parent_sink,
             book: book.clone(),
+            supervisor: supervisor.clone(),
         };
         let (actor, _) = match supervisor {
             Some(supervisor) => Actor::spawn_linked(None, Hub, args, supervisor).await?,
@@ -121,6 +122,12 @@ impl HubHandle {
     /// stops with it). Its messages are this handle's methods.
     pub fn actor(&self) -> &ActorCell {
         &self.actor
+    }
+
+    /// What the hub's parent agent runs if it is killed mid-turn: see
+    /// [`crate::hub::actor::kill_hook`] (`supervisor`: the thread's).
+    pub(crate) fn kill_hook(&self, supervisor: Option<ActorCell>) -> crate::agent::KillHook {
+        crate::hub::actor::kill_hook(self.actor.get_cell(), self.book.clone(), supervisor)
     }
 
     /// The actor itself, for this crate's own messages.

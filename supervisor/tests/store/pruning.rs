@@ -71,18 +71,18 @@ fn a_child_running_longer_than_the_retention_is_interrupted_not_pruned_at_open()
     clock.set(T0 + DAY + HOUR);
     let (reopened, report) = reopen(store, tmp.path(), &clock);
     assert!(report.pruned.removed.is_empty(), "{report:?}");
-    assert_eq!(report.interrupted, [id.clone()]);
+    assert_eq!(report.interrupted, [AgentId::new("agent_1")]);
     let envelope = reopened.get(&id).expect("kept");
     assert_eq!(envelope.status, SubAgentStatus::Interrupted);
     assert_eq!(envelope.finished_at_ms, Some(T0 + DAY + HOUR));
     assert_eq!(reopened.run(&id), Some((request, said.to_vec())));
-    assert_eq!(reopened.take_interrupted(), [id.clone()]);
+    assert_eq!(reopened.take_interrupted(), [AgentId::new("agent_1")]);
 
     // A retention after the restart, not after the request.
     clock.set(T0 + 2 * DAY + HOUR);
     assert!(reopened.prune().removed.is_empty());
     clock.set(T0 + 2 * DAY + HOUR + 1);
-    assert_eq!(reopened.prune().removed, [id.clone()]);
+    assert_eq!(reopened.prune().removed, [AgentId::new("agent_1")]);
     assert_eq!(reopened.run(&id), None);
 }
 
