@@ -512,3 +512,61 @@ async fn a_resumed_run_does_not_keep_the_caps_of_the_call_that_started_it() {
     assert_eq!(resumed.result.as_deref(), Some("two"), "{resumed:?}");
     parent.shutdown_and_wait().await;
 }
+
+/// Limits, queued then handed on: a `delegate_task` child queued for a
+/// slot, its requester then cut by its own wall clock (the child goes on
+/// in the background), kept the cap of a call nobody waits on any more —
+/// nine tenths of what the requester had left, less its time in the
+/// queue: spent, it started with no wall clock at all and ended at once
+/// with a partial result, having done nothing. A background child has its
+/// own limits, as a resumed one has.
+#[tokio::test(start_paused = true)]
+async fn a_queued_synchronous_child_handed_to_the_background_drops_the_callers_cap() {
+    use subagents::messages::SubAgentStatus;
+    use subagents_demo::Sleep;
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
+            .tool_call(
+                "delegate_task",
+                r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+            ),
+        Reply::answer("the parent read it"),
+        Reply::answer("noted"),
+    ])
+    .with_script("Blocker", vec![Reply::new().hang()])
+    .with_script("Worker", common::worker(5));
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .limits(Limits {
+            wall_clock: Duration::from_secs(100),
+            ..Limits::default()
+        })
+        .child_limits(Limits {
+            wall_clock: Duration::from_secs(150),
+            ..Limits::default()
+        })
+        .max_live(1)
+        .delegate_task_tool(true)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let worker_id = AgentId::new("agent_2");
+    loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::ChildStatus(id, status) if id == worker_id && status.is_terminal() => {
+                break;
+            }
+            _ => {}
+        }
+    }
+    let envelope = parent.hub.status(&worker_id).expect("known");
+    assert_eq!(envelope.status, SubAgentStatus::Done, "{envelope:?}");
+    assert_eq!(
+        envelope.result.as_deref(),
+        Some("worked 5 s"),
+        "{envelope:?}"
+    );
+    parent.shutdown_and_wait().await;
+}

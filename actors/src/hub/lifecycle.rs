@@ -61,17 +61,26 @@ pub(super) struct Child {
 }
 
 impl Child {
-    /// Its limits as it starts: a wall-clock cap set from what its
-    /// requester had left when it asked counts from then, so the time it
-    /// waited in the queue comes off it. Counted from its start, a queued
-    /// `delegate_task` child ran past its requester's own wall clock, which
-    /// then read no partial result, only its own cut.
-    pub(super) fn limits_now(&self) -> Limits {
+    /// Its limits as it starts. A requester that waits to the end (a
+    /// `delegate_task` call) caps them with what it had left when it
+    /// asked, and that wall clock counts from then, so the time it waited
+    /// in the queue comes off it (counted from its start, a queued child
+    /// ran past its requester's own wall clock, which then read no partial
+    /// result, only its own cut). Handed to the background meanwhile
+    /// (`background`: its requester stopped waiting), nobody waits on it
+    /// to the end: the caps do not carry over (a spent one started it with
+    /// no wall clock, ending it at once with nothing done).
+    pub(super) fn limits_now(&self, background: bool) -> Limits {
         let mut limits = self.limits;
-        if let (Some(cap), Some(queued_at)) = (self.request.wall_clock_cap, self.queued_at) {
-            limits.wall_clock = limits
-                .wall_clock
-                .min(cap.saturating_sub(queued_at.elapsed()));
+        if background {
+            return limits;
+        }
+        if let Some(cap) = self.request.wall_clock_cap {
+            let waited = self.queued_at.map(|at| at.elapsed()).unwrap_or_default();
+            limits.wall_clock = limits.wall_clock.min(cap.saturating_sub(waited));
+        }
+        if let Some(cap) = self.request.token_cap {
+            limits.token_budget = limits.token_budget.min(cap);
         }
         limits
     }
@@ -226,13 +235,8 @@ impl HubState {
         if let Some(requester) = self.children.get(&request.requester) {
             limits.max_model_calls = limits.max_model_calls.min(requester.limits.max_model_calls);
         }
-        // Inside what a requester that waits to the end has left.
-        if let Some(cap) = request.wall_clock_cap {
-            limits.wall_clock = limits.wall_clock.min(cap);
-        }
-        if let Some(cap) = request.token_cap {
-            limits.token_budget = limits.token_budget.min(cap);
-        }
+        // Inside what a requester that waits to the end has left: at its
+        // start (`Child::limits_now`).
         let id = self.config.ids.next().ok_or(Refused::IdsExhausted)?;
         self.requested += 1;
         let info = SubAgentInfo {
@@ -363,7 +367,7 @@ impl HubState {
             gate: child.gate.clone(),
             tool_names: child.tools.shared_names(),
             tools: child.tools.clone(),
-            limits: child.limits_now(),
+            limits: child.limits_now(self.book.is_background(id)),
             depth: child.request.requester_depth + 1,
             approvals: approvals_for(self.config.background_approvals, &self.book, id),
             options: match &child.request.options {
