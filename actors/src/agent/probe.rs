@@ -180,7 +180,8 @@ mod tests {
             crate::agent::turn_state::close(&shared, &out.gated(), &out, &stopped(), &|| {
                 "cut".to_owned()
             })
-            .unwrap();
+            .unwrap()
+            .0;
         let books = probe.take_conversation().unwrap();
         assert!(Arc::ptr_eq(&agents, &books), "one copy for both");
         assert_eq!(books.len(), 2, "the input and the stopped answer");

@@ -208,7 +208,7 @@ impl AgentState {
                 // Written only if a call or an approval is left open.
                 let cut = || turn_state::cut_sentence(&result.outcome, &ctx.config.limits);
                 // `None`: a stop closed the turn first and answered it.
-                if let Some(history) =
+                if let Some((history, result)) =
                     turn_state::close(&ctx.shared, &ctx.sink, &events, &result, &cut)
                 {
                     let _ = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished {
@@ -291,7 +291,7 @@ impl AgentState {
         spans::record_end(&running.span, &result);
         let limits = self.config.limits;
         let cut = || turn_state::cut_sentence(&result.outcome, &limits);
-        let Some(history) =
+        let Some((history, result)) =
             turn_state::close(&running.shared, &running.sink, &self.events, &result, &cut)
         else {
             // The turn had already ended: its TurnFinished is in the mailbox.

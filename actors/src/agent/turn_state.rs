@@ -268,20 +268,28 @@ pub(crate) fn cut_sentence(outcome: &Outcome, limits: &Limits) -> String {
 /// Ends a turn once: answers what it left open (the approval it waited on,
 /// the call in flight, the calls not started), then emits `result` on
 /// `out` — all atomically with closing `turn_sink`, so nothing of the turn
-/// follows. Returns the conversation after the turn, or `None` if the turn
-/// was already closed (by its task or by a stop). `cut` writes the
-/// sentence the open call, approval and unstarted calls are answered with
-/// (called only when one is open).
+/// follows. Returns the conversation after the turn and the result as
+/// emitted, or `None` if the turn was already closed (by its task or by a
+/// stop). `cut` writes the sentence the open call, approval and unstarted
+/// calls are answered with (called only when one is open).
+///
+/// The result's `children_usage` is read here, under the turn's lock: a
+/// call that delivered a child's result (settled, claimed, its usage
+/// added) after a stop had read the turn's progress is answered with that
+/// result, so its tokens are the turn's too — read earlier, they were in
+/// no turn's count.
 pub(crate) fn close(
     shared: &Shared,
     turn_sink: &EventSink,
     out: &EventSink,
     result: &AgentResult,
     cut: &dyn Fn() -> String,
-) -> Option<Arc<Vec<ChatMessage>>> {
+) -> Option<(Arc<Vec<ChatMessage>>, AgentResult)> {
     let mut state = lock(shared);
     state.closing = true;
     state.ends = None;
+    let mut result = result.clone();
+    result.children_usage = state.progress.children_usage;
     let mut history = None;
     turn_sink.close_with(|| {
         let open = state.open.take();
@@ -337,7 +345,7 @@ pub(crate) fn close(
         state.ended = Some(ended.clone());
         history = Some(ended);
     });
-    history
+    history.map(|history| (history, result))
 }
 
 /// Answers the approval `id` if the turn waits on it: emits
@@ -374,96 +382,4 @@ pub(crate) fn resolve_approval(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn open_turn() -> (
-        Shared,
-        CallSlot,
-        EventSink,
-        EventSink,
-        crate::sink::EventStream,
-    ) {
-        let (out, stream) = EventSink::channel();
-        let turn_sink = out.gated();
-        let shared: Shared = Arc::new(Mutex::new(TurnState::new(vec![ChatMessage::user("go")])));
-        let id = ToolUseId::new("call_1");
-        {
-            let mut state = lock(&shared);
-            state.calls_opened = 1;
-            state.open = Some(OpenCall {
-                seq: 1,
-                id: id.clone(),
-                name: "use_agent".into(),
-                on_cut: None,
-                settled: None,
-                span: tracing::Span::none(),
-            });
-        }
-        let slot = CallSlot {
-            turn: Some((shared.clone(), 1)),
-        };
-        (shared, slot, turn_sink, out, stream)
-    }
-
-    fn stopped() -> AgentResult {
-        result(
-            "stopped".into(),
-            Outcome::Stopped,
-            &Progress::default(),
-            Instant::now(),
-        )
-    }
-
-    /// A message racing the turn's completion is read or refused, never
-    /// taken and lost: two OS threads, 500 rounds.
-    #[test]
-    fn a_message_racing_completion_is_read_or_refused() {
-        let (mut read, mut refused) = (0, 0);
-        for _ in 0..500 {
-            let shared: Shared = Arc::new(Mutex::new(TurnState::new(Vec::new())));
-            let sender = {
-                let shared = shared.clone();
-                std::thread::spawn(move || steer(&shared, "more".into()))
-            };
-            // The turn loop: complete, or read what arrived and ask again.
-            while !complete_unless_steered(&shared) {
-                lock(&shared).read_steering();
-            }
-            let taken = sender.join().unwrap_or(false);
-            let history = lock(&shared).history.clone();
-            assert_eq!(taken, !history.is_empty(), "taken and not read");
-            assert!(
-                !steer(&shared, "late".into()),
-                "completed: no more messages"
-            );
-            if taken { read += 1 } else { refused += 1 }
-        }
-        assert_eq!(read + refused, 500);
-    }
-
-    /// A call that settles before the cut is answered with its output; one
-    /// that tries after the cut is refused (its output never reaches the
-    /// model, so it must not count as delivered).
-    #[test]
-    fn settle_wins_only_before_the_turn_is_cut() {
-        let (shared, slot, turn_sink, out, mut stream) = open_turn();
-        slot.on_cut("note".into());
-        assert!(slot.settle(&Ok("the answer".into())));
-        close(&shared, &turn_sink, &out, &stopped(), &|| "cut".to_owned());
-        let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
-            panic!("the call is answered first");
-        };
-        assert_eq!(answered.output, "the answer");
-        assert!(!answered.is_error);
-
-        let (shared, slot, turn_sink, out, mut stream) = open_turn();
-        slot.on_cut("note".into());
-        close(&shared, &turn_sink, &out, &stopped(), &|| "cut".to_owned());
-        assert!(!slot.settle(&Ok("too late".into())), "the turn was cut");
-        let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
-            panic!("the call is answered first");
-        };
-        assert_eq!(answered.output, "note");
-    }
-}
+mod tests;
