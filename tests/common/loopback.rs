@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use subagents::actors::{Model, NodeLink, NodeRunner, RunReports, ToolRegistry};
 use subagents::messages::codec::Wire;
-use subagents::messages::remote::{RunReport, RunRequest, RunSpec};
+use subagents::messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
 use subagents::prelude::GateHandle;
 
 /// A node in this process, reached through bytes.
@@ -22,6 +22,10 @@ pub struct Loopback {
     /// The node is lost in the gap between a run's `Result` event and its
     /// `Ended` report (the `Ended` never arrives).
     pub lost_before_ended: Arc<AtomicBool>,
+    /// The node cannot send a run's next event (over the wire's limit):
+    /// it goes as `Refused` under the same number, as the cluster's host
+    /// sends it, and the flag clears.
+    pub refuse_next_event: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -54,6 +58,7 @@ impl Loopback {
             down: Arc::new(AtomicBool::new(false)),
             started: AtomicUsize::new(0),
             lost_before_ended: Arc::new(AtomicBool::new(false)),
+            refuse_next_event: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -88,17 +93,20 @@ impl NodeLink for Loopback {
         let key = spec.key;
         let down = self.down.clone();
         let lost_before_ended = self.lost_before_ended.clone();
+        let refuse_next_event = self.refuse_next_event.clone();
         let to_proxy = reports.clone();
-        let run = self.runner.start(spec, move |report| {
+        let run = self.runner.start(spec, move |mut report| {
             let reports = &to_proxy;
             if down.load(Ordering::SeqCst) {
                 return;
             }
+            if matches!(report.body, ReportBody::Event(_))
+                && refuse_next_event.swap(false, Ordering::SeqCst)
+            {
+                report.body = ReportBody::Refused("a report of the run could not be sent".into());
+            }
             if lost_before_ended.load(Ordering::SeqCst)
-                && matches!(
-                    report.body,
-                    subagents::messages::remote::ReportBody::Ended { .. }
-                )
+                && matches!(report.body, ReportBody::Ended { .. })
             {
                 reports.lost("the connection to it was reset");
                 return;

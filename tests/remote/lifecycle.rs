@@ -101,3 +101,38 @@ async fn a_stop_reaches_the_child_on_its_node() {
     assert_eq!(envelope.status, SubAgentStatus::Stopped);
     assert_eq!(node.runner.live(), 0, "stopped on its node too");
 }
+
+/// Stopped midway, forged by the wire: a run's report the node cannot
+/// send (over the wire's limit) goes as `Refused` under its number, and
+/// the asking node fails the child with it — but the run went on on its
+/// node, unowned: calling tools and the model, holding a slot there, its
+/// end sent to nobody. The asking node stops it as it fails the child.
+#[tokio::test(start_paused = true)]
+async fn a_run_refused_midway_is_stopped_on_its_node() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Victim", 600, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Victim", worker(600))
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    node.refuse_next_event.store(true, Ordering::SeqCst);
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed, "{envelope:?}");
+    assert!(
+        envelope
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("could not run it"),
+        "{envelope:?}"
+    );
+    assert_eq!(node.runner.live(), 0, "left running on its node");
+}

@@ -180,6 +180,7 @@ impl ProxyState {
         let Some(run) = self.run.as_mut().filter(|r| r.key == report.key) else {
             return;
         };
+        let report_key = report.key;
         for body in run.mirror.accept(report) {
             match body {
                 ReportBody::Event(event) => self.event(event),
@@ -189,6 +190,10 @@ impl ProxyState {
                     conversation,
                 } => self.finish(result, Some(conversation)),
                 ReportBody::Refused(why) => {
+                    // Refused midway (a report it could not send), the run
+                    // goes on there: stopped, nothing runs unowned. One
+                    // refused at its start is no run: the stop finds none.
+                    let _ = self.link.request(report_key, RunRequest::Stop);
                     let text = format!("node `{}` could not run it: {why}", self.link.node());
                     self.close(&text, Outcome::Failed(text.clone()));
                 }
