@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor_cluster::NodeServerMessage;
 use subagents_actors::{NodeLink, RunReports};
 use subagents_messages::remote::{ReportBody, RunRequest, RunSpec};
 
@@ -69,6 +70,9 @@ pub(crate) struct LinkInner {
     pub(crate) down: AtomicBool,
     /// Runs started through it.
     pub(crate) started: AtomicU64,
+    /// This node's server: the session to the other node is closed there
+    /// when its heartbeats go unanswered.
+    pub(crate) server: ActorRef<NodeServerMessage>,
 }
 
 impl LinkInner {
@@ -128,12 +132,39 @@ impl ClusterLink {
                         missed += 1;
                         if missed >= MISSED_HEARTBEATS {
                             link.lose(&format!("{missed} heartbeats in a row went unanswered"));
+                            close_sessions(&link.server, &link.node).await;
                             return;
                         }
                     }
                 }
             }
         });
+    }
+}
+
+/// Closes this node's sessions with node `node`. A node found lost by its
+/// heartbeat (hung, or behind a silent network) kept its session open: it
+/// was never told, and when it woke its runs went on unowned — a Cascade
+/// run not stopped, a Detach run's end sent to an inbox that no longer
+/// routes it instead of kept for fetching. With its session closed, it
+/// applies the parent's policy as for any lost session.
+async fn close_sessions(server: &ActorRef<NodeServerMessage>, node: &str) {
+    let Ok(sessions) = ractor::call_t!(server, NodeServerMessage::GetSessions, 1000) else {
+        return;
+    };
+    let mut ours: Vec<_> = sessions
+        .into_values()
+        .filter(|s| {
+            s.peer_name
+                .as_ref()
+                .is_some_and(|p| crate::node::peer_node(&p.name) == node)
+        })
+        .collect();
+    ours.sort_unstable_by_key(|s| s.node_id);
+    for session in ours {
+        session
+            .actor
+            .stop(Some("its heartbeats went unanswered".to_owned()));
     }
 }
 

@@ -70,7 +70,7 @@ impl NodeEventSubscription for Sessions {
 /// peer `name@host`, and `host` is an address (no `@`), but `name` may
 /// hold one — cut at the first, `gpu@2`'s loss was read as `gpu`'s: the
 /// healthy node's runs were stopped or orphaned, the lost one's left.
-fn peer_node(session_name: &str) -> &str {
+pub(crate) fn peer_node(session_name: &str) -> &str {
     session_name
         .rsplit_once('@')
         .map_or(session_name, |(name, _host)| name)
@@ -180,6 +180,7 @@ impl ClusterNode {
                 live: AtomicU64::new(u64::MAX),
                 down: AtomicBool::new(false),
                 started: AtomicU64::new(0),
+                server: self.server.clone(),
             }),
         };
         self.links

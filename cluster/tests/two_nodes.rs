@@ -304,3 +304,67 @@ async fn with_cascade_an_orphan_is_stopped_on_its_node() {
         "{kept:?}"
     );
 }
+
+/// Stopped midway, across processes: a node found lost by its heartbeat
+/// (hung, or behind a silent network) was never told — its session stayed
+/// open — so when it woke its runs went on unowned: by the Cascade policy
+/// they should stop, but they ran on (here for their whole 600 s), their
+/// ends sent to an inbox that no longer routed them. The lost node's
+/// session is closed: when it wakes it stops them and keeps their ends, as
+/// for any lost parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_lost_by_its_heartbeat_stops_its_orphans_when_it_wakes() {
+    let _turn = TURNS.lock().await;
+    let b = NodeB::start("b7");
+    let (node, link) = node_a("a7", &b).await;
+    let sleeper = UseAgentCall::run("Sleeper\nYou work.", "work 600 s")
+        .tools(["sleep"])
+        .wait(false);
+    let mut turns = vec![
+        Reply::new().use_agent(&sleeper).use_agent(&sleeper),
+        Reply::answer("Started."),
+    ];
+    turns.extend((0..4).map(|_| Reply::answer("Noted.")));
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(ScriptedModel::new(turns).shared())
+            .system_prompt("You are the parent.")
+            .tools(tools())
+            .parent_stop(ParentStopPolicy::Cascade)
+            .placement(Placement::On(Arc::new(link.clone()))),
+        None,
+    )
+    .await
+    .unwrap();
+    let mut log = Vec::new();
+    thread.send_user("go").unwrap();
+    until(&mut events, &mut log, is_result).await;
+    seen(&mut events, &mut log, in_tool).await;
+    b.freeze();
+    let mut wakes = 0;
+    while wakes < 2 {
+        until(&mut events, &mut log, is_wake).await;
+        wakes += 1;
+        until(&mut events, &mut log, is_result).await;
+    }
+    assert!(link.is_down());
+    b.thaw();
+    let (c, asking) = node_a("c7", &b).await;
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let kept = loop {
+        let kept = asking.kept().await.unwrap();
+        if kept.len() == 2 || std::time::Instant::now() >= deadline {
+            break kept;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(kept.len(), 2, "b kept {kept:?} after {PATIENCE:?}");
+    assert!(
+        kept.iter()
+            .all(|k| k.parent_node == "a7" && k.result.outcome == Outcome::Stopped),
+        "{kept:?}"
+    );
+    c.shutdown();
+    thread.close_and_wait().await;
+    node.shutdown();
+    drop(b);
+}

@@ -144,6 +144,15 @@ impl NodeB {
         assert!(status.success());
     }
 
+    /// SIGCONT: a frozen node goes on where it was.
+    pub(crate) fn thaw(&self) {
+        let status = Command::new("kill")
+            .args(["-CONT", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
     pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
