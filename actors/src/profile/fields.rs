@@ -157,7 +157,7 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "developer_instructions" => fm.developer_instructions = map.next_value()?,
                 "tools" => match map.next_value::<Option<Tools>>()? {
                     Some(Tools::List(list)) => fm.tools = Some(list.0),
-                    Some(Tools::Switches(switches)) => fm.tool_switches = switches,
+                    Some(Tools::Switches(switches)) => fm.tool_switches.extend(switches),
                     None => {}
                 },
                 // `maxTurns` is the Claude Code spelling of the same cap.
@@ -192,6 +192,17 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "sandbox_mode" => {
                     if let Some(mode) = map.next_value::<Option<String>>()? {
                         sandbox_mode_loads(&mode)?;
+                    }
+                }
+                // Codex's own web search: off denies a host tool of that
+                // name (it narrows); on grants nothing here.
+                "web_search" => {
+                    if let Some(mode) = map.next_value::<Option<String>>()? {
+                        if web_search_on(&mode)? {
+                            fm.not_applied.push(key.clone());
+                        } else {
+                            fm.tool_switches.push((key.clone(), false));
+                        }
                     }
                 }
                 "memory" => fm.memory = map.next_value()?,
@@ -388,6 +399,19 @@ fn permission_mode_loads<E: de::Error>(key: &str, mode: &str) -> Result<(), E> {
         "plan" | "dontAsk" => Err(E::custom(format!("`{key}` is `{mode}`, {CANNOT_ENFORCE}"))),
         _ => Err(E::custom(format!(
             "`{key}` is `{mode}`, none of default, acceptEdits, bypassPermissions, dontAsk, plan \
+             (an unknown mode may be a restriction)"
+        ))),
+    }
+}
+
+/// A Codex role's top-level `web_search` (`disabled`, `cached`, `live`):
+/// whether it is on. Any other value may be a restriction: an error.
+fn web_search_on<E: de::Error>(mode: &str) -> Result<bool, E> {
+    match mode.trim() {
+        "disabled" => Ok(false),
+        "cached" | "live" => Ok(true),
+        _ => Err(E::custom(format!(
+            "`web_search` is `{mode}`, none of disabled, cached, live \
              (an unknown mode may be a restriction)"
         ))),
     }

@@ -275,3 +275,40 @@ fn a_codex_tools_table_loads_and_a_switch_turned_off_is_denied() {
     .unwrap_err();
     assert!(matches!(e, ProfileError::Parse { line: 3, .. }), "{e}");
 }
+
+/// Foreign input, never widened: Codex spells web search off as a
+/// top-level `web_search = "disabled"` now (the `[tools]` switch is the
+/// older spelling). It was an unknown key, warned and dropped: the role
+/// kept the host's web-search tool. `disabled` denies it; `cached` and
+/// `live` turn Codex's own on and grant nothing here; anything else is an
+/// error at its value (it may be a restriction).
+#[test]
+fn a_codex_web_search_disabled_denies_the_tool() {
+    let path = Path::new("/p/.codex/agents/explorer.toml");
+    let role = |value: &str| {
+        Profile::parse_codex_role(
+            path,
+            &format!("developer_instructions = \"x\"\nweb_search = {value}\n"),
+        )
+    };
+    let (profile, warnings) = role("\"disabled\"").unwrap();
+    assert_eq!(profile.disallowed_tools, ["web_search"]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    for on in ["\"cached\"", "\"live\""] {
+        let (profile, warnings) = role(on).unwrap();
+        assert!(profile.disallowed_tools.is_empty(), "{on}");
+        assert!(
+            matches!(&warnings[..], [ProfileWarning::NotApplied { key, .. }] if key == "web_search"),
+            "{on}: {warnings:?}"
+        );
+    }
+    let e = role("\"off\"").unwrap_err();
+    assert!(matches!(e, ProfileError::Parse { line: 2, .. }), "{e}");
+    // Either spelling turned off denies it, once.
+    let (profile, _) = Profile::parse_codex_role(
+        path,
+        "developer_instructions = \"x\"\nweb_search = \"disabled\"\n[tools]\nweb_search = false\n",
+    )
+    .unwrap();
+    assert_eq!(profile.disallowed_tools, ["web_search"]);
+}
