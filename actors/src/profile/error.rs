@@ -114,6 +114,19 @@ impl ProfileError {
         }
     }
 
+    /// True when the file was refused, not broken: it asks for a
+    /// restriction this runtime cannot enforce (`permissionMode: plan`, a
+    /// Codex role's `sandbox_mode = "read-only"`, an unknown mode that may
+    /// be one). Loading it without would widen what it may do; a loader
+    /// takes its name out rather than fall back to another file's.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Self::Parse { kind: ParseErrorKind::Invalid { message, .. }, .. }
+                if super::fields::is_refusal(message)
+        )
+    }
+
     /// The 1-based `(line, column)` of a parse error; `None` for the others.
     pub fn position(&self) -> Option<(usize, usize)> {
         match self {

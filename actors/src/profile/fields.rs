@@ -382,6 +382,15 @@ fn in_range<E: de::Error>(
     }
 }
 
+/// True for the message of a profile refused for a restriction (one this
+/// runtime cannot enforce, or an unknown mode that may be one).
+pub(super) fn is_refusal(message: &str) -> bool {
+    message.contains(CANNOT_ENFORCE) || message.contains(MAY_BE_A_RESTRICTION)
+}
+
+/// What an unknown mode says of itself.
+const MAY_BE_A_RESTRICTION: &str = "(an unknown mode may be a restriction)";
+
 /// What a profile that cannot be enforced here says (the profile is
 /// refused: loading it without the restriction would widen what it may do).
 const CANNOT_ENFORCE: &str = "a restriction this runtime cannot enforce; loaded without it, \
@@ -399,7 +408,7 @@ fn permission_mode_loads<E: de::Error>(key: &str, mode: &str) -> Result<(), E> {
         "plan" | "dontAsk" => Err(E::custom(format!("`{key}` is `{mode}`, {CANNOT_ENFORCE}"))),
         _ => Err(E::custom(format!(
             "`{key}` is `{mode}`, none of default, acceptEdits, bypassPermissions, dontAsk, plan \
-             (an unknown mode may be a restriction)"
+             {MAY_BE_A_RESTRICTION}"
         ))),
     }
 }
@@ -412,7 +421,7 @@ fn web_search_on<E: de::Error>(mode: &str) -> Result<bool, E> {
         "cached" | "live" => Ok(true),
         _ => Err(E::custom(format!(
             "`web_search` is `{mode}`, none of disabled, cached, live \
-             (an unknown mode may be a restriction)"
+             {MAY_BE_A_RESTRICTION}"
         ))),
     }
 }
@@ -428,7 +437,7 @@ fn sandbox_mode_loads<E: de::Error>(mode: &str) -> Result<(), E> {
         ))),
         _ => Err(E::custom(format!(
             "`sandbox_mode` is `{mode}`, none of read-only, workspace-write, danger-full-access \
-             (an unknown mode may be a restriction)"
+             {MAY_BE_A_RESTRICTION}"
         ))),
     }
 }

@@ -6,7 +6,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use super::Profile;
-use super::error::{ProfileError, ProfileWarning};
+use super::error::{FrontmatterFormat, ProfileError, ProfileWarning};
 use super::parse::{Parsed, parse_profile_bytes};
 
 /// The largest profile file read, in bytes.
@@ -102,7 +102,18 @@ impl ProfileSet {
                             );
                         }
                     }
-                    Err(e) => warn(&mut warnings, ProfileWarning::Skipped(e)),
+                    Err(e) => {
+                        // Refused for a restriction (not broken): its name
+                        // is taken out, an earlier directory's profile of
+                        // that name too — that one may do what this file
+                        // forbids.
+                        if e.is_refusal() {
+                            for name in names_of(&path) {
+                                by_name.remove(&name);
+                            }
+                        }
+                        warn(&mut warnings, ProfileWarning::Skipped(e));
+                    }
                 }
             }
         }
@@ -269,6 +280,41 @@ fn load_file(path: &Path) -> Result<Parsed, ProfileError> {
         return super::codex::parse_codex_role(path, text);
     }
     parse_profile_bytes(path, &bytes)
+}
+
+/// The names a file that did not load would give: its file name's, and
+/// the one its settings declare (`name`), read leniently.
+fn names_of(path: &Path) -> Vec<String> {
+    let mut names: Vec<String> = super::parse::profile_name(path).into_iter().collect();
+    let text = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let toml_name = |table: &str| {
+        toml::from_str::<toml::Table>(table)
+            .ok()
+            .and_then(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_owned))
+    };
+    let declared = if path.extension() == Some(OsStr::new("toml")) {
+        toml_name(&text)
+    } else {
+        match super::fence::split(&text) {
+            Ok(split) => match split.format {
+                Some(FrontmatterFormat::Toml) => toml_name(split.frontmatter),
+                Some(FrontmatterFormat::Yaml) => {
+                    serde_saphyr::from_str::<serde_json::Value>(split.frontmatter)
+                        .ok()
+                        .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned))
+                }
+                None => None,
+            },
+            Err(_) => None,
+        }
+    };
+    names.extend(
+        declared
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty()),
+    );
+    names
 }
 
 /// Leaves out of `profile.tools` every tool not in `known`, warning for each.

@@ -118,6 +118,52 @@ fn a_skipped_project_file_leaves_the_user_profile() {
     assert_eq!(warnings.len(), 1);
 }
 
+/// Widened (foreign): a project file refused for a restriction this
+/// runtime cannot enforce (`permissionMode: plan`, a Codex role's
+/// `sandbox_mode = "read-only"`) was skipped like a broken file, so the
+/// user's profile of that name — every tool its parent has — ran in its
+/// place: the project asked for read-only and got full access. A refused
+/// file takes its name out (the declared one, else its file name), as
+/// `disabled: true` does; a broken one still leaves the earlier profile.
+#[test]
+fn a_profile_refused_for_a_restriction_hides_the_earlier_one_of_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let project = tmp.path().join("project");
+    write(&user, "reviewer.md", "user");
+    write(&user, "auditor.md", "user");
+    write(
+        &user,
+        "explorer.toml",
+        "developer_instructions = \"user\"\n",
+    );
+    write(
+        &project,
+        "reviewer.md",
+        "---\npermissionMode: plan\n---\nread only",
+    );
+    // Declared under another file name, the key before the name.
+    write(
+        &project,
+        "audit.md",
+        "---\npermissionMode: plan\nname: auditor\n---\nread only",
+    );
+    write(
+        &project,
+        "explorer.toml",
+        "sandbox_mode = \"read-only\"\ndeveloper_instructions = \"read only\"\n",
+    );
+    let (profiles, warnings) = ProfileSet::load(&[user, project], &[]);
+    for name in ["reviewer", "auditor", "explorer"] {
+        assert!(
+            profiles.get(name).is_none(),
+            "{name}: {:?}",
+            profiles.get(name).map(|p| &p.source)
+        );
+    }
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+}
+
 #[test]
 fn unknown_tools_are_left_out_with_a_warning() {
     let tmp = tempfile::tempdir().unwrap();
