@@ -112,3 +112,74 @@ async fn an_approval_then_a_stop_in_one_tick_arrive_in_that_order() {
         "taken, as the host was told"
     );
 }
+
+/// Same instant, the other order: a stop of a child on another node, then
+/// an answer to its approval, in one tick. The node applied them in that
+/// order — the stop cut the turn (`Cancelled` on the stream), the answer
+/// came too late — but the proxy had told the host the answer was taken.
+/// As a local child does, the answer is refused `Ended`.
+#[tokio::test(start_paused = true)]
+async fn a_stop_then_an_approval_in_one_tick_refuse_the_answer_as_locally() {
+    use subagents::messages::{ApprovalDecision, ApprovalOutcome, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["http_post", "sleep"])
+                .wait(false),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"url":"https://example.com","body":"x"}"#),
+            Reply::answer("posted"),
+        ],
+    )
+    .shared();
+    let mut seen = Vec::new();
+    for remote in [false, true] {
+        let placement = if remote {
+            Placement::On(Loopback::new("b", model.clone()).await)
+        } else {
+            Placement::Local
+        };
+        let (thread, mut events) = thread_on(model.clone(), placement).await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        let request = until_child_approval(&mut events, &mut log).await;
+        let agent_1 = AgentId::new("agent_1");
+        let (stopped, answered) = tokio::join!(
+            thread.stop_child(&agent_1),
+            thread.resolve_approval(request.id.clone(), ApprovalDecision::Approve)
+        );
+        assert_eq!(stopped.unwrap(), SubAgentStatus::Stopped, "remote {remote}");
+        assert!(
+            matches!(
+                answered,
+                Err(ThreadError::Approval(ApprovalRefusal::Ended(_)))
+            ),
+            "remote {remote}: {answered:?}"
+        );
+        run_for(&mut events, &mut log, 60).await;
+        check_log(&log, true);
+        let resolved: Vec<bool> = log
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Child(_, inner) => match &**inner {
+                    AgentEvent::ApprovalResolved { outcome, .. } => {
+                        Some(matches!(outcome, ApprovalOutcome::Cancelled(_)))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        assert_eq!(resolved, [true], "remote {remote}: cancelled");
+        seen.push(remote);
+        thread.close_and_wait().await;
+    }
+    assert_eq!(seen, [false, true]);
+}

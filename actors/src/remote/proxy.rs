@@ -118,6 +118,9 @@ struct RemoteRun {
     steers: BTreeMap<u64, RpcReplyPort<Result<Steered, Refused>>>,
     /// Approvals the hub's policy answered: the parent never sees them.
     silenced: Vec<ApprovalId>,
+    /// A stop was sent: the node cuts the turn before any answer sent
+    /// after it, so such an answer is `Ended`, as a local agent's.
+    stopping: bool,
 }
 
 impl ProxyState {
@@ -170,6 +173,7 @@ impl ProxyState {
             span,
             steers: BTreeMap::new(),
             silenced: Vec::new(),
+            stopping: false,
         });
         if let Err(why) = self.link.start(spec, RunReports::new(myself.clone())) {
             self.lost(&why);
@@ -321,9 +325,12 @@ impl ProxyState {
 
     fn stop(&mut self) {
         self.waiting.clear();
-        if let Some(key) = self.run.as_ref().map(|r| r.key)
-            && let Err(why) = self.link.request(key, RunRequest::Stop)
-        {
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        run.stopping = true;
+        let key = run.key;
+        if let Err(why) = self.link.request(key, RunRequest::Stop) {
             self.lost(&why);
         }
     }
@@ -342,7 +349,7 @@ impl ProxyState {
         let Some(key) = self
             .run
             .as_ref()
-            .filter(|r| r.mirror.awaits(&id))
+            .filter(|r| !r.stopping && r.mirror.awaits(&id))
             .map(|r| r.key)
         else {
             return Err(if self.asked.contains(&id) {
