@@ -55,8 +55,24 @@ impl Threads {
         if target.is_closing() {
             return Err(ThreadError::Closed);
         }
-        self.leave_current().await?;
-        target.on_screen(true)?;
+        let left = self.leave_current().await?;
+        // Closed while the one on screen was left (through a clone of its
+        // handle): the one left comes back on screen, rather than nothing
+        // (or a closed thread) being there.
+        let shown = if target.is_closing() {
+            Err(ThreadError::Closed)
+        } else {
+            target.on_screen(true)
+        };
+        if let Err(e) = shown {
+            if let Some(left) = left {
+                if let Some(handle) = self.threads.get(&left) {
+                    let _ = handle.on_screen(true);
+                }
+                self.on_screen = Some(left);
+            }
+            return Err(e);
+        }
         self.on_screen = Some(id.clone());
         Ok(())
     }
@@ -96,17 +112,23 @@ impl Threads {
     /// [`switch_away_if_open`]: a closed one is left as it is — an error
     /// here would fail the open or switch that called it, after the new
     /// thread was spawned).
-    async fn leave_current(&mut self) -> Result<(), ThreadError> {
-        if let Some(current) = self.on_screen.take()
-            && let Some(handle) = self.threads.get(&current)
-        {
+    ///
+    /// It stays on screen until it is left: a switch given up half-way (its
+    /// future dropped while the children stop) took it out of the registry
+    /// first, so the next switch never left it. Returns the one left.
+    async fn leave_current(&mut self) -> Result<Option<ThreadId>, ThreadError> {
+        let Some(current) = self.on_screen.clone() else {
+            return Ok(None);
+        };
+        if let Some(handle) = self.threads.get(&current) {
             switch_away_if_open(handle).await?;
             match handle.on_screen(false) {
                 Ok(()) | Err(ThreadError::Closed) => {}
                 Err(other) => return Err(other),
             }
         }
-        Ok(())
+        self.on_screen = None;
+        Ok(Some(current))
     }
 }
 

@@ -11,6 +11,7 @@ mod common;
 mod lifecycle;
 mod persistence_and_policies;
 mod stops;
+mod switching;
 mod wakes;
 
 use std::time::Duration;

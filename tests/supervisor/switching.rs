@@ -1,0 +1,78 @@
+//! `Threads::switch_to` at the edges: a switch given up half-way, and a
+//! target closed while the thread on screen is being left.
+
+use super::*;
+use futures_util::FutureExt as _;
+use subagents::messages::ThreadId;
+use subagents::supervisor::Threads;
+
+/// Two threads, `a` then `b`: `b` on screen, with a background child
+/// running (so leaving it waits for that child to stop).
+async fn two_threads() -> (Threads, ThreadId, ThreadId, EventStream) {
+    let mut threads = Threads::new();
+    let a = ThreadId::new("a");
+    let b = ThreadId::new("b");
+    let _ = threads
+        .open(
+            a.clone(),
+            DelegationBuilder::new(background_workers(&[]).shared()),
+        )
+        .await
+        .unwrap();
+    let mut events_b = threads
+        .open(
+            b.clone(),
+            DelegationBuilder::new(background_workers(&[100]).shared())
+                .tools(ToolRegistry::new().with(Sleep)),
+        )
+        .await
+        .unwrap();
+    threads.get(&b).unwrap().send_user("start").unwrap();
+    until_result(&mut events_b, &mut Vec::new()).await;
+    (threads, a, b, events_b)
+}
+
+/// Stopped midway: a switch given up after its first step (a UI cancelling
+/// it on the user's next click) had taken the thread on screen out of the
+/// registry before leaving it: the registry said nothing was on screen,
+/// the thread still thought it was, and the next switch never left it —
+/// children it started later were not stopped, their wakes reached a
+/// thread off screen. Until the leave is done, the one left is on screen.
+#[tokio::test(start_paused = true)]
+async fn a_switch_given_up_half_way_leaves_the_thread_on_screen() {
+    let (mut threads, a, b, _events_b) = two_threads().await;
+    assert!(
+        threads.switch_to(&a).now_or_never().is_none(),
+        "the leave waits for b's child to stop"
+    );
+    assert_eq!(
+        threads.on_screen(),
+        Some(&b),
+        "given up: b is still on screen"
+    );
+    threads.switch_to(&a).await.unwrap();
+    assert_eq!(threads.on_screen(), Some(&a));
+    threads.delete(&a).await.unwrap();
+    threads.delete(&b).await.unwrap();
+}
+
+/// Same instant, shared handle: the target closed (through a clone of its
+/// handle) while the thread on screen was being left. The switch failed
+/// `Closed` after leaving: nothing was on screen, the thread left was off
+/// screen (its later wakes dropped) while the host's view still showed
+/// it. The one left comes back on screen.
+#[tokio::test(start_paused = true)]
+async fn a_target_closed_while_the_current_is_left_puts_it_back_on_screen() {
+    let (mut threads, a, b, mut events_b) = two_threads().await;
+    let target = threads.get(&a).unwrap().clone();
+    // Runs at the switch's first wait, after its check of the target.
+    let closer = tokio::spawn(async move { target.close() });
+    assert_eq!(threads.switch_to(&a).await, Err(ThreadError::Closed));
+    closer.await.unwrap();
+    assert_eq!(threads.on_screen(), Some(&b));
+    // Back on screen: b's wakes are delivered, not dropped.
+    let mut log = Vec::new();
+    threads.get(&b).unwrap().send_user("again").unwrap();
+    until_result(&mut events_b, &mut log).await;
+    threads.delete(&b).await.unwrap();
+}
