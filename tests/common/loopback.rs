@@ -26,6 +26,9 @@ pub struct Loopback {
     /// it goes as `Refused` under the same number, as the cluster's host
     /// sends it, and the flag clears.
     pub refuse_next_event: Arc<AtomicBool>,
+    /// The node sends a run's `Ended` without its conversation (as the
+    /// cluster's host does for one over the wire's limit).
+    pub strip_conversation: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -59,6 +62,7 @@ impl Loopback {
             started: AtomicUsize::new(0),
             lost_before_ended: Arc::new(AtomicBool::new(false)),
             refuse_next_event: Arc::new(AtomicBool::new(false)),
+            strip_conversation: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -94,11 +98,17 @@ impl NodeLink for Loopback {
         let down = self.down.clone();
         let lost_before_ended = self.lost_before_ended.clone();
         let refuse_next_event = self.refuse_next_event.clone();
+        let strip_conversation = self.strip_conversation.clone();
         let to_proxy = reports.clone();
         let run = self.runner.start(spec, move |mut report| {
             let reports = &to_proxy;
             if down.load(Ordering::SeqCst) {
                 return;
+            }
+            if let ReportBody::Ended { conversation, .. } = &mut report.body
+                && strip_conversation.load(Ordering::SeqCst)
+            {
+                conversation.clear();
             }
             if matches!(report.body, ReportBody::Event(_))
                 && refuse_next_event.swap(false, Ordering::SeqCst)

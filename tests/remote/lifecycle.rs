@@ -136,3 +136,50 @@ async fn a_run_refused_midway_is_stopped_on_its_node() {
     );
     assert_eq!(node.runner.live(), 0, "left running on its node");
 }
+
+/// Stopped midway: a hub killed (or whose handler crashed) with children
+/// on another node. ractor kills its children with no `post_stop`, and a
+/// proxy closed its turn only there: each child's call in flight was
+/// never answered, no `Result` came, and the runs went on on their node,
+/// unowned. As local children do, each ends its turn in order — its call
+/// answered, a failed `Result`, then its terminal status — and its run is
+/// stopped on its node.
+#[tokio::test(start_paused = true)]
+async fn a_killed_hub_ends_its_remote_childrens_turns_and_runs() {
+    let model = background_workers(&[600, 600]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    while node.runner.live() < 2 || log.iter().filter(|e| in_tool(e)).count() < 2 {
+        until(&mut events, &mut log, in_tool).await;
+    }
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.ok();
+    thread.sync().await.unwrap();
+    run_for(&mut events, &mut log, 1).await;
+    check_log(&log, true);
+    let closing: Vec<String> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(id, inner) if matches!(**inner, AgentEvent::Result(_)) => {
+                Some(format!("{id} Result"))
+            }
+            AgentEvent::ChildStatus(id, status) if status.is_terminal() => {
+                Some(format!("{id} {}", status.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        closing,
+        [
+            "agent_1 Result",
+            "agent_1 failed",
+            "agent_2 Result",
+            "agent_2 failed"
+        ]
+    );
+    assert_eq!(node.runner.live(), 0, "left running on its node");
+}

@@ -292,3 +292,31 @@ async fn a_host_tool_named_like_a_front_end_not_offered_reaches_a_child_on_a_nod
         "{log:#?}"
     );
 }
+
+/// Foreign (trimmed by the wire): a run's `Ended` over the wire's limit
+/// goes without its conversation. The child kept that empty conversation
+/// as its own, so a later message resumed it from its task alone — what
+/// it did and its answer gone. It keeps what it started from and its
+/// answer, as a run ended here does.
+#[tokio::test(start_paused = true)]
+async fn a_run_ended_without_its_conversation_keeps_its_task_and_answer() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 5, true)),
+        Reply::answer("Done."),
+    ])
+    .with_script("Worker", worker(5))
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    node.strip_conversation.store(true, Ordering::SeqCst);
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let kept = thread
+        .hub()
+        .conversation(&AgentId::new("agent_1"))
+        .expect("known");
+    let said: Vec<&str> = kept.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(said.first(), Some(&"work 5 s"), "{said:?}");
+    assert_eq!(said.last(), Some(&"worked 5 s"), "{said:?}");
+}

@@ -39,4 +39,5 @@ pub use handle::{AgentError, AgentHandle};
 pub(crate) use msg::sealed;
 pub(crate) use msg::{AgentMsg, TurnReply, UserTurn};
 pub(crate) use probe::{Activity, LiveTurn, Probe};
+pub(crate) use running::TurnEnds;
 pub(crate) use turn_state::{CallSlot, Shared, TurnState, lock as turn_state_lock, steering_text};

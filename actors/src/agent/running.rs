@@ -1,6 +1,8 @@
 //! A running turn as the agent holds it, and how it ends when the actor
 //! goes away without a stop (a kill): its `Result` on the stream still.
 
+use std::sync::Arc;
+
 use tokio::time::Instant;
 
 use crate::agent::msg::TurnReply;
@@ -42,18 +44,40 @@ impl Drop for RunningTurn {
 /// each child's own end then finds its turn closed. (The hub's own state
 /// cannot do it: ractor hands it to the supervisor, and it is dropped
 /// after the children have run.)
-#[derive(Debug, Clone)]
-pub(crate) struct TurnEnds {
-    pub(crate) sink: EventSink,
-    pub(crate) out: EventSink,
-    pub(crate) started: Instant,
+#[derive(Clone)]
+pub(crate) enum TurnEnds {
+    /// A local agent's turn: its sink, the agent's own, when it started.
+    Local {
+        sink: EventSink,
+        out: EventSink,
+        started: Instant,
+    },
+    /// A turn run on another node: its proxy's closer (the run asked to
+    /// stop there, its open calls and approval answered here, its failed
+    /// `Result`; once).
+    Remote(Arc<dyn Fn() + Send + Sync>),
+}
+
+impl std::fmt::Debug for TurnEnds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Local { started, .. } => f
+                .debug_struct("Local")
+                .field("started", started)
+                .finish_non_exhaustive(),
+            Self::Remote(_) => f.write_str("Remote"),
+        }
+    }
 }
 
 impl TurnEnds {
     /// Ends the turn of `shared` as a killed actor's (once, whoever is
     /// first: the turn's sink closes once).
     pub(crate) fn end(&self, shared: &turn_state::Shared) {
-        end_as_killed(shared, &self.sink, &self.out, self.started);
+        match self {
+            Self::Local { sink, out, started } => end_as_killed(shared, sink, out, *started),
+            Self::Remote(close) => close(),
+        }
     }
 }
 

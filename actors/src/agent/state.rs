@@ -169,7 +169,7 @@ impl AgentState {
             // A child's: kept (through the probe) for the wake that links
             // to it, and what its hub needs to end it if the hub dies.
             state.span = Some(span.clone());
-            state.ends = Some(TurnEnds {
+            state.ends = Some(TurnEnds::Local {
                 sink: sink.clone(),
                 out: self.events.clone(),
                 started,

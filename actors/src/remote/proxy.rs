@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorCell, ActorRef, RpcReplyPort};
 use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
 use subagents_messages::{
     AgentEvent, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal,
@@ -17,14 +17,20 @@ use subagents_messages::{
 };
 use tokio::time::Instant;
 
-use crate::agent::sealed::AgentInternal;
 use crate::agent::{
-    AgentConfig, AgentError, AgentHandle, AgentMsg, Shared, TurnReply, TurnState, UserTurn,
+    AgentConfig, AgentError, AgentHandle, AgentMsg, Shared, TurnEnds, TurnReply, TurnState,
+    UserTurn,
 };
 use crate::hub::{Refused, Steered};
 use crate::remote::link::{NodeLink, RunReports};
 use crate::remote::mirror::{Mirror, lost_outcome};
 use crate::sink::EventSink;
+
+mod actor;
+mod closer;
+
+use actor::progress;
+use closer::{Closer, lock};
 
 /// Where a remote child runs, and what its node does if this one is lost.
 pub(crate) struct Remote {
@@ -105,7 +111,12 @@ static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 struct RemoteRun {
     /// Its key ([`RunSpec::key`]): requests and reports name it.
     key: u64,
-    mirror: Mirror,
+    /// Shared with the turn's closer (its hub may end it from outside if
+    /// it dies without its stop).
+    mirror: Arc<Mutex<Mirror>>,
+    /// The turn's own sink (gated on the child's): closed once the turn
+    /// has ended, here or by its closer, so nothing of it follows.
+    sink: EventSink,
     reply: Option<TurnReply>,
     /// Published through the child's probe (its `status`, its
     /// conversation once it ended, its span for the wake).
@@ -139,11 +150,26 @@ impl ProxyState {
         // what a lost run ends on.
         let mut state = TurnState::new(conversation);
         state.span = Some(span.clone());
+        let key = NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mirror = Arc::new(Mutex::new(Mirror::default()));
+        let sink = self.events.gated();
+        let started = Instant::now();
+        if config.probe.is_some() {
+            // A child's: what its hub needs to end it if the hub dies.
+            let closer = Closer {
+                mirror: mirror.clone(),
+                sink: sink.clone(),
+                out: self.events.clone(),
+                link: self.link.clone(),
+                key,
+                started,
+            };
+            state.ends = Some(TurnEnds::Remote(Arc::new(move || closer.close_killed())));
+        }
         let shared: Shared = Arc::new(Mutex::new(state));
         if let Some(probe) = &config.probe {
             probe.publish(&shared);
         }
-        let key = NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let spec = RunSpec {
             key,
             id: config.id.clone(),
@@ -166,10 +192,11 @@ impl ProxyState {
         };
         self.run = Some(RemoteRun {
             key,
-            mirror: Mirror::default(),
+            mirror,
+            sink,
             reply,
             shared,
-            started: Instant::now(),
+            started,
             span,
             steers: BTreeMap::new(),
             silenced: Vec::new(),
@@ -185,7 +212,8 @@ impl ProxyState {
             return;
         };
         let report_key = report.key;
-        for body in run.mirror.accept(report) {
+        let ready = lock(&run.mirror).accept(report);
+        for body in ready {
             match body {
                 ReportBody::Event(event) => self.event(event),
                 ReportBody::Steered { n, taken } => self.steered(n, taken),
@@ -236,11 +264,14 @@ impl ProxyState {
             }
             _ => {}
         }
-        if !run.mirror.note(&event) {
+        // Noted and passed on under the mirror's lock: a closer from
+        // outside closes what was passed on, and nothing after it.
+        let mut mirror = lock(&run.mirror);
+        if !mirror.note(&event) {
             return;
         }
         progress(&run.shared, &event);
-        self.events.emit(event);
+        run.sink.emit(event);
     }
 
     fn steered(&mut self, n: u64, taken: bool) {
@@ -269,17 +300,25 @@ impl ProxyState {
             return;
         };
         let elapsed = run.started.elapsed();
-        let Some((events, result)) = run.mirror.close(text, outcome, elapsed) else {
+        let mut mirror = lock(&run.mirror);
+        let Some((events, result)) = mirror.close(text, outcome, elapsed) else {
             // Its `Result` went by and its `Ended` will not come (the node
-            // was lost in between): it ended with that result.
-            if let Some(result) = run.mirror.result().cloned() {
+            // was lost in between): it ended with that result. (Or its
+            // closer ended it: then that result.)
+            let ended = mirror.result().cloned();
+            drop(mirror);
+            if let Some(result) = ended {
                 self.finish(result, None);
             }
             return;
         };
-        for event in events {
-            self.events.emit(event);
-        }
+        let out = &self.events;
+        run.sink.close_with(|| {
+            for event in events {
+                out.emit(event);
+            }
+        });
+        drop(mirror);
         self.finish(result, None);
     }
 
@@ -289,18 +328,27 @@ impl ProxyState {
         let Some(mut run) = self.run.take() else {
             return;
         };
-        if !run.mirror.ended() {
-            // The node ended it without its `Result` event: said here.
-            let event = AgentEvent::Result(Box::new(result.clone()));
-            run.mirror.note(&event);
-            self.events.emit(event);
+        {
+            let mut mirror = lock(&run.mirror);
+            if !mirror.ended() {
+                // The node ended it without its `Result` event: said here.
+                let event = AgentEvent::Result(Box::new(result.clone()));
+                mirror.note(&event);
+                let out = &self.events;
+                run.sink.close_with(|| {
+                    out.emit(event);
+                });
+            }
         }
         let conversation = {
             let mut state = crate::agent::turn_state_lock(&run.shared);
             state.closing = true;
-            // The node's, or (ended here) what it started from, and how
-            // it ended.
-            let conversation = conversation.unwrap_or_else(|| {
+            state.ends = None;
+            // The node's, or (ended here, or its node could not send it:
+            // an `Ended` over the wire's limit goes without it) what it
+            // started from, and how it ended — never nothing, which a
+            // message would resume from the task alone.
+            let conversation = conversation.filter(|c| !c.is_empty()).unwrap_or_else(|| {
                 let mut kept = std::mem::take(&mut state.history);
                 kept.push(ChatMessage::assistant(result.text.clone(), Vec::new()));
                 kept
@@ -349,7 +397,7 @@ impl ProxyState {
         let Some(key) = self
             .run
             .as_ref()
-            .filter(|r| !r.stopping && r.mirror.awaits(&id))
+            .filter(|r| !r.stopping && lock(&r.mirror).awaits(&id))
             .map(|r| r.key)
         else {
             return Err(if self.asked.contains(&id) {
@@ -381,7 +429,7 @@ impl ProxyState {
         let finished = || Refused::Finished {
             id: self.config.id.clone(),
         };
-        let Some(run) = self.run.as_mut().filter(|r| !r.mirror.ended()) else {
+        let Some(run) = self.run.as_mut().filter(|r| !lock(&r.mirror).ended()) else {
             let _ = reply.send(Err(finished()));
             return;
         };
@@ -400,91 +448,12 @@ impl ProxyState {
             pending_approvals: self
                 .run
                 .as_ref()
-                .map_or(0, |r| r.mirror.pending_approvals()),
+                .map_or(0, |r| lock(&r.mirror).pending_approvals()),
             turns_finished: self.turns_finished,
             usage: self.usage,
             children_usage: Usage::default(),
             model_calls: 0,
             tool_calls: self.tool_calls,
         }
-    }
-}
-
-/// Keeps the probe's view of the turn (what `status` shows) up to date.
-fn progress(shared: &Shared, event: &AgentEvent) {
-    use crate::agent::Activity;
-    let mut state = crate::agent::turn_state_lock(shared);
-    match event {
-        AgentEvent::ToolStarted(started) => state.doing(Activity::InTool(started.name.clone())),
-        AgentEvent::ApprovalRequested(request) => {
-            state.doing(Activity::AwaitingApproval(request.tool_name.clone()));
-        }
-        AgentEvent::ToolResult(result) => {
-            state.progress.tool_calls += 1;
-            state.progress.tools_used.push(result.name.clone());
-            state.doing(Activity::Thinking);
-        }
-        AgentEvent::Text(text) => state.progress.last_text.push_str(text),
-        _ => {}
-    }
-}
-
-impl Actor for RemoteAgent {
-    type Msg = AgentMsg;
-    type State = ProxyState;
-    type Arguments = ProxyState;
-
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<AgentMsg>,
-        args: ProxyState,
-    ) -> Result<ProxyState, ActorProcessingErr> {
-        Ok(args)
-    }
-
-    async fn handle(
-        &self,
-        myself: ActorRef<AgentMsg>,
-        message: AgentMsg,
-        state: &mut ProxyState,
-    ) -> Result<(), ActorProcessingErr> {
-        match message {
-            AgentMsg::Turn { turn, reply } => state.waiting.push_back((turn, reply)),
-            AgentMsg::Stop => state.stop(),
-            AgentMsg::ResolveApproval {
-                id,
-                decision,
-                reply,
-            } => {
-                let _ = reply.send(state.resolve_approval(id, decision));
-            }
-            AgentMsg::Steer { text, reply } => state.steer(text, reply),
-            AgentMsg::Snapshot(reply) => {
-                let _ = reply.send(state.snapshot());
-            }
-            AgentMsg::Internal(AgentInternal::Report(report)) => state.report(report),
-            AgentMsg::Internal(AgentInternal::Lost(why)) => state.lost(&why),
-            // A local agent's own messages: a proxy runs no turn task.
-            AgentMsg::Internal(
-                AgentInternal::ApprovalPending { .. } | AgentInternal::TurnFinished { .. },
-            ) => {}
-        }
-        state.start_next(&myself);
-        Ok(())
-    }
-
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<AgentMsg>,
-        state: &mut ProxyState,
-    ) -> Result<(), ActorProcessingErr> {
-        // A proxy that goes away ends its turn: asked to stop on its node,
-        // closed here (nothing runs unowned).
-        if let Some(key) = state.run.as_ref().map(|r| r.key) {
-            let _ = state.link.request(key, RunRequest::Stop);
-            let text = "stopped: the agent that stood for it on this node went away".to_owned();
-            state.close(&text, Outcome::Stopped);
-        }
-        Ok(())
     }
 }

@@ -1,0 +1,90 @@
+//! The proxy actor: moves the agent's messages to its state (`proxy.rs`),
+//! and keeps the probe's view of the remote turn.
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use subagents_messages::AgentEvent;
+use subagents_messages::remote::RunRequest;
+
+use super::{ProxyState, RemoteAgent};
+use crate::agent::sealed::AgentInternal;
+use crate::agent::{AgentMsg, Shared};
+use subagents_messages::Outcome;
+
+/// Keeps the probe's view of the turn (what `status` shows) up to date.
+pub(super) fn progress(shared: &Shared, event: &AgentEvent) {
+    use crate::agent::Activity;
+    let mut state = crate::agent::turn_state_lock(shared);
+    match event {
+        AgentEvent::ToolStarted(started) => state.doing(Activity::InTool(started.name.clone())),
+        AgentEvent::ApprovalRequested(request) => {
+            state.doing(Activity::AwaitingApproval(request.tool_name.clone()));
+        }
+        AgentEvent::ToolResult(result) => {
+            state.progress.tool_calls += 1;
+            state.progress.tools_used.push(result.name.clone());
+            state.doing(Activity::Thinking);
+        }
+        AgentEvent::Text(text) => state.progress.last_text.push_str(text),
+        _ => {}
+    }
+}
+
+impl Actor for RemoteAgent {
+    type Msg = AgentMsg;
+    type State = ProxyState;
+    type Arguments = ProxyState;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        args: ProxyState,
+    ) -> Result<ProxyState, ActorProcessingErr> {
+        Ok(args)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        message: AgentMsg,
+        state: &mut ProxyState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            AgentMsg::Turn { turn, reply } => state.waiting.push_back((turn, reply)),
+            AgentMsg::Stop => state.stop(),
+            AgentMsg::ResolveApproval {
+                id,
+                decision,
+                reply,
+            } => {
+                let _ = reply.send(state.resolve_approval(id, decision));
+            }
+            AgentMsg::Steer { text, reply } => state.steer(text, reply),
+            AgentMsg::Snapshot(reply) => {
+                let _ = reply.send(state.snapshot());
+            }
+            AgentMsg::Internal(AgentInternal::Report(report)) => state.report(report),
+            AgentMsg::Internal(AgentInternal::Lost(why)) => state.lost(&why),
+            // A local agent's own messages: a proxy runs no turn task.
+            AgentMsg::Internal(
+                AgentInternal::ApprovalPending { .. } | AgentInternal::TurnFinished { .. },
+            ) => {}
+        }
+        state.start_next(&myself);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        state: &mut ProxyState,
+    ) -> Result<(), ActorProcessingErr> {
+        // A proxy that goes away ends its turn: asked to stop on its node,
+        // closed here (nothing runs unowned).
+        if let Some(key) = state.run.as_ref().map(|r| r.key) {
+            let _ = state.link.request(key, RunRequest::Stop);
+            let text = "stopped: the agent that stood for it on this node went away".to_owned();
+            state.close(&text, Outcome::Stopped);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,78 @@
+//! How a remote turn ends from outside its proxy: the hub's kill hook (the
+//! hub or thread died without its stop), or the proxy's own drop when it
+//! is killed. As a killed local agent's turn: its run asked to stop on its
+//! node, its open approval and calls answered here, a failed `Result`.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use subagents_messages::Outcome;
+use subagents_messages::remote::RunRequest;
+use tokio::time::Instant;
+
+use super::ProxyState;
+use crate::remote::link::NodeLink;
+use crate::remote::mirror::Mirror;
+use crate::sink::EventSink;
+
+/// The mirror, whatever a holder panicked with.
+pub(super) fn lock(mirror: &Mutex<Mirror>) -> MutexGuard<'_, Mirror> {
+    mirror.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What ends a remote turn from outside its proxy: the hub's kill hook,
+/// or the proxy's own drop when it is killed (no `post_stop`).
+pub(super) struct Closer {
+    pub(super) mirror: Arc<Mutex<Mirror>>,
+    pub(super) sink: EventSink,
+    pub(super) out: EventSink,
+    pub(super) link: Arc<dyn NodeLink>,
+    pub(super) key: u64,
+    pub(super) started: Instant,
+}
+
+impl Closer {
+    /// As a killed local agent's turn ends: the run asked to stop on its
+    /// node (nothing runs unowned), its open approval and calls answered
+    /// here, its failed `Result` — once, whoever is first.
+    pub(super) fn close_killed(&self) {
+        let text = "the agent stopped without ending its turn";
+        let mut mirror = lock(&self.mirror);
+        let Some((events, _)) = mirror.close(
+            text,
+            Outcome::Failed(text.to_owned()),
+            self.started.elapsed(),
+        ) else {
+            return;
+        };
+        let _ = self.link.request(self.key, RunRequest::Stop);
+        self.sink.close_with(|| {
+            for event in events {
+                self.out.emit(event);
+            }
+        });
+    }
+}
+
+impl Drop for ProxyState {
+    /// A proxy killed (no `post_stop`: its hub or thread killed, or it
+    /// alone) ends its turn as a local agent's drop does — its hub's
+    /// children first, in order, if the hub is dying — and stops its run
+    /// on the node. After a stop there is no run left.
+    fn drop(&mut self) {
+        let Some(run) = self.run.take() else {
+            return;
+        };
+        if let Some(hook) = &self.config.on_killed {
+            hook();
+        }
+        Closer {
+            mirror: run.mirror,
+            sink: run.sink,
+            out: self.events.clone(),
+            link: self.link.clone(),
+            key: run.key,
+            started: run.started,
+        }
+        .close_killed();
+    }
+}
