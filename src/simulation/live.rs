@@ -102,7 +102,10 @@ impl LiveSimulation {
         }
     }
 
-    /// Fires the first armed trigger `event` matches, if any.
+    /// Fires every armed trigger `event` matches, in the order they were
+    /// added, each after its own yields (only the first fired: a second
+    /// trigger on the same moment waited for a later such event, for ever
+    /// for a child's `Result` or `Ended`).
     async fn fire(&mut self, event: &AgentEvent) {
         match event {
             AgentEvent::ChildStarted(info) if info.background => {
@@ -116,28 +119,30 @@ impl LiveSimulation {
         let inline = event
             .child_id()
             .is_some_and(|id| !self.background.contains(id));
-        // The action is asked for once: a stateful one (a counter, a
+        // Each action is asked for once: a stateful one (a counter, a
         // fire-once guard) sees each event once.
-        let Some((at, action)) = self
-            .triggers
-            .iter()
-            .enumerate()
-            .find_map(|(at, t)| Some((at, t.fire(event, inline)?)))
-        else {
-            return;
-        };
-        let trigger = self.triggers.remove(at);
-        for _ in 0..trigger.yields {
-            tokio::task::yield_now().await;
+        let mut fired = Vec::new();
+        let mut armed = Vec::with_capacity(self.triggers.len());
+        for trigger in std::mem::take(&mut self.triggers) {
+            match trigger.fire(event, inline) {
+                Some(action) => fired.push((trigger.yields, action)),
+                None => armed.push(trigger),
+            }
         }
-        if let Some((child, moment)) = crate::simulation::Moment::of(event) {
-            self.log.push(LogEntry::Fired {
-                at: self.start.elapsed(),
-                child: child.clone(),
-                moment,
-            });
+        self.triggers = armed;
+        for (yields, action) in fired {
+            for _ in 0..yields {
+                tokio::task::yield_now().await;
+            }
+            if let Some((child, moment)) = crate::simulation::Moment::of(event) {
+                self.log.push(LogEntry::Fired {
+                    at: self.start.elapsed(),
+                    child: child.clone(),
+                    moment,
+                });
+            }
+            self.act(action).await;
         }
-        self.act(action).await;
     }
 
     /// The log so far.

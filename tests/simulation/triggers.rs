@@ -73,6 +73,35 @@ fn an_event_read_while_the_host_acts_still_fires_its_trigger() {
     check_log(&report.events(), true);
 }
 
+/// Two triggers on one moment of one child: only the first fired at it,
+/// the second waited for a later such event — for a child's `Ended`,
+/// none comes, so it never fired, without a word. Each fires at it, in
+/// the order added.
+#[test]
+fn two_triggers_on_one_event_both_fire_at_it() {
+    let agent_1 = || Some(AgentId::new("agent_1"));
+    let report = background_worker()
+        .at(
+            Duration::from_secs(10),
+            HostAction::StopChild(AgentId::new("agent_1")),
+        )
+        .on(Trigger::new(agent_1(), Moment::Ended, |_, _| {
+            Some(HostAction::Typing(true))
+        }))
+        .on(Trigger::new(agent_1(), Moment::Ended, |_, _| {
+            Some(HostAction::Typing(false))
+        }))
+        .run_for(Duration::from_secs(120))
+        .run(0);
+    assert_eq!(
+        fired(&report),
+        [Moment::Ended, Moment::Ended],
+        "{}",
+        report.render()
+    );
+    check_log(&report.events(), true);
+}
+
 /// Stopped midway, by the harness: a scenario run on a store ended by
 /// closing its thread without waiting, so a child still running when the
 /// run's time was up was left `running` on disk (read as interrupted by
