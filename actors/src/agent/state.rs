@@ -208,9 +208,11 @@ impl AgentState {
                 // Written only if a call or an approval is left open.
                 let cut = || turn_state::cut_sentence(&result.outcome, &ctx.config.limits);
                 // `None`: a stop closed the turn first and answered it.
-                if let Some((history, result)) =
+                if let Some((history, children_usage)) =
                     turn_state::close(&ctx.shared, &ctx.sink, &events, &result, &cut)
                 {
+                    let mut result = result;
+                    result.children_usage = children_usage;
                     let _ = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished {
                         run,
                         result,
@@ -287,17 +289,18 @@ impl AgentState {
             "Stopped before finishing, after {} model call(s) and {} tool call(s).",
             progress.model_calls, progress.tool_calls
         );
-        let result = turn_state::result(text, Outcome::Stopped, &progress, running.started);
+        let mut result = turn_state::result(text, Outcome::Stopped, &progress, running.started);
         spans::record_end(&running.span, &result);
         let limits = self.config.limits;
         let cut = || turn_state::cut_sentence(&result.outcome, &limits);
-        let Some((history, result)) =
+        let Some((history, children_usage)) =
             turn_state::close(&running.shared, &running.sink, &self.events, &result, &cut)
         else {
             // The turn had already ended: its TurnFinished is in the mailbox.
             self.running = Some(running);
             return;
         };
+        result.children_usage = children_usage;
         self.close_approvals();
         self.history = history;
         self.count(&result);

@@ -268,9 +268,9 @@ pub(crate) fn cut_sentence(outcome: &Outcome, limits: &Limits) -> String {
 /// Ends a turn once: answers what it left open (the approval it waited on,
 /// the call in flight, the calls not started), then emits `result` on
 /// `out` — all atomically with closing `turn_sink`, so nothing of the turn
-/// follows. Returns the conversation after the turn and the result as
-/// emitted, or `None` if the turn was already closed (by its task or by a
-/// stop). `cut` writes the sentence the open call, approval and unstarted
+/// follows. Returns the conversation after the turn and the result's
+/// `children_usage` as emitted (its holder sets it on its own copy), or
+/// `None` if the turn was already closed (by its task or by a stop). `cut` writes the sentence the open call, approval and unstarted
 /// calls are answered with (called only when one is open).
 ///
 /// The result's `children_usage` is read here, under the turn's lock: a
@@ -284,12 +284,11 @@ pub(crate) fn close(
     out: &EventSink,
     result: &AgentResult,
     cut: &dyn Fn() -> String,
-) -> Option<(Arc<Vec<ChatMessage>>, AgentResult)> {
+) -> Option<(Arc<Vec<ChatMessage>>, Usage)> {
     let mut state = lock(shared);
     state.closing = true;
     state.ends = None;
-    let mut result = result.clone();
-    result.children_usage = state.progress.children_usage;
+    let children_usage = state.progress.children_usage;
     let mut history = None;
     turn_sink.close_with(|| {
         let open = state.open.take();
@@ -338,14 +337,16 @@ pub(crate) fn close(
         // Taken but never read (a limit or a stop came first): kept in the
         // conversation, after the turn's end.
         state.read_steering();
-        out.emit(AgentEvent::Result(Box::new(result.clone())));
+        let mut emitted = result.clone();
+        emitted.children_usage = children_usage;
+        out.emit(AgentEvent::Result(Box::new(emitted)));
         // Shared, not copied: the hub keeps a finished child's
         // conversation (through its probe) to resume it.
         let ended = Arc::new(std::mem::take(&mut state.history));
         state.ended = Some(ended.clone());
         history = Some(ended);
     });
-    history.map(|history| (history, result))
+    history.map(|history| (history, children_usage))
 }
 
 /// Answers the approval `id` if the turn waits on it: emits

@@ -117,7 +117,7 @@ fn a_childs_usage_added_after_a_stop_read_the_progress_is_the_turns() {
     slot.add_child_usage(child);
     let (_, emitted) =
         close(&shared, &turn_sink, &out, &stopped, &|| "cut".to_owned()).expect("closed here");
-    assert_eq!(emitted.children_usage, child);
+    assert_eq!(emitted, child);
     let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
         panic!("the call is answered first");
     };
