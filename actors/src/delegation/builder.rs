@@ -422,9 +422,11 @@ impl DelegationBuilder {
             placement: self.placement,
             keep_orphans: self.parent_stop == ParentStopPolicy::Detach,
         };
-        let hub = HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
-            .await
-            .map_err(spawn_error)?
+        let (hub, kill_hook) =
+            HubHandle::spawn(config, parent.clone(), events.clone(), supervisor.clone())
+                .await
+                .map_err(spawn_error)?;
+        let hub = hub
             .with_inline_wait(self.inline_wait)
             .with_result_budget(self.result_budget);
         // In the order of `DELEGATION_TOOLS`.
@@ -461,7 +463,7 @@ impl DelegationBuilder {
             .request_options(self.options)
             .gate(gate.clone())
             .trace_settings(self.trace)
-            .on_killed(hub.kill_hook(supervisor.clone()))
+            .on_killed(kill_hook)
             .spawn_into(events, supervisor)
             .await?;
         Ok(DelegatingAgent {

@@ -23,7 +23,6 @@ use crate::sink::EventSink;
 pub(crate) struct Hub;
 
 /// Arguments of [`Hub`].
-#[derive(Debug)]
 pub(crate) struct HubArguments {
     pub(crate) config: Arc<HubConfig>,
     pub(crate) parent: AgentId,
@@ -31,6 +30,9 @@ pub(crate) struct HubArguments {
     pub(crate) book: Book,
     /// The hub's supervisor (a thread's), if any.
     pub(crate) supervisor: Option<ActorCell>,
+    /// Where the hub leaves its [`kill_hook`] for its parent agent to
+    /// share (one `Arc` per hub, not one more per thread).
+    pub(crate) hook: Arc<std::sync::OnceLock<KillHook>>,
 }
 
 /// What an agent of a hub's tree runs when it is killed mid-turn (its
@@ -63,6 +65,7 @@ impl Actor for Hub {
         let mut sinks = FxHashMap::default();
         sinks.insert(args.parent.clone(), args.parent_sink);
         let on_child_killed = kill_hook(myself.get_cell(), args.book.clone(), args.supervisor);
+        let _ = args.hook.set(on_child_killed.clone());
         Ok(HubState {
             on_child_killed,
             slots: Slots::new(args.config.max_live, args.parent.clone()),

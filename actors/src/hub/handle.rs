@@ -87,47 +87,50 @@ impl std::fmt::Debug for HubHandle {
 
 impl HubHandle {
     /// Spawns a hub for the parent `parent` writing to `parent_sink`,
-    /// linked under `supervisor` if given.
+    /// linked under `supervisor` if given; with it, what its parent agent
+    /// runs if it is killed mid-turn (the hook its children share:
+    /// [`crate::hub::actor::kill_hook`]).
     pub(crate) async fn spawn(
         config: HubConfig,
         parent: AgentId,
         parent_sink: EventSink,
         supervisor: Option<ActorCell>,
-    ) -> Result<HubHandle, SpawnErr> {
+    ) -> Result<(HubHandle, crate::agent::KillHook), SpawnErr> {
         let book = Book::default();
         let archive = config.archive.clone();
         let clock = config.clock.clone();
+        let hook = Arc::new(std::sync::OnceLock::new());
         let args = HubArguments {
             config: Arc::new(config),
             parent,
             parent_sink,
             book: book.clone(),
             supervisor: supervisor.clone(),
+            hook: hook.clone(),
         };
-        let (actor, _) = match supervisor {
-            Some(supervisor) => Actor::spawn_linked(None, Hub, args, supervisor).await?,
+        let (actor, _) = match &supervisor {
+            Some(cell) => Actor::spawn_linked(None, Hub, args, cell.clone()).await?,
             None => Actor::spawn(None, Hub, args).await?,
         };
-        Ok(Self {
+        // Set by its `pre_start`, which the spawn awaited.
+        let hook = hook.get().cloned().unwrap_or_else(|| {
+            crate::hub::actor::kill_hook(actor.get_cell(), book.clone(), supervisor)
+        });
+        let handle = Self {
             actor,
             book,
             archive,
             inline_wait: crate::defaults::INLINE_WAIT,
             result_budget: crate::defaults::RESULT_BUDGET,
             clock,
-        })
+        };
+        Ok((handle, hook))
     }
 
     /// The hub actor's cell: to wait for it, or stop it (every child
     /// stops with it). Its messages are this handle's methods.
     pub fn actor(&self) -> &ActorCell {
         &self.actor
-    }
-
-    /// What the hub's parent agent runs if it is killed mid-turn: see
-    /// [`crate::hub::actor::kill_hook`] (`supervisor`: the thread's).
-    pub(crate) fn kill_hook(&self, supervisor: Option<ActorCell>) -> crate::agent::KillHook {
-        crate::hub::actor::kill_hook(self.actor.get_cell(), self.book.clone(), supervisor)
     }
 
     /// The actor itself, for this crate's own messages.
