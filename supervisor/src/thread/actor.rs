@@ -160,6 +160,7 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::Ping(reply) => {
                 let _ = reply.send(());
             }
+            ThreadMsg::Close => myself.stop(None),
             ThreadMsg::Internal(ThreadInternal::FlushDone(reply)) => {
                 let _ = reply.send(());
             }

@@ -90,8 +90,11 @@ impl ThreadHandle {
         ))
     }
 
-    /// The supervisor actor, to wait for, link or stop (its messages are
-    /// this handle's methods).
+    /// The supervisor actor, to wait for, link or kill (its messages are
+    /// this handle's methods). Close a thread with
+    /// [`ThreadHandle::close`]: ractor's stop through this cell is read
+    /// before the messages waiting in the mailbox and drops them, a user
+    /// turn the handle took among them.
     pub fn actor(&self) -> &ActorCell {
         &self.actor
     }
@@ -270,9 +273,16 @@ impl ThreadHandle {
     /// user turn sent through this handle or a clone afterwards comes back
     /// in [`ThreadError::Undelivered`] (the actor would take it until it
     /// read the stop, then drop it unanswered).
+    ///
+    /// What was sent before it is handled first: a user turn sent just
+    /// before is taken and answered (a `Result` saying it stopped). ractor's
+    /// own stop (through [`ThreadHandle::actor`]) is read before the
+    /// messages waiting in the mailbox and drops them.
     pub fn close(&self) {
         self.closing.store(true, Ordering::Release);
-        self.actor.stop(None);
+        if self.actor.cast(ThreadMsg::Close).is_err() {
+            self.actor.stop(None);
+        }
     }
 
     /// Closes the thread and returns once everything it made — parent,

@@ -88,6 +88,9 @@ pub(crate) enum ThreadMsg {
     /// Sent by the host: reply once every message the host sent before has
     /// been handled (messages from one sender are handled in order).
     Ping(RpcReplyPort<()>),
+    /// Sent by the host: close the thread once every message sent before
+    /// has been handled (ractor's stop is read first, and drops them).
+    Close,
     /// Sent only by the supervisor's own observer and tasks (sealed).
     Internal(sealed::ThreadInternal),
 }
