@@ -213,3 +213,41 @@ async fn a_childs_approval_then_its_stop_in_one_tick_arrive_in_that_order() {
     assert_eq!(outcomes, [ApprovalOutcome::Approved], "{log:#?}");
     thread.close_and_wait().await;
 }
+
+/// Forged: an approval id for a child that has ended, which it never
+/// asked for (`agent_1-approval-7`), was refused `Ended` — while the child
+/// was still ending the same id came back `Unknown`, so the answer
+/// depended on timing. `Ended` is for an approval it asked for and no
+/// longer waits on; any other is `Unknown`, as the docs say.
+#[tokio::test(start_paused = true)]
+async fn an_approval_an_ended_child_never_asked_for_is_unknown() {
+    use subagents::messages::{ApprovalDecision, ApprovalId, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    let (thread, mut events) = ThreadHandle::spawn(parent(poster("Poster", true)), None)
+        .await
+        .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    thread.stop_child(&AgentId::new("agent_1")).await.unwrap();
+    run_for(&mut events, &mut log, 30).await;
+    let agent_1 = AgentId::new("agent_1");
+    let answer = |n: u64| {
+        thread.resolve_approval(
+            ApprovalId::for_agent(&agent_1, n),
+            ApprovalDecision::Approve,
+        )
+    };
+    assert_eq!(
+        answer(1).await,
+        Err(ThreadError::Approval(ApprovalRefusal::Ended(
+            request.id.clone()
+        )))
+    );
+    let never = ApprovalId::for_agent(&agent_1, 7);
+    assert_eq!(
+        answer(7).await,
+        Err(ThreadError::Approval(ApprovalRefusal::Unknown(never)))
+    );
+    thread.close_and_wait().await;
+}

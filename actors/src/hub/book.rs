@@ -48,6 +48,9 @@ pub(super) struct Entry {
     /// How it ends on the stream if its hub dies without its stop: held
     /// until it finishes.
     pub(super) closer: Option<Closer>,
+    /// The number of the last approval it asked for (0: none): an answer
+    /// to one it asked for once it ended is `Ended`, any other `Unknown`.
+    pub(super) approvals_asked: u64,
 }
 
 /// A child's own sink and its requester's: closing the first with its
@@ -106,6 +109,7 @@ impl Book {
                 conversation: None,
                 run_span: None,
                 closer,
+                approvals_asked: 0,
             }),
         );
     }
@@ -315,6 +319,14 @@ impl Book {
         Some(envelope.clone())
     }
 
+    /// True when `id` asked for its approval number `n` (an answer to it
+    /// once the child ended is `Ended`, not `Unknown`).
+    pub(crate) fn asked_approval(&self, id: &AgentId, n: u64) -> bool {
+        self.entries
+            .get(id)
+            .is_some_and(|e| (1..=e.approvals_asked).contains(&n))
+    }
+
     /// Every envelope, in child-number order.
     pub(crate) fn all(&self) -> Vec<Envelope> {
         let mut all: Vec<Envelope> = self.entries.iter().map(|e| current(&e)).collect();
@@ -406,6 +418,12 @@ impl Book {
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         observer.stepped(&id);
                     }));
+                }
+            }
+            AgentEvent::ApprovalRequested(request) => {
+                if let (Some(mut entry), Some((_, n))) = (entries.get_mut(&id), request.id.parts())
+                {
+                    entry.approvals_asked = entry.approvals_asked.max(n);
                 }
             }
             AgentEvent::ToolStarted(call) => {

@@ -14,7 +14,7 @@ impl HubState {
         decision: subagents_messages::ApprovalDecision,
         reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
     ) {
-        let Some((owner, _)) = id.parts() else {
+        let Some((owner, n)) = id.parts() else {
             let _ = reply.send(Err(ApprovalRefusal::Unknown(id)));
             return;
         };
@@ -26,7 +26,9 @@ impl HubState {
             });
             return;
         }
-        let refusal = if self.book.is_terminal(&owner) && self.book.contains(&owner) {
+        // Ended: one it asked for; any other id (a number it never
+        // reached) no agent asked for.
+        let refusal = if self.book.is_terminal(&owner) && self.book.asked_approval(&owner, n) {
             ApprovalRefusal::Ended(id)
         } else {
             ApprovalRefusal::Unknown(id)
