@@ -1,0 +1,167 @@
+//! What a child may reach and give: only the children it asked for, and
+//! to a grandchild never more tools or model calls than it has itself.
+
+use super::*;
+
+/// Forged: a child naming a sibling's id. It could read its status,
+/// claim its result (the parent's wake for it then never came: guarantee
+/// 9 broken), stop it or send it messages framed as from its requester.
+/// A child reaches only the children it asked for; the sibling's id reads
+/// as unknown, and the sibling ends and wakes the parent once.
+#[tokio::test(start_paused = true)]
+async fn a_child_cannot_reach_its_sibling() {
+    let sibling = |action: UseAgentCall| Reply::new().use_agent(&action);
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&run("Alpha", "work a while", false))
+            .use_agent(&run("Beta", "peek at your sibling", false)),
+        Reply::answer("parent: started two"),
+        Reply::answer("parent: noted"),
+        Reply::answer("parent: noted again"),
+    ])
+    .with_script(
+        "Alpha",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":50}"#),
+            Reply::answer("alpha: done"),
+        ],
+    )
+    .with_script(
+        "Beta",
+        vec![
+            sibling(UseAgentCall::result("agent_1")),
+            sibling(UseAgentCall::send("agent_1", "stop working")),
+            Reply::new().use_agent(&UseAgentCall::stop("agent_1")),
+            Reply::answer("beta: could not"),
+        ],
+    );
+    let (thread, mut events) = ThreadHandle::spawn(builder(model, 2), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 1_000).await;
+    check_log(&log, true);
+    let beta: Vec<AgentEvent> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(id, inner) if id.as_str() == "agent_2" => Some((**inner).clone()),
+            _ => None,
+        })
+        .collect();
+    let refusals = results_of(&beta, "use_agent");
+    assert_eq!(refusals.len(), 3, "{beta:#?}");
+    for (output, is_error) in refusals {
+        assert!(
+            is_error && output.contains("no sub-agent with id `agent_1`"),
+            "{output}"
+        );
+    }
+    let mut woken = woken_children(&log);
+    woken.sort();
+    assert_eq!(woken, ["agent_1", "agent_2"], "each wakes the parent once");
+    let alpha = thread
+        .envelope(&AgentId::new("agent_1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(alpha.result.as_deref(), Some("alpha: done"));
+    thread.close_and_wait().await;
+}
+
+/// Forged or widened: a grandchild asked for with no `tools` got every
+/// host tool, whatever its requester had (a child given only `calculator`
+/// could hand `sleep` — a shell, on a real host — to a child of its own).
+/// No `tools` means the requester's own, as `use_agent`'s schema says.
+#[tokio::test(start_paused = true)]
+async fn a_grandchild_gets_no_tool_its_requester_lacks() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "ask your own sub-agent", true).tools(["calculator"])),
+        Reply::answer("parent: done"),
+    ])
+    .with_script("Child", asks_grand(true))
+    .with_script("Grand", vec![Reply::answer("42")]);
+    let (parent, mut events) = builder(model, 2).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let envelopes = parent.hub.envelopes();
+    let tools = |id: &str| {
+        envelopes
+            .iter()
+            .find(|e| e.id.as_str() == id)
+            .map(|e| e.tools.clone())
+            .unwrap()
+    };
+    assert_eq!(tools("agent_1"), ["calculator", "use_agent"]);
+    assert_eq!(tools("agent_2"), ["calculator"], "the grandchild's tools");
+    parent.shutdown_and_wait().await;
+}
+
+/// The same for a host's request in a child's name: the hub took no
+/// `tools` as every host tool and a listed one from the host's list, so
+/// the grandchild got `calculator`, which its requester never had.
+#[tokio::test(start_paused = true)]
+async fn a_host_request_in_a_childs_name_gets_no_tool_the_child_lacks() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "work", false).tools(["sleep"])),
+        Reply::answer("parent: started"),
+    ])
+    .with_script("Child", sleeps())
+    .with_script("Grand", sleeps());
+    let (parent, mut events) = builder(model, 2).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let child = AgentId::new("agent_1");
+    let ask = |tools: Option<&str>| ChildRequest {
+        tools: tools.map(|t| vec![t.to_owned()]),
+        ..ChildRequest::new(
+            child.clone(),
+            1,
+            ToolUseId::new("host"),
+            "Grand\nA sub-agent.",
+            "w",
+        )
+    };
+    let grand = parent
+        .hub
+        .request(ask(None))
+        .await
+        .expect("the child is live");
+    let tools = parent.hub.status(&grand).unwrap().tools;
+    assert_eq!(
+        tools,
+        ["sleep"],
+        "the grandchild got a tool its requester lacks"
+    );
+    let widened = parent.hub.request(ask(Some("calculator"))).await;
+    assert!(
+        matches!(widened, Err(Refused::UnknownTool(_))),
+        "{widened:?}"
+    );
+    parent.shutdown_and_wait().await;
+}
+
+/// The same for the model-call cap: a child held to 2 model calls could
+/// give its own child 20 (the cap was clamped to the parent's only).
+#[tokio::test(start_paused = true)]
+async fn a_grandchild_gets_no_more_model_calls_than_its_requester() {
+    let calc = || Reply::new().tool_call("calculator", r#"{"expression":"1+1"}"#);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "ask your own sub-agent", true).max_iterations(2)),
+        Reply::answer("parent: done"),
+    ])
+    .with_script(
+        "Child",
+        vec![
+            Reply::new().use_agent(&run("Grand", "add", true).max_iterations(20)),
+            Reply::answer("child: done"),
+        ],
+    )
+    .with_script("Grand", vec![calc(), calc(), calc(), Reply::answer("2")]);
+    let (parent, mut events) = builder(model, 2).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let grand = parent.hub.status(&AgentId::new("agent_2")).unwrap();
+    assert_eq!(grand.model_calls, 2, "{grand:?}");
+    parent.shutdown_and_wait().await;
+}

@@ -1,0 +1,219 @@
+//! The clamp rule: a requester that waits to the end (`delegate_task`)
+//! fits its child inside what its turn has left — and a child nobody
+//! waits on any more (resumed, handed to the background) does not keep it.
+
+use super::*;
+
+/// A child on a hanging model, under default limits for both: the
+/// child's wall clock fits inside what the parent has left, so its
+/// partial reaches the parent, which still answers in time.
+#[tokio::test(start_paused = true)]
+async fn a_synchronous_childs_wall_clock_partial_reaches_the_parent() {
+    for (tool, arguments) in [
+        (
+            "delegate_task",
+            r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+        ),
+        ("agent", r#"{"task":"x"}"#),
+    ] {
+        let (output, result) = through(
+            tool,
+            arguments,
+            Reply::new(),
+            vec![Reply::new().hang()],
+            Limits::default(),
+        )
+        .await;
+        let output = output.output;
+        assert!(
+            output.contains("Partial result: stopped by the wall-clock limit"),
+            "{tool}: {output}"
+        );
+        assert_eq!(
+            result.outcome,
+            Outcome::Completed,
+            "{tool}: {}",
+            result.text
+        );
+        assert_eq!(result.text, "the parent read it");
+    }
+}
+
+/// Same instant, queued: a `delegate_task` child that waited for a slot
+/// had its wall-clock cap (nine tenths of what its requester had left
+/// when it asked) counted from its start, not from the request: it ran
+/// past its requester's own wall clock, and the requester read its own
+/// cut (`pending`), never the child's partial. The wait comes off the cap.
+#[tokio::test(start_paused = true)]
+async fn a_queued_synchronous_childs_cap_counts_from_its_request() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
+            .tool_call(
+                "delegate_task",
+                r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+            ),
+        Reply::answer("the parent read it"),
+    ])
+    .with_script("Blocker", vec![Reply::new().hang()])
+    .with_script("Worker", vec![Reply::new().hang()]);
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .limits(Limits {
+            wall_clock: Duration::from_secs(100),
+            ..Limits::default()
+        })
+        .child_limits(Limits {
+            wall_clock: Duration::from_secs(60),
+            ..Limits::default()
+        })
+        .max_live(1)
+        .delegate_task_tool(true)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut delegated = None;
+    let result = loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::ToolResult(r) if r.name == "delegate_task" => delegated = Some(r),
+            AgentEvent::Result(result) => break *result,
+            _ => {}
+        }
+    };
+    let delegated = delegated.expect("the call was answered").output;
+    assert!(
+        delegated.contains("Partial result: stopped by the wall-clock limit"),
+        "{delegated}"
+    );
+    assert_eq!(result.outcome, Outcome::Completed, "{}", result.text);
+    parent.shutdown_and_wait().await;
+}
+
+/// A child's token budget fits inside what its parent has left.
+#[tokio::test(start_paused = true)]
+async fn a_synchronous_childs_token_budget_fits_the_parents_remainder() {
+    let limits = Limits {
+        token_budget: 1_000,
+        ..Limits::default()
+    };
+    let (result, _) = through(
+        "delegate_task",
+        r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+        Reply::new().usage(900, 0),
+        vec![Reply::answer("spent a lot").usage(200, 0)],
+        limits,
+    )
+    .await;
+    let output = result.output;
+    assert!(
+        output.contains("Partial result: stopped by the token budget (100 tokens; 200 used)"),
+        "{output}"
+    );
+}
+
+/// A run resumed by a message kept the wall-clock and token caps of the
+/// synchronous call that first started it (`delegate_task` clamps a child
+/// inside what its requester's turn has left). The resumed run goes on in
+/// the background, where nobody waits to the end: it has the children's
+/// own limits, not a turn's leftovers long gone.
+#[tokio::test(start_paused = true)]
+async fn a_resumed_run_does_not_keep_the_caps_of_the_call_that_started_it() {
+    use common::*;
+    use subagents::actors::DelegationBuilder;
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(
+            "delegate_task",
+            serde_json::json!({"system_prompt": "Worker\nYou work.", "task": "part one", "tools": ["sleep"]})
+                .to_string(),
+        ),
+        Reply::answer("Part one done."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "part two")),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker\n",
+        vec![
+            Reply::answer("one"),
+            Reply::new().tool_call("sleep", r#"{"secs":20}"#),
+            Reply::answer("two"),
+        ],
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+        .delegate_task_tool(true)
+        .limits(Limits {
+            wall_clock: Duration::from_secs(10),
+            ..Limits::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("first").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    parent.agent.send_user("second").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    let resumed = parent.hub.status(&AgentId::new("agent_2")).unwrap();
+    assert_eq!(resumed.result.as_deref(), Some("two"), "{resumed:?}");
+    parent.shutdown_and_wait().await;
+}
+
+/// Limits, queued then handed on: a `delegate_task` child queued for a
+/// slot, its requester then cut by its own wall clock (the child goes on
+/// in the background), kept the cap of a call nobody waits on any more —
+/// nine tenths of what the requester had left, less its time in the
+/// queue: spent, it started with no wall clock at all and ended at once
+/// with a partial result, having done nothing. A background child has its
+/// own limits, as a resumed one has.
+#[tokio::test(start_paused = true)]
+async fn a_queued_synchronous_child_handed_to_the_background_drops_the_callers_cap() {
+    use subagents::messages::SubAgentStatus;
+    use subagents_demo::Sleep;
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
+            .tool_call(
+                "delegate_task",
+                r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+            ),
+        Reply::answer("the parent read it"),
+        Reply::answer("noted"),
+    ])
+    .with_script("Blocker", vec![Reply::new().hang()])
+    .with_script("Worker", common::worker(5));
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .limits(Limits {
+            wall_clock: Duration::from_secs(100),
+            ..Limits::default()
+        })
+        .child_limits(Limits {
+            wall_clock: Duration::from_secs(150),
+            ..Limits::default()
+        })
+        .max_live(1)
+        .delegate_task_tool(true)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let worker_id = AgentId::new("agent_2");
+    loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::ChildStatus(id, status) if id == worker_id && status.is_terminal() => {
+                break;
+            }
+            _ => {}
+        }
+    }
+    let envelope = parent.hub.status(&worker_id).expect("known");
+    assert_eq!(envelope.status, SubAgentStatus::Done, "{envelope:?}");
+    assert_eq!(
+        envelope.result.as_deref(),
+        Some("worked 5 s"),
+        "{envelope:?}"
+    );
+    parent.shutdown_and_wait().await;
+}
