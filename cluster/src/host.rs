@@ -322,10 +322,12 @@ mod tests {
         async fn handle(
             &self,
             _myself: ActorRef<InboxMsg>,
-            InboxMsg::Report(bytes): InboxMsg,
+            message: InboxMsg,
             seen: &mut Self::State,
         ) -> Result<(), ActorProcessingErr> {
-            lock(seen).push(decode_report(&bytes).unwrap());
+            if let InboxMsg::Report(bytes) = message {
+                lock(seen).push(decode_report(&bytes).unwrap());
+            }
             Ok(())
         }
     }

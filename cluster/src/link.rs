@@ -73,13 +73,29 @@ pub(crate) struct LinkInner {
     /// This node's server: the session to the other node is closed there
     /// when its heartbeats go unanswered.
     pub(crate) server: ActorRef<NodeServerMessage>,
+    /// This node's inbox: a loss goes through it (see [`lose_node`]).
+    pub(crate) inbox: ActorRef<InboxMsg>,
 }
 
 impl LinkInner {
     /// The node is gone: no more starts, and its runs end lost.
     pub(crate) fn lose(&self, why: &str) {
         self.down.store(true, Ordering::SeqCst);
-        self.routes.node_lost(&self.node, why);
+        lose_node(&self.inbox, &self.routes, &self.node, why);
+    }
+}
+
+/// Node `node` is lost: its runs end lost through this node's inbox, after
+/// the reports already in its mailbox. Failed at once, a run whose last
+/// reports had arrived (its `Result`, its `Ended`, cast in by the session
+/// before it closed) ended `failed: node lost`, and those reports were
+/// dropped, their route gone. Directly only if the inbox is gone.
+pub(crate) fn lose_node(inbox: &ActorRef<InboxMsg>, routes: &Routes, node: &str, why: &str) {
+    if inbox
+        .cast(InboxMsg::NodeLost(node.to_owned(), why.to_owned()))
+        .is_err()
+    {
+        routes.node_lost(node, why);
     }
 }
 
@@ -258,7 +274,129 @@ impl Actor for Inbox {
                 }
                 Err(e) => tracing::warn!(error = %e, "a report this node could not read"),
             },
+            InboxMsg::NodeLost(node, why) => routes.node_lost(&node, &why),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::time::Duration;
+
+    use subagents_actors::{
+        DelegationBuilder, Placement, Reply, ScriptedModel, ToolRegistry, UseAgentCall,
+    };
+    use subagents_messages::codec::Wire;
+    use subagents_messages::remote::RunReport;
+    use subagents_messages::{AgentEvent, AgentId, AgentResult, Outcome, SubAgentStatus};
+    use subagents_supervisor::ThreadHandle;
+
+    use super::*;
+
+    /// Node `b` as this node's link sees it: a run started on it is routed
+    /// to its reports, as `ClusterLink::start` does; its key is kept.
+    struct NodeB {
+        routes: Routes,
+        keys: Mutex<Vec<u64>>,
+    }
+
+    impl NodeLink for NodeB {
+        fn node(&self) -> &str {
+            "b"
+        }
+
+        fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
+            self.routes
+                .lock()
+                .insert(spec.key, ("b".to_owned(), reports));
+            self.keys.lock().unwrap().push(spec.key);
+            Ok(())
+        }
+
+        fn request(&self, _: u64, _: RunRequest) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// Stopped midway, across nodes: a node that sends its run's last
+    /// reports (its `Result`, its `Ended`) and then goes away. The session
+    /// casts the reports into the inbox's mailbox, then closes — and the
+    /// loss failed the run's route at once, before the inbox read them:
+    /// the child ended `failed: node lost`, its answer dropped. The loss
+    /// goes through the inbox, after what it had received.
+    #[tokio::test]
+    async fn a_node_lost_after_its_last_reports_keeps_the_answer() {
+        let routes = Routes::default();
+        let (inbox, _) = Actor::spawn(None, Inbox, ("a-loss".to_owned(), routes.clone()))
+            .await
+            .unwrap();
+        let b = Arc::new(NodeB {
+            routes: routes.clone(),
+            keys: Mutex::new(Vec::new()),
+        });
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "work").wait(false)),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+        ]);
+        let (thread, mut events) = ThreadHandle::spawn(
+            DelegationBuilder::new(model.shared())
+                .tools(ToolRegistry::new())
+                .placement(Placement::On(b.clone())),
+            None,
+        )
+        .await
+        .unwrap();
+        thread.send_user("go").unwrap();
+        while !matches!(events.recv().await, Some(AgentEvent::Result(_))) {}
+        let key = b.keys.lock().unwrap()[0];
+        let result = AgentResult {
+            text: "the answer".to_owned(),
+            outcome: Outcome::Completed,
+            model_calls: 1,
+            tool_calls: 0,
+            usage: Default::default(),
+            children_usage: Default::default(),
+            elapsed: Duration::from_secs(1),
+        };
+        let reports = [
+            ReportBody::Event(AgentEvent::Result(Box::new(result.clone()))),
+            ReportBody::Ended {
+                result,
+                conversation: Vec::new(),
+            },
+        ];
+        for (seq, body) in reports.into_iter().enumerate() {
+            let report = RunReport {
+                key,
+                seq: seq as u64,
+                body,
+            };
+            inbox
+                .cast(InboxMsg::Report(report.to_wire().unwrap()))
+                .unwrap();
+        }
+        // The session closes in the same tick, after the last frames.
+        lose_node(&inbox, &routes, "b", "its session closed");
+        let agent_1 = AgentId::new("agent_1");
+        let status = loop {
+            match events.recv().await {
+                Some(AgentEvent::ChildStatus(id, status))
+                    if id == agent_1 && status.is_terminal() =>
+                {
+                    break status;
+                }
+                Some(_) => {}
+                None => panic!("the stream ended first"),
+            }
+        };
+        let envelope = thread.hub().status(&agent_1).unwrap();
+        assert_eq!(status, SubAgentStatus::Done, "{envelope:?}");
+        assert_eq!(envelope.result.as_deref(), Some("the answer"));
+        thread.close_and_wait().await;
+        inbox.stop(None);
     }
 }

@@ -181,6 +181,7 @@ impl ClusterNode {
                 down: AtomicBool::new(false),
                 started: AtomicU64::new(0),
                 server: self.server.clone(),
+                inbox: self.inbox.clone(),
             }),
         };
         self.links

@@ -57,6 +57,11 @@ pub struct KeptRun {
 pub(crate) enum InboxMsg {
     /// A report about a run: a [`RunReport`], as bytes.
     Report(Vec<u8>),
+    /// Sent by this node's own session watcher and heartbeats: node (the
+    /// first `String`) is lost, why (the second); its runs end lost —
+    /// after the reports already in this mailbox, which were received
+    /// before it.
+    NodeLost(String, String),
 }
 
 /// A run to start, and the node whose inbox takes its reports.
