@@ -38,10 +38,12 @@ impl Drop for RunningTurn {
 /// handler crashed). ractor kills the hub's children in the order of its
 /// child map, a `HashMap` with a random seed, and each child ended its
 /// turn on the stream as its task ran — a different order on every run.
-/// Now the first child killed mid-turn while its hub is stopped ends every
+/// Now the first agent killed mid-turn — a child, a remote child's proxy,
+/// or the thread's parent — once its hub or its thread is dead ends every
 /// child's turn of that hub through these, deepest first then in
-/// child-number order (`AgentConfig::on_killed`, `Book::end_turns_as_killed`);
-/// each child's own end then finds its turn closed. (The hub's own state
+/// child-number order (`AgentConfig::on_killed`, `hub::actor::kill_hook`,
+/// `Book::end_turns_as_killed`); each child's own end then finds its turn
+/// closed, and the parent's own turn ends after them. (The hub's own state
 /// cannot do it: ractor hands it to the supervisor, and it is dropped
 /// after the children have run.)
 #[derive(Clone)]
