@@ -35,7 +35,12 @@ impl Threads {
         let mut config: ThreadConfig = config.into();
         config.parent = config.parent.conversation_id(id.as_str());
         let (handle, stream) = ThreadHandle::spawn(config, None).await?;
+        // Closed if this open is given up (its future dropped while the
+        // thread on screen is left) or fails: nobody else holds it, and
+        // it would run for ever.
+        let mut opening = Opening(Some(handle.clone()));
         self.leave_current().await?;
+        opening.0 = None;
         handle.on_screen(true)?;
         self.threads.insert(id.clone(), handle);
         self.on_screen = Some(id);
@@ -129,6 +134,18 @@ impl Threads {
         }
         self.on_screen = None;
         Ok(Some(current))
+    }
+}
+
+/// A thread being opened: closed when dropped still holding it (the open
+/// given up or failed before the registry kept it).
+struct Opening(Option<ThreadHandle>);
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.close();
+        }
     }
 }
 

@@ -76,3 +76,34 @@ async fn a_target_closed_while_the_current_is_left_puts_it_back_on_screen() {
     until_result(&mut events_b, &mut log).await;
     threads.delete(&b).await.unwrap();
 }
+
+/// Stopped midway: an open given up while the thread on screen was being
+/// left (a UI cancelling it): the new thread was spawned, then dropped
+/// with the future — nobody held it, and it ran for ever (its parent,
+/// hub and gate, its model kept alive). It is closed.
+#[tokio::test(start_paused = true)]
+async fn an_open_given_up_half_way_closes_the_thread_it_made() {
+    let (mut threads, a, b, _events_b) = two_threads().await;
+    let model = background_workers(&[]).shared();
+    let c = ThreadId::new("c");
+    let opened = threads
+        .open(c.clone(), DelegationBuilder::new(model.clone()))
+        .now_or_never();
+    assert!(opened.is_none(), "the leave waits for b's child to stop");
+    assert!(threads.get(&c).is_err());
+    // Everything the new thread made lets go of its model once it closed
+    // (bounded: a thread left running holds it for ever).
+    for _ in 0..10_000 {
+        if std::sync::Arc::strong_count(&model) == 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        std::sync::Arc::strong_count(&model),
+        1,
+        "the thread still runs"
+    );
+    threads.delete(&a).await.unwrap();
+    threads.delete(&b).await.unwrap();
+}
