@@ -99,22 +99,29 @@ async fn a_running_child_reads_messages_at_its_next_model_call_in_order() {
     assert!(tool_at < steer_at);
 }
 
-/// A queued child reads a message after its task, at its first model
-/// call.
-#[tokio::test(start_paused = true)]
-async fn a_queued_child_reads_a_message_after_its_task() {
-    let model = ScriptedModel::new(vec![
+/// A parent that starts `First` and `Second` (10 s workers; with one
+/// slot, `Second` queues), sends `Second` "use the new data", then makes
+/// the `calls` — all in one answer — and notes whatever comes after.
+fn second_queued_then(calls: &[UseAgentCall]) -> ScriptedModel {
+    let first = calls.iter().fold(
         Reply::new()
             .use_agent(&work_call("First", 10, false))
             .use_agent(&work_call("Second", 10, false))
             .use_agent(&UseAgentCall::send("agent_2", "use the new data")),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("First", worker(10))
-    .with_script("Second", worker(10));
-    let (model, seen) = spy("model", model);
+        |reply, call| reply.use_agent(call),
+    );
+    let mut turns = vec![first, Reply::answer("Started.")];
+    turns.extend((0..3).map(|_| Reply::answer("Noted.")));
+    ScriptedModel::new(turns)
+        .with_script("First", worker(10))
+        .with_script("Second", worker(10))
+}
+
+/// A queued child reads a message after its task, at its first model
+/// call.
+#[tokio::test(start_paused = true)]
+async fn a_queued_child_reads_a_message_after_its_task() {
+    let (model, seen) = spy("model", second_queued_then(&[]));
     let (thread, mut events) = thread_with(DelegationBuilder::new(model).max_live(1)).await;
     thread.send_user("start").unwrap();
     let mut log = Vec::new();
@@ -430,21 +437,13 @@ async fn a_message_during_the_last_allowed_model_call_is_read_by_a_new_run() {
 /// one the requester was told was queued. It is in the run's conversation.
 #[tokio::test(start_paused = true)]
 async fn a_message_to_a_queued_child_interrupted_before_it_starts_is_kept() {
-    let model = ScriptedModel::new(vec![
-        Reply::new()
-            .use_agent(&work_call("First", 10, false))
-            .use_agent(&work_call("Second", 10, false))
-            .use_agent(&UseAgentCall::send("agent_2", "use the new data"))
-            .use_agent(&UseAgentCall::interrupt("agent_2"))
-            .use_agent(&UseAgentCall::send("agent_2", "go on")),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-        Reply::answer("Noted."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("First", worker(10))
-    .with_script("Second", worker(10));
-    let (model, seen) = spy("model", model);
+    let (model, seen) = spy(
+        "model",
+        second_queued_then(&[
+            UseAgentCall::interrupt("agent_2"),
+            UseAgentCall::send("agent_2", "go on"),
+        ]),
+    );
     let (thread, mut events) = thread_with(DelegationBuilder::new(model).max_live(1)).await;
     thread.send_user("start").unwrap();
     let mut log = Vec::new();

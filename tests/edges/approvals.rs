@@ -22,6 +22,23 @@ fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {
     )
 }
 
+/// A thread whose child (waited on inline) asks for approval to post: the
+/// thread, its stream, the log so far and the request.
+async fn a_child_asking() -> (
+    ThreadHandle,
+    EventStream,
+    Vec<AgentEvent>,
+    subagents::messages::ApprovalRequest,
+) {
+    let (thread, mut events) = ThreadHandle::spawn(parent(poster("Poster", true)), None)
+        .await
+        .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    (thread, events, log, request)
+}
+
 /// Defect 3: a child that asked for approval and then stopped left the
 /// request open forever. Whatever ends it (a switch, a stop, the cascade
 /// of a stopped parent), `ApprovalResolved(cancelled)` comes before its
@@ -101,12 +118,7 @@ async fn a_pending_approval_is_closed_before_its_child_ends() {
 async fn an_answered_approval_is_closed_once() {
     use subagents::messages::{ApprovalOutcome, ApprovalRefusal};
     use subagents::supervisor::ThreadError;
-    let (thread, mut events) = ThreadHandle::spawn(parent(poster("Poster", true)), None)
-        .await
-        .unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    let request = until_child_approval(&mut events, &mut log).await;
+    let (thread, mut events, mut log, request) = a_child_asking().await;
     thread
         .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
         .await
@@ -187,12 +199,7 @@ async fn a_queued_background_childs_start_is_on_the_stream() {
 #[tokio::test(start_paused = true)]
 async fn a_childs_approval_then_its_stop_in_one_tick_arrive_in_that_order() {
     use subagents::messages::{ApprovalDecision, ApprovalOutcome};
-    let (thread, mut events) = ThreadHandle::spawn(parent(poster("Poster", true)), None)
-        .await
-        .unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    let request = until_child_approval(&mut events, &mut log).await;
+    let (thread, mut events, mut log, request) = a_child_asking().await;
     let agent_1 = AgentId::new("agent_1");
     let (answered, stopped) = tokio::join!(
         thread.resolve_approval(request.id.clone(), ApprovalDecision::Approve),
@@ -223,12 +230,7 @@ async fn a_childs_approval_then_its_stop_in_one_tick_arrive_in_that_order() {
 async fn an_approval_an_ended_child_never_asked_for_is_unknown() {
     use subagents::messages::{ApprovalDecision, ApprovalId, ApprovalRefusal};
     use subagents::supervisor::ThreadError;
-    let (thread, mut events) = ThreadHandle::spawn(parent(poster("Poster", true)), None)
-        .await
-        .unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    let request = until_child_approval(&mut events, &mut log).await;
+    let (thread, mut events, mut log, request) = a_child_asking().await;
     thread.stop_child(&AgentId::new("agent_1")).await.unwrap();
     run_for(&mut events, &mut log, 30).await;
     let agent_1 = AgentId::new("agent_1");

@@ -2,6 +2,28 @@
 
 use super::*;
 
+/// A parent whose background child asks to post, then sleeps long.
+fn background_poster() -> Arc<dyn Model> {
+    ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["http_post", "sleep"])
+                .wait(false),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"url":"https://example.com","body":"x"}"#),
+            Reply::new().tool_call("sleep", r#"{"secs":600}"#),
+            Reply::answer("posted"),
+        ],
+    )
+    .shared()
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_approval_is_answered_across_nodes() {
     let model = ScriptedModel::new(vec![
@@ -63,24 +85,7 @@ async fn an_approval_is_answered_across_nodes() {
 #[tokio::test(start_paused = true)]
 async fn an_approval_then_a_stop_in_one_tick_arrive_in_that_order() {
     use subagents::messages::{ApprovalDecision, ApprovalOutcome};
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Poster\nYou post.", "post it")
-                .tools(["http_post", "sleep"])
-                .wait(false),
-        ),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script(
-        "Poster",
-        vec![
-            Reply::new().tool_call("http_post", r#"{"url":"https://example.com","body":"x"}"#),
-            Reply::new().tool_call("sleep", r#"{"secs":600}"#),
-            Reply::answer("posted"),
-        ],
-    )
-    .shared();
+    let model = background_poster();
     let node = Loopback::new("b", model.clone()).await;
     let (thread, mut events) = thread_on(model, Placement::On(node)).await;
     thread.send_user("go").unwrap();
@@ -122,23 +127,7 @@ async fn an_approval_then_a_stop_in_one_tick_arrive_in_that_order() {
 async fn a_stop_then_an_approval_in_one_tick_refuse_the_answer_as_locally() {
     use subagents::messages::{ApprovalDecision, ApprovalOutcome, ApprovalRefusal};
     use subagents::supervisor::ThreadError;
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Poster\nYou post.", "post it")
-                .tools(["http_post", "sleep"])
-                .wait(false),
-        ),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script(
-        "Poster",
-        vec![
-            Reply::new().tool_call("http_post", r#"{"url":"https://example.com","body":"x"}"#),
-            Reply::answer("posted"),
-        ],
-    )
-    .shared();
+    let model = background_poster();
     let mut seen = Vec::new();
     for remote in [false, true] {
         let placement = if remote {

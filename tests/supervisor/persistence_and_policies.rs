@@ -259,27 +259,7 @@ async fn a_closed_thread_on_screen_does_not_block_the_next() {
 /// nothing on screen. It is refused first, and nothing changes.
 #[tokio::test(start_paused = true)]
 async fn switching_to_a_thread_closed_in_the_same_tick_is_refused_first() {
-    let mut threads = Threads::new();
-    let a = subagents::messages::ThreadId::new("a");
-    let b = subagents::messages::ThreadId::new("b");
-    let _events_a = threads
-        .open(
-            a.clone(),
-            DelegationBuilder::new(background_workers(&[]).shared()),
-        )
-        .await
-        .unwrap();
-    let mut events_b = threads
-        .open(
-            b.clone(),
-            DelegationBuilder::new(background_workers(&[100]).shared())
-                .tools(ToolRegistry::new().with(Sleep)),
-        )
-        .await
-        .unwrap();
-    threads.get(&b).unwrap().send_user("start").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events_b, &mut log).await;
+    let (mut threads, a, b, mut events_b, mut log) = super::switching::two_threads().await;
     threads.get(&a).unwrap().close();
     assert_eq!(threads.switch_to(&a).await, Err(ThreadError::Closed));
     assert_eq!(threads.on_screen(), Some(&b));

@@ -7,8 +7,9 @@ use subagents::messages::ThreadId;
 use subagents::supervisor::Threads;
 
 /// Two threads, `a` then `b`: `b` on screen, with a background child
-/// running (so leaving it waits for that child to stop).
-async fn two_threads() -> (Threads, ThreadId, ThreadId, EventStream) {
+/// running (so leaving it waits for that child to stop); `b`'s stream and
+/// its log so far.
+pub(super) async fn two_threads() -> (Threads, ThreadId, ThreadId, EventStream, Vec<AgentEvent>) {
     let mut threads = Threads::new();
     let a = ThreadId::new("a");
     let b = ThreadId::new("b");
@@ -28,8 +29,9 @@ async fn two_threads() -> (Threads, ThreadId, ThreadId, EventStream) {
         .await
         .unwrap();
     threads.get(&b).unwrap().send_user("start").unwrap();
-    until_result(&mut events_b, &mut Vec::new()).await;
-    (threads, a, b, events_b)
+    let mut log = Vec::new();
+    until_result(&mut events_b, &mut log).await;
+    (threads, a, b, events_b, log)
 }
 
 /// Stopped midway: a switch given up after its first step (a UI cancelling
@@ -40,7 +42,7 @@ async fn two_threads() -> (Threads, ThreadId, ThreadId, EventStream) {
 /// thread off screen. Until the leave is done, the one left is on screen.
 #[tokio::test(start_paused = true)]
 async fn a_switch_given_up_half_way_leaves_the_thread_on_screen() {
-    let (mut threads, a, b, _events_b) = two_threads().await;
+    let (mut threads, a, b, _events_b, _) = two_threads().await;
     assert!(
         threads.switch_to(&a).now_or_never().is_none(),
         "the leave waits for b's child to stop"
@@ -63,7 +65,7 @@ async fn a_switch_given_up_half_way_leaves_the_thread_on_screen() {
 /// it. The one left comes back on screen.
 #[tokio::test(start_paused = true)]
 async fn a_target_closed_while_the_current_is_left_puts_it_back_on_screen() {
-    let (mut threads, a, b, mut events_b) = two_threads().await;
+    let (mut threads, a, b, mut events_b, _) = two_threads().await;
     let target = threads.get(&a).unwrap().clone();
     // Runs at the switch's first wait, after its check of the target.
     let closer = tokio::spawn(async move { target.close() });
@@ -83,7 +85,7 @@ async fn a_target_closed_while_the_current_is_left_puts_it_back_on_screen() {
 /// hub and gate, its model kept alive). It is closed.
 #[tokio::test(start_paused = true)]
 async fn an_open_given_up_half_way_closes_the_thread_it_made() {
-    let (mut threads, a, b, _events_b) = two_threads().await;
+    let (mut threads, a, b, _events_b, _) = two_threads().await;
     let model = background_workers(&[]).shared();
     let c = ThreadId::new("c");
     let opened = threads

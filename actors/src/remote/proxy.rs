@@ -111,12 +111,10 @@ static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 struct RemoteRun {
     /// Its key ([`RunSpec::key`]): requests and reports name it.
     key: u64,
-    /// Shared with the turn's closer (its hub may end it from outside if
-    /// it dies without its stop).
-    mirror: Arc<Mutex<Mirror>>,
-    /// The turn's own sink (gated on the child's): closed once the turn
-    /// has ended, here or by its closer, so nothing of it follows.
-    sink: EventSink,
+    /// Its mirror and its own sink, and how it ends from outside: shared
+    /// with the turn's state, where its hub finds it if it dies without
+    /// its stop.
+    closer: Arc<Closer>,
     reply: Option<TurnReply>,
     /// Published through the child's probe (its `status`, its
     /// conversation once it ended, its span for the wake).
@@ -151,19 +149,18 @@ impl ProxyState {
         let mut state = TurnState::new(conversation);
         state.span = Some(span.clone());
         let key = NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mirror = Arc::new(Mutex::new(Mirror::default()));
-        let sink = self.events.gated();
         let started = Instant::now();
+        let closer = Arc::new(Closer {
+            mirror: Mutex::new(Mirror::default()),
+            sink: self.events.gated(),
+            out: self.events.clone(),
+            link: self.link.clone(),
+            key,
+            started,
+        });
         if config.probe.is_some() {
             // A child's: what its hub needs to end it if the hub dies.
-            let closer = Closer {
-                mirror: mirror.clone(),
-                sink: sink.clone(),
-                out: self.events.clone(),
-                link: self.link.clone(),
-                key,
-                started,
-            };
+            let closer = closer.clone();
             state.ends = Some(TurnEnds::Remote(Arc::new(move || closer.close_killed())));
         }
         let shared: Shared = Arc::new(Mutex::new(state));
@@ -192,8 +189,7 @@ impl ProxyState {
         };
         self.run = Some(RemoteRun {
             key,
-            mirror,
-            sink,
+            closer,
             reply,
             shared,
             started,
@@ -212,7 +208,7 @@ impl ProxyState {
             return;
         };
         let report_key = report.key;
-        let ready = lock(&run.mirror).accept(report);
+        let ready = lock(&run.closer.mirror).accept(report);
         for body in ready {
             match body {
                 ReportBody::Event(event) => self.event(event),
@@ -266,12 +262,12 @@ impl ProxyState {
         }
         // Noted and passed on under the mirror's lock: a closer from
         // outside closes what was passed on, and nothing after it.
-        let mut mirror = lock(&run.mirror);
+        let mut mirror = lock(&run.closer.mirror);
         if !mirror.note(&event) {
             return;
         }
         progress(&run.shared, &event);
-        run.sink.emit(event);
+        run.closer.sink.emit(event);
     }
 
     fn steered(&mut self, n: u64, taken: bool) {
@@ -300,7 +296,7 @@ impl ProxyState {
             return;
         };
         let elapsed = run.started.elapsed();
-        let mut mirror = lock(&run.mirror);
+        let mut mirror = lock(&run.closer.mirror);
         let Some((events, result)) = mirror.close(text, outcome, elapsed) else {
             // Its `Result` went by and its `Ended` will not come (the node
             // was lost in between): it ended with that result. (Or its
@@ -313,7 +309,7 @@ impl ProxyState {
             return;
         };
         let out = &self.events;
-        run.sink.close_with(|| {
+        run.closer.sink.close_with(|| {
             for event in events {
                 out.emit(event);
             }
@@ -329,13 +325,13 @@ impl ProxyState {
             return;
         };
         {
-            let mut mirror = lock(&run.mirror);
+            let mut mirror = lock(&run.closer.mirror);
             if !mirror.ended() {
                 // The node ended it without its `Result` event: said here.
                 let event = AgentEvent::Result(Box::new(result.clone()));
                 mirror.note(&event);
                 let out = &self.events;
-                run.sink.close_with(|| {
+                run.closer.sink.close_with(|| {
                     out.emit(event);
                 });
             }
@@ -397,7 +393,7 @@ impl ProxyState {
         let Some(key) = self
             .run
             .as_ref()
-            .filter(|r| !r.stopping && lock(&r.mirror).awaits(&id))
+            .filter(|r| !r.stopping && lock(&r.closer.mirror).awaits(&id))
             .map(|r| r.key)
         else {
             return Err(if self.asked.contains(&id) {
@@ -429,7 +425,11 @@ impl ProxyState {
         let finished = || Refused::Finished {
             id: self.config.id.clone(),
         };
-        let Some(run) = self.run.as_mut().filter(|r| !lock(&r.mirror).ended()) else {
+        let Some(run) = self
+            .run
+            .as_mut()
+            .filter(|r| !lock(&r.closer.mirror).ended())
+        else {
             let _ = reply.send(Err(finished()));
             return;
         };
@@ -448,7 +448,7 @@ impl ProxyState {
             pending_approvals: self
                 .run
                 .as_ref()
-                .map_or(0, |r| lock(&r.mirror).pending_approvals()),
+                .map_or(0, |r| lock(&r.closer.mirror).pending_approvals()),
             turns_finished: self.turns_finished,
             usage: self.usage,
             children_usage: Usage::default(),

@@ -22,7 +22,7 @@ pub(super) fn lock(mirror: &Mutex<Mirror>) -> MutexGuard<'_, Mirror> {
 /// What ends a remote turn from outside its proxy: the hub's kill hook,
 /// or the proxy's own drop when it is killed (no `post_stop`).
 pub(super) struct Closer {
-    pub(super) mirror: Arc<Mutex<Mirror>>,
+    pub(super) mirror: Mutex<Mirror>,
     pub(super) sink: EventSink,
     pub(super) out: EventSink,
     pub(super) link: Arc<dyn NodeLink>,
@@ -65,14 +65,6 @@ impl Drop for ProxyState {
         if let Some(hook) = &self.config.on_killed {
             hook();
         }
-        Closer {
-            mirror: run.mirror,
-            sink: run.sink,
-            out: self.events.clone(),
-            link: self.link.clone(),
-            key: run.key,
-            started: run.started,
-        }
-        .close_killed();
+        run.closer.close_killed();
     }
 }
