@@ -183,31 +183,38 @@ impl NodeRunner {
             self.request(slot, request);
         }
         // Every event, up to and with its `Result`, then the end.
+        let mut streamed = None;
         while let Some(event) = stream.recv().await {
-            let last = matches!(event, AgentEvent::Result(_));
+            if let AgentEvent::Result(result) = &event {
+                streamed = Some(result.as_ref().clone());
+            }
             send(&out, &seq, key, ReportBody::Event(event));
-            if last {
+            if streamed.is_some() {
                 break;
             }
         }
-        let ended = rx.await;
+        // An agent killed mid-turn (a crash, not a stop) puts its failed
+        // `Result` on the stream but drops the turn's reply: the run still
+        // ends, with that result.
+        let result = rx.await.ok().or(streamed).unwrap_or_else(|| {
+            let text = "the run's agent stopped before it reported a result";
+            unreported(text)
+        });
         self.runs().remove(&slot);
         agent.shutdown();
-        if let Ok(result) = ended {
-            let conversation: Vec<ChatMessage> = probe
-                .take_conversation()
-                .map(Arc::unwrap_or_clone)
-                .unwrap_or_default();
-            send(
-                &out,
-                &seq,
-                key,
-                ReportBody::Ended {
-                    result,
-                    conversation,
-                },
-            );
-        }
+        let conversation: Vec<ChatMessage> = probe
+            .take_conversation()
+            .map(Arc::unwrap_or_clone)
+            .unwrap_or_default();
+        send(
+            &out,
+            &seq,
+            key,
+            ReportBody::Ended {
+                result,
+                conversation,
+            },
+        );
         Ok(())
     }
 
@@ -292,6 +299,20 @@ impl NodeRunner {
     }
 }
 
+/// A failed result for a run whose agent went away with neither a reply
+/// nor a `Result` on its stream.
+fn unreported(text: &str) -> subagents_messages::AgentResult {
+    subagents_messages::AgentResult {
+        text: text.to_owned(),
+        outcome: subagents_messages::Outcome::Failed(text.to_owned()),
+        model_calls: 0,
+        tool_calls: 0,
+        usage: Default::default(),
+        children_usage: Default::default(),
+        elapsed: std::time::Duration::ZERO,
+    }
+}
+
 /// Hands on a run's next report. The number is taken and the report handed
 /// on under one lock: numbered first and handed on apart, a `Steered`
 /// from its task could leave after the run's `Ended` from another (on a
@@ -364,6 +385,42 @@ mod tests {
         .expect("the run never ended: the stop was lost")
         .expect("its reports ended without an end");
         assert_eq!(ended.outcome, Outcome::Stopped);
+        assert_eq!(runner.live(), 0);
+    }
+
+    /// Stopped midway: a run whose agent is killed mid-turn (no stop: a
+    /// crash) still sends its `Ended`, with the failed result the agent's
+    /// kill put on the stream. The agent drops its turn's reply then, and
+    /// the run sent nothing more: the parent's node waited for ever.
+    #[tokio::test(start_paused = true)]
+    async fn a_run_whose_agent_is_killed_mid_turn_still_ends() {
+        let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
+        let runner = NodeRunner::new(
+            vec![model],
+            ToolRegistry::new(),
+            GateHandle::spawn(1).await.unwrap(),
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let slot = runner.start(spec(), move |report| {
+            let _ = tx.send(report);
+        });
+        // Its first event: the agent is in its model call.
+        let first = rx.recv().await.expect("a first report");
+        assert!(matches!(first.body, ReportBody::Event(_)), "{first:?}");
+        let agent = runner.runs().get(&slot).and_then(|run| run.agent.clone());
+        agent.expect("spawned").actor_ref().kill();
+        let ended = tokio::time::timeout(Duration::from_secs(3600), async {
+            while let Some(report) = rx.recv().await {
+                if let ReportBody::Ended { result, .. } = report.body {
+                    return Some(result);
+                }
+            }
+            None
+        })
+        .await
+        .expect("the run never ended")
+        .expect("its reports ended without an end");
+        assert!(matches!(ended.outcome, Outcome::Failed(_)), "{ended:?}");
         assert_eq!(runner.live(), 0);
     }
 
