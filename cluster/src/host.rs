@@ -89,6 +89,16 @@ impl Actor for NodeHost {
             HostMsg::Start(bytes) => match decode_start(&bytes) {
                 Ok(start) => {
                     let key = start.spec.key;
+                    let runner = &state.runner;
+                    state.runs.retain(|_, hosted| !runner.ended(hosted.run));
+                    // A second start of a run still live here (a retry, a
+                    // forgery) starts nothing: it took the first's place,
+                    // which went on unowned — no request or loss reached
+                    // it, and both sent their reports under one key.
+                    if state.runs.contains_key(&(start.reply_to.clone(), key)) {
+                        tracing::warn!(node = %start.reply_to, key, "a start of a run already live here");
+                        return Ok(());
+                    }
                     let keep_if_orphaned = start.spec.keep_if_orphaned;
                     let session = lost_sessions(&state.lost, &start.reply_to);
                     let to = Destination {
@@ -102,8 +112,6 @@ impl Actor for NodeHost {
                     let run = state
                         .runner
                         .start(start.spec, move |report| to.send(report));
-                    let runner = &state.runner;
-                    state.runs.retain(|_, hosted| !runner.ended(hosted.run));
                     state.runs.insert(
                         (start.reply_to, key),
                         HostedRun {
@@ -405,6 +413,39 @@ mod tests {
             })
             .collect();
         assert_eq!(ended, ["new run's answer"]);
+        host.stop(None);
+        inbox.stop(None);
+    }
+
+    /// Repeated: a second `Start` of a run still live here (a retry, or
+    /// anyone holding the cookie) took the first's place in the map: the
+    /// first went on unowned — the asking node's loss never stopped it —
+    /// and both sent reports numbered from 0 under one key.
+    #[tokio::test(start_paused = true)]
+    async fn a_second_start_of_a_live_run_starts_nothing() {
+        let model = ScriptedModel::new(Vec::new())
+            .with_script("Slow", vec![Reply::new().text("thinking").hang()])
+            .shared();
+        let name = model.name().to_owned();
+        let (host, inbox, seen) = host_b_and_inbox_a(model).await;
+        for _ in 0..2 {
+            host.cast(HostMsg::Start(
+                encode_start(spec(&name, "Slow", false), "a").unwrap(),
+            ))
+            .unwrap();
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(ractor::call!(host, HostMsg::Live).unwrap(), 1);
+        host.cast(HostMsg::ParentLost("a".into())).unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            ractor::call!(host, HostMsg::Live).unwrap(),
+            0,
+            "a run left unowned"
+        );
+        let numbers: Vec<u64> = lock(&seen).iter().map(|r| r.seq).collect();
+        let expected: Vec<u64> = (0..numbers.len() as u64).collect();
+        assert_eq!(numbers, expected, "two runs' reports under one key");
         host.stop(None);
         inbox.stop(None);
     }
