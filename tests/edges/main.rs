@@ -11,6 +11,7 @@ mod common;
 
 mod approvals;
 mod cut_calls;
+mod forged;
 mod ownership;
 mod races;
 mod replay_store;

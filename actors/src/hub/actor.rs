@@ -176,8 +176,19 @@ impl Actor for Hub {
         state: &mut HubState,
     ) -> Result<(), ActorProcessingErr> {
         let cell_id = match &event {
+            // An actor ending is stopping or stopped when ractor tells its
+            // supervisor: one still running is a death written by whoever
+            // holds a cell (`ActorCell::notify_supervisor` is public), and
+            // ends nothing.
             SupervisionEvent::ActorFailed(cell, _)
-            | SupervisionEvent::ActorTerminated(cell, _, _) => cell.get_id(),
+            | SupervisionEvent::ActorTerminated(cell, _, _)
+                if matches!(
+                    cell.get_status(),
+                    ActorStatus::Stopping | ActorStatus::Stopped
+                ) =>
+            {
+                cell.get_id()
+            }
             _ => return Ok(()),
         };
         // Only a child still running ends here: a finished child's result
