@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use subagents::actors::{Model, NodeLink, NodeRunner, RunReports, ToolRegistry};
 use subagents::messages::codec::Wire;
 use subagents::messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
+use subagents::messages::{AgentEvent, AgentId, ApprovalId};
 use subagents::prelude::GateHandle;
 
 /// A node in this process, reached through bytes.
@@ -29,6 +30,9 @@ pub struct Loopback {
     /// The node sends a run's `Ended` without its conversation (as the
     /// cluster's host does for one over the wire's limit).
     pub strip_conversation: Arc<AtomicBool>,
+    /// The node asks each approval in this agent's name, not its child's
+    /// (a node that lies).
+    pub approvals_named: Arc<Mutex<Option<String>>>,
 }
 
 impl Loopback {
@@ -63,6 +67,7 @@ impl Loopback {
             lost_before_ended: Arc::new(AtomicBool::new(false)),
             refuse_next_event: Arc::new(AtomicBool::new(false)),
             strip_conversation: Arc::new(AtomicBool::new(false)),
+            approvals_named: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -99,6 +104,7 @@ impl NodeLink for Loopback {
         let lost_before_ended = self.lost_before_ended.clone();
         let refuse_next_event = self.refuse_next_event.clone();
         let strip_conversation = self.strip_conversation.clone();
+        let approvals_named = self.approvals_named.clone();
         let to_proxy = reports.clone();
         let run = self.runner.start(spec, move |mut report| {
             let reports = &to_proxy;
@@ -109,6 +115,11 @@ impl NodeLink for Loopback {
                 && strip_conversation.load(Ordering::SeqCst)
             {
                 conversation.clear();
+            }
+            if let ReportBody::Event(AgentEvent::ApprovalRequested(request)) = &mut report.body
+                && let Some(owner) = approvals_named.lock().unwrap().as_ref()
+            {
+                request.id = ApprovalId::for_agent(&AgentId::new(owner.as_str()), 1);
             }
             if matches!(report.body, ReportBody::Event(_))
                 && refuse_next_event.swap(false, Ordering::SeqCst)

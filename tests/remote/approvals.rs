@@ -24,6 +24,42 @@ fn background_poster() -> Arc<dyn Model> {
     .shared()
 }
 
+/// Foreign: a node asked its child's approval in the parent's name. The
+/// thread routes an answer by the id's agent, so the host's "approve" to
+/// what it saw in the child's row went to the parent's own call of that
+/// number. An approval in another agent's name stops the run and fails
+/// the child; it never reaches the host.
+#[tokio::test(start_paused = true)]
+async fn an_approval_a_node_asks_in_another_agents_name_fails_its_child() {
+    let model = background_poster();
+    let node = Loopback::new("b", model.clone()).await;
+    *node.approvals_named.lock().unwrap() = Some("parent".into());
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let foreign: Vec<&AgentEvent> = log
+        .iter()
+        .filter(|e| {
+            matches!(e, AgentEvent::Child(_, inner)
+                if matches!(&**inner, AgentEvent::ApprovalRequested(r) if !r.id.as_str().starts_with("agent_1-")))
+        })
+        .collect();
+    assert!(foreign.is_empty(), "{foreign:?}");
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed, "{envelope:?}");
+    assert!(
+        envelope
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("another agent's name (`parent-approval-1`)")),
+        "{envelope:?}"
+    );
+    assert_eq!(node.runner.live(), 0, "the run goes on on its node");
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_approval_is_answered_across_nodes() {
     let model = ScriptedModel::new(vec![

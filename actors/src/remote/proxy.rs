@@ -230,6 +230,23 @@ impl ProxyState {
     }
 
     fn event(&mut self, event: AgentEvent) {
+        // A node asks approvals in its child's name only: one in another
+        // agent's (the parent's, a sibling's) is routed by the thread to
+        // that agent, so the host's answer to what it saw in this row
+        // would reach another call. The run is stopped and the child fails.
+        if let AgentEvent::ApprovalRequested(request) = &event
+            && !matches!(request.id.parts(), Some((agent, _)) if agent == self.config.id)
+            && let Some(key) = self.run.as_ref().map(|run| run.key)
+        {
+            let _ = self.link.request(key, RunRequest::Stop);
+            let text = format!(
+                "node `{}` asked an approval in another agent's name (`{}`)",
+                self.link.node(),
+                request.id
+            );
+            self.close(&text, Outcome::Failed(text.clone()));
+            return;
+        }
         let Some(run) = self.run.as_mut() else {
             return;
         };
