@@ -16,7 +16,11 @@ use crate::gate::msg::{GateMsg, Permit};
 ///
 /// A gate lives as long as a handle refers to it: when the last clone is
 /// dropped, the gate stops (a permit still held then releases into
-/// nothing).
+/// nothing). A gate a thread made for itself (no
+/// [`DelegationBuilder::gate`](crate::DelegationBuilder::gate) given) is
+/// the exception: it stops with its thread, whoever still holds a clone
+/// (from `ThreadHandle::gate`); to share a gate across threads, spawn it
+/// and give it to each.
 #[derive(Debug, Clone)]
 pub struct GateHandle {
     actor: ActorRef<GateMsg>,
