@@ -103,13 +103,17 @@ impl ProfileSet {
                         }
                     }
                     Err(e) => {
-                        // Refused for a restriction (not broken): its name
-                        // is taken out, an earlier directory's profile of
-                        // that name too — that one may do what this file
-                        // forbids.
-                        if e.is_refusal() {
+                        // Refused for a restriction, or broken with a
+                        // restricting key in it (the parser stops at the
+                        // first error, which may come before it): its
+                        // name is taken out, an earlier directory's
+                        // profile of that name too — that one may do what
+                        // this file forbids — and held in this directory,
+                        // as `disabled: true` holds it.
+                        if e.is_refusal() || restricts(&path) {
                             for name in names_of(&path) {
                                 by_name.remove(&name);
+                                in_dir.entry(name).or_insert_with(|| path.clone());
                             }
                         }
                         warn(&mut warnings, ProfileWarning::Skipped(e));
@@ -284,6 +288,34 @@ fn load_file(path: &Path) -> Result<Parsed, ProfileError> {
 
 /// The names a file that did not load would give: its file name's, and
 /// the one its settings declare (`name`), read leniently.
+/// Keys that narrow what a profile may do, in every format read here.
+const RESTRICTING_KEYS: &[&str] = &[
+    "tools",
+    "disallowedTools",
+    "disallowed_tools",
+    "permissionMode",
+    "permission_mode",
+    "sandbox_mode",
+    "web_search",
+    "hooks",
+    "features",
+];
+
+/// Whether a file that could not be parsed names a key that narrows what
+/// its agent may do (read leniently, line by line: a key at a line's
+/// start, before `:` or `=`, or a `[table]` of that name).
+fn restricts(path: &Path) -> bool {
+    let text = std::fs::read(path).unwrap_or_default();
+    String::from_utf8_lossy(&text).lines().any(|line| {
+        let line = line.trim_start().trim_start_matches('\u{feff}');
+        let key = match line.strip_prefix('[') {
+            Some(table) => table.split(['.', ']']).next().unwrap_or(""),
+            None => line.split([':', '=']).next().unwrap_or(""),
+        };
+        RESTRICTING_KEYS.contains(&key.trim().trim_matches(['"', '\'']))
+    })
+}
+
 fn names_of(path: &Path) -> Vec<String> {
     let mut names: Vec<String> = super::parse::profile_name(path).into_iter().collect();
     let text = std::fs::read(path).unwrap_or_default();

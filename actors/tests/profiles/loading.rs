@@ -164,6 +164,85 @@ fn a_profile_refused_for_a_restriction_hides_the_earlier_one_of_its_name() {
     assert_eq!(warnings.len(), 3, "{warnings:?}");
 }
 
+/// Widened (foreign): a project file with a restriction *and* an
+/// unrelated error before it (an unquoted `: ` in its description, a
+/// common slip) failed as broken, not refused — the parser stops at the
+/// first error — so the user's profile of its name, every tool, ran in
+/// its place; with the restriction first, the same file hid it. A broken
+/// file that names a restricting key hides its name as a refused one does.
+#[test]
+fn a_restriction_after_an_unrelated_error_still_hides_the_earlier_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let project = tmp.path().join("project");
+    write(&user, "reviewer.md", "every tool");
+    write(&user, "auditor.toml", "developer_instructions = \"user\"\n");
+    write(&user, "helper.md", "the user's helper");
+    write(
+        &project,
+        "reviewer.md",
+        "---\nname: reviewer\ndescription: Use this agent when: a diff is ready\ntools: Read, Grep\npermissionMode: plan\n---\nread only",
+    );
+    write(
+        &project,
+        "auditor.toml",
+        "developer_instructions = 5\n[tools]\nshell = false\n",
+    );
+    // Broken, but restricting nothing: the documented fallback stands.
+    write(
+        &project,
+        "helper.md",
+        "---\ndescription: Use this agent when: stuck\n---\nhelp",
+    );
+    let (profiles, _) = ProfileSet::load(&[user, project], &[]);
+    for name in ["reviewer", "auditor"] {
+        assert!(
+            profiles.get(name).is_none(),
+            "{name}: {:?}",
+            profiles.get(name).map(|p| &p.source)
+        );
+    }
+    assert!(profiles.get("helper").is_some(), "the user's helper");
+}
+
+/// Widened (foreign): a refused file took its name out of earlier
+/// directories but did not hold it in its own, so the next file of that
+/// name in the same directory (`b-reviewer.md`; `reviewer.toml` beside
+/// `reviewer.md`) loaded with every tool. `disabled: true` holds it.
+#[test]
+fn a_refused_file_holds_its_name_in_its_directory_as_disabled_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(
+        &dir,
+        "a-reviewer.md",
+        "---\nname: reviewer\npermissionMode: plan\n---\nread only",
+    );
+    write(
+        &dir,
+        "b-reviewer.md",
+        "---\nname: reviewer\n---\nevery tool",
+    );
+    write(
+        &dir,
+        "explorer.md",
+        "---\npermissionMode: plan\n---\nread only",
+    );
+    write(
+        &dir,
+        "explorer.toml",
+        "developer_instructions = \"every tool\"\n",
+    );
+    let (profiles, _) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+    for name in ["reviewer", "explorer"] {
+        assert!(
+            profiles.get(name).is_none(),
+            "{name}: {:?}",
+            profiles.get(name).map(|p| &p.source)
+        );
+    }
+}
+
 #[test]
 fn unknown_tools_are_left_out_with_a_warning() {
     let tmp = tempfile::tempdir().unwrap();
