@@ -104,8 +104,13 @@ impl Probe {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()?;
-        let history = lock(&shared).history.clone();
-        Some(history)
+        let state = lock(&shared);
+        // Closed, the conversation moved to `ended` (until the hub takes
+        // it): read there, not the emptied running one.
+        Some(match &state.ended {
+            Some(ended) => ended.as_ref().clone(),
+            None => state.history.clone(),
+        })
     }
 
     /// The conversation of the last turn: once it ended, the one it ended
@@ -188,6 +193,29 @@ mod tests {
         assert!(
             probe.take_conversation().unwrap().is_empty(),
             "handed out once"
+        );
+    }
+
+    /// Between a turn's close and its hand-over to the hub (the child's
+    /// `Result` on the stream, its finish not read yet), the conversation
+    /// had moved out of the running state: a host reading it got `[]`, and
+    /// so did the thread writing the child's run on its last step (a call
+    /// cut by a stop is answered in that close) — a crash then resumed the
+    /// child from its task. It reads the ended one.
+    #[test]
+    fn a_closed_turns_conversation_reads_whole_before_it_is_handed_over() {
+        let (probe, shared) = turn(&["hi"]);
+        let (out, _stream) = EventSink::channel();
+        crate::agent::turn_state::close(&shared, &out.gated(), &out, &stopped(), &|| {
+            "cut".to_owned()
+        })
+        .unwrap();
+        let read = probe.conversation().unwrap();
+        assert_eq!(read.len(), 2, "the input and the stopped answer: {read:?}");
+        assert_eq!(
+            probe.take_conversation().unwrap().len(),
+            2,
+            "still handed over whole"
         );
     }
 
