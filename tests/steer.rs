@@ -10,6 +10,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -17,6 +18,7 @@ use serde_json::Value;
 use subagents::actors::DelegationBuilder;
 use subagents::messages::{AgentEvent, ModelRequest, Role, SubAgentStatus};
 use subagents::prelude::*;
+use subagents::supervisor::ThreadHandle;
 
 const STEER: &str = "[message from the agent that started you]\n";
 
@@ -462,4 +464,84 @@ async fn a_message_to_a_queued_child_interrupted_before_it_starts_is_kept() {
             format!("{STEER}go on")
         ]
     );
+}
+
+/// Closes the thread, or stops all its children as a switch does, at a
+/// child's first step.
+struct AtFirstStep {
+    thread: Arc<std::sync::OnceLock<ThreadHandle>>,
+    switch: bool,
+    done: std::sync::atomic::AtomicBool,
+    /// The switch's count of children it stopped.
+    switched: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<usize>>>>,
+}
+
+impl subagents::actors::hub::HubObserver for AtFirstStep {
+    fn finished(&self, _envelope: &subagents::messages::Envelope) {}
+
+    fn stepped(&self, _id: &AgentId) {
+        if self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let Some(thread) = self.thread.get().cloned() else {
+            return;
+        };
+        if self.switch {
+            // What a switch sends the hub (the thread's `SwitchAway`
+            // would reach it a turn later, after the child's end).
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            thread.hub().stop_all_replying(Some(tx.into())).unwrap();
+            let task = tokio::spawn(async move { rx.await.unwrap() });
+            *self.switched.lock().unwrap() = Some(task);
+        } else {
+            thread.close();
+        }
+    }
+}
+
+/// Same instant: an interrupt under way (the hub told the child to stop;
+/// its end not read yet), then a close or a stop of all (a switch's) —
+/// both stops, and "a
+/// stop that comes while an interrupt is under way wins". Only the
+/// one-child stop cleared the interrupt, so the child ended `interrupted`
+/// (kept so in the store), and a later message resumed a child the host
+/// had stopped. Fired at the interrupted call's answer, in the child's
+/// close.
+#[tokio::test(start_paused = true)]
+async fn a_close_or_switch_during_an_interrupt_ends_the_child_stopped() {
+    for switch in [false, true] {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&work_call("Worker", 60, false)),
+            Reply::answer("Started."),
+            Reply::new().use_agent(&UseAgentCall::interrupt("agent_1")),
+            Reply::answer("Interrupted."),
+        ])
+        .with_script("Worker", worker(60));
+        let cell = Arc::new(std::sync::OnceLock::new());
+        let observer = Arc::new(AtFirstStep {
+            thread: cell.clone(),
+            switch,
+            done: Default::default(),
+            switched: Default::default(),
+        });
+        let switched = observer.switched.clone();
+        let (thread, mut events) =
+            thread_with(DelegationBuilder::new(model.shared()).observer(observer)).await;
+        let _ = cell.set(thread.clone());
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        thread.send_user("cut it").unwrap();
+        run_for(&mut events, &mut log, 120).await;
+        let (_, by_id) = check_log(&log, true);
+        let task = switched.lock().unwrap().take();
+        if let Some(task) = task {
+            assert_eq!(task.await.unwrap(), 1, "the switch found the child ending");
+        }
+        assert_eq!(
+            by_id[&AgentId::new("agent_1")].terminal().map(|(_, s)| s),
+            Some(SubAgentStatus::Stopped),
+            "switch: {switch}"
+        );
+    }
 }

@@ -182,6 +182,9 @@ impl HubState {
             count: all.len(),
         });
         for id in all {
+            // A stop of them all is a stop: it wins over an interrupt
+            // under way, as a stop of one does.
+            self.prefer_stop(&id);
             self.stop(myself, &id, StopReply::All(done.clone())).await;
         }
     }
@@ -194,6 +197,8 @@ impl HubState {
         let all = self.unfinished();
         let mut running = Vec::new();
         for id in &all {
+            // The hub's stop wins over an interrupt under way.
+            self.prefer_stop(id);
             if let Some(child) = self.children.get_mut(id)
                 && let Some(agent) = &child.agent
             {
