@@ -115,3 +115,36 @@ async fn a_claimed_result_produces_no_wake() {
     run_for(&mut events, &mut log, 120).await;
     assert!(wakes(&log).is_empty());
 }
+
+/// A child finished while the parent was busy (its wake queued), then the
+/// parent's model sent it a message, resuming it as a new run: the queued
+/// wake still went out with the old answer, though "the run it goes on as
+/// wakes the parent, not this one" — and after a restart the same owed
+/// wake was dropped (the store skips a resumed child). One wake, the new
+/// run's.
+#[tokio::test(start_paused = true)]
+async fn a_wake_queued_for_a_child_a_message_then_resumed_is_the_new_runs() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 5, false)),
+        // Busy past the child's finish: its wake waits.
+        Reply::new().tool_call("sleep", r#"{"secs":10}"#),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "one more thing")),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":5}"#),
+            Reply::answer("worked 5 s"),
+            Reply::answer("one more thing done"),
+        ],
+    );
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 120).await;
+    check_log(&log, true);
+    assert_eq!(wakes(&log), ["agent_2"], "the new run's wake only");
+}

@@ -303,7 +303,10 @@ impl ThreadState {
             let envelope = self.parent.hub.status(&child);
             self.settle_wake(&child);
             match envelope {
-                Some(envelope) if !envelope.claimed => {
+                // A child a message resumed meanwhile: the run it goes on
+                // as wakes the parent, not this one (as after a restart,
+                // where the store skips it).
+                Some(envelope) if !envelope.claimed && envelope.continued_as.is_none() => {
                     self.events.emit(AgentEvent::Wake {
                         child: child.clone(),
                         line: wake_line(&envelope),
@@ -313,7 +316,7 @@ impl ThreadState {
                     self.send_turn(myself, text, TurnOrigin::Wake, None, follows);
                     return;
                 }
-                // Claimed through `result` meanwhile: no wake.
+                // Claimed through `result`, or resumed, meanwhile: no wake.
                 _ => self.wakes.finished(),
             }
         }
