@@ -232,6 +232,15 @@ pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<Ag
         }
     }
     check_pairs("the parent", log.iter(), at_rest);
+    // A child's own children: the same guarantees inside its row (a
+    // grandchild's events are nested in its parent's, which the loop
+    // above reads as that child's own).
+    for id in &order {
+        let row = by_id[id].row();
+        if row.iter().any(|e| matches!(e, AgentEvent::ChildStarted(_))) {
+            check_log(&row, at_rest);
+        }
+    }
     (order, by_id)
 }
 

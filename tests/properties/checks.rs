@@ -76,7 +76,14 @@ pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bo
                         generating -= 1;
                         wake_in_flight = false;
                     }
-                    AgentEvent::ChildStarted(info) => started.push(info.id.clone()),
+                    AgentEvent::ChildStarted(info) => {
+                        started.push(info.id.clone());
+                        // Resumed as this run: its successor's result is
+                        // the one that wakes the parent.
+                        if let Some(from) = &info.resumed_from {
+                            wake_dropped.insert(from.clone());
+                        }
+                    }
                     AgentEvent::ChildStatus(id, status) if status.is_terminal() => {
                         terminal.insert(id.clone(), (i, *status));
                         if !on_screen {
@@ -121,6 +128,12 @@ pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bo
                 }
             }
         }
+    }
+    // Every turn sent (a user message, a wake) is answered once: at rest,
+    // none is left without its `Result` (a lost one was seen only if a
+    // later wake happened to trip "a wake while the parent generates").
+    if at_rest {
+        assert_eq!(generating, 0, "at rest, a turn sent was never answered");
     }
     if at_rest && exactly_once {
         for (child, (_, status)) in &terminal {
