@@ -125,23 +125,45 @@ fn cancellation_storm_during_spawn() {
             vec![Reply::new().delay(Duration::from_millis(300)).text("ok")],
         );
     }
-    // Stops and switches at the very instants the children are being spawned.
+    // Stops and switches while the children are being spawned: a stop of
+    // each child, a switch now and then, and the parent's turn stopped
+    // midway through its fan-out. (They all began at 0 ms, with a
+    // `StopParent`: the parent's first turn was stopped before its model
+    // answered, and no child was ever spawned.)
     for i in 0..12u64 {
-        let at = Duration::from_millis(i * 250);
-        scenario = scenario
-            .at(
-                at,
-                HostAction::StopChild(AgentId::new(format!("agent_{}", i + 1))),
-            )
-            .at(at, HostAction::StopParent);
-        if i % 4 == 0 {
+        let at = Duration::from_millis(100 + i * 250);
+        scenario = scenario.at(
+            at,
+            HostAction::StopChild(AgentId::new(format!("agent_{}", i + 1))),
+        );
+        if i % 4 == 1 {
             scenario = scenario.at(at, HostAction::SwitchAway);
         }
     }
+    scenario = scenario.at(Duration::from_millis(2_600), HostAction::StopParent);
+    // The seed moves each model call by up to 300 ms (without a jitter,
+    // the 16 seeds were one run 16 times): stops and switches land before,
+    // at and after each spawn.
+    let mut logs = std::collections::BTreeSet::new();
     for seed in 0..16 {
-        let report = scenario.clone().run_for(Duration::from_secs(900)).run(seed);
+        let report = scenario
+            .clone()
+            .jitter(Duration::from_millis(300))
+            .run_for(Duration::from_secs(900))
+            .run(seed);
         assert_nothing_lost(&report);
+        assert!(
+            report.envelopes.len() >= 6,
+            "the fan-out was cut before it spawned: {}",
+            report.render()
+        );
+        logs.insert(report.render());
     }
+    assert!(
+        logs.len() > 1,
+        "every seed gave one log: {}",
+        logs.first().unwrap()
+    );
 }
 
 #[test]
