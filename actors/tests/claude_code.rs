@@ -29,7 +29,7 @@ fn every_key() -> String {
         "  - diff-reading",
         "  - threat-models",
         "hooks:",
-        "  PreToolUse:",
+        "  PostToolUse:",
         "    - matcher: Bash",
         "mcpServers:",
         "  github: {command: gh-mcp}",

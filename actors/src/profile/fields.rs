@@ -205,6 +205,14 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                         }
                     }
                 }
+                // Claude Code hooks: one that can block a tool call is a
+                // restriction (refused); the others are only not applied.
+                "hooks" => {
+                    let events = map
+                        .next_value::<Option<std::collections::BTreeMap<String, IgnoredAny>>>()?
+                        .unwrap_or_default();
+                    hooks_load(events.keys())?;
+                }
                 "memory" => fm.memory = map.next_value()?,
                 "initialPrompt" | "initial_prompt" => fm.initial_prompt = map.next_value()?,
                 "skills" => fm.skills = map.next_value::<Option<ToolList>>()?.map(|t| t.0),
@@ -386,6 +394,22 @@ fn in_range<E: de::Error>(
 /// runtime cannot enforce, or an unknown mode that may be one).
 pub(super) fn is_refusal(message: &str) -> bool {
     message.contains(CANNOT_ENFORCE) || message.contains(MAY_BE_A_RESTRICTION)
+}
+
+/// Claude Code hook events that can block a tool call (a `PreToolUse`
+/// hook exiting 2 blocks it; a `PermissionRequest` hook can deny it).
+const BLOCKING_HOOKS: &[&str] = &["PreToolUse", "PermissionRequest"];
+
+/// Claude Code's `hooks`: a hook that can block a tool call guards it, and
+/// this runtime runs no hooks — refused; the others load, warned as not
+/// applied.
+fn hooks_load<'a, E: de::Error>(mut events: impl Iterator<Item = &'a String>) -> Result<(), E> {
+    match events.find(|event| BLOCKING_HOOKS.contains(&event.as_str())) {
+        Some(event) => Err(E::custom(format!(
+            "`hooks` has `{event}`, {CANNOT_ENFORCE}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// What an unknown mode says of itself.

@@ -312,3 +312,32 @@ fn a_codex_web_search_disabled_denies_the_tool() {
     .unwrap();
     assert_eq!(profile.disallowed_tools, ["web_search"]);
 }
+
+/// Widened (foreign): a Claude Code `hooks: PreToolUse` guard (Claude
+/// Code's own example: a script that blocks any Bash command but a
+/// `SELECT`; exit code 2 blocks the call) was dropped with a warning, and
+/// the agent ran `Bash` unguarded. A hook that can block a tool call is a
+/// restriction this runtime cannot enforce: refused. One that cannot
+/// (`PostToolUse`, `Stop`) loads, warned.
+#[test]
+fn a_hook_that_can_block_a_tool_call_is_refused_not_dropped() {
+    for event in ["PreToolUse", "PermissionRequest"] {
+        let text = format!(
+            "---\nname: db-reader\ntools: Bash\nhooks:\n  {event}:\n    - matcher: \"Bash\"\n      hooks:\n        - type: command\n          command: ./scripts/validate-readonly-query.sh\n---\nSELECT only."
+        );
+        let e = parse(&text).expect_err(event);
+        assert!(e.is_refusal(), "{event}: {e}");
+        assert!(
+            e.to_string().contains(&format!("`hooks` has `{event}`")),
+            "{e}"
+        );
+    }
+    let (_, warnings) = parse(
+        "---\nhooks:\n  PostToolUse:\n    - matcher: Edit\n      hooks:\n        - type: command\n          command: lint\n---\nx",
+    )
+    .unwrap();
+    assert!(
+        matches!(&warnings[..], [ProfileWarning::NotApplied { key, .. }] if key == "hooks"),
+        "{warnings:?}"
+    );
+}
