@@ -205,6 +205,23 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                         }
                     }
                 }
+                // A Codex role is a config layer: its `[features]` switch
+                // a tool off (`shell_tool = false`: no shell), which
+                // narrows — denied, as a `[tools]` switch turned off is.
+                // Any other feature is Codex's own: not applied.
+                "features" => {
+                    let features = map
+                        .next_value::<Option<std::collections::BTreeMap<String, serde_json::Value>>>()?
+                        .unwrap_or_default();
+                    for (name, value) in features {
+                        match (feature_tool(&name), value) {
+                            (Some(tool), serde_json::Value::Bool(false)) => {
+                                fm.tool_switches.push((tool.to_owned(), false));
+                            }
+                            _ => fm.not_applied.push(format!("features.{name}")),
+                        }
+                    }
+                }
                 // Claude Code hooks: one that can block a tool call is a
                 // restriction (refused); the others are only not applied.
                 "hooks" => {
@@ -394,6 +411,15 @@ fn in_range<E: de::Error>(
 /// runtime cannot enforce, or an unknown mode that may be one).
 pub(super) fn is_refusal(message: &str) -> bool {
     message.contains(CANNOT_ENFORCE) || message.contains(MAY_BE_A_RESTRICTION)
+}
+
+/// The tool a Codex feature switches on or off, for those that are one
+/// tool (`shell_tool`: Codex's `shell`).
+fn feature_tool(feature: &str) -> Option<&'static str> {
+    match feature {
+        "shell_tool" => Some("shell"),
+        _ => None,
+    }
 }
 
 /// Claude Code hook events that can block a tool call (a `PreToolUse`

@@ -341,3 +341,21 @@ fn a_hook_that_can_block_a_tool_call_is_refused_not_dropped() {
         "{warnings:?}"
     );
 }
+
+/// Widened (foreign): a Codex role is a whole config layer, and its
+/// `[features] shell_tool = false` takes Codex's shell away — read as an
+/// unknown key and dropped, so the role kept the host's `shell`. Turned
+/// off, it denies the tool; other features are Codex's own, not applied.
+#[test]
+fn a_codex_role_that_turns_its_shell_off_never_gets_the_hosts() {
+    let (profile, warnings) = Profile::parse_codex_role(
+        Path::new("/p/.codex/agents/reader.toml"),
+        "name = \"reader\"\ndeveloper_instructions = \"Read and answer.\"\n\
+         [features]\nshell_tool = false\nmulti_agent = false\n",
+    )
+    .unwrap();
+    assert_eq!(profile.disallowed_tools, ["shell"], "{warnings:?}");
+    let said: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("features.multi_agent"), "{said:?}");
+}
