@@ -179,6 +179,9 @@ async fn a_hanging_model_is_cut_by_the_wall_clock() {
     let (seen, _) = until_result(&mut events).await;
     assert!(seen.contains(&AgentEvent::Text("thinking…".into())));
     assert_gate_free(&gate).await;
+    // Nothing of the cut turn after its one `Result`, an hour on.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(events.try_recv(), None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -270,7 +273,19 @@ async fn stopping_a_turn_ends_it_once_as_stopped_and_frees_the_gate() {
     // The next turn runs normally, after the stopped one in the history.
     let next = agent.run("second").await.unwrap();
     assert_eq!(next.text, "next");
-    assert!(events.try_recv().is_some());
+    // Exactly one `Result` for the stopped turn, and nothing of it after:
+    // what follows is the second turn's text and `Result` only.
+    let mut after = Vec::new();
+    while let Some(event) = events.try_recv() {
+        after.push(event);
+    }
+    assert_eq!(
+        after,
+        [
+            AgentEvent::Text("next".into()),
+            AgentEvent::Result(Box::new(next))
+        ]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -76,4 +76,10 @@ fn wakes_follow_the_finish_order_when_a_stop_hands_an_inline_child_on() {
         reached.insert((woken.len(), inline == Some(SubAgentStatus::Done)));
     }
     eprintln!("reached (wakes, inline done): {reached:?}");
+    // The order is only checked when both children wake: some number of
+    // turns must reach that (with 0 or 1 wake the check holds trivially).
+    assert!(
+        reached.iter().any(|(wakes, _)| *wakes == 2),
+        "no run woke the parent for both children: {reached:?}"
+    );
 }

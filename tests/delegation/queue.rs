@@ -20,6 +20,8 @@ async fn the_fourth_child_is_queued_and_children_start_in_request_order() {
     }
     assert_eq!(peak_live, 3);
     drain(&mut events, &mut log);
+    // From the stream too, not only the hub's own count sampled above.
+    check_cap(&log, 3);
     let (order, by_id) = check_log(&log, true);
     let first_status: Vec<SubAgentStatus> =
         order.iter().map(|id| by_id[id].statuses[0].1).collect();

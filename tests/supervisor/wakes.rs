@@ -148,3 +148,58 @@ async fn a_wake_queued_for_a_child_a_message_then_resumed_is_the_new_runs() {
     check_log(&log, true);
     assert_eq!(wakes(&log), ["agent_2"], "the new run's wake only");
 }
+
+/// Two wakes pending at once, the parent slow to answer each: they go out
+/// one at a time, each after the last wake's turn has its `Result`, in the
+/// order the children finished (the test above never had two pending: its
+/// wake turns answer at once and its children finish 10 s apart).
+#[tokio::test(start_paused = true)]
+async fn pending_wakes_wait_for_the_last_wakes_turn_and_keep_the_finish_order() {
+    // Busy in a tool, not a model call: a model call would hold the gate
+    // and keep the children from finishing meanwhile.
+    let sleep = || Reply::new().tool_call("sleep", r#"{"secs":15}"#);
+    let mut first = Reply::new();
+    for (i, secs) in [10, 12, 11].iter().enumerate() {
+        first = first.use_agent(&work_call(&format!("Worker {}", i + 1), *secs, false));
+    }
+    let noted = || Reply::answer("Noted.");
+    let mut model = ScriptedModel::new(vec![
+        first,
+        Reply::answer("Started."),
+        sleep(),
+        noted(),
+        sleep(),
+        noted(),
+        sleep(),
+        noted(),
+    ]);
+    for (i, secs) in [10, 12, 11].iter().enumerate() {
+        model = model.with_script(format!("Worker {}\n", i + 1), worker(*secs));
+    }
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("start three").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 120).await;
+    check_log(&log, true);
+    assert_eq!(
+        wakes(&log),
+        ["agent_1", "agent_3", "agent_2"],
+        "finish order"
+    );
+    let mut in_flight = false;
+    let mut waited = 0;
+    for event in &log {
+        match event {
+            AgentEvent::Wake { .. } => {
+                assert!(!in_flight, "two wakes in flight");
+                in_flight = true;
+            }
+            AgentEvent::Result(_) if in_flight => {
+                in_flight = false;
+                waited += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(waited, 3, "each wake's turn answered");
+}
