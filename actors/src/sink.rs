@@ -274,18 +274,32 @@ mod tests {
 
     #[test]
     fn concurrent_close_and_emit_never_emit_after_terminal() {
+        let mut raced = 0;
         for _ in 0..200 {
             let (root, mut stream) = EventSink::channel();
             let child = root.nested(AgentId::new("c"));
+            let emitting = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             let emitter = {
                 let child = child.clone();
-                std::thread::spawn(move || while child.emit(text("x")) {})
+                let emitting = emitting.clone();
+                std::thread::spawn(move || {
+                    while child.emit(text("x")) {
+                        emitting.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                })
             };
+            // The close comes while the other thread emits (spawned, it
+            // had not started yet: the close came first every round, and
+            // no emit raced it).
+            while !emitting.load(std::sync::atomic::Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
             child.close_with(|| {
                 root.emit(text("terminal"));
             });
             emitter.join().unwrap();
             let mut seen_terminal = false;
+            let mut before = 0;
             while let Some(ev) = stream.try_recv() {
                 if ev == text("terminal") {
                     seen_terminal = true;
@@ -294,9 +308,12 @@ mod tests {
                         !seen_terminal,
                         "a child event came after its terminal event"
                     );
+                    before += 1;
                 }
             }
             assert!(seen_terminal);
+            raced += usize::from(before > 0);
         }
+        assert_eq!(raced, 200, "every round emits before its close");
     }
 }
