@@ -334,28 +334,46 @@ mod tests {
     proptest! {
         /// Delivered wakes are in push order, never two in flight, never
         /// while typing/generating/off screen, never one pushed before the
-        /// last clear or off-screen.
+        /// last clear or off-screen — and each `Next` is exactly what a
+        /// reference FIFO gives (the rules alone passed a queue that never
+        /// released, or dropped every other wake).
         #[test]
         fn wake_rules_hold(ops in prop::collection::vec(op(), 0..300)) {
             let mut q = WakeQueue::new();
+            let mut reference: std::collections::VecDeque<u32> = Default::default();
             let (mut n, mut last_delivered, mut barrier) = (0u32, 0u32, 0u32);
             let (mut typing, mut generating, mut on_screen, mut in_flight) = (false, false, true, false);
             for op in ops {
                 match op {
-                    Op::Push => { n += 1; q.push(id(n)); }
+                    Op::Push => {
+                        n += 1;
+                        let kept = q.push(id(n));
+                        prop_assert_eq!(kept, on_screen);
+                        if on_screen { reference.push_back(n); }
+                    }
                     Op::Typing(t) => { typing = t; q.set_typing(t); }
                     Op::Generating(g) => { generating = g; q.set_generating(g); }
-                    Op::OnScreen(o) => { on_screen = o; if !o { barrier = n; } q.set_on_screen(o); }
-                    Op::Clear => { barrier = n; q.clear(); }
+                    Op::OnScreen(o) => {
+                        on_screen = o;
+                        if !o { barrier = n; reference.clear(); }
+                        q.set_on_screen(o);
+                    }
+                    Op::Clear => { barrier = n; reference.clear(); q.clear(); }
                     Op::Finished => { in_flight = false; q.finished(); }
-                    Op::Next => if let Some(w) = q.release_next() {
-                        let k: u32 = w.as_str()["agent_".len()..].parse().unwrap();
-                        prop_assert!(!in_flight && !typing && !generating && on_screen);
-                        prop_assert!(k > last_delivered, "FIFO");
-                        prop_assert!(k > barrier, "a dropped wake was delivered");
-                        last_delivered = k;
-                        in_flight = true;
-                    },
+                    Op::Next => {
+                        let may = !in_flight && !typing && !generating && on_screen;
+                        let expected = if may { reference.pop_front() } else { None };
+                        let got = q.release_next().map(|w| {
+                            w.as_str()["agent_".len()..].parse::<u32>().unwrap()
+                        });
+                        prop_assert_eq!(got, expected, "the reference FIFO");
+                        if let Some(k) = got {
+                            prop_assert!(k > last_delivered, "FIFO");
+                            prop_assert!(k > barrier, "a dropped wake was delivered");
+                            last_delivered = k;
+                            in_flight = true;
+                        }
+                    }
                 }
             }
         }
