@@ -83,7 +83,11 @@ fn an_inline_wait_and_the_turns_limit_running_out_together() {
         })
         .run_for(Duration::from_secs(300))
         .run(0);
-    check_the_call_says_what_happened(&report);
+    // What docs/event-ordering.md promises at this tie, not only words
+    // that match the child's end: the child goes on, the call says so.
+    let (output, status, wakes) = check_the_call_says_what_happened(&report);
+    assert_eq!(json(&output)["pending"], true, "{output}");
+    assert_eq!((status, wakes), (SubAgentStatus::Done, 1));
 }
 
 /// Same instant, by the scheduler: the parent stopped a seeded number of
@@ -105,6 +109,12 @@ fn a_stop_as_the_child_goes_to_the_background() {
                 .run_for(Duration::from_secs(120))
                 .run(0);
             let (output, status, _) = check_the_call_says_what_happened(&report);
+            // Handed on before the stop: it goes on, under either policy.
+            assert_eq!(
+                json(&output)["pending"],
+                true,
+                "{policy:?}, {yields}: {output}"
+            );
             reached.insert((
                 format!("{policy:?}"),
                 json(&output)["status"] == "stopped",
