@@ -51,6 +51,23 @@ fn delivery_is_exactly_once_on_a_multi_threaded_runtime() {
                 }
                 tokio::task::yield_now().await;
             }
+            // A second delivery may still be on its way (the book is
+            // ended before the thread reads the finish): the thread reads
+            // what it was sent, then the parent's turn (a wake) ends.
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            thread.sync().await.unwrap();
+            for _ in 0..5_000 {
+                if thread.parent_snapshot().await.is_ok_and(|s| !s.busy) {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            thread.sync().await.unwrap();
+            while let Some(event) = events.try_recv() {
+                log.push(event);
+            }
             let inline = delivered_inline(&log, "call_1_1");
             let wakes = woken(&log, "agent_1");
             assert_eq!(inline + wakes, 1, "round {round}: {log:#?}");
