@@ -132,6 +132,48 @@ async fn a_stop_as_a_turn_ends_keeps_the_queued_turn_in_the_conversation() {
     }
 }
 
+/// The same race by the clock: the stop is sent at the instant the
+/// model's answer arrives (both timers at 10 s), so it can be in the
+/// agent's mailbox before the turn's end notice, with the turn already
+/// closed — the order a host reacting to the `Result` never reaches on one
+/// thread.
+#[tokio::test(start_paused = true)]
+async fn a_stop_sent_as_the_answer_arrives_keeps_the_queued_turn_in_the_conversation() {
+    for turns in 0..12 {
+        let said = tokio::spawn(async move {
+            let model = ScriptedModel::new(vec![
+                Reply::new()
+                    .delay(std::time::Duration::from_secs(10))
+                    .text("A"),
+                Reply::answer("C"),
+            ]);
+            let (model, seen) = common::spy("spy", model);
+            let (agent, _events, _gate) =
+                common::spawn_agent(model, ToolRegistry::new(), Limits::default()).await;
+            let a = agent.queue_turn("a").unwrap();
+            let b = agent.queue_turn("b").unwrap();
+            tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+            for _ in 0..turns {
+                tokio::task::yield_now().await;
+            }
+            agent.stop_turn().unwrap();
+            let _ = (a.await, b.await);
+            agent.run("c").await.unwrap();
+            let last = seen.lock().unwrap().last().cloned().unwrap();
+            last.messages
+                .iter()
+                .map(|m| m.content.clone())
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap();
+        assert!(
+            said.iter().any(|m| m == "b"),
+            "after {turns} turns, \"b\" is missing: {said:?}"
+        );
+    }
+}
+
 /// Stopped midway, by a kill: an agent's actor killed (no `post_stop`)
 /// ended its running turn on the stream, but a turn queued behind it got
 /// no `Result` at all, and its future only `Dropped`: a `UserMessage` a

@@ -231,6 +231,7 @@ impl AgentState {
             started,
             reply,
             span,
+            stop_queued: false,
         });
     }
 
@@ -254,6 +255,13 @@ impl AgentState {
             if let Some(reply) = running.reply.take() {
                 reply.send(result);
             }
+            // A stop came between the turn's close and this notice: the
+            // turns queued behind it end now, after it in the
+            // conversation (ended then, they were written into the
+            // conversation this notice replaces).
+            if running.stop_queued {
+                self.stop();
+            }
         }
     }
 
@@ -267,8 +275,19 @@ impl AgentState {
 
     fn stop(&mut self) {
         self.stop_running();
-        // Queued turns end too, each with its own stopped result: every
-        // turn sent ends in exactly one `Result`.
+        // The running turn had ended, its notice not read yet: the queued
+        // turns end once it is (`finish`), so the conversation has them
+        // after it.
+        if let Some(running) = &mut self.running {
+            running.stop_queued = true;
+            return;
+        }
+        self.end_queued();
+    }
+
+    /// Queued turns end too, each with its own stopped result: every turn
+    /// sent ends in exactly one `Result`.
+    fn end_queued(&mut self) {
         for (turn, reply) in self.waiting.drain(..) {
             let text = "Stopped before it started.";
             end_unstarted(&self.events, reply, text, Outcome::Stopped);
@@ -448,8 +467,11 @@ impl Actor for AgentActor {
         _myself: ActorRef<AgentMsg>,
         state: &mut AgentState,
     ) -> Result<(), ActorProcessingErr> {
-        // An agent that goes away ends its turn: nothing runs unowned.
-        state.stop();
+        // An agent that goes away ends its turn: nothing runs unowned. A
+        // turn's end notice not read yet never will be: the queued turns
+        // end now.
+        state.stop_running();
+        state.end_queued();
         Ok(())
     }
 }
