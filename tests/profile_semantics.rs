@@ -345,3 +345,46 @@ async fn a_call_gives_no_tool_to_a_tool_less_profile() {
     assert!(parent.hub.envelopes().is_empty());
     parent.shutdown_and_wait().await;
 }
+
+/// Widened: a profile that denies the delegation tool ("do the work
+/// yourself") still got it below `max_depth`: the deny list narrowed the
+/// request's tool list, and the hub then added every delegation tool to a
+/// child that may still delegate. Denied, the child gets none (and the
+/// load does not warn that the denial "denies nothing").
+#[tokio::test(start_paused = true)]
+async fn a_profile_that_denies_delegation_never_gets_the_delegation_tools() {
+    let worker = claude_profile(
+        "/agents/worker.md",
+        "---\nname: worker\ndisallowedTools: use_agent\n---\nYou work alone.",
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("worker", "work")),
+        Reply::answer("Done."),
+    ])
+    .with_script("You work alone.", vec![Reply::answer("worked")]);
+    let (spy, seen) = spy("spy", model);
+    let (parent, mut events) = DelegationBuilder::new(spy)
+        .tools(ToolRegistry::new().with(Calculator).with(Sleep))
+        .profiles(ProfileSet::from_profiles([worker]))
+        .max_depth(2)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(
+        tools_seen(&seen, "You work alone."),
+        ["calculator", "sleep"]
+    );
+    let envelope = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.tools, ["calculator", "sleep"]);
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("worker.md"),
+        "---\nname: worker\ndisallowedTools: use_agent\n---\nYou work alone.",
+    )
+    .unwrap();
+    let (_, warnings) = ProfileSet::load(&[tmp.path().to_path_buf()], &["sleep".to_owned()]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+}

@@ -41,6 +41,11 @@ pub struct ChildRequest {
     /// child's id (its turn was cut while the request was in flight):
     /// `false` hands the child to the background, `true` stops it.
     pub stop_if_abandoned: bool,
+    /// The child never delegates, even below the hub's depth limit (its
+    /// profile denies a delegation tool). `false` when read from data
+    /// written before it was kept.
+    #[serde(default)]
+    pub no_delegation: bool,
     /// At most this much wall clock for the child (what its requester has
     /// left, for a requester that waits to the end); `None`: the child
     /// limits alone.
@@ -86,6 +91,7 @@ impl ChildRequest {
             provider: None,
             max_iterations: None,
             stop_if_abandoned: false,
+            no_delegation: false,
             wall_clock_cap: None,
             token_cap: None,
             options: None,

@@ -132,6 +132,9 @@ impl Delegator {
             provider,
             max_iterations,
             stop_if_abandoned: self.parent_stop == ParentStopPolicy::Cascade,
+            // A profile that denies any delegation tool gets none: the hub
+            // adds them to a child below the depth limit otherwise.
+            no_delegation: denied.iter().any(|t| self.is_delegation(t)),
             wall_clock_cap: None,
             token_cap: None,
             options: profile

@@ -206,8 +206,9 @@ impl HubState {
         };
         // A child that may still delegate gets the delegation tools,
         // whatever its requester listed: the depth rule decides, not the
-        // list (it names the requester's own tools).
-        if depth < self.config.max_depth {
+        // list (it names the requester's own tools) — unless its profile
+        // denies delegation.
+        if depth < self.config.max_depth && !request.no_delegation {
             for tool in self.config.delegation_tools.get().into_iter().flatten() {
                 tools = tools.with_shared(tool.clone());
             }

@@ -426,7 +426,10 @@ fn deny_list(
         if out.iter().any(|n| n == name) {
             continue;
         }
-        if !known.iter().any(|k| k == name) {
+        // A delegation tool is known whatever the host's list: denied, the
+        // sub-agent never delegates.
+        let delegation = crate::delegation::is_delegation_tool(name);
+        if !delegation && !known.iter().any(|k| k == name) {
             warn(
                 warnings,
                 ProfileWarning::UnknownDeniedTool {
