@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::Profile;
 use super::error::{FrontmatterFormat, ProfileError, ProfileWarning};
 use super::parse::{Parsed, parse_profile_bytes};
+use super::restrict::restrict_tools;
 
 /// The largest profile file read, in bytes.
 const MAX_PROFILE_BYTES: u64 = ProfileSet::MAX_FILE_BYTES;
@@ -195,7 +196,7 @@ impl<'a> IntoIterator for &'a ProfileSet {
 }
 
 /// Logs a warning and keeps it.
-fn warn(warnings: &mut Vec<ProfileWarning>, warning: ProfileWarning) {
+pub(super) fn warn(warnings: &mut Vec<ProfileWarning>, warning: ProfileWarning) {
     match &warning {
         ProfileWarning::Skipped(e) => match e.position() {
             Some((line, column)) => tracing::warn!(
@@ -347,101 +348,6 @@ fn names_of(path: &Path) -> Vec<String> {
             .filter(|n| !n.is_empty()),
     );
     names
-}
-
-/// Leaves out of `profile.tools` every tool not in `known`, warning for each.
-fn restrict_tools(
-    profile: &mut Profile,
-    known: &[String],
-    tool_names: &BTreeMap<String, String>,
-    warnings: &mut Vec<ProfileWarning>,
-) {
-    let map = |names: Vec<String>| -> Vec<String> {
-        let mut out: Vec<String> = Vec::with_capacity(names.len());
-        for name in names {
-            let name = tool_names.get(&name).cloned().unwrap_or(name);
-            if !out.contains(&name) {
-                out.push(name);
-            }
-        }
-        out
-    };
-    profile.disallowed_tools = deny_list(profile, known, tool_names, warnings);
-    let Some(tools) = profile.tools.take() else {
-        return;
-    };
-    let listed = !tools.is_empty();
-    let (kept, unknown): (Vec<String>, Vec<String>) = map(tools)
-        .into_iter()
-        .partition(|t| known.iter().any(|k| k == t));
-    for tool in &unknown {
-        warn(
-            warnings,
-            ProfileWarning::UnknownTool {
-                path: profile.source.clone(),
-                profile: profile.name.clone(),
-                tool: tool.clone(),
-            },
-        );
-    }
-    if listed && kept.is_empty() {
-        warn(
-            warnings,
-            ProfileWarning::NoTools {
-                path: profile.source.clone(),
-                profile: profile.name.clone(),
-                listed: unknown.clone(),
-            },
-        );
-    }
-    profile.tools = Some(kept);
-    profile.unavailable_tools = unknown;
-}
-
-/// The deny list as the host's names. A deny list only narrows, so every
-/// doubt resolves towards denying: a Claude Code pattern (`Bash(rm:*)`)
-/// denies its whole tool, and a mapping is found whatever the case
-/// (`bash`). An entry that still names no tool denies nothing: warned.
-fn deny_list(
-    profile: &Profile,
-    known: &[String],
-    tool_names: &BTreeMap<String, String>,
-    warnings: &mut Vec<ProfileWarning>,
-) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(profile.disallowed_tools.len());
-    for entry in &profile.disallowed_tools {
-        let base = match entry.split_once('(') {
-            Some((base, _)) if entry.ends_with(')') => base.trim(),
-            _ => entry.as_str(),
-        };
-        let name = tool_names
-            .get(base)
-            .or_else(|| {
-                tool_names
-                    .iter()
-                    .find(|(from, _)| from.eq_ignore_ascii_case(base))
-                    .map(|(_, to)| to)
-            })
-            .map_or(base, String::as_str);
-        if out.iter().any(|n| n == name) {
-            continue;
-        }
-        // A delegation tool is known whatever the host's list: denied, the
-        // sub-agent never delegates.
-        let delegation = crate::delegation::is_delegation_tool(name);
-        if !delegation && !known.iter().any(|k| k == name) {
-            warn(
-                warnings,
-                ProfileWarning::UnknownDeniedTool {
-                    path: profile.source.clone(),
-                    profile: profile.name.clone(),
-                    tool: name.to_owned(),
-                },
-            );
-        }
-        out.push(name.to_owned());
-    }
-    out
 }
 
 fn default_dirs_from(

@@ -30,6 +30,7 @@ mod fields;
 mod load;
 mod parse;
 mod render;
+mod restrict;
 
 use std::path::PathBuf;
 

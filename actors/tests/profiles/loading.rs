@@ -465,3 +465,38 @@ fn a_profile_link_to_nothing_is_skipped_with_a_warning() {
         "{warnings:?}"
     );
 }
+
+/// Widened (foreign): Claude Code denies a whole MCP server with
+/// `mcp__github` or `mcp__github__*`. Matched as one tool's name, the
+/// entry denied nothing (warned), and the sub-agent kept every tool of
+/// that server. It denies each of the server's tools the host has.
+#[test]
+fn an_mcp_server_wide_deny_denies_each_of_its_tools() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(
+        &dir,
+        "reader.md",
+        "---\nname: reader\ndisallowedTools: mcp__github__*, mcp__slack\n---\nread",
+    );
+    let (profiles, warnings) = ProfileSet::load(
+        std::slice::from_ref(&dir),
+        &known(&[
+            "read_file",
+            "mcp__github__create_issue",
+            "mcp__github__list_prs",
+            "mcp__slack__post",
+            "mcp__slackware__x",
+        ]),
+    );
+    assert_eq!(
+        profiles.get("reader").unwrap().disallowed_tools,
+        [
+            "mcp__github__create_issue",
+            "mcp__github__list_prs",
+            "mcp__slack__post"
+        ],
+        "{warnings:?}"
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+}

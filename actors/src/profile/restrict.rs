@@ -1,0 +1,125 @@
+//! What a profile's tool lists mean on this host: the allowlist
+//! narrowed to the host's tools, the deny list in the host's names.
+
+use std::collections::BTreeMap;
+
+use super::Profile;
+use super::error::ProfileWarning;
+use super::load::warn;
+
+/// Leaves out of `profile.tools` every tool not in `known`, warning for each.
+pub(super) fn restrict_tools(
+    profile: &mut Profile,
+    known: &[String],
+    tool_names: &BTreeMap<String, String>,
+    warnings: &mut Vec<ProfileWarning>,
+) {
+    let map = |names: Vec<String>| -> Vec<String> {
+        let mut out: Vec<String> = Vec::with_capacity(names.len());
+        for name in names {
+            let name = tool_names.get(&name).cloned().unwrap_or(name);
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out
+    };
+    profile.disallowed_tools = deny_list(profile, known, tool_names, warnings);
+    let Some(tools) = profile.tools.take() else {
+        return;
+    };
+    let listed = !tools.is_empty();
+    let (kept, unknown): (Vec<String>, Vec<String>) = map(tools)
+        .into_iter()
+        .partition(|t| known.iter().any(|k| k == t));
+    for tool in &unknown {
+        warn(
+            warnings,
+            ProfileWarning::UnknownTool {
+                path: profile.source.clone(),
+                profile: profile.name.clone(),
+                tool: tool.clone(),
+            },
+        );
+    }
+    if listed && kept.is_empty() {
+        warn(
+            warnings,
+            ProfileWarning::NoTools {
+                path: profile.source.clone(),
+                profile: profile.name.clone(),
+                listed: unknown.clone(),
+            },
+        );
+    }
+    profile.tools = Some(kept);
+    profile.unavailable_tools = unknown;
+}
+
+/// The deny list as the host's names. A deny list only narrows, so every
+/// doubt resolves towards denying: a Claude Code pattern (`Bash(rm:*)`)
+/// denies its whole tool, and a mapping is found whatever the case
+/// (`bash`). An entry that still names no tool denies nothing: warned.
+fn deny_list(
+    profile: &Profile,
+    known: &[String],
+    tool_names: &BTreeMap<String, String>,
+    warnings: &mut Vec<ProfileWarning>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(profile.disallowed_tools.len());
+    for entry in &profile.disallowed_tools {
+        let base = match entry.split_once('(') {
+            Some((base, _)) if entry.ends_with(')') => base.trim(),
+            _ => entry.as_str(),
+        };
+        let name = tool_names
+            .get(base)
+            .or_else(|| {
+                tool_names
+                    .iter()
+                    .find(|(from, _)| from.eq_ignore_ascii_case(base))
+                    .map(|(_, to)| to)
+            })
+            .map_or(base, String::as_str);
+        // Claude Code's rule for a whole MCP server (`mcp__github`,
+        // `mcp__github__*`): each of its tools the host has.
+        if let Some(server) = mcp_server(name) {
+            let prefix = format!("mcp__{server}__");
+            let matched: Vec<&String> = known.iter().filter(|k| k.starts_with(&prefix)).collect();
+            if !matched.is_empty() {
+                for tool in matched {
+                    if !out.contains(tool) {
+                        out.push(tool.clone());
+                    }
+                }
+                continue;
+            }
+        }
+        if out.iter().any(|n| n == name) {
+            continue;
+        }
+        // A delegation tool is known whatever the host's list: denied, the
+        // sub-agent never delegates.
+        let delegation = crate::delegation::is_delegation_tool(name);
+        if !delegation && !known.iter().any(|k| k == name) {
+            warn(
+                warnings,
+                ProfileWarning::UnknownDeniedTool {
+                    path: profile.source.clone(),
+                    profile: profile.name.clone(),
+                    tool: name.to_owned(),
+                },
+            );
+        }
+        out.push(name.to_owned());
+    }
+    out
+}
+
+/// The server a Claude Code rule for a whole MCP server names
+/// (`mcp__github`, `mcp__github__*`); `None` for one tool's rule.
+fn mcp_server(rule: &str) -> Option<&str> {
+    let rest = rule.strip_prefix("mcp__")?;
+    let server = rest.strip_suffix("__*").unwrap_or(rest);
+    (!server.is_empty() && !server.contains("__")).then_some(server)
+}
