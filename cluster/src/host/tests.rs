@@ -1,0 +1,227 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use subagents_actors::{GateHandle, Reply, ScriptedModel, ToolRegistry};
+use subagents_messages::remote::RunSpec;
+use subagents_messages::{AgentId, Limits};
+
+use super::*;
+use crate::wire::{decode_report, encode_start};
+
+/// Stands for node `a`'s inbox: keeps every report it is sent.
+struct Inbox;
+
+impl Actor for Inbox {
+    type Msg = InboxMsg;
+    type State = Arc<Mutex<Vec<RunReport>>>;
+    type Arguments = Arc<Mutex<Vec<RunReport>>>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<InboxMsg>,
+        seen: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        ractor::pg::join(inbox_group("a"), vec![myself.get_cell()]);
+        Ok(seen)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<InboxMsg>,
+        message: InboxMsg,
+        seen: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let InboxMsg::Report(bytes) = message {
+            lock(seen).push(decode_report(&bytes).unwrap());
+        }
+        Ok(())
+    }
+}
+
+/// Node `b`'s host running `model` (a gate of two), and node `a`'s
+/// inbox with what it was sent.
+async fn host_b_and_inbox_a(
+    model: Arc<dyn subagents_actors::Model>,
+) -> (
+    ActorRef<HostMsg>,
+    ActorRef<InboxMsg>,
+    Arc<Mutex<Vec<RunReport>>>,
+) {
+    let gate = GateHandle::spawn(2).await.unwrap();
+    let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
+    let (host, _) = Actor::spawn(None, NodeHost, HostState::new("b".into(), runner))
+        .await
+        .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (inbox, _) = Actor::spawn(None, Inbox, seen.clone()).await.unwrap();
+    (host, inbox, seen)
+}
+
+fn spec(model: &str, who: &str, keep_if_orphaned: bool) -> RunSpec {
+    RunSpec {
+        key: 1,
+        id: AgentId::new("agent_1"),
+        system_prompt: who.into(),
+        input: "go".into(),
+        followups: Vec::new(),
+        conversation: Vec::new(),
+        model: model.into(),
+        tools: Vec::new(),
+        limits: Limits::default(),
+        depth: 1,
+        options: Default::default(),
+        keep_if_orphaned,
+    }
+}
+
+/// Node `a` starts run 1 here with `Detach`, is lost, comes back under
+/// the same name and starts a run that draws key 1 again (its keys
+/// start over in a new process). The orphan's result is kept here, and
+/// the new session's inbox hears of its own run only: before, the new
+/// start cleared the node's lost mark, so the orphan's reports went to
+/// the new inbox (its result was never kept, and its `Ended` ended the
+/// new run's route there).
+#[tokio::test(start_paused = true)]
+async fn a_parent_node_back_under_its_name_does_not_inherit_its_orphans() {
+    let answer = |text: &str| vec![Reply::new().delay(Duration::from_secs(60)).text(text)];
+    let model = ScriptedModel::new(Vec::new())
+        .with_script("Orphan", answer("orphan's answer"))
+        .with_script("Newcomer", answer("new run's answer"))
+        .shared();
+    let name = model.name().to_owned();
+    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
+    host.cast(HostMsg::Start(
+        encode_start(spec(&name, "Orphan", true), "a").unwrap(),
+    ))
+    .unwrap();
+    host.cast(HostMsg::ParentLost("a".into())).unwrap();
+    host.cast(HostMsg::Start(
+        encode_start(spec(&name, "Newcomer", false), "a").unwrap(),
+    ))
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    let kept = kept_of(&host, "b").await.unwrap();
+    let kept: Vec<&str> = kept.iter().map(|k| k.result.text.as_str()).collect();
+    assert_eq!(kept, ["orphan's answer"]);
+    let ended: Vec<String> = lock(&seen)
+        .iter()
+        .filter_map(|r| match &r.body {
+            ReportBody::Ended { result, .. } => Some(result.text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended, ["new run's answer"]);
+    host.stop(None);
+    inbox.stop(None);
+}
+
+/// Repeated: a second `Start` of a run still live here (a retry, or
+/// anyone holding the cookie) took the first's place in the map: the
+/// first went on unowned — the asking node's loss never stopped it —
+/// and both sent reports numbered from 0 under one key.
+#[tokio::test(start_paused = true)]
+async fn a_second_start_of_a_live_run_starts_nothing() {
+    let model = ScriptedModel::new(Vec::new())
+        .with_script("Slow", vec![Reply::new().text("thinking").hang()])
+        .shared();
+    let name = model.name().to_owned();
+    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
+    for _ in 0..2 {
+        host.cast(HostMsg::Start(
+            encode_start(spec(&name, "Slow", false), "a").unwrap(),
+        ))
+        .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(ractor::call!(host, HostMsg::Live).unwrap(), 1);
+    host.cast(HostMsg::ParentLost("a".into())).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        ractor::call!(host, HostMsg::Live).unwrap(),
+        0,
+        "a run left unowned"
+    );
+    let numbers: Vec<u64> = lock(&seen).iter().map(|r| r.seq).collect();
+    let expected: Vec<u64> = (0..numbers.len() as u64).collect();
+    assert_eq!(numbers, expected, "two runs' reports under one key");
+    host.stop(None);
+    inbox.stop(None);
+}
+
+/// A report over the wire's limit (here a text delta of 64 MiB + 1,
+/// then the result and the end that carry it) was dropped after its
+/// number was taken: the asking node waited on that gap for ever, so
+/// the run never ended there. Each number goes out, with a body that
+/// fits.
+#[tokio::test(start_paused = true)]
+async fn a_report_over_the_wire_limit_leaves_no_gap() {
+    let huge = "x".repeat((64 << 20) + 1);
+    let model = ScriptedModel::new(Vec::new())
+        .with_script("Verbose", vec![Reply::answer(huge)])
+        .shared();
+    let name = model.name().to_owned();
+    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
+    host.cast(HostMsg::Start(
+        encode_start(spec(&name, "Verbose", false), "a").unwrap(),
+    ))
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let seen = lock(&seen);
+    let numbers: Vec<u64> = seen.iter().map(|r| r.seq).collect();
+    let expected: Vec<u64> = (0..numbers.len() as u64).collect();
+    assert_eq!(numbers, expected, "a gap in the run's reports");
+    let last = &seen.last().expect("reports").body;
+    assert!(
+        matches!(last, ReportBody::Refused(why) if why.contains("over the wire's limit")),
+        "{last:?}"
+    );
+    drop(seen);
+    host.stop(None);
+    inbox.stop(None);
+}
+
+/// An `Ended` too large for the wire goes without its conversation
+/// when that makes it fit; what else does not fit says why.
+#[test]
+fn a_report_that_does_not_fit_is_made_one_that_does() {
+    use subagents_messages::{AgentResult, ChatMessage, Outcome, Usage};
+    let too_large = CodecError::TooLarge {
+        bytes: 70 << 20,
+        limit: 64 << 20,
+    };
+    let result = AgentResult {
+        text: "done".into(),
+        outcome: Outcome::Completed,
+        model_calls: 1,
+        tool_calls: 0,
+        usage: Usage::default(),
+        children_usage: Usage::default(),
+        elapsed: Duration::ZERO,
+    };
+    let ended = RunReport {
+        key: 1,
+        seq: 7,
+        body: ReportBody::Ended {
+            result: result.clone(),
+            conversation: vec![ChatMessage::user("a long one")],
+        },
+    };
+    let fitted = fit(ended, &too_large);
+    assert_eq!(fitted.seq, 7);
+    assert!(
+        matches!(&fitted.body, ReportBody::Ended { result: r, conversation } if r.text == "done" && conversation.is_empty()),
+        "{fitted:?}"
+    );
+    let event = RunReport {
+        key: 1,
+        seq: 3,
+        body: ReportBody::Steered { n: 1, taken: true },
+    };
+    let fitted = fit(event, &too_large);
+    assert_eq!(fitted.seq, 3);
+    assert!(
+        matches!(&fitted.body, ReportBody::Refused(why) if why.contains("73400320 bytes, over the wire's limit of 67108864")),
+        "{fitted:?}"
+    );
+}
