@@ -20,8 +20,6 @@ pub(super) struct RunningTurn {
     pub(super) shared: turn_state::Shared,
     pub(super) started: Instant,
     pub(super) reply: Option<TurnReply>,
-    /// Its `invoke_agent` span.
-    pub(super) span: tracing::Span,
     /// A stop came after the turn had ended (its notice still in the
     /// mailbox): the queued turns end when the notice is read.
     pub(super) stop_queued: bool,

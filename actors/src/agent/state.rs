@@ -165,10 +165,12 @@ impl AgentState {
         }
         let started = Instant::now();
         let mut state = turn_state::TurnState::new(history);
+        // Whoever closes the turn records its end on it (the turn's task,
+        // a stop, a kill): once, the winner's result. A child's is also
+        // kept (through the probe) for the wake that links to it.
+        state.span = Some(span.clone());
         if self.config.probe.is_some() {
-            // A child's: kept (through the probe) for the wake that links
-            // to it, and what its hub needs to end it if the hub dies.
-            state.span = Some(span.clone());
+            // A child's: what its hub needs to end it if the hub dies.
             state.ends = Some(TurnEnds::Local {
                 sink: sink.clone(),
                 out: self.events.clone(),
@@ -189,7 +191,6 @@ impl AgentState {
         };
         let events = self.events.clone();
         let actor = myself.clone();
-        let run_span = span.clone();
         // Boxed: the turn's future is over a kilobyte, and tokio moves a
         // task's future by value (into the spawn, into its cell, and its
         // stage when it ends): a box makes each of those a pointer.
@@ -204,7 +205,6 @@ impl AgentState {
                     let progress = turn_state::lock(&ctx.shared).progress_at_cut();
                     turn_state::result(text.clone(), Outcome::Failed(text), &progress, started)
                 });
-                spans::record_end(&run_span, &result);
                 // Written only if a call or an approval is left open.
                 let cut = || turn_state::cut_sentence(&result.outcome, &ctx.config.limits);
                 // `None`: a stop closed the turn first and answered it.
@@ -230,7 +230,6 @@ impl AgentState {
             shared,
             started,
             reply,
-            span,
             stop_queued: false,
         });
     }
@@ -309,7 +308,6 @@ impl AgentState {
             progress.model_calls, progress.tool_calls
         );
         let mut result = turn_state::result(text, Outcome::Stopped, &progress, running.started);
-        spans::record_end(&running.span, &result);
         let limits = self.config.limits;
         let cut = || turn_state::cut_sentence(&result.outcome, &limits);
         let Some((history, children_usage)) =

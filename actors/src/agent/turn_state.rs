@@ -291,6 +291,12 @@ pub(crate) fn close(
     let children_usage = state.progress.children_usage;
     let mut history = None;
     turn_sink.close_with(|| {
+        // The run's span says what its `Result` says: recorded here, by
+        // whoever closes the turn (a stop that lost to the turn's own end
+        // wrote `stopped` over it; a kill recorded nothing).
+        if let Some(span) = &state.span {
+            crate::agent::spans::record_end(span, result);
+        }
         let open = state.open.take();
         if let Some((id, tool_use_id)) = state.approval.take() {
             out.emit(AgentEvent::ApprovalResolved {
@@ -300,6 +306,10 @@ pub(crate) fn close(
             });
         }
         if let Some(call) = open {
+            // Cut while it ran: `cancelled`, whether it is answered with
+            // the tool's own note or the generic sentence (a call whose
+            // result had come was not cut).
+            let cut_short = call.settled.is_none();
             let outcome = call.settled.unwrap_or_else(|| match call.on_cut {
                 Some(output) => ToolOutcome {
                     output,
@@ -310,7 +320,7 @@ pub(crate) fn close(
                     is_error: true,
                 },
             });
-            if outcome.is_error {
+            if cut_short {
                 call.span.record("error.type", "cancelled");
             }
             out.emit(AgentEvent::ToolResult(ToolResult {

@@ -268,7 +268,12 @@ impl Book {
         if conversation.is_some() {
             entry.conversation = conversation;
         }
-        entry.run_span = run_span;
+        // Kept only for a wake that may link to it (a child of the parent,
+        // done or failed): kept for one that wakes nobody, it held open the
+        // call and the turn that started it for the thread's life.
+        let may_wake = matches!(status, SubAgentStatus::Done | SubAgentStatus::Failed)
+            && entry.envelope.depth == 1;
+        entry.run_span = run_span.filter(|_| may_wake);
         if let Some(started) = entry.started {
             entry.envelope.elapsed = started.elapsed();
         }

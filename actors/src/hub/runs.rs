@@ -120,6 +120,8 @@ impl Book {
     pub(crate) fn set_continued(&self, id: &AgentId, next: AgentId) {
         if let Some(mut entry) = self.entries.get_mut(id) {
             entry.envelope.continued_as = Some(next);
+            // The run it goes on as wakes the parent, not this one.
+            entry.run_span = None;
         }
     }
 }

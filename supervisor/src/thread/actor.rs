@@ -108,12 +108,12 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::Typing(typing) => state.wakes.set_typing(typing),
             ThreadMsg::OnScreen(on) => {
                 for dropped in state.wakes.set_on_screen(on) {
-                    state.settle_wake(&dropped);
+                    state.drop_wake(&dropped);
                 }
             }
             ThreadMsg::SwitchAway(reply) => {
                 for dropped in state.wakes.clear() {
-                    state.settle_wake(&dropped);
+                    state.drop_wake(&dropped);
                 }
                 // Emitted first, then the children are read: every child
                 // whose `ChildStarted` precedes this event is in the set,
@@ -199,11 +199,18 @@ impl Actor for ThreadSupervisor {
                     && !state.switched_off.contains(&envelope.id)
                     && state.woken.insert(envelope.id.clone())
                 {
-                    state.wakes.push(envelope.id.clone());
+                    if !state.wakes.push(envelope.id.clone()) {
+                        // Off screen: dropped, and its span with it.
+                        drop(state.parent.hub.take_run_span(&envelope.id));
+                    }
                     // A wake that cannot go out now is on disk with the
                     // finish: a restart before it goes out delivers it.
                     state.deliver_wakes(&myself);
                     envelope.wake_owed = state.wakes.is_pending(&envelope.id);
+                }
+                if state.switched_off.contains(&envelope.id) {
+                    // Switched away from: it wakes nobody.
+                    drop(state.parent.hub.take_run_span(&envelope.id));
                 }
                 state.persist(&myself, &envelope);
                 state.persist_run(&envelope.id, true);
@@ -259,7 +266,7 @@ impl Actor for ThreadSupervisor {
         state.parent.shutdown_and_wait().await;
         // A closed thread owes no wake (a restart does; a close is meant).
         for dropped in state.wakes.clear() {
-            state.settle_wake(&dropped);
+            state.drop_wake(&dropped);
         }
         // Every child ever started leaves a final envelope in the store:
         // the notices the hub sent while stopping never reach this

@@ -219,6 +219,13 @@ impl ThreadState {
         }
     }
 
+    /// A wake that will not go out (off screen, a switch, the thread
+    /// closed): settled, and the child's run span, kept for it, let go.
+    pub(super) fn drop_wake(&self, id: &AgentId) {
+        self.settle_wake(id);
+        drop(self.parent.hub.take_run_span(id));
+    }
+
     /// Writes what a child was asked and its conversation as it is now
     /// (in order, off the actor); `last`: it ended, so this is its final
     /// conversation.

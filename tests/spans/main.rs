@@ -8,7 +8,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../common/mod.rs"]
 mod common;
+mod edges;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,129 @@
+//! The spans at the edges: a run's span says what its `Result` says
+//! whoever ended it (a stop in the tick the turn ended, a kill), a cut
+//! call says it was cut, and nothing holds a finished run open that no
+//! wake will link to.
+
+use super::*;
+use subagents::messages::Outcome;
+
+/// A stop that reached the agent after its turn had closed (the stop sent
+/// as the model's answer arrived) wrote `stopped` over the run's span,
+/// which the turn had recorded `completed`: the span said one thing, the
+/// `Result` another. Each number of turns after the answer's instant.
+#[tokio::test(start_paused = true)]
+async fn a_stop_that_loses_to_the_turns_end_does_not_rewrite_its_span() {
+    let mut reached = std::collections::BTreeSet::new();
+    for turns in 0..12 {
+        let (capture, _guard) = capture();
+        let model = ScriptedModel::new(vec![
+            Reply::new()
+                .delay(std::time::Duration::from_secs(10))
+                .text("A"),
+        ]);
+        let (agent, _events, _gate) =
+            spawn_agent(model.shared(), ToolRegistry::new(), Limits::default()).await;
+        let a = agent.queue_turn("a").unwrap();
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        for _ in 0..turns {
+            tokio::task::yield_now().await;
+        }
+        let _ = agent.stop_turn();
+        let a = a.await.unwrap();
+        let spans = capture.spans();
+        let run = spans.iter().find(|s| s.name == "invoke_agent").unwrap();
+        let said = match a.outcome {
+            Outcome::Completed => "completed",
+            Outcome::Stopped => "stopped",
+            ref other => panic!("{other:?}"),
+        };
+        reached.insert(said);
+        assert_eq!(field(run, "subagents.outcome"), said, "after {turns} turns");
+        assert_eq!(
+            field(run, "subagents.model_calls"),
+            a.model_calls.to_string(),
+            "after {turns} turns"
+        );
+    }
+    assert!(reached.contains("completed"), "{reached:?}");
+}
+
+/// A killed agent's turn ends on the stream with a failed `Result`, but
+/// its run span closed with no outcome, usage or counts: nothing recorded
+/// it.
+#[tokio::test(start_paused = true)]
+async fn a_killed_agents_run_says_it_failed() {
+    let (capture, _guard) = capture();
+    let model = ScriptedModel::new(vec![Reply::new().hang()]);
+    let (agent, _events, _gate) =
+        spawn_agent(model.shared(), ToolRegistry::new(), Limits::default()).await;
+    let turn = agent.queue_turn("a").unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    agent.actor().kill();
+    agent.actor().wait(None).await.ok();
+    let _ = turn.await;
+    let spans = capture.spans();
+    let run = spans.iter().find(|s| s.name == "invoke_agent").unwrap();
+    assert!(run.closed, "{run:#?}");
+    assert_eq!(field(run, "subagents.outcome"), "failed", "{run:#?}");
+    assert_eq!(field(run, "subagents.model_calls"), "1", "{run:#?}");
+}
+
+/// A child stopped in the background gets no wake and no claim, yet the
+/// hub kept its run span for the wake it keeps spans for — for the
+/// thread's life — and with it the call that started it and the parent's
+/// whole first turn (a span holds its parent): none of them was exported
+/// until the thread closed.
+#[tokio::test(start_paused = true)]
+async fn a_stopped_childs_run_does_not_hold_the_turn_that_started_it() {
+    let (capture, _guard) = capture();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Victim", 600, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Victim", worker(600));
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.stop_child(&AgentId::new("agent_1")).await.unwrap();
+    thread.sync().await.unwrap();
+    let spans = capture.spans();
+    let victim = run_of(&spans, "agent_1");
+    assert_eq!(field(victim, "subagents.outcome"), "stopped");
+    let call = spans
+        .iter()
+        .find(|s| Some(s.id) == victim.parent)
+        .expect("the call that started it");
+    for span in [victim, call, run_of(&spans, "parent")] {
+        assert!(span.closed, "held open: {span:#?}");
+    }
+}
+
+/// A waited-on `use_agent` call cut by a stop while its child ran is
+/// answered with the tool's own note ("stopped with it", or "goes on"),
+/// not an error — and its span was not marked `cancelled`, as
+/// docs/observability.md says a call cut while it ran is.
+#[tokio::test(start_paused = true)]
+async fn a_call_cut_while_it_waited_is_marked_cancelled() {
+    let (capture, _guard) = capture();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 600, true)),
+        Reply::answer("(not reached)"),
+    ])
+    .with_script("Worker", worker(600));
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted(_)))
+    })
+    .await;
+    thread.stop_parent().unwrap();
+    until_result(&mut events, &mut log).await;
+    let spans = capture.spans();
+    let call = children_of(&spans, run_of(&spans, "parent"))
+        .into_iter()
+        .find(|s| s.name == "execute_tool")
+        .expect("the use_agent call");
+    assert_eq!(field(call, "error.type"), "cancelled", "{call:#?}");
+}
