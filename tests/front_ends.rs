@@ -377,3 +377,36 @@ async fn a_field_the_action_does_not_read_is_refused() {
     );
     parent.shutdown_and_wait().await;
 }
+
+/// A model that fills every field of the schema sends `"model": ""`: an
+/// empty string says nothing (the front-ends' rule), but it replaced the
+/// profile's model — "" resolves to none, so the cheap `reviewer` ran on
+/// the parent's model and took the parent's gate.
+#[tokio::test(start_paused = true)]
+async fn an_empty_model_leaves_a_named_profiles_model() {
+    let (haiku, haiku_seen) = spy(
+        "haiku",
+        ScriptedModel::new(vec![Reply::answer("LGTM from haiku")]),
+    );
+    let mut registry = ModelRegistry::new();
+    registry
+        .register("anthropic", "haiku", haiku, 1)
+        .await
+        .unwrap();
+    let (main, _) = spy(
+        "main",
+        ScriptedModel::new(vec![
+            Reply::new()
+                .use_agent(&UseAgentCall::run_named("reviewer", "review this diff").model("")),
+            Reply::answer("Reviewed."),
+        ]),
+    );
+    let (parent, mut events) = parent(main, registry, Limits::default()).await;
+    parent.agent.send_user("review").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (output, is_error) = &results_of(&log, "use_agent")[0];
+    assert!(!is_error, "{output}");
+    assert!(output.contains("LGTM from haiku"), "{output}");
+    assert_eq!(haiku_seen.lock().unwrap().len(), 1);
+}

@@ -91,9 +91,11 @@ impl Delegator {
             }
             tools = Some(asked);
         }
-        if spec.model.is_some() {
-            model = spec.model;
-            provider = spec.provider;
+        // An empty string says nothing (a model that fills every field
+        // sends `""`): it does not replace the profile's model.
+        if let Some(asked) = spec.model.filter(|m| !m.trim().is_empty()) {
+            model = Some(asked);
+            provider = spec.provider.filter(|p| !p.trim().is_empty());
         }
         // A call may lower a profile's cap, not raise it.
         max_iterations = match (max_iterations, spec.max_iterations) {
