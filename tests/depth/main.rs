@@ -359,3 +359,50 @@ async fn a_child_is_never_promised_its_own_childs_result_as_a_message() {
     assert!(note.contains("stops when you"), "{note}");
     thread.close_and_wait().await;
 }
+
+/// Misleading a model: the parent asked for a grandchild's result (any
+/// child of the thread is the parent's to reach) while it ran, and read
+/// "its result will arrive as a message" — the note for its own children.
+/// A grandchild never wakes the parent, and it stops when the child that
+/// started it ends: the result reached nobody.
+#[tokio::test(start_paused = true)]
+async fn the_parent_is_never_promised_a_grandchilds_result_as_a_message() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "start yours", false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::result("agent_2")),
+        Reply::answer("Checked."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Child",
+        vec![
+            Reply::new().use_agent(&run("Grand", "work long", false)),
+            Reply::new().tool_call("sleep", r#"{"secs":100}"#),
+            Reply::answer("child: done"),
+        ],
+    )
+    .with_script(
+        "Grand",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":50}"#),
+            Reply::answer("grand: done"),
+        ],
+    );
+    let (thread, mut events) = ThreadHandle::spawn(
+        builder(model, 2).inline_wait(std::time::Duration::from_secs(1)),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    thread.send_user("check the grandchild").unwrap();
+    until_result(&mut events, &mut log).await;
+    let (output, _) = results_of(&log, "use_agent").pop().unwrap();
+    assert!(output.contains("\"pending\":true"), "{output}");
+    assert!(!output.contains("as a message"), "{output}");
+    thread.close_and_wait().await;
+}

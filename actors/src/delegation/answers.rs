@@ -58,21 +58,39 @@ pub(super) fn range_json(envelope: &Envelope, offset: usize, limit: usize) -> St
     .to_string()
 }
 
-/// A child still running, for an agent at `depth`: only the parent's own
-/// children wake it with their result; a child's children are asked for,
-/// and stop when it ends.
+/// A child still running, for an agent at `depth` that asked for it: only
+/// the parent's own children wake it with their result; a child's
+/// children are asked for, and stop when it ends.
 pub(super) fn pending_json(id: &AgentId, depth: u32) -> String {
+    pending_json_at(id, depth, depth + 1)
+}
+
+/// A child at `target` depth still running, as an agent at `depth` reads
+/// it: the parent reaches every child of the thread, but a child's child
+/// (`target` 2 and deeper) never wakes it — told "as a message", the
+/// parent waited for a result that reached nobody.
+pub(super) fn pending_json_at(id: &AgentId, depth: u32, target: u32) -> String {
     json!({
         "pending": true,
         "id": id.as_str(),
-        "note": if depth == 0 {
-            "the sub-agent runs in the background; its result will arrive as a message, or ask with action result"
-        } else {
-            BACKGROUND_BELOW_THE_PARENT
-        },
+        "note": pending_note(depth, target),
     })
     .to_string()
 }
+
+/// How an agent at `depth` learns the result of a child at `target` depth.
+pub(super) fn pending_note(depth: u32, target: u32) -> &'static str {
+    match (depth, target) {
+        (0, 1) => {
+            "the sub-agent runs in the background; its result will arrive as a message, or ask with action result"
+        }
+        (0, _) => BACKGROUND_UNDER_ANOTHER,
+        _ => BACKGROUND_BELOW_THE_PARENT,
+    }
+}
+
+/// What the parent reads of a child's child that runs on.
+const BACKGROUND_UNDER_ANOTHER: &str = "the sub-agent runs in the background for the sub-agent that started it; you are not told when it finishes: ask with action result (it stops when that sub-agent ends)";
 
 /// What a child reads of a child of its own that runs on without it
 /// waiting: no wake reaches a child, and its children end with it.

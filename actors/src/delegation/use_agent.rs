@@ -14,7 +14,9 @@ use crate::delegation::args::{self, CHILD_SPEC, Kind};
 use serde_json::{Value, json};
 use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
-use crate::delegation::answers::{finished_json, pending_json, range_json, status_json};
+use crate::delegation::answers::{
+    finished_json, pending_json, pending_json_at, pending_note, range_json, status_json,
+};
 use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
 use crate::hub::{HubHandle, Refused, Steered, WaitOutcome};
 use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
@@ -183,16 +185,20 @@ impl UseAgent {
                 "status": "queued",
                 "note": "it reads your message after its task, when it starts",
             }),
-            Steered::Resumed(next) => json!({
-                "id": next.as_str(),
-                "resumed_from": id.as_str(),
-                "status": "background",
-                "note": if call.depth == 0 {
-                    format!("`{id}` had ended; it goes on from its conversation as `{next}`, in the background, reading your message first; its answer arrives as a message, or ask with action result and id `{next}`")
-                } else {
-                    format!("`{id}` had ended; it goes on from its conversation as `{next}`, in the background, reading your message first; you are not told when it finishes: ask with action result and id `{next}` before you answer (it stops when you end)")
-                },
-            }),
+            Steered::Resumed(next) => {
+                // The new run sits where the old one did: a child's child
+                // resumed by the parent never wakes it.
+                let target = self.hub().status(&next).map_or(call.depth + 1, |e| e.depth);
+                json!({
+                    "id": next.as_str(),
+                    "resumed_from": id.as_str(),
+                    "status": "background",
+                    "note": format!(
+                        "`{id}` had ended; it goes on from its conversation as `{next}`, reading your message first; {} (its id: `{next}`)",
+                        pending_note(call.depth, target).trim_start_matches("the sub-agent runs in the background; ")
+                    ),
+                })
+            }
         };
         Ok(out.to_string())
     }
@@ -225,7 +231,10 @@ impl UseAgent {
                 self.delegator.deliver(call, &envelope, &output);
                 output
             }
-            WaitOutcome::Pending => Ok(pending_json(&id, call.depth)),
+            WaitOutcome::Pending => {
+                let target = self.hub().status(&id).map_or(call.depth + 1, |e| e.depth);
+                Ok(pending_json_at(&id, call.depth, target))
+            }
             WaitOutcome::Unknown => Err(refuse(format!("the sub-agent `{id}` was lost"))),
         }
     }
