@@ -406,3 +406,25 @@ async fn the_parent_is_never_promised_a_grandchilds_result_as_a_message() {
     assert!(!output.contains("as a message"), "{output}");
     thread.close_and_wait().await;
 }
+
+/// A delegation tool listed in a call's `tools` below the depth limit was
+/// refused with "a sub-agent cannot start sub-agents" — false there: the
+/// depth decides, and the child gets the delegation tools anyway. It
+/// starts, with them.
+#[tokio::test(start_paused = true)]
+async fn a_delegation_tool_listed_below_the_depth_limit_is_not_refused() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "work", true).tools(["calculator", "use_agent"])),
+        Reply::answer("parent: done"),
+    ])
+    .with_script("Child", vec![Reply::answer("child: done")]);
+    let (parent, mut events) = builder(model, 2).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (output, is_error) = &results_of(&log, "use_agent")[0];
+    assert!(!is_error, "{output}");
+    let tools = parent.hub.status(&AgentId::new("agent_1")).unwrap().tools;
+    assert_eq!(tools, ["calculator", "use_agent"]);
+    parent.shutdown_and_wait().await;
+}

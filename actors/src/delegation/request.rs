@@ -179,6 +179,14 @@ impl Delegator {
                     .collect(),
             ));
         };
+        // A delegation tool listed: the depth decides, not the list — a
+        // child that may delegate gets it anyway (refused, the call read
+        // "a sub-agent cannot start sub-agents", false below the limit).
+        let may_delegate = call.depth + 1 < self.max_depth;
+        let mut tools = tools;
+        if may_delegate {
+            tools.retain(|name| !self.is_delegation(name));
+        }
         for name in &tools {
             if self.is_delegation(name) {
                 return Err(refuse(self.depth_refusal()));
