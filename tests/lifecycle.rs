@@ -469,3 +469,49 @@ async fn a_wake_turn_leaves_a_childs_open_approval_alone() {
     check_log(&log, true);
     assert!(resolved(&log));
 }
+
+/// Misleading a model: a parent with `delegate_task` and no `use_agent`,
+/// its call cut while it waited (the child goes on, and wakes it). The
+/// wake's marker for the rest of a long answer told it to "read them with
+/// use_agent action result" — a tool it does not have. A host tool named
+/// `use_agent` likewise made `delegate_task`'s own marker point at it.
+#[tokio::test(start_paused = true)]
+async fn a_parent_without_use_agent_is_never_told_to_use_it() {
+    let long = "x".repeat(3_000);
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(
+            "delegate_task",
+            r#"{"system_prompt":"Writer\nYou write.","task":"write"}"#,
+        ),
+        Reply::answer("Noted."),
+        Reply::answer("Read it."),
+    ])
+    .with_script(
+        "Writer",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":20}"#),
+            Reply::answer(long.clone()),
+        ],
+    );
+    let (spy, seen) = spy("spy", model);
+    let (thread, mut events) = subagents::supervisor::ThreadHandle::spawn(
+        DelegationBuilder::new(spy)
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .use_agent_tool(false)
+            .delegate_task_tool(true)
+            .result_budget(300),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    thread.stop_parent().unwrap();
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    let last = seen.lock().unwrap().last().cloned().unwrap();
+    let wake = &last.messages.last().unwrap().content;
+    assert!(wake.contains("kept in the sub-agent's envelope"), "{wake}");
+    assert!(!wake.contains("use_agent action"), "{wake}");
+}

@@ -36,6 +36,8 @@ pub struct DelegatingAgent {
     pub gate: GateHandle,
     /// The builder spawned the gate (none was given): it goes with them.
     owns_gate: bool,
+    /// The parent has `use_agent` (see [`DelegatingAgent::offers_use_agent`]).
+    use_agent: bool,
 }
 
 impl DelegatingAgent {
@@ -55,6 +57,13 @@ impl DelegatingAgent {
         if self.owns_gate {
             self.gate.actor().stop(None);
         }
+    }
+
+    /// Whether the parent has the `use_agent` tool: what the runtime
+    /// tells it (a wake's marker for the rest of a long answer, the
+    /// restart's note on resuming) names the tool only then.
+    pub fn offers_use_agent(&self) -> bool {
+        self.use_agent
     }
 
     /// Like [`DelegatingAgent::shutdown`], returning once they have
@@ -471,6 +480,7 @@ impl DelegationBuilder {
             hub,
             gate,
             owns_gate,
+            use_agent: self.front_ends.use_agent,
         })
     }
 }

@@ -196,7 +196,9 @@ impl Delegator {
     /// A child's answer within the result budget, the marker naming how
     /// the caller reads the rest.
     pub(crate) fn budgeted(&self, call: &ToolCallContext, id: &AgentId, text: &str) -> String {
-        let has_use_agent = call.available_tools.iter().any(|t| t == USE_AGENT);
+        // The delegation tool, not a host tool of that name.
+        let has_use_agent =
+            self.is_delegation(USE_AGENT) && call.available_tools.iter().any(|t| t == USE_AGENT);
         within_budget(text, self.hub.result_budget(), |offset| {
             if has_use_agent {
                 format!("read them with use_agent action result, id `{id}`, offset {offset}")

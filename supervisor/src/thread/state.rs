@@ -304,7 +304,8 @@ impl ThreadState {
                     child: child.clone(),
                     line: restart_line(&listed),
                 });
-                self.send_turn(myself, restart_text(&listed), TurnOrigin::Wake, None, None);
+                let text = restart_text(&listed, self.parent.offers_use_agent());
+                self.send_turn(myself, text, TurnOrigin::Wake, None, None);
                 return;
             }
             let envelope = self.parent.hub.status(&child);
@@ -318,7 +319,11 @@ impl ThreadState {
                         child: child.clone(),
                         line: wake_line(&envelope),
                     });
-                    let text = wake_text(&envelope, self.parent.hub.result_budget());
+                    let text = wake_text(
+                        &envelope,
+                        self.parent.hub.result_budget(),
+                        self.parent.offers_use_agent(),
+                    );
                     let follows = self.parent.hub.take_run_span(&child);
                     self.send_turn(myself, text, TurnOrigin::Wake, None, follows);
                     return;
