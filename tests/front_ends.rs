@@ -410,3 +410,26 @@ async fn an_empty_model_leaves_a_named_profiles_model() {
     assert!(output.contains("LGTM from haiku"), "{output}");
     assert_eq!(haiku_seen.lock().unwrap().len(), 1);
 }
+
+/// The schema is what the parser takes: `use_agent run` reads `model`,
+/// `provider` and `max_iterations` (its `UseAgentCall` writes them), but
+/// its schema listed none of them — a model found them only by
+/// misspelling one — and its description said the sub-agent "runs on the
+/// same model", false for a named one on its own model.
+#[tokio::test(start_paused = true)]
+async fn use_agents_schema_lists_every_field_run_reads() {
+    let specs = offered_tools(true).await;
+    let spec = &specs["use_agent"];
+    let schema: serde_json::Value = serde_json::from_str(&spec.parameters).unwrap();
+    for field in ["model", "provider", "max_iterations"] {
+        assert!(
+            schema["properties"].get(field).is_some(),
+            "{field}: {schema}"
+        );
+    }
+    assert!(
+        !spec.description.contains("same model"),
+        "{}",
+        spec.description
+    );
+}

@@ -297,8 +297,8 @@ impl Tool for UseAgent {
     }
 
     fn description(&self) -> String {
-        "Delegate a self-contained task to a sub-agent that runs on the same model with its own \
-         system prompt, one input and only the tools you list. It cannot see this conversation: \
+        "Delegate a self-contained task to a sub-agent that runs on your model (a named one on its \
+         own, unless you give `model`) with its own system prompt, one input and only the tools you list. It cannot see this conversation: \
          write the input as a complete brief. action run starts it (wait true returns its answer \
          when it finishes soon, else {pending, id}); status shows progress by id without waiting; \
          result returns its answer by id (waiting a while); send gives one a message it reads at its next model call (a finished one goes on from its conversation as a new run); interrupt cuts what it is doing and leaves it waiting for a message; stop cancels it for good. Give either `agent` \
@@ -317,7 +317,10 @@ impl Tool for UseAgent {
                 "system_prompt": {"type": "string", "description": "run: the sub-agent's instructions; the first line is its name"},
                 "input": {"type": "string", "description": "run: the complete task; send: the message"},
                 "tools": {"type": "array", "items": {"type": "string"}, "description": "run: names of your tools it may use (default: all of them)"},
-                "wait": {"type": "boolean", "description": "run: wait for the answer (default true)"},
+                "wait": {"type": "boolean", "description": "run: wait for the answer (default true; a named sub-agent that runs in the background: false)"},
+                "model": {"type": "string", "description": "run: a model to run it on (default: the named sub-agent's, else yours)"},
+                "provider": {"type": "string", "description": "run: the provider of `model`"},
+                "max_iterations": {"type": "integer", "minimum": 1, "description": "run: at most this many model calls"},
                 "id": {"type": "string", "description": "status, result, send, interrupt, stop: the id run returned"},
                 "offset": {"type": "integer", "minimum": 0, "description": "result: read the answer from this character on (a long answer is cut; its marker gives the offset)"},
                 "limit": {"type": "integer", "minimum": 1, "description": "result: at most this many characters from offset"}
