@@ -394,3 +394,55 @@ async fn two_threads_resuming_one_earlier_child_at_once_do_not_fork_it() {
         thread.close_and_wait().await;
     }
 }
+
+/// Counted twice: a child of an earlier session resumed here was imported
+/// into the hub's book with its envelope, old usage and all, and the
+/// hub's totals (so `ThreadHandle::usage`) summed it again — though its
+/// tokens were that session's. Only what ran here counts.
+#[tokio::test]
+async fn an_earlier_sessions_child_resumed_here_is_not_counted_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let first = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Worker\nYou work.", "the first part").background()),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![Reply::answer("first part done").usage(100, 0)],
+    );
+    {
+        let (thread, mut events) = thread_on(first.shared(), open(&dir), 3).await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_wake(&mut events, &mut log, "agent_1").await;
+        until_result(&mut events, &mut log).await;
+        thread.flush_persistence().await.unwrap();
+        thread.close_and_wait().await;
+    }
+
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+        Reply::answer("Resumed."),
+        Reply::answer("Noted again."),
+    ])
+    .with_script(
+        "Worker",
+        // Picked by the answers so far: the resumed run has one.
+        vec![
+            Reply::answer("(the first run's)"),
+            Reply::answer("second part done").usage(5, 0),
+        ],
+    );
+    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
+    thread.send_user("more").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until_wake(&mut events, &mut log, "agent_2").await;
+    until_result(&mut events, &mut log).await;
+    let children = thread.hub().snapshot().await.unwrap();
+    assert_eq!(children.usage.prompt_tokens, 5, "{children:?}");
+    thread.close_and_wait().await;
+}

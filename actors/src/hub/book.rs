@@ -155,10 +155,12 @@ impl Book {
         }
     }
 
-    /// Usage, model calls and tool calls of every child, running ones as
+    /// Usage, model calls and tool calls of every child that ran here
+    /// (has a probe: an earlier session's, imported, counted there), as
     /// of now.
     pub(crate) fn totals(&self) -> (subagents_messages::Usage, u64, u64) {
-        let ids: Vec<AgentId> = self.entries.iter().map(|e| e.key().clone()).collect();
+        let ran = self.entries.iter().filter(|e| e.probe.is_some());
+        let ids: Vec<AgentId> = ran.map(|e| e.key().clone()).collect();
         let mut usage = subagents_messages::Usage::default();
         let (mut model_calls, mut tool_calls) = (0u64, 0u64);
         for envelope in ids.iter().filter_map(|id| self.get(id)) {
@@ -268,9 +270,8 @@ impl Book {
         if conversation.is_some() {
             entry.conversation = conversation;
         }
-        // Kept only for a wake that may link to it (a child of the parent,
-        // done or failed): kept for one that wakes nobody, it held open the
-        // call and the turn that started it for the thread's life.
+        // Kept only for a wake that may link to it (else it held the turn
+        // that started it open for the thread's life).
         let may_wake = matches!(status, SubAgentStatus::Done | SubAgentStatus::Failed)
             && entry.envelope.depth == 1;
         entry.run_span = run_span.filter(|_| may_wake);
