@@ -217,3 +217,54 @@ async fn a_queued_synchronous_child_handed_to_the_background_drops_the_callers_c
     );
     parent.shutdown_and_wait().await;
 }
+
+/// The envelope's counts are final once the child ended: a child cut by
+/// its wall clock in its tool call had the call counted in its envelope
+/// (its `ToolStarted`) but not in its `Result` ("after 1 model call(s) and
+/// 0 tool call(s)"), so its `status` JSON and its own words disagreed.
+#[tokio::test(start_paused = true)]
+async fn a_cut_childs_envelope_counts_what_its_result_counts() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work long")
+                .tools(["sleep"])
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", common::worker(600));
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+        .child_limits(Limits {
+            wall_clock: Duration::from_secs(10),
+            ..Limits::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let worker = AgentId::new("agent_1");
+    let mut said = None;
+    loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::Child(id, inner) if id == worker => {
+                if let AgentEvent::Result(result) = *inner {
+                    said = Some(*result);
+                }
+            }
+            AgentEvent::ChildStatus(id, status) if id == worker && status.is_terminal() => break,
+            _ => {}
+        }
+    }
+    let said = said.expect("the child's Result");
+    assert_eq!(said.outcome, Outcome::LimitReached(LimitKind::WallClock));
+    let envelope = parent.hub.status(&worker).unwrap();
+    assert_eq!(
+        (envelope.model_calls, envelope.tool_calls),
+        (said.model_calls, said.tool_calls),
+        "{envelope:?} against {}",
+        said.text
+    );
+    parent.shutdown_and_wait().await;
+}

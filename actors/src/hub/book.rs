@@ -155,9 +155,8 @@ impl Book {
         }
     }
 
-    /// Usage, model calls and tool calls of every child that ran here
-    /// (has a probe: an earlier session's, imported, counted there), as
-    /// of now.
+    /// Usage and call counts, as of now, of every child that ran here (has
+    /// a probe: an earlier session's, imported, was counted there).
     pub(crate) fn totals(&self) -> (subagents_messages::Usage, u64, u64) {
         let ran = self.entries.iter().filter(|e| e.probe.is_some());
         let ids: Vec<AgentId> = ran.map(|e| e.key().clone()).collect();
@@ -443,6 +442,7 @@ impl Book {
                     entry.envelope.usage = result.usage;
                     entry.envelope.children_usage = result.children_usage;
                     entry.envelope.model_calls = result.model_calls;
+                    entry.envelope.tool_calls = result.tool_calls;
                 }
             }
             _ => {}
