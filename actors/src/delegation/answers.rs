@@ -46,7 +46,7 @@ pub(super) fn range_json(envelope: &Envelope, offset: usize, limit: usize) -> St
         limit,
     );
     let length = part.chars().count();
-    json!({
+    let mut out = json!({
         "id": envelope.id.as_str(),
         "status": envelope.status.as_str(),
         "offset": offset,
@@ -54,8 +54,13 @@ pub(super) fn range_json(envelope: &Envelope, offset: usize, limit: usize) -> St
         "total_chars": total,
         "more": offset + length < total,
         "result": part,
-    })
-    .to_string()
+    });
+    // A failed child's reason, as the whole answer gives it: the range
+    // claims the result, so no wake follows to carry it.
+    if let Some(error) = &envelope.error {
+        out["error"] = Value::String(error.clone());
+    }
+    out.to_string()
 }
 
 /// A child still running, for an agent at `depth` that asked for it: only
@@ -146,4 +151,36 @@ pub(super) fn status_json(
         }
     }
     out.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use subagents_messages::{SubAgentStatus, ToolUseId};
+
+    /// A ranged `result` of a failed child claims it (no wake follows), so
+    /// it must carry the reason the whole answer carries: it had none.
+    #[test]
+    fn a_range_of_a_failed_childs_answer_says_why_it_failed() {
+        let request = subagents_messages::ChildRequest::new(
+            AgentId::new("parent"),
+            0,
+            ToolUseId::new("call_1"),
+            "Worker",
+            "work",
+        );
+        let mut envelope = crate::hub::requested(
+            AgentId::new("agent_1"),
+            "Worker".into(),
+            &request,
+            Vec::new(),
+            0,
+        );
+        envelope.status = SubAgentStatus::Failed;
+        envelope.result = Some("half of it".into());
+        envelope.error = Some("the model could not be called: refused".into());
+        let out: Value = serde_json::from_str(&range_json(&envelope, 0, 4)).unwrap();
+        assert_eq!(out["result"], "half");
+        assert_eq!(out["error"], "the model could not be called: refused");
+    }
 }

@@ -72,6 +72,8 @@ mod steer;
 mod stop;
 pub(crate) use stop::DetachOutcome;
 
+#[cfg(test)]
+pub(crate) use book::requested;
 pub(crate) use config::HubConfig;
 pub use config::{BackgroundApprovals, EnvelopeArchive, HubObserver};
 pub use error::Refused;
