@@ -226,8 +226,25 @@ impl World {
         CRASHES.fetch_add(report.interrupted.len(), Ordering::SeqCst);
     }
 
+    /// What a replay must give again, byte for byte: each thread's log
+    /// (every entry with its exact virtual time: the rendered form kept
+    /// milliseconds) and its children's envelopes (what a store would
+    /// persist; a difference only there was outside the replay check).
     pub(super) fn logs(&self) -> Vec<String> {
-        self.threads.iter().map(|t| t.render()).collect()
+        self.threads
+            .iter()
+            .map(|t| {
+                let mut lines: Vec<String> = t.log().iter().map(|l| format!("{l:?}")).collect();
+                lines.extend(
+                    t.thread()
+                        .hub()
+                        .envelopes()
+                        .iter()
+                        .map(|e| format!("{e:?}")),
+                );
+                lines.join("\n")
+            })
+            .collect()
     }
 
     /// Checks every thread's log; at rest also what is held, and with
