@@ -127,3 +127,35 @@ async fn a_call_cut_while_it_waited_is_marked_cancelled() {
         .expect("the use_agent call");
     assert_eq!(field(call, "error.type"), "cancelled", "{call:#?}");
 }
+
+/// The same for a child on another node: its proxy killed with its hub,
+/// the run's turn ended here with a failed `Result` (its closer), but its
+/// span recorded nothing.
+#[tokio::test(start_paused = true)]
+async fn a_killed_remote_childs_run_says_it_failed() {
+    use subagents::actors::Placement;
+    let (capture, _guard) = capture();
+    let model = background_workers(&[600]).shared();
+    let node = common::loopback::Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(model)
+            .tools(ToolRegistry::new().with(Sleep))
+            .placement(Placement::On(node.clone())),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted(_)))
+    })
+    .await;
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.ok();
+    thread.sync().await.unwrap();
+    let spans = capture.spans();
+    let run = run_of(&spans, "agent_1");
+    assert_eq!(field(run, "subagents.outcome"), "failed", "{run:#?}");
+}

@@ -157,6 +157,7 @@ impl ProxyState {
             link: self.link.clone(),
             key,
             started,
+            span: span.clone(),
         });
         if config.probe.is_some() {
             // A child's: what its hub needs to end it if the hub dies.

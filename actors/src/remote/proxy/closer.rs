@@ -28,6 +28,9 @@ pub(super) struct Closer {
     pub(super) link: Arc<dyn NodeLink>,
     pub(super) key: u64,
     pub(super) started: Instant,
+    /// The run's `invoke_agent` span: a killed run's end is recorded on
+    /// it, as a local agent's is.
+    pub(super) span: tracing::Span,
 }
 
 impl Closer {
@@ -37,13 +40,14 @@ impl Closer {
     pub(super) fn close_killed(&self) {
         let text = "the agent stopped without ending its turn";
         let mut mirror = lock(&self.mirror);
-        let Some((events, _)) = mirror.close(
+        let Some((events, result)) = mirror.close(
             text,
             Outcome::Failed(text.to_owned()),
             self.started.elapsed(),
         ) else {
             return;
         };
+        crate::agent::spans::record_end(&self.span, &result);
         let _ = self.link.request(self.key, RunRequest::Stop);
         self.sink.close_with(|| {
             for event in events {
