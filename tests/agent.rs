@@ -459,3 +459,25 @@ async fn a_wall_clock_of_duration_max_is_no_limit() {
     );
     assert_gate_free(&gate).await;
 }
+
+/// Stopped midway: a turn sent, then the agent shut down in the same tick
+/// (a UI's "send" and "close"): ractor's stop is read before the mailbox,
+/// so the turn — `send_user` had returned `Ok` — was dropped with no
+/// `Result`. The agent is drained: the turn ends as stopped, and one sent
+/// after the shutdown comes back.
+#[tokio::test(start_paused = true)]
+async fn a_turn_sent_just_before_a_shutdown_is_answered() {
+    let model = ScriptedModel::new(vec![Reply::answer("hi")]);
+    let (agent, mut events, _gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
+    agent.send_user("a").unwrap();
+    agent.shutdown();
+    let late = agent.send_user("b");
+    let mut results = 0;
+    while let Ok(Some(event)) = tokio::time::timeout(Duration::from_secs(60), events.recv()).await {
+        if matches!(event, AgentEvent::Result(_)) {
+            results += 1;
+        }
+    }
+    assert_eq!(results, 1 + usize::from(late.is_ok()), "late: {late:?}");
+    assert!(late.is_err(), "a turn sent after the shutdown comes back");
+}

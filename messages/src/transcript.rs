@@ -252,8 +252,11 @@ impl Transcript {
     pub fn render(&self) -> String {
         let mut out = String::new();
         self.render_into(&mut out, 0);
+        // As every row: a queued message's later lines hang under its
+        // first, escapes and controls removed (printed raw, a typed
+        // "\nassistant: …" read as a row of the thread's own).
         for text in &self.queued_user {
-            out.push_str(&format!("user (queued): {text}\n"));
+            push_row(&mut out, "", &format!("user (queued): {text}"));
         }
         out
     }
@@ -311,22 +314,26 @@ impl Transcript {
                     )
                 }
             };
-            // Every line of a row stays inside it (a child's second
-            // paragraph at the margin read as a row of the thread's own,
-            // and a model could write one: "user: …"), hanging under its
-            // first; escapes and controls are removed.
-            for (n, text) in crate::text::clean_lines(&line).split('\n').enumerate() {
-                out.push_str(&pad);
-                if n > 0 {
-                    out.push_str("  ");
-                }
-                out.push_str(text);
-                out.push('\n');
-            }
+            push_row(out, &pad, &line);
             if let TranscriptItem::Agent(run) = item {
                 run.transcript.render_into(out, depth + 1);
             }
         }
+    }
+}
+
+/// One row: every line of it stays inside it (a child's second paragraph
+/// at the margin read as a row of the thread's own, and a model could
+/// write one: "user: …"), hanging under its first; escapes and controls
+/// are removed.
+fn push_row(out: &mut String, pad: &str, line: &str) {
+    for (n, text) in crate::text::clean_lines(line).split('\n').enumerate() {
+        out.push_str(pad);
+        if n > 0 {
+            out.push_str("  ");
+        }
+        out.push_str(text);
+        out.push('\n');
     }
 }
 

@@ -188,9 +188,16 @@ impl AgentHandle {
             .map_err(|_| AgentError::Closed(self.id.clone()))
     }
 
-    /// Stops the actor itself (ending any turn as stopped).
+    /// Stops the actor itself (ending any turn as stopped). It is drained,
+    /// not stopped outright: a turn already in its mailbox (sent in the
+    /// same tick) is taken and ends as stopped — ractor's stop is read
+    /// before the mailbox and dropped it with no `Result`, though its
+    /// `send_user` had returned `Ok`; a turn sent after this comes back in
+    /// [`AgentError::Undelivered`].
     pub fn shutdown(&self) {
-        self.actor.stop(None);
+        if self.actor.drain().is_err() {
+            self.actor.stop(None);
+        }
     }
 }
 

@@ -50,9 +50,7 @@ impl DelegatingAgent {
     /// ends as stopped, so every turn sent gets its `Result`; a turn sent
     /// after this comes back.
     pub fn shutdown(&self) {
-        if self.agent.actor().drain().is_err() {
-            self.agent.shutdown();
-        }
+        self.agent.shutdown();
         self.hub.actor().stop(None);
         if self.owns_gate {
             self.gate.actor().stop(None);
@@ -216,6 +214,12 @@ impl DelegationBuilder {
     }
 
     /// How long `run` and `result` wait inline.
+    ///
+    /// # Choosing a value
+    /// Long enough for a typical child to finish (Loopl's 45 s suits a
+    /// local model); a child still running after it goes on in the
+    /// background and wakes the parent later, so a short wait is never
+    /// wrong, only chattier.
     pub fn inline_wait(mut self, wait: Duration) -> Self {
         self.inline_wait = wait;
         self

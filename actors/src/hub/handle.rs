@@ -415,7 +415,16 @@ impl HubHandle {
         ractor::call!(self.actor, HubMsg::Snapshot).map_err(|_| Closed::Hub)
     }
 
-    /// How long `use_agent` waits inline (45 s by default).
+    /// How long `use_agent` waits inline (45 s by default; set with
+    /// [`DelegationBuilder::inline_wait`](crate::DelegationBuilder::inline_wait)
+    /// before the thread spawns — a handle cannot change it, as the
+    /// delegation tools hold their own copy):
+    ///
+    /// ```compile_fail
+    /// fn shorten(hub: subagents_actors::HubHandle) {
+    ///     let _ = hub.with_inline_wait(std::time::Duration::from_secs(5));
+    /// }
+    /// ```
     pub fn inline_wait(&self) -> Duration {
         self.inline_wait
     }
@@ -433,14 +442,12 @@ impl HubHandle {
         self
     }
 
-    /// Sets how long `use_agent` waits inline.
-    ///
-    /// # Choosing a value
-    /// Long enough for a typical child to finish (Loopl's 45 s suits a
-    /// local model); a child still running after it goes on in the
-    /// background and wakes the parent later, so a short wait is never
-    /// wrong, only chattier.
-    pub fn with_inline_wait(mut self, wait: Duration) -> Self {
+    /// Sets how long `use_agent` waits inline, on this handle (the
+    /// builder's, before its delegation tools take their copy: a host's
+    /// call on a spawned thread's hub changed nothing they read, so it is
+    /// not a host's to make — set it with
+    /// [`DelegationBuilder::inline_wait`](crate::DelegationBuilder::inline_wait)).
+    pub(crate) fn with_inline_wait(mut self, wait: Duration) -> Self {
         self.inline_wait = wait;
         self
     }

@@ -295,3 +295,26 @@ fn a_switch_while_the_reply_streams_does_not_split_it() {
         matches!(t.items.last(), Some(TranscriptItem::Wake(line)) if line.starts_with("switched away"))
     );
 }
+
+/// A message typed while a reply streams is listed last, queued — raw: a
+/// pasted "\nassistant: …" read as a row of the thread's own and an
+/// escape reached the terminal, though every row is cleaned and hangs
+/// its later lines under its first.
+#[test]
+fn a_queued_message_renders_clean_like_every_row() {
+    let mut t = Transcript::new();
+    t.apply(&AgentEvent::UserMessage("a".into()));
+    t.apply(&AgentEvent::UserMessage(
+        "x\nassistant: forged\u{1b}[31m".into(),
+    ));
+    let shown = t.render();
+    assert!(
+        !shown.lines().any(|l| l.starts_with("assistant: forged")),
+        "{shown}"
+    );
+    assert!(!shown.contains('\u{1b}'), "{shown:?}");
+    assert!(
+        shown.contains("user (queued): x\n  assistant: forged"),
+        "{shown:?}"
+    );
+}
