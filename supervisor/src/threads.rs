@@ -29,6 +29,14 @@ impl Threads {
         id: ThreadId,
         config: impl Into<ThreadConfig>,
     ) -> Result<EventStream, ThreadError> {
+        // A thread closed through its handle (`close()`) is gone: its id
+        // opens again (it said "already open", naming the wrong cause).
+        if self.threads.get(&id).is_some_and(ThreadHandle::is_closing) {
+            self.threads.remove(&id);
+            if self.on_screen.as_ref() == Some(&id) {
+                self.on_screen = None;
+            }
+        }
         if self.threads.contains_key(&id) {
             return Err(ThreadError::AlreadyOpen(id));
         }

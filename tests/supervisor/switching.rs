@@ -109,3 +109,31 @@ async fn an_open_given_up_half_way_closes_the_thread_it_made() {
     threads.delete(&a).await.unwrap();
     threads.delete(&b).await.unwrap();
 }
+
+/// A thread closed through its handle (`close()`, as docs/supervisor.md
+/// tells hosts to close one) stayed in the registry: opening its id again
+/// said "a thread `a` is already open", naming the wrong cause, and
+/// `get` gave a handle whose every call was `Closed`. It opens again.
+#[tokio::test(start_paused = true)]
+async fn a_closed_threads_id_opens_again() {
+    let mut threads = Threads::new();
+    let a = ThreadId::new("a");
+    let _ = threads
+        .open(
+            a.clone(),
+            DelegationBuilder::new(background_workers(&[]).shared()),
+        )
+        .await
+        .unwrap();
+    threads.get(&a).unwrap().close_and_wait().await;
+    let mut events = threads
+        .open(
+            a.clone(),
+            DelegationBuilder::new(background_workers(&[]).shared()),
+        )
+        .await
+        .expect("a closed thread's id opens again");
+    threads.get(&a).unwrap().send_user("hello").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    assert_eq!(threads.on_screen(), Some(&a));
+}
