@@ -428,3 +428,28 @@ async fn a_delegation_tool_listed_below_the_depth_limit_is_not_refused() {
     assert_eq!(tools, ["calculator", "use_agent"]);
     parent.shutdown_and_wait().await;
 }
+
+/// `max_depth(0)`, a host turning delegation off: `use_agent` was still
+/// offered (its schema in every model call), and every call was refused
+/// with "a sub-agent cannot start sub-agents" — the top-level agent told
+/// it was a sub-agent. At depth 0 no delegation tool is offered.
+#[tokio::test(start_paused = true)]
+async fn max_depth_zero_offers_no_delegation_tool() {
+    let (model, seen) = spy("spy", ScriptedModel::new(vec![Reply::answer("ok")]));
+    let (parent, mut events) = DelegationBuilder::new(model)
+        .tools(ToolRegistry::new().with(Calculator))
+        .delegate_task_tool(true)
+        .max_depth(0)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("hi").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let offered: Vec<String> = seen.lock().unwrap()[0]
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert_eq!(offered, ["calculator"]);
+    assert!(!parent.offers_use_agent());
+}

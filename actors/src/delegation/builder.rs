@@ -45,10 +45,8 @@ impl DelegatingAgent {
     /// stops) and the gate if the builder made it; a gate the host gave is
     /// left running for its other users.
     ///
-    /// The parent is drained, not stopped: a turn already in its mailbox
-    /// (sent in the same instant, on another thread) is taken and then
-    /// ends as stopped, so every turn sent gets its `Result`; a turn sent
-    /// after this comes back.
+    /// The parent is drained ([`AgentHandle::shutdown`]): a turn already in
+    /// its mailbox ends as stopped; one sent after this comes back.
     pub fn shutdown(&self) {
         self.agent.shutdown();
         self.hub.actor().stop(None);
@@ -105,8 +103,8 @@ pub struct DelegationBuilder {
     placement: Placement,
 }
 
-/// Which delegation tools the parent's model sees. All three share one
-/// engine (hub, queue, envelopes, events).
+/// Which delegation tools the parent's model sees (all three share one
+/// engine); none at `max_depth(0)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FrontEnds {
     /// Loopl's `use_agent`: run / status / result / stop, inline or background.
@@ -238,7 +236,8 @@ impl DelegationBuilder {
         self
     }
 
-    /// How deep children may nest (1: children cannot spawn).
+    /// How deep children may nest (1: children cannot spawn; 0: no
+    /// delegation at all — no delegation tool is offered).
     pub fn max_depth(mut self, depth: u32) -> Self {
         self.max_depth = depth;
         self
@@ -377,10 +376,19 @@ impl DelegationBuilder {
     /// Spawns everything writing to `events`, the hub linked under
     /// `supervisor` if given.
     pub async fn spawn_into(
-        self,
+        mut self,
         events: EventSink,
         supervisor: Option<ActorCell>,
     ) -> Result<DelegatingAgent, AgentError> {
+        // Offered at depth 0, every call was refused as if the parent were
+        // a sub-agent.
+        if self.max_depth == 0 {
+            self.front_ends = FrontEnds {
+                use_agent: false,
+                delegate_task: false,
+                agent: false,
+            };
+        }
         let spawn_error = |e: ractor::SpawnErr| AgentError::Spawn(e.to_string());
         let owns_gate = self.gate.is_none();
         let gate = match (self.gate, &supervisor) {
