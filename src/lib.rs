@@ -4,6 +4,10 @@
 //!
 //! # Quick start (offline, on the scripted model)
 //!
+//! `Calculator` is one of the example tools of this repository's
+//! `subagents-demo` crate (`demo/`, not published): a host writes its own
+//! with [`Tool`](crate::prelude::Tool) (a name, a JSON schema, a call).
+//!
 //! ```
 //! use subagents::prelude::*;
 //! use subagents_demo::Calculator;

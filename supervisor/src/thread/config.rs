@@ -10,7 +10,8 @@ use crate::store::EnvelopeStore;
 pub struct ThreadConfig {
     /// The parent and its children, not yet spawned.
     pub parent: DelegationBuilder,
-    /// Where finished envelopes are persisted, if anywhere.
+    /// Where children's envelopes and runs (what each was asked and its
+    /// conversation) are persisted, if anywhere (docs/persistence.md).
     pub store: Option<Arc<EnvelopeStore>>,
 }
 
@@ -23,7 +24,9 @@ impl ThreadConfig {
         }
     }
 
-    /// Persists finished envelopes in `store` and answers its ids.
+    /// Persists every child's envelope (requested, then final) and run
+    /// (what it was asked and its conversation, after each answered tool
+    /// call) in `store`, and answers its ids.
     pub fn store(mut self, store: Arc<EnvelopeStore>) -> Self {
         self.store = Some(store);
         self
