@@ -433,3 +433,29 @@ async fn use_agents_schema_lists_every_field_run_reads() {
         spec.description
     );
 }
+
+/// A model that fills every field sends `"id": ""` with `run`: an empty
+/// string says nothing (the rule every other field follows), but `id` was
+/// taken as given, and the run refused ("`id` does not apply to action
+/// `run`").
+#[tokio::test(start_paused = true)]
+async fn an_empty_id_on_run_says_nothing() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(
+            "use_agent",
+            r#"{"action":"run","system_prompt":"Worker\nYou work.","input":"go","id":"","wait":true}"#,
+        ),
+        Reply::answer("Done."),
+    ])
+    .with_script("Worker", vec![Reply::answer("worked")]);
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (output, is_error) = &results_of(&log, "use_agent")[0];
+    assert!(!is_error, "{output}");
+    assert!(output.contains("worked"), "{output}");
+}

@@ -77,7 +77,7 @@ impl Arguments {
             ("max_iterations", spec.max_iterations.is_some()),
             ("input", text(&self.input)),
             ("wait", self.wait.is_some()),
-            ("id", self.id.is_some()),
+            ("id", text(&self.id)),
             ("offset", self.offset.is_some()),
             ("limit", self.limit.is_some()),
         ];
