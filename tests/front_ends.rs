@@ -7,13 +7,14 @@
 mod common;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use common::*;
 use serde_json::json;
 use subagents::actors::profile::{Profile, ProfileSet};
 use subagents::actors::registry::ModelRegistry;
 use subagents::actors::{DelegatingAgent, DelegationBuilder, Model};
+use subagents::messages::ModelRequest;
 use subagents::prelude::*;
 use subagents_demo::{Calculator, PageTitle};
 
@@ -65,8 +66,9 @@ async fn parent(
         .unwrap()
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
+/// A registry with `anthropic/haiku` (the `reviewer` profile's model),
+/// answering "LGTM from haiku", and what it was asked.
+async fn haiku_registry() -> (ModelRegistry, Arc<Mutex<Vec<ModelRequest>>>) {
     let (haiku, haiku_seen) = spy(
         "haiku",
         ScriptedModel::new(vec![Reply::answer("LGTM from haiku")]),
@@ -76,6 +78,12 @@ async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
         .register("anthropic", "haiku", haiku, 1)
         .await
         .unwrap();
+    (registry, haiku_seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_named_profile_runs_on_its_registered_model_with_its_tools() {
+    let (registry, haiku_seen) = haiku_registry().await;
     let (main, main_seen) = spy(
         "main",
         ScriptedModel::new(vec![
@@ -384,15 +392,7 @@ async fn a_field_the_action_does_not_read_is_refused() {
 /// the parent's model and took the parent's gate.
 #[tokio::test(start_paused = true)]
 async fn an_empty_model_leaves_a_named_profiles_model() {
-    let (haiku, haiku_seen) = spy(
-        "haiku",
-        ScriptedModel::new(vec![Reply::answer("LGTM from haiku")]),
-    );
-    let mut registry = ModelRegistry::new();
-    registry
-        .register("anthropic", "haiku", haiku, 1)
-        .await
-        .unwrap();
+    let (registry, haiku_seen) = haiku_registry().await;
     let (main, _) = spy(
         "main",
         ScriptedModel::new(vec![

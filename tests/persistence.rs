@@ -22,7 +22,7 @@ fn open(dir: &std::path::Path) -> Arc<EnvelopeStore> {
 
 /// A session on `dir` whose background child `agent_1` finished (and
 /// woke its parent) before the thread closed: after it, `agent_1` is a
-/// child of an earlier session.
+/// child of an earlier session (it used 100 tokens there).
 async fn an_earlier_session_with_one_finished_child(dir: &std::path::Path) {
     let model = ScriptedModel::new(vec![
         Reply::new()
@@ -30,7 +30,10 @@ async fn an_earlier_session_with_one_finished_child(dir: &std::path::Path) {
         Reply::answer("Started."),
         Reply::answer("Noted."),
     ])
-    .with_script("Worker", vec![Reply::answer("first part done")]);
+    .with_script(
+        "Worker",
+        vec![Reply::answer("first part done").usage(100, 0)],
+    );
     let (thread, mut events) = thread_on(model.shared(), open(dir), 3).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
@@ -403,25 +406,8 @@ async fn two_threads_resuming_one_earlier_child_at_once_do_not_fork_it() {
 async fn an_earlier_sessions_child_resumed_here_is_not_counted_again() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    let first = ScriptedModel::new(vec![
-        Reply::new()
-            .use_agent(&UseAgentCall::run("Worker\nYou work.", "the first part").background()),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script(
-        "Worker",
-        vec![Reply::answer("first part done").usage(100, 0)],
-    );
-    {
-        let (thread, mut events) = thread_on(first.shared(), open(&dir), 3).await;
-        thread.send_user("go").unwrap();
-        let mut log = Vec::new();
-        until_wake(&mut events, &mut log, "agent_1").await;
-        until_result(&mut events, &mut log).await;
-        thread.flush_persistence().await.unwrap();
-        thread.close_and_wait().await;
-    }
+    // Its child used 100 tokens there.
+    an_earlier_session_with_one_finished_child(&dir).await;
 
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),

@@ -40,4 +40,6 @@ pub(crate) use msg::sealed;
 pub(crate) use msg::{AgentMsg, TurnReply, UserTurn};
 pub(crate) use probe::{Activity, LiveTurn, Probe};
 pub(crate) use running::TurnEnds;
-pub(crate) use turn_state::{CallSlot, Shared, TurnState, lock as turn_state_lock, steering_text};
+pub(crate) use turn_state::{
+    CallSlot, Shared, TurnState, lock as turn_state_lock, nothing_done, steering_text,
+};

@@ -95,15 +95,7 @@ impl Drop for AgentState {
 /// Ends a turn that never started: its one `Result` (nothing used) on the
 /// stream and to whoever awaits it.
 fn end_unstarted(events: &EventSink, reply: Option<TurnReply>, text: &str, outcome: Outcome) {
-    let result = AgentResult {
-        text: text.to_owned(),
-        outcome,
-        model_calls: 0,
-        tool_calls: 0,
-        usage: Default::default(),
-        children_usage: Default::default(),
-        elapsed: std::time::Duration::ZERO,
-    };
+    let result = turn_state::nothing_done(text, outcome);
     events.emit(AgentEvent::Result(Box::new(result.clone())));
     if let Some(reply) = reply {
         reply.send(result);

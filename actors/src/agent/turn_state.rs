@@ -249,6 +249,20 @@ pub(crate) fn result(
     }
 }
 
+/// The result of a turn that did nothing (never started, or its agent
+/// went away before it reported anything): no calls, no tokens.
+pub(crate) fn nothing_done(text: &str, outcome: Outcome) -> AgentResult {
+    AgentResult {
+        text: text.to_owned(),
+        outcome,
+        model_calls: 0,
+        tool_calls: 0,
+        usage: Usage::default(),
+        children_usage: Usage::default(),
+        elapsed: std::time::Duration::ZERO,
+    }
+}
+
 /// What a call cut by a turn ending this way reads.
 pub(crate) fn cut_sentence(outcome: &Outcome, limits: &Limits) -> String {
     match outcome {

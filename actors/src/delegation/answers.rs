@@ -78,28 +78,25 @@ pub(super) fn pending_json_at(id: &AgentId, depth: u32, target: u32) -> String {
     json!({
         "pending": true,
         "id": id.as_str(),
-        "note": pending_note(depth, target),
+        "note": format!("the sub-agent runs in the background; {}", how_told(depth, target)),
     })
     .to_string()
 }
 
-/// How an agent at `depth` learns the result of a child at `target` depth.
-pub(super) fn pending_note(depth: u32, target: u32) -> &'static str {
+/// How an agent at `depth` learns the result of a child at `target` depth
+/// that runs on in the background: only the parent's own children wake it;
+/// a child's children are asked for, and stop with their requester.
+pub(super) fn how_told(depth: u32, target: u32) -> &'static str {
     match (depth, target) {
-        (0, 1) => {
-            "the sub-agent runs in the background; its result will arrive as a message, or ask with action result"
+        (0, 1) => "its result will arrive as a message, or ask with action result",
+        (0, _) => {
+            "it works for the sub-agent that started it: you are not told when it finishes; ask with action result (it stops when that sub-agent ends)"
         }
-        (0, _) => BACKGROUND_UNDER_ANOTHER,
-        _ => BACKGROUND_BELOW_THE_PARENT,
+        _ => {
+            "you are not told when it finishes: ask with action result before you answer (it stops when you end)"
+        }
     }
 }
-
-/// What the parent reads of a child's child that runs on.
-const BACKGROUND_UNDER_ANOTHER: &str = "the sub-agent runs in the background for the sub-agent that started it; you are not told when it finishes: ask with action result (it stops when that sub-agent ends)";
-
-/// What a child reads of a child of its own that runs on without it
-/// waiting: no wake reaches a child, and its children end with it.
-pub(super) const BACKGROUND_BELOW_THE_PARENT: &str = "the sub-agent runs in the background; you are not told when it finishes: ask with action result before you answer (it stops when you end)";
 
 /// A snapshot for `status`. A child that waits for a slot reads
 /// `"status": "queued"` with its `queue_position` (1 = next), whether or

@@ -165,7 +165,7 @@ impl Delegator {
         call: &ToolCallContext,
         tools: Option<Vec<String>>,
     ) -> Result<Option<Vec<String>>, ToolError> {
-        let Some(tools) = tools else {
+        let Some(mut tools) = tools else {
             // A child's child gets at most its requester's tools (the hub
             // would give it every host tool); a parent's are the host's.
             if call.depth == 0 {
@@ -182,9 +182,7 @@ impl Delegator {
         // A delegation tool listed: the depth decides, not the list — a
         // child that may delegate gets it anyway (refused, the call read
         // "a sub-agent cannot start sub-agents", false below the limit).
-        let may_delegate = call.depth + 1 < self.max_depth;
-        let mut tools = tools;
-        if may_delegate {
+        if call.depth + 1 < self.max_depth {
             tools.retain(|name| !self.is_delegation(name));
         }
         for name in &tools {

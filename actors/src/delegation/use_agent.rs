@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
 use crate::delegation::answers::{
-    finished_json, pending_json, pending_json_at, pending_note, range_json, status_json,
+    finished_json, how_told, pending_json, pending_json_at, range_json, status_json,
 };
 use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
 use crate::hub::{HubHandle, Refused, Steered, WaitOutcome};
@@ -195,7 +195,7 @@ impl UseAgent {
                     "status": "background",
                     "note": format!(
                         "`{id}` had ended; it goes on from its conversation as `{next}`, reading your message first; {} (its id: `{next}`)",
-                        pending_note(call.depth, target).trim_start_matches("the sub-agent runs in the background; ")
+                        how_told(call.depth, target)
                     ),
                 })
             }

@@ -198,7 +198,7 @@ impl NodeRunner {
         // ends, with that result.
         let result = rx.await.ok().or(streamed).unwrap_or_else(|| {
             let text = "the run's agent stopped before it reported a result";
-            unreported(text)
+            crate::agent::nothing_done(text, subagents_messages::Outcome::Failed(text.to_owned()))
         });
         self.runs().remove(&slot);
         agent.shutdown();
@@ -299,20 +299,6 @@ impl NodeRunner {
     }
 }
 
-/// A failed result for a run whose agent went away with neither a reply
-/// nor a `Result` on its stream.
-fn unreported(text: &str) -> subagents_messages::AgentResult {
-    subagents_messages::AgentResult {
-        text: text.to_owned(),
-        outcome: subagents_messages::Outcome::Failed(text.to_owned()),
-        model_calls: 0,
-        tool_calls: 0,
-        usage: Default::default(),
-        children_usage: Default::default(),
-        elapsed: std::time::Duration::ZERO,
-    }
-}
-
 /// Hands on a run's next report. The number is taken and the report handed
 /// on under one lock: numbered first and handed on apart, a `Steered`
 /// from its task could leave after the run's `Ended` from another (on a
@@ -358,6 +344,24 @@ mod tests {
         }
     }
 
+    /// The run's `Ended` result, failing if none comes within an hour of
+    /// virtual time (a lost stop or end) or the reports end without one.
+    async fn ended_of(
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<RunReport>,
+    ) -> subagents_messages::AgentResult {
+        tokio::time::timeout(Duration::from_secs(3600), async {
+            while let Some(report) = rx.recv().await {
+                if let ReportBody::Ended { result, .. } = report.body {
+                    return Some(result);
+                }
+            }
+            None
+        })
+        .await
+        .expect("the run never ended")
+        .expect("its reports ended without an end")
+    }
+
     /// Same instant: a node told to stop everything right after a start,
     /// before that run's agent exists, stops that run too (once spawned).
     #[tokio::test(start_paused = true)]
@@ -373,17 +377,7 @@ mod tests {
             let _ = tx.send(report);
         });
         runner.stop_all();
-        let ended = tokio::time::timeout(Duration::from_secs(3600), async {
-            while let Some(report) = rx.recv().await {
-                if let ReportBody::Ended { result, .. } = report.body {
-                    return Some(result);
-                }
-            }
-            None
-        })
-        .await
-        .expect("the run never ended: the stop was lost")
-        .expect("its reports ended without an end");
+        let ended = ended_of(&mut rx).await;
         assert_eq!(ended.outcome, Outcome::Stopped);
         assert_eq!(runner.live(), 0);
     }
@@ -409,17 +403,7 @@ mod tests {
         assert!(matches!(first.body, ReportBody::Event(_)), "{first:?}");
         let agent = runner.runs().get(&slot).and_then(|run| run.agent.clone());
         agent.expect("spawned").actor_ref().kill();
-        let ended = tokio::time::timeout(Duration::from_secs(3600), async {
-            while let Some(report) = rx.recv().await {
-                if let ReportBody::Ended { result, .. } = report.body {
-                    return Some(result);
-                }
-            }
-            None
-        })
-        .await
-        .expect("the run never ended")
-        .expect("its reports ended without an end");
+        let ended = ended_of(&mut rx).await;
         assert!(matches!(ended.outcome, Outcome::Failed(_)), "{ended:?}");
         assert_eq!(runner.live(), 0);
     }
