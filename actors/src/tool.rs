@@ -123,9 +123,15 @@ impl ToolCallContext {
         self.slot.settle(output)
     }
 
-    /// Counts a child's tokens in the calling turn's `children_usage`.
-    pub(crate) fn add_child_usage(&self, usage: subagents_messages::Usage) {
-        self.slot.add_child_usage(usage);
+    /// Settles the call's output and takes what `claim` delivers with it
+    /// (a child's tokens, counted in the calling turn's `children_usage`)
+    /// in one step: see [`CallSlot::deliver`](crate::agent::CallSlot).
+    pub(crate) fn deliver(
+        &self,
+        output: &Result<String, ToolError>,
+        claim: impl FnOnce() -> Option<subagents_messages::Usage>,
+    ) -> bool {
+        self.slot.deliver(output, claim)
     }
 }
 

@@ -182,7 +182,7 @@ mod tests {
         let (probe, shared) = turn(&["hi"]);
         let (out, _stream) = EventSink::channel();
         let agents =
-            crate::agent::turn_state::close(&shared, &out.gated(), &out, &stopped(), &|| {
+            crate::agent::turn_state::close(&shared, &out.gated(), &out, |_| stopped(), &|_| {
                 "cut".to_owned()
             })
             .unwrap()
@@ -206,7 +206,7 @@ mod tests {
     fn a_closed_turns_conversation_reads_whole_before_it_is_handed_over() {
         let (probe, shared) = turn(&["hi"]);
         let (out, _stream) = EventSink::channel();
-        crate::agent::turn_state::close(&shared, &out.gated(), &out, &stopped(), &|| {
+        crate::agent::turn_state::close(&shared, &out.gated(), &out, |_| stopped(), &|_| {
             "cut".to_owned()
         })
         .unwrap();

@@ -91,15 +91,16 @@ fn end_as_killed(shared: &turn_state::Shared, sink: &EventSink, out: &EventSink,
     if !sink.is_open() {
         return;
     }
-    let progress = turn_state::lock(shared).progress_at_cut();
-    let text = "the agent stopped without ending its turn".to_owned();
-    let result = turn_state::result(
-        text.clone(),
-        Outcome::Failed(text.clone()),
-        &progress,
-        started,
-    );
-    turn_state::close(shared, sink, out, &result, &|| text.clone());
+    let text = "the agent stopped without ending its turn";
+    let killed = |state: &turn_state::TurnState| {
+        turn_state::cut_result(
+            state,
+            |_| text.to_owned(),
+            |text| Outcome::Failed(text.to_owned()),
+            started,
+        )
+    };
+    turn_state::close(shared, sink, out, killed, &|_| text.to_owned());
 }
 
 /// The running turn's task, aborted when dropped: if the actor dies

@@ -189,22 +189,30 @@ impl AgentState {
         let task = tokio::spawn(Box::pin(
             async move {
                 let ran = AssertUnwindSafe(turn::run_turn(&ctx)).catch_unwind().await;
-                let result = ran.unwrap_or_else(|panic| {
-                    let text = format!(
-                        "the agent's turn crashed: {}",
-                        panic_message(panic.as_ref())
-                    );
-                    let progress = turn_state::lock(&ctx.shared).progress_at_cut();
-                    turn_state::result(text.clone(), Outcome::Failed(text), &progress, started)
-                });
-                // Written only if a call or an approval is left open.
-                let cut = || turn_state::cut_sentence(&result.outcome, &ctx.config.limits);
+                let limits = ctx.config.limits;
+                let cut = |outcome: &Outcome| turn_state::cut_sentence(outcome, &limits);
                 // `None`: a stop closed the turn first and answered it.
-                if let Some((history, children_usage)) =
-                    turn_state::close(&ctx.shared, &ctx.sink, &events, &result, &cut)
-                {
-                    let mut result = result;
-                    result.children_usage = children_usage;
+                let closed = match ran {
+                    Ok(result) => {
+                        turn_state::close(&ctx.shared, &ctx.sink, &events, |_| result, &cut)
+                    }
+                    Err(panic) => {
+                        let text = format!(
+                            "the agent's turn crashed: {}",
+                            panic_message(panic.as_ref())
+                        );
+                        let crashed = |state: &turn_state::TurnState| {
+                            turn_state::cut_result(
+                                state,
+                                |_| text,
+                                |text| Outcome::Failed(text.to_owned()),
+                                started,
+                            )
+                        };
+                        turn_state::close(&ctx.shared, &ctx.sink, &events, crashed, &cut)
+                    }
+                };
+                if let Some((history, result)) = closed {
                     let _ = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished {
                         run,
                         result,
@@ -294,22 +302,31 @@ impl AgentState {
             return;
         };
         running.task.0.abort();
-        let progress = turn_state::lock(&running.shared).progress_at_cut();
-        let text = format!(
-            "Stopped before finishing, after {} model call(s) and {} tool call(s).",
-            progress.model_calls, progress.tool_calls
-        );
-        let mut result = turn_state::result(text, Outcome::Stopped, &progress, running.started);
+        // What it did is read as the turn closes, under its lock: the
+        // aborted task may still be running on another worker.
+        let started = running.started;
+        let stopped = |state: &turn_state::TurnState| {
+            turn_state::cut_result(
+                state,
+                |progress| {
+                    format!(
+                        "Stopped before finishing, after {} model call(s) and {} tool call(s).",
+                        progress.model_calls, progress.tool_calls
+                    )
+                },
+                |_| Outcome::Stopped,
+                started,
+            )
+        };
         let limits = self.config.limits;
-        let cut = || turn_state::cut_sentence(&result.outcome, &limits);
-        let Some((history, children_usage)) =
-            turn_state::close(&running.shared, &running.sink, &self.events, &result, &cut)
+        let cut = |outcome: &Outcome| turn_state::cut_sentence(outcome, &limits);
+        let Some((history, result)) =
+            turn_state::close(&running.shared, &running.sink, &self.events, stopped, &cut)
         else {
             // The turn had already ended: its TurnFinished is in the mailbox.
             self.running = Some(running);
             return;
         };
-        result.children_usage = children_usage;
         self.close_approvals();
         self.history = history;
         self.count(&result);

@@ -204,31 +204,44 @@ impl CallSlot {
 
     /// Fixes the call's output; `false` once the call is no longer open
     /// (its turn was cut and the call answered already).
-    /// Counts a child's usage (its own and its children's) in this turn's
-    /// result: the call took that child's result.
-    pub(crate) fn add_child_usage(&self, usage: Usage) {
-        if let Some((shared, _)) = &self.turn {
-            lock(shared).progress.children_usage.add(usage);
-        }
+    pub(crate) fn settle(&self, output: &Result<String, ToolError>) -> bool {
+        self.deliver(output, || None)
     }
 
-    pub(crate) fn settle(&self, output: &Result<String, ToolError>) -> bool {
-        if self.turn.is_none() {
+    /// Settles the call's output and, in the same step under the turn's
+    /// lock, takes what `claim` delivers with it: a child's usage (its own
+    /// and its children's), counted in this turn's result. Nothing can
+    /// close the turn between the two, so the child's tokens are in the
+    /// count of the turn that answered the call with its result — and when
+    /// the turn was cut first, `claim` is not called (the result is not
+    /// delivered; `false`). Outside a turn, `claim` runs and `true`.
+    pub(crate) fn deliver(
+        &self,
+        output: &Result<String, ToolError>,
+        claim: impl FnOnce() -> Option<Usage>,
+    ) -> bool {
+        let Some((shared, seq)) = &self.turn else {
+            claim();
             return true;
+        };
+        let mut state = lock(shared);
+        let Some(open) = state.open.as_mut().filter(|o| o.seq == *seq) else {
+            return false;
+        };
+        open.settled = Some(match output {
+            Ok(text) => ToolOutcome {
+                output: text.clone(),
+                is_error: false,
+            },
+            Err(e) => ToolOutcome {
+                output: error_output(&open.name, e),
+                is_error: true,
+            },
+        });
+        if let Some(usage) = claim() {
+            state.progress.children_usage.add(usage);
         }
-        self.with_open(|open| {
-            open.settled = Some(match output {
-                Ok(text) => ToolOutcome {
-                    output: text.clone(),
-                    is_error: false,
-                },
-                Err(e) => ToolOutcome {
-                    output: error_output(&open.name, e),
-                    is_error: true,
-                },
-            });
-        })
-        .is_some()
+        true
     }
 }
 
@@ -280,36 +293,41 @@ pub(crate) fn cut_sentence(outcome: &Outcome, limits: &Limits) -> String {
 }
 
 /// Ends a turn once: answers what it left open (the approval it waited on,
-/// the call in flight, the calls not started), then emits `result` on
+/// the call in flight, the calls not started), then emits its result on
 /// `out` — all atomically with closing `turn_sink`, so nothing of the turn
-/// follows. Returns the conversation after the turn and the result's
-/// `children_usage` as emitted (its holder sets it on its own copy), or
-/// `None` if the turn was already closed (by its task or by a stop). `cut` writes the sentence the open call, approval and unstarted
-/// calls are answered with (called only when one is open).
+/// follows. `result` builds that result from the turn's state as the close
+/// reads it, under the turn's lock (a stop or a kill counts what the turn
+/// did up to this instant, not what it had done when the stop began; the
+/// turn's own end passes its result through). Returns the conversation
+/// after the turn and the result as emitted, or `None` if the turn was
+/// already closed (by its task or by a stop). `cut` writes the sentence
+/// the open call, approval and unstarted calls are answered with, from
+/// the result's outcome (called only when one is open).
 ///
-/// The result's `children_usage` is read here, under the turn's lock: a
-/// call that delivered a child's result (settled, claimed, its usage
-/// added) after a stop had read the turn's progress is answered with that
-/// result, so its tokens are the turn's too — read earlier, they were in
-/// no turn's count.
+/// The result's `children_usage` is the turn's as the close reads it: a
+/// call that delivered a child's result ([`CallSlot::deliver`]: settled,
+/// claimed, its usage added, in one step under this lock) before the
+/// close is answered with that result, so its tokens are the turn's too.
 pub(crate) fn close(
     shared: &Shared,
     turn_sink: &EventSink,
     out: &EventSink,
-    result: &AgentResult,
-    cut: &dyn Fn() -> String,
-) -> Option<(Arc<Vec<ChatMessage>>, Usage)> {
+    result: impl FnOnce(&TurnState) -> AgentResult,
+    cut: &dyn Fn(&Outcome) -> String,
+) -> Option<(Arc<Vec<ChatMessage>>, AgentResult)> {
     let mut state = lock(shared);
     state.closing = true;
     state.ends = None;
-    let children_usage = state.progress.children_usage;
-    let mut history = None;
+    let mut ended = None;
     turn_sink.close_with(|| {
+        let mut result = result(&state);
+        result.children_usage = state.progress.children_usage;
+        let cut = || cut(&result.outcome);
         // The run's span says what its `Result` says: recorded here, by
         // whoever closes the turn (a stop that lost to the turn's own end
         // wrote `stopped` over it; a kill recorded nothing).
         if let Some(span) = &state.span {
-            crate::agent::spans::record_end(span, result);
+            crate::agent::spans::record_end(span, &result);
         }
         let open = state.open.take();
         if let Some((id, tool_use_id)) = state.approval.take() {
@@ -361,16 +379,28 @@ pub(crate) fn close(
         // Taken but never read (a limit or a stop came first): kept in the
         // conversation, after the turn's end.
         state.read_steering();
-        let mut emitted = result.clone();
-        emitted.children_usage = children_usage;
-        out.emit(AgentEvent::Result(Box::new(emitted)));
+        out.emit(AgentEvent::Result(Box::new(result.clone())));
         // Shared, not copied: the hub keeps a finished child's
         // conversation (through its probe) to resume it.
-        let ended = Arc::new(std::mem::take(&mut state.history));
-        state.ended = Some(ended.clone());
-        history = Some(ended);
+        let history = Arc::new(std::mem::take(&mut state.history));
+        state.ended = Some(history.clone());
+        ended = Some((history, result));
     });
-    history.map(|history| (history, children_usage))
+    ended
+}
+
+/// The result of a turn cut from outside (a stop, a kill, a panic): what
+/// it did up to the cut, read from `state` as [`close`] holds it.
+pub(crate) fn cut_result(
+    state: &TurnState,
+    text: impl FnOnce(&Progress) -> String,
+    outcome: impl FnOnce(&str) -> Outcome,
+    started: Instant,
+) -> AgentResult {
+    let progress = state.progress_at_cut();
+    let text = text(&progress);
+    let outcome = outcome(&text);
+    result(text, outcome, &progress, started)
 }
 
 /// Answers the approval `id` if the turn waits on it: emits

@@ -181,16 +181,15 @@ impl Delegator {
         envelope: &Envelope,
         output: &Result<String, ToolError>,
     ) -> bool {
-        if !call.settle(output) {
-            return false;
-        }
-        // Counted once: the claim below is the one delivery.
-        if self.hub.claim(&envelope.id) {
-            let mut usage = envelope.usage;
-            usage.add(envelope.children_usage);
-            call.add_child_usage(usage);
-        }
-        true
+        // Counted once: the claim is the one delivery. Settled, claimed
+        // and counted in one step, so no stop closes the turn between them.
+        call.deliver(output, || {
+            self.hub.claim(&envelope.id).then(|| {
+                let mut usage = envelope.usage;
+                usage.add(envelope.children_usage);
+                usage
+            })
+        })
     }
 
     /// A child's answer within the result budget, the marker naming how

@@ -75,7 +75,9 @@ fn settle_wins_only_before_the_turn_is_cut() {
     let (shared, slot, turn_sink, out, mut stream) = open_turn();
     slot.on_cut("note".into());
     assert!(slot.settle(&Ok("the answer".into())));
-    close(&shared, &turn_sink, &out, &stopped(), &|| "cut".to_owned());
+    close(&shared, &turn_sink, &out, |_| stopped(), &|_| {
+        "cut".to_owned()
+    });
     let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
         panic!("the call is answered first");
     };
@@ -84,7 +86,9 @@ fn settle_wins_only_before_the_turn_is_cut() {
 
     let (shared, slot, turn_sink, out, mut stream) = open_turn();
     slot.on_cut("note".into());
-    close(&shared, &turn_sink, &out, &stopped(), &|| "cut".to_owned());
+    close(&shared, &turn_sink, &out, |_| stopped(), &|_| {
+        "cut".to_owned()
+    });
     assert!(!slot.settle(&Ok("too late".into())), "the turn was cut");
     let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
         panic!("the call is answered first");
@@ -96,28 +100,21 @@ fn settle_wins_only_before_the_turn_is_cut() {
 /// then the call in flight delivered its child's result (settled, claimed,
 /// the child's tokens added) before the stop closed the turn. The call is
 /// answered with that result, but the turn's `Result` carried the usage
-/// read before: the child's tokens were in no turn's count. They are read
-/// under the lock that answers the call.
+/// read before: the child's tokens were in no turn's count. The stop's
+/// result is read as the close holds the lock that answers the call.
 #[test]
-fn a_childs_usage_added_after_a_stop_read_the_progress_is_the_turns() {
+fn a_childs_usage_delivered_before_a_stops_close_is_the_turns() {
     let (shared, slot, turn_sink, out, mut stream) = open_turn();
-    // The stop's read of the progress, then the delivery.
-    let progress = lock(&shared).progress_at_cut();
-    let stopped = result(
-        "stopped".into(),
-        Outcome::Stopped,
-        &progress,
-        Instant::now(),
-    );
-    assert!(slot.settle(&Ok("the child's answer".into())));
     let child = Usage {
         prompt_tokens: 7,
         completion_tokens: 3,
     };
-    slot.add_child_usage(child);
-    let (_, emitted) =
-        close(&shared, &turn_sink, &out, &stopped, &|| "cut".to_owned()).expect("closed here");
-    assert_eq!(emitted, child);
+    assert!(slot.deliver(&Ok("the child's answer".into()), || Some(child)));
+    let (_, emitted) = close(&shared, &turn_sink, &out, stop_at_close, &|_| {
+        "cut".to_owned()
+    })
+    .expect("closed here");
+    assert_eq!(emitted.children_usage, child);
     let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
         panic!("the call is answered first");
     };
@@ -129,4 +126,80 @@ fn a_childs_usage_added_after_a_stop_read_the_progress_is_the_turns() {
         on_stream.children_usage, child,
         "the tokens of the answer it gave"
     );
+}
+
+/// A stop as the agent writes it: its result built from what the turn did
+/// as the close reads it.
+fn stop_at_close(state: &TurnState) -> AgentResult {
+    cut_result(
+        state,
+        |p| format!("stopped after {} model call(s)", p.model_calls),
+        |_| Outcome::Stopped,
+        Instant::now(),
+    )
+}
+
+/// Same instant, two workers: a stop aborts the turn's task, which may
+/// still be running on another worker, and ends the turn. The stop read
+/// the turn's progress first and closed it after, so a model call the task
+/// finished between the two (its tokens on the stream's usage, the call
+/// counted) was in no count: the `Result` said 0 model calls. What the
+/// turn did is read under the close's lock now, so whatever the task
+/// finished before the close is the `Result`'s.
+#[test]
+fn a_stop_counts_what_the_turn_did_up_to_its_close() {
+    let (shared, _slot, turn_sink, out, _stream) = open_turn();
+    // The stop has begun (the task aborted, nothing read): the task,
+    // still on another worker, finishes a model call.
+    {
+        let mut state = lock(&shared);
+        state.progress.model_calls = 1;
+        state.progress.usage.add(Usage {
+            prompt_tokens: 11,
+            completion_tokens: 2,
+        });
+    }
+    let (_, result) = close(&shared, &turn_sink, &out, stop_at_close, &|_| {
+        "cut".to_owned()
+    })
+    .expect("closed here");
+    assert_eq!(result.model_calls, 1);
+    assert_eq!(result.usage.total(), 13);
+    assert_eq!(result.text, "stopped after 1 model call(s)");
+}
+
+/// A delivery is one step under the turn's lock: no close can come
+/// between the call's settling and the child's tokens being counted
+/// (settled, closed by a stop, then counted: the tokens were in no
+/// count). A turn cut first is not delivered to: nothing is claimed.
+#[test]
+fn a_delivery_settles_and_counts_in_one_step() {
+    let (shared, slot, turn_sink, out, _stream) = open_turn();
+    let child = Usage {
+        prompt_tokens: 5,
+        completion_tokens: 5,
+    };
+    let delivered = slot.deliver(&Ok("the answer".into()), || {
+        assert!(
+            shared.try_lock().is_err(),
+            "claimed under the turn's lock, so no close comes between"
+        );
+        Some(child)
+    });
+    assert!(delivered);
+    let (_, result) = close(&shared, &turn_sink, &out, stop_at_close, &|_| {
+        "cut".to_owned()
+    })
+    .unwrap();
+    assert_eq!(result.children_usage, child);
+
+    let (shared, slot, turn_sink, out, _stream) = open_turn();
+    close(&shared, &turn_sink, &out, stop_at_close, &|_| {
+        "cut".to_owned()
+    })
+    .unwrap();
+    let delivered = slot.deliver(&Ok("too late".into()), || {
+        panic!("a cut turn claims nothing")
+    });
+    assert!(!delivered);
 }
