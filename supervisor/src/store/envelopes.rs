@@ -15,7 +15,7 @@ use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope};
 
 use crate::store::files::{
     CORRUPT_EXT, JSON_EXT, LOCK_NAME, file_name_for, is_expired, is_temp_name, move_aside,
-    parse_envelope, sync_dir_best_effort, write_atomic,
+    named_child, parse_envelope, sync_dir_best_effort, write_atomic,
 };
 use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
 
@@ -112,10 +112,12 @@ impl EnvelopeStore {
             unsaved: Mutex::default(),
             _lock: lock,
         };
-        let mut report = store.load()?;
+        let (mut report, named) = store.load()?;
         let loaded: Vec<AgentId> = store.map.iter().map(|e| e.key().clone()).collect();
         let store = EnvelopeStore {
-            ids: ChildIds::after(&loaded),
+            // Past every id a file names too (a corrupt one moved aside,
+            // an unreadable one, a run, a link): never handed out again.
+            ids: ChildIds::after(loaded.iter().chain(&named)),
             earlier: loaded.into_iter().collect(),
             ..store
         };
@@ -162,11 +164,30 @@ impl EnvelopeStore {
     /// On error the envelope is still in memory (answerable by [`get`]),
     /// and the file on disk is the previous version, if any.
     ///
+    /// A link to a later run (`continued_as`) and a claim, once held, are
+    /// kept: a copy taken before another thread resumed the child or took
+    /// its result (an earlier session's child, which any thread may read)
+    /// never erases them.
+    ///
     /// [`get`]: EnvelopeStore::get
     pub fn save(&self, envelope: &Envelope) -> Result<(), StoreError> {
         let _io = self.lock_io();
-        self.map.insert(envelope.id.clone(), envelope.clone());
-        self.write_envelope(envelope)
+        let mut envelope = envelope.clone();
+        if let Some(held) = self.map.get(&envelope.id) {
+            if envelope.continued_as.is_none() {
+                envelope.continued_as = held.continued_as.clone();
+            }
+            envelope.claimed |= held.claimed;
+        }
+        let written = self.write_envelope(&envelope);
+        self.map.insert(envelope.id.clone(), envelope);
+        written
+    }
+
+    /// `envelope` is past the retention: the next prune removes it (and a
+    /// pruned one is not written back).
+    pub(crate) fn expired(&self, envelope: &Envelope) -> bool {
+        envelope.status.is_terminal() && is_expired(envelope, self.clock.now_ms(), self.retention)
     }
 
     /// Writes `envelope`'s file and notes how it went; the caller holds
@@ -268,12 +289,13 @@ impl EnvelopeStore {
     }
 
     /// Reads the directory into the map.
-    fn load(&self) -> Result<LoadReport, StoreError> {
+    fn load(&self) -> Result<(LoadReport, Vec<AgentId>), StoreError> {
         let dir_err = |source| StoreError::Dir {
             path: self.dir.clone(),
             source,
         };
         let mut report = LoadReport::default();
+        let mut named = Vec::new();
         let mut touched = false;
         for entry in fs::read_dir(&self.dir).map_err(dir_err)? {
             let entry = entry.map_err(dir_err)?;
@@ -282,23 +304,13 @@ impl EnvelopeStore {
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                 continue;
             };
+            named.extend(named_child(&name));
             let is_file = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
             if !is_file {
                 continue;
             }
             if is_temp_name(&name) {
-                match fs::remove_file(&path) {
-                    Ok(()) => {
-                        tracing::debug!(path = %path.display(), "removed stray temporary file");
-                        report.temp_removed.push(path);
-                        touched = true;
-                    }
-                    Err(error) => tracing::warn!(
-                        path = %path.display(),
-                        %error,
-                        "could not remove stray temporary file; ignored"
-                    ),
-                }
+                touched |= remove_temp(path, &mut report);
                 continue;
             }
             if name.ends_with(CORRUPT_EXT) || name == LOCK_NAME {
@@ -347,11 +359,38 @@ impl EnvelopeStore {
         if touched {
             sync_dir_best_effort(&self.dir);
         }
+        self.load_runs(&mut report, &mut named);
+        for envelope in self.map.iter() {
+            named.extend(envelope.continued_as.iter().cloned());
+            named.extend(envelope.resumed_from.iter().cloned());
+        }
         report.corrupt.sort_by(|a, b| a.path.cmp(&b.path));
         report.unreadable.sort_by(|a, b| a.path.cmp(&b.path));
         report.temp_removed.sort();
         report.foreign.sort();
-        Ok(report)
+        Ok((report, named))
+    }
+
+    /// Reads `runs/`'s names (each names a child, whose id is taken) and
+    /// removes the temporary files a killed write left there.
+    fn load_runs(&self, report: &mut LoadReport, named: &mut Vec<AgentId>) {
+        let runs = self.dir.join("runs");
+        let Ok(entries) = fs::read_dir(&runs) else {
+            return;
+        };
+        let mut touched = false;
+        for entry in entries.flatten() {
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            named.extend(named_child(&name));
+            if is_temp_name(&name) && entry.file_type().is_ok_and(|t| t.is_file()) {
+                touched |= remove_temp(entry.path(), report);
+            }
+        }
+        if touched {
+            sync_dir_best_effort(&runs);
+        }
     }
 
     pub(super) fn lock_io(&self) -> MutexGuard<'_, ()> {
@@ -407,3 +446,23 @@ fn lock_dir(dir: &Path) -> Result<Option<fs::File>, StoreError> {
 
 /// Tries of a held lock before `Locked` (10 ms apart).
 const LOCK_TRIES: u32 = 20;
+
+/// Removes a temporary file a killed write left; `true` if it went (it is
+/// listed in the report).
+fn remove_temp(path: PathBuf, report: &mut LoadReport) -> bool {
+    match fs::remove_file(&path) {
+        Ok(()) => {
+            tracing::debug!(path = %path.display(), "removed stray temporary file");
+            report.temp_removed.push(path);
+            true
+        }
+        Err(error) => {
+            tracing::warn!(
+                path = %path.display(),
+                %error,
+                "could not remove stray temporary file; ignored"
+            );
+            false
+        }
+    }
+}

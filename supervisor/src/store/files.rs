@@ -43,6 +43,22 @@ pub(super) fn file_name_for(id: &AgentId) -> String {
     name
 }
 
+/// The child a file name in the store names, whatever became of the
+/// file — an envelope, its run, one moved aside as corrupt, one of the
+/// store's temporary files: `agent_3` for each of `agent_3.json`,
+/// `agent_3.json.corrupt`, `.agent_3.json.<hex>.subagents-tmp`. Its id is
+/// taken, so a restart never hands it out again. Only a name whose stem
+/// [`file_name_for`] writes as itself (a child's id is such a name).
+pub(super) fn named_child(name: &str) -> Option<AgentId> {
+    let name = name.strip_prefix('.').unwrap_or(name);
+    let (stem, _) = name.split_once(JSON_EXT)?;
+    let plain = !stem.is_empty()
+        && stem
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    plain.then(|| AgentId::new(stem))
+}
+
 /// The store's own temporary names:
 /// `.<envelope file>.<16 hex digits>.subagents-tmp`, where the envelope
 /// file is a name [`file_name_for`] can produce.

@@ -258,6 +258,13 @@ impl ThreadState {
         let changed: Vec<Envelope> = envelopes
             .into_iter()
             .filter(|e| e.status.is_terminal() && store.get(&e.id).as_ref() != Some(e))
+            // An earlier session's child is the store's: this copy is as
+            // the thread read it, and what the thread changes on it (a
+            // link, a claim, a wake settled) was written as it happened.
+            // Saved now, it would undo what another thread wrote since.
+            .filter(|e| !store.is_from_earlier_session(&e.id))
+            // Pruned meanwhile: not written back, without its run.
+            .filter(|e| !store.expired(e))
             .collect();
         // Runs whose last write never came (the child's end notice was
         // still in this actor's mailbox when it stopped): their final

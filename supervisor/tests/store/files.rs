@@ -395,3 +395,93 @@ fn a_rewrite_keeps_the_files_permissions() {
     let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "mode {mode:o}");
 }
+
+/// Foreign (a torn file, a directory, a lost envelope): the counter went
+/// past the ids that *loaded* only. A corrupt `agent_3.json` moved aside
+/// gave `agent_3` to the next child — which then read the old child's
+/// `runs/agent_3.json` (a kill before its first run write resumed it with
+/// another child's task and tools), and an earlier link `continued_as:
+/// agent_3` led to it. An unreadable file was written over. Every id a
+/// name in the store gives (an envelope, one moved aside, a temporary
+/// file, a run, a link) is taken.
+#[test]
+fn ids_named_by_files_the_open_did_not_load_are_not_handed_out() {
+    let clock = clock(T0);
+    // `agent_1` loads; `setup` adds one name; the next id handed out.
+    let next_after = |setup: &dyn Fn(&Path)| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let store = open(dir, &clock);
+        store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+        drop(store);
+        fs::create_dir_all(dir.join("runs")).unwrap();
+        setup(dir);
+        let (store, _) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+        assert_eq!(ids(&store), ["agent_1"]);
+        store.child_ids().next().unwrap().to_string()
+    };
+    let torn =
+        |dir: &Path| fs::write(dir.join("agent_4.json"), b"{\"id\":\"agent_4\",\"na").unwrap();
+    assert_eq!(next_after(&torn), "agent_5", "moved aside as corrupt");
+    // Not a file: skipped, as an unreadable one is.
+    let skipped = |dir: &Path| fs::create_dir(dir.join("agent_4.json")).unwrap();
+    assert_eq!(next_after(&skipped), "agent_5", "skipped");
+    let orphan_run = |dir: &Path| fs::write(dir.join("runs").join("agent_4.json"), b"{}").unwrap();
+    assert_eq!(
+        next_after(&orphan_run),
+        "agent_5",
+        "a run without its envelope"
+    );
+    let linked = |dir: &Path| {
+        let mut first = envelope("agent_1", T0, Some(T0));
+        first.continued_as = Some(AgentId::new("agent_4"));
+        fs::write(
+            dir.join("agent_1.json"),
+            serde_json::to_vec(&first).unwrap(),
+        )
+        .unwrap();
+    };
+    assert_eq!(next_after(&linked), "agent_5", "a link to a lost envelope");
+    let nothing = |_: &Path| {};
+    assert_eq!(next_after(&nothing), "agent_2");
+}
+
+/// Stopped midway: a process killed while writing a run left
+/// `runs/.agent_1.json.<hex>.subagents-tmp` (a whole conversation) for
+/// good: the open listed only the top directory. It is removed and listed
+/// in `temp_removed`, as one beside the envelopes is.
+#[test]
+fn stray_temp_files_in_runs_are_removed_on_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let clock = clock(T0);
+    drop(open(dir, &clock));
+    let runs = dir.join("runs");
+    fs::create_dir_all(&runs).unwrap();
+    let stray = runs.join(".agent_1.json.00001a2b00000003.subagents-tmp");
+    fs::write(&stray, b"{\"request\":").unwrap();
+    let (_store, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+    assert_eq!(report.temp_removed, std::slice::from_ref(&stray));
+    assert!(!stray.exists());
+}
+
+/// Shared: a copy of an earlier session's child taken before another
+/// thread resumed it (its link) or took its result (its claim), saved
+/// after, erased both — the next session resumed the child's own run
+/// again, forking the chain. A link and a claim, once held, are kept.
+#[test]
+fn a_save_of_an_older_copy_keeps_the_link_and_the_claim() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    let read_before = envelope("agent_1", T0, Some(T0));
+    let mut linked = read_before.clone();
+    linked.continued_as = Some(AgentId::new("agent_2"));
+    linked.claimed = true;
+    store.save(&linked).unwrap();
+    store.save(&read_before).unwrap();
+    let (store, _) = reopen(store, tmp.path(), &clock);
+    let held = store.get(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(held.continued_as, Some(AgentId::new("agent_2")));
+    assert!(held.claimed);
+}

@@ -1,0 +1,112 @@
+//! One store, two threads, and a store that prunes while a thread runs:
+//! what a thread's close writes must never undo what the store holds.
+
+use super::*;
+
+/// Shared: two threads sent to one earlier session's child at once. The
+/// winner resumed it (its link on disk with the resume); the loser, told
+/// it was resumed elsewhere, kept the copy it had read — without the link
+/// — and its close wrote that copy over the store's: the next session
+/// resumed `agent_1`'s own run again, forking the chain.
+#[tokio::test]
+async fn the_losing_threads_close_keeps_the_winners_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+
+    let store = open(&dir);
+    let mut threads = Vec::new();
+    for _ in 0..2 {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+            Reply::answer("Sent."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Worker", vec![Reply::answer("second part done")]);
+        threads.push(thread_on(model.shared(), store.clone(), 3).await);
+    }
+    for (thread, _) in &threads {
+        thread.send_user("more").unwrap();
+    }
+    let mut lost = Vec::new();
+    for (thread, events) in &mut threads {
+        let mut log = Vec::new();
+        until_result(events, &mut log).await;
+        lost.push(
+            results_of(&log, "use_agent")
+                .iter()
+                .any(|(text, error)| *error && text.contains("another thread has resumed it")),
+        );
+        thread.flush_persistence().await.unwrap();
+    }
+    assert_eq!(lost.iter().filter(|l| **l).count(), 1, "{lost:?}");
+    let link = store.get(&AgentId::new("agent_1")).unwrap().continued_as;
+    assert!(link.is_some(), "the winner's link is on disk");
+    // The winner closes first, the loser last.
+    let mut order: Vec<_> = threads.into_iter().zip(lost).collect();
+    order.sort_by_key(|(_, lost)| *lost);
+    for ((thread, _), _) in order {
+        thread.close_and_wait().await;
+    }
+    drop(store);
+    let again = open(&dir);
+    assert_eq!(
+        again.get(&AgentId::new("agent_1")).unwrap().continued_as,
+        link,
+        "the link survives the loser's close"
+    );
+}
+
+/// A child past the retention was pruned (its envelope and run removed)
+/// while its thread ran; the thread's close, writing every envelope the
+/// store did not hold as its book did, wrote it back — without its run, so
+/// a later session with a longer retention listed a child it could not
+/// resume.
+#[tokio::test]
+async fn a_pruned_envelope_is_not_written_back_at_close() {
+    use subagents::actors::clock::ManualClock;
+    const HOUR: u64 = 3_600_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let store = Arc::new(
+        EnvelopeStore::open_with_retention(
+            tmp.path(),
+            clock.clone(),
+            std::time::Duration::from_millis(HOUR),
+        )
+        .unwrap()
+        .0,
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("First", 1, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+        Reply::new().use_agent(&work_call("Second", 1, false)),
+        Reply::answer("Started another."),
+        Reply::answer("Noted again."),
+    ])
+    .with_script("First\n", worker(1))
+    .with_script("Second\n", worker(1));
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .clock(clock.clone()),
+    )
+    .store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("start one").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    clock.advance(2 * HOUR);
+    thread.send_user("start another").unwrap();
+    until_wake(&mut events, &mut log, "agent_2").await;
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    let first = tmp.path().join("agent_1.json");
+    assert!(!first.exists(), "agent_1 is pruned while the thread runs");
+    thread.close_and_wait().await;
+    assert!(!first.exists(), "and not written back at close");
+    assert!(tmp.path().join("agent_2.json").exists());
+}
