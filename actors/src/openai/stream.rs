@@ -135,7 +135,11 @@ impl Assembler {
                 continue;
             }
             if let Some(delta) = choice.delta {
-                if let Some(reasoning) = &delta.reasoning_content {
+                if let Some(reasoning) = delta
+                    .reasoning_content
+                    .as_ref()
+                    .or(delta.reasoning.as_ref())
+                {
                     self.answer_chars += reasoning.chars().count();
                 }
                 for text in [delta.content, delta.refusal].into_iter().flatten() {

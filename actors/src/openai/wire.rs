@@ -92,7 +92,14 @@ impl<'a> ChatRequest<'a> {
             stream_options: StreamOptions {
                 include_usage: true,
             },
-            tool_choice: request.options.tool_choice.as_ref().map(tool_choice),
+            // Only beside tools: vLLM and OpenAI refuse a `tool_choice`
+            // without `tools` (400), and with none there is no choice.
+            tool_choice: request
+                .options
+                .tool_choice
+                .as_ref()
+                .filter(|_| !request.tools.is_empty())
+                .map(tool_choice),
             max_tokens: request.options.max_tokens,
             temperature: request.options.temperature,
             top_p: request.options.top_p,
@@ -224,9 +231,15 @@ pub(crate) struct DeltaWire {
     pub(crate) refusal: Option<String>,
     /// A thinking model's reasoning (vLLM, llama.cpp: `reasoning_content`;
     /// others: `reasoning`): not passed on, but it is output — the answer
-    /// has begun, and it costs tokens.
-    #[serde(default, alias = "reasoning")]
+    /// has begun, and it costs tokens. Two fields, not an alias: a proxy
+    /// that sends both keys (one text under each name, or `null`s) sends
+    /// a chunk like any other, and an alias made it a duplicate field.
+    #[serde(default)]
     pub(crate) reasoning_content: Option<String>,
+    /// The same reasoning under the other name; read only when
+    /// `reasoning_content` is absent, so text sent under both counts once.
+    #[serde(default)]
+    pub(crate) reasoning: Option<String>,
     #[serde(default)]
     pub(crate) tool_calls: Option<Vec<ToolCallDeltaWire>>,
 }
@@ -342,6 +355,26 @@ mod tests {
         assert_eq!(body, Some(expected));
     }
 
+    /// Foreign (a real server): a `tool_choice` set for every call (a
+    /// host's `child_request_options`) went out on a request with no tools
+    /// — a child at the depth limit given none, a profile denying all —
+    /// and vLLM and OpenAI answer 400 to that ("When using `tool_choice`,
+    /// `tools` must be set"): every such call failed. With no tools there
+    /// is no choice to make; it is left out.
+    #[test]
+    fn a_tool_choice_is_not_sent_without_tools() {
+        let mut request = ModelRequest {
+            messages: vec![ChatMessage::user("hi")],
+            ..Default::default()
+        };
+        for choice in [ToolChoice::Auto, ToolChoice::Required, ToolChoice::None] {
+            request.options.tool_choice = Some(choice);
+            let body = serde_json::to_value(ChatRequest::new("m", &request)).unwrap();
+            assert!(body.get("tools").is_none());
+            assert!(body.get("tool_choice").is_none(), "{body}");
+        }
+    }
+
     #[test]
     fn request_options_are_sent_and_unset_ones_are_not() {
         let mut request = ModelRequest {
@@ -359,6 +392,11 @@ mod tests {
         ] {
             assert!(body.get(absent).is_none(), "{absent} sent unset");
         }
+        request.tools = vec![ToolSpec {
+            name: "get_weather".into(),
+            description: "The weather.".into(),
+            parameters: r#"{"type":"object"}"#.into(),
+        }];
         request.options = subagents_messages::RequestOptions {
             tool_choice: Some(ToolChoice::Function("get_weather".into())),
             max_tokens: Some(64),

@@ -390,3 +390,28 @@ fn reasoning_is_output_though_not_passed_on() {
         ]
     );
 }
+
+/// Foreign (a proxy, AxonHub and others): a delta with the reasoning under
+/// both names (`reasoning_content` and `reasoning`, the same text, or
+/// `null`s beside the answer) was a duplicate field to serde's alias, so
+/// the chunk was `Malformed` and every call that reasoned failed. Both
+/// keys are read; the text counts once.
+#[test]
+fn reasoning_sent_under_both_names_is_read_once() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"reasoning_content":"abcdefgh","reasoning":"abcdefgh"}}]}"#,
+        r#"{"choices":[{"delta":{"content":"ok","reasoning":null,"reasoning_content":null},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(
+        out,
+        vec![
+            ModelChunk::Text("ok".into()),
+            ModelChunk::UsageEstimate(Usage {
+                prompt_tokens: 0,
+                completion_tokens: 3
+            })
+        ]
+    );
+}
