@@ -78,12 +78,17 @@ impl ApprovalId {
     }
 
     /// The agent that asked and its number, read back from the id; `None`
-    /// for an id no agent made (`"other"`, `"x-approval-y"`). The last
-    /// separator counts, so an agent id that itself contains
-    /// `-approval-` still reads back whole.
+    /// for an id no agent made (`"other"`, `"x-approval-y"`, and a number
+    /// written as no agent writes it: `01`, `+1`, `0`). The last separator
+    /// counts, so an agent id that itself contains `-approval-` still
+    /// reads back whole.
     pub fn parts(&self) -> Option<(AgentId, u64)> {
-        let (agent, n) = self.as_str().rsplit_once(APPROVAL_SEPARATOR)?;
-        let n = n.parse::<u64>().ok()?;
+        let (agent, digits) = self.as_str().rsplit_once(APPROVAL_SEPARATOR)?;
+        // As `for_agent` writes it: digits only, from 1, no leading zero.
+        if !digits.bytes().all(|b| b.is_ascii_digit()) || digits.starts_with('0') {
+            return None;
+        }
+        let n = digits.parse::<u64>().ok()?;
         (!agent.is_empty()).then(|| (AgentId::new(agent), n))
     }
 }
@@ -99,7 +104,19 @@ mod tests {
         assert_eq!(id.parts(), Some((AgentId::new("agent_3"), 2)));
         let odd = ApprovalId::for_agent(&AgentId::new("a-approval-b"), 7);
         assert_eq!(odd.parts(), Some((AgentId::new("a-approval-b"), 7)));
-        for foreign in ["other", "x-approval-y", "-approval-1", ""] {
+        // Forged (a number no agent writes): the agent read it as its own
+        // id's number while it lived, and answered `Unknown` by its exact
+        // id — the hub, once it ended, `Ended`. One answer for one id.
+        for foreign in [
+            "other",
+            "x-approval-y",
+            "-approval-1",
+            "",
+            "agent_1-approval-01",
+            "agent_1-approval-+1",
+            "agent_1-approval-0",
+            "agent_1-approval-",
+        ] {
             assert_eq!(ApprovalId::new(foreign).parts(), None, "{foreign}");
         }
     }

@@ -253,3 +253,34 @@ async fn an_approval_an_ended_child_never_asked_for_is_unknown() {
     );
     thread.close_and_wait().await;
 }
+
+/// Same instant: a child's approval answered, then the thread closed, in
+/// one tick. `close` says what was sent before it is handled first, and
+/// the thread forwarded the answer to the hub — but the close stopped the
+/// hub with ractor's stop, which is read before the mailbox: the answer
+/// was dropped, the host told the thread was closed, and the child's
+/// request ended `Cancelled`, though it was answered first. The hub is
+/// drained, as the parent is.
+#[tokio::test(start_paused = true)]
+async fn a_childs_approval_then_a_close_in_one_tick_arrive_in_that_order() {
+    use subagents::messages::{ApprovalDecision, ApprovalOutcome};
+    let (thread, mut events, mut log, request) = a_child_asking().await;
+    let (answered, ()) = tokio::join!(
+        thread.resolve_approval(request.id.clone(), ApprovalDecision::Approve),
+        async { thread.close() }
+    );
+    assert_eq!(answered, Ok(()), "the answer came first");
+    while let Some(event) = next_event(&mut events, &log).await {
+        log.push(event);
+    }
+    let (_, by_id) = check_log(&log, true);
+    let outcomes: Vec<ApprovalOutcome> = by_id[&AgentId::new("agent_1")]
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outcomes, [ApprovalOutcome::Approved], "{log:#?}");
+}

@@ -42,14 +42,15 @@ pub struct DelegatingAgent {
 
 impl DelegatingAgent {
     /// Stops the parent (its turn ends as stopped), the hub (every child
-    /// stops) and the gate if the builder made it; a gate the host gave is
-    /// left running for its other users.
-    ///
-    /// The parent is drained ([`AgentHandle::shutdown`]): a turn already in
-    /// its mailbox ends as stopped; one sent after this comes back.
+    /// stops) and the gate if the builder made it (one the host gave runs
+    /// on). Parent and hub are drained ([`AgentHandle::shutdown`]): what
+    /// reached them first (a turn, an approval answer) is handled; a turn
+    /// sent after comes back.
     pub fn shutdown(&self) {
         self.agent.shutdown();
-        self.hub.actor().stop(None);
+        if self.hub.actor().drain().is_err() {
+            self.hub.actor().stop(None);
+        }
         if self.owns_gate {
             self.gate.actor().stop(None);
         }
