@@ -284,3 +284,62 @@ async fn a_childs_approval_then_a_close_in_one_tick_arrive_in_that_order() {
         .collect();
     assert_eq!(outcomes, [ApprovalOutcome::Approved], "{log:#?}");
 }
+
+/// Stopped midway: a child waited on inline asked for approval, then the
+/// parent's turn was stopped and the child went on in the background —
+/// where the host had chosen not to be asked (`BackgroundApprovals::Deny`
+/// or `Approve`). The policy was read only as a call asked, so the pending
+/// request waited for a host that would never answer, holding the child's
+/// slot until its wall clock ran out. As a child goes to the background,
+/// the policy answers the request it waits on, as it answers every later
+/// one.
+#[tokio::test(start_paused = true)]
+async fn a_pending_approval_of_a_child_sent_to_the_background_follows_the_policy() {
+    use subagents::actors::hub::BackgroundApprovals;
+    use subagents::messages::ApprovalOutcome;
+    for (policy, outcome, said) in [
+        (
+            BackgroundApprovals::Deny,
+            ApprovalOutcome::Denied,
+            "the user denied",
+        ),
+        (
+            BackgroundApprovals::Approve,
+            ApprovalOutcome::Approved,
+            "posted",
+        ),
+    ] {
+        let builder = parent(poster("Poster", true)).background_approvals(policy);
+        let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_child_approval(&mut events, &mut log).await;
+        thread.stop_parent().unwrap();
+        run_for(&mut events, &mut log, 30).await;
+        let (_, by_id) = check_log(&log, true);
+        let child = &by_id[&AgentId::new("agent_1")];
+        let outcomes: Vec<ApprovalOutcome> = child
+            .events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(outcomes, [outcome], "{policy:?}: {log:#?}");
+        let posted = child.events.iter().find_map(|(_, e)| match e {
+            AgentEvent::ToolResult(r) if r.name == "http_post" => Some(r.output.clone()),
+            _ => None,
+        });
+        assert!(
+            posted.as_deref().is_some_and(|o| o.starts_with(said)),
+            "{policy:?}: {posted:?}"
+        );
+        assert_eq!(
+            child.terminal().map(|(_, s)| s),
+            Some(SubAgentStatus::Done),
+            "{policy:?}"
+        );
+        thread.close_and_wait().await;
+    }
+}

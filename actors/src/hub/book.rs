@@ -324,12 +324,10 @@ impl Book {
         Some(envelope.clone())
     }
 
-    /// True when `id` asked for its approval number `n` (an answer to it
-    /// once the child ended is `Ended`, not `Unknown`).
-    pub(crate) fn asked_approval(&self, id: &AgentId, n: u64) -> bool {
-        self.entries
-            .get(id)
-            .is_some_and(|e| (1..=e.approvals_asked).contains(&n))
+    /// How many approvals `id` asked for (its last one's number; 0: none).
+    /// An answer to one of them once the child ended is `Ended`.
+    pub(crate) fn approvals_asked(&self, id: &AgentId) -> u64 {
+        self.entries.get(id).map_or(0, |e| e.approvals_asked)
     }
 
     /// Every envelope, in child-number order.

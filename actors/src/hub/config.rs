@@ -75,7 +75,8 @@ pub trait EnvelopeArchive: Send + Sync + 'static {
     }
 }
 
-/// What a background child's approval request does.
+/// What a background child's approval request does — also the one it
+/// waits on as it is handed to the background.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackgroundApprovals {
     /// Ask the host, as for any agent.
@@ -113,7 +114,8 @@ pub(crate) struct HubConfig {
     /// Where child ids come from; share one counter between hubs whose
     /// envelopes meet (one store), and start it past the archived ids.
     pub(crate) ids: ChildIds,
-    /// What a background child's approval request does.
+    /// What a background child's approval request does — also the one it
+/// waits on as it is handed to the background.
     pub(crate) background_approvals: BackgroundApprovals,
     /// Models a child may ask for by name (falls back to `model`).
     pub(crate) models: ModelRegistry,

@@ -28,7 +28,9 @@ impl HubState {
         }
         // Ended: one it asked for; any other id (a number it never
         // reached) no agent asked for.
-        let refusal = if self.book.is_terminal(&owner) && self.book.asked_approval(&owner, n) {
+        let refusal = if self.book.is_terminal(&owner)
+            && (1..=self.book.approvals_asked(&owner)).contains(&n)
+        {
             ApprovalRefusal::Ended(id)
         } else {
             ApprovalRefusal::Unknown(id)

@@ -6,8 +6,10 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ractor::{ActorRef, RpcReplyPort};
-use subagents_messages::{AgentId, Envelope, SubAgentStatus};
+use subagents_messages::{AgentId, ApprovalDecision, ApprovalId, Envelope, SubAgentStatus};
 
+use crate::agent::AgentMsg;
+use crate::hub::BackgroundApprovals;
 use crate::hub::error::Refused;
 use crate::hub::ids::child_number;
 use crate::hub::lifecycle::HubState;
@@ -91,7 +93,32 @@ impl HubState {
             return DetachOutcome::Unknown;
         };
         self.set_status(id, child, SubAgentStatus::Background);
+        self.answer_pending_approval(id);
         DetachOutcome::Detached
+    }
+
+    /// A child handed to the background while it waits on an approval:
+    /// the background policy, when it answers (`Deny`, `Approve`: the host
+    /// chose not to be asked for a background child's calls), answers
+    /// that request too, as it answers every later one. Sent as the host's
+    /// answer is: one the agent no longer waits on is refused, and that
+    /// refusal is nobody's to read.
+    fn answer_pending_approval(&self, id: &AgentId) {
+        let decision = match self.config.background_approvals {
+            BackgroundApprovals::Ask => return,
+            BackgroundApprovals::Deny => ApprovalDecision::Deny,
+            BackgroundApprovals::Approve => ApprovalDecision::Approve,
+        };
+        let asked = self.book.approvals_asked(id);
+        let agent = self.children.get(id).and_then(|c| c.agent.as_ref());
+        if let (Some(agent), true) = (agent, asked > 0) {
+            let (reply, _) = tokio::sync::oneshot::channel();
+            let _ = agent.actor_ref().cast(AgentMsg::ResolveApproval {
+                id: ApprovalId::for_agent(id, asked),
+                decision,
+                reply: reply.into(),
+            });
+        }
     }
 
     /// Interrupts a child: [`HubState::stop`], ending `interrupted` (a
