@@ -203,18 +203,18 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
         }
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
-    if ctx
-        .actor
-        .cast(AgentMsg::Internal(AgentInternal::ApprovalPending {
+    // Registered and asked under the turn's lock: an answer (the id's form
+    // is documented, so one may come at once) that reaches the agent
+    // between the two waits for the lock, and finds the turn waiting.
+    let registered = ctx.with(|t| {
+        let pending = AgentMsg::Internal(AgentInternal::ApprovalPending {
             id: id.clone(),
             responder: tx.into(),
             turn: ctx.shared.clone(),
-        }))
-        .is_err()
-    {
-        return Ok(ApprovalDecision::Deny);
-    }
-    ctx.with(|t| {
+        });
+        if ctx.actor.cast(pending).is_err() {
+            return false;
+        }
         let asked = ctx
             .sink
             .emit(AgentEvent::ApprovalRequested(Box::new(ApprovalRequest {
@@ -227,7 +227,11 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
             t.approval = Some((id, call.id.clone()));
             t.doing(Activity::AwaitingApproval(call.name.clone()));
         }
+        true
     });
+    if !registered {
+        return Ok(ApprovalDecision::Deny);
+    }
     let decision = rx.await.unwrap_or(ApprovalDecision::Deny);
     ctx.with(|t| t.doing(Activity::InTool(call.name.clone())));
     Ok(decision)

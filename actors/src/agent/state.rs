@@ -349,11 +349,10 @@ impl AgentState {
                 .cloned()
                 .unwrap_or(ApprovalRefusal::Unknown(id)));
         };
-        let resolved = self
-            .running
-            .as_ref()
-            .is_some_and(|r| turn_state::resolve_approval(&r.shared, &r.sink, &id, decision));
-        if resolved && responder.send(decision).is_ok() {
+        let resolved = self.running.as_ref().is_some_and(|r| {
+            turn_state::resolve_approval(&r.shared, &r.sink, &id, decision, responder)
+        });
+        if resolved {
             self.closed_approvals.insert(
                 id.clone(),
                 ApprovalRefusal::AlreadyAnswered { id, decision },

@@ -403,14 +403,19 @@ pub(crate) fn cut_result(
     result(text, outcome, &progress, started)
 }
 
-/// Answers the approval `id` if the turn waits on it: emits
-/// `ApprovalResolved` on the turn's stream. `false` if the turn does not
-/// wait on it (it was cut meanwhile).
+/// Answers the approval `id` if the turn waits on it: hands `decision` to
+/// the waiting call through `responder`, then emits `ApprovalResolved` on
+/// the turn's stream — both under the turn's lock, so the call reads the
+/// decision only after its event, and an event says `Approved` or
+/// `Denied` only for a decision the call took. `false` if the turn does
+/// not wait on it (it was cut meanwhile), or the call is gone (the turn
+/// ended in this instant: its close cancels the request).
 pub(crate) fn resolve_approval(
     shared: &Shared,
     turn_sink: &EventSink,
     id: &ApprovalId,
     decision: ApprovalDecision,
+    responder: ractor::RpcReplyPort<ApprovalDecision>,
 ) -> bool {
     let mut state = lock(shared);
     let Some(tool_use_id) = state
@@ -421,19 +426,21 @@ pub(crate) fn resolve_approval(
     else {
         return false;
     };
+    if responder.send(decision).is_err() {
+        return false;
+    }
     let outcome = match decision {
         ApprovalDecision::Approve => ApprovalOutcome::Approved,
         ApprovalDecision::Deny => ApprovalOutcome::Denied,
     };
-    let emitted = turn_sink.emit(AgentEvent::ApprovalResolved {
+    // Open: only a close (under this lock) closes the turn's sink.
+    turn_sink.emit(AgentEvent::ApprovalResolved {
         id: id.clone(),
         tool_use_id,
         outcome,
     });
-    if emitted {
-        state.approval = None;
-    }
-    emitted
+    state.approval = None;
+    true
 }
 
 #[cfg(test)]

@@ -115,7 +115,7 @@ pub(crate) struct HubConfig {
     /// envelopes meet (one store), and start it past the archived ids.
     pub(crate) ids: ChildIds,
     /// What a background child's approval request does — also the one it
-/// waits on as it is handed to the background.
+    /// waits on as it is handed to the background.
     pub(crate) background_approvals: BackgroundApprovals,
     /// Models a child may ask for by name (falls back to `model`).
     pub(crate) models: ModelRegistry,

@@ -203,3 +203,55 @@ fn a_delivery_settles_and_counts_in_one_step() {
     });
     assert!(!delivered);
 }
+
+/// Same instant, two workers: the wall clock dropped the turn's future —
+/// and with it the call waiting on an approval — while the host's answer
+/// reached the agent before the turn's close. The answer was written on
+/// the stream (`Approved`) and only then handed to the call, which was
+/// gone: the host was told `Ended` while the stream said `Approved`, and
+/// the call's `ToolResult` then said the wall clock cut it. The decision
+/// is handed over first, under the turn's lock; the event follows only a
+/// decision the call took, and the close cancels one it never took.
+#[test]
+fn an_approval_the_call_never_took_is_not_written_as_answered() {
+    let (shared, _slot, turn_sink, out, mut stream) = open_turn();
+    let id = ApprovalId::new("agent_1-approval-1");
+    lock(&shared).approval = Some((id.clone(), ToolUseId::new("call_1")));
+    let (responder, gone) = tokio::sync::oneshot::channel();
+    drop(gone);
+    let taken = resolve_approval(
+        &shared,
+        &turn_sink,
+        &id,
+        ApprovalDecision::Approve,
+        responder.into(),
+    );
+    assert!(!taken, "the call was gone");
+    assert!(stream.try_recv().is_none(), "nothing written");
+    close(&shared, &turn_sink, &out, stop_at_close, &|_| {
+        "cut".to_owned()
+    })
+    .unwrap();
+    let Some(AgentEvent::ApprovalResolved { outcome, .. }) = stream.try_recv() else {
+        panic!("the close answers the request");
+    };
+    assert_eq!(outcome, ApprovalOutcome::Cancelled("cut".into()));
+
+    // Taken: the decision reaches the call, then its event.
+    let (shared, _slot, turn_sink, _out, mut stream) = open_turn();
+    lock(&shared).approval = Some((id.clone(), ToolUseId::new("call_1")));
+    let (responder, mut call) = tokio::sync::oneshot::channel();
+    assert!(resolve_approval(
+        &shared,
+        &turn_sink,
+        &id,
+        ApprovalDecision::Deny,
+        responder.into()
+    ));
+    assert_eq!(call.try_recv(), Ok(ApprovalDecision::Deny));
+    let Some(AgentEvent::ApprovalResolved { outcome, .. }) = stream.try_recv() else {
+        panic!("then its event");
+    };
+    assert_eq!(outcome, ApprovalOutcome::Denied);
+    assert!(lock(&shared).approval.is_none());
+}
