@@ -12,7 +12,9 @@ use ractor_cluster::NodeServerMessage;
 use subagents_actors::{NodeLink, RunReports};
 use subagents_messages::remote::{ReportBody, RunRequest, RunSpec};
 
-use crate::wire::{HostMsg, InboxMsg, decode_report, encode_request, encode_start, inbox_group};
+use crate::wire::{
+    HostMsg, InboxMsg, decode_report, encode_request, encode_start, host_group, inbox_group,
+};
 
 /// How often a link asks its node how many runs are live (the heartbeat).
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -62,6 +64,7 @@ pub(crate) struct LinkInner {
     pub(crate) node: String,
     /// This node's name (where reports come back).
     pub(crate) me: String,
+    /// The node's host as found at connect; see [`LinkInner::host`].
     pub(crate) host: ActorRef<HostMsg>,
     pub(crate) routes: Routes,
     pub(crate) labels: Vec<String>,
@@ -108,11 +111,28 @@ impl std::fmt::Debug for ClusterLink {
     }
 }
 
+impl LinkInner {
+    /// The node's host as the cluster knows it now. A remote actor's ref
+    /// is its session's: a second connection between the two nodes closes
+    /// one session as a duplicate, and the host found through it (at
+    /// connect) went with it — every heartbeat then went unanswered and a
+    /// healthy node was lost. Looked up again each time; the one found at
+    /// connect while no other is known.
+    pub(crate) fn host(&self) -> ActorRef<HostMsg> {
+        ractor::pg::get_members(&host_group(&self.node))
+            .into_iter()
+            .find(|cell| {
+                !cell.get_id().is_local() && cell.get_status() < ractor::ActorStatus::Stopping
+            })
+            .map_or_else(|| self.host.clone(), ActorRef::from)
+    }
+}
+
 impl ClusterLink {
     /// The results its node keeps of runs whose parent's node was lost
     /// (with the `Detach` policy): fetched from the node.
     pub async fn kept(&self) -> Result<Vec<crate::KeptRun>, crate::ClusterError> {
-        crate::host::kept_of(&self.inner.host, &self.inner.node).await
+        crate::host::kept_of(&self.inner.host(), &self.inner.node).await
     }
 
     /// How many runs were started on its node through this link.
@@ -139,7 +159,7 @@ impl ClusterLink {
                     return;
                 }
                 let timeout = u64::try_from(HEARTBEAT.as_millis()).unwrap_or(1000);
-                match ractor::call_t!(link.host, HostMsg::Live, timeout) {
+                match ractor::call_t!(link.host(), HostMsg::Live, timeout) {
                     Ok(live) => {
                         missed = 0;
                         link.live.store(live, Ordering::SeqCst);
@@ -209,7 +229,7 @@ impl NodeLink for ClusterLink {
             .routes
             .lock()
             .insert(key, (inner.node.clone(), reports));
-        if inner.host.cast(HostMsg::Start(bytes)).is_err() {
+        if inner.host().cast(HostMsg::Start(bytes)).is_err() {
             inner.routes.lock().remove(&key);
             return Err("its host is gone".into());
         }
@@ -224,7 +244,7 @@ impl NodeLink for ClusterLink {
         }
         let bytes = encode_request(&inner.me, key, &request).map_err(|e| e.to_string())?;
         inner
-            .host
+            .host()
             .cast(HostMsg::Request(bytes))
             .map_err(|_| "its host is gone".to_owned())
     }

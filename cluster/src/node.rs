@@ -17,6 +17,12 @@ use crate::host::{HostState, NodeHost};
 use crate::link::{ClusterLink, Inbox, LinkInner, Routes};
 use crate::wire::{HostMsg, InboxMsg, KeptRun, host_group};
 
+/// The longest frame a session reads: the codec's message limit (64 MiB,
+/// `subagents_messages::codec`) and room for ractor_cluster's own framing.
+/// ractor_cluster's default, 16 MiB, closed the whole session on a report
+/// between the two — every child on the node lost, the link down.
+const FRAME_LIMIT: u64 = (64 << 20) + (1 << 20);
+
 /// One node of a cluster: it runs children for other nodes (its host) and
 /// places its own children on them (its links).
 pub struct ClusterNode {
@@ -42,6 +48,39 @@ impl std::fmt::Debug for ClusterNode {
 struct Sessions {
     links: Arc<Mutex<HashMap<String, Weak<LinkInner>>>>,
     host: ActorRef<HostMsg>,
+    book: Mutex<SessionBook>,
+}
+
+/// Which session of each peer is the one in use. ractor_cluster tells of
+/// every session that closes under a peer's name — also one that never
+/// authenticated (anyone may claim a name before the cookie is checked)
+/// and the loser of a second connection between two nodes (one closes as
+/// a duplicate). Only the close of the peer's authenticated session, the
+/// one ractor_cluster kept, is its loss.
+#[derive(Debug, Default)]
+pub(crate) struct SessionBook(HashMap<String, ractor::ActorId>);
+
+impl SessionBook {
+    /// `session` authenticated as `peer` and was kept: it is the peer's.
+    pub(crate) fn authenticated(&mut self, peer: &str, session: ractor::ActorId) {
+        self.0.insert(peer.to_owned(), session);
+    }
+
+    /// `session` of `peer` closed: `true` if it was the peer's (the peer
+    /// is lost), `false` for any other.
+    pub(crate) fn closed(&mut self, peer: &str, session: ractor::ActorId) -> bool {
+        let ours = self.0.get(peer) == Some(&session);
+        if ours {
+            self.0.remove(peer);
+        }
+        ours
+    }
+}
+
+impl Sessions {
+    fn book(&self) -> std::sync::MutexGuard<'_, SessionBook> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl NodeEventSubscription for Sessions {
@@ -51,6 +90,10 @@ impl NodeEventSubscription for Sessions {
         let Some(peer) = ses.peer_name.map(|p| peer_node(&p.name).to_owned()) else {
             return;
         };
+        if !self.book().closed(&peer, ses.actor.get_id()) {
+            tracing::debug!(%peer, addr = %ses.peer_addr, "a session that was not the peer's closed");
+            return;
+        }
         let link = self
             .links
             .lock()
@@ -63,7 +106,12 @@ impl NodeEventSubscription for Sessions {
         let _ = self.host.cast(HostMsg::ParentLost(peer));
     }
 
-    fn node_session_authenticated(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
+    fn node_session_authenticated(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        if let Some(peer) = &ses.peer_name {
+            self.book()
+                .authenticated(peer_node(&peer.name), ses.actor.get_id());
+        }
+    }
 }
 
 /// The node's own name in a peer's session name: ractor_cluster names a
@@ -101,7 +149,8 @@ impl ClusterNode {
             None,
             None,
         )
-        .with_listen_addr(addr);
+        .with_listen_addr(addr)
+        .with_max_inbound_frame_size(FRAME_LIMIT);
         let (server, _) = Actor::spawn(None, server, ())
             .await
             .map_err(spawn("node server"))?;
@@ -118,6 +167,7 @@ impl ClusterNode {
             subscription: Box::new(Sessions {
                 links: links.clone(),
                 host: host.clone(),
+                book: Mutex::default(),
             }),
         });
         Ok(Self {
@@ -208,7 +258,26 @@ impl ClusterNode {
 
 #[cfg(test)]
 mod tests {
-    use super::peer_node;
+    use super::{SessionBook, peer_node};
+
+    /// Forged or repeated: a session that closed under a peer's name was
+    /// that peer's loss whatever it was — a client that claimed the name
+    /// and never knew the cookie, or the loser of a second connection
+    /// (ractor_cluster closes one as a duplicate) — and every child on the
+    /// healthy node failed "node lost", or its runs were orphaned while
+    /// its session lived. Only the kept, authenticated session's close is.
+    #[test]
+    fn only_the_peers_kept_session_closing_loses_it() {
+        let id = |n| ractor::ActorId::Local(n);
+        let mut book = SessionBook::default();
+        assert!(!book.closed("b", id(1)), "never authenticated");
+        book.authenticated("b", id(2));
+        assert!(!book.closed("b", id(3)), "another session under b's name");
+        book.authenticated("b", id(4));
+        assert!(!book.closed("b", id(2)), "the duplicate replaced");
+        assert!(book.closed("b", id(4)), "the kept one: b is lost");
+        assert!(!book.closed("b", id(4)), "once");
+    }
 
     /// Shared: nodes `gpu` and `gpu@2` on one cluster. The session of
     /// `gpu@2` is named `gpu@2@10.0.0.5`; cut at its first `@`, its loss

@@ -176,6 +176,87 @@ async fn an_approval_and_a_stop_cross_processes() {
     drop(b);
 }
 
+/// Foreign (a long answer): the codec takes a message up to 64 MiB, but
+/// ractor_cluster reads a frame up to 16 MiB by default and closes the
+/// whole session on a longer one — a child on `b` that answered 17 MiB
+/// (a few files read back) failed "node lost", and so did every other
+/// child there, the link down for good. The session reads what the codec
+/// writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_ractors_default_frame_arrives_whole() {
+    let _turn = TURNS.lock().await;
+    let b = NodeB::start("b9");
+    let (node, link) = node_a("a9", &b).await;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Verbose\nYou talk.", "talk").wait(true)),
+        Reply::answer("Read it."),
+    ]);
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(model.named("scripted").shared())
+            .system_prompt("You are the parent.")
+            .tools(tools())
+            .placement(Placement::On(Arc::new(link.clone()))),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, is_result).await;
+    let child = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(child.status, SubAgentStatus::Done, "{:?}", child.error);
+    assert_eq!(child.result.map(|r| r.len()), Some(17 << 20));
+    assert!(!link.is_down(), "the session stays up");
+    thread.close_and_wait().await;
+    node.shutdown();
+    drop(b);
+}
+
+/// Repeated: a second connection to a node already connected (a retry,
+/// a second hub's link) — ractor_cluster keeps one session and closes the
+/// other as a duplicate, and that close was read as the node's loss: the
+/// child running there failed "node lost" though its node was fine. And
+/// when the new session was the one kept, the host the link had found
+/// through the old one was gone with it: its heartbeats went unanswered
+/// and the node was lost 6 s later. The child works 8 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_connection_to_a_node_does_not_lose_it() {
+    let _turn = TURNS.lock().await;
+    let b = NodeB::start("b10");
+    let (node, link) = node_a("a10", &b).await;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Steady\nYou work.", "work 8 s")
+                .tools(["sleep"])
+                .wait(true),
+        ),
+        Reply::answer("Worked."),
+    ]);
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(model.named("scripted").shared())
+            .system_prompt("You are the parent.")
+            .tools(tools())
+            .placement(Placement::On(Arc::new(link.clone()))),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    seen(&mut events, &mut log, in_tool).await;
+    let again = node
+        .connect(&format!("127.0.0.1:{}", b.port), "b10", &[], PATIENCE)
+        .await
+        .unwrap();
+    until(&mut events, &mut log, is_result).await;
+    let child = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(child.status, SubAgentStatus::Done, "{:?}", child.error);
+    assert!(!link.is_down() && !again.is_down());
+    thread.close_and_wait().await;
+    node.shutdown();
+    drop(b);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_node_is_lost_when_its_heartbeats_go_unanswered() {
     let _turn = TURNS.lock().await;

@@ -46,6 +46,10 @@ pub(crate) fn model() -> ScriptedModel {
         .with_script("Quick\n", sleeper(1))
         .with_script("Slow\n", sleeper(2))
         .with_script("Sleeper\n", sleeper(600))
+        // Past the heartbeat's verdict (3 missed: 6 s).
+        .with_script("Steady\n", sleeper(8))
+        // An answer over ractor_cluster's default frame (16 MiB).
+        .with_script("Verbose\n", vec![Reply::answer("x".repeat(17 << 20))])
         .with_script(
             "Poster\n",
             vec![
