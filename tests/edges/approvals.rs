@@ -296,24 +296,27 @@ async fn a_childs_approval_then_a_close_in_one_tick_arrive_in_that_order() {
 #[tokio::test(start_paused = true)]
 async fn a_pending_approval_of_a_child_sent_to_the_background_follows_the_policy() {
     use subagents::actors::hub::BackgroundApprovals;
-    use subagents::messages::ApprovalOutcome;
-    for (policy, outcome, said) in [
+    use subagents::messages::{ApprovalDecision, ApprovalOutcome, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    for (policy, outcome, said, decision) in [
         (
             BackgroundApprovals::Deny,
             ApprovalOutcome::Denied,
             "the user denied",
+            ApprovalDecision::Deny,
         ),
         (
             BackgroundApprovals::Approve,
             ApprovalOutcome::Approved,
             "posted",
+            ApprovalDecision::Approve,
         ),
     ] {
         let builder = parent(poster("Poster", true)).background_approvals(policy);
         let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
         thread.send_user("go").unwrap();
         let mut log = Vec::new();
-        until_child_approval(&mut events, &mut log).await;
+        let request = until_child_approval(&mut events, &mut log).await;
         thread.stop_parent().unwrap();
         run_for(&mut events, &mut log, 30).await;
         let (_, by_id) = check_log(&log, true);
@@ -338,6 +341,19 @@ async fn a_pending_approval_of_a_child_sent_to_the_background_follows_the_policy
         assert_eq!(
             child.terminal().map(|(_, s)| s),
             Some(SubAgentStatus::Done),
+            "{policy:?}"
+        );
+        // The host's answer after the child ended: answered, as the
+        // stream says — it read `Ended` ("closed as cancelled"), and
+        // `AlreadyAnswered` only while the child still ran.
+        assert_eq!(
+            thread
+                .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
+                .await,
+            Err(ThreadError::Approval(ApprovalRefusal::AlreadyAnswered {
+                id: request.id.clone(),
+                decision
+            })),
             "{policy:?}"
         );
         thread.close_and_wait().await;

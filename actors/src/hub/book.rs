@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use rustc_hash::FxBuildHasher;
-use subagents_messages::text::one_line;
 use subagents_messages::{
-    AgentEvent, AgentId, ChatMessage, ChildRequest, Envelope, SubAgentStatus,
+    AgentEvent, AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChatMessage, ChildRequest,
+    Envelope, SubAgentStatus,
 };
 use tokio::time::Instant;
 
@@ -24,7 +24,7 @@ use crate::hub::ids::child_number;
 use crate::sink::EventSink;
 
 /// The longest tool name `status` shows.
-const TOOL_NAME_CHARS: usize = 80;
+pub(super) const TOOL_NAME_CHARS: usize = 80;
 
 /// An envelope and the bookkeeping around it.
 #[derive(Debug, Clone)]
@@ -51,6 +51,10 @@ pub(super) struct Entry {
     /// The number of the last approval it asked for (0: none): an answer
     /// to one it asked for once it ended is `Ended`, any other `Unknown`.
     pub(super) approvals_asked: u64,
+    /// The approvals it asked for that were answered, and how (by the
+    /// host, or by the background policy): an answer to one once it ended
+    /// is `AlreadyAnswered`, as it was while it ran.
+    pub(super) approvals_answered: Box<[(u64, ApprovalDecision)]>,
 }
 
 /// A child's own sink and its requester's: closing the first with its
@@ -110,6 +114,7 @@ impl Book {
                 run_span: None,
                 closer,
                 approvals_asked: 0,
+                approvals_answered: Box::default(),
             }),
         );
     }
@@ -325,9 +330,36 @@ impl Book {
     }
 
     /// How many approvals `id` asked for (its last one's number; 0: none).
-    /// An answer to one of them once the child ended is `Ended`.
     pub(crate) fn approvals_asked(&self, id: &AgentId) -> u64 {
         self.entries.get(id).map_or(0, |e| e.approvals_asked)
+    }
+
+    /// Why an answer to `id`'s approval `n` is refused once it ended: how
+    /// it was answered, or `Ended` for one it asked and nobody answered,
+    /// or `Unknown` for a number it never reached.
+    pub(crate) fn approval_refusal(
+        &self,
+        id: ApprovalId,
+        owner: &AgentId,
+        n: u64,
+    ) -> ApprovalRefusal {
+        let Some(entry) = self.entries.get(owner) else {
+            return ApprovalRefusal::Unknown(id);
+        };
+        if !(1..=entry.approvals_asked).contains(&n) {
+            return ApprovalRefusal::Unknown(id);
+        }
+        match entry
+            .approvals_answered
+            .iter()
+            .find(|(asked, _)| *asked == n)
+        {
+            Some((_, decision)) => ApprovalRefusal::AlreadyAnswered {
+                id,
+                decision: *decision,
+            },
+            None => ApprovalRefusal::Ended(id),
+        }
     }
 
     /// Every envelope, in child-number order.
@@ -404,48 +436,6 @@ impl Book {
         failed.sort_by_key(|e| (child_number(&e.id).unwrap_or(u64::MAX), e.id.clone()));
         failed
     }
-
-    /// Keeps a child's envelope current from its own events (tool calls,
-    /// usage), and tells `observers` each step it ends (a tool call
-    /// answered).
-    pub(crate) fn tap(
-        &self,
-        id: AgentId,
-        observers: Vec<Arc<dyn crate::hub::HubObserver>>,
-    ) -> crate::sink::Tap {
-        let entries = self.entries.clone();
-        Arc::new(move |event: &AgentEvent| match event {
-            AgentEvent::ToolResult(_) => {
-                for observer in &observers {
-                    // A host's bug must not break the child's events.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        observer.stepped(&id);
-                    }));
-                }
-            }
-            AgentEvent::ApprovalRequested(request) => {
-                if let (Some(mut entry), Some((_, n))) = (entries.get_mut(&id), request.id.parts())
-                {
-                    entry.approvals_asked = entry.approvals_asked.max(n);
-                }
-            }
-            AgentEvent::ToolStarted(call) => {
-                if let Some(mut entry) = entries.get_mut(&id) {
-                    entry.envelope.tool_calls += 1;
-                    entry.envelope.last_tool = Some(one_line(&call.name, TOOL_NAME_CHARS));
-                }
-            }
-            AgentEvent::Result(result) => {
-                if let Some(mut entry) = entries.get_mut(&id) {
-                    entry.envelope.usage = result.usage;
-                    entry.envelope.children_usage = result.children_usage;
-                    entry.envelope.model_calls = result.model_calls;
-                    entry.envelope.tool_calls = result.tool_calls;
-                }
-            }
-            _ => {}
-        })
-    }
 }
 
 fn current(entry: &Entry) -> Envelope {
@@ -493,5 +483,6 @@ pub(crate) fn requested(
     }
 }
 
+mod tap;
 #[cfg(test)]
 mod tests;

@@ -26,12 +26,10 @@ impl HubState {
             });
             return;
         }
-        // Ended: one it asked for; any other id (a number it never
-        // reached) no agent asked for.
-        let refusal = if self.book.is_terminal(&owner)
-            && (1..=self.book.approvals_asked(&owner)).contains(&n)
-        {
-            ApprovalRefusal::Ended(id)
+        // Ended: answered (how), one it asked for and nobody answered
+        // (`Ended`), any other number (`Unknown`: no agent asked it).
+        let refusal = if self.book.is_terminal(&owner) {
+            self.book.approval_refusal(id, &owner, n)
         } else {
             ApprovalRefusal::Unknown(id)
         };
