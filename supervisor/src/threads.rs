@@ -59,14 +59,15 @@ impl Threads {
     /// children and drops its wakes.
     pub async fn switch_to(&mut self, id: &ThreadId) -> Result<(), ThreadError> {
         let target = self.get(id)?.clone();
-        if self.on_screen.as_ref() == Some(id) {
-            return Ok(());
-        }
         // A closed target is refused before the thread on screen is left
         // (its children would be stopped for nothing) — also one closed in
-        // this same tick, whose supervisor has not read its stop yet.
+        // this same tick, whose supervisor has not read its stop yet, and
+        // the one on screen itself (closed through a clone of its handle).
         if target.is_closing() {
             return Err(ThreadError::Closed);
+        }
+        if self.on_screen.as_ref() == Some(id) {
+            return Ok(());
         }
         let left = self.leave_current().await?;
         // Closed while the one on screen was left (through a clone of its

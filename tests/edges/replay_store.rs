@@ -118,6 +118,18 @@ async fn a_crashed_hub_leaves_a_final_envelope_for_every_child() {
         "{envelope:?}"
     );
     assert!(envelope.finished_at_ms.is_some());
+    // The thread stays open and answerable: a stop of the failed child,
+    // or of them all, says what is so — `Closed` said the thread itself
+    // was closed, and a host acting on it dropped an open thread.
+    assert_eq!(
+        thread.stop_child(&AgentId::new("agent_1")).await,
+        Ok(SubAgentStatus::Failed)
+    );
+    assert_eq!(
+        thread.stop_child(&AgentId::new("agent_9")).await,
+        Err(subagents::supervisor::ThreadError::UnknownChild(AgentId::new("agent_9")))
+    );
+    assert_eq!(thread.switch_away().await, Ok(0));
     thread.close_and_wait().await;
 }
 

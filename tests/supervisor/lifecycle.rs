@@ -203,6 +203,53 @@ async fn a_turn_sent_in_the_tick_of_a_close_comes_back() {
     }
 }
 
+/// Same instant, two workers: `send_user` read "not closing", then a
+/// `close` on another worker set it and sent its `Close`, then the turn
+/// was sent — behind the close, which the supervisor reads as ractor's
+/// stop, dropping it: `Ok(())`, and no `UserMessage`, no `Result`. The
+/// close is made to land in that gap here (a subscriber that closes the
+/// thread when the turn asks for its span). The check and the send are
+/// one step against a close: the turn comes back, or it is handled.
+#[tokio::test(start_paused = true)]
+async fn a_turn_sent_as_another_worker_closes_comes_back_or_is_answered() {
+    let (thread, mut events) = thread(background_workers(&[])).await;
+    let closer = CloseOnLook(std::sync::Mutex::new(Some(thread.clone())));
+    let sent = tracing::subscriber::with_default(closer, || thread.send_user("hi"));
+    thread.actor().wait(None).await.ok();
+    let mut asked = false;
+    while let Some(event) = events.recv().await {
+        asked |= matches!(&event, AgentEvent::UserMessage(text) if text == "hi");
+    }
+    match sent {
+        Ok(()) => assert!(asked, "sent, so handled"),
+        Err(e) => assert_eq!(e, ThreadError::Undelivered("hi".into())),
+    }
+}
+
+/// A subscriber that closes a thread the first time the current span is
+/// asked for — as a close on another worker would, at that instant.
+struct CloseOnLook(std::sync::Mutex<Option<ThreadHandle>>);
+
+impl tracing::Subscriber for CloseOnLook {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        false
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+    fn current_span(&self) -> tracing_core::span::Current {
+        if let Some(thread) = self.0.lock().unwrap().take() {
+            thread.close();
+        }
+        tracing_core::span::Current::none()
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_call_on_a_closed_thread_is_a_clear_error() {
     let (thread, _events) = thread(background_workers(&[])).await;

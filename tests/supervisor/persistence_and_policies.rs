@@ -277,3 +277,15 @@ async fn switching_to_a_thread_closed_in_the_same_tick_is_refused_first() {
     );
     threads.delete(&b).await.unwrap();
 }
+
+/// Repeated: the thread on screen closed through a clone of its handle,
+/// then a switch to it — answered `Ok` before the check that refuses a
+/// closed one, so a host showed a dead thread (every send `Undelivered`,
+/// `docs/supervisor.md`: "switching *to* a closed thread is refused").
+#[tokio::test(start_paused = true)]
+async fn switching_to_the_thread_on_screen_once_closed_is_refused() {
+    let (mut threads, _a, b, _events_b, _log) = super::switching::two_threads().await;
+    assert_eq!(threads.on_screen(), Some(&b));
+    threads.get(&b).unwrap().close();
+    assert_eq!(threads.switch_to(&b).await, Err(ThreadError::Closed));
+}

@@ -11,7 +11,7 @@ use crate::thread::msg::sealed::ThreadInternal;
 
 use crate::thread::persist::Writer;
 use crate::thread::state::{
-    Archive, HUB_GONE, Observer, ThreadArguments, ThreadState, TurnOrigin, route_approval,
+    Archive, Observer, ThreadArguments, ThreadState, TurnOrigin, route_approval,
 };
 use crate::wake::WakeQueue;
 
@@ -124,8 +124,15 @@ impl Actor for ThreadSupervisor {
                     .switched_off
                     .extend(state.parent.hub.envelopes().into_iter().map(|e| e.id));
                 // The hub stops children in its own handler; the reply,
-                // if asked for, comes from it.
-                let _ = state.parent.hub.stop_all_replying(reply);
+                // if asked for, comes from it — from here if it is gone
+                // (its children ended with it: none left to stop).
+                if state.hub_gone(&myself) {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(0);
+                    }
+                } else {
+                    let _ = state.parent.hub.stop_all_replying(reply);
+                }
             }
             ThreadMsg::StopParent => {
                 let _ = state.parent.agent.stop_turn();
@@ -136,8 +143,15 @@ impl Actor for ThreadSupervisor {
                 reply,
             } => route_approval(state, id, decision, reply),
             ThreadMsg::StopChild { id, reply } => {
-                // A closed hub drops the port: the caller reads `Closed`.
-                let _ = state.parent.hub.stop_replying(&id, reply);
+                // A gone hub ended its children: the status each ended
+                // with, as a stop of an ended child answers.
+                if state.hub_gone(&myself) {
+                    let status = state.parent.hub.status(&id).map(|e| e.status);
+                    let refused = subagents_actors::hub::Refused::UnknownChild(id);
+                    let _ = reply.send(status.ok_or(refused));
+                } else {
+                    let _ = state.parent.hub.stop_replying(&id, reply);
+                }
             }
             ThreadMsg::Envelope { id, reply } => {
                 let _ = reply.send(state.parent.hub.status(&id));
@@ -249,9 +263,7 @@ impl Actor for ThreadSupervisor {
             _ => return Ok(()),
         };
         if cell.get_id() == state.parent.hub.actor().get_id() {
-            for envelope in state.parent.hub.fail_unfinished(HUB_GONE) {
-                state.persist(&myself, &envelope);
-            }
+            state.hub_gone(&myself);
         }
         Ok(())
     }

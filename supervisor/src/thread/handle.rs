@@ -1,7 +1,6 @@
 //! The host's handle on one thread, and what a call on it can fail with.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ractor::{Actor, ActorCell, ActorRef};
 use subagents_actors::{DelegatingAgent, EventSink, EventStream, GateHandle, HubHandle};
@@ -52,8 +51,10 @@ pub struct ThreadHandle {
     pub(super) parts: DelegatingAgent,
     /// Set by [`ThreadHandle::close`] (shared by clones): a user turn sent
     /// after it is given back at once. The actor itself takes messages
-    /// until its loop reads the stop, then drops them.
-    closing: Arc<AtomicBool>,
+    /// until its loop reads the stop, then drops them. A lock, not a flag:
+    /// a turn's check and its send are one step against a close's set and
+    /// its `Close`, so no turn lands behind the `Close` unanswered.
+    closing: Arc<Mutex<bool>>,
 }
 
 impl ThreadHandle {
@@ -79,7 +80,7 @@ impl ThreadHandle {
         let parts = parts_rx
             .await
             .map_err(|_| ThreadError::Spawn("the thread did not start its parent".into()))?;
-        let closing = Arc::new(AtomicBool::new(false));
+        let closing = Arc::new(Mutex::new(false));
         Ok((
             ThreadHandle {
                 actor,
@@ -158,11 +159,13 @@ impl ThreadHandle {
     /// On a closed thread the text comes back in
     /// [`ThreadError::Undelivered`].
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), ThreadError> {
-        if self.closing.load(Ordering::Acquire) {
-            return Err(ThreadError::Undelivered(text.into()));
-        }
+        // Read before the lock: a subscriber's code runs here.
         let current = tracing::Span::current();
         let span = (!current.is_none()).then_some(current);
+        let closing = self.closing();
+        if *closing {
+            return Err(ThreadError::Undelivered(text.into()));
+        }
         self.actor
             .cast(ThreadMsg::UserTurn {
                 text: text.into(),
@@ -269,8 +272,11 @@ impl ThreadHandle {
     /// (even if the supervisor has not read its stop yet), or the
     /// supervisor is stopping.
     pub(crate) fn is_closing(&self) -> bool {
-        self.closing.load(Ordering::Acquire)
-            || self.actor.get_status() >= ractor::ActorStatus::Stopping
+        *self.closing() || self.actor.get_status() >= ractor::ActorStatus::Stopping
+    }
+
+    fn closing(&self) -> MutexGuard<'_, bool> {
+        self.closing.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Closes the thread (a delete): children stop, the parent stops. A
@@ -283,7 +289,8 @@ impl ThreadHandle {
     /// own stop (through [`ThreadHandle::actor`]) is read before the
     /// messages waiting in the mailbox and drops them.
     pub fn close(&self) {
-        self.closing.store(true, Ordering::Release);
+        let mut closing = self.closing();
+        *closing = true;
         if self.actor.cast(ThreadMsg::Close).is_err() {
             self.actor.stop(None);
         }

@@ -211,6 +211,20 @@ impl ThreadState {
         }
     }
 
+    /// The hub is gone (crashed, killed): every child it had not ended is
+    /// failed and persisted, once (a child ended stays ended), and `true`.
+    /// A stop asked of it then is answered from its book: the children
+    /// ended already, and the thread is open.
+    pub(super) fn hub_gone(&mut self, myself: &ActorRef<ThreadMsg>) -> bool {
+        if self.parent.hub.actor().get_status() < ractor::ActorStatus::Stopping {
+            return false;
+        }
+        for envelope in self.parent.hub.fail_unfinished(HUB_GONE) {
+            self.persist(myself, &envelope);
+        }
+        true
+    }
+
     /// The wake for `id` was delivered or dropped: no longer owed, on disk
     /// either (a no-op for a child whose wake was not owed).
     pub(super) fn settle_wake(&self, id: &AgentId) {
