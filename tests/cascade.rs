@@ -1,8 +1,10 @@
 //! The parent-stop policy at the instant an inline wait hands its child
 //! to the background: what the `use_agent` call says must be what happens
-//! to the child. With `Cascade`, a call that reads "stopped with it" has a
-//! child that ends `stopped` and wakes nobody; a call that reads "runs in
-//! the background" has a child that goes on and wakes the parent once.
+//! to the child. With `Cascade`, a call that reads "stopped with it; if it
+//! had finished, its result arrives as a message" (`"stopping": true`) has
+//! a child that ends `stopped` and wakes nobody, or ended `done` and wakes
+//! the parent once; a call that reads "runs in the background" has a child
+//! that goes on and wakes the parent once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -47,11 +49,19 @@ fn check_the_call_says_what_happened(report: &SimulationReport) -> (String, SubA
         .iter()
         .filter(|e| matches!(e, AgentEvent::Wake { child, .. } if child.as_str() == "agent_1"))
         .count();
-    if said["status"] == "stopped" {
-        assert_eq!(
+    if said["status"] == "done" {
+        // The answer itself, taken before the cut: no wake follows.
+        assert_eq!((child.status, wakes), (SubAgentStatus::Done, 0));
+    } else if said["stopping"] == true {
+        // Stopped with the turn — or, finished in the same instant, its
+        // result a message: the call says both.
+        assert!(
+            matches!(
+                (child.status, wakes),
+                (SubAgentStatus::Stopped, 0) | (SubAgentStatus::Done, 1)
+            ),
+            "the call said the child is stopped with the turn unless it had finished: {:?}, {}",
             (child.status, wakes),
-            (SubAgentStatus::Stopped, 0),
-            "the call said the child was stopped with the turn: {}",
             report.render()
         );
     } else {
@@ -117,10 +127,47 @@ fn a_stop_as_the_child_goes_to_the_background() {
             );
             reached.insert((
                 format!("{policy:?}"),
-                json(&output)["status"] == "stopped",
+                json(&output)["stopping"] == true,
                 status.as_str(),
             ));
         }
     }
     eprintln!("reached: {reached:?}");
+}
+
+/// Same instant, by the scheduler: the parent stopped a seeded number of
+/// scheduler turns after its child (waited on inline) gave its `Result`,
+/// with `Cascade`. A child that finished before the stop reached it — the
+/// hub ended it `done`, the waiting call not yet given its answer when
+/// the turn was cut — read "stopped with it" while it ended `done`; its
+/// answer taken by nobody, and no wake (it was no background child).
+#[test]
+fn a_stop_as_the_waited_on_child_finishes() {
+    let mut reached = std::collections::BTreeSet::new();
+    for moment in [Moment::Result, Moment::Ended] {
+        for yields in 0..12 {
+            let report = scenario(20)
+                .configure(|b| b.parent_stop(ParentStopPolicy::Cascade))
+                .on(Trigger::new(Some(AgentId::new("agent_1")), moment, |_, _| {
+                    Some(HostAction::StopParent)
+                })
+                .after_yields(yields))
+                .run_for(Duration::from_secs(120))
+                .run(0);
+            let (output, status, wakes) = check_the_call_says_what_happened(&report);
+            let said = json(&output);
+            let said = if said["status"] == "done" {
+                "answer"
+            } else if said["stopping"] == true {
+                "stopping"
+            } else {
+                "pending"
+            };
+            reached.insert((said, status.as_str(), wakes));
+        }
+    }
+    eprintln!("reached: {reached:?}");
+    // The instant was reached: the cut came after the child had finished
+    // and before its answer was taken — it wakes the parent once.
+    assert!(reached.contains(&("stopping", "done", 1)), "{reached:?}");
 }

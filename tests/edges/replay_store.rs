@@ -127,7 +127,9 @@ async fn a_crashed_hub_leaves_a_final_envelope_for_every_child() {
     );
     assert_eq!(
         thread.stop_child(&AgentId::new("agent_9")).await,
-        Err(subagents::supervisor::ThreadError::UnknownChild(AgentId::new("agent_9")))
+        Err(subagents::supervisor::ThreadError::UnknownChild(
+            AgentId::new("agent_9")
+        ))
     );
     assert_eq!(thread.switch_away().await, Ok(0));
     thread.close_and_wait().await;

@@ -9,7 +9,7 @@ use serde_json::json;
 use subagents_messages::text::within_budget;
 use subagents_messages::{AgentId, ChildRequest, Envelope, SubAgentStatus};
 
-use crate::hub::{HubHandle, HubMsg, WaitOutcome};
+use crate::hub::{HubHandle, WaitOutcome};
 use crate::profile::ProfileSet;
 use crate::tool::{ToolCallContext, ToolError};
 
@@ -162,10 +162,13 @@ impl Delegator {
                 "id": id.as_str(),
                 "note": "the turn ended while waiting; the sub-agent goes on in the background and its result will arrive as a message",
             }),
+            // Stopped by the hub, after this is written: a child that
+            // finished first (in the same instant) is not stopped, and its
+            // result comes back as a message. The words hold either way.
             ParentStopPolicy::Cascade => json!({
                 "id": id.as_str(),
-                "status": "stopped",
-                "note": "the turn ended while waiting, and the sub-agent was stopped with it",
+                "stopping": true,
+                "note": "the turn ended while waiting, and the sub-agent is stopped with it; if it had already finished, its result will arrive as a message",
             }),
         }
         .to_string()
@@ -321,12 +324,7 @@ impl Drop for OnParentStop {
         }
         match self.policy {
             ParentStopPolicy::Detach => self.hub.detach_now(&self.id),
-            ParentStopPolicy::Cascade => {
-                let _ = self.hub.actor_ref().cast(HubMsg::Stop {
-                    id: self.id.clone(),
-                    reply: None,
-                });
-            }
+            ParentStopPolicy::Cascade => self.hub.cascade_now(&self.id),
         }
     }
 }

@@ -124,6 +124,14 @@ impl Actor for Hub {
                     state.tell_observers(&envelope);
                 }
             }
+            HubMsg::Internal(HubInternal::Cascade { id }) => {
+                if state.book.is_terminal(&id) {
+                    let _ = state.detach(&id);
+                } else {
+                    state.prefer_stop(&id);
+                    Box::pin(state.stop(&myself, &id, StopReply::One(None))).await
+                }
+            }
             HubMsg::Internal(HubInternal::Detach { id, reply }) => {
                 let outcome = state.detach(&id);
                 if let Some(reply) = reply {

@@ -133,11 +133,6 @@ impl HubHandle {
         &self.actor
     }
 
-    /// The actor itself, for this crate's own messages.
-    pub(crate) fn actor_ref(&self) -> &ActorRef<HubMsg> {
-        &self.actor
-    }
-
     /// Asks the hub to stop every live and queued child, in child-number
     /// order, without waiting: the request takes its place in the hub's
     /// mailbox now (for a caller that must not await, such as an actor's
@@ -273,6 +268,14 @@ impl HubHandle {
     }
 
     /// Detaches without waiting for the answer (from a `Drop`).
+    /// A turn waiting on `id` was cut under `Cascade`: the child stops,
+    /// or, finished first, becomes a background result. Never waits.
+    pub(crate) fn cascade_now(&self, id: &AgentId) {
+        let _ = self
+            .actor
+            .cast(HubMsg::Internal(HubInternal::Cascade { id: id.clone() }));
+    }
+
     pub(crate) fn detach_now(&self, id: &AgentId) {
         let _ = self.actor.cast(HubMsg::Internal(HubInternal::Detach {
             id: id.clone(),

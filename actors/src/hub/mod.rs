@@ -81,4 +81,3 @@ pub(crate) use error::Steered;
 pub use handle::HubHandle;
 pub(crate) use handle::WaitOutcome;
 pub use ids::ChildIds;
-pub(crate) use msg::HubMsg;

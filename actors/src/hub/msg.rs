@@ -166,6 +166,14 @@ pub(crate) mod sealed {
             /// What was found, if the sender wants to know.
             reply: Option<RpcReplyPort<DetachOutcome>>,
         },
+        /// Sent when a turn waiting on `id` inline was cut, under
+        /// `ParentStopPolicy::Cascade`: a child still running is stopped;
+        /// one that finished first (its answer not taken) becomes a
+        /// background result, as a detach makes it — its call said so.
+        Cascade {
+            /// The child.
+            id: AgentId,
+        },
         /// Sent from a child's handler when its turn ended, after the
         /// result went into the child's `last_result`.
         ChildFinished {
