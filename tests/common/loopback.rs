@@ -33,6 +33,10 @@ pub struct Loopback {
     /// The node asks each approval in this agent's name, not its child's
     /// (a node that lies).
     pub approvals_named: Arc<Mutex<Option<String>>>,
+    /// The node sends nothing of a run's turn after its first
+    /// `ToolStarted` but its `Ended` (numbered on, no gap): a node that
+    /// ends a run without its `ToolResult` or `Result` (a node that lies).
+    pub end_after_tool_started: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -68,6 +72,7 @@ impl Loopback {
             refuse_next_event: Arc::new(AtomicBool::new(false)),
             strip_conversation: Arc::new(AtomicBool::new(false)),
             approvals_named: Arc::new(Mutex::new(None)),
+            end_after_tool_started: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -105,11 +110,25 @@ impl NodeLink for Loopback {
         let refuse_next_event = self.refuse_next_event.clone();
         let strip_conversation = self.strip_conversation.clone();
         let approvals_named = self.approvals_named.clone();
+        let end_after_tool_started = self.end_after_tool_started.clone();
+        // (a `ToolStarted` went by, reports dropped since)
+        let skipping: Mutex<(bool, u64)> = Mutex::new((false, 0));
         let to_proxy = reports.clone();
         let run = self.runner.start(spec, move |mut report| {
             let reports = &to_proxy;
             if down.load(Ordering::SeqCst) {
                 return;
+            }
+            if end_after_tool_started.load(Ordering::SeqCst) {
+                let mut skipping = skipping.lock().unwrap();
+                report.seq -= skipping.1;
+                if skipping.0 && matches!(report.body, ReportBody::Event(_)) {
+                    skipping.1 += 1;
+                    return;
+                }
+                if matches!(report.body, ReportBody::Event(AgentEvent::ToolStarted(_))) {
+                    skipping.0 = true;
+                }
             }
             if let ReportBody::Ended { conversation, .. } = &mut report.body
                 && strip_conversation.load(Ordering::SeqCst)

@@ -76,6 +76,29 @@ async fn a_node_lost_between_a_childs_result_and_its_end_ends_it() {
     );
 }
 
+/// Foreign, across nodes (a node that lies): a run's `Ended` straight
+/// after a `ToolStarted`, with no `ToolResult` and no `Result` (valid
+/// bytes, numbered on). The proxy emitted only the `Result`: the call
+/// never answered on the parent's stream (guarantee 7), whatever ended
+/// the turn. What the node left open is answered first, as a local close
+/// answers it.
+#[tokio::test(start_paused = true)]
+async fn a_run_ended_with_a_call_open_has_that_call_answered() {
+    let model = background_workers(&[30]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    node.end_after_tool_started
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 3600).await;
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done, "{envelope:?}");
+    thread.close_and_wait().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_stop_reaches_the_child_on_its_node() {
     let model = ScriptedModel::new(vec![

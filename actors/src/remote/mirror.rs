@@ -114,6 +114,41 @@ impl Mirror {
         if self.ended {
             return None;
         }
+        let mut events = self.answer_open(text);
+        let result = AgentResult {
+            text: text.to_owned(),
+            outcome,
+            model_calls: 0,
+            tool_calls: self.tool_calls,
+            usage: self.usage,
+            children_usage: Usage::default(),
+            elapsed,
+        };
+        events.push(AgentEvent::Result(Box::new(result.clone())));
+        self.ended = true;
+        Some((events, result))
+    }
+
+    /// The node ended the turn (`Ended`) without its `Result` event: the
+    /// events that close it with `result` — what it left open answered
+    /// first, as a local close answers it (a node that sends `Ended`
+    /// straight after a `ToolStarted` left that call without its
+    /// `ToolResult`, and an approval pending for ever). Nothing once the
+    /// turn had ended.
+    pub(crate) fn end_with(&mut self, result: &AgentResult) -> Vec<AgentEvent> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut events = self.answer_open("its node ended the turn without answering it");
+        let event = AgentEvent::Result(Box::new(result.clone()));
+        self.note(&event);
+        events.push(event);
+        events
+    }
+
+    /// Each approval cancelled, then each open call answered, saying
+    /// `text` (the order a local close emits them in).
+    fn answer_open(&mut self, text: &str) -> Vec<AgentEvent> {
         let mut events = Vec::new();
         for (id, tool_use_id) in self.approvals.drain(..) {
             events.push(AgentEvent::ApprovalResolved {
@@ -131,18 +166,7 @@ impl Mirror {
             }));
             self.tool_calls += 1;
         }
-        let result = AgentResult {
-            text: text.to_owned(),
-            outcome,
-            model_calls: 0,
-            tool_calls: self.tool_calls,
-            usage: self.usage,
-            children_usage: Usage::default(),
-            elapsed,
-        };
-        events.push(AgentEvent::Result(Box::new(result.clone())));
-        self.ended = true;
-        Some((events, result))
+        events
     }
 
     /// The approvals it waits on.

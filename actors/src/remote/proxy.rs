@@ -344,13 +344,15 @@ impl ProxyState {
         };
         {
             let mut mirror = lock(&run.closer.mirror);
-            if !mirror.ended() {
-                // The node ended it without its `Result` event: said here.
-                let event = AgentEvent::Result(Box::new(result.clone()));
-                mirror.note(&event);
+            // The node ended it without its `Result` event: said here,
+            // after what it left open is answered.
+            let events = mirror.end_with(&result);
+            if !events.is_empty() {
                 let out = &self.events;
                 run.closer.sink.close_with(|| {
-                    out.emit(event);
+                    for event in events {
+                        out.emit(event);
+                    }
                 });
             }
         }
