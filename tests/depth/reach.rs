@@ -165,3 +165,59 @@ async fn a_grandchild_gets_no_more_model_calls_than_its_requester() {
     assert_eq!(grand.model_calls, 2, "{grand:?}");
     parent.shutdown_and_wait().await;
 }
+
+/// A run resumed by a message (`agent_1` going on as `agent_3`) reads the
+/// whole conversation of the run before — with the id of the child that
+/// run started and the advice to read its result — but could not reach
+/// it: the child's requester is the earlier run's id, so `result` said
+/// "there is no sub-agent with id `agent_2`", and that answer, at depth 2,
+/// reached nobody. A run reaches the children of every earlier run of its
+/// chain.
+#[tokio::test(start_paused = true)]
+async fn a_resumed_run_reaches_the_children_its_earlier_run_started() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Alpha", "start your own", false)),
+        Reply::answer("parent: started"),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "read what yours found")),
+        Reply::answer("parent: sent"),
+        Reply::answer("parent: noted"),
+        Reply::answer("parent: noted again"),
+    ])
+    .with_script(
+        "Alpha",
+        vec![
+            Reply::new().use_agent(&run("Grand", "compute", true)),
+            Reply::answer("alpha: started grand"),
+            Reply::new().use_agent(&UseAgentCall::result("agent_2")),
+            Reply::answer("alpha: read it"),
+        ],
+    )
+    .with_script(
+        "Grand",
+        vec![
+            Reply::new().tool_call("calculator", r#"{"a":40,"b":2}"#),
+            Reply::answer("42"),
+        ],
+    );
+    let (thread, mut events) = ThreadHandle::spawn(builder(model, 2), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 1_000).await;
+    check_log(&log, true);
+    let read: Vec<(String, bool)> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(id, inner) if id.as_str() == "agent_3" => match &**inner {
+                AgentEvent::ToolResult(r) if r.name == "use_agent" => {
+                    Some((r.output.clone(), r.is_error))
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(read.len(), 1, "{log:#?}");
+    assert!(!read[0].1, "{read:?}");
+    assert!(read[0].0.contains("42"), "{read:?}");
+    thread.close_and_wait().await;
+}

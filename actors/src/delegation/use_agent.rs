@@ -261,7 +261,7 @@ impl UseAgent {
                 ))
             })?;
         let id = AgentId::new(id);
-        let mine = call.depth == 0 || self.hub().requester_of(&id).as_ref() == Some(&call.agent_id);
+        let mine = call.depth == 0 || self.hub().asked_by(&id, &call.agent_id);
         if !mine || self.hub().status(&id).is_none() {
             return Err(refuse(format!(
                 "there is no sub-agent with id `{id}`; ids look like `agent_1`"

@@ -383,6 +383,14 @@ impl HubHandle {
             .or_else(|| self.archived(id).map(|e| (e, None)))
     }
 
+    /// True when `caller` may reach `id`: its requester is `caller`, or an
+    /// earlier run `caller` goes on from (a resumed run reads the earlier
+    /// run's conversation, and the children it started are its own).
+    pub(crate) fn asked_by(&self, id: &AgentId, caller: &AgentId) -> bool {
+        self.requester_of(id)
+            .is_some_and(|r| r == *caller || self.book.latest_run(&r) == *caller)
+    }
+
     /// The agent that asked for `id` — in the book, or in the archive's
     /// saved run — if known. Never waits on the hub.
     pub(crate) fn requester_of(&self, id: &AgentId) -> Option<AgentId> {
