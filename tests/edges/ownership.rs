@@ -62,6 +62,55 @@ async fn a_hosts_observer_is_told_alongside_the_threads_own() {
     thread.close_and_wait().await;
 }
 
+/// A host's observer that panics in every call (docs/supervisor.md: "an
+/// observer that panics is logged; the others are still told and the hub
+/// goes on") — with none panicking, removing any of the hub's three
+/// guards failed no test. Placed first: the host's next observer and the
+/// thread's own (its wake) are still told, and the child's events go on.
+#[tokio::test(start_paused = true)]
+async fn an_observer_that_panics_leaves_the_others_told() {
+    struct Panics;
+    impl HubObserver for Panics {
+        fn finished(&self, _: &Envelope) {
+            panic!("a host's bug in finished");
+        }
+        fn started(&self, _: &Envelope, _: &subagents::messages::ChildRequest) {
+            panic!("a host's bug in started");
+        }
+        fn stepped(&self, _: &AgentId) {
+            panic!("a host's bug in stepped");
+        }
+    }
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(String, SubAgentStatus)>>);
+    impl HubObserver for Seen {
+        fn finished(&self, envelope: &Envelope) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((envelope.id.to_string(), envelope.status));
+        }
+    }
+    let seen = Arc::new(Seen::default());
+    let builder = parent(background_workers(&[5]))
+        .observer(Arc::new(Panics))
+        .observer(seen.clone());
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    assert_eq!(
+        *seen.0.lock().unwrap(),
+        [("agent_1".to_owned(), SubAgentStatus::Done)]
+    );
+    assert!(
+        log.iter().any(is_wake),
+        "the thread's own observer was told"
+    );
+    thread.close_and_wait().await;
+}
+
 /// Defect 12: control and bidi characters in an inline child's name, and
 /// newlines in its task, reached `ChildStarted`, `status` and the wake
 /// line.

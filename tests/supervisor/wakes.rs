@@ -79,6 +79,33 @@ async fn a_switch_stops_every_child_and_drops_wakes() {
     assert!(wakes(&log).is_empty());
 }
 
+/// The wake-dropping half of a switch, with a wake pending (the test
+/// above switches while every child still runs: stopped children never
+/// wake, so a switch that kept pending wakes passed it). A finished
+/// child's wake held while the user types, then a switch: no wake comes
+/// once the typing stops.
+#[tokio::test(start_paused = true)]
+async fn a_switch_drops_a_wake_that_was_pending() {
+    let (thread, mut events) = thread(background_workers(&[10])).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.typing(true).unwrap();
+    run_for(&mut events, &mut log, 60).await;
+    let (_, by_id) = check_log(&log, true);
+    assert_eq!(
+        by_id[&AgentId::new("agent_1")].terminal().unwrap().1,
+        SubAgentStatus::Done,
+        "finished, its wake held"
+    );
+    assert!(wakes(&log).is_empty());
+    assert_eq!(thread.switch_away().await.unwrap(), 0);
+    thread.typing(false).unwrap();
+    run_for(&mut events, &mut log, 60).await;
+    assert!(wakes(&log).is_empty(), "{log:#?}");
+    thread.close_and_wait().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_switch_racing_a_completion_leaves_one_terminal_status_and_no_wake() {
     for at in [9_999u64, 10_000, 10_001] {
