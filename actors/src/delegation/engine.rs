@@ -301,6 +301,10 @@ pub(crate) fn final_answer(envelope: &Envelope) -> Result<String, ToolError> {
             "the sub-agent `{}` was stopped before it finished",
             envelope.id
         ))),
+        SubAgentStatus::Interrupted => Err(refuse(format!(
+            "the sub-agent `{}` was interrupted before it finished",
+            envelope.id
+        ))),
         _ => Err(refuse(format!(
             "the sub-agent `{}` failed: {}",
             envelope.id,
@@ -338,4 +342,44 @@ pub enum ParentStopPolicy {
     Detach,
     /// The child is stopped with the parent (openheim).
     Cascade,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use subagents_messages::{SubAgentStatus, ToolUseId};
+
+    /// Misleading a model: a child interrupted (by the parent, which may
+    /// reach any child of the thread) while its requester waited on it
+    /// through `delegate_task` or `agent`: the requester read "the
+    /// sub-agent failed: interrupted by the agent that started it; a
+    /// message (use_agent send) resumes it" — it did not interrupt it, the
+    /// child did not fail, and the requester may have no `use_agent`.
+    #[test]
+    fn an_interrupted_childs_answer_blames_nobody_and_names_no_tool() {
+        let request = subagents_messages::ChildRequest::new(
+            AgentId::new("agent_1"),
+            1,
+            ToolUseId::new("call_1"),
+            "Worker",
+            "work",
+        );
+        let mut envelope = crate::hub::requested(
+            AgentId::new("agent_2"),
+            "Worker".into(),
+            &request,
+            Vec::new(),
+            0,
+        );
+        envelope.status = SubAgentStatus::Interrupted;
+        envelope.error = Some(crate::hub::INTERRUPTED.to_owned());
+        let said = final_answer(&envelope).unwrap_err().to_string();
+        assert!(said.contains("interrupted"), "{said}");
+        for wrong in ["failed", "use_agent", "the agent that started it"] {
+            assert!(!said.contains(wrong), "{wrong}: {said}");
+        }
+        for wrong in ["use_agent", "the agent that started it"] {
+            assert!(!crate::hub::INTERRUPTED.contains(wrong), "{wrong}");
+        }
+    }
 }

@@ -71,6 +71,8 @@ mod slots;
 mod steer;
 mod stop;
 pub(crate) use stop::DetachOutcome;
+#[cfg(test)]
+pub(crate) use stop::INTERRUPTED;
 
 #[cfg(test)]
 pub(crate) use book::requested;

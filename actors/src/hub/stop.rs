@@ -20,8 +20,7 @@ pub(super) const STOPPED_QUEUED: &str = "stopped before it started";
 /// Why a running child stopped.
 pub(super) const STOPPED_RUNNING: &str = "stopped while running";
 /// Why a child was interrupted.
-pub(super) const INTERRUPTED: &str =
-    "interrupted by the agent that started it; a message (use_agent send) resumes it";
+pub(crate) const INTERRUPTED: &str = "interrupted before it finished; a message to it resumes it";
 
 /// A stop-all waiting for every child it stopped: answered when the last
 /// of them drops its share (each ended, or the hub went away).
