@@ -44,8 +44,12 @@ pub enum AgentEvent {
     Result(Box<AgentResult>),
     /// A child agent was requested. Comes once, before anything else of it.
     ChildStarted(Box<SubAgentInfo>),
-    /// One of the child's own events, verbatim.
-    Child(AgentId, Box<AgentEvent>),
+    /// One of the child's own events, verbatim. Read back (from the wire
+    /// or disk), at most 128 levels deep.
+    Child(
+        AgentId,
+        #[serde(deserialize_with = "nested")] Box<AgentEvent>,
+    ),
     /// The child's status moved forward.
     ChildStatus(AgentId, SubAgentStatus),
     /// A child that waited in the queue got its live slot and starts now.
@@ -288,6 +292,40 @@ impl fmt::Display for SubAgentStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// How deep `Child` events may nest when read back. Each level is a frame
+/// of the decoder's stack, and bytes from another node must not overflow
+/// it (that aborts the process; it is not an error). Deeper than any
+/// delegation tree (a remote child's reports hold none at all), and
+/// serde_json's own limit.
+pub(crate) const MAX_NESTING: u32 = 128;
+
+thread_local! {
+    /// `Child` levels being read on this thread now.
+    static NESTING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Reads a `Child`'s event one level deeper; an error past [`MAX_NESTING`].
+fn nested<'de, D: serde::Deserializer<'de>>(reader: D) -> Result<Box<AgentEvent>, D::Error> {
+    /// Leaves the level however the read ends.
+    struct Level;
+    impl Drop for Level {
+        fn drop(&mut self) {
+            NESTING.with(|n| n.set(n.get().saturating_sub(1)));
+        }
+    }
+    let depth = NESTING.with(|n| {
+        n.set(n.get() + 1);
+        n.get()
+    });
+    let _level = Level;
+    if depth > MAX_NESTING {
+        return Err(serde::de::Error::custom(format!(
+            "child events nested deeper than {MAX_NESTING} levels"
+        )));
+    }
+    Box::<AgentEvent>::deserialize(reader)
 }
 
 #[cfg(test)]

@@ -190,6 +190,36 @@ mod tests {
         assert!(RunRequest::from_wire(&[9, 9, 9]).is_err());
     }
 
+    /// Foreign bytes: `Child` holds an event, so a report can nest them —
+    /// two bytes a level, each claiming almost nothing against the decode
+    /// limit — and the decoder recursed once per level: a few thousand
+    /// overflowed a worker's stack and aborted the process, every thread
+    /// of the node with it. Nesting past `MAX_NESTING` is an error; one
+    /// within it still decodes (on a 2 MiB stack, a tokio worker's).
+    #[test]
+    fn events_nested_past_the_limit_are_an_error_not_a_stack_overflow() {
+        let nested = |levels: usize| {
+            let mut bytes = vec![0u8, 0, 0];
+            for _ in 0..levels {
+                bytes.extend([7, 0]);
+            }
+            bytes.push(11);
+            bytes
+        };
+        let decode = |bytes: Vec<u8>| {
+            std::thread::Builder::new()
+                .stack_size(2 << 20)
+                .spawn(move || RunReport::from_wire(&bytes).is_ok())
+                .unwrap()
+                .join()
+                .unwrap()
+        };
+        assert!(!decode(nested(1_000_000)), "deeper than the limit");
+        let limit = usize::try_from(crate::event::MAX_NESTING).unwrap();
+        assert!(decode(nested(limit)), "at the limit");
+        assert!(!decode(nested(limit + 1)), "one past it");
+    }
+
     /// A length read from the wire is checked before it is allocated: a
     /// string of 2⁴⁸ bytes claimed by ten bytes is an error (it aborted
     /// the process: the allocation failed), and so is a length of

@@ -52,6 +52,11 @@ pub fn one_line(text: &str, max_chars: usize) -> String {
         }
         if pending_space {
             if count + 1 >= max_chars {
+                // No room for the space and what follows: the ellipsis
+                // (in place of the last character when the text is full).
+                if count >= max_chars {
+                    out.pop();
+                }
                 out.push('…');
                 return out;
             }
@@ -74,7 +79,7 @@ pub fn one_line(text: &str, max_chars: usize) -> String {
 /// `text` for display over several lines: the same cleaning as
 /// [`one_line`] (terminal escapes and bidirectional formatting removed,
 /// every other control character a space) but line ends kept, each
-/// (`\r\n`, `\r`, `\n`) as `\n`; not cut.
+/// (`\r\n`, `\r`, `\n`, U+2028, U+2029) as `\n`; not cut.
 pub(crate) fn clean_lines(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
@@ -87,7 +92,9 @@ pub(crate) fn clean_lines(text: &str) -> String {
                 }
                 out.push('\n');
             }
-            '\n' => out.push('\n'),
+            // Unicode's line and paragraph separators break a line in a
+            // browser or a text widget as `\n` does: line ends too.
+            '\n' | '\u{2028}' | '\u{2029}' => out.push('\n'),
             c if is_bidi_control(c) => {}
             c if c.is_control() => out.push(' '),
             c => out.push(c),
@@ -214,6 +221,12 @@ mod tests {
         assert_eq!(one_line("abcd", 4), "abcd");
         assert_eq!(one_line("ab cd", 3), "ab…");
         assert_eq!(one_line("ééééé", 3).chars().count(), 3);
+        // A space pending when the text is full: the ellipsis takes the
+        // last character's place (it was added after it: 4 for 3, and an
+        // 81-character child name past the 80 promised).
+        assert_eq!(one_line("abc d", 3), "ab…");
+        let name = one_line(&format!("{} b", "a".repeat(80)), 80);
+        assert_eq!(name.chars().count(), 80, "{name}");
     }
 
     #[test]

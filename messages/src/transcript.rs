@@ -297,9 +297,16 @@ impl Transcript {
                         )
                     }
                 },
+                // The outcome by its kind: a failure's text is the
+                // result's own (its first line is shown), never repeated
+                // whole on the row.
                 TranscriptItem::Result { text, outcome } => match outcome {
                     Outcome::Completed => format!("result: {}", first_line(text)),
-                    other => format!("result ({other:?}): {}", first_line(text)),
+                    Outcome::LimitReached(limit) => {
+                        format!("result ({limit}): {}", first_line(text))
+                    }
+                    Outcome::Failed(_) => format!("result (failed): {}", first_line(text)),
+                    Outcome::Stopped => format!("result (stopped): {}", first_line(text)),
                 },
                 TranscriptItem::Agent(run) => {
                     let status = run.status.map_or("requested", |s| s.as_str());
