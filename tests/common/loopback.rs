@@ -37,6 +37,12 @@ pub struct Loopback {
     /// `ToolStarted` but its `Ended` (numbered on, no gap): a node that
     /// ends a run without its `ToolResult` or `Result` (a node that lies).
     pub end_after_tool_started: Arc<AtomicBool>,
+    /// The node sends each approval request inside a `Child` event, as a
+    /// sub-agent's (a node that lies: its child starts none).
+    pub nest_approvals: Arc<AtomicBool>,
+    /// The node answers each tool call under another id (`ghost`): a
+    /// `ToolResult` for a call never started (a node that lies).
+    pub misname_tool_results: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -73,6 +79,8 @@ impl Loopback {
             strip_conversation: Arc::new(AtomicBool::new(false)),
             approvals_named: Arc::new(Mutex::new(None)),
             end_after_tool_started: Arc::new(AtomicBool::new(false)),
+            nest_approvals: Arc::new(AtomicBool::new(false)),
+            misname_tool_results: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -111,6 +119,8 @@ impl NodeLink for Loopback {
         let strip_conversation = self.strip_conversation.clone();
         let approvals_named = self.approvals_named.clone();
         let end_after_tool_started = self.end_after_tool_started.clone();
+        let nest_approvals = self.nest_approvals.clone();
+        let misname_tool_results = self.misname_tool_results.clone();
         // (a `ToolStarted` went by, reports dropped since)
         let skipping: Mutex<(bool, u64)> = Mutex::new((false, 0));
         let to_proxy = reports.clone();
@@ -139,6 +149,18 @@ impl NodeLink for Loopback {
                 && let Some(owner) = approvals_named.lock().unwrap().as_ref()
             {
                 request.id = ApprovalId::for_agent(&AgentId::new(owner.as_str()), 1);
+            }
+            if let ReportBody::Event(AgentEvent::ToolResult(result)) = &mut report.body
+                && misname_tool_results.load(Ordering::SeqCst)
+            {
+                result.tool_use_id = subagents::messages::ToolUseId::new("ghost");
+            }
+            if let ReportBody::Event(event) = &mut report.body
+                && matches!(event, AgentEvent::ApprovalRequested(_))
+                && nest_approvals.load(Ordering::SeqCst)
+            {
+                let asked = std::mem::replace(event, AgentEvent::SwitchedAway);
+                *event = AgentEvent::Child(AgentId::new("agent_9"), Box::new(asked));
             }
             if matches!(report.body, ReportBody::Event(_))
                 && refuse_next_event.swap(false, Ordering::SeqCst)

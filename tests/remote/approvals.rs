@@ -60,6 +60,59 @@ async fn an_approval_a_node_asks_in_another_agents_name_fails_its_child() {
     assert_eq!(node.runner.live(), 0, "the run goes on on its node");
 }
 
+/// Foreign, one level down: the same request in the parent's name, sent
+/// inside a `Child` event as a grandchild's — only a top-level request was
+/// checked, so it reached the host, and an "approve" went to the parent's
+/// own call. A report is checked for what the node's agent cannot emit (a
+/// child on a node starts no sub-agent), and a `ToolResult` for a call
+/// never started likewise: the run is stopped and the child fails.
+#[tokio::test(start_paused = true)]
+async fn a_report_its_agent_cannot_have_sent_fails_its_child() {
+    let contains_foreign = |event: &AgentEvent| -> bool {
+        fn foreign(event: &AgentEvent) -> bool {
+            match event {
+                AgentEvent::ApprovalRequested(r) => !r.id.as_str().starts_with("agent_1-"),
+                AgentEvent::Child(_, inner) => foreign(inner),
+                _ => false,
+            }
+        }
+        foreign(event)
+    };
+    for lie in ["nested approval", "ghost result"] {
+        let model = background_poster();
+        let node = Loopback::new("b", model.clone()).await;
+        let flag = if lie == "nested approval" {
+            *node.approvals_named.lock().unwrap() = Some("parent".into());
+            &node.nest_approvals
+        } else {
+            &node.misname_tool_results
+        };
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        if lie == "ghost result" {
+            let request = until_child_approval(&mut events, &mut log).await;
+            thread
+                .resolve_approval(request.id, subagents::messages::ApprovalDecision::Deny)
+                .await
+                .unwrap();
+        }
+        until_wake(&mut events, &mut log, "agent_1").await;
+        run_for(&mut events, &mut log, 60).await;
+        check_log(&log, true);
+        assert!(!log.iter().any(contains_foreign), "{lie}: {log:#?}");
+        let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+        assert_eq!(
+            envelope.status,
+            SubAgentStatus::Failed,
+            "{lie}: {envelope:?}"
+        );
+        assert_eq!(node.runner.live(), 0, "{lie}: the run goes on on its node");
+        thread.close_and_wait().await;
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_approval_is_answered_across_nodes() {
     let model = ScriptedModel::new(vec![

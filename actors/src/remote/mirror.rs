@@ -85,6 +85,53 @@ impl Mirror {
         true
     }
 
+    /// Why `event` cannot be what the node's agent `agent` emitted at this
+    /// point of its turn (`None`: it can) — a node that lies, or has a bug.
+    /// Checked before the event is noted or passed on: what the parent's
+    /// stream shows of a remote child holds what a local child's holds
+    /// (an approval in the child's name only, every `ToolResult` after its
+    /// `ToolStarted`, no sub-agent's or thread's events: a child on a node
+    /// starts none). Nothing is checked once the turn ended.
+    pub(crate) fn incoherent(
+        &self,
+        event: &AgentEvent,
+        agent: &subagents_messages::AgentId,
+    ) -> Option<String> {
+        if self.ended {
+            return None;
+        }
+        let open = |id: &ToolUseId| self.open.iter().any(|(o, _)| o == id);
+        match event {
+            AgentEvent::ApprovalRequested(request) if !matches!(request.id.parts(), Some((owner, _)) if owner == *agent) => {
+                Some(format!(
+                    "asked an approval in another agent's name (`{}`)",
+                    request.id
+                ))
+            }
+            AgentEvent::ApprovalResolved { id, .. } if !self.awaits(id) => {
+                Some(format!("answered an approval it never asked (`{id}`)"))
+            }
+            AgentEvent::ToolStarted(started) if open(&started.tool_use_id) => Some(format!(
+                "started the tool call `{}` while it was open",
+                started.tool_use_id
+            )),
+            AgentEvent::ToolResult(result) if !open(&result.tool_use_id) => Some(format!(
+                "answered a tool call it never started (`{}`)",
+                result.tool_use_id
+            )),
+            AgentEvent::Child(..)
+            | AgentEvent::ChildStarted(_)
+            | AgentEvent::ChildStatus(..)
+            | AgentEvent::ChildRunning(_) => {
+                Some("sent a sub-agent's event (a child on a node starts none)".to_owned())
+            }
+            AgentEvent::Wake { .. } | AgentEvent::UserMessage(_) | AgentEvent::SwitchedAway => {
+                Some("sent an event only a thread emits".to_owned())
+            }
+            _ => None,
+        }
+    }
+
     /// True when it waits on approval `id`.
     pub(crate) fn awaits(&self, id: &ApprovalId) -> bool {
         self.approvals.iter().any(|(waiting, _)| waiting == id)

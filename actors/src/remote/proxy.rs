@@ -231,20 +231,23 @@ impl ProxyState {
     }
 
     fn event(&mut self, event: AgentEvent) {
-        // A node asks approvals in its child's name only: one in another
-        // agent's (the parent's, a sibling's) is routed by the thread to
-        // that agent, so the host's answer to what it saw in this row
-        // would reach another call. The run is stopped and the child fails.
-        if let AgentEvent::ApprovalRequested(request) = &event
-            && !matches!(request.id.parts(), Some((agent, _)) if agent == self.config.id)
-            && let Some(key) = self.run.as_ref().map(|run| run.key)
-        {
+        // What the node's agent cannot have emitted here (an approval in
+        // another agent's name — the thread routes an answer by the id's
+        // agent, so the host's answer to what it saw in this row would
+        // reach another call —, a call answered that never started, a
+        // sub-agent's events, nested or not): the run is stopped and the
+        // child fails. A request the hub's policy answered is its own.
+        let why = self.run.as_ref().and_then(|run| {
+            let silenced = matches!(&event, AgentEvent::ApprovalResolved { id, .. }
+                if run.silenced.contains(id));
+            (!silenced)
+                .then(|| lock(&run.closer.mirror).incoherent(&event, &self.config.id))
+                .flatten()
+                .map(|why| (run.key, why))
+        });
+        if let Some((key, why)) = why {
             let _ = self.link.request(key, RunRequest::Stop);
-            let text = format!(
-                "node `{}` asked an approval in another agent's name (`{}`)",
-                self.link.node(),
-                request.id
-            );
+            let text = format!("node `{}` {why}", self.link.node());
             self.close(&text, Outcome::Failed(text.clone()));
             return;
         }
