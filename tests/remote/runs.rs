@@ -320,3 +320,47 @@ async fn a_run_ended_without_its_conversation_keeps_its_task_and_answer() {
     assert_eq!(said.first(), Some(&"work 5 s"), "{said:?}");
     assert_eq!(said.last(), Some(&"worked 5 s"), "{said:?}");
 }
+
+/// Stopped midway, across nodes: a message sent to a queued child goes
+/// with its start, after its input. A remote child's turn kept only its
+/// input, so when its node sent `Ended` without the conversation (over
+/// the wire's limit), or was lost, the kept conversation lacked the
+/// message — a message then resumed it without that instruction, and the
+/// store wrote the same. It starts from its input and the messages sent
+/// while it waited, as a local child does.
+#[tokio::test(start_paused = true)]
+async fn a_remote_childs_kept_conversation_has_what_it_was_sent_while_queued() {
+    let mut turns = vec![
+        Reply::new()
+            .use_agent(&work_call("Worker 1", 200, false))
+            .use_agent(&work_call("Worker 2", 200, false))
+            .use_agent(&work_call("Worker 3", 200, false))
+            .use_agent(&work_call("Worker 4", 5, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_4", "use metric units")),
+        Reply::answer("Sent."),
+    ];
+    turns.extend((0..6).map(|_| Reply::answer("Noted.")));
+    let mut model = ScriptedModel::new(turns);
+    for (i, secs) in [200, 200, 200, 5].into_iter().enumerate() {
+        model = model.with_script(format!("Worker {}\n", i + 1), worker(secs));
+    }
+    let model = model.shared();
+    let node = Loopback::new("b", model.clone()).await;
+    node.strip_conversation.store(true, Ordering::SeqCst);
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell the fourth").unwrap();
+    until_wake(&mut events, &mut log, "agent_4").await;
+    let kept = thread
+        .hub()
+        .conversation(&AgentId::new("agent_4"))
+        .expect("known");
+    assert!(
+        kept.iter().any(|m| m.content.contains("use metric units")),
+        "{kept:#?}"
+    );
+    thread.close_and_wait().await;
+}

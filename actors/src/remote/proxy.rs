@@ -143,6 +143,14 @@ impl ProxyState {
         let config = &self.config;
         let mut conversation = self.history.clone();
         conversation.push(ChatMessage::user(turn.text.clone()));
+        // Messages sent while it was queued, as a local start writes them:
+        // part of what it started from (a lost run's kept conversation
+        // lacked them, and a message resumed it without them).
+        conversation.extend(
+            turn.followups
+                .iter()
+                .map(|text| ChatMessage::user(crate::agent::steering_text(text))),
+        );
         let span = crate::agent::spans::invoke_agent(config, turn.parent.as_ref());
         // Its conversation so far (what it started from and its input):
         // what a lost run ends on.
