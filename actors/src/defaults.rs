@@ -26,3 +26,9 @@ pub(crate) const PROFILE_LISTING_BYTES: usize = 4096;
 /// left out and how to read it by range (`use_agent` action `result` with
 /// `offset`); the envelope keeps it whole.
 pub(crate) const RESULT_BUDGET: usize = 8_000;
+
+/// How long a child on another node may take to end once it was told to
+/// stop: 30 s. Past it the parent's node ends it itself, `stopped` (a
+/// report its node never delivered — a gap — held the turn open, and the
+/// stop never answered).
+pub(crate) const REMOTE_STOP_GRACE: Duration = Duration::from_secs(30);

@@ -297,8 +297,10 @@ const CASCADE_VAR: &str = "SUBAGENTS_NODE_A_CASCADE";
 
 /// Node `a` as a process of its own: a parent whose two children run on
 /// node `b` (its address and name in the environment), by the parent-stop
-/// policy named there; prints `ready` once one is in its tool, then waits
-/// to be killed.
+/// policy named there; prints `ready` once both are in their tools (with
+/// one, the other's start could still be on its way when the test killed
+/// this process: `b` then kept one orphan, and the test waited for two),
+/// then waits to be killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process of the two-node tests"]
 async fn node_a_runs_a_parent_until_killed() {
@@ -327,7 +329,13 @@ async fn node_a_runs_a_parent_until_killed() {
     .unwrap();
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
-    seen(&mut events, &mut log, in_tool).await;
+    for child in ["agent_1", "agent_2"] {
+        let its_tool = |e: &AgentEvent| {
+            matches!(e, AgentEvent::Child(id, inner)
+                if id.as_str() == child && matches!(**inner, AgentEvent::ToolStarted(_)))
+        };
+        seen(&mut events, &mut log, its_tool).await;
+    }
     println!("ready");
     tokio::time::sleep(Duration::from_secs(3600)).await;
     drop(node);

@@ -43,6 +43,9 @@ pub struct Loopback {
     /// The node answers each tool call under another id (`ghost`): a
     /// `ToolResult` for a call never started (a node that lies).
     pub misname_tool_results: Arc<AtomicBool>,
+    /// The node's next event report is never delivered (a transport that
+    /// dropped it, undecodable): a gap the reports after it wait behind.
+    pub drop_next_event: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -81,6 +84,7 @@ impl Loopback {
             end_after_tool_started: Arc::new(AtomicBool::new(false)),
             nest_approvals: Arc::new(AtomicBool::new(false)),
             misname_tool_results: Arc::new(AtomicBool::new(false)),
+            drop_next_event: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -121,6 +125,7 @@ impl NodeLink for Loopback {
         let end_after_tool_started = self.end_after_tool_started.clone();
         let nest_approvals = self.nest_approvals.clone();
         let misname_tool_results = self.misname_tool_results.clone();
+        let drop_next_event = self.drop_next_event.clone();
         // (a `ToolStarted` went by, reports dropped since)
         let skipping: Mutex<(bool, u64)> = Mutex::new((false, 0));
         let to_proxy = reports.clone();
@@ -149,6 +154,11 @@ impl NodeLink for Loopback {
                 && let Some(owner) = approvals_named.lock().unwrap().as_ref()
             {
                 request.id = ApprovalId::for_agent(&AgentId::new(owner.as_str()), 1);
+            }
+            if matches!(report.body, ReportBody::Event(_))
+                && drop_next_event.swap(false, Ordering::SeqCst)
+            {
+                return;
             }
             if let ReportBody::Event(AgentEvent::ToolResult(result)) = &mut report.body
                 && misname_tool_results.load(Ordering::SeqCst)

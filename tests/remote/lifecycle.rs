@@ -99,6 +99,30 @@ async fn a_run_ended_with_a_call_open_has_that_call_answered() {
     thread.close_and_wait().await;
 }
 
+/// Stopped midway, across nodes: a report its node never delivered (a
+/// transport that dropped it, undecodable) left a gap — every report
+/// after it held, the child `running` for ever, and a stop of it never
+/// answered: the node's end waited behind the gap. A stop ends the child
+/// here once its node has had the grace (30 s) to.
+#[tokio::test(start_paused = true)]
+async fn a_stop_of_a_child_behind_a_lost_report_answers() {
+    let model = background_workers(&[600]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    node.drop_next_event
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let agent_1 = AgentId::new("agent_1");
+    let stopped = tokio::time::timeout(Duration::from_secs(120), thread.stop_child(&agent_1)).await;
+    assert_eq!(stopped, Ok(Ok(SubAgentStatus::Stopped)));
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    assert_eq!(node.runner.live(), 0, "stopped on its node too");
+    thread.close_and_wait().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_stop_reaches_the_child_on_its_node() {
     let model = ScriptedModel::new(vec![

@@ -185,6 +185,10 @@ pub(crate) mod sealed {
         /// Sent by a transport, to the proxy of a child on another node
         /// only: its node or the link to it is gone (why).
         Lost(String),
+        /// Sent by the proxy of a child on another node to itself, the
+        /// stop's grace after it told run `key` to stop: still running,
+        /// the run ends here.
+        StopOverdue(u64),
     }
 }
 

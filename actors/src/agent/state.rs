@@ -462,7 +462,9 @@ impl Actor for AgentActor {
                 let _ = reply.send(state.snapshot());
             }
             // Only a remote child's proxy is sent these (crate/remote).
-            AgentMsg::Internal(AgentInternal::Report(_) | AgentInternal::Lost(_)) => {}
+            AgentMsg::Internal(
+                AgentInternal::Report(_) | AgentInternal::Lost(_) | AgentInternal::StopOverdue(_),
+            ) => {}
         }
         state.start_next(&myself);
         Ok(())

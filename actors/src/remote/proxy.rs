@@ -398,16 +398,34 @@ impl ProxyState {
         }
     }
 
-    fn stop(&mut self) {
+    /// Tells the node to stop the running turn; its key, for the grace
+    /// ([`ProxyState::stop_overdue`]), while it runs on.
+    pub(super) fn stop(&mut self) -> Option<u64> {
         self.waiting.clear();
-        let Some(run) = self.run.as_mut() else {
-            return;
-        };
+        let run = self.run.as_mut()?;
+        let first = !run.stopping;
         run.stopping = true;
         let key = run.key;
         if let Err(why) = self.link.request(key, RunRequest::Stop) {
             self.lost(&why);
+            return None;
         }
+        first.then_some(key)
+    }
+
+    /// The stop's grace ran out: run `key`, if it still runs, ends here,
+    /// stopped (its node is asked again; what it left open is answered).
+    pub(super) fn stop_overdue(&mut self, key: u64) {
+        if self.run.as_ref().is_none_or(|run| run.key != key) {
+            return;
+        }
+        let _ = self.link.request(key, RunRequest::Stop);
+        let text = format!(
+            "stopped: its node `{}` did not end it within {} s of the stop",
+            self.link.node(),
+            crate::defaults::REMOTE_STOP_GRACE.as_secs()
+        );
+        self.close(&text, Outcome::Stopped);
     }
 
     fn resolve_approval(

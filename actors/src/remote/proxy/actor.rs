@@ -50,7 +50,17 @@ impl Actor for RemoteAgent {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             AgentMsg::Turn { turn, reply } => state.waiting.push_back((turn, reply)),
-            AgentMsg::Stop => state.stop(),
+            AgentMsg::Stop => {
+                // Its node ends it; if it has not within the grace (a
+                // report lost on the way holds the turn open), it ends
+                // here.
+                if let Some(key) = state.stop() {
+                    myself.send_after(crate::defaults::REMOTE_STOP_GRACE, move || {
+                        AgentMsg::Internal(AgentInternal::StopOverdue(key))
+                    });
+                }
+            }
+            AgentMsg::Internal(AgentInternal::StopOverdue(key)) => state.stop_overdue(key),
             AgentMsg::ResolveApproval {
                 id,
                 decision,
