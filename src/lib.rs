@@ -49,7 +49,7 @@
 //!
 //! | crate | re-exported as | holds |
 //! |---|---|---|
-//! | `subagents-messages` | [`messages`] | the typed protocol: events, model types, actor messages, codec |
+//! | `subagents-messages` | [`messages`] | the typed protocol: events, envelopes, model types, the wire types and codec |
 //! | `subagents-actors` | [`actors`] | behaviour: Agent, ModelGate, the Model and Tool traits, adapters |
 //! | `subagents-supervisor` | [`supervisor`] | lifecycle policy per thread; the host-facing handle |
 //!

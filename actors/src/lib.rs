@@ -1,5 +1,5 @@
 //! Behaviour of the subagents runtime: the Agent and ModelGate actors, the
-//! `Model` and `Tool` traits, the scripted model and demo tools.
+//! `Model` and `Tool` traits, the scripted model.
 //!
 //! ```text
 //! Agent (turn loop) ── Acquire ──► ModelGate (FIFO, capacity N)

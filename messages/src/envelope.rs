@@ -8,12 +8,14 @@ use crate::event::SubAgentStatus;
 use crate::ids::{AgentId, ToolUseId};
 use crate::model::Usage;
 
-/// Everything known about one child. Persisted (as JSON) when it finishes.
+/// Everything known about one child. Persisted (as JSON) when it is
+/// requested and again when it ends (with its run, by a thread's store).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Envelope {
     /// The child's id.
     pub id: AgentId,
-    /// Its name: the first line of its system prompt.
+    /// Its name: its profile's name, else the first line of its system
+    /// prompt.
     pub name: String,
     /// The parent's call that requested it.
     pub parent_tool_use_id: ToolUseId,

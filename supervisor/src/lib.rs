@@ -5,7 +5,7 @@
 //! thread switch, detach (or cascade) when the parent stops mid-wait,
 //! ordered wake delivery. Hosts talk to it through a
 //! [`ThreadHandle`]; [`Threads`] keeps a host's threads and applies the
-//! switch policy; [`store`] persists finished envelopes.
+//! switch policy; [`store`] persists envelopes and runs.
 
 pub mod store;
 pub mod thread;

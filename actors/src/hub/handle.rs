@@ -148,8 +148,10 @@ impl HubHandle {
     }
 
     /// Answers an approval a child asked for; forwarded to that child.
-    /// Refused as `Ended` when the child (or the hub) is gone, `Unknown`
-    /// when no child of this hub asked it. The answer is in the hub's
+    /// Once the child (or the hub) is gone: `AlreadyAnswered` for one that
+    /// was answered (by the host, or the background policy), `Ended` for
+    /// one it asked and nobody answered; `Unknown` when no child of this
+    /// hub asked it. The answer is in the hub's
     /// mailbox when this returns its future (a stop sent after it arrives
     /// after it); the future waits for the verdict.
     pub fn resolve_approval(

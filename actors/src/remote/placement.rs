@@ -13,7 +13,7 @@ pub enum Placement {
     /// Every child runs on this node (the default).
     #[default]
     Local,
-    /// Every child runs on this node.
+    /// Every child runs on that node.
     On(Arc<dyn NodeLink>),
     /// Each child runs where the fewest children are live, by the counts
     /// the nodes report: this node's own count against each node's

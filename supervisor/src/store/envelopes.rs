@@ -236,8 +236,9 @@ impl EnvelopeStore {
         self.map.is_empty()
     }
 
-    /// Removes, from memory and disk, every envelope older than the
-    /// retention by the injected clock. Future-dated envelopes are kept;
+    /// Removes, from memory and disk, every finished envelope (and its
+    /// run) older than the retention by the injected clock; an unfinished
+    /// one is never removed. Future-dated envelopes are kept;
     /// see the module docs on clock jumps.
     pub fn prune(&self) -> PruneReport {
         let _io = self.lock_io();

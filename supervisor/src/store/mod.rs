@@ -58,8 +58,9 @@
 //!
 //! An envelope's age is measured from its `finished_at_ms`, or from its
 //! `requested_at_ms` while unfinished, against the injected [`Clock`](subagents_actors::clock::Clock).
-//! [`EnvelopeStore::prune`] removes (from memory and disk) every envelope
-//! older than the retention ([`EnvelopeStore::DEFAULT_RETENTION`], 24 h, unless opened
+//! [`EnvelopeStore::prune`] removes (from memory and disk) every finished
+//! envelope older than the retention (an unfinished one never: it ages
+//! from its end) ([`EnvelopeStore::DEFAULT_RETENTION`], 24 h, unless opened
 //! with another: [`EnvelopeStore::open_with_retention`]); exactly 24 h old is kept. `open` prunes once
 //! after loading.
 //!

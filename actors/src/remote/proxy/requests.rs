@@ -1,0 +1,103 @@
+//! What the proxy's host asks of the remote turn — a stop, an approval's
+//! answer, a message — sent on to its node, and the stop's grace.
+
+use ractor::RpcReplyPort;
+use subagents_messages::remote::RunRequest;
+use subagents_messages::{ApprovalDecision, ApprovalId, ApprovalRefusal, Outcome};
+
+use crate::hub::{Refused, Steered};
+use crate::remote::proxy::{ProxyState, lock};
+
+impl ProxyState {
+    /// Tells the node to stop the running turn; its key, for the grace
+    /// ([`ProxyState::stop_overdue`]), while it runs on.
+    pub(super) fn stop(&mut self) -> Option<u64> {
+        self.waiting.clear();
+        let run = self.run.as_mut()?;
+        let first = !run.stopping;
+        run.stopping = true;
+        let key = run.key;
+        if let Err(why) = self.link.request(key, RunRequest::Stop) {
+            self.lost(&why);
+            return None;
+        }
+        first.then_some(key)
+    }
+
+    /// The stop's grace ran out: run `key`, if it still runs, ends here,
+    /// stopped (its node is asked again; what it left open is answered).
+    pub(super) fn stop_overdue(&mut self, key: u64) {
+        if self.run.as_ref().is_none_or(|run| run.key != key) {
+            return;
+        }
+        let _ = self.link.request(key, RunRequest::Stop);
+        let text = format!(
+            "stopped: its node `{}` did not end it within {} s of the stop",
+            self.link.node(),
+            crate::defaults::REMOTE_STOP_GRACE.as_secs()
+        );
+        self.close(&text, Outcome::Stopped);
+    }
+
+    pub(super) fn resolve_approval(
+        &mut self,
+        id: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<(), ApprovalRefusal> {
+        if let Some(first) = self.answered.get(&id) {
+            return Err(ApprovalRefusal::AlreadyAnswered {
+                id,
+                decision: *first,
+            });
+        }
+        let Some(key) = self
+            .run
+            .as_ref()
+            .filter(|r| !r.stopping && lock(&r.closer.mirror).awaits(&id))
+            .map(|r| r.key)
+        else {
+            return Err(if self.asked.contains(&id) {
+                ApprovalRefusal::Ended(id)
+            } else {
+                ApprovalRefusal::Unknown(id)
+            });
+        };
+        let sent = self.link.request(
+            key,
+            RunRequest::Approve {
+                id: id.clone(),
+                decision,
+            },
+        );
+        match sent {
+            Ok(()) => {
+                self.answered.insert(id, decision);
+                Ok(())
+            }
+            Err(why) => {
+                self.lost(&why);
+                Err(ApprovalRefusal::Ended(id))
+            }
+        }
+    }
+
+    pub(super) fn steer(&mut self, text: String, reply: RpcReplyPort<Result<Steered, Refused>>) {
+        let finished = || Refused::Finished {
+            id: self.config.id.clone(),
+        };
+        let Some(run) = self
+            .run
+            .as_mut()
+            .filter(|r| !lock(&r.closer.mirror).ended())
+        else {
+            let _ = reply.send(Err(finished()));
+            return;
+        };
+        self.next_steer += 1;
+        let n = self.next_steer;
+        run.steers.insert(n, reply);
+        if let Err(why) = self.link.request(run.key, RunRequest::Steer { n, text }) {
+            self.lost(&why);
+        }
+    }
+}
