@@ -13,9 +13,14 @@
 //! count, so without a bound ten hostile bytes claiming a string of 2⁴⁸
 //! bytes would abort the process (an allocation failure is not a panic a
 //! handler can catch). Each decode is bounded by a small multiple of the
-//! input's own size: such a claim is a [`CodecError::Decode`], and the
-//! most a message of `n` bytes can make a decode allocate up front is
-//! 16 × the next of 4 KiB, 1 MiB, 64 MiB at or above `n`.
+//! input's own size: such a claim is a [`CodecError::Decode`], and what
+//! the strings and byte fields of a message of `n` bytes claim is bounded
+//! by 16 × the next of 4 KiB, 1 MiB, 64 MiB at or above `n`. A sequence
+//! (a list of messages, of tool calls) is not counted against it: serde
+//! reserves room for the length it claims, up to 1 MiB per sequence,
+//! before its elements fail to decode — so a few bytes can make a decode
+//! reserve a few MiB for a moment, never more. `Child` events nest at
+//! most 128 levels (each a frame of the decoder's stack).
 
 use bincode::config::{Limit, LittleEndian, Varint};
 use serde::Serialize;

@@ -297,7 +297,7 @@ async fn a_wake_owed_when_the_process_died_is_delivered_after_the_restart() {
     drop((thread, store));
     assert!(woken_children(&log).is_empty(), "{log:#?}");
     assert!(
-        open(&dropped).take_owed_wakes().is_empty(),
+        open(&dropped).owed_wakes().is_empty(),
         "dropped wakes are not owed"
     );
 
@@ -340,7 +340,7 @@ async fn a_wake_owed_when_the_process_died_is_delivered_after_the_restart() {
 
     // Delivered or claimed once: a third process owes the parent nothing.
     let store = open(&killed);
-    assert!(store.take_owed_wakes().is_empty());
+    assert!(store.owed_wakes().is_empty());
     assert!(store.get(&AgentId::new("agent_2")).unwrap().claimed);
 }
 

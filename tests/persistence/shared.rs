@@ -110,3 +110,42 @@ async fn a_pruned_envelope_is_not_written_back_at_close() {
     assert!(!first.exists(), "and not written back at close");
     assert!(tmp.path().join("agent_2.json").exists());
 }
+
+/// Forged (a host): the restart list and the owed wakes were handed out
+/// once by public `take_…` methods, so a host that read them that way —
+/// to show them, before it opened a thread — took them from the thread:
+/// the parent was never told its children were interrupted. A host reads
+/// them with `interrupted()` / `owed_wakes()`, which take nothing (the
+/// `take_…` methods are the thread's: their `compile_fail` doctests).
+#[tokio::test]
+async fn a_host_reading_the_restart_list_leaves_it_to_the_thread() {
+    use subagents::messages::{Envelope, SubAgentStatus};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+    // Its second child was running when the process died.
+    {
+        let store = open(&dir);
+        let mut running: Envelope = store.get(&AgentId::new("agent_1")).unwrap();
+        running.id = AgentId::new("agent_2");
+        running.status = SubAgentStatus::Running;
+        running.finished_at_ms = None;
+        running.result = None;
+        store.save(&running).unwrap();
+    }
+    let store = open(&dir);
+    assert_eq!(store.interrupted(), [AgentId::new("agent_2")]);
+    assert!(store.owed_wakes().is_empty());
+    let model = ScriptedModel::new(vec![Reply::answer("Noted the restart.")]);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    let mut log = Vec::new();
+    // Real time (the store writes off the runtime): no wake, no turn.
+    let woken = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        until_result(&mut events, &mut log),
+    )
+    .await;
+    assert!(woken.is_ok(), "the parent was never woken: {log:#?}");
+    assert_eq!(woken_children(&log), ["agent_2"], "{log:#?}");
+    thread.close_and_wait().await;
+}

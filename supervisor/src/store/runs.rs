@@ -180,9 +180,27 @@ impl EnvelopeStore {
         open
     }
 
-    /// The children the open found unfinished (now `interrupted`), once:
-    /// the first thread to take them wakes its parent with the list.
-    pub fn take_interrupted(&self) -> Vec<AgentId> {
+    /// The children the open found unfinished (now `interrupted`) that no
+    /// thread has taken yet: the first thread to open on the store wakes
+    /// its parent with them. Reading them takes nothing — taking is the
+    /// thread's alone (a host that took them, through a method that was
+    /// public, left the thread nothing to wake its parent with):
+    ///
+    /// ```compile_fail
+    /// # fn f(store: &subagents_supervisor::store::EnvelopeStore) {
+    /// store.take_interrupted();
+    /// # }
+    /// ```
+    pub fn interrupted(&self) -> Vec<AgentId> {
+        self.interrupted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The interrupted children, once: the thread that takes them wakes
+    /// its parent with the list.
+    pub(crate) fn take_interrupted(&self) -> Vec<AgentId> {
         std::mem::take(
             &mut *self
                 .interrupted
@@ -213,9 +231,25 @@ impl EnvelopeStore {
             owed.into_iter().map(|(_, _, id)| id).collect();
     }
 
-    /// The wakes the last process owed and never delivered, once: the
-    /// first thread to take them delivers them, after the restart list.
-    pub fn take_owed_wakes(&self) -> Vec<AgentId> {
+    /// The wakes the last process owed and never delivered that no thread
+    /// has taken yet; reading them takes nothing (the first thread to open
+    /// on the store delivers them):
+    ///
+    /// ```compile_fail
+    /// # fn f(store: &subagents_supervisor::store::EnvelopeStore) {
+    /// store.take_owed_wakes();
+    /// # }
+    /// ```
+    pub fn owed_wakes(&self) -> Vec<AgentId> {
+        self.owed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The owed wakes, once: the thread that takes them delivers them,
+    /// after the restart list.
+    pub(crate) fn take_owed_wakes(&self) -> Vec<AgentId> {
         std::mem::take(&mut *self.owed.lock().unwrap_or_else(PoisonError::into_inner))
     }
 

@@ -71,8 +71,12 @@ fn save_then_restart_reloads_envelopes_and_get_by_id_works() {
         },
         b
     );
-    assert_eq!(store.take_interrupted(), [AgentId::new("agent_1")]);
-    assert!(store.take_interrupted().is_empty(), "taken once");
+    assert_eq!(store.interrupted(), [AgentId::new("agent_1")]);
+    assert_eq!(
+        store.interrupted(),
+        [AgentId::new("agent_1")],
+        "read, not taken"
+    );
     assert_eq!(store.get(&odd.id), Some(odd));
     assert_eq!(store.get(&AgentId::new("agent_9")), None);
     assert_eq!(ids(&store), ["../weird/id %", "agent_1", "agent_2"]);

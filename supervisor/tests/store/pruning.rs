@@ -76,7 +76,7 @@ fn a_child_running_longer_than_the_retention_is_interrupted_not_pruned_at_open()
     assert_eq!(envelope.status, SubAgentStatus::Interrupted);
     assert_eq!(envelope.finished_at_ms, Some(T0 + DAY + HOUR));
     assert_eq!(reopened.run(&id), Some((request, said.to_vec())));
-    assert_eq!(reopened.take_interrupted(), [AgentId::new("agent_1")]);
+    assert_eq!(reopened.interrupted(), [AgentId::new("agent_1")]);
 
     // A retention after the restart, not after the request.
     clock.set(T0 + 2 * DAY + HOUR);
