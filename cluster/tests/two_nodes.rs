@@ -131,15 +131,7 @@ async fn an_approval_and_a_stop_cross_processes() {
         Reply::answer("Stopped it."),
         Reply::answer("Noted."),
     ]);
-    let (thread, mut events) = ThreadHandle::spawn(
-        DelegationBuilder::new(model.named("scripted").shared())
-            .system_prompt("You are the parent.")
-            .tools(tools())
-            .placement(Placement::On(Arc::new(link))),
-        None,
-    )
-    .await
-    .unwrap();
+    let (thread, mut events) = thread_of(model, Placement::On(Arc::new(link))).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     let asked = until(&mut events, &mut log, |e| {
@@ -191,15 +183,7 @@ async fn an_answer_over_ractors_default_frame_arrives_whole() {
         Reply::new().use_agent(&UseAgentCall::run("Verbose\nYou talk.", "talk").wait(true)),
         Reply::answer("Read it."),
     ]);
-    let (thread, mut events) = ThreadHandle::spawn(
-        DelegationBuilder::new(model.named("scripted").shared())
-            .system_prompt("You are the parent.")
-            .tools(tools())
-            .placement(Placement::On(Arc::new(link.clone()))),
-        None,
-    )
-    .await
-    .unwrap();
+    let (thread, mut events) = thread_of(model, Placement::On(Arc::new(link.clone()))).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until(&mut events, &mut log, is_result).await;
@@ -232,15 +216,7 @@ async fn a_second_connection_to_a_node_does_not_lose_it() {
         ),
         Reply::answer("Worked."),
     ]);
-    let (thread, mut events) = ThreadHandle::spawn(
-        DelegationBuilder::new(model.named("scripted").shared())
-            .system_prompt("You are the parent.")
-            .tools(tools())
-            .placement(Placement::On(Arc::new(link.clone()))),
-        None,
-    )
-    .await
-    .unwrap();
+    let (thread, mut events) = thread_of(model, Placement::On(Arc::new(link.clone()))).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     seen(&mut events, &mut log, in_tool).await;

@@ -22,6 +22,18 @@ fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {
     )
 }
 
+/// How a child's approval requests were closed, in order.
+fn approval_outcomes(child: &ChildLog) -> Vec<subagents::messages::ApprovalOutcome> {
+    child
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A thread whose child (waited on inline) asks for approval to post: the
 /// thread, its stream, the log so far and the request.
 async fn a_child_asking() -> (
@@ -209,14 +221,7 @@ async fn a_childs_approval_then_its_stop_in_one_tick_arrive_in_that_order() {
     assert_eq!(stopped.unwrap(), SubAgentStatus::Stopped);
     run_for(&mut events, &mut log, 30).await;
     let (_, by_id) = check_log(&log, true);
-    let outcomes: Vec<ApprovalOutcome> = by_id[&agent_1]
-        .events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
-            _ => None,
-        })
-        .collect();
+    let outcomes = approval_outcomes(&by_id[&agent_1]);
     assert_eq!(outcomes, [ApprovalOutcome::Approved], "{log:#?}");
     thread.close_and_wait().await;
 }
@@ -274,14 +279,7 @@ async fn a_childs_approval_then_a_close_in_one_tick_arrive_in_that_order() {
         log.push(event);
     }
     let (_, by_id) = check_log(&log, true);
-    let outcomes: Vec<ApprovalOutcome> = by_id[&AgentId::new("agent_1")]
-        .events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
-            _ => None,
-        })
-        .collect();
+    let outcomes = approval_outcomes(&by_id[&AgentId::new("agent_1")]);
     assert_eq!(outcomes, [ApprovalOutcome::Approved], "{log:#?}");
 }
 
@@ -321,14 +319,7 @@ async fn a_pending_approval_of_a_child_sent_to_the_background_follows_the_policy
         run_for(&mut events, &mut log, 30).await;
         let (_, by_id) = check_log(&log, true);
         let child = &by_id[&AgentId::new("agent_1")];
-        let outcomes: Vec<ApprovalOutcome> = child
-            .events
-            .iter()
-            .filter_map(|(_, e)| match e {
-                AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
-                _ => None,
-            })
-            .collect();
+        let outcomes = approval_outcomes(child);
         assert_eq!(outcomes, [outcome], "{policy:?}: {log:#?}");
         let posted = child.events.iter().find_map(|(_, e)| match e {
             AgentEvent::ToolResult(r) if r.name == "http_post" => Some(r.output.clone()),

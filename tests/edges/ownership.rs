@@ -34,19 +34,22 @@ async fn a_gate_stops_when_its_last_handle_is_dropped() {
         .ok();
 }
 
+/// A host's observer that notes each child's end.
+#[derive(Default)]
+struct Seen(Mutex<Vec<(String, SubAgentStatus)>>);
+
+impl HubObserver for Seen {
+    fn finished(&self, envelope: &Envelope) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((envelope.id.to_string(), envelope.status));
+    }
+}
+
 /// Defect 11: the thread replaced a host's observer with its own.
 #[tokio::test(start_paused = true)]
 async fn a_hosts_observer_is_told_alongside_the_threads_own() {
-    #[derive(Default)]
-    struct Seen(Mutex<Vec<(String, SubAgentStatus)>>);
-    impl HubObserver for Seen {
-        fn finished(&self, envelope: &Envelope) {
-            self.0
-                .lock()
-                .unwrap()
-                .push((envelope.id.to_string(), envelope.status));
-        }
-    }
     let seen = Arc::new(Seen::default());
     let builder = parent(background_workers(&[5])).observer(seen.clone());
     let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
@@ -79,16 +82,6 @@ async fn an_observer_that_panics_leaves_the_others_told() {
         }
         fn stepped(&self, _: &AgentId) {
             panic!("a host's bug in stepped");
-        }
-    }
-    #[derive(Default)]
-    struct Seen(Mutex<Vec<(String, SubAgentStatus)>>);
-    impl HubObserver for Seen {
-        fn finished(&self, envelope: &Envelope) {
-            self.0
-                .lock()
-                .unwrap()
-                .push((envelope.id.to_string(), envelope.status));
         }
     }
     let seen = Arc::new(Seen::default());

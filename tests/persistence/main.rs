@@ -105,6 +105,37 @@ async fn resuming_an_earlier_sessions_child_wakes_the_parent_once_for_the_new_ru
     thread.close_and_wait().await;
 }
 
+/// An hour.
+const HOUR: u64 = 3_600_000;
+
+/// A store on `dir` keeping envelopes an hour by a manual clock, and a
+/// thread on it whose parent runs `model` with the demo's `sleep`.
+async fn an_hours_retention(
+    dir: &std::path::Path,
+    model: ScriptedModel,
+) -> (
+    Arc<subagents::actors::clock::ManualClock>,
+    Arc<EnvelopeStore>,
+    ThreadHandle,
+    EventStream,
+) {
+    let clock = Arc::new(subagents::actors::clock::ManualClock::new(
+        1_700_000_000_000,
+    ));
+    let retention = std::time::Duration::from_millis(HOUR);
+    let store = EnvelopeStore::open_with_retention(dir, clock.clone(), retention);
+    let store = Arc::new(store.unwrap().0);
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .clock(clock.clone()),
+    )
+    .store(store.clone());
+    let (thread, events) = ThreadHandle::spawn(config, None).await.unwrap();
+    (clock, store, thread, events)
+}
+
 /// Stopped midway, by the retention: a child still running had its
 /// envelope and run pruned once the time since it was asked passed the
 /// retention (a later save pruned it), so a crash then left no trace of
@@ -112,20 +143,7 @@ async fn resuming_an_earlier_sessions_child_wakes_the_parent_once_for_the_new_ru
 /// pruned; it ages from its end.
 #[tokio::test(start_paused = true)]
 async fn a_running_child_is_never_pruned() {
-    use subagents::actors::clock::ManualClock;
-    use subagents_demo::Sleep;
-    const HOUR: u64 = 3_600_000;
     let tmp = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let store = Arc::new(
-        EnvelopeStore::open_with_retention(
-            tmp.path(),
-            clock.clone(),
-            std::time::Duration::from_millis(HOUR),
-        )
-        .unwrap()
-        .0,
-    );
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Long", 3 * 3600, false)),
         Reply::answer("Started."),
@@ -135,14 +153,7 @@ async fn a_running_child_is_never_pruned() {
     ])
     .with_script("Long\n", worker(3 * 3600))
     .with_script("Short\n", worker(1));
-    let config = ThreadConfig::new(
-        DelegationBuilder::new(model.shared())
-            .system_prompt("You are the parent.")
-            .tools(ToolRegistry::new().with(Sleep))
-            .clock(clock.clone()),
-    )
-    .store(store.clone());
-    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    let (clock, store, thread, mut events) = an_hours_retention(tmp.path(), model).await;
     thread.send_user("start the long one").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -344,19 +355,12 @@ async fn a_wake_owed_when_the_process_died_is_delivered_after_the_restart() {
     assert!(store.get(&AgentId::new("agent_2")).unwrap().claimed);
 }
 
-/// Shared, same instant: two threads on one store each send a message to
-/// the same child of an earlier session in the same instant. Each hub
-/// read the archive before the other's link reached it, and both resumed
-/// the child: the chain forked (two runs continued `agent_1`, and the
-/// next session resumed whichever link was written last). One resumes
-/// it; the other is told it was resumed elsewhere.
-#[tokio::test]
-async fn two_threads_resuming_one_earlier_child_at_once_do_not_fork_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("envelopes");
-    an_earlier_session_with_one_finished_child(&dir).await;
-
-    let store = open(&dir);
+/// Two threads on `store` send a message to `agent_1` (an earlier
+/// session's child) at once: each thread, once its turn ended and its
+/// writes are on disk, with what its `use_agent` calls answered.
+async fn two_threads_send_to_agent_1(
+    store: &Arc<EnvelopeStore>,
+) -> Vec<(ThreadHandle, Vec<(String, bool)>)> {
     let mut threads = Vec::new();
     for _ in 0..2 {
         let model = ScriptedModel::new(vec![
@@ -370,13 +374,34 @@ async fn two_threads_resuming_one_earlier_child_at_once_do_not_fork_it() {
     for (thread, _) in &threads {
         thread.send_user("more").unwrap();
     }
-    let mut answers = Vec::new();
-    for (thread, events) in &mut threads {
+    let mut answered = Vec::new();
+    for (thread, mut events) in threads {
         let mut log = Vec::new();
-        until_result(events, &mut log).await;
-        answers.extend(results_of(&log, "use_agent"));
+        until_result(&mut events, &mut log).await;
         thread.flush_persistence().await.unwrap();
+        answered.push((thread, results_of(&log, "use_agent")));
     }
+    answered
+}
+
+/// Shared, same instant: two threads on one store each send a message to
+/// the same child of an earlier session in the same instant. Each hub
+/// read the archive before the other's link reached it, and both resumed
+/// the child: the chain forked (two runs continued `agent_1`, and the
+/// next session resumed whichever link was written last). One resumes
+/// it; the other is told it was resumed elsewhere.
+#[tokio::test]
+async fn two_threads_resuming_one_earlier_child_at_once_do_not_fork_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+
+    let store = open(&dir);
+    let threads = two_threads_send_to_agent_1(&store).await;
+    let answers: Vec<(String, bool)> = threads
+        .iter()
+        .flat_map(|(_, answers)| answers.clone())
+        .collect();
     let resumed = answers
         .iter()
         .filter(|(text, error)| !error && text.contains("resumed_from"))

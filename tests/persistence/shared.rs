@@ -15,37 +15,19 @@ async fn the_losing_threads_close_keeps_the_winners_link() {
     an_earlier_session_with_one_finished_child(&dir).await;
 
     let store = open(&dir);
-    let mut threads = Vec::new();
-    for _ in 0..2 {
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
-            Reply::answer("Sent."),
-            Reply::answer("Noted."),
-        ])
-        .with_script("Worker", vec![Reply::answer("second part done")]);
-        threads.push(thread_on(model.shared(), store.clone(), 3).await);
-    }
-    for (thread, _) in &threads {
-        thread.send_user("more").unwrap();
-    }
-    let mut lost = Vec::new();
-    for (thread, events) in &mut threads {
-        let mut log = Vec::new();
-        until_result(events, &mut log).await;
-        lost.push(
-            results_of(&log, "use_agent")
-                .iter()
-                .any(|(text, error)| *error && text.contains("another thread has resumed it")),
-        );
-        thread.flush_persistence().await.unwrap();
-    }
-    assert_eq!(lost.iter().filter(|l| **l).count(), 1, "{lost:?}");
+    let lost = |answers: &[(String, bool)]| {
+        answers
+            .iter()
+            .any(|(text, error)| *error && text.contains("another thread has resumed it"))
+    };
+    let mut threads = two_threads_send_to_agent_1(&store).await;
+    let losers = threads.iter().filter(|(_, a)| lost(a)).count();
+    assert_eq!(losers, 1, "{threads:?}");
     let link = store.get(&AgentId::new("agent_1")).unwrap().continued_as;
     assert!(link.is_some(), "the winner's link is on disk");
     // The winner closes first, the loser last.
-    let mut order: Vec<_> = threads.into_iter().zip(lost).collect();
-    order.sort_by_key(|(_, lost)| *lost);
-    for ((thread, _), _) in order {
+    threads.sort_by_key(|(_, answers)| lost(answers));
+    for (thread, _) in threads {
         thread.close_and_wait().await;
     }
     drop(store);
@@ -64,19 +46,7 @@ async fn the_losing_threads_close_keeps_the_winners_link() {
 /// resume.
 #[tokio::test]
 async fn a_pruned_envelope_is_not_written_back_at_close() {
-    use subagents::actors::clock::ManualClock;
-    const HOUR: u64 = 3_600_000;
     let tmp = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let store = Arc::new(
-        EnvelopeStore::open_with_retention(
-            tmp.path(),
-            clock.clone(),
-            std::time::Duration::from_millis(HOUR),
-        )
-        .unwrap()
-        .0,
-    );
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("First", 1, false)),
         Reply::answer("Started."),
@@ -87,14 +57,7 @@ async fn a_pruned_envelope_is_not_written_back_at_close() {
     ])
     .with_script("First\n", worker(1))
     .with_script("Second\n", worker(1));
-    let config = ThreadConfig::new(
-        DelegationBuilder::new(model.shared())
-            .system_prompt("You are the parent.")
-            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
-            .clock(clock.clone()),
-    )
-    .store(store.clone());
-    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    let (clock, _store, thread, mut events) = an_hours_retention(tmp.path(), model).await;
     thread.send_user("start one").unwrap();
     let mut log = Vec::new();
     until_wake(&mut events, &mut log, "agent_1").await;

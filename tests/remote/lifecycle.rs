@@ -50,16 +50,27 @@ async fn a_lost_node_ends_its_child_failed_with_one_wake() {
 /// and ended nothing: the child stayed `running` for ever, held its slot,
 /// never woke the parent, and a stop of it never returned. It now ends
 /// with the result it gave.
-#[tokio::test(start_paused = true)]
-async fn a_node_lost_between_a_childs_result_and_its_end_ends_it() {
-    let model = background_workers(&[30]).shared();
+/// One background worker (`secs`) on node `b`, with the node's `flag`
+/// set: the thread, its stream, the log up to the parent's first
+/// `Result`, and the node.
+async fn one_worker_on(
+    secs: &[u64],
+    flag: impl Fn(&Loopback) -> &std::sync::atomic::AtomicBool,
+) -> (ThreadHandle, EventStream, Vec<AgentEvent>, Arc<Loopback>) {
+    let model = background_workers(secs).shared();
     let node = Loopback::new("b", model.clone()).await;
-    node.lost_before_ended
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    flag(&node).store(true, std::sync::atomic::Ordering::SeqCst);
     let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
+    (thread, events, log, node)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_lost_between_a_childs_result_and_its_end_ends_it() {
+    let (thread, mut events, mut log, _node) =
+        one_worker_on(&[30], |node| &node.lost_before_ended).await;
     run_for(&mut events, &mut log, 3600).await;
     check_log(&log, true);
     assert_eq!(log.iter().filter(|e| is_wake(e)).count(), 1, "one wake");
@@ -84,14 +95,8 @@ async fn a_node_lost_between_a_childs_result_and_its_end_ends_it() {
 /// answers it.
 #[tokio::test(start_paused = true)]
 async fn a_run_ended_with_a_call_open_has_that_call_answered() {
-    let model = background_workers(&[30]).shared();
-    let node = Loopback::new("b", model.clone()).await;
-    node.end_after_tool_started
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
+    let (thread, mut events, mut log, _node) =
+        one_worker_on(&[30], |node| &node.end_after_tool_started).await;
     run_for(&mut events, &mut log, 3600).await;
     check_log(&log, true);
     let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
@@ -106,14 +111,8 @@ async fn a_run_ended_with_a_call_open_has_that_call_answered() {
 /// here once its node has had the grace (30 s) to.
 #[tokio::test(start_paused = true)]
 async fn a_stop_of_a_child_behind_a_lost_report_answers() {
-    let model = background_workers(&[600]).shared();
-    let node = Loopback::new("b", model.clone()).await;
-    node.drop_next_event
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
+    let (thread, mut events, mut log, node) =
+        one_worker_on(&[600], |node| &node.drop_next_event).await;
     let agent_1 = AgentId::new("agent_1");
     let stopped = tokio::time::timeout(Duration::from_secs(120), thread.stop_child(&agent_1)).await;
     assert_eq!(stopped, Ok(Ok(SubAgentStatus::Stopped)));

@@ -187,8 +187,17 @@ pub(crate) async fn node_to(name: &str, b_port: u16, b_name: &str) -> (ClusterNo
 }
 
 pub(crate) async fn thread(placement: Placement) -> (ThreadHandle, EventStream) {
+    thread_of(model(), placement).await
+}
+
+/// A thread whose parent runs on `model` (named `scripted`, as the nodes'
+/// model is), its children placed by `placement`.
+pub(crate) async fn thread_of(
+    model: ScriptedModel,
+    placement: Placement,
+) -> (ThreadHandle, EventStream) {
     ThreadHandle::spawn(
-        DelegationBuilder::new(model().shared())
+        DelegationBuilder::new(model.named("scripted").shared())
             .system_prompt("You are the parent.")
             .tools(tools())
             .placement(placement),
