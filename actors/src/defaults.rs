@@ -28,7 +28,8 @@ pub(crate) const PROFILE_LISTING_BYTES: usize = 4096;
 pub(crate) const RESULT_BUDGET: usize = 8_000;
 
 /// How long a child on another node may take to end once it was told to
-/// stop: 30 s. Past it the parent's node ends it itself, `stopped` (a
-/// report its node never delivered — a gap — held the turn open, and the
-/// stop never answered).
+/// stop, and to deliver a report found missing (a later one arrived): 30
+/// s. Past it the parent's node ends it itself — `stopped`, or `failed`
+/// for a report that never came (a gap held every report after it, the
+/// turn open for ever).
 pub(crate) const REMOTE_STOP_GRACE: Duration = Duration::from_secs(30);

@@ -122,6 +122,30 @@ async fn a_stop_of_a_child_behind_a_lost_report_answers() {
     thread.close_and_wait().await;
 }
 
+/// The same gap with no stop: the child stayed `running` for ever, its
+/// slot held, the parent never woken. Once a later report shows a report
+/// missing, its node has the grace (30 s) to send it; then the run is
+/// stopped there and the child fails, saying which report never came.
+#[tokio::test(start_paused = true)]
+async fn a_lost_report_fails_its_child_after_the_grace() {
+    let (thread, mut events, mut log, node) =
+        one_worker_on(&[60], |node| &node.drop_next_event).await;
+    run_for(&mut events, &mut log, 3600).await;
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed, "{envelope:?}");
+    assert!(
+        envelope
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("never arrived")),
+        "{envelope:?}"
+    );
+    assert_eq!(log.iter().filter(|e| is_wake(e)).count(), 1, "one wake");
+    assert_eq!(node.runner.live(), 0);
+    thread.close_and_wait().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_stop_reaches_the_child_on_its_node() {
     let model = ScriptedModel::new(vec![

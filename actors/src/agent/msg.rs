@@ -189,6 +189,15 @@ pub(crate) mod sealed {
         /// stop's grace after it told run `key` to stop: still running,
         /// the run ends here.
         StopOverdue(u64),
+        /// Sent by the proxy of a child on another node to itself, the
+        /// grace after report `missing` of run `key` was found missing
+        /// (later ones arrived): still missing, the run fails.
+        GapOverdue {
+            /// The run.
+            key: u64,
+            /// The report it waits for.
+            missing: u64,
+        },
     }
 }
 

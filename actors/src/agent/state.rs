@@ -463,7 +463,10 @@ impl Actor for AgentActor {
             }
             // Only a remote child's proxy is sent these (crate/remote).
             AgentMsg::Internal(
-                AgentInternal::Report(_) | AgentInternal::Lost(_) | AgentInternal::StopOverdue(_),
+                AgentInternal::Report(_)
+                | AgentInternal::Lost(_)
+                | AgentInternal::StopOverdue(_)
+                | AgentInternal::GapOverdue { .. },
             ) => {}
         }
         state.start_next(&myself);

@@ -132,6 +132,11 @@ impl Mirror {
         }
     }
 
+    /// The report missing ahead of those held (`None`: no gap).
+    pub(crate) fn gap(&self) -> Option<u64> {
+        (!self.early.is_empty()).then_some(self.next)
+    }
+
     /// True when it waits on approval `id`.
     pub(crate) fn awaits(&self, id: &ApprovalId) -> bool {
         self.approvals.iter().any(|(waiting, _)| waiting == id)

@@ -131,6 +131,8 @@ struct RemoteRun {
     /// A stop was sent: the node cuts the turn before any answer sent
     /// after it, so such an answer is `Ended`, as a local agent's.
     stopping: bool,
+    /// The missing report whose grace runs ([`ProxyState::gap_overdue`]).
+    watching: Option<u64>,
 }
 
 impl ProxyState {
@@ -207,16 +209,17 @@ impl ProxyState {
             steers: BTreeMap::new(),
             silenced: Vec::new(),
             stopping: false,
+            watching: None,
         });
         if let Err(why) = self.link.start(spec, RunReports::new(myself.clone())) {
             self.lost(&why);
         }
     }
 
-    fn report(&mut self, report: RunReport) {
-        let Some(run) = self.run.as_mut().filter(|r| r.key == report.key) else {
-            return;
-        };
+    /// Applies a report. Returns the report now missing ahead of those
+    /// held (its key and number), when its grace is to start.
+    fn report(&mut self, report: RunReport) -> Option<(u64, u64)> {
+        let run = self.run.as_mut().filter(|r| r.key == report.key)?;
         let report_key = report.key;
         let ready = lock(&run.closer.mirror).accept(report);
         for body in ready {
@@ -237,6 +240,33 @@ impl ProxyState {
                 }
             }
         }
+        // A report missing while later ones wait: watched from now.
+        let run = self.run.as_mut().filter(|r| r.key == report_key)?;
+        let missing = lock(&run.closer.mirror).gap()?;
+        (run.watching != Some(missing)).then(|| {
+            run.watching = Some(missing);
+            (report_key, missing)
+        })
+    }
+
+    /// The grace of report `missing` of run `key` ran out: still missing
+    /// (the reports after it held, the turn open), the run is stopped on
+    /// its node and fails here.
+    fn gap_overdue(&mut self, key: u64, missing: u64) {
+        let stuck = self
+            .run
+            .as_ref()
+            .is_some_and(|run| run.key == key && lock(&run.closer.mirror).gap() == Some(missing));
+        if !stuck {
+            return;
+        }
+        let _ = self.link.request(key, RunRequest::Stop);
+        let text = format!(
+            "node `{}`: report {missing} of the run never arrived within {} s of the next",
+            self.link.node(),
+            crate::defaults::REMOTE_STOP_GRACE.as_secs()
+        );
+        self.close(&text, Outcome::Failed(text.clone()));
     }
 
     fn event(&mut self, event: AgentEvent) {

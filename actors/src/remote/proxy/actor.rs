@@ -72,7 +72,18 @@ impl Actor for RemoteAgent {
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }
-            AgentMsg::Internal(AgentInternal::Report(report)) => state.report(report),
+            AgentMsg::Internal(AgentInternal::Report(report)) => {
+                // A report missing while later ones arrived: its node
+                // has the grace to send it, then the run fails here.
+                if let Some((key, missing)) = state.report(report) {
+                    myself.send_after(crate::defaults::REMOTE_STOP_GRACE, move || {
+                        AgentMsg::Internal(AgentInternal::GapOverdue { key, missing })
+                    });
+                }
+            }
+            AgentMsg::Internal(AgentInternal::GapOverdue { key, missing }) => {
+                state.gap_overdue(key, missing)
+            }
             AgentMsg::Internal(AgentInternal::Lost(why)) => state.lost(&why),
             // A local agent's own messages: a proxy runs no turn task.
             AgentMsg::Internal(
