@@ -136,7 +136,25 @@ impl Call {
 
 /// Sends the request (retrying 429s) and opens the event stream.
 async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
-    let response = with_retries(settings.retry, || attempt(settings, body)).await?;
+    let response = match with_retries(settings.retry, || attempt(settings, body)).await {
+        // OpenAI's o-series and gpt-5 refuse `max_tokens` and name its
+        // successor (vLLM and llama.cpp do not all take the new name):
+        // that refusal, and only it, is answered once with the field
+        // renamed.
+        Err(ModelError::Server {
+            status: 400,
+            message,
+        }) if message.contains("max_tokens") && message.contains("max_completion_tokens") => {
+            let Some(renamed) = with_max_completion_tokens(body) else {
+                return Err(ModelError::Server {
+                    status: 400,
+                    message,
+                });
+            };
+            with_retries(settings.retry, || attempt(settings, &renamed)).await?
+        }
+        answered => answered?,
+    };
     let content_type = response
         .headers()
         .get(CONTENT_TYPE)
@@ -173,6 +191,16 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         super::lines::error_lines_as_events(body, settings.timeouts.read, || BodyError::Silent)
             .eventsource(),
     ))
+}
+
+/// `body` with its `max_tokens` sent as `max_completion_tokens`; `None`
+/// when it has no `max_tokens`.
+fn with_max_completion_tokens(body: &Value) -> Option<Value> {
+    let mut renamed = body.clone();
+    let fields = renamed.as_object_mut()?;
+    let max = fields.remove("max_tokens")?;
+    fields.insert("max_completion_tokens".to_owned(), max);
+    Some(renamed)
 }
 
 /// One attempt: the response if the status is a success, a retry if 429,

@@ -424,3 +424,41 @@ async fn keep_alive_comments_are_not_silence() {
     );
     assert!(out.iter().all(Result::is_ok), "{out:?}");
 }
+
+/// Foreign (a real server): OpenAI's o-series and gpt-5 refuse
+/// `max_tokens` with a 400 naming its successor, `max_completion_tokens`
+/// — which vLLM and llama.cpp do not all take. Every call from a profile
+/// that set `max_tokens` failed there. That exact refusal is answered once
+/// by the same request with the field renamed; any other 400 is not
+/// retried.
+#[tokio::test]
+async fn a_refused_max_tokens_is_sent_again_as_max_completion_tokens() {
+    let refusal = json!({"error": {
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter"
+    }});
+    let server = MockServer::start(vec![
+        Reply::error(400, refusal),
+        Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()])),
+    ])
+    .await;
+    let mut asked = request("hi");
+    asked.options.max_tokens = Some(64);
+    let out = collect(&server.model(None), asked).await;
+    assert_eq!(
+        out.first(),
+        Some(&Ok(ModelChunk::Text("ok".into()))),
+        "{out:?}"
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].body["max_tokens"], 64);
+    assert!(
+        seen[1].body.get("max_tokens").is_none(),
+        "{:?}",
+        seen[1].body
+    );
+    assert_eq!(seen[1].body["max_completion_tokens"], 64);
+}
