@@ -210,9 +210,7 @@ impl Actor for Hub {
         // lets the child end its turn on the stream (its call in flight
         // answered, its `Result`) before its terminal status closes it.
         drop(event);
-        if myself.get_status() == ractor::ActorStatus::Draining {
-            state.prefer_stop(&id);
-        }
+        state.prefer_stop_if_closing(&myself, &id);
         let stopping = state.children.get(&id).and_then(|c| c.stopping);
         let (status, error) = match stopping {
             Some(why) => (state.stop_status(&id), why.to_owned()),

@@ -184,11 +184,7 @@ impl HubState {
         myself: &ActorRef<HubMsg>,
         id: &AgentId,
     ) -> Vec<AgentId> {
-        // Closing (drained: what came before the close is read first): the
-        // close is a stop, and a stop wins over an interrupt under way.
-        if myself.get_status() == ractor::ActorStatus::Draining {
-            self.prefer_stop(id);
-        }
+        self.prefer_stop_if_closing(myself, id);
         // Sent before the hub was told (see `start_child`). A child that
         // already ended has left the map: its finish below changes
         // nothing.

@@ -269,7 +269,6 @@ impl HubHandle {
         .unwrap_or(DetachOutcome::Unknown)
     }
 
-    /// Detaches without waiting for the answer (from a `Drop`).
     /// A turn waiting on `id` was cut under `Cascade`: the child stops,
     /// or, finished first, becomes a background result. Never waits.
     pub(crate) fn cascade_now(&self, id: &AgentId) {
@@ -278,6 +277,7 @@ impl HubHandle {
             .cast(HubMsg::Internal(HubInternal::Cascade { id: id.clone() }));
     }
 
+    /// Detaches without waiting for the answer (from a `Drop`).
     pub(crate) fn detach_now(&self, id: &AgentId) {
         let _ = self.actor.cast(HubMsg::Internal(HubInternal::Detach {
             id: id.clone(),

@@ -136,6 +136,15 @@ impl HubState {
         self.stop(myself, id, reply).await;
     }
 
+    /// A child ending while the hub closes (drained: what came before the
+    /// close is read first): the close is a stop, and a stop wins over an
+    /// interrupt under way.
+    pub(super) fn prefer_stop_if_closing(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId) {
+        if myself.get_status() == ractor::ActorStatus::Draining {
+            self.prefer_stop(id);
+        }
+    }
+
     /// A stop wins over an interrupt still in progress: it ends `stopped`.
     pub(super) fn prefer_stop(&mut self, id: &AgentId) {
         if let Some(child) = self.children.get_mut(id) {
