@@ -55,6 +55,9 @@ pub(super) struct Entry {
     /// host, or by the background policy): an answer to one once it ended
     /// is `AlreadyAnswered`, as it was while it ran.
     pub(super) approvals_answered: Box<[(u64, ApprovalDecision)]>,
+    /// It was failed because its hub died (`fail_unfinished`): every
+    /// later call returns it again.
+    pub(super) failed_by_hub_death: bool,
 }
 
 /// A child's own sink and its requester's: closing the first with its
@@ -115,6 +118,7 @@ impl Book {
                 closer,
                 approvals_asked: 0,
                 approvals_answered: Box::default(),
+                failed_by_hub_death: false,
             }),
         );
     }
@@ -259,6 +263,21 @@ impl Book {
         error: Option<String>,
         now_ms: u64,
     ) -> bool {
+        self.finish_as(id, status, result, error, now_ms, false)
+    }
+
+    /// `finish`, and `by_hub_death`: the child is failed because its hub
+    /// died (marked in the same step, so a concurrent `fail_unfinished`
+    /// that lost the finish still returns it).
+    fn finish_as(
+        &self,
+        id: &AgentId,
+        status: SubAgentStatus,
+        result: Option<String>,
+        error: Option<String>,
+        now_ms: u64,
+        by_hub_death: bool,
+    ) -> bool {
         // The turn's lock is taken with no map guard held (see get_live).
         let Some(probe) = self.entries.get(id).map(|entry| entry.probe.clone()) else {
             return false;
@@ -288,6 +307,7 @@ impl Book {
         entry.envelope.finished_at_ms = Some(now_ms);
         entry.envelope.result = result;
         entry.envelope.error = error;
+        entry.failed_by_hub_death = by_hub_death;
         true
     }
 
@@ -368,74 +388,6 @@ impl Book {
         all.sort_by_key(|e| (child_number(&e.id).unwrap_or(u64::MAX), e.id.clone()));
         all
     }
-
-    /// Ends every child that has not ended as a killed actor's, deepest
-    /// first, then in child-number order (its hub died without its stop:
-    /// see [`crate::agent::running::TurnEnds`]): its running turn closed
-    /// (the call in flight answered, its `Result`), then `failed` on its
-    /// requester's stream — a queued one's only word.
-    pub(crate) fn end_turns_as_killed(&self) {
-        type Open = (
-            std::cmp::Reverse<u32>,
-            Option<u64>,
-            AgentId,
-            Option<Probe>,
-            Option<Closer>,
-        );
-        let mut open: Vec<Open> = self
-            .entries
-            .iter()
-            .filter(|e| !e.envelope.status.is_terminal())
-            .map(|e| {
-                (
-                    std::cmp::Reverse(e.envelope.depth),
-                    child_number(e.key()),
-                    e.key().clone(),
-                    e.probe.clone(),
-                    e.closer.clone(),
-                )
-            })
-            .collect();
-        open.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
-        // No map guard is held: ending a turn emits and takes its lock.
-        for (_, _, id, probe, closer) in open {
-            if let Some(probe) = probe {
-                probe.end_as_killed();
-            }
-            if let Some(closer) = closer {
-                closer.close(&id, SubAgentStatus::Failed);
-            }
-        }
-    }
-
-    /// Every child that had not ended becomes `failed` with `reason`;
-    /// returns their final envelopes, in child-number order.
-    pub(crate) fn fail_unfinished(&self, reason: &str, now_ms: u64) -> Vec<Envelope> {
-        // On the stream first, in order (the kill hook did it already
-        // when a running child was killed; a closed turn or sink is left).
-        self.end_turns_as_killed();
-        let open: Vec<AgentId> = self
-            .entries
-            .iter()
-            .filter(|e| !e.envelope.status.is_terminal())
-            .map(|e| e.key().clone())
-            .collect();
-        let mut failed: Vec<Envelope> = open
-            .iter()
-            .filter(|id| {
-                self.finish(
-                    id,
-                    SubAgentStatus::Failed,
-                    None,
-                    Some(reason.to_owned()),
-                    now_ms,
-                )
-            })
-            .filter_map(|id| self.envelope(id))
-            .collect();
-        failed.sort_by_key(|e| (child_number(&e.id).unwrap_or(u64::MAX), e.id.clone()));
-        failed
-    }
 }
 
 fn current(entry: &Entry) -> Envelope {
@@ -483,6 +435,7 @@ pub(crate) fn requested(
     }
 }
 
+mod death;
 mod tap;
 #[cfg(test)]
 mod tests;

@@ -22,6 +22,9 @@ use crate::hub::config::{EnvelopeArchive, HubConfig};
 use crate::hub::error::Refused;
 use crate::sink::EventSink;
 
+/// Why a child its hub took with it failed.
+const HUB_GONE: &str = "the sub-agent hub stopped before the sub-agent ended";
+
 /// What waiting on a child found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum WaitOutcome {
@@ -412,15 +415,17 @@ impl HubHandle {
     }
 
     /// After the hub actor is gone (it crashed or was killed): every child
-    /// that had not ended becomes `failed` with `reason`, stamped `now_ms`;
-    /// returns those final envelopes, in request order. Does nothing (and
-    /// returns nothing) while the hub runs: a live hub ends its children
-    /// itself.
-    pub fn fail_unfinished(&self, reason: &str) -> Vec<Envelope> {
+    /// that had not ended becomes `failed` ("the sub-agent hub stopped
+    /// before the sub-agent ended"), stamped now. Returns the final
+    /// envelopes of every child the hub's death failed, in request order —
+    /// the same list to every caller, whoever called first. Does nothing
+    /// (and returns nothing) while the hub runs: a live hub ends its
+    /// children itself.
+    pub fn fail_unfinished(&self) -> Vec<Envelope> {
         if self.actor.get_status() < ractor::ActorStatus::Stopping {
             return Vec::new();
         }
-        self.book.fail_unfinished(reason, self.clock.now_ms())
+        self.book.fail_unfinished(HUB_GONE, self.clock.now_ms())
     }
 
     /// The hub's counts.

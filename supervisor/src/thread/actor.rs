@@ -80,6 +80,7 @@ impl Actor for ThreadSupervisor {
             switched_off: Default::default(),
             woken: owed.into_iter().collect(),
             answered: Default::default(),
+            hub_death_persisted: false,
         })
     }
 

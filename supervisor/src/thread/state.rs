@@ -18,9 +18,6 @@ use crate::thread::msg::sealed::ThreadInternal;
 use crate::thread::persist::{Write, Writer};
 use crate::wake::{WakeQueue, restart_line, restart_text, wake_line, wake_text};
 
-/// Why a child the hub took with it failed.
-pub(super) const HUB_GONE: &str = "the sub-agent hub stopped before the sub-agent ended";
-
 /// Arguments: the thread's setup and its sink.
 pub(crate) struct ThreadArguments {
     /// The setup.
@@ -64,6 +61,8 @@ pub(crate) struct ThreadState {
     /// Approvals answered through this thread, so a late second answer is
     /// refused as already answered even after the child that asked ended.
     pub(super) answered: Arc<std::sync::Mutex<rustc_hash::FxHashMap<ApprovalId, ApprovalDecision>>>,
+    /// The children the hub's death failed were persisted (once).
+    pub(super) hub_death_persisted: bool,
 }
 
 pub(super) struct Observer(pub(super) ActorRef<ThreadMsg>);
@@ -219,8 +218,11 @@ impl ThreadState {
         if self.parent.hub.actor().get_status() < ractor::ActorStatus::Stopping {
             return false;
         }
-        for envelope in self.parent.hub.fail_unfinished(HUB_GONE) {
-            self.persist(myself, &envelope);
+        if !std::mem::replace(&mut self.hub_death_persisted, true) {
+            // Every child the death failed, whoever asked first.
+            for envelope in self.parent.hub.fail_unfinished() {
+                self.persist(myself, &envelope);
+            }
         }
         true
     }
@@ -267,8 +269,10 @@ impl ThreadState {
         let Some(store) = self.store.clone() else {
             return;
         };
-        let mut envelopes = self.parent.hub.envelopes();
-        envelopes.extend(self.parent.hub.fail_unfinished(HUB_GONE));
+        // A gone hub's unfinished children failed first (nothing while
+        // it runs), then every envelope as it is.
+        let _ = self.parent.hub.fail_unfinished();
+        let envelopes = self.parent.hub.envelopes();
         let changed: Vec<Envelope> = envelopes
             .into_iter()
             .filter(|e| e.status.is_terminal() && store.get(&e.id).as_ref() != Some(e))

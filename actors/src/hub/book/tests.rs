@@ -95,6 +95,32 @@ fn a_result_is_claimed_or_released_once_and_only_when_finished() {
     assert_eq!(book.release_finished(&id("agent_2")), None, "released once");
 }
 
+/// A host that read a dead hub's failures first (`HubHandle` is public)
+/// took them from the thread: the thread's own call got nothing, so
+/// nothing was persisted until close.
+#[test]
+fn every_caller_after_a_hub_death_gets_every_child_it_failed() {
+    let book = book_with(&["agent_1", "agent_2"], false);
+    let host: Vec<String> = book
+        .fail_unfinished("gone", 9)
+        .iter()
+        .map(|e| e.id.to_string())
+        .collect();
+    let thread: Vec<(String, Option<String>)> = book
+        .fail_unfinished("gone", 10)
+        .iter()
+        .map(|e| (e.id.to_string(), e.error.clone()))
+        .collect();
+    assert_eq!(host, ["agent_1", "agent_2"]);
+    assert_eq!(
+        thread,
+        [
+            ("agent_1".to_owned(), Some("gone".to_owned())),
+            ("agent_2".to_owned(), Some("gone".to_owned()))
+        ]
+    );
+}
+
 #[test]
 fn unfinished_children_fail_in_number_order() {
     let book = book_with(&["agent_10", "agent_2", "agent_3"], false);
@@ -105,7 +131,13 @@ fn unfinished_children_fail_in_number_order() {
         .map(|e| e.id.to_string())
         .collect();
     assert_eq!(failed, ["agent_2", "agent_10"]);
-    assert!(book.fail_unfinished("gone", 9).is_empty());
+    let again = book.fail_unfinished("gone", 9);
+    assert_eq!(
+        again.len(),
+        2,
+        "each caller gets every child the death failed"
+    );
+    assert!(again.iter().all(|e| e.status == SubAgentStatus::Failed));
     let all: Vec<String> = book.all().iter().map(|e| e.id.to_string()).collect();
     assert_eq!(all, ["agent_2", "agent_3", "agent_10"]);
 }

@@ -1,0 +1,84 @@
+//! A dead hub's children: each turn ended as a killed actor's, then every
+//! child not ended failed, once, and the list of them the same to every
+//! caller.
+
+use subagents_messages::{AgentId, Envelope, SubAgentStatus};
+
+use crate::agent::Probe;
+use crate::hub::book::{Book, Closer};
+use crate::hub::ids::child_number;
+
+impl Book {
+    /// Ends every child that has not ended as a killed actor's, deepest
+    /// first, then in child-number order (its hub died without its stop:
+    /// see [`crate::agent::running::TurnEnds`]): its running turn closed
+    /// (the call in flight answered, its `Result`), then `failed` on its
+    /// requester's stream — a queued one's only word.
+    pub(crate) fn end_turns_as_killed(&self) {
+        type Open = (
+            std::cmp::Reverse<u32>,
+            Option<u64>,
+            AgentId,
+            Option<Probe>,
+            Option<Closer>,
+        );
+        let mut open: Vec<Open> = self
+            .entries
+            .iter()
+            .filter(|e| !e.envelope.status.is_terminal())
+            .map(|e| {
+                (
+                    std::cmp::Reverse(e.envelope.depth),
+                    child_number(e.key()),
+                    e.key().clone(),
+                    e.probe.clone(),
+                    e.closer.clone(),
+                )
+            })
+            .collect();
+        open.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+        // No map guard is held: ending a turn emits and takes its lock.
+        for (_, _, id, probe, closer) in open {
+            if let Some(probe) = probe {
+                probe.end_as_killed();
+            }
+            if let Some(closer) = closer {
+                closer.close(&id, SubAgentStatus::Failed);
+            }
+        }
+    }
+
+    /// Every child that had not ended becomes `failed` with `reason`;
+    /// returns every child failed so, by this call or an earlier one, in
+    /// child-number order: whoever calls first, each caller gets the whole
+    /// list.
+    pub(crate) fn fail_unfinished(&self, reason: &str, now_ms: u64) -> Vec<Envelope> {
+        // On the stream first, in order (the kill hook did it already
+        // when a running child was killed; a closed turn or sink is left).
+        self.end_turns_as_killed();
+        let open: Vec<AgentId> = self
+            .entries
+            .iter()
+            .filter(|e| !e.envelope.status.is_terminal())
+            .map(|e| e.key().clone())
+            .collect();
+        for id in &open {
+            self.finish_as(
+                id,
+                SubAgentStatus::Failed,
+                None,
+                Some(reason.to_owned()),
+                now_ms,
+                true,
+            );
+        }
+        let mut failed: Vec<Envelope> = self
+            .entries
+            .iter()
+            .filter(|e| e.failed_by_hub_death)
+            .map(|e| e.envelope.clone())
+            .collect();
+        failed.sort_by_key(|e| (child_number(&e.id).unwrap_or(u64::MAX), e.id.clone()));
+        failed
+    }
+}
