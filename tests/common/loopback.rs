@@ -46,6 +46,10 @@ pub struct Loopback {
     /// The node's next event report is never delivered (a transport that
     /// dropped it, undecodable): a gap the reports after it wait behind.
     pub drop_next_event: Arc<AtomicBool>,
+    /// The node cuts a run's turn just before an approval's answer
+    /// reaches its agent (its wall clock ran out in that instant): the
+    /// answer comes too late.
+    pub cut_before_approve: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -85,6 +89,7 @@ impl Loopback {
             nest_approvals: Arc::new(AtomicBool::new(false)),
             misname_tool_results: Arc::new(AtomicBool::new(false)),
             drop_next_event: Arc::new(AtomicBool::new(false)),
+            cut_before_approve: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -199,6 +204,11 @@ impl NodeLink for Loopback {
         }
         let request = RunRequest::from_wire(&request.to_wire().unwrap()).unwrap();
         if let Some((_, run)) = self.runs.lock().unwrap().get(&key) {
+            if matches!(request, RunRequest::Approve { .. })
+                && self.cut_before_approve.load(Ordering::SeqCst)
+            {
+                self.runner.request(*run, RunRequest::Stop);
+            }
             self.runner.request(*run, request);
         }
         Ok(())

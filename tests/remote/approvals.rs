@@ -261,3 +261,77 @@ async fn a_stop_then_an_approval_in_one_tick_refuse_the_answer_as_locally() {
     }
     assert_eq!(seen, [false, true]);
 }
+
+/// Stopped midway, across nodes: the host answers a remote child's
+/// approval, but its node cuts the turn just before the answer reaches its
+/// agent (its wall clock ran out in that instant). The proxy said `Ok` as
+/// it sent the answer on, while the stream said `Cancelled`. The host now
+/// learns the node's word: `Ended`, as from a local child whose turn was
+/// cut.
+#[tokio::test(start_paused = true)]
+async fn an_answer_the_node_cut_first_is_refused_as_ended() {
+    use subagents::messages::{ApprovalDecision, ApprovalOutcome, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    let model = background_poster();
+    let node = Loopback::new("b", model.clone()).await;
+    node.cut_before_approve.store(true, Ordering::SeqCst);
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    let answered = thread
+        .resolve_approval(request.id.clone(), ApprovalDecision::Approve)
+        .await;
+    assert_eq!(
+        answered,
+        Err(ThreadError::Approval(ApprovalRefusal::Ended(
+            request.id.clone()
+        )))
+    );
+    // Answered again: the first was not taken, so still `Ended`.
+    let again = thread
+        .resolve_approval(request.id.clone(), ApprovalDecision::Deny)
+        .await;
+    assert_eq!(
+        again,
+        Err(ThreadError::Approval(ApprovalRefusal::Ended(request.id)))
+    );
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let cancelled = log.iter().any(|e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(&**inner,
+            AgentEvent::ApprovalResolved { outcome: ApprovalOutcome::Cancelled(_), .. }))
+    });
+    assert!(cancelled, "the stream says the node cut it");
+    thread.close_and_wait().await;
+}
+
+/// Repeated, across nodes: a second answer while the first is on its way
+/// learns what became of the first — `AlreadyAnswered` with it, once the
+/// node took it — as a local child's second answer does.
+#[tokio::test(start_paused = true)]
+async fn a_second_answer_on_the_way_is_refused_with_the_first() {
+    use subagents::messages::{ApprovalDecision, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    let model = background_poster();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node)).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    let (first, second) = tokio::join!(
+        thread.resolve_approval(request.id.clone(), ApprovalDecision::Approve),
+        thread.resolve_approval(request.id.clone(), ApprovalDecision::Deny)
+    );
+    assert_eq!(first, Ok(()));
+    assert_eq!(
+        second,
+        Err(ThreadError::Approval(ApprovalRefusal::AlreadyAnswered {
+            id: request.id,
+            decision: ApprovalDecision::Approve
+        }))
+    );
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, false);
+    thread.close_and_wait().await;
+}

@@ -29,9 +29,11 @@ use crate::sink::EventSink;
 mod actor;
 mod closer;
 mod requests;
+mod verdicts;
 
 use actor::progress;
 use closer::{Closer, lock};
+use verdicts::Verdicts;
 
 /// Where a remote child runs, and what its node does if this one is lost.
 pub(crate) struct Remote {
@@ -128,6 +130,8 @@ struct RemoteRun {
     steers: BTreeMap<u64, RpcReplyPort<Result<Steered, Refused>>>,
     /// Approvals the hub's policy answered: the parent never sees them.
     silenced: Vec<ApprovalId>,
+    /// The host's answers sent on, until the node says they were taken.
+    verdicts: Verdicts,
     /// A stop was sent: the node cuts the turn before any answer sent
     /// after it, so such an answer is `Ended`, as a local agent's.
     stopping: bool,
@@ -208,6 +212,7 @@ impl ProxyState {
             span,
             steers: BTreeMap::new(),
             silenced: Vec::new(),
+            verdicts: Verdicts::default(),
             stopping: false,
             watching: None,
         });
@@ -327,7 +332,18 @@ impl ProxyState {
             return;
         }
         progress(&run.shared, &event);
+        let resolved = match &event {
+            AgentEvent::ApprovalResolved { id, outcome, .. } => Some((id.clone(), outcome.clone())),
+            _ => None,
+        };
         run.closer.sink.emit(event);
+        drop(mirror);
+        // The host learns how its answer went once the stream said it.
+        if let Some((id, outcome)) = resolved
+            && !run.verdicts.settle(&id, &outcome)
+        {
+            self.answered.remove(&id);
+        }
     }
 
     fn steered(&mut self, n: u64, taken: bool) {

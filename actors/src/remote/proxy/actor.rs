@@ -65,9 +65,7 @@ impl Actor for RemoteAgent {
                 id,
                 decision,
                 reply,
-            } => {
-                let _ = reply.send(state.resolve_approval(id, decision));
-            }
+            } => state.resolve_approval(id, decision, reply),
             AgentMsg::Steer { text, reply } => state.steer(text, reply),
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());

@@ -39,16 +39,25 @@ impl ProxyState {
         self.close(&text, Outcome::Stopped);
     }
 
+    /// Sends the host's answer on; `reply` is told once the node says
+    /// whether its agent took it ([`super::Verdicts`]).
     pub(super) fn resolve_approval(
         &mut self,
         id: ApprovalId,
         decision: ApprovalDecision,
-    ) -> Result<(), ApprovalRefusal> {
+        reply: RpcReplyPort<Result<(), ApprovalRefusal>>,
+    ) {
         if let Some(first) = self.answered.get(&id) {
-            return Err(ApprovalRefusal::AlreadyAnswered {
+            // The first answer's word not in yet: this one learns with it.
+            if let Some(run) = self.run.as_mut().filter(|r| r.verdicts.waits(&id)) {
+                run.verdicts.push(id, reply);
+                return;
+            }
+            let _ = reply.send(Err(ApprovalRefusal::AlreadyAnswered {
                 id,
                 decision: *first,
-            });
+            }));
+            return;
         }
         let Some(key) = self
             .run
@@ -56,11 +65,12 @@ impl ProxyState {
             .filter(|r| !r.stopping && lock(&r.closer.mirror).awaits(&id))
             .map(|r| r.key)
         else {
-            return Err(if self.asked.contains(&id) {
+            let _ = reply.send(Err(if self.asked.contains(&id) {
                 ApprovalRefusal::Ended(id)
             } else {
                 ApprovalRefusal::Unknown(id)
-            });
+            }));
+            return;
         };
         let sent = self.link.request(
             key,
@@ -71,12 +81,14 @@ impl ProxyState {
         );
         match sent {
             Ok(()) => {
-                self.answered.insert(id, decision);
-                Ok(())
+                self.answered.insert(id.clone(), decision);
+                if let Some(run) = self.run.as_mut() {
+                    run.verdicts.push(id, reply);
+                }
             }
             Err(why) => {
                 self.lost(&why);
-                Err(ApprovalRefusal::Ended(id))
+                let _ = reply.send(Err(ApprovalRefusal::Ended(id)));
             }
         }
     }
