@@ -297,6 +297,25 @@ async fn an_answer_cut_by_the_output_limit_is_a_partial() {
     assert!(result.text.contains("The capital of"), "{}", result.text);
 }
 
+/// An answer cut by the output limit was kept in the conversation, and
+/// the turn's partial result after it: two assistant messages in a row,
+/// which chat templates that want roles to alternate refuse (and the
+/// scripted model, which counts them, answered the next turn with the
+/// wrong reply). The result takes the cut answer's place.
+#[tokio::test(start_paused = true)]
+async fn a_cut_answer_and_its_partial_are_one_message() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().text("The capital of").truncated("length"),
+        Reply::answer("Paris"),
+    ]);
+    let (agent, _events) = AgentBuilder::new(model.shared()).spawn().await.unwrap();
+    let cut = agent.run("go").await.unwrap();
+    assert_eq!(cut.outcome, Outcome::LimitReached(LimitKind::Output));
+    let next = agent.run("again").await.unwrap();
+    assert_eq!(next.outcome, Outcome::Completed, "{}", next.text);
+    assert_eq!(next.text, "Paris");
+}
+
 /// A tool call cut by the output limit is never run: the model reads why
 /// and goes on.
 #[tokio::test(start_paused = true)]

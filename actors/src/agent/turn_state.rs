@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use subagents_messages::{
     AgentEvent, AgentResult, ApprovalDecision, ApprovalId, ApprovalOutcome, ChatMessage, LimitKind,
-    Limits, Outcome, ToolResult, ToolUseId, Usage,
+    Limits, Outcome, Role, ToolResult, ToolUseId, Usage,
 };
 use tokio::time::Instant;
 
@@ -372,9 +372,19 @@ pub(crate) fn close(
                 .push(ChatMessage::tool(id, format!("not run: {}", cut())));
         }
         if !result.outcome.is_completed() {
-            state
-                .history
-                .push(ChatMessage::assistant(result.text.clone(), Vec::new()));
+            // The turn's last word. Its model's own answer last (cut by
+            // the output limit, or a stop before a message sent meanwhile
+            // was read): that answer is the last thing the result quotes,
+            // so the result takes its place — two assistant messages in a
+            // row are refused by chat templates that want roles to
+            // alternate.
+            let last = ChatMessage::assistant(result.text.clone(), Vec::new());
+            match state.history.last_mut() {
+                Some(answer) if answer.role == Role::Assistant && answer.tool_calls.is_empty() => {
+                    *answer = last;
+                }
+                _ => state.history.push(last),
+            }
         }
         // Taken but never read (a limit or a stop came first): kept in the
         // conversation, after the turn's end.

@@ -161,6 +161,9 @@ impl Assembler {
                 // and must not run.
                 if CUT_REASONS.contains(&reason.as_str()) {
                     out.push(ModelChunk::Truncated(reason));
+                    // A call cut before its name came can never run:
+                    // left out, not a malformed answer (the cut is).
+                    self.calls.retain(|_, call| !call.name.is_empty());
                 }
                 out.extend(self.drain_calls()?);
             }
@@ -236,11 +239,14 @@ impl Assembler {
                     .iter()
                     .find(|(_, call)| &call.id == id)
                     .map(|(slot, _)| *slot)
-                    .unwrap_or_else(|| {
-                        (
-                            self.calls.keys().next_back().map_or(0, |last| last.0 + 1),
-                            0,
-                        )
+                    .unwrap_or_else(|| match self.calls.keys().next_back() {
+                        None => (0, 0),
+                        // After the last; a server's index may be the
+                        // largest there is (a new generation there).
+                        Some(&(index, generation)) => match index.checked_add(1) {
+                            Some(next) => (next, 0),
+                            None => (index, generation.saturating_add(1)),
+                        },
                     }),
                 None => self.last_slot.unwrap_or((0, 0)),
             },

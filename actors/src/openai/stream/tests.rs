@@ -93,6 +93,38 @@ fn a_length_finish_says_the_answer_was_cut_before_its_calls() {
     );
 }
 
+/// Foreign (a server): a call cut by the length finish before its name
+/// came failed the whole answer as malformed (`has no function name`),
+/// its text and the cut lost; the cut says why, and the nameless call,
+/// which could never run, is left out.
+#[test]
+fn a_length_finish_before_a_calls_name_is_a_cut_not_a_malformed_answer() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"content":"hi","tool_calls":[{"index":0,"id":"a"}]},"finish_reason":"length"}]}"#,
+    ]);
+    assert!(end.is_ok(), "{end:?}");
+    assert_eq!(
+        out,
+        vec![
+            ModelChunk::Text("hi".into()),
+            ModelChunk::Truncated("length".into())
+        ]
+    );
+}
+
+/// Foreign (a server): a call at the largest index, then one with no
+/// index and a new id — "after the last" overflowed `u32` (a panic in a
+/// debug build, the calls out of order in a release one).
+#[test]
+fn a_call_after_one_at_the_largest_index_comes_after_it() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":4294967295,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,
+    ]);
+    assert!(end.is_ok(), "{end:?}");
+    assert_eq!(out[..2], [call("a", "f", "{}"), call("b", "g", "{}")]);
+}
+
 #[test]
 fn missing_ids_and_arguments_are_filled_in() {
     let (out, _) = feed(&[
