@@ -111,4 +111,12 @@ async fn a_host_reading_the_restart_list_leaves_it_to_the_thread() {
     assert!(woken.is_ok(), "the parent was never woken: {log:#?}");
     assert_eq!(woken_children(&log), ["agent_2"], "{log:#?}");
     thread.close_and_wait().await;
+    drop(thread);
+    drop(store);
+    // Delivered: the next open owes it no more (an open that ended before
+    // it went out would have left it owed: the store's own test).
+    assert!(
+        open(&dir).interrupted().is_empty(),
+        "settled once delivered"
+    );
 }

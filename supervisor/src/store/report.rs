@@ -125,7 +125,9 @@ pub struct LoadReport {
     /// The prune done right after loading.
     pub pruned: PruneReport,
     /// Children that were running or queued when the process that wrote
-    /// them stopped: each is now `interrupted` (saved so), resumable from
-    /// its saved conversation, in id order.
+    /// them stopped: each is now `interrupted` (saved so, its restart wake
+    /// owed), resumable from its saved conversation — and those an earlier
+    /// open interrupted whose restart wake no thread delivered; in
+    /// child-number order.
     pub interrupted: Vec<AgentId>,
 }

@@ -150,17 +150,19 @@ impl EnvelopeStore {
     }
 
     /// The children the open found running or queued, each saved now as
-    /// `interrupted`; kept until a thread takes them
+    /// `interrupted` with its restart wake owed (on disk: an open whose
+    /// process ends before a thread delivers that wake leaves it to the
+    /// next open), and those an earlier open interrupted whose wake never
+    /// went out; in child-number order. Kept until a thread takes them
     /// ([`EnvelopeStore::take_interrupted`]).
     pub(super) fn interrupt_unfinished(&self) -> Vec<AgentId> {
         let now = self.clock.now_ms();
-        let mut open: Vec<AgentId> = self
+        let open: Vec<AgentId> = self
             .map
             .iter()
             .filter(|e| !e.value().status.is_terminal())
             .map(|e| e.key().clone())
             .collect();
-        open.sort();
         for id in &open {
             if let Some(mut envelope) = self.get(id) {
                 envelope.status = SubAgentStatus::Interrupted;
@@ -169,15 +171,32 @@ impl EnvelopeStore {
                 let asked = envelope.started_at_ms.unwrap_or(envelope.requested_at_ms);
                 envelope.finished_at_ms = Some(now.max(asked));
                 envelope.error = Some(RESTARTED.to_owned());
+                envelope.wake_owed = true;
                 // On failure it is still interrupted in memory.
                 let _ = self.save(&envelope);
             }
         }
+        // Only a restart owes an interrupted child's wake (a child the
+        // parent interrupted wakes nobody).
+        let mut owed: Vec<(usize, AgentId)> = self
+            .map
+            .iter()
+            .filter(|e| {
+                let e = e.value();
+                e.status == SubAgentStatus::Interrupted
+                    && e.wake_owed
+                    && !e.claimed
+                    && e.continued_as.is_none()
+            })
+            .map(|e| (e.key().as_str().len(), e.key().clone()))
+            .collect();
+        owed.sort_unstable();
+        let owed: Vec<AgentId> = owed.into_iter().map(|(_, id)| id).collect();
         *self
             .interrupted
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = open.clone();
-        open
+            .unwrap_or_else(PoisonError::into_inner) = owed.clone();
+        owed
     }
 
     /// The children the open found unfinished (now `interrupted`) that no

@@ -235,9 +235,20 @@ impl ThreadState {
         }
     }
 
+    /// The restart wake (its first child `id`) went out or was dropped:
+    /// every child it lists is settled, on disk too.
+    fn settle_restart(&self, id: &AgentId) {
+        if self.restarted.first() == Some(id) {
+            for listed in &self.restarted[1..] {
+                self.settle_wake(listed);
+            }
+        }
+    }
+
     /// A wake that will not go out (off screen, a switch, the thread
     /// closed): settled, and the child's run span, kept for it, let go.
     pub(super) fn drop_wake(&self, id: &AgentId) {
+        self.settle_restart(id);
         self.settle_wake(id);
         drop(self.parent.hub.take_run_span(id));
     }
@@ -321,6 +332,8 @@ impl ThreadState {
     pub(super) fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
         while let Some(child) = self.wakes.release_next() {
             if self.restarted.first() == Some(&child) {
+                self.settle_restart(&child);
+                self.settle_wake(&child);
                 let listed: Vec<Envelope> = std::mem::take(&mut self.restarted)
                     .iter()
                     .filter_map(|id| self.parent.hub.status(id))

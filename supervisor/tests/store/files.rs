@@ -67,10 +67,12 @@ fn save_then_restart_reloads_envelopes_and_get_by_id_works() {
             status: b.status,
             finished_at_ms: None,
             error: None,
+            wake_owed: false,
             ..back
         },
         b
     );
+    assert!(back.wake_owed, "its restart wake is owed, on disk");
     assert_eq!(store.interrupted(), [AgentId::new("agent_1")]);
     assert_eq!(
         store.interrupted(),
@@ -80,6 +82,41 @@ fn save_then_restart_reloads_envelopes_and_get_by_id_works() {
     assert_eq!(store.get(&odd.id), Some(odd));
     assert_eq!(store.get(&AgentId::new("agent_9")), None);
     assert_eq!(ids(&store), ["../weird/id %", "agent_1", "agent_2"]);
+}
+
+/// Stopped midway: the open saved each unfinished child `interrupted` (a
+/// final status) and kept the restart list only in memory, so a process
+/// that opened the store and ended before a thread delivered the restart
+/// wake (a host that only read the report, a kill during the wake's turn)
+/// left the next open nothing to wake the parent with. The wake is owed
+/// on disk until a thread delivers it; listed in child-number order.
+#[test]
+fn a_restart_wake_no_thread_delivered_is_owed_to_the_next_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let store = open(tmp.path(), &clock(T0));
+        for id in ["agent_10", "agent_2"] {
+            store.save(&envelope(id, T0, None)).unwrap();
+        }
+    }
+    let first = open(tmp.path(), &clock(T0 + 1_000));
+    let listed = [AgentId::new("agent_2"), AgentId::new("agent_10")];
+    assert_eq!(first.interrupted(), listed, "in child-number order");
+    drop(first);
+    let second = open(tmp.path(), &clock(T0 + 2_000));
+    assert_eq!(second.interrupted(), listed, "still owed");
+    // Settled (as a thread does once the wake went out): not again.
+    for id in &listed {
+        let mut settled = second.get(id).unwrap();
+        settled.wake_owed = false;
+        second.save(&settled).unwrap();
+    }
+    drop(second);
+    assert!(
+        open(tmp.path(), &clock(T0 + 3_000))
+            .interrupted()
+            .is_empty()
+    );
 }
 
 #[test]
