@@ -8,7 +8,8 @@ use subagents_messages::ThreadId;
 
 use crate::thread::{ThreadConfig, ThreadError, ThreadHandle};
 
-/// Every open thread, and which one is on screen.
+/// Every open thread, and which one is on screen. Dropped, it closes
+/// none of them: [`Threads::delete`] each first.
 #[derive(Debug, Default)]
 pub struct Threads {
     threads: HashMap<ThreadId, ThreadHandle>,
@@ -42,7 +43,8 @@ impl Threads {
         }
         let mut config: ThreadConfig = config.into();
         config.parent = config.parent.conversation_id(id.as_str());
-        let (handle, stream) = ThreadHandle::spawn(config, None).await?;
+        // Its wakes (a restart's, owed ones) wait until it is shown.
+        let (handle, stream) = ThreadHandle::spawn_with(config, None, true).await?;
         // Closed if this open is given up (its future dropped while the
         // thread on screen is left) or fails: nobody else holds it, and
         // it would run for ever.
@@ -153,7 +155,7 @@ struct Opening(Option<ThreadHandle>);
 impl Drop for Opening {
     fn drop(&mut self) {
         if let Some(handle) = self.0.take() {
-            handle.close();
+            handle.give_up();
         }
     }
 }

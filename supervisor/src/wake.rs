@@ -19,6 +19,9 @@ pub(crate) struct WakeQueue {
     generating: bool,
     typing: bool,
     on_screen: bool,
+    /// Opening (`Threads::open`, until the thread is kept and shown):
+    /// wakes wait, neither delivered nor dropped.
+    held: bool,
 }
 
 impl Default for WakeQueue {
@@ -36,6 +39,16 @@ impl WakeQueue {
             generating: false,
             typing: false,
             on_screen: true,
+            held: false,
+        }
+    }
+
+    /// An empty queue for a thread being opened: its wakes wait until it
+    /// is shown ([`WakeQueue::set_on_screen`]).
+    pub(crate) fn held() -> Self {
+        Self {
+            held: true,
+            ..Self::new()
         }
     }
 
@@ -63,6 +76,7 @@ impl WakeQueue {
     /// wake (returned, in order).
     pub(crate) fn set_on_screen(&mut self, on_screen: bool) -> Vec<AgentId> {
         self.on_screen = on_screen;
+        self.held = false;
         if on_screen {
             return Vec::new();
         }
@@ -88,7 +102,12 @@ impl WakeQueue {
     /// The next wake to deliver now, if every condition allows: it is then
     /// in flight until [`WakeQueue::finished`].
     pub(crate) fn release_next(&mut self) -> Option<AgentId> {
-        if self.in_flight.is_some() || self.generating || self.typing || !self.on_screen {
+        if self.in_flight.is_some()
+            || self.generating
+            || self.typing
+            || !self.on_screen
+            || self.held
+        {
             return None;
         }
         let next = self.pending.pop_front()?;
@@ -215,6 +234,18 @@ mod tests {
         assert_eq!(q.release_next(), None);
         q.set_generating(false);
         assert_eq!(q.release_next(), Some(id(1)));
+    }
+
+    #[test]
+    fn an_opening_thread_holds_its_wakes_until_shown() {
+        let mut q = WakeQueue::held();
+        assert!(q.push(id(1)), "kept, not dropped");
+        assert_eq!(q.release_next(), None, "held while opening");
+        assert_eq!(q.set_on_screen(true), Vec::<AgentId>::new());
+        assert_eq!(q.release_next(), Some(id(1)));
+        let mut given_up = WakeQueue::held();
+        given_up.push(id(2));
+        assert_eq!(given_up.clear(), [id(2)], "what it gives back");
     }
 
     #[test]

@@ -120,3 +120,72 @@ async fn a_host_reading_the_restart_list_leaves_it_to_the_thread() {
         "settled once delivered"
     );
 }
+
+/// Stopped midway (an open given up): a `Threads::open` on a store took
+/// its restart list as its thread started, then was dropped while the
+/// thread on screen stopped its children; the thread it made was closed —
+/// and a close drops its wakes, as meant. Nobody meant this one: the
+/// parent of the next thread on the store was never told its children
+/// were interrupted. A thread nobody kept gives its wakes back.
+#[tokio::test]
+async fn an_open_given_up_leaves_the_restart_wake_to_the_next_thread() {
+    use futures_util::FutureExt;
+    use subagents::messages::{Envelope, SubAgentStatus, ThreadId};
+    use subagents::supervisor::{ThreadConfig, Threads};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+    {
+        let store = open(&dir);
+        let mut running: Envelope = store.get(&AgentId::new("agent_1")).unwrap();
+        running.id = AgentId::new("agent_2");
+        running.status = SubAgentStatus::Running;
+        running.finished_at_ms = None;
+        running.result = None;
+        store.save(&running).unwrap();
+    }
+    let store = open(&dir);
+    // A thread on screen whose child works: leaving it waits for its stop.
+    let mut threads = Threads::new();
+    let a = ThreadId::new("a");
+    let mut events_a = threads
+        .open(
+            a.clone(),
+            DelegationBuilder::new(background_workers(&[600]).shared())
+                .tools(subagents::actors::ToolRegistry::new().with(subagents_demo::Sleep)),
+        )
+        .await
+        .unwrap();
+    threads.get(&a).unwrap().send_user("start").unwrap();
+    let mut log_a = Vec::new();
+    until_result(&mut events_a, &mut log_a).await;
+    let unused = ScriptedModel::new(vec![Reply::answer("unused")]).shared();
+    let config = ThreadConfig::new(DelegationBuilder::new(unused.clone())).store(store.clone());
+    let given_up = threads.open(ThreadId::new("b"), config).now_or_never();
+    assert!(given_up.is_none(), "the leave waits for a's child to stop");
+    // Its thread closed (it let go of its model) and gave back its list…
+    let given_back = std::time::Instant::now();
+    while Arc::strong_count(&unused) > 1 || store.interrupted().is_empty() {
+        assert!(
+            given_back.elapsed() < std::time::Duration::from_secs(30),
+            "closed: {}, given back: {:?}",
+            Arc::strong_count(&unused) == 1,
+            store.interrupted()
+        );
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(store.interrupted(), [AgentId::new("agent_2")]);
+    // …and the next thread on the store wakes its parent with the list.
+    let model = ScriptedModel::new(vec![Reply::answer("Noted the restart.")]);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    let mut log = Vec::new();
+    let woken = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        until_result(&mut events, &mut log),
+    )
+    .await;
+    assert!(woken.is_ok(), "the parent was never woken: {log:#?}");
+    assert_eq!(woken_children(&log), ["agent_2"], "{log:#?}");
+    thread.close_and_wait().await;
+    threads.delete(&a).await.unwrap();
+}

@@ -19,6 +19,13 @@ use crate::tool::{Tool, ToolRegistry};
 /// when a finished child's envelope changes: its result was claimed, a
 /// result nobody took was handed to the background, or a message resumed
 /// it as a new run (`continued_as`). Count ends by id, not by calls.
+///
+/// Every method runs inside the hub's handler (`stepped`, on the child's
+/// event path): it must return at once — hand the work to a task or a
+/// channel, as the thread's own observer does (it casts). A blocking call
+/// holds every start, finish and stop of the hub (a switch or a close
+/// waits on it), and a call back into the hub that waits for its answer
+/// (`block_on(hub.snapshot())`) never returns.
 pub trait HubObserver: Send + Sync + 'static {
     /// A child finished, or its final envelope changed; `envelope` is the
     /// final one, as it is now.

@@ -24,7 +24,7 @@ use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
 pub struct EnvelopeStore {
     pub(super) dir: PathBuf,
     pub(super) clock: Arc<dyn Clock>,
-    retention: Duration,
+    pub(super) retention: Duration,
     pub(super) map: DashMap<AgentId, Envelope, FxBuildHasher>,
     /// Hands out child ids past every id loaded.
     ids: ChildIds,
@@ -123,6 +123,7 @@ impl EnvelopeStore {
         };
         // Interrupted first: an unfinished child ages from the restart,
         // so one that ran longer than the retention is not pruned unseen.
+        store.restore_links();
         report.interrupted = store.interrupt_unfinished();
         report.pruned = store.prune();
         store.find_owed_wakes();
@@ -278,6 +279,7 @@ impl EnvelopeStore {
             self.forget_unsaved(&id);
             report.removed.push(id);
         }
+        report.runs_removed = self.prune_orphan_runs(now);
         if !report.removed.is_empty() {
             sync_dir_best_effort(&self.dir);
             tracing::debug!(

@@ -106,6 +106,9 @@ pub struct PruneReport {
     /// Expired envelopes whose file could not be removed; they are kept and
     /// retried on the next prune.
     pub failed: Vec<StoreError>,
+    /// Runs (`runs/<id>.json`) whose envelope is gone, removed once the
+    /// retention passed since their file was written; sorted by id.
+    pub runs_removed: Vec<AgentId>,
 }
 
 /// What [`EnvelopeStore::open`](crate::store::EnvelopeStore::open) found.

@@ -11,7 +11,7 @@ use std::sync::PoisonError;
 use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, SubAgentStatus};
 
 use crate::store::envelopes::EnvelopeStore;
-use crate::store::files::{file_name_for, write_atomic};
+use crate::store::files::{file_name_for, is_temp_name, named_child, write_atomic};
 use crate::store::report::StoreError;
 
 /// Why a child the open found unfinished is `interrupted`.
@@ -149,6 +149,72 @@ impl EnvelopeStore {
         let _ = fs::remove_file(self.run_path(id));
     }
 
+    /// Runs whose envelope is gone — a kill between a prune's two
+    /// removals, a run's removal that failed, an envelope moved aside as
+    /// corrupt — once the retention has passed since the file was last
+    /// written (its time against the store's clock): removed, so no
+    /// conversation outlives the retention. Their ids, sorted.
+    pub(super) fn prune_orphan_runs(&self, now_ms: u64) -> Vec<AgentId> {
+        let Ok(entries) = fs::read_dir(self.dir.join("runs")) else {
+            return Vec::new();
+        };
+        let mut removed = Vec::new();
+        for entry in entries.flatten() {
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let Some(id) = named_child(&name) else {
+                continue;
+            };
+            if is_temp_name(&name) || name != file_name_for(&id) || self.map.contains_key(&id) {
+                continue;
+            }
+            let written = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+            let expired = written.is_some_and(|at| {
+                u128::from(now_ms)
+                    .checked_sub(at.as_millis())
+                    .is_some_and(|age| age > self.retention.as_millis())
+            });
+            if expired && fs::remove_file(entry.path()).is_ok() {
+                removed.push(id);
+            }
+        }
+        removed.sort();
+        removed
+    }
+
+    /// A resume writes the new run's envelope first and the old run's
+    /// link (`continued_as`) after it: a process killed between the two
+    /// left a run naming the child it went on from (`resumed_from`), unnamed
+    /// by it, and the next session's message reached the old run again —
+    /// the chain forked. Each missing link is restored from the run that
+    /// names it (the latest, if a fork named it twice).
+    pub(super) fn restore_links(&self) {
+        let mut later: Vec<(AgentId, usize, AgentId)> = self
+            .map
+            .iter()
+            .filter_map(|e| {
+                let from = e.value().resumed_from.clone()?;
+                Some((from, e.key().as_str().len(), e.key().clone()))
+            })
+            .collect();
+        later.sort_unstable();
+        for (from, _, to) in later.into_iter().rev() {
+            if let Some(mut earlier) = self.get(&from)
+                && earlier.continued_as.is_none()
+                && earlier.id != to
+            {
+                earlier.continued_as = Some(to);
+                // On failure it is linked in memory.
+                let _ = self.save(&earlier);
+            }
+        }
+    }
+
     /// The children the open found running or queued, each saved now as
     /// `interrupted` with its restart wake owed (on disk: an open whose
     /// process ends before a thread delivers that wake leaves it to the
@@ -226,6 +292,23 @@ impl EnvelopeStore {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         )
+    }
+
+    /// A thread that took the restart list and the owed wakes closed
+    /// before anyone kept it (an open given up): they are the next
+    /// thread's, ahead of any taken since.
+    pub(crate) fn give_back(&self, restarted: Vec<AgentId>, owed: Vec<AgentId>) {
+        let mut interrupted = self
+            .interrupted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if interrupted.is_empty() {
+            *interrupted = restarted;
+        }
+        drop(interrupted);
+        let mut held = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
+        let taken_since = std::mem::replace(&mut *held, owed);
+        held.extend(taken_since);
     }
 
     /// Notes the finished children whose wake the last process owed its

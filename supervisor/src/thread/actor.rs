@@ -53,7 +53,11 @@ impl Actor for ThreadSupervisor {
             .as_ref()
             .map(|store| store.take_interrupted())
             .unwrap_or_default();
-        let mut wakes = WakeQueue::new();
+        let mut wakes = if args.held {
+            WakeQueue::held()
+        } else {
+            WakeQueue::new()
+        };
         if let Some(first) = restarted.first() {
             wakes.push(first.clone());
         }
@@ -81,6 +85,7 @@ impl Actor for ThreadSupervisor {
             woken: owed.into_iter().collect(),
             answered: Default::default(),
             hub_death_persisted: false,
+            given_up: false,
         })
     }
 
@@ -111,6 +116,8 @@ impl Actor for ThreadSupervisor {
                 for dropped in state.wakes.set_on_screen(on) {
                     state.drop_wake(&dropped);
                 }
+                // Shown: what waited (an opened thread's wakes) goes out.
+                state.deliver_wakes(&myself);
             }
             ThreadMsg::SwitchAway(reply) => {
                 for dropped in state.wakes.clear() {
@@ -176,6 +183,10 @@ impl Actor for ThreadSupervisor {
                 let _ = reply.send(());
             }
             ThreadMsg::Close => myself.stop(None),
+            ThreadMsg::Internal(ThreadInternal::GiveUp) => {
+                state.given_up = true;
+                myself.stop(None);
+            }
             ThreadMsg::Internal(ThreadInternal::FlushDone(reply)) => {
                 let _ = reply.send(());
             }
@@ -278,8 +289,13 @@ impl Actor for ThreadSupervisor {
         // thread made it: nothing of a closed thread keeps running.
         state.parent.shutdown_and_wait().await;
         // A closed thread owes no wake (a restart does; a close is meant).
-        for dropped in state.wakes.clear() {
-            state.drop_wake(&dropped);
+        // One nobody kept gives back what it took from its store.
+        if state.given_up {
+            state.give_back_wakes();
+        } else {
+            for dropped in state.wakes.clear() {
+                state.drop_wake(&dropped);
+            }
         }
         // Every child ever started leaves a final envelope in the store:
         // the notices the hub sent while stopping never reach this

@@ -44,7 +44,9 @@ pub enum ThreadError {
     AlreadyOpen(ThreadId),
 }
 
-/// The host's handle on one thread. Cheap to clone.
+/// The host's handle on one thread. Cheap to clone. Dropping every clone
+/// does not close the thread (its actors run on): close it
+/// ([`ThreadHandle::close_and_wait`]) when done.
 #[derive(Debug, Clone)]
 pub struct ThreadHandle {
     pub(super) actor: ActorRef<ThreadMsg>,
@@ -65,12 +67,23 @@ impl ThreadHandle {
         config: impl Into<ThreadConfig>,
         supervisor: Option<ActorCell>,
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
+        Self::spawn_with(config.into(), supervisor, false).await
+    }
+
+    /// [`ThreadHandle::spawn`]; `held`: its wakes wait until it is shown
+    /// (`Threads::open`, which shows it once it kept it).
+    pub(crate) async fn spawn_with(
+        config: ThreadConfig,
+        supervisor: Option<ActorCell>,
+        held: bool,
+    ) -> Result<(ThreadHandle, EventStream), ThreadError> {
         let (events, stream) = EventSink::channel();
         let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
         let args = ThreadArguments {
-            config: config.into(),
+            config,
             events,
             parts: Some(parts_tx),
+            held,
         };
         let spawned = match supervisor {
             Some(supervisor) => Actor::spawn_linked(None, ThreadSupervisor, args, supervisor).await,
@@ -292,6 +305,18 @@ impl ThreadHandle {
         let mut closing = self.closing();
         *closing = true;
         if self.actor.cast(ThreadMsg::Close).is_err() {
+            self.actor.stop(None);
+        }
+    }
+
+    /// Closes a thread nobody kept (an open given up or failed): as
+    /// [`ThreadHandle::close`], but the wakes it took from its store go
+    /// back to the store for the next thread.
+    pub(crate) fn give_up(&self) {
+        let mut closing = self.closing();
+        *closing = true;
+        let give_up = ThreadMsg::Internal(crate::thread::msg::sealed::ThreadInternal::GiveUp);
+        if self.actor.cast(give_up).is_err() {
             self.actor.stop(None);
         }
     }

@@ -119,6 +119,37 @@ fn a_restart_wake_no_thread_delivered_is_owed_to_the_next_open() {
     );
 }
 
+/// Stopped midway (a kill between two writes): a resume writes the new
+/// run (`agent_2`, `resumed_from: agent_1`) before the old run's link, so
+/// a kill between them left `agent_1` unlinked — the next session's
+/// message to it went on from `agent_1` again, forking the chain. The open
+/// restores the link from the run that names it.
+#[test]
+fn a_resume_link_lost_to_a_kill_is_restored_on_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let store = open(tmp.path(), &clock(T0));
+        store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+        let mut next = envelope("agent_2", T0 + 10, Some(T0 + 20));
+        next.resumed_from = Some(AgentId::new("agent_1"));
+        store.save(&next).unwrap();
+        let unrelated = envelope("agent_3", T0, Some(T0));
+        store.save(&unrelated).unwrap();
+    }
+    let store = open(tmp.path(), &clock(T0 + 1_000));
+    let linked = store.get(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(linked.continued_as, Some(AgentId::new("agent_2")));
+    assert_eq!(
+        store.get(&AgentId::new("agent_3")).unwrap().continued_as,
+        None
+    );
+    drop(store);
+    // On disk too.
+    let again = open(tmp.path(), &clock(T0 + 2_000));
+    let linked = again.get(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(linked.continued_as, Some(AgentId::new("agent_2")));
+}
+
 #[test]
 fn saved_file_holds_only_the_envelope_fields() {
     let tmp = tempfile::tempdir().unwrap();

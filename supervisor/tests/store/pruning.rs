@@ -193,3 +193,43 @@ fn retention_is_configurable() {
     clock.set(T0 + 60_001);
     assert_eq!(store.prune().removed, [AgentId::new("agent_1")]);
 }
+
+/// Held past the retention: a run whose envelope is gone (a kill between
+/// a prune's two removals, a run's removal that failed, an envelope moved
+/// aside as corrupt) was never pruned — prune visits envelopes only — so a
+/// whole conversation outlived the retention for good. It goes once the
+/// retention has passed since its file was written; a fresh one stays.
+#[test]
+fn a_run_whose_envelope_is_gone_is_pruned_after_the_retention() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let at = |ms: u64| std::time::UNIX_EPOCH + Duration::from_millis(ms);
+    for (name, written) in [("agent_1.json", T0 - 2 * DAY), ("agent_2.json", T0)] {
+        let file = std::fs::File::create(runs.join(name)).unwrap();
+        std::io::Write::write_all(&mut &file, b"{}").unwrap();
+        file.set_modified(at(written)).unwrap();
+    }
+    // One with its envelope, as old: an envelope's run goes with it.
+    let store = open(tmp.path(), &clock(T0 - 2 * DAY));
+    store
+        .save(&envelope("agent_3", T0 - 2 * DAY, None))
+        .unwrap();
+    drop(store);
+    let old = runs.join("agent_3.json");
+    std::fs::write(&old, b"{}").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(at(T0 - 2 * DAY))
+        .unwrap();
+    let (_, report) = EnvelopeStore::open(tmp.path(), clock(T0)).unwrap();
+    assert_eq!(report.pruned.runs_removed, [AgentId::new("agent_1")]);
+    let mut left: Vec<String> = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["agent_2.json", "agent_3.json"]);
+}
