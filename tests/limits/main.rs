@@ -79,7 +79,12 @@ fn the_wall_clock_ends_a_turn_whose_stream_never_yields() {
     two_workers(async {
         let model = Arc::new(AlwaysReady(ModelChunk::Text("x".into())));
         let (agent, _events) = AgentBuilder::new(model)
-            .limits(limits(Duration::from_millis(200)))
+            .limits(Limits {
+                // Not the budget first: its streamed text is held against
+                // it (`an_answer_streaming_past_the_budget_ends_there`).
+                token_budget: u64::MAX,
+                ..limits(Duration::from_millis(200))
+            })
             .spawn()
             .await
             .unwrap();

@@ -55,6 +55,36 @@ async fn a_slow_stream_is_cut_by_the_agent_wall_clock() {
     agent.shutdown();
 }
 
+/// A stream that never ends: a model that loops on a server without an
+/// output limit (llama-server's `n_predict` -1), its usage due only at
+/// the end. The token budget was read only from usage, so the answer ran
+/// to the wall clock. Its output so far, estimated, ends it at the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_streaming_past_the_budget_ends_there() {
+    let mut pieces = Vec::new();
+    for _ in 0..2_000 {
+        let line = format!("data: {}\n\n", text(&"loop ".repeat(80)));
+        pieces.push(Piece::Send(line));
+        pieces.push(Piece::Wait(Duration::from_millis(10)));
+    }
+    let mut server = MockServer::start(vec![Reply::sse_pieces(pieces)]).await;
+    let (agent, _events) = AgentBuilder::new(server.model(None).shared())
+        .limits(Limits {
+            token_budget: 1_000,
+            wall_clock: Duration::from_secs(5),
+            ..Limits::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert!(result.text.contains("estimated"), "{}", result.text);
+    assert!(result.usage.total() > 1_000, "{:?}", result.usage);
+    assert!(server.body_was_dropped().await, "the server kept streaming");
+    agent.shutdown();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_runs_a_tool_call_round_trip_through_the_adapter() {
     let first = [
