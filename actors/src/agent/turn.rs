@@ -219,32 +219,32 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
         match chunk {
             Ok(ModelChunk::Text(delta)) => {
                 streamed_chars += delta.chars().count() as u64;
-                // Kept in the turn's state as it streams: a cut mid-call
-                // (the wall clock, a stop) still has what the host saw.
-                ctx.with(|t| t.streaming.push_str(&delta));
-                ctx.sink.emit(AgentEvent::Text(delta));
                 // A server reports usage at the end, or never: an answer
                 // that streams past the budget ends there, not at the
                 // wall clock — its output so far, at about four characters
                 // a token (below its real cost, which counts its prompt
                 // too), against what the turn used before it.
-                if call_usage == subagents_messages::Usage::default() {
-                    let so_far = streamed_chars.div_ceil(4);
-                    let over = ctx.with(|t| {
-                        let over = t.progress.usage.total().saturating_add(so_far) > budget;
-                        if over {
-                            t.progress.usage.add(subagents_messages::Usage {
-                                prompt_tokens: 0,
-                                completion_tokens: so_far,
-                            });
-                            t.progress.usage_estimated = true;
-                        }
-                        over
-                    });
-                    if over {
-                        let text = ctx.with(|t| std::mem::take(&mut t.streaming));
-                        return Err(ModelEnd::OverBudget(text));
+                let so_far = (call_usage == subagents_messages::Usage::default())
+                    .then(|| streamed_chars.div_ceil(4));
+                // Kept in the turn's state as it streams: a cut mid-call
+                // (the wall clock, a stop) still has what the host saw.
+                let over = ctx.with(|t| {
+                    t.streaming.push_str(&delta);
+                    let over =
+                        so_far.is_some_and(|n| t.progress.usage.total().saturating_add(n) > budget);
+                    if let (true, Some(n)) = (over, so_far) {
+                        t.progress.usage.add(subagents_messages::Usage {
+                            prompt_tokens: 0,
+                            completion_tokens: n,
+                        });
+                        t.progress.usage_estimated = true;
                     }
+                    over
+                });
+                ctx.sink.emit(AgentEvent::Text(delta));
+                if over {
+                    let text = ctx.with(|t| std::mem::take(&mut t.streaming));
+                    return Err(ModelEnd::OverBudget(text));
                 }
             }
             Ok(ModelChunk::ToolCall(call)) => calls.push(call),
