@@ -42,6 +42,8 @@ enum BodyError {
     Transport(reqwest::Error),
     /// The server sent nothing for the read timeout.
     Silent,
+    /// A line of the stream went past `lines::MAX_LINE` bytes.
+    LineTooLong,
 }
 
 enum Phase {
@@ -188,8 +190,11 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         .bytes_stream()
         .map(|r| r.map_err(BodyError::Transport));
     Ok(Box::pin(
-        super::lines::error_lines_as_events(body, settings.timeouts.read, || BodyError::Silent)
-            .eventsource(),
+        super::lines::error_lines_as_events(body, settings.timeouts.read, |fault| match fault {
+            super::lines::Fault::Silent => BodyError::Silent,
+            super::lines::Fault::LineTooLong => BodyError::LineTooLong,
+        })
+        .eventsource(),
     ))
 }
 
@@ -280,6 +285,10 @@ async fn attempt(
 fn event_error(error: EventStreamError<BodyError>, timeouts: Timeouts) -> ModelError {
     match error {
         EventStreamError::Transport(BodyError::Silent) => ModelError::Timeout(timeouts.read),
+        EventStreamError::Transport(BodyError::LineTooLong) => ModelError::Malformed(format!(
+            "a line of the event stream went past {} MiB without ending",
+            super::lines::MAX_LINE >> 20
+        )),
         EventStreamError::Transport(BodyError::Transport(e)) => match transport_error(&e, timeouts)
         {
             ModelError::Connection(text) => {

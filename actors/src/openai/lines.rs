@@ -28,13 +28,29 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Value, json};
 
+/// The longest line passed on: a server that never ends one (a stream
+/// that never ends, a body that is no event stream) is failed there, not
+/// held in memory to the wall clock.
+pub(crate) const MAX_LINE: usize = 16 << 20;
+
+/// Why the body was cut here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Nothing came for the silence.
+    Silent,
+    /// A line went past [`MAX_LINE`] bytes.
+    LineTooLong,
+}
+
 /// `body` with every `error:` line rewritten as a `data:` error event and
-/// every line made UTF-8; `silent()` as its last item if the body yields
-/// nothing for `silence`.
+/// every line made UTF-8; `fault(Silent)` as its last item if the body
+/// yields nothing for `silence`, `fault(LineTooLong)` if a line goes past
+/// [`MAX_LINE`]. Each byte is looked at once for a line end (a long line
+/// was scanned again with every chunk that did not end it).
 pub(crate) fn error_lines_as_events<S, B, E>(
     body: S,
     silence: Duration,
-    silent: fn() -> E,
+    fault: fn(Fault) -> E,
 ) -> impl Stream<Item = Result<Vec<u8>, E>>
 where
     S: Stream<Item = Result<B, E>>,
@@ -43,8 +59,15 @@ where
     stream::unfold(
         (Box::pin(body), Vec::<u8>::new(), Read::Reading, false),
         move |(mut body, mut pending, mut read, mut after_cr)| async move {
+            // What is held has no line end (it is what followed the last).
+            let mut scanned = pending.len();
             loop {
-                if let Some(end) = pending.iter().rposition(|&b| ends_line(b)) {
+                let end = pending[scanned..]
+                    .iter()
+                    .rposition(|&b| ends_line(b))
+                    .map(|at| scanned + at);
+                scanned = pending.len();
+                if let Some(end) = end {
                     let rest = pending.split_off(end + 1);
                     let out = rewrite(&pending);
                     // A `\r` last: a `\n` opening the next chunk is its end.
@@ -76,13 +99,19 @@ where
                             after_cr = false;
                         }
                         pending.extend_from_slice(bytes);
+                        if pending.len() > MAX_LINE
+                            && !pending[scanned..].iter().any(|&b| ends_line(b))
+                        {
+                            let over = (body, Vec::new(), Read::Over, false);
+                            return Some((Err(fault(Fault::LineTooLong)), over));
+                        }
                     }
                     Ok(Some(Err(e))) => return Some((Err(e), (body, pending, read, after_cr))),
                     Ok(None) => read = Read::Ended,
                     // Nothing more is read: the caller ends the call.
                     Err(_) => {
                         let over = (body, Vec::new(), Read::Over, false);
-                        return Some((Err(silent()), over));
+                        return Some((Err(fault(Fault::Silent)), over));
                     }
                 }
             }
@@ -154,10 +183,43 @@ mod tests {
                 .collect::<Vec<_>>(),
         );
         let out: Vec<Result<Vec<u8>, ()>> =
-            error_lines_as_events(body, QUIET, || ()).collect().await;
+            error_lines_as_events(body, QUIET, |_| ()).collect().await;
         out.into_iter()
             .map(|c| String::from_utf8(c.unwrap_or_default()).unwrap_or_default())
             .collect()
+    }
+
+    /// A stream that never ends a line (a body that is no event stream, a
+    /// server that loops inside one line): held in memory to the wall
+    /// clock, each chunk scanning all of it again. Failed past the limit;
+    /// a long line under it, in small chunks, still arrives whole.
+    #[tokio::test]
+    async fn a_line_that_never_ends_is_cut_at_the_limit() {
+        let mib = vec![b'a'; 1 << 20];
+        let endless = stream::iter((0..(MAX_LINE >> 20) + 2).map(|_| Ok::<_, Fault>(mib.clone())));
+        let out: Vec<Result<Vec<u8>, Fault>> = error_lines_as_events(endless, QUIET, |fault| fault)
+            .collect()
+            .await;
+        let read: Vec<Result<usize, Fault>> = out
+            .iter()
+            .map(|r| r.as_ref().map(Vec::len).map_err(|f| *f))
+            .collect();
+        assert_eq!(
+            read,
+            [Err(Fault::LineTooLong)],
+            "nothing passed on before the cut"
+        );
+        let long = "x".repeat(3 << 20);
+        let pieces: Vec<&str> = long
+            .as_bytes()
+            .chunks(4096)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .chain(["\n"])
+            .collect();
+        assert!(
+            through(&pieces).await == format!("{long}\n\n"),
+            "the long line whole"
+        );
     }
 
     #[tokio::test]
@@ -207,7 +269,7 @@ mod tests {
         let first = b"data: {\"a\":1}\r\r".to_vec();
         let second = b"data: {\"b\":2}\r\r".to_vec();
         let body = stream::iter([Ok::<_, ()>(first.clone()), Ok(second)]).chain(stream::pending());
-        let mut lines = Box::pin(error_lines_as_events(body, QUIET, || ()));
+        let mut lines = Box::pin(error_lines_as_events(body, QUIET, |_| ()));
         let within = std::time::Duration::from_secs(5);
         let got = tokio::time::timeout(within, lines.next()).await;
         assert_eq!(
@@ -221,7 +283,7 @@ mod tests {
             Ok(b"data: {\"b\":2}\r\r".to_vec()),
         ])
         .chain(stream::pending());
-        let mut events = Box::pin(error_lines_as_events(body, QUIET, || ()).eventsource());
+        let mut events = Box::pin(error_lines_as_events(body, QUIET, |_| ()).eventsource());
         let event = tokio::time::timeout(within, events.next()).await;
         let event = event
             .expect("held back")
@@ -242,7 +304,7 @@ mod tests {
             Ok(b"data: {\"b\":2}\n\n".to_vec()),
         ])
         .chain(stream::pending());
-        let mut events = Box::pin(error_lines_as_events(body, QUIET, || ()).eventsource());
+        let mut events = Box::pin(error_lines_as_events(body, QUIET, |_| ()).eventsource());
         let within = Duration::from_secs(5);
         let first = tokio::time::timeout(within, events.next()).await;
         let first = first.expect("stalled").expect("an event").expect("parsed");
@@ -269,7 +331,7 @@ mod tests {
             .chain(keep_alive)
             .chain(stream::iter([Ok(b"data: b\n\n".to_vec())]))
             .chain(stream::pending());
-        let mut events = Box::pin(error_lines_as_events(body, silence, || "silent").eventsource());
+        let mut events = Box::pin(error_lines_as_events(body, silence, |_| "silent").eventsource());
         let data = |e: Option<Result<eventsource_stream::Event, _>>| e.map(|e| e.map(|e| e.data));
         assert_eq!(data(events.next().await), Some(Ok("a".to_owned())));
         // A second's worth of keep-alives, five times the silence.
@@ -297,7 +359,7 @@ mod tests {
         use eventsource_stream::Eventsource;
         let events = |body: &'static [u8]| {
             let body = stream::iter([Ok::<_, ()>(body.to_vec())]);
-            error_lines_as_events(body, QUIET, || ())
+            error_lines_as_events(body, QUIET, |_| ())
                 .eventsource()
                 .map(|e| e.map(|e| e.data).unwrap_or_default())
                 .collect::<Vec<_>>()
@@ -321,7 +383,7 @@ mod tests {
         use eventsource_stream::Eventsource;
         let body =
             stream::iter([Ok::<_, ()>(b"data: {\"a\":1}\r\r".to_vec())]).chain(stream::pending());
-        let mut events = Box::pin(error_lines_as_events(body, QUIET, || ()).eventsource());
+        let mut events = Box::pin(error_lines_as_events(body, QUIET, |_| ()).eventsource());
         let event = tokio::time::timeout(Duration::from_secs(5), events.next()).await;
         let event = event
             .expect("held back")
