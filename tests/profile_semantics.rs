@@ -388,3 +388,68 @@ async fn a_profile_that_denies_delegation_never_gets_the_delegation_tools() {
     let (_, warnings) = ProfileSet::load(&[tmp.path().to_path_buf()], &["sleep".to_owned()]);
     assert!(warnings.is_empty(), "{warnings:?}");
 }
+
+/// Foreign (a deny list no load put in the host's names): a deny entry
+/// was matched by exact string when a child started, its Claude Code form
+/// read only by `ProfileSet::load` — so `Sleep`, `sleep(*)` (a profile
+/// from `Profile::parse` and `from_profiles`, as here, or a tool the host
+/// registered after the load) denied nothing, and the child got `sleep`.
+/// Every doubt denies: any case, a scoped entry denies its whole tool.
+#[tokio::test(start_paused = true)]
+async fn a_deny_entry_in_another_case_or_scoped_still_denies() {
+    for entry in ["Sleep", "sleep(*)", "SLEEP(secs:600)"] {
+        let reviewer = claude_profile(
+            "/agents/reviewer.md",
+            &format!("---\nname: reviewer\ndisallowedTools: {entry}\n---\nYou review."),
+        );
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run_named("reviewer", "review it")),
+            Reply::answer("Done."),
+        ])
+        .with_script("You review.", vec![Reply::answer("LGTM")]);
+        let (parent, mut events, seen) = parent(model, ProfileSet::from_profiles([reviewer])).await;
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        assert_eq!(
+            tools_seen(&seen, "You review."),
+            ["calculator", "fetch_title"],
+            "{entry}"
+        );
+    }
+}
+
+/// Foreign (Claude Code's own spawn tool): `disallowedTools: Agent` (or
+/// its former name `Task`) says the sub-agent starts no sub-agents; it was
+/// warned as an unknown tool, and below the depth limit the child got the
+/// delegation tools.
+#[tokio::test(start_paused = true)]
+async fn denying_claude_codes_agent_tool_takes_delegation_away() {
+    for entry in ["Agent", "Task"] {
+        let worker = claude_profile(
+            "/agents/worker.md",
+            &format!("---\nname: worker\ndisallowedTools: {entry}\n---\nYou work alone."),
+        );
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run_named("worker", "work")),
+            Reply::answer("Done."),
+        ])
+        .with_script("You work alone.", vec![Reply::answer("worked")]);
+        let (spy, seen) = spy("spy", model);
+        let (parent, mut events) = DelegationBuilder::new(spy)
+            .tools(ToolRegistry::new().with(Calculator).with(Sleep))
+            .profiles(ProfileSet::from_profiles([worker]))
+            .max_depth(2)
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        assert_eq!(
+            tools_seen(&seen, "You work alone."),
+            ["calculator", "sleep"],
+            "{entry}"
+        );
+    }
+}

@@ -98,10 +98,13 @@ fn deny_list(
         if out.iter().any(|n| n == name) {
             continue;
         }
-        // A delegation tool is known whatever the host's list: denied, the
-        // sub-agent never delegates.
-        let delegation = crate::delegation::is_delegation_tool(name);
-        if !delegation && !known.iter().any(|k| k == name) {
+        // A delegation tool (or Claude Code's own, `Agent`, formerly
+        // `Task`) is known whatever the host's list: denied, the sub-agent
+        // never delegates. A host tool matches whatever the case (the
+        // deny list is read so where a child starts).
+        let delegation = crate::delegation::is_delegation_tool(&name.to_ascii_lowercase())
+            || name.eq_ignore_ascii_case("task");
+        if !delegation && !known.iter().any(|k| k.eq_ignore_ascii_case(name)) {
             warn(
                 warnings,
                 ProfileWarning::UnknownDeniedTool {

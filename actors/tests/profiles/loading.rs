@@ -500,3 +500,22 @@ fn an_mcp_server_wide_deny_denies_each_of_its_tools() {
     );
     assert!(warnings.is_empty(), "{warnings:?}");
 }
+
+/// A deny entry in another case than the host's tool denies it where a
+/// child starts (`a_deny_entry_in_another_case_or_scoped_still_denies`):
+/// not warned as denying nothing; nor is Claude Code's spawn tool, which
+/// takes delegation away.
+#[test]
+fn a_deny_entry_in_another_case_or_naming_claude_codes_agent_is_not_warned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    write(
+        &dir,
+        "a.md",
+        "---\nname: a\ndisallowedTools: Bash(rm:*), Write, Agent, Task\n---\nA.",
+    );
+    let (profiles, warnings) =
+        ProfileSet::load(std::slice::from_ref(&dir), &known(&["bash", "write"]));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(profiles.get("a").is_some());
+}
