@@ -21,6 +21,9 @@ pub(super) struct Frontmatter {
     /// A Codex role's `[tools]` switches (its own tools turned on or
     /// off), in the order written.
     pub(super) tool_switches: Vec<(String, bool)>,
+    /// `tools` was written as a mapping (switches): a Codex role's form,
+    /// refused in a Markdown profile, which lists its tools.
+    pub(super) tools_as_switches: bool,
     pub(super) max_iterations: Option<u32>,
     /// Claude Code's deny list (`disallowedTools`).
     pub(super) disallowed_tools: Option<Vec<String>>,
@@ -157,7 +160,10 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "developer_instructions" => fm.developer_instructions = map.next_value()?,
                 "tools" => match map.next_value::<Option<Tools>>()? {
                     Some(Tools::List(list)) => fm.tools = Some(list.0),
-                    Some(Tools::Switches(switches)) => fm.tool_switches.extend(switches),
+                    Some(Tools::Switches(switches)) => {
+                        fm.tools_as_switches = true;
+                        fm.tool_switches.extend(switches);
+                    }
                     None => {}
                 },
                 // `maxTurns` is the Claude Code spelling of the same cap.

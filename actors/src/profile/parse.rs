@@ -147,7 +147,23 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
     let fm = match split.format {
         None => Frontmatter::default(),
         Some(format) => {
-            parse_frontmatter(format, split.frontmatter, split.first_line).map_err(error)?
+            let fm =
+                parse_frontmatter(format, split.frontmatter, split.first_line).map_err(error)?;
+            // A mapping of switches (a Codex role's `[tools]`) turns its
+            // own tools on, so it lists none: here, where `tools` is an
+            // allowlist, read so it would give every tool of the parent's.
+            if fm.tools_as_switches {
+                let (line, column) = locate_key(split.frontmatter, "tools", split.first_line);
+                return Err(error((
+                    line,
+                    column,
+                    ParseErrorKind::Invalid {
+                        format,
+                        message: "`tools` is a mapping; a Markdown profile lists its tools (a list, or a comma-separated string)".to_owned(),
+                    },
+                )));
+            }
+            fm
         }
     };
     let body = split.body.replace("\r\n", "\n");

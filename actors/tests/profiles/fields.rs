@@ -359,3 +359,24 @@ fn a_codex_role_that_turns_its_shell_off_never_gets_the_hosts() {
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].contains("features.multi_agent"), "{said:?}");
 }
+
+/// Widened (foreign): `tools` written as a mapping in a Markdown profile
+/// was read as a Codex role's switches — one turned on grants nothing, so
+/// no allowlist was set and the sub-agent got every tool of the parent's
+/// (`tools: {}` included, where `tools: []` gives none). Refused, naming
+/// the key.
+#[test]
+fn a_tools_mapping_in_a_markdown_profile_is_refused_not_read_as_every_tool() {
+    for text in [
+        "---\ntools: {}\n---\nx",
+        "---\ntools:\n  Read: true\n  Grep: true\n---\nx",
+        "+++\n[tools]\nread = true\n+++\nx",
+    ] {
+        let e = parse_error(text);
+        let ParseErrorKind::Invalid { message, .. } = &e.kind else {
+            panic!("{text:?}: {e}")
+        };
+        assert!(message.starts_with("`tools` is a mapping"), "{text:?}: {e}");
+        assert_eq!(e.line, 2, "{text:?}: {e}");
+    }
+}
