@@ -470,6 +470,8 @@ async fn a_message_to_a_queued_child_interrupted_before_it_starts_is_kept() {
 /// child's first step.
 struct AtFirstStep {
     thread: Arc<std::sync::OnceLock<ThreadHandle>>,
+    /// Only this child's first step (any child's: `None`).
+    of: Option<&'static str>,
     switch: bool,
     done: std::sync::atomic::AtomicBool,
     /// The switch's count of children it stopped.
@@ -479,8 +481,10 @@ struct AtFirstStep {
 impl subagents::actors::hub::HubObserver for AtFirstStep {
     fn finished(&self, _envelope: &subagents::messages::Envelope) {}
 
-    fn stepped(&self, _id: &AgentId) {
-        if self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+    fn stepped(&self, id: &AgentId) {
+        if self.of.is_some_and(|of| id.as_str() != of)
+            || self.done.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
             return;
         }
         let Some(thread) = self.thread.get().cloned() else {
@@ -520,6 +524,7 @@ async fn a_close_or_switch_during_an_interrupt_ends_the_child_stopped() {
         let cell = Arc::new(std::sync::OnceLock::new());
         let observer = Arc::new(AtFirstStep {
             thread: cell.clone(),
+            of: None,
             switch,
             done: Default::default(),
             switched: Default::default(),
@@ -538,6 +543,68 @@ async fn a_close_or_switch_during_an_interrupt_ends_the_child_stopped() {
         if let Some(task) = task {
             assert_eq!(task.await.unwrap(), 1, "the switch found the child ending");
         }
+        assert_eq!(
+            by_id[&AgentId::new("agent_1")].terminal().map(|(_, s)| s),
+            Some(SubAgentStatus::Stopped),
+            "switch: {switch}"
+        );
+    }
+}
+
+/// Same instant, one level down: an interrupted child that has a child of
+/// its own waits for it to stop (its ending kept) — a close or a switch
+/// then (both stops) cleared the interrupt but not the ending kept, so the
+/// child still ended `interrupted`, and a later message resumed a child
+/// the host had stopped. Fired at the grandchild's cut step, inside its
+/// stop.
+#[tokio::test(start_paused = true)]
+async fn a_stop_while_an_interrupted_child_waits_for_its_own_ends_it_stopped() {
+    for switch in [false, true] {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&work_call("Worker A", 60, false)),
+            Reply::answer("Started."),
+            Reply::new().use_agent(&UseAgentCall::interrupt("agent_1")),
+            Reply::answer("Interrupted."),
+        ])
+        .with_script(
+            "Worker A",
+            vec![
+                Reply::new().use_agent(&work_call("Worker B", 60, false)),
+                Reply::new().tool_call("sleep", r#"{"secs":60}"#),
+                Reply::answer("A done"),
+            ],
+        )
+        .with_script("Worker B", worker(60));
+        let cell = Arc::new(std::sync::OnceLock::new());
+        let observer = Arc::new(AtFirstStep {
+            thread: cell.clone(),
+            of: Some("agent_2"),
+            switch,
+            done: Default::default(),
+            switched: Default::default(),
+        });
+        let (thread, mut events) = thread_with(
+            DelegationBuilder::new(model.shared())
+                .max_depth(2)
+                .observer(observer),
+        )
+        .await;
+        let _ = cell.set(thread.clone());
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        run_for(&mut events, &mut log, 1).await;
+        thread.send_user("cut it").unwrap();
+        run_for(&mut events, &mut log, 120).await;
+        let (_, by_id) = check_log(&log, true);
+        assert_eq!(
+            thread
+                .hub()
+                .status(&AgentId::new("agent_2"))
+                .map(|e| e.status),
+            Some(SubAgentStatus::Stopped),
+            "switch: {switch}: the grandchild ran"
+        );
         assert_eq!(
             by_id[&AgentId::new("agent_1")].terminal().map(|(_, s)| s),
             Some(SubAgentStatus::Stopped),

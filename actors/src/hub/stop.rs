@@ -142,15 +142,39 @@ impl HubState {
     pub(super) fn prefer_stop_if_closing(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId) {
         if myself.get_status() == ractor::ActorStatus::Draining {
             self.prefer_stop(id);
+            // And each child whose turn ended interrupted while its own
+            // children stop: it ends with the last of them, and the close
+            // is its stop too.
+            let waiting: Vec<AgentId> = self
+                .children
+                .iter()
+                .filter(|(_, c)| {
+                    c.ending
+                        .as_ref()
+                        .is_some_and(|e| e.0 == SubAgentStatus::Interrupted)
+                })
+                .map(|(waiting, _)| waiting.clone())
+                .collect();
+            for waiting in waiting {
+                self.prefer_stop(&waiting);
+            }
         }
     }
 
-    /// A stop wins over an interrupt still in progress: it ends `stopped`.
+    /// A stop wins over an interrupt still in progress: it ends `stopped`
+    /// — also one whose turn ended interrupted and that waits for its own
+    /// children to stop (its ending kept).
     pub(super) fn prefer_stop(&mut self, id: &AgentId) {
         if let Some(child) = self.children.get_mut(id) {
             child.interrupted = false;
             if child.stopping.is_some() {
                 child.stopping = Some(STOPPED_RUNNING);
+            }
+            if let Some(ending) = child.ending.as_mut()
+                && ending.0 == SubAgentStatus::Interrupted
+            {
+                ending.0 = SubAgentStatus::Stopped;
+                ending.2 = Some(STOPPED_RUNNING.to_owned());
             }
         }
     }
