@@ -183,7 +183,22 @@ async fn an_answer_over_ractors_default_frame_arrives_whole() {
         Reply::new().use_agent(&UseAgentCall::run("Verbose\nYou talk.", "talk").wait(true)),
         Reply::answer("Read it."),
     ]);
-    let (thread, mut events) = thread_of(model, Placement::On(Arc::new(link.clone()))).await;
+    // 17 MiB is some 4.5 M tokens: past the default budget, which holds
+    // streamed text (the scripted model reports no usage) — this child's
+    // budget has room for it.
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(model.named("scripted").shared())
+            .system_prompt("You are the parent.")
+            .tools(tools())
+            .child_limits(subagents_messages::Limits {
+                token_budget: u64::MAX,
+                ..subagents_messages::Limits::default()
+            })
+            .placement(Placement::On(Arc::new(link.clone()))),
+        None,
+    )
+    .await
+    .unwrap();
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until(&mut events, &mut log, is_result).await;

@@ -57,6 +57,7 @@
 
 mod actor;
 mod book;
+mod child;
 mod config;
 mod error;
 mod finish;

@@ -1,0 +1,74 @@
+//! A child as the hub holds it while it is queued or runs: what it was
+//! asked, its tools, model and limits, its sinks, and how it is ending.
+
+use std::sync::Arc;
+
+use ractor::RpcReplyPort;
+use subagents_messages::{AgentResult, ChildRequest, Envelope, Limits, SubAgentStatus};
+
+use crate::agent::AgentHandle;
+use crate::gate::GateHandle;
+use crate::hub::stop::StopReply;
+use crate::model::Model;
+use crate::sink::EventSink;
+use crate::tool::ToolRegistry;
+
+/// How a child ends: its status, result and error.
+pub(super) type Ending = (SubAgentStatus, Option<String>, Option<String>);
+
+pub(super) struct Child {
+    pub(super) request: Arc<ChildRequest>,
+    pub(super) tools: ToolRegistry,
+    pub(super) model: Arc<dyn Model>,
+    pub(super) gate: GateHandle,
+    pub(super) limits: Limits,
+    pub(super) sink: EventSink,
+    pub(super) requester_sink: EventSink,
+    pub(super) agent: Option<AgentHandle>,
+    /// The child's turn result, sent before `ChildFinished` tells the hub
+    /// (and read by the hub's own stop, its mailbox closed).
+    pub(super) last_result: Option<tokio::sync::oneshot::Receiver<AgentResult>>,
+    pub(super) subscribers: Vec<RpcReplyPort<Envelope>>,
+    /// Told to stop (why); it ends when its turn reports.
+    pub(super) stopping: Option<&'static str>,
+    /// The stop is an interrupt: it ends `interrupted`, and a message
+    /// resumes it.
+    pub(super) interrupted: bool,
+    pub(super) stop_replies: Vec<StopReply>,
+    /// Its turn ended (status, result, error) while children it asked for
+    /// still ran: it ends with the last of them, so their ends reach the
+    /// stream inside its row, before its own.
+    pub(super) ending: Option<Box<Ending>>,
+    /// Messages sent while it waited for a slot (read after its task).
+    pub(super) followups: Vec<String>,
+    /// The span of the call that requested it: its runs' spans sit under it.
+    pub(super) span: tracing::Span,
+    /// When it was queued for a slot (its wall-clock cap counts from there).
+    pub(super) queued_at: Option<tokio::time::Instant>,
+}
+
+impl Child {
+    /// Its limits as it starts. A requester that waits to the end (a
+    /// `delegate_task` call) caps them with what it had left when it
+    /// asked, and that wall clock counts from then, so the time it waited
+    /// in the queue comes off it (counted from its start, a queued child
+    /// ran past its requester's own wall clock, which then read no partial
+    /// result, only its own cut). Handed to the background meanwhile
+    /// (`background`: its requester stopped waiting), nobody waits on it
+    /// to the end: the caps do not carry over (a spent one started it with
+    /// no wall clock, ending it at once with nothing done).
+    pub(super) fn limits_now(&self, background: bool) -> Limits {
+        let mut limits = self.limits;
+        if background {
+            return limits;
+        }
+        if let Some(cap) = self.request.wall_clock_cap {
+            let waited = self.queued_at.map(|at| at.elapsed()).unwrap_or_default();
+            limits.wall_clock = limits.wall_clock.min(cap.saturating_sub(waited));
+        }
+        if let Some(cap) = self.request.token_cap {
+            limits.token_budget = limits.token_budget.min(cap);
+        }
+        limits
+    }
+}
