@@ -189,3 +189,24 @@ async fn an_open_given_up_leaves_the_restart_wake_to_the_next_thread() {
     thread.close_and_wait().await;
     threads.delete(&a).await.unwrap();
 }
+
+/// Held (a closed thread's handle): the hub's handle held the store as
+/// its archive, so while a host kept a closed thread's handle (a list of
+/// closed tabs) the store's directory stayed locked — opening it again
+/// failed `Locked`, after blocking for the lock's retries. The hub lets go
+/// of its archive when it stops.
+#[tokio::test]
+async fn a_closed_threads_handle_keeps_no_store_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+    let model = ScriptedModel::new(vec![Reply::answer("Hello.")]);
+    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
+    thread.send_user("hi").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.close_and_wait().await;
+    let reopened = EnvelopeStore::open(&dir, Arc::new(SystemClock));
+    assert!(reopened.is_ok(), "{:?}", reopened.err());
+    drop(thread);
+}

@@ -33,6 +33,8 @@ pub(crate) struct HubArguments {
     /// Where the hub leaves its [`kill_hook`] for its parent agent to
     /// share (one `Arc` per hub, not one more per thread).
     pub(crate) hook: Arc<std::sync::OnceLock<KillHook>>,
+    /// The archive as its handles hold it: let go when the hub stops.
+    pub(crate) archive: Option<Arc<crate::hub::config::ArchiveSlot>>,
 }
 
 /// What an agent of a hub's tree runs when it is killed mid-turn (its
@@ -77,6 +79,7 @@ impl Actor for Hub {
             book: args.book,
             requested: 0,
             finished: 0,
+            archive: args.archive,
         })
     }
 
@@ -231,6 +234,10 @@ impl Actor for Hub {
         state: &mut HubState,
     ) -> Result<(), ActorProcessingErr> {
         state.stop_all_now().await;
+        // A closed thread's handles keep no store open.
+        if let Some(archive) = &state.archive {
+            archive.let_go();
+        }
         Ok(())
     }
 }

@@ -185,3 +185,30 @@ pub(crate) fn approvals_for(
         decision,
     }))
 }
+
+/// A hub's archive as its handles hold it: let go when the hub stops, so
+/// a closed thread's handle keeps no store (and its directory's lock)
+/// open.
+pub(crate) struct ArchiveSlot(std::sync::Mutex<Option<Arc<dyn EnvelopeArchive>>>);
+
+impl ArchiveSlot {
+    pub(crate) fn new(archive: Arc<dyn EnvelopeArchive>) -> Arc<Self> {
+        Arc::new(Self(std::sync::Mutex::new(Some(archive))))
+    }
+
+    /// The archive, unless the hub has stopped.
+    pub(crate) fn get(&self) -> Option<Arc<dyn EnvelopeArchive>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The hub stopped: nothing reads the archive through it any more.
+    pub(crate) fn let_go(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+    }
+}

@@ -18,7 +18,7 @@ use crate::agent::LiveTurn;
 use crate::clock::Clock;
 use crate::hub::actor::{Hub, HubArguments};
 use crate::hub::book::Book;
-use crate::hub::config::{EnvelopeArchive, HubConfig};
+use crate::hub::config::{ArchiveSlot, EnvelopeArchive, HubConfig};
 use crate::hub::error::Refused;
 use crate::sink::EventSink;
 
@@ -74,7 +74,7 @@ fn unread_answer<T>(rx: &mut tokio::sync::oneshot::Receiver<T>) -> Option<T> {
 pub struct HubHandle {
     actor: ActorRef<HubMsg>,
     book: Book,
-    archive: Option<Arc<dyn EnvelopeArchive>>,
+    archive: Option<Arc<ArchiveSlot>>,
     inline_wait: Duration,
     result_budget: usize,
     clock: Arc<dyn Clock>,
@@ -100,7 +100,7 @@ impl HubHandle {
         supervisor: Option<ActorCell>,
     ) -> Result<(HubHandle, crate::agent::KillHook), SpawnErr> {
         let book = Book::default();
-        let archive = config.archive.clone();
+        let archive = config.archive.clone().map(ArchiveSlot::new);
         let clock = config.clock.clone();
         let hook = Arc::new(std::sync::OnceLock::new());
         let args = HubArguments {
@@ -110,6 +110,7 @@ impl HubHandle {
             book: book.clone(),
             supervisor: supervisor.clone(),
             hook: hook.clone(),
+            archive: archive.clone(),
         };
         let (actor, _) = match &supervisor {
             Some(cell) => Actor::spawn_linked(None, Hub, args, cell.clone()).await?,
@@ -245,7 +246,7 @@ impl HubHandle {
             // An earlier session's child: the archive records it (its
             // usage was counted in that session, not again here).
             if !self.book.contains(id)
-                && let Some(archive) = &self.archive
+                && let Some(archive) = self.archive()
             {
                 archive.claim(id);
             }
@@ -400,13 +401,18 @@ impl HubHandle {
     /// saved run — if known. Never waits on the hub.
     pub(crate) fn requester_of(&self, id: &AgentId) -> Option<AgentId> {
         self.book.requester_of(id).or_else(|| {
-            let archive = self.archive.as_ref()?;
+            let archive = self.archive()?;
             archive.run(id).map(|(request, _)| request.requester)
         })
     }
 
+    /// The archive, while the hub runs.
+    fn archive(&self) -> Option<Arc<dyn EnvelopeArchive>> {
+        self.archive.as_ref().and_then(|slot| slot.get())
+    }
+
     fn archived(&self, id: &AgentId) -> Option<Envelope> {
-        self.archive.as_ref().and_then(|a| a.get(id))
+        self.archive().and_then(|a| a.get(id))
     }
 
     /// Every envelope, in request order. Never waits.

@@ -38,6 +38,8 @@ pub(crate) struct HubState {
     /// Each child's [`AgentConfig::on_killed`]: its children's turns end in
     /// order if the hub dies without its stop.
     pub(super) on_child_killed: crate::agent::KillHook,
+    /// The archive as the hub's handles hold it: let go when it stops.
+    pub(super) archive: Option<Arc<crate::hub::config::ArchiveSlot>>,
 }
 
 impl std::fmt::Debug for HubState {
