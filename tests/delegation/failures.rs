@@ -134,6 +134,42 @@ async fn unknown_tools_recursion_and_bad_arguments_are_sentences_and_spawn_nothi
     assert_eq!(parent.hub.snapshot().await.unwrap().requested, 0);
 }
 
+/// Foreign (a model's arguments): a refusal quoted what the model sent
+/// whole — a long id, field name, action, profile name or tool name came
+/// back whole as the error, into the model's context. Each is quoted on
+/// one line, cut to 80 characters.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_quotes_a_huge_value_cut_short() {
+    let huge = "x".repeat(1 << 16);
+    let calls = [
+        UseAgentCall::status(&huge).to_json(),
+        json!({"action": "status", huge.clone(): 1}).to_string(),
+        json!({"action": huge.clone()}).to_string(),
+        json!({"action": "run", "agent": huge.clone(), "input": "x"}).to_string(),
+        run_call("A", "x", &[huge.as_str()], true).to_json(),
+    ];
+    let mut turn = Reply::new();
+    for call in &calls {
+        turn = turn.tool_call("use_agent", call.clone());
+    }
+    let model = ScriptedModel::new(vec![turn, Reply::answer("I could not delegate.")]);
+    let (parent, mut events) = delegating(model, 3).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let outputs = tool_result(&log, "use_agent");
+    assert_eq!(outputs.len(), calls.len());
+    for (output, is_error) in &outputs {
+        assert!(is_error, "{}", &output[..200.min(output.len())]);
+        assert!(
+            output.len() < 2_000,
+            "{} bytes: {}…",
+            output.len(),
+            &output[..200]
+        );
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_child_calling_use_agent_is_refused() {
     let model = ScriptedModel::new(vec![

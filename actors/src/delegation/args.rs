@@ -86,7 +86,8 @@ pub(crate) fn parse<T: DeserializeOwned>(
                 .map(|n| format!("did you mean `{n}`? "))
                 .unwrap_or_default();
             return Err(invalid(format!(
-                "`{tool}` has no field `{name}`; {hint}its fields are {}",
+                "`{tool}` has no field `{}`; {hint}its fields are {}",
+                crate::delegation::engine::shown(name),
                 names
                     .iter()
                     .map(|n| format!("`{n}`"))

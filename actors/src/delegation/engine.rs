@@ -28,6 +28,12 @@ pub(crate) fn is_delegation_tool(name: &str) -> bool {
     DELEGATION_TOOLS.contains(&name)
 }
 
+/// A value the model sent, as a refusal quotes it: one line, at most 80
+/// characters (a megabyte-long id came back whole, into its context).
+pub(crate) fn shown(value: &str) -> String {
+    subagents_messages::text::one_line(value, 80)
+}
+
 pub(crate) fn refuse(sentence: impl Into<String>) -> ToolError {
     ToolError::Failed(sentence.into())
 }

@@ -5,7 +5,7 @@
 
 use subagents_messages::{ChildRequest, RequestOptions};
 
-use crate::delegation::engine::{ChildSpec, Delegator, ParentStopPolicy, refuse};
+use crate::delegation::engine::{ChildSpec, Delegator, ParentStopPolicy, refuse, shown};
 use crate::tool::{ToolCallContext, ToolError};
 
 impl Delegator {
@@ -38,7 +38,8 @@ impl Delegator {
             (Some(name), None) => {
                 let profile = self.profiles.get(&name).ok_or_else(|| {
                     refuse(format!(
-                        "there is no sub-agent named `{name}`{}",
+                        "there is no sub-agent named `{}`{}",
+                        shown(&name),
                         self.names_hint()
                     ))
                 })?;
@@ -66,8 +67,9 @@ impl Delegator {
         if let Some(asked) = spec.tools {
             if let Some(tool) = asked.iter().find(|t| denies(denied, t)) {
                 return Err(refuse(format!(
-                    "the sub-agent `{}` may not have the tool `{tool}` (its profile denies it); leave it out",
-                    name.as_deref().unwrap_or_default()
+                    "the sub-agent `{}` may not have the tool `{}` (its profile denies it); leave it out",
+                    name.as_deref().unwrap_or_default(),
+                    shown(tool)
                 )));
             }
             // A call narrows a profile's list, never widens it: `tools: []`
@@ -80,13 +82,14 @@ impl Delegator {
                 && let Some(tool) = asked.iter().find(|t| !listed.contains(t))
             {
                 return Err(refuse(format!(
-                    "the sub-agent `{}` may only have the tools its profile lists ({}), and `{tool}` is not one of them; leave it out",
+                    "the sub-agent `{}` may only have the tools its profile lists ({}), and `{}` is not one of them; leave it out",
                     name.as_deref().unwrap_or_default(),
                     if listed.is_empty() {
                         "none".to_owned()
                     } else {
                         listed.join(", ")
-                    }
+                    },
+                    shown(tool)
                 )));
             }
             tools = Some(asked);
@@ -191,7 +194,8 @@ impl Delegator {
             }
             if !call.available_tools.iter().any(|t| t == name) {
                 return Err(refuse(format!(
-                    "the tool `{name}` is not one of your tools, so a sub-agent cannot get it; your tools are: {}",
+                    "the tool `{}` is not one of your tools, so a sub-agent cannot get it; your tools are: {}",
+                    shown(name),
                     call.available_tools
                         .iter()
                         .filter(|t| !self.is_delegation(t))

@@ -17,7 +17,7 @@ use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 use crate::delegation::answers::{
     finished_json, how_told, pending_json, pending_json_at, range_json, status_json,
 };
-use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
+use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse, shown};
 use crate::hub::{HubHandle, Refused, Steered, WaitOutcome};
 use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
 
@@ -264,7 +264,8 @@ impl UseAgent {
         let mine = call.depth == 0 || self.hub().asked_by(&id, &call.agent_id);
         if !mine || self.hub().status(&id).is_none() {
             return Err(refuse(format!(
-                "there is no sub-agent with id `{id}`; ids look like `agent_1`"
+                "there is no sub-agent with id `{}`; ids look like `agent_1`",
+                shown(id.as_str())
             )));
         }
         Ok(id)
@@ -392,7 +393,8 @@ impl Tool for UseAgent {
                 }
                 Some("agents") => Ok(this.agents_json()),
                 Some(other) => Err(refuse(format!(
-                    "unknown action `{other}`: use run, status, result, send, interrupt, stop or agents"
+                    "unknown action `{}`: use run, status, result, send, interrupt, stop or agents",
+                    shown(other)
                 ))),
                 None => Err(refuse(
                     "`action` is required: run, status, result, send, interrupt, stop or agents",
