@@ -548,6 +548,15 @@ async fn a_close_or_switch_during_an_interrupt_ends_the_child_stopped() {
             Some(SubAgentStatus::Stopped),
             "switch: {switch}"
         );
+        // The interrupt's own answer, when it came: not "it had already
+        // ended; action result reads its answer" (there is none).
+        let answers = results_of(&log, "use_agent");
+        if let Some((interrupt, _)) = answers.get(1).filter(|(o, _)| o.contains("\"status\"")) {
+            assert!(
+                !interrupt.contains("already ended"),
+                "switch: {switch}: {interrupt}"
+            );
+        }
     }
 }
 

@@ -372,10 +372,16 @@ impl Tool for UseAgent {
                         .interrupt(&id)
                         .await
                         .map_err(|e| refuse(e.to_string()))?;
-                    let note = if status == SubAgentStatus::Interrupted {
-                        "interrupted: it waits for a message; action send resumes it from its conversation"
-                    } else {
-                        "it had already ended; action result reads its answer"
+                    let note = match status {
+                        SubAgentStatus::Interrupted => {
+                            "interrupted: it waits for a message; action send resumes it from its conversation"
+                        }
+                        // A stop came first (the user's, a switch, a
+                        // close): it ended stopped, with no answer.
+                        SubAgentStatus::Stopped => {
+                            "it was stopped (a stop came before or with the interrupt): it has no answer and does not resume"
+                        }
+                        _ => "it had already ended; action result reads its answer",
                     };
                     Ok(
                         json!({"id": id.as_str(), "status": status.as_str(), "note": note})
