@@ -74,6 +74,20 @@ async fn a_pruned_envelope_is_not_written_back_at_close() {
     assert!(tmp.path().join("agent_2.json").exists());
 }
 
+/// An earlier session whose first child finished and whose second
+/// (`agent_2`) was running when its process died.
+async fn an_earlier_session_whose_second_child_was_running(dir: &std::path::Path) {
+    use subagents::messages::{Envelope, SubAgentStatus};
+    an_earlier_session_with_one_finished_child(dir).await;
+    let store = open(dir);
+    let mut running: Envelope = store.get(&AgentId::new("agent_1")).unwrap();
+    running.id = AgentId::new("agent_2");
+    running.status = SubAgentStatus::Running;
+    running.finished_at_ms = None;
+    running.result = None;
+    store.save(&running).unwrap();
+}
+
 /// Forged (a host): the restart list and the owed wakes were handed out
 /// once by public `take_…` methods, so a host that read them that way —
 /// to show them, before it opened a thread — took them from the thread:
@@ -82,20 +96,9 @@ async fn a_pruned_envelope_is_not_written_back_at_close() {
 /// `take_…` methods are the thread's: their `compile_fail` doctests).
 #[tokio::test]
 async fn a_host_reading_the_restart_list_leaves_it_to_the_thread() {
-    use subagents::messages::{Envelope, SubAgentStatus};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    an_earlier_session_with_one_finished_child(&dir).await;
-    // Its second child was running when the process died.
-    {
-        let store = open(&dir);
-        let mut running: Envelope = store.get(&AgentId::new("agent_1")).unwrap();
-        running.id = AgentId::new("agent_2");
-        running.status = SubAgentStatus::Running;
-        running.finished_at_ms = None;
-        running.result = None;
-        store.save(&running).unwrap();
-    }
+    an_earlier_session_whose_second_child_was_running(&dir).await;
     let store = open(&dir);
     assert_eq!(store.interrupted(), [AgentId::new("agent_2")]);
     assert!(store.owed_wakes().is_empty());
@@ -130,20 +133,11 @@ async fn a_host_reading_the_restart_list_leaves_it_to_the_thread() {
 #[tokio::test]
 async fn an_open_given_up_leaves_the_restart_wake_to_the_next_thread() {
     use futures_util::FutureExt;
-    use subagents::messages::{Envelope, SubAgentStatus, ThreadId};
+    use subagents::messages::ThreadId;
     use subagents::supervisor::{ThreadConfig, Threads};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    an_earlier_session_with_one_finished_child(&dir).await;
-    {
-        let store = open(&dir);
-        let mut running: Envelope = store.get(&AgentId::new("agent_1")).unwrap();
-        running.id = AgentId::new("agent_2");
-        running.status = SubAgentStatus::Running;
-        running.finished_at_ms = None;
-        running.result = None;
-        store.save(&running).unwrap();
-    }
+    an_earlier_session_whose_second_child_was_running(&dir).await;
     let store = open(&dir);
     // A thread on screen whose child works: leaving it waits for its stop.
     let mut threads = Threads::new();
