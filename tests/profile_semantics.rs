@@ -52,6 +52,33 @@ fn tools_seen(seen: &Mutex<Vec<ModelRequest>>, prompt: &str) -> Vec<String> {
     request.tools.iter().map(|t| t.name.clone()).collect()
 }
 
+/// The tools the sub-agent `worker` (a Claude Code file's `frontmatter`,
+/// prompt "You work alone.") is given by a parent with `calculator` and
+/// `sleep` that may delegate two levels down, and the delegating parent.
+async fn tools_the_worker_gets(frontmatter: &str) -> (Vec<String>, DelegatingAgent) {
+    let worker = claude_profile(
+        "/agents/worker.md",
+        &format!("---\nname: worker\n{frontmatter}\n---\nYou work alone."),
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("worker", "work")),
+        Reply::answer("Done."),
+    ])
+    .with_script("You work alone.", vec![Reply::answer("worked")]);
+    let (spy, seen) = spy("spy", model);
+    let (parent, mut events) = DelegationBuilder::new(spy)
+        .tools(ToolRegistry::new().with(Calculator).with(Sleep))
+        .profiles(ProfileSet::from_profiles([worker]))
+        .max_depth(2)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    (tools_seen(&seen, "You work alone."), parent)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_deny_list_narrows_what_the_child_would_inherit() {
     // No `tools`: the child would inherit every tool of the parent's; the
@@ -353,30 +380,8 @@ async fn a_call_gives_no_tool_to_a_tool_less_profile() {
 /// load does not warn that the denial "denies nothing").
 #[tokio::test(start_paused = true)]
 async fn a_profile_that_denies_delegation_never_gets_the_delegation_tools() {
-    let worker = claude_profile(
-        "/agents/worker.md",
-        "---\nname: worker\ndisallowedTools: use_agent\n---\nYou work alone.",
-    );
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&UseAgentCall::run_named("worker", "work")),
-        Reply::answer("Done."),
-    ])
-    .with_script("You work alone.", vec![Reply::answer("worked")]);
-    let (spy, seen) = spy("spy", model);
-    let (parent, mut events) = DelegationBuilder::new(spy)
-        .tools(ToolRegistry::new().with(Calculator).with(Sleep))
-        .profiles(ProfileSet::from_profiles([worker]))
-        .max_depth(2)
-        .spawn()
-        .await
-        .unwrap();
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    assert_eq!(
-        tools_seen(&seen, "You work alone."),
-        ["calculator", "sleep"]
-    );
+    let (tools, parent) = tools_the_worker_gets("disallowedTools: use_agent").await;
+    assert_eq!(tools, ["calculator", "sleep"]);
     let envelope = parent.hub.status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(envelope.tools, ["calculator", "sleep"]);
     let tmp = tempfile::tempdir().unwrap();
@@ -426,30 +431,7 @@ async fn a_deny_entry_in_another_case_or_scoped_still_denies() {
 #[tokio::test(start_paused = true)]
 async fn denying_claude_codes_agent_tool_takes_delegation_away() {
     for entry in ["Agent", "Task"] {
-        let worker = claude_profile(
-            "/agents/worker.md",
-            &format!("---\nname: worker\ndisallowedTools: {entry}\n---\nYou work alone."),
-        );
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(&UseAgentCall::run_named("worker", "work")),
-            Reply::answer("Done."),
-        ])
-        .with_script("You work alone.", vec![Reply::answer("worked")]);
-        let (spy, seen) = spy("spy", model);
-        let (parent, mut events) = DelegationBuilder::new(spy)
-            .tools(ToolRegistry::new().with(Calculator).with(Sleep))
-            .profiles(ProfileSet::from_profiles([worker]))
-            .max_depth(2)
-            .spawn()
-            .await
-            .unwrap();
-        parent.agent.send_user("go").unwrap();
-        let mut log = Vec::new();
-        until_result(&mut events, &mut log).await;
-        assert_eq!(
-            tools_seen(&seen, "You work alone."),
-            ["calculator", "sleep"],
-            "{entry}"
-        );
+        let (tools, _) = tools_the_worker_gets(&format!("disallowedTools: {entry}")).await;
+        assert_eq!(tools, ["calculator", "sleep"], "{entry}");
     }
 }
