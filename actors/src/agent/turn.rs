@@ -165,8 +165,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
 enum ModelEnd {
     /// The model (or the gate) failed: a sentence saying so.
     Failed(String),
-    /// The usage it reported went past the token budget; the text it had
-    /// written by then.
+    /// The usage it reported (or, before any, its streamed text at about
+    /// four characters a token) went past the token budget; the text it
+    /// had written by then.
     OverBudget(String),
 }
 
@@ -228,22 +229,21 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                     .then(|| streamed_chars.div_ceil(4));
                 // Kept in the turn's state as it streams: a cut mid-call
                 // (the wall clock, a stop) still has what the host saw.
-                let over = ctx.with(|t| {
+                // Past the budget, the estimate is counted and the text
+                // taken, under the same lock.
+                let cut = ctx.with(|t| {
                     t.streaming.push_str(&delta);
-                    let over =
-                        so_far.is_some_and(|n| t.progress.usage.total().saturating_add(n) > budget);
-                    if let (true, Some(n)) = (over, so_far) {
-                        t.progress.usage.add(subagents_messages::Usage {
-                            prompt_tokens: 0,
-                            completion_tokens: n,
-                        });
-                        t.progress.usage_estimated = true;
-                    }
-                    over
+                    let n =
+                        so_far.filter(|n| t.progress.usage.total().saturating_add(*n) > budget)?;
+                    t.progress.usage.add(subagents_messages::Usage {
+                        prompt_tokens: 0,
+                        completion_tokens: n,
+                    });
+                    t.progress.usage_estimated = true;
+                    Some(std::mem::take(&mut t.streaming))
                 });
                 ctx.sink.emit(AgentEvent::Text(delta));
-                if over {
-                    let text = ctx.with(|t| std::mem::take(&mut t.streaming));
+                if let Some(text) = cut {
                     return Err(ModelEnd::OverBudget(text));
                 }
             }

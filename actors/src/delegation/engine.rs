@@ -28,6 +28,16 @@ pub(crate) fn is_delegation_tool(name: &str) -> bool {
     DELEGATION_TOOLS.contains(&name)
 }
 
+/// True when a deny list's entry `name` takes delegation away: a delegation
+/// tool, offered here or not, in any case, or Claude Code's own spawn tool
+/// (`Agent`, formerly `Task`).
+pub(crate) fn denying_takes_delegation(name: &str) -> bool {
+    DELEGATION_TOOLS
+        .iter()
+        .chain(&["task"])
+        .any(|tool| tool.eq_ignore_ascii_case(name))
+}
+
 /// A value the model sent, as a refusal quotes it: one line, at most 80
 /// characters (a megabyte-long id came back whole, into its context).
 pub(crate) fn shown(value: &str) -> String {

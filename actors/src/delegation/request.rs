@@ -6,6 +6,7 @@
 use subagents_messages::{ChildRequest, RequestOptions};
 
 use crate::delegation::engine::{ChildSpec, Delegator, ParentStopPolicy, refuse, shown};
+use crate::profile::{denies, denies_delegation};
 use crate::tool::{ToolCallContext, ToolError};
 
 impl Delegator {
@@ -206,73 +207,5 @@ impl Delegator {
             }
         }
         Ok(Some(tools))
-    }
-}
-
-/// True when a profile's deny list covers `tool`. A deny list only
-/// narrows, so every doubt denies — also for a list no load put in the
-/// host's names (`ProfileSet::from_profiles`, a tool registered after the
-/// load): an entry matches whatever its case (`Bash` denies `bash`), a
-/// scoped one (`Bash(rm:*)`) denies its whole tool, and an MCP server's
-/// rule (`mcp__github`, `mcp__github__*`) each of that server's tools.
-pub(crate) fn denies(denied: &[String], tool: &str) -> bool {
-    denied.iter().any(|entry| {
-        let entry = entry.trim();
-        let base = match entry.split_once('(') {
-            Some((base, _)) if entry.ends_with(')') => base.trim(),
-            _ => entry,
-        };
-        if base.eq_ignore_ascii_case(tool) {
-            return true;
-        }
-        base.strip_prefix("mcp__")
-            .map(|rest| rest.strip_suffix("__*").unwrap_or(rest))
-            .filter(|server| !server.is_empty() && !server.contains("__"))
-            .is_some_and(|server| {
-                tool.strip_prefix("mcp__")
-                    .and_then(|rest| rest.strip_prefix(server))
-                    .is_some_and(|rest| rest.starts_with("__"))
-            })
-    })
-}
-
-/// True when a profile's deny list takes delegation away: any of the
-/// delegation tools, offered here or not, or Claude Code's own (`Agent`,
-/// formerly `Task`) — the sub-agent never delegates.
-fn denies_delegation(denied: &[String]) -> bool {
-    crate::delegation::engine::DELEGATION_TOOLS
-        .iter()
-        .chain(&["task"])
-        .any(|tool| denies(denied, tool))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::denies;
-
-    #[test]
-    fn an_mcp_servers_rule_denies_each_of_its_tools_and_no_other() {
-        let rule = |r: &str| vec![r.to_owned()];
-        for server in ["mcp__github", "mcp__github__*"] {
-            assert!(
-                denies(&rule(server), "mcp__github__create_issue"),
-                "{server}"
-            );
-            assert!(
-                !denies(&rule(server), "mcp__githubx__create_issue"),
-                "{server}"
-            );
-            assert!(!denies(&rule(server), "github"), "{server}");
-        }
-        assert!(denies(
-            &rule("mcp__github__create_issue"),
-            "mcp__github__create_issue"
-        ));
-        assert!(!denies(
-            &rule("mcp__github__create_issue"),
-            "mcp__github__list"
-        ));
-        assert!(denies(&rule(" Bash(rm:*) "), "bash"));
-        assert!(!denies(&rule("Bash(rm:*"), "bash"), "not a scoped entry");
     }
 }

@@ -38,6 +38,7 @@ use subagents_messages::RequestOptions;
 
 pub use error::{FrontmatterFormat, ParseErrorKind, ProfileError, ProfileWarning};
 pub use load::ProfileSet;
+pub(crate) use restrict::{denies, denies_delegation};
 
 /// One named sub-agent profile.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -68,10 +68,7 @@ fn deny_list(
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::with_capacity(profile.disallowed_tools.len());
     for entry in &profile.disallowed_tools {
-        let base = match entry.split_once('(') {
-            Some((base, _)) if entry.ends_with(')') => base.trim(),
-            _ => entry.as_str(),
-        };
+        let base = scoped_base(entry);
         let name = tool_names
             .get(base)
             .or_else(|| {
@@ -102,8 +99,7 @@ fn deny_list(
         // `Task`) is known whatever the host's list: denied, the sub-agent
         // never delegates. A host tool matches whatever the case (the
         // deny list is read so where a child starts).
-        let delegation = crate::delegation::is_delegation_tool(&name.to_ascii_lowercase())
-            || name.eq_ignore_ascii_case("task");
+        let delegation = crate::delegation::denying_takes_delegation(name);
         if !delegation && !known.iter().any(|k| k.eq_ignore_ascii_case(name)) {
             warn(
                 warnings,
@@ -119,10 +115,78 @@ fn deny_list(
     out
 }
 
+/// A deny entry's tool: `Bash` for `Bash(rm:*)` (a Claude Code pattern
+/// denies its whole tool), the entry itself otherwise.
+fn scoped_base(entry: &str) -> &str {
+    let entry = entry.trim();
+    match entry.split_once('(') {
+        Some((base, _)) if entry.ends_with(')') => base.trim(),
+        _ => entry,
+    }
+}
+
+/// True when a profile's deny list covers `tool`, read as the load reads
+/// it, also for a list no load put in the host's names
+/// (`ProfileSet::from_profiles`, a tool registered after the load): an
+/// entry matches whatever its case (`Bash` denies `bash`), a scoped one
+/// its whole tool, an MCP server's rule each of that server's tools.
+pub(crate) fn denies(denied: &[String], tool: &str) -> bool {
+    denied.iter().any(|entry| {
+        let base = scoped_base(entry);
+        base.eq_ignore_ascii_case(tool)
+            || mcp_server(base).is_some_and(|server| {
+                tool.strip_prefix("mcp__")
+                    .and_then(|rest| rest.strip_prefix(server))
+                    .is_some_and(|rest| rest.starts_with("__"))
+            })
+    })
+}
+
+/// True when a profile's deny list takes delegation away: the sub-agent
+/// never delegates.
+pub(crate) fn denies_delegation(denied: &[String]) -> bool {
+    denied
+        .iter()
+        .any(|entry| crate::delegation::denying_takes_delegation(scoped_base(entry)))
+}
+
 /// The server a Claude Code rule for a whole MCP server names
 /// (`mcp__github`, `mcp__github__*`); `None` for one tool's rule.
 fn mcp_server(rule: &str) -> Option<&str> {
     let rest = rule.strip_prefix("mcp__")?;
     let server = rest.strip_suffix("__*").unwrap_or(rest);
     (!server.is_empty() && !server.contains("__")).then_some(server)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{denies, denies_delegation};
+
+    #[test]
+    fn an_mcp_servers_rule_denies_each_of_its_tools_and_no_other() {
+        let rule = |r: &str| vec![r.to_owned()];
+        for server in ["mcp__github", "mcp__github__*"] {
+            assert!(
+                denies(&rule(server), "mcp__github__create_issue"),
+                "{server}"
+            );
+            assert!(
+                !denies(&rule(server), "mcp__githubx__create_issue"),
+                "{server}"
+            );
+            assert!(!denies(&rule(server), "github"), "{server}");
+        }
+        assert!(denies(
+            &rule("mcp__github__create_issue"),
+            "mcp__github__create_issue"
+        ));
+        assert!(!denies(
+            &rule("mcp__github__create_issue"),
+            "mcp__github__list"
+        ));
+        assert!(denies(&rule(" Bash(rm:*) "), "bash"));
+        assert!(!denies(&rule("Bash(rm:*"), "bash"), "not a scoped entry");
+        assert!(denies_delegation(&rule("Agent(*)")));
+        assert!(!denies_delegation(&rule("mcp__agent")));
+    }
 }

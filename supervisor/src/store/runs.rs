@@ -247,13 +247,7 @@ impl EnvelopeStore {
         let mut owed: Vec<(usize, AgentId)> = self
             .map
             .iter()
-            .filter(|e| {
-                let e = e.value();
-                e.status == SubAgentStatus::Interrupted
-                    && e.wake_owed
-                    && !e.claimed
-                    && e.continued_as.is_none()
-            })
+            .filter(|e| e.status == SubAgentStatus::Interrupted && wake_still_owed(e))
             .map(|e| (e.key().as_str().len(), e.key().clone()))
             .collect();
         owed.sort_unstable();
@@ -321,10 +315,8 @@ impl EnvelopeStore {
             .iter()
             .map(|e| e.value().clone())
             .filter(|e| {
-                e.wake_owed
-                    && !e.claimed
-                    && e.continued_as.is_none()
-                    && matches!(e.status, SubAgentStatus::Done | SubAgentStatus::Failed)
+                matches!(e.status, SubAgentStatus::Done | SubAgentStatus::Failed)
+                    && wake_still_owed(e)
             })
             .map(|e| (e.finished_at_ms.unwrap_or(0), e.id.as_str().len(), e.id))
             .collect();
@@ -397,4 +389,10 @@ impl EnvelopeStore {
         self.map.insert(id.clone(), envelope.clone());
         self.write_envelope(&envelope)
     }
+}
+
+/// Its wake was owed and nothing took its place since: no tool claimed
+/// its result, no message resumed it as a later run.
+fn wake_still_owed(envelope: &Envelope) -> bool {
+    envelope.wake_owed && !envelope.claimed && envelope.continued_as.is_none()
 }
