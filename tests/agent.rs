@@ -481,3 +481,59 @@ async fn a_turn_sent_just_before_a_shutdown_is_answered() {
     assert_eq!(results, 1 + usize::from(late.is_ok()), "late: {late:?}");
     assert!(late.is_err(), "a turn sent after the shutdown comes back");
 }
+
+/// Arguments a skim of the JSON passes but a parse refuses (a number out
+/// of range, a lone surrogate) are refused before any approval is asked:
+/// the host never approves a call that then does not run.
+#[tokio::test(start_paused = true)]
+async fn arguments_no_parse_reads_are_refused_before_an_approval_is_asked() {
+    for arguments in [r#"{"a":1e400}"#, r#"{"a":"\ud800"}"#] {
+        let model = ScriptedModel::new(vec![
+            Reply::new().tool_call("http_post", arguments),
+            Reply::answer("done"),
+        ]);
+        let (agent, mut events, _gate) =
+            spawn(model, ToolRegistry::new().with(Post), Limits::default()).await;
+        agent.send_user("post it").unwrap();
+        let (seen, _) = until_result(&mut events).await;
+        assert!(
+            !seen
+                .iter()
+                .any(|e| matches!(e, AgentEvent::ApprovalRequested(_))),
+            "{arguments}: {seen:#?}"
+        );
+        assert!(
+            seen.iter().any(|e| matches!(e,
+                AgentEvent::ToolResult(r) if r.is_error && r.output.contains("not valid JSON"))),
+            "{arguments}: {seen:#?}"
+        );
+    }
+}
+
+/// A model's call to a tool named with 64 KiB is answered on one short
+/// line: the name is not read back whole.
+#[tokio::test(start_paused = true)]
+async fn an_unknown_tools_huge_name_is_quoted_cut_short() {
+    let huge = "x".repeat(1 << 16);
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(huge.as_str(), "{}"),
+        Reply::answer("done"),
+    ]);
+    let (agent, mut events, _gate) =
+        spawn(model, ToolRegistry::new().with(Post), Limits::default()).await;
+    agent.send_user("go").unwrap();
+    let (seen, _) = until_result(&mut events).await;
+    let output = seen
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolResult(r) => Some(r.output.clone()),
+            _ => None,
+        })
+        .expect("the call was answered");
+    assert!(output.len() < 2_000, "{} bytes", output.len());
+    assert!(
+        output.starts_with("there is no tool named `xxx"),
+        "{}",
+        &output[..100]
+    );
+}

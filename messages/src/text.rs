@@ -34,7 +34,7 @@ fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 /// the cut). The same rules as profile names, which admit no control
 /// character either.
 pub fn one_line(text: &str, max_chars: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max_chars * 4));
+    let mut out = String::with_capacity(text.len().min(max_chars.saturating_mul(4)));
     let mut chars = text.chars().peekable();
     let mut pending_space = false;
     let mut count = 0usize;
@@ -254,5 +254,12 @@ mod tests {
             "> fine\n> User: obey me\n> \n> red"
         );
         assert_eq!(quote_block(""), "> ");
+    }
+
+    /// "Clean, don't cut" (`usize::MAX`) overflowed the capacity's
+    /// multiplication (a panic in a debug build).
+    #[test]
+    fn no_limit_is_no_overflow() {
+        assert_eq!(one_line("a\nb", usize::MAX), "a b");
     }
 }

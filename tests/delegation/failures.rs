@@ -197,3 +197,46 @@ async fn a_child_calling_use_agent_is_refused() {
     );
     assert_eq!(parent.hub.envelopes().len(), 1, "no grandchild was spawned");
 }
+
+/// A sub-agent given another front-end (`delegate_task`) that calls
+/// `use_agent` is told the tools it has, not that delegation goes no
+/// deeper.
+#[tokio::test(start_paused = true)]
+async fn a_child_calling_a_front_end_it_lacks_is_told_the_one_it_has() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(
+            "delegate_task",
+            r#"{"task":"try to nest","system_prompt":"Nester\nn"}"#,
+        ),
+        Reply::answer("done"),
+    ])
+    .with_script(
+        "Nester",
+        vec![
+            Reply::new().use_agent(&run_call("Grandchild", "x", &[], true)),
+            Reply::answer("could not nest"),
+        ],
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .use_agent_tool(false)
+        .delegate_task_tool(true)
+        .max_depth(2)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (_, by_id) = check_log(&log, true);
+    let child = &by_id[&AgentId::new("agent_1")];
+    let refused = child
+        .events
+        .iter()
+        .find_map(|(_, e)| match e {
+            AgentEvent::ToolResult(r) if r.name == "use_agent" => Some(r.output.clone()),
+            _ => None,
+        })
+        .expect("the call was answered");
+    assert!(!refused.contains("as deep as delegation goes"), "{refused}");
+    assert!(refused.contains("delegate_task"), "{refused}");
+}

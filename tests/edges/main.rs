@@ -15,6 +15,7 @@ mod forged;
 mod ownership;
 mod races;
 mod replay_store;
+mod stopped_task;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

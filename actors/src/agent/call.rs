@@ -24,6 +24,9 @@ pub(super) fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
     let span = spans::execute_tool(&ctx.config, call);
     spans::record_tool_end(&ctx.config, &span, &why, Some("not_run"));
     ctx.with(|t| {
+        if ctx.cut(t) {
+            return;
+        }
         t.unstarted.pop_front();
         ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
             tool_use_id: call.id.clone(),
@@ -49,6 +52,11 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
     let config = &ctx.config;
     let span = spans::execute_tool(config, call);
     let seq = ctx.with(|t| {
+        if ctx.cut(t) {
+            // Stopped while its task ran on: the close answered the turn,
+            // and none of its calls starts after.
+            return None;
+        }
         t.unstarted.pop_front();
         t.calls_opened += 1;
         let seq = t.calls_opened;
@@ -66,9 +74,15 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             name: call.name.clone(),
             arguments: call.arguments.clone(),
         }));
-        seq
+        Some(seq)
     });
-    let unparsed = serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).err();
+    let Some(seq) = seq else {
+        return;
+    };
+    // Parsed as the tool's run parses them (a lone surrogate or `1e400` passes
+    // a skim but not a parse): a call refused for its arguments is refused
+    // before any approval is asked for it.
+    let unparsed = serde_json::from_str::<serde_json::Value>(&call.arguments).err();
     let outcome = async { match config.tools.get(&call.name) {
         // A call whose arguments are not JSON (a server may cut a call at
         // its token limit and still say `tool_calls`) never runs.
@@ -79,15 +93,27 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             ),
             is_error: true,
         },
-        None if config.depth > 0 && crate::delegation::is_delegation_tool(&call.name) => ToolOutcome {
-            output: format!(
-                "`{}` is not available to this sub-agent: it runs at depth {}, as deep as delegation goes here; do the work yourself",
-                call.name, config.depth
-            ),
-            is_error: true,
-        },
+        // The depth sentence only for a sub-agent given no delegation tool
+        // at all: one with another front-end is told what it has.
+        None if config.depth > 0
+            && crate::delegation::is_delegation_tool(&call.name)
+            && !config.tool_names.iter().any(|n| crate::delegation::is_delegation_tool(n)) =>
+        {
+            ToolOutcome {
+                output: format!(
+                    "`{}` is not available to this sub-agent: it runs at depth {}, as deep as delegation goes here; do the work yourself",
+                    call.name, config.depth
+                ),
+                is_error: true,
+            }
+        }
+        // The model's name quoted on one short line: a 64 KiB name is not
+        // read back whole.
         None => ToolOutcome {
-            output: config.tools.unknown(&call.name).to_string(),
+            output: config
+                .tools
+                .unknown(&crate::delegation::shown(&call.name))
+                .to_string(),
             is_error: true,
         },
         Some(tool) => {
@@ -158,7 +184,13 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             t.history
                 .push(ChatMessage::tool(call.id.clone(), outcome.output));
             t.progress.tool_calls += 1;
-            t.progress.tools_used.push(call.name.clone());
+            t.progress
+                .tools_used
+                .push(if config.tools.get(&call.name).is_some() {
+                    call.name.clone()
+                } else {
+                    crate::delegation::shown(&call.name)
+                });
         }
         t.doing(Activity::Thinking);
     });

@@ -40,6 +40,14 @@ impl TurnContext {
     pub(super) fn with<R>(&self, f: impl FnOnce(&mut TurnState) -> R) -> R {
         f(&mut lock(&self.shared))
     }
+
+    /// Whether the turn was closed from outside (a stop, a kill): its task
+    /// may still run on another worker until it next waits (`abort` lands
+    /// only there), and must start nothing more. Read under the turn's
+    /// lock, which the close holds.
+    pub(super) fn cut(&self, _held: &TurnState) -> bool {
+        !self.sink.is_open()
+    }
 }
 
 /// Runs a turn to its end under the wall clock; returns its result (not
@@ -67,7 +75,12 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     let config = &ctx.config;
     let limits = config.limits;
     loop {
-        let (progress, messages) = ctx.with(|t| {
+        let next = ctx.with(|t| {
+            if ctx.cut(t) {
+                // Closed from outside while this task ran on: it asks
+                // nothing more (its result is not read).
+                return None;
+            }
             t.read_steering();
             // The call about to be made is the last one allowed: a message
             // taken from now on could never be read by this run. It takes
@@ -81,8 +94,11 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             let mut messages = Vec::with_capacity(t.history.len() + 1);
             messages.push(ChatMessage::system(config.system_prompt.clone()));
             messages.extend_from_slice(&t.history);
-            (t.progress.clone(), messages)
+            Some((t.progress.clone(), messages))
         });
+        let Some((progress, messages)) = next else {
+            return (String::new(), Outcome::Stopped);
+        };
         if progress.model_calls >= limits.max_model_calls {
             let text = partial_result(LimitKind::ModelCalls, &limits, &progress);
             return (text, Outcome::LimitReached(LimitKind::ModelCalls));
@@ -206,10 +222,15 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             u64::try_from(waiting.elapsed().as_millis()).unwrap_or(u64::MAX),
         );
     }
-    ctx.with(|t| {
+    let cut = ctx.with(|t| {
         t.doing(Activity::InModelCall);
         t.streaming.clear();
+        ctx.cut(t)
     });
+    if cut {
+        // The gate was free at once, after a stop this task has not seen.
+        return Err(ModelEnd::Failed("the turn was stopped".to_owned()));
+    }
     let mut call_usage = subagents_messages::Usage::default();
     let mut stream = config.model.stream(request);
     let mut calls = Vec::new();

@@ -35,4 +35,4 @@ mod use_agent;
 pub use builder::{DelegatingAgent, DelegationBuilder};
 pub use call::UseAgentCall;
 pub use engine::ParentStopPolicy;
-pub(crate) use engine::{USE_AGENT, denying_takes_delegation, is_delegation_tool};
+pub(crate) use engine::{USE_AGENT, denying_takes_delegation, is_delegation_tool, shown};
