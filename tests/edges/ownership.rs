@@ -158,3 +158,47 @@ async fn names_and_wake_lines_are_one_clean_line() {
     );
     thread.close_and_wait().await;
 }
+
+/// A host's observer that reads a child's conversation at each step, as
+/// `HubObserver::stepped`'s docs invite: it was told under the child's
+/// turn lock, which the read takes too — the read never returned (here,
+/// on a helper thread, it gives up after 2 s). Told once that lock is let
+/// go, it reads the step it was told of.
+#[tokio::test(start_paused = true)]
+async fn an_observer_reading_a_childs_conversation_at_each_step_gets_it() {
+    struct Reads {
+        thread: Arc<std::sync::OnceLock<ThreadHandle>>,
+        read: Mutex<Vec<Option<usize>>>,
+    }
+    impl HubObserver for Reads {
+        fn finished(&self, _: &Envelope) {}
+        fn stepped(&self, id: &AgentId) {
+            let hub = self.thread.get().unwrap().hub().clone();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let id = id.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(hub.conversation(&id).map(|c| c.len()));
+            });
+            let got = rx
+                .recv_timeout(std::time::Duration::from_secs(2))
+                .ok()
+                .flatten();
+            self.read.lock().unwrap().push(got);
+        }
+    }
+    let reads = Arc::new(Reads {
+        thread: Arc::default(),
+        read: Mutex::default(),
+    });
+    let builder = parent(background_workers(&[5])).observer(reads.clone());
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    let _ = reads.thread.set(thread.clone());
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let read = reads.read.lock().unwrap().clone();
+    // The worker's one step: its task, its call, and the call's answer.
+    assert_eq!(read, [Some(3)], "{read:?}");
+    thread.close_and_wait().await;
+}

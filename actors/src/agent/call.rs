@@ -23,9 +23,9 @@ use tracing::Instrument;
 pub(super) fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
     let span = spans::execute_tool(&ctx.config, call);
     spans::record_tool_end(&ctx.config, &span, &why, Some("not_run"));
-    ctx.with(|t| {
+    let answered = ctx.with(|t| {
         if ctx.cut(t) {
-            return;
+            return false;
         }
         t.unstarted.pop_front();
         ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
@@ -42,7 +42,11 @@ pub(super) fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
         if emitted {
             t.history.push(ChatMessage::tool(call.id.clone(), why));
         }
+        emitted
     });
+    if answered {
+        ctx.sink.stepped();
+    }
 }
 
 /// Runs one tool call, emitting `ToolStarted` and `ToolResult` around it
@@ -162,7 +166,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
     } }
     .instrument(span.clone())
     .await;
-    ctx.with(|t| {
+    let answered = ctx.with(|t| {
         // A call its tool settled is answered with what it settled (the
         // tool was told so), whatever the tool did after: as a cut
         // answers it. Taken under the lock the answer is emitted in.
@@ -193,7 +197,11 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                 });
         }
         t.doing(Activity::Thinking);
+        emitted
     });
+    if answered {
+        ctx.sink.stepped();
+    }
 }
 
 /// Why a call that needs approval is not run (what the model reads), or

@@ -319,6 +319,7 @@ pub(crate) fn close(
     state.closing = true;
     state.ends = None;
     let mut ended = None;
+    let mut answered = false;
     turn_sink.close_with(|| {
         let mut result = result(&state);
         result.children_usage = state.progress.children_usage;
@@ -355,7 +356,7 @@ pub(crate) fn close(
             if cut_short {
                 call.span.record("error.type", "cancelled");
             }
-            out.emit(AgentEvent::ToolResult(ToolResult {
+            answered = out.emit(AgentEvent::ToolResult(ToolResult {
                 tool_use_id: call.id.clone(),
                 name: call.name,
                 output: outcome.output.clone(),
@@ -396,6 +397,11 @@ pub(crate) fn close(
         state.ended = Some(history.clone());
         ended = Some((history, result));
     });
+    drop(state);
+    // The cut call was a step too: told once the lock is let go.
+    if answered {
+        out.stepped();
+    }
     ended
 }
 

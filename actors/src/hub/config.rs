@@ -40,7 +40,9 @@ pub trait HubObserver: Send + Sync + 'static {
 
     /// A child finished a step (a tool call was answered): its
     /// conversation ([`HubHandle::conversation`](crate::HubHandle::conversation))
-    /// has grown. Called from the child's event path: do not block.
+    /// has grown, and may be read from here. Called from the child's turn
+    /// just after the step's `ToolResult`, holding none of its locks: do
+    /// not block.
     fn stepped(&self, id: &AgentId) {
         let _ = id;
     }

@@ -187,7 +187,8 @@ impl HubState {
         };
         let sink = requester_sink.nested_with_tap(
             id.clone(),
-            self.book.tap(id.clone(), self.config.observers.clone()),
+            self.book.tap(id.clone()),
+            Book::step(id.clone(), &self.config.observers),
         );
         let closer = Closer {
             child: sink.clone(),

@@ -336,8 +336,12 @@ impl ProxyState {
             AgentEvent::ApprovalResolved { id, outcome, .. } => Some((id.clone(), outcome.clone())),
             _ => None,
         };
+        let step = matches!(event, AgentEvent::ToolResult(_));
         run.closer.sink.emit(event);
         drop(mirror);
+        if step {
+            run.closer.sink.stepped();
+        }
         // The host learns how its answer went once the stream said it.
         if let Some((id, outcome)) = resolved
             && !run.verdicts.settle(&id, &outcome)
@@ -385,12 +389,18 @@ impl ProxyState {
             return;
         };
         let out = &self.events;
+        let step = events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ToolResult(_)));
         run.closer.sink.close_with(|| {
             for event in events {
                 out.emit(event);
             }
         });
         drop(mirror);
+        if step {
+            out.stepped();
+        }
         self.finish(result, None);
     }
 
@@ -407,11 +417,18 @@ impl ProxyState {
             let events = mirror.end_with(&result);
             if !events.is_empty() {
                 let out = &self.events;
+                let step = events
+                    .iter()
+                    .any(|e| matches!(e, AgentEvent::ToolResult(_)));
                 run.closer.sink.close_with(|| {
                     for event in events {
                         out.emit(event);
                     }
                 });
+                drop(mirror);
+                if step {
+                    out.stepped();
+                }
             }
         }
         let conversation = {

@@ -10,23 +10,10 @@ use crate::hub::book::{Book, TOOL_NAME_CHARS};
 
 impl Book {
     /// Keeps a child's envelope current from its own events (tool calls,
-    /// usage), and tells `observers` each step it ends (a tool call
-    /// answered).
-    pub(crate) fn tap(
-        &self,
-        id: AgentId,
-        observers: Vec<Arc<dyn crate::hub::HubObserver>>,
-    ) -> crate::sink::Tap {
+    /// usage).
+    pub(crate) fn tap(&self, id: AgentId) -> crate::sink::Tap {
         let entries = self.entries.clone();
         Arc::new(move |event: &AgentEvent| match event {
-            AgentEvent::ToolResult(_) => {
-                for observer in &observers {
-                    // A host's bug must not break the child's events.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        observer.stepped(&id);
-                    }));
-                }
-            }
             AgentEvent::ApprovalRequested(request) => {
                 if let (Some(mut entry), Some((_, n))) = (entries.get_mut(&id), request.id.parts())
                 {
@@ -63,5 +50,26 @@ impl Book {
             }
             _ => {}
         })
+    }
+
+    /// Tells `observers` each step the child `id` ends (a tool call
+    /// answered), from the turn that ended it once it let go of its lock
+    /// ([`crate::sink::EventSink::stepped`]); `None` with no observer.
+    pub(crate) fn step(
+        id: AgentId,
+        observers: &[Arc<dyn crate::hub::HubObserver>],
+    ) -> Option<crate::sink::Step> {
+        if observers.is_empty() {
+            return None;
+        }
+        let observers = observers.to_vec();
+        Some(Arc::new(move || {
+            for observer in &observers {
+                // A host's bug must not break the child's events.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    observer.stepped(&id);
+                }));
+            }
+        }))
     }
 }

@@ -5,8 +5,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use subagents_messages::Outcome;
 use subagents_messages::remote::RunRequest;
+use subagents_messages::{AgentEvent, Outcome};
 use tokio::time::Instant;
 
 use super::ProxyState;
@@ -49,11 +49,18 @@ impl Closer {
         };
         crate::agent::spans::record_end(&self.span, &result);
         let _ = self.link.request(self.key, RunRequest::Stop);
+        let step = events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ToolResult(_)));
         self.sink.close_with(|| {
             for event in events {
                 self.out.emit(event);
             }
         });
+        drop(mirror);
+        if step {
+            self.out.stepped();
+        }
     }
 }
 
