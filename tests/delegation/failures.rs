@@ -240,3 +240,36 @@ async fn a_child_calling_a_front_end_it_lacks_is_told_the_one_it_has() {
     assert!(!refused.contains("as deep as delegation goes"), "{refused}");
     assert!(refused.contains("delegate_task"), "{refused}");
 }
+
+/// With no inline wait (always background), `result` on a child that has
+/// finished reads its answer — at every offset — and is not told it still
+/// runs: the wait's timer, already due, fired before the hub's answer for
+/// a child it had finished long before.
+#[tokio::test(start_paused = true)]
+async fn with_no_inline_wait_a_finished_childs_result_is_read() {
+    let answer = "y".repeat(10_000);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run_call("Worker", "w", &[], false)),
+        Reply::new().tool_call("sleep", r#"{"secs":5}"#),
+        Reply::new()
+            .use_agent(&UseAgentCall::result("agent_1"))
+            .use_agent(&UseAgentCall::result("agent_1").offset(6_000)),
+        Reply::answer("read"),
+    ])
+    .with_script("Worker", vec![Reply::answer(answer)]);
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .inline_wait(Duration::ZERO)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let results = tool_result(&log, "use_agent");
+    assert_eq!(results.len(), 3, "{results:?}");
+    for (output, _) in &results[1..] {
+        assert!(!output.contains("pending"), "{output}");
+        assert!(output.contains(r#""status":"done""#), "{output}");
+    }
+}

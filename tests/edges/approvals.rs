@@ -350,3 +350,38 @@ async fn a_pending_approval_of_a_child_sent_to_the_background_follows_the_policy
         thread.close_and_wait().await;
     }
 }
+
+/// Once the hub is gone, an answer is refused as its book says: an
+/// approval the background policy answered is `AlreadyAnswered` with that
+/// decision, one no child asked is `Unknown` — not `Ended` for every id,
+/// as the hub's handle said when it could not reach the hub.
+#[tokio::test(start_paused = true)]
+async fn answers_after_the_hub_is_gone_are_refused_as_its_book_says() {
+    use subagents::actors::hub::BackgroundApprovals;
+    use subagents::messages::{ApprovalDecision, ApprovalRefusal};
+    let builder = parent(poster("Poster", true)).background_approvals(BackgroundApprovals::Deny);
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    thread.stop_parent().unwrap();
+    run_for(&mut events, &mut log, 30).await;
+    let hub = thread.hub().clone();
+    hub.actor().kill();
+    hub.actor().wait(None).await.ok();
+    assert_eq!(
+        hub.resolve_approval(request.id.clone(), ApprovalDecision::Approve)
+            .await,
+        Err(ApprovalRefusal::AlreadyAnswered {
+            id: request.id.clone(),
+            decision: ApprovalDecision::Deny
+        })
+    );
+    let never = ApprovalId::new("agent_1-approval-9");
+    assert_eq!(
+        hub.resolve_approval(never.clone(), ApprovalDecision::Approve)
+            .await,
+        Err(ApprovalRefusal::Unknown(never))
+    );
+    thread.close_and_wait().await;
+}

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::hub::msg::HubMsg;
 use crate::hub::msg::sealed::HubInternal;
+use crate::hub::pending::PendingSpawn;
 use crate::hub::stop::DetachOutcome;
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 use subagents_messages::{
@@ -34,38 +35,6 @@ pub(crate) enum WaitOutcome {
     Pending,
     /// No child has that id.
     Unknown,
-}
-
-/// A `Spawn` whose answer is still awaited. Dropped unread (the caller's
-/// turn was cut), a child already made is abandoned; one not made yet is
-/// abandoned by the hub when its reply finds nobody.
-struct PendingSpawn {
-    hub: ActorRef<HubMsg>,
-    rx: Option<tokio::sync::oneshot::Receiver<Result<AgentId, Refused>>>,
-    stop: bool,
-}
-
-impl Drop for PendingSpawn {
-    fn drop(&mut self) {
-        if let Some(mut rx) = self.rx.take()
-            && let Some(Ok(id)) = unread_answer(&mut rx)
-        {
-            let _ = self.hub.cast(HubMsg::Internal(HubInternal::Abandoned {
-                id,
-                stop: self.stop,
-            }));
-        }
-    }
-}
-
-/// The answer in `rx` nobody read, if one came; closed first, so an answer
-/// sent after this look fails to send (its sender then knows nobody took
-/// it) rather than dropped unread with `rx` — the hub, on another worker,
-/// could send between a bare `try_recv` and the drop, and neither side
-/// abandoned the child.
-fn unread_answer<T>(rx: &mut tokio::sync::oneshot::Receiver<T>) -> Option<T> {
-    rx.close();
-    rx.try_recv().ok()
 }
 
 /// A handle to a hub. Cheap to clone. `status` and `envelopes` read a
@@ -169,11 +138,17 @@ impl HubHandle {
             decision,
             reply: tx.into(),
         });
+        // Gone with the hub, the book still knows how each was answered.
+        let book = self.book.clone();
+        let gone = move |id: ApprovalId| match id.parts() {
+            Some((owner, n)) => book.approval_refusal(id.clone(), &owner, n),
+            None => ApprovalRefusal::Unknown(id),
+        };
         async move {
             if sent.is_err() {
-                return Err(ApprovalRefusal::Ended(id));
+                return Err(gone(id));
             }
-            rx.await.unwrap_or(Err(ApprovalRefusal::Ended(id)))
+            rx.await.unwrap_or_else(|_| Err(gone(id)))
         }
     }
 
@@ -205,9 +180,11 @@ impl HubHandle {
         answer.map_err(|_| Refused::Closed)?
     }
 
-    /// Waits up to `within` (`None`: until it ends) for a child to finish.
-    /// Receiving the envelope delivers nothing: a tool call that takes the
-    /// result claims it ([`HubHandle::claim`]).
+    /// Waits up to `within` (`None`: until it ends; not at all for one
+    /// finished, which the hub answers next — a zero timer, due at once,
+    /// read it as running) for a child to finish. Receiving the envelope
+    /// delivers nothing: a tool call that takes the result claims it
+    /// ([`HubHandle::claim`]).
     pub(crate) async fn wait(&self, id: &AgentId, within: Option<Duration>) -> WaitOutcome {
         if !self.book.contains(id) {
             return match self.archived(id) {
@@ -223,6 +200,7 @@ impl HubHandle {
         if sent.is_err() {
             return WaitOutcome::Unknown;
         }
+        let within = within.filter(|_| !self.book.is_terminal(id));
         let received = match within {
             Some(within) => match tokio::time::timeout(within, rx).await {
                 Ok(received) => received,
@@ -474,26 +452,5 @@ impl HubHandle {
     pub(crate) fn with_inline_wait(mut self, wait: Duration) -> Self {
         self.inline_wait = wait;
         self
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::unread_answer;
-
-    /// Same instant, across workers: the hub's reply to a spawn sent just
-    /// after the requester's cut turn looked for it (and before the
-    /// receiver was dropped) was taken by the channel and dropped with
-    /// it: the child was neither abandoned by the requester nor by the
-    /// hub, whose send had succeeded — not in the background, never
-    /// stopped, its result never delivered. After the look, a send fails.
-    #[test]
-    fn an_answer_sent_after_the_look_is_refused_not_lost() {
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<u32>();
-        assert_eq!(unread_answer(&mut rx), None);
-        assert_eq!(tx.send(1), Err(1), "taken by a receiver nobody reads");
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<u32>();
-        tx.send(2).unwrap();
-        assert_eq!(unread_answer(&mut rx), Some(2));
     }
 }

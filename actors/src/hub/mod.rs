@@ -23,6 +23,7 @@
 //! | `actor.rs` | the hub actor: messages in, supervision |
 //! | `error.rs` | [`Refused`] |
 //! | `handle.rs` | [`HubHandle`]: requests by message, queries from the book |
+//! | `pending.rs` | a spawn whose answer is awaited: dropped unread, its child is abandoned, not lost |
 //! | `msg.rs` | the hub's messages (crate-private) |
 //!
 //! **Owns:** the slots and queue, one envelope per child for the life of
@@ -66,6 +67,7 @@ mod ids;
 mod lifecycle;
 mod msg;
 mod names;
+mod pending;
 mod queries;
 mod runs;
 mod slots;
