@@ -213,7 +213,12 @@ impl NodeLink for ClusterLink {
         &self.inner.labels
     }
 
+    /// `None` once the node is lost: its last load is not a load
+    /// (`LeastLoaded` chose a dead node by it, and failed every child).
     fn live(&self) -> Option<usize> {
+        if self.inner.down.load(Ordering::SeqCst) {
+            return None;
+        }
         let live = self.inner.live.load(Ordering::SeqCst);
         (live != u64::MAX).then(|| usize::try_from(live).unwrap_or(usize::MAX))
     }

@@ -203,7 +203,9 @@ impl ClusterNode {
             .await
             .map_err(|e| connect_error(e.to_string()))?;
         let group = host_group(node);
-        let deadline = tokio::time::Instant::now() + wait;
+        // A wait past what an `Instant` holds (`Duration::MAX`: as long as
+        // it takes) has no deadline; adding it panicked.
+        let deadline = tokio::time::Instant::now().checked_add(wait);
         let host = loop {
             let remote = ractor::pg::get_members(&group)
                 .into_iter()
@@ -211,7 +213,7 @@ impl ClusterNode {
             if let Some(cell) = remote {
                 break ActorRef::<HostMsg>::from(cell);
             }
-            if tokio::time::Instant::now() >= deadline {
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
                 return Err(ClusterError::NoHost {
                     node: node.to_owned(),
                     addr: addr.to_owned(),

@@ -68,6 +68,10 @@ async fn a_killed_node_ends_its_child_lost_with_one_wake() {
     thread.send_user("go").unwrap();
     until(&mut events, &mut log, is_result).await;
     seen(&mut events, &mut log, in_tool).await;
+    // Its load was reported (a heartbeat's answer) before it dies.
+    while subagents_actors::NodeLink::live(&link).is_none() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     b.kill(); // SIGKILL: the process this test started
     let started = std::time::Instant::now();
     // Both children were on b: each ends lost, each wakes the parent once.
@@ -100,6 +104,8 @@ async fn a_killed_node_ends_its_child_lost_with_one_wake() {
         assert!(error.starts_with("node lost: node `b2`"), "{id}: {error}");
     }
     assert!(link.is_down());
+    // Its last load is not read as a load: `LeastLoaded` would choose it.
+    assert_eq!(subagents_actors::NodeLink::live(&link), None);
     // The session's close is seen at once, not after the heartbeats give up.
     assert!(
         seen_within < Duration::from_secs(2),
@@ -239,10 +245,15 @@ async fn a_second_connection_to_a_node_does_not_lose_it() {
         .connect(&format!("127.0.0.1:{}", b.port), "b10", &[], PATIENCE)
         .await
         .unwrap();
+    // A wait with no end ("as long as it takes") is no overflow.
+    let patient = node
+        .connect(&format!("127.0.0.1:{}", b.port), "b10", &[], Duration::MAX)
+        .await
+        .unwrap();
     until(&mut events, &mut log, is_result).await;
     let child = thread.hub().status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(child.status, SubAgentStatus::Done, "{:?}", child.error);
-    assert!(!link.is_down() && !again.is_down());
+    assert!(!link.is_down() && !again.is_down() && !patient.is_down());
     thread.close_and_wait().await;
     node.shutdown();
     drop(b);

@@ -364,3 +364,38 @@ async fn a_remote_childs_kept_conversation_has_what_it_was_sent_while_queued() {
     );
     thread.close_and_wait().await;
 }
+
+/// `LeastLoaded` weighs this node's own live children against each
+/// node's: it counted every child holding a slot — those already on the
+/// other node, and the one being placed — so a tie (0 and 0) went away,
+/// and every child after the first went to the node while this one sat
+/// idle. The first stays here; the second, with one live here and none
+/// there, goes there.
+#[tokio::test(start_paused = true)]
+async fn least_loaded_counts_only_this_nodes_own_children() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 30, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&work_call("Worker", 30, false)),
+        Reply::answer("Started another."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(30))
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::LeastLoaded(vec![node.clone()])).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_tool).await;
+    assert_eq!(node.started.load(Ordering::SeqCst), 0, "a tie stays here");
+    thread.send_user("another").unwrap();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(
+        node.started.load(Ordering::SeqCst),
+        1,
+        "one here, none there"
+    );
+    thread.close_and_wait().await;
+}

@@ -45,6 +45,8 @@ pub(super) struct Child {
     pub(super) span: tracing::Span,
     /// When it was queued for a slot (its wall-clock cap counts from there).
     pub(super) queued_at: Option<tokio::time::Instant>,
+    /// It runs on another node (`LeastLoaded` counts only those here).
+    pub(super) remote: bool,
 }
 
 impl Child {

@@ -215,6 +215,7 @@ impl HubState {
             sink,
             requester_sink,
             agent: None,
+            remote: false,
             last_result: None,
             subscribers: Vec::new(),
             stopping: None,
@@ -335,7 +336,15 @@ impl HubState {
         let followups = child.followups.clone();
         let sink = child.sink.clone();
         let name = || self.book.get(id).map(|e| e.name).unwrap_or_default();
-        let placed = match self.config.placement.choose(name, self.slots.live()) {
+        // This node's own: started here (the one being placed has no
+        // agent yet; those on other nodes count there).
+        let here = || {
+            self.children
+                .values()
+                .filter(|c| c.agent.is_some() && !c.remote)
+                .count()
+        };
+        let placed = match self.config.placement.choose(name, here) {
             Ok(placed) => placed,
             Err(why) => return self.finish_child(id, SubAgentStatus::Failed, None, Some(why)),
         };
@@ -346,6 +355,7 @@ impl HubState {
         // path that may start a child (a finish refills a slot, a stop
         // admits the next) and so the hub's handler future, which ractor
         // keeps for every hub's whole life (docs/performance.md).
+        let remote = placed.is_some();
         let spawned = match placed {
             None => {
                 Box::pin(spawn_agent(
@@ -418,6 +428,7 @@ impl HubState {
         self.sinks.insert(id.clone(), sink);
         if let Some(child) = self.children.get_mut(id) {
             child.agent = Some(agent);
+            child.remote = remote;
             child.last_result = Some(last_rx);
         }
         Vec::new()

@@ -53,17 +53,19 @@ impl std::fmt::Debug for Placement {
 
 impl Placement {
     /// Where a child runs (`name` gives its name, asked only when labels
-    /// decide), with `here_live` children live on this node: `Ok(None)`
-    /// here, `Ok(Some(node))` there, `Err` (a sentence) refused.
+    /// decide), with `here_live` children live on this node (counted only
+    /// when loads decide): `Ok(None)` here, `Ok(Some(node))` there, `Err`
+    /// (a sentence) refused.
     pub(crate) fn choose(
         &self,
         name: impl FnOnce() -> String,
-        here_live: usize,
+        here_live: impl FnOnce() -> usize,
     ) -> Result<Option<Arc<dyn NodeLink>>, String> {
         match self {
             Placement::Local => Ok(None),
             Placement::On(node) => Ok(Some(node.clone())),
             Placement::LeastLoaded(nodes) => {
+                let here_live = here_live();
                 let mut best: Option<(usize, &Arc<dyn NodeLink>)> = None;
                 for node in nodes {
                     let Some(live) = node.live() else { continue };
@@ -131,7 +133,7 @@ mod tests {
 
     fn chosen(placement: &Placement, name: &str, here: usize) -> Result<Option<String>, String> {
         placement
-            .choose(|| name.to_owned(), here)
+            .choose(|| name.to_owned(), || here)
             .map(|n| n.map(|n| n.node().to_owned()))
     }
 
