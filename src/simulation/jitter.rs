@@ -37,7 +37,10 @@ impl Model for Jitter {
                 .map(|m| m.content.as_str()),
         );
         hash.write(&(request.assistant_messages() as u64).to_le_bytes());
-        let nanos = hash.0 % (self.max.as_nanos().max(1) as u64);
+        // A maximum past `u64` nanoseconds (584 years) is that many: cast,
+        // 2^64 ns became a zero divisor.
+        let max = u64::try_from(self.max.as_nanos()).unwrap_or(u64::MAX);
+        let nanos = hash.0 % max.max(1);
         let delay = Duration::from_nanos(nanos);
         let inner = self.inner.stream(request);
         Box::pin(futures_util::stream::unfold(

@@ -50,13 +50,18 @@ impl LiveSimulation {
 
     /// Lets virtual time run for `duration`, logging what happens.
     pub async fn advance(&mut self, duration: Duration) {
-        let until = self.start.elapsed() + duration;
+        let until = self.start.elapsed().saturating_add(duration);
         self.advance_to(until).await;
     }
 
     /// Lets virtual time run until `at` since the start.
     pub async fn advance_to(&mut self, at: Duration) {
-        let deadline = self.start + at;
+        // Past what an `Instant` holds (`Duration::MAX`: until it
+        // settles), thirty years of virtual time: adding it panicked.
+        let deadline = self
+            .start
+            .checked_add(at)
+            .unwrap_or_else(|| self.start + Duration::from_secs(30 * 365 * 24 * 60 * 60));
         // What the last action read is offered first.
         self.fire_unfired().await;
         loop {
@@ -168,21 +173,24 @@ impl LiveSimulation {
         self.drain();
     }
 
-    /// Ends the run and reports.
+    /// Ends the run and reports: the gate and hub as the run left them,
+    /// then the thread closed — what the close emitted (a child still
+    /// running ends `stopped`) is in the log, and every envelope is final
+    /// (on its store too).
     pub async fn finish(mut self) -> SimulationReport {
         self.drain();
-        let report = SimulationReport {
+        let elapsed = self.start.elapsed();
+        let gate = self.thread.gate().snapshot().await.unwrap_or_default();
+        let hub = self.thread.hub().snapshot().await.unwrap_or_default();
+        self.close().await;
+        SimulationReport {
+            envelopes: self.thread.hub().envelopes(),
             log: self.log,
             transcript: self.transcript,
-            envelopes: self.thread.hub().envelopes(),
-            gate: self.thread.gate().snapshot().await.unwrap_or_default(),
-            hub: self.thread.hub().snapshot().await.unwrap_or_default(),
-            elapsed: self.start.elapsed(),
-        };
-        // Waited for, so every child it made has its final envelope (on
-        // its store too) when the run returns.
-        self.thread.close_and_wait().await;
-        report
+            gate,
+            hub,
+            elapsed,
+        }
     }
 
     fn record(&mut self, event: AgentEvent) {

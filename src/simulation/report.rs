@@ -86,15 +86,15 @@ impl LogEntry {
 /// What a run produced.
 #[derive(Debug, Clone)]
 pub struct SimulationReport {
-    /// Everything, in order.
+    /// Everything, in order, the thread's close included.
     pub log: Vec<LogEntry>,
     /// The events folded into a transcript (with user turns).
     pub transcript: Transcript,
     /// Every child's final envelope, in request order.
     pub envelopes: Vec<Envelope>,
-    /// The gate at the end.
+    /// The gate as the run left it (before the thread's close).
     pub gate: GateSnapshot,
-    /// The hub at the end.
+    /// The hub as the run left it (before the thread's close).
     pub hub: HubSnapshot,
     /// Virtual time simulated.
     pub elapsed: Duration,

@@ -255,3 +255,42 @@ fn options_and_policies_reach_the_parent() {
     );
     assert_eq!(report.wakes(), ["agent_1"]);
 }
+
+/// A run that ends while a child still works: the thread's close is in
+/// the log (the child's `stopped`) and every envelope is final — the
+/// report read them before the close, `running`. And a run "until it
+/// settles" (`Duration::MAX`) or a jitter past `u64` nanoseconds is no
+/// overflow (both panicked).
+#[test]
+fn a_run_ends_with_every_envelope_final_and_no_overflow() {
+    let slow = || {
+        Scenario::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Slow", "work").background()),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+        ])
+        .child_script(
+            "Slow",
+            vec![Reply::new().delay(Duration::from_secs(100)).text("done")],
+        )
+        .at(Duration::ZERO, HostAction::User("go".into()))
+    };
+    let report = slow().run_for(Duration::from_secs(10)).run(1);
+    assert_eq!(report.envelopes.len(), 1, "{}", report.render());
+    assert!(
+        report.envelopes.iter().all(|e| e.status.is_terminal()),
+        "{:?}",
+        report.envelopes
+    );
+    assert!(report.log.iter().any(|l| matches!(l,
+        LogEntry::Event { event: AgentEvent::ChildStatus(id, SubAgentStatus::Stopped), .. }
+            if id.as_str() == "agent_1")));
+    let settled = slow().run_for(Duration::MAX).run(1);
+    assert_eq!(settled.envelopes[0].status, SubAgentStatus::Done);
+    let jittered = slow()
+        .jitter(Duration::new(18_446_744_073, 709_551_616))
+        .run_for(Duration::from_secs(10))
+        .run(1);
+    // Every model call waits up to 584 years: nothing happened in 10 s.
+    assert_eq!(jittered.elapsed, Duration::from_secs(10));
+}
