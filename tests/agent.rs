@@ -537,3 +537,90 @@ async fn an_unknown_tools_huge_name_is_quoted_cut_short() {
         &output[..100]
     );
 }
+
+/// A model whose every call waits, once asked, until the test opens it.
+struct Gated {
+    inner: ScriptedModel,
+    called: std::sync::Arc<tokio::sync::Notify>,
+    open: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl Model for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+    fn stream(&self, request: subagents::messages::ModelRequest) -> subagents::actors::ModelStream {
+        use futures_util::StreamExt;
+        self.called.notify_one();
+        let open = self.open.clone();
+        let inner = self.inner.stream(request);
+        Box::pin(
+            futures_util::stream::once(async move {
+                open.notified().await;
+                inner
+            })
+            .flatten(),
+        )
+    }
+}
+
+/// The gated model, and the two notices: asked, and open it.
+fn gated(
+    replies: Vec<Reply>,
+) -> (
+    std::sync::Arc<dyn Model>,
+    std::sync::Arc<tokio::sync::Notify>,
+    std::sync::Arc<tokio::sync::Notify>,
+) {
+    let called = std::sync::Arc::new(tokio::sync::Notify::new());
+    let open = std::sync::Arc::new(tokio::sync::Notify::new());
+    let model = Gated {
+        inner: ScriptedModel::new(replies),
+        called: called.clone(),
+        open: open.clone(),
+    };
+    (std::sync::Arc::new(model), called, open)
+}
+
+/// Same instant: the model answers and the agent is shut down in one
+/// tick. The turn completed (its `Result` is on the stream), but the
+/// draining agent refused the task's end notice and dropped the reply:
+/// the caller read `Dropped` ("went away with the turn unrun").
+#[tokio::test(start_paused = true)]
+async fn a_turn_ending_as_its_agent_shuts_down_is_answered_with_its_result() {
+    let (model, called, open) = gated(vec![Reply::answer("done")]);
+    let (agent, mut events, _gate) =
+        common::spawn_agent(model, ToolRegistry::new(), Limits::default()).await;
+    let answer = agent.queue_turn("go").unwrap();
+    called.notified().await;
+    open.notify_one();
+    agent.shutdown();
+    let answered = answer.await;
+    let (_, streamed) = until_result(&mut events).await;
+    assert_eq!(streamed.outcome, Outcome::Completed);
+    assert_eq!(answered.map(|r| r.text), Ok("done".to_owned()));
+}
+
+/// Same instant: the model asks for a call that needs approval as the
+/// agent is shut down. The request could not be put to the host (the
+/// agent drains), and the model read "the user denied this call" — a
+/// denial nobody gave.
+#[tokio::test(start_paused = true)]
+async fn an_approval_that_cannot_be_asked_is_not_read_as_denied() {
+    let (model, called, open) = gated(vec![
+        Reply::new().tool_call("http_post", "{}"),
+        Reply::answer("done"),
+    ]);
+    let (agent, mut events, _gate) =
+        common::spawn_agent(model, ToolRegistry::new().with(Post), Limits::default()).await;
+    agent.send_user("post it").unwrap();
+    called.notified().await;
+    open.notify_one();
+    agent.shutdown();
+    let (seen, _) = until_result(&mut events).await;
+    assert!(
+        !seen.iter().any(|e| matches!(e,
+            AgentEvent::ToolResult(r) if r.output.contains("the user denied"))),
+        "{seen:#?}"
+    );
+}

@@ -119,7 +119,7 @@ impl NodeLink for Loopback {
         if self.down.load(Ordering::SeqCst) {
             return Err("it is down".into());
         }
-        let spec = RunSpec::from_wire(&spec.to_wire().unwrap()).unwrap();
+        let spec = RunSpec::from_wire(&spec.to_wire().map_err(|e| e.to_string())?).unwrap();
         self.started.fetch_add(1, Ordering::SeqCst);
         let key = spec.key;
         let down = self.down.clone();
@@ -202,7 +202,10 @@ impl NodeLink for Loopback {
         if self.down.load(Ordering::SeqCst) {
             return Err("it is down".into());
         }
-        let request = RunRequest::from_wire(&request.to_wire().unwrap()).unwrap();
+        // As the cluster's link: a request over the wire's limit is not
+        // sent (an error, the node untouched).
+        let request =
+            RunRequest::from_wire(&request.to_wire().map_err(|e| e.to_string())?).unwrap();
         if let Some((_, run)) = self.runs.lock().unwrap().get(&key) {
             if matches!(request, RunRequest::Approve { .. })
                 && self.cut_before_approve.load(Ordering::SeqCst)

@@ -216,6 +216,40 @@ async fn a_write_that_failed_is_tried_again_at_close() {
     );
 }
 
+/// Stopped midway (a disk gone at the close): a child still running when
+/// the thread closes on a full disk ends `stopped`, and its final envelope
+/// and conversation are written by the close — a write whose failure was
+/// only logged: `persist_errors` answered `Closed` once the thread had
+/// gone, and a host that closed and exited lost them untold. The close's
+/// failed writes are listed, after the close too.
+#[tokio::test(start_paused = true)]
+async fn a_close_whose_writes_fail_says_so_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 600, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker\n", worker(600));
+    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    assert_eq!(thread.persist_errors().await, Ok(Vec::new()));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, b"not a directory").unwrap();
+    thread.close_and_wait().await;
+    let errors = thread
+        .persist_errors()
+        .await
+        .expect("answered after the close");
+    assert!(
+        errors.iter().any(|e| e.contains("agent_1")),
+        "the final envelope was not written: {errors:?}"
+    );
+}
+
 /// Foreign input on disk: a child interrupted by a crash whose run file is
 /// missing (or not a run) was "no sub-agent with id `agent_1`" to a
 /// message, while `status` and `result` answered for it. The message now

@@ -399,3 +399,34 @@ async fn least_loaded_counts_only_this_nodes_own_children() {
     );
     thread.close_and_wait().await;
 }
+
+/// Stopped midway (a request that cannot go): a message to a remote child
+/// over the wire's limit fails to go, and the proxy read that as the node
+/// lost — the child ended here while its run went on on its node, for
+/// nobody. The node is told to stop it.
+#[tokio::test(start_paused = true)]
+async fn a_request_that_cannot_go_leaves_nothing_running_on_the_node() {
+    let huge = "x".repeat(65 << 20);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 60, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", huge)),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(60))
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_tool).await;
+    assert_eq!(node.runner.live(), 1);
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 5).await;
+    assert_eq!(node.runner.live(), 0, "its run goes on on the node");
+    thread.close_and_wait().await;
+}

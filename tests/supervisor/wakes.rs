@@ -117,13 +117,19 @@ async fn a_switch_racing_a_completion_leaves_one_terminal_status_and_no_wake() {
             tokio::time::Instant::now() + Duration::from_millis(at) - Duration::from_millis(1),
         )
         .await;
-        thread.switch_away().await.unwrap();
+        let said = thread.switch_away().await.unwrap();
         run_for(&mut events, &mut log, 60).await;
         check_log(&log, true);
         assert!(
             wakes(&log).is_empty(),
             "a wake after the switch (at {at} ms)"
         );
+        // "How many were stopped": one that finished first is not.
+        let stopped = log
+            .iter()
+            .filter(|e| matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Stopped)))
+            .count();
+        assert_eq!(said, stopped, "at {at} ms");
     }
 }
 

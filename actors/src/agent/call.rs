@@ -270,7 +270,11 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
         true
     });
     if !registered {
-        return Ok(ApprovalDecision::Deny);
+        // Not a denial: nobody was asked (the agent is going away).
+        return Err(format!(
+            "the tool `{}` was not run: the agent is stopping, and its approval could not be asked",
+            call.name
+        ));
     }
     let decision = rx.await.unwrap_or(ApprovalDecision::Deny);
     ctx.with(|t| t.doing(Activity::InTool(call.name.clone())));

@@ -2,6 +2,8 @@
 //! approvals it waits on. The handler only moves messages; the turn runs
 //! in a task (`turn.rs`).
 
+mod answers;
+
 use crate::agent::running::{AbortOnDrop, RunningTurn, TurnEnds};
 use std::collections::VecDeque;
 
@@ -13,8 +15,7 @@ use std::sync::atomic::AtomicU64;
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use subagents_messages::{
-    AgentEvent, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal,
-    ChatMessage, Outcome,
+    AgentEvent, AgentResult, ApprovalDecision, ApprovalId, ApprovalRefusal, ChatMessage, Outcome,
 };
 
 use crate::agent::msg::UserTurn;
@@ -213,11 +214,22 @@ impl AgentState {
                     }
                 };
                 if let Some((history, result)) = closed {
-                    let _ = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished {
+                    let sent = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished {
                         run,
                         result,
                         history,
                     }));
+                    // Refused (the agent drains, and will not read its
+                    // mailbox again): kept for its `post_stop`, which
+                    // answers the caller with it.
+                    if let Err(ractor::MessagingErr::SendErr(AgentMsg::Internal(
+                        AgentInternal::TurnFinished {
+                            result, history, ..
+                        },
+                    ))) = sent
+                    {
+                        turn_state::lock(&ctx.shared).unread = Some(Box::new((result, history)));
+                    }
                 }
             }
             .instrument(span.clone()),
@@ -334,49 +346,6 @@ impl AgentState {
             reply.send(result);
         }
     }
-
-    /// Answers an approval: emits `ApprovalResolved` on the turn's stream
-    /// and hands the decision to the waiting tool call, or says why not.
-    fn resolve_approval(
-        &mut self,
-        id: ApprovalId,
-        decision: ApprovalDecision,
-    ) -> Result<(), ApprovalRefusal> {
-        let Some(responder) = self.approvals.remove(&id) else {
-            return Err(self
-                .closed_approvals
-                .get(&id)
-                .cloned()
-                .unwrap_or(ApprovalRefusal::Unknown(id)));
-        };
-        let resolved = self.running.as_ref().is_some_and(|r| {
-            turn_state::resolve_approval(&r.shared, &r.sink, &id, decision, responder)
-        });
-        if resolved {
-            self.closed_approvals.insert(
-                id.clone(),
-                ApprovalRefusal::AlreadyAnswered { id, decision },
-            );
-            Ok(())
-        } else {
-            self.closed_approvals
-                .insert(id.clone(), ApprovalRefusal::Ended(id.clone()));
-            Err(ApprovalRefusal::Ended(id))
-        }
-    }
-
-    fn snapshot(&self) -> AgentSnapshot {
-        AgentSnapshot {
-            busy: self.running.is_some(),
-            queued_turns: self.waiting.len(),
-            pending_approvals: self.approvals.len(),
-            turns_finished: self.turns_finished,
-            usage: self.totals.usage,
-            children_usage: self.totals.children_usage,
-            model_calls: self.totals.model_calls,
-            tool_calls: self.totals.tool_calls,
-        }
-    }
 }
 
 impl Actor for AgentActor {
@@ -482,6 +451,18 @@ impl Actor for AgentActor {
         // turn's end notice not read yet never will be: the queued turns
         // end now.
         state.stop_running();
+        if let Some(running) = &mut state.running {
+            // The turn had ended on its own, its notice refused (the agent
+            // was draining): its task, past the turn's close, hands the
+            // result over as it ends — it waits on nothing more.
+            let _ = (&mut running.task.0).await;
+            let run = running.run;
+            let unread = turn_state::lock(&running.shared).unread.take();
+            if let Some(unread) = unread {
+                let (result, history) = *unread;
+                state.finish(run, result, history);
+            }
+        }
         state.end_queued();
         Ok(())
     }

@@ -95,6 +95,9 @@ pub(crate) struct TurnState {
     /// hub ends it when the hub dies; see [`crate::agent::running`]).
     /// Dropped when the turn closes.
     pub(crate) ends: Option<crate::agent::running::TurnEnds>,
+    /// The turn's own end, when its agent refused the notice of it (the
+    /// agent was draining): taken by the agent's `post_stop`.
+    pub(crate) unread: Option<Box<(AgentResult, Arc<Vec<ChatMessage>>)>>,
 }
 
 impl TurnState {

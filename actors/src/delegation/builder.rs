@@ -198,15 +198,15 @@ impl DelegationBuilder {
         self
     }
 
-    /// Limits on each child's turn.
+    /// Limits on each child's turn (model calls: at least 1, at most its parent's).
     pub fn child_limits(mut self, limits: Limits) -> Self {
         self.child_limits = limits;
         self
     }
 
-    /// Live children at once per requester: the parent's children share
-    /// it, and each child's own children another (see the hub's note on
-    /// choosing it).
+    /// Live children at once per requester, at least 1 (0 is read as 1):
+    /// the parent's children share it, and each child's own children
+    /// another (see the hub's note on choosing it).
     pub fn max_live(mut self, max_live: usize) -> Self {
         self.max_live = max_live;
         self

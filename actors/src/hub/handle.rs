@@ -332,7 +332,8 @@ impl HubHandle {
         .map_err(|_| Refused::Closed)?
     }
 
-    /// Stops every live and queued child; how many.
+    /// Stops every live and queued child; how many it stopped (one that
+    /// finished in that instant ends `done` and is not counted).
     pub async fn stop_all(&self) -> Result<usize, Closed> {
         ractor::call!(self.actor, |reply| HubMsg::StopAll { reply: Some(reply) })
             .map_err(|_| Closed::Hub)

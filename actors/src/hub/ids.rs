@@ -68,6 +68,12 @@ impl ChildIds {
     pub fn is_out_of_range(id: &AgentId) -> bool {
         is_out_of_range(id)
     }
+
+    /// The number of an id these hand out (`agent_12` → 12); `None` for
+    /// any other id (`agent_012`, `notes`): one no `ChildIds` made.
+    pub fn number(id: &AgentId) -> Option<u64> {
+        child_number(id)
+    }
 }
 
 /// `agent_<n>`, written on the stack: the id's one allocation is its

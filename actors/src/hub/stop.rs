@@ -26,7 +26,9 @@ pub(crate) const INTERRUPTED: &str = "interrupted before it finished; a message 
 /// of them drops its share (each ended, or the hub went away).
 pub(super) struct AllStopped {
     pub(super) reply: Mutex<Option<RpcReplyPort<usize>>>,
-    pub(super) count: usize,
+    /// The shares answered `stopped` (one that finished at that instant,
+    /// `done`, was not stopped).
+    pub(super) count: std::sync::atomic::AtomicUsize,
 }
 
 impl Drop for AllStopped {
@@ -37,7 +39,7 @@ impl Drop for AllStopped {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(reply) = reply {
-            let _ = reply.send(self.count);
+            let _ = reply.send(*self.count.get_mut());
         }
     }
 }
@@ -57,7 +59,13 @@ impl StopReply {
                 let _ = reply.send(status);
             }
             StopReply::One(None) => {}
-            StopReply::All(share) => drop(share),
+            StopReply::All(share) => {
+                if matches!(status, Ok(SubAgentStatus::Stopped)) {
+                    share
+                        .count
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
         }
     }
 }
@@ -238,7 +246,7 @@ impl HubState {
         let all = self.unfinished();
         let done = Arc::new(AllStopped {
             reply: Mutex::new(reply),
-            count: all.len(),
+            count: Default::default(),
         });
         for id in all {
             // A stop of them all is a stop: it wins over an interrupt

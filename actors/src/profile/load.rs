@@ -264,6 +264,18 @@ fn profile_files(dir: &Path, warnings: &mut Vec<ProfileWarning>) -> Vec<PathBuf>
     files
 }
 
+/// The first [`MAX_PROFILE_BYTES`] of a file that did not load (its
+/// settings come first): one too large was read whole, twice, to look
+/// for a restricting key — a transcript dump of gigabytes left in an
+/// agents folder was held in memory.
+fn read_head(path: &Path) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    if let Ok(file) = std::fs::File::open(path) {
+        let _ = file.take(MAX_PROFILE_BYTES).read_to_end(&mut bytes);
+    }
+    bytes
+}
+
 /// Reads and parses one profile file (at most [`MAX_PROFILE_BYTES`]).
 fn load_file(path: &Path) -> Result<Parsed, ProfileError> {
     super::parse::profile_name(path)?;
@@ -306,7 +318,7 @@ const RESTRICTING_KEYS: &[&str] = &[
 /// its agent may do (read leniently, line by line: a key at a line's
 /// start, before `:` or `=`, or a `[table]` of that name).
 fn restricts(path: &Path) -> bool {
-    let text = std::fs::read(path).unwrap_or_default();
+    let text = read_head(path);
     String::from_utf8_lossy(&text).lines().any(|line| {
         let line = line.trim_start().trim_start_matches('\u{feff}');
         let key = match line.strip_prefix('[') {
@@ -319,7 +331,7 @@ fn restricts(path: &Path) -> bool {
 
 fn names_of(path: &Path) -> Vec<String> {
     let mut names: Vec<String> = super::parse::profile_name(path).into_iter().collect();
-    let text = std::fs::read(path).unwrap_or_default();
+    let text = read_head(path);
     let text = String::from_utf8_lossy(&text);
     let toml_name = |table: &str| {
         toml::from_str::<toml::Table>(table)

@@ -365,6 +365,12 @@ impl ProxyState {
 
     /// The node or the link is gone: the turn ends failed, here.
     fn lost(&mut self, why: &str) {
+        // A request that could not go (over the wire's limit) leaves a
+        // node that may be well, running the turn for nobody: told to stop
+        // (a lost node takes nothing).
+        if let Some(run) = &self.run {
+            let _ = self.link.request(run.key, RunRequest::Stop);
+        }
         let (text, outcome) = lost_outcome(self.link.node(), why);
         self.close(&text, outcome);
     }

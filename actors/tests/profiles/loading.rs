@@ -519,3 +519,41 @@ fn a_deny_entry_in_another_case_or_naming_claude_codes_agent_is_not_warned() {
     assert!(warnings.is_empty(), "{warnings:?}");
     assert!(profiles.get("a").is_some());
 }
+
+/// The peak resident memory of this process so far (Linux), in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+/// Foreign input: a 512 MiB file in an agents folder (a transcript dump)
+/// whose head names a restricting key. Refused for its size, it was then
+/// read whole — twice — to look for that key and its name. Its head is
+/// read (its settings come first): the earlier directory's profile of
+/// its name is still held back, and the process's peak memory barely
+/// moves.
+#[test]
+fn a_huge_file_is_looked_at_only_as_far_as_a_profile_goes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = tmp.path().join("first");
+    let second = tmp.path().join("second");
+    write(&first, "helper.md", "---\nname: helper\n---\nI help.");
+    write(
+        &second,
+        "helper.md",
+        "---\nname: helper\ntools: Read\n---\n",
+    );
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(second.join("helper.md"))
+        .unwrap();
+    file.set_len(512 << 20).unwrap();
+    let before = peak_rss();
+    let (profiles, warnings) = ProfileSet::load(&[first, second], &[]);
+    let grew = peak_rss().saturating_sub(before);
+    assert!(profiles.is_empty(), "the earlier `helper` is held back");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(grew < 64 << 20, "the peak grew by {} MiB", grew >> 20);
+}

@@ -50,7 +50,7 @@ pub struct EnvelopeStore {
     pub(super) unsaved: Mutex<Unsaved>,
     /// The directory's lock, held for the store's life (released when the
     /// file closes, a crash included); `None` where none can be taken.
-    _lock: Option<fs::File>,
+    _lock: Vec<fs::File>,
 }
 
 /// Writes whose last attempt failed.
@@ -411,8 +411,37 @@ impl EnvelopeStore {
 /// is tried again for a moment first: a process forking (to run a
 /// command) holds a copy of every open file until it execs, a closed
 /// store's lock with it.
-fn lock_dir(dir: &Path) -> Result<Option<fs::File>, StoreError> {
+///
+/// The directory itself is locked too: `flock` locks a file, not its
+/// name, so a lock file deleted as stale let a second store lock a new
+/// one beside the live store (two counters handing out the same ids).
+fn lock_dir(dir: &Path) -> Result<Vec<fs::File>, StoreError> {
     let path = dir.join(LOCK_NAME);
+    let locked = |file: &fs::File| -> Result<bool, StoreError> {
+        for attempt in 0.. {
+            match file.try_lock() {
+                Ok(()) => return Ok(true),
+                Err(fs::TryLockError::WouldBlock) if attempt < LOCK_TRIES => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(fs::TryLockError::WouldBlock) => break,
+                Err(fs::TryLockError::Error(error)) => {
+                    tracing::warn!(path = %path.display(), %error, "cannot be locked: the store opens unlocked");
+                    return Ok(false);
+                }
+            }
+        }
+        Err(StoreError::Locked {
+            path: dir.to_path_buf(),
+            lock: path.clone(),
+        })
+    };
+    let mut held = Vec::new();
+    if let Ok(directory) = fs::File::open(dir)
+        && locked(&directory)?
+    {
+        held.push(directory);
+    }
     let made = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -425,26 +454,13 @@ fn lock_dir(dir: &Path) -> Result<Option<fs::File>, StoreError> {
         Ok(file) => file,
         Err(error) => {
             tracing::warn!(path = %path.display(), %error, "no lock file: the store opens unlocked");
-            return Ok(None);
+            return Ok(held);
         }
     };
-    for attempt in 0.. {
-        match file.try_lock() {
-            Ok(()) => return Ok(Some(file)),
-            Err(fs::TryLockError::WouldBlock) if attempt < LOCK_TRIES => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(fs::TryLockError::WouldBlock) => break,
-            Err(fs::TryLockError::Error(error)) => {
-                tracing::warn!(path = %path.display(), %error, "the lock file cannot be locked: the store opens unlocked");
-                return Ok(None);
-            }
-        }
+    if locked(&file)? {
+        held.push(file);
     }
-    Err(StoreError::Locked {
-        path: dir.to_path_buf(),
-        lock: path,
-    })
+    Ok(held)
 }
 
 /// Tries of a held lock before `Locked` (10 ms apart).

@@ -8,6 +8,7 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::PoisonError;
 
+use subagents_actors::hub::ChildIds;
 use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, SubAgentStatus};
 
 use crate::store::envelopes::EnvelopeStore;
@@ -62,11 +63,19 @@ impl EnvelopeStore {
         conversation: &[ChatMessage],
     ) -> Result<(), StoreError> {
         let path = self.run_path(id);
+        // `runs/` only, never the store's directory: one removed while the
+        // store was open is not made again (a second store could then open
+        // it, unlocked beside this one); the write fails, naming it.
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
-                path: dir.to_owned(),
-                source,
-            })?;
+            match fs::create_dir(dir) {
+                Err(source) if source.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(StoreError::Dir {
+                        path: dir.to_owned(),
+                        source,
+                    });
+                }
+                _ => {}
+            }
         }
         let file = serde_json::json!({ "request": request, "conversation": conversation });
         let json = serde_json::to_vec(&file).map_err(|source| StoreError::Encode {
@@ -166,7 +175,13 @@ impl EnvelopeStore {
             let Some(id) = named_child(&name) else {
                 continue;
             };
-            if is_temp_name(&name) || name != file_name_for(&id) || self.map.contains_key(&id) {
+            // Only a run the store wrote: one of an id it hands out
+            // (`runs/notes.json` is a user's).
+            if is_temp_name(&name)
+                || name != file_name_for(&id)
+                || ChildIds::number(&id).is_none()
+                || self.map.contains_key(&id)
+            {
                 continue;
             }
             let written = entry

@@ -33,7 +33,7 @@ impl Actor for ThreadSupervisor {
         let mut builder = config.parent.observer(Arc::new(Observer(myself.clone())));
         if let Some(store) = &config.store {
             builder = builder
-                .archive(Arc::new(Archive(store.clone())))
+                .archive(Arc::new(Archive(store.clone(), args.errors.clone())))
                 .child_ids(store.child_ids());
         }
         let parent = builder
@@ -45,7 +45,7 @@ impl Actor for ThreadSupervisor {
         let writer = config
             .store
             .clone()
-            .map(|store| Writer::start(store, myself.clone()));
+            .map(|store| Writer::start(store, args.errors.clone()));
         // Children a restart interrupted (the store found them running or
         // queued): one wake lists them, the first time a thread opens it.
         let restarted = config
@@ -77,7 +77,7 @@ impl Actor for ThreadSupervisor {
             wakes,
             turns_in_flight: 0,
             store: config.store,
-            persist_errors: Vec::new(),
+            persist_errors: args.errors,
             writer,
             requests: Default::default(),
             restarted,
@@ -164,9 +164,6 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::Envelope { id, reply } => {
                 let _ = reply.send(state.parent.hub.status(&id));
             }
-            ThreadMsg::PersistErrors(reply) => {
-                let _ = reply.send(state.persist_errors.clone());
-            }
             ThreadMsg::FlushPersistence(reply) => {
                 let flushed = state.writer.as_ref().map(Writer::flushed);
                 let me = myself.clone();
@@ -189,10 +186,6 @@ impl Actor for ThreadSupervisor {
             }
             ThreadMsg::Internal(ThreadInternal::FlushDone(reply)) => {
                 let _ = reply.send(());
-            }
-            ThreadMsg::Internal(ThreadInternal::PersistFailed(error)) => {
-                tracing::error!(%error, "an envelope could not be persisted; it stays in memory");
-                state.persist_errors.push(error);
             }
             ThreadMsg::Internal(ThreadInternal::ChildStarted(started)) => {
                 let (envelope, request) = *started;

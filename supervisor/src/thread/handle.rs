@@ -14,6 +14,7 @@ use subagents_actors::hub::Refused;
 use crate::thread::actor::ThreadSupervisor;
 use crate::thread::config::ThreadConfig;
 use crate::thread::msg::ThreadMsg;
+use crate::thread::persist::PersistErrors;
 use crate::thread::state::ThreadArguments;
 
 /// Why a call on a thread failed.
@@ -57,6 +58,8 @@ pub struct ThreadHandle {
     /// a turn's check and its send are one step against a close's set and
     /// its `Close`, so no turn lands behind the `Close` unanswered.
     closing: Arc<Mutex<bool>>,
+    /// The thread's failed writes (shared with it and its clones).
+    errors: PersistErrors,
 }
 
 impl ThreadHandle {
@@ -79,11 +82,13 @@ impl ThreadHandle {
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
         let (events, stream) = EventSink::channel();
         let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
+        let errors = PersistErrors::default();
         let args = ThreadArguments {
             config,
             events,
             parts: Some(parts_tx),
             held,
+            errors: errors.clone(),
         };
         let spawned = match supervisor {
             Some(supervisor) => Actor::spawn_linked(None, ThreadSupervisor, args, supervisor).await,
@@ -99,6 +104,7 @@ impl ThreadHandle {
                 actor,
                 parts,
                 closing,
+                errors,
             },
             stream,
         ))
@@ -276,9 +282,15 @@ impl ThreadHandle {
         ractor::call!(self.actor, ThreadMsg::FlushPersistence).map_err(|_| ThreadError::Closed)
     }
 
-    /// Persistence errors seen so far (each names the file).
+    /// Persistence errors seen so far, each named once (it names the
+    /// file and what failed): the writes of the thread's life and of its
+    /// close — its children's final envelopes and conversations, and
+    /// every earlier failed write tried once more. Answers after the close
+    /// too (never `Err`): a host that closed the thread on a full disk
+    /// learns here what was not saved (`EnvelopeStore::retry_unsaved` tries
+    /// again).
     pub async fn persist_errors(&self) -> Result<Vec<String>, ThreadError> {
-        ractor::call!(self.actor, ThreadMsg::PersistErrors).map_err(|_| ThreadError::Closed)
+        Ok(self.errors.list())
     }
 
     /// Closed, or closing: `close` was called on this handle or a clone

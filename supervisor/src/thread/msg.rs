@@ -79,9 +79,6 @@ pub(crate) enum ThreadMsg {
         /// Its envelope, if known.
         reply: RpcReplyPort<Option<Envelope>>,
     },
-    /// Sent by the host: reply with the persistence errors seen so far
-    /// (each names the file and what failed). Never waits.
-    PersistErrors(RpcReplyPort<Vec<String>>),
     /// Sent by the host: reply once every envelope write started so far has
     /// finished (successfully or not).
     FlushPersistence(RpcReplyPort<()>),
@@ -123,9 +120,6 @@ pub(crate) mod sealed {
         /// Sent by the supervisor's own flush task: the writes are done;
         /// answer the flush.
         FlushDone(RpcReplyPort<()>),
-        /// Sent by the supervisor's own persistence task: a write failed (the
-        /// envelope stays answerable from memory).
-        PersistFailed(String),
         /// Sent by `Threads::open` given up (or failed) before it kept the
         /// thread: it closes, and the wakes it took from the store go back
         /// to it — nobody meant this close.

@@ -3,15 +3,38 @@
 //! (file I/O blocks). Order matters: a child's "started" envelope must not
 //! land after its final one, nor an older conversation after a newer one.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use ractor::ActorRef;
 use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::store::EnvelopeStore;
-use crate::thread::msg::ThreadMsg;
-use crate::thread::msg::sealed::ThreadInternal;
+
+/// The thread's failed writes, each named once (a prune that fails on
+/// every write is listed once), shared by the thread, its writer and every
+/// handle: read without the thread, so a close's own failed writes — the
+/// final envelopes — are still told once it has gone.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PersistErrors(Arc<Mutex<Vec<String>>>);
+
+impl PersistErrors {
+    /// Notes a failed write (logged).
+    pub(super) fn push(&self, error: String) {
+        tracing::error!(%error, "an envelope or run could not be persisted; it stays in memory");
+        let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if !list.contains(&error) {
+            list.push(error);
+        }
+    }
+
+    /// Every failed write so far, in the order first seen.
+    pub(super) fn list(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
 
 /// One write.
 pub(super) enum Write {
@@ -37,8 +60,8 @@ pub(super) enum Write {
 pub(super) struct Writer(mpsc::UnboundedSender<Write>);
 
 impl Writer {
-    /// Starts the writer of `store`; failures are told to `thread`.
-    pub(super) fn start(store: Arc<EnvelopeStore>, thread: ActorRef<ThreadMsg>) -> Self {
+    /// Starts the writer of `store`; failures go to `errors`.
+    pub(super) fn start(store: Arc<EnvelopeStore>, errors: PersistErrors) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<Write>();
         tokio::spawn(async move {
             while let Some(write) = rx.recv().await {
@@ -47,8 +70,8 @@ impl Writer {
                     continue;
                 }
                 let store = store.clone();
-                let thread = thread.clone();
-                let _ = tokio::task::spawn_blocking(move || do_write(&store, write, &thread)).await;
+                let errors = errors.clone();
+                let _ = tokio::task::spawn_blocking(move || do_write(&store, write, &errors)).await;
             }
         });
         Self(tx)
@@ -67,10 +90,8 @@ impl Writer {
     }
 }
 
-fn do_write(store: &EnvelopeStore, write: Write, thread: &ActorRef<ThreadMsg>) {
-    let failed = |error: String| {
-        let _ = thread.cast(ThreadMsg::Internal(ThreadInternal::PersistFailed(error)));
-    };
+fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors) {
+    let failed = |error: String| errors.push(error);
     match write {
         Write::Envelope(envelope) => {
             if let Err(error) = store.save(&envelope) {

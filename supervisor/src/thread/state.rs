@@ -29,6 +29,8 @@ pub(crate) struct ThreadArguments {
     /// Opened by `Threads::open`: its wakes wait until it is shown (an
     /// open given up before then gives them back to its store).
     pub(crate) held: bool,
+    /// Its failed writes, shared with its handles.
+    pub(crate) errors: crate::thread::persist::PersistErrors,
 }
 
 impl std::fmt::Debug for ThreadArguments {
@@ -45,7 +47,7 @@ pub(crate) struct ThreadState {
     pub(super) wakes: WakeQueue,
     pub(super) turns_in_flight: usize,
     pub(super) store: Option<Arc<EnvelopeStore>>,
-    pub(super) persist_errors: Vec<String>,
+    pub(super) persist_errors: crate::thread::persist::PersistErrors,
     /// The store's writes, in order (none without a store).
     pub(super) writer: Option<Writer>,
     /// What each child of this thread was asked, until its final
@@ -72,7 +74,10 @@ pub(crate) struct ThreadState {
 
 pub(super) struct Observer(pub(super) ActorRef<ThreadMsg>);
 
-pub(super) struct Archive(pub(super) Arc<EnvelopeStore>);
+pub(super) struct Archive(
+    pub(super) Arc<EnvelopeStore>,
+    pub(super) crate::thread::persist::PersistErrors,
+);
 
 /// The store as a hub's archive: children of earlier sessions only. A
 /// child another thread of this session made (live or ended) is not
@@ -107,7 +112,7 @@ impl EnvelopeArchive for Archive {
             first
         });
         if let Err(error) = claimed {
-            tracing::warn!(%error, "an archived child's claim was not persisted");
+            self.1.push(error.to_string());
         }
     }
 
@@ -350,7 +355,7 @@ impl ThreadState {
         })
         .await;
         for error in written.unwrap_or_default() {
-            tracing::error!(%error, "an envelope could not be persisted as the thread closed");
+            self.persist_errors.push(error);
         }
     }
 

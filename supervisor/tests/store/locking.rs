@@ -112,3 +112,50 @@ impl Drop for ReadOnlyBind {
             .status();
     }
 }
+
+/// Shared, by a user's hand: the `Locked` error names the lock file, and
+/// a user who deleted it as stale let a second store open beside the live
+/// one (`flock` locks the file, not its name). The directory is locked
+/// too.
+#[test]
+fn a_deleted_lock_file_does_not_let_a_second_store_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let first = open(tmp.path(), &clock);
+    std::fs::remove_file(tmp.path().join(".subagents-lock")).unwrap();
+    assert!(
+        matches!(
+            EnvelopeStore::open(tmp.path(), clock.clone()),
+            Err(StoreError::Locked { .. })
+        ),
+        "a second store opened"
+    );
+    drop(first);
+    assert!(EnvelopeStore::open(tmp.path(), clock).is_ok());
+}
+
+/// Stopped midway (the directory removed under a live store): a run's
+/// write made the store's directory again, without a lock file, and wrote
+/// on — a second store could open it beside this one. The write fails,
+/// naming what is missing.
+#[test]
+fn a_run_write_does_not_make_a_removed_store_directory_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let clock = clock(T0);
+    let first = open(&dir, &clock);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let written = first.save_run(
+        &AgentId::new("agent_1"),
+        &subagents_messages::ChildRequest::new(
+            AgentId::new("parent"),
+            0,
+            ToolUseId::new("call_1"),
+            "Worker",
+            "work",
+        ),
+        &[subagents_messages::ChatMessage::user("work")],
+    );
+    assert!(written.is_err(), "the run was written");
+    assert!(!dir.exists(), "the directory was made again");
+}

@@ -233,3 +233,26 @@ fn a_run_whose_envelope_is_gone_is_pruned_after_the_retention() {
     left.sort();
     assert_eq!(left, ["agent_2.json", "agent_3.json"]);
 }
+
+/// Foreign input: the store deletes only what it wrote (docs/persistence.md:
+/// "a file the store did not create is never deleted"). A user's
+/// `runs/notes.json`, or `runs/agent_01.json` (no id the store hands
+/// out), is no run of a child: both were removed once the retention
+/// passed, as orphan runs.
+#[test]
+fn a_run_the_store_cannot_tell_is_an_orphan_is_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let at = |ms: u64| std::time::UNIX_EPOCH + Duration::from_millis(ms);
+    for name in ["notes.json", "agent_01.json"] {
+        let file = std::fs::File::create(runs.join(name)).unwrap();
+        std::io::Write::write_all(&mut &file, b"{}").unwrap();
+        file.set_modified(at(T0 - 2 * DAY)).unwrap();
+    }
+    let (_, report) = EnvelopeStore::open(tmp.path(), clock(T0)).unwrap();
+    assert!(report.pruned.runs_removed.is_empty(), "{report:?}");
+    for name in ["notes.json", "agent_01.json"] {
+        assert!(runs.join(name).exists(), "{name} was removed");
+    }
+}
