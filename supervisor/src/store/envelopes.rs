@@ -14,8 +14,8 @@ use subagents_actors::hub::ChildIds;
 use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope};
 
 use crate::store::files::{
-    CORRUPT_EXT, JSON_EXT, LOCK_NAME, file_name_for, is_expired, is_temp_name, move_aside,
-    named_child, parse_envelope, sync_dir_best_effort, write_atomic,
+    CORRUPT_EXT, JSON_EXT, LOCK_NAME, file_name_for, from_another_version, is_expired,
+    is_temp_name, move_aside, named_child, parse_envelope, sync_dir_best_effort, write_atomic,
 };
 use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
 
@@ -341,6 +341,14 @@ impl EnvelopeStore {
                 Ok(envelope) => {
                     self.map.insert(envelope.id.clone(), envelope);
                     report.loaded += 1;
+                }
+                Err(error) if from_another_version(&name, &bytes) => {
+                    tracing::warn!(path = %path.display(), %error, "an envelope of another version left in place");
+                    report.unreadable.push(CorruptFile {
+                        path,
+                        error: format!("{error} (written by another version? left in place)"),
+                        moved_to: None,
+                    });
                 }
                 Err(error) => {
                     let moved_to = move_aside(&path);

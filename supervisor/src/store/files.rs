@@ -111,6 +111,21 @@ pub(super) fn parse_envelope(name: &str, bytes: &[u8]) -> Result<Envelope, Strin
     Ok(envelope)
 }
 
+/// A JSON object filed under its own id that this version cannot decode
+/// (a status, or a field's type, of another version of the library): not
+/// corrupt — left in place for the version that wrote it (moved aside, it
+/// was lost to that version for good, and its run pruned as an orphan).
+pub(super) fn from_another_version(name: &str, bytes: &[u8]) -> bool {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::from_slice(bytes) else {
+        return false;
+    };
+    fields
+        .get("id")
+        .and_then(serde_json::Value::as_str)
+        .map(AgentId::new)
+        .is_some_and(|id| !ChildIds::is_out_of_range(&id) && file_name_for(&id) == name)
+}
+
 /// The stamp an envelope ages from.
 pub(super) fn age_stamp(envelope: &Envelope) -> u64 {
     envelope.finished_at_ms.unwrap_or(envelope.requested_at_ms)

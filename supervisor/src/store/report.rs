@@ -118,7 +118,10 @@ pub struct LoadReport {
     pub loaded: usize,
     /// Corrupt files: skipped, reported, moved aside.
     pub corrupt: Vec<CorruptFile>,
-    /// Files that could not be read (I/O errors): skipped, left in place.
+    /// Files that could not be read (I/O errors), or envelopes this
+    /// version cannot decode filed under their own id (another version's:
+    /// a status or field it does not know): skipped, left in place, their
+    /// ids never handed out and their runs kept.
     pub unreadable: Vec<CorruptFile>,
     /// Stray temporary files from interrupted writes, removed.
     pub temp_removed: Vec<PathBuf>,

@@ -177,10 +177,12 @@ impl EnvelopeStore {
             };
             // Only a run the store wrote: one of an id it hands out
             // (`runs/notes.json` is a user's).
+            // Nor one whose envelope is there, unread (another version's).
             if is_temp_name(&name)
                 || name != file_name_for(&id)
                 || ChildIds::number(&id).is_none()
                 || self.map.contains_key(&id)
+                || self.dir.join(&name).exists()
             {
                 continue;
             }

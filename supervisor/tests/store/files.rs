@@ -557,3 +557,47 @@ fn a_save_of_an_older_copy_keeps_the_link_and_the_claim() {
     assert_eq!(held.continued_as, Some(AgentId::new("agent_2")));
     assert!(held.claimed);
 }
+
+/// Foreign input (another version of the library): an envelope whose
+/// status this version does not know (`paused`) was moved aside as
+/// corrupt — lost to the version that wrote it for good — and its
+/// conversation pruned as an orphan's once the retention passed. An
+/// envelope filed under its own id that only fails to decode is left in
+/// place, reported unreadable; its id is not handed out, its run is kept.
+#[test]
+fn an_envelope_of_another_version_is_left_in_place_with_its_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let store = open(dir, &clock(T0));
+    let id = AgentId::new("agent_3");
+    store.save(&envelope("agent_3", T0, Some(T0))).unwrap();
+    let request = subagents_messages::ChildRequest::new(
+        AgentId::new("parent"),
+        0,
+        ToolUseId::new("call_1"),
+        "Worker",
+        "work",
+    );
+    store
+        .save_run(
+            &id,
+            &request,
+            &[subagents_messages::ChatMessage::user("work")],
+        )
+        .unwrap();
+    drop(store);
+    let path = dir.join("agent_3.json");
+    let text = fs::read_to_string(&path).unwrap();
+    let newer = text.replace("\"status\":\"done\"", "\"status\":\"paused\"");
+    assert_ne!(text, newer);
+    fs::write(&path, &newer).unwrap();
+    let later = clock(T0 + 3 * DAY);
+    let (store, report) = EnvelopeStore::open(dir, later).unwrap();
+    assert!(report.corrupt.is_empty(), "{report:?}");
+    assert_eq!(report.unreadable.len(), 1, "{report:?}");
+    assert_eq!(report.unreadable[0].path, path);
+    assert_eq!(fs::read_to_string(&path).unwrap(), newer, "left as it was");
+    assert!(dir.join("runs/agent_3.json").exists(), "its run was pruned");
+    assert!(report.pruned.runs_removed.is_empty());
+    assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_4")));
+}
