@@ -87,9 +87,15 @@ impl EnvelopeStore {
 
     /// What `id` was asked and its last saved conversation, if saved and
     /// readable (a file that is not a run — any other JSON, or not JSON —
-    /// is `None`, never a panic).
+    /// is `None`, never a panic). Only a regular file is read: a FIFO (or a
+    /// link to one, or to `/dev/zero`) put in its place held the hub's
+    /// handler, which reads it, for ever.
     pub fn run(&self, id: &AgentId) -> Option<(ChildRequest, Vec<ChatMessage>)> {
-        let bytes = fs::read(self.run_path(id)).ok()?;
+        let path = self.run_path(id);
+        if !fs::symlink_metadata(&path).ok()?.is_file() {
+            return None;
+        }
+        let bytes = fs::read(path).ok()?;
         let mut file: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
         // `get_mut`, not indexing: `value["key"]` panics on an array,
         // number, string or bool.

@@ -601,3 +601,30 @@ fn an_envelope_of_another_version_is_left_in_place_with_its_run() {
     assert!(report.pruned.runs_removed.is_empty());
     assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_4")));
 }
+
+/// Foreign input: a FIFO put where a child's run is (or a link to one, or
+/// to `/dev/zero`) held whoever read it — the hub's handler, resuming the
+/// child — for ever. Only a regular file is read.
+#[test]
+fn a_run_that_is_no_regular_file_is_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path(), &clock(T0));
+    let runs = tmp.path().join("runs");
+    fs::create_dir_all(&runs).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(runs.join("agent_1.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink("/dev/zero", runs.join("agent_2.json")).unwrap();
+    let store = Arc::new(store);
+    for id in ["agent_1", "agent_2"] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = store.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(reader.run(&AgentId::new(id)).is_none());
+        });
+        let none = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(none, Ok(true), "{id}: the read did not return");
+    }
+}
