@@ -624,3 +624,70 @@ async fn an_approval_that_cannot_be_asked_is_not_read_as_denied() {
         "{seen:#?}"
     );
 }
+
+/// Host boundary values: a request option no server takes (a NaN or
+/// out-of-range temperature, `top_p` above 1, `max_tokens` 0), set by the
+/// host on an agent or on every child, was sent as `null` (silently
+/// nothing) or failed every model call — a profile's were refused. The
+/// spawn is refused, naming the option.
+#[tokio::test(start_paused = true)]
+async fn options_no_server_takes_are_refused_at_the_spawn() {
+    use subagents::messages::RequestOptions;
+    let model = || ScriptedModel::new(vec![Reply::answer("hi")]).shared();
+    let cases = [
+        (
+            RequestOptions {
+                temperature: Some(f64::NAN),
+                ..RequestOptions::default()
+            },
+            "temperature",
+        ),
+        (
+            RequestOptions {
+                top_p: Some(1.5),
+                ..RequestOptions::default()
+            },
+            "top_p",
+        ),
+        (
+            RequestOptions {
+                max_tokens: Some(0),
+                ..RequestOptions::default()
+            },
+            "max_tokens",
+        ),
+    ];
+    for (options, named) in cases {
+        let agent = AgentBuilder::new(model())
+            .request_options(options.clone())
+            .spawn()
+            .await;
+        assert!(
+            matches!(&agent, Err(AgentError::Options { field, .. }) if *field == named),
+            "{named}: {:?}",
+            agent.map(|_| ())
+        );
+        let delegating = DelegationBuilder::new(model())
+            .child_request_options(options)
+            .spawn()
+            .await;
+        assert!(
+            matches!(&delegating, Err(AgentError::Options { field, .. }) if *field == named),
+            "{named}: {:?}",
+            delegating.map(|_| ())
+        );
+    }
+    let fine = RequestOptions {
+        temperature: Some(0.0),
+        top_p: Some(1.0),
+        max_tokens: Some(1),
+        ..RequestOptions::default()
+    };
+    assert!(
+        AgentBuilder::new(model())
+            .request_options(fine)
+            .spawn()
+            .await
+            .is_ok()
+    );
+}

@@ -198,6 +198,7 @@ impl AgentBuilder {
 
     /// The finished config, spawning a gate if none was given.
     pub(crate) async fn config(self) -> Result<AgentConfig, AgentError> {
+        check_options(&self.options)?;
         let gate = match self.gate {
             Some(gate) => gate,
             None => GateHandle::spawn(1)
@@ -244,6 +245,30 @@ impl AgentBuilder {
         let config = Arc::new(self.config().await?);
         spawn_agent(config, events, Vec::new(), supervisor).await
     }
+}
+
+/// Refuses options no server takes, as a profile's are refused: a NaN or
+/// out-of-range sampling setting was sent as `null` (silently nothing),
+/// `max_tokens` 0 failed every model call.
+pub(crate) fn check_options(options: &RequestOptions) -> Result<(), AgentError> {
+    let sampling = [
+        ("temperature", options.temperature, 2.0),
+        ("top_p", options.top_p, 1.0),
+    ];
+    for (field, value, high) in sampling {
+        if let Some(v) = value.filter(|v| !(v.is_finite() && (0.0..=high).contains(v))) {
+            let why = format!("must be a number from 0 to {high}, not {v}");
+            return Err(AgentError::Options { field, why });
+        }
+    }
+    if options.max_tokens == Some(0) {
+        let why = "must be at least 1 (0 would fail every model call)".to_owned();
+        return Err(AgentError::Options {
+            field: "max_tokens",
+            why,
+        });
+    }
+    Ok(())
 }
 
 /// Spawns an agent from a finished config.

@@ -34,6 +34,16 @@ pub enum AgentError {
     /// An answer to an approval was not taken.
     #[error(transparent)]
     Approval(ApprovalRefusal),
+    /// A request option set by the host is one no server takes (a
+    /// temperature that is not a number from 0 to 2, `max_tokens` 0): it
+    /// was sent as `null`, or failed every model call.
+    #[error("the request option `{field}` {why}")]
+    Options {
+        /// The option (`temperature`, `top_p`, `max_tokens`).
+        field: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 /// A handle to an agent. Cheap to clone.

@@ -381,8 +381,9 @@ impl DelegationBuilder {
         events: EventSink,
         supervisor: Option<ActorCell>,
     ) -> Result<DelegatingAgent, AgentError> {
-        // Offered at depth 0, every call was refused as if the parent were
-        // a sub-agent.
+        let check = crate::agent::check_options;
+        check(&self.options).and(check(&self.child_options))?;
+        // Offered at depth 0, every call was refused as a sub-agent's.
         if self.max_depth == 0 {
             self.front_ends = FrontEnds {
                 use_agent: false,
