@@ -182,7 +182,7 @@ async fn unknown_models_and_the_exactly_one_rule_are_sentences_and_spawn_nothing
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
     let expected = [
-        "no model `haiku` from provider `anthropic` is registered; the models you may pass are: none (only your own model is available); or omit `model` to run on your own model",
+        "the sub-agent `reviewer` runs on the model `haiku` from provider `anthropic`, which is not registered here; pass `model` to run it on another (the models you may pass are: none (only your own model is available)), or use another sub-agent",
         "no model `gpt-9` is registered",
         "give either `agent` (a named sub-agent) or `system_prompt` (an inline one), not both",
         "give `agent` (a named sub-agent) or `system_prompt`",

@@ -205,9 +205,13 @@ impl ModelRegistry {
                     .map(|m| m.provider.clone())
                     .collect(),
             }),
+            // Quoted on one short line: a model's 64 KiB `model` came back
+            // whole in the refusal it reads.
             (None, _) => Err(Refused::UnknownModel {
-                model: model.to_owned(),
-                provider: provider.filter(|p| !p.is_empty()).map(str::to_owned),
+                model: crate::delegation::shown(model),
+                provider: provider
+                    .filter(|p| !p.is_empty())
+                    .map(crate::delegation::shown),
                 available: self.listing(),
             }),
         }

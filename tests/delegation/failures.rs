@@ -147,6 +147,10 @@ async fn a_refusal_quotes_a_huge_value_cut_short() {
         json!({"action": huge.clone()}).to_string(),
         json!({"action": "run", "agent": huge.clone(), "input": "x"}).to_string(),
         run_call("A", "x", &[huge.as_str()], true).to_json(),
+        json!({"action": "run", "system_prompt": "A", "input": "x", "model": huge.clone()})
+            .to_string(),
+        json!({"action": "run", "system_prompt": "A", "input": "x", "model": "m", "provider": huge.clone()})
+            .to_string(),
     ];
     let mut turn = Reply::new();
     for call in &calls {

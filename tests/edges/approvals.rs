@@ -385,3 +385,80 @@ async fn answers_after_the_hub_is_gone_are_refused_as_its_book_says() {
     );
     thread.close_and_wait().await;
 }
+
+/// A grandchild (depth 2) waited on inline by a child that goes to the
+/// background runs unwatched with it: the background policy answered only
+/// the child's own request, and the grandchild's waited for a host that
+/// chose not to be asked, holding both slots until the wall clock. Its
+/// pending request, and every later one, follow the policy.
+#[tokio::test(start_paused = true)]
+async fn a_grandchilds_pending_approval_follows_the_policy_as_its_requester_goes_to_the_background()
+{
+    use subagents::actors::hub::BackgroundApprovals;
+    use subagents::messages::ApprovalOutcome;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Middle", "relay")
+                .tools(["http_post"])
+                .wait(true),
+        ),
+        Reply::answer("Done."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Middle",
+        vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run("Poster", "post")
+                    .tools(["http_post"])
+                    .wait(true),
+            ),
+            Reply::answer("relayed"),
+        ],
+    )
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", "{}"),
+            Reply::answer("posted"),
+        ],
+    );
+    let builder = parent(model)
+        .max_depth(2)
+        .background_approvals(BackgroundApprovals::Deny);
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner)
+            if matches!(&**inner, AgentEvent::Child(_, asked)
+                if matches!(**asked, AgentEvent::ApprovalRequested(_))))
+    })
+    .await;
+    thread.stop_parent().unwrap();
+    run_for(&mut events, &mut log, 30).await;
+    let (_, by_id) = check_log(&log, true);
+    let middle = &by_id[&AgentId::new("agent_1")];
+    let (outcomes, ended): (Vec<_>, Vec<_>) = middle
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AgentEvent::Child(id, inner) if id.as_str() == "agent_2" => match &**inner {
+                AgentEvent::ApprovalResolved { outcome, .. } => Some((Some(outcome.clone()), None)),
+                _ => None,
+            },
+            AgentEvent::ChildStatus(id, status)
+                if id.as_str() == "agent_2" && status.is_terminal() =>
+            {
+                Some((None, Some(*status)))
+            }
+            _ => None,
+        })
+        .unzip();
+    let outcomes: Vec<_> = outcomes.into_iter().flatten().collect();
+    let ended: Vec<_> = ended.into_iter().flatten().collect();
+    assert_eq!(outcomes, [ApprovalOutcome::Denied], "{log:#?}");
+    assert_eq!(ended, [SubAgentStatus::Done]);
+    thread.close_and_wait().await;
+}

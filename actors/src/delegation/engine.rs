@@ -9,7 +9,7 @@ use serde_json::json;
 use subagents_messages::text::within_budget;
 use subagents_messages::{AgentId, ChildRequest, Envelope, SubAgentStatus};
 
-use crate::hub::{HubHandle, WaitOutcome};
+use crate::hub::{HubHandle, Refused, WaitOutcome};
 use crate::profile::ProfileSet;
 use crate::tool::{ToolCallContext, ToolError};
 
@@ -154,12 +154,25 @@ impl Delegator {
         out
     }
 
-    /// Starts a child; its id or why not.
+    /// Starts a child; its id or why not. A named sub-agent whose own
+    /// model is not registered is refused as such: the hub's sentence
+    /// ("or omit `model`") told the model to leave out what it had not
+    /// given.
     pub(crate) async fn start(&self, request: ChildRequest) -> Result<AgentId, ToolError> {
-        self.hub
-            .request(request)
-            .await
-            .map_err(|e| refuse(e.to_string()))
+        let profile = request.name.as_deref().and_then(|n| self.profiles.get(n));
+        let own_model = profile.and_then(|p| p.model.clone());
+        let name = profile.map(|p| p.name.clone());
+        self.hub.request(request).await.map_err(|e| match (e, name) {
+            (Refused::UnknownModel { model, provider, available }, Some(name))
+                if own_model.as_deref().map(shown).as_deref() == Some(model.as_str()) =>
+            {
+                refuse(format!(
+                    "the sub-agent `{name}` runs on the model `{model}`{}, which is not registered here; pass `model` to run it on another (the models you may pass are: {available}), or use another sub-agent",
+                    provider.map(|p| format!(" from provider `{p}`")).unwrap_or_default()
+                ))
+            }
+            (e, _) => refuse(e.to_string()),
+        })
     }
 
     /// What a call waiting on `id` reads if its turn is cut (stopped, or

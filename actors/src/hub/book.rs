@@ -196,6 +196,33 @@ impl Book {
         self.entries.get(id).is_some_and(|e| e.envelope.background)
     }
 
+    /// True when `ancestor` requested it, or a requester of it up the
+    /// chain.
+    pub(crate) fn requested_under(&self, id: &AgentId, ancestor: &AgentId) -> bool {
+        let mut at = id.clone();
+        while let Some(requester) = self.requester_of(&at) {
+            if &requester == ancestor {
+                return true;
+            }
+            at = requester;
+        }
+        false
+    }
+
+    /// True when it, or a requester of it up the chain, runs in the
+    /// background: a child waited on inline by a background child runs
+    /// unwatched too.
+    pub(crate) fn in_background(&self, id: &AgentId) -> bool {
+        let mut at = id.clone();
+        while !self.is_background(&at) {
+            match self.requester_of(&at) {
+                Some(requester) if self.contains(&requester) => at = requester,
+                _ => return false,
+            }
+        }
+        true
+    }
+
     /// Moves its status strictly forward; `false` (nothing changed) for a
     /// repeated or backward move.
     pub(crate) fn advance(&self, id: &AgentId, status: SubAgentStatus) -> bool {

@@ -166,7 +166,7 @@ struct BackgroundPolicy {
 
 impl ApprovalPolicy for BackgroundPolicy {
     fn decide(&self, _: &AgentId, _: &str, _: &str) -> Option<ApprovalDecision> {
-        self.book.is_background(&self.id).then_some(self.decision)
+        self.book.in_background(&self.id).then_some(self.decision)
     }
 }
 

@@ -101,6 +101,20 @@ impl HubState {
         };
         self.set_status(id, child, SubAgentStatus::Background);
         self.answer_pending_approval(id);
+        // Its children waited on inline go unwatched with it: a request
+        // one of them waits on is answered too (in child-number order).
+        if self.config.background_approvals != BackgroundApprovals::Ask {
+            let mut below: Vec<AgentId> = self
+                .children
+                .keys()
+                .filter(|c| self.book.requested_under(c, id))
+                .cloned()
+                .collect();
+            below.sort_by_key(|c| (child_number(c), c.clone()));
+            for child in &below {
+                self.answer_pending_approval(child);
+            }
+        }
         DetachOutcome::Detached
     }
 

@@ -1,7 +1,23 @@
 //! Showing a [`ProfileSet`] to a model: a listing for a tool description and
 //! a JSON-schema `enum` of the names.
 
-use super::ProfileSet;
+use super::{Profile, ProfileSet};
+
+/// A profile's `- name: description` line: one line, whatever its name
+/// and description hold.
+fn line(profile: &Profile) -> String {
+    let name = subagents_messages::text::one_line(&profile.name, usize::MAX);
+    let description = profile
+        .description
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if description.is_empty() {
+        format!("- {name}: (no description)")
+    } else {
+        format!("- {name}: {description}")
+    }
+}
 
 impl ProfileSet {
     /// One `- name: description` line per profile, in name order, joined by
@@ -9,38 +25,30 @@ impl ProfileSet {
     /// description's whitespace, newlines included, is collapsed to single
     /// spaces; a profile without one shows `(no description)`.
     pub fn describe(&self) -> String {
-        self.iter()
-            .map(|p| {
-                let description = p
-                    .description
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                if description.is_empty() {
-                    format!("- {}: (no description)", p.name)
-                } else {
-                    format!("- {}: {description}", p.name)
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.iter().map(line).collect::<Vec<_>>().join("\n")
     }
 
     /// [`describe`](Self::describe)'s lines, in name order, as many as fit
     /// in `budget` bytes (newlines counted), and how many were left out.
+    /// Counted by profile, not by line: a host's profile named with a line
+    /// break (`from_profiles` takes any name) underflowed the count, and a
+    /// cut by bytes could fall inside a character — a panic on every model
+    /// call of the parent.
     pub(crate) fn describe_within(&self, budget: usize) -> (String, usize) {
-        let listing = self.describe();
-        let mut used = 0;
+        let mut listing = String::new();
         let mut kept = 0;
-        for line in listing.lines() {
-            let cost = line.len() + usize::from(kept > 0);
-            if used + cost > budget {
+        for profile in self.iter() {
+            let line = line(profile);
+            if listing.len() + line.len() + usize::from(kept > 0) > budget {
                 break;
             }
-            used += cost;
+            if kept > 0 {
+                listing.push('\n');
+            }
+            listing.push_str(&line);
             kept += 1;
         }
-        (listing[..used].to_owned(), self.len() - kept)
+        (listing, self.len() - kept)
     }
 
     /// A JSON schema for a profile-name argument,
@@ -61,7 +69,6 @@ impl ProfileSet {
 mod tests {
     use std::path::PathBuf;
 
-    use super::super::Profile;
     use super::*;
 
     fn profile(name: &str, description: &str) -> Profile {
@@ -118,5 +125,19 @@ mod tests {
         assert!(listing.lines().all(|l| l.ends_with("does a thing")));
         assert_eq!(set.describe_within(usize::MAX), (full, 0));
         assert_eq!(set.describe_within(0), (String::new(), 50));
+    }
+
+    /// A host's profile named with a line break (`from_profiles` takes
+    /// any name, as `read_line` gives it): the listing counted lines, not
+    /// profiles — "attempt to subtract with overflow" — and cut by bytes
+    /// one short per `\r`, inside a character. Every model call of the
+    /// parent built it.
+    #[test]
+    fn a_name_with_a_line_break_is_listed_on_its_line_without_a_panic() {
+        let set = ProfileSet::from_profiles([profile("a\nb", "d")]);
+        assert_eq!(set.describe_within(4096), ("- a b: d".to_owned(), 0));
+        let set = ProfileSet::from_profiles([profile("a\r\nb", "\u{e9}"), profile("c", "x")]);
+        let (listing, left) = set.describe_within(9);
+        assert_eq!((listing.as_str(), left), ("- a b: \u{e9}", 1));
     }
 }
