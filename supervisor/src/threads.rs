@@ -99,8 +99,12 @@ impl Threads {
         self.get(id)?.switch_away().await
     }
 
-    /// Deletes a thread: its children stop and it closes. A thread that
-    /// closed by itself is deleted too (it has nothing left to stop).
+    /// Deletes a thread: its children stop and it closes; returns once it
+    /// has closed, its children's final envelopes written (a host that
+    /// deleted its threads and exited left them `running`, and the next
+    /// process woke a parent for a conversation the user had deleted). A
+    /// thread that closed by itself is deleted too (it has nothing left to
+    /// stop). Given up half-way, the thread still closes.
     pub async fn delete(&mut self, id: &ThreadId) -> Result<(), ThreadError> {
         let handle = self.get(id)?.clone();
         switch_away_if_open(&handle).await?;
@@ -109,6 +113,7 @@ impl Threads {
         if self.on_screen.as_ref() == Some(id) {
             self.on_screen = None;
         }
+        handle.close_and_wait().await;
         Ok(())
     }
 

@@ -204,3 +204,83 @@ async fn a_closed_threads_handle_keeps_no_store_open() {
     assert!(reopened.is_ok(), "{:?}", reopened.err());
     drop(thread);
 }
+
+/// Stopped midway (a host that deletes and exits): `Threads::delete`
+/// returned once it had sent the close, before the thread wrote its
+/// children's final envelopes — a host that deleted its threads and
+/// returned from `main` left them `background`, and the next process
+/// woke a parent for children of a deleted conversation. It returns once
+/// the thread has closed.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_threads_children_are_final_on_disk_when_delete_returns() {
+    use subagents::messages::ThreadId;
+    use subagents::supervisor::{ThreadConfig, Threads};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let store = open(&dir);
+    let mut threads = Threads::new();
+    let id = ThreadId::new("a");
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(background_workers(&[600, 600]).shared())
+            .tools(subagents::actors::ToolRegistry::new().with(subagents_demo::Sleep)),
+    )
+    .store(store.clone());
+    let mut events = threads.open(id.clone(), config).await.unwrap();
+    threads.get(&id).unwrap().send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    threads.delete(&id).await.unwrap();
+    for child in ["agent_1", "agent_2"] {
+        let status = store.get(&AgentId::new(child)).map(|e| e.status);
+        assert!(
+            status.is_some_and(|s| s.is_terminal()),
+            "{child} is {status:?} when delete returns"
+        );
+    }
+}
+
+/// Same instant (an open given up, then tried again at once): the given-up
+/// thread had taken the store's restart wake as it started and gave it
+/// back only as it shut down — after the retry had found the store's list
+/// empty, so the retried thread's parent was never told. An opening
+/// thread takes its store's wakes once it is shown.
+#[tokio::test(start_paused = true)]
+async fn an_open_tried_again_at_once_gets_the_restart_wake() {
+    use futures_util::FutureExt;
+    use subagents::messages::ThreadId;
+    use subagents::supervisor::{ThreadConfig, Threads};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_whose_second_child_was_running(&dir).await;
+    let store = open(&dir);
+    let mut threads = Threads::new();
+    let a = ThreadId::new("a");
+    let mut events_a = threads
+        .open(
+            a.clone(),
+            DelegationBuilder::new(background_workers(&[600]).shared())
+                .tools(subagents::actors::ToolRegistry::new().with(subagents_demo::Sleep)),
+        )
+        .await
+        .unwrap();
+    threads.get(&a).unwrap().send_user("start").unwrap();
+    let mut log_a = Vec::new();
+    until_result(&mut events_a, &mut log_a).await;
+    let unused = ScriptedModel::new(vec![Reply::answer("unused")]).shared();
+    let config = ThreadConfig::new(DelegationBuilder::new(unused)).store(store.clone());
+    let given_up = threads.open(ThreadId::new("b"), config).now_or_never();
+    assert!(given_up.is_none(), "the leave waits for a's child to stop");
+    let model = ScriptedModel::new(vec![Reply::answer("Noted the restart.")]);
+    let retried = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    let mut events = threads.open(ThreadId::new("b"), retried).await.unwrap();
+    let mut log = Vec::new();
+    let woken = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        until_result(&mut events, &mut log),
+    )
+    .await;
+    assert!(woken.is_ok(), "the parent was never woken: {log:#?}");
+    assert_eq!(woken_children(&log), ["agent_2"], "{log:#?}");
+    threads.delete(&ThreadId::new("b")).await.unwrap();
+    threads.delete(&a).await.unwrap();
+}

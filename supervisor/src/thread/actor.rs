@@ -46,32 +46,12 @@ impl Actor for ThreadSupervisor {
             .store
             .clone()
             .map(|store| Writer::start(store, args.errors.clone()));
-        // Children a restart interrupted (the store found them running or
-        // queued): one wake lists them, the first time a thread opens it.
-        let restarted = config
-            .store
-            .as_ref()
-            .map(|store| store.take_interrupted())
-            .unwrap_or_default();
-        let mut wakes = if args.held {
+        let wakes = if args.held {
             WakeQueue::held()
         } else {
             WakeQueue::new()
         };
-        if let Some(first) = restarted.first() {
-            wakes.push(first.clone());
-        }
-        // Finished children whose wake the last process owed and never
-        // delivered: after the restart list, in the order they finished.
-        let owed = config
-            .store
-            .as_ref()
-            .map(|store| store.take_owed_wakes())
-            .unwrap_or_default();
-        for id in &owed {
-            wakes.push(id.clone());
-        }
-        Ok(ThreadState {
+        let mut state = ThreadState {
             parent,
             events: args.events,
             wakes,
@@ -80,13 +60,21 @@ impl Actor for ThreadSupervisor {
             persist_errors: args.errors,
             writer,
             requests: Default::default(),
-            restarted,
+            restarted: Vec::new(),
             switched_off: Default::default(),
-            woken: owed.into_iter().collect(),
+            woken: Default::default(),
             answered: Default::default(),
             hub_death_persisted: false,
             given_up: false,
-        })
+            store_wakes_taken: false,
+        };
+        // An opening thread takes its store's wakes once it is shown: one
+        // given up before then took nothing, and an open tried again at
+        // once (before the first had given them back) got none.
+        if !args.held {
+            state.take_store_wakes();
+        }
+        Ok(state)
     }
 
     /// A restart's wake (children the store found unfinished) goes out as
@@ -115,6 +103,9 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::OnScreen(on) => {
                 for dropped in state.wakes.set_on_screen(on) {
                     state.drop_wake(&dropped);
+                }
+                if on {
+                    state.take_store_wakes();
                 }
                 // Shown: what waited (an opened thread's wakes) goes out.
                 state.deliver_wakes(&myself);

@@ -48,6 +48,8 @@ pub(crate) struct ThreadState {
     pub(super) turns_in_flight: usize,
     pub(super) store: Option<Arc<EnvelopeStore>>,
     pub(super) persist_errors: crate::thread::persist::PersistErrors,
+    /// The store's owed wakes were taken ([`ThreadState::take_store_wakes`]).
+    pub(super) store_wakes_taken: bool,
     /// The store's writes, in order (none without a store).
     pub(super) writer: Option<Writer>,
     /// What each child of this thread was asked, until its final
@@ -258,6 +260,28 @@ impl ThreadState {
     /// The thread closes unkept (an open given up): the wakes it took
     /// from its store and did not deliver stay owed — on disk, never
     /// settled, and in the store's lists for the next thread to take.
+    /// Takes the store's owed wakes, once, onto the queue: the children a
+    /// restart interrupted (one wake lists them, the first time a thread
+    /// opens the store), then the finished children whose wake the last
+    /// process owed and never delivered, in the order they finished.
+    pub(super) fn take_store_wakes(&mut self) {
+        if std::mem::replace(&mut self.store_wakes_taken, true) {
+            return;
+        }
+        let Some(store) = &self.store else {
+            return;
+        };
+        self.restarted = store.take_interrupted();
+        let owed = store.take_owed_wakes();
+        if let Some(first) = self.restarted.first() {
+            self.wakes.push(first.clone());
+        }
+        for id in owed {
+            self.wakes.push(id.clone());
+            self.woken.insert(id);
+        }
+    }
+
     pub(super) fn give_back_wakes(&mut self) {
         let pending = self.wakes.clear();
         let Some(store) = &self.store else {
