@@ -691,3 +691,38 @@ async fn options_no_server_takes_are_refused_at_the_spawn() {
             .is_ok()
     );
 }
+
+/// A host tool whose `parameters` panics (a bug in its schema): the specs
+/// are built for every model call, outside any guard, so every turn of the
+/// agent failed "crashed", naming no tool. It is left out of the model's
+/// list; the turn goes on.
+#[tokio::test(start_paused = true)]
+async fn a_tool_whose_schema_panics_is_left_out_not_fatal() {
+    struct BadSchema;
+    impl Tool for BadSchema {
+        fn name(&self) -> &str {
+            "bad_schema"
+        }
+        fn description(&self) -> String {
+            "its schema is broken".into()
+        }
+        fn parameters(&self) -> serde_json::Value {
+            panic!("a bug in the schema")
+        }
+        fn call(&self, _call: ToolCallContext) -> ToolFuture {
+            Box::pin(async { Ok("ran".into()) })
+        }
+    }
+    let model = ScriptedModel::new(vec![Reply::answer("fine")]);
+    let (agent, _events, _gate) = spawn(
+        model,
+        ToolRegistry::new().with(BadSchema).with(Calculator),
+        Limits::default(),
+    )
+    .await;
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(
+        (result.outcome, result.text.as_str()),
+        (Outcome::Completed, "fine")
+    );
+}

@@ -290,10 +290,18 @@ async fn the_agent_tool_takes_a_task_and_returns_the_answer_or_a_partial_result(
 async fn offered_tools(
     with_profiles: bool,
 ) -> std::collections::HashMap<String, subagents::messages::ToolSpec> {
+    offered_tools_at(with_profiles, 1).await
+}
+
+async fn offered_tools_at(
+    with_profiles: bool,
+    max_depth: u32,
+) -> std::collections::HashMap<String, subagents::messages::ToolSpec> {
     let (model, seen) = spy("main", ScriptedModel::new(vec![Reply::answer("ok")]));
     let mut builder = DelegationBuilder::new(model)
         .delegate_task_tool(true)
-        .agent_tool(true);
+        .agent_tool(true)
+        .max_depth(max_depth);
     if with_profiles {
         builder = builder.profiles(profiles());
     }
@@ -458,4 +466,17 @@ async fn an_empty_id_on_run_says_nothing() {
     let (output, is_error) = &results_of(&log, "use_agent")[0];
     assert!(!is_error, "{output}");
     assert!(output.contains("worked"), "{output}");
+}
+
+/// Misleading a model: `agent`'s description said the sub-agent has "your
+/// tools (not this one)", but below a depth limit past 1 it is given this
+/// one too.
+#[tokio::test(start_paused = true)]
+async fn the_agent_tools_description_says_whether_a_sub_agent_gets_it() {
+    let shallow = offered_tools_at(false, 1).await;
+    assert!(shallow["agent"].description.contains("not this one"));
+    let deep = offered_tools_at(false, 2).await;
+    let said = &deep["agent"].description;
+    assert!(!said.contains("not this one"), "{said}");
+    assert!(said.contains("this one too"), "{said}");
 }

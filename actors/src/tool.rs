@@ -243,14 +243,27 @@ impl ToolRegistry {
 
     /// The specs the model sees, in the order added, each under the name
     /// its tool was added with.
+    ///
+    /// A tool whose `description` or `parameters` panics is left out
+    /// (logged): built for every model call, it failed every turn of the
+    /// agent as "crashed", naming no tool.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.inner
             .tools
             .iter()
             .zip(self.inner.names.iter())
-            .map(|(tool, name)| ToolSpec {
-                name: name.clone(),
-                ..tool.spec()
+            .filter_map(|(tool, name)| {
+                match std::panic::catch_unwind(AssertUnwindSafe(|| tool.spec())) {
+                    Ok(spec) => Some(ToolSpec {
+                        name: name.clone(),
+                        ..spec
+                    }),
+                    Err(panic) => {
+                        let panic = panic_message(panic.as_ref());
+                        tracing::warn!(tool = %name, %panic, "a tool's description or parameters panicked: left out of the model's list");
+                        None
+                    }
+                }
             })
             .collect()
     }

@@ -118,7 +118,7 @@ async fn unknown_tools_recursion_and_bad_arguments_are_sentences_and_spawn_nothi
     let outputs = tool_result(&log, "use_agent");
     let expected = [
         "the tool `shell` is not one of your tools, so a sub-agent cannot get it; your tools are: calculator, fetch_title, sleep",
-        "a sub-agent cannot start sub-agents or be given a delegation tool (the maximum depth is 1)",
+        "`use_agent` cannot be given to a sub-agent here (the maximum depth is 1): leave it out of `tools`",
         "`input` is required for action run",
         "unknown action `dance`: use run, status, result, send, interrupt, stop or agents",
         "there is no sub-agent with id `agent_42`",

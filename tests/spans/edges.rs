@@ -159,3 +159,61 @@ async fn a_killed_remote_childs_run_says_it_failed() {
     let run = run_of(&spans, "agent_1");
     assert_eq!(field(run, "subagents.outcome"), "failed", "{run:#?}");
 }
+
+/// Held (spans) after a hub death: each child the death failed kept its
+/// run span for a wake that never comes (a hub-death failure wakes
+/// nobody) — held by every handle of the thread, it held the call that
+/// started the child and the parent's turn open, unexported.
+#[tokio::test(start_paused = true)]
+async fn a_child_failed_by_its_hubs_death_does_not_hold_the_turn_that_started_it() {
+    let (capture, _guard) = capture();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Victim", 600, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Victim", worker(600));
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.ok();
+    thread.sync().await.unwrap();
+    let spans = capture.spans();
+    let victim = run_of(&spans, "agent_1");
+    let call = spans
+        .iter()
+        .find(|s| Some(s.id) == victim.parent)
+        .expect("the call that started it");
+    for span in [victim, call, run_of(&spans, "parent")] {
+        assert!(span.closed, "held open: {span:#?}");
+    }
+}
+
+/// A model's made-up tool name and call id went into the `execute_tool`
+/// span whole: a 64 KiB name was a 64 KiB span name and attribute, with
+/// its line breaks, recorded with no opt-in. An unknown name is quoted cut
+/// short on one line, as the model reads it; an id is cut too.
+#[tokio::test(start_paused = true)]
+async fn a_made_up_tool_name_and_id_are_cut_short_in_the_span() {
+    let (capture, _guard) = capture();
+    let huge = format!("x\n{}", "x".repeat(1 << 16));
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(huge.as_str(), "{}"),
+        Reply::answer("done"),
+    ]);
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let spans = capture.spans();
+    let tool = spans
+        .iter()
+        .find(|s| field(s, "otel.name").starts_with("execute_tool"))
+        .expect("the call's span");
+    for name in ["otel.name", "gen_ai.tool.name", "gen_ai.tool.call.id"] {
+        let value = field(tool, name);
+        assert!(value.len() < 200, "{name}: {} bytes", value.len());
+        assert!(!value.contains('\n'), "{name}");
+    }
+}

@@ -182,14 +182,22 @@ fn message_json(message: &ChatMessage) -> serde_json::Value {
 /// The span of one tool call; `error.type` is set when it failed
 /// (`tool_error`), was answered without running (`not_run`) or was cut by
 /// the turn's end (`cancelled`).
+///
+/// A name no tool has (the model made it up) is quoted cut short on one
+/// line, as the model reads it, and the call's id cut too: a 64 KiB name
+/// was a 64 KiB span name and attribute, line breaks included.
 pub(crate) fn execute_tool(config: &AgentConfig, call: &ToolCall) -> Span {
+    let name = match config.tools.get(&call.name) {
+        Some(_) => std::borrow::Cow::Borrowed(call.name.as_str()),
+        None => std::borrow::Cow::Owned(crate::delegation::shown(&call.name)),
+    };
     let span = tracing::info_span!(
         "execute_tool",
-        otel.name = %format!("execute_tool {}", call.name),
+        otel.name = %format!("execute_tool {name}"),
         gen_ai.operation.name = "execute_tool",
         gen_ai.conversation.id = conversation(config),
-        gen_ai.tool.name = %call.name,
-        gen_ai.tool.call.id = %call.id,
+        gen_ai.tool.name = %name,
+        gen_ai.tool.call.id = %subagents_messages::text::one_line(call.id.as_str(), 80),
         gen_ai.tool.call.arguments = Empty,
         gen_ai.tool.call.result = Empty,
         error.type = Empty,

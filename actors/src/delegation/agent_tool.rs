@@ -40,10 +40,17 @@ impl Tool for AgentTool {
     }
 
     fn description(&self) -> String {
-        "Run a focused sub-agent on a self-contained task (\"read these three files and summarize\") \
-         without filling your context. It has your tools (not this one), sees only the task, and \
-         returns its findings; if it hits its turn, token or time limit it returns a partial result."
-            .to_owned()
+        // Below a depth limit past 1, the sub-agent gets this tool too.
+        let this_one = if self.delegator.max_depth > 1 {
+            "this one too, while delegation goes deeper"
+        } else {
+            "not this one"
+        };
+        format!(
+            "Run a focused sub-agent on a self-contained task (\"read these three files and summarize\") \
+             without filling your context. It has your tools ({this_one}), sees only the task, and \
+             returns its findings; if it hits its turn, token or time limit it returns a partial result."
+        )
     }
 
     fn parameters(&self) -> Value {

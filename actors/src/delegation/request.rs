@@ -190,8 +190,14 @@ impl Delegator {
             tools.retain(|name| !self.is_delegation(name));
         }
         for name in &tools {
+            // The parent may delegate; only this name may not go (told
+            // "do the work yourself", it gave up delegating).
             if self.is_delegation(name) {
-                return Err(refuse(self.depth_refusal()));
+                return Err(refuse(format!(
+                    "`{}` cannot be given to a sub-agent here (the maximum depth is {}): leave it out of `tools`",
+                    shown(name),
+                    self.max_depth
+                )));
             }
             if !call.available_tools.iter().any(|t| t == name) {
                 return Err(refuse(format!(

@@ -321,9 +321,11 @@ impl Book {
             entry.conversation = conversation;
         }
         // Kept only for a wake that may link to it (else it held the turn
-        // that started it open for the thread's life).
+        // that started it open for the thread's life); a hub's death wakes
+        // nobody.
         let may_wake = matches!(status, SubAgentStatus::Done | SubAgentStatus::Failed)
-            && entry.envelope.depth == 1;
+            && entry.envelope.depth == 1
+            && !by_hub_death;
         entry.run_span = run_span.filter(|_| may_wake);
         if let Some(started) = entry.started {
             entry.envelope.elapsed = started.elapsed();
