@@ -459,6 +459,105 @@ async fn two_threads_resuming_one_earlier_child_at_once_do_not_fork_it() {
     }
 }
 
+/// Shared, one after the other: a thread resumed an earlier session's
+/// child and the link reached the store; another thread's message to the
+/// same child then followed the link to a run of this session it cannot
+/// reach, and read "there is no sub-agent with id `agent_2`" — an id the
+/// model never heard of. It reads that another thread resumed it.
+#[tokio::test]
+async fn a_message_to_a_child_another_thread_resumed_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+    let store = open(&dir);
+    let send = || {
+        ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+            Reply::answer("Sent."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Worker", vec![Reply::answer("second part done")])
+    };
+    let (first, mut events) = thread_on(send().shared(), store.clone(), 3).await;
+    first.send_user("more").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    first.flush_persistence().await.unwrap();
+    assert_eq!(
+        store
+            .get(&AgentId::new("agent_1"))
+            .and_then(|e| e.continued_as),
+        Some(AgentId::new("agent_2"))
+    );
+    let (second, mut events) = thread_on(send().shared(), store.clone(), 3).await;
+    second.send_user("more").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let answers = results_of(&log, "use_agent");
+    let (text, is_error) = &answers[0];
+    assert!(*is_error, "{text}");
+    assert!(text.contains("another thread has resumed it"), "{text}");
+    assert!(!text.contains("agent_2"), "{text}");
+    first.close_and_wait().await;
+    second.close_and_wait().await;
+}
+
+/// Foreign input (another builder on the store): an earlier session's
+/// child ran on a model this thread's builder does not register (a deploy
+/// renamed it). A message to it was refused in `run`'s words — "or omit
+/// `model` to run on your own model" — advice a `send`, which names no
+/// model, cannot follow: retried, the same. It says the run cannot go on
+/// here, and why.
+#[tokio::test]
+async fn a_run_whose_model_is_gone_says_it_cannot_go_on_here() {
+    use subagents::actors::registry::ModelRegistry;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let worker = ScriptedModel::new(vec![]).with_script(
+        "Worker",
+        vec![Reply::answer("first part done"), Reply::answer("more")],
+    );
+    {
+        let mut models = ModelRegistry::new();
+        models
+            .register("local", "cheap", worker.clone().shared(), 1)
+            .await
+            .unwrap();
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run("Worker\nYou work.", "the first part")
+                    .model("cheap")
+                    .background(),
+            ),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+        ]);
+        let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).models(models))
+            .store(open(&dir));
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_wake(&mut events, &mut log, "agent_1").await;
+        until_result(&mut events, &mut log).await;
+        thread.close_and_wait().await;
+    }
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+        Reply::answer("Sent."),
+    ]);
+    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
+    thread.send_user("more").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let answers = results_of(&log, "use_agent");
+    let (text, is_error) = &answers[0];
+    assert!(*is_error, "{text}");
+    assert!(text.contains("cannot go on here"), "{text}");
+    assert!(text.contains("`cheap`"), "{text}");
+    assert!(!text.contains("omit `model`"), "{text}");
+    thread.close_and_wait().await;
+}
+
 /// Counted twice: a child of an earlier session resumed here was imported
 /// into the hub's book with its envelope, old usage and all, and the
 /// hub's totals (so `ThreadHandle::usage`) summed it again — though its

@@ -101,6 +101,19 @@ pub enum Refused {
         /// The child (the run the message reached).
         id: AgentId,
     },
+    /// A finished child whose run cannot go on here: the model it ran on
+    /// (or a tool it had) is not registered on this hub — a deploy that
+    /// renamed it, another builder on the same store. The refusal of a
+    /// `run` ("or omit `model`") is advice a message cannot follow.
+    #[error(
+        "the sub-agent `{id}` cannot go on here: {why}; action result still reads its answer; start a new one with action run"
+    )]
+    CannotResume {
+        /// The child (the run the message reached).
+        id: AgentId,
+        /// What is missing here (its model, a tool).
+        why: String,
+    },
     /// A child of an earlier session another thread on the same store
     /// resumed (perhaps in the same instant): its new run is that
     /// thread's, and the chain of runs does not fork.

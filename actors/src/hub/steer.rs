@@ -33,10 +33,18 @@ impl HubState {
             let _ = reply.send(Err(self.not_found(id)));
             return;
         }
+        let asked = id;
         let id = self.latest_run(id);
         if !self.book.contains(&id) {
-            // A later run of the chain is archived without its run.
-            let _ = reply.send(Err(self.not_found(&id)));
+            // A later run of the chain is archived without its run; or it
+            // is no earlier session's (another thread resumed the child
+            // here): not this thread's to reach — said of the child asked
+            // about, not of a run the model never heard of.
+            let refused = match self.not_found(&id) {
+                Refused::UnknownChild(_) => Refused::ResumedElsewhere { id: asked.clone() },
+                refused => refused,
+            };
+            let _ = reply.send(Err(refused));
             return;
         }
         if self.book.is_terminal(&id) {
@@ -156,7 +164,28 @@ impl HubState {
                 if let Some(archive) = &archive {
                     archive.resume_failed(id);
                 }
-                return Err(refused);
+                // Said of the run, not of the message: a send names no
+                // model or tool (told "or omit `model`", it could not).
+                let why = match refused {
+                    Refused::UnknownModel {
+                        model, provider, ..
+                    } => format!(
+                        "it ran on the model `{model}`{}, which is not registered here",
+                        provider
+                            .map(|p| format!(" from provider `{p}`"))
+                            .unwrap_or_default()
+                    ),
+                    Refused::AmbiguousModel { model, providers } => format!(
+                        "it ran on the model `{model}`, which several providers serve here ({})",
+                        providers.join(", ")
+                    ),
+                    Refused::UnknownTool(e) => format!("it had a tool not registered here ({e})"),
+                    refused => return Err(refused),
+                };
+                return Err(Refused::CannotResume {
+                    id: id.clone(),
+                    why,
+                });
             }
         };
         self.book.set_continued(id, next.clone());
