@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod blocking;
 mod checks;
 pub mod loopback;
 pub mod store;

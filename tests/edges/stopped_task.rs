@@ -6,54 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::*;
-use serde_json::json;
-
-/// Blocks its worker (no await) from its first poll until released.
-struct Block {
-    entered: Arc<AtomicBool>,
-    release: Arc<AtomicBool>,
-}
-
-impl Tool for Block {
-    fn name(&self) -> &str {
-        "block"
-    }
-    fn description(&self) -> String {
-        "holds its thread until released".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn call(&self, _call: ToolCallContext) -> ToolFuture {
-        let (entered, release) = (self.entered.clone(), self.release.clone());
-        Box::pin(async move {
-            entered.store(true, Ordering::SeqCst);
-            while !release.load(Ordering::SeqCst) {
-                std::thread::yield_now();
-            }
-            Ok("released".into())
-        })
-    }
-}
-
-/// Counts its calls; never waits.
-struct Count(Arc<AtomicUsize>);
-
-impl Tool for Count {
-    fn name(&self) -> &str {
-        "count"
-    }
-    fn description(&self) -> String {
-        "counts".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn call(&self, _call: ToolCallContext) -> ToolFuture {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Ok("counted".into()) })
-    }
-}
+use common::blocking::{Block, Count};
 
 /// The stop answers the turn `stopped` while its task is held inside a
 /// tool on the other worker; once the tool returns, the answer's next call

@@ -217,3 +217,68 @@ async fn a_made_up_tool_name_and_id_are_cut_short_in_the_span() {
         assert!(!value.contains('\n'), "{name}");
     }
 }
+
+/// Stopped midway, two workers: a turn task running on after a stop (in a
+/// tool that never waits) opened an `execute_tool` span for the next call
+/// — which the close had answered "not run", with no `ToolStarted` — and
+/// wrote `tool_error` over the cut call's `cancelled`. Nothing of the
+/// turn's spans changes after its close.
+#[test]
+fn a_task_running_on_after_a_stop_opens_no_span_and_rewrites_none() {
+    use common::blocking::{Block, Count};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let capture = Capture::default();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(capture.clone()));
+    let on_workers = dispatch.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || {
+            std::mem::forget(tracing::dispatcher::set_default(&on_workers));
+        })
+        .build()
+        .unwrap();
+    let _guard = tracing::dispatcher::set_default(&dispatch);
+    runtime.block_on(async {
+        let model = ScriptedModel::new(vec![
+            Reply::new()
+                .tool_call("block", "{}")
+                .tool_call("count", "{}"),
+            Reply::answer("done"),
+        ]);
+        let entered = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let counted = Arc::new(AtomicUsize::new(0));
+        let tools = ToolRegistry::new()
+            .with(Block {
+                entered: entered.clone(),
+                release: release.clone(),
+            })
+            .with(Count(counted.clone()));
+        let (agent, mut events, _gate) =
+            spawn_agent(model.shared(), tools, Limits::default()).await;
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let idle = metrics.num_alive_tasks();
+        agent.send_user("go").unwrap();
+        while !entered.load(Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
+        agent.stop_turn().unwrap();
+        while !matches!(events.recv().await, Some(AgentEvent::Result(_))) {}
+        release.store(true, Ordering::SeqCst);
+        tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while metrics.num_alive_tasks() > idle {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the turn's task never ended");
+    });
+    let spans = capture.spans();
+    let tools: Vec<(&str, &str)> = spans
+        .iter()
+        .filter(|s| s.name == "execute_tool")
+        .map(|s| (field(s, "otel.name"), field(s, "error.type")))
+        .collect();
+    assert_eq!(tools, [("execute_tool block", "cancelled")]);
+}

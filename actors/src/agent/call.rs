@@ -21,12 +21,14 @@ use tracing::Instrument;
 /// Answers a call the model asked for without running it (emitting its
 /// `ToolStarted` and an error `ToolResult`, under the turn's lock).
 pub(super) fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
-    let span = spans::execute_tool(&ctx.config, call);
-    spans::record_tool_end(&ctx.config, &span, &why, Some("not_run"));
     let answered = ctx.with(|t| {
+        // Its span too only for a turn still open: a task running on
+        // after a stop opened spans for calls the close had answered.
         if ctx.cut(t) {
             return false;
         }
+        let span = spans::execute_tool(&ctx.config, call);
+        spans::record_tool_end(&ctx.config, &span, &why, Some("not_run"));
         t.unstarted.pop_front();
         ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
             tool_use_id: call.id.clone(),
@@ -54,13 +56,13 @@ pub(super) fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
 /// once).
 pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
     let config = &ctx.config;
-    let span = spans::execute_tool(config, call);
-    let seq = ctx.with(|t| {
+    let started = ctx.with(|t| {
         if ctx.cut(t) {
             // Stopped while its task ran on: the close answered the turn,
-            // and none of its calls starts after.
+            // and none of its calls starts after (nor its span).
             return None;
         }
+        let span = spans::execute_tool(config, call);
         t.unstarted.pop_front();
         t.calls_opened += 1;
         let seq = t.calls_opened;
@@ -78,9 +80,9 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             name: call.name.clone(),
             arguments: call.arguments.clone(),
         }));
-        Some(seq)
+        Some((seq, span))
     });
-    let Some(seq) = seq else {
+    let Some((seq, span)) = started else {
         return;
     };
     // Parsed as the tool's run parses them (a lone surrogate or `1e400` passes
@@ -175,8 +177,6 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             .as_mut()
             .and_then(|open| open.settled.take())
             .unwrap_or(outcome);
-        let error_type = outcome.is_error.then_some("tool_error");
-        spans::record_tool_end(config, &span, &outcome.output, error_type);
         let emitted = ctx.sink.emit(AgentEvent::ToolResult(ToolResult {
             tool_use_id: call.id.clone(),
             name: call.name.clone(),
@@ -184,6 +184,9 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             is_error: outcome.is_error,
         }));
         if emitted {
+            // Cut first, its span says `cancelled` (the close wrote it).
+            let error_type = outcome.is_error.then_some("tool_error");
+            spans::record_tool_end(config, &span, &outcome.output, error_type);
             t.open = None;
             t.history
                 .push(ChatMessage::tool(call.id.clone(), outcome.output));
