@@ -56,16 +56,21 @@ enum Target {
         parent: EventSink,
         wrap: Option<AgentId>,
         tap: Option<Tap>,
-        step: Option<Step>,
     },
 }
 
 /// Sees each event of a nested sink (unwrapped) before it is forwarded.
-pub(crate) type Tap = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
+/// It is also told when the nested sink's agent ended a step (a tool call
+/// answered), once no lock of its turn is held ([`EventSink::stepped`]).
+pub(crate) type Tap = Arc<dyn Fn(Tapped<'_>) + Send + Sync>;
 
-/// Told that the nested sink's agent ended a step (a tool call answered),
-/// once no lock of its turn is held ([`EventSink::stepped`]).
-pub(crate) type Step = Arc<dyn Fn() + Send + Sync>;
+/// What a [`Tap`] sees.
+pub(crate) enum Tapped<'a> {
+    /// An event of the nested sink, before it is forwarded.
+    Event(&'a AgentEvent),
+    /// Its agent ended a step.
+    Stepped,
+}
 
 impl EventSink {
     /// A new stream: the sink agents write to and the stream the host reads.
@@ -80,36 +85,31 @@ impl EventSink {
             parent: self.clone(),
             wrap: Some(id),
             tap: None,
-            step: None,
         })
     }
 
     /// Like [`EventSink::nested`], with `tap` seeing each event first (the
-    /// hub keeps a child's envelope current this way) and `step` told of
-    /// each step its agent ends.
-    pub(crate) fn nested_with_tap(&self, id: AgentId, tap: Tap, step: Option<Step>) -> EventSink {
+    /// hub keeps a child's envelope current this way) and told of each
+    /// step its agent ends.
+    pub(crate) fn nested_with_tap(&self, id: AgentId, tap: Tap) -> EventSink {
         Self::from_target(Target::Forward {
             parent: self.clone(),
             wrap: Some(id),
             tap: Some(tap),
-            step,
         })
     }
 
-    /// Tells the step hook of this agent's level (this sink, or the
-    /// nearest above it up to the first nesting) that a step ended. Called
+    /// Tells the tap of this agent's level (this sink, or the nearest
+    /// above it up to the first nesting) that a step ended. Called
     /// by whoever emitted the step's `ToolResult`, after it let go of the
     /// turn's lock: a hook (a host's observer) may read the turn's
     /// conversation, which takes that lock — called from the emit, under
     /// it, such a read never returned.
     pub(crate) fn stepped(&self) {
         let mut sink = self;
-        while let Target::Forward {
-            parent, wrap, step, ..
-        } = &sink.node.target
-        {
-            if let Some(step) = step {
-                step();
+        while let Target::Forward { parent, wrap, tap } = &sink.node.target {
+            if let Some(tap) = tap {
+                tap(Tapped::Stepped);
                 return;
             }
             if wrap.is_some() {
@@ -126,7 +126,6 @@ impl EventSink {
             parent: self.clone(),
             wrap: None,
             tap: None,
-            step: None,
         })
     }
 
@@ -168,7 +167,7 @@ impl EventSink {
                 parent, wrap, tap, ..
             } => {
                 if let Some(tap) = tap {
-                    tap(&event);
+                    tap(Tapped::Event(&event));
                 }
                 match wrap {
                     None => parent.emit(event),

@@ -53,3 +53,68 @@ impl Tool for Count {
         Box::pin(async { Ok("counted".into()) })
     }
 }
+
+/// What [`stopped_while_blocked`] saw.
+pub struct StoppedWhileBlocked {
+    /// The agent, still there.
+    pub agent: subagents::prelude::AgentHandle,
+    /// Its stream, after the turn's `Result`.
+    pub events: subagents::prelude::EventStream,
+    /// The turn's `Result`, and what came before it.
+    pub result: subagents::prelude::AgentResult,
+    pub log: Vec<subagents::prelude::AgentEvent>,
+    /// How many times `count` ran.
+    pub counted: usize,
+}
+
+/// On a multi-threaded runtime (the caller's): an agent on `model`, which
+/// answers `block` then `count`; its turn is stopped while `block` holds
+/// its worker, then `block` is released, and this returns once the turn's
+/// task is gone.
+pub async fn stopped_while_blocked(
+    model: Arc<dyn subagents::prelude::Model>,
+) -> StoppedWhileBlocked {
+    use subagents::prelude::{AgentEvent, Limits, ToolRegistry};
+    let entered = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let counted = Arc::new(AtomicUsize::new(0));
+    let tools = ToolRegistry::new()
+        .with(Block {
+            entered: entered.clone(),
+            release: release.clone(),
+        })
+        .with(Count(counted.clone()));
+    let (agent, mut events, _gate) = super::spawn_agent(model, tools, Limits::default()).await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let idle = metrics.num_alive_tasks();
+    agent.send_user("go").unwrap();
+    while !entered.load(Ordering::SeqCst) {
+        tokio::task::yield_now().await;
+    }
+    agent.stop_turn().unwrap();
+    let mut log = Vec::new();
+    let result = loop {
+        let event = events.recv().await.expect("the stream ended");
+        if let AgentEvent::Result(result) = &event {
+            break (**result).clone();
+        }
+        log.push(event);
+    };
+    release.store(true, Ordering::SeqCst);
+    // Until the turn's task is gone (it ends either way: before the fix
+    // it ran the rest of the turn first).
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while metrics.num_alive_tasks() > idle {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the turn's task never ended");
+    StoppedWhileBlocked {
+        agent,
+        events,
+        result,
+        log,
+        counted: counted.load(Ordering::SeqCst),
+    }
+}

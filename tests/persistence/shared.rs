@@ -124,22 +124,23 @@ async fn a_host_reading_the_restart_list_leaves_it_to_the_thread() {
     );
 }
 
-/// Stopped midway (an open given up): a `Threads::open` on a store took
-/// its restart list as its thread started, then was dropped while the
-/// thread on screen stopped its children; the thread it made was closed —
-/// and a close drops its wakes, as meant. Nobody meant this one: the
-/// parent of the next thread on the store was never told its children
-/// were interrupted. A thread nobody kept gives its wakes back.
-#[tokio::test]
-async fn an_open_given_up_leaves_the_restart_wake_to_the_next_thread() {
+/// An earlier session whose second child was running, reopened; a thread
+/// `a` on screen whose child works (leaving it waits for its stop); then
+/// an open of `b` on the store given up as it leaves `a`. The registry,
+/// `a`, the store and `b`'s model.
+async fn an_open_given_up_as_it_leaves_a_thread(
+    dir: &std::path::Path,
+) -> (
+    subagents::supervisor::Threads,
+    subagents::messages::ThreadId,
+    Arc<EnvelopeStore>,
+    Arc<dyn subagents::actors::Model>,
+) {
     use futures_util::FutureExt;
     use subagents::messages::ThreadId;
     use subagents::supervisor::{ThreadConfig, Threads};
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("envelopes");
-    an_earlier_session_whose_second_child_was_running(&dir).await;
-    let store = open(&dir);
-    // A thread on screen whose child works: leaving it waits for its stop.
+    an_earlier_session_whose_second_child_was_running(dir).await;
+    let store = open(dir);
     let mut threads = Threads::new();
     let a = ThreadId::new("a");
     let mut events_a = threads
@@ -151,13 +152,27 @@ async fn an_open_given_up_leaves_the_restart_wake_to_the_next_thread() {
         .await
         .unwrap();
     threads.get(&a).unwrap().send_user("start").unwrap();
-    let mut log_a = Vec::new();
-    until_result(&mut events_a, &mut log_a).await;
+    until_result(&mut events_a, &mut Vec::new()).await;
     let unused = ScriptedModel::new(vec![Reply::answer("unused")]).shared();
     let config = ThreadConfig::new(DelegationBuilder::new(unused.clone())).store(store.clone());
     let given_up = threads.open(ThreadId::new("b"), config).now_or_never();
     assert!(given_up.is_none(), "the leave waits for a's child to stop");
-    // Its thread closed (it let go of its model) and gave back its list…
+    (threads, a, store, unused)
+}
+
+/// Stopped midway (an open given up): a `Threads::open` on a store took
+/// its restart list as its thread started, then was dropped while the
+/// thread on screen stopped its children; the thread it made was closed —
+/// and a close drops its wakes, as meant. Nobody meant this one: the
+/// parent of the next thread on the store was never told its children
+/// were interrupted. An opening thread takes its store's wakes only once
+/// it is shown: one nobody kept took none.
+#[tokio::test]
+async fn an_open_given_up_leaves_the_restart_wake_to_the_next_thread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let (mut threads, a, store, unused) = an_open_given_up_as_it_leaves_a_thread(&dir).await;
+    // Its thread closed (it let go of its model), the list left in the store…
     let given_back = std::time::Instant::now();
     while Arc::strong_count(&unused) > 1 || store.interrupted().is_empty() {
         assert!(
@@ -246,30 +261,11 @@ async fn a_deleted_threads_children_are_final_on_disk_when_delete_returns() {
 /// thread takes its store's wakes once it is shown.
 #[tokio::test(start_paused = true)]
 async fn an_open_tried_again_at_once_gets_the_restart_wake() {
-    use futures_util::FutureExt;
     use subagents::messages::ThreadId;
-    use subagents::supervisor::{ThreadConfig, Threads};
+    use subagents::supervisor::ThreadConfig;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    an_earlier_session_whose_second_child_was_running(&dir).await;
-    let store = open(&dir);
-    let mut threads = Threads::new();
-    let a = ThreadId::new("a");
-    let mut events_a = threads
-        .open(
-            a.clone(),
-            DelegationBuilder::new(background_workers(&[600]).shared())
-                .tools(subagents::actors::ToolRegistry::new().with(subagents_demo::Sleep)),
-        )
-        .await
-        .unwrap();
-    threads.get(&a).unwrap().send_user("start").unwrap();
-    let mut log_a = Vec::new();
-    until_result(&mut events_a, &mut log_a).await;
-    let unused = ScriptedModel::new(vec![Reply::answer("unused")]).shared();
-    let config = ThreadConfig::new(DelegationBuilder::new(unused)).store(store.clone());
-    let given_up = threads.open(ThreadId::new("b"), config).now_or_never();
-    assert!(given_up.is_none(), "the leave waits for a's child to stop");
+    let (mut threads, a, store, _unused) = an_open_given_up_as_it_leaves_a_thread(&dir).await;
     let model = ScriptedModel::new(vec![Reply::answer("Noted the restart.")]);
     let retried = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
     let mut events = threads.open(ThreadId::new("b"), retried).await.unwrap();

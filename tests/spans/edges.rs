@@ -225,8 +225,7 @@ async fn a_made_up_tool_name_and_id_are_cut_short_in_the_span() {
 /// turn's spans changes after its close.
 #[test]
 fn a_task_running_on_after_a_stop_opens_no_span_and_rewrites_none() {
-    use common::blocking::{Block, Count};
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use common::blocking::stopped_while_blocked;
     let capture = Capture::default();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(capture.clone()));
     let on_workers = dispatch.clone();
@@ -246,33 +245,7 @@ fn a_task_running_on_after_a_stop_opens_no_span_and_rewrites_none() {
                 .tool_call("count", "{}"),
             Reply::answer("done"),
         ]);
-        let entered = Arc::new(AtomicBool::new(false));
-        let release = Arc::new(AtomicBool::new(false));
-        let counted = Arc::new(AtomicUsize::new(0));
-        let tools = ToolRegistry::new()
-            .with(Block {
-                entered: entered.clone(),
-                release: release.clone(),
-            })
-            .with(Count(counted.clone()));
-        let (agent, mut events, _gate) =
-            spawn_agent(model.shared(), tools, Limits::default()).await;
-        let metrics = tokio::runtime::Handle::current().metrics();
-        let idle = metrics.num_alive_tasks();
-        agent.send_user("go").unwrap();
-        while !entered.load(Ordering::SeqCst) {
-            tokio::task::yield_now().await;
-        }
-        agent.stop_turn().unwrap();
-        while !matches!(events.recv().await, Some(AgentEvent::Result(_))) {}
-        release.store(true, Ordering::SeqCst);
-        tokio::time::timeout(std::time::Duration::from_secs(30), async {
-            while metrics.num_alive_tasks() > idle {
-                tokio::task::yield_now().await;
-            }
-        })
-        .await
-        .expect("the turn's task never ended");
+        stopped_while_blocked(model.shared()).await;
     });
     let spans = capture.spans();
     let tools: Vec<(&str, &str)> = spans

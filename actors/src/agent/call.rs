@@ -56,7 +56,7 @@ pub(super) fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
 /// once).
 pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
     let config = &ctx.config;
-    let started = ctx.with(|t| {
+    let Some((seq, span)) = ctx.with(|t| {
         if ctx.cut(t) {
             // Stopped while its task ran on: the close answered the turn,
             // and none of its calls starts after (nor its span).
@@ -81,8 +81,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             arguments: call.arguments.clone(),
         }));
         Some((seq, span))
-    });
-    let Some((seq, span)) = started else {
+    }) else {
         return;
     };
     // Parsed as the tool's run parses them (a lone surrogate or `1e400` passes

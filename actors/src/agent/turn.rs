@@ -75,7 +75,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     let config = &ctx.config;
     let limits = config.limits;
     loop {
-        let next = ctx.with(|t| {
+        // Destructured in place: a named `Option` of them lived across
+        // the model call below, widening every waiting turn's future.
+        let Some((progress, messages)) = ctx.with(|t| {
             if ctx.cut(t) {
                 // Closed from outside while this task ran on: it asks
                 // nothing more (its result is not read).
@@ -95,8 +97,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             messages.push(ChatMessage::system(config.system_prompt.clone()));
             messages.extend_from_slice(&t.history);
             Some((t.progress.clone(), messages))
-        });
-        let Some((progress, messages)) = next else {
+        }) else {
             return (String::new(), Outcome::Stopped);
         };
         if progress.model_calls >= limits.max_model_calls {

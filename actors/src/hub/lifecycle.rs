@@ -187,8 +187,7 @@ impl HubState {
         };
         let sink = requester_sink.nested_with_tap(
             id.clone(),
-            self.book.tap(id.clone()),
-            Book::step(id.clone(), &self.config.observers),
+            self.book.tap(id.clone(), self.config.observers.clone()),
         );
         let closer = Closer {
             child: sink.clone(),

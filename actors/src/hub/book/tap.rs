@@ -3,73 +3,80 @@
 
 use std::sync::Arc;
 
+use dashmap::DashMap;
+use rustc_hash::FxBuildHasher;
+
 use subagents_messages::text::one_line;
 use subagents_messages::{AgentEvent, AgentId, ApprovalDecision, ApprovalOutcome};
 
 use crate::hub::book::{Book, TOOL_NAME_CHARS};
+use crate::sink::Tapped;
 
 impl Book {
     /// Keeps a child's envelope current from its own events (tool calls,
-    /// usage).
-    pub(crate) fn tap(&self, id: AgentId) -> crate::sink::Tap {
+    /// usage), and tells `observers` each step it ends (a tool call
+    /// answered: told by the turn once it let go of its lock,
+    /// [`crate::sink::EventSink::stepped`]).
+    pub(crate) fn tap(
+        &self,
+        id: AgentId,
+        observers: Vec<Arc<dyn crate::hub::HubObserver>>,
+    ) -> crate::sink::Tap {
         let entries = self.entries.clone();
-        Arc::new(move |event: &AgentEvent| match event {
-            AgentEvent::ApprovalRequested(request) => {
-                if let (Some(mut entry), Some((_, n))) = (entries.get_mut(&id), request.id.parts())
-                {
-                    entry.approvals_asked = entry.approvals_asked.max(n);
+        Arc::new(move |tapped: Tapped<'_>| match tapped {
+            Tapped::Stepped => {
+                for observer in &observers {
+                    // A host's bug must not break the child's events.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        observer.stepped(&id);
+                    }));
                 }
             }
-            AgentEvent::ApprovalResolved {
-                id: asked, outcome, ..
-            } => {
-                let decision = match outcome {
-                    ApprovalOutcome::Approved => ApprovalDecision::Approve,
-                    ApprovalOutcome::Denied => ApprovalDecision::Deny,
-                    ApprovalOutcome::Cancelled(_) => return,
-                };
-                if let (Some(mut entry), Some((_, n))) = (entries.get_mut(&id), asked.parts()) {
-                    let mut answered = std::mem::take(&mut entry.approvals_answered).into_vec();
-                    answered.push((n, decision));
-                    entry.approvals_answered = answered.into_boxed_slice();
-                }
-            }
-            AgentEvent::ToolStarted(call) => {
-                if let Some(mut entry) = entries.get_mut(&id) {
-                    entry.envelope.tool_calls += 1;
-                    entry.envelope.last_tool = Some(one_line(&call.name, TOOL_NAME_CHARS));
-                }
-            }
-            AgentEvent::Result(result) => {
-                if let Some(mut entry) = entries.get_mut(&id) {
-                    entry.envelope.usage = result.usage;
-                    entry.envelope.children_usage = result.children_usage;
-                    entry.envelope.model_calls = result.model_calls;
-                    entry.envelope.tool_calls = result.tool_calls;
-                }
-            }
-            _ => {}
+            Tapped::Event(event) => tap_event(&entries, &id, event),
         })
     }
+}
 
-    /// Tells `observers` each step the child `id` ends (a tool call
-    /// answered), from the turn that ended it once it let go of its lock
-    /// ([`crate::sink::EventSink::stepped`]); `None` with no observer.
-    pub(crate) fn step(
-        id: AgentId,
-        observers: &[Arc<dyn crate::hub::HubObserver>],
-    ) -> Option<crate::sink::Step> {
-        if observers.is_empty() {
-            return None;
-        }
-        let observers = observers.to_vec();
-        Some(Arc::new(move || {
-            for observer in &observers {
-                // A host's bug must not break the child's events.
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    observer.stepped(&id);
-                }));
+/// An event of the child `id`, kept in its envelope.
+fn tap_event(
+    entries: &DashMap<AgentId, Box<super::Entry>, FxBuildHasher>,
+    id: &AgentId,
+    event: &AgentEvent,
+) {
+    match event {
+        AgentEvent::ApprovalRequested(request) => {
+            if let (Some(mut entry), Some((_, n))) = (entries.get_mut(id), request.id.parts()) {
+                entry.approvals_asked = entry.approvals_asked.max(n);
             }
-        }))
+        }
+        AgentEvent::ApprovalResolved {
+            id: asked, outcome, ..
+        } => {
+            let decision = match outcome {
+                ApprovalOutcome::Approved => ApprovalDecision::Approve,
+                ApprovalOutcome::Denied => ApprovalDecision::Deny,
+                ApprovalOutcome::Cancelled(_) => return,
+            };
+            if let (Some(mut entry), Some((_, n))) = (entries.get_mut(id), asked.parts()) {
+                let mut answered = std::mem::take(&mut entry.approvals_answered).into_vec();
+                answered.push((n, decision));
+                entry.approvals_answered = answered.into_boxed_slice();
+            }
+        }
+        AgentEvent::ToolStarted(call) => {
+            if let Some(mut entry) = entries.get_mut(id) {
+                entry.envelope.tool_calls += 1;
+                entry.envelope.last_tool = Some(one_line(&call.name, TOOL_NAME_CHARS));
+            }
+        }
+        AgentEvent::Result(result) => {
+            if let Some(mut entry) = entries.get_mut(id) {
+                entry.envelope.usage = result.usage;
+                entry.envelope.children_usage = result.children_usage;
+                entry.envelope.model_calls = result.model_calls;
+                entry.envelope.tool_calls = result.tool_calls;
+            }
+        }
+        _ => {}
     }
 }
