@@ -75,6 +75,22 @@ async fn a_killed_agents_run_says_it_failed() {
 /// until the thread closed.
 #[tokio::test(start_paused = true)]
 async fn a_stopped_childs_run_does_not_hold_the_turn_that_started_it() {
+    let spans = a_background_victims_spans(|thread| {
+        Box::pin(async move {
+            thread.stop_child(&AgentId::new("agent_1")).await.unwrap();
+        })
+    })
+    .await;
+    let victim = run_of(&spans, "agent_1");
+    assert_eq!(field(victim, "subagents.outcome"), "stopped");
+    assert_the_victims_run_holds_nothing_open(&spans);
+}
+
+/// The spans of a thread whose parent started a background child
+/// (`agent_1`, working 600 s), after `end` did something to it.
+async fn a_background_victims_spans(
+    end: impl FnOnce(ThreadHandle) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
+) -> Vec<Captured> {
     let (capture, _guard) = capture();
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Victim", 600, false)),
@@ -85,16 +101,20 @@ async fn a_stopped_childs_run_does_not_hold_the_turn_that_started_it() {
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    thread.stop_child(&AgentId::new("agent_1")).await.unwrap();
+    end(thread.clone()).await;
     thread.sync().await.unwrap();
-    let spans = capture.spans();
-    let victim = run_of(&spans, "agent_1");
-    assert_eq!(field(victim, "subagents.outcome"), "stopped");
+    capture.spans()
+}
+
+/// The child's run, the call that started it and the parent's turn are
+/// closed (a span holds its parent).
+fn assert_the_victims_run_holds_nothing_open(spans: &[Captured]) {
+    let victim = run_of(spans, "agent_1");
     let call = spans
         .iter()
         .find(|s| Some(s.id) == victim.parent)
         .expect("the call that started it");
-    for span in [victim, call, run_of(&spans, "parent")] {
+    for span in [victim, call, run_of(spans, "parent")] {
         assert!(span.closed, "held open: {span:#?}");
     }
 }
@@ -166,28 +186,14 @@ async fn a_killed_remote_childs_run_says_it_failed() {
 /// started the child and the parent's turn open, unexported.
 #[tokio::test(start_paused = true)]
 async fn a_child_failed_by_its_hubs_death_does_not_hold_the_turn_that_started_it() {
-    let (capture, _guard) = capture();
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&work_call("Victim", 600, false)),
-        Reply::answer("Started."),
-    ])
-    .with_script("Victim", worker(600));
-    let (thread, mut events) = thread(model).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.hub().actor().kill();
-    thread.hub().actor().wait(None).await.ok();
-    thread.sync().await.unwrap();
-    let spans = capture.spans();
-    let victim = run_of(&spans, "agent_1");
-    let call = spans
-        .iter()
-        .find(|s| Some(s.id) == victim.parent)
-        .expect("the call that started it");
-    for span in [victim, call, run_of(&spans, "parent")] {
-        assert!(span.closed, "held open: {span:#?}");
-    }
+    let spans = a_background_victims_spans(|thread| {
+        Box::pin(async move {
+            thread.hub().actor().kill();
+            thread.hub().actor().wait(None).await.ok();
+        })
+    })
+    .await;
+    assert_the_victims_run_holds_nothing_open(&spans);
 }
 
 /// A model's made-up tool name and call id went into the `execute_tool`
