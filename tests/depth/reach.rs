@@ -221,3 +221,29 @@ async fn a_resumed_run_reaches_the_children_its_earlier_run_started() {
     assert!(read[0].0.contains("42"), "{read:?}");
     thread.close_and_wait().await;
 }
+
+/// A message to a grandchild whose requester has ended: it cannot resume
+/// (its run would have no requester to report to), and the refusal read
+/// "the agent `agent_1` is not known to this hub" — an internal word about
+/// a child the model knows. It says why it cannot go on, and what still
+/// reads its answer.
+#[tokio::test(start_paused = true)]
+async fn a_message_to_a_grandchild_whose_requester_ended_says_why_it_cannot_go_on() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "ask your own sub-agent", true)),
+        Reply::new().use_agent(&UseAgentCall::send("agent_2", "double it")),
+        Reply::answer("parent: done"),
+    ])
+    .with_script("Child", asks_grand(true))
+    .with_script("Grand", vec![Reply::answer("42")]);
+    let (thread, mut events) = ThreadHandle::spawn(builder(model, 2), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let answers = results_of(&log, "use_agent");
+    let (text, is_error) = answers.last().unwrap();
+    assert!(*is_error, "{text}");
+    assert!(!text.contains("not known to this hub"), "{text}");
+    assert!(text.contains("cannot go on here"), "{text}");
+    assert!(text.contains("`agent_1`"), "{text}");
+}
