@@ -160,7 +160,7 @@ struct Opening(Option<ThreadHandle>);
 impl Drop for Opening {
     fn drop(&mut self) {
         if let Some(handle) = self.0.take() {
-            handle.give_up();
+            handle.close();
         }
     }
 }

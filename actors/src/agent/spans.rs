@@ -197,7 +197,7 @@ pub(crate) fn execute_tool(config: &AgentConfig, call: &ToolCall) -> Span {
         gen_ai.operation.name = "execute_tool",
         gen_ai.conversation.id = conversation(config),
         gen_ai.tool.name = %name,
-        gen_ai.tool.call.id = %subagents_messages::text::one_line(call.id.as_str(), 80),
+        gen_ai.tool.call.id = %crate::delegation::shown(call.id.as_str()),
         gen_ai.tool.call.arguments = Empty,
         gen_ai.tool.call.result = Empty,
         error.type = Empty,

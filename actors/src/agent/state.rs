@@ -452,9 +452,11 @@ impl Actor for AgentActor {
         // end now.
         state.stop_running();
         if let Some(running) = &mut state.running {
-            // The turn had ended on its own, its notice refused (the agent
-            // was draining): its task, past the turn's close, hands the
-            // result over as it ends — it waits on nothing more.
+            // The turn was closed before this stop (by its own task, whose
+            // notice the draining agent refused, or from outside): its
+            // task, aborted above, ends at its next wait at the latest —
+            // one past its own close waits on nothing more — and hands
+            // over the result it could not send.
             let _ = (&mut running.task.0).await;
             let run = running.run;
             let unread = turn_state::lock(&running.shared).unread.take();

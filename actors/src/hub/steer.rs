@@ -144,15 +144,6 @@ impl HubState {
         {
             return Err(Refused::ResumedElsewhere { id: id.clone() });
         }
-        // A run reports to its requester: one that has ended (a child's
-        // child, after that child) has none to go on under.
-        let requester = &from.seed.requester;
-        if !self.sinks.contains_key(requester) {
-            return Err(Refused::CannotResume {
-                id: id.clone(),
-                why: format!("it worked for `{requester}`, which has ended"),
-            });
-        }
         let mut request = (*from.seed).clone();
         request.parent_tool_use_id = message.call;
         request.input = message.text;
@@ -189,6 +180,12 @@ impl HubState {
                         providers.join(", ")
                     ),
                     Refused::UnknownTool(e) => format!("it had a tool not registered here ({e})"),
+                    // A run reports to its requester: one that has ended (a
+                    // child's child, after that child) has none to go on
+                    // under.
+                    Refused::UnknownRequester(requester) => {
+                        format!("it worked for `{requester}`, which has ended")
+                    }
                     refused => return Err(refused),
                 };
                 return Err(Refused::CannotResume {

@@ -311,23 +311,6 @@ impl EnvelopeStore {
         )
     }
 
-    /// A thread that took the restart list and the owed wakes closed
-    /// before anyone kept it (an open given up): they are the next
-    /// thread's, ahead of any taken since.
-    pub(crate) fn give_back(&self, restarted: Vec<AgentId>, owed: Vec<AgentId>) {
-        let mut interrupted = self
-            .interrupted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if interrupted.is_empty() {
-            *interrupted = restarted;
-        }
-        drop(interrupted);
-        let mut held = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
-        let taken_since = std::mem::replace(&mut *held, owed);
-        held.extend(taken_since);
-    }
-
     /// Notes the finished children whose wake the last process owed its
     /// parent and never delivered, in the order they finished (then by
     /// number); kept until a thread takes them

@@ -65,7 +65,6 @@ impl Actor for ThreadSupervisor {
             woken: Default::default(),
             answered: Default::default(),
             hub_death_persisted: false,
-            given_up: false,
             store_wakes_taken: false,
         };
         // An opening thread takes its store's wakes once it is shown: one
@@ -171,10 +170,6 @@ impl Actor for ThreadSupervisor {
                 let _ = reply.send(());
             }
             ThreadMsg::Close => myself.stop(None),
-            ThreadMsg::Internal(ThreadInternal::GiveUp) => {
-                state.given_up = true;
-                myself.stop(None);
-            }
             ThreadMsg::Internal(ThreadInternal::FlushDone(reply)) => {
                 let _ = reply.send(());
             }
@@ -273,13 +268,10 @@ impl Actor for ThreadSupervisor {
         // thread made it: nothing of a closed thread keeps running.
         state.parent.shutdown_and_wait().await;
         // A closed thread owes no wake (a restart does; a close is meant).
-        // One nobody kept gives back what it took from its store.
-        if state.given_up {
-            state.give_back_wakes();
-        } else {
-            for dropped in state.wakes.clear() {
-                state.drop_wake(&dropped);
-            }
+        // One nobody kept (an open given up) took none from its store: an
+        // opening thread takes them once it is shown.
+        for dropped in state.wakes.clear() {
+            state.drop_wake(&dropped);
         }
         // Every child ever started leaves a final envelope in the store:
         // the notices the hub sent while stopping never reach this

@@ -313,25 +313,13 @@ impl ThreadHandle {
     /// before is taken and answered (a `Result` saying it stopped). ractor's
     /// own stop (through [`ThreadHandle::actor`]) is read before the
     /// messages waiting in the mailbox and drops them.
+    ///
+    /// Marks the thread closing and sends the close (a stop if it cannot
+    /// be sent), in one step against a turn's check and send.
     pub fn close(&self) {
-        self.close_with(ThreadMsg::Close);
-    }
-
-    /// Closes a thread nobody kept (an open given up or failed): as
-    /// [`ThreadHandle::close`], but the wakes it took from its store go
-    /// back to the store for the next thread.
-    pub(crate) fn give_up(&self) {
-        self.close_with(ThreadMsg::Internal(
-            crate::thread::msg::sealed::ThreadInternal::GiveUp,
-        ));
-    }
-
-    /// Marks the thread closing and sends `close` (a stop if it cannot be
-    /// sent), in one step against a turn's check and send.
-    fn close_with(&self, close: ThreadMsg) {
         let mut closing = self.closing();
         *closing = true;
-        if self.actor.cast(close).is_err() {
+        if self.actor.cast(ThreadMsg::Close).is_err() {
             self.actor.stop(None);
         }
     }

@@ -120,10 +120,6 @@ pub(crate) mod sealed {
         /// Sent by the supervisor's own flush task: the writes are done;
         /// answer the flush.
         FlushDone(RpcReplyPort<()>),
-        /// Sent by `Threads::open` given up (or failed) before it kept the
-        /// thread: it closes, and the wakes it took from the store go back
-        /// to it — nobody meant this close.
-        GiveUp,
         /// Sent by the supervisor's own turn tasks: a parent turn ended.
         TurnEnded {
             /// It was a wake's turn.

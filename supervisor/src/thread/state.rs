@@ -26,8 +26,8 @@ pub(crate) struct ThreadArguments {
     pub(crate) events: EventSink,
     /// Receives handles to the parent, hub and gate once spawned.
     pub(crate) parts: Option<tokio::sync::oneshot::Sender<DelegatingAgent>>,
-    /// Opened by `Threads::open`: its wakes wait until it is shown (an
-    /// open given up before then gives them back to its store).
+    /// Opened by `Threads::open`: it takes its store's wakes once it is
+    /// shown (an open given up before then took none).
     pub(crate) held: bool,
     /// Its failed writes, shared with its handles.
     pub(crate) errors: crate::thread::persist::PersistErrors,
@@ -70,8 +70,6 @@ pub(crate) struct ThreadState {
     pub(super) answered: Arc<std::sync::Mutex<rustc_hash::FxHashMap<ApprovalId, ApprovalDecision>>>,
     /// The children the hub's death failed were persisted (once).
     pub(super) hub_death_persisted: bool,
-    /// Closed by an open nobody kept: its wakes go back to its store.
-    pub(super) given_up: bool,
 }
 
 pub(super) struct Observer(pub(super) ActorRef<ThreadMsg>);
@@ -280,23 +278,6 @@ impl ThreadState {
             self.wakes.push(id.clone());
             self.woken.insert(id);
         }
-    }
-
-    pub(super) fn give_back_wakes(&mut self) {
-        let pending = self.wakes.clear();
-        let Some(store) = &self.store else {
-            return;
-        };
-        let restarted = if !pending.is_empty() && pending.first() == self.restarted.first() {
-            std::mem::take(&mut self.restarted)
-        } else {
-            Vec::new()
-        };
-        let owed = pending
-            .into_iter()
-            .filter(|id| Some(id) != restarted.first())
-            .collect();
-        store.give_back(restarted, owed);
     }
 
     /// A wake that will not go out (off screen, a switch, the thread
