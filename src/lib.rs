@@ -87,3 +87,17 @@ pub mod prelude {
         SubAgentInfo, SubAgentStatus, ToolUseId,
     };
 }
+
+/// The Rust examples of `docs/` compiled as doctests, so a renamed or
+/// removed item cannot leave a page's example stale (`docs/simulation.md`'s
+/// runs as `tests/simulation/main.rs`).
+#[cfg(doctest)]
+mod docs_examples {
+    #[cfg(feature = "openai")]
+    #[doc = include_str!("../docs/openai.md")]
+    struct OpenAi;
+    #[doc = include_str!("../docs/persistence.md")]
+    struct Persistence;
+    #[doc = include_str!("../docs/profiles.md")]
+    struct Profiles;
+}

@@ -25,8 +25,10 @@ use crate::model::{ModelError, ModelStream};
 #[derive(Debug)]
 pub(crate) struct Settings {
     pub(crate) client: reqwest::Client,
-    /// `{base_url}/chat/completions`.
-    pub(crate) url: String,
+    /// `{base_url}/chat/completions`, the base URL's query after it.
+    pub(crate) url: reqwest::Url,
+    /// `url` as errors show it: no credentials (`endpoint::shown_url`).
+    pub(crate) shown: String,
     pub(crate) api_key: Option<String>,
     pub(crate) model: String,
     pub(crate) retry: RetryPolicy,
@@ -101,7 +103,7 @@ impl Call {
                     // (`lines`): a keep-alive comment yields no event here.
                     let timeouts = self.settings.timeouts;
                     match events.next().await {
-                        None => match assembler.on_end(&self.settings.url) {
+                        None => match assembler.on_end(&self.settings.shown) {
                             Ok(chunks) => self.out.extend(chunks.into_iter().map(Ok)),
                             Err(e) => self.out.push_back(Err(e)),
                         },
@@ -117,13 +119,13 @@ impl Call {
                                 }
                                 Ok(Step::Empty) => {
                                     self.out.push_back(Err(ModelError::EmptyAnswer {
-                                        url: self.settings.url.clone(),
+                                        url: self.settings.shown.clone(),
                                     }))
                                 }
                                 Ok(Step::Cut) => {
                                     self.out.push_back(Err(ModelError::Connection(format!(
                                         "the stream from `{}` ended (`[DONE]`) before the model finished its answer",
-                                        self.settings.url
+                                        self.settings.shown
                                     ))))
                                 }
                                 Err(e) => self.out.push_back(Err(e)),
@@ -138,24 +140,26 @@ impl Call {
 
 /// Sends the request (retrying 429s) and opens the event stream.
 async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
-    let response = match with_retries(settings.retry, || attempt(settings, body)).await {
-        // OpenAI's o-series and gpt-5 refuse `max_tokens` and name its
-        // successor (vLLM and llama.cpp do not all take the new name):
-        // that refusal, and only it, is answered once with the field
-        // renamed.
-        Err(ModelError::Server {
-            status: 400,
-            message,
-        }) if message.contains("max_tokens") && message.contains("max_completion_tokens") => {
-            let Some(renamed) = with_max_completion_tokens(body) else {
-                return Err(ModelError::Server {
-                    status: 400,
-                    message,
-                });
-            };
-            with_retries(settings.retry, || attempt(settings, &renamed)).await?
+    let mut amended = None;
+    let response = loop {
+        let sent = amended.as_ref().unwrap_or(body);
+        match with_retries(settings.retry, || attempt(settings, sent)).await {
+            // A 400 that names a field a server does not take, and that
+            // has a known answer: sent once more with that field amended.
+            Err(ModelError::Server {
+                status: 400,
+                message,
+            }) => match amended_for(sent, &message) {
+                Some(next) => amended = Some(next),
+                None => {
+                    return Err(ModelError::Server {
+                        status: 400,
+                        message,
+                    });
+                }
+            },
+            answered => break answered?,
         }
-        answered => answered?,
     };
     let content_type = response
         .headers()
@@ -174,10 +178,7 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
     };
     if let Some(why) = why {
         let content_type = content_type.to_owned();
-        let text = match tokio::time::timeout(settings.timeouts.read, response.text()).await {
-            Ok(Ok(text)) => text,
-            _ => String::new(),
-        };
+        let text = read_capped(response, settings.timeouts.read).await;
         let said = match text.trim() {
             "" => String::new(),
             text => format!(": {}", truncate(&service_message(text), 200)),
@@ -198,14 +199,53 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
     ))
 }
 
-/// `body` with its `max_tokens` sent as `max_completion_tokens`; `None`
-/// when it has no `max_tokens`.
-fn with_max_completion_tokens(body: &Value) -> Option<Value> {
-    let mut renamed = body.clone();
-    let fields = renamed.as_object_mut()?;
-    let max = fields.remove("max_tokens")?;
-    fields.insert("max_completion_tokens".to_owned(), max);
-    Some(renamed)
+/// The body to send again after a 400 refusal of one of its fields, if
+/// the refusal has a known answer not tried yet:
+///
+/// - OpenAI's o-series and gpt-5 refuse `max_tokens` and name its
+///   successor (vLLM and llama.cpp do not all take the new name): renamed;
+/// - older Azure API versions and some gateways refuse `stream_options`
+///   ("Unknown parameter"): left out, the usage is then estimated.
+fn amended_for(body: &Value, message: &str) -> Option<Value> {
+    let fields = body.as_object()?;
+    let field = if message.contains("max_tokens")
+        && message.contains("max_completion_tokens")
+        && fields.contains_key("max_tokens")
+    {
+        "max_tokens"
+    } else if message.contains("stream_options") && fields.contains_key("stream_options") {
+        "stream_options"
+    } else {
+        return None;
+    };
+    let mut amended = body.clone();
+    let fields = amended.as_object_mut()?;
+    let value = fields.remove(field)?;
+    if field == "max_tokens" {
+        fields.insert("max_completion_tokens".to_owned(), value);
+    }
+    Some(amended)
+}
+
+/// How much of an error body is read: enough for any service's message
+/// (only its first few hundred characters are shown), not a body without
+/// end.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// The start of a response's body, as text: up to [`MAX_ERROR_BODY`]
+/// bytes, each read timed as the stream's are (`silence`); what is there
+/// when the server goes quiet or the limit is reached.
+async fn read_capped(response: reqwest::Response, silence: std::time::Duration) -> String {
+    let mut body = response.bytes_stream();
+    let mut bytes = Vec::new();
+    while bytes.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout(silence, body.next()).await {
+            Ok(Some(Ok(chunk))) => bytes.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    bytes.truncate(MAX_ERROR_BODY);
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// One attempt: the response if the status is a success, a retry if 429,
@@ -217,7 +257,7 @@ async fn attempt(
     let timeouts = settings.timeouts;
     let mut request = settings
         .client
-        .post(&settings.url)
+        .post(settings.url.clone())
         .header(ACCEPT, "text/event-stream")
         .json(body);
     if let Some(key) = &settings.api_key {
@@ -238,10 +278,18 @@ async fn attempt(
     let retry_after = header("retry-after-ms")
         .and_then(parse_retry_after_ms)
         .or_else(|| header(RETRY_AFTER.as_str()).and_then(parse_retry_after));
-    let text = match tokio::time::timeout(timeouts.read, response.text()).await {
-        Ok(Ok(text)) => text,
-        _ => String::new(),
-    };
+    // Not followed (see `build`): where it points is what to fix.
+    if status.is_redirection() {
+        let to = header(reqwest::header::LOCATION.as_str()).unwrap_or("(no `Location`)");
+        return Err(ModelError::Server {
+            status: status.as_u16(),
+            message: format!(
+                "the service redirects to `{}`: use that as the base URL (without `/chat/completions`)",
+                truncate(&super::endpoint::shown(to), 200)
+            ),
+        });
+    }
+    let text = read_capped(response, timeouts.read).await;
     let message = if text.trim().is_empty() {
         status
             .canonical_reason()
@@ -276,7 +324,7 @@ async fn attempt(
     Err(status_error(
         status.as_u16(),
         &settings.model,
-        &settings.url,
+        &settings.shown,
         message,
     ))
 }

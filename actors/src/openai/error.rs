@@ -45,6 +45,13 @@ pub enum OpenAiConfigError {
         /// The URL given.
         url: String,
     },
+    /// The API key cannot be sent as an HTTP header value (a line break
+    /// or another control character inside it, after trimming).
+    #[error("the API key cannot be sent in an HTTP header: {reason}")]
+    InvalidApiKey {
+        /// What is wrong with it (the key itself is never shown).
+        reason: String,
+    },
     /// The model name is empty.
     #[error("no model name was given")]
     MissingModel,

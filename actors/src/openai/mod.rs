@@ -67,6 +67,10 @@
 //!   waiting as `Retry-After` says (in seconds) or else 1 s, 2 s, 4 s, …;
 //!   all waiting is tokio time.
 //! * Dropping the stream aborts the request: nothing is spawned.
+//! * A query in the base URL (Azure's `?api-version=`) stays after the
+//!   chat path; credentials in it (`user:password@`) are sent but never
+//!   shown; redirects are not followed (docs/openai.md, "Base URLs and
+//!   keys").
 //!
 //! # Errors
 //!
@@ -75,7 +79,7 @@
 //! | HTTP 401 or 403 | `Unauthorized` |
 //! | HTTP 404 (the message names the URL: a wrong base path reads as one) | `ModelNotFound` |
 //! | HTTP 429, still after the retries | `RateLimited` |
-//! | HTTP 5xx or another unexpected status | `Server` |
+//! | HTTP 5xx, a redirect, or another unexpected status | `Server` |
 //! | an event that is not a chat-completion chunk | `Malformed` |
 //! | a 200 whose stream ends with no output at all (llama-cpp-python's usual failure) | `EmptyAnswer` |
 //! | connection refused, or broken mid-stream | `Connection` |
@@ -88,6 +92,7 @@
 //! [`ModelChunk::Usage`]: subagents_messages::ModelChunk::Usage
 
 mod call;
+mod endpoint;
 mod error;
 mod lines;
 mod retry;
@@ -165,7 +170,9 @@ impl OpenAiCompatible {
         OpenAiBuilder::from_env()?.build()
     }
 
-    /// The API root the adapter posts to (without a trailing `/`).
+    /// The API root the adapter posts to (without a trailing `/`), as
+    /// shown: without credentials, and with a query parameter naming a
+    /// key, token or secret redacted.
     pub fn base_url(&self) -> &str {
         &self.base_url
     }
@@ -207,7 +214,7 @@ pub struct OpenAiBuilder {
 impl fmt::Debug for OpenAiBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiBuilder")
-            .field("base_url", &self.base_url)
+            .field("base_url", &endpoint::shown(&self.base_url))
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("max_retries", &self.max_retries)
@@ -254,7 +261,7 @@ impl OpenAiBuilder {
     }
 
     /// The API key, sent as `Authorization: Bearer <key>` (none by
-    /// default; an empty key counts as none).
+    /// default; trimmed, and an empty key counts as none).
     pub fn api_key(mut self, api_key: Option<String>) -> Self {
         self.api_key = api_key.filter(|k| !k.is_empty());
         self
@@ -289,22 +296,30 @@ impl OpenAiBuilder {
         self
     }
 
-    /// Checks the settings and builds the adapter.
+    /// Checks the settings and builds the adapter: the base URL (`http`,
+    /// or `https` with TLS built in; no fragment; a query such as Azure's
+    /// `?api-version=` kept after the chat path; credentials written in
+    /// it, `user:password@`, sent as basic auth but never shown), the model
+    /// name and the key (trimmed; one that cannot be a header is refused
+    /// here, not at the first call).
     pub fn build(self) -> Result<OpenAiCompatible, OpenAiConfigError> {
-        let base_url = self.base_url.trim().trim_end_matches('/').to_owned();
-        let parsed =
-            reqwest::Url::parse(&base_url).map_err(|e| OpenAiConfigError::InvalidBaseUrl {
-                url: base_url.clone(),
-                reason: e.to_string(),
-            })?;
-        match parsed.scheme() {
-            "http" => {}
-            "https" if cfg!(feature = "openai-rustls") => {}
-            "https" => return Err(OpenAiConfigError::TlsNotEnabled { url: base_url }),
-            other => {
+        let endpoint = endpoint::endpoint(&self.base_url, cfg!(feature = "openai-rustls"))?;
+        let api_key = self
+            .api_key
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty());
+        if let Some(key) = &api_key {
+            if reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
+                return Err(OpenAiConfigError::InvalidApiKey {
+                    reason: "it holds a line break or another control character".to_owned(),
+                });
+            }
+            if endpoint.has_credentials {
                 return Err(OpenAiConfigError::InvalidBaseUrl {
-                    reason: format!("the scheme `{other}` is not http or https"),
-                    url: base_url,
+                    url: endpoint.root,
+                    reason: "it carries credentials (`user:password@`) and an API key is set \
+                             too: both would be sent as `Authorization`; give one"
+                        .to_owned(),
                 });
             }
         }
@@ -312,14 +327,20 @@ impl OpenAiBuilder {
         if model.is_empty() {
             return Err(OpenAiConfigError::MissingModel);
         }
+        // A redirect is not followed: reqwest would send the POST again as
+        // a GET without its body, and drop the key on another host — the
+        // service's answer would then be about a request never made. It is
+        // an error that names where to go (`call::attempt`).
         let client = reqwest::Client::builder()
             .connect_timeout(self.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| OpenAiConfigError::Client(e.to_string()))?;
         let settings = call::Settings {
             client,
-            url: format!("{base_url}/chat/completions"),
-            api_key: self.api_key,
+            url: endpoint.url,
+            shown: endpoint.shown,
+            api_key,
             model,
             retry: RetryPolicy {
                 max_retries: self.max_retries,
@@ -332,7 +353,7 @@ impl OpenAiBuilder {
             },
         };
         Ok(OpenAiCompatible {
-            base_url,
+            base_url: endpoint.root,
             settings: Arc::new(settings),
         })
     }
@@ -367,7 +388,7 @@ mod tests {
         assert_eq!(model.base_url(), "http://127.0.0.1:8080/v1");
         assert_eq!(model.name(), "qwen");
         assert_eq!(
-            model.settings.url,
+            model.settings.url.as_str(),
             "http://127.0.0.1:8080/v1/chat/completions"
         );
         assert_eq!(model.settings.api_key.as_deref(), Some("sk-1"));

@@ -59,9 +59,17 @@ pub(crate) struct Assembler {
 
 /// The `finish_reason`s that say the answer was cut short rather than
 /// finished: the output-token limit (`length`, or `max_tokens` on some
-/// servers) and the content filter (OpenAI, Azure). Any other reason
-/// (`stop`, `tool_calls`, TGI's `eos_token`, …) is a finished answer.
-const CUT_REASONS: [&str; 3] = ["length", "max_tokens", "content_filter"];
+/// servers), the content filter (OpenAI, Azure) and vLLM's repetition
+/// detector (`repetition`). [`FAILED_REASONS`] say it failed. Any other
+/// reason (`stop`, `tool_calls`, TGI's `eos_token`, …) is a finished
+/// answer.
+const CUT_REASONS: [&str; 4] = ["length", "max_tokens", "content_filter", "repetition"];
+
+/// The `finish_reason`s that say the service gave up on the answer: vLLM
+/// ends a request it aborted (a pause for new weights, a shutdown) with
+/// `abort` after the text so far, and a failed one with `error`. The half
+/// answer is not a result.
+const FAILED_REASONS: [&str; 2] = ["abort", "error"];
 
 /// About four characters a token (OpenAI's rule of thumb for English):
 /// rough, but it keeps a token budget meaningful on every server.
@@ -155,6 +163,13 @@ impl Assembler {
             // A blank reason is no finish: SGLang and some gateways send
             // `""` where others send `null`, on every chunk.
             if let Some(reason) = choice.finish_reason.filter(|r| !r.trim().is_empty()) {
+                if FAILED_REASONS.contains(&reason.as_str()) {
+                    return Err(ModelError::MidStream {
+                        message: format!(
+                            "the service gave up on the answer (`finish_reason: {reason}`)"
+                        ),
+                    });
+                }
                 self.finished = true;
                 // Cut by the output-token limit or the server's content
                 // filter: said before the calls, which may be incomplete

@@ -6,6 +6,7 @@
 #![cfg(feature = "openai")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod config;
 mod end_to_end;
 mod failures;
 mod streams;
@@ -103,6 +104,7 @@ impl Reply {
 struct Seen {
     method: Method,
     path: String,
+    query: Option<String>,
     headers: HeaderMap,
     body: Value,
 }
@@ -179,6 +181,7 @@ async fn handle(
     state.seen.lock().unwrap().push(Seen {
         method,
         path: uri.path().to_owned(),
+        query: uri.query().map(str::to_owned),
         headers,
         body,
     });
