@@ -202,3 +202,43 @@ async fn an_observer_reading_a_childs_conversation_at_each_step_gets_it() {
     assert_eq!(read, [Some(3)], "{read:?}");
     thread.close_and_wait().await;
 }
+
+/// A thread killed (`ThreadHandle::actor().kill()`: no `post_stop` runs)
+/// with a child running and one queued behind it, then let go: each
+/// child's book entry kept the sink that ends it on the stream, and that
+/// sink's tap held the book itself — a cycle. The whole book (every
+/// envelope, conversation and seed the thread ever had) stayed in memory
+/// for good, and the host's stream, whose sender it held, never ended.
+#[tokio::test(start_paused = true)]
+async fn a_killed_thread_let_go_holds_nothing_and_its_stream_ends() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&work_call("Worker 1", 600, false))
+            .use_agent(&work_call("Worker 2", 600, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker 1\n", worker(600))
+    .with_script("Worker 2\n", worker(600));
+    let (thread, mut events) = ThreadHandle::spawn(parent(model).max_live(1), None)
+        .await
+        .unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 10).await;
+    assert!(
+        log.iter()
+            .any(|e| matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted { .. }))),
+        "{log:#?}"
+    );
+    thread.actor().kill();
+    thread.actor().wait(None).await.ok();
+    drop(thread);
+    let ended = tokio::time::timeout(Duration::from_secs(3600), async {
+        while events.recv().await.is_some() {}
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the stream of a killed thread let go never ended"
+    );
+}

@@ -290,3 +290,51 @@ fn a_user_message_is_answered_when_the_thread_closes_as_it_is_handed_over() {
         "UserMessages left without a Result in 200 rounds"
     );
 }
+
+/// Same instant: a host stops the thread's hub (`HubHandle::actor`'s docs:
+/// "stop it (every child stops with it)") and switches away, or stops a
+/// child, in one tick. The thread read a hub in its `post_stop` (ractor's
+/// `Stopping`) as a dead one: it closed every child's turn as a killed
+/// actor's, `failed`, under the hub's own stop — whose wait on each
+/// child's end then never came, so the hub never stopped and the thread's
+/// close hung. A stopping hub ends its children itself, `stopped`; the
+/// thread answers once it has.
+#[tokio::test(start_paused = true)]
+async fn a_hub_stopped_by_the_host_as_the_thread_switches_stops_its_children() {
+    for stop_child in [false, true] {
+        let (thread, mut events) =
+            ThreadHandle::spawn(parent(background_workers(&[600, 600])), None)
+                .await
+                .unwrap();
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        run_for(&mut events, &mut log, 10).await;
+        thread.hub().actor().stop(None);
+        if stop_child {
+            let status = thread.stop_child(&AgentId::new("agent_1")).await;
+            assert_eq!(status.ok(), Some(SubAgentStatus::Stopped), "{log:#?}");
+        } else {
+            thread.switch_away().await.unwrap();
+        }
+        let stopped =
+            tokio::time::timeout(Duration::from_secs(60), thread.hub().actor().wait(None)).await;
+        assert!(stopped.is_ok(), "the hub never stopped");
+        run_for(&mut events, &mut log, 1).await;
+        for id in ["agent_1", "agent_2"] {
+            let statuses: Vec<_> = log
+                .iter()
+                .filter_map(|e| match e {
+                    AgentEvent::ChildStatus(of, status) if of.as_str() == id => Some(*status),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                statuses.last(),
+                Some(&SubAgentStatus::Stopped),
+                "{id}: {log:#?}"
+            );
+        }
+        let closed = tokio::time::timeout(Duration::from_secs(60), thread.close_and_wait()).await;
+        assert!(closed.is_ok(), "the thread's close hung");
+    }
+}

@@ -233,6 +233,10 @@ impl Actor for Hub {
         _myself: ActorRef<HubMsg>,
         state: &mut HubState,
     ) -> Result<(), ActorProcessingErr> {
+        // ractor says `Stopping` from here on: a thread that reads it
+        // must not take this hub for a dead one and end its children as
+        // killed under this stop (`HubHandle::fail_unfinished`).
+        let _stopping = state.book.stopping_itself();
         state.stop_all_now().await;
         // A closed thread's handles keep no store open.
         if let Some(archive) = &state.archive {

@@ -89,14 +89,24 @@ const SHARDS: usize = 2;
 #[derive(Debug, Clone)]
 pub(crate) struct Book {
     pub(super) entries: Arc<DashMap<AgentId, Box<Entry>, FxBuildHasher>>,
-    next_queued: Arc<std::sync::atomic::AtomicU64>,
+    counters: Arc<Counters>,
+}
+
+/// What a book's clones share besides its entries (one allocation).
+#[derive(Debug, Default)]
+struct Counters {
+    /// The next child's place in the queue.
+    next_queued: std::sync::atomic::AtomicU64,
+    /// The hub is in its `post_stop`, ending its children itself
+    /// ([`Book::stopping_itself`]).
+    stopping_itself: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Book {
     fn default() -> Self {
         Self {
             entries: Arc::new(DashMap::with_hasher_and_shard_amount(FxBuildHasher, SHARDS)),
-            next_queued: Arc::default(),
+            counters: Arc::default(),
         }
     }
 }
@@ -241,6 +251,7 @@ impl Book {
     /// It waits for a slot, behind every child queued before it.
     pub(crate) fn mark_queued(&self, id: &AgentId) {
         let seq = self
+            .counters
             .next_queued
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(mut entry) = self.entries.get_mut(id) {

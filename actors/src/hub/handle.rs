@@ -404,10 +404,11 @@ impl HubHandle {
     /// before the sub-agent ended"), stamped now. Returns the final
     /// envelopes of every child the hub's death failed, in request order —
     /// the same list to every caller, whoever called first. Does nothing
-    /// (and returns nothing) while the hub runs: a live hub ends its
-    /// children itself.
+    /// (and returns nothing) while the hub runs, or while it stops (its
+    /// `post_stop`): a live or stopping hub ends its children itself.
     pub fn fail_unfinished(&self) -> Vec<Envelope> {
-        if self.actor.get_status() < ractor::ActorStatus::Stopping {
+        if self.actor.get_status() < ractor::ActorStatus::Stopping || self.book.is_stopping_itself()
+        {
             return Vec::new();
         }
         self.book.fail_unfinished(HUB_GONE, self.clock.now_ms())

@@ -123,10 +123,13 @@ impl Actor for ThreadSupervisor {
                     .extend(state.parent.hub.envelopes().into_iter().map(|e| e.id));
                 // The hub stops children in its own handler; the reply,
                 // if asked for, comes from it — from here if it is gone
-                // (its children ended with it: none left to stop).
+                // or stopping (its children end with it: none left for
+                // the switch to stop), once it has stopped.
                 if state.hub_gone(&myself) {
                     if let Some(reply) = reply {
-                        let _ = reply.send(0);
+                        state.answer_once_the_hub_stopped(move |_| {
+                            let _ = reply.send(0);
+                        });
                     }
                 } else {
                     let _ = state.parent.hub.stop_all_replying(reply);
@@ -144,9 +147,11 @@ impl Actor for ThreadSupervisor {
                 // A gone hub ended its children: the status each ended
                 // with, as a stop of an ended child answers.
                 if state.hub_gone(&myself) {
-                    let status = state.parent.hub.status(&id).map(|e| e.status);
-                    let refused = subagents_actors::hub::Refused::UnknownChild(id);
-                    let _ = reply.send(status.ok_or(refused));
+                    state.answer_once_the_hub_stopped(move |hub| {
+                        let status = hub.status(&id).map(|e| e.status);
+                        let refused = subagents_actors::hub::Refused::UnknownChild(id);
+                        let _ = reply.send(status.ok_or(refused));
+                    });
                 } else {
                     let _ = state.parent.hub.stop_replying(&id, reply);
                 }
@@ -173,13 +178,21 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::Internal(ThreadInternal::FlushDone(reply)) => {
                 let _ = reply.send(());
             }
+            #[cfg(test)]
+            ThreadMsg::Internal(ThreadInternal::HeldRequests(reply)) => {
+                let _ = reply.send(state.requests.len());
+            }
             ThreadMsg::Internal(ThreadInternal::ChildStarted(started)) => {
                 let (envelope, request) = *started;
                 state.persist(&myself, &envelope);
-                state
-                    .requests
-                    .insert(envelope.id.clone(), Arc::new(request));
-                state.persist_run(&envelope.id, false);
+                // Kept only for its run file: with no store, nothing
+                // would ever take it out again.
+                if state.writer.is_some() {
+                    state
+                        .requests
+                        .insert(envelope.id.clone(), Arc::new(request));
+                    state.persist_run(&envelope.id, false);
+                }
             }
             ThreadMsg::Internal(ThreadInternal::ChildStepped(id)) => {
                 state.persist_run(&id, false);

@@ -125,5 +125,9 @@ pub(crate) mod sealed {
             /// It was a wake's turn.
             wake: bool,
         },
+        /// Sent by this crate's tests: how many children's requests the
+        /// supervisor holds for their run files.
+        #[cfg(test)]
+        HeldRequests(RpcReplyPort<usize>),
     }
 }

@@ -220,21 +220,39 @@ impl ThreadState {
         }
     }
 
-    /// The hub is gone (crashed, killed): every child it had not ended is
-    /// failed and persisted, once (a child ended stays ended), and `true`.
-    /// A stop asked of it then is answered from its book: the children
-    /// ended already, and the thread is open.
+    /// The hub is gone (crashed, killed) or going (stopping): every child
+    /// a dead hub had not ended is failed and persisted, once (a child
+    /// ended stays ended; a stopping hub ends its children itself), and
+    /// `true`. A stop asked of it then is answered once it has stopped
+    /// ([`Self::answer_once_the_hub_stopped`]).
     pub(super) fn hub_gone(&mut self, myself: &ActorRef<ThreadMsg>) -> bool {
         if self.parent.hub.actor().get_status() < ractor::ActorStatus::Stopping {
             return false;
         }
-        if !std::mem::replace(&mut self.hub_death_persisted, true) {
-            // Every child the death failed, whoever asked first.
-            for envelope in self.parent.hub.fail_unfinished() {
+        // Every child the death failed, whoever asked first.
+        let failed = self.parent.hub.fail_unfinished();
+        if !failed.is_empty() && !std::mem::replace(&mut self.hub_death_persisted, true) {
+            for envelope in failed {
                 self.persist(myself, &envelope);
             }
         }
         true
+    }
+
+    /// Runs `answer` once the hub has stopped (at once if it has): a hub
+    /// still in its `post_stop` is ending its children itself, and what
+    /// a stop asked of it answers is how they ended.
+    pub(super) fn answer_once_the_hub_stopped(
+        &self,
+        answer: impl FnOnce(&subagents_actors::hub::HubHandle) + Send + 'static,
+    ) {
+        let hub = self.parent.hub.clone();
+        tokio::spawn(async move {
+            let _ = hub.actor().wait(None).await;
+            // A crashed hub's children are failed by whoever reads first.
+            let _ = hub.fail_unfinished();
+            answer(&hub);
+        });
     }
 
     /// The wake for `id` was delivered or dropped: no longer owed, on disk

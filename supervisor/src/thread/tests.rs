@@ -99,3 +99,36 @@ async fn a_turn_for_a_parent_that_is_gone_still_ends_in_a_result() {
     );
     thread.close_and_wait().await;
 }
+
+/// Held at rest: a thread with no store kept every child's request (its
+/// system prompt, task, tools; a resumed run's whole conversation) for
+/// its whole life — only a run file's last write took one out, and with
+/// no store there is none.
+#[tokio::test(start_paused = true)]
+async fn a_thread_without_a_store_holds_no_finished_childs_request() {
+    let mut first = Reply::new();
+    for i in 1..=3 {
+        first = first
+            .use_agent(&UseAgentCall::run(format!("Worker {i}\nYou work."), "work").wait(true));
+    }
+    let model = ScriptedModel::new(vec![first, Reply::answer("Done.")])
+        .with_script("Worker 1\n", vec![Reply::answer("one")])
+        .with_script("Worker 2\n", vec![Reply::answer("two")])
+        .with_script("Worker 3\n", vec![Reply::answer("three")]);
+    let (thread, mut events) = ThreadHandle::spawn(DelegationBuilder::new(model.shared()), None)
+        .await
+        .unwrap();
+    thread.send_user("start").unwrap();
+    while let Some(event) = events.recv().await {
+        if matches!(event, AgentEvent::Result(_)) {
+            break;
+        }
+    }
+    thread.sync().await.unwrap();
+    let held = ractor::call!(thread.actor, |reply| ThreadMsg::Internal(
+        ThreadInternal::HeldRequests(reply)
+    ))
+    .unwrap();
+    assert_eq!(held, 0);
+    thread.close_and_wait().await;
+}

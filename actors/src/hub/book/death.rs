@@ -8,7 +8,37 @@ use crate::agent::Probe;
 use crate::hub::book::{Book, Closer};
 use crate::hub::ids::child_number;
 
+/// Held by a hub's `post_stop` while it ends its children itself: ractor
+/// says `Stopping` from before it, and a hub stopping is not a dead one.
+/// Let go when the stop ends — or unwinds from a panic, when what is left
+/// is a dead hub's.
+pub(crate) struct StoppingItself(Book);
+
+impl Drop for StoppingItself {
+    fn drop(&mut self) {
+        self.0
+            .counters
+            .stopping_itself
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 impl Book {
+    /// The hub starts ending its children itself (its `post_stop`).
+    pub(crate) fn stopping_itself(&self) -> StoppingItself {
+        self.counters
+            .stopping_itself
+            .store(true, std::sync::atomic::Ordering::Release);
+        StoppingItself(self.clone())
+    }
+
+    /// The hub is in its `post_stop`, ending its children itself.
+    pub(crate) fn is_stopping_itself(&self) -> bool {
+        self.counters
+            .stopping_itself
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Ends every child that has not ended as a killed actor's, deepest
     /// first, then in child-number order (its hub died without its stop:
     /// see [`crate::agent::running::TurnEnds`]): its running turn closed

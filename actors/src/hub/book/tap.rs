@@ -22,7 +22,12 @@ impl Book {
         id: AgentId,
         observers: Vec<Arc<dyn crate::hub::HubObserver>>,
     ) -> crate::sink::Tap {
-        let entries = self.entries.clone();
+        // A weak hold: the child's sink is kept in the book (its entry's
+        // closer, its turn's ends), so a strong one is a cycle — a thread
+        // killed without its stop, then let go, kept its whole book and
+        // its host's stream open for good. Once the book is gone there is
+        // no envelope to keep current.
+        let entries = Arc::downgrade(&self.entries);
         Arc::new(move |tapped: Tapped<'_>| match tapped {
             Tapped::Stepped => {
                 for observer in &observers {
@@ -32,7 +37,11 @@ impl Book {
                     }));
                 }
             }
-            Tapped::Event(event) => tap_event(&entries, &id, event),
+            Tapped::Event(event) => {
+                if let Some(entries) = entries.upgrade() {
+                    tap_event(&entries, &id, event);
+                }
+            }
         })
     }
 }
