@@ -1,5 +1,8 @@
-//! Every default of the runtime, in one place: the builders and configs
-//! read them from here (each setter's docs say the value).
+//! Every default of delegation, in one place: the builders and configs
+//! read them from here (each setter's docs say the value). A type's own
+//! defaults stay with it — `Limits::default`, a gate's capacity (1), the
+//! store's retention (`EnvelopeStore::DEFAULT_RETENTION`), the OpenAI
+//! adapter's knobs (`OpenAiCompatible::builder`).
 
 use std::time::Duration;
 

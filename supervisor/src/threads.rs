@@ -106,13 +106,19 @@ impl Threads {
     /// thread that closed by itself is deleted too (it has nothing left to
     /// stop). Given up half-way, the thread still closes.
     pub async fn delete(&mut self, id: &ThreadId) -> Result<(), ThreadError> {
-        let handle = self.get(id)?.clone();
-        switch_away_if_open(&handle).await?;
-        handle.close();
-        self.threads.remove(id);
+        let handle = self
+            .threads
+            .remove(id)
+            .ok_or_else(|| ThreadError::UnknownThread(id.clone()))?;
         if self.on_screen.as_ref() == Some(id) {
             self.on_screen = None;
         }
+        // Out of the registry before the first wait, and closed when this
+        // ends however it ends: a delete dropped at that wait (a UI
+        // cancelling it) left the thread open, registered, on screen.
+        let closing = CloseOnDrop(&handle);
+        switch_away_if_open(&handle).await?;
+        drop(closing);
         handle.close_and_wait().await;
         Ok(())
     }
@@ -168,6 +174,16 @@ impl Drop for Opening {
 /// Switches a thread away: its children stop, its wakes drop. One that
 /// closed by itself (through its handle, or its supervisor died) has none
 /// left: that is done, not an error.
+/// Closes its thread when dropped (`ThreadHandle::close`: once every
+/// message sent before is handled).
+struct CloseOnDrop<'a>(&'a ThreadHandle);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
 async fn switch_away_if_open(handle: &ThreadHandle) -> Result<(), ThreadError> {
     match handle.switch_away().await {
         Ok(_) | Err(ThreadError::Closed) => Ok(()),

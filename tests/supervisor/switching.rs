@@ -137,3 +137,28 @@ async fn a_closed_threads_id_opens_again() {
     until_result(&mut events, &mut Vec::new()).await;
     assert_eq!(threads.on_screen(), Some(&a));
 }
+
+/// Stopped midway: a delete given up while it waited for the thread's
+/// children to stop (a UI cancelling it) left the thread open, registered
+/// and on screen — its docs promise "given up half-way, the thread still
+/// closes".
+#[tokio::test(start_paused = true)]
+async fn a_delete_given_up_half_way_still_closes_the_thread() {
+    let (mut threads, _a, b, mut events_b, _) = two_threads().await;
+    let handle = threads.get(&b).unwrap().clone();
+    assert!(
+        threads.delete(&b).now_or_never().is_none(),
+        "the delete waits for b's child to stop"
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(3600), async {
+        while events_b.recv().await.is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the thread given up on stayed open");
+    assert!(handle.send_user("still there?").is_err());
+    assert!(
+        threads.get(&b).is_err(),
+        "a deleted thread stays registered"
+    );
+    assert_eq!(threads.on_screen(), None);
+}

@@ -217,8 +217,8 @@ impl DelegationBuilder {
     /// # Choosing a value
     /// Long enough for a typical child to finish (Loopl's 45 s suits a
     /// local model); a child still running after it goes on in the
-    /// background and wakes the parent later, so a short wait is never
-    /// wrong, only chattier.
+    /// background and wakes the parent later (in a thread; alone, `use_agent
+    /// result` reads it), so a short wait is never wrong, only chattier.
     pub fn inline_wait(mut self, wait: Duration) -> Self {
         self.inline_wait = wait;
         self

@@ -24,13 +24,16 @@ impl ProfileSet {
     /// skipped with a warning.
     pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
-    /// Loads every `*.md` file of each directory in `dirs`, in order; on a
-    /// name clash the later directory's profile wins.
+    /// Loads every `*.md` profile (Claude Code's agents, openheim's) and
+    /// every `*.toml` role (Codex's `.codex/agents/`) of each directory in
+    /// `dirs`, in order; on a name clash the later directory's profile
+    /// wins.
     ///
     /// - A directory that does not exist is skipped silently; one that
     ///   cannot be listed gives [`ProfileWarning::UnreadableDir`].
     /// - Only regular files (after following links) whose extension is
-    ///   exactly `md` and whose name does not start with `.` are read.
+    ///   exactly `md` or `toml` and whose name does not start with `.` are
+    ///   read.
     /// - A file that cannot be read or parsed, or whose name is not a valid
     ///   profile name, is skipped with [`ProfileWarning::Skipped`] (logged
     ///   with its file, line and column); loading goes on. A skipped file

@@ -43,7 +43,8 @@ pub(crate) use restrict::{denies, denies_delegation};
 /// One named sub-agent profile.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Profile {
-    /// The name: the file name without `.md`.
+    /// The name: its frontmatter `name` (a Codex role's `name`), else the
+    /// file name without its extension.
     pub name: String,
     /// When to use this profile, for the orchestrating model; may be empty.
     pub description: String,
