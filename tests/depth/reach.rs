@@ -247,3 +247,47 @@ async fn a_message_to_a_grandchild_whose_requester_ended_says_why_it_cannot_go_o
     assert!(text.contains("cannot go on here"), "{text}");
     assert!(text.contains("`agent_1`"), "{text}");
 }
+
+/// Same instant: a child's wall clock runs out in the poll its answer's
+/// `use_agent run` is sent in. The child's `Result` went out, then the
+/// hub read the spawn before the child's end notice and started a
+/// grandchild under a requester whose turn had ended — `ChildStarted` in
+/// the child's row after its `Result`, a grandchild run (and stopped) for
+/// nobody. A requester whose turn is over is refused.
+#[tokio::test(start_paused = true)]
+async fn no_child_starts_under_a_requester_whose_turn_has_ended() {
+    let child = vec![
+        Reply::new()
+            .delay(std::time::Duration::from_secs(10))
+            .use_agent(&run("Grand", "compute", false)),
+        Reply::answer("child: never"),
+    ];
+    let grand = vec![Reply::answer("grand: ran")];
+    let model = tree_with(child, grand);
+    let builder = builder(model.clone(), 2).child_limits(Limits {
+        wall_clock: std::time::Duration::from_secs(10),
+        ..Limits::default()
+    });
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    let row = row_of(&log, "agent_1");
+    let end = row
+        .iter()
+        .position(|e| matches!(e, AgentEvent::Result(_)))
+        .unwrap_or_else(|| panic!("no Result: {row:#?}"));
+    assert!(
+        row[end + 1..]
+            .iter()
+            .all(|e| !matches!(e, AgentEvent::Child(..) | AgentEvent::ChildStarted(_))),
+        "after its Result: {:#?}",
+        &row[end..]
+    );
+    assert!(
+        !log.iter().any(|e| format!("{e:?}").contains("grand: ran")),
+        "the grandchild ran"
+    );
+    thread.close_and_wait().await;
+}

@@ -85,6 +85,17 @@ impl Probe {
         }
     }
 
+    /// Its turn has been closed (by its end, a stop or a kill): what
+    /// ends it from outside is taken then, and set from its start.
+    pub(crate) fn closed(&self) -> bool {
+        let shared = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        shared.is_some_and(|shared| lock(&shared).ends.is_none())
+    }
+
     /// The `invoke_agent` span of the last turn, taken (the probe holds
     /// it no longer, so it can close).
     pub(crate) fn take_span(&self) -> Option<tracing::Span> {

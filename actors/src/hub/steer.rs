@@ -183,7 +183,7 @@ impl HubState {
                     // A run reports to its requester: one that has ended (a
                     // child's child, after that child) has none to go on
                     // under.
-                    Refused::UnknownRequester(requester) => {
+                    Refused::UnknownRequester(requester) | Refused::Finished { id: requester } => {
                         format!("it worked for `{requester}`, which has ended")
                     }
                     refused => return Err(refused),
