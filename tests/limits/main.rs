@@ -7,6 +7,7 @@
 mod common;
 
 mod caps;
+mod cut_calls;
 
 use std::sync::Arc;
 use std::time::Duration;

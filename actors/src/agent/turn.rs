@@ -114,8 +114,17 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
         let (text, calls, truncated) = match answer {
             Ok(answer) => answer,
             Err(ModelEnd::Failed(error)) => {
-                // The call was made (its tokens count): it counts too.
-                ctx.with(|t| t.progress.model_calls += 1);
+                // The call was made: it counts, and so do its tokens if it
+                // streamed before it failed (an estimate, unless counted).
+                ctx.with(|t| {
+                    t.progress.model_calls += 1;
+                    let streamed = t.streaming.chars().count() as u64;
+                    let mut progress = std::mem::take(&mut t.progress);
+                    t.estimate_call(&mut progress, streamed);
+                    t.progress = progress;
+                    // Counted: a stop from here on counts it no more.
+                    t.doing(Activity::Thinking);
+                });
                 return (error.clone(), Outcome::Failed(error));
             }
             Err(ModelEnd::OverBudget(text)) => {
@@ -123,6 +132,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 // the last thing written, and no tool it asked for runs.
                 let progress = ctx.with(|t| {
                     t.progress.model_calls += 1;
+                    t.doing(Activity::Thinking);
                     if !text.trim().is_empty() {
                         t.progress.last_text = text;
                     }
@@ -134,6 +144,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
         };
         ctx.with(|t| {
             t.progress.model_calls += 1;
+            // Counted with what it answered, in one step: a stop that
+            // reads the turn counts the call once.
+            t.doing(Activity::Thinking);
             if !text.trim().is_empty() {
                 t.progress.last_text = text.clone();
             }
@@ -226,6 +239,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     let cut = ctx.with(|t| {
         t.doing(Activity::InModelCall);
         t.streaming.clear();
+        t.call_counted = false;
         ctx.cut(t)
     });
     if cut {
@@ -262,6 +276,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                         completion_tokens: n,
                     });
                     t.progress.usage_estimated = true;
+                    t.call_counted = true;
                     Some(std::mem::take(&mut t.streaming))
                 });
                 ctx.sink.emit(AgentEvent::Text(delta));
@@ -278,6 +293,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                     span.record("gen_ai.usage.output_tokens", call_usage.completion_tokens);
                 }
                 let used = ctx.with(|t| {
+                    t.call_counted = true;
                     match chunk {
                         ModelChunk::UsageEstimate(usage) => {
                             t.progress.usage.add(usage);

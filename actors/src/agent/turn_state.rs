@@ -91,6 +91,9 @@ pub(crate) struct TurnState {
     pub(crate) calls_opened: u64,
     /// The text of the model call in flight, as it streams.
     pub(crate) streaming: String,
+    /// The model call in flight has counted its tokens (the server's
+    /// usage, or the budget's estimate): a cut adds no estimate of them.
+    pub(crate) call_counted: bool,
     /// A child's turn: what ending it from outside its actor needs (its
     /// hub ends it when the hub dies; see [`crate::agent::running`]).
     /// Dropped when the turn closes.
@@ -121,6 +124,10 @@ impl TurnState {
     /// call in flight counts (it was made, as a failed one counts), and
     /// what it streamed so far is the last thing written (the host saw
     /// it; the result said "no answer was written yet").
+    ///
+    /// Its tokens count as well, as an estimate when the server reported
+    /// none yet: once it streamed, the server read the prompt and wrote
+    /// that much ([`TurnState::estimate_call`]).
     pub(crate) fn progress_at_cut(&self) -> Progress {
         let mut progress = self.progress.clone();
         if self.activity == Activity::InModelCall {
@@ -128,8 +135,30 @@ impl TurnState {
             if !self.streaming.trim().is_empty() {
                 progress.last_text = self.streaming.clone();
             }
+            self.estimate_call(&mut progress, self.streaming.chars().count() as u64);
         }
         progress
+    }
+
+    /// Adds to `progress` an estimate of the tokens of the call in
+    /// flight, cut after `streamed` characters, unless it counted its
+    /// own or streamed nothing (a call refused or cut before a byte may
+    /// never have reached the model): its prompt (the conversation) and
+    /// what it streamed, at about four characters a token.
+    pub(crate) fn estimate_call(&self, progress: &mut Progress, streamed: u64) {
+        if self.call_counted || streamed == 0 {
+            return;
+        }
+        let prompt: u64 = self
+            .history
+            .iter()
+            .map(|m| m.content.chars().count() as u64)
+            .sum();
+        progress.usage.add(Usage {
+            prompt_tokens: prompt.div_ceil(4),
+            completion_tokens: streamed.div_ceil(4),
+        });
+        progress.usage_estimated = true;
     }
 
     /// It does `activity` from now on.
