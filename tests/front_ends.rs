@@ -353,8 +353,15 @@ async fn profile_names_are_an_enum_when_profiles_exist_and_absent_otherwise() {
 async fn a_field_the_action_does_not_read_is_refused() {
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Worker", 100, false)),
-        Reply::new().use_agent(&UseAgentCall::result("agent_1").wait(false)),
-        Reply::new().use_agent(&UseAgentCall::stop("agent_1").tools(["sleep"])),
+        // Written by hand: `UseAgentCall` writes only what an action reads.
+        Reply::new().tool_call(
+            "use_agent",
+            r#"{"action":"result","id":"agent_1","wait":false}"#,
+        ),
+        Reply::new().tool_call(
+            "use_agent",
+            r#"{"action":"stop","id":"agent_1","tools":["sleep"]}"#,
+        ),
         Reply::answer("Done."),
         Reply::answer("Noted."),
     ])

@@ -435,3 +435,49 @@ async fn denying_claude_codes_agent_tool_takes_delegation_away() {
         assert_eq!(tools, ["calculator", "sleep"], "{entry}");
     }
 }
+
+/// Profiles built in code (`ProfileSet::from_profiles` takes any, and
+/// `Profile` is `Default`) skipped every check a file gets: a profile
+/// named `""` or with a line break was offered though no call could select
+/// it, a NaN temperature or `max_tokens` 0 reached every model call of its
+/// children, `max_iterations` 0 was read as 1. The parent's spawn refuses
+/// each, naming the profile.
+#[tokio::test(start_paused = true)]
+async fn profiles_built_in_code_are_checked_as_files_are() {
+    let spawn = |profile: Profile| async move {
+        DelegationBuilder::new(ScriptedModel::new(vec![]).shared())
+            .profiles(ProfileSet::from_profiles([profile]))
+            .spawn()
+            .await
+            .map(|_| ())
+    };
+    let named = |name: &str| Profile {
+        name: name.into(),
+        ..Profile::default()
+    };
+    for name in ["", "code reviewer", "a\nb"] {
+        let refused = spawn(named(name)).await;
+        assert!(
+            matches!(refused, Err(AgentError::Profile(_))),
+            "{name:?}: {refused:?}"
+        );
+    }
+    let mut hot = named("hot");
+    hot.options = RequestOptions {
+        temperature: Some(f64::NAN),
+        ..RequestOptions::default()
+    };
+    let refused = spawn(hot).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("temperature") && refused.contains("`hot`"),
+        "{refused}"
+    );
+    let mut idle = named("idle");
+    idle.max_iterations = Some(0);
+    let refused = spawn(idle).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("max_iterations") && refused.contains("`idle`"),
+        "{refused}"
+    );
+    assert!(spawn(named("fine")).await.is_ok());
+}

@@ -174,13 +174,24 @@ impl ModelRegistry {
             return Ok(None);
         };
         let mut provider = provider;
+        let written = model;
         if provider.is_none_or(str::is_empty)
             && let Some((_, p, m)) = self.aliases.iter().find(|(a, _, _)| a == model)
         {
             provider = Some(p.as_str());
             model = m.as_str();
         }
-        self.resolve_exact(provider, model)
+        match self.resolve_exact(provider, model) {
+            // An alias for a model not registered here: unknown as the
+            // model wrote it (named by its target, the refusal read as if
+            // it had asked for that, and listed the alias as allowed).
+            Err(Refused::UnknownModel { .. }) if written != model => Err(Refused::UnknownModel {
+                model: crate::delegation::shown(written),
+                provider: None,
+                available: self.listing(),
+            }),
+            other => other,
+        }
     }
 
     fn resolve_exact(
@@ -227,6 +238,10 @@ impl ModelRegistry {
             .chain(
                 self.aliases
                     .iter()
+                    // Only an alias that leads somewhere is offered.
+                    .filter(|(_, p, m)| {
+                        self.models.iter().any(|r| r.provider == *p && r.name == *m)
+                    })
                     .map(|(a, _, m)| format!("`{a}` (for `{m}`)")),
             )
             .collect::<Vec<_>>()
@@ -347,6 +362,24 @@ mod tests {
         assert!(r.resolve(Some("local"), Some("sonnet")).is_err());
         let unknown = r.resolve(None, Some("opus")).unwrap_err().to_string();
         assert!(unknown.contains("`sonnet` (for `haiku`)"), "{unknown}");
+    }
+
+    /// An alias for a model not registered here (a typo, or registered
+    /// later under another provider) was offered as "`sonnet` (for
+    /// `nope`)"; the model that named it read "the model `nope` is not
+    /// registered", with `sonnet` listed again as allowed. It is not
+    /// offered, and is unknown as written.
+    #[tokio::test]
+    async fn an_alias_that_leads_nowhere_is_not_offered() {
+        let r = registry().await.alias("sonnet", "anthropic", "nope");
+        let Err(Refused::UnknownModel {
+            model, available, ..
+        }) = r.resolve(None, Some("sonnet"))
+        else {
+            panic!("resolved");
+        };
+        assert_eq!(model, "sonnet");
+        assert!(!available.contains("sonnet"), "{available}");
     }
 
     #[tokio::test]

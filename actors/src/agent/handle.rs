@@ -39,11 +39,17 @@ pub enum AgentError {
     /// was sent as `null`, or failed every model call.
     #[error("the request option `{field}` {why}")]
     Options {
-        /// The option (`temperature`, `top_p`, `max_tokens`).
+        /// The option (`temperature`, `top_p`, `max_tokens`, or a
+        /// profile's `max_iterations`).
         field: &'static str,
-        /// What is wrong with it.
+        /// What is wrong with it (and, for a profile's, which profile).
         why: String,
     },
+    /// A profile built in code (`ProfileSet::from_profiles`) has a name
+    /// no call can select (empty, with whitespace or a control
+    /// character), as a profile file would be refused for.
+    #[error(transparent)]
+    Profile(crate::profile::ProfileError),
 }
 
 /// A handle to an agent. Cheap to clone.

@@ -85,6 +85,15 @@ impl Probe {
         }
     }
 
+    /// Lets go of its turn once the child has ended and what the book
+    /// keeps was taken (its conversation, its span): the turn's state —
+    /// its last answer's copy, its streaming buffer, a remote child's
+    /// conversation — is not held for the hub's life.
+    pub(crate) fn let_go(&self) {
+        let turn = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        drop(turn);
+    }
+
     /// Its turn has been closed (by its end, a stop or a kill): what
     /// ends it from outside is taken then, and set from its start.
     pub(crate) fn closed(&self) -> bool {

@@ -382,7 +382,7 @@ impl DelegationBuilder {
         supervisor: Option<ActorCell>,
     ) -> Result<DelegatingAgent, AgentError> {
         let check = crate::agent::check_options;
-        check(&self.options).and(check(&self.child_options))?;
+        (check(&self.options).and(check(&self.child_options))).and(self.profiles.check())?;
         // Offered at depth 0, every call was refused as a sub-agent's.
         if self.max_depth == 0 {
             self.front_ends = FrontEnds {

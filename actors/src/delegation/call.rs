@@ -49,12 +49,52 @@ impl UseAgentAction {
             UseAgentAction::Agents => "agents",
         }
     }
+
+    /// The action named `name`, if it is one.
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
+        [
+            UseAgentAction::Run,
+            UseAgentAction::Status,
+            UseAgentAction::Result,
+            UseAgentAction::Send,
+            UseAgentAction::Interrupt,
+            UseAgentAction::Stop,
+            UseAgentAction::Agents,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == name)
+    }
+
+    /// The fields this action reads besides `action` — one table for the
+    /// tool (which refuses any other) and for [`UseAgentCall::to_json`]
+    /// (which writes no other).
+    pub(crate) fn fields(self) -> &'static [&'static str] {
+        match self {
+            UseAgentAction::Run => &[
+                "agent",
+                "system_prompt",
+                "tools",
+                "model",
+                "provider",
+                "max_iterations",
+                "input",
+                "wait",
+            ],
+            UseAgentAction::Status | UseAgentAction::Interrupt | UseAgentAction::Stop => &["id"],
+            UseAgentAction::Result => &["id", "offset", "limit"],
+            UseAgentAction::Send => &["id", "input"],
+            UseAgentAction::Agents => &[],
+        }
+    }
 }
 
 /// One `use_agent` call's arguments. Build it with [`UseAgentCall::run`],
 /// [`UseAgentCall::run_named`], [`UseAgentCall::status`],
 /// [`UseAgentCall::result`] or [`UseAgentCall::stop`], then write it with
-/// [`UseAgentCall::to_json`].
+/// [`UseAgentCall::to_json`]. A setter that does not apply to the call's
+/// action (`wait` on `result`, `offset` on `run`) is not written: the
+/// tool refuses a field its action does not read, and what this writes
+/// it always takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UseAgentCall {
     action: UseAgentAction,
@@ -170,11 +210,12 @@ impl UseAgentCall {
     }
 
     /// The arguments as the model would write them: one JSON object, keys
-    /// sorted.
+    /// sorted, only the fields its action reads.
     pub fn to_json(&self) -> String {
         let mut map = Map::new();
         map.insert("action".into(), Value::String(self.action.as_str().into()));
-        for (key, value) in &self.fields {
+        let reads = self.action.fields();
+        for (key, value) in self.fields.iter().filter(|(k, _)| reads.contains(k)) {
             map.insert((*key).into(), value.clone());
         }
         Value::Object(map).to_string()
@@ -212,8 +253,49 @@ mod tests {
         );
         // A repeated setter keeps the last value.
         assert_eq!(
-            UseAgentCall::result("a").wait(true).wait(false).to_json(),
-            r#"{"action":"result","id":"a","wait":false}"#
+            UseAgentCall::run("W", "x").wait(true).wait(false).to_json(),
+            r#"{"action":"run","input":"x","system_prompt":"W","wait":false}"#
+        );
+    }
+
+    /// The builder wrote any setter for any action, so `result(..)
+    /// .wait(false)` — as this file's own test wrote — was a call the tool
+    /// refuses ("`wait` does not apply to action `result`"). Every call it
+    /// builds, every setter applied, has only fields its action reads.
+    #[test]
+    fn every_call_it_builds_has_only_fields_its_action_reads() {
+        let all = |call: UseAgentCall| {
+            call.tools(["sleep"])
+                .wait(false)
+                .max_iterations(2)
+                .offset(10)
+                .limit(20)
+                .model("m")
+        };
+        let calls = [
+            UseAgentCall::run("W", "x"),
+            UseAgentCall::run_named("w", "x"),
+            UseAgentCall::status("a"),
+            UseAgentCall::result("a"),
+            UseAgentCall::send("a", "x"),
+            UseAgentCall::interrupt("a"),
+            UseAgentCall::stop("a"),
+            UseAgentCall::agents(),
+        ];
+        for call in calls {
+            let action = call.action();
+            let value: Value = serde_json::from_str(&all(call).to_json()).unwrap_or_default();
+            let keys: Vec<&str> = value
+                .as_object()
+                .map(|m| m.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            for key in keys.iter().filter(|k| **k != "action") {
+                assert!(action.fields().contains(key), "{action:?} wrote `{key}`");
+            }
+        }
+        assert_eq!(
+            UseAgentCall::result("a").wait(false).offset(3).to_json(),
+            r#"{"action":"result","id":"a","offset":3}"#
         );
     }
 }

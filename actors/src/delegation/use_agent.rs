@@ -11,6 +11,7 @@ use crate::hub::DetachOutcome;
 use serde::Deserialize;
 
 use crate::delegation::args::{self, CHILD_SPEC, Kind};
+use crate::delegation::call::UseAgentAction;
 use serde_json::{Value, json};
 use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
@@ -81,23 +82,9 @@ impl Arguments {
             ("offset", self.offset.is_some()),
             ("limit", self.limit.is_some()),
         ];
-        let reads: &[&str] = match action {
-            "run" => &[
-                "agent",
-                "system_prompt",
-                "tools",
-                "model",
-                "provider",
-                "max_iterations",
-                "input",
-                "wait",
-            ],
-            "status" | "interrupt" | "stop" => &["id"],
-            "result" => &["id", "offset", "limit"],
-            "send" => &["id", "input"],
-            "agents" => &[],
-            // An unknown action is refused by name.
-            _ => return Ok(()),
+        // An unknown action is refused by name.
+        let Some(reads) = UseAgentAction::from_name(action).map(UseAgentAction::fields) else {
+            return Ok(());
         };
         args::only_fields(action, &given, reads)
     }

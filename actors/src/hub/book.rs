@@ -330,15 +330,28 @@ impl Book {
             return false;
         };
         let run_span = probe.as_ref().and_then(Probe::take_span);
-        let conversation = probe.and_then(|p| p.take_conversation());
+        let conversation = probe.as_ref().and_then(Probe::take_conversation);
         let Some(mut entry) = self.entries.get_mut(id) else {
             return false;
         };
         if entry.envelope.status.is_terminal() {
             return false;
         }
+        // What the book keeps of the turn is taken: the rest goes (the
+        // probe itself stays, the mark of a child that ran here).
+        if let Some(probe) = &probe {
+            probe.let_go();
+        }
         if conversation.is_some() {
             entry.conversation = conversation;
+        }
+        // A resumed run's seed carries the conversation it went on from,
+        // which its own now holds whole: kept too, a child resumed k times
+        // held its conversation k times over (k² for one chain).
+        if entry.conversation.as_ref().is_some_and(|c| !c.is_empty())
+            && let Some(seed) = entry.seed.as_mut().filter(|s| !s.conversation.is_empty())
+        {
+            Arc::make_mut(seed).conversation = Vec::new();
         }
         // Kept only for a wake that may link to it (else it held the turn
         // that started it open for the thread's life); a hub's death wakes

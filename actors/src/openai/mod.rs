@@ -64,7 +64,7 @@
 //! * Usage (requested with `stream_options.include_usage`) is yielded once,
 //!   as [`ModelChunk::Usage`], at the end of the stream.
 //! * HTTP 429 is retried up to [`OpenAiBuilder::max_retries`] times,
-//!   waiting as `Retry-After` says (in seconds) or else 1 s, 2 s, 4 s, …;
+//!   waiting as `Retry-After` says (in seconds, or an HTTP date) or else 1 s, 2 s, 4 s, …;
 //!   all waiting is tokio time.
 //! * Dropping the stream aborts the request: nothing is spawned.
 //! * A query in the base URL (Azure's `?api-version=`) stays after the

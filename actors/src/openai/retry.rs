@@ -99,9 +99,18 @@ fn backoff(policy: RetryPolicy, retries: u32) -> Duration {
         .min(policy.max_wait)
 }
 
-/// A `Retry-After` header in seconds (`"2"`, `"0.5"`). An HTTP date or
-/// anything else unreadable gives `None` (the backoff applies instead).
+/// A `Retry-After` header in seconds (`"2"`, `"0.5"`), or as an HTTP
+/// date (`"Wed, 21 Oct 2026 07:28:00 GMT"`, RFC 9110: the wait until
+/// then by the system clock, none if it passed). Anything else unreadable
+/// gives `None` (the backoff applies instead: a date was read so, and the
+/// server got its retries within seconds of asking for an hour).
 pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
+    if let Ok(at) = httpdate::parse_http_date(value.trim()) {
+        return Some(
+            at.duration_since(std::time::SystemTime::now())
+                .unwrap_or(Duration::ZERO),
+        );
+    }
     let seconds: f64 = value.trim().parse().ok()?;
     if seconds.is_finite() && seconds >= 0.0 {
         // Past what a `Duration` holds is still a wait, the longest one:
@@ -203,10 +212,21 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_parses_seconds_only() {
+    fn retry_after_parses_seconds_and_dates() {
         assert_eq!(parse_retry_after(" 2 "), Some(Duration::from_secs(2)));
         assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        // An HTTP date: passed, no wait; far ahead, the wait until then
+        // (read as none, the backoff retried within seconds).
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        let ahead = parse_retry_after("Fri, 01 Jan 2100 00:00:00 GMT");
+        assert!(
+            ahead.is_some_and(|d| d > Duration::from_secs(3600 * 24 * 365)),
+            "{ahead:?}"
+        );
+        assert_eq!(parse_retry_after("Someday, soon"), None);
         assert_eq!(parse_retry_after("-1"), None);
         // Finite but past a `Duration`: the longest wait, over any
         // `max_wait` (it read as absent, and was retried on the backoff).

@@ -160,6 +160,34 @@ impl ProfileSet {
         }
     }
 
+    /// Refuses, at the spawn of the parent they are offered to, a profile
+    /// built in code (`from_profiles` takes any) that a file would not
+    /// have given: a name no call can select (empty, with whitespace or a
+    /// control character), request options no server takes, or
+    /// `max_iterations` 0.
+    pub(crate) fn check(&self) -> Result<(), crate::agent::AgentError> {
+        use crate::agent::AgentError;
+        for profile in &self.profiles {
+            super::parse::check_name(&profile.source, profile.name.clone())
+                .map_err(AgentError::Profile)?;
+            let within = |why: String| format!("{why} (in the profile `{}`)", profile.name);
+            crate::agent::check_options(&profile.options).map_err(|e| match e {
+                AgentError::Options { field, why } => AgentError::Options {
+                    field,
+                    why: within(why),
+                },
+                other => other,
+            })?;
+            if profile.max_iterations == Some(0) {
+                return Err(AgentError::Options {
+                    field: "max_iterations",
+                    why: within("must be at least 1 (0 would stop it before it starts)".into()),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The profile named `name` (case-sensitive).
     pub fn get(&self, name: &str) -> Option<&Profile> {
         self.profiles

@@ -88,7 +88,7 @@ pub(crate) fn profile_name(path: &Path) -> Result<String, ProfileError> {
 }
 
 /// Checks a profile name (from a file name or a frontmatter `name`).
-fn check_name(path: &Path, name: String) -> Result<String, ProfileError> {
+pub(crate) fn check_name(path: &Path, name: String) -> Result<String, ProfileError> {
     let invalid = |name: String, reason| ProfileError::InvalidName {
         path: path.to_path_buf(),
         name,

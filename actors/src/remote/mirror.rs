@@ -119,6 +119,20 @@ impl Mirror {
                 "answered a tool call it never started (`{}`)",
                 result.tool_use_id
             )),
+            // A local turn cancels a call's approval before it answers the
+            // call, and answers every call and approval before its
+            // `Result`: after such a `Result` nothing would answer them.
+            AgentEvent::ToolResult(result)
+                if self.approvals.iter().any(|(_, c)| *c == result.tool_use_id) =>
+            {
+                Some(format!(
+                    "answered the tool call `{}` while its approval was open",
+                    result.tool_use_id
+                ))
+            }
+            AgentEvent::Result(_) if !self.open.is_empty() || !self.approvals.is_empty() => {
+                Some("ended its turn with a tool call or an approval unanswered".to_owned())
+            }
             AgentEvent::Child(..)
             | AgentEvent::ChildStarted(_)
             | AgentEvent::ChildStatus(..)
@@ -327,6 +341,48 @@ mod tests {
                 .is_none()
         );
         assert!(!mirror.note(&AgentEvent::Text("late".into())));
+    }
+
+    /// A node's `Result` (or `ToolResult`) that left a call or its
+    /// approval open passed: the `ToolStarted` on the parent's stream was
+    /// never answered (its local twin cannot end so).
+    #[test]
+    fn a_result_or_answer_that_leaves_something_open_is_incoherent() {
+        let agent = subagents_messages::AgentId::new("agent_1");
+        let result = AgentEvent::Result(Box::new(AgentResult {
+            text: "done".into(),
+            outcome: Outcome::Completed,
+            model_calls: 1,
+            tool_calls: 0,
+            usage: Usage::default(),
+            children_usage: Usage::default(),
+            elapsed: std::time::Duration::ZERO,
+        }));
+        let answer = AgentEvent::ToolResult(ToolResult {
+            tool_use_id: ToolUseId::new("call_1"),
+            name: "sleep".into(),
+            output: "slept".into(),
+            is_error: false,
+        });
+        let mut mirror = Mirror::default();
+        assert_eq!(mirror.incoherent(&result, &agent), None);
+        mirror.note(&started("call_1"));
+        assert!(mirror.incoherent(&result, &agent).is_some());
+        mirror.note(&AgentEvent::ApprovalRequested(Box::new(ApprovalRequest {
+            id: ApprovalId::new("agent_1-approval-1"),
+            tool_use_id: ToolUseId::new("call_1"),
+            tool_name: "sleep".into(),
+            arguments: "{}".into(),
+        })));
+        assert!(mirror.incoherent(&answer, &agent).is_some());
+        mirror.note(&AgentEvent::ApprovalResolved {
+            id: ApprovalId::new("agent_1-approval-1"),
+            tool_use_id: ToolUseId::new("call_1"),
+            outcome: ApprovalOutcome::Approved,
+        });
+        assert_eq!(mirror.incoherent(&answer, &agent), None);
+        mirror.note(&answer);
+        assert_eq!(mirror.incoherent(&result, &agent), None);
     }
 
     #[test]

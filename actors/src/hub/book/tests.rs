@@ -141,3 +141,79 @@ fn unfinished_children_fail_in_number_order() {
     let all: Vec<String> = book.all().iter().map(|e| e.id.to_string()).collect();
     assert_eq!(all, ["agent_2", "agent_3", "agent_10"]);
 }
+
+/// Held at rest: a finished child's book entry kept its turn's whole
+/// state through its probe for the hub's life — the last answer's copy,
+/// the streaming buffer, a remote child's conversation (the hub took a
+/// copy of it). Once the book took what it keeps, the turn is let go.
+#[test]
+fn a_finished_childs_turn_is_let_go() {
+    let book = book_with(&["agent_1"], false);
+    let probe = crate::agent::Probe::default();
+    let mut state = crate::agent::TurnState::new(Vec::new());
+    state.streaming = "x".repeat(1 << 16);
+    let turn: crate::agent::Shared = Arc::new(std::sync::Mutex::new(state));
+    probe.publish(&turn);
+    book.set_probe(&id("agent_1"), probe);
+    let held = Arc::downgrade(&turn);
+    drop(turn);
+    assert!(held.upgrade().is_some(), "held while it runs");
+    assert!(book.finish(
+        &id("agent_1"),
+        SubAgentStatus::Done,
+        Some("ok".into()),
+        None,
+        5
+    ));
+    assert!(
+        held.upgrade().is_none(),
+        "the finished child's turn is still held"
+    );
+    // It still counts as a child that ran here.
+    assert_eq!(book.totals().1, 0);
+    assert_eq!(book.entries.iter().filter(|e| e.probe.is_some()).count(), 1);
+}
+
+/// Held at rest: a resumed run's seed kept the whole conversation it went
+/// on from, which its own conversation holds again at its end — a child
+/// resumed k times held k² messages. Once it ended with a conversation of
+/// its own, the seed keeps the rest of what it was asked.
+#[test]
+fn a_finished_runs_seed_lets_go_of_the_conversation_it_went_on_from() {
+    let book = book_with(&["agent_2"], false);
+    let mut seed = ChildRequest::new(
+        AgentId::new("parent"),
+        0,
+        ToolUseId::new("c"),
+        "Child",
+        "go on",
+    );
+    seed.conversation = vec![subagents_messages::ChatMessage::user("x".repeat(1 << 12)); 8];
+    book.set_seed(&id("agent_2"), Arc::new(seed));
+    let probe = crate::agent::Probe::default();
+    let mut state = crate::agent::TurnState::new(Vec::new());
+    state.ended = Some(Arc::new(vec![
+        subagents_messages::ChatMessage::user(
+            "all of it"
+        );
+        9
+    ]));
+    probe.publish(&Arc::new(std::sync::Mutex::new(state)));
+    book.set_probe(&id("agent_2"), probe);
+    assert!(book.finish(
+        &id("agent_2"),
+        SubAgentStatus::Done,
+        Some("ok".into()),
+        None,
+        5
+    ));
+    let entry = book.entries.get(&id("agent_2")).unwrap();
+    let seed = entry.seed.as_ref().unwrap();
+    assert!(
+        seed.conversation.is_empty(),
+        "{} messages kept twice",
+        seed.conversation.len()
+    );
+    assert_eq!(seed.input, "go on");
+    assert_eq!(entry.conversation.as_ref().map(|c| c.len()), Some(9));
+}
