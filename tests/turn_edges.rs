@@ -377,6 +377,13 @@ async fn a_model_call_cut_mid_stream_keeps_what_it_wrote_and_counts() {
     let result = until_result(&mut events, &mut log).await;
     assert_eq!(result.outcome, Outcome::Stopped);
     assert_eq!(result.model_calls, 1, "{result:?}");
+    // What it wrote is quoted: the stopped result takes its place in the
+    // conversation, and the host saw it.
+    assert!(
+        result.text.ends_with("The last thing written was: Half"),
+        "{}",
+        result.text
+    );
     common::assert_gate_free(&gate).await;
 }
 

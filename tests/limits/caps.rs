@@ -111,6 +111,56 @@ async fn a_synchronous_childs_token_budget_fits_the_parents_remainder() {
     );
 }
 
+/// Two synchronous children of one turn each got the requester's whole
+/// remainder: 900 of a 1,000 budget the turn had left, twice — the turn
+/// took 1,900 tokens of work on a budget of 1,000, though the clamp rule
+/// fits a child "inside what the requester's turn has left". What the
+/// children it took used counts against what is left.
+#[tokio::test(start_paused = true)]
+async fn synchronous_children_share_what_the_turn_has_left() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .usage(100, 0)
+            .tool_call(
+                "delegate_task",
+                r#"{"task":"one","system_prompt":"Worker\nw"}"#,
+            )
+            .tool_call(
+                "delegate_task",
+                r#"{"task":"two","system_prompt":"Worker\nw"}"#,
+            ),
+        Reply::answer("the parent read both"),
+    ])
+    .with_script("Worker", vec![Reply::answer("spent").usage(900, 0)]);
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .limits(Limits {
+            token_budget: 1_000,
+            ..Limits::default()
+        })
+        .delegate_task_tool(true)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut outputs = Vec::new();
+    let result = loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::ToolResult(r) => outputs.push(r.output),
+            AgentEvent::Result(result) => break *result,
+            _ => {}
+        }
+    };
+    assert_eq!(outputs.len(), 2, "{outputs:?}");
+    assert!(outputs[0].contains("spent"), "{}", outputs[0]);
+    assert!(
+        outputs[1].contains("stopped by the token budget (0 tokens"),
+        "{}",
+        outputs[1]
+    );
+    assert!(result.children_usage.total() <= 900, "{result:?}");
+    parent.shutdown_and_wait().await;
+}
+
 /// A run resumed by a message kept the wall-clock and token caps of the
 /// synchronous call that first started it (`delegate_task` clamps a child
 /// inside what its requester's turn has left). The resumed run goes on in

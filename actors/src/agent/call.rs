@@ -155,10 +155,14 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                     },
                     left: Some(TurnLeft {
                         deadline: deadline(ctx.started, config.limits.wall_clock),
-                        tokens: config
-                            .limits
-                            .token_budget
-                            .saturating_sub(ctx.with(|t| t.progress.usage.total())),
+                        // Less what the turn and the children it took
+                        // used: each synchronous child got the whole
+                        // remainder again, the turn's work past its
+                        // budget.
+                        tokens: config.limits.token_budget.saturating_sub(ctx.with(|t| {
+                            let used = t.progress.usage.total();
+                            used.saturating_add(t.progress.children_usage.total())
+                        })),
                     }),
                 };
                 run_tool(tool, context).await

@@ -142,18 +142,6 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 return (text, Outcome::LimitReached(LimitKind::Tokens));
             }
         };
-        ctx.with(|t| {
-            t.progress.model_calls += 1;
-            // Counted with what it answered, in one step: a stop that
-            // reads the turn counts the call once.
-            t.doing(Activity::Thinking);
-            if !text.trim().is_empty() {
-                t.progress.last_text = text.clone();
-            }
-            t.history
-                .push(ChatMessage::assistant(text.clone(), calls.clone()));
-            t.unstarted = calls.iter().map(|c| c.id.clone()).collect();
-        });
         if let Some(reason) = truncated {
             if calls.is_empty() {
                 let progress = ctx.with(|t| {
@@ -322,9 +310,22 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     drop(stream);
     drop(permit);
     unique_ids(&mut calls);
+    // The call's end, in one step under the turn's lock: counted, its
+    // answer the last thing written and in the conversation, its calls
+    // waiting to start. A stop on another worker reads it all or none of
+    // it (apart, a stop between the steps counted the call twice, or not
+    // at all with its tokens, and lost the answer the host saw).
     let text = ctx.with(|t| {
         t.doing(Activity::Thinking);
-        std::mem::take(&mut t.streaming)
+        let text = std::mem::take(&mut t.streaming);
+        t.progress.model_calls += 1;
+        if !text.trim().is_empty() {
+            t.progress.last_text = text.clone();
+        }
+        t.history
+            .push(ChatMessage::assistant(text.clone(), calls.clone()));
+        t.unstarted = calls.iter().map(|c| c.id.clone()).collect();
+        text
     });
     spans::record_output(config, &span, &text, &calls);
     Ok((text, calls, truncated))
