@@ -318,3 +318,59 @@ async fn a_cut_childs_envelope_counts_what_its_result_counts() {
     );
     parent.shutdown_and_wait().await;
 }
+
+/// Limits under which no turn can do anything (0 model calls, 0 tokens, a
+/// wall clock of 0) were taken: every turn then ended at once, a partial
+/// result with nothing done, where request options at 0 are refused at the
+/// spawn. Refused there too, naming the limit.
+#[tokio::test(start_paused = true)]
+async fn limits_under_which_nothing_can_run_are_refused_at_the_spawn() {
+    use subagents::actors::DelegationBuilder;
+    let zeroes = [
+        Limits {
+            max_model_calls: 0,
+            ..Limits::default()
+        },
+        Limits {
+            token_budget: 0,
+            ..Limits::default()
+        },
+        Limits {
+            wall_clock: Duration::ZERO,
+            ..Limits::default()
+        },
+    ];
+    for (limits, field) in zeroes
+        .into_iter()
+        .zip(["max_model_calls", "token_budget", "wall_clock"])
+    {
+        let model = || ScriptedModel::new(vec![]).shared();
+        let agent = AgentBuilder::new(model())
+            .limits(limits)
+            .spawn()
+            .await
+            .map(|_| ());
+        assert!(
+            matches!(&agent, Err(AgentError::Limits { field: f, .. }) if *f == field),
+            "{agent:?}"
+        );
+        let parent = DelegationBuilder::new(model())
+            .limits(limits)
+            .spawn()
+            .await
+            .map(|_| ());
+        assert!(
+            matches!(parent, Err(AgentError::Limits { .. })),
+            "{parent:?}"
+        );
+        let children = DelegationBuilder::new(model())
+            .child_limits(limits)
+            .spawn()
+            .await
+            .map(|_| ());
+        assert!(
+            matches!(children, Err(AgentError::Limits { .. })),
+            "{children:?}"
+        );
+    }
+}

@@ -198,7 +198,7 @@ impl AgentBuilder {
 
     /// The finished config, spawning a gate if none was given.
     pub(crate) async fn config(self) -> Result<AgentConfig, AgentError> {
-        check_options(&self.options)?;
+        check_options(&self.options).and(check_limits(&self.limits))?;
         let gate = match self.gate {
             Some(gate) => gate,
             None => GateHandle::spawn(1)
@@ -269,6 +269,24 @@ pub(crate) fn check_options(options: &RequestOptions) -> Result<(), AgentError> 
         });
     }
     Ok(())
+}
+
+/// Refuses limits under which no turn can do anything: 0 model calls, a
+/// budget of 0 tokens or a wall clock of 0 (every turn ended at once, a
+/// partial result with nothing done).
+pub(crate) fn check_limits(limits: &Limits) -> Result<(), AgentError> {
+    let zero = [
+        ("max_model_calls", limits.max_model_calls == 0),
+        ("token_budget", limits.token_budget == 0),
+        ("wall_clock", limits.wall_clock.is_zero()),
+    ];
+    match zero.into_iter().find(|(_, zero)| *zero) {
+        Some((field, _)) => Err(AgentError::Limits {
+            field,
+            why: "is 0: every turn would end at once, with nothing done".to_owned(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Spawns an agent from a finished config.

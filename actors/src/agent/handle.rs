@@ -45,6 +45,16 @@ pub enum AgentError {
         /// What is wrong with it (and, for a profile's, which profile).
         why: String,
     },
+    /// A limit set by the host (`AgentBuilder::limits`,
+    /// `DelegationBuilder::limits` or `child_limits`) under which no turn
+    /// can do anything: 0 model calls, 0 tokens, a wall clock of 0.
+    #[error("the limit `{field}` {why}")]
+    Limits {
+        /// The limit (`max_model_calls`, `token_budget`, `wall_clock`).
+        field: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A profile built in code (`ProfileSet::from_profiles`) has a name
     /// no call can select (empty, with whitespace or a control
     /// character), as a profile file would be refused for.

@@ -34,7 +34,7 @@ mod turn;
 mod turn_state;
 
 pub use config::{AgentBuilder, ApprovalPolicy};
-pub(crate) use config::{AgentConfig, KillHook, check_options, spawn_agent};
+pub(crate) use config::{AgentConfig, KillHook, check_limits, check_options, spawn_agent};
 pub use handle::{AgentError, AgentHandle};
 pub(crate) use msg::sealed;
 pub(crate) use msg::{AgentMsg, TurnReply, UserTurn};

@@ -104,8 +104,7 @@ pub struct DelegationBuilder {
     placement: Placement,
 }
 
-/// Which delegation tools the parent's model sees (all three share one
-/// engine); none at `max_depth(0)`.
+/// Which delegation tools the parent's model sees (one engine); none at `max_depth(0)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FrontEnds {
     /// Loopl's `use_agent`: run / status / result / stop, inline or background.
@@ -381,8 +380,9 @@ impl DelegationBuilder {
         events: EventSink,
         supervisor: Option<ActorCell>,
     ) -> Result<DelegatingAgent, AgentError> {
-        let check = crate::agent::check_options;
+        let (check, limits) = (crate::agent::check_options, crate::agent::check_limits);
         (check(&self.options).and(check(&self.child_options))).and(self.profiles.check())?;
+        limits(&self.limits).and(limits(&self.child_limits))?;
         // Offered at depth 0, every call was refused as a sub-agent's.
         if self.max_depth == 0 {
             self.front_ends = FrontEnds {
