@@ -481,3 +481,34 @@ async fn profiles_built_in_code_are_checked_as_files_are() {
     );
     assert!(spawn(named("fine")).await.is_ok());
 }
+
+/// A delegation tool in a profile's own `tools` (a coordinator profile):
+/// at the depth limit every delegation to it was refused "`use_agent`
+/// cannot be given to a sub-agent here …: leave it out of `tools`" — a
+/// list the model never wrote; loaded from a file, it was warned as an
+/// unknown tool (and a profile listing only it refused as having none).
+/// The depth decides, as the deny list reads it: left out at the limit,
+/// given by depth below it, never warned.
+#[tokio::test(start_paused = true)]
+async fn a_delegation_tool_in_a_profiles_own_list_is_decided_by_depth() {
+    let text = "---\nname: coordinator\ntools: use_agent, calculator\n---\nYou coordinate.";
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("coordinator", "coordinate")),
+        Reply::answer("Done."),
+    ])
+    .with_script("You coordinate.", vec![Reply::answer("coordinated")]);
+    let profiles = ProfileSet::from_profiles([claude_profile("/agents/coordinator.md", text)]);
+    let (parent, mut events, seen) = parent(model, profiles).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let results = results_of(&log, "use_agent");
+    assert!(!results[0].1, "refused: {}", results[0].0);
+    assert_eq!(tools_seen(&seen, "You coordinate."), ["calculator"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("coordinator.md"), text).unwrap();
+    let (set, warnings) = ProfileSet::load(&[dir.path().to_path_buf()], &["calculator".to_owned()]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(set.get("coordinator").is_some());
+}

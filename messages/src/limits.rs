@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// The limits a turn runs under. Hitting one ends the turn with a partial
-/// result that says what was done and which limit hit.
+/// result that says what was done and which limit hit. Each is at least 1
+/// (a limit of 0 is refused at the spawn: `AgentError::Limits`).
 ///
 /// # Choosing values
 /// The defaults (20 model calls, 50,000 tokens, 300 s) suit a focused sub-task on

@@ -61,6 +61,13 @@ impl Delegator {
         }
         let name = profile.map(|p| p.name.clone());
         let mut tools = profile.and_then(|p| p.tools.clone());
+        // A delegation tool in the profile's own list: the depth decides,
+        // as its deny list is read — left out here, given by depth below
+        // the limit (at it, the model was told to "leave it out of
+        // `tools`", a list it never wrote).
+        if let Some(listed) = tools.as_mut() {
+            listed.retain(|t| !self.is_delegation(t));
+        }
         let mut model = profile.and_then(|p| p.model.clone());
         let mut provider = profile.and_then(|p| p.provider.clone());
         let mut max_iterations = profile.and_then(|p| p.max_iterations);

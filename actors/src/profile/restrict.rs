@@ -31,7 +31,9 @@ pub(super) fn restrict_tools(
     let listed = !tools.is_empty();
     let (kept, unknown): (Vec<String>, Vec<String>) = map(tools)
         .into_iter()
-        .partition(|t| known.iter().any(|k| k == t));
+        // A delegation tool is known whatever the host's tools (the
+        // depth decides where the child starts), as in the deny list.
+        .partition(|t| known.iter().any(|k| k == t) || crate::delegation::is_delegation_tool(t));
     for tool in &unknown {
         warn(
             warnings,
