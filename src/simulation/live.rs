@@ -100,10 +100,18 @@ impl LiveSimulation {
             self.drain();
             self.push_host(action.clone());
         }
-        apply(&self.thread, &action).await;
+        let refused = apply(&self.thread, &action).await.err();
         if !releases {
             self.drain();
             self.push_host(action);
+        }
+        // Said, not dropped: a refused action was logged as if it had
+        // taken effect, and the test read a run it never had.
+        if let Some(why) = refused {
+            self.log.push(LogEntry::Refused {
+                at: self.start.elapsed(),
+                why,
+            });
         }
     }
 
@@ -232,8 +240,9 @@ impl HostAction {
     }
 }
 
-async fn apply(thread: &ThreadHandle, action: &HostAction) {
-    let _ = match action {
+/// Applies `action`; why the thread refused it, if it did.
+async fn apply(thread: &ThreadHandle, action: &HostAction) -> Result<(), String> {
+    let applied = match action {
         HostAction::User(text) => thread.send_user(text.clone()),
         HostAction::Typing(on) => thread.typing(*on),
         HostAction::OnScreen(on) => thread.on_screen(*on),
@@ -251,4 +260,5 @@ async fn apply(thread: &ThreadHandle, action: &HostAction) {
     };
     // The action has taken effect once the supervisor has handled it.
     let _ = thread.sync().await;
+    applied.map_err(|e| e.to_string())
 }

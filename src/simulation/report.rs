@@ -62,15 +62,25 @@ pub enum LogEntry {
         /// The moment that fired it.
         moment: Moment,
     },
+    /// The host action just logged was refused (an approval id that was
+    /// never asked, a child that does not exist, a closed thread): it
+    /// took no effect, and why.
+    Refused {
+        /// Virtual time since the start.
+        at: Duration,
+        /// Why, as the thread's handle said it.
+        why: String,
+    },
 }
 
 impl LogEntry {
     /// Virtual time since the start.
     pub fn at(&self) -> Duration {
         match self {
-            LogEntry::Event { at, .. } | LogEntry::Host { at, .. } | LogEntry::Fired { at, .. } => {
-                *at
-            }
+            LogEntry::Event { at, .. }
+            | LogEntry::Host { at, .. }
+            | LogEntry::Fired { at, .. }
+            | LogEntry::Refused { at, .. } => *at,
         }
     }
 
@@ -78,7 +88,7 @@ impl LogEntry {
     pub fn event(&self) -> Option<&AgentEvent> {
         match self {
             LogEntry::Event { event, .. } => Some(event),
-            LogEntry::Host { .. } | LogEntry::Fired { .. } => None,
+            LogEntry::Host { .. } | LogEntry::Fired { .. } | LogEntry::Refused { .. } => None,
         }
     }
 }
@@ -131,6 +141,7 @@ pub(crate) fn render(log: &[LogEntry]) -> String {
                 LogEntry::Event { event, .. } => format!("{event:?}"),
                 LogEntry::Host { action, .. } => format!("HOST {action:?}"),
                 LogEntry::Fired { child, moment, .. } => format!("FIRED {child} {moment:?}"),
+                LogEntry::Refused { why, .. } => format!("REFUSED {why}"),
             };
             format!("t={:>9.3}s  {what}", l.at().as_secs_f64())
         })

@@ -121,8 +121,22 @@ impl Scenario {
     }
 
     /// Persists envelopes in `store` (share one store between scenarios
-    /// to test threads on one store).
+    /// to test threads on one store). Open it on the simulation's clock,
+    /// `ManualClock::new(Scenario::EPOCH_MS)`: envelopes are stamped in
+    /// virtual time from [`Scenario::EPOCH_MS`], and a store that reads
+    /// the system's date finds them past its retention and prunes each as
+    /// it is saved.
+    ///
+    /// # Panics
+    /// If `store`'s clock puts [`Scenario::EPOCH_MS`] past its retention
+    /// (a test set up so would see every envelope it wrote vanish).
     pub fn store(mut self, store: Arc<EnvelopeStore>) -> Self {
+        assert!(
+            store.retains(Self::EPOCH_MS),
+            "the store's clock puts the simulation's epoch (Scenario::EPOCH_MS) past its \
+             retention: every envelope the scenario writes would be pruned as it is saved; \
+             open the store with ManualClock::new(Scenario::EPOCH_MS)"
+        );
         self.store = Some(store);
         self
     }
@@ -143,8 +157,8 @@ impl Scenario {
     /// Runs in a fresh paused current-thread runtime.
     ///
     /// # Panics
-    /// If called from inside a tokio runtime (use [`Scenario::run_async`])
-    /// or if the runtime cannot be built.
+    /// If called from inside a tokio runtime (use [`Scenario::run_async`]),
+    /// if the runtime cannot be built, or as [`Scenario::run_async`] does.
     #[allow(clippy::expect_used)]
     pub fn run(&self, seed: u64) -> SimulationReport {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -160,9 +174,18 @@ impl Scenario {
     /// task of its own, so triggers react as promptly as any actor.
     ///
     /// # Panics
-    /// If the thread cannot be started (a bug, reported with its cause).
+    /// If an action is timed after the run's end ([`Scenario::run_for`]),
+    /// or the thread cannot be started (a bug, reported with its cause).
     #[allow(clippy::expect_used)]
     pub async fn run_async(&self, seed: u64) -> SimulationReport {
+        // An action past the end was dropped without a word: the test
+        // checked a run that never had it.
+        if let Some((at, action)) = self.actions.iter().find(|(at, _)| *at > self.duration) {
+            panic!(
+                "the action {action:?} at {at:?} is after the run's end ({:?}): set run_for to at least {at:?}",
+                self.duration
+            );
+        }
         let scenario = self.clone();
         tokio::spawn(async move { scenario.drive(seed).await })
             .await
@@ -171,15 +194,9 @@ impl Scenario {
 
     async fn drive(&self, seed: u64) -> SimulationReport {
         let mut live = self.start(seed).await;
-        for trigger in &self.triggers {
-            live.on(trigger.clone());
-        }
         let mut actions = self.actions.clone();
         actions.sort_by_key(|(at, _)| *at);
         for (at, action) in actions {
-            if at > self.duration {
-                break;
-            }
             live.advance_to(at).await;
             live.act(action).await;
         }
@@ -187,8 +204,8 @@ impl Scenario {
         live.finish().await
     }
 
-    /// Starts the scenario's thread without running its actions: drive it
-    /// step by step with [`LiveSimulation::act`] and
+    /// Starts the scenario's thread, its triggers armed, without running
+    /// its actions: drive it step by step with [`LiveSimulation::act`] and
     /// [`LiveSimulation::advance`] (the property tests do).
     ///
     /// # Panics
@@ -218,7 +235,13 @@ impl Scenario {
         let (thread, events) = ThreadHandle::spawn(config, None)
             .await
             .expect("the simulated thread starts");
-        LiveSimulation::new(thread, events)
+        let mut live = LiveSimulation::new(thread, events);
+        // Armed here, not only by `run`: a scenario started step by step
+        // ran without the triggers it was given.
+        for trigger in &self.triggers {
+            live.on(trigger.clone());
+        }
+        live
     }
 }
 

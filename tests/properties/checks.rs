@@ -60,7 +60,7 @@ pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bo
                     wake_dropped.extend(started.iter().cloned());
                 }
             }
-            LogEntry::Host { .. } | LogEntry::Fired { .. } => {}
+            LogEntry::Host { .. } | LogEntry::Fired { .. } | LogEntry::Refused { .. } => {}
             LogEntry::Event { event, .. } => {
                 if let Some(child) = delivered(event) {
                     delivered_to.insert(child);

@@ -294,3 +294,67 @@ fn a_run_ends_with_every_envelope_final_and_no_overflow() {
     // Every model call waits up to 584 years: nothing happened in 10 s.
     assert_eq!(jittered.elapsed, Duration::from_secs(10));
 }
+
+/// A store opened on the system clock (as docs/persistence.md shows) with
+/// a scenario: envelopes are stamped in virtual time from
+/// `Scenario::EPOCH_MS` (2026-01-01), so by the system's date each was
+/// past the 24 h retention and pruned as it was saved — the files were
+/// gone while the report's envelopes looked right, and whether a test
+/// passed depended on the calendar. Refused when given, saying how to open
+/// it.
+#[test]
+#[should_panic(expected = "open the store with ManualClock::new(Scenario::EPOCH_MS)")]
+fn a_store_on_another_clock_than_the_simulations_is_refused() {
+    use std::sync::Arc;
+    use subagents::actors::clock::ManualClock;
+    use subagents::supervisor::store::EnvelopeStore;
+    let tmp = tempfile::tempdir().unwrap();
+    // A year after the simulation's epoch, as the system's date may be.
+    let clock = Arc::new(ManualClock::new(
+        Scenario::EPOCH_MS + 365 * 24 * 3600 * 1000,
+    ));
+    let store = Arc::new(EnvelopeStore::open(tmp.path(), clock).unwrap().0);
+    let _ = busy_scenario().store(store);
+}
+
+/// A host action the thread refused (an approval never asked, a child
+/// that does not exist) was logged as a plain `HOST` line: a test read a
+/// run in which it had worked. The refusal is logged after it, with why.
+#[test]
+fn a_refused_host_action_is_logged_as_refused() {
+    let report = Scenario::new(vec![Reply::answer("Hello.")])
+        .at(
+            Duration::from_secs(1),
+            HostAction::StopChild(AgentId::new("agent_9")),
+        )
+        .run_for(Duration::from_secs(5))
+        .run(0);
+    let at = report
+        .log
+        .iter()
+        .position(|l| {
+            matches!(
+                l,
+                LogEntry::Host {
+                    action: HostAction::StopChild(_),
+                    ..
+                }
+            )
+        })
+        .unwrap();
+    assert!(
+        matches!(&report.log[at + 1], LogEntry::Refused { why, .. } if why.contains("agent_9")),
+        "{}",
+        report.render()
+    );
+}
+
+/// An action timed after the run's end was dropped without a word (the
+/// docs' example without its `run_for` lost its `Typing(false)`).
+#[test]
+#[should_panic(expected = "is after the run's end")]
+fn an_action_after_the_runs_end_is_refused() {
+    Scenario::new(vec![Reply::answer("Hello.")])
+        .at(Duration::from_secs(90), HostAction::Typing(false))
+        .run(0);
+}

@@ -124,3 +124,18 @@ fn a_scenario_on_a_store_leaves_every_child_a_final_envelope() {
     let worker = store.get(&AgentId::new("agent_1")).unwrap();
     assert_eq!(worker.status, subagents::messages::SubAgentStatus::Stopped);
 }
+
+/// `Scenario::start` (driving a scenario step by step) dropped the
+/// triggers given with `Scenario::on`: only `run` armed them, so one
+/// scenario behaved differently under the two.
+#[tokio::test(start_paused = true)]
+async fn a_scenario_started_step_by_step_keeps_its_triggers() {
+    let scenario = background_worker().on(Trigger::new(None, Moment::ToolStarted, |_, _| {
+        Some(HostAction::Typing(true))
+    }));
+    let mut live = scenario.start(0).await;
+    live.act(HostAction::User("go".into())).await;
+    live.advance(Duration::from_secs(120)).await;
+    let report = live.finish().await;
+    assert_eq!(fired(&report), [Moment::ToolStarted], "{}", report.render());
+}

@@ -139,6 +139,18 @@ pub(super) fn is_expired(envelope: &Envelope, now_ms: u64, retention: Duration) 
     }
 }
 
+impl super::EnvelopeStore {
+    /// Whether an envelope that finished at `finished_at_ms` (by the
+    /// clock that stamped it) is within the retention by this store's
+    /// clock: `false` means the next prune removes it.
+    pub fn retains(&self, finished_at_ms: u64) -> bool {
+        match self.clock.now_ms().checked_sub(finished_at_ms) {
+            Some(age) => u128::from(age) <= self.retention.as_millis(),
+            None => true,
+        }
+    }
+}
+
 /// Temporary file (created exclusively, named by [`is_temp_name`]'s
 /// shape), write, fsync, rename over `path`, fsync the directory. The
 /// temporary is removed on error.
