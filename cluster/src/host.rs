@@ -135,7 +135,7 @@ impl Actor for NodeHost {
             }
             HostMsg::Kept(reply) => {
                 let kept = lock(&state.kept).clone();
-                match kept.to_wire() {
+                match encode_kept(kept) {
                     Ok(bytes) => {
                         let _ = reply.send(bytes);
                     }
@@ -265,13 +265,60 @@ impl Destination {
             return;
         };
         tracing::debug!(parent = %self.parent_node, id = %self.id, "kept the result of an orphaned run");
-        lock(&self.kept).push(KeptRun {
-            parent_node: self.parent_node.clone(),
-            id: self.id.clone(),
+        lock(&self.kept).push(kept_run(
+            self.parent_node.clone(),
+            self.id.clone(),
             result,
             conversation,
-        });
+        ));
     }
+}
+
+/// A kept run as it can be fetched: one that would not fit the wire by
+/// itself is kept without its conversation, as its live report goes
+/// (`fit`) — kept whole, it made every later fetch of the list fail.
+fn kept_run(
+    parent_node: String,
+    id: AgentId,
+    result: subagents_messages::AgentResult,
+    conversation: Vec<subagents_messages::ChatMessage>,
+) -> KeptRun {
+    let mut run = KeptRun {
+        parent_node,
+        id,
+        result,
+        conversation,
+    };
+    if matches!(run.to_wire(), Err(CodecError::TooLarge { .. })) {
+        run.conversation = Vec::new();
+    }
+    run
+}
+
+/// The kept runs as bytes: all of them, or — past the wire's limit, where
+/// the reply was dropped and every later fetch failed for good — the
+/// newest that fit (each fits alone: [`kept_run`]).
+fn encode_kept(mut kept: Vec<KeptRun>) -> Result<Vec<u8>, CodecError> {
+    let limit = match kept.to_wire() {
+        Err(CodecError::TooLarge { limit, .. }) => limit,
+        encoded => return encoded,
+    };
+    let sizes: Vec<usize> = kept
+        .iter()
+        .map(|run| run.to_wire().map_or(usize::MAX, |b| b.len()))
+        .collect();
+    // The list's own length prefix, at most ten bytes.
+    let (mut start, mut total) = (kept.len(), 10usize);
+    while start > 0 && total.saturating_add(sizes[start - 1]) <= limit {
+        start -= 1;
+        total += sizes[start];
+    }
+    tracing::warn!(
+        left_out = start,
+        "kept results past the wire's limit: the newest that fit are sent"
+    );
+    kept.drain(..start);
+    kept.to_wire()
 }
 
 /// How many sessions of `node` have closed so far.

@@ -225,3 +225,42 @@ fn a_report_that_does_not_fit_is_made_one_that_does() {
         "{fitted:?}"
     );
 }
+
+/// The kept list grew without a bound on what one fetch could carry: one
+/// orphan answering about 33 MiB (its `Ended` kept whole, though its live
+/// report would have gone trimmed) took the list past the wire's 64 MiB,
+/// the fetch's reply was dropped, and every later fetch — `kept()` here
+/// too — failed for good. A run that cannot fit alone is kept without its
+/// conversation, and a list past the limit is sent as its newest runs
+/// that fit.
+#[test]
+fn the_kept_list_is_always_fetchable() {
+    use subagents_messages::{AgentResult, ChatMessage, Outcome, Usage};
+    let result = AgentResult {
+        text: "done".into(),
+        outcome: Outcome::Completed,
+        model_calls: 1,
+        tool_calls: 0,
+        usage: Usage::default(),
+        children_usage: Usage::default(),
+        elapsed: Duration::ZERO,
+    };
+    let run = |n: &str, mib: usize| {
+        kept_run(
+            "a".into(),
+            AgentId::new(n),
+            result.clone(),
+            vec![ChatMessage::user("x".repeat(mib << 20))],
+        )
+    };
+    assert!(
+        run("agent_0", 70).conversation.is_empty(),
+        "too large alone"
+    );
+    assert!(!run("agent_0", 1).conversation.is_empty());
+    let kept = vec![run("agent_1", 40), run("agent_2", 40)];
+    let bytes = encode_kept(kept).expect("fetchable");
+    let fetched = Vec::<KeptRun>::from_wire(&bytes).unwrap();
+    let ids: Vec<&str> = fetched.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["agent_2"]);
+}
