@@ -4,7 +4,9 @@
 //!
 //! A script is chosen by the request's system prompt (the first script
 //! whose pattern it contains, else the default script), and the reply by how
-//! many times the model has already answered in that conversation. The
+//! many assistant messages that conversation holds — one per answer, and
+//! one for each turn that ended without completing (its result stands in
+//! the conversation as an assistant message). The
 //! choice depends only on the request, never on call order, so parents and
 //! children sharing one model replay identically however their calls
 //! interleave.

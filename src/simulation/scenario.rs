@@ -79,7 +79,9 @@ impl Scenario {
     }
 
     /// The replies, one per model call, of children whose system prompt
-    /// contains `pattern`.
+    /// contains `pattern`. Patterns are tried in the order added (the
+    /// first that matches wins: end a name with `"\n"`), and a child that
+    /// matches none runs the parent's replies (docs/simulation.md).
     pub fn child_script(mut self, pattern: impl Into<String>, replies: Vec<Reply>) -> Self {
         self.model = self.model.with_script(pattern, replies);
         self
