@@ -17,6 +17,27 @@ use subagents_demo::Sleep;
 
 #[test]
 fn wakes_follow_the_finish_order_when_a_stop_hands_an_inline_child_on() {
+    // The inline child finishes first in its tick in one case (it holds
+    // the gate the background child's last call waits for: the window a
+    // review found, where the queue followed the order of release), and
+    // second in the other.
+    let inline_first = vec![
+        Reply::new()
+            .delay(Duration::from_secs(10))
+            .text("worked 10 s"),
+    ];
+    let inline_after = vec![
+        Reply::new()
+            .delay(Duration::from_secs(1))
+            .tool_call("sleep", r#"{"secs":9}"#),
+        Reply::answer("worked 9 s"),
+    ];
+    for inline in [inline_first, inline_after] {
+        wakes_follow_the_finish_order(inline);
+    }
+}
+
+fn wakes_follow_the_finish_order(inline: Vec<Reply>) {
     let mut reached = std::collections::BTreeSet::new();
     for yields in 0..40 {
         let report = Scenario::new(vec![
@@ -28,15 +49,7 @@ fn wakes_follow_the_finish_order_when_a_stop_hands_an_inline_child_on() {
             Reply::answer("Noted once more."),
         ])
         .child_script("Background\n", worker(10))
-        .child_script(
-            "Inline\n",
-            vec![
-                Reply::new()
-                    .delay(Duration::from_secs(1))
-                    .tool_call("sleep", r#"{"secs":9}"#),
-                Reply::answer("worked 9 s"),
-            ],
-        )
+        .child_script("Inline\n", inline.clone())
         .tools(ToolRegistry::new().with(Sleep))
         .on(
             Trigger::new(Some(AgentId::new("agent_2")), Moment::Result, |_, _| {
