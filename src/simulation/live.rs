@@ -95,7 +95,11 @@ impl LiveSimulation {
     /// it has taken effect — so a check never sees a wake on the wrong
     /// side of the action that allowed or barred it.
     pub async fn act(&mut self, action: HostAction) {
-        let releases = action.releases_wakes();
+        // Logged before it is sent when it lets something through: a held
+        // wake, or a call waiting on the host (an approval answer let the
+        // child's `ApprovalResolved`, its end and a wake come before it).
+        let releases = action.releases_wakes()
+            || matches!(action, HostAction::Approve(_) | HostAction::Deny(_));
         if releases {
             self.drain();
             self.push_host(action.clone());

@@ -139,3 +139,62 @@ async fn a_scenario_started_step_by_step_keeps_its_triggers() {
     let report = live.finish().await;
     assert_eq!(fired(&report), [Moment::ToolStarted], "{}", report.render());
 }
+
+/// An approval answer was logged once it had taken effect, as an action
+/// that holds wakes back is: the child's `ApprovalResolved`, its
+/// finish and the parent's wake all came before the `HOST Approve` that
+/// allowed them — a check saw the effect before its cause. Logged before
+/// it is sent, as an action that lets things through is.
+#[test]
+fn an_approval_answer_is_logged_before_what_it_allows() {
+    let report = Scenario::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["http_post"])
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .child_script(
+        "Poster\n",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"message":"hi"}"#),
+            Reply::answer("posted it"),
+        ],
+    )
+    .tools(ToolRegistry::new().with(subagents_demo::Post))
+    .on(Trigger::new(
+        None,
+        Moment::ApprovalRequested,
+        |_, event| match event {
+            AgentEvent::Child(_, inner) => match &**inner {
+                AgentEvent::ApprovalRequested(r) => Some(HostAction::Approve(r.id.clone())),
+                _ => None,
+            },
+            _ => None,
+        },
+    ))
+    .at(Duration::ZERO, HostAction::User("go".into()))
+    .run_for(Duration::from_secs(60))
+    .run(0);
+    let host = report
+        .log
+        .iter()
+        .position(|l| {
+            matches!(
+                l,
+                LogEntry::Host {
+                    action: HostAction::Approve(_),
+                    ..
+                }
+            )
+        })
+        .unwrap_or_else(|| panic!("never approved: {}", report.render()));
+    let resolved = report
+        .log
+        .iter()
+        .position(|l| matches!(l.event(), Some(AgentEvent::Child(_, inner)) if matches!(**inner, AgentEvent::ApprovalResolved { .. })))
+        .unwrap_or_else(|| panic!("never resolved: {}", report.render()));
+    assert!(host < resolved, "{}", report.render());
+}
