@@ -261,3 +261,56 @@ fn a_task_running_on_after_a_stop_opens_no_span_and_rewrites_none() {
         .collect();
     assert_eq!(tools, [("execute_tool block", "cancelled")]);
 }
+
+/// Keeps every context it is called with (a tool may keep its context
+/// after its call returned: `tests/call_slot.rs`).
+#[derive(Default, Clone)]
+struct Keeps(Arc<std::sync::Mutex<Vec<ToolCallContext>>>);
+
+impl Tool for Keeps {
+    fn name(&self) -> &str {
+        "keeps"
+    }
+    fn description(&self) -> String {
+        "Keeps its context.".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        self.0.lock().unwrap().push(call);
+        Box::pin(async { Ok("kept".into()) })
+    }
+}
+
+/// A tool that kept its context (as the docs allow) held the finished
+/// turn's whole state through it: a top-level agent's `invoke_agent` span
+/// stayed open — never exported — and its conversation in memory, for as
+/// long as the tool held it. The context holds its turn weakly.
+#[tokio::test(start_paused = true)]
+async fn a_context_a_tool_keeps_holds_no_finished_turn_open() {
+    let (capture, _guard) = capture();
+    let keeps = Keeps::default();
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call("keeps", "{}"),
+        Reply::answer("done"),
+    ]);
+    let (agent, _events, _gate) = spawn_agent(
+        model.shared(),
+        ToolRegistry::new().with(keeps.clone()),
+        Limits::default(),
+    )
+    .await;
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.text, "done");
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+    let spans = capture.spans();
+    let run = spans.iter().find(|s| s.name == "invoke_agent").unwrap();
+    assert!(run.closed, "held open by the kept context: {run:#?}");
+    // Still usable as documented: settling a call that is over says so.
+    let kept = keeps.0.lock().unwrap().pop().unwrap();
+    assert!(!kept.settle(&Ok("late".into())));
+    assert_eq!(keeps.0.lock().unwrap().len(), 0);
+}

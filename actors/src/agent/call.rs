@@ -151,7 +151,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                     depth: config.depth,
                     available_tools: config.tool_names.clone(),
                     slot: CallSlot {
-                        turn: Some((ctx.shared.clone(), seq)),
+                        turn: Some((std::sync::Arc::downgrade(&ctx.shared), seq)),
                     },
                     left: Some(TurnLeft {
                         deadline: deadline(ctx.started, config.limits.wall_clock),

@@ -209,8 +209,11 @@ pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, TurnState> {
 /// outside a turn.
 #[derive(Clone, Default)]
 pub(crate) struct CallSlot {
-    /// The turn, and which of its calls ([`OpenCall::seq`]).
-    pub(crate) turn: Option<(Shared, u64)>,
+    /// The turn, and which of its calls ([`OpenCall::seq`]). Held weakly:
+    /// a tool may keep its context after its call (the docs allow it), and
+    /// a strong hold kept a top-level turn's whole state — its span open,
+    /// never exported, and its conversation — for as long.
+    pub(crate) turn: Option<(std::sync::Weak<Mutex<TurnState>>, u64)>,
 }
 
 impl std::fmt::Debug for CallSlot {
@@ -225,8 +228,9 @@ impl CallSlot {
     /// Runs `f` on this call while it is open; `None` once it is closed
     /// (or outside a turn).
     fn with_open<R>(&self, f: impl FnOnce(&mut OpenCall) -> R) -> Option<R> {
-        let (shared, seq) = self.turn.as_ref()?;
-        let mut state = lock(shared);
+        let (turn, seq) = self.turn.as_ref()?;
+        let shared = turn.upgrade()?;
+        let mut state = lock(&shared);
         state.open.as_mut().filter(|o| o.seq == *seq).map(f)
     }
 
@@ -252,11 +256,15 @@ impl CallSlot {
         output: &Result<String, ToolError>,
         claim: impl FnOnce() -> Option<Usage>,
     ) -> bool {
-        let Some((shared, seq)) = &self.turn else {
+        let Some((turn, seq)) = &self.turn else {
             claim();
             return true;
         };
-        let mut state = lock(shared);
+        // Gone: the turn ended (and with it the call).
+        let Some(shared) = turn.upgrade() else {
+            return false;
+        };
+        let mut state = lock(&shared);
         let Some(open) = state.open.as_mut().filter(|o| o.seq == *seq) else {
             return false;
         };

@@ -26,7 +26,7 @@ fn open_turn() -> (
         });
     }
     let slot = CallSlot {
-        turn: Some((shared.clone(), 1)),
+        turn: Some((Arc::downgrade(&shared), 1)),
     };
     (shared, slot, turn_sink, out, stream)
 }
