@@ -13,6 +13,14 @@ use subagents_messages::{AgentId, ToolSpec, ToolUseId};
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<String, ToolError>> + Send>>;
 
 /// A tool an agent can call.
+///
+/// The calls of one model answer run one after another, in the order the
+/// model wrote them — a call that waits on a sibling of the same answer
+/// waits until the wall clock, and three `use_agent run` calls of one
+/// answer start their children one by one. A stop or the wall clock drops
+/// a call's future where it waits (its `Drop` runs; a task it spawned
+/// runs on): answer it with [`ToolCallContext::settle`] or
+/// [`ToolCallContext::on_cut`] to choose what the model reads then.
 pub trait Tool: Send + Sync + 'static {
     /// The name the model calls it by.
     fn name(&self) -> &str;
@@ -117,8 +125,10 @@ impl ToolCallContext {
     /// cut from now on. Returns `false`
     /// when the turn was already cut: then `output` will never reach the
     /// model, and a tool that delivers something exactly once (the
-    /// delegation tools, a child's result) must deliver it another way.
-    /// Outside a turn it returns `true`.
+    /// delegation tools, a child's result) must deliver it another way —
+    /// and when the call was settled already: the first settle stands
+    /// (a second replaced it while both said `true`). Outside a turn it
+    /// returns `true`.
     pub fn settle(&self, output: &Result<String, ToolError>) -> bool {
         self.slot.settle(output)
     }
@@ -336,8 +346,14 @@ impl ToolOutcome {
 
 /// Runs one call of `tool`, turning invalid JSON, an error or a panic into
 /// an error sentence for the model.
-pub(crate) async fn run_tool(tool: &Arc<dyn Tool>, call: ToolCallContext) -> ToolOutcome {
-    let name = tool.name().to_owned();
+/// Runs one call of `tool`, registered as `name` (read once, at
+/// registration: a tool's `name()` is not asked again, outside every
+/// panic guard, and may not say what it said then).
+pub(crate) async fn run_tool(
+    tool: &Arc<dyn Tool>,
+    name: &str,
+    call: ToolCallContext,
+) -> ToolOutcome {
     if let Err(e) = serde_json::from_str::<serde_json::Value>(&call.arguments) {
         return ToolOutcome::error(format!(
             "the arguments for `{name}` are not valid JSON ({e}); send a JSON object"

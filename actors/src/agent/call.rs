@@ -165,7 +165,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
                         })),
                     }),
                 };
-                run_tool(tool, context).await
+                run_tool(tool, &call.name, context).await
             }
         }
     } }

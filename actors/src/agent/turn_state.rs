@@ -137,6 +137,12 @@ impl TurnState {
             }
             self.estimate_call(&mut progress, self.streaming.chars().count() as u64);
         }
+        // A call its tool settled is answered with that output by the cut
+        // (not "stopped"): it counts as the calls answered before it do.
+        if let Some(open) = self.open.as_ref().filter(|o| o.settled.is_some()) {
+            progress.tool_calls = progress.tool_calls.saturating_add(1);
+            progress.tools_used.push(open.name.clone());
+        }
         progress
     }
 
@@ -265,7 +271,11 @@ impl CallSlot {
             return false;
         };
         let mut state = lock(&shared);
-        let Some(open) = state.open.as_mut().filter(|o| o.seq == *seq) else {
+        let Some(open) = state
+            .open
+            .as_mut()
+            .filter(|o| o.seq == *seq && o.settled.is_none())
+        else {
             return false;
         };
         open.settled = Some(match output {

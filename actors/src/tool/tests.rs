@@ -50,7 +50,7 @@ fn ctx(arguments: &str) -> ToolCallContext {
 #[tokio::test]
 async fn a_panicking_tool_becomes_a_sentence() {
     let tool: Arc<dyn Tool> = Arc::new(Panicky);
-    let out = run_tool(&tool, ctx("{}")).await;
+    let out = run_tool(&tool, "panicky", ctx("{}")).await;
     assert!(out.is_error);
     assert!(
         out.output.contains("`panicky` crashed (disk on fire)"),
@@ -62,7 +62,7 @@ async fn a_panicking_tool_becomes_a_sentence() {
 #[tokio::test]
 async fn invalid_json_is_a_sentence() {
     let tool: Arc<dyn Tool> = Arc::new(Calculator);
-    let out = run_tool(&tool, ctx("{not json")).await;
+    let out = run_tool(&tool, "calculator", ctx("{not json")).await;
     assert!(out.is_error);
     assert!(out.output.contains("not valid JSON"), "{}", out.output);
 }
@@ -140,4 +140,35 @@ fn a_tool_is_known_by_the_name_it_was_added_with() {
     let copy = registry.subset(&["first"]).unwrap().without("nothing");
     assert_eq!(copy.names(), names);
     assert_eq!(copy.specs()[0].name, "first");
+}
+
+/// A tool whose `name()` says another thing after registration, or
+/// panics: the sentences of its calls named what `name()` said then (a
+/// call to `first` read "the tool `second` failed"), and a `name()` that
+/// panicked, asked again outside every guard, failed the whole turn. The
+/// registered name is used.
+#[tokio::test]
+async fn a_calls_sentences_name_the_tool_as_registered() {
+    struct Shifty(std::sync::atomic::AtomicBool);
+    impl Tool for Shifty {
+        fn name(&self) -> &str {
+            if self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                panic!("name asked again")
+            }
+            "first"
+        }
+        fn description(&self) -> String {
+            String::new()
+        }
+        fn parameters(&self) -> serde_json::Value {
+            serde_json::json!({"type": "object"})
+        }
+        fn call(&self, _call: ToolCallContext) -> ToolFuture {
+            Box::pin(async { Err(ToolError::Failed("no".into())) })
+        }
+    }
+    let tool: Arc<dyn Tool> = Arc::new(Shifty(std::sync::atomic::AtomicBool::new(true)));
+    let out = run_tool(&tool, "first", ctx("{}")).await;
+    assert!(out.is_error);
+    assert!(out.output.contains("`first`"), "{}", out.output);
 }

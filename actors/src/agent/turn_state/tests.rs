@@ -255,3 +255,27 @@ fn an_approval_the_call_never_took_is_not_written_as_answered() {
     assert_eq!(outcome, ApprovalOutcome::Denied);
     assert!(lock(&shared).approval.is_none());
 }
+
+/// A second `settle` replaced the first, though both said `true`: the
+/// model read the second, and the first's promise was broken. The first
+/// stands; the second says it did not take.
+#[test]
+fn the_first_settle_stands() {
+    let (shared, slot, _turn_sink, _out, _stream) = open_turn();
+    assert!(slot.settle(&Ok("A".into())));
+    assert!(!slot.settle(&Ok("B".into())), "a second settle took");
+    let settled = lock(&shared).open.as_ref().and_then(|o| o.settled.clone());
+    assert_eq!(settled.map(|o| o.output), Some("A".to_owned()));
+}
+
+/// A call settled before a cut is answered with its output (not
+/// "stopped"), but the cut's result said "0 tool call(s)" beside it. It
+/// counts as the calls answered before it do.
+#[test]
+fn a_call_settled_before_a_cut_counts() {
+    let (shared, slot, _turn_sink, _out, _stream) = open_turn();
+    assert!(slot.settle(&Ok("kept".into())));
+    let progress = lock(&shared).progress_at_cut();
+    assert_eq!(progress.tool_calls, 1);
+    assert_eq!(progress.tools_used, ["use_agent"]);
+}
