@@ -361,7 +361,7 @@ pub(crate) async fn run_tool(
     }
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(call))) {
         Ok(future) => future,
-        Err(panic) => return ToolOutcome::error(crashed(&name, panic.as_ref())),
+        Err(panic) => return ToolOutcome::error(crashed(name, panic.as_ref())),
     };
     match AssertUnwindSafe(Contained(Some(future)))
         .catch_unwind()
@@ -371,8 +371,8 @@ pub(crate) async fn run_tool(
             output,
             is_error: false,
         },
-        Ok(Err(e)) => ToolOutcome::error(error_output(&name, &e)),
-        Err(panic) => ToolOutcome::error(crashed(&name, panic.as_ref())),
+        Ok(Err(e)) => ToolOutcome::error(error_output(name, &e)),
+        Err(panic) => ToolOutcome::error(crashed(name, panic.as_ref())),
     }
 }
 
