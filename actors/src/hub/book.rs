@@ -167,15 +167,6 @@ impl Book {
         Some((envelope, live))
     }
 
-    /// The child's turn is over, though its end notice may not have
-    /// reached the hub yet. The probe is read with no map guard
-    /// held (the turn's lock is taken inside it, and an emit under that
-    /// lock takes the map's: the tap).
-    pub(crate) fn turn_over(&self, id: &AgentId) -> bool {
-        let probe = self.entries.get(id).and_then(|e| e.probe.clone());
-        probe.is_some_and(|p| p.closed())
-    }
-
     /// Where its running turn is published.
     pub(crate) fn set_probe(&self, id: &AgentId, probe: Probe) {
         if let Some(mut entry) = self.entries.get_mut(id) {

@@ -88,6 +88,15 @@ impl Book {
         })
     }
 
+    /// The child's turn is over, though its end notice may not have
+    /// reached the hub yet. The probe is read with no map guard
+    /// held (the turn's lock is taken inside it, and an emit under that
+    /// lock takes the map's: the tap).
+    pub(crate) fn turn_over(&self, id: &AgentId) -> bool {
+        let probe = self.entries.get(id).and_then(|e| e.probe.clone());
+        probe.is_some_and(|p| p.closed())
+    }
+
     /// Its conversation: so far while it runs, whole once it ended.
     pub(crate) fn conversation(&self, id: &AgentId) -> Option<Vec<ChatMessage>> {
         let (probe, kept) = {

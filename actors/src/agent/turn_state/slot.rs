@@ -1,0 +1,92 @@
+//! A tool call's hold on its turn: settle its output, say what a cut
+//! answers it with, deliver a child's result with its usage.
+
+use subagents_messages::Usage;
+
+use super::{OpenCall, ToolOutcome, TurnState, lock};
+use crate::tool::{ToolError, error_output};
+use std::sync::Mutex;
+
+/// A tool call's hold on its turn (see [`ToolCallContext::settle`]). Empty
+/// outside a turn.
+#[derive(Clone, Default)]
+pub(crate) struct CallSlot {
+    /// The turn, and which of its calls ([`OpenCall::seq`]). Held weakly:
+    /// a tool may keep its context after its call (the docs allow it), and
+    /// a strong hold kept a top-level turn's whole state — its span open,
+    /// never exported, and its conversation — for as long.
+    pub(crate) turn: Option<(std::sync::Weak<Mutex<TurnState>>, u64)>,
+}
+
+impl std::fmt::Debug for CallSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallSlot")
+            .field("in_turn", &self.turn.is_some())
+            .finish()
+    }
+}
+
+impl CallSlot {
+    /// Runs `f` on this call while it is open; `None` once it is closed
+    /// (or outside a turn).
+    fn with_open<R>(&self, f: impl FnOnce(&mut OpenCall) -> R) -> Option<R> {
+        let (turn, seq) = self.turn.as_ref()?;
+        let shared = turn.upgrade()?;
+        let mut state = lock(&shared);
+        state.open.as_mut().filter(|o| o.seq == *seq).map(f)
+    }
+
+    pub(crate) fn on_cut(&self, output: String) {
+        self.with_open(|open| open.on_cut = Some(output));
+    }
+
+    /// Fixes the call's output; `false` once the call is no longer open
+    /// (its turn was cut and the call answered already).
+    pub(crate) fn settle(&self, output: &Result<String, ToolError>) -> bool {
+        self.deliver(output, || None)
+    }
+
+    /// Settles the call's output and, in the same step under the turn's
+    /// lock, takes what `claim` delivers with it: a child's usage (its own
+    /// and its children's), counted in this turn's result. Nothing can
+    /// close the turn between the two, so the child's tokens are in the
+    /// count of the turn that answered the call with its result — and when
+    /// the turn was cut first, `claim` is not called (the result is not
+    /// delivered; `false`). Outside a turn, `claim` runs and `true`.
+    pub(crate) fn deliver(
+        &self,
+        output: &Result<String, ToolError>,
+        claim: impl FnOnce() -> Option<Usage>,
+    ) -> bool {
+        let Some((turn, seq)) = &self.turn else {
+            claim();
+            return true;
+        };
+        // Gone: the turn ended (and with it the call).
+        let Some(shared) = turn.upgrade() else {
+            return false;
+        };
+        let mut state = lock(&shared);
+        let Some(open) = state
+            .open
+            .as_mut()
+            .filter(|o| o.seq == *seq && o.settled.is_none())
+        else {
+            return false;
+        };
+        open.settled = Some(match output {
+            Ok(text) => ToolOutcome {
+                output: text.clone(),
+                is_error: false,
+            },
+            Err(e) => ToolOutcome {
+                output: error_output(&open.name, e),
+                is_error: true,
+            },
+        });
+        if let Some(usage) = claim() {
+            state.progress.children_usage.add(usage);
+        }
+        true
+    }
+}
