@@ -349,15 +349,7 @@ mod tests {
     #[test]
     fn a_result_or_answer_that_leaves_something_open_is_incoherent() {
         let agent = subagents_messages::AgentId::new("agent_1");
-        let result = AgentEvent::Result(Box::new(AgentResult {
-            text: "done".into(),
-            outcome: Outcome::Completed,
-            model_calls: 1,
-            tool_calls: 0,
-            usage: Usage::default(),
-            children_usage: Usage::default(),
-            elapsed: std::time::Duration::ZERO,
-        }));
+        let result = AgentEvent::Result(Box::new(done()));
         let answer = AgentEvent::ToolResult(ToolResult {
             tool_use_id: ToolUseId::new("call_1"),
             name: "sleep".into(),
@@ -385,10 +377,9 @@ mod tests {
         assert_eq!(mirror.incoherent(&result, &agent), None);
     }
 
-    #[test]
-    fn a_turn_that_ended_is_not_lost() {
-        let mut mirror = Mirror::default();
-        mirror.note(&AgentEvent::Result(Box::new(AgentResult {
+    /// A turn's `Result` that says it completed.
+    fn done() -> AgentResult {
+        AgentResult {
             text: "done".into(),
             outcome: Outcome::Completed,
             model_calls: 1,
@@ -396,7 +387,13 @@ mod tests {
             usage: Usage::default(),
             children_usage: Usage::default(),
             elapsed: std::time::Duration::ZERO,
-        })));
+        }
+    }
+
+    #[test]
+    fn a_turn_that_ended_is_not_lost() {
+        let mut mirror = Mirror::default();
+        mirror.note(&AgentEvent::Result(Box::new(done())));
         assert!(mirror.ended());
         assert!(
             mirror

@@ -185,20 +185,12 @@ async fn a_report_over_the_wire_limit_leaves_no_gap() {
 /// when that makes it fit; what else does not fit says why.
 #[test]
 fn a_report_that_does_not_fit_is_made_one_that_does() {
-    use subagents_messages::{AgentResult, ChatMessage, Outcome, Usage};
+    use subagents_messages::ChatMessage;
     let too_large = CodecError::TooLarge {
         bytes: 70 << 20,
         limit: 64 << 20,
     };
-    let result = AgentResult {
-        text: "done".into(),
-        outcome: Outcome::Completed,
-        model_calls: 1,
-        tool_calls: 0,
-        usage: Usage::default(),
-        children_usage: Usage::default(),
-        elapsed: Duration::ZERO,
-    };
+    let result = done();
     let ended = RunReport {
         key: 1,
         seq: 7,
@@ -235,16 +227,8 @@ fn a_report_that_does_not_fit_is_made_one_that_does() {
 /// that fit.
 #[test]
 fn the_kept_list_is_always_fetchable() {
-    use subagents_messages::{AgentResult, ChatMessage, Outcome, Usage};
-    let result = AgentResult {
-        text: "done".into(),
-        outcome: Outcome::Completed,
-        model_calls: 1,
-        tool_calls: 0,
-        usage: Usage::default(),
-        children_usage: Usage::default(),
-        elapsed: Duration::ZERO,
-    };
+    use subagents_messages::ChatMessage;
+    let result = done();
     let run = |n: &str, mib: usize| {
         kept_run(
             "a".into(),
@@ -263,4 +247,17 @@ fn the_kept_list_is_always_fetchable() {
     let fetched = Vec::<KeptRun>::from_wire(&bytes).unwrap();
     let ids: Vec<&str> = fetched.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["agent_2"]);
+}
+
+/// A run's result that says it completed.
+fn done() -> subagents_messages::AgentResult {
+    subagents_messages::AgentResult {
+        text: "done".into(),
+        outcome: subagents_messages::Outcome::Completed,
+        model_calls: 1,
+        tool_calls: 0,
+        usage: subagents_messages::Usage::default(),
+        children_usage: subagents_messages::Usage::default(),
+        elapsed: Duration::ZERO,
+    }
 }
