@@ -280,3 +280,35 @@ async fn an_open_tried_again_at_once_gets_the_restart_wake() {
     threads.delete(&ThreadId::new("b")).await.unwrap();
     threads.delete(&a).await.unwrap();
 }
+
+/// A wake was settled on disk as its turn started, not as it ended: a
+/// process killed while the parent read it (its model call in flight)
+/// left nothing owed — the next process neither woke the parent for it
+/// nor listed the child interrupted, and the parent never finished reading
+/// it. Owed until the wake's turn has ended (at least once).
+#[tokio::test(start_paused = true)]
+async fn a_wake_whose_turn_a_kill_cut_is_still_owed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("live");
+    an_earlier_session_whose_second_child_was_running(&dir).await;
+    let store = open(&dir);
+    let (thread, mut events) = thread_on(
+        ScriptedModel::new(vec![Reply::new().hang()]).shared(),
+        store.clone(),
+        3,
+    )
+    .await;
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
+    thread.flush_persistence().await.unwrap();
+    let killed = tmp.path().join("killed");
+    copy_dir(&dir, &killed);
+    assert_eq!(open(&killed).interrupted(), [AgentId::new("agent_2")]);
+    // A close is meant: the wake is settled then.
+    thread.close_and_wait().await;
+    drop((thread, store));
+    assert!(open(&dir).interrupted().is_empty());
+}

@@ -61,6 +61,7 @@ impl Actor for ThreadSupervisor {
             writer,
             requests: Default::default(),
             restarted: Vec::new(),
+            settle_at_end: Vec::new(),
             switched_off: Default::default(),
             woken: Default::default(),
             answered: Default::default(),
@@ -239,6 +240,7 @@ impl Actor for ThreadSupervisor {
                     state.wakes.set_generating(false);
                 }
                 if wake {
+                    state.settle_delivered();
                     state.wakes.finished();
                 }
             }
@@ -286,6 +288,8 @@ impl Actor for ThreadSupervisor {
         for dropped in state.wakes.clear() {
             state.drop_wake(&dropped);
         }
+        // A wake being read as the thread closes: a close is meant.
+        state.settle_delivered();
         // Every child ever started leaves a final envelope in the store:
         // the notices the hub sent while stopping never reach this
         // stopped actor, so the envelopes are written from the hub's map.

@@ -60,6 +60,10 @@ pub(crate) struct ThreadState {
     /// The children a restart interrupted, woken as one: the wake queue
     /// holds the first; delivering it lists them all.
     pub(super) restarted: Vec<AgentId>,
+    /// The children the wake turn in flight is about: settled on disk once
+    /// that turn has ended (settled as it started, a kill while the parent
+    /// read it left nothing owed), or when the thread closes.
+    pub(super) settle_at_end: Vec<AgentId>,
     /// Children requested before the last switch: they never wake.
     pub(super) switched_off: rustc_hash::FxHashSet<subagents_messages::AgentId>,
     /// Children whose result was queued as a wake: at most once each (a
@@ -263,6 +267,14 @@ impl ThreadState {
         }
     }
 
+    /// The wake turn in flight has ended (or the thread closes): what it
+    /// was about is no longer owed, on disk either.
+    pub(super) fn settle_delivered(&mut self) {
+        for id in std::mem::take(&mut self.settle_at_end) {
+            self.settle_wake(&id);
+        }
+    }
+
     /// The restart wake (its first child `id`) went out or was dropped:
     /// every child it lists is settled, on disk too.
     fn settle_restart(&self, id: &AgentId) {
@@ -385,12 +397,12 @@ impl ThreadState {
     pub(super) fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
         while let Some(child) = self.wakes.release_next() {
             if self.restarted.first() == Some(&child) {
-                self.settle_restart(&child);
-                self.settle_wake(&child);
-                let listed: Vec<Envelope> = std::mem::take(&mut self.restarted)
+                let restarted = std::mem::take(&mut self.restarted);
+                let listed: Vec<Envelope> = restarted
                     .iter()
                     .filter_map(|id| self.parent.hub.status(id))
                     .collect();
+                self.settle_at_end = restarted;
                 self.events.emit(AgentEvent::Wake {
                     child: child.clone(),
                     line: restart_line(&listed),
@@ -400,7 +412,6 @@ impl ThreadState {
                 return;
             }
             let envelope = self.parent.hub.status(&child);
-            self.settle_wake(&child);
             match envelope {
                 // A child a message resumed meanwhile: the run it goes on
                 // as wakes the parent, not this one (as after a restart,
@@ -416,11 +427,15 @@ impl ThreadState {
                         self.parent.offers_use_agent(),
                     );
                     let follows = self.parent.hub.take_run_span(&child);
+                    self.settle_at_end = vec![child];
                     self.send_turn(myself, text, TurnOrigin::Wake, None, follows);
                     return;
                 }
                 // Claimed through `result`, or resumed, meanwhile: no wake.
-                _ => self.wakes.finished(),
+                _ => {
+                    self.settle_wake(&child);
+                    self.wakes.finished();
+                }
             }
         }
     }
