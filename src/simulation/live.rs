@@ -98,14 +98,14 @@ impl LiveSimulation {
         // Logged before it is sent when it lets something through: a held
         // wake, or a call waiting on the host (an approval answer let the
         // child's `ApprovalResolved`, its end and a wake come before it).
-        let releases = action.releases_wakes()
+        let log_first = action.releases_wakes()
             || matches!(action, HostAction::Approve(_) | HostAction::Deny(_));
-        if releases {
+        if log_first {
             self.drain();
             self.push_host(action.clone());
         }
         let refused = apply(&self.thread, &action).await.err();
-        if !releases {
+        if !log_first {
             self.drain();
             self.push_host(action);
         }

@@ -118,10 +118,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 // streamed before it failed (an estimate, unless counted).
                 ctx.with(|t| {
                     t.progress.model_calls += 1;
-                    let streamed = t.streaming.chars().count() as u64;
-                    let mut progress = std::mem::take(&mut t.progress);
-                    t.estimate_call(&mut progress, streamed);
-                    t.progress = progress;
+                    if let Some(estimate) = t.call_estimate(t.streaming.chars().count() as u64) {
+                        t.progress.add_estimate(estimate);
+                    }
                     // Counted: a stop from here on counts it no more.
                     t.doing(Activity::Thinking);
                 });
@@ -259,11 +258,10 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                     t.streaming.push_str(&delta);
                     let n =
                         so_far.filter(|n| t.progress.usage.total().saturating_add(*n) > budget)?;
-                    t.progress.usage.add(subagents_messages::Usage {
+                    t.progress.add_estimate(subagents_messages::Usage {
                         prompt_tokens: 0,
                         completion_tokens: n,
                     });
-                    t.progress.usage_estimated = true;
                     t.call_counted = true;
                     Some(std::mem::take(&mut t.streaming))
                 });
@@ -283,10 +281,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                 let used = ctx.with(|t| {
                     t.call_counted = true;
                     match chunk {
-                        ModelChunk::UsageEstimate(usage) => {
-                            t.progress.usage.add(usage);
-                            t.progress.usage_estimated = true;
-                        }
+                        ModelChunk::UsageEstimate(usage) => t.progress.add_estimate(usage),
                         ModelChunk::Usage(usage) => t.progress.usage.add(usage),
                         _ => {}
                     }

@@ -43,6 +43,14 @@ pub(crate) struct Progress {
     pub(crate) children_usage: Usage,
 }
 
+impl Progress {
+    /// Counts `estimate`, saying some of the usage is estimated.
+    pub(crate) fn add_estimate(&mut self, estimate: Usage) {
+        self.usage.add(estimate);
+        self.usage_estimated = true;
+    }
+}
+
 /// A tool call between its `ToolStarted` and its `ToolResult`.
 #[derive(Debug)]
 pub(crate) struct OpenCall {
@@ -127,7 +135,7 @@ impl TurnState {
     ///
     /// Its tokens count as well, as an estimate when the server reported
     /// none yet: once it streamed, the server read the prompt and wrote
-    /// that much ([`TurnState::estimate_call`]).
+    /// that much ([`TurnState::call_estimate`]).
     pub(crate) fn progress_at_cut(&self) -> Progress {
         let mut progress = self.progress.clone();
         if self.activity == Activity::InModelCall {
@@ -135,7 +143,9 @@ impl TurnState {
             if !self.streaming.trim().is_empty() {
                 progress.last_text = self.streaming.clone();
             }
-            self.estimate_call(&mut progress, self.streaming.chars().count() as u64);
+            if let Some(estimate) = self.call_estimate(self.streaming.chars().count() as u64) {
+                progress.add_estimate(estimate);
+            }
         }
         // A call its tool settled is answered with that output by the cut
         // (not "stopped"): it counts as the calls answered before it do.
@@ -146,25 +156,24 @@ impl TurnState {
         progress
     }
 
-    /// Adds to `progress` an estimate of the tokens of the call in
-    /// flight, cut after `streamed` characters, unless it counted its
-    /// own or streamed nothing (a call refused or cut before a byte may
-    /// never have reached the model): its prompt (the conversation) and
-    /// what it streamed, at about four characters a token.
-    pub(crate) fn estimate_call(&self, progress: &mut Progress, streamed: u64) {
+    /// An estimate of the tokens of the call in flight, cut after
+    /// `streamed` characters — none if it counted its own or streamed
+    /// nothing (a call refused or cut before a byte may never have reached
+    /// the model): its prompt (the conversation) and what it streamed, at
+    /// about four characters a token.
+    pub(crate) fn call_estimate(&self, streamed: u64) -> Option<Usage> {
         if self.call_counted || streamed == 0 {
-            return;
+            return None;
         }
         let prompt: u64 = self
             .history
             .iter()
             .map(|m| m.content.chars().count() as u64)
             .sum();
-        progress.usage.add(Usage {
+        Some(Usage {
             prompt_tokens: prompt.div_ceil(4),
             completion_tokens: streamed.div_ceil(4),
-        });
-        progress.usage_estimated = true;
+        })
     }
 
     /// It does `activity` from now on.
