@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::event::SubAgentStatus;
-use crate::ids::{AgentId, ToolUseId};
+use crate::ids::{AgentId, ThreadId, ToolUseId};
 use crate::model::Usage;
 
 /// Everything known about one child. Persisted (as JSON) when it is
@@ -73,6 +73,14 @@ pub struct Envelope {
     /// The run after this one, once a message resumed it.
     #[serde(default)]
     pub continued_as: Option<AgentId>,
+    /// The thread it belongs to, as its store recorded it: a restart
+    /// wakes only a thread of that id for it (its owed and interrupted
+    /// wakes). `None` in a hub's own copy (the thread writes it with the
+    /// envelope), for a thread opened without an id, and when read from a
+    /// file written before threads were kept — such a child's wakes go to
+    /// the first thread shown on the store.
+    #[serde(default)]
+    pub thread: Option<ThreadId>,
 }
 
 fn first_level() -> u32 {

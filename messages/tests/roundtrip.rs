@@ -80,6 +80,7 @@ fn envelope() -> Envelope {
         depth: 1,
         resumed_from: None,
         continued_as: None,
+        thread: None,
     }
 }
 

@@ -24,7 +24,10 @@ impl Threads {
 
     /// Opens a new thread and puts it on screen (the one on screen before
     /// is switched away from). Returns its event stream. Its spans carry
-    /// `id` as `gen_ai.conversation.id` (over one set on the builder).
+    /// `id` as `gen_ai.conversation.id` (over one set on the builder), and
+    /// its store records it on each envelope ([`ThreadConfig::id`], over
+    /// one set there): after a restart, the thread opened with `id` is the
+    /// one woken for its children.
     pub async fn open(
         &mut self,
         id: ThreadId,
@@ -43,6 +46,7 @@ impl Threads {
         }
         let mut config: ThreadConfig = config.into();
         config.parent = config.parent.conversation_id(id.as_str());
+        config.id = Some(id.clone());
         // Its wakes (a restart's, owed ones) wait until it is shown.
         let (handle, stream) = ThreadHandle::spawn_with(config, None, true).await?;
         // Closed if this open is given up (its future dropped while the

@@ -299,6 +299,7 @@ mod tests {
             depth: 1,
             resumed_from: None,
             continued_as: None,
+            thread: None,
         }
     }
 

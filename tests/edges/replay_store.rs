@@ -242,6 +242,7 @@ async fn a_huge_stored_id_does_not_crash_the_thread() {
             depth: 1,
             resumed_from: None,
             continued_as: None,
+            thread: None,
         };
         std::fs::write(
             dir.path().join(format!("{huge}.json")),

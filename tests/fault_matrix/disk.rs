@@ -27,6 +27,7 @@ fn finished_envelope(id: &str, finished_at_ms: u64) -> Envelope {
         depth: 1,
         resumed_from: None,
         continued_as: None,
+        thread: None,
     }
 }
 

@@ -312,3 +312,120 @@ async fn a_wake_whose_turn_a_kill_cut_is_still_owed() {
     drop((thread, store));
     assert!(open(&dir).interrupted().is_empty());
 }
+
+/// A thread on `store` named `id` whose parent starts one background
+/// child (`Name`) that answers `child`, then notes every wake.
+async fn a_named_thread_with_one_child(
+    store: &Arc<EnvelopeStore>,
+    id: &str,
+    name: &str,
+    child: Reply,
+) -> (ThreadHandle, EventStream) {
+    use subagents::messages::ThreadId;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run(format!("{name}\nYou work."), format!("{name}'s part")).background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(name, vec![child]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared()))
+        .store(store.clone())
+        .id(ThreadId::new(id));
+    ThreadHandle::spawn(config, None).await.unwrap()
+}
+
+/// The `Wake` lines of `log`.
+fn wake_lines(log: &[AgentEvent]) -> Vec<String> {
+    log.iter()
+        .filter_map(|e| match e {
+            AgentEvent::Wake { line, .. } => Some(line.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Opens thread `id` on `threads` after a restart; the wake lines its
+/// parent was woken with, once its wake turn has ended.
+async fn reopened_wakes(
+    threads: &mut subagents::supervisor::Threads,
+    store: &Arc<EnvelopeStore>,
+    id: &str,
+) -> Vec<String> {
+    let model = ScriptedModel::new(vec![Reply::answer("Noted."); 4]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    let mut events = threads
+        .open(subagents::messages::ThreadId::new(id), config)
+        .await
+        .unwrap();
+    let mut log = Vec::new();
+    let woken = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        until_result(&mut events, &mut log),
+    )
+    .await;
+    assert!(woken.is_ok(), "thread {id} was never woken: {log:#?}");
+    wake_lines(&log)
+}
+
+/// Shared (two threads on one store) across a restart: envelopes named
+/// no thread, so the first thread opened on the restarted store took
+/// *every* owed and restart wake — `b`'s parent was told of `a`'s
+/// children (another conversation's work, in its context) and `a`'s
+/// parent of none; restoring tabs in another order gave each the other's.
+/// Each envelope names its thread; each thread is woken for its own.
+#[tokio::test]
+async fn after_a_restart_each_thread_is_woken_for_its_own_children() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let store = open(&live);
+    // `a`'s child finishes while its user types (its wake owed); `b`'s
+    // runs when the process dies.
+    let (a, mut events_a) =
+        a_named_thread_with_one_child(&store, "a", "Alpha", Reply::answer("alpha done")).await;
+    a.typing(true).unwrap();
+    a.send_user("go").unwrap();
+    until_result(&mut events_a, &mut Vec::new()).await;
+    let (b, mut events_b) =
+        a_named_thread_with_one_child(&store, "b", "Beta", Reply::new().hang()).await;
+    b.send_user("go").unwrap();
+    until_result(&mut events_b, &mut Vec::new()).await;
+    while !store
+        .get(&AgentId::new("agent_1"))
+        .is_some_and(|e| e.wake_owed)
+    {
+        a.sync().await.unwrap();
+        a.flush_persistence().await.unwrap();
+        tokio::task::yield_now().await;
+    }
+    b.flush_persistence().await.unwrap();
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    a.close_and_wait().await;
+    b.close_and_wait().await;
+    drop(store);
+
+    let store = open(&killed);
+    assert_eq!(store.owed_wakes(), [AgentId::new("agent_1")]);
+    assert_eq!(store.interrupted(), [AgentId::new("agent_2")]);
+    let mut threads = subagents::supervisor::Threads::new();
+    // `b` first: it is woken for its own child only.
+    let b_woken = reopened_wakes(&mut threads, &store, "b").await;
+    assert_eq!(b_woken.len(), 1, "{b_woken:#?}");
+    assert!(
+        b_woken[0].contains("1 sub-agent(s) interrupted") && b_woken[0].contains("agent_2 Beta"),
+        "{b_woken:#?}"
+    );
+    assert_eq!(store.owed_wakes(), [AgentId::new("agent_1")], "a's, left");
+    // Then `a`, for its own, though `b` was shown first.
+    let a_woken = reopened_wakes(&mut threads, &store, "a").await;
+    assert_eq!(a_woken.len(), 1, "{a_woken:#?}");
+    assert!(a_woken[0].contains("agent_1 finished"), "{a_woken:#?}");
+    for id in ["a", "b"] {
+        threads
+            .delete(&subagents::messages::ThreadId::new(id))
+            .await
+            .unwrap();
+    }
+}

@@ -485,6 +485,7 @@ pub(crate) fn requested(
         depth: request.requester_depth + 1,
         resumed_from: request.resumed_from.clone(),
         continued_as: None,
+        thread: None,
     }
 }
 

@@ -165,10 +165,10 @@ impl EnvelopeStore {
     /// On error the envelope is still in memory (answerable by [`get`]),
     /// and the file on disk is the previous version, if any.
     ///
-    /// A link to a later run (`continued_as`) and a claim, once held, are
-    /// kept: a copy taken before another thread resumed the child or took
-    /// its result (an earlier session's child, which any thread may read)
-    /// never erases them.
+    /// A link to a later run (`continued_as`), a claim and the thread it
+    /// belongs to, once held, are kept: a copy taken before another
+    /// thread resumed the child or took its result (an earlier session's
+    /// child, which any thread may read) never erases them.
     ///
     /// [`get`]: EnvelopeStore::get
     pub fn save(&self, envelope: &Envelope) -> Result<(), StoreError> {
@@ -179,6 +179,9 @@ impl EnvelopeStore {
                 envelope.continued_as = held.continued_as.clone();
             }
             envelope.claimed |= held.claimed;
+            if held.thread.is_some() {
+                envelope.thread = held.thread.clone();
+            }
         }
         let written = self.write_envelope(&envelope);
         self.map.insert(envelope.id.clone(), envelope);

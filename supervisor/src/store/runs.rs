@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::PoisonError;
 
 use subagents_actors::hub::ChildIds;
-use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, SubAgentStatus};
+use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, SubAgentStatus, ThreadId};
 
 use crate::store::envelopes::EnvelopeStore;
 use crate::store::files::{file_name_for, is_temp_name, named_child, write_atomic};
@@ -283,14 +283,15 @@ impl EnvelopeStore {
     }
 
     /// The children the open found unfinished (now `interrupted`) that no
-    /// thread has taken yet: the first thread to open on the store wakes
-    /// its parent with them. Reading them takes nothing — taking is the
+    /// thread has taken yet: the thread each belongs to wakes its parent
+    /// with them ([`Envelope::thread`]; the first thread shown, for those
+    /// recorded for none). Reading them takes nothing — taking is the
     /// thread's alone (a host that took them, through a method that was
     /// public, left the thread nothing to wake its parent with):
     ///
     /// ```compile_fail
     /// # fn f(store: &subagents_supervisor::store::EnvelopeStore) {
-    /// store.take_interrupted();
+    /// store.take_interrupted(None);
     /// # }
     /// ```
     pub fn interrupted(&self) -> Vec<AgentId> {
@@ -300,15 +301,35 @@ impl EnvelopeStore {
             .clone()
     }
 
-    /// The interrupted children, once: the thread that takes them wakes
-    /// its parent with the list.
-    pub(crate) fn take_interrupted(&self) -> Vec<AgentId> {
-        std::mem::take(
-            &mut *self
-                .interrupted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+    /// The interrupted children of `thread`, once: the thread that takes
+    /// them wakes its parent with the list. A thread takes its own and
+    /// those recorded for no thread (see [`EnvelopeStore::belongs`]); the
+    /// rest wait for theirs.
+    pub(crate) fn take_interrupted(&self, thread: Option<&ThreadId>) -> Vec<AgentId> {
+        let mut list = self
+            .interrupted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.take_own(&mut list, thread)
+    }
+
+    /// The ids of `list` that belong to `thread`, taken out of it (in
+    /// order); the others are left.
+    fn take_own(&self, list: &mut Vec<AgentId>, thread: Option<&ThreadId>) -> Vec<AgentId> {
+        let (own, others) = std::mem::take(list)
+            .into_iter()
+            .partition(|id| self.belongs(id, thread));
+        *list = others;
+        own
+    }
+
+    /// The child `id`'s wakes are `thread`'s to take: its envelope names
+    /// that thread, or none (a thread opened without an id wrote it, or a
+    /// file from before threads were kept: the first thread shown takes
+    /// those, as every thread did before).
+    fn belongs(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
+        self.get(id)
+            .is_none_or(|e| e.thread.is_none() || e.thread.as_ref() == thread)
     }
 
     /// Notes the finished children whose wake the last process owed its
@@ -332,12 +353,12 @@ impl EnvelopeStore {
     }
 
     /// The wakes the last process owed and never delivered that no thread
-    /// has taken yet; reading them takes nothing (the first thread to open
-    /// on the store delivers them):
+    /// has taken yet; reading them takes nothing (the thread each belongs
+    /// to delivers them, as for [`EnvelopeStore::interrupted`]):
     ///
     /// ```compile_fail
     /// # fn f(store: &subagents_supervisor::store::EnvelopeStore) {
-    /// store.take_owed_wakes();
+    /// store.take_owed_wakes(None);
     /// # }
     /// ```
     pub fn owed_wakes(&self) -> Vec<AgentId> {
@@ -347,10 +368,12 @@ impl EnvelopeStore {
             .clone()
     }
 
-    /// The owed wakes, once: the thread that takes them delivers them,
-    /// after the restart list.
-    pub(crate) fn take_owed_wakes(&self) -> Vec<AgentId> {
-        std::mem::take(&mut *self.owed.lock().unwrap_or_else(PoisonError::into_inner))
+    /// The owed wakes of `thread`, once: the thread that takes them
+    /// delivers them, after the restart list (whose they are: as for
+    /// [`EnvelopeStore::take_interrupted`]).
+    pub(crate) fn take_owed_wakes(&self, thread: Option<&ThreadId>) -> Vec<AgentId> {
+        let mut list = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
+        self.take_own(&mut list, thread)
     }
 
     /// A thread is about to resume the earlier session's child `id`:

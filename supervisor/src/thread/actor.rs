@@ -57,6 +57,7 @@ impl Actor for ThreadSupervisor {
             wakes,
             turns_in_flight: 0,
             store: config.store,
+            id: config.id,
             persist_errors: args.errors,
             writer,
             requests: Default::default(),

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use subagents_actors::DelegationBuilder;
+use subagents_messages::ThreadId;
 
 use crate::store::EnvelopeStore;
 
@@ -13,6 +14,13 @@ pub struct ThreadConfig {
     /// Where children's envelopes and runs (what each was asked and its
     /// conversation) are persisted, if anywhere (docs/persistence.md).
     pub store: Option<Arc<EnvelopeStore>>,
+    /// The thread's id in its store: every envelope it writes names it
+    /// ([`Envelope::thread`](subagents_messages::Envelope::thread)), and
+    /// after a restart only a thread of this id is woken for those
+    /// children. [`Threads::open`](crate::Threads::open) sets it. Without
+    /// one, the thread's children belong to no thread: their wakes go to
+    /// the first thread shown on the store.
+    pub id: Option<ThreadId>,
 }
 
 impl ThreadConfig {
@@ -21,6 +29,7 @@ impl ThreadConfig {
         Self {
             parent,
             store: None,
+            id: None,
         }
     }
 
@@ -29,6 +38,12 @@ impl ThreadConfig {
     /// call) in `store`, and answers its ids.
     pub fn store(mut self, store: Arc<EnvelopeStore>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Names the thread in its store (see [`ThreadConfig::id`]).
+    pub fn id(mut self, id: ThreadId) -> Self {
+        self.id = Some(id);
         self
     }
 }

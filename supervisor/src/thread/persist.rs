@@ -5,10 +5,11 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope};
+use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, ThreadId};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::store::EnvelopeStore;
+use crate::thread::state::ThreadState;
 
 /// The thread's failed writes, each named once (a prune that fails on
 /// every write is listed once), shared by the thread, its writer and every
@@ -118,6 +119,76 @@ fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors) {
         }
         Write::Flush(done) => {
             let _ = done.send(());
+        }
+    }
+}
+
+/// `envelope` as the thread `thread` writes it: its own, unless it names
+/// a thread already (an earlier session's child keeps its owner).
+pub(super) fn owned_by(mut envelope: Envelope, thread: Option<&ThreadId>) -> Envelope {
+    if envelope.thread.is_none() {
+        envelope.thread = thread.cloned();
+    }
+    envelope
+}
+
+impl ThreadState {
+    /// Writes, and waits for, every envelope of the hub the store does not
+    /// hold as it is now (used when the thread closes).
+    pub(super) async fn persist_remaining(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.flushed().await;
+        }
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        // A gone hub's unfinished children failed first (nothing while
+        // it runs), then every envelope as it is.
+        let _ = self.parent.hub.fail_unfinished();
+        let envelopes = self.parent.hub.envelopes();
+        let changed: Vec<Envelope> = envelopes
+            .into_iter()
+            .map(|e| owned_by(e, self.id.as_ref()))
+            .filter(|e| e.status.is_terminal() && store.get(&e.id).as_ref() != Some(e))
+            // An earlier session's child is the store's: this copy is as
+            // the thread read it, and what the thread changes on it (a
+            // link, a claim, a wake settled) was written as it happened.
+            // Saved now, it would undo what another thread wrote since.
+            .filter(|e| !store.is_from_earlier_session(&e.id))
+            // Pruned meanwhile: not written back, without its run.
+            .filter(|e| !store.expired(e))
+            .collect();
+        // Runs whose last write never came (the child's end notice was
+        // still in this actor's mailbox when it stopped): their final
+        // conversation, so a later `send` resumes from where it ended.
+        let mut runs: Vec<(AgentId, Arc<ChildRequest>)> = self.requests.drain().collect();
+        runs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let runs: Vec<_> = runs
+            .into_iter()
+            .map(|(id, request)| {
+                let conversation = self.parent.hub.conversation(&id).unwrap_or_default();
+                (id, request, conversation)
+            })
+            .collect();
+        if changed.is_empty() && runs.is_empty() && !store.has_unsaved() {
+            return;
+        }
+        let written = tokio::task::spawn_blocking(move || {
+            let envelopes = changed.iter().filter_map(|e| store.save(e).err());
+            let runs = runs
+                .iter()
+                .filter_map(|(id, request, said)| store.save_run(id, request, said).err());
+            // And every earlier write that failed (its disk may be back).
+            let retried = store.retry_unsaved();
+            envelopes
+                .chain(runs)
+                .chain(retried)
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        })
+        .await;
+        for error in written.unwrap_or_default() {
+            self.persist_errors.push(error);
         }
     }
 }

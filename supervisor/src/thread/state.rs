@@ -8,14 +8,14 @@ use subagents_actors::hub::{EnvelopeArchive, HubObserver};
 use subagents_actors::{AgentError, DelegatingAgent, EventSink};
 use subagents_messages::{
     AgentEvent, AgentId, AgentResult, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest,
-    Envelope, Outcome,
+    Envelope, Outcome, ThreadId,
 };
 
 use crate::store::EnvelopeStore;
 use crate::thread::config::ThreadConfig;
 use crate::thread::msg::ThreadMsg;
 use crate::thread::msg::sealed::ThreadInternal;
-use crate::thread::persist::{Write, Writer};
+use crate::thread::persist::{Write, Writer, owned_by};
 use crate::wake::{WakeQueue, restart_line, restart_text, wake_line, wake_text};
 
 /// Arguments: the thread's setup and its sink.
@@ -47,6 +47,8 @@ pub(crate) struct ThreadState {
     pub(super) wakes: WakeQueue,
     pub(super) turns_in_flight: usize,
     pub(super) store: Option<Arc<EnvelopeStore>>,
+    /// The thread's id in its store ([`ThreadConfig::id`]).
+    pub(super) id: Option<ThreadId>,
     pub(super) persist_errors: crate::thread::persist::PersistErrors,
     /// The store's owed wakes were taken ([`ThreadState::take_store_wakes`]).
     pub(super) store_wakes_taken: bool,
@@ -220,7 +222,8 @@ impl ThreadState {
     /// Writes an envelope (in order, off the actor).
     pub(super) fn persist(&mut self, _myself: &ActorRef<ThreadMsg>, envelope: &Envelope) {
         if let Some(writer) = &self.writer {
-            writer.send(Write::Envelope(Box::new(envelope.clone())));
+            let envelope = owned_by(envelope.clone(), self.id.as_ref());
+            writer.send(Write::Envelope(Box::new(envelope)));
         }
     }
 
@@ -285,13 +288,12 @@ impl ThreadState {
         }
     }
 
-    /// The thread closes unkept (an open given up): the wakes it took
-    /// from its store and did not deliver stay owed — on disk, never
-    /// settled, and in the store's lists for the next thread to take.
-    /// Takes the store's owed wakes, once, onto the queue: the children a
-    /// restart interrupted (one wake lists them, the first time a thread
-    /// opens the store), then the finished children whose wake the last
-    /// process owed and never delivered, in the order they finished.
+    /// Takes the store's owed wakes that are this thread's, once, onto the
+    /// queue: the children a restart interrupted (one wake lists them),
+    /// then the finished children whose wake the last process owed and
+    /// never delivered, in the order they finished. Its own are those its
+    /// id wrote, and those written for no thread (the first thread shown
+    /// takes them); another thread's wait for it.
     pub(super) fn take_store_wakes(&mut self) {
         if std::mem::replace(&mut self.store_wakes_taken, true) {
             return;
@@ -299,8 +301,8 @@ impl ThreadState {
         let Some(store) = &self.store else {
             return;
         };
-        self.restarted = store.take_interrupted();
-        let owed = store.take_owed_wakes();
+        self.restarted = store.take_interrupted(self.id.as_ref());
+        let owed = store.take_owed_wakes(self.id.as_ref());
         if let Some(first) = self.restarted.first() {
             self.wakes.push(first.clone());
         }
@@ -333,64 +335,6 @@ impl ThreadState {
         });
         if last {
             self.requests.remove(id);
-        }
-    }
-
-    /// Writes, and waits for, every envelope of the hub the store does not
-    /// hold as it is now (used when the thread closes).
-    pub(super) async fn persist_remaining(&mut self) {
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.flushed().await;
-        }
-        let Some(store) = self.store.clone() else {
-            return;
-        };
-        // A gone hub's unfinished children failed first (nothing while
-        // it runs), then every envelope as it is.
-        let _ = self.parent.hub.fail_unfinished();
-        let envelopes = self.parent.hub.envelopes();
-        let changed: Vec<Envelope> = envelopes
-            .into_iter()
-            .filter(|e| e.status.is_terminal() && store.get(&e.id).as_ref() != Some(e))
-            // An earlier session's child is the store's: this copy is as
-            // the thread read it, and what the thread changes on it (a
-            // link, a claim, a wake settled) was written as it happened.
-            // Saved now, it would undo what another thread wrote since.
-            .filter(|e| !store.is_from_earlier_session(&e.id))
-            // Pruned meanwhile: not written back, without its run.
-            .filter(|e| !store.expired(e))
-            .collect();
-        // Runs whose last write never came (the child's end notice was
-        // still in this actor's mailbox when it stopped): their final
-        // conversation, so a later `send` resumes from where it ended.
-        let mut runs: Vec<(AgentId, Arc<ChildRequest>)> = self.requests.drain().collect();
-        runs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let runs: Vec<_> = runs
-            .into_iter()
-            .map(|(id, request)| {
-                let conversation = self.parent.hub.conversation(&id).unwrap_or_default();
-                (id, request, conversation)
-            })
-            .collect();
-        if changed.is_empty() && runs.is_empty() && !store.has_unsaved() {
-            return;
-        }
-        let written = tokio::task::spawn_blocking(move || {
-            let envelopes = changed.iter().filter_map(|e| store.save(e).err());
-            let runs = runs
-                .iter()
-                .filter_map(|(id, request, said)| store.save_run(id, request, said).err());
-            // And every earlier write that failed (its disk may be back).
-            let retried = store.retry_unsaved();
-            envelopes
-                .chain(runs)
-                .chain(retried)
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-        })
-        .await;
-        for error in written.unwrap_or_default() {
-            self.persist_errors.push(error);
         }
     }
 

@@ -190,6 +190,7 @@ fn saved_file_holds_only_the_envelope_fields() {
         "depth",
         "resumed_from",
         "continued_as",
+        "thread",
     ];
     expected.sort();
     assert_eq!(keys, expected);
@@ -540,7 +541,9 @@ fn stray_temp_files_in_runs_are_removed_on_open() {
 /// Shared: a copy of an earlier session's child taken before another
 /// thread resumed it (its link) or took its result (its claim), saved
 /// after, erased both — the next session resumed the child's own run
-/// again, forking the chain. A link and a claim, once held, are kept.
+/// again, forking the chain. A link and a claim, once held, are kept —
+/// and the thread it belongs to: another thread's copy never makes it
+/// that thread's (its restart wakes would go there).
 #[test]
 fn a_save_of_an_older_copy_keeps_the_link_and_the_claim() {
     let tmp = tempfile::tempdir().unwrap();
@@ -550,12 +553,21 @@ fn a_save_of_an_older_copy_keeps_the_link_and_the_claim() {
     let mut linked = read_before.clone();
     linked.continued_as = Some(AgentId::new("agent_2"));
     linked.claimed = true;
+    linked.thread = Some(subagents_messages::ThreadId::new("a"));
     store.save(&linked).unwrap();
     store.save(&read_before).unwrap();
+    let mut another = read_before.clone();
+    another.thread = Some(subagents_messages::ThreadId::new("b"));
+    store.save(&another).unwrap();
     let (store, _) = reopen(store, tmp.path(), &clock);
     let held = store.get(&AgentId::new("agent_1")).unwrap();
     assert_eq!(held.continued_as, Some(AgentId::new("agent_2")));
     assert!(held.claimed);
+    assert_eq!(
+        held.thread,
+        Some(subagents_messages::ThreadId::new("a")),
+        "its thread, once held, is kept"
+    );
 }
 
 /// Foreign input (another version of the library): an envelope whose
