@@ -17,7 +17,8 @@ use subagents_messages::remote::{ReportBody, RunReport, RunRequest};
 
 use crate::error::ClusterError;
 use crate::wire::{
-    HostMsg, InboxMsg, KeptRun, decode_request, decode_start, host_group, inbox_group,
+    HostMsg, InboxMsg, KeptRun, UnreadStart, decode_request, decode_start, encode_report,
+    host_group, inbox_group,
 };
 
 /// The node host actor.
@@ -86,7 +87,7 @@ impl Actor for NodeHost {
         state: &mut HostState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            HostMsg::Start(bytes) => match decode_start(&bytes) {
+            HostMsg::Start(header, spec) => match decode_start(&header, &spec) {
                 Ok(start) => {
                     let key = start.spec.key;
                     let runner = &state.runner;
@@ -120,7 +121,7 @@ impl Actor for NodeHost {
                         },
                     );
                 }
-                Err(e) => tracing::warn!(error = %e, "a start this node could not read"),
+                Err(unread) => refuse_unread(state, unread),
             },
             HostMsg::Request(bytes) => match decode_request(&bytes) {
                 Ok((from, key, request)) => {
@@ -212,6 +213,33 @@ fn fit(report: RunReport, error: &CodecError) -> RunReport {
     RunReport { key, seq, body }
 }
 
+/// A start whose spec this node could not read (another version's, a
+/// forged one) started nothing, and the asking node — its child
+/// `running`, waiting for reports — was never told: its child ran for
+/// ever there. When the header says who asked, the run is refused to it,
+/// saying why; a start without a readable header is only logged.
+fn refuse_unread(state: &HostState, unread: UnreadStart) {
+    let UnreadStart { header, error } = unread;
+    tracing::warn!(%error, "a start this node could not read");
+    let Some((reply_to, key)) = header else {
+        return;
+    };
+    let to = Destination {
+        inbox: inbox_group(&reply_to),
+        session: lost_sessions(&state.lost, &reply_to),
+        parent_node: reply_to,
+        // Unread: a refusal is never kept, so no id is needed.
+        id: AgentId::new(""),
+        kept: state.kept.clone(),
+        lost: state.lost.clone(),
+    };
+    to.send(RunReport {
+        key,
+        seq: 0,
+        body: ReportBody::Refused(format!("the node could not read the run ({error})")),
+    });
+}
+
 /// Where a run's reports go: the asking node's inbox; once that node is
 /// gone, its last report is kept here.
 struct Destination {
@@ -235,12 +263,12 @@ impl Destination {
             self.keep(report);
             return;
         };
-        let (report, bytes) = match report.to_wire() {
-            Ok(bytes) => (report, bytes),
+        let (report, message) = match encode_report(&report) {
+            Ok(message) => (report, message),
             Err(error) => {
                 let fitted = fit(report, &error);
-                match fitted.to_wire() {
-                    Ok(bytes) => (fitted, bytes),
+                match encode_report(&fitted) {
+                    Ok(message) => (fitted, message),
                     Err(error) => {
                         tracing::warn!(%error, "a report that could not be encoded");
                         return;
@@ -249,7 +277,7 @@ impl Destination {
             }
         };
         let inbox: ActorRef<InboxMsg> = inbox.into();
-        if inbox.cast(InboxMsg::Report(bytes)).is_err() {
+        if inbox.cast(message).is_err() {
             // Its node went away just now.
             self.keep(report);
         }

@@ -11,7 +11,8 @@
 //!
 //! Everything crossing the wire is our own payload as opaque bytes
 //! (bincode through `subagents_messages::codec`), decoded into a `Result`:
-//! bad bytes are logged and dropped, never a panic. A lost node — its
+//! bad bytes are logged and dropped, never a panic; a start or report
+//! whose header was read ends its run refused, saying why. A lost node — its
 //! session closed (a killed process is seen at once on its TCP
 //! connection) or three heartbeats unanswered — ends its children failed
 //! (`node lost`) with one wake each. docs/cluster.md has the design.

@@ -10,10 +10,11 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use ractor_cluster::NodeServerMessage;
 use subagents_actors::{NodeLink, RunReports};
-use subagents_messages::remote::{ReportBody, RunRequest, RunSpec};
+use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
 
 use crate::wire::{
-    HostMsg, InboxMsg, decode_report, encode_request, encode_start, host_group, inbox_group,
+    HostMsg, InboxMsg, UnreadReport, decode_report, encode_request, encode_start, host_group,
+    inbox_group,
 };
 
 /// How often a link asks its node how many runs are live (the heartbeat).
@@ -229,12 +230,12 @@ impl NodeLink for ClusterLink {
             return Err("it was lost before".into());
         }
         let key = spec.key;
-        let bytes = encode_start(spec, &inner.me).map_err(|e| e.to_string())?;
+        let start = encode_start(&spec, &inner.me).map_err(|e| e.to_string())?;
         inner
             .routes
             .lock()
             .insert(key, (inner.node.clone(), reports));
-        if inner.host().cast(HostMsg::Start(bytes)).is_err() {
+        if inner.host().cast(start).is_err() {
             inner.routes.lock().remove(&key);
             return Err("its host is gone".into());
         }
@@ -277,27 +278,12 @@ impl Actor for Inbox {
         &self,
         _myself: ActorRef<InboxMsg>,
         message: InboxMsg,
-        (_, routes): &mut (String, Routes),
+        (me, routes): &mut (String, Routes),
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            InboxMsg::Report(bytes) => match decode_report(&bytes) {
-                Ok(report) => {
-                    let last = matches!(
-                        report.body,
-                        ReportBody::Ended { .. } | ReportBody::Refused(_)
-                    );
-                    let mut routes = routes.lock();
-                    let reports = if last {
-                        routes.remove(&report.key).map(|(_, r)| r)
-                    } else {
-                        routes.get(&report.key).map(|(_, r)| r.clone())
-                    };
-                    drop(routes);
-                    if let Some(reports) = reports {
-                        reports.report(report);
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "a report this node could not read"),
+            InboxMsg::Report(header, body) => match decode_report(&header, &body) {
+                Ok(report) => route(routes, report),
+                Err(unread) => route_unread(me, routes, unread),
             },
             InboxMsg::NodeLost(node, why) => routes.node_lost(&node, &why),
         }
@@ -305,123 +291,53 @@ impl Actor for Inbox {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-    use std::time::Duration;
-
-    use subagents_actors::{
-        DelegationBuilder, Placement, Reply, ScriptedModel, ToolRegistry, UseAgentCall,
+/// Hands `report` to its run's reports; its last takes the route away.
+fn route(routes: &Routes, report: RunReport) {
+    let last = matches!(
+        report.body,
+        ReportBody::Ended { .. } | ReportBody::Refused(_)
+    );
+    let mut routes = routes.lock();
+    let reports = if last {
+        routes.remove(&report.key).map(|(_, r)| r)
+    } else {
+        routes.get(&report.key).map(|(_, r)| r.clone())
     };
-    use subagents_messages::codec::Wire;
-    use subagents_messages::remote::RunReport;
-    use subagents_messages::{AgentEvent, AgentId, AgentResult, Outcome, SubAgentStatus};
-    use subagents_supervisor::ThreadHandle;
-
-    use super::*;
-
-    /// Node `b` as this node's link sees it: a run started on it is routed
-    /// to its reports, as `ClusterLink::start` does; its key is kept.
-    struct NodeB {
-        routes: Routes,
-        keys: Mutex<Vec<u64>>,
-    }
-
-    impl NodeLink for NodeB {
-        fn node(&self) -> &str {
-            "b"
-        }
-
-        fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
-            self.routes
-                .lock()
-                .insert(spec.key, ("b".to_owned(), reports));
-            self.keys.lock().unwrap().push(spec.key);
-            Ok(())
-        }
-
-        fn request(&self, _: u64, _: RunRequest) -> Result<(), String> {
-            Ok(())
-        }
-    }
-
-    /// Stopped midway, across nodes: a node that sends its run's last
-    /// reports (its `Result`, its `Ended`) and then goes away. The session
-    /// casts the reports into the inbox's mailbox, then closes — and the
-    /// loss failed the run's route at once, before the inbox read them:
-    /// the child ended `failed: node lost`, its answer dropped. The loss
-    /// goes through the inbox, after what it had received.
-    #[tokio::test]
-    async fn a_node_lost_after_its_last_reports_keeps_the_answer() {
-        let routes = Routes::default();
-        let (inbox, _) = Actor::spawn(None, Inbox, ("a-loss".to_owned(), routes.clone()))
-            .await
-            .unwrap();
-        let b = Arc::new(NodeB {
-            routes: routes.clone(),
-            keys: Mutex::new(Vec::new()),
-        });
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "work").wait(false)),
-            Reply::answer("Started."),
-            Reply::answer("Noted."),
-        ]);
-        let (thread, mut events) = ThreadHandle::spawn(
-            DelegationBuilder::new(model.shared())
-                .tools(ToolRegistry::new())
-                .placement(Placement::On(b.clone())),
-            None,
-        )
-        .await
-        .unwrap();
-        thread.send_user("go").unwrap();
-        while !matches!(events.recv().await, Some(AgentEvent::Result(_))) {}
-        let key = b.keys.lock().unwrap()[0];
-        let result = AgentResult {
-            text: "the answer".to_owned(),
-            outcome: Outcome::Completed,
-            model_calls: 1,
-            tool_calls: 0,
-            usage: Default::default(),
-            children_usage: Default::default(),
-            elapsed: Duration::from_secs(1),
-        };
-        let reports = [
-            ReportBody::Event(AgentEvent::Result(Box::new(result.clone()))),
-            ReportBody::Ended {
-                result,
-                conversation: Vec::new(),
-            },
-        ];
-        for (seq, body) in reports.into_iter().enumerate() {
-            let report = RunReport {
-                key,
-                seq: seq as u64,
-                body,
-            };
-            inbox
-                .cast(InboxMsg::Report(report.to_wire().unwrap()))
-                .unwrap();
-        }
-        // The session closes in the same tick, after the last frames.
-        lose_node(&inbox, &routes, "b", "its session closed");
-        let agent_1 = AgentId::new("agent_1");
-        let status = loop {
-            match events.recv().await {
-                Some(AgentEvent::ChildStatus(id, status))
-                    if id == agent_1 && status.is_terminal() =>
-                {
-                    break status;
-                }
-                Some(_) => {}
-                None => panic!("the stream ended first"),
-            }
-        };
-        let envelope = thread.hub().status(&agent_1).unwrap();
-        assert_eq!(status, SubAgentStatus::Done, "{envelope:?}");
-        assert_eq!(envelope.result.as_deref(), Some("the answer"));
-        thread.close_and_wait().await;
-        inbox.stop(None);
+    drop(routes);
+    if let Some(reports) = reports {
+        reports.report(report);
     }
 }
+
+/// A report whose body this node could not read (another version's
+/// event) was logged and dropped: a gap in the run's reports, which are
+/// taken in order — nothing after it reached the child, and it never
+/// ended here. When its header says which run and place, it ends the run
+/// there, refused, saying why (as a report too large to send does), and
+/// the run is asked to stop on its node: none of what it does would be
+/// read. `me` is this node.
+fn route_unread(me: &str, routes: &Routes, unread: UnreadReport) {
+    let UnreadReport { header, error } = unread;
+    tracing::warn!(%error, "a report this node could not read");
+    let Some((key, seq)) = header else {
+        return;
+    };
+    let node = routes.lock().get(&key).map(|(node, _)| node.clone());
+    let why = format!("a report of the run could not be read here ({error})");
+    route(
+        routes,
+        RunReport {
+            key,
+            seq,
+            body: ReportBody::Refused(why),
+        },
+    );
+    let stop = encode_request(me, key, &RunRequest::Stop);
+    let host = node.and_then(|node| ractor::pg::get_members(&host_group(&node)).pop());
+    if let (Ok(stop), Some(host)) = (stop, host) {
+        let _ = ActorRef::<HostMsg>::from(host).cast(HostMsg::Request(stop));
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,7 @@
 use ractor::RpcReplyPort;
 use ractor_cluster::RactorClusterMessage;
 use subagents_messages::codec::{CodecError, Wire};
-use subagents_messages::remote::{RunReport, RunRequest, RunSpec};
+use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
 
 /// The `pg` group of a node's host: one per node name.
 pub(crate) fn host_group(node: &str) -> String {
@@ -21,8 +21,11 @@ pub(crate) fn inbox_group(node: &str) -> String {
 /// What a node host is told (by another node's link).
 #[derive(RactorClusterMessage)]
 pub(crate) enum HostMsg {
-    /// Start a run: a [`Start`], as bytes.
-    Start(Vec<u8>),
+    /// Start a run: its header (the asking node and the run's key) and
+    /// its [`RunSpec`], each as bytes — apart, so a node that cannot read
+    /// the spec (another version's, a forged one) still knows whom to
+    /// tell ([`decode_start`]).
+    Start(Vec<u8>, Vec<u8>),
     /// A request for a run: `(asking node, key, RunRequest)`, as bytes.
     Request(Vec<u8>),
     /// How many runs are live here (the heartbeat, and the count
@@ -55,8 +58,11 @@ pub struct KeptRun {
 /// What an inbox is told (by another node's host).
 #[derive(RactorClusterMessage)]
 pub(crate) enum InboxMsg {
-    /// A report about a run: a [`RunReport`], as bytes.
-    Report(Vec<u8>),
+    /// A report about a run: its header (the run's key and the report's
+    /// number) and its [`ReportBody`], each as bytes — apart, so a body
+    /// this node cannot read (another version's event) still fills its
+    /// place in the run's reports ([`decode_report`]).
+    Report(Vec<u8>, Vec<u8>),
     /// Sent by this node's own session watcher and heartbeats: node (the
     /// first `String`) is lost, why (the second); its runs end lost —
     /// after the reports already in this mailbox, which were received
@@ -65,22 +71,46 @@ pub(crate) enum InboxMsg {
 }
 
 /// A run to start, and the node whose inbox takes its reports.
-#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Start {
     pub(crate) spec: RunSpec,
     pub(crate) reply_to: String,
 }
 
-pub(crate) fn encode_start(spec: RunSpec, reply_to: &str) -> Result<Vec<u8>, CodecError> {
-    Start {
-        spec,
-        reply_to: reply_to.to_owned(),
-    }
-    .to_wire()
+/// The message that starts `spec` on a node, its reports to `reply_to`.
+pub(crate) fn encode_start(spec: &RunSpec, reply_to: &str) -> Result<HostMsg, CodecError> {
+    let header = (reply_to.to_owned(), spec.key).to_wire()?;
+    Ok(HostMsg::Start(header, spec.to_wire()?))
 }
 
-pub(crate) fn decode_start(bytes: &[u8]) -> Result<Start, CodecError> {
-    Start::from_wire(bytes)
+/// A start this node could not read, and whom to tell when its header
+/// was read (the spec was not: another version's, a forged one).
+#[derive(Debug)]
+pub(crate) struct UnreadStart {
+    /// The asking node and the run's key, when they were read.
+    pub(crate) header: Option<(String, u64)>,
+    /// Why it could not be read.
+    pub(crate) error: CodecError,
+}
+
+/// A [`HostMsg::Start`]'s two parts, read.
+pub(crate) fn decode_start(header: &[u8], spec: &[u8]) -> Result<Start, UnreadStart> {
+    let (reply_to, key) = <(String, u64)>::from_wire(header).map_err(|error| UnreadStart {
+        header: None,
+        error,
+    })?;
+    let error = match RunSpec::from_wire(spec) {
+        Ok(spec) if spec.key == key => return Ok(Start { spec, reply_to }),
+        Ok(spec) => CodecError::Decode(format!(
+            "the run's key {} is not its header's {key}",
+            spec.key
+        )),
+        Err(error) => error,
+    };
+    Err(UnreadStart {
+        header: Some((reply_to, key)),
+        error,
+    })
 }
 
 pub(crate) fn encode_request(
@@ -95,8 +125,36 @@ pub(crate) fn decode_request(bytes: &[u8]) -> Result<(String, u64, RunRequest), 
     <(String, u64, RunRequest)>::from_wire(bytes)
 }
 
-pub(crate) fn decode_report(bytes: &[u8]) -> Result<RunReport, CodecError> {
-    RunReport::from_wire(bytes)
+/// The message that carries `report`; an error names what could not be
+/// encoded (its body: the header is two numbers).
+pub(crate) fn encode_report(report: &RunReport) -> Result<InboxMsg, CodecError> {
+    let header = (report.key, report.seq).to_wire()?;
+    Ok(InboxMsg::Report(header, report.body.to_wire()?))
+}
+
+/// A report this node could not read, and which run and place it was
+/// when its header was read (its body was not).
+#[derive(Debug)]
+pub(crate) struct UnreadReport {
+    /// The run's key and the report's number, when they were read.
+    pub(crate) header: Option<(u64, u64)>,
+    /// Why it could not be read.
+    pub(crate) error: CodecError,
+}
+
+/// An [`InboxMsg::Report`]'s two parts, read.
+pub(crate) fn decode_report(header: &[u8], body: &[u8]) -> Result<RunReport, UnreadReport> {
+    let (key, seq) = <(u64, u64)>::from_wire(header).map_err(|error| UnreadReport {
+        header: None,
+        error,
+    })?;
+    match ReportBody::from_wire(body) {
+        Ok(body) => Ok(RunReport { key, seq, body }),
+        Err(error) => Err(UnreadReport {
+            header: Some((key, seq)),
+            error,
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -122,18 +180,31 @@ mod tests {
             options: Default::default(),
             keep_if_orphaned: false,
         };
-        let bytes = encode_start(spec.clone(), "a").unwrap();
-        let start = decode_start(&bytes).unwrap();
+        let HostMsg::Start(header, bytes) = encode_start(&spec, "a").unwrap() else {
+            unreachable!("a start")
+        };
+        let start = decode_start(&header, &bytes).unwrap();
         assert_eq!(start.spec, spec);
         assert_eq!(start.reply_to, "a");
+        // A spec this node cannot read: whom to tell is still known.
+        let unread = decode_start(&header, &bytes[..bytes.len() / 2]).unwrap_err();
+        assert_eq!(unread.header, Some(("a".to_owned(), 3)));
+        let other = RunSpec { key: 4, ..spec };
+        let unread = decode_start(&header, &other.to_wire().unwrap()).unwrap_err();
+        assert!(
+            unread.error.to_string().contains("key 4"),
+            "{}",
+            unread.error
+        );
+        assert_eq!(decode_start(&bytes, &header).unwrap_err().header, None);
         let request = encode_request("a", 3, &RunRequest::Stop).unwrap();
         assert_eq!(
             decode_request(&request).unwrap(),
             ("a".to_owned(), 3, RunRequest::Stop)
         );
         for bad in [&bytes[..bytes.len() / 2], &[0xff; 9][..], &[][..]] {
-            assert!(decode_start(bad).is_err());
-            assert!(decode_report(bad).is_err());
+            assert!(decode_start(bad, &bytes).is_err());
+            assert!(decode_report(bad, bad).is_err());
         }
         assert!(decode_request(&request[..1]).is_err());
     }

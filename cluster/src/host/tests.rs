@@ -32,8 +32,8 @@ impl Actor for Inbox {
         message: InboxMsg,
         seen: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        if let InboxMsg::Report(bytes) = message {
-            lock(seen).push(decode_report(&bytes).unwrap());
+        if let InboxMsg::Report(header, body) = message {
+            lock(seen).push(decode_report(&header, &body).unwrap());
         }
         Ok(())
     }
@@ -91,15 +91,11 @@ async fn a_parent_node_back_under_its_name_does_not_inherit_its_orphans() {
         .shared();
     let name = model.name().to_owned();
     let (host, inbox, seen) = host_b_and_inbox_a(model).await;
-    host.cast(HostMsg::Start(
-        encode_start(spec(&name, "Orphan", true), "a").unwrap(),
-    ))
-    .unwrap();
+    host.cast(encode_start(&spec(&name, "Orphan", true), "a").unwrap())
+        .unwrap();
     host.cast(HostMsg::ParentLost("a".into())).unwrap();
-    host.cast(HostMsg::Start(
-        encode_start(spec(&name, "Newcomer", false), "a").unwrap(),
-    ))
-    .unwrap();
+    host.cast(encode_start(&spec(&name, "Newcomer", false), "a").unwrap())
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(300)).await;
     let kept = kept_of(&host, "b").await.unwrap();
     let kept: Vec<&str> = kept.iter().map(|k| k.result.text.as_str()).collect();
@@ -128,10 +124,8 @@ async fn a_second_start_of_a_live_run_starts_nothing() {
     let name = model.name().to_owned();
     let (host, inbox, seen) = host_b_and_inbox_a(model).await;
     for _ in 0..2 {
-        host.cast(HostMsg::Start(
-            encode_start(spec(&name, "Slow", false), "a").unwrap(),
-        ))
-        .unwrap();
+        host.cast(encode_start(&spec(&name, "Slow", false), "a").unwrap())
+            .unwrap();
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(ractor::call!(host, HostMsg::Live).unwrap(), 1);
@@ -149,6 +143,41 @@ async fn a_second_start_of_a_live_run_starts_nothing() {
     inbox.stop(None);
 }
 
+/// Foreign input (another version's node, a forged start): a `Start`
+/// whose spec this node could not read was logged and dropped — the
+/// asking node's child stayed `running`, waiting for reports, for ever.
+/// Its header still says who asked and which run: the run is refused to
+/// that node's inbox, saying why; a start whose header cannot be read
+/// either starts nothing and tells no one.
+#[tokio::test(start_paused = true)]
+async fn a_start_whose_spec_cannot_be_read_is_refused_to_its_asker() {
+    let model = ScriptedModel::new(Vec::new()).shared();
+    let name = model.name().to_owned();
+    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
+    let HostMsg::Start(header, spec_bytes) = encode_start(&spec(&name, "Any", false), "a").unwrap()
+    else {
+        unreachable!("a start")
+    };
+    // A field this version does not know, read as a truncated spec.
+    let mut foreign = spec_bytes.clone();
+    foreign.push(0x07);
+    host.cast(HostMsg::Start(header.clone(), foreign)).unwrap();
+    host.cast(HostMsg::Start(vec![0xff; 3], spec_bytes))
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(ractor::call!(host, HostMsg::Live).unwrap(), 0);
+    let seen = lock(&seen).clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!((seen[0].key, seen[0].seq), (1, 0));
+    assert!(
+        matches!(&seen[0].body, ReportBody::Refused(why) if why.contains("could not read the run")),
+        "{:?}",
+        seen[0].body
+    );
+    host.stop(None);
+    inbox.stop(None);
+}
+
 /// A report over the wire's limit (here a text delta of 64 MiB + 1,
 /// then the result and the end that carry it) was dropped after its
 /// number was taken: the asking node waited on that gap for ever, so
@@ -162,10 +191,8 @@ async fn a_report_over_the_wire_limit_leaves_no_gap() {
         .shared();
     let name = model.name().to_owned();
     let (host, inbox, seen) = host_b_and_inbox_a(model).await;
-    host.cast(HostMsg::Start(
-        encode_start(spec(&name, "Verbose", false), "a").unwrap(),
-    ))
-    .unwrap();
+    host.cast(encode_start(&spec(&name, "Verbose", false), "a").unwrap())
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(60)).await;
     let seen = lock(&seen);
     let numbers: Vec<u64> = seen.iter().map(|r| r.seq).collect();

@@ -1,0 +1,222 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use subagents_actors::{
+    DelegationBuilder, Placement, Reply, ScriptedModel, ToolRegistry, UseAgentCall,
+};
+use subagents_messages::{AgentEvent, AgentId, AgentResult, Outcome, SubAgentStatus};
+use subagents_supervisor::ThreadHandle;
+
+use super::*;
+use crate::wire::encode_report;
+
+/// Node `b` as this node's link sees it: a run started on it is routed
+/// to its reports, as `ClusterLink::start` does; its key is kept.
+struct NodeB {
+    name: &'static str,
+    routes: Routes,
+    keys: Mutex<Vec<u64>>,
+}
+
+impl NodeLink for NodeB {
+    fn node(&self) -> &str {
+        self.name
+    }
+
+    fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
+        self.routes
+            .lock()
+            .insert(spec.key, (self.name.to_owned(), reports));
+        self.keys.lock().unwrap().push(spec.key);
+        Ok(())
+    }
+
+    fn request(&self, _: u64, _: RunRequest) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Stopped midway, across nodes: a node that sends its run's last
+/// reports (its `Result`, its `Ended`) and then goes away. The session
+/// casts the reports into the inbox's mailbox, then closes — and the
+/// loss failed the run's route at once, before the inbox read them:
+/// the child ended `failed: node lost`, its answer dropped. The loss
+/// goes through the inbox, after what it had received.
+#[tokio::test]
+async fn a_node_lost_after_its_last_reports_keeps_the_answer() {
+    let (inbox, routes, thread, mut events, key) = a_child_on_b("a-loss", "b").await;
+    let result = AgentResult {
+        text: "the answer".to_owned(),
+        outcome: Outcome::Completed,
+        model_calls: 1,
+        tool_calls: 0,
+        usage: Default::default(),
+        children_usage: Default::default(),
+        elapsed: Duration::from_secs(1),
+    };
+    let reports = [
+        ReportBody::Event(AgentEvent::Result(Box::new(result.clone()))),
+        ReportBody::Ended {
+            result,
+            conversation: Vec::new(),
+        },
+    ];
+    for (seq, body) in reports.into_iter().enumerate() {
+        let report = RunReport {
+            key,
+            seq: seq as u64,
+            body,
+        };
+        inbox.cast(encode_report(&report).unwrap()).unwrap();
+    }
+    // The session closes in the same tick, after the last frames.
+    lose_node(&inbox, &routes, "b", "its session closed");
+    let agent_1 = AgentId::new("agent_1");
+    let status = loop {
+        match events.recv().await {
+            Some(AgentEvent::ChildStatus(id, status)) if id == agent_1 && status.is_terminal() => {
+                break status;
+            }
+            Some(_) => {}
+            None => panic!("the stream ended first"),
+        }
+    };
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(status, SubAgentStatus::Done, "{envelope:?}");
+    assert_eq!(envelope.result.as_deref(), Some("the answer"));
+    thread.close_and_wait().await;
+    inbox.stop(None);
+}
+
+/// Node `a`'s inbox (its group `name`) and a thread whose background
+/// child runs on `node`, its parent's turn over: the inbox, the routes,
+/// the thread, its events and the run's key.
+async fn a_child_on_b(
+    name: &str,
+    node: &'static str,
+) -> (
+    ActorRef<InboxMsg>,
+    Routes,
+    ThreadHandle,
+    subagents_actors::EventStream,
+    u64,
+) {
+    let routes = Routes::default();
+    let (inbox, _) = Actor::spawn(None, Inbox, (name.to_owned(), routes.clone()))
+        .await
+        .unwrap();
+    let b = Arc::new(NodeB {
+        name: node,
+        routes: routes.clone(),
+        keys: Mutex::new(Vec::new()),
+    });
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "work").wait(false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ]);
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new())
+            .placement(Placement::On(b.clone())),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    while !matches!(events.recv().await, Some(AgentEvent::Result(_))) {}
+    let key = b.keys.lock().unwrap()[0];
+    (inbox, routes, thread, events, key)
+}
+
+/// Foreign input (another version's node): a report whose body this
+/// node could not read (an event it does not know) was logged and
+/// dropped — a gap in the run's reports, which are taken in order: the
+/// child's later reports, its end among them, never reached it, and it
+/// stayed `running` for ever. Its header says which run and place: the
+/// run ends there, refused, saying why, and its node is asked to stop it.
+#[tokio::test]
+async fn a_report_this_node_cannot_read_ends_the_run_saying_why() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let (host, _) = Actor::spawn(None, HostOfB, asked.clone()).await.unwrap();
+    let (inbox, _routes, thread, mut events, key) = a_child_on_b("a-unread", "b-unread").await;
+    let thinking = RunReport {
+        key,
+        seq: 0,
+        body: ReportBody::Event(AgentEvent::Text("thinking".into())),
+    };
+    inbox.cast(encode_report(&thinking).unwrap()).unwrap();
+    let InboxMsg::Report(header, _) = encode_report(&RunReport { seq: 1, ..thinking }).unwrap()
+    else {
+        unreachable!("a report")
+    };
+    // An event variant this version does not have.
+    inbox
+        .cast(InboxMsg::Report(header, vec![0, 250, 1]))
+        .unwrap();
+    let agent_1 = AgentId::new("agent_1");
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match events.recv().await {
+                Some(AgentEvent::ChildStatus(id, status))
+                    if id == agent_1 && status.is_terminal() =>
+                {
+                    break status;
+                }
+                Some(_) => {}
+                None => panic!("the stream ended first"),
+            }
+        }
+    })
+    .await;
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(ended, Ok(SubAgentStatus::Failed), "{envelope:?}");
+    let error = envelope.error.unwrap_or_default();
+    assert!(error.contains("could not be read here"), "{error}");
+    let stopped = tokio::time::timeout(Duration::from_secs(60), async {
+        while asked.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(stopped.is_ok(), "the run was never asked to stop");
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [("a-unread".to_owned(), key, RunRequest::Stop)]
+    );
+    thread.close_and_wait().await;
+    inbox.stop(None);
+    host.stop(None);
+}
+
+/// Stands for node `b-unread`'s host: keeps the requests it is sent.
+struct HostOfB;
+
+impl Actor for HostOfB {
+    type Msg = HostMsg;
+    type State = Arc<Mutex<Vec<(String, u64, RunRequest)>>>;
+    type Arguments = Self::State;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<HostMsg>,
+        asked: Self::State,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        ractor::pg::join(host_group("b-unread"), vec![myself.get_cell()]);
+        Ok(asked)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<HostMsg>,
+        message: HostMsg,
+        asked: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let HostMsg::Request(bytes) = message {
+            let request = crate::wire::decode_request(&bytes).unwrap();
+            asked.lock().unwrap().push(request);
+        }
+        Ok(())
+    }
+}
