@@ -41,6 +41,9 @@ struct HostedRun {
     /// Its number on this node's runner.
     run: u64,
     keep_if_orphaned: bool,
+    /// Its token ([`fresh_token`](crate::wire::fresh_token)): a request
+    /// without it is not its asker's.
+    token: u64,
 }
 
 /// Its state (and arguments).
@@ -107,6 +110,7 @@ impl Actor for NodeHost {
                         parent_node: start.reply_to.clone(),
                         session,
                         id: start.spec.id.clone(),
+                        token: start.token,
                         kept: state.kept.clone(),
                         lost: state.lost.clone(),
                     };
@@ -118,17 +122,20 @@ impl Actor for NodeHost {
                         HostedRun {
                             run,
                             keep_if_orphaned,
+                            token: start.token,
                         },
                     );
                 }
                 Err(unread) => refuse_unread(state, unread),
             },
             HostMsg::Request(bytes) => match decode_request(&bytes) {
-                Ok((from, key, request)) => {
-                    if let Some(run) = state.runs.get(&(from, key)) {
-                        state.runner.request(run.run, request);
-                    }
-                }
+                Ok((from, key, token, request)) => match state.runs.get(&(from, key)) {
+                    Some(run) if run.token == token => state.runner.request(run.run, request),
+                    // Not its asker's (a forgery, a request of another
+                    // run under a reused key): nothing is done.
+                    Some(_) => tracing::warn!(key, "a request without its run's token"),
+                    None => {}
+                },
                 Err(e) => tracing::warn!(error = %e, "a request this node could not read"),
             },
             HostMsg::Live(reply) => {
@@ -221,7 +228,7 @@ fn fit(report: RunReport, error: &CodecError) -> RunReport {
 fn refuse_unread(state: &HostState, unread: UnreadStart) {
     let UnreadStart { header, error } = unread;
     tracing::warn!(%error, "a start this node could not read");
-    let Some((reply_to, key)) = header else {
+    let Some((reply_to, key, token)) = header else {
         return;
     };
     let to = Destination {
@@ -230,6 +237,7 @@ fn refuse_unread(state: &HostState, unread: UnreadStart) {
         parent_node: reply_to,
         // Unread: a refusal is never kept, so no id is needed.
         id: AgentId::new(""),
+        token,
         kept: state.kept.clone(),
         lost: state.lost.clone(),
     };
@@ -248,6 +256,8 @@ struct Destination {
     /// The parent node's session the run was started in.
     session: u64,
     id: AgentId,
+    /// The run's token, carried by each report.
+    token: u64,
     kept: Kept,
     lost: Lost,
 }
@@ -263,11 +273,11 @@ impl Destination {
             self.keep(report);
             return;
         };
-        let (report, message) = match encode_report(&report) {
+        let (report, message) = match encode_report(&report, self.token) {
             Ok(message) => (report, message),
             Err(error) => {
                 let fitted = fit(report, &error);
-                match encode_report(&fitted) {
+                match encode_report(&fitted, self.token) {
                     Ok(message) => (fitted, message),
                     Err(error) => {
                         tracing::warn!(%error, "a report that could not be encoded");

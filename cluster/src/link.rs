@@ -13,8 +13,8 @@ use subagents_actors::{NodeLink, RunReports};
 use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
 
 use crate::wire::{
-    HostMsg, InboxMsg, UnreadReport, decode_report, encode_request, encode_start, host_group,
-    inbox_group,
+    HostMsg, InboxMsg, UnreadReport, decode_report, encode_request, encode_start, fresh_token,
+    host_group, inbox_group,
 };
 
 /// How often a link asks its node how many runs are live (the heartbeat).
@@ -24,11 +24,33 @@ pub(crate) const MISSED_HEARTBEATS: u32 = 3;
 
 /// The runs this node has on others, by key: where each one's reports go.
 #[derive(Clone, Default)]
-pub(crate) struct Routes(Arc<Mutex<HashMap<u64, (String, RunReports)>>>);
+pub(crate) struct Routes(Arc<Mutex<HashMap<u64, Route>>>);
+
+/// One run on another node.
+pub(crate) struct Route {
+    /// The node it runs on.
+    pub(crate) node: String,
+    /// Its token ([`fresh_token`]): a report without it is not its node's.
+    pub(crate) token: u64,
+    /// Where its reports go.
+    pub(crate) reports: RunReports,
+}
 
 impl Routes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (String, RunReports)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Route>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Routes the run `key` on `node`, under `token`, to `reports`.
+    pub(crate) fn insert(&self, key: u64, node: String, token: u64, reports: RunReports) {
+        self.lock().insert(
+            key,
+            Route {
+                node,
+                token,
+                reports,
+            },
+        );
     }
 
     /// Node `node` is gone: each of its runs ends lost, once.
@@ -37,14 +59,14 @@ impl Routes {
             let mut routes = self.lock();
             let mut keys: Vec<u64> = routes
                 .iter()
-                .filter(|(_, (n, _))| n == node)
+                .filter(|(_, route)| route.node == node)
                 .map(|(k, _)| *k)
                 .collect();
             // In the order they started (keys rise): the parent's stream
             // never depends on a map's order.
             keys.sort_unstable();
             keys.iter()
-                .filter_map(|k| routes.remove(k).map(|(_, r)| r))
+                .filter_map(|k| routes.remove(k).map(|route| route.reports))
                 .collect()
         };
         for reports in lost {
@@ -230,11 +252,9 @@ impl NodeLink for ClusterLink {
             return Err("it was lost before".into());
         }
         let key = spec.key;
-        let start = encode_start(&spec, &inner.me).map_err(|e| e.to_string())?;
-        inner
-            .routes
-            .lock()
-            .insert(key, (inner.node.clone(), reports));
+        let token = fresh_token();
+        let start = encode_start(&spec, &inner.me, token).map_err(|e| e.to_string())?;
+        inner.routes.insert(key, inner.node.clone(), token, reports);
         if inner.host().cast(start).is_err() {
             inner.routes.lock().remove(&key);
             return Err("its host is gone".into());
@@ -248,7 +268,11 @@ impl NodeLink for ClusterLink {
         if inner.down.load(Ordering::SeqCst) {
             return Err("it was lost".into());
         }
-        let bytes = encode_request(&inner.me, key, &request).map_err(|e| e.to_string())?;
+        // Its token; a run with no route here has ended (nothing to ask).
+        let Some(token) = inner.routes.lock().get(&key).map(|route| route.token) else {
+            return Ok(());
+        };
+        let bytes = encode_request(&inner.me, key, token, &request).map_err(|e| e.to_string())?;
         inner
             .host()
             .cast(HostMsg::Request(bytes))
@@ -282,7 +306,7 @@ impl Actor for Inbox {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             InboxMsg::Report(header, body) => match decode_report(&header, &body) {
-                Ok(report) => route(routes, report),
+                Ok((report, token)) => route(routes, report, token),
                 Err(unread) => route_unread(me, routes, unread),
             },
             InboxMsg::NodeLost(node, why) => routes.node_lost(&node, &why),
@@ -291,17 +315,26 @@ impl Actor for Inbox {
     }
 }
 
-/// Hands `report` to its run's reports; its last takes the route away.
-fn route(routes: &Routes, report: RunReport) {
+/// Hands `report` to its run's reports; its last takes the route away. A
+/// report without its run's `token` (a forgery, a report of an earlier
+/// process's run under a reused key) is not its run's: dropped.
+fn route(routes: &Routes, report: RunReport, token: u64) {
     let last = matches!(
         report.body,
         ReportBody::Ended { .. } | ReportBody::Refused(_)
     );
     let mut routes = routes.lock();
+    if routes
+        .get(&report.key)
+        .is_some_and(|route| route.token != token)
+    {
+        tracing::warn!(key = report.key, "a report without its run's token");
+        return;
+    }
     let reports = if last {
-        routes.remove(&report.key).map(|(_, r)| r)
+        routes.remove(&report.key).map(|route| route.reports)
     } else {
-        routes.get(&report.key).map(|(_, r)| r.clone())
+        routes.get(&report.key).map(|route| route.reports.clone())
     };
     drop(routes);
     if let Some(reports) = reports {
@@ -319,10 +352,17 @@ fn route(routes: &Routes, report: RunReport) {
 fn route_unread(me: &str, routes: &Routes, unread: UnreadReport) {
     let UnreadReport { header, error } = unread;
     tracing::warn!(%error, "a report this node could not read");
-    let Some((key, seq)) = header else {
+    let Some((key, seq, token)) = header else {
         return;
     };
-    let node = routes.lock().get(&key).map(|(node, _)| node.clone());
+    let node = routes
+        .lock()
+        .get(&key)
+        .filter(|route| route.token == token)
+        .map(|route| route.node.clone());
+    let Some(node) = node else {
+        return;
+    };
     let why = format!("a report of the run could not be read here ({error})");
     route(
         routes,
@@ -331,9 +371,10 @@ fn route_unread(me: &str, routes: &Routes, unread: UnreadReport) {
             seq,
             body: ReportBody::Refused(why),
         },
+        token,
     );
-    let stop = encode_request(me, key, &RunRequest::Stop);
-    let host = node.and_then(|node| ractor::pg::get_members(&host_group(&node)).pop());
+    let stop = encode_request(me, key, token, &RunRequest::Stop);
+    let host = ractor::pg::get_members(&host_group(&node)).pop();
     if let (Ok(stop), Some(host)) = (stop, host) {
         let _ = ActorRef::<HostMsg>::from(host).cast(HostMsg::Request(stop));
     }

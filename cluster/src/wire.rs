@@ -21,12 +21,14 @@ pub(crate) fn inbox_group(node: &str) -> String {
 /// What a node host is told (by another node's link).
 #[derive(RactorClusterMessage)]
 pub(crate) enum HostMsg {
-    /// Start a run: its header (the asking node and the run's key) and
+    /// Start a run: its header (the asking node, the run's key and its
+    /// [token](fresh_token)) and
     /// its [`RunSpec`], each as bytes — apart, so a node that cannot read
     /// the spec (another version's, a forged one) still knows whom to
     /// tell ([`decode_start`]).
     Start(Vec<u8>, Vec<u8>),
-    /// A request for a run: `(asking node, key, RunRequest)`, as bytes.
+    /// A request for a run: `(asking node, key, token, RunRequest)`, as
+    /// bytes.
     Request(Vec<u8>),
     /// How many runs are live here (the heartbeat, and the count
     /// `Placement::LeastLoaded` reads).
@@ -58,8 +60,9 @@ pub struct KeptRun {
 /// What an inbox is told (by another node's host).
 #[derive(RactorClusterMessage)]
 pub(crate) enum InboxMsg {
-    /// A report about a run: its header (the run's key and the report's
-    /// number) and its [`ReportBody`], each as bytes — apart, so a body
+    /// A report about a run: its header (the run's key, the report's
+    /// number and the run's [token](fresh_token)) and its [`ReportBody`],
+    /// each as bytes — apart, so a body
     /// this node cannot read (another version's event) still fills its
     /// place in the run's reports ([`decode_report`]).
     Report(Vec<u8>, Vec<u8>),
@@ -70,16 +73,37 @@ pub(crate) enum InboxMsg {
     NodeLost(String, String),
 }
 
-/// A run to start, and the node whose inbox takes its reports.
+/// A new run's token: drawn at random by the asking node for each run,
+/// sent with its start, and carried by every report and request of it. A
+/// message without it — another run's (a key of an earlier process), a
+/// forged one from any holder of the cookie — cannot speak for the run:
+/// keys are small numbers anyone can guess. Not a secret from whoever
+/// reads the traffic (the cluster's wire is not encrypted).
+pub(crate) fn fresh_token() -> u64 {
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DRAWN: AtomicU64 = AtomicU64::new(0);
+    // SipHash under keys drawn from the OS for this process.
+    std::collections::hash_map::RandomState::new().hash_one(DRAWN.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A run to start, the node whose inbox takes its reports and the run's
+/// token.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Start {
     pub(crate) spec: RunSpec,
     pub(crate) reply_to: String,
+    pub(crate) token: u64,
 }
 
-/// The message that starts `spec` on a node, its reports to `reply_to`.
-pub(crate) fn encode_start(spec: &RunSpec, reply_to: &str) -> Result<HostMsg, CodecError> {
-    let header = (reply_to.to_owned(), spec.key).to_wire()?;
+/// The message that starts `spec` on a node, its reports to `reply_to`
+/// under `token`.
+pub(crate) fn encode_start(
+    spec: &RunSpec,
+    reply_to: &str,
+    token: u64,
+) -> Result<HostMsg, CodecError> {
+    let header = (reply_to.to_owned(), spec.key, token).to_wire()?;
     Ok(HostMsg::Start(header, spec.to_wire()?))
 }
 
@@ -87,20 +111,27 @@ pub(crate) fn encode_start(spec: &RunSpec, reply_to: &str) -> Result<HostMsg, Co
 /// was read (the spec was not: another version's, a forged one).
 #[derive(Debug)]
 pub(crate) struct UnreadStart {
-    /// The asking node and the run's key, when they were read.
-    pub(crate) header: Option<(String, u64)>,
+    /// The asking node, the run's key and its token, when they were read.
+    pub(crate) header: Option<(String, u64, u64)>,
     /// Why it could not be read.
     pub(crate) error: CodecError,
 }
 
 /// A [`HostMsg::Start`]'s two parts, read.
 pub(crate) fn decode_start(header: &[u8], spec: &[u8]) -> Result<Start, UnreadStart> {
-    let (reply_to, key) = <(String, u64)>::from_wire(header).map_err(|error| UnreadStart {
-        header: None,
-        error,
-    })?;
+    let (reply_to, key, token) =
+        <(String, u64, u64)>::from_wire(header).map_err(|error| UnreadStart {
+            header: None,
+            error,
+        })?;
     let error = match RunSpec::from_wire(spec) {
-        Ok(spec) if spec.key == key => return Ok(Start { spec, reply_to }),
+        Ok(spec) if spec.key == key => {
+            return Ok(Start {
+                spec,
+                reply_to,
+                token,
+            });
+        }
         Ok(spec) => CodecError::Decode(format!(
             "the run's key {} is not its header's {key}",
             spec.key
@@ -108,27 +139,33 @@ pub(crate) fn decode_start(header: &[u8], spec: &[u8]) -> Result<Start, UnreadSt
         Err(error) => error,
     };
     Err(UnreadStart {
-        header: Some((reply_to, key)),
+        header: Some((reply_to, key, token)),
         error,
     })
 }
 
+/// A request from node `from` for its run `key`, under its `token`.
 pub(crate) fn encode_request(
     from: &str,
     key: u64,
+    token: u64,
     request: &RunRequest,
 ) -> Result<Vec<u8>, CodecError> {
-    (from.to_owned(), key, request.clone()).to_wire()
+    (from.to_owned(), key, token, request.clone()).to_wire()
 }
 
-pub(crate) fn decode_request(bytes: &[u8]) -> Result<(String, u64, RunRequest), CodecError> {
-    <(String, u64, RunRequest)>::from_wire(bytes)
+/// A request read: `(asking node, key, token, request)`.
+pub(crate) type Request = (String, u64, u64, RunRequest);
+
+pub(crate) fn decode_request(bytes: &[u8]) -> Result<Request, CodecError> {
+    Request::from_wire(bytes)
 }
 
-/// The message that carries `report`; an error names what could not be
-/// encoded (its body: the header is two numbers).
-pub(crate) fn encode_report(report: &RunReport) -> Result<InboxMsg, CodecError> {
-    let header = (report.key, report.seq).to_wire()?;
+/// The message that carries `report` of the run under `token`; an error
+/// names what could not be encoded (its body: the header is three
+/// numbers).
+pub(crate) fn encode_report(report: &RunReport, token: u64) -> Result<InboxMsg, CodecError> {
+    let header = (report.key, report.seq, token).to_wire()?;
     Ok(InboxMsg::Report(header, report.body.to_wire()?))
 }
 
@@ -136,22 +173,24 @@ pub(crate) fn encode_report(report: &RunReport) -> Result<InboxMsg, CodecError> 
 /// when its header was read (its body was not).
 #[derive(Debug)]
 pub(crate) struct UnreadReport {
-    /// The run's key and the report's number, when they were read.
-    pub(crate) header: Option<(u64, u64)>,
+    /// The run's key, the report's number and the run's token, when they
+    /// were read.
+    pub(crate) header: Option<(u64, u64, u64)>,
     /// Why it could not be read.
     pub(crate) error: CodecError,
 }
 
-/// An [`InboxMsg::Report`]'s two parts, read.
-pub(crate) fn decode_report(header: &[u8], body: &[u8]) -> Result<RunReport, UnreadReport> {
-    let (key, seq) = <(u64, u64)>::from_wire(header).map_err(|error| UnreadReport {
+/// An [`InboxMsg::Report`]'s two parts, read: the report and its run's
+/// token.
+pub(crate) fn decode_report(header: &[u8], body: &[u8]) -> Result<(RunReport, u64), UnreadReport> {
+    let (key, seq, token) = <(u64, u64, u64)>::from_wire(header).map_err(|error| UnreadReport {
         header: None,
         error,
     })?;
     match ReportBody::from_wire(body) {
-        Ok(body) => Ok(RunReport { key, seq, body }),
+        Ok(body) => Ok((RunReport { key, seq, body }, token)),
         Err(error) => Err(UnreadReport {
-            header: Some((key, seq)),
+            header: Some((key, seq, token)),
             error,
         }),
     }
@@ -180,15 +219,16 @@ mod tests {
             options: Default::default(),
             keep_if_orphaned: false,
         };
-        let HostMsg::Start(header, bytes) = encode_start(&spec, "a").unwrap() else {
+        let HostMsg::Start(header, bytes) = encode_start(&spec, "a", 9).unwrap() else {
             unreachable!("a start")
         };
         let start = decode_start(&header, &bytes).unwrap();
         assert_eq!(start.spec, spec);
         assert_eq!(start.reply_to, "a");
+        assert_eq!(start.token, 9);
         // A spec this node cannot read: whom to tell is still known.
         let unread = decode_start(&header, &bytes[..bytes.len() / 2]).unwrap_err();
-        assert_eq!(unread.header, Some(("a".to_owned(), 3)));
+        assert_eq!(unread.header, Some(("a".to_owned(), 3, 9)));
         let other = RunSpec { key: 4, ..spec };
         let unread = decode_start(&header, &other.to_wire().unwrap()).unwrap_err();
         assert!(
@@ -197,11 +237,12 @@ mod tests {
             unread.error
         );
         assert_eq!(decode_start(&bytes, &header).unwrap_err().header, None);
-        let request = encode_request("a", 3, &RunRequest::Stop).unwrap();
+        let request = encode_request("a", 3, 9, &RunRequest::Stop).unwrap();
         assert_eq!(
             decode_request(&request).unwrap(),
-            ("a".to_owned(), 3, RunRequest::Stop)
+            ("a".to_owned(), 3, 9, RunRequest::Stop)
         );
+        assert_ne!(fresh_token(), fresh_token());
         for bad in [&bytes[..bytes.len() / 2], &[0xff; 9][..], &[][..]] {
             assert!(decode_start(bad, &bytes).is_err());
             assert!(decode_report(bad, bad).is_err());

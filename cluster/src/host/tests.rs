@@ -33,7 +33,9 @@ impl Actor for Inbox {
         seen: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         if let InboxMsg::Report(header, body) = message {
-            lock(seen).push(decode_report(&header, &body).unwrap());
+            let (report, token) = decode_report(&header, &body).unwrap();
+            assert_eq!(token, 5, "the run's token");
+            lock(seen).push(report);
         }
         Ok(())
     }
@@ -91,10 +93,10 @@ async fn a_parent_node_back_under_its_name_does_not_inherit_its_orphans() {
         .shared();
     let name = model.name().to_owned();
     let (host, inbox, seen) = host_b_and_inbox_a(model).await;
-    host.cast(encode_start(&spec(&name, "Orphan", true), "a").unwrap())
+    host.cast(encode_start(&spec(&name, "Orphan", true), "a", 5).unwrap())
         .unwrap();
     host.cast(HostMsg::ParentLost("a".into())).unwrap();
-    host.cast(encode_start(&spec(&name, "Newcomer", false), "a").unwrap())
+    host.cast(encode_start(&spec(&name, "Newcomer", false), "a", 5).unwrap())
         .unwrap();
     tokio::time::sleep(Duration::from_secs(300)).await;
     let kept = kept_of(&host, "b").await.unwrap();
@@ -124,7 +126,7 @@ async fn a_second_start_of_a_live_run_starts_nothing() {
     let name = model.name().to_owned();
     let (host, inbox, seen) = host_b_and_inbox_a(model).await;
     for _ in 0..2 {
-        host.cast(encode_start(&spec(&name, "Slow", false), "a").unwrap())
+        host.cast(encode_start(&spec(&name, "Slow", false), "a", 5).unwrap())
             .unwrap();
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -154,7 +156,8 @@ async fn a_start_whose_spec_cannot_be_read_is_refused_to_its_asker() {
     let model = ScriptedModel::new(Vec::new()).shared();
     let name = model.name().to_owned();
     let (host, inbox, seen) = host_b_and_inbox_a(model).await;
-    let HostMsg::Start(header, spec_bytes) = encode_start(&spec(&name, "Any", false), "a").unwrap()
+    let HostMsg::Start(header, spec_bytes) =
+        encode_start(&spec(&name, "Any", false), "a", 5).unwrap()
     else {
         unreachable!("a start")
     };
@@ -178,6 +181,38 @@ async fn a_start_whose_spec_cannot_be_read_is_refused_to_its_asker() {
     inbox.stop(None);
 }
 
+/// Forged (any holder of the cookie): a request named its run by the
+/// asking node's name and the run's key — both in the clear, the key a
+/// small number — so any node could stop or answer another's run. A
+/// request carries the run's token; one without it does nothing.
+#[tokio::test(start_paused = true)]
+async fn a_request_without_its_runs_token_does_nothing() {
+    let model = ScriptedModel::new(Vec::new())
+        .with_script("Slow", vec![Reply::new().text("thinking").hang()])
+        .shared();
+    let name = model.name().to_owned();
+    let (host, inbox, _seen) = host_b_and_inbox_a(model).await;
+    host.cast(encode_start(&spec(&name, "Slow", false), "a", 5).unwrap())
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stop = |token| {
+        let bytes = crate::wire::encode_request("a", 1, token, &RunRequest::Stop).unwrap();
+        host.cast(HostMsg::Request(bytes)).unwrap();
+    };
+    stop(6);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        ractor::call!(host, HostMsg::Live).unwrap(),
+        1,
+        "a forged stop"
+    );
+    stop(5);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(ractor::call!(host, HostMsg::Live).unwrap(), 0);
+    host.stop(None);
+    inbox.stop(None);
+}
+
 /// A report over the wire's limit (here a text delta of 64 MiB + 1,
 /// then the result and the end that carry it) was dropped after its
 /// number was taken: the asking node waited on that gap for ever, so
@@ -191,7 +226,7 @@ async fn a_report_over_the_wire_limit_leaves_no_gap() {
         .shared();
     let name = model.name().to_owned();
     let (host, inbox, seen) = host_b_and_inbox_a(model).await;
-    host.cast(encode_start(&spec(&name, "Verbose", false), "a").unwrap())
+    host.cast(encode_start(&spec(&name, "Verbose", false), "a", 5).unwrap())
         .unwrap();
     tokio::time::sleep(Duration::from_secs(60)).await;
     let seen = lock(&seen);

@@ -11,6 +11,9 @@ use subagents_supervisor::ThreadHandle;
 use super::*;
 use crate::wire::encode_report;
 
+/// The token node `b`'s runs are routed under.
+const TOKEN: u64 = 77;
+
 /// Node `b` as this node's link sees it: a run started on it is routed
 /// to its reports, as `ClusterLink::start` does; its key is kept.
 struct NodeB {
@@ -26,8 +29,7 @@ impl NodeLink for NodeB {
 
     fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
         self.routes
-            .lock()
-            .insert(spec.key, (self.name.to_owned(), reports));
+            .insert(spec.key, self.name.to_owned(), TOKEN, reports);
         self.keys.lock().unwrap().push(spec.key);
         Ok(())
     }
@@ -68,7 +70,7 @@ async fn a_node_lost_after_its_last_reports_keeps_the_answer() {
             seq: seq as u64,
             body,
         };
-        inbox.cast(encode_report(&report).unwrap()).unwrap();
+        inbox.cast(encode_report(&report, TOKEN).unwrap()).unwrap();
     }
     // The session closes in the same tick, after the last frames.
     lose_node(&inbox, &routes, "b", "its session closed");
@@ -146,8 +148,11 @@ async fn a_report_this_node_cannot_read_ends_the_run_saying_why() {
         seq: 0,
         body: ReportBody::Event(AgentEvent::Text("thinking".into())),
     };
-    inbox.cast(encode_report(&thinking).unwrap()).unwrap();
-    let InboxMsg::Report(header, _) = encode_report(&RunReport { seq: 1, ..thinking }).unwrap()
+    inbox
+        .cast(encode_report(&thinking, TOKEN).unwrap())
+        .unwrap();
+    let InboxMsg::Report(header, _) =
+        encode_report(&RunReport { seq: 1, ..thinking }, TOKEN).unwrap()
     else {
         unreachable!("a report")
     };
@@ -183,7 +188,7 @@ async fn a_report_this_node_cannot_read_ends_the_run_saying_why() {
     assert!(stopped.is_ok(), "the run was never asked to stop");
     assert_eq!(
         *asked.lock().unwrap(),
-        [("a-unread".to_owned(), key, RunRequest::Stop)]
+        [("a-unread".to_owned(), key, TOKEN, RunRequest::Stop)]
     );
     thread.close_and_wait().await;
     inbox.stop(None);
@@ -195,7 +200,7 @@ struct HostOfB;
 
 impl Actor for HostOfB {
     type Msg = HostMsg;
-    type State = Arc<Mutex<Vec<(String, u64, RunRequest)>>>;
+    type State = Arc<Mutex<Vec<crate::wire::Request>>>;
     type Arguments = Self::State;
 
     async fn pre_start(
@@ -219,4 +224,53 @@ impl Actor for HostOfB {
         }
         Ok(())
     }
+}
+
+/// Forged (any holder of the cookie), or a report of an earlier process's
+/// run under a reused key: an inbox routed a report by its key alone, so
+/// any node could end this node's child on `b` with an answer of its
+/// own. A report carries its run's token; one without it is dropped.
+#[tokio::test]
+async fn a_report_without_its_runs_token_is_dropped() {
+    let (inbox, _routes, thread, mut events, key) = a_child_on_b("a-forged", "b-forged").await;
+    let ended = |text: &str, seq| {
+        let result = AgentResult {
+            text: text.to_owned(),
+            outcome: Outcome::Completed,
+            model_calls: 1,
+            tool_calls: 0,
+            usage: Default::default(),
+            children_usage: Default::default(),
+            elapsed: Duration::from_secs(1),
+        };
+        let body = ReportBody::Ended {
+            result,
+            conversation: Vec::new(),
+        };
+        RunReport { key, seq, body }
+    };
+    inbox
+        .cast(encode_report(&ended("a forged answer", 0), TOKEN + 1).unwrap())
+        .unwrap();
+    inbox
+        .cast(encode_report(&ended("the answer", 0), TOKEN).unwrap())
+        .unwrap();
+    let agent_1 = AgentId::new("agent_1");
+    loop {
+        match events.recv().await {
+            Some(AgentEvent::ChildStatus(id, status)) if id == agent_1 && status.is_terminal() => {
+                break;
+            }
+            Some(_) => {}
+            None => panic!("the stream ended first"),
+        }
+    }
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(
+        envelope.result.as_deref(),
+        Some("the answer"),
+        "{envelope:?}"
+    );
+    thread.close_and_wait().await;
+    inbox.stop(None);
 }
