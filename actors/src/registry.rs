@@ -145,6 +145,16 @@ impl ModelRegistry {
             .map(|m| &m.gate)
     }
 
+    /// The gate of `model` itself (the same object) when it is registered
+    /// here: a parent on it shares that gate with the children that name
+    /// it — one gate per set of weights. A gate of its own let the parent
+    /// call beside such a child: two calls at once on a capacity-1 server.
+    pub(crate) fn gate_of(&self, model: &Arc<dyn Model>) -> Option<&GateHandle> {
+        let same =
+            |m: &RegisteredModel| std::ptr::addr_eq(Arc::as_ptr(&m.model), Arc::as_ptr(model));
+        self.models.iter().find(|m| same(m)).map(|m| &m.gate)
+    }
+
     /// Resolves an override. No `model`: `None` (use the parent's; a
     /// provider alone changes nothing, as in openheim). A `model` with a
     /// `provider`: that exact pair. A `model` alone: the one model of that

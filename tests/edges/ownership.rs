@@ -242,3 +242,41 @@ async fn a_killed_thread_let_go_holds_nothing_and_its_stream_ends() {
         "the stream of a killed thread let go never ended"
     );
 }
+
+/// Shared (one model, one gate): a parent whose model the registry also
+/// serves to children ran behind a gate of its own, so the parent's calls
+/// and a child's naming that model went out at once — two calls on a
+/// capacity-1 server, though a registry keeps one gate per set of
+/// weights. The parent takes the registry's gate for that very model (and
+/// leaves it running when its thread closes: it is the registry's).
+#[tokio::test(start_paused = true)]
+async fn a_parent_on_a_registered_model_shares_its_gate() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work")
+                .model("m")
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", vec![Reply::answer("done")])
+    .shared();
+    let mut registry = subagents::actors::registry::ModelRegistry::new();
+    registry
+        .register("local", "m", model.clone(), 1)
+        .await
+        .unwrap();
+    let gate = registry.gate("local", "m").unwrap().clone();
+    let builder = DelegationBuilder::new(model).models(registry);
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    assert_eq!(thread.gate().actor().get_id(), gate.actor().get_id());
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    // The parent's three calls and the child's one, all through it.
+    assert_eq!(gate.snapshot().await.unwrap().granted_total, 4);
+    thread.close_and_wait().await;
+    assert!(gate.snapshot().await.is_ok(), "the registry's gate runs on");
+}

@@ -8,8 +8,9 @@ use ractor::ActorCell;
 use subagents_messages::{AgentId, Limits, RequestOptions};
 
 use crate::agent::spans::TraceSettings;
-use crate::agent::{AgentBuilder, AgentError, AgentHandle};
+use crate::agent::{AgentBuilder, AgentError};
 use crate::clock::{Clock, SystemClock};
+use crate::delegation::DelegatingAgent;
 use crate::delegation::agent_tool::AgentTool;
 use crate::delegation::delegate_task::DelegateTask;
 use crate::delegation::engine::{AGENT, DELEGATE_TASK, Delegator, ParentStopPolicy, USE_AGENT};
@@ -24,57 +25,6 @@ use crate::registry::ModelRegistry;
 use crate::remote::Placement;
 use crate::sink::{EventSink, EventStream};
 use crate::tool::{Tool, ToolRegistry};
-
-/// A parent agent with its hub and gate.
-#[derive(Debug, Clone)]
-pub struct DelegatingAgent {
-    /// The parent.
-    pub agent: AgentHandle,
-    /// Its children.
-    pub hub: HubHandle,
-    /// The gate parent and children share.
-    pub gate: GateHandle,
-    /// The builder spawned the gate (none was given): it goes with them.
-    owns_gate: bool,
-    /// The parent has `use_agent` (see [`DelegatingAgent::offers_use_agent`]).
-    use_agent: bool,
-}
-
-impl DelegatingAgent {
-    /// Stops the parent (its turn ends as stopped), the hub (every child
-    /// stops) and the gate if the builder made it (one the host gave runs
-    /// on). Parent and hub are drained ([`AgentHandle::shutdown`]): what
-    /// reached them first (a turn, an approval answer) is handled; a turn
-    /// sent after comes back.
-    pub fn shutdown(&self) {
-        self.agent.shutdown();
-        if self.hub.actor().drain().is_err() {
-            self.hub.actor().stop(None);
-        }
-        if self.owns_gate {
-            self.gate.actor().stop(None);
-        }
-    }
-
-    /// Whether the parent has the `use_agent` tool: what the runtime
-    /// tells it (a wake's marker for the rest of a long answer, the
-    /// restart's note on resuming) names the tool only then.
-    pub fn offers_use_agent(&self) -> bool {
-        self.use_agent
-    }
-
-    /// Like [`DelegatingAgent::shutdown`], returning once they have
-    /// stopped. None of them awaits long work in a handler, so this is
-    /// prompt.
-    pub async fn shutdown_and_wait(&self) {
-        self.shutdown();
-        self.agent.actor().wait(None).await.ok();
-        self.hub.actor().wait(None).await.ok();
-        if self.owns_gate {
-            self.gate.actor().wait(None).await.ok();
-        }
-    }
-}
 
 /// Builds a [`DelegatingAgent`].
 pub struct DelegationBuilder {
@@ -337,7 +287,9 @@ impl DelegationBuilder {
         self
     }
 
-    /// Shares an existing gate (default: a new one of capacity 1).
+    /// Shares an existing gate (default: the registry's gate of the
+    /// parent's model when [`models`](Self::models) registers that very
+    /// model, else a new one of capacity 1).
     pub fn gate(mut self, gate: GateHandle) -> Self {
         self.gate = Some(gate);
         self
@@ -392,8 +344,12 @@ impl DelegationBuilder {
             };
         }
         let spawn_error = |e: ractor::SpawnErr| AgentError::Spawn(e.to_string());
-        let owns_gate = self.gate.is_none();
-        let gate = match (self.gate, &supervisor) {
+        // The parent's model registered for children too: its gate.
+        let gate = self
+            .gate
+            .or_else(|| self.models.gate_of(&self.model).cloned());
+        let owns_gate = gate.is_none();
+        let gate = match (gate, &supervisor) {
             (Some(gate), _) => gate,
             (None, Some(supervisor)) => GateHandle::spawn_linked(1, supervisor.clone())
                 .await

@@ -20,6 +20,7 @@
 //! | `delegate_task.rs` | openheim's `delegate_task` |
 //! | `agent_tool.rs` | ghyll's `agent` |
 //! | `builder.rs` | [`DelegationBuilder`]: a parent with its hub, gate and tools |
+//! | `delegating.rs` | [`DelegatingAgent`]: what it spawned, and its shutdown |
 //! | `call.rs` | [`UseAgentCall`]: a `use_agent` call, typed |
 
 mod agent_tool;
@@ -28,11 +29,13 @@ mod args;
 mod builder;
 mod call;
 mod delegate_task;
+mod delegating;
 mod engine;
 mod request;
 mod use_agent;
 
-pub use builder::{DelegatingAgent, DelegationBuilder};
+pub use builder::DelegationBuilder;
 pub use call::UseAgentCall;
+pub use delegating::DelegatingAgent;
 pub use engine::ParentStopPolicy;
 pub(crate) use engine::{USE_AGENT, denying_takes_delegation, is_delegation_tool, shown};

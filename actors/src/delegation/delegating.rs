@@ -1,0 +1,57 @@
+//! A parent agent with its hub and gate, as a
+//! [`DelegationBuilder`](crate::DelegationBuilder) spawned them.
+
+use crate::agent::AgentHandle;
+use crate::gate::GateHandle;
+use crate::hub::HubHandle;
+
+/// A parent agent with its hub and gate.
+#[derive(Debug, Clone)]
+pub struct DelegatingAgent {
+    /// The parent.
+    pub agent: AgentHandle,
+    /// Its children.
+    pub hub: HubHandle,
+    /// The gate parent and children share.
+    pub gate: GateHandle,
+    /// The builder spawned the gate (none was given): it goes with them.
+    pub(super) owns_gate: bool,
+    /// The parent has `use_agent` (see [`DelegatingAgent::offers_use_agent`]).
+    pub(super) use_agent: bool,
+}
+
+impl DelegatingAgent {
+    /// Stops the parent (its turn ends as stopped), the hub (every child
+    /// stops) and the gate if the builder made it (one the host gave, or
+    /// its registry's, runs on). Parent and hub are drained ([`AgentHandle::shutdown`]): what
+    /// reached them first (a turn, an approval answer) is handled; a turn
+    /// sent after comes back.
+    pub fn shutdown(&self) {
+        self.agent.shutdown();
+        if self.hub.actor().drain().is_err() {
+            self.hub.actor().stop(None);
+        }
+        if self.owns_gate {
+            self.gate.actor().stop(None);
+        }
+    }
+
+    /// Whether the parent has the `use_agent` tool: what the runtime
+    /// tells it (a wake's marker for the rest of a long answer, the
+    /// restart's note on resuming) names the tool only then.
+    pub fn offers_use_agent(&self) -> bool {
+        self.use_agent
+    }
+
+    /// Like [`DelegatingAgent::shutdown`], returning once they have
+    /// stopped. None of them awaits long work in a handler, so this is
+    /// prompt.
+    pub async fn shutdown_and_wait(&self) {
+        self.shutdown();
+        self.agent.actor().wait(None).await.ok();
+        self.hub.actor().wait(None).await.ok();
+        if self.owns_gate {
+            self.gate.actor().wait(None).await.ok();
+        }
+    }
+}
