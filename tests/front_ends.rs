@@ -170,6 +170,8 @@ async fn unknown_models_and_the_exactly_one_rule_are_sentences_and_spawn_nothing
         json!({"task": "x"}).to_string(),
         json!({"agent": "nobody", "task": "x"}).to_string(),
         json!({"system_prompt": "Inline"}).to_string(),
+        // Another model than its own, with a space: not its own, quoted as sent.
+        json!({"agent": "reviewer", "task": "x", "model": "haiku "}).to_string(),
     ];
     let mut turn = Reply::new();
     for call in &calls {
@@ -188,13 +190,14 @@ async fn unknown_models_and_the_exactly_one_rule_are_sentences_and_spawn_nothing
         "give `agent` (a named sub-agent) or `system_prompt`",
         "there is no sub-agent named `nobody`; the named sub-agents are: fact-checker, reviewer",
         "`task` is required",
+        r#"no model `"haiku "` is registered"#,
     ];
     let got = results_of(&log, "delegate_task");
     for ((output, is_error), want) in got.iter().zip(expected) {
         assert!(is_error);
         assert!(output.contains(want), "{output:?} should contain {want:?}");
     }
-    assert_eq!(got.len(), 6);
+    assert_eq!(got.len(), 7);
     assert_eq!(parent.hub.snapshot().await.unwrap().requested, 0);
 }
 

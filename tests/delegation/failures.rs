@@ -277,3 +277,35 @@ async fn with_no_inline_wait_a_finished_childs_result_is_read() {
         assert!(output.contains(r#""status":"done""#), "{output}");
     }
 }
+
+/// Misleading a model: values it sent with a space around them were
+/// quoted cleaned — a status of `agent_1 ` (a trailing space) read
+/// "there is no sub-agent with id `agent_1`" while `agent_1` ran, and a
+/// tool `sleep ` read "the tool `sleep` is not one of your tools …; your
+/// tools are: …, sleep". Each is quoted as it was sent.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_quotes_a_value_as_it_was_sent() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run_call("Worker", "work", &[], false)),
+        Reply::new()
+            .use_agent(&UseAgentCall::status("agent_1 "))
+            .use_agent(&run_call("Other", "x", &["sleep "], true)),
+        Reply::answer("Done."),
+    ])
+    .with_script("Worker", vec![Reply::new().hang()]);
+    let (parent, mut events) = delegating(model, 3).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let outputs = tool_result(&log, "use_agent");
+    assert!(!outputs[0].1, "{outputs:?}");
+    let (status, is_error) = &outputs[1];
+    assert!(is_error, "{status}");
+    assert!(
+        status.contains(r#"no sub-agent with id `"agent_1 "`"#),
+        "{status}"
+    );
+    let (tool, is_error) = &outputs[2];
+    assert!(is_error, "{tool}");
+    assert!(tool.contains(r#"the tool `"sleep "` is not"#), "{tool}");
+}

@@ -39,9 +39,20 @@ pub(crate) fn denying_takes_delegation(name: &str) -> bool {
 }
 
 /// A value the model sent, as a refusal quotes it: one line, at most 80
-/// characters (a megabyte-long id came back whole, into its context).
+/// characters (a megabyte-long id came back whole, into its context). One
+/// that is not a clean line already — a space around it, a line break, an
+/// escape, a bidi mark — is quoted with its escapes (`"agent_1 "`): cleaned,
+/// it read as a value that exists ("there is no sub-agent with id
+/// `agent_1`" while `agent_1` ran).
 pub(crate) fn shown(value: &str) -> String {
-    subagents_messages::text::one_line(value, 80)
+    use subagents_messages::text::one_line;
+    const MAX: usize = 80;
+    if one_line(value, usize::MAX) == value {
+        return one_line(value, MAX);
+    }
+    let cut: String = value.chars().take(MAX).collect();
+    let more = if cut.len() < value.len() { "…" } else { "" };
+    format!("{cut:?}{more}")
 }
 
 pub(crate) fn refuse(sentence: impl Into<String>) -> ToolError {
@@ -377,6 +388,24 @@ pub enum ParentStopPolicy {
 mod tests {
     use super::*;
     use subagents_messages::{SubAgentStatus, ToolUseId};
+
+    /// Misleading a model: a value it sent was quoted cleaned — `agent_1 `
+    /// (a trailing space) read "there is no sub-agent with id `agent_1`"
+    /// while `agent_1` ran. A value that is not a clean line is quoted
+    /// with its escapes; a clean one as it is, cut to 80 characters.
+    #[test]
+    fn a_value_is_quoted_as_it_was_sent() {
+        assert_eq!(shown("agent_1"), "agent_1");
+        assert_eq!(shown("agent_1 "), "\"agent_1 \"");
+        assert_eq!(shown("sonnet\n"), "\"sonnet\\n\"");
+        let marked = shown("\u{202e}agent_1\u{1b}[31m");
+        assert!(!marked.contains(['\u{202e}', '\u{1b}']), "{marked}");
+        assert!(marked.contains("agent_1"), "{marked}");
+        let long = "x".repeat(1 << 20);
+        assert_eq!(shown(&long).chars().count(), 80);
+        let long = format!(" {long}");
+        assert!(shown(&long).chars().count() <= 83, "{}", shown(&long).len());
+    }
 
     /// Misleading a model: a child interrupted (by the parent, which may
     /// reach any child of the thread) while its requester waited on it
