@@ -94,6 +94,12 @@ impl WakeQueue {
         self.pending.contains(child)
     }
 
+    /// True while `child`'s wake is still owed: waiting, or in flight
+    /// (the parent reads it; owed until that turn has ended).
+    pub(crate) fn is_owed(&self, child: &AgentId) -> bool {
+        self.is_pending(child) || self.in_flight.as_ref() == Some(child)
+    }
+
     /// The wake turn in flight ended.
     pub(crate) fn finished(&mut self) {
         self.in_flight = None;

@@ -429,3 +429,41 @@ async fn after_a_restart_each_thread_is_woken_for_its_own_children() {
             .unwrap();
     }
 }
+
+/// Stopped midway (a kill during a wake's turn), the common case: a
+/// background child that finished while its parent was idle woke it at
+/// once, and its envelope was saved not owed (only a wake still waiting
+/// was) — a process killed while the parent read it left the child
+/// `done` and owed nothing: the next process never told the parent. A
+/// wake is owed on disk until the turn reading it has ended, however soon
+/// it went out.
+#[tokio::test(start_paused = true)]
+async fn a_wake_that_went_out_at_once_is_owed_until_its_turn_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let store = open(&live);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "work").background()),
+        Reply::answer("Started."),
+        Reply::new().hang(),
+    ])
+    .with_script(
+        "Worker",
+        vec![Reply::answer("done").delay(std::time::Duration::from_secs(5))],
+    );
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
+    thread.flush_persistence().await.unwrap();
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    assert_eq!(open(&killed).owed_wakes(), [AgentId::new("agent_1")]);
+    // A close is meant: the wake is settled then.
+    thread.close_and_wait().await;
+    drop((thread, store));
+    assert!(open(&live).owed_wakes().is_empty());
+}

@@ -223,10 +223,11 @@ impl Actor for ThreadSupervisor {
                         // Off screen: dropped, and its span with it.
                         drop(state.parent.hub.take_run_span(&envelope.id));
                     }
-                    // A wake that cannot go out now is on disk with the
-                    // finish: a restart before it goes out delivers it.
+                    // A wake not yet read to its end — waiting, or going
+                    // out now — is on disk with the finish: a restart
+                    // before its turn has ended delivers it (settled then).
                     state.deliver_wakes(&myself);
-                    envelope.wake_owed = state.wakes.is_pending(&envelope.id);
+                    envelope.wake_owed = state.wakes.is_owed(&envelope.id);
                 }
                 if state.switched_off.contains(&envelope.id) {
                     // Switched away from: it wakes nobody.
