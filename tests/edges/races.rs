@@ -338,3 +338,52 @@ async fn a_hub_stopped_by_the_host_as_the_thread_switches_stops_its_children() {
         assert!(closed.is_ok(), "the thread's close hung");
     }
 }
+
+/// Same instant, the other order: a switch or a child's stop the thread
+/// read just before a host stopped its hub. The thread passed it on to
+/// the hub while the hub still ran; the hub read its stop first (a stop
+/// is read before the mailbox) and dropped the message with its reply
+/// port — the host got `Closed`, though the thread was open and its
+/// children stopped. The thread answers once the hub has stopped, as it
+/// does when the stop came first.
+#[tokio::test(start_paused = true)]
+async fn a_switch_read_just_before_a_hosts_hub_stop_is_answered() {
+    for stop_child in [false, true] {
+        for yields in 0..6 {
+            let (thread, mut events) =
+                ThreadHandle::spawn(parent(background_workers(&[600, 600])), None)
+                    .await
+                    .unwrap();
+            thread.send_user("start").unwrap();
+            let mut log = Vec::new();
+            run_for(&mut events, &mut log, 10).await;
+            let agent_1 = AgentId::new("agent_1");
+            let answered = if stop_child {
+                let stop = thread.stop_child(&agent_1);
+                tokio::pin!(stop);
+                assert!(futures_util::poll!(&mut stop).is_pending());
+                for _ in 0..yields {
+                    tokio::task::yield_now().await;
+                }
+                thread.hub().actor().stop(None);
+                stop.await.map(|status| format!("{status:?}"))
+            } else {
+                let switch = thread.switch_away();
+                tokio::pin!(switch);
+                assert!(futures_util::poll!(&mut switch).is_pending());
+                for _ in 0..yields {
+                    tokio::task::yield_now().await;
+                }
+                thread.hub().actor().stop(None);
+                switch.await.map(|n| n.to_string())
+            };
+            assert!(
+                answered.is_ok(),
+                "stop_child {stop_child}, {yields} yields: {answered:?}"
+            );
+            let closed =
+                tokio::time::timeout(Duration::from_secs(60), thread.close_and_wait()).await;
+            assert!(closed.is_ok(), "the thread's close hung");
+        }
+    }
+}

@@ -133,8 +133,16 @@ impl Actor for ThreadSupervisor {
                             let _ = reply.send(0);
                         });
                     }
+                } else if let Some(reply) = reply {
+                    state.ask_hub(
+                        reply,
+                        |hub, port| {
+                            let _ = hub.stop_all_replying(Some(port));
+                        },
+                        |_| 0,
+                    );
                 } else {
-                    let _ = state.parent.hub.stop_all_replying(reply);
+                    let _ = state.parent.hub.stop_all_replying(None);
                 }
             }
             ThreadMsg::StopParent => {
@@ -146,16 +154,23 @@ impl Actor for ThreadSupervisor {
                 reply,
             } => route_approval(state, id, decision, reply),
             ThreadMsg::StopChild { id, reply } => {
-                // A gone hub ended its children: the status each ended
-                // with, as a stop of an ended child answers.
+                // A gone (or, unread, stopping) hub ended its children:
+                // the status each ended with, as a stop of an ended child
+                // answers.
+                let to = id.clone();
+                let ended = move |hub: &subagents_actors::hub::HubHandle| {
+                    let status = hub.status(&id).map(|e| e.status);
+                    status.ok_or(subagents_actors::hub::Refused::UnknownChild(id))
+                };
                 if state.hub_gone(&myself) {
                     state.answer_once_the_hub_stopped(move |hub| {
-                        let status = hub.status(&id).map(|e| e.status);
-                        let refused = subagents_actors::hub::Refused::UnknownChild(id);
-                        let _ = reply.send(status.ok_or(refused));
+                        let _ = reply.send(ended(hub));
                     });
                 } else {
-                    let _ = state.parent.hub.stop_replying(&id, reply);
+                    let ask = move |hub: &subagents_actors::hub::HubHandle, port| {
+                        let _ = hub.stop_replying(&to, port);
+                    };
+                    state.ask_hub(reply, ask, ended);
                 }
             }
             ThreadMsg::Envelope { id, reply } => {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ractor::ActorRef;
-use subagents_actors::hub::{EnvelopeArchive, HubObserver};
+use subagents_actors::hub::{EnvelopeArchive, HubHandle, HubObserver};
 use subagents_actors::{AgentError, DelegatingAgent, EventSink};
 use subagents_messages::{
     AgentEvent, AgentId, AgentResult, ApprovalDecision, ApprovalId, ApprovalRefusal, ChildRequest,
@@ -251,7 +251,7 @@ impl ThreadState {
     /// a stop asked of it answers is how they ended.
     pub(super) fn answer_once_the_hub_stopped(
         &self,
-        answer: impl FnOnce(&subagents_actors::hub::HubHandle) + Send + 'static,
+        answer: impl FnOnce(&HubHandle) + Send + 'static,
     ) {
         let hub = self.parent.hub.clone();
         tokio::spawn(async move {
@@ -259,6 +259,33 @@ impl ThreadState {
             // A crashed hub's children are failed by whoever reads first.
             let _ = hub.fail_unfinished();
             answer(&hub);
+        });
+    }
+
+    /// Asks the hub through `ask` (a message with a reply port) and answers
+    /// `reply` with what it says — or, when the hub stopped before reading
+    /// it (a host's stop is read before the mailbox, whose messages are
+    /// dropped with their ports), with `gone(hub)` once it has stopped: a
+    /// stopping hub is not a dead one, and the thread is not closed.
+    pub(super) fn ask_hub<T: Send + 'static>(
+        &self,
+        reply: ractor::RpcReplyPort<T>,
+        ask: impl FnOnce(&HubHandle, ractor::RpcReplyPort<T>),
+        gone: impl FnOnce(&HubHandle) -> T + Send + 'static,
+    ) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        ask(&self.parent.hub, tx.into());
+        let hub = self.parent.hub.clone();
+        tokio::spawn(async move {
+            let answer = match rx.await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    let _ = hub.actor().wait(None).await;
+                    let _ = hub.fail_unfinished();
+                    gone(&hub)
+                }
+            };
+            let _ = reply.send(answer);
         });
     }
 
