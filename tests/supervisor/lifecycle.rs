@@ -180,6 +180,27 @@ async fn closing_a_thread_mid_call_and_queued_frees_a_shared_gate() {
     assert_eq!((rest.in_flight, rest.queued), (0, 0), "{rest:?}");
 }
 
+/// Same instant: a `flush_persistence` sent just before `close()` was
+/// answered through the supervisor's mailbox once the writes were done —
+/// by then the close had stopped it, and the flush read `Closed` though
+/// its writes had landed (a close queues behind what was sent before it).
+/// The flush is answered from the writer's side. And a cast sent after
+/// the close (`typing`, `on_screen`, `stop_parent`) read `Ok` and was
+/// dropped with the mailbox: it is `Closed`.
+#[tokio::test(start_paused = true)]
+async fn a_flush_sent_just_before_a_close_is_answered() {
+    let (thread, _events) = thread(background_workers(&[])).await;
+    let flush = thread.flush_persistence();
+    tokio::pin!(flush);
+    assert!(futures_util::poll!(&mut flush).is_pending());
+    thread.close();
+    assert_eq!(thread.typing(true), Err(ThreadError::Closed));
+    assert_eq!(thread.on_screen(false), Err(ThreadError::Closed));
+    assert_eq!(thread.stop_parent(), Err(ThreadError::Closed));
+    assert_eq!(flush.await, Ok(()));
+    thread.actor().wait(None).await.ok();
+}
+
 /// Same instant: a user turn sent right after `close()` (the actor has not
 /// read the stop yet) was taken and dropped with the mailbox: `Ok(())`,
 /// and no `UserMessage`, no answer. It comes back, through the handle that

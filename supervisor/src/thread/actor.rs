@@ -177,24 +177,22 @@ impl Actor for ThreadSupervisor {
                 let _ = reply.send(state.parent.hub.status(&id));
             }
             ThreadMsg::FlushPersistence(reply) => {
+                // Answered from the writer's side: the writes before it
+                // have recorded their errors by then, and a close read
+                // meanwhile (which ends the writer only once its queue is
+                // done) does not drop the answer.
                 let flushed = state.writer.as_ref().map(Writer::flushed);
-                let me = myself.clone();
                 tokio::spawn(async move {
                     if let Some(flushed) = flushed {
                         let _ = flushed.await;
                     }
-                    // Behind any PersistFailed the writes sent, so errors
-                    // are recorded before the flush answers.
-                    let _ = me.cast(ThreadMsg::Internal(ThreadInternal::FlushDone(reply)));
+                    let _ = reply.send(());
                 });
             }
             ThreadMsg::Ping(reply) => {
                 let _ = reply.send(());
             }
             ThreadMsg::Close => myself.stop(None),
-            ThreadMsg::Internal(ThreadInternal::FlushDone(reply)) => {
-                let _ = reply.send(());
-            }
             #[cfg(test)]
             ThreadMsg::Internal(ThreadInternal::HeldRequests(reply)) => {
                 let _ = reply.send(state.requests.len());

@@ -169,7 +169,15 @@ impl ThreadHandle {
         Ok(usage)
     }
 
+    /// Sends `message` unless the thread is closing: one sent after
+    /// [`ThreadHandle::close`] (its stop not yet read) was taken, `Ok`,
+    /// and dropped with the mailbox. The check and the send are one step
+    /// against a close, as a user turn's are.
     fn cast(&self, message: ThreadMsg) -> Result<(), ThreadError> {
+        let closing = self.closing();
+        if *closing {
+            return Err(ThreadError::Closed);
+        }
         self.actor.cast(message).map_err(|_| ThreadError::Closed)
     }
 

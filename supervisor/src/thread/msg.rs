@@ -103,6 +103,7 @@ pub(crate) mod sealed {
     //! only.
     #![allow(unreachable_pub)]
 
+    #[cfg(test)]
     use ractor::RpcReplyPort;
     use subagents_messages::{AgentId, ChildRequest, Envelope};
 
@@ -117,9 +118,6 @@ pub(crate) mod sealed {
         /// Sent by the hub's observer: a child's conversation grew (a tool
         /// call was answered).
         ChildStepped(AgentId),
-        /// Sent by the supervisor's own flush task: the writes are done;
-        /// answer the flush.
-        FlushDone(RpcReplyPort<()>),
         /// Sent by the supervisor's own turn tasks: a parent turn ended.
         TurnEnded {
             /// It was a wake's turn.
