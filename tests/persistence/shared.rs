@@ -467,3 +467,35 @@ async fn a_wake_that_went_out_at_once_is_owed_until_its_turn_ends() {
     drop((thread, store));
     assert!(open(&live).owed_wakes().is_empty());
 }
+
+/// Misleading (a host, a model): a stop of an earlier session's child —
+/// whose envelope `envelope` / `status` answered — read "there is no
+/// sub-agent with id `agent_2`" (`UnknownChild`): the hub looked for it
+/// in this session's book alone. It answers the status it ended with, as
+/// a stop of any ended child does.
+#[tokio::test]
+async fn a_stop_of_an_earlier_sessions_child_answers_how_it_ended() {
+    use subagents::messages::SubAgentStatus;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_whose_second_child_was_running(&dir).await;
+    let model = ScriptedModel::new(vec![
+        Reply::answer("Noted the restart."),
+        Reply::new().use_agent(&UseAgentCall::stop("agent_1")),
+        Reply::answer("Stopped."),
+    ]);
+    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let agent_2 = AgentId::new("agent_2");
+    assert!(thread.envelope(&agent_2).await.unwrap().is_some());
+    assert_eq!(
+        thread.stop_child(&agent_2).await,
+        Ok(SubAgentStatus::Interrupted)
+    );
+    thread.send_user("stop the first").unwrap();
+    until_result(&mut events, &mut log).await;
+    let (answer, is_error) = &results_of(&log, "use_agent")[0];
+    assert!(!is_error && answer.contains("done"), "{answer}");
+    thread.close_and_wait().await;
+}

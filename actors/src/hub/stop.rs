@@ -203,9 +203,15 @@ impl HubState {
 
     /// Asks a child to stop: a queued one ends now; a running one is told
     /// to stop its turn and ends when it reports. `reply` is answered once
-    /// it has ended (at once for an unknown or already ended child).
+    /// it has ended (at once for an unknown or already ended child — an
+    /// earlier session's too: it answers with the status it ended with, as
+    /// `status` reads it, not as unknown).
     pub(super) async fn stop(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId, reply: StopReply) {
-        let Some(status) = self.book.status(id) else {
+        let archived = || {
+            let archive = self.archive.as_ref().and_then(|slot| slot.get())?;
+            archive.get(id).map(|e| e.status)
+        };
+        let Some(status) = self.book.status(id).or_else(archived) else {
             return reply.answer(Err(Refused::UnknownChild(id.clone())));
         };
         if status.is_terminal() {
