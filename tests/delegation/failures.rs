@@ -309,3 +309,49 @@ async fn a_refusal_quotes_a_value_as_it_was_sent() {
     assert!(is_error, "{tool}");
     assert!(tool.contains(r#"the tool `"sleep "` is not"#), "{tool}");
 }
+
+/// Unbounded (a host model's failure): a failed child's `error` — the
+/// same text as its result — was given whole beside the budgeted result,
+/// again with every ranged `result`, and `delegate_task` returned "the
+/// sub-agent … failed: {error}" with no cap: a 20,000-character failure
+/// came back whole, into the parent's context. It is within the result
+/// budget, as the answer is; the whole reason stays in the envelope.
+#[tokio::test(start_paused = true)]
+async fn a_failed_childs_reason_is_within_the_result_budget() {
+    let huge = "x".repeat(20_000);
+    for delegate_task in [false, true] {
+        let call = if delegate_task {
+            Reply::new().tool_call(
+                "delegate_task",
+                json!({"system_prompt": "Failing", "task": "go"}).to_string(),
+            )
+        } else {
+            Reply::new()
+                .use_agent(&run_call("Failing", "go", &[], true))
+                .use_agent(&UseAgentCall::result("agent_1").offset(0).limit(10))
+        };
+        let model = ScriptedModel::new(vec![call, Reply::answer("It failed.")])
+            .with_script("Failing", vec![Reply::new().error(huge.clone())]);
+        let (parent, mut events) = DelegationBuilder::new(model.shared())
+            .result_budget(1_000)
+            .delegate_task_tool(delegate_task)
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        let tool = if delegate_task {
+            "delegate_task"
+        } else {
+            "use_agent"
+        };
+        let outputs = tool_result(&log, tool);
+        assert_eq!(outputs.len(), 1 + usize::from(!delegate_task));
+        for (output, _) in &outputs {
+            assert!(output.chars().count() < 1_500, "{}", output.len());
+        }
+        let envelope = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+        assert!(envelope.error.unwrap().contains(&huge), "kept whole");
+    }
+}

@@ -19,9 +19,14 @@ pub(super) fn usage_json(envelope: &Envelope) -> Value {
     })
 }
 
-/// The JSON a model reads for a finished child: its answer within the
-/// result budget (`answer` is what [`Delegator::budgeted`] made of it).
-pub(super) fn finished_json(envelope: &Envelope, answer: Option<String>) -> String {
+/// The JSON a model reads for a finished child: its answer and its error
+/// within the result budget (`answer` and `error` are what
+/// [`Delegator::budgeted`] and [`Delegator::budgeted_error`] made of them).
+pub(super) fn finished_json(
+    envelope: &Envelope,
+    answer: Option<String>,
+    error: Option<String>,
+) -> String {
     let mut out = json!({
         "id": envelope.id.as_str(),
         "name": envelope.name,
@@ -31,15 +36,21 @@ pub(super) fn finished_json(envelope: &Envelope, answer: Option<String>) -> Stri
     if let Some(result) = answer {
         out["result"] = Value::String(result);
     }
-    if let Some(error) = &envelope.error {
-        out["error"] = Value::String(error.clone());
+    if let Some(error) = error {
+        out["error"] = Value::String(error);
     }
     out.to_string()
 }
 
 /// A range of a finished child's answer: characters `offset..offset +
-/// limit`, and how many there are in all.
-pub(super) fn range_json(envelope: &Envelope, offset: usize, limit: usize) -> String {
+/// limit`, and how many there are in all; its `error` as
+/// [`Delegator::budgeted_error`] made it.
+pub(super) fn range_json(
+    envelope: &Envelope,
+    offset: usize,
+    limit: usize,
+    error: Option<String>,
+) -> String {
     let (part, total) = text::char_range(
         envelope.result.as_deref().unwrap_or_default(),
         offset,
@@ -57,8 +68,8 @@ pub(super) fn range_json(envelope: &Envelope, offset: usize, limit: usize) -> St
     });
     // A failed child's reason, as the whole answer gives it: the range
     // claims the result, so no wake follows to carry it.
-    if let Some(error) = &envelope.error {
-        out["error"] = Value::String(error.clone());
+    if let Some(error) = error {
+        out["error"] = Value::String(error);
     }
     out.to_string()
 }
@@ -108,7 +119,7 @@ pub(super) fn status_json(
     envelope: &Envelope,
     live: Option<&LiveTurn>,
     queue_position: Option<usize>,
-    answer: Option<String>,
+    (answer, error): (Option<String>, Option<String>),
 ) -> String {
     let status = match queue_position {
         Some(_) => "queued",
@@ -143,8 +154,8 @@ pub(super) fn status_json(
         if let Some(answer) = answer {
             out["result"] = Value::String(answer);
         }
-        if let Some(error) = &envelope.error {
-            out["error"] = Value::String(error.clone());
+        if let Some(error) = error {
+            out["error"] = Value::String(error);
         }
     }
     out.to_string()
@@ -176,7 +187,8 @@ mod tests {
         envelope.status = SubAgentStatus::Failed;
         envelope.result = Some("half of it".into());
         envelope.error = Some("the model could not be called: refused".into());
-        let out: Value = serde_json::from_str(&range_json(&envelope, 0, 4)).unwrap();
+        let out: Value =
+            serde_json::from_str(&range_json(&envelope, 0, 4, envelope.error.clone())).unwrap();
         assert_eq!(out["result"], "half");
         assert_eq!(out["error"], "the model could not be called: refused");
     }

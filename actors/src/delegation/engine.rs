@@ -250,6 +250,31 @@ impl Delegator {
         })
     }
 
+    /// A finished child's `error` within the result budget, as its answer
+    /// is: a host model's 20,000-character failure came back whole, and
+    /// again with every ranged `result`. With the whole `result` beside it
+    /// (`beside_result`), none when it is the result's own text (a failed
+    /// child's answer is its reason): given once. The whole reason stays
+    /// in the envelope.
+    pub(crate) fn budgeted_error(
+        &self,
+        envelope: &Envelope,
+        beside_result: bool,
+    ) -> Option<String> {
+        let error = envelope.error.as_deref()?;
+        if beside_result && envelope.result.as_deref() == Some(error) {
+            return None;
+        }
+        Some(self.within_error_budget(&envelope.id, error))
+    }
+
+    /// `text` (a reason, a refusal) within the result budget.
+    fn within_error_budget(&self, id: &AgentId, text: &str) -> String {
+        within_budget(text, self.hub.result_budget(), |_| {
+            format!("the whole reason is kept in the sub-agent's envelope `{id}`")
+        })
+    }
+
     /// Waits inline for a child, up to `within` (or to its end), and
     /// delivers its result through `call` as `render` writes it. If the
     /// turn is cut while it waits, the call reads [`Delegator::cut_note`]
@@ -311,7 +336,9 @@ impl Delegator {
         let id = self.start(request).await?;
         match self
             .wait_inline(call, &id, None, |e| {
-                final_answer(e).map(|answer| self.budgeted(call, &e.id, &answer))
+                final_answer(e)
+                    .map(|answer| self.budgeted(call, &e.id, &answer))
+                    .map_err(|why| refuse(self.within_error_budget(&e.id, &why.to_string())))
             })
             .await
         {

@@ -196,7 +196,11 @@ impl UseAgent {
             .result
             .as_deref()
             .map(|r| self.delegator.budgeted(call, &envelope.id, r));
-        finished_json(envelope, answer)
+        finished_json(
+            envelope,
+            answer,
+            self.delegator.budgeted_error(envelope, true),
+        )
     }
 
     /// `result`: the answer (within budget), or the range asked for
@@ -209,7 +213,8 @@ impl UseAgent {
                 let output = Ok(if ranged {
                     let budget = self.hub().result_budget();
                     let limit = args.limit.map_or(budget, |l| (l as usize).min(budget));
-                    range_json(&envelope, args.offset.unwrap_or(0) as usize, limit)
+                    let error = self.delegator.budgeted_error(&envelope, false);
+                    range_json(&envelope, args.offset.unwrap_or(0) as usize, limit, error)
                 } else {
                     self.finished(call, &envelope)
                 });
@@ -343,11 +348,12 @@ impl Tool for UseAgent {
                         .result
                         .as_deref()
                         .map(|r| this.delegator.budgeted(&call, &id, r));
+                    let error = this.delegator.budgeted_error(&envelope, true);
                     Ok(status_json(
                         &envelope,
                         live.as_ref(),
                         this.hub().queue_position(&id),
-                        answer,
+                        (answer, error),
                     ))
                 }
                 Some("result") => this.result(&call, &args).await,
