@@ -222,6 +222,56 @@ async fn a_resumed_run_reaches_the_children_its_earlier_run_started() {
     thread.close_and_wait().await;
 }
 
+/// A resumed run messaging a child its earlier run started, which has
+/// ended: the resume kept the earlier run's request, whose requester —
+/// the run before (`agent_1`) — had ended, and the message read "it worked
+/// for `agent_1`, which has ended" though the caller is `agent_1`'s own
+/// continuation. The resumed child reports to the latest run of its
+/// requester.
+#[tokio::test(start_paused = true)]
+async fn a_resumed_run_resumes_a_child_its_earlier_run_started() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Alpha", "start your own", false)),
+        Reply::answer("parent: started"),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "ask yours again")),
+        Reply::answer("parent: sent"),
+        Reply::answer("parent: noted"),
+        Reply::answer("parent: noted again"),
+    ])
+    .with_script(
+        "Alpha",
+        vec![
+            Reply::new().use_agent(&run("Grand", "compute", true)),
+            Reply::answer("alpha: grand said 42"),
+            Reply::new().use_agent(&UseAgentCall::send("agent_2", "double it")),
+            Reply::answer("alpha: sent"),
+        ],
+    )
+    .with_script("Grand", vec![Reply::answer("42"), Reply::answer("84")]);
+    let (thread, mut events) = ThreadHandle::spawn(builder(model, 2), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 1_000).await;
+    let sent: Vec<(String, bool)> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(id, inner) if id.as_str() == "agent_3" => match &**inner {
+                AgentEvent::ToolResult(r) if r.name == "use_agent" => {
+                    Some((r.output.clone(), r.is_error))
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent.len(), 1, "{log:#?}");
+    assert!(!sent[0].1, "{sent:?}");
+    assert!(sent[0].0.contains("agent_4"), "{sent:?}");
+    let resumed = thread.hub().status(&AgentId::new("agent_4")).unwrap();
+    assert_eq!(resumed.resumed_from, Some(AgentId::new("agent_2")));
+    thread.close_and_wait().await;
+}
+
 /// A message to a grandchild whose requester has ended: it cannot resume
 /// (its run would have no requester to report to), and the refusal read
 /// "the agent `agent_1` is not known to this hub" — an internal word about

@@ -145,6 +145,10 @@ impl HubState {
             return Err(Refused::ResumedElsewhere { id: id.clone() });
         }
         let mut request = (*from.seed).clone();
+        // It reports to its requester as that one goes on now: a run that
+        // ended and was resumed is its latest run (the one that, reaching
+        // its earlier run's children, sent this).
+        request.requester = self.book.latest_run(&request.requester);
         request.parent_tool_use_id = message.call;
         request.input = message.text;
         request.background = true;
