@@ -499,3 +499,46 @@ async fn a_stop_of_an_earlier_sessions_child_answers_how_it_ended() {
     assert!(!is_error && answer.contains("done"), "{answer}");
     thread.close_and_wait().await;
 }
+
+/// Stopped midway (a kill while a child queues): a message sent to a
+/// queued child was kept in memory alone until the child started — a
+/// process killed before then left its run with the task only, and the
+/// resumed run never read what the parent had sent. Its run is written
+/// with the message when it is queued.
+#[tokio::test(start_paused = true)]
+async fn a_message_to_a_queued_child_survives_a_kill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let store = open(&live);
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(
+                &UseAgentCall::run("Busy\nYou work.", "first")
+                    .tools(["sleep"])
+                    .background(),
+            )
+            .use_agent(&UseAgentCall::run("Waiting\nYou work.", "second").background()),
+        Reply::new().use_agent(&UseAgentCall::send("agent_2", "also check the tests")),
+        Reply::answer("Sent."),
+    ])
+    .with_script("Busy", worker(600));
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 1).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let results = results_of(&log, "use_agent");
+    let (sent, is_error) = results.get(2).unwrap_or_else(|| panic!("{log:#?}"));
+    assert!(!is_error && sent.contains("queued"), "{sent}");
+    thread.sync().await.unwrap();
+    thread.flush_persistence().await.unwrap();
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    thread.close_and_wait().await;
+    drop((thread, store));
+    let (_, said) = open(&killed).run(&AgentId::new("agent_2")).unwrap();
+    assert!(
+        said.iter()
+            .any(|m| m.content.contains("also check the tests")),
+        "{said:#?}"
+    );
+}

@@ -167,10 +167,12 @@ impl Book {
         Some((envelope, live))
     }
 
-    /// Where its running turn is published.
+    /// Where its running turn is published (its conversation from now on:
+    /// what was kept while it queued is in its turn).
     pub(crate) fn set_probe(&self, id: &AgentId, probe: Probe) {
         if let Some(mut entry) = self.entries.get_mut(id) {
             entry.probe = Some(probe);
+            entry.conversation = None;
         }
     }
 
