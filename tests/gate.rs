@@ -198,3 +198,13 @@ async fn acquire_on_a_stopped_gate_is_an_error() {
     let err = gate.acquire("late").await.unwrap_err();
     assert_eq!(err.to_string(), "the model gate is closed");
 }
+
+/// A capacity of 0 is read as 1 (documented on `GateHandle::spawn`): a
+/// gate admitting no call would hang every one.
+#[tokio::test(start_paused = true)]
+async fn a_gate_of_capacity_zero_admits_one_call() {
+    let gate = GateHandle::spawn(0).await.unwrap();
+    assert_eq!(gate.snapshot().await.unwrap().capacity, 1);
+    let (_, peak) = run_waiters(0, 3).await;
+    assert_eq!(peak, 1);
+}

@@ -47,7 +47,7 @@ impl ModelRegistry {
     }
 
     /// Registers a model with a new gate of `capacity` (see the gate's note
-    /// on choosing it). Registering the same provider and name again
+    /// on choosing it; 0 is read as 1). Registering the same provider and name again
     /// replaces it.
     pub async fn register(
         &mut self,

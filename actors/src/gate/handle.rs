@@ -43,8 +43,9 @@ impl Drop for StopOnDrop {
 }
 
 impl GateHandle {
-    /// Spawns a gate admitting `capacity` calls at once; it stops when the
-    /// last handle is dropped.
+    /// Spawns a gate admitting `capacity` calls at once (0 is read as 1: a
+    /// gate admitting none would hang every call); it stops when the last
+    /// handle is dropped.
     pub async fn spawn(capacity: usize) -> Result<GateHandle, SpawnErr> {
         let args = GateArguments::new(capacity);
         let lane = args.lane.clone();
