@@ -280,7 +280,9 @@ impl Transcript {
                         Some(o) if *is_error => format!("✗ {}", first_line(o)),
                         Some(o) => format!("→ {}", first_line(o)),
                     };
-                    format!("[{name}] {arguments} {shown}")
+                    // Cut as the output is: a model's made-up 64 KiB name,
+                    // or a file's content in the arguments, was one row.
+                    format!("[{}] {} {shown}", first_line(name), first_line(arguments))
                 }
                 TranscriptItem::Approval { request, resolved } => match resolved {
                     None => format!("approval? {} ({})", request.tool_name, request.id),

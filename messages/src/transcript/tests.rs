@@ -362,3 +362,26 @@ fn a_failed_results_row_is_one_short_line() {
     assert!(drawn.lines().all(|l| l.chars().count() < 200), "{drawn}");
     assert!(drawn.contains("result (failed): "), "{drawn}");
 }
+
+/// Unbounded (a model's call): a tool row printed the call's name and
+/// arguments whole — a made-up 64 KiB name, or a file's whole content in
+/// the arguments, was one row of the transcript. Each is cut as the
+/// output is.
+#[test]
+fn a_tool_rows_name_and_arguments_are_cut_short() {
+    let huge = "x".repeat(65_536);
+    let events = [
+        AgentEvent::UserMessage("go".into()),
+        AgentEvent::ToolStarted(crate::ToolStarted {
+            tool_use_id: crate::ToolUseId::new("call_1"),
+            name: huge.clone(),
+            arguments: format!("{{\"content\":\"{huge}\"}}"),
+        }),
+    ];
+    let drawn = Transcript::from_events(&events).render();
+    assert!(
+        drawn.lines().all(|l| l.chars().count() < 300),
+        "{}",
+        drawn.len()
+    );
+}
