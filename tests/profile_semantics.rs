@@ -430,10 +430,26 @@ async fn a_deny_entry_in_another_case_or_scoped_still_denies() {
 /// delegation tools.
 #[tokio::test(start_paused = true)]
 async fn denying_claude_codes_agent_tool_takes_delegation_away() {
-    for entry in ["Agent", "Task"] {
+    // Scoped to named sub-agents, with a comma inside: the string was
+    // split at it (`Agent(worker` and `researcher)`, neither naming its
+    // tool), and the child got the delegation tools; `sleep(a, b)` denied
+    // nothing either.
+    for entry in [
+        "Agent",
+        "Task",
+        "Agent(worker, researcher)",
+        "Task(a, b), calculator",
+    ] {
         let (tools, _) = tools_the_worker_gets(&format!("disallowedTools: {entry}")).await;
-        assert_eq!(tools, ["calculator", "sleep"], "{entry}");
+        let want: &[&str] = if entry.contains("calculator") {
+            &["sleep"]
+        } else {
+            &["calculator", "sleep"]
+        };
+        assert_eq!(tools, want, "{entry}");
     }
+    let (tools, _) = tools_the_worker_gets("disallowedTools: sleep(a, b)").await;
+    assert_eq!(tools, ["calculator", "use_agent"]);
 }
 
 /// Profiles built in code (`ProfileSet::from_profiles` takes any, and

@@ -23,8 +23,24 @@ pub(super) struct Split<'a> {
 /// itself, or for YAML a longer run of dashes (`-----`, which some
 /// `.claude/agents` files close with; YAML reads no value from it).
 fn closes(line: &str, format: FrontmatterFormat) -> bool {
-    line == format.fence()
-        || (format == FrontmatterFormat::Yaml && line.len() > 3 && line.bytes().all(|b| b == b'-'))
+    line == format.fence() || (format == FrontmatterFormat::Yaml && is_dashes(line))
+}
+
+/// A run of more than three dashes: a YAML fence, opening or closing (an
+/// opening `----` read as no fence made the whole file the prompt — its
+/// settings, a deny list among them, silently dropped).
+fn is_dashes(line: &str) -> bool {
+    line.len() > 3 && line.bytes().all(|b| b == b'-')
+}
+
+/// The format a fence line opens.
+fn opens(line: &str) -> Option<FrontmatterFormat> {
+    match line {
+        "+++" => Some(FrontmatterFormat::Toml),
+        "---" => Some(FrontmatterFormat::Yaml),
+        line if is_dashes(line) => Some(FrontmatterFormat::Yaml),
+        _ => None,
+    }
 }
 
 pub(super) fn split(text: &str) -> Result<Split<'_>, Located> {
@@ -33,10 +49,9 @@ pub(super) fn split(text: &str) -> Result<Split<'_>, Located> {
         Some((first, rest)) => (first, rest),
         None => (text, ""),
     };
-    let format = match first.trim_end() {
-        "+++" => FrontmatterFormat::Toml,
-        "---" => FrontmatterFormat::Yaml,
-        _ => {
+    let format = match opens(first.trim_end()) {
+        Some(format) => format,
+        None => {
             if let Some(found) = misplaced_fence(text) {
                 return Err(found);
             }
@@ -68,11 +83,7 @@ pub(super) fn split(text: &str) -> Result<Split<'_>, Located> {
 fn misplaced_fence(text: &str) -> Option<Located> {
     let start = text.find(|c: char| !c.is_whitespace() && c != '\u{feff}')?;
     let line = text[start..].split(['\n', '\r']).next()?.trim_end();
-    let format = match line {
-        "+++" => FrontmatterFormat::Toml,
-        "---" => FrontmatterFormat::Yaml,
-        _ => return None,
-    };
+    let format = opens(line)?;
     let before = &text[..start];
     let row = before.matches('\n').count() + 1;
     let column = before
@@ -100,6 +111,15 @@ mod tests {
         let s = split("no fence\n---\n").unwrap();
         assert_eq!(s.format, None);
         assert_eq!(s.body, "no fence\n---\n");
+        // Foreign input: a block opened with four dashes was no block — the
+        // whole file the prompt, its deny list dropped without a word.
+        let s = split("----\ndisallowedTools: Bash\n----\nbody").unwrap();
+        assert_eq!(s.format, Some(FrontmatterFormat::Yaml));
+        assert_eq!((s.frontmatter, s.body), ("disallowedTools: Bash\n", "body"));
+        assert!(matches!(
+            split("\n----\nx: 1\n----\n"),
+            Err((2, 1, ParseErrorKind::MisplacedFence { .. }))
+        ));
     }
 
     #[test]

@@ -8,7 +8,9 @@
 use std::cell::Cell;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+use super::tools::{ToolList, Tools};
 
 /// The frontmatter of one profile file, as written.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -269,94 +271,6 @@ fn setting_of(key: &str) -> &str {
         "permissionMode" => "permission_mode",
         "initialPrompt" => "initial_prompt",
         key => key,
-    }
-}
-
-/// A tool list: an array of names, or one string of comma-separated names
-/// (the `.claude/agents` style `tools: Read, Grep, Glob`). Names are trimmed;
-/// empty names and repeats are dropped.
-struct ToolList(Vec<String>);
-
-impl ToolList {
-    fn push(&mut self, name: &str) {
-        let name = name.trim();
-        if !name.is_empty() && !self.0.iter().any(|t| t == name) {
-            self.0.push(name.to_owned());
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for ToolList {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ToolListVisitor)
-    }
-}
-
-struct ToolListVisitor;
-
-impl<'de> Visitor<'de> for ToolListVisitor {
-    type Value = ToolList;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of tool names or a comma-separated string of tool names")
-    }
-
-    fn visit_str<E: de::Error>(self, value: &str) -> Result<ToolList, E> {
-        let mut list = ToolList(Vec::new());
-        for name in value.split(',') {
-            list.push(name);
-        }
-        Ok(list)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ToolList, A::Error> {
-        let mut list = ToolList(Vec::new());
-        while let Some(name) = seq.next_element::<String>()? {
-            list.push(&name);
-        }
-        Ok(list)
-    }
-}
-
-/// `tools`: an allowlist (a list, or a comma-separated string), or a
-/// Codex role's `[tools]` table of switches (`web_search = true`).
-enum Tools {
-    List(ToolList),
-    Switches(Vec<(String, bool)>),
-}
-
-impl<'de> Deserialize<'de> for Tools {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ToolsVisitor)
-    }
-}
-
-struct ToolsVisitor;
-
-impl<'de> Visitor<'de> for ToolsVisitor {
-    type Value = Tools;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(
-            "a list of tool names, a comma-separated string of tool names, \
-             or a table of true/false switches (a Codex role's `[tools]`)",
-        )
-    }
-
-    fn visit_str<E: de::Error>(self, value: &str) -> Result<Tools, E> {
-        ToolListVisitor.visit_str(value).map(Tools::List)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Tools, A::Error> {
-        ToolListVisitor.visit_seq(seq).map(Tools::List)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tools, A::Error> {
-        let mut switches = Vec::new();
-        while let Some((name, on)) = map.next_entry::<String, bool>()? {
-            switches.push((name, on));
-        }
-        Ok(Tools::Switches(switches))
     }
 }
 

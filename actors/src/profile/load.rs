@@ -330,10 +330,10 @@ fn load_file(path: &Path) -> Result<Parsed, ProfileError> {
     parse_profile_bytes(path, &bytes)
 }
 
-/// The names a file that did not load would give: its file name's, and
-/// the one its settings declare (`name`), read leniently.
 /// Keys that narrow what a profile may do, in every format read here.
 const RESTRICTING_KEYS: &[&str] = &[
+    // Switched off: the strongest narrowing there is.
+    "disabled",
     "tools",
     "disallowedTools",
     "disallowed_tools",
@@ -360,6 +360,8 @@ fn restricts(path: &Path) -> bool {
     })
 }
 
+/// The names a file that did not load would give: its file name's, and
+/// the one its settings declare (`name`), read leniently.
 fn names_of(path: &Path) -> Vec<String> {
     let mut names: Vec<String> = super::parse::profile_name(path).into_iter().collect();
     let text = read_head(path);
@@ -385,12 +387,34 @@ fn names_of(path: &Path) -> Vec<String> {
             Err(_) => None,
         }
     };
+    // Broken, so not parsed: its `name` line read leniently — the name
+    // it declares is the one an earlier directory's profile would hold.
+    let declared = declared.or_else(|| declared_leniently(&text));
     names.extend(
         declared
             .map(|n| n.trim().to_owned())
             .filter(|n| !n.is_empty()),
     );
     names
+}
+
+/// The `name` a file's settings declare, read line by line (its
+/// frontmatter, up to its closing fence): `name: x` or `name = "x"`.
+fn declared_leniently(text: &str) -> Option<String> {
+    let is_fence =
+        |l: &str| matches!(l, "---" | "+++") || (l.len() > 3 && l.bytes().all(|b| b == b'-'));
+    let mut lines = text
+        .lines()
+        .map(|l| l.trim_start_matches('\u{feff}').trim());
+    let first = lines.next()?;
+    let settings = std::iter::once(first)
+        .filter(|l| !is_fence(l))
+        .chain(lines.take_while(|l| !is_fence(l)));
+    settings.into_iter().find_map(|line| {
+        let (key, value) = line.split_once([':', '='])?;
+        (key.trim().trim_matches(['"', '\'']) == "name")
+            .then(|| value.trim().trim_matches(['"', '\'']).to_owned())
+    })
 }
 
 fn default_dirs_from(

@@ -31,6 +31,7 @@ mod load;
 mod parse;
 mod render;
 mod restrict;
+mod tools;
 
 use std::path::PathBuf;
 

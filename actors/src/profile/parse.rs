@@ -12,15 +12,15 @@ use subagents_messages::RequestOptions;
 use super::fence::{Located, split};
 use super::fields::Frontmatter;
 
-/// A parsed profile and the warnings its file raised (unknown keys, a
-/// `name` that differs from the file name); the profile is usable
-/// regardless of them.
+/// A parsed profile and the warnings its file raised (unknown keys,
+/// values no tool here takes); the profile is usable regardless of them.
 pub(crate) type Parsed = (Profile, Vec<ProfileWarning>);
 
 impl Profile {
-    /// Parses a profile file's text. The profile's name is `path`'s file
-    /// name without extension ([`Profile::name_for`]); `path` is also its
-    /// `source`. The file is not read.
+    /// Parses a profile file's text. The profile's name is the `name` its
+    /// frontmatter declares, else `path`'s file name without extension
+    /// ([`Profile::name_for`]); `path` is also its `source`. The file is
+    /// not read.
     ///
     /// The text may open with a `+++` TOML or a `---` YAML frontmatter
     /// block (after an optional UTF-8 BOM); the rest, trimmed and with CRLF
@@ -28,8 +28,8 @@ impl Profile {
     /// text is the prompt and the description is empty.
     ///
     /// Returns the profile and the warnings its file raised (unknown
-    /// keys, a `name` that differs from the file name); the profile is
-    /// usable regardless of them.
+    /// keys, values no tool here takes); the profile is usable regardless
+    /// of them.
     pub fn parse(path: &Path, text: &str) -> Result<(Profile, Vec<ProfileWarning>), ProfileError> {
         parse_profile(path, text)
     }
@@ -127,9 +127,9 @@ pub(crate) fn utf8<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str, ProfileE
     })
 }
 
-/// Parses a profile file's text. The profile's name is `path`'s file name
-/// without extension ([`profile_name`]); `path` is also its `source`. The
-/// file is not read.
+/// Parses a profile file's text. The profile's name is the `name` its
+/// frontmatter declares, else `path`'s file name without extension
+/// ([`profile_name`]); `path` is also its `source`. The file is not read.
 ///
 /// The text may open with a `+++` TOML or a `---` YAML frontmatter block
 /// (after an optional UTF-8 BOM); the rest, trimmed and with CRLF made LF,

@@ -205,6 +205,39 @@ fn a_restriction_after_an_unrelated_error_still_hides_the_earlier_profile() {
     assert!(profiles.get("helper").is_some(), "the user's helper");
 }
 
+/// Widened (foreign): a broken file restricting a name other than its
+/// file's (`security.md` declaring `name: reviewer`) hid only `security`:
+/// the name it declares was read by parsing the broken text again, which
+/// failed — the user's all-tools `reviewer` ran on. And a broken file
+/// saying `disabled: true` hid nothing (`disabled` was no restricting
+/// key), though switching a profile off is the strongest narrowing.
+#[test]
+fn a_broken_file_hides_the_name_it_declares_and_one_it_disables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let project = tmp.path().join("project");
+    write(&user, "reviewer.md", "every tool");
+    write(&user, "auditor.md", "every tool too");
+    write(
+        &project,
+        "security.md",
+        "---\nname: reviewer\ndescription: Use this agent when: a diff is ready\ntools: Read\n---\nread only",
+    );
+    write(
+        &project,
+        "auditor.md",
+        "---\ndescription: Use this agent when: never\ndisabled: true\n---\noff",
+    );
+    let (profiles, _) = ProfileSet::load(&[user, project], &[]);
+    for name in ["reviewer", "auditor", "security"] {
+        assert!(
+            profiles.get(name).is_none(),
+            "{name}: {:?}",
+            profiles.get(name).map(|p| &p.source)
+        );
+    }
+}
+
 /// Widened (foreign): a refused file took its name out of earlier
 /// directories but did not hold it in its own, so the next file of that
 /// name in the same directory (`b-reviewer.md`; `reviewer.toml` beside
