@@ -86,6 +86,8 @@ pub struct Trigger {
     pub inline_only: bool,
     /// What it does.
     action: TriggerAction,
+    /// Makes a fresh action for each run ([`Trigger::per_run`]).
+    make: Option<Arc<dyn Fn() -> TriggerAction + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Trigger {
@@ -112,7 +114,41 @@ impl Trigger {
             yields: 0,
             inline_only: false,
             action: Arc::new(action),
+            make: None,
         }
+    }
+
+    /// Like [`Trigger::new`], with an action `make` builds afresh for each
+    /// run of the scenario: the state it captures (a counter, a fire-once
+    /// guard) starts over, so the same scenario and seed give the same
+    /// log run after run. An action given to [`Trigger::new`] is one
+    /// closure shared by every run — a guard that fired in the first run
+    /// stays fired in the second.
+    pub fn per_run<F>(
+        child: Option<AgentId>,
+        moment: Moment,
+        make: impl Fn() -> F + Send + Sync + 'static,
+    ) -> Self
+    where
+        F: Fn(&AgentId, &AgentEvent) -> Option<HostAction> + Send + Sync + 'static,
+    {
+        let make: Arc<dyn Fn() -> TriggerAction + Send + Sync> =
+            Arc::new(move || Arc::new(make()) as TriggerAction);
+        Self {
+            action: make(),
+            make: Some(make),
+            ..Self::new(child, moment, |_, _| None)
+        }
+    }
+
+    /// This trigger as one run arms it: a [`Trigger::per_run`] action made
+    /// afresh.
+    pub(crate) fn armed(&self) -> Self {
+        let mut armed = self.clone();
+        if let Some(make) = &self.make {
+            armed.action = make();
+        }
+        armed
     }
 
     /// Fires only on a child its parent waits on inline.

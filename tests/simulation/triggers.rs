@@ -52,6 +52,27 @@ fn a_triggers_action_is_asked_for_once() {
     assert_eq!(fired(&report), [Moment::ToolStarted], "{}", report.render());
 }
 
+/// Replay (the same scenario, run twice): a trigger's action is one
+/// closure shared by every run, so a fire-once guard that fired in the
+/// first run stayed fired in the second — its `Typing` never came, and
+/// the same scenario and seed gave another log. `Trigger::per_run` makes
+/// the action afresh for each run.
+#[test]
+fn a_per_run_trigger_replays_byte_for_byte() {
+    let scenario = background_worker()
+        .on(Trigger::per_run(None, Moment::ToolStarted, || {
+            let guard = AtomicBool::new(false);
+            move |_: &AgentId, _: &AgentEvent| {
+                (!guard.swap(true, Ordering::SeqCst)).then_some(HostAction::Typing(true))
+            }
+        }))
+        .run_for(Duration::from_secs(120));
+    let first = scenario.run(0);
+    let second = scenario.run(0);
+    assert_eq!(fired(&first), [Moment::ToolStarted]);
+    assert_eq!(first.render(), second.render());
+}
+
 /// A trigger on an event the harness read while it acted (a host stop
 /// whose answer comes after the child's terminal status) never fired: the
 /// event was logged but not offered to the triggers.
