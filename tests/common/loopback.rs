@@ -50,6 +50,9 @@ pub struct Loopback {
     /// reaches its agent (its wall clock ran out in that instant): the
     /// answer comes too late.
     pub cut_before_approve: Arc<AtomicBool>,
+    /// The node never receives an approval's answer (lost on its way): it
+    /// waits on its node's word until the node is lost.
+    pub lose_approvals: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -90,6 +93,7 @@ impl Loopback {
             misname_tool_results: Arc::new(AtomicBool::new(false)),
             drop_next_event: Arc::new(AtomicBool::new(false)),
             cut_before_approve: Arc::new(AtomicBool::new(false)),
+            lose_approvals: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -206,6 +210,11 @@ impl NodeLink for Loopback {
         // sent (an error, the node untouched).
         let request =
             RunRequest::from_wire(&request.to_wire().map_err(|e| e.to_string())?).unwrap();
+        if matches!(request, RunRequest::Approve { .. })
+            && self.lose_approvals.load(Ordering::SeqCst)
+        {
+            return Ok(());
+        }
         if let Some((_, run)) = self.runs.lock().unwrap().get(&key) {
             if matches!(request, RunRequest::Approve { .. })
                 && self.cut_before_approve.load(Ordering::SeqCst)

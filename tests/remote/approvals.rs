@@ -335,3 +335,38 @@ async fn a_second_answer_on_the_way_is_refused_with_the_first() {
     check_log(&log, false);
     thread.close_and_wait().await;
 }
+
+/// Repeated, across nodes, as the node is lost: an answer sent on (its
+/// node's word not in yet), then the node lost — the run ended here, its
+/// request `Cancelled` and the first answer `Ended`; but the proxy still
+/// held the first answer as given, so a second one read
+/// `AlreadyAnswered` with it (a local child says `Ended` both times).
+#[tokio::test(start_paused = true)]
+async fn a_second_answer_after_the_node_is_lost_agrees_with_the_first() {
+    use subagents::messages::{ApprovalDecision, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    let model = background_poster();
+    let node = Loopback::new("b", model.clone()).await;
+    node.lose_approvals.store(true, Ordering::SeqCst);
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    let first = tokio::spawn({
+        let (thread, id) = (thread.clone(), request.id.clone());
+        async move { thread.resolve_approval(id, ApprovalDecision::Approve).await }
+    });
+    thread.sync().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    node.kill();
+    // In the same tick: it reaches the proxy after the loss, before the
+    // hub has read the child's end.
+    let second = thread
+        .hub()
+        .resolve_approval(request.id.clone(), ApprovalDecision::Deny)
+        .await;
+    let ended = ThreadError::Approval(ApprovalRefusal::Ended(request.id.clone()));
+    assert_eq!(first.await.unwrap(), Err(ended));
+    assert_eq!(second, Err(ApprovalRefusal::Ended(request.id.clone())));
+    thread.close_and_wait().await;
+}

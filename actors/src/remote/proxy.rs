@@ -416,6 +416,12 @@ impl ProxyState {
         let Some(mut run) = self.run.take() else {
             return;
         };
+        // Answers whose node's word never came were not taken (`Ended`,
+        // as the run's end tells them): not a first answer a later one
+        // is refused with.
+        for id in run.verdicts.waiting() {
+            self.answered.remove(id);
+        }
         {
             let mut mirror = lock(&run.closer.mirror);
             // The node ended it without its `Result` event: said here,

@@ -17,6 +17,11 @@ type Reply = RpcReplyPort<Result<(), ApprovalRefusal>>;
 pub(super) struct Verdicts(Vec<(ApprovalId, Reply)>);
 
 impl Verdicts {
+    /// The ids whose answers still wait on their node's word.
+    pub(super) fn waiting(&self) -> impl Iterator<Item = &ApprovalId> {
+        self.0.iter().map(|(id, _)| id)
+    }
+
     /// True when an answer to `id` waits on its node's word.
     pub(super) fn waits(&self, id: &ApprovalId) -> bool {
         self.0.iter().any(|(waiting, _)| waiting == id)
