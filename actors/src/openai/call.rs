@@ -107,6 +107,18 @@ impl Call {
                             Ok(chunks) => self.out.extend(chunks.into_iter().map(Ok)),
                             Err(e) => self.out.push_back(Err(e)),
                         },
+                        // The answer was whole (its finish came): a
+                        // connection broken or gone quiet after it, before
+                        // `[DONE]`, ends it as the body's end does — it
+                        // failed the turn, its tool calls never run.
+                        Some(Err(e)) if assembler.is_finished() => {
+                            let e = event_error(e, timeouts);
+                            tracing::debug!(error = %e, "the stream broke after the answer finished");
+                            match assembler.on_end(&self.settings.shown) {
+                                Ok(chunks) => self.out.extend(chunks.into_iter().map(Ok)),
+                                Err(e) => self.out.push_back(Err(e)),
+                            }
+                        }
                         Some(Err(e)) => self.out.push_back(Err(event_error(e, timeouts))),
                         Some(Ok(event)) => {
                             match assembler.on_event(&event.event, &event.data) {

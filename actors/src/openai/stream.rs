@@ -204,6 +204,11 @@ impl Assembler {
         }
     }
 
+    /// The model's finish came: the answer is whole, whatever follows.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.finished
+    }
+
     /// No text, no tool call and no finish so far.
     fn said_nothing(&self) -> bool {
         !self.finished && self.answer_chars == 0 && self.calls.is_empty()

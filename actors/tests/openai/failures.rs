@@ -24,6 +24,48 @@ async fn a_mid_stream_disconnect_is_a_connection_error() {
     assert!(message.contains("mid-stream"), "{message}");
 }
 
+/// Foreign input (a proxy, a server that resets after its answer): a
+/// connection broken — or silent for the timeout — after the model's
+/// finish, before `[DONE]`, failed the call: the whole answer, text and
+/// tool calls, was yielded and then a `Connection` error, and the turn
+/// failed with its calls never run. A finished answer ends as at the
+/// body's end.
+#[tokio::test]
+async fn a_connection_lost_after_the_finish_keeps_the_answer() {
+    for quiet in [false, true] {
+        let gate = Arc::new(tokio::sync::Notify::new());
+        let last = if quiet {
+            Piece::Gate(gate.clone())
+        } else {
+            Piece::Break
+        };
+        let server = MockServer::start(vec![Reply::sse_pieces(vec![
+            Piece::Send(format!("data: {}\n\n", text("Done."))),
+            Piece::Send(format!(
+                "data: {}\n\n",
+                tool_chunk(&[tool_fragment(0, Some("c"), Some("calculator"), "{}")])
+            )),
+            Piece::Send(format!("data: {}\n\n", finish("tool_calls"))),
+            Piece::Wait(Duration::from_millis(20)),
+            last,
+        ])])
+        .await;
+        let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+            .timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let out = collect(&model, request("hi")).await;
+        assert!(out.iter().all(Result::is_ok), "quiet {quiet}: {out:?}");
+        assert_eq!(out[0], Ok(ModelChunk::Text("Done.".into())));
+        assert!(
+            out.iter()
+                .any(|c| matches!(c, Ok(ModelChunk::ToolCall(call)) if call.name == "calculator")),
+            "{out:?}"
+        );
+        gate.notify_waiters();
+    }
+}
+
 #[tokio::test]
 async fn a_stream_that_stops_before_the_answer_finishes_is_a_connection_error() {
     // A clean end of body with no finish_reason and no [DONE].
