@@ -150,7 +150,11 @@ impl Assembler {
                 {
                     self.answer_chars += reasoning.chars().count();
                 }
-                for text in [delta.content, delta.refusal].into_iter().flatten() {
+                let content = delta.content.map(|content| {
+                    self.answer_chars += content.thought_chars;
+                    content.text
+                });
+                for text in [content, delta.refusal].into_iter().flatten() {
                     if !text.is_empty() {
                         self.answer_chars += text.chars().count();
                         out.push(ModelChunk::Text(text));

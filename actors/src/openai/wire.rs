@@ -226,7 +226,7 @@ pub(crate) struct ChoiceWire {
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct DeltaWire {
     #[serde(default)]
-    pub(crate) content: Option<String>,
+    pub(crate) content: Option<ContentWire>,
     #[serde(default)]
     pub(crate) refusal: Option<String>,
     /// A thinking model's reasoning (vLLM, llama.cpp: `reasoning_content`;
@@ -242,6 +242,51 @@ pub(crate) struct DeltaWire {
     pub(crate) reasoning: Option<String>,
     #[serde(default)]
     pub(crate) tool_calls: Option<Vec<ToolCallDeltaWire>>,
+}
+
+/// A delta's `content`: a string, or (Mistral's Magistral models) a list
+/// of parts — `{"type": "text", "text": …}` and `{"type": "thinking",
+/// "thinking": [parts]}`. Read as a string only, every chunk of such an
+/// answer was `Malformed` and no answer got through.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ContentWire {
+    /// The answer's text.
+    pub(crate) text: String,
+    /// Characters of reasoning (thinking parts): output, not passed on.
+    pub(crate) thought_chars: usize,
+}
+
+impl<'de> Deserialize<'de> for ContentWire {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut content = ContentWire::default();
+        content.read(&Value::deserialize(deserializer)?, false);
+        Ok(content)
+    }
+}
+
+impl ContentWire {
+    /// Adds `value` (a string, a part or a list of them); `thought`:
+    /// inside a thinking part.
+    fn read(&mut self, value: &Value, thought: bool) {
+        match value {
+            Value::String(text) if thought => self.thought_chars += text.chars().count(),
+            Value::String(text) => self.text.push_str(text),
+            Value::Array(parts) => {
+                for part in parts {
+                    self.read(part, thought);
+                }
+            }
+            Value::Object(part) => {
+                let thinking = part.get("type").and_then(Value::as_str) == Some("thinking");
+                if let Some(inner) = part.get("thinking").filter(|_| thinking) {
+                    self.read(inner, true);
+                } else if let Some(text) = part.get("text") {
+                    self.read(text, thought || thinking);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A fragment of a tool call: id and name come first, arguments in pieces.

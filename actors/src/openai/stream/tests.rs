@@ -447,3 +447,30 @@ fn reasoning_sent_under_both_names_is_read_once() {
         ]
     );
 }
+
+/// Foreign input (Mistral's Magistral models): a delta's `content` came
+/// as a list of parts — a thinking part, then text — and every chunk was
+/// `Malformed` ("invalid type: sequence, expected a string"): no answer
+/// got through. Text parts are the answer; thinking parts count as
+/// reasoning (output, not passed on).
+#[test]
+fn content_as_a_list_of_parts_is_read() {
+    let (out, end) = feed(&[
+        r#"{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"Let me"}]}]},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"Hi"}]},"finish_reason":null}]}"#,
+        r#"{"choices":[{"delta":{"content":" there"},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true), "{out:?}");
+    let text: Vec<&ModelChunk> = out
+        .iter()
+        .filter(|c| matches!(c, ModelChunk::Text(_)))
+        .collect();
+    assert_eq!(
+        text,
+        [
+            &ModelChunk::Text("Hi".into()),
+            &ModelChunk::Text(" there".into())
+        ]
+    );
+}
