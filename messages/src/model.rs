@@ -220,6 +220,13 @@ pub enum ModelChunk {
     /// against the token budget like [`ModelChunk::Usage`], and said to be
     /// an estimate wherever the budget is named.
     UsageEstimate(Usage),
+    /// Output the model wrote that is not shown as it streams — its
+    /// reasoning, a tool call's arguments still being written — in
+    /// characters, said as it grows: counted against the token budget as
+    /// text is (about four characters a token), so a model looping where
+    /// nothing is shown ends at the budget, not at the wall clock, and a
+    /// call cut there counts its tokens.
+    Hidden(u64),
     /// The output was cut before the model finished (the server's
     /// `finish_reason`: `length` for its output-token limit,
     /// `content_filter` for its content filter). The

@@ -118,7 +118,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 // streamed before it failed (an estimate, unless counted).
                 ctx.with(|t| {
                     t.progress.model_calls += 1;
-                    if let Some(estimate) = t.call_estimate(t.streaming.chars().count() as u64) {
+                    if let Some(estimate) = t.call_estimate(t.output_chars()) {
                         t.progress.add_estimate(estimate);
                     }
                     // Counted: a stop from here on counts it no more.
@@ -226,6 +226,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     let cut = ctx.with(|t| {
         t.doing(Activity::InModelCall);
         t.streaming.clear();
+        t.hidden_chars = 0;
         t.call_counted = false;
         ctx.cut(t)
     });
@@ -256,16 +257,24 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                 // taken, under the same lock.
                 let cut = ctx.with(|t| {
                     t.streaming.push_str(&delta);
-                    let n =
-                        so_far.filter(|n| t.progress.usage.total().saturating_add(*n) > budget)?;
-                    t.progress.add_estimate(subagents_messages::Usage {
-                        prompt_tokens: 0,
-                        completion_tokens: n,
-                    });
-                    t.call_counted = true;
-                    Some(std::mem::take(&mut t.streaming))
+                    past_budget(t, so_far, budget)
                 });
                 ctx.sink.emit(AgentEvent::Text(delta));
+                if let Some(text) = cut {
+                    return Err(ModelEnd::OverBudget(text));
+                }
+            }
+            // Output not shown (reasoning, arguments being written): the
+            // budget sees it as it sees text — a model looping there ended
+            // only at the wall clock, its call counted as nothing.
+            Ok(ModelChunk::Hidden(chars)) => {
+                streamed_chars = streamed_chars.saturating_add(chars);
+                let so_far = (call_usage == subagents_messages::Usage::default())
+                    .then(|| streamed_chars.div_ceil(4));
+                let cut = ctx.with(|t| {
+                    t.hidden_chars = t.hidden_chars.saturating_add(chars);
+                    past_budget(t, so_far, budget)
+                });
                 if let Some(text) = cut {
                     return Err(ModelEnd::OverBudget(text));
                 }
@@ -399,6 +408,20 @@ pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progr
         "Partial result: stopped by the {by} ({detail}) after {} model call(s) and {} tool call(s){tools}; {last}",
         progress.model_calls, progress.tool_calls
     )
+}
+
+/// The call in flight, `so_far` tokens of output by the estimate (none
+/// once the server counted its own), against the turn's `budget`: past
+/// it, the estimate is counted and the text so far taken (under the
+/// turn's lock, with what streamed).
+fn past_budget(t: &mut TurnState, so_far: Option<u64>, budget: u64) -> Option<String> {
+    let n = so_far.filter(|n| t.progress.usage.total().saturating_add(*n) > budget)?;
+    t.progress.add_estimate(subagents_messages::Usage {
+        prompt_tokens: 0,
+        completion_tokens: n,
+    });
+    t.call_counted = true;
+    Some(std::mem::take(&mut t.streaming))
 }
 
 #[cfg(test)]

@@ -99,6 +99,11 @@ pub(crate) struct TurnState {
     pub(crate) calls_opened: u64,
     /// The text of the model call in flight, as it streams.
     pub(crate) streaming: String,
+    /// Characters of its output not shown ([`ModelChunk::Hidden`]:
+    /// reasoning, arguments being written).
+    ///
+    /// [`ModelChunk::Hidden`]: subagents_messages::ModelChunk::Hidden
+    pub(crate) hidden_chars: u64,
     /// The model call in flight has counted its tokens (the server's
     /// usage, or the budget's estimate): a cut adds no estimate of them.
     pub(crate) call_counted: bool,
@@ -143,7 +148,7 @@ impl TurnState {
             if !self.streaming.trim().is_empty() {
                 progress.last_text = self.streaming.clone();
             }
-            if let Some(estimate) = self.call_estimate(self.streaming.chars().count() as u64) {
+            if let Some(estimate) = self.call_estimate(self.output_chars()) {
                 progress.add_estimate(estimate);
             }
         }
@@ -174,6 +179,12 @@ impl TurnState {
             prompt_tokens: prompt.div_ceil(4),
             completion_tokens: streamed.div_ceil(4),
         })
+    }
+
+    /// Characters the call in flight wrote so far: its text and its
+    /// hidden output.
+    pub(crate) fn output_chars(&self) -> u64 {
+        (self.streaming.chars().count() as u64).saturating_add(self.hidden_chars)
     }
 
     /// It does `activity` from now on.

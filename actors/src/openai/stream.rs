@@ -55,7 +55,14 @@ pub(crate) struct Assembler {
     /// estimate for a server that reports none.
     prompt_chars: usize,
     answer_chars: usize,
+    /// Characters of hidden output (reasoning, arguments) not said yet as
+    /// [`ModelChunk::Hidden`].
+    hidden: usize,
 }
+
+/// Hidden output is said in steps of this many characters (≈ 256 tokens):
+/// the budget sees a model writing where nothing is shown.
+const HIDDEN_STEP: usize = 1024;
 
 /// The `finish_reason`s that say the answer was cut short rather than
 /// finished: the output-token limit (`length`, or `max_tokens` on some
@@ -148,10 +155,13 @@ impl Assembler {
                     .as_ref()
                     .or(delta.reasoning.as_ref())
                 {
-                    self.answer_chars += reasoning.chars().count();
+                    let n = reasoning.chars().count();
+                    self.answer_chars += n;
+                    self.hidden += n;
                 }
                 let content = delta.content.map(|content| {
                     self.answer_chars += content.thought_chars;
+                    self.hidden += content.thought_chars;
                     content.text
                 });
                 for text in [content, delta.refusal].into_iter().flatten() {
@@ -186,6 +196,9 @@ impl Assembler {
                 }
                 out.extend(self.drain_calls()?);
             }
+        }
+        if self.hidden >= HIDDEN_STEP {
+            out.push(ModelChunk::Hidden(std::mem::take(&mut self.hidden) as u64));
         }
         Ok(Step::Continue(out))
     }
@@ -303,6 +316,7 @@ impl Assembler {
             }
         };
         self.answer_chars += added;
+        self.hidden += added;
     }
 
     /// The assembled calls in `index` order.

@@ -85,6 +85,50 @@ async fn an_answer_streaming_past_the_budget_ends_there() {
     agent.shutdown();
 }
 
+/// A stream that never yields (a model looping where nothing is shown):
+/// reasoning, or a tool call's arguments, streaming without end was never
+/// seen by the token budget — only text and usage were — so the call ran
+/// to the wall clock, and cut there it cost 0 tokens (nothing had been
+/// shown). Hidden output counts against the budget as text does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_output_streaming_past_the_budget_ends_there() {
+    for arguments in [false, true] {
+        let mut pieces = Vec::new();
+        if arguments {
+            let first = tool_chunk(&[tool_fragment(0, Some("c"), Some("calculator"), "{\"x\":\"")]);
+            pieces.push(Piece::Send(format!("data: {first}\n\n")));
+        }
+        for _ in 0..2_000 {
+            let event = if arguments {
+                tool_chunk(&[tool_fragment(0, None, None, &"loop ".repeat(80))])
+            } else {
+                chunk(json!({"reasoning_content": "loop ".repeat(80)}))
+            };
+            pieces.push(Piece::Send(format!("data: {event}\n\n")));
+            pieces.push(Piece::Wait(Duration::from_millis(10)));
+        }
+        let mut server = MockServer::start(vec![Reply::sse_pieces(pieces)]).await;
+        let (agent, _events) = AgentBuilder::new(server.model(None).shared())
+            .limits(Limits {
+                token_budget: 1_000,
+                wall_clock: Duration::from_secs(5),
+                ..Limits::default()
+            })
+            .spawn()
+            .await
+            .unwrap();
+        let result = agent.run("go").await.unwrap();
+        assert_eq!(
+            result.outcome,
+            Outcome::LimitReached(LimitKind::Tokens),
+            "arguments {arguments}"
+        );
+        assert!(result.usage.total() > 1_000, "{:?}", result.usage);
+        assert!(server.body_was_dropped().await, "the server kept streaming");
+        agent.shutdown();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_runs_a_tool_call_round_trip_through_the_adapter() {
     let first = [
