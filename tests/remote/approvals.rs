@@ -370,3 +370,41 @@ async fn a_second_answer_after_the_node_is_lost_agrees_with_the_first() {
     assert_eq!(second, Err(ApprovalRefusal::Ended(request.id.clone())));
     thread.close_and_wait().await;
 }
+
+/// A request the background policy answered is never seen by the host;
+/// an answer to its id (a guess, a host that numbers) read `Unknown` from
+/// a local child, but `Ended` from a remote one while it ran and
+/// `Unknown` after — one id, refusals by placement and timing. `Unknown`
+/// wherever the child runs, whenever asked.
+#[tokio::test(start_paused = true)]
+async fn a_request_the_policy_answered_is_unknown_wherever_the_child_runs() {
+    use subagents::actors::hub::BackgroundApprovals;
+    use subagents::messages::{ApprovalDecision, ApprovalId, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    for remote in [false, true] {
+        let model = background_poster();
+        let placement = if remote {
+            Placement::On(Loopback::new("b", model.clone()).await)
+        } else {
+            Placement::Local
+        };
+        let (thread, mut events) = thread_with(
+            DelegationBuilder::new(model)
+                .placement(placement)
+                .background_approvals(BackgroundApprovals::Deny),
+        )
+        .await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        // In its `sleep`: the request was asked and answered by now.
+        run_for(&mut events, &mut log, 5).await;
+        let id = ApprovalId::for_agent(&AgentId::new("agent_1"), 1);
+        let unknown = Err(ThreadError::Approval(ApprovalRefusal::Unknown(id.clone())));
+        let running = thread
+            .resolve_approval(id.clone(), ApprovalDecision::Approve)
+            .await;
+        assert_eq!(running, unknown, "remote {remote}, while it runs");
+        thread.close_and_wait().await;
+    }
+}

@@ -229,8 +229,6 @@ async fn refused_approval(ctx: &TurnContext, call: &ToolCall) -> Option<String> 
 /// goes on, as for a tool that panics deciding whether it needs approval.
 async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision, String> {
     let config = &ctx.config;
-    let n = ctx.approvals.fetch_add(1, Ordering::Relaxed) + 1;
-    let id = ApprovalId::for_agent(&config.id, n);
     let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         config
             .approvals
@@ -248,6 +246,11 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
             ));
         }
     }
+    // Numbered only when the host is asked: one the policy answered is
+    // never seen, and its number, used up, was an id the host could not
+    // tell from one never made.
+    let n = ctx.approvals.fetch_add(1, Ordering::Relaxed) + 1;
+    let id = ApprovalId::for_agent(&config.id, n);
     let (tx, rx) = tokio::sync::oneshot::channel();
     // Registered and asked under the turn's lock: an answer (the id's form
     // is documented, so one may come at once) that reaches the agent

@@ -300,10 +300,16 @@ impl ProxyState {
         };
         match &event {
             AgentEvent::ApprovalRequested(request) => {
-                self.asked.insert(request.id.clone());
                 let decided = self.config.approvals.as_ref().and_then(|p| {
                     p.decide(&self.config.id, &request.tool_name, &request.arguments)
                 });
+                // Asked of the host only when the policy does not answer
+                // it: one it answered is never seen, and an answer to its
+                // id read `Ended` while the child ran, `Unknown` after
+                // (a local child's: `Unknown` throughout).
+                if decided.is_none() {
+                    self.asked.insert(request.id.clone());
+                }
                 if let Some(decision) = decided {
                     // The hub's policy answers it: the parent never sees it.
                     run.silenced.push(request.id.clone());
