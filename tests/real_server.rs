@@ -125,6 +125,7 @@ async fn a_history_with_tool_calls_is_accepted() {
         id: ToolUseId::new("call_1"),
         name: "get_weather".into(),
         arguments: r#"{"city":"Paris"}"#.into(),
+        extra_content: None,
     };
     let out = chunks(ModelRequest {
         messages: vec![

@@ -273,6 +273,7 @@ impl Model for ScriptedModel {
                                 id: ToolUseId::new(format!("call_{}_{}", index + 1, calls)),
                                 name: name.clone(),
                                 arguments: arguments.clone(),
+                                extra_content: None,
                             }))
                         }
                         ScriptStep::Usage(u) => Pending::Chunk(ModelChunk::Usage(*u)),

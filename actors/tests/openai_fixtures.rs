@@ -272,6 +272,7 @@ async fn llama_server_tool_call_is_assembled_whole_with_its_id() {
                 id: ToolUseId::new("His1Er8aZwxUv7qesCQldkj2zQhmC8W1"),
                 name: "get_weather".into(),
                 arguments: r#"{ "city": "Paris"}"#.into(),
+                extra_content: None,
             }),
             usage(538, 71),
         ]
@@ -294,6 +295,7 @@ async fn llama_server_tool_call_cut_by_max_tokens_is_truncated() {
                 id: ToolUseId::new("IXpojMU9GGNbgyUboABzMNtmrKQhhKAO"),
                 name: "get_weather".into(),
                 arguments: "{".into(),
+                extra_content: None,
             }),
             usage(538, 32),
         ]

@@ -83,6 +83,13 @@ pub struct ToolCall {
     pub name: String,
     /// The arguments, as a JSON string (as the model wrote them).
     pub arguments: String,
+    /// What the provider attached to the call for itself, opaque: an
+    /// OpenAI-compatible `extra_content`, as JSON text (Gemini's
+    /// `thought_signature`, which its next request must send back — a
+    /// call sent without it is refused). Sent back with the call as it
+    /// came; `None` for most providers.
+    #[serde(default)]
+    pub extra_content: Option<String>,
 }
 
 /// A tool as the model sees it.

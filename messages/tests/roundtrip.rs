@@ -33,6 +33,7 @@ fn call() -> ToolCall {
         id: ToolUseId::new("call_1"),
         name: "calculator".into(),
         arguments: r#"{"expression":"2+2","nested":{"a":[1,2]}}"#.into(),
+        extra_content: Some(r#"{"google":{"thought_signature":"CiQB"}}"#.into()),
     }
 }
 

@@ -436,6 +436,7 @@ mod tests {
             id: ToolUseId::new(id),
             name: "t".into(),
             arguments: "{}".into(),
+            extra_content: None,
         };
         let mut calls = vec![
             call("a"),

@@ -187,6 +187,7 @@ mod tests {
             id: id.into(),
             name: "sleep".into(),
             arguments: "{}".into(),
+            extra_content: None,
         };
         let mut conversation = vec![
             ChatMessage::user("task"),

@@ -42,6 +42,8 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
+    /// The provider's own data on it, as first sent.
+    extra_content: Option<Value>,
 }
 
 /// Assembles one streamed answer.
@@ -295,6 +297,9 @@ impl Assembler {
         {
             call.id = id;
         }
+        if call.extra_content.is_none() {
+            call.extra_content = fragment.extra_content.filter(|v| !v.is_null());
+        }
         let Some(function) = fragment.function else {
             return;
         };
@@ -345,6 +350,7 @@ impl Assembler {
                     id: ToolUseId::new(id),
                     name: call.name,
                     arguments,
+                    extra_content: call.extra_content.map(|v| v.to_string()),
                 }))
             })
             .collect()

@@ -56,6 +56,9 @@ pub(crate) struct WireToolCall<'a> {
     #[serde(rename = "type")]
     pub(crate) kind: &'static str,
     pub(crate) function: WireFunctionCall<'a>,
+    /// The provider's own data on the call, sent back as it came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) extra_content: Option<Value>,
 }
 
 /// The function part of a tool call; `arguments` stays a JSON string.
@@ -156,6 +159,11 @@ impl<'a> From<&'a ToolCall> for WireToolCall<'a> {
                 name: &call.name,
                 arguments: sendable(&call.arguments),
             },
+            // As it came: JSON text it was read from (not JSON: dropped).
+            extra_content: call
+                .extra_content
+                .as_deref()
+                .and_then(|text| serde_json::from_str(text).ok()),
         }
     }
 }
@@ -298,6 +306,9 @@ pub(crate) struct ToolCallDeltaWire {
     pub(crate) id: Option<String>,
     #[serde(default)]
     pub(crate) function: Option<FunctionDeltaWire>,
+    /// The provider's own data on the call (Gemini's `thought_signature`).
+    #[serde(default)]
+    pub(crate) extra_content: Option<Value>,
 }
 
 /// The function part of a tool-call fragment.

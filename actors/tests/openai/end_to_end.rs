@@ -269,3 +269,41 @@ async fn a_parent_delegates_through_use_agent_over_the_adapter() {
     assert!(last["content"].as_str().unwrap().contains("42"));
     parent.agent.shutdown();
 }
+
+/// Foreign input (Gemini's OpenAI-compatible endpoint): a tool call
+/// carries `extra_content` (its `thought_signature`), which the next
+/// request must send back with the call — it was dropped, and the
+/// request after every tool call was refused (400, "missing a
+/// `thought_signature`"). Kept on the call and sent back as it came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_extra_content_is_sent_back_with_it() {
+    let signed = json!({
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+        "model": "test-model",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [{
+            "extra_content": {"google": {"thought_signature": "CiQB"}},
+            "function": {"arguments": "{\"expression\":\"6*7\"}", "name": "calculator"},
+            "id": "call_1", "type": "function"
+        }]}, "finish_reason": null}]
+    })
+    .to_string();
+    let first = [signed, finish("tool_calls"), "[DONE]".to_owned()];
+    let second = [text("42."), finish("stop"), "[DONE]".to_owned()];
+    let server =
+        MockServer::start(vec![Reply::sse(&strs(&first)), Reply::sse(&strs(&second))]).await;
+    let (agent, _events) = AgentBuilder::new(server.model(None).shared())
+        .tools(ToolRegistry::new().with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("What is 6*7?").await.unwrap();
+    assert_eq!(result.outcome, Outcome::Completed, "{}", result.text);
+    let seen = server.seen();
+    let messages = seen[1].body["messages"].as_array().unwrap();
+    let call = &messages[messages.len() - 2]["tool_calls"][0];
+    assert_eq!(
+        call["extra_content"]["google"]["thought_signature"], "CiQB",
+        "{call}"
+    );
+    agent.shutdown();
+}

@@ -285,6 +285,7 @@ fn tool_call(id: &str, name: &str, arguments: &str) -> ModelChunk {
         id: ToolUseId::new(id),
         name: name.into(),
         arguments: arguments.into(),
+        extra_content: None,
     })
 }
 

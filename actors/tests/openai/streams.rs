@@ -24,6 +24,7 @@ async fn plain_text_streams_and_the_request_has_the_openai_shape() {
                     id: ToolUseId::new("call_a"),
                     name: "calculator".into(),
                     arguments: r#"{"expression":"2+2"}"#.into(),
+                    extra_content: None,
                 }],
             ),
             ChatMessage::tool(ToolUseId::new("call_a"), "4"),

@@ -29,6 +29,7 @@ fn call(id: &str, name: &str, arguments: &str) -> ModelChunk {
         id: ToolUseId::new(id),
         name: name.into(),
         arguments: arguments.into(),
+        extra_content: None,
     })
 }
 

@@ -15,6 +15,7 @@ fn a_request_has_the_chat_completions_shape() {
                     id: ToolUseId::new("call_1"),
                     name: "calc".into(),
                     arguments: r#"{"x":1}"#.into(),
+                    extra_content: None,
                 }],
             ),
             ChatMessage::tool(ToolUseId::new("call_1"), "2"),
@@ -159,6 +160,7 @@ fn past_arguments_that_are_no_json_object_are_sent_back_as_an_empty_one() {
         id: ToolUseId::new(id),
         name: "calc".into(),
         arguments: arguments.into(),
+        extra_content: None,
     };
     let request = ModelRequest {
         messages: vec![
