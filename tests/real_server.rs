@@ -107,7 +107,7 @@ async fn a_named_tool_choice_yields_one_whole_call() {
     let calls: Vec<&ToolCall> = out
         .iter()
         .filter_map(|c| match c {
-            ModelChunk::ToolCall(call) => Some(call),
+            ModelChunk::ToolCall(call) => Some(&**call),
             _ => None,
         })
         .collect();

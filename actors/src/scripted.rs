@@ -269,12 +269,12 @@ impl Model for ScriptedModel {
                         ScriptStep::Text(t) => Pending::Chunk(ModelChunk::Text(t.clone())),
                         ScriptStep::ToolCall { name, arguments } => {
                             calls += 1;
-                            Pending::Chunk(ModelChunk::ToolCall(ToolCall {
+                            Pending::Chunk(ModelChunk::ToolCall(Box::new(ToolCall {
                                 id: ToolUseId::new(format!("call_{}_{}", index + 1, calls)),
                                 name: name.clone(),
                                 arguments: arguments.clone(),
                                 extra_content: None,
-                            }))
+                            })))
                         }
                         ScriptStep::Usage(u) => Pending::Chunk(ModelChunk::Usage(*u)),
                         ScriptStep::Delay(d) => Pending::Delay(*d),

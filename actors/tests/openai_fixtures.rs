@@ -139,7 +139,7 @@ async fn a_streamed_tool_call_that_repeats_its_name_is_assembled_once() {
     let calls: Vec<_> = out
         .iter()
         .filter_map(|c| match c {
-            Ok(ModelChunk::ToolCall(call)) => Some(call.clone()),
+            Ok(ModelChunk::ToolCall(call)) => Some((**call).clone()),
             _ => None,
         })
         .collect();
@@ -268,12 +268,12 @@ async fn llama_server_tool_call_is_assembled_whole_with_its_id() {
     assert_eq!(
         out[out.len() - 2..],
         [
-            ModelChunk::ToolCall(ToolCall {
+            ModelChunk::ToolCall(Box::new(ToolCall {
                 id: ToolUseId::new("His1Er8aZwxUv7qesCQldkj2zQhmC8W1"),
                 name: "get_weather".into(),
                 arguments: r#"{ "city": "Paris"}"#.into(),
                 extra_content: None,
-            }),
+            })),
             usage(538, 71),
         ]
     );
@@ -291,12 +291,12 @@ async fn llama_server_tool_call_cut_by_max_tokens_is_truncated() {
         out[out.len() - 3..],
         [
             ModelChunk::Truncated("length".into()),
-            ModelChunk::ToolCall(ToolCall {
+            ModelChunk::ToolCall(Box::new(ToolCall {
                 id: ToolUseId::new("IXpojMU9GGNbgyUboABzMNtmrKQhhKAO"),
                 name: "get_weather".into(),
                 arguments: "{".into(),
                 extra_content: None,
-            }),
+            })),
             usage(538, 32),
         ]
     );

@@ -89,7 +89,7 @@ pub struct ToolCall {
     /// call sent without it is refused). Sent back with the call as it
     /// came; `None` for most providers.
     #[serde(default)]
-    pub extra_content: Option<String>,
+    pub extra_content: Option<Box<str>>,
 }
 
 /// A tool as the model sees it.
@@ -219,7 +219,9 @@ pub enum ModelChunk {
     /// A text delta, shown to the host as it arrives.
     Text(String),
     /// A whole tool call (adapters assemble fragments before yielding it).
-    ToolCall(ToolCall),
+    /// Boxed: the largest variant sets the size of every chunk, and of
+    /// every future that holds one.
+    ToolCall(Box<ToolCall>),
     /// Token usage for the call (may come once, at the end, or never).
     Usage(Usage),
     /// An estimate of the call's usage, for a server that reports none

@@ -118,7 +118,7 @@ fn model_types_roundtrip() {
     both(request);
     for chunk in [
         ModelChunk::Text("a".into()),
-        ModelChunk::ToolCall(call()),
+        ModelChunk::ToolCall(Box::new(call())),
         ModelChunk::Usage(usage()),
     ] {
         both(chunk);

@@ -279,7 +279,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                     return Err(ModelEnd::OverBudget(text));
                 }
             }
-            Ok(ModelChunk::ToolCall(call)) => calls.push(call),
+            Ok(ModelChunk::ToolCall(call)) => calls.push(*call),
             Ok(ModelChunk::Truncated(reason)) => truncated = Some(reason),
             Ok(chunk @ (ModelChunk::Usage(_) | ModelChunk::UsageEstimate(_))) => {
                 if let ModelChunk::Usage(usage) | ModelChunk::UsageEstimate(usage) = &chunk {

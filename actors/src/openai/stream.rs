@@ -346,12 +346,12 @@ impl Assembler {
                 } else {
                     call.arguments
                 };
-                Ok(ModelChunk::ToolCall(ToolCall {
+                Ok(ModelChunk::ToolCall(Box::new(ToolCall {
                     id: ToolUseId::new(id),
                     name: call.name,
                     arguments,
-                    extra_content: call.extra_content.map(|v| v.to_string()),
-                }))
+                    extra_content: call.extra_content.map(|v| v.to_string().into_boxed_str()),
+                })))
             })
             .collect()
     }

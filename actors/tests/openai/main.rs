@@ -281,12 +281,12 @@ fn request(user: &str) -> ModelRequest {
 }
 
 fn tool_call(id: &str, name: &str, arguments: &str) -> ModelChunk {
-    ModelChunk::ToolCall(ToolCall {
+    ModelChunk::ToolCall(Box::new(ToolCall {
         id: ToolUseId::new(id),
         name: name.into(),
         arguments: arguments.into(),
         extra_content: None,
-    })
+    }))
 }
 
 /// The call's chunks, without the usage estimate a stream with no usage

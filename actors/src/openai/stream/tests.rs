@@ -25,12 +25,12 @@ fn feed(events: &[&str]) -> (Vec<ModelChunk>, Result<bool, ModelError>) {
 }
 
 fn call(id: &str, name: &str, arguments: &str) -> ModelChunk {
-    ModelChunk::ToolCall(ToolCall {
+    ModelChunk::ToolCall(Box::new(ToolCall {
         id: ToolUseId::new(id),
         name: name.into(),
         arguments: arguments.into(),
         extra_content: None,
-    })
+    }))
 }
 
 #[test]
