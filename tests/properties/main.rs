@@ -286,6 +286,7 @@ impl StateMachineTest for Sut {
         }
         sut.world.close_all();
         sut.world.check(true, false);
+        let closed = sut.world.logs();
         // Determinism: the same steps from the same start give the same
         // logs, byte for byte.
         // The checks between steps drive the runtime too (their snapshot
@@ -307,7 +308,10 @@ impl StateMachineTest for Sut {
             }
         }
         assert_eq!(first, replayed, "the same steps replayed differently");
+        // And what the close emits (its stops' ends, the last wakes
+        // dropped): replayed too — it was compared only up to the close.
         again.close_all();
+        assert_eq!(closed, again.logs(), "the close replayed differently");
         let mut reached = REACHED.lock().unwrap();
         reached.extend(sut.world.signatures());
         let done = CASES_DONE.fetch_add(1, Ordering::SeqCst) + 1;
