@@ -542,3 +542,56 @@ async fn a_message_to_a_queued_child_survives_a_kill() {
         "{said:#?}"
     );
 }
+
+/// Misleading a host (a restart with an approval pending): a child asked
+/// for approval and the process was killed; after the restart, the host's
+/// restored row answered it and read `Unknown` ("no agent of the thread
+/// asked for it") — it was asked, and closed with its process. `Ended`.
+#[tokio::test]
+async fn an_approval_pending_at_a_kill_reads_ended_after_the_restart() {
+    use subagents::messages::{ApprovalDecision, ApprovalId, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let store = open(&live);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["http_post"])
+                .background(),
+        ),
+        Reply::answer("Started."),
+    ])
+    .with_script(
+        "Poster",
+        vec![Reply::new().tool_call("http_post", r#"{"url":"https://example.com","body":"x"}"#)],
+    );
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(subagents_demo::Post)),
+    )
+    .store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let asked = until_child_approval(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    thread.close_and_wait().await;
+    drop((thread, store));
+
+    let store = open(&killed);
+    let model = ScriptedModel::new(vec![Reply::answer("Noted the restart.")]);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    until_result(&mut events, &mut Vec::new()).await;
+    assert_eq!(asked.id, ApprovalId::for_agent(&AgentId::new("agent_1"), 1));
+    let answered = thread
+        .resolve_approval(asked.id.clone(), ApprovalDecision::Approve)
+        .await;
+    assert_eq!(
+        answered,
+        Err(ThreadError::Approval(ApprovalRefusal::Ended(asked.id)))
+    );
+    thread.close_and_wait().await;
+}

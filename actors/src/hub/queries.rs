@@ -2,7 +2,7 @@
 //! child that asked, and the counts.
 
 use ractor::RpcReplyPort;
-use subagents_messages::{ApprovalRefusal, HubSnapshot};
+use subagents_messages::{AgentId, ApprovalRefusal, Envelope, HubSnapshot};
 
 use crate::agent::AgentMsg;
 use crate::hub::lifecycle::HubState;
@@ -28,12 +28,23 @@ impl HubState {
         }
         // Ended: answered (how), one it asked for and nobody answered
         // (`Ended`), any other number (`Unknown`: no agent asked it).
-        let refusal = if self.book.is_terminal(&owner) {
+        // An earlier session's child the book does not hold: what it
+        // asked closed with its process (a host's restored row read
+        // `Unknown`, "no agent asked it").
+        let refusal = if self.book.contains(&owner) && self.book.is_terminal(&owner) {
             self.book.approval_refusal(id, &owner, n)
+        } else if self.archived(&owner).is_some() {
+            ApprovalRefusal::Ended(id)
         } else {
             ApprovalRefusal::Unknown(id)
         };
         let _ = reply.send(Err(refusal));
+    }
+
+    /// The envelope of an earlier session's child `id`, from the archive.
+    pub(super) fn archived(&self, id: &AgentId) -> Option<Envelope> {
+        let archive = self.archive.as_ref().and_then(|slot| slot.get())?;
+        archive.get(id)
     }
 
     pub(super) fn snapshot(&self) -> HubSnapshot {

@@ -207,10 +207,7 @@ impl HubState {
     /// earlier session's too: it answers with the status it ended with, as
     /// `status` reads it, not as unknown).
     pub(super) async fn stop(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId, reply: StopReply) {
-        let archived = || {
-            let archive = self.archive.as_ref().and_then(|slot| slot.get())?;
-            archive.get(id).map(|e| e.status)
-        };
+        let archived = || self.archived(id).map(|e| e.status);
         let Some(status) = self.book.status(id).or_else(archived) else {
             return reply.answer(Err(Refused::UnknownChild(id.clone())));
         };
