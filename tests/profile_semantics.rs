@@ -450,6 +450,10 @@ async fn denying_claude_codes_agent_tool_takes_delegation_away() {
     }
     let (tools, _) = tools_the_worker_gets("disallowedTools: sleep(a, b)").await;
     assert_eq!(tools, ["calculator", "use_agent"]);
+    // A `(` never closed: every comma splits, as before (kept whole, the
+    // entry named no tool and `calculator` after it was not denied).
+    let (tools, _) = tools_the_worker_gets("disallowedTools: sleep(a, calculator").await;
+    assert!(!tools.iter().any(|t| t == "calculator"), "{tools:?}");
 }
 
 /// Profiles built in code (`ProfileSet::from_profiles` takes any, and

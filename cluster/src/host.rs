@@ -99,8 +99,22 @@ impl Actor for NodeHost {
                     // forgery) starts nothing: it took the first's place,
                     // which went on unowned — no request or loss reached
                     // it, and both sent their reports under one key.
-                    if state.runs.contains_key(&(start.reply_to.clone(), key)) {
+                    if let Some(live) = state.runs.get(&(start.reply_to.clone(), key)) {
                         tracing::warn!(node = %start.reply_to, key, "a start of a run already live here");
+                        // Under another token (the asker's process is
+                        // new and drew the key again, or the live run was
+                        // forged): refused to it, or its child, whose
+                        // reports the live run's token never matches,
+                        // waited for ever.
+                        if live.token != start.token {
+                            let unread = UnreadStart {
+                                header: Some((start.reply_to, key, start.token)),
+                                error: CodecError::Decode(
+                                    "a run of that key is live here already".into(),
+                                ),
+                            };
+                            refuse_unread(state, unread);
+                        }
                         return Ok(());
                     }
                     let keep_if_orphaned = start.spec.keep_if_orphaned;
@@ -244,7 +258,7 @@ fn refuse_unread(state: &HostState, unread: UnreadStart) {
     to.send(RunReport {
         key,
         seq: 0,
-        body: ReportBody::Refused(format!("the node could not read the run ({error})")),
+        body: ReportBody::Refused(format!("the node could not start the run ({error})")),
     });
 }
 

@@ -347,7 +347,10 @@ fn push_row(out: &mut String, pad: &str, line: &str) {
 }
 
 fn first_line(text: &str) -> String {
-    let line = text.lines().next().unwrap_or("");
+    let line = text
+        .split(['\n', '\r', '\u{2028}', '\u{2029}'])
+        .next()
+        .unwrap_or("");
     if line.chars().count() > 100 {
         format!("{}…", line.chars().take(100).collect::<String>())
     } else {

@@ -167,12 +167,11 @@ impl Book {
         Some((envelope, live))
     }
 
-    /// Where its running turn is published (its conversation from now on:
-    /// what was kept while it queued is in its turn).
+    /// Where its running turn is published (its conversation, once the
+    /// turn has published one: [`Book::conversation`]).
     pub(crate) fn set_probe(&self, id: &AgentId, probe: Probe) {
         if let Some(mut entry) = self.entries.get_mut(id) {
             entry.probe = Some(probe);
-            entry.conversation = None;
         }
     }
 

@@ -98,14 +98,19 @@ impl Book {
     }
 
     /// Its conversation: so far while it runs, whole once it ended.
+    /// A child started with messages kept while it queued reads those
+    /// until its turn publishes its own (a run written in between kept
+    /// them).
     pub(crate) fn conversation(&self, id: &AgentId) -> Option<Vec<ChatMessage>> {
-        let (probe, kept) = {
+        let (probe, kept, running) = {
             let entry = self.entries.get(id)?;
-            (entry.probe.clone(), entry.conversation.clone())
+            let running = !entry.envelope.status.is_terminal();
+            (entry.probe.clone(), entry.conversation.clone(), running)
         };
+        let live = || probe.as_ref().and_then(|p| p.conversation());
         match kept {
-            Some(kept) => Some(kept.as_ref().clone()),
-            None => probe.and_then(|p| p.conversation()),
+            Some(kept) => running.then(live).flatten().or(Some(kept.as_ref().clone())),
+            None => live(),
         }
     }
 
@@ -246,5 +251,33 @@ mod tests {
         book.import(envelope, seed(None), Vec::new());
         let from = book.resume_from(&AgentId::new("agent_2")).unwrap();
         assert_eq!(contents(from.conversation), ["the task"]);
+    }
+
+    /// Stopped midway (a kill in a child's first model call): the
+    /// messages kept while it queued were dropped as it started, before
+    /// its turn published a conversation of its own — a run written in
+    /// between was written empty, over the one that held them. Kept until
+    /// the turn publishes.
+    #[test]
+    fn messages_kept_while_queued_stay_until_its_turn_publishes() {
+        let id = AgentId::new("agent_3");
+        let seed = ChildRequest::new(
+            AgentId::new("parent"),
+            0,
+            subagents_messages::ToolUseId::new("call_1"),
+            "Worker",
+            "the task",
+        );
+        let envelope =
+            crate::hub::book::requested(id.clone(), "Worker".into(), &seed, Vec::new(), 0);
+        let book = Book::default();
+        book.import(envelope, seed, Vec::new());
+        book.keep_unread(&id, &["also this".to_owned()]);
+        book.set_probe(&id, crate::agent::Probe::default());
+        let said = book.conversation(&id).unwrap_or_default();
+        assert!(
+            said.iter().any(|m| m.content.contains("also this")),
+            "{said:?}"
+        );
     }
 }

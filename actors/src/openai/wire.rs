@@ -159,11 +159,15 @@ impl<'a> From<&'a ToolCall> for WireToolCall<'a> {
                 name: &call.name,
                 arguments: sendable(&call.arguments),
             },
-            // As it came: JSON text it was read from (not JSON: dropped).
-            extra_content: call
-                .extra_content
-                .as_deref()
-                .and_then(|text| serde_json::from_str(text).ok()),
+            // The JSON value it came as (text that is no JSON, set by a
+            // host: left out, said in a warning).
+            extra_content: call.extra_content.as_deref().and_then(|text| {
+                let value = serde_json::from_str(text);
+                if value.is_err() {
+                    tracing::warn!(call = %call.id, "a tool call's extra_content is not JSON; not sent");
+                }
+                value.ok()
+            }),
         }
     }
 }

@@ -403,14 +403,20 @@ fn names_of(path: &Path) -> Vec<String> {
 fn declared_leniently(text: &str) -> Option<String> {
     let is_fence =
         |l: &str| matches!(l, "---" | "+++") || (l.len() > 3 && l.bytes().all(|b| b == b'-'));
+    // Blank lines before a misplaced fence skipped; keys at a line's start
+    // only (an indented `name:` belongs to a nested table).
     let mut lines = text
         .lines()
-        .map(|l| l.trim_start_matches('\u{feff}').trim());
+        .map(|l| l.trim_start_matches('\u{feff}').trim_end())
+        .skip_while(|l| l.trim().is_empty());
     let first = lines.next()?;
     let settings = std::iter::once(first)
-        .filter(|l| !is_fence(l))
-        .chain(lines.take_while(|l| !is_fence(l)));
+        .filter(|l| !is_fence(l.trim()))
+        .chain(lines.take_while(|l| !is_fence(l.trim())));
     settings.into_iter().find_map(|line| {
+        if line.starts_with([' ', '\t']) {
+            return None;
+        }
         let (key, value) = line.split_once([':', '='])?;
         (key.trim().trim_matches(['"', '\'']) == "name")
             .then(|| value.trim().trim_matches(['"', '\'']).to_owned())

@@ -53,6 +53,12 @@ impl<'de> Visitor<'de> for ToolListVisitor {
             }
         }
         list.push(&value[start..]);
+        // A `(` never closed: split at every comma, as before — what
+        // follows it is named (`Bash(rm:*, Write` still denies `Write`).
+        if depth > 0 {
+            list = ToolList(Vec::new());
+            value.split(',').for_each(|name| list.push(name));
+        }
         Ok(list)
     }
 

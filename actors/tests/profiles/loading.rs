@@ -228,8 +228,16 @@ fn a_broken_file_hides_the_name_it_declares_and_one_it_disables() {
         "auditor.md",
         "---\ndescription: Use this agent when: never\ndisabled: true\n---\noff",
     );
+    // Broken by a misplaced fence (a blank line first), declaring another
+    // name; and an indented `name:` that belongs to a nested table.
+    write(&user, "planner.md", "every tool");
+    write(
+        &project,
+        "plans.md",
+        "\n---\nhooks:\n  name: guard\nname: planner\ntools: Read\n---\nx",
+    );
     let (profiles, _) = ProfileSet::load(&[user, project], &[]);
-    for name in ["reviewer", "auditor", "security"] {
+    for name in ["reviewer", "auditor", "security", "planner"] {
         assert!(
             profiles.get(name).is_none(),
             "{name}: {:?}",

@@ -9,6 +9,9 @@ use subagents_messages::{AgentId, Limits};
 use super::*;
 use crate::wire::{decode_report, encode_start};
 
+/// The `(key, token)` of every report any test's inbox was sent.
+static TOKENS: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+
 /// Stands for node `a`'s inbox: keeps every report it is sent.
 struct Inbox;
 
@@ -34,7 +37,7 @@ impl Actor for Inbox {
     ) -> Result<(), ActorProcessingErr> {
         if let InboxMsg::Report(header, body) = message {
             let (report, token) = decode_report(&header, &body).unwrap();
-            assert_eq!(token, 5, "the run's token");
+            lock(&TOKENS).push((report.key, token));
             lock(seen).push(report);
         }
         Ok(())
@@ -173,7 +176,7 @@ async fn a_start_whose_spec_cannot_be_read_is_refused_to_its_asker() {
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!((seen[0].key, seen[0].seq), (1, 0));
     assert!(
-        matches!(&seen[0].body, ReportBody::Refused(why) if why.contains("could not read the run")),
+        matches!(&seen[0].body, ReportBody::Refused(why) if why.contains("could not start the run")),
         "{:?}",
         seen[0].body
     );
@@ -209,6 +212,38 @@ async fn a_request_without_its_runs_token_does_nothing() {
     stop(5);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(ractor::call!(host, HostMsg::Live).unwrap(), 0);
+    host.stop(None);
+    inbox.stop(None);
+}
+
+/// Repeated under another token: a second start of a run live here
+/// (the asking node restarted and drew the key again before its loss was
+/// read, or the live run was forged) was dropped with a log line — and
+/// the live run's reports carry its own token, which the new run's route
+/// never matches: its child waited for ever. The start is refused to its
+/// asker under its own token; the live run goes on.
+#[tokio::test(start_paused = true)]
+async fn a_second_start_under_another_token_is_refused_to_its_asker() {
+    let model = ScriptedModel::new(Vec::new())
+        .with_script("Slow", vec![Reply::new().text("thinking").hang()])
+        .shared();
+    let name = model.name().to_owned();
+    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
+    let spec = RunSpec {
+        key: 77,
+        ..spec(&name, "Slow", false)
+    };
+    host.cast(encode_start(&spec, "a", 5).unwrap()).unwrap();
+    host.cast(encode_start(&spec, "a", 6).unwrap()).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(ractor::call!(host, HostMsg::Live).unwrap(), 1);
+    let refused: Vec<u64> = lock(&seen)
+        .iter()
+        .zip(lock(&TOKENS).iter().filter(|(key, _)| *key == 77))
+        .filter(|(r, _)| matches!(&r.body, ReportBody::Refused(why) if why.contains("live here already")))
+        .map(|(_, (_, token))| *token)
+        .collect();
+    assert_eq!(refused, [6], "{:?}", lock(&seen));
     host.stop(None);
     inbox.stop(None);
 }
