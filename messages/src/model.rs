@@ -86,8 +86,9 @@ pub struct ToolCall {
     /// What the provider attached to the call for itself, opaque: an
     /// OpenAI-compatible `extra_content`, as JSON text (Gemini's
     /// `thought_signature`, which its next request must send back — a
-    /// call sent without it is refused). Sent back with the call as it
-    /// came; `None` for most providers.
+    /// call sent without it is refused). Sent back with the call as the
+    /// JSON value it came as (text that is not JSON is left out, with a
+    /// warning); `None` for most providers.
     #[serde(default)]
     pub extra_content: Option<Box<str>>,
 }
