@@ -19,7 +19,7 @@ use crate::agent::msg::AgentMsg;
 use crate::agent::probe::Activity;
 use crate::agent::spans;
 use crate::agent::turn_state::{
-    Progress, Shared, TurnState, complete_unless_steered, lock, result,
+    Progress, Shared, TurnState, complete_unless_steered, estimated, lock, result,
 };
 use crate::sink::EventSink;
 use tracing::Instrument;
@@ -249,15 +249,14 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                 // wall clock — its output so far, at about four characters
                 // a token (below its real cost, which counts its prompt
                 // too), against what the turn used before it.
-                let so_far = (call_usage == subagents_messages::Usage::default())
-                    .then(|| streamed_chars.div_ceil(4));
+                let so_far = estimated(call_usage, streamed_chars);
                 // Kept in the turn's state as it streams: a cut mid-call
                 // (the wall clock, a stop) still has what the host saw.
                 // Past the budget, the estimate is counted and the text
                 // taken, under the same lock.
                 let cut = ctx.with(|t| {
                     t.streaming.push_str(&delta);
-                    past_budget(t, so_far, budget)
+                    t.past_budget(so_far, budget)
                 });
                 ctx.sink.emit(AgentEvent::Text(delta));
                 if let Some(text) = cut {
@@ -269,11 +268,10 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             // only at the wall clock, its call counted as nothing.
             Ok(ModelChunk::Hidden(chars)) => {
                 streamed_chars = streamed_chars.saturating_add(chars);
-                let so_far = (call_usage == subagents_messages::Usage::default())
-                    .then(|| streamed_chars.div_ceil(4));
+                let so_far = estimated(call_usage, streamed_chars);
                 let cut = ctx.with(|t| {
                     t.hidden_chars = t.hidden_chars.saturating_add(chars);
-                    past_budget(t, so_far, budget)
+                    t.past_budget(so_far, budget)
                 });
                 if let Some(text) = cut {
                     return Err(ModelEnd::OverBudget(text));
@@ -408,20 +406,6 @@ pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progr
         "Partial result: stopped by the {by} ({detail}) after {} model call(s) and {} tool call(s){tools}; {last}",
         progress.model_calls, progress.tool_calls
     )
-}
-
-/// The call in flight, `so_far` tokens of output by the estimate (none
-/// once the server counted its own), against the turn's `budget`: past
-/// it, the estimate is counted and the text so far taken (under the
-/// turn's lock, with what streamed).
-fn past_budget(t: &mut TurnState, so_far: Option<u64>, budget: u64) -> Option<String> {
-    let n = so_far.filter(|n| t.progress.usage.total().saturating_add(*n) > budget)?;
-    t.progress.add_estimate(subagents_messages::Usage {
-        prompt_tokens: 0,
-        completion_tokens: n,
-    });
-    t.call_counted = true;
-    Some(std::mem::take(&mut t.streaming))
 }
 
 #[cfg(test)]

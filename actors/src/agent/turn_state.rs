@@ -187,11 +187,31 @@ impl TurnState {
         (self.streaming.chars().count() as u64).saturating_add(self.hidden_chars)
     }
 
+    /// The call in flight, `so_far` tokens of output by the estimate (none
+    /// once the server counted its own), against the turn's `budget`: past
+    /// it, the estimate is counted and the text so far taken (under the
+    /// turn's lock, with what streamed).
+    pub(crate) fn past_budget(&mut self, so_far: Option<u64>, budget: u64) -> Option<String> {
+        let n = so_far.filter(|n| self.progress.usage.total().saturating_add(*n) > budget)?;
+        self.progress.add_estimate(Usage {
+            prompt_tokens: 0,
+            completion_tokens: n,
+        });
+        self.call_counted = true;
+        Some(std::mem::take(&mut self.streaming))
+    }
+
     /// It does `activity` from now on.
     pub(crate) fn doing(&mut self, activity: Activity) {
         self.activity = activity;
         self.activity_since = Some(Instant::now());
     }
+}
+
+/// Tokens of a call's output by the estimate, `streamed` characters at
+/// about four a token — none once the server counted its own (`usage`).
+pub(crate) fn estimated(usage: Usage, streamed: u64) -> Option<u64> {
+    (usage == Usage::default()).then(|| streamed.div_ceil(4))
 }
 
 /// How a message sent to a running agent reads in its conversation: from

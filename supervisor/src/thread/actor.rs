@@ -127,22 +127,17 @@ impl Actor for ThreadSupervisor {
                 // if asked for, comes from it — from here if it is gone
                 // or stopping (its children end with it: none left for
                 // the switch to stop), once it has stopped.
-                if state.hub_gone(&myself) {
-                    if let Some(reply) = reply {
-                        state.answer_once_the_hub_stopped(move |_| {
-                            let _ = reply.send(0);
-                        });
-                    }
-                } else if let Some(reply) = reply {
-                    state.ask_hub(
-                        reply,
-                        |hub, port| {
+                match reply {
+                    Some(reply) => {
+                        let ask = |hub: &subagents_actors::hub::HubHandle, port| {
                             let _ = hub.stop_all_replying(Some(port));
-                        },
-                        |_| 0,
-                    );
-                } else {
-                    let _ = state.parent.hub.stop_all_replying(None);
+                        };
+                        state.ask_hub(&myself, reply, ask, |_| 0);
+                    }
+                    None if !state.hub_gone(&myself) => {
+                        let _ = state.parent.hub.stop_all_replying(None);
+                    }
+                    None => {}
                 }
             }
             ThreadMsg::StopParent => {
@@ -162,16 +157,10 @@ impl Actor for ThreadSupervisor {
                     let status = hub.status(&id).map(|e| e.status);
                     status.ok_or(subagents_actors::hub::Refused::UnknownChild(id))
                 };
-                if state.hub_gone(&myself) {
-                    state.answer_once_the_hub_stopped(move |hub| {
-                        let _ = reply.send(ended(hub));
-                    });
-                } else {
-                    let ask = move |hub: &subagents_actors::hub::HubHandle, port| {
-                        let _ = hub.stop_replying(&to, port);
-                    };
-                    state.ask_hub(reply, ask, ended);
-                }
+                let ask = move |hub: &subagents_actors::hub::HubHandle, port| {
+                    let _ = hub.stop_replying(&to, port);
+                };
+                state.ask_hub(&myself, reply, ask, ended);
             }
             ThreadMsg::Envelope { id, reply } => {
                 let _ = reply.send(state.parent.hub.status(&id));

@@ -246,41 +246,32 @@ impl ThreadState {
         true
     }
 
-    /// Runs `answer` once the hub has stopped (at once if it has): a hub
-    /// still in its `post_stop` is ending its children itself, and what
-    /// a stop asked of it answers is how they ended.
-    pub(super) fn answer_once_the_hub_stopped(
-        &self,
-        answer: impl FnOnce(&HubHandle) + Send + 'static,
-    ) {
-        let hub = self.parent.hub.clone();
-        tokio::spawn(async move {
-            let _ = hub.actor().wait(None).await;
-            // A crashed hub's children are failed by whoever reads first.
-            let _ = hub.fail_unfinished();
-            answer(&hub);
-        });
-    }
-
     /// Asks the hub through `ask` (a message with a reply port) and answers
-    /// `reply` with what it says — or, when the hub stopped before reading
-    /// it (a host's stop is read before the mailbox, whose messages are
-    /// dropped with their ports), with `gone(hub)` once it has stopped: a
-    /// stopping hub is not a dead one, and the thread is not closed.
+    /// `reply` with what it says — or, once the hub has stopped, with
+    /// `gone(hub)`: when it is gone or stopping now (not asked: a hub in
+    /// its `post_stop` ends its children itself), and when it stopped
+    /// before reading the message (a host's stop is read before the
+    /// mailbox, whose messages are dropped with their ports). A stopping
+    /// hub is not a dead one, and the thread is not closed.
     pub(super) fn ask_hub<T: Send + 'static>(
-        &self,
+        &mut self,
+        myself: &ActorRef<ThreadMsg>,
         reply: ractor::RpcReplyPort<T>,
         ask: impl FnOnce(&HubHandle, ractor::RpcReplyPort<T>),
         gone: impl FnOnce(&HubHandle) -> T + Send + 'static,
     ) {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        ask(&self.parent.hub, tx.into());
+        if !self.hub_gone(myself) {
+            ask(&self.parent.hub, tx.into());
+        }
         let hub = self.parent.hub.clone();
         tokio::spawn(async move {
             let answer = match rx.await {
                 Ok(answer) => answer,
                 Err(_) => {
                     let _ = hub.actor().wait(None).await;
+                    // A crashed hub's children are failed by whoever
+                    // reads first.
                     let _ = hub.fail_unfinished();
                     gone(&hub)
                 }
