@@ -3,12 +3,16 @@
 //!
 //! The stream is a tokio unbounded channel, never ractor's `OutputPort`
 //! (which drops messages when a subscriber lags): no event is ever dropped
-//! while the host holds the [`EventStream`]. Its memory is bounded by what
-//! the agents can produce between two reads — every agent's output is
-//! itself bounded by its [`Limits`](subagents_messages::Limits) (model calls,
-//! tokens, wall clock) and by the live-children cap — so a host that reads
-//! slowly holds at most that much; a host that stops reading should drop
-//! the stream, after which emits are no-ops.
+//! while the host holds the [`EventStream`], so nothing bounds what it
+//! holds but the host's reading. One turn's events are bounded by its
+//! [`Limits`](subagents_messages::Limits) (model calls, tokens, wall clock),
+//! its tools' outputs and the live-children cap; but a thread shown and
+//! not typing goes on without the host — each background child's result
+//! wakes its parent for another turn, which may start another — so the
+//! events waiting between two reads have no bound of their own. A host
+//! that stops reading for long should drop the stream (emits are then
+//! no-ops) or take the thread off screen (its wakes are then dropped, so
+//! it starts no turn of its own).
 //!
 //! Sinks form a tree that mirrors the agents: a child's sink wraps each
 //! event as `AgentEvent::Child(id, ..)` and forwards it to the parent's.

@@ -159,11 +159,18 @@ pub(crate) fn wake_text(envelope: &Envelope, budget: usize, use_agent: bool) -> 
     )
 }
 
+/// How many interrupted children a restart's wake names: one that listed
+/// them all grew by ≈ 240 characters a child, a crash with a thousand
+/// queued made a turn no model's context held.
+pub(crate) const RESTART_NAMED: usize = 20;
+
 /// The one-line transcript form of the wake after a restart: the children
-/// the process was running (or had queued) when it stopped.
+/// the process was running (or had queued) when it stopped, the first
+/// [`RESTART_NAMED`] of them named, and how many more.
 pub(crate) fn restart_line(envelopes: &[Envelope]) -> String {
-    let listed: Vec<String> = envelopes
+    let mut listed: Vec<String> = envelopes
         .iter()
+        .take(RESTART_NAMED)
         .map(|e| {
             format!(
                 "{} {} (task: \"{}\")",
@@ -173,6 +180,12 @@ pub(crate) fn restart_line(envelopes: &[Envelope]) -> String {
             )
         })
         .collect();
+    if envelopes.len() > RESTART_NAMED {
+        listed.push(format!(
+            "and {} more, not named here",
+            envelopes.len() - RESTART_NAMED
+        ));
+    }
     format!(
         "[use_agent: {} sub-agent(s) interrupted when the process stopped] {}",
         envelopes.len(),
@@ -312,6 +325,28 @@ mod tests {
     /// A parent without `use_agent` is never told to use it: the
     /// restart's note and a long answer's marker name it only for a
     /// parent that has it.
+    /// A crash with a thousand children queued: the restart's wake names
+    /// twenty and counts the rest (it listed all, ≈ 240 characters each).
+    #[test]
+    fn a_restart_wake_names_at_most_twenty_children() {
+        let many: Vec<Envelope> = (1..=1000)
+            .map(|n| {
+                let mut e = envelope("");
+                e.id = AgentId::new(format!("agent_{n}"));
+                e.task = "t".repeat(200);
+                e
+            })
+            .collect();
+        let text = restart_text(&many, true);
+        assert!(text.len() < 6_000, "{} characters", text.len());
+        assert!(text.contains("1000 sub-agent(s) interrupted"), "{text}");
+        assert!(text.contains("agent_20 "), "{text}");
+        assert!(!text.contains("agent_21 "), "{text}");
+        assert!(text.contains("and 980 more, not named here"), "{text}");
+        let few = restart_line(&many[..2]);
+        assert!(!few.contains("more"), "{few}");
+    }
+
     #[test]
     fn a_parent_without_use_agent_reads_no_use_agent_advice() {
         let interrupted = [envelope("half done")];

@@ -22,6 +22,7 @@
 //! | `handle.rs` | [`AgentHandle`], [`AgentError`] |
 //! | `msg.rs` | the agent's messages (crate-private) |
 
+mod answer;
 mod call;
 mod config;
 mod handle;

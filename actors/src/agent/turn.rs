@@ -9,17 +9,17 @@ use std::sync::atomic::AtomicU64;
 use futures_util::StreamExt;
 use ractor::ActorRef;
 use subagents_messages::{
-    AgentEvent, AgentResult, ChatMessage, LimitKind, Limits, ModelChunk, ModelRequest, Outcome,
-    ToolCall, ToolUseId,
+    AgentEvent, AgentResult, ChatMessage, LimitKind, ModelChunk, ModelRequest, Outcome, ToolCall,
 };
 
+use crate::agent::answer::{partial_result, unique_ids};
 use crate::agent::call;
 use crate::agent::config::AgentConfig;
 use crate::agent::msg::AgentMsg;
 use crate::agent::probe::Activity;
 use crate::agent::spans;
 use crate::agent::turn_state::{
-    Progress, Shared, TurnState, complete_unless_steered, estimated, lock, result,
+    Shared, TurnState, complete_unless_steered, estimated, lock, result,
 };
 use crate::sink::EventSink;
 use tracing::Instrument;
@@ -311,7 +311,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     }
     drop(stream);
     drop(permit);
-    unique_ids(&mut calls);
+    let _ = unique_ids(&mut calls);
     // The call's end, in one step under the turn's lock: counted, its
     // answer the last thing written and in the conversation, its calls
     // waiting to start. A stop on another worker reads it all or none of
@@ -331,154 +331,4 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     });
     spans::record_output(config, &span, &text, &calls);
     Ok((text, calls, truncated))
-}
-
-/// Gives every call of one answer an id of its own: an empty id becomes
-/// `call_<n>` (its place in the answer), a repeated one `<id>#<k>`. A
-/// model that repeats an id in one answer got two results under one id
-/// in the conversation it read back, and servers refuse that history
-/// (DeepSeek: 400 "Duplicate value for 'tool_call_id'"), so every later
-/// request failed.
-fn unique_ids(calls: &mut [ToolCall]) {
-    if calls.len() == 1 && !calls[0].id.as_str().is_empty() {
-        return;
-    }
-    let mut taken = std::collections::BTreeSet::new();
-    for (n, call) in calls.iter_mut().enumerate() {
-        let base = match call.id.as_str() {
-            "" => format!("call_{n}"),
-            id => id.to_owned(),
-        };
-        let mut id = base.clone();
-        let mut k = 1;
-        while taken.contains(&id) {
-            k += 1;
-            id = format!("{base}#{k}");
-        }
-        if id != call.id.as_str() {
-            call.id = ToolUseId::new(id.clone());
-        }
-        taken.insert(id);
-    }
-}
-
-/// The text of a partial result: what was done, and which limit hit.
-pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progress) -> String {
-    let detail = match limit {
-        LimitKind::ModelCalls => format!("{} model calls", limits.max_model_calls),
-        LimitKind::Tokens => format!(
-            "{} tokens; {} used",
-            limits.token_budget,
-            progress.usage.total()
-        ),
-        LimitKind::WallClock => format!("{} s", limits.wall_clock.as_secs_f64()),
-        LimitKind::Output => format!(
-            "finish_reason `{}`",
-            progress.cut.as_deref().unwrap_or("length")
-        ),
-    };
-    let detail = if limit == LimitKind::Tokens && progress.usage_estimated {
-        format!("{detail}, estimated: no usage reported for the call it cut")
-    } else {
-        detail
-    };
-    let tools = if progress.tools_used.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", progress.tools_used.join(", "))
-    };
-    let last = if progress.last_text.trim().is_empty() {
-        "no answer was written yet".to_owned()
-    } else {
-        format!("the last thing written was: {}", progress.last_text.trim())
-    };
-    // An answer the server cut for another reason than its output limit
-    // (its content filter) says so, not "the model's output limit".
-    let by = match progress.cut.as_deref() {
-        Some(reason)
-            if limit == LimitKind::Output && !matches!(reason, "length" | "max_tokens") =>
-        {
-            "server, which cut the answer".to_owned()
-        }
-        _ => limit.to_string(),
-    };
-    format!(
-        "Partial result: stopped by the {by} ({detail}) after {} model call(s) and {} tool call(s){tools}; {last}",
-        progress.model_calls, progress.tool_calls
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-    use subagents_messages::Usage;
-
-    #[test]
-    fn every_call_of_an_answer_gets_an_id_of_its_own() {
-        let call = |id: &str| ToolCall {
-            id: ToolUseId::new(id),
-            name: "t".into(),
-            arguments: "{}".into(),
-            extra_content: None,
-        };
-        let mut calls = vec![
-            call("a"),
-            call("a"),
-            call(""),
-            call("a#2"),
-            call("b"),
-            call("a"),
-        ];
-        unique_ids(&mut calls);
-        let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
-        assert_eq!(ids, ["a", "a#2", "call_2", "a#2#2", "b", "a#3"]);
-        let mut one = vec![call("")];
-        unique_ids(&mut one);
-        assert_eq!(one[0].id.as_str(), "call_0");
-    }
-
-    #[test]
-    fn partial_result_names_the_limit_and_the_work_done() {
-        let progress = Progress {
-            model_calls: 3,
-            tool_calls: 2,
-            usage: Usage {
-                prompt_tokens: 10,
-                completion_tokens: 5,
-            },
-            tools_used: vec!["calculator".into(), "fetch_title".into()],
-            last_text: "Half way there.".into(),
-            ..Progress::default()
-        };
-        let limits = Limits {
-            max_model_calls: 3,
-            token_budget: 100,
-            wall_clock: Duration::from_secs(30),
-        };
-        let text = partial_result(LimitKind::ModelCalls, &limits, &progress);
-        assert_eq!(
-            text,
-            "Partial result: stopped by the model-call limit (3 model calls) after 3 model call(s) and 2 tool call(s) (calculator, fetch_title); the last thing written was: Half way there."
-        );
-        let text = partial_result(LimitKind::WallClock, &limits, &Progress::default());
-        assert!(text.contains("wall-clock limit (30 s)"), "{text}");
-        assert!(text.contains("no answer was written yet"), "{text}");
-        let text = partial_result(LimitKind::Tokens, &limits, &progress);
-        assert!(
-            text.contains("token budget (100 tokens; 15 used)"),
-            "{text}"
-        );
-        // Cut by the server's content filter: not "the model's output
-        // limit".
-        let filtered = Progress {
-            cut: Some("content_filter".into()),
-            ..Progress::default()
-        };
-        let text = partial_result(LimitKind::Output, &limits, &filtered);
-        assert!(
-            text.starts_with("Partial result: stopped by the server, which cut the answer (finish_reason `content_filter`)"),
-            "{text}"
-        );
-    }
 }
