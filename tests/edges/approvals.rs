@@ -226,6 +226,50 @@ async fn a_childs_approval_then_its_stop_in_one_tick_arrive_in_that_order() {
     thread.close_and_wait().await;
 }
 
+/// Same instant, the host's futures not polled in its order: an answer
+/// made first and awaited after a stop of that child. The thread's
+/// `resolve_approval` and `stop_child` were `async fn`s, which send only
+/// when first polled: the stop, awaited here first, overtook the answer
+/// (the host read `Ended`, the stream `Cancelled`). An answer whose future
+/// a `select!` dropped unpolled was never given at all. Both send when
+/// called now.
+#[tokio::test(start_paused = true)]
+async fn an_answer_sent_before_a_stop_is_first_whoever_polls_first() {
+    use subagents::messages::{ApprovalDecision, ApprovalOutcome};
+    let (thread, mut events, mut log, request) = a_child_asking().await;
+    let agent_1 = AgentId::new("agent_1");
+    // Made first, awaited last: what a host does when it hands the
+    // answer to another task and stops the child here.
+    let answered = thread.resolve_approval(request.id.clone(), ApprovalDecision::Approve);
+    let stopped = thread.stop_child(&agent_1).await.unwrap();
+    assert_eq!(answered.await, Ok(()), "the answer came first");
+    assert_eq!(stopped, SubAgentStatus::Stopped);
+    run_for(&mut events, &mut log, 30).await;
+    let (_, by_id) = check_log(&log, true);
+    assert_eq!(
+        approval_outcomes(&by_id[&agent_1]),
+        [ApprovalOutcome::Approved],
+        "{log:#?}"
+    );
+    thread.close_and_wait().await;
+
+    // Dropped unpolled: the answer was still given.
+    let (thread, mut events, mut log, request) = a_child_asking().await;
+    tokio::select! {
+        biased;
+        () = std::future::ready(()) => {}
+        _ = thread.resolve_approval(request.id.clone(), ApprovalDecision::Approve) => {}
+    }
+    run_for(&mut events, &mut log, 30).await;
+    let (_, by_id) = check_log(&log, true);
+    assert_eq!(
+        approval_outcomes(&by_id[&agent_1]),
+        [ApprovalOutcome::Approved],
+        "{log:#?}"
+    );
+    thread.close_and_wait().await;
+}
+
 /// Forged: an approval id for a child that has ended, which it never
 /// asked for (`agent_1-approval-7`), was refused `Ended` — while the child
 /// was still ending the same id came back `Unknown`, so the answer

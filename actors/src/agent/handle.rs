@@ -100,7 +100,11 @@ impl AgentHandle {
     }
 
     /// Sends a user turn and waits for its result (events still follow on
-    /// the stream). The turn's limits bound the wait.
+    /// the stream). The turn's limits bound the wait. Sent when first
+    /// polled; dropped after that (a `select!`, a `timeout`), the turn
+    /// goes on and a later turn queues behind it: stop it with
+    /// [`AgentHandle::stop_turn`]. [`AgentHandle::queue_turn`] sends at
+    /// once.
     pub async fn run(&self, text: impl Into<String>) -> Result<AgentResult, AgentError> {
         self.queue_turn(text)?.await
     }

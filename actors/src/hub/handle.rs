@@ -295,13 +295,18 @@ impl HubHandle {
     }
 
     /// Stops a child; its status after it ended, or why not: only
-    /// [`Refused::UnknownChild`] or [`Refused::Closed`].
-    pub async fn stop(&self, id: &AgentId) -> Result<SubAgentStatus, Refused> {
-        ractor::call!(self.actor, |reply| HubMsg::Stop {
-            id: id.clone(),
-            reply: Some(reply)
-        })
-        .map_err(|_| Refused::Closed)?
+    /// [`Refused::UnknownChild`] or [`Refused::Closed`]. Sent when called,
+    /// not when the future is first polled.
+    pub fn stop(
+        &self,
+        id: &AgentId,
+    ) -> impl std::future::Future<Output = Result<SubAgentStatus, Refused>> + Send + 'static {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.stop_replying(id, reply.into());
+        async move {
+            sent.map_err(|_| Refused::Closed)?;
+            answer.await.map_err(|_| Refused::Closed)?
+        }
     }
 
     /// [`HubHandle::stop`], sent now with `reply` for its answer: a caller
@@ -333,10 +338,19 @@ impl HubHandle {
     }
 
     /// Stops every live and queued child; how many it stopped (one that
-    /// finished in that instant ends `done` and is not counted).
-    pub async fn stop_all(&self) -> Result<usize, Closed> {
-        ractor::call!(self.actor, |reply| HubMsg::StopAll { reply: Some(reply) })
-            .map_err(|_| Closed::Hub)
+    /// finished in that instant ends `done` and is not counted). Sent
+    /// when called, not when the future is first polled.
+    pub fn stop_all(
+        &self,
+    ) -> impl std::future::Future<Output = Result<usize, Closed>> + Send + 'static {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.actor.cast(HubMsg::StopAll {
+            reply: Some(reply.into()),
+        });
+        async move {
+            sent.map_err(|_| Closed::Hub)?;
+            answer.await.map_err(|_| Closed::Hub)
+        }
     }
 
     /// The child's envelope now (or an archived one of an earlier

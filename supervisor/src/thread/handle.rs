@@ -218,30 +218,54 @@ impl ThreadHandle {
 
     /// A thread switch: stops every child and drops pending wakes; returns
     /// how many children were stopped.
-    pub async fn switch_away(&self) -> Result<usize, ThreadError> {
-        ractor::call!(self.actor, |reply| ThreadMsg::SwitchAway(Some(reply)))
-            .map_err(|_| ThreadError::Closed)
+    ///
+    /// Sent when called, not when first polled (as [`Self::stop_child`]
+    /// and [`Self::resolve_approval`]): what the host sends after it
+    /// arrives after it, and a future dropped unpolled (a `select!`'s
+    /// other branch ready first) still switched.
+    pub fn switch_away(
+        &self,
+    ) -> impl std::future::Future<Output = Result<usize, ThreadError>> + Send + 'static {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.cast(ThreadMsg::SwitchAway(Some(reply.into())));
+        async move {
+            sent?;
+            answer.await.map_err(|_| ThreadError::Closed)
+        }
     }
 
     /// Stops one child: a queued one at once, a running one once its turn
     /// has ended (its closing events come first). Returns its status after
     /// — `stopped`, or the status it reached at that instant. Sent through
-    /// the thread: an approval answered before it reaches the child first.
-    pub async fn stop_child(&self, id: &AgentId) -> Result<SubAgentStatus, ThreadError> {
-        if self.is_closing() {
-            return Err(ThreadError::Closed);
+    /// the thread, and when called (not when first polled): an approval
+    /// answered before it reaches the child first, and a stop the host
+    /// sends after it arrives after it.
+    pub fn stop_child(
+        &self,
+        id: &AgentId,
+    ) -> impl std::future::Future<Output = Result<SubAgentStatus, ThreadError>> + Send + 'static
+    {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = if self.is_closing() {
+            Err(ThreadError::Closed)
+        } else {
+            self.cast(ThreadMsg::StopChild {
+                id: id.clone(),
+                reply: reply.into(),
+            })
+        };
+        async move {
+            sent?;
+            answer
+                .await
+                .map_err(|_| ThreadError::Closed)?
+                .map_err(|refused| match refused {
+                    Refused::UnknownChild(id) => ThreadError::UnknownChild(id),
+                    // A stop answers only UnknownChild or Closed (see
+                    // `HubHandle::stop`).
+                    _ => ThreadError::Closed,
+                })
         }
-        ractor::call!(self.actor, |reply| ThreadMsg::StopChild {
-            id: id.clone(),
-            reply
-        })
-        .map_err(|_| ThreadError::Closed)?
-        .map_err(|refused| match refused {
-            Refused::UnknownChild(id) => ThreadError::UnknownChild(id),
-            // A stop answers only UnknownChild or Closed (see
-            // `HubHandle::stop`).
-            _ => ThreadError::Closed,
-        })
     }
 
     /// Stops the parent's running turn and drops its queued ones; each
@@ -255,18 +279,27 @@ impl ThreadHandle {
     /// [`ThreadError::Approval`] with [`ApprovalRefusal::Unknown`],
     /// [`ApprovalRefusal::AlreadyAnswered`] or [`ApprovalRefusal::Ended`];
     /// [`ThreadError::Closed`] only when the thread itself is closed.
-    pub async fn resolve_approval(
+    ///
+    /// The answer is sent when this is called, not when the future is
+    /// first polled: a stop the host sends after it (`stop_parent`,
+    /// `stop_child`) arrives after it, and an answer whose future is
+    /// dropped unpolled is still given. The future waits for the verdict.
+    pub fn resolve_approval(
         &self,
         id: ApprovalId,
         decision: ApprovalDecision,
-    ) -> Result<(), ThreadError> {
-        ractor::call!(self.actor, |reply| ThreadMsg::ResolveApproval {
+    ) -> impl std::future::Future<Output = Result<(), ThreadError>> + Send + 'static {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.cast(ThreadMsg::ResolveApproval {
             id,
             decision,
-            reply
-        })
-        .map_err(|_| ThreadError::Closed)??;
-        Ok(())
+            reply: reply.into(),
+        });
+        async move {
+            sent?;
+            answer.await.map_err(|_| ThreadError::Closed)??;
+            Ok(())
+        }
     }
 
     /// A child's envelope by id: this session's, or a persisted one of an
