@@ -280,3 +280,53 @@ async fn a_parent_on_a_registered_model_shares_its_gate() {
     thread.close_and_wait().await;
     assert!(gate.snapshot().await.is_ok(), "the registry's gate runs on");
 }
+
+/// Stopped midway (a thread killed in-process, its handle kept): ractor
+/// kills a stopping actor's linked children, so a ractor host that links
+/// a thread under its own actor kills it when that actor stops. The hub
+/// let go its store only in its `post_stop`, which a kill skips: the
+/// host's handle kept the store's directory locked (a new store on it
+/// was refused, so nothing could pick the children up in this process),
+/// its running child read `running` for ever, and its stream never
+/// ended. A hub dropped without its stop now does what its death means:
+/// its unfinished children fail (in the book; on disk they stay as a
+/// kill leaves them, `interrupted` at the next open) and its store is let
+/// go.
+#[tokio::test(start_paused = true)]
+async fn a_killed_thread_whose_handle_is_kept_holds_no_store_and_ends_its_children() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker 1", 600, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker 1\n", worker(600));
+    let config = ThreadConfig::new(parent(model)).store(store(&dir));
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 10).await;
+    let agent_1 = AgentId::new("agent_1");
+    assert_eq!(
+        thread.hub().status(&agent_1).map(|e| e.status),
+        Some(SubAgentStatus::Background)
+    );
+    thread.actor().kill();
+    thread.actor().wait(None).await.ok();
+    thread.hub().actor().wait(None).await.ok();
+    let status = thread.hub().status(&agent_1).map(|e| e.status);
+    assert_eq!(
+        status,
+        Some(SubAgentStatus::Failed),
+        "the killed hub's child"
+    );
+    let reopened = EnvelopeStore::open(&dir, Arc::new(subagents::actors::clock::SystemClock));
+    assert!(reopened.is_ok(), "{:?}", reopened.err());
+    drop(reopened);
+    let ended = tokio::time::timeout(Duration::from_secs(3600), async {
+        while events.recv().await.is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream of a killed thread never ended");
+    drop(thread);
+}

@@ -24,7 +24,7 @@ use crate::hub::error::Refused;
 use crate::sink::EventSink;
 
 /// Why a child its hub took with it failed.
-const HUB_GONE: &str = "the sub-agent hub stopped before the sub-agent ended";
+pub(crate) const HUB_GONE: &str = "the sub-agent hub stopped before the sub-agent ended";
 
 /// What waiting on a child found.
 #[derive(Debug, Clone, PartialEq, Eq)]

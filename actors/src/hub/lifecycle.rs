@@ -51,6 +51,25 @@ impl std::fmt::Debug for HubState {
     }
 }
 
+/// Dropped without its stop — killed: a ractor host's actor stopping kills
+/// the thread linked under it, and a dropped runtime kills every actor —
+/// the hub does what its death means (what the thread's supervisor does
+/// when it sees it, if it lives): every child not ended fails, and the
+/// archive is let go. Without it, a host that kept its handle kept the
+/// store's directory locked, read its children `running` for ever, and
+/// its stream never ended (their sinks were held). After its own stop
+/// (`post_stop`) there is nothing left to do.
+impl Drop for HubState {
+    fn drop(&mut self) {
+        let _ = self
+            .book
+            .fail_unfinished(crate::hub::handle::HUB_GONE, self.now_ms());
+        if let Some(archive) = &self.archive {
+            archive.let_go();
+        }
+    }
+}
+
 impl HubState {
     pub(super) fn now_ms(&self) -> u64 {
         self.config.clock.now_ms()
