@@ -55,6 +55,13 @@ pub enum OpenAiConfigError {
     /// The model name is empty.
     #[error("no model name was given")]
     MissingModel,
+    /// A timeout of zero: every call would fail (a zero-length wait ends
+    /// at its first look, before any server can answer).
+    #[error("`{setting}` is 0: every call would time out before the server could answer")]
+    ZeroTimeout {
+        /// Which setting: `timeout` or `connect_timeout`.
+        setting: &'static str,
+    },
     /// The HTTP client could not be built.
     #[error("the HTTP client could not be built: {0}")]
     Client(String),

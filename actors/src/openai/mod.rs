@@ -281,7 +281,8 @@ impl OpenAiBuilder {
         self
     }
 
-    /// How long connecting to the server may take (default 10 s).
+    /// How long connecting to the server may take (default 10 s); 0 is
+    /// refused at [`build`](Self::build).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -290,7 +291,8 @@ impl OpenAiBuilder {
     /// How long the server may stay silent: before the response starts,
     /// and between two reads of the stream — any bytes, a keep-alive
     /// comment included (default 300 s). It does not bound a whole answer
-    /// that keeps streaming; an agent's wall clock does.
+    /// that keeps streaming; an agent's wall clock does. 0 is refused at
+    /// [`build`](Self::build).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -326,6 +328,16 @@ impl OpenAiBuilder {
         let model = self.model.trim().to_owned();
         if model.is_empty() {
             return Err(OpenAiConfigError::MissingModel);
+        }
+        // Zero made every call fail `Timeout(0s)`, as zero limits and
+        // `max_tokens` 0, refused too, would fail every turn.
+        for (setting, timeout) in [
+            ("timeout", self.timeout),
+            ("connect_timeout", self.connect_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(OpenAiConfigError::ZeroTimeout { setting });
+            }
         }
         // A redirect is not followed: reqwest would send the POST again as
         // a GET without its body, and drop the key on another host — the

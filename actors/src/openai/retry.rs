@@ -112,10 +112,11 @@ pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
         );
     }
     let seconds: f64 = value.trim().parse().ok()?;
-    if seconds.is_finite() && seconds >= 0.0 {
-        // Past what a `Duration` holds is still a wait, the longest one:
-        // it fails at once against `max_wait` (read as no value, it was
-        // retried on the default backoff).
+    if seconds >= 0.0 {
+        // Past what a `Duration` holds is still a wait, the longest one —
+        // an infinite one too (`1e400` reads as infinity): it fails at
+        // once against `max_wait` (read as no value, it was retried on the
+        // default backoff).
         Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX))
     } else {
         None
@@ -234,5 +235,12 @@ mod tests {
             parse_retry_after("99999999999999999999"),
             Some(Duration::MAX)
         );
+        // Past an `f64` (`1e400` parses as infinity), in seconds or in
+        // milliseconds: the longest wait too, not none (it was retried on
+        // the backoff, three requests in 7 s to a server asking for more).
+        assert_eq!(parse_retry_after("1e400"), Some(Duration::MAX));
+        assert_eq!(parse_retry_after("inf"), Some(Duration::MAX));
+        assert_eq!(parse_retry_after_ms("1e309"), Some(Duration::MAX));
+        assert_eq!(parse_retry_after("NaN"), None);
     }
 }

@@ -223,3 +223,34 @@ async fn an_aborted_answer_fails_and_a_repetition_cut_is_truncated() {
         "{out:?}"
     );
 }
+
+/// A timeout of 0 built, then every call failed `Timeout(0s)` (a
+/// zero-length wait ends at its first look): refused at build, as zero
+/// limits and `max_tokens` 0 are.
+#[test]
+fn a_zero_timeout_is_refused_at_build() {
+    use subagents_actors::openai::OpenAiConfigError;
+    for (setting, built) in [
+        (
+            "timeout",
+            OpenAiCompatible::builder("http://127.0.0.1:9", "m")
+                .timeout(std::time::Duration::ZERO)
+                .build(),
+        ),
+        (
+            "connect_timeout",
+            OpenAiCompatible::builder("http://127.0.0.1:9", "m")
+                .connect_timeout(std::time::Duration::ZERO)
+                .build(),
+        ),
+    ] {
+        match built {
+            Err(OpenAiConfigError::ZeroTimeout { setting: said }) => assert_eq!(said, setting),
+            other => panic!("{setting} 0: {other:?}"),
+        }
+    }
+    let ok = OpenAiCompatible::builder("http://127.0.0.1:9", "m")
+        .timeout(std::time::Duration::from_millis(1))
+        .build();
+    assert!(ok.is_ok(), "{ok:?}");
+}
