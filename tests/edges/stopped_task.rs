@@ -35,3 +35,80 @@ fn a_turn_stopped_while_its_task_runs_starts_nothing_after() {
         assert!(!seen.agent.snapshot().await.unwrap().busy);
     });
 }
+
+/// Stopped midway (a close while calls wait at the thread's own gate):
+/// the close drained the parent and the hub but stopped the gate at once,
+/// so a call waiting for a permit read "the model gate is closed" and its
+/// turn ended `failed` — on another worker, before the hub's stop reached
+/// it: a child ended `failed` (resumable by a message, which a stopped
+/// one is not) and the parent's turn `Failed`, where a close is meant and
+/// ends them `stopped`. The gate is stopped once parent and hub are.
+#[test]
+fn a_close_while_calls_wait_at_the_gate_stops_them_not_fails_them() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut reached = 0;
+        for round in 0..60 {
+            let model = ScriptedModel::new(vec![
+                Reply::new()
+                    .use_agent(&UseAgentCall::run("Holder\nYou hold.", "hold").background())
+                    .use_agent(&UseAgentCall::run("Waiter\nYou wait.", "wait").background()),
+                Reply::answer("Started."),
+                Reply::answer("Noted."),
+                Reply::answer("Noted."),
+            ])
+            .with_script("Holder", vec![Reply::new().hang()])
+            .with_script("Waiter", vec![Reply::answer("done")]);
+            let (thread, mut events) = ThreadHandle::spawn(parent(model).max_live(2), None)
+                .await
+                .unwrap();
+            thread.send_user("go").unwrap();
+            // The holder in its model call, the waiter or the parent
+            // queued behind it — unless the waiter went first and
+            // finished, and the parent with it (nothing is left waiting).
+            let waiter = AgentId::new("agent_2");
+            loop {
+                let gate = thread.gate().snapshot().await.unwrap();
+                if gate.in_flight == 1 && gate.queued >= 1 {
+                    reached += 1;
+                    break;
+                }
+                let waiter_done = thread
+                    .hub()
+                    .status(&waiter)
+                    .is_some_and(|e| e.status.is_terminal());
+                if waiter_done && !thread.parent_snapshot().await.unwrap().busy {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            thread.close_and_wait().await;
+            let mut log = Vec::new();
+            while let Some(event) = events.recv().await {
+                log.push(event);
+            }
+            for envelope in thread.hub().envelopes() {
+                assert!(
+                    matches!(
+                        envelope.status,
+                        SubAgentStatus::Stopped | SubAgentStatus::Done
+                    ),
+                    "round {round}: {envelope:#?}"
+                );
+            }
+            let failed = log.iter().any(|e| {
+                matches!(e, AgentEvent::Result(r) if r.outcome != Outcome::Stopped
+                    && r.outcome != Outcome::Completed)
+            });
+            assert!(!failed, "round {round}: {log:#?}");
+        }
+        assert!(
+            reached > 0,
+            "no round closed with a call waiting at the gate"
+        );
+    });
+}

@@ -25,14 +25,29 @@ impl DelegatingAgent {
     /// stops) and the gate if the builder made it (one the host gave, or
     /// its registry's, runs on). Parent and hub are drained ([`AgentHandle::shutdown`]): what
     /// reached them first (a turn, an approval answer) is handled; a turn
-    /// sent after comes back.
+    /// sent after comes back. The gate stops once both have: stopped at
+    /// once, a call waiting for a permit read "the model gate is closed"
+    /// and its turn ended `failed` before the hub's stop reached it.
     pub fn shutdown(&self) {
         self.agent.shutdown();
         if self.hub.actor().drain().is_err() {
             self.hub.actor().stop(None);
         }
         if self.owns_gate {
-            self.gate.actor().stop(None);
+            let gate = self.gate.actor().clone();
+            let (agent, hub) = (self.agent.actor().clone(), self.hub.actor().clone());
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(async move {
+                        agent.wait(None).await.ok();
+                        hub.wait(None).await.ok();
+                        gate.stop(None);
+                    });
+                }
+                // No runtime (a drop outside one): nothing runs to wait
+                // on it either.
+                Err(_) => gate.stop(None),
+            }
         }
     }
 

@@ -69,21 +69,28 @@ pub(crate) fn endpoint(base_url: &str, tls: bool) -> Result<Endpoint, OpenAiConf
 }
 
 /// `text` as shown when it is not a URL yet: a parsed one has its
-/// credentials and secret query values left out, one that does not parse
-/// is cut before any `@` (where credentials end).
+/// credentials and secret query values left out; one that does not parse
+/// is cut before any `@` (where credentials end) and its whole query left
+/// out (its names cannot be read apart, so none is trusted).
 pub(crate) fn shown(text: &str) -> String {
     match Url::parse(text) {
         Ok(url) => shown_url(&url),
-        Err(_) => match text.rfind('@') {
-            Some(at) => format!("<redacted>{}", &text[at..]),
-            None => text.to_owned(),
-        },
+        Err(_) => {
+            let text = match text.rfind('@') {
+                Some(at) => format!("<redacted>{}", &text[at..]),
+                None => text.to_owned(),
+            };
+            match text.find('?') {
+                Some(query) => format!("{}?<redacted>", &text[..query]),
+                None => text,
+            }
+        }
     }
 }
 
 /// `url` without credentials, and with the value of each query parameter
 /// whose name says it holds a secret replaced.
-fn shown_url(url: &Url) -> String {
+pub(crate) fn shown_url(url: &Url) -> String {
     let mut shown = url.clone();
     let _ = shown.set_username("");
     let _ = shown.set_password(None);
@@ -105,12 +112,25 @@ fn shown_url(url: &Url) -> String {
 }
 
 /// A query parameter's name that says it carries a credential (`key`,
-/// `api-key`, `access_token`, `sig`, …).
+/// `api-key`, `access_token`, `sig`, `pwd`, …), or is one: Azure
+/// Functions' `code` (a function key).
 fn is_secret(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
-    ["key", "token", "secret", "sig", "password", "auth"]
-        .iter()
-        .any(|word| name.contains(word))
+    let said = [
+        "key",
+        "token",
+        "secret",
+        "sig",
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "auth",
+        "credential",
+    ]
+    .iter()
+    .any(|word| name.contains(word));
+    said || name == "code"
 }
 
 #[cfg(test)]
@@ -176,6 +196,28 @@ mod tests {
             panic!("a space in the host parsed");
         };
         assert!(!e.to_string().contains("pw"), "{e}");
+    }
+
+    /// A base URL that does not parse kept its query's secret whole in
+    /// the refusal and in the builder's `Debug`; Azure Functions' `code`
+    /// (a function key) and `pwd` were shown as plain values.
+    #[test]
+    fn secrets_are_left_out_of_a_url_that_does_not_parse_and_of_more_names() {
+        for (given, secret) in [
+            ("http://my host/v1?api-key=S3", "S3"),
+            ("http://u:p@h o/v1?key=S4", "S4"),
+        ] {
+            let shown = shown(given);
+            assert!(!shown.contains(secret), "{shown}");
+            assert!(shown.ends_with("?<redacted>"), "{shown}");
+        }
+        let read = read("https://fn.example.net/api?code=FNKEY&pwd=PW&region=eu");
+        assert!(
+            !read.shown.contains("FNKEY") && !read.shown.contains("PW"),
+            "{}",
+            read.shown
+        );
+        assert!(read.shown.contains("region=eu"), "{}", read.shown);
     }
 
     #[test]

@@ -184,6 +184,9 @@ pub(crate) fn transport_error(error: &reqwest::Error, timeouts: Timeouts) -> Mod
 
 /// An error and its sources, joined: `"error sending request …: client
 /// error (Connect): tcp connect error: Connection refused (os error 111)"`.
+/// reqwest names the URL (`for url (…)`) with its query whole: a key
+/// written there (Azure's `api-key=`) is shown as the base URL is, as
+/// `<redacted>`.
 pub(crate) fn error_chain(error: &reqwest::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -195,7 +198,10 @@ pub(crate) fn error_chain(error: &reqwest::Error) -> String {
         }
         source = cause.source();
     }
-    text
+    match error.url() {
+        Some(url) => text.replace(url.as_str(), &super::endpoint::shown_url(url)),
+        None => text,
+    }
 }
 
 #[cfg(test)]

@@ -254,3 +254,29 @@ fn a_zero_timeout_is_refused_at_build() {
         .build();
     assert!(ok.is_ok(), "{ok:?}");
 }
+
+/// A key written in the base URL's query (Azure's `?api-key=`) was shown
+/// `<redacted>` in every error but a failed connection: reqwest names the
+/// URL whole ("error sending request for url (…?api-key=…)"), and that
+/// text reaches the parent model, the child's envelope on disk and the
+/// logs.
+#[tokio::test]
+async fn a_failed_connection_does_not_show_a_key_in_the_query() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let base = format!("http://127.0.0.1:{port}/v1?api-version=2&api-key=SECRET123");
+    let model = OpenAiCompatible::builder(&base, "m")
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let out = collect(&model, request("hi")).await;
+    let [Err(ModelError::Connection(text))] = &out[..] else {
+        panic!("expected a failed connection, got {out:?}");
+    };
+    assert!(!text.contains("SECRET123"), "{text}");
+    assert!(
+        text.contains("api-key=%3Credacted%3E") || text.contains("<redacted>"),
+        "{text}"
+    );
+}
