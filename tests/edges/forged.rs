@@ -37,3 +37,32 @@ async fn a_forged_death_of_a_live_child_or_hub_ends_nothing() {
     assert_eq!(envelope.status, SubAgentStatus::Done, "{envelope:?}");
     assert_eq!(envelope.result.as_deref(), Some("worked 30 s"));
 }
+
+/// A host's request (`ThreadHandle::hub().request`) made with
+/// `ChildRequest::new`, whose default is an inline child: waiting on a
+/// child is a delegation tool's, which a host cannot do, so the child
+/// finished with its result delivered to nobody — no wake, never
+/// claimed. A host's child runs in the background and wakes its
+/// requester.
+#[tokio::test(start_paused = true)]
+async fn a_hosts_request_for_a_child_wakes_the_parent_with_its_result() {
+    use subagents::messages::{ChildRequest, ToolUseId};
+    let model = ScriptedModel::new(vec![Reply::answer("Hello."), Reply::answer("Noted.")])
+        .with_script("Worker", vec![Reply::answer("worked")]);
+    let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
+    thread.on_screen(true).unwrap();
+    thread.send_user("hi").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let request = ChildRequest::new(
+        thread.parent_id().clone(),
+        0,
+        ToolUseId::new("host-1"),
+        "Worker\nYou work.",
+        "work",
+    );
+    let id = thread.hub().request(request).await.unwrap();
+    until_wake(&mut events, &mut log, id.as_str()).await;
+    assert!(thread.hub().status(&id).is_some_and(|e| e.background));
+    thread.close_and_wait().await;
+}

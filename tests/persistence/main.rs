@@ -6,6 +6,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod isolation;
 mod shared;
 
 use std::sync::Arc;

@@ -157,7 +157,20 @@ impl HubHandle {
     /// the child is not lost: nobody learnt its id, so the hub abandons it
     /// — to the background, or stopped with `stop_if_abandoned`. Never
     /// [`Refused::UnknownChild`] (that is a stop's).
-    pub async fn request(&self, request: ChildRequest) -> Result<AgentId, Refused> {
+    ///
+    /// A host's child runs in the background whatever `background` says:
+    /// waiting on a child is a delegation tool's, which a host cannot do,
+    /// so an inline one (`ChildRequest::new`'s default) finished with its
+    /// result delivered to nobody — no wake, never claimed. Its result
+    /// wakes its requester as any background child's does.
+    pub async fn request(&self, mut request: ChildRequest) -> Result<AgentId, Refused> {
+        request.background = true;
+        self.request_child(request).await
+    }
+
+    /// [`HubHandle::request`] as a delegation tool makes it: an inline
+    /// child is waited on by the tool that asked.
+    pub(crate) async fn request_child(&self, request: ChildRequest) -> Result<AgentId, Refused> {
         let stop = request.stop_if_abandoned;
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.actor

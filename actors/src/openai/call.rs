@@ -193,7 +193,10 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         let text = read_capped(response, settings.timeouts.read).await;
         let said = match text.trim() {
             "" => String::new(),
-            text => format!(": {}", truncate(&service_message(text), 200)),
+            text => format!(
+                ": {}",
+                truncate(&without_key(service_message(text), settings), 200)
+            ),
         };
         return Err(ModelError::Malformed(format!(
             "expected an event stream but the service answered with `{content_type}` ({why}){said}"
@@ -308,7 +311,7 @@ async fn attempt(
             .unwrap_or("(no message)")
             .to_owned()
     } else {
-        service_message(&text)
+        without_key(service_message(&text), settings)
     };
     if status.as_u16() == 429 {
         // Out of quota (OpenAI's `insufficient_quota`): no wait brings it
@@ -362,5 +365,17 @@ fn event_error(error: EventStreamError<BodyError>, timeouts: Timeouts) -> ModelE
         EventStreamError::Parser(e) => {
             ModelError::Malformed(format!("the event stream could not be parsed: {e}"))
         }
+    }
+}
+
+/// A service's message with the key it was sent left out: a gateway that
+/// echoes it (`Incorrect API key provided: sk-…`) put it in an error that
+/// reaches the parent model, a child's envelope on disk and the logs.
+/// Keys shorter than 8 characters are left (they would take words out of
+/// the message; no service issues one).
+fn without_key(message: String, settings: &Settings) -> String {
+    match settings.api_key.as_deref() {
+        Some(key) if key.len() >= 8 && message.contains(key) => message.replace(key, "<redacted>"),
+        _ => message,
     }
 }

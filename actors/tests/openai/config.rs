@@ -280,3 +280,28 @@ async fn a_failed_connection_does_not_show_a_key_in_the_query() {
         "{text}"
     );
 }
+
+/// A gateway that echoes the key in its refusal (`Incorrect API key
+/// provided: sk-…`): the text went whole into `Unauthorized`, which a
+/// parent model reads as its child's failure, and onto disk. The key the
+/// adapter sent is left out of any service's message.
+#[tokio::test]
+async fn a_key_the_service_echoes_is_left_out_of_its_message() {
+    let key = "sk-SECRET-0123456789";
+    let server = MockServer::start(vec![Reply::error(
+        401,
+        json!({"error": {"message": format!("Incorrect API key provided: {key}.")}}),
+    )])
+    .await;
+    let model = OpenAiCompatible::new(&server.base_url, Some(key.into()), "m").unwrap();
+    let out = collect(&model, request("hi")).await;
+    let [Err(error)] = &out[..] else {
+        panic!("expected one error, got {out:?}");
+    };
+    let text = error.to_string();
+    assert!(!text.contains(key), "{text}");
+    assert!(
+        text.contains("Incorrect API key provided: <redacted>"),
+        "{text}"
+    );
+}

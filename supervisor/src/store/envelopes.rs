@@ -14,8 +14,9 @@ use subagents_actors::hub::ChildIds;
 use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope};
 
 use crate::store::files::{
-    CORRUPT_EXT, JSON_EXT, LOCK_NAME, file_name_for, from_another_version, is_expired,
-    is_temp_name, move_aside, named_child, parse_envelope, sync_dir_best_effort, write_atomic,
+    CORRUPT_EXT, JSON_EXT, LOCK_NAME, create_private_dir, file_name_for, from_another_version,
+    is_expired, is_temp_name, move_aside, named_child, parse_envelope, sync_dir_best_effort,
+    write_atomic,
 };
 use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
 
@@ -93,7 +94,7 @@ impl EnvelopeStore {
         retention: Duration,
     ) -> Result<(EnvelopeStore, LoadReport), StoreError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(|source| StoreError::Dir {
+        create_private_dir(&dir, true).map_err(|source| StoreError::Dir {
             path: dir.clone(),
             source,
         })?;

@@ -239,6 +239,19 @@ pub(super) fn sync_dir_best_effort(dir: &Path) {
     }
 }
 
+/// Makes `dir` (and the folders above it that are missing) readable by
+/// its owner alone (0700 on Unix): the store's files hold whole
+/// conversations, and made with the umask's default (0755 folders, 0644
+/// files) any local user could read them. A folder that exists keeps its
+/// mode (a host that chose one keeps it).
+pub(super) fn create_private_dir(dir: &Path, recursive: bool) -> io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(recursive);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

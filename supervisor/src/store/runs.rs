@@ -67,7 +67,7 @@ impl EnvelopeStore {
         // store was open is not made again (a second store could then open
         // it, unlocked beside this one); the write fails, naming it.
         if let Some(dir) = path.parent() {
-            match fs::create_dir(dir) {
+            match super::files::create_private_dir(dir, false) {
                 Err(source) if source.kind() != std::io::ErrorKind::AlreadyExists => {
                     return Err(StoreError::Dir {
                         path: dir.to_owned(),
@@ -327,7 +327,7 @@ impl EnvelopeStore {
     /// that thread, or none (a thread opened without an id wrote it, or a
     /// file from before threads were kept: the first thread shown takes
     /// those, as every thread did before).
-    fn belongs(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
+    pub(crate) fn belongs(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
         self.get(id)
             .is_none_or(|e| e.thread.is_none() || e.thread.as_ref() == thread)
     }

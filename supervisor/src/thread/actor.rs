@@ -33,7 +33,11 @@ impl Actor for ThreadSupervisor {
         let mut builder = config.parent.observer(Arc::new(Observer(myself.clone())));
         if let Some(store) = &config.store {
             builder = builder
-                .archive(Arc::new(Archive(store.clone(), args.errors.clone())))
+                .archive(Arc::new(Archive {
+                    store: store.clone(),
+                    errors: args.errors.clone(),
+                    thread: config.id.clone(),
+                }))
                 .child_ids(store.child_ids());
         }
         let parent = builder

@@ -80,36 +80,41 @@ pub(crate) struct ThreadState {
 
 pub(super) struct Observer(pub(super) ActorRef<ThreadMsg>);
 
-pub(super) struct Archive(
-    pub(super) Arc<EnvelopeStore>,
-    pub(super) crate::thread::persist::PersistErrors,
-);
+pub(super) struct Archive {
+    pub(super) store: Arc<EnvelopeStore>,
+    pub(super) errors: crate::thread::persist::PersistErrors,
+    /// The thread it is the archive of.
+    pub(super) thread: Option<ThreadId>,
+}
 
-/// The store as a hub's archive: children of earlier sessions only. A
-/// child another thread of this session made (live or ended) is not
+/// The store as a hub's archive: children of earlier sessions that are
+/// this thread's — written by it (`Envelope::thread`), or for no thread.
+/// A child another thread of this session made (live or ended) is not
 /// this thread's to read, claim or resume — with two threads on one
 /// store, either one's model could otherwise read the other's sub-agents
-/// by guessing `agent_1`.
+/// by guessing `agent_1` — nor, after a restart, is one another thread
+/// wrote (its model read the other conversation's answers, and a claim
+/// took the wake owed to the other's parent).
+impl Archive {
+    fn reaches(&self, id: &AgentId) -> bool {
+        self.store.is_from_earlier_session(id) && self.store.belongs(id, self.thread.as_ref())
+    }
+}
+
 impl EnvelopeArchive for Archive {
     fn get(&self, id: &AgentId) -> Option<Envelope> {
-        self.0
-            .is_from_earlier_session(id)
-            .then(|| self.0.get(id))
-            .flatten()
+        self.reaches(id).then(|| self.store.get(id)).flatten()
     }
 
     fn run(&self, id: &AgentId) -> Option<(ChildRequest, Vec<subagents_messages::ChatMessage>)> {
-        self.0
-            .is_from_earlier_session(id)
-            .then(|| self.0.run(id))
-            .flatten()
+        self.reaches(id).then(|| self.store.run(id)).flatten()
     }
 
     fn claim(&self, id: &AgentId) {
-        if !self.0.is_from_earlier_session(id) {
+        if !self.reaches(id) {
             return;
         }
-        let claimed = self.0.update(id, |e| {
+        let claimed = self.store.update(id, |e| {
             let first = e.status.is_terminal() && !e.claimed;
             if first {
                 e.claimed = true;
@@ -118,16 +123,16 @@ impl EnvelopeArchive for Archive {
             first
         });
         if let Err(error) = claimed {
-            self.1.push(error.to_string());
+            self.errors.push(error.to_string());
         }
     }
 
     fn begin_resume(&self, id: &AgentId) -> bool {
-        !self.0.is_from_earlier_session(id) || self.0.begin_resume(id)
+        !self.store.is_from_earlier_session(id) || self.store.begin_resume(id)
     }
 
     fn resume_failed(&self, id: &AgentId) {
-        self.0.resume_failed(id);
+        self.store.resume_failed(id);
     }
 }
 

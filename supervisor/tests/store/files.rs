@@ -469,6 +469,45 @@ fn a_rewrite_keeps_the_files_permissions() {
     assert_eq!(mode, 0o600, "mode {mode:o}");
 }
 
+/// A store's folders were made with the umask's default (0755): any local
+/// user could read every envelope and every run's whole conversation. The
+/// folders a store makes are its owner's alone (0700); one a host made
+/// keeps its mode.
+#[cfg(unix)]
+#[test]
+fn the_folders_a_store_makes_are_its_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let dir = tmp.path().join("state").join("envelopes");
+    let store = open(&dir, &clock);
+    let id = AgentId::new("agent_1");
+    let request = subagents_messages::ChildRequest::new(
+        AgentId::new("parent"),
+        0,
+        ToolUseId::new("call_1"),
+        "Worker",
+        "work",
+    );
+    store.save_run(&id, &request, &[]).unwrap();
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for made in [tmp.path().join("state"), dir.clone(), dir.join("runs")] {
+        assert_eq!(
+            mode(&made),
+            0o700,
+            "{} mode {:o}",
+            made.display(),
+            mode(&made)
+        );
+    }
+    drop(store);
+    let shared = tmp.path().join("shared");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o750)).unwrap();
+    let _store = open(&shared, &clock);
+    assert_eq!(mode(&shared), 0o750);
+}
+
 /// Foreign (a torn file, a directory, a lost envelope): the counter went
 /// past the ids that *loaded* only. A corrupt `agent_3.json` moved aside
 /// gave `agent_3` to the next child — which then read the old child's

@@ -1,0 +1,85 @@
+//! Threads on one store after a restart: each reaches its own children
+//! of the earlier session (and those written for no thread), not the
+//! others'.
+
+use super::*;
+
+/// Shared (two threads on one store) across a restart: a child of an
+/// earlier session was readable, claimable and resumable from any thread
+/// on the store, though each envelope names the thread that wrote it —
+/// `b`'s model guessing `agent_1` read `a`'s child's answer (another
+/// conversation's work), and its claim took the wake owed to `a`'s
+/// parent. Within a session the threads were kept apart already; now
+/// across a restart too.
+#[tokio::test]
+async fn after_a_restart_a_thread_cannot_reach_another_threads_child() {
+    use subagents::messages::ThreadId;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let store = open(&dir);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Alpha\nYou work.", "a's part").background()),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Alpha", vec![Reply::answer("alpha's private answer")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared()))
+        .store(store.clone())
+        .id(ThreadId::new("a"));
+    let (a, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    a.typing(true).unwrap();
+    a.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let agent_1 = AgentId::new("agent_1");
+    // Its wake held by typing, owed on disk when the process dies.
+    while !store.get(&agent_1).is_some_and(|e| e.wake_owed) {
+        a.sync().await.unwrap();
+        a.flush_persistence().await.unwrap();
+        tokio::task::yield_now().await;
+    }
+    let killed = tmp.path().join("killed");
+    copy_dir(&dir, &killed);
+    a.close_and_wait().await;
+    drop((a, store));
+
+    let store = open(&killed);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::result("agent_1")),
+        Reply::answer("Read."),
+    ]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared()))
+        .store(store.clone())
+        .id(ThreadId::new("b"));
+    let (b, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    b.send_user("read agent_1").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let outputs: Vec<&str> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult(r) => Some(r.output.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outputs.len(), 1, "{log:#?}");
+    assert!(
+        !outputs[0].contains("alpha's private answer"),
+        "{}",
+        outputs[0]
+    );
+    assert!(outputs[0].contains("agent_1"), "{}", outputs[0]);
+    assert_eq!(b.envelope(&agent_1).await.unwrap(), None);
+    b.close_and_wait().await;
+    // Still `a`'s: unclaimed, its wake still owed, readable by `a`.
+    let kept = store.get(&agent_1).unwrap();
+    assert!(!kept.claimed && kept.wake_owed, "{kept:#?}");
+    let config = ThreadConfig::new(DelegationBuilder::new(
+        ScriptedModel::new(vec![Reply::answer("Noted."); 2]).shared(),
+    ))
+    .store(store.clone())
+    .id(ThreadId::new("a"));
+    let (a, _events) = ThreadHandle::spawn(config, None).await.unwrap();
+    let own = a.envelope(&agent_1).await.unwrap();
+    assert!(own.is_some_and(|e| e.result.as_deref() == Some("alpha's private answer")));
+    a.close_and_wait().await;
+}
