@@ -1,6 +1,7 @@
-//! Threads on one store after a restart: each reaches its own children
-//! of the earlier session (and those written for no thread), not the
-//! others'.
+//! After a restart: each thread on a store reaches its own children of
+//! the earlier session (and those written for no thread), not the
+//! others'; and what an earlier session handed a host (an approval's
+//! id) never names something of this one.
 
 use super::*;
 
@@ -82,4 +83,72 @@ async fn after_a_restart_a_thread_cannot_reach_another_threads_child() {
     let own = a.envelope(&agent_1).await.unwrap();
     assert!(own.is_some_and(|e| e.result.as_deref() == Some("alpha's private answer")));
     a.close_and_wait().await;
+}
+
+/// The parent's approval id `parent-approval-1` after a restart: a
+/// thread's parent numbered its approvals from 1 in every session, so a
+/// host's row restored from before a kill (`parent-approval-1`, asked to
+/// post one thing) answered the new parent's first request (to post
+/// another) — approving a call the user never saw. Each session's parent
+/// numbers past every earlier session's (the store counts its opens).
+#[tokio::test]
+async fn an_approval_id_of_an_earlier_session_never_answers_a_new_request() {
+    use subagents::messages::{ApprovalDecision, ApprovalRefusal, ApprovalRequest};
+    use subagents::supervisor::ThreadError;
+    async fn parent_asking(
+        store: &Arc<EnvelopeStore>,
+        body: &str,
+    ) -> (ThreadHandle, EventStream, ApprovalRequest) {
+        let model = ScriptedModel::new(vec![
+            Reply::new().tool_call(
+                "http_post",
+                format!(r#"{{"url":"https://example.com","body":"{body}"}}"#),
+            ),
+            Reply::answer("Posted."),
+        ]);
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(model.shared())
+                .tools(ToolRegistry::new().with(subagents_demo::Post)),
+        )
+        .store(store.clone());
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("post").unwrap();
+        let asked = until(&mut events, &mut Vec::new(), |e| {
+            matches!(e, AgentEvent::ApprovalRequested(_))
+        })
+        .await;
+        let AgentEvent::ApprovalRequested(request) = asked else {
+            unreachable!()
+        };
+        (thread, events, *request)
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let store = open(&live);
+    let (thread, _events, stale) = parent_asking(&store, "first").await;
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    thread.close_and_wait().await;
+    drop((thread, store));
+
+    let store = open(&killed);
+    let (thread, _events, asked) = parent_asking(&store, "second").await;
+    assert_ne!(
+        asked.id, stale.id,
+        "a new request under the earlier session's id"
+    );
+    assert_eq!(
+        thread
+            .resolve_approval(stale.id.clone(), ApprovalDecision::Approve)
+            .await,
+        Err(ThreadError::Approval(ApprovalRefusal::Unknown(stale.id)))
+    );
+    assert_eq!(
+        thread
+            .resolve_approval(asked.id, ApprovalDecision::Deny)
+            .await,
+        Ok(()),
+        "the new request was still waiting"
+    );
+    thread.close_and_wait().await;
 }

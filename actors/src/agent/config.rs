@@ -48,6 +48,8 @@ pub(crate) struct AgentConfig {
     /// if the hub or its thread is dying (see
     /// [`crate::agent::running::TurnEnds`]).
     pub(crate) on_killed: Option<KillHook>,
+    /// The number its first approval follows (0: it is `…-approval-1`).
+    pub(crate) approvals_after: u64,
 }
 
 /// See [`AgentConfig::on_killed`].
@@ -84,6 +86,7 @@ pub struct AgentBuilder {
     options: RequestOptions,
     trace: TraceSettings,
     on_killed: Option<KillHook>,
+    approvals_after: u64,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -110,6 +113,7 @@ impl AgentBuilder {
             options: RequestOptions::default(),
             trace: TraceSettings::default(),
             on_killed: None,
+            approvals_after: 0,
         }
     }
 }
@@ -196,6 +200,12 @@ impl AgentBuilder {
         self
     }
 
+    /// See [`AgentConfig::approvals_after`].
+    pub(crate) fn approvals_after(mut self, n: u64) -> Self {
+        self.approvals_after = n;
+        self
+    }
+
     /// The finished config, spawning a gate if none was given.
     pub(crate) async fn config(self) -> Result<AgentConfig, AgentError> {
         check_options(&self.options).and(check_limits(&self.limits))?;
@@ -219,6 +229,7 @@ impl AgentBuilder {
             options: self.options,
             probe: None,
             on_killed: self.on_killed,
+            approvals_after: self.approvals_after,
             trace: crate::agent::spans::TraceParent {
                 span: None,
                 parent_agent: None,

@@ -366,6 +366,7 @@ impl Actor for AgentActor {
         _myself: ActorRef<AgentMsg>,
         args: AgentArguments,
     ) -> Result<AgentState, ActorProcessingErr> {
+        let approvals_after = args.config.approvals_after;
         Ok(AgentState {
             config: args.config,
             events: args.events,
@@ -374,7 +375,7 @@ impl Actor for AgentActor {
             waiting: VecDeque::new(),
             approvals: FxHashMap::default(),
             closed_approvals: FxHashMap::default(),
-            approval_counter: Arc::new(AtomicU64::new(0)),
+            approval_counter: Arc::new(AtomicU64::new(approvals_after)),
             next_run: 0,
             turns_finished: 0,
             totals: Totals::default(),

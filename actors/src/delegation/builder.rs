@@ -390,7 +390,7 @@ impl DelegationBuilder {
             instructions: self.instructions,
             clock: self.clock,
             observers: self.observers,
-            archive: self.archive,
+            archive: self.archive.clone(),
             ids: self.ids,
             background_approvals: self.background_approvals,
             models: self.models,
@@ -434,6 +434,7 @@ impl DelegationBuilder {
         // Set before the parent exists, so before any request: children
         // below max_depth delegate through the same hub.
         let _ = delegation_tools.set(delegating);
+        let approvals_after = self.archive.as_ref().map_or(0, |a| a.approvals_after());
         let agent = AgentBuilder::new(self.model)
             .id(parent)
             .system_prompt(self.system_prompt)
@@ -443,6 +444,7 @@ impl DelegationBuilder {
             .gate(gate.clone())
             .trace_settings(self.trace)
             .on_killed(kill_hook)
+            .approvals_after(approvals_after)
             .spawn_into(events, supervisor)
             .await?;
         Ok(DelegatingAgent {

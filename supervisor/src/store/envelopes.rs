@@ -18,6 +18,7 @@ use crate::store::files::{
     is_expired, is_temp_name, move_aside, named_child, parse_envelope, sync_dir_best_effort,
     write_atomic,
 };
+use crate::store::lock::{SESSION_NAME, lock_dir, next_session};
 use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
 
 /// Envelopes of one session, in memory and on disk. `Send + Sync`; its
@@ -52,6 +53,8 @@ pub struct EnvelopeStore {
     /// The directory's lock, held for the store's life (released when the
     /// file closes, a crash included); `None` where none can be taken.
     _lock: Vec<fs::File>,
+    /// This open's number among those of the directory (1 for the first).
+    session: u64,
 }
 
 /// Writes whose last attempt failed.
@@ -99,7 +102,9 @@ impl EnvelopeStore {
             source,
         })?;
         let lock = lock_dir(&dir)?;
+        let session = next_session(&dir);
         let store = EnvelopeStore {
+            session,
             dir,
             clock,
             retention,
@@ -129,6 +134,13 @@ impl EnvelopeStore {
         report.pruned = store.prune();
         store.find_owed_wakes();
         Ok((store, report))
+    }
+
+    /// This open's number among the opens of its directory, 1 for the
+    /// first: a thread's parent numbers its approvals past every earlier
+    /// session's (see `ThreadSupervisor`).
+    pub(crate) fn session(&self) -> u64 {
+        self.session
     }
 
     /// The store's directory.
@@ -320,7 +332,7 @@ impl EnvelopeStore {
                 touched |= remove_temp(path, &mut report);
                 continue;
             }
-            if name.ends_with(CORRUPT_EXT) || name == LOCK_NAME {
+            if name.ends_with(CORRUPT_EXT) || name == LOCK_NAME || name == SESSION_NAME {
                 // Moved aside by an earlier open, already reported then.
                 continue;
             }
@@ -415,68 +427,6 @@ impl EnvelopeStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
-
-/// Takes the directory's lock file, or says which store holds it. Only a
-/// lock another store holds is an error: a directory where the lock file
-/// cannot be made (read-only: nothing will be written anyway) or a
-/// filesystem without `flock` opens unlocked, with a warning. A held lock
-/// is tried again for a moment first: a process forking (to run a
-/// command) holds a copy of every open file until it execs, a closed
-/// store's lock with it.
-///
-/// The directory itself is locked too: `flock` locks a file, not its
-/// name, so a lock file deleted as stale let a second store lock a new
-/// one beside the live store (two counters handing out the same ids).
-fn lock_dir(dir: &Path) -> Result<Vec<fs::File>, StoreError> {
-    let path = dir.join(LOCK_NAME);
-    let locked = |file: &fs::File| -> Result<bool, StoreError> {
-        for attempt in 0.. {
-            match file.try_lock() {
-                Ok(()) => return Ok(true),
-                Err(fs::TryLockError::WouldBlock) if attempt < LOCK_TRIES => {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                Err(fs::TryLockError::WouldBlock) => break,
-                Err(fs::TryLockError::Error(error)) => {
-                    tracing::warn!(path = %path.display(), %error, "cannot be locked: the store opens unlocked");
-                    return Ok(false);
-                }
-            }
-        }
-        Err(StoreError::Locked {
-            path: dir.to_path_buf(),
-            lock: path.clone(),
-        })
-    };
-    let mut held = Vec::new();
-    if let Ok(directory) = fs::File::open(dir)
-        && locked(&directory)?
-    {
-        held.push(directory);
-    }
-    let made = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path);
-    // A lock file this process may not write (another user's, one made
-    // under `sudo`) still locks: `flock` needs no write access. It opened
-    // unlocked, and two processes shared the directory.
-    let file = match made.or_else(|_| fs::File::open(&path)) {
-        Ok(file) => file,
-        Err(error) => {
-            tracing::warn!(path = %path.display(), %error, "no lock file: the store opens unlocked");
-            return Ok(held);
-        }
-    };
-    if locked(&file)? {
-        held.push(file);
-    }
-    Ok(held)
-}
-
-/// Tries of a held lock before `Locked` (10 ms apart).
-const LOCK_TRIES: u32 = 20;
 
 /// Removes a temporary file a killed write left; `true` if it went (it is
 /// listed in the report).

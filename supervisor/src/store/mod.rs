@@ -8,7 +8,9 @@
 //! `[A-Za-z0-9_-]` are written as `%XX` (so `agent_3` is `agent_3.json` and
 //! an id like `a/b` cannot escape the directory); the mapping is one-to-one.
 //! Other files in the directory are left alone, except for the two kinds
-//! described below (temporary files and corrupt files).
+//! described below (temporary files and corrupt files). The store's own
+//! beside them are its lock (`.subagents-lock`) and its count of opens
+//! (`.subagents-session`).
 //!
 //! The directory has one owner: one store in one process at a time. One
 //! store may be shared by any number of threads of that process.
@@ -87,6 +89,7 @@
 
 mod envelopes;
 mod files;
+mod lock;
 mod report;
 mod runs;
 

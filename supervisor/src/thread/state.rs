@@ -134,7 +134,19 @@ impl EnvelopeArchive for Archive {
     fn resume_failed(&self, id: &AgentId) {
         self.store.resume_failed(id);
     }
+
+    /// A million numbers a session: its parent's first approval after a
+    /// restart is `parent-approval-1000001` in the second, and so on.
+    fn approvals_after(&self) -> u64 {
+        self.store
+            .session()
+            .saturating_sub(1)
+            .saturating_mul(APPROVALS_PER_SESSION)
+    }
 }
+
+/// How many approvals a parent's session has numbers for.
+const APPROVALS_PER_SESSION: u64 = 1_000_000;
 
 impl HubObserver for Observer {
     fn finished(&self, envelope: &Envelope) {

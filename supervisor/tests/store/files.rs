@@ -353,8 +353,12 @@ fn opening_a_store_never_removes_a_file_it_did_not_create() {
     let mut want: Vec<String> = foreign.iter().map(|n| n.to_string()).collect();
     want.push("agent_1.json".into());
     want.push(".subagents-lock".into());
+    want.push(".subagents-session".into());
     want.sort();
     assert_eq!(names, want);
+    // The store's count of opens: this was the second.
+    let count = fs::read_to_string(dir.join(".subagents-session")).unwrap();
+    assert_eq!(count, "2");
 }
 
 /// Defect: a valid envelope `agent_18446744073709551615` made the next id
