@@ -14,8 +14,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 use rustc_hash::FxBuildHasher;
 use subagents_messages::{
-    AgentEvent, AgentId, ApprovalDecision, ApprovalId, ApprovalRefusal, ChatMessage, ChildRequest,
-    Envelope, SubAgentStatus,
+    AgentEvent, AgentId, ApprovalDecision, ChatMessage, ChildRequest, Envelope, SubAgentStatus,
 };
 use tokio::time::Instant;
 
@@ -41,6 +40,9 @@ pub(super) struct Entry {
     /// resumes it from there (a new run).
     pub(super) seed: Option<Arc<ChildRequest>>,
     pub(super) conversation: Option<Arc<Vec<ChatMessage>>>,
+    /// Its conversation is the start of that run's, this long (it was
+    /// resumed as that run, which ended): see `Book::fold_into_next`.
+    pub(super) prefix_of: Option<(AgentId, usize)>,
     /// Its last run's `invoke_agent` span, kept from its end only until a
     /// wake links to it or a tool call claims its result: a span held
     /// open is not exported.
@@ -124,6 +126,7 @@ impl Book {
                 probe: None,
                 seed: None,
                 conversation: None,
+                prefix_of: None,
                 run_span: None,
                 closer,
                 approvals_asked: 0,
@@ -302,7 +305,11 @@ impl Book {
         error: Option<String>,
         now_ms: u64,
     ) -> bool {
-        self.finish_as(id, status, result, error, now_ms, false)
+        let finished = self.finish_as(id, status, result, error, now_ms, false);
+        if finished {
+            self.fold_into_next(id);
+        }
+        finished
     }
 
     /// `finish`, and `by_hub_death`: the child is failed because its hub
@@ -403,39 +410,6 @@ impl Book {
         Some(envelope.clone())
     }
 
-    /// How many approvals `id` asked for (its last one's number; 0: none).
-    pub(crate) fn approvals_asked(&self, id: &AgentId) -> u64 {
-        self.entries.get(id).map_or(0, |e| e.approvals_asked)
-    }
-
-    /// Why an answer to `id`'s approval `n` is refused once it ended: how
-    /// it was answered, or `Ended` for one it asked and nobody answered,
-    /// or `Unknown` for a number it never reached.
-    pub(crate) fn approval_refusal(
-        &self,
-        id: ApprovalId,
-        owner: &AgentId,
-        n: u64,
-    ) -> ApprovalRefusal {
-        let Some(entry) = self.entries.get(owner) else {
-            return ApprovalRefusal::Unknown(id);
-        };
-        if !(1..=entry.approvals_asked).contains(&n) {
-            return ApprovalRefusal::Unknown(id);
-        }
-        match entry
-            .approvals_answered
-            .iter()
-            .find(|(asked, _)| *asked == n)
-        {
-            Some((_, decision)) => ApprovalRefusal::AlreadyAnswered {
-                id,
-                decision: *decision,
-            },
-            None => ApprovalRefusal::Ended(id),
-        }
-    }
-
     /// Every envelope, in child-number order.
     pub(crate) fn all(&self) -> Vec<Envelope> {
         let mut all: Vec<Envelope> = self.entries.iter().map(|e| current(&e)).collect();
@@ -490,6 +464,7 @@ pub(crate) fn requested(
     }
 }
 
+mod approvals;
 mod death;
 mod tap;
 #[cfg(test)]

@@ -69,22 +69,33 @@ impl Book {
     /// What a finished child goes on from (`None` while it runs, or for a
     /// child restored from a store without its request).
     pub(crate) fn resume_from(&self, id: &AgentId) -> Option<ResumeFrom> {
-        let entry = self.entries.get(id)?;
-        if !entry.envelope.status.is_terminal() {
-            return None;
-        }
-        let seed = entry.seed.clone()?;
-        let mut conversation = match &entry.conversation {
+        let (seed, kept, status) = {
+            let entry = self.entries.get(id)?;
+            if !entry.envelope.status.is_terminal() {
+                return None;
+            }
+            let kept = match entry.prefix_of {
+                Some(_) => None,
+                None => Some(entry.conversation.clone()),
+            };
+            (entry.seed.clone()?, kept, entry.envelope.status)
+        };
+        let kept = match kept {
+            Some(kept) => kept.map(|c| c.as_ref().clone()),
+            // Folded into the run it went on as: its start.
+            None => self.conversation(id),
+        };
+        let mut conversation = match kept {
             // Empty: the run ended (or its process died) before its turn
             // wrote anything — queued, or in its first model call.
-            Some(conversation) if !conversation.is_empty() => conversation.as_ref().clone(),
+            Some(conversation) if !conversation.is_empty() => conversation,
             _ => first_messages(&seed),
         };
         answer_open_calls(&mut conversation);
         Some(ResumeFrom {
             seed,
             conversation,
-            status: entry.envelope.status,
+            status,
         })
     }
 
@@ -100,17 +111,73 @@ impl Book {
     /// Its conversation: so far while it runs, whole once it ended.
     /// A child started with messages kept while it queued reads those
     /// until its turn publishes its own (a run written in between kept
-    /// them).
+    /// them). A run a message resumed reads the start of the run it went
+    /// on as.
     pub(crate) fn conversation(&self, id: &AgentId) -> Option<Vec<ChatMessage>> {
-        let (probe, kept, running) = {
+        let (probe, kept, running, prefix) = {
             let entry = self.entries.get(id)?;
             let running = !entry.envelope.status.is_terminal();
-            (entry.probe.clone(), entry.conversation.clone(), running)
+            let prefix = entry.prefix_of.clone();
+            (
+                entry.probe.clone(),
+                entry.conversation.clone(),
+                running,
+                prefix,
+            )
         };
+        if let Some((next, len)) = prefix {
+            return self.start_of(next, len);
+        }
         let live = || probe.as_ref().and_then(|p| p.conversation());
         match kept {
             Some(kept) => running.then(live).flatten().or(Some(kept.as_ref().clone())),
             None => live(),
+        }
+    }
+
+    /// The first `len` messages of run `at`'s conversation, following
+    /// the runs it was resumed as to the one that holds it whole.
+    fn start_of(&self, mut at: AgentId, len: usize) -> Option<Vec<ChatMessage>> {
+        // Bounded: each run names a later, distinct id.
+        for _ in 0..self.entries.len() {
+            let next = self.entries.get(&at)?.prefix_of.clone();
+            match next {
+                Some((next, _)) => at = next,
+                None => break,
+            }
+        }
+        let mut whole = self.conversation(&at)?;
+        whole.truncate(len);
+        Some(whole)
+    }
+
+    /// Run `id`, resumed from another, ended holding its conversation
+    /// whole — which begins with the whole of the run it went on from.
+    /// That run keeps only where its own ends: each kept its copy, so a
+    /// child resumed k times held k²/2 conversations' worth of messages
+    /// for the thread's life.
+    pub(crate) fn fold_into_next(&self, id: &AgentId) {
+        let (from, whole) = {
+            let Some(entry) = self.entries.get(id) else {
+                return;
+            };
+            let from = entry.seed.as_ref().and_then(|s| s.resumed_from.clone());
+            match (from, entry.conversation.clone()) {
+                (Some(from), Some(whole)) => (from, whole),
+                _ => return,
+            }
+        };
+        // No guard of `id`'s is held: the two may share a shard.
+        let Some(mut earlier) = self.entries.get_mut(&from) else {
+            return;
+        };
+        let starts_it = earlier.envelope.continued_as.as_ref() == Some(id)
+            && earlier
+                .conversation
+                .as_ref()
+                .is_some_and(|c| whole.get(..c.len()) == Some(&c[..]));
+        if starts_it && let Some(kept) = earlier.conversation.take() {
+            earlier.prefix_of = Some((id.clone(), kept.len()));
         }
     }
 

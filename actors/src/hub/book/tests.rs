@@ -217,3 +217,68 @@ fn a_finished_runs_seed_lets_go_of_the_conversation_it_went_on_from() {
     assert_eq!(seed.input, "go on");
     assert_eq!(entry.conversation.as_ref().map(|c| c.len()), Some(9));
 }
+
+/// A child resumed k times: each run's conversation begins with the whole
+/// of the run it went on from, and each kept its own copy — k²/2
+/// conversations' worth of messages for the thread's life. A run resumed
+/// as another that ended keeps only where its own ends, and reads (and
+/// resumes from) the start of the later run's.
+#[test]
+fn a_chain_of_resumed_runs_holds_each_message_once() {
+    let book = Book::default();
+    let talk = |n: usize| -> Vec<ChatMessage> {
+        (0..n).map(|i| ChatMessage::user(format!("m{i}"))).collect()
+    };
+    let ask = |resumed_from: Option<&str>, conversation: Vec<ChatMessage>| {
+        let mut request = ChildRequest::new(
+            AgentId::new("parent"),
+            0,
+            ToolUseId::new("c"),
+            "Child",
+            "more",
+        );
+        request.resumed_from = resumed_from.map(AgentId::new);
+        request.conversation = conversation;
+        request
+    };
+    let mut first = requested(id("agent_1"), "Child".into(), &ask(None, vec![]), vec![], 0);
+    first.status = SubAgentStatus::Done;
+    book.import(first, ask(None, vec![]), talk(4));
+    let mut runs = vec![id("agent_1")];
+    for n in 2..=4 {
+        let from = runs.last().unwrap().clone();
+        let next = id(&format!("agent_{n}"));
+        let said = book.conversation(&from).unwrap();
+        let request = ask(Some(from.as_str()), said);
+        book.insert(
+            requested(next.clone(), "Child".into(), &request, vec![], 0),
+            None,
+        );
+        book.set_seed(&next, Arc::new(request));
+        book.set_continued(&from, next.clone());
+        book.keep_unread(&next, &["and more".to_owned()]);
+        assert!(book.finish(&next, SubAgentStatus::Done, None, None, 1));
+        runs.push(next);
+    }
+    // Held: only the last run's conversation, whole (4 + 2 a run).
+    let held: Vec<usize> = runs
+        .iter()
+        .map(|r| {
+            book.entries
+                .get(r)
+                .unwrap()
+                .conversation
+                .as_ref()
+                .map_or(0, |c| c.len())
+        })
+        .collect();
+    assert_eq!(held, [0, 0, 0, 10]);
+    // Read: each run's own, as it ended.
+    for (run, len) in runs.iter().zip([4, 6, 8, 10]) {
+        let said = book.conversation(run).unwrap();
+        assert_eq!(said.len(), len, "{run}");
+        assert_eq!(said[..4], talk(4)[..], "{run}");
+    }
+    let from = book.resume_from(&id("agent_2")).unwrap();
+    assert_eq!(from.conversation.len(), 6);
+}

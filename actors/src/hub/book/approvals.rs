@@ -1,0 +1,41 @@
+//! What the book knows of a child's approvals once it ended: how an
+//! answer to one of them is refused.
+
+use subagents_messages::{AgentId, ApprovalId, ApprovalRefusal};
+
+use crate::hub::book::Book;
+
+impl Book {
+    /// How many approvals `id` asked for (its last one's number; 0: none).
+    pub(crate) fn approvals_asked(&self, id: &AgentId) -> u64 {
+        self.entries.get(id).map_or(0, |e| e.approvals_asked)
+    }
+
+    /// Why an answer to `id`'s approval `n` is refused once it ended: how
+    /// it was answered, or `Ended` for one it asked and nobody answered,
+    /// or `Unknown` for a number it never reached.
+    pub(crate) fn approval_refusal(
+        &self,
+        id: ApprovalId,
+        owner: &AgentId,
+        n: u64,
+    ) -> ApprovalRefusal {
+        let Some(entry) = self.entries.get(owner) else {
+            return ApprovalRefusal::Unknown(id);
+        };
+        if !(1..=entry.approvals_asked).contains(&n) {
+            return ApprovalRefusal::Unknown(id);
+        }
+        match entry
+            .approvals_answered
+            .iter()
+            .find(|(asked, _)| *asked == n)
+        {
+            Some((_, decision)) => ApprovalRefusal::AlreadyAnswered {
+                id,
+                decision: *decision,
+            },
+            None => ApprovalRefusal::Ended(id),
+        }
+    }
+}
