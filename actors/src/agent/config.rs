@@ -48,8 +48,6 @@ pub(crate) struct AgentConfig {
     /// if the hub or its thread is dying (see
     /// [`crate::agent::running::TurnEnds`]).
     pub(crate) on_killed: Option<KillHook>,
-    /// The number its first approval follows (0: it is `…-approval-1`).
-    pub(crate) approvals_after: u64,
 }
 
 /// See [`AgentConfig::on_killed`].
@@ -200,7 +198,7 @@ impl AgentBuilder {
         self
     }
 
-    /// See [`AgentConfig::approvals_after`].
+    /// The number its first approval follows (0: it is `…-approval-1`).
     pub(crate) fn approvals_after(mut self, n: u64) -> Self {
         self.approvals_after = n;
         self
@@ -229,7 +227,6 @@ impl AgentBuilder {
             options: self.options,
             probe: None,
             on_killed: self.on_killed,
-            approvals_after: self.approvals_after,
             trace: crate::agent::spans::TraceParent {
                 span: None,
                 parent_agent: None,
@@ -253,8 +250,9 @@ impl AgentBuilder {
         events: EventSink,
         supervisor: Option<ActorCell>,
     ) -> Result<AgentHandle, AgentError> {
+        let approvals_after = self.approvals_after;
         let config = Arc::new(self.config().await?);
-        spawn_agent(config, events, Vec::new(), supervisor).await
+        spawn_numbered(config, events, Vec::new(), supervisor, approvals_after).await
     }
 }
 
@@ -307,11 +305,25 @@ pub(crate) async fn spawn_agent(
     history: Vec<subagents_messages::ChatMessage>,
     supervisor: Option<ActorCell>,
 ) -> Result<AgentHandle, AgentError> {
+    spawn_numbered(config, events, history, supervisor, 0).await
+}
+
+/// [`spawn_agent`], its approvals numbered after `approvals_after` (a
+/// thread's parent after a restart: past every earlier session's). Not
+/// kept in the config: only the spawn reads it.
+async fn spawn_numbered(
+    config: Arc<AgentConfig>,
+    events: EventSink,
+    history: Vec<subagents_messages::ChatMessage>,
+    supervisor: Option<ActorCell>,
+    approvals_after: u64,
+) -> Result<AgentHandle, AgentError> {
     let id = config.id.clone();
     let args = AgentArguments {
         config,
         events,
         history,
+        approvals_after,
     };
     let spawned = match supervisor {
         Some(supervisor) => Actor::spawn_linked(None, AgentActor, args, supervisor).await,

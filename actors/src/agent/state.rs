@@ -42,6 +42,8 @@ pub(crate) struct AgentArguments {
     pub(crate) events: EventSink,
     /// The conversation it goes on from (empty for a new agent).
     pub(crate) history: Vec<ChatMessage>,
+    /// The number its first approval follows.
+    pub(crate) approvals_after: u64,
 }
 
 /// The agent's state.
@@ -366,7 +368,7 @@ impl Actor for AgentActor {
         _myself: ActorRef<AgentMsg>,
         args: AgentArguments,
     ) -> Result<AgentState, ActorProcessingErr> {
-        let approvals_after = args.config.approvals_after;
+        let approvals_after = args.approvals_after;
         Ok(AgentState {
             config: args.config,
             events: args.events,

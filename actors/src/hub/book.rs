@@ -42,7 +42,7 @@ pub(super) struct Entry {
     pub(super) conversation: Option<Arc<Vec<ChatMessage>>>,
     /// Its conversation is the start of that run's, this long (it was
     /// resumed as that run, which ended): see `Book::fold_into_next`.
-    pub(super) prefix_of: Option<(AgentId, usize)>,
+    pub(super) prefix_of: Option<Box<(AgentId, usize)>>,
     /// Its last run's `invoke_agent` span, kept from its end only until a
     /// wake links to it or a tool call claims its result: a span held
     /// open is not exported.

@@ -163,9 +163,14 @@ impl HubHandle {
     /// so an inline one (`ChildRequest::new`'s default) finished with its
     /// result delivered to nobody — no wake, never claimed. Its result
     /// wakes its requester as any background child's does.
-    pub async fn request(&self, mut request: ChildRequest) -> Result<AgentId, Refused> {
+    pub fn request(
+        &self,
+        mut request: ChildRequest,
+    ) -> impl std::future::Future<Output = Result<AgentId, Refused>> + Send + '_ {
         request.background = true;
-        self.request_child(request).await
+        // The tool's future itself, not one around it: a second layer
+        // copied the request and its future once more per child.
+        self.request_child(request)
     }
 
     /// [`HubHandle::request`] as a delegation tool makes it: an inline

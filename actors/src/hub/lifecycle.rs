@@ -338,7 +338,6 @@ impl HubState {
             },
             probe: Some(probe.clone()),
             on_killed: Some(self.on_child_killed.clone()),
-            approvals_after: 0,
             trace: crate::agent::spans::TraceParent {
                 span: Some(child.span.clone()),
                 parent_agent: Some(child.request.requester.clone()),

@@ -125,7 +125,8 @@ impl Book {
                 prefix,
             )
         };
-        if let Some((next, len)) = prefix {
+        if let Some(prefix) = prefix {
+            let (next, len) = *prefix;
             return self.start_of(next, len);
         }
         let live = || probe.as_ref().and_then(|p| p.conversation());
@@ -142,7 +143,7 @@ impl Book {
         for _ in 0..self.entries.len() {
             let next = self.entries.get(&at)?.prefix_of.clone();
             match next {
-                Some((next, _)) => at = next,
+                Some(next) => at = next.0,
                 None => break,
             }
         }
@@ -161,10 +162,13 @@ impl Book {
             let Some(entry) = self.entries.get(id) else {
                 return;
             };
-            let from = entry.seed.as_ref().and_then(|s| s.resumed_from.clone());
-            match (from, entry.conversation.clone()) {
-                (Some(from), Some(whole)) => (from, whole),
-                _ => return,
+            // Most runs are first runs: nothing to fold, nothing cloned.
+            let Some(from) = entry.seed.as_ref().and_then(|s| s.resumed_from.as_ref()) else {
+                return;
+            };
+            match entry.conversation.clone() {
+                Some(whole) => (from.clone(), whole),
+                None => return,
             }
         };
         // No guard of `id`'s is held: the two may share a shard.
@@ -177,7 +181,7 @@ impl Book {
                 .as_ref()
                 .is_some_and(|c| whole.get(..c.len()) == Some(&c[..]));
         if starts_it && let Some(kept) = earlier.conversation.take() {
-            earlier.prefix_of = Some((id.clone(), kept.len()));
+            earlier.prefix_of = Some(Box::new((id.clone(), kept.len())));
         }
     }
 

@@ -152,7 +152,6 @@ impl NodeRunner {
             options: spec.options,
             probe: Some(probe.clone()),
             on_killed: None,
-            approvals_after: 0,
             trace: crate::agent::spans::TraceParent::default(),
         };
         let (events, mut stream) = EventSink::channel();
