@@ -58,3 +58,33 @@ pub fn resumed_once() -> ScriptedModel {
         ],
     )
 }
+
+/// A finished (`done`) background child's envelope, answered `ok`.
+pub fn finished_envelope(id: &str, finished_at_ms: u64) -> subagents::messages::Envelope {
+    subagents::messages::Envelope {
+        id: subagents::messages::AgentId::new(id),
+        name: "Worker".into(),
+        parent_tool_use_id: subagents::messages::ToolUseId::new("call_1_1"),
+        task: "t".into(),
+        tools: vec![],
+        status: subagents::messages::SubAgentStatus::Done,
+        background: true,
+        requested_at_ms: finished_at_ms,
+        started_at_ms: Some(finished_at_ms),
+        finished_at_ms: Some(finished_at_ms),
+        elapsed: std::time::Duration::from_secs(1),
+        tool_calls: 0,
+        last_tool: None,
+        usage: Default::default(),
+        model_calls: 0,
+        children_usage: Default::default(),
+        result: Some("ok".into()),
+        error: None,
+        claimed: false,
+        wake_owed: false,
+        depth: 1,
+        resumed_from: None,
+        continued_as: None,
+        thread: None,
+    }
+}

@@ -226,6 +226,24 @@ async fn a_childs_approval_then_its_stop_in_one_tick_arrive_in_that_order() {
     thread.close_and_wait().await;
 }
 
+/// The thread's log checked whole once its child ran on, the child's one
+/// approval `Approved`; then the thread closed.
+async fn approved_once(
+    thread: ThreadHandle,
+    events: &mut EventStream,
+    log: &mut Vec<AgentEvent>,
+    child: &AgentId,
+) {
+    run_for(events, log, 30).await;
+    let (_, by_id) = check_log(log, true);
+    assert_eq!(
+        approval_outcomes(&by_id[child]),
+        [subagents::messages::ApprovalOutcome::Approved],
+        "{log:#?}"
+    );
+    thread.close_and_wait().await;
+}
+
 /// Same instant, the host's futures not polled in its order: an answer
 /// made first and awaited after a stop of that child. The thread's
 /// `resolve_approval` and `stop_child` were `async fn`s, which send only
@@ -235,7 +253,7 @@ async fn a_childs_approval_then_its_stop_in_one_tick_arrive_in_that_order() {
 /// called now.
 #[tokio::test(start_paused = true)]
 async fn an_answer_sent_before_a_stop_is_first_whoever_polls_first() {
-    use subagents::messages::{ApprovalDecision, ApprovalOutcome};
+    use subagents::messages::ApprovalDecision;
     let (thread, mut events, mut log, request) = a_child_asking().await;
     let agent_1 = AgentId::new("agent_1");
     // Made first, awaited last: what a host does when it hands the
@@ -244,14 +262,7 @@ async fn an_answer_sent_before_a_stop_is_first_whoever_polls_first() {
     let stopped = thread.stop_child(&agent_1).await.unwrap();
     assert_eq!(answered.await, Ok(()), "the answer came first");
     assert_eq!(stopped, SubAgentStatus::Stopped);
-    run_for(&mut events, &mut log, 30).await;
-    let (_, by_id) = check_log(&log, true);
-    assert_eq!(
-        approval_outcomes(&by_id[&agent_1]),
-        [ApprovalOutcome::Approved],
-        "{log:#?}"
-    );
-    thread.close_and_wait().await;
+    approved_once(thread, &mut events, &mut log, &agent_1).await;
 
     // Dropped unpolled: the answer was still given.
     let (thread, mut events, mut log, request) = a_child_asking().await;
@@ -260,14 +271,7 @@ async fn an_answer_sent_before_a_stop_is_first_whoever_polls_first() {
         () = std::future::ready(()) => {}
         _ = thread.resolve_approval(request.id.clone(), ApprovalDecision::Approve) => {}
     }
-    run_for(&mut events, &mut log, 30).await;
-    let (_, by_id) = check_log(&log, true);
-    assert_eq!(
-        approval_outcomes(&by_id[&agent_1]),
-        [ApprovalOutcome::Approved],
-        "{log:#?}"
-    );
-    thread.close_and_wait().await;
+    approved_once(thread, &mut events, &mut log, &agent_1).await;
 }
 
 /// Forged: an approval id for a child that has ended, which it never

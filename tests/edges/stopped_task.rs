@@ -7,17 +7,22 @@ use std::sync::Arc;
 use super::*;
 use common::blocking::stopped_while_blocked;
 
+/// A multi-threaded runtime of `n` workers.
+fn workers(n: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(n)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The stop answers the turn `stopped` while its task is held inside a
 /// tool on the other worker; once the tool returns, the answer's next call
 /// is not run and the model is not asked again: the host was told the turn
 /// stopped, so nothing of it happens after.
 #[test]
 fn a_turn_stopped_while_its_task_runs_starts_nothing_after() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = workers(2);
     runtime.block_on(async {
         let model = Arc::new(ScriptedModel::new(vec![
             Reply::new()
@@ -45,11 +50,7 @@ fn a_turn_stopped_while_its_task_runs_starts_nothing_after() {
 /// ends them `stopped`. The gate is stopped once parent and hub are.
 #[test]
 fn a_close_while_calls_wait_at_the_gate_stops_them_not_fails_them() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = workers(2);
     runtime.block_on(async {
         let mut reached = 0;
         for round in 0..60 {
@@ -110,5 +111,75 @@ fn a_close_while_calls_wait_at_the_gate_stops_them_not_fails_them() {
             reached > 0,
             "no round closed with a call waiting at the gate"
         );
+    });
+}
+
+/// Stopped midway, two workers (a claim written to disk): a tool call
+/// taking an earlier session's child's result recorded the claim in the
+/// archive — the store's update, two fsyncs behind its io lock — while
+/// holding the parent's turn lock. A stop of that turn took the lock in
+/// the agent's handler and blocked its worker until the disk answered:
+/// the host's `Result(stopped)` waited on the write (on a hung disk, for
+/// ever). The archive is written once the lock is let go.
+#[test]
+fn a_claim_written_to_the_archive_does_not_hold_a_stop_of_its_turn() {
+    use std::sync::mpsc;
+    use subagents::actors::hub::EnvelopeArchive;
+    /// An archive whose write of a claim takes as long as the test says.
+    struct SlowDisk {
+        entered: tokio::sync::mpsc::UnboundedSender<()>,
+        release: Mutex<mpsc::Receiver<()>>,
+    }
+    impl EnvelopeArchive for SlowDisk {
+        fn get(&self, id: &AgentId) -> Option<Envelope> {
+            (id.as_str() == "agent_9").then(|| {
+                let mut done = common::store::finished_envelope("agent_9", 2);
+                done.wake_owed = true;
+                done
+            })
+        }
+        fn claim(&self, _: &AgentId) {
+            let _ = self.entered.send(());
+            let release = self.release.lock().unwrap();
+            let _ = release.recv_timeout(Duration::from_secs(30));
+        }
+    }
+    // Three workers: the claiming task holds one, the agent's handler
+    // (before the fix) another; the third runs the timers.
+    let runtime = workers(3);
+    runtime.block_on(async {
+        let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
+        let (release, release_rx) = mpsc::channel();
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::result("agent_9")),
+            Reply::answer("Read."),
+        ]);
+        let (parts, mut events) = parent(model)
+            .archive(Arc::new(SlowDisk {
+                entered: entered_tx,
+                release: Mutex::new(release_rx),
+            }))
+            .spawn()
+            .await
+            .unwrap();
+        parts.agent.send_user("read agent_9").unwrap();
+        entered.recv().await.unwrap();
+        parts.agent.stop_turn().unwrap();
+        let stopped = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(event) = events.recv().await {
+                if let AgentEvent::Result(result) = event {
+                    return Some(result.outcome);
+                }
+            }
+            None
+        })
+        .await;
+        let _ = release.send(());
+        assert_eq!(
+            stopped,
+            Ok(Some(Outcome::Stopped)),
+            "the stop waited on the archive's write"
+        );
+        parts.shutdown_and_wait().await;
     });
 }

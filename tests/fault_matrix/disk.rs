@@ -2,34 +2,7 @@
 
 use super::*;
 
-fn finished_envelope(id: &str, finished_at_ms: u64) -> Envelope {
-    Envelope {
-        id: AgentId::new(id),
-        name: "Worker".into(),
-        parent_tool_use_id: ToolUseId::new("call_1_1"),
-        task: "t".into(),
-        tools: vec![],
-        status: SubAgentStatus::Done,
-        background: true,
-        requested_at_ms: finished_at_ms,
-        started_at_ms: Some(finished_at_ms),
-        finished_at_ms: Some(finished_at_ms),
-        elapsed: Duration::from_secs(1),
-        tool_calls: 0,
-        last_tool: None,
-        usage: Default::default(),
-        model_calls: 0,
-        children_usage: Default::default(),
-        result: Some("ok".into()),
-        error: None,
-        claimed: false,
-        wake_owed: false,
-        depth: 1,
-        resumed_from: None,
-        continued_as: None,
-        thread: None,
-    }
-}
+use common::store::finished_envelope;
 
 #[test]
 fn corrupt_envelope_on_disk() {

@@ -9,7 +9,7 @@ use serde_json::json;
 use subagents_messages::text::within_budget;
 use subagents_messages::{AgentId, ChildRequest, Envelope, SubAgentStatus};
 
-use crate::hub::{HubHandle, Refused, WaitOutcome};
+use crate::hub::{Claimed, HubHandle, Refused, WaitOutcome};
 use crate::profile::ProfileSet;
 use crate::tool::{ToolCallContext, ToolError};
 
@@ -226,13 +226,25 @@ impl Delegator {
     ) -> bool {
         // Counted once: the claim is the one delivery. Settled, claimed
         // and counted in one step, so no stop closes the turn between them.
-        call.deliver(output, || {
-            self.hub.claim(&envelope.id).then(|| {
+        let mut archived = false;
+        let delivered = call.deliver(output, || match self.hub.claim(&envelope.id) {
+            Claimed::Here => {
                 let mut usage = envelope.usage;
                 usage.add(envelope.children_usage);
-                usage
-            })
-        })
+                Some(usage)
+            }
+            Claimed::No => None,
+            Claimed::Archived => {
+                archived = true;
+                None
+            }
+        });
+        // An earlier session's child: recorded in its archive (a disk
+        // write) after the turn's lock is let go.
+        if archived {
+            self.hub.claim_archived(&envelope.id);
+        }
+        delivered
     }
 
     /// A child's answer within the result budget, the marker naming how

@@ -23,6 +23,9 @@ use crate::hub::config::{ArchiveSlot, EnvelopeArchive, HubConfig};
 use crate::hub::error::Refused;
 use crate::sink::EventSink;
 
+mod claims;
+pub(crate) use claims::Claimed;
+
 /// Why a child its hub took with it failed.
 pub(crate) const HUB_GONE: &str = "the sub-agent hub stopped before the sub-agent ended";
 
@@ -230,28 +233,6 @@ impl HubHandle {
             Ok(envelope) => WaitOutcome::Finished(Box::new(envelope)),
             Err(_) => WaitOutcome::Unknown,
         }
-    }
-
-    /// A tool call took a finished child's result (its output is settled,
-    /// see [`ToolCallContext::settle`](crate::ToolCallContext::settle)):
-    /// marks it claimed at once, so no wake follows, and has the hub tell
-    /// its observers. `false` when it was claimed before or has not
-    /// finished.
-    pub(crate) fn claim(&self, id: &AgentId) -> bool {
-        if self.book.claim(id).is_none() {
-            // An earlier session's child: the archive records it (its
-            // usage was counted in that session, not again here).
-            if !self.book.contains(id)
-                && let Some(archive) = self.archive()
-            {
-                archive.claim(id);
-            }
-            return false;
-        }
-        let _ = self
-            .actor
-            .cast(HubMsg::Internal(HubInternal::Claimed { id: id.clone() }));
-        true
     }
 
     /// Where a child waits in the queue (1 = next to start); `None` once

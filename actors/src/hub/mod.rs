@@ -84,5 +84,5 @@ pub use config::{BackgroundApprovals, EnvelopeArchive, HubObserver};
 pub use error::Refused;
 pub(crate) use error::Steered;
 pub use handle::HubHandle;
-pub(crate) use handle::WaitOutcome;
+pub(crate) use handle::{Claimed, WaitOutcome};
 pub use ids::ChildIds;

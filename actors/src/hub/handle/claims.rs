@@ -1,0 +1,53 @@
+//! A tool call taking a finished child's result: claimed in the book, or
+//! in the archive for a child of an earlier session.
+
+use subagents_messages::AgentId;
+
+use crate::hub::HubHandle;
+use crate::hub::msg::HubMsg;
+use crate::hub::msg::sealed::HubInternal;
+
+impl HubHandle {
+    /// A tool call took a finished child's result (its output is settled,
+    /// see [`ToolCallContext::settle`](crate::ToolCallContext::settle)):
+    /// marks it claimed at once, so no wake follows, and has the hub tell
+    /// its observers. `false` when it was claimed before or has not
+    /// finished.
+    /// An earlier session's child the book does not hold is
+    /// [`Claimed::Archived`]: the caller records it with
+    /// [`HubHandle::claim_archived`] once it holds no lock (the archive
+    /// may write to disk; under the turn's lock, a stop of that turn
+    /// blocked its worker behind the write).
+    pub(crate) fn claim(&self, id: &AgentId) -> Claimed {
+        if self.book.claim(id).is_none() {
+            // Its usage was counted in that session, not again here.
+            return if self.book.contains(id) {
+                Claimed::No
+            } else {
+                Claimed::Archived
+            };
+        }
+        let _ = self
+            .actor
+            .cast(HubMsg::Internal(HubInternal::Claimed { id: id.clone() }));
+        Claimed::Here
+    }
+
+    /// Records the claim of an earlier session's child in the archive.
+    pub(crate) fn claim_archived(&self, id: &AgentId) {
+        if let Some(archive) = self.archive() {
+            archive.claim(id);
+        }
+    }
+}
+
+/// What [`HubHandle::claim`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claimed {
+    /// Claimed a child of this hub's book: its usage is the claimer's.
+    Here,
+    /// Claimed before, or not finished: nothing.
+    No,
+    /// A child of an earlier session: to record in the archive.
+    Archived,
+}
