@@ -141,14 +141,25 @@ async fn an_approval_id_of_an_earlier_session_never_answers_a_new_request() {
         thread
             .resolve_approval(stale.id.clone(), ApprovalDecision::Approve)
             .await,
-        Err(ThreadError::Approval(ApprovalRefusal::Unknown(stale.id)))
+        Err(ThreadError::Approval(ApprovalRefusal::Unknown(
+            stale.id.clone()
+        )))
     );
     assert_eq!(
         thread
-            .resolve_approval(asked.id, ApprovalDecision::Deny)
+            .resolve_approval(asked.id.clone(), ApprovalDecision::Deny)
             .await,
         Ok(()),
         "the new request was still waiting"
+    );
+    thread.close_and_wait().await;
+    // A thread opened again in the same session (closed, reopened under
+    // its id): its parent's numbers are its own too.
+    let (thread, _events, again) = parent_asking(&store, "third").await;
+    assert!(
+        again.id != asked.id && again.id != stale.id,
+        "{:?}",
+        again.id
     );
     thread.close_and_wait().await;
 }

@@ -44,9 +44,9 @@ impl Drop for RunningTurn {
 /// child's turn of that hub through these, deepest first then in
 /// child-number order (`AgentConfig::on_killed`, `hub::actor::kill_hook`,
 /// `Book::end_turns_as_killed`); each child's own end then finds its turn
-/// closed, and the parent's own turn ends after them. (The hub's own state
-/// cannot do it: ractor hands it to the supervisor, and it is dropped
-/// after the children have run.)
+/// closed, and the parent's own turn ends after them. (The hub's own state,
+/// dropped as it dies, fails what is left — `impl Drop for HubState` —
+/// but may be dropped after the children's kill hooks have run.)
 #[derive(Clone)]
 pub(crate) enum TurnEnds {
     /// A local agent's turn: its sink, the agent's own, when it started.

@@ -165,7 +165,9 @@ impl HubHandle {
     /// waiting on a child is a delegation tool's, which a host cannot do,
     /// so an inline one (`ChildRequest::new`'s default) finished with its
     /// result delivered to nobody — no wake, never claimed. Its result
-    /// wakes its requester as any background child's does.
+    /// wakes its requester as any background child's does, and its
+    /// approvals follow `background_approvals` as any background child's
+    /// do (`Ask`, the default, asks the host).
     pub fn request(
         &self,
         mut request: ChildRequest,

@@ -31,8 +31,9 @@ pub struct EnvelopeStore {
     /// Hands out child ids past every id loaded.
     ids: ChildIds,
     /// The ids loaded at open: the children of earlier sessions, which
-    /// any thread on the store may read and resume. A child a thread of
-    /// this session made is its own thread's alone.
+    /// the thread that wrote them (any thread, for one written for no
+    /// thread) may read and resume. A child a thread of this session made
+    /// is its own thread's alone.
     earlier: rustc_hash::FxHashSet<AgentId>,
     /// Serialises disk changes so the files follow the same order as the
     /// map. Reads (`get`, `all`) never take it.
@@ -55,6 +56,8 @@ pub struct EnvelopeStore {
     _lock: Vec<fs::File>,
     /// This open's number among those of the directory (1 for the first).
     session: u64,
+    /// Blocks of approval numbers handed to threads' parents this session.
+    approval_blocks: std::sync::atomic::AtomicU64,
 }
 
 /// Writes whose last attempt failed.
@@ -73,6 +76,11 @@ impl fmt::Debug for EnvelopeStore {
             .finish_non_exhaustive()
     }
 }
+
+/// Approval numbers a thread's parent has to itself.
+pub(crate) const APPROVALS_PER_BLOCK: u64 = 1_000_000;
+/// Blocks of approval numbers a session has.
+const BLOCKS_PER_SESSION: u64 = 1_000_000;
 
 impl EnvelopeStore {
     /// How long an envelope is kept after it finished (or was requested,
@@ -105,6 +113,7 @@ impl EnvelopeStore {
         let session = next_session(&dir);
         let store = EnvelopeStore {
             session,
+            approval_blocks: std::sync::atomic::AtomicU64::new(0),
             dir,
             clock,
             retention,
@@ -136,11 +145,22 @@ impl EnvelopeStore {
         Ok((store, report))
     }
 
-    /// This open's number among the opens of its directory, 1 for the
-    /// first: a thread's parent numbers its approvals past every earlier
-    /// session's (see `ThreadSupervisor`).
-    pub(crate) fn session(&self) -> u64 {
-        self.session
+    /// The number a new thread's parent numbers its approvals after: a
+    /// block of [`APPROVALS_PER_BLOCK`] of its own, past every block an
+    /// earlier session (a million blocks each) or an earlier thread of
+    /// this one took. Numbered from 1 in every parent, a host's row kept
+    /// from before a kill, or from a thread closed and opened again,
+    /// answered the new parent's first request.
+    pub(crate) fn approvals_after(&self) -> u64 {
+        let taken = self
+            .approval_blocks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let block = self
+            .session
+            .saturating_sub(1)
+            .saturating_mul(BLOCKS_PER_SESSION)
+            .saturating_add(taken.min(BLOCKS_PER_SESSION - 1));
+        block.saturating_mul(APPROVALS_PER_BLOCK)
     }
 
     /// The store's directory.
@@ -181,7 +201,8 @@ impl EnvelopeStore {
     /// A link to a later run (`continued_as`), a claim and the thread it
     /// belongs to, once held, are kept: a copy taken before another
     /// thread resumed the child or took its result (an earlier session's
-    /// child, which any thread may read) never erases them.
+    /// child written for no thread, which any thread may read) never
+    /// erases them.
     ///
     /// [`get`]: EnvelopeStore::get
     pub fn save(&self, envelope: &Envelope) -> Result<(), StoreError> {

@@ -72,13 +72,18 @@ pub(super) fn is_temp_name(name: &str) -> bool {
     let Some((target, unique)) = rest.rsplit_once('.') else {
         return false;
     };
+    let unique_ok = unique.len() == TEMP_UNIQUE_LEN
+        && unique
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    // The session count's own (`..subagents-session.<hex>.subagents-tmp`).
+    if target == super::lock::SESSION_NAME {
+        return unique_ok;
+    }
     let Some(stem) = target.strip_suffix(JSON_EXT) else {
         return false;
     };
-    unique.len() == TEMP_UNIQUE_LEN
-        && unique
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    unique_ok
         && !stem.is_empty()
         && stem
             .bytes()

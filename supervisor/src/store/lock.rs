@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use crate::store::files::LOCK_NAME;
+use crate::store::files::{LOCK_NAME, write_atomic};
 use crate::store::report::StoreError;
 
 /// The file counting the stores that opened the directory (a decimal
@@ -12,9 +12,9 @@ use crate::store::report::StoreError;
 pub(super) const SESSION_NAME: &str = ".subagents-session";
 
 /// This open's session: one more than the number the directory's session
-/// file holds (1 for a directory that has none), written back. Written
-/// in place once an open holds the lock: a file a kill cut short, or one
-/// that cannot be read or written, counts as none (a warning says so).
+/// file holds (1 for a directory that has none), written back atomically
+/// once the open holds the lock. One that cannot be read or written
+/// counts as none (a warning says so).
 pub(super) fn next_session(dir: &Path) -> u64 {
     let path = dir.join(SESSION_NAME);
     let last = match fs::read_to_string(&path) {
@@ -29,12 +29,9 @@ pub(super) fn next_session(dir: &Path) -> u64 {
         }
     };
     let session = last.saturating_add(1);
-    let written = fs::File::create(&path).and_then(|mut file| {
-        use std::io::Write as _;
-        file.write_all(session.to_string().as_bytes())?;
-        file.sync_all()
-    });
-    if let Err(error) = written {
+    // Atomic: a kill cutting an in-place write short read as no count at
+    // all, and numbering started over.
+    if let Err(error) = write_atomic(&path, session.to_string().as_bytes()) {
         tracing::warn!(path = %path.display(), %error, "the session count cannot be written");
     }
     session

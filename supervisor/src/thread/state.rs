@@ -135,18 +135,11 @@ impl EnvelopeArchive for Archive {
         self.store.resume_failed(id);
     }
 
-    /// A million numbers a session: its parent's first approval after a
-    /// restart is `parent-approval-1000001` in the second, and so on.
+    /// A block of numbers of its own (see [`EnvelopeStore::approvals_after`]).
     fn approvals_after(&self) -> u64 {
-        self.store
-            .session()
-            .saturating_sub(1)
-            .saturating_mul(APPROVALS_PER_SESSION)
+        self.store.approvals_after()
     }
 }
-
-/// How many approvals a parent's session has numbers for.
-const APPROVALS_PER_SESSION: u64 = 1_000_000;
 
 impl HubObserver for Observer {
     fn finished(&self, envelope: &Envelope) {
