@@ -163,3 +163,27 @@ async fn an_approval_id_of_an_earlier_session_never_answers_a_new_request() {
     );
     thread.close_and_wait().await;
 }
+
+/// A thread whose hub crashed (it stays open, its children failed) read
+/// no earlier session's child any more: the hub let its archive go as it
+/// died (this session's fix for a killed thread's lock), and the thread
+/// asked only the hub. It reads the store for them itself.
+#[tokio::test]
+async fn a_thread_whose_hub_crashed_still_reads_its_earlier_children() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+    let store = open(&dir);
+    let model = ScriptedModel::new(vec![Reply::answer("Noted."); 2]);
+    let (thread, _events) = thread_on(model.shared(), store.clone(), 3).await;
+    let agent_1 = AgentId::new("agent_1");
+    assert!(thread.envelope(&agent_1).await.unwrap().is_some());
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.ok();
+    let read = thread.envelope(&agent_1).await.unwrap();
+    assert_eq!(
+        read.and_then(|e| e.result),
+        Some("first part done".to_owned())
+    );
+    thread.close_and_wait().await;
+}

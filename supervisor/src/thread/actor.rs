@@ -167,7 +167,7 @@ impl Actor for ThreadSupervisor {
                 state.ask_hub(&myself, reply, ask, ended);
             }
             ThreadMsg::Envelope { id, reply } => {
-                let _ = reply.send(state.parent.hub.status(&id));
+                let _ = reply.send(state.envelope(&id));
             }
             ThreadMsg::FlushPersistence(reply) => {
                 // Answered from the writer's side: the writes before it

@@ -413,6 +413,20 @@ impl ThreadState {
     }
 }
 
+impl ThreadState {
+    /// A child's envelope: the hub's (its book, or its archive), else —
+    /// once the hub is gone (it crashed, and its archive went with it) —
+    /// the store's, for a child of an earlier session this thread
+    /// reaches.
+    pub(super) fn envelope(&self, id: &AgentId) -> Option<Envelope> {
+        self.parent.hub.status(id).or_else(|| {
+            let store = self.store.as_ref()?;
+            let reaches = store.is_from_earlier_session(id) && store.belongs(id, self.id.as_ref());
+            reaches.then(|| store.get(id)).flatten()
+        })
+    }
+}
+
 /// Approval ids start with the asking agent's id (`parent-approval-1`,
 /// `agent_3-approval-2`): the answer goes to the parent or to the hub (and
 /// the child named). An answer whose target went away before replying —
