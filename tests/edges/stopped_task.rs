@@ -183,3 +183,49 @@ fn a_claim_written_to_the_archive_does_not_hold_a_stop_of_its_turn() {
         parts.shutdown_and_wait().await;
     });
 }
+
+/// Stopped midway, two workers (a hub killed while its children work):
+/// three callers end the children's turns as killed at once — each
+/// child's kill hook, the thread seeing its hub gone, and the hub's own
+/// state as it is dropped. One took a turn's ends and had not emitted
+/// yet when another, finding them taken, closed the child's sink with its
+/// terminal status: the `Result` and the cut call's answer went nowhere.
+/// The ends run one caller at a time.
+#[test]
+fn a_hub_killed_while_its_children_work_ends_each_turn_before_its_status() {
+    let runtime = workers(2);
+    runtime.block_on(async {
+        for round in 0..100 {
+            let (thread, mut events) =
+                ThreadHandle::spawn(parent(background_workers(&[600, 600, 600])), None)
+                    .await
+                    .unwrap();
+            thread.send_user("start").unwrap();
+            let mut log = Vec::new();
+            let mut in_tools = 0;
+            while in_tools < 3 {
+                let event = events.recv().await.unwrap();
+                if matches!(&event, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted(_)))
+                {
+                    in_tools += 1;
+                }
+                log.push(event);
+            }
+            thread.hub().actor().kill();
+            let mut ended = 0;
+            while ended < 3 {
+                let event = events.recv().await.unwrap();
+                if matches!(&event, AgentEvent::ChildStatus(_, s) if s.is_terminal()) {
+                    ended += 1;
+                }
+                log.push(event);
+            }
+            thread.close_and_wait().await;
+            while let Some(event) = events.recv().await {
+                log.push(event);
+            }
+            let checked = std::panic::catch_unwind(|| check_log(&log, true));
+            assert!(checked.is_ok(), "round {round}: {log:#?}");
+        }
+    });
+}

@@ -102,6 +102,9 @@ struct Counters {
     /// The hub is in its `post_stop`, ending its children itself
     /// ([`Book::stopping_itself`]).
     stopping_itself: std::sync::atomic::AtomicBool,
+    /// Held while the children's turns are ended as killed: one caller at
+    /// a time (see `Book::end_turns_as_killed`).
+    ending_killed: std::sync::Mutex<()>,
 }
 
 impl Default for Book {
