@@ -218,32 +218,8 @@ async fn a_thread_cannot_reach_a_child_another_thread_made() {
 async fn a_huge_stored_id_does_not_crash_the_thread() {
     for huge in ["agent_18446744073709551615", "agent_18446744073709551614"] {
         let dir = tempfile::tempdir().unwrap();
-        let envelope = Envelope {
-            id: AgentId::new(huge),
-            name: "old".into(),
-            parent_tool_use_id: ToolUseId::new("c"),
-            task: "t".into(),
-            tools: vec![],
-            status: SubAgentStatus::Done,
-            background: true,
-            requested_at_ms: 1_700_000_000_000,
-            started_at_ms: None,
-            finished_at_ms: Some(1_700_000_000_000),
-            elapsed: Duration::ZERO,
-            tool_calls: 0,
-            last_tool: None,
-            usage: Default::default(),
-            model_calls: 0,
-            children_usage: Default::default(),
-            result: Some("r".into()),
-            error: None,
-            claimed: false,
-            wake_owed: false,
-            depth: 1,
-            resumed_from: None,
-            continued_as: None,
-            thread: None,
-        };
+        // Finished long before the manual clock's now (kept, not pruned).
+        let envelope = common::store::finished_envelope(huge, 1_700_000_000_000);
         std::fs::write(
             dir.path().join(format!("{huge}.json")),
             serde_json::to_vec(&envelope).unwrap(),
