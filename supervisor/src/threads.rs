@@ -9,7 +9,11 @@ use subagents_messages::ThreadId;
 use crate::thread::{ThreadConfig, ThreadError, ThreadHandle};
 
 /// Every open thread, and which one is on screen. Dropped, it closes
-/// none of them: [`Threads::delete`] each first.
+/// none of them: [`Threads::delete`] each first. A thread closed through
+/// its handle (`ThreadHandle::close`) stays here — with what its handle
+/// holds: its hub's book, every child's envelope and conversation —
+/// until [`Threads::delete`] (which takes a closed one too) or an `open`
+/// of its id: a long-lived host deletes what it closes.
 #[derive(Debug, Default)]
 pub struct Threads {
     threads: HashMap<ThreadId, ThreadHandle>,
