@@ -238,7 +238,10 @@ impl Actor for Hub {
         // killed under this stop (`HubHandle::fail_unfinished`).
         let _stopping = state.book.stopping_itself();
         state.stop_all_now().await;
-        // A closed thread's handles keep no store open.
+        // A closed thread's handles keep no store open. Here, not only in
+        // the state's drop (which a kill reaches): after a stop ractor
+        // hands the state to the supervisor in the termination event, so
+        // its drop may come after the host saw the thread closed.
         if let Some(archive) = &state.archive {
             archive.let_go();
         }

@@ -69,23 +69,15 @@ impl Book {
     /// What a finished child goes on from (`None` while it runs, or for a
     /// child restored from a store without its request).
     pub(crate) fn resume_from(&self, id: &AgentId) -> Option<ResumeFrom> {
-        let (seed, kept, status) = {
+        let (seed, status) = {
             let entry = self.entries.get(id)?;
             if !entry.envelope.status.is_terminal() {
                 return None;
             }
-            let kept = match entry.prefix_of {
-                Some(_) => None,
-                None => Some(entry.conversation.clone()),
-            };
-            (entry.seed.clone()?, kept, entry.envelope.status)
+            (entry.seed.clone()?, entry.envelope.status)
         };
-        let kept = match kept {
-            Some(kept) => kept.map(|c| c.as_ref().clone()),
-            // Folded into the run it went on as: its start.
-            None => self.conversation(id),
-        };
-        let mut conversation = match kept {
+        // What it kept, or — folded into the run it went on as — its start.
+        let mut conversation = match self.conversation(id) {
             // Empty: the run ended (or its process died) before its turn
             // wrote anything — queued, or in its first model call.
             Some(conversation) if !conversation.is_empty() => conversation,

@@ -327,9 +327,15 @@ impl EnvelopeStore {
     /// that thread, or none (a thread opened without an id wrote it, or a
     /// file from before threads were kept: the first thread shown takes
     /// those, as every thread did before).
-    pub(crate) fn belongs(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
+    fn belongs(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
         self.get(id)
             .is_none_or(|e| e.thread.is_none() || e.thread.as_ref() == thread)
+    }
+
+    /// The child `id` is one of an earlier session that `thread` may read,
+    /// claim or resume: its own, or one written for no thread.
+    pub(crate) fn reaches(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
+        self.is_from_earlier_session(id) && self.belongs(id, thread)
     }
 
     /// Notes the finished children whose wake the last process owed its

@@ -226,8 +226,19 @@ impl ThreadHandle {
     pub fn switch_away(
         &self,
     ) -> impl std::future::Future<Output = Result<usize, ThreadError>> + Send + 'static {
+        self.ask(|reply| ThreadMsg::SwitchAway(Some(reply)))
+    }
+
+    /// Sends the message `make` builds now — not when the future is first
+    /// polled — and returns a future of its answer (`Closed` once the
+    /// thread is, or if it went away unanswered). The future's type holds
+    /// `make`'s, so a caller's closure owns what it takes (`move`).
+    fn ask<T: Send + 'static>(
+        &self,
+        make: impl FnOnce(ractor::RpcReplyPort<T>) -> ThreadMsg,
+    ) -> impl std::future::Future<Output = Result<T, ThreadError>> + Send + 'static {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = self.cast(ThreadMsg::SwitchAway(Some(reply.into())));
+        let sent = self.cast(make(reply.into()));
         async move {
             sent?;
             answer.await.map_err(|_| ThreadError::Closed)
@@ -245,26 +256,15 @@ impl ThreadHandle {
         id: &AgentId,
     ) -> impl std::future::Future<Output = Result<SubAgentStatus, ThreadError>> + Send + 'static
     {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = if self.is_closing() {
-            Err(ThreadError::Closed)
-        } else {
-            self.cast(ThreadMsg::StopChild {
-                id: id.clone(),
-                reply: reply.into(),
-            })
-        };
+        let id = id.clone();
+        let answer = self.ask(move |reply| ThreadMsg::StopChild { id, reply });
         async move {
-            sent?;
-            answer
-                .await
-                .map_err(|_| ThreadError::Closed)?
-                .map_err(|refused| match refused {
-                    Refused::UnknownChild(id) => ThreadError::UnknownChild(id),
-                    // A stop answers only UnknownChild or Closed (see
-                    // `HubHandle::stop`).
-                    _ => ThreadError::Closed,
-                })
+            answer.await?.map_err(|refused| match refused {
+                Refused::UnknownChild(id) => ThreadError::UnknownChild(id),
+                // A stop answers only UnknownChild or Closed (see
+                // `HubHandle::stop`).
+                _ => ThreadError::Closed,
+            })
         }
     }
 
@@ -289,15 +289,13 @@ impl ThreadHandle {
         id: ApprovalId,
         decision: ApprovalDecision,
     ) -> impl std::future::Future<Output = Result<(), ThreadError>> + Send + 'static {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = self.cast(ThreadMsg::ResolveApproval {
+        let answer = self.ask(move |reply| ThreadMsg::ResolveApproval {
             id,
             decision,
-            reply: reply.into(),
+            reply,
         });
         async move {
-            sent?;
-            answer.await.map_err(|_| ThreadError::Closed)??;
+            answer.await??;
             Ok(())
         }
     }

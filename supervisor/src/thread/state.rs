@@ -97,7 +97,7 @@ pub(super) struct Archive {
 /// took the wake owed to the other's parent).
 impl Archive {
     fn reaches(&self, id: &AgentId) -> bool {
-        self.store.is_from_earlier_session(id) && self.store.belongs(id, self.thread.as_ref())
+        self.store.reaches(id, self.thread.as_ref())
     }
 }
 
@@ -421,8 +421,10 @@ impl ThreadState {
     pub(super) fn envelope(&self, id: &AgentId) -> Option<Envelope> {
         self.parent.hub.status(id).or_else(|| {
             let store = self.store.as_ref()?;
-            let reaches = store.is_from_earlier_session(id) && store.belongs(id, self.id.as_ref());
-            reaches.then(|| store.get(id)).flatten()
+            store
+                .reaches(id, self.id.as_ref())
+                .then(|| store.get(id))
+                .flatten()
         })
     }
 }

@@ -52,6 +52,18 @@ impl Book {
             Option<Probe>,
             Option<Closer>,
         );
+        // One caller at a time — the children's kill hooks, the thread
+        // seeing its hub gone and the hub's state dropped may all run at
+        // once on several workers: one took a turn's ends and had not
+        // emitted them when another, finding them taken, closed the
+        // child's sink with its status, and the `Result` and the cut
+        // call's answer went nowhere. Taken by no one holding another
+        // lock (each caller is a drop or a handler), so it orders first.
+        let _one_at_a_time = self
+            .counters
+            .ending_killed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut open: Vec<Open> = self
             .entries
             .iter()
@@ -67,18 +79,6 @@ impl Book {
             })
             .collect();
         open.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
-        // One caller at a time — the children's kill hooks, the thread
-        // seeing its hub gone and the hub's state dropped may all run at
-        // once on several workers: one took a turn's ends and had not
-        // emitted them when another, finding them taken, closed the
-        // child's sink with its status, and the `Result` and the cut
-        // call's answer went nowhere. Taken by no one holding another
-        // lock (each caller is a drop or a handler), so it orders first.
-        let _one_at_a_time = self
-            .counters
-            .ending_killed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // No map guard is held: ending a turn emits and takes its lock.
         for (_, _, id, probe, closer) in open {
             if let Some(probe) = probe {

@@ -11,8 +11,9 @@ impl HubHandle {
     /// A tool call took a finished child's result (its output is settled,
     /// see [`ToolCallContext::settle`](crate::ToolCallContext::settle)):
     /// marks it claimed at once, so no wake follows, and has the hub tell
-    /// its observers. `false` when it was claimed before or has not
-    /// finished.
+    /// its observers ([`Claimed::Here`]); [`Claimed::No`] when it was
+    /// claimed before or has not finished.
+    ///
     /// An earlier session's child the book does not hold is
     /// [`Claimed::Archived`]: the caller records it with
     /// [`HubHandle::claim_archived`] once it holds no lock (the archive
