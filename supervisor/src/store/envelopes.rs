@@ -18,7 +18,7 @@ use crate::store::files::{
     is_expired, is_temp_name, move_aside, named_child, parse_envelope, sync_dir_best_effort,
     write_atomic,
 };
-use crate::store::lock::{SESSION_NAME, lock_dir, next_session};
+use crate::store::lock::{LAST_SESSION, SESSION_NAME, lock_dir, next_session};
 use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
 
 /// Envelopes of one session, in memory and on disk. `Send + Sync`; its
@@ -54,10 +54,10 @@ pub struct EnvelopeStore {
     /// The directory's lock, held for the store's life (released when the
     /// file closes, a crash included); `None` where none can be taken.
     _lock: Vec<fs::File>,
-    /// This open's number among those of the directory (1 for the first).
-    session: u64,
-    /// Blocks of approval numbers handed to threads' parents this session.
-    approval_blocks: std::sync::atomic::AtomicU64,
+    /// The session whose approval blocks threads' parents take (this
+    /// open's number among the directory's, 1 for the first; a new one
+    /// once its blocks are spent) and how many it handed out.
+    numbering: Mutex<(u64, u64)>,
 }
 
 /// Writes whose last attempt failed.
@@ -80,7 +80,7 @@ impl fmt::Debug for EnvelopeStore {
 /// Approval numbers a thread's parent has to itself.
 pub(crate) const APPROVALS_PER_BLOCK: u64 = 1_000_000;
 /// Blocks of approval numbers a session has.
-const BLOCKS_PER_SESSION: u64 = 1_000_000;
+pub(super) const BLOCKS_PER_SESSION: u64 = 1_000_000;
 
 impl EnvelopeStore {
     /// How long an envelope is kept after it finished (or was requested,
@@ -89,7 +89,8 @@ impl EnvelopeStore {
 
     /// Opens (creating it if missing) the store in `dir` with the default
     /// retention ([`EnvelopeStore::DEFAULT_RETENTION`]): loads every envelope, reports and moves aside
-    /// corrupt files, removes stray temporary files, then prunes.
+    /// corrupt files, removes stray temporary files, then prunes. A
+    /// relative `dir` is resolved against the working directory now, once.
     pub fn open(
         dir: impl Into<PathBuf>,
         clock: Arc<dyn Clock>,
@@ -105,15 +106,20 @@ impl EnvelopeStore {
         retention: Duration,
     ) -> Result<(EnvelopeStore, LoadReport), StoreError> {
         let dir = dir.into();
+        // Absolute: a relative one named another directory once the
+        // process changed its working directory (a host, a tool), and the
+        // store wrote, pruned and resumed there, outside its lock.
+        let dir = std::path::absolute(&dir).map_err(|source| StoreError::Dir {
+            path: dir.clone(),
+            source,
+        })?;
         create_private_dir(&dir, true).map_err(|source| StoreError::Dir {
             path: dir.clone(),
             source,
         })?;
         let lock = lock_dir(&dir)?;
-        let session = next_session(&dir);
         let store = EnvelopeStore {
-            session,
-            approval_blocks: std::sync::atomic::AtomicU64::new(0),
+            numbering: Mutex::new((0, 0)),
             dir,
             clock,
             retention,
@@ -128,8 +134,12 @@ impl EnvelopeStore {
             _lock: lock,
         };
         let (mut report, named) = store.load()?;
+        // After the load, which removed the stale temporary files: one a
+        // killed process left under this process's id blocked the write.
+        let session = next_session(&store.dir)?;
         let loaded: Vec<AgentId> = store.map.iter().map(|e| e.key().clone()).collect();
         let store = EnvelopeStore {
+            numbering: Mutex::new((session, 0)),
             // Past every id a file names too (a corrupt one moved aside,
             // an unreadable one, a run, a link): never handed out again.
             ids: ChildIds::after(loaded.iter().chain(&named)),
@@ -152,15 +162,24 @@ impl EnvelopeStore {
     /// from before a kill, or from a thread closed and opened again,
     /// answered the new parent's first request.
     pub(crate) fn approvals_after(&self) -> u64 {
-        let taken = self
-            .approval_blocks
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let block = self
-            .session
-            .saturating_sub(1)
-            .saturating_mul(BLOCKS_PER_SESSION)
-            .saturating_add(taken.min(BLOCKS_PER_SESSION - 1));
-        block.saturating_mul(APPROVALS_PER_BLOCK)
+        let mut numbering = self
+            .numbering
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (session, taken) = &mut *numbering;
+        if *taken == BLOCKS_PER_SESSION {
+            // Spent (a million threads opened in one process's life): a
+            // new session, counted on disk as an open's is.
+            let _io = self.lock_io();
+            *session = next_session(&self.dir).unwrap_or_else(|error| {
+                tracing::warn!(%error, "the next session is not counted on disk");
+                (*session + 1).min(LAST_SESSION)
+            });
+            *taken = 0;
+        }
+        let block = (*session - 1) * BLOCKS_PER_SESSION + *taken;
+        *taken += 1;
+        block * APPROVALS_PER_BLOCK
     }
 
     /// The store's directory.
@@ -347,6 +366,16 @@ impl EnvelopeStore {
             named.extend(named_child(&name));
             let is_file = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
             if !is_file {
+                // A link or a folder under an envelope's name is not read
+                // (as a run's is not), but said: the model read "no such
+                // sub-agent", and the host had no word of why.
+                if name.ends_with(JSON_EXT) && !name.starts_with('.') {
+                    report.unreadable.push(CorruptFile {
+                        path,
+                        error: "not a regular file (a link or a folder); left in place".into(),
+                        moved_to: None,
+                    });
+                }
                 continue;
             }
             if is_temp_name(&name) {

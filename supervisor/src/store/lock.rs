@@ -2,8 +2,10 @@
 //! for its life, and the count of sessions that opened the directory.
 
 use std::fs;
+use std::io::{self, Read};
 use std::path::Path;
 
+use crate::store::envelopes::{APPROVALS_PER_BLOCK, BLOCKS_PER_SESSION};
 use crate::store::files::{LOCK_NAME, write_atomic};
 use crate::store::report::StoreError;
 
@@ -11,36 +13,68 @@ use crate::store::report::StoreError;
 /// number).
 pub(super) const SESSION_NAME: &str = ".subagents-session";
 
-/// This open's session: one more than the number the directory's session
+/// The last session whose approval numbers fit in a `u64`: a session
+/// has [`BLOCKS_PER_SESSION`] blocks of [`APPROVALS_PER_BLOCK`].
+pub(super) const LAST_SESSION: u64 = u64::MAX / (BLOCKS_PER_SESSION * APPROVALS_PER_BLOCK);
+
+/// Longest text a session count is read as (a `u64` has 20 digits).
+const COUNT_BYTES: u64 = 64;
+
+/// The next session: one more than the number the directory's session
 /// file holds (1 for a directory that has none), written back atomically
-/// once the open holds the lock. One that cannot be read or written
-/// counts as none (a warning says so).
-pub(super) fn next_session(dir: &Path) -> u64 {
+/// (the caller holds the lock). A count that cannot be read or written is
+/// an error, not a fresh start: the parents of the next session would
+/// number their approvals as this one's, and a host's row kept from
+/// before a restart would answer a new request.
+pub(super) fn next_session(dir: &Path) -> Result<u64, StoreError> {
     let path = dir.join(SESSION_NAME);
-    let last = match fs::read_to_string(&path) {
-        Ok(text) => text.trim().parse::<u64>().unwrap_or_else(|_| {
-            tracing::warn!(path = %path.display(), "an unreadable session count, taken as none");
-            0
-        }),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(error) => {
-            tracing::warn!(path = %path.display(), %error, "the session count cannot be read, taken as none");
-            0
+    let fail = |problem: &str, source: Option<io::Error>| StoreError::OwnFile {
+        path: path.clone(),
+        problem: problem.to_owned(),
+        source,
+    };
+    let last = match fs::symlink_metadata(&path) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => 0,
+        Err(error) => return Err(fail("cannot be read", Some(error))),
+        // A FIFO or a link to one held the open for ever; `/dev/zero`
+        // grew without end.
+        Ok(meta) if !meta.file_type().is_file() => {
+            return Err(fail("is not a regular file", None));
+        }
+        Ok(_) => {
+            let mut text = String::new();
+            fs::File::open(&path)
+                .and_then(|file| file.take(COUNT_BYTES).read_to_string(&mut text))
+                .map_err(|error| fail("cannot be read", Some(error)))?;
+            text.trim().parse::<u64>().map_err(|_| {
+                fail(
+                    &format!("holds {:?}, not a count of sessions", text.trim()),
+                    None,
+                )
+            })?
         }
     };
-    let session = last.saturating_add(1);
+    if last >= LAST_SESSION {
+        return Err(fail(
+            &format!(
+                "counts {last} sessions: no approval numbers are left past them (the last is {LAST_SESSION})"
+            ),
+            None,
+        ));
+    }
+    let session = last + 1;
     // Atomic: a kill cutting an in-place write short read as no count at
     // all, and numbering started over.
-    if let Err(error) = write_atomic(&path, session.to_string().as_bytes()) {
-        tracing::warn!(path = %path.display(), %error, "the session count cannot be written");
-    }
-    session
+    write_atomic(&path, session.to_string().as_bytes())
+        .map_err(|error| fail("cannot be written", Some(error)))?;
+    Ok(session)
 }
 
-/// Takes the directory's lock file, or says which store holds it. Only a
-/// lock another store holds is an error: a directory where the lock file
-/// cannot be made (read-only: nothing will be written anyway) or a
-/// filesystem without `flock` opens unlocked, with a warning. A held lock
+/// Takes the directory's lock file, or says which store holds it. A lock
+/// another store holds is an error, and so is a lock file that is no
+/// regular file; a lock file that cannot be made or a filesystem without
+/// `flock` goes on unlocked, with a warning (a directory that cannot be
+/// written then fails at its count of sessions). A held lock
 /// is tried again for a moment first: a process forking (to run a
 /// command) holds a copy of every open file until it execs, a closed
 /// store's lock with it.
@@ -69,6 +103,17 @@ pub(super) fn lock_dir(dir: &Path) -> Result<Vec<fs::File>, StoreError> {
             lock: path.clone(),
         })
     };
+    // Not a regular file (a FIFO, a link): opening it for writing blocked
+    // for ever. A missing one is made below.
+    if let Ok(meta) = fs::symlink_metadata(&path)
+        && !meta.file_type().is_file()
+    {
+        return Err(StoreError::OwnFile {
+            path,
+            problem: "is not a regular file".into(),
+            source: None,
+        });
+    }
     let mut held = Vec::new();
     if let Ok(directory) = fs::File::open(dir)
         && locked(&directory)?
@@ -98,3 +143,36 @@ pub(super) fn lock_dir(dir: &Path) -> Result<Vec<fs::File>, StoreError> {
 
 /// Tries of a held lock before `Locked` (10 ms apart).
 const LOCK_TRIES: u32 = 20;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use subagents_actors::clock::ManualClock;
+
+    use crate::store::EnvelopeStore;
+    use crate::store::envelopes::{APPROVALS_PER_BLOCK, BLOCKS_PER_SESSION};
+
+    /// Repeated (a long-lived server): the millionth thread opened in one
+    /// session and every one after it got the session's last block — two
+    /// threads' parents numbered their approvals alike. A spent session
+    /// takes the next count, written as an open's is.
+    #[test]
+    fn a_session_whose_blocks_are_spent_takes_the_next() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock).unwrap();
+        let count = || std::fs::read_to_string(tmp.path().join(".subagents-session")).unwrap();
+        assert_eq!(store.approvals_after(), 0);
+        let mut last = 0;
+        for _ in 1..BLOCKS_PER_SESSION {
+            last = store.approvals_after();
+        }
+        assert_eq!(last, (BLOCKS_PER_SESSION - 1) * APPROVALS_PER_BLOCK);
+        assert_eq!(count(), "1");
+        let next = store.approvals_after();
+        assert_eq!(next, BLOCKS_PER_SESSION * APPROVALS_PER_BLOCK);
+        assert_eq!(count(), "2");
+        assert_eq!(store.approvals_after(), next + APPROVALS_PER_BLOCK);
+    }
+}

@@ -48,6 +48,25 @@ pub enum StoreError {
         /// The lock file.
         lock: PathBuf,
     },
+    /// One of the store's own files beside the envelopes — its lock
+    /// (`.subagents-lock`) or its count of sessions
+    /// (`.subagents-session`) — is not a regular file (a FIFO held the
+    /// open for ever), or the count cannot be read or written, or is
+    /// spent. The store does not open: with its count unknown its
+    /// threads' parents would number their approvals as another session's,
+    /// and a host's row kept across a restart would answer a request the
+    /// user never saw. Remove or repair the file (a missing count starts
+    /// from 1) or make the directory writable.
+    #[error("the store's own file {path} {problem}")]
+    OwnFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+        /// The I/O error, when one was.
+        #[source]
+        source: Option<io::Error>,
+    },
     /// An expired envelope's file could not be removed.
     #[error("could not remove envelope file {path}: {source}")]
     Remove {
@@ -67,6 +86,7 @@ impl StoreError {
             | StoreError::Write { path, .. }
             | StoreError::Encode { path, .. }
             | StoreError::Remove { path, .. }
+            | StoreError::OwnFile { path, .. }
             | StoreError::Locked { path, .. } => path,
         }
     }
@@ -77,7 +97,13 @@ impl StoreError {
             StoreError::Dir { source, .. }
             | StoreError::Write { source, .. }
             | StoreError::Remove { source, .. } => source,
-            StoreError::Encode { .. } | StoreError::Locked { .. } => return false,
+            StoreError::OwnFile {
+                source: Some(source),
+                ..
+            } => source,
+            StoreError::OwnFile { source: None, .. }
+            | StoreError::Encode { .. }
+            | StoreError::Locked { .. } => return false,
         };
         matches!(
             source.kind(),
@@ -118,7 +144,8 @@ pub struct LoadReport {
     pub loaded: usize,
     /// Corrupt files: skipped, reported, moved aside.
     pub corrupt: Vec<CorruptFile>,
-    /// Files that could not be read (I/O errors), or envelopes this
+    /// Files that could not be read (I/O errors; a link or a folder under
+    /// an envelope's name, not followed), or envelopes this
     /// version cannot decode filed under their own id (another version's:
     /// a status or field it does not know): skipped, left in place, their
     /// ids never handed out and their runs kept.

@@ -6,6 +6,7 @@
 mod crash;
 mod files;
 mod locking;
+mod own_files;
 mod pruning;
 mod write_errors;
 

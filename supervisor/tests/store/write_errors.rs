@@ -152,8 +152,14 @@ fn disk_full_save_returns_a_write_error_naming_the_path_and_keeps_the_envelope()
     let err = store.save(&changed).unwrap_err();
     assert!(err.is_disk_full(), "{err:?}");
     assert_eq!(store.get(&before.id), Some(changed));
-    drop(filler);
-    let (reopened, report) = reopen(store, &dir, &clock);
+    drop((filler, store));
+    // Opened again on the full disk: its count of sessions cannot be
+    // written (its parents would number approvals as this session's).
+    let err = EnvelopeStore::open(&dir, clock.clone()).unwrap_err();
+    assert!(err.is_disk_full(), "{err:?}");
+    assert!(matches!(err, StoreError::OwnFile { .. }), "{err:?}");
+    fs::remove_file(mount.dir.join("filler")).unwrap();
+    let (reopened, report) = EnvelopeStore::open(&dir, clock.clone()).unwrap();
     assert!(report.corrupt.is_empty() && report.temp_removed.is_empty());
     assert_eq!(reopened.get(&before.id), Some(before));
     assert_eq!(reopened.get(&AgentId::new("agent_2")), None);

@@ -1,0 +1,104 @@
+//! The store's own files beside the envelopes (its lock, its count of
+//! sessions), and entries under an envelope's name that are no file.
+
+use super::*;
+
+/// Foreign or damaged input: a count of sessions the open could not keep
+/// (not a number, past the last session whose approval numbers fit in a
+/// `u64`, a folder where the file is) was taken as none or used unwritten
+/// — the next session's parents numbered their approvals as this one's,
+/// and a host's row kept across the restart answered a new request; a
+/// count of 99,999,999 saturated every parent's base to `u64::MAX` (the
+/// first approval overflowed). The open fails, naming the file.
+#[test]
+fn a_session_count_that_cannot_be_kept_fails_the_open() {
+    let count = |dir: &Path| dir.join(".subagents-session");
+    let refused = |dir: &Path| match EnvelopeStore::open(dir, clock(T0)) {
+        Err(StoreError::OwnFile { path, problem, .. }) => {
+            assert_eq!(path, count(dir));
+            problem
+        }
+        other => panic!("opened: {:?}", other.map(|(_, report)| report)),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(count(tmp.path()), "not a number").unwrap();
+    assert!(refused(tmp.path()).contains("not a count"));
+
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(count(tmp.path()), "99999999").unwrap();
+    assert!(refused(tmp.path()).contains("no approval numbers are left"));
+    // The last session that fits still opens.
+    fs::write(count(tmp.path()), "18446743").unwrap();
+    drop(open(tmp.path(), &clock(T0)));
+    assert_eq!(fs::read_to_string(count(tmp.path())).unwrap(), "18446744");
+    assert!(refused(tmp.path()).contains("no approval numbers are left"));
+
+    let tmp = tempfile::tempdir().unwrap();
+    fs::create_dir(count(tmp.path())).unwrap();
+    assert!(refused(tmp.path()).contains("not a regular file"));
+
+    // Counted from 1, one more per open.
+    let tmp = tempfile::tempdir().unwrap();
+    drop(open(tmp.path(), &clock(T0)));
+    drop(open(tmp.path(), &clock(T0)));
+    assert_eq!(fs::read_to_string(count(tmp.path())).unwrap(), "2");
+}
+
+/// Foreign input: a FIFO where the store's lock or its count is held the
+/// open for ever (opening it blocks until another end opens; a link to
+/// `/dev/zero` read without end). Only a regular file is taken.
+#[test]
+fn a_lock_or_count_that_is_no_regular_file_fails_the_open() {
+    for (name, fifo) in [
+        (".subagents-lock", true),
+        (".subagents-session", true),
+        (".subagents-session", false),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(name);
+        if fifo {
+            let made = Command::new("mkfifo").arg(&path).status().unwrap();
+            assert!(made.success());
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        }
+        let (tx, rx) = mpsc::channel();
+        let dir = tmp.path().to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(match EnvelopeStore::open(&dir, clock(T0)) {
+                Err(StoreError::OwnFile { path, .. }) => Some(path),
+                _ => None,
+            });
+        });
+        let answer = rx.recv_timeout(Duration::from_secs(5));
+        assert_eq!(
+            answer,
+            Ok(Some(path.clone())),
+            "{name}: the open did not return"
+        );
+    }
+}
+
+/// Foreign input: a link or a folder under an envelope's name was skipped
+/// at open with no word in the report — the model read "no such
+/// sub-agent", and the host had nothing telling it why. It is listed as
+/// unreadable, left in place and not followed.
+#[test]
+fn a_link_under_an_envelopes_name_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let store = open(&dir, &clock(T0));
+    store.save(&envelope("agent_3", T0, Some(T0))).unwrap();
+    drop(store);
+    let backup = tmp.path().join("agent_3.json");
+    fs::rename(dir.join("agent_3.json"), &backup).unwrap();
+    std::os::unix::fs::symlink(&backup, dir.join("agent_3.json")).unwrap();
+    fs::create_dir(dir.join("agent_4.json")).unwrap();
+    let (store, report) = EnvelopeStore::open(&dir, clock(T0)).unwrap();
+    let listed: Vec<&Path> = report.unreadable.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(listed, [dir.join("agent_3.json"), dir.join("agent_4.json")]);
+    assert!(report.unreadable[0].error.contains("not a regular file"));
+    assert_eq!(report.loaded, 0);
+    assert!(store.get(&AgentId::new("agent_3")).is_none());
+    assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_5")));
+}
