@@ -83,6 +83,12 @@ impl EventSink {
         (Self::from_target(Target::Root(tx)), EventStream { rx })
     }
 
+    /// A sink nobody reads: what a stopped actor keeps in place of its
+    /// own, so the stream it wrote to ends whoever still holds its state.
+    pub(crate) fn unread() -> EventSink {
+        Self::channel().0
+    }
+
     /// A sink whose events reach this one as `AgentEvent::Child(id, ..)`.
     pub fn nested(&self, id: AgentId) -> EventSink {
         Self::from_target(Target::Forward {

@@ -132,6 +132,11 @@ async fn a_crashed_hub_leaves_a_final_envelope_for_every_child() {
         ))
     );
     assert_eq!(thread.switch_away().await, Ok(0));
+    // So does its usage (it was `Closed` too): the parent's turns and the
+    // failed child's tokens, read from the hub's book.
+    let mut expected = thread.parent_snapshot().await.unwrap().usage;
+    expected.add(envelope.usage);
+    assert_eq!(thread.usage().await, Ok(expected));
     thread.close_and_wait().await;
 }
 

@@ -92,6 +92,63 @@ async fn a_thread_can_be_linked_under_a_host_actor() {
     );
 }
 
+/// Held (a delegating agent spawned under a host actor): after a stop
+/// ractor hands the parent's state to its supervisor — the host — inside
+/// the termination event, read only between the host's handlers; the
+/// state held the stream's sender, so a host shutting the agent down in a
+/// handler and then draining its stream waited for ever. The agent lets
+/// go of its sink as it stops.
+#[tokio::test(start_paused = true)]
+async fn an_agent_spawned_under_a_host_lets_go_of_its_stream_as_it_stops() {
+    use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+    use subagents::actors::{DelegatingAgent, EventSink};
+
+    struct Host;
+    impl Actor for Host {
+        type Msg = ((DelegatingAgent, EventStream), RpcReplyPort<bool>);
+        type State = ();
+        type Arguments = ();
+        async fn pre_start(&self, _: ActorRef<Self::Msg>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+        async fn handle(
+            &self,
+            _: ActorRef<Self::Msg>,
+            ((agent, mut events), reply): Self::Msg,
+            _: &mut (),
+        ) -> Result<(), ActorProcessingErr> {
+            agent.shutdown_and_wait().await;
+            let drained = async { while events.recv().await.is_some() {} };
+            let ended = tokio::time::timeout(Duration::from_secs(3600), drained)
+                .await
+                .is_ok();
+            let _ = reply.send(ended);
+            Ok(())
+        }
+        async fn handle_supervisor_evt(
+            &self,
+            _: ActorRef<Self::Msg>,
+            _: SupervisionEvent,
+            _: &mut (),
+        ) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (sink, mut events) = EventSink::channel();
+    let agent = DelegationBuilder::new(background_workers(&[5]).shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .spawn_into(sink, Some(host.get_cell()))
+        .await
+        .unwrap();
+    let _result = agent.agent.queue_turn("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 30).await;
+    let ended = ractor::call!(host, |reply| ((agent, events), reply)).unwrap();
+    assert!(ended, "the stream never ended");
+}
+
 /// Closing a thread stops everything it made — its gate too — and leaves
 /// a gate the host shares between threads running.
 #[tokio::test(start_paused = true)]

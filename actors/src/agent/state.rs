@@ -477,6 +477,11 @@ impl Actor for AgentActor {
             }
         }
         state.end_queued();
+        // After a stop ractor hands this state to the supervisor inside
+        // the termination event, which a host's actor reads only between
+        // its handlers: a host that stopped its agent in a handler and
+        // then drained the stream waited for ever on this sender.
+        state.events = EventSink::unread();
         Ok(())
     }
 }

@@ -245,6 +245,9 @@ impl Actor for Hub {
         if let Some(archive) = &state.archive {
             archive.let_go();
         }
+        // Likewise its sinks: a host that stopped the hub's parent in a
+        // handler and then drained the stream waited for ever on them.
+        state.sinks = FxHashMap::default();
         Ok(())
     }
 }

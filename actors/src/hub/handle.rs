@@ -429,6 +429,13 @@ impl HubHandle {
         self.book.fail_unfinished(HUB_GONE, self.clock.now_ms())
     }
 
+    /// What every child of the hub used ([`HubSnapshot::usage`]), read
+    /// from its book: answered after the hub is gone too (a thread whose
+    /// hub crashed stays open, and its usage is still its usage).
+    pub fn usage(&self) -> subagents_messages::Usage {
+        self.book.totals().0
+    }
+
     /// The hub's counts.
     pub async fn snapshot(&self) -> Result<HubSnapshot, Closed> {
         ractor::call!(self.actor, HubMsg::Snapshot).map_err(|_| Closed::Hub)

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use subagents_actors::EventSink;
 use subagents_messages::AgentEvent;
 
 use crate::thread::msg::ThreadMsg;
@@ -302,6 +303,13 @@ impl Actor for ThreadSupervisor {
         // the notices the hub sent while stopping never reach this
         // stopped actor, so the envelopes are written from the hub's map.
         state.persist_remaining().await;
+        // After a stop ractor hands this state to the thread's supervisor
+        // inside the termination event, which a host's actor reads only
+        // between its handlers: a host closing the thread in a handler or
+        // its `post_stop` waited for ever on a stream whose last sender
+        // was here, and the store stayed locked. Both go now.
+        state.events = EventSink::channel().0;
+        state.store = None;
         Ok(())
     }
 }

@@ -156,16 +156,11 @@ impl ThreadHandle {
     /// count once (a child's tokens are not counted again through the
     /// `children_usage` of the turn that took its result). The parts:
     /// [`ThreadHandle::parent_snapshot`]`.usage` and the hub's
-    /// [`snapshot`](HubHandle::snapshot)`.usage`.
+    /// [`usage`](HubHandle::usage) (read from its book, so a thread whose
+    /// hub crashed still answers: it is open, not `Closed`).
     pub async fn usage(&self) -> Result<Usage, ThreadError> {
         let mut usage = self.parent_snapshot().await?.usage;
-        let children = self
-            .parts
-            .hub
-            .snapshot()
-            .await
-            .map_err(|_| ThreadError::Closed)?;
-        usage.add(children.usage);
+        usage.add(self.parts.hub.usage());
         Ok(usage)
     }
 

@@ -56,15 +56,19 @@ pub(super) enum Write {
 }
 
 /// The queue of a thread's writes; dropping it ends the writer once the
-/// queue is empty.
-#[derive(Debug, Clone)]
-pub(super) struct Writer(mpsc::UnboundedSender<Write>);
+/// queue is empty ([`Writer::finish`] waits for that).
+#[derive(Debug)]
+pub(super) struct Writer {
+    queue: mpsc::UnboundedSender<Write>,
+    /// The writer's task, which holds the store until it ends.
+    task: tokio::task::JoinHandle<()>,
+}
 
 impl Writer {
     /// Starts the writer of `store`; failures go to `errors`.
     pub(super) fn start(store: Arc<EnvelopeStore>, errors: PersistErrors) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<Write>();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             while let Some(write) = rx.recv().await {
                 if let Write::Flush(done) = write {
                     let _ = done.send(());
@@ -75,12 +79,19 @@ impl Writer {
                 let _ = tokio::task::spawn_blocking(move || do_write(&store, write, &errors)).await;
             }
         });
-        Self(tx)
+        Self { queue: tx, task }
     }
 
     /// Queues `write` (dropped if the writer is gone).
     pub(super) fn send(&self, write: Write) {
-        let _ = self.0.send(write);
+        let _ = self.queue.send(write);
+    }
+
+    /// Ends the writer once every write queued is done, and waits for it:
+    /// its store goes with it.
+    pub(super) async fn finish(self) {
+        drop(self.queue);
+        let _ = self.task.await;
     }
 
     /// Resolves once every write queued before it is done.
@@ -137,7 +148,7 @@ impl ThreadState {
     /// hold as it is now (used when the thread closes).
     pub(super) async fn persist_remaining(&mut self) {
         if let Some(writer) = self.writer.take() {
-            let _ = writer.flushed().await;
+            writer.finish().await;
         }
         let Some(store) = self.store.clone() else {
             return;
