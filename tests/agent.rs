@@ -203,7 +203,7 @@ async fn a_panicking_model_fails_the_turn_but_not_the_agent() {
     let (agent, _events, gate) = spawn(model, ToolRegistry::new(), Limits::default()).await;
     let result = agent.run("x").await.unwrap();
     assert!(
-        matches!(&result.outcome, Outcome::Failed(e) if e.contains("crashed: adapter bug")),
+        matches!(&result.outcome, Outcome::Failed(e) if e.contains("the model's stream panicked: adapter bug")),
         "{result:?}"
     );
     assert_gate_free(&gate).await;

@@ -15,7 +15,10 @@ pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelChunk, ModelError>>
 /// a model as `Arc<dyn Model>`.
 ///
 /// Implementations must not block the thread: all waiting goes through
-/// tokio (so a paused runtime drives them in virtual time).
+/// tokio (so a paused runtime drives them in virtual time). A panic in
+/// `stream`, in the stream's poll or in its drop is contained: the call
+/// fails with [`ModelError::Other`] naming it (a drop's is logged, and an
+/// answer already read stands).
 pub trait Model: Send + Sync + 'static {
     /// A name for logs and errors (e.g. `"qwen2.5-7b"`).
     fn name(&self) -> &str;
@@ -94,4 +97,73 @@ pub enum ModelError {
     /// Anything else (scripted errors use this).
     #[error("{0}")]
     Other(String),
+}
+
+/// A model's stream polled and dropped inside a panic guard, as a tool's
+/// future is: a host's stream that panicked in `poll_next` crashed the
+/// whole turn ("the agent's turn crashed"), and one whose `Drop` panicked
+/// turned a finished answer, or a wall-clock cut, into that crash — both
+/// at once aborted the process (a panic while unwinding). A panic in
+/// `poll_next` is the call's error (`ModelError::Other`, naming it) and
+/// ends the stream; one in `Drop` is logged.
+pub(crate) struct Contained(Option<ModelStream>);
+
+impl Contained {
+    /// `model`'s stream for `request`; a panic starting it is its error.
+    pub(crate) fn stream(model: &dyn Model, request: ModelRequest) -> Self {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.stream(request))) {
+            Ok(stream) => Self(Some(stream)),
+            Err(panic) => Self(Some(Box::pin(futures_util::stream::once(async move {
+                Err(panicked(panic.as_ref()))
+            })))),
+        }
+    }
+}
+
+fn panicked(panic: &(dyn std::any::Any + Send)) -> ModelError {
+    ModelError::Other(format!(
+        "the model's stream panicked: {}",
+        crate::tool::panic_message(panic)
+    ))
+}
+
+impl Stream for Contained {
+    type Item = Result<ModelChunk, ModelError>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let Some(stream) = self.0.as_mut() else {
+            return std::task::Poll::Ready(None);
+        };
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            stream.as_mut().poll_next(cx)
+        }));
+        match polled {
+            Ok(polled) => polled,
+            Err(panic) => {
+                drop_contained(self.0.take());
+                std::task::Poll::Ready(Some(Err(panicked(panic.as_ref()))))
+            }
+        }
+    }
+}
+
+impl Drop for Contained {
+    fn drop(&mut self) {
+        drop_contained(self.0.take());
+    }
+}
+
+fn drop_contained(stream: Option<ModelStream>) {
+    if let Some(stream) = stream
+        && let Err(panic) =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(stream)))
+    {
+        tracing::warn!(
+            panic = %crate::tool::panic_message(panic.as_ref()),
+            "a model's stream panicked as it was dropped"
+        );
+    }
 }

@@ -21,6 +21,13 @@ pub type ToolFuture = Pin<Box<dyn Future<Output = Result<String, ToolError>> + S
 /// a call's future where it waits (its `Drop` runs; a task it spawned
 /// runs on): answer it with [`ToolCallContext::settle`] or
 /// [`ToolCallContext::on_cut`] to choose what the model reads then.
+///
+/// A call must not block its thread: a stop, the wall clock and every
+/// other actor on that worker (the gate, the hub, other threads; the whole
+/// runtime on a current-thread one) wait until it yields. Run blocking
+/// work (a process, a slow file system, a large parse) with
+/// `tokio::task::spawn_blocking` and await it. Work that ran past the
+/// wall clock anyway ends the turn before anything else starts.
 pub trait Tool: Send + Sync + 'static {
     /// The name the model calls it by.
     fn name(&self) -> &str;

@@ -20,7 +20,9 @@ pub struct Limits {
     pub max_model_calls: u32,
     /// Prompt plus completion tokens per turn.
     pub token_budget: u64,
-    /// Time per turn, enforced during model calls and tools too.
+    /// Time per turn, enforced during model calls and tools too (where they
+    /// wait), and before each step: nothing starts past it, even after a
+    /// tool that worked past it without waiting.
     pub wall_clock: Duration,
 }
 

@@ -16,7 +16,7 @@ fn child_panic() {
             .error
             .as_deref()
             .unwrap()
-            .contains("crashed: index out of bounds in adapter")
+            .contains("stream panicked: index out of bounds in adapter")
     );
     assert!(tool_outputs(&report, "use_agent")[0].contains("\"status\":\"failed\""));
     assert_nothing_lost(&report);

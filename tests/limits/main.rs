@@ -8,6 +8,7 @@ mod common;
 
 mod caps;
 mod cut_calls;
+mod panics;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -383,4 +384,60 @@ async fn a_tool_call_whose_arguments_are_not_json_is_never_run() {
         output.starts_with("invalid arguments: not run, they are not valid JSON"),
         "{output}"
     );
+}
+
+/// A tool whose call does 10 s of work without waiting (a synchronous
+/// `Command::output()`, a large parse): it moves the paused clock on its
+/// first poll and returns.
+struct Busy;
+
+impl Tool for Busy {
+    fn name(&self) -> &str {
+        "busy"
+    }
+    fn description(&self) -> String {
+        "works 10 s without waiting".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async {
+            let advanced = tokio::time::advance(Duration::from_secs(10));
+            let _ = futures_util::FutureExt::now_or_never(advanced);
+            Ok("worked".into())
+        })
+    }
+}
+
+/// Misbehaving tool: the wall clock's timer fires only where the turn
+/// waits (tokio polls the turn before its timer), so a tool that worked
+/// past the limit without waiting let the turn go on — the answer's next
+/// call ran, the model was called again, and the turn ended `Completed`
+/// 5 s past its wall clock. A step about to start past it waits for the
+/// timer instead.
+#[tokio::test(start_paused = true)]
+async fn nothing_starts_after_the_wall_clock_ran_out() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let counted = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(ScriptedModel::new(vec![
+        Reply::new()
+            .tool_call("busy", "{}")
+            .tool_call("count", "{}"),
+        Reply::answer("finished"),
+    ]));
+    let tools = ToolRegistry::new()
+        .with(Busy)
+        .with(common::blocking::Count(counted.clone()));
+    let (agent, _events, gate) =
+        common::spawn_agent(model.clone(), tools, limits(Duration::from_secs(5))).await;
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::WallClock));
+    assert_eq!(
+        counted.load(Ordering::SeqCst),
+        0,
+        "a call started past the limit"
+    );
+    assert_eq!(model.calls(), 1, "a model call started past the limit");
+    common::assert_gate_free(&gate).await;
 }

@@ -48,6 +48,20 @@ impl TurnContext {
     pub(super) fn cut(&self, _held: &TurnState) -> bool {
         !self.sink.is_open()
     }
+
+    /// Before a step starts (a model call, a tool call): past the turn's
+    /// wall clock, it waits for the clock's timer instead, which then ends
+    /// the turn `LimitReached(WallClock)`. The timer fires only where the
+    /// turn waits — tokio polls the turn before its timer — so a turn
+    /// whose steps never waited (a tool's synchronous work, an
+    /// uncontended gate, a ready stream) started more tools and model
+    /// calls past its limit and could end `Completed`.
+    pub(super) async fn within_wall_clock(&self) {
+        let deadline = self.started.checked_add(self.config.limits.wall_clock);
+        if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// Runs a turn to its end under the wall clock; returns its result (not
@@ -75,6 +89,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     let config = &ctx.config;
     let limits = config.limits;
     loop {
+        ctx.within_wall_clock().await;
         // Destructured in place: a named `Option` of them lived across
         // the model call below, widening every waiting turn's future.
         let Some((progress, messages)) = ctx.with(|t| {
@@ -153,6 +168,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             // A cut call's arguments may be incomplete: none runs; the
             // model reads why and may try again.
             for call in &calls {
+                ctx.within_wall_clock().await;
                 call::refuse_call(
                     ctx,
                     call,
@@ -171,6 +187,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             continue;
         }
         for call in calls {
+            ctx.within_wall_clock().await;
             // Boxed: a tool call's future (approval, the tool) is larger
             // than a model call's, and would widen every waiting turn.
             Box::pin(call::run_call(ctx, &call)).await;
@@ -235,7 +252,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
         return Err(ModelEnd::Failed("the turn was stopped".to_owned()));
     }
     let mut call_usage = subagents_messages::Usage::default();
-    let mut stream = config.model.stream(request);
+    let mut stream = crate::model::Contained::stream(&*config.model, request);
     let mut calls = Vec::new();
     let budget = config.limits.token_budget;
     let mut truncated = None;
