@@ -668,7 +668,7 @@ async fn options_no_server_takes_are_refused_at_the_spawn() {
             agent.map(|_| ())
         );
         let delegating = DelegationBuilder::new(model())
-            .child_request_options(options)
+            .child_request_options(options.clone())
             .spawn()
             .await;
         assert!(
@@ -676,6 +676,19 @@ async fn options_no_server_takes_are_refused_at_the_spawn() {
             "{named}: {:?}",
             delegating.map(|_| ())
         );
+        // Through a thread, the host's usual door, the same typed error
+        // (it read "Actor panicked during startup '…'", a string).
+        let thread = subagents::supervisor::ThreadHandle::spawn(
+            DelegationBuilder::new(model()).child_request_options(options),
+            None,
+        )
+        .await;
+        match thread.map(|_| ()) {
+            Err(subagents::supervisor::ThreadError::Refused(AgentError::Options {
+                field, ..
+            })) => assert_eq!(field, named),
+            other => panic!("{named}: {other:?}"),
+        }
     }
     let fine = RequestOptions {
         temperature: Some(0.0),

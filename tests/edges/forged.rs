@@ -66,3 +66,58 @@ async fn a_hosts_request_for_a_child_wakes_the_parent_with_its_result() {
     assert!(thread.hub().status(&id).is_some_and(|e| e.background));
     thread.close_and_wait().await;
 }
+
+/// Forged (a host's request options): `ChildRequest::options` reached the
+/// server unchecked — the one level the builders' and the profiles' checks
+/// did not cover: `max_tokens: 0` or `top_p: 5` failed every model call of
+/// the child, a `temperature` of NaN went to the server as `null`, without
+/// a word. Refused at the request, naming the option; nothing is spawned.
+#[tokio::test(start_paused = true)]
+async fn a_hosts_request_with_options_no_server_takes_is_refused() {
+    use subagents::actors::hub::Refused;
+    use subagents::messages::{ChildRequest, RequestOptions, ToolUseId};
+    let model = ScriptedModel::new(vec![Reply::answer("Hello.")])
+        .with_script("Worker", vec![Reply::answer("worked")]);
+    let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
+    thread.send_user("hi").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let bad = [
+        (
+            RequestOptions {
+                max_tokens: Some(0),
+                ..Default::default()
+            },
+            "max_tokens",
+        ),
+        (
+            RequestOptions {
+                top_p: Some(5.0),
+                ..Default::default()
+            },
+            "top_p",
+        ),
+        (
+            RequestOptions {
+                temperature: Some(f64::NAN),
+                ..Default::default()
+            },
+            "temperature",
+        ),
+    ];
+    for (options, named) in bad {
+        let mut request = ChildRequest::new(
+            thread.parent_id().clone(),
+            0,
+            ToolUseId::new("host-1"),
+            "Worker\nYou work.",
+            "work",
+        );
+        request.options = Some(options);
+        match thread.hub().request(request).await {
+            Err(Refused::Options { field, .. }) => assert_eq!(field, named),
+            other => panic!("{named}: {other:?}"),
+        }
+    }
+    assert!(thread.hub().envelopes().is_empty(), "nothing spawned");
+    thread.close_and_wait().await;
+}

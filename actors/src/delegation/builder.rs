@@ -325,6 +325,17 @@ impl DelegationBuilder {
         Ok((self.spawn_into(events, None).await?, stream))
     }
 
+    /// What [`DelegationBuilder::spawn`] refuses before it starts anything:
+    /// a request option no server takes, a limit of zero, a profile no
+    /// call could select ([`AgentError::Options`], [`AgentError::Limits`],
+    /// [`AgentError::Profile`]). A host building threads from settings can
+    /// check them first; `ThreadHandle::spawn` does.
+    pub fn check(&self) -> Result<(), AgentError> {
+        let (check, limits) = (crate::agent::check_options, crate::agent::check_limits);
+        (check(&self.options).and(check(&self.child_options))).and(self.profiles.check())?;
+        limits(&self.limits).and(limits(&self.child_limits))
+    }
+
     /// Spawns everything writing to `events`, the hub linked under
     /// `supervisor` if given.
     pub async fn spawn_into(
@@ -332,9 +343,7 @@ impl DelegationBuilder {
         events: EventSink,
         supervisor: Option<ActorCell>,
     ) -> Result<DelegatingAgent, AgentError> {
-        let (check, limits) = (crate::agent::check_options, crate::agent::check_limits);
-        (check(&self.options).and(check(&self.child_options))).and(self.profiles.check())?;
-        limits(&self.limits).and(limits(&self.child_limits))?;
+        self.check()?;
         // Offered at depth 0, every call was refused as a sub-agent's.
         if self.max_depth == 0 {
             self.front_ends = FrontEnds {

@@ -124,6 +124,17 @@ pub enum Refused {
         /// The child.
         id: AgentId,
     },
+    /// A request option no server takes (a host's request, or a stored
+    /// run another tool or version wrote): it would fail every model call,
+    /// or be dropped without a word (a `temperature` that is not a number
+    /// goes to the server as `null`). Checked as a builder's are.
+    #[error("the sub-agent's request option `{field}` {why}")]
+    Options {
+        /// The option.
+        field: &'static str,
+        /// What is wrong with its value.
+        why: String,
+    },
     /// The hub is stopped.
     #[error("the sub-agent hub is stopped")]
     Closed,

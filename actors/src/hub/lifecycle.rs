@@ -146,6 +146,14 @@ impl HubState {
                 max_depth: self.config.max_depth,
             });
         }
+        // A host's request and a stored run are checked as a builder's
+        // options are: they reached the server unchecked.
+        if let Some(options) = &request.options
+            && let Err(crate::agent::AgentError::Options { field, why }) =
+                crate::agent::check_options(options)
+        {
+            return Err(Refused::Options { field, why });
+        }
         // What the requester may hand on: the host's tools for the
         // parent, a child's own (less the delegation tools) for a child —
         // held here for every request, a host's in a child's name too, not

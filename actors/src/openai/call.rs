@@ -349,7 +349,7 @@ fn event_error(error: EventStreamError<BodyError>, timeouts: Timeouts) -> ModelE
     match error {
         EventStreamError::Transport(BodyError::Silent) => ModelError::Timeout(timeouts.read),
         EventStreamError::Transport(BodyError::LineTooLong) => ModelError::Malformed(format!(
-            "a line of the event stream went past {} MiB without ending",
+            "a line or an event of the event stream went past {} MiB without ending",
             super::lines::MAX_LINE >> 20
         )),
         EventStreamError::Transport(BodyError::Transport(e)) => match transport_error(&e, timeouts)

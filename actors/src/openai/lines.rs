@@ -28,9 +28,10 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Value, json};
 
-/// The longest line passed on: a server that never ends one (a stream
-/// that never ends, a body that is no event stream) is failed there, not
-/// held in memory to the wall clock.
+/// The longest line passed on, and the longest event (its lines with no
+/// blank one between them): a server that never ends one (a stream that
+/// never ends, a body that is no event stream, a proxy that drops blank
+/// lines) is failed there, not held in memory to the wall clock.
 pub(crate) const MAX_LINE: usize = 16 << 20;
 
 /// Why the body was cut here.
@@ -38,7 +39,7 @@ pub(crate) const MAX_LINE: usize = 16 << 20;
 pub(crate) enum Fault {
     /// Nothing came for the silence.
     Silent,
-    /// A line went past [`MAX_LINE`] bytes.
+    /// A line, or an event, went past [`MAX_LINE`] bytes.
     LineTooLong,
 }
 
@@ -57,8 +58,14 @@ where
     B: AsRef<[u8]>,
 {
     stream::unfold(
-        (Box::pin(body), Vec::<u8>::new(), Read::Reading, false),
-        move |(mut body, mut pending, mut read, mut after_cr)| async move {
+        (
+            Box::pin(body),
+            Vec::<u8>::new(),
+            Read::Reading,
+            false,
+            0_usize,
+        ),
+        move |(mut body, mut pending, mut read, mut after_cr, event)| async move {
             // What is held has no line end (it is what followed the last).
             let mut scanned = pending.len();
             loop {
@@ -70,9 +77,18 @@ where
                 if let Some(end) = end {
                     let rest = pending.split_off(end + 1);
                     let out = rewrite(&pending);
+                    // Lines with no blank one between them are one event,
+                    // which the event parser holds whole: cut as a line
+                    // that never ends is (a proxy dropping blank lines
+                    // held the whole answer to the wall clock).
+                    let event = event_open(event, &out);
+                    if event > MAX_LINE {
+                        let over = (body, Vec::new(), Read::Over, false, 0);
+                        return Some((Err(fault(Fault::LineTooLong)), over));
+                    }
                     // A `\r` last: a `\n` opening the next chunk is its end.
                     let after_cr = pending[end] == b'\r' && rest.is_empty();
-                    return Some((Ok(out), (body, rest, read, after_cr)));
+                    return Some((Ok(out), (body, rest, read, after_cr, event)));
                 }
                 match read {
                     Read::Reading => {}
@@ -81,13 +97,13 @@ where
                     // on as it is (a cut event stays cut).
                     Read::Ended if !pending.is_empty() => {
                         let out = rewrite(&pending);
-                        return Some((Ok(out), (body, Vec::new(), Read::Over, false)));
+                        return Some((Ok(out), (body, Vec::new(), Read::Over, false, 0)));
                     }
                     // The body ended after a line end: one more, so a last
                     // event the server ended with a single line end is
                     // dispatched, not dropped at the end of the stream.
                     Read::Ended => {
-                        let over = (body, Vec::new(), Read::Over, false);
+                        let over = (body, Vec::new(), Read::Over, false, 0);
                         return Some((Ok(b"\n".to_vec()), over));
                     }
                 }
@@ -99,24 +115,36 @@ where
                             after_cr = false;
                         }
                         pending.extend_from_slice(bytes);
-                        if pending.len() > MAX_LINE
+                        if pending.len().saturating_add(event) > MAX_LINE
                             && !pending[scanned..].iter().any(|&b| ends_line(b))
                         {
-                            let over = (body, Vec::new(), Read::Over, false);
+                            let over = (body, Vec::new(), Read::Over, false, 0);
                             return Some((Err(fault(Fault::LineTooLong)), over));
                         }
                     }
-                    Ok(Some(Err(e))) => return Some((Err(e), (body, pending, read, after_cr))),
+                    Ok(Some(Err(e))) => {
+                        return Some((Err(e), (body, pending, read, after_cr, event)));
+                    }
                     Ok(None) => read = Read::Ended,
                     // Nothing more is read: the caller ends the call.
                     Err(_) => {
-                        let over = (body, Vec::new(), Read::Over, false);
+                        let over = (body, Vec::new(), Read::Over, false, 0);
                         return Some((Err(fault(Fault::Silent)), over));
                     }
                 }
             }
         },
     )
+}
+
+/// The bytes of the event left open after `out` (whole lines, rewritten):
+/// `open` before it, plus its lines since its last blank one.
+fn event_open(open: usize, out: &[u8]) -> usize {
+    out.split_inclusive(|&b| b == b'\n')
+        .fold(open, |open, line| match line {
+            b"\n" => 0,
+            line => open.saturating_add(line.len()),
+        })
 }
 
 /// How far the body has been read.
@@ -220,6 +248,41 @@ mod tests {
             through(&pieces).await == format!("{long}\n\n"),
             "the long line whole"
         );
+    }
+
+    /// Foreign stream (a proxy that drops blank lines): every line ended,
+    /// but with no blank one between them the event parser after this
+    /// appended them all to one event — held in memory to the wall clock,
+    /// no chunk reaching the turn (so no token budget), and `Malformed` at
+    /// the end. Cut once the open event passes the limit; events under it,
+    /// each ended by a blank line, pass however many there are.
+    #[tokio::test]
+    async fn an_event_that_never_ends_is_cut_at_the_limit() {
+        let line = format!("data: {}\n", "x".repeat(1 << 20)).into_bytes();
+        let lines = (MAX_LINE >> 20) + 4;
+        let endless = stream::iter((0..lines).map(move |_| Ok::<_, Fault>(line.clone())));
+        let out: Vec<Result<usize, Fault>> = error_lines_as_events(endless, QUIET, |fault| fault)
+            .map(|r| r.map(|bytes| bytes.len()))
+            .collect()
+            .await;
+        assert_eq!(
+            out.last(),
+            Some(&Err(Fault::LineTooLong)),
+            "{} items",
+            out.len()
+        );
+        assert!(
+            out.len() <= MAX_LINE >> 20,
+            "cut at the limit: {} items",
+            out.len()
+        );
+
+        let event = format!("data: {}\n\n", "x".repeat(1 << 20)).into_bytes();
+        let events = stream::iter((0..lines).map(move |_| Ok::<_, Fault>(event.clone())));
+        let out: Vec<Result<Vec<u8>, Fault>> = error_lines_as_events(events, QUIET, |fault| fault)
+            .collect()
+            .await;
+        assert!(out.iter().all(Result::is_ok), "events under the limit pass");
     }
 
     #[tokio::test]

@@ -24,6 +24,12 @@ pub enum ThreadError {
     /// The thread could not be started.
     #[error("the thread could not be started: {0}")]
     Spawn(String),
+    /// The thread's builder was refused before anything started (a limit,
+    /// a request option or a profile no run could use): the builder's own
+    /// error, as [`DelegationBuilder::spawn`](subagents_actors::DelegationBuilder::spawn)
+    /// gives it. It read "Actor panicked during startup", a string.
+    #[error("the thread could not be started: {0}")]
+    Refused(#[source] subagents_actors::AgentError),
     /// The thread is closed; the message was not delivered.
     #[error("the thread is closed")]
     Closed,
@@ -80,6 +86,7 @@ impl ThreadHandle {
         supervisor: Option<ActorCell>,
         held: bool,
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
+        config.parent.check().map_err(ThreadError::Refused)?;
         let (events, stream) = EventSink::channel();
         let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
         let errors = PersistErrors::default();
