@@ -232,6 +232,72 @@ async fn a_finished_child_goes_on_as_a_new_run_from_its_conversation() {
     );
 }
 
+/// Repeated (a stop after an interrupt): an interrupted child waits for a
+/// message, and "stop cancels it for good" (the tool's own words) — but a
+/// stop of it answered `interrupted` and changed nothing, so a later
+/// message resumed it, the model's or the host's stop ignored. The stop
+/// cancels it (its status stays `interrupted`, the stream's last word on
+/// it; its envelope says `cancelled`), and a message is refused as a
+/// stopped child's. The host's stop does the same.
+#[tokio::test(start_paused = true)]
+async fn a_stop_after_an_interrupt_cancels_the_child_for_good() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&work_call("Worker", 60, false))
+            .use_agent(&work_call("Other", 60, false)),
+        Reply::answer("Started."),
+        Reply::new()
+            .use_agent(&UseAgentCall::interrupt("agent_1"))
+            .use_agent(&UseAgentCall::interrupt("agent_2")),
+        Reply::answer("Interrupted both."),
+        Reply::new().use_agent(&UseAgentCall::stop("agent_1")),
+        Reply::answer("Cancelled the first."),
+        Reply::new()
+            .use_agent(&UseAgentCall::send("agent_1", "go on"))
+            .use_agent(&UseAgentCall::send("agent_2", "go on")),
+        Reply::answer("Told them."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(60))
+    .with_script("Other", worker(60));
+    let (thread, mut events) = thread_with(DelegationBuilder::new(model.shared())).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    thread.send_user("cut them").unwrap();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("cancel the first").unwrap();
+    until_result(&mut events, &mut log).await;
+    // The host's stop of the second, after its interrupt, likewise.
+    let agent_2 = AgentId::new("agent_2");
+    assert_eq!(
+        thread.stop_child(&agent_2).await,
+        Ok(SubAgentStatus::Interrupted)
+    );
+    thread.send_user("go on, both").unwrap();
+    until_result(&mut events, &mut log).await;
+    let outputs = results_of(&log, "use_agent");
+    assert_eq!(
+        json(&outputs[4].0)["status"],
+        "interrupted",
+        "{}",
+        outputs[4].0
+    );
+    for (sent, is_error) in &outputs[5..7] {
+        assert!(is_error, "resumed: {sent}");
+        assert!(sent.contains("was stopped and does not resume"), "{sent}");
+    }
+    for id in ["agent_1", "agent_2"] {
+        let envelope = thread.hub().status(&AgentId::new(id)).unwrap();
+        assert_eq!(envelope.status, SubAgentStatus::Interrupted, "{id}");
+        assert!(envelope.cancelled, "{id}");
+    }
+    let (_, by_id) = check_log(&log, false);
+    assert_eq!(by_id.len(), 2, "no new run");
+    thread.close_and_wait().await;
+}
+
 /// An interrupted child ends `interrupted` — its tool call cut and
 /// answered, its own `Result(stopped)` first — and wakes nobody; a message
 /// resumes it. A stopped child does not resume.
@@ -370,6 +436,61 @@ async fn a_message_racing_the_final_answer_is_read_never_lost() {
     }
     eprintln!("read by the running turn {read}, by a new run {resumed}");
     assert!(read > 0 && resumed > 0, "both orders: {read} and {resumed}");
+}
+
+/// Same instant, a long last call: a message sent during a child's last
+/// allowed model call waited for its end only up to the inline wait (45 s)
+/// and then handed the model "is ending … send it again" — a slow local
+/// model's call, or any call of a `max_iterations: 1` child, outlasts
+/// that. The send waits for the run's end (the parent's own wall clock
+/// bounds it), and a new run reads the message.
+#[tokio::test(start_paused = true)]
+async fn a_message_during_a_last_call_longer_than_the_inline_wait_is_read_by_a_new_run() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false).max_iterations(2)),
+        Reply::answer("Started."),
+        Reply::new()
+            .use_agent(&UseAgentCall::send("agent_1", "one more thing"))
+            .delay(Duration::from_secs(5)),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":1}"#),
+            // Its last allowed call: 100 s; the send lands at about 6 s.
+            Reply::answer("worked 1 s").delay(Duration::from_secs(100)),
+            Reply::answer("read it"),
+        ],
+    );
+    let (model, seen) = spy("model", model);
+    let gate = GateHandle::spawn(2).await.unwrap();
+    let (thread, mut events) = thread_with(DelegationBuilder::new(model).gate(gate)).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until_child(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ToolResult(_))
+    })
+    .await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 240).await;
+    check_log(&log, true);
+    let (sent, is_error) = results_of(&log, "use_agent").pop().unwrap();
+    assert!(!is_error, "{sent}");
+    assert_eq!(json(&sent)["resumed_from"], "agent_1", "{sent}");
+    let worker = requests_of(&seen.lock().unwrap(), "Worker");
+    let saw_it = worker.iter().any(|r| {
+        r.messages
+            .iter()
+            .any(|m| m.content == format!("{STEER}one more thing"))
+    });
+    assert!(saw_it, "not read: {worker:#?}");
+    thread.close_and_wait().await;
 }
 
 /// A message sent during the child's last allowed model call could not be

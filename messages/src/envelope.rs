@@ -81,6 +81,14 @@ pub struct Envelope {
     /// the first thread shown on the store.
     #[serde(default)]
     pub thread: Option<ThreadId>,
+    /// A stop reached this run after it had ended — `interrupted` (left
+    /// waiting for a message), `done` or `failed`, each of which a message
+    /// would resume: it is cancelled for good, and a message to it is
+    /// refused as a stopped child's. Its status stays the one it ended
+    /// with (the stream's last word on it). False when read from a file
+    /// written before it was kept.
+    #[serde(default)]
+    pub cancelled: bool,
 }
 
 fn first_level() -> u32 {

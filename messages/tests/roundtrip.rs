@@ -82,6 +82,7 @@ fn envelope() -> Envelope {
         resumed_from: None,
         continued_as: None,
         thread: None,
+        cancelled: false,
     }
 }
 

@@ -319,6 +319,7 @@ mod tests {
             resumed_from: None,
             continued_as: None,
             thread: None,
+            cancelled: false,
         }
     }
 

@@ -86,5 +86,6 @@ pub fn finished_envelope(id: &str, finished_at_ms: u64) -> subagents::messages::
         resumed_from: None,
         continued_as: None,
         thread: None,
+        cancelled: false,
     }
 }

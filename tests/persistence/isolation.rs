@@ -253,3 +253,44 @@ async fn a_thread_linked_under_a_host_lets_go_of_its_stream_and_store_as_it_clos
         "(the stream ended, the store reopened)"
     );
 }
+
+/// Repeated across a restart: a stop of an ended child (here, an earlier
+/// session's, finished `done`) cancels it for good — recorded in the
+/// store, so neither this session's message nor the next session's
+/// resumes it.
+#[tokio::test]
+async fn a_stop_of_an_earlier_sessions_ended_child_cancels_it_across_restarts() {
+    use subagents::messages::SubAgentStatus;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+    let agent_1 = AgentId::new("agent_1");
+    for session in 0..2 {
+        let store = open(&dir);
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "one more")),
+            Reply::answer("Tried."),
+        ]);
+        let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+        if session == 0 {
+            assert_eq!(thread.stop_child(&agent_1).await, Ok(SubAgentStatus::Done));
+            assert!(store.get(&agent_1).is_some_and(|e| e.cancelled));
+        }
+        thread.send_user("send it more").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        let sent = log.iter().find_map(|e| match e {
+            AgentEvent::ToolResult(r) if r.name == "use_agent" => Some(r.clone()),
+            _ => None,
+        });
+        let sent = sent.expect("the send's answer");
+        assert!(sent.is_error, "session {session}: {}", sent.output);
+        assert!(
+            sent.output.contains("was stopped and does not resume"),
+            "{}",
+            sent.output
+        );
+        thread.close_and_wait().await;
+        drop((thread, store));
+    }
+}

@@ -582,16 +582,29 @@ async fn an_approval_pending_at_a_kill_reads_ended_after_the_restart() {
     drop((thread, store));
 
     let store = open(&killed);
-    let model = ScriptedModel::new(vec![Reply::answer("Noted the restart.")]);
+    let model = ScriptedModel::new(vec![
+        Reply::answer("Noted the restart."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on")),
+        Reply::answer("Sent."),
+    ])
+    .with_script("Poster", vec![Reply::answer("posted")]);
     let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
     until_result(&mut events, &mut Vec::new()).await;
     assert_eq!(asked.id, ApprovalId::for_agent(&AgentId::new("agent_1"), 1));
+    let ended = Err(ThreadError::Approval(ApprovalRefusal::Ended(
+        asked.id.clone(),
+    )));
     let answered = thread
         .resolve_approval(asked.id.clone(), ApprovalDecision::Approve)
         .await;
-    assert_eq!(
-        answered,
-        Err(ThreadError::Approval(ApprovalRefusal::Ended(asked.id)))
-    );
+    assert_eq!(answered, ended);
+    // A message resumes it, which brings it into the hub's book (with no
+    // count of what it asked then): it read `Unknown` from there on.
+    thread.send_user("tell it to go on").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let answered = thread
+        .resolve_approval(asked.id.clone(), ApprovalDecision::Approve)
+        .await;
+    assert_eq!(answered, ended, "after a resume");
     thread.close_and_wait().await;
 }

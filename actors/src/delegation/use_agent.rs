@@ -153,12 +153,14 @@ impl UseAgent {
             .send(&id, text.clone(), call.tool_use_id.clone())
             .await;
         if let Err(Refused::Finished { id: ending }) = &went {
-            // Its turn gave its final answer at this instant (or it is
-            // being stopped): once it has ended, the message resumes it.
-            let _ = self
-                .hub()
-                .wait(ending, Some(self.hub().inline_wait()))
-                .await;
+            // Its turn gave its final answer at this instant, is in its
+            // last allowed model call, or is being stopped: once it has
+            // ended, however long that call takes, the message resumes
+            // it. Waited for only up to the inline wait, a last call
+            // longer than that (a slow local model, `max_iterations: 1`)
+            // handed the model "send it again" — the message not read.
+            // The parent's own wall clock and a stop bound the wait.
+            let _ = self.hub().wait(ending, None).await;
             went = self.hub().send(&id, text, call.tool_use_id.clone()).await;
         }
         let out = match went.map_err(|e| refuse(e.to_string()))? {

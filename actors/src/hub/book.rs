@@ -394,6 +394,22 @@ impl Book {
         Some(entry.envelope.clone())
     }
 
+    /// A stop reached `id` after it ended: cancelled for good, its status
+    /// unchanged. Its envelope if this changed it (`None` for one still
+    /// running, unknown, cancelled already or ended `stopped`).
+    pub(crate) fn cancel(&self, id: &AgentId) -> Option<Envelope> {
+        let mut entry = self.entries.get_mut(id)?;
+        let envelope = &mut entry.envelope;
+        if !envelope.status.is_terminal()
+            || envelope.status == SubAgentStatus::Stopped
+            || envelope.cancelled
+        {
+            return None;
+        }
+        envelope.cancelled = true;
+        Some(envelope.clone())
+    }
+
     /// A finished child's last run span, taken (for the wake that links
     /// to it; after that it closes).
     pub(crate) fn take_run_span(&self, id: &AgentId) -> Option<tracing::Span> {
@@ -464,6 +480,7 @@ pub(crate) fn requested(
         resumed_from: request.resumed_from.clone(),
         continued_as: None,
         thread: None,
+        cancelled: false,
     }
 }
 

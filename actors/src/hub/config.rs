@@ -83,6 +83,13 @@ pub trait EnvelopeArchive: Send + Sync + 'static {
         let _ = id;
     }
 
+    /// A stop reached the archived child `id` after it ended: cancelled
+    /// for good ([`Envelope::cancelled`]), recorded so a later session's
+    /// message does not resume it either.
+    fn cancel(&self, id: &AgentId) {
+        let _ = id;
+    }
+
     /// The number the parent's approvals follow: past every number an
     /// earlier session's parent may have given (`parent-approval-1` was
     /// that session's too, so a host's row restored from it answered the

@@ -26,15 +26,16 @@ impl HubState {
             });
             return;
         }
-        // Ended: answered (how), one it asked for and nobody answered
-        // (`Ended`), any other number (`Unknown`: no agent asked it).
-        // An earlier session's child the book does not hold: what it
-        // asked closed with its process (a host's restored row read
-        // `Unknown`, "no agent asked it").
-        let refusal = if self.book.contains(&owner) && self.book.is_terminal(&owner) {
-            self.book.approval_refusal(id, &owner, n)
-        } else if self.archived(&owner).is_some() {
+        // An earlier session's child: what it asked closed with its
+        // process (a host's restored row read `Unknown`, "no agent asked
+        // it") — also once a message brought it into the book, which
+        // keeps no count of what it asked then. Else, ended: answered
+        // (how), one it asked for and nobody answered (`Ended`), any
+        // other number (`Unknown`: no agent asked it).
+        let refusal = if self.archived(&owner).is_some() {
             ApprovalRefusal::Ended(id)
+        } else if self.book.contains(&owner) && self.book.is_terminal(&owner) {
+            self.book.approval_refusal(id, &owner, n)
         } else {
             ApprovalRefusal::Unknown(id)
         };

@@ -74,7 +74,13 @@ impl Book {
             if !entry.envelope.status.is_terminal() {
                 return None;
             }
-            (entry.seed.clone()?, entry.envelope.status)
+            // Cancelled after it ended: it does not resume, as a stopped
+            // one does not.
+            let status = match entry.envelope.cancelled {
+                true => SubAgentStatus::Stopped,
+                false => entry.envelope.status,
+            };
+            (entry.seed.clone()?, status)
         };
         // What it kept, or — folded into the run it went on as — its start.
         let mut conversation = match self.conversation(id) {

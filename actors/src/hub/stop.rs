@@ -201,6 +201,19 @@ impl HubState {
         }
     }
 
+    /// Cancels a child that ended (in the book, or an earlier session's in
+    /// the archive): no message resumes it. The thread records the change.
+    fn cancel_ended(&self, id: &AgentId) {
+        if let Some(envelope) = self.book.cancel(id) {
+            self.tell_observers(&envelope);
+        }
+        // An earlier session's child (read from the archive, or brought
+        // into the book by a message): the store keeps its record.
+        if let Some(archive) = self.archive.as_ref().and_then(|slot| slot.get()) {
+            archive.cancel(id);
+        }
+    }
+
     /// Asks a child to stop: a queued one ends now; a running one is told
     /// to stop its turn and ends when it reports. `reply` is answered once
     /// it has ended (at once for an unknown or already ended child — an
@@ -212,6 +225,10 @@ impl HubState {
             return reply.answer(Err(Refused::UnknownChild(id.clone())));
         };
         if status.is_terminal() {
+            // Ended already (interrupted and waiting for a message, or
+            // done): the stop cancels it for good — a later message
+            // resumed it. Its status stays the one it ended with.
+            self.cancel_ended(id);
             return reply.answer(Ok(status));
         }
         let agent = self.children.get(id).and_then(|c| c.agent.clone());

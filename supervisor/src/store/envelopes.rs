@@ -217,8 +217,8 @@ impl EnvelopeStore {
     /// On error the envelope is still in memory (answerable by [`get`]),
     /// and the file on disk is the previous version, if any.
     ///
-    /// A link to a later run (`continued_as`), a claim and the thread it
-    /// belongs to, once held, are kept: a copy taken before another
+    /// A link to a later run (`continued_as`), a claim, a cancel and the
+    /// thread it belongs to, once held, are kept: a copy taken before another
     /// thread resumed the child or took its result (an earlier session's
     /// child written for no thread, which any thread may read) never
     /// erases them.
@@ -232,6 +232,7 @@ impl EnvelopeStore {
                 envelope.continued_as = held.continued_as.clone();
             }
             envelope.claimed |= held.claimed;
+            envelope.cancelled |= held.cancelled;
             if held.thread.is_some() {
                 envelope.thread = held.thread.clone();
             }

@@ -127,6 +127,22 @@ impl EnvelopeArchive for Archive {
         }
     }
 
+    fn cancel(&self, id: &AgentId) {
+        if !self.reaches(id) {
+            return;
+        }
+        let cancelled = self.store.update(id, |e| {
+            let first = e.status.is_terminal()
+                && e.status != subagents_messages::SubAgentStatus::Stopped
+                && !e.cancelled;
+            e.cancelled |= first;
+            first
+        });
+        if let Err(error) = cancelled {
+            self.errors.push(error.to_string());
+        }
+    }
+
     fn begin_resume(&self, id: &AgentId) -> bool {
         !self.store.is_from_earlier_session(id) || self.store.begin_resume(id)
     }

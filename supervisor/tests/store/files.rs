@@ -191,6 +191,7 @@ fn saved_file_holds_only_the_envelope_fields() {
         "resumed_from",
         "continued_as",
         "thread",
+        "cancelled",
     ];
     expected.sort();
     assert_eq!(keys, expected);

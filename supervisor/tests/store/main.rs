@@ -62,6 +62,7 @@ fn envelope(id: &str, requested_at_ms: u64, finished_at_ms: Option<u64>) -> Enve
         resumed_from: None,
         continued_as: None,
         thread: None,
+        cancelled: false,
     }
 }
 
