@@ -45,7 +45,10 @@ impl LiveSimulation {
     /// Does `trigger`'s action the moment its child event is read, after
     /// its scheduler turns (once; the first match fires it).
     pub fn on(&mut self, trigger: Trigger) {
-        self.triggers.push(trigger);
+        // Armed for this run: a `Trigger::per_run` action made afresh (a
+        // clone given to two runs shared one guard, and the second run
+        // logged otherwise).
+        self.triggers.push(trigger.armed());
     }
 
     /// Lets virtual time run for `duration`, logging what happens.
@@ -95,6 +98,16 @@ impl LiveSimulation {
     /// it has taken effect — so a check never sees a wake on the wrong
     /// side of the action that allowed or barred it.
     pub async fn act(&mut self, action: HostAction) {
+        self.apply(action).await;
+        // What it read as it took effect (a stop's own terminal status)
+        // is offered now: it waited for the next `advance`, after the
+        // host's next action, or — `finish` next — for ever.
+        self.fire_unfired().await;
+    }
+
+    /// [`LiveSimulation::act`] without offering what it read (a trigger's
+    /// action, offered by the loop that fired it).
+    async fn apply(&mut self, action: HostAction) {
         // Logged before it is sent when it lets something through: a held
         // wake, or a call waiting on the host (an approval answer let the
         // child's `ApprovalResolved`, its end and a wake come before it).
@@ -124,6 +137,8 @@ impl LiveSimulation {
     /// trigger on the same moment waited for a later such event, for ever
     /// for a child's `Result` or `Ended`).
     async fn fire(&mut self, event: &AgentEvent) {
+        // A grandchild's event, as its own level shows it.
+        let event = crate::simulation::Moment::unnested(event);
         match event {
             AgentEvent::ChildStarted(info) if info.background => {
                 self.background.insert(info.id.clone());
@@ -158,7 +173,7 @@ impl LiveSimulation {
                     moment,
                 });
             }
-            self.act(action).await;
+            self.apply(action).await;
         }
     }
 
@@ -191,6 +206,7 @@ impl LiveSimulation {
     /// (on its store too).
     pub async fn finish(mut self) -> SimulationReport {
         self.drain();
+        self.fire_unfired().await;
         let elapsed = self.start.elapsed();
         let gate = self.thread.gate().snapshot().await.unwrap_or_default();
         let hub = self.thread.hub().snapshot().await.unwrap_or_default();

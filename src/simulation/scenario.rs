@@ -241,7 +241,7 @@ impl Scenario {
         // Armed here, not only by `run`: a scenario started step by step
         // ran without the triggers it was given.
         for trigger in &self.triggers {
-            live.on(trigger.armed());
+            live.on(trigger.clone());
         }
         live
     }

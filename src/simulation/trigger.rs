@@ -44,8 +44,11 @@ impl Moment {
         Moment::Ended,
     ];
 
-    /// The child and the moment a top-level event shows, if any.
+    /// The child and the moment an event shows, if any — a sub-agent's
+    /// own sub-agent's too, whose events arrive nested in its parent's
+    /// (`Child(agent_1, Child(agent_2, …))`): a trigger on it never fired.
     pub fn of(event: &AgentEvent) -> Option<(&AgentId, Moment)> {
+        let event = Self::unnested(event);
         let moment = match event {
             AgentEvent::ChildStatus(_, SubAgentStatus::Queued) => Moment::Queued,
             AgentEvent::ChildStatus(_, SubAgentStatus::Running) | AgentEvent::ChildRunning(_) => {
@@ -64,6 +67,26 @@ impl Moment {
             _ => return None,
         };
         Some((event.child_id()?, moment))
+    }
+
+    /// `event` at its own child's level: a grandchild's event arrives
+    /// wrapped in its parent's (`Child(agent_1, Child(agent_2, …))`,
+    /// `Child(agent_1, ChildStatus(agent_2, …))`), unwrapped to the
+    /// innermost child event.
+    pub(crate) fn unnested(event: &AgentEvent) -> &AgentEvent {
+        let mut event = event;
+        while let AgentEvent::Child(_, inner) = event
+            && matches!(
+                **inner,
+                AgentEvent::Child(..)
+                    | AgentEvent::ChildStatus(..)
+                    | AgentEvent::ChildRunning(_)
+                    | AgentEvent::ChildStarted(_)
+            )
+        {
+            event = inner;
+        }
+        event
     }
 }
 
@@ -166,6 +189,8 @@ impl Trigger {
     /// The action to take if `event` fires this trigger; `inline` tells
     /// whether the event's child is waited on inline.
     pub fn fire(&self, event: &AgentEvent, inline: bool) -> Option<HostAction> {
+        // Its action reads the event at its child's own level.
+        let event = Moment::unnested(event);
         let (child, moment) = Moment::of(event)?;
         if moment != self.moment
             || self.child.as_ref().is_some_and(|c| c != child)

@@ -219,3 +219,134 @@ fn an_approval_answer_is_logged_before_what_it_allows() {
         .unwrap_or_else(|| panic!("never resolved: {}", report.render()));
     assert!(host < resolved, "{}", report.render());
 }
+
+/// Driven step by step, an event read while a host action took effect (a
+/// stop's own terminal status) was offered to the triggers only at the
+/// next `advance`: after the host's next action, or — `finish` next —
+/// never. `act` offers it once it is done.
+#[tokio::test(start_paused = true)]
+async fn an_event_read_while_a_live_action_takes_effect_fires_before_the_next_step() {
+    let agent_1 = AgentId::new("agent_1");
+    let scenario = background_worker().on(Trigger::new(
+        Some(agent_1.clone()),
+        Moment::Ended,
+        |_, _| Some(HostAction::Typing(true)),
+    ));
+    let report = tokio::spawn(async move {
+        let mut live = scenario.start(0).await;
+        live.act(HostAction::User("go".into())).await;
+        live.advance(Duration::from_secs(10)).await;
+        live.act(HostAction::StopChild(agent_1)).await;
+        live.act(HostAction::OnScreen(false)).await;
+        live.finish().await
+    })
+    .await
+    .unwrap();
+    assert_eq!(fired(&report), [Moment::Ended], "{}", report.render());
+    let at = |found: &dyn Fn(&LogEntry) -> bool| report.log.iter().position(found).unwrap();
+    let fired_at = at(&|l| matches!(l, LogEntry::Fired { .. }));
+    let next_host = at(&|l| {
+        matches!(
+            l,
+            LogEntry::Host {
+                action: HostAction::OnScreen(false),
+                ..
+            }
+        )
+    });
+    assert!(fired_at < next_host, "{}", report.render());
+}
+
+/// A sub-agent's own sub-agent's events arrive nested in its parent's
+/// (`Child(agent_1, Child(agent_2, …))`), and triggers read one level
+/// only: an auto-approval never saw the grandchild's request, which
+/// waited until the run ended (both children `stopped`, not `done`).
+#[test]
+fn a_trigger_fires_on_a_grandchilds_approval() {
+    let report = Scenario::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Middle\nYou relay.", "relay")
+                .tools(["http_post"])
+                .wait(true),
+        ),
+        Reply::answer("Done."),
+    ])
+    .child_script(
+        "Middle\n",
+        vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run("Poster\nYou post.", "post")
+                    .tools(["http_post"])
+                    .wait(true),
+            ),
+            Reply::answer("relayed"),
+        ],
+    )
+    .child_script(
+        "Poster\n",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"message":"hi"}"#),
+            Reply::answer("posted"),
+        ],
+    )
+    .tools(ToolRegistry::new().with(subagents_demo::Post))
+    .configure(|b| b.max_depth(2))
+    .on(Trigger::new(
+        None,
+        Moment::ApprovalRequested,
+        |_, event| match event {
+            AgentEvent::Child(_, inner) => match &**inner {
+                AgentEvent::ApprovalRequested(r) => Some(HostAction::Approve(r.id.clone())),
+                _ => None,
+            },
+            _ => None,
+        },
+    ))
+    .at(Duration::ZERO, HostAction::User("go".into()))
+    .run_for(Duration::from_secs(60))
+    .run(0);
+    assert_eq!(
+        fired(&report),
+        [Moment::ApprovalRequested],
+        "{}",
+        report.render()
+    );
+    let statuses: Vec<_> = report.envelopes.iter().map(|e| e.status).collect();
+    assert_eq!(
+        statuses,
+        [SubAgentStatus::Done, SubAgentStatus::Done],
+        "{}",
+        report.render()
+    );
+}
+
+/// A `Trigger::per_run` given to `LiveSimulation::on` was pushed as it
+/// was: two live runs given clones of it shared one action (one guard),
+/// and the second fired nothing. `on` arms it afresh.
+#[tokio::test(start_paused = true)]
+async fn a_per_run_trigger_given_to_live_runs_fires_in_each() {
+    let trigger = Trigger::per_run(None, Moment::ToolStarted, || {
+        let fired = AtomicBool::new(false);
+        move |_: &AgentId, _: &AgentEvent| {
+            (!fired.swap(true, Ordering::SeqCst)).then_some(HostAction::Typing(true))
+        }
+    });
+    for run in 0..2 {
+        let trigger = trigger.clone();
+        let report = tokio::spawn(async move {
+            let mut live = background_worker().start(0).await;
+            live.on(trigger);
+            live.act(HostAction::User("go".into())).await;
+            live.advance(Duration::from_secs(120)).await;
+            live.finish().await
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            fired(&report),
+            [Moment::ToolStarted],
+            "run {run}: {}",
+            report.render()
+        );
+    }
+}

@@ -4,7 +4,7 @@
 //! wake will link to.
 
 use super::*;
-use subagents::messages::Outcome;
+use subagents::messages::{Outcome, SubAgentStatus};
 
 /// A stop that reached the agent after its turn had closed (the stop sent
 /// as the model's answer arrived) wrote `stopped` over the run's span,
@@ -178,6 +178,136 @@ async fn a_killed_remote_childs_run_says_it_failed() {
     let spans = capture.spans();
     let run = run_of(&spans, "agent_1");
     assert_eq!(field(run, "subagents.outcome"), "failed", "{run:#?}");
+}
+
+/// A remote child's run span was never entered (its turn runs on the
+/// other node; only its end was recorded here), and tracing-opentelemetry
+/// stamps a span's end at its last exit: one never exited ends when it
+/// closes — for a background child, when the hub lets go of it for the
+/// parent's wake, minutes later with the user typing. Entered as its end
+/// is recorded.
+#[tokio::test(start_paused = true)]
+async fn a_remote_childs_run_span_ends_when_its_run_does() {
+    use subagents::actors::Placement;
+    let (capture, _guard) = capture();
+    let model = background_workers(&[5]).shared();
+    let node = common::loopback::Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(model)
+            .tools(ToolRegistry::new().with(Sleep))
+            .placement(Placement::On(node.clone())),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.typing(true).unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Done))
+    })
+    .await;
+    let spans = capture.spans();
+    let runs: Vec<&Captured> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_agent" && field(s, "gen_ai.agent.id") == "agent_1")
+        .collect();
+    assert!(!runs.is_empty(), "{spans:#?}");
+    for run in runs {
+        assert!(
+            run.exits > 0,
+            "never exited (its end would be its close): {run:#?}"
+        );
+    }
+    thread.close_and_wait().await;
+}
+
+/// A tool that settles its answer as an error, then goes on.
+struct SettleThenHang;
+
+impl Tool for SettleThenHang {
+    fn name(&self) -> &str {
+        "settle_then_hang"
+    }
+    fn description(&self) -> String {
+        "settles an error, then waits".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, call: ToolCallContext) -> ToolFuture {
+        Box::pin(async move {
+            call.settle(&Err(ToolError::Failed("quota exceeded".into())));
+            std::future::pending::<()>().await;
+            Ok(String::new())
+        })
+    }
+}
+
+/// A call the turn's close answers — cut, or settled by its tool before
+/// a stop — recorded `cancelled` when cut and nothing else: a settled
+/// error the model read had no `tool_error`, and with content on neither
+/// carried its result (a call that returns records both).
+#[tokio::test(start_paused = true)]
+async fn a_call_the_close_answers_records_its_result_on_its_span() {
+    let (capture, _guard) = capture();
+    for tool in ["settle_then_hang", "sleep"] {
+        let model = ScriptedModel::new(vec![
+            Reply::new().tool_call(
+                tool,
+                if tool == "sleep" {
+                    r#"{"secs":600}"#
+                } else {
+                    "{}"
+                },
+            ),
+            Reply::answer("x"),
+        ]);
+        let (thread, mut events) = ThreadHandle::spawn(
+            DelegationBuilder::new(model.shared())
+                .tools(ToolRegistry::new().with(Sleep).with(SettleThenHang))
+                .record_content(true),
+            None,
+        )
+        .await
+        .unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::ToolStarted(_))
+        })
+        .await;
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        thread.stop_parent().unwrap();
+        until_result(&mut events, &mut log).await;
+        let answered = log
+            .iter()
+            .find_map(|e| match e {
+                AgentEvent::ToolResult(r) => Some(r.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(answered.is_error, "{answered:?}");
+        let spans = capture.spans();
+        let span = spans
+            .iter()
+            .rev()
+            .find(|s| s.name == "execute_tool" && field(s, "gen_ai.tool.name") == tool)
+            .unwrap_or_else(|| panic!("no span for {tool}: {spans:#?}"));
+        let expected = if tool == "sleep" {
+            "cancelled"
+        } else {
+            "tool_error"
+        };
+        assert_eq!(field(span, "error.type"), expected, "{span:#?}");
+        assert_eq!(
+            field(span, "gen_ai.tool.call.result"),
+            answered.output,
+            "{span:#?}"
+        );
+        thread.close_and_wait().await;
+    }
 }
 
 /// Held (spans) after a hub death: each child the death failed kept its

@@ -36,6 +36,9 @@ struct Captured {
     follows: Vec<u64>,
     /// Closed: no handle holds it any more (an exporter sends it then).
     closed: bool,
+    /// Times it was exited (tracing-opentelemetry stamps a span's end at
+    /// its last exit; one never exited ends when it closes).
+    exits: u32,
 }
 
 /// Every span created, with its parent and fields (updated as recorded).
@@ -71,6 +74,7 @@ where
             fields,
             follows: Vec::new(),
             closed: false,
+            exits: 0,
         });
     }
 
@@ -78,6 +82,13 @@ where
         let mut spans = self.0.lock().unwrap();
         if let Some(span) = spans.iter_mut().rev().find(|s| s.id == id.into_u64()) {
             span.follows.push(follows.into_u64());
+        }
+    }
+
+    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
+        let mut spans = self.0.lock().unwrap();
+        if let Some(span) = spans.iter_mut().rev().find(|s| s.id == id.into_u64()) {
+            span.exits += 1;
         }
     }
 

@@ -73,6 +73,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
             on_cut: None,
             settled: None,
             span: span.clone(),
+            content: config.trace.settings.content,
         });
         t.doing(Activity::InTool(call.name.clone()));
         ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {

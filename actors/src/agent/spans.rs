@@ -79,6 +79,15 @@ pub(crate) fn invoke_agent(config: &AgentConfig, sent_from: Option<&Span>) -> Sp
     span
 }
 
+/// Records how a run that ran elsewhere (on another node) ended on its
+/// span, entering it for the moment: the run never entered it here, and
+/// tracing-opentelemetry stamps a span's end at its last exit — one never
+/// exited ended when it closed (for a background child, when the parent's
+/// wake let go of it, minutes later).
+pub(crate) fn record_remote_end(span: &Span, result: &AgentResult) {
+    span.in_scope(|| record_end(span, result));
+}
+
 /// Records how a run ended on its span.
 pub(crate) fn record_end(span: &Span, result: &AgentResult) {
     let outcome = match &result.outcome {

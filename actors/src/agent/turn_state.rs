@@ -67,6 +67,8 @@ pub(crate) struct OpenCall {
     pub(crate) settled: Option<ToolOutcome>,
     /// Its `execute_tool` span: a cut call's ending is recorded on it.
     pub(crate) span: tracing::Span,
+    /// The host records content: its result goes on the span too.
+    pub(crate) content: bool,
 }
 
 /// A running turn's state, shared by its task and its actor.
@@ -362,8 +364,19 @@ pub(crate) fn close(
                     is_error: true,
                 },
             });
-            if cut_short {
-                call.span.record("error.type", "cancelled");
+            // As a call that returns records its end: the close answered
+            // a settled error with no `tool_error`, and no result at all.
+            let error_type = match (cut_short, outcome.is_error) {
+                (true, _) => Some("cancelled"),
+                (false, true) => Some("tool_error"),
+                (false, false) => None,
+            };
+            if let Some(error_type) = error_type {
+                call.span.record("error.type", error_type);
+            }
+            if call.content && !call.span.is_disabled() {
+                call.span
+                    .record("gen_ai.tool.call.result", outcome.output.as_str());
             }
             answered = out.emit(AgentEvent::ToolResult(ToolResult {
                 tool_use_id: call.id.clone(),

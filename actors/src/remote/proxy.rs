@@ -465,7 +465,7 @@ impl ProxyState {
             state.history = conversation.clone();
             conversation
         };
-        crate::agent::spans::record_end(&run.span, &result);
+        crate::agent::spans::record_remote_end(&run.span, &result);
         self.history = conversation;
         self.turns_finished += 1;
         self.usage.add(result.usage);

@@ -23,6 +23,7 @@ fn open_turn() -> (
             on_cut: None,
             settled: None,
             span: tracing::Span::none(),
+            content: false,
         });
     }
     let slot = CallSlot {

@@ -47,7 +47,7 @@ impl Closer {
         ) else {
             return;
         };
-        crate::agent::spans::record_end(&self.span, &result);
+        crate::agent::spans::record_remote_end(&self.span, &result);
         let _ = self.link.request(self.key, RunRequest::Stop);
         let step = events
             .iter()
