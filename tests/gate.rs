@@ -208,3 +208,64 @@ async fn a_gate_of_capacity_zero_admits_one_call() {
     let (_, peak) = run_waiters(0, 3).await;
     assert_eq!(peak, 1);
 }
+
+/// Held (a gate linked under a host actor): the gate's lane closed only
+/// when its state dropped, and after a stop ractor hands the state to the
+/// supervisor inside the termination event, which a host actor reads
+/// only between its handlers — so in the handler that stopped the gate,
+/// an uncontended `acquire` on a clone was still granted, a model call
+/// let through a stopped gate, and one queued before the stop waited for
+/// ever. The gate closes its lane and lets its queue go as it stops.
+#[tokio::test(start_paused = true)]
+async fn a_stopped_gate_linked_under_a_host_grants_nothing() {
+    struct Host;
+    impl Actor for Host {
+        type Msg = (GateHandle, ractor::RpcReplyPort<(bool, Option<bool>)>);
+        type State = ();
+        type Arguments = ();
+        async fn pre_start(&self, _: ActorRef<Self::Msg>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+        async fn handle(
+            &self,
+            _: ActorRef<Self::Msg>,
+            (gate, reply): Self::Msg,
+            _: &mut (),
+        ) -> Result<(), ActorProcessingErr> {
+            let held = gate.acquire("first").await.unwrap();
+            let queued = tokio::spawn({
+                let gate = gate.clone();
+                async move { gate.acquire("second").await.is_ok() }
+            });
+            while gate.snapshot().await.unwrap().queued == 0 {
+                tokio::task::yield_now().await;
+            }
+            gate.actor().stop_and_wait(None, None).await.ok();
+            let late = gate.acquire("late").await.is_ok();
+            let queued = tokio::time::timeout(Duration::from_secs(3600), queued)
+                .await
+                .ok()
+                .map(Result::unwrap);
+            drop(held);
+            let _ = reply.send((late, queued));
+            Ok(())
+        }
+        async fn handle_supervisor_evt(
+            &self,
+            _: ActorRef<Self::Msg>,
+            _: ractor::SupervisionEvent,
+            _: &mut (),
+        ) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let gate = GateHandle::spawn_linked(1, host.get_cell()).await.unwrap();
+    let (late, queued) = ractor::call!(host, |reply| (gate, reply)).unwrap();
+    assert!(!late, "a stopped gate granted a permit");
+    assert_eq!(
+        queued,
+        Some(false),
+        "the queued acquire (None: still waiting)"
+    );
+}

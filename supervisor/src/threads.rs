@@ -103,8 +103,17 @@ impl Threads {
 
     /// Clears a thread: its children stop, its wakes drop; returns how many
     /// children were stopped.
-    pub async fn clear(&mut self, id: &ThreadId) -> Result<usize, ThreadError> {
-        self.get(id)?.switch_away().await
+    ///
+    /// Sent when called, not when first polled, as
+    /// [`ThreadHandle::switch_away`]: a future dropped unpolled (a
+    /// `select!`'s other branch ready first) still cleared.
+    pub fn clear(
+        &mut self,
+        id: &ThreadId,
+    ) -> impl std::future::Future<Output = Result<usize, ThreadError>> + Send + 'static + use<>
+    {
+        let switched = self.get(id).map(ThreadHandle::switch_away);
+        async move { switched?.await }
     }
 
     /// Deletes a thread: its children stop and it closes; returns once it
@@ -112,23 +121,33 @@ impl Threads {
     /// deleted its threads and exited left them `running`, and the next
     /// process woke a parent for a conversation the user had deleted). A
     /// thread that closed by itself is deleted too (it has nothing left to
-    /// stop). Given up half-way, the thread still closes.
-    pub async fn delete(&mut self, id: &ThreadId) -> Result<(), ThreadError> {
-        let handle = self
-            .threads
-            .remove(id)
-            .ok_or_else(|| ThreadError::UnknownThread(id.clone()))?;
-        if self.on_screen.as_ref() == Some(id) {
+    /// stop). Given up half-way — or never polled — the thread still
+    /// closes: it leaves the registry and its switch is sent when this is
+    /// called.
+    pub fn delete(
+        &mut self,
+        id: &ThreadId,
+    ) -> impl std::future::Future<Output = Result<(), ThreadError>> + Send + 'static + use<> {
+        let removed = self.threads.remove(id);
+        if removed.is_some() && self.on_screen.as_ref() == Some(id) {
             self.on_screen = None;
         }
+        let unknown = ThreadError::UnknownThread(id.clone());
         // Out of the registry before the first wait, and closed when this
         // ends however it ends: a delete dropped at that wait (a UI
         // cancelling it) left the thread open, registered, on screen.
-        let closing = CloseOnDrop(&handle);
-        switch_away_if_open(&handle).await?;
-        drop(closing);
-        handle.close_and_wait().await;
-        Ok(())
+        let started = removed.map(|handle| (handle.switch_away(), CloseOnDrop(Some(handle))));
+        async move {
+            let (switched, mut closing) = started.ok_or(unknown)?;
+            match switched.await {
+                Ok(_) | Err(ThreadError::Closed) => {}
+                Err(other) => return Err(other),
+            }
+            if let Some(handle) = closing.0.take() {
+                handle.close_and_wait().await;
+            }
+            Ok(())
+        }
     }
 
     /// The thread with this id.
@@ -184,17 +203,19 @@ impl Drop for Opening {
 /// left: that is done, not an error.
 /// Closes its thread when dropped (`ThreadHandle::close`: once every
 /// message sent before is handled).
-struct CloseOnDrop<'a>(&'a ThreadHandle);
-
-impl Drop for CloseOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.close();
-    }
-}
-
 async fn switch_away_if_open(handle: &ThreadHandle) -> Result<(), ThreadError> {
     match handle.switch_away().await {
         Ok(_) | Err(ThreadError::Closed) => Ok(()),
         Err(other) => Err(other),
+    }
+}
+
+struct CloseOnDrop(Option<ThreadHandle>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        if let Some(handle) = &self.0 {
+            handle.close();
+        }
     }
 }

@@ -196,3 +196,26 @@ async fn status_answers_at_once_while_every_child_is_busy() {
     let direct = parent.hub.status(&AgentId::new("agent_3")).unwrap();
     assert_eq!(direct.tool_calls, 1);
 }
+
+/// Extreme settings held by no test: `max_live(0)` is read as 1 (a hub
+/// of no live slot queued every child for ever) and a result budget
+/// under 100 as 100 (an answer cut to nothing); both are documented on
+/// the builder.
+#[tokio::test(start_paused = true)]
+async fn zero_live_children_reads_as_one_and_the_result_budget_has_a_floor() {
+    let (parent, _events) = DelegationBuilder::new(background_workers(&[5, 5]).shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .max_live(0)
+        .result_budget(10)
+        .spawn()
+        .await
+        .unwrap();
+    assert_eq!(parent.hub.result_budget(), 100);
+    let snapshot = parent.hub.snapshot().await.unwrap();
+    assert_eq!(snapshot.max_live, 1);
+    parent.agent.send_user("fan out").unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let snapshot = parent.hub.snapshot().await.unwrap();
+    assert_eq!((snapshot.live, snapshot.queued), (1, 1), "{snapshot:?}");
+    parent.shutdown_and_wait().await;
+}

@@ -162,3 +162,49 @@ async fn a_delete_given_up_half_way_still_closes_the_thread() {
     );
     assert_eq!(threads.on_screen(), None);
 }
+
+/// Same instant, the host's polling order: `close_and_wait`,
+/// `Threads::clear` and `Threads::delete` sent nothing until first polled
+/// — dropped unpolled (a `select!`'s other branch ready first) they did
+/// nothing: the thread stayed open, its children ran, a deleted thread
+/// stayed registered. They send when called, as `switch_away` and
+/// `stop_child` do. And the promises no test held: `clear` answers how
+/// many children it stopped; opening an id that is open is `AlreadyOpen`,
+/// the open thread left as it was.
+#[tokio::test(start_paused = true)]
+async fn clear_delete_and_close_send_when_called() {
+    let (mut threads, a, b, mut events_b, mut log) = two_threads().await;
+    assert_eq!(
+        threads
+            .open(
+                b.clone(),
+                DelegationBuilder::new(background_workers(&[]).shared())
+            )
+            .await
+            .err(),
+        Some(ThreadError::AlreadyOpen(b.clone()))
+    );
+    assert_eq!(threads.on_screen(), Some(&b));
+    drop(threads.clear(&b));
+    run_for(&mut events_b, &mut log, 5).await;
+    assert!(
+        log.iter()
+            .any(|e| matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Stopped))),
+        "not cleared: {log:#?}"
+    );
+    assert_eq!(threads.clear(&b).await, Ok(0), "nothing left to stop");
+    let closed = |handle: ThreadHandle| async move {
+        let waited = handle.actor().wait(None);
+        tokio::time::timeout(Duration::from_secs(3600), waited)
+            .await
+            .is_ok()
+    };
+    let handle_a = threads.get(&a).unwrap().clone();
+    drop(threads.delete(&a));
+    assert!(threads.get(&a).is_err(), "still registered");
+    assert!(closed(handle_a).await, "deleted, still open");
+    let handle_b = threads.get(&b).unwrap().clone();
+    drop(handle_b.close_and_wait());
+    assert!(closed(handle_b).await, "closed, still open");
+    threads.delete(&b).await.unwrap();
+}

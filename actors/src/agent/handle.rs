@@ -63,6 +63,10 @@ pub enum AgentError {
 }
 
 /// A handle to an agent. Cheap to clone.
+///
+/// A handle, not an owner: dropped (every clone) without
+/// [`AgentHandle::shutdown`], the agent runs on and its event stream
+/// never ends.
 #[derive(Debug, Clone)]
 pub struct AgentHandle {
     id: AgentId,
@@ -196,7 +200,7 @@ impl AgentHandle {
         &self,
         id: ApprovalId,
         decision: ApprovalDecision,
-    ) -> impl std::future::Future<Output = Result<(), AgentError>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<(), AgentError>> + Send + 'static + use<> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sent = self.actor.cast(AgentMsg::ResolveApproval {
             id,

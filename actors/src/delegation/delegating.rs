@@ -6,6 +6,12 @@ use crate::gate::GateHandle;
 use crate::hub::HubHandle;
 
 /// A parent agent with its hub and gate.
+///
+/// A handle, not an owner: dropped (every clone) without
+/// [`DelegatingAgent::shutdown`], the parent, hub, children and a gate
+/// the builder made run on, and the event stream never ends. Shut it
+/// down, or link it under an actor of yours (`spawn_into`) whose stop
+/// stops it.
 #[derive(Debug, Clone)]
 pub struct DelegatingAgent {
     /// The parent.

@@ -123,6 +123,21 @@ impl Actor for ModelGate {
     type State = GateState;
     type Arguments = GateArguments;
 
+    /// A stop closes the lane and lets the queue go here, not only in the
+    /// state's drop: after a stop ractor hands the state to the supervisor
+    /// inside the termination event, which a host's actor reads only
+    /// between its handlers — until then a clone's uncontended `acquire`
+    /// was granted, and one queued waited with its reply port held there.
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<GateMsg>,
+        state: &mut GateState,
+    ) -> Result<(), ActorProcessingErr> {
+        lock(&state.lane).close();
+        state.queue = GateQueue::new();
+        Ok(())
+    }
+
     async fn pre_start(
         &self,
         _myself: ActorRef<GateMsg>,

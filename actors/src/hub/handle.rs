@@ -134,7 +134,8 @@ impl HubHandle {
         &self,
         id: ApprovalId,
         decision: ApprovalDecision,
-    ) -> impl std::future::Future<Output = Result<(), ApprovalRefusal>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<(), ApprovalRefusal>> + Send + 'static + use<>
+    {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sent = self.actor.cast(HubMsg::ResolveApproval {
             id: id.clone(),
@@ -301,7 +302,8 @@ impl HubHandle {
     pub fn stop(
         &self,
         id: &AgentId,
-    ) -> impl std::future::Future<Output = Result<SubAgentStatus, Refused>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<SubAgentStatus, Refused>> + Send + 'static + use<>
+    {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let sent = self.stop_replying(id, reply.into());
         async move {
@@ -343,7 +345,7 @@ impl HubHandle {
     /// when called, not when the future is first polled.
     pub fn stop_all(
         &self,
-    ) -> impl std::future::Future<Output = Result<usize, Closed>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<usize, Closed>> + Send + 'static + use<> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let sent = self.actor.cast(HubMsg::StopAll {
             reply: Some(reply.into()),

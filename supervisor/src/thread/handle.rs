@@ -227,7 +227,8 @@ impl ThreadHandle {
     /// other branch ready first) still switched.
     pub fn switch_away(
         &self,
-    ) -> impl std::future::Future<Output = Result<usize, ThreadError>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<usize, ThreadError>> + Send + 'static + use<>
+    {
         self.ask(|reply| ThreadMsg::SwitchAway(Some(reply)))
     }
 
@@ -235,10 +236,11 @@ impl ThreadHandle {
     /// polled — and returns a future of its answer (`Closed` once the
     /// thread is, or if it went away unanswered). The future's type holds
     /// `make`'s, so a caller's closure owns what it takes (`move`).
-    fn ask<T: Send + 'static>(
+    fn ask<T: Send + 'static, F: FnOnce(ractor::RpcReplyPort<T>) -> ThreadMsg>(
         &self,
-        make: impl FnOnce(ractor::RpcReplyPort<T>) -> ThreadMsg,
-    ) -> impl std::future::Future<Output = Result<T, ThreadError>> + Send + 'static {
+        make: F,
+    ) -> impl std::future::Future<Output = Result<T, ThreadError>> + Send + 'static + use<T, F>
+    {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let sent = self.cast(make(reply.into()));
         async move {
@@ -256,7 +258,7 @@ impl ThreadHandle {
     pub fn stop_child(
         &self,
         id: &AgentId,
-    ) -> impl std::future::Future<Output = Result<SubAgentStatus, ThreadError>> + Send + 'static
+    ) -> impl std::future::Future<Output = Result<SubAgentStatus, ThreadError>> + Send + 'static + use<>
     {
         let id = id.clone();
         let answer = self.ask(move |reply| ThreadMsg::StopChild { id, reply });
@@ -290,7 +292,7 @@ impl ThreadHandle {
         &self,
         id: ApprovalId,
         decision: ApprovalDecision,
-    ) -> impl std::future::Future<Output = Result<(), ThreadError>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<(), ThreadError>> + Send + 'static + use<> {
         let answer = self.ask(move |reply| ThreadMsg::ResolveApproval {
             id,
             decision,
@@ -367,8 +369,14 @@ impl ThreadHandle {
 
     /// Closes the thread and returns once everything it made — parent,
     /// hub, children, its own gate — has stopped.
-    pub async fn close_and_wait(&self) {
+    ///
+    /// The close is sent when this is called, not when first polled (as
+    /// [`Self::switch_away`]): a future dropped unpolled still closed.
+    pub fn close_and_wait(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
         self.close();
-        self.actor.wait(None).await.ok();
+        let actor = self.actor.clone();
+        async move {
+            actor.wait(None).await.ok();
+        }
     }
 }
