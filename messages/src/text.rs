@@ -34,6 +34,10 @@ fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 /// the cut). The same rules as profile names, which admit no control
 /// character either.
 pub fn one_line(text: &str, max_chars: usize) -> String {
+    // No room at all: not even the ellipsis (it gave "…", one character).
+    if max_chars == 0 {
+        return String::new();
+    }
     let mut out = String::with_capacity(text.len().min(max_chars.saturating_mul(4)));
     let mut chars = text.chars().peekable();
     let mut pending_space = false;
@@ -221,6 +225,8 @@ mod tests {
     #[test]
     fn long_text_is_cut_with_an_ellipsis() {
         assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(one_line("abcdef", 0), "", "no room: nothing");
+        assert_eq!(one_line("abcdef", 1), "…");
         assert_eq!(one_line("abcd", 4), "abcd");
         assert_eq!(one_line("ab cd", 3), "ab…");
         assert_eq!(one_line("ééééé", 3).chars().count(), 3);

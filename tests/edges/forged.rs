@@ -121,3 +121,66 @@ async fn a_hosts_request_with_options_no_server_takes_is_refused() {
     assert!(thread.hub().envelopes().is_empty(), "nothing spawned");
     thread.close_and_wait().await;
 }
+
+/// Misleading a host (a request's refusal in another action's words): a
+/// host's request naming a child whose turn had ended was refused as a
+/// send — "is ending and cannot take the message now; send it again once
+/// it has ended", which no request can follow — or, once the child had
+/// finished, as "not known to this hub"; and with `max_depth(0)` a
+/// request for the parent read "a sub-agent cannot start sub-agents", the
+/// parent being none. Each says what is so.
+#[tokio::test(start_paused = true)]
+async fn a_hosts_request_is_refused_in_its_own_words() {
+    use subagents::actors::hub::Refused;
+    use subagents::messages::{ChildRequest, ToolUseId};
+    let (thread, mut events) = ThreadHandle::spawn(parent(background_workers(&[5])), None)
+        .await
+        .unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 30).await;
+    let agent_1 = AgentId::new("agent_1");
+    assert!(
+        thread
+            .hub()
+            .status(&agent_1)
+            .is_some_and(|e| e.status.is_terminal())
+    );
+    let request = |requester: AgentId, depth| {
+        ChildRequest::new(
+            requester,
+            depth,
+            ToolUseId::new("host-1"),
+            "Worker\nYou work.",
+            "work",
+        )
+    };
+    let refused = thread.hub().request(request(agent_1.clone(), 1)).await;
+    assert_eq!(refused, Err(Refused::RequesterEnded { id: agent_1 }));
+    assert!(
+        refused
+            .unwrap_err()
+            .to_string()
+            .contains("has ended its turn"),
+        "a request's words"
+    );
+    thread.close_and_wait().await;
+
+    let (thread, _events) = ThreadHandle::spawn(
+        DelegationBuilder::new(ScriptedModel::new(vec![]).shared()).max_depth(0),
+        None,
+    )
+    .await
+    .unwrap();
+    let refused = thread
+        .hub()
+        .request(request(thread.parent_id().clone(), 0))
+        .await
+        .unwrap_err();
+    assert_eq!(refused, Refused::TooDeep { max_depth: 0 });
+    assert!(
+        !refused.to_string().contains("a sub-agent cannot"),
+        "{refused}"
+    );
+    thread.close_and_wait().await;
+}

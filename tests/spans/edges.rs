@@ -219,6 +219,9 @@ async fn a_remote_childs_run_span_ends_when_its_run_does() {
             run.exits > 0,
             "never exited (its end would be its close): {run:#?}"
         );
+        // The node's own run says so (it recorded "").
+        let mode = field(run, "subagents.mode");
+        assert!(["background", "node"].contains(&mode), "{run:#?}");
     }
     thread.close_and_wait().await;
 }

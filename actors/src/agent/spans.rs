@@ -35,7 +35,8 @@ pub(crate) struct TraceParent {
     pub(crate) span: Option<Span>,
     /// The agent that requested it.
     pub(crate) parent_agent: Option<subagents_messages::AgentId>,
-    /// `inline` or `background` (as requested).
+    /// `top`, `inline` or `background` (as requested), or `node` (a run
+    /// on the node that runs it for a requester on another).
     pub(crate) mode: &'static str,
     /// What the host set.
     pub(crate) settings: TraceSettings,

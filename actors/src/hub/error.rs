@@ -24,8 +24,9 @@ pub(crate) enum Steered {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Refused {
-    /// The requester is already as deep as children may go.
-    #[error("a sub-agent cannot start sub-agents: the maximum depth is {max_depth}")]
+    /// The requester is already as deep as children may go (with a
+    /// maximum depth of 0, the parent itself: no sub-agents at all).
+    #[error("{}", too_deep(*max_depth))]
     TooDeep {
         /// The deepest a child may be.
         max_depth: u32,
@@ -83,6 +84,15 @@ pub enum Refused {
         /// The child.
         id: AgentId,
     },
+    /// The requester's turn has ended (a host's request naming a child
+    /// whose turn is over): a sub-agent is requested while the turn that
+    /// waits for it runs. It read as a send's refusal ("is ending … send
+    /// it again").
+    #[error("the agent `{id}` has ended its turn and cannot request a sub-agent now")]
+    RequesterEnded {
+        /// The requester.
+        id: AgentId,
+    },
     /// The child was stopped: a stopped child does not resume (a send).
     #[error(
         "the sub-agent `{id}` was stopped and does not resume; start a new one with action run"
@@ -138,4 +148,13 @@ pub enum Refused {
     /// The hub is stopped.
     #[error("the sub-agent hub is stopped")]
     Closed,
+}
+
+/// [`Refused::TooDeep`]'s sentence: a depth of 0 refuses the parent, which
+/// is no sub-agent.
+fn too_deep(max_depth: u32) -> String {
+    match max_depth {
+        0 => "no sub-agents may be started here: the maximum depth is 0".to_owned(),
+        n => format!("a sub-agent cannot start sub-agents: the maximum depth is {n}"),
+    }
 }

@@ -160,7 +160,10 @@ impl HubHandle {
     /// future is dropped before it returns (the caller's turn was cut),
     /// the child is not lost: nobody learnt its id, so the hub abandons it
     /// — to the background, or stopped with `stop_if_abandoned`. Never
-    /// [`Refused::UnknownChild`] (that is a stop's).
+    /// [`Refused::UnknownChild`] (that is a stop's). A requester whose
+    /// turn has ended is [`Refused::RequesterEnded`]; one deeper than the
+    /// maximum depth (the parent, at a depth of 0) [`Refused::TooDeep`];
+    /// options no server takes [`Refused::Options`].
     ///
     /// A host's child runs in the background whatever `background` says:
     /// waiting on a child is a delegation tool's, which a host cannot do,

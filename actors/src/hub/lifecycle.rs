@@ -120,6 +120,12 @@ impl HubState {
             self.sinks.get(&request.requester).cloned(),
             self.depth_of(&request.requester),
         ) else {
+            // A child of the book that ended is known, not "unknown".
+            if self.book.contains(&request.requester) {
+                return Err(Refused::RequesterEnded {
+                    id: request.requester.clone(),
+                });
+            }
             return Err(Refused::UnknownRequester(request.requester.clone()));
         };
         // A requester whose turn ended waits only for its children to
@@ -133,7 +139,7 @@ impl HubState {
             || (self.children.contains_key(&request.requester)
                 && self.book.turn_over(&request.requester))
         {
-            return Err(Refused::Finished {
+            return Err(Refused::RequesterEnded {
                 id: request.requester.clone(),
             });
         }

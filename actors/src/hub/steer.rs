@@ -196,7 +196,9 @@ impl HubState {
                     // A run reports to its requester: one that has ended (a
                     // child's child, after that child) has none to go on
                     // under.
-                    Refused::UnknownRequester(requester) | Refused::Finished { id: requester } => {
+                    Refused::UnknownRequester(requester)
+                    | Refused::Finished { id: requester }
+                    | Refused::RequesterEnded { id: requester } => {
                         format!("it worked for `{requester}`, which has ended")
                     }
                     refused => return Err(refused),

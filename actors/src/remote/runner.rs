@@ -152,7 +152,13 @@ impl NodeRunner {
             options: spec.options,
             probe: Some(probe.clone()),
             on_killed: None,
-            trace: crate::agent::spans::TraceParent::default(),
+            // Its requester runs on another node, whose proxy span says
+            // how it was requested: this node's own run is `node` (it
+            // recorded "", outside the documented values).
+            trace: crate::agent::spans::TraceParent {
+                mode: "node",
+                ..Default::default()
+            },
         };
         let (events, mut stream) = EventSink::channel();
         let agent = crate::agent::spawn_agent(Arc::new(config), events, spec.conversation, None)
