@@ -298,6 +298,67 @@ async fn a_stop_after_an_interrupt_cancels_the_child_for_good() {
     thread.close_and_wait().await;
 }
 
+/// Review of this session's cancel (a regression it made, caught before
+/// it landed): an interrupt goes through the hub's stop, so once a stop
+/// of an ended run cancelled it, an interrupt of a child that had ended —
+/// interrupted already, or done in the same instant — cancelled it too,
+/// though its answer told the model a message resumes it. Only a stop
+/// cancels; and a stop or an interrupt of a resumed child's old id
+/// reaches its newest run, as a message does (it stopped the old, ended
+/// run and let the new one run on).
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_of_an_ended_child_leaves_it_resumable_and_a_stop_reaches_the_newest_run() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 60, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::interrupt("agent_1")),
+        Reply::answer("Interrupted."),
+        Reply::new().use_agent(&UseAgentCall::interrupt("agent_1")),
+        Reply::answer("Interrupted again."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on")),
+        Reply::answer("Resumed."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":60}"#),
+            // The interrupted run's cut answer is the second.
+            Reply::answer("(not reached: the run was interrupted)"),
+            Reply::new().tool_call("sleep", r#"{"secs":60}"#),
+            Reply::answer("went on"),
+        ],
+    );
+    let (thread, mut events) = thread_with(DelegationBuilder::new(model.shared())).await;
+    let mut log = Vec::new();
+    for turn in ["start", "cut it", "cut it again", "go on"] {
+        thread.send_user(turn).unwrap();
+        until_result(&mut events, &mut log).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    let outputs = results_of(&log, "use_agent");
+    let (sent, is_error) = outputs.last().unwrap();
+    assert!(!is_error, "{sent}");
+    assert_eq!(json(sent)["resumed_from"], "agent_1", "{sent}");
+    let agent_1 = AgentId::new("agent_1");
+    assert!(!thread.hub().status(&agent_1).unwrap().cancelled);
+    // The host stops `agent_1` — the model's id — while its new run runs.
+    let agent_2 = AgentId::new("agent_2");
+    assert_eq!(
+        thread.hub().status(&agent_2).map(|e| e.status),
+        Some(SubAgentStatus::Background)
+    );
+    assert_eq!(
+        thread.stop_child(&agent_1).await,
+        Ok(SubAgentStatus::Stopped)
+    );
+    assert_eq!(
+        thread.hub().status(&agent_2).map(|e| e.status),
+        Some(SubAgentStatus::Stopped)
+    );
+    thread.close_and_wait().await;
+}
+
 /// An interrupted child ends `interrupted` — its tool call cut and
 /// answered, its own `Result(stopped)` first — and wakes nobody; a message
 /// resumes it. A stopped child does not resume.

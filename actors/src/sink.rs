@@ -85,8 +85,11 @@ impl EventSink {
 
     /// A sink nobody reads: what a stopped actor keeps in place of its
     /// own, so the stream it wrote to ends whoever still holds its state.
+    /// One for the process (a channel made per stop cost every agent's
+    /// stop an allocation of the channel's first block).
     pub(crate) fn unread() -> EventSink {
-        Self::channel().0
+        static UNREAD: std::sync::OnceLock<EventSink> = std::sync::OnceLock::new();
+        UNREAD.get_or_init(|| Self::channel().0).clone()
     }
 
     /// A sink whose events reach this one as `AgentEvent::Child(id, ..)`.

@@ -91,6 +91,15 @@ pub struct Envelope {
     pub cancelled: bool,
 }
 
+impl Envelope {
+    /// A stop now would cancel it ([`Envelope::cancelled`]): it has ended
+    /// in a way a message would resume (`done`, `failed`, `interrupted`),
+    /// and is not cancelled yet.
+    pub fn cancellable(&self) -> bool {
+        self.status.is_terminal() && self.status != SubAgentStatus::Stopped && !self.cancelled
+    }
+}
+
 fn first_level() -> u32 {
     1
 }

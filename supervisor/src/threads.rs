@@ -139,10 +139,7 @@ impl Threads {
         let started = removed.map(|handle| (handle.switch_away(), CloseOnDrop(Some(handle))));
         async move {
             let (switched, mut closing) = started.ok_or(unknown)?;
-            match switched.await {
-                Ok(_) | Err(ThreadError::Closed) => {}
-                Err(other) => return Err(other),
-            }
+            done_or_closed(switched.await)?;
             if let Some(handle) = closing.0.take() {
                 handle.close_and_wait().await;
             }
@@ -201,15 +198,20 @@ impl Drop for Opening {
 /// Switches a thread away: its children stop, its wakes drop. One that
 /// closed by itself (through its handle, or its supervisor died) has none
 /// left: that is done, not an error.
-/// Closes its thread when dropped (`ThreadHandle::close`: once every
-/// message sent before is handled).
 async fn switch_away_if_open(handle: &ThreadHandle) -> Result<(), ThreadError> {
-    match handle.switch_away().await {
+    done_or_closed(handle.switch_away().await)
+}
+
+/// A switch's answer: one of a thread closed by itself is done too.
+fn done_or_closed(switched: Result<usize, ThreadError>) -> Result<(), ThreadError> {
+    match switched {
         Ok(_) | Err(ThreadError::Closed) => Ok(()),
         Err(other) => Err(other),
     }
 }
 
+/// Closes its thread when dropped (`ThreadHandle::close`: once every
+/// message sent before is handled).
 struct CloseOnDrop(Option<ThreadHandle>);
 
 impl Drop for CloseOnDrop {

@@ -166,6 +166,20 @@ async fn a_hosts_request_is_refused_in_its_own_words() {
     );
     thread.close_and_wait().await;
 
+    // A queued child has not ended (the review of this change: it read
+    // "has ended its turn").
+    let (thread, mut events) =
+        ThreadHandle::spawn(parent(background_workers(&[60, 60])).max_live(1), None)
+            .await
+            .unwrap();
+    thread.send_user("start").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let agent_2 = AgentId::new("agent_2");
+    assert_eq!(thread.hub().queue_position(&agent_2), Some(1));
+    let refused = thread.hub().request(request(agent_2.clone(), 1)).await;
+    assert_eq!(refused, Err(Refused::UnknownRequester(agent_2)));
+    thread.close_and_wait().await;
+
     let (thread, _events) = ThreadHandle::spawn(
         DelegationBuilder::new(ScriptedModel::new(vec![]).shared()).max_depth(0),
         None,

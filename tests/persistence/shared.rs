@@ -458,7 +458,20 @@ async fn a_wake_that_went_out_at_once_is_owed_until_its_turn_ends() {
         matches!(e, AgentEvent::Wake { .. })
     })
     .await;
+    // A stop of the finished child while its wake is read (the model
+    // cleaning up, the host's button) cancels it; its wake stays owed —
+    // the cancel's notice carried the hub's copy, which says nothing of
+    // the wake, and cleared it on disk.
+    assert_eq!(
+        thread.stop_child(&AgentId::new("agent_1")).await,
+        Ok(subagents::messages::SubAgentStatus::Done)
+    );
     thread.flush_persistence().await.unwrap();
+    assert!(
+        store
+            .get(&AgentId::new("agent_1"))
+            .is_some_and(|e| e.cancelled)
+    );
     let killed = tmp.path().join("killed");
     copy_dir(&live, &killed);
     assert_eq!(open(&killed).owed_wakes(), [AgentId::new("agent_1")]);

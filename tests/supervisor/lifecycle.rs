@@ -149,6 +149,68 @@ async fn an_agent_spawned_under_a_host_lets_go_of_its_stream_as_it_stops() {
     assert!(ended, "the stream never ended");
 }
 
+/// Review of this session's release (caught before it landed): stopped
+/// through its cell (`actor().stop`) in the instant its turn ended — its
+/// `Result` on the stream, its end notice still in its mailbox, which a
+/// stop is read before — the parent kept the closed turn, whose sinks
+/// held the stream: a host draining it in that handler waited for ever.
+#[tokio::test(start_paused = true)]
+async fn an_agent_stopped_as_its_turn_ends_lets_go_of_its_stream() {
+    use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+    use subagents::actors::{DelegatingAgent, EventSink};
+
+    struct Host;
+    impl Actor for Host {
+        type Msg = ((DelegatingAgent, EventStream), RpcReplyPort<bool>);
+        type State = ();
+        type Arguments = ();
+        async fn pre_start(&self, _: ActorRef<Self::Msg>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+        async fn handle(
+            &self,
+            _: ActorRef<Self::Msg>,
+            ((agent, mut events), reply): Self::Msg,
+            _: &mut (),
+        ) -> Result<(), ActorProcessingErr> {
+            let _result = agent.agent.queue_turn("hi").unwrap();
+            while let Some(event) = events.recv().await {
+                if matches!(event, AgentEvent::Result(_)) {
+                    break;
+                }
+            }
+            agent.agent.actor().stop(None);
+            agent.hub.actor().stop(None);
+            agent.agent.actor().wait(None).await.ok();
+            agent.hub.actor().wait(None).await.ok();
+            let drained = async { while events.recv().await.is_some() {} };
+            let ended = tokio::time::timeout(Duration::from_secs(3600), drained)
+                .await
+                .is_ok();
+            let _ = reply.send(ended);
+            Ok(())
+        }
+        async fn handle_supervisor_evt(
+            &self,
+            _: ActorRef<Self::Msg>,
+            _: SupervisionEvent,
+            _: &mut (),
+        ) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (sink, events) = EventSink::channel();
+    let agent = DelegationBuilder::new(ScriptedModel::new(vec![Reply::answer("Hello.")]).shared())
+        .gate(GateHandle::spawn(1).await.unwrap())
+        .spawn_into(sink, Some(host.get_cell()))
+        .await
+        .unwrap();
+    let ended = ractor::call!(host, |reply| ((agent, events), reply)).unwrap();
+    assert!(ended, "the stream never ended");
+}
+
 /// Closing a thread stops everything it made — its gate too — and leaves
 /// a gate the host shares between threads running.
 #[tokio::test(start_paused = true)]

@@ -480,7 +480,10 @@ impl Actor for AgentActor {
         // After a stop ractor hands this state to the supervisor inside
         // the termination event, which a host's actor reads only between
         // its handlers: a host that stopped its agent in a handler and
-        // then drained the stream waited for ever on this sender.
+        // then drained the stream waited for ever on this sender — and on
+        // a closed turn's sinks, kept when its end notice was still in the
+        // mailbox (a stop is read before it; its end is on the stream).
+        state.running = None;
         state.events = EventSink::unread();
         Ok(())
     }

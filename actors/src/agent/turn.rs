@@ -50,17 +50,18 @@ impl TurnContext {
     }
 
     /// Before a step starts (a model call, a tool call): past the turn's
-    /// wall clock, it waits for the clock's timer instead, which then ends
-    /// the turn `LimitReached(WallClock)`. The timer fires only where the
-    /// turn waits — tokio polls the turn before its timer — so a turn
-    /// whose steps never waited (a tool's synchronous work, an
-    /// uncontended gate, a ready stream) started more tools and model
-    /// calls past its limit and could end `Completed`.
-    pub(super) async fn within_wall_clock(&self) {
+    /// wall clock, the turn ends there as its timer would have ended it
+    /// ([`out_of_time`]). The timer fires only where the turn waits —
+    /// tokio polls the turn before its timer — so a turn whose steps
+    /// never waited (a tool's synchronous work, an uncontended gate, a
+    /// ready stream) started more tools and model calls past its limit
+    /// and could end `Completed`. A plain check and a return: waiting for
+    /// the timer there added suspension points, and what lived across
+    /// them widened every waiting turn's future (8 MiB per 10,000
+    /// threads).
+    pub(super) fn past_wall_clock(&self) -> bool {
         let deadline = self.started.checked_add(self.config.limits.wall_clock);
-        if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {
-            std::future::pending::<()>().await;
-        }
+        deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline)
     }
 }
 
@@ -72,8 +73,7 @@ pub(crate) async fn run_turn(ctx: &TurnContext) -> AgentResult {
     let limits = ctx.config.limits;
     let ended = tokio::time::timeout(limits.wall_clock, turn_loop(ctx)).await;
     let (text, outcome, progress) = match ended {
-        Ok((text, outcome)) => (text, outcome, ctx.with(|t| t.progress.clone())),
-        Err(_) => {
+        Ok((_, Outcome::LimitReached(LimitKind::WallClock))) | Err(_) => {
             let progress = ctx.with(|t| t.progress_at_cut());
             (
                 partial_result(LimitKind::WallClock, &limits, &progress),
@@ -81,15 +81,24 @@ pub(crate) async fn run_turn(ctx: &TurnContext) -> AgentResult {
                 progress,
             )
         }
+        Ok((text, outcome)) => (text, outcome, ctx.with(|t| t.progress.clone())),
     };
     result(text, outcome, &progress, started)
+}
+
+/// What the turn loop returns when a step would start past the wall
+/// clock: [`run_turn`] ends it as the clock's timer does.
+fn out_of_time() -> (String, Outcome) {
+    (String::new(), Outcome::LimitReached(LimitKind::WallClock))
 }
 
 async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
     let config = &ctx.config;
     let limits = config.limits;
     loop {
-        ctx.within_wall_clock().await;
+        if ctx.past_wall_clock() {
+            return out_of_time();
+        }
         // Destructured in place: a named `Option` of them lived across
         // the model call below, widening every waiting turn's future.
         let Some((progress, messages)) = ctx.with(|t| {
@@ -168,7 +177,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             // A cut call's arguments may be incomplete: none runs; the
             // model reads why and may try again.
             for call in &calls {
-                ctx.within_wall_clock().await;
+                if ctx.past_wall_clock() {
+                    return out_of_time();
+                }
                 call::refuse_call(
                     ctx,
                     call,
@@ -187,7 +198,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             continue;
         }
         for call in calls {
-            ctx.within_wall_clock().await;
+            if ctx.past_wall_clock() {
+                return out_of_time();
+            }
             // Boxed: a tool call's future (approval, the tool) is larger
             // than a model call's, and would widen every waiting turn.
             Box::pin(call::run_call(ctx, &call)).await;

@@ -141,12 +141,17 @@ impl Actor for Hub {
                     let _ = reply.send(outcome);
                 }
             }
+            // A resumed child's newest run, as a message reaches it: a stop
+            // of the id the model knows stopped the old, ended run and let
+            // the new one run on.
             HubMsg::Stop { id, reply } => {
+                let id = state.book.latest_run(&id);
                 state.prefer_stop(&id);
                 Box::pin(state.stop(&myself, &id, StopReply::One(reply))).await
             }
             // Rare, and their futures are among the largest: boxed.
             HubMsg::Interrupt { id, reply } => {
+                let id = state.book.latest_run(&id);
                 Box::pin(state.interrupt(&myself, &id, StopReply::One(reply))).await
             }
             HubMsg::StopAll { reply } => Box::pin(state.stop_all(&myself, reply)).await,

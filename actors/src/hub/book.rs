@@ -399,15 +399,11 @@ impl Book {
     /// running, unknown, cancelled already or ended `stopped`).
     pub(crate) fn cancel(&self, id: &AgentId) -> Option<Envelope> {
         let mut entry = self.entries.get_mut(id)?;
-        let envelope = &mut entry.envelope;
-        if !envelope.status.is_terminal()
-            || envelope.status == SubAgentStatus::Stopped
-            || envelope.cancelled
-        {
+        if !entry.envelope.cancellable() {
             return None;
         }
-        envelope.cancelled = true;
-        Some(envelope.clone())
+        entry.envelope.cancelled = true;
+        Some(entry.envelope.clone())
     }
 
     /// A finished child's last run span, taken (for the wake that links

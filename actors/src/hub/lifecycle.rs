@@ -120,8 +120,13 @@ impl HubState {
             self.sinks.get(&request.requester).cloned(),
             self.depth_of(&request.requester),
         ) else {
-            // A child of the book that ended is known, not "unknown".
-            if self.book.contains(&request.requester) {
+            // A child of the book that ended is known, not "unknown" (one
+            // still queued is not ended either).
+            if self
+                .book
+                .status(&request.requester)
+                .is_some_and(|s| s.is_terminal())
+            {
                 return Err(Refused::RequesterEnded {
                     id: request.requester.clone(),
                 });

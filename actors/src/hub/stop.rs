@@ -143,13 +143,22 @@ impl HubState {
     }
 
     /// Interrupts a child: [`HubState::stop`], ending `interrupted` (a
-    /// message resumes it). A child being stopped already stays stopped.
+    /// message resumes it). A child being stopped already stays stopped;
+    /// one that ended already answers how, and stays resumable (through
+    /// the stop it was cancelled for good, though the interrupt's answer
+    /// said a message resumes it).
     pub(super) async fn interrupt(
         &mut self,
         myself: &ActorRef<HubMsg>,
         id: &AgentId,
         reply: StopReply,
     ) {
+        let archived = || self.archived(id).map(|e| e.status);
+        if let Some(status) = self.book.status(id).or_else(archived)
+            && status.is_terminal()
+        {
+            return reply.answer(Ok(status));
+        }
         if let Some(child) = self.children.get_mut(id)
             && child.stopping.is_none()
         {

@@ -18,7 +18,7 @@ use crate::store::files::{
     is_expired, is_temp_name, move_aside, named_child, parse_envelope, sync_dir_best_effort,
     write_atomic,
 };
-use crate::store::lock::{LAST_SESSION, SESSION_NAME, lock_dir, next_session};
+use crate::store::lock::{SESSION_NAME, count_session, last_session, lock_dir};
 use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
 
 /// Envelopes of one session, in memory and on disk. `Send + Sync`; its
@@ -57,7 +57,7 @@ pub struct EnvelopeStore {
     /// The session whose approval blocks threads' parents take (this
     /// open's number among the directory's, 1 for the first; a new one
     /// once its blocks are spent) and how many it handed out.
-    numbering: Mutex<(u64, u64)>,
+    pub(super) numbering: Mutex<(u64, u64)>,
 }
 
 /// Writes whose last attempt failed.
@@ -76,11 +76,6 @@ impl fmt::Debug for EnvelopeStore {
             .finish_non_exhaustive()
     }
 }
-
-/// Approval numbers a thread's parent has to itself.
-pub(crate) const APPROVALS_PER_BLOCK: u64 = 1_000_000;
-/// Blocks of approval numbers a session has.
-pub(super) const BLOCKS_PER_SESSION: u64 = 1_000_000;
 
 impl EnvelopeStore {
     /// How long an envelope is kept after it finished (or was requested,
@@ -118,6 +113,7 @@ impl EnvelopeStore {
             source,
         })?;
         let lock = lock_dir(&dir)?;
+        let last = last_session(&dir)?;
         let store = EnvelopeStore {
             numbering: Mutex::new((0, 0)),
             dir,
@@ -136,7 +132,7 @@ impl EnvelopeStore {
         let (mut report, named) = store.load()?;
         // After the load, which removed the stale temporary files: one a
         // killed process left under this process's id blocked the write.
-        let session = next_session(&store.dir)?;
+        let session = count_session(&store.dir, last)?;
         let loaded: Vec<AgentId> = store.map.iter().map(|e| e.key().clone()).collect();
         let store = EnvelopeStore {
             numbering: Mutex::new((session, 0)),
@@ -153,33 +149,6 @@ impl EnvelopeStore {
         report.pruned = store.prune();
         store.find_owed_wakes();
         Ok((store, report))
-    }
-
-    /// The number a new thread's parent numbers its approvals after: a
-    /// block of [`APPROVALS_PER_BLOCK`] of its own, past every block an
-    /// earlier session (a million blocks each) or an earlier thread of
-    /// this one took. Numbered from 1 in every parent, a host's row kept
-    /// from before a kill, or from a thread closed and opened again,
-    /// answered the new parent's first request.
-    pub(crate) fn approvals_after(&self) -> u64 {
-        let mut numbering = self
-            .numbering
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (session, taken) = &mut *numbering;
-        if *taken == BLOCKS_PER_SESSION {
-            // Spent (a million threads opened in one process's life): a
-            // new session, counted on disk as an open's is.
-            let _io = self.lock_io();
-            *session = next_session(&self.dir).unwrap_or_else(|error| {
-                tracing::warn!(%error, "the next session is not counted on disk");
-                (*session + 1).min(LAST_SESSION)
-            });
-            *taken = 0;
-        }
-        let block = (*session - 1) * BLOCKS_PER_SESSION + *taken;
-        *taken += 1;
-        block * APPROVALS_PER_BLOCK
     }
 
     /// The store's directory.

@@ -1,13 +1,19 @@
 //! The store's own files beside the envelopes: the lock a store holds
-//! for its life, and the count of sessions that opened the directory.
+//! for its life, and the count of sessions that opened the directory —
+//! with the blocks of approval numbers each session hands its threads.
 
 use std::fs;
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::store::envelopes::{APPROVALS_PER_BLOCK, BLOCKS_PER_SESSION};
+use crate::store::EnvelopeStore;
 use crate::store::files::{LOCK_NAME, write_atomic};
 use crate::store::report::StoreError;
+
+/// Approval numbers a thread's parent has to itself.
+pub(crate) const APPROVALS_PER_BLOCK: u64 = 1_000_000;
+/// Blocks of approval numbers a session has.
+pub(super) const BLOCKS_PER_SESSION: u64 = 1_000_000;
 
 /// The file counting the stores that opened the directory (a decimal
 /// number).
@@ -27,6 +33,13 @@ const COUNT_BYTES: u64 = 64;
 /// number their approvals as this one's, and a host's row kept from
 /// before a restart would answer a new request.
 pub(super) fn next_session(dir: &Path) -> Result<u64, StoreError> {
+    count_session(dir, last_session(dir)?)
+}
+
+/// The count the directory's session file holds (0 for none), refused as
+/// [`next_session`] says. Read before an open loads anything: a count it
+/// refused after the load had moved corrupt files aside lost that report.
+pub(super) fn last_session(dir: &Path) -> Result<u64, StoreError> {
     let path = dir.join(SESSION_NAME);
     let fail = |problem: &str, source: Option<io::Error>| StoreError::OwnFile {
         path: path.clone(),
@@ -62,11 +75,20 @@ pub(super) fn next_session(dir: &Path) -> Result<u64, StoreError> {
             None,
         ));
     }
+    Ok(last)
+}
+
+/// Writes session `last + 1` as the directory's count, and returns it.
+pub(super) fn count_session(dir: &Path, last: u64) -> Result<u64, StoreError> {
+    let path = dir.join(SESSION_NAME);
     let session = last + 1;
     // Atomic: a kill cutting an in-place write short read as no count at
     // all, and numbering started over.
-    write_atomic(&path, session.to_string().as_bytes())
-        .map_err(|error| fail("cannot be written", Some(error)))?;
+    write_atomic(&path, session.to_string().as_bytes()).map_err(|source| StoreError::OwnFile {
+        path,
+        problem: "cannot be written".to_owned(),
+        source: Some(source),
+    })?;
     Ok(session)
 }
 
@@ -144,14 +166,43 @@ pub(super) fn lock_dir(dir: &Path) -> Result<Vec<fs::File>, StoreError> {
 /// Tries of a held lock before `Locked` (10 ms apart).
 const LOCK_TRIES: u32 = 20;
 
+impl EnvelopeStore {
+    /// The number a new thread's parent numbers its approvals after: a
+    /// block of [`APPROVALS_PER_BLOCK`] of its own, past every block an
+    /// earlier session (a million blocks each) or an earlier thread of
+    /// this one took. Numbered from 1 in every parent, a host's row kept
+    /// from before a kill, or from a thread closed and opened again,
+    /// answered the new parent's first request.
+    pub(crate) fn approvals_after(&self) -> u64 {
+        let mut numbering = self
+            .numbering
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (session, taken) = &mut *numbering;
+        if *taken == BLOCKS_PER_SESSION {
+            // Spent (a million threads opened in one process's life): a
+            // new session, counted on disk as an open's is.
+            let _io = self.lock_io();
+            *session = next_session(&self.dir).unwrap_or_else(|error| {
+                tracing::warn!(%error, "the next session is not counted on disk");
+                (*session + 1).min(LAST_SESSION)
+            });
+            *taken = 0;
+        }
+        let block = (*session - 1) * BLOCKS_PER_SESSION + *taken;
+        *taken += 1;
+        block * APPROVALS_PER_BLOCK
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use subagents_actors::clock::ManualClock;
 
+    use super::{APPROVALS_PER_BLOCK, BLOCKS_PER_SESSION};
     use crate::store::EnvelopeStore;
-    use crate::store::envelopes::{APPROVALS_PER_BLOCK, BLOCKS_PER_SESSION};
 
     /// Repeated (a long-lived server): the millionth thread opened in one
     /// session and every one after it got the session's last block — two

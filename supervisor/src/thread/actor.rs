@@ -235,6 +235,15 @@ impl Actor for ThreadSupervisor {
                     // before its turn has ended delivers it (settled then).
                     state.deliver_wakes(&myself);
                     envelope.wake_owed = state.wakes.is_owed(&envelope.id);
+                } else if state.woken.contains(&envelope.id)
+                    && envelope.continued_as.is_none()
+                    && !envelope.claimed
+                {
+                    // A later notice of a child whose wake was queued (a
+                    // stop cancelled it after it ended): the hub's copy
+                    // says nothing of the wake, and written as it came it
+                    // cleared the owed wake on disk.
+                    envelope.wake_owed = state.wakes.is_owed(&envelope.id);
                 }
                 if state.switched_off.contains(&envelope.id) {
                     // Switched away from: it wakes nobody.

@@ -29,7 +29,7 @@ pub enum ThreadError {
     /// error, as [`DelegationBuilder::spawn`](subagents_actors::DelegationBuilder::spawn)
     /// gives it. It read "Actor panicked during startup", a string.
     #[error("the thread could not be started: {0}")]
-    Refused(#[source] subagents_actors::AgentError),
+    Refused(subagents_actors::AgentError),
     /// The thread is closed; the message was not delivered.
     #[error("the thread is closed")]
     Closed,

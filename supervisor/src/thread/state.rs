@@ -132,9 +132,7 @@ impl EnvelopeArchive for Archive {
             return;
         }
         let cancelled = self.store.update(id, |e| {
-            let first = e.status.is_terminal()
-                && e.status != subagents_messages::SubAgentStatus::Stopped
-                && !e.cancelled;
+            let first = e.cancellable();
             e.cancelled |= first;
             first
         });

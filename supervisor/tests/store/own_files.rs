@@ -102,3 +102,26 @@ fn a_link_under_an_envelopes_name_is_reported() {
     assert!(store.get(&AgentId::new("agent_3")).is_none());
     assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_5")));
 }
+
+/// Review of this session's refusal (caught before it landed): the open
+/// loaded the directory — moving corrupt files aside, which its report
+/// says — before it refused the count, and the report went with the
+/// error: once the count was repaired, the next open reported nothing. A
+/// count is read (and refused) before anything is touched.
+#[test]
+fn a_refused_count_touches_nothing_so_the_next_open_reports_it_all() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corrupt = tmp.path().join("agent_3.json");
+    fs::write(&corrupt, "{ torn").unwrap();
+    let count = tmp.path().join(".subagents-session");
+    fs::write(&count, "not a number").unwrap();
+    assert!(matches!(
+        EnvelopeStore::open(tmp.path(), clock(T0)),
+        Err(StoreError::OwnFile { .. })
+    ));
+    assert!(corrupt.exists(), "moved aside by an open that failed");
+    fs::write(&count, "7").unwrap();
+    let (_store, report) = EnvelopeStore::open(tmp.path(), clock(T0)).unwrap();
+    let reported: Vec<&Path> = report.corrupt.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(reported, [corrupt.as_path()]);
+}
