@@ -284,6 +284,8 @@ async fn a_stop_after_an_interrupt_cancels_the_child_for_good() {
         "{}",
         outputs[4].0
     );
+    // The stop says it cancelled it, which `interrupted` alone does not.
+    assert_eq!(json(&outputs[4].0)["cancelled"], true, "{}", outputs[4].0);
     for (sent, is_error) in &outputs[5..7] {
         assert!(is_error, "resumed: {sent}");
         assert!(sent.contains("was stopped and does not resume"), "{sent}");

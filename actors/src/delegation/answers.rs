@@ -140,6 +140,10 @@ pub(super) fn status_json(
     if let Some(position) = queue_position {
         out["queue_position"] = json!(position);
     }
+    // A stop reached it after it ended: a message no longer resumes it.
+    if envelope.cancelled {
+        out["cancelled"] = json!(true);
+    }
     if let Some(live) = live {
         let mut now = json!({
             "doing": live.activity.as_str(),

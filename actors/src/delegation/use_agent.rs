@@ -390,7 +390,16 @@ impl Tool for UseAgent {
                         .stop(&id)
                         .await
                         .map_err(|e| refuse(e.to_string()))?;
-                    Ok(json!({"id": id.as_str(), "status": status.as_str()}).to_string())
+                    let mut out = json!({"id": id.as_str(), "status": status.as_str()});
+                    // Ended before the stop: cancelled now, which its
+                    // status alone (`interrupted`, `done`) does not say.
+                    if status.is_terminal() && status != SubAgentStatus::Stopped {
+                        out["cancelled"] = json!(true);
+                        out["note"] = json!(
+                            "it had already ended; the stop cancels it for good: a message no longer resumes it"
+                        );
+                    }
+                    Ok(out.to_string())
                 }
                 Some("agents") => Ok(this.agents_json()),
                 Some(other) => Err(refuse(format!(
