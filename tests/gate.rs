@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -218,20 +220,10 @@ async fn a_gate_of_capacity_zero_admits_one_call() {
 /// ever. The gate closes its lane and lets its queue go as it stops.
 #[tokio::test(start_paused = true)]
 async fn a_stopped_gate_linked_under_a_host_grants_nothing() {
-    struct Host;
-    impl Actor for Host {
-        type Msg = (GateHandle, ractor::RpcReplyPort<(bool, Option<bool>)>);
-        type State = ();
-        type Arguments = ();
-        async fn pre_start(&self, _: ActorRef<Self::Msg>, _: ()) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
-        async fn handle(
-            &self,
-            _: ActorRef<Self::Msg>,
-            (gate, reply): Self::Msg,
-            _: &mut (),
-        ) -> Result<(), ActorProcessingErr> {
+    let host = common::host::Host::spawn().await;
+    let gate = GateHandle::spawn_linked(1, host.cell()).await.unwrap();
+    let (late, queued) = host
+        .run(async move {
             let held = gate.acquire("first").await.unwrap();
             let queued = tokio::spawn({
                 let gate = gate.clone();
@@ -247,21 +239,9 @@ async fn a_stopped_gate_linked_under_a_host_grants_nothing() {
                 .ok()
                 .map(Result::unwrap);
             drop(held);
-            let _ = reply.send((late, queued));
-            Ok(())
-        }
-        async fn handle_supervisor_evt(
-            &self,
-            _: ActorRef<Self::Msg>,
-            _: ractor::SupervisionEvent,
-            _: &mut (),
-        ) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
-    }
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
-    let gate = GateHandle::spawn_linked(1, host.get_cell()).await.unwrap();
-    let (late, queued) = ractor::call!(host, |reply| (gate, reply)).unwrap();
+            (late, queued)
+        })
+        .await;
     assert!(!late, "a stopped gate granted a permit");
     assert_eq!(
         queued,

@@ -501,14 +501,11 @@ async fn a_message_racing_the_final_answer_is_read_never_lost() {
     assert!(read > 0 && resumed > 0, "both orders: {read} and {resumed}");
 }
 
-/// Same instant, a long last call: a message sent during a child's last
-/// allowed model call waited for its end only up to the inline wait (45 s)
-/// and then handed the model "is ending … send it again" — a slow local
-/// model's call, or any call of a `max_iterations: 1` child, outlasts
-/// that. The send waits for the run's end (the parent's own wall clock
-/// bounds it), and a new run reads the message.
-#[tokio::test(start_paused = true)]
-async fn a_message_during_a_last_call_longer_than_the_inline_wait_is_read_by_a_new_run() {
+/// A worker whose last allowed model call (its second) takes `last_call`,
+/// sent "one more thing" 6 s in, during that call; its log checked after
+/// `settle` more seconds — each check of a message during the last call,
+/// whatever the call's length.
+async fn a_message_during_the_last_call(last_call: u64, settle: u64) -> ThreadHandle {
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Worker", 1, false).max_iterations(2)),
         Reply::answer("Started."),
@@ -524,8 +521,7 @@ async fn a_message_during_a_last_call_longer_than_the_inline_wait_is_read_by_a_n
         "Worker",
         vec![
             Reply::new().tool_call("sleep", r#"{"secs":1}"#),
-            // Its last allowed call: 100 s; the send lands at about 6 s.
-            Reply::answer("worked 1 s").delay(Duration::from_secs(100)),
+            Reply::answer("worked 1 s").delay(Duration::from_secs(last_call)),
             Reply::answer("read it"),
         ],
     );
@@ -541,7 +537,7 @@ async fn a_message_during_a_last_call_longer_than_the_inline_wait_is_read_by_a_n
     .await;
     thread.send_user("tell it").unwrap();
     until_result(&mut events, &mut log).await;
-    run_for(&mut events, &mut log, 240).await;
+    run_for(&mut events, &mut log, settle).await;
     check_log(&log, true);
     let (sent, is_error) = results_of(&log, "use_agent").pop().unwrap();
     assert!(!is_error, "{sent}");
@@ -552,7 +548,20 @@ async fn a_message_during_a_last_call_longer_than_the_inline_wait_is_read_by_a_n
             .iter()
             .any(|m| m.content == format!("{STEER}one more thing"))
     });
-    assert!(saw_it, "not read: {worker:#?}");
+    assert!(saw_it, "taken ({sent}), never read: {worker:#?}");
+    thread
+}
+
+/// Same instant, a long last call: a message sent during a child's last
+/// allowed model call waited for its end only up to the inline wait (45 s)
+/// and then handed the model "is ending … send it again" — a slow local
+/// model's call, or any call of a `max_iterations: 1` child, outlasts
+/// that. The send waits for the run's end (the parent's own wall clock
+/// bounds it), and a new run reads the message.
+#[tokio::test(start_paused = true)]
+async fn a_message_during_a_last_call_longer_than_the_inline_wait_is_read_by_a_new_run() {
+    // Its last allowed call: 100 s; the send lands at about 6 s.
+    let thread = a_message_during_the_last_call(100, 240).await;
     thread.close_and_wait().await;
 }
 
@@ -563,50 +572,8 @@ async fn a_message_during_a_last_call_longer_than_the_inline_wait_is_read_by_a_n
 /// run reads it.
 #[tokio::test(start_paused = true)]
 async fn a_message_during_the_last_allowed_model_call_is_read_by_a_new_run() {
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&work_call("Worker", 1, false).max_iterations(2)),
-        Reply::answer("Started."),
-        Reply::new()
-            .use_agent(&UseAgentCall::send("agent_1", "one more thing"))
-            .delay(Duration::from_secs(5)),
-        Reply::answer("Sent."),
-        Reply::answer("Noted."),
-        Reply::answer("Noted."),
-        Reply::answer("Noted."),
-    ])
-    .with_script(
-        "Worker",
-        vec![
-            Reply::new().tool_call("sleep", r#"{"secs":1}"#),
-            // Its second and last allowed call: 10 s; the send lands at 6 s.
-            Reply::answer("worked 1 s").delay(Duration::from_secs(10)),
-            Reply::answer("read it"),
-        ],
-    );
-    let (model, seen) = spy("model", model);
-    let gate = GateHandle::spawn(2).await.unwrap();
-    let (thread, mut events) = thread_with(DelegationBuilder::new(model).gate(gate)).await;
-    thread.send_user("start").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    until_child(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::ToolResult(_))
-    })
-    .await;
-    thread.send_user("tell it").unwrap();
-    until_result(&mut events, &mut log).await;
-    run_for(&mut events, &mut log, 120).await;
-    check_log(&log, true);
-    let (sent, is_error) = results_of(&log, "use_agent").pop().unwrap();
-    assert!(!is_error, "{sent}");
-    let worker = requests_of(&seen.lock().unwrap(), "Worker");
-    let saw_it = worker.iter().any(|r| {
-        r.messages
-            .iter()
-            .any(|m| m.content == format!("{STEER}one more thing"))
-    });
-    assert!(saw_it, "taken ({sent}), never read: {worker:#?}");
-    assert_eq!(json(&sent)["resumed_from"], "agent_1", "{sent}");
+    // Its second and last allowed call: 10 s; the send lands at 6 s.
+    let thread = a_message_during_the_last_call(10, 120).await;
     let first = thread.hub().status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(
         first.result.as_deref(),

@@ -5,6 +5,7 @@
 
 pub mod blocking;
 mod checks;
+pub mod host;
 pub mod loopback;
 pub mod store;
 

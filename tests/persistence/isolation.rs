@@ -198,55 +198,28 @@ async fn a_thread_whose_hub_crashed_still_reads_its_earlier_children() {
 /// lets go of both as it stops.
 #[tokio::test(start_paused = true)]
 async fn a_thread_linked_under_a_host_lets_go_of_its_stream_and_store_as_it_closes() {
-    use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
     use std::time::Duration;
-    use subagents::prelude::EventStream;
-
-    type Close = (ThreadHandle, EventStream, std::path::PathBuf);
-    struct Host;
-    impl Actor for Host {
-        type Msg = (Close, RpcReplyPort<(bool, bool)>);
-        type State = ();
-        type Arguments = ();
-        async fn pre_start(&self, _: ActorRef<Self::Msg>, _: ()) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
-        async fn handle(
-            &self,
-            _: ActorRef<Self::Msg>,
-            ((thread, mut events, dir), reply): Self::Msg,
-            _: &mut (),
-        ) -> Result<(), ActorProcessingErr> {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let host = common::host::Host::spawn().await;
+    let model = ScriptedModel::new(vec![Reply::answer("Hello.")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(open(&dir));
+    let (thread, mut events) = ThreadHandle::spawn(config, Some(host.cell()))
+        .await
+        .unwrap();
+    thread.send_user("hi").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let answer = host
+        .run(async move {
             thread.close_and_wait().await;
             let drained = async { while events.recv().await.is_some() {} };
             let ended = tokio::time::timeout(Duration::from_secs(3600), drained)
                 .await
                 .is_ok();
             let reopened = EnvelopeStore::open(&dir, Arc::new(SystemClock)).is_ok();
-            let _ = reply.send((ended, reopened));
-            Ok(())
-        }
-        async fn handle_supervisor_evt(
-            &self,
-            _: ActorRef<Self::Msg>,
-            _: SupervisionEvent,
-            _: &mut (),
-        ) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
-    }
-
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("envelopes");
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
-    let model = ScriptedModel::new(vec![Reply::answer("Hello.")]);
-    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(open(&dir));
-    let (thread, mut events) = ThreadHandle::spawn(config, Some(host.get_cell()))
-        .await
-        .unwrap();
-    thread.send_user("hi").unwrap();
-    until_result(&mut events, &mut Vec::new()).await;
-    let answer = ractor::call!(host, |reply| ((thread, events, dir), reply)).unwrap();
+            (ended, reopened)
+        })
+        .await;
     assert_eq!(
         answer,
         (true, true),

@@ -100,53 +100,32 @@ async fn a_thread_can_be_linked_under_a_host_actor() {
 /// go of its sink as it stops.
 #[tokio::test(start_paused = true)]
 async fn an_agent_spawned_under_a_host_lets_go_of_its_stream_as_it_stops() {
-    use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
-    use subagents::actors::{DelegatingAgent, EventSink};
-
-    struct Host;
-    impl Actor for Host {
-        type Msg = ((DelegatingAgent, EventStream), RpcReplyPort<bool>);
-        type State = ();
-        type Arguments = ();
-        async fn pre_start(&self, _: ActorRef<Self::Msg>, _: ()) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
-        async fn handle(
-            &self,
-            _: ActorRef<Self::Msg>,
-            ((agent, mut events), reply): Self::Msg,
-            _: &mut (),
-        ) -> Result<(), ActorProcessingErr> {
-            agent.shutdown_and_wait().await;
-            let drained = async { while events.recv().await.is_some() {} };
-            let ended = tokio::time::timeout(Duration::from_secs(3600), drained)
-                .await
-                .is_ok();
-            let _ = reply.send(ended);
-            Ok(())
-        }
-        async fn handle_supervisor_evt(
-            &self,
-            _: ActorRef<Self::Msg>,
-            _: SupervisionEvent,
-            _: &mut (),
-        ) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
-    }
-
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    use subagents::actors::EventSink;
+    let host = common::host::Host::spawn().await;
     let (sink, mut events) = EventSink::channel();
     let agent = DelegationBuilder::new(background_workers(&[5]).shared())
         .tools(ToolRegistry::new().with(Sleep))
-        .spawn_into(sink, Some(host.get_cell()))
+        .spawn_into(sink, Some(host.cell()))
         .await
         .unwrap();
     let _result = agent.agent.queue_turn("start").unwrap();
     let mut log = Vec::new();
     run_for(&mut events, &mut log, 30).await;
-    let ended = ractor::call!(host, |reply| ((agent, events), reply)).unwrap();
+    let ended = host
+        .run(async move {
+            agent.shutdown_and_wait().await;
+            drained_within_an_hour(events).await
+        })
+        .await;
     assert!(ended, "the stream never ended");
+}
+
+/// The stream ends (every sender gone) within an hour of virtual time.
+async fn drained_within_an_hour(mut events: EventStream) -> bool {
+    let drained = async { while events.recv().await.is_some() {} };
+    tokio::time::timeout(Duration::from_secs(3600), drained)
+        .await
+        .is_ok()
 }
 
 /// Review of this session's release (caught before it landed): stopped
@@ -156,23 +135,16 @@ async fn an_agent_spawned_under_a_host_lets_go_of_its_stream_as_it_stops() {
 /// held the stream: a host draining it in that handler waited for ever.
 #[tokio::test(start_paused = true)]
 async fn an_agent_stopped_as_its_turn_ends_lets_go_of_its_stream() {
-    use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
-    use subagents::actors::{DelegatingAgent, EventSink};
-
-    struct Host;
-    impl Actor for Host {
-        type Msg = ((DelegatingAgent, EventStream), RpcReplyPort<bool>);
-        type State = ();
-        type Arguments = ();
-        async fn pre_start(&self, _: ActorRef<Self::Msg>, _: ()) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
-        async fn handle(
-            &self,
-            _: ActorRef<Self::Msg>,
-            ((agent, mut events), reply): Self::Msg,
-            _: &mut (),
-        ) -> Result<(), ActorProcessingErr> {
+    use subagents::actors::EventSink;
+    let host = common::host::Host::spawn().await;
+    let (sink, mut events) = EventSink::channel();
+    let agent = DelegationBuilder::new(ScriptedModel::new(vec![Reply::answer("Hello.")]).shared())
+        .gate(GateHandle::spawn(1).await.unwrap())
+        .spawn_into(sink, Some(host.cell()))
+        .await
+        .unwrap();
+    let ended = host
+        .run(async move {
             let _result = agent.agent.queue_turn("hi").unwrap();
             while let Some(event) = events.recv().await {
                 if matches!(event, AgentEvent::Result(_)) {
@@ -183,31 +155,9 @@ async fn an_agent_stopped_as_its_turn_ends_lets_go_of_its_stream() {
             agent.hub.actor().stop(None);
             agent.agent.actor().wait(None).await.ok();
             agent.hub.actor().wait(None).await.ok();
-            let drained = async { while events.recv().await.is_some() {} };
-            let ended = tokio::time::timeout(Duration::from_secs(3600), drained)
-                .await
-                .is_ok();
-            let _ = reply.send(ended);
-            Ok(())
-        }
-        async fn handle_supervisor_evt(
-            &self,
-            _: ActorRef<Self::Msg>,
-            _: SupervisionEvent,
-            _: &mut (),
-        ) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
-    }
-
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
-    let (sink, events) = EventSink::channel();
-    let agent = DelegationBuilder::new(ScriptedModel::new(vec![Reply::answer("Hello.")]).shared())
-        .gate(GateHandle::spawn(1).await.unwrap())
-        .spawn_into(sink, Some(host.get_cell()))
-        .await
-        .unwrap();
-    let ended = ractor::call!(host, |reply| ((agent, events), reply)).unwrap();
+            drained_within_an_hour(events).await
+        })
+        .await;
     assert!(ended, "the stream never ended");
 }
 
