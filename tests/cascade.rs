@@ -171,3 +171,47 @@ fn a_stop_as_the_waited_on_child_finishes() {
     // and before its answer was taken — it wakes the parent once.
     assert!(reached.contains(&("stopping", "done", 1)), "{reached:?}");
 }
+
+/// Same instant, a child waiting for its own children: under `Cascade`, a
+/// parent stopped after its waited-on child gave its answer but while that
+/// child's background grandchild was still being stopped found the child
+/// not yet ended, "stopped" it (a stop after its turn ended changes
+/// nothing) — and the child ended `done`, never handed to the background:
+/// no wake, its answer lost, though the call said "if it had already
+/// finished, its result will arrive as a message". A child whose turn is
+/// over goes to the background as a finished one does.
+#[test]
+fn a_stop_while_the_waited_on_child_waits_for_its_own_children() {
+    let scenario = |yields| {
+        Scenario::new(vec![
+            Reply::new().use_agent(&work_call("Worker", 1, true)),
+            Reply::answer("Noted."),
+            Reply::answer("Noted again."),
+            Reply::answer("And again."),
+        ])
+        .child_script(
+            "Worker\n",
+            vec![
+                Reply::new().use_agent(&work_call("Grand", 100, false)),
+                Reply::answer("worker done"),
+            ],
+        )
+        .child_script("Grand\n", worker(100))
+        .tools(ToolRegistry::new().with(Sleep))
+        .configure(|b| b.parent_stop(ParentStopPolicy::Cascade).max_depth(2))
+        .at(Duration::ZERO, HostAction::User("go".into()))
+        .on(
+            Trigger::new(Some(AgentId::new("agent_1")), Moment::Result, |_, _| {
+                Some(HostAction::StopParent)
+            })
+            .after_yields(yields),
+        )
+        .run_for(Duration::from_secs(300))
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for yields in 0..40 {
+        let (_, status, wakes) = check_the_call_says_what_happened(&scenario(yields).run(0));
+        seen.insert((format!("{status:?}"), wakes));
+    }
+    eprintln!("outcomes reached: {seen:?}");
+}

@@ -48,10 +48,14 @@ pub struct ChildRequest {
     pub no_delegation: bool,
     /// At most this much wall clock for the child (what its requester has
     /// left, for a requester that waits to the end); `None`: the child
-    /// limits alone.
+    /// limits alone. Applies only while the requester waits: a child handed
+    /// to the background runs on the child limits, and a host's request
+    /// (`HubHandle::request`, always background) is never capped — set
+    /// the hub's child limits instead.
     #[serde(default)]
     pub wall_clock_cap: Option<std::time::Duration>,
-    /// At most this many tokens for the child, likewise.
+    /// At most this many tokens for the child, likewise (and likewise only
+    /// while the requester waits).
     #[serde(default)]
     pub token_cap: Option<u64>,
     /// Request options for the child's model calls (from its profile),

@@ -374,3 +374,85 @@ async fn limits_under_which_nothing_can_run_are_refused_at_the_spawn() {
         );
     }
 }
+
+/// Stopped midway, one level down: a child waiting inline on its own child
+/// (which waited for an approval) ran out of its wall clock; the default
+/// `Detach` handed the grandchild to the background just before its
+/// requester's end stopped it — and the background policy (`Approve`)
+/// answered its pending request, approving a call of a sub-agent that was
+/// about to be stopped (its requester's conversation already said
+/// "stopped"). A child's cut wait stops its child at once.
+#[tokio::test(start_paused = true)]
+async fn a_grandchild_cut_with_its_waiting_requester_is_not_approved_first() {
+    use subagents::actors::hub::BackgroundApprovals;
+    use subagents::messages::ApprovalOutcome;
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(
+            "delegate_task",
+            r#"{"task":"relay","system_prompt":"Worker\nYou relay."}"#,
+        ),
+        Reply::answer("done"),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new()
+                .use_agent(&UseAgentCall::run("Poster\nYou post.", "post it").tools(["http_post"])),
+            Reply::answer("relayed"),
+        ],
+    )
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"message":"hi"}"#),
+            Reply::answer("posted it"),
+        ],
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(subagents_demo::Post))
+        .limits(Limits {
+            wall_clock: Duration::from_secs(20),
+            ..Limits::default()
+        })
+        .max_depth(2)
+        .delegate_task_tool(true)
+        .background_approvals(BackgroundApprovals::Approve)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut resolved = Vec::new();
+    let mut posted = false;
+    loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::Result(_) => break,
+            AgentEvent::Child(_, inner) => {
+                if let AgentEvent::Child(_, inner) = *inner {
+                    match *inner {
+                        AgentEvent::ApprovalResolved { outcome, .. } => resolved.push(outcome),
+                        AgentEvent::ToolResult(r) if r.name == "http_post" && !r.is_error => {
+                            posted = true;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    while let Some(event) = events.try_recv() {
+        if let AgentEvent::Child(_, inner) = event
+            && let AgentEvent::Child(_, inner) = *inner
+            && let AgentEvent::ApprovalResolved { outcome, .. } = *inner
+        {
+            resolved.push(outcome);
+        }
+    }
+    assert!(
+        matches!(resolved.as_slice(), [ApprovalOutcome::Cancelled(_)]),
+        "{resolved:?}"
+    );
+    assert!(!posted, "a call approved for a sub-agent being stopped ran");
+    parent.shutdown_and_wait().await;
+}

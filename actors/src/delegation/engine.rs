@@ -304,7 +304,15 @@ impl Delegator {
         let mut guard = OnParentStop {
             hub: self.hub.clone(),
             id: id.clone(),
-            policy: self.parent_stop,
+            // A child's cut turn ends the child, and its children with it
+            // (its note says "stopped"): stopped now. Handed to the
+            // background first, its pending request was answered by the
+            // background policy (`Approve` ran the call) just before the
+            // requester's end stopped it.
+            policy: match call.depth {
+                0 => self.parent_stop,
+                _ => ParentStopPolicy::Cascade,
+            },
             armed: true,
         };
         match self.hub.wait(id, within).await {
