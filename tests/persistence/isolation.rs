@@ -267,3 +267,54 @@ async fn a_stop_of_an_earlier_sessions_ended_child_cancels_it_across_restarts() 
         drop((thread, store));
     }
 }
+
+/// Stopped midway (a hub gone with wakes owed): after a restart with two
+/// owed wakes, the hub stopped while the first wake's turn ran; the
+/// second was then looked up through the hub's archive — gone with the
+/// hub — found nowhere, taken for one claimed meanwhile and settled on
+/// disk: the parent never told, in this process or the next. The thread
+/// reads an earlier session's child from its store once the hub is gone.
+#[tokio::test]
+async fn an_owed_wake_behind_another_survives_the_hubs_stop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let worker = |name: &str| UseAgentCall::run(format!("{name}\nYou work."), "go").background();
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&worker("Alpha"))
+            .use_agent(&worker("Beta")),
+        Reply::answer("Started."),
+    ])
+    .with_script("Alpha", vec![Reply::answer("alpha done")])
+    .with_script("Beta", vec![Reply::answer("beta done")]);
+    let store = open(&live);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.typing(true).unwrap();
+    thread.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    until_on_disk_finished(&thread, &store, "agent_1").await;
+    until_on_disk_finished(&thread, &store, "agent_2").await;
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    thread.close_and_wait().await;
+    drop((thread, store));
+    assert_eq!(
+        open(&killed).owed_wakes(),
+        [AgentId::new("agent_1"), AgentId::new("agent_2")]
+    );
+
+    let model = ScriptedModel::new(vec![Reply::new().hang(), Reply::answer("Beta noted.")]);
+    let store = open(&killed);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.sync().await.unwrap(); // agent_1's wake is out, its turn hangs
+    thread.hub().actor().stop(None);
+    thread.hub().actor().wait(None).await.ok();
+    thread.stop_parent().unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await; // agent_1's wake turn, stopped
+    thread.sync().await.unwrap(); // its end read: the next wake goes out
+    thread.sync().await.unwrap();
+    drain(&mut events, &mut log);
+    assert_eq!(woken_children(&log), ["agent_1", "agent_2"], "{log:#?}");
+    thread.close_and_wait().await;
+}

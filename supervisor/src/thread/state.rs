@@ -386,7 +386,7 @@ impl ThreadState {
                 let restarted = std::mem::take(&mut self.restarted);
                 let listed: Vec<Envelope> = restarted
                     .iter()
-                    .filter_map(|id| self.parent.hub.status(id))
+                    .filter_map(|id| self.envelope(id))
                     .collect();
                 self.settle_at_end = restarted;
                 self.events.emit(AgentEvent::Wake {
@@ -397,7 +397,10 @@ impl ThreadState {
                 self.send_turn(myself, text, TurnOrigin::Wake, None, None);
                 return;
             }
-            let envelope = self.parent.hub.status(&child);
+            // Through the store once the hub is gone (its archive with
+            // it): found nowhere, an owed wake read as claimed and was
+            // settled, the parent never told.
+            let envelope = self.envelope(&child);
             match envelope {
                 // A child a message resumed meanwhile: the run it goes on
                 // as wakes the parent, not this one (as after a restart,
