@@ -157,13 +157,5 @@ impl Drop for Contained {
 }
 
 fn drop_contained(stream: Option<ModelStream>) {
-    if let Some(stream) = stream
-        && let Err(panic) =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(stream)))
-    {
-        tracing::warn!(
-            panic = %crate::tool::panic_message(panic.as_ref()),
-            "a model's stream panicked as it was dropped"
-        );
-    }
+    crate::tool::drop_guarded(stream, "a model's stream");
 }

@@ -414,12 +414,18 @@ impl Drop for Contained {
 }
 
 fn drop_contained(future: Option<ToolFuture>) {
-    if let Some(future) = future
-        && let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(future)))
+    drop_guarded(future, "a tool's future");
+}
+
+/// Drops `value` inside a panic guard (host code's `Drop`: a tool's
+/// future, a model's stream); a panic there is logged, naming `what`.
+pub(crate) fn drop_guarded<T>(value: Option<T>, what: &str) {
+    if let Some(value) = value
+        && let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(value)))
     {
         tracing::warn!(
             panic = %panic_message(panic.as_ref()),
-            "a tool's future panicked as it was dropped"
+            "{what} panicked as it was dropped"
         );
     }
 }

@@ -132,9 +132,7 @@ impl Actor for Hub {
                 // children still stopping — is finished as a stop sees it
                 // (a stop after its turn ended changes nothing): to the
                 // background, or its answer reached nobody.
-                let turn_over = state.children.get(&id).is_some_and(|c| c.ending.is_some())
-                    || state.book.turn_over(&id);
-                if state.book.is_terminal(&id) || turn_over {
+                if state.book.is_terminal(&id) || state.turn_over(&id) {
                     let _ = state.detach(&id);
                 } else {
                     state.prefer_stop(&id);

@@ -134,16 +134,8 @@ impl HubState {
             return Err(Refused::UnknownRequester(request.requester.clone()));
         };
         // A requester whose turn ended waits only for its children to
-        // stop: none is added under it (nothing would stop it) — nor under
-        // one whose turn is over while its end notice is still on its way
-        // (a wall clock that ran out in the poll its call was sent in).
-        if self
-            .children
-            .get(&request.requester)
-            .is_some_and(|r| r.ending.is_some())
-            || (self.children.contains_key(&request.requester)
-                && self.book.turn_over(&request.requester))
-        {
+        // stop: none is added under it (nothing would stop it).
+        if self.turn_over(&request.requester) {
             return Err(Refused::RequesterEnded {
                 id: request.requester.clone(),
             });

@@ -2,7 +2,7 @@
 //! child that asked, and the counts.
 
 use ractor::RpcReplyPort;
-use subagents_messages::{AgentId, ApprovalRefusal, Envelope, HubSnapshot};
+use subagents_messages::{AgentId, ApprovalRefusal, Envelope, HubSnapshot, SubAgentStatus};
 
 use crate::agent::AgentMsg;
 use crate::hub::lifecycle::HubState;
@@ -40,6 +40,22 @@ impl HubState {
             ApprovalRefusal::Unknown(id)
         };
         let _ = reply.send(Err(refusal));
+    }
+
+    /// A child's status: the book's, else an earlier session's from the
+    /// archive.
+    pub(super) fn status_of(&self, id: &AgentId) -> Option<SubAgentStatus> {
+        self.book
+            .status(id)
+            .or_else(|| self.archived(id).map(|e| e.status))
+    }
+
+    /// A child whose turn is over though it has not ended: its answer
+    /// given while its own children stop, or its end notice still on its
+    /// way (a wall clock that ran out in the poll its call was sent in).
+    pub(super) fn turn_over(&self, id: &AgentId) -> bool {
+        self.children.get(id).is_some_and(|c| c.ending.is_some())
+            || (self.children.contains_key(id) && self.book.turn_over(id))
     }
 
     /// The envelope of an earlier session's child `id`, from the archive.

@@ -153,8 +153,7 @@ impl HubState {
         id: &AgentId,
         reply: StopReply,
     ) {
-        let archived = || self.archived(id).map(|e| e.status);
-        if let Some(status) = self.book.status(id).or_else(archived)
+        if let Some(status) = self.status_of(id)
             && status.is_terminal()
         {
             return reply.answer(Ok(status));
@@ -229,8 +228,7 @@ impl HubState {
     /// earlier session's too: it answers with the status it ended with, as
     /// `status` reads it, not as unknown).
     pub(super) async fn stop(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId, reply: StopReply) {
-        let archived = || self.archived(id).map(|e| e.status);
-        let Some(status) = self.book.status(id).or_else(archived) else {
+        let Some(status) = self.status_of(id) else {
             return reply.answer(Err(Refused::UnknownChild(id.clone())));
         };
         if status.is_terminal() {
