@@ -278,22 +278,7 @@ async fn a_stop_of_an_earlier_sessions_ended_child_cancels_it_across_restarts() 
 async fn an_owed_wake_behind_another_survives_the_hubs_stop() {
     let tmp = tempfile::tempdir().unwrap();
     let live = tmp.path().join("live");
-    let worker = |name: &str| UseAgentCall::run(format!("{name}\nYou work."), "go").background();
-    let model = ScriptedModel::new(vec![
-        Reply::new()
-            .use_agent(&worker("Alpha"))
-            .use_agent(&worker("Beta")),
-        Reply::answer("Started."),
-    ])
-    .with_script("Alpha", vec![Reply::answer("alpha done")])
-    .with_script("Beta", vec![Reply::answer("beta done")]);
-    let store = open(&live);
-    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
-    thread.typing(true).unwrap();
-    thread.send_user("go").unwrap();
-    until_result(&mut events, &mut Vec::new()).await;
-    until_on_disk_finished(&thread, &store, "agent_1").await;
-    until_on_disk_finished(&thread, &store, "agent_2").await;
+    let (thread, store, _) = two_owed_wakes(&live).await;
     let killed = tmp.path().join("killed");
     copy_dir(&live, &killed);
     thread.close_and_wait().await;

@@ -305,6 +305,32 @@ async fn until_on_disk_finished(thread: &ThreadHandle, store: &EnvelopeStore, id
     }
 }
 
+/// A thread on a store at `live` whose background children `agent_1`
+/// (Alpha) and `agent_2` (Beta) finished while the user typed: both
+/// wakes held, owed on disk. The thread, its store and its log.
+async fn two_owed_wakes(
+    live: &std::path::Path,
+) -> (ThreadHandle, Arc<EnvelopeStore>, Vec<AgentEvent>) {
+    let worker = |name: &str| UseAgentCall::run(format!("{name}\nYou work."), "go").background();
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&worker("Alpha"))
+            .use_agent(&worker("Beta")),
+        Reply::answer("Started."),
+    ])
+    .with_script("Alpha", vec![Reply::answer("alpha done")])
+    .with_script("Beta", vec![Reply::answer("beta done")]);
+    let store = open(live);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.typing(true).unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until_on_disk_finished(&thread, &store, "agent_1").await;
+    until_on_disk_finished(&thread, &store, "agent_2").await;
+    (thread, store, log)
+}
+
 /// Stopped midway: background children that finished while their wakes
 /// were held (the user typing) had only their envelopes on disk, so a
 /// process killed before the wakes went out left the parent never told —
@@ -316,23 +342,7 @@ async fn until_on_disk_finished(thread: &ThreadHandle, store: &EnvelopeStore, id
 async fn a_wake_owed_when_the_process_died_is_delivered_after_the_restart() {
     let tmp = tempfile::tempdir().unwrap();
     let live = tmp.path().join("live");
-    let worker = |name: &str| UseAgentCall::run(format!("{name}\nYou work."), "go").background();
-    let model = ScriptedModel::new(vec![
-        Reply::new()
-            .use_agent(&worker("Alpha"))
-            .use_agent(&worker("Beta")),
-        Reply::answer("Started."),
-    ])
-    .with_script("Alpha", vec![Reply::answer("alpha done")])
-    .with_script("Beta", vec![Reply::answer("beta done")]);
-    let store = open(&live);
-    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
-    thread.typing(true).unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    until_on_disk_finished(&thread, &store, "agent_1").await;
-    until_on_disk_finished(&thread, &store, "agent_2").await;
+    let (thread, store, log) = two_owed_wakes(&live).await;
     let killed = tmp.path().join("killed");
     copy_dir(&live, &killed);
     thread.on_screen(false).unwrap();
