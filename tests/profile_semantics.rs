@@ -456,6 +456,21 @@ async fn denying_claude_codes_agent_tool_takes_delegation_away() {
     assert!(!tools.iter().any(|t| t == "calculator"), "{tools:?}");
 }
 
+/// Foreign (Agent Skills' `allowed-tools` spelling, copied into agent
+/// files and templates): a space-separated list. `disallowedTools: sleep
+/// calculator` was read as one name, `"sleep calculator"`, which named no
+/// tool: the deny list denied nothing and the child kept both. A scoped
+/// entry keeps its spaces inside the parentheses.
+#[tokio::test(start_paused = true)]
+async fn a_space_separated_deny_list_denies_each_name() {
+    let (tools, _) = tools_the_worker_gets("disallowedTools: sleep calculator").await;
+    assert_eq!(tools, ["use_agent"]);
+    let (tools, _) = tools_the_worker_gets("disallowedTools: sleep(a b) calculator").await;
+    assert_eq!(tools, ["use_agent"]);
+    let (tools, _) = tools_the_worker_gets("tools: sleep  calculator").await;
+    assert_eq!(tools, ["sleep", "calculator", "use_agent"]);
+}
+
 /// Profiles built in code (`ProfileSet::from_profiles` takes any, and
 /// `Profile` is `Default`) skipped every check a file gets: a profile
 /// named `""` or with a line break was offered though no call could select

@@ -6,9 +6,10 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-/// A tool list: an array of names, or one string of comma-separated names
-/// (the `.claude/agents` style `tools: Read, Grep, Glob`). Names are trimmed;
-/// empty names and repeats are dropped.
+/// A tool list: an array of names, or one string of names separated by
+/// commas or spaces (the `.claude/agents` style `tools: Read, Grep, Glob`,
+/// or `Read Grep Glob`). Names are trimmed; empty names and repeats are
+/// dropped.
 pub(super) struct ToolList(pub(super) Vec<String>);
 
 impl ToolList {
@@ -35,9 +36,13 @@ impl<'de> Visitor<'de> for ToolListVisitor {
         f.write_str("a list of tool names or a comma-separated string of tool names")
     }
 
-    /// Split at the commas outside parentheses: `Agent(worker, researcher)`
-    /// is one entry (split, neither half named its tool, and a deny list
-    /// denied nothing).
+    /// Split at the commas and the white space outside parentheses:
+    /// `Agent(worker, researcher)` and `Bash(git diff:*)` are one entry each
+    /// (split, neither half named its tool, and a deny list denied
+    /// nothing), and `Write Edit Bash` is three — the space-separated form
+    /// of Agent Skills' `allowed-tools`, which agent files copy (read as one
+    /// name, it named no tool, and a deny list written so denied nothing).
+    /// No tool's name holds a space: a provider allows `[A-Za-z0-9_-]`.
     fn visit_str<E: de::Error>(self, value: &str) -> Result<ToolList, E> {
         let mut list = ToolList(Vec::new());
         let (mut depth, mut start) = (0usize, 0);
@@ -45,19 +50,22 @@ impl<'de> Visitor<'de> for ToolListVisitor {
             match c {
                 '(' => depth += 1,
                 ')' => depth = depth.saturating_sub(1),
-                ',' if depth == 0 => {
+                c if depth == 0 && (c == ',' || c.is_whitespace()) => {
                     list.push(&value[start..at]);
-                    start = at + 1;
+                    start = at + c.len_utf8();
                 }
                 _ => {}
             }
         }
         list.push(&value[start..]);
-        // A `(` never closed: split at every comma, as before — what
-        // follows it is named (`Bash(rm:*, Write` still denies `Write`).
+        // A `(` never closed: split at every comma and space, as before —
+        // what follows it is named (`Bash(rm:*, Write` still denies
+        // `Write`).
         if depth > 0 {
             list = ToolList(Vec::new());
-            value.split(',').for_each(|name| list.push(name));
+            value
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .for_each(|name| list.push(name));
         }
         Ok(list)
     }
