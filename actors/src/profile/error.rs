@@ -63,6 +63,14 @@ pub enum ParseErrorKind {
         /// The format the fence announces.
         format: FrontmatterFormat,
     },
+    /// A Markdown file without a frontmatter block in another tool's
+    /// agents folder (`.claude/agents`, `.codex/agents`, `.agents/agents`),
+    /// where such a file is not an agent (a folder's `README.md`); in this
+    /// runtime's own folders it is a profile whose whole text is the prompt.
+    #[error(
+        "no frontmatter block: in this folder a file is an agent only with one (`---` with `name` and `description`); a README or notes file is not read as an agent"
+    )]
+    NoFrontmatter,
 }
 
 /// Why a profile file was not loaded.

@@ -6,9 +6,10 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use super::Profile;
-use super::error::{FrontmatterFormat, ProfileError, ProfileWarning};
-use super::parse::{Parsed, parse_profile_bytes};
+use super::error::{FrontmatterFormat, ParseErrorKind, ProfileError, ProfileWarning};
+use super::parse::Parsed;
 use super::restrict::restrict_tools;
+use super::walk::profile_files;
 
 /// The largest profile file read, in bytes.
 const MAX_PROFILE_BYTES: u64 = ProfileSet::MAX_FILE_BYTES;
@@ -72,8 +73,9 @@ impl ProfileSet {
         for dir in dirs {
             // The names this directory gave, and by which file.
             let mut in_dir: BTreeMap<String, PathBuf> = BTreeMap::new();
+            let foreign = other_tools_folder(dir);
             for path in profile_files(dir, &mut warnings) {
-                match load_file(&path) {
+                match load_file(&path, foreign) {
                     Ok((mut profile, file_warnings)) => {
                         for w in file_warnings {
                             warn(&mut warnings, w);
@@ -240,61 +242,6 @@ pub(super) fn warn(warnings: &mut Vec<ProfileWarning>, warning: ProfileWarning) 
     warnings.push(warning);
 }
 
-/// The candidate profile files of `dir`, sorted by path.
-fn profile_files(dir: &Path, warnings: &mut Vec<ProfileWarning>) -> Vec<PathBuf> {
-    let unreadable = |e: std::io::Error| ProfileWarning::UnreadableDir {
-        path: dir.to_path_buf(),
-        message: e.to_string(),
-    };
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) => {
-            warn(warnings, unreadable(e));
-            return Vec::new();
-        }
-    };
-    let mut files = Vec::new();
-    let mut broken = Vec::new();
-    for entry in entries {
-        match entry {
-            Ok(entry) => {
-                let path = entry.path();
-                let hidden = path
-                    .file_name()
-                    .and_then(OsStr::to_str)
-                    .is_some_and(|n| n.starts_with('.'));
-                let ext = path.extension();
-                let profile = ext == Some(OsStr::new("md")) || ext == Some(OsStr::new("toml"));
-                if profile && !hidden {
-                    if path.is_file() {
-                        files.push(path);
-                    } else if entry.file_type().is_ok_and(|t| t.is_symlink()) {
-                        // A link to nothing (or a loop): said, not silently
-                        // skipped — a profile of that name elsewhere would
-                        // stand in for it unnoticed.
-                        let why = match std::fs::metadata(&path) {
-                            Err(e) => e.to_string(),
-                            Ok(_) => "it links to something that is not a file".to_owned(),
-                        };
-                        let message =
-                            format!("a symbolic link that cannot be read as a file: {why}");
-                        broken.push(ProfileError::Read { path, message });
-                    }
-                }
-            }
-            Err(e) => warn(warnings, unreadable(e)),
-        }
-    }
-    files.sort();
-    // In name order, as the files are: never the directory's own order.
-    broken.sort_by(|a: &ProfileError, b| a.path().cmp(b.path()));
-    for error in broken {
-        warn(warnings, ProfileWarning::Skipped(error));
-    }
-    files
-}
-
 /// The first [`MAX_PROFILE_BYTES`] of a file that did not load (its
 /// settings come first): one too large was read whole, twice, to look
 /// for a restricting key — a transcript dump of gigabytes left in an
@@ -307,8 +254,26 @@ fn read_head(path: &Path) -> Vec<u8> {
     bytes
 }
 
-/// Reads and parses one profile file (at most [`MAX_PROFILE_BYTES`]).
-fn load_file(path: &Path) -> Result<Parsed, ProfileError> {
+/// Whether `dir` is another tool's agents folder (`.claude/agents`,
+/// `.codex/agents`, `.agents/agents`), where a Markdown file without a
+/// frontmatter block is not an agent: Claude Code registers none, and a
+/// folder's `README.md` (or a cloned collection's `CLAUDE.md`) became a
+/// sub-agent with every tool. In this runtime's own folders such a file is
+/// a profile, as in openheim's.
+fn other_tools_folder(dir: &Path) -> bool {
+    let mut parts = dir.components().rev().map(|c| c.as_os_str());
+    parts.next() == Some(OsStr::new("agents"))
+        && parts.next().is_some_and(|p| {
+            [".claude", ".codex", ".agents"]
+                .map(OsStr::new)
+                .contains(&p)
+        })
+}
+
+/// Reads and parses one profile file (at most [`MAX_PROFILE_BYTES`]); in
+/// another tool's folder (`needs_frontmatter`), a Markdown file without a
+/// frontmatter block is an error.
+fn load_file(path: &Path, needs_frontmatter: bool) -> Result<Parsed, ProfileError> {
     super::parse::profile_name(path)?;
     let read_error = |message: String| ProfileError::Read {
         path: path.to_path_buf(),
@@ -327,7 +292,16 @@ fn load_file(path: &Path) -> Result<Parsed, ProfileError> {
         let text = super::parse::utf8(path, &bytes)?;
         return super::codex::parse_codex_role(path, text);
     }
-    parse_profile_bytes(path, &bytes)
+    let text = super::parse::utf8(path, &bytes)?;
+    if needs_frontmatter && super::fence::split(text).is_ok_and(|s| s.format.is_none()) {
+        return Err(ProfileError::Parse {
+            path: path.to_path_buf(),
+            line: 1,
+            column: 1,
+            kind: ParseErrorKind::NoFrontmatter,
+        });
+    }
+    super::parse::parse_profile(path, text)
 }
 
 /// Keys that narrow what a profile may do, in every format read here.

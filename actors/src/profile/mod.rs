@@ -32,6 +32,7 @@ mod parse;
 mod render;
 mod restrict;
 mod tools;
+mod walk;
 
 use std::path::PathBuf;
 

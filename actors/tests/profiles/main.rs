@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod fields;
+mod folders;
 mod loading;
 mod never_panics;
 mod tables;

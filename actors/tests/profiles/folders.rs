@@ -1,0 +1,108 @@
+//! Which files of a folder are read: sub-folders (Claude Code reads them),
+//! and files without frontmatter in the other tools' folders.
+
+use super::*;
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// A project's agent kept in a sub-folder (`.claude/agents/review/`) was
+/// never read: the user's agent of that name, with every tool, ran in its
+/// place — the project asked for read-only and got everything, unsaid.
+#[test]
+fn a_profile_in_a_sub_folder_replaces_the_earlier_one_of_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let project = tmp.path().join("project");
+    write(&user, "reviewer.md", "---\nname: reviewer\n---\nevery tool");
+    write(
+        &project.join("review"),
+        "reviewer.md",
+        "---\nname: reviewer\ntools: read_file\n---\nread only",
+    );
+    write(
+        &project.join("a/b/c"),
+        "deep.md",
+        "---\nname: deep\n---\ndeep",
+    );
+    write(
+        &project.join(".git"),
+        "hidden.md",
+        "---\nname: hidden\n---\nx",
+    );
+    let known = ["read_file".to_owned(), "shell".to_owned()];
+    let (set, warnings) = ProfileSet::load(&[user, project.clone()], &known);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(set.names().collect::<Vec<_>>(), ["deep", "reviewer"]);
+    let reviewer = set.get("reviewer").unwrap();
+    assert_eq!(reviewer.source, project.join("review/reviewer.md"));
+    assert_eq!(reviewer.tools, Some(vec!["read_file".to_owned()]));
+}
+
+/// A collection linked in as a folder (`ln -s …/agents
+/// ~/.claude/agents/collection`, as one such README says) loaded nothing;
+/// a folder linked into itself is read once, and a folder deeper than the
+/// walk goes is said, not skipped in silence.
+#[cfg(unix)]
+#[test]
+fn a_linked_folder_is_read_once_and_a_deep_one_is_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let collection = tmp.path().join("collection");
+    write(&collection.join("core"), "a.md", "---\nname: a\n---\na");
+    write(&collection, "b.md", "---\nname: b\n---\nb");
+    let dir = tmp.path().join("agents");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&collection, dir.join("collection")).unwrap();
+    std::os::unix::fs::symlink(&dir, dir.join("itself")).unwrap();
+    let (set, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(set.names().collect::<Vec<_>>(), ["a", "b"]);
+
+    let deep = dir.join("1/2/3/4/5/6/7/8/9");
+    write(&deep, "far.md", "---\nname: far\n---\nfar");
+    let (set, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+    assert_eq!(set.names().collect::<Vec<_>>(), ["a", "b"]);
+    assert!(
+        matches!(&warnings[..], [ProfileWarning::UnreadableDir { path, message }]
+            if path == &dir.join("1/2/3/4/5/6/7/8/9") && message.contains("more than 8 folders")),
+        "{warnings:?}"
+    );
+}
+
+/// A folder's `README.md` (thousands of repositories keep one in
+/// `.claude/agents`), or a cloned collection's `CLAUDE.md`, became a
+/// sub-agent with every tool, listed first: Claude Code reads no file
+/// without frontmatter as an agent, and in its folders neither does this
+/// runtime. In this runtime's own folders such a file is still a profile.
+#[test]
+fn a_file_without_frontmatter_is_no_agent_in_another_tools_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    for folder in [".claude/agents", ".codex/agents", ".agents/agents"] {
+        let dir = tmp.path().join(folder);
+        write(&dir, "README.md", "# Agents\n\n| Agent | Purpose |\n");
+        write(&dir, "reviewer.md", "---\nname: reviewer\n---\nreviews");
+        let (set, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &[]);
+        assert_eq!(set.names().collect::<Vec<_>>(), ["reviewer"], "{folder}");
+        match &warnings[..] {
+            [
+                ProfileWarning::Skipped(ProfileError::Parse {
+                    path,
+                    line: 1,
+                    column: 1,
+                    kind,
+                }),
+            ] => {
+                assert_eq!(path, &dir.join("README.md"));
+                assert_eq!(kind, &ParseErrorKind::NoFrontmatter);
+            }
+            other => panic!("{folder}: {other:?}"),
+        }
+    }
+    let own = tmp.path().join(".subagents/agents");
+    write(&own, "checker.md", "Checks facts.");
+    let (set, warnings) = ProfileSet::load(&[own], &[]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(set.get("checker").unwrap().system_prompt, "Checks facts.");
+}
