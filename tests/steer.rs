@@ -772,3 +772,89 @@ async fn a_stop_while_an_interrupted_child_waits_for_its_own_ends_it_stopped() {
         );
     }
 }
+
+/// Stops `agent_1` by name at `agent_2`'s first step, and keeps the stop's
+/// answer.
+struct StopAtFirstStep {
+    thread: Arc<std::sync::OnceLock<ThreadHandle>>,
+    answer: std::sync::Mutex<Option<tokio::task::JoinHandle<SubAgentStatus>>>,
+}
+
+impl subagents::actors::hub::HubObserver for StopAtFirstStep {
+    fn finished(&self, _envelope: &subagents::messages::Envelope) {}
+
+    fn stepped(&self, id: &AgentId) {
+        let mut answer = self.answer.lock().unwrap();
+        if id.as_str() != "agent_2" || answer.is_some() {
+            return;
+        }
+        let Some(thread) = self.thread.get() else {
+            return;
+        };
+        let stop = thread.hub().stop(&AgentId::new("agent_1"));
+        *answer = Some(tokio::spawn(async move { stop.await.unwrap() }));
+    }
+}
+
+/// Same instant: a stop by name that reaches a child whose turn is over
+/// (its answer given, its own child still stopping) does not stop it — it
+/// ends `done` all the same. "A stop cancels it for good", and the model's
+/// `use_agent stop` said `"cancelled": true`, but the stop answered `done`
+/// with nothing cancelled, and a later message resumed the child the host
+/// had stopped.
+#[tokio::test(start_paused = true)]
+async fn a_stop_as_a_childs_turn_ends_cancels_it_all_the_same() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker A", 60, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on")),
+        Reply::answer("Told it."),
+    ])
+    .with_script(
+        "Worker A",
+        vec![
+            Reply::new().use_agent(&work_call("Worker B", 60, false)),
+            Reply::answer("A done"),
+        ],
+    )
+    .with_script("Worker B", worker(60));
+    let cell = Arc::new(std::sync::OnceLock::new());
+    let observer = Arc::new(StopAtFirstStep {
+        thread: cell.clone(),
+        answer: Default::default(),
+    });
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model.shared())
+            .max_depth(2)
+            .observer(observer.clone()),
+    )
+    .await;
+    let _ = cell.set(thread.clone());
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    // Its result wakes the parent (a cancel keeps the wake), whose wake
+    // turn sends it a message.
+    run_for(&mut events, &mut log, 120).await;
+    let stop = observer
+        .answer
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the stop was sent");
+    assert_eq!(
+        stop.await.unwrap(),
+        SubAgentStatus::Done,
+        "its turn was over"
+    );
+    let agent_1 = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert!(agent_1.cancelled, "{agent_1:?}");
+    check_log(&log, true);
+    let answers = results_of(&log, "use_agent");
+    let (send, _) = answers.last().unwrap();
+    assert!(send.contains("was stopped"), "{send}");
+    assert!(
+        !log.iter()
+            .any(|e| matches!(e, AgentEvent::ChildStarted(info) if info.id.as_str() == "agent_3")),
+        "resumed after its stop"
+    );
+}

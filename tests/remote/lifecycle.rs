@@ -253,3 +253,76 @@ async fn a_killed_hub_ends_its_remote_childrens_turns_and_runs() {
     );
     assert_eq!(node.runner.live(), 0, "left running on its node");
 }
+
+/// Same instant, across nodes, under `Cascade`: the parent stopped after
+/// the child it waits on inline gave its `Result` and before its node's
+/// `Ended` report — several hops on another node. The hub saw a turn not
+/// yet over and stopped the child; the stop came too late (its turn had
+/// closed on its node), so it ended `done` — never handed to the
+/// background: no wake, its answer reaching nobody, though the cut call
+/// said "if it had already finished, its result will arrive as a
+/// message". A stop that comes as the turn ends makes its result a wake.
+/// (Its node's `Ended` a second behind its events, as over a network: on
+/// the loopback it came in the same tick, and the window never opened.)
+#[tokio::test(start_paused = true)]
+async fn a_cascade_stop_as_a_remote_child_answers_makes_its_result_a_wake() {
+    use subagents::actors::ParentStopPolicy;
+    use subagents::simulation::{HostAction, Moment, Scenario, Trigger};
+    let mut reached = std::collections::BTreeSet::new();
+    for (moment, yields) in [Moment::ToolResult, Moment::Result]
+        .into_iter()
+        .flat_map(|m| (0..24).map(move |y| (m, y)))
+    {
+        let node_model = ScriptedModel::new(vec![])
+            .with_script("Worker\n", worker(5))
+            .shared();
+        let node = Loopback::new("b", node_model).await;
+        node.slow_ended.store(true, Ordering::SeqCst);
+        let scenario = Scenario::new(vec![
+            Reply::new().use_agent(&work_call("Worker", 5, true)),
+            Reply::answer("Noted."),
+            Reply::answer("Noted again."),
+        ])
+        .child_script("Worker\n", worker(5))
+        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+        .configure(move |b| {
+            b.parent_stop(ParentStopPolicy::Cascade)
+                .placement(Placement::On(node.clone()))
+        })
+        .at(Duration::ZERO, HostAction::User("go".into()))
+        .on(Trigger::new(Some(AgentId::new("agent_1")), moment, |_, _| {
+            Some(HostAction::StopParent)
+        })
+        .after_yields(yields))
+        .run_for(Duration::from_secs(600));
+        let report = tokio::spawn(async move { scenario.run_async(0).await })
+            .await
+            .unwrap();
+        let log = report.events();
+        check_log(&log, true);
+        let (output, _) = results_of(&log, "use_agent").remove(0);
+        let said = json(&output);
+        let child = report
+            .envelopes
+            .iter()
+            .find(|e| e.id.as_str() == "agent_1")
+            .unwrap();
+        let wakes = log.iter().filter(|e| is_wake(e)).count();
+        if said["stopping"] == true {
+            assert!(
+                matches!(
+                    (child.status, wakes),
+                    (SubAgentStatus::Stopped, 0) | (SubAgentStatus::Done, 1)
+                ),
+                "{yields}: the call said it stops with the turn unless it had finished: {:?}\n{}",
+                (child.status, wakes),
+                report.render()
+            );
+        } else {
+            assert_eq!((child.status, wakes), (SubAgentStatus::Done, 0), "{output}");
+        }
+        reached.insert((said["stopping"] == true, child.status.as_str(), wakes));
+    }
+    eprintln!("reached: {reached:?}");
+    assert!(reached.contains(&(true, "done", 1)), "{reached:?}");
+}

@@ -11,6 +11,7 @@ use subagents_messages::{AgentId, SubAgentStatus};
 
 use crate::agent::KillHook;
 use crate::hub::book::Book;
+use crate::hub::child::AfterEnd;
 use crate::hub::config::HubConfig;
 use crate::hub::lifecycle::HubState;
 use crate::hub::slots::Slots;
@@ -136,6 +137,7 @@ impl Actor for Hub {
                     let _ = state.detach(&id);
                 } else {
                     state.prefer_stop(&id);
+                    state.after_end(&id, AfterEnd::Background);
                     Box::pin(state.stop(&myself, &id, StopReply::One(None))).await
                 }
             }
@@ -151,6 +153,7 @@ impl Actor for Hub {
             HubMsg::Stop { id, reply } => {
                 let id = state.book.latest_run(&id);
                 state.prefer_stop(&id);
+                state.after_end(&id, AfterEnd::Cancel);
                 Box::pin(state.stop(&myself, &id, StopReply::One(reply))).await
             }
             // Rare, and their futures are among the largest: boxed.

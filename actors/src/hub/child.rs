@@ -35,6 +35,9 @@ pub(super) struct Child {
     /// resumes it.
     pub(super) interrupted: bool,
     pub(super) stop_replies: Vec<StopReply>,
+    /// What a stop that found its turn already over means if it ends all
+    /// the same (done or failed).
+    pub(super) after_end: AfterEnd,
     /// Its turn ended (status, result, error) while children it asked for
     /// still ran: it ends with the last of them, so their ends reach the
     /// stream inside its row, before its own.
@@ -47,6 +50,26 @@ pub(super) struct Child {
     pub(super) queued_at: Option<tokio::time::Instant>,
     /// It runs on another node (`LeastLoaded` counts only those here).
     pub(super) remote: bool,
+}
+
+/// A stop that reaches a child as its turn ends — its answer given and
+/// its end notice on the way, or its own children still stopping — does
+/// not stop it: it ends done or failed all the same. What the stop meant
+/// still holds then.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum AfterEnd {
+    /// Nothing (no stop, or a stop of them all: a switch or a close).
+    #[default]
+    Nothing,
+    /// A stop by name (the host's, or the model's `use_agent stop`): it is
+    /// cancelled for good, as a stop of a child that had ended is — it
+    /// answered `done` and a later message resumed it, though the model
+    /// was told `"cancelled": true`.
+    Cancel,
+    /// The parent's turn was cut under `Cascade`: its result becomes a
+    /// wake, as the cut call said ("if it had already finished, its
+    /// result will arrive as a message") — it reached nobody.
+    Background,
 }
 
 impl Child {

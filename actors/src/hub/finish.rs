@@ -5,6 +5,7 @@
 use ractor::ActorRef;
 use subagents_messages::{AgentEvent, AgentId, AgentResult, Envelope, Outcome, SubAgentStatus};
 
+use crate::hub::child::AfterEnd;
 use crate::hub::ids::child_number;
 use crate::hub::lifecycle::HubState;
 use crate::hub::msg::HubMsg;
@@ -52,6 +53,13 @@ impl HubState {
         let now = self.now_ms();
         if !self.book.finish(id, status, result, error, now) {
             return Vec::new();
+        }
+        // A stop that came as its turn ended, and it ended done or failed
+        // all the same: what the stop meant holds (none for `stopped`).
+        match child.after_end {
+            AfterEnd::Cancel => drop(self.book.cancel(id)),
+            AfterEnd::Background => drop(self.book.release_finished(id)),
+            AfterEnd::Nothing => {}
         }
         // Copied only for whoever reads it.
         let envelope = if child.subscribers.is_empty() && self.config.observers.is_empty() {

@@ -15,7 +15,7 @@ use crate::agent::UserTurn;
 
 use crate::agent::{AgentConfig, AgentMsg, TurnReply, spawn_agent};
 use crate::hub::book::{Book, Closer, requested};
-pub(super) use crate::hub::child::{Child, Ending};
+pub(super) use crate::hub::child::{AfterEnd, Child, Ending};
 use crate::hub::config::{HubConfig, approvals_for};
 use crate::hub::error::Refused;
 use crate::hub::slots::{Admission, Slots};
@@ -253,6 +253,7 @@ impl HubState {
             subscribers: Vec::new(),
             stopping: None,
             interrupted: false,
+            after_end: AfterEnd::Nothing,
             stop_replies: Vec::new(),
             ending: None,
             followups: Vec::new(),

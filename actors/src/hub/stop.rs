@@ -10,6 +10,7 @@ use subagents_messages::{AgentId, ApprovalDecision, ApprovalId, Envelope, SubAge
 
 use crate::agent::AgentMsg;
 use crate::hub::BackgroundApprovals;
+use crate::hub::child::AfterEnd;
 use crate::hub::error::Refused;
 use crate::hub::ids::child_number;
 use crate::hub::lifecycle::HubState;
@@ -206,6 +207,14 @@ impl HubState {
                 ending.0 = SubAgentStatus::Stopped;
                 ending.2 = Some(STOPPED_RUNNING.to_owned());
             }
+        }
+    }
+
+    /// What a stop of `id` means if its turn is already over and it ends
+    /// done or failed all the same ([`AfterEnd`]).
+    pub(super) fn after_end(&mut self, id: &AgentId, meaning: AfterEnd) {
+        if let Some(child) = self.children.get_mut(id) {
+            child.after_end = meaning;
         }
     }
 
