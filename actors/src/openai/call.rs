@@ -156,19 +156,15 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
     let response = loop {
         let sent = amended.as_ref().unwrap_or(body);
         match with_retries(settings.retry, || attempt(settings, sent)).await {
-            // A 400 that names a field a server does not take, and that
-            // has a known answer: sent once more with that field amended.
+            // A 400 (Mistral: 422, a field its schema forbids) that names a
+            // field a server does not take, and that has a known answer:
+            // sent once more with that field amended.
             Err(ModelError::Server {
-                status: 400,
+                status: status @ (400 | 422),
                 message,
             }) => match amended_for(sent, &message) {
                 Some(next) => amended = Some(next),
-                None => {
-                    return Err(ModelError::Server {
-                        status: 400,
-                        message,
-                    });
-                }
+                None => return Err(ModelError::Server { status, message }),
             },
             answered => break answered?,
         }
@@ -328,9 +324,9 @@ async fn attempt(
         });
     }
     // Unavailable for now: llama-server answers 503 "Loading model" until
-    // its model is loaded, a busy service 503 "overloaded". Waited out as
-    // a rate limit is.
-    if status.as_u16() == 503 {
+    // its model is loaded, a busy service 503 "overloaded" (Anthropic's:
+    // 529). Waited out as a rate limit is.
+    if matches!(status.as_u16(), 503 | 529) {
         return Ok(Attempt::Unavailable {
             retry_after,
             message,

@@ -69,16 +69,23 @@ const HIDDEN_STEP: usize = 1024;
 /// The `finish_reason`s that say the answer was cut short rather than
 /// finished: the output-token limit (`length`, or `max_tokens` on some
 /// servers), the content filter (OpenAI, Azure) and vLLM's repetition
-/// detector (`repetition`). [`FAILED_REASONS`] say it failed. Any other
-/// reason (`stop`, `tool_calls`, TGI's `eos_token`, …) is a finished
-/// answer.
-const CUT_REASONS: [&str; 4] = ["length", "max_tokens", "content_filter", "repetition"];
+/// detector (`repetition`), and Mistral's `model_length` (the model's
+/// context window). [`FAILED_REASONS`] say it failed. Any other reason
+/// (`stop`, `tool_calls`, TGI's `eos_token`, …) is a finished answer.
+const CUT_REASONS: [&str; 5] = [
+    "length",
+    "max_tokens",
+    "content_filter",
+    "repetition",
+    "model_length",
+];
 
 /// The `finish_reason`s that say the service gave up on the answer: vLLM
 /// ends a request it aborted (a pause for new weights, a shutdown) with
-/// `abort` after the text so far, and a failed one with `error`. The half
-/// answer is not a result.
-const FAILED_REASONS: [&str; 2] = ["abort", "error"];
+/// `abort` after the text so far, and a failed one with `error`; DeepSeek
+/// one it interrupted for want of resources with
+/// `insufficient_system_resource`. The half answer is not a result.
+const FAILED_REASONS: [&str; 3] = ["abort", "error", "insufficient_system_resource"];
 
 /// About four characters a token (OpenAI's rule of thumb for English):
 /// rough, but it keeps a token budget meaningful on every server.
@@ -99,6 +106,12 @@ impl Assembler {
     /// Feeds one server-sent event.
     pub(crate) fn on_event(&mut self, event: &str, data: &str) -> Result<Step, ModelError> {
         let data = data.trim();
+        // A keep-alive under a name of its own (sse-starlette before 1.4,
+        // gateways in front of Anthropic): the server speaking, no part of
+        // the answer — it failed the call as `Malformed`.
+        if event == "ping" {
+            return Ok(Step::Continue(Vec::new()));
+        }
         if event == "error" {
             return Err(mid_stream_error(
                 &serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned())),
@@ -124,6 +137,11 @@ impl Assembler {
         })?;
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
             return Err(mid_stream_error(&error));
+        }
+        // Anthropic's compatibility endpoint pings between chunks.
+        let ping = chunk.kind.as_ref().and_then(Value::as_str) == Some("ping");
+        if ping && chunk.choices.is_none() && chunk.usage.is_none() {
+            return Ok(Step::Continue(Vec::new()));
         }
         match chunk.object.as_deref() {
             Some("error") => {
@@ -157,7 +175,7 @@ impl Assembler {
                     .as_ref()
                     .or(delta.reasoning.as_ref())
                 {
-                    let n = reasoning.chars().count();
+                    let n = reasoning.0;
                     self.answer_chars += n;
                     self.hidden += n;
                 }

@@ -221,6 +221,10 @@ pub(crate) struct ChunkWire {
     /// as an object `"error"` with its `message` beside it.
     #[serde(default)]
     pub(crate) object: Option<String>,
+    /// Anthropic's OpenAI-compatible endpoint sends `{"type": "ping"}`
+    /// between chunks, a keep-alive.
+    #[serde(default, rename = "type")]
+    pub(crate) kind: Option<Value>,
 }
 
 /// One choice of a chunk (this adapter reads choice 0).
@@ -247,13 +251,37 @@ pub(crate) struct DeltaWire {
     /// that sends both keys (one text under each name, or `null`s) sends
     /// a chunk like any other, and an alias made it a duplicate field.
     #[serde(default)]
-    pub(crate) reasoning_content: Option<String>,
+    pub(crate) reasoning_content: Option<ReasoningWire>,
     /// The same reasoning under the other name; read only when
     /// `reasoning_content` is absent, so text sent under both counts once.
     #[serde(default)]
-    pub(crate) reasoning: Option<String>,
+    pub(crate) reasoning: Option<ReasoningWire>,
     #[serde(default)]
     pub(crate) tool_calls: Option<Vec<ToolCallDeltaWire>>,
+}
+
+/// A delta's reasoning, in characters: a string, or (a gateway that
+/// translates Bedrock's blocks) an object with its `text` (or `content`),
+/// or a list of them. Read as a string only, every chunk of such an answer
+/// was `Malformed`, though reasoning is never passed on.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ReasoningWire(pub(crate) usize);
+
+impl<'de> Deserialize<'de> for ReasoningWire {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        fn chars(value: &Value) -> usize {
+            match value {
+                Value::String(text) => text.chars().count(),
+                Value::Array(parts) => parts.iter().map(chars).sum(),
+                Value::Object(part) => ["text", "content", "thinking"]
+                    .iter()
+                    .find_map(|key| part.get(*key))
+                    .map_or(0, chars),
+                _ => 0,
+            }
+        }
+        Ok(Self(chars(&Value::deserialize(deserializer)?)))
+    }
 }
 
 /// A delta's `content`: a string, or (Mistral's Magistral models) a list

@@ -9,6 +9,7 @@
 mod config;
 mod end_to_end;
 mod failures;
+mod servers;
 mod streams;
 
 use std::collections::VecDeque;

@@ -1,0 +1,153 @@
+//! What particular servers send that others do not (the eighteenth
+//! session's review against real servers): each failed every call, or
+//! read a cut answer as a finished one.
+
+use super::*;
+
+/// Foreign (Mistral's API): a field its schema forbids is refused with
+/// HTTP 422, and it forbids `stream_options` — "retried without it when
+/// refused by name" held for a 400 only, so every call to Mistral failed.
+#[tokio::test]
+async fn a_422_refusing_stream_options_is_sent_again_without_it() {
+    let refusal = json!({"detail": [{"type": "extra_forbidden",
+        "loc": ["body", "stream_options"], "msg": "Extra inputs are not permitted",
+        "input": {"include_usage": true}}]});
+    let server = MockServer::start(vec![
+        Reply::error(422, refusal),
+        Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()])),
+    ])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))]);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[1].body.get("stream_options").is_none());
+    // Any other 422 is answered as it is, once.
+    let other = MockServer::start(vec![Reply::error(
+        422,
+        json!({"detail": [{"loc": ["body", "messages"], "msg": "field required"}]}),
+    )])
+    .await;
+    let out = collect(&other.model(None), request("hi")).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::Server { status: 422, .. })]),
+        "{out:?}"
+    );
+    assert_eq!(other.seen().len(), 1);
+}
+
+/// Foreign (Mistral's and DeepSeek's finish reasons): `model_length` (the
+/// context window cut the answer) and `insufficient_system_resource` (the
+/// service interrupted it) were read as finished answers — the half
+/// answer a result, its calls run.
+#[tokio::test]
+async fn a_context_cut_is_truncated_and_a_resource_interruption_fails() {
+    let server = MockServer::start(vec![Reply::sse(&strs(&[
+        text("half"),
+        finish("model_length"),
+        "[DONE]".to_owned(),
+    ]))])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(
+        out,
+        vec![
+            Ok(ModelChunk::Text("half".into())),
+            Ok(ModelChunk::Truncated("model_length".into()))
+        ]
+    );
+    let server = MockServer::start(vec![Reply::sse(&strs(&[
+        text("half"),
+        finish("insufficient_system_resource"),
+        "[DONE]".to_owned(),
+    ]))])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert!(
+        matches!(out.last(), Some(Err(ModelError::MidStream { .. }))),
+        "{out:?}"
+    );
+}
+
+/// Foreign (Anthropic's OpenAI-compatible endpoint, gateways, older
+/// sse-starlette): a keep-alive `data: {"type": "ping"}` between chunks,
+/// or an `event: ping`, failed the call as `Malformed` after the host had
+/// seen its first words. An object that is no chunk and no ping still is.
+#[tokio::test]
+async fn pings_between_chunks_are_keep_alives() {
+    let body = [
+        format!("data: {}\n\n", text("Hel")),
+        "data: {\"type\": \"ping\"}\n\n".to_owned(),
+        "event: ping\ndata: 2024-04-27 01:35:43.686476\n\n".to_owned(),
+        format!("data: {}\n\n", text("lo")),
+        format!("data: {}\n\n", finish("stop")),
+        "data: [DONE]\n\n".to_owned(),
+    ];
+    let server = MockServer::start(vec![Reply::sse_pieces(
+        body.into_iter().map(Piece::Send).collect(),
+    )])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(
+        out,
+        vec![
+            Ok(ModelChunk::Text("Hel".into())),
+            Ok(ModelChunk::Text("lo".into()))
+        ]
+    );
+    let server = MockServer::start(vec![Reply::sse(&[r#"{"type": "pong"}"#])]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::Malformed(_))]),
+        "{out:?}"
+    );
+}
+
+/// Foreign (a gateway translating Bedrock's reasoning blocks):
+/// `"reasoning_content": {"text": …}` failed every chunk as `Malformed`,
+/// though reasoning is never passed on. Counted as output, whatever its
+/// shape.
+#[tokio::test]
+async fn reasoning_sent_as_an_object_is_counted_not_refused() {
+    let events = [
+        chunk(json!({"reasoning_content": {"text": "abcd"}})),
+        chunk(json!({"reasoning": [{"text": "efgh"}]})),
+        text("42"),
+        finish("stop"),
+        "[DONE]".to_owned(),
+    ];
+    let server = MockServer::start(vec![Reply::sse(&strs(&events))]).await;
+    let out: Vec<_> = server.model(None).stream(request("hi")).collect().await;
+    assert_eq!(
+        out.first(),
+        Some(&Ok(ModelChunk::Text("42".into()))),
+        "{out:?}"
+    );
+    // "abcd" + "efgh" + "42": ten characters, three tokens.
+    assert!(
+        matches!(
+            out.last(),
+            Some(Ok(ModelChunk::UsageEstimate(Usage {
+                completion_tokens: 3,
+                ..
+            })))
+        ),
+        "{out:?}"
+    );
+}
+
+/// Foreign (Anthropic's "overloaded", HTTP 529): a busy service's 503 is
+/// waited out as a rate limit is; the same answer as a 529 failed at once.
+#[tokio::test]
+async fn an_overloaded_529_is_waited_out_as_a_503_is() {
+    let overloaded = Reply::error(
+        529,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    )
+    .header("retry-after-ms", "20");
+    let events = [text("ready"), finish("stop"), "[DONE]".to_owned()];
+    let server = MockServer::start(vec![overloaded, Reply::sse(&strs(&events))]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(out, vec![Ok(ModelChunk::Text("ready".into()))]);
+    assert_eq!(server.seen().len(), 2);
+}
