@@ -18,7 +18,7 @@ use subagents_messages::remote::{ReportBody, RunReport, RunRequest};
 use crate::error::ClusterError;
 use crate::wire::{
     HostMsg, InboxMsg, KeptRun, UnreadStart, decode_request, decode_start, encode_report,
-    host_group, inbox_group,
+    host_group, inbox_group, local_seal,
 };
 
 /// The node host actor.
@@ -164,7 +164,13 @@ impl Actor for NodeHost {
                     Err(e) => tracing::warn!(error = %e, "kept results that could not be encoded"),
                 }
             }
-            HostMsg::ParentLost(node) => {
+            HostMsg::ParentLost(node, seal) if seal != local_seal() => {
+                tracing::warn!(
+                    node,
+                    "a forged word that a node was lost, from another node: ignored"
+                );
+            }
+            HostMsg::ParentLost(node, _) => {
                 // First: the reports of its runs (those a stop causes now
                 // too) are kept from here on, not sent to its stale inbox.
                 *lock(&state.lost).entry(node.clone()).or_default() += 1;

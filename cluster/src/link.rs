@@ -14,7 +14,7 @@ use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
 
 use crate::wire::{
     HostMsg, InboxMsg, UnreadReport, decode_report, encode_request, encode_start, fresh_token,
-    host_group, inbox_group,
+    host_group, inbox_group, local_seal,
 };
 
 /// How often a link asks its node how many runs are live (the heartbeat).
@@ -118,7 +118,7 @@ impl LinkInner {
 /// dropped, their route gone. Directly only if the inbox is gone.
 pub(crate) fn lose_node(inbox: &ActorRef<InboxMsg>, routes: &Routes, node: &str, why: &str) {
     if inbox
-        .cast(InboxMsg::NodeLost(node.to_owned(), why.to_owned()))
+        .cast(InboxMsg::node_lost(node.to_owned(), why.to_owned()))
         .is_err()
     {
         routes.node_lost(node, why);
@@ -309,7 +309,13 @@ impl Actor for Inbox {
                 Ok((report, token)) => route(routes, report, token),
                 Err(unread) => route_unread(me, routes, unread),
             },
-            InboxMsg::NodeLost(node, why) => routes.node_lost(&node, &why),
+            InboxMsg::NodeLost(node, _, seal) if seal != local_seal() => {
+                tracing::warn!(
+                    node,
+                    "a forged word that a node was lost, from another node: ignored"
+                );
+            }
+            InboxMsg::NodeLost(node, why, _) => routes.node_lost(&node, &why),
         }
         Ok(())
     }

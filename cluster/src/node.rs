@@ -121,7 +121,7 @@ impl NodeEventSubscription for Sessions {
         if let Some(link) = link {
             link.lose(&format!("its session from {} closed", ses.peer_addr));
         }
-        let _ = self.host.cast(HostMsg::ParentLost(peer));
+        let _ = self.host.cast(HostMsg::parent_lost(peer));
     }
 
     fn node_session_authenticated(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {

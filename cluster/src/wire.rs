@@ -39,8 +39,19 @@ pub(crate) enum HostMsg {
     #[rpc]
     Kept(RpcReplyPort<Vec<u8>>),
     /// Sent by this node's own session watcher: the session of node
-    /// (the `String`) closed — its runs here are orphans now.
-    ParentLost(String),
+    /// (the `String`) closed — its runs here are orphans now. Sealed
+    /// ([`local_seal`]): a variant of an enum any node can cast to the
+    /// host's `pg` group, and any holder of the cookie orphaned another
+    /// node's runs with it (their reports kept here, the parent's children
+    /// `running` for ever). Build it with [`HostMsg::parent_lost`].
+    ParentLost(String, u64),
+}
+
+impl HostMsg {
+    /// The watcher's word that node `node`'s session closed, sealed.
+    pub(crate) fn parent_lost(node: String) -> Self {
+        Self::ParentLost(node, local_seal())
+    }
 }
 
 /// The result of a run kept on its node after its parent's node was lost
@@ -69,8 +80,28 @@ pub(crate) enum InboxMsg {
     /// Sent by this node's own session watcher and heartbeats: node (the
     /// first `String`) is lost, why (the second); its runs end lost —
     /// after the reports already in this mailbox, which were received
-    /// before it.
-    NodeLost(String, String),
+    /// before it. Sealed ([`local_seal`]): any holder of the cookie failed
+    /// every child on a healthy node with it, in words of its own that
+    /// reached the parent's model. Build it with [`InboxMsg::node_lost`].
+    NodeLost(String, String, u64),
+}
+
+impl InboxMsg {
+    /// This node's word that node `node` is lost (`why`), sealed.
+    pub(crate) fn node_lost(node: String, why: String) -> Self {
+        Self::NodeLost(node, why, local_seal())
+    }
+}
+
+/// A number this process draws once and never sends: the messages only
+/// this node may send itself ([`HostMsg::ParentLost`],
+/// [`InboxMsg::NodeLost`]) carry it, and one that does not is another
+/// node's forgery — its actors are in `pg` groups every connected node
+/// sees, and ractor_cluster decodes every variant of their enums from the
+/// wire.
+pub(crate) fn local_seal() -> u64 {
+    static SEAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEAL.get_or_init(fresh_token)
 }
 
 /// A new run's token: drawn at random by the asking node for each run,

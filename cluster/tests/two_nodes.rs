@@ -14,30 +14,8 @@ use nodes::*;
 use subagents_actors::{
     DelegationBuilder, ParentStopPolicy, Placement, Reply, ScriptedModel, UseAgentCall,
 };
-use subagents_cluster::ClusterNode;
 use subagents_messages::{AgentEvent, AgentId, ApprovalDecision, Outcome, SubAgentStatus};
 use subagents_supervisor::ThreadHandle;
-
-/// Node `b`: runs children for `a` until it is killed. Without its
-/// environment it does nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "helper process of the two-node tests"]
-async fn node_b_runs_children_until_killed() {
-    let (Ok(port), Ok(name)) = (std::env::var(PORT_VAR), std::env::var(NAME_VAR)) else {
-        return;
-    };
-    let node = ClusterNode::start(
-        &name,
-        LOCALHOST,
-        port.parse().unwrap(),
-        COOKIE,
-        runner().await,
-    )
-    .await
-    .unwrap();
-    println!("ready {}", node.name());
-    tokio::time::sleep(Duration::from_secs(3600)).await;
-}
 
 /// pg groups are process-wide: the tests of this binary take turns.
 static TURNS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

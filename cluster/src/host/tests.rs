@@ -98,7 +98,7 @@ async fn a_parent_node_back_under_its_name_does_not_inherit_its_orphans() {
     let (host, inbox, seen) = host_b_and_inbox_a(model).await;
     host.cast(encode_start(&spec(&name, "Orphan", true), "a", 5).unwrap())
         .unwrap();
-    host.cast(HostMsg::ParentLost("a".into())).unwrap();
+    host.cast(HostMsg::parent_lost("a".into())).unwrap();
     host.cast(encode_start(&spec(&name, "Newcomer", false), "a", 5).unwrap())
         .unwrap();
     tokio::time::sleep(Duration::from_secs(300)).await;
@@ -134,7 +134,7 @@ async fn a_second_start_of_a_live_run_starts_nothing() {
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(ractor::call!(host, HostMsg::Live).unwrap(), 1);
-    host.cast(HostMsg::ParentLost("a".into())).unwrap();
+    host.cast(HostMsg::parent_lost("a".into())).unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         ractor::call!(host, HostMsg::Live).unwrap(),

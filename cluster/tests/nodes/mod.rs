@@ -2,6 +2,9 @@
 //! node `b` as a process of its own, node `a` in the test, and bounded
 //! event waits.
 
+// Shared by more than one test binary, each using a part.
+#![allow(dead_code)]
+
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Child, Command, Stdio};
@@ -128,7 +131,7 @@ impl NodeB {
     pub(crate) fn start(name: &str) -> Self {
         let port = free_port();
         let child = helper(
-            "node_b_runs_children_until_killed",
+            "nodes::node_b_runs_children_until_killed",
             &[(PORT_VAR, port.to_string()), (NAME_VAR, name.to_owned())],
         );
         Self {
@@ -277,4 +280,25 @@ pub(crate) async fn two_workers(placement: Placement) -> (String, Vec<(String, S
         .collect();
     thread.close_and_wait().await;
     (transcript.render(), envelopes)
+}
+
+/// Node `b`: runs children for `a` until it is killed. Without its
+/// environment it does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "helper process of the two-node tests"]
+pub(crate) async fn node_b_runs_children_until_killed() {
+    let (Ok(port), Ok(name)) = (std::env::var(PORT_VAR), std::env::var(NAME_VAR)) else {
+        return;
+    };
+    let node = ClusterNode::start(
+        &name,
+        LOCALHOST,
+        port.parse().unwrap(),
+        COOKIE,
+        runner().await,
+    )
+    .await
+    .unwrap();
+    println!("ready {}", node.name());
+    tokio::time::sleep(Duration::from_secs(3600)).await;
 }
