@@ -303,3 +303,65 @@ async fn an_owed_wake_behind_another_survives_the_hubs_stop() {
     assert_eq!(woken_children(&log), ["agent_1", "agent_2"], "{log:#?}");
     thread.close_and_wait().await;
 }
+
+/// Repeated, across a restart: a message to an earlier session's child
+/// that cannot go on here (its model is gone) brought its envelope into
+/// the hub's book; a stop of it then cancelled it and told the thread,
+/// which took the notice for a fresh finish — the parent was woken a
+/// second time with a day-old answer, just after it had stopped that
+/// child ("at most one wake per child"). A notice of an earlier session's
+/// child wakes nobody: its wake was that session's.
+#[tokio::test]
+async fn an_earlier_sessions_child_stopped_here_wakes_nobody_again() {
+    use subagents::actors::registry::ModelRegistry;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    {
+        let worker = ScriptedModel::new(vec![])
+            .with_script("Worker", vec![Reply::answer("first part done")]);
+        let mut models = ModelRegistry::new();
+        models
+            .register("local", "cheap", worker.shared(), 1)
+            .await
+            .unwrap();
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run("Worker\nYou work.", "the first part")
+                    .model("cheap")
+                    .background(),
+            ),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+        ]);
+        let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).models(models))
+            .store(open(&dir));
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_wake(&mut events, &mut log, "agent_1").await;
+        until_result(&mut events, &mut log).await;
+        thread.close_and_wait().await;
+    }
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+        Reply::new().use_agent(&UseAgentCall::stop("agent_1")),
+        Reply::answer("Stopped it."),
+        Reply::answer("(a second wake)"),
+    ]);
+    let store = open(&dir);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.send_user("more").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    // Real time (a store's writes): a wake would come at once.
+    thread.sync().await.unwrap();
+    run_for(&mut events, &mut log, 1).await;
+    let answers = results_of(&log, "use_agent");
+    assert!(answers[0].0.contains("cannot go on here"), "{answers:?}");
+    assert!(answers[1].0.contains("\"cancelled\":true"), "{answers:?}");
+    assert_eq!(woken_children(&log), Vec::<String>::new());
+    thread.flush_persistence().await.unwrap();
+    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+    assert!(agent_1.cancelled && !agent_1.wake_owed, "{agent_1:?}");
+    thread.close_and_wait().await;
+}

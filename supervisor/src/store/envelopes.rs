@@ -4,7 +4,7 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -147,6 +147,11 @@ impl EnvelopeStore {
         store.restore_links();
         report.interrupted = store.interrupt_unfinished();
         report.pruned = store.prune();
+        // One an earlier open interrupted, pruned now: no longer here to
+        // resume.
+        report
+            .interrupted
+            .retain(|id| !report.pruned.removed.contains(id));
         store.find_owed_wakes();
         Ok((store, report))
     }
@@ -307,6 +312,14 @@ impl EnvelopeStore {
         }
         report.runs_removed = self.prune_orphan_runs(now);
         if !report.removed.is_empty() {
+            // Gone from the restart list too: listed, it named a child the
+            // store no longer has, and the first thread shown (any
+            // conversation: a missing envelope belongs to every thread)
+            // woke its parent for "0 sub-agent(s) interrupted".
+            self.interrupted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .retain(|id| !report.removed.contains(id));
             sync_dir_best_effort(&self.dir);
             tracing::debug!(
                 count = report.removed.len(),

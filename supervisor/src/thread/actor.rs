@@ -217,8 +217,16 @@ impl Actor for ThreadSupervisor {
                 // Only the parent's own children wake it; a child's
                 // children report to that child (and stop with it). A
                 // child a message resumed is told again for the link; the
-                // run it goes on as wakes the parent, not this one.
+                // run it goes on as wakes the parent, not this one. An
+                // earlier session's child (a message or a stop brought it
+                // into the hub's book) had its wake in that session: a
+                // stop's notice of it here woke the parent again.
+                let earlier = state
+                    .store
+                    .as_ref()
+                    .is_some_and(|store| store.is_from_earlier_session(&envelope.id));
                 if finished
+                    && !earlier
                     && envelope.depth == 1
                     && envelope.continued_as.is_none()
                     && envelope.background

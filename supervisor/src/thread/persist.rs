@@ -9,7 +9,9 @@ use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, ThreadId}
 use tokio::sync::{mpsc, oneshot};
 
 use crate::store::EnvelopeStore;
+use crate::thread::msg::ThreadMsg;
 use crate::thread::state::ThreadState;
+use ractor::ActorRef;
 
 /// The thread's failed writes, each named once (a prune that fails on
 /// every write is listed once), shared by the thread, its writer and every
@@ -144,6 +146,32 @@ pub(super) fn owned_by(mut envelope: Envelope, thread: Option<&ThreadId>) -> Env
 }
 
 impl ThreadState {
+    /// Writes an envelope (in order, off the actor).
+    pub(super) fn persist(&mut self, _myself: &ActorRef<ThreadMsg>, envelope: &Envelope) {
+        if let Some(writer) = &self.writer {
+            let envelope = owned_by(envelope.clone(), self.id.as_ref());
+            writer.send(Write::Envelope(Box::new(envelope)));
+        }
+    }
+
+    /// Writes what a child was asked and its conversation as it is now
+    /// (in order, off the actor); `last`: it ended, so this is its final
+    /// conversation.
+    pub(super) fn persist_run(&mut self, id: &AgentId, last: bool) {
+        let (Some(writer), Some(request)) = (&self.writer, self.requests.get(id)) else {
+            return;
+        };
+        let conversation = self.parent.hub.conversation(id).unwrap_or_default();
+        writer.send(Write::Run {
+            id: id.clone(),
+            request: request.clone(),
+            conversation,
+        });
+        if last {
+            self.requests.remove(id);
+        }
+    }
+
     /// Writes, and waits for, every envelope of the hub the store does not
     /// hold as it is now (used when the thread closes).
     pub(super) async fn persist_remaining(&mut self) {

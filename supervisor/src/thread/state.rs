@@ -15,7 +15,7 @@ use crate::store::EnvelopeStore;
 use crate::thread::config::ThreadConfig;
 use crate::thread::msg::ThreadMsg;
 use crate::thread::msg::sealed::ThreadInternal;
-use crate::thread::persist::{Write, Writer, owned_by};
+use crate::thread::persist::{Write, Writer};
 use crate::wake::{WakeQueue, restart_line, restart_text, wake_line, wake_text};
 
 /// Arguments: the thread's setup and its sink.
@@ -243,14 +243,6 @@ impl ThreadState {
         });
     }
 
-    /// Writes an envelope (in order, off the actor).
-    pub(super) fn persist(&mut self, _myself: &ActorRef<ThreadMsg>, envelope: &Envelope) {
-        if let Some(writer) = &self.writer {
-            let envelope = owned_by(envelope.clone(), self.id.as_ref());
-            writer.send(Write::Envelope(Box::new(envelope)));
-        }
-    }
-
     /// The hub is gone (crashed, killed) or going (stopping): every child
     /// a dead hub had not ended is failed and persisted, once (a child
     /// ended stays ended; a stopping hub ends its children itself), and
@@ -362,24 +354,6 @@ impl ThreadState {
         drop(self.parent.hub.take_run_span(id));
     }
 
-    /// Writes what a child was asked and its conversation as it is now
-    /// (in order, off the actor); `last`: it ended, so this is its final
-    /// conversation.
-    pub(super) fn persist_run(&mut self, id: &AgentId, last: bool) {
-        let (Some(writer), Some(request)) = (&self.writer, self.requests.get(id)) else {
-            return;
-        };
-        let conversation = self.parent.hub.conversation(id).unwrap_or_default();
-        writer.send(Write::Run {
-            id: id.clone(),
-            request: request.clone(),
-            conversation,
-        });
-        if last {
-            self.requests.remove(id);
-        }
-    }
-
     pub(super) fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
         while let Some(child) = self.wakes.release_next() {
             if self.restarted.first() == Some(&child) {
@@ -389,6 +363,11 @@ impl ThreadState {
                     .filter_map(|id| self.envelope(id))
                     .collect();
                 self.settle_at_end = restarted;
+                if listed.is_empty() {
+                    // Gone meanwhile (pruned): no wake about nothing.
+                    self.settle_delivered();
+                    continue;
+                }
                 self.events.emit(AgentEvent::Wake {
                     child: child.clone(),
                     line: restart_line(&listed),

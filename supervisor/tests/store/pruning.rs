@@ -256,3 +256,38 @@ fn a_run_the_store_cannot_tell_is_an_orphan_is_kept() {
         assert!(runs.join(name).exists(), "{name} was removed");
     }
 }
+
+/// Stopped midway, twice, by the retention: a child an earlier open
+/// interrupted whose restart wake never went out (that process ended
+/// before a thread was shown) was listed again by the next open more than
+/// a retention later — and pruned by the same open: `interrupted` named a
+/// child the store no longer had, and the first thread shown (any
+/// conversation: a missing envelope belongs to every thread) woke its
+/// parent for "0 sub-agent(s) interrupted". A prune while a process runs
+/// left it listed the same way. Pruned, it is listed no more.
+#[test]
+fn a_pruned_interrupted_child_is_listed_no_more() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    store.save(&envelope("agent_1", T0, None)).unwrap();
+    // Process A: interrupts it, shows no thread.
+    let (store, report) = reopen(store, tmp.path(), &clock);
+    assert_eq!(report.interrupted, [AgentId::new("agent_1")]);
+    // Process B, past the retention.
+    clock.set(T0 + 2 * DAY);
+    let (store, report) = reopen(store, tmp.path(), &clock);
+    assert_eq!(report.pruned.removed, [AgentId::new("agent_1")]);
+    assert!(report.interrupted.is_empty(), "{:?}", report.interrupted);
+    assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+
+    // A prune while a process runs.
+    store
+        .save(&envelope("agent_2", T0 + 2 * DAY, None))
+        .unwrap();
+    let (store, report) = reopen(store, tmp.path(), &clock);
+    assert_eq!(report.interrupted, [AgentId::new("agent_2")]);
+    clock.set(T0 + 4 * DAY);
+    assert_eq!(store.prune().removed, [AgentId::new("agent_2")]);
+    assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+}
