@@ -246,6 +246,11 @@ impl NodeLink for ClusterLink {
         (live != u64::MAX).then(|| usize::try_from(live).unwrap_or(usize::MAX))
     }
 
+    /// Lost: `Placement::Labels` passes over it.
+    fn is_lost(&self) -> bool {
+        self.is_down()
+    }
+
     fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
         let inner = &self.inner;
         if inner.down.load(Ordering::SeqCst) {

@@ -56,6 +56,10 @@ pub struct Loopback {
     /// The node's `Ended` report takes a second longer than its other
     /// reports (a network hop): its `Result` event is read first.
     pub slow_ended: Arc<AtomicBool>,
+    /// Its labels, for `Placement::Labels`.
+    pub labels: Vec<String>,
+    /// The node never receives a stop (lost on its way): its run goes on.
+    pub lose_stops: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -64,6 +68,14 @@ impl Loopback {
     pub async fn new(name: &str, model: Arc<dyn Model>) -> Arc<Self> {
         let gate = GateHandle::spawn(1).await.unwrap();
         Self::with_gate(name, model, gate)
+    }
+
+    /// Node `name` with `labels`, as `new` otherwise.
+    pub async fn labelled(name: &str, model: Arc<dyn Model>, labels: &[&str]) -> Arc<Self> {
+        let node = Self::new(name, model).await;
+        let mut node = Arc::try_unwrap(node).ok().unwrap();
+        node.labels = labels.iter().map(|l| (*l).to_owned()).collect();
+        Arc::new(node)
     }
 
     /// The same, its model calls through `gate`.
@@ -98,6 +110,8 @@ impl Loopback {
             cut_before_approve: Arc::new(AtomicBool::new(false)),
             lose_approvals: Arc::new(AtomicBool::new(false)),
             slow_ended: Arc::new(AtomicBool::new(false)),
+            labels: Vec::new(),
+            lose_stops: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -121,6 +135,14 @@ impl NodeLink for Loopback {
 
     fn live(&self) -> Option<usize> {
         Some(self.runner.live())
+    }
+
+    fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    fn is_lost(&self) -> bool {
+        self.down.load(Ordering::SeqCst)
     }
 
     fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
@@ -227,6 +249,9 @@ impl NodeLink for Loopback {
         if matches!(request, RunRequest::Approve { .. })
             && self.lose_approvals.load(Ordering::SeqCst)
         {
+            return Ok(());
+        }
+        if matches!(request, RunRequest::Stop) && self.lose_stops.load(Ordering::SeqCst) {
             return Ok(());
         }
         if let Some((_, run)) = self.runs.lock().unwrap().get(&key) {

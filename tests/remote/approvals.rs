@@ -408,3 +408,46 @@ async fn a_request_the_policy_answered_is_unknown_wherever_the_child_runs() {
         thread.close_and_wait().await;
     }
 }
+
+/// Forged across nodes (a node that lies, or has a bug): an approval
+/// asked again under an id it had asked before. The check of what a node
+/// may send let it through: the parent's stream showed two requests and
+/// one answer, and the host's answer to the second was refused as given
+/// already, while the node's agent waited on it to its wall clock. The
+/// run is stopped and the child fails, as for the other reports its
+/// agent cannot have sent.
+#[tokio::test(start_paused = true)]
+async fn an_approval_asked_twice_fails_its_child() {
+    let post = || Reply::new().tool_call("http_post", r#"{"url":"https://example.com"}"#);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post twice")
+                .tools(["http_post"])
+                .wait(false),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Poster", vec![post(), post(), Reply::answer("posted")])
+    .shared();
+    let node = Loopback::new("b", model.clone()).await;
+    // Every request of agent_1 numbered 1.
+    *node.approvals_named.lock().unwrap() = Some("agent_1".into());
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    thread
+        .resolve_approval(request.id, subagents::messages::ApprovalDecision::Approve)
+        .await
+        .unwrap();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed, "{envelope:?}");
+    let error = envelope.error.unwrap_or_default();
+    assert!(error.contains("twice"), "{error}");
+    assert_eq!(node.runner.live(), 0, "the run goes on on its node");
+    thread.close_and_wait().await;
+}

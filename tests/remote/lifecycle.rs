@@ -326,3 +326,26 @@ async fn a_cascade_stop_as_a_remote_child_answers_makes_its_result_a_wake() {
     eprintln!("reached: {reached:?}");
     assert!(reached.contains(&(true, "done", 1)), "{reached:?}");
 }
+
+/// Stopped midway, across nodes: a stop of a background child on its way
+/// (the node has not ended the run yet), then the node is lost. The loss
+/// ignored the stop under way: the child ended `failed` ("node lost") and
+/// woke the parent, though the stop was taken — a stop whose node never
+/// answers ends it `stopped`, with no wake. So does a loss during a stop.
+#[tokio::test(start_paused = true)]
+async fn a_node_lost_during_a_stop_ends_the_child_stopped() {
+    let (thread, mut events, mut log, node) = one_worker_on(&[600], |node| &node.lose_stops).await;
+    until(&mut events, &mut log, in_tool).await;
+    let agent_1 = AgentId::new("agent_1");
+    let stopped = thread.stop_child(&agent_1);
+    run_for(&mut events, &mut log, 1).await;
+    node.kill();
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(60), stopped).await,
+        Ok(Ok(SubAgentStatus::Stopped))
+    );
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    assert!(!log.iter().any(is_wake), "a stopped child wakes nobody");
+    thread.close_and_wait().await;
+}

@@ -430,3 +430,29 @@ async fn a_request_that_cannot_go_leaves_nothing_running_on_the_node() {
     assert_eq!(node.runner.live(), 0, "its run goes on on the node");
     thread.close_and_wait().await;
 }
+
+/// Stopped midway (a lost node), by label: `Placement::Labels` chose the
+/// first node with the child's label whether or not it was up — every
+/// child with that label failed "node lost: … it is down" though a second
+/// node with it was up (the twelfth session fixed this for
+/// `LeastLoaded`). A lost node is passed over; with none left, a `hard`
+/// label says so.
+#[tokio::test(start_paused = true)]
+async fn a_lost_node_is_passed_over_for_the_next_with_the_label() {
+    let model = background_workers(&[5]).shared();
+    let b = Loopback::labelled("b", model.clone(), &["Worker 1"]).await;
+    let c = Loopback::labelled("c", model.clone(), &["Worker 1"]).await;
+    b.kill();
+    let nodes: Vec<Arc<dyn subagents::actors::NodeLink>> = vec![b.clone(), c.clone()];
+    let (thread, mut events) = thread_on(model, Placement::Labels { nodes, hard: true }).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, is_wake).await;
+    check_log(&log, true);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Done, "{envelope:?}");
+    assert_eq!(c.started.load(Ordering::SeqCst), 1);
+    assert_eq!(b.started.load(Ordering::SeqCst), 0);
+    thread.close_and_wait().await;
+}

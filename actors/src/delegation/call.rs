@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 /// What a `use_agent` call asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UseAgentAction {
+pub(crate) enum UseAgentAction {
     /// Start a child.
     Run,
     /// Its progress, without waiting.
@@ -38,7 +38,7 @@ pub enum UseAgentAction {
 
 impl UseAgentAction {
     /// The name the tool reads (`"run"`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             UseAgentAction::Run => "run",
             UseAgentAction::Status => "status",
@@ -204,8 +204,10 @@ impl UseAgentCall {
         self.with("model", Value::String(model.into()))
     }
 
-    /// What it asks for.
-    pub fn action(&self) -> UseAgentAction {
+    /// What it asks for (the crate's tests': public, it returned a type
+    /// no host could name).
+    #[cfg(test)]
+    pub(crate) fn action(&self) -> UseAgentAction {
         self.action
     }
 

@@ -17,8 +17,9 @@ use crate::tool::{Tool, ToolRegistry};
 /// Told about every child that reaches a terminal status (the supervisor
 /// turns background ones into wakes and persists envelopes), and again
 /// when a finished child's envelope changes: its result was claimed, a
-/// result nobody took was handed to the background, or a message resumed
-/// it as a new run (`continued_as`). Count ends by id, not by calls.
+/// result nobody took was handed to the background, a message resumed
+/// it as a new run (`continued_as`), or a stop reached it after it ended
+/// (`cancelled`). Count ends by id, not by calls.
 ///
 /// Every method runs inside the hub's handler (`stepped`, on the child's
 /// event path): it must return at once — hand the work to a task or a

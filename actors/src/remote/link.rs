@@ -28,6 +28,13 @@ pub trait NodeLink: Send + Sync + 'static {
         None
     }
 
+    /// Whether it is known lost (its starts are refused from now on):
+    /// [`Placement::Labels`](crate::Placement::Labels) passes over it for
+    /// the next node with the label. `false` unless the transport says.
+    fn is_lost(&self) -> bool {
+        false
+    }
+
     /// Starts `spec` on the node. Every report about it goes to
     /// `reports`, and if the node or the link is lost before the run's
     /// last report, [`RunReports::lost`] — within a bounded time the

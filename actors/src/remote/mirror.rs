@@ -27,6 +27,8 @@ pub(crate) struct Mirror {
     open: Vec<(ToolUseId, String)>,
     /// Approvals asked and not answered (id, the call).
     approvals: Vec<(ApprovalId, ToolUseId)>,
+    /// Every approval asked in the turn, answered or not.
+    asked: Vec<ApprovalId>,
     /// Its `Result` went by (nothing of the turn follows).
     ended: bool,
     /// That `Result`: what the turn ended with, if its node is lost
@@ -69,9 +71,11 @@ impl Mirror {
                 self.open.retain(|(id, _)| *id != result.tool_use_id);
                 self.tool_calls += 1;
             }
-            AgentEvent::ApprovalRequested(request) => self
-                .approvals
-                .push((request.id.clone(), request.tool_use_id.clone())),
+            AgentEvent::ApprovalRequested(request) => {
+                self.asked.push(request.id.clone());
+                self.approvals
+                    .push((request.id.clone(), request.tool_use_id.clone()));
+            }
             AgentEvent::ApprovalResolved { id: resolved, .. } => {
                 self.approvals.retain(|(id, _)| id != resolved);
             }
@@ -106,6 +110,28 @@ impl Mirror {
                 Some(format!(
                     "asked an approval in another agent's name (`{}`)",
                     request.id
+                ))
+            }
+            // A local turn asks each approval once, for a call it
+            // started and not yet answered, one at a time: asked again,
+            // the stream showed two requests and one answer, and the
+            // host's answer to the second was refused as given.
+            AgentEvent::ApprovalRequested(request) if self.asked.contains(&request.id) => {
+                Some(format!("asked the approval `{}` twice", request.id))
+            }
+            AgentEvent::ApprovalRequested(request) if !open(&request.tool_use_id) => Some(format!(
+                "asked an approval for a tool call not open (`{}`)",
+                request.tool_use_id
+            )),
+            AgentEvent::ApprovalRequested(request)
+                if self
+                    .approvals
+                    .iter()
+                    .any(|(_, c)| *c == request.tool_use_id) =>
+            {
+                Some(format!(
+                    "asked a second approval for the tool call `{}`",
+                    request.tool_use_id
                 ))
             }
             AgentEvent::ApprovalResolved { id, .. } if !self.awaits(id) => {

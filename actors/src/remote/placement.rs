@@ -21,8 +21,9 @@ pub enum Placement {
     /// is not chosen.
     LeastLoaded(Vec<Arc<dyn NodeLink>>),
     /// A child runs on the first node with its name (its profile's) among
-    /// its [`NodeLink::labels`]. A child no node is labelled for: refused
-    /// when `hard` (it must run on a labelled node), here otherwise.
+    /// its [`NodeLink::labels`] that is not lost ([`NodeLink::is_lost`]).
+    /// A child no such node is labelled for: refused when `hard` (it must
+    /// run on a labelled node), here otherwise.
     Labels {
         /// The nodes.
         nodes: Vec<Arc<dyn NodeLink>>,
@@ -77,10 +78,17 @@ impl Placement {
             }
             Placement::Labels { nodes, hard } => {
                 let name = name();
-                let labelled = nodes.iter().find(|n| n.labels().contains(&name));
-                match (labelled, hard) {
+                let mut labelled = nodes.iter().filter(|n| n.labels().contains(&name));
+                let any = labelled.clone().next().is_some();
+                // A lost node is passed over, as `LeastLoaded` does: chosen,
+                // every child with its label failed "node lost" though
+                // another node with it was up.
+                match (labelled.find(|n| !n.is_lost()), hard) {
                     (Some(node), _) => Ok(Some(node.clone())),
                     (None, false) => Ok(None),
+                    (None, true) if any => Err(format!(
+                        "every node labelled `{name}` is lost, and this sub-agent must run on one"
+                    )),
                     (None, true) => Err(format!(
                         "no node is labelled `{name}`, and this sub-agent must run on one"
                     )),

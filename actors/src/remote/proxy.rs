@@ -23,11 +23,12 @@ use crate::agent::{
 };
 use crate::hub::{Refused, Steered};
 use crate::remote::link::{NodeLink, RunReports};
-use crate::remote::mirror::{Mirror, lost_outcome};
+use crate::remote::mirror::Mirror;
 use crate::sink::EventSink;
 
 mod actor;
 mod closer;
+mod ends;
 mod requests;
 mod verdicts;
 
@@ -254,26 +255,6 @@ impl ProxyState {
         })
     }
 
-    /// The grace of report `missing` of run `key` ran out: still missing
-    /// (the reports after it held, the turn open), the run is stopped on
-    /// its node and fails here.
-    fn gap_overdue(&mut self, key: u64, missing: u64) {
-        let stuck = self
-            .run
-            .as_ref()
-            .is_some_and(|run| run.key == key && lock(&run.closer.mirror).gap() == Some(missing));
-        if !stuck {
-            return;
-        }
-        let _ = self.link.request(key, RunRequest::Stop);
-        let text = format!(
-            "node `{}`: report {missing} of the run never arrived within {} s of the next",
-            self.link.node(),
-            crate::defaults::REMOTE_STOP_GRACE.as_secs()
-        );
-        self.close(&text, Outcome::Failed(text.clone()));
-    }
-
     fn event(&mut self, event: AgentEvent) {
         // What the node's agent cannot have emitted here (an approval in
         // another agent's name — the thread routes an answer by the id's
@@ -367,53 +348,6 @@ impl ProxyState {
                 id: self.config.id.clone(),
             })
         });
-    }
-
-    /// The node or the link is gone: the turn ends failed, here.
-    fn lost(&mut self, why: &str) {
-        // A request that could not go (over the wire's limit) leaves a
-        // node that may be well, running the turn for nobody: told to stop
-        // (a lost node takes nothing).
-        if let Some(run) = &self.run {
-            let _ = self.link.request(run.key, RunRequest::Stop);
-        }
-        let (text, outcome) = lost_outcome(self.link.node(), why);
-        self.close(&text, outcome);
-    }
-
-    /// Ends the running turn here (not on its node): closing events, then
-    /// the result.
-    fn close(&mut self, text: &str, outcome: Outcome) {
-        let Some(run) = self.run.as_mut() else {
-            return;
-        };
-        let elapsed = run.started.elapsed();
-        let mut mirror = lock(&run.closer.mirror);
-        let Some((events, result)) = mirror.close(text, outcome, elapsed) else {
-            // Its `Result` went by and its `Ended` will not come (the node
-            // was lost in between): it ended with that result. (Or its
-            // closer ended it: then that result.)
-            let ended = mirror.result().cloned();
-            drop(mirror);
-            if let Some(result) = ended {
-                self.finish(result, None);
-            }
-            return;
-        };
-        let out = &self.events;
-        let step = events
-            .iter()
-            .any(|e| matches!(e, AgentEvent::ToolResult(_)));
-        run.closer.sink.close_with(|| {
-            for event in events {
-                out.emit(event);
-            }
-        });
-        drop(mirror);
-        if step {
-            out.stepped();
-        }
-        self.finish(result, None);
     }
 
     /// The turn ended (on its node, or here): its result goes to whoever

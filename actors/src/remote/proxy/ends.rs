@@ -1,0 +1,86 @@
+//! How a remote turn ends here rather than on its node: its node lost, a
+//! report missing past its grace — the closing events a local stop would
+//! emit, then its result.
+
+use subagents_messages::remote::RunRequest;
+use subagents_messages::{AgentEvent, Outcome};
+
+use crate::remote::mirror::lost_outcome;
+use crate::remote::proxy::{ProxyState, lock};
+
+impl ProxyState {
+    /// The grace of report `missing` of run `key` ran out: still missing
+    /// (the reports after it held, the turn open), the run is stopped on
+    /// its node and fails here.
+    pub(super) fn gap_overdue(&mut self, key: u64, missing: u64) {
+        let stuck = self
+            .run
+            .as_ref()
+            .is_some_and(|run| run.key == key && lock(&run.closer.mirror).gap() == Some(missing));
+        if !stuck {
+            return;
+        }
+        let _ = self.link.request(key, RunRequest::Stop);
+        let text = format!(
+            "node `{}`: report {missing} of the run never arrived within {} s of the next",
+            self.link.node(),
+            crate::defaults::REMOTE_STOP_GRACE.as_secs()
+        );
+        self.close(&text, Outcome::Failed(text.clone()));
+    }
+
+    /// The node or the link is gone: the turn ends failed, here.
+    pub(super) fn lost(&mut self, why: &str) {
+        // A request that could not go (over the wire's limit) leaves a
+        // node that may be well, running the turn for nobody: told to stop
+        // (a lost node takes nothing).
+        if let Some(run) = &self.run {
+            let _ = self.link.request(run.key, RunRequest::Stop);
+        }
+        let (text, outcome) = lost_outcome(self.link.node(), why);
+        self.close(&text, outcome);
+    }
+
+    /// Ends the running turn here (not on its node): closing events, then
+    /// the result.
+    pub(super) fn close(&mut self, text: &str, outcome: Outcome) {
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        // A stop was under way: it ends as the stop ends it — `stopped`,
+        // no wake — whatever cut it short here (its node lost, a report
+        // refused or missing past its grace), as a stop whose node never
+        // answered does. It ended `failed` and woke the parent.
+        let outcome = match outcome {
+            Outcome::Failed(_) if run.stopping => Outcome::Stopped,
+            other => other,
+        };
+        let elapsed = run.started.elapsed();
+        let mut mirror = lock(&run.closer.mirror);
+        let Some((events, result)) = mirror.close(text, outcome, elapsed) else {
+            // Its `Result` went by and its `Ended` will not come (the node
+            // was lost in between): it ended with that result. (Or its
+            // closer ended it: then that result.)
+            let ended = mirror.result().cloned();
+            drop(mirror);
+            if let Some(result) = ended {
+                self.finish(result, None);
+            }
+            return;
+        };
+        let out = &self.events;
+        let step = events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ToolResult(_)));
+        run.closer.sink.close_with(|| {
+            for event in events {
+                out.emit(event);
+            }
+        });
+        drop(mirror);
+        if step {
+            out.stepped();
+        }
+        self.finish(result, None);
+    }
+}
