@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod isolation;
+mod remote;
 mod shared;
 
 use std::sync::Arc;

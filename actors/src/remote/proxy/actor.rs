@@ -10,12 +10,29 @@ use crate::agent::sealed::AgentInternal;
 use crate::agent::{AgentMsg, Shared};
 use subagents_messages::Outcome;
 
-/// Keeps the probe's view of the turn (what `status` shows) up to date.
+/// Keeps the probe's view of the turn (what `status` shows) up to date,
+/// and its conversation as the node's turn writes it, folded from its
+/// events: each call the answer it came with (a call after another's
+/// result, an answer of its own — the same calls and results, answered
+/// in order), each result its tool message. What the thread saves after
+/// each step, and a restart resumes from: it held the task alone until
+/// the run's end, and a resume ran every tool call again.
 pub(super) fn progress(shared: &Shared, event: &AgentEvent) {
     use crate::agent::Activity;
+    use subagents_messages::{ChatMessage, ToolCall};
     let mut state = crate::agent::turn_state_lock(shared);
     match event {
-        AgentEvent::ToolStarted(started) => state.doing(Activity::InTool(started.name.clone())),
+        AgentEvent::ToolStarted(started) => {
+            state.doing(Activity::InTool(started.name.clone()));
+            let text = std::mem::take(&mut state.streaming);
+            let call = ToolCall {
+                id: started.tool_use_id.clone(),
+                name: started.name.clone(),
+                arguments: started.arguments.clone(),
+                extra_content: None,
+            };
+            state.history.push(ChatMessage::assistant(text, vec![call]));
+        }
         AgentEvent::ApprovalRequested(request) => {
             state.doing(Activity::AwaitingApproval(request.tool_name.clone()));
         }
@@ -23,8 +40,13 @@ pub(super) fn progress(shared: &Shared, event: &AgentEvent) {
             state.progress.tool_calls += 1;
             state.progress.tools_used.push(result.name.clone());
             state.doing(Activity::Thinking);
+            let message = ChatMessage::tool(result.tool_use_id.clone(), result.output.clone());
+            state.history.push(message);
         }
-        AgentEvent::Text(text) => state.progress.last_text.push_str(text),
+        AgentEvent::Text(text) => {
+            state.progress.last_text.push_str(text);
+            state.streaming.push_str(text);
+        }
         _ => {}
     }
 }

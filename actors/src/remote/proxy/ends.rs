@@ -72,6 +72,11 @@ impl ProxyState {
         let step = events
             .iter()
             .any(|e| matches!(e, AgentEvent::ToolResult(_)));
+        // Folded into its conversation as the node's own are: a call cut
+        // here is answered there too.
+        for event in &events {
+            super::actor::progress(&run.shared, event);
+        }
         run.closer.sink.close_with(|| {
             for event in events {
                 out.emit(event);

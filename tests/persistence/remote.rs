@@ -1,0 +1,86 @@
+//! A child on another node is saved as a local one is.
+
+use super::*;
+
+/// Stopped midway, across nodes: a thread saves a child's conversation
+/// after each of its steps, for a restart to resume from — but a remote
+/// child's was its task alone until the run's end (its proxy learned the
+/// node's conversation only with `Ended`): after a restart a message
+/// resumed it from its task, and every tool call ran again. Its
+/// conversation is folded from the node's events as they come: the saved
+/// one holds what a local child's holds at that step.
+#[tokio::test]
+async fn a_remote_childs_conversation_is_saved_after_each_step() {
+    use subagents::actors::Placement;
+    use subagents::messages::Role;
+    let mut saved = Vec::new();
+    for remote in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run("Worker\nYou work.", "work")
+                    .tools(["sleep"])
+                    .background(),
+            ),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+        ])
+        .with_script(
+            "Worker",
+            vec![
+                Reply::new()
+                    .text("first, a nap")
+                    .tool_call("sleep", r#"{"secs":1}"#),
+                Reply::new().tool_call("sleep", r#"{"secs":600}"#),
+                Reply::answer("done"),
+            ],
+        )
+        .shared();
+        let node = common::loopback::Loopback::new("b", model.clone()).await;
+        let placement = if remote {
+            Placement::On(node.clone())
+        } else {
+            Placement::Local
+        };
+        let store = open(tmp.path());
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(model)
+                .system_prompt("You are the parent.")
+                .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+                .placement(placement),
+        )
+        .store(store.clone());
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        // Its first call answered: its second under way.
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(_, inner)
+                if matches!(&**inner, AgentEvent::ToolStarted(s) if s.arguments.contains("600")))
+        })
+        .await;
+        thread.sync().await.unwrap();
+        thread.flush_persistence().await.unwrap();
+        let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
+        let upto: Vec<(Role, String, Vec<String>)> = conversation
+            .iter()
+            .take_while(|m| m.role != Role::Tool)
+            .chain(conversation.iter().filter(|m| m.role == Role::Tool).take(1))
+            .map(|m| {
+                let calls = m.tool_calls.iter().map(|c| c.arguments.clone()).collect();
+                (m.role, m.content.clone(), calls)
+            })
+            .collect();
+        saved.push(upto);
+        thread.close_and_wait().await;
+    }
+    assert_eq!(
+        saved[1]
+            .last()
+            .map(|(role, content, _)| (*role, content.as_str())),
+        Some((Role::Tool, "slept 1 s")),
+        "{:?}",
+        saved[1]
+    );
+    assert_eq!(saved[0], saved[1], "local, then remote");
+}
