@@ -471,6 +471,70 @@ async fn a_space_separated_deny_list_denies_each_name() {
     assert_eq!(tools, ["sleep", "calculator", "use_agent"]);
 }
 
+/// Foreign (Claude Code's tool for starting sub-agents in an allowlist):
+/// `tools: Task` (a coordinator) was an unknown tool — listed alone, the
+/// profile had "no tools" and every delegation to it was refused; the
+/// depth decides delegation here, and it gets it. `Agent(helper)` (only
+/// that type) was dropped the same way, and below the depth limit the
+/// child could start any profile: a limit not applied here, so it starts
+/// none (said, as not applied).
+#[tokio::test(start_paused = true)]
+async fn claude_codes_spawn_tool_in_an_allowlist_keeps_its_meaning() {
+    let (tools, _) = tools_the_worker_gets("tools: Task").await;
+    assert_eq!(tools, ["use_agent"]);
+    let (tools, _) = tools_the_worker_gets("tools: Agent, calculator").await;
+    assert_eq!(tools, ["calculator", "use_agent"]);
+    let (tools, _) = tools_the_worker_gets("tools: Agent(helper, researcher), calculator").await;
+    assert_eq!(tools, ["calculator"]);
+    let (_, warnings) = Profile::parse(
+        std::path::Path::new("/agents/lead.md"),
+        "---\ntools: Agent(helper), calculator\n---\nLead.",
+    )
+    .unwrap();
+    assert!(
+        warnings.iter().any(|w| matches!(w,
+            subagents::actors::profile::ProfileWarning::NotApplied { key, .. }
+                if key.contains("Agent(helper)"))),
+        "{warnings:?}"
+    );
+}
+
+/// Foreign, where a child starts (a profile parsed alone, mapped nowhere):
+/// `tools: mcp__srv__*` was one unknown name, and every delegation to the
+/// profile was refused ("none of the tools it lists exists here"); it is
+/// the caller's tools of that server.
+#[tokio::test(start_paused = true)]
+async fn a_whole_mcp_server_in_a_parsed_profile_is_its_tools_where_the_child_starts() {
+    let worker = claude_profile(
+        "/agents/worker.md",
+        "---\nname: worker\ntools: mcp__srv__*\n---\nYou work alone.",
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("worker", "work")),
+        Reply::answer("Done."),
+    ])
+    .with_script("You work alone.", vec![Reply::answer("worked")]);
+    let (spy, seen) = spy("spy", model);
+    let (parent, mut events) = DelegationBuilder::new(spy)
+        .tools(
+            ToolRegistry::new()
+                .with(Calculator)
+                .with(common::HostTool("mcp__srv__a"))
+                .with(common::HostTool("mcp__srv__b")),
+        )
+        .profiles(ProfileSet::from_profiles([worker]))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(
+        tools_seen(&seen, "You work alone."),
+        ["mcp__srv__a", "mcp__srv__b"]
+    );
+}
+
 /// Profiles built in code (`ProfileSet::from_profiles` takes any, and
 /// `Profile` is `Default`) skipped every check a file gets: a profile
 /// named `""` or with a line break was offered though no call could select

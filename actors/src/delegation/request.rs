@@ -6,7 +6,7 @@
 use subagents_messages::{ChildRequest, RequestOptions};
 
 use crate::delegation::engine::{ChildSpec, Delegator, ParentStopPolicy, refuse, shown};
-use crate::profile::{denies, denies_delegation};
+use crate::profile::{denies, denies_delegation, expand_servers};
 use crate::tool::{ToolCallContext, ToolError};
 
 impl Delegator {
@@ -67,6 +67,10 @@ impl Delegator {
         // `tools`", a list it never wrote).
         if let Some(listed) = tools.as_mut() {
             listed.retain(|t| !self.is_delegation(t));
+            // A rule for a whole MCP server, as the caller's tools of that
+            // server (a profile built in code or parsed alone is mapped
+            // nowhere else).
+            *listed = expand_servers(std::mem::take(listed), &call.available_tools);
         }
         let mut model = profile.and_then(|p| p.model.clone());
         let mut provider = profile.and_then(|p| p.provider.clone());
@@ -85,7 +89,7 @@ impl Delegator {
             // tools exists here lists nothing: the call names the tools it
             // runs with, as its refusal says.)
             if let Some(p) = profile
-                && let Some(listed) = p.tools.as_ref()
+                && let Some(listed) = tools.as_ref()
                 && (!listed.is_empty() || p.unavailable_tools.is_empty())
                 && let Some(tool) = asked.iter().find(|t| !listed.contains(t))
             {

@@ -330,6 +330,11 @@ fn restricts(path: &Path) -> bool {
             Some(table) => table.split(['.', ']']).next().unwrap_or(""),
             None => line.split([':', '=']).next().unwrap_or(""),
         };
+        // A dotted key (`tools.web_search = false`, as Codex's `-c` writes
+        // it) sets its first part's table: read whole, it named no
+        // restricting key, and a broken role that switched a tool off let
+        // the earlier role of its name, with that tool, run.
+        let key = key.split('.').next().unwrap_or("");
         RESTRICTING_KEYS.contains(&key.trim().trim_matches(['"', '\'']))
     })
 }

@@ -40,7 +40,7 @@ use subagents_messages::RequestOptions;
 
 pub use error::{FrontmatterFormat, ParseErrorKind, ProfileError, ProfileWarning};
 pub use load::ProfileSet;
-pub(crate) use restrict::{denies, denies_delegation};
+pub(crate) use restrict::{denies, denies_delegation, expand_servers};
 
 /// One named sub-agent profile.
 #[derive(Debug, Clone, Default, PartialEq)]

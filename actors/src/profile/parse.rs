@@ -190,6 +190,10 @@ pub(super) fn from_frontmatter(
     // A Codex `[tools]` switch: one turned off is denied (it narrows);
     // one turned on names Codex's own tool and grants nothing here.
     let mut disallowed_tools = fm.disallowed_tools.take().unwrap_or_default();
+    let tools = fm
+        .tools
+        .take()
+        .map(|tools| spawn_tool_entries(tools, &mut disallowed_tools, &mut fm.not_applied));
     for (name, on) in std::mem::take(&mut fm.tool_switches) {
         if on {
             fm.not_applied.push(format!("tools.{name}"));
@@ -240,7 +244,7 @@ pub(super) fn from_frontmatter(
         // `inherit` is the `.claude/agents` way of saying "the parent's model".
         model: non_empty(fm.model).filter(|m| m != "inherit"),
         provider: non_empty(fm.provider),
-        tools: fm.tools,
+        tools,
         max_iterations: fm.max_iterations,
         disallowed_tools,
         unavailable_tools: Vec::new(),
@@ -374,6 +378,37 @@ fn line_column(text: &str, at: usize, first_line: usize) -> (usize, usize) {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let column = before.get(line_start..).unwrap_or_default().chars().count() + 1;
     (line, column)
+}
+
+/// Claude Code's tool for starting sub-agents (`Agent`, formerly `Task`)
+/// in an allowlist, taken out of it: bare, it says the sub-agent may start
+/// sub-agents, which the depth decides here (warned as an unknown tool, a
+/// coordinator listing only it was refused as having no tools); scoped to
+/// named types (`Agent(worker, researcher)`), it is a limit this runtime
+/// does not apply — dropped, the sub-agent could start any profile below
+/// the depth limit — so it starts none (a narrowing, said).
+fn spawn_tool_entries(
+    tools: Vec<String>,
+    disallowed_tools: &mut Vec<String>,
+    not_applied: &mut Vec<String>,
+) -> Vec<String> {
+    let mut kept = Vec::with_capacity(tools.len());
+    for entry in tools {
+        let base = entry.split('(').next().unwrap_or_default().trim();
+        if base != "Agent" && base != "Task" {
+            kept.push(entry);
+            continue;
+        }
+        if entry.contains('(') {
+            not_applied.push(format!(
+                "tools: {entry} (a sub-agent started from it starts none)"
+            ));
+            if !disallowed_tools.iter().any(|d| d == "Agent") {
+                disallowed_tools.push("Agent".to_owned());
+            }
+        }
+    }
+    kept
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ pub(super) fn restrict_tools(
         return;
     };
     let listed = !tools.is_empty();
-    let (kept, unknown): (Vec<String>, Vec<String>) = map(tools)
+    let (kept, unknown): (Vec<String>, Vec<String>) = expand_servers(map(tools), known)
         .into_iter()
         // A delegation tool is known whatever the host's tools (the
         // depth decides where the child starts), as in the deny list.
@@ -150,6 +150,39 @@ pub(crate) fn denies_delegation(denied: &[String]) -> bool {
     denied
         .iter()
         .any(|entry| crate::delegation::denying_takes_delegation(scoped_base(entry)))
+}
+
+/// An allowlist with each rule for a whole MCP server (`mcp__github__*`,
+/// `mcp__github`: Claude Code grants the server's every tool) as the
+/// server's tools in `known`, in their order, repeats dropped. Looked up
+/// as one tool's name, the rule was unknown: the sub-agent ran without
+/// the server, or was refused as having no tools. A rule no tool of
+/// `known` matches stays as written (unknown, said).
+pub(crate) fn expand_servers(names: Vec<String>, known: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    let mut push = |name: &str| {
+        if !out.iter().any(|o| o == name) {
+            out.push(name.to_owned());
+        }
+    };
+    for name in &names {
+        let server = mcp_server(name).filter(|_| !known.contains(name));
+        let prefix = server.map(|server| format!("mcp__{server}__"));
+        let tools: Vec<&String> = match &prefix {
+            Some(prefix) => known
+                .iter()
+                .filter(|k| k.starts_with(prefix.as_str()))
+                .collect(),
+            None => Vec::new(),
+        };
+        if tools.is_empty() {
+            push(name);
+        }
+        for tool in tools {
+            push(tool);
+        }
+    }
+    out
 }
 
 /// The server a Claude Code rule for a whole MCP server names

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod claude;
 mod fields;
 mod folders;
 mod loading;
