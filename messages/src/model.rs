@@ -220,19 +220,27 @@ pub enum ModelChunk {
     /// A text delta, shown to the host as it arrives.
     Text(String),
     /// A whole tool call (adapters assemble fragments before yielding it).
+    /// Its name and arguments are output: held against the token budget
+    /// as text is (less what was said of them as [`ModelChunk::Hidden`]).
     /// Boxed: the largest variant sets the size of every chunk, and of
     /// every future that holds one.
     ToolCall(Box<ToolCall>),
     /// Token usage for the call (may come once, at the end, or never).
+    /// Each chunk is an increment, added to the call's count: send a
+    /// count once, never a running total. Output the server has not
+    /// counted yet is still held against the budget by the estimate; a
+    /// call with none counts by the estimate at its end.
     Usage(Usage),
     /// An estimate of the call's usage, for a server that reports none
     /// (the OpenAI adapter counts about 4 characters a token): counted
     /// against the token budget like [`ModelChunk::Usage`], and said to be
-    /// an estimate wherever the budget is named.
+    /// an estimate wherever the budget is named. An increment too, and
+    /// never sent beside a [`ModelChunk::Usage`] for the same call.
     UsageEstimate(Usage),
     /// Output the model wrote that is not shown as it streams — its
     /// reasoning, a tool call's arguments still being written — in
-    /// characters, said as it grows: counted against the token budget as
+    /// characters, said as it grows (each chunk the characters added since
+    /// the last, not the size so far): counted against the token budget as
     /// text is (about four characters a token), so a model looping where
     /// nothing is shown ends at the budget, not at the wall clock, and a
     /// call cut there counts its tokens.

@@ -9,6 +9,7 @@ mod common;
 mod caps;
 mod cut_calls;
 mod panics;
+mod unreported;
 
 use std::sync::Arc;
 use std::time::Duration;

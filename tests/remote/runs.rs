@@ -418,7 +418,16 @@ async fn a_request_that_cannot_go_leaves_nothing_running_on_the_node() {
     .with_script("Worker", worker(60))
     .shared();
     let node = Loopback::new("b", model.clone()).await;
-    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    // A call of 65 MiB is past any token budget but this one.
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model)
+            .placement(Placement::On(node.clone()))
+            .limits(subagents::messages::Limits {
+                token_budget: u64::MAX,
+                ..Default::default()
+            }),
+    )
+    .await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;

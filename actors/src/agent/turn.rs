@@ -270,6 +270,9 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     let budget = config.limits.token_budget;
     let mut truncated = None;
     let mut streamed_chars = 0_u64;
+    // Hidden output not yet matched by a whole call's arguments (an
+    // adapter may say them as they are written, then the call whole).
+    let mut hidden_unmatched = 0_u64;
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(ModelChunk::Text(delta)) => {
@@ -298,6 +301,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             // only at the wall clock, its call counted as nothing.
             Ok(ModelChunk::Hidden(chars)) => {
                 streamed_chars = streamed_chars.saturating_add(chars);
+                hidden_unmatched = hidden_unmatched.saturating_add(chars);
                 let so_far = estimated(call_usage, streamed_chars);
                 let cut = ctx.with(|t| {
                     t.hidden_chars = t.hidden_chars.saturating_add(chars);
@@ -307,7 +311,21 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                     return Err(ModelEnd::OverBudget(text));
                 }
             }
-            Ok(ModelChunk::ToolCall(call)) => calls.push(*call),
+            // A whole call is output too, as text is: its name and
+            // arguments held against the budget (less what was said of
+            // them as hidden) — counted as nothing, 100,000 calls in one
+            // answer, or one with megabytes of arguments, all ran.
+            Ok(ModelChunk::ToolCall(call)) => {
+                let chars = (call.name.len() + call.arguments.len()) as u64;
+                let said = chars.min(hidden_unmatched);
+                hidden_unmatched -= said;
+                streamed_chars = streamed_chars.saturating_add(chars - said);
+                calls.push(*call);
+                let so_far = estimated(call_usage, streamed_chars);
+                if let Some(text) = ctx.with(|t| t.past_budget(so_far, budget)) {
+                    return Err(ModelEnd::OverBudget(text));
+                }
+            }
             Ok(ModelChunk::Truncated(reason)) => truncated = Some(reason),
             Ok(chunk @ (ModelChunk::Usage(_) | ModelChunk::UsageEstimate(_))) => {
                 if let ModelChunk::Usage(usage) | ModelChunk::UsageEstimate(usage) = &chunk {
@@ -341,6 +359,23 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     }
     drop(stream);
     drop(permit);
+    // A call its model reported no usage for (the trait allows none: a
+    // host's adapter) counts by the estimate, as a cut one does: finished,
+    // it cost nothing — the budget held one call's output, not the turn's,
+    // and every usage a host or a clamp read was 0. Past the budget, it
+    // ends there, as one whose usage came at the end does.
+    let over = ctx.with(|t| {
+        if t.call_counted {
+            return None;
+        }
+        let estimate = t.call_estimate(streamed_chars)?;
+        t.progress.add_estimate(estimate);
+        t.call_counted = true;
+        (t.progress.usage.total() > budget).then(|| std::mem::take(&mut t.streaming))
+    });
+    if let Some(text) = over {
+        return Err(ModelEnd::OverBudget(text));
+    }
     let _ = unique_ids(&mut calls);
     // The call's end, in one step under the turn's lock: counted, its
     // answer the last thing written and in the conversation, its calls

@@ -211,9 +211,14 @@ impl TurnState {
 }
 
 /// Tokens of a call's output by the estimate, `streamed` characters at
-/// about four a token — none once the server counted its own (`usage`).
+/// about four a token, beyond what the server counted of it so far
+/// (`usage`); `None` when it counted as much or more.
 pub(crate) fn estimated(usage: Usage, streamed: u64) -> Option<u64> {
-    (usage == Usage::default()).then(|| streamed.div_ceil(4))
+    // Past what the server counted of its output so far: a usage that came
+    // early (the prompt's, before any text) switched the check off, and
+    // the rest of the answer streamed unheld to its natural end.
+    let more = streamed.div_ceil(4).saturating_sub(usage.completion_tokens);
+    (more > 0).then_some(more)
 }
 
 /// How a message sent to a running agent reads in its conversation: from

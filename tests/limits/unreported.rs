@@ -1,0 +1,84 @@
+//! The token budget under a model that reports no usage, or reports it
+//! early, or yields its tool calls whole: a host's own adapter (the trait
+//! allows usage "once, at the end, or never").
+
+use super::*;
+
+/// A finished call its model reported no usage for cost nothing: the
+/// budget held one call's output, not the turn's — three calls of 6,000
+/// characters each (1,500 tokens apiece) against a budget of 2,000 ran to
+/// `Completed` with usage 0, and every total a host or a clamp read was
+/// 0. Each counts by the estimate, as a cut one did.
+#[tokio::test(start_paused = true)]
+async fn a_model_that_reports_no_usage_is_held_to_the_budget_across_calls() {
+    let step = || {
+        Reply::new()
+            .text("x".repeat(6_000))
+            .tool_call("calculator", r#"{"expression":"1+1"}"#)
+    };
+    let model = ScriptedModel::new(vec![step(), step(), step(), Reply::answer("done")]);
+    let (agent, _events) = AgentBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Calculator))
+        .limits(Limits {
+            token_budget: 2_000,
+            ..Limits::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert!(result.usage.total() >= 1_500, "{:?}", result.usage);
+    // One finished call alone: its estimate, not 0.
+    let model = ScriptedModel::new(vec![Reply::answer("x".repeat(4_000))]);
+    let (agent, _events) = AgentBuilder::new(model.shared()).spawn().await.unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::Completed);
+    assert!(
+        result.usage.completion_tokens >= 1_000,
+        "{:?}",
+        result.usage
+    );
+}
+
+/// A model that yields its calls whole, saying nothing of them as hidden
+/// output: a call's name and arguments were held against nothing — 20,000
+/// calls in one answer, against a budget of 1,000 tokens, all ran. They
+/// are output, as text is: past the budget the answer ends there, and
+/// none runs.
+#[tokio::test(start_paused = true)]
+async fn tool_calls_yielded_whole_are_held_against_the_budget() {
+    let mut flood = Reply::new();
+    for _ in 0..20_000 {
+        flood = flood.tool_call("calculator", r#"{"expression":"1+1"}"#);
+    }
+    let model = ScriptedModel::new(vec![flood, Reply::answer("done")]);
+    let (agent, _events) = AgentBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Calculator))
+        .limits(Limits {
+            token_budget: 1_000,
+            ..Limits::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert_eq!(result.tool_calls, 0);
+}
+
+/// A usage that came early — the prompt's, before any text (Anthropic's
+/// `message_start` carries it) — switched the stream's check off: the
+/// rest of the answer, 100,000 tokens' worth against the default 50,000,
+/// streamed to its end unheld and the turn `Completed`. What the server
+/// has not counted yet is still held against the budget.
+#[tokio::test(start_paused = true)]
+async fn a_usage_that_comes_early_leaves_the_rest_of_the_call_held() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().usage(10, 0).text("x".repeat(400_000)),
+        Reply::answer("done"),
+    ]);
+    let (agent, _events) = AgentBuilder::new(model.shared()).spawn().await.unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+}
