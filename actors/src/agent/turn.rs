@@ -270,9 +270,6 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     let budget = config.limits.token_budget;
     let mut truncated = None;
     let mut streamed_chars = 0_u64;
-    // Hidden output not yet matched by a whole call's arguments (an
-    // adapter may say them as they are written, then the call whole).
-    let mut hidden_unmatched = 0_u64;
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(ModelChunk::Text(delta)) => {
@@ -301,7 +298,6 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             // only at the wall clock, its call counted as nothing.
             Ok(ModelChunk::Hidden(chars)) => {
                 streamed_chars = streamed_chars.saturating_add(chars);
-                hidden_unmatched = hidden_unmatched.saturating_add(chars);
                 let so_far = estimated(call_usage, streamed_chars);
                 let cut = ctx.with(|t| {
                     t.hidden_chars = t.hidden_chars.saturating_add(chars);
@@ -312,17 +308,22 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                 }
             }
             // A whole call is output too, as text is: its name and
-            // arguments held against the budget (less what was said of
-            // them as hidden) — counted as nothing, 100,000 calls in one
-            // answer, or one with megabytes of arguments, all ran.
+            // arguments held against the budget — counted as nothing,
+            // 100,000 calls in one answer, or one with megabytes of
+            // arguments, all ran. Not twice: a model that says output as
+            // hidden as it writes it (the OpenAI adapter, arguments among
+            // it) has them counted there.
             Ok(ModelChunk::ToolCall(call)) => {
                 let chars = (call.name.len() + call.arguments.len()) as u64;
-                let said = chars.min(hidden_unmatched);
-                hidden_unmatched -= said;
-                streamed_chars = streamed_chars.saturating_add(chars - said);
                 calls.push(*call);
-                let so_far = estimated(call_usage, streamed_chars);
-                if let Some(text) = ctx.with(|t| t.past_budget(so_far, budget)) {
+                let cut = ctx.with(|t| {
+                    if t.hidden_chars > 0 {
+                        return None;
+                    }
+                    streamed_chars = streamed_chars.saturating_add(chars);
+                    t.past_budget(estimated(call_usage, streamed_chars), budget)
+                });
+                if let Some(text) = cut {
                     return Err(ModelEnd::OverBudget(text));
                 }
             }
