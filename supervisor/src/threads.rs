@@ -18,6 +18,36 @@ use crate::thread::{ThreadConfig, ThreadError, ThreadHandle};
 pub struct Threads {
     threads: HashMap<ThreadId, ThreadHandle>,
     on_screen: Option<ThreadId>,
+    /// Each id's threads without a store, as opened here: numbered apart
+    /// ([`Incarnations`]).
+    incarnations: HashMap<ThreadId, Incarnations>,
+}
+
+/// The threads without a store opened under one id. Each numbers its
+/// parent's approvals in a block of its own, and its children draw ids
+/// from one counter: a thread deleted and opened again under its id
+/// numbered from 1 again — `parent-approval-1`, `agent_1-approval-1` —
+/// and an answer from the old thread's dialog, late or restored by the
+/// app, approved the new thread's first request, a call the user never
+/// saw (a thread on a store is numbered by its store).
+#[derive(Debug, Default)]
+struct Incarnations {
+    opened: u64,
+    child_ids: subagents_actors::hub::ChildIds,
+}
+
+/// A thread without a store, numbered as its id's `n`th: its parent's
+/// approvals follow `n` blocks (nothing else is archived).
+struct Numbered(u64);
+
+impl subagents_actors::hub::EnvelopeArchive for Numbered {
+    fn get(&self, _id: &subagents_messages::AgentId) -> Option<subagents_messages::Envelope> {
+        None
+    }
+
+    fn approvals_after(&self) -> u64 {
+        self.0.saturating_mul(crate::store::APPROVALS_PER_BLOCK)
+    }
 }
 
 impl Threads {
@@ -51,6 +81,16 @@ impl Threads {
         let mut config: ThreadConfig = config.into();
         config.parent = config.parent.conversation_id(id.as_str());
         config.id = Some(id.clone());
+        if config.store.is_none() {
+            let numbering = self.incarnations.entry(id.clone()).or_default();
+            config.parent = config.parent.child_ids(numbering.child_ids.clone());
+            if numbering.opened > 0 {
+                config.parent = config
+                    .parent
+                    .archive(std::sync::Arc::new(Numbered(numbering.opened)));
+            }
+            numbering.opened += 1;
+        }
         // Its wakes (a restart's, owed ones) wait until it is shown.
         let (handle, stream) = ThreadHandle::spawn_with(config, None, true).await?;
         // Closed if this open is given up (its future dropped while the
@@ -136,12 +176,19 @@ impl Threads {
         // Out of the registry before the first wait, and closed when this
         // ends however it ends: a delete dropped at that wait (a UI
         // cancelling it) left the thread open, registered, on screen.
-        let started = removed.map(|handle| (handle.switch_away(), CloseOnDrop(Some(handle))));
+        // Closed as the switch is sent, right behind it (the switch is
+        // read first): a handle the UI kept took turns, approval answers
+        // and typing — `Ok` — until the children had stopped.
+        let started = removed.map(|handle| {
+            let switched = handle.switch_away();
+            handle.close();
+            (switched, CloseOnDrop(Some(handle)))
+        });
         async move {
             let (switched, mut closing) = started.ok_or(unknown)?;
             done_or_closed(switched.await)?;
             if let Some(handle) = closing.0.take() {
-                handle.close_and_wait().await;
+                handle.closed().await;
             }
             Ok(())
         }

@@ -163,6 +163,43 @@ async fn a_delete_given_up_half_way_still_closes_the_thread() {
     assert_eq!(threads.on_screen(), None);
 }
 
+/// Forged or repeated (a handle the UI kept): `delete` sent the switch
+/// when called but closed the thread only once its children had stopped
+/// — until then a kept clone took a user turn (a parent model call in a
+/// conversation the user had deleted), typing and stops, all `Ok`. The
+/// thread is closed as the delete is called.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_threads_kept_handle_is_refused_at_once() {
+    let (mut threads, _a, b, mut events_b, _) = two_threads().await;
+    let kept = threads.get(&b).unwrap().clone();
+    let deleting = threads.delete(&b);
+    assert_eq!(
+        kept.send_user("after"),
+        Err(subagents::supervisor::ThreadError::Undelivered(
+            "after".into()
+        ))
+    );
+    assert_eq!(
+        kept.typing(true),
+        Err(subagents::supervisor::ThreadError::Closed)
+    );
+    assert_eq!(
+        kept.stop_parent(),
+        Err(subagents::supervisor::ThreadError::Closed)
+    );
+    deleting.await.unwrap();
+    let mut rest = Vec::new();
+    while let Some(event) = events_b.recv().await {
+        rest.push(event);
+    }
+    assert!(
+        !rest
+            .iter()
+            .any(|e| matches!(e, AgentEvent::UserMessage(text) if text == "after")),
+        "{rest:?}"
+    );
+}
+
 /// Same instant, the host's polling order: `close_and_wait`,
 /// `Threads::clear` and `Threads::delete` sent nothing until first polled
 /// — dropped unpolled (a `select!`'s other branch ready first) they did
@@ -207,4 +244,85 @@ async fn clear_delete_and_close_send_when_called() {
     drop(handle_b.close_and_wait());
     assert!(closed(handle_b).await, "closed, still open");
     threads.delete(&b).await.unwrap();
+}
+
+/// Repeated (a thread without a store, deleted and opened again under its
+/// id): its parent numbered its approvals from 1 again, and its children
+/// drew ids from `agent_1` again — an answer from the old thread's
+/// dialog, late or restored by the app (`parent-approval-1`, asked to
+/// post one thing), approved the new thread's first request (to post
+/// another), a call the user never saw. Fixed for threads on a store in
+/// the sixteenth session; each thread opened under an id is numbered
+/// apart now without one too.
+#[tokio::test(start_paused = true)]
+async fn a_reopened_thread_without_a_store_never_takes_the_old_approval_ids() {
+    use subagents::messages::{ApprovalDecision, ApprovalRefusal, ApprovalRequest};
+    async fn asking(threads: &mut Threads, a: &ThreadId, body: &str) -> ApprovalRequest {
+        let arguments = format!(r#"{{"url":"https://example.com","body":"{body}"}}"#);
+        // A child that asks too (`agent_N-approval-1`), then the parent.
+        let poster = UseAgentCall::run("Poster\nYou post.", "post")
+            .tools(["http_post"])
+            .wait(false);
+        let model = ScriptedModel::new(vec![
+            Reply::new()
+                .use_agent(&poster)
+                .tool_call("http_post", arguments.clone()),
+            Reply::answer("Posted."),
+        ])
+        .with_script(
+            "Poster",
+            vec![
+                Reply::new().tool_call("http_post", arguments),
+                Reply::answer("posted"),
+            ],
+        );
+        let mut events = threads
+            .open(
+                a.clone(),
+                DelegationBuilder::new(model.shared())
+                    .tools(ToolRegistry::new().with(subagents_demo::Post)),
+            )
+            .await
+            .unwrap();
+        threads.get(a).unwrap().send_user("post").unwrap();
+        let asked = until(&mut events, &mut Vec::new(), |e| {
+            matches!(e, AgentEvent::ApprovalRequested(_))
+        })
+        .await;
+        let AgentEvent::ApprovalRequested(request) = asked else {
+            unreachable!()
+        };
+        *request
+    }
+    let mut threads = Threads::new();
+    let a = ThreadId::new("a");
+    let stale = asking(&mut threads, &a, "first").await;
+    assert_eq!(
+        stale.id.as_str(),
+        "parent-approval-1",
+        "the first is as before"
+    );
+    threads.delete(&a).await.unwrap();
+    let asked = asking(&mut threads, &a, "second").await;
+    assert_ne!(
+        asked.id, stale.id,
+        "a new request under the old thread's id"
+    );
+    let thread = threads.get(&a).unwrap().clone();
+    assert_eq!(
+        thread
+            .resolve_approval(stale.id.clone(), ApprovalDecision::Approve)
+            .await,
+        Err(subagents::supervisor::ThreadError::Approval(
+            ApprovalRefusal::Unknown(stale.id.clone())
+        ))
+    );
+    // Its children too: ids of their own.
+    let child = thread.hub().envelopes();
+    assert!(
+        child.iter().all(|e| e.id.as_str() != "agent_1"),
+        "{:?}",
+        child.iter().map(|e| e.id.as_str()).collect::<Vec<_>>()
+    );
+    threads.delete(&a).await.unwrap();
 }

@@ -94,4 +94,5 @@ mod report;
 mod runs;
 
 pub use envelopes::EnvelopeStore;
+pub(crate) use lock::APPROVALS_PER_BLOCK;
 pub use report::{CorruptFile, LoadReport, PruneReport, StoreError};

@@ -367,6 +367,14 @@ impl ThreadHandle {
         }
     }
 
+    /// Returns once the thread has stopped (closed by whoever closed it).
+    pub(crate) fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
+        let actor = self.actor.clone();
+        async move {
+            actor.wait(None).await.ok();
+        }
+    }
+
     /// Closes the thread and returns once everything it made — parent,
     /// hub, children, its own gate — has stopped.
     ///
