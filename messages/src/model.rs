@@ -221,8 +221,8 @@ pub enum ModelChunk {
     Text(String),
     /// A whole tool call (adapters assemble fragments before yielding it).
     /// Its name and arguments are output: held against the token budget
-    /// as text is (unless the call's output is said as
-    /// [`ModelChunk::Hidden`] as it is written: not counted twice).
+    /// as text is, beyond what the call said as [`ModelChunk::Hidden`]
+    /// (not counted twice).
     /// Boxed: the largest variant sets the size of every chunk, and of
     /// every future that holds one.
     ToolCall(Box<ToolCall>),

@@ -82,3 +82,49 @@ async fn a_usage_that_comes_early_leaves_the_rest_of_the_call_held() {
     let result = agent.run("go").await.unwrap();
     assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
 }
+
+/// A model that says its reasoning as hidden output and yields its calls
+/// whole.
+struct ReasonsThenFloods;
+
+impl Model for ReasonsThenFloods {
+    fn name(&self) -> &str {
+        "reasons-then-floods"
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        if request.assistant_messages() > 0 {
+            return futures_util::stream::iter([Ok(ModelChunk::Text("done".into()))]).boxed();
+        }
+        let call = |n: usize| {
+            ModelChunk::ToolCall(Box::new(subagents::messages::ToolCall {
+                id: subagents::messages::ToolUseId::new(format!("call_{n}")),
+                name: "calculator".into(),
+                arguments: r#"{"expression":"1+1"}"#.into(),
+                extra_content: None,
+            }))
+        };
+        let chunks = std::iter::once(ModelChunk::Hidden(1)).chain((0..20_000).map(call));
+        futures_util::stream::iter(chunks.map(Ok)).boxed()
+    }
+}
+
+/// Review of this session's own change: whole calls were held only while
+/// no hidden output had been said in the call — one character of
+/// reasoning said as hidden, then 20,000 calls, and they all ran. Held
+/// beyond the hidden output now (not twice, not let off).
+#[tokio::test(start_paused = true)]
+async fn whole_calls_after_hidden_reasoning_are_held_against_the_budget() {
+    let (agent, _events) = AgentBuilder::new(Arc::new(ReasonsThenFloods))
+        .tools(ToolRegistry::new().with(Calculator))
+        .limits(Limits {
+            token_budget: 1_000,
+            ..Limits::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert_eq!(result.tool_calls, 0);
+}

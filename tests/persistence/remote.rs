@@ -84,3 +84,62 @@ async fn a_remote_childs_conversation_is_saved_after_each_step() {
     );
     assert_eq!(saved[0], saved[1], "local, then remote");
 }
+
+/// Review of this session's own change (the fold): a remote child whose
+/// turn is ended from outside — its hub killed — has its open call
+/// answered on the stream, but the answer was not folded into its saved
+/// conversation: it ended on a call with no tool message, and every
+/// OpenAI-compatible server refuses a resume from that. Its conversation
+/// answers what the close answers, as a local child's does.
+#[tokio::test]
+async fn a_killed_remote_childs_saved_conversation_answers_its_open_call() {
+    use subagents::actors::Placement;
+    use subagents::messages::Role;
+    let tmp = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work")
+                .tools(["sleep"])
+                .background(),
+        ),
+        Reply::answer("Started."),
+    ])
+    .with_script(
+        "Worker",
+        vec![Reply::new().tool_call("sleep", r#"{"secs":600}"#)],
+    )
+    .shared();
+    let node = common::loopback::Loopback::new("b", model.clone()).await;
+    let store = open(tmp.path());
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model)
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .placement(Placement::On(node.clone())),
+    )
+    .store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted(_)))
+    })
+    .await;
+    thread.hub().actor().kill();
+    thread.close_and_wait().await;
+    let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
+    for (at, message) in conversation.iter().enumerate() {
+        for call in &message.tool_calls {
+            assert!(
+                conversation[at + 1..]
+                    .iter()
+                    .any(|m| m.role == Role::Tool && m.tool_call_id.as_ref() == Some(&call.id)),
+                "the call `{}` has no tool message: {conversation:#?}",
+                call.id
+            );
+        }
+    }
+    assert!(
+        conversation.iter().any(|m| !m.tool_calls.is_empty()),
+        "{conversation:#?}"
+    );
+}

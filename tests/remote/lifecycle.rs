@@ -349,3 +349,60 @@ async fn a_node_lost_during_a_stop_ends_the_child_stopped() {
     assert!(!log.iter().any(is_wake), "a stopped child wakes nobody");
     thread.close_and_wait().await;
 }
+
+/// Review of this session's own change, the same instant with both stops:
+/// a stop by name and the parent's cut under `Cascade` reach a remote
+/// child whose answer was given (its node's `Ended` on the way). What
+/// each stop meant was one slot, the later erasing the earlier: stopped
+/// by name then cut, the child was not cancelled (a message resumed it);
+/// cut then stopped, no wake came, though the cut call promised one. Both
+/// hold now: cancelled, and its result a wake.
+#[tokio::test(start_paused = true)]
+async fn a_stop_by_name_and_a_cascade_cut_at_once_both_hold() {
+    use subagents::actors::ParentStopPolicy;
+    for by_name_first in [true, false] {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&work_call("Worker", 5, true)),
+            Reply::answer("Noted."),
+            Reply::answer("Noted again."),
+        ])
+        .with_script("Worker\n", worker(5))
+        .shared();
+        let node = Loopback::new("b", model.clone()).await;
+        node.slow_ended.store(true, Ordering::SeqCst);
+        let (thread, mut events) = thread_with(
+            DelegationBuilder::new(model)
+                .placement(Placement::On(node.clone()))
+                .parent_stop(ParentStopPolicy::Cascade),
+        )
+        .await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        let agent_1 = AgentId::new("agent_1");
+        // Its answer given; its node's `Ended` a second away.
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(id, event)
+                if id.as_str() == "agent_1" && matches!(**event, AgentEvent::Result(_)))
+        })
+        .await;
+        let stopped = if by_name_first {
+            let stopped = thread.stop_child(&agent_1);
+            thread.stop_parent().unwrap();
+            stopped
+        } else {
+            thread.stop_parent().unwrap();
+            thread.stop_child(&agent_1)
+        };
+        run_for(&mut events, &mut log, 600).await;
+        assert_eq!(stopped.await, Ok(SubAgentStatus::Done));
+        check_log(&log, true);
+        let child = thread.hub().status(&agent_1).unwrap();
+        let wakes = log.iter().filter(|e| is_wake(e)).count();
+        assert_eq!(
+            (child.status, child.cancelled, wakes),
+            (SubAgentStatus::Done, true, 1),
+            "by name first: {by_name_first}"
+        );
+        thread.close_and_wait().await;
+    }
+}

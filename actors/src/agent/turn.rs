@@ -257,6 +257,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
         t.doing(Activity::InModelCall);
         t.streaming.clear();
         t.hidden_chars = 0;
+        t.call_chars = 0;
         t.call_counted = false;
         ctx.cut(t)
     });
@@ -310,18 +311,16 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             // A whole call is output too, as text is: its name and
             // arguments held against the budget — counted as nothing,
             // 100,000 calls in one answer, or one with megabytes of
-            // arguments, all ran. Not twice: a model that says output as
-            // hidden as it writes it (the OpenAI adapter, arguments among
-            // it) has them counted there.
+            // arguments, all ran. Beyond the hidden output only (see
+            // `TurnState::output_chars`): not twice.
             Ok(ModelChunk::ToolCall(call)) => {
                 let chars = (call.name.len() + call.arguments.len()) as u64;
                 calls.push(*call);
                 let cut = ctx.with(|t| {
-                    if t.hidden_chars > 0 {
-                        return None;
-                    }
-                    streamed_chars = streamed_chars.saturating_add(chars);
-                    t.past_budget(estimated(call_usage, streamed_chars), budget)
+                    t.call_chars = t.call_chars.saturating_add(chars);
+                    let beyond = t.call_chars.saturating_sub(t.hidden_chars);
+                    let output = streamed_chars.saturating_add(beyond);
+                    t.past_budget(estimated(call_usage, output), budget)
                 });
                 if let Some(text) = cut {
                     return Err(ModelEnd::OverBudget(text));
@@ -369,7 +368,8 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
         if t.call_counted {
             return None;
         }
-        let estimate = t.call_estimate(streamed_chars)?;
+        let output = streamed_chars.saturating_add(t.call_chars.saturating_sub(t.hidden_chars));
+        let estimate = t.call_estimate(output)?;
         t.progress.add_estimate(estimate);
         t.call_counted = true;
         (t.progress.usage.total() > budget).then(|| std::mem::take(&mut t.streaming))

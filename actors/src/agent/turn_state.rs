@@ -106,6 +106,9 @@ pub(crate) struct TurnState {
     ///
     /// [`ModelChunk::Hidden`]: subagents_messages::ModelChunk::Hidden
     pub(crate) hidden_chars: u64,
+    /// Characters of the whole tool calls it yielded (names and
+    /// arguments): output too, beyond what was said as hidden.
+    pub(crate) call_chars: u64,
     /// The model call in flight has counted its tokens (the server's
     /// usage, or the budget's estimate): a cut adds no estimate of them.
     pub(crate) call_counted: bool,
@@ -186,7 +189,12 @@ impl TurnState {
     /// Characters the call in flight wrote so far: its text and its
     /// hidden output.
     pub(crate) fn output_chars(&self) -> u64 {
-        (self.streaming.chars().count() as u64).saturating_add(self.hidden_chars)
+        // Hidden output, or the whole calls when they are more: an
+        // adapter that says its calls' arguments as hidden (the OpenAI
+        // adapter) is not counted twice, one that says only its reasoning
+        // so is not let off its calls.
+        (self.streaming.chars().count() as u64)
+            .saturating_add(self.hidden_chars.max(self.call_chars))
     }
 
     /// The call in flight, `so_far` tokens of output by the estimate (none

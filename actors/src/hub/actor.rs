@@ -11,7 +11,6 @@ use subagents_messages::{AgentId, SubAgentStatus};
 
 use crate::agent::KillHook;
 use crate::hub::book::Book;
-use crate::hub::child::AfterEnd;
 use crate::hub::config::HubConfig;
 use crate::hub::lifecycle::HubState;
 use crate::hub::slots::Slots;
@@ -137,7 +136,7 @@ impl Actor for Hub {
                     let _ = state.detach(&id);
                 } else {
                     state.prefer_stop(&id);
-                    state.after_end(&id, AfterEnd::Background);
+                    state.after_end(&id, |a| a.release = true);
                     Box::pin(state.stop(&myself, &id, StopReply::One(None))).await
                 }
             }
@@ -153,7 +152,7 @@ impl Actor for Hub {
             HubMsg::Stop { id, reply } => {
                 let id = state.book.latest_run(&id);
                 state.prefer_stop(&id);
-                state.after_end(&id, AfterEnd::Cancel);
+                state.after_end(&id, |a| a.cancel = true);
                 Box::pin(state.stop(&myself, &id, StopReply::One(reply))).await
             }
             // Rare, and their futures are among the largest: boxed.

@@ -54,22 +54,20 @@ pub(super) struct Child {
 
 /// A stop that reaches a child as its turn ends — its answer given and
 /// its end notice on the way, or its own children still stopping — does
-/// not stop it: it ends done or failed all the same. What the stop meant
-/// still holds then.
+/// not stop it: it ends done or failed all the same. What the stops meant
+/// still holds then — each of them (one slot, a stop by name and a cut in
+/// the same window erased each other's meaning).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) enum AfterEnd {
-    /// Nothing (no stop, or a stop of them all: a switch or a close).
-    #[default]
-    Nothing,
+pub(super) struct AfterEnd {
     /// A stop by name (the host's, or the model's `use_agent stop`): it is
     /// cancelled for good, as a stop of a child that had ended is — it
     /// answered `done` and a later message resumed it, though the model
     /// was told `"cancelled": true`.
-    Cancel,
+    pub(super) cancel: bool,
     /// The parent's turn was cut under `Cascade`: its result becomes a
     /// wake, as the cut call said ("if it had already finished, its
     /// result will arrive as a message") — it reached nobody.
-    Background,
+    pub(super) release: bool,
 }
 
 impl Child {

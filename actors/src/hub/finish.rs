@@ -5,7 +5,6 @@
 use ractor::ActorRef;
 use subagents_messages::{AgentEvent, AgentId, AgentResult, Envelope, Outcome, SubAgentStatus};
 
-use crate::hub::child::AfterEnd;
 use crate::hub::ids::child_number;
 use crate::hub::lifecycle::HubState;
 use crate::hub::msg::HubMsg;
@@ -56,10 +55,11 @@ impl HubState {
         }
         // A stop that came as its turn ended, and it ended done or failed
         // all the same: what the stop meant holds (none for `stopped`).
-        match child.after_end {
-            AfterEnd::Cancel => drop(self.book.cancel(id)),
-            AfterEnd::Background => drop(self.book.release_finished(id)),
-            AfterEnd::Nothing => {}
+        if child.after_end.cancel {
+            drop(self.book.cancel(id));
+        }
+        if child.after_end.release {
+            drop(self.book.release_finished(id));
         }
         // Copied only for whoever reads it.
         let envelope = if child.subscribers.is_empty() && self.config.observers.is_empty() {

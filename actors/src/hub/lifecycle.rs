@@ -253,7 +253,7 @@ impl HubState {
             subscribers: Vec::new(),
             stopping: None,
             interrupted: false,
-            after_end: AfterEnd::Nothing,
+            after_end: AfterEnd::default(),
             stop_replies: Vec::new(),
             ending: None,
             followups: Vec::new(),

@@ -211,10 +211,11 @@ impl HubState {
     }
 
     /// What a stop of `id` means if its turn is already over and it ends
-    /// done or failed all the same ([`AfterEnd`]).
-    pub(super) fn after_end(&mut self, id: &AgentId, meaning: AfterEnd) {
+    /// done or failed all the same ([`AfterEnd`]), added to what earlier
+    /// stops meant.
+    pub(super) fn after_end(&mut self, id: &AgentId, meaning: impl FnOnce(&mut AfterEnd)) {
         if let Some(child) = self.children.get_mut(id) {
-            child.after_end = meaning;
+            meaning(&mut child.after_end);
         }
     }
 

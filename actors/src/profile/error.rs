@@ -71,6 +71,13 @@ pub enum ParseErrorKind {
         "no frontmatter block: in this folder a file is an agent only with one (`---` with `name` and `description`); a README or notes file is not read as an agent"
     )]
     NoFrontmatter,
+    /// A Markdown file in a sub-folder of another tool's agents folder
+    /// that declares no `name`, which Claude Code requires of an agent: a
+    /// command or a note a cloned collection keeps beside its agents.
+    #[error(
+        "no `name`: in a sub-folder of this folder a file is an agent only with one (a command or a note kept beside the agents is not)"
+    )]
+    NoName,
 }
 
 /// Why a profile file was not loaded.

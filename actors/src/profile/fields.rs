@@ -160,7 +160,11 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "model" => fm.model = map.next_value()?,
                 "provider" | "model_provider" => fm.provider = map.next_value()?,
                 "developer_instructions" => fm.developer_instructions = map.next_value()?,
-                "tools" => match map.next_value::<Option<Tools>>()? {
+                // Agent Skills' and Claude Code commands' spelling, copied
+                // into agent files (and found in commands a cloned
+                // collection keeps beside its agents): warned as unknown,
+                // the restriction it states was lost — every tool.
+                "tools" | "allowed-tools" => match map.next_value::<Option<Tools>>()? {
                     Some(Tools::List(list)) => fm.tools = Some(list.0),
                     Some(Tools::Switches(switches)) => {
                         fm.tools_as_switches = true;
@@ -172,7 +176,7 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "max_iterations" | "maxTurns" => {
                     fm.max_iterations = map.next_value::<Option<Iterations>>()?.map(|i| i.0);
                 }
-                "disallowedTools" | "disallowed_tools" => {
+                "disallowedTools" | "disallowed_tools" | "disallowed-tools" => {
                     fm.disallowed_tools = map.next_value::<Option<ToolList>>()?.map(|t| t.0);
                 }
                 "disabled" => fm.disabled = map.next_value()?,
@@ -264,7 +268,8 @@ fn setting_of(key: &str) -> &str {
     match key {
         "model_provider" => "provider",
         "maxTurns" => "max_iterations",
-        "disallowedTools" => "disallowed_tools",
+        "disallowedTools" | "disallowed-tools" => "disallowed_tools",
+        "allowed-tools" => "tools",
         "maxTokens" => "max_tokens",
         "topP" => "top_p",
         "model_reasoning_effort" => "effort",

@@ -75,7 +75,8 @@ impl ProfileSet {
             let mut in_dir: BTreeMap<String, PathBuf> = BTreeMap::new();
             let foreign = other_tools_folder(dir);
             for path in profile_files(dir, &mut warnings) {
-                match load_file(&path, foreign) {
+                let nested = foreign && path.parent() != Some(dir.as_path());
+                match load_file(&path, foreign, nested) {
                     Ok((mut profile, file_warnings)) => {
                         for w in file_warnings {
                             warn(&mut warnings, w);
@@ -272,8 +273,10 @@ fn other_tools_folder(dir: &Path) -> bool {
 
 /// Reads and parses one profile file (at most [`MAX_PROFILE_BYTES`]); in
 /// another tool's folder (`needs_frontmatter`), a Markdown file without a
-/// frontmatter block is an error.
-fn load_file(path: &Path, needs_frontmatter: bool) -> Result<Parsed, ProfileError> {
+/// frontmatter block is an error, and in a sub-folder of it (`nested`)
+/// one that declares no `name` (Claude Code requires one: a command or a
+/// note a cloned collection keeps beside its agents is no agent).
+fn load_file(path: &Path, needs_frontmatter: bool, nested: bool) -> Result<Parsed, ProfileError> {
     super::parse::profile_name(path)?;
     let read_error = |message: String| ProfileError::Read {
         path: path.to_path_buf(),
@@ -293,13 +296,23 @@ fn load_file(path: &Path, needs_frontmatter: bool) -> Result<Parsed, ProfileErro
         return super::codex::parse_codex_role(path, text);
     }
     let text = super::parse::utf8(path, &bytes)?;
-    if needs_frontmatter && super::fence::split(text).is_ok_and(|s| s.format.is_none()) {
-        return Err(ProfileError::Parse {
-            path: path.to_path_buf(),
-            line: 1,
-            column: 1,
-            kind: ParseErrorKind::NoFrontmatter,
+    let refused = |kind| ProfileError::Parse {
+        path: path.to_path_buf(),
+        line: 1,
+        column: 1,
+        kind,
+    };
+    if let (true, Ok(split)) = (needs_frontmatter, super::fence::split(text)) {
+        if split.format.is_none() {
+            return Err(refused(ParseErrorKind::NoFrontmatter));
+        }
+        let declares_name = split.frontmatter.lines().any(|line| {
+            let key = line.split([':', '=']).next().unwrap_or("");
+            key.trim().trim_matches(['"', '\'']) == "name"
         });
+        if nested && !declares_name {
+            return Err(refused(ParseErrorKind::NoName));
+        }
     }
     super::parse::parse_profile(path, text)
 }
@@ -309,7 +322,9 @@ const RESTRICTING_KEYS: &[&str] = &[
     // Switched off: the strongest narrowing there is.
     "disabled",
     "tools",
+    "allowed-tools",
     "disallowedTools",
+    "disallowed-tools",
     "disallowed_tools",
     "permissionMode",
     "permission_mode",

@@ -24,7 +24,11 @@ pub(super) fn profile_files(dir: &Path, warnings: &mut Vec<ProfileWarning>) -> V
         walk.seen.insert(canonical);
     }
     walk.folder(dir, 0, true);
-    walk.files.sort();
+    // The folder's own files first, then each level down (in path order
+    // within a level): by path alone, `archive/reviewer.md` (every tool)
+    // came before `reviewer.md` (read only) and took its name.
+    walk.files
+        .sort_by_cached_key(|path| (path.components().count(), path.clone()));
     // In name order, as the files are: never the directory's own order.
     walk.broken
         .sort_by(|a: &ProfileError, b| a.path().cmp(b.path()));

@@ -166,6 +166,7 @@ impl ProxyState {
         state.span = Some(span.clone());
         let key = NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let started = Instant::now();
+        let shared: Shared = Arc::new(Mutex::new(state));
         let closer = Arc::new(Closer {
             mirror: Mutex::new(Mirror::default()),
             sink: self.events.gated(),
@@ -174,13 +175,14 @@ impl ProxyState {
             key,
             started,
             span: span.clone(),
+            shared: Arc::downgrade(&shared),
         });
         if config.probe.is_some() {
             // A child's: what its hub needs to end it if the hub dies.
             let closer = closer.clone();
-            state.ends = Some(TurnEnds::Remote(Arc::new(move || closer.close_killed())));
+            crate::agent::turn_state_lock(&shared).ends =
+                Some(TurnEnds::Remote(Arc::new(move || closer.close_killed())));
         }
-        let shared: Shared = Arc::new(Mutex::new(state));
         if let Some(probe) = &config.probe {
             probe.publish(&shared);
         }
@@ -368,6 +370,9 @@ impl ProxyState {
             // after what it left open is answered.
             let events = mirror.end_with(&result);
             if !events.is_empty() {
+                for event in &events {
+                    progress(&run.shared, event);
+                }
                 let out = &self.events;
                 let step = events
                     .iter()

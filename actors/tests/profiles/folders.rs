@@ -106,3 +106,68 @@ fn a_file_without_frontmatter_is_no_agent_in_another_tools_folder() {
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(set.get("checker").unwrap().system_prompt, "Checks facts.");
 }
+
+/// Review of this session's own change (sub-folders read): files were
+/// read in path order and the first of a name kept, so
+/// `archive/reviewer.md` (every tool) came before `reviewer.md` (read
+/// only) and took its name — the same folder loaded wider than before.
+/// A folder's own files come first, then each level down.
+#[test]
+fn a_folders_own_file_wins_over_one_deeper_of_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("agents");
+    write(
+        &dir,
+        "reviewer.md",
+        "---\nname: reviewer\ntools: read_file\n---\nread only",
+    );
+    write(
+        &dir.join("archive"),
+        "reviewer.md",
+        "---\nname: reviewer\n---\nold",
+    );
+    let known = ["read_file".to_owned(), "shell".to_owned()];
+    let (set, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &known);
+    let reviewer = set.get("reviewer").unwrap();
+    assert_eq!(reviewer.source, dir.join("reviewer.md"));
+    assert_eq!(reviewer.tools, Some(vec!["read_file".to_owned()]));
+    assert!(
+        matches!(&warnings[..], [ProfileWarning::DuplicateName { skipped, .. }]
+            if skipped == &dir.join("archive/reviewer.md")),
+        "{warnings:?}"
+    );
+}
+
+/// Review of this session's own change: a cloned collection keeps its
+/// commands beside its agents (`commands/ship.md`: a description and
+/// `allowed-tools`, no `name`); read from a sub-folder, each became a
+/// sub-agent — named after its file, every tool (`allowed-tools` only
+/// warned as unknown). In a sub-folder of another tool's folder a file is
+/// an agent only with a `name`, as Claude Code requires; and
+/// `allowed-tools` anywhere is the allowlist it says it is.
+#[test]
+fn a_command_beside_the_agents_is_no_agent_and_allowed_tools_narrows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(".claude/agents");
+    write(
+        &dir.join("collection/commands"),
+        "ship.md",
+        "---\ndescription: Ships it.\nallowed-tools: read_file\n---\nShip.",
+    );
+    write(
+        &dir,
+        "reader.md",
+        "---\nname: reader\nallowed-tools: read_file\ndisallowed-tools: shell\n---\nReads.",
+    );
+    let known = ["read_file".to_owned(), "shell".to_owned()];
+    let (set, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &known);
+    assert_eq!(set.names().collect::<Vec<_>>(), ["reader"]);
+    let reader = set.get("reader").unwrap();
+    assert_eq!(reader.tools, Some(vec!["read_file".to_owned()]));
+    assert_eq!(reader.disallowed_tools, ["shell"]);
+    assert!(
+        matches!(&warnings[..], [ProfileWarning::Skipped(ProfileError::Parse { kind: ParseErrorKind::NoName, path, .. })]
+            if path == &dir.join("collection/commands/ship.md")),
+        "{warnings:?}"
+    );
+}

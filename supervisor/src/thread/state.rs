@@ -364,8 +364,11 @@ impl ThreadState {
                     .collect();
                 self.settle_at_end = restarted;
                 if listed.is_empty() {
-                    // Gone meanwhile (pruned): no wake about nothing.
+                    // Gone meanwhile (pruned): no wake about nothing — and
+                    // none in flight (taken as one, it held the queue: no
+                    // later wake of the thread went out).
                     self.settle_delivered();
+                    self.wakes.finished();
                     continue;
                 }
                 self.events.emit(AgentEvent::Wake {

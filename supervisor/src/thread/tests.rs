@@ -132,3 +132,96 @@ async fn a_thread_without_a_store_holds_no_finished_childs_request() {
     assert_eq!(held, 0);
     thread.close_and_wait().await;
 }
+
+/// Review of this session's own change (a restart wake with nobody left
+/// to list): the children a restart interrupted were pruned while their
+/// wake waited (the user typing); the wake was skipped — but taken as one
+/// in flight, it held the queue, and no later wake of the thread went out
+/// for the rest of the session.
+#[tokio::test]
+async fn a_restart_wake_with_nobody_left_to_list_holds_no_later_wake() {
+    use std::sync::Arc;
+    use subagents_actors::clock::ManualClock;
+
+    use crate::store::EnvelopeStore;
+    use crate::thread::ThreadConfig;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let hour = 3_600_000;
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let retention = Duration::from_millis(hour);
+    let open = || {
+        Arc::new(
+            EnvelopeStore::open_with_retention(tmp.path(), clock.clone(), retention)
+                .unwrap()
+                .0,
+        )
+    };
+    // A session whose background child is running when it ends.
+    {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run("Long\nYou work.", "work")
+                    .tools(["sleep"])
+                    .background(),
+            ),
+            Reply::answer("Started."),
+        ])
+        .with_script(
+            "Long\n",
+            vec![Reply::new().tool_call("sleep", r#"{"secs":3600}"#)],
+        );
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(model.shared())
+                .tools(ToolRegistry::new().with(Sleep))
+                .clock(clock.clone()),
+        )
+        .store(open());
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        while let Some(event) = events.recv().await {
+            if matches!(event, AgentEvent::Result(_)) {
+                break;
+            }
+        }
+        thread.flush_persistence().await.unwrap();
+        // What a kill leaves: the store let go without the close's writes.
+        thread.actor().kill();
+        let _ = thread.actor().wait(None).await;
+    }
+    let store = open();
+    assert_eq!(store.interrupted(), [AgentId::new("agent_1")]);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Quick\nYou work.", "work").background()),
+        Reply::answer("Started."),
+        Reply::answer("Woken."),
+    ])
+    .with_script("Quick\n", vec![Reply::answer("done quickly")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock.clone()))
+        .store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn_with(config, None, true).await.unwrap();
+    // Its restart wake taken, held by the user typing…
+    thread.typing(true).unwrap();
+    thread.on_screen(true).unwrap();
+    thread.sync().await.unwrap();
+    // …while the retention passes and a prune takes the child.
+    clock.set(1_700_000_000_000 + 2 * hour);
+    assert_eq!(store.prune().removed, [AgentId::new("agent_1")]);
+    thread.typing(false).unwrap();
+    thread.send_user("start one").unwrap();
+    let woken = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(event) = events.recv().await {
+            if let AgentEvent::Wake { child, .. } = event {
+                return Some(child);
+            }
+        }
+        None
+    })
+    .await;
+    assert_eq!(
+        woken,
+        Ok(Some(AgentId::new("agent_2"))),
+        "the later wake never went out"
+    );
+    thread.close_and_wait().await;
+}

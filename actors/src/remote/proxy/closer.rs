@@ -31,6 +31,9 @@ pub(super) struct Closer {
     /// The run's `invoke_agent` span: a killed run's end is recorded on
     /// it, as a local agent's is.
     pub(super) span: tracing::Span,
+    /// The turn's state (not kept alive by this: it holds the closer), for
+    /// the conversation the closing events end.
+    pub(super) shared: std::sync::Weak<Mutex<crate::agent::TurnState>>,
 }
 
 impl Closer {
@@ -52,6 +55,13 @@ impl Closer {
         let step = events
             .iter()
             .any(|e| matches!(e, AgentEvent::ToolResult(_)));
+        // Its conversation answers what the close answers: it ended on a
+        // call with no tool message, and every server refused a resume.
+        if let Some(shared) = self.shared.upgrade() {
+            for event in &events {
+                super::actor::progress(&shared, event);
+            }
+        }
         self.sink.close_with(|| {
             for event in events {
                 self.out.emit(event);
