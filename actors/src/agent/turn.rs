@@ -301,6 +301,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                 streamed_chars = streamed_chars.saturating_add(chars);
                 let so_far = estimated(call_usage, streamed_chars);
                 let cut = ctx.with(|t| {
+                    let chars = u32::try_from(chars).unwrap_or(u32::MAX);
                     t.hidden_chars = t.hidden_chars.saturating_add(chars);
                     t.past_budget(so_far, budget)
                 });
@@ -317,8 +318,9 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                 let chars = (call.name.len() + call.arguments.len()) as u64;
                 calls.push(*call);
                 let cut = ctx.with(|t| {
+                    let chars = u32::try_from(chars).unwrap_or(u32::MAX);
                     t.call_chars = t.call_chars.saturating_add(chars);
-                    let beyond = t.call_chars.saturating_sub(t.hidden_chars);
+                    let beyond = u64::from(t.call_chars.saturating_sub(t.hidden_chars));
                     let output = streamed_chars.saturating_add(beyond);
                     t.past_budget(estimated(call_usage, output), budget)
                 });
@@ -368,7 +370,8 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
         if t.call_counted {
             return None;
         }
-        let output = streamed_chars.saturating_add(t.call_chars.saturating_sub(t.hidden_chars));
+        let beyond = u64::from(t.call_chars.saturating_sub(t.hidden_chars));
+        let output = streamed_chars.saturating_add(beyond);
         let estimate = t.call_estimate(output)?;
         t.progress.add_estimate(estimate);
         t.call_counted = true;

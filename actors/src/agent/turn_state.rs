@@ -105,10 +105,12 @@ pub(crate) struct TurnState {
     /// reasoning, arguments being written).
     ///
     /// [`ModelChunk::Hidden`]: subagents_messages::ModelChunk::Hidden
-    pub(crate) hidden_chars: u64,
+    /// (`u32`, saturating: with `call_chars` in the eight bytes one
+    /// count took — a turn's state is kept for every running turn.)
+    pub(crate) hidden_chars: u32,
     /// Characters of the whole tool calls it yielded (names and
     /// arguments): output too, beyond what was said as hidden.
-    pub(crate) call_chars: u64,
+    pub(crate) call_chars: u32,
     /// The model call in flight has counted its tokens (the server's
     /// usage, or the budget's estimate): a cut adds no estimate of them.
     pub(crate) call_counted: bool,
@@ -194,7 +196,7 @@ impl TurnState {
         // adapter) is not counted twice, one that says only its reasoning
         // so is not let off its calls.
         (self.streaming.chars().count() as u64)
-            .saturating_add(self.hidden_chars.max(self.call_chars))
+            .saturating_add(u64::from(self.hidden_chars.max(self.call_chars)))
     }
 
     /// The call in flight, `so_far` tokens of output by the estimate (none
