@@ -157,7 +157,8 @@ impl Threads {
     }
 
     /// Deletes a thread: its children stop and it closes; returns once it
-    /// has closed, its children's final envelopes written (a host that
+    /// has closed, its children's final envelopes written —
+    /// [`ThreadError::NotSaved`] naming the writes that failed (a host that
     /// deleted its threads and exited left them `running`, and the next
     /// process woke a parent for a conversation the user had deleted). A
     /// thread that closed by itself is deleted too (it has nothing left to
@@ -189,6 +190,13 @@ impl Threads {
             done_or_closed(switched.await)?;
             if let Some(handle) = closing.0.take() {
                 handle.closed().await;
+                // Said, not dropped with the handle `delete` took: a host
+                // deleting on a full disk left its children `running` on
+                // disk and heard `Ok`.
+                let failed = handle.persist_errors().await.unwrap_or_default();
+                if !failed.is_empty() {
+                    return Err(ThreadError::NotSaved(failed));
+                }
             }
             Ok(())
         }

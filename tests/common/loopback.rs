@@ -60,6 +60,10 @@ pub struct Loopback {
     pub labels: Vec<String>,
     /// The node never receives a stop (lost on its way): its run goes on.
     pub lose_stops: Arc<AtomicBool>,
+    /// A run's `Ended` report is never delivered; the node stays up.
+    pub drop_ended: Arc<AtomicBool>,
+    /// No report of a run is delivered; the node stays up.
+    pub silent: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -112,6 +116,8 @@ impl Loopback {
             slow_ended: Arc::new(AtomicBool::new(false)),
             labels: Vec::new(),
             lose_stops: Arc::new(AtomicBool::new(false)),
+            drop_ended: Arc::new(AtomicBool::new(false)),
+            silent: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -162,12 +168,18 @@ impl NodeLink for Loopback {
         let misname_tool_results = self.misname_tool_results.clone();
         let drop_next_event = self.drop_next_event.clone();
         let slow_ended = self.slow_ended.clone();
+        let drop_ended = self.drop_ended.clone();
+        let silent = self.silent.clone();
         // (a `ToolStarted` went by, reports dropped since)
         let skipping: Mutex<(bool, u64)> = Mutex::new((false, 0));
         let to_proxy = reports.clone();
         let run = self.runner.start(spec, move |mut report| {
             let reports = &to_proxy;
-            if down.load(Ordering::SeqCst) {
+            if down.load(Ordering::SeqCst) || silent.load(Ordering::SeqCst) {
+                return;
+            }
+            if drop_ended.load(Ordering::SeqCst) && matches!(report.body, ReportBody::Ended { .. })
+            {
                 return;
             }
             if end_after_tool_started.load(Ordering::SeqCst) {

@@ -8,6 +8,7 @@
 mod common;
 mod isolation;
 mod remote;
+mod restore;
 mod shared;
 
 use std::sync::Arc;
@@ -250,6 +251,41 @@ async fn a_close_whose_writes_fail_says_so_after_it() {
         errors.iter().any(|e| e.contains("agent_1")),
         "the final envelope was not written: {errors:?}"
     );
+}
+
+/// The same through `Threads::delete` (review of the host's registry):
+/// it returned `Ok(())` and took the only handle whose `persist_errors`
+/// said what the close could not write — the children stayed `running`
+/// on disk, unsaid. `delete` says so, naming the writes.
+#[tokio::test]
+async fn a_delete_whose_writes_fail_says_so() {
+    use subagents::supervisor::{ThreadError, Threads};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 600, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker\n", worker(600));
+    let mut threads = Threads::new();
+    let a = subagents::messages::ThreadId::new("a");
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep)),
+    )
+    .store(open(&dir));
+    let mut events = threads.open(a.clone(), config).await.unwrap();
+    threads.get(&a).unwrap().send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    threads.get(&a).unwrap().flush_persistence().await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, b"not a directory").unwrap();
+    match threads.delete(&a).await {
+        Err(ThreadError::NotSaved(errors)) => {
+            assert!(errors.iter().any(|e| e.contains("agent_1")), "{errors:?}")
+        }
+        other => panic!("the failed writes were not said: {other:?}"),
+    }
 }
 
 /// Foreign input on disk: a child interrupted by a crash whose run file is

@@ -143,3 +143,69 @@ async fn a_killed_remote_childs_saved_conversation_answers_its_open_call() {
         "{conversation:#?}"
     );
 }
+
+/// Review of this session's own change (the fold): a message sent to a
+/// running remote child (`use_agent send`, taken: the node read it at its
+/// next model call) was never in its saved conversation — the proxy kept
+/// no text of it — so after a restart the resumed child had lost an
+/// instruction its parent was told it had taken. Folded where the node
+/// read it, as a local child's conversation has it.
+#[tokio::test]
+async fn a_message_a_remote_child_took_is_in_its_saved_conversation() {
+    use subagents::actors::Placement;
+    let mut saved = Vec::new();
+    for remote in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run("Worker\nYou work.", "work")
+                    .tools(["sleep"])
+                    .background(),
+            ),
+            Reply::answer("Started."),
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
+            Reply::answer("Told it."),
+        ])
+        .with_script(
+            "Worker",
+            vec![
+                Reply::new().tool_call("sleep", r#"{"secs":1}"#),
+                Reply::new().tool_call("sleep", r#"{"secs":600}"#),
+                Reply::answer("done"),
+            ],
+        )
+        .shared();
+        let node = common::loopback::Loopback::new("b", model.clone()).await;
+        let placement = if remote {
+            Placement::On(node.clone())
+        } else {
+            Placement::Local
+        };
+        let store = open(tmp.path());
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(model)
+                .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+                .placement(placement),
+        )
+        .store(store.clone());
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        thread.send_user("tell it").unwrap();
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(_, inner)
+                if matches!(&**inner, AgentEvent::ToolStarted(s) if s.arguments.contains("600")))
+        })
+        .await;
+        thread.sync().await.unwrap();
+        thread.flush_persistence().await.unwrap();
+        let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
+        let contents: Vec<String> = conversation.iter().map(|m| m.content.clone()).collect();
+        saved.push(contents);
+        thread.close_and_wait().await;
+    }
+    let steered = "[message from the agent that started you]\nalso check X";
+    assert!(saved[1].iter().any(|c| c == steered), "{:?}", saved[1]);
+    assert_eq!(saved[0], saved[1], "local, then remote");
+}

@@ -406,3 +406,43 @@ async fn a_stop_by_name_and_a_cascade_cut_at_once_both_hold() {
         thread.close_and_wait().await;
     }
 }
+
+/// Stopped midway, across nodes, the node up: a run's last report lost
+/// (its `Ended`, after its `Result` went by), or no report after its
+/// start — nothing bounded the wait: the child stayed `running`, its slot
+/// held, the parent never woken (a gap is seen only once a later report
+/// arrives, and its wall clock runs on its node). Past its wall clock and
+/// the grace, the run ends here: with the result its `Result` gave, or
+/// failed, saying so.
+#[tokio::test(start_paused = true)]
+async fn a_silent_run_on_a_reachable_node_ends_past_its_wall_clock() {
+    let (thread, mut events, mut log, _node) = one_worker_on(&[5], |node| &node.drop_ended).await;
+    run_for(&mut events, &mut log, 3600).await;
+    check_log(&log, true);
+    let agent_1 = AgentId::new("agent_1");
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(
+        (envelope.status, envelope.result.as_deref()),
+        (SubAgentStatus::Done, Some("worked 5 s")),
+        "{envelope:?}"
+    );
+    assert_eq!(log.iter().filter(|e| is_wake(e)).count(), 1);
+    thread.close_and_wait().await;
+
+    let (thread, mut events, mut log, _node) = one_worker_on(&[600], |node| &node.silent).await;
+    run_for(&mut events, &mut log, 3600).await;
+    check_log(&log, true);
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed, "{envelope:?}");
+    let error = envelope.error.unwrap_or_default();
+    assert!(
+        error.contains("did not end the run within its wall clock"),
+        "{error}"
+    );
+    assert_eq!(
+        thread.hub().snapshot().await.unwrap().live,
+        0,
+        "its slot is free"
+    );
+    thread.close_and_wait().await;
+}

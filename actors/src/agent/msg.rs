@@ -198,6 +198,11 @@ pub(crate) mod sealed {
             /// The report it waits for.
             missing: u64,
         },
+        /// Sent by the proxy of a child on another node to itself, its
+        /// wall clock and the grace after run `key` started: still
+        /// running here (its last report lost, or none after its start,
+        /// its node up), the run ends here.
+        RunOverdue(u64),
     }
 }
 

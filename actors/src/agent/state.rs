@@ -446,7 +446,8 @@ impl Actor for AgentActor {
                 AgentInternal::Report(_)
                 | AgentInternal::Lost(_)
                 | AgentInternal::StopOverdue(_)
-                | AgentInternal::GapOverdue { .. },
+                | AgentInternal::GapOverdue { .. }
+                | AgentInternal::RunOverdue(_),
             ) => {}
         }
         state.start_next(&myself);

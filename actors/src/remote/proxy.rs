@@ -128,7 +128,9 @@ struct RemoteRun {
     /// Messages sent on, waiting for the node's answer; by number, so a
     /// run that ends answers them in the order they were asked (never in a
     /// hash map's order).
-    steers: BTreeMap<u64, RpcReplyPort<Result<Steered, Refused>>>,
+    /// Messages sent on and not yet answered by the node: each's text (in
+    /// the conversation once taken) and who waits.
+    steers: BTreeMap<u64, (String, RpcReplyPort<Result<Steered, Refused>>)>,
     /// Approvals the hub's policy answered: the parent never sees them.
     silenced: Vec<ApprovalId>,
     /// The host's answers sent on, until the node says they were taken.
@@ -218,6 +220,16 @@ impl ProxyState {
             verdicts: Verdicts::default(),
             stopping: false,
             watching: None,
+        });
+        // Bounded here too: its wall clock runs on its node, and a run
+        // whose last report was lost (or that never reported, its node up)
+        // held the child `running`, its slot taken, for ever.
+        let bound = config
+            .limits
+            .wall_clock
+            .saturating_add(crate::defaults::REMOTE_STOP_GRACE);
+        myself.send_after(bound, move || {
+            AgentMsg::Internal(crate::agent::sealed::AgentInternal::RunOverdue(key))
         });
         if let Err(why) = self.link.start(spec, RunReports::new(myself.clone())) {
             self.lost(&why);
@@ -340,9 +352,20 @@ impl ProxyState {
     }
 
     fn steered(&mut self, n: u64, taken: bool) {
-        let Some(reply) = self.run.as_mut().and_then(|r| r.steers.remove(&n)) else {
+        let Some(run) = self.run.as_mut() else {
             return;
         };
+        let Some((text, reply)) = run.steers.remove(&n) else {
+            return;
+        };
+        if taken {
+            // Read at the node's next model call: folded there into the
+            // conversation saved after each step (it was lost with a
+            // restart, the instruction the parent was told was taken).
+            crate::agent::turn_state_lock(&run.shared)
+                .steering
+                .push_back(text);
+        }
         let _ = reply.send(if taken {
             Ok(Steered::Running)
         } else {
@@ -409,7 +432,7 @@ impl ProxyState {
         self.turns_finished += 1;
         self.usage.add(result.usage);
         self.tool_calls += u64::from(result.tool_calls);
-        for (_, reply) in std::mem::take(&mut run.steers) {
+        for (_, (_, reply)) in std::mem::take(&mut run.steers) {
             let _ = reply.send(Err(Refused::Finished {
                 id: self.config.id.clone(),
             }));

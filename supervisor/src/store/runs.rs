@@ -382,6 +382,32 @@ impl EnvelopeStore {
         self.take_own(&mut list, thread)
     }
 
+    /// An owed wake a thread took and never delivered (it was switched
+    /// away from first): owed again, in the order the children finished.
+    pub(crate) fn give_back_owed(&self, id: &AgentId) {
+        let mut list = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
+        if !list.contains(id) {
+            list.push(id.clone());
+            let finished = |id: &AgentId| {
+                let at = self.get(id).and_then(|e| e.finished_at_ms).unwrap_or(0);
+                (at, id.as_str().len(), id.clone())
+            };
+            list.sort_by_cached_key(finished);
+        }
+    }
+
+    /// A restart list a thread took and never delivered: listed again
+    /// (ahead of any other, in its order).
+    pub(crate) fn give_back_interrupted(&self, ids: Vec<AgentId>) {
+        let mut list = self
+            .interrupted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut back: Vec<AgentId> = ids.into_iter().filter(|id| !list.contains(id)).collect();
+        back.append(&mut list);
+        *list = back;
+    }
+
     /// A thread is about to resume the earlier session's child `id`:
     /// `false` if it was resumed already (its envelope links a later run,
     /// or a thread of this session began a resume of it), so two threads

@@ -107,9 +107,8 @@ impl Actor for ThreadSupervisor {
             }
             ThreadMsg::Typing(typing) => state.wakes.set_typing(typing),
             ThreadMsg::OnScreen(on) => {
-                for dropped in state.wakes.set_on_screen(on) {
-                    state.drop_wake(&dropped);
-                }
+                let dropped = state.wakes.set_on_screen(on);
+                state.put_back_or_drop(dropped);
                 if on {
                     state.take_store_wakes();
                 }
@@ -117,9 +116,8 @@ impl Actor for ThreadSupervisor {
                 state.deliver_wakes(&myself);
             }
             ThreadMsg::SwitchAway(reply) => {
-                for dropped in state.wakes.clear() {
-                    state.drop_wake(&dropped);
-                }
+                let dropped = state.wakes.clear();
+                state.put_back_or_drop(dropped);
                 // Emitted first, then the children are read: every child
                 // whose `ChildStarted` precedes this event is in the set,
                 // so none of them wakes the parent afterwards — even one

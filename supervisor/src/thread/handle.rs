@@ -49,6 +49,13 @@ pub enum ThreadError {
     /// [`Threads`](crate::Threads): a thread of that id is already open.
     #[error("a thread `{0}` is already open")]
     AlreadyOpen(ThreadId),
+    /// [`Threads::delete`](crate::Threads::delete): the thread closed,
+    /// but these writes of its envelopes and runs failed (each as
+    /// [`ThreadHandle::persist_errors`] names it): on disk its children
+    /// are as they were before (`running`, owed a wake). `delete` took
+    /// the only handle a host could ask.
+    #[error("the thread closed, but {} write(s) to its store failed: {}", .0.len(), .0.join("; "))]
+    NotSaved(Vec<String>),
 }
 
 /// The host's handle on one thread. Cheap to clone. Dropping every clone

@@ -33,6 +33,7 @@ mod persist;
 mod state;
 #[cfg(test)]
 mod tests;
+mod wakes;
 
 pub use config::ThreadConfig;
 pub use handle::{ThreadError, ThreadHandle};

@@ -15,8 +15,8 @@ use crate::store::EnvelopeStore;
 use crate::thread::config::ThreadConfig;
 use crate::thread::msg::ThreadMsg;
 use crate::thread::msg::sealed::ThreadInternal;
-use crate::thread::persist::{Write, Writer};
-use crate::wake::{WakeQueue, restart_line, restart_text, wake_line, wake_text};
+use crate::thread::persist::Writer;
+use crate::wake::WakeQueue;
 
 /// Arguments: the thread's setup and its sink.
 pub(crate) struct ThreadArguments {
@@ -294,121 +294,6 @@ impl ThreadState {
             };
             let _ = reply.send(answer);
         });
-    }
-
-    /// The wake for `id` was delivered or dropped: no longer owed, on disk
-    /// either (a no-op for a child whose wake was not owed).
-    pub(super) fn settle_wake(&self, id: &AgentId) {
-        if let Some(writer) = &self.writer {
-            writer.send(Write::Settle(id.clone()));
-        }
-    }
-
-    /// The wake turn in flight has ended (or the thread closes): what it
-    /// was about is no longer owed, on disk either.
-    pub(super) fn settle_delivered(&mut self) {
-        for id in std::mem::take(&mut self.settle_at_end) {
-            self.settle_wake(&id);
-        }
-    }
-
-    /// The restart wake (its first child `id`) went out or was dropped:
-    /// every child it lists is settled, on disk too.
-    fn settle_restart(&self, id: &AgentId) {
-        if self.restarted.first() == Some(id) {
-            for listed in &self.restarted[1..] {
-                self.settle_wake(listed);
-            }
-        }
-    }
-
-    /// Takes the store's owed wakes that are this thread's, once, onto the
-    /// queue: the children a restart interrupted (one wake lists them),
-    /// then the finished children whose wake the last process owed and
-    /// never delivered, in the order they finished. Its own are those its
-    /// id wrote, and those written for no thread (the first thread shown
-    /// takes them); another thread's wait for it.
-    pub(super) fn take_store_wakes(&mut self) {
-        if std::mem::replace(&mut self.store_wakes_taken, true) {
-            return;
-        }
-        let Some(store) = &self.store else {
-            return;
-        };
-        self.restarted = store.take_interrupted(self.id.as_ref());
-        let owed = store.take_owed_wakes(self.id.as_ref());
-        if let Some(first) = self.restarted.first() {
-            self.wakes.push(first.clone());
-        }
-        for id in owed {
-            self.wakes.push(id.clone());
-            self.woken.insert(id);
-        }
-    }
-
-    /// A wake that will not go out (off screen, a switch, the thread
-    /// closed): settled, and the child's run span, kept for it, let go.
-    pub(super) fn drop_wake(&self, id: &AgentId) {
-        self.settle_restart(id);
-        self.settle_wake(id);
-        drop(self.parent.hub.take_run_span(id));
-    }
-
-    pub(super) fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
-        while let Some(child) = self.wakes.release_next() {
-            if self.restarted.first() == Some(&child) {
-                let restarted = std::mem::take(&mut self.restarted);
-                let listed: Vec<Envelope> = restarted
-                    .iter()
-                    .filter_map(|id| self.envelope(id))
-                    .collect();
-                self.settle_at_end = restarted;
-                if listed.is_empty() {
-                    // Gone meanwhile (pruned): no wake about nothing — and
-                    // none in flight (taken as one, it held the queue: no
-                    // later wake of the thread went out).
-                    self.settle_delivered();
-                    self.wakes.finished();
-                    continue;
-                }
-                self.events.emit(AgentEvent::Wake {
-                    child: child.clone(),
-                    line: restart_line(&listed),
-                });
-                let text = restart_text(&listed, self.parent.offers_use_agent());
-                self.send_turn(myself, text, TurnOrigin::Wake, None, None);
-                return;
-            }
-            // Through the store once the hub is gone (its archive with
-            // it): found nowhere, an owed wake read as claimed and was
-            // settled, the parent never told.
-            let envelope = self.envelope(&child);
-            match envelope {
-                // A child a message resumed meanwhile: the run it goes on
-                // as wakes the parent, not this one (as after a restart,
-                // where the store skips it).
-                Some(envelope) if !envelope.claimed && envelope.continued_as.is_none() => {
-                    self.events.emit(AgentEvent::Wake {
-                        child: child.clone(),
-                        line: wake_line(&envelope),
-                    });
-                    let text = wake_text(
-                        &envelope,
-                        self.parent.hub.result_budget(),
-                        self.parent.offers_use_agent(),
-                    );
-                    let follows = self.parent.hub.take_run_span(&child);
-                    self.settle_at_end = vec![child];
-                    self.send_turn(myself, text, TurnOrigin::Wake, None, follows);
-                    return;
-                }
-                // Claimed through `result`, or resumed, meanwhile: no wake.
-                _ => {
-                    self.settle_wake(&child);
-                    self.wakes.finished();
-                }
-            }
-        }
     }
 }
 

@@ -21,6 +21,13 @@ pub(super) fn progress(shared: &Shared, event: &AgentEvent) {
     use crate::agent::Activity;
     use subagents_messages::{ChatMessage, ToolCall};
     let mut state = crate::agent::turn_state_lock(shared);
+    // A new answer begins (nothing of one streamed yet): the messages the
+    // node took meanwhile were read before it, at its model call.
+    if matches!(event, AgentEvent::Text(_) | AgentEvent::ToolStarted(_))
+        && state.streaming.is_empty()
+    {
+        state.read_steering();
+    }
     match event {
         AgentEvent::ToolStarted(started) => {
             state.doing(Activity::InTool(started.name.clone()));
@@ -105,6 +112,7 @@ impl Actor for RemoteAgent {
                 state.gap_overdue(key, missing)
             }
             AgentMsg::Internal(AgentInternal::Lost(why)) => state.lost(&why),
+            AgentMsg::Internal(AgentInternal::RunOverdue(key)) => state.run_overdue(key),
             // A local agent's own messages: a proxy runs no turn task.
             AgentMsg::Internal(
                 AgentInternal::ApprovalPending { .. } | AgentInternal::TurnFinished { .. },

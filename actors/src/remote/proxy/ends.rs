@@ -29,6 +29,23 @@ impl ProxyState {
         self.close(&text, Outcome::Failed(text.clone()));
     }
 
+    /// Run `key` outlived its wall clock and the grace, its node silent
+    /// (a last report lost, or none after its start): asked to stop there,
+    /// it ends here — with its result if its `Result` went by, else
+    /// failed, saying so.
+    pub(super) fn run_overdue(&mut self, key: u64) {
+        if self.run.as_ref().is_none_or(|run| run.key != key) {
+            return;
+        }
+        let _ = self.link.request(key, RunRequest::Stop);
+        let text = format!(
+            "node `{}` did not end the run within its wall clock and {} s more",
+            self.link.node(),
+            crate::defaults::REMOTE_STOP_GRACE.as_secs()
+        );
+        self.close(&text, Outcome::Failed(text.clone()));
+    }
+
     /// The node or the link is gone: the turn ends failed, here.
     pub(super) fn lost(&mut self, why: &str) {
         // A request that could not go (over the wire's limit) leaves a

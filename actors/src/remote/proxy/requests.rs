@@ -107,7 +107,7 @@ impl ProxyState {
         };
         self.next_steer += 1;
         let n = self.next_steer;
-        run.steers.insert(n, reply);
+        run.steers.insert(n, (text.clone(), reply));
         if let Err(why) = self.link.request(run.key, RunRequest::Steer { n, text }) {
             self.lost(&why);
         }
