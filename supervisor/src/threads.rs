@@ -152,7 +152,7 @@ impl Threads {
         id: &ThreadId,
     ) -> impl std::future::Future<Output = Result<usize, ThreadError>> + Send + 'static + use<>
     {
-        let switched = self.get(id).map(ThreadHandle::switch_away);
+        let switched = self.get(id).map(ThreadHandle::switch_away_forgetting);
         async move { switched?.await }
     }
 
@@ -181,19 +181,21 @@ impl Threads {
         // read first): a handle the UI kept took turns, approval answers
         // and typing — `Ok` — until the children had stopped.
         let started = removed.map(|handle| {
-            let switched = handle.switch_away();
+            // Its own writes' failures from here on, not those said before.
+            let known = handle.failed_writes().len();
+            let switched = handle.switch_away_forgetting();
             handle.close();
-            (switched, CloseOnDrop(Some(handle)))
+            (switched, CloseOnDrop(Some(handle)), known)
         });
         async move {
-            let (switched, mut closing) = started.ok_or(unknown)?;
+            let (switched, mut closing, known) = started.ok_or(unknown)?;
             done_or_closed(switched.await)?;
             if let Some(handle) = closing.0.take() {
                 handle.closed().await;
                 // Said, not dropped with the handle `delete` took: a host
                 // deleting on a full disk left its children `running` on
                 // disk and heard `Ok`.
-                let failed = handle.persist_errors().await.unwrap_or_default();
+                let failed: Vec<String> = handle.failed_writes().into_iter().skip(known).collect();
                 if !failed.is_empty() {
                     return Err(ThreadError::NotSaved(failed));
                 }

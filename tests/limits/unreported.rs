@@ -4,6 +4,21 @@
 
 use super::*;
 
+/// A turn of an agent on `model`, with the calculator, under a token
+/// budget of `budget`.
+async fn run_on_a_budget(model: Arc<dyn Model>, budget: u64) -> AgentResult {
+    let (agent, _events) = AgentBuilder::new(model)
+        .tools(ToolRegistry::new().with(Calculator))
+        .limits(Limits {
+            token_budget: budget,
+            ..Limits::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    agent.run("go").await.unwrap()
+}
+
 /// A finished call its model reported no usage for cost nothing: the
 /// budget held one call's output, not the turn's — three calls of 6,000
 /// characters each (1,500 tokens apiece) against a budget of 2,000 ran to
@@ -17,16 +32,7 @@ async fn a_model_that_reports_no_usage_is_held_to_the_budget_across_calls() {
             .tool_call("calculator", r#"{"expression":"1+1"}"#)
     };
     let model = ScriptedModel::new(vec![step(), step(), step(), Reply::answer("done")]);
-    let (agent, _events) = AgentBuilder::new(model.shared())
-        .tools(ToolRegistry::new().with(Calculator))
-        .limits(Limits {
-            token_budget: 2_000,
-            ..Limits::default()
-        })
-        .spawn()
-        .await
-        .unwrap();
-    let result = agent.run("go").await.unwrap();
+    let result = run_on_a_budget(model.shared(), 2_000).await;
     assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
     assert!(result.usage.total() >= 1_500, "{:?}", result.usage);
     // One finished call alone: its estimate, not 0.
@@ -53,16 +59,7 @@ async fn tool_calls_yielded_whole_are_held_against_the_budget() {
         flood = flood.tool_call("calculator", r#"{"expression":"1+1"}"#);
     }
     let model = ScriptedModel::new(vec![flood, Reply::answer("done")]);
-    let (agent, _events) = AgentBuilder::new(model.shared())
-        .tools(ToolRegistry::new().with(Calculator))
-        .limits(Limits {
-            token_budget: 1_000,
-            ..Limits::default()
-        })
-        .spawn()
-        .await
-        .unwrap();
-    let result = agent.run("go").await.unwrap();
+    let result = run_on_a_budget(model.shared(), 1_000).await;
     assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
     assert_eq!(result.tool_calls, 0);
 }
@@ -115,16 +112,7 @@ impl Model for ReasonsThenFloods {
 /// beyond the hidden output now (not twice, not let off).
 #[tokio::test(start_paused = true)]
 async fn whole_calls_after_hidden_reasoning_are_held_against_the_budget() {
-    let (agent, _events) = AgentBuilder::new(Arc::new(ReasonsThenFloods))
-        .tools(ToolRegistry::new().with(Calculator))
-        .limits(Limits {
-            token_budget: 1_000,
-            ..Limits::default()
-        })
-        .spawn()
-        .await
-        .unwrap();
-    let result = agent.run("go").await.unwrap();
+    let result = run_on_a_budget(Arc::new(ReasonsThenFloods), 1_000).await;
     assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
     assert_eq!(result.tool_calls, 0);
 }

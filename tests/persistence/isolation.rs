@@ -313,35 +313,9 @@ async fn an_owed_wake_behind_another_survives_the_hubs_stop() {
 /// child wakes nobody: its wake was that session's.
 #[tokio::test]
 async fn an_earlier_sessions_child_stopped_here_wakes_nobody_again() {
-    use subagents::actors::registry::ModelRegistry;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    {
-        let worker = ScriptedModel::new(vec![])
-            .with_script("Worker", vec![Reply::answer("first part done")]);
-        let mut models = ModelRegistry::new();
-        models
-            .register("local", "cheap", worker.shared(), 1)
-            .await
-            .unwrap();
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(
-                &UseAgentCall::run("Worker\nYou work.", "the first part")
-                    .model("cheap")
-                    .background(),
-            ),
-            Reply::answer("Started."),
-            Reply::answer("Noted."),
-        ]);
-        let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).models(models))
-            .store(open(&dir));
-        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
-        thread.send_user("go").unwrap();
-        let mut log = Vec::new();
-        until_wake(&mut events, &mut log, "agent_1").await;
-        until_result(&mut events, &mut log).await;
-        thread.close_and_wait().await;
-    }
+    an_earlier_session_on_a_model_since_gone(&dir).await;
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
         Reply::new().use_agent(&UseAgentCall::stop("agent_1")),

@@ -48,6 +48,39 @@ async fn an_earlier_session_with_one_finished_child(dir: &std::path::Path) {
     thread.close_and_wait().await;
 }
 
+/// A session on `dir` whose background child `agent_1` ran on the model
+/// `cheap` (registered there, not after it), finished and woke its
+/// parent before the thread closed.
+async fn an_earlier_session_on_a_model_since_gone(dir: &std::path::Path) {
+    use subagents::actors::registry::ModelRegistry;
+    let worker = ScriptedModel::new(vec![]).with_script(
+        "Worker",
+        vec![Reply::answer("first part done"), Reply::answer("more")],
+    );
+    let mut models = ModelRegistry::new();
+    models
+        .register("local", "cheap", worker.shared(), 1)
+        .await
+        .unwrap();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "the first part")
+                .model("cheap")
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ]);
+    let config =
+        ThreadConfig::new(DelegationBuilder::new(model.shared()).models(models)).store(open(dir));
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    thread.close_and_wait().await;
+}
+
 /// Stopped midway: a child resumed by a message (`agent_1` continued as
 /// `agent_2`) had the link written only when its thread closed, so a
 /// process killed before that left `agent_1` on disk with no successor: a
@@ -558,37 +591,9 @@ async fn a_message_to_a_child_another_thread_resumed_says_so() {
 /// here, and why.
 #[tokio::test]
 async fn a_run_whose_model_is_gone_says_it_cannot_go_on_here() {
-    use subagents::actors::registry::ModelRegistry;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    let worker = ScriptedModel::new(vec![]).with_script(
-        "Worker",
-        vec![Reply::answer("first part done"), Reply::answer("more")],
-    );
-    {
-        let mut models = ModelRegistry::new();
-        models
-            .register("local", "cheap", worker.clone().shared(), 1)
-            .await
-            .unwrap();
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(
-                &UseAgentCall::run("Worker\nYou work.", "the first part")
-                    .model("cheap")
-                    .background(),
-            ),
-            Reply::answer("Started."),
-            Reply::answer("Noted."),
-        ]);
-        let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).models(models))
-            .store(open(&dir));
-        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
-        thread.send_user("go").unwrap();
-        let mut log = Vec::new();
-        until_wake(&mut events, &mut log, "agent_1").await;
-        until_result(&mut events, &mut log).await;
-        thread.close_and_wait().await;
-    }
+    an_earlier_session_on_a_model_since_gone(&dir).await;
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
         Reply::answer("Sent."),

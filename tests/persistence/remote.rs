@@ -2,29 +2,19 @@
 
 use super::*;
 
-/// Stopped midway, across nodes: a thread saves a child's conversation
-/// after each of its steps, for a restart to resume from — but a remote
-/// child's was its task alone until the run's end (its proxy learned the
-/// node's conversation only with `Ended`): after a restart a message
-/// resumed it from its task, and every tool call ran again. Its
-/// conversation is folded from the node's events as they come: the saved
-/// one holds what a local child's holds at that step.
-#[tokio::test]
-async fn a_remote_childs_conversation_is_saved_after_each_step() {
-    use subagents::actors::Placement;
-    use subagents::messages::Role;
-    let mut saved = Vec::new();
-    for remote in [false, true] {
-        let tmp = tempfile::tempdir().unwrap();
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(
-                &UseAgentCall::run("Worker\nYou work.", "work")
-                    .tools(["sleep"])
-                    .background(),
-            ),
-            Reply::answer("Started."),
-            Reply::answer("Noted."),
-        ])
+/// A background `Worker` that sleeps 1 s, then 600 s, then answers; the
+/// parent's replies after its first two (`run` it, "Started.").
+fn a_worker_that_naps(then: Vec<Reply>) -> Arc<dyn subagents::actors::Model> {
+    let mut replies = vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work")
+                .tools(["sleep"])
+                .background(),
+        ),
+        Reply::answer("Started."),
+    ];
+    replies.extend(then);
+    ScriptedModel::new(replies)
         .with_script(
             "Worker",
             vec![
@@ -35,30 +25,59 @@ async fn a_remote_childs_conversation_is_saved_after_each_step() {
                 Reply::answer("done"),
             ],
         )
-        .shared();
-        let node = common::loopback::Loopback::new("b", model.clone()).await;
-        let placement = if remote {
-            Placement::On(node.clone())
-        } else {
-            Placement::Local
-        };
+        .shared()
+}
+
+/// A thread on `store` running `model`, its children here or (`remote`)
+/// on a loopback node.
+async fn a_thread_placing(
+    model: Arc<dyn subagents::actors::Model>,
+    store: &Arc<EnvelopeStore>,
+    remote: bool,
+) -> (ThreadHandle, EventStream, Arc<common::loopback::Loopback>) {
+    use subagents::actors::Placement;
+    let node = common::loopback::Loopback::new("b", model.clone()).await;
+    let placement = if remote {
+        Placement::On(node.clone())
+    } else {
+        Placement::Local
+    };
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model)
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .placement(placement),
+    )
+    .store(store.clone());
+    let (thread, events) = ThreadHandle::spawn(config, None).await.unwrap();
+    (thread, events, node)
+}
+
+/// The child's second call (its 600 s nap) started.
+fn in_the_second_nap(e: &AgentEvent) -> bool {
+    matches!(e, AgentEvent::Child(_, inner)
+        if matches!(&**inner, AgentEvent::ToolStarted(s) if s.arguments.contains("600")))
+}
+
+/// Stopped midway, across nodes: a thread saves a child's conversation
+/// after each of its steps, for a restart to resume from — but a remote
+/// child's was its task alone until the run's end (its proxy learned the
+/// node's conversation only with `Ended`): after a restart a message
+/// resumed it from its task, and every tool call ran again. Its
+/// conversation is folded from the node's events as they come: the saved
+/// one holds what a local child's holds at that step.
+#[tokio::test]
+async fn a_remote_childs_conversation_is_saved_after_each_step() {
+    use subagents::messages::Role;
+    let mut saved = Vec::new();
+    for remote in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
         let store = open(tmp.path());
-        let config = ThreadConfig::new(
-            DelegationBuilder::new(model)
-                .system_prompt("You are the parent.")
-                .tools(ToolRegistry::new().with(subagents_demo::Sleep))
-                .placement(placement),
-        )
-        .store(store.clone());
-        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        let model = a_worker_that_naps(vec![Reply::answer("Noted.")]);
+        let (thread, mut events, _node) = a_thread_placing(model, &store, remote).await;
         thread.send_user("go").unwrap();
         let mut log = Vec::new();
         // Its first call answered: its second under way.
-        until(&mut events, &mut log, |e| {
-            matches!(e, AgentEvent::Child(_, inner)
-                if matches!(&**inner, AgentEvent::ToolStarted(s) if s.arguments.contains("600")))
-        })
-        .await;
+        until(&mut events, &mut log, in_the_second_nap).await;
         thread.sync().await.unwrap();
         thread.flush_persistence().await.unwrap();
         let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
@@ -152,52 +171,20 @@ async fn a_killed_remote_childs_saved_conversation_answers_its_open_call() {
 /// read it, as a local child's conversation has it.
 #[tokio::test]
 async fn a_message_a_remote_child_took_is_in_its_saved_conversation() {
-    use subagents::actors::Placement;
     let mut saved = Vec::new();
     for remote in [false, true] {
         let tmp = tempfile::tempdir().unwrap();
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(
-                &UseAgentCall::run("Worker\nYou work.", "work")
-                    .tools(["sleep"])
-                    .background(),
-            ),
-            Reply::answer("Started."),
+        let store = open(tmp.path());
+        let model = a_worker_that_naps(vec![
             Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
             Reply::answer("Told it."),
-        ])
-        .with_script(
-            "Worker",
-            vec![
-                Reply::new().tool_call("sleep", r#"{"secs":1}"#),
-                Reply::new().tool_call("sleep", r#"{"secs":600}"#),
-                Reply::answer("done"),
-            ],
-        )
-        .shared();
-        let node = common::loopback::Loopback::new("b", model.clone()).await;
-        let placement = if remote {
-            Placement::On(node.clone())
-        } else {
-            Placement::Local
-        };
-        let store = open(tmp.path());
-        let config = ThreadConfig::new(
-            DelegationBuilder::new(model)
-                .tools(ToolRegistry::new().with(subagents_demo::Sleep))
-                .placement(placement),
-        )
-        .store(store.clone());
-        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        ]);
+        let (thread, mut events, _node) = a_thread_placing(model, &store, remote).await;
         thread.send_user("go").unwrap();
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
         thread.send_user("tell it").unwrap();
-        until(&mut events, &mut log, |e| {
-            matches!(e, AgentEvent::Child(_, inner)
-                if matches!(&**inner, AgentEvent::ToolStarted(s) if s.arguments.contains("600")))
-        })
-        .await;
+        until(&mut events, &mut log, in_the_second_nap).await;
         thread.sync().await.unwrap();
         thread.flush_persistence().await.unwrap();
         let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
@@ -208,4 +195,36 @@ async fn a_message_a_remote_child_took_is_in_its_saved_conversation() {
     let steered = "[message from the agent that started you]\nalso check X";
     assert!(saved[1].iter().any(|c| c == steered), "{:?}", saved[1]);
     assert_eq!(saved[0], saved[1], "local, then remote");
+}
+
+/// Review of the fold (this session's own change): a message a remote
+/// child took waits for its node's next model call; its node lost first,
+/// the run ended here and the message was in no conversation — the
+/// resumed run lacked it. A run that ends here keeps it, as a local
+/// close does.
+#[tokio::test]
+async fn a_message_a_remote_child_took_survives_its_node_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let model = a_worker_that_naps(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
+        Reply::answer("Told it."),
+        Reply::answer("Noted."),
+    ]);
+    let (thread, mut events, node) = a_thread_placing(model, &store, true).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_the_second_nap).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    node.kill();
+    until(&mut events, &mut log, is_wake).await;
+    thread.close_and_wait().await;
+    let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
+    let steered = "[message from the agent that started you]\nalso check X";
+    assert!(
+        conversation.iter().any(|m| m.content == steered),
+        "{conversation:#?}"
+    );
 }

@@ -420,6 +420,11 @@ impl ProxyState {
             // started from, and how it ended — never nothing, which a
             // message would resume from the task alone.
             let conversation = conversation.filter(|c| !c.is_empty()).unwrap_or_else(|| {
+                // A message it took and never read (the run ended here
+                // first) is in it, as a local close keeps one: lost, the
+                // resumed run lacked an instruction its parent was told
+                // it took.
+                state.read_steering();
                 let mut kept = std::mem::take(&mut state.history);
                 kept.push(ChatMessage::assistant(result.text.clone(), Vec::new()));
                 kept

@@ -115,9 +115,15 @@ impl Actor for ThreadSupervisor {
                 // Shown: what waited (an opened thread's wakes) goes out.
                 state.deliver_wakes(&myself);
             }
-            ThreadMsg::SwitchAway(reply) => {
+            ThreadMsg::SwitchAway { reply, forget } => {
                 let dropped = state.wakes.clear();
-                state.put_back_or_drop(dropped);
+                if forget {
+                    for id in dropped {
+                        state.drop_wake(&id);
+                    }
+                } else {
+                    state.put_back_or_drop(dropped);
+                }
                 // Emitted first, then the children are read: every child
                 // whose `ChildStarted` precedes this event is in the set,
                 // so none of them wakes the parent afterwards — even one

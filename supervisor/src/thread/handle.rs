@@ -236,7 +236,29 @@ impl ThreadHandle {
         &self,
     ) -> impl std::future::Future<Output = Result<usize, ThreadError>> + Send + 'static + use<>
     {
-        self.ask(|reply| ThreadMsg::SwitchAway(Some(reply)))
+        self.ask(|reply| ThreadMsg::SwitchAway {
+            reply: Some(reply),
+            forget: false,
+        })
+    }
+
+    /// A switch that also drops an earlier session's wakes (a clear, a
+    /// delete): given back to the store, they outlived a delete — listed
+    /// by every later process — and came back after a clear.
+    pub(crate) fn switch_away_forgetting(
+        &self,
+    ) -> impl std::future::Future<Output = Result<usize, ThreadError>> + Send + 'static + use<>
+    {
+        self.ask(|reply| ThreadMsg::SwitchAway {
+            reply: Some(reply),
+            forget: true,
+        })
+    }
+
+    /// The writes of the thread's store that failed so far (as
+    /// [`Self::persist_errors`] names them).
+    pub(crate) fn failed_writes(&self) -> Vec<String> {
+        self.errors.list()
     }
 
     /// Sends the message `make` builds now — not when the future is first

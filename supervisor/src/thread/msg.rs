@@ -46,8 +46,15 @@ pub(crate) enum ThreadMsg {
     OnScreen(bool),
     /// Sent by the host on a thread switch (new, open another, delete,
     /// clear): every live and queued child is stopped, pending wakes are
-    /// dropped. Replies with how many children were stopped.
-    SwitchAway(Option<RpcReplyPort<usize>>),
+    /// dropped — an earlier session's given back to the store unless
+    /// `forget` (a clear, a delete: the user is done with them). Replies
+    /// with how many children were stopped.
+    SwitchAway {
+        /// Told how many children were stopped.
+        reply: Option<RpcReplyPort<usize>>,
+        /// Drop an earlier session's wakes too.
+        forget: bool,
+    },
     /// Sent by the host: stop the parent's running turn. A child the parent
     /// waited on inline is detached (or stopped, by policy).
     StopParent,
