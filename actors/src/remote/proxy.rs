@@ -393,22 +393,7 @@ impl ProxyState {
             // after what it left open is answered.
             let events = mirror.end_with(&result);
             if !events.is_empty() {
-                for event in &events {
-                    progress(&run.shared, event);
-                }
-                let out = &self.events;
-                let step = events
-                    .iter()
-                    .any(|e| matches!(e, AgentEvent::ToolResult(_)));
-                run.closer.sink.close_with(|| {
-                    for event in events {
-                        out.emit(event);
-                    }
-                });
-                drop(mirror);
-                if step {
-                    out.stepped();
-                }
+                ends::emit_closing(&run, &self.events, events, mirror);
             }
         }
         let conversation = {

@@ -6,7 +6,8 @@ use subagents_messages::remote::RunRequest;
 use subagents_messages::{AgentEvent, Outcome};
 
 use crate::remote::mirror::lost_outcome;
-use crate::remote::proxy::{ProxyState, lock};
+use crate::remote::proxy::{ProxyState, RemoteRun, lock};
+use crate::sink::EventSink;
 
 impl ProxyState {
     /// The grace of report `missing` of run `key` ran out: still missing
@@ -85,24 +86,35 @@ impl ProxyState {
             }
             return;
         };
-        let out = &self.events;
-        let step = events
-            .iter()
-            .any(|e| matches!(e, AgentEvent::ToolResult(_)));
-        // Folded into its conversation as the node's own are: a call cut
-        // here is answered there too.
-        for event in &events {
-            super::actor::progress(&run.shared, event);
-        }
-        run.closer.sink.close_with(|| {
-            for event in events {
-                out.emit(event);
-            }
-        });
-        drop(mirror);
-        if step {
-            out.stepped();
-        }
+        emit_closing(run, &self.events, events, mirror);
         self.finish(result, None);
+    }
+}
+
+/// Emits the events that close a turn here (its open calls and approval
+/// answered, or its `Result`), folded first into its conversation as the
+/// node's own are — a call cut here is answered there too — under the
+/// mirror's lock (let go here), then tells of the step if a call was
+/// answered.
+pub(super) fn emit_closing(
+    run: &RemoteRun,
+    out: &EventSink,
+    events: Vec<AgentEvent>,
+    mirror: std::sync::MutexGuard<'_, crate::remote::mirror::Mirror>,
+) {
+    let step = events
+        .iter()
+        .any(|e| matches!(e, AgentEvent::ToolResult(_)));
+    for event in &events {
+        super::actor::progress(&run.shared, event);
+    }
+    run.closer.sink.close_with(|| {
+        for event in events {
+            out.emit(event);
+        }
+    });
+    drop(mirror);
+    if step {
+        out.stepped();
     }
 }
