@@ -56,6 +56,17 @@ fn tools_seen(seen: &Mutex<Vec<ModelRequest>>, prompt: &str) -> Vec<String> {
 /// prompt "You work alone.") is given by a parent with `calculator` and
 /// `sleep` that may delegate two levels down, and the delegating parent.
 async fn tools_the_worker_gets(frontmatter: &str) -> (Vec<String>, DelegatingAgent) {
+    let host = ToolRegistry::new().with(Calculator).with(Sleep);
+    tools_the_worker_gets_from(frontmatter, host, 2).await
+}
+
+/// The same, from a parent with `host`'s tools that may delegate
+/// `max_depth` levels down.
+async fn tools_the_worker_gets_from(
+    frontmatter: &str,
+    host: ToolRegistry,
+    max_depth: u32,
+) -> (Vec<String>, DelegatingAgent) {
     let worker = claude_profile(
         "/agents/worker.md",
         &format!("---\nname: worker\n{frontmatter}\n---\nYou work alone."),
@@ -67,9 +78,9 @@ async fn tools_the_worker_gets(frontmatter: &str) -> (Vec<String>, DelegatingAge
     .with_script("You work alone.", vec![Reply::answer("worked")]);
     let (spy, seen) = spy("spy", model);
     let (parent, mut events) = DelegationBuilder::new(spy)
-        .tools(ToolRegistry::new().with(Calculator).with(Sleep))
+        .tools(host)
         .profiles(ProfileSet::from_profiles([worker]))
-        .max_depth(2)
+        .max_depth(max_depth)
         .spawn()
         .await
         .unwrap();
@@ -505,34 +516,12 @@ async fn claude_codes_spawn_tool_in_an_allowlist_keeps_its_meaning() {
 /// the caller's tools of that server.
 #[tokio::test(start_paused = true)]
 async fn a_whole_mcp_server_in_a_parsed_profile_is_its_tools_where_the_child_starts() {
-    let worker = claude_profile(
-        "/agents/worker.md",
-        "---\nname: worker\ntools: mcp__srv__*\n---\nYou work alone.",
-    );
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&UseAgentCall::run_named("worker", "work")),
-        Reply::answer("Done."),
-    ])
-    .with_script("You work alone.", vec![Reply::answer("worked")]);
-    let (spy, seen) = spy("spy", model);
-    let (parent, mut events) = DelegationBuilder::new(spy)
-        .tools(
-            ToolRegistry::new()
-                .with(Calculator)
-                .with(common::HostTool("mcp__srv__a"))
-                .with(common::HostTool("mcp__srv__b")),
-        )
-        .profiles(ProfileSet::from_profiles([worker]))
-        .spawn()
-        .await
-        .unwrap();
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    assert_eq!(
-        tools_seen(&seen, "You work alone."),
-        ["mcp__srv__a", "mcp__srv__b"]
-    );
+    let host = ToolRegistry::new()
+        .with(Calculator)
+        .with(common::HostTool("mcp__srv__a"))
+        .with(common::HostTool("mcp__srv__b"));
+    let (tools, _) = tools_the_worker_gets_from("tools: mcp__srv__*", host, 1).await;
+    assert_eq!(tools, ["mcp__srv__a", "mcp__srv__b"]);
 }
 
 /// Profiles built in code (`ProfileSet::from_profiles` takes any, and

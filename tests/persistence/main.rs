@@ -229,8 +229,7 @@ async fn a_write_that_failed_is_tried_again_at_close() {
     thread.flush_persistence().await.unwrap();
     // The disk goes away while the child works (a file where the
     // directory was: every write fails), and comes back.
-    std::fs::remove_dir_all(&dir).unwrap();
-    std::fs::write(&dir, b"not a directory").unwrap();
+    a_file_in_the_stores_place(&dir);
     until_wake(&mut events, &mut log, "agent_1").await;
     thread.flush_persistence().await.unwrap();
     let errors = thread.persist_errors().await.unwrap();
@@ -252,6 +251,21 @@ async fn a_write_that_failed_is_tried_again_at_close() {
     );
 }
 
+/// A parent that starts `Worker`, working 600 s, in the background.
+fn a_worker_running_600_s() -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 600, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker\n", worker(600))
+}
+
+/// The store's directory gone, a file in its place: every write fails.
+fn a_file_in_the_stores_place(dir: &std::path::Path) {
+    std::fs::remove_dir_all(dir).unwrap();
+    std::fs::write(dir, b"not a directory").unwrap();
+}
+
 /// Stopped midway (a disk gone at the close): a child still running when
 /// the thread closes on a full disk ends `stopped`, and its final envelope
 /// and conversation are written by the close — a write whose failure was
@@ -262,19 +276,14 @@ async fn a_write_that_failed_is_tried_again_at_close() {
 async fn a_close_whose_writes_fail_says_so_after_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&work_call("Worker", 600, false)),
-        Reply::answer("Started."),
-    ])
-    .with_script("Worker\n", worker(600));
+    let model = a_worker_running_600_s();
     let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
     thread.flush_persistence().await.unwrap();
     assert_eq!(thread.persist_errors().await, Ok(Vec::new()));
-    std::fs::remove_dir_all(&dir).unwrap();
-    std::fs::write(&dir, b"not a directory").unwrap();
+    a_file_in_the_stores_place(&dir);
     thread.close_and_wait().await;
     let errors = thread
         .persist_errors()
@@ -295,11 +304,7 @@ async fn a_delete_whose_writes_fail_says_so() {
     use subagents::supervisor::{ThreadError, Threads};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&work_call("Worker", 600, false)),
-        Reply::answer("Started."),
-    ])
-    .with_script("Worker\n", worker(600));
+    let model = a_worker_running_600_s();
     let mut threads = Threads::new();
     let a = subagents::messages::ThreadId::new("a");
     let config = ThreadConfig::new(
@@ -311,8 +316,7 @@ async fn a_delete_whose_writes_fail_says_so() {
     threads.get(&a).unwrap().send_user("go").unwrap();
     until_result(&mut events, &mut Vec::new()).await;
     threads.get(&a).unwrap().flush_persistence().await.unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
-    std::fs::write(&dir, b"not a directory").unwrap();
+    a_file_in_the_stores_place(&dir);
     match threads.delete(&a).await {
         Err(ThreadError::NotSaved(errors)) => {
             assert!(errors.iter().any(|e| e.contains("agent_1")), "{errors:?}")

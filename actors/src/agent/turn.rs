@@ -320,8 +320,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                 let cut = ctx.with(|t| {
                     let chars = u32::try_from(chars).unwrap_or(u32::MAX);
                     t.call_chars = t.call_chars.saturating_add(chars);
-                    let beyond = u64::from(t.call_chars.saturating_sub(t.hidden_chars));
-                    let output = streamed_chars.saturating_add(beyond);
+                    let output = streamed_chars.saturating_add(t.calls_beyond_hidden());
                     t.past_budget(estimated(call_usage, output), budget)
                 });
                 if let Some(text) = cut {
@@ -370,8 +369,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
         if t.call_counted {
             return None;
         }
-        let beyond = u64::from(t.call_chars.saturating_sub(t.hidden_chars));
-        let output = streamed_chars.saturating_add(beyond);
+        let output = streamed_chars.saturating_add(t.calls_beyond_hidden());
         let estimate = t.call_estimate(output)?;
         t.progress.add_estimate(estimate);
         t.call_counted = true;

@@ -105,11 +105,9 @@ pub(crate) struct TurnState {
     /// reasoning, arguments being written).
     ///
     /// [`ModelChunk::Hidden`]: subagents_messages::ModelChunk::Hidden
-    /// (`u32`, saturating: with `call_chars` in the eight bytes one
-    /// count took — a turn's state is kept for every running turn.)
     pub(crate) hidden_chars: u32,
-    /// Characters of the whole tool calls it yielded (names and
-    /// arguments): output too, beyond what was said as hidden.
+    /// Characters of its whole tool calls (names, arguments). Each a `u32`
+    /// (saturating): the two in the eight bytes one took.
     pub(crate) call_chars: u32,
     /// The model call in flight has counted its tokens (the server's
     /// usage, or the budget's estimate): a cut adds no estimate of them.
@@ -188,15 +186,17 @@ impl TurnState {
         })
     }
 
-    /// Characters the call in flight wrote so far: its text and its
-    /// hidden output.
+    /// Characters of its whole tool calls beyond its hidden output (the
+    /// OpenAI adapter says their arguments as hidden: not counted twice).
+    pub(crate) fn calls_beyond_hidden(&self) -> u64 {
+        u64::from(self.call_chars.saturating_sub(self.hidden_chars))
+    }
+
+    /// Characters the call in flight wrote: text, hidden, calls beyond.
     pub(crate) fn output_chars(&self) -> u64 {
-        // Hidden output, or the whole calls when they are more: an
-        // adapter that says its calls' arguments as hidden (the OpenAI
-        // adapter) is not counted twice, one that says only its reasoning
-        // so is not let off its calls.
         (self.streaming.chars().count() as u64)
-            .saturating_add(u64::from(self.hidden_chars.max(self.call_chars)))
+            .saturating_add(u64::from(self.hidden_chars))
+            .saturating_add(self.calls_beyond_hidden())
     }
 
     /// The call in flight, `so_far` tokens of output by the estimate (none
