@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use subagents_actors::scripted::{Reply, ScriptedModel};
 use subagents_actors::{DelegationBuilder, Model, ToolRegistry};
+use subagents_messages::ThreadId;
 use subagents_supervisor::store::EnvelopeStore;
 use subagents_supervisor::{ThreadConfig, ThreadHandle};
 
@@ -27,6 +28,7 @@ pub struct Scenario {
     actions: Vec<(Duration, HostAction)>,
     triggers: Vec<Trigger>,
     store: Option<Arc<EnvelopeStore>>,
+    thread_id: Option<ThreadId>,
     duration: Duration,
     jitter: Duration,
 }
@@ -36,6 +38,7 @@ impl std::fmt::Debug for Scenario {
         f.debug_struct("Scenario")
             .field("actions", &self.actions)
             .field("triggers", &self.triggers)
+            .field("thread_id", &self.thread_id)
             .field("duration", &self.duration)
             .field("jitter", &self.jitter)
             .finish_non_exhaustive()
@@ -59,6 +62,7 @@ impl Scenario {
             actions: Vec::new(),
             triggers: Vec::new(),
             store: None,
+            thread_id: None,
             duration: Duration::from_secs(60),
             jitter: Duration::ZERO,
         }
@@ -140,6 +144,15 @@ impl Scenario {
              open the store with ManualClock::new(Scenario::EPOCH_MS)"
         );
         self.store = Some(store);
+        self
+    }
+
+    /// Names the thread (`ThreadConfig::id`): on a store, its envelopes
+    /// name it, and a thread started again under the id on the store a
+    /// killed process left is woken for its own interrupted and owed
+    /// children (a restart, simulated: docs/supervisor.md).
+    pub fn thread_id(mut self, id: ThreadId) -> Self {
+        self.thread_id = Some(id);
         self
     }
 
@@ -233,6 +246,9 @@ impl Scenario {
         let mut config = ThreadConfig::new(builder);
         if let Some(store) = &self.store {
             config = config.store(store.clone());
+        }
+        if let Some(id) = &self.thread_id {
+            config = config.id(id.clone());
         }
         let (thread, events) = ThreadHandle::spawn(config, None)
             .await

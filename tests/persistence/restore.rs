@@ -109,3 +109,87 @@ async fn a_deleted_tabs_owed_wakes_are_settled_not_given_back() {
         assert!(!envelope.wake_owed, "{id} still owed after a delete");
     }
 }
+
+/// Replay, across a restart (found by the property test's restart step):
+/// the restart wake's turn ended and settled the wake — on disk, by a
+/// blocking write queued behind the others — and a message in the same
+/// instant resumed the interrupted child: the hub read its envelope as
+/// owed still, or not, as that blocking thread happened to run, kept the
+/// copy in its book and wrote it back with the link. Same steps, two
+/// logs. A settle is in memory at once (the disk follows in order).
+/// (A race on the old code, lost about one time in two: six rounds.)
+#[tokio::test(start_paused = true)]
+async fn a_resume_as_the_restart_wake_ends_reads_it_settled() {
+    for _ in 0..6 {
+        resume_as_the_restart_wake_ends().await;
+    }
+}
+
+async fn resume_as_the_restart_wake_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let dir = tmp.path().join("killed");
+    // A session whose background child runs when its process dies.
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Long\nYou work.", "the long part")
+                .tools(["sleep"])
+                .background(),
+        ),
+        Reply::answer("Started."),
+    ])
+    .with_script(
+        "Long\n",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":3600}"#),
+            Reply::answer("long part done"),
+        ],
+    );
+    let (thread, mut events) = thread_on(model.shared(), open(&live), 5).await;
+    thread.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    thread.flush_persistence().await.unwrap();
+    copy_dir(&live, &dir);
+    thread.close_and_wait().await;
+    let store = open(&dir);
+    assert_eq!(store.interrupted(), [AgentId::new("agent_1")]);
+    // The restart wake's turn starts four children (their writes queued
+    // ahead of the settle), then the user's message resumes agent_1.
+    let mut fan_out = Reply::new();
+    for k in 0..4 {
+        fan_out = fan_out
+            .use_agent(&UseAgentCall::run(format!("Aide {k}\nYou help."), "help").background());
+    }
+    let mut replies = vec![
+        fan_out,
+        Reply::answer("Noted."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on")),
+        Reply::answer("Resumed."),
+    ];
+    replies.extend(vec![Reply::answer("Woken."); 8]);
+    let model = ScriptedModel::new(replies)
+        .with_script("Aide ", vec![Reply::new().hang()])
+        .with_script("Long\n", vec![Reply::new().hang()]);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 5).await;
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("go on with it").unwrap();
+    until_result(&mut events, &mut log).await;
+    let resumed = log.iter().any(|e| {
+        matches!(e, AgentEvent::ChildStarted(info) if info.resumed_from == Some(AgentId::new("agent_1")))
+    });
+    assert!(resumed, "{log:#?}");
+    let held = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert!(!held.wake_owed, "the hub's copy: {held:?}");
+    thread.flush_persistence().await.unwrap();
+    let on_disk = open_copy(&dir).get(&AgentId::new("agent_1")).unwrap();
+    assert!(!on_disk.wake_owed, "on disk: {on_disk:?}");
+    thread.close_and_wait().await;
+}
+
+/// The store in `dir` as a copy reads it (the live one holds the lock).
+fn open_copy(dir: &std::path::Path) -> Arc<EnvelopeStore> {
+    let copy = dir.with_extension("copy");
+    copy_dir(dir, &copy);
+    open(&copy)
+}

@@ -2,7 +2,7 @@
 //! docs/event-ordering.md, every wake rule, and the delivery rule (a
 //! child's result reaches the parent once).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use subagents::messages::{AgentEvent, AgentId, SubAgentStatus};
 use subagents::simulation::{HostAction, LogEntry};
@@ -22,11 +22,46 @@ pub(crate) fn delivered(event: &AgentEvent) -> Option<AgentId> {
         .map(|(id, _)| id)
 }
 
+/// What a thread's earlier sessions (before a restart: `Step::Restart`)
+/// left it, as the store the restart reopened says.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Earlier {
+    /// Every child started in an earlier session, on any thread: no id
+    /// comes back.
+    pub(crate) ids: BTreeSet<AgentId>,
+    /// This thread's children whose wake the killed process owed: each is
+    /// woken once (unless resumed, or given back to the store by a switch).
+    pub(crate) owed: BTreeSet<AgentId>,
+    /// This thread's children the reopen found unfinished, in its order:
+    /// one restart wake lists them.
+    pub(crate) interrupted: Vec<AgentId>,
+}
+
+/// What a session's log says at its end, for the next session's checks.
+#[derive(Debug, Default)]
+pub(crate) struct Summary {
+    /// Children whose result must reach the parent and has not (a wake
+    /// owed): the store the restart reopens must still owe each.
+    pub(crate) owed: BTreeSet<AgentId>,
+    /// Children whose result reached the parent for good (by a call, or by
+    /// a wake whose turn ended): the store must owe none of them.
+    pub(crate) delivered: BTreeSet<AgentId>,
+}
+
+/// The text of a restart's wake line.
+const RESTART: &str = "interrupted when the process stopped";
+
 /// Every guarantee of docs/event-ordering.md and every wake rule, over the
 /// whole log; the delivery rule too. `exactly_once`: whether every result
-/// that could reach the parent must have (at rest, with the Detach
-/// policy).
-pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bool) {
+/// that could reach the parent must have (at rest, on an open thread).
+/// `earlier`: what a restart left the thread (its restart wake, its owed
+/// wakes).
+pub(crate) fn check_everything(
+    log: &[LogEntry],
+    at_rest: bool,
+    exactly_once: bool,
+    earlier: &Earlier,
+) -> Summary {
     let events = events(log);
     common::check_log(&events, at_rest);
     common::check_inline_order_settled(&events);
@@ -45,6 +80,17 @@ pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bo
     // Children whose wake may legitimately never come: started before an
     // off-screen or a switch.
     let mut wake_dropped: HashSet<AgentId> = HashSet::new();
+    // The earlier sessions' wakes: the restart's, the owed ones woken, the
+    // children resumed (their successor wakes), whether a switch or an
+    // off-screen spell may have given them back to the store.
+    let mut restart_woken = false;
+    let mut earlier_woken: BTreeSet<AgentId> = BTreeSet::new();
+    let mut resumed: BTreeSet<AgentId> = BTreeSet::new();
+    let mut given_back = false;
+    // The wake whose turn is in flight, and the children whose wake turn
+    // ended (delivered for good).
+    let mut reading: Option<AgentId> = None;
+    let mut read: BTreeSet<AgentId> = BTreeSet::new();
     for (i, logged) in log.iter().enumerate() {
         match logged {
             LogEntry::Host {
@@ -58,6 +104,7 @@ pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bo
                 on_screen = *on;
                 if !on {
                     wake_dropped.extend(started.iter().cloned());
+                    given_back = true;
                 }
             }
             LogEntry::Host { .. } | LogEntry::Fired { .. } | LogEntry::Refused { .. } => {}
@@ -70,18 +117,26 @@ pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bo
                     AgentEvent::SwitchedAway => {
                         before_switch.extend(started.iter().cloned());
                         wake_dropped.extend(started.iter().cloned());
+                        given_back = true;
                     }
                     AgentEvent::Result(_) => {
                         assert!(generating > 0, "a Result with no turn in flight");
                         generating -= 1;
                         wake_in_flight = false;
+                        read.extend(reading.take());
                     }
                     AgentEvent::ChildStarted(info) => {
+                        assert!(
+                            !earlier.ids.contains(&info.id),
+                            "{} started again after a restart (ids reused)",
+                            info.id
+                        );
                         started.push(info.id.clone());
                         // Resumed as this run: its successor's result is
                         // the one that wakes the parent.
                         if let Some(from) = &info.resumed_from {
                             wake_dropped.insert(from.clone());
+                            resumed.insert(from.clone());
                         }
                     }
                     AgentEvent::ChildStatus(id, status) if status.is_terminal() => {
@@ -90,11 +145,32 @@ pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bo
                             finished_off_screen.insert(id.clone());
                         }
                     }
-                    AgentEvent::Wake { child, .. } => {
+                    AgentEvent::Wake { child, line } => {
                         assert!(!wake_in_flight, "two wakes in flight ({child})");
                         assert_eq!(generating, 0, "a wake ({child}) while the parent generates");
                         assert!(!typing, "a wake ({child}) while the user types");
                         assert!(on_screen, "a wake ({child}) while off screen");
+                        wake_in_flight = true;
+                        generating += 1;
+                        reading = Some(child.clone());
+                        if line.contains(RESTART) {
+                            check_restart_wake(child, line, earlier);
+                            assert!(!restart_woken, "two restart wakes ({line})");
+                            assert!(
+                                (woken.is_empty() && earlier_woken.is_empty()) || given_back,
+                                "the restart's wake after another ({line})"
+                            );
+                            restart_woken = true;
+                            continue;
+                        }
+                        if !terminal.contains_key(child) {
+                            assert!(
+                                earlier.owed.contains(child),
+                                "a wake ({child}) for no child of this session and none owed by the last"
+                            );
+                            assert!(earlier_woken.insert(child.clone()), "two wakes for {child}");
+                            continue;
+                        }
                         assert!(
                             !before_switch.contains(child),
                             "a wake ({child}) after a thread switch"
@@ -121,8 +197,6 @@ pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bo
                             "wakes out of FIFO order ({child})"
                         );
                         last_woken = Some(at);
-                        wake_in_flight = true;
-                        generating += 1;
                     }
                     _ => {}
                 }
@@ -135,16 +209,80 @@ pub(crate) fn check_everything(log: &[LogEntry], at_rest: bool, exactly_once: bo
     if at_rest {
         assert_eq!(generating, 0, "at rest, a turn sent was never answered");
     }
-    if at_rest && exactly_once {
-        for (child, (_, status)) in &terminal {
-            let finished = matches!(status, SubAgentStatus::Done | SubAgentStatus::Failed);
-            if finished && !wake_dropped.contains(child) && !finished_off_screen.contains(child) {
+    // What must still reach the parent: a result never delivered, a wake
+    // whose turn never ended; and an earlier session's, not yet woken.
+    let mut summary = Summary::default();
+    for (child, (_, status)) in &terminal {
+        let finished = matches!(status, SubAgentStatus::Done | SubAgentStatus::Failed);
+        if finished && !wake_dropped.contains(child) && !finished_off_screen.contains(child) {
+            if at_rest && exactly_once {
                 assert!(
                     delivered_to.contains(child),
                     "the result of {child} ({status}) never reached the parent"
                 );
             }
+            if !delivered_to.contains(child) {
+                summary.owed.insert(child.clone());
+            }
         }
+    }
+    for child in &earlier.owed {
+        if resumed.contains(child) || read.contains(child) {
+            continue;
+        }
+        if at_rest && exactly_once && !given_back {
+            assert!(
+                earlier_woken.contains(child),
+                "{child}'s wake, owed by the process a restart killed, never came"
+            );
+        }
+        if !earlier_woken.contains(child) {
+            summary.owed.insert(child.clone());
+        }
+    }
+    if at_rest && exactly_once && !given_back && !earlier.interrupted.is_empty() {
+        assert!(
+            restart_woken,
+            "the children a restart interrupted ({:?}) woke nobody",
+            earlier.interrupted
+        );
+    }
+    // A wake read by a turn that never ended is owed still.
+    summary.owed.extend(
+        reading
+            .iter()
+            .filter(|c| earlier.owed.contains(*c) || terminal.contains_key(*c))
+            .cloned(),
+    );
+    summary.delivered = delivered_to
+        .into_iter()
+        .filter(|c| !woken.contains(c) || read.contains(c))
+        .chain(read.iter().filter(|c| earlier_woken.contains(*c)).cloned())
+        .collect();
+    summary
+}
+
+/// A restart's wake: about the first child the reopen found unfinished,
+/// counting and naming every one (fewer than twenty here).
+fn check_restart_wake(child: &AgentId, line: &str, earlier: &Earlier) {
+    assert_eq!(
+        Some(child),
+        earlier.interrupted.first(),
+        "a restart's wake for a child the reopen did not interrupt here: {line}"
+    );
+    assert!(
+        line.contains(&format!(
+            "{} sub-agent(s) {RESTART}",
+            earlier.interrupted.len()
+        )),
+        "a restart's wake counting other than {:?}: {line}",
+        earlier.interrupted
+    );
+    for id in &earlier.interrupted {
+        assert!(
+            line.contains(&format!("{id} ")),
+            "a restart's wake leaving out {id}: {line}"
+        );
     }
 }
 

@@ -47,7 +47,7 @@ use proptest::test_runner::Config;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
 use subagents::actors::clock::ManualClock;
 use subagents::actors::{DelegationBuilder, Model, ParentStopPolicy, Placement};
-use subagents::messages::{AgentEvent, AgentId, SubAgentStatus};
+use subagents::messages::{AgentEvent, AgentId, SubAgentStatus, ThreadId};
 use subagents::prelude::*;
 use subagents::simulation::{HostAction, LiveSimulation, LogEntry, Moment, Scenario, Trigger};
 use subagents::supervisor::store::EnvelopeStore;
@@ -98,6 +98,14 @@ enum Step {
     /// What a `kill -9` at this instant would leave on disk (the shared
     /// store's files, copied), reopened: nothing lost, nothing stuck.
     Crash,
+    /// A `kill -9` and a restart on what it left (a shared store): every
+    /// thread started again under its id, the steps after it run on the
+    /// new process.
+    Restart,
+    /// The user has the parent send a message (`use_agent send`) to the
+    /// k-th child an earlier session of the thread started: an interrupted
+    /// one goes on as a new run.
+    Resume(usize, usize),
 }
 
 /// How a case is set up.
@@ -204,6 +212,8 @@ impl ReferenceStateMachine for Reference {
             1 => Just(Step::Close(n - 1)),
             4 => (1u64..90).prop_map(Step::Wait),
             1 => Just(Step::Crash),
+            1 => Just(Step::Restart),
+            1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::Resume(t, k)),
         ]
         .boxed()
     }
@@ -217,6 +227,11 @@ impl ReferenceStateMachine for Reference {
         match step {
             Step::Typing(t, on) => state.typing[*t] = *on,
             Step::OnScreen(t, on) => state.off_screen[*t] = !*on,
+            // A new process: its threads start on screen, nobody typing.
+            Step::Restart if state.setup.shared_store => {
+                state.typing.fill(false);
+                state.off_screen.fill(false);
+            }
             _ => {}
         }
         state
@@ -234,8 +249,9 @@ fn step_thread(step: &Step) -> Option<usize> {
         | Step::StopChild(t, _)
         | Step::Answer(t, _, _)
         | Step::On(t, ..)
-        | Step::Close(t) => Some(*t),
-        Step::Wait(_) | Step::Crash => None,
+        | Step::Close(t)
+        | Step::Resume(t, _) => Some(*t),
+        Step::Wait(_) | Step::Crash | Step::Restart => None,
     }
 }
 
@@ -248,6 +264,11 @@ static CRASHES: AtomicUsize = AtomicUsize::new(0);
 /// Cases whose children ran on another node, and the runs started there.
 static REMOTE_CASES: AtomicUsize = AtomicUsize::new(0);
 static REMOTE_RUNS: AtomicUsize = AtomicUsize::new(0);
+/// Restarts, and the children they found interrupted and owed a wake
+/// (summed over threads): the next session's checks held them to it.
+static RESTARTS: AtomicUsize = AtomicUsize::new(0);
+static RESTART_INTERRUPTED: AtomicUsize = AtomicUsize::new(0);
+static RESTART_OWED: AtomicUsize = AtomicUsize::new(0);
 
 /// The system under test, and the steps it took (to replay them).
 struct Sut {
@@ -338,16 +359,24 @@ impl StateMachineTest for Sut {
                     REMOTE_RUNS.load(Ordering::SeqCst) > 0,
                     "no case ran a child on another node"
                 );
+                // (Owed wakes at a restart are rarer: ≈ 1 in 100 cases.)
+                assert!(
+                    RESTART_INTERRUPTED.load(Ordering::SeqCst) > 0,
+                    "no restart found a child interrupted"
+                );
             }
         }
         if std::env::var_os("SUBAGENTS_PRINT_INTERLEAVINGS").is_some() && done == cases() as usize {
             eprintln!(
-                "{} cases, {} distinct interleavings; crash snapshots found {} children mid-run; {} cases ran {} children on another node:",
+                "{} cases, {} distinct interleavings; crash snapshots found {} children mid-run; {} cases ran {} children on another node; {} restarts found {} children interrupted and {} owed a wake:",
                 done,
                 reached.len(),
                 CRASHES.load(Ordering::SeqCst),
                 REMOTE_CASES.load(Ordering::SeqCst),
-                REMOTE_RUNS.load(Ordering::SeqCst)
+                REMOTE_RUNS.load(Ordering::SeqCst),
+                RESTARTS.load(Ordering::SeqCst),
+                RESTART_INTERRUPTED.load(Ordering::SeqCst),
+                RESTART_OWED.load(Ordering::SeqCst)
             );
             for line in reached.iter() {
                 eprintln!("  {line}");

@@ -6,15 +6,21 @@ use super::*;
 /// One or two live threads in one paused runtime, sharing a gate (and
 /// maybe a store).
 pub(super) struct World {
+    setup: Setup,
     runtime: tokio::runtime::Runtime,
     threads: Vec<LiveSimulation>,
     closed: Vec<bool>,
     store: Option<(tempfile::TempDir, Arc<EnvelopeStore>)>,
     gate: GateHandle,
+    in_flight: Arc<AtomicUsize>,
     peak: Arc<AtomicUsize>,
     user_turns: usize,
     /// The other node, when the children run there.
     pub(super) node: Option<Arc<common::loopback::Loopback>>,
+    /// Each earlier session's logs (one per thread), before each restart.
+    earlier_logs: Vec<Vec<Vec<LogEntry>>>,
+    /// What the last restart left each thread.
+    earlier: Vec<checks::Earlier>,
 }
 
 pub(super) fn open_store(dir: &std::path::Path) -> Arc<EnvelopeStore> {
@@ -22,71 +28,220 @@ pub(super) fn open_store(dir: &std::path::Path) -> Arc<EnvelopeStore> {
     Arc::new(EnvelopeStore::open(dir, clock).unwrap().0)
 }
 
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// The threads of one session (a process's life): a gate, the other node
+/// when the children run there, and the threads, on `store` if shared (each
+/// named, so a restart wakes each for its own children).
+fn start_session(
+    runtime: &tokio::runtime::Runtime,
+    setup: Setup,
+    counters: (&Arc<AtomicUsize>, &Arc<AtomicUsize>),
+    store: Option<&Arc<EnvelopeStore>>,
+) -> (
+    GateHandle,
+    Option<Arc<common::loopback::Loopback>>,
+    Vec<LiveSimulation>,
+) {
+    let (in_flight, peak) = counters;
+    let gate = runtime.block_on(GateHandle::spawn(1)).unwrap();
+    let node = setup.remote.then(|| {
+        let model = Arc::new(PlanModel {
+            in_flight: in_flight.clone(),
+            peak: peak.clone(),
+        });
+        let _inside = runtime.enter();
+        common::loopback::Loopback::with_gate("b", model, gate.clone())
+    });
+    let mut threads = Vec::new();
+    for n in 0..setup.threads {
+        let (i, p, g) = (in_flight.clone(), peak.clone(), gate.clone());
+        let placement = match &node {
+            Some(node) => Placement::On(node.clone()),
+            None => Placement::Local,
+        };
+        let policy = setup.policy;
+        let mut scenario = Scenario::new(vec![])
+            .with_model(move || {
+                Arc::new(PlanModel {
+                    in_flight: i.clone(),
+                    peak: p.clone(),
+                }) as Arc<dyn Model>
+            })
+            .tools(ToolRegistry::new().with(Sleep).with(Post))
+            .configure(move |b: DelegationBuilder| {
+                b.max_live(MAX_LIVE)
+                    .placement(placement.clone())
+                    .max_depth(2)
+                    .gate(g.clone())
+                    .parent_stop(policy)
+                    .inline_wait(Duration::from_secs(20))
+                    .child_limits(Limits {
+                        wall_clock: Duration::from_secs(60),
+                        ..Limits::default()
+                    })
+            });
+        if let Some(store) = store {
+            scenario = scenario
+                .store(store.clone())
+                .thread_id(ThreadId::new(format!("t{n}")));
+        }
+        threads.push(runtime.block_on(scenario.start(0)));
+    }
+    (gate, node, threads)
+}
+
 impl World {
     pub(super) fn new(setup: Setup) -> World {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let runtime = paused_runtime();
         let in_flight = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
-        let gate = runtime.block_on(GateHandle::spawn(1)).unwrap();
         let store = setup.shared_store.then(|| {
             let dir = tempfile::tempdir().unwrap();
             let store = open_store(dir.path());
             (dir, store)
         });
-        let node = setup.remote.then(|| {
-            let model = Arc::new(PlanModel {
-                in_flight: in_flight.clone(),
-                peak: peak.clone(),
-            });
-            common::loopback::Loopback::with_gate("b", model, gate.clone())
-        });
-        let mut threads = Vec::new();
-        for _ in 0..setup.threads {
-            let (i, p, g) = (in_flight.clone(), peak.clone(), gate.clone());
-            let placement = match &node {
-                Some(node) => Placement::On(node.clone()),
-                None => Placement::Local,
-            };
-            let policy = setup.policy;
-            let mut scenario = Scenario::new(vec![])
-                .with_model(move || {
-                    Arc::new(PlanModel {
-                        in_flight: i.clone(),
-                        peak: p.clone(),
-                    }) as Arc<dyn Model>
-                })
-                .tools(ToolRegistry::new().with(Sleep).with(Post))
-                .configure(move |b: DelegationBuilder| {
-                    b.max_live(MAX_LIVE)
-                        .placement(placement.clone())
-                        .max_depth(2)
-                        .gate(g.clone())
-                        .parent_stop(policy)
-                        .inline_wait(Duration::from_secs(20))
-                        .child_limits(Limits {
-                            wall_clock: Duration::from_secs(60),
-                            ..Limits::default()
-                        })
-                });
-            if let Some((_, store)) = &store {
-                scenario = scenario.store(store.clone());
-            }
-            threads.push(runtime.block_on(scenario.start(0)));
-        }
+        let (gate, node, threads) = start_session(
+            &runtime,
+            setup,
+            (&in_flight, &peak),
+            store.as_ref().map(|(_, s)| s),
+        );
         World {
+            setup,
             runtime,
             closed: vec![false; threads.len()],
+            earlier: vec![checks::Earlier::default(); threads.len()],
             threads,
             store,
             gate,
+            in_flight,
             peak,
             user_turns: 0,
             node,
+            earlier_logs: Vec::new(),
         }
+    }
+
+    /// A `kill -9` and a restart: what the shared store holds at this
+    /// instant (flushed, copied) is reopened by a new process — a new
+    /// runtime, gate and node — and each thread is started again under its
+    /// id. Checked here: every result the killed session owed its parent
+    /// is owed on disk, none it delivered is; the new session's checks
+    /// then hold it to the restart's wake and the owed wakes.
+    pub(super) fn restart(&mut self) {
+        if self.store.is_none() {
+            return;
+        }
+        for (n, live) in self.threads.iter().enumerate() {
+            if !self.closed[n] {
+                self.runtime
+                    .block_on(live.thread().flush_persistence())
+                    .unwrap();
+            }
+        }
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(self.store.as_ref().unwrap().0.path(), copy.path());
+        let summaries: Vec<checks::Summary> = self
+            .threads
+            .iter()
+            .zip(&self.earlier)
+            .enumerate()
+            .map(|(n, (live, earlier))| {
+                let summary = checks::check_everything(live.log(), false, false, earlier);
+                if self.closed[n] {
+                    checks::Summary::default()
+                } else {
+                    summary
+                }
+            })
+            .collect();
+        let logs: Vec<Vec<LogEntry>> = self.threads.iter().map(|t| t.log().to_vec()).collect();
+        let mut ids: BTreeSet<AgentId> = self
+            .earlier
+            .first()
+            .map(|e| e.ids.clone())
+            .unwrap_or_default();
+        for log in &logs {
+            ids.extend(started_ids(log));
+        }
+        self.earlier_logs.push(logs);
+        let closed_before = std::mem::take(&mut self.closed);
+        // The kill: every task of the process dropped where it stands.
+        let old = std::mem::replace(&mut self.runtime, paused_runtime());
+        {
+            let _inside = old.enter();
+            drop(std::mem::take(&mut self.threads));
+            drop(self.node.take());
+        }
+        drop(old);
+        self.store = None;
+        let clock = Arc::new(ManualClock::new(subagents::simulation::Scenario::EPOCH_MS));
+        let (reopened, report) = EnvelopeStore::open(copy.path(), clock).unwrap();
+        let reopened = Arc::new(reopened);
+        let owed = reopened.owed_wakes();
+        self.earlier = (0..self.setup.threads)
+            .map(|n| {
+                let mine = |id: &AgentId| {
+                    reopened.get(id).and_then(|e| e.thread) == Some(ThreadId::new(format!("t{n}")))
+                };
+                let earlier = checks::Earlier {
+                    ids: ids.clone(),
+                    owed: owed.iter().filter(|id| mine(id)).cloned().collect(),
+                    interrupted: report.interrupted.iter().filter(|id| mine(id)).cloned().collect(),
+                };
+                if closed_before[n] {
+                    assert!(
+                        earlier.owed.is_empty() && earlier.interrupted.is_empty(),
+                        "thread {n} was closed, yet its children are owed or interrupted on disk: {earlier:?}"
+                    );
+                }
+                let summary = &summaries[n];
+                for id in &summary.owed {
+                    assert!(
+                        earlier.owed.contains(id),
+                        "thread {n}: {id}'s result was owed its parent when the process was killed, and is not owed on disk"
+                    );
+                }
+                for id in &summary.delivered {
+                    assert!(
+                        !earlier.owed.contains(id),
+                        "thread {n}: {id}'s result reached its parent, yet a wake is owed on disk"
+                    );
+                }
+                earlier
+            })
+            .collect();
+        RESTARTS.fetch_add(1, Ordering::SeqCst);
+        for earlier in &self.earlier {
+            RESTART_INTERRUPTED.fetch_add(earlier.interrupted.len(), Ordering::SeqCst);
+            RESTART_OWED.fetch_add(earlier.owed.len(), Ordering::SeqCst);
+        }
+        let (gate, node, threads) = start_session(
+            &self.runtime,
+            self.setup,
+            (&self.in_flight, &self.peak),
+            Some(&reopened),
+        );
+        self.store = Some((copy, reopened));
+        self.gate = gate;
+        self.node = node;
+        self.threads = threads;
+        self.closed = vec![false; self.threads.len()];
+    }
+
+    /// The children thread `n` started in earlier sessions.
+    fn earlier_ids(&self, n: usize) -> Vec<AgentId> {
+        self.earlier_logs
+            .iter()
+            .flat_map(|session| started_ids(&session[n]))
+            .collect()
     }
 
     /// Runs `f` on the threads from a task of its own (so triggers react
@@ -124,7 +279,7 @@ impl World {
 
     pub(super) fn apply(&mut self, step: &Step) {
         let thread = step_thread(step).unwrap_or(0) % self.threads.len();
-        if self.closed[thread] && !matches!(step, Step::Wait(_) | Step::Crash) {
+        if self.closed[thread] && !matches!(step, Step::Wait(_) | Step::Crash | Step::Restart) {
             return;
         }
         let action = match step {
@@ -174,6 +329,14 @@ impl World {
             Step::Crash => {
                 self.check_crash();
                 None
+            }
+            Step::Restart => {
+                self.restart();
+                None
+            }
+            Step::Resume(_, k) => {
+                let ids = self.earlier_ids(thread);
+                (!ids.is_empty()).then(|| HostAction::User(format!("SEND {}", ids[k % ids.len()])))
             }
         };
         if let Some(action) = action {
@@ -229,9 +392,14 @@ impl World {
     /// milliseconds) and its children's envelopes (what a store would
     /// persist; a difference only there was outside the replay check).
     pub(super) fn logs(&self) -> Vec<String> {
-        self.threads
-            .iter()
-            .map(|t| {
+        let earlier = self.earlier_logs.iter().flatten().map(|log| {
+            log.iter()
+                .map(|l| format!("{l:?}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        earlier
+            .chain(self.threads.iter().map(|t| {
                 let mut lines: Vec<String> = t.log().iter().map(|l| format!("{l:?}")).collect();
                 lines.extend(
                     t.thread()
@@ -241,7 +409,7 @@ impl World {
                         .map(|e| format!("{e:?}")),
                 );
                 lines.join("\n")
-            })
+            }))
             .collect()
     }
 
@@ -256,7 +424,7 @@ impl World {
                 // call says so); left out, a result lost there was never
                 // seen (the eighteenth session found one on another node).
                 let exactly_once = exactly_once && !self.closed[n];
-                checks::check_everything(log, at_rest, exactly_once);
+                checks::check_everything(log, at_rest, exactly_once, &self.earlier[n]);
                 assert!(
                     self.peak.load(Ordering::SeqCst) <= 1,
                     "guarantee 6: two model calls in flight on the shared gate"
@@ -280,13 +448,20 @@ impl World {
                         (0, 0),
                         "at rest, slots are still reserved"
                     );
+                    // An earlier session's child a message reached (resumed,
+                    // or refused) is in the book too.
                     let started = started_ids(log).len();
-                    assert_eq!(
-                        thread_hub.envelopes().len(),
-                        started,
-                        "one envelope per child"
-                    );
+                    let envelopes = thread_hub.envelopes();
+                    let earlier = envelopes
+                        .iter()
+                        .filter(|e| self.earlier[n].ids.contains(&e.id))
+                        .count();
+                    assert_eq!(envelopes.len() - earlier, started, "one envelope per child");
                     assert_eq!(hub.finished, started, "every child finished");
+                    assert!(
+                        envelopes.iter().all(|e| e.status.is_terminal()),
+                        "at rest, a child has not ended: {envelopes:?}"
+                    );
                 }
             }));
             if let Err(panic) = checked {

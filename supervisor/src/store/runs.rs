@@ -432,6 +432,15 @@ impl EnvelopeStore {
             .remove(id);
     }
 
+    /// The wake for `id` is no longer owed, in memory at once: a copy read
+    /// after it (a hub resuming the child, another thread) says so, whenever
+    /// the disk write ([`EnvelopeStore::update`]) lands.
+    pub(crate) fn settle_in_memory(&self, id: &AgentId) {
+        if let Some(mut envelope) = self.map.get_mut(id) {
+            envelope.wake_owed = false;
+        }
+    }
+
     /// Changes the envelope `id` as it is in the store now (under the io
     /// lock, so no earlier copy overwrites it) and writes it when `change`
     /// says it changed.

@@ -125,7 +125,11 @@ fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors) {
             }
         }
         Write::Settle(id) => {
-            let settled = store.update(&id, |e| std::mem::replace(&mut e.wake_owed, false));
+            // Settled in memory when asked for: written as it is now.
+            let settled = store.update(&id, |e| {
+                e.wake_owed = false;
+                true
+            });
             if let Err(error) = settled {
                 failed(error.to_string());
             }

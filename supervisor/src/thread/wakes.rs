@@ -12,8 +12,15 @@ use crate::wake::{restart_line, restart_text, wake_line, wake_text};
 
 impl ThreadState {
     /// The wake for `id` was delivered or dropped: no longer owed, on disk
-    /// either (a no-op for a child whose wake was not owed).
+    /// either (written again for a child whose wake was not owed).
     pub(super) fn settle_wake(&self, id: &AgentId) {
+        // In memory now, on disk in order: a copy read in between (a
+        // message resuming the child as the wake's turn ended) said it was
+        // owed still, or not, as a blocking thread happened to run — and
+        // the resume wrote that copy back.
+        if let Some(store) = &self.store {
+            store.settle_in_memory(id);
+        }
         if let Some(writer) = &self.writer {
             writer.send(Write::Settle(id.clone()));
         }
