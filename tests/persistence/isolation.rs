@@ -339,3 +339,71 @@ async fn an_earlier_sessions_child_stopped_here_wakes_nobody_again() {
     assert!(agent_1.cancelled && !agent_1.wake_owed, "{agent_1:?}");
     thread.close_and_wait().await;
 }
+
+/// Stopped midway across a restart (a review of what a model's ids
+/// reach): `agent_1`, resumed as `agent_2` in an earlier session, was
+/// stopped here by the id the model knew first — the answer said
+/// "cancelled for good", yet only `agent_1` was cancelled (the stop
+/// followed the chain through the hub's book, which after a restart
+/// holds neither run), and a later message resumed `agent_2` as a new
+/// run, its tools run again. A stop follows the chain through the
+/// store too, as a message does.
+#[tokio::test]
+async fn a_stop_by_a_resumed_childs_first_id_reaches_its_newest_run_after_a_restart() {
+    use subagents::messages::SubAgentStatus;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+    // A second session resumes it as agent_2, which finishes.
+    {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "one more")),
+            Reply::answer("Sent."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Worker", vec![Reply::answer("one more done"); 3]);
+        let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
+        thread.send_user("send it more").unwrap();
+        let mut log = Vec::new();
+        until_wake(&mut events, &mut log, "agent_2").await;
+        until_result(&mut events, &mut log).await;
+        thread.close_and_wait().await;
+    }
+    let store = open(&dir);
+    assert_eq!(
+        store.get(&AgentId::new("agent_1")).unwrap().continued_as,
+        Some(AgentId::new("agent_2"))
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "and again")),
+        Reply::answer("Tried."),
+    ]);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    assert_eq!(
+        thread.stop_child(&AgentId::new("agent_1")).await,
+        Ok(SubAgentStatus::Done)
+    );
+    assert!(
+        store
+            .get(&AgentId::new("agent_2"))
+            .is_some_and(|e| e.cancelled),
+        "the newest run was left resumable: {:?}",
+        store.get(&AgentId::new("agent_2"))
+    );
+    thread.send_user("send it more").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let sent = log
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolResult(r) if r.name == "use_agent" => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the send's answer");
+    assert!(
+        sent.is_error && sent.output.contains("was stopped and does not resume"),
+        "{}",
+        sent.output
+    );
+    thread.close_and_wait().await;
+}

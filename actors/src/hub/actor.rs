@@ -150,14 +150,14 @@ impl Actor for Hub {
             // of the id the model knows stopped the old, ended run and let
             // the new one run on.
             HubMsg::Stop { id, reply } => {
-                let id = state.book.latest_run(&id);
+                let id = state.newest_run(&id);
                 state.prefer_stop(&id);
                 state.after_end(&id, |a| a.cancel = true);
                 Box::pin(state.stop(&myself, &id, StopReply::One(reply))).await
             }
             // Rare, and their futures are among the largest: boxed.
             HubMsg::Interrupt { id, reply } => {
-                let id = state.book.latest_run(&id);
+                let id = state.newest_run(&id);
                 Box::pin(state.interrupt(&myself, &id, StopReply::One(reply))).await
             }
             HubMsg::StopAll { reply } => Box::pin(state.stop_all(&myself, reply)).await,

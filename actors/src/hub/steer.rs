@@ -104,6 +104,27 @@ impl HubState {
         at
     }
 
+    /// The run a stop or an interrupt of `id` reaches: its newest, the
+    /// chain followed through the book, then through the archive for an
+    /// earlier session's runs (not brought into the book: a stop of an
+    /// ended run only records its cancel). After a restart the book held
+    /// neither `agent_1` nor the `agent_2` it went on as: a stop of
+    /// `agent_1` cancelled it alone, and a message then resumed `agent_2`.
+    pub(super) fn newest_run(&self, id: &AgentId) -> AgentId {
+        let mut at = self.book.latest_run(id);
+        let Some(archive) = self.archive.as_ref().and_then(|slot| slot.get()) else {
+            return at;
+        };
+        let mut seen = rustc_hash::FxHashSet::default();
+        while !self.book.contains(&at) && seen.insert(at.clone()) {
+            match archive.get(&at).and_then(|e| e.continued_as) {
+                Some(next) => at = self.book.latest_run(&next),
+                None => break,
+            }
+        }
+        at
+    }
+
     /// Why a message to `id`, which the book lacks, cannot reach it: the
     /// archive knows it but not its run, or nobody knows it.
     fn not_found(&self, id: &AgentId) -> Refused {
