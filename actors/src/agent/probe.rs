@@ -134,18 +134,22 @@ impl Probe {
     }
 
     /// The conversation of the last turn: once it ended, the one it ended
-    /// with (shared with the agent, not copied; handed out once); a turn
+    /// with (shared with the agent and every caller, not copied); a turn
     /// that has not closed (its child failed around it) gives a copy of
     /// what it has so far.
-    pub(crate) fn take_conversation(&self) -> Option<Arc<Vec<ChatMessage>>> {
+    pub(crate) fn conversation_at_end(&self) -> Option<Arc<Vec<ChatMessage>>> {
         let shared = self
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()?;
-        let mut state = lock(&shared);
-        Some(match state.ended.take() {
-            Some(ended) => ended,
+        let state = lock(&shared);
+        // Shared, not taken: a caller that loses the finish (two callers
+        // failing a dead hub's children at once, on two workers) left the
+        // winner nothing — the book kept `[]`, written over the child's
+        // run file at the thread's close.
+        Some(match &state.ended {
+            Some(ended) => ended.clone(),
             None => Arc::new(state.history.clone()),
         })
     }
@@ -198,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn an_ended_turns_conversation_is_shared_with_the_agent_once() {
+    fn an_ended_turns_conversation_is_shared_with_the_agent_and_every_caller() {
         let (probe, shared) = turn(&["hi"]);
         let (out, _stream) = EventSink::channel();
         let agents =
@@ -207,13 +211,12 @@ mod tests {
             })
             .unwrap()
             .0;
-        let books = probe.take_conversation().unwrap();
+        let books = probe.conversation_at_end().unwrap();
         assert!(Arc::ptr_eq(&agents, &books), "one copy for both");
         assert_eq!(books.len(), 2, "the input and the stopped answer");
-        assert!(
-            probe.take_conversation().unwrap().is_empty(),
-            "handed out once"
-        );
+        // A second caller (one that will lose the finish, or win it)
+        // shares it too: handed out once, the other got `[]`.
+        assert!(Arc::ptr_eq(&probe.conversation_at_end().unwrap(), &books));
     }
 
     /// Between a turn's close and its hand-over to the hub (the child's
@@ -233,7 +236,7 @@ mod tests {
         let read = probe.conversation().unwrap();
         assert_eq!(read.len(), 2, "the input and the stopped answer: {read:?}");
         assert_eq!(
-            probe.take_conversation().unwrap().len(),
+            probe.conversation_at_end().unwrap().len(),
             2,
             "still handed over whole"
         );
@@ -242,7 +245,7 @@ mod tests {
     #[test]
     fn a_running_turns_conversation_is_copied_not_taken() {
         let (probe, shared) = turn(&["hi", "more"]);
-        let copy = probe.take_conversation().unwrap();
+        let copy = probe.conversation_at_end().unwrap();
         assert_eq!(copy.len(), 2);
         assert_eq!(
             crate::agent::turn_state::lock(&shared).history.len(),

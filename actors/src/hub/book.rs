@@ -332,7 +332,7 @@ impl Book {
             return false;
         };
         let run_span = probe.as_ref().and_then(Probe::take_span);
-        let conversation = probe.as_ref().and_then(Probe::take_conversation);
+        let conversation = probe.as_ref().and_then(Probe::conversation_at_end);
         let Some(mut entry) = self.entries.get_mut(id) else {
             return false;
         };

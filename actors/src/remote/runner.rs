@@ -209,7 +209,7 @@ impl NodeRunner {
         self.runs().remove(&slot);
         agent.shutdown();
         let conversation: Vec<ChatMessage> = probe
-            .take_conversation()
+            .conversation_at_end()
             .map(Arc::unwrap_or_clone)
             .unwrap_or_default();
         send(

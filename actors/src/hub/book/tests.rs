@@ -282,3 +282,34 @@ fn a_chain_of_resumed_runs_holds_each_message_once() {
     let from = book.resume_from(&id("agent_2")).unwrap();
     assert_eq!(from.conversation.len(), 6);
 }
+
+/// Two workers (a review of shared state): two callers failed a dead
+/// hub's children at once (the thread's supervision handler, a host's
+/// request in flight); the one that lost the finish had already taken the
+/// turn's conversation, and the winner found `[]` — the book kept it, the
+/// thread's close wrote it over the child's run file, and a message
+/// resumed the child from its task alone, every tool call again. What the
+/// loser read first is here what it did first.
+#[test]
+fn a_finish_that_loses_leaves_the_conversation_to_the_one_that_wins() {
+    let book = book_with(&["agent_1"], false);
+    let probe = crate::agent::Probe::default();
+    let mut state = crate::agent::TurnState::new(Vec::new());
+    state.ended = Some(Arc::new(vec![ChatMessage::user("all of it"); 9]));
+    probe.publish(&Arc::new(std::sync::Mutex::new(state)));
+    book.set_probe(&id("agent_1"), probe.clone());
+    // The losing caller's first step, before it found the finish taken.
+    drop(probe.conversation_at_end());
+    assert!(book.finish(
+        &id("agent_1"),
+        SubAgentStatus::Failed,
+        None,
+        Some("gone".into()),
+        9
+    ));
+    assert_eq!(
+        book.conversation(&id("agent_1")).map(|c| c.len()),
+        Some(9),
+        "the winner kept what the loser had taken"
+    );
+}
