@@ -510,3 +510,95 @@ async fn a_grandchilds_pending_approval_follows_the_policy_as_its_requester_goes
     assert_eq!(ended, [SubAgentStatus::Done]);
     thread.close_and_wait().await;
 }
+
+/// Same instant, two stops (review: approvals in every state): the host
+/// stops `Middle` by name and the parent in the same tick, while
+/// `Middle`'s inline `Poster` waits on an approval, under
+/// `BackgroundApprovals::Approve`. The parent's cut handed `Middle` to the
+/// background (Detach; Cascade found its turn over and did the same)
+/// before the stop `Middle`'s end casts for `Poster` was read: the policy
+/// approved `Poster`'s call — one nobody approved, on the way to a stop.
+/// A child being stopped, or whose turn is over, goes with the children
+/// it waits on: the policy answers none of their requests. (The parent's
+/// stop sent first, the policy's answer may come before `Middle`'s stop
+/// is even sent: approved then, as the policy says.)
+#[tokio::test(start_paused = true)]
+async fn a_grandchild_of_a_child_stopped_as_its_parent_is_cut_is_not_approved_by_the_policy() {
+    use subagents::actors::ParentStopPolicy;
+    use subagents::actors::hub::BackgroundApprovals;
+    use subagents::messages::ApprovalOutcome;
+    for policy in [ParentStopPolicy::Detach, ParentStopPolicy::Cascade] {
+        for yields in 0..6 {
+            let model = ScriptedModel::new(vec![
+                Reply::new().use_agent(
+                    &UseAgentCall::run("Middle", "relay")
+                        .tools(["http_post"])
+                        .wait(true),
+                ),
+                Reply::answer("Done."),
+                Reply::answer("Noted."),
+                Reply::answer("Noted."),
+            ])
+            .with_script(
+                "Middle",
+                vec![
+                    Reply::new().use_agent(
+                        &UseAgentCall::run("Poster", "post")
+                            .tools(["http_post"])
+                            .wait(true),
+                    ),
+                    Reply::answer("relayed"),
+                ],
+            )
+            .with_script(
+                "Poster",
+                vec![
+                    Reply::new().tool_call("http_post", "{}"),
+                    Reply::answer("posted"),
+                ],
+            );
+            let builder = parent(model)
+                .max_depth(2)
+                .parent_stop(policy)
+                .background_approvals(BackgroundApprovals::Approve);
+            let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+            thread.send_user("go").unwrap();
+            let mut log = Vec::new();
+            until(&mut events, &mut log, |e| {
+                matches!(e, AgentEvent::Child(_, inner)
+                        if matches!(&**inner, AgentEvent::Child(_, asked)
+                            if matches!(**asked, AgentEvent::ApprovalRequested(_))))
+            })
+            .await;
+            let stop_middle = || {
+                let thread = thread.clone();
+                tokio::spawn(async move { thread.stop_child(&AgentId::new("agent_1")).await })
+            };
+            let stopped = stop_middle();
+            for _ in 0..yields {
+                tokio::task::yield_now().await;
+            }
+            thread.stop_parent().unwrap();
+            let _ = stopped.await.unwrap();
+            run_for(&mut events, &mut log, 30).await;
+            let (_, by_id) = check_log(&log, true);
+            let middle = &by_id[&AgentId::new("agent_1")];
+            let outcomes: Vec<ApprovalOutcome> = middle
+                .events
+                .iter()
+                .filter_map(|(_, e)| match e {
+                    AgentEvent::Child(id, inner) if id.as_str() == "agent_2" => match &**inner {
+                        AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                !outcomes.contains(&ApprovalOutcome::Approved),
+                "{policy:?}, {yields} yields: {outcomes:?}"
+            );
+            thread.close_and_wait().await;
+        }
+    }
+}

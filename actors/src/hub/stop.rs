@@ -101,14 +101,22 @@ impl HubState {
             return DetachOutcome::Unknown;
         };
         self.set_status(id, child, SubAgentStatus::Background);
+        // One being stopped (by name, in the tick its parent was cut) or
+        // whose turn is over goes with the children it waits on: none of
+        // their requests is the policy's to answer — it approved a call
+        // nobody had, just before the stop reached its caller.
+        if self.going(id) {
+            return DetachOutcome::Detached;
+        }
         self.answer_pending_approval(id);
         // Its children waited on inline go unwatched with it: a request
-        // one of them waits on is answered too (in child-number order).
+        // one of them waits on is answered too (in child-number order) —
+        // not one whose requester, below `id`, is going.
         if self.config.background_approvals != BackgroundApprovals::Ask {
             let mut below: Vec<AgentId> = self
                 .children
                 .keys()
-                .filter(|c| self.book.requested_under(c, id))
+                .filter(|c| self.book.requested_under(c, id) && !self.going_under(c, id))
                 .cloned()
                 .collect();
             below.sort_by_key(|c| (child_number(c), c.clone()));
@@ -117,6 +125,26 @@ impl HubState {
             }
         }
         DetachOutcome::Detached
+    }
+
+    /// Told to stop, or its turn over: it ends with the children it waits on.
+    fn going(&self, id: &AgentId) -> bool {
+        self.children.get(id).is_some_and(|c| c.stopping.is_some()) || self.turn_over(id)
+    }
+
+    /// `id`, or a requester of it below `top`, is going.
+    fn going_under(&self, id: &AgentId, top: &AgentId) -> bool {
+        let mut at = id.clone();
+        while &at != top {
+            if self.going(&at) {
+                return true;
+            }
+            match self.book.requester_of(&at) {
+                Some(requester) => at = requester,
+                None => return false,
+            }
+        }
+        false
     }
 
     /// A child handed to the background while it waits on an approval:
