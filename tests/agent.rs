@@ -739,3 +739,60 @@ async fn a_tool_whose_schema_panics_is_left_out_not_fatal() {
         (Outcome::Completed, "fine")
     );
 }
+
+/// Foreign (a real server honours what the host set): a forced
+/// `tool_choice` (`required`, a named tool) was sent again with every
+/// model call of the turn, the one after the tool results too — a server
+/// that honours it made the model call a tool again each time, so no turn
+/// could answer: it ran to its model-call limit (20), the forced tool (a
+/// POST, a write) run at every call. Forced until the turn has tool
+/// results, then the server's default (`auto`), as other agent loops do.
+#[tokio::test(start_paused = true)]
+async fn a_forced_tool_choice_is_honoured_once_then_the_turn_answers() {
+    use subagents::actors::{Model, ModelStream};
+    use subagents::messages::{ModelRequest, RequestOptions, ToolChoice};
+    /// A server that honours a forced choice: a tool call while one is
+    /// forced, an answer otherwise.
+    struct Honours;
+    impl Model for Honours {
+        fn name(&self) -> &str {
+            "honours"
+        }
+        fn stream(&self, request: ModelRequest) -> ModelStream {
+            let forced = matches!(
+                request.options.tool_choice,
+                Some(ToolChoice::Required | ToolChoice::Function(_))
+            );
+            let reply = if forced && !request.tools.is_empty() {
+                Reply::new().tool_call("calculator", r#"{"expression":"1+1"}"#)
+            } else {
+                Reply::answer("2")
+            };
+            ScriptedModel::new(vec![reply]).stream(ModelRequest::default())
+        }
+    }
+    for choice in [
+        ToolChoice::Required,
+        ToolChoice::Function("calculator".into()),
+    ] {
+        let (agent, events) = AgentBuilder::new(std::sync::Arc::new(Honours))
+            .tools(ToolRegistry::new().with(Calculator))
+            .request_options(RequestOptions {
+                tool_choice: Some(choice.clone()),
+                ..RequestOptions::default()
+            })
+            .spawn()
+            .await
+            .unwrap();
+        drop(events);
+        let result = agent.run("add").await.unwrap();
+        assert_eq!(
+            (&result.outcome, result.tool_calls, result.text.as_str()),
+            (&Outcome::Completed, 1, "2"),
+            "{choice:?}"
+        );
+        // The next turn is forced again: once per turn.
+        let again = agent.run("add again").await.unwrap();
+        assert_eq!(again.tool_calls, 1, "{choice:?}");
+    }
+}

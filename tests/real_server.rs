@@ -145,9 +145,10 @@ async fn a_history_with_tool_calls_is_accepted() {
 }
 
 /// A scripted parent delegates with `use_agent` to a child on the real
-/// server, which is made to call the calculator (`tool_choice`) and is cut
-/// by its model-call limit: the child's tool call, its result and its
-/// partial answer come back to the parent, and everything opened closes.
+/// server, which is made to call the calculator (`tool_choice`, forced on
+/// its first call) and then answers or is cut by its model-call limit: the
+/// child's tool call, its result and its answer come back to the parent,
+/// and everything opened closes.
 #[tokio::test]
 #[ignore = "needs a real server: scripts/real-server/llama-cpp-python.sh"]
 async fn a_delegating_turn_runs_a_child_on_the_real_server() {

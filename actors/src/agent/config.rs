@@ -161,7 +161,9 @@ impl AgentBuilder {
     }
 
     /// Options sent with each of its model calls (`tool_choice`,
-    /// `max_tokens`, `temperature`, …; default: none, the server's own).
+    /// `max_tokens`, `temperature`, …; default: none, the server's own). A
+    /// choice that forces a tool goes out until the turn has tool results,
+    /// then the server's default applies (sent again, no turn could answer).
     pub fn request_options(mut self, options: RequestOptions) -> Self {
         self.options = options;
         self

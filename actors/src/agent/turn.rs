@@ -9,7 +9,8 @@ use std::sync::atomic::AtomicU64;
 use futures_util::StreamExt;
 use ractor::ActorRef;
 use subagents_messages::{
-    AgentEvent, AgentResult, ChatMessage, LimitKind, ModelChunk, ModelRequest, Outcome, ToolCall,
+    AgentEvent, AgentResult, ChatMessage, LimitKind, ModelChunk, ModelRequest, Outcome,
+    RequestOptions, Role, ToolCall, ToolChoice,
 };
 
 use crate::agent::answer::{partial_result, unique_ids};
@@ -222,6 +223,31 @@ enum ModelEnd {
 /// cut if it was (`finish_reason`).
 type Answer = (String, Vec<ToolCall>, Option<String>);
 
+/// The options of a call with `messages`: the agent's, but a choice that
+/// forces a tool (`required`, a named one) only until the turn has tool
+/// results — sent again, it forced a tool after every result, so no turn
+/// could answer: each ran to its model-call limit, the forced tool (a
+/// POST, a write) run at every call. Reset, the server's default (`auto`)
+/// applies, as agent loops elsewhere do (openai-agents' `reset_tool_choice`).
+fn options_for(options: &RequestOptions, messages: &[ChatMessage]) -> RequestOptions {
+    let forced = matches!(
+        options.tool_choice,
+        Some(ToolChoice::Required | ToolChoice::Function(_))
+    );
+    // Tool results since the last user message (the turn's input, a
+    // message sent to it): the forced call was made.
+    let answered = messages
+        .iter()
+        .rev()
+        .take_while(|m| m.role != Role::User)
+        .any(|m| m.role == Role::Tool);
+    let mut options = options.clone();
+    if forced && answered {
+        options.tool_choice = None;
+    }
+    options
+}
+
 /// One model call, holding the gate only for its duration. `messages`
 /// is the whole request: the system prompt, then the conversation.
 ///
@@ -234,9 +260,9 @@ type Answer = (String, Vec<ToolCall>, Option<String>);
 async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answer, ModelEnd> {
     let config = &ctx.config;
     let request = ModelRequest {
+        options: options_for(&config.options, &messages),
         messages,
         tools: config.tools.specs(),
-        options: config.options.clone(),
     };
     let span = tracing::Span::current();
     spans::record_input(config, &span, &request.messages);

@@ -134,7 +134,10 @@ impl DelegationBuilder {
         self
     }
 
-    /// Options sent with each of the parent's model calls (default: none).
+    /// Options sent with each of the parent's model calls (default: none;
+    /// a forced `tool_choice` until the turn has tool results, as
+    /// [`AgentBuilder::request_options`](crate::AgentBuilder::request_options)
+    /// says).
     pub fn request_options(mut self, options: RequestOptions) -> Self {
         self.options = options;
         self
