@@ -407,3 +407,84 @@ async fn a_stop_by_a_resumed_childs_first_id_reaches_its_newest_run_after_a_rest
     );
     thread.close_and_wait().await;
 }
+
+/// Across a restart (review: what a model's ids reach): a child resumed
+/// in an earlier session (`agent_1` went on as `agent_3`), resumed again
+/// here as `agent_4`, asked for the result of the grandchild its chain's
+/// first run started (`agent_2`): "there is no sub-agent with id
+/// `agent_2`" — the check followed the chain through the hub's book,
+/// which after a restart holds neither `agent_1` nor its link. Through
+/// the store too, as in the session that ran them.
+#[tokio::test(start_paused = true)]
+async fn a_resumed_run_reaches_its_chains_children_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let config = |model: ScriptedModel, store| {
+        ThreadConfig::new(
+            DelegationBuilder::new(model.shared())
+                .system_prompt("You are the parent.")
+                .max_depth(2),
+        )
+        .store(store)
+    };
+    let alpha = vec![
+        Reply::new().use_agent(&UseAgentCall::run("Grand\nYou help.", "help").wait(true)),
+        Reply::answer("alpha done"),
+        Reply::answer("more done"),
+        Reply::new().use_agent(&UseAgentCall::result("agent_2")),
+        Reply::answer("read it"),
+    ];
+    {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Alpha\nYou work.", "work").background()),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "more")),
+            Reply::answer("Sent."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Alpha", alpha.clone())
+        .with_script("Grand", vec![Reply::answer("grand-answer")]);
+        let (thread, mut events) = ThreadHandle::spawn(config(model, open(&dir)), None)
+            .await
+            .unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_wake(&mut events, &mut log, "agent_1").await;
+        until_result(&mut events, &mut log).await;
+        thread.send_user("more").unwrap();
+        until_wake(&mut events, &mut log, "agent_3").await;
+        until_result(&mut events, &mut log).await;
+        thread.close_and_wait().await;
+    }
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_3", "and the helper's answer?")),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Alpha", alpha)
+    .with_script("Grand", vec![Reply::answer("grand-answer")]);
+    let (thread, mut events) = ThreadHandle::spawn(config(model, open(&dir)), None)
+        .await
+        .unwrap();
+    thread.send_user("again").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_4").await;
+    until_result(&mut events, &mut log).await;
+    let read = log
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Child(id, inner) if id.as_str() == "agent_4" => match &**inner {
+                AgentEvent::ToolResult(r) if r.name == "use_agent" => Some(r.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("agent_4's result call");
+    assert!(
+        !read.is_error && read.output.contains("grand-answer"),
+        "{}",
+        read.output
+    );
+    thread.close_and_wait().await;
+}

@@ -392,8 +392,11 @@ impl HubHandle {
     /// earlier run `caller` goes on from (a resumed run reads the earlier
     /// run's conversation, and the children it started are its own).
     pub(crate) fn asked_by(&self, id: &AgentId, caller: &AgentId) -> bool {
-        self.requester_of(id)
-            .is_some_and(|r| r == *caller || self.book.latest_run(&r) == *caller)
+        // Through the archive too: after a restart a resumed run reached
+        // none of the children its chain's first run asked for.
+        self.requester_of(id).is_some_and(|r| {
+            r == *caller || self.book.newest_run(&r, self.archive().as_deref()) == *caller
+        })
     }
 
     /// The agent that asked for `id` — in the book, or in the archive's

@@ -16,6 +16,14 @@ pub(crate) struct ResumeFrom {
     pub(crate) status: SubAgentStatus,
 }
 
+/// A child's book entry as [`Book::conversation`] read it first.
+pub(crate) struct EntryRead {
+    probe: Option<crate::agent::Probe>,
+    kept: Option<Arc<Vec<ChatMessage>>>,
+    running: bool,
+    prefix: Option<Box<(AgentId, usize)>>,
+}
+
 impl Book {
     /// What it was asked (kept to resume it).
     pub(crate) fn set_seed(&self, id: &AgentId, seed: Arc<ChildRequest>) {
@@ -60,6 +68,31 @@ impl Book {
                 .and_then(|e| e.envelope.continued_as.clone())
             {
                 Some(next) => at = next,
+                None => break,
+            }
+        }
+        at
+    }
+
+    /// The newest run of `id`'s chain: [`Book::latest_run`], then, for an
+    /// earlier session's runs the book does not hold, the links `archive`
+    /// keeps (not brought into the book). After a restart the book held
+    /// none of a chain until a message came: a stop of its first id, or a
+    /// resumed run reaching the children its first run asked for, stopped
+    /// at the first run.
+    pub(crate) fn newest_run(
+        &self,
+        id: &AgentId,
+        archive: Option<&dyn crate::hub::config::EnvelopeArchive>,
+    ) -> AgentId {
+        let mut at = self.latest_run(id);
+        let Some(archive) = archive.filter(|_| !self.contains(&at)) else {
+            return at;
+        };
+        let mut seen = rustc_hash::FxHashSet::default();
+        while !self.contains(&at) && seen.insert(at.clone()) {
+            match archive.get(&at).and_then(|e| e.continued_as) {
+                Some(next) => at = self.latest_run(&next),
                 None => break,
             }
         }
@@ -112,26 +145,46 @@ impl Book {
     /// them). A run a message resumed reads the start of the run it went
     /// on as.
     pub(crate) fn conversation(&self, id: &AgentId) -> Option<Vec<ChatMessage>> {
-        let (probe, kept, running, prefix) = {
-            let entry = self.entries.get(id)?;
-            let running = !entry.envelope.status.is_terminal();
-            let prefix = entry.prefix_of.clone();
-            (
-                entry.probe.clone(),
-                entry.conversation.clone(),
-                running,
-                prefix,
-            )
-        };
-        if let Some(prefix) = prefix {
+        let read = self.entry_read(id)?;
+        self.conversation_after(id, read)
+    }
+
+    /// What [`Book::conversation`] reads of the entry first (the guard let
+    /// go before the turn's lock is taken: see `get_live`).
+    pub(crate) fn entry_read(&self, id: &AgentId) -> Option<EntryRead> {
+        let entry = self.entries.get(id)?;
+        Some(EntryRead {
+            probe: entry.probe.clone(),
+            kept: entry.conversation.clone(),
+            running: !entry.envelope.status.is_terminal(),
+            prefix: entry.prefix_of.clone(),
+        })
+    }
+
+    /// The rest of [`Book::conversation`], after the entry's read: a
+    /// finish may have come in between (another worker).
+    pub(crate) fn conversation_after(
+        &self,
+        id: &AgentId,
+        read: EntryRead,
+    ) -> Option<Vec<ChatMessage>> {
+        if let Some(prefix) = read.prefix {
             let (next, len) = *prefix;
             return self.start_of(next, len);
         }
-        let live = || probe.as_ref().and_then(|p| p.conversation());
-        match kept {
-            Some(kept) => running.then(live).flatten().or(Some(kept.as_ref().clone())),
-            None => live(),
+        if read.running || read.kept.is_none() {
+            if let Some(live) = read.probe.as_ref().and_then(|p| p.conversation()) {
+                return Some(live);
+            }
+            // The finish let go of the probe between the two reads: what
+            // it kept is in the entry now. Read as it was before, a stop
+            // in a tool gave `None`, and the thread wrote `[]` over the
+            // child's run file.
+            if let Some(now) = self.entries.get(id).and_then(|e| e.conversation.clone()) {
+                return Some(now.as_ref().clone());
+            }
         }
+        read.kept.map(|kept| kept.as_ref().clone())
     }
 
     /// The first `len` messages of run `at`'s conversation, following

@@ -104,25 +104,19 @@ impl HubState {
         at
     }
 
-    /// The run a stop or an interrupt of `id` reaches: its newest, the
-    /// chain followed through the book, then through the archive for an
-    /// earlier session's runs (not brought into the book: a stop of an
-    /// ended run only records its cancel). After a restart the book held
-    /// neither `agent_1` nor the `agent_2` it went on as: a stop of
+    /// The run a stop or an interrupt of `id` reaches: its newest, through
+    /// the archive too (`Book::newest_run`). After a restart the book
+    /// held neither `agent_1` nor the `agent_2` it went on as: a stop of
     /// `agent_1` cancelled it alone, and a message then resumed `agent_2`.
     pub(super) fn newest_run(&self, id: &AgentId) -> AgentId {
-        let mut at = self.book.latest_run(id);
-        let Some(archive) = self.archive.as_ref().and_then(|slot| slot.get()) else {
+        let at = self.book.latest_run(id);
+        // In the book (every run of this session): the archive, behind a
+        // lock, is not read.
+        if self.book.contains(&at) {
             return at;
-        };
-        let mut seen = rustc_hash::FxHashSet::default();
-        while !self.book.contains(&at) && seen.insert(at.clone()) {
-            match archive.get(&at).and_then(|e| e.continued_as) {
-                Some(next) => at = self.book.latest_run(&next),
-                None => break,
-            }
         }
-        at
+        let archive = self.archive.as_ref().and_then(|slot| slot.get());
+        self.book.newest_run(&at, archive.as_deref())
     }
 
     /// Why a message to `id`, which the book lacks, cannot reach it: the
@@ -178,7 +172,7 @@ impl HubState {
         // It reports to its requester as that one goes on now: a run that
         // ended and was resumed is its latest run (the one that, reaching
         // its earlier run's children, sent this).
-        request.requester = self.book.latest_run(&request.requester);
+        request.requester = self.book.newest_run(&request.requester, archive.as_deref());
         request.parent_tool_use_id = message.call;
         request.input = message.text;
         request.background = true;

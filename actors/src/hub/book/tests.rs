@@ -313,3 +313,27 @@ fn a_finish_that_loses_leaves_the_conversation_to_the_one_that_wins() {
         "the winner kept what the loser had taken"
     );
 }
+
+/// Two workers (review: shared state): a child's conversation read as it
+/// finishes (the thread writing its run on its last step, a host showing
+/// it) read the entry running, then found the probe let go by the finish
+/// in between: `None` — and the thread wrote `[]` over the child's run
+/// file until its final write. Read again, it is what the finish kept.
+/// The two reads are split here, the finish between them: the instant
+/// another worker makes.
+#[test]
+fn a_conversation_read_as_the_child_finishes_is_never_lost() {
+    let book = book_with(&["agent_1"], false);
+    let probe = crate::agent::Probe::default();
+    let mut state = crate::agent::TurnState::new(Vec::new());
+    state.ended = Some(Arc::new(vec![ChatMessage::user("all of it"); 3]));
+    probe.publish(&Arc::new(std::sync::Mutex::new(state)));
+    book.set_probe(&id("agent_1"), probe);
+    let read = book.entry_read(&id("agent_1")).unwrap();
+    assert!(book.finish(&id("agent_1"), SubAgentStatus::Stopped, None, None, 9));
+    assert_eq!(
+        book.conversation_after(&id("agent_1"), read)
+            .map(|c| c.len()),
+        Some(3)
+    );
+}
