@@ -42,7 +42,8 @@ struct Inner {
 }
 
 struct Run {
-    /// Its agent, once spawned; requests before that wait in `pending`.
+    /// Its agent, once spawned and every request that came before it
+    /// handed on; requests until then wait in `pending`, in order.
     agent: Option<AgentHandle>,
     pending: Vec<RunRequest>,
     key: u64,
@@ -178,15 +179,26 @@ impl NodeRunner {
             })
             .map_err(|_| "its agent stopped before it started".to_owned())?;
         let key = spec.key;
-        let pending = match self.runs().get_mut(&slot) {
-            Some(run) => {
-                run.agent = Some(agent.clone());
-                std::mem::take(&mut run.pending)
+        // What came before the agent, in order; the agent is set only once
+        // none is left, so a request arriving meanwhile waits behind them
+        // (set first, a `Stop` that came then was cast at once and
+        // overtook a `Steer` sent before it: the message read "finished").
+        loop {
+            let (pending, to) = {
+                let mut runs = self.runs();
+                let Some(run) = runs.get_mut(&slot) else {
+                    break;
+                };
+                if run.pending.is_empty() {
+                    run.agent = Some(agent.clone());
+                    break;
+                }
+                let to = (run.out.clone(), run.seq.clone(), run.key);
+                (std::mem::take(&mut run.pending), to)
+            };
+            for request in pending {
+                deliver(&agent, &to, request);
             }
-            None => Vec::new(),
-        };
-        for request in pending {
-            self.request(slot, request);
         }
         // Every event, up to and with its `Result`, then the end.
         let mut streamed = None;
@@ -233,7 +245,7 @@ impl NodeRunner {
     /// (ignored once it ended: its last report says so).
     pub fn request(&self, run: u64, request: RunRequest) {
         let slot = run;
-        let (agent, out, seq, key) = {
+        let (agent, to) = {
             let mut runs = self.runs();
             let Some(run) = runs.get_mut(&slot) else {
                 return;
@@ -242,45 +254,9 @@ impl NodeRunner {
                 run.pending.push(request);
                 return;
             };
-            (agent, run.out.clone(), run.seq.clone(), run.key)
+            (agent, (run.out.clone(), run.seq.clone(), run.key))
         };
-        match request {
-            RunRequest::Stop => {
-                let _ = agent.stop_turn();
-            }
-            // Each request reaches the agent's mailbox here, in the order
-            // the requests came (a `Stop` cast after an `Approve` sent from
-            // a task of its own overtook it: an answer the parent's node
-            // was told was taken read `Cancelled`); only the replies are
-            // awaited elsewhere.
-            RunRequest::Approve {
-                id: approval,
-                decision,
-            } => {
-                let (reply, answered) = tokio::sync::oneshot::channel();
-                let _ = agent.actor_ref().cast(AgentMsg::ResolveApproval {
-                    id: approval,
-                    decision,
-                    reply: reply.into(),
-                });
-                tokio::spawn(async move {
-                    if let Ok(Err(ApprovalRefusal::Unknown(_))) = answered.await {
-                        tracing::debug!("an approval answer for a run that never asked");
-                    }
-                });
-            }
-            RunRequest::Steer { n, text } => {
-                let (reply, answer) = tokio::sync::oneshot::channel();
-                let _ = agent.actor_ref().cast(AgentMsg::Steer {
-                    text,
-                    reply: reply.into(),
-                });
-                tokio::spawn(async move {
-                    let taken = answer.await.is_ok_and(|answer| answer.is_ok());
-                    send(&out, &seq, key, ReportBody::Steered { n, taken });
-                });
-            }
-        }
+        deliver(&agent, &to, request);
     }
 
     /// Stops every run on this node (its host is going away); each still
@@ -320,6 +296,51 @@ fn send(out: &Out, seq: &Seq, key: u64, body: ReportBody) {
         body,
     });
     *next += 1;
+}
+
+/// Where a run's reports go: the transport, its next number, its key.
+type To = (Out, Seq, u64);
+
+/// Hands `request` to a run's agent (the reply is awaited elsewhere).
+fn deliver(agent: &AgentHandle, to: &To, request: RunRequest) {
+    match request {
+        RunRequest::Stop => {
+            let _ = agent.stop_turn();
+        }
+        // Each request reaches the agent's mailbox here, in the order
+        // the requests came (a `Stop` cast after an `Approve` sent from
+        // a task of its own overtook it: an answer the parent's node
+        // was told was taken read `Cancelled`); only the replies are
+        // awaited elsewhere.
+        RunRequest::Approve {
+            id: approval,
+            decision,
+        } => {
+            let (reply, answered) = tokio::sync::oneshot::channel();
+            let _ = agent.actor_ref().cast(AgentMsg::ResolveApproval {
+                id: approval,
+                decision,
+                reply: reply.into(),
+            });
+            tokio::spawn(async move {
+                if let Ok(Err(ApprovalRefusal::Unknown(_))) = answered.await {
+                    tracing::debug!("an approval answer for a run that never asked");
+                }
+            });
+        }
+        RunRequest::Steer { n, text } => {
+            let (out, seq, key) = (to.0.clone(), to.1.clone(), to.2);
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let _ = agent.actor_ref().cast(AgentMsg::Steer {
+                text,
+                reply: reply.into(),
+            });
+            tokio::spawn(async move {
+                let taken = answer.await.is_ok_and(|answer| answer.is_ok());
+                send(&out, &seq, key, ReportBody::Steered { n, taken });
+            });
+        }
+    }
 }
 
 #[cfg(test)]
@@ -412,6 +433,61 @@ mod tests {
         let ended = ended_of(&mut rx).await;
         assert!(matches!(ended.outcome, Outcome::Failed(_)), "{ended:?}");
         assert_eq!(runner.live(), 0);
+    }
+
+    /// Same instant, two workers (review: shared state): a message sent to
+    /// a run before its agent existed waited, and was handed on after the
+    /// agent was set — a stop that came in between was cast at once and
+    /// overtook it: the message read "finished" though it came first. The
+    /// agent is set once every earlier request is handed on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_as_the_agent_is_set_waits_behind_the_earlier_ones() {
+        let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
+        let runner = NodeRunner::new(
+            vec![model],
+            ToolRegistry::new(),
+            GateHandle::spawn(1).await.unwrap(),
+        );
+        for round in 0..2000 {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let slot = runner.start(spec(), move |report| {
+                let _ = tx.send(report);
+            });
+            runner.request(
+                slot,
+                RunRequest::Steer {
+                    n: 0,
+                    text: "also".into(),
+                },
+            );
+            while runner
+                .runs()
+                .get(&slot)
+                .is_none_or(|run| run.agent.is_none())
+            {
+                std::hint::spin_loop();
+            }
+            runner.request(slot, RunRequest::Stop);
+            // The message's answer and the run's end, in either order.
+            let (taken, ended) = tokio::time::timeout(Duration::from_secs(60), async {
+                let (mut taken, mut ended) = (None, false);
+                while let Some(report) = rx.recv().await {
+                    match report.body {
+                        ReportBody::Steered { taken: t, .. } => taken = Some(t),
+                        ReportBody::Ended { .. } => ended = true,
+                        _ => {}
+                    }
+                    if taken.is_some() && ended {
+                        break;
+                    }
+                }
+                (taken, ended)
+            })
+            .await
+            .expect("no answer to the message, or no end");
+            assert_eq!(taken, Some(true), "round {round}: the stop overtook it");
+            assert!(ended, "round {round}: the run never ended");
+        }
     }
 
     /// Shared: reports sent from two threads at once leave in the order of
