@@ -451,3 +451,88 @@ async fn an_approval_asked_twice_fails_its_child() {
     assert_eq!(node.runner.live(), 0, "the run goes on on its node");
     thread.close_and_wait().await;
 }
+
+/// A tool that needs approval and takes a minute once approved.
+struct SlowPost;
+
+impl Tool for SlowPost {
+    fn name(&self) -> &str {
+        "slow_post"
+    }
+    fn description(&self) -> String {
+        "Posts, slowly (the user approves each call).".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn requires_approval(&self, _arguments: &str) -> bool {
+        true
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok("posted".into())
+        })
+    }
+}
+
+/// Review (approvals in every state): a remote child whose approval the
+/// host answered said `awaiting_approval` for as long as the approved
+/// tool ran, `for_s` counted from the request — the parent's model told
+/// the user the child waited on an approval they had given. A local child
+/// is in its tool at once; a remote one now too.
+#[tokio::test(start_paused = true)]
+async fn a_remote_child_is_in_its_tool_once_its_approval_is_answered() {
+    use subagents::messages::ApprovalDecision;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["slow_post"])
+                .wait(false),
+        ),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::answer("It posts."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("slow_post", "{}"),
+            Reply::answer("posted"),
+        ],
+    )
+    .shared();
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let node = Loopback::with_tools("b", model.clone(), ToolRegistry::new().with(SlowPost), gate);
+    let builder = DelegationBuilder::new(model)
+        .tools(ToolRegistry::new().with(SlowPost))
+        .placement(Placement::On(node));
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let asked = until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
+    })
+    .await;
+    let AgentEvent::Child(_, inner) = asked else {
+        unreachable!()
+    };
+    let AgentEvent::ApprovalRequested(request) = *inner else {
+        unreachable!()
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    thread
+        .resolve_approval(request.id, ApprovalDecision::Approve)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    thread.send_user("how is it going?").unwrap();
+    until_result(&mut events, &mut log).await;
+    let status = json(&results_of(&log, "use_agent").pop().unwrap().0);
+    assert_eq!(status["now"]["doing"], "in_tool", "{status}");
+    assert_eq!(status["now"]["tool"], "slow_post", "{status}");
+    assert_eq!(status["now"]["for_s"], 5.0, "{status}");
+    thread.close_and_wait().await;
+}

@@ -43,6 +43,15 @@ pub(super) fn progress(shared: &Shared, event: &AgentEvent) {
         AgentEvent::ApprovalRequested(request) => {
             state.doing(Activity::AwaitingApproval(request.tool_name.clone()));
         }
+        // Answered: back in the tool that asked, as a local child is at
+        // once (it said `awaiting_approval` for as long as the approved
+        // tool ran, `for_s` counted from the request).
+        AgentEvent::ApprovalResolved { .. } => {
+            if let Activity::AwaitingApproval(tool) = &state.activity {
+                let tool = tool.clone();
+                state.doing(Activity::InTool(tool));
+            }
+        }
         AgentEvent::ToolResult(result) => {
             state.progress.tool_calls += 1;
             state.progress.tools_used.push(result.name.clone());
