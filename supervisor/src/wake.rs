@@ -52,6 +52,11 @@ impl WakeQueue {
         }
     }
 
+    /// Made [`WakeQueue::held`]: nothing goes out until it is shown.
+    pub(crate) fn is_held(&self) -> bool {
+        self.held
+    }
+
     /// A background child finished. Dropped (returns `false`) when the
     /// thread is off screen.
     pub(crate) fn push(&mut self, child: AgentId) -> bool {

@@ -621,3 +621,36 @@ async fn an_approval_pending_at_a_kill_reads_ended_after_the_restart() {
     assert_eq!(answered, ended, "after a resume");
     thread.close_and_wait().await;
 }
+
+/// Stopped midway (review: a ractor host embedding threads): a thread
+/// spawned under a host that is stopping took the store's restart and
+/// owed wakes in its `pre_start`, then ractor refused the link and the
+/// spawn failed — the wakes taken for nobody: a thread spawned again in
+/// that process was never told of its interrupted child. A thread takes
+/// them once it runs, linked.
+#[tokio::test]
+async fn a_spawn_under_a_stopping_host_leaves_the_restart_wake_to_the_next_thread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_whose_second_child_was_running(&dir).await;
+    let store = open(&dir);
+    assert_eq!(store.interrupted(), [AgentId::new("agent_2")]);
+    let host = common::host::Host::spawn().await;
+    host.cell().stop_and_wait(None, None).await.unwrap();
+    let config = || {
+        let model = ScriptedModel::new(vec![Reply::answer("Noted."); 2]);
+        ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone())
+    };
+    let refused = ThreadHandle::spawn(config(), Some(host.cell())).await;
+    assert!(refused.is_err(), "spawned under a stopped host");
+    assert_eq!(
+        store.interrupted(),
+        [AgentId::new("agent_2")],
+        "the refused spawn took the restart wake"
+    );
+    let (thread, mut events) = ThreadHandle::spawn(config(), None).await.unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(woken_children(&log), ["agent_2"], "{log:#?}");
+    thread.close_and_wait().await;
+}

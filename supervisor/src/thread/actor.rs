@@ -56,7 +56,7 @@ impl Actor for ThreadSupervisor {
         } else {
             WakeQueue::new()
         };
-        let mut state = ThreadState {
+        let state = ThreadState {
             parent,
             events: args.events,
             wakes,
@@ -74,22 +74,24 @@ impl Actor for ThreadSupervisor {
             hub_death_persisted: false,
             store_wakes_taken: false,
         };
-        // An opening thread takes its store's wakes once it is shown: one
-        // given up before then took nothing, and an open tried again at
-        // once (before the first had given them back) got none.
-        if !args.held {
-            state.take_store_wakes();
-        }
         Ok(state)
     }
 
     /// A restart's wake (children the store found unfinished) goes out as
-    /// soon as the thread runs.
+    /// soon as the thread runs. Taken here, not in `pre_start`: ractor
+    /// links a thread to its host after `pre_start`, and a link refused (a
+    /// host stopping or draining) failed the spawn with the store's wakes
+    /// taken, for nobody. An opening thread takes them once it is shown:
+    /// one given up before then took nothing, and an open tried again at
+    /// once (before the first had given them back) got none.
     async fn post_start(
         &self,
         myself: ActorRef<ThreadMsg>,
         state: &mut ThreadState,
     ) -> Result<(), ActorProcessingErr> {
+        if !state.wakes.is_held() {
+            state.take_store_wakes();
+        }
         state.deliver_wakes(&myself);
         Ok(())
     }
