@@ -325,6 +325,48 @@ async fn a_delete_whose_writes_fail_says_so() {
     }
 }
 
+/// Shared (review: a ractor host embedding threads, two threads on one
+/// store): a close retries every failed write of the store — useful, the
+/// disk may be back — and counted what still failed as its own: deleting
+/// a thread whose own writes all went through said `NotSaved`, naming
+/// the other thread's child. A close says only its own.
+#[tokio::test]
+async fn a_delete_says_only_its_own_threads_failed_writes() {
+    use subagents::supervisor::{ThreadError, Threads};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let store = open(&dir);
+    let mut threads = Threads::new();
+    let (a, b) = (
+        subagents::messages::ThreadId::new("a"),
+        subagents::messages::ThreadId::new("b"),
+    );
+    let config_b = ThreadConfig::new(
+        DelegationBuilder::new(a_worker_running_600_s().shared())
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep)),
+    )
+    .store(store.clone());
+    let mut events_b = threads.open(b.clone(), config_b).await.unwrap();
+    let model_a = ScriptedModel::new(vec![Reply::answer("Hi.")]);
+    let config_a = ThreadConfig::new(DelegationBuilder::new(model_a.shared())).store(store.clone());
+    let _events_a = threads.open(a.clone(), config_a).await.unwrap();
+    threads.get(&b).unwrap().send_user("go").unwrap();
+    until_result(&mut events_b, &mut Vec::new()).await;
+    threads.get(&b).unwrap().flush_persistence().await.unwrap();
+    a_file_in_the_stores_place(&dir);
+    match threads.delete(&b).await {
+        Err(ThreadError::NotSaved(errors)) => {
+            assert!(errors.iter().any(|e| e.contains("agent_1")), "{errors:?}")
+        }
+        other => panic!("b's failed writes were not said: {other:?}"),
+    }
+    assert_eq!(
+        threads.delete(&a).await,
+        Ok(()),
+        "a's close named b's writes"
+    );
+}
+
 /// Foreign input on disk: a child interrupted by a crash whose run file is
 /// missing (or not a run) was "no sub-agent with id `agent_1`" to a
 /// message, while `status` and `result` answered for it. The message now

@@ -12,7 +12,7 @@ use subagents_actors::hub::ChildIds;
 use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, SubAgentStatus, ThreadId};
 
 use crate::store::envelopes::EnvelopeStore;
-use crate::store::files::{file_name_for, is_temp_name, named_child, write_atomic};
+use crate::store::files::{file_name_for, is_temp_name, json_text, named_child, write_atomic};
 use crate::store::report::StoreError;
 
 /// Why a child the open found unfinished is `interrupted`.
@@ -96,7 +96,7 @@ impl EnvelopeStore {
             return None;
         }
         let bytes = fs::read(path).ok()?;
-        let mut file: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let mut file: serde_json::Value = serde_json::from_slice(json_text(&bytes)).ok()?;
         // `get_mut`, not indexing: `value["key"]` panics on an array,
         // number, string or bool.
         let mut field = |key| file.get_mut(key).map(serde_json::Value::take);
@@ -111,6 +111,15 @@ impl EnvelopeStore {
     /// any time. What succeeds is forgotten; what fails is kept for the
     /// next try.
     pub fn retry_unsaved(&self) -> Vec<StoreError> {
+        self.retry_unsaved_each()
+            .into_iter()
+            .map(|(_, error)| error)
+            .collect()
+    }
+
+    /// [`EnvelopeStore::retry_unsaved`], each failure with the child it
+    /// was for (a thread closing says only its own children's).
+    pub(crate) fn retry_unsaved_each(&self) -> Vec<(AgentId, StoreError)> {
         // Under the `io` lock throughout: what is written is what the
         // store holds now (a newer save, or a prune, cannot slip between
         // the read and the write).
@@ -122,12 +131,18 @@ impl EnvelopeStore {
         let mut failed = Vec::new();
         for id in envelopes {
             match self.get(&id) {
-                Some(envelope) => failed.extend(self.write_envelope(&envelope).err()),
+                Some(envelope) => {
+                    if let Err(error) = self.write_envelope(&envelope) {
+                        failed.push((id, error));
+                    }
+                }
                 None => self.forget_unsaved(&id),
             }
         }
         for (id, (request, conversation)) in runs {
-            failed.extend(self.write_run(&id, &request, &conversation).err());
+            if let Err(error) = self.write_run(&id, &request, &conversation) {
+                failed.push((id, error));
+            }
         }
         failed
     }

@@ -189,6 +189,9 @@ impl ThreadState {
         // it runs), then every envelope as it is.
         let _ = self.parent.hub.fail_unfinished();
         let envelopes = self.parent.hub.envelopes();
+        // Its own children: another thread's failed writes (one store) are
+        // retried here too, but said by that thread, not this one.
+        let own: rustc_hash::FxHashSet<AgentId> = envelopes.iter().map(|e| e.id.clone()).collect();
         let changed: Vec<Envelope> = envelopes
             .into_iter()
             .map(|e| owned_by(e, self.id.as_ref()))
@@ -222,7 +225,11 @@ impl ThreadState {
                 .iter()
                 .filter_map(|(id, request, said)| store.save_run(id, request, said).err());
             // And every earlier write that failed (its disk may be back).
-            let retried = store.retry_unsaved();
+            let retried = store
+                .retry_unsaved_each()
+                .into_iter()
+                .filter(|(id, _)| own.contains(id))
+                .map(|(_, error)| error);
             envelopes
                 .chain(runs)
                 .chain(retried)
