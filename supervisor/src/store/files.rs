@@ -90,9 +90,18 @@ pub(super) fn is_temp_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'%')
 }
 
+/// A file's JSON without the UTF-8 byte-order mark an editor may have put
+/// first (PowerShell 5's `Set-Content -Encoding UTF8`, editors saving
+/// "UTF-8 with BOM"; RFC 8259 lets a parser ignore it): serde_json reads
+/// it as a syntax error, and an envelope fixed by hand was moved aside as
+/// corrupt, its run pruned as an orphan.
+pub(super) fn json_text(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
+}
+
 /// Decodes an envelope file, checking it is filed under its own id.
 pub(super) fn parse_envelope(name: &str, bytes: &[u8]) -> Result<Envelope, String> {
-    let envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| {
+    let envelope: Envelope = serde_json::from_slice(json_text(bytes)).map_err(|e| {
         if e.is_data() {
             format!("not an envelope: {e}")
         } else {
@@ -121,7 +130,7 @@ pub(super) fn parse_envelope(name: &str, bytes: &[u8]) -> Result<Envelope, Strin
 /// corrupt — left in place for the version that wrote it (moved aside, it
 /// was lost to that version for good, and its run pruned as an orphan).
 pub(super) fn from_another_version(name: &str, bytes: &[u8]) -> bool {
-    let Ok(serde_json::Value::Object(fields)) = serde_json::from_slice(bytes) else {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::from_slice(json_text(bytes)) else {
         return false;
     };
     fields

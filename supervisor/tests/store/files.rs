@@ -684,3 +684,44 @@ fn a_run_that_is_no_regular_file_is_not_read() {
         assert_eq!(none, Ok(true), "{id}: the read did not return");
     }
 }
+
+/// Foreign input (review: files written by another tool): an envelope and
+/// a run saved again by an editor that writes a UTF-8 byte-order mark
+/// (PowerShell 5's `Set-Content -Encoding UTF8`, "UTF-8 with BOM"): the
+/// envelope was "not valid JSON", moved aside as corrupt (its owed wake
+/// lost, its run pruned later as an orphan's), and the run read as none.
+/// The mark is skipped, as RFC 8259 allows.
+#[test]
+fn files_an_editor_saved_with_a_byte_order_mark_still_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let store = open(dir, &clock(T0));
+    let id = AgentId::new("agent_3");
+    store.save(&envelope("agent_3", T0, Some(T0))).unwrap();
+    let request = subagents_messages::ChildRequest::new(
+        AgentId::new("parent"),
+        0,
+        ToolUseId::new("call_1"),
+        "Worker",
+        "work",
+    );
+    store
+        .save_run(
+            &id,
+            &request,
+            &[subagents_messages::ChatMessage::user("work")],
+        )
+        .unwrap();
+    drop(store);
+    for path in [dir.join("agent_3.json"), dir.join("runs/agent_3.json")] {
+        let mut bytes = b"\xEF\xBB\xBF".to_vec();
+        bytes.extend(fs::read(&path).unwrap());
+        fs::write(&path, bytes).unwrap();
+    }
+    let (store, report) = EnvelopeStore::open(dir, clock(T0)).unwrap();
+    assert!(report.corrupt.is_empty(), "{report:?}");
+    assert!(report.unreadable.is_empty(), "{report:?}");
+    assert_eq!(store.get(&id).map(|e| e.status), Some(SubAgentStatus::Done));
+    let (asked, said) = store.run(&id).expect("its run reads");
+    assert_eq!((asked.input.as_str(), said.len()), ("work", 1));
+}
