@@ -181,9 +181,10 @@ impl UseAgentCall {
         self.wait(false)
     }
 
-    /// A cap on the child's model calls.
+    /// A cap on the child's model calls (at least 1: the tool refuses 0,
+    /// and a 0 given here is written as 1).
     pub fn max_iterations(self, cap: u32) -> Self {
-        self.with("max_iterations", json!(cap))
+        self.with("max_iterations", json!(cap.max(1)))
     }
 
     /// `result`: read the answer from this character on (a long answer is
@@ -194,9 +195,10 @@ impl UseAgentCall {
     }
 
     /// `result`: at most this many characters from the offset (at most
-    /// the result budget).
+    /// the result budget; written from 1 to `u32::MAX`, what the tool
+    /// takes — 0 or more was refused).
     pub fn limit(self, limit: u64) -> Self {
-        self.with("limit", json!(limit))
+        self.with("limit", json!(limit.clamp(1, u64::from(u32::MAX))))
     }
 
     /// A model override (resolved in the host's registry).

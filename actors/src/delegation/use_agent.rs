@@ -413,3 +413,33 @@ impl Tool for UseAgent {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::UseAgentCall;
+
+    /// Review (the public API): the typed call wrote what the tool refuses
+    /// — `limit(0)`, a limit past `u32::MAX`, `max_iterations(0)` — though
+    /// it says what it writes the tool always takes. Every such call now
+    /// reads.
+    #[test]
+    fn the_typed_call_writes_only_what_the_tool_takes() {
+        let calls = [
+            UseAgentCall::result("agent_1").limit(0),
+            UseAgentCall::result("agent_1").limit(5_000_000_000),
+            UseAgentCall::run("Worker", "task").max_iterations(0),
+        ];
+        for call in calls {
+            let json = call.to_json();
+            let args: Result<Arguments, _> = args::parse(USE_AGENT, &json, &[FIELDS, CHILD_SPEC]);
+            let args = args.unwrap_or_else(|e| panic!("{json}: {e}"));
+            if let Some(action) = args.action.as_deref() {
+                args.only_for(action)
+                    .unwrap_or_else(|e| panic!("{json}: {e}"));
+            }
+        }
+    }
+}
