@@ -11,6 +11,10 @@ use crate::event::{
 };
 use crate::ids::{AgentId, ToolUseId};
 
+/// What a row the killed process left open reads once
+/// [`Transcript::end_open_turns`] closed it.
+const INTERRUPTED: &str = "interrupted: the process stopped before this ended";
+
 /// One row of a transcript.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TranscriptItem {
@@ -206,6 +210,64 @@ impl Transcript {
                     }
                     _ => self.push_wake(line),
                 }
+            }
+        }
+    }
+
+    /// Ends what the stream that fed it left open: a transcript restored
+    /// from what a host saved (serialized, or its event log folded again)
+    /// after its process was killed mid-turn. The killed process's turns
+    /// never get their `Result`, so the fold stayed a turn out of step for
+    /// good: the next user message was queued behind the dead turn, its
+    /// reply glued onto that turn's text, and every later message drawn
+    /// after its own answer. Each open turn ends here with a stopped
+    /// `Result` row (each message queued behind it then its row, as a
+    /// `Result` does), a call with no output reads as cut, an approval
+    /// still open as cancelled, a child that had not ended as
+    /// `interrupted` — what the store says of it after the restart. Call
+    /// it once, before folding the new process's events.
+    pub fn end_open_turns(&mut self) {
+        self.close_open_rows();
+        while self.open_turns > 0 {
+            self.items.push(TranscriptItem::Result {
+                text: INTERRUPTED.to_owned(),
+                outcome: Outcome::Stopped,
+            });
+            self.open_turns -= 1;
+            if let Some(next) = self.queued_user.pop_front() {
+                self.push_user(next);
+            }
+        }
+        // Queued behind no open turn (a hand-edited transcript): rows now.
+        while let Some(next) = self.queued_user.pop_front() {
+            self.push_user(next);
+        }
+    }
+
+    /// Closes the rows left open, here and in every child's rows.
+    fn close_open_rows(&mut self) {
+        for item in &mut self.items {
+            match item {
+                TranscriptItem::Tool {
+                    output: output @ None,
+                    is_error,
+                    ..
+                } => {
+                    *output = Some(INTERRUPTED.to_owned());
+                    *is_error = true;
+                }
+                TranscriptItem::Approval {
+                    resolved: resolved @ None,
+                    ..
+                } => *resolved = Some(ApprovalOutcome::Cancelled(INTERRUPTED.to_owned())),
+                TranscriptItem::Agent(run) => {
+                    if !run.status.is_some_and(SubAgentStatus::is_terminal) {
+                        run.status = Some(SubAgentStatus::Interrupted);
+                        run.queued = false;
+                    }
+                    run.transcript.close_open_rows();
+                }
+                _ => {}
             }
         }
     }

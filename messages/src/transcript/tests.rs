@@ -394,3 +394,62 @@ fn a_tool_rows_name_and_arguments_are_cut_short() {
     let drawn = Transcript::from_events(&events).render();
     assert_eq!(drawn.lines().count(), 1, "{drawn}");
 }
+
+/// Stopped midway across a restart (review: files a host keeps): a
+/// transcript a host saved while a turn ran, restored after its process
+/// was killed, never got that turn's `Result`: the next message was
+/// queued behind the dead turn, its reply glued onto the dead turn's
+/// text, and every later message drawn after its own answer, for good.
+/// `end_open_turns` ends what the dead stream left open.
+#[test]
+fn a_transcript_restored_after_a_kill_folds_new_turns_in_order() {
+    let saved = Transcript::from_events(&[
+        AgentEvent::UserMessage("one".into()),
+        AgentEvent::Text("half".into()),
+        tool_started("c1", "use_agent"),
+        child_started("agent_1", "c1"),
+        AgentEvent::ChildStatus(AgentId::new("agent_1"), SubAgentStatus::Running),
+        AgentEvent::UserMessage("queued".into()),
+    ]);
+    let json = serde_json::to_string(&saved).unwrap();
+    let mut t: Transcript = serde_json::from_str(&json).unwrap();
+    t.end_open_turns();
+    for event in [
+        AgentEvent::UserMessage("two".into()),
+        AgentEvent::Text("to two".into()),
+        result("to two"),
+    ] {
+        t.apply(&event);
+    }
+    let rows: Vec<String> = t
+        .items
+        .iter()
+        .map(|item| match item {
+            TranscriptItem::User(text) => format!("user:{text}"),
+            TranscriptItem::Assistant(text) => format!("text:{text}"),
+            TranscriptItem::Tool { output, .. } => format!("tool:{}", output.is_some()),
+            TranscriptItem::Agent(run) => format!("agent:{:?}", run.status),
+            TranscriptItem::Result { text, outcome } => format!("result:{outcome:?}:{text}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    let stopped = format!("result:Stopped:{INTERRUPTED}");
+    assert_eq!(
+        rows,
+        [
+            "user:one",
+            "text:half",
+            "tool:true",
+            "agent:Some(Interrupted)",
+            stopped.as_str(),
+            "user:queued",
+            stopped.as_str(),
+            "user:two",
+            "text:to two",
+            "result:Completed:to two",
+        ],
+        "{}",
+        t.render()
+    );
+    assert!(t.queued_user.is_empty());
+}
