@@ -60,6 +60,9 @@ pub(super) struct Entry {
     /// It was failed because its hub died (`fail_unfinished`): every
     /// later call returns it again.
     pub(super) failed_by_hub_death: bool,
+    /// It is being stopped: the children it waits on go with it, and the
+    /// background policy answers none of their requests.
+    pub(super) going: bool,
 }
 
 /// A child's own sink and its requester's: closing the first with its
@@ -135,6 +138,7 @@ impl Book {
                 approvals_asked: 0,
                 approvals_answered: Box::default(),
                 failed_by_hub_death: false,
+                going: false,
             }),
         );
     }
@@ -206,38 +210,6 @@ impl Book {
         self.entries
             .get(id)
             .is_none_or(|e| e.envelope.status.is_terminal())
-    }
-
-    /// True when nobody waits on it inline.
-    pub(crate) fn is_background(&self, id: &AgentId) -> bool {
-        self.entries.get(id).is_some_and(|e| e.envelope.background)
-    }
-
-    /// True when `ancestor` requested it, or a requester of it up the
-    /// chain.
-    pub(crate) fn requested_under(&self, id: &AgentId, ancestor: &AgentId) -> bool {
-        let mut at = id.clone();
-        while let Some(requester) = self.requester_of(&at) {
-            if &requester == ancestor {
-                return true;
-            }
-            at = requester;
-        }
-        false
-    }
-
-    /// True when it, or a requester of it up the chain, runs in the
-    /// background: a child waited on inline by a background child runs
-    /// unwatched too.
-    pub(crate) fn in_background(&self, id: &AgentId) -> bool {
-        let mut at = id.clone();
-        while !self.is_background(&at) {
-            match self.requester_of(&at) {
-                Some(requester) if self.contains(&requester) => at = requester,
-                _ => return false,
-            }
-        }
-        true
     }
 
     /// Moves its status strictly forward; `false` (nothing changed) for a
@@ -481,6 +453,7 @@ pub(crate) fn requested(
 }
 
 mod approvals;
+mod background;
 mod death;
 mod tap;
 #[cfg(test)]

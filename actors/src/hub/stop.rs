@@ -129,7 +129,7 @@ impl HubState {
 
     /// Told to stop, or its turn over: it ends with the children it waits on.
     fn going(&self, id: &AgentId) -> bool {
-        self.children.get(id).is_some_and(|c| c.stopping.is_some()) || self.turn_over(id)
+        self.book.is_going(id) || self.turn_over(id)
     }
 
     /// `id`, or a requester of it below `top`, is going.
@@ -294,6 +294,7 @@ impl HubState {
         };
         child.stop_replies.push(reply);
         let first = child.stopping.replace(why(false)).is_none();
+        self.book.mark_going(id);
         if first && agent.stop_turn().is_err() {
             // Its agent is already gone: it ends now.
             let next = self.finish_and_orphan(myself, id, status, None, Some(why(false).into()));
@@ -355,6 +356,7 @@ impl HubState {
                     continue;
                 }
                 child.stopping.get_or_insert(STOPPED_RUNNING);
+                self.book.mark_going(id);
                 let _ = agent.stop_turn();
                 running.push((depth, id.clone(), Ends::Reports(child.last_result.take())));
             } else {

@@ -337,3 +337,38 @@ fn a_conversation_read_as_the_child_finishes_is_never_lost() {
         Some(3)
     );
 }
+
+/// Review of this session's own fix to the background policy: it kept the
+/// policy from a request already pending at the detach, but the book
+/// still read the going child's inline grandchild as background work — a
+/// request it made between the detach and its own stop was approved by
+/// the policy at once, with no approval row, and the call ran. Under a
+/// requester being stopped the policy answers nothing: the host is asked,
+/// and the stop cancels the request. (A rule of the book's; the instant it
+/// matters in is between two actors' messages.)
+#[test]
+fn a_child_under_a_requester_being_stopped_is_not_background_work() {
+    let book = book_with(&["agent_1"], false);
+    let mut asked = ChildRequest::new(
+        AgentId::new("agent_1"),
+        1,
+        ToolUseId::new("c"),
+        "Grand",
+        "task",
+    );
+    asked.background = false;
+    book.insert(
+        requested(AgentId::new("agent_2"), "Grand".into(), &asked, vec![], 0),
+        None,
+    );
+    book.set_seed(&id("agent_2"), Arc::new(asked));
+    assert!(!book.in_background(&id("agent_2")), "waited on inline");
+    assert!(book.advance(&id("agent_1"), SubAgentStatus::Running));
+    assert!(book.advance(&id("agent_1"), SubAgentStatus::Background));
+    assert!(book.in_background(&id("agent_2")), "under background work");
+    book.mark_going(&id("agent_1"));
+    assert!(
+        !book.in_background(&id("agent_2")),
+        "its requester is being stopped: not the policy's"
+    );
+}
