@@ -181,8 +181,11 @@ impl Threads {
         // read first): a handle the UI kept took turns, approval answers
         // and typing — `Ok` — until the children had stopped.
         let started = removed.map(|handle| {
-            // Its own writes' failures from here on, not those said before.
-            let known = handle.failed_writes().len();
+            // Its own writes' failures from here on, not those said before
+            // — one that failed before and fails again at the close too
+            // (counted by length, a repeat was no new entry: `Ok`, the
+            // child `running` on disk).
+            let known = handle.failed_writes_mark();
             let switched = handle.switch_away_forgetting();
             handle.close();
             (switched, CloseOnDrop(Some(handle)), known)
@@ -195,7 +198,7 @@ impl Threads {
                 // Said, not dropped with the handle `delete` took: a host
                 // deleting on a full disk left its children `running` on
                 // disk and heard `Ok`.
-                let failed: Vec<String> = handle.failed_writes().into_iter().skip(known).collect();
+                let failed = handle.failed_writes_since(known);
                 if !failed.is_empty() {
                     return Err(ThreadError::NotSaved(failed));
                 }

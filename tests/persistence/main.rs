@@ -325,6 +325,48 @@ async fn a_delete_whose_writes_fail_says_so() {
     }
 }
 
+/// Repeated (review of this session's own change to what a close says): a
+/// child's final writes failed while the thread ran (a disk gone) and
+/// failed again at the close; the close's failure was the same sentence,
+/// dropped as one already named, and `delete` — which said only what was
+/// new since it began — answered `Ok` with the child `running` on disk.
+/// A failure that comes again is said again.
+#[tokio::test(start_paused = true)]
+async fn a_delete_says_a_write_that_failed_before_and_fails_again() {
+    use subagents::supervisor::{ThreadError, Threads};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 5, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker\n", worker(5));
+    let mut threads = Threads::new();
+    let a = subagents::messages::ThreadId::new("a");
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep)),
+    )
+    .store(open(&dir));
+    let mut events = threads.open(a.clone(), config).await.unwrap();
+    threads.get(&a).unwrap().send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    threads.get(&a).unwrap().flush_persistence().await.unwrap();
+    a_file_in_the_stores_place(&dir);
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    let thread = threads.get(&a).unwrap();
+    thread.flush_persistence().await.unwrap();
+    let said = thread.persist_errors().await.unwrap();
+    assert!(said.iter().any(|e| e.contains("agent_1")), "{said:?}");
+    match threads.delete(&a).await {
+        Err(ThreadError::NotSaved(errors)) => {
+            assert!(errors.iter().any(|e| e.contains("agent_1")), "{errors:?}")
+        }
+        other => panic!("the close's failed writes were not said: {other:?}"),
+    }
+}
+
 /// Shared (review: a ractor host embedding threads, two threads on one
 /// store): a close retries every failed write of the store — useful, the
 /// disk may be back — and counted what still failed as its own: deleting

@@ -255,10 +255,16 @@ impl ThreadHandle {
         })
     }
 
-    /// The writes of the thread's store that failed so far (as
-    /// [`Self::persist_errors`] names them).
-    pub(crate) fn failed_writes(&self) -> Vec<String> {
-        self.errors.list()
+    /// Where the thread's failed writes are now
+    /// ([`Self::failed_writes_since`]).
+    pub(crate) fn failed_writes_mark(&self) -> u64 {
+        self.errors.mark()
+    }
+
+    /// The writes of the thread's store that failed (again) after `mark`,
+    /// as [`Self::persist_errors`] names them.
+    pub(crate) fn failed_writes_since(&self, mark: u64) -> Vec<String> {
+        self.errors.since(mark)
     }
 
     /// Sends the message `make` builds now — not when the future is first
