@@ -228,6 +228,10 @@ impl Transcript {
     /// it once, before folding the new process's events.
     pub fn end_open_turns(&mut self) {
         self.close_open_rows();
+        // At most the running turn and those queued behind it: a count a
+        // hand-edited or foreign file gave (it is read, not checked) set
+        // how many rows this pushed — `u64::MAX` of them.
+        self.open_turns = self.open_turns.min(self.queued_user.len() + 1);
         while self.open_turns > 0 {
             self.items.push(TranscriptItem::Result {
                 text: INTERRUPTED.to_owned(),

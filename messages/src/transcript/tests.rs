@@ -453,3 +453,19 @@ fn a_transcript_restored_after_a_kill_folds_new_turns_in_order() {
     );
     assert!(t.queued_user.is_empty());
 }
+
+/// Review of this session's own change: `end_open_turns` pushed one row
+/// per open turn the file said — a hand-edited or foreign count of
+/// `u64::MAX` hung it until memory ran out. At most the running turn and
+/// the messages queued behind it.
+#[test]
+fn a_restored_count_of_open_turns_is_bounded_by_what_could_be_open() {
+    let mut saved = serde_json::to_value(Transcript::from_events(&[AgentEvent::UserMessage(
+        "one".into(),
+    )]))
+    .unwrap();
+    saved["open_turns"] = serde_json::json!(u64::MAX);
+    let mut t: Transcript = serde_json::from_value(saved).unwrap();
+    t.end_open_turns();
+    assert_eq!(t.items.len(), 2, "{:?}", t.items);
+}

@@ -59,6 +59,9 @@ pub(super) fn last_session(dir: &Path) -> Result<u64, StoreError> {
             fs::File::open(&path)
                 .and_then(|file| file.take(COUNT_BYTES).read_to_string(&mut text))
                 .map_err(|error| fail("cannot be read", Some(error)))?;
+            // A byte-order mark an editor wrote first is not the count's
+            // (`trim` keeps U+FEFF: the store would not open at all).
+            let text = text.trim_start_matches('\u{feff}');
             text.trim().parse::<u64>().map_err(|_| {
                 fail(
                     &format!("holds {:?}, not a count of sessions", text.trim()),
