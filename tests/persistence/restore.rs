@@ -110,6 +110,45 @@ async fn a_deleted_tabs_owed_wakes_are_settled_not_given_back() {
     }
 }
 
+/// Review (what the property test reaches): the wakes a switch gave back
+/// to the store — a host restoring tabs, `open(a)` then `open(b)` — were
+/// not a delete's to drop: it dropped only what its queue held, so they
+/// outlived the delete, and the next thread opened under the id was
+/// woken with the deleted conversation's children. A clear, a delete or
+/// a close settles what the thread gave back too.
+#[tokio::test]
+async fn a_tab_deleted_after_giving_its_wakes_back_leaves_none_owed() {
+    use subagents::messages::ThreadId;
+    use subagents::supervisor::Threads;
+    let tmp = tempfile::tempdir().unwrap();
+    let killed = two_owed_wakes_of_a(tmp.path()).await;
+    let store = open(&killed);
+    let mut threads = Threads::new();
+    let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+    let open_tab = |hang: bool| {
+        let reply = if hang {
+            Reply::new().hang()
+        } else {
+            Reply::answer("Noted.")
+        };
+        let model = ScriptedModel::new(vec![reply; 4]);
+        ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone())
+    };
+    // `a`'s first wake's turn runs on; the second waits, and leaving `a`
+    // for `b` gives it back to the store.
+    let mut events = threads.open(a.clone(), open_tab(true)).await.unwrap();
+    until(&mut events, &mut Vec::new(), is_wake).await;
+    let _events_b = threads.open(b.clone(), open_tab(false)).await.unwrap();
+    assert_eq!(store.owed_wakes().len(), 1, "the second, given back");
+    threads.delete(&a).await.unwrap();
+    assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
+    for id in ["agent_1", "agent_2"] {
+        let envelope = store.get(&AgentId::new(id)).unwrap();
+        assert!(!envelope.wake_owed, "{id} still owed after a delete");
+    }
+    threads.delete(&b).await.unwrap();
+}
+
 /// Replay, across a restart (found by the property test's restart step):
 /// the restart wake's turn ended and settled the wake — on disk, by a
 /// blocking write queued behind the others — and a message in the same

@@ -73,6 +73,7 @@ impl Actor for ThreadSupervisor {
             answered: Default::default(),
             hub_death_persisted: false,
             store_wakes_taken: false,
+            gave_back: false,
         };
         Ok(state)
     }
@@ -123,6 +124,7 @@ impl Actor for ThreadSupervisor {
                     for id in dropped {
                         state.drop_wake(&id);
                     }
+                    state.settle_given_back();
                 } else {
                     state.put_back_or_drop(dropped);
                 }
@@ -320,6 +322,7 @@ impl Actor for ThreadSupervisor {
         for dropped in state.wakes.clear() {
             state.drop_wake(&dropped);
         }
+        state.settle_given_back();
         // A wake being read as the thread closes: a close is meant.
         state.settle_delivered();
         // Every child ever started leaves a final envelope in the store:

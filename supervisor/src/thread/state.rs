@@ -52,6 +52,10 @@ pub(crate) struct ThreadState {
     pub(super) persist_errors: crate::thread::persist::PersistErrors,
     /// The store's owed wakes were taken ([`ThreadState::take_store_wakes`]).
     pub(super) store_wakes_taken: bool,
+    /// Earlier sessions' wakes went back to the store for the next
+    /// showing ([`ThreadState::put_back_or_drop`]): a clear, a delete or a
+    /// close settles them there ([`ThreadState::settle_given_back`]).
+    pub(super) gave_back: bool,
     /// The store's writes, in order (none without a store).
     pub(super) writer: Option<Writer>,
     /// What each child of this thread was asked, until its final

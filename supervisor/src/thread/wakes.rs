@@ -96,7 +96,31 @@ impl ThreadState {
         // Taken again when it is shown next.
         if put_back {
             self.store_wakes_taken = false;
+            self.gave_back = true;
         }
+    }
+
+    /// The wakes this thread gave back to the store (a switch away before
+    /// they went out) are settled there: a clear or a delete forgets the
+    /// conversation, a close is meant. Left owed, they outlived the delete
+    /// — the next thread opened under the id was woken with the deleted
+    /// conversation's children — and came back after a clear. (An open
+    /// given up took none: nothing to settle.)
+    pub(super) fn settle_given_back(&mut self) {
+        if !std::mem::take(&mut self.gave_back) {
+            return;
+        }
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        for id in store.take_interrupted(self.id.as_ref()) {
+            self.settle_wake(&id);
+        }
+        for id in store.take_owed_wakes(self.id.as_ref()) {
+            self.woken.remove(&id);
+            self.settle_wake(&id);
+        }
+        self.store_wakes_taken = true;
     }
 
     /// A wake that will not go out (off screen, a switch, the thread
