@@ -9,8 +9,8 @@ use std::sync::atomic::AtomicU64;
 use futures_util::StreamExt;
 use ractor::ActorRef;
 use subagents_messages::{
-    AgentEvent, AgentResult, ChatMessage, LimitKind, ModelChunk, ModelRequest, Outcome,
-    RequestOptions, Role, ToolCall, ToolChoice,
+    AgentEvent, AgentResult, ChatMessage, LimitKind, ModelChunk, ModelRequest, Outcome, Role,
+    ToolCall, ToolChoice,
 };
 
 use crate::agent::answer::{partial_result, unique_ids};
@@ -223,29 +223,30 @@ enum ModelEnd {
 /// cut if it was (`finish_reason`).
 type Answer = (String, Vec<ToolCall>, Option<String>);
 
-/// The options of a call with `messages`: the agent's, but a choice that
-/// forces a tool (`required`, a named one) only until the turn has tool
-/// results — sent again, it forced a tool after every result, so no turn
-/// could answer: each ran to its model-call limit, the forced tool (a
-/// POST, a write) run at every call. Reset, the server's default (`auto`)
-/// applies, as agent loops elsewhere do (openai-agents' `reset_tool_choice`).
-fn options_for(options: &RequestOptions, messages: &[ChatMessage]) -> RequestOptions {
+/// A choice that forces a tool (`required`, a named one) holds only
+/// until the turn has tool results: sent again, it forced a tool after
+/// every result, so no turn could answer — each ran to its model-call
+/// limit, the forced tool (a POST, a write) run at every call. Reset, the
+/// server's default (`auto`) applies, as agent loops elsewhere do
+/// (openai-agents' `reset_tool_choice`).
+fn honoured_choice_reset(request: &mut ModelRequest) {
     let forced = matches!(
-        options.tool_choice,
+        request.options.tool_choice,
         Some(ToolChoice::Required | ToolChoice::Function(_))
     );
     // Tool results since the last user message (the turn's input, a
     // message sent to it): the forced call was made.
-    let answered = messages
-        .iter()
-        .rev()
-        .take_while(|m| m.role != Role::User)
-        .any(|m| m.role == Role::Tool);
-    let mut options = options.clone();
-    if forced && answered {
-        options.tool_choice = None;
+    let answered = || {
+        request
+            .messages
+            .iter()
+            .rev()
+            .take_while(|m| m.role != Role::User)
+            .any(|m| m.role == Role::Tool)
+    };
+    if forced && answered() {
+        request.options.tool_choice = None;
     }
-    options
 }
 
 /// One model call, holding the gate only for its duration. `messages`
@@ -259,11 +260,14 @@ fn options_for(options: &RequestOptions, messages: &[ChatMessage]) -> RequestOpt
 /// ends there.
 async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answer, ModelEnd> {
     let config = &ctx.config;
-    let request = ModelRequest {
-        options: options_for(&config.options, &messages),
+    let mut request = ModelRequest {
         messages,
         tools: config.tools.specs(),
+        options: config.options.clone(),
     };
+    // In place: computed from `messages` before the move, the future kept
+    // both (+1 MiB per 10,000 threads, measured).
+    honoured_choice_reset(&mut request);
     let span = tracing::Span::current();
     spans::record_input(config, &span, &request.messages);
     ctx.with(|t| t.doing(Activity::WaitingForModel));

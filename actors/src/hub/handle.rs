@@ -394,9 +394,8 @@ impl HubHandle {
     pub(crate) fn asked_by(&self, id: &AgentId, caller: &AgentId) -> bool {
         // Through the archive too: after a restart a resumed run reached
         // none of the children its chain's first run asked for.
-        self.requester_of(id).is_some_and(|r| {
-            r == *caller || self.book.newest_run(&r, self.archive().as_deref()) == *caller
-        })
+        self.requester_of(id)
+            .is_some_and(|r| r == *caller || self.book.newest_run(&r, || self.archive()) == *caller)
     }
 
     /// The agent that asked for `id` — in the book, or in the archive's

@@ -59,19 +59,25 @@ impl Book {
     /// The run a message to `id` reaches: `id`, or the last run that
     /// went on from it.
     pub(crate) fn latest_run(&self, id: &AgentId) -> AgentId {
+        self.latest_held(id).0
+    }
+
+    /// [`Book::latest_run`], and whether the book holds it.
+    fn latest_held(&self, id: &AgentId) -> (AgentId, bool) {
         let mut at = id.clone();
         // Bounded: each run names a later, distinct id.
         for _ in 0..self.entries.len() {
-            match self
-                .entries
-                .get(&at)
-                .and_then(|e| e.envelope.continued_as.clone())
-            {
+            let next = match self.entries.get(&at) {
+                Some(entry) => entry.envelope.continued_as.clone(),
+                None => return (at, false),
+            };
+            match next {
                 Some(next) => at = next,
-                None => break,
+                None => return (at, true),
             }
         }
-        at
+        let held = self.contains(&at);
+        (at, held)
     }
 
     /// The newest run of `id`'s chain: [`Book::latest_run`], then, for an
@@ -80,13 +86,17 @@ impl Book {
     /// none of a chain until a message came: a stop of its first id, or a
     /// resumed run reaching the children its first run asked for, stopped
     /// at the first run.
+    /// The archive is read (behind its slot's lock) only past the book.
     pub(crate) fn newest_run(
         &self,
         id: &AgentId,
-        archive: Option<&dyn crate::hub::config::EnvelopeArchive>,
+        archive: impl FnOnce() -> Option<Arc<dyn crate::hub::config::EnvelopeArchive>>,
     ) -> AgentId {
-        let mut at = self.latest_run(id);
-        let Some(archive) = archive.filter(|_| !self.contains(&at)) else {
+        let (mut at, held) = self.latest_held(id);
+        if held {
+            return at;
+        }
+        let Some(archive) = archive() else {
             return at;
         };
         let mut seen = rustc_hash::FxHashSet::default();

@@ -109,14 +109,8 @@ impl HubState {
     /// held neither `agent_1` nor the `agent_2` it went on as: a stop of
     /// `agent_1` cancelled it alone, and a message then resumed `agent_2`.
     pub(super) fn newest_run(&self, id: &AgentId) -> AgentId {
-        let at = self.book.latest_run(id);
-        // In the book (every run of this session): the archive, behind a
-        // lock, is not read.
-        if self.book.contains(&at) {
-            return at;
-        }
-        let archive = self.archive.as_ref().and_then(|slot| slot.get());
-        self.book.newest_run(&at, archive.as_deref())
+        self.book
+            .newest_run(id, || self.archive.as_ref().and_then(|slot| slot.get()))
     }
 
     /// Why a message to `id`, which the book lacks, cannot reach it: the
@@ -172,7 +166,7 @@ impl HubState {
         // It reports to its requester as that one goes on now: a run that
         // ended and was resumed is its latest run (the one that, reaching
         // its earlier run's children, sent this).
-        request.requester = self.book.newest_run(&request.requester, archive.as_deref());
+        request.requester = self.book.newest_run(&request.requester, || archive.clone());
         request.parent_tool_use_id = message.call;
         request.input = message.text;
         request.background = true;
