@@ -434,17 +434,10 @@ async fn answers_after_the_hub_is_gone_are_refused_as_its_book_says() {
     thread.close_and_wait().await;
 }
 
-/// A grandchild (depth 2) waited on inline by a child that goes to the
-/// background runs unwatched with it: the background policy answered only
-/// the child's own request, and the grandchild's waited for a host that
-/// chose not to be asked, holding both slots until the wall clock. Its
-/// pending request, and every later one, follow the policy.
-#[tokio::test(start_paused = true)]
-async fn a_grandchilds_pending_approval_follows_the_policy_as_its_requester_goes_to_the_background()
-{
-    use subagents::actors::hub::BackgroundApprovals;
-    use subagents::messages::ApprovalOutcome;
-    let model = ScriptedModel::new(vec![
+/// The parent waits inline on `Middle` (`agent_1`), which waits inline on
+/// `Poster` (`agent_2`), which asks to post.
+fn middle_and_poster() -> ScriptedModel {
+    ScriptedModel::new(vec![
         Reply::new().use_agent(
             &UseAgentCall::run("Middle", "relay")
                 .tools(["http_post"])
@@ -471,8 +464,20 @@ async fn a_grandchilds_pending_approval_follows_the_policy_as_its_requester_goes
             Reply::new().tool_call("http_post", "{}"),
             Reply::answer("posted"),
         ],
-    );
-    let builder = parent(model)
+    )
+}
+
+/// A grandchild (depth 2) waited on inline by a child that goes to the
+/// background runs unwatched with it: the background policy answered only
+/// the child's own request, and the grandchild's waited for a host that
+/// chose not to be asked, holding both slots until the wall clock. Its
+/// pending request, and every later one, follow the policy.
+#[tokio::test(start_paused = true)]
+async fn a_grandchilds_pending_approval_follows_the_policy_as_its_requester_goes_to_the_background()
+{
+    use subagents::actors::hub::BackgroundApprovals;
+    use subagents::messages::ApprovalOutcome;
+    let builder = parent(middle_and_poster())
         .max_depth(2)
         .background_approvals(BackgroundApprovals::Deny);
     let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
@@ -529,35 +534,7 @@ async fn a_grandchild_of_a_child_stopped_as_its_parent_is_cut_is_not_approved_by
     use subagents::messages::ApprovalOutcome;
     for policy in [ParentStopPolicy::Detach, ParentStopPolicy::Cascade] {
         for yields in 0..6 {
-            let model = ScriptedModel::new(vec![
-                Reply::new().use_agent(
-                    &UseAgentCall::run("Middle", "relay")
-                        .tools(["http_post"])
-                        .wait(true),
-                ),
-                Reply::answer("Done."),
-                Reply::answer("Noted."),
-                Reply::answer("Noted."),
-            ])
-            .with_script(
-                "Middle",
-                vec![
-                    Reply::new().use_agent(
-                        &UseAgentCall::run("Poster", "post")
-                            .tools(["http_post"])
-                            .wait(true),
-                    ),
-                    Reply::answer("relayed"),
-                ],
-            )
-            .with_script(
-                "Poster",
-                vec![
-                    Reply::new().tool_call("http_post", "{}"),
-                    Reply::answer("posted"),
-                ],
-            );
-            let builder = parent(model)
+            let builder = parent(middle_and_poster())
                 .max_depth(2)
                 .parent_stop(policy)
                 .background_approvals(BackgroundApprovals::Approve);

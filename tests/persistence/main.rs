@@ -260,6 +260,27 @@ fn a_worker_running_600_s() -> ScriptedModel {
     .with_script("Worker\n", worker(600))
 }
 
+/// Tab `id` of `threads` on `store` (its parent with `sleep`), its first
+/// turn ("go") answered and its writes flushed.
+async fn a_tab_that_went(
+    threads: &mut subagents::supervisor::Threads,
+    id: &str,
+    model: ScriptedModel,
+    store: Arc<EnvelopeStore>,
+) -> subagents::messages::ThreadId {
+    let id = subagents::messages::ThreadId::new(id);
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep)),
+    )
+    .store(store);
+    let mut events = threads.open(id.clone(), config).await.unwrap();
+    threads.get(&id).unwrap().send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    threads.get(&id).unwrap().flush_persistence().await.unwrap();
+    id
+}
+
 /// The store's directory gone, a file in its place: every write fails.
 fn a_file_in_the_stores_place(dir: &std::path::Path) {
     std::fs::remove_dir_all(dir).unwrap();
@@ -304,18 +325,8 @@ async fn a_delete_whose_writes_fail_says_so() {
     use subagents::supervisor::{ThreadError, Threads};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    let model = a_worker_running_600_s();
     let mut threads = Threads::new();
-    let a = subagents::messages::ThreadId::new("a");
-    let config = ThreadConfig::new(
-        DelegationBuilder::new(model.shared())
-            .tools(ToolRegistry::new().with(subagents_demo::Sleep)),
-    )
-    .store(open(&dir));
-    let mut events = threads.open(a.clone(), config).await.unwrap();
-    threads.get(&a).unwrap().send_user("go").unwrap();
-    until_result(&mut events, &mut Vec::new()).await;
-    threads.get(&a).unwrap().flush_persistence().await.unwrap();
+    let a = a_tab_that_went(&mut threads, "a", a_worker_running_600_s(), open(&dir)).await;
     a_file_in_the_stores_place(&dir);
     match threads.delete(&a).await {
         Err(ThreadError::NotSaved(errors)) => {
@@ -343,16 +354,7 @@ async fn a_delete_says_a_write_that_failed_before_and_fails_again() {
     ])
     .with_script("Worker\n", worker(5));
     let mut threads = Threads::new();
-    let a = subagents::messages::ThreadId::new("a");
-    let config = ThreadConfig::new(
-        DelegationBuilder::new(model.shared())
-            .tools(ToolRegistry::new().with(subagents_demo::Sleep)),
-    )
-    .store(open(&dir));
-    let mut events = threads.open(a.clone(), config).await.unwrap();
-    threads.get(&a).unwrap().send_user("go").unwrap();
-    until_result(&mut events, &mut Vec::new()).await;
-    threads.get(&a).unwrap().flush_persistence().await.unwrap();
+    let a = a_tab_that_went(&mut threads, "a", model, open(&dir)).await;
     a_file_in_the_stores_place(&dir);
     tokio::time::sleep(std::time::Duration::from_secs(10)).await;
     let thread = threads.get(&a).unwrap();

@@ -624,6 +624,26 @@ fn a_save_of_an_older_copy_keeps_the_link_and_the_claim() {
 fn an_envelope_of_another_version_is_left_in_place_with_its_run() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
+    an_envelope_and_its_run(dir);
+    let path = dir.join("agent_3.json");
+    let text = fs::read_to_string(&path).unwrap();
+    let newer = text.replace("\"status\":\"done\"", "\"status\":\"paused\"");
+    assert_ne!(text, newer);
+    fs::write(&path, &newer).unwrap();
+    let later = clock(T0 + 3 * DAY);
+    let (store, report) = EnvelopeStore::open(dir, later).unwrap();
+    assert!(report.corrupt.is_empty(), "{report:?}");
+    assert_eq!(report.unreadable.len(), 1, "{report:?}");
+    assert_eq!(report.unreadable[0].path, path);
+    assert_eq!(fs::read_to_string(&path).unwrap(), newer, "left as it was");
+    assert!(dir.join("runs/agent_3.json").exists(), "its run was pruned");
+    assert!(report.pruned.runs_removed.is_empty());
+    assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_4")));
+}
+
+/// A store in `dir` that saved `agent_3` (done at `T0`) and its run (asked
+/// "work"), then let go.
+fn an_envelope_and_its_run(dir: &Path) -> AgentId {
     let store = open(dir, &clock(T0));
     let id = AgentId::new("agent_3");
     store.save(&envelope("agent_3", T0, Some(T0))).unwrap();
@@ -642,20 +662,7 @@ fn an_envelope_of_another_version_is_left_in_place_with_its_run() {
         )
         .unwrap();
     drop(store);
-    let path = dir.join("agent_3.json");
-    let text = fs::read_to_string(&path).unwrap();
-    let newer = text.replace("\"status\":\"done\"", "\"status\":\"paused\"");
-    assert_ne!(text, newer);
-    fs::write(&path, &newer).unwrap();
-    let later = clock(T0 + 3 * DAY);
-    let (store, report) = EnvelopeStore::open(dir, later).unwrap();
-    assert!(report.corrupt.is_empty(), "{report:?}");
-    assert_eq!(report.unreadable.len(), 1, "{report:?}");
-    assert_eq!(report.unreadable[0].path, path);
-    assert_eq!(fs::read_to_string(&path).unwrap(), newer, "left as it was");
-    assert!(dir.join("runs/agent_3.json").exists(), "its run was pruned");
-    assert!(report.pruned.runs_removed.is_empty());
-    assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_4")));
+    id
 }
 
 /// Foreign input: a FIFO put where a child's run is (or a link to one, or
@@ -695,24 +702,7 @@ fn a_run_that_is_no_regular_file_is_not_read() {
 fn files_an_editor_saved_with_a_byte_order_mark_still_load() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let store = open(dir, &clock(T0));
-    let id = AgentId::new("agent_3");
-    store.save(&envelope("agent_3", T0, Some(T0))).unwrap();
-    let request = subagents_messages::ChildRequest::new(
-        AgentId::new("parent"),
-        0,
-        ToolUseId::new("call_1"),
-        "Worker",
-        "work",
-    );
-    store
-        .save_run(
-            &id,
-            &request,
-            &[subagents_messages::ChatMessage::user("work")],
-        )
-        .unwrap();
-    drop(store);
+    let id = an_envelope_and_its_run(dir);
     // The store's own count of sessions too (review of this session's
     // change: `trim` keeps U+FEFF, and the store did not open at all).
     for path in [
