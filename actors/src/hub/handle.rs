@@ -168,10 +168,14 @@ impl HubHandle {
     /// A host's child runs in the background whatever `background` says:
     /// waiting on a child is a delegation tool's, which a host cannot do,
     /// so an inline one (`ChildRequest::new`'s default) finished with its
-    /// result delivered to nobody — no wake, never claimed. Its result
-    /// wakes its requester as any background child's does, and its
-    /// approvals follow `background_approvals` as any background child's
-    /// do (`Ask`, the default, asks the host).
+    /// result delivered to nobody — no wake, never claimed. Asked in the
+    /// parent's name, in a thread, its result wakes the parent as any
+    /// background child's does; asked in a child's name it wakes nobody
+    /// (wakes go to the parent only, and the child was never told the
+    /// id): read it by its id ([`HubHandle::status`]), and it stops with
+    /// that child if still running then. Its approvals follow
+    /// `background_approvals` as any background child's do (`Ask`, the
+    /// default, asks the host).
     pub fn request(
         &self,
         mut request: ChildRequest,

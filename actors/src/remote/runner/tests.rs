@@ -1,0 +1,175 @@
+//! The node runner's tests: what a run reports, in what order.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use subagents_messages::{AgentId, Limits, Outcome, RequestOptions};
+
+use super::*;
+use crate::scripted::{Reply, ScriptedModel};
+
+fn spec() -> RunSpec {
+    RunSpec {
+        key: 1,
+        id: AgentId::new("agent_1"),
+        system_prompt: "Worker".into(),
+        input: "go".into(),
+        followups: Vec::new(),
+        conversation: Vec::new(),
+        model: "scripted".into(),
+        tools: Vec::new(),
+        limits: Limits::default(),
+        depth: 1,
+        options: RequestOptions::default(),
+        keep_if_orphaned: true,
+    }
+}
+
+/// The run's `Ended` result, failing if none comes within an hour of
+/// virtual time (a lost stop or end) or the reports end without one.
+async fn ended_of(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<RunReport>,
+) -> subagents_messages::AgentResult {
+    tokio::time::timeout(Duration::from_secs(3600), async {
+        while let Some(report) = rx.recv().await {
+            if let ReportBody::Ended { result, .. } = report.body {
+                return Some(result);
+            }
+        }
+        None
+    })
+    .await
+    .expect("the run never ended")
+    .expect("its reports ended without an end")
+}
+
+/// Same instant: a node told to stop everything right after a start,
+/// before that run's agent exists, stops that run too (once spawned).
+#[tokio::test(start_paused = true)]
+async fn a_run_stopped_before_its_agent_exists_ends_stopped() {
+    let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
+    let runner = NodeRunner::new(
+        vec![model],
+        ToolRegistry::new(),
+        GateHandle::spawn(1).await.unwrap(),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    runner.start(spec(), move |report| {
+        let _ = tx.send(report);
+    });
+    runner.stop_all();
+    let ended = ended_of(&mut rx).await;
+    assert_eq!(ended.outcome, Outcome::Stopped);
+    assert_eq!(runner.live(), 0);
+}
+
+/// Stopped midway: a run whose agent is killed mid-turn (no stop: a
+/// crash) still sends its `Ended`, with the failed result the agent's
+/// kill put on the stream. The agent drops its turn's reply then, and
+/// the run sent nothing more: the parent's node waited for ever.
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_agent_is_killed_mid_turn_still_ends() {
+    let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
+    let runner = NodeRunner::new(
+        vec![model],
+        ToolRegistry::new(),
+        GateHandle::spawn(1).await.unwrap(),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let slot = runner.start(spec(), move |report| {
+        let _ = tx.send(report);
+    });
+    // Its first event: the agent is in its model call.
+    let first = rx.recv().await.expect("a first report");
+    assert!(matches!(first.body, ReportBody::Event(_)), "{first:?}");
+    let agent = runner.runs().get(&slot).and_then(|run| run.agent.clone());
+    agent.expect("spawned").actor_ref().kill();
+    let ended = ended_of(&mut rx).await;
+    assert!(matches!(ended.outcome, Outcome::Failed(_)), "{ended:?}");
+    assert_eq!(runner.live(), 0);
+}
+
+/// Same instant, two workers (review: shared state): a message sent to
+/// a run before its agent existed waited, and was handed on after the
+/// agent was set — a stop that came in between was cast at once and
+/// overtook it: the message read "finished" though it came first. The
+/// agent is set once every earlier request is handed on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_as_the_agent_is_set_waits_behind_the_earlier_ones() {
+    let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
+    let runner = NodeRunner::new(
+        vec![model],
+        ToolRegistry::new(),
+        GateHandle::spawn(1).await.unwrap(),
+    );
+    for round in 0..2000 {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let slot = runner.start(spec(), move |report| {
+            let _ = tx.send(report);
+        });
+        runner.request(
+            slot,
+            RunRequest::Steer {
+                n: 0,
+                text: "also".into(),
+            },
+        );
+        while runner
+            .runs()
+            .get(&slot)
+            .is_none_or(|run| run.agent.is_none())
+        {
+            std::hint::spin_loop();
+        }
+        runner.request(slot, RunRequest::Stop);
+        // The message's answer and the run's end, in either order.
+        let (taken, ended) = tokio::time::timeout(Duration::from_secs(60), async {
+            let (mut taken, mut ended) = (None, false);
+            while let Some(report) = rx.recv().await {
+                match report.body {
+                    ReportBody::Steered { taken: t, .. } => taken = Some(t),
+                    ReportBody::Ended { .. } => ended = true,
+                    _ => {}
+                }
+                if taken.is_some() && ended {
+                    break;
+                }
+            }
+            (taken, ended)
+        })
+        .await
+        .expect("no answer to the message, or no end");
+        assert_eq!(taken, Some(true), "round {round}: the stop overtook it");
+        assert!(ended, "round {round}: the run never ended");
+    }
+}
+
+/// Shared: reports sent from two threads at once leave in the order of
+/// their numbers (a transport may end a run's route at its `Ended`, so
+/// a lower number behind it would be lost).
+#[test]
+fn reports_from_two_threads_leave_in_number_order() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out: Out = {
+        let seen = seen.clone();
+        Arc::new(move |report: RunReport| seen.lock().unwrap().push(report.seq))
+    };
+    let seq = Seq::default();
+    let senders: Vec<_> = (0..2)
+        .map(|_| {
+            let (out, seq) = (out.clone(), seq.clone());
+            std::thread::spawn(move || {
+                for n in 0..20_000 {
+                    send(&out, &seq, 1, ReportBody::Steered { n, taken: true });
+                }
+            })
+        })
+        .collect();
+    for sender in senders {
+        sender.join().unwrap();
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 40_000);
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "out of order");
+}
