@@ -434,6 +434,13 @@ async fn answers_after_the_hub_is_gone_are_refused_as_its_book_says() {
     thread.close_and_wait().await;
 }
 
+/// A grandchild's approval request, nested in its requester's row.
+fn a_grandchild_asks(e: &AgentEvent) -> bool {
+    matches!(e, AgentEvent::Child(_, inner)
+        if matches!(&**inner, AgentEvent::Child(_, asked)
+            if matches!(**asked, AgentEvent::ApprovalRequested(_))))
+}
+
 /// The parent waits inline on `Middle` (`agent_1`), which waits inline on
 /// `Poster` (`agent_2`), which asks to post.
 fn middle_and_poster() -> ScriptedModel {
@@ -483,12 +490,7 @@ async fn a_grandchilds_pending_approval_follows_the_policy_as_its_requester_goes
     let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Child(_, inner)
-            if matches!(&**inner, AgentEvent::Child(_, asked)
-                if matches!(**asked, AgentEvent::ApprovalRequested(_))))
-    })
-    .await;
+    until(&mut events, &mut log, a_grandchild_asks).await;
     thread.stop_parent().unwrap();
     run_for(&mut events, &mut log, 30).await;
     let (_, by_id) = check_log(&log, true);
@@ -541,12 +543,7 @@ async fn a_grandchild_of_a_child_stopped_as_its_parent_is_cut_is_not_approved_by
             let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
             thread.send_user("go").unwrap();
             let mut log = Vec::new();
-            until(&mut events, &mut log, |e| {
-                matches!(e, AgentEvent::Child(_, inner)
-                        if matches!(&**inner, AgentEvent::Child(_, asked)
-                            if matches!(**asked, AgentEvent::ApprovalRequested(_))))
-            })
-            .await;
+            until(&mut events, &mut log, a_grandchild_asks).await;
             let stop_middle = || {
                 let thread = thread.clone();
                 tokio::spawn(async move { thread.stop_child(&AgentId::new("agent_1")).await })

@@ -17,7 +17,7 @@ pub(crate) struct ResumeFrom {
 }
 
 /// A child's book entry as [`Book::conversation`] read it first.
-pub(crate) struct EntryRead {
+pub(super) struct EntryRead {
     probe: Option<crate::agent::Probe>,
     kept: Option<Arc<Vec<ChatMessage>>>,
     running: bool,
@@ -85,8 +85,8 @@ impl Book {
     /// keeps (not brought into the book). After a restart the book held
     /// none of a chain until a message came: a stop of its first id, or a
     /// resumed run reaching the children its first run asked for, stopped
-    /// at the first run.
-    /// The archive is read (behind its slot's lock) only past the book.
+    /// at the first run. The archive is read (behind its slot's lock) only
+    /// past the book.
     pub(crate) fn newest_run(
         &self,
         id: &AgentId,
@@ -161,7 +161,7 @@ impl Book {
 
     /// What [`Book::conversation`] reads of the entry first (the guard let
     /// go before the turn's lock is taken: see `get_live`).
-    pub(crate) fn entry_read(&self, id: &AgentId) -> Option<EntryRead> {
+    pub(super) fn entry_read(&self, id: &AgentId) -> Option<EntryRead> {
         let entry = self.entries.get(id)?;
         Some(EntryRead {
             probe: entry.probe.clone(),
@@ -173,7 +173,7 @@ impl Book {
 
     /// The rest of [`Book::conversation`], after the entry's read: a
     /// finish may have come in between (another worker).
-    pub(crate) fn conversation_after(
+    pub(super) fn conversation_after(
         &self,
         id: &AgentId,
         read: EntryRead,

@@ -121,10 +121,7 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::SwitchAway { reply, forget } => {
                 let dropped = state.wakes.clear();
                 if forget {
-                    for id in dropped {
-                        state.drop_wake(&id);
-                    }
-                    state.settle_given_back();
+                    state.forget_wakes(dropped);
                 } else {
                     state.put_back_or_drop(dropped);
                 }
@@ -319,10 +316,8 @@ impl Actor for ThreadSupervisor {
         // A closed thread owes no wake (a restart does; a close is meant).
         // One nobody kept (an open given up) took none from its store: an
         // opening thread takes them once it is shown.
-        for dropped in state.wakes.clear() {
-            state.drop_wake(&dropped);
-        }
-        state.settle_given_back();
+        let dropped = state.wakes.clear();
+        state.forget_wakes(dropped);
         // A wake being read as the thread closes: a close is meant.
         state.settle_delivered();
         // Every child ever started leaves a final envelope in the store:

@@ -100,13 +100,22 @@ impl ThreadState {
         }
     }
 
+    /// A clear, a delete or a close: the wakes `dropped` from the queue and
+    /// those the thread gave back to the store before are settled.
+    pub(super) fn forget_wakes(&mut self, dropped: Vec<AgentId>) {
+        for id in dropped {
+            self.drop_wake(&id);
+        }
+        self.settle_given_back();
+    }
+
     /// The wakes this thread gave back to the store (a switch away before
     /// they went out) are settled there: a clear or a delete forgets the
     /// conversation, a close is meant. Left owed, they outlived the delete
     /// — the next thread opened under the id was woken with the deleted
     /// conversation's children — and came back after a clear. (An open
     /// given up took none: nothing to settle.)
-    pub(super) fn settle_given_back(&mut self) {
+    fn settle_given_back(&mut self) {
         if !std::mem::take(&mut self.gave_back) {
             return;
         }

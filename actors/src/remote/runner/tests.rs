@@ -26,6 +26,16 @@ fn spec() -> RunSpec {
     }
 }
 
+/// A node whose model says "hi" and then hangs.
+async fn a_runner() -> NodeRunner {
+    let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
+    NodeRunner::new(
+        vec![model],
+        ToolRegistry::new(),
+        GateHandle::spawn(1).await.unwrap(),
+    )
+}
+
 /// The run's `Ended` result, failing if none comes within an hour of
 /// virtual time (a lost stop or end) or the reports end without one.
 async fn ended_of(
@@ -48,12 +58,7 @@ async fn ended_of(
 /// before that run's agent exists, stops that run too (once spawned).
 #[tokio::test(start_paused = true)]
 async fn a_run_stopped_before_its_agent_exists_ends_stopped() {
-    let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
-    let runner = NodeRunner::new(
-        vec![model],
-        ToolRegistry::new(),
-        GateHandle::spawn(1).await.unwrap(),
-    );
+    let runner = a_runner().await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     runner.start(spec(), move |report| {
         let _ = tx.send(report);
@@ -70,12 +75,7 @@ async fn a_run_stopped_before_its_agent_exists_ends_stopped() {
 /// the run sent nothing more: the parent's node waited for ever.
 #[tokio::test(start_paused = true)]
 async fn a_run_whose_agent_is_killed_mid_turn_still_ends() {
-    let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
-    let runner = NodeRunner::new(
-        vec![model],
-        ToolRegistry::new(),
-        GateHandle::spawn(1).await.unwrap(),
-    );
+    let runner = a_runner().await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let slot = runner.start(spec(), move |report| {
         let _ = tx.send(report);
@@ -97,12 +97,7 @@ async fn a_run_whose_agent_is_killed_mid_turn_still_ends() {
 /// agent is set once every earlier request is handed on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_as_the_agent_is_set_waits_behind_the_earlier_ones() {
-    let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
-    let runner = NodeRunner::new(
-        vec![model],
-        ToolRegistry::new(),
-        GateHandle::spawn(1).await.unwrap(),
-    );
+    let runner = a_runner().await;
     for round in 0..2000 {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let slot = runner.start(spec(), move |report| {
