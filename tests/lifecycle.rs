@@ -343,7 +343,7 @@ async fn a_wake_is_the_runtimes_notification_with_the_childs_output_quoted() {
         .expect("the wake turn reached the parent's model");
     let lines: Vec<&str> = wake.lines().collect();
     assert_eq!(lines[0], "[runtime notification: no human typed this]");
-    assert!(lines[1].starts_with("[use_agent agent_1 finished] Worker (done"));
+    assert!(lines[1].starts_with("[use_agent agent_1 finished] \"Worker\" (done"));
     for quoted in [
         "> Done.",
         "> [runtime notification: no human typed this]",

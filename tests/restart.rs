@@ -180,7 +180,11 @@ async fn every_child_survives_a_kill_as_interrupted_and_resumes() {
     let AgentEvent::Wake { line, .. } = wake else {
         unreachable!()
     };
-    for listed in ["agent_1 Alpha", "agent_2 Beta", "agent_3 Gamma"] {
+    for listed in [
+        r#"agent_1 "Alpha""#,
+        r#"agent_2 "Beta""#,
+        r#"agent_3 "Gamma""#,
+    ] {
         assert!(line.contains(listed), "{listed} not in {line}");
     }
     until_result(&mut events, &mut log).await;

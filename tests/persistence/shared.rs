@@ -414,7 +414,8 @@ async fn after_a_restart_each_thread_is_woken_for_its_own_children() {
     let b_woken = reopened_wakes(&mut threads, &store, "b").await;
     assert_eq!(b_woken.len(), 1, "{b_woken:#?}");
     assert!(
-        b_woken[0].contains("1 sub-agent(s) interrupted") && b_woken[0].contains("agent_2 Beta"),
+        b_woken[0].contains("1 sub-agent(s) interrupted")
+            && b_woken[0].contains(r#"agent_2 "Beta""#),
         "{b_woken:#?}"
     );
     assert_eq!(store.owed_wakes(), [AgentId::new("agent_1")], "a's, left");

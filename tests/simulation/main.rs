@@ -222,7 +222,7 @@ fn a_wake_waits_for_the_user_to_stop_typing() {
         report
             .transcript
             .render()
-            .contains("· [use_agent agent_1 finished] Researcher")
+            .contains("· [use_agent agent_1 finished] \"Researcher\"")
     );
 }
 

@@ -33,7 +33,7 @@ async fn wakes_arrive_fifo_one_at_a_time_after_the_parent_is_idle() {
     });
     assert_eq!(
         wake.unwrap(),
-        "[use_agent agent_2 finished] Worker 2 (done, 10 s, task: \"work 10 s\")"
+        "[use_agent agent_2 finished] \"Worker 2\" (done, 10 s, task: \"work 10 s\")"
     );
 }
 

@@ -24,6 +24,7 @@ use crate::hub::error::Refused;
 use crate::sink::EventSink;
 
 mod claims;
+mod death;
 pub(crate) use claims::Claimed;
 
 /// Why a child its hub took with it failed.
@@ -423,21 +424,6 @@ impl HubHandle {
     /// Every envelope, in request order. Never waits.
     pub fn envelopes(&self) -> Vec<Envelope> {
         self.book.all()
-    }
-
-    /// After the hub actor is gone (it crashed or was killed): every child
-    /// that had not ended becomes `failed` ("the sub-agent hub stopped
-    /// before the sub-agent ended"), stamped now. Returns the final
-    /// envelopes of every child the hub's death failed, in request order —
-    /// the same list to every caller, whoever called first. Does nothing
-    /// (and returns nothing) while the hub runs, or while it stops (its
-    /// `post_stop`): a live or stopping hub ends its children itself.
-    pub fn fail_unfinished(&self) -> Vec<Envelope> {
-        if self.actor.get_status() < ractor::ActorStatus::Stopping || self.book.is_stopping_itself()
-        {
-            return Vec::new();
-        }
-        self.book.fail_unfinished(HUB_GONE, self.clock.now_ms())
     }
 
     /// What every child of the hub used ([`HubSnapshot::usage`]), read

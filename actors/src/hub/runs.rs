@@ -8,6 +8,10 @@ use subagents_messages::{AgentId, ChatMessage, ChildRequest, SubAgentStatus};
 
 use crate::hub::book::Book;
 
+mod repair;
+
+use repair::answer_open_calls;
+
 /// What a finished child goes on from when a message resumes it.
 #[derive(Debug, Clone)]
 pub(crate) struct ResumeFrom {
@@ -284,62 +288,9 @@ fn first_messages(seed: &ChildRequest) -> Vec<ChatMessage> {
     conversation
 }
 
-/// Calls the last answer asked for that were never answered (the run was
-/// cut in a tool, or saved mid-step before its process died) get a tool
-/// message, so the next model call sees an answer for every call.
-pub(crate) fn answer_open_calls(conversation: &mut Vec<ChatMessage>) {
-    let Some(at) = conversation
-        .iter()
-        .rposition(|m| m.role == subagents_messages::Role::Assistant)
-    else {
-        return;
-    };
-    let answered: Vec<&str> = conversation[at + 1..]
-        .iter()
-        .filter_map(|m| m.tool_call_id.as_ref())
-        .map(|id| id.as_str())
-        .collect();
-    let open: Vec<_> = conversation[at]
-        .tool_calls
-        .iter()
-        .filter(|c| !answered.contains(&c.id.as_str()))
-        .map(|c| c.id.clone())
-        .collect();
-    for id in open {
-        conversation.push(ChatMessage::tool(
-            id,
-            "not run: the sub-agent was interrupted before this call finished",
-        ));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use subagents_messages::ToolCall;
-
-    #[test]
-    fn calls_left_open_are_answered_once() {
-        let call = |id: &str| ToolCall {
-            id: id.into(),
-            name: "sleep".into(),
-            arguments: "{}".into(),
-            extra_content: None,
-        };
-        let mut conversation = vec![
-            ChatMessage::user("task"),
-            ChatMessage::assistant("", vec![call("a"), call("b")]),
-            ChatMessage::tool("a".into(), "slept"),
-        ];
-        answer_open_calls(&mut conversation);
-        assert_eq!(conversation.len(), 4);
-        assert_eq!(
-            conversation[3].tool_call_id.as_ref().map(|i| i.as_str()),
-            Some("b")
-        );
-        answer_open_calls(&mut conversation);
-        assert_eq!(conversation.len(), 4, "answered once");
-    }
 
     /// A run that wrote nothing (queued, or in its first model call, when
     /// it ended or its process died) goes on from what its start would

@@ -300,7 +300,7 @@ impl Actor for ThreadSupervisor {
             _ => return Ok(()),
         };
         if cell.get_id() == state.parent.hub.actor().get_id() {
-            state.hub_gone(&myself);
+            state.hub_gone_as(&myself, true);
         }
         Ok(())
     }

@@ -253,11 +253,22 @@ impl ThreadState {
     /// `true`. A stop asked of it then is answered once it has stopped
     /// ([`Self::answer_once_the_hub_stopped`]).
     pub(super) fn hub_gone(&mut self, myself: &ActorRef<ThreadMsg>) -> bool {
+        self.hub_gone_as(myself, false)
+    }
+
+    /// [`Self::hub_gone`] when ractor's termination event for the hub
+    /// came (`exited`: sent while it still reads `Stopping`).
+    pub(super) fn hub_gone_as(&mut self, myself: &ActorRef<ThreadMsg>, exited: bool) -> bool {
         if self.parent.hub.actor().get_status() < ractor::ActorStatus::Stopping {
             return false;
         }
-        // Every child the death failed, whoever asked first.
-        let failed = self.parent.hub.fail_unfinished();
+        // Every child the death failed, whoever asked first (nothing
+        // before the hub is `Stopped`, or has exited: a hub stopping
+        // ends them itself).
+        let failed = match exited {
+            true => self.parent.hub.fail_unfinished_exited(),
+            false => self.parent.hub.fail_unfinished(),
+        };
         if !failed.is_empty() && !std::mem::replace(&mut self.hub_death_persisted, true) {
             for envelope in failed {
                 self.persist(myself, &envelope);

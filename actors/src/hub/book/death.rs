@@ -39,6 +39,27 @@ impl Book {
             .load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// The hub whose actor reads `status` is dead — killed or crashed, so
+    /// its children are failed by whoever asks — and not stopping itself.
+    /// `Stopping` alone is not death: ractor says it from before the
+    /// hub's `post_stop` (which ends its children as stopped) begins, and
+    /// a thread that read it in that instant on another worker failed
+    /// them as killed under the stop, and the stop then waited for ever.
+    /// Only `Stopped` is — or `Stopping` when ractor's termination event
+    /// for the hub came (`exited`): it is sent just before `Stopped`.
+    pub(crate) fn is_dead(&self, status: ractor::ActorStatus, exited: bool) -> bool {
+        let over = match status {
+            ractor::ActorStatus::Stopped => true,
+            ractor::ActorStatus::Stopping => exited,
+            ractor::ActorStatus::Unstarted
+            | ractor::ActorStatus::Starting
+            | ractor::ActorStatus::Running
+            | ractor::ActorStatus::Upgrading
+            | ractor::ActorStatus::Draining => false,
+        };
+        over && !self.is_stopping_itself()
+    }
+
     /// Ends every child that has not ended as a killed actor's, deepest
     /// first, then in child-number order (its hub died without its stop:
     /// see [`crate::agent::running::TurnEnds`]): its running turn closed

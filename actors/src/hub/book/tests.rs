@@ -372,3 +372,25 @@ fn a_child_under_a_requester_being_stopped_is_not_background_work() {
         "its requester is being stopped: not the policy's"
     );
 }
+
+/// A hub is dead (its children failed by whoever asks) once ractor says
+/// `Stopped`, or `Stopping` to a caller that read its termination event —
+/// never while it says `Stopping` alone: that is also the instant before
+/// its own stop's `post_stop` begins, when a thread on another worker
+/// failed its children as killed and the stop then waited for ever.
+#[test]
+fn a_hub_is_dead_only_once_stopped_or_exited() {
+    use ractor::ActorStatus::*;
+    let book = Book::default();
+    for status in [Unstarted, Starting, Running, Upgrading, Draining] {
+        assert!(!book.is_dead(status, false), "{status:?}");
+        assert!(!book.is_dead(status, true), "{status:?}");
+    }
+    assert!(!book.is_dead(Stopping, false), "stopping, not yet dead");
+    assert!(book.is_dead(Stopping, true), "its termination event came");
+    assert!(book.is_dead(Stopped, false));
+    let stopping = book.stopping_itself();
+    assert!(!book.is_dead(Stopped, true), "it ends its children itself");
+    drop(stopping);
+    assert!(book.is_dead(Stopped, false), "a stop that unwound");
+}

@@ -1,0 +1,36 @@
+//! A dead hub's children, failed by whoever asks first once it is dead
+//! (not while it stops: a stopping hub ends them itself).
+
+use subagents_messages::Envelope;
+
+use crate::hub::HubHandle;
+use crate::hub::handle::HUB_GONE;
+
+impl HubHandle {
+    /// After the hub actor is gone (it crashed or was killed; its status
+    /// is `Stopped`): every child that had not ended becomes `failed`
+    /// ("the sub-agent hub stopped before the sub-agent ended"), stamped
+    /// now. Returns the final envelopes of every child the hub's death
+    /// failed, in request order — the same list to every caller, whoever
+    /// called first. Does nothing (and returns nothing) while the hub
+    /// runs, or while it stops (`Stopping`, its `post_stop`): a live or
+    /// stopping hub ends its children itself.
+    pub fn fail_unfinished(&self) -> Vec<Envelope> {
+        self.fail_if_dead(false)
+    }
+
+    /// [`HubHandle::fail_unfinished`] for a caller that read ractor's
+    /// termination event for the hub, sent while its status still says
+    /// `Stopping`.
+    #[doc(hidden)] // used by subagents-supervisor's supervision handler
+    pub fn fail_unfinished_exited(&self) -> Vec<Envelope> {
+        self.fail_if_dead(true)
+    }
+
+    fn fail_if_dead(&self, exited: bool) -> Vec<Envelope> {
+        if !self.book.is_dead(self.actor.get_status(), exited) {
+            return Vec::new();
+        }
+        self.book.fail_unfinished(HUB_GONE, self.clock.now_ms())
+    }
+}
