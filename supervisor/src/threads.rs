@@ -232,7 +232,9 @@ impl Threads {
             return Ok(None);
         };
         if let Some(handle) = self.threads.get(&current) {
+            let mut shown = StillShown(Some(handle.clone()));
             switch_away_if_open(handle).await?;
+            shown.0 = None;
             match handle.on_screen(false) {
                 Ok(()) | Err(ThreadError::Closed) => {}
                 Err(other) => return Err(other),
@@ -251,6 +253,21 @@ impl Drop for Opening {
     fn drop(&mut self) {
         if let Some(handle) = self.0.take() {
             handle.close();
+        }
+    }
+}
+
+/// A thread being left: shown again when dropped still holding it (the
+/// leave given up or failed — it stays on screen). Its switch gave an
+/// earlier session's wakes back to the store for its next showing, and
+/// nothing else would show it: a switch to the thread on screen does
+/// nothing, and they stayed in the store until a close settled them.
+struct StillShown(Option<ThreadHandle>);
+
+impl Drop for StillShown {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            let _ = handle.on_screen(true);
         }
     }
 }

@@ -83,6 +83,52 @@ async fn two_owed_wakes_of_a(dir: &std::path::Path) -> std::path::PathBuf {
     killed
 }
 
+/// Review (a host that gives up its futures): a switch given up while
+/// the thread on screen stops its children leaves that thread on screen
+/// (the registry keeps it) — but its switch had given an earlier
+/// session's wakes back to the store for its next showing, and none came
+/// (a switch to the thread on screen does nothing): they stayed in the
+/// store while the user went on in it, and its close settled them
+/// undelivered. A leave given up shows the thread again.
+#[tokio::test]
+async fn a_switch_given_up_leaves_no_earlier_wake_in_the_store() {
+    use futures_util::FutureExt;
+    use subagents::messages::ThreadId;
+    use subagents::supervisor::Threads;
+    let tmp = tempfile::tempdir().unwrap();
+    let killed = two_owed_wakes_of_a(tmp.path()).await;
+    let store = open(&killed);
+    let mut threads = Threads::new();
+    let a = ThreadId::new("a");
+    // The first wake's turn runs on (the second waits behind it) until
+    // the user stops it; the second is answered.
+    let model = ScriptedModel::new(vec![Reply::new().hang(), Reply::answer("Noted.")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    let mut events = threads.open(a.clone(), config).await.unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, is_wake).await;
+    let unused = ScriptedModel::new(vec![Reply::answer("unused")]).shared();
+    let config = ThreadConfig::new(DelegationBuilder::new(unused)).store(store.clone());
+    let given_up = threads.open(ThreadId::new("b"), config).now_or_never();
+    assert!(given_up.is_none(), "the leave waits for a's turn to stop");
+    assert_eq!(threads.on_screen(), Some(&a));
+    // The user stops the first wake's turn: the second's turn is next.
+    threads.get(&a).unwrap().stop_parent().unwrap();
+    let second = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while woken_children(&log).len() < 2 {
+            until(&mut events, &mut log, is_wake).await;
+        }
+    })
+    .await;
+    assert!(
+        second.is_ok(),
+        "woken {:?}, in the store {:?}",
+        woken_children(&log),
+        store.owed_wakes()
+    );
+    threads.delete(&a).await.unwrap();
+}
+
 /// Review of the give-back (this session's own change): a delete or a
 /// clear sends the same switch, and an earlier session's wakes went back
 /// to the store — outliving a delete (listed by every later process), or
