@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "agent/choice.rs"]
+mod choice;
 mod common;
 
 use std::time::Duration;

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "front_ends/inherit.rs"]
+mod inherit;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

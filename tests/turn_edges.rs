@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "turn_edges/queued.rs"]
+mod queued;
 
 use std::time::Duration;
 

@@ -180,7 +180,12 @@ impl ModelRegistry {
         provider: Option<&str>,
         model: Option<&str>,
     ) -> Result<Option<&RegisteredModel>, Refused> {
-        let Some(mut model) = model.filter(|m| !m.is_empty()) else {
+        // `inherit` (Claude Code's word for the parent's model) is the
+        // parent's, as no model named — in a call, or in a profile built
+        // in code (a file's is dropped as it is read).
+        let Some(mut model) = model
+            .filter(|m| !(m.is_empty() || *m == "inherit" && provider.is_none_or(str::is_empty)))
+        else {
             return Ok(None);
         };
         let mut provider = provider;

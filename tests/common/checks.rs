@@ -212,6 +212,21 @@ pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<Ag
                 child.events.iter().all(|(i, _)| *i > running),
                 "{id} ran before its ChildRunning"
             );
+            // An inline child says `running` as it takes its slot (a
+            // background one stays `background`).
+            let background_before = child
+                .statuses
+                .iter()
+                .any(|(i, s)| *i < running && *s == SubAgentStatus::Background);
+            if !child.background && !background_before {
+                assert!(
+                    child
+                        .statuses
+                        .iter()
+                        .any(|(i, s)| *i > running && *s == SubAgentStatus::Running),
+                    "{id} took its slot inline and never said running"
+                );
+            }
         } else if queued_at.is_some() {
             assert!(
                 child.events.is_empty(),

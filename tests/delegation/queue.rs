@@ -219,3 +219,39 @@ async fn zero_live_children_reads_as_one_and_the_result_budget_has_a_floor() {
     assert_eq!((snapshot.live, snapshot.queued), (1, 1), "{snapshot:?}");
     parent.shutdown_and_wait().await;
 }
+
+/// An inline child that waited in the queue says `running` as it takes
+/// its slot — on the stream, in `use_agent status`, in the hub's status —
+/// not `queued` while it runs.
+#[tokio::test(start_paused = true)]
+async fn a_queued_inline_child_says_running_once_it_starts() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&work_call("Background", 10, false))
+            .use_agent(&work_call("Inline", 5, true)),
+        Reply::answer("Both done."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Background", worker(10))
+    .with_script("Inline", worker(5));
+    let (parent, mut events) = delegating(model, 1).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 12).await;
+    let inline = AgentId::new("agent_2");
+    assert_eq!(
+        parent.hub.status(&inline).unwrap().status,
+        SubAgentStatus::Running
+    );
+    run_for(&mut events, &mut log, 60).await;
+    let (_, by_id) = check_log(&log, true);
+    let statuses: Vec<SubAgentStatus> = by_id[&inline].statuses.iter().map(|s| s.1).collect();
+    assert_eq!(
+        statuses,
+        [
+            SubAgentStatus::Queued,
+            SubAgentStatus::Running,
+            SubAgentStatus::Done
+        ]
+    );
+}

@@ -7,7 +7,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod killed;
 mod reach;
+mod usage;
 
 use common::*;
 use subagents::actors::DelegationBuilder;

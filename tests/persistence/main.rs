@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod claims;
+mod clocks;
 #[path = "../common/mod.rs"]
 mod common;
 mod isolation;

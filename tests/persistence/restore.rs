@@ -278,3 +278,52 @@ fn open_copy(dir: &std::path::Path) -> Arc<EnvelopeStore> {
     copy_dir(dir, &copy);
     open(&copy)
 }
+
+/// After a restart the parent first reads the restart's wake (the
+/// children the kill interrupted), then each wake the last process owed,
+/// in the order they finished.
+#[tokio::test]
+async fn the_restart_wake_comes_before_the_owed_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let store = open(&live);
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&work_call("Alpha", 0, false))
+            .use_agent(&work_call("Beta", 1000, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Alpha", worker(0))
+    .with_script("Beta", worker(1000));
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.typing(true).unwrap();
+    thread.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    while !store
+        .get(&AgentId::new("agent_1"))
+        .is_some_and(|e| e.wake_owed)
+    {
+        thread.sync().await.unwrap();
+        thread.flush_persistence().await.unwrap();
+        tokio::task::yield_now().await;
+    }
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    thread.close_and_wait().await;
+    drop(store);
+    let store = open(&killed);
+    assert_eq!(store.interrupted(), [AgentId::new("agent_2")]);
+    assert_eq!(store.owed_wakes(), [AgentId::new("agent_1")]);
+    let model = ScriptedModel::new(vec![Reply::answer("Noted."); 2]);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    let mut log = Vec::new();
+    let both = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while woken_children(&log).len() < 2 {
+            until(&mut events, &mut log, is_wake).await;
+        }
+    })
+    .await;
+    assert!(both.is_ok(), "{:?}", woken_children(&log));
+    assert_eq!(woken_children(&log), ["agent_2", "agent_1"]);
+    thread.close_and_wait().await;
+}

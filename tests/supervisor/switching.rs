@@ -326,3 +326,55 @@ async fn a_reopened_thread_without_a_store_never_takes_the_old_approval_ids() {
     );
     threads.delete(&a).await.unwrap();
 }
+
+/// A thread left through `Threads` is off screen: a child its turn starts
+/// after the switch (a switch stops the children, not the parent's turn)
+/// finishes and wakes nobody — not in the tab the user left, and not when
+/// it comes back (dropped, not deferred).
+#[tokio::test(start_paused = true)]
+async fn a_child_of_a_thread_left_through_threads_never_wakes_it() {
+    let mut threads = Threads::new();
+    let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .delay(Duration::from_secs(5))
+            .use_agent(&work_call("Worker", 10, false)),
+        Reply::answer("Started."),
+        Reply::answer("(a wake would land here)"),
+    ])
+    .with_script("Worker", worker(10));
+    let mut events_a = threads
+        .open(
+            a.clone(),
+            DelegationBuilder::new(model.shared()).tools(ToolRegistry::new().with(Sleep)),
+        )
+        .await
+        .unwrap();
+    threads.get(&a).unwrap().send_user("start").unwrap();
+    let mut log_a = Vec::new();
+    run_for(&mut events_a, &mut log_a, 1).await;
+    let idle = ScriptedModel::new(vec![Reply::answer("b")]).shared();
+    let _events_b = threads
+        .open(b.clone(), DelegationBuilder::new(idle))
+        .await
+        .unwrap();
+    run_for(&mut events_a, &mut log_a, 120).await;
+    let worker = threads
+        .get(&a)
+        .unwrap()
+        .envelope(&AgentId::new("agent_1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        worker.status,
+        SubAgentStatus::Done,
+        "started after the switch"
+    );
+    assert!(wakes(&log_a).is_empty(), "{log_a:#?}");
+    threads.switch_to(&a).await.unwrap();
+    run_for(&mut events_a, &mut log_a, 120).await;
+    assert!(wakes(&log_a).is_empty(), "dropped, not deferred");
+    threads.delete(&a).await.unwrap();
+    threads.delete(&b).await.unwrap();
+}

@@ -229,7 +229,18 @@ type Answer = (String, Vec<ToolCall>, Option<String>);
 /// limit, the forced tool (a POST, a write) run at every call. Reset, the
 /// server's default (`auto`) applies, as agent loops elsewhere do
 /// (openai-agents' `reset_tool_choice`).
+///
+/// A forced function the call does not offer (a child narrowed to other
+/// tools than its host's `child_request_options` force) is not sent
+/// either: servers refuse the pair (400) and every call of the turn
+/// failed.
 fn honoured_choice_reset(request: &mut ModelRequest) {
+    if let Some(ToolChoice::Function(name)) = &request.options.tool_choice
+        && !request.tools.iter().any(|t| &t.name == name)
+    {
+        request.options.tool_choice = None;
+        return;
+    }
     let forced = matches!(
         request.options.tool_choice,
         Some(ToolChoice::Required | ToolChoice::Function(_))

@@ -252,6 +252,12 @@ impl DelegationBuilder {
         self
     }
 
+    /// Now, by the clock envelopes are stamped with.
+    #[doc(hidden)] // read by subagents-supervisor against its store's clock
+    pub fn stamps_now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
     /// Told when each child finishes.
     ///
     /// Observers compose: each call adds one, and every observer is told,

@@ -30,6 +30,20 @@ pub enum ThreadError {
     /// gives it. It read "Actor panicked during startup", a string.
     #[error("the thread could not be started: {0}")]
     Refused(subagents_actors::AgentError),
+    /// The builder's clock, which stamps the children's envelopes, reads
+    /// `stamped_ms`: older than the store's retention by the store's own
+    /// clock, so each child's envelope and run would be pruned as they
+    /// were written (no resume, no owed wake after a restart). Give both
+    /// one clock.
+    #[error(
+        "the thread could not be started: its envelopes would be stamped {stamped_ms} ms \
+         (its builder's clock), past the store's retention by the store's clock — each \
+         would be pruned as it is saved; give the builder and the store one clock"
+    )]
+    ClockBehindStore {
+        /// Now, by the builder's clock.
+        stamped_ms: u64,
+    },
     /// The thread is closed; the message was not delivered.
     #[error("the thread is closed")]
     Closed,
@@ -94,6 +108,14 @@ impl ThreadHandle {
         held: bool,
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
         config.parent.check().map_err(ThreadError::Refused)?;
+        let stamped_ms = config.parent.stamps_now_ms();
+        if config
+            .store
+            .as_ref()
+            .is_some_and(|s| !s.retains(stamped_ms))
+        {
+            return Err(ThreadError::ClockBehindStore { stamped_ms });
+        }
         let (events, stream) = EventSink::channel();
         let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
         let errors = PersistErrors::default();

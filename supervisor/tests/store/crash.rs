@@ -1,4 +1,5 @@
-//! A writer killed mid-write never leaves a torn file (a second process).
+//! What a killed process leaves: a writer killed mid-write never leaves a
+//! torn file (a second process), and the wakes it owed come back in order.
 
 use super::*;
 
@@ -122,4 +123,24 @@ fn killed_writer_never_leaves_a_torn_file() {
     }
     // Each round reported at least its first save, on its own first id.
     assert_eq!(reported.len(), CHILD_IDS as usize);
+}
+
+/// The wakes a killed process owed go out in the order their children
+/// finished, then by number — not by number alone (`agent_10` after
+/// `agent_2`, numerically).
+#[test]
+fn owed_wakes_come_in_the_order_the_children_finished() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let store = open(tmp.path(), &clock(T0));
+        for (id, finished) in [("agent_1", 300), ("agent_10", 100), ("agent_2", 100)] {
+            let mut owed = envelope(id, T0, Some(T0 + finished));
+            owed.background = true;
+            owed.wake_owed = true;
+            store.save(&owed).unwrap();
+        }
+    }
+    let store = open(tmp.path(), &clock(T0 + 1_000));
+    let owed: Vec<String> = store.owed_wakes().iter().map(|id| id.to_string()).collect();
+    assert_eq!(owed, ["agent_2", "agent_10", "agent_1"]);
 }

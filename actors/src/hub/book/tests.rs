@@ -394,3 +394,24 @@ fn a_hub_is_dead_only_once_stopped_or_exited() {
     drop(stopping);
     assert!(book.is_dead(Stopped, false), "a stop that unwound");
 }
+
+/// The queue is per requester (the cap is): a grandchild next in its
+/// requester's queue is at 1, whoever waits in the parent's.
+#[test]
+fn queue_positions_count_the_same_requesters_children_only() {
+    let book = book_with(&["agent_1", "agent_2", "agent_3", "agent_4"], true);
+    for (child, requester) in [
+        ("agent_1", "parent"),
+        ("agent_2", "agent_9"),
+        ("agent_3", "parent"),
+        ("agent_4", "agent_9"),
+    ] {
+        let request = ChildRequest::new(id(requester), 0, ToolUseId::new("c"), "Child", "task");
+        book.set_seed(&id(child), std::sync::Arc::new(request));
+        book.mark_queued(&id(child));
+    }
+    assert_eq!(book.queue_position(&id("agent_1")), Some(1));
+    assert_eq!(book.queue_position(&id("agent_2")), Some(1));
+    assert_eq!(book.queue_position(&id("agent_3")), Some(2));
+    assert_eq!(book.queue_position(&id("agent_4")), Some(2));
+}

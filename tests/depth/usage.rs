@@ -1,0 +1,44 @@
+//! What a tree two deep used, rolled up: a child's own children's tokens
+//! are its `children_usage`, and its requester's turn takes both.
+
+use super::*;
+
+/// The grandchild's tokens reach the child's envelope, the `use_agent`
+/// answer its requester read and the parent's result; the clamp on the
+/// next synchronous child reads the same roll-up (a requester whose child
+/// used grandchildren handed the next child tokens already spent).
+#[tokio::test(start_paused = true)]
+async fn a_grandchilds_tokens_roll_up_to_the_parent() {
+    let model = tree_with(
+        vec![
+            Reply::new()
+                .use_agent(&run("Grand", "compute 6*7", true))
+                .usage(10, 0),
+            Reply::answer("child: 42").usage(10, 0),
+        ],
+        vec![Reply::answer("42").usage(100, 20)],
+    );
+    let (thread, mut events) = ThreadHandle::spawn(builder(model, 2), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let result = log
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Result(r) => Some(r.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(result.children_usage.total(), 140, "{result:?}");
+    let child = thread
+        .envelope(&AgentId::new("agent_1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(child.usage.total(), 20);
+    assert_eq!(child.children_usage.total(), 120, "{child:?}");
+    let (answer, _) = results_of(&log, "use_agent").remove(0);
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["usage"]["children_tokens"], 120, "{answer}");
+    thread.close_and_wait().await;
+}

@@ -1,0 +1,42 @@
+//! The builder's clock stamps envelopes, the store's clock ages them: a
+//! thread whose stamps the store would prune as they are written is
+//! refused.
+
+use super::*;
+use subagents::actors::clock::{Clock, ManualClock};
+use subagents::supervisor::ThreadError;
+
+/// Configuration at odds with itself: a builder pinned to a date (stable
+/// stamps) on a store reading the system's. Every finished child's
+/// envelope and run were deleted right after they were written — no
+/// resume, no owed wake after a restart. The spawn is refused, as the
+/// simulation's `Scenario::store` refuses it; one clock for both runs.
+#[tokio::test]
+async fn a_builder_clock_the_store_would_prune_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let pinned = 1_700_000_000_000;
+    let builder = |clock: u64| {
+        DelegationBuilder::new(background_workers(&[0]).shared())
+            .clock(Arc::new(ManualClock::new(clock)))
+    };
+    let Err(refused) = ThreadHandle::spawn(
+        ThreadConfig::new(builder(pinned)).store(store.clone()),
+        None,
+    )
+    .await
+    else {
+        panic!("spawned on a store that prunes what it stamps");
+    };
+    assert!(
+        matches!(refused, ThreadError::ClockBehindStore { stamped_ms } if stamped_ms == pinned),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("one clock"), "{refused}");
+    // Stamped now by the store's reckoning: it runs.
+    let now = SystemClock.now_ms();
+    let (thread, _events) = ThreadHandle::spawn(ThreadConfig::new(builder(now)).store(store), None)
+        .await
+        .unwrap();
+    thread.close_and_wait().await;
+}
