@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "profile_semantics/host_tools.rs"]
+mod host_tools;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

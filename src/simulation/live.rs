@@ -52,12 +52,24 @@ impl LiveSimulation {
     }
 
     /// Lets virtual time run for `duration`, logging what happens.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe: dropped while a trigger waits out its scheduler
+    /// turns, that trigger is spent without acting, and an action being
+    /// sent may take effect before its log entry. Await it to the end (a
+    /// harness bounds the run with virtual time, not a `select!`).
     pub async fn advance(&mut self, duration: Duration) {
         let until = self.start.elapsed().saturating_add(duration);
         self.advance_to(until).await;
     }
 
     /// Lets virtual time run until `at` since the start.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe: dropped while a trigger waits out its scheduler
+    /// turns, that trigger is spent without acting, and an action being
+    /// sent may take effect before its log entry. Await it to the end (a
+    /// harness bounds the run with virtual time, not a `select!`).
     pub async fn advance_to(&mut self, at: Duration) {
         // Past what an `Instant` holds (`Duration::MAX`: until it
         // settles), thirty years of virtual time: adding it panicked.
@@ -97,6 +109,10 @@ impl LiveSimulation {
     /// is logged just before it is sent; one that holds wakes back, once
     /// it has taken effect — so a check never sees a wake on the wrong
     /// side of the action that allowed or barred it.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe: dropped after the action was sent, it may take
+    /// effect with no log entry. Await it to the end.
     pub async fn act(&mut self, action: HostAction) {
         self.apply(action).await;
         // What it read as it took effect (a stop's own terminal status)

@@ -24,7 +24,9 @@ pub enum HostAction {
     /// The user stops the parent's turn.
     StopParent,
     /// The host approves an approval (ids are deterministic:
-    /// `parent-approval-1`, `agent_2-approval-1`, …).
+    /// `parent-approval-1`, `agent_2-approval-1`, … — on a store, the
+    /// parent's number from its block of the store's session:
+    /// docs/simulation.md).
     Approve(ApprovalId),
     /// The host denies an approval.
     Deny(ApprovalId),

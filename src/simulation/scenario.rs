@@ -191,6 +191,10 @@ impl Scenario {
     /// # Panics
     /// If an action is timed after the run's end ([`Scenario::run_for`]),
     /// or the thread cannot be started (a bug, reported with its cause).
+    ///
+    /// # Cancel safety
+    /// Dropped before it returns, the run goes on in its task to its end
+    /// (holding its thread and store until then); await it to the end.
     #[allow(clippy::expect_used)]
     pub async fn run_async(&self, seed: u64) -> SimulationReport {
         // An action past the end was dropped without a word: the test

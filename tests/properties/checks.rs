@@ -320,3 +320,69 @@ pub(crate) fn signature(log: &[LogEntry], fired_at: usize, child: &AgentId, what
     };
     format!("{what} {status:?} {side} {delivery}")
 }
+
+/// A stopped child never goes on (docs/lifecycle.md: a stop ends a child
+/// — or cancels one that had ended — for good, across restarts): once a
+/// host's `StopChild` of an id has taken effect, no later run, in that
+/// session or a later one of the thread, is resumed from any run of its
+/// chain as it stood then (the id, and each run a message resumed it as).
+/// `sessions`: the thread's logs, one per session, in order. Returns how
+/// many messages the user sent to a stopped chain (what it had to hold).
+pub(crate) fn check_stopped_chains_stay_stopped(sessions: &[&[LogEntry]]) -> usize {
+    let mut sent_to_stopped = 0;
+    let mut next: HashMap<AgentId, AgentId> = HashMap::new();
+    let mut stopped: HashSet<AgentId> = HashSet::new();
+    for log in sessions {
+        for (i, entry) in log.iter().enumerate() {
+            match entry {
+                LogEntry::Event { event, .. } => {
+                    for_each_started(event, &mut |id, from| {
+                        let Some(from) = from else {
+                            return;
+                        };
+                        assert!(
+                            !stopped.contains(from),
+                            "{from} was stopped, and goes on as {id}"
+                        );
+                        next.insert(from.clone(), id.clone());
+                    });
+                }
+                LogEntry::Host {
+                    action: HostAction::StopChild(id),
+                    ..
+                } if !matches!(log.get(i + 1), Some(LogEntry::Refused { .. })) => {
+                    let mut at = id.clone();
+                    loop {
+                        stopped.insert(at.clone());
+                        match next.get(&at) {
+                            Some(later) if !stopped.contains(later) => at = later.clone(),
+                            _ => break,
+                        }
+                    }
+                }
+                LogEntry::Host {
+                    action: HostAction::User(text),
+                    ..
+                } => {
+                    if let Some(id) = text.strip_prefix("SEND ")
+                        && stopped.contains(&AgentId::new(id))
+                    {
+                        sent_to_stopped += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    sent_to_stopped
+}
+
+/// Calls `f` with the id and `resumed_from` of every `ChildStarted` in
+/// `event`, at any depth.
+fn for_each_started(event: &AgentEvent, f: &mut impl FnMut(&AgentId, Option<&AgentId>)) {
+    match event {
+        AgentEvent::ChildStarted(info) => f(&info.id, info.resumed_from.as_ref()),
+        AgentEvent::Child(_, inner) => for_each_started(inner, f),
+        _ => {}
+    }
+}

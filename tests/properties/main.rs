@@ -106,6 +106,14 @@ enum Step {
     /// k-th child an earlier session of the thread started: an interrupted
     /// one goes on as a new run.
     Resume(usize, usize),
+    /// The user has the parent send a message to the k-th child this
+    /// session started, in whatever state it is: a running one is
+    /// steered, an ended one resumed — a stopped one refused.
+    Send(usize, usize),
+    /// The host stops the k-th child this session started, then the user
+    /// has the parent send it a message: refused, whatever state the
+    /// stop found it in (it goes on for no one).
+    StopThenSend(usize, usize),
 }
 
 /// How a case is set up.
@@ -214,6 +222,8 @@ impl ReferenceStateMachine for Reference {
             1 => Just(Step::Crash),
             1 => Just(Step::Restart),
             1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::Resume(t, k)),
+            1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::Send(t, k)),
+            1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::StopThenSend(t, k)),
         ]
         .boxed()
     }
@@ -250,7 +260,9 @@ fn step_thread(step: &Step) -> Option<usize> {
         | Step::Answer(t, _, _)
         | Step::On(t, ..)
         | Step::Close(t)
-        | Step::Resume(t, _) => Some(*t),
+        | Step::Resume(t, _)
+        | Step::Send(t, _)
+        | Step::StopThenSend(t, _) => Some(*t),
         Step::Wait(_) | Step::Crash | Step::Restart => None,
     }
 }
@@ -269,6 +281,9 @@ static REMOTE_RUNS: AtomicUsize = AtomicUsize::new(0);
 static RESTARTS: AtomicUsize = AtomicUsize::new(0);
 static RESTART_INTERRUPTED: AtomicUsize = AtomicUsize::new(0);
 static RESTART_OWED: AtomicUsize = AtomicUsize::new(0);
+/// Messages the user sent to a chain the host had stopped (each refused:
+/// `checks::check_stopped_chains_stay_stopped`).
+static SENT_TO_STOPPED: AtomicUsize = AtomicUsize::new(0);
 
 /// The system under test, and the steps it took (to replay them).
 struct Sut {
@@ -300,6 +315,7 @@ impl StateMachineTest for Sut {
     fn teardown(mut sut: Self, reference: Reference) {
         sut.world.settle(&reference);
         sut.world.check(true, true);
+        SENT_TO_STOPPED.fetch_add(sut.world.sent_to_stopped(), Ordering::SeqCst);
         let first = sut.world.logs();
         if let Some(node) = &sut.world.node {
             REMOTE_CASES.fetch_add(1, Ordering::SeqCst);
@@ -364,6 +380,10 @@ impl StateMachineTest for Sut {
                     RESTART_INTERRUPTED.load(Ordering::SeqCst) > 0,
                     "no restart found a child interrupted"
                 );
+                assert!(
+                    SENT_TO_STOPPED.load(Ordering::SeqCst) > 0,
+                    "no message reached a stopped chain: the stopped-chain check held nothing"
+                );
             }
         }
         if std::env::var_os("SUBAGENTS_PRINT_INTERLEAVINGS").is_some() && done == cases() as usize {
@@ -377,6 +397,10 @@ impl StateMachineTest for Sut {
                 RESTARTS.load(Ordering::SeqCst),
                 RESTART_INTERRUPTED.load(Ordering::SeqCst),
                 RESTART_OWED.load(Ordering::SeqCst)
+            );
+            eprintln!(
+                "{} messages were sent to a chain the host had stopped",
+                SENT_TO_STOPPED.load(Ordering::SeqCst)
             );
             for line in reached.iter() {
                 eprintln!("  {line}");

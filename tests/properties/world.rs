@@ -155,6 +155,19 @@ impl World {
                 self.restart();
                 None
             }
+            Step::StopThenSend(_, k) => {
+                let ids = started_ids(self.threads[thread].log());
+                if let Some(id) = (!ids.is_empty()).then(|| ids[k % ids.len()].clone()) {
+                    self.act(thread, HostAction::StopChild(id.clone()));
+                    Some(HostAction::User(format!("SEND {id}")))
+                } else {
+                    None
+                }
+            }
+            Step::Send(_, k) => {
+                let ids = started_ids(self.threads[thread].log());
+                (!ids.is_empty()).then(|| HostAction::User(format!("SEND {}", ids[k % ids.len()])))
+            }
             Step::Resume(_, k) => {
                 let ids = self.earlier_ids(thread);
                 (!ids.is_empty()).then(|| HostAction::User(format!("SEND {}", ids[k % ids.len()])))
@@ -225,6 +238,23 @@ impl World {
             .collect()
     }
 
+    /// Thread `n`'s logs, one per session, in order.
+    fn sessions_of(&self, n: usize) -> Vec<&[LogEntry]> {
+        self.earlier_logs
+            .iter()
+            .map(|session| session[n].as_slice())
+            .chain([self.threads[n].log()])
+            .collect()
+    }
+
+    /// Messages the user sent to a chain the host had stopped, on every
+    /// thread (what the stopped-chain check had to hold).
+    pub(super) fn sent_to_stopped(&self) -> usize {
+        (0..self.threads.len())
+            .map(|n| checks::check_stopped_chains_stay_stopped(&self.sessions_of(n)))
+            .sum()
+    }
+
     /// Checks every thread's log; at rest also what is held, and with
     /// `exactly_once` that every result that could reach its parent did.
     pub(super) fn check(&self, at_rest: bool, exactly_once: bool) {
@@ -237,6 +267,9 @@ impl World {
                 // seen (the eighteenth session found one on another node).
                 let exactly_once = exactly_once && !self.closed[n];
                 checks::check_everything(log, at_rest, exactly_once, &self.earlier[n]);
+                if at_rest {
+                    checks::check_stopped_chains_stay_stopped(&self.sessions_of(n));
+                }
                 assert!(
                     self.peak.load(Ordering::SeqCst) <= 1,
                     "guarantee 6: two model calls in flight on the shared gate"

@@ -339,10 +339,30 @@ impl DelegationBuilder {
     /// call could select ([`AgentError::Options`], [`AgentError::Limits`],
     /// [`AgentError::Profile`]). A host building threads from settings can
     /// check them first; `ThreadHandle::spawn` does.
+    ///
+    /// A child setting's refusal says which setter held it (`… (set by
+    /// child_limits)`): the same field of the parent's and the children's
+    /// read alike.
     pub fn check(&self) -> Result<(), AgentError> {
         let (check, limits) = (crate::agent::check_options, crate::agent::check_limits);
-        (check(&self.options).and(check(&self.child_options))).and(self.profiles.check())?;
-        limits(&self.limits).and(limits(&self.child_limits))
+        let children = |setter: &'static str| {
+            move |e: AgentError| match e {
+                AgentError::Options { field, why } => AgentError::Options {
+                    field,
+                    why: format!("{why} (set by {setter})"),
+                },
+                AgentError::Limits { field, why } => AgentError::Limits {
+                    field,
+                    why: format!("{why} (set by {setter})"),
+                },
+                other => other,
+            }
+        };
+        check(&self.options)?;
+        check(&self.child_options).map_err(children("child_request_options"))?;
+        self.profiles.check()?;
+        limits(&self.limits)?;
+        limits(&self.child_limits).map_err(children("child_limits"))
     }
 
     /// Spawns everything writing to `events`, the hub linked under
@@ -377,6 +397,9 @@ impl DelegationBuilder {
         // Said at start, not at the first delegation that would fail.
         for warning in self.models.check_profiles(&self.profiles) {
             tracing::warn!(%warning, "profile model");
+        }
+        for warning in self.profiles.narrow_to(&self.tools.names()) {
+            tracing::warn!(%warning, "profile tools");
         }
         let parent = AgentId::new("parent");
         let delegation_tools = Arc::new(std::sync::OnceLock::new());

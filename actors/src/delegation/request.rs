@@ -66,7 +66,10 @@ impl Delegator {
         // the limit (at it, the model was told to "leave it out of
         // `tools`", a list it never wrote).
         if let Some(listed) = tools.as_mut() {
-            listed.retain(|t| !self.is_delegation(t));
+            // Any front-end's name, offered here or not (`tools:
+            // delegate_task` on a parent offering `use_agent` was "not
+            // one of your tools", and no call could run the profile).
+            listed.retain(|t| !crate::delegation::is_delegation_tool(t));
             // A rule for a whole MCP server, as the caller's tools of that
             // server (a profile built in code or parsed alone is mapped
             // nowhere else).

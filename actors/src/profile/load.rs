@@ -191,6 +191,18 @@ impl ProfileSet {
         Ok(())
     }
 
+    /// Each profile's tools narrowed to the host's `known` ones, as a
+    /// file's are when loaded: a profile built in code listing a tool
+    /// the host lacks was refused at every delegation ("not one of your
+    /// tools", a list the model never wrote). The warnings, for the log.
+    pub(crate) fn narrow_to(&mut self, known: &[String]) -> Vec<ProfileWarning> {
+        let mut warnings = Vec::new();
+        for profile in &mut self.profiles {
+            super::restrict::narrow_to(profile, known, &mut warnings);
+        }
+        warnings
+    }
+
     /// The profile named `name` (case-sensitive).
     pub fn get(&self, name: &str) -> Option<&Profile> {
         self.profiles

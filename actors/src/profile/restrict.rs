@@ -28,8 +28,32 @@ pub(super) fn restrict_tools(
     let Some(tools) = profile.tools.take() else {
         return;
     };
+    keep_known(profile, map(tools), known, warnings);
+}
+
+/// A profile's allowlist narrowed to `known` (and the delegation tools):
+/// each other entry left out, listed in `unavailable_tools` and warned.
+/// For a file as it is loaded, and for a profile built in code when the
+/// parent it is offered to spawns (again for a file's: nothing more to
+/// leave out unless the host has fewer tools than it was loaded with).
+pub(super) fn narrow_to(
+    profile: &mut Profile,
+    known: &[String],
+    warnings: &mut Vec<ProfileWarning>,
+) {
+    if let Some(tools) = profile.tools.take() {
+        keep_known(profile, tools, known, warnings);
+    }
+}
+
+fn keep_known(
+    profile: &mut Profile,
+    tools: Vec<String>,
+    known: &[String],
+    warnings: &mut Vec<ProfileWarning>,
+) {
     let listed = !tools.is_empty();
-    let (kept, unknown): (Vec<String>, Vec<String>) = expand_servers(map(tools), known)
+    let (kept, unknown): (Vec<String>, Vec<String>) = expand_servers(tools, known)
         .into_iter()
         // A delegation tool is known whatever the host's tools (the
         // depth decides where the child starts), as in the deny list.
@@ -55,7 +79,7 @@ pub(super) fn restrict_tools(
         );
     }
     profile.tools = Some(kept);
-    profile.unavailable_tools = unknown;
+    profile.unavailable_tools.extend(unknown);
 }
 
 /// The deny list as the host's names. A deny list only narrows, so every

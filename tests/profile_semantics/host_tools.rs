@@ -1,0 +1,51 @@
+//! A profile's tool list read against the host it is offered on: a
+//! profile built in code as a file is loaded, and a delegation tool of
+//! another front-end decided by depth.
+
+use super::*;
+
+/// A profile built in code (or parsed alone) listing a tool the host
+/// lacks — Claude Code's `Read` — was never narrowed as a file's is when
+/// loaded: every delegation to it was refused, "the tool `Read` is not
+/// one of your tools", a list the model never wrote. Narrowed when the
+/// parent it is offered to spawns, it runs with the tools the host has.
+#[tokio::test(start_paused = true)]
+async fn a_profile_built_in_code_runs_with_the_listed_tools_the_host_has() {
+    let text = "---\nname: reader\ntools: Read, sleep\n---\nYou read.";
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("reader", "read it")),
+        Reply::answer("Done."),
+    ])
+    .with_script("You read.", vec![Reply::answer("read")]);
+    let profiles = ProfileSet::from_profiles([claude_profile("/agents/reader.md", text)]);
+    let (parent, mut events, seen) = parent(model, profiles).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let results = results_of(&log, "use_agent");
+    assert!(!results[0].1, "refused: {}", results[0].0);
+    assert_eq!(tools_seen(&seen, "You read."), ["sleep"]);
+}
+
+/// A coordinator whose list names a front-end this parent does not offer
+/// (`delegate_task` where only `use_agent` is): "not one of your tools",
+/// and a call narrowing it with `tools` was refused too — no call could
+/// run it. A delegation tool in a profile's list is decided by the depth,
+/// whichever front-end it names: tool-less at the depth limit.
+#[tokio::test(start_paused = true)]
+async fn a_front_end_the_parent_does_not_offer_in_a_profiles_list_is_decided_by_depth() {
+    let text = "---\nname: coordinator\ntools: delegate_task\n---\nYou coordinate.";
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("coordinator", "coordinate")),
+        Reply::answer("Done."),
+    ])
+    .with_script("You coordinate.", vec![Reply::answer("coordinated")]);
+    let profiles = ProfileSet::from_profiles([claude_profile("/agents/coordinator.md", text)]);
+    let (parent, mut events, seen) = parent(model, profiles).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let results = results_of(&log, "use_agent");
+    assert!(!results[0].1, "refused: {}", results[0].0);
+    assert!(tools_seen(&seen, "You coordinate.").is_empty());
+}
