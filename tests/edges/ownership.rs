@@ -84,6 +84,7 @@ async fn an_observer_that_panics_leaves_the_others_told() {
             panic!("a host's bug in stepped");
         }
     }
+    let (logged, _guard) = panics_logged();
     let seen = Arc::new(Seen::default());
     let builder = parent(background_workers(&[5]))
         .observer(Arc::new(Panics))
@@ -93,6 +94,15 @@ async fn an_observer_that_panics_leaves_the_others_told() {
     let mut log = Vec::new();
     run_for(&mut events, &mut log, 60).await;
     check_log(&log, true);
+    // Each panic logged, naming its hook (only `finished`'s were: a host
+    // whose persistence observer panicked at every step lost every run
+    // write without a trace).
+    let hooks: std::collections::BTreeSet<String> =
+        logged.lock().unwrap().iter().cloned().collect();
+    assert_eq!(
+        hooks.into_iter().collect::<Vec<_>>(),
+        ["finished", "started", "stepped"]
+    );
     assert_eq!(
         *seen.0.lock().unwrap(),
         [("agent_1".to_owned(), SubAgentStatus::Done)]
@@ -329,4 +339,70 @@ async fn a_killed_thread_whose_handle_is_kept_holds_no_store_and_ends_its_childr
     .await;
     assert!(ended.is_ok(), "the stream of a killed thread never ended");
     drop(thread);
+}
+
+/// Review (host code called back): a hub that died without its stop (a
+/// kill, a crash, a ractor host stopping) failed every child it had not
+/// ended on the stream and in the thread's store, but a host's observer —
+/// "told about every child that reaches a terminal status" — heard of
+/// none: a host persisting through it kept them `running` for good. Its
+/// observers are told of each, once; none wakes the parent.
+#[tokio::test(start_paused = true)]
+async fn a_hosts_observer_is_told_of_the_children_a_hubs_death_failed() {
+    let seen = Arc::new(Seen::default());
+    let builder = parent(background_workers(&[600, 600])).observer(seen.clone());
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 10).await;
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.ok();
+    thread.sync().await.unwrap();
+    run_for(&mut events, &mut log, 60).await;
+    assert_eq!(
+        *seen.0.lock().unwrap(),
+        [
+            ("agent_1".to_owned(), SubAgentStatus::Failed),
+            ("agent_2".to_owned(), SubAgentStatus::Failed)
+        ]
+    );
+    assert!(!log.iter().any(is_wake), "{log:#?}");
+    thread.close_and_wait().await;
+}
+
+/// The `hook` of every "a hub observer panicked" error logged on this
+/// thread while the guard lives.
+fn panics_logged() -> (Arc<Mutex<Vec<String>>>, tracing::subscriber::DefaultGuard) {
+    use tracing_subscriber::layer::SubscriberExt;
+    struct Hooks(Arc<Mutex<Vec<String>>>);
+    struct Hook<'a>(&'a mut Option<String>, &'a mut bool);
+    impl tracing::field::Visit for Hook<'_> {
+        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+            if field.name() == "hook" {
+                *self.0 = Some(value.to_owned());
+            }
+        }
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                *self.1 = format!("{value:?}") == "a hub observer panicked";
+            }
+        }
+    }
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Hooks {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let (mut hook, mut panicked) = (None, false);
+            event.record(&mut Hook(&mut hook, &mut panicked));
+            if let (Some(hook), true) = (hook, panicked) {
+                self.0.lock().unwrap().push(hook);
+            }
+        }
+    }
+    let hooks = Arc::new(Mutex::new(Vec::new()));
+    let guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(Hooks(hooks.clone())));
+    (hooks, guard)
 }

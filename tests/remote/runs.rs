@@ -465,3 +465,58 @@ async fn a_lost_node_is_passed_over_for_the_next_with_the_label() {
     assert_eq!(b.started.load(Ordering::SeqCst), 0);
     thread.close_and_wait().await;
 }
+
+/// Host code called back (review): a transport's `live` that panics (a
+/// poisoned lock in its load table) ran in the hub's handler and took the
+/// hub down — every child of the thread failed, every later delegation
+/// was refused "the sub-agent hub is stopped". The child being placed is
+/// refused, naming the panic; the hub goes on.
+#[tokio::test(start_paused = true)]
+async fn a_transport_that_panics_choosing_a_node_fails_that_child_alone() {
+    use subagents::actors::{NodeLink, RunReports};
+    use subagents::messages::remote::{RunRequest, RunSpec};
+    struct Panicky;
+    impl NodeLink for Panicky {
+        fn node(&self) -> &str {
+            "p"
+        }
+        fn live(&self) -> Option<usize> {
+            panic!("transport state poisoned")
+        }
+        fn start(&self, _: RunSpec, _: RunReports) -> Result<(), String> {
+            Ok(())
+        }
+        fn request(&self, _: u64, _: RunRequest) -> Result<(), String> {
+            Ok(())
+        }
+    }
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 30, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::answer("Checked."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(30))
+    .shared();
+    let (thread, mut events) =
+        thread_on(model, Placement::LeastLoaded(vec![Arc::new(Panicky)])).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("how is it").unwrap();
+    until_result(&mut events, &mut log).await;
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed);
+    assert!(
+        envelope
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("transport state poisoned"),
+        "{envelope:?}"
+    );
+    let status = results_of(&log, "use_agent").pop().unwrap();
+    assert!(!status.0.contains("hub is stopped"), "{status:?}");
+    thread.close_and_wait().await;
+}

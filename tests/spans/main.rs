@@ -11,6 +11,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod edges;
+mod sender;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -104,7 +104,9 @@ impl AgentHandle {
     }
 
     /// Sends a user turn and waits for its result (events still follow on
-    /// the stream). The turn's limits bound the wait. Sent when first
+    /// the stream). The turn's limits bound the wait — a tool of this
+    /// agent that awaits it waits until its own turn's wall clock (the
+    /// turn runs after the one that called the tool). Sent when first
     /// polled; dropped after that (a `select!`, a `timeout`), the turn
     /// goes on and a later turn queues behind it: stop it with
     /// [`AgentHandle::stop_turn`]. [`AgentHandle::queue_turn`] sends at
@@ -238,6 +240,5 @@ impl AgentHandle {
 /// The caller's current span, if it has one: a turn sent from it runs
 /// under it.
 fn caller() -> Option<tracing::Span> {
-    let current = tracing::Span::current();
-    (!current.is_none()).then_some(current)
+    crate::agent::sender_span()
 }

@@ -29,6 +29,7 @@ mod handle;
 mod msg;
 mod probe;
 mod running;
+mod sender;
 pub(crate) mod spans;
 mod state;
 mod turn;
@@ -41,6 +42,9 @@ pub(crate) use msg::sealed;
 pub(crate) use msg::{AgentMsg, TurnReply, UserTurn};
 pub(crate) use probe::{Activity, LiveTurn, Probe};
 pub(crate) use running::TurnEnds;
+pub(crate) use sender::as_callback;
+#[doc(hidden)]
+pub use sender::sender_span;
 pub(crate) use turn_state::{
     CallSlot, Shared, TurnState, lock as turn_state_lock, nothing_done, steering_text,
 };

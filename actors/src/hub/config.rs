@@ -49,6 +49,32 @@ pub trait HubObserver: Send + Sync + 'static {
     }
 }
 
+/// Tells each observer through `tell`; one that panics is logged (its
+/// hook and the child named) and the others are still told: a host's bug
+/// must not take the hub, or the child's events, down. A panic in
+/// `started` or `stepped` was swallowed without a word.
+pub(crate) fn tell_each(
+    observers: &[Arc<dyn HubObserver>],
+    hook: &'static str,
+    child: &AgentId,
+    tell: impl Fn(&dyn HubObserver),
+) {
+    for observer in observers {
+        // A turn the host sends from here starts a trace of its own.
+        let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::agent::as_callback(|| tell(&**observer))
+        }));
+        if let Err(panic) = told {
+            tracing::error!(
+                %child,
+                hook,
+                panic = crate::tool::panic_message(panic.as_ref()),
+                "a hub observer panicked"
+            );
+        }
+    }
+}
+
 /// Finished envelopes of earlier sessions (the supervisor's store), so
 /// `status` and `result` answer ids the hub itself never ran.
 #[doc(hidden)] // plumbing for subagents-supervisor's store, not API

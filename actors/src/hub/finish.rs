@@ -117,18 +117,9 @@ impl HubState {
     /// Tells every observer; one that panics is logged and the others are
     /// still told (a host's bug must not take the hub down).
     pub(super) fn tell_observers(&self, envelope: &Envelope) {
-        for observer in &self.config.observers {
-            let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                observer.finished(envelope);
-            }));
-            if let Err(panic) = told {
-                tracing::error!(
-                    child = %envelope.id,
-                    panic = crate::tool::panic_message(panic.as_ref()),
-                    "a hub observer panicked"
-                );
-            }
-        }
+        crate::hub::config::tell_each(&self.config.observers, "finished", &envelope.id, |o| {
+            o.finished(envelope)
+        });
     }
 
     /// [`HubState::finish_child`], and the child's own children stopped.

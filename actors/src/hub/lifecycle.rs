@@ -57,13 +57,20 @@ impl std::fmt::Debug for HubState {
 /// when it sees it, if it lives): every child not ended fails, and the
 /// archive is let go. Without it, a host that kept its handle kept the
 /// store's directory locked, read its children `running` for ever, and
-/// its stream never ended (their sinks were held). After its own stop
-/// (`post_stop`) there is nothing left to do.
+/// its stream never ended (their sinks were held); its observers are told
+/// of each. After its own stop (`post_stop`) there is nothing left to do.
 impl Drop for HubState {
     fn drop(&mut self) {
-        let _ = self
+        let failed = self
             .book
             .fail_unfinished(crate::hub::handle::HUB_GONE, self.now_ms());
+        // Told of each as a finish tells them ("every child that reaches
+        // a terminal status"): a host persisting through its observer
+        // kept them `running` for good. Once: the state drops once, and
+        // the list is the death's alone (empty after the hub's own stop).
+        for envelope in &failed {
+            self.tell_observers(envelope);
+        }
         if let Some(archive) = &self.archive {
             archive.let_go();
         }
@@ -283,11 +290,9 @@ impl HubState {
         if !self.config.observers.is_empty()
             && let Some(envelope) = self.book.get(&id)
         {
-            for observer in &self.config.observers {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    observer.started(&envelope, &child.request);
-                }));
-            }
+            crate::hub::config::tell_each(&self.config.observers, "started", &id, |o| {
+                o.started(&envelope, &child.request)
+            });
         }
         self.children.insert(id.clone(), Box::new(child));
         if admission == Admission::Start {

@@ -80,12 +80,9 @@ impl HubState {
                 // Kept in its run as it waits, and the run written: a
                 // process killed before it starts resumes it with them.
                 self.book.keep_unread(&id, &child.followups);
-                for observer in &self.config.observers {
-                    // A host's bug must not take the hub down.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        observer.stepped(&id);
-                    }));
-                }
+                crate::hub::config::tell_each(&self.config.observers, "stepped", &id, |o| {
+                    o.stepped(&id)
+                });
                 let _ = reply.send(Ok(Steered::Queued));
             }
         }

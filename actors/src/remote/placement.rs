@@ -57,7 +57,35 @@ impl Placement {
     /// decide), with `here_live` children live on this node (counted only
     /// when loads decide): `Ok(None)` here, `Ok(Some(node))` there, `Err`
     /// (a sentence) refused.
+    ///
+    /// A transport's `live`, `labels` or `is_lost` that panics (it runs in
+    /// the hub's handler) refuses this child, naming the panic: it took
+    /// the hub down, every child of the thread failed, and every later
+    /// delegation was refused.
     pub(crate) fn choose(
+        &self,
+        name: impl FnOnce() -> String,
+        here_live: impl FnOnce() -> usize,
+    ) -> Result<Option<Arc<dyn NodeLink>>, String> {
+        match self {
+            Placement::Local => Ok(None),
+            Placement::On(node) => Ok(Some(node.clone())),
+            Placement::LeastLoaded(_) | Placement::Labels { .. } => {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.choose_among(name, here_live)
+                }))
+                .unwrap_or_else(|panic| {
+                    Err(format!(
+                        "the transport panicked as a node was chosen for this sub-agent: {}",
+                        crate::tool::panic_message(panic.as_ref())
+                    ))
+                })
+            }
+        }
+    }
+
+    /// [`Placement::choose`] among nodes, asking the transports.
+    fn choose_among(
         &self,
         name: impl FnOnce() -> String,
         here_live: impl FnOnce() -> usize,

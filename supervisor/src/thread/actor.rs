@@ -71,7 +71,7 @@ impl Actor for ThreadSupervisor {
             switched_off: Default::default(),
             woken: Default::default(),
             answered: Default::default(),
-            hub_death_persisted: false,
+            failed_by_death: Default::default(),
             store_wakes_taken: false,
             gave_back: false,
         };
@@ -237,6 +237,7 @@ impl Actor for ThreadSupervisor {
                     && envelope.background
                     && !envelope.claimed
                     && !state.switched_off.contains(&envelope.id)
+                    && !state.failed_by_death.contains(&envelope.id)
                     && state.woken.insert(envelope.id.clone())
                 {
                     if !state.wakes.push(envelope.id.clone()) {

@@ -213,13 +213,14 @@ impl ThreadHandle {
     }
 
     /// Sends a user turn; its run's span sits under the caller's current
-    /// span, if any (else it starts a trace of its own).
+    /// span, if any (else it starts a trace of its own) — not one the
+    /// library entered around the caller: ractor's `Actor` span of a
+    /// handler, or an observer's (docs/observability.md).
     /// On a closed thread the text comes back in
     /// [`ThreadError::Undelivered`].
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), ThreadError> {
         // Read before the lock: a subscriber's code runs here.
-        let current = tracing::Span::current();
-        let span = (!current.is_none()).then_some(current);
+        let span = subagents_actors::agent::sender_span();
         let closing = self.closing();
         if *closing {
             return Err(ThreadError::Undelivered(text.into()));

@@ -78,8 +78,10 @@ pub(crate) struct ThreadState {
     /// Approvals answered through this thread, so a late second answer is
     /// refused as already answered even after the child that asked ended.
     pub(super) answered: Arc<std::sync::Mutex<rustc_hash::FxHashMap<ApprovalId, ApprovalDecision>>>,
-    /// The children the hub's death failed were persisted (once).
-    pub(super) hub_death_persisted: bool,
+    /// The children the hub's death failed, persisted once: none wakes
+    /// the parent when the hub's observers are told of it (the hub that
+    /// would run its delegations is gone).
+    pub(super) failed_by_death: rustc_hash::FxHashSet<AgentId>,
 }
 
 pub(super) struct Observer(pub(super) ActorRef<ThreadMsg>);
@@ -269,8 +271,9 @@ impl ThreadState {
             true => self.parent.hub.fail_unfinished_exited(),
             false => self.parent.hub.fail_unfinished(),
         };
-        if !failed.is_empty() && !std::mem::replace(&mut self.hub_death_persisted, true) {
+        if !failed.is_empty() && self.failed_by_death.is_empty() {
             for envelope in failed {
+                self.failed_by_death.insert(envelope.id.clone());
                 self.persist(myself, &envelope);
             }
         }

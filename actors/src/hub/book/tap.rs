@@ -29,13 +29,9 @@ impl Book {
         // no envelope to keep current.
         let entries = Arc::downgrade(&self.entries);
         Arc::new(move |tapped: Tapped<'_>| match tapped {
+            // A host's bug must not break the child's events.
             Tapped::Stepped => {
-                for observer in &observers {
-                    // A host's bug must not break the child's events.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        observer.stepped(&id);
-                    }));
-                }
+                crate::hub::config::tell_each(&observers, "stepped", &id, |o| o.stepped(&id))
             }
             Tapped::Event(event) => {
                 if let Some(entries) = entries.upgrade() {

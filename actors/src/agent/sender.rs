@@ -1,0 +1,58 @@
+//! The span a user turn runs under: the sender's, never one the library
+//! entered around the host's code.
+
+use std::cell::Cell;
+
+use tracing::Span;
+
+thread_local! {
+    /// Set while the library runs a host's callback (an observer).
+    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The span a turn sent now runs under: the sender's current span — or
+/// none, a trace of its own, when that span is the library's own: ractor's
+/// `Actor` span of the actor whose handler runs the host's code (it lives
+/// as long as the actor: a trace that never ended), or whatever was
+/// current where an observer was told (the hub's handler, a sub-agent's
+/// run: the parent's next turn nested inside a child's run).
+#[doc(hidden)] // read by subagents-supervisor's `send_user`
+pub fn sender_span() -> Option<Span> {
+    if IN_CALLBACK.with(Cell::get) {
+        return None;
+    }
+    let current = Span::current();
+    let ours = current
+        .metadata()
+        .is_none_or(|m| m.name() == "Actor" && m.target().starts_with("ractor"));
+    (!ours).then_some(current)
+}
+
+/// Runs a host's callback: a turn it sends starts a trace of its own.
+pub(crate) fn as_callback<R>(callback: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_CALLBACK.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(IN_CALLBACK.with(|c| c.replace(true)));
+    callback()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_callback_sends_with_no_span_and_the_flag_is_restored() {
+        assert!(sender_span().is_none(), "no span current");
+        let _ = std::panic::catch_unwind(|| as_callback(|| panic!("a host's bug")));
+        assert!(!IN_CALLBACK.with(Cell::get), "restored after a panic");
+        as_callback(|| {
+            as_callback(|| {});
+            assert!(IN_CALLBACK.with(Cell::get), "nested: still inside");
+        });
+        assert!(!IN_CALLBACK.with(Cell::get));
+    }
+}

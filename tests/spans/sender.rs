@@ -1,0 +1,117 @@
+//! A turn a host sends from inside the library's callbacks starts a trace
+//! of its own.
+
+use super::*;
+use std::sync::OnceLock;
+use subagents::actors::hub::HubObserver;
+use subagents::messages::{AgentId, Envelope};
+
+/// Sends a user turn the first time each hook is told.
+struct Sends {
+    thread: Arc<OnceLock<ThreadHandle>>,
+    sent: Mutex<Vec<&'static str>>,
+}
+
+impl Sends {
+    fn once(&self, hook: &'static str) {
+        let mut sent = self.sent.lock().unwrap();
+        if !sent.contains(&hook)
+            && let Some(thread) = self.thread.get()
+        {
+            sent.push(hook);
+            thread.send_user(format!("after {hook}")).unwrap();
+        }
+    }
+}
+
+impl HubObserver for Sends {
+    fn finished(&self, _: &Envelope) {
+        self.once("finished");
+    }
+    fn stepped(&self, _: &AgentId) {
+        self.once("stepped");
+    }
+}
+
+/// Review (host code called back): a user turn an observer sent — told in
+/// the hub's handler, or in a sub-agent's run — ran under ractor's
+/// `Actor` span of the hub (a trace that ends only with the thread) or
+/// inside the child's run. Each starts a trace of its own, as a turn sent
+/// with no span does.
+#[tokio::test(start_paused = true)]
+async fn a_turn_an_observer_sends_starts_a_trace_of_its_own() {
+    let (capture, _guard) = capture();
+    let handle = Arc::new(OnceLock::new());
+    let sends = Arc::new(Sends {
+        thread: handle.clone(),
+        sent: Mutex::new(Vec::new()),
+    });
+    let builder = DelegationBuilder::new(background_workers(&[1]).shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .observer(sends.clone());
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    let _ = handle.set(thread.clone());
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    assert_eq!(*sends.sent.lock().unwrap(), ["stepped", "finished"]);
+    let spans = capture.spans();
+    let parent_runs: Vec<&Captured> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_agent" && field(s, "gen_ai.agent.id") == "parent")
+        .collect();
+    assert!(parent_runs.len() >= 3, "{parent_runs:#?}");
+    for run in parent_runs {
+        let under = run
+            .parent
+            .and_then(|p| spans.iter().find(|s| s.id == p))
+            .map(|s| s.name);
+        assert_eq!(under, None, "a root, not under {under:?}: {run:#?}");
+    }
+    thread.close_and_wait().await;
+}
+
+/// A ractor host whose actor sends a user turn from its own handler: the
+/// turn ran under that actor's `Actor` span, which lives as long as the
+/// actor (a trace that never ends). It starts a trace of its own.
+#[tokio::test(start_paused = true)]
+async fn a_turn_a_ractor_hosts_handler_sends_starts_a_trace_of_its_own() {
+    use ractor::{Actor, ActorProcessingErr, ActorRef};
+    struct Host;
+    impl Actor for Host {
+        type Msg = ThreadHandle;
+        type State = ();
+        type Arguments = ();
+        async fn pre_start(
+            &self,
+            _: ActorRef<Self::Msg>,
+            (): (),
+        ) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+        async fn handle(
+            &self,
+            _: ActorRef<Self::Msg>,
+            thread: ThreadHandle,
+            _: &mut (),
+        ) -> Result<(), ActorProcessingErr> {
+            thread.send_user("from the host's handler").unwrap();
+            Ok(())
+        }
+    }
+    let (capture, _guard) = capture();
+    let (thread, mut events) = thread(ScriptedModel::new(vec![Reply::answer("One.")])).await;
+    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    host.cast(thread.clone()).unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let spans = capture.spans();
+    let run = spans.iter().find(|s| s.name == "invoke_agent").unwrap();
+    let under = run
+        .parent
+        .and_then(|p| spans.iter().find(|s| s.id == p))
+        .map(|s| s.name);
+    assert_eq!(under, None, "a root, not under {under:?}");
+    host.stop(None);
+    thread.close_and_wait().await;
+}
