@@ -182,10 +182,9 @@ impl ModelRegistry {
     ) -> Result<Option<&RegisteredModel>, Refused> {
         // `inherit` (Claude Code's word for the parent's model) is the
         // parent's, as no model named — in a call, or in a profile built
-        // in code (a file's is dropped as it is read).
-        let Some(mut model) = model
-            .filter(|m| !(m.is_empty() || *m == "inherit" && provider.is_none_or(str::is_empty)))
-        else {
+        // in code (a file's is dropped as it is read), whatever provider
+        // it names (a provider alone changes nothing).
+        let Some(mut model) = model.filter(|m| !m.is_empty() && *m != "inherit") else {
             return Ok(None);
         };
         let mut provider = provider;

@@ -12,6 +12,9 @@ use super::*;
 async fn inherit_is_the_parents_model_in_code_and_in_a_call() {
     let mut helper = profile("helper", "You help.");
     helper.model = Some("inherit".into());
+    // With a provider too, as a profile file's is read (review of this
+    // change: refused in code, run from a file).
+    helper.provider = Some("openai".into());
     let (main, seen) = spy(
         "main",
         ScriptedModel::new(vec![
@@ -22,7 +25,7 @@ async fn inherit_is_the_parents_model_in_code_and_in_a_call() {
                 )
                 .tool_call(
                     "delegate_task",
-                    json!({"system_prompt": "Inline", "task": "x", "model": "inherit"}).to_string(),
+                    json!({"system_prompt": "Inline", "task": "x", "model": "inherit", "provider": "openai"}).to_string(),
                 ),
             Reply::answer("Done."),
         ])

@@ -40,3 +40,32 @@ async fn a_builder_clock_the_store_would_prune_is_refused() {
         .unwrap();
     thread.close_and_wait().await;
 }
+
+/// Review of this session's change: with a retention of zero (a host
+/// keeping only running children across restarts) and one clock for
+/// both, a millisecond between the check's two reads refused the spawn
+/// at random, telling the host to use one clock. A clock that moves a
+/// millisecond at every read opens that window each time.
+#[tokio::test]
+async fn one_clock_read_twice_is_not_two_clocks() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    struct Ticking(AtomicU64);
+    impl Clock for Ticking {
+        fn now_ms(&self) -> u64 {
+            self.0.fetch_add(1, Ordering::SeqCst)
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(Ticking(AtomicU64::new(SystemClock.now_ms())));
+    let store =
+        EnvelopeStore::open_with_retention(tmp.path(), clock.clone(), std::time::Duration::ZERO)
+            .unwrap()
+            .0;
+    let builder = DelegationBuilder::new(background_workers(&[0]).shared()).clock(clock);
+    let spawned =
+        ThreadHandle::spawn(ThreadConfig::new(builder).store(Arc::new(store)), None).await;
+    let Ok((thread, _events)) = spawned else {
+        panic!("one clock, refused");
+    };
+    thread.close_and_wait().await;
+}

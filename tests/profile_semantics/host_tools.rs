@@ -49,3 +49,15 @@ async fn a_front_end_the_parent_does_not_offer_in_a_profiles_list_is_decided_by_
     assert!(!results[0].1, "refused: {}", results[0].0);
     assert!(tools_seen(&seen, "You coordinate.").is_empty());
 }
+
+/// Review of this session's change: a host tool named like a front-end
+/// this parent does not offer (`agent`, with only `use_agent` on) is an
+/// ordinary tool (docs/front-ends.md) — in a profile's list too: the
+/// change above dropped it as a delegation name, and a call passing it
+/// back was refused.
+#[tokio::test(start_paused = true)]
+async fn a_host_tool_named_like_a_front_end_not_offered_stays_in_a_profiles_list() {
+    let host = ToolRegistry::new().with(HostTool("agent")).with(Sleep);
+    let (tools, _parent) = tools_the_worker_gets_from("tools: agent, sleep", host, 1).await;
+    assert_eq!(tools, ["agent", "sleep"]);
+}

@@ -102,6 +102,11 @@ enum Step {
     /// thread started again under its id, the steps after it run on the
     /// new process.
     Restart,
+    /// The same, once thread t's user had a background child start that
+    /// works that many seconds, then every open thread's user started
+    /// typing until it had answered: its wake (and any other that came
+    /// meanwhile) is owed at the kill.
+    RestartHeld(usize, u64),
     /// The user has the parent send a message (`use_agent send`) to the
     /// k-th child an earlier session of the thread started: an interrupted
     /// one goes on as a new run.
@@ -221,6 +226,7 @@ impl ReferenceStateMachine for Reference {
             4 => (1u64..90).prop_map(Step::Wait),
             1 => Just(Step::Crash),
             1 => Just(Step::Restart),
+            1 => (0..n, 0u64..20).prop_map(|(t, secs)| Step::RestartHeld(t, secs)),
             1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::Resume(t, k)),
             1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::Send(t, k)),
             1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::StopThenSend(t, k)),
@@ -238,7 +244,7 @@ impl ReferenceStateMachine for Reference {
             Step::Typing(t, on) => state.typing[*t] = *on,
             Step::OnScreen(t, on) => state.off_screen[*t] = !*on,
             // A new process: its threads start on screen, nobody typing.
-            Step::Restart if state.setup.shared_store => {
+            Step::Restart | Step::RestartHeld(..) if state.setup.shared_store => {
                 state.typing.fill(false);
                 state.off_screen.fill(false);
             }
@@ -263,7 +269,7 @@ fn step_thread(step: &Step) -> Option<usize> {
         | Step::Resume(t, _)
         | Step::Send(t, _)
         | Step::StopThenSend(t, _) => Some(*t),
-        Step::Wait(_) | Step::Crash | Step::Restart => None,
+        Step::Wait(_) | Step::Crash | Step::Restart | Step::RestartHeld(..) => None,
     }
 }
 
@@ -375,10 +381,13 @@ impl StateMachineTest for Sut {
                     REMOTE_RUNS.load(Ordering::SeqCst) > 0,
                     "no case ran a child on another node"
                 );
-                // (Owed wakes at a restart are rarer: ≈ 1 in 100 cases.)
                 assert!(
                     RESTART_INTERRUPTED.load(Ordering::SeqCst) > 0,
                     "no restart found a child interrupted"
+                );
+                assert!(
+                    RESTART_OWED.load(Ordering::SeqCst) > 0,
+                    "no restart found a wake owed (`RestartHeld` holds them)"
                 );
                 assert!(
                     SENT_TO_STOPPED.load(Ordering::SeqCst) > 0,

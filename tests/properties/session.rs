@@ -79,15 +79,28 @@ impl World {
     /// What a `kill -9` at this instant leaves of the shared store: every
     /// open thread's writes flushed, the directory copied (each write is
     /// atomic). `None` without a shared store.
-    pub(super) fn killed_copy(&self) -> Option<tempfile::TempDir> {
-        let (dir, _) = self.store.as_ref()?;
-        for (n, live) in self.threads.iter().enumerate() {
-            if !self.closed[n] {
-                self.runtime
-                    .block_on(live.thread().flush_persistence())
-                    .unwrap();
+    pub(super) fn killed_copy(&mut self) -> Option<tempfile::TempDir> {
+        self.store.as_ref()?;
+        // To a fixpoint: a flush runs the runtime, and what it ran (a wake's
+        // turn ending, its settle written) was neither in the logs the
+        // checks read nor, when it queued a write after the flush, on
+        // disk — the kill's expectations and the copy disagreed.
+        for _ in 0..8 {
+            for (n, live) in self.threads.iter().enumerate() {
+                if !self.closed[n] {
+                    self.runtime
+                        .block_on(live.thread().flush_persistence())
+                        .unwrap();
+                }
+            }
+            let logged = |w: &Self| w.threads.iter().map(|t| t.log().len()).sum::<usize>();
+            let before = logged(self);
+            self.advance(Duration::ZERO);
+            if logged(self) == before {
+                break;
             }
         }
+        let (dir, _) = self.store.as_ref()?;
         let copy = tempfile::tempdir().unwrap();
         copy_dir(dir.path(), copy.path());
         Some(copy)

@@ -100,7 +100,12 @@ impl World {
 
     pub(super) fn apply(&mut self, step: &Step) {
         let thread = step_thread(step).unwrap_or(0) % self.threads.len();
-        if self.closed[thread] && !matches!(step, Step::Wait(_) | Step::Crash | Step::Restart) {
+        if self.closed[thread]
+            && !matches!(
+                step,
+                Step::Wait(_) | Step::Crash | Step::Restart | Step::RestartHeld(..)
+            )
+        {
             return;
         }
         let action = match step {
@@ -153,6 +158,26 @@ impl World {
             }
             Step::Restart => {
                 self.restart();
+                None
+            }
+            Step::RestartHeld(t, secs) => {
+                if self.store.is_some() {
+                    let plan = ChildPlan {
+                        work_secs: *secs,
+                        wait: false,
+                        end: End::Answer,
+                        yields: 0,
+                        nested: false,
+                    };
+                    self.apply(&Step::User(*t, vec![plan]));
+                    for t in 0..self.threads.len() {
+                        if !self.closed[t] {
+                            self.act(t, HostAction::Typing(true));
+                        }
+                    }
+                    self.advance(Duration::from_secs(secs + 5));
+                    self.restart();
+                }
                 None
             }
             Step::StopThenSend(_, k) => {

@@ -6,8 +6,9 @@ use std::cell::Cell;
 use tracing::Span;
 
 thread_local! {
-    /// Set while the library runs a host's callback (an observer).
-    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+    /// While the library runs a host's callback (an observer): the span
+    /// that was current where it was called (`Some(None)`: none).
+    static CALLED_UNDER: Cell<Option<Option<u64>>> = const { Cell::new(None) };
 }
 
 /// The span a turn sent now runs under: the sender's current span — or
@@ -15,13 +16,15 @@ thread_local! {
 /// `Actor` span of the actor whose handler runs the host's code (it lives
 /// as long as the actor: a trace that never ended), or whatever was
 /// current where an observer was told (the hub's handler, a sub-agent's
-/// run: the parent's next turn nested inside a child's run).
+/// run: the parent's next turn nested inside a child's run). A span the
+/// host entered in its callback is its own.
 #[doc(hidden)] // read by subagents-supervisor's `send_user`
 pub fn sender_span() -> Option<Span> {
-    if IN_CALLBACK.with(Cell::get) {
+    let current = Span::current();
+    let id = current.id().map(|id| id.into_u64());
+    if CALLED_UNDER.with(Cell::get) == Some(id) {
         return None;
     }
-    let current = Span::current();
     let ours = current
         .metadata()
         .is_none_or(|m| m.name() == "Actor" && m.target().starts_with("ractor"));
@@ -30,13 +33,14 @@ pub fn sender_span() -> Option<Span> {
 
 /// Runs a host's callback: a turn it sends starts a trace of its own.
 pub(crate) fn as_callback<R>(callback: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
+    struct Reset(Option<Option<u64>>);
     impl Drop for Reset {
         fn drop(&mut self) {
-            IN_CALLBACK.with(|c| c.set(self.0));
+            CALLED_UNDER.with(|c| c.set(self.0));
         }
     }
-    let _reset = Reset(IN_CALLBACK.with(|c| c.replace(true)));
+    let under = Span::current().id().map(|id| id.into_u64());
+    let _reset = Reset(CALLED_UNDER.with(|c| c.replace(Some(under))));
     callback()
 }
 
@@ -45,14 +49,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_callback_sends_with_no_span_and_the_flag_is_restored() {
+    fn a_callback_sends_with_no_span_and_the_mark_is_restored() {
         assert!(sender_span().is_none(), "no span current");
         let _ = std::panic::catch_unwind(|| as_callback(|| panic!("a host's bug")));
-        assert!(!IN_CALLBACK.with(Cell::get), "restored after a panic");
+        assert_eq!(CALLED_UNDER.with(Cell::get), None, "restored after a panic");
         as_callback(|| {
             as_callback(|| {});
-            assert!(IN_CALLBACK.with(Cell::get), "nested: still inside");
+            assert_eq!(
+                CALLED_UNDER.with(Cell::get),
+                Some(None),
+                "nested: still inside"
+            );
+            assert!(sender_span().is_none());
         });
-        assert!(!IN_CALLBACK.with(Cell::get));
+        assert_eq!(CALLED_UNDER.with(Cell::get), None);
     }
 }

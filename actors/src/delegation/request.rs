@@ -68,8 +68,14 @@ impl Delegator {
         if let Some(listed) = tools.as_mut() {
             // Any front-end's name, offered here or not (`tools:
             // delegate_task` on a parent offering `use_agent` was "not
-            // one of your tools", and no call could run the profile).
-            listed.retain(|t| !crate::delegation::is_delegation_tool(t));
+            // one of your tools", and no call could run the profile) —
+            // but a host tool of that name, not offered as delegation, is
+            // an ordinary tool, kept (docs/front-ends.md).
+            listed.retain(|t| {
+                !(self.is_delegation(t)
+                    || crate::delegation::is_delegation_tool(t)
+                        && !call.available_tools.iter().any(|a| a == t))
+            });
             // A rule for a whole MCP server, as the caller's tools of that
             // server (a profile built in code or parsed alone is mapped
             // nowhere else).

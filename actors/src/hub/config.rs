@@ -22,7 +22,9 @@ use crate::tool::{Tool, ToolRegistry};
 /// (`cancelled`). Count ends by id, not by calls.
 ///
 /// Every method runs inside the hub's handler (`stepped`, on the child's
-/// event path): it must return at once — hand the work to a task or a
+/// event path; `finished` for the children a hub's death failed, where
+/// its state is dropped — the hub's task after a crash, the task that
+/// read its termination after a kill): it must return at once — hand the work to a task or a
 /// channel, as the thread's own observer does (it casts). A blocking call
 /// holds every start, finish and stop of the hub (a switch or a close
 /// waits on it), and a call back into the hub that waits for its answer

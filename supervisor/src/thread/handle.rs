@@ -31,10 +31,10 @@ pub enum ThreadError {
     #[error("the thread could not be started: {0}")]
     Refused(subagents_actors::AgentError),
     /// The builder's clock, which stamps the children's envelopes, reads
-    /// `stamped_ms`: older than the store's retention by the store's own
-    /// clock, so each child's envelope and run would be pruned as they
-    /// were written (no resume, no owed wake after a restart). Give both
-    /// one clock.
+    /// `stamped_ms`: older than the store's retention (and a minute) by
+    /// the store's own clock, so each child's envelope and run would be
+    /// pruned as they were written (no resume, no owed wake after a
+    /// restart). Give both one clock.
     #[error(
         "the thread could not be started: its envelopes would be stamped {stamped_ms} ms \
          (its builder's clock), past the store's retention by the store's clock — each \
@@ -72,6 +72,10 @@ pub enum ThreadError {
     NotSaved(Vec<String>),
 }
 
+/// How far behind its store's clock a builder's may read before the two
+/// are taken for different clocks ([`ThreadError::ClockBehindStore`]).
+const CLOCKS_APART_MS: u64 = 60_000;
+
 /// The host's handle on one thread. Cheap to clone. Dropping every clone
 /// does not close the thread (its actors run on): close it
 /// ([`ThreadHandle::close_and_wait`]) when done.
@@ -108,11 +112,14 @@ impl ThreadHandle {
         held: bool,
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
         config.parent.check().map_err(ThreadError::Refused)?;
+        // Two clocks apart, not one read twice: a minute's slack (with a
+        // retention of zero, a millisecond between the two reads of one
+        // clock refused the spawn at random).
         let stamped_ms = config.parent.stamps_now_ms();
         if config
             .store
             .as_ref()
-            .is_some_and(|s| !s.retains(stamped_ms))
+            .is_some_and(|s| !s.retains(stamped_ms.saturating_add(CLOCKS_APART_MS)))
         {
             return Err(ThreadError::ClockBehindStore { stamped_ms });
         }

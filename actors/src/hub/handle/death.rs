@@ -15,6 +15,12 @@ impl HubHandle {
     /// called first. Does nothing (and returns nothing) while the hub
     /// runs, or while it stops (`Stopping`, its `post_stop`): a live or
     /// stopping hub ends its children itself.
+    ///
+    /// A ractor host's supervision handler reads the hub's termination a
+    /// moment before ractor says `Stopped` (on another worker it may get
+    /// nothing here): await [`actor().wait(None)`](ractor::ActorCell::wait)
+    /// first, or take the list from its observers (a hub's death tells
+    /// them of each child it failed).
     pub fn fail_unfinished(&self) -> Vec<Envelope> {
         self.fail_if_dead(false)
     }
