@@ -48,8 +48,11 @@ pub struct ChildRequest {
     pub no_delegation: bool,
     /// At most this much wall clock for the child (what its requester has
     /// left, for a requester that waits to the end); `None`: the child
-    /// limits alone. Applies only while the requester waits: a child handed
-    /// to the background runs on the child limits, and a host's request
+    /// limits alone. Read when the child starts: a child handed to the
+    /// background before it started runs on the child limits; one handed
+    /// over while it runs (its requester stopped under `Detach`) keeps
+    /// the caps it started with — its turn's limits are fixed at its
+    /// start (docs/front-ends.md). A host's request
     /// (`HubHandle::request`, always background) is never capped — set
     /// the hub's child limits instead.
     #[serde(default)]

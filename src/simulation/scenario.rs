@@ -243,7 +243,7 @@ impl Scenario {
         let mut builder = DelegationBuilder::new(model)
             .system_prompt(self.parent_prompt.clone())
             .tools(self.tools.clone())
-            .clock(Arc::new(TokioClock::new(SIMULATION_EPOCH_MS)));
+            .clock(Arc::new(TokioClock::new(self.epoch_ms())));
         if let Some(configure) = &self.configure {
             builder = configure(builder);
         }
@@ -264,6 +264,25 @@ impl Scenario {
             live.on(trigger.clone());
         }
         live
+    }
+}
+
+impl Scenario {
+    /// Where this session's stamps start: [`Scenario::EPOCH_MS`], or just
+    /// past the latest stamp its store holds — a session started again on
+    /// what an earlier one left (a restart, simulated) goes on from it.
+    /// Each began at the epoch again: a child of the later session was
+    /// stamped as finished before the earlier one's, and owed wakes
+    /// (delivered in the order their children finished) came backwards.
+    fn epoch_ms(&self) -> u64 {
+        let latest = self
+            .store
+            .iter()
+            .flat_map(|store| store.all())
+            .flat_map(|e| [Some(e.requested_at_ms), e.started_at_ms, e.finished_at_ms]);
+        latest.flatten().max().map_or(SIMULATION_EPOCH_MS, |at| {
+            at.saturating_add(1).max(SIMULATION_EPOCH_MS)
+        })
     }
 }
 

@@ -116,3 +116,29 @@ async fn whole_calls_after_hidden_reasoning_are_held_against_the_budget() {
     assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
     assert_eq!(result.tool_calls, 0);
 }
+
+/// Review (limits through a tree): once an earlier call of the turn was
+/// counted by estimate, a later call that reported its own usage and
+/// crossed the budget was said to have been cut on a guess ("no usage
+/// reported for the call it cut"): the requester (a parent, a model
+/// reading a child's result) read the cut as unsure. The words say what
+/// is so: part of the count is estimated.
+#[tokio::test(start_paused = true)]
+async fn a_cut_by_reported_usage_after_an_estimate_is_not_called_a_guess() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .text("x")
+            .tool_call("calculator", r#"{"expression":"1+1"}"#),
+        Reply::answer("done").usage(3_000, 0),
+    ]);
+    let result = run_on_a_budget(model.shared(), 2_000).await;
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert!(
+        !result
+            .text
+            .contains("no usage reported for the call it cut"),
+        "{}",
+        result.text
+    );
+    assert!(result.text.contains("partly estimated"), "{}", result.text);
+}

@@ -358,3 +358,52 @@ fn an_action_after_the_runs_end_is_refused() {
         .at(Duration::from_secs(90), HostAction::Typing(false))
         .run(0);
 }
+
+/// Replay across a simulated restart (review: replay determinism): each
+/// session's stamps began at the epoch again, so a child of a later
+/// session was stamped before an earlier session's — and owed wakes, which
+/// go out in the order their children finished, came backwards. A session
+/// on a store goes on from the latest stamp it holds.
+#[test]
+fn a_later_session_on_a_store_stamps_after_the_earlier_one() {
+    use std::sync::Arc;
+    use subagents::actors::clock::ManualClock;
+    use subagents::messages::ThreadId;
+    use subagents::supervisor::store::EnvelopeStore;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(Scenario::EPOCH_MS));
+    let store = Arc::new(EnvelopeStore::open(tmp.path(), clock).unwrap().0);
+    let session = |name: &str| {
+        Scenario::new(vec![
+            Reply::new().use_agent(&run(name, "https://example.com", false)),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+        ])
+        .tools(ToolRegistry::new().with(PageTitle::default()))
+        .child_script(
+            format!("{name}\n"),
+            vec![
+                Reply::new().delay(Duration::from_secs(30)),
+                Reply::answer("done"),
+            ],
+        )
+        .at(Duration::ZERO, HostAction::User("go".into()))
+        .run_for(Duration::from_secs(60))
+        .store(store.clone())
+        .thread_id(ThreadId::new("t"))
+    };
+    session("Alpha").run(0);
+    session("Beta").run(0);
+    let stamp = |name: &str| {
+        store
+            .all()
+            .into_iter()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let (alpha, beta) = (stamp("Alpha"), stamp("Beta"));
+    assert!(
+        beta.requested_at_ms > alpha.finished_at_ms.unwrap(),
+        "{beta:?} before {alpha:?}"
+    );
+}

@@ -97,7 +97,10 @@ pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progr
         ),
     };
     let detail = if limit == LimitKind::Tokens && progress.usage_estimated {
-        format!("{detail}, estimated: no usage reported for the call it cut")
+        // Of the turn, not of the call that crossed the budget: a call
+        // that reported its usage read "no usage reported for the call it
+        // cut" once an earlier one had been estimated.
+        format!("{detail}, partly estimated: a call of the turn reported no usage")
     } else {
         detail
     };
