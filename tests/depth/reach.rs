@@ -341,3 +341,40 @@ async fn no_child_starts_under_a_requester_whose_turn_has_ended() {
     );
     thread.close_and_wait().await;
 }
+
+/// Review (limits through a tree): a host's request in the name of a
+/// child still waiting in the queue read "the agent `agent_2` is not known
+/// to this hub" (and a grandchild resumed under a queued requester read
+/// "which has ended"): the hub knows it, and it has not ended — it has not
+/// started. Refused all the same, saying so.
+#[tokio::test(start_paused = true)]
+async fn a_request_in_a_queued_childs_name_says_it_has_not_started() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&run("Child", "work", false).tools(["sleep"]))
+            .use_agent(&run("Waiter", "work", false).tools(["sleep"])),
+        Reply::answer("parent: started"),
+    ])
+    .with_script("Child", sleeps())
+    .with_script("Waiter", sleeps());
+    let (parent, mut events) = builder(model, 2).max_live(1).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let queued = AgentId::new("agent_2");
+    assert_eq!(parent.hub.queue_position(&queued), Some(1));
+    let asked = parent
+        .hub
+        .request(ChildRequest::new(
+            queued.clone(),
+            1,
+            ToolUseId::new("host"),
+            "Grand\nA sub-agent.",
+            "w",
+        ))
+        .await;
+    assert!(
+        matches!(&asked, Err(Refused::RequesterNotStarted { id }) if *id == queued),
+        "{asked:?}"
+    );
+    parent.shutdown_and_wait().await;
+}

@@ -85,14 +85,17 @@ impl World {
         // turn ending, its settle written) was neither in the logs the
         // checks read nor, when it queued a write after the flush, on
         // disk — the kill's expectations and the copy disagreed.
-        for _ in 0..8 {
-            for (n, live) in self.threads.iter().enumerate() {
-                if !self.closed[n] {
-                    self.runtime
+        let flush = |w: &Self| {
+            for (n, live) in w.threads.iter().enumerate() {
+                if !w.closed[n] {
+                    w.runtime
                         .block_on(live.thread().flush_persistence())
                         .unwrap();
                 }
             }
+        };
+        for _ in 0..8 {
+            flush(self);
             let logged = |w: &Self| w.threads.iter().map(|t| t.log().len()).sum::<usize>();
             let before = logged(self);
             self.advance(Duration::ZERO);
@@ -100,6 +103,10 @@ impl World {
                 break;
             }
         }
+        // What the last drain queued (a step's run write logs nothing) is
+        // on disk before the copy: copied mid-write, a temporary file
+        // vanished under the copy.
+        flush(self);
         let (dir, _) = self.store.as_ref()?;
         let copy = tempfile::tempdir().unwrap();
         copy_dir(dir.path(), copy.path());

@@ -93,6 +93,18 @@ pub enum Refused {
         /// The requester.
         id: AgentId,
     },
+    /// The requester waits in the queue for a slot and has not started
+    /// (a grandchild resumed under its requester's newest run, queued; a
+    /// host's request in a queued child's name): no sub-agent can be
+    /// started for it yet. It read "has ended", or "not known to this
+    /// hub".
+    #[error(
+        "the agent `{id}` waits in the queue and has not started; it cannot request a sub-agent yet"
+    )]
+    RequesterNotStarted {
+        /// The requester.
+        id: AgentId,
+    },
     /// The child was stopped: a stopped child does not resume (a send).
     #[error(
         "the sub-agent `{id}` was stopped and does not resume; start a new one with action run"

@@ -162,7 +162,8 @@ impl HubHandle {
     /// the child is not lost: nobody learnt its id, so the hub abandons it
     /// — to the background, or stopped with `stop_if_abandoned`. Never
     /// [`Refused::UnknownChild`] (that is a stop's). A requester whose
-    /// turn has ended is [`Refused::RequesterEnded`]; one deeper than the
+    /// turn has ended is [`Refused::RequesterEnded`]; one still waiting in
+    /// the queue [`Refused::RequesterNotStarted`]; one deeper than the
     /// maximum depth (the parent, at a depth of 0) [`Refused::TooDeep`];
     /// options no server takes [`Refused::Options`].
     ///

@@ -127,18 +127,17 @@ impl HubState {
             self.sinks.get(&request.requester).cloned(),
             self.depth_of(&request.requester),
         ) else {
-            // A child of the book that ended is known, not "unknown" (one
-            // still queued is not ended either).
-            if self
-                .book
-                .status(&request.requester)
-                .is_some_and(|s| s.is_terminal())
-            {
-                return Err(Refused::RequesterEnded {
+            // A child of the book that ended is known, not "unknown"; one
+            // still queued has not started (nor ended).
+            return Err(match self.book.status(&request.requester) {
+                Some(s) if s.is_terminal() => Refused::RequesterEnded {
                     id: request.requester.clone(),
-                });
-            }
-            return Err(Refused::UnknownRequester(request.requester.clone()));
+                },
+                Some(_) => Refused::RequesterNotStarted {
+                    id: request.requester.clone(),
+                },
+                None => Refused::UnknownRequester(request.requester.clone()),
+            });
         };
         // A requester whose turn ended waits only for its children to
         // stop: none is added under it (nothing would stop it).
