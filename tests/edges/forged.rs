@@ -167,7 +167,8 @@ async fn a_hosts_request_is_refused_in_its_own_words() {
     thread.close_and_wait().await;
 
     // A queued child has not ended (the review of this change: it read
-    // "has ended its turn").
+    // "has ended its turn"), nor is it unknown: it has not started (the
+    // twentieth session's review: it read "not known to this hub").
     let (thread, mut events) =
         ThreadHandle::spawn(parent(background_workers(&[60, 60])).max_live(1), None)
             .await
@@ -177,7 +178,7 @@ async fn a_hosts_request_is_refused_in_its_own_words() {
     let agent_2 = AgentId::new("agent_2");
     assert_eq!(thread.hub().queue_position(&agent_2), Some(1));
     let refused = thread.hub().request(request(agent_2.clone(), 1)).await;
-    assert_eq!(refused, Err(Refused::UnknownRequester(agent_2)));
+    assert_eq!(refused, Err(Refused::RequesterNotStarted { id: agent_2 }));
     thread.close_and_wait().await;
 
     let (thread, _events) = ThreadHandle::spawn(
