@@ -129,7 +129,9 @@ impl Scenario {
     /// Persists envelopes in `store` (share one store between scenarios
     /// to test threads on one store). Open it on the simulation's clock,
     /// `ManualClock::new(Scenario::EPOCH_MS)`: envelopes are stamped in
-    /// virtual time from [`Scenario::EPOCH_MS`], and a store that reads
+    /// virtual time from [`Scenario::EPOCH_MS`] (or just past the latest
+    /// stamp the store holds, for a session on what an earlier one
+    /// left), and a store that reads
     /// the system's date finds them past its retention and prunes each as
     /// it is saved.
     ///

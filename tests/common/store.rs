@@ -28,6 +28,9 @@ pub async fn thread_on(
 /// What a killed process leaves, without the kill: the store directory
 /// copied while its thread runs (files are written atomically, so a copy
 /// is what a `kill -9` at that moment leaves on disk).
+/// A file renamed or removed between the listing and its copy (a
+/// writer's temporary, renamed over its target) is not there: skipped, as
+/// a kill at that instant would not have left it under that name.
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
@@ -35,8 +38,8 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         let target = to.join(entry.file_name());
         if entry.file_type().unwrap().is_dir() {
             copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
+        } else if let Err(error) = std::fs::copy(entry.path(), target) {
+            assert_eq!(error.kind(), std::io::ErrorKind::NotFound, "{error}");
         }
     }
 }

@@ -341,3 +341,38 @@ async fn no_child_starts_under_a_requester_whose_turn_has_ended() {
     );
     thread.close_and_wait().await;
 }
+
+/// A message to a grandchild whose requester's newest run waits in the
+/// queue (resumed, no slot free): it read "it worked for `agent_4`, which
+/// has ended" — that run had not started. Refused all the same (a
+/// grandchild does not start under a requester that has not), saying so.
+#[tokio::test(start_paused = true)]
+async fn a_message_to_a_grandchild_whose_requester_is_queued_says_so() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "ask your own sub-agent", true)),
+        Reply::new().use_agent(&run("Blocker", "hold the slot", false).tools(["sleep"])),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "again")),
+        Reply::new().use_agent(&UseAgentCall::send("agent_2", "double it")),
+        Reply::answer("parent: done"),
+    ])
+    .with_script("Child", asks_grand(true))
+    .with_script("Grand", vec![Reply::answer("42")])
+    .with_script("Blocker", sleeps());
+    let (parent, mut events) = builder(model, 2).max_live(1).spawn().await.unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(
+        parent.hub.queue_position(&AgentId::new("agent_4")),
+        Some(1),
+        "agent_1 resumed as agent_4, queued"
+    );
+    let (said, refused) = results_of(&log, "use_agent").pop().unwrap();
+    assert!(refused, "{said}");
+    assert!(
+        said.contains("`agent_4`, which waits in the queue and has not started"),
+        "{said}"
+    );
+    assert!(!said.contains("has ended"), "{said}");
+    parent.shutdown_and_wait().await;
+}

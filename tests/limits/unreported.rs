@@ -141,4 +141,16 @@ async fn a_cut_by_reported_usage_after_an_estimate_is_not_called_a_guess() {
         result.text
     );
     assert!(result.text.contains("partly estimated"), "{}", result.text);
+    // And when no call reported usage, the whole count is estimated
+    // (review of this change: it said "partly").
+    let model = ScriptedModel::new(vec![Reply::new().text("x".repeat(12_000))]);
+    let result = run_on_a_budget(model.shared(), 2_000).await;
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert!(
+        result
+            .text
+            .contains("estimated: no call of the turn reported usage"),
+        "{}",
+        result.text
+    );
 }

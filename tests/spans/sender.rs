@@ -22,7 +22,9 @@ impl Sends {
             thread.send_user(format!("after {hook}")).unwrap();
             // And once under a span of the host's own, entered here.
             if hook == "finished" {
-                let persist = tracing::info_span!("host_persist");
+                // A root of its own: opened here, a span takes the
+                // library's current one (the hub's `Actor`) as parent.
+                let persist = tracing::info_span!(parent: None, "host_persist");
                 persist.in_scope(|| thread.send_user("under the host's span").unwrap());
             }
         }

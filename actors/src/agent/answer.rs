@@ -96,13 +96,17 @@ pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progr
             progress.cut.as_deref().unwrap_or("length")
         ),
     };
-    let detail = if limit == LimitKind::Tokens && progress.usage_estimated {
+    let detail = match (limit, progress.usage_estimated, progress.usage_reported) {
         // Of the turn, not of the call that crossed the budget: a call
         // that reported its usage read "no usage reported for the call it
         // cut" once an earlier one had been estimated.
-        format!("{detail}, partly estimated: a call of the turn reported no usage")
-    } else {
-        detail
+        (LimitKind::Tokens, true, true) => {
+            format!("{detail}, partly estimated: a call of the turn reported no usage")
+        }
+        (LimitKind::Tokens, true, false) => {
+            format!("{detail}, estimated: no call of the turn reported usage")
+        }
+        _ => detail,
     };
     let tools = tools_line(&progress.tools_used);
     let last = if progress.last_text.trim().is_empty() {

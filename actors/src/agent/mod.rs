@@ -28,6 +28,7 @@ mod config;
 mod handle;
 mod msg;
 mod probe;
+mod progress;
 mod running;
 mod sender;
 pub(crate) mod spans;

@@ -379,7 +379,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                     t.call_counted = true;
                     match chunk {
                         ModelChunk::UsageEstimate(usage) => t.progress.add_estimate(usage),
-                        ModelChunk::Usage(usage) => t.progress.usage.add(usage),
+                        ModelChunk::Usage(usage) => t.progress.add_reported(usage),
                         _ => {}
                     }
                     t.progress.usage.total()

@@ -207,9 +207,11 @@ impl HubState {
                     | Refused::RequesterEnded { id: requester } => {
                         format!("it worked for `{requester}`, which has ended")
                     }
-                    Refused::RequesterNotStarted { id: requester } => format!(
-                        "it works for `{requester}`, which waits in the queue and has not started yet; send it again once `{requester}` runs"
-                    ),
+                    Refused::RequesterNotStarted { id: requester } => {
+                        format!(
+                            "it works for `{requester}`, which waits in the queue and has not started"
+                        )
+                    }
                     refused => return Err(refused),
                 };
                 return Err(Refused::CannotResume {
