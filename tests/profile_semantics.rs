@@ -54,6 +54,26 @@ fn tools_seen(seen: &Mutex<Vec<ModelRequest>>, prompt: &str) -> Vec<String> {
     request.tools.iter().map(|t| t.name.clone()).collect()
 }
 
+/// The tools a profile built in code from the Claude Code file `text`
+/// (named `name`, its prompt starting `prompt`) runs with when a parent
+/// with calculator, page_title and sleep delegates to it by name — the
+/// delegation not refused.
+async fn tools_run_with(name: &str, text: &str, prompt: &str) -> Vec<String> {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named(name, "work")),
+        Reply::answer("Done."),
+    ])
+    .with_script(prompt, vec![Reply::answer("worked")]);
+    let profiles = ProfileSet::from_profiles([claude_profile(&format!("/agents/{name}.md"), text)]);
+    let (parent, mut events, seen) = parent(model, profiles).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let results = results_of(&log, "use_agent");
+    assert!(!results[0].1, "refused: {}", results[0].0);
+    tools_seen(&seen, prompt)
+}
+
 /// The tools the sub-agent `worker` (a Claude Code file's `frontmatter`,
 /// prompt "You work alone.") is given by a parent with `calculator` and
 /// `sleep` that may delegate two levels down, and the delegating parent.
@@ -582,19 +602,10 @@ async fn profiles_built_in_code_are_checked_as_files_are() {
 #[tokio::test(start_paused = true)]
 async fn a_delegation_tool_in_a_profiles_own_list_is_decided_by_depth() {
     let text = "---\nname: coordinator\ntools: use_agent, calculator\n---\nYou coordinate.";
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&UseAgentCall::run_named("coordinator", "coordinate")),
-        Reply::answer("Done."),
-    ])
-    .with_script("You coordinate.", vec![Reply::answer("coordinated")]);
-    let profiles = ProfileSet::from_profiles([claude_profile("/agents/coordinator.md", text)]);
-    let (parent, mut events, seen) = parent(model, profiles).await;
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    let results = results_of(&log, "use_agent");
-    assert!(!results[0].1, "refused: {}", results[0].0);
-    assert_eq!(tools_seen(&seen, "You coordinate."), ["calculator"]);
+    assert_eq!(
+        tools_run_with("coordinator", text, "You coordinate.").await,
+        ["calculator"]
+    );
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("coordinator.md"), text).unwrap();

@@ -111,6 +111,14 @@ pub fn background_workers(durations: &[u64]) -> ScriptedModel {
     model
 }
 
+/// Kills `thread`'s hub (no stop: a crash, a kill) and waits until the
+/// thread has read its death.
+pub async fn kill_the_hub(thread: &subagents::supervisor::ThreadHandle) {
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.ok();
+    thread.sync().await.unwrap();
+}
+
 /// Reads events for `secs` of virtual time.
 pub async fn run_for(events: &mut EventStream, log: &mut Vec<AgentEvent>, secs: u64) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);

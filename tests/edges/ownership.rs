@@ -355,9 +355,7 @@ async fn a_hosts_observer_is_told_of_the_children_a_hubs_death_failed() {
     thread.send_user("start").unwrap();
     let mut log = Vec::new();
     run_for(&mut events, &mut log, 10).await;
-    thread.hub().actor().kill();
-    thread.hub().actor().wait(None).await.ok();
-    thread.sync().await.unwrap();
+    kill_the_hub(&thread).await;
     run_for(&mut events, &mut log, 60).await;
     assert_eq!(
         *seen.0.lock().unwrap(),

@@ -107,9 +107,7 @@ async fn a_crashed_hub_leaves_a_final_envelope_for_every_child() {
     thread.send_user("start").unwrap();
     let mut log = Vec::new();
     run_for(&mut events, &mut log, 10).await;
-    thread.hub().actor().kill();
-    thread.hub().actor().wait(None).await.ok();
-    thread.sync().await.unwrap();
+    kill_the_hub(&thread).await;
     thread.flush_persistence().await.unwrap();
     let envelope = kept.get(&AgentId::new("agent_1")).expect("persisted");
     assert_eq!(envelope.status, SubAgentStatus::Failed);
@@ -257,9 +255,7 @@ fn kill_the_hub_with_two_children_running() -> Vec<String> {
         let mut log = Vec::new();
         run_for(&mut events, &mut log, 10).await;
         let seen = log.len();
-        thread.hub().actor().kill();
-        thread.hub().actor().wait(None).await.ok();
-        thread.sync().await.unwrap();
+        kill_the_hub(&thread).await;
         run_for(&mut events, &mut log, 1).await;
         thread.close_and_wait().await;
         log[seen..].iter().map(|e| format!("{e:?}")).collect()
@@ -310,9 +306,7 @@ async fn a_dead_hub_gives_every_unfinished_child_its_terminal_status() {
         "{log:#?}"
     );
     let seen = log.len();
-    thread.hub().actor().kill();
-    thread.hub().actor().wait(None).await.ok();
-    thread.sync().await.unwrap();
+    kill_the_hub(&thread).await;
     run_for(&mut events, &mut log, 1).await;
     let ends: Vec<&AgentEvent> = log[seen..]
         .iter()

@@ -12,19 +12,7 @@ use super::*;
 #[tokio::test(start_paused = true)]
 async fn a_profile_built_in_code_runs_with_the_listed_tools_the_host_has() {
     let text = "---\nname: reader\ntools: Read, sleep\n---\nYou read.";
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&UseAgentCall::run_named("reader", "read it")),
-        Reply::answer("Done."),
-    ])
-    .with_script("You read.", vec![Reply::answer("read")]);
-    let profiles = ProfileSet::from_profiles([claude_profile("/agents/reader.md", text)]);
-    let (parent, mut events, seen) = parent(model, profiles).await;
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    let results = results_of(&log, "use_agent");
-    assert!(!results[0].1, "refused: {}", results[0].0);
-    assert_eq!(tools_seen(&seen, "You read."), ["sleep"]);
+    assert_eq!(tools_run_with("reader", text, "You read.").await, ["sleep"]);
 }
 
 /// A coordinator whose list names a front-end this parent does not offer
@@ -35,19 +23,11 @@ async fn a_profile_built_in_code_runs_with_the_listed_tools_the_host_has() {
 #[tokio::test(start_paused = true)]
 async fn a_front_end_the_parent_does_not_offer_in_a_profiles_list_is_decided_by_depth() {
     let text = "---\nname: coordinator\ntools: delegate_task\n---\nYou coordinate.";
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&UseAgentCall::run_named("coordinator", "coordinate")),
-        Reply::answer("Done."),
-    ])
-    .with_script("You coordinate.", vec![Reply::answer("coordinated")]);
-    let profiles = ProfileSet::from_profiles([claude_profile("/agents/coordinator.md", text)]);
-    let (parent, mut events, seen) = parent(model, profiles).await;
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    let results = results_of(&log, "use_agent");
-    assert!(!results[0].1, "refused: {}", results[0].0);
-    assert!(tools_seen(&seen, "You coordinate.").is_empty());
+    assert!(
+        tools_run_with("coordinator", text, "You coordinate.")
+            .await
+            .is_empty()
+    );
 }
 
 /// Review of this session's change: a host tool named like a front-end

@@ -225,9 +225,7 @@ async fn a_killed_hub_ends_its_remote_childrens_turns_and_runs() {
     while node.runner.live() < 2 || log.iter().filter(|e| in_tool(e)).count() < 2 {
         until(&mut events, &mut log, in_tool).await;
     }
-    thread.hub().actor().kill();
-    thread.hub().actor().wait(None).await.ok();
-    thread.sync().await.unwrap();
+    kill_the_hub(&thread).await;
     run_for(&mut events, &mut log, 1).await;
     check_log(&log, true);
     let closing: Vec<String> = log

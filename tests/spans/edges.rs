@@ -172,9 +172,7 @@ async fn a_killed_remote_childs_run_says_it_failed() {
         matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted(_)))
     })
     .await;
-    thread.hub().actor().kill();
-    thread.hub().actor().wait(None).await.ok();
-    thread.sync().await.unwrap();
+    kill_the_hub(&thread).await;
     let spans = capture.spans();
     let run = run_of(&spans, "agent_1");
     assert_eq!(field(run, "subagents.outcome"), "failed", "{run:#?}");
