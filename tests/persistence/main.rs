@@ -636,9 +636,19 @@ async fn two_threads_resuming_one_earlier_child_at_once_do_not_fork_it() {
 /// child and the link reached the store; another thread's message to the
 /// same child then followed the link to a run of this session it cannot
 /// reach, and read "there is no sub-agent with id `agent_2`" — an id the
-/// model never heard of. It reads that another thread resumed it.
+/// model never heard of. It reads that another thread resumed it; so does
+/// a stop (review: replay determinism — it read the same unknown id).
 #[tokio::test]
 async fn a_message_to_a_child_another_thread_resumed_says_so() {
+    for call in [
+        UseAgentCall::send("agent_1", "the second part"),
+        UseAgentCall::stop("agent_1"),
+    ] {
+        a_call_to_a_child_another_thread_resumed(call).await;
+    }
+}
+
+async fn a_call_to_a_child_another_thread_resumed(call: UseAgentCall) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
     an_earlier_session_with_one_finished_child(&dir).await;
@@ -662,7 +672,12 @@ async fn a_message_to_a_child_another_thread_resumed_says_so() {
             .and_then(|e| e.continued_as),
         Some(AgentId::new("agent_2"))
     );
-    let (second, mut events) = thread_on(send().shared(), store.clone(), 3).await;
+    let asks = ScriptedModel::new(vec![
+        Reply::new().use_agent(&call),
+        Reply::answer("Asked."),
+        Reply::answer("Noted."),
+    ]);
+    let (second, mut events) = thread_on(asks.shared(), store.clone(), 3).await;
     second.send_user("more").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;

@@ -150,7 +150,19 @@ impl Actor for Hub {
             // of the id the model knows stopped the old, ended run and let
             // the new one run on.
             HubMsg::Stop { id, reply } => {
-                let id = state.newest_run(&id);
+                let newest = state.newest_run(&id);
+                // Another thread's run (it resumed an earlier session's
+                // child): not this thread's to stop — said of the child
+                // asked about, as a message's refusal is (it read "no
+                // sub-agent with id" a run the caller never heard of).
+                if newest != id && state.status_of(&newest).is_none() {
+                    if let Some(reply) = reply {
+                        let _ =
+                            reply.send(Err(crate::hub::error::Refused::ResumedElsewhere { id }));
+                    }
+                    return Ok(());
+                }
+                let id = newest;
                 state.prefer_stop(&id);
                 state.after_end(&id, |a| a.cancel = true);
                 Box::pin(state.stop(&myself, &id, StopReply::One(reply))).await

@@ -306,7 +306,9 @@ impl HubHandle {
     }
 
     /// Stops a child; its status after it ended, or why not: only
-    /// [`Refused::UnknownChild`] or [`Refused::Closed`]. Sent when called,
+    /// [`Refused::UnknownChild`], [`Refused::ResumedElsewhere`] (an
+    /// earlier session's child another thread on the store resumed) or
+    /// [`Refused::Closed`]. Sent when called,
     /// not when the future is first polled.
     pub fn stop(
         &self,

@@ -329,8 +329,12 @@ impl ThreadHandle {
         let answer = self.ask(move |reply| ThreadMsg::StopChild { id, reply });
         async move {
             answer.await?.map_err(|refused| match refused {
-                Refused::UnknownChild(id) => ThreadError::UnknownChild(id),
-                // A stop answers only UnknownChild or Closed (see
+                // Another thread's chain (it resumed an earlier session's
+                // child): none of this thread's.
+                Refused::UnknownChild(id) | Refused::ResumedElsewhere { id } => {
+                    ThreadError::UnknownChild(id)
+                }
+                // A stop answers only those or Closed (see
                 // `HubHandle::stop`).
                 _ => ThreadError::Closed,
             })
