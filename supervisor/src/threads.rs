@@ -96,7 +96,7 @@ impl Threads {
         // Closed if this open is given up (its future dropped while the
         // thread on screen is left) or fails: nobody else holds it, and
         // it would run for ever.
-        let mut opening = Opening(Some(handle.clone()));
+        let mut opening = IfGivenUp(Some(handle.clone()), ThreadHandle::close);
         self.leave_current().await?;
         opening.0 = None;
         handle.on_screen(true)?;
@@ -232,7 +232,9 @@ impl Threads {
             return Ok(None);
         };
         if let Some(handle) = self.threads.get(&current) {
-            let mut shown = StillShown(Some(handle.clone()));
+            let mut shown = IfGivenUp(Some(handle.clone()), |h| {
+                let _ = h.on_screen(true);
+            });
             switch_away_if_open(handle).await?;
             shown.0 = None;
             match handle.on_screen(false) {
@@ -245,29 +247,19 @@ impl Threads {
     }
 }
 
-/// A thread being opened: closed when dropped still holding it (the open
-/// given up or failed before the registry kept it).
-struct Opening(Option<ThreadHandle>);
+/// What is done to a thread if the step holding it is given up (its
+/// future dropped) or fails before it lets go (`.0 = None`): an open
+/// closes the thread it made, which nobody else holds and would run for
+/// ever; a leave shows the thread it was leaving again — it stays on
+/// screen, and its switch gave an earlier session's wakes back to the
+/// store for a next showing nothing else would bring (a switch to the
+/// thread on screen does nothing; a close settled them undelivered).
+struct IfGivenUp(Option<ThreadHandle>, fn(&ThreadHandle));
 
-impl Drop for Opening {
+impl Drop for IfGivenUp {
     fn drop(&mut self) {
         if let Some(handle) = self.0.take() {
-            handle.close();
-        }
-    }
-}
-
-/// A thread being left: shown again when dropped still holding it (the
-/// leave given up or failed — it stays on screen). Its switch gave an
-/// earlier session's wakes back to the store for its next showing, and
-/// nothing else would show it: a switch to the thread on screen does
-/// nothing, and they stayed in the store until a close settled them.
-struct StillShown(Option<ThreadHandle>);
-
-impl Drop for StillShown {
-    fn drop(&mut self) {
-        if let Some(handle) = self.0.take() {
-            let _ = handle.on_screen(true);
+            (self.1)(&handle);
         }
     }
 }

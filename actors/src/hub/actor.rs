@@ -12,6 +12,7 @@ use subagents_messages::{AgentId, SubAgentStatus};
 use crate::agent::KillHook;
 use crate::hub::book::Book;
 use crate::hub::config::HubConfig;
+use crate::hub::error::Refused;
 use crate::hub::lifecycle::HubState;
 use crate::hub::slots::Slots;
 use crate::hub::steer::Message;
@@ -157,8 +158,7 @@ impl Actor for Hub {
                 // sub-agent with id" a run the caller never heard of).
                 if newest != id && state.status_of(&newest).is_none() {
                     if let Some(reply) = reply {
-                        let _ =
-                            reply.send(Err(crate::hub::error::Refused::ResumedElsewhere { id }));
+                        let _ = reply.send(Err(Refused::ResumedElsewhere { id }));
                     }
                     return Ok(());
                 }

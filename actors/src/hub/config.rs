@@ -24,11 +24,11 @@ use crate::tool::{Tool, ToolRegistry};
 /// Every method runs inside the hub's handler (`stepped`, on the child's
 /// event path; `finished` for the children a hub's death failed, where
 /// its state is dropped — the hub's task after a crash, the task that
-/// read its termination after a kill): it must return at once — hand the work to a task or a
-/// channel, as the thread's own observer does (it casts). A blocking call
-/// holds every start, finish and stop of the hub (a switch or a close
-/// waits on it), and a call back into the hub that waits for its answer
-/// (`block_on(hub.snapshot())`) never returns.
+/// read its termination after a kill): it must return at once — hand the
+/// work to a task or a channel, as the thread's own observer does (it
+/// casts). A blocking call holds every start, finish and stop of the hub
+/// (a switch or a close waits on it), and a call back into the hub that
+/// waits for its answer (`block_on(hub.snapshot())`) never returns.
 pub trait HubObserver: Send + Sync + 'static {
     /// A child finished, or its final envelope changed; `envelope` is the
     /// final one, as it is now.
@@ -61,20 +61,21 @@ pub(crate) fn tell_each(
     child: &AgentId,
     tell: impl Fn(&dyn HubObserver),
 ) {
-    for observer in observers {
-        // A turn the host sends from here starts a trace of its own.
-        let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            crate::agent::as_callback(|| tell(&**observer))
-        }));
-        if let Err(panic) = told {
-            tracing::error!(
-                %child,
-                hook,
-                panic = crate::tool::panic_message(panic.as_ref()),
-                "a hub observer panicked"
-            );
+    // A turn the host sends from here starts a trace of its own (the
+    // span current here read once, not per observer).
+    crate::agent::as_callback(|| {
+        for observer in observers {
+            let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tell(&**observer)));
+            if let Err(panic) = told {
+                tracing::error!(
+                    %child,
+                    hook,
+                    panic = crate::tool::panic_message(panic.as_ref()),
+                    "a hub observer panicked"
+                );
+            }
         }
-    }
+    });
 }
 
 /// Finished envelopes of earlier sessions (the supervisor's store), so
