@@ -15,6 +15,7 @@ mod forged;
 mod ownership;
 mod races;
 mod replay_store;
+mod requester_ends;
 mod stopped_task;
 
 use std::sync::{Arc, Mutex};

@@ -105,6 +105,30 @@ impl Probe {
         shared.is_some_and(|shared| lock(&shared).ends.is_none())
     }
 
+    /// Runs `f` under its turn's lock while the turn is open, and says
+    /// whether it ran: nothing that closes the turn (its end, a stop, a
+    /// kill, on another worker) comes between the check and what `f`
+    /// emits. A probe with no turn yet runs it, as [`Probe::closed`] reads
+    /// such a probe open. `f` must not take this turn's lock.
+    pub(crate) fn while_open(&self, f: impl FnOnce()) -> bool {
+        let shared = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(shared) = shared else {
+            f();
+            return true;
+        };
+        let state = lock(&shared);
+        if state.ends.is_none() {
+            return false;
+        }
+        f();
+        drop(state);
+        true
+    }
+
     /// The `invoke_agent` span of the last turn, taken (the probe holds
     /// it no longer, so it can close).
     pub(crate) fn take_span(&self) -> Option<tracing::Span> {

@@ -266,9 +266,20 @@ impl HubState {
             span,
             queued_at: None,
         };
-        child
-            .requester_sink
-            .emit(AgentEvent::ChildStarted(Box::new(info)));
+        // Said only while the requester's turn is open, under its lock:
+        // its end on another worker since the check above would otherwise
+        // leave `ChildStarted` after its `Result`, a child for nobody.
+        let sink = &child.requester_sink;
+        let said = self.book.while_turn_open(&child.request.requester, || {
+            sink.emit(AgentEvent::ChildStarted(Box::new(info)));
+        });
+        if !said {
+            self.book.forget_unannounced(&id);
+            self.requested -= 1;
+            return Err(Refused::RequesterEnded {
+                id: child.request.requester.clone(),
+            });
+        }
         let admission = self.slots.admit(id.clone(), &child.request.requester);
         match admission {
             Admission::Start => {

@@ -153,6 +153,28 @@ impl Book {
         probe.is_some_and(|p| p.closed())
     }
 
+    /// Runs `f` while `id`'s turn is open, atomically with its close
+    /// ([`crate::agent::Probe::while_open`]); an entry with no turn (or none at all:
+    /// the parent) runs it. Says whether it ran.
+    pub(crate) fn while_turn_open(&self, id: &AgentId, f: impl FnOnce()) -> bool {
+        // The probe taken out first: no shard guard is held under a turn's
+        // lock (the order is turn, sink, shard).
+        let probe = self.entries.get(id).and_then(|e| e.probe.clone());
+        match probe {
+            Some(probe) => probe.while_open(f),
+            None => {
+                f();
+                true
+            }
+        }
+    }
+
+    /// Forgets a child announced to nobody (its requester's turn ended
+    /// before its start could be said): no envelope of it is kept.
+    pub(crate) fn forget_unannounced(&self, id: &AgentId) {
+        self.entries.remove(id);
+    }
+
     /// Its conversation: so far while it runs, whole once it ended.
     /// A child started with messages kept while it queued reads those
     /// until its turn publishes its own (a run written in between kept

@@ -1,0 +1,172 @@
+//! Same instant, on two workers: a child's turn ends on one while the hub
+//! adds a child under it on the other.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+
+use subagents::actors::clock::Clock;
+use subagents::actors::hub::Refused;
+use subagents::messages::{ChildRequest, ToolUseId};
+use subagents_demo::Sleep;
+
+use super::*;
+
+/// A clock that, once armed, holds the first reading taken after: it says
+/// so, then waits to be let go. The hub reads it between its check that a
+/// requester's turn is open and the `ChildStarted` that check guards — the
+/// only host code in that window, so a test can end the turn inside it.
+struct HeldClock {
+    armed: AtomicBool,
+    inside: Mutex<mpsc::Sender<()>>,
+    go: Mutex<mpsc::Receiver<()>>,
+}
+
+impl Clock for HeldClock {
+    fn now_ms(&self) -> u64 {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            self.inside.lock().unwrap().send(()).unwrap();
+            self.go
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(60))
+                .expect("let go within a minute");
+        }
+        1_700_000_000_000
+    }
+}
+
+/// Waits, in its call, until the test lets it go.
+struct Hold(Arc<tokio::sync::Notify>);
+
+impl Tool for Hold {
+    fn name(&self) -> &str {
+        "hold"
+    }
+    fn description(&self) -> String {
+        "waits until let go".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        let go = self.0.clone();
+        Box::pin(async move {
+            go.notified().await;
+            Ok("let go".into())
+        })
+    }
+}
+
+/// A host asks for a child in `agent_1`'s name (or `agent_1`'s own
+/// `use_agent run` is read) on one worker while `agent_1`'s turn ends on
+/// the other, between the hub's check that the requester's turn is open
+/// and its `ChildStarted`: the check passed, the turn closed and emitted
+/// its `Result`, and the hub then emitted `ChildStarted` into the ended
+/// row and started a grandchild for nobody. The start is announced under
+/// the requester's turn lock, only while the turn is open; otherwise the
+/// request is refused as for a requester whose turn had ended.
+#[test]
+fn a_child_requested_as_its_requesters_turn_ends_on_another_worker_is_refused() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (inside_tx, inside) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel();
+        let clock = Arc::new(HeldClock {
+            armed: AtomicBool::new(false),
+            inside: Mutex::new(inside_tx),
+            go: Mutex::new(go_rx),
+        });
+        let hold = Arc::new(tokio::sync::Notify::new());
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&work_call("Child", 0, false).tools(["hold"])),
+            Reply::answer("parent: started"),
+        ])
+        .with_script(
+            "Child\n",
+            vec![
+                Reply::new().tool_call("hold", "{}"),
+                Reply::answer("child: done"),
+            ],
+        )
+        .with_script("Grand\n", vec![Reply::answer("grand: ran")]);
+        let (parent, mut events) = DelegationBuilder::new(model.shared())
+            .tools(
+                ToolRegistry::new()
+                    .with(Sleep)
+                    .with(Hold(hold.clone())),
+            )
+            .max_depth(2)
+            .clock(clock.clone())
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        let child = AgentId::new("agent_1");
+        let in_row = |id: &AgentId, what: fn(&AgentEvent) -> bool| {
+            let id = id.clone();
+            move |e: &AgentEvent| matches!(e, AgentEvent::Child(c, inner) if *c == id && what(inner))
+        };
+        until(
+            &mut events,
+            &mut log,
+            in_row(&child, |e| matches!(e, AgentEvent::ToolStarted(call) if call.name == "hold")),
+        )
+        .await;
+
+        clock.armed.store(true, Ordering::SeqCst);
+        let asked = tokio::spawn({
+            let hub = parent.hub.clone();
+            let request = ChildRequest::new(
+                child.clone(),
+                1,
+                ToolUseId::new("host"),
+                "Grand\nA sub-agent.",
+                "w",
+            );
+            async move { hub.request(request).await }
+        });
+        tokio::task::spawn_blocking(move || inside.recv_timeout(Duration::from_secs(60)))
+            .await
+            .unwrap()
+            .expect("the hub reads the clock");
+        // The hub is inside the window: the child's turn ends now, on the
+        // other worker.
+        hold.notify_one();
+        until(
+            &mut events,
+            &mut log,
+            in_row(&child, |e| matches!(e, AgentEvent::Result(_))),
+        )
+        .await;
+        go.send(()).unwrap();
+        let answer = asked.await.unwrap();
+
+        parent.shutdown_and_wait().await;
+        drain(&mut events, &mut log);
+        let row = row_of(&log, "agent_1");
+        let end = row
+            .iter()
+            .position(|e| matches!(e, AgentEvent::Result(_)))
+            .unwrap();
+        assert!(
+            !row[end + 1..]
+                .iter()
+                .any(|e| matches!(e, AgentEvent::Child(..) | AgentEvent::ChildStarted(_))),
+            "after its Result: {:#?}",
+            &row[end..]
+        );
+        assert!(
+            matches!(&answer, Err(Refused::RequesterEnded { id }) if *id == child),
+            "{answer:?}"
+        );
+        assert!(
+            !log.iter().any(|e| format!("{e:?}").contains("grand: ran")),
+            "the grandchild ran"
+        );
+    });
+}
