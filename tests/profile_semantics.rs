@@ -8,6 +8,8 @@
 mod common;
 #[path = "profile_semantics/host_tools.rs"]
 mod host_tools;
+#[path = "profile_semantics/options.rs"]
+mod options;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -11,6 +11,9 @@ use serde::de::DeserializeOwned;
 use subagents_messages::codec::{CodecError, Wire};
 use subagents_messages::*;
 
+#[path = "roundtrip/reading_back.rs"]
+mod reading_back;
+
 fn bincode_roundtrip<T: Serialize + DeserializeOwned + PartialEq + Debug>(value: T) {
     let bytes = value.to_wire().unwrap();
     let back = T::from_wire(&bytes).unwrap();

@@ -444,3 +444,31 @@ async fn a_silent_run_on_a_reachable_node_ends_past_its_wall_clock() {
     );
     thread.close_and_wait().await;
 }
+
+/// A node that stops its runs itself (`NodeRunner::stop_all`: its host
+/// going away, as `ClusterNode::shutdown` does) is not a stop the parent
+/// asked for: the child ended `stopped`, which wakes nobody ("stopped on
+/// purpose"), and the parent's model, told its result would come as a
+/// message, never heard of the work again — where the same node's crash
+/// fails the child with one wake. It fails, saying its node stopped it.
+#[tokio::test(start_paused = true)]
+async fn a_run_its_node_stops_on_its_own_fails_with_one_wake() {
+    let model = background_workers(&[600]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_tool).await;
+    node.runner.stop_all();
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 3600).await;
+    check_log(&log, true);
+    assert_eq!(log.iter().filter(|e| is_wake(e)).count(), 1);
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed);
+    let error = envelope.error.unwrap_or_default();
+    assert!(error.contains("node `b` stopped the run"), "{error}");
+    thread.close_and_wait().await;
+}

@@ -212,6 +212,36 @@ mod tests {
         assert_eq!(out, Err(ModelError::Connection("refused".into())));
     }
 
+    /// The backoff doubles up to `max_wait` and then stays there: with
+    /// eight retries and no `Retry-After`, the seventh and eighth waits
+    /// are 60 s, not 64 s and 128 s. Uncapped, the seventh backoff was
+    /// over `max_wait` and the call failed at once as rate limited, two
+    /// retries early — the tests' policies (three retries at most) never
+    /// reached the cap.
+    #[tokio::test(start_paused = true)]
+    async fn the_backoff_is_capped_at_the_longest_wait_and_the_retries_go_on() {
+        let policy = RetryPolicy {
+            max_retries: 8,
+            ..POLICY
+        };
+        let calls = Cell::new(0u32);
+        let start = Instant::now();
+        let out: Result<(), _> = with_retries(policy, || {
+            calls.set(calls.get() + 1);
+            async { limited(None) }
+        })
+        .await;
+        assert_eq!(calls.get(), 9, "one try and eight retries");
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(1 + 2 + 4 + 8 + 16 + 32 + 60 + 60)
+        );
+        assert!(
+            matches!(out, Err(ModelError::RateLimited { .. })),
+            "{out:?}"
+        );
+    }
+
     #[test]
     fn retry_after_parses_seconds_and_dates() {
         assert_eq!(parse_retry_after(" 2 "), Some(Duration::from_secs(2)));

@@ -269,7 +269,7 @@ impl ProxyState {
         })
     }
 
-    fn event(&mut self, event: AgentEvent) {
+    fn event(&mut self, mut event: AgentEvent) {
         // What the node's agent cannot have emitted here (an approval in
         // another agent's name — the thread routes an answer by the id's
         // agent, so the host's answer to what it saw in this row would
@@ -293,6 +293,9 @@ impl ProxyState {
         let Some(run) = self.run.as_mut() else {
             return;
         };
+        if let AgentEvent::Result(result) = &mut event {
+            ends::unasked_stop(self.link.node(), run.stopping, result);
+        }
         match &event {
             AgentEvent::ApprovalRequested(request) => {
                 let decided = self.config.approvals.as_ref().and_then(|p| {
@@ -377,10 +380,11 @@ impl ProxyState {
 
     /// The turn ended (on its node, or here): its result goes to whoever
     /// waits, with the conversation it ended on.
-    fn finish(&mut self, result: AgentResult, conversation: Option<Vec<ChatMessage>>) {
+    fn finish(&mut self, mut result: AgentResult, conversation: Option<Vec<ChatMessage>>) {
         let Some(mut run) = self.run.take() else {
             return;
         };
+        ends::unasked_stop(self.link.node(), run.stopping, &mut result);
         // Answers whose node's word never came were not taken (`Ended`,
         // as the run's end tells them): not a first answer a later one
         // is refused with.

@@ -6,6 +6,7 @@ mod claude;
 mod fields;
 mod folders;
 mod loading;
+mod narrowing;
 mod never_panics;
 mod tables;
 

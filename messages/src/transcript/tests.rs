@@ -469,3 +469,5 @@ fn a_restored_count_of_open_turns_is_bounded_by_what_could_be_open() {
     t.end_open_turns();
     assert_eq!(t.items.len(), 2, "{:?}", t.items);
 }
+
+mod restore_and_reuse;

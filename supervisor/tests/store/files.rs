@@ -81,7 +81,7 @@ fn save_then_restart_reloads_envelopes_and_get_by_id_works() {
     );
     assert_eq!(store.get(&odd.id), Some(odd));
     assert_eq!(store.get(&AgentId::new("agent_9")), None);
-    assert_eq!(ids(&store), ["../weird/id %", "agent_1", "agent_2"]);
+    assert_eq!(ids(&store), ["agent_1", "agent_2", "../weird/id %"]);
 }
 
 /// Stopped midway: the open saved each unfinished child `interrupted` (a

@@ -8,6 +8,7 @@ mod files;
 mod locking;
 mod own_files;
 mod pruning;
+mod restart_edges;
 mod write_errors;
 
 use std::collections::HashMap;
@@ -99,4 +100,21 @@ fn reopen(
 ) -> (EnvelopeStore, subagents_supervisor::store::LoadReport) {
     drop(store);
     EnvelopeStore::open(dir, clock.clone()).unwrap()
+}
+
+/// `all()` was sorted by id as text: a store of more than nine children
+/// listed `agent_10` before `agent_2`, unlike the same children read from
+/// their hub (`HubHandle::envelopes`) or the restart list. Child-number
+/// order, as theirs.
+#[test]
+fn all_lists_children_in_child_number_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(1_000);
+    let store = open(tmp.path(), &clock);
+    for id in ["agent_10", "agent_2", "agent_1"] {
+        store.save(&envelope(id, 1_000, None)).unwrap();
+    }
+    assert_eq!(ids(&store), ["agent_1", "agent_2", "agent_10"]);
+    let (store, _) = reopen(store, tmp.path(), &clock);
+    assert_eq!(ids(&store), ["agent_1", "agent_2", "agent_10"]);
 }

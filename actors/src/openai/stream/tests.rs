@@ -475,3 +475,5 @@ fn content_as_a_list_of_parts_is_read() {
         ]
     );
 }
+
+mod finish_reasons;

@@ -3,7 +3,7 @@
 //! emit, then its result.
 
 use subagents_messages::remote::RunRequest;
-use subagents_messages::{AgentEvent, Outcome};
+use subagents_messages::{AgentEvent, AgentResult, Outcome};
 
 use crate::remote::mirror::lost_outcome;
 use crate::remote::proxy::{ProxyState, RemoteRun, lock};
@@ -88,6 +88,20 @@ impl ProxyState {
         };
         emit_closing(run, &self.events, events, mirror);
         self.finish(result, None);
+    }
+}
+
+/// A run its node stopped on its own (its host going away:
+/// `NodeRunner::stop_all`) was not stopped from here: it failed, waking
+/// its parent as its node's crash does — `stopped`, it woke nobody ("on
+/// purpose"), and the parent's model never heard of the work again. A
+/// stop this side asked for (a host's, an interrupt, a cascade) stays
+/// `stopped`. Applied to its `Result` event and to its end alike.
+pub(super) fn unasked_stop(node: &str, stopping: bool, result: &mut AgentResult) {
+    if !stopping && matches!(result.outcome, Outcome::Stopped) {
+        result.outcome = Outcome::Failed(format!(
+            "node `{node}` stopped the run (its host went away)"
+        ));
     }
 }
 

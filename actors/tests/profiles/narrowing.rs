@@ -1,0 +1,184 @@
+//! What narrows a profile stays narrowed: every restricting key of a
+//! broken file hides the earlier profile of its name, and every setting
+//! spelt two ways may be set once.
+
+use super::*;
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// Widened (foreign): a project file broken before its restriction (an
+/// unquoted `: ` in its description, the common slip) hides the user's
+/// all-tools profile of its name only if its restricting key is read
+/// leniently. Only `disabled` and `tools` were ever the sole restricting
+/// key of a broken file in a test, so dropping any other entry of the
+/// loader's restricting keys (`disallowedTools`, `permissionMode`,
+/// `sandbox_mode`, `web_search`, `hooks`, `features`, …) left the user's
+/// `reviewer` running with every tool where the project asked for less,
+/// and nothing failed. One row per key, each alone in its file, each
+/// file broken before it (a parse error, not a refusal).
+#[test]
+fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
+    let markdown = |key_line: &str| {
+        format!("---\nname: reviewer\ndescription: Use this agent when: x\n{key_line}\n---\nbody")
+    };
+    // A Codex role broken by its first key (a number where the prompt
+    // goes), the restricting key after it.
+    let role = |key_lines: &str| format!("developer_instructions = 5\n{key_lines}\n");
+    let cases: [(&str, &str, String); 12] = [
+        ("disabled", "reviewer.md", markdown("disabled: true")),
+        ("tools", "reviewer.md", markdown("tools: Read")),
+        (
+            "allowed-tools",
+            "reviewer.md",
+            markdown("allowed-tools: Read"),
+        ),
+        (
+            "disallowedTools",
+            "reviewer.md",
+            markdown("disallowedTools: Bash"),
+        ),
+        (
+            "disallowed-tools",
+            "reviewer.md",
+            markdown("disallowed-tools: Bash"),
+        ),
+        (
+            "disallowed_tools",
+            "reviewer.md",
+            markdown("disallowed_tools: [Bash]"),
+        ),
+        (
+            "permissionMode",
+            "reviewer.md",
+            markdown("permissionMode: plan"),
+        ),
+        (
+            "permission_mode",
+            "reviewer.md",
+            markdown("permission_mode: plan"),
+        ),
+        ("hooks", "reviewer.md", markdown("hooks:\n  PreToolUse: []")),
+        (
+            "sandbox_mode",
+            "reviewer.toml",
+            role("sandbox_mode = \"read-only\""),
+        ),
+        (
+            "web_search",
+            "reviewer.toml",
+            role("web_search = \"disabled\""),
+        ),
+        (
+            "features",
+            "reviewer.toml",
+            role("[features]\nshell_tool = false"),
+        ),
+    ];
+    let mut widened = Vec::new();
+    for (key, file, text) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("user");
+        let project = tmp.path().join("project");
+        write(&user, "reviewer.md", "every tool");
+        write(&project, file, &text);
+        let (profiles, warnings) = ProfileSet::load(&[user, project], &[]);
+        // Broken before the key: skipped as a parse error, not refused
+        // for what the key says (that path hides the name on its own).
+        match warnings.as_slice() {
+            [ProfileWarning::Skipped(e @ ProfileError::Parse { .. })] => {
+                assert!(!e.is_refusal(), "{key}: broken, not refused: {e}");
+            }
+            other => panic!("{key}: one skipped file, got {other:?}"),
+        }
+        if let Some(kept) = profiles.get("reviewer") {
+            widened.push(format!("{key}: {}", kept.source.display()));
+        }
+    }
+    assert!(
+        widened.is_empty(),
+        "the user's all-tools profile ran in place of a broken restricting file:\n{}",
+        widened.join("\n")
+    );
+}
+
+/// Widened (foreign): a setting written two ways (`tools` and Agent
+/// Skills' `allowed-tools`, `disallowed_tools` and `disallowed-tools`)
+/// may be set once — a second spelling is a parse error at it, never the
+/// later value silently replacing the first (`allowed-tools: Read,
+/// shell` after `tools: Read` gave the profile the shell; an empty deny
+/// list after a full one denied nothing). Only two of the pairs were
+/// tested, so dropping any other spelling from the mapping of spellings
+/// to settings passed. One row per pair, in both formats and both
+/// orders.
+#[test]
+fn every_setting_spelt_two_ways_may_be_set_once() {
+    // (first spelling, second spelling, YAML value, TOML value)
+    let pairs = [
+        ("tools", "allowed-tools", "Read", "[\"Read\"]"),
+        ("disallowed_tools", "disallowed-tools", "Bash", "[\"Bash\"]"),
+        ("disallowedTools", "disallowed-tools", "Bash", "[\"Bash\"]"),
+        ("disallowedTools", "disallowed_tools", "Bash", "[\"Bash\"]"),
+        ("provider", "model_provider", "openai", "\"openai\""),
+        ("max_iterations", "maxTurns", "5", "5"),
+        ("max_tokens", "maxTokens", "100", "100"),
+        ("top_p", "topP", "0.5", "0.5"),
+        ("effort", "model_reasoning_effort", "high", "\"high\""),
+        (
+            "permission_mode",
+            "permissionMode",
+            "default",
+            "\"default\"",
+        ),
+        ("initial_prompt", "initialPrompt", "hi", "\"hi\""),
+    ];
+    let mut wrong = Vec::new();
+    for (a, b, yaml, toml) in pairs {
+        for (first, second) in [(a, b), (b, a)] {
+            // YAML reads keys as written: refused at the second, named
+            // after the first. TOML's reader hands them over in sorted
+            // order, so either may be the one refused (line 2 or 3).
+            let yaml_refusal = [format!("`{second}` sets what `{first}` above already set")];
+            let toml_refusal = [
+                yaml_refusal[0].clone(),
+                format!("`{first}` sets what `{second}` above already set"),
+            ];
+            for (text, refusals, lines) in [
+                (
+                    format!("---\n{first}: {yaml}\n{second}: {yaml}\n---\n"),
+                    &yaml_refusal[..],
+                    &[3][..],
+                ),
+                (
+                    format!("+++\n{first} = {toml}\n{second} = {toml}\n+++\n"),
+                    &toml_refusal[..],
+                    &[2, 3][..],
+                ),
+            ] {
+                match parse(&text) {
+                    Err(e @ ProfileError::Parse { .. }) => {
+                        let ProfileError::Parse { line, kind, .. } = &e else {
+                            unreachable!()
+                        };
+                        let shown = e.to_string();
+                        if !matches!(kind, ParseErrorKind::Invalid { .. })
+                            || !lines.contains(line)
+                            || !refusals.iter().any(|r| shown.contains(r.as_str()))
+                        {
+                            wrong.push(format!("{text:?}: {shown}"));
+                        }
+                    }
+                    Ok(_) => wrong.push(format!("{text:?}: accepted")),
+                    Err(e) => wrong.push(format!("{text:?}: {e}")),
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a second spelling was not refused at its line:\n{}",
+        wrong.join("\n")
+    );
+}
