@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "front_ends/empty_task.rs"]
+mod empty_task;
 #[path = "front_ends/inherit.rs"]
 mod inherit;
 

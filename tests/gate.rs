@@ -192,6 +192,55 @@ async fn wait_times_are_observable() {
     );
 }
 
+/// With several grants that waited, the snapshot's wait statistics are
+/// what `GateSnapshot` defines: `longest_wait` the longest of them (not
+/// the last: the last waiter here waited 1 s, the first 10 s),
+/// `total_wait` their sum, and the histogram counts every grant in its
+/// bucket. Guards against each statistic keeping only the last grant's
+/// wait (`longest_wait = waited`, `total_wait = waited`, a bucket set to
+/// 1), which one waiter alone cannot tell apart.
+#[tokio::test(start_paused = true)]
+async fn wait_statistics_count_every_grant_not_the_last() {
+    /// Holds the permit `fut` is granted for `ms`, then lets it go.
+    fn hold(fut: Acquire, ms: u64) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let permit = fut.await.unwrap();
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            drop(permit);
+        })
+    }
+    let gate = GateHandle::spawn(1).await.unwrap();
+    // Granted by the lane at 0; A queues at 0.
+    let holder = gate.acquire("holder").await.unwrap();
+    let mut first = queue_in_order(&gate, 1).await;
+    let a = hold(first.remove(0), 500);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    // B and C queue at 10 s, behind A.
+    let mut then = queue_in_order(&gate, 2).await;
+    let b = hold(then.remove(0), 500);
+    let c = hold(then.remove(0), 0);
+    assert_eq!(gate.snapshot().await.unwrap().queued, 3);
+    // A is granted at 10 s (waited 10 s), B at 10.5 s (0.5 s), C at 11 s
+    // (1 s).
+    drop(holder);
+    for task in [a, b, c] {
+        task.await.unwrap();
+    }
+    let snapshot = gate.snapshot().await.unwrap();
+    assert_eq!(snapshot.granted_total, 4);
+    assert_eq!(snapshot.longest_wait, Duration::from_secs(10), "A's wait");
+    assert_eq!(
+        snapshot.total_wait,
+        Duration::from_millis(11_500),
+        "10 s + 0.5 s + 1 s"
+    );
+    assert_eq!(snapshot.wait_histogram, [1, 0, 0, 2, 1, 0, 0, 0]);
+    assert_eq!(
+        snapshot.wait_histogram.iter().sum::<u64>(),
+        snapshot.granted_total
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn acquire_on_a_stopped_gate_is_an_error() {
     let gate = GateHandle::spawn(1).await.unwrap();

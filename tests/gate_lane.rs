@@ -101,6 +101,31 @@ async fn a_waiter_that_gives_up_as_its_unit_arrives_loses_no_unit() {
     );
 }
 
+/// A waiter that gives up after a snapshot was already sent to the gate
+/// (its `Cancel` queued behind the snapshot, which prunes it first) leaves
+/// the uncontended path open: once the holder lets go, a new acquire is
+/// granted at its first poll. Guards against the snapshot's prune not
+/// unqueueing what it removed from the lane: the `Cancel` then found
+/// nothing, the lane counted a waiter for good, and every later acquire
+/// went through the actor.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_pruned_by_a_snapshot_leaves_the_lane_uncontended() {
+    let (gate, holder, waiter) = held_with_a_waiter().await;
+    let mut snap = Box::pin(gate.snapshot());
+    assert!(poll!(snap.as_mut()).is_pending(), "the snapshot is sent");
+    drop(waiter);
+    assert_eq!(within(snap).await.unwrap().queued, 0, "pruned");
+    drop(holder);
+    settle().await;
+    let snapshot = gate.snapshot().await.unwrap();
+    assert_eq!((snapshot.in_flight, snapshot.queued), (0, 0));
+    let mut next = acquire(&gate, "next");
+    assert!(
+        poll!(next.as_mut()).is_ready(),
+        "the lane still counts the pruned waiter: the free unit went through the actor"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_stopped_gate_grants_nothing_on_either_path() {
     let gate = GateHandle::spawn(2).await.unwrap();

@@ -363,7 +363,9 @@ async fn an_interrupt_of_an_ended_child_leaves_it_resumable_and_a_stop_reaches_t
 
 /// An interrupted child ends `interrupted` — its tool call cut and
 /// answered, its own `Result(stopped)` first — and wakes nobody; a message
-/// resumes it. A stopped child does not resume.
+/// resumes it. A stopped child does not resume. A stop of a running child
+/// answers `stopped` and nothing more: no `cancelled` and no "it had
+/// already ended" note, which belong to a child that ended before its stop.
 #[tokio::test(start_paused = true)]
 async fn interrupt_leaves_a_child_waiting_for_a_message_and_stop_ends_it() {
     let model = ScriptedModel::new(vec![
@@ -405,6 +407,12 @@ async fn interrupt_leaves_a_child_waiting_for_a_message_and_stop_ends_it() {
     let outputs = results_of(&log, "use_agent");
     assert_eq!(json(&outputs[2].0)["status"], "interrupted");
     assert_eq!(json(&outputs[3].0)["status"], "stopped");
+    // The stop itself ended the running child: its answer does not say
+    // it had already ended and was cancelled (guards the stop's answer
+    // taking every terminal status, `stopped` too, for an ended one).
+    let stopped = json(&outputs[3].0);
+    assert_eq!(stopped.get("cancelled"), None, "{stopped}");
+    assert_eq!(stopped.get("note"), None, "{stopped}");
     let (_, by_id) = check_log(&log, false);
     assert_eq!(
         by_id[&AgentId::new("agent_1")].terminal().map(|(_, s)| s),

@@ -250,7 +250,9 @@ async fn a_child_calling_a_front_end_it_lacks_is_told_the_one_it_has() {
 /// With no inline wait (always background), `result` on a child that has
 /// finished reads its answer — at every offset — and is not told it still
 /// runs: the wait's timer, already due, fired before the hub's answer for
-/// a child it had finished long before.
+/// a child it had finished long before. Read whole, the 10,000-character
+/// answer comes within the default result budget of 8,000 (guards the
+/// `RESULT_BUDGET` default, which no other test leaves unset).
 #[tokio::test(start_paused = true)]
 async fn with_no_inline_wait_a_finished_childs_result_is_read() {
     let answer = "y".repeat(10_000);
@@ -278,6 +280,16 @@ async fn with_no_inline_wait_a_finished_childs_result_is_read() {
         assert!(!output.contains("pending"), "{output}");
         assert!(output.contains(r#""status":"done""#), "{output}");
     }
+    // Within the default budget (8,000 characters: two thirds head, one
+    // third tail), and a range of all that is left after 6,000.
+    let whole = json(&results[1].0);
+    let whole = whole["result"].as_str().unwrap();
+    assert!(
+        whole.contains("[… 2000 of 10000 characters left out here (characters 5334–7334)"),
+        "not cut to the default budget: {} characters",
+        whole.chars().count()
+    );
+    assert_eq!(json(&results[2].0)["length"], 4_000);
 }
 
 /// Misleading a model: values it sent with a space around them were
@@ -317,7 +329,10 @@ async fn a_refusal_quotes_a_value_as_it_was_sent() {
 /// again with every ranged `result`, and `delegate_task` returned "the
 /// sub-agent … failed: {error}" with no cap: a 20,000-character failure
 /// came back whole, into the parent's context. It is within the result
-/// budget, as the answer is; the whole reason stays in the envelope.
+/// budget, as the answer is; the whole reason stays in the envelope. A
+/// ranged `result` of the failed child carries that budgeted `error`
+/// (guards the range's call site asking for it as beside the whole
+/// result, which dropped it: the result *is* the reason).
 #[tokio::test(start_paused = true)]
 async fn a_failed_childs_reason_is_within_the_result_budget() {
     let huge = "x".repeat(20_000);
@@ -353,7 +368,70 @@ async fn a_failed_childs_reason_is_within_the_result_budget() {
         for (output, _) in &outputs {
             assert!(output.chars().count() < 1_500, "{}", output.len());
         }
+        if !delegate_task {
+            // The inline answer's result is the reason itself: given once,
+            // with no `error` beside it.
+            let inline = json(&outputs[0].0);
+            assert_eq!(inline.get("error"), None, "{inline}");
+            // A range claims the result, so no wake carries the reason:
+            // the range gives the `error` itself, within the budget (the
+            // call site asks for it as not beside the whole result).
+            let ranged = json(&outputs[1].0);
+            assert_eq!(ranged["result"].as_str().unwrap().chars().count(), 10);
+            let error = ranged["error"].as_str().unwrap_or_else(|| {
+                panic!("a range of a failed child's answer says why it failed: {ranged}")
+            });
+            assert!(error.contains("xxxx"), "{error}");
+            assert!(
+                error.contains("the whole reason is kept in the sub-agent's envelope"),
+                "{error}"
+            );
+        }
         let envelope = parent.hub.status(&AgentId::new("agent_1")).unwrap();
         assert!(envelope.error.unwrap().contains(&huge), "kept whole");
     }
+}
+
+/// A `delegate_task` child the host stops while its parent waits on it
+/// answers the call with a refusal saying it was stopped before it
+/// finished, not "failed: …" as a failure would. Guards against
+/// `final_answer` losing its `Stopped` arm (its stopped child then read as
+/// one that failed, "stopped while running").
+#[tokio::test(start_paused = true)]
+async fn a_delegate_task_child_the_host_stops_says_it_was_stopped() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(
+            "delegate_task",
+            json!({"system_prompt": "Worker\nYou work.", "task": "work", "tools": ["sleep"]})
+                .to_string(),
+        ),
+        Reply::answer("It was stopped."),
+    ])
+    .with_script("Worker", worker(60));
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .delegate_task_tool(true)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_child(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ToolStarted(_))
+    })
+    .await;
+    let agent_1 = AgentId::new("agent_1");
+    assert_eq!(
+        parent.hub.stop(&agent_1).await.unwrap(),
+        SubAgentStatus::Stopped
+    );
+    until_result(&mut events, &mut log).await;
+    let outputs = tool_result(&log, "delegate_task");
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    let (output, is_error) = &outputs[0];
+    assert!(is_error, "{output}");
+    assert!(
+        output.contains("the sub-agent `agent_1` was stopped before it finished"),
+        "{output}"
+    );
 }

@@ -255,3 +255,25 @@ async fn a_queued_inline_child_says_running_once_it_starts() {
         ]
     );
 }
+
+/// The defaults a host gets when it sets neither (README: "at most 3
+/// live children"; docs/lifecycle.md: the result budget, "default
+/// 8,000"): a fourth
+/// background child waits in the queue, and the budget is 8,000. Guards
+/// against a changed default (`MAX_LIVE`, `RESULT_BUDGET`) that every
+/// other test, setting its own, would pass.
+#[tokio::test(start_paused = true)]
+async fn by_default_three_children_run_at_once_and_the_result_budget_is_8000() {
+    let (parent, _events) = DelegationBuilder::new(fan_out(4, Duration::from_secs(10)).shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .spawn()
+        .await
+        .unwrap();
+    assert_eq!(parent.hub.result_budget(), 8_000);
+    parent.agent.send_user("fan out").unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let snapshot = parent.hub.snapshot().await.unwrap();
+    assert_eq!(snapshot.max_live, 3, "{snapshot:?}");
+    assert_eq!((snapshot.live, snapshot.queued), (3, 1), "{snapshot:?}");
+    parent.shutdown_and_wait().await;
+}

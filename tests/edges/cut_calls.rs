@@ -20,26 +20,43 @@ impl subagents::actors::Model for Recording {
     }
 }
 
-/// Every tool call an assistant message asks for is followed by a tool
-/// message with its id (what an OpenAI-compatible server insists on).
+/// Every tool call an assistant message asks for is answered by exactly
+/// one tool message with its id, in the run of tool messages that follows
+/// it, and no tool message answers a call nobody asked for (what an
+/// OpenAI-compatible server insists on: DeepSeek refuses a second result
+/// under one id with 400 "Duplicate value for tool_call_id").
 fn assert_history_answers_every_call(request: &subagents::messages::ModelRequest) {
     use subagents::messages::Role;
     let messages = &request.messages;
-    for (i, message) in messages.iter().enumerate() {
+    let mut i = 0;
+    while i < messages.len() {
+        let message = &messages[i];
+        assert!(
+            message.role != Role::Tool,
+            "tool message {i} ({:?}) answers no call: {messages:#?}",
+            message.tool_call_id
+        );
+        i += 1;
         if message.role != Role::Assistant {
             continue;
         }
-        for call in &message.tool_calls {
-            let answered = messages[i + 1..]
-                .iter()
-                .take_while(|m| m.role == Role::Tool)
-                .any(|m| m.tool_call_id.as_ref() == Some(&call.id));
-            assert!(
-                answered,
-                "call {} has no tool message: {messages:#?}",
-                call.id
-            );
-        }
+        let mut asked: Vec<_> = message.tool_calls.iter().map(|c| c.id.clone()).collect();
+        let mut answered: Vec<_> = messages[i..]
+            .iter()
+            .take_while(|m| m.role == Role::Tool)
+            .map(|m| {
+                m.tool_call_id
+                    .clone()
+                    .expect("a tool message names its call")
+            })
+            .collect();
+        i += answered.len();
+        asked.sort();
+        answered.sort();
+        assert_eq!(
+            answered, asked,
+            "each call is answered exactly once, and nothing else: {messages:#?}"
+        );
     }
 }
 
@@ -173,6 +190,91 @@ async fn a_call_cut_by_a_stop_or_a_limit_is_answered_once() {
         let requests = requests.lock().unwrap();
         assert_history_answers_every_call(requests.last().unwrap());
     }
+}
+
+/// A turn cut at the loop's top by its model-call limit, after a round of
+/// tools that all ran, leaves each of those calls answered once: the
+/// next request has one tool message per call, not the tool's answer and
+/// then a "not run" under the same id. Guards against a call that ran
+/// but stayed among the turn's unstarted calls (`run_call` not popping it),
+/// which the close then answered a second time.
+#[tokio::test(start_paused = true)]
+async fn a_round_of_calls_that_ran_before_a_model_call_limit_is_answered_once() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .tool_call("calculator", r#"{"expression": "1+1"}"#)
+            .tool_call("calculator", r#"{"expression": "2+2"}"#),
+        Reply::answer("after"),
+    ]);
+    let recording = Recording {
+        inner: model.shared(),
+        requests: requests.clone(),
+    };
+    let limits = Limits {
+        max_model_calls: 1,
+        ..Limits::default()
+    };
+    let (agent, mut events) = AgentBuilder::new(Arc::new(recording))
+        .tools(ToolRegistry::new().with(subagents_demo::Calculator))
+        .limits(limits)
+        .spawn()
+        .await
+        .unwrap();
+    agent.send_user("add").unwrap();
+    let mut log = Vec::new();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::ModelCalls));
+    assert_eq!(result.tool_calls, 2, "both calls ran");
+    check_pairs("the agent", &log, true);
+    agent.send_user("again").unwrap();
+    until_result(&mut events, &mut log).await;
+    let requests = requests.lock().unwrap();
+    assert_eq!(requests.len(), 2);
+    assert_history_answers_every_call(requests.last().unwrap());
+}
+
+/// A call refused unrun (its answer was cut by the output limit) and then
+/// a stop during the next model call leave the call answered once: its
+/// refusal, not the refusal and then a "not run" under the same id.
+/// Guards against `refuse_call` leaving the call among the turn's
+/// unstarted calls, which the close then answered a second time.
+#[tokio::test(start_paused = true)]
+async fn a_refused_call_then_a_stop_is_answered_once() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .tool_call("calculator", r#"{"expression":"6*"#)
+            .truncated("length"),
+        Reply::new().hang(),
+        Reply::answer("after"),
+    ]);
+    let recording = Recording {
+        inner: model.shared(),
+        requests: requests.clone(),
+    };
+    let (agent, mut events) = AgentBuilder::new(Arc::new(recording))
+        .tools(ToolRegistry::new().with(subagents_demo::Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ToolResult(_))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(requests.lock().unwrap().len(), 2, "the second call hangs");
+    agent.stop_turn().unwrap();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.outcome, Outcome::Stopped);
+    check_pairs("the agent", &log, true);
+    agent.send_user("again").unwrap();
+    until_result(&mut events, &mut log).await;
+    let requests = requests.lock().unwrap();
+    assert_eq!(requests.len(), 3);
+    assert_history_answers_every_call(requests.last().unwrap());
 }
 
 /// Runs one parent waiting inline on a child, stops the parent `turns`

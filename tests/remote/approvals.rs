@@ -453,7 +453,7 @@ async fn an_approval_asked_twice_fails_its_child() {
 }
 
 /// A tool that needs approval and takes a minute once approved.
-struct SlowPost;
+pub(super) struct SlowPost;
 
 impl Tool for SlowPost {
     fn name(&self) -> &str {

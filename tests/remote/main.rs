@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod approval_status;
 mod approvals;
 mod lifecycle;
 mod runs;

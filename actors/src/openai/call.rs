@@ -33,6 +33,11 @@ pub(crate) struct Settings {
     pub(crate) model: String,
     pub(crate) retry: RetryPolicy,
     pub(crate) timeouts: Timeouts,
+    /// The fields this adapter's server refused and how they were
+    /// amended ([`amend`]), in the order learnt: every later call is sent
+    /// amended at once (each call paid a refused request first — two
+    /// requests a call against a per-request rate limit).
+    pub(crate) refused: std::sync::Mutex<Vec<&'static str>>,
 }
 
 type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<BodyError>>> + Send>>;
@@ -152,18 +157,38 @@ impl Call {
 
 /// Sends the request (retrying 429s) and opens the event stream.
 async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
+    let known: Vec<&'static str> = settings
+        .refused
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
     let mut amended = None;
+    for field in known {
+        if let Some(next) = amend(amended.as_ref().unwrap_or(body), field) {
+            amended = Some(next);
+        }
+    }
     let response = loop {
         let sent = amended.as_ref().unwrap_or(body);
         match with_retries(settings.retry, || attempt(settings, sent)).await {
             // A 400 (Mistral: 422, a field its schema forbids) that names a
             // field a server does not take, and that has a known answer:
-            // sent once more with that field amended.
+            // sent once more with that field amended, and so from now on.
             Err(ModelError::Server {
                 status: status @ (400 | 422),
                 message,
-            }) => match amended_for(sent, &message) {
-                Some(next) => amended = Some(next),
+            }) => match refused_field(sent, &message).and_then(|f| Some((f, amend(sent, f)?))) {
+                Some((field, next)) => {
+                    let mut refused = settings
+                        .refused
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if !refused.contains(&field) {
+                        refused.push(field);
+                    }
+                    drop(refused);
+                    amended = Some(next);
+                }
                 None => return Err(ModelError::Server { status, message }),
             },
             answered => break answered?,
@@ -210,30 +235,50 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
     ))
 }
 
-/// The body to send again after a 400 refusal of one of its fields, if
-/// the refusal has a known answer not tried yet:
+/// The field of `body` a 400 refusal names, if it has a known answer not
+/// tried yet ([`amend`]):
 ///
 /// - OpenAI's o-series and gpt-5 refuse `max_tokens` and name its
-///   successor (vLLM and llama.cpp do not all take the new name): renamed;
+///   successor (vLLM and llama.cpp do not all take the new name);
 /// - older Azure API versions and some gateways refuse `stream_options`
-///   ("Unknown parameter"): left out, the usage is then estimated.
-fn amended_for(body: &Value, message: &str) -> Option<Value> {
+///   ("Unknown parameter"), Mistral's API too (422);
+/// - Mistral's API refuses `seed` (422, "Extra inputs are not
+///   permitted"): its name for it is `random_seed`.
+fn refused_field(body: &Value, message: &str) -> Option<&'static str> {
     let fields = body.as_object()?;
-    let field = if message.contains("max_tokens")
+    if message.contains("max_tokens")
         && message.contains("max_completion_tokens")
         && fields.contains_key("max_tokens")
     {
-        "max_tokens"
+        Some("max_tokens")
     } else if message.contains("stream_options") && fields.contains_key("stream_options") {
-        "stream_options"
+        Some("stream_options")
+    } else if message.contains("seed")
+        && !message.contains("random_seed")
+        && fields.contains_key("seed")
+    {
+        Some("seed")
     } else {
-        return None;
-    };
+        None
+    }
+}
+
+/// `body` with `field` amended as its refusal asks: `max_tokens` renamed
+/// `max_completion_tokens`, `seed` renamed `random_seed`,
+/// `stream_options` left out (the usage is then estimated). `None` when
+/// the body has no such field.
+fn amend(body: &Value, field: &str) -> Option<Value> {
     let mut amended = body.clone();
     let fields = amended.as_object_mut()?;
     let value = fields.remove(field)?;
-    if field == "max_tokens" {
-        fields.insert("max_completion_tokens".to_owned(), value);
+    match field {
+        "max_tokens" => {
+            fields.insert("max_completion_tokens".to_owned(), value);
+        }
+        "seed" => {
+            fields.insert("random_seed".to_owned(), value);
+        }
+        _ => {}
     }
     Some(amended)
 }
@@ -328,6 +373,7 @@ async fn attempt(
     // 529). Waited out as a rate limit is.
     if matches!(status.as_u16(), 503 | 529) {
         return Ok(Attempt::Unavailable {
+            status: status.as_u16(),
             retry_after,
             message,
         });

@@ -72,8 +72,9 @@ const MAX_MESSAGE_CHARS: usize = 500;
 
 /// The readable part of an error body: `error.message`, `error` (a string,
 /// as Ollama sends), `message`, `detail` (FastAPI servers such as
-/// llama-cpp-python: a string, or a list of `{"loc", "msg"}`), else the
-/// body itself, cut to a few hundred characters.
+/// llama-cpp-python: a string, or a list of `{"loc", "msg"}`; Mistral's
+/// API puts it in `message`), else the body itself, cut to a few hundred
+/// characters.
 pub(crate) fn service_message(body: &str) -> String {
     let from_json = serde_json::from_str::<Value>(body).ok().and_then(|v| {
         let error = v.get("error");
@@ -84,6 +85,7 @@ pub(crate) fn service_message(body: &str) -> String {
             .or_else(|| v.get("message").and_then(Value::as_str))
             .map(str::to_owned)
             .or_else(|| detail(v.get("detail")?))
+            .or_else(|| detail(v.get("message")?.get("detail")?))
     });
     let text = from_json.unwrap_or_else(|| body.trim().to_owned());
     if text.is_empty() {

@@ -363,6 +363,7 @@ impl OpenAiBuilder {
                 connect: self.connect_timeout,
                 read: self.timeout,
             },
+            refused: std::sync::Mutex::new(Vec::new()),
         };
         Ok(OpenAiCompatible {
             base_url: endpoint.root,

@@ -29,9 +29,11 @@ pub(crate) enum Attempt<T> {
         retry_after: Option<Duration>,
         message: String,
     },
-    /// HTTP 503: unavailable for now (a model still loading, a service
-    /// overloaded); once the retries run out, [`ModelError::Server`].
+    /// HTTP 503 or 529: unavailable for now (a model still loading, a
+    /// service overloaded); once the retries run out,
+    /// [`ModelError::Server`] with that status.
     Unavailable {
+        status: u16,
         retry_after: Option<Duration>,
         message: String,
     },
@@ -63,15 +65,10 @@ where
                 },
             ),
             Attempt::Unavailable {
+                status,
                 retry_after,
                 message,
-            } => (
-                retry_after,
-                ModelError::Server {
-                    status: 503,
-                    message,
-                },
-            ),
+            } => (retry_after, ModelError::Server { status, message }),
         };
         let wait = retry_after.unwrap_or_else(|| backoff(policy, retries));
         if retries >= policy.max_retries || wait > policy.max_wait {

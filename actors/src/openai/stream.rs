@@ -160,8 +160,16 @@ impl Assembler {
             _ => {}
         }
         // A usage that is no count (a negative, a fraction) is not read:
-        // the last readable one counts, else the estimate.
-        if let Some(usage) = chunk.usage.as_ref().and_then(UsageWire::read) {
+        // the last readable one counts, else the estimate. Nor one that
+        // counts nothing (`{}`, or every count 0 — LocalAI's with tools
+        // on): no call is sent without a prompt, so it is no reading, and
+        // taken as one every call cost 0 and the token budget never held.
+        if let Some(usage) = chunk
+            .usage
+            .as_ref()
+            .and_then(UsageWire::read)
+            .filter(|u| u.prompt_tokens > 0 || u.completion_tokens > 0)
+        {
             self.usage = Some(usage);
         }
         let mut out = Vec::new();
@@ -268,22 +276,26 @@ impl Assembler {
     /// Adds one fragment to the call it belongs to. The call is named by
     /// `index`; a server that omits it is followed by id (a new id starts a
     /// new call) or else the fragment continues the last call. A fragment
-    /// that starts another call (a new id and a name) under an index
-    /// already held starts a new call there: Ollama gives every parallel
-    /// call `index: 0`, each whole in one fragment.
+    /// that starts another call (a name, and a new id or another
+    /// function's name than the held call's) under an index already held
+    /// starts a new call there: Ollama gives every parallel call
+    /// `index: 0`, each whole in one fragment, and some gateways do so
+    /// with no id at all — glued on, the second call's arguments made the
+    /// first's no JSON, and the second was lost without a word.
     fn merge(&mut self, fragment: ToolCallDeltaWire) {
         let id = fragment.id.filter(|id| !id.is_empty());
-        let names_itself = fragment
+        let name = fragment
             .function
             .as_ref()
             .and_then(|f| f.name.as_deref())
-            .is_some_and(|name| !name.is_empty());
+            .filter(|name| !name.is_empty());
         let slot = match fragment.index {
             Some(index) => match self.calls.range((index, 0)..=(index, u32::MAX)).next_back() {
                 Some((&(_, generation), held))
-                    if names_itself
-                        && !held.id.is_empty()
-                        && id.as_ref().is_some_and(|id| *id != held.id) =>
+                    if name.is_some_and(|name| {
+                        (!held.id.is_empty() && id.as_ref().is_some_and(|id| *id != held.id))
+                            || (!held.name.is_empty() && held.name != name)
+                    }) =>
                 {
                     (index, generation + 1)
                 }

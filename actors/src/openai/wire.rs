@@ -89,7 +89,15 @@ impl<'a> ChatRequest<'a> {
     pub(crate) fn new(model: &'a str, request: &'a ModelRequest) -> Self {
         Self {
             model,
-            messages: request.messages.iter().map(WireMessage::from).collect(),
+            // An empty system prompt (a builder's default, a profile's
+            // empty body) is left out: LM Studio, Mistral, Anthropic's and
+            // Gemini's compatible endpoints answer 400 to an empty message.
+            messages: request
+                .messages
+                .iter()
+                .filter(|m| !(m.role == Role::System && m.content.trim().is_empty()))
+                .map(WireMessage::from)
+                .collect(),
             tools: request.tools.iter().map(WireTool::from).collect(),
             stream: true,
             stream_options: StreamOptions {
@@ -124,6 +132,12 @@ fn tool_choice(choice: &ToolChoice) -> Value {
     }
 }
 
+/// What a tool message that returned nothing says to the server.
+pub(crate) const NO_OUTPUT: &str = "(no output)";
+
+/// What an empty answer (no text, no tool call) says to the server.
+pub(crate) const NO_ANSWER: &str = "(no answer)";
+
 impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
     fn from(message: &'a ChatMessage) -> Self {
         let role = match message.role {
@@ -136,7 +150,19 @@ impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
             Role::Assistant => message.tool_calls.iter().map(WireToolCall::from).collect(),
             _ => Vec::new(),
         };
-        let content = message.content.as_str();
+        // Empty where a server wants words (the servers that refuse an
+        // empty system message refuse these too): a tool that returned
+        // nothing, an answer of nothing (a thinking model that spent its
+        // whole answer thinking). Said, not left out — two user messages
+        // in a row are refused by templates that want roles to alternate.
+        // An assistant message that calls tools sends `""` (see above).
+        let content = match message.role {
+            Role::Tool if message.content.trim().is_empty() => NO_OUTPUT,
+            Role::Assistant if message.content.trim().is_empty() && tool_calls.is_empty() => {
+                NO_ANSWER
+            }
+            _ => message.content.as_str(),
+        };
         let tool_call_id = match message.role {
             Role::Tool => message.tool_call_id.as_ref().map(|id| id.as_str()),
             _ => None,

@@ -151,3 +151,95 @@ async fn an_overloaded_529_is_waited_out_as_a_503_is() {
     assert_eq!(out, vec![Ok(ModelChunk::Text("ready".into()))]);
     assert_eq!(server.seen().len(), 2);
 }
+
+/// Foreign (Mistral's API): `seed` is refused with 422 "Extra inputs are
+/// not permitted" (its name for it is `random_seed`), so every call of a
+/// profile with a `seed` failed; and its error puts FastAPI's `detail`
+/// inside `message`, which was shown as raw JSON. Sent again with the
+/// seed as `random_seed`; the refusal reads `loc: msg`.
+#[tokio::test]
+async fn mistrals_refused_seed_is_sent_again_as_random_seed() {
+    let refusal = json!({"object": "error", "message": {"detail": [{"type": "extra_forbidden",
+        "loc": ["body", "seed"], "msg": "Extra inputs are not permitted", "input": 7}]},
+        "type": "invalid_request_error"});
+    let seeded = || {
+        let mut request = request("hi");
+        request.options.seed = Some(7);
+        request
+    };
+    let server = MockServer::start(vec![
+        Reply::error(422, refusal.clone()),
+        Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()])),
+    ])
+    .await;
+    let out = collect(&server.model(None), seeded()).await;
+    assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))]);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[1].body.get("seed").is_none());
+    assert_eq!(seen[1].body["random_seed"], 7);
+    // Mistral's error shape reads as its words, not its JSON.
+    let other = MockServer::start(vec![Reply::error(
+        422,
+        json!({"object": "error", "message": {"detail": [{"loc": ["body", "messages"],
+            "msg": "field required"}]}, "type": "invalid_request_error"}),
+    )])
+    .await;
+    let out = collect(&other.model(None), request("hi")).await;
+    match &out[..] {
+        [
+            Err(ModelError::Server {
+                status: 422,
+                message,
+            }),
+        ] => {
+            assert!(
+                message.contains("body.messages: field required"),
+                "{message}"
+            );
+            assert!(!message.contains("{\""), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A field the server refused was sent again on every call: each call
+/// paid a refused request first — two requests a call against a
+/// per-request rate limit (Mistral's free tier: about one a second, the
+/// second drew a 429 and a backoff). The adapter remembers the amendment.
+#[tokio::test]
+async fn a_refused_field_is_amended_on_every_later_call_at_once() {
+    let refusal = json!({"detail": [{"type": "extra_forbidden",
+        "loc": ["body", "stream_options"], "msg": "Extra inputs are not permitted"}]});
+    let ok = || Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()]));
+    let server = MockServer::start(vec![Reply::error(422, refusal), ok(), ok()]).await;
+    let model = server.model(None);
+    for _ in 0..2 {
+        let out = collect(&model, request("hi")).await;
+        assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))]);
+    }
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3, "one refusal, then each call once");
+    assert!(seen[2].body.get("stream_options").is_none());
+}
+
+/// A 529 that kept failing was reported as HTTP 503 (the status was
+/// dropped on the retry path): "the model service failed (HTTP 503)" for
+/// an Anthropic-compatible service that said 529.
+#[tokio::test]
+async fn an_overloaded_529_that_keeps_failing_says_529() {
+    let overloaded = Reply::error(
+        529,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    );
+    let server = MockServer::start(vec![overloaded]).await;
+    let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let out = collect(&model, request("hi")).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::Server { status: 529, .. })]),
+        "{out:?}"
+    );
+}

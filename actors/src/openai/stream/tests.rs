@@ -477,3 +477,4 @@ fn content_as_a_list_of_parts_is_read() {
 }
 
 mod finish_reasons;
+mod fragments;

@@ -209,3 +209,5 @@ fn a_usage_count_that_is_no_count_is_unreadable_not_malformed() {
         assert_eq!(read(bad), None, "{bad}");
     }
 }
+
+mod empty;

@@ -1,0 +1,124 @@
+//! Steering a running child whose run is then cut before its next model
+//! call (docs/lifecycle.md, "Steering"): "a message taken while the child
+//! runs but never read because a limit it could not foresee (wall clock,
+//! tokens) or a stop ended it first stays in its conversation, after the
+//! end". The messages read through the turn loop are `tests/steer.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use subagents::actors::DelegationBuilder;
+use subagents::messages::{ModelRequest, Role};
+use subagents::prelude::*;
+
+const STEER: &str = "[message from the agent that started you]\n";
+
+/// The user messages of a request (the task, then what was sent).
+fn user_messages(request: &ModelRequest) -> Vec<String> {
+    request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| m.content.clone())
+        .collect()
+}
+
+/// The requests the child named `name` made, in order.
+fn requests_of(seen: &[ModelRequest], name: &str) -> Vec<ModelRequest> {
+    seen.iter()
+        .filter(|r| r.messages[0].content.starts_with(name))
+        .cloned()
+        .collect()
+}
+
+/// A message sent to a child in its 60 s tool (answered `running`: "it
+/// reads your message at its next model call") is the turn's only copy of
+/// it. The run is then cut before that call — by an interrupt, or by its
+/// 10 s wall clock — and a later message resumes it: the new run reads
+/// the first message, then the later one, in order. Guards against the
+/// turn's close dropping the messages it took but never read (the hub
+/// keeps none for a running child), which lost a message the parent was
+/// told was delivered.
+#[tokio::test(start_paused = true)]
+async fn a_message_a_running_child_took_survives_a_cut_before_its_next_model_call() {
+    for by_wall_clock in [false, true] {
+        let mut turns = vec![
+            Reply::new().use_agent(&work_call("Worker", 60, false)),
+            Reply::answer("Started."),
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check the logs")),
+            Reply::answer("Sent."),
+        ];
+        turns.extend(if by_wall_clock {
+            // The wake of the child's wall-clock partial.
+            vec![Reply::answer("Noted.")]
+        } else {
+            vec![
+                Reply::new().use_agent(&UseAgentCall::interrupt("agent_1")),
+                Reply::answer("Interrupted."),
+            ]
+        });
+        turns.extend([
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on")),
+            Reply::answer("Resumed."),
+            Reply::answer("Noted."),
+        ]);
+        let model = ScriptedModel::new(turns).with_script(
+            "Worker",
+            vec![
+                Reply::new().tool_call("sleep", r#"{"secs":60}"#),
+                // The cut run's answer is the second (the scripted model
+                // counts the assistant messages so far).
+                Reply::answer("(not reached: the run was cut)"),
+                Reply::answer("changed plan"),
+            ],
+        );
+        let (model, seen) = spy("model", model);
+        let mut builder = DelegationBuilder::new(model);
+        if by_wall_clock {
+            builder = builder.child_limits(Limits {
+                wall_clock: Duration::from_secs(10),
+                ..Limits::default()
+            });
+        }
+        let (thread, mut events) = thread_with(builder).await;
+        let mut log = Vec::new();
+        thread.send_user("start").unwrap();
+        until_result(&mut events, &mut log).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        thread.send_user("tell it").unwrap();
+        until_result(&mut events, &mut log).await;
+        if by_wall_clock {
+            until_wake(&mut events, &mut log, "agent_1").await;
+            until_result(&mut events, &mut log).await;
+        } else {
+            thread.send_user("cut it").unwrap();
+            until_result(&mut events, &mut log).await;
+        }
+        thread.send_user("go on").unwrap();
+        until_result(&mut events, &mut log).await;
+        until_wake(&mut events, &mut log, "agent_2").await;
+        until_result(&mut events, &mut log).await;
+        check_log(&log, true);
+        let outputs = results_of(&log, "use_agent");
+        let sent = json(&outputs[1].0);
+        assert_eq!(sent["status"], "running", "{sent}");
+        let resumed = json(&outputs.last().unwrap().0);
+        assert_eq!(resumed["resumed_from"], "agent_1", "{resumed}");
+        let worker = requests_of(&seen.lock().unwrap(), "Worker");
+        assert_eq!(worker.len(), 2, "the cut run made one call");
+        assert_eq!(
+            user_messages(&worker[1]),
+            [
+                "work 60 s".to_owned(),
+                format!("{STEER}also check the logs"),
+                format!("{STEER}go on"),
+            ],
+            "by wall clock: {by_wall_clock}"
+        );
+        thread.close_and_wait().await;
+    }
+}
