@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use subagents_messages::{AgentEvent, ApprovalDecision, SubAgentStatus, Transcript};
+use subagents_messages::{AgentEvent, AgentId, ApprovalDecision, SubAgentStatus, Transcript};
 use subagents_supervisor::ThreadHandle;
 use tokio::time::Instant;
 
 use crate::simulation::report::{HostAction, LogEntry, SimulationReport};
-use crate::simulation::trigger::Trigger;
+use crate::simulation::trigger::{Moment, Trigger};
 
 /// A running scenario, driven step by step. Drive it from a task of its
 /// own (`tokio::spawn`), not from a runtime's `block_on` future, which is
@@ -223,6 +223,9 @@ impl LiveSimulation {
     pub async fn finish(mut self) -> SimulationReport {
         self.drain();
         self.fire_unfired().await;
+        // Said, not dropped: a trigger that never fired left no trace,
+        // and the test's assertion about what followed it held vacuously.
+        let unfired = self.unfired_triggers();
         let elapsed = self.start.elapsed();
         let gate = self.thread.gate().snapshot().await.unwrap_or_default();
         let hub = self.thread.hub().snapshot().await.unwrap_or_default();
@@ -234,7 +237,18 @@ impl LiveSimulation {
             gate,
             hub,
             elapsed,
+            unfired,
         }
+    }
+
+    /// The triggers still armed (none of their events read yet), in the
+    /// order added: the child each waits for (`None`: any) and its moment
+    /// — at the end, the report's [`SimulationReport::unfired`].
+    pub fn unfired_triggers(&self) -> Vec<(Option<AgentId>, Moment)> {
+        self.triggers
+            .iter()
+            .map(|t| (t.child.clone(), t.moment))
+            .collect()
     }
 
     fn record(&mut self, event: AgentEvent) {

@@ -110,6 +110,18 @@ pub struct SimulationReport {
     pub hub: HubSnapshot,
     /// Virtual time simulated.
     pub elapsed: Duration,
+    /// The triggers still armed when the run ended, in the order added:
+    /// the child each waited for (`None`: any) and its moment. Each never
+    /// fired — its child never came to that moment (an id a reused store
+    /// numbers later, `Queued` for a child that started at once, `Text`
+    /// for a call that writes none) — so an assertion about what followed
+    /// its action held without it; assert this is empty. [`render`] ends
+    /// with one `UNFIRED agent_9 Ended` line for each (`any` for `None`).
+    /// (A trigger that never fired left no trace:
+    /// `a_trigger_that_never_fired_is_in_the_report`.)
+    ///
+    /// [`render`]: SimulationReport::render
+    pub unfired: Vec<(Option<AgentId>, Moment)>,
 }
 
 impl SimulationReport {
@@ -129,9 +141,23 @@ impl SimulationReport {
             .collect()
     }
 
-    /// The log as readable lines (`t=12.000s  event …`), for failures.
+    /// The log as readable lines (`t=12.000s  event …`), for failures,
+    /// then a line for each trigger that never fired
+    /// (`t=…  UNFIRED agent_9 Ended`, at the run's end:
+    /// [`SimulationReport::unfired`]).
     pub fn render(&self) -> String {
-        render(&self.log)
+        let mut text = render(&self.log);
+        for (child, moment) in &self.unfired {
+            let child = child.as_ref().map_or("any", AgentId::as_str);
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&format!(
+                "t={:>9.3}s  UNFIRED {child} {moment:?}",
+                self.elapsed.as_secs_f64()
+            ));
+        }
+        text
     }
 }
 

@@ -105,11 +105,20 @@ impl Scenario {
     }
 
     /// Further options on the parent (live cap, inline wait, policies…).
+    /// Calls add up: each closure is applied after the ones given before
+    /// it, so a test can extend a helper's scenario
+    /// (`base().configure(|b| b.parent_stop(..))` keeps the helper's
+    /// settings), and where two set one option, the later wins.
     pub fn configure(
         mut self,
         f: impl Fn(DelegationBuilder) -> DelegationBuilder + Send + Sync + 'static,
     ) -> Self {
-        self.configure = Some(Arc::new(f));
+        // Composed: a second call replaced the first, and a helper's
+        // settings (its `max_depth`, say) were dropped without a word.
+        self.configure = Some(match self.configure.take() {
+            Some(earlier) => Arc::new(move |builder| f(earlier(builder))),
+            None => Arc::new(f),
+        });
         self
     }
 
@@ -191,14 +200,19 @@ impl Scenario {
     /// task of its own, so triggers react as promptly as any actor.
     ///
     /// # Panics
-    /// If an action is timed after the run's end ([`Scenario::run_for`]),
-    /// or the thread cannot be started (a bug, reported with its cause).
+    /// At once if the runtime is not a current-thread one with paused
+    /// time (a multi-thread runtime cannot pause): the run went silently
+    /// in wall-clock time, `run_for` slept for real and the same seed gave
+    /// another log. If an action is timed after the run's end
+    /// ([`Scenario::run_for`]), or the thread cannot be started (a bug,
+    /// reported with its cause).
     ///
     /// # Cancel safety
     /// Dropped before it returns, the run goes on in its task to its end
     /// (holding its thread and store until then); await it to the end.
     #[allow(clippy::expect_used)]
     pub async fn run_async(&self, seed: u64) -> SimulationReport {
+        assert_paused("Scenario::run_async");
         // An action past the end was dropped without a word: the test
         // checked a run that never had it.
         if let Some((at, action)) = self.actions.iter().find(|(at, _)| *at > self.duration) {
@@ -227,12 +241,16 @@ impl Scenario {
 
     /// Starts the scenario's thread, its triggers armed, without running
     /// its actions: drive it step by step with [`LiveSimulation::act`] and
-    /// [`LiveSimulation::advance`] (the property tests do).
+    /// [`LiveSimulation::advance`] (the property tests do). The runtime
+    /// must be a current-thread one with paused time, as for
+    /// [`Scenario::run_async`].
     ///
     /// # Panics
-    /// If the thread cannot be started (a bug, reported with its cause).
+    /// If the runtime's time is not paused (as [`Scenario::run_async`]),
+    /// or the thread cannot be started (a bug, reported with its cause).
     #[allow(clippy::expect_used)]
     pub async fn start(&self, seed: u64) -> LiveSimulation {
+        assert_paused("Scenario::start");
         let inner = match &self.custom_model {
             Some(make) => make(),
             None => Arc::new(self.model.clone()),
@@ -286,6 +304,42 @@ impl Scenario {
             at.saturating_add(1).max(SIMULATION_EPOCH_MS)
         })
     }
+}
+
+/// Panics, naming `what` and the cure, unless the current runtime is a
+/// current-thread one whose time is paused. On any other, a scenario ran
+/// silently in wall-clock time: `run_for` slept for real (an hour for an
+/// hour), jitter and stamps were wall-clock readings, and on several
+/// workers `after_yields` counted nobody's turns — the same seed gave
+/// another log.
+fn assert_paused(what: &str) {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let flavor = Handle::current().runtime_flavor();
+    let why = if flavor != RuntimeFlavor::CurrentThread {
+        "a multi-thread runtime, whose time cannot be paused"
+    } else if !time_is_paused() {
+        "a runtime whose time is not paused"
+    } else {
+        return;
+    };
+    panic!(
+        "{what} runs in virtual time, and this is {why}: use \
+         #[tokio::test(start_paused = true)] (a current-thread runtime built with \
+         start_paused(true)), or Scenario::run, which builds one"
+    );
+}
+
+/// Whether tokio's clock is paused: paused, `Instant::now()` keeps its
+/// value until time is advanced, which happens only while the runtime
+/// parks — never while this task runs without yielding; running, it
+/// follows the system's monotonic clock, which is let move first.
+fn time_is_paused() -> bool {
+    let before = tokio::time::Instant::now();
+    let real = std::time::Instant::now();
+    while std::time::Instant::now() == real {
+        std::hint::spin_loop();
+    }
+    tokio::time::Instant::now() == before
 }
 
 /// Wall-clock stamps that follow tokio time from a fixed epoch: under

@@ -117,6 +117,14 @@ pub fn check_pairs<'a>(who: &str, events: impl IntoIterator<Item = &'a AgentEven
                 );
             }
             AgentEvent::ApprovalRequested(request) => {
+                // Guarantee 7: asked by a call in flight (one answered,
+                // or never started, has nobody waiting on the answer).
+                assert!(
+                    open_calls.contains(&request.tool_use_id),
+                    "{who}: ApprovalRequested {} for {}, which is not an open call",
+                    request.id,
+                    request.tool_use_id
+                );
                 open_approvals.push((request.id.clone(), request.tool_use_id.clone()));
             }
             AgentEvent::ApprovalResolved { id: resolved, .. } => {
@@ -201,6 +209,14 @@ pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<Ag
             .find(|(_, s)| *s == SubAgentStatus::Queued)
             .map(|(i, _)| *i);
         assert!(child.running_at.len() <= 1, "ChildRunning twice for {id}");
+        // Guarantee 2: nothing of it after its terminal status, its start
+        // included (a queued child stopped as it takes its slot).
+        if let Some((t, _)) = child.terminal() {
+            assert!(
+                child.running_at.iter().all(|running| *running < t),
+                "guarantee 2: ChildRunning for {id} after its terminal status"
+            );
+        }
         if let Some(&running) = child.running_at.first() {
             let queued = queued_at
                 .unwrap_or_else(|| panic!("ChildRunning for {id}, which was never queued"));
@@ -283,6 +299,7 @@ fn check_inline(log: &[AgentEvent], skip_unsettled: bool) {
                 .iter()
                 .any(|(_, s)| *s == SubAgentStatus::Background);
         if handed_off {
+            check_handed_off(log, id, child);
             continue;
         }
         let call = child.parent_call.clone().unwrap();
@@ -331,6 +348,48 @@ fn check_inline(log: &[AgentEvent], skip_unsettled: bool) {
             "guarantee 3: ToolResult before the terminal status of {id}"
         );
     }
+}
+
+/// Guarantee 4 for a child handed to the background (`wait: false`, or
+/// the inline wait ran out): the answer to the call that started it (the
+/// first `ToolResult` of its call after `ChildStarted`) comes after its
+/// `ChildStatus(background)` — unless the call was answered at its turn's
+/// cut (the hand-off follows that). No answer yet: nothing to check.
+fn check_handed_off(log: &[AgentEvent], id: &AgentId, child: &ChildLog) {
+    let (Some(call), Some(started)) = (&child.parent_call, child.started_at) else {
+        return;
+    };
+    let answer = log[started..]
+        .iter()
+        .position(|e| matches!(e, AgentEvent::ToolResult(t) if t.tool_use_id == *call))
+        .map(|p| p + started);
+    let Some(answer) = answer else {
+        return;
+    };
+    if is_answered_at_the_cut(&log[answer]) {
+        return;
+    }
+    assert!(
+        child
+            .statuses
+            .iter()
+            .any(|(i, s)| *i < answer && *s == SubAgentStatus::Background),
+        "guarantee 4: the call that started {id} was answered before its hand-off: {:?}",
+        log[answer]
+    );
+}
+
+/// True when a `ToolResult` answers its call at the turn's cut (a stop, a
+/// limit), not with what the call came to: the delegation tool's cut note
+/// (`the turn ended while waiting…`) or a cut call's sentence. Narrower
+/// than [`is_a_cut_answer`], which counts a background child's `pending`
+/// answer too.
+pub fn is_answered_at_the_cut(event: &AgentEvent) -> bool {
+    let AgentEvent::ToolResult(result) = event else {
+        return false;
+    };
+    result.output.contains("the turn ended while waiting")
+        || result.output.ends_with("before this call finished")
 }
 
 /// The child and status a `use_agent` `ToolResult` carries when it holds a

@@ -163,6 +163,13 @@ pub(crate) fn check_everything(
                             restart_woken = true;
                             continue;
                         }
+                        // Resumed by a message (this session's child, or
+                        // one an earlier session owed): its old run's wake
+                        // is dropped, the run it goes on as wakes instead.
+                        assert!(
+                            !resumed.contains(child),
+                            "a wake ({child}) for a run a message resumed"
+                        );
                         if !terminal.contains_key(child) {
                             assert!(
                                 earlier.owed.contains(child),
@@ -325,13 +332,19 @@ pub(crate) fn signature(log: &[LogEntry], fired_at: usize, child: &AgentId, what
 /// — or cancels one that had ended — for good, across restarts): once a
 /// host's `StopChild` of an id has taken effect, no later run, in that
 /// session or a later one of the thread, is resumed from any run of its
-/// chain as it stood then (the id, and each run a message resumed it as).
-/// `sessions`: the thread's logs, one per session, in order. Returns how
-/// many messages the user sent to a stopped chain (what it had to hold).
+/// chain as it stood then — the runs it went on from and the runs it went
+/// on as, backward and forward (a stop of the newest run bars a resume
+/// from the first). And a chain never forks: no run is resumed twice (a
+/// later message to an old id reaches the newest run). `sessions`: the
+/// thread's logs, one per session, in order. Returns how many messages
+/// the user sent to a stopped chain (what it had to hold).
 pub(crate) fn check_stopped_chains_stay_stopped(sessions: &[&[LogEntry]]) -> usize {
     let mut sent_to_stopped = 0;
+    // Each run's successor and predecessor: a chain read both ways.
     let mut next: HashMap<AgentId, AgentId> = HashMap::new();
-    let mut stopped: HashSet<AgentId> = HashSet::new();
+    let mut prev: HashMap<AgentId, AgentId> = HashMap::new();
+    // The stopped runs, each with the run the host stopped.
+    let mut stopped: HashMap<AgentId, AgentId> = HashMap::new();
     for log in sessions {
         for (i, entry) in log.iter().enumerate() {
             match entry {
@@ -340,24 +353,33 @@ pub(crate) fn check_stopped_chains_stay_stopped(sessions: &[&[LogEntry]]) -> usi
                         let Some(from) = from else {
                             return;
                         };
-                        assert!(
-                            !stopped.contains(from),
-                            "{from} was stopped, and goes on as {id}"
-                        );
-                        next.insert(from.clone(), id.clone());
+                        if let Some(at) = stopped.get(from) {
+                            panic!("{from}'s chain was stopped (at {at}), and goes on as {id}");
+                        }
+                        if let Some(first) = next.insert(from.clone(), id.clone()) {
+                            panic!("{from} was resumed twice, as {first} and as {id}: a fork");
+                        }
+                        prev.insert(id.clone(), from.clone());
                     });
                 }
                 LogEntry::Host {
                     action: HostAction::StopChild(id),
                     ..
                 } if !matches!(log.get(i + 1), Some(LogEntry::Refused { .. })) => {
-                    let mut at = id.clone();
-                    loop {
-                        stopped.insert(at.clone());
-                        match next.get(&at) {
-                            Some(later) if !stopped.contains(later) => at = later.clone(),
-                            _ => break,
-                        }
+                    // Back to the chain's first run, then forward to its
+                    // newest, marking each (a log that loops stops there).
+                    let mut first = id.clone();
+                    let mut seen = HashSet::from([id.clone()]);
+                    while let Some(before) = prev.get(&first)
+                        && seen.insert(before.clone())
+                    {
+                        first = before.clone();
+                    }
+                    let mut seen = HashSet::new();
+                    let mut at = Some(first);
+                    while let Some(run) = at.filter(|run| seen.insert(run.clone())) {
+                        at = next.get(&run).cloned();
+                        stopped.entry(run).or_insert_with(|| id.clone());
                     }
                 }
                 LogEntry::Host {
@@ -365,7 +387,7 @@ pub(crate) fn check_stopped_chains_stay_stopped(sessions: &[&[LogEntry]]) -> usi
                     ..
                 } => {
                     if let Some(id) = text.strip_prefix("SEND ")
-                        && stopped.contains(&AgentId::new(id))
+                        && stopped.contains_key(&AgentId::new(id))
                     {
                         sent_to_stopped += 1;
                     }

@@ -31,12 +31,14 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod check_tests;
 mod checks;
+mod hand_logs;
 mod model;
 mod world;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -309,112 +311,148 @@ impl StateMachineTest for Sut {
     }
 
     fn apply(mut sut: Self, _reference: &Reference, step: Step) -> Self {
-        sut.world.apply(&step);
+        failing(|| sut.world.apply(&step));
         sut.steps.push(step);
         sut
     }
 
     fn check_invariants(sut: &Self, _reference: &Reference) {
-        sut.world.check(false, false);
+        failing(|| sut.world.check(false, false));
     }
 
-    fn teardown(mut sut: Self, reference: Reference) {
-        sut.world.settle(&reference);
-        sut.world.check(true, true);
-        SENT_TO_STOPPED.fetch_add(sut.world.sent_to_stopped(), Ordering::SeqCst);
-        let first = sut.world.logs();
-        if let Some(node) = &sut.world.node {
-            REMOTE_CASES.fetch_add(1, Ordering::SeqCst);
-            REMOTE_RUNS.fetch_add(node.started.load(Ordering::SeqCst), Ordering::SeqCst);
-        }
-        sut.world.close_all();
-        sut.world.check(true, false);
-        let closed = sut.world.logs();
-        // Determinism: the same steps from the same start give the same
-        // logs, byte for byte.
-        // The checks between steps drive the runtime too (their snapshot
-        // calls let tasks run), so the replay runs them as well.
-        let mut again = World::new(reference.setup);
-        for step in &sut.steps {
-            again.apply(step);
-            again.check(false, false);
-        }
-        again.settle(&reference);
-        again.check(true, true);
-        let replayed = again.logs();
-        for (n, (a, b)) in first.iter().zip(&replayed).enumerate() {
-            if a != b {
-                let at = a.lines().zip(b.lines()).position(|(x, y)| x != y);
-                eprintln!(
-                    "---- thread {n}, first run ----\n{a}\n---- replay ----\n{b}\n---- first difference at line {at:?}"
-                );
-            }
-        }
-        assert_eq!(first, replayed, "the same steps replayed differently");
-        // And what the close emits (its stops' ends, the last wakes
-        // dropped): replayed too — it was compared only up to the close.
-        again.close_all();
-        assert_eq!(closed, again.logs(), "the close replayed differently");
-        let mut reached = REACHED.lock().unwrap();
-        reached.extend(sut.world.signatures());
+    fn teardown(sut: Self, reference: Reference) {
+        failing(|| check_at_rest_and_replay(sut, &reference));
         let done = CASES_DONE.fetch_add(1, Ordering::SeqCst) + 1;
-        if done == cases() as usize {
-            assert!(
-                model::GRANDCHILDREN_DELIVERED.load(Ordering::SeqCst) > 0,
-                "no case reached a grandchild's answer: the depth-2 path is not exercised"
-            );
-            // What the run reached, asserted (printed only, a harness
-            // whose triggers stopped firing — twice fixed before — or
-            // whose crash snapshots never caught a child mid-run passed
-            // every case): at the default count and above.
-            if cases() >= 256 {
-                assert!(
-                    reached.len() >= 30,
-                    "only {} distinct interleavings: the triggers did not fire",
-                    reached.len()
-                );
-                assert!(
-                    CRASHES.load(Ordering::SeqCst) > 0,
-                    "no crash snapshot found a child mid-run"
-                );
-                assert!(
-                    REMOTE_RUNS.load(Ordering::SeqCst) > 0,
-                    "no case ran a child on another node"
-                );
-                assert!(
-                    RESTART_INTERRUPTED.load(Ordering::SeqCst) > 0,
-                    "no restart found a child interrupted"
-                );
-                assert!(
-                    RESTART_OWED.load(Ordering::SeqCst) > 0,
-                    "no restart found a wake owed (`RestartHeld` holds them)"
-                );
-                assert!(
-                    SENT_TO_STOPPED.load(Ordering::SeqCst) > 0,
-                    "no message reached a stopped chain: the stopped-chain check held nothing"
-                );
-            }
+        if done != cases() as usize {
+            return;
         }
-        if std::env::var_os("SUBAGENTS_PRINT_INTERLEAVINGS").is_some() && done == cases() as usize {
-            eprintln!(
-                "{} cases, {} distinct interleavings; crash snapshots found {} children mid-run; {} cases ran {} children on another node; {} restarts found {} children interrupted and {} owed a wake:",
-                done,
-                reached.len(),
-                CRASHES.load(Ordering::SeqCst),
-                REMOTE_CASES.load(Ordering::SeqCst),
-                REMOTE_RUNS.load(Ordering::SeqCst),
-                RESTARTS.load(Ordering::SeqCst),
-                RESTART_INTERRUPTED.load(Ordering::SeqCst),
-                RESTART_OWED.load(Ordering::SeqCst)
-            );
-            eprintln!(
-                "{} messages were sent to a chain the host had stopped",
-                SENT_TO_STOPPED.load(Ordering::SeqCst)
-            );
-            for line in reached.iter() {
-                eprintln!("  {line}");
-            }
+        // Read, not held: a coverage assert that failed holding the lock
+        // poisoned it, and every later teardown failed on that instead.
+        let reached = REACHED.lock().unwrap().clone();
+        if std::env::var_os("SUBAGENTS_PRINT_INTERLEAVINGS").is_some() {
+            print_coverage(done, &reached);
         }
+        // Not once a case failed: proptest then shrinks it, running
+        // candidates whose teardowns pass, and their count reached the
+        // one these assert at — a coverage message about a run cut short
+        // replaced the real failure as the case reported.
+        if !FAILED.load(Ordering::SeqCst) {
+            assert_coverage(reached.len());
+        }
+    }
+}
+
+/// Set once any step, check or teardown of any case panicked.
+static FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Runs `f`; a panic sets [`FAILED`], then goes on unwinding.
+fn failing<T>(f: impl FnOnce() -> T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        FAILED.store(true, Ordering::SeqCst);
+        std::panic::resume_unwind(panic)
+    })
+}
+
+/// A case's end: settled, checked at rest, closed and checked again, then
+/// replayed from its steps (the same logs, byte for byte); what it
+/// reached is counted.
+fn check_at_rest_and_replay(mut sut: Sut, reference: &Reference) {
+    sut.world.settle(reference);
+    sut.world.check(true, true);
+    SENT_TO_STOPPED.fetch_add(sut.world.sent_to_stopped(), Ordering::SeqCst);
+    let first = sut.world.logs();
+    if let Some(node) = &sut.world.node {
+        REMOTE_CASES.fetch_add(1, Ordering::SeqCst);
+        REMOTE_RUNS.fetch_add(node.started.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+    sut.world.close_all();
+    sut.world.check(true, false);
+    let closed = sut.world.logs();
+    // Determinism: the same steps from the same start give the same
+    // logs, byte for byte.
+    // The checks between steps drive the runtime too (their snapshot
+    // calls let tasks run), so the replay runs them as well.
+    let mut again = World::new(reference.setup);
+    for step in &sut.steps {
+        again.apply(step);
+        again.check(false, false);
+    }
+    again.settle(reference);
+    again.check(true, true);
+    let replayed = again.logs();
+    for (n, (a, b)) in first.iter().zip(&replayed).enumerate() {
+        if a != b {
+            let at = a.lines().zip(b.lines()).position(|(x, y)| x != y);
+            eprintln!(
+                "---- thread {n}, first run ----\n{a}\n---- replay ----\n{b}\n---- first difference at line {at:?}"
+            );
+        }
+    }
+    assert_eq!(first, replayed, "the same steps replayed differently");
+    // And what the close emits (its stops' ends, the last wakes
+    // dropped): replayed too — it was compared only up to the close.
+    again.close_all();
+    assert_eq!(closed, again.logs(), "the close replayed differently");
+    REACHED.lock().unwrap().extend(sut.world.signatures());
+}
+
+/// What the whole run reached, asserted once every case passed.
+fn assert_coverage(reached: usize) {
+    assert!(
+        model::GRANDCHILDREN_DELIVERED.load(Ordering::SeqCst) > 0,
+        "no case reached a grandchild's answer: the depth-2 path is not exercised"
+    );
+    // What the run reached, asserted (printed only, a harness
+    // whose triggers stopped firing — twice fixed before — or
+    // whose crash snapshots never caught a child mid-run passed
+    // every case): at the default count and above.
+    if cases() >= 256 {
+        assert!(
+            reached >= 30,
+            "only {reached} distinct interleavings: the triggers did not fire"
+        );
+        assert!(
+            CRASHES.load(Ordering::SeqCst) > 0,
+            "no crash snapshot found a child mid-run"
+        );
+        assert!(
+            REMOTE_RUNS.load(Ordering::SeqCst) > 0,
+            "no case ran a child on another node"
+        );
+        assert!(
+            RESTART_INTERRUPTED.load(Ordering::SeqCst) > 0,
+            "no restart found a child interrupted"
+        );
+        assert!(
+            RESTART_OWED.load(Ordering::SeqCst) > 0,
+            "no restart found a wake owed (`RestartHeld` holds them)"
+        );
+        assert!(
+            SENT_TO_STOPPED.load(Ordering::SeqCst) > 0,
+            "no message reached a stopped chain: the stopped-chain check held nothing"
+        );
+    }
+}
+
+/// What the whole run reached, printed (`SUBAGENTS_PRINT_INTERLEAVINGS`).
+fn print_coverage(done: usize, reached: &BTreeSet<String>) {
+    eprintln!(
+        "{} cases, {} distinct interleavings; crash snapshots found {} children mid-run; {} cases ran {} children on another node; {} restarts found {} children interrupted and {} owed a wake:",
+        done,
+        reached.len(),
+        CRASHES.load(Ordering::SeqCst),
+        REMOTE_CASES.load(Ordering::SeqCst),
+        REMOTE_RUNS.load(Ordering::SeqCst),
+        RESTARTS.load(Ordering::SeqCst),
+        RESTART_INTERRUPTED.load(Ordering::SeqCst),
+        RESTART_OWED.load(Ordering::SeqCst)
+    );
+    eprintln!(
+        "{} messages were sent to a chain the host had stopped",
+        SENT_TO_STOPPED.load(Ordering::SeqCst)
+    );
+    for line in reached.iter() {
+        eprintln!("  {line}");
     }
 }
 

@@ -6,6 +6,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod runtime;
 mod triggers;
 
 use std::time::Duration;
@@ -254,6 +255,49 @@ fn options_and_policies_reach_the_parent() {
         "the 5 s inline wait applied: {output}"
     );
     assert_eq!(report.wakes(), ["agent_1"]);
+}
+
+/// The parent's `use_agent` answer and the wakes, for a 20 s child run
+/// inline under `configured`'s options.
+fn a_slow_inline_child(configured: impl Fn(Scenario) -> Scenario) -> (String, Vec<String>) {
+    let scenario = Scenario::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Slow", "x")),
+        Reply::answer("answered"),
+        Reply::answer("woken"),
+    ])
+    .child_script(
+        "Slow",
+        vec![Reply::new().delay(Duration::from_secs(20)).text("slow")],
+    )
+    .at(Duration::ZERO, HostAction::User("go".into()))
+    .run_for(Duration::from_secs(60));
+    let report = configured(scenario).run(0);
+    let (output, _) = common::results_of(&report.events(), "use_agent").remove(0);
+    (output, report.wakes())
+}
+
+/// `configure` calls add up, the earlier first: a helper's settings
+/// survive a test's further `configure` (the second replaced the first,
+/// and the 5 s inline wait was dropped: the 20 s child answered inline
+/// under the default 45 s, no wake).
+#[test]
+fn configure_calls_add_up_the_earlier_first() {
+    let (output, wakes) = a_slow_inline_child(|s| {
+        s.configure(|b| b.inline_wait(Duration::from_secs(5)))
+            .configure(|b| b.max_live(2))
+    });
+    assert!(
+        output.contains("\"pending\":true"),
+        "the first closure's 5 s inline wait applied: {output}"
+    );
+    assert_eq!(wakes, ["agent_1"]);
+    // Where two set one option, the later wins.
+    let (output, wakes) = a_slow_inline_child(|s| {
+        s.configure(|b| b.inline_wait(Duration::from_secs(60)))
+            .configure(|b| b.inline_wait(Duration::from_secs(5)))
+    });
+    assert!(output.contains("\"pending\":true"), "{output}");
+    assert_eq!(wakes, ["agent_1"]);
 }
 
 /// A run that ends while a child still works: the thread's close is in

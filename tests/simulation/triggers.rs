@@ -123,6 +123,43 @@ fn two_triggers_on_one_event_both_fire_at_it() {
     check_log(&report.events(), true);
 }
 
+/// A trigger that never fires (its child never comes to its moment:
+/// `agent_9` is never started) left no trace, and a test asserting what
+/// followed its action passed without it. The report lists it, and its
+/// text ends with it; one that fired is not listed.
+#[test]
+fn a_trigger_that_never_fired_is_in_the_report() {
+    let report = background_worker()
+        .on(Trigger::new(
+            Some(AgentId::new("agent_9")),
+            Moment::Ended,
+            |_, _| Some(HostAction::SwitchAway),
+        ))
+        .on(Trigger::new(
+            Some(AgentId::new("agent_1")),
+            Moment::Ended,
+            |_, _| Some(HostAction::Typing(true)),
+        ))
+        .on(Trigger::new(None, Moment::Queued, |_, _| {
+            Some(HostAction::StopParent)
+        }))
+        .run_for(Duration::from_secs(120))
+        .run(0);
+    assert_eq!(fired(&report), [Moment::Ended], "{}", report.render());
+    assert_eq!(
+        report.unfired,
+        [
+            (Some(AgentId::new("agent_9")), Moment::Ended),
+            (None, Moment::Queued)
+        ]
+    );
+    let text = report.render();
+    assert!(
+        text.ends_with("t=  120.000s  UNFIRED agent_9 Ended\nt=  120.000s  UNFIRED any Queued"),
+        "{text}"
+    );
+}
+
 /// Stopped midway, by the harness: a scenario run on a store ended by
 /// closing its thread without waiting, so a child still running when the
 /// run's time was up was left `running` on disk (read as interrupted by
