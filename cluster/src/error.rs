@@ -29,6 +29,18 @@ pub enum ClusterError {
         /// Why.
         why: String,
     },
+    /// The other node speaks another version of the wire (or an earlier
+    /// one that does not say: `theirs` is `None`): every start would be
+    /// dropped there without a word.
+    #[error("node `{node}` speaks {}, this node version {ours}: upgrade both to one version", theirs.map_or_else(|| "an earlier version (it did not answer the hello)".to_owned(), |v| format!("wire version {v}")))]
+    Version {
+        /// The node's name.
+        node: String,
+        /// This node's wire version.
+        ours: u32,
+        /// The other node's, if it said.
+        theirs: Option<u32>,
+    },
     /// Connected, but the other node's host did not show up in time.
     #[error("node `{node}` at {addr} has no host after {waited:?}")]
     NoHost {

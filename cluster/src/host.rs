@@ -17,8 +17,8 @@ use subagents_messages::remote::{ReportBody, RunReport, RunRequest};
 
 use crate::error::ClusterError;
 use crate::wire::{
-    HostMsg, InboxMsg, KeptRun, UnreadStart, decode_request, decode_start, encode_report,
-    host_group, inbox_group, local_seal,
+    Hello, HostMsg, InboxMsg, KeptRun, UnreadStart, WIRE_VERSION, decode_request, decode_start,
+    encode_report, host_group, inbox_group, local_seal,
 };
 
 /// The node host actor.
@@ -55,16 +55,52 @@ pub(crate) struct HostState {
     runs: HashMap<(String, u64), HostedRun>,
     kept: Kept,
     lost: Lost,
+    /// This node's incarnation ([`Hello::incarnation`]).
+    incarnation: u64,
+    /// Each asking node's incarnation its runs here were started by.
+    parents: HashMap<String, u64>,
 }
 
 impl HostState {
-    pub(crate) fn new(node: String, runner: NodeRunner) -> Self {
+    pub(crate) fn new(node: String, runner: NodeRunner, incarnation: u64) -> Self {
         Self {
             node,
             runner,
             runs: HashMap::new(),
             kept: Kept::default(),
             lost: Lost::default(),
+            incarnation,
+            parents: HashMap::new(),
+        }
+    }
+
+    /// Node `node`'s runs here are orphans (its session closed, or it came
+    /// back as another process): their reports are kept from here on, and
+    /// each follows its policy — stopped (`Cascade`) or left to end, its
+    /// result kept (`Detach`).
+    fn orphan(&mut self, node: &str) {
+        // First: the reports of its runs (those a stop causes now too)
+        // are kept from here on, not sent to its stale inbox.
+        *lock(&self.lost).entry(node.to_owned()).or_default() += 1;
+        self.parents.remove(node);
+        // Its runs leave the map: no request of a later session reaches
+        // them, and a run that session starts with the same key is a run
+        // of its own.
+        let keys: Vec<(String, u64)> = self
+            .runs
+            .keys()
+            .filter(|(from, _)| from == node)
+            .cloned()
+            .collect();
+        let mut orphans: Vec<(u64, HostedRun)> = keys
+            .into_iter()
+            .filter_map(|k| self.runs.remove(&k).map(|run| (k.1, run)))
+            .collect();
+        orphans.sort_unstable_by_key(|(key, _)| *key);
+        for (_, run) in orphans {
+            if !run.keep_if_orphaned {
+                self.runner.request(run.run, RunRequest::Stop);
+            }
         }
     }
 }
@@ -92,6 +128,24 @@ impl Actor for NodeHost {
         match message {
             HostMsg::Start(header, spec) => match decode_start(&header, &spec) {
                 Ok(start) => {
+                    // A start from another process of a node whose runs
+                    // are here (it restarted under its name, and came
+                    // back before its old session's close was read, or
+                    // over a half-open one that never closes): those runs
+                    // are orphans. Taken for the same process, a Detach
+                    // run's result went to the new process and was lost,
+                    // a Cascade run was never stopped, and the new
+                    // process's keys (from 1 again) were refused as live.
+                    match state.parents.get(&start.reply_to) {
+                        Some(&known) if known != start.incarnation => {
+                            tracing::warn!(node = %start.reply_to, "a node came back as another process: its runs here are orphans");
+                            state.orphan(&start.reply_to.clone());
+                        }
+                        _ => {}
+                    }
+                    state
+                        .parents
+                        .insert(start.reply_to.clone(), start.incarnation);
                     let key = start.spec.key;
                     let runner = &state.runner;
                     state.runs.retain(|_, hosted| !runner.ended(hosted.run));
@@ -155,6 +209,19 @@ impl Actor for NodeHost {
             HostMsg::Live(reply) => {
                 let _ = reply.send(state.runner.live() as u64);
             }
+            HostMsg::Hello(reply) => {
+                let hello = Hello {
+                    version: WIRE_VERSION,
+                    incarnation: state.incarnation,
+                    live: state.runner.live() as u64,
+                };
+                match hello.to_wire() {
+                    Ok(bytes) => {
+                        let _ = reply.send(bytes);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "a hello that could not be encoded"),
+                }
+            }
             HostMsg::Kept(reply) => {
                 let kept = lock(&state.kept).clone();
                 match encode_kept(kept) {
@@ -170,30 +237,7 @@ impl Actor for NodeHost {
                     "a forged word that a node was lost, from another node: ignored"
                 );
             }
-            HostMsg::ParentLost(node, _) => {
-                // First: the reports of its runs (those a stop causes now
-                // too) are kept from here on, not sent to its stale inbox.
-                *lock(&state.lost).entry(node.clone()).or_default() += 1;
-                // Its runs leave the map: no request of a later session
-                // reaches them, and a run that session starts with the
-                // same key is a run of its own.
-                let keys: Vec<(String, u64)> = state
-                    .runs
-                    .keys()
-                    .filter(|(from, _)| *from == node)
-                    .cloned()
-                    .collect();
-                let mut orphans: Vec<(u64, HostedRun)> = keys
-                    .into_iter()
-                    .filter_map(|k| state.runs.remove(&k).map(|run| (k.1, run)))
-                    .collect();
-                orphans.sort_unstable_by_key(|(key, _)| *key);
-                for (_, run) in orphans {
-                    if !run.keep_if_orphaned {
-                        state.runner.request(run.run, RunRequest::Stop);
-                    }
-                }
-            }
+            HostMsg::ParentLost(node, _) => state.orphan(&node),
         }
         Ok(())
     }
@@ -400,6 +444,22 @@ pub(crate) async fn kept_of(
     };
     let bytes = ractor::call_t!(host, HostMsg::Kept, 5000).map_err(|e| no_answer(e.to_string()))?;
     Vec::<KeptRun>::from_wire(&bytes).map_err(|e| no_answer(e.to_string()))
+}
+
+/// What node `node`'s host answers to [`HostMsg::Hello`] within `wait`.
+pub(crate) async fn hello_of(
+    host: &ActorRef<HostMsg>,
+    node: &str,
+    wait: std::time::Duration,
+) -> Result<Hello, ClusterError> {
+    use subagents_messages::codec::Wire;
+    let no_answer = |why: String| ClusterError::NoAnswer {
+        node: node.to_owned(),
+        why,
+    };
+    let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+    let bytes = ractor::call_t!(host, HostMsg::Hello, ms).map_err(|e| no_answer(e.to_string()))?;
+    Hello::from_wire(&bytes).map_err(|e| no_answer(e.to_string()))
 }
 
 #[cfg(test)]

@@ -87,6 +87,11 @@ pub(crate) struct LinkInner {
     pub(crate) node: String,
     /// This node's name (where reports come back).
     pub(crate) me: String,
+    /// This node's incarnation, sent with every start.
+    pub(crate) my_incarnation: u64,
+    /// The other node's, as it said at connect: another answering under
+    /// its name is a restarted process, and this link's runs are lost.
+    pub(crate) incarnation: u64,
     /// The node's host as found at connect; see [`LinkInner::host`].
     pub(crate) host: ActorRef<HostMsg>,
     pub(crate) routes: Routes,
@@ -181,11 +186,19 @@ impl ClusterLink {
                 if link.down.load(Ordering::SeqCst) {
                     return;
                 }
-                let timeout = u64::try_from(HEARTBEAT.as_millis()).unwrap_or(1000);
-                match ractor::call_t!(link.host(), HostMsg::Live, timeout) {
-                    Ok(live) => {
+                match crate::host::hello_of(&link.host(), &link.node, HEARTBEAT).await {
+                    // Another process under its name (it restarted and
+                    // connected again within the half second a closed
+                    // session is given): this link's runs are not its.
+                    // Taken for the same, they stayed `running` until
+                    // their wall clock ran out.
+                    Ok(hello) if hello.incarnation != link.incarnation => {
+                        link.lose("it restarted: another process answers under its name");
+                        return;
+                    }
+                    Ok(hello) => {
                         missed = 0;
-                        link.live.store(live, Ordering::SeqCst);
+                        link.live.store(hello.live, Ordering::SeqCst);
                     }
                     Err(_) => {
                         missed += 1;
@@ -258,7 +271,8 @@ impl NodeLink for ClusterLink {
         }
         let key = spec.key;
         let token = fresh_token();
-        let start = encode_start(&spec, &inner.me, token).map_err(|e| e.to_string())?;
+        let start = encode_start(&spec, &inner.me, token, inner.my_incarnation)
+            .map_err(|e| e.to_string())?;
         inner.routes.insert(key, inner.node.clone(), token, reports);
         if inner.host().cast(start).is_err() {
             inner.routes.lock().remove(&key);

@@ -15,7 +15,7 @@ use subagents_actors::NodeRunner;
 use crate::error::ClusterError;
 use crate::host::{HostState, NodeHost};
 use crate::link::{ClusterLink, Inbox, LinkInner, Routes};
-use crate::wire::{HostMsg, InboxMsg, KeptRun, host_group};
+use crate::wire::{HostMsg, InboxMsg, KeptRun, WIRE_VERSION, host_group};
 
 /// The longest frame a session reads: the codec's message limit (64 MiB,
 /// `subagents_messages::codec`) and room for ractor_cluster's own framing.
@@ -27,6 +27,8 @@ const FRAME_LIMIT: u64 = (64 << 20) + (1 << 20);
 /// places its own children on them (its links).
 pub struct ClusterNode {
     name: String,
+    /// Drawn at start ([`crate::wire::Hello::incarnation`]).
+    incarnation: u64,
     server: ActorRef<NodeServerMessage>,
     host: ActorRef<HostMsg>,
     inbox: ActorRef<InboxMsg>,
@@ -58,6 +60,16 @@ struct Sessions {
 /// (a healthy node's child failed "node lost", in CI, under load).
 const SESSION_GRACE: Duration = Duration::from_millis(500);
 
+/// How long a connection has to authenticate before it is closed.
+/// ractor_cluster sets no deadline on its handshake: a connection that
+/// sends nothing, or half a frame, held its session, its actors and its
+/// socket for ever — no cookie needed — and once the process ran out of
+/// descriptors its listener spun on every accept.
+pub(crate) const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long `connect` waits for the other node's [`HostMsg::Hello`].
+const HELLO_WAIT: Duration = Duration::from_secs(5);
+
 /// Which session of each peer is the one in use. ractor_cluster tells of
 /// every session that closes under a peer's name — also one that never
 /// authenticated (anyone may claim a name before the cookie is checked)
@@ -86,6 +98,11 @@ impl SessionBook {
     /// Some session of `peer` is authenticated here.
     pub(crate) fn has(&self, peer: &str) -> bool {
         self.0.contains_key(peer)
+    }
+
+    /// `session` is authenticated (and has not closed).
+    pub(crate) fn knows(&self, session: &ractor::ActorId) -> bool {
+        self.0.values().any(|sessions| sessions.contains(session))
     }
 
     /// `session` of `peer` closed: `true` if it was the peer's last
@@ -133,7 +150,27 @@ fn lose_peer(
 }
 
 impl NodeEventSubscription for Sessions {
-    fn node_session_opened(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
+    fn node_session_opened(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let book = self.book.clone();
+        drop(runtime.spawn(async move {
+            tokio::time::sleep(HANDSHAKE_DEADLINE).await;
+            let session = ses.actor.get_id();
+            if !book
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .knows(&session)
+            {
+                tracing::warn!(addr = %ses.peer_addr, "a connection that did not authenticate in time: closed");
+                ses.actor.stop(Some(format!(
+                    "no handshake within {} s",
+                    HANDSHAKE_DEADLINE.as_secs()
+                )));
+            }
+        }));
+    }
 
     fn node_session_disconnected(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
         let Some(peer) = ses.peer_name.map(|p| peer_node(&p.name).to_owned()) else {
@@ -214,9 +251,14 @@ impl ClusterNode {
         let (inbox, _) = Actor::spawn(None, Inbox, (name.to_owned(), routes.clone()))
             .await
             .map_err(spawn("inbox"))?;
-        let (host, _) = Actor::spawn(None, NodeHost, HostState::new(name.to_owned(), runner))
-            .await
-            .map_err(spawn("host"))?;
+        let incarnation = crate::wire::fresh_token();
+        let (host, _) = Actor::spawn(
+            None,
+            NodeHost,
+            HostState::new(name.to_owned(), runner, incarnation),
+        )
+        .await
+        .map_err(spawn("host"))?;
         let links: Arc<Mutex<HashMap<String, Weak<LinkInner>>>> = Arc::default();
         let _ = server.cast(NodeServerMessage::SubscribeToEvents {
             id: "subagents".into(),
@@ -228,6 +270,7 @@ impl ClusterNode {
         });
         Ok(Self {
             name: name.to_owned(),
+            incarnation,
             server,
             host,
             inbox,
@@ -278,14 +321,47 @@ impl ClusterNode {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
+        // Its wire's version, and which process it is. A node of another
+        // version kept every heartbeat and dropped every start in silence:
+        // each child placed there hung for its wall clock, and
+        // `LeastLoaded`, reading its 0 live, chose it first.
+        let version_error = |theirs| ClusterError::Version {
+            node: node.to_owned(),
+            ours: WIRE_VERSION,
+            theirs,
+        };
+        // Asked again (the host looked up anew) until it answers: the
+        // host found may be a stub of a session ractor_cluster is closing
+        // as a duplicate (a second connection to the node).
+        let asked_until = tokio::time::Instant::now() + HELLO_WAIT;
+        let (host, hello) = loop {
+            let host = ractor::pg::get_members(&group)
+                .into_iter()
+                .find(|cell| {
+                    !cell.get_id().is_local() && cell.get_status() < ractor::ActorStatus::Stopping
+                })
+                .map_or(host.clone(), ActorRef::<HostMsg>::from);
+            match crate::host::hello_of(&host, node, Duration::from_secs(1)).await {
+                Ok(hello) => break (host, hello),
+                Err(_) if tokio::time::Instant::now() < asked_until => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(_) => return Err(version_error(None)),
+            }
+        };
+        if hello.version != WIRE_VERSION {
+            return Err(version_error(Some(hello.version)));
+        }
         let link = ClusterLink {
             inner: Arc::new(LinkInner {
                 node: node.to_owned(),
                 me: self.name.clone(),
+                my_incarnation: self.incarnation,
+                incarnation: hello.incarnation,
                 host,
                 routes: self.routes.clone(),
                 labels: labels.iter().map(|l| (*l).to_owned()).collect(),
-                live: AtomicU64::new(u64::MAX),
+                live: AtomicU64::new(hello.live),
                 down: AtomicBool::new(false),
                 started: AtomicU64::new(0),
                 server: self.server.clone(),

@@ -30,10 +30,18 @@ pub(crate) enum HostMsg {
     /// A request for a run: `(asking node, key, token, RunRequest)`, as
     /// bytes.
     Request(Vec<u8>),
-    /// How many runs are live here (the heartbeat, and the count
-    /// `Placement::LeastLoaded` reads).
+    /// How many runs are live here (the count `Placement::LeastLoaded`
+    /// reads; the heartbeat asks [`HostMsg::Hello`], which says it too).
     #[rpc]
     Live(RpcReplyPort<u64>),
+    /// Who answers: a [`Hello`] as bytes — the wire's version, this
+    /// process's incarnation, the live count. Asked at `connect` (a node
+    /// of another version, which never answers or answers another
+    /// version, is refused there: an earlier one dropped every start in
+    /// silence, each child hanging for its wall clock) and at every
+    /// heartbeat (a node restarted under its name is a lost one).
+    #[rpc]
+    Hello(RpcReplyPort<Vec<u8>>),
     /// The results kept here of runs whose parent's node was lost: a
     /// `Vec<KeptRun>`, as bytes.
     #[rpc]
@@ -104,6 +112,23 @@ pub(crate) fn local_seal() -> u64 {
     *SEAL.get_or_init(fresh_token)
 }
 
+/// The version of what crosses between nodes: a node answers
+/// [`HostMsg::Hello`] with it, and a link to a node of another is refused.
+/// Raised whenever a message's shape changes.
+pub(crate) const WIRE_VERSION: u32 = 2;
+
+/// A node's answer to [`HostMsg::Hello`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Hello {
+    /// [`WIRE_VERSION`] of the node.
+    pub(crate) version: u32,
+    /// Drawn when the node started ([`fresh_token`]): another under the
+    /// same name is another process — the runs of the first are lost.
+    pub(crate) incarnation: u64,
+    /// How many runs are live there.
+    pub(crate) live: u64,
+}
+
 /// A new run's token: drawn at random by the asking node for each run,
 /// sent with its start, and carried by every report and request of it. A
 /// message without it — another run's (a key of an earlier process), a
@@ -118,23 +143,28 @@ pub(crate) fn fresh_token() -> u64 {
     std::collections::hash_map::RandomState::new().hash_one(DRAWN.fetch_add(1, Ordering::Relaxed))
 }
 
-/// A run to start, the node whose inbox takes its reports and the run's
-/// token.
+/// A run to start, the node whose inbox takes its reports, the run's
+/// token and the asking node's incarnation.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Start {
     pub(crate) spec: RunSpec,
     pub(crate) reply_to: String,
     pub(crate) token: u64,
+    /// The asking node's [`Hello::incarnation`]: a start from another
+    /// than its earlier runs' is from a restarted process — those runs
+    /// are orphans.
+    pub(crate) incarnation: u64,
 }
 
 /// The message that starts `spec` on a node, its reports to `reply_to`
-/// under `token`.
+/// (of `incarnation`) under `token`.
 pub(crate) fn encode_start(
     spec: &RunSpec,
     reply_to: &str,
     token: u64,
+    incarnation: u64,
 ) -> Result<HostMsg, CodecError> {
-    let header = (reply_to.to_owned(), spec.key, token).to_wire()?;
+    let header = (reply_to.to_owned(), spec.key, token, incarnation).to_wire()?;
     Ok(HostMsg::Start(header, spec.to_wire()?))
 }
 
@@ -150,8 +180,8 @@ pub(crate) struct UnreadStart {
 
 /// A [`HostMsg::Start`]'s two parts, read.
 pub(crate) fn decode_start(header: &[u8], spec: &[u8]) -> Result<Start, UnreadStart> {
-    let (reply_to, key, token) =
-        <(String, u64, u64)>::from_wire(header).map_err(|error| UnreadStart {
+    let (reply_to, key, token, incarnation) = <(String, u64, u64, u64)>::from_wire(header)
+        .map_err(|error| UnreadStart {
             header: None,
             error,
         })?;
@@ -161,6 +191,7 @@ pub(crate) fn decode_start(header: &[u8], spec: &[u8]) -> Result<Start, UnreadSt
                 spec,
                 reply_to,
                 token,
+                incarnation,
             });
         }
         Ok(spec) => CodecError::Decode(format!(
@@ -250,13 +281,14 @@ mod tests {
             options: Default::default(),
             keep_if_orphaned: false,
         };
-        let HostMsg::Start(header, bytes) = encode_start(&spec, "a", 9).unwrap() else {
+        let HostMsg::Start(header, bytes) = encode_start(&spec, "a", 9, 1).unwrap() else {
             unreachable!("a start")
         };
         let start = decode_start(&header, &bytes).unwrap();
         assert_eq!(start.spec, spec);
         assert_eq!(start.reply_to, "a");
         assert_eq!(start.token, 9);
+        assert_eq!(start.incarnation, 1);
         // A spec this node cannot read: whom to tell is still known.
         let unread = decode_start(&header, &bytes[..bytes.len() / 2]).unwrap_err();
         assert_eq!(unread.header, Some(("a".to_owned(), 3, 9)));

@@ -274,3 +274,106 @@ async fn a_report_without_its_runs_token_is_dropped() {
     thread.close_and_wait().await;
     inbox.stop(None);
 }
+
+/// Stands for a node's host that restarted: it answers the hello as
+/// another process (incarnation 5).
+struct RestartedHost;
+
+impl Actor for RestartedHost {
+    type Msg = HostMsg;
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<HostMsg>,
+        (): (),
+    ) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<HostMsg>,
+        message: HostMsg,
+        (): &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        use subagents_messages::codec::Wire;
+        if let HostMsg::Hello(reply) = message {
+            let hello = crate::wire::Hello {
+                version: crate::wire::WIRE_VERSION,
+                incarnation: 5,
+                live: 0,
+            };
+            let _ = reply.send(hello.to_wire().unwrap());
+        }
+        Ok(())
+    }
+}
+
+/// A node restarted under its name and reachable again within the half
+/// second a closed session is given (a cluster where each node connects
+/// to its peers): the link's heartbeat found the new process's host and
+/// took it for the old one — its children there stayed `running` until
+/// their wall clock and 30 s more. A heartbeat answered by another
+/// incarnation than the one met at connect loses the link.
+#[tokio::test]
+async fn a_heartbeat_answered_by_another_process_loses_the_link() {
+    let (inbox, routes, thread, mut events, _key) = a_child_on_b("a-restart", "b-restart").await;
+    let (host, _) = Actor::spawn(None, RestartedHost, ()).await.unwrap();
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = ractor_cluster::NodeServer::new(
+        port,
+        "cookie".into(),
+        "a-restart".into(),
+        "127.0.0.1".into(),
+        None,
+        None,
+    );
+    let (server, _) = Actor::spawn(None, server, ()).await.unwrap();
+    let link = ClusterLink {
+        inner: Arc::new(LinkInner {
+            node: "b-restart".into(),
+            me: "a-restart".into(),
+            my_incarnation: 1,
+            incarnation: 6,
+            host: host.clone(),
+            routes,
+            labels: Vec::new(),
+            live: AtomicU64::new(0),
+            down: AtomicBool::new(false),
+            started: AtomicU64::new(0),
+            server: server.clone(),
+            inbox: inbox.clone(),
+        }),
+    };
+    link.beat();
+    let agent_1 = AgentId::new("agent_1");
+    let ended = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match events.recv().await {
+                Some(AgentEvent::ChildStatus(id, status))
+                    if id == agent_1 && status.is_terminal() =>
+                {
+                    break status;
+                }
+                Some(_) => {}
+                None => panic!("the stream ended first"),
+            }
+        }
+    })
+    .await;
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(ended, Ok(SubAgentStatus::Failed), "{envelope:?}");
+    let error = envelope.error.unwrap_or_default();
+    assert!(error.contains("restarted"), "{error}");
+    assert!(link.is_down());
+    thread.close_and_wait().await;
+    inbox.stop(None);
+    host.stop(None);
+    server.stop(None);
+}
