@@ -35,6 +35,10 @@ fn scenario(child_secs: u64) -> Scenario {
 fn check_the_call_says_what_happened(report: &SimulationReport) -> (String, SubAgentStatus, usize) {
     let log = report.events();
     check_log(&log, true);
+    // Guarantees 3 and 4 too: the tie of the inline wait and the turn's
+    // limit answers the call `pending` at the cut, the hand-off after the
+    // turn's `Result` (a first version of the hand-off check rejected it).
+    check_inline_order(&log);
     let (output, _) = results_of(&log, "use_agent")
         .into_iter()
         .next()

@@ -32,7 +32,7 @@ pub enum ClusterError {
     /// The other node speaks another version of the wire (or an earlier
     /// one that does not say: `theirs` is `None`): every start would be
     /// dropped there without a word.
-    #[error("node `{node}` speaks {}, this node version {ours}: upgrade both to one version", theirs.map_or_else(|| "an earlier version (it did not answer the hello)".to_owned(), |v| format!("wire version {v}")))]
+    #[error("node `{node}` {}, this node speaks wire version {ours}", theirs.map_or_else(|| "did not answer the hello within 5 s: an earlier version (upgrade both to one), or a node too busy to answer".to_owned(), |v| format!("speaks wire version {v} (upgrade both to one version)")))]
     Version {
         /// The node's name.
         node: String,

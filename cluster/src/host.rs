@@ -137,7 +137,8 @@ impl Actor for NodeHost {
                     // a Cascade run was never stopped, and the new
                     // process's keys (from 1 again) were refused as live.
                     match state.parents.get(&start.reply_to) {
-                        Some(&known) if known != start.incarnation => {
+                        // (0: an earlier version's, which does not say.)
+                        Some(&known) if known != start.incarnation && start.incarnation != 0 => {
                             tracing::warn!(node = %start.reply_to, "a node came back as another process: its runs here are orphans");
                             state.orphan(&start.reply_to.clone());
                         }

@@ -180,7 +180,11 @@ pub(crate) struct UnreadStart {
 
 /// A [`HostMsg::Start`]'s two parts, read.
 pub(crate) fn decode_start(header: &[u8], spec: &[u8]) -> Result<Start, UnreadStart> {
+    // An earlier version's header has no incarnation (0: not known). Its
+    // start is read, not dropped: that node cannot read a refusal of its
+    // own header, and each of its children hung for its wall clock.
     let (reply_to, key, token, incarnation) = <(String, u64, u64, u64)>::from_wire(header)
+        .or_else(|_| <(String, u64, u64)>::from_wire(header).map(|(r, k, t)| (r, k, t, 0)))
         .map_err(|error| UnreadStart {
             header: None,
             error,
@@ -300,6 +304,14 @@ mod tests {
             unread.error
         );
         assert_eq!(decode_start(&bytes, &header).unwrap_err().header, None);
+        // An earlier version's header (no incarnation) is read, as 0: its
+        // node could not read a refusal, and its child hung.
+        let earlier = ("a".to_owned(), 3u64, 9u64).to_wire().unwrap();
+        let start = decode_start(&earlier, &bytes).unwrap();
+        assert_eq!(
+            (start.reply_to.as_str(), start.token, start.incarnation),
+            ("a", 9, 0)
+        );
         let request = encode_request("a", 3, 9, &RunRequest::Stop).unwrap();
         assert_eq!(
             decode_request(&request).unwrap(),

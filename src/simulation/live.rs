@@ -155,6 +155,16 @@ impl LiveSimulation {
     async fn fire(&mut self, event: &AgentEvent) {
         // A grandchild's event, as its own level shows it.
         let event = crate::simulation::Moment::unnested(event);
+        // Inline as the event finds it: the hand-off itself
+        // (`ChildStatus(background)`) is an inline child's last moment
+        // — `Moment::Background` with `inline_only` is "the moment an
+        // inline child is handed off", and read after the hand-off was
+        // marked it never fired. A child started in the background never
+        // was inline.
+        let inline = event
+            .child_id()
+            .is_some_and(|id| !self.background.contains(id))
+            && !matches!(event, AgentEvent::ChildStarted(info) if info.background);
         match event {
             AgentEvent::ChildStarted(info) if info.background => {
                 self.background.insert(info.id.clone());
@@ -164,9 +174,6 @@ impl LiveSimulation {
             }
             _ => {}
         }
-        let inline = event
-            .child_id()
-            .is_some_and(|id| !self.background.contains(id));
         // Each action is asked for once: a stateful one (a counter, a
         // fire-once guard) sees each event once.
         let mut fired = Vec::new();

@@ -366,7 +366,7 @@ fn check_handed_off(log: &[AgentEvent], id: &AgentId, child: &ChildLog) {
     let Some(answer) = answer else {
         return;
     };
-    if is_answered_at_the_cut(&log[answer]) {
+    if is_answered_at_the_cut(&log[answer]) || closed_by_a_cut(&log[answer + 1..]) {
         return;
     }
     assert!(
@@ -377,6 +377,24 @@ fn check_handed_off(log: &[AgentEvent], id: &AgentId, child: &ChildLog) {
         "guarantee 4: the call that started {id} was answered before its hand-off: {:?}",
         log[answer]
     );
+}
+
+/// True when what follows an answer at its level is the turn's cut
+/// `Result` (children's events aside): the turn was closed in the tick
+/// the call was answered — the inline wait and the turn's wall clock
+/// running out together read `pending` as the close answers it, and the
+/// hand-off follows the `Result` (docs/event-ordering.md, guarantee 3).
+fn closed_by_a_cut(after: &[AgentEvent]) -> bool {
+    let next = after.iter().find(|e| {
+        !matches!(
+            e,
+            AgentEvent::Child(..)
+                | AgentEvent::ChildStatus(..)
+                | AgentEvent::ChildStarted(_)
+                | AgentEvent::ChildRunning(_)
+        )
+    });
+    matches!(next, Some(AgentEvent::Result(r)) if !r.outcome.is_completed())
 }
 
 /// True when a `ToolResult` answers its call at the turn's cut (a stop, a

@@ -387,3 +387,42 @@ async fn a_per_run_trigger_given_to_live_runs_fires_in_each() {
         );
     }
 }
+
+/// `Moment::Background` with `inline_only` — "the moment an inline child
+/// is handed off" — never fired: the hand-off was marked before the
+/// trigger was asked whether the child was inline. It fires at the
+/// hand-off of a child its parent waited on; not at a child started in
+/// the background.
+#[test]
+fn an_inline_only_trigger_fires_at_the_hand_off() {
+    let handed_off = Scenario::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 60, true)),
+        Reply::answer("Handed off."),
+        Reply::answer("Noted."),
+    ])
+    .child_script("Worker\n", worker(60))
+    .tools(ToolRegistry::new().with(Sleep))
+    .configure(|b| b.inline_wait(Duration::from_secs(5)))
+    .at(Duration::ZERO, HostAction::User("go".into()))
+    .on(Trigger::new(None, Moment::Background, |_, _| {
+        Some(HostAction::Typing(true))
+    })
+    .inline_only())
+    .run_for(Duration::from_secs(120))
+    .run(0);
+    assert_eq!(
+        fired(&handed_off),
+        [Moment::Background],
+        "{}",
+        handed_off.render()
+    );
+    assert!(handed_off.unfired.is_empty(), "{:?}", handed_off.unfired);
+    let from_the_start = background_worker()
+        .on(Trigger::new(None, Moment::Background, |_, _| {
+            Some(HostAction::Typing(true))
+        })
+        .inline_only())
+        .run_for(Duration::from_secs(120))
+        .run(0);
+    assert_eq!(fired(&from_the_start), [], "{}", from_the_start.render());
+}

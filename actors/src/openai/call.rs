@@ -162,12 +162,18 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
-    let mut amended = None;
-    for field in known {
-        if let Some(next) = amend(amended.as_ref().unwrap_or(body), field) {
-            amended = Some(next);
+    // One copy of the body, amended in place, only for a server that
+    // refused a field before.
+    let mut amended = (!known.is_empty()).then(|| {
+        let mut copy = body.clone();
+        for field in &known {
+            amend(&mut copy, field);
         }
-    }
+        copy
+    });
+    // Learnt on this call: remembered once the amended request went
+    // through (a refusal read wrongly is not kept for every later call).
+    let mut learnt: Vec<&'static str> = Vec::new();
     let response = loop {
         let sent = amended.as_ref().unwrap_or(body);
         match with_retries(settings.retry, || attempt(settings, sent)).await {
@@ -177,16 +183,11 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
             Err(ModelError::Server {
                 status: status @ (400 | 422),
                 message,
-            }) => match refused_field(sent, &message).and_then(|f| Some((f, amend(sent, f)?))) {
-                Some((field, next)) => {
-                    let mut refused = settings
-                        .refused
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    if !refused.contains(&field) {
-                        refused.push(field);
-                    }
-                    drop(refused);
+            }) => match refused_field(sent, &message) {
+                Some(field) => {
+                    let mut next = sent.clone();
+                    amend(&mut next, field);
+                    learnt.push(field);
                     amended = Some(next);
                 }
                 None => return Err(ModelError::Server { status, message }),
@@ -194,6 +195,17 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
             answered => break answered?,
         }
     };
+    if !learnt.is_empty() {
+        let mut refused = settings
+            .refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for field in learnt {
+            if !refused.contains(&field) {
+                refused.push(field);
+            }
+        }
+    }
     let content_type = response
         .headers()
         .get(CONTENT_TYPE)
@@ -242,8 +254,10 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
 ///   successor (vLLM and llama.cpp do not all take the new name);
 /// - older Azure API versions and some gateways refuse `stream_options`
 ///   ("Unknown parameter"), Mistral's API too (422);
-/// - Mistral's API refuses `seed` (422, "Extra inputs are not
-///   permitted"): its name for it is `random_seed`.
+/// - Mistral's API refuses `seed` as a field it does not take (422,
+///   "Extra inputs are not permitted"): its name for it is `random_seed`.
+///   Only a refusal of the field itself: an error about the seed's value
+///   ("seed must be …") is answered as it is.
 fn refused_field(body: &Value, message: &str) -> Option<&'static str> {
     let fields = body.as_object()?;
     if message.contains("max_tokens")
@@ -256,6 +270,7 @@ fn refused_field(body: &Value, message: &str) -> Option<&'static str> {
     } else if message.contains("seed")
         && !message.contains("random_seed")
         && fields.contains_key("seed")
+        && NOT_TAKEN.iter().any(|words| message.contains(words))
     {
         Some("seed")
     } else {
@@ -263,14 +278,29 @@ fn refused_field(body: &Value, message: &str) -> Option<&'static str> {
     }
 }
 
+/// How servers say a field is not one they take (Mistral's and FastAPI's
+/// `extra_forbidden`, OpenAI's and Azure's "Unknown parameter", others'
+/// "unrecognized"/"unknown field").
+const NOT_TAKEN: [&str; 6] = [
+    "Extra inputs are not permitted",
+    "extra_forbidden",
+    "Unknown parameter",
+    "nrecognized",
+    "unknown field",
+    "not permitted",
+];
+
 /// `body` with `field` amended as its refusal asks: `max_tokens` renamed
 /// `max_completion_tokens`, `seed` renamed `random_seed`,
-/// `stream_options` left out (the usage is then estimated). `None` when
-/// the body has no such field.
-fn amend(body: &Value, field: &str) -> Option<Value> {
-    let mut amended = body.clone();
-    let fields = amended.as_object_mut()?;
-    let value = fields.remove(field)?;
+/// `stream_options` left out (the usage is then estimated). A body
+/// without that field is left as it is.
+fn amend(body: &mut Value, field: &str) {
+    let Some(fields) = body.as_object_mut() else {
+        return;
+    };
+    let Some(value) = fields.remove(field) else {
+        return;
+    };
     match field {
         "max_tokens" => {
             fields.insert("max_completion_tokens".to_owned(), value);
@@ -280,7 +310,6 @@ fn amend(body: &Value, field: &str) -> Option<Value> {
         }
         _ => {}
     }
-    Some(amended)
 }
 
 /// How much of an error body is read: enough for any service's message

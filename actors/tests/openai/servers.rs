@@ -243,3 +243,25 @@ async fn an_overloaded_529_that_keeps_failing_says_529() {
         "{out:?}"
     );
 }
+
+/// An error about the seed's value (not a refusal of the field) was read
+/// as Mistral's refusal of `seed`: sent again as `random_seed` — on
+/// OpenAI a second failure, on vLLM a call run unseeded — and remembered
+/// for every later call of the adapter. Only a refusal of the field as one
+/// the server does not take is amended; this one is answered as it is.
+#[tokio::test]
+async fn an_error_about_the_seeds_value_is_answered_as_it_is() {
+    let server = MockServer::start(vec![Reply::error(
+        400,
+        json!({"error": {"message": "seed must be less than 9223372036854775807", "type": "invalid_request_error"}}),
+    )])
+    .await;
+    let mut request = request("hi");
+    request.options.seed = Some(u64::MAX);
+    let out = collect(&server.model(None), request).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::Server { status: 400, .. })]),
+        "{out:?}"
+    );
+    assert_eq!(server.seen().len(), 1, "sent once, as it was");
+}
