@@ -12,20 +12,22 @@ use crate::wire::{decode_report, encode_start};
 /// The `(key, token)` of every report any test's inbox was sent.
 static TOKENS: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 
-/// Stands for node `a`'s inbox: keeps every report it is sent.
+/// Stands for a node's inbox (`a`'s, or another name's: tests run at
+/// once, and two in one group took each other's reports): keeps every
+/// report it is sent.
 struct Inbox;
 
 impl Actor for Inbox {
     type Msg = InboxMsg;
     type State = Arc<Mutex<Vec<RunReport>>>;
-    type Arguments = Arc<Mutex<Vec<RunReport>>>;
+    type Arguments = (&'static str, Arc<Mutex<Vec<RunReport>>>);
 
     async fn pre_start(
         &self,
         myself: ActorRef<InboxMsg>,
-        seen: Self::Arguments,
+        (node, seen): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        ractor::pg::join(inbox_group("a"), vec![myself.get_cell()]);
+        ractor::pg::join(inbox_group(node), vec![myself.get_cell()]);
         Ok(seen)
     }
 
@@ -53,13 +55,27 @@ async fn host_b_and_inbox_a(
     ActorRef<InboxMsg>,
     Arc<Mutex<Vec<RunReport>>>,
 ) {
+    host_b_and_inbox(model, "a").await
+}
+
+/// The same, with the inbox of node `node`.
+async fn host_b_and_inbox(
+    model: Arc<dyn subagents_actors::Model>,
+    node: &'static str,
+) -> (
+    ActorRef<HostMsg>,
+    ActorRef<InboxMsg>,
+    Arc<Mutex<Vec<RunReport>>>,
+) {
     let gate = GateHandle::spawn(2).await.unwrap();
     let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
     let (host, _) = Actor::spawn(None, NodeHost, HostState::new("b".into(), runner, 77))
         .await
         .unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let (inbox, _) = Actor::spawn(None, Inbox, seen.clone()).await.unwrap();
+    let (inbox, _) = Actor::spawn(None, Inbox, (node, seen.clone()))
+        .await
+        .unwrap();
     (host, inbox, seen)
 }
 
@@ -133,10 +149,10 @@ async fn a_parent_node_back_as_another_process_orphans_the_earlier_ones_runs() {
         .with_script("Newcomer", answer("new run's answer"))
         .shared();
     let name = model.name().to_owned();
-    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
-    host.cast(encode_start(&spec(&name, "Orphan", true), "a", 5, 1).unwrap())
+    let (host, inbox, seen) = host_b_and_inbox(model, "a-restarted").await;
+    host.cast(encode_start(&spec(&name, "Orphan", true), "a-restarted", 5, 1).unwrap())
         .unwrap();
-    host.cast(encode_start(&spec(&name, "Newcomer", false), "a", 6, 2).unwrap())
+    host.cast(encode_start(&spec(&name, "Newcomer", false), "a-restarted", 6, 2).unwrap())
         .unwrap();
     tokio::time::sleep(Duration::from_secs(300)).await;
     let kept = kept_of(&host, "b").await.unwrap();
