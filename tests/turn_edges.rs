@@ -7,6 +7,8 @@
 mod common;
 #[path = "turn_edges/queued.rs"]
 mod queued;
+#[path = "turn_edges/quick_calls.rs"]
+mod quick_calls;
 
 use std::time::Duration;
 

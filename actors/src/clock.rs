@@ -1,10 +1,14 @@
 //! Wall-clock stamps, injectable. Only stamps (envelope timestamps, the
-//! 24 h pruning) use it; all waiting goes through tokio time.
+//! 24 h pruning) use it; all waiting goes through tokio time. It is read
+//! in the hub's handler and under the store's lock: it must answer at
+//! once (never block, never call back into the runtime).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A source of wall-clock time, in milliseconds since the Unix epoch.
+/// Read in the hub's handler and under the store's lock: `now_ms` must
+/// answer at once, never block or call back into the runtime.
 pub trait Clock: Send + Sync + 'static {
     /// Now.
     fn now_ms(&self) -> u64;

@@ -38,7 +38,9 @@ pub trait Tool: Send + Sync + 'static {
     /// A JSON schema of its arguments.
     fn parameters(&self) -> serde_json::Value;
 
-    /// Whether this call must wait for the host's approval.
+    /// Whether this call must wait for the host's approval. Called in
+    /// the turn's task, as `name`, `description` and `parameters` are
+    /// when a request is built: these must answer at once, never block.
     fn requires_approval(&self, _arguments: &str) -> bool {
         false
     }

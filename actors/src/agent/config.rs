@@ -66,6 +66,8 @@ impl std::fmt::Debug for AgentConfig {
 }
 
 /// Decides an approval without asking the host, or defers (`None`).
+/// Called in the calling turn's task (and for a remote child in its
+/// proxy's handler): `decide` must answer at once, never block.
 pub trait ApprovalPolicy: Send + Sync + 'static {
     /// The decision for `tool` called by `agent`, or `None` to ask.
     fn decide(&self, agent: &AgentId, tool: &str, arguments: &str) -> Option<ApprovalDecision>;

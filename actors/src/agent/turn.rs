@@ -199,6 +199,12 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             continue;
         }
         for call in calls {
+            // A tool ready at its first poll (a calculator, a lookup)
+            // never yields: an answer of thousands of such calls ran to
+            // its end on a current-thread runtime before a stop (or, in
+            // paused time, the wall clock) could land — as a model's
+            // stream spends the budget per chunk, each call spends it.
+            tokio::task::consume_budget().await;
             if ctx.past_wall_clock() {
                 return out_of_time();
             }

@@ -66,7 +66,8 @@ impl DelegatingAgent {
 
     /// Like [`DelegatingAgent::shutdown`], returning once they have
     /// stopped. None of them awaits long work in a handler, so this is
-    /// prompt.
+    /// prompt — but for a child on another node, whose stop waits for its
+    /// node's word up to a grace of 30 s.
     pub async fn shutdown_and_wait(&self) {
         self.shutdown();
         self.agent.actor().wait(None).await.ok();

@@ -45,7 +45,11 @@ pub trait HubObserver: Send + Sync + 'static {
     /// conversation ([`HubHandle::conversation`](crate::HubHandle::conversation))
     /// has grown, and may be read from here. Called from the child's turn
     /// just after the step's `ToolResult`, holding none of its locks: do
-    /// not block.
+    /// not block. A cut call is a step too: then it is called from
+    /// whoever cut the turn — a stop in the child's handler, or, when the
+    /// hub died, the one ending its children (which holds the hub's
+    /// death in progress: do not call `HubHandle::fail_unfinished` from
+    /// here).
     fn stepped(&self, id: &AgentId) {
         let _ = id;
     }

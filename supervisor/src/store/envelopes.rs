@@ -58,6 +58,9 @@ pub struct EnvelopeStore {
     /// open's number among the directory's, 1 for the first; a new one
     /// once its blocks are spent) and how many it handed out.
     pub(super) numbering: Mutex<(u64, u64)>,
+    /// Run files written (this crate's tests count them).
+    #[cfg(test)]
+    pub(crate) run_writes: std::sync::atomic::AtomicU64,
 }
 
 /// Writes whose last attempt failed.
@@ -128,6 +131,8 @@ impl EnvelopeStore {
             resuming: Mutex::default(),
             unsaved: Mutex::default(),
             _lock: lock,
+            #[cfg(test)]
+            run_writes: Default::default(),
         };
         let (mut report, named) = store.load()?;
         // After the load, which removed the stale temporary files: one a

@@ -44,6 +44,9 @@ impl EnvelopeStore {
         request: &ChildRequest,
         conversation: &[ChatMessage],
     ) -> Result<(), StoreError> {
+        #[cfg(test)]
+        self.run_writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let written = self.write_run_file(id, request, conversation);
         let mut unsaved = self.unsaved();
         if written.is_ok() {

@@ -5,7 +5,8 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, ThreadId};
+use subagents_actors::hub::HubHandle;
+use subagents_messages::{AgentId, ChildRequest, Envelope, ThreadId};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::store::EnvelopeStore;
@@ -73,11 +74,13 @@ pub(super) enum Write {
     /// An envelope (then a prune: envelopes past the retention leave as the
     /// session goes).
     Envelope(Box<Envelope>),
-    /// What a child was asked and its conversation so far.
+    /// What a child was asked and its conversation so far — read from
+    /// `hub` when written, not when queued: one queued write per child
+    /// ([`Writer::send_run`]) stands for every step taken meanwhile.
     Run {
         id: AgentId,
         request: Arc<ChildRequest>,
-        conversation: Vec<ChatMessage>,
+        hub: HubHandle,
     },
     /// The wake for a finished child is no longer owed (delivered or
     /// dropped): cleared on the envelope as the store holds it then.
@@ -91,14 +94,23 @@ pub(super) enum Write {
 #[derive(Debug)]
 pub(super) struct Writer {
     queue: mpsc::UnboundedSender<Write>,
+    /// The children with a run write queued and not yet taken: a step
+    /// meanwhile needs none of its own (it copied the whole conversation
+    /// at every step, and wrote each copy with two fsyncs — an answer of
+    /// K quick tool calls held K copies and wrote K² messages).
+    runs_queued: RunsQueued,
     /// The writer's task, which holds the store until it ends.
     task: tokio::task::JoinHandle<()>,
 }
+
+type RunsQueued = Arc<Mutex<rustc_hash::FxHashSet<AgentId>>>;
 
 impl Writer {
     /// Starts the writer of `store`; failures go to `errors`.
     pub(super) fn start(store: Arc<EnvelopeStore>, errors: PersistErrors) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<Write>();
+        let runs_queued = RunsQueued::default();
+        let taken = runs_queued.clone();
         let task = tokio::spawn(async move {
             while let Some(write) = rx.recv().await {
                 if let Write::Flush(done) = write {
@@ -107,15 +119,40 @@ impl Writer {
                 }
                 let store = store.clone();
                 let errors = errors.clone();
-                let _ = tokio::task::spawn_blocking(move || do_write(&store, write, &errors)).await;
+                let taken = taken.clone();
+                let _ =
+                    tokio::task::spawn_blocking(move || do_write(&store, write, &errors, &taken))
+                        .await;
             }
         });
-        Self { queue: tx, task }
+        Self {
+            queue: tx,
+            runs_queued,
+            task,
+        }
     }
 
     /// Queues `write` (dropped if the writer is gone).
     pub(super) fn send(&self, write: Write) {
         let _ = self.queue.send(write);
+    }
+
+    /// Queues a write of child `id`'s run, unless one is queued and not
+    /// yet taken: that one reads the conversation when it is written, so
+    /// it holds this step too.
+    pub(super) fn send_run(&self, id: &AgentId, request: &Arc<ChildRequest>, hub: &HubHandle) {
+        let fresh = self
+            .runs_queued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone());
+        if fresh {
+            self.send(Write::Run {
+                id: id.clone(),
+                request: request.clone(),
+                hub: hub.clone(),
+            });
+        }
     }
 
     /// Ends the writer once every write queued is done, and waits for it:
@@ -133,7 +170,7 @@ impl Writer {
     }
 }
 
-fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors) {
+fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors, taken: &RunsQueued) {
     let failed = |error: String| errors.push(error);
     match write {
         Write::Envelope(envelope) => {
@@ -144,11 +181,14 @@ fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors) {
                 failed(error.to_string());
             }
         }
-        Write::Run {
-            id,
-            request,
-            conversation,
-        } => {
+        Write::Run { id, request, hub } => {
+            // Taken before the read: a step after it queues a write of
+            // its own.
+            taken
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            let conversation = hub.conversation(&id).unwrap_or_default();
             if let Err(error) = store.save_run(&id, &request, &conversation) {
                 failed(error.to_string());
             }
@@ -194,12 +234,7 @@ impl ThreadState {
         let (Some(writer), Some(request)) = (&self.writer, self.requests.get(id)) else {
             return;
         };
-        let conversation = self.parent.hub.conversation(id).unwrap_or_default();
-        writer.send(Write::Run {
-            id: id.clone(),
-            request: request.clone(),
-            conversation,
-        });
+        writer.send_run(id, request, &self.parent.hub);
         if last {
             self.requests.remove(id);
         }

@@ -225,3 +225,56 @@ async fn a_restart_wake_with_nobody_left_to_list_holds_no_later_wake() {
     );
     thread.close_and_wait().await;
 }
+
+/// One answer of a child calling a quick tool many times (a calculator,
+/// a lookup): the thread copied the child's whole conversation at every
+/// answered call and wrote each copy in full, two fsyncs each — K calls
+/// held K copies at once and wrote K² messages, and a stop, a close or a
+/// flush queued behind them. One queued run write per child stands for
+/// every step taken until the writer reads it.
+#[tokio::test]
+async fn a_burst_of_quick_tool_calls_writes_the_run_a_few_times_not_once_a_call() {
+    use std::sync::Arc;
+    use subagents_actors::clock::ManualClock;
+    use subagents_demo::Calculator;
+
+    use crate::store::EnvelopeStore;
+    use crate::thread::ThreadConfig;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let store = Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+    let calls = 300;
+    let burst = (0..calls).fold(Reply::new(), |reply, _| {
+        reply.tool_call("calculator", r#"{"expression":"1+1"}"#)
+    });
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Adder\nYou add.", "add")
+                .tools(["calculator"])
+                .wait(true),
+        ),
+        Reply::answer("Added."),
+    ])
+    .with_script("Adder\n", vec![burst, Reply::answer("all added")]);
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(Calculator))
+            .clock(clock),
+    )
+    .store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    while let Some(event) = events.recv().await {
+        if matches!(event, AgentEvent::Result(_)) {
+            break;
+        }
+    }
+    thread.flush_persistence().await.unwrap();
+    let written = store.run_writes.load(std::sync::atomic::Ordering::Relaxed);
+    let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
+    // The task, the answer with its calls, each result, the last answer.
+    assert_eq!(conversation.len(), calls + 3, "the whole run is on disk");
+    assert!(written <= 30, "{written} run writes for {calls} calls");
+    thread.close_and_wait().await;
+}
