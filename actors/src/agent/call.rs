@@ -54,7 +54,26 @@ pub(super) fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
 /// Runs one tool call, emitting `ToolStarted` and `ToolResult` around it
 /// (each under the turn's lock, so a cut turn answers the call exactly
 /// once).
-pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall) {
+pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&str>) {
+    // A tool ready at its first poll (a calculator, a lookup) never
+    // yields: an answer of thousands of such calls ran to its end on a
+    // current-thread runtime before a stop (or, in paused time, the wall
+    // clock) could land — as a model's stream spends the budget per
+    // chunk, each call spends it (a refused one too). Here, in the call's
+    // boxed future: in the turn's own loop it widened every waiting
+    // turn's future (7.9 MiB per 10,000 threads).
+    tokio::task::consume_budget().await;
+    // The answer was cut (`cut`: its finish reason): refused, not run.
+    if let Some(reason) = cut {
+        refuse_call(
+            ctx,
+            call,
+            format!(
+                "not run: your output was cut (finish_reason `{reason}`) before this call was complete; its arguments may be truncated. Call it again with shorter arguments, or answer in fewer words"
+            ),
+        );
+        return;
+    }
     let config = &ctx.config;
     let Some((seq, span)) = ctx.with(|t| {
         if ctx.cut(t) {

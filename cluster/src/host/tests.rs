@@ -46,19 +46,10 @@ impl Actor for Inbox {
     }
 }
 
-/// Node `b`'s host running `model` (a gate of two), and node `a`'s
-/// inbox with what it was sent.
-async fn host_b_and_inbox_a(
-    model: Arc<dyn subagents_actors::Model>,
-) -> (
-    ActorRef<HostMsg>,
-    ActorRef<InboxMsg>,
-    Arc<Mutex<Vec<RunReport>>>,
-) {
-    host_b_and_inbox(model, "a").await
-}
-
-/// The same, with the inbox of node `node`.
+/// Node `b`'s host running `model` (a gate of two), and the inbox of
+/// node `node` (a name of each test's own: the host sends a report to
+/// its group's first member, and a test's inbox left in the group by a
+/// runtime dropped at its end took the next test's reports).
 async fn host_b_and_inbox(
     model: Arc<dyn subagents_actors::Model>,
     node: &'static str,
@@ -111,11 +102,11 @@ async fn a_parent_node_back_under_its_name_does_not_inherit_its_orphans() {
         .with_script("Newcomer", answer("new run's answer"))
         .shared();
     let name = model.name().to_owned();
-    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
-    host.cast(encode_start(&spec(&name, "Orphan", true), "a", 5, 1).unwrap())
+    let (host, inbox, seen) = host_b_and_inbox(model, "a1").await;
+    host.cast(encode_start(&spec(&name, "Orphan", true), "a1", 5, 1).unwrap())
         .unwrap();
-    host.cast(HostMsg::parent_lost("a".into())).unwrap();
-    host.cast(encode_start(&spec(&name, "Newcomer", false), "a", 5, 1).unwrap())
+    host.cast(HostMsg::parent_lost("a1".into())).unwrap();
+    host.cast(encode_start(&spec(&name, "Newcomer", false), "a1", 5, 1).unwrap())
         .unwrap();
     tokio::time::sleep(Duration::from_secs(300)).await;
     let kept = kept_of(&host, "b").await.unwrap();
@@ -178,7 +169,7 @@ async fn a_host_says_its_version_incarnation_and_live_count() {
         .with_script("Slow", vec![Reply::new().text("thinking").hang()])
         .shared();
     let name = model.name().to_owned();
-    let (host, inbox, _) = host_b_and_inbox_a(model).await;
+    let (host, inbox, _) = host_b_and_inbox(model, "a2").await;
     let hello = crate::host::hello_of(&host, "b", Duration::from_secs(1))
         .await
         .unwrap();
@@ -190,7 +181,7 @@ async fn a_host_says_its_version_incarnation_and_live_count() {
             live: 0
         }
     );
-    host.cast(encode_start(&spec(&name, "Slow", false), "a", 5, 1).unwrap())
+    host.cast(encode_start(&spec(&name, "Slow", false), "a2", 5, 1).unwrap())
         .unwrap();
     tokio::task::yield_now().await;
     let hello = crate::host::hello_of(&host, "b", Duration::from_secs(1))
@@ -211,14 +202,14 @@ async fn a_second_start_of_a_live_run_starts_nothing() {
         .with_script("Slow", vec![Reply::new().text("thinking").hang()])
         .shared();
     let name = model.name().to_owned();
-    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
+    let (host, inbox, seen) = host_b_and_inbox(model, "a3").await;
     for _ in 0..2 {
-        host.cast(encode_start(&spec(&name, "Slow", false), "a", 5, 1).unwrap())
+        host.cast(encode_start(&spec(&name, "Slow", false), "a3", 5, 1).unwrap())
             .unwrap();
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(ractor::call!(host, HostMsg::Live).unwrap(), 1);
-    host.cast(HostMsg::parent_lost("a".into())).unwrap();
+    host.cast(HostMsg::parent_lost("a3".into())).unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         ractor::call!(host, HostMsg::Live).unwrap(),
@@ -242,9 +233,9 @@ async fn a_second_start_of_a_live_run_starts_nothing() {
 async fn a_start_whose_spec_cannot_be_read_is_refused_to_its_asker() {
     let model = ScriptedModel::new(Vec::new()).shared();
     let name = model.name().to_owned();
-    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
+    let (host, inbox, seen) = host_b_and_inbox(model, "a4").await;
     let HostMsg::Start(header, spec_bytes) =
-        encode_start(&spec(&name, "Any", false), "a", 5, 1).unwrap()
+        encode_start(&spec(&name, "Any", false), "a4", 5, 1).unwrap()
     else {
         unreachable!("a start")
     };
@@ -278,12 +269,12 @@ async fn a_request_without_its_runs_token_does_nothing() {
         .with_script("Slow", vec![Reply::new().text("thinking").hang()])
         .shared();
     let name = model.name().to_owned();
-    let (host, inbox, _seen) = host_b_and_inbox_a(model).await;
-    host.cast(encode_start(&spec(&name, "Slow", false), "a", 5, 1).unwrap())
+    let (host, inbox, _seen) = host_b_and_inbox(model, "a5").await;
+    host.cast(encode_start(&spec(&name, "Slow", false), "a5", 5, 1).unwrap())
         .unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let stop = |token| {
-        let bytes = crate::wire::encode_request("a", 1, token, &RunRequest::Stop).unwrap();
+        let bytes = crate::wire::encode_request("a5", 1, token, &RunRequest::Stop).unwrap();
         host.cast(HostMsg::Request(bytes)).unwrap();
     };
     stop(6);
@@ -312,13 +303,13 @@ async fn a_second_start_under_another_token_is_refused_to_its_asker() {
         .with_script("Slow", vec![Reply::new().text("thinking").hang()])
         .shared();
     let name = model.name().to_owned();
-    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
+    let (host, inbox, seen) = host_b_and_inbox(model, "a6").await;
     let spec = RunSpec {
         key: 77,
         ..spec(&name, "Slow", false)
     };
-    host.cast(encode_start(&spec, "a", 5, 1).unwrap()).unwrap();
-    host.cast(encode_start(&spec, "a", 6, 1).unwrap()).unwrap();
+    host.cast(encode_start(&spec, "a6", 5, 1).unwrap()).unwrap();
+    host.cast(encode_start(&spec, "a6", 6, 1).unwrap()).unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(ractor::call!(host, HostMsg::Live).unwrap(), 1);
     let refused: Vec<u64> = lock(&seen)
@@ -344,8 +335,8 @@ async fn a_report_over_the_wire_limit_leaves_no_gap() {
         .with_script("Verbose", vec![Reply::answer(huge)])
         .shared();
     let name = model.name().to_owned();
-    let (host, inbox, seen) = host_b_and_inbox_a(model).await;
-    host.cast(encode_start(&spec(&name, "Verbose", false), "a", 5, 1).unwrap())
+    let (host, inbox, seen) = host_b_and_inbox(model, "a7").await;
+    host.cast(encode_start(&spec(&name, "Verbose", false), "a7", 5, 1).unwrap())
         .unwrap();
     tokio::time::sleep(Duration::from_secs(60)).await;
     let seen = lock(&seen);

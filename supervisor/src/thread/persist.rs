@@ -5,8 +5,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use subagents_actors::hub::HubHandle;
-use subagents_messages::{AgentId, ChildRequest, Envelope, ThreadId};
+use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, ThreadId};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::store::EnvelopeStore;
@@ -74,14 +73,10 @@ pub(super) enum Write {
     /// An envelope (then a prune: envelopes past the retention leave as the
     /// session goes).
     Envelope(Box<Envelope>),
-    /// What a child was asked and its conversation so far — read from
-    /// `hub` when written, not when queued: one queued write per child
-    /// ([`Writer::send_run`]) stands for every step taken meanwhile.
-    Run {
-        id: AgentId,
-        request: Arc<ChildRequest>,
-        hub: HubHandle,
-    },
+    /// What a child was asked and its conversation so far — the newest
+    /// the thread read before the writer reached it: one queued write per
+    /// child ([`Writer::send_run`]) stands for every step taken meanwhile.
+    Run { id: AgentId },
     /// The wake for a finished child is no longer owed (delivered or
     /// dropped): cleared on the envelope as the store holds it then.
     Settle(AgentId),
@@ -94,16 +89,19 @@ pub(super) enum Write {
 #[derive(Debug)]
 pub(super) struct Writer {
     queue: mpsc::UnboundedSender<Write>,
-    /// The children with a run write queued and not yet taken: a step
-    /// meanwhile needs none of its own (it copied the whole conversation
-    /// at every step, and wrote each copy with two fsyncs — an answer of
-    /// K quick tool calls held K copies and wrote K² messages).
+    /// Each child's run as the thread last read it, while its write is
+    /// queued and not yet taken: a step meanwhile replaces it and queues
+    /// nothing (every step's copy was queued and written with two fsyncs
+    /// — an answer of K quick tool calls held K copies and wrote K²
+    /// messages). Read by the thread, in its own order, not by the writer
+    /// when it gets there: what a flush leaves on disk is the same
+    /// whenever the writer ran (a replay compares it).
     runs_queued: RunsQueued,
     /// The writer's task, which holds the store until it ends.
     task: tokio::task::JoinHandle<()>,
 }
 
-type RunsQueued = Arc<Mutex<rustc_hash::FxHashSet<AgentId>>>;
+type RunsQueued = Arc<Mutex<rustc_hash::FxHashMap<AgentId, (Arc<ChildRequest>, Vec<ChatMessage>)>>>;
 
 impl Writer {
     /// Starts the writer of `store`; failures go to `errors`.
@@ -138,20 +136,20 @@ impl Writer {
     }
 
     /// Queues a write of child `id`'s run, unless one is queued and not
-    /// yet taken: that one reads the conversation when it is written, so
-    /// it holds this step too.
-    pub(super) fn send_run(&self, id: &AgentId, request: &Arc<ChildRequest>, hub: &HubHandle) {
-        let fresh = self
+    /// yet taken: that one writes this conversation instead of its own.
+    pub(super) fn send_run(
+        &self,
+        id: &AgentId,
+        request: &Arc<ChildRequest>,
+        conversation: Vec<ChatMessage>,
+    ) {
+        let queued = self
             .runs_queued
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.clone());
-        if fresh {
-            self.send(Write::Run {
-                id: id.clone(),
-                request: request.clone(),
-                hub: hub.clone(),
-            });
+            .insert(id.clone(), (request.clone(), conversation));
+        if queued.is_none() {
+            self.send(Write::Run { id: id.clone() });
         }
     }
 
@@ -181,15 +179,15 @@ fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors, taken: 
                 failed(error.to_string());
             }
         }
-        Write::Run { id, request, hub } => {
-            // Taken before the read: a step after it queues a write of
-            // its own.
-            taken
+        Write::Run { id } => {
+            // Taken: a step after it queues a write of its own.
+            let newest = taken
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
-            let conversation = hub.conversation(&id).unwrap_or_default();
-            if let Err(error) = store.save_run(&id, &request, &conversation) {
+            if let Some((request, conversation)) = newest
+                && let Err(error) = store.save_run(&id, &request, &conversation)
+            {
                 failed(error.to_string());
             }
         }
@@ -234,7 +232,8 @@ impl ThreadState {
         let (Some(writer), Some(request)) = (&self.writer, self.requests.get(id)) else {
             return;
         };
-        writer.send_run(id, request, &self.parent.hub);
+        let conversation = self.parent.hub.conversation(id).unwrap_or_default();
+        writer.send_run(id, request, conversation);
         if last {
             self.requests.remove(id);
         }
