@@ -57,8 +57,7 @@ pub struct DelegationBuilder {
 /// Which delegation tools the parent's model sees (one engine); none at `max_depth(0)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FrontEnds {
-    /// Loopl's `use_agent`: run / status / result / send / interrupt /
-    /// stop / agents, inline or background.
+    /// Loopl's `use_agent` (its seven actions), inline or background.
     use_agent: bool,
     /// openheim's `delegate_task`: named or inline, synchronous, final answer only.
     delegate_task: bool,
@@ -226,9 +225,8 @@ impl DelegationBuilder {
 
     /// Whether the parent's model sees Loopl's `use_agent` tool (run /
     /// status / result / send / interrupt / stop / agents, inline or
-    /// background). On by default. The
-    /// three delegation tools share one engine (hub, queue, envelopes,
-    /// events).
+    /// background). On by default. The three delegation tools share one
+    /// engine (hub, queue, envelopes, events).
     pub fn use_agent_tool(mut self, offered: bool) -> Self {
         self.front_ends.use_agent = offered;
         self
