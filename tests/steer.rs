@@ -20,6 +20,9 @@ use subagents::messages::{AgentEvent, ModelRequest, Role, SubAgentStatus};
 use subagents::prelude::*;
 use subagents::supervisor::ThreadHandle;
 
+#[path = "steer/cut.rs"]
+mod cut;
+
 const STEER: &str = "[message from the agent that started you]\n";
 
 /// The user messages of a request (the task, then what was sent).

@@ -13,14 +13,8 @@ async fn a_scenario_folds_the_same_with_its_children_on_another_node() {
 
 #[tokio::test(start_paused = true)]
 async fn a_lost_node_ends_its_child_failed_with_one_wake() {
-    let model = background_workers(&[600]).shared();
-    let node = Loopback::new("b", model.clone()).await;
-    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
     // The child is in its 600 s sleep on node b when b dies.
-    until(&mut events, &mut log, in_tool).await;
+    let (thread, mut events, mut log, node) = in_its_tool_on_b().await;
     assert_eq!(node.runner.live(), 1);
     node.kill();
     until(&mut events, &mut log, is_wake).await;
@@ -453,13 +447,7 @@ async fn a_silent_run_on_a_reachable_node_ends_past_its_wall_clock() {
 /// fails the child with one wake. It fails, saying its node stopped it.
 #[tokio::test(start_paused = true)]
 async fn a_run_its_node_stops_on_its_own_fails_with_one_wake() {
-    let model = background_workers(&[600]).shared();
-    let node = Loopback::new("b", model.clone()).await;
-    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, in_tool).await;
+    let (thread, mut events, mut log, node) = in_its_tool_on_b().await;
     node.runner.stop_all();
     until(&mut events, &mut log, is_wake).await;
     until_result(&mut events, &mut log).await;
@@ -471,4 +459,17 @@ async fn a_run_its_node_stops_on_its_own_fails_with_one_wake() {
     let error = envelope.error.unwrap_or_default();
     assert!(error.contains("node `b` stopped the run"), "{error}");
     thread.close_and_wait().await;
+}
+
+/// A background child in its 600 s sleep on node `b`: the thread, its
+/// stream, the log so far, and the node.
+async fn in_its_tool_on_b() -> (ThreadHandle, EventStream, Vec<AgentEvent>, Arc<Loopback>) {
+    let model = background_workers(&[600]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_tool).await;
+    (thread, events, log, node)
 }

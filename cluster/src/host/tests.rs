@@ -96,17 +96,28 @@ fn spec(model: &str, who: &str, keep_if_orphaned: bool) -> RunSpec {
 /// new run's route there).
 #[tokio::test(start_paused = true)]
 async fn a_parent_node_back_under_its_name_does_not_inherit_its_orphans() {
+    // The loss of its session is read between the two starts.
+    orphan_then_newcomer("a1", 1, true).await;
+}
+
+/// Node `node` starts run 1 here with `Detach` (incarnation 1), then —
+/// its session's loss read in between when `lost`, otherwise as process
+/// `incarnation` — a run that draws key 1 again. The orphan's result is
+/// kept here; the new run's reports alone reach the inbox.
+async fn orphan_then_newcomer(node: &'static str, incarnation: u64, lost: bool) {
     let answer = |text: &str| vec![Reply::new().delay(Duration::from_secs(60)).text(text)];
     let model = ScriptedModel::new(Vec::new())
         .with_script("Orphan", answer("orphan's answer"))
         .with_script("Newcomer", answer("new run's answer"))
         .shared();
     let name = model.name().to_owned();
-    let (host, inbox, seen) = host_b_and_inbox(model, "a1").await;
-    host.cast(encode_start(&spec(&name, "Orphan", true), "a1", 5, 1).unwrap())
+    let (host, inbox, seen) = host_b_and_inbox(model, node).await;
+    host.cast(encode_start(&spec(&name, "Orphan", true), node, 5, 1).unwrap())
         .unwrap();
-    host.cast(HostMsg::parent_lost("a1".into())).unwrap();
-    host.cast(encode_start(&spec(&name, "Newcomer", false), "a1", 5, 1).unwrap())
+    if lost {
+        host.cast(HostMsg::parent_lost(node.into())).unwrap();
+    }
+    host.cast(encode_start(&spec(&name, "Newcomer", false), node, 6, incarnation).unwrap())
         .unwrap();
     tokio::time::sleep(Duration::from_secs(300)).await;
     let kept = kept_of(&host, "b").await.unwrap();
@@ -134,31 +145,8 @@ async fn a_parent_node_back_under_its_name_does_not_inherit_its_orphans() {
 /// of the earlier one, as the loss of its session does.
 #[tokio::test(start_paused = true)]
 async fn a_parent_node_back_as_another_process_orphans_the_earlier_ones_runs() {
-    let answer = |text: &str| vec![Reply::new().delay(Duration::from_secs(60)).text(text)];
-    let model = ScriptedModel::new(Vec::new())
-        .with_script("Orphan", answer("orphan's answer"))
-        .with_script("Newcomer", answer("new run's answer"))
-        .shared();
-    let name = model.name().to_owned();
-    let (host, inbox, seen) = host_b_and_inbox(model, "a-restarted").await;
-    host.cast(encode_start(&spec(&name, "Orphan", true), "a-restarted", 5, 1).unwrap())
-        .unwrap();
-    host.cast(encode_start(&spec(&name, "Newcomer", false), "a-restarted", 6, 2).unwrap())
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(300)).await;
-    let kept = kept_of(&host, "b").await.unwrap();
-    let kept: Vec<&str> = kept.iter().map(|k| k.result.text.as_str()).collect();
-    assert_eq!(kept, ["orphan's answer"]);
-    let ended: Vec<String> = lock(&seen)
-        .iter()
-        .filter_map(|r| match &r.body {
-            ReportBody::Ended { result, .. } => Some(result.text.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(ended, ["new run's answer"]);
-    host.stop(None);
-    inbox.stop(None);
+    // No loss read: the start says it is another process.
+    orphan_then_newcomer("a-restarted", 2, false).await;
 }
 
 /// A node says who it is: the wire's version, its incarnation and its

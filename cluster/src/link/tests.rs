@@ -161,20 +161,7 @@ async fn a_report_this_node_cannot_read_ends_the_run_saying_why() {
         .cast(InboxMsg::Report(header, vec![0, 250, 1]))
         .unwrap();
     let agent_1 = AgentId::new("agent_1");
-    let ended = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            match events.recv().await {
-                Some(AgentEvent::ChildStatus(id, status))
-                    if id == agent_1 && status.is_terminal() =>
-                {
-                    break status;
-                }
-                Some(_) => {}
-                None => panic!("the stream ended first"),
-            }
-        }
-    })
-    .await;
+    let ended = terminal_status(&mut events, &agent_1, 60).await;
     let envelope = thread.hub().status(&agent_1).unwrap();
     assert_eq!(ended, Ok(SubAgentStatus::Failed), "{envelope:?}");
     let error = envelope.error.unwrap_or_default();
@@ -193,6 +180,28 @@ async fn a_report_this_node_cannot_read_ends_the_run_saying_why() {
     thread.close_and_wait().await;
     inbox.stop(None);
     host.stop(None);
+}
+
+/// The first terminal status of child `id` on the stream, within `secs`.
+async fn terminal_status(
+    events: &mut subagents_actors::EventStream,
+    id: &AgentId,
+    secs: u64,
+) -> Result<SubAgentStatus, tokio::time::error::Elapsed> {
+    tokio::time::timeout(Duration::from_secs(secs), async {
+        loop {
+            match events.recv().await {
+                Some(AgentEvent::ChildStatus(child, status))
+                    if child == *id && status.is_terminal() =>
+                {
+                    break status;
+                }
+                Some(_) => {}
+                None => panic!("the stream ended first"),
+            }
+        }
+    })
+    .await
 }
 
 /// Stands for node `b-unread`'s host: keeps the requests it is sent.
@@ -353,20 +362,7 @@ async fn a_heartbeat_answered_by_another_process_loses_the_link() {
     };
     link.beat();
     let agent_1 = AgentId::new("agent_1");
-    let ended = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            match events.recv().await {
-                Some(AgentEvent::ChildStatus(id, status))
-                    if id == agent_1 && status.is_terminal() =>
-                {
-                    break status;
-                }
-                Some(_) => {}
-                None => panic!("the stream ended first"),
-            }
-        }
-    })
-    .await;
+    let ended = terminal_status(&mut events, &agent_1, 30).await;
     let envelope = thread.hub().status(&agent_1).unwrap();
     assert_eq!(ended, Ok(SubAgentStatus::Failed), "{envelope:?}");
     let error = envelope.error.unwrap_or_default();

@@ -2,38 +2,9 @@
 //! call (docs/lifecycle.md, "Steering"): "a message taken while the child
 //! runs but never read because a limit it could not foresee (wall clock,
 //! tokens) or a stop ended it first stays in its conversation, after the
-//! end". The messages read through the turn loop are `tests/steer.rs`.
+//! end". The messages read through the turn loop are in `tests/steer.rs`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
-use std::time::Duration;
-
-use common::*;
-use subagents::actors::DelegationBuilder;
-use subagents::messages::{ModelRequest, Role};
-use subagents::prelude::*;
-
-const STEER: &str = "[message from the agent that started you]\n";
-
-/// The user messages of a request (the task, then what was sent).
-fn user_messages(request: &ModelRequest) -> Vec<String> {
-    request
-        .messages
-        .iter()
-        .filter(|m| m.role == Role::User)
-        .map(|m| m.content.clone())
-        .collect()
-}
-
-/// The requests the child named `name` made, in order.
-fn requests_of(seen: &[ModelRequest], name: &str) -> Vec<ModelRequest> {
-    seen.iter()
-        .filter(|r| r.messages[0].content.starts_with(name))
-        .cloned()
-        .collect()
-}
+use super::*;
 
 /// A message sent to a child in its 60 s tool (answered `running`: "it
 /// reads your message at its next model call") is the turn's only copy of
