@@ -295,38 +295,15 @@ async fn a_profiles_request_options_reach_its_model_calls_over_the_builders() {
         "---\nmaxTokens: 64\ntemperature: 0.25\nstop: [\"END\"]\n---\nYou write.",
     );
     assert_eq!(writer.options.max_tokens, Some(64));
-    let (spy, seen) = spy(
-        "spy",
-        ScriptedModel::new(vec![
-            Reply::new().use_agent(&UseAgentCall::run_named("writer", "write it")),
-            Reply::answer("Done."),
-        ])
-        .with_script("You write.", vec![Reply::answer("written")]),
-    );
-    let (parent, mut events) = DelegationBuilder::new(spy)
-        .profiles(ProfileSet::from_profiles([writer]))
-        .child_request_options(RequestOptions {
+    let options = options::writer_call_options(
+        writer,
+        RequestOptions {
             max_tokens: Some(1000),
             seed: Some(7),
             ..Default::default()
-        })
-        .spawn()
-        .await
-        .unwrap();
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    let options = {
-        let seen = seen.lock().unwrap();
-        seen.iter()
-            .find(|r| {
-                r.system_prompt()
-                    .is_some_and(|p| p.starts_with("You write."))
-            })
-            .unwrap()
-            .options
-            .clone()
-    };
+        },
+    )
+    .await;
     assert_eq!(
         options,
         RequestOptions {

@@ -18,39 +18,16 @@ async fn a_profiles_top_p_and_seed_beat_the_builders() {
         (writer.options.top_p, writer.options.seed),
         (Some(0.25), Some(42))
     );
-    let (spy, seen) = spy(
-        "spy",
-        ScriptedModel::new(vec![
-            Reply::new().use_agent(&UseAgentCall::run_named("writer", "write it")),
-            Reply::answer("Done."),
-        ])
-        .with_script("You write.", vec![Reply::answer("written")]),
-    );
-    let (parent, mut events) = DelegationBuilder::new(spy)
-        .profiles(ProfileSet::from_profiles([writer]))
-        .child_request_options(RequestOptions {
+    let options = writer_call_options(
+        writer,
+        RequestOptions {
             max_tokens: Some(1000),
             top_p: Some(0.75),
             seed: Some(7),
             ..Default::default()
-        })
-        .spawn()
-        .await
-        .unwrap();
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    let options = {
-        let seen = seen.lock().unwrap();
-        seen.iter()
-            .find(|r| {
-                r.system_prompt()
-                    .is_some_and(|p| p.starts_with("You write."))
-            })
-            .expect("the child made a model call")
-            .options
-            .clone()
-    };
+        },
+    )
+    .await;
     assert_eq!(
         options,
         RequestOptions {
@@ -61,4 +38,36 @@ async fn a_profiles_top_p_and_seed_beat_the_builders() {
         },
         "the profile's top_p and seed over the builder's, the builder's max_tokens kept"
     );
+}
+
+/// The request options of the first model call of a child started from
+/// profile `writer` (its body "You write."), under a builder whose
+/// children's options are `child`.
+pub(super) async fn writer_call_options(writer: Profile, child: RequestOptions) -> RequestOptions {
+    let (spy, seen) = spy(
+        "spy",
+        ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run_named("writer", "write it")),
+            Reply::answer("Done."),
+        ])
+        .with_script("You write.", vec![Reply::answer("written")]),
+    );
+    let (parent, mut events) = DelegationBuilder::new(spy)
+        .profiles(ProfileSet::from_profiles([writer]))
+        .child_request_options(child)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let seen = seen.lock().unwrap();
+    seen.iter()
+        .find(|r| {
+            r.system_prompt()
+                .is_some_and(|p| p.starts_with("You write."))
+        })
+        .expect("the child made a model call")
+        .options
+        .clone()
 }

@@ -378,9 +378,15 @@ fn an_unreadable_usage_leaves_the_answer_whole() {
             })
         ]
     );
+    earlier_reading_stands(r#"{"prompt_tokens":5,"completion_tokens":1e20}"#);
+}
+
+/// A reading of 5 + 1 tokens, then `later` as the last usage: the first
+/// reading is the call's.
+fn earlier_reading_stands(later: &str) {
     let (out, _) = feed(&[
         r#"{"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}"#,
-        r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1e20}}"#,
+        &format!(r#"{{"choices":[],"usage":{later}}}"#),
         "[DONE]",
     ]);
     assert_eq!(
@@ -388,7 +394,8 @@ fn an_unreadable_usage_leaves_the_answer_whole() {
         Some(&ModelChunk::Usage(Usage {
             prompt_tokens: 5,
             completion_tokens: 1
-        }))
+        })),
+        "{later}"
     );
 }
 
