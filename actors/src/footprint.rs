@@ -11,3 +11,11 @@ pub(crate) fn handler_future_size<A, B, S: 'static, F: std::future::Future>(
 ) -> usize {
     std::mem::size_of::<F>()
 }
+
+/// The size of the future `make` would return for a borrowed argument,
+/// without calling it (`|ctx| run_turn(ctx)`).
+pub(crate) fn borrowing_future_size<A: 'static, F: std::future::Future>(
+    _make: impl FnOnce(&'static A) -> F,
+) -> usize {
+    std::mem::size_of::<F>()
+}

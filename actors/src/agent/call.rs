@@ -85,7 +85,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
         t.unstarted.pop_front();
         t.calls_opened += 1;
         let seq = t.calls_opened;
-        t.open = Some(OpenCall {
+        t.open = Some(Box::new(OpenCall {
             seq,
             id: call.id.clone(),
             name: call.name.clone(),
@@ -93,7 +93,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
             settled: None,
             span: span.clone(),
             content: config.trace.settings.content,
-        });
+        }));
         t.doing(Activity::InTool(call.name.clone()));
         ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
             tool_use_id: call.id.clone(),

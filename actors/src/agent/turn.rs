@@ -100,43 +100,47 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
         if ctx.past_wall_clock() {
             return out_of_time();
         }
-        // Destructured in place: a named `Option` of them lived across
-        // the model call below, widening every waiting turn's future.
-        let Some((progress, messages)) = ctx.with(|t| {
-            if ctx.cut(t) {
-                // Closed from outside while this task ran on: it asks
-                // nothing more (its result is not read).
-                return None;
+        // In a block of its own: a local of this loop lives across the
+        // model call below until its scope ends, moved or not, widening
+        // every waiting turn's future (the progress copy, 120 bytes).
+        let messages = {
+            let Some((progress, messages)) = ctx.with(|t| {
+                if ctx.cut(t) {
+                    // Closed from outside while this task ran on: it asks
+                    // nothing more (its result is not read).
+                    return None;
+                }
+                t.read_steering();
+                // The call about to be made is the last one allowed: a message
+                // taken from now on could never be read by this run. It takes
+                // none (`steer` refuses; the sender waits for the end and a new
+                // run reads it), and its answer stays final.
+                if t.progress.model_calls.saturating_add(1) >= limits.max_model_calls {
+                    t.closing = true;
+                }
+                // The request's messages, copied from the conversation once:
+                // the system prompt, then every message so far.
+                let mut messages = Vec::with_capacity(t.history.len() + 1);
+                messages.push(ChatMessage::system(config.system_prompt.clone()));
+                messages.extend_from_slice(&t.history);
+                Some((t.progress.clone(), messages))
+            }) else {
+                return (String::new(), Outcome::Stopped);
+            };
+            if progress.model_calls >= limits.max_model_calls {
+                let text = partial_result(LimitKind::ModelCalls, &limits, &progress);
+                return (text, Outcome::LimitReached(LimitKind::ModelCalls));
             }
-            t.read_steering();
-            // The call about to be made is the last one allowed: a message
-            // taken from now on could never be read by this run. It takes
-            // none (`steer` refuses; the sender waits for the end and a new
-            // run reads it), and its answer stays final.
-            if t.progress.model_calls.saturating_add(1) >= limits.max_model_calls {
-                t.closing = true;
+            if progress.usage.total() >= limits.token_budget {
+                let text = partial_result(LimitKind::Tokens, &limits, &progress);
+                return (text, Outcome::LimitReached(LimitKind::Tokens));
             }
-            // The request's messages, copied from the conversation once:
-            // the system prompt, then every message so far.
-            let mut messages = Vec::with_capacity(t.history.len() + 1);
-            messages.push(ChatMessage::system(config.system_prompt.clone()));
-            messages.extend_from_slice(&t.history);
-            Some((t.progress.clone(), messages))
-        }) else {
-            return (String::new(), Outcome::Stopped);
+            messages
         };
-        if progress.model_calls >= limits.max_model_calls {
-            let text = partial_result(LimitKind::ModelCalls, &limits, &progress);
-            return (text, Outcome::LimitReached(LimitKind::ModelCalls));
-        }
-        if progress.usage.total() >= limits.token_budget {
-            let text = partial_result(LimitKind::Tokens, &limits, &progress);
-            return (text, Outcome::LimitReached(LimitKind::Tokens));
-        }
-        let answer = ask_model(ctx, messages)
+        let (text, calls, truncated) = match ask_model(ctx, messages)
             .instrument(spans::chat(&ctx.config))
-            .await;
-        let (text, calls, truncated) = match answer {
+            .await
+        {
             Ok(answer) => answer,
             Err(ModelEnd::Failed(error)) => {
                 // The call was made: it counts, and so do its tokens if it
@@ -264,16 +268,8 @@ fn honoured_choice_reset(request: &mut ModelRequest) {
 /// ends there.
 async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answer, ModelEnd> {
     let config = &ctx.config;
-    let mut request = ModelRequest {
-        messages,
-        tools: config.tools.specs(),
-        options: config.options.clone(),
-    };
-    // In place: computed from `messages` before the move, the future kept
-    // both (+1 MiB per 10,000 threads, measured).
-    honoured_choice_reset(&mut request);
     let span = tracing::Span::current();
-    spans::record_input(config, &span, &request.messages);
+    spans::record_input(config, &span, &messages);
     ctx.with(|t| t.doing(Activity::WaitingForModel));
     // Read only for a span that records (the clock is read twice).
     let waiting = (!span.is_disabled()).then(tokio::time::Instant::now);
@@ -300,14 +296,31 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
         return Err(ModelEnd::Failed("the turn was stopped".to_owned()));
     }
     let mut call_usage = subagents_messages::Usage::default();
-    let mut stream = crate::model::Contained::stream(&*config.model, request);
+    // The request is built here, in a block, once the gate let it in: a
+    // local of this function lives across every await until its scope
+    // ends, moved or not (152 bytes of every waiting turn's future).
+    let mut stream = {
+        let mut request = ModelRequest {
+            messages,
+            tools: config.tools.specs(),
+            options: config.options.clone(),
+        };
+        // In place: computed from `messages` before the move, the future
+        // kept both (+1 MiB per 10,000 threads, measured).
+        honoured_choice_reset(&mut request);
+        crate::model::Contained::stream(&*config.model, request)
+    };
     let mut calls = Vec::new();
     let budget = config.limits.token_budget;
     let mut truncated = None;
     let mut streamed_chars = 0_u64;
-    while let Some(chunk) = stream.next().await {
-        match chunk {
-            Ok(ModelChunk::Text(delta)) => {
+    // The chunk matched in place, not bound for the loop's body: a local
+    // there lives across the budget's await below (144 bytes of every
+    // waiting turn's future).
+    loop {
+        match stream.next().await {
+            None => break,
+            Some(Ok(ModelChunk::Text(delta))) => {
                 streamed_chars += delta.chars().count() as u64;
                 // A server reports usage at the end, or never: an answer
                 // that streams past the budget ends there, not at the
@@ -331,7 +344,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             // Output not shown (reasoning, arguments being written): the
             // budget sees it as it sees text — a model looping there ended
             // only at the wall clock, its call counted as nothing.
-            Ok(ModelChunk::Hidden(chars)) => {
+            Some(Ok(ModelChunk::Hidden(chars))) => {
                 streamed_chars = streamed_chars.saturating_add(chars);
                 let so_far = estimated(call_usage, streamed_chars);
                 let cut = ctx.with(|t| {
@@ -348,7 +361,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             // 100,000 calls in one answer, or one with megabytes of
             // arguments, all ran. Beyond the hidden output only (see
             // `TurnState::output_chars`): not twice.
-            Ok(ModelChunk::ToolCall(call)) => {
+            Some(Ok(ModelChunk::ToolCall(call))) => {
                 let chars = (call.name.len() + call.arguments.len()) as u64;
                 calls.push(*call);
                 let cut = ctx.with(|t| {
@@ -361,8 +374,8 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                     return Err(ModelEnd::OverBudget(text));
                 }
             }
-            Ok(ModelChunk::Truncated(reason)) => truncated = Some(reason),
-            Ok(chunk @ (ModelChunk::Usage(_) | ModelChunk::UsageEstimate(_))) => {
+            Some(Ok(ModelChunk::Truncated(reason))) => truncated = Some(reason),
+            Some(Ok(chunk @ (ModelChunk::Usage(_) | ModelChunk::UsageEstimate(_)))) => {
                 if let ModelChunk::Usage(usage) | ModelChunk::UsageEstimate(usage) = &chunk {
                     call_usage.add(*usage);
                     span.record("gen_ai.usage.input_tokens", call_usage.prompt_tokens);
@@ -382,7 +395,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                     return Err(ModelEnd::OverBudget(text));
                 }
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 span.record("error.type", "model_error");
                 return Err(ModelEnd::Failed(format!(
                     "the model `{}` failed: {e}",
@@ -432,4 +445,32 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     });
     spans::record_output(config, &span, &text, &calls);
     Ok((text, calls, truncated))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::footprint::borrowing_future_size as future_size;
+
+    /// A turn's future is held for as long as the turn runs — waiting at
+    /// the gate, on the model, on a child — by every child of every
+    /// thread: a local that outlives its use across an await widens all
+    /// of them (the progress copy, the built request and a streamed
+    /// chunk took 320 bytes a turn, 15 MiB per 10,000 threads).
+    #[test]
+    fn a_waiting_turns_future_stays_small() {
+        let turn = future_size(|ctx: &'static TurnContext| run_turn(ctx));
+        let model_call = future_size(|ctx: &'static TurnContext| ask_model(ctx, Vec::new()));
+        // A debug build's sizes (the tests'): 1,016 and 536 before.
+        assert!(turn <= 704, "run_turn's future is {turn} bytes");
+        assert!(
+            model_call <= 384,
+            "ask_model's future is {model_call} bytes"
+        );
+        // The turn's state, shared by its task and its actor for the
+        // turn's life: the open call (152 bytes) is boxed, only a tool
+        // call holds one (576 bytes before).
+        let state = std::mem::size_of::<crate::agent::turn_state::TurnState>();
+        assert!(state <= 448, "a turn's state is {state} bytes");
+    }
 }

@@ -52,7 +52,9 @@ pub(crate) struct TurnState {
     pub(crate) history: Vec<ChatMessage>,
     /// Calls of the model's last answer not started yet.
     pub(crate) unstarted: VecDeque<ToolUseId>,
-    pub(crate) open: Option<OpenCall>,
+    /// The call running now. Boxed: a turn waiting on the model holds
+    /// none, and every child's turn state is kept for its whole run.
+    pub(crate) open: Option<Box<OpenCall>>,
     /// The approval the open call waits on.
     pub(crate) approval: Option<(ApprovalId, ToolUseId)>,
     /// What it does now, and since when.
@@ -336,7 +338,7 @@ pub(crate) fn close(
                 outcome: ApprovalOutcome::Cancelled(cut()),
             });
         }
-        if let Some(call) = open {
+        if let Some(call) = open.map(|call| *call) {
             // Cut while it ran: `cancelled`, whether it is answered with
             // the tool's own note or the generic sentence (a call whose
             // result had come was not cut).

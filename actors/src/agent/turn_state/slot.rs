@@ -33,7 +33,7 @@ impl CallSlot {
         let (turn, seq) = self.turn.as_ref()?;
         let shared = turn.upgrade()?;
         let mut state = lock(&shared);
-        state.open.as_mut().filter(|o| o.seq == *seq).map(f)
+        state.open.as_deref_mut().filter(|o| o.seq == *seq).map(f)
     }
 
     pub(crate) fn on_cut(&self, output: String) {

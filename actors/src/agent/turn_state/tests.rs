@@ -16,7 +16,7 @@ fn open_turn() -> (
     {
         let mut state = lock(&shared);
         state.calls_opened = 1;
-        state.open = Some(OpenCall {
+        state.open = Some(Box::new(OpenCall {
             seq: 1,
             id: id.clone(),
             name: "use_agent".into(),
@@ -24,7 +24,7 @@ fn open_turn() -> (
             settled: None,
             span: tracing::Span::none(),
             content: false,
-        });
+        }));
     }
     let slot = CallSlot {
         turn: Some((Arc::downgrade(&shared), 1)),
