@@ -29,19 +29,19 @@ impl Book {
     /// unwatched too — but not under a requester being stopped or whose
     /// turn is over: it goes with that one, and the policy answered a
     /// request the stop was about to cancel (one nobody approved, with no
-    /// approval row).
+    /// approval row). The whole chain is read: a background child under
+    /// a requester being stopped goes with it too.
     pub(crate) fn in_background(&self, id: &AgentId) -> bool {
         let mut at = id.clone();
+        let mut background = false;
         loop {
             if self.is_going(&at) {
                 return false;
             }
-            if self.is_background(&at) {
-                return true;
-            }
+            background |= self.is_background(&at);
             match self.requester_of(&at) {
                 Some(requester) if self.contains(&requester) => at = requester,
-                _ => return false,
+                _ => return background,
             }
         }
     }

@@ -373,6 +373,35 @@ fn a_child_under_a_requester_being_stopped_is_not_background_work() {
     );
 }
 
+/// The same for a child that itself runs in the background: under a
+/// requester being stopped (or whose turn is over, which casts its stop)
+/// it goes too, and the policy answered for a child already condemned —
+/// the walk stopped at the child's own background level and never saw
+/// its requester going.
+#[test]
+fn a_background_child_under_a_requester_being_stopped_is_not_the_policys() {
+    let book = book_with(&["agent_1"], false);
+    let mut asked = ChildRequest::new(
+        AgentId::new("agent_1"),
+        1,
+        ToolUseId::new("c"),
+        "Poster",
+        "task",
+    );
+    asked.background = true;
+    book.insert(
+        requested(AgentId::new("agent_2"), "Poster".into(), &asked, vec![], 0),
+        None,
+    );
+    book.set_seed(&id("agent_2"), Arc::new(asked));
+    assert!(book.in_background(&id("agent_2")), "background work");
+    book.mark_going(&id("agent_1"));
+    assert!(
+        !book.in_background(&id("agent_2")),
+        "its requester is being stopped: not the policy's"
+    );
+}
+
 /// A hub is dead (its children failed by whoever asks) once ractor says
 /// `Stopped`, or `Stopping` to a caller that read its termination event —
 /// never while it says `Stopping` alone: that is also the instant before
