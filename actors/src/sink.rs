@@ -10,9 +10,11 @@
 //! not typing goes on without the host — each background child's result
 //! wakes its parent for another turn, which may start another — so the
 //! events waiting between two reads have no bound of their own. A host
-//! that stops reading for long should drop the stream (emits are then
-//! no-ops) or take the thread off screen (its wakes are then dropped, so
-//! it starts no turn of its own).
+//! that stops reading for long should take the thread off screen (its
+//! wakes are then dropped, so it starts no turn of its own), or drop the
+//! stream if it will never show the thread again: emits are then no-ops,
+//! and a thread's stream cannot be drawn again — its approval requests
+//! are never seen, so each waits to its turn's wall clock.
 //!
 //! Sinks form a tree that mirrors the agents: a child's sink wraps each
 //! event as `AgentEvent::Child(id, ..)` and forwards it to the parent's.
@@ -230,9 +232,20 @@ impl EventStream {
         self.rx.recv().await
     }
 
-    /// The next event if one is ready.
+    /// The next event if one is ready. `None` both when none is ready yet
+    /// and when the stream has ended: [`EventStream::is_ended`] tells
+    /// them apart.
     pub fn try_recv(&mut self) -> Option<AgentEvent> {
         self.rx.try_recv().ok()
+    }
+
+    /// True once the stream has ended: every sink is gone (the thread
+    /// closed, was killed or stopped with its ractor host) and every event
+    /// was read — no event will ever come again. A host that polls with
+    /// [`EventStream::try_recv`] (once a frame) reads here that its
+    /// thread is gone.
+    pub fn is_ended(&self) -> bool {
+        self.rx.is_closed() && self.rx.is_empty()
     }
 
     /// Events waiting to be read.

@@ -391,3 +391,35 @@ async fn a_turn_sent_just_before_a_close_is_answered_on_the_stream() {
         "{log:#?}"
     );
 }
+
+/// A host that polls its stream once a frame (`try_recv`) read `None`
+/// alike while nothing was ready and after its thread had gone (closed
+/// through a clone of the handle, killed): it kept a dead thread live.
+/// `is_ended` says the stream will never yield again — only once every
+/// event was read.
+#[tokio::test(start_paused = true)]
+async fn a_polling_host_tells_an_ended_stream_from_a_quiet_one() {
+    let model = ScriptedModel::new(vec![Reply::answer("hi")]);
+    let (thread, mut events) = ThreadHandle::spawn(DelegationBuilder::new(model.shared()), None)
+        .await
+        .unwrap();
+    assert!(
+        events.try_recv().is_none() && !events.is_ended(),
+        "open, quiet"
+    );
+    thread.send_user("hello").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 5).await;
+    assert!(!events.is_ended(), "open after a turn");
+    thread.clone().close_and_wait().await;
+    drop(thread);
+    // Let go of the ractor cells that still hold a sink.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let waiting = events.len();
+    assert!(
+        waiting == 0 || !events.is_ended(),
+        "events still to read: not ended"
+    );
+    while events.try_recv().is_some() {}
+    assert!(events.is_ended(), "every sink gone, every event read");
+}
