@@ -210,6 +210,22 @@ impl EventSink {
         true
     }
 
+    /// Runs `f` under this sink's lock if it is open (so nothing `f`
+    /// emits elsewhere can come after what a [`EventSink::close_with`]
+    /// emits); says whether it ran. `f` must not emit through this same
+    /// sink.
+    pub(crate) fn while_open(&self, f: impl FnOnce()) -> bool {
+        let open = self
+            .node
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *open {
+            f();
+        }
+        *open
+    }
+
     /// True while this sink accepts events (ignores sinks above it).
     pub(crate) fn is_open(&self) -> bool {
         *self

@@ -15,10 +15,10 @@ use super::*;
 /// so, then waits to be let go. The hub reads it between its check that a
 /// requester's turn is open and the `ChildStarted` that check guards — the
 /// only host code in that window, so a test can end the turn inside it.
-struct HeldClock {
-    armed: AtomicBool,
-    inside: Mutex<mpsc::Sender<()>>,
-    go: Mutex<mpsc::Receiver<()>>,
+pub(super) struct HeldClock {
+    pub(super) armed: AtomicBool,
+    pub(super) inside: Mutex<mpsc::Sender<()>>,
+    pub(super) go: Mutex<mpsc::Receiver<()>>,
 }
 
 impl Clock for HeldClock {
@@ -36,7 +36,7 @@ impl Clock for HeldClock {
 }
 
 /// Waits, in its call, until the test lets it go.
-struct Hold(Arc<tokio::sync::Notify>);
+pub(super) struct Hold(pub(super) Arc<tokio::sync::Notify>);
 
 impl Tool for Hold {
     fn name(&self) -> &str {

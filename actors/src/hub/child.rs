@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ractor::RpcReplyPort;
-use subagents_messages::{AgentResult, ChildRequest, Envelope, Limits, SubAgentStatus};
+use subagents_messages::{AgentEvent, AgentResult, ChildRequest, Envelope, Limits, SubAgentStatus};
 
 use crate::agent::AgentHandle;
 use crate::gate::GateHandle;
@@ -71,6 +71,17 @@ pub(super) struct AfterEnd {
 }
 
 impl Child {
+    /// Emits the hub's word on this child (a status move, its start from
+    /// the queue) on its requester's stream beside the child's own sink,
+    /// only while that sink is open: the terminal status it is closed
+    /// with — by a kill's hook on another worker, while the hub's handler
+    /// had not reached its next await — comes after every such word.
+    pub(super) fn emit_beside(&self, event: AgentEvent) {
+        self.sink.while_open(|| {
+            self.requester_sink.emit(event);
+        });
+    }
+
     /// Its limits as it starts. A requester that waits to the end (a
     /// `delegate_task` call) caps them with what it had left when it
     /// asked, and that wall clock counts from then, so the time it waited

@@ -97,9 +97,7 @@ impl HubState {
         if !self.book.advance(id, status) {
             return false;
         }
-        child
-            .requester_sink
-            .emit(AgentEvent::ChildStatus(id.clone(), status));
+        child.emit_beside(AgentEvent::ChildStatus(id.clone(), status));
         true
     }
 
@@ -289,9 +287,7 @@ impl HubState {
                 // The envelope starts queued; announce it.
                 child.queued_at = Some(tokio::time::Instant::now());
                 self.book.mark_queued(&id);
-                child
-                    .requester_sink
-                    .emit(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Queued));
+                child.emit_beside(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Queued));
             }
         }
         if child.request.background {
@@ -337,9 +333,7 @@ impl HubState {
         }
         if self.book.mark_started(id, self.config.clock.now_ms()) {
             // It waited in the queue: its start is marked on the stream.
-            child
-                .requester_sink
-                .emit(AgentEvent::ChildRunning(id.clone()));
+            child.emit_beside(AgentEvent::ChildRunning(id.clone()));
         }
         self.set_status(id, child, SubAgentStatus::Running);
         let probe = crate::agent::Probe::default();
