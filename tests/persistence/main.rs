@@ -11,6 +11,7 @@ mod common;
 mod isolation;
 mod remote;
 mod restore;
+mod runtime_drop;
 mod shared;
 
 use std::sync::Arc;

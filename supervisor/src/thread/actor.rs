@@ -198,15 +198,14 @@ impl Actor for ThreadSupervisor {
             }
             ThreadMsg::Internal(ThreadInternal::ChildStarted(started)) => {
                 let (envelope, request) = *started;
-                state.persist(&myself, &envelope);
                 // Kept only for its run file: with no store, nothing
                 // would ever take it out again.
                 if state.writer.is_some() {
                     state
                         .requests
                         .insert(envelope.id.clone(), Arc::new(request));
-                    state.persist_run(&envelope.id, false);
                 }
+                state.persist_with_run(&envelope, false);
             }
             ThreadMsg::Internal(ThreadInternal::ChildStepped(id)) => {
                 state.persist_run(&id, false);
@@ -263,8 +262,7 @@ impl Actor for ThreadSupervisor {
                     // Switched away from: it wakes nobody.
                     drop(state.parent.hub.take_run_span(&envelope.id));
                 }
-                state.persist(&myself, &envelope);
-                state.persist_run(&envelope.id, true);
+                state.persist_with_run(&envelope, true);
             }
             ThreadMsg::Internal(ThreadInternal::TurnEnded { wake }) => {
                 state.turns_in_flight = state.turns_in_flight.saturating_sub(1);

@@ -77,6 +77,12 @@ pub(super) enum Write {
     /// the thread read before the writer reached it: one queued write per
     /// child ([`Writer::send_run`]) stands for every step taken meanwhile.
     Run { id: AgentId },
+    /// An envelope, then its child's run, in one blocking task: a
+    /// runtime dropped after the first (tokio finishes a running
+    /// blocking task, and drops the writer that would send the second)
+    /// left a start listed with no run to resume, or a finish without
+    /// its answer in the run.
+    EnvelopeThenRun(Box<Envelope>),
     /// The wake for a finished child is no longer owed (delivered or
     /// dropped): cleared on the envelope as the store holds it then.
     Settle(AgentId),
@@ -153,6 +159,26 @@ impl Writer {
         }
     }
 
+    /// Queues `envelope`, and with it (in the same blocking task) a write
+    /// of its child's run, unless one is queued and not yet taken: that
+    /// one, before it, writes this conversation instead.
+    pub(super) fn send_envelope_and_run(
+        &self,
+        envelope: Envelope,
+        request: &Arc<ChildRequest>,
+        conversation: Vec<ChatMessage>,
+    ) {
+        let queued = self
+            .runs_queued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(envelope.id.clone(), (request.clone(), conversation));
+        self.send(match queued {
+            None => Write::EnvelopeThenRun(Box::new(envelope)),
+            Some(_) => Write::Envelope(Box::new(envelope)),
+        });
+    }
+
     /// Ends the writer once every write queued is done, and waits for it:
     /// its store goes with it.
     pub(super) async fn finish(self) {
@@ -191,6 +217,11 @@ fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors, taken: 
                 failed(error.to_string());
             }
         }
+        Write::EnvelopeThenRun(envelope) => {
+            let id = envelope.id.clone();
+            do_write(store, Write::Envelope(envelope), errors, taken);
+            do_write(store, Write::Run { id }, errors, taken);
+        }
         Write::Settle(id) => {
             // Settled in memory when asked for: written as it is now.
             let settled = store.update(&id, |e| {
@@ -222,6 +253,27 @@ impl ThreadState {
         if let Some(writer) = &self.writer {
             let envelope = owned_by(envelope.clone(), self.id.as_ref());
             writer.send(Write::Envelope(Box::new(envelope)));
+        }
+    }
+
+    /// Writes a child's envelope and, with it, its run (what it was asked
+    /// and its conversation as it is now): one event's two files in one
+    /// blocking task. `last`: it ended, so this is its final conversation.
+    pub(super) fn persist_with_run(&mut self, envelope: &Envelope, last: bool) {
+        let Some(writer) = &self.writer else {
+            return;
+        };
+        let id = &envelope.id;
+        let owned = owned_by(envelope.clone(), self.id.as_ref());
+        match self.requests.get(id) {
+            Some(request) => {
+                let conversation = self.parent.hub.conversation(id).unwrap_or_default();
+                writer.send_envelope_and_run(owned, request, conversation);
+            }
+            None => writer.send(Write::Envelope(Box::new(owned))),
+        }
+        if last {
+            self.requests.remove(id);
         }
     }
 
