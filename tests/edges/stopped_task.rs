@@ -114,6 +114,83 @@ fn a_close_while_calls_wait_at_the_gate_stops_them_not_fails_them() {
     });
 }
 
+/// The same through `DelegatingAgent::shutdown`, called from a thread
+/// outside the runtime (a UI's thread, a host type's `Drop` there): the
+/// gate's stop, meant to wait for parent and hub, found no runtime on the
+/// calling thread and stopped the gate at once — a call waiting for a
+/// permit read "the model gate is closed", its child ended `failed` and
+/// the parent's turn `Failed`. It waits on the runtime the builder
+/// spawned them on.
+#[test]
+fn a_shutdown_from_outside_the_runtime_stops_calls_waiting_at_the_gate_not_fails_them() {
+    let runtime = workers(2);
+    let mut reached = 0;
+    for round in 0..60 {
+        let (delegating, events, waiting) = runtime.block_on(async {
+            let model = ScriptedModel::new(vec![
+                Reply::new()
+                    .use_agent(&UseAgentCall::run("Holder\nYou hold.", "hold").background())
+                    .use_agent(&UseAgentCall::run("Waiter\nYou wait.", "wait").background()),
+                Reply::answer("Started."),
+                Reply::answer("Noted."),
+                Reply::answer("Noted."),
+            ])
+            .with_script("Holder", vec![Reply::new().hang()])
+            .with_script("Waiter", vec![Reply::answer("done")]);
+            let (delegating, events) = parent(model).max_live(2).spawn().await.unwrap();
+            delegating.agent.send_user("go").unwrap();
+            let waiter = AgentId::new("agent_2");
+            loop {
+                let gate = delegating.gate.snapshot().await.unwrap();
+                if gate.in_flight == 1 && gate.queued >= 1 {
+                    break (delegating, events, true);
+                }
+                let waiter_done = delegating
+                    .hub
+                    .status(&waiter)
+                    .is_some_and(|e| e.status.is_terminal());
+                if waiter_done && !delegating.agent.snapshot().await.unwrap().busy {
+                    break (delegating, events, false);
+                }
+                tokio::task::yield_now().await;
+            }
+        });
+        reached += usize::from(waiting);
+        // On the test's own thread: no runtime here.
+        delegating.shutdown();
+        runtime.block_on(async {
+            let mut events = events;
+            delegating.agent.actor().wait(None).await.ok();
+            delegating.hub.actor().wait(None).await.ok();
+            delegating.gate.actor().wait(None).await.ok();
+            let mut log = Vec::new();
+            while let Ok(Some(event)) =
+                tokio::time::timeout(Duration::from_secs(5), events.recv()).await
+            {
+                log.push(event);
+            }
+            for envelope in delegating.hub.envelopes() {
+                assert!(
+                    matches!(
+                        envelope.status,
+                        SubAgentStatus::Stopped | SubAgentStatus::Done
+                    ),
+                    "round {round}: {envelope:#?}"
+                );
+            }
+            let failed = log.iter().any(|e| {
+                matches!(e, AgentEvent::Result(r) if r.outcome != Outcome::Stopped
+                    && r.outcome != Outcome::Completed)
+            });
+            assert!(!failed, "round {round}: {log:#?}");
+        });
+    }
+    assert!(
+        reached > 0,
+        "no round shut down with a call waiting at the gate"
+    );
+}
+
 /// Stopped midway, two workers (a claim written to disk): a tool call
 /// taking an earlier session's child's result recorded the claim in the
 /// archive — the store's update, two fsyncs behind its io lock — while

@@ -492,7 +492,7 @@ impl DelegationBuilder {
             agent,
             hub,
             gate,
-            owns_gate,
+            owns_gate: owns_gate.then(tokio::runtime::Handle::current),
             use_agent: self.front_ends.use_agent,
         })
     }

@@ -20,8 +20,10 @@ pub struct DelegatingAgent {
     pub hub: HubHandle,
     /// The gate parent and children share.
     pub gate: GateHandle,
-    /// The builder spawned the gate (none was given): it goes with them.
-    pub(super) owns_gate: bool,
+    /// The builder spawned the gate (none was given), on this runtime:
+    /// it goes with them, stopped from there once they have (a shutdown
+    /// called from a thread outside the runtime waits for them too).
+    pub(super) owns_gate: Option<tokio::runtime::Handle>,
     /// The parent has `use_agent` (see [`DelegatingAgent::offers_use_agent`]).
     pub(super) use_agent: bool,
 }
@@ -39,21 +41,18 @@ impl DelegatingAgent {
         if self.hub.actor().drain().is_err() {
             self.hub.actor().stop(None);
         }
-        if self.owns_gate {
+        if let Some(runtime) = &self.owns_gate {
             let gate = self.gate.actor().clone();
             let (agent, hub) = (self.agent.actor().clone(), self.hub.actor().clone());
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn(async move {
-                        agent.wait(None).await.ok();
-                        hub.wait(None).await.ok();
-                        gate.stop(None);
-                    });
-                }
-                // No runtime (a drop outside one): nothing runs to wait
-                // on it either.
-                Err(_) => gate.stop(None),
-            }
+            // On the actors' runtime, not the caller's: called from a
+            // thread outside it (a UI's, a `Drop` there) the gate stopped
+            // at once, and a call waiting for a permit ended `failed`. A
+            // runtime shut down drops the task, and the gate with it.
+            runtime.spawn(async move {
+                agent.wait(None).await.ok();
+                hub.wait(None).await.ok();
+                gate.stop(None);
+            });
         }
     }
 
@@ -72,7 +71,7 @@ impl DelegatingAgent {
         self.shutdown();
         self.agent.actor().wait(None).await.ok();
         self.hub.actor().wait(None).await.ok();
-        if self.owns_gate {
+        if self.owns_gate.is_some() {
             self.gate.actor().wait(None).await.ok();
         }
     }
