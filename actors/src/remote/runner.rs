@@ -39,6 +39,18 @@ struct Inner {
     gate: GateHandle,
     runs: Mutex<HashMap<u64, Run>>,
     next: AtomicU64,
+    /// The runtime it was made on: its tasks run there, so a transport
+    /// may hand it starts and requests from a thread outside it.
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl Inner {
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        match &self.runtime {
+            Some(runtime) => drop(runtime.spawn(task)),
+            None => drop(tokio::spawn(task)),
+        }
+    }
 }
 
 struct Run {
@@ -64,6 +76,9 @@ impl NodeRunner {
     /// Runs children on `models` (a run names its model; the first serves
     /// a run whose model is none of them only if its name matches), with
     /// `tools`, every model call through `gate` (one gate per node).
+    /// Made inside a runtime (as `gate` was), its runs go on there, and
+    /// [`NodeRunner::start`] and [`NodeRunner::request`] may be called
+    /// from any thread.
     pub fn new(models: Vec<Arc<dyn Model>>, tools: ToolRegistry, gate: GateHandle) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -72,6 +87,7 @@ impl NodeRunner {
                 gate,
                 runs: Mutex::new(HashMap::new()),
                 next: AtomicU64::new(0),
+                runtime: tokio::runtime::Handle::try_current().ok(),
             }),
         }
     }
@@ -109,7 +125,7 @@ impl NodeRunner {
             },
         );
         let runner = self.clone();
-        tokio::spawn(async move {
+        self.inner.spawn(async move {
             let key = spec.key;
             if let Err(why) = runner.spawn(slot, spec, out.clone(), seq.clone()).await {
                 runner.runs().remove(&slot);
@@ -197,7 +213,7 @@ impl NodeRunner {
                 (std::mem::take(&mut run.pending), to)
             };
             for request in pending {
-                deliver(&agent, &to, request);
+                deliver(&agent, &to, request, &self.inner);
             }
         }
         // Every event, up to and with its `Result`, then the end.
@@ -256,7 +272,7 @@ impl NodeRunner {
             };
             (agent, (run.out.clone(), run.seq.clone(), run.key))
         };
-        deliver(&agent, &to, request);
+        deliver(&agent, &to, request, &self.inner);
     }
 
     /// Stops every run on this node (its host is going away); each still
@@ -302,7 +318,7 @@ fn send(out: &Out, seq: &Seq, key: u64, body: ReportBody) {
 type To = (Out, Seq, u64);
 
 /// Hands `request` to a run's agent (the reply is awaited elsewhere).
-fn deliver(agent: &AgentHandle, to: &To, request: RunRequest) {
+fn deliver(agent: &AgentHandle, to: &To, request: RunRequest, tasks: &Inner) {
     match request {
         RunRequest::Stop => {
             let _ = agent.stop_turn();
@@ -322,7 +338,7 @@ fn deliver(agent: &AgentHandle, to: &To, request: RunRequest) {
                 decision,
                 reply: reply.into(),
             });
-            tokio::spawn(async move {
+            tasks.spawn(async move {
                 if let Ok(Err(ApprovalRefusal::Unknown(_))) = answered.await {
                     tracing::debug!("an approval answer for a run that never asked");
                 }
@@ -335,7 +351,7 @@ fn deliver(agent: &AgentHandle, to: &To, request: RunRequest) {
                 text,
                 reply: reply.into(),
             });
-            tokio::spawn(async move {
+            tasks.spawn(async move {
                 let taken = answer.await.is_ok_and(|answer| answer.is_ok());
                 send(&out, &seq, key, ReportBody::Steered { n, taken });
             });

@@ -168,3 +168,52 @@ fn reports_from_two_threads_leave_in_number_order() {
     assert_eq!(seen.len(), 40_000);
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "out of order");
 }
+
+/// A transport whose receive path is a plain thread (a blocking socket
+/// reader, a messaging client's callback) handing the runner a start and
+/// a message panicked: "there is no reactor running" — a stop worked, so
+/// the first approval answer or message took the node down. The runner
+/// spawns on the runtime it was made on.
+#[test]
+fn a_start_and_a_message_from_a_thread_outside_the_runtime_run() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let runner = runtime.block_on(a_runner());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // This thread is in no runtime.
+    let slot = runner.start(spec(), move |report| {
+        let _ = tx.send(report);
+    });
+    while runner
+        .runs()
+        .get(&slot)
+        .is_none_or(|run| run.agent.is_none())
+    {
+        std::thread::yield_now();
+    }
+    runner.request(
+        slot,
+        RunRequest::Steer {
+            n: 0,
+            text: "also".into(),
+        },
+    );
+    runtime.block_on(async {
+        let taken = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(report) = rx.recv().await {
+                if let ReportBody::Steered { taken, .. } = report.body {
+                    return Some(taken);
+                }
+            }
+            None
+        })
+        .await
+        .expect("no answer to the message");
+        assert_eq!(taken, Some(true));
+        runner.request(slot, RunRequest::Stop);
+        assert_eq!(ended_of(&mut rx).await.outcome, Outcome::Stopped);
+    });
+}
