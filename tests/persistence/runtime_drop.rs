@@ -120,3 +120,90 @@ fn a_finished_childs_run_holds_its_answer_after_a_runtime_dropped_between_its_tw
     let last = conversation.last().expect("a conversation");
     assert_eq!(last.content, "the answer", "{conversation:#?}");
 }
+
+/// Holds the first child's `finished` observer call until let go: the
+/// hub's handler is then between the child's terminal status on the
+/// stream and the notice that makes the thread write its envelope.
+struct HoldFinish {
+    inside: std::sync::Mutex<mpsc::Sender<()>>,
+    go: std::sync::Mutex<mpsc::Receiver<()>>,
+}
+
+impl subagents::actors::hub::HubObserver for HoldFinish {
+    fn finished(&self, _envelope: &subagents::messages::Envelope) {
+        let _ = self.inside.lock().unwrap().send(());
+        let _ = self
+            .go
+            .lock()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(60));
+    }
+}
+
+/// Same instant, two workers: a host that reacted to a child's `done` on
+/// the stream with `flush_persistence` got its answer before that child's
+/// final envelope was even queued (the hub tells the thread after the
+/// event, and a host's observers before it): the flush promised "every
+/// write started so far", the disk said `background`, and a host that
+/// then exited lost the end. A flush goes through the hub first.
+#[test]
+fn a_flush_after_a_childs_end_on_the_stream_has_its_envelope_written() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    runtime.block_on(async {
+        let (inside_tx, inside) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel();
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "w").background()),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Worker", vec![Reply::answer("worked")]);
+        let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).observer(Arc::new(
+            HoldFinish {
+                inside: std::sync::Mutex::new(inside_tx),
+                go: std::sync::Mutex::new(go_rx),
+            },
+        )))
+        .store(open(dir.path()));
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::ChildStatus(id, SubAgentStatus::Done) if id.as_str() == "agent_1")
+        })
+        .await;
+        tokio::task::spawn_blocking(move || inside.recv_timeout(Duration::from_secs(60)))
+            .await
+            .unwrap()
+            .expect("the hub tells the observer");
+        let flush = tokio::spawn({
+            let thread = thread.clone();
+            async move { thread.flush_persistence().await }
+        });
+        let envelope = dir.path().join("agent_1.json");
+        let read = || {
+            let text = std::fs::read_to_string(&envelope).unwrap();
+            serde_json::from_str::<subagents::messages::Envelope>(&text)
+                .unwrap()
+                .status
+        };
+        match tokio::time::timeout(Duration::from_millis(500), flush).await {
+            // Answered while the hub still held the notice: the end must
+            // be on disk already.
+            Ok(flushed) => {
+                flushed.unwrap().unwrap();
+                assert_eq!(read(), SubAgentStatus::Done, "the flush answered first");
+                go.send(()).unwrap();
+            }
+            Err(_) => go.send(()).unwrap(),
+        }
+        thread.flush_persistence().await.unwrap();
+        assert_eq!(read(), SubAgentStatus::Done);
+        thread.close_and_wait().await;
+    });
+}

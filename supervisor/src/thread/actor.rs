@@ -175,7 +175,15 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::Envelope { id, reply } => {
                 let _ = reply.send(state.envelope(&id));
             }
-            ThreadMsg::FlushPersistence(reply) => {
+            ThreadMsg::FlushPersistence(reply) => match &state.writer {
+                Some(writer) => {
+                    writer.flush_through_hub(state.parent.hub.clone(), myself.clone(), reply);
+                }
+                None => {
+                    let _ = reply.send(());
+                }
+            },
+            ThreadMsg::Internal(ThreadInternal::FlushNow(reply)) => {
                 // Answered from the writer's side: the writes before it
                 // have recorded their errors by then, and a close read
                 // meanwhile (which ends the writer only once its queue is

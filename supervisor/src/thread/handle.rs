@@ -389,7 +389,9 @@ impl ThreadHandle {
         ractor::call!(self.actor, ThreadMsg::Ping).map_err(|_| ThreadError::Closed)
     }
 
-    /// Waits until every envelope write started so far has finished.
+    /// Waits until every envelope write started so far has finished —
+    /// those of every child start or end already on the event stream
+    /// included.
     pub async fn flush_persistence(&self) -> Result<(), ThreadError> {
         ractor::call!(self.actor, ThreadMsg::FlushPersistence).map_err(|_| ThreadError::Closed)
     }

@@ -125,6 +125,10 @@ pub(crate) mod sealed {
         /// Sent by the hub's observer: a child's conversation grew (a tool
         /// call was answered).
         ChildStepped(AgentId),
+        /// Sent by the supervisor's own flush task, once the hub has
+        /// answered: every notice the hub sent before is read, so the
+        /// flush waits for the writes they queued.
+        FlushNow(tokio::sync::oneshot::Sender<()>),
         /// Sent by the supervisor's own turn tasks: a parent turn ended.
         TurnEnded {
             /// It was a wake's turn.

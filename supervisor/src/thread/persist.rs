@@ -192,6 +192,36 @@ impl Writer {
         self.send(Write::Flush(tx));
         rx
     }
+
+    /// A host's flush ([`crate::ThreadHandle::flush_persistence`]),
+    /// through the hub first: a host that read a child's start or end on
+    /// the stream asks before the hub's notice of it reached the thread
+    /// (the hub tells the thread after the event), and the flush answered
+    /// before that write was queued. Any answer of the hub comes after its
+    /// earlier handlers' notices; then the thread queues the flush behind
+    /// the writes they asked for. A thread closing meanwhile ends its
+    /// writer once the queue is done: the flush waits for that instead.
+    pub(super) fn flush_through_hub(
+        &self,
+        hub: subagents_actors::hub::HubHandle,
+        thread: ActorRef<ThreadMsg>,
+        reply: ractor::RpcReplyPort<()>,
+    ) {
+        let queue = self.queue.clone();
+        tokio::spawn(async move {
+            let _ = hub.snapshot().await;
+            let (done, flushed) = oneshot::channel();
+            let asked =
+                ThreadMsg::Internal(crate::thread::msg::sealed::ThreadInternal::FlushNow(done));
+            if thread.cast(asked).is_err() || flushed.await.is_err() {
+                let (done, flushed) = oneshot::channel();
+                if queue.send(Write::Flush(done)).is_ok() {
+                    let _ = flushed.await;
+                }
+            }
+            let _ = reply.send(());
+        });
+    }
 }
 
 fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors, taken: &RunsQueued) {
