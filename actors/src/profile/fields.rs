@@ -75,6 +75,27 @@ pub(super) const NOT_APPLIED: &[&str] = &[
     "mcpServers",
     "mcp_servers",
     "isolation",
+    "default_permissions",
+    "permissions",
+];
+
+/// Keys that narrow what a profile may do, in every format read here.
+pub(super) const RESTRICTING_KEYS: &[&str] = &[
+    // Switched off: the strongest narrowing there is.
+    "disabled",
+    "tools",
+    "allowed-tools",
+    "disallowedTools",
+    "disallowed-tools",
+    "disallowed_tools",
+    "permissionMode",
+    "permission_mode",
+    "sandbox_mode",
+    "web_search",
+    "hooks",
+    "features",
+    "default_permissions",
+    "permissions",
 ];
 
 impl Frontmatter {
@@ -165,12 +186,18 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 // collection keeps beside its agents): warned as unknown,
                 // the restriction it states was lost — every tool.
                 "tools" | "allowed-tools" => match map.next_value::<Option<Tools>>()? {
+                    // `*`: every tool, as Claude Code reads it (kept as a
+                    // name, unknown, the profile had "no tools").
+                    Some(Tools::List(list)) if list.0.iter().any(|t| t == "*") => {}
                     Some(Tools::List(list)) => fm.tools = Some(list.0),
                     Some(Tools::Switches(switches)) => {
                         fm.tools_as_switches = true;
                         fm.tool_switches.extend(switches);
                     }
-                    None => {}
+                    // Written with no value (YAML null): no tools, as
+                    // Claude Code reads it — a missing key is every tool.
+                    // Read as missing, a tool-less agent got the shell.
+                    None => fm.tools = Some(Vec::new()),
                 },
                 // `maxTurns` is the Claude Code spelling of the same cap.
                 "max_iterations" | "maxTurns" => {
@@ -204,6 +231,12 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "sandbox_mode" => {
                     if let Some(mode) = map.next_value::<Option<String>>()? {
                         sandbox_mode_loads(&mode)?;
+                    }
+                }
+                // Codex's permission profiles, which replace `sandbox_mode`.
+                "default_permissions" => {
+                    if let Some(profile) = map.next_value::<Option<String>>()? {
+                        permissions_load(&profile)?;
                     }
                 }
                 // Codex's own web search: off denies a host tool of that
@@ -343,6 +376,8 @@ pub(super) fn is_refusal(message: &str) -> bool {
 fn feature_tool(feature: &str) -> Option<&'static str> {
     match feature {
         "shell_tool" => Some("shell"),
+        // Its sub-agents: off, it starts none (denied, whatever the depth).
+        "multi_agent" | "multi_agent_v2" => Some("use_agent"),
         _ => None,
     }
 }
@@ -379,10 +414,13 @@ const CANNOT_ENFORCE: &str = "a restriction this runtime cannot enforce; loaded 
 /// error at the key.
 fn permission_mode_loads<E: de::Error>(key: &str, mode: &str) -> Result<(), E> {
     match mode.trim() {
-        "" | "default" | "acceptEdits" | "bypassPermissions" => Ok(()),
+        // `auto` (a classifier approves what is low-risk) is looser than
+        // `default`; `manual` is `default`'s newer name.
+        "" | "default" | "manual" | "acceptEdits" | "auto" | "bypassPermissions" => Ok(()),
         "plan" | "dontAsk" => Err(E::custom(format!("`{key}` is `{mode}`, {CANNOT_ENFORCE}"))),
         _ => Err(E::custom(format!(
-            "`{key}` is `{mode}`, none of default, acceptEdits, bypassPermissions, dontAsk, plan \
+            "`{key}` is `{mode}`, none of default, manual, acceptEdits, auto, bypassPermissions, \
+             dontAsk, plan \
              {MAY_BE_A_RESTRICTION}"
         ))),
     }
@@ -413,6 +451,24 @@ fn sandbox_mode_loads<E: de::Error>(mode: &str) -> Result<(), E> {
         _ => Err(E::custom(format!(
             "`sandbox_mode` is `{mode}`, none of read-only, workspace-write, danger-full-access \
              {MAY_BE_A_RESTRICTION}"
+        ))),
+    }
+}
+
+/// A Codex role's `default_permissions` (its permission profiles, which
+/// replace `sandbox_mode`): `:read-only` is a restriction this runtime
+/// cannot enforce (an error), as `sandbox_mode = "read-only"` is; the
+/// other built-in ones only narrow what a process may touch (warned); a
+/// profile of the role's own (`[permissions.<name>]`) may be a restriction.
+fn permissions_load<E: de::Error>(profile: &str) -> Result<(), E> {
+    match profile.trim() {
+        ":workspace" | ":danger-full-access" => Ok(()),
+        ":read-only" => Err(E::custom(format!(
+            "`default_permissions` is `{profile}`, {CANNOT_ENFORCE}"
+        ))),
+        _ => Err(E::custom(format!(
+            "`default_permissions` is `{profile}`, none of :read-only, :workspace, \
+             :danger-full-access {MAY_BE_A_RESTRICTION}"
         ))),
     }
 }

@@ -329,23 +329,6 @@ fn load_file(path: &Path, needs_frontmatter: bool, nested: bool) -> Result<Parse
     super::parse::parse_profile(path, text)
 }
 
-/// Keys that narrow what a profile may do, in every format read here.
-const RESTRICTING_KEYS: &[&str] = &[
-    // Switched off: the strongest narrowing there is.
-    "disabled",
-    "tools",
-    "allowed-tools",
-    "disallowedTools",
-    "disallowed-tools",
-    "disallowed_tools",
-    "permissionMode",
-    "permission_mode",
-    "sandbox_mode",
-    "web_search",
-    "hooks",
-    "features",
-];
-
 /// Whether a file that could not be parsed names a key that narrows what
 /// its agent may do (read leniently, line by line: a key at a line's
 /// start, before `:` or `=`, or a `[table]` of that name).
@@ -362,7 +345,7 @@ fn restricts(path: &Path) -> bool {
         // restricting key, and a broken role that switched a tool off let
         // the earlier role of its name, with that tool, run.
         let key = key.split('.').next().unwrap_or("");
-        RESTRICTING_KEYS.contains(&key.trim().trim_matches(['"', '\'']))
+        super::fields::RESTRICTING_KEYS.contains(&key.trim().trim_matches(['"', '\'']))
     })
 }
 

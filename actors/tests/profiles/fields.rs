@@ -351,13 +351,13 @@ fn a_codex_role_that_turns_its_shell_off_never_gets_the_hosts() {
     let (profile, warnings) = Profile::parse_codex_role(
         Path::new("/p/.codex/agents/reader.toml"),
         "name = \"reader\"\ndeveloper_instructions = \"Read and answer.\"\n\
-         [features]\nshell_tool = false\nmulti_agent = false\n",
+         [features]\nshell_tool = false\nunified_exec = false\n",
     )
     .unwrap();
     assert_eq!(profile.disallowed_tools, ["shell"], "{warnings:?}");
     let said: Vec<String> = warnings.iter().map(ToString::to_string).collect();
     assert_eq!(said.len(), 1, "{said:?}");
-    assert!(said[0].contains("features.multi_agent"), "{said:?}");
+    assert!(said[0].contains("features.unified_exec"), "{said:?}");
 }
 
 /// Widened (foreign): `tools` written as a mapping in a Markdown profile

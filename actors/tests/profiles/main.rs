@@ -8,6 +8,7 @@ mod folders;
 mod loading;
 mod narrowing;
 mod never_panics;
+mod newest;
 mod tables;
 
 use std::path::{Path, PathBuf};

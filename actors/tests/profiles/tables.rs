@@ -169,10 +169,11 @@ fn table_files_that_parse() {
             },
         ),
         (
-            "yaml: null values are omitted",
+            "yaml: null values are omitted, but a null `tools` is no tools (Claude Code's reading)",
             "---\ndescription:\ntools:\nmodel: ~\n---\nbody",
             Profile {
                 system_prompt: "body".into(),
+                tools: Some(Vec::new()),
                 ..base()
             },
         ),

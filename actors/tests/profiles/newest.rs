@@ -1,0 +1,162 @@
+//! Agent files in the tools' newest formats (review: foreign agent files,
+//! twenty-second session): each keeps its meaning, and none loads wider
+//! than its file says.
+
+use super::*;
+
+fn codex_role(text: &str) -> Result<(Profile, Vec<ProfileWarning>), ProfileError> {
+    Profile::parse_codex_role(Path::new("/a/reviewer.toml"), text)
+}
+
+/// Claude Code reads `tools:` with no value (YAML null, `~`) as no tools
+/// — a tool-less agent's file says so (`unleash-wp/lumo`'s
+/// `product-gate.md`: "you have no tools and cannot read any file") —
+/// and a missing key as every tool. Null was read as missing: the
+/// code-blind agent ran with the shell.
+#[test]
+fn a_null_tools_key_is_no_tools_as_claude_code_reads_it() {
+    for text in [
+        "---\nname: gate\ntools:\nmodel: inherit\n---\nYou judge alone.",
+        "---\nname: gate\ntools: ~\n---\nYou judge alone.",
+        "---\nname: gate\nallowed-tools:\n---\nYou judge alone.",
+    ] {
+        assert_eq!(profile(text).tools, Some(Vec::new()), "{text:?}");
+    }
+    let missing = profile("---\nname: gate\n---\nYou judge alone.");
+    assert_eq!(missing.tools, None, "a missing key: the parent's set");
+    let nothing_denied = profile("---\nname: gate\ndisallowedTools:\n---\nx");
+    assert!(nothing_denied.disallowed_tools.is_empty());
+}
+
+/// Claude Code reads a `*` entry as every tool; it was kept as a tool's
+/// name, unknown, and the profile had "no tools": every delegation of it
+/// was refused.
+#[test]
+fn a_star_in_tools_is_every_tool_as_claude_code_reads_it() {
+    for text in [
+        "---\nname: researcher\ntools: \"*\"\n---\nx",
+        "---\nname: researcher\ntools: [\"*\"]\ndisallowedTools: Bash\n---\nx",
+    ] {
+        let profile = profile(text);
+        assert_eq!(profile.tools, None, "{text:?}");
+    }
+    let denied = profile("---\nname: r\ntools: \"*\"\ndisallowedTools: Bash\n---\nx");
+    assert_eq!(
+        denied.disallowed_tools,
+        ["Bash"],
+        "a deny list still applies"
+    );
+}
+
+/// Codex's permission profiles replace `sandbox_mode`: a role migrated to
+/// `default_permissions = ":read-only"` was an unknown key, dropped — the
+/// read-only reviewer ran with every tool, undoing the refusal of
+/// `sandbox_mode = "read-only"`. Read as that one is: read-only refused,
+/// the others warned, a profile of the user's own (its `[permissions]`
+/// table) may be a restriction.
+#[test]
+fn codexs_read_only_permission_profile_is_refused_not_dropped() {
+    let role = |value: &str| {
+        codex_role(&format!(
+            "name = \"reviewer\"\ndescription = \"d\"\ndefault_permissions = \"{value}\"\n\
+             developer_instructions = \"Review.\"\n"
+        ))
+    };
+    let e = role(":read-only").unwrap_err();
+    assert!(e.is_refusal(), "{e}");
+    assert!(
+        e.to_string()
+            .contains("`default_permissions` is `:read-only`"),
+        "{e}"
+    );
+    let e = role("locked").unwrap_err();
+    assert!(e.is_refusal(), "{e}");
+    for open in [":workspace", ":danger-full-access"] {
+        let (profile, warnings) = role(open).unwrap_or_else(|e| panic!("{open}: {e}"));
+        assert_eq!(profile.tools, None);
+        assert!(
+            warnings.iter().any(|w| matches!(w,
+                ProfileWarning::NotApplied { key, .. } if key == "default_permissions")),
+            "{open}: {warnings:?}"
+        );
+    }
+    let (_, warnings) = codex_role(
+        "developer_instructions = \"x\"\n[permissions.mine.filesystem]\n\":project_roots\" = \"read\"\n",
+    )
+    .unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| matches!(w, ProfileWarning::NotApplied { key, .. } if key == "permissions")),
+        "{warnings:?}"
+    );
+}
+
+/// A broken role that sets a permission profile hides the name, as one
+/// setting `sandbox_mode` does: an earlier directory's role of that name
+/// (every tool) ran in its place.
+#[test]
+fn a_broken_role_with_a_permission_profile_hides_the_earlier_one() {
+    let user = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(
+        user.path().join("reviewer.md"),
+        "---\nname: reviewer\ndescription: d\n---\nYou review with everything.",
+    )
+    .unwrap();
+    std::fs::write(
+        project.path().join("reviewer.toml"),
+        "name = \"reviewer\"\ndefault_permissions = \":read-only\"\ndeveloper_instructions = \n",
+    )
+    .unwrap();
+    let (set, _) = ProfileSet::load(
+        &[user.path().to_path_buf(), project.path().to_path_buf()],
+        &[],
+    );
+    assert!(
+        set.get("reviewer").is_none(),
+        "the user's reviewer ran instead"
+    );
+}
+
+/// `permissionMode: auto` (Claude Code's classifier mode: looser than
+/// `default`) and `manual` (`default`'s new name) were refused as "may be
+/// a restriction", and the file's name hidden with it. Approvals here are
+/// the host's `ApprovalPolicy`: warned as not applied, as `default` is.
+#[test]
+fn claude_codes_auto_and_manual_permission_modes_load_warned() {
+    for mode in ["auto", "manual"] {
+        let (profile, warnings) = parse(&format!("---\npermissionMode: {mode}\n---\nx"))
+            .unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert_eq!(profile.permission_mode.as_deref(), Some(mode));
+        assert_eq!(
+            warnings,
+            [ProfileWarning::NotApplied {
+                path: PATH.into(),
+                key: "permissionMode".into()
+            }]
+        );
+    }
+}
+
+/// A Codex role's `[features] multi_agent = false` turns its sub-agents
+/// off: it was warned as not applied ("a child delegates only below
+/// `max_depth`"), and under a host's `max_depth(2)` the role got the
+/// delegation tools. Read as a denial of delegation.
+#[test]
+fn a_codex_role_with_multi_agent_off_never_delegates() {
+    for feature in ["multi_agent", "multi_agent_v2"] {
+        let (profile, _) = codex_role(&format!(
+            "developer_instructions = \"You work alone.\"\n[features]\n{feature} = false\n"
+        ))
+        .unwrap();
+        assert!(
+            profile.disallowed_tools.iter().any(|t| t == "use_agent"),
+            "{feature}: {:?}",
+            profile.disallowed_tools
+        );
+    }
+    let (on, _) =
+        codex_role("developer_instructions = \"x\"\n[features]\nmulti_agent = true\n").unwrap();
+    assert!(on.disallowed_tools.is_empty());
+}
