@@ -41,9 +41,21 @@ impl HubState {
         self.actors.retain(|_, child_id| child_id != id);
         let requester_sink = child.requester_sink.clone();
         let terminal = AgentEvent::ChildStatus(id.clone(), status);
-        child.sink.close_with(|| {
+        let closed_here = child.sink.close_with(|| {
             requester_sink.emit(terminal);
         });
+        // Closed first by a kill's hook (its hub's thread dead, on another
+        // worker, while this handler ran on): the stream's one terminal
+        // status says `failed`, and so does the book — what this finish
+        // would have recorded was never shown.
+        let (status, result, error) = match closed_here {
+            true => (status, result, error),
+            false => (
+                SubAgentStatus::Failed,
+                None,
+                Some(crate::hub::handle::HUB_GONE.to_owned()),
+            ),
+        };
         // Never started: the messages it was sent while queued are in no
         // turn; its run keeps them (a message resumes it from there).
         if child.agent.is_none() && !child.followups.is_empty() {

@@ -231,18 +231,7 @@ impl HubState {
             child: sink.clone(),
             requester: requester_sink.clone(),
         };
-        self.book.insert(
-            requested(
-                id.clone(),
-                info.name.clone(),
-                &request,
-                info.tools.clone(),
-                self.now_ms(),
-            ),
-            Some(closer),
-        );
-        // One copy, shared with the book (kept to resume the child).
-        self.book.set_seed(&id, request.clone());
+        let requested_at = self.now_ms();
         let mut child = Child {
             request,
             tools,
@@ -264,12 +253,27 @@ impl HubState {
             span,
             queued_at: None,
         };
-        // Said only while the requester's turn is open, under its lock:
-        // its end on another worker since the check above would otherwise
-        // leave `ChildStarted` after its `Result`, a child for nobody.
-        let sink = &child.requester_sink;
-        let said = self.book.while_turn_open(&child.request.requester, || {
-            sink.emit(AgentEvent::ChildStarted(Box::new(info)));
+        // In the book and announced while no kill's ends run (see
+        // `Book::while_no_kill_ends`); said only while the requester's
+        // turn is open, under its lock: its end on another worker since
+        // the check above would otherwise leave `ChildStarted` after its
+        // `Result`, a child for nobody.
+        let book = &self.book;
+        let said = book.while_no_kill_ends(|| {
+            let record = requested(
+                id.clone(),
+                info.name.clone(),
+                &child.request,
+                info.tools.clone(),
+                requested_at,
+            );
+            book.insert(record, Some(closer));
+            // One copy, shared with the book (kept to resume the child).
+            book.set_seed(&id, child.request.clone());
+            let sink = &child.requester_sink;
+            book.while_turn_open(&child.request.requester, || {
+                sink.emit(AgentEvent::ChildStarted(Box::new(info)));
+            })
         });
         if !said {
             self.book.forget_unannounced(&id);

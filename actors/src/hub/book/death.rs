@@ -111,6 +111,20 @@ impl Book {
         }
     }
 
+    /// Runs `f` (a new child put in the book and announced) while no
+    /// kill's [`Book::end_turns_as_killed`] runs: one whose list of
+    /// children to end was taken before the child was in the book, and
+    /// whose requester's turn it had not ended yet, let the hub announce
+    /// it in that row — then closed — and its own `failed` was dropped.
+    pub(crate) fn while_no_kill_ends<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _no_kill = self
+            .counters
+            .ending_killed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f()
+    }
+
     /// Every child that had not ended becomes `failed` with `reason`;
     /// returns every child failed so, by this call or an earlier one, in
     /// child-number order: whoever calls first, each caller gets the whole
