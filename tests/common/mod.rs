@@ -5,6 +5,7 @@
 
 pub mod blocking;
 mod checks;
+pub mod held;
 pub mod host;
 pub mod loopback;
 pub mod store;

@@ -1,11 +1,28 @@
 //! Same instant, on two workers: a thread is killed while its hub is
 //! inside a handler that moves a child forward.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use super::requester_ends::{HeldClock, Hold};
 use super::*;
+use crate::common::held::{Held, until_held};
+
+/// A runtime of `n` workers, in real time: the windows here are held
+/// open on one worker while the others go on.
+fn workers(n: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(n)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The rest of the stream, once it is quiet for 5 s (or ends).
+async fn drain_quiet(events: &mut EventStream, log: &mut Vec<AgentEvent>) {
+    while let Ok(Some(event)) = tokio::time::timeout(Duration::from_secs(5), events.recv()).await {
+        log.push(event);
+    }
+}
 
 /// A thread killed (its ractor host stopped, `actor().kill()`) while its
 /// hub, on the other worker, finished a child and was about to start the
@@ -18,19 +35,10 @@ use super::*;
 /// close takes every later one.
 #[test]
 fn a_queued_child_failed_by_a_kill_is_not_started_after_it() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = workers(2);
     runtime.block_on(async {
-        let (inside_tx, inside) = mpsc::channel();
-        let (go, go_rx) = mpsc::channel();
-        let clock = Arc::new(HeldClock {
-            armed: AtomicBool::new(false),
-            inside: Mutex::new(inside_tx),
-            go: Mutex::new(go_rx),
-        });
+        let (held, inside, go) = Held::new();
+        let clock = Arc::new(HeldClock(held.clone()));
         let hold = Arc::new(tokio::sync::Notify::new());
         let model = ScriptedModel::new(vec![
             Reply::new()
@@ -64,12 +72,9 @@ fn a_queued_child_failed_by_a_kill_is_not_started_after_it() {
 
         // The first child's end: the hub reads the clock finishing it,
         // before it starts the queued one — held there.
-        clock.armed.store(true, Ordering::SeqCst);
+        held.arm();
         hold.notify_one();
-        tokio::task::spawn_blocking(move || inside.recv_timeout(Duration::from_secs(60)))
-            .await
-            .unwrap()
-            .expect("the hub reads the clock");
+        until_held(inside, "the hub reads the clock").await;
         thread.actor().kill();
         let failed = |e: &AgentEvent| {
             matches!(e, AgentEvent::ChildStatus(id, SubAgentStatus::Failed) if id.as_str() == "agent_2")
@@ -79,11 +84,7 @@ fn a_queued_child_failed_by_a_kill_is_not_started_after_it() {
             .expect("the kill fails the queued child");
         go.send(()).unwrap();
         drop(thread);
-        while let Ok(Some(event)) =
-            tokio::time::timeout(Duration::from_secs(5), events.recv()).await
-        {
-            log.push(event);
-        }
+        drain_quiet(&mut events, &mut log).await;
         let end = log.iter().position(failed).unwrap();
         let after: Vec<&AgentEvent> = log[end + 1..]
             .iter()
@@ -107,19 +108,10 @@ fn a_queued_child_failed_by_a_kill_is_not_started_after_it() {
 /// close a kill took first records what the stream says.
 #[test]
 fn a_child_failed_by_a_kill_reads_failed_in_its_envelope_too() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = workers(2);
     runtime.block_on(async {
-        let (inside_tx, inside) = mpsc::channel();
-        let (go, go_rx) = mpsc::channel();
-        let clock = Arc::new(HeldClock {
-            armed: AtomicBool::new(false),
-            inside: Mutex::new(inside_tx),
-            go: Mutex::new(go_rx),
-        });
+        let (held, inside, go) = Held::new();
+        let clock = Arc::new(HeldClock(held.clone()));
         let hold = Arc::new(tokio::sync::Notify::new());
         let model = ScriptedModel::new(vec![
             Reply::new().use_agent(&work_call("Child", 0, true).tools(["hold", "sleep"])),
@@ -157,12 +149,9 @@ fn a_child_failed_by_a_kill_reads_failed_in_its_envelope_too() {
             .expect("the child holds");
         // The child's answer ends its turn; its grandchild is stopped,
         // and the hub, finishing it, reads the clock: held there.
-        clock.armed.store(true, Ordering::SeqCst);
+        held.arm();
         hold.notify_one();
-        tokio::task::spawn_blocking(move || inside.recv_timeout(Duration::from_secs(60)))
-            .await
-            .unwrap()
-            .expect("the hub reads the clock");
+        until_held(inside, "the hub reads the clock").await;
         thread.actor().kill();
         let failed = |e: &AgentEvent| {
             matches!(e, AgentEvent::ChildStatus(id, SubAgentStatus::Failed) if id.as_str() == "agent_1")
@@ -172,11 +161,7 @@ fn a_child_failed_by_a_kill_reads_failed_in_its_envelope_too() {
             .expect("the kill fails the child");
         go.send(()).unwrap();
         drop(thread);
-        while let Ok(Some(event)) =
-            tokio::time::timeout(Duration::from_secs(5), events.recv()).await
-        {
-            log.push(event);
-        }
+        drain_quiet(&mut events, &mut log).await;
         let ends: Vec<SubAgentStatus> = log
             .iter()
             .filter_map(|e| match e {
@@ -196,23 +181,14 @@ fn a_child_failed_by_a_kill_reads_failed_in_its_envelope_too() {
 
 /// Holds the first cut step of `agent_2` once armed — the kill's hook
 /// ending its turn, deepest first, before it reaches `agent_1`.
-struct StepHold {
-    armed: AtomicBool,
-    inside: Mutex<mpsc::Sender<()>>,
-    go: Mutex<mpsc::Receiver<()>>,
-}
+struct StepHold(Arc<Held>);
 
 impl subagents::actors::hub::HubObserver for StepHold {
     fn finished(&self, _envelope: &Envelope) {}
 
     fn stepped(&self, id: &AgentId) {
-        if id.as_str() == "agent_2" && self.armed.swap(false, Ordering::SeqCst) {
-            let _ = self.inside.lock().unwrap().send(());
-            let _ = self
-                .go
-                .lock()
-                .unwrap()
-                .recv_timeout(Duration::from_secs(60));
+        if id.as_str() == "agent_2" {
+            self.0.pass();
         }
     }
 }
@@ -227,29 +203,14 @@ impl subagents::actors::hub::HubObserver for StepHold {
 /// while no kill's ends run.
 #[test]
 fn a_grandchild_announced_as_a_kill_ends_the_tree_gets_its_terminal_status() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(3)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = workers(3);
     // The window opens only when the parent's hook, not the grandchild's
     // own drop, ends the grandchild's turn: a few rounds.
     for round in 0..16 {
         runtime.block_on(async {
-        let (inside_tx, inside) = mpsc::channel();
-        let (go, go_rx) = mpsc::channel();
-        let clock = Arc::new(HeldClock {
-            armed: AtomicBool::new(false),
-            inside: Mutex::new(inside_tx),
-            go: Mutex::new(go_rx),
-        });
-        let (step_inside_tx, step_inside) = mpsc::channel();
-        let (step_go, step_go_rx) = mpsc::channel();
-        let steps = Arc::new(StepHold {
-            armed: AtomicBool::new(false),
-            inside: Mutex::new(step_inside_tx),
-            go: Mutex::new(step_go_rx),
-        });
+        let (held, inside, go) = Held::new();
+        let clock = Arc::new(HeldClock(held.clone()));
+        let (step_held, step_inside, step_go) = Held::new();
         let hold = Arc::new(tokio::sync::Notify::new());
         let model = ScriptedModel::new(vec![
             Reply::new().use_agent(&work_call("Child", 0, true).tools(["hold", "sleep"])),
@@ -271,7 +232,7 @@ fn a_grandchild_announced_as_a_kill_ends_the_tree_gets_its_terminal_status() {
             .max_depth(2)
             .inline_wait(Duration::from_secs(600))
             .clock(clock.clone())
-            .observer(steps.clone());
+            .observer(Arc::new(StepHold(step_held.clone())));
         let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
         thread.send_user("go").unwrap();
         let mut log = Vec::new();
@@ -297,14 +258,11 @@ fn a_grandchild_announced_as_a_kill_ends_the_tree_gets_its_terminal_status() {
             .expect("the grandchild sleeps and the child holds");
         // The child asks for a second grandchild: the hub reads the clock
         // adding it — held there.
-        clock.armed.store(true, Ordering::SeqCst);
+        held.arm();
         hold.notify_one();
-        tokio::task::spawn_blocking(move || inside.recv_timeout(Duration::from_secs(60)))
-            .await
-            .unwrap()
-            .expect("the hub reads the clock");
+        until_held(inside, "the hub reads the clock").await;
         // The kill's hook ends the deepest turn first: held there.
-        steps.armed.store(true, Ordering::SeqCst);
+        step_held.arm();
         thread.actor().kill();
         let hooked =
             tokio::task::spawn_blocking(move || step_inside.recv_timeout(Duration::from_secs(10)))
@@ -337,11 +295,7 @@ fn a_grandchild_announced_as_a_kill_ends_the_tree_gets_its_terminal_status() {
         .await;
         letting_go.join().unwrap();
         drop(thread);
-        while let Ok(Some(event)) =
-            tokio::time::timeout(Duration::from_secs(5), events.recv()).await
-        {
-            log.push(event);
-        }
+        drain_quiet(&mut events, &mut log).await;
         let ended = |e: &AgentEvent| {
             matches!(e, AgentEvent::Child(c, inner) if c.as_str() == "agent_1"
                 && matches!(&**inner, AgentEvent::ChildStatus(g, s)

@@ -1,36 +1,24 @@
 //! Same instant, on two workers: a child's turn ends on one while the hub
 //! adds a child under it on the other.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-
 use subagents::actors::clock::Clock;
 use subagents::actors::hub::Refused;
 use subagents::messages::{ChildRequest, ToolUseId};
 use subagents_demo::Sleep;
 
+use crate::common::held::{Held, until_held};
+
 use super::*;
 
-/// A clock that, once armed, holds the first reading taken after: it says
-/// so, then waits to be let go. The hub reads it between its check that a
-/// requester's turn is open and the `ChildStarted` that check guards — the
-/// only host code in that window, so a test can end the turn inside it.
-pub(super) struct HeldClock {
-    pub(super) armed: AtomicBool,
-    pub(super) inside: Mutex<mpsc::Sender<()>>,
-    pub(super) go: Mutex<mpsc::Receiver<()>>,
-}
+/// A clock that, once armed, holds the first reading taken after (see
+/// [`Held`]). The hub reads it between its check that a requester's turn
+/// is open and the `ChildStarted` that check guards — the only host code
+/// in that window, so a test can end the turn inside it.
+pub(super) struct HeldClock(pub(super) Arc<Held>);
 
 impl Clock for HeldClock {
     fn now_ms(&self) -> u64 {
-        if self.armed.swap(false, Ordering::SeqCst) {
-            self.inside.lock().unwrap().send(()).unwrap();
-            self.go
-                .lock()
-                .unwrap()
-                .recv_timeout(Duration::from_secs(60))
-                .expect("let go within a minute");
-        }
+        self.0.pass();
         1_700_000_000_000
     }
 }
@@ -73,13 +61,8 @@ fn a_child_requested_as_its_requesters_turn_ends_on_another_worker_is_refused() 
         .build()
         .unwrap();
     runtime.block_on(async {
-        let (inside_tx, inside) = mpsc::channel();
-        let (go, go_rx) = mpsc::channel();
-        let clock = Arc::new(HeldClock {
-            armed: AtomicBool::new(false),
-            inside: Mutex::new(inside_tx),
-            go: Mutex::new(go_rx),
-        });
+        let (held, inside, go) = Held::new();
+        let clock = Arc::new(HeldClock(held.clone()));
         let hold = Arc::new(tokio::sync::Notify::new());
         let model = ScriptedModel::new(vec![
             Reply::new().use_agent(&work_call("Child", 0, false).tools(["hold"])),
@@ -118,7 +101,7 @@ fn a_child_requested_as_its_requesters_turn_ends_on_another_worker_is_refused() 
         )
         .await;
 
-        clock.armed.store(true, Ordering::SeqCst);
+        held.arm();
         let asked = tokio::spawn({
             let hub = parent.hub.clone();
             let request = ChildRequest::new(
@@ -130,10 +113,7 @@ fn a_child_requested_as_its_requesters_turn_ends_on_another_worker_is_refused() 
             );
             async move { hub.request(request).await }
         });
-        tokio::task::spawn_blocking(move || inside.recv_timeout(Duration::from_secs(60)))
-            .await
-            .unwrap()
-            .expect("the hub reads the clock");
+        until_held(inside, "the hub reads the clock").await;
         // The hub is inside the window: the child's turn ends now, on the
         // other worker.
         hold.notify_one();

@@ -41,6 +41,26 @@ fn a_turn_stopped_while_its_task_runs_starts_nothing_after() {
     });
 }
 
+/// After a close or shutdown with calls waiting at the gate: every child
+/// stopped or done, every turn stopped or completed — none `failed` by the
+/// gate closing under it.
+fn stopped_not_failed(round: usize, envelopes: Vec<Envelope>, log: &[AgentEvent]) {
+    for envelope in envelopes {
+        assert!(
+            matches!(
+                envelope.status,
+                SubAgentStatus::Stopped | SubAgentStatus::Done
+            ),
+            "round {round}: {envelope:#?}"
+        );
+    }
+    let failed = log.iter().any(|e| {
+        matches!(e, AgentEvent::Result(r) if r.outcome != Outcome::Stopped
+            && r.outcome != Outcome::Completed)
+    });
+    assert!(!failed, "round {round}: {log:#?}");
+}
+
 /// Stopped midway (a close while calls wait at the thread's own gate):
 /// the close drained the parent and the hub but stopped the gate at once,
 /// so a call waiting for a permit read "the model gate is closed" and its
@@ -92,20 +112,7 @@ fn a_close_while_calls_wait_at_the_gate_stops_them_not_fails_them() {
             while let Some(event) = events.recv().await {
                 log.push(event);
             }
-            for envelope in thread.hub().envelopes() {
-                assert!(
-                    matches!(
-                        envelope.status,
-                        SubAgentStatus::Stopped | SubAgentStatus::Done
-                    ),
-                    "round {round}: {envelope:#?}"
-                );
-            }
-            let failed = log.iter().any(|e| {
-                matches!(e, AgentEvent::Result(r) if r.outcome != Outcome::Stopped
-                    && r.outcome != Outcome::Completed)
-            });
-            assert!(!failed, "round {round}: {log:#?}");
+            stopped_not_failed(round, thread.hub().envelopes(), &log);
         }
         assert!(
             reached > 0,
@@ -169,20 +176,7 @@ fn a_shutdown_from_outside_the_runtime_stops_calls_waiting_at_the_gate_not_fails
             {
                 log.push(event);
             }
-            for envelope in delegating.hub.envelopes() {
-                assert!(
-                    matches!(
-                        envelope.status,
-                        SubAgentStatus::Stopped | SubAgentStatus::Done
-                    ),
-                    "round {round}: {envelope:#?}"
-                );
-            }
-            let failed = log.iter().any(|e| {
-                matches!(e, AgentEvent::Result(r) if r.outcome != Outcome::Stopped
-                    && r.outcome != Outcome::Completed)
-            });
-            assert!(!failed, "round {round}: {log:#?}");
+            stopped_not_failed(round, delegating.hub.envelopes(), &log);
         });
     }
     assert!(

@@ -5,6 +5,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
+use crate::common::held::{Held, until_held};
 
 /// Runs `worker`'s child in the background on a store in `dir`, on a
 /// runtime whose one blocking thread is held by two plugs around the
@@ -124,19 +125,11 @@ fn a_finished_childs_run_holds_its_answer_after_a_runtime_dropped_between_its_tw
 /// Holds the first child's `finished` observer call until let go: the
 /// hub's handler is then between the child's terminal status on the
 /// stream and the notice that makes the thread write its envelope.
-struct HoldFinish {
-    inside: std::sync::Mutex<mpsc::Sender<()>>,
-    go: std::sync::Mutex<mpsc::Receiver<()>>,
-}
+struct HoldFinish(Arc<Held>);
 
 impl subagents::actors::hub::HubObserver for HoldFinish {
     fn finished(&self, _envelope: &subagents::messages::Envelope) {
-        let _ = self.inside.lock().unwrap().send(());
-        let _ = self
-            .go
-            .lock()
-            .unwrap()
-            .recv_timeout(Duration::from_secs(60));
+        self.0.pass();
     }
 }
 
@@ -155,20 +148,17 @@ fn a_flush_after_a_childs_end_on_the_stream_has_its_envelope_written() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     runtime.block_on(async {
-        let (inside_tx, inside) = mpsc::channel();
-        let (go, go_rx) = mpsc::channel();
+        let (held, inside, go) = Held::new();
+        held.arm();
         let model = ScriptedModel::new(vec![
             Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "w").background()),
             Reply::answer("Started."),
             Reply::answer("Noted."),
         ])
         .with_script("Worker", vec![Reply::answer("worked")]);
-        let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).observer(Arc::new(
-            HoldFinish {
-                inside: std::sync::Mutex::new(inside_tx),
-                go: std::sync::Mutex::new(go_rx),
-            },
-        )))
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(model.shared()).observer(Arc::new(HoldFinish(held))),
+        )
         .store(open(dir.path()));
         let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
         thread.send_user("go").unwrap();
@@ -177,10 +167,7 @@ fn a_flush_after_a_childs_end_on_the_stream_has_its_envelope_written() {
             matches!(e, AgentEvent::ChildStatus(id, SubAgentStatus::Done) if id.as_str() == "agent_1")
         })
         .await;
-        tokio::task::spawn_blocking(move || inside.recv_timeout(Duration::from_secs(60)))
-            .await
-            .unwrap()
-            .expect("the hub tells the observer");
+        until_held(inside, "the hub tells the observer").await;
         let flush = tokio::spawn({
             let thread = thread.clone();
             async move { thread.flush_persistence().await }

@@ -2,6 +2,7 @@
 //! host actor, closing, and calls on a closed thread.
 
 use super::*;
+use crate::common::held::{Held, until_held};
 
 // `a_completion_reported_after_the_switch_does_not_wake` is a unit test of
 // the supervisor crate now: it forges the supervisor's own sealed message.
@@ -270,6 +271,77 @@ async fn a_flush_sent_just_before_a_close_is_answered() {
     thread.actor().wait(None).await.ok();
 }
 
+/// Same instant, a store: a `flush_persistence` whose round trip through
+/// the hub was still out when a `close()` was read — the flush's task
+/// held a copy of the writer's queue, the close's `post_stop` waited for
+/// the writer to end, and the writer for every copy to go: the close, the
+/// flush and the store's lock held for ever. The flush holds the queue
+/// weakly. The hub is held busy (an observer told of a child's end) so
+/// the flush's round trip is out when the close is read.
+#[test]
+fn a_flush_and_a_close_in_one_tick_on_a_store_both_end() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use subagents::actors::clock::SystemClock;
+    use subagents::supervisor::ThreadConfig;
+    use subagents::supervisor::store::EnvelopeStore;
+
+    struct HoldFinish(Arc<Held>);
+    impl subagents::actors::hub::HubObserver for HoldFinish {
+        fn finished(&self, _envelope: &subagents::messages::Envelope) {
+            self.0.pass();
+        }
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            EnvelopeStore::open(dir.path(), Arc::new(SystemClock))
+                .unwrap()
+                .0,
+        );
+        let (held, inside, go) = Held::new();
+        held.arm();
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "w").background()),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Worker", vec![Reply::answer("worked")]);
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(model.shared()).observer(Arc::new(HoldFinish(held))),
+        )
+        .store(store);
+        let (thread, _events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        until_held(inside, "the hub tells the observer").await;
+        let flush = tokio::spawn({
+            let thread = thread.clone();
+            async move { thread.flush_persistence().await }
+        });
+        // The flush read, its round trip waiting behind the held hub.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        thread.close();
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = go.send(());
+        });
+        let ended = tokio::time::timeout(Duration::from_secs(20), async {
+            let flushed = flush.await.unwrap();
+            thread.actor().wait(None).await.ok();
+            flushed
+        })
+        .await;
+        letting_go.join().unwrap();
+        assert!(ended.is_ok(), "the flush and the close never ended");
+    });
+}
+
 /// Same instant: a user turn sent right after `close()` (the actor has not
 /// read the stop yet) was taken and dropped with the mailbox: `Ok(())`,
 /// and no `UserMessage`, no answer. It comes back, through the handle that
@@ -399,7 +471,7 @@ async fn a_turn_sent_just_before_a_close_is_answered_on_the_stream() {
 /// event was read.
 #[tokio::test(start_paused = true)]
 async fn a_polling_host_tells_an_ended_stream_from_a_quiet_one() {
-    let model = ScriptedModel::new(vec![Reply::answer("hi")]);
+    let model = ScriptedModel::new(vec![Reply::answer("hi"), Reply::answer("hi again")]);
     let (thread, mut events) = ThreadHandle::spawn(DelegationBuilder::new(model.shared()), None)
         .await
         .unwrap();
@@ -411,15 +483,15 @@ async fn a_polling_host_tells_an_ended_stream_from_a_quiet_one() {
     let mut log = Vec::new();
     run_for(&mut events, &mut log, 5).await;
     assert!(!events.is_ended(), "open after a turn");
+    // A second turn, not read: its events wait past the close.
+    thread.send_user("again").unwrap();
+    thread.sync().await.unwrap();
     thread.clone().close_and_wait().await;
     drop(thread);
     // Let go of the ractor cells that still hold a sink.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let waiting = events.len();
-    assert!(
-        waiting == 0 || !events.is_ended(),
-        "events still to read: not ended"
-    );
+    assert!(!events.is_empty(), "the second turn's events wait");
+    assert!(!events.is_ended(), "events still to read: not ended");
     while events.try_recv().is_some() {}
     assert!(events.is_ended(), "every sink gone, every event read");
 }

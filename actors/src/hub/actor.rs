@@ -123,6 +123,9 @@ impl Actor for Hub {
                 }
                 None => {}
             },
+            HubMsg::Internal(HubInternal::Ping(reply)) => {
+                let _ = reply.send(());
+            }
             HubMsg::Internal(HubInternal::Claimed { id }) => {
                 if let Some(envelope) = state.book.get(&id) {
                     state.tell_observers(&envelope);

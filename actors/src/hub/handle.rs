@@ -441,6 +441,16 @@ impl HubHandle {
         ractor::call!(self.actor, HubMsg::Snapshot).map_err(|_| Closed::Hub)
     }
 
+    /// Returns once every message sent to the hub before has been handled
+    /// (so what its handlers told observers then — a child's start or end
+    /// — was told first). Copies nothing, as `snapshot` does.
+    pub async fn sync(&self) -> Result<(), Closed> {
+        ractor::call!(self.actor, |reply| HubMsg::Internal(
+            crate::hub::msg::sealed::HubInternal::Ping(reply)
+        ))
+        .map_err(|_| Closed::Hub)
+    }
+
     /// How long `use_agent` waits inline (45 s by default; set with
     /// [`DelegationBuilder::inline_wait`](crate::DelegationBuilder::inline_wait)
     /// before the thread spawns — a handle cannot change it, as the

@@ -271,12 +271,17 @@ impl HubState {
             // One copy, shared with the book (kept to resume the child).
             book.set_seed(&id, child.request.clone());
             let sink = &child.requester_sink;
-            book.while_turn_open(&child.request.requester, || {
+            let said = book.while_turn_open(&child.request.requester, || {
                 sink.emit(AgentEvent::ChildStarted(Box::new(info)));
-            })
+            });
+            // Forgotten under the same lock: a kill's ends in between
+            // closed it `failed`, never announced.
+            if !said {
+                book.forget_unannounced(&id);
+            }
+            said
         });
         if !said {
-            self.book.forget_unannounced(&id);
             self.requested -= 1;
             return Err(Refused::RequesterEnded {
                 id: child.request.requester.clone(),

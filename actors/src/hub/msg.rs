@@ -138,6 +138,9 @@ pub(crate) mod sealed {
     /// The hub's own messages.
     #[derive(Debug)]
     pub enum HubInternal {
+        /// Sent by [`crate::HubHandle::sync`]: answered once every message
+        /// sent before it is handled.
+        Ping(RpcReplyPort<()>),
         /// Sent by a tool call that took a finished child's result (its
         /// output is settled on the parent's turn, so no stop can lose it):
         /// the envelope is already marked claimed, so no wake follows; the hub

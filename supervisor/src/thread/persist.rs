@@ -149,14 +149,25 @@ impl Writer {
         request: &Arc<ChildRequest>,
         conversation: Vec<ChatMessage>,
     ) {
-        let queued = self
-            .runs_queued
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.clone(), (request.clone(), conversation));
-        if queued.is_none() {
+        if self.newest_run(id, request, conversation) {
             self.send(Write::Run { id: id.clone() });
         }
+    }
+
+    /// Keeps `conversation` as `id`'s run to write; true when no write of
+    /// it was queued (one must be sent), false when the queued one takes
+    /// it.
+    fn newest_run(
+        &self,
+        id: &AgentId,
+        request: &Arc<ChildRequest>,
+        conversation: Vec<ChatMessage>,
+    ) -> bool {
+        self.runs_queued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), (request.clone(), conversation))
+            .is_none()
     }
 
     /// Queues `envelope`, and with it (in the same blocking task) a write
@@ -168,14 +179,10 @@ impl Writer {
         request: &Arc<ChildRequest>,
         conversation: Vec<ChatMessage>,
     ) {
-        let queued = self
-            .runs_queued
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(envelope.id.clone(), (request.clone(), conversation));
-        self.send(match queued {
-            None => Write::EnvelopeThenRun(Box::new(envelope)),
-            Some(_) => Write::Envelope(Box::new(envelope)),
+        let first = self.newest_run(&envelope.id, request, conversation);
+        self.send(match first {
+            true => Write::EnvelopeThenRun(Box::new(envelope)),
+            false => Write::Envelope(Box::new(envelope)),
         });
     }
 
@@ -207,15 +214,20 @@ impl Writer {
         thread: ActorRef<ThreadMsg>,
         reply: ractor::RpcReplyPort<()>,
     ) {
-        let queue = self.queue.clone();
+        // Weak: a close read before the flush ends the writer once its
+        // queue is done, and its `post_stop` waits for that — a strong
+        // copy here held the writer, the close and the flush for ever.
+        let queue = self.queue.downgrade();
         tokio::spawn(async move {
-            let _ = hub.snapshot().await;
+            let _ = hub.sync().await;
             let (done, flushed) = oneshot::channel();
             let asked =
                 ThreadMsg::Internal(crate::thread::msg::sealed::ThreadInternal::FlushNow(done));
             if thread.cast(asked).is_err() || flushed.await.is_err() {
                 let (done, flushed) = oneshot::channel();
-                if queue.send(Write::Flush(done)).is_ok() {
+                if let Some(queue) = queue.upgrade()
+                    && queue.send(Write::Flush(done)).is_ok()
+                {
                     let _ = flushed.await;
                 }
             }

@@ -187,11 +187,16 @@ fn a_start_and_a_message_from_a_thread_outside_the_runtime_run() {
     let slot = runner.start(spec(), move |report| {
         let _ = tx.send(report);
     });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while runner
         .runs()
         .get(&slot)
         .is_none_or(|run| run.agent.is_none())
     {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run's agent never started (refused?)"
+        );
         std::thread::yield_now();
     }
     runner.request(

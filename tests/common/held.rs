@@ -1,0 +1,55 @@
+//! A point host code is held at: once armed, the next pass says so and
+//! waits to be let go — how a test opens a window inside the library
+//! (a hub's handler reading its clock, a hook calling an observer) on a
+//! runtime with several workers.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+/// The hold itself (see the module).
+pub struct Held {
+    armed: AtomicBool,
+    inside: Mutex<mpsc::Sender<()>>,
+    go: Mutex<mpsc::Receiver<()>>,
+}
+
+impl Held {
+    /// A hold, unarmed; what says it is held (`inside`) and what lets it
+    /// go (`go`).
+    pub fn new() -> (Arc<Self>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let (inside_tx, inside) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel();
+        let held = Arc::new(Self {
+            armed: AtomicBool::new(false),
+            inside: Mutex::new(inside_tx),
+            go: Mutex::new(go_rx),
+        });
+        (held, inside, go)
+    }
+
+    /// The next pass holds.
+    pub fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// Held here once armed: says so, then waits (a minute at most).
+    pub fn pass(&self) {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            let _ = self.inside.lock().unwrap().send(());
+            let _ = self
+                .go
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(60));
+        }
+    }
+}
+
+/// Waits (off the runtime's workers) until a hold says it is held.
+pub async fn until_held(inside: mpsc::Receiver<()>, what: &str) {
+    tokio::task::spawn_blocking(move || inside.recv_timeout(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .unwrap_or_else(|_| panic!("{what}"));
+}
