@@ -53,3 +53,14 @@ pub async fn until_held(inside: mpsc::Receiver<()>, what: &str) {
         .unwrap()
         .unwrap_or_else(|_| panic!("{what}"));
 }
+
+/// A hub observer held at its first `finished` once armed: the hub's
+/// handler is then between a child's terminal status on the stream and
+/// the notice that makes its thread write the envelope.
+pub struct HoldFinish(pub Arc<Held>);
+
+impl subagents::actors::hub::HubObserver for HoldFinish {
+    fn finished(&self, _envelope: &subagents::messages::Envelope) {
+        self.0.pass();
+    }
+}

@@ -4,24 +4,39 @@
 use std::sync::mpsc;
 
 use super::requester_ends::{HeldClock, Hold};
+use super::stopped_task::workers;
 use super::*;
 use crate::common::held::{Held, until_held};
-
-/// A runtime of `n` workers, in real time: the windows here are held
-/// open on one worker while the others go on.
-fn workers(n: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(n)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// The rest of the stream, once it is quiet for 5 s (or ends).
 async fn drain_quiet(events: &mut EventStream, log: &mut Vec<AgentEvent>) {
     while let Ok(Some(event)) = tokio::time::timeout(Duration::from_secs(5), events.recv()).await {
         log.push(event);
     }
+}
+
+/// The hold let go with the hub's clock armed; once the hub is held
+/// there, the thread killed; once `id`'s `failed` is on the stream, the
+/// hub let go, the handle dropped, the rest of the stream read.
+async fn kill_while_the_hub_is_held(
+    (held, inside, go): (&Held, mpsc::Receiver<()>, mpsc::Sender<()>),
+    hold: &tokio::sync::Notify,
+    thread: ThreadHandle,
+    events: &mut EventStream,
+    log: &mut Vec<AgentEvent>,
+    id: &'static str,
+) {
+    held.arm();
+    hold.notify_one();
+    until_held(inside, "the hub reads the clock").await;
+    thread.actor().kill();
+    let failed = move |e: &AgentEvent| matches!(e, AgentEvent::ChildStatus(c, SubAgentStatus::Failed) if c.as_str() == id);
+    tokio::time::timeout(Duration::from_secs(30), until(events, log, failed))
+        .await
+        .expect("the kill fails the child");
+    go.send(()).unwrap();
+    drop(thread);
+    drain_quiet(events, log).await;
 }
 
 /// A thread killed (its ractor host stopped, `actor().kill()`) while its
@@ -72,19 +87,12 @@ fn a_queued_child_failed_by_a_kill_is_not_started_after_it() {
 
         // The first child's end: the hub reads the clock finishing it,
         // before it starts the queued one — held there.
-        held.arm();
-        hold.notify_one();
-        until_held(inside, "the hub reads the clock").await;
-        thread.actor().kill();
+        let hub_held = (&*held, inside, go);
+        kill_while_the_hub_is_held(hub_held, &hold, thread, &mut events, &mut log, "agent_2")
+            .await;
         let failed = |e: &AgentEvent| {
             matches!(e, AgentEvent::ChildStatus(id, SubAgentStatus::Failed) if id.as_str() == "agent_2")
         };
-        tokio::time::timeout(Duration::from_secs(30), until(&mut events, &mut log, failed))
-            .await
-            .expect("the kill fails the queued child");
-        go.send(()).unwrap();
-        drop(thread);
-        drain_quiet(&mut events, &mut log).await;
         let end = log.iter().position(failed).unwrap();
         let after: Vec<&AgentEvent> = log[end + 1..]
             .iter()
@@ -149,19 +157,8 @@ fn a_child_failed_by_a_kill_reads_failed_in_its_envelope_too() {
             .expect("the child holds");
         // The child's answer ends its turn; its grandchild is stopped,
         // and the hub, finishing it, reads the clock: held there.
-        held.arm();
-        hold.notify_one();
-        until_held(inside, "the hub reads the clock").await;
-        thread.actor().kill();
-        let failed = |e: &AgentEvent| {
-            matches!(e, AgentEvent::ChildStatus(id, SubAgentStatus::Failed) if id.as_str() == "agent_1")
-        };
-        tokio::time::timeout(Duration::from_secs(30), until(&mut events, &mut log, failed))
-            .await
-            .expect("the kill fails the child");
-        go.send(()).unwrap();
-        drop(thread);
-        drain_quiet(&mut events, &mut log).await;
+        let hub_held = (&*held, inside, go);
+        kill_while_the_hub_is_held(hub_held, &hold, thread, &mut events, &mut log, "agent_1").await;
         let ends: Vec<SubAgentStatus> = log
             .iter()
             .filter_map(|e| match e {

@@ -8,7 +8,7 @@ use super::*;
 use common::blocking::stopped_while_blocked;
 
 /// A multi-threaded runtime of `n` workers.
-fn workers(n: usize) -> tokio::runtime::Runtime {
+pub(super) fn workers(n: usize) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(n)
         .enable_all()
@@ -39,6 +39,21 @@ fn a_turn_stopped_while_its_task_runs_starts_nothing_after() {
         assert!(seen.events.try_recv().is_none());
         assert!(!seen.agent.snapshot().await.unwrap().busy);
     });
+}
+
+/// A parent that starts a child holding the gate in a model call that
+/// never ends (`Holder`) and one that waits at it (`Waiter`).
+fn holder_and_waiter() -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Holder\nYou hold.", "hold").background())
+            .use_agent(&UseAgentCall::run("Waiter\nYou wait.", "wait").background()),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Holder", vec![Reply::new().hang()])
+    .with_script("Waiter", vec![Reply::answer("done")])
 }
 
 /// After a close or shutdown with calls waiting at the gate: every child
@@ -74,16 +89,7 @@ fn a_close_while_calls_wait_at_the_gate_stops_them_not_fails_them() {
     runtime.block_on(async {
         let mut reached = 0;
         for round in 0..60 {
-            let model = ScriptedModel::new(vec![
-                Reply::new()
-                    .use_agent(&UseAgentCall::run("Holder\nYou hold.", "hold").background())
-                    .use_agent(&UseAgentCall::run("Waiter\nYou wait.", "wait").background()),
-                Reply::answer("Started."),
-                Reply::answer("Noted."),
-                Reply::answer("Noted."),
-            ])
-            .with_script("Holder", vec![Reply::new().hang()])
-            .with_script("Waiter", vec![Reply::answer("done")]);
+            let model = holder_and_waiter();
             let (thread, mut events) = ThreadHandle::spawn(parent(model).max_live(2), None)
                 .await
                 .unwrap();
@@ -134,16 +140,7 @@ fn a_shutdown_from_outside_the_runtime_stops_calls_waiting_at_the_gate_not_fails
     let mut reached = 0;
     for round in 0..60 {
         let (delegating, events, waiting) = runtime.block_on(async {
-            let model = ScriptedModel::new(vec![
-                Reply::new()
-                    .use_agent(&UseAgentCall::run("Holder\nYou hold.", "hold").background())
-                    .use_agent(&UseAgentCall::run("Waiter\nYou wait.", "wait").background()),
-                Reply::answer("Started."),
-                Reply::answer("Noted."),
-                Reply::answer("Noted."),
-            ])
-            .with_script("Holder", vec![Reply::new().hang()])
-            .with_script("Waiter", vec![Reply::answer("done")]);
+            let model = holder_and_waiter();
             let (delegating, events) = parent(model).max_live(2).spawn().await.unwrap();
             delegating.agent.send_user("go").unwrap();
             let waiter = AgentId::new("agent_2");

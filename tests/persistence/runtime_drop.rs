@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
-use crate::common::held::{Held, until_held};
+use crate::common::held::{Held, HoldFinish, until_held};
 
 /// Runs `worker`'s child in the background on a store in `dir`, on a
 /// runtime whose one blocking thread is held by two plugs around the
@@ -120,17 +120,6 @@ fn a_finished_childs_run_holds_its_answer_after_a_runtime_dropped_between_its_tw
     let (_, conversation) = store.run(&AgentId::new("agent_1")).expect("its run");
     let last = conversation.last().expect("a conversation");
     assert_eq!(last.content, "the answer", "{conversation:#?}");
-}
-
-/// Holds the first child's `finished` observer call until let go: the
-/// hub's handler is then between the child's terminal status on the
-/// stream and the notice that makes the thread write its envelope.
-struct HoldFinish(Arc<Held>);
-
-impl subagents::actors::hub::HubObserver for HoldFinish {
-    fn finished(&self, _envelope: &subagents::messages::Envelope) {
-        self.0.pass();
-    }
 }
 
 /// Same instant, two workers: a host that reacted to a child's `done` on

@@ -2,7 +2,7 @@
 //! host actor, closing, and calls on a closed thread.
 
 use super::*;
-use crate::common::held::{Held, until_held};
+use crate::common::held::{Held, HoldFinish, until_held};
 
 // `a_completion_reported_after_the_switch_does_not_wake` is a unit test of
 // the supervisor crate now: it forges the supervisor's own sealed message.
@@ -285,13 +285,6 @@ fn a_flush_and_a_close_in_one_tick_on_a_store_both_end() {
     use subagents::actors::clock::SystemClock;
     use subagents::supervisor::ThreadConfig;
     use subagents::supervisor::store::EnvelopeStore;
-
-    struct HoldFinish(Arc<Held>);
-    impl subagents::actors::hub::HubObserver for HoldFinish {
-        fn finished(&self, _envelope: &subagents::messages::Envelope) {
-            self.0.pass();
-        }
-    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
