@@ -184,7 +184,9 @@ impl ModelRegistry {
         // parent's, as no model named — in a call, or in a profile built
         // in code (a file's is dropped as it is read), whatever provider
         // it names (a provider alone changes nothing).
-        let Some(mut model) = model.filter(|m| !m.is_empty() && *m != "inherit") else {
+        let Some(mut model) =
+            model.filter(|m| !m.is_empty() && !m.trim().eq_ignore_ascii_case("inherit"))
+        else {
             return Ok(None);
         };
         let mut provider = provider;

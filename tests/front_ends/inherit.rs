@@ -7,7 +7,8 @@ use super::*;
 /// "inherit"`) was refused at every delegation ("runs on the model
 /// `inherit`, which is not registered here") — only a profile file's was
 /// dropped as it was read — and a call naming `inherit` was refused too.
-/// Both run on the parent's model.
+/// Both run on the parent's model — in any case, as Claude Code reads it
+/// (`Inherit` was a model of that name, refused).
 #[tokio::test(start_paused = true)]
 async fn inherit_is_the_parents_model_in_code_and_in_a_call() {
     let mut helper = profile("helper", "You help.");
@@ -25,7 +26,7 @@ async fn inherit_is_the_parents_model_in_code_and_in_a_call() {
                 )
                 .tool_call(
                     "delegate_task",
-                    json!({"system_prompt": "Inline", "task": "x", "model": "inherit", "provider": "openai"}).to_string(),
+                    json!({"system_prompt": "Inline", "task": "x", "model": "Inherit", "provider": "openai"}).to_string(),
                 ),
             Reply::answer("Done."),
         ])

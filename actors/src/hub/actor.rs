@@ -44,8 +44,10 @@ pub(crate) struct HubArguments {
 /// ends now, deepest first then by number, before the killed agent's own.
 /// ractor kills a dead actor's children in its child map's order (a
 /// `HashMap` with a random seed), and each ended its turn on the stream as
-/// its task ran. A hub or thread still stopping (its `post_stop`) stops
-/// them itself.
+/// its task ran. A hub stopping (its `post_stop`) under a live thread
+/// stops them itself; a thread killed then (its status `Stopped`) has the
+/// hook end them, and the hub's own finish of each records `failed` (a
+/// finish whose close the hook took, `HubState::finish_child`).
 pub(crate) fn kill_hook(hub: ActorCell, book: Book, supervisor: Option<ActorCell>) -> KillHook {
     Arc::new(move || {
         let dead = |cell: &ActorCell| cell.get_status() == ActorStatus::Stopped;

@@ -242,7 +242,7 @@ pub(super) fn from_frontmatter(
             .unwrap_or_default(),
         system_prompt,
         // `inherit` is the `.claude/agents` way of saying "the parent's model".
-        model: non_empty(fm.model).filter(|m| m != "inherit"),
+        model: non_empty(fm.model).filter(|m| !m.eq_ignore_ascii_case("inherit")),
         provider: non_empty(fm.provider),
         tools,
         max_iterations: fm.max_iterations,

@@ -160,3 +160,21 @@ fn a_codex_role_with_multi_agent_off_never_delegates() {
         codex_role("developer_instructions = \"x\"\n[features]\nmulti_agent = true\n").unwrap();
     assert!(on.disallowed_tools.is_empty());
 }
+
+/// Claude Code reads `model: inherit` in any case (`Inherit`, `INHERIT`)
+/// as the parent's model; compared exactly, it became a model named
+/// `Inherit`, and every delegation of the profile was refused as an
+/// unknown model.
+#[test]
+fn inherit_in_any_case_is_the_parents_model() {
+    for written in ["inherit", "Inherit", "INHERIT", " inherit "] {
+        let text = format!("---\nname: helper\nmodel: \"{written}\"\n---\nx");
+        assert_eq!(profile(&text).model, None, "{written:?}");
+    }
+    assert_eq!(
+        profile("---\nname: helper\nmodel: sonnet\n---\nx")
+            .model
+            .as_deref(),
+        Some("sonnet")
+    );
+}
