@@ -205,104 +205,104 @@ fn a_grandchild_announced_as_a_kill_ends_the_tree_gets_its_terminal_status() {
     // own drop, ends the grandchild's turn: a few rounds.
     for round in 0..16 {
         runtime.block_on(async {
-        let (held, inside, go) = Held::new();
-        let clock = Arc::new(HeldClock(held.clone()));
-        let (step_held, step_inside, step_go) = Held::new();
-        let hold = Arc::new(tokio::sync::Notify::new());
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(&work_call("Child", 0, true).tools(["hold", "sleep"])),
-            Reply::answer("parent: done"),
-        ])
-        .with_script(
-            "Child\n",
-            vec![
-                Reply::new().use_agent(&work_call("GrandA", 600, false)),
-                Reply::new().tool_call("hold", "{}"),
-                Reply::new().use_agent(&work_call("GrandB", 0, false)),
-                Reply::answer("child: done"),
-            ],
-        )
-        .with_script("GrandA\n", worker(600))
-        .with_script("GrandB\n", worker(0));
-        let builder = DelegationBuilder::new(model.shared())
-            .tools(ToolRegistry::new().with(Sleep).with(Hold(hold.clone())))
-            .max_depth(2)
-            .inline_wait(Duration::from_secs(600))
-            .clock(clock.clone())
-            .observer(Arc::new(StepHold(step_held.clone())));
-        let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
-        thread.send_user("go").unwrap();
-        let mut log = Vec::new();
-        let in_tool = |child: &'static str, tool: &'static str| {
-            move |e: &AgentEvent| {
-                matches!(e, AgentEvent::Child(c, inner) if c.as_str() == "agent_1"
-                    && match &**inner {
-                        AgentEvent::ToolStarted(t) => child == "agent_1" && t.name == tool,
-                        AgentEvent::Child(g, deeper) => g.as_str() == child
-                            && matches!(&**deeper, AgentEvent::ToolStarted(t) if t.name == tool),
-                        _ => false,
-                    })
-            }
-        };
-        let ready = async {
-            until(&mut events, &mut log, in_tool("agent_2", "sleep")).await;
-            if !log.iter().any(in_tool("agent_1", "hold")) {
-                until(&mut events, &mut log, in_tool("agent_1", "hold")).await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(30), ready)
-            .await
-            .expect("the grandchild sleeps and the child holds");
-        // The child asks for a second grandchild: the hub reads the clock
-        // adding it — held there.
-        held.arm();
-        hold.notify_one();
-        until_held(inside, "the hub reads the clock").await;
-        // The kill's hook ends the deepest turn first: held there.
-        step_held.arm();
-        thread.actor().kill();
-        let hooked =
-            tokio::task::spawn_blocking(move || step_inside.recv_timeout(Duration::from_secs(10)))
-                .await
-                .unwrap();
-        go.send(()).unwrap();
-        // Let go once the grandchild is announced, or after a second —
-        // from a thread of its own: with the fix, the hub's worker waits
-        // for the hook, and every worker may be held (no tokio timer
-        // would run).
-        let (seen, seen_rx) = mpsc::channel::<()>();
-        let letting_go = std::thread::spawn(move || {
-            let _ = seen_rx.recv_timeout(Duration::from_secs(1));
-            let _ = step_go.send(());
-        });
-        let announced = |e: &AgentEvent| {
-            matches!(e, AgentEvent::Child(c, inner) if c.as_str() == "agent_1"
-                && matches!(&**inner, AgentEvent::ChildStarted(info) if info.id.as_str() == "agent_3"))
-        };
-        let _ = tokio::time::timeout(Duration::from_secs(2), async {
-            while let Some(event) = events.recv().await {
-                let hit = announced(&event);
-                log.push(event);
-                if hit {
-                    let _ = seen.send(());
-                    break;
+            let (held, inside, go) = Held::new();
+            let clock = Arc::new(HeldClock(held.clone()));
+            let (step_held, step_inside, step_go) = Held::new();
+            let hold = Arc::new(tokio::sync::Notify::new());
+            let model = ScriptedModel::new(vec![
+                Reply::new().use_agent(&work_call("Child", 0, true).tools(["hold", "sleep"])),
+                Reply::answer("parent: done"),
+            ])
+            .with_script(
+                "Child\n",
+                vec![
+                    Reply::new().use_agent(&work_call("GrandA", 600, false)),
+                    Reply::new().tool_call("hold", "{}"),
+                    Reply::new().use_agent(&work_call("GrandB", 0, false)),
+                    Reply::answer("child: done"),
+                ],
+            )
+            .with_script("GrandA\n", worker(600))
+            .with_script("GrandB\n", worker(0));
+            let builder = DelegationBuilder::new(model.shared())
+                .tools(ToolRegistry::new().with(Sleep).with(Hold(hold.clone())))
+                .max_depth(2)
+                .inline_wait(Duration::from_secs(600))
+                .clock(clock.clone())
+                .observer(Arc::new(StepHold(step_held.clone())));
+            let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+            thread.send_user("go").unwrap();
+            let mut log = Vec::new();
+            let in_tool = |child: &'static str, tool: &'static str| {
+                move |e: &AgentEvent| {
+                    matches!(e, AgentEvent::Child(c, inner) if c.as_str() == "agent_1"
+                        && match &**inner {
+                            AgentEvent::ToolStarted(t) => child == "agent_1" && t.name == tool,
+                            AgentEvent::Child(g, deeper) => g.as_str() == child
+                                && matches!(&**deeper, AgentEvent::ToolStarted(t) if t.name == tool),
+                            _ => false,
+                        })
                 }
-            }
-        })
-        .await;
-        letting_go.join().unwrap();
-        drop(thread);
-        drain_quiet(&mut events, &mut log).await;
-        let ended = |e: &AgentEvent| {
-            matches!(e, AgentEvent::Child(c, inner) if c.as_str() == "agent_1"
-                && matches!(&**inner, AgentEvent::ChildStatus(g, s)
-                    if g.as_str() == "agent_3" && s.is_terminal()))
-        };
-        assert!(hooked.is_ok(), "round {round}: the grandchild's turn never ended");
-        assert!(
-            !log.iter().any(announced) || log.iter().any(ended),
-            "round {round}: agent_3 announced with no terminal status: {log:#?}"
-        );
-    });
+            };
+            let ready = async {
+                until(&mut events, &mut log, in_tool("agent_2", "sleep")).await;
+                if !log.iter().any(in_tool("agent_1", "hold")) {
+                    until(&mut events, &mut log, in_tool("agent_1", "hold")).await;
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(30), ready)
+                .await
+                .expect("the grandchild sleeps and the child holds");
+            // The child asks for a second grandchild: the hub reads the clock
+            // adding it — held there.
+            held.arm();
+            hold.notify_one();
+            until_held(inside, "the hub reads the clock").await;
+            // The kill's hook ends the deepest turn first: held there.
+            step_held.arm();
+            thread.actor().kill();
+            let hooked =
+                tokio::task::spawn_blocking(move || step_inside.recv_timeout(Duration::from_secs(10)))
+                    .await
+                    .unwrap();
+            go.send(()).unwrap();
+            // Let go once the grandchild is announced, or after a second —
+            // from a thread of its own: with the fix, the hub's worker waits
+            // for the hook, and every worker may be held (no tokio timer
+            // would run).
+            let (seen, seen_rx) = mpsc::channel::<()>();
+            let letting_go = std::thread::spawn(move || {
+                let _ = seen_rx.recv_timeout(Duration::from_secs(1));
+                let _ = step_go.send(());
+            });
+            let announced = |e: &AgentEvent| {
+                matches!(e, AgentEvent::Child(c, inner) if c.as_str() == "agent_1"
+                    && matches!(&**inner, AgentEvent::ChildStarted(info) if info.id.as_str() == "agent_3"))
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                while let Some(event) = events.recv().await {
+                    let hit = announced(&event);
+                    log.push(event);
+                    if hit {
+                        let _ = seen.send(());
+                        break;
+                    }
+                }
+            })
+            .await;
+            letting_go.join().unwrap();
+            drop(thread);
+            drain_quiet(&mut events, &mut log).await;
+            let ended = |e: &AgentEvent| {
+                matches!(e, AgentEvent::Child(c, inner) if c.as_str() == "agent_1"
+                    && matches!(&**inner, AgentEvent::ChildStatus(g, s)
+                        if g.as_str() == "agent_3" && s.is_terminal()))
+            };
+            assert!(hooked.is_ok(), "round {round}: the grandchild's turn never ended");
+            assert!(
+                !log.iter().any(announced) || log.iter().any(ended),
+                "round {round}: agent_3 announced with no terminal status: {log:#?}"
+            );
+        });
     }
 }
