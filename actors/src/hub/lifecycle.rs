@@ -274,8 +274,8 @@ impl HubState {
             let said = book.while_turn_open(&child.request.requester, || {
                 sink.emit(AgentEvent::ChildStarted(Box::new(info)));
             });
-            // Forgotten under the same lock: a kill's ends in between
-            // closed it `failed`, never announced.
+            // Forgotten under the same lock: let go first, a kill's ends
+            // could close it `failed`, a child never announced.
             if !said {
                 book.forget_unannounced(&id);
             }
