@@ -3,12 +3,16 @@
 //! in the hub's handler and under the store's lock: it must answer at
 //! once (never block, never call back into the runtime).
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A source of wall-clock time, in milliseconds since the Unix epoch.
 /// Read in the hub's handler and under the store's lock: `now_ms` must
-/// answer at once, never block or call back into the runtime.
+/// answer at once, never block or call back into the runtime. One given
+/// to `DelegationBuilder::clock` or a store's open that panics is read
+/// as its last good reading (0 before any), with a warning.
 pub trait Clock: Send + Sync + 'static {
     /// Now.
     fn now_ms(&self) -> u64;
@@ -54,5 +58,44 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> u64 {
         self.now.load(Ordering::SeqCst)
+    }
+}
+
+/// `clock`, read so that a panic in it is not the reader's: the last good
+/// reading (0 before any) stands in, with a warning. A host's clock is
+/// read in the hub's handler, in its drop and in the thread's supervision
+/// handler: one that panicked took the hub down (every later delegation
+/// refused), or, between a child's `done` on the stream and its book
+/// entry, recorded that child `failed` with its answer lost and no wake.
+#[doc(hidden)] // applied by `DelegationBuilder::clock` and the store's open
+pub fn guarded(clock: Arc<dyn Clock>) -> Arc<dyn Clock> {
+    Arc::new(Guarded {
+        clock,
+        last: AtomicU64::new(0),
+    })
+}
+
+/// See [`guarded`].
+struct Guarded {
+    clock: Arc<dyn Clock>,
+    last: AtomicU64,
+}
+
+impl Clock for Guarded {
+    fn now_ms(&self) -> u64 {
+        match catch_unwind(AssertUnwindSafe(|| self.clock.now_ms())) {
+            Ok(now) => {
+                self.last.store(now, Ordering::Relaxed);
+                now
+            }
+            Err(_) => {
+                let last = self.last.load(Ordering::Relaxed);
+                tracing::warn!(
+                    last_ms = last,
+                    "the host's clock panicked: its last reading stands in"
+                );
+                last
+            }
+        }
     }
 }

@@ -276,16 +276,18 @@ impl Transcript {
         }
     }
 
-    /// The child run with this id, at this level.
+    /// The child run with this id, at this level: the newest row of it (a
+    /// transcript restored from before a restart may hold an earlier run
+    /// of the id, where ids began again).
     pub fn child(&self, id: &AgentId) -> Option<&SubAgentRun> {
-        self.items.iter().find_map(|item| match item {
+        self.items.iter().rev().find_map(|item| match item {
             TranscriptItem::Agent(run) if run.info.id == *id => Some(run),
             _ => None,
         })
     }
 
     fn child_mut(&mut self, id: &AgentId) -> Option<&mut SubAgentRun> {
-        self.items.iter_mut().find_map(|item| match item {
+        self.items.iter_mut().rev().find_map(|item| match item {
             TranscriptItem::Agent(run) if run.info.id == *id => Some(run),
             _ => None,
         })
@@ -424,5 +426,7 @@ fn first_line(text: &str) -> String {
     }
 }
 
+#[cfg(test)]
+mod restored;
 #[cfg(test)]
 mod tests;

@@ -64,6 +64,9 @@ pub struct Loopback {
     pub drop_ended: Arc<AtomicBool>,
     /// No report of a run is delivered; the node stays up.
     pub silent: Arc<AtomicBool>,
+    /// `request` and `start` panic (a transport that `expect`s a send on
+    /// a link that is down, where the trait asks for `Err`).
+    pub panics: Arc<AtomicBool>,
 }
 
 impl Loopback {
@@ -118,6 +121,7 @@ impl Loopback {
             lose_stops: Arc::new(AtomicBool::new(false)),
             drop_ended: Arc::new(AtomicBool::new(false)),
             silent: Arc::new(AtomicBool::new(false)),
+            panics: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -152,6 +156,7 @@ impl NodeLink for Loopback {
     }
 
     fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
+        assert!(!self.panics.load(Ordering::SeqCst), "the link is down");
         if self.down.load(Ordering::SeqCst) {
             return Err("it is down".into());
         }
@@ -251,6 +256,7 @@ impl NodeLink for Loopback {
     }
 
     fn request(&self, key: u64, request: RunRequest) -> Result<(), String> {
+        assert!(!self.panics.load(Ordering::SeqCst), "the link is down");
         if self.down.load(Ordering::SeqCst) {
             return Err("it is down".into());
         }

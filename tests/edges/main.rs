@@ -12,6 +12,7 @@ mod common;
 mod approvals;
 mod cut_calls;
 mod forged;
+mod host_panics;
 mod killed_mid_handler;
 mod ownership;
 mod races;

@@ -473,3 +473,87 @@ async fn in_its_tool_on_b() -> (ThreadHandle, EventStream, Vec<AgentEvent>, Arc<
     until(&mut events, &mut log, in_tool).await;
     (thread, events, log, node)
 }
+
+/// Held at rest, across nodes: each remote run set a timer for its bound
+/// (its wall clock and 30 s) and let it run to its end — a task holding
+/// the proxy's cell for the wall clock after the child had ended and its
+/// thread closed, for ever under `Duration::MAX` (no limit). The timer
+/// goes with the run.
+#[tokio::test(start_paused = true)]
+async fn a_remote_run_leaves_no_timer_behind() {
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let model = background_workers(&[5]).shared();
+    let node = Loopback::new("b", model.clone()).await;
+    let at_rest = tasks();
+    let limits = Limits {
+        wall_clock: Duration::MAX,
+        ..Limits::default()
+    };
+    let builder = DelegationBuilder::new(model)
+        .placement(Placement::On(node.clone()))
+        .child_limits(limits);
+    let (thread, mut events) = thread_with(builder).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    thread.close_and_wait().await;
+    drop(events);
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(tasks(), at_rest, "a task outlived the thread");
+}
+
+/// Host code that panics, across nodes: a transport whose `request` (or
+/// `start`) panicked — an `expect` on a link that is down, where the trait
+/// asks for `Err` — crashed the proxy in its stop, and its close (the
+/// proxy's drop, or a kill's ordered ends) took the closing events out of
+/// the mirror before calling it again: the child's open call had no
+/// `ToolResult`, the child no `Result`, and a kill's ends were cut short.
+/// A panic there is read as the `Err` it should have been.
+#[tokio::test(start_paused = true)]
+async fn a_transport_that_panics_loses_no_closing_event() {
+    let agent_1 = AgentId::new("agent_1");
+    for how in ["start", "stop", "kill"] {
+        let model = background_workers(&[30]).shared();
+        let node = Loopback::new("b", model.clone()).await;
+        node.panics.store(how == "start", Ordering::SeqCst);
+        let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        if how != "start" {
+            until(&mut events, &mut log, in_tool).await;
+            node.panics.store(true, Ordering::SeqCst);
+            if how == "stop" {
+                let stop = thread.stop_child(&agent_1);
+                let stopped = tokio::time::timeout(Duration::from_secs(60), stop).await;
+                assert!(stopped.is_ok(), "{how}: the stop never answered");
+            } else {
+                kill_the_hub(&thread).await;
+            }
+        }
+        run_for(&mut events, &mut log, 3600).await;
+        check_log(&log, true);
+        let child = |e: &AgentEvent, inner: fn(&AgentEvent) -> bool| matches!(e, AgentEvent::Child(c, event) if *c == agent_1 && inner(event));
+        let result = log
+            .iter()
+            .any(|e| child(e, |e| matches!(e, AgentEvent::Result(_))));
+        assert!(result, "{how}: the child has no `Result`: {log:?}");
+        if how != "start" {
+            let answered = |e: &AgentEvent| matches!(e, AgentEvent::ToolResult(_));
+            assert!(
+                log.iter().any(|e| child(e, answered)),
+                "{how}: its call unanswered"
+            );
+        }
+        let ended = log.iter().any(
+            |e| matches!(e, AgentEvent::ChildStatus(c, s) if *c == agent_1 && s.is_terminal()),
+        );
+        assert!(ended, "{how}: no terminal status: {log:?}");
+    }
+}

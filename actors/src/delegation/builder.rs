@@ -246,9 +246,9 @@ impl DelegationBuilder {
         self
     }
 
-    /// The wall clock for envelope stamps.
+    /// The wall clock for envelope stamps (one that panics: its last good reading).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.clock = crate::clock::guarded(clock);
         self
     }
 

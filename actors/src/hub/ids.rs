@@ -58,6 +58,11 @@ impl ChildIds {
         Some(child_id(taken))
     }
 
+    /// The number of the last id handed out (0 before the first).
+    pub fn last(&self) -> u64 {
+        (self.next.load(Ordering::Relaxed) - 1).min(MAX_CHILD_NUMBER)
+    }
+
     /// The largest child number: `agent_9007199254740991` (2⁵³ − 1, the
     /// largest integer a JSON reader using doubles holds exactly).
     pub const MAX: u64 = MAX_CHILD_NUMBER;

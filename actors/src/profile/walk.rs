@@ -23,7 +23,27 @@ pub(super) fn profile_files(dir: &Path, warnings: &mut Vec<ProfileWarning>) -> V
     if let Ok(canonical) = std::fs::canonicalize(dir) {
         walk.seen.insert(canonical);
     }
-    walk.folder(dir, 0, true);
+    // Breadth first, each folder's entries in path order: a folder reached
+    // by two paths (a link) is read under the shallowest, the first in
+    // path order. Depth first in the directory's own order, a link one
+    // level down could take a folder's files a level deeper, where a
+    // same-named profile won over them — or past the depth limit, where
+    // they were not read at all — as `read_dir` listed it, machine by
+    // machine.
+    let mut level = walk.folder(dir, true);
+    for depth in 1.. {
+        if level.is_empty() {
+            break;
+        }
+        let mut below = Vec::new();
+        for folder in level {
+            if walk.sub_folder(&folder, depth) {
+                below.extend(walk.folder(&folder, false));
+            }
+        }
+        below.sort();
+        level = below;
+    }
     // The folder's own files first, then each level down (in path order
     // within a level): by path alone, `archive/reviewer.md` (every tool)
     // came before `reviewer.md` (read only) and took its name.
@@ -53,7 +73,8 @@ struct Walk {
 }
 
 impl Walk {
-    fn folder(&mut self, dir: &Path, depth: usize, top: bool) {
+    /// Takes `dir`'s profile files; its sub-folders, in path order.
+    fn folder(&mut self, dir: &Path, top: bool) -> Vec<PathBuf> {
         let unreadable = |e: std::io::Error| ProfileWarning::UnreadableDir {
             path: dir.to_path_buf(),
             message: e.to_string(),
@@ -62,9 +83,13 @@ impl Walk {
             Ok(entries) => entries,
             // The directory asked for may not exist; a folder listed a
             // moment ago that is gone now is said.
-            Err(e) if top && e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) => return self.unreadable.push(unreadable(e)),
+            Err(e) if top && e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+            Err(e) => {
+                self.unreadable.push(unreadable(e));
+                return Vec::new();
+            }
         };
+        let mut folders = Vec::new();
         for entry in entries {
             let entry = match entry {
                 Ok(entry) => entry,
@@ -84,7 +109,7 @@ impl Walk {
             let ext = path.extension();
             let profile = ext == Some(OsStr::new("md")) || ext == Some(OsStr::new("toml"));
             if path.is_dir() {
-                self.sub_folder(&path, depth + 1);
+                folders.push(path);
             } else if profile {
                 if path.is_file() {
                     self.files.push(path);
@@ -101,14 +126,18 @@ impl Walk {
                 }
             }
         }
+        folders.sort();
+        folders
     }
 
-    fn sub_folder(&mut self, path: &Path, depth: usize) {
+    /// Whether the sub-folder `path`, `depth` folders down, is to be read:
+    /// not one read already (by another path), nor past [`MAX_DEPTH`].
+    fn sub_folder(&mut self, path: &Path, depth: usize) -> bool {
         let Ok(canonical) = std::fs::canonicalize(path) else {
-            return;
+            return false;
         };
         if !self.seen.insert(canonical) {
-            return;
+            return false;
         }
         if depth > MAX_DEPTH {
             self.unreadable.push(ProfileWarning::UnreadableDir {
@@ -117,8 +146,8 @@ impl Walk {
                     "more than {MAX_DEPTH} folders below the profile directory: not read"
                 ),
             });
-            return;
+            return false;
         }
-        self.folder(path, depth, false);
+        true
     }
 }

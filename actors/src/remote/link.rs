@@ -3,6 +3,8 @@
 //! node reports to [`RunReports`], which puts it back in order on the
 //! parent's side.
 
+use std::sync::Arc;
+
 use ractor::ActorRef;
 use subagents_messages::remote::{RunReport, RunRequest, RunSpec};
 
@@ -73,5 +75,51 @@ impl RunReports {
         let _ = self
             .proxy
             .cast(AgentMsg::Internal(AgentInternal::Lost(why.into())));
+    }
+}
+
+/// A transport's link whose `start` and `request` are read as `Err` when
+/// they panic (an `expect` on a link that is down, where the trait asks
+/// for `Err`). They run in the proxy's handlers and in its close — from
+/// the hub's kill hook and the thread's supervision handler too: a panic
+/// there crashed the proxy, lost the child's closing events (its open
+/// call's `ToolResult`, its `Result`), or cut a kill's ordered ends short.
+pub(crate) struct Guarded(pub(crate) Arc<dyn NodeLink>);
+
+impl Guarded {
+    fn call(&self, what: &str, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+            Err(format!(
+                "the transport to `{}` panicked as {what}: {}",
+                self.0.node(),
+                crate::tool::panic_message(panic.as_ref())
+            ))
+        })
+    }
+}
+
+impl NodeLink for Guarded {
+    fn node(&self) -> &str {
+        self.0.node()
+    }
+
+    fn labels(&self) -> &[String] {
+        self.0.labels()
+    }
+
+    fn live(&self) -> Option<usize> {
+        self.0.live()
+    }
+
+    fn is_lost(&self) -> bool {
+        self.0.is_lost()
+    }
+
+    fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
+        self.call("a run was started", || self.0.start(spec, reports))
+    }
+
+    fn request(&self, key: u64, request: RunRequest) -> Result<(), String> {
+        self.call("a request was sent", || self.0.request(key, request))
     }
 }

@@ -58,7 +58,7 @@ pub(crate) async fn spawn_remote(
 ) -> Result<AgentHandle, AgentError> {
     let id = config.id.clone();
     let args = ProxyState {
-        link: remote.node,
+        link: Arc::new(crate::remote::link::Guarded(remote.node)),
         keep_if_orphaned: remote.keep_if_orphaned,
         delegation: remote.delegation,
         config,
@@ -140,6 +140,20 @@ struct RemoteRun {
     stopping: bool,
     /// The missing report whose grace runs ([`ProxyState::gap_overdue`]).
     watching: Option<u64>,
+    /// Its bound's timer, aborted with the run.
+    _overdue: Overdue,
+}
+
+/// A run's overdue timer (its wall clock and a grace): a task holding the
+/// proxy's cell. Let run to its end, each remote run left one behind for
+/// its wall clock — for ever under `Duration::MAX` (no limit) — after
+/// the child had ended and its thread closed.
+struct Overdue(tokio::task::JoinHandle<Result<(), ractor::MessagingErr<AgentMsg>>>);
+
+impl Drop for Overdue {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl ProxyState {
@@ -208,6 +222,16 @@ impl ProxyState {
             options: config.options.clone(),
             keep_if_orphaned: self.keep_if_orphaned,
         };
+        // Bounded here too: its wall clock runs on its node, and a run
+        // whose last report was lost (or that never reported, its node up)
+        // held the child `running`, its slot taken, for ever.
+        let bound = config
+            .limits
+            .wall_clock
+            .saturating_add(crate::defaults::REMOTE_STOP_GRACE);
+        let overdue = Overdue(myself.send_after(bound, move || {
+            AgentMsg::Internal(crate::agent::sealed::AgentInternal::RunOverdue(key))
+        }));
         self.run = Some(RemoteRun {
             key,
             closer,
@@ -220,16 +244,7 @@ impl ProxyState {
             verdicts: Verdicts::default(),
             stopping: false,
             watching: None,
-        });
-        // Bounded here too: its wall clock runs on its node, and a run
-        // whose last report was lost (or that never reported, its node up)
-        // held the child `running`, its slot taken, for ever.
-        let bound = config
-            .limits
-            .wall_clock
-            .saturating_add(crate::defaults::REMOTE_STOP_GRACE);
-        myself.send_after(bound, move || {
-            AgentMsg::Internal(crate::agent::sealed::AgentInternal::RunOverdue(key))
+            _overdue: overdue,
         });
         if let Err(why) = self.link.start(spec, RunReports::new(myself.clone())) {
             self.lost(&why);

@@ -302,16 +302,29 @@ impl NodeRunner {
 /// from its task could leave after the run's `Ended` from another (on a
 /// multi-threaded runtime), and a transport that ends a run's route at its
 /// `Ended` dropped it — a gap the parent's node waited on for ever.
+///
+/// A transport whose `out` panics (an `expect` on a closed link, a
+/// `to_wire().unwrap()` on a report past the codec's limit) loses that
+/// report, not the run: unwound in the run's task, it skipped the run's
+/// end — its agent lived on, `live` counted it for good, no `Ended` went
+/// out. The number is spent, so the parent's node reads a gap.
 fn send(out: &Out, seq: &Seq, key: u64, body: ReportBody) {
     let mut next = seq
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    out(RunReport {
+    let report = RunReport {
         key,
         seq: *next,
         body,
-    });
+    };
     *next += 1;
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| out(report))).is_err() {
+        tracing::warn!(
+            key,
+            seq = *next - 1,
+            "the transport panicked on a run's report: lost"
+        );
+    }
 }
 
 /// Where a run's reports go: the transport, its next number, its key.

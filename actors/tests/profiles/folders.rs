@@ -171,3 +171,47 @@ fn a_command_beside_the_agents_is_no_agent_and_allowed_tools_narrows() {
         "{warnings:?}"
     );
 }
+
+/// Replay (the same files, another machine): a folder reached by two
+/// paths — its own, and a link a level down (`shared/reviewers ->
+/// ../reviewers`) — was read under whichever `read_dir` listed first,
+/// depth first. Listed first, the link put `reviewers/reviewer.md` (read
+/// only) a level deeper, behind `zz-old/reviewer.md` (every tool), which
+/// took the name: the same checkout loaded wider tools on one
+/// filesystem than on another. Read breadth first, in path order, a
+/// folder is read under its shallowest path.
+#[cfg(unix)]
+#[test]
+fn a_folder_linked_deeper_is_read_under_its_own_path_whatever_the_listing_order() {
+    let known = ["read_file".to_owned(), "shell".to_owned()];
+    for link in ["shared", "aaa", "links", "zzz", "m", "0"] {
+        for link_first in [true, false] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("agents");
+            let linked = || {
+                std::fs::create_dir_all(dir.join(link)).unwrap();
+                std::os::unix::fs::symlink("../reviewers", dir.join(link).join("reviewers"))
+                    .unwrap();
+            };
+            if link_first {
+                std::fs::create_dir_all(dir.join("reviewers")).unwrap();
+                linked();
+            }
+            let narrow = "---\nname: reviewer\ntools: read_file\n---\nread only";
+            write(&dir.join("reviewers"), "reviewer.md", narrow);
+            write(
+                &dir.join("zz-old"),
+                "reviewer.md",
+                "---\nname: reviewer\n---\nevery tool",
+            );
+            if !link_first {
+                linked();
+            }
+            let (set, _) = ProfileSet::load(std::slice::from_ref(&dir), &known);
+            let reviewer = set.get("reviewer").unwrap();
+            let case = format!("link `{link}`, made first: {link_first}");
+            assert_eq!(reviewer.source, dir.join("reviewers/reviewer.md"), "{case}");
+            assert_eq!(reviewer.tools, Some(vec!["read_file".to_owned()]), "{case}");
+        }
+    }
+}

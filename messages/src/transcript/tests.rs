@@ -2,7 +2,7 @@
 use super::*;
 use crate::event::{ToolResult, ToolStarted};
 
-fn tool_started(id: &str, name: &str) -> AgentEvent {
+pub(super) fn tool_started(id: &str, name: &str) -> AgentEvent {
     AgentEvent::ToolStarted(ToolStarted {
         tool_use_id: ToolUseId::new(id),
         name: name.into(),
@@ -10,7 +10,7 @@ fn tool_started(id: &str, name: &str) -> AgentEvent {
     })
 }
 
-fn child_started(id: &str, call: &str) -> AgentEvent {
+pub(super) fn child_started(id: &str, call: &str) -> AgentEvent {
     AgentEvent::ChildStarted(Box::new(SubAgentInfo {
         id: AgentId::new(id),
         parent_tool_use_id: ToolUseId::new(call),

@@ -15,9 +15,10 @@ use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope};
 
 use crate::store::files::{
     CORRUPT_EXT, JSON_EXT, LOCK_NAME, create_private_dir, file_name_for, from_another_version,
-    is_expired, is_temp_name, move_aside, named_child, parse_envelope, sync_dir_best_effort,
-    write_atomic,
+    is_expired, is_temp_name, move_aside, named_child, parse_envelope, remove_temp,
+    sync_dir_best_effort, write_atomic,
 };
+use crate::store::kept_ids::{IDS_NAME, last_child_number};
 use crate::store::lock::{SESSION_NAME, count_session, last_session, lock_dir};
 use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
 
@@ -28,8 +29,10 @@ pub struct EnvelopeStore {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) retention: Duration,
     pub(super) map: DashMap<AgentId, Envelope, FxBuildHasher>,
-    /// Hands out child ids past every id loaded.
-    ids: ChildIds,
+    /// Hands out child ids past every id loaded (and the number kept).
+    pub(super) ids: ChildIds,
+    /// The number `.subagents-ids` holds.
+    pub(super) ids_kept: Mutex<u64>,
     /// The ids loaded at open: the children of earlier sessions, which
     /// the thread that wrote them (any thread, for one written for no
     /// thread) may read and resume. A child a thread of this session made
@@ -103,7 +106,7 @@ impl EnvelopeStore {
         clock: Arc<dyn Clock>,
         retention: Duration,
     ) -> Result<(EnvelopeStore, LoadReport), StoreError> {
-        let dir = dir.into();
+        let (dir, clock) = (dir.into(), subagents_actors::clock::guarded(clock));
         // Absolute: a relative one named another directory once the
         // process changed its working directory (a host, a tool), and the
         // store wrote, pruned and resumed there, outside its lock.
@@ -117,6 +120,7 @@ impl EnvelopeStore {
         })?;
         let lock = lock_dir(&dir)?;
         let last = last_session(&dir)?;
+        let kept = last_child_number(&dir)?;
         let store = EnvelopeStore {
             numbering: Mutex::new((0, 0)),
             dir,
@@ -124,6 +128,7 @@ impl EnvelopeStore {
             retention,
             map: DashMap::default(),
             ids: ChildIds::default(),
+            ids_kept: Mutex::new(kept),
             earlier: Default::default(),
             io: Mutex::new(()),
             interrupted: Mutex::new(Vec::new()),
@@ -142,8 +147,14 @@ impl EnvelopeStore {
         let store = EnvelopeStore {
             numbering: Mutex::new((session, 0)),
             // Past every id a file names too (a corrupt one moved aside,
-            // an unreadable one, a run, a link): never handed out again.
-            ids: ChildIds::after(loaded.iter().chain(&named)),
+            // an unreadable one, a run, a link), and past the ones pruned:
+            // never handed out again.
+            ids: ChildIds::starting_at(
+                (loaded.iter().chain(&named))
+                    .filter_map(ChildIds::number)
+                    .fold(kept, u64::max)
+                    + 1,
+            ),
             earlier: loaded.into_iter().collect(),
             ..store
         };
@@ -305,8 +316,17 @@ impl EnvelopeStore {
         expired.sort();
 
         let mut report = PruneReport::default();
+        // A file whose number cannot be kept first is kept itself.
+        let mut unkept = (!expired.is_empty())
+            .then(|| self.keep_child_numbers(&expired).err())
+            .flatten();
+        let keep_files = unkept.is_some();
         for id in expired {
             let path = self.path_of(&id);
+            if keep_files && fs::symlink_metadata(&path).is_ok() {
+                report.failed.extend(unkept.take());
+                continue;
+            }
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 // Never persisted (its save failed): nothing on disk.
@@ -381,7 +401,8 @@ impl EnvelopeStore {
                 touched |= remove_temp(path, &mut report);
                 continue;
             }
-            if name.ends_with(CORRUPT_EXT) || name == LOCK_NAME || name == SESSION_NAME {
+            if name.ends_with(CORRUPT_EXT) || [LOCK_NAME, SESSION_NAME, IDS_NAME].contains(&&*name)
+            {
                 // Moved aside by an earlier open, already reported then.
                 continue;
             }
@@ -474,25 +495,5 @@ impl EnvelopeStore {
         self.io
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// Removes a temporary file a killed write left; `true` if it went (it is
-/// listed in the report).
-fn remove_temp(path: PathBuf, report: &mut LoadReport) -> bool {
-    match fs::remove_file(&path) {
-        Ok(()) => {
-            tracing::debug!(path = %path.display(), "removed stray temporary file");
-            report.temp_removed.push(path);
-            true
-        }
-        Err(error) => {
-            tracing::warn!(
-                path = %path.display(),
-                %error,
-                "could not remove stray temporary file; ignored"
-            );
-            false
-        }
     }
 }

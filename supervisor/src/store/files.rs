@@ -266,6 +266,26 @@ pub(super) fn create_private_dir(dir: &Path, recursive: bool) -> io::Result<()> 
     builder.create(dir)
 }
 
+/// Removes a temporary file a killed write left; `true` if it went (it is
+/// listed in the report).
+pub(super) fn remove_temp(path: PathBuf, report: &mut crate::store::LoadReport) -> bool {
+    match fs::remove_file(&path) {
+        Ok(()) => {
+            tracing::debug!(path = %path.display(), "removed stray temporary file");
+            report.temp_removed.push(path);
+            true
+        }
+        Err(error) => {
+            tracing::warn!(
+                path = %path.display(),
+                %error,
+                "could not remove stray temporary file; ignored"
+            );
+            false
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

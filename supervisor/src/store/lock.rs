@@ -23,7 +23,7 @@ pub(super) const SESSION_NAME: &str = ".subagents-session";
 /// has [`BLOCKS_PER_SESSION`] blocks of [`APPROVALS_PER_BLOCK`].
 pub(super) const LAST_SESSION: u64 = u64::MAX / (BLOCKS_PER_SESSION * APPROVALS_PER_BLOCK);
 
-/// Longest text a session count is read as (a `u64` has 20 digits).
+/// Longest text a count is read as (a `u64` has 20 digits).
 const COUNT_BYTES: u64 = 64;
 
 /// The next session: one more than the number the directory's session
@@ -41,44 +41,47 @@ pub(super) fn next_session(dir: &Path) -> Result<u64, StoreError> {
 /// refused after the load had moved corrupt files aside lost that report.
 pub(super) fn last_session(dir: &Path) -> Result<u64, StoreError> {
     let path = dir.join(SESSION_NAME);
+    let last = read_count(&path, "a count of sessions")?;
+    if last >= LAST_SESSION {
+        return Err(StoreError::OwnFile {
+            path,
+            problem: format!(
+                "counts {last} sessions: no approval numbers are left past them (the last is {LAST_SESSION})"
+            ),
+            source: None,
+        });
+    }
+    Ok(last)
+}
+
+/// The number one of the store's own files holds (0 for no file; `what`
+/// names it in the error): one that cannot be read, is not a regular
+/// file or holds no number is [`StoreError::OwnFile`], not a fresh start.
+pub(super) fn read_count(path: &Path, what: &str) -> Result<u64, StoreError> {
     let fail = |problem: &str, source: Option<io::Error>| StoreError::OwnFile {
-        path: path.clone(),
+        path: path.to_path_buf(),
         problem: problem.to_owned(),
         source,
     };
-    let last = match fs::symlink_metadata(&path) {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => 0,
-        Err(error) => return Err(fail("cannot be read", Some(error))),
+    match fs::symlink_metadata(path) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(0),
+        Err(error) => Err(fail("cannot be read", Some(error))),
         // A FIFO or a link to one held the open for ever; `/dev/zero`
         // grew without end.
-        Ok(meta) if !meta.file_type().is_file() => {
-            return Err(fail("is not a regular file", None));
-        }
+        Ok(meta) if !meta.file_type().is_file() => Err(fail("is not a regular file", None)),
         Ok(_) => {
             let mut text = String::new();
-            fs::File::open(&path)
+            fs::File::open(path)
                 .and_then(|file| file.take(COUNT_BYTES).read_to_string(&mut text))
                 .map_err(|error| fail("cannot be read", Some(error)))?;
             // A byte-order mark an editor wrote first is not the count's
             // (`trim` keeps U+FEFF: the store would not open at all).
             let text = text.trim_start_matches('\u{feff}');
-            text.trim().parse::<u64>().map_err(|_| {
-                fail(
-                    &format!("holds {:?}, not a count of sessions", text.trim()),
-                    None,
-                )
-            })?
+            text.trim()
+                .parse::<u64>()
+                .map_err(|_| fail(&format!("holds {:?}, not {what}", text.trim()), None))
         }
-    };
-    if last >= LAST_SESSION {
-        return Err(fail(
-            &format!(
-                "counts {last} sessions: no approval numbers are left past them (the last is {LAST_SESSION})"
-            ),
-            None,
-        ));
     }
-    Ok(last)
 }
 
 /// Writes session `last + 1` as the directory's count, and returns it.

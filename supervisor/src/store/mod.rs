@@ -9,8 +9,9 @@
 //! an id like `a/b` cannot escape the directory); the mapping is one-to-one.
 //! Other files in the directory are left alone, except for the two kinds
 //! described below (temporary files and corrupt files). The store's own
-//! beside them are its lock (`.subagents-lock`) and its count of opens
-//! (`.subagents-session`).
+//! beside them are its lock (`.subagents-lock`), its count of opens
+//! (`.subagents-session`) and the last child number it handed out before
+//! it removed a file (`.subagents-ids`).
 //!
 //! The directory has one owner: one store in one process at a time. One
 //! store may be shared by any number of threads of that process.
@@ -42,7 +43,11 @@
 //! draw its child ids from the store's own counter
 //! ([`EnvelopeStore::child_ids`]), which starts past every id loaded: two
 //! threads sharing a store never both make an `agent_1`, and a restart
-//! never reuses an id. A stored child id past
+//! never reuses an id — one whose files were pruned included: before a
+//! prune removes a file, the last number handed out is written to
+//! `.subagents-ids`, and the counter starts past it too (it started past
+//! the ids the directory still named, and handed a pruned one out
+//! again). A stored child id past
 //! `ChildIds::MAX` is a
 //! corrupt file (reported and moved aside), never a crash.
 //!
@@ -86,9 +91,13 @@
 //! | `envelopes.rs` | [`EnvelopeStore`] |
 //! | `report.rs` | [`StoreError`], [`LoadReport`], [`PruneReport`], [`CorruptFile`] |
 //! | `files.rs` | file names, the store's temporary files, atomic writes, corrupt files |
+//! | `lock.rs` | the directory's lock, its count of sessions, approval blocks |
+//! | `kept_ids.rs` | the last child number, kept before a prune |
+//! | `runs.rs` | run files (a child's conversation), resume links |
 
 mod envelopes;
 mod files;
+mod kept_ids;
 mod lock;
 mod report;
 mod runs;

@@ -220,7 +220,11 @@ impl EnvelopeStore {
                     .checked_sub(at.as_millis())
                     .is_some_and(|age| age > self.retention.as_millis())
             });
-            if expired && fs::remove_file(entry.path()).is_ok() {
+            // Its number kept first: the next open no longer sees it.
+            if expired
+                && self.keep_child_numbers([&id]).is_ok()
+                && fs::remove_file(entry.path()).is_ok()
+            {
                 removed.push(id);
             }
         }

@@ -44,6 +44,62 @@ fn a_session_count_that_cannot_be_kept_fails_the_open() {
     assert_eq!(fs::read_to_string(count(tmp.path())).unwrap(), "2");
 }
 
+/// Foreign or damaged input: the last child number kept before a prune,
+/// unreadable, taken as none would hand the pruned ids out again. The
+/// open fails, naming the file; a number written by an editor (a
+/// byte-order mark, a line end) is read.
+#[test]
+fn a_kept_child_number_that_cannot_be_read_fails_the_open() {
+    let kept = |dir: &Path| dir.join(".subagents-ids");
+    let refused = |dir: &Path| match EnvelopeStore::open(dir, clock(T0)) {
+        Err(StoreError::OwnFile { path, problem, .. }) => {
+            assert_eq!(path, kept(dir));
+            problem
+        }
+        other => panic!("opened: {:?}", other.map(|(_, report)| report)),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(kept(tmp.path()), "agent_3").unwrap();
+    assert!(refused(tmp.path()).contains("not a child number"));
+    fs::write(kept(tmp.path()), "9007199254740992").unwrap();
+    assert!(refused(tmp.path()).contains("past the last child number"));
+    fs::remove_file(kept(tmp.path())).unwrap();
+    fs::create_dir(kept(tmp.path())).unwrap();
+    assert!(refused(tmp.path()).contains("not a regular file"));
+
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(kept(tmp.path()), "\u{feff}41\n").unwrap();
+    let store = open(tmp.path(), &clock(T0));
+    assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_42")));
+}
+
+/// The same, at a prune: a number that cannot be written down keeps the
+/// files that hold it (each), reported; once it can, they go.
+#[test]
+fn a_prune_that_cannot_keep_the_child_number_removes_no_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    for id in ["agent_1", "agent_2"] {
+        store.save(&envelope(id, T0, Some(T0))).unwrap();
+    }
+    let kept = tmp.path().join(".subagents-ids");
+    fs::create_dir(&kept).unwrap();
+    fs::write(kept.join("held"), "").unwrap();
+    clock.set(T0 + DAY + 1);
+    let report = store.prune();
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert!(
+        matches!(&report.failed[..], [StoreError::OwnFile { path, .. }] if *path == kept),
+        "{report:?}"
+    );
+    assert_eq!(json_files(tmp.path()), ["agent_1.json", "agent_2.json"]);
+    fs::remove_dir_all(&kept).unwrap();
+    let report = store.prune();
+    assert_eq!(report.removed.len(), 2, "{report:?}");
+    assert_eq!(fs::read_to_string(&kept).unwrap(), "2");
+}
+
 /// Foreign input: a FIFO where the store's lock or its count is held the
 /// open for ever (opening it blocks until another end opens; a link to
 /// `/dev/zero` read without end). Only a regular file is taken.

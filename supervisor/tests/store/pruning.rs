@@ -291,3 +291,44 @@ fn a_pruned_interrupted_child_is_listed_no_more() {
     assert_eq!(store.prune().removed, [AgentId::new("agent_2")]);
     assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
 }
+
+/// Repeated, across restarts: the counter started past every id the
+/// directory named, so an id pruned from it was handed out again by the
+/// open after — a host's row kept from before (`agent_1-approval-1`, a
+/// restored transcript's `agent_1`) matched the new child. Before a prune
+/// removes a file, the last child number is kept (`.subagents-ids`), and
+/// the counter starts past it: pruned at an open, or in the session.
+#[test]
+fn an_id_pruned_from_the_directory_is_not_handed_out_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    let first = store.child_ids().next().unwrap();
+    assert_eq!(first, AgentId::new("agent_1"));
+    store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+    // Pruned by the next open; the one after it named no child.
+    clock.set(T0 + DAY + 1);
+    let (store, report) = reopen(store, tmp.path(), &clock);
+    assert_eq!(report.pruned.removed, [first]);
+    let (store, _) = reopen(store, tmp.path(), &clock);
+    assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_2")));
+
+    // Pruned in the session: the numbers handed out (agent_3, never
+    // saved, too) are kept before the file goes.
+    let ids = store.child_ids();
+    assert_eq!(ids.next(), Some(AgentId::new("agent_3")));
+    store
+        .save(&envelope("agent_2", T0, Some(T0 + DAY)))
+        .unwrap();
+    clock.set(T0 + 2 * DAY + 2);
+    assert_eq!(store.prune().removed, [AgentId::new("agent_2")]);
+    let (store, _) = reopen(store, tmp.path(), &clock);
+    assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_4")));
+
+    // A host's own id past the counter, pruned: its number is kept too.
+    store.save(&envelope("agent_90", T0, Some(T0))).unwrap();
+    assert_eq!(store.prune().removed, [AgentId::new("agent_90")]);
+    let (store, report) = reopen(store, tmp.path(), &clock);
+    assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_91")));
+    assert!(report.foreign.is_empty(), "{report:?}");
+}

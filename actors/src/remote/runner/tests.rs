@@ -90,6 +90,30 @@ async fn a_run_whose_agent_is_killed_mid_turn_still_ends() {
     assert_eq!(runner.live(), 0);
 }
 
+/// Host code that panics: a transport whose `out` panicked on a report (an
+/// `expect` on a closed link, a `to_wire().unwrap()` past the codec's
+/// limit) unwound the run's task: its agent lived on, `live` counted it
+/// for good (skewing `LeastLoaded`), and no `Ended` ever went out — the
+/// parent's node failed the run only after its wall clock and 30 s more.
+/// The report is lost; the run ends, its `Ended` numbered past the gap.
+#[tokio::test(start_paused = true)]
+async fn a_transport_that_panics_on_a_report_still_ends_the_run() {
+    let runner = a_runner().await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let slot = runner.start(spec(), move |report| {
+        if matches!(report.body, ReportBody::Event(_)) && report.seq == 0 {
+            panic!("the link is closed");
+        }
+        let _ = tx.send(report);
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    runner.request(slot, RunRequest::Stop);
+    let ended = ended_of(&mut rx).await;
+    assert_eq!(ended.outcome, Outcome::Stopped);
+    assert_eq!(runner.live(), 0);
+    assert!(runner.ended(slot));
+}
+
 /// Same instant, two workers (review: shared state): a message sent to
 /// a run before its agent existed waited, and was handed on after the
 /// agent was set — a stop that came in between was cast at once and
