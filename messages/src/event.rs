@@ -308,6 +308,16 @@ thread_local! {
 
 /// Reads a `Child`'s event one level deeper; an error past [`MAX_NESTING`].
 fn nested<'de, D: serde::Deserializer<'de>>(reader: D) -> Result<Box<AgentEvent>, D::Error> {
+    one_level_deeper(reader)
+}
+
+/// Reads `T` one level deeper (a child's event, a child's transcript); an
+/// error past [`MAX_NESTING`] levels of either.
+pub(crate) fn one_level_deeper<'de, D, T>(reader: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
     /// Leaves the level however the read ends.
     struct Level;
     impl Drop for Level {
@@ -322,10 +332,10 @@ fn nested<'de, D: serde::Deserializer<'de>>(reader: D) -> Result<Box<AgentEvent>
     let _level = Level;
     if depth > MAX_NESTING {
         return Err(serde::de::Error::custom(format!(
-            "child events nested deeper than {MAX_NESTING} levels"
+            "children nested deeper than {MAX_NESTING} levels"
         )));
     }
-    Box::<AgentEvent>::deserialize(reader)
+    T::deserialize(reader)
 }
 
 #[cfg(test)]

@@ -65,7 +65,10 @@ pub struct SubAgentRun {
     /// It waits in the queue (a `queued` status, and no `ChildRunning` or
     /// terminal status yet).
     pub queued: bool,
-    /// The child's own rows.
+    /// The child's own rows (read back at most 128 levels deep: a stored
+    /// transcript nested deeper — damaged bytes — is an error, not a
+    /// stack overflow).
+    #[serde(deserialize_with = "crate::event::one_level_deeper")]
     pub transcript: Transcript,
 }
 

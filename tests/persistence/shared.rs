@@ -655,3 +655,51 @@ async fn a_spawn_under_a_stopping_host_leaves_the_restart_wake_to_the_next_threa
     assert_eq!(woken_children(&log), ["agent_2"], "{log:#?}");
     thread.close_and_wait().await;
 }
+
+/// Stopped midway, a ractor host (review: embedding): a thread killed
+/// with its host — the host's handler panicked, it was killed, or an
+/// ancestor stopped (ractor kills the subtree: no `post_stop`) — had
+/// taken the store's restart wake, its turn not over: the wake was lost
+/// for the rest of the process (the store open under its lock, no open
+/// could find it again), and a thread spawned again on the store was
+/// never told. A killed thread gives back what it took.
+#[tokio::test]
+async fn a_thread_killed_with_its_host_leaves_the_restart_wake_to_the_next_thread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_whose_second_child_was_running(&dir).await;
+    let store = open(&dir);
+    let host = common::host::Host::spawn().await;
+    let hang = ScriptedModel::new(vec![Reply::new().hang()]);
+    let config = ThreadConfig::new(DelegationBuilder::new(hang.shared())).store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, Some(host.cell()))
+        .await
+        .unwrap();
+    // The restart wake's turn is on the parent (it hangs in its model).
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
+    assert!(store.interrupted().is_empty(), "taken by the thread");
+    host.cell().kill_and_wait(None).await.unwrap();
+    thread.actor().wait(None).await.ok();
+    let given_back = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while store.interrupted().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(
+        given_back.is_ok(),
+        "the restart wake was lost with the thread"
+    );
+    assert_eq!(store.interrupted(), [AgentId::new("agent_2")]);
+    let model = ScriptedModel::new(vec![Reply::answer("Noted."); 2]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    let (again, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(woken_children(&log), ["agent_2"], "{log:#?}");
+    again.close_and_wait().await;
+}

@@ -109,6 +109,8 @@ async fn an_agent_spawned_under_a_host_lets_go_of_its_stream_as_it_stops() {
         .spawn_into(sink, Some(host.cell()))
         .await
         .unwrap();
+    // As its rustdoc says: the parent, the hub and the gate it owns.
+    assert_eq!(host.cell().get_children().len(), 3);
     let _result = agent.agent.queue_turn("start").unwrap();
     let mut log = Vec::new();
     run_for(&mut events, &mut log, 30).await;

@@ -248,7 +248,9 @@ impl AgentBuilder {
     }
 
     /// Spawns the agent writing to `events`, linked under `supervisor` if
-    /// given.
+    /// given (a ractor actor of the host, which must override
+    /// `handle_supervisor_evt`: ractor's default stops it when the agent
+    /// stops).
     pub async fn spawn_into(
         self,
         events: EventSink,

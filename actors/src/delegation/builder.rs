@@ -365,8 +365,8 @@ impl DelegationBuilder {
         limits(&self.child_limits).map_err(children("child_limits"))
     }
 
-    /// Spawns everything writing to `events`, the hub linked under
-    /// `supervisor` if given.
+    /// Spawns everything writing to `events`; parent, hub and owned gate linked
+    /// under `supervisor` if given (which must override `handle_supervisor_evt`).
     pub async fn spawn_into(
         mut self,
         events: EventSink,

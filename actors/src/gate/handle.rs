@@ -62,7 +62,9 @@ impl GateHandle {
     }
 
     /// Spawns a gate linked under `supervisor`; it stops when the last
-    /// handle is dropped, or with its supervisor.
+    /// handle is dropped, or with its supervisor. `supervisor` must
+    /// override `handle_supervisor_evt`: ractor's default stops it when
+    /// the gate stops.
     pub async fn spawn_linked(
         capacity: usize,
         supervisor: ActorCell,

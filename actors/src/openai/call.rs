@@ -7,7 +7,6 @@ use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt, stream};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::Value;
@@ -40,7 +39,7 @@ pub(crate) struct Settings {
     pub(crate) refused: std::sync::Mutex<Vec<&'static str>>,
 }
 
-type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<BodyError>>> + Send>>;
+type Events = Pin<Box<dyn Stream<Item = Result<super::sse::Event, BodyError>> + Send>>;
 
 /// Why the response body gave no more bytes.
 #[derive(Debug)]
@@ -238,13 +237,12 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
     let body = response
         .bytes_stream()
         .map(|r| r.map_err(BodyError::Transport));
-    Ok(Box::pin(
+    Ok(Box::pin(super::sse::events(
         super::lines::error_lines_as_events(body, settings.timeouts.read, |fault| match fault {
             super::lines::Fault::Silent => BodyError::Silent,
             super::lines::Fault::LineTooLong => BodyError::LineTooLong,
-        })
-        .eventsource(),
-    ))
+        }),
+    )))
 }
 
 /// The field of `body` a 400 refusal names, if it has a known answer not
@@ -416,26 +414,19 @@ async fn attempt(
 }
 
 /// A failure while reading the event stream.
-fn event_error(error: EventStreamError<BodyError>, timeouts: Timeouts) -> ModelError {
+fn event_error(error: BodyError, timeouts: Timeouts) -> ModelError {
     match error {
-        EventStreamError::Transport(BodyError::Silent) => ModelError::Timeout(timeouts.read),
-        EventStreamError::Transport(BodyError::LineTooLong) => ModelError::Malformed(format!(
+        BodyError::Silent => ModelError::Timeout(timeouts.read),
+        BodyError::LineTooLong => ModelError::Malformed(format!(
             "a line or an event of the event stream went past {} MiB without ending",
             super::lines::MAX_LINE >> 20
         )),
-        EventStreamError::Transport(BodyError::Transport(e)) => match transport_error(&e, timeouts)
-        {
+        BodyError::Transport(e) => match transport_error(&e, timeouts) {
             ModelError::Connection(text) => {
                 ModelError::Connection(format!("the connection broke mid-stream: {text}"))
             }
             other => other,
         },
-        EventStreamError::Utf8(e) => {
-            ModelError::Malformed(format!("the event stream is not valid UTF-8: {e}"))
-        }
-        EventStreamError::Parser(e) => {
-            ModelError::Malformed(format!("the event stream could not be parsed: {e}"))
-        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! A pass over the response body before the event-stream parser: older
+//! A pass over the response body before the event-stream reader
+//! ([`super::sse`]): older
 //! llama.cpp servers (`llama-server` 4227c9be, in llama-cpp-python 0.3.16)
 //! report a failure after the `200` as a line `error: {json}`, a field
 //! the SSE format does not define — a conforming parser drops it, and the
@@ -9,21 +10,21 @@
 //! either, or both), so a line split across chunks is whole here, and a
 //! server that ends its lines with a lone `\r` is passed on line by line
 //! (cut only at `\n`, such a stream was held back until the connection
-//! closed). Every line end leaves as one `\n`: the event-stream parser
-//! after this holds a `\r` it cannot yet tell from the start of a `\r\n`,
-//! so an event a server ended with lone `\r`s waited for the server's next
-//! byte. A `\r\n` cut between two chunks is one line end here too: the
+//! closed). Every line end leaves as one `\n`, so the reader after this
+//! never holds a `\r` it cannot yet tell from the start of a `\r\n` (the
+//! parser read before did: an event a server ended with lone `\r`s waited
+//! for the server's next byte). A `\r\n` cut between two chunks is one line end here too: the
 //! `\n` that opens the next chunk is dropped.
 //!
 //! Two more things are done here, where the bytes arrive. The server's
 //! silence is timed: any bytes restart the clock, a keep-alive comment
-//! (`: OPENROUTER PROCESSING`) included, which the event parser after this
+//! (`: OPENROUTER PROCESSING`) included, which the reader after this
 //! swallows without yielding an event. And each line is passed on as
-//! UTF-8, a byte that is not replaced by U+FFFD: the event parser holds an
-//! invalid byte for ever and passes nothing after it, so one bad byte
-//! stalled the whole answer until the silence ran out. A UTF-8 byte-order
-//! mark opening the body (the format allows one) is dropped: the parser
-//! panics on it.
+//! UTF-8, a byte that is not replaced by U+FFFD (the parser read before
+//! held an invalid byte for ever and passed nothing after it: one bad
+//! byte stalled the whole answer until the silence ran out). A UTF-8
+//! byte-order mark opening the body (the format allows one) is dropped
+//! (that parser panicked on it).
 
 use std::time::Duration;
 

@@ -96,6 +96,7 @@ mod endpoint;
 mod error;
 mod lines;
 mod retry;
+mod sse;
 mod stream;
 mod wire;
 

@@ -37,3 +37,49 @@ fn a_child_id_seen_again_folds_into_its_newest_row() {
     );
     assert_eq!(t.child(&id).unwrap().info.parent_tool_use_id.as_str(), "c2");
 }
+
+/// Foreign or damaged bytes (a host's stored transcript): each child's row
+/// holds the child's own transcript, and the decoder recursed once per
+/// level with no limit — about 100 KB of nesting overflowed a worker's
+/// stack, which aborts the process (the `Child` events' limit did not
+/// cover it). Past 128 levels it is an error, as for events.
+#[test]
+fn a_transcript_nested_past_the_limit_is_an_error_not_a_stack_overflow() {
+    use crate::codec::Wire;
+    // Built, encoded and dropped on a large stack: each is recursive.
+    let encoded = |levels: usize| {
+        let build = move || {
+            let mut transcript = Transcript::new();
+            for _ in 0..levels {
+                let info = SubAgentInfo {
+                    id: AgentId::new("agent_1"),
+                    parent_tool_use_id: ToolUseId::new("c"),
+                    name: String::new(),
+                    tools: Vec::new(),
+                    background: false,
+                    resumed_from: None,
+                };
+                let run = SubAgentRun {
+                    info,
+                    status: None,
+                    queued: false,
+                    transcript,
+                };
+                transcript = Transcript::new();
+                transcript.items.push(TranscriptItem::Agent(run));
+            }
+            transcript.to_wire().unwrap()
+        };
+        let large = std::thread::Builder::new().stack_size(1 << 30);
+        large.spawn(build).unwrap().join().unwrap()
+    };
+    let decodes = |bytes: Vec<u8>| {
+        let small = std::thread::Builder::new().stack_size(2 << 20);
+        let read = move || Transcript::from_wire(&bytes).map(std::mem::forget).is_ok();
+        small.spawn(read).unwrap().join().unwrap()
+    };
+    assert!(!decodes(encoded(100_000)), "deeper than the limit");
+    let limit = usize::try_from(crate::event::MAX_NESTING).unwrap();
+    assert!(decodes(encoded(limit)), "at the limit");
+    assert!(!decodes(encoded(limit + 1)), "one past it");
+}

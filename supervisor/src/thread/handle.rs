@@ -96,7 +96,9 @@ pub struct ThreadHandle {
 impl ThreadHandle {
     /// Starts a thread: the parent built by `parent`, its hub and gate,
     /// supervised; returns the handle and the thread's event stream. Pass
-    /// `supervisor` to link it under an actor of the host.
+    /// `supervisor` to link it under an actor of the host, which must
+    /// override `handle_supervisor_evt` (ractor's default stops it when
+    /// the thread closes; docs/supervisor.md).
     pub async fn spawn(
         config: impl Into<ThreadConfig>,
         supervisor: Option<ActorCell>,

@@ -197,3 +197,35 @@ impl ThreadState {
         }
     }
 }
+
+impl Drop for ThreadState {
+    /// A thread killed — its ractor host panicked or was killed, or an
+    /// ancestor of the host stopped (ractor kills the subtree): no
+    /// `post_stop` ran. The store's wakes it took go back, for the next
+    /// thread on the store: the restart wake not yet out (or cut in its
+    /// turn), the owed wakes of earlier sessions waiting or in flight.
+    /// They were lost for the rest of the process — the store still open
+    /// under its lock, so no open could find them again. (A close settles
+    /// them and lets go of the store first: nothing to give back then.)
+    fn drop(&mut self) {
+        let Some(store) = self.store.take() else {
+            return;
+        };
+        let mut interrupted = std::mem::take(&mut self.restarted);
+        let cut = std::mem::take(&mut self.settle_at_end);
+        for id in cut.into_iter().chain(self.wakes.clear()) {
+            if !store.is_from_earlier_session(&id) || interrupted.contains(&id) {
+                continue;
+            }
+            let status = store.get(&id).map(|e| e.status);
+            if status == Some(subagents_messages::SubAgentStatus::Interrupted) {
+                interrupted.push(id);
+            } else {
+                store.give_back_owed(&id);
+            }
+        }
+        if !interrupted.is_empty() {
+            store.give_back_interrupted(interrupted);
+        }
+    }
+}
