@@ -426,6 +426,7 @@ async fn a_delegate_task_child_the_host_stops_says_it_was_stopped() {
         SubAgentStatus::Stopped
     );
     until_result(&mut events, &mut log).await;
+    check_log(&log, true);
     let outputs = tool_result(&log, "delegate_task");
     assert_eq!(outputs.len(), 1, "{outputs:?}");
     let (output, is_error) = &outputs[0];

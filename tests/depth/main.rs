@@ -326,6 +326,10 @@ async fn stop_hub_as_the_child_ends(turns: usize) {
         "after {turns} turns, the grandchild's end is in its child's row: {inner:#?}"
     );
     check_log(&inner, true);
+    // The deepest end first: the grandchild's inside the child's row,
+    // before the child's own (review: the row alone was read).
+    assert!(child.terminal().is_some(), "after {turns} turns: {log:#?}");
+    check_log(&log, true);
     let first = parent.hub.status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(
         first.result.as_deref(),

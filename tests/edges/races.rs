@@ -333,7 +333,24 @@ async fn a_hub_stopped_by_the_host_as_the_thread_switches_stops_its_children() {
                 Some(&SubAgentStatus::Stopped),
                 "{id}: {log:#?}"
             );
+            // Guarantee 8: its call answered and its `Result(stopped)`,
+            // then its status (review: the status alone was read).
+            let at = |pred: &dyn Fn(&AgentEvent) -> bool| log.iter().position(pred);
+            let of = |e: &AgentEvent, inner: fn(&AgentEvent) -> bool| matches!(e, AgentEvent::Child(c, event) if c.as_str() == id && inner(event));
+            let answered = at(&|e| of(e, |e| matches!(e, AgentEvent::ToolResult(_))));
+            let result = at(&|e| {
+                of(
+                    e,
+                    |e| matches!(e, AgentEvent::Result(r) if r.outcome == subagents::messages::Outcome::Stopped),
+                )
+            });
+            let status = at(
+                &|e| matches!(e, AgentEvent::ChildStatus(c, SubAgentStatus::Stopped) if c.as_str() == id),
+            );
+            assert!(answered.is_some() && result.is_some(), "{id}: {log:#?}");
+            assert!(answered < result && result < status, "{id}: {log:#?}");
         }
+        check_log(&log, true);
         let closed = tokio::time::timeout(Duration::from_secs(60), thread.close_and_wait()).await;
         assert!(closed.is_ok(), "the thread's close hung");
     }

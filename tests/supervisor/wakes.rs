@@ -108,6 +108,7 @@ async fn a_switch_drops_a_wake_that_was_pending() {
 
 #[tokio::test(start_paused = true)]
 async fn a_switch_racing_a_completion_leaves_one_terminal_status_and_no_wake() {
+    let mut ways = Vec::new();
     for at in [9_999u64, 10_000, 10_001] {
         let (thread, mut events) = thread(background_workers(&[10])).await;
         thread.send_user("start").unwrap();
@@ -130,7 +131,16 @@ async fn a_switch_racing_a_completion_leaves_one_terminal_status_and_no_wake() {
             .filter(|e| matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Stopped)))
             .count();
         assert_eq!(said, stopped, "at {at} ms");
+        // One that finished first stays `done` (review: never read).
+        let done =
+            (log.iter()).any(|e| matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Done)));
+        assert_eq!(done, said == 0, "at {at} ms: {log:#?}");
+        ways.push(said);
     }
+    assert!(
+        ways.contains(&0) && ways.contains(&1),
+        "both ends reached: {ways:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

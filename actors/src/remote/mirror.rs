@@ -403,6 +403,71 @@ mod tests {
         assert_eq!(mirror.incoherent(&result, &agent), None);
     }
 
+    /// Every report a node's agent cannot have sent fails its child, each
+    /// for its own reason (review: only two of the kinds were reached by a
+    /// test; any other arm could go unnoticed).
+    #[test]
+    fn each_report_an_agent_cannot_have_sent_is_incoherent_for_its_reason() {
+        let agent = subagents_messages::AgentId::new("agent_1");
+        let ask = |id: &str, call: &str| {
+            AgentEvent::ApprovalRequested(Box::new(ApprovalRequest {
+                id: ApprovalId::new(id),
+                tool_use_id: ToolUseId::new(call),
+                tool_name: "sleep".into(),
+                arguments: "{}".into(),
+            }))
+        };
+        let resolved = |id: &str| AgentEvent::ApprovalResolved {
+            id: ApprovalId::new(id),
+            tool_use_id: ToolUseId::new("call_1"),
+            outcome: ApprovalOutcome::Approved,
+        };
+        let answer = AgentEvent::ToolResult(ToolResult {
+            tool_use_id: ToolUseId::new("call_9"),
+            name: "sleep".into(),
+            output: String::new(),
+            is_error: false,
+        });
+        let (a1, open) = ("agent_1-approval-1", started("call_1"));
+        let status = AgentEvent::ChildRunning(agent.clone());
+        let (other, user) = (
+            ask("parent-approval-1", "call_1"),
+            AgentEvent::UserMessage("hi".into()),
+        );
+        let cases: Vec<(Vec<AgentEvent>, AgentEvent, &str)> = vec![
+            (vec![], other, "another agent's name"),
+            (
+                vec![open.clone(), ask(a1, "call_1"), resolved(a1)],
+                ask(a1, "call_1"),
+                "twice",
+            ),
+            (vec![], ask(a1, "call_9"), "not open"),
+            (
+                vec![open.clone(), ask(a1, "call_1")],
+                ask("agent_1-approval-2", "call_1"),
+                "second approval",
+            ),
+            (vec![], resolved(a1), "never asked"),
+            (vec![open.clone()], open.clone(), "while it was open"),
+            (vec![], answer, "never started"),
+            (vec![], status, "sub-agent's event"),
+            (vec![], user, "only a thread emits"),
+            (vec![], AgentEvent::SwitchedAway, "only a thread emits"),
+        ];
+        for (before, event, reason) in cases {
+            let mut mirror = Mirror::default();
+            for e in &before {
+                assert_eq!(mirror.incoherent(e, &agent), None, "{e:?}");
+                mirror.note(e);
+            }
+            let why = mirror.incoherent(&event, &agent);
+            assert!(
+                why.as_deref().is_some_and(|w| w.contains(reason)),
+                "{event:?}: {why:?}"
+            );
+        }
+    }
+
     /// A turn's `Result` that says it completed.
     fn done() -> AgentResult {
         AgentResult {

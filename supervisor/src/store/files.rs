@@ -76,8 +76,10 @@ pub(super) fn is_temp_name(name: &str) -> bool {
         && unique
             .bytes()
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
-    // The session count's own (`..subagents-session.<hex>.subagents-tmp`).
-    if target == super::lock::SESSION_NAME {
+    // The session count's own (`..subagents-session.<hex>.subagents-tmp`),
+    // and the kept child number's (one a kill left was listed as foreign
+    // at every open, never removed).
+    if target == super::lock::SESSION_NAME || target == super::kept_ids::IDS_NAME {
         return unique_ok;
     }
     let Some(stem) = target.strip_suffix(JSON_EXT) else {

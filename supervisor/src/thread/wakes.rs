@@ -106,6 +106,9 @@ impl ThreadState {
         for id in dropped {
             self.drop_wake(&id);
         }
+        // Settled: not given back by a kill later in a close (the drop
+        // below), nor delivered.
+        self.restarted.clear();
         self.settle_given_back();
     }
 
@@ -207,6 +210,10 @@ impl Drop for ThreadState {
     /// They were lost for the rest of the process — the store still open
     /// under its lock, so no open could find them again. (A close settles
     /// them and lets go of the store first: nothing to give back then.)
+    /// This runs after ractor reports the thread stopped, and before its
+    /// event stream ends (the state holds the stream's last sender): a
+    /// host that spawns again on the store once the old stream ended
+    /// finds them there.
     fn drop(&mut self) {
         let Some(store) = self.store.take() else {
             return;

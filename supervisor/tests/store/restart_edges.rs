@@ -15,19 +15,23 @@ const SESSION_CHILD_DIR_VAR: &str = "SUBAGENTS_STORE_SESSION_TEMP_CHILD_DIR";
 /// someone else's, kept.
 #[test]
 fn the_session_counts_stray_temporary_file_is_removed_on_open() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let clock = clock(T0);
-    drop(open(dir, &clock));
-    let stray = "..subagents-session.00001a2b00000000.subagents-tmp";
-    let not_ours = "..subagents-session.00001A2B00000000.subagents-tmp";
-    fs::write(dir.join(stray), b"2").unwrap();
-    fs::write(dir.join(not_ours), b"keep me").unwrap();
-    let (_, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
-    assert_eq!(report.temp_removed, [dir.join(stray)], "{report:?}");
-    assert_eq!(report.foreign, [dir.join(not_ours)], "{report:?}");
-    assert!(!dir.join(stray).exists());
-    assert_eq!(fs::read(dir.join(not_ours)).unwrap(), b"keep me");
+    // And the kept child number's (this session's review: listed as
+    // foreign at every open, never removed).
+    for own in [".subagents-session", ".subagents-ids"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let clock = clock(T0);
+        drop(open(dir, &clock));
+        let stray = format!(".{own}.00001a2b00000000.subagents-tmp");
+        let not_ours = format!(".{own}.00001A2B00000000.subagents-tmp");
+        fs::write(dir.join(&stray), b"2").unwrap();
+        fs::write(dir.join(&not_ours), b"keep me").unwrap();
+        let (_, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+        assert_eq!(report.temp_removed, [dir.join(&stray)], "{report:?}");
+        assert_eq!(report.foreign, [dir.join(&not_ours)], "{report:?}");
+        assert!(!dir.join(&stray).exists());
+        assert_eq!(fs::read(dir.join(&not_ours)).unwrap(), b"keep me");
+    }
 }
 
 /// Not a test: the child process of

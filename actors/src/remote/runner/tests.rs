@@ -108,10 +108,25 @@ async fn a_transport_that_panics_on_a_report_still_ends_the_run() {
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
     runner.request(slot, RunRequest::Stop);
-    let ended = ended_of(&mut rx).await;
+    // Numbered past the gap: the lost report's number is spent, the
+    // `Ended` comes after it.
+    let mut numbers = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(3600), async {
+        loop {
+            let report = rx.recv().await.expect("its reports ended without an end");
+            numbers.push(report.seq);
+            if let ReportBody::Ended { result, .. } = report.body {
+                break result;
+            }
+        }
+    })
+    .await
+    .expect("the run never ended");
     assert_eq!(ended.outcome, Outcome::Stopped);
     assert_eq!(runner.live(), 0);
     assert!(runner.ended(slot));
+    assert!(numbers.len() > 1 && numbers[0] == 1, "{numbers:?}");
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{numbers:?}");
 }
 
 /// Same instant, two workers (review: shared state): a message sent to
