@@ -286,7 +286,7 @@ impl ClusterNode {
 
     /// Connects to node `node` at `addr` (`host:port`) and waits, at most
     /// `wait`, for its host to show up; `labels` are what
-    /// `Placement::Labels` matches children's names against.
+    /// `Placement::Labels` matches children's profile names against.
     pub async fn connect(
         &self,
         addr: &str,

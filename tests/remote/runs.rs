@@ -448,12 +448,17 @@ async fn a_request_that_cannot_go_leaves_nothing_running_on_the_node() {
 /// label says so.
 #[tokio::test(start_paused = true)]
 async fn a_lost_node_is_passed_over_for_the_next_with_the_label() {
-    let model = background_workers(&[5]).shared();
-    let b = Loopback::labelled("b", model.clone(), &["Worker 1"]).await;
-    let c = Loopback::labelled("c", model.clone(), &["Worker 1"]).await;
+    let model = profile_worker(UseAgentCall::run_named("worker", "work 5 s"));
+    let b = Loopback::labelled("b", model.clone(), &["worker"]).await;
+    let c = Loopback::labelled("c", model.clone(), &["worker"]).await;
     b.kill();
     let nodes: Vec<Arc<dyn subagents::actors::NodeLink>> = vec![b.clone(), c.clone()];
-    let (thread, mut events) = thread_on(model, Placement::Labels { nodes, hard: true }).await;
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model)
+            .placement(Placement::Labels { nodes, hard: true })
+            .profiles(worker_profile()),
+    )
+    .await;
     thread.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -464,6 +469,66 @@ async fn a_lost_node_is_passed_over_for_the_next_with_the_label() {
     assert_eq!(c.started.load(Ordering::SeqCst), 1);
     assert_eq!(b.started.load(Ordering::SeqCst), 0);
     thread.close_and_wait().await;
+}
+
+/// A profile `worker` whose prompt opens with `Worker 1` (the scripted
+/// worker's), every tool of its parent.
+fn worker_profile() -> subagents::actors::profile::ProfileSet {
+    use subagents::actors::profile::{Profile, ProfileSet};
+    ProfileSet::from_profiles([Profile {
+        name: "worker".into(),
+        description: "works".into(),
+        system_prompt: "Worker 1\nYou work.".into(),
+        source: std::path::PathBuf::from("worker.md"),
+        ..Default::default()
+    }])
+}
+
+/// A parent that starts one child in the background with `call`, then
+/// notes its wake; the child sleeps 5 s.
+fn profile_worker(call: UseAgentCall) -> Arc<dyn Model> {
+    let first = Reply::new().use_agent(&call.wait(false));
+    let turns = vec![first, Reply::answer("Started."), Reply::answer("Noted.")];
+    ScriptedModel::new(turns)
+        .with_script("Worker 1\n", worker(5))
+        .shared()
+}
+
+/// Widened (review: identifiers): `Placement::Labels` matched a child's
+/// shown name, which for a child written in the call is the first line
+/// of the prompt the model wrote — the model put a child of its own
+/// making on a node the host labelled for a profile (`deployer`), where
+/// that node's tools ran for it. Labels match a profile's name: such a
+/// child runs here, or is refused when it must run on a labelled node.
+#[tokio::test(start_paused = true)]
+async fn a_child_written_in_the_call_is_placed_by_no_label() {
+    for hard in [false, true] {
+        let call = work_call("Worker 1", 5, false);
+        let model = profile_worker(call);
+        let b = Loopback::labelled("b", model.clone(), &["worker", "Worker 1"]).await;
+        let nodes: Vec<Arc<dyn subagents::actors::NodeLink>> = vec![b.clone()];
+        let placement = Placement::Labels { nodes, hard };
+        let (thread, mut events) = thread_with(
+            DelegationBuilder::new(model)
+                .placement(placement)
+                .profiles(worker_profile()),
+        )
+        .await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        run_for(&mut events, &mut log, 60).await;
+        check_log(&log, true);
+        assert_eq!(b.started.load(Ordering::SeqCst), 0, "hard: {hard}");
+        let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+        let expected = if hard {
+            SubAgentStatus::Failed
+        } else {
+            SubAgentStatus::Done
+        };
+        assert_eq!(envelope.status, expected, "hard: {hard}: {envelope:?}");
+        thread.close_and_wait().await;
+    }
 }
 
 /// Host code called back (review): a transport's `live` that panics (a

@@ -387,7 +387,10 @@ impl HubState {
         };
         let followups = child.followups.clone();
         let sink = child.sink.clone();
-        let name = || self.book.get(id).map(|e| e.name).unwrap_or_default();
+        // Labels match its profile's name (one written in the call has
+        // none: its shown name, the model's first line, placed it anywhere).
+        let profile = child.request.name.clone();
+        let name = move || profile.unwrap_or_default();
         // This node's own: started here (the one being placed has no
         // agent yet; those on other nodes count there).
         let here = || {

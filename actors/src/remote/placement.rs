@@ -20,10 +20,12 @@ pub enum Placement {
     /// [`NodeLink::live`]. Ties stay here; a node that reported nothing
     /// is not chosen.
     LeastLoaded(Vec<Arc<dyn NodeLink>>),
-    /// A child runs on the first node with its name (its profile's) among
-    /// its [`NodeLink::labels`] that is not lost ([`NodeLink::is_lost`]).
-    /// A child no such node is labelled for: refused when `hard` (it must
-    /// run on a labelled node), here otherwise.
+    /// A child runs on the first node with its profile's name among its
+    /// [`NodeLink::labels`] that is not lost ([`NodeLink::is_lost`]).
+    /// A child no such node is labelled for, or with no profile (its
+    /// prompt written in the call: its shown name is the model's, and
+    /// would place it on a node the host labelled for a profile): refused
+    /// when `hard` (it must run on a labelled node), here otherwise.
     Labels {
         /// The nodes.
         nodes: Vec<Arc<dyn NodeLink>>,
@@ -106,6 +108,12 @@ impl Placement {
             }
             Placement::Labels { nodes, hard } => {
                 let name = name();
+                if name.is_empty() {
+                    return match hard {
+                        false => Ok(None),
+                        true => Err("this sub-agent has no profile, whose name a node is labelled with, and it must run on a labelled node".to_owned()),
+                    };
+                }
                 let mut labelled = nodes.iter().filter(|n| n.labels().contains(&name));
                 let any = labelled.clone().next().is_some();
                 // A lost node is passed over, as `LeastLoaded` does: chosen,
