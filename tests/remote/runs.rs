@@ -23,6 +23,49 @@ async fn a_node_without_the_model_refuses_the_run() {
         error.contains("no model `scripted` on this node"),
         "{error}"
     );
+    // What the node has is not the asking model's to read (review: what
+    // the model reads): another host's registry reached its provider.
+    assert!(!error.contains("elsewhere"), "{error}");
+}
+
+/// The same for a tool the node lacks: its refusal listed every tool of
+/// the node (`http_post` here, never given to the asking model). Only
+/// what is missing is named.
+#[tokio::test(start_paused = true)]
+async fn a_node_without_a_tool_names_only_that_tool() {
+    let call = UseAgentCall::run("Worker 1\nYou work.", "add").tools(["calculator"]);
+    let first = Reply::new().use_agent(&call.wait(false));
+    let model = ScriptedModel::new(vec![
+        first,
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker 1\n", vec![Reply::answer("4")])
+    .shared();
+    let gate = subagents::actors::GateHandle::spawn(1).await.unwrap();
+    let node_tools = ToolRegistry::new()
+        .with(subagents_demo::Sleep)
+        .with(subagents_demo::Post);
+    let node = Loopback::with_tools("b", model.clone(), node_tools, gate);
+    let builder = DelegationBuilder::new(model)
+        .placement(Placement::On(node))
+        .tools(ToolRegistry::new().with(subagents_demo::Calculator));
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, is_wake).await;
+    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Failed);
+    let error = envelope.error.unwrap_or_default();
+    assert!(
+        error.contains("no tool `calculator` on this node"),
+        "{error}"
+    );
+    assert!(
+        !error.contains("http_post") && !error.contains("sleep"),
+        "{error}"
+    );
+    thread.close_and_wait().await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -91,6 +91,10 @@ impl Call {
     async fn next(mut self) -> Option<(Result<ModelChunk, ModelError>, Self)> {
         loop {
             if let Some(item) = self.out.pop_front() {
+                // Every error leaves without the key (the service's own
+                // words mid-stream too: they reached the parent model).
+                let key = self.settings.api_key.as_deref();
+                let item = item.map_err(|e| super::redact::scrub(e, key));
                 return Some((item, self));
             }
             match std::mem::replace(&mut self.phase, Phase::Done) {
@@ -227,7 +231,10 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
             "" => String::new(),
             text => format!(
                 ": {}",
-                truncate(&without_key(service_message(text), settings), 200)
+                truncate(
+                    &service_message(&without_key(text.to_owned(), settings)),
+                    200
+                )
             ),
         };
         return Err(ModelError::Malformed(format!(
@@ -379,7 +386,7 @@ async fn attempt(
             .unwrap_or("(no message)")
             .to_owned()
     } else {
-        without_key(service_message(&text), settings)
+        service_message(&without_key(text.clone(), settings))
     };
     if status.as_u16() == 429 {
         // Out of quota (OpenAI's `insufficient_quota`): no wait brings it
@@ -430,14 +437,8 @@ fn event_error(error: BodyError, timeouts: Timeouts) -> ModelError {
     }
 }
 
-/// A service's message with the key it was sent left out: a gateway that
-/// echoes it (`Incorrect API key provided: sk-…`) put it in an error that
-/// reaches the parent model, a child's envelope on disk and the logs.
-/// Keys shorter than 8 characters are left (they would take words out of
-/// the message; no service issues one).
-fn without_key(message: String, settings: &Settings) -> String {
-    match settings.api_key.as_deref() {
-        Some(key) if key.len() >= 8 && message.contains(key) => message.replace(key, "<redacted>"),
-        _ => message,
-    }
+/// A service's text with the key it was sent left out, before it is read
+/// or cut short (`super::redact`).
+fn without_key(text: String, settings: &Settings) -> String {
+    super::redact::without_key(text, settings.api_key.as_deref())
 }

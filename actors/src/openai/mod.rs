@@ -95,6 +95,7 @@ mod call;
 mod endpoint;
 mod error;
 mod lines;
+mod redact;
 mod retry;
 mod sse;
 mod stream;

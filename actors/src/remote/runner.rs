@@ -143,16 +143,22 @@ impl NodeRunner {
             .find(|m| m.name() == spec.model)
             .cloned()
             .ok_or_else(|| {
+                // What it has stays here (a log line): the refusal reaches
+                // the asking node's model, and so its provider — another
+                // host's whole registry, tools it was never given.
                 let known: Vec<&str> = self.inner.models.iter().map(|m| m.name()).collect();
-                format!(
-                    "no model `{}` on this node (it has: {})",
-                    spec.model,
-                    known.join(", ")
-                )
+                tracing::warn!(model = %spec.model, has = ?known, "a run asked for a model this node lacks");
+                format!("no model `{}` on this node", spec.model)
             })?;
-        let tools = self
-            .inner
-            .tools
+        let missing: Vec<&str> = (spec.tools.iter())
+            .filter(|t| !self.inner.tools.contains(t))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            tracing::warn!(?missing, has = ?self.inner.tools.names(), "a run asked for tools this node lacks");
+            return Err(format!("no tool `{}` on this node", missing.join("`, `")));
+        }
+        let tools = (self.inner.tools)
             .subset(&spec.tools)
             .map_err(|e| format!("{e} on this node"))?;
         let probe = Probe::default();

@@ -281,6 +281,37 @@ async fn a_failed_connection_does_not_show_a_key_in_the_query() {
     );
 }
 
+/// The same echo after a 200 (review: what the model reads): a gateway
+/// relaying an upstream failure mid-stream (`data: {"error": …}`), or an
+/// event that is no chunk (quoted in `Malformed`), passed the key whole
+/// to the parent model; and where it was left out, the message was cut
+/// first — a key echoed late in a long refusal showed its start. Every
+/// error leaves without it, whole or cut short.
+#[tokio::test]
+async fn a_key_echoed_mid_stream_or_cut_short_is_left_out() {
+    let key = "sk-SECRET-0123456789";
+    let echo =
+        json!({"error": {"message": format!("upstream: Incorrect API key provided: {key}")}});
+    let odd = json!({"note": format!("key {key}")}).to_string();
+    let long = format!("{} key: {key}", "x".repeat(485));
+    let server = MockServer::start(vec![
+        Reply::sse(&[echo.to_string().as_str()]),
+        Reply::sse(&[odd.as_str()]),
+        Reply::error(401, json!({"error": {"message": long}})),
+    ])
+    .await;
+    let model = OpenAiCompatible::new(&server.base_url, Some(key.into()), "m").unwrap();
+    for case in ["mid-stream", "no chunk", "cut short"] {
+        let out = collect(&model, request("hi")).await;
+        let Some(Err(error)) = out.last() else {
+            panic!("{case}: expected an error, got {out:?}");
+        };
+        let text = error.to_string();
+        assert!(!text.contains(&key[..8]), "{case}: {text}");
+        assert!(text.contains("<redact"), "{case}: {text}");
+    }
+}
+
 /// A gateway that echoes the key in its refusal (`Incorrect API key
 /// provided: sk-…`): the text went whole into `Unauthorized`, which a
 /// parent model reads as its child's failure, and onto disk. The key the
