@@ -162,13 +162,8 @@ impl Actor for NodeHost {
                         // reports the live run's token never matches,
                         // waited for ever.
                         if live.token != start.token {
-                            let unread = UnreadStart {
-                                header: Some((start.reply_to, key, start.token)),
-                                error: CodecError::Decode(
-                                    "a run of that key is live here already".into(),
-                                ),
-                            };
-                            refuse_unread(state, unread);
+                            let header = (start.reply_to, key, start.token);
+                            refuse(state, header, "a run of that key is live here already");
                         }
                         return Ok(());
                     }
@@ -293,9 +288,16 @@ fn fit(report: RunReport, error: &CodecError) -> RunReport {
 fn refuse_unread(state: &HostState, unread: UnreadStart) {
     let UnreadStart { header, error } = unread;
     tracing::warn!(%error, "a start this node could not read");
-    let Some((reply_to, key, token)) = header else {
-        return;
-    };
+    // The codec's words stay in the log: they are its `Debug` (bincode's
+    // type names), and the refusal reaches a model.
+    if let Some(header) = header {
+        let why = "the node could not read the run's request (another version of the runtime?)";
+        refuse(state, header, why);
+    }
+}
+
+/// Refuses the run `(asking node, key, token)` to its asker, saying why.
+fn refuse(state: &HostState, (reply_to, key, token): (String, u64, u64), why: &str) {
     let to = Destination {
         inbox: inbox_group(&reply_to),
         session: lost_sessions(&state.lost, &reply_to),
@@ -309,7 +311,7 @@ fn refuse_unread(state: &HostState, unread: UnreadStart) {
     to.send(RunReport {
         key,
         seq: 0,
-        body: ReportBody::Refused(format!("the node could not start the run ({error})")),
+        body: ReportBody::Refused(why.to_owned()),
     });
 }
 

@@ -388,7 +388,10 @@ fn route_unread(me: &str, routes: &Routes, unread: UnreadReport) {
     let Some(node) = node else {
         return;
     };
-    let why = format!("a report of the run could not be read here ({error})");
+    // The codec's words (its `Debug`, bincode's type names) stay in the
+    // log above: the refusal reaches the parent model.
+    let why =
+        "a report of the run could not be read here (another version of the runtime?)".to_owned();
     route(
         routes,
         RunReport {

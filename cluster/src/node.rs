@@ -180,7 +180,10 @@ impl NodeEventSubscription for Sessions {
             tracing::debug!(%peer, addr = %ses.peer_addr, "a session that was not the peer's closed");
             return;
         }
-        let why = format!("its session from {} closed", ses.peer_addr);
+        // Its address stays in the log: the loss reaches the parent
+        // model (and its provider) in the child's failure.
+        tracing::info!(%peer, addr = %ses.peer_addr, "a peer's session closed");
+        let why = "its session closed".to_owned();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return lose_peer(&self.links, &self.host, peer, &why);
         };

@@ -166,6 +166,11 @@ async fn a_report_this_node_cannot_read_ends_the_run_saying_why() {
     assert_eq!(ended, Ok(SubAgentStatus::Failed), "{envelope:?}");
     let error = envelope.error.unwrap_or_default();
     assert!(error.contains("could not be read here"), "{error}");
+    // Not the codec's `Debug` (bincode's type names) the model would read.
+    assert!(
+        !error.contains("OtherString") && !error.contains(" { "),
+        "{error}"
+    );
     let stopped = tokio::time::timeout(Duration::from_secs(60), async {
         while asked.lock().unwrap().is_empty() {
             tokio::task::yield_now().await;
