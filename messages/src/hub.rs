@@ -29,7 +29,10 @@ pub struct ChildRequest {
     pub tools: Option<Vec<String>>,
     /// `wait: false`: the requester does not wait.
     pub background: bool,
-    /// The child's name; `None`: the first line of its system prompt.
+    /// The child's name — its profile's, for a delegation call — which
+    /// `Placement::Labels` matches against a node's labels; `None`: it is
+    /// shown by the first line of its system prompt and placed by no
+    /// label.
     pub name: Option<String>,
     /// A model override (resolved in the host's model registry).
     pub model: Option<String>,

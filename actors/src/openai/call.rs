@@ -12,9 +12,8 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::Value;
 use subagents_messages::{ModelChunk, ModelRequest};
 
-use super::error::{
-    Timeouts, out_of_quota, service_message, status_error, transport_error, truncate,
-};
+use super::error::{Timeouts, out_of_quota, status_error, transport_error, truncate};
+use super::redact::service_text;
 use super::retry::{Attempt, RetryPolicy, parse_retry_after, parse_retry_after_ms, with_retries};
 use super::stream::{Assembler, Step};
 use super::wire::ChatRequest;
@@ -231,10 +230,7 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
             "" => String::new(),
             text => format!(
                 ": {}",
-                truncate(
-                    &service_message(&without_key(text.to_owned(), settings)),
-                    200
-                )
+                truncate(&service_text(text, settings.api_key.as_deref()), 200)
             ),
         };
         return Err(ModelError::Malformed(format!(
@@ -386,7 +382,7 @@ async fn attempt(
             .unwrap_or("(no message)")
             .to_owned()
     } else {
-        service_message(&without_key(text.clone(), settings))
+        service_text(&text, settings.api_key.as_deref())
     };
     if status.as_u16() == 429 {
         // Out of quota (OpenAI's `insufficient_quota`): no wait brings it
@@ -435,10 +431,4 @@ fn event_error(error: BodyError, timeouts: Timeouts) -> ModelError {
             other => other,
         },
     }
-}
-
-/// A service's text with the key it was sent left out, before it is read
-/// or cut short (`super::redact`).
-fn without_key(text: String, settings: &Settings) -> String {
-    super::redact::without_key(text, settings.api_key.as_deref())
 }

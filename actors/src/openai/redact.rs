@@ -40,6 +40,16 @@ pub(crate) fn without_key(message: String, key: Option<&str>) -> String {
     message
 }
 
+/// A service's message in `body` (`service_message`), `key` left out:
+/// before it is read and cut short (a key echoed late in a long message
+/// straddled the cut), and again once read — a key the service escaped
+/// in its JSON (`\/` for `/`, PHP's `json_encode`) is whole only then
+/// (and a retry's log line carries the message before the last scrub).
+pub(crate) fn service_text(body: &str, key: Option<&str>) -> String {
+    let read = super::error::service_message(&without_key(body.to_owned(), key));
+    without_key(read, key)
+}
+
 /// `error` with `key` left out of every text it carries.
 pub(crate) fn scrub(error: ModelError, key: Option<&str>) -> ModelError {
     let clean = |text: String| without_key(text, key);
@@ -100,6 +110,13 @@ mod tests {
         assert_eq!(said("sk-SECRET-01 said"), "sk-SECRET-01 said");
         assert_eq!(without_key(KEY.to_owned(), Some("short")), KEY);
         assert_eq!(without_key(format!("{KEY}…"), None), format!("{KEY}…"));
+        // Escaped in the service's JSON, whole once read.
+        let slashed = "sk-AB/CD-0123456789";
+        let body = format!(
+            r#"{{"error":{{"message":"bad {}"}}}}"#,
+            slashed.replace('/', "\\/")
+        );
+        assert_eq!(service_text(&body, Some(slashed)), "bad <redacted>");
         let error = scrub(
             ModelError::MidStream {
                 message: format!("echo {KEY}"),

@@ -22,10 +22,13 @@ pub enum Placement {
     LeastLoaded(Vec<Arc<dyn NodeLink>>),
     /// A child runs on the first node with its profile's name among its
     /// [`NodeLink::labels`] that is not lost ([`NodeLink::is_lost`]).
-    /// A child no such node is labelled for, or with no profile (its
-    /// prompt written in the call: its shown name is the model's, and
-    /// would place it on a node the host labelled for a profile): refused
-    /// when `hard` (it must run on a labelled node), here otherwise.
+    /// A child no such node is labelled for, or with no name
+    /// ([`ChildRequest::name`](subagents_messages::ChildRequest::name):
+    /// a prompt written in the call, the `agent` tool's children, a host's
+    /// request without one — its shown name, the model's first line, put
+    /// the model's own child on a node the host labelled for a profile):
+    /// refused when `hard` (it must run on a labelled node), here
+    /// otherwise.
     Labels {
         /// The nodes.
         nodes: Vec<Arc<dyn NodeLink>>,
@@ -111,7 +114,7 @@ impl Placement {
                 if name.is_empty() {
                     return match hard {
                         false => Ok(None),
-                        true => Err("this sub-agent has no profile, whose name a node is labelled with, and it must run on a labelled node".to_owned()),
+                        true => Err("only a named sub-agent (a profile's) is placed on a labelled node, and every sub-agent here must run on one".to_owned()),
                     };
                 }
                 let mut labelled = nodes.iter().filter(|n| n.labels().contains(&name));

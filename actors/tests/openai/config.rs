@@ -301,6 +301,26 @@ async fn a_key_echoed_mid_stream_or_cut_short_is_left_out() {
     ])
     .await;
     let model = OpenAiCompatible::new(&server.base_url, Some(key.into()), "m").unwrap();
+    // A gateway escaping `/` in its JSON (PHP's `json_encode`): the key is
+    // whole only once the message is read (review: it was left whole).
+    let slashed = "sk-AB/CD-0123456789";
+    let escaped = format!(
+        r#"{{"error":{{"message":"bad key {}"}}}}"#,
+        slashed.replace('/', "\\/")
+    );
+    let raw = Reply {
+        body: vec![Piece::Send(escaped)],
+        ..Reply::error(401, json!({}))
+    };
+    let server_escaped = MockServer::start(vec![raw]).await;
+    let model_escaped =
+        OpenAiCompatible::new(&server_escaped.base_url, Some(slashed.into()), "m").unwrap();
+    let out = collect(&model_escaped, request("hi")).await;
+    let text = format!("{out:?}");
+    assert!(
+        !text.contains("sk-AB") && text.contains("<redacted>"),
+        "escaped: {text}"
+    );
     for case in ["mid-stream", "no chunk", "cut short"] {
         let out = collect(&model, request("hi")).await;
         let Some(Err(error)) = out.last() else {
