@@ -72,17 +72,17 @@ impl Reader {
         let line = line.strip_suffix('\r').unwrap_or(&line);
         if line.is_empty() {
             // Dispatched only with data; either way the type is reset.
+            // Its last `\n` dropped in place: no copy of the data, which
+            // is every token of a streamed answer.
             let event = std::mem::take(&mut self.event);
-            if let Some(data) = std::mem::take(&mut self.data).strip_suffix('\n') {
+            let mut data = std::mem::take(&mut self.data);
+            if data.pop().is_some() {
                 let event = if event.is_empty() {
                     "message".to_owned()
                 } else {
                     event
                 };
-                out.push(Event {
-                    event,
-                    data: data.to_owned(),
-                });
+                out.push(Event { event, data });
             }
             return;
         }
