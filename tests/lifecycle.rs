@@ -160,10 +160,12 @@ async fn status_keeps_a_finished_answer_within_the_budget() {
 #[tokio::test(start_paused = true)]
 async fn usage_rolls_up_to_the_parent_and_the_thread() {
     let model = ScriptedModel::new(vec![
+        // Its usage after its calls, as servers report it (one before
+        // them covers none of them: they would count by the estimate).
         Reply::new()
-            .usage(10, 5)
             .use_agent(&work_call("Background", 100, false))
-            .use_agent(&UseAgentCall::run("Inline\nYou work.", "work 1 s").tools(["sleep"])),
+            .use_agent(&UseAgentCall::run("Inline\nYou work.", "work 1 s").tools(["sleep"]))
+            .usage(10, 5),
         Reply::answer("Both started.").usage(7, 3),
         Reply::answer("Noted.").usage(1, 1),
     ])

@@ -226,11 +226,12 @@ pub enum ModelChunk {
     /// Boxed: the largest variant sets the size of every chunk, and of
     /// every future that holds one.
     ToolCall(Box<ToolCall>),
-    /// Token usage for the call (may come once, at the end, or never).
-    /// Each chunk is an increment, added to the call's count: send a
-    /// count once, never a running total. Output the server has not
-    /// counted yet is still held against the budget by the estimate; a
-    /// call with none counts by the estimate at its end.
+    /// Token usage for the call (may come once, at the end, early — the
+    /// prompt's — or never). Each chunk is an increment, added to the
+    /// call's count: send a count once, never a running total. Output
+    /// after the last one (or all of it, with none) is counted by the
+    /// estimate: held against the budget as it streams, and added at the
+    /// call's end or cut.
     Usage(Usage),
     /// An estimate of the call's usage, for a server that reports none
     /// (the OpenAI adapter counts about 4 characters a token): counted

@@ -56,3 +56,58 @@ async fn a_call_cut_mid_stream_counts_an_estimate_of_its_tokens() {
     let (agent, _events) = AgentBuilder::new(model.shared()).spawn().await.unwrap();
     assert_eq!(agent.run("go").await.unwrap().usage.total(), 0);
 }
+
+/// Accounting (review: accounting): a usage that came first — the
+/// prompt's (Anthropic's `message_start`; front-ends.md: each `Usage` is
+/// an increment) — marked the call counted, all of it: cut by the wall
+/// clock or a broken stream after 4,000 characters, its `Result` said
+/// the prompt's 10 tokens and 0 for what the host saw it write. What it
+/// wrote after its last count is estimated; what a count covered is not.
+#[tokio::test(start_paused = true)]
+async fn a_call_cut_after_an_early_usage_counts_what_it_wrote_since() {
+    let long = "x".repeat(4_000);
+    let model = ScriptedModel::new(vec![Reply::new().usage(10, 0).text(long.clone()).hang()]);
+    let (agent, _events) = AgentBuilder::new(model.shared())
+        .limits(limits(Duration::from_secs(10)))
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::WallClock));
+    assert_eq!(result.usage.prompt_tokens, 10, "{:?}", result.usage);
+    assert!(
+        result.usage.completion_tokens >= 1_000,
+        "{:?}",
+        result.usage
+    );
+
+    let model = ScriptedModel::new(vec![
+        Reply::new().usage(10, 0).text(long.clone()).error("reset"),
+    ]);
+    let (agent, _events) = AgentBuilder::new(model.shared()).spawn().await.unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert!(
+        result.usage.completion_tokens >= 1_000,
+        "{:?}",
+        result.usage
+    );
+
+    // Counted early and late: only what came after the last count.
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .usage(10, 0)
+            .text(long.clone())
+            .usage(0, 900)
+            .text("y".repeat(400))
+            .error("reset"),
+    ]);
+    let (agent, _events) = AgentBuilder::new(model.shared()).spawn().await.unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(
+        result.usage,
+        Usage {
+            prompt_tokens: 10,
+            completion_tokens: 1_000
+        }
+    );
+}

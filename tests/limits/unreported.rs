@@ -154,3 +154,32 @@ async fn a_cut_by_reported_usage_after_an_estimate_is_not_called_a_guess() {
         result.text
     );
 }
+
+/// Accounting (review: accounting): a model that reports the prompt's
+/// usage first and never the output's had every call's output free — at
+/// each call's end, the count it had made covered all of it: three calls
+/// of 6,000 characters against a budget of 2,000 ran to `Completed`,
+/// usage `{40, 0}`, where the same model reporting nothing was held to
+/// it. What a call wrote after its last count is estimated at its end.
+#[tokio::test(start_paused = true)]
+async fn a_model_that_reports_only_the_prompt_is_held_to_the_budget_across_calls() {
+    let step = || {
+        Reply::new()
+            .usage(10, 0)
+            .text("x".repeat(6_000))
+            .tool_call("calculator", r#"{"expression":"1+1"}"#)
+    };
+    let model = ScriptedModel::new(vec![
+        step(),
+        step(),
+        step(),
+        Reply::new().usage(10, 0).text("done"),
+    ]);
+    let result = run_on_a_budget(model.shared(), 2_000).await;
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert!(
+        result.usage.completion_tokens >= 1_500,
+        "{:?}",
+        result.usage
+    );
+}

@@ -40,3 +40,50 @@ async fn a_claim_is_on_disk_before_the_claiming_turn_ends() {
     drop(store);
     assert!(open(&killed).owed_wakes().is_empty());
 }
+
+/// Accounting, across a restart (review: accounting): an earlier
+/// session's child is not counted again here — but one a message had
+/// resumed (imported into the book to be resumed from) was: a `use_agent
+/// result` of it then took it as this session's, and its old tokens were
+/// added to the turn's children (shrinking what a synchronous child of
+/// that turn could spend). Without the message, the same result counted
+/// nothing. Either way now, nothing.
+#[tokio::test]
+async fn an_earlier_sessions_result_taken_after_a_message_is_not_counted_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    // Its child used 100 tokens there.
+    an_earlier_session_with_one_finished_child(&dir).await;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+        Reply::new().use_agent(&UseAgentCall::result("agent_1")),
+        Reply::answer("Read."),
+        Reply::answer("Noted again."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::answer("(the first run's)"),
+            Reply::answer("second part done").usage(5, 0),
+        ],
+    );
+    let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
+    thread.send_user("more").unwrap();
+    let mut log = Vec::new();
+    let result = until_result(&mut events, &mut log).await;
+    let took: Vec<&String> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult(r) if r.output.contains("first part done") => Some(&r.output),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(took.len(), 1, "the result was taken: {log:?}");
+    assert_eq!(
+        result.children_usage.total(),
+        0,
+        "{:?}",
+        result.children_usage
+    );
+    thread.close_and_wait().await;
+}

@@ -47,7 +47,7 @@ async fn a_lost_node_ends_its_child_failed_with_one_wake() {
 /// One background worker (`secs`) on node `b`, with the node's `flag`
 /// set: the thread, its stream, the log up to the parent's first
 /// `Result`, and the node.
-async fn one_worker_on(
+pub(super) async fn one_worker_on(
     secs: &[u64],
     flag: impl Fn(&Loopback) -> &std::sync::atomic::AtomicBool,
 ) -> (ThreadHandle, EventStream, Vec<AgentEvent>, Arc<Loopback>) {

@@ -11,6 +11,7 @@ mod approval_status;
 mod approvals;
 mod lifecycle;
 mod runs;
+mod usage;
 
 #[path = "../common/mod.rs"]
 mod common;

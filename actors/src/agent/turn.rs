@@ -289,6 +289,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
         t.hidden_chars = 0;
         t.call_chars = 0;
         t.call_counted = false;
+        t.counted_chars = 0;
         ctx.cut(t)
     });
     if cut {
@@ -382,7 +383,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                     span.record("gen_ai.usage.output_tokens", call_usage.completion_tokens);
                 }
                 let used = ctx.with(|t| {
-                    t.call_counted = true;
+                    t.counted(streamed_chars.saturating_add(t.calls_beyond_hidden()));
                     match chunk {
                         ModelChunk::UsageEstimate(usage) => t.progress.add_estimate(usage),
                         ModelChunk::Usage(usage) => t.progress.add_reported(usage),
@@ -413,13 +414,12 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     // and every usage a host or a clamp read was 0. Past the budget, it
     // ends there, as one whose usage came at the end does.
     let over = ctx.with(|t| {
-        if t.call_counted {
-            return None;
-        }
+        // What it wrote after its last count too (a usage that came
+        // first: its output counted nowhere, across every call).
         let output = streamed_chars.saturating_add(t.calls_beyond_hidden());
         let estimate = t.call_estimate(output)?;
         t.progress.add_estimate(estimate);
-        t.call_counted = true;
+        t.counted(output);
         (t.progress.usage.total() > budget).then(|| std::mem::take(&mut t.streaming))
     });
     if let Some(text) = over {

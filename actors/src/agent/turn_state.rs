@@ -84,8 +84,14 @@ pub(crate) struct TurnState {
     /// (saturating): the two in the eight bytes one took.
     pub(crate) call_chars: u32,
     /// The model call in flight has counted its tokens (the server's
-    /// usage, or the budget's estimate): a cut adds no estimate of them.
+    /// usage, or the budget's estimate) — of its output, the first
+    /// [`TurnState::counted_chars`] characters: a cut adds an estimate of
+    /// what it wrote after them only.
     pub(crate) call_counted: bool,
+    /// Characters of the call's output when it last counted (saturating):
+    /// what it wrote after a count (a usage that came first, the prompt's)
+    /// counted nowhere — on a cut, a failure or its end.
+    pub(crate) counted_chars: u32,
     /// A child's turn: what ending it from outside its actor needs (its
     /// hub ends it when the hub dies; see [`crate::agent::running`]).
     /// Dropped when the turn closes.
@@ -141,12 +147,19 @@ impl TurnState {
     }
 
     /// An estimate of the tokens of the call in flight, cut after
-    /// `streamed` characters — none if it counted its own or streamed
-    /// nothing (a call refused or cut before a byte may never have reached
-    /// the model): its prompt (the conversation) and what it streamed, at
-    /// about four characters a token.
+    /// `streamed` characters — none if it streamed nothing (a call refused
+    /// or cut before a byte may never have reached the model): its prompt
+    /// (the conversation) and what it streamed, at about four characters a
+    /// token; once it counted, what it streamed after the count only.
     pub(crate) fn call_estimate(&self, streamed: u64) -> Option<Usage> {
-        if self.call_counted || streamed == 0 {
+        if self.call_counted {
+            let more = streamed.saturating_sub(u64::from(self.counted_chars));
+            return (more > 0).then(|| Usage {
+                prompt_tokens: 0,
+                completion_tokens: more.div_ceil(4),
+            });
+        }
+        if streamed == 0 {
             return None;
         }
         let prompt: u64 = self
@@ -183,8 +196,15 @@ impl TurnState {
             prompt_tokens: 0,
             completion_tokens: n,
         });
-        self.call_counted = true;
+        self.counted(self.output_chars());
         Some(std::mem::take(&mut self.streaming))
+    }
+
+    /// The call in flight counted its tokens with `chars` characters of
+    /// its output out.
+    pub(crate) fn counted(&mut self, chars: u64) {
+        self.call_counted = true;
+        self.counted_chars = u32::try_from(chars).unwrap_or(u32::MAX);
     }
 
     /// It does `activity` from now on.

@@ -233,7 +233,7 @@ impl Delegator {
                 usage.add(envelope.children_usage);
                 Some(usage)
             }
-            Claimed::No => None,
+            Claimed::Imported | Claimed::No => None,
             Claimed::Archived => {
                 archived = true;
                 None

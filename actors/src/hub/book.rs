@@ -148,6 +148,12 @@ impl Book {
         self.entries.contains_key(id)
     }
 
+    /// `id` ran here (it has a probe): not an earlier session's child,
+    /// imported to be resumed, whose usage was counted there.
+    pub(crate) fn ran_here(&self, id: &AgentId) -> bool {
+        self.entries.get(id).is_some_and(|e| e.probe.is_some())
+    }
+
     /// The envelope now: while it runs, its elapsed time, usage, model
     /// and tool calls are as of this instant.
     pub(crate) fn get(&self, id: &AgentId) -> Option<Envelope> {
@@ -169,9 +175,17 @@ impl Book {
             (current(&entry), probe)
         };
         let live = probe.and_then(|p| p.read());
+        // The larger of each: what its `Result` reported stays (a remote
+        // child's proxy counts nothing live, and a cut turn's `Result`
+        // counts the call in flight) until its end comes in.
         if let Some(live) = &live {
-            envelope.usage = live.usage;
-            envelope.model_calls = live.model_calls;
+            envelope.usage.prompt_tokens =
+                envelope.usage.prompt_tokens.max(live.usage.prompt_tokens);
+            envelope.usage.completion_tokens = envelope
+                .usage
+                .completion_tokens
+                .max(live.usage.completion_tokens);
+            envelope.model_calls = envelope.model_calls.max(live.model_calls);
             envelope.tool_calls = envelope.tool_calls.max(live.tool_calls);
         }
         Some((envelope, live))

@@ -5,7 +5,7 @@
 //! This part knows nothing of HTTP: it is fed the `event` name and `data`
 //! of each server-sent event.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 use subagents_messages::{ModelChunk, ToolCall, ToolUseId, Usage};
@@ -42,14 +42,27 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
-    /// The provider's own data on it, as first sent.
-    extra_content: Option<Value>,
+    /// The provider's own data on it, as first sent (its JSON).
+    extra_content: Option<Box<str>>,
 }
+
+/// What a call holds beyond its text, counted as output the moment it is
+/// held: one token's worth (four characters) for the call itself.
+const CALL_CHARS: usize = 4;
 
 /// Assembles one streamed answer.
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
     calls: BTreeMap<Slot, PartialCall>,
+    /// Where each id's call is, for a server that sends no `index` (the
+    /// first slot an id was given). A scan of `calls` for each fragment
+    /// was N² steps inside one event, no await between: 400,000 calls in
+    /// one event held a worker for minutes, past a stop and the wall
+    /// clock. SipHash, not Fx: the ids are the server's.
+    by_id: HashMap<String, Slot>,
+    /// Lookups of `by_id` made (a test reads it: one per fragment).
+    #[cfg(test)]
+    id_lookups: usize,
     last_slot: Option<Slot>,
     finished: bool,
     usage: Option<Usage>,
@@ -303,42 +316,65 @@ impl Assembler {
                 None => (index, 0),
             },
             None => match &id {
-                Some(id) => self
-                    .calls
-                    .iter()
-                    .find(|(_, call)| &call.id == id)
-                    .map(|(slot, _)| *slot)
-                    .unwrap_or_else(|| match self.calls.keys().next_back() {
-                        None => (0, 0),
-                        // After the last; a server's index may be the
-                        // largest there is (a new generation there).
-                        Some(&(index, generation)) => match index.checked_add(1) {
-                            Some(next) => (next, 0),
-                            None => (index, generation.saturating_add(1)),
-                        },
-                    }),
+                Some(id) => {
+                    self.slot_of(id)
+                        .unwrap_or_else(|| match self.calls.keys().next_back() {
+                            None => (0, 0),
+                            // After the last; a server's index may be the
+                            // largest there is (a new generation there).
+                            Some(&(index, generation)) => match index.checked_add(1) {
+                                Some(next) => (next, 0),
+                                None => (index, generation.saturating_add(1)),
+                            },
+                        })
+                }
                 None => self.last_slot.unwrap_or((0, 0)),
             },
         };
         self.last_slot = Some(slot);
-        let call = self.calls.entry(slot).or_default();
+        // What the call holds is output too, counted as it is held — its
+        // name, id and provider data as its arguments are: a server
+        // sending calls with no arguments (an index each, or long names)
+        // and no finish had them held, uncounted, until the wall clock
+        // (12 bytes held for each byte of `{"index":N}`).
+        let mut added = 0;
+        let call = match self.calls.entry(slot) {
+            std::collections::btree_map::Entry::Occupied(held) => held.into_mut(),
+            std::collections::btree_map::Entry::Vacant(free) => {
+                added += CALL_CHARS;
+                free.insert(PartialCall::default())
+            }
+        };
         if let Some(id) = id
             && call.id.is_empty()
         {
+            added += id.chars().count();
+            self.by_id.entry(id.clone()).or_insert(slot);
             call.id = id;
         }
         if call.extra_content.is_none() {
-            call.extra_content = fragment.extra_content.filter(|v| !v.is_null());
+            call.extra_content = fragment
+                .extra_content
+                .filter(|v| !v.is_null())
+                .map(|v| v.to_string().into_boxed_str());
+            added += call.extra_content.as_ref().map_or(0, |v| v.chars().count());
         }
-        let Some(function) = fragment.function else {
-            return;
-        };
-        if let Some(name) = function.name.filter(|n| !n.is_empty())
-            && call.name.is_empty()
-        {
-            call.name = name;
+        if let Some(function) = fragment.function {
+            if let Some(name) = function.name.filter(|n| !n.is_empty())
+                && call.name.is_empty()
+            {
+                added += name.chars().count();
+                call.name = name;
+            }
+            added += Self::arguments(call, function.arguments);
         }
-        let added = match function.arguments {
+        self.answer_chars += added;
+        self.hidden += added;
+    }
+
+    /// The call's arguments grown by a fragment's: how many characters.
+    fn arguments(call: &mut PartialCall, arguments: Option<Value>) -> usize {
+        match arguments {
             None | Some(Value::Null) => 0,
             Some(Value::String(piece)) => {
                 call.arguments.push_str(&piece);
@@ -349,14 +385,22 @@ impl Assembler {
                 call.arguments.push_str(&piece);
                 piece.chars().count()
             }
-        };
-        self.answer_chars += added;
-        self.hidden += added;
+        }
+    }
+
+    /// The slot of the call `id` names, if one was given it.
+    fn slot_of(&mut self, id: &str) -> Option<Slot> {
+        #[cfg(test)]
+        {
+            self.id_lookups += 1;
+        }
+        self.by_id.get(id).copied()
     }
 
     /// The assembled calls in `index` order.
     fn drain_calls(&mut self) -> Result<Vec<ModelChunk>, ModelError> {
         self.last_slot = None;
+        self.by_id.clear();
         std::mem::take(&mut self.calls)
             .into_iter()
             .map(|((index, _), call)| {
@@ -380,7 +424,7 @@ impl Assembler {
                     id: ToolUseId::new(id),
                     name: call.name,
                     arguments,
-                    extra_content: call.extra_content.map(|v| v.to_string().into_boxed_str()),
+                    extra_content: call.extra_content,
                 })))
             })
             .collect()

@@ -11,7 +11,8 @@ impl HubHandle {
     /// A tool call took a finished child's result (its output is settled,
     /// see [`ToolCallContext::settle`](crate::ToolCallContext::settle)):
     /// marks it claimed at once, so no wake follows, and has the hub tell
-    /// its observers ([`Claimed::Here`]); [`Claimed::No`] when it was
+    /// its observers ([`Claimed::Here`], or [`Claimed::Imported`] for an
+    /// earlier session's child imported to be resumed); [`Claimed::No`] when it was
     /// claimed before or has not finished.
     ///
     /// An earlier session's child the book does not hold is
@@ -31,7 +32,14 @@ impl HubHandle {
         let _ = self
             .actor
             .cast(HubMsg::Internal(HubInternal::Claimed { id: id.clone() }));
-        Claimed::Here
+        // One imported to be resumed (a message sent it) is the book's
+        // now, but ran in that session: its usage was counted there (a
+        // result taken after a `send` added it to this turn's children).
+        if self.book.ran_here(id) {
+            Claimed::Here
+        } else {
+            Claimed::Imported
+        }
     }
 
     /// Records the claim of an earlier session's child in the archive.
@@ -47,6 +55,9 @@ impl HubHandle {
 pub(crate) enum Claimed {
     /// Claimed a child of this hub's book: its usage is the claimer's.
     Here,
+    /// Claimed in this hub's book, a child of an earlier session imported
+    /// there: its usage was counted in that session.
+    Imported,
     /// Claimed before, or not finished: nothing.
     No,
     /// A child of an earlier session: to record in the archive.

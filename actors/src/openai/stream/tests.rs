@@ -48,10 +48,11 @@ fn fragments_without_index_follow_ids_then_the_last_call() {
         vec![
             call("a", "f", r#"{"x":1}"#),
             call("b", "g", r#"{"y":2}"#),
-            // No usage reported: 14 characters of arguments, ~4 tokens.
+            // No usage reported: 14 characters of arguments, 2 of names,
+            // 2 of ids and 4 for each call held, ~7 tokens.
             ModelChunk::UsageEstimate(Usage {
                 prompt_tokens: 0,
-                completion_tokens: 4
+                completion_tokens: 7
             })
         ]
     );

@@ -71,3 +71,101 @@ fn a_fragment_naming_another_function_under_a_held_index_is_a_new_call() {
     ]);
     assert_eq!(out, vec![call("call_0", "f", r#"{"a":1}"#)]);
 }
+
+/// One event of `n` calls with no `index`, each under an id of its own.
+fn calls_without_index(n: usize) -> String {
+    let calls: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"id":"c{i}","function":{{"name":"f","arguments":"{{}}"}}}}"#))
+        .collect();
+    format!(
+        r#"{{"choices":[{{"delta":{{"tool_calls":[{}]}}}}]}}"#,
+        calls.join(",")
+    )
+}
+
+/// A loop no limit cuts (review: cost that grows faster than its input):
+/// a fragment without an `index` was matched to its call by a scan of
+/// every call held — N²/2 steps inside one event, no await between: one
+/// event of 400,000 such calls (within the 16 MiB an event may have) held
+/// a worker for minutes, past a stop and the wall clock. An id's call is
+/// looked up once per fragment.
+#[test]
+fn calls_without_an_index_are_matched_in_one_lookup_each() {
+    let n = 20_000;
+    let mut asm = Assembler::default();
+    asm.on_event("message", &calls_without_index(n)).unwrap();
+    // A second fragment of the first and the last call, by id.
+    asm.on_event(
+        "message",
+        r#"{"choices":[{"delta":{"tool_calls":[{"id":"c0","function":{"arguments":" "}},{"id":"c19999","function":{"arguments":" "}}]}}]}"#,
+    )
+    .unwrap();
+    assert!(
+        asm.id_lookups <= n + 2,
+        "{} lookups for {} fragments",
+        asm.id_lookups,
+        n + 2
+    );
+    let Ok(Step::Continue(chunks)) = asm.on_event(
+        "message",
+        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+    ) else {
+        panic!("no finish")
+    };
+    let calls: Vec<&ToolCall> = chunks
+        .iter()
+        .filter_map(|c| match c {
+            ModelChunk::ToolCall(call) => Some(&**call),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), n);
+    assert_eq!(calls[0].id.as_str(), "c0");
+    assert_eq!(calls[0].arguments, "{} ");
+    assert_eq!(calls[n - 1].id.as_str(), "c19999");
+    assert_eq!(calls[n - 1].arguments, "{} ");
+    assert!(
+        calls
+            .windows(2)
+            .all(|w| w[0].id.as_str() != w[1].id.as_str())
+    );
+}
+
+/// Held, uncounted (review: cost that grows faster than its input): only
+/// a call's arguments counted as output while it was assembled — calls
+/// with none (`{"index":N}`, or a long name each) were held until the
+/// answer's finish, none said to the budget: a server sending them and
+/// never finishing grew the process by 12 bytes for each byte it sent,
+/// until the wall clock. What a call holds (itself, its name, id and
+/// provider data) is said as hidden output as it is held.
+#[test]
+fn calls_held_without_arguments_count_as_output() {
+    let mut asm = Assembler::default();
+    let mut hidden = 0u64;
+    let name = "n".repeat(1_000);
+    for i in 0..2_000 {
+        let event = format!(
+            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{i},"id":"c{i}","function":{{"name":"{name}"}}}}]}}}}]}}"#
+        );
+        let Ok(Step::Continue(chunks)) = asm.on_event("message", &event) else {
+            panic!("event {i} not read")
+        };
+        for chunk in chunks {
+            if let ModelChunk::Hidden(chars) = chunk {
+                hidden += chars;
+            }
+        }
+    }
+    assert!(hidden >= 2_000 * 1_000, "{hidden} characters said");
+    // Bare slots: a call itself is one token's worth.
+    let mut asm = Assembler::default();
+    let bare: Vec<String> = (0..1_000).map(|i| format!(r#"{{"index":{i}}}"#)).collect();
+    let event = format!(
+        r#"{{"choices":[{{"delta":{{"tool_calls":[{}]}}}}]}}"#,
+        bare.join(",")
+    );
+    let Ok(Step::Continue(chunks)) = asm.on_event("message", &event) else {
+        panic!("not read")
+    };
+    assert_eq!(chunks, vec![ModelChunk::Hidden(4_000)]);
+}
