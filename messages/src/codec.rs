@@ -28,6 +28,7 @@ use serde::de::DeserializeOwned;
 
 /// A value could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CodecError {
     /// Encoding failed; the text says why.
     #[error("could not encode a wire message: {0}")]

@@ -140,12 +140,13 @@ pub enum ApprovalOutcome {
 
 /// Why an answer to an approval was not taken. Carries the approval's id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[non_exhaustive]
 pub enum ApprovalRefusal {
     /// No agent of the thread ever asked for this id.
     #[error("there is no approval `{0}`")]
     Unknown(ApprovalId),
     /// It was answered before (with this decision); the first answer stands.
-    #[error("the approval `{id}` was already answered ({decision:?})")]
+    #[error("the approval `{id}` was already answered ({})", decision.said())]
     AlreadyAnswered {
         /// The approval.
         id: ApprovalId,
@@ -165,6 +166,16 @@ pub enum ApprovalDecision {
     Approve,
     /// Do not run it; the model reads that it was denied.
     Deny,
+}
+
+impl ApprovalDecision {
+    /// In a sentence: "approved" or "denied" (its `Debug` read `Approve`).
+    fn said(self) -> &'static str {
+        match self {
+            Self::Approve => "approved",
+            Self::Deny => "denied",
+        }
+    }
 }
 
 /// How a turn ended.
@@ -348,5 +359,19 @@ mod tests {
     fn an_event_is_at_most_80_bytes() {
         let size = std::mem::size_of::<AgentEvent>();
         assert!(size <= 80, "AgentEvent is {size} bytes");
+    }
+
+    /// The typed host boundary (review): a refusal read "already answered
+    /// (Approve)" — the decision's `Debug`, in a sentence a host shows.
+    #[test]
+    fn an_answered_approval_says_its_answer_in_words() {
+        let refusal = ApprovalRefusal::AlreadyAnswered {
+            id: ApprovalId::new("agent_1-approval-1"),
+            decision: ApprovalDecision::Deny,
+        };
+        assert_eq!(
+            refusal.to_string(),
+            "the approval `agent_1-approval-1` was already answered (denied)"
+        );
     }
 }

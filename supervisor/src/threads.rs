@@ -18,26 +18,29 @@ use crate::thread::{ThreadConfig, ThreadError, ThreadHandle};
 pub struct Threads {
     threads: HashMap<ThreadId, ThreadHandle>,
     on_screen: Option<ThreadId>,
-    /// Each id's threads without a store, as opened here: numbered apart
+    /// The threads without a store opened here: numbered apart
     /// ([`Incarnations`]).
-    incarnations: HashMap<ThreadId, Incarnations>,
+    incarnations: Incarnations,
 }
 
-/// The threads without a store opened under one id. Each numbers its
-/// parent's approvals in a block of its own, and its children draw ids
+/// The threads without a store opened in one registry. Each numbers its
+/// parent's approvals in a block of its own, and their children draw ids
 /// from one counter: a thread deleted and opened again under its id
 /// numbered from 1 again — `parent-approval-1`, `agent_1-approval-1` —
 /// and an answer from the old thread's dialog, late or restored by the
 /// app, approved the new thread's first request, a call the user never
-/// saw (a thread on a store is numbered by its store).
+/// saw (a thread on a store is numbered by its store, as these are here).
+/// One for the registry, not one per id: an entry per id opened stayed
+/// for the registry's life, deleted or not (a server opening a thread per
+/// conversation grew by one for each).
 #[derive(Debug, Default)]
 struct Incarnations {
     opened: u64,
     child_ids: subagents_actors::hub::ChildIds,
 }
 
-/// A thread without a store, numbered as its id's `n`th: its parent's
-/// approvals follow `n` blocks (nothing else is archived).
+/// A thread without a store, numbered as the registry's `n`th: its
+/// parent's approvals follow `n` blocks (nothing else is archived).
 struct Numbered(u64);
 
 impl subagents_actors::hub::EnvelopeArchive for Numbered {
@@ -61,19 +64,25 @@ impl Threads {
     /// `id` as `gen_ai.conversation.id` (over one set on the builder), and
     /// its store records it on each envelope ([`ThreadConfig::id`], over
     /// one set there): after a restart, the thread opened with `id` is the
-    /// one woken for its children.
+    /// one woken for its children. An id whose thread was closed through
+    /// its handle opens once that thread has stopped.
     pub async fn open(
         &mut self,
         id: ThreadId,
         config: impl Into<ThreadConfig>,
     ) -> Result<EventStream, ThreadError> {
         // A thread closed through its handle (`close()`) is gone: its id
-        // opens again (it said "already open", naming the wrong cause).
-        if self.threads.get(&id).is_some_and(ThreadHandle::is_closing) {
-            self.threads.remove(&id);
+        // opens again (it said "already open", naming the wrong cause) —
+        // once it has closed: still stopping its children, it had not
+        // settled the wakes it gave back to the store, and the new one,
+        // shown, took them (two live threads under one id on one store).
+        if self.threads.get(&id).is_some_and(ThreadHandle::is_closing)
+            && let Some(closing) = self.threads.remove(&id)
+        {
             if self.on_screen.as_ref() == Some(&id) {
                 self.on_screen = None;
             }
+            closing.closed().await;
         }
         if self.threads.contains_key(&id) {
             return Err(ThreadError::AlreadyOpen(id));
@@ -82,7 +91,7 @@ impl Threads {
         config.parent = config.parent.conversation_id(id.as_str());
         config.id = Some(id.clone());
         if config.store.is_none() {
-            let numbering = self.incarnations.entry(id.clone()).or_default();
+            let numbering = &mut self.incarnations;
             config.parent = config.parent.child_ids(numbering.child_ids.clone());
             if numbering.opened > 0 {
                 config.parent = config

@@ -67,6 +67,43 @@ async fn a_hosts_request_for_a_child_wakes_the_parent_with_its_result() {
     thread.close_and_wait().await;
 }
 
+/// Stopped midway (review: the typed host boundary): a host's request was
+/// sent at its future's first poll — the one host action still so — and
+/// a host asking for a child, then switching the thread away, then
+/// awaiting the id had its child started after the switch: running on,
+/// past the stop-all the switch promised. Sent when called now, as a
+/// stop is: the switch stops it.
+#[tokio::test(start_paused = true)]
+async fn a_request_made_before_a_switch_away_is_stopped_by_it() {
+    use subagents::messages::{ChildRequest, ToolUseId};
+    let model = ScriptedModel::new(vec![Reply::answer("Hello.")]).with_script(
+        "Worker",
+        vec![Reply::new().tool_call("sleep", r#"{"secs":600}"#)],
+    );
+    let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
+    thread.on_screen(true).unwrap();
+    thread.send_user("hi").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    let request = ChildRequest::new(
+        thread.parent_id().clone(),
+        0,
+        ToolUseId::new("host-1"),
+        "Worker\nYou work.",
+        "work",
+    );
+    let asked = thread.hub().request(request);
+    let switched = thread.switch_away();
+    let stopped = switched.await.unwrap();
+    let id = asked.await.unwrap();
+    assert_eq!(
+        stopped, 1,
+        "the switch stopped the child asked for before it"
+    );
+    let envelope = thread.hub().status(&id).unwrap();
+    assert_eq!(envelope.status, SubAgentStatus::Stopped, "{envelope:?}");
+    thread.close_and_wait().await;
+}
+
 /// Forged (a host's request options): `ChildRequest::options` reached the
 /// server unchecked — the one level the builders' and the profiles' checks
 /// did not cover: `max_tokens: 0` or `top_p: 5` failed every model call of

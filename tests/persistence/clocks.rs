@@ -1,6 +1,6 @@
 //! The builder's clock stamps envelopes, the store's clock ages them: a
 //! thread whose stamps the store would prune as they are written is
-//! refused.
+//! refused; what a prune could not remove is not a thread's write.
 
 use super::*;
 use subagents::actors::clock::{Clock, ManualClock};
@@ -67,5 +67,43 @@ async fn one_clock_read_twice_is_not_two_clocks() {
     let Ok((thread, _events)) = spawned else {
         panic!("one clock, refused");
     };
+    thread.close_and_wait().await;
+}
+
+/// The typed host boundary (review): every envelope write pruned, and the
+/// files a prune could not remove — any thread's expired children — went
+/// into the writing thread's failed writes: `persist_errors` and a
+/// `delete`'s `NotSaved` named another child's file, though every write
+/// of this thread had landed. A prune's failures are logged; the file is
+/// kept and tried again at the next prune.
+#[tokio::test(start_paused = true)]
+async fn a_file_a_prune_cannot_remove_is_not_a_failed_write_of_the_thread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("First", 1, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+        Reply::new().use_agent(&work_call("Second", 1, false)),
+        Reply::answer("Started another."),
+        Reply::answer("Noted again."),
+    ])
+    .with_script("First\n", worker(1))
+    .with_script("Second\n", worker(1));
+    let (clock, store, thread, mut events) = an_hours_retention(tmp.path(), model).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    thread.flush_persistence().await.unwrap();
+    // Its file cannot be removed (a directory in its place: another
+    // program holding it, on Windows).
+    let first = store.path_of(&AgentId::new("agent_1"));
+    std::fs::remove_file(&first).unwrap();
+    std::fs::create_dir(&first).unwrap();
+    clock.advance(2 * HOUR);
+    thread.send_user("start another").unwrap();
+    until_wake(&mut events, &mut log, "agent_2").await;
+    thread.flush_persistence().await.unwrap();
+    assert!(first.exists(), "kept, to try again");
+    assert_eq!(thread.persist_errors().await.unwrap(), Vec::<String>::new());
     thread.close_and_wait().await;
 }

@@ -195,6 +195,48 @@ async fn a_tab_deleted_after_giving_its_wakes_back_leaves_none_owed() {
     threads.delete(&b).await.unwrap();
 }
 
+/// Shared, one id closed and opened again (review: shared handles): a
+/// tab closed through its handle (`close()`, the close supervisor.md
+/// names) and opened again at once under its id. The registry spawned
+/// the new thread while the old one was still stopping its children:
+/// the new one, shown, took the wake the old one had given back to the
+/// store — a child of the closed conversation woke the new one (or, the
+/// old one stopping later, settled a wake the new one had given back).
+/// An open of a closing id waits for it to close.
+#[tokio::test]
+async fn a_tab_closed_and_opened_again_is_not_woken_for_the_closed_ones_children() {
+    use subagents::messages::ThreadId;
+    use subagents::supervisor::Threads;
+    let tmp = tempfile::tempdir().unwrap();
+    let killed = two_owed_wakes_of_a(tmp.path()).await;
+    let store = open(&killed);
+    let mut threads = Threads::new();
+    let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+    let open_tab = |hang: bool| {
+        let reply = if hang {
+            Reply::new().hang()
+        } else {
+            Reply::answer("Noted.")
+        };
+        let model = ScriptedModel::new(vec![reply; 4]);
+        ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone())
+    };
+    let mut events = threads.open(a.clone(), open_tab(true)).await.unwrap();
+    until(&mut events, &mut Vec::new(), is_wake).await;
+    let _events_b = threads.open(b.clone(), open_tab(false)).await.unwrap();
+    assert_eq!(store.owed_wakes().len(), 1, "the second, given back");
+    // Nothing on screen: the open has no thread to leave first.
+    threads.delete(&b).await.unwrap();
+    threads.get(&a).unwrap().close();
+    let mut events = threads.open(a.clone(), open_tab(false)).await.unwrap();
+    threads.get(&a).unwrap().send_user("hello").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(woken_children(&log), Vec::<String>::new(), "{log:?}");
+    assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
+    threads.delete(&a).await.unwrap();
+}
+
 /// Replay, across a restart (found by the property test's restart step):
 /// the restart wake's turn ended and settled the wake — on disk, by a
 /// blocking write queued behind the others — and a message in the same

@@ -643,7 +643,14 @@ async fn a_spawn_under_a_stopping_host_leaves_the_restart_wake_to_the_next_threa
         ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone())
     };
     let refused = ThreadHandle::spawn(config(), Some(host.cell())).await;
-    assert!(refused.is_err(), "spawned under a stopped host");
+    // Said as what it is (review: the typed host boundary): it read
+    // `Spawn("Actor panicked during startup 'Supervisor is shutting
+    // down'")`, nothing having panicked.
+    assert_eq!(
+        refused.err(),
+        Some(subagents::supervisor::ThreadError::SupervisorStopping),
+        "spawned under a stopped host"
+    );
     assert_eq!(
         store.interrupted(),
         [AgentId::new("agent_2")],

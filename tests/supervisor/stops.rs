@@ -231,3 +231,27 @@ async fn a_stop_in_the_tick_an_approval_is_asked_leaves_none_pending() {
         thread.close_and_wait().await;
     }
 }
+
+/// The typed host boundary (review): a delegating agent spawned under a
+/// ractor host that is stopping was refused by ractor — and came back as
+/// `AgentError::Spawn("Actor panicked during startup 'Supervisor is
+/// shutting down'")`, a string saying a panic where there was none: a
+/// host could not tell its own shutdown from a failure without matching
+/// ractor's words.
+#[tokio::test(start_paused = true)]
+async fn a_spawn_under_a_stopping_host_says_so() {
+    use subagents::actors::{AgentError, EventSink};
+    let host = common::host::Host::spawn().await;
+    host.cell().stop_and_wait(None, None).await.unwrap();
+    let model = ScriptedModel::new(vec![Reply::answer("Noted.")]);
+    let (sink, _events) = EventSink::channel();
+    let refused = DelegationBuilder::new(model.shared())
+        .spawn_into(sink, Some(host.cell()))
+        .await
+        .err();
+    assert_eq!(refused, Some(AgentError::SupervisorStopping));
+    assert_eq!(
+        AgentError::SupervisorStopping.to_string(),
+        "the agent could not be started: its supervisor is stopping"
+    );
+}

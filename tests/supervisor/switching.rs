@@ -378,3 +378,40 @@ async fn a_child_of_a_thread_left_through_threads_never_wakes_it() {
     threads.delete(&a).await.unwrap();
     threads.delete(&b).await.unwrap();
 }
+
+/// Growth over a long life (review: shared handles): a registry kept an
+/// entry for every id opened without a store — its name and a counter —
+/// deleted or not, for the registry's life: a server opening a thread per
+/// conversation grew by one for each, and nothing could let them go. The
+/// registry numbers its threads without a store together: what it keeps
+/// after a thread's delete does not grow with the ids it has seen.
+#[test]
+fn a_registry_keeps_nothing_per_deleted_thread() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let mut threads = Threads::new();
+    let mut open_and_delete = |from: usize, to: usize| {
+        runtime.block_on(async {
+            for n in from..to {
+                let id = ThreadId::new(format!("conversation-{n:08}"));
+                let model = ScriptedModel::new(vec![Reply::answer("ok")]);
+                let _events = threads
+                    .open(id.clone(), DelegationBuilder::new(model.shared()))
+                    .await
+                    .unwrap();
+                threads.delete(&id).await.unwrap();
+            }
+        })
+    };
+    // The runtime's and the actors' own tables grown first.
+    open_and_delete(0, 50);
+    let held = allocation_counter::measure(|| open_and_delete(50, 550));
+    assert!(
+        held.bytes_current < 2_000,
+        "{} bytes held after 500 threads opened and deleted",
+        held.bytes_current
+    );
+}

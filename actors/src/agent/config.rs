@@ -215,7 +215,7 @@ impl AgentBuilder {
             Some(gate) => gate,
             None => GateHandle::spawn(1)
                 .await
-                .map_err(|e| AgentError::Spawn(e.to_string()))?,
+                .map_err(|e| AgentError::from_spawn(&e))?,
         };
         let tool_names = self.tools.shared_names();
         Ok(AgentConfig {
@@ -335,7 +335,7 @@ async fn spawn_numbered(
         Some(supervisor) => Actor::spawn_linked(None, AgentActor, args, supervisor).await,
         None => Actor::spawn(None, AgentActor, args).await,
     };
-    let (actor, _) = spawned.map_err(|e| AgentError::Spawn(e.to_string()))?;
+    let (actor, _) = spawned.map_err(|e| AgentError::from_spawn(&e))?;
     Ok(AgentHandle::new(id, actor))
 }
 

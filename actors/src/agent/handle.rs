@@ -14,6 +14,11 @@ pub enum AgentError {
     /// The agent could not be started.
     #[error("the agent could not be started: {0}")]
     Spawn(String),
+    /// The agent was to start linked under a supervisor that is stopping
+    /// (ractor refused the link): nothing of it runs. It read as `Spawn`,
+    /// "Actor panicked during startup", where nothing had panicked.
+    #[error("the agent could not be started: its supervisor is stopping")]
+    SupervisorStopping,
     /// The agent is stopped; the message was not delivered.
     #[error("the agent `{0}` is stopped")]
     Closed(AgentId),
@@ -60,6 +65,25 @@ pub enum AgentError {
     /// character), as a profile file would be refused for.
     #[error(transparent)]
     Profile(crate::profile::ProfileError),
+}
+
+impl AgentError {
+    /// A spawn ractor refused, as an error: [`AgentError::SupervisorStopping`]
+    /// when the supervisor it was to link under is stopping.
+    pub(crate) fn from_spawn(e: &ractor::SpawnErr) -> Self {
+        if supervisor_stopping(e) {
+            Self::SupervisorStopping
+        } else {
+            Self::Spawn(e.to_string())
+        }
+    }
+}
+
+/// ractor refused a spawn because the supervisor it was to link under is
+/// stopping (it says so only in its startup error's text).
+#[doc(hidden)]
+pub fn supervisor_stopping(e: &ractor::SpawnErr) -> bool {
+    matches!(e, ractor::SpawnErr::StartupFailed(why) if why.to_string() == "Supervisor is shutting down")
 }
 
 /// A handle to an agent. Cheap to clone.

@@ -38,6 +38,8 @@ mod turn_state;
 
 pub use config::{AgentBuilder, ApprovalPolicy};
 pub(crate) use config::{AgentConfig, KillHook, check_limits, check_options, spawn_agent};
+#[doc(hidden)]
+pub use handle::supervisor_stopping;
 pub use handle::{AgentError, AgentHandle};
 pub(crate) use msg::sealed;
 pub(crate) use msg::{AgentMsg, TurnReply, UserTurn};

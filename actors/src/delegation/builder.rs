@@ -381,7 +381,7 @@ impl DelegationBuilder {
                 agent: false,
             };
         }
-        let spawn_error = |e: ractor::SpawnErr| AgentError::Spawn(e.to_string());
+        let spawn_error = |e: ractor::SpawnErr| AgentError::from_spawn(&e);
         // The parent's model registered for children too: its gate.
         let gate = self
             .gate

@@ -178,10 +178,14 @@ impl HubHandle {
     /// that child if still running then. Its approvals follow
     /// `background_approvals` as any background child's do (`Ask`, the
     /// default, asks the host).
+    ///
+    /// Sent when called, not when first polled (as [`HubHandle::stop`]):
+    /// a request made before a switch away is stopped by it (sent at the
+    /// first poll, after the switch, its child ran on unswitched).
     pub fn request(
         &self,
         mut request: ChildRequest,
-    ) -> impl std::future::Future<Output = Result<AgentId, Refused>> + Send + '_ {
+    ) -> impl std::future::Future<Output = Result<AgentId, Refused>> + Send + 'static + use<> {
         request.background = true;
         // The tool's future itself, not one around it: a second layer
         // copied the request and its future once more per child.
@@ -189,28 +193,32 @@ impl HubHandle {
     }
 
     /// [`HubHandle::request`] as a delegation tool makes it: an inline
-    /// child is waited on by the tool that asked.
-    pub(crate) async fn request_child(&self, request: ChildRequest) -> Result<AgentId, Refused> {
+    /// child is waited on by the tool that asked. Sent when called.
+    pub(crate) fn request_child(
+        &self,
+        request: ChildRequest,
+    ) -> impl std::future::Future<Output = Result<AgentId, Refused>> + Send + 'static + use<> {
         let stop = request.stop_if_abandoned;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.actor
-            .cast(HubMsg::Spawn {
-                request: Arc::new(request),
-                span: tracing::Span::current(),
-                reply: tx.into(),
-            })
-            .map_err(|_| Refused::Closed)?;
-        let mut pending = PendingSpawn {
+        let sent = self.actor.cast(HubMsg::Spawn {
+            request: Arc::new(request),
+            span: tracing::Span::current(),
+            reply: tx.into(),
+        });
+        let pending = sent.is_ok().then(|| PendingSpawn {
             hub: self.actor.clone(),
             rx: Some(rx),
             stop,
-        };
-        let answer = match pending.rx.as_mut() {
-            Some(rx) => rx.await,
-            None => return Err(Refused::Closed),
-        };
-        pending.rx = None;
-        answer.map_err(|_| Refused::Closed)?
+        });
+        async move {
+            let mut pending = pending.ok_or(Refused::Closed)?;
+            let answer = match pending.rx.as_mut() {
+                Some(rx) => rx.await,
+                None => return Err(Refused::Closed),
+            };
+            pending.rx = None;
+            answer.map_err(|_| Refused::Closed)?
+        }
     }
 
     /// Waits up to `within` (`None`: until it ends; not at all for one

@@ -77,7 +77,7 @@ pub(crate) async fn spawn_remote(
         Some(supervisor) => Actor::spawn_linked(None, RemoteAgent, args, supervisor).await,
         None => Actor::spawn(None, RemoteAgent, args).await,
     };
-    let (actor, _) = spawned.map_err(|e| AgentError::Spawn(e.to_string()))?;
+    let (actor, _) = spawned.map_err(|e| AgentError::from_spawn(&e))?;
     Ok(AgentHandle::new(id, actor))
 }
 

@@ -61,6 +61,8 @@ pub struct EnvelopeStore {
     /// open's number among the directory's, 1 for the first; a new one
     /// once its blocks are spent) and how many it handed out.
     pub(super) numbering: Mutex<(u64, u64)>,
+    /// When a thread's writes last pruned ([`EnvelopeStore::prune_if_due`]).
+    pub(crate) schedule: super::schedule::PruneSchedule,
     /// Run files written (this crate's tests count them).
     #[cfg(test)]
     pub(crate) run_writes: std::sync::atomic::AtomicU64,
@@ -99,8 +101,7 @@ impl EnvelopeStore {
         Self::open_with_retention(dir, clock, Self::DEFAULT_RETENTION)
     }
 
-    /// [`EnvelopeStore::open`], keeping envelopes for `retention` (older
-    /// ones are pruned).
+    /// [`EnvelopeStore::open`], keeping envelopes for `retention`.
     pub fn open_with_retention(
         dir: impl Into<PathBuf>,
         clock: Arc<dyn Clock>,
@@ -136,6 +137,7 @@ impl EnvelopeStore {
             resuming: Mutex::default(),
             unsaved: Mutex::default(),
             _lock: lock,
+            schedule: Default::default(),
             #[cfg(test)]
             run_writes: Default::default(),
         };
@@ -163,8 +165,7 @@ impl EnvelopeStore {
         store.restore_links();
         report.interrupted = store.interrupt_unfinished();
         report.pruned = store.prune();
-        // One an earlier open interrupted, pruned now: no longer here to
-        // resume.
+        // One an earlier open interrupted, pruned now: none to resume.
         report
             .interrupted
             .retain(|id| !report.pruned.removed.contains(id));

@@ -69,7 +69,7 @@
 //! envelope older than the retention (an unfinished one never: it ages
 //! from its end) ([`EnvelopeStore::DEFAULT_RETENTION`], 24 h, unless opened
 //! with another: [`EnvelopeStore::open_with_retention`]); exactly 24 h old is kept. `open` prunes once
-//! after loading.
+//! after loading; a thread's writes, at most once a minute by the clock.
 //!
 //! Pruning is a pure function of the clock's current reading, with no
 //! remembered high-water mark, so:
@@ -101,6 +101,7 @@ mod kept_ids;
 mod lock;
 mod report;
 mod runs;
+mod schedule;
 
 pub use envelopes::EnvelopeStore;
 pub(crate) use lock::APPROVALS_PER_BLOCK;

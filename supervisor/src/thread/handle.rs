@@ -24,6 +24,12 @@ pub enum ThreadError {
     /// The thread could not be started.
     #[error("the thread could not be started: {0}")]
     Spawn(String),
+    /// The thread was to start linked under a supervisor (a ractor host's
+    /// actor) that is stopping: ractor refused the link, nothing of it
+    /// runs. It read as `Spawn`, "Actor panicked during startup", where
+    /// nothing had panicked.
+    #[error("the thread could not be started: its supervisor is stopping")]
+    SupervisorStopping,
     /// The thread's builder was refused before anything started (a limit,
     /// a request option or a profile no run could use): the builder's own
     /// error, as [`DelegationBuilder::spawn`](subagents_actors::DelegationBuilder::spawn)
@@ -139,7 +145,13 @@ impl ThreadHandle {
             Some(supervisor) => Actor::spawn_linked(None, ThreadSupervisor, args, supervisor).await,
             None => Actor::spawn(None, ThreadSupervisor, args).await,
         };
-        let (actor, _) = spawned.map_err(|e| ThreadError::Spawn(e.to_string()))?;
+        let (actor, _) = spawned.map_err(|e| {
+            if subagents_actors::agent::supervisor_stopping(&e) {
+                ThreadError::SupervisorStopping
+            } else {
+                ThreadError::Spawn(e.to_string())
+            }
+        })?;
         let parts = parts_rx
             .await
             .map_err(|_| ThreadError::Spawn("the thread did not start its parent".into()))?;

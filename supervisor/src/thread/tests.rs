@@ -278,3 +278,45 @@ async fn a_burst_of_quick_tool_calls_writes_the_run_a_few_times_not_once_a_call(
     assert!(written <= 30, "{written} run writes for {calls} calls");
     thread.close_and_wait().await;
 }
+
+/// Cost that grows with the store (review: cost faster than its input):
+/// every envelope write pruned — a read of every envelope and a listing
+/// of every run file under the store's lock, N steps a write, N² over a
+/// retention window on every thread's writes. A parent starting 40
+/// children at one instant pruned 80 times and more. A thread's writes
+/// prune at most once a minute of the store's clock.
+#[tokio::test]
+async fn a_burst_of_children_prunes_the_store_once_not_once_a_write() {
+    use std::sync::Arc;
+    use subagents_actors::clock::ManualClock;
+
+    use crate::store::EnvelopeStore;
+    use crate::thread::ThreadConfig;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let store = Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+    let children = 40;
+    let burst = (0..children).fold(Reply::new(), |reply, n| {
+        reply.use_agent(&UseAgentCall::run("Worker\nYou work.", format!("part {n}")).background())
+    });
+    let model = ScriptedModel::new(vec![burst, Reply::answer("Started.")])
+        .with_script("Worker\n", vec![Reply::answer("done"); children]);
+    let config =
+        ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock)).store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    while let Some(event) = events.recv().await {
+        if matches!(event, AgentEvent::Result(_)) {
+            break;
+        }
+    }
+    thread.flush_persistence().await.unwrap();
+    assert_eq!(store.all().len(), children, "every child on disk");
+    let prunes = store
+        .schedule
+        .count
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(prunes <= 2, "{prunes} prunes for {children} children");
+    thread.close_and_wait().await;
+}
