@@ -49,9 +49,15 @@ impl ManualClock {
         self.now.store(now_ms, Ordering::SeqCst);
     }
 
-    /// Moves the reading forward by `ms`.
+    /// Moves the reading forward by `ms`, to `u64::MAX` at most (it
+    /// wrapped: past the top, a test meaning a jump forward tested one
+    /// back).
     pub fn advance(&self, ms: u64) {
-        self.now.fetch_add(ms, Ordering::SeqCst);
+        let _ = self
+            .now
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
+                Some(now.saturating_add(ms))
+            });
     }
 }
 
@@ -97,5 +103,18 @@ impl Clock for Guarded {
                 last
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Clock, ManualClock};
+
+    /// Boundary value (review: time): `advance` wrapped past `u64::MAX`.
+    #[test]
+    fn a_manual_clock_advanced_past_the_top_stays_there() {
+        let clock = ManualClock::new(u64::MAX - 1);
+        clock.advance(2);
+        assert_eq!(clock.now_ms(), u64::MAX);
     }
 }

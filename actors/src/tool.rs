@@ -300,13 +300,28 @@ impl ToolRegistry {
     /// The tools named, in the order named; the first unknown name is an
     /// error the model can read ([`ToolError::Unknown`]).
     pub fn subset<S: AsRef<str>>(&self, names: &[S]) -> Result<ToolRegistry, ToolError> {
-        let mut out = ToolRegistry::new();
+        // Built once: added one at a time, each name copied every tool,
+        // name and index entry so far (a model's list of 15,000 names,
+        // one repeated, was 10⁸ copies in the hub's handler).
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut index = rustc_hash::FxHashMap::default();
+        let mut kept: Vec<String> = Vec::new();
         for name in names {
             let name = name.as_ref();
             let tool = self.get(name).ok_or_else(|| self.unknown(name))?;
-            out = out.with_named(tool.clone(), name.to_owned());
+            if !index.contains_key(name) {
+                index.insert(name.to_owned(), tools.len());
+                tools.push(tool.clone());
+                kept.push(name.to_owned());
+            }
         }
-        Ok(out)
+        Ok(Self {
+            inner: Arc::new(Tools {
+                tools,
+                index,
+                names: kept.into(),
+            }),
+        })
     }
 
     /// The registry without the tool of this name.

@@ -19,8 +19,10 @@
 //! (a list of messages, of tool calls) is not counted against it: serde
 //! reserves room for the length it claims, up to 1 MiB per sequence,
 //! before its elements fail to decode — so a few bytes can make a decode
-//! reserve a few MiB for a moment, never more. `Child` events nest at
-//! most 128 levels (each a frame of the decoder's stack).
+//! reserve a few MiB for a moment, never more (a transcript's rows, which
+//! nest with its children's, are read without reserving: 128 levels
+//! reserved 1 MiB each at once). `Child` events nest at most 128 levels
+//! (each a frame of the decoder's stack).
 
 use bincode::config::{Limit, LittleEndian, Varint};
 use serde::Serialize;

@@ -72,10 +72,38 @@ pub struct SubAgentRun {
     pub transcript: Transcript,
 }
 
+/// Rows read one by one, without first reserving room for as many as the
+/// input claims: each child's row holds its own transcript, and each level
+/// reserved what serde allows a claimed length (1 MiB) before its first
+/// row was read — 128 levels of a few bytes each, 128 MiB at once,
+/// against the codec's "a few MiB for a moment".
+fn unreserved<'de, D, T>(reader: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Rows<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Rows<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a sequence of rows")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut rows = Vec::new();
+            while let Some(row) = seq.next_element()? {
+                rows.push(row);
+            }
+            Ok(rows)
+        }
+    }
+    reader.deserialize_seq(Rows(std::marker::PhantomData))
+}
+
 /// A fold of events into rows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transcript {
     /// The rows, in order.
+    #[serde(deserialize_with = "unreserved")]
     pub items: Vec<TranscriptItem>,
     /// User messages sent while a turn ran, not yet rows: the parent reads
     /// each as the turn after the running one, so each becomes a row after

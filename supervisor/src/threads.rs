@@ -76,13 +76,15 @@ impl Threads {
         // once it has closed: still stopping its children, it had not
         // settled the wakes it gave back to the store, and the new one,
         // shown, took them (two live threads under one id on one store).
-        if self.threads.get(&id).is_some_and(ThreadHandle::is_closing)
-            && let Some(closing) = self.threads.remove(&id)
-        {
+        // Kept in the registry until it has stopped: an open given up
+        // during that wait leaves it there, and the next one waits again
+        // (taken out first, the next open found nothing to wait for).
+        if let Some(closing) = self.threads.get(&id).filter(|h| h.is_closing()).cloned() {
             if self.on_screen.as_ref() == Some(&id) {
                 self.on_screen = None;
             }
             closing.closed().await;
+            self.threads.remove(&id);
         }
         if self.threads.contains_key(&id) {
             return Err(ThreadError::AlreadyOpen(id));

@@ -208,3 +208,34 @@ async fn a_host_tool_named_like_a_front_end_not_offered_is_an_ordinary_tool() {
     assert_eq!(helper.tools, ["agent"]);
     parent.shutdown_and_wait().await;
 }
+
+/// A model's list of tools with a name repeated (a looping model, 15,000
+/// times): each tool is given once, in the order first named — on its
+/// `ChildStarted` and its envelope (a guard; the hub built the child's
+/// tools one name at a time, copying all so far for each: built once now,
+/// review: cost faster than its input).
+#[tokio::test(start_paused = true)]
+async fn a_tool_named_many_times_is_given_once() {
+    let mut tools = vec!["sleep"; 15_000];
+    tools.push("calculator");
+    tools.push("sleep");
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run_call("Worker", "add", &tools, true)),
+        Reply::answer("Done."),
+    ])
+    .with_script("Worker\n", vec![Reply::answer("added")]);
+    let (parent, mut events) = delegating(model, 3).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let started: Vec<Vec<String>> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ChildStarted(info) => Some(info.tools.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, [vec!["sleep".to_owned(), "calculator".to_owned()]]);
+    let envelope = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(envelope.tools, ["sleep", "calculator"]);
+}

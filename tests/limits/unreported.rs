@@ -182,4 +182,13 @@ async fn a_model_that_reports_only_the_prompt_is_held_to_the_budget_across_calls
         "{:?}",
         result.usage
     );
+    // Every call reported usage: none is said to have reported none
+    // (review of this session's own change).
+    assert!(
+        result
+            .text
+            .contains("partly estimated: some output of the turn no server counted"),
+        "{}",
+        result.text
+    );
 }

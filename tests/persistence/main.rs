@@ -8,6 +8,7 @@ mod claims;
 mod clocks;
 #[path = "../common/mod.rs"]
 mod common;
+mod copies;
 mod isolation;
 mod remote;
 mod restore;

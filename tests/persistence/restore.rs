@@ -237,6 +237,49 @@ async fn a_tab_closed_and_opened_again_is_not_woken_for_the_closed_ones_children
     threads.delete(&a).await.unwrap();
 }
 
+/// Review of this session's own change: an open waiting for the closing
+/// thread of its id took that thread out of the registry first — given
+/// up during the wait (a UI's timeout), the next open found nothing to
+/// wait for and spawned at once, as before the fix.
+#[tokio::test]
+async fn an_open_given_up_while_the_closed_tab_stops_leaves_it_to_wait_for() {
+    use futures_util::FutureExt;
+    use subagents::messages::ThreadId;
+    use subagents::supervisor::Threads;
+    let tmp = tempfile::tempdir().unwrap();
+    let killed = two_owed_wakes_of_a(tmp.path()).await;
+    let store = open(&killed);
+    let mut threads = Threads::new();
+    let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+    let open_tab = |hang: bool| {
+        let reply = if hang {
+            Reply::new().hang()
+        } else {
+            Reply::answer("Noted.")
+        };
+        let model = ScriptedModel::new(vec![reply; 4]);
+        ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone())
+    };
+    let mut events = threads.open(a.clone(), open_tab(true)).await.unwrap();
+    until(&mut events, &mut Vec::new(), is_wake).await;
+    let _events_b = threads.open(b.clone(), open_tab(false)).await.unwrap();
+    threads.delete(&b).await.unwrap();
+    threads.get(&a).unwrap().close();
+    {
+        let mut given_up = Box::pin(threads.open(a.clone(), open_tab(false)));
+        assert!(
+            (&mut given_up).now_or_never().is_none(),
+            "waiting on the close"
+        );
+    }
+    let mut events = threads.open(a.clone(), open_tab(false)).await.unwrap();
+    threads.get(&a).unwrap().send_user("hello").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(woken_children(&log), Vec::<String>::new(), "{log:?}");
+    threads.delete(&a).await.unwrap();
+}
+
 /// Replay, across a restart (found by the property test's restart step):
 /// the restart wake's turn ended and settled the wake — on disk, by a
 /// blocking write queued behind the others — and a message in the same

@@ -69,6 +69,13 @@ async fn a_pruned_envelope_is_not_written_back_at_close() {
     thread.flush_persistence().await.unwrap();
     let first = tmp.path().join("agent_1.json");
     assert!(!first.exists(), "agent_1 is pruned while the thread runs");
+    // A notice of it after (review of this session's change: the writes
+    // prune once a minute): a stop of the ended child wrote it back, and
+    // no prune came after to take it again.
+    let stopped = thread.stop_child(&AgentId::new("agent_1")).await;
+    assert_eq!(stopped, Ok(subagents::messages::SubAgentStatus::Done));
+    thread.flush_persistence().await.unwrap();
+    assert!(!first.exists(), "written back by a notice of it");
     thread.close_and_wait().await;
     assert!(!first.exists(), "and not written back at close");
     assert!(tmp.path().join("agent_2.json").exists());

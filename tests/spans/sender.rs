@@ -130,3 +130,64 @@ async fn a_turn_a_ractor_hosts_handler_sends_starts_a_trace_of_its_own() {
     host.stop(None);
     thread.close_and_wait().await;
 }
+
+/// Asks for a child the first time it is told a child finished.
+struct Chains {
+    thread: Arc<OnceLock<ThreadHandle>>,
+    asked: std::sync::atomic::AtomicBool,
+}
+
+impl HubObserver for Chains {
+    fn finished(&self, _: &Envelope) {
+        use subagents::messages::{ChildRequest, ToolUseId};
+        if !self.asked.swap(true, std::sync::atomic::Ordering::SeqCst)
+            && let Some(thread) = self.thread.get()
+        {
+            let request = ChildRequest::new(
+                thread.parent_id().clone(),
+                0,
+                ToolUseId::new("host-1"),
+                "Worker 9\nYou work.",
+                "work 1 s",
+            );
+            tokio::spawn(thread.hub().request(request));
+        }
+    }
+}
+
+/// Review of this session's own change: `HubHandle::request` read the
+/// current span when called (it is sent when called now): a host asking
+/// for a child from an observer — told in the hub's handler — had that
+/// child's run under the hub's `Actor` span, a trace that ends only with
+/// the thread. A host's request runs under the host's span, or starts a
+/// trace of its own, as a turn it sends does.
+#[tokio::test(start_paused = true)]
+async fn a_child_an_observer_asks_for_starts_a_trace_of_its_own() {
+    let (capture, _guard) = capture();
+    let handle = Arc::new(OnceLock::new());
+    let chains = Arc::new(Chains {
+        thread: handle.clone(),
+        asked: Default::default(),
+    });
+    let model = background_workers(&[1]).with_script("Worker 9\n", worker(1));
+    let builder = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .observer(chains.clone());
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    let _ = handle.set(thread.clone());
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    let spans = capture.spans();
+    let asked: Vec<&Captured> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_agent" && field(s, "gen_ai.agent.id") == "agent_2")
+        .collect();
+    assert_eq!(asked.len(), 1, "{spans:#?}");
+    let under = asked[0]
+        .parent
+        .and_then(|p| spans.iter().find(|s| s.id == p))
+        .map(|s| s.name);
+    assert_eq!(under, None, "the host's child under the library's span");
+    thread.close_and_wait().await;
+}

@@ -99,9 +99,12 @@ pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progr
     let detail = match (limit, progress.usage_estimated, progress.usage_reported) {
         // Of the turn, not of the call that crossed the budget: a call
         // that reported its usage read "no usage reported for the call it
-        // cut" once an earlier one had been estimated.
+        // cut" once an earlier one had been estimated. Some output, not a
+        // call: a call whose usage came first (the prompt's) reports and
+        // is estimated for what it wrote after ("a call reported no
+        // usage" was false of it).
         (LimitKind::Tokens, true, true) => {
-            format!("{detail}, partly estimated: a call of the turn reported no usage")
+            format!("{detail}, partly estimated: some output of the turn no server counted")
         }
         (LimitKind::Tokens, true, false) => {
             format!("{detail}, estimated: no call of the turn reported usage")

@@ -157,6 +157,22 @@ impl Probe {
         })
     }
 
+    /// The running turn's conversation after its first `from` messages:
+    /// `None` once it ended (its last message may have been replaced by
+    /// its result), before it published one, or when it has fewer.
+    pub(crate) fn conversation_since(&self, from: usize) -> Option<Vec<ChatMessage>> {
+        let shared = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        let state = lock(&shared);
+        if state.ended.is_some() {
+            return None;
+        }
+        state.history.get(from..).map(<[ChatMessage]>::to_vec)
+    }
+
     /// The conversation of the last turn: once it ended, the one it ended
     /// with (shared with the agent and every caller, not copied); a turn
     /// that has not closed (its child failed around it) gives a copy of

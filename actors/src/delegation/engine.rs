@@ -173,7 +173,7 @@ impl Delegator {
         let profile = request.name.as_deref().and_then(|n| self.profiles.get(n));
         let own_model = profile.and_then(|p| p.model.clone());
         let name = profile.map(|p| p.name.clone());
-        self.hub.request_child(request).await.map_err(|e| match (e, name) {
+        self.hub.request_child(request, tracing::Span::current()).await.map_err(|e| match (e, name) {
             (Refused::UnknownModel { model, provider, available }, Some(name))
                 if own_model.as_deref().map(shown).as_deref() == Some(model.as_str()) =>
             {

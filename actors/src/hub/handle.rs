@@ -187,22 +187,29 @@ impl HubHandle {
         mut request: ChildRequest,
     ) -> impl std::future::Future<Output = Result<AgentId, Refused>> + Send + 'static + use<> {
         request.background = true;
+        // Under the host's span, or a trace of its own: never the
+        // library's current one where a host's callback (an observer, a
+        // ractor host's handler) called this — the hub's `Actor` span or
+        // another child's run, held open for this child's life.
+        let span = crate::agent::sender_span().unwrap_or_else(tracing::Span::none);
         // The tool's future itself, not one around it: a second layer
         // copied the request and its future once more per child.
-        self.request_child(request)
+        self.request_child(request, span)
     }
 
-    /// [`HubHandle::request`] as a delegation tool makes it: an inline
-    /// child is waited on by the tool that asked. Sent when called.
+    /// [`HubHandle::request`] as a delegation tool makes it (under its
+    /// `execute_tool` span): an inline child is waited on by the tool
+    /// that asked. Sent when called.
     pub(crate) fn request_child(
         &self,
         request: ChildRequest,
+        span: tracing::Span,
     ) -> impl std::future::Future<Output = Result<AgentId, Refused>> + Send + 'static + use<> {
         let stop = request.stop_if_abandoned;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sent = self.actor.cast(HubMsg::Spawn {
             request: Arc::new(request),
-            span: tracing::Span::current(),
+            span,
             reply: tx.into(),
         });
         let pending = sent.is_ok().then(|| PendingSpawn {
@@ -387,6 +394,19 @@ impl HubHandle {
     /// (what a message resumes it from). Never waits.
     pub fn conversation(&self, id: &AgentId) -> Option<Vec<subagents_messages::ChatMessage>> {
         self.book.conversation(id)
+    }
+
+    /// A running child's conversation after its first `from` messages —
+    /// what it added since a reader copied that many. `None` when it is
+    /// not running in a turn of its own now (queued, ended, a run a
+    /// message resumed) or has fewer: read it whole
+    /// ([`HubHandle::conversation`]). Never waits.
+    pub fn conversation_since(
+        &self,
+        id: &AgentId,
+        from: usize,
+    ) -> Option<Vec<subagents_messages::ChatMessage>> {
+        self.book.conversation_since(id, from)
     }
 
     /// The `invoke_agent` span of a finished child's last run, taken:

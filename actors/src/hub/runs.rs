@@ -185,6 +185,18 @@ impl Book {
         self.conversation_after(id, read)
     }
 
+    /// A running child's conversation after its first `from` messages,
+    /// read from its turn (see [`HubHandle::conversation_since`]).
+    ///
+    /// [`HubHandle::conversation_since`]: crate::hub::HubHandle::conversation_since
+    pub(crate) fn conversation_since(&self, id: &AgentId, from: usize) -> Option<Vec<ChatMessage>> {
+        let read = self.entry_read(id)?;
+        if !read.running || read.prefix.is_some() {
+            return None;
+        }
+        read.probe?.conversation_since(from)
+    }
+
     /// What [`Book::conversation`] reads of the entry first (the guard let
     /// go before the turn's lock is taken: see `get_live`).
     pub(super) fn entry_read(&self, id: &AgentId) -> Option<EntryRead> {

@@ -83,3 +83,63 @@ fn a_transcript_nested_past_the_limit_is_an_error_not_a_stack_overflow() {
     assert!(decodes(encoded(limit)), "at the limit");
     assert!(!decodes(encoded(limit + 1)), "one past it");
 }
+
+/// Damaged bytes, held at rest (review: cost faster than its input): each
+/// level of nested transcripts reserved room for the rows its length
+/// claimed before reading the first — 127 levels claiming 250 rows each,
+/// a child's row apiece, the bytes cut there: every reservation held at
+/// once as the decode failed, ~60 times the input. Rows are read one by
+/// one.
+#[test]
+fn a_transcript_claiming_rows_it_lacks_reserves_nothing_for_them() {
+    use crate::codec::Wire;
+    let encoded = |levels: usize| {
+        let mut transcript = Transcript::new();
+        for _ in 0..levels {
+            let info = SubAgentInfo {
+                id: AgentId::new("agent_1"),
+                parent_tool_use_id: ToolUseId::new("c"),
+                name: String::new(),
+                tools: Vec::new(),
+                background: false,
+                resumed_from: None,
+            };
+            let run = SubAgentRun {
+                info,
+                status: None,
+                queued: false,
+                transcript,
+            };
+            transcript = Transcript::new();
+            transcript.items.push(TranscriptItem::Agent(run));
+        }
+        transcript.to_wire().unwrap()
+    };
+    // A level opens the same way each time: its row count (1), then its
+    // one child's row up to that child's transcript.
+    let (core, one, two) = (encoded(0), encoded(1), encoded(2));
+    let open = (1..one.len())
+        .filter(|&a| 2 * a + core.len() <= two.len() && a + core.len() <= one.len())
+        .find(|&a| {
+            two[a..2 * a] == two[..a]
+                && one[..a] == two[..a]
+                && one[a..a + core.len()] == core[..]
+                && two[2 * a..2 * a + core.len()] == core[..]
+        })
+        .expect("a level's opening");
+    let mut level = two[..open].to_vec();
+    assert_eq!(level[0], 1, "a level opens with its row count");
+    level[0] = 250;
+    let hostile: Vec<u8> = level.repeat(127);
+    let mut decoded = true;
+    let held = allocation_counter::measure(|| {
+        decoded = Transcript::from_wire(&hostile).is_ok();
+    });
+    assert!(!decoded, "the rows claimed are not there");
+    assert!(
+        held.bytes_max < 64 * hostile.len() as u64 / 4,
+        "{} bytes held at most for {} bytes of input",
+        held.bytes_max,
+        hostile.len()
+    );
+}

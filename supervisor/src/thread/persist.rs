@@ -170,6 +170,38 @@ impl Writer {
             .is_none()
     }
 
+    /// Grows the conversation of `id`'s queued, not yet taken, run write
+    /// by what `since` reads after its last message but one (that one
+    /// read again, and matched: the conversation goes on from it) — `true`
+    /// when it did; `false` (nothing changed) when no write is queued or
+    /// the conversation does not go on from the queued one (its turn
+    /// ended: read it whole).
+    pub(super) fn extend_queued_run(
+        &self,
+        id: &AgentId,
+        since: impl FnOnce(usize) -> Option<Vec<ChatMessage>>,
+    ) -> bool {
+        let mut queued = self
+            .runs_queued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some((_, held)) = queued.get_mut(id) else {
+            return false;
+        };
+        let Some(from) = held.len().checked_sub(1) else {
+            return false;
+        };
+        let Some(read) = since(from) else {
+            return false;
+        };
+        let mut read = read.into_iter();
+        if read.next().as_ref() != held.last() {
+            return false;
+        }
+        held.extend(read);
+        true
+    }
+
     /// Queues `envelope`, and with it (in the same blocking task) a write
     /// of its child's run, unless one is queued and not yet taken: that
     /// one, before it, writes this conversation instead.
@@ -239,6 +271,12 @@ impl Writer {
 fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors, taken: &RunsQueued) {
     let failed = |error: String| errors.push(error);
     match write {
+        // One the store pruned (expired, no longer held): a notice of it
+        // since — a stop after its end, a claim, a resume's link — wrote
+        // it back without its run, and no prune came after to take it
+        // again (the writes prune once a minute), as the close does not.
+        Write::Envelope(envelope) | Write::EnvelopeThenRun(envelope)
+            if store.get(&envelope.id).is_none() && store.expired(&envelope) => {}
         Write::Envelope(envelope) => {
             if let Err(error) = store.save(&envelope) {
                 failed(error.to_string());
@@ -330,7 +368,15 @@ impl ThreadState {
         let (Some(writer), Some(request)) = (&self.writer, self.requests.get(id)) else {
             return;
         };
-        let conversation = self.parent.hub.conversation(id).unwrap_or_default();
+        // A step of a running child, its write still queued: what it
+        // added since that copy, not the whole conversation again (each
+        // of K quick calls copied all of it, under the child's turn lock:
+        // K²/2 messages).
+        let hub = &self.parent.hub;
+        if !last && writer.extend_queued_run(id, |from| hub.conversation_since(id, from)) {
+            return;
+        }
+        let conversation = hub.conversation(id).unwrap_or_default();
         writer.send_run(id, request, conversation);
         if last {
             self.requests.remove(id);
