@@ -8,6 +8,7 @@
 mod common;
 
 mod killed;
+mod models;
 mod reach;
 mod usage;
 

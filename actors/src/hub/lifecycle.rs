@@ -82,15 +82,6 @@ impl HubState {
         self.config.clock.now_ms()
     }
 
-    /// The status a stopped child ends with: `interrupted` when the stop
-    /// was an interrupt.
-    pub(super) fn stop_status(&self, id: &AgentId) -> SubAgentStatus {
-        match self.children.get(id) {
-            Some(child) if child.interrupted => SubAgentStatus::Interrupted,
-            _ => SubAgentStatus::Stopped,
-        }
-    }
-
     /// Records and emits a status move; only strictly forward moves
     /// happen (a repeated or backward one is ignored).
     pub(super) fn set_status(&self, id: &AgentId, child: &Child, status: SubAgentStatus) -> bool {
@@ -165,7 +156,8 @@ impl HubState {
         // parent, a child's own (less the delegation tools) for a child —
         // held here for every request, a host's in a child's name too, not
         // only for a child's own call (the engine's `check_tools`).
-        let handable = match self.children.get(&request.requester) {
+        let requester = self.children.get(&request.requester);
+        let handable = match requester {
             None => self.config.tools.clone(),
             Some(requester) => self
                 .config
@@ -194,7 +186,12 @@ impl HubState {
             .resolve(request.provider.as_deref(), request.model.as_deref())?
         {
             Some(found) => (found.model.clone(), found.gate.clone()),
-            None => (self.config.model.clone(), self.config.gate.clone()),
+            // None named (or `inherit`): its requester's — a sub-agent's
+            // own ran on the thread parent's, told "runs on your model".
+            None => requester.map_or_else(
+                || (self.config.model.clone(), self.config.gate.clone()),
+                |r| (r.model.clone(), r.gate.clone()),
+            ),
         };
         let mut limits = self.config.child_limits;
         if let Some(cap) = request.max_iterations {
@@ -208,7 +205,7 @@ impl HubState {
             .max(1);
         // And to its requester's, when a child asks (it cannot give more
         // than it has).
-        if let Some(requester) = self.children.get(&request.requester) {
+        if let Some(requester) = requester {
             limits.max_model_calls = limits.max_model_calls.min(requester.limits.max_model_calls);
         }
         // Inside what a requester that waits to the end has left: at its

@@ -72,6 +72,15 @@ impl StopReply {
 }
 
 impl HubState {
+    /// The status a stopped child ends with: `interrupted` when the stop
+    /// was an interrupt.
+    pub(super) fn stop_status(&self, id: &AgentId) -> SubAgentStatus {
+        match self.children.get(id) {
+            Some(child) if child.interrupted => SubAgentStatus::Interrupted,
+            _ => SubAgentStatus::Stopped,
+        }
+    }
+
     /// Its requester gave up before learning its id: it goes on in the
     /// background (its result wakes the parent), or stops.
     pub(super) async fn abandon(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId, stop: bool) {
