@@ -156,6 +156,44 @@ async fn a_deleted_tabs_owed_wakes_are_settled_not_given_back() {
     }
 }
 
+/// Tab `a`, restored with two owed wakes, shown — its first wake's turn
+/// running on (its model hangs) — then left for `b`: the second wake
+/// given back to the store. The store, the registry and a tab's config
+/// on the store (an answering model, or one that hangs).
+async fn a_shown_then_left_for_b(
+    dir: &std::path::Path,
+) -> (
+    Arc<EnvelopeStore>,
+    subagents::supervisor::Threads,
+    impl Fn(bool) -> ThreadConfig,
+) {
+    use subagents::messages::ThreadId;
+    let killed = two_owed_wakes_of_a(dir).await;
+    let store = open(&killed);
+    let mut threads = subagents::supervisor::Threads::new();
+    let on_store = store.clone();
+    let open_tab = move |hang: bool| {
+        let reply = if hang {
+            Reply::new().hang()
+        } else {
+            Reply::answer("Noted.")
+        };
+        let model = ScriptedModel::new(vec![reply; 4]);
+        ThreadConfig::new(DelegationBuilder::new(model.shared())).store(on_store.clone())
+    };
+    let mut events = threads
+        .open(ThreadId::new("a"), open_tab(true))
+        .await
+        .unwrap();
+    until(&mut events, &mut Vec::new(), is_wake).await;
+    let _events_b = threads
+        .open(ThreadId::new("b"), open_tab(false))
+        .await
+        .unwrap();
+    assert_eq!(store.owed_wakes().len(), 1, "the second, given back");
+    (store, threads, open_tab)
+}
+
 /// Review (what the property test reaches): the wakes a switch gave back
 /// to the store — a host restoring tabs, `open(a)` then `open(b)` — were
 /// not a delete's to drop: it dropped only what its queue held, so they
@@ -165,27 +203,9 @@ async fn a_deleted_tabs_owed_wakes_are_settled_not_given_back() {
 #[tokio::test]
 async fn a_tab_deleted_after_giving_its_wakes_back_leaves_none_owed() {
     use subagents::messages::ThreadId;
-    use subagents::supervisor::Threads;
     let tmp = tempfile::tempdir().unwrap();
-    let killed = two_owed_wakes_of_a(tmp.path()).await;
-    let store = open(&killed);
-    let mut threads = Threads::new();
+    let (store, mut threads, _) = a_shown_then_left_for_b(tmp.path()).await;
     let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
-    let open_tab = |hang: bool| {
-        let reply = if hang {
-            Reply::new().hang()
-        } else {
-            Reply::answer("Noted.")
-        };
-        let model = ScriptedModel::new(vec![reply; 4]);
-        ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone())
-    };
-    // `a`'s first wake's turn runs on; the second waits, and leaving `a`
-    // for `b` gives it back to the store.
-    let mut events = threads.open(a.clone(), open_tab(true)).await.unwrap();
-    until(&mut events, &mut Vec::new(), is_wake).await;
-    let _events_b = threads.open(b.clone(), open_tab(false)).await.unwrap();
-    assert_eq!(store.owed_wakes().len(), 1, "the second, given back");
     threads.delete(&a).await.unwrap();
     assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
     for id in ["agent_1", "agent_2"] {
@@ -206,25 +226,9 @@ async fn a_tab_deleted_after_giving_its_wakes_back_leaves_none_owed() {
 #[tokio::test]
 async fn a_tab_closed_and_opened_again_is_not_woken_for_the_closed_ones_children() {
     use subagents::messages::ThreadId;
-    use subagents::supervisor::Threads;
     let tmp = tempfile::tempdir().unwrap();
-    let killed = two_owed_wakes_of_a(tmp.path()).await;
-    let store = open(&killed);
-    let mut threads = Threads::new();
+    let (store, mut threads, open_tab) = a_shown_then_left_for_b(tmp.path()).await;
     let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
-    let open_tab = |hang: bool| {
-        let reply = if hang {
-            Reply::new().hang()
-        } else {
-            Reply::answer("Noted.")
-        };
-        let model = ScriptedModel::new(vec![reply; 4]);
-        ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone())
-    };
-    let mut events = threads.open(a.clone(), open_tab(true)).await.unwrap();
-    until(&mut events, &mut Vec::new(), is_wake).await;
-    let _events_b = threads.open(b.clone(), open_tab(false)).await.unwrap();
-    assert_eq!(store.owed_wakes().len(), 1, "the second, given back");
     // Nothing on screen: the open has no thread to leave first.
     threads.delete(&b).await.unwrap();
     threads.get(&a).unwrap().close();
@@ -245,24 +249,9 @@ async fn a_tab_closed_and_opened_again_is_not_woken_for_the_closed_ones_children
 async fn an_open_given_up_while_the_closed_tab_stops_leaves_it_to_wait_for() {
     use futures_util::FutureExt;
     use subagents::messages::ThreadId;
-    use subagents::supervisor::Threads;
     let tmp = tempfile::tempdir().unwrap();
-    let killed = two_owed_wakes_of_a(tmp.path()).await;
-    let store = open(&killed);
-    let mut threads = Threads::new();
+    let (_store, mut threads, open_tab) = a_shown_then_left_for_b(tmp.path()).await;
     let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
-    let open_tab = |hang: bool| {
-        let reply = if hang {
-            Reply::new().hang()
-        } else {
-            Reply::answer("Noted.")
-        };
-        let model = ScriptedModel::new(vec![reply; 4]);
-        ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone())
-    };
-    let mut events = threads.open(a.clone(), open_tab(true)).await.unwrap();
-    until(&mut events, &mut Vec::new(), is_wake).await;
-    let _events_b = threads.open(b.clone(), open_tab(false)).await.unwrap();
     threads.delete(&b).await.unwrap();
     threads.get(&a).unwrap().close();
     {

@@ -38,6 +38,31 @@ fn a_child_id_seen_again_folds_into_its_newest_row() {
     assert_eq!(t.child(&id).unwrap().info.parent_tool_use_id.as_str(), "c2");
 }
 
+/// A transcript `levels` deep: one child's row at each level, holding the
+/// next.
+fn nested(levels: usize) -> Transcript {
+    let mut transcript = Transcript::new();
+    for _ in 0..levels {
+        let info = SubAgentInfo {
+            id: AgentId::new("agent_1"),
+            parent_tool_use_id: ToolUseId::new("c"),
+            name: String::new(),
+            tools: Vec::new(),
+            background: false,
+            resumed_from: None,
+        };
+        let run = SubAgentRun {
+            info,
+            status: None,
+            queued: false,
+            transcript,
+        };
+        transcript = Transcript::new();
+        transcript.items.push(TranscriptItem::Agent(run));
+    }
+    transcript
+}
+
 /// Foreign or damaged bytes (a host's stored transcript): each child's row
 /// holds the child's own transcript, and the decoder recursed once per
 /// level with no limit — about 100 KB of nesting overflowed a worker's
@@ -48,28 +73,7 @@ fn a_transcript_nested_past_the_limit_is_an_error_not_a_stack_overflow() {
     use crate::codec::Wire;
     // Built, encoded and dropped on a large stack: each is recursive.
     let encoded = |levels: usize| {
-        let build = move || {
-            let mut transcript = Transcript::new();
-            for _ in 0..levels {
-                let info = SubAgentInfo {
-                    id: AgentId::new("agent_1"),
-                    parent_tool_use_id: ToolUseId::new("c"),
-                    name: String::new(),
-                    tools: Vec::new(),
-                    background: false,
-                    resumed_from: None,
-                };
-                let run = SubAgentRun {
-                    info,
-                    status: None,
-                    queued: false,
-                    transcript,
-                };
-                transcript = Transcript::new();
-                transcript.items.push(TranscriptItem::Agent(run));
-            }
-            transcript.to_wire().unwrap()
-        };
+        let build = move || nested(levels).to_wire().unwrap();
         let large = std::thread::Builder::new().stack_size(1 << 30);
         large.spawn(build).unwrap().join().unwrap()
     };
@@ -93,28 +97,7 @@ fn a_transcript_nested_past_the_limit_is_an_error_not_a_stack_overflow() {
 #[test]
 fn a_transcript_claiming_rows_it_lacks_reserves_nothing_for_them() {
     use crate::codec::Wire;
-    let encoded = |levels: usize| {
-        let mut transcript = Transcript::new();
-        for _ in 0..levels {
-            let info = SubAgentInfo {
-                id: AgentId::new("agent_1"),
-                parent_tool_use_id: ToolUseId::new("c"),
-                name: String::new(),
-                tools: Vec::new(),
-                background: false,
-                resumed_from: None,
-            };
-            let run = SubAgentRun {
-                info,
-                status: None,
-                queued: false,
-                transcript,
-            };
-            transcript = Transcript::new();
-            transcript.items.push(TranscriptItem::Agent(run));
-        }
-        transcript.to_wire().unwrap()
-    };
+    let encoded = |levels: usize| nested(levels).to_wire().unwrap();
     // A level opens the same way each time: its row count (1), then its
     // one child's row up to that child's transcript.
     let (core, one, two) = (encoded(0), encoded(1), encoded(2));
