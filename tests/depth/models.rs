@@ -116,3 +116,47 @@ async fn a_profile_its_caller_cannot_give_the_tools_of_is_refused_by_name() {
         refused[0]
     );
 }
+
+/// Review of this session's own change: the check of a profile's tools
+/// against its caller's ignored the profile's deny list — a profile
+/// listing `calculator` and `sleep` and denying `sleep` (a Claude Code
+/// file's `tools` with a scoped `disallowedTools`) was refused under a
+/// caller with `calculator` alone, "it cannot run under you", where it
+/// had run with what its list less its denials gives.
+#[tokio::test(start_paused = true)]
+async fn a_profile_denying_what_its_caller_lacks_runs_under_it() {
+    use subagents::actors::profile::{Profile, ProfileSet};
+    let reviewer = Profile {
+        name: "reviewer".into(),
+        system_prompt: "Reviewer\nYou review.".into(),
+        tools: Some(vec!["calculator".into(), "sleep".into()]),
+        disallowed_tools: vec!["sleep".into()],
+        ..Profile::default()
+    };
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run("Child", "ask the reviewer", true).tools(["calculator"])),
+        Reply::answer("parent: done"),
+    ])
+    .with_script(
+        "Child",
+        vec![
+            Reply::new().use_agent(&UseAgentCall::run_named("reviewer", "review it")),
+            Reply::answer("child: reviewed"),
+        ],
+    )
+    .with_script("Reviewer", vec![Reply::answer("ok")]);
+    let (parent, mut events) = builder(model, 2)
+        .profiles(ProfileSet::from_profiles([reviewer]))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let grand = parent.hub.status(&AgentId::new("agent_2"));
+    assert_eq!(
+        grand.map(|e| (e.status, e.tools)),
+        Some((SubAgentStatus::Done, vec!["calculator".to_owned()])),
+        "{log:#?}"
+    );
+}

@@ -111,3 +111,28 @@ async fn a_call_cut_after_an_early_usage_counts_what_it_wrote_since() {
         }
     );
 }
+
+/// Accounting (review: accounting): a call the gate never let through (it
+/// had closed) counted as a model call — the turn's failure said "after 1
+/// model call(s)", none made, and `model_calls` was 1. A call never sent
+/// counts nothing.
+#[tokio::test(start_paused = true)]
+async fn a_call_the_gate_never_let_through_is_no_model_call() {
+    use subagents::actors::GateHandle;
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let model = ScriptedModel::new(vec![Reply::answer("never")]);
+    let (agent, _events) = AgentBuilder::new(model.shared())
+        .gate(gate.clone())
+        .spawn()
+        .await
+        .unwrap();
+    gate.actor().stop_and_wait(None, None).await.unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert!(
+        matches!(result.outcome, Outcome::Failed(_)),
+        "{:?}",
+        result.outcome
+    );
+    assert_eq!(result.model_calls, 0, "{}", result.text);
+    assert_eq!(result.usage.total(), 0);
+}

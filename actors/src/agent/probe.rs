@@ -158,8 +158,9 @@ impl Probe {
     }
 
     /// The running turn's conversation after its first `from` messages:
-    /// `None` once it ended (its last message may have been replaced by
-    /// its result), before it published one, or when it has fewer.
+    /// `None` once it is closing or ended (its last message may have been
+    /// replaced by its result; a remote run's replaced whole), before it
+    /// published one, or when it has fewer.
     pub(crate) fn conversation_since(&self, from: usize) -> Option<Vec<ChatMessage>> {
         let shared = self
             .0
@@ -167,7 +168,10 @@ impl Probe {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()?;
         let state = lock(&shared);
-        if state.ended.is_some() {
+        // Closing too: a remote run's close puts its node's conversation
+        // in place of the one folded from its reports (another shape: a
+        // step read after it spliced the node's tail onto the fold).
+        if state.ended.is_some() || state.closing {
             return None;
         }
         state.history.get(from..).map(<[ChatMessage]>::to_vec)
@@ -280,6 +284,21 @@ mod tests {
             2,
             "still handed over whole"
         );
+    }
+
+    /// Review of this session's own change: a remote run's close puts
+    /// its node's conversation in place of the one folded from its
+    /// reports, and marks it closing, not ended: a step read then, by
+    /// index, spliced the node's tail onto the fold (a tool result after
+    /// no call that made it). What was added since is read only while
+    /// the turn runs; closing or ended, the reader reads it whole.
+    #[test]
+    fn what_a_turn_added_is_read_only_while_it_runs() {
+        let (probe, shared) = turn(&["task", "call", "result"]);
+        assert_eq!(probe.conversation_since(1).map(|m| m.len()), Some(2));
+        assert_eq!(probe.conversation_since(4), None, "fewer than that");
+        crate::agent::turn_state::lock(&shared).closing = true;
+        assert_eq!(probe.conversation_since(1), None, "closing");
     }
 
     #[test]

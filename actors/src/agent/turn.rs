@@ -155,6 +155,10 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 });
                 return (error.clone(), Outcome::Failed(error));
             }
+            Err(ModelEnd::NotSent(error)) => {
+                ctx.with(|t| t.doing(Activity::Thinking));
+                return (error.clone(), Outcome::Failed(error));
+            }
             Err(ModelEnd::OverBudget(text)) => {
                 // Cut mid-stream: the call counts, what it wrote so far is
                 // the last thing written, and no tool it asked for runs.
@@ -208,8 +212,12 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
 
 /// How a model call ended early.
 enum ModelEnd {
-    /// The model (or the gate) failed: a sentence saying so.
+    /// The model failed: a sentence saying so.
     Failed(String),
+    /// The call was never sent (the gate closed, or the turn was cut as
+    /// the gate let it in): a sentence saying so. Not a model call — it
+    /// counted as one ("after 1 model call(s)", none made).
+    NotSent(String),
     /// The usage it reported (or, before any, its streamed text at about
     /// four characters a token) went past the token budget; the text it
     /// had written by then.
@@ -275,7 +283,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     let waiting = (!span.is_disabled()).then(tokio::time::Instant::now);
     let permit = config.gate.acquire(config.id.clone()).await.map_err(|e| {
         span.record("error.type", "gate_closed");
-        ModelEnd::Failed(format!("the model could not be called: {e}"))
+        ModelEnd::NotSent(format!("the model could not be called: {e}"))
     })?;
     if let Some(waiting) = waiting {
         span.record(
@@ -294,7 +302,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     });
     if cut {
         // The gate was free at once, after a stop this task has not seen.
-        return Err(ModelEnd::Failed("the turn was stopped".to_owned()));
+        return Err(ModelEnd::NotSent("the turn was stopped".to_owned()));
     }
     let mut call_usage = subagents_messages::Usage::default();
     // The request is built here, in a block, once the gate let it in: a

@@ -290,7 +290,8 @@ impl DelegationBuilder {
     }
 
     /// Models children may name (`model` / `provider` overrides); a child
-    /// that names none runs on the parent's model.
+    /// that names none runs on the parent's model (a sub-agent's own
+    /// sub-agent, on its requester's).
     pub fn models(mut self, models: ModelRegistry) -> Self {
         self.models = models;
         self

@@ -85,13 +85,15 @@ impl Delegator {
         let mut provider = profile.and_then(|p| p.provider.clone());
         let mut max_iterations = profile.and_then(|p| p.max_iterations);
         let denied: &[String] = profile.map_or(&[], |p| &p.disallowed_tools);
-        // A tool the profile lists and the caller lacks (a sub-agent's own
-        // sub-agent): said of the profile — "not one of your tools" told
+        // A tool the profile lists, does not deny, and the caller lacks (a
+        // sub-agent's own sub-agent): said of the profile — "not one of your tools" told
         // the model to leave out a tool it never wrote, and a call that
         // did was refused for narrowing nothing the profile allows.
         if spec.tools.is_none()
             && let (Some(name), Some(listed)) = (name.as_deref(), tools.as_ref())
-            && let Some(missing) = listed.iter().find(|t| !call.available_tools.contains(t))
+            && let Some(missing) = listed
+                .iter()
+                .find(|t| !denies(denied, t) && !call.available_tools.contains(t))
         {
             return Err(refuse(format!(
                 "the sub-agent `{name}` needs the tool `{}` (its profile lists it), which is not one of your tools: it cannot run under you",

@@ -63,6 +63,12 @@ pub enum ThreadError {
     /// or the agent that asked ended first).
     #[error(transparent)]
     Approval(#[from] ApprovalRefusal),
+    /// The thread is open, but its parent agent is gone (its actor died:
+    /// a kill, a panic outside a turn): what it held (its usage, its
+    /// state) went with it — close the thread. It read `Closed`, "the
+    /// thread is closed", of an open thread.
+    #[error("the thread's parent agent is gone; close the thread")]
+    ParentGone,
     /// [`Threads`](crate::Threads): no open thread has that id.
     #[error("there is no open thread `{0}`")]
     UnknownThread(ThreadId),
@@ -200,11 +206,11 @@ impl ThreadHandle {
     /// The parent's state now (busy, turns queued). Read-only: turns go
     /// through [`ThreadHandle::send_user`], so wakes stay ordered.
     pub async fn parent_snapshot(&self) -> Result<AgentSnapshot, ThreadError> {
-        self.parts
-            .agent
-            .snapshot()
-            .await
-            .map_err(|_| ThreadError::Closed)
+        let snapshot = self.parts.agent.snapshot().await;
+        snapshot.map_err(|_| match self.is_closing() {
+            true => ThreadError::Closed,
+            false => ThreadError::ParentGone,
+        })
     }
 
     /// Every token the thread used: the parent's finished turns and every

@@ -9,9 +9,9 @@ use subagents_actors::{DelegationBuilder, ToolRegistry, UseAgentCall};
 use subagents_demo::Sleep;
 use subagents_messages::{AgentEvent, AgentId, SubAgentStatus};
 
-use crate::thread::ThreadHandle;
 use crate::thread::msg::ThreadMsg;
 use crate::thread::msg::sealed::ThreadInternal;
+use crate::thread::{ThreadError, ThreadHandle};
 
 /// The hub reports a completion that raced the switch only after the
 /// supervisor handled the switch (its observer message was still on the
@@ -97,7 +97,15 @@ async fn a_turn_for_a_parent_that_is_gone_still_ends_in_a_result() {
             if matches!(&r.outcome, subagents_messages::Outcome::Failed(why) if why.contains("parent agent is gone"))),
         "{seen:?}"
     );
+    // Open, its parent gone (review: the typed host boundary): it read
+    // `Closed`, "the thread is closed".
+    assert_eq!(thread.usage().await, Err(ThreadError::ParentGone));
+    assert_eq!(
+        thread.parent_snapshot().await.err(),
+        Some(ThreadError::ParentGone)
+    );
     thread.close_and_wait().await;
+    assert_eq!(thread.usage().await, Err(ThreadError::Closed));
 }
 
 /// Held at rest: a thread with no store kept every child's request (its
