@@ -36,7 +36,8 @@ impl EnvelopeStore {
     /// Prunes ([`EnvelopeStore::prune`]) unless a prune ran less than a
     /// minute ago by the store's clock (a hundredth of the retention, when
     /// shorter); a clock set back prunes at once. Of writers racing, one
-    /// prunes. What a prune left stays a minute longer at most.
+    /// prunes. What expires between two prunes stays until the next write
+    /// past that minute (or the next open: a store left idle keeps it).
     pub(crate) fn prune_if_due(&self) -> Option<PruneReport> {
         let now = self.clock.now_ms();
         let every = u64::try_from(self.retention.as_millis() / 100)

@@ -276,7 +276,7 @@ fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors, taken: 
         // it back without its run, and no prune came after to take it
         // again (the writes prune once a minute), as the close does not.
         Write::Envelope(envelope) | Write::EnvelopeThenRun(envelope)
-            if store.get(&envelope.id).is_none() && store.expired(&envelope) => {}
+            if store.expired(&envelope) && store.get(&envelope.id).is_none() => {}
         Write::Envelope(envelope) => {
             if let Err(error) = store.save(&envelope) {
                 failed(error.to_string());
