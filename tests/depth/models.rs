@@ -58,32 +58,26 @@ async fn a_sub_agents_own_sub_agent_runs_on_its_requesters_model() {
     assert!(asked_of(&cheap_seen).iter().any(|first| first == "Grand"));
 }
 
-/// A refusal that named the wrong cause (review: the model as an
-/// adversary): a child given `sleep` called a profile listing
-/// `calculator` — refused "the tool `calculator` is not one of your
-/// tools", a tool the model never wrote; leaving `tools` out (it had)
-/// changed nothing, and listing `sleep` was refused for narrowing outside
-/// the profile. The refusal names the profile.
-#[tokio::test(start_paused = true)]
-async fn a_profile_its_caller_cannot_give_the_tools_of_is_refused_by_name() {
-    use subagents::actors::profile::{Profile, ProfileSet};
-    let reviewer = Profile {
-        name: "reviewer".into(),
-        system_prompt: "You review.".into(),
-        tools: Some(vec!["calculator".into()]),
-        ..Profile::default()
-    };
+/// A child given `tools` (under a parent at depth 2) that calls the
+/// profile `reviewer`: the parent's handle and the log.
+async fn a_child_calling(
+    tools: &[&str],
+    reviewer: subagents::actors::profile::Profile,
+) -> (subagents::actors::DelegatingAgent, Vec<AgentEvent>) {
+    use subagents::actors::profile::ProfileSet;
     let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&run("Child", "ask the reviewer", true).tools(["sleep"])),
+        Reply::new()
+            .use_agent(&run("Child", "ask the reviewer", true).tools(tools.iter().copied())),
         Reply::answer("parent: done"),
     ])
     .with_script(
         "Child",
         vec![
             Reply::new().use_agent(&UseAgentCall::run_named("reviewer", "review it")),
-            Reply::answer("child: could not"),
+            Reply::answer("child: done"),
         ],
-    );
+    )
+    .with_script("Reviewer", vec![Reply::answer("ok")]);
     let (parent, mut events) = builder(model, 2)
         .profiles(ProfileSet::from_profiles([reviewer]))
         .spawn()
@@ -92,6 +86,25 @@ async fn a_profile_its_caller_cannot_give_the_tools_of_is_refused_by_name() {
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
+    (parent, log)
+}
+
+/// A refusal that named the wrong cause (review: the model as an
+/// adversary): a child given `sleep` called a profile listing
+/// `calculator` — refused "the tool `calculator` is not one of your
+/// tools", a tool the model never wrote; leaving `tools` out (it had)
+/// changed nothing, and listing `sleep` was refused for narrowing outside
+/// the profile. The refusal names the profile.
+#[tokio::test(start_paused = true)]
+async fn a_profile_its_caller_cannot_give_the_tools_of_is_refused_by_name() {
+    use subagents::actors::profile::Profile;
+    let reviewer = Profile {
+        name: "reviewer".into(),
+        system_prompt: "Reviewer\nYou review.".into(),
+        tools: Some(vec!["calculator".into()]),
+        ..Profile::default()
+    };
+    let (_parent, log) = a_child_calling(&["sleep"], reviewer).await;
     // The child's own call's answer, inside its row.
     let (_, children) = children(&log);
     let row: Vec<AgentEvent> = children[&AgentId::new("agent_1")]
@@ -125,7 +138,7 @@ async fn a_profile_its_caller_cannot_give_the_tools_of_is_refused_by_name() {
 /// had run with what its list less its denials gives.
 #[tokio::test(start_paused = true)]
 async fn a_profile_denying_what_its_caller_lacks_runs_under_it() {
-    use subagents::actors::profile::{Profile, ProfileSet};
+    use subagents::actors::profile::Profile;
     let reviewer = Profile {
         name: "reviewer".into(),
         system_prompt: "Reviewer\nYou review.".into(),
@@ -133,26 +146,7 @@ async fn a_profile_denying_what_its_caller_lacks_runs_under_it() {
         disallowed_tools: vec!["sleep".into()],
         ..Profile::default()
     };
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&run("Child", "ask the reviewer", true).tools(["calculator"])),
-        Reply::answer("parent: done"),
-    ])
-    .with_script(
-        "Child",
-        vec![
-            Reply::new().use_agent(&UseAgentCall::run_named("reviewer", "review it")),
-            Reply::answer("child: reviewed"),
-        ],
-    )
-    .with_script("Reviewer", vec![Reply::answer("ok")]);
-    let (parent, mut events) = builder(model, 2)
-        .profiles(ProfileSet::from_profiles([reviewer]))
-        .spawn()
-        .await
-        .unwrap();
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
+    let (parent, log) = a_child_calling(&["calculator"], reviewer).await;
     let grand = parent.hub.status(&AgentId::new("agent_2"));
     assert_eq!(
         grand.map(|e| (e.status, e.tools)),
