@@ -21,6 +21,13 @@ pub struct Threads {
     /// The threads without a store opened here: numbered apart
     /// ([`Incarnations`]).
     incarnations: Incarnations,
+    /// Threads deleted and not stopped yet: an open of one's id waits for
+    /// it (as for a thread closed through its handle). Out of the
+    /// registry at once, a deleted thread still stopping its children let
+    /// the open spawn and show a new one, which took the wakes the old one
+    /// had given back to the store. Let go once stopped (checked at each
+    /// delete and open).
+    leaving: Vec<(ThreadId, ThreadHandle)>,
 }
 
 /// The threads without a store opened in one registry. Each numbers its
@@ -65,7 +72,7 @@ impl Threads {
     /// its store records it on each envelope ([`ThreadConfig::id`], over
     /// one set there): after a restart, the thread opened with `id` is the
     /// one woken for its children. An id whose thread was closed through
-    /// its handle opens once that thread has stopped.
+    /// its handle, or deleted, opens once that thread has stopped.
     pub async fn open(
         &mut self,
         id: ThreadId,
@@ -79,6 +86,14 @@ impl Threads {
         // Kept in the registry until it has stopped: an open given up
         // during that wait leaves it there, and the next one waits again
         // (taken out first, the next open found nothing to wait for).
+        self.leaving.retain(|(_, h)| !h.is_stopped());
+        let deleted: Vec<ThreadHandle> = (self.leaving.iter())
+            .filter(|(of, _)| *of == id)
+            .map(|(_, h)| h.clone())
+            .collect();
+        for handle in deleted {
+            handle.closed().await;
+        }
         if let Some(closing) = self.threads.get(&id).filter(|h| h.is_closing()).cloned() {
             if self.on_screen.as_ref() == Some(&id) {
                 self.on_screen = None;
@@ -183,6 +198,10 @@ impl Threads {
         let removed = self.threads.remove(id);
         if removed.is_some() && self.on_screen.as_ref() == Some(id) {
             self.on_screen = None;
+        }
+        self.leaving.retain(|(_, h)| !h.is_stopped());
+        if let Some(handle) = &removed {
+            self.leaving.push((id.clone(), handle.clone()));
         }
         let unknown = ThreadError::UnknownThread(id.clone());
         // Out of the registry before the first wait, and closed when this

@@ -107,3 +107,62 @@ async fn a_file_a_prune_cannot_remove_is_not_a_failed_write_of_the_thread() {
     assert_eq!(thread.persist_errors().await.unwrap(), Vec::<String>::new());
     thread.close_and_wait().await;
 }
+
+/// Time (a clock stepped back) and the same instant: a restart delivers
+/// the wakes its last process owed in the order their children finished,
+/// read from their finish stamps — `Beta` finished first, then the
+/// clock was stepped back (or stood still: two finishes in one
+/// millisecond went by number) and `Alpha` finished: the restart woke
+/// the parent for `Alpha` first. A thread's finish stamps are strictly
+/// increasing.
+#[tokio::test(start_paused = true)]
+async fn owed_wakes_keep_their_finish_order_when_the_clock_steps_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(
+                &UseAgentCall::run("Alpha\nYou work.", "alpha's part")
+                    .tools(["sleep"])
+                    .background(),
+            )
+            .use_agent(&UseAgentCall::run("Beta\nYou work.", "beta's part").background()),
+        Reply::answer("Started."),
+    ])
+    .with_script(
+        "Alpha",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs": 60}"#),
+            Reply::answer("alpha done"),
+        ],
+    )
+    .with_script("Beta", vec![Reply::answer("beta done")]);
+    let (clock, store, thread, mut events) = an_hours_retention(&live, model).await;
+    thread.typing(true).unwrap();
+    thread.send_user("go").unwrap();
+    let owed = |id: &str| store.get(&AgentId::new(id)).is_some_and(|e| e.wake_owed);
+    let mut log = Vec::new();
+    for (id, then) in [("agent_2", Some(-1_000)), ("agent_1", None)] {
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::ChildStatus(child, SubAgentStatus::Done) if child.as_str() == id)
+        })
+        .await;
+        while !owed(id) {
+            thread.sync().await.unwrap();
+            thread.flush_persistence().await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        if let Some(step) = then {
+            clock.set(clock.now_ms().saturating_add_signed(step));
+        }
+    }
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    thread.close_and_wait().await;
+    let retention = std::time::Duration::from_millis(HOUR);
+    let restarted = EnvelopeStore::open_with_retention(&killed, clock, retention).unwrap();
+    assert_eq!(
+        restarted.0.owed_wakes(),
+        [AgentId::new("agent_2"), AgentId::new("agent_1")]
+    );
+}

@@ -241,6 +241,31 @@ async fn a_tab_closed_and_opened_again_is_not_woken_for_the_closed_ones_children
     threads.delete(&a).await.unwrap();
 }
 
+/// Cancellation (review: a host that does not cooperate): the same, the
+/// tab deleted too — fire and forget, as a UI does on a close — before
+/// it is opened again. A delete takes the thread out of the registry at
+/// once, so the open had nothing to wait for: it spawned and showed the
+/// new thread while the old one still stopped its children, and the new
+/// one took the wake the old one had given back. An open waits for a
+/// deleted thread of its id to stop, as for a closed one.
+#[tokio::test]
+async fn a_tab_deleted_and_opened_again_is_not_woken_for_the_deleted_ones_children() {
+    use subagents::messages::ThreadId;
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, mut threads, open_tab) = a_shown_then_left_for_b(tmp.path()).await;
+    let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+    threads.delete(&b).await.unwrap();
+    threads.get(&a).unwrap().close();
+    drop(threads.delete(&a));
+    let mut events = threads.open(a.clone(), open_tab(false)).await.unwrap();
+    threads.get(&a).unwrap().send_user("hello").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert_eq!(woken_children(&log), Vec::<String>::new(), "{log:?}");
+    assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
+    threads.delete(&a).await.unwrap();
+}
+
 /// Review of this session's own change: an open waiting for the closing
 /// thread of its id took that thread out of the registry first — given
 /// up during the wait (a UI's timeout), the next open found nothing to

@@ -10,6 +10,7 @@
 mod approval_status;
 mod approvals;
 mod lifecycle;
+mod policy;
 mod runs;
 mod usage;
 

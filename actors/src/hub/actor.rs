@@ -119,14 +119,27 @@ impl Actor for Hub {
                     let _ = reply.send(envelope);
                 }
                 Some(_) => {
+                    // A wait that gave up (its timer ran out — at once,
+                    // with an inline wait of zero — or its call was cut)
+                    // leaves a closed port: kept, each poll of a running
+                    // child held one to its end, which cloned the
+                    // envelope for every one inside this handler.
                     if let Some(child) = state.children.get_mut(&id) {
-                        child.subscribers.push(reply);
+                        child.subscribers.retain(|r| !r.is_closed());
+                        if !reply.is_closed() {
+                            child.subscribers.push(reply);
+                        }
                     }
                 }
                 None => {}
             },
             HubMsg::Internal(HubInternal::Ping(reply)) => {
                 let _ = reply.send(());
+            }
+            #[cfg(test)]
+            HubMsg::Internal(HubInternal::Subscribers { id, reply }) => {
+                let held = state.children.get(&id).map_or(0, |c| c.subscribers.len());
+                let _ = reply.send(held);
             }
             HubMsg::Internal(HubInternal::Claimed { id }) => {
                 if let Some(envelope) = state.book.get(&id) {
@@ -315,5 +328,47 @@ mod tests {
             supervision <= 1024,
             "the supervision handler's future is {supervision} bytes"
         );
+    }
+
+    /// Cancellation (review): a `use_agent result` of a running child
+    /// waits the inline wait, then gives up — and its reply port stayed in
+    /// the hub until the child ended: 50 polls held 50 ports, and the
+    /// child's end cloned its envelope 50 times inside this handler. A
+    /// wait that gave up holds nothing. (Real time: the child hangs to
+    /// its wall clock, which paused time would reach at the first idle
+    /// instant; a gate of two, so its hung call holds none of the
+    /// parent's.)
+    #[tokio::test]
+    async fn a_wait_that_gave_up_holds_nothing_in_the_hub() {
+        use crate::delegation::{DelegationBuilder, UseAgentCall};
+        use crate::scripted::{Reply, ScriptedModel};
+        let polls = (0..50).fold(Reply::new(), |reply, _| {
+            reply.use_agent(&UseAgentCall::result("agent_1"))
+        });
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "go").background()),
+            Reply::answer("Started."),
+            polls,
+            Reply::answer("Still running."),
+        ])
+        .with_script("Worker\n", vec![Reply::new().hang()]);
+        let (parent, _events) = DelegationBuilder::new(model.shared())
+            .inline_wait(std::time::Duration::ZERO)
+            .gate(crate::GateHandle::spawn(2).await.unwrap())
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.run("start").await.unwrap();
+        parent.agent.run("how is it going?").await.unwrap();
+        let id = AgentId::new("agent_1");
+        let running = parent.hub.status(&id).map(|e| e.status);
+        assert_eq!(running, Some(SubAgentStatus::Background), "still running");
+        let held = ractor::call!(parent.hub.actor, |reply| HubMsg::Internal(
+            HubInternal::Subscribers { id, reply }
+        ))
+        .unwrap();
+        // The last wait's port may have been open as the hub took it.
+        assert!(held <= 1, "{held} ports of waits that gave up");
+        parent.shutdown_and_wait().await;
     }
 }

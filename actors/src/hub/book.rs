@@ -108,6 +108,28 @@ struct Counters {
     /// Held while the children's turns are ended as killed: one caller at
     /// a time (see `Book::end_turns_as_killed`).
     ending_killed: std::sync::Mutex<()>,
+    /// The least the next finish stamp may read: one past the last given
+    /// (see [`Counters::finish_stamp`]).
+    next_finish_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Counters {
+    /// A finish stamp for a child ending now (`now_ms` by the clock):
+    /// strictly past the last one given, so the stamps read in the order
+    /// the children finished — the order a restart delivers the wakes its
+    /// last process owed. A clock that stood still (two finishes in one
+    /// millisecond, which then went by number) or stepped back between
+    /// two finishes put the later one first.
+    fn finish_stamp(&self, now_ms: u64) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        let least = self
+            .next_finish_ms
+            .fetch_update(SeqCst, SeqCst, |least| {
+                Some(now_ms.max(least).saturating_add(1))
+            })
+            .unwrap_or_else(|least| least);
+        now_ms.max(least)
+    }
 }
 
 impl Default for Book {
@@ -354,7 +376,7 @@ impl Book {
         entry.queued = None;
         entry.closer = None;
         entry.envelope.status = status;
-        entry.envelope.finished_at_ms = Some(now_ms);
+        entry.envelope.finished_at_ms = Some(self.counters.finish_stamp(now_ms));
         entry.envelope.result = result;
         entry.envelope.error = error;
         entry.failed_by_hub_death = by_hub_death;

@@ -141,6 +141,15 @@ pub(crate) mod sealed {
         /// Sent by [`crate::HubHandle::sync`]: answered once every message
         /// sent before it is handled.
         Ping(RpcReplyPort<()>),
+        /// Sent by this crate's tests: how many waits on a child the hub
+        /// holds.
+        #[cfg(test)]
+        Subscribers {
+            /// The child.
+            id: AgentId,
+            /// Receives the count.
+            reply: RpcReplyPort<usize>,
+        },
         /// Sent by a tool call that took a finished child's result (its
         /// output is settled on the parent's turn, so no stop can lose it):
         /// the envelope is already marked claimed, so no wake follows; the hub

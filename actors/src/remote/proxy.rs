@@ -326,13 +326,20 @@ impl ProxyState {
                 if let Some(decision) = decided {
                     // The hub's policy answers it: the parent never sees it.
                     run.silenced.push(request.id.clone());
-                    let _ = self.link.request(
+                    let sent = self.link.request(
                         run.key,
                         RunRequest::Approve {
                             id: request.id.clone(),
                             decision,
                         },
                     );
+                    // Not sent, it was answered by nobody and shown to
+                    // nobody: the node's turn waited to its wall clock.
+                    // A request that cannot go loses the node, as the
+                    // host's own answer does.
+                    if let Err(why) = sent {
+                        self.lost(&why);
+                    }
                     return;
                 }
             }

@@ -444,3 +444,26 @@ fn queue_positions_count_the_same_requesters_children_only() {
     assert_eq!(book.queue_position(&id("agent_3")), Some(2));
     assert_eq!(book.queue_position(&id("agent_4")), Some(2));
 }
+
+/// Time and the same instant: a restart delivers the wakes its last
+/// process owed in the order of these stamps. Two finishes in one
+/// millisecond went by number; a clock stepped back between two put the
+/// later first. A stamp is strictly past the last; a clock ahead of them
+/// reads as it is.
+#[test]
+fn finish_stamps_follow_the_order_children_finish_in() {
+    let book = book_with(&["agent_1", "agent_2", "agent_3", "agent_4"], true);
+    for (n, now) in [
+        ("agent_2", 5),
+        ("agent_1", 5),
+        ("agent_3", 3),
+        ("agent_4", 100),
+    ] {
+        assert!(book.finish(&id(n), SubAgentStatus::Done, None, None, now));
+    }
+    let stamp = |n| book.envelope(&id(n)).and_then(|e| e.finished_at_ms);
+    assert_eq!(
+        ["agent_2", "agent_1", "agent_3", "agent_4"].map(stamp),
+        [Some(5), Some(6), Some(7), Some(100)]
+    );
+}
