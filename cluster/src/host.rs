@@ -18,7 +18,7 @@ use subagents_messages::remote::{ReportBody, RunReport, RunRequest};
 use crate::error::ClusterError;
 use crate::wire::{
     Hello, HostMsg, InboxMsg, KeptRun, UnreadStart, WIRE_VERSION, decode_request, decode_start,
-    encode_report, host_group, inbox_group, local_seal,
+    encode_report, host_group, inbox_group, unseal,
 };
 
 /// The node host actor.
@@ -227,13 +227,11 @@ impl Actor for NodeHost {
                     Err(e) => tracing::warn!(error = %e, "kept results that could not be encoded"),
                 }
             }
-            HostMsg::ParentLost(node, seal) if seal != local_seal() => {
-                tracing::warn!(
-                    node,
-                    "a forged word that a node was lost, from another node: ignored"
-                );
+            HostMsg::ParentLost(sealed) => {
+                if let Some(node) = unseal::<String>(&sealed) {
+                    state.orphan(&node);
+                }
             }
-            HostMsg::ParentLost(node, _) => state.orphan(&node),
         }
         Ok(())
     }

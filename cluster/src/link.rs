@@ -14,7 +14,7 @@ use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
 
 use crate::wire::{
     HostMsg, InboxMsg, UnreadReport, decode_report, encode_request, encode_start, fresh_token,
-    host_group, inbox_group, local_seal,
+    host_group, inbox_group, unseal,
 };
 
 /// How often a link asks its node how many runs are live (the heartbeat).
@@ -328,13 +328,11 @@ impl Actor for Inbox {
                 Ok((report, token)) => route(routes, report, token),
                 Err(unread) => route_unread(me, routes, unread),
             },
-            InboxMsg::NodeLost(node, _, seal) if seal != local_seal() => {
-                tracing::warn!(
-                    node,
-                    "a forged word that a node was lost, from another node: ignored"
-                );
+            InboxMsg::NodeLost(sealed) => {
+                if let Some((node, why)) = unseal::<(String, String)>(&sealed) {
+                    routes.node_lost(&node, &why);
+                }
             }
-            InboxMsg::NodeLost(node, why, _) => routes.node_lost(&node, &why),
         }
         Ok(())
     }

@@ -46,19 +46,23 @@ pub(crate) enum HostMsg {
     /// `Vec<KeptRun>`, as bytes.
     #[rpc]
     Kept(RpcReplyPort<Vec<u8>>),
-    /// Sent by this node's own session watcher: the session of node
-    /// (the `String`) closed — its runs here are orphans now. Sealed
-    /// ([`local_seal`]): a variant of an enum any node can cast to the
-    /// host's `pg` group, and any holder of the cookie orphaned another
-    /// node's runs with it (their reports kept here, the parent's children
-    /// `running` for ever). Build it with [`HostMsg::parent_lost`].
-    ParentLost(String, u64),
+    /// Sent by this node's own session watcher: the session of a node
+    /// closed — its runs here are orphans now. Sealed ([`local_seal`]): a
+    /// variant of an enum any node can cast to the host's `pg` group, and
+    /// any holder of the cookie orphaned another node's runs with it
+    /// (their reports kept here, the parent's children `running` for
+    /// ever). `(node, seal)` as bytes, read by [`unseal`]: as a `String`
+    /// and a `u64`, ractor's own decoders read them — which panic on a
+    /// short or non-UTF-8 field, so one forged frame ran the panic hook
+    /// (or, built with `panic = "abort"`, ended the node). Build it with
+    /// [`HostMsg::parent_lost`].
+    ParentLost(Vec<u8>),
 }
 
 impl HostMsg {
     /// The watcher's word that node `node`'s session closed, sealed.
     pub(crate) fn parent_lost(node: String) -> Self {
-        Self::ParentLost(node, local_seal())
+        Self::ParentLost(seal(node))
     }
 }
 
@@ -90,14 +94,42 @@ pub(crate) enum InboxMsg {
     /// after the reports already in this mailbox, which were received
     /// before it. Sealed ([`local_seal`]): any holder of the cookie failed
     /// every child on a healthy node with it, in words of its own that
-    /// reached the parent's model. Build it with [`InboxMsg::node_lost`].
-    NodeLost(String, String, u64),
+    /// reached the parent's model. `((node, why), seal)` as bytes, read by
+    /// [`unseal`] (see [`HostMsg::ParentLost`]). Build it with
+    /// [`InboxMsg::node_lost`].
+    NodeLost(Vec<u8>),
 }
 
 impl InboxMsg {
     /// This node's word that node `node` is lost (`why`), sealed.
     pub(crate) fn node_lost(node: String, why: String) -> Self {
-        Self::NodeLost(node, why, local_seal())
+        Self::NodeLost(seal((node, why)))
+    }
+}
+
+/// A word only this node sends itself, with its [`local_seal`], as bytes
+/// (empty, which [`unseal`] refuses, if it could not be encoded: a word
+/// over the wire's limit).
+fn seal<T: Wire>(word: T) -> Vec<u8> {
+    (word, local_seal()).to_wire().unwrap_or_else(|error| {
+        tracing::warn!(%error, "a word of this node to itself could not be encoded");
+        Vec::new()
+    })
+}
+
+/// A sealed word, if this node sent it: bytes that do not read, or carry
+/// another seal (another node's forgery), are `None`, logged.
+pub(crate) fn unseal<T: Wire>(bytes: &[u8]) -> Option<T> {
+    match <(T, u64)>::from_wire(bytes) {
+        Ok((word, seal)) if seal == local_seal() => Some(word),
+        Ok(_) => {
+            tracing::warn!("a forged word that a node was lost, from another node: ignored");
+            None
+        }
+        Err(error) => {
+            tracing::warn!(%error, "a word that a node was lost that does not read: ignored");
+            None
+        }
     }
 }
 
@@ -323,5 +355,61 @@ mod tests {
             assert!(decode_report(bad, bad).is_err());
         }
         assert!(decode_request(&request[..1]).is_err());
+    }
+
+    /// A frame for a sealed variant with a short seal: the shape the
+    /// sealed words had (`ParentLost(String, u64)`, `NodeLost(String,
+    /// String, u64)`), whose fields ractor's own decoders read.
+    #[derive(RactorClusterMessage)]
+    enum Short {
+        ParentLost(String, Vec<u8>),
+        NodeLost(String, String, Vec<u8>),
+    }
+
+    /// Forged across nodes (review: the cluster as foreign input): the
+    /// sealed words' fields were a `String` and a `u64`, decoded by
+    /// ractor's `BytesConvertable` — `copy_from_slice(&bytes[..8])`, a
+    /// `from_utf8(..).unwrap()` — so a frame from any holder of the
+    /// cookie with a one-byte seal panicked in the decoder: caught by
+    /// ractor_cluster, but through the panic hook (a host's crash
+    /// reporter, or one that exits), and with `panic = "abort"` the node
+    /// ended. The words are bytes our codec reads: no panic, and what
+    /// does not read or bears another seal is no word.
+    #[test]
+    fn a_forged_sealed_word_is_no_panic_and_no_word() {
+        use ractor::Message;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static PANICS: AtomicUsize = AtomicUsize::new(0);
+        let here = std::thread::current().id();
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().id() == here {
+                PANICS.fetch_add(1, Ordering::SeqCst);
+            } else {
+                hook(info);
+            }
+        }));
+        let host = Short::ParentLost("a".into(), vec![1]).serialize().unwrap();
+        let inbox = Short::NodeLost("b".into(), "why".into(), vec![1]).serialize();
+        let host = <HostMsg as Message>::deserialize(host);
+        let inbox = <InboxMsg as Message>::deserialize(inbox.unwrap());
+        let _ = std::panic::take_hook();
+        assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a decoder panicked");
+        assert!(host.is_err() && inbox.is_err());
+        // Bytes that read, under another seal or none: no word.
+        let forged = ("a".to_owned(), local_seal().wrapping_add(1))
+            .to_wire()
+            .unwrap();
+        assert_eq!(unseal::<String>(&forged), None);
+        assert_eq!(unseal::<String>(&[0xff; 3]), None);
+        let HostMsg::ParentLost(sealed) = HostMsg::parent_lost("a".into()) else {
+            unreachable!("a parent lost")
+        };
+        assert_eq!(unseal::<String>(&sealed).as_deref(), Some("a"));
+        let InboxMsg::NodeLost(sealed) = InboxMsg::node_lost("b".into(), "gone".into()) else {
+            unreachable!("a node lost")
+        };
+        let word = unseal::<(String, String)>(&sealed);
+        assert_eq!(word, Some(("b".to_owned(), "gone".to_owned())));
     }
 }
