@@ -30,24 +30,31 @@ pub struct Threads {
     leaving: Vec<(ThreadId, ThreadHandle)>,
 }
 
-/// The threads without a store opened in one registry. Each numbers its
-/// parent's approvals in a block of its own, and their children draw ids
-/// from one counter: a thread deleted and opened again under its id
-/// numbered from 1 again — `parent-approval-1`, `agent_1-approval-1` —
-/// and an answer from the old thread's dialog, late or restored by the
-/// app, approved the new thread's first request, a call the user never
-/// saw (a thread on a store is numbered by its store, as these are here).
-/// One for the registry, not one per id: an entry per id opened stayed
-/// for the registry's life, deleted or not (a server opening a thread per
-/// conversation grew by one for each).
+/// How one registry numbers its threads. Each thread's parent numbers its
+/// approvals in a block of its own, and a thread's children draw ids past
+/// every id a thread opened here drew before: a thread deleted and opened
+/// again under its id numbered from 1 again — `parent-approval-1`,
+/// `agent_1-approval-1` — and an answer from the old thread's dialog,
+/// late or restored by the app, approved the new thread's first request,
+/// a call the user never saw. Whatever numbers the thread — its store, or
+/// none — and whatever numbered the one before it. One for the registry,
+/// not one per id: an entry per id opened stayed for the registry's life,
+/// deleted or not (a server opening a thread per conversation grew by one
+/// for each).
 #[derive(Debug, Default)]
 struct Incarnations {
-    opened: u64,
+    /// The next block of approval numbers a thread opened here may take
+    /// (a store's thread takes its store's, past this).
+    approvals: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The children of the threads without a store.
     child_ids: subagents_actors::hub::ChildIds,
+    /// The last child number a thread no longer here drew (from its
+    /// store's counter).
+    ids_seen: u64,
 }
 
-/// A thread without a store, numbered as the registry's `n`th: its
-/// parent's approvals follow `n` blocks (nothing else is archived).
+/// A thread without a store, its parent's approvals numbered after
+/// `n` blocks (nothing else is archived).
 struct Numbered(u64);
 
 impl subagents_actors::hub::EnvelopeArchive for Numbered {
@@ -86,7 +93,7 @@ impl Threads {
         // Kept in the registry until it has stopped: an open given up
         // during that wait leaves it there, and the next one waits again
         // (taken out first, the next open found nothing to wait for).
-        self.leaving.retain(|(_, h)| !h.is_stopped());
+        self.let_go_of_stopped();
         let deleted: Vec<ThreadHandle> = (self.leaving.iter())
             .filter(|(of, _)| *of == id)
             .map(|(_, h)| h.clone())
@@ -99,7 +106,9 @@ impl Threads {
                 self.on_screen = None;
             }
             closing.closed().await;
-            self.threads.remove(&id);
+            if let Some(gone) = self.threads.remove(&id) {
+                self.incarnations.forget(&gone);
+            }
         }
         if self.threads.contains_key(&id) {
             return Err(ThreadError::AlreadyOpen(id));
@@ -107,18 +116,30 @@ impl Threads {
         let mut config: ThreadConfig = config.into();
         config.parent = config.parent.conversation_id(id.as_str());
         config.id = Some(id.clone());
-        if config.store.is_none() {
-            let numbering = &mut self.incarnations;
-            config.parent = config.parent.child_ids(numbering.child_ids.clone());
-            if numbering.opened > 0 {
-                config.parent = config
-                    .parent
-                    .archive(std::sync::Arc::new(Numbered(numbering.opened)));
+        let numbering = &self.incarnations;
+        let drawn = (self
+            .threads
+            .values()
+            .chain(self.leaving.iter().map(|(_, h)| h)))
+        .filter_map(|h| h.child_ids.as_ref())
+        .map(subagents_actors::hub::ChildIds::last)
+        .fold(numbering.child_ids.last().max(numbering.ids_seen), u64::max);
+        match &config.store {
+            Some(store) => store.child_ids().skip_past(drawn),
+            None => {
+                use std::sync::atomic::Ordering::SeqCst;
+                numbering.child_ids.skip_past(drawn);
+                config.parent = config.parent.child_ids(numbering.child_ids.clone());
+                let block = numbering.approvals.fetch_add(1, SeqCst);
+                if block > 0 {
+                    let numbered = std::sync::Arc::new(Numbered(block));
+                    config.parent = config.parent.archive(numbered);
+                }
             }
-            numbering.opened += 1;
         }
         // Its wakes (a restart's, owed ones) wait until it is shown.
-        let (handle, stream) = ThreadHandle::spawn_with(config, None, true).await?;
+        let floor = Some(numbering.approvals.clone());
+        let (handle, stream) = ThreadHandle::spawn_with(config, None, floor).await?;
         // Closed if this open is given up (its future dropped while the
         // thread on screen is left) or fails: nobody else holds it, and
         // it would run for ever.
@@ -199,7 +220,7 @@ impl Threads {
         if removed.is_some() && self.on_screen.as_ref() == Some(id) {
             self.on_screen = None;
         }
-        self.leaving.retain(|(_, h)| !h.is_stopped());
+        self.let_go_of_stopped();
         if let Some(handle) = &removed {
             self.leaving.push((id.clone(), handle.clone()));
         }
@@ -235,6 +256,19 @@ impl Threads {
             }
             Ok(())
         }
+    }
+
+    /// Lets go of the deleted threads that have stopped (the child
+    /// numbers they drew kept).
+    fn let_go_of_stopped(&mut self) {
+        let numbering = &mut self.incarnations;
+        self.leaving.retain(|(_, handle)| {
+            let stopped = handle.is_stopped();
+            if stopped {
+                numbering.forget(handle);
+            }
+            !stopped
+        });
     }
 
     /// The thread with this id.
@@ -317,6 +351,16 @@ impl Drop for CloseOnDrop {
     fn drop(&mut self) {
         if let Some(handle) = &self.0 {
             handle.close();
+        }
+    }
+}
+
+impl Incarnations {
+    /// A thread leaves the registry for good: the child numbers it drew
+    /// are kept.
+    fn forget(&mut self, handle: &ThreadHandle) {
+        if let Some(ids) = &handle.child_ids {
+            self.ids_seen = self.ids_seen.max(ids.last());
         }
     }
 }

@@ -3,8 +3,11 @@
 
 use super::*;
 use futures_util::FutureExt as _;
+use std::sync::Arc;
 use subagents::messages::ThreadId;
+use subagents::supervisor::ThreadConfig;
 use subagents::supervisor::Threads;
+use subagents::supervisor::store::EnvelopeStore;
 
 /// Two threads, `a` then `b`: `b` on screen, with a background child
 /// running (so leaving it waits for that child to stop); `b`'s stream and
@@ -246,6 +249,50 @@ async fn clear_delete_and_close_send_when_called() {
     threads.delete(&b).await.unwrap();
 }
 
+/// Thread `a` opened (on `store`, or none), its parent asked to post
+/// `body` (its child asks too, `agent_N-approval-1`): the parent's request.
+async fn asking(
+    threads: &mut Threads,
+    a: &ThreadId,
+    body: &str,
+    store: Option<Arc<EnvelopeStore>>,
+) -> subagents::messages::ApprovalRequest {
+    let arguments = format!(r#"{{"url":"https://example.com","body":"{body}"}}"#);
+    // A child that asks too (`agent_N-approval-1`), then the parent.
+    let poster = UseAgentCall::run("Poster\nYou post.", "post")
+        .tools(["http_post"])
+        .wait(false);
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&poster)
+            .tool_call("http_post", arguments.clone()),
+        Reply::answer("Posted."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", arguments),
+            Reply::answer("posted"),
+        ],
+    );
+    let builder = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(subagents_demo::Post));
+    let config = match store {
+        Some(store) => ThreadConfig::new(builder).store(store),
+        None => ThreadConfig::new(builder),
+    };
+    let mut events = threads.open(a.clone(), config).await.unwrap();
+    threads.get(a).unwrap().send_user("post").unwrap();
+    let asked = until(&mut events, &mut Vec::new(), |e| {
+        matches!(e, AgentEvent::ApprovalRequested(_))
+    })
+    .await;
+    let AgentEvent::ApprovalRequested(request) = asked else {
+        unreachable!()
+    };
+    *request
+}
+
 /// Repeated (a thread without a store, deleted and opened again under its
 /// id): its parent numbered its approvals from 1 again, and its children
 /// drew ids from `agent_1` again — an answer from the old thread's
@@ -256,54 +303,17 @@ async fn clear_delete_and_close_send_when_called() {
 /// apart now without one too.
 #[tokio::test(start_paused = true)]
 async fn a_reopened_thread_without_a_store_never_takes_the_old_approval_ids() {
-    use subagents::messages::{ApprovalDecision, ApprovalRefusal, ApprovalRequest};
-    async fn asking(threads: &mut Threads, a: &ThreadId, body: &str) -> ApprovalRequest {
-        let arguments = format!(r#"{{"url":"https://example.com","body":"{body}"}}"#);
-        // A child that asks too (`agent_N-approval-1`), then the parent.
-        let poster = UseAgentCall::run("Poster\nYou post.", "post")
-            .tools(["http_post"])
-            .wait(false);
-        let model = ScriptedModel::new(vec![
-            Reply::new()
-                .use_agent(&poster)
-                .tool_call("http_post", arguments.clone()),
-            Reply::answer("Posted."),
-        ])
-        .with_script(
-            "Poster",
-            vec![
-                Reply::new().tool_call("http_post", arguments),
-                Reply::answer("posted"),
-            ],
-        );
-        let mut events = threads
-            .open(
-                a.clone(),
-                DelegationBuilder::new(model.shared())
-                    .tools(ToolRegistry::new().with(subagents_demo::Post)),
-            )
-            .await
-            .unwrap();
-        threads.get(a).unwrap().send_user("post").unwrap();
-        let asked = until(&mut events, &mut Vec::new(), |e| {
-            matches!(e, AgentEvent::ApprovalRequested(_))
-        })
-        .await;
-        let AgentEvent::ApprovalRequested(request) = asked else {
-            unreachable!()
-        };
-        *request
-    }
+    use subagents::messages::{ApprovalDecision, ApprovalRefusal};
     let mut threads = Threads::new();
     let a = ThreadId::new("a");
-    let stale = asking(&mut threads, &a, "first").await;
+    let stale = asking(&mut threads, &a, "first", None).await;
     assert_eq!(
         stale.id.as_str(),
         "parent-approval-1",
         "the first is as before"
     );
     threads.delete(&a).await.unwrap();
-    let asked = asking(&mut threads, &a, "second").await;
+    let asked = asking(&mut threads, &a, "second", None).await;
     assert_ne!(
         asked.id, stale.id,
         "a new request under the old thread's id"
@@ -325,6 +335,57 @@ async fn a_reopened_thread_without_a_store_never_takes_the_old_approval_ids() {
         child.iter().map(|e| e.id.as_str()).collect::<Vec<_>>()
     );
     threads.delete(&a).await.unwrap();
+}
+
+/// Repeated, across what numbers a thread (review: approvals): a
+/// registry numbered its threads without a store apart, and a store its
+/// own threads — but each from block 0 and `agent_1`: a thread opened
+/// again under its id on a store, after one without (or the reverse, or
+/// on another store), asked `parent-approval-1` again, and its child was
+/// `agent_1` again, so the old dialog's late answer approved the new
+/// thread's first request. Every thread of a registry numbers past every
+/// thread it opened before, whatever numbers it.
+#[tokio::test(start_paused = true)]
+async fn a_thread_reopened_on_another_store_or_none_never_takes_the_old_approval_ids() {
+    use subagents::actors::clock::SystemClock;
+    use subagents::messages::{ApprovalDecision, ApprovalRefusal};
+    let tmp = tempfile::tempdir().unwrap();
+    let store = |name: &str| {
+        let (store, _) = EnvelopeStore::open(tmp.path().join(name), Arc::new(SystemClock)).unwrap();
+        Some(Arc::new(store))
+    };
+    let mut threads = Threads::new();
+    let a = ThreadId::new("a");
+    let mut asked_before = Vec::new();
+    let mut children_before = Vec::new();
+    for (n, on) in [None, store("one"), store("two"), None]
+        .into_iter()
+        .enumerate()
+    {
+        let asked = asking(&mut threads, &a, &format!("post {n}"), on).await;
+        let thread = threads.get(&a).unwrap().clone();
+        for stale in &asked_before {
+            assert_ne!(&asked.id, stale, "thread {n}: an earlier thread's number");
+            let answer = thread.resolve_approval(stale.clone(), ApprovalDecision::Approve);
+            let refused = ApprovalRefusal::Unknown(stale.clone());
+            assert_eq!(
+                answer.await,
+                Err(ThreadError::Approval(refused)),
+                "thread {n}"
+            );
+        }
+        let children: Vec<AgentId> = thread.hub().envelopes().into_iter().map(|e| e.id).collect();
+        assert!(!children.is_empty(), "thread {n} started its child");
+        for child in &children {
+            assert!(
+                !children_before.contains(child),
+                "thread {n}: {child} again"
+            );
+        }
+        asked_before.push(asked.id);
+        children_before.extend(children);
+        threads.delete(&a).await.unwrap();
+    }
 }
 
 /// A thread left through `Threads` is off screen: a child its turn starts

@@ -58,6 +58,15 @@ impl ChildIds {
         Some(child_id(taken))
     }
 
+    /// The next id comes after `agent_<last>` (at once if it already
+    /// does): a number given elsewhere — by another counter of the same
+    /// conversation, or a host saving an envelope under an id of its own
+    /// — is not handed out by this one.
+    pub fn skip_past(&self, last: u64) {
+        let next = last.saturating_add(1).min(MAX_CHILD_NUMBER + 1);
+        self.next.fetch_max(next, Ordering::Relaxed);
+    }
+
     /// The number of the last id handed out (0 before the first).
     pub fn last(&self) -> u64 {
         (self.next.load(Ordering::Relaxed) - 1).min(MAX_CHILD_NUMBER)

@@ -212,11 +212,15 @@ impl EnvelopeStore {
     /// thread it belongs to, once held, are kept: a copy taken before another
     /// thread resumed the child or took its result (an earlier session's
     /// child written for no thread, which any thread may read) never
-    /// erases them.
+    /// erases them. A child id past the store's counter (a host's own) is
+    /// never handed out to a child (whose envelopes took the host's).
     ///
     /// [`get`]: EnvelopeStore::get
     pub fn save(&self, envelope: &Envelope) -> Result<(), StoreError> {
         let _io = self.lock_io();
+        if let Some(number) = ChildIds::number(&envelope.id) {
+            self.ids.skip_past(number);
+        }
         let mut envelope = envelope.clone();
         if let Some(held) = self.map.get(&envelope.id) {
             if envelope.continued_as.is_none() {
@@ -266,34 +270,6 @@ impl EnvelopeStore {
     /// The envelope `id`, if known (loaded, or saved this session).
     pub fn get(&self, id: &AgentId) -> Option<Envelope> {
         self.map.get(id).map(|entry| entry.value().clone())
-    }
-
-    /// Every envelope, in child-number order (`agent_2` before
-    /// `agent_10`, as a hub's envelopes and the restart list are), then
-    /// ids of another shape as text.
-    pub fn all(&self) -> Vec<Envelope> {
-        let mut all: Vec<Envelope> = self.map.iter().map(|e| e.value().clone()).collect();
-        let number = |e: &Envelope| {
-            let n = e.id.as_str().strip_prefix("agent_")?;
-            n.bytes()
-                .all(|b| b.is_ascii_digit())
-                .then(|| n.parse::<u64>().ok())?
-        };
-        all.sort_by(|a, b| {
-            let key = |e| (number(e).is_none(), number(e));
-            key(a).cmp(&key(b)).then_with(|| a.id.cmp(&b.id))
-        });
-        all
-    }
-
-    /// How many envelopes are known.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// No envelope is known.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
     }
 
     /// Removes, from memory and disk, every finished envelope (and its
@@ -399,7 +375,12 @@ impl EnvelopeStore {
                 continue;
             }
             if is_temp_name(&name) {
-                touched |= remove_temp(path, &mut report);
+                // Its number kept first: removed, no name in the store
+                // gave it, and the open after the next handed it out.
+                match self.keep_child_numbers(named_child(&name).as_ref()) {
+                    Ok(()) => touched |= remove_temp(path, &mut report),
+                    Err(e) => tracing::warn!(%e, "a temporary file kept: its number is not"),
+                }
                 continue;
             }
             if name.ends_with(CORRUPT_EXT) || [LOCK_NAME, SESSION_NAME, IDS_NAME].contains(&&*name)

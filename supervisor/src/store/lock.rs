@@ -26,19 +26,13 @@ pub(super) const LAST_SESSION: u64 = u64::MAX / (BLOCKS_PER_SESSION * APPROVALS_
 /// Longest text a count is read as (a `u64` has 20 digits).
 const COUNT_BYTES: u64 = 64;
 
-/// The next session: one more than the number the directory's session
-/// file holds (1 for a directory that has none), written back atomically
-/// (the caller holds the lock). A count that cannot be read or written is
-/// an error, not a fresh start: the parents of the next session would
-/// number their approvals as this one's, and a host's row kept from
-/// before a restart would answer a new request.
-pub(super) fn next_session(dir: &Path) -> Result<u64, StoreError> {
-    count_session(dir, last_session(dir)?)
-}
-
-/// The count the directory's session file holds (0 for none), refused as
-/// [`next_session`] says. Read before an open loads anything: a count it
-/// refused after the load had moved corrupt files aside lost that report.
+/// The count the directory's session file holds (0 for none; a session
+/// is one more, written back with [`count_session`] under the lock). A
+/// count that cannot be read is an error, not a fresh start: the parents
+/// of the next session would number their approvals as this one's, and a
+/// host's row kept from before a restart would answer a new request.
+/// Read before an open loads anything: a count it refused after the load
+/// had moved corrupt files aside lost that report.
 pub(super) fn last_session(dir: &Path) -> Result<u64, StoreError> {
     let path = dir.join(SESSION_NAME);
     let last = read_count(&path, "a count of sessions")?;
@@ -180,24 +174,52 @@ impl EnvelopeStore {
     /// from before a kill, or from a thread closed and opened again,
     /// answered the new parent's first request.
     pub(crate) fn approvals_after(&self) -> u64 {
+        self.approvals_after_at_least(0)
+    }
+
+    /// [`EnvelopeStore::approvals_after`], at `least` or past it: a
+    /// registry's floor, past the numbers it gave its threads without this
+    /// store (another store's, or none). A floor past this session's
+    /// blocks takes a later session, counted on disk as an open's is, so a
+    /// later process never numbers in the same block.
+    pub(crate) fn approvals_after_at_least(&self, least: u64) -> u64 {
         let mut numbering = self
             .numbering
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (session, taken) = &mut *numbering;
+        let first_block = |session: u64| (session - 1) * BLOCKS_PER_SESSION;
+        let least_block = least.div_ceil(APPROVALS_PER_BLOCK);
+        if first_block(*session) + *taken < least_block {
+            let wanted = (least_block / BLOCKS_PER_SESSION + 1).min(LAST_SESSION);
+            if wanted > *session {
+                *session = self.count_sessions_to(wanted.saturating_sub(1), *session);
+                *taken = 0;
+            }
+            let skip = least_block.saturating_sub(first_block(*session));
+            *taken = (*taken).max(skip.min(BLOCKS_PER_SESSION));
+        }
         if *taken == BLOCKS_PER_SESSION {
             // Spent (a million threads opened in one process's life): a
             // new session, counted on disk as an open's is.
-            let _io = self.lock_io();
-            *session = next_session(&self.dir).unwrap_or_else(|error| {
-                tracing::warn!(%error, "the next session is not counted on disk");
-                (*session + 1).min(LAST_SESSION)
-            });
+            *session = self.count_sessions_to(*session, *session);
             *taken = 0;
         }
-        let block = (*session - 1) * BLOCKS_PER_SESSION + *taken;
+        let block = first_block(*session) + *taken;
         *taken += 1;
         block * APPROVALS_PER_BLOCK
+    }
+
+    /// A session past `last` (and past the count on disk), counted there;
+    /// one past `session` with a warning if it cannot be.
+    fn count_sessions_to(&self, last: u64, session: u64) -> u64 {
+        let _io = self.lock_io();
+        last_session(&self.dir)
+            .and_then(|on_disk| count_session(&self.dir, on_disk.max(last)))
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "the next session is not counted on disk");
+                (last.max(session) + 1).min(LAST_SESSION)
+            })
     }
 }
 

@@ -89,6 +89,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `envelopes.rs` | [`EnvelopeStore`] |
+//! | `listing.rs` | its envelopes listed and counted |
 //! | `report.rs` | [`StoreError`], [`LoadReport`], [`PruneReport`], [`CorruptFile`] |
 //! | `files.rs` | file names, the store's temporary files, atomic writes, corrupt files |
 //! | `lock.rs` | the directory's lock, its count of sessions, approval blocks |
@@ -98,6 +99,7 @@
 mod envelopes;
 mod files;
 mod kept_ids;
+mod listing;
 mod lock;
 mod report;
 mod runs;

@@ -38,6 +38,7 @@ impl Actor for ThreadSupervisor {
                     store: store.clone(),
                     errors: args.errors.clone(),
                     thread: config.id.clone(),
+                    approvals_floor: args.approvals_floor.clone(),
                 }))
                 .child_ids(store.child_ids());
         }

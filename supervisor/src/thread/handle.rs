@@ -103,6 +103,9 @@ pub struct ThreadHandle {
     closing: Arc<Mutex<bool>>,
     /// The thread's failed writes (shared with it and its clones).
     errors: PersistErrors,
+    /// Its store's counter of child ids (`Threads` numbers a thread
+    /// opened again under an id past it).
+    pub(crate) child_ids: Option<subagents_actors::hub::ChildIds>,
 }
 
 impl ThreadHandle {
@@ -115,15 +118,17 @@ impl ThreadHandle {
         config: impl Into<ThreadConfig>,
         supervisor: Option<ActorCell>,
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
-        Self::spawn_with(config.into(), supervisor, false).await
+        Self::spawn_with(config.into(), supervisor, None).await
     }
 
-    /// [`ThreadHandle::spawn`]; `held`: its wakes wait until it is shown
-    /// (`Threads::open`, which shows it once it kept it).
+    /// [`ThreadHandle::spawn`]; `registry`, for a thread `Threads::open`
+    /// opens: its wakes wait until it is shown (the registry shows it once
+    /// it kept it), and its parent numbers its approvals in a block past
+    /// this floor (the next block the registry's threads may take).
     pub(crate) async fn spawn_with(
         config: ThreadConfig,
         supervisor: Option<ActorCell>,
-        held: bool,
+        registry: Option<Arc<std::sync::atomic::AtomicU64>>,
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
         config.parent.check().map_err(ThreadError::Refused)?;
         // Two clocks apart, not one read twice: a minute's slack (with a
@@ -140,11 +145,13 @@ impl ThreadHandle {
         let (events, stream) = EventSink::channel();
         let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
         let errors = PersistErrors::default();
+        let child_ids = config.store.as_ref().map(|store| store.child_ids());
         let args = ThreadArguments {
             config,
             events,
             parts: Some(parts_tx),
-            held,
+            held: registry.is_some(),
+            approvals_floor: registry,
             errors: errors.clone(),
         };
         let spawned = match supervisor {
@@ -168,6 +175,7 @@ impl ThreadHandle {
                 parts,
                 closing,
                 errors,
+                child_ids,
             },
             stream,
         ))

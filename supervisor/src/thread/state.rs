@@ -31,6 +31,9 @@ pub(crate) struct ThreadArguments {
     pub(crate) held: bool,
     /// Its failed writes, shared with its handles.
     pub(crate) errors: crate::thread::persist::PersistErrors,
+    /// Opened by `Threads::open`: the next block of approval numbers the
+    /// registry's threads may take (see [`Archive::approvals_floor`]).
+    pub(crate) approvals_floor: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl std::fmt::Debug for ThreadArguments {
@@ -91,6 +94,14 @@ pub(super) struct Archive {
     pub(super) errors: crate::thread::persist::PersistErrors,
     /// The thread it is the archive of.
     pub(super) thread: Option<ThreadId>,
+    /// Opened by a registry (`Threads`): the next block of approval
+    /// numbers its threads may take. A block past it, and the floor moved
+    /// past that: the registry's threads without a store, or on another,
+    /// numbered from the same blocks (`parent-approval-1` in each) — a
+    /// thread opened again under an id on another store, or none, took
+    /// the old one's numbers, and an answer from the old dialog approved
+    /// the new thread's first request.
+    pub(super) approvals_floor: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// The store as a hub's archive: children of earlier sessions that are
@@ -155,9 +166,18 @@ impl EnvelopeArchive for Archive {
         self.store.resume_failed(id);
     }
 
-    /// A block of numbers of its own (see [`EnvelopeStore::approvals_after`]).
+    /// A block of numbers of its own (see [`EnvelopeStore::approvals_after`]),
+    /// past the registry's floor.
     fn approvals_after(&self) -> u64 {
-        self.store.approvals_after()
+        use crate::store::APPROVALS_PER_BLOCK;
+        use std::sync::atomic::Ordering::SeqCst;
+        let Some(floor) = &self.approvals_floor else {
+            return self.store.approvals_after();
+        };
+        let least = floor.load(SeqCst).saturating_mul(APPROVALS_PER_BLOCK);
+        let after = self.store.approvals_after_at_least(least);
+        floor.fetch_max(after / APPROVALS_PER_BLOCK + 1, SeqCst);
+        after
     }
 }
 

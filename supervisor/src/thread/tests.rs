@@ -207,7 +207,9 @@ async fn a_restart_wake_with_nobody_left_to_list_holds_no_later_wake() {
     .with_script("Quick\n", vec![Reply::answer("done quickly")]);
     let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock.clone()))
         .store(store.clone());
-    let (thread, mut events) = ThreadHandle::spawn_with(config, None, true).await.unwrap();
+    let (thread, mut events) = ThreadHandle::spawn_with(config, None, Some(Default::default()))
+        .await
+        .unwrap();
     // Its restart wake taken, held by the user typing…
     thread.typing(true).unwrap();
     thread.on_screen(true).unwrap();

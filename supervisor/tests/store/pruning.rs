@@ -332,3 +332,44 @@ fn an_id_pruned_from_the_directory_is_not_handed_out_again() {
     assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_91")));
     assert!(report.foreign.is_empty(), "{report:?}");
 }
+
+/// Foreign (a host's own ids; review: the store as foreign input): a host
+/// saving an envelope under a child id the store's counter had not
+/// reached (kept from a run without a store, or imported) saw a later
+/// child of a thread take that id — its envelopes overwrote the host's,
+/// and took the host's thread, claim and cancel (after a restart, woken
+/// in another conversation). The counter goes past every child id saved.
+#[test]
+fn a_child_id_a_host_saved_is_never_handed_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    store.save(&envelope("agent_4", T0, Some(T0))).unwrap();
+    assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_5")));
+    // One the counter is past changes nothing.
+    store.save(&envelope("agent_2", T0, Some(T0))).unwrap();
+    assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_6")));
+}
+
+/// Foreign (a kill inside a child's first write; review: the store as
+/// foreign input): the open that removed the stray temporary file
+/// counted past the id it named, but wrote that number nowhere — the
+/// open after it, no name left to give it, handed `agent_7` out again
+/// (a host's row kept for the killed child matched the new one). The
+/// number is kept before the file is removed.
+#[test]
+fn a_stray_temporary_files_id_is_kept_past_the_open_that_removed_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, clock) = (tmp.path(), clock(T0));
+    let store = open(dir, &clock);
+    store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+    drop(store);
+    let stray = dir.join(".agent_7.json.0000000100000000.subagents-tmp");
+    fs::write(&stray, b"{\"id\":\"agent_7\"").unwrap();
+    for open_n in 1..=2 {
+        let (store, report) = EnvelopeStore::open(dir, clock.clone()).unwrap();
+        assert_eq!(report.temp_removed.len(), usize::from(open_n == 1));
+        let next = store.child_ids().next();
+        assert_eq!(next, Some(AgentId::new("agent_8")), "open {open_n}");
+    }
+}
