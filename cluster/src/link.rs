@@ -34,6 +34,11 @@ pub(crate) struct Route {
     pub(crate) token: u64,
     /// Where its reports go.
     pub(crate) reports: RunReports,
+    /// How many of its reports came.
+    received: u64,
+    /// The number of its last report (an `Ended` or a `Refused`), once it
+    /// came: the route goes once every report up to it has.
+    last: Option<u64>,
 }
 
 impl Routes {
@@ -49,6 +54,8 @@ impl Routes {
                 node,
                 token,
                 reports,
+                received: 0,
+                last: None,
             },
         );
     }
@@ -325,7 +332,7 @@ impl Actor for Inbox {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             InboxMsg::Report(header, body) => match decode_report(&header, &body) {
-                Ok((report, token)) => route(routes, report, token),
+                Ok((report, token)) => route(me, routes, report, token),
                 Err(unread) => route_unread(me, routes, unread),
             },
             InboxMsg::NodeLost(sealed) => {
@@ -338,30 +345,50 @@ impl Actor for Inbox {
     }
 }
 
-/// Hands `report` to its run's reports; its last takes the route away. A
-/// report without its run's `token` (a forgery, a report of an earlier
-/// process's run under a reused key) is not its run's: dropped.
-fn route(routes: &Routes, report: RunReport, token: u64) {
-    let last = matches!(
-        report.body,
-        ReportBody::Ended { .. } | ReportBody::Refused(_)
-    );
-    let mut routes = routes.lock();
-    if routes
-        .get(&report.key)
-        .is_some_and(|route| route.token != token)
-    {
+/// Hands `report` to its run's reports; once its last and every one
+/// before it have come, the route goes. A report without its run's
+/// `token` (a forgery, a report of an earlier process's run under a
+/// reused key) is not its run's: dropped. A `Refused` (a report its node
+/// could not send, one this node could not read) ends the run here while
+/// it goes on there: its node is asked to stop it. `me` is this node.
+fn route(me: &str, routes: &Routes, report: RunReport, token: u64) {
+    let mut held = routes.lock();
+    let Some(route) = held.get_mut(&report.key) else {
+        return;
+    };
+    if route.token != token {
         tracing::warn!(key = report.key, "a report without its run's token");
         return;
     }
-    let reports = if last {
-        routes.remove(&report.key).map(|route| route.reports)
-    } else {
-        routes.get(&report.key).map(|route| route.reports.clone())
+    route.received += 1;
+    if matches!(
+        report.body,
+        ReportBody::Ended { .. } | ReportBody::Refused(_)
+    ) {
+        route.last = Some(report.seq);
+    }
+    // Taken away when the last came, an earlier one that came after it
+    // (another session's frame, a reordering) found no route: dropped,
+    // and the child, its answer sent whole, failed at the gap's grace.
+    let done = route.last.is_some_and(|last| route.received > last);
+    let node = route.node.clone();
+    let reports = match done {
+        true => held.remove(&report.key).map(|route| route.reports),
+        false => Some(route.reports.clone()),
     };
-    drop(routes);
+    drop(held);
+    let (key, refused) = (report.key, matches!(report.body, ReportBody::Refused(_)));
     if let Some(reports) = reports {
         reports.report(report);
+    }
+    // Its route gone with the refusal, the proxy's own stop found no
+    // token and sent nothing: the run went on there, for nobody.
+    if refused {
+        let stop = encode_request(me, key, token, &RunRequest::Stop);
+        let host = ractor::pg::get_members(&host_group(&node)).pop();
+        if let (Ok(stop), Some(host)) = (stop, host) {
+            let _ = ActorRef::<HostMsg>::from(host).cast(HostMsg::Request(stop));
+        }
     }
 }
 
@@ -378,32 +405,12 @@ fn route_unread(me: &str, routes: &Routes, unread: UnreadReport) {
     let Some((key, seq, token)) = header else {
         return;
     };
-    let node = routes
-        .lock()
-        .get(&key)
-        .filter(|route| route.token == token)
-        .map(|route| route.node.clone());
-    let Some(node) = node else {
-        return;
-    };
     // The codec's words (its `Debug`, bincode's type names) stay in the
     // log above: the refusal reaches the parent model.
     let why =
         "a report of the run could not be read here (another version of the runtime?)".to_owned();
-    route(
-        routes,
-        RunReport {
-            key,
-            seq,
-            body: ReportBody::Refused(why),
-        },
-        token,
-    );
-    let stop = encode_request(me, key, token, &RunRequest::Stop);
-    let host = ractor::pg::get_members(&host_group(&node)).pop();
-    if let (Ok(stop), Some(host)) = (stop, host) {
-        let _ = ActorRef::<HostMsg>::from(host).cast(HostMsg::Request(stop));
-    }
+    let body = ReportBody::Refused(why);
+    route(me, routes, RunReport { key, seq, body }, token);
 }
 
 #[cfg(test)]

@@ -141,7 +141,9 @@ async fn a_child_on_b(
 #[tokio::test]
 async fn a_report_this_node_cannot_read_ends_the_run_saying_why() {
     let asked = Arc::new(Mutex::new(Vec::new()));
-    let (host, _) = Actor::spawn(None, HostOfB, asked.clone()).await.unwrap();
+    let (host, _) = Actor::spawn(None, HostOfB, ("b-unread", asked.clone()))
+        .await
+        .unwrap();
     let (inbox, _routes, thread, mut events, key) = a_child_on_b("a-unread", "b-unread").await;
     let thinking = RunReport {
         key,
@@ -209,20 +211,21 @@ async fn terminal_status(
     .await
 }
 
-/// Stands for node `b-unread`'s host: keeps the requests it is sent.
+/// Stands for a node's host (the node named): keeps the requests it is
+/// sent.
 struct HostOfB;
 
 impl Actor for HostOfB {
     type Msg = HostMsg;
     type State = Arc<Mutex<Vec<crate::wire::Request>>>;
-    type Arguments = Self::State;
+    type Arguments = (&'static str, Self::State);
 
     async fn pre_start(
         &self,
         myself: ActorRef<HostMsg>,
-        asked: Self::State,
+        (node, asked): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        ractor::pg::join(host_group("b-unread"), vec![myself.get_cell()]);
+        ractor::pg::join(host_group(node), vec![myself.get_cell()]);
         Ok(asked)
     }
 
@@ -377,4 +380,86 @@ async fn a_heartbeat_answered_by_another_process_loses_the_link() {
     inbox.stop(None);
     host.stop(None);
     server.stop(None);
+}
+
+/// Stopped midway, across nodes (review: the cluster as foreign input):
+/// a report its node could not send (a tool's output over the wire's
+/// limit) reaches this node as `Refused` under its number, and the child
+/// fails — but the run went on, on its node, for nobody: a run's last
+/// report took its route, so the proxy's stop found no token and sent
+/// nothing (the loopback transport, which the docs' test ran on, kept
+/// its runs apart from its routes). The inbox asks the node to stop it.
+#[tokio::test]
+async fn a_run_refused_midway_is_stopped_on_its_node_through_the_cluster() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let (host, _) = Actor::spawn(None, HostOfB, ("b-refused", asked.clone()))
+        .await
+        .unwrap();
+    let (inbox, _routes, thread, mut events, key) = a_child_on_b("a-refused", "b-refused").await;
+    let why = "a report of the run could not be sent (over the wire's limit)";
+    let reports = [
+        ReportBody::Event(AgentEvent::Text("thinking".into())),
+        ReportBody::Refused(why.into()),
+    ];
+    for (seq, body) in reports.into_iter().enumerate() {
+        let report = RunReport {
+            key,
+            seq: seq as u64,
+            body,
+        };
+        inbox.cast(encode_report(&report, TOKEN).unwrap()).unwrap();
+    }
+    let agent_1 = AgentId::new("agent_1");
+    let ended = terminal_status(&mut events, &agent_1, 60).await;
+    assert_eq!(ended, Ok(SubAgentStatus::Failed));
+    let stopped = tokio::time::timeout(Duration::from_secs(60), async {
+        while asked.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(stopped.is_ok(), "the run was never asked to stop");
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [("a-refused".to_owned(), key, TOKEN, RunRequest::Stop)]
+    );
+    thread.close_and_wait().await;
+    inbox.stop(None);
+    host.stop(None);
+}
+
+/// Foreign order (review: the cluster as foreign input): a run's last
+/// report that came before an earlier one (another session's frame, a
+/// reordering on the way) took the route with it — the earlier one found
+/// none and was dropped, and the mirror, holding the end behind that gap,
+/// failed the child at the gap's grace, its answer sent whole. The route
+/// goes once every report up to the last has come.
+#[tokio::test]
+async fn a_last_report_ahead_of_an_earlier_one_keeps_the_route() {
+    let (inbox, _routes, thread, mut events, key) = a_child_on_b("a-ahead", "b-ahead").await;
+    let result = AgentResult {
+        text: "the answer".to_owned(),
+        outcome: Outcome::Completed,
+        model_calls: 1,
+        tool_calls: 0,
+        usage: Default::default(),
+        children_usage: Default::default(),
+        elapsed: Duration::from_secs(1),
+    };
+    let ended = ReportBody::Ended {
+        result: result.clone(),
+        conversation: Vec::new(),
+    };
+    let earlier = ReportBody::Event(AgentEvent::Result(Box::new(result)));
+    for (seq, body) in [(1, ended), (0, earlier)] {
+        let report = RunReport { key, seq, body };
+        inbox.cast(encode_report(&report, TOKEN).unwrap()).unwrap();
+    }
+    let agent_1 = AgentId::new("agent_1");
+    let status = terminal_status(&mut events, &agent_1, 60).await;
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(status, Ok(SubAgentStatus::Done), "{envelope:?}");
+    assert_eq!(envelope.result.as_deref(), Some("the answer"));
+    thread.close_and_wait().await;
+    inbox.stop(None);
 }
