@@ -436,3 +436,38 @@ async fn a_delegate_task_child_the_host_stops_says_it_was_stopped() {
         "{output}"
     );
 }
+
+/// Killed midway (review: the synchronous front-ends): a hub killed while
+/// a call waited on its child failed the child — on the stream and in its
+/// envelope, "the sub-agent hub stopped" — but dropped the call's wait
+/// unanswered, and the model read "the sub-agent `agent_1` was lost". A
+/// call waiting on a child the hub's death failed reads that end.
+#[tokio::test(start_paused = true)]
+async fn a_call_waiting_when_the_hub_dies_reads_its_child_failed() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run_call("Long", "work", &["sleep"], true)),
+        Reply::answer("It failed."),
+    ])
+    .with_script(
+        "Long",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":30}"#),
+            Reply::answer("late answer"),
+        ],
+    );
+    let (parent, mut events) = delegating(model, 3).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted(_)))
+    })
+    .await;
+    parent.hub.actor().kill();
+    until_result(&mut events, &mut log).await;
+    let (output, _) = &tool_result(&log, "use_agent")[0];
+    assert!(!output.contains("was lost"), "{output}");
+    assert!(
+        output.contains("failed") && output.contains("hub"),
+        "{output}"
+    );
+}

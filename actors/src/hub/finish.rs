@@ -20,6 +20,17 @@ fn status_for(outcome: &Outcome) -> SubAgentStatus {
 }
 
 impl HubState {
+    /// Every wait on the child `envelope` is of reads it (its end, at the
+    /// hub's death: dropped unanswered, a call said the child "was lost"
+    /// where the stream said `failed`).
+    pub(super) fn answer_waiting(&mut self, envelope: &Envelope) {
+        if let Some(child) = self.children.get_mut(&envelope.id) {
+            for reply in child.subscribers.drain(..) {
+                let _ = reply.send(envelope.clone());
+            }
+        }
+    }
+
     /// Moves a child to a terminal status (once), frees its slot and
     /// answers everyone waiting on it. Returns the children to start.
     pub(super) fn finish_child(

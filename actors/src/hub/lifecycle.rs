@@ -69,6 +69,8 @@ impl Drop for HubState {
         // kept them `running` for good. Once: the state drops once, and
         // the list is the death's alone (empty after the hub's own stop).
         for envelope in &failed {
+            // A call waiting on it reads its end, not "was lost".
+            self.answer_waiting(envelope);
             self.tell_observers(envelope);
         }
         if let Some(archive) = &self.archive {

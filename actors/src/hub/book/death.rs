@@ -133,12 +133,14 @@ impl Book {
         // On the stream first, in order (the kill hook did it already
         // when a running child was killed; a closed turn or sink is left).
         self.end_turns_as_killed();
-        let open: Vec<AgentId> = self
+        let mut open: Vec<AgentId> = self
             .entries
             .iter()
             .filter(|e| !e.envelope.status.is_terminal())
             .map(|e| e.key().clone())
             .collect();
+        // Stamped in number order, not the map's.
+        open.sort_by_key(|id| (child_number(id).unwrap_or(u64::MAX), id.clone()));
         for id in &open {
             self.finish_as(
                 id,

@@ -467,3 +467,15 @@ fn finish_stamps_follow_the_order_children_finish_in() {
         [Some(5), Some(6), Some(7), Some(100)]
     );
 }
+
+/// Replay (this session's stamps): the children a hub's death fails were
+/// finished in the map's order, and stamped so since the stamps became
+/// strictly increasing — a hash order on the record. In number order.
+#[test]
+fn children_failed_by_a_hubs_death_are_stamped_in_number_order() {
+    let ids: Vec<String> = (1..=12).map(|n| format!("agent_{n}")).collect();
+    let book = book_with(&ids.iter().map(String::as_str).collect::<Vec<_>>(), true);
+    let failed = book.fail_unfinished("the hub stopped", 7);
+    let stamps: Vec<u64> = failed.iter().filter_map(|e| e.finished_at_ms).collect();
+    assert_eq!(stamps, (7..19).collect::<Vec<u64>>(), "{failed:?}");
+}
