@@ -225,6 +225,14 @@ async fn a_tab_deleted_after_giving_its_wakes_back_leaves_none_owed() {
 /// An open of a closing id waits for it to close.
 #[tokio::test]
 async fn a_tab_closed_and_opened_again_is_not_woken_for_the_closed_ones_children() {
+    tab_a_opened_again(false).await;
+}
+
+/// Tab `a` (two owed wakes, the second given back), closed through its
+/// handle — and deleted too, never polled, if `deleted` — then opened
+/// again under its id: its first turn wakes it for none of the old
+/// thread's children, and none is owed after.
+async fn tab_a_opened_again(deleted: bool) {
     use subagents::messages::ThreadId;
     let tmp = tempfile::tempdir().unwrap();
     let (store, mut threads, open_tab) = a_shown_then_left_for_b(tmp.path()).await;
@@ -232,6 +240,9 @@ async fn a_tab_closed_and_opened_again_is_not_woken_for_the_closed_ones_children
     // Nothing on screen: the open has no thread to leave first.
     threads.delete(&b).await.unwrap();
     threads.get(&a).unwrap().close();
+    if deleted {
+        drop(threads.delete(&a));
+    }
     let mut events = threads.open(a.clone(), open_tab(false)).await.unwrap();
     threads.get(&a).unwrap().send_user("hello").unwrap();
     let mut log = Vec::new();
@@ -250,20 +261,7 @@ async fn a_tab_closed_and_opened_again_is_not_woken_for_the_closed_ones_children
 /// deleted thread of its id to stop, as for a closed one.
 #[tokio::test]
 async fn a_tab_deleted_and_opened_again_is_not_woken_for_the_deleted_ones_children() {
-    use subagents::messages::ThreadId;
-    let tmp = tempfile::tempdir().unwrap();
-    let (store, mut threads, open_tab) = a_shown_then_left_for_b(tmp.path()).await;
-    let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
-    threads.delete(&b).await.unwrap();
-    threads.get(&a).unwrap().close();
-    drop(threads.delete(&a));
-    let mut events = threads.open(a.clone(), open_tab(false)).await.unwrap();
-    threads.get(&a).unwrap().send_user("hello").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    assert_eq!(woken_children(&log), Vec::<String>::new(), "{log:?}");
-    assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
-    threads.delete(&a).await.unwrap();
+    tab_a_opened_again(true).await;
 }
 
 /// Review of this session's own change: an open waiting for the closing

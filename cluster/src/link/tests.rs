@@ -173,13 +173,7 @@ async fn a_report_this_node_cannot_read_ends_the_run_saying_why() {
         !error.contains("OtherString") && !error.contains(" { "),
         "{error}"
     );
-    let stopped = tokio::time::timeout(Duration::from_secs(60), async {
-        while asked.lock().unwrap().is_empty() {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
-    assert!(stopped.is_ok(), "the run was never asked to stop");
+    until_asked(&asked).await;
     assert_eq!(
         *asked.lock().unwrap(),
         [("a-unread".to_owned(), key, TOKEN, RunRequest::Stop)]
@@ -187,6 +181,18 @@ async fn a_report_this_node_cannot_read_ends_the_run_saying_why() {
     thread.close_and_wait().await;
     inbox.stop(None);
     host.stop(None);
+}
+
+/// Waits (a minute at most) until a host stand-in has been asked
+/// something: the run was asked to stop.
+async fn until_asked(asked: &Mutex<Vec<crate::wire::Request>>) {
+    let stopped = tokio::time::timeout(Duration::from_secs(60), async {
+        while asked.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(stopped.is_ok(), "the run was never asked to stop");
 }
 
 /// The first terminal status of child `id` on the stream, within `secs`.
@@ -412,13 +418,7 @@ async fn a_run_refused_midway_is_stopped_on_its_node_through_the_cluster() {
     let agent_1 = AgentId::new("agent_1");
     let ended = terminal_status(&mut events, &agent_1, 60).await;
     assert_eq!(ended, Ok(SubAgentStatus::Failed));
-    let stopped = tokio::time::timeout(Duration::from_secs(60), async {
-        while asked.lock().unwrap().is_empty() {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
-    assert!(stopped.is_ok(), "the run was never asked to stop");
+    until_asked(&asked).await;
     assert_eq!(
         *asked.lock().unwrap(),
         [("a-refused".to_owned(), key, TOKEN, RunRequest::Stop)]
