@@ -145,6 +145,7 @@ impl EnvelopeStore {
         // After the load, which removed the stale temporary files: one a
         // killed process left under this process's id blocked the write.
         let session = count_session(&store.dir, last)?;
+        store.move_corrupt_aside(&mut report);
         let loaded: Vec<AgentId> = store.map.iter().map(|e| e.key().clone()).collect();
         let store = EnvelopeStore {
             numbering: Mutex::new((session, 0)),
@@ -418,21 +419,12 @@ impl EnvelopeStore {
                         moved_to: None,
                     });
                 }
-                Err(error) => {
-                    let moved_to = move_aside(&path);
-                    touched |= moved_to.is_some();
-                    tracing::warn!(
-                        path = %path.display(),
-                        moved_to = ?moved_to,
-                        %error,
-                        "corrupt envelope file skipped"
-                    );
-                    report.corrupt.push(CorruptFile {
-                        path,
-                        error,
-                        moved_to,
-                    });
-                }
+                // Moved aside once the open is sure ([`Self::move_corrupt_aside`]).
+                Err(error) => report.corrupt.push(CorruptFile {
+                    path,
+                    error,
+                    moved_to: None,
+                }),
             }
         }
         if touched {
@@ -448,6 +440,22 @@ impl EnvelopeStore {
         report.temp_removed.sort();
         report.foreign.sort();
         Ok((report, named))
+    }
+
+    /// Moves the corrupt files the load found aside, once the open counted
+    /// its session: moved by an open that then failed (its count not
+    /// written — a full disk, a read-only one), they were reported to
+    /// nobody, and every later open skips what was moved aside.
+    fn move_corrupt_aside(&self, report: &mut LoadReport) {
+        for corrupt in &mut report.corrupt {
+            corrupt.moved_to = move_aside(&corrupt.path);
+            let (path, moved_to) = (corrupt.path.display(), &corrupt.moved_to);
+            let error = &corrupt.error;
+            tracing::warn!(%path, ?moved_to, %error, "corrupt envelope file skipped");
+        }
+        if report.corrupt.iter().any(|c| c.moved_to.is_some()) {
+            sync_dir_best_effort(&self.dir);
+        }
     }
 
     /// Reads `runs/`'s names (each names a child, whose id is taken) and
