@@ -27,7 +27,7 @@ pub struct Threads {
     /// the open spawn and show a new one, which took the wakes the old one
     /// had given back to the store. Let go once stopped (checked at each
     /// delete and open).
-    leaving: Vec<(ThreadId, ThreadHandle)>,
+    leaving: Vec<Leaving>,
 }
 
 /// How one registry numbers its threads. Each thread's parent numbers its
@@ -94,12 +94,12 @@ impl Threads {
         // during that wait leaves it there, and the next one waits again
         // (taken out first, the next open found nothing to wait for).
         self.let_go_of_stopped();
-        let deleted: Vec<ThreadHandle> = (self.leaving.iter())
-            .filter(|(of, _)| *of == id)
-            .map(|(_, h)| h.clone())
+        let deleted: Vec<ractor::ActorCell> = (self.leaving.iter())
+            .filter(|leaving| leaving.id == id)
+            .map(|leaving| leaving.actor.clone())
             .collect();
-        for handle in deleted {
-            handle.closed().await;
+        for actor in deleted {
+            actor.wait(None).await.ok();
         }
         if let Some(closing) = self.threads.get(&id).filter(|h| h.is_closing()).cloned() {
             if self.on_screen.as_ref() == Some(&id) {
@@ -107,7 +107,7 @@ impl Threads {
             }
             closing.closed().await;
             if let Some(gone) = self.threads.remove(&id) {
-                self.incarnations.forget(&gone);
+                self.incarnations.forget(gone.child_ids.as_ref());
             }
         }
         if self.threads.contains_key(&id) {
@@ -117,13 +117,11 @@ impl Threads {
         config.parent = config.parent.conversation_id(id.as_str());
         config.id = Some(id.clone());
         let numbering = &self.incarnations;
-        let drawn = (self
-            .threads
-            .values()
-            .chain(self.leaving.iter().map(|(_, h)| h)))
-        .filter_map(|h| h.child_ids.as_ref())
-        .map(subagents_actors::hub::ChildIds::last)
-        .fold(numbering.child_ids.last().max(numbering.ids_seen), u64::max);
+        let drawn = (self.threads.values().map(|h| h.child_ids.as_ref()))
+            .chain(self.leaving.iter().map(|l| l.child_ids.as_ref()))
+            .flatten()
+            .map(subagents_actors::hub::ChildIds::last)
+            .fold(numbering.child_ids.last().max(numbering.ids_seen), u64::max);
         match &config.store {
             Some(store) => store.child_ids().skip_past(drawn),
             None => {
@@ -222,7 +220,11 @@ impl Threads {
         }
         self.let_go_of_stopped();
         if let Some(handle) = &removed {
-            self.leaving.push((id.clone(), handle.clone()));
+            self.leaving.push(Leaving {
+                id: id.clone(),
+                actor: handle.actor().clone(),
+                child_ids: handle.child_ids.clone(),
+            });
         }
         let unknown = ThreadError::UnknownThread(id.clone());
         // Out of the registry before the first wait, and closed when this
@@ -262,10 +264,10 @@ impl Threads {
     /// numbers they drew kept).
     fn let_go_of_stopped(&mut self) {
         let numbering = &mut self.incarnations;
-        self.leaving.retain(|(_, handle)| {
-            let stopped = handle.is_stopped();
+        self.leaving.retain(|leaving| {
+            let stopped = leaving.actor.get_status() == ractor::ActorStatus::Stopped;
             if stopped {
-                numbering.forget(handle);
+                numbering.forget(leaving.child_ids.as_ref());
             }
             !stopped
         });
@@ -358,9 +360,19 @@ impl Drop for CloseOnDrop {
 impl Incarnations {
     /// A thread leaves the registry for good: the child numbers it drew
     /// are kept.
-    fn forget(&mut self, handle: &ThreadHandle) {
-        if let Some(ids) = &handle.child_ids {
+    fn forget(&mut self, child_ids: Option<&subagents_actors::hub::ChildIds>) {
+        if let Some(ids) = child_ids {
             self.ids_seen = self.ids_seen.max(ids.last());
         }
     }
+}
+
+/// A deleted thread not stopped yet: its supervisor, to wait for, and the
+/// child numbers it draws — not its handle, which holds its hub's book
+/// and every child's conversation (kept until the next open or delete).
+#[derive(Debug)]
+struct Leaving {
+    id: ThreadId,
+    actor: ractor::ActorCell,
+    child_ids: Option<subagents_actors::hub::ChildIds>,
 }

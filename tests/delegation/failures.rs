@@ -471,3 +471,43 @@ async fn a_call_waiting_when_the_hub_dies_reads_its_child_failed() {
         "{output}"
     );
 }
+
+/// Review of this session's own change: the fix above answered only the
+/// waits the dead hub held — a `result` asked after its death (its wait
+/// cast to a dead actor, or queued in its mailbox at the kill) still read
+/// "the sub-agent `agent_1` was lost", where `status` and the stream
+/// said `failed`. A wait the hub cannot answer reads the child's end as
+/// its death recorded it.
+#[tokio::test(start_paused = true)]
+async fn a_result_asked_after_the_hub_died_reads_its_child_failed() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&run_call("Long", "work", &["sleep"], false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::result("agent_1")),
+        Reply::answer("It failed."),
+    ])
+    .with_script(
+        "Long",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":30}"#),
+            Reply::answer("late answer"),
+        ],
+    );
+    let (parent, mut events) = delegating(model, 3).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    parent.hub.actor().kill();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Failed))
+    })
+    .await;
+    parent.agent.send_user("how is it?").unwrap();
+    until_result(&mut events, &mut log).await;
+    let (output, _) = &tool_result(&log, "use_agent")[1];
+    assert!(!output.contains("was lost"), "{output}");
+    assert!(
+        output.contains("failed") && output.contains("hub"),
+        "{output}"
+    );
+}

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use crate::agent::{LiveTurn, Probe};
 use crate::hub::ids::child_number;
 use crate::sink::EventSink;
+use counters::Counters;
 
 /// The longest tool name `status` shows.
 pub(super) const TOOL_NAME_CHARS: usize = 80;
@@ -95,41 +96,6 @@ const SHARDS: usize = 2;
 pub(crate) struct Book {
     pub(super) entries: Arc<DashMap<AgentId, Box<Entry>, FxBuildHasher>>,
     counters: Arc<Counters>,
-}
-
-/// What a book's clones share besides its entries (one allocation).
-#[derive(Debug, Default)]
-struct Counters {
-    /// The next child's place in the queue.
-    next_queued: std::sync::atomic::AtomicU64,
-    /// The hub is in its `post_stop`, ending its children itself
-    /// ([`Book::stopping_itself`]).
-    stopping_itself: std::sync::atomic::AtomicBool,
-    /// Held while the children's turns are ended as killed: one caller at
-    /// a time (see `Book::end_turns_as_killed`).
-    ending_killed: std::sync::Mutex<()>,
-    /// The least the next finish stamp may read: one past the last given
-    /// (see [`Counters::finish_stamp`]).
-    next_finish_ms: std::sync::atomic::AtomicU64,
-}
-
-impl Counters {
-    /// A finish stamp for a child ending now (`now_ms` by the clock):
-    /// strictly past the last one given, so the stamps read in the order
-    /// the children finished — the order a restart delivers the wakes its
-    /// last process owed. A clock that stood still (two finishes in one
-    /// millisecond, which then went by number) or stepped back between
-    /// two finishes put the later one first.
-    fn finish_stamp(&self, now_ms: u64) -> u64 {
-        use std::sync::atomic::Ordering::SeqCst;
-        let least = self
-            .next_finish_ms
-            .fetch_update(SeqCst, SeqCst, |least| {
-                Some(now_ms.max(least).saturating_add(1))
-            })
-            .unwrap_or_else(|least| least);
-        now_ms.max(least)
-    }
 }
 
 impl Default for Book {
@@ -490,6 +456,7 @@ pub(crate) fn requested(
 
 mod approvals;
 mod background;
+mod counters;
 mod death;
 mod tap;
 #[cfg(test)]

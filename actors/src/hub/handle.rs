@@ -174,7 +174,7 @@ impl HubHandle {
             reply: tx.into(),
         });
         if sent.is_err() {
-            return WaitOutcome::Unknown;
+            return self.ended_with_the_hub(id);
         }
         let within = within.filter(|_| !self.book.is_terminal(id));
         let received = match within {
@@ -186,7 +186,21 @@ impl HubHandle {
         };
         match received {
             Ok(envelope) => WaitOutcome::Finished(Box::new(envelope)),
-            Err(_) => WaitOutcome::Unknown,
+            Err(_) => self.ended_with_the_hub(id),
+        }
+    }
+
+    /// A wait the hub could not answer (it is dead, or died with the wait
+    /// in its mailbox): the child's end as its death recorded it — a call
+    /// read "the sub-agent was lost" where the stream and `status` said
+    /// `failed`.
+    fn ended_with_the_hub(&self, id: &AgentId) -> WaitOutcome {
+        self.fail_unfinished();
+        match self.book.envelope(id) {
+            Some(envelope) if envelope.status.is_terminal() => {
+                WaitOutcome::Finished(Box::new(envelope))
+            }
+            _ => WaitOutcome::Unknown,
         }
     }
 

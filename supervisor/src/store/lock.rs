@@ -254,4 +254,40 @@ mod tests {
         assert_eq!(count(), "2");
         assert_eq!(store.approvals_after(), next + APPROVALS_PER_BLOCK);
     }
+
+    /// A registry's floor (numbers its threads took elsewhere): within
+    /// this session's blocks it skips to the floor; past them it takes the
+    /// session that holds the floor, counted on disk — a later process
+    /// numbers past it, never in the same block.
+    #[test]
+    fn a_floor_past_the_session_takes_a_later_one_counted_on_disk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        let count = || std::fs::read_to_string(tmp.path().join(".subagents-session")).unwrap();
+        assert_eq!(
+            store.approvals_after_at_least(5 * APPROVALS_PER_BLOCK),
+            5 * APPROVALS_PER_BLOCK
+        );
+        assert_eq!(
+            store.approvals_after(),
+            6 * APPROVALS_PER_BLOCK,
+            "past the floor"
+        );
+        let far = (3 * BLOCKS_PER_SESSION + 7) * APPROVALS_PER_BLOCK;
+        assert_eq!(store.approvals_after_at_least(far), far);
+        assert_eq!(count(), "4", "the session holding the floor");
+        assert_eq!(store.approvals_after(), far + APPROVALS_PER_BLOCK);
+        // A floor behind what was taken changes nothing.
+        assert_eq!(
+            store.approvals_after_at_least(0),
+            far + 2 * APPROVALS_PER_BLOCK
+        );
+        drop(store);
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock).unwrap();
+        assert_eq!(
+            store.approvals_after(),
+            4 * BLOCKS_PER_SESSION * APPROVALS_PER_BLOCK
+        );
+    }
 }

@@ -466,11 +466,6 @@ impl ThreadHandle {
         }
     }
 
-    /// The thread has stopped (its actor and everything under it).
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.actor.get_status() == ractor::ActorStatus::Stopped
-    }
-
     /// Returns once the thread has stopped (closed by whoever closed it).
     pub(crate) fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
         let actor = self.actor.clone();

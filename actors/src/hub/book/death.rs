@@ -133,14 +133,19 @@ impl Book {
         // On the stream first, in order (the kill hook did it already
         // when a running child was killed; a closed turn or sink is left).
         self.end_turns_as_killed();
-        let mut open: Vec<AgentId> = self
+        let mut open: Vec<(std::cmp::Reverse<u32>, Option<u64>, AgentId)> = self
             .entries
             .iter()
             .filter(|e| !e.envelope.status.is_terminal())
-            .map(|e| e.key().clone())
+            .map(|e| {
+                let id = e.key().clone();
+                (std::cmp::Reverse(e.envelope.depth), child_number(&id), id)
+            })
             .collect();
-        // Stamped in number order, not the map's.
-        open.sort_by_key(|id| (child_number(id).unwrap_or(u64::MAX), id.clone()));
+        // Stamped in the order the stream ends them (deepest first, then by
+        // number), not the map's.
+        open.sort_unstable();
+        let open: Vec<AgentId> = open.into_iter().map(|(_, _, id)| id).collect();
         for id in &open {
             self.finish_as(
                 id,
