@@ -34,11 +34,29 @@ pub(crate) struct Route {
     pub(crate) token: u64,
     /// Where its reports go.
     pub(crate) reports: RunReports,
-    /// How many of its reports came.
-    received: u64,
+    /// Every report numbered below it came.
+    next: u64,
+    /// The numbers that came past `next` (ahead of a gap).
+    ahead: std::collections::BTreeSet<u64>,
     /// The number of its last report (an `Ended` or a `Refused`), once it
     /// came: the route goes once every report up to it has.
     last: Option<u64>,
+}
+
+impl Route {
+    /// Report `seq` came; whether every report up to the last has.
+    fn came(&mut self, seq: u64, last: bool) -> bool {
+        if last {
+            self.last = Some(seq);
+        }
+        if seq >= self.next {
+            self.ahead.insert(seq);
+        }
+        while self.ahead.remove(&self.next) {
+            self.next += 1;
+        }
+        self.last.is_some_and(|last| self.next > last)
+    }
 }
 
 impl Routes {
@@ -54,7 +72,8 @@ impl Routes {
                 node,
                 token,
                 reports,
-                received: 0,
+                next: 0,
+                ahead: Default::default(),
                 last: None,
             },
         );
@@ -360,17 +379,16 @@ fn route(me: &str, routes: &Routes, report: RunReport, token: u64) {
         tracing::warn!(key = report.key, "a report without its run's token");
         return;
     }
-    route.received += 1;
-    if matches!(
+    let last = matches!(
         report.body,
         ReportBody::Ended { .. } | ReportBody::Refused(_)
-    ) {
-        route.last = Some(report.seq);
-    }
+    );
     // Taken away when the last came, an earlier one that came after it
     // (another session's frame, a reordering) found no route: dropped,
     // and the child, its answer sent whole, failed at the gap's grace.
-    let done = route.last.is_some_and(|last| route.received > last);
+    // By number, not by count: a report past the last (the run goes on
+    // there until its stop lands) fills no gap.
+    let done = route.came(report.seq, last);
     let node = route.node.clone();
     let reports = match done {
         true => held.remove(&report.key).map(|route| route.reports),
@@ -385,7 +403,9 @@ fn route(me: &str, routes: &Routes, report: RunReport, token: u64) {
     // token and sent nothing: the run went on there, for nobody.
     if refused {
         let stop = encode_request(me, key, token, &RunRequest::Stop);
-        let host = ractor::pg::get_members(&host_group(&node)).pop();
+        let host = ractor::pg::get_members(&host_group(&node))
+            .into_iter()
+            .find(|cell| cell.get_status() < ractor::ActorStatus::Stopping);
         if let (Ok(stop), Some(host)) = (stop, host) {
             let _ = ActorRef::<HostMsg>::from(host).cast(HostMsg::Request(stop));
         }

@@ -393,7 +393,6 @@ mod tests {
         let inbox = Short::NodeLost("b".into(), "why".into(), vec![1]).serialize();
         let host = <HostMsg as Message>::deserialize(host);
         let inbox = <InboxMsg as Message>::deserialize(inbox.unwrap());
-        let _ = std::panic::take_hook();
         assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a decoder panicked");
         assert!(host.is_err() && inbox.is_err());
         // Bytes that read, under another seal or none: no word.

@@ -463,3 +463,34 @@ async fn a_last_report_ahead_of_an_earlier_one_keeps_the_route() {
     thread.close_and_wait().await;
     inbox.stop(None);
 }
+
+/// Review of this session's own change: the route counted the reports
+/// that came, not their numbers — one past a `Refused` (the run goes on
+/// there until its stop lands) counted for a gap before it, the route
+/// went, the late report in the gap was dropped, and the child failed
+/// with the gap's words, not the refusal's. Every number up to the last.
+#[tokio::test]
+async fn a_report_past_the_last_fills_no_gap() {
+    let (inbox, routes, thread, mut events, key) = a_child_on_b("a-past", "b-past").await;
+    let why = "a report of the run could not be sent (over the wire's limit)";
+    let text = |t: &str| ReportBody::Event(AgentEvent::Text(t.into()));
+    let reports = [
+        (0, text("one")),
+        (2, ReportBody::Refused(why.into())),
+        (3, text("after the refusal")),
+        (1, text("two")),
+    ];
+    for (seq, body) in reports {
+        let report = RunReport { key, seq, body };
+        inbox.cast(encode_report(&report, TOKEN).unwrap()).unwrap();
+    }
+    let agent_1 = AgentId::new("agent_1");
+    let ended = terminal_status(&mut events, &agent_1, 60).await;
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(ended, Ok(SubAgentStatus::Failed), "{envelope:?}");
+    let error = envelope.error.unwrap_or_default();
+    assert!(error.contains("could not be sent"), "{error}");
+    assert!(routes.lock().is_empty(), "the route is held");
+    thread.close_and_wait().await;
+    inbox.stop(None);
+}
