@@ -399,8 +399,9 @@ fn route(me: &str, routes: &Routes, report: RunReport, token: u64) {
     if let Some(reports) = reports {
         reports.report(report);
     }
-    // Its route gone with the refusal, the proxy's own stop found no
-    // token and sent nothing: the run went on there, for nobody.
+    // The proxy's own stop finds no token once the refusal has taken the
+    // route (it sent nothing, and the run went on there for nobody); a
+    // second stop, if it does, is one the node has already obeyed.
     if refused {
         let stop = encode_request(me, key, token, &RunRequest::Stop);
         let host = ractor::pg::get_members(&host_group(&node))

@@ -18,8 +18,8 @@ use crate::thread::{ThreadConfig, ThreadError, ThreadHandle};
 pub struct Threads {
     threads: HashMap<ThreadId, ThreadHandle>,
     on_screen: Option<ThreadId>,
-    /// The threads without a store opened here: numbered apart
-    /// ([`Incarnations`]).
+    /// How the threads opened here are numbered, each apart from every
+    /// one before it ([`Incarnations`]).
     incarnations: Incarnations,
     /// Threads deleted and not stopped yet: an open of one's id waits for
     /// it (as for a thread closed through its handle). Out of the

@@ -380,7 +380,9 @@ impl EnvelopeStore {
                 // gave it, and the open after the next handed it out.
                 match self.keep_child_numbers(named_child(&name).as_ref()) {
                     Ok(()) => touched |= remove_temp(path, &mut report),
-                    Err(e) => tracing::warn!(%e, "a temporary file kept: its number is not"),
+                    Err(e) => {
+                        tracing::warn!(%e, "a stray temporary file left: its number not kept")
+                    }
                 }
                 continue;
             }
