@@ -444,18 +444,11 @@ async fn a_delegate_task_child_the_host_stops_says_it_was_stopped() {
 /// call waiting on a child the hub's death failed reads that end.
 #[tokio::test(start_paused = true)]
 async fn a_call_waiting_when_the_hub_dies_reads_its_child_failed() {
-    let model = ScriptedModel::new(vec![
+    let (parent, mut events) = with_a_long_child(vec![
         Reply::new().use_agent(&run_call("Long", "work", &["sleep"], true)),
         Reply::answer("It failed."),
     ])
-    .with_script(
-        "Long",
-        vec![
-            Reply::new().tool_call("sleep", r#"{"secs":30}"#),
-            Reply::answer("late answer"),
-        ],
-    );
-    let (parent, mut events) = delegating(model, 3).await;
+    .await;
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until(&mut events, &mut log, |e| {
@@ -480,20 +473,13 @@ async fn a_call_waiting_when_the_hub_dies_reads_its_child_failed() {
 /// its death recorded it.
 #[tokio::test(start_paused = true)]
 async fn a_result_asked_after_the_hub_died_reads_its_child_failed() {
-    let model = ScriptedModel::new(vec![
+    let (parent, mut events) = with_a_long_child(vec![
         Reply::new().use_agent(&run_call("Long", "work", &["sleep"], false)),
         Reply::answer("Started."),
         Reply::new().use_agent(&UseAgentCall::result("agent_1")),
         Reply::answer("It failed."),
     ])
-    .with_script(
-        "Long",
-        vec![
-            Reply::new().tool_call("sleep", r#"{"secs":30}"#),
-            Reply::answer("late answer"),
-        ],
-    );
-    let (parent, mut events) = delegating(model, 3).await;
+    .await;
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
@@ -510,4 +496,17 @@ async fn a_result_asked_after_the_hub_died_reads_its_child_failed() {
         output.contains("failed") && output.contains("hub"),
         "{output}"
     );
+}
+
+/// A parent answering `replies`, whose child "Long" sleeps 30 s, then
+/// answers.
+async fn with_a_long_child(replies: Vec<Reply>) -> (DelegatingAgent, EventStream) {
+    let model = ScriptedModel::new(replies).with_script(
+        "Long",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":30}"#),
+            Reply::answer("late answer"),
+        ],
+    );
+    delegating(model, 3).await
 }

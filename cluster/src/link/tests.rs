@@ -48,15 +48,7 @@ impl NodeLink for NodeB {
 #[tokio::test]
 async fn a_node_lost_after_its_last_reports_keeps_the_answer() {
     let (inbox, routes, thread, mut events, key) = a_child_on_b("a-loss", "b").await;
-    let result = AgentResult {
-        text: "the answer".to_owned(),
-        outcome: Outcome::Completed,
-        model_calls: 1,
-        tool_calls: 0,
-        usage: Default::default(),
-        children_usage: Default::default(),
-        elapsed: Duration::from_secs(1),
-    };
+    let result = answered("the answer");
     let reports = [
         ReportBody::Event(AgentEvent::Result(Box::new(result.clone()))),
         ReportBody::Ended {
@@ -89,6 +81,19 @@ async fn a_node_lost_after_its_last_reports_keeps_the_answer() {
     assert_eq!(envelope.result.as_deref(), Some("the answer"));
     thread.close_and_wait().await;
     inbox.stop(None);
+}
+
+/// A run's result: completed, answering `text`.
+fn answered(text: &str) -> AgentResult {
+    AgentResult {
+        text: text.to_owned(),
+        outcome: Outcome::Completed,
+        model_calls: 1,
+        tool_calls: 0,
+        usage: Default::default(),
+        children_usage: Default::default(),
+        elapsed: Duration::from_secs(1),
+    }
 }
 
 /// Node `a`'s inbox (its group `name`) and a thread whose background
@@ -257,15 +262,7 @@ impl Actor for HostOfB {
 async fn a_report_without_its_runs_token_is_dropped() {
     let (inbox, _routes, thread, mut events, key) = a_child_on_b("a-forged", "b-forged").await;
     let ended = |text: &str, seq| {
-        let result = AgentResult {
-            text: text.to_owned(),
-            outcome: Outcome::Completed,
-            model_calls: 1,
-            tool_calls: 0,
-            usage: Default::default(),
-            children_usage: Default::default(),
-            elapsed: Duration::from_secs(1),
-        };
+        let result = answered(text);
         let body = ReportBody::Ended {
             result,
             conversation: Vec::new(),
@@ -437,15 +434,7 @@ async fn a_run_refused_midway_is_stopped_on_its_node_through_the_cluster() {
 #[tokio::test]
 async fn a_last_report_ahead_of_an_earlier_one_keeps_the_route() {
     let (inbox, _routes, thread, mut events, key) = a_child_on_b("a-ahead", "b-ahead").await;
-    let result = AgentResult {
-        text: "the answer".to_owned(),
-        outcome: Outcome::Completed,
-        model_calls: 1,
-        tool_calls: 0,
-        usage: Default::default(),
-        children_usage: Default::default(),
-        elapsed: Duration::from_secs(1),
-    };
+    let result = answered("the answer");
     let ended = ReportBody::Ended {
         result: result.clone(),
         conversation: Vec::new(),
