@@ -363,9 +363,11 @@ mod tests {
         let id = AgentId::new("agent_1");
         let running = parent.hub.status(&id).map(|e| e.status);
         assert_eq!(running, Some(SubAgentStatus::Background), "still running");
-        let held = ractor::call!(parent.hub.actor, |reply| HubMsg::Internal(
-            HubInternal::Subscribers { id, reply }
-        ))
+        let hub = ActorRef::<HubMsg>::from(parent.hub.actor().clone());
+        let held = ractor::call!(hub, |reply| HubMsg::Internal(HubInternal::Subscribers {
+            id,
+            reply
+        }))
         .unwrap();
         // The last wait's port may have been open as the hub took it.
         assert!(held <= 1, "{held} ports of waits that gave up");

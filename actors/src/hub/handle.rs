@@ -44,7 +44,7 @@ pub(crate) enum WaitOutcome {
 /// shared map: they never wait on the hub or on a child.
 #[derive(Clone)]
 pub struct HubHandle {
-    pub(super) actor: ActorRef<HubMsg>,
+    actor: ActorRef<HubMsg>,
     book: Book,
     archive: Option<Arc<ArchiveSlot>>,
     inline_wait: Duration,
