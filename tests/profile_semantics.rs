@@ -95,6 +95,16 @@ async fn tools_the_worker_gets_from(
         "/agents/worker.md",
         &format!("---\nname: worker\n{frontmatter}\n---\nYou work alone."),
     );
+    tools_a_worker_gets(ProfileSet::from_profiles([worker]), host, max_depth).await
+}
+
+/// The tools the `worker` of `profiles` (its prompt "You work alone.")
+/// runs with under a parent holding `host`.
+async fn tools_a_worker_gets(
+    profiles: ProfileSet,
+    host: ToolRegistry,
+    max_depth: u32,
+) -> (Vec<String>, DelegatingAgent) {
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&UseAgentCall::run_named("worker", "work")),
         Reply::answer("Done."),
@@ -103,7 +113,7 @@ async fn tools_the_worker_gets_from(
     let (spy, seen) = spy("spy", model);
     let (parent, mut events) = DelegationBuilder::new(spy)
         .tools(host)
-        .profiles(ProfileSet::from_profiles([worker]))
+        .profiles(profiles)
         .max_depth(max_depth)
         .spawn()
         .await

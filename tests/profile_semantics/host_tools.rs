@@ -41,3 +41,29 @@ async fn a_host_tool_named_like_a_front_end_not_offered_stays_in_a_profiles_list
     let (tools, _parent) = tools_the_worker_gets_from("tools: agent, sleep", host, 1).await;
     assert_eq!(tools, ["agent", "sleep"]);
 }
+
+/// Widened (foreign, a tool registered after the load): a file's rule
+/// for a whole MCP server (`disallowedTools: mcp__srv__*`) was turned at
+/// the load into the server's tools the host had then, and the rule
+/// dropped: a tool of that server the host registered later
+/// (`mcp__srv__b`, a server that finished listing) went to the child.
+#[tokio::test(start_paused = true)]
+async fn a_server_wide_deny_covers_a_tool_registered_after_the_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("worker.md"),
+        "---\nname: worker\ndisallowedTools: mcp__srv__*\n---\nYou work alone.",
+    )
+    .unwrap();
+    let (profiles, warnings) = ProfileSet::load(
+        &[tmp.path().to_path_buf()],
+        &["calculator".to_owned(), "mcp__srv__a".to_owned()],
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let host = ToolRegistry::new()
+        .with(Calculator)
+        .with(common::HostTool("mcp__srv__a"))
+        .with(common::HostTool("mcp__srv__b"));
+    let (tools, _) = tools_a_worker_gets(profiles, host, 1).await;
+    assert_eq!(tools, ["calculator"]);
+}

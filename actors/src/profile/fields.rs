@@ -96,6 +96,12 @@ pub(super) const RESTRICTING_KEYS: &[&str] = &[
     "features",
     "default_permissions",
     "permissions",
+    // Caps: a broken file's smaller cap gave way to the earlier
+    // profile's larger one (or the builder's default).
+    "max_iterations",
+    "maxTurns",
+    "max_tokens",
+    "maxTokens",
 ];
 
 impl Frontmatter {

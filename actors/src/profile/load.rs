@@ -6,13 +6,14 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use super::Profile;
-use super::error::{FrontmatterFormat, ParseErrorKind, ProfileError, ProfileWarning};
+use super::error::{ParseErrorKind, ProfileError, ProfileWarning};
+use super::lenient::{names_of, restricts};
 use super::parse::Parsed;
 use super::restrict::restrict_tools;
 use super::walk::profile_files;
 
 /// The largest profile file read, in bytes.
-const MAX_PROFILE_BYTES: u64 = ProfileSet::MAX_FILE_BYTES;
+pub(super) const MAX_PROFILE_BYTES: u64 = ProfileSet::MAX_FILE_BYTES;
 
 /// Profiles by name, sorted by name, names unique.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -255,18 +256,6 @@ pub(super) fn warn(warnings: &mut Vec<ProfileWarning>, warning: ProfileWarning) 
     warnings.push(warning);
 }
 
-/// The first [`MAX_PROFILE_BYTES`] of a file that did not load (its
-/// settings come first): one too large was read whole, twice, to look
-/// for a restricting key — a transcript dump of gigabytes left in an
-/// agents folder was held in memory.
-fn read_head(path: &Path) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    if let Ok(file) = std::fs::File::open(path) {
-        let _ = file.take(MAX_PROFILE_BYTES).read_to_end(&mut bytes);
-    }
-    bytes
-}
-
 /// Whether `dir` is another tool's agents folder (`.claude/agents`,
 /// `.codex/agents`, `.agents/agents`), where a Markdown file without a
 /// frontmatter block is not an agent: Claude Code registers none, and a
@@ -327,89 +316,6 @@ fn load_file(path: &Path, needs_frontmatter: bool, nested: bool) -> Result<Parse
         }
     }
     super::parse::parse_profile(path, text)
-}
-
-/// Whether a file that could not be parsed names a key that narrows what
-/// its agent may do (read leniently, line by line: a key at a line's
-/// start, before `:` or `=`, or a `[table]` of that name).
-fn restricts(path: &Path) -> bool {
-    let text = read_head(path);
-    String::from_utf8_lossy(&text).lines().any(|line| {
-        let line = line.trim_start().trim_start_matches('\u{feff}');
-        let key = match line.strip_prefix('[') {
-            Some(table) => table.split(['.', ']']).next().unwrap_or(""),
-            None => line.split([':', '=']).next().unwrap_or(""),
-        };
-        // A dotted key (`tools.web_search = false`, as Codex's `-c` writes
-        // it) sets its first part's table: read whole, it named no
-        // restricting key, and a broken role that switched a tool off let
-        // the earlier role of its name, with that tool, run.
-        let key = key.split('.').next().unwrap_or("");
-        super::fields::RESTRICTING_KEYS.contains(&key.trim().trim_matches(['"', '\'']))
-    })
-}
-
-/// The names a file that did not load would give: its file name's, and
-/// the one its settings declare (`name`), read leniently.
-fn names_of(path: &Path) -> Vec<String> {
-    let mut names: Vec<String> = super::parse::profile_name(path).into_iter().collect();
-    let text = read_head(path);
-    let text = String::from_utf8_lossy(&text);
-    let toml_name = |table: &str| {
-        toml::from_str::<toml::Table>(table)
-            .ok()
-            .and_then(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_owned))
-    };
-    let declared = if path.extension() == Some(OsStr::new("toml")) {
-        toml_name(&text)
-    } else {
-        match super::fence::split(&text) {
-            Ok(split) => match split.format {
-                Some(FrontmatterFormat::Toml) => toml_name(split.frontmatter),
-                Some(FrontmatterFormat::Yaml) => {
-                    serde_saphyr::from_str::<serde_json::Value>(split.frontmatter)
-                        .ok()
-                        .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned))
-                }
-                None => None,
-            },
-            Err(_) => None,
-        }
-    };
-    // Broken, so not parsed: its `name` line read leniently — the name
-    // it declares is the one an earlier directory's profile would hold.
-    let declared = declared.or_else(|| declared_leniently(&text));
-    names.extend(
-        declared
-            .map(|n| n.trim().to_owned())
-            .filter(|n| !n.is_empty()),
-    );
-    names
-}
-
-/// The `name` a file's settings declare, read line by line (its
-/// frontmatter, up to its closing fence): `name: x` or `name = "x"`.
-fn declared_leniently(text: &str) -> Option<String> {
-    let is_fence =
-        |l: &str| matches!(l, "---" | "+++") || (l.len() > 3 && l.bytes().all(|b| b == b'-'));
-    // Blank lines before a misplaced fence skipped; keys at a line's start
-    // only (an indented `name:` belongs to a nested table).
-    let mut lines = text
-        .lines()
-        .map(|l| l.trim_start_matches('\u{feff}').trim_end())
-        .skip_while(|l| l.trim().is_empty());
-    let first = lines.next()?;
-    let settings = std::iter::once(first)
-        .filter(|l| !is_fence(l.trim()))
-        .chain(lines.take_while(|l| !is_fence(l.trim())));
-    settings.into_iter().find_map(|line| {
-        if line.starts_with([' ', '\t']) {
-            return None;
-        }
-        let (key, value) = line.split_once([':', '='])?;
-        (key.trim().trim_matches(['"', '\'']) == "name")
-            .then(|| value.trim().trim_matches(['"', '\'']).to_owned())
-    })
 }
 
 fn default_dirs_from(

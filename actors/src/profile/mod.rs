@@ -27,6 +27,7 @@ mod codex;
 mod error;
 mod fence;
 mod fields;
+mod lenient;
 mod load;
 mod parse;
 mod render;

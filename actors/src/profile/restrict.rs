@@ -105,7 +105,9 @@ fn deny_list(
             })
             .map_or(base, String::as_str);
         // Claude Code's rule for a whole MCP server (`mcp__github`,
-        // `mcp__github__*`): each of its tools the host has.
+        // `mcp__github__*`): each of its tools the host has, and the rule
+        // itself, so a tool of that server registered after the load is
+        // denied where a child starts (`denies` reads the rule).
         if let Some(server) = mcp_server(name) {
             let prefix = format!("mcp__{server}__");
             let matched: Vec<&String> = known.iter().filter(|k| k.starts_with(&prefix)).collect();
@@ -114,6 +116,9 @@ fn deny_list(
                     if !out.contains(tool) {
                         out.push(tool.clone());
                     }
+                }
+                if !out.iter().any(|n| n == name) {
+                    out.push(name.to_owned());
                 }
                 continue;
             }

@@ -210,7 +210,8 @@ fn a_restriction_after_an_unrelated_error_still_hides_the_earlier_profile() {
 /// the name it declares was read by parsing the broken text again, which
 /// failed — the user's all-tools `reviewer` ran on. And a broken file
 /// saying `disabled: true` hid nothing (`disabled` was no restricting
-/// key), though switching a profile off is the strongest narrowing.
+/// key), though switching a profile off is the strongest narrowing. A
+/// comment after the declared name is not part of it.
 #[test]
 fn a_broken_file_hides_the_name_it_declares_and_one_it_disables() {
     let tmp = tempfile::tempdir().unwrap();
@@ -236,8 +237,24 @@ fn a_broken_file_hides_the_name_it_declares_and_one_it_disables() {
         "plans.md",
         "\n---\nhooks:\n  name: guard\nname: planner\ntools: Read\n---\nx",
     );
+    // A comment after the declared name (read whole, it hid the name
+    // `checker  # read-only copy`, and the user's `checker` ran).
+    write(&user, "checker.md", "every tool");
+    write(
+        &project,
+        "checks.md",
+        "---\nname: checker  # read-only copy\ndescription: Use this agent when: x\ntools: Read\n---\ny",
+    );
+    write(&user, "linter.md", "every tool");
+    write(
+        &project,
+        "lints.toml",
+        "name = \"linter\" # read-only\ndeveloper_instructions = 5\nsandbox_mode = \"read-only\"\n",
+    );
     let (profiles, _) = ProfileSet::load(&[user, project], &[]);
-    for name in ["reviewer", "auditor", "security", "planner"] {
+    for name in [
+        "reviewer", "auditor", "security", "planner", "checker", "linter",
+    ] {
         assert!(
             profiles.get(name).is_none(),
             "{name}: {:?}",
@@ -535,7 +552,9 @@ fn an_mcp_server_wide_deny_denies_each_of_its_tools() {
         [
             "mcp__github__create_issue",
             "mcp__github__list_prs",
-            "mcp__slack__post"
+            "mcp__github__*",
+            "mcp__slack__post",
+            "mcp__slack"
         ],
         "{warnings:?}"
     );

@@ -27,7 +27,7 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
     // A Codex role broken by its first key (a number where the prompt
     // goes), the restricting key after it.
     let role = |key_lines: &str| format!("developer_instructions = 5\n{key_lines}\n");
-    let cases: [(&str, &str, String); 12] = [
+    let cases: [(&str, &str, String); 18] = [
         ("disabled", "reviewer.md", markdown("disabled: true")),
         ("tools", "reviewer.md", markdown("tools: Read")),
         (
@@ -76,6 +76,31 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
             "reviewer.toml",
             role("[features]\nshell_tool = false"),
         ),
+        // Codex writes a hook as an array of tables: read as the table
+        // `[hooks`, it named no restricting key.
+        (
+            "hooks (array of tables)",
+            "reviewer.toml",
+            role(
+                "[[hooks.PreToolUse]]\nmatcher = \"shell\"\n\
+                 [[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"./guard.sh\"",
+            ),
+        ),
+        (
+            "hooks (array of tables, +++)",
+            "reviewer.md",
+            "+++\ndescription = 5\n[[ hooks.PreToolUse ]]\nmatcher = \"shell\"\n+++\nbody"
+                .to_owned(),
+        ),
+        // Caps: the user's profile ran with its larger one.
+        ("maxTurns", "reviewer.md", markdown("maxTurns: 3")),
+        (
+            "max_iterations",
+            "reviewer.toml",
+            role("max_iterations = 3"),
+        ),
+        ("maxTokens", "reviewer.md", markdown("maxTokens: 100")),
+        ("max_tokens", "reviewer.toml", role("max_tokens = 100")),
     ];
     let mut widened = Vec::new();
     for (key, file, text) in cases {
@@ -179,4 +204,46 @@ fn every_setting_spelt_two_ways_may_be_set_once() {
         "a second spelling was not refused at its line:\n{}",
         wrong.join("\n")
     );
+}
+
+/// Widened (foreign): a file written as UTF-16 with its byte order mark
+/// (Windows PowerShell's `>`, Notepad's "Unicode") is not UTF-8 and is
+/// skipped — but read as UTF-8 by the lenient reader, its keys came out
+/// with a NUL after each letter: its `tools: Read` was never seen, and
+/// the user's all-tools `reviewer` ran in its place. Both byte orders.
+#[test]
+fn a_utf16_file_naming_a_restriction_hides_the_earlier_profile() {
+    let text = "---\nname: reviewer\ntools: Read\n---\nbody";
+    let little: Vec<u8> = [0xFF, 0xFE]
+        .into_iter()
+        .chain(text.encode_utf16().flat_map(u16::to_le_bytes))
+        .collect();
+    let big: Vec<u8> = [0xFE, 0xFF]
+        .into_iter()
+        .chain(text.encode_utf16().flat_map(u16::to_be_bytes))
+        .collect();
+    for (order, bytes) in [("little-endian", little), ("big-endian", big)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("user");
+        let project = tmp.path().join("project");
+        write(&user, "reviewer.md", "every tool");
+        std::fs::create_dir_all(&project).unwrap();
+        // Named apart from its declared name: the name is read too.
+        std::fs::write(project.join("security.md"), bytes).unwrap();
+        let (profiles, warnings) = ProfileSet::load(&[user, project], &[]);
+        assert!(
+            matches!(
+                warnings.as_slice(),
+                [ProfileWarning::Skipped(ProfileError::Parse {
+                    kind: ParseErrorKind::NotUtf8,
+                    ..
+                })]
+            ),
+            "{order}: {warnings:?}"
+        );
+        assert!(
+            profiles.get("reviewer").is_none(),
+            "{order}: the user's all-tools profile ran in place of the project's"
+        );
+    }
 }
