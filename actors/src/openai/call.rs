@@ -86,6 +86,20 @@ pub(crate) fn start(settings: Arc<Settings>, request: &ModelRequest) -> ModelStr
     Box::pin(stream::unfold(call, Call::next))
 }
 
+/// The names of the tools a request's body offers.
+fn offered(body: &Value) -> Vec<String> {
+    body.get("tools")
+        .and_then(|tools| tools.as_array())
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|tool| tool.pointer("/function/name")?.as_str())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl Call {
     async fn next(mut self) -> Option<(Result<ModelChunk, ModelError>, Self)> {
         loop {
@@ -101,7 +115,8 @@ impl Call {
                 Phase::Start(body) => match open(&self.settings, &body).await {
                     Ok(events) => {
                         let prompt_chars = body.to_string().chars().count();
-                        self.phase = Phase::Reading(events, Assembler::new(prompt_chars));
+                        let assembler = Assembler::new(prompt_chars).offering(offered(&body));
+                        self.phase = Phase::Reading(events, assembler);
                     }
                     Err(e) => self.out.push_back(Err(e)),
                 },
@@ -263,6 +278,10 @@ fn refused_field(body: &Value, message: &str) -> Option<&'static str> {
     let fields = body.as_object()?;
     if message.contains("max_tokens")
         && message.contains("max_completion_tokens")
+        // vLLM's context overflow names both ("… is too large"): not a
+        // refusal of the field, the same request would fail again.
+        && !message.contains("too large")
+        && !message.contains("context length")
         && fields.contains_key("max_tokens")
     {
         Some("max_tokens")

@@ -73,6 +73,10 @@ pub(crate) struct Assembler {
     /// Characters of hidden output (reasoning, arguments) not said yet as
     /// [`ModelChunk::Hidden`].
     hidden: usize,
+    /// The names of the tools the request offered: a call's name streamed
+    /// in pieces (`search`, then `_files`) is told from a second call by
+    /// them.
+    offered: Vec<String>,
 }
 
 /// Hidden output is said in steps of this many characters (≈ 256 tokens):
@@ -114,6 +118,12 @@ impl Assembler {
             prompt_chars,
             ..Self::default()
         }
+    }
+
+    /// The same, for a request offering the tools `offered`.
+    pub(crate) fn offering(mut self, offered: Vec<String>) -> Self {
+        self.offered = offered;
+        self
     }
 
     /// Feeds one server-sent event.
@@ -290,11 +300,15 @@ impl Assembler {
     /// `index`; a server that omits it is followed by id (a new id starts a
     /// new call) or else the fragment continues the last call. A fragment
     /// that starts another call (a name, and a new id or another
-    /// function's name than the held call's) under an index already held
-    /// starts a new call there: Ollama gives every parallel call
+    /// function's name than the held call's) starts a new call, under an
+    /// index already held or with none: Ollama gives every parallel call
     /// `index: 0`, each whole in one fragment, and some gateways do so
-    /// with no id at all — glued on, the second call's arguments made the
-    /// first's no JSON, and the second was lost without a word.
+    /// with no index or id at all — glued on, the second call's arguments
+    /// made the first's no JSON (or, the first's empty, ran the first
+    /// function with them), and the second was lost without a word. A
+    /// name that continues the held one to an offered tool's (`search`,
+    /// then `_files`, on a call with no arguments yet) is a piece of it:
+    /// read as another call, the prefix ran as a tool of its own.
     fn merge(&mut self, fragment: ToolCallDeltaWire) {
         let id = fragment.id.filter(|id| !id.is_empty());
         let name = fragment
@@ -302,33 +316,32 @@ impl Assembler {
             .as_ref()
             .and_then(|f| f.name.as_deref())
             .filter(|name| !name.is_empty());
+        // Where a fragment with no index goes unless it starts another call.
+        let routed = match (&fragment.index, &id) {
+            (Some(_), _) => None,
+            (None, Some(id)) => self.slot_of(id),
+            (None, None) => self.last_slot,
+        };
+        let offered = &self.offered;
+        let starts_another = |held: &PartialCall| {
+            name.is_some_and(|name| {
+                (!held.id.is_empty() && id.as_ref().is_some_and(|id| *id != held.id))
+                    || (!held.name.is_empty()
+                        && held.name != name
+                        && !continues_name(offered, held, name))
+            })
+        };
         let slot = match fragment.index {
             Some(index) => match self.calls.range((index, 0)..=(index, u32::MAX)).next_back() {
-                Some((&(_, generation), held))
-                    if name.is_some_and(|name| {
-                        (!held.id.is_empty() && id.as_ref().is_some_and(|id| *id != held.id))
-                            || (!held.name.is_empty() && held.name != name)
-                    }) =>
-                {
-                    (index, generation + 1)
-                }
+                Some((&(_, generation), held)) if starts_another(held) => (index, generation + 1),
                 Some((&slot, _)) => slot,
                 None => (index, 0),
             },
-            None => match &id {
-                Some(id) => {
-                    self.slot_of(id)
-                        .unwrap_or_else(|| match self.calls.keys().next_back() {
-                            None => (0, 0),
-                            // After the last; a server's index may be the
-                            // largest there is (a new generation there).
-                            Some(&(index, generation)) => match index.checked_add(1) {
-                                Some(next) => (next, 0),
-                                None => (index, generation.saturating_add(1)),
-                            },
-                        })
-                }
-                None => self.last_slot.unwrap_or((0, 0)),
+            None => match routed {
+                Some(slot) if !self.calls.get(&slot).is_some_and(starts_another) => slot,
+                // A new id, or another function under a repeated or absent
+                // one: after the last call.
+                _ => self.next_slot(),
             },
         };
         self.last_slot = Some(slot);
@@ -349,7 +362,9 @@ impl Assembler {
             && call.id.is_empty()
         {
             added += id.chars().count();
-            self.by_id.entry(id.clone()).or_insert(slot);
+            // The latest call of an id: a later fragment under it goes on
+            // with the call that id last started.
+            self.by_id.insert(id.clone(), slot);
             call.id = id;
         }
         if call.extra_content.is_none() {
@@ -360,11 +375,14 @@ impl Assembler {
             added += call.extra_content.as_ref().map_or(0, |v| v.chars().count());
         }
         if let Some(function) = fragment.function {
-            if let Some(name) = function.name.filter(|n| !n.is_empty())
-                && call.name.is_empty()
-            {
-                added += name.chars().count();
-                call.name = name;
+            if let Some(name) = function.name.filter(|n| !n.is_empty()) {
+                if call.name.is_empty() {
+                    added += name.chars().count();
+                    call.name = name;
+                } else if call.name != name && continues_name(&self.offered, call, &name) {
+                    added += name.chars().count();
+                    call.name.push_str(&name);
+                }
             }
             added += Self::arguments(call, function.arguments);
         }
@@ -385,6 +403,18 @@ impl Assembler {
                 call.arguments.push_str(&piece);
                 piece.chars().count()
             }
+        }
+    }
+
+    /// The slot after the last call held; a server's index may be the
+    /// largest there is (a new generation there).
+    fn next_slot(&self) -> Slot {
+        match self.calls.keys().next_back() {
+            None => (0, 0),
+            Some(&(index, generation)) => match index.checked_add(1) {
+                Some(next) => (next, 0),
+                None => (index, generation.saturating_add(1)),
+            },
         }
     }
 
@@ -433,6 +463,18 @@ impl Assembler {
 
 /// An error the service reported inside the stream: its `message`, or
 /// its `error`'s (`{"error": {"message": …}}` as an `error` event's data).
+/// Whether `piece` continues the held call's name to (the start of) the
+/// name of a tool the request offered, on a call with no arguments yet:
+/// a name streamed in pieces (openai-python's accumulator joins them;
+/// Gemini has sent `edit_ex`, then `isting_file`).
+fn continues_name(offered: &[String], held: &PartialCall, piece: &str) -> bool {
+    held.arguments.is_empty()
+        && offered.iter().any(|tool| {
+            tool.strip_prefix(held.name.as_str())
+                .is_some_and(|rest| rest.starts_with(piece))
+        })
+}
+
 fn mid_stream_error(error: &Value) -> ModelError {
     let error = error
         .get("error")

@@ -265,3 +265,29 @@ async fn an_error_about_the_seeds_value_is_answered_as_it_is() {
     );
     assert_eq!(server.seen().len(), 1, "sent once, as it was");
 }
+
+/// Foreign (vLLM): a prompt past the context window is refused with a 400
+/// naming both fields — "'max_tokens' or 'max_completion_tokens' is too
+/// large" — and was read as OpenAI's refusal of `max_tokens`: the whole
+/// request was sent again renamed, to the same 400. Any other 400 is
+/// answered as it is: one request.
+#[tokio::test]
+async fn a_context_overflow_naming_both_fields_is_not_sent_again() {
+    let overflow = json!({"object": "error", "type": "BadRequestError", "code": 400,
+        "message": "'max_tokens' or 'max_completion_tokens' is too large: 5000. This model's maximum context length is 4096 tokens and your request has 120 input tokens (5000 > 4096 - 120)."});
+    let server = MockServer::start(vec![
+        Reply::error(400, overflow.clone()),
+        Reply::error(400, overflow),
+    ])
+    .await;
+    let mut asked = request("hi");
+    asked.options.max_tokens = Some(5000);
+    let out = collect(&server.model(None), asked).await;
+    assert!(
+        out.iter().any(|item| item
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("is too large"))),
+        "{out:?}"
+    );
+    assert_eq!(server.seen().len(), 1);
+}

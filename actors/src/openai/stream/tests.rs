@@ -3,7 +3,13 @@
 use super::*;
 
 fn feed(events: &[&str]) -> (Vec<ModelChunk>, Result<bool, ModelError>) {
-    let mut asm = Assembler::default();
+    feed_offering(&[], events)
+}
+
+/// [`feed`] for a request that offered the tools `offered`.
+fn feed_offering(offered: &[&str], events: &[&str]) -> (Vec<ModelChunk>, Result<bool, ModelError>) {
+    let offered = offered.iter().map(|t| (*t).to_owned()).collect();
+    let mut asm = Assembler::default().offering(offered);
     let mut out = Vec::new();
     for data in events {
         match asm.on_event("message", data) {

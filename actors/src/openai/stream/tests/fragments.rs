@@ -1,4 +1,5 @@
-//! Usage that counts nothing, and calls glued under one index.
+//! Usage that counts nothing, calls glued under one index or none, and
+//! a name streamed in pieces.
 
 use super::*;
 
@@ -168,4 +169,117 @@ fn calls_held_without_arguments_count_as_output() {
         panic!("not read")
     };
     assert_eq!(chunks, vec![ModelChunk::Hidden(4_000)]);
+}
+
+/// A fragment of a call: its index (or none), id (or none), name (or none)
+/// and arguments, as one event.
+fn fragment(index: Option<u32>, id: Option<&str>, name: Option<&str>, arguments: &str) -> String {
+    let mut call = serde_json::Map::new();
+    if let Some(index) = index {
+        call.insert("index".into(), index.into());
+    }
+    if let Some(id) = id {
+        call.insert("id".into(), id.into());
+    }
+    let mut function = serde_json::Map::new();
+    if let Some(name) = name {
+        function.insert("name".into(), name.into());
+    }
+    function.insert("arguments".into(), arguments.into());
+    call.insert("function".into(), function.into());
+    serde_json::json!({"choices": [{"delta": {"tool_calls": [call]}}]}).to_string()
+}
+
+const FINISH: &str = r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#;
+
+/// Foreign (a gateway that omits `index` and blanks or repeats ids — a
+/// Gemini proxy sends `"id":""`): the fix above held only under an index.
+/// With none, a fragment naming another function continued the last
+/// call: `read_file` with both calls' arguments (no JSON, refused) and
+/// `write_file` lost — or, the first call's arguments empty, `list_dir`
+/// run with the arguments written for `delete_file`.
+#[test]
+fn a_fragment_without_an_index_naming_another_function_is_a_new_call() {
+    for id in [None, Some(""), Some("x")] {
+        let (out, end) = feed(&[
+            &fragment(None, id, Some("read_file"), r#"{"path":"p0"}"#),
+            &fragment(None, id, Some("write_file"), r#"{"path":"p1"}"#),
+            FINISH,
+            "[DONE]",
+        ]);
+        assert_eq!(end, Ok(true), "{id:?}");
+        let (a, b) = if id == Some("x") {
+            ("x", "x")
+        } else {
+            ("call_0", "call_1")
+        };
+        assert_eq!(
+            &out[..2],
+            &[
+                call(a, "read_file", r#"{"path":"p0"}"#),
+                call(b, "write_file", r#"{"path":"p1"}"#)
+            ],
+            "{id:?}"
+        );
+        let (out, _) = feed(&[
+            &fragment(None, id, Some("list_dir"), ""),
+            &fragment(None, id, Some("delete_file"), r#"{"path":"build"}"#),
+            FINISH,
+        ]);
+        assert_eq!(
+            &out[..2],
+            &[
+                call(a, "list_dir", "{}"),
+                call(b, "delete_file", r#"{"path":"build"}"#)
+            ],
+            "{id:?}"
+        );
+    }
+}
+
+/// Foreign (a name streamed in pieces — openai-python's accumulator joins
+/// them, Gemini has sent `edit_ex` then `isting_file`): under an index,
+/// `search` then `_files` was two calls, `search` run with `{}` and
+/// `_files` an unknown tool; with none, `_files` was dropped and
+/// `search` ran with the arguments meant for `search_files`. A piece that
+/// continues the name to an offered tool's, before any arguments, is
+/// part of the name; two whole calls with no arguments stay two.
+#[test]
+fn a_name_streamed_in_pieces_is_one_call() {
+    let offered = ["search", "search_files", "get_time", "list"];
+    for index in [Some(0), None] {
+        let (out, end) = feed_offering(
+            &offered,
+            &[
+                &fragment(index, Some("a"), Some("sea"), ""),
+                &fragment(index, None, Some("rch"), ""),
+                &fragment(index, None, Some("_files"), ""),
+                &fragment(index, None, None, r#"{"q":"x"}"#),
+                FINISH,
+                "[DONE]",
+            ],
+        );
+        assert_eq!(end, Ok(true), "{index:?}");
+        assert_eq!(
+            &out[..1],
+            &[call("a", "search_files", r#"{"q":"x"}"#)],
+            "{index:?}: {out:?}"
+        );
+        let (out, _) = feed_offering(
+            &offered,
+            &[
+                &fragment(index, None, Some("get_time"), ""),
+                &fragment(index, None, Some("list"), ""),
+                FINISH,
+            ],
+        );
+        let names: Vec<&str> = out
+            .iter()
+            .filter_map(|c| match c {
+                ModelChunk::ToolCall(c) => Some(c.name.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(names, ["get_time", "list"], "{index:?}");
+    }
 }
