@@ -376,3 +376,73 @@ async fn a_message_to_a_grandchild_whose_requester_is_queued_says_so() {
     assert!(!said.contains("has ended"), "{said}");
     parent.shutdown_and_wait().await;
 }
+
+/// Same instant, the queue's door: a child's turn ends (the host stops
+/// it) in the tick a slot of its group frees (the host stops its running
+/// child). The hub read the freed slot first and started the child's
+/// queued grandchild — `ChildRunning` in the child's row after its
+/// `Result`, a model called for nobody, then stopped "while running".
+/// A queued child whose requester's turn is over is stopped before it
+/// starts, whichever notice the hub reads first.
+#[tokio::test(start_paused = true)]
+async fn a_queued_grandchild_never_starts_after_its_requesters_turn_has_ended() {
+    for holder_first in [true, false] {
+        let child = vec![
+            Reply::new().use_agent(&run("Holder", "hold the slot", false).tools(["sleep"])),
+            Reply::new().use_agent(&run("Waiter", "wait your turn", false)),
+            Reply::new().tool_call("sleep", r#"{"secs":1000}"#),
+            Reply::answer("child: never"),
+        ];
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&run("Child", "ask your own sub-agents", false)),
+            Reply::answer("parent: done"),
+        ])
+        .with_script("Child", child)
+        .with_script("Holder", sleeps())
+        .with_script("Waiter", vec![Reply::answer("waiter: ran")]);
+        let builder = builder(model, 2).max_live(1);
+        let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        run_for(&mut events, &mut log, 5).await;
+        let (child, holder, waiter) = (
+            AgentId::new("agent_1"),
+            AgentId::new("agent_2"),
+            AgentId::new("agent_3"),
+        );
+        assert_eq!(thread.hub().queue_position(&waiter), Some(1));
+        let (first, second) = if holder_first {
+            (&holder, &child)
+        } else {
+            (&child, &holder)
+        };
+        let (a, b) = (thread.hub().stop(first), thread.hub().stop(second));
+        let (_, _) = (a.await, b.await);
+        run_for(&mut events, &mut log, 60).await;
+        let order = if holder_first {
+            "holder first"
+        } else {
+            "child first"
+        };
+        assert!(
+            !log.iter().any(|e| matches!(e, AgentEvent::Child(id, inner)
+                    if *id == child && matches!(**inner, AgentEvent::ChildRunning(_)))),
+            "{order}: the grandchild started after its requester's turn: {:#?}",
+            row_of(&log, "agent_1")
+        );
+        let status = thread.hub().status(&waiter).unwrap();
+        assert_eq!(
+            status.error.as_deref(),
+            Some("stopped before it started"),
+            "{order}: {status:?}"
+        );
+        assert!(status.started_at_ms.is_none(), "{order}: {status:?}");
+        assert!(
+            !log.iter().any(|e| format!("{e:?}").contains("waiter: ran")),
+            "{order}: the grandchild ran"
+        );
+        check_log(&log, true);
+        thread.close_and_wait().await;
+    }
+}

@@ -167,7 +167,8 @@ async fn an_approval_id_of_an_earlier_session_never_answers_a_new_request() {
 /// A thread whose hub crashed (it stays open, its children failed) read
 /// no earlier session's child any more: the hub let its archive go as it
 /// died (this session's fix for a killed thread's lock), and the thread
-/// asked only the hub. It reads the store for them itself.
+/// asked only the hub. It reads the store for them itself — and a stop
+/// of one answers the status it ended with and cancels it there.
 #[tokio::test]
 async fn a_thread_whose_hub_crashed_still_reads_its_earlier_children() {
     let tmp = tempfile::tempdir().unwrap();
@@ -185,6 +186,14 @@ async fn a_thread_whose_hub_crashed_still_reads_its_earlier_children() {
         read.and_then(|e| e.result),
         Some("first part done".to_owned())
     );
+    // A stop of it answers the status it ended with, and cancels it in
+    // the store (review: the contract — it read "unknown", recorded no
+    // cancel, and the next session's message resumed it).
+    assert_eq!(
+        thread.stop_child(&agent_1).await.unwrap(),
+        SubAgentStatus::Done
+    );
+    assert!(store.get(&agent_1).is_some_and(|e| e.cancelled));
     thread.close_and_wait().await;
 }
 

@@ -639,12 +639,14 @@ async fn two_threads_resuming_one_earlier_child_at_once_do_not_fork_it() {
 /// same child then followed the link to a run of this session it cannot
 /// reach, and read "there is no sub-agent with id `agent_2`" — an id the
 /// model never heard of. It reads that another thread resumed it; so does
-/// a stop (review: replay determinism — it read the same unknown id).
+/// a stop (review: replay determinism — it read the same unknown id), and
+/// an interrupt (review: the contract — it read the same).
 #[tokio::test]
 async fn a_message_to_a_child_another_thread_resumed_says_so() {
     for call in [
         UseAgentCall::send("agent_1", "the second part"),
         UseAgentCall::stop("agent_1"),
+        UseAgentCall::interrupt("agent_1"),
     ] {
         a_call_to_a_child_another_thread_resumed(call).await;
     }

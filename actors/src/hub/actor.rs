@@ -169,25 +169,18 @@ impl Actor for Hub {
             // of the id the model knows stopped the old, ended run and let
             // the new one run on.
             HubMsg::Stop { id, reply } => {
-                let newest = state.newest_run(&id);
-                // Another thread's run (it resumed an earlier session's
-                // child): not this thread's to stop — said of the child
-                // asked about, as a message's refusal is (it read "no
-                // sub-agent with id" a run the caller never heard of).
-                if newest != id && state.status_of(&newest).is_none() {
-                    if let Some(reply) = reply {
-                        let _ = reply.send(Err(Refused::ResumedElsewhere { id }));
-                    }
+                let Some((id, reply)) = own_newest_run(state, id, reply) else {
                     return Ok(());
-                }
-                let id = newest;
+                };
                 state.prefer_stop(&id);
                 state.after_end(&id, |a| a.cancel = true);
                 Box::pin(state.stop(&myself, &id, StopReply::One(reply))).await
             }
             // Rare, and their futures are among the largest: boxed.
             HubMsg::Interrupt { id, reply } => {
-                let id = state.newest_run(&id);
+                let Some((id, reply)) = own_newest_run(state, id, reply) else {
+                    return Ok(());
+                };
                 Box::pin(state.interrupt(&myself, &id, StopReply::One(reply))).await
             }
             HubMsg::StopAll { reply } => Box::pin(state.stop_all(&myself, reply)).await,
@@ -302,6 +295,25 @@ fn death_sentence(event: &SupervisionEvent) -> String {
         }
         _ => "the sub-agent stopped before it reported a result".to_owned(),
     }
+}
+
+/// A stop's or an interrupt's reply port.
+type StopPort = Option<ractor::RpcReplyPort<Result<SubAgentStatus, Refused>>>;
+
+/// The newest run of `id`, with the reply port, if this thread may reach
+/// it. Another thread's run (it resumed an earlier session's child) is
+/// not this thread's to stop or interrupt: the reply says so of the child
+/// asked about, as a message's refusal does (it read "no sub-agent with
+/// id" a run the caller never heard of).
+fn own_newest_run(state: &HubState, id: AgentId, reply: StopPort) -> Option<(AgentId, StopPort)> {
+    let newest = state.newest_run(&id);
+    if newest != id && state.status_of(&newest).is_none() {
+        if let Some(reply) = reply {
+            let _ = reply.send(Err(Refused::ResumedElsewhere { id }));
+        }
+        return None;
+    }
+    Some((newest, reply))
 }
 
 #[cfg(test)]

@@ -326,12 +326,10 @@ impl HubState {
             return self.slots.release(id);
         };
         // Its requester's turn ended while it waited in the queue: it is
-        // stopping its children, this one with them (before it started).
-        if self
-            .children
-            .get(&child.request.requester)
-            .is_some_and(|r| r.ending.is_some())
-        {
+        // stopping its children, this one with them (before it started) —
+        // also when the hub has not read its end yet (its turn closed in
+        // the tick this slot freed, as `spawn_child` refuses it).
+        if self.turn_over(&child.request.requester) {
             return self.finish_child(
                 id,
                 SubAgentStatus::Stopped,

@@ -162,10 +162,25 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::StopChild { id, reply } => {
                 // A gone (or, unread, stopping) hub ended its children:
                 // the status each ended with, as a stop of an ended child
-                // answers.
+                // answers — an earlier session's too, read and cancelled
+                // in the store as the hub's archive would (the archive
+                // went with the hub: it read "unknown", and the next
+                // session's message resumed the child the host stopped).
                 let to = id.clone();
+                let archive = state.store.clone().map(|store| Archive {
+                    store,
+                    errors: state.persist_errors.clone(),
+                    thread: state.id.clone(),
+                    approvals_floor: None,
+                });
                 let ended = move |hub: &subagents_actors::hub::HubHandle| {
-                    let status = hub.status(&id).map(|e| e.status);
+                    let status = hub.status(&id).map(|e| e.status).or_else(|| {
+                        use subagents_actors::hub::EnvelopeArchive as _;
+                        let archive = archive?;
+                        let status = archive.get(&id)?.status;
+                        archive.cancel(&id);
+                        Some(status)
+                    });
                     status.ok_or(subagents_actors::hub::Refused::UnknownChild(id))
                 };
                 let ask = move |hub: &subagents_actors::hub::HubHandle, port| {

@@ -412,7 +412,11 @@ impl ThreadHandle {
     }
 
     /// Returns once every message sent through this handle before has been
-    /// handled (so its effects, and the events they emitted, come first).
+    /// handled by the thread: the effects of what the thread does itself
+    /// (a user message taken, a wake delivered, a switch) and the events
+    /// they emitted come first. What it hands on — a stop of the parent's
+    /// turn or of a child, an approval's answer — has reached the parent
+    /// or the hub, whose events may come after.
     pub async fn sync(&self) -> Result<(), ThreadError> {
         ractor::call!(self.actor, ThreadMsg::Ping).map_err(|_| ThreadError::Closed)
     }
