@@ -60,9 +60,10 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `test-util` | [`simulation`]: the harness for hosts' own tests (scenarios in paused time) |
+//! | `test-util` | `simulation`: the harness for hosts' own tests (scenarios in paused time) |
 //! | `openai` | the OpenAI-compatible chat-completions adapter (`actors::openai`), plain HTTP |
 //! | `openai-rustls` | the same with TLS (rustls) for `https://` |
+//! | `otel` | only this repository's `otel` example and its test (spans exported through OpenTelemetry); the library's code uses none of it |
 //!
 //! The scripted model ([`actors::scripted`]) is always available: it is the
 //! embedded default of the examples.

@@ -13,6 +13,12 @@ pub(crate) const MAX_LIVE: usize = 3;
 /// How deep children may nest: 1 (children cannot start children).
 pub(crate) const MAX_DEPTH: u32 = 1;
 
+/// The deepest `max_depth` a builder takes: 16. An event of a child that
+/// deep is forwarded through a stack frame per level, and read back as
+/// deep: a JSON transcript of 16 levels stays within serde_json's 128
+/// (four of its levels to one of ours), and the wire's own limit is 128.
+pub(crate) const DEPTH_CEILING: u32 = 16;
+
 /// How long `use_agent run` and `result` wait inline before the child goes
 /// on in the background: 45 s (Loopl's value for a local model).
 pub(crate) const INLINE_WAIT: Duration = Duration::from_secs(45);

@@ -217,7 +217,8 @@ impl Transcript {
                 }
             }
             AgentEvent::Wake { line, .. } => {
-                self.open_turns += 1;
+                // Saturating: the count may be restored from a file.
+                self.open_turns = self.open_turns.saturating_add(1);
                 self.push_wake(line.clone());
             }
             AgentEvent::UserMessage(text) => {
@@ -226,7 +227,7 @@ impl Transcript {
                 } else {
                     self.push_user(text.clone());
                 }
-                self.open_turns += 1;
+                self.open_turns = self.open_turns.saturating_add(1);
             }
             AgentEvent::SwitchedAway => {
                 let line = "switched away: sub-agents stopped, pending wakes dropped";
@@ -325,7 +326,10 @@ impl Transcript {
     }
 
     /// Inserts right after the requesting `use_agent` row and the siblings
-    /// already stacked under it; at the end when that row is not here.
+    /// already stacked under it; at the end when that row is not here (a
+    /// host's own request, a run resumed from another level) — before a
+    /// reply still streaming, which stays one row (pushed after it, the
+    /// rest of the reply began a row of its own).
     fn insert_child(&mut self, info: &SubAgentInfo) {
         let run = TranscriptItem::Agent(SubAgentRun {
             info: info.clone(),
@@ -337,7 +341,12 @@ impl Transcript {
             |item| matches!(item, TranscriptItem::Tool { id, .. } if *id == info.parent_tool_use_id),
         );
         let Some(mut at) = row.map(|r| r + 1) else {
-            self.items.push(run);
+            match self.items.last() {
+                Some(TranscriptItem::Assistant(_)) if self.open_turns > 0 => {
+                    self.items.insert(self.items.len() - 1, run);
+                }
+                _ => self.items.push(run),
+            }
             return;
         };
         while matches!(self.items.get(at), Some(TranscriptItem::Agent(r)) if r.info.parent_tool_use_id == info.parent_tool_use_id)

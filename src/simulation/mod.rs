@@ -8,7 +8,7 @@
 //! ```
 //! use std::time::Duration;
 //! use subagents::prelude::*;
-//! use subagents_demo::PageTitle;
+//! use subagents_demo::PageTitle; // this repository's example tools (`demo/`, not published)
 //! use subagents::simulation::{HostAction, Scenario};
 //!
 //! let report = Scenario::new(vec![

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod ceiling;
 mod killed;
 mod models;
 mod reach;

@@ -7,6 +7,7 @@
 mod common;
 
 mod caps;
+mod caps_cut;
 mod cut_calls;
 mod panics;
 mod unreported;

@@ -108,7 +108,7 @@ async fn a_background_victims_spans(
 
 /// The child's run, the call that started it and the parent's turn are
 /// closed (a span holds its parent).
-fn assert_the_victims_run_holds_nothing_open(spans: &[Captured]) {
+pub(super) fn assert_the_victims_run_holds_nothing_open(spans: &[Captured]) {
     let victim = run_of(spans, "agent_1");
     let call = spans
         .iter()

@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod closing;
 #[path = "../common/mod.rs"]
 mod common;
 mod edges;

@@ -55,7 +55,8 @@ pub enum AgentError {
     /// can do anything: 0 model calls, 0 tokens, a wall clock of 0.
     #[error("the limit `{field}` {why}")]
     Limits {
-        /// The limit (`max_model_calls`, `token_budget`, `wall_clock`).
+        /// The limit (`max_model_calls`, `token_budget`, `wall_clock`,
+        /// a delegation builder's `max_depth`).
         field: &'static str,
         /// What is wrong with it.
         why: String,

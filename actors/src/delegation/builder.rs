@@ -26,6 +26,9 @@ use crate::remote::Placement;
 use crate::sink::{EventSink, EventStream};
 use crate::tool::{Tool, ToolRegistry};
 
+#[path = "builder/check.rs"]
+mod check;
+
 /// Builds a [`DelegatingAgent`].
 pub struct DelegationBuilder {
     model: Arc<dyn Model>,
@@ -190,7 +193,8 @@ impl DelegationBuilder {
     }
 
     /// How deep children may nest (1: children cannot spawn; 0: no
-    /// delegation at all — no delegation tool is offered).
+    /// delegation at all — no delegation tool is offered); at most 16
+    /// ([`DelegationBuilder::check`] refuses a deeper tree).
     pub fn max_depth(mut self, depth: u32) -> Self {
         self.max_depth = depth;
         self
@@ -333,37 +337,6 @@ impl DelegationBuilder {
     pub async fn spawn(self) -> Result<(DelegatingAgent, EventStream), AgentError> {
         let (events, stream) = EventSink::channel();
         Ok((self.spawn_into(events, None).await?, stream))
-    }
-
-    /// What [`DelegationBuilder::spawn`] refuses before it starts anything:
-    /// a request option no server takes, a limit of zero, a profile no
-    /// call could select ([`AgentError::Options`], [`AgentError::Limits`],
-    /// [`AgentError::Profile`]). A host building threads from settings can
-    /// check them first; `ThreadHandle::spawn` does.
-    ///
-    /// A child setting's refusal says which setter held it (`… (set by
-    /// child_limits)`): the same field of the parent's and the children's
-    /// read alike.
-    pub fn check(&self) -> Result<(), AgentError> {
-        let (check, limits) = (crate::agent::check_options, crate::agent::check_limits);
-        let children = |setter: &'static str| {
-            move |e: AgentError| match e {
-                AgentError::Options { field, why } => AgentError::Options {
-                    field,
-                    why: format!("{why} (set by {setter})"),
-                },
-                AgentError::Limits { field, why } => AgentError::Limits {
-                    field,
-                    why: format!("{why} (set by {setter})"),
-                },
-                other => other,
-            }
-        };
-        check(&self.options)?;
-        check(&self.child_options).map_err(children("child_request_options"))?;
-        self.profiles.check()?;
-        limits(&self.limits)?;
-        limits(&self.child_limits).map_err(children("child_limits"))
     }
 
     /// Spawns everything writing to `events`; parent, hub and owned gate linked

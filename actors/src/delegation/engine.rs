@@ -354,6 +354,11 @@ impl Delegator {
             request.token_cap = Some(left.tokens);
         }
         let id = self.start(request).await?;
+        // Cut while it waits (its detach goes when the cut turn's task is
+        // dropped, later): the hub may admit it from the queue first, and
+        // it must not start with the cap of a call nobody waits on.
+        let (hub, cut) = (self.hub.clone(), id.clone());
+        call.at_cut(move || hub.mark_unwaited(&cut));
         match self
             .wait_inline(call, &id, None, |e| {
                 final_answer(e)

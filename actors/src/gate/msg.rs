@@ -16,11 +16,10 @@
 //! ```
 //!
 //! ```compile_fail
-//! // A host cannot forge a permit…
-//! use subagents_actors::gate::{GateHandle, Permit};
-//! fn forge(gate: &GateHandle) -> Permit {
-//!     Permit::new(gate.actor().clone(), 1)
-//! }
+//! // A host cannot forge a permit: its constructor is the gate's alone
+//! // (named, whatever its arguments, it is private)…
+//! use subagents_actors::gate::Permit;
+//! let _ = Permit::new;
 //! ```
 //!
 //! ```compile_fail

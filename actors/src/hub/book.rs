@@ -64,6 +64,10 @@ pub(super) struct Entry {
     /// It is being stopped: the children it waits on go with it, and the
     /// background policy answers none of their requests.
     pub(super) going: bool,
+    /// The call that waited on it to the end was cut (its detach may not
+    /// have reached the hub yet): nobody waits on it, whatever
+    /// `envelope.background` says so far.
+    pub(super) unwaited: bool,
 }
 
 /// A child's own sink and its requester's: closing the first with its
@@ -127,6 +131,7 @@ impl Book {
                 approvals_answered: Box::default(),
                 failed_by_hub_death: false,
                 going: false,
+                unwaited: false,
             }),
         );
     }
@@ -384,6 +389,13 @@ impl Book {
     /// to it; after that it closes).
     pub(crate) fn take_run_span(&self, id: &AgentId) -> Option<tracing::Span> {
         self.entries.get_mut(id)?.run_span.take()
+    }
+
+    /// Lets go of every kept run span: no wake will link to them.
+    pub(crate) fn drop_run_spans(&self) {
+        for mut entry in self.entries.iter_mut() {
+            entry.run_span = None;
+        }
     }
 
     /// Nobody waits inline on a finished child any more, and nobody took

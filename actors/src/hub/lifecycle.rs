@@ -356,7 +356,7 @@ impl HubState {
             gate: child.gate.clone(),
             tool_names: child.tools.shared_names(),
             tools: child.tools.clone(),
-            limits: child.limits_now(self.book.is_background(id)),
+            limits: child.limits_now(self.book.is_unwaited(id)),
             depth: child.request.requester_depth + 1,
             approvals: approvals_for(self.config.background_approvals, &self.book, id),
             options: match &child.request.options {

@@ -341,6 +341,9 @@ impl Actor for ThreadSupervisor {
         // opening thread takes them once it is shown.
         let dropped = state.wakes.clear();
         state.forget_wakes(dropped);
+        // Nor will one come for a child whose end the hub told this
+        // stopped actor: its run span, kept for the wake, goes.
+        state.parent.hub.drop_run_spans();
         // A wake being read as the thread closes: a close is meant.
         state.settle_delivered();
         // Every child ever started leaves a final envelope in the store:

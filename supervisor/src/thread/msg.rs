@@ -15,7 +15,7 @@
 //! // Nor send one through the supervisor's cell: there is no message
 //! // type to send.
 //! # async fn f(thread: subagents_supervisor::ThreadHandle) {
-//! thread.actor().send_message(subagents_supervisor::ThreadMsg::Typing(true));
+//! thread.actor().send_message(subagents_supervisor::thread::ThreadMsg::Typing(true));
 //! # }
 //! ```
 

@@ -215,6 +215,9 @@ impl Drop for ThreadState {
     /// host that spawns again on the store once the old stream ended
     /// finds them there.
     fn drop(&mut self) {
+        // No wake comes in this process: the run spans kept for them go
+        // (a span held open holds the turn that started its child).
+        self.parent.hub.drop_run_spans();
         let Some(store) = self.store.take() else {
             return;
         };

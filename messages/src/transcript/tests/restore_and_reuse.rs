@@ -211,3 +211,55 @@ fn a_crlf_line_end_renders_as_one_line_break() {
     .render();
     assert_eq!(drawn, "user: go\nassistant: a\n  b\n");
 }
+
+/// Foreign (review: panics from input): the count of open turns restored
+/// from a file was bounded where open turns end, but a turn opening on
+/// it — a message, a wake — added to it unchecked: "attempt to add with
+/// overflow" in a debug build (a wrap to 0 in release).
+#[test]
+fn a_restored_count_of_open_turns_takes_another_turn_without_overflow() {
+    let opening = [
+        AgentEvent::UserMessage("two".into()),
+        AgentEvent::Wake {
+            child: AgentId::new("agent_1"),
+            line: "agent_1 finished".into(),
+        },
+    ];
+    for event in opening {
+        let mut saved = serde_json::to_value(Transcript::from_events(&[AgentEvent::UserMessage(
+            "one".into(),
+        )]))
+        .unwrap();
+        saved["open_turns"] = serde_json::json!(u64::MAX);
+        let mut t: Transcript = serde_json::from_value(saved).unwrap();
+        t.apply(&event);
+        t.end_open_turns();
+        assert!(!t.items.is_empty(), "{event:?}");
+    }
+}
+
+/// A child whose requesting call is not at this level (a host's own
+/// request under an id of its own; a run resumed from another level)
+/// was pushed at the end: a reply still streaming was split around it,
+/// the rest of it a row of its own. It goes before that reply, which
+/// stays one row.
+#[test]
+fn a_child_from_elsewhere_does_not_split_a_streaming_reply() {
+    let t = Transcript::from_events(&[
+        AgentEvent::UserMessage("go".into()),
+        AgentEvent::Text("Hel".into()),
+        child_started("agent_1", "host-1"),
+        AgentEvent::Text("lo".into()),
+        result("Hello"),
+    ]);
+    let replies: Vec<&String> = t
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            TranscriptItem::Assistant(text) => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies, ["Hello"], "{:?}", t.items);
+    assert!(t.child(&AgentId::new("agent_1")).is_some());
+}

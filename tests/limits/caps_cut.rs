@@ -1,0 +1,78 @@
+//! The clamp rule at the same instant: a `delegate_task` call cut in the
+//! tick its queued child is admitted. Nobody waits on that child any
+//! more, so the caller's cap does not carry over.
+
+use super::*;
+
+/// Same instant (review: limits): a `delegate_task` child waits in the
+/// queue; the host stops the child holding the slot and then the caller's
+/// turn, in one tick. The caller's call was answered `pending` (the child
+/// goes on in the background) — but the hub read the freed slot before
+/// the detach, which went out only when the cut turn's task was dropped,
+/// and started the child with the caller's cap: spent (nine tenths of
+/// 100 s, counted from the request, 95 s ago), it ended at once with a
+/// partial of nothing done; with time left (stopped at 50 s), it ran
+/// cut to 40 s in the background. The cut marks the child as waited on
+/// by nobody before the hub can read the freed slot.
+#[tokio::test(start_paused = true)]
+async fn a_queued_synchronous_child_whose_caller_is_cut_as_its_slot_frees_drops_the_cap() {
+    use subagents::messages::SubAgentStatus;
+    use subagents_demo::Sleep;
+    for (stop_at, works) in [(95, 5), (50, 60)] {
+        let model = ScriptedModel::new(vec![
+            Reply::new()
+                .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
+                .tool_call(
+                    "delegate_task",
+                    r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+                ),
+            Reply::answer("noted"),
+            Reply::answer("noted again"),
+        ])
+        .with_script("Blocker", vec![Reply::new().hang()])
+        .with_script("Worker", common::worker(works));
+        let (parent, mut events) = DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(Sleep))
+            .limits(Limits {
+                wall_clock: Duration::from_secs(100),
+                ..Limits::default()
+            })
+            .child_limits(Limits {
+                wall_clock: Duration::from_secs(150),
+                ..Limits::default()
+            })
+            .max_live(1)
+            .delegate_task_tool(true)
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        common::run_for(&mut events, &mut log, stop_at).await;
+        let (blocker, worker) = (AgentId::new("agent_1"), AgentId::new("agent_2"));
+        assert_eq!(parent.hub.queue_position(&worker), Some(1), "{log:#?}");
+        // One tick: the slot's holder, then the caller.
+        let stopped = parent.hub.stop(&blocker);
+        parent.agent.stop_turn().unwrap();
+        stopped.await.unwrap();
+        let envelope = loop {
+            match events.recv().await.unwrap() {
+                AgentEvent::ChildStatus(id, status) if id == worker && status.is_terminal() => {
+                    break parent.hub.status(&worker).expect("known");
+                }
+                _ => {}
+            }
+        };
+        assert_eq!(
+            envelope.status,
+            SubAgentStatus::Done,
+            "{stop_at}: {envelope:?}"
+        );
+        assert_eq!(
+            envelope.result,
+            Some(format!("worked {works} s")),
+            "{stop_at}: {envelope:?}"
+        );
+        parent.shutdown_and_wait().await;
+    }
+}

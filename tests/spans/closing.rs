@@ -1,0 +1,51 @@
+//! A thread closed as its background child finishes: the child's run
+//! span, kept for a wake that will never come, goes with the thread.
+
+use super::*;
+use std::sync::OnceLock;
+
+/// Closes its thread as `agent_1`'s end reaches the hub's observers
+/// (the host's run before the thread's own).
+struct CloseOnFinish(Arc<OnceLock<ThreadHandle>>);
+
+impl subagents::actors::hub::HubObserver for CloseOnFinish {
+    fn finished(&self, envelope: &subagents::messages::Envelope) {
+        if envelope.id.as_str() == "agent_1"
+            && let Some(thread) = self.0.get()
+        {
+            thread.close();
+        }
+    }
+}
+
+/// Held (review: the host's view of the stream): a background child that
+/// finished `done` as its thread closed kept its run span for a wake —
+/// the notice of its end reached the thread after its close, and was
+/// never read — and with it the `use_agent` call and the parent's turn
+/// that started it, open (never exported) for as long as the host kept
+/// the thread's handle. A closed thread owes no wake: it lets go of them.
+#[tokio::test(start_paused = true)]
+async fn a_child_finishing_as_its_thread_closes_holds_nothing_open() {
+    let (capture, _guard) = capture();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Victim", 100, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Victim", worker(100));
+    let slot = Arc::new(OnceLock::new());
+    let builder = DelegationBuilder::new(model.shared())
+        .system_prompt("Planner\nYou are the parent.")
+        .tools(ToolRegistry::new().with(Sleep))
+        .observer(Arc::new(CloseOnFinish(slot.clone())));
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    slot.set(thread.clone()).unwrap();
+    thread.send_user("go").unwrap();
+    // Ends once the close is done.
+    while events.recv().await.is_some() {}
+    let spans = capture.spans();
+    let victim = run_of(&spans, "agent_1");
+    assert_eq!(field(victim, "subagents.outcome"), "completed");
+    // The handle is still held (`thread`, and the observer's).
+    edges::assert_the_victims_run_holds_nothing_open(&spans);
+    drop(thread);
+}
