@@ -128,12 +128,6 @@ impl ToolCallContext {
         self.slot.on_cut(output.into());
     }
 
-    /// Runs `f` if the turn is cut before the call returns, as the cut
-    /// answers the call; at once if it was cut already.
-    pub(crate) fn at_cut(&self, f: impl FnOnce() + Send + 'static) {
-        self.slot.at_cut(f);
-    }
-
     /// Fixes what the model reads for this call before the tool returns
     /// it: the call is answered with `output` (in the stream and in the
     /// conversation) whatever the tool returns after, and if the turn is

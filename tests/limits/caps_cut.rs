@@ -76,3 +76,83 @@ async fn a_queued_synchronous_child_whose_caller_is_cut_as_its_slot_frees_drops_
         parent.shutdown_and_wait().await;
     }
 }
+
+/// Stops the parent's turn as `agent_2` is registered — inside the hub's
+/// handling of its request, before the call that asked has read its id.
+struct StopOnStart(Arc<std::sync::OnceLock<subagents::actors::AgentHandle>>);
+
+impl subagents::actors::hub::HubObserver for StopOnStart {
+    fn finished(&self, _: &subagents::messages::Envelope) {}
+
+    fn started(
+        &self,
+        envelope: &subagents::messages::Envelope,
+        _: &subagents::messages::ChildRequest,
+    ) {
+        if envelope.id.as_str() == "agent_2"
+            && let Some(parent) = self.0.get()
+        {
+            let _ = parent.stop_turn();
+        }
+    }
+}
+
+/// Same instant, one step earlier (review of this session's own diff):
+/// the caller's turn cut while its request was still unanswered — the
+/// call had not read the child's id, so nothing of the call could mark
+/// the child — and the slot freeing in that tick: the child started on
+/// the cut caller's cap. The hub reads whether the call still waits,
+/// where the child starts.
+#[tokio::test(start_paused = true)]
+async fn a_queued_synchronous_child_whose_caller_is_cut_before_it_read_the_id_drops_the_cap() {
+    use subagents::messages::SubAgentStatus;
+    use subagents_demo::Sleep;
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
+            .tool_call("sleep", r#"{"secs":95}"#),
+        Reply::new().tool_call(
+            "delegate_task",
+            r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+        ),
+        Reply::answer("noted"),
+        Reply::answer("noted again"),
+    ])
+    .with_script("Blocker", common::worker(95))
+    .with_script("Worker", common::worker(5));
+    let parent_slot = Arc::new(std::sync::OnceLock::new());
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .limits(Limits {
+            wall_clock: Duration::from_secs(100),
+            ..Limits::default()
+        })
+        .child_limits(Limits {
+            wall_clock: Duration::from_secs(150),
+            ..Limits::default()
+        })
+        .max_live(1)
+        .delegate_task_tool(true)
+        .observer(Arc::new(StopOnStart(parent_slot.clone())))
+        .spawn()
+        .await
+        .unwrap();
+    parent_slot.set(parent.agent.clone()).unwrap();
+    parent.agent.send_user("go").unwrap();
+    let worker = AgentId::new("agent_2");
+    let envelope = loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::ChildStatus(id, status) if id == worker && status.is_terminal() => {
+                break parent.hub.status(&worker).expect("known");
+            }
+            _ => {}
+        }
+    };
+    assert_eq!(envelope.status, SubAgentStatus::Done, "{envelope:?}");
+    assert_eq!(
+        envelope.result.as_deref(),
+        Some("worked 5 s"),
+        "{envelope:?}"
+    );
+    parent.shutdown_and_wait().await;
+}

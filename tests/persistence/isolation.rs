@@ -362,22 +362,7 @@ async fn a_stop_by_a_resumed_childs_first_id_reaches_its_newest_run_after_a_rest
     use subagents::messages::SubAgentStatus;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
-    an_earlier_session_with_one_finished_child(&dir).await;
-    // A second session resumes it as agent_2, which finishes.
-    {
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(&UseAgentCall::send("agent_1", "one more")),
-            Reply::answer("Sent."),
-            Reply::answer("Noted."),
-        ])
-        .with_script("Worker", vec![Reply::answer("one more done"); 3]);
-        let (thread, mut events) = thread_on(model.shared(), open(&dir), 3).await;
-        thread.send_user("send it more").unwrap();
-        let mut log = Vec::new();
-        until_wake(&mut events, &mut log, "agent_2").await;
-        until_result(&mut events, &mut log).await;
-        thread.close_and_wait().await;
-    }
+    resumed_in_a_second_session(&dir).await;
     let store = open(&dir);
     assert_eq!(
         store.get(&AgentId::new("agent_1")).unwrap().continued_as,

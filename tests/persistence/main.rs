@@ -9,6 +9,7 @@ mod clocks;
 #[path = "../common/mod.rs"]
 mod common;
 mod copies;
+mod hub_death;
 mod isolation;
 mod remote;
 mod restore;
@@ -49,6 +50,24 @@ async fn an_earlier_session_with_one_finished_child(dir: &std::path::Path) {
     until_wake(&mut events, &mut log, "agent_1").await;
     until_result(&mut events, &mut log).await;
     thread.flush_persistence().await.unwrap();
+    thread.close_and_wait().await;
+}
+
+/// [`an_earlier_session_with_one_finished_child`], then a second session
+/// that resumes `agent_1` as `agent_2`, which finishes.
+async fn resumed_in_a_second_session(dir: &std::path::Path) {
+    an_earlier_session_with_one_finished_child(dir).await;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "one more")),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", vec![Reply::answer("one more done"); 3]);
+    let (thread, mut events) = thread_on(model.shared(), open(dir), 3).await;
+    thread.send_user("send it more").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_2").await;
+    until_result(&mut events, &mut log).await;
     thread.close_and_wait().await;
 }
 

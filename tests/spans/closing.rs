@@ -49,3 +49,40 @@ async fn a_child_finishing_as_its_thread_closes_holds_nothing_open() {
     edges::assert_the_victims_run_holds_nothing_open(&spans);
     drop(thread);
 }
+
+/// Held, the kill door (review of this session's own diff): a thread
+/// killed while a finished child's wake waited behind the user's typing
+/// ran no `post_stop`; the child's run span, kept for that wake, stayed
+/// open with the turn that started it while the host held the handle.
+/// The killed thread's state lets go of it as it drops.
+#[tokio::test(start_paused = true)]
+async fn a_thread_killed_while_a_wake_waits_holds_nothing_open() {
+    let (capture, _guard) = capture();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Victim", 100, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Victim", worker(100));
+    let (thread, mut events) = thread(model).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.typing(true).unwrap();
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::ChildStatus(_, status) if status.is_terminal()),
+    )
+    .await;
+    thread.sync().await.unwrap();
+    thread.actor().kill();
+    while events.recv().await.is_some() {}
+    let spans = capture.spans();
+    assert_eq!(
+        field(run_of(&spans, "agent_1"), "subagents.outcome"),
+        "completed"
+    );
+    // The handle is still held.
+    edges::assert_the_victims_run_holds_nothing_open(&spans);
+    drop(thread);
+}

@@ -90,7 +90,6 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
             id: call.id.clone(),
             name: call.name.clone(),
             on_cut: None,
-            at_cut: None,
             settled: None,
             span: span.clone(),
             content: config.trace.settings.content,

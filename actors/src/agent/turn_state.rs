@@ -34,8 +34,6 @@ pub(crate) struct OpenCall {
     /// What the model reads if the turn is cut before the call returns
     /// (the tool's own note), instead of the generic sentence.
     pub(crate) on_cut: Option<String>,
-    /// Run if the turn is cut before the call returns, as it is answered.
-    pub(crate) at_cut: Option<slot::AtCut>,
     /// What the call will return, fixed by the tool: a cut turn still
     /// answers the call with it.
     pub(crate) settled: Option<ToolOutcome>,
@@ -365,9 +363,6 @@ pub(crate) fn close(
             // the tool's own note or the generic sentence (a call whose
             // result had come was not cut).
             let cut_short = call.settled.is_none();
-            if let (true, Some(at_cut)) = (cut_short, call.at_cut) {
-                at_cut.run();
-            }
             let outcome = call.settled.unwrap_or_else(|| match call.on_cut {
                 Some(output) => ToolOutcome {
                     output,

@@ -9,6 +9,7 @@ use serde_json::json;
 use subagents_messages::text::within_budget;
 use subagents_messages::{AgentId, ChildRequest, Envelope, SubAgentStatus};
 
+use crate::agent::CallSlot;
 use crate::hub::{Claimed, HubHandle, Refused, WaitOutcome};
 use crate::profile::ProfileSet;
 use crate::tool::{ToolCallContext, ToolError};
@@ -168,12 +169,16 @@ impl Delegator {
     /// Starts a child; its id or why not. A named sub-agent whose own
     /// model is not registered is refused as such: the hub's sentence
     /// ("or omit `model`") told the model to leave out what it had not
-    /// given.
-    pub(crate) async fn start(&self, request: ChildRequest) -> Result<AgentId, ToolError> {
+    /// given. `waiter`: the call that waits on it to its end.
+    pub(crate) async fn start(
+        &self,
+        request: ChildRequest,
+        waiter: Option<CallSlot>,
+    ) -> Result<AgentId, ToolError> {
         let profile = request.name.as_deref().and_then(|n| self.profiles.get(n));
         let own_model = profile.and_then(|p| p.model.clone());
         let name = profile.map(|p| p.name.clone());
-        self.hub.request_child(request, tracing::Span::current()).await.map_err(|e| match (e, name) {
+        self.hub.request_child(request, tracing::Span::current(), waiter).await.map_err(|e| match (e, name) {
             (Refused::UnknownModel { model, provider, available }, Some(name))
                 if own_model.as_deref().map(shown).as_deref() == Some(model.as_str()) =>
             {
@@ -353,12 +358,11 @@ impl Delegator {
             request.wall_clock_cap = Some(remaining.mul_f64(0.9));
             request.token_cap = Some(left.tokens);
         }
-        let id = self.start(request).await?;
-        // Cut while it waits (its detach goes when the cut turn's task is
-        // dropped, later): the hub may admit it from the queue first, and
-        // it must not start with the cap of a call nobody waits on.
-        let (hub, cut) = (self.hub.clone(), id.clone());
-        call.at_cut(move || hub.mark_unwaited(&cut));
+        // The call goes with the request: a queued child starts on the
+        // caps only while the call still waits (cut, its detach goes when
+        // the cut turn's task is dropped — the hub may admit the child
+        // first, or the call may be cut before it read the child's id).
+        let id = self.start(request, Some(call.slot.clone())).await?;
         match self
             .wait_inline(call, &id, None, |e| {
                 final_answer(e)

@@ -64,10 +64,6 @@ pub(super) struct Entry {
     /// It is being stopped: the children it waits on go with it, and the
     /// background policy answers none of their requests.
     pub(super) going: bool,
-    /// The call that waited on it to the end was cut (its detach may not
-    /// have reached the hub yet): nobody waits on it, whatever
-    /// `envelope.background` says so far.
-    pub(super) unwaited: bool,
 }
 
 /// A child's own sink and its requester's: closing the first with its
@@ -131,7 +127,6 @@ impl Book {
                 approvals_answered: Box::default(),
                 failed_by_hub_death: false,
                 going: false,
-                unwaited: false,
             }),
         );
     }

@@ -50,6 +50,8 @@ pub(super) struct Child {
     pub(super) queued_at: Option<tokio::time::Instant>,
     /// It runs on another node (`LeastLoaded` counts only those here).
     pub(super) remote: bool,
+    /// The call that waits on it to its end, whose caps it carries.
+    pub(super) waiter: Option<crate::agent::CallSlot>,
 }
 
 /// A stop that reaches a child as its turn ends — its answer given and
@@ -93,7 +95,10 @@ impl Child {
     /// no wall clock, ending it at once with nothing done).
     pub(super) fn limits_now(&self, background: bool) -> Limits {
         let mut limits = self.limits;
-        if background {
+        // Its call cut, nobody waits on it either — also before its
+        // detach reaches the hub, which went when the cut turn's task was
+        // dropped: admitted first, it started on a spent cap.
+        if background || self.waiter.as_ref().is_some_and(|call| !call.is_open()) {
             return limits;
         }
         if let Some(cap) = self.request.wall_clock_cap {

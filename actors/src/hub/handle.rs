@@ -227,12 +227,6 @@ impl HubHandle {
             .cast(HubMsg::Internal(HubInternal::Cascade { id: id.clone() }));
     }
 
-    /// The call that waited on `id` to the end was cut: nobody waits on
-    /// it (marked in the book at once, before its detach arrives).
-    pub(crate) fn mark_unwaited(&self, id: &AgentId) {
-        self.book.mark_unwaited(id);
-    }
-
     /// Detaches without waiting for the answer (from a `Drop`).
     pub(crate) fn detach_now(&self, id: &AgentId) {
         let _ = self.actor.cast(HubMsg::Internal(HubInternal::Detach {
@@ -368,6 +362,7 @@ impl HubHandle {
     /// Lets go of the run span of every finished child kept for a wake
     /// ([`HubHandle::take_run_span`]): none will come (its thread closed).
     /// A span held open holds its parents too, and none is exported.
+    #[doc(hidden)] // used by subagents-supervisor as its thread stops
     pub fn drop_run_spans(&self) {
         self.book.drop_run_spans();
     }

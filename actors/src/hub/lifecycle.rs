@@ -110,6 +110,7 @@ impl HubState {
         myself: &ActorRef<HubMsg>,
         mut request: Arc<ChildRequest>,
         span: tracing::Span,
+        waiter: Option<crate::agent::CallSlot>,
     ) -> Result<AgentId, Refused> {
         // The depth the hub knows, not the one the request claims (a
         // host's request could claim any): the child's tools, its limit
@@ -251,6 +252,7 @@ impl HubState {
             followups: Vec::new(),
             span,
             queued_at: None,
+            waiter,
         };
         // In the book and announced while no kill's ends run (see
         // `Book::while_no_kill_ends`); said only while the requester's
@@ -356,7 +358,7 @@ impl HubState {
             gate: child.gate.clone(),
             tool_names: child.tools.shared_names(),
             tools: child.tools.clone(),
-            limits: child.limits_now(self.book.is_unwaited(id)),
+            limits: child.limits_now(self.book.is_background(id)),
             depth: child.request.requester_depth + 1,
             approvals: approvals_for(self.config.background_approvals, &self.book, id),
             options: match &child.request.options {

@@ -175,7 +175,7 @@ impl HubState {
         request.token_cap = None;
         request.conversation = from.conversation;
         let next = match self
-            .spawn_child(myself, std::sync::Arc::new(request), message.span)
+            .spawn_child(myself, std::sync::Arc::new(request), message.span, None)
             .await
         {
             Ok(next) => next,

@@ -461,8 +461,6 @@ impl Assembler {
     }
 }
 
-/// An error the service reported inside the stream: its `message`, or
-/// its `error`'s (`{"error": {"message": …}}` as an `error` event's data).
 /// Whether `piece` continues the held call's name to (the start of) the
 /// name of a tool the request offered, on a call with no arguments yet:
 /// a name streamed in pieces (openai-python's accumulator joins them;
@@ -475,6 +473,8 @@ fn continues_name(offered: &[String], held: &PartialCall, piece: &str) -> bool {
         })
 }
 
+/// An error the service reported inside the stream: its `message`, or
+/// its `error`'s (`{"error": {"message": …}}` as an `error` event's data).
 fn mid_stream_error(error: &Value) -> ModelError {
     let error = error
         .get("error")

@@ -249,7 +249,7 @@ fn a_broken_file_hides_the_name_it_declares_and_one_it_disables() {
     write(
         &project,
         "lints.toml",
-        "name = \"linter\" # read-only\ndeveloper_instructions = 5\nsandbox_mode = \"read-only\"\n",
+        "name = \"linter\" # read-only\ndeveloper_instructions =\nsandbox_mode = \"read-only\"\n",
     );
     let (profiles, _) = ProfileSet::load(&[user, project], &[]);
     for name in [

@@ -174,14 +174,19 @@ impl Actor for ThreadSupervisor {
                     approvals_floor: None,
                 });
                 let ended = move |hub: &subagents_actors::hub::HubHandle| {
-                    let status = hub.status(&id).map(|e| e.status).or_else(|| {
-                        use subagents_actors::hub::EnvelopeArchive as _;
-                        let archive = archive?;
-                        let status = archive.get(&id)?.status;
-                        archive.cancel(&id);
-                        Some(status)
-                    });
-                    status.ok_or(subagents_actors::hub::Refused::UnknownChild(id))
+                    let archive = archive.map(Arc::new);
+                    let shared = archive
+                        .clone()
+                        .map(|a| a as Arc<dyn subagents_actors::hub::EnvelopeArchive>);
+                    let Some(envelope) = hub.cancel_after_death(&id, shared) else {
+                        return Err(subagents_actors::hub::Refused::UnknownChild(id));
+                    };
+                    // This session's run: its record now (a close writes the
+                    // book's; a kill would not).
+                    if let Some(archive) = archive.filter(|_| envelope.cancelled) {
+                        archive.cancel_this_sessions(&envelope.id);
+                    }
+                    Ok(envelope.status)
                 };
                 let ask = move |hub: &subagents_actors::hub::HubHandle, port| {
                     let _ = hub.stop_replying(&to, port);

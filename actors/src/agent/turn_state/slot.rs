@@ -40,19 +40,9 @@ impl CallSlot {
         self.with_open(|open| open.on_cut = Some(output));
     }
 
-    /// Runs `f` if the turn is cut before the call returns, as the cut
-    /// answers it (under the turn's lock and its sink's: `f` takes
-    /// neither) — at once if the call is closed already. Outside a turn,
-    /// never.
-    pub(crate) fn at_cut(&self, f: impl FnOnce() + Send + 'static) {
-        if self.turn.is_none() {
-            return;
-        }
-        let mut f = Some(f);
-        self.with_open(|open| open.at_cut = f.take().map(|f| AtCut(Box::new(f))));
-        if let Some(f) = f {
-            f();
-        }
+    /// True while the call is open in its turn (outside a turn, always).
+    pub(crate) fn is_open(&self) -> bool {
+        self.turn.is_none() || self.with_open(|_| ()).is_some()
     }
 
     /// Fixes the call's output; `false` once the call is no longer open
@@ -103,21 +93,5 @@ impl CallSlot {
             state.progress.children_usage.add(usage);
         }
         true
-    }
-}
-
-/// What a cut does for a call besides answering it
-/// ([`CallSlot::at_cut`]).
-pub(crate) struct AtCut(Box<dyn FnOnce() + Send>);
-
-impl AtCut {
-    pub(crate) fn run(self) {
-        (self.0)();
-    }
-}
-
-impl std::fmt::Debug for AtCut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AtCut")
     }
 }

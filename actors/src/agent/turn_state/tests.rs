@@ -21,7 +21,6 @@ fn open_turn() -> (
             id: id.clone(),
             name: "use_agent".into(),
             on_cut: None,
-            at_cut: None,
             settled: None,
             span: tracing::Span::none(),
             content: false,

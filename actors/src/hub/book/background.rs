@@ -11,24 +11,6 @@ impl Book {
         self.entries.get(id).is_some_and(|e| e.envelope.background)
     }
 
-    /// True when nobody waits on it to the end: in the background, or
-    /// the call that waited was cut ([`Book::mark_unwaited`]).
-    pub(crate) fn is_unwaited(&self, id: &AgentId) -> bool {
-        self.entries
-            .get(id)
-            .is_some_and(|e| e.envelope.background || e.unwaited)
-    }
-
-    /// The call that waited on it to the end was cut: marked as the cut
-    /// answers that call, before its detach reaches the hub (which may
-    /// first admit it from the queue: it started with the cap of a call
-    /// nobody waited on any more).
-    pub(crate) fn mark_unwaited(&self, id: &AgentId) {
-        if let Some(mut entry) = self.entries.get_mut(id) {
-            entry.unwaited = true;
-        }
-    }
-
     /// True when `ancestor` requested it, or a requester of it up the
     /// chain.
     pub(crate) fn requested_under(&self, id: &AgentId, ancestor: &AgentId) -> bool {

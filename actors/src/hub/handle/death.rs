@@ -1,9 +1,12 @@
 //! A dead hub's children, failed by whoever asks first once it is dead
 //! (not while it stops: a stopping hub ends them itself).
 
-use subagents_messages::Envelope;
+use std::sync::Arc;
+
+use subagents_messages::{AgentId, Envelope};
 
 use crate::hub::HubHandle;
+use crate::hub::config::EnvelopeArchive;
 use crate::hub::handle::HUB_GONE;
 
 impl HubHandle {
@@ -38,5 +41,31 @@ impl HubHandle {
             return Vec::new();
         }
         self.book.fail_unfinished(HUB_GONE, self.clock.now_ms())
+    }
+
+    /// After the hub's death (its archive link gone with it), a stop of
+    /// `id` as the live hub's: its newest run — resume links followed
+    /// through the book and `archive` — cancelled if it ended, in the
+    /// book (which the thread's close writes) and in `archive`. Its
+    /// envelope; `None` for an id neither holds.
+    #[doc(hidden)] // used by subagents-supervisor's `stop_child`
+    pub fn cancel_after_death(
+        &self,
+        id: &AgentId,
+        archive: Option<Arc<dyn EnvelopeArchive>>,
+    ) -> Option<Envelope> {
+        let newest = self.book.newest_run(id, || archive.clone());
+        if self.book.contains(&newest) {
+            self.book.cancel(&newest);
+            // An earlier session's, brought into the book: its record.
+            if let Some(archive) = &archive {
+                archive.cancel(&newest);
+            }
+            return self.book.get(&newest);
+        }
+        let archive = archive?;
+        let envelope = archive.get(&newest)?;
+        archive.cancel(&newest);
+        Some(archive.get(&newest).unwrap_or(envelope))
     }
 }

@@ -48,22 +48,25 @@ impl HubHandle {
         let span = crate::agent::sender_span().unwrap_or_else(tracing::Span::none);
         // The tool's future itself, not one around it: a second layer
         // copied the request and its future once more per child.
-        self.request_child(request, span)
+        self.request_child(request, span, None)
     }
 
     /// [`HubHandle::request`] as a delegation tool makes it (under its
     /// `execute_tool` span): an inline child is waited on by the tool
-    /// that asked. Sent when called.
+    /// that asked — to its end by `waiter`'s call, if given. Sent when
+    /// called.
     pub(crate) fn request_child(
         &self,
         request: ChildRequest,
         span: tracing::Span,
+        waiter: Option<crate::agent::CallSlot>,
     ) -> impl std::future::Future<Output = Result<AgentId, Refused>> + Send + 'static + use<> {
         let stop = request.stop_if_abandoned;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sent = self.actor.cast(HubMsg::Spawn {
             request: Arc::new(request),
             span,
+            waiter,
             reply: tx.into(),
         });
         let pending = sent.is_ok().then(|| PendingSpawn {

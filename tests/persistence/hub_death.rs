@@ -1,0 +1,75 @@
+//! A host's stop of a child after its thread's hub died: the stop a live
+//! hub makes — the newest run of a resumed chain, this session's children
+//! and earlier ones alike — cancelled for good, in the store.
+
+use super::*;
+use subagents::messages::SubAgentStatus;
+
+/// Kills the thread's hub and waits for it to be gone.
+async fn kill_hub(thread: &ThreadHandle) {
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.ok();
+}
+
+/// Killed midway (review of this session's own diff): after the hub's
+/// death a stop of a resumed child's first id cancelled that first run
+/// only — a later session's message followed the chain to `agent_2`,
+/// left resumable, and resumed it. It cancels the newest run, as a live
+/// hub's stop does, through the store.
+#[tokio::test]
+async fn a_stop_after_the_hubs_death_cancels_a_resumed_chains_newest_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    resumed_in_a_second_session(&dir).await;
+    let store = open(&dir);
+    let model = ScriptedModel::new(vec![Reply::answer("Noted.")]);
+    let (thread, _events) = thread_on(model.shared(), store.clone(), 3).await;
+    kill_hub(&thread).await;
+    assert_eq!(
+        thread.stop_child(&AgentId::new("agent_1")).await,
+        Ok(SubAgentStatus::Done)
+    );
+    assert!(
+        store
+            .get(&AgentId::new("agent_2"))
+            .is_some_and(|e| e.cancelled),
+        "the newest run was left resumable: {:?}",
+        store.get(&AgentId::new("agent_2"))
+    );
+    thread.close_and_wait().await;
+}
+
+/// Killed midway (review of this session's own diff): a child of this
+/// session that ended before the hub's death, stopped after it, was
+/// answered its status and cancelled nowhere — the store kept it
+/// resumable (and the close wrote the book's uncancelled copy). It is
+/// cancelled in the book and at once in the store.
+#[tokio::test(start_paused = true)]
+async fn a_stop_after_the_hubs_death_cancels_this_sessions_ended_child() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let store = open(&dir);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(1));
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    kill_hub(&thread).await;
+    let agent_1 = AgentId::new("agent_1");
+    assert_eq!(thread.stop_child(&agent_1).await, Ok(SubAgentStatus::Done));
+    assert!(
+        store.get(&agent_1).is_some_and(|e| e.cancelled),
+        "{:?}",
+        store.get(&agent_1)
+    );
+    thread.close_and_wait().await;
+    drop(store);
+    assert!(open(&dir).get(&agent_1).is_some_and(|e| e.cancelled));
+}
