@@ -15,6 +15,7 @@ mod forged;
 mod host_panics;
 mod killed_mid_handler;
 mod ownership;
+mod parent_cut;
 mod races;
 mod replay_store;
 mod requester_ends;

@@ -169,16 +169,17 @@ impl Delegator {
     /// Starts a child; its id or why not. A named sub-agent whose own
     /// model is not registered is refused as such: the hub's sentence
     /// ("or omit `model`") told the model to leave out what it had not
-    /// given. `waiter`: the call that waits on it to its end.
+    /// given. `call`: the call that asks — no child is made once it was
+    /// cut, and a queued child keeps its caps only while it waits.
     pub(crate) async fn start(
         &self,
         request: ChildRequest,
-        waiter: Option<CallSlot>,
+        call: Option<CallSlot>,
     ) -> Result<AgentId, ToolError> {
         let profile = request.name.as_deref().and_then(|n| self.profiles.get(n));
         let own_model = profile.and_then(|p| p.model.clone());
         let name = profile.map(|p| p.name.clone());
-        self.hub.request_child(request, tracing::Span::current(), waiter).await.map_err(|e| match (e, name) {
+        self.hub.request_child(request, tracing::Span::current(), call).await.map_err(|e| match (e, name) {
             (Refused::UnknownModel { model, provider, available }, Some(name))
                 if own_model.as_deref().map(shown).as_deref() == Some(model.as_str()) =>
             {

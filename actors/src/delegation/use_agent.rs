@@ -101,7 +101,10 @@ impl UseAgent {
             self.delegator
                 .request(call, args.spec, input, args.wait.map(|wait| !wait))?;
         let background = request.background;
-        let id = self.delegator.start(request, None).await?;
+        let id = self
+            .delegator
+            .start(request, Some(call.slot.clone()))
+            .await?;
         // Cut before it returns, the call still says which child runs.
         call.on_cut(pending_json(&id, call.depth));
         if background {

@@ -50,8 +50,9 @@ pub(super) struct Child {
     pub(super) queued_at: Option<tokio::time::Instant>,
     /// It runs on another node (`LeastLoaded` counts only those here).
     pub(super) remote: bool,
-    /// The call that waits on it to its end, whose caps it carries.
-    pub(super) waiter: Option<crate::agent::CallSlot>,
+    /// The delegation call that asked for it (whose caps it carries, if
+    /// that call waits on it to its end).
+    pub(super) call: Option<crate::agent::CallSlot>,
 }
 
 /// A stop that reaches a child as its turn ends — its answer given and
@@ -98,7 +99,7 @@ impl Child {
         // Its call cut, nobody waits on it either — also before its
         // detach reaches the hub, which went when the cut turn's task was
         // dropped: admitted first, it started on a spent cap.
-        if background || self.waiter.as_ref().is_some_and(|call| !call.is_open()) {
+        if background || self.call.as_ref().is_some_and(|call| !call.is_open()) {
             return limits;
         }
         if let Some(cap) = self.request.wall_clock_cap {

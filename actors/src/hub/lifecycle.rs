@@ -110,7 +110,7 @@ impl HubState {
         myself: &ActorRef<HubMsg>,
         mut request: Arc<ChildRequest>,
         span: tracing::Span,
-        waiter: Option<crate::agent::CallSlot>,
+        call: Option<crate::agent::CallSlot>,
     ) -> Result<AgentId, Refused> {
         // The depth the hub knows, not the one the request claims (a
         // host's request could claim any): the child's tools, its limit
@@ -132,8 +132,10 @@ impl HubState {
             });
         };
         // A requester whose turn ended waits only for its children to
-        // stop: none is added under it (nothing would stop it).
-        if self.turn_over(&request.requester) {
+        // stop: none is added under it (nothing would stop it). Nor under
+        // a call cut before the hub read it (the parent's too).
+        let cut = call.as_ref().is_some_and(|call| !call.is_open());
+        if cut || self.turn_over(&request.requester) {
             return Err(Refused::RequesterEnded {
                 id: request.requester.clone(),
             });
@@ -252,7 +254,7 @@ impl HubState {
             followups: Vec::new(),
             span,
             queued_at: None,
-            waiter,
+            call,
         };
         // In the book and announced while no kill's ends run (see
         // `Book::while_no_kill_ends`); said only while the requester's
@@ -272,9 +274,15 @@ impl HubState {
             // One copy, shared with the book (kept to resume the child).
             book.set_seed(&id, child.request.clone());
             let sink = &child.requester_sink;
-            let said = book.while_turn_open(&child.request.requester, || {
+            let announce = || {
                 sink.emit(AgentEvent::ChildStarted(Box::new(info)));
-            });
+            };
+            // Under the asking call's lock (its turn's), or the requester's
+            // turn's for a host's request: one, never both (the same lock).
+            let said = match &child.call {
+                Some(call) => call.while_open(announce),
+                None => book.while_turn_open(&child.request.requester, announce),
+            };
             // Forgotten under the same lock: let go first, a kill's ends
             // could close it `failed`, a child never announced.
             if !said {
@@ -421,20 +429,8 @@ impl HubState {
                 .await
             }
             Some(node) => {
-                let remote = crate::remote::Remote {
-                    node,
-                    keep_if_orphaned: self.config.keep_orphans,
-                    delegation: self
-                        .config
-                        .delegation_tools
-                        .get()
-                        .into_iter()
-                        .flatten()
-                        .map(|t| t.name().to_owned())
-                        .collect(),
-                };
                 Box::pin(crate::remote::spawn_remote(
-                    remote,
+                    self.remote_on(node),
                     Arc::new(config),
                     sink.clone(),
                     history,

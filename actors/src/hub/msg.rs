@@ -41,10 +41,11 @@ pub(crate) enum HubMsg {
         request: std::sync::Arc<ChildRequest>,
         /// The requesting call's span: the child's runs sit under it.
         span: tracing::Span,
-        /// The call that waits on the child to its end (`delegate_task`,
-        /// `agent`): a queued child starts on its caps only while that
-        /// call is open.
-        waiter: Option<crate::agent::CallSlot>,
+        /// The delegation call that asks (none for a host's request): no
+        /// child is made, or announced, once it was cut (the hub read
+        /// the request after the requester's turn ended), and a queued
+        /// child starts on its caps only while it waits.
+        call: Option<crate::agent::CallSlot>,
         /// The child's id, or why not.
         reply: RpcReplyPort<Result<AgentId, Refused>>,
     },

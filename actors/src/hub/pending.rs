@@ -9,8 +9,9 @@ use crate::hub::msg::sealed::HubInternal;
 use ractor::ActorRef;
 
 /// A `Spawn` whose answer is still awaited. Dropped unread (the caller's
-/// turn was cut), a child already made is abandoned; one not made yet is
-/// abandoned by the hub when its reply finds nobody.
+/// turn was cut), a child already made is abandoned; a delegation call's
+/// child not made yet is not made (the hub reads that its call was cut),
+/// and a host's is abandoned by the hub when its reply finds nobody.
 pub(super) struct PendingSpawn {
     pub(super) hub: ActorRef<HubMsg>,
     pub(super) rx: Option<tokio::sync::oneshot::Receiver<Result<AgentId, Refused>>>,

@@ -8,6 +8,27 @@ use crate::agent::AgentMsg;
 use crate::hub::lifecycle::HubState;
 
 impl HubState {
+    /// How a child placed on `node` runs there: kept if its parent's node
+    /// is lost (by the builder's setting), with the delegation tools'
+    /// names.
+    pub(super) fn remote_on(
+        &self,
+        node: std::sync::Arc<dyn crate::remote::NodeLink>,
+    ) -> crate::remote::Remote {
+        crate::remote::Remote {
+            node,
+            keep_if_orphaned: self.config.keep_orphans,
+            delegation: self
+                .config
+                .delegation_tools
+                .get()
+                .into_iter()
+                .flatten()
+                .map(|t| t.name().to_owned())
+                .collect(),
+        }
+    }
+
     pub(super) fn resolve_approval(
         &self,
         id: subagents_messages::ApprovalId,

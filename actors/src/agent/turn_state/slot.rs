@@ -42,7 +42,20 @@ impl CallSlot {
 
     /// True while the call is open in its turn (outside a turn, always).
     pub(crate) fn is_open(&self) -> bool {
-        self.turn.is_none() || self.with_open(|_| ()).is_some()
+        self.while_open(|| ())
+    }
+
+    /// Runs `f` while the call is open, under its turn's lock — atomically
+    /// with the cut, which closes the call under that lock — and says
+    /// whether it ran; outside a turn it runs.
+    pub(crate) fn while_open(&self, f: impl FnOnce()) -> bool {
+        match &self.turn {
+            None => {
+                f();
+                true
+            }
+            Some(_) => self.with_open(|_| f()).is_some(),
+        }
     }
 
     /// Fixes the call's output; `false` once the call is no longer open

@@ -53,20 +53,20 @@ impl HubHandle {
 
     /// [`HubHandle::request`] as a delegation tool makes it (under its
     /// `execute_tool` span): an inline child is waited on by the tool
-    /// that asked — to its end by `waiter`'s call, if given. Sent when
-    /// called.
+    /// that asked (`call`: none is made once that call was cut). Sent
+    /// when called.
     pub(crate) fn request_child(
         &self,
         request: ChildRequest,
         span: tracing::Span,
-        waiter: Option<crate::agent::CallSlot>,
+        call: Option<crate::agent::CallSlot>,
     ) -> impl std::future::Future<Output = Result<AgentId, Refused>> + Send + 'static + use<> {
         let stop = request.stop_if_abandoned;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sent = self.actor.cast(HubMsg::Spawn {
             request: Arc::new(request),
             span,
-            waiter,
+            call,
             reply: tx.into(),
         });
         let pending = sent.is_ok().then(|| PendingSpawn {

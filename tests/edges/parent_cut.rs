@@ -1,0 +1,153 @@
+//! Same instant, the thread's parent: its turn cut while its delegation
+//! request still waits in the hub's mailbox. No child is made: the hub
+//! reads whether the asking call is open, and announces a child only
+//! while it is, under its turn's lock.
+
+use subagents::actors::ParentStopPolicy;
+use subagents::messages::Outcome;
+
+use super::requester_ends::{HeldClock, Hold};
+use super::*;
+use crate::common::held::{Held, until_held};
+
+/// A parent that holds in a host tool, then asks for a child.
+fn holds_then_delegates() -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new(vec![
+            Reply::new()
+                .tool_call("hold", "{}")
+                .use_agent(&UseAgentCall::run("Child\nYou work.", "go")),
+            Reply::answer("parent: next"),
+        ])
+        .with_script("Child\n", vec![Reply::answer("child: ran")]),
+    )
+}
+
+/// After the parent's `Result`: nothing of any child, no child at all,
+/// and one model call (the parent's).
+async fn assert_no_child(
+    parent: &subagents::actors::DelegatingAgent,
+    model: &ScriptedModel,
+    log: &[AgentEvent],
+    what: &str,
+) {
+    let end = log
+        .iter()
+        .position(|e| matches!(e, AgentEvent::Result(_)))
+        .unwrap();
+    let late: Vec<_> = log[end + 1..]
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                AgentEvent::ChildStarted(_) | AgentEvent::ChildStatus(..) | AgentEvent::Child(..)
+            )
+        })
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{what}: after the parent's Result: {late:#?}"
+    );
+    assert!(started(log).is_empty(), "{what}: {log:#?}");
+    assert!(
+        parent.hub.status(&AgentId::new("agent_1")).is_none(),
+        "{what}"
+    );
+    assert_eq!(parent.hub.snapshot().await.unwrap().requested, 0, "{what}");
+    assert_eq!(
+        model.calls(),
+        1,
+        "{what}: a model call for a child nobody has"
+    );
+}
+
+/// Same instant (review: the parent's cut spawn): the host stops the
+/// parent as its `hold` tool returns — the turn task runs first, opens
+/// `use_agent`, sends the request, and waits; the stop then closes the
+/// turn; the hub reads the request after. It made the child all the
+/// same: `ChildStarted` in the parent's row after its `Result` (the cut
+/// call read the generic sentence, no id), a child run for nobody — put
+/// in the background under `Detach`, started and stopped under `Cascade`.
+#[tokio::test(start_paused = true)]
+async fn a_run_the_hub_reads_after_the_parents_turn_was_stopped_makes_no_child() {
+    for policy in [ParentStopPolicy::Detach, ParentStopPolicy::Cascade] {
+        let hold = Arc::new(tokio::sync::Notify::new());
+        let model = holds_then_delegates();
+        let (parent, mut events) = DelegationBuilder::new(model.clone())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(Hold(hold.clone())))
+            .parent_stop(policy)
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until(
+            &mut events,
+            &mut log,
+            |e| matches!(e, AgentEvent::ToolStarted(c) if c.name == "hold"),
+        )
+        .await;
+        hold.notify_one();
+        parent.agent.stop_turn().unwrap();
+        let result = until_result(&mut events, &mut log).await;
+        assert_eq!(result.outcome, Outcome::Stopped);
+        parent.hub.sync().await.unwrap();
+        run_for(&mut events, &mut log, 60).await;
+        // Reached: the call was opened and cut before it had an id.
+        assert_eq!(
+            results_of(&log, "use_agent"),
+            vec![(
+                "the turn was stopped before this call finished".to_owned(),
+                true
+            )],
+            "{policy:?}"
+        );
+        assert_no_child(&parent, &model, &log, &format!("{policy:?}")).await;
+        parent.shutdown_and_wait().await;
+    }
+}
+
+/// The same on two workers, inside the window: the hub held in its
+/// handling of the parent's request, after its first check and before
+/// `ChildStarted`; the parent stopped meanwhile on the other worker. The
+/// announcement is made under the asking call's lock, so the check and
+/// the cut cannot interleave.
+#[test]
+fn a_run_announced_as_the_parents_turn_is_stopped_on_another_worker_makes_no_child() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (held, inside, go) = Held::new();
+        let model = Arc::new(
+            ScriptedModel::new(vec![
+                Reply::new().use_agent(&UseAgentCall::run("Child\nYou work.", "go")),
+                Reply::answer("parent: next"),
+            ])
+            .with_script("Child\n", vec![Reply::answer("child: ran")]),
+        );
+        let (parent, mut events) = DelegationBuilder::new(model.clone())
+            .system_prompt("You are the parent.")
+            .clock(Arc::new(HeldClock(held.clone())))
+            .spawn()
+            .await
+            .unwrap();
+        // The hub's next reading is the request's stamp in its handling
+        // of the spawn: no other child exists to finish or start.
+        held.arm();
+        parent.agent.send_user("go").unwrap();
+        until_held(inside, "the hub reads the clock in its spawn").await;
+        parent.agent.stop_turn().unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        go.send(()).unwrap();
+        parent.hub.sync().await.unwrap();
+        parent.hub.sync().await.unwrap();
+        drain(&mut events, &mut log);
+        assert_no_child(&parent, &model, &log, "two workers").await;
+        parent.shutdown_and_wait().await;
+    });
+}
