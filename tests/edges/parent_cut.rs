@@ -151,3 +151,68 @@ fn a_run_announced_as_the_parents_turn_is_stopped_on_another_worker_makes_no_chi
         parent.shutdown_and_wait().await;
     });
 }
+
+/// The same, for a resume (review of this session's own diff): the
+/// parent's `use_agent send` to its finished child, read by the hub after
+/// the parent's turn was cut, resumed it — a new run announced after the
+/// parent's `Result`, linked on disk, run for nobody.
+#[tokio::test(start_paused = true)]
+async fn a_send_the_hub_reads_after_the_parents_turn_was_stopped_resumes_nothing() {
+    let hold = Arc::new(tokio::sync::Notify::new());
+    let model = Arc::new(
+        ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Child\nYou work.", "go")),
+            Reply::answer("parent: first"),
+            Reply::new()
+                .tool_call("hold", "{}")
+                .use_agent(&UseAgentCall::send("agent_1", "more")),
+            Reply::answer("parent: next"),
+        ])
+        .with_script("Child\n", vec![Reply::answer("child: ran"); 2]),
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.clone())
+        .system_prompt("You are the parent.")
+        .tools(ToolRegistry::new().with(Hold(hold.clone())))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    parent.agent.send_user("more").unwrap();
+    let mut log = Vec::new();
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::ToolStarted(c) if c.name == "hold"),
+    )
+    .await;
+    hold.notify_one();
+    parent.agent.stop_turn().unwrap();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.outcome, Outcome::Stopped);
+    parent.hub.sync().await.unwrap();
+    run_for(&mut events, &mut log, 60).await;
+    assert_eq!(
+        results_of(&log, "use_agent"),
+        vec![(
+            "the turn was stopped before this call finished".to_owned(),
+            true
+        )]
+    );
+    let end = log
+        .iter()
+        .position(|e| matches!(e, AgentEvent::Result(_)))
+        .unwrap();
+    assert!(
+        log[end + 1..]
+            .iter()
+            .all(|e| !matches!(e, AgentEvent::ChildStarted(_) | AgentEvent::Child(..))),
+        "after the parent's Result: {:#?}",
+        &log[end..]
+    );
+    assert!(parent.hub.status(&AgentId::new("agent_2")).is_none());
+    let first = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(first.continued_as, None, "{first:?}");
+    parent.shutdown_and_wait().await;
+}

@@ -43,7 +43,7 @@ async fn a_stop_after_the_hubs_death_cancels_a_resumed_chains_newest_run() {
 /// session that ended before the hub's death, stopped after it, was
 /// answered its status and cancelled nowhere — the store kept it
 /// resumable (and the close wrote the book's uncancelled copy). It is
-/// cancelled in the book and at once in the store.
+/// cancelled in the book, and in the store by the thread's next write.
 #[tokio::test(start_paused = true)]
 async fn a_stop_after_the_hubs_death_cancels_this_sessions_ended_child() {
     let tmp = tempfile::tempdir().unwrap();
@@ -64,6 +64,7 @@ async fn a_stop_after_the_hubs_death_cancels_this_sessions_ended_child() {
     kill_hub(&thread).await;
     let agent_1 = AgentId::new("agent_1");
     assert_eq!(thread.stop_child(&agent_1).await, Ok(SubAgentStatus::Done));
+    thread.flush_persistence().await.unwrap();
     assert!(
         store.get(&agent_1).is_some_and(|e| e.cancelled),
         "{:?}",
@@ -72,4 +73,49 @@ async fn a_stop_after_the_hubs_death_cancels_this_sessions_ended_child() {
     thread.close_and_wait().await;
     drop(store);
     assert!(open(&dir).get(&agent_1).is_some_and(|e| e.cancelled));
+}
+
+/// Killed midway, in order (review of this session's own diff): a child
+/// running as the hub died, stopped at once after. The cancel was written
+/// to the store beside the thread's writer: the store's copy still said
+/// `running` (not cancellable: nothing written), and the dead hub's
+/// `failed` copy, written after, was not cancelled — a later session's
+/// message resumed the child the host had stopped. The change goes
+/// through the thread, in order after the failed copy.
+#[tokio::test]
+async fn a_stop_right_after_the_hubs_death_is_written_after_its_failed_copy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let store = open(&dir);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "work").background()),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", vec![Reply::new().hang()]);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    let agent_1 = AgentId::new("agent_1");
+    let before = store.get(&agent_1);
+    assert!(
+        before.as_ref().is_some_and(|e| !e.status.is_terminal()),
+        "{before:?}"
+    );
+    kill_hub(&thread).await;
+    assert_eq!(
+        thread.stop_child(&agent_1).await,
+        Ok(SubAgentStatus::Failed)
+    );
+    thread.flush_persistence().await.unwrap();
+    let stored = store.get(&agent_1);
+    assert!(
+        stored
+            .as_ref()
+            .is_some_and(|e| e.status == SubAgentStatus::Failed && e.cancelled),
+        "{stored:?}"
+    );
+    thread.close_and_wait().await;
 }

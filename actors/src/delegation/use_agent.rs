@@ -151,10 +151,7 @@ impl UseAgent {
             .ok_or_else(|| {
                 refuse("`input` is required for action send: the message for the sub-agent")
             })?;
-        let mut went = self
-            .hub()
-            .send(&id, text.clone(), call.tool_use_id.clone())
-            .await;
+        let mut went = self.hub().send(&id, text.clone(), call).await;
         if let Err(Refused::Finished { id: ending }) = &went {
             // Its turn gave its final answer at this instant, is in its
             // last allowed model call, or is being stopped: once it has
@@ -164,7 +161,7 @@ impl UseAgent {
             // handed the model "send it again" — the message not read.
             // The parent's own wall clock and a stop bound the wait.
             let _ = self.hub().wait(ending, None).await;
-            went = self.hub().send(&id, text, call.tool_use_id.clone()).await;
+            went = self.hub().send(&id, text, call).await;
         }
         let out = match went.map_err(|e| refuse(e.to_string()))? {
             Steered::Running => json!({

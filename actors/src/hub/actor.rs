@@ -198,10 +198,16 @@ impl Actor for Hub {
                 id,
                 text,
                 call,
+                asking,
                 span,
                 reply,
             } => {
-                let message = Message { text, call, span };
+                let message = Message {
+                    text,
+                    call,
+                    asking,
+                    span,
+                };
                 Box::pin(state.send(&myself, &id, message, reply)).await
             }
             HubMsg::Snapshot(reply) => {

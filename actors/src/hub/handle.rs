@@ -242,13 +242,14 @@ impl HubHandle {
         &self,
         id: &AgentId,
         text: String,
-        call: subagents_messages::ToolUseId,
+        call: &crate::tool::ToolCallContext,
     ) -> Result<crate::hub::Steered, Refused> {
         let span = tracing::Span::current();
         match ractor::call!(self.actor, |reply| HubMsg::Send {
             id: id.clone(),
             text,
-            call,
+            call: call.tool_use_id.clone(),
+            asking: Some((call.agent_id.clone(), call.slot.clone())),
             span,
             reply
         }) {

@@ -480,6 +480,8 @@ impl HubState {
             child.agent = Some(agent);
             child.remote = remote;
             child.last_result = Some(last_rx);
+            // Read: its weak hold would keep the asking turn's state.
+            child.call = None;
         }
         Vec::new()
     }

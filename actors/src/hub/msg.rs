@@ -113,6 +113,9 @@ pub(crate) enum HubMsg {
         text: String,
         /// The sender's call (a new run's `ChildStarted` names it).
         call: ToolUseId,
+        /// The sender and its call's hold on its turn: a finished child
+        /// is not resumed once that call was cut.
+        asking: Option<(AgentId, crate::agent::CallSlot)>,
         /// The sending call's span (a new run's spans sit under it).
         span: tracing::Span,
         /// Where it went, or why not.

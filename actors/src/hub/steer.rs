@@ -16,6 +16,8 @@ pub(super) struct Message {
     pub(super) text: String,
     /// The sending call (a new run's `ChildStarted` names it).
     pub(super) call: ToolUseId,
+    /// The sender and its call's hold on its turn.
+    pub(super) asking: Option<(AgentId, crate::agent::CallSlot)>,
     /// The sending call's span (a new run's spans sit under it).
     pub(super) span: tracing::Span,
 }
@@ -151,6 +153,16 @@ impl HubState {
         if from.status == SubAgentStatus::Stopped {
             return Err(Refused::Stopped { id: id.clone() });
         }
+        // The sending call was cut before the hub read it (its model read
+        // the cut's sentence, no id): no run is made — it was, announced
+        // after the sender's `Result`, its result a wake about an id the
+        // model never had.
+        let asking = message.asking;
+        if let Some((sender, call)) = &asking
+            && !call.is_open()
+        {
+            return Err(Refused::RequesterEnded { id: sender.clone() });
+        }
         // An archived child another thread resumed first (the link may not
         // have reached the store yet): not forked.
         let archive = self.config.archive.clone();
@@ -174,8 +186,19 @@ impl HubState {
         request.wall_clock_cap = None;
         request.token_cap = None;
         request.conversation = from.conversation;
+        // Announced under the sending call's lock when the sender is the
+        // new run's requester (the parent resuming its own child); under
+        // the requester's turn otherwise.
+        let announcing = asking
+            .filter(|(sender, _)| *sender == request.requester)
+            .map(|(_, call)| call);
         let next = match self
-            .spawn_child(myself, std::sync::Arc::new(request), message.span, None)
+            .spawn_child(
+                myself,
+                std::sync::Arc::new(request),
+                message.span,
+                announcing,
+            )
             .await
         {
             Ok(next) => next,

@@ -173,18 +173,23 @@ impl Actor for ThreadSupervisor {
                     thread: state.id.clone(),
                     approvals_floor: None,
                 });
+                let thread = myself.clone();
                 let ended = move |hub: &subagents_actors::hub::HubHandle| {
-                    let archive = archive.map(Arc::new);
+                    let store = archive.as_ref().map(|a| a.store.clone());
                     let shared = archive
-                        .clone()
-                        .map(|a| a as Arc<dyn subagents_actors::hub::EnvelopeArchive>);
+                        .map(|a| Arc::new(a) as Arc<dyn subagents_actors::hub::EnvelopeArchive>);
                     let Some(envelope) = hub.cancel_after_death(&id, shared) else {
                         return Err(subagents_actors::hub::Refused::UnknownChild(id));
                     };
-                    // This session's run: its record now (a close writes the
-                    // book's; a kill would not).
-                    if let Some(archive) = archive.filter(|_| envelope.cancelled) {
-                        archive.cancel_this_sessions(&envelope.id);
+                    // This session's run, changed: through the thread, as
+                    // the hub's observers would be told — its writes go in
+                    // order, after the dead hub's failed copies (written
+                    // here, the cancel could land first and be overwritten).
+                    if envelope.cancelled
+                        && store.is_some_and(|s| !s.is_from_earlier_session(&envelope.id))
+                    {
+                        let changed = ThreadInternal::ChildFinished(Box::new(envelope.clone()));
+                        let _ = thread.cast(ThreadMsg::Internal(changed));
                     }
                     Ok(envelope.status)
                 };

@@ -116,22 +116,6 @@ impl Archive {
     fn reaches(&self, id: &AgentId) -> bool {
         self.store.reaches(id, self.thread.as_ref())
     }
-
-    /// Cancels this session's child `id` in the store (after its hub's
-    /// death: the hub wrote it there through the thread).
-    pub(super) fn cancel_this_sessions(&self, id: &AgentId) {
-        if self.store.is_from_earlier_session(id) {
-            return;
-        }
-        let cancelled = self.store.update(id, |e| {
-            let first = e.cancellable();
-            e.cancelled |= first;
-            first
-        });
-        if let Err(error) = cancelled {
-            self.errors.push(error.to_string());
-        }
-    }
 }
 
 impl EnvelopeArchive for Archive {
