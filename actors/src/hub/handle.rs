@@ -249,7 +249,7 @@ impl HubHandle {
             id: id.clone(),
             text,
             call: call.tool_use_id.clone(),
-            asking: Some((call.agent_id.clone(), call.slot.clone())),
+            asking: Some(Box::new((call.agent_id.clone(), call.slot.clone()))),
             span,
             reply
         }) {

@@ -114,8 +114,9 @@ pub(crate) enum HubMsg {
         /// The sender's call (a new run's `ChildStarted` names it).
         call: ToolUseId,
         /// The sender and its call's hold on its turn: a finished child
-        /// is not resumed once that call was cut.
-        asking: Option<(AgentId, crate::agent::CallSlot)>,
+        /// is not resumed once that call was cut. Boxed: the message is
+        /// the hub's largest, and every message is moved at its size.
+        asking: Option<Box<(AgentId, crate::agent::CallSlot)>>,
         /// The sending call's span (a new run's spans sit under it).
         span: tracing::Span,
         /// Where it went, or why not.

@@ -75,8 +75,10 @@ impl HubState {
     /// given while its own children stop, or its end notice still on its
     /// way (a wall clock that ran out in the poll its call was sent in).
     pub(super) fn turn_over(&self, id: &AgentId) -> bool {
-        self.children.get(id).is_some_and(|c| c.ending.is_some())
-            || (self.children.contains_key(id) && self.book.turn_over(id))
+        // One lookup: the thread's parent (most requests) is no child.
+        self.children
+            .get(id)
+            .is_some_and(|c| c.ending.is_some() || self.book.turn_over(id))
     }
 
     /// The envelope of an earlier session's child `id`, from the archive.

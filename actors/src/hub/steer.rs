@@ -17,7 +17,7 @@ pub(super) struct Message {
     /// The sending call (a new run's `ChildStarted` names it).
     pub(super) call: ToolUseId,
     /// The sender and its call's hold on its turn.
-    pub(super) asking: Option<(AgentId, crate::agent::CallSlot)>,
+    pub(super) asking: Option<Box<(AgentId, crate::agent::CallSlot)>>,
     /// The sending call's span (a new run's spans sit under it).
     pub(super) span: tracing::Span,
 }
@@ -158,7 +158,7 @@ impl HubState {
         // after the sender's `Result`, its result a wake about an id the
         // model never had.
         let asking = message.asking;
-        if let Some((sender, call)) = &asking
+        if let Some((sender, call)) = asking.as_deref()
             && !call.is_open()
         {
             return Err(Refused::RequesterEnded { id: sender.clone() });
@@ -190,8 +190,8 @@ impl HubState {
         // new run's requester (the parent resuming its own child); under
         // the requester's turn otherwise.
         let announcing = asking
-            .filter(|(sender, _)| *sender == request.requester)
-            .map(|(_, call)| call);
+            .filter(|asking| asking.0 == request.requester)
+            .map(|asking| asking.1);
         let next = match self
             .spawn_child(
                 myself,
