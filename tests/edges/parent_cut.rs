@@ -23,6 +23,39 @@ fn holds_then_delegates() -> Arc<ScriptedModel> {
     )
 }
 
+/// The parent stopped as its `hold` call returns (let go, then the stop,
+/// in one tick): the turn task runs first, opens the delegation call and
+/// sends its request; the stop closes the turn; the hub reads the request
+/// after. The log from the hold on, a minute past the `Result`; checked
+/// to be reached: the call opened and cut before it had an id.
+async fn stopped_as_hold_returns(
+    parent: &subagents::actors::DelegatingAgent,
+    events: &mut EventStream,
+    hold: &tokio::sync::Notify,
+) -> Vec<AgentEvent> {
+    let mut log = Vec::new();
+    until(
+        events,
+        &mut log,
+        |e| matches!(e, AgentEvent::ToolStarted(c) if c.name == "hold"),
+    )
+    .await;
+    hold.notify_one();
+    parent.agent.stop_turn().unwrap();
+    let result = until_result(events, &mut log).await;
+    assert_eq!(result.outcome, Outcome::Stopped);
+    parent.hub.sync().await.unwrap();
+    run_for(events, &mut log, 60).await;
+    assert_eq!(
+        results_of(&log, "use_agent"),
+        vec![(
+            "the turn was stopped before this call finished".to_owned(),
+            true
+        )]
+    );
+    log
+}
+
 /// After the parent's `Result`: nothing of any child, no child at all,
 /// and one model call (the parent's).
 async fn assert_no_child(
@@ -81,28 +114,7 @@ async fn a_run_the_hub_reads_after_the_parents_turn_was_stopped_makes_no_child()
             .await
             .unwrap();
         parent.agent.send_user("go").unwrap();
-        let mut log = Vec::new();
-        until(
-            &mut events,
-            &mut log,
-            |e| matches!(e, AgentEvent::ToolStarted(c) if c.name == "hold"),
-        )
-        .await;
-        hold.notify_one();
-        parent.agent.stop_turn().unwrap();
-        let result = until_result(&mut events, &mut log).await;
-        assert_eq!(result.outcome, Outcome::Stopped);
-        parent.hub.sync().await.unwrap();
-        run_for(&mut events, &mut log, 60).await;
-        // Reached: the call was opened and cut before it had an id.
-        assert_eq!(
-            results_of(&log, "use_agent"),
-            vec![(
-                "the turn was stopped before this call finished".to_owned(),
-                true
-            )],
-            "{policy:?}"
-        );
+        let log = stopped_as_hold_returns(&parent, &mut events, &hold).await;
         assert_no_child(&parent, &model, &log, &format!("{policy:?}")).await;
         parent.shutdown_and_wait().await;
     }
@@ -180,26 +192,7 @@ async fn a_send_the_hub_reads_after_the_parents_turn_was_stopped_resumes_nothing
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
     parent.agent.send_user("more").unwrap();
-    let mut log = Vec::new();
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::ToolStarted(c) if c.name == "hold"),
-    )
-    .await;
-    hold.notify_one();
-    parent.agent.stop_turn().unwrap();
-    let result = until_result(&mut events, &mut log).await;
-    assert_eq!(result.outcome, Outcome::Stopped);
-    parent.hub.sync().await.unwrap();
-    run_for(&mut events, &mut log, 60).await;
-    assert_eq!(
-        results_of(&log, "use_agent"),
-        vec![(
-            "the turn was stopped before this call finished".to_owned(),
-            true
-        )]
-    );
+    let log = stopped_as_hold_returns(&parent, &mut events, &hold).await;
     let end = log
         .iter()
         .position(|e| matches!(e, AgentEvent::Result(_)))

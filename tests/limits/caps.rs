@@ -222,7 +222,6 @@ async fn a_resumed_run_does_not_keep_the_caps_of_the_call_that_started_it() {
 #[tokio::test(start_paused = true)]
 async fn a_queued_synchronous_child_handed_to_the_background_drops_the_callers_cap() {
     use subagents::messages::SubAgentStatus;
-    use subagents_demo::Sleep;
     let model = ScriptedModel::new(vec![
         Reply::new()
             .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
@@ -235,32 +234,10 @@ async fn a_queued_synchronous_child_handed_to_the_background_drops_the_callers_c
     ])
     .with_script("Blocker", vec![Reply::new().hang()])
     .with_script("Worker", common::worker(5));
-    let (parent, mut events) = DelegationBuilder::new(model.shared())
-        .tools(ToolRegistry::new().with(Sleep))
-        .limits(Limits {
-            wall_clock: Duration::from_secs(100),
-            ..Limits::default()
-        })
-        .child_limits(Limits {
-            wall_clock: Duration::from_secs(150),
-            ..Limits::default()
-        })
-        .max_live(1)
-        .delegate_task_tool(true)
-        .spawn()
-        .await
-        .unwrap();
+    let (parent, mut events) = super::caps_cut::capped(model).spawn().await.unwrap();
     parent.agent.send_user("go").unwrap();
     let worker_id = AgentId::new("agent_2");
-    loop {
-        match events.recv().await.unwrap() {
-            AgentEvent::ChildStatus(id, status) if id == worker_id && status.is_terminal() => {
-                break;
-            }
-            _ => {}
-        }
-    }
-    let envelope = parent.hub.status(&worker_id).expect("known");
+    let envelope = super::caps_cut::ended(&parent, &mut events, &worker_id).await;
     assert_eq!(envelope.status, SubAgentStatus::Done, "{envelope:?}");
     assert_eq!(
         envelope.result.as_deref(),

@@ -3,6 +3,40 @@
 //! more, so the caller's cap does not carry over.
 
 use super::*;
+use subagents::actors::DelegatingAgent;
+
+/// A parent of 100 s whose children have 150 s, one live at a time,
+/// with `delegate_task` and `sleep`.
+pub(super) fn capped(model: ScriptedModel) -> DelegationBuilder {
+    DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+        .limits(Limits {
+            wall_clock: Duration::from_secs(100),
+            ..Limits::default()
+        })
+        .child_limits(Limits {
+            wall_clock: Duration::from_secs(150),
+            ..Limits::default()
+        })
+        .max_live(1)
+        .delegate_task_tool(true)
+}
+
+/// `id`'s envelope once its end is on the stream.
+pub(super) async fn ended(
+    parent: &DelegatingAgent,
+    events: &mut EventStream,
+    id: &AgentId,
+) -> subagents::messages::Envelope {
+    loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::ChildStatus(at, status) if at == *id && status.is_terminal() => {
+                return parent.hub.status(id).expect("known");
+            }
+            _ => {}
+        }
+    }
+}
 
 /// Same instant (review: limits): a `delegate_task` child waits in the
 /// queue; the host stops the child holding the slot and then the caller's
@@ -17,7 +51,6 @@ use super::*;
 #[tokio::test(start_paused = true)]
 async fn a_queued_synchronous_child_whose_caller_is_cut_as_its_slot_frees_drops_the_cap() {
     use subagents::messages::SubAgentStatus;
-    use subagents_demo::Sleep;
     for (stop_at, works) in [(95, 5), (50, 60)] {
         let model = ScriptedModel::new(vec![
             Reply::new()
@@ -31,21 +64,7 @@ async fn a_queued_synchronous_child_whose_caller_is_cut_as_its_slot_frees_drops_
         ])
         .with_script("Blocker", vec![Reply::new().hang()])
         .with_script("Worker", common::worker(works));
-        let (parent, mut events) = DelegationBuilder::new(model.shared())
-            .tools(ToolRegistry::new().with(Sleep))
-            .limits(Limits {
-                wall_clock: Duration::from_secs(100),
-                ..Limits::default()
-            })
-            .child_limits(Limits {
-                wall_clock: Duration::from_secs(150),
-                ..Limits::default()
-            })
-            .max_live(1)
-            .delegate_task_tool(true)
-            .spawn()
-            .await
-            .unwrap();
+        let (parent, mut events) = capped(model).spawn().await.unwrap();
         parent.agent.send_user("go").unwrap();
         let mut log = Vec::new();
         common::run_for(&mut events, &mut log, stop_at).await;
@@ -55,14 +74,7 @@ async fn a_queued_synchronous_child_whose_caller_is_cut_as_its_slot_frees_drops_
         let stopped = parent.hub.stop(&blocker);
         parent.agent.stop_turn().unwrap();
         stopped.await.unwrap();
-        let envelope = loop {
-            match events.recv().await.unwrap() {
-                AgentEvent::ChildStatus(id, status) if id == worker && status.is_terminal() => {
-                    break parent.hub.status(&worker).expect("known");
-                }
-                _ => {}
-            }
-        };
+        let envelope = ended(&parent, &mut events, &worker).await;
         assert_eq!(
             envelope.status,
             SubAgentStatus::Done,
@@ -106,7 +118,6 @@ impl subagents::actors::hub::HubObserver for StopOnStart {
 #[tokio::test(start_paused = true)]
 async fn a_queued_synchronous_child_whose_caller_is_cut_before_it_read_the_id_drops_the_cap() {
     use subagents::messages::SubAgentStatus;
-    use subagents_demo::Sleep;
     let model = ScriptedModel::new(vec![
         Reply::new()
             .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
@@ -121,18 +132,7 @@ async fn a_queued_synchronous_child_whose_caller_is_cut_before_it_read_the_id_dr
     .with_script("Blocker", common::worker(95))
     .with_script("Worker", common::worker(5));
     let parent_slot = Arc::new(std::sync::OnceLock::new());
-    let (parent, mut events) = DelegationBuilder::new(model.shared())
-        .tools(ToolRegistry::new().with(Sleep))
-        .limits(Limits {
-            wall_clock: Duration::from_secs(100),
-            ..Limits::default()
-        })
-        .child_limits(Limits {
-            wall_clock: Duration::from_secs(150),
-            ..Limits::default()
-        })
-        .max_live(1)
-        .delegate_task_tool(true)
+    let (parent, mut events) = capped(model)
         .observer(Arc::new(StopOnStart(parent_slot.clone())))
         .spawn()
         .await
@@ -140,14 +140,7 @@ async fn a_queued_synchronous_child_whose_caller_is_cut_before_it_read_the_id_dr
     parent_slot.set(parent.agent.clone()).unwrap();
     parent.agent.send_user("go").unwrap();
     let worker = AgentId::new("agent_2");
-    let envelope = loop {
-        match events.recv().await.unwrap() {
-            AgentEvent::ChildStatus(id, status) if id == worker && status.is_terminal() => {
-                break parent.hub.status(&worker).expect("known");
-            }
-            _ => {}
-        }
-    };
+    let envelope = ended(&parent, &mut events, &worker).await;
     assert_eq!(envelope.status, SubAgentStatus::Done, "{envelope:?}");
     assert_eq!(
         envelope.result.as_deref(),
