@@ -222,18 +222,7 @@ async fn a_resumed_run_does_not_keep_the_caps_of_the_call_that_started_it() {
 #[tokio::test(start_paused = true)]
 async fn a_queued_synchronous_child_handed_to_the_background_drops_the_callers_cap() {
     use subagents::messages::SubAgentStatus;
-    let model = ScriptedModel::new(vec![
-        Reply::new()
-            .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
-            .tool_call(
-                "delegate_task",
-                r#"{"task":"x","system_prompt":"Worker\nw"}"#,
-            ),
-        Reply::answer("the parent read it"),
-        Reply::answer("noted"),
-    ])
-    .with_script("Blocker", vec![Reply::new().hang()])
-    .with_script("Worker", common::worker(5));
+    let model = super::caps_cut::blocked_then_delegates("the parent read it", 5);
     let (parent, mut events) = super::caps_cut::capped(model).spawn().await.unwrap();
     parent.agent.send_user("go").unwrap();
     let worker_id = AgentId::new("agent_2");

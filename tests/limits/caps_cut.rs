@@ -22,6 +22,24 @@ pub(super) fn capped(model: ScriptedModel) -> DelegationBuilder {
         .delegate_task_tool(true)
 }
 
+/// A parent that starts a hanging background `Blocker` and, in the same
+/// answer, a `delegate_task` `Worker` of `works` seconds (queued behind
+/// it); then `answer`, then "noted again".
+pub(super) fn blocked_then_delegates(answer: &str, works: u64) -> ScriptedModel {
+    ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
+            .tool_call(
+                "delegate_task",
+                r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+            ),
+        Reply::answer(answer),
+        Reply::answer("noted again"),
+    ])
+    .with_script("Blocker", vec![Reply::new().hang()])
+    .with_script("Worker", common::worker(works))
+}
+
 /// `id`'s envelope once its end is on the stream.
 pub(super) async fn ended(
     parent: &DelegatingAgent,
@@ -52,19 +70,10 @@ pub(super) async fn ended(
 async fn a_queued_synchronous_child_whose_caller_is_cut_as_its_slot_frees_drops_the_cap() {
     use subagents::messages::SubAgentStatus;
     for (stop_at, works) in [(95, 5), (50, 60)] {
-        let model = ScriptedModel::new(vec![
-            Reply::new()
-                .use_agent(&UseAgentCall::run("Blocker\nYou block.", "hold the slot").background())
-                .tool_call(
-                    "delegate_task",
-                    r#"{"task":"x","system_prompt":"Worker\nw"}"#,
-                ),
-            Reply::answer("noted"),
-            Reply::answer("noted again"),
-        ])
-        .with_script("Blocker", vec![Reply::new().hang()])
-        .with_script("Worker", common::worker(works));
-        let (parent, mut events) = capped(model).spawn().await.unwrap();
+        let (parent, mut events) = capped(blocked_then_delegates("noted", works))
+            .spawn()
+            .await
+            .unwrap();
         parent.agent.send_user("go").unwrap();
         let mut log = Vec::new();
         common::run_for(&mut events, &mut log, stop_at).await;

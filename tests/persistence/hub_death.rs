@@ -25,17 +25,7 @@ async fn a_stop_after_the_hubs_death_cancels_a_resumed_chains_newest_run() {
     let model = ScriptedModel::new(vec![Reply::answer("Noted.")]);
     let (thread, _events) = thread_on(model.shared(), store.clone(), 3).await;
     kill_hub(&thread).await;
-    assert_eq!(
-        thread.stop_child(&AgentId::new("agent_1")).await,
-        Ok(SubAgentStatus::Done)
-    );
-    assert!(
-        store
-            .get(&AgentId::new("agent_2"))
-            .is_some_and(|e| e.cancelled),
-        "the newest run was left resumable: {:?}",
-        store.get(&AgentId::new("agent_2"))
-    );
+    a_stop_of_agent_1_cancels_agent_2(&thread, &store).await;
     thread.close_and_wait().await;
 }
 

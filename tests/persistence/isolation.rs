@@ -359,7 +359,6 @@ async fn an_earlier_sessions_child_stopped_here_wakes_nobody_again() {
 /// store too, as a message does.
 #[tokio::test]
 async fn a_stop_by_a_resumed_childs_first_id_reaches_its_newest_run_after_a_restart() {
-    use subagents::messages::SubAgentStatus;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
     resumed_in_a_second_session(&dir).await;
@@ -373,17 +372,7 @@ async fn a_stop_by_a_resumed_childs_first_id_reaches_its_newest_run_after_a_rest
         Reply::answer("Tried."),
     ]);
     let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
-    assert_eq!(
-        thread.stop_child(&AgentId::new("agent_1")).await,
-        Ok(SubAgentStatus::Done)
-    );
-    assert!(
-        store
-            .get(&AgentId::new("agent_2"))
-            .is_some_and(|e| e.cancelled),
-        "the newest run was left resumable: {:?}",
-        store.get(&AgentId::new("agent_2"))
-    );
+    a_stop_of_agent_1_cancels_agent_2(&thread, &store).await;
     thread.send_user("send it more").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;

@@ -775,3 +775,19 @@ async fn an_earlier_sessions_child_resumed_here_is_not_counted_again() {
     assert_eq!(children.usage.prompt_tokens, 5, "{children:?}");
     thread.close_and_wait().await;
 }
+
+/// A host's stop of `agent_1`, resumed as `agent_2` (both ended), answers
+/// `done` and cancels the newest run in the store.
+async fn a_stop_of_agent_1_cancels_agent_2(thread: &ThreadHandle, store: &EnvelopeStore) {
+    assert_eq!(
+        thread.stop_child(&AgentId::new("agent_1")).await,
+        Ok(subagents::messages::SubAgentStatus::Done)
+    );
+    assert!(
+        store
+            .get(&AgentId::new("agent_2"))
+            .is_some_and(|e| e.cancelled),
+        "the newest run was left resumable: {:?}",
+        store.get(&AgentId::new("agent_2"))
+    );
+}

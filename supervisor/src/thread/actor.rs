@@ -161,11 +161,11 @@ impl Actor for ThreadSupervisor {
             } => route_approval(state, id, decision, reply),
             ThreadMsg::StopChild { id, reply } => {
                 // A gone (or, unread, stopping) hub ended its children:
-                // the status each ended with, as a stop of an ended child
-                // answers — an earlier session's too, read and cancelled
-                // in the store as the hub's archive would (the archive
-                // went with the hub: it read "unknown", and the next
-                // session's message resumed the child the host stopped).
+                // the status each ended with, cancelled as a live hub's
+                // stop of an ended child cancels it — the newest run of a
+                // resumed chain, this session's or an earlier one's, read
+                // through the store (the archive went with the hub: it
+                // read "unknown", and the next session resumed the child).
                 let to = id.clone();
                 let archive = state.store.clone().map(|store| Archive {
                     store,
