@@ -64,3 +64,20 @@ impl subagents::actors::hub::HubObserver for HoldFinish {
         self.0.pass();
     }
 }
+
+/// A hub observer held at its first `started` once armed: the hub's
+/// handler is then between a child's `ChildStarted` and its reply to the
+/// request (the asking call has not read the child's id yet).
+pub struct HoldStart(pub Arc<Held>);
+
+impl subagents::actors::hub::HubObserver for HoldStart {
+    fn finished(&self, _envelope: &subagents::messages::Envelope) {}
+
+    fn started(
+        &self,
+        _envelope: &subagents::messages::Envelope,
+        _request: &subagents::messages::ChildRequest,
+    ) {
+        self.0.pass();
+    }
+}

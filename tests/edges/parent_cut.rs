@@ -8,7 +8,7 @@ use subagents::messages::Outcome;
 
 use super::requester_ends::{HeldClock, Hold};
 use super::*;
-use crate::common::held::{Held, until_held};
+use crate::common::held::{Held, HoldStart, until_held};
 
 /// A parent that holds in a host tool, then asks for a child.
 fn holds_then_delegates() -> Arc<ScriptedModel> {
@@ -208,4 +208,90 @@ async fn a_send_the_hub_reads_after_the_parents_turn_was_stopped_resumes_nothing
     let first = parent.hub.status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(first.continued_as, None, "{first:?}");
     parent.shutdown_and_wait().await;
+}
+
+/// Same instant, on two workers (left alone in the twenty-sixth
+/// session): the hub announced the child and is held before its reply;
+/// the parent's turn is stopped meanwhile, so the cut call never read
+/// the child's id. It read the generic "stopped" sentence, though the
+/// child went on in the background (`Detach`: its result later woke the
+/// parent about an id it never had) or was stopped for it (`Cascade`).
+/// The hub writes the call's note for the child under the announcement's
+/// lock; `use_agent` and `delegate_task` alike.
+#[test]
+fn a_call_cut_after_its_child_is_announced_still_names_it() {
+    let cases = [
+        ("use_agent", ParentStopPolicy::Detach, r#""pending":true"#),
+        ("use_agent", ParentStopPolicy::Cascade, r#""stopping":true"#),
+        (
+            "delegate_task",
+            ParentStopPolicy::Detach,
+            r#""pending":true"#,
+        ),
+    ];
+    for (tool, policy, said) in cases {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (held, inside, go) = Held::new();
+            let asks = match tool {
+                "use_agent" => Reply::new().use_agent(&UseAgentCall::run("Child\nYou work.", "go")),
+                _ => Reply::new().tool_call(tool, r#"{"task":"go","system_prompt":"Child\nw"}"#),
+            };
+            let model = Arc::new(
+                ScriptedModel::new(vec![asks, Reply::answer("parent: next")])
+                    .with_script("Child\n", vec![Reply::new().hang()]),
+            );
+            let (parent, mut events) = DelegationBuilder::new(model.clone())
+                .system_prompt("You are the parent.")
+                .observer(Arc::new(HoldStart(held.clone())))
+                .delegate_task_tool(true)
+                .parent_stop(policy)
+                .spawn()
+                .await
+                .unwrap();
+            held.arm();
+            parent.agent.send_user("go").unwrap();
+            until_held(inside, "the hub tells its observer the child started").await;
+            parent.agent.stop_turn().unwrap();
+            let mut log = Vec::new();
+            until_result(&mut events, &mut log).await;
+            go.send(()).unwrap();
+            let results = results_of(&log, tool);
+            assert_eq!(results.len(), 1, "{tool} {policy:?}: {log:#?}");
+            let (output, _) = &results[0];
+            assert!(
+                output.contains(said) && output.contains("agent_1"),
+                "{tool} {policy:?}: the cut call reads {output}"
+            );
+            assert!(started(&log).contains(&AgentId::new("agent_1")), "{log:#?}");
+            // And the note holds: the child (it hangs) is stopped, or
+            // runs on in the background.
+            let id = AgentId::new("agent_1");
+            if policy == ParentStopPolicy::Cascade {
+                let end = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+                    loop {
+                        match events.recv().await {
+                            Some(AgentEvent::ChildStatus(at, s)) if at == id && s.is_terminal() => {
+                                return s;
+                            }
+                            Some(_) => {}
+                            None => panic!("the stream ended"),
+                        }
+                    }
+                })
+                .await
+                .expect("the child ends");
+                assert_eq!(end, SubAgentStatus::Stopped, "{tool}");
+            } else {
+                parent.hub.sync().await.unwrap();
+                let envelope = parent.hub.status(&id).unwrap();
+                assert!(!envelope.status.is_terminal(), "{tool}: {envelope:?}");
+            }
+            parent.shutdown_and_wait().await;
+        });
+    }
 }

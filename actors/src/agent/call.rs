@@ -90,6 +90,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
             id: call.id.clone(),
             name: call.name.clone(),
             on_cut: None,
+            on_child: None,
             settled: None,
             span: span.clone(),
             content: config.trace.settings.content,

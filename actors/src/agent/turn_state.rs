@@ -34,6 +34,8 @@ pub(crate) struct OpenCall {
     /// What the model reads if the turn is cut before the call returns
     /// (the tool's own note), instead of the generic sentence.
     pub(crate) on_cut: Option<String>,
+    /// The `on_cut` of a delegation call once its child is announced.
+    pub(crate) on_child: Option<slot::ChildNote>,
     /// What the call will return, fixed by the tool: a cut turn still
     /// answers the call with it.
     pub(crate) settled: Option<ToolOutcome>,
@@ -256,7 +258,7 @@ pub(crate) fn complete_unless_steered(shared: &Shared) -> bool {
 }
 
 mod slot;
-pub(crate) use slot::CallSlot;
+pub(crate) use slot::{CallSlot, ChildNote};
 
 /// The lock around a running turn's state.
 pub(crate) type Shared = Arc<Mutex<TurnState>>;

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 use subagents_messages::{AgentId, Envelope, text};
 
+use super::ParentStopPolicy;
 use crate::agent::LiveTurn;
 
 /// What a child used: tokens in and out (its own model calls; its own
@@ -163,6 +164,34 @@ pub(super) fn status_json(
         }
     }
     out.to_string()
+}
+
+/// What a call waiting on `id` reads if its turn is cut (stopped, or
+/// ended by a limit) while it waits: by the parent-stop policy, the
+/// child goes on in the background or is stopped with the turn.
+pub(super) fn cut_note(policy: ParentStopPolicy, id: &AgentId, depth: u32) -> String {
+    match policy {
+        // A child's turn cut ends the child, and its children with it.
+        _ if depth > 0 => json!({
+            "id": id.as_str(),
+            "status": "stopped",
+            "note": "the turn ended while waiting, and the sub-agent stops when you end",
+        }),
+        ParentStopPolicy::Detach => json!({
+            "pending": true,
+            "id": id.as_str(),
+            "note": "the turn ended while waiting; the sub-agent goes on in the background and its result will arrive as a message",
+        }),
+        // Stopped by the hub, after this is written: a child that
+        // finished first (in the same instant) is not stopped, and its
+        // result comes back as a message. The words hold either way.
+        ParentStopPolicy::Cascade => json!({
+            "id": id.as_str(),
+            "stopping": true,
+            "note": "the turn ended while waiting, and the sub-agent is stopped with it; if it had already finished, its result will arrive as a message",
+        }),
+    }
+    .to_string()
 }
 
 #[cfg(test)]

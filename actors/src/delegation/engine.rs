@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::json;
 use subagents_messages::text::within_budget;
 use subagents_messages::{AgentId, ChildRequest, Envelope, SubAgentStatus};
 
-use crate::agent::CallSlot;
+use super::answers::cut_note;
+use crate::agent::{CallSlot, ChildNote};
 use crate::hub::{Claimed, HubHandle, Refused, WaitOutcome};
 use crate::profile::ProfileSet;
 use crate::tool::{ToolCallContext, ToolError};
@@ -178,6 +178,13 @@ impl Delegator {
     ) -> Result<AgentId, ToolError> {
         let profile = request.name.as_deref().and_then(|n| self.profiles.get(n));
         let own_model = profile.and_then(|p| p.model.clone());
+        // Cut once the hub announced the child, before its id is read
+        // here, the call still names it (written under the announcement's
+        // lock); the dropped reply abandons the child as the note says.
+        if let Some(call) = &call {
+            let (policy, depth) = (self.parent_stop, request.requester_depth);
+            call.on_child_announced(ChildNote(Box::new(move |id| cut_note(policy, id, depth))));
+        }
         let name = profile.map(|p| p.name.clone());
         self.hub.request_child(request, tracing::Span::current(), call).await.map_err(|e| match (e, name) {
             (Refused::UnknownModel { model, provider, available }, Some(name))
@@ -190,34 +197,6 @@ impl Delegator {
             }
             (e, _) => refuse(e.to_string()),
         })
-    }
-
-    /// What a call waiting on `id` reads if its turn is cut (stopped, or
-    /// ended by a limit) while it waits: by the parent-stop policy, the
-    /// child goes on in the background or is stopped with the turn.
-    pub(crate) fn cut_note(&self, id: &AgentId, depth: u32) -> String {
-        match self.parent_stop {
-            // A child's turn cut ends the child, and its children with it.
-            _ if depth > 0 => json!({
-                "id": id.as_str(),
-                "status": "stopped",
-                "note": "the turn ended while waiting, and the sub-agent stops when you end",
-            }),
-            ParentStopPolicy::Detach => json!({
-                "pending": true,
-                "id": id.as_str(),
-                "note": "the turn ended while waiting; the sub-agent goes on in the background and its result will arrive as a message",
-            }),
-            // Stopped by the hub, after this is written: a child that
-            // finished first (in the same instant) is not stopped, and its
-            // result comes back as a message. The words hold either way.
-            ParentStopPolicy::Cascade => json!({
-                "id": id.as_str(),
-                "stopping": true,
-                "note": "the turn ended while waiting, and the sub-agent is stopped with it; if it had already finished, its result will arrive as a message",
-            }),
-        }
-        .to_string()
     }
 
     /// Delivers a finished child's result through `call`: settles the
@@ -306,7 +285,7 @@ impl Delegator {
         within: Option<std::time::Duration>,
         render: impl Fn(&Envelope) -> Result<String, ToolError>,
     ) -> Waited {
-        call.on_cut(self.cut_note(id, call.depth));
+        call.on_cut(cut_note(self.parent_stop, id, call.depth));
         let mut guard = OnParentStop {
             hub: self.hub.clone(),
             id: id.clone(),

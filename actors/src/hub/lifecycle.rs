@@ -280,7 +280,7 @@ impl HubState {
             // Under the asking call's lock (its turn's), or the requester's
             // turn's for a host's request: one, never both (the same lock).
             let said = match &child.call {
-                Some(call) => call.while_open(announce),
+                Some(call) => call.announce_child(&id, announce),
                 None => book.while_turn_open(&child.request.requester, announce),
             };
             // Forgotten under the same lock: let go first, a kill's ends

@@ -13,6 +13,7 @@ use subagents_messages::{ModelChunk, ToolCall, ToolUseId, Usage};
 use super::error::truncate;
 use super::wire::{ChunkWire, ToolCallDeltaWire, UsageWire};
 use crate::model::ModelError;
+use fragment::{another_whole_call, continues_name};
 
 /// What to do after an event.
 #[derive(Debug, PartialEq, Eq)]
@@ -323,12 +324,17 @@ impl Assembler {
             (None, None) => self.last_slot,
         };
         let offered = &self.offered;
+        let piece = fragment
+            .function
+            .as_ref()
+            .and_then(|f| f.arguments.as_ref());
         let starts_another = |held: &PartialCall| {
             name.is_some_and(|name| {
                 (!held.id.is_empty() && id.as_ref().is_some_and(|id| *id != held.id))
                     || (!held.name.is_empty()
                         && held.name != name
                         && !continues_name(offered, held, name))
+                    || (id.is_none() && held.name == name && another_whole_call(held, piece))
             })
         };
         let slot = match fragment.index {
@@ -461,18 +467,6 @@ impl Assembler {
     }
 }
 
-/// Whether `piece` continues the held call's name to (the start of) the
-/// name of a tool the request offered, on a call with no arguments yet:
-/// a name streamed in pieces (openai-python's accumulator joins them;
-/// Gemini has sent `edit_ex`, then `isting_file`).
-fn continues_name(offered: &[String], held: &PartialCall, piece: &str) -> bool {
-    held.arguments.is_empty()
-        && offered.iter().any(|tool| {
-            tool.strip_prefix(held.name.as_str())
-                .is_some_and(|rest| rest.starts_with(piece))
-        })
-}
-
 /// An error the service reported inside the stream: its `message`, or
 /// its `error`'s (`{"error": {"message": …}}` as an `error` event's data).
 fn mid_stream_error(error: &Value) -> ModelError {
@@ -491,5 +485,6 @@ fn mid_stream_error(error: &Value) -> ModelError {
     }
 }
 
+mod fragment;
 #[cfg(test)]
 mod tests;

@@ -205,9 +205,13 @@ impl<'a> From<&'a ToolCall> for WireToolCall<'a> {
 /// on servers that parse the history (llama-server: 500 "Failed to parse
 /// tool call arguments as JSON"; vLLM: 400), so the conversation was stuck
 /// for good.
+///
+/// Parsed as the turn parses them before a run (`agent/call.rs`), not
+/// skimmed: a lone surrogate (`"\ud83d"`, an emoji escape left unfinished)
+/// or `1e400` passes a skim, was refused as no JSON, and went back as
+/// written — to the same 500.
 fn sendable(arguments: &str) -> &str {
-    let object = arguments.trim_start().starts_with('{')
-        && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok();
+    let object = serde_json::from_str::<serde_json::Value>(arguments).is_ok_and(|v| v.is_object());
     if object { arguments } else { "{}" }
 }
 

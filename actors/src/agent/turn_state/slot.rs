@@ -1,7 +1,7 @@
 //! A tool call's hold on its turn: settle its output, say what a cut
 //! answers it with, deliver a child's result with its usage.
 
-use subagents_messages::Usage;
+use subagents_messages::{AgentId, Usage};
 
 use super::{OpenCall, ToolOutcome, TurnState, lock};
 use crate::tool::{ToolError, error_output};
@@ -16,6 +16,16 @@ pub(crate) struct CallSlot {
     /// a strong hold kept a top-level turn's whole state — its span open,
     /// never exported, and its conversation — for as long.
     pub(crate) turn: Option<(std::sync::Weak<Mutex<TurnState>>, u64)>,
+}
+
+/// A delegation call's cut note for the child it asked for, written once
+/// the child's id is known (see [`CallSlot::on_child_announced`]).
+pub(crate) struct ChildNote(pub(crate) Box<dyn FnOnce(&AgentId) -> String + Send>);
+
+impl std::fmt::Debug for ChildNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChildNote")
+    }
 }
 
 impl std::fmt::Debug for CallSlot {
@@ -38,6 +48,29 @@ impl CallSlot {
 
     pub(crate) fn on_cut(&self, output: String) {
         self.with_open(|open| open.on_cut = Some(output));
+    }
+
+    /// What the call reads if cut once its child is announced (`note`
+    /// writes it for the child's id): set as the hub announces it (see
+    /// [`CallSlot::announce_child`]), before the call has read the id.
+    pub(crate) fn on_child_announced(&self, note: ChildNote) {
+        self.with_open(|open| open.on_child = Some(note));
+    }
+
+    /// [`CallSlot::while_open`] for the announcement of the call's child
+    /// `id`: under the same lock, the call's cut note names the child.
+    pub(crate) fn announce_child(&self, id: &AgentId, announce: impl FnOnce()) -> bool {
+        if self.turn.is_none() {
+            announce();
+            return true;
+        }
+        self.with_open(|open| {
+            announce();
+            if let Some(note) = open.on_child.take() {
+                open.on_cut = Some((note.0)(id));
+            }
+        })
+        .is_some()
     }
 
     /// True while the call is open in its turn (outside a turn, always).

@@ -21,6 +21,7 @@ fn open_turn() -> (
             id: id.clone(),
             name: "use_agent".into(),
             on_cut: None,
+            on_child: None,
             settled: None,
             span: tracing::Span::none(),
             content: false,

@@ -172,6 +172,9 @@ fn past_arguments_that_are_no_json_object_are_sent_back_as_an_empty_one() {
                     call("b", "[1]"),
                     call("c", ""),
                     call("d", r#" {"x": 1} "#),
+                    // Skimmed as JSON, no JSON to a parse (review 27).
+                    call("e", r#"{"text":"hi \ud83d"}"#),
+                    call("f", r#"{"a":1e400}"#),
                 ],
             ),
         ],
@@ -184,7 +187,7 @@ fn past_arguments_that_are_no_json_object_are_sent_back_as_an_empty_one() {
         .iter()
         .map(|c| c["function"]["arguments"].as_str().unwrap())
         .collect();
-    assert_eq!(sent, ["{}", "{}", "{}", r#" {"x": 1} "#]);
+    assert_eq!(sent, ["{}", "{}", "{}", r#" {"x": 1} "#, "{}", "{}"]);
 }
 
 /// Foreign input: a usage count that is no token count (a negative,

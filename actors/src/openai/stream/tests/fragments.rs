@@ -283,3 +283,53 @@ fn a_name_streamed_in_pieces_is_one_call() {
         assert_eq!(names, ["get_time", "list"], "{index:?}");
     }
 }
+
+/// Foreign (Gemini's OpenAI-compatible endpoint and gateways before it:
+/// parallel calls of one function, each whole, at `index: 0` or none,
+/// with no id or `"id":""`): a fragment naming the held call's own
+/// function continued it — three `read_file` calls glued into one whose
+/// arguments were no JSON, none run, and the model told its output was
+/// cut. A whole object cannot be continued: the next one is a call.
+#[test]
+fn parallel_calls_of_one_function_without_ids_are_separate_calls() {
+    for (index, id) in [
+        (Some(0), None),
+        (Some(0), Some("")),
+        (None, None),
+        (None, Some("")),
+    ] {
+        let (out, end) = feed(&[
+            &fragment(index, id, Some("read_file"), r#"{"path":"a"}"#),
+            &fragment(index, id, Some("read_file"), r#" {"path":"b"}"#),
+            &fragment(index, id, Some("read_file"), r#"{"path""#),
+            &fragment(index, id, None, r#":"c"}"#),
+            FINISH,
+            "[DONE]",
+        ]);
+        assert_eq!(end, Ok(true), "{index:?} {id:?}");
+        // Their ids (all `call_0` under an index) are told apart by the
+        // turn, as for any repeated id.
+        let arguments: Vec<_> = out
+            .iter()
+            .filter_map(|c| match c {
+                ModelChunk::ToolCall(c) => Some(c.arguments.trim().to_owned()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            arguments,
+            [r#"{"path":"a"}"#, r#"{"path":"b"}"#, r#"{"path":"c"}"#],
+            "{index:?} {id:?}"
+        );
+    }
+    // The same name on every fragment of one call (some servers repeat
+    // it) still continues it while its object is open, and an empty
+    // last piece starts nothing.
+    let (out, _) = feed(&[
+        &fragment(Some(0), None, Some("f"), r#"{"a""#),
+        &fragment(Some(0), None, Some("f"), ":1}"),
+        &fragment(Some(0), None, Some("f"), ""),
+        FINISH,
+    ]);
+    assert_eq!(out, vec![call("call_0", "f", r#"{"a":1}"#)]);
+}
