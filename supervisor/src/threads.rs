@@ -286,13 +286,16 @@ impl Threads {
     }
 
     /// Switches away from the thread on screen (see
-    /// [`switch_away_if_open`]: a closed one is left as it is — an error
+    /// [`done_or_closed`]: a closed one is left as it is — an error
     /// here would fail the open or switch that called it, after the new
     /// thread was spawned).
     ///
-    /// It stays on screen until it is left: a switch given up half-way (its
-    /// future dropped while the children stop) took it out of the registry
-    /// first, so the next switch never left it. Returns the one left.
+    /// Off screen from the moment its switch is sent (no child wakes it
+    /// while its children stop), and the registry's thread on screen until
+    /// it is left: a switch given up half-way (its future dropped while
+    /// the children stop) shows it again — it had been taken out of the
+    /// registry first, so the next switch never left it. Returns the one
+    /// left.
     async fn leave_current(&mut self) -> Result<Option<ThreadId>, ThreadError> {
         let Some(current) = self.on_screen.clone() else {
             return Ok(None);
@@ -301,12 +304,17 @@ impl Threads {
             let mut shown = IfGivenUp(Some(handle.clone()), |h| {
                 let _ = h.on_screen(true);
             });
-            switch_away_if_open(handle).await?;
-            shown.0 = None;
+            // Off screen as the switch is sent, right behind it: told
+            // only once the children had stopped (a remote child's stop
+            // may take its grace), a child the still-running turn started
+            // meanwhile finished and woke the tab the user had left.
+            let switched = handle.switch_away();
             match handle.on_screen(false) {
                 Ok(()) | Err(ThreadError::Closed) => {}
                 Err(other) => return Err(other),
             }
+            done_or_closed(switched.await)?;
+            shown.0 = None;
         }
         self.on_screen = None;
         Ok(Some(current))
@@ -328,13 +336,6 @@ impl Drop for IfGivenUp {
             (self.1)(&handle);
         }
     }
-}
-
-/// Switches a thread away: its children stop, its wakes drop. One that
-/// closed by itself (through its handle, or its supervisor died) has none
-/// left: that is done, not an error.
-async fn switch_away_if_open(handle: &ThreadHandle) -> Result<(), ThreadError> {
-    done_or_closed(handle.switch_away().await)
 }
 
 /// A switch's answer: one of a thread closed by itself is done too.

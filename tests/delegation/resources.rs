@@ -127,6 +127,69 @@ async fn a_child_killed_mid_model_call_returns_its_permit() {
     check_log(&log, true);
 }
 
+/// Killed midway, then stopped (review 27: the gate shared): a child
+/// killed in its model call as the host stops the hub. ractor keeps a
+/// killed actor's state — its turn, the sender of the result the hub's
+/// stop waits for — in the termination event it sends the hub, which a
+/// stopping hub never reads: the hub's stop waited for ever (and a
+/// thread's close with it), the killed child's turn ran on, holding its
+/// permit, and it never had a terminal status. The hub's stop waits for a
+/// child's result or its end, whichever comes first; in either order of
+/// the kill and the stop.
+#[tokio::test(start_paused = true)]
+async fn a_child_killed_as_the_hub_stops_neither_holds_the_stop_nor_the_permit() {
+    for kill_first in [true, false] {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&run_call("Hanger", "hang", &[], false)),
+            Reply::answer("started"),
+        ])
+        .with_script("Hanger", vec![Reply::new().text("…").hang()]);
+        let (parent, mut events) = delegating(model, 3).await;
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until(
+            &mut events,
+            &mut log,
+            |e| matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::Text(_))),
+        )
+        .await;
+        assert_eq!(parent.gate.snapshot().await.unwrap().in_flight, 1);
+        let child = parent.hub.actor().get_children()[0].clone();
+        let hub = parent.hub.actor().clone();
+        if kill_first {
+            child.kill();
+            hub.stop(None);
+        } else {
+            hub.stop(None);
+            child.kill();
+        }
+        let stopped = tokio::time::timeout(Duration::from_secs(3600), hub.wait(None)).await;
+        assert!(
+            stopped.is_ok(),
+            "kill first: {kill_first}: the hub's stop waited for ever"
+        );
+        tokio::time::timeout(Duration::from_secs(60), child.wait(None))
+            .await
+            .expect("the child ended")
+            .unwrap();
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            parent.gate.snapshot().await.unwrap().in_flight,
+            0,
+            "kill first: {kill_first}: the killed child's permit came back"
+        );
+        drain(&mut events, &mut log);
+        let ends: Vec<_> = log
+            .iter()
+            .filter(|e| matches!(e, AgentEvent::ChildStatus(_, s) if s.is_terminal()))
+            .collect();
+        assert_eq!(ends.len(), 1, "kill first: {kill_first}: {log:#?}");
+        parent.shutdown_and_wait().await;
+    }
+}
+
 /// Foreign input: the host's registry holds a tool named `use_agent`. The
 /// delegation tool replaces it for the parent, and children did not get
 /// the delegation tool (they sit at the depth limit) but got the host's

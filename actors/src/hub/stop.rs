@@ -367,7 +367,12 @@ impl HubState {
                 child.stopping.get_or_insert(STOPPED_RUNNING);
                 self.book.mark_going(id);
                 let _ = agent.stop_turn();
-                running.push((depth, id.clone(), Ends::Reports(child.last_result.take())));
+                let last = child.last_result.take();
+                running.push((
+                    depth,
+                    id.clone(),
+                    Ends::Reports(last, agent.actor().clone()),
+                ));
             } else {
                 self.finish_child(
                     id,
@@ -383,8 +388,20 @@ impl HubState {
         for (_, id, ends) in running {
             let (status, result, error) = match ends {
                 Ends::Ended(ending) => *ending,
-                Ends::Reports(Some(last)) => self.ending(&id, last.await.ok()),
-                Ends::Reports(None) => self.ending(&id, None),
+                // Its result, or its end: a killed child's state — the
+                // result's sender with it — waits in this hub's supervision
+                // port, which a stopping hub never reads (the stop waited
+                // for ever, the killed turn ran on with its permit). It
+                // drops, turn and all, with the hub's ports.
+                Ends::Reports(Some(last), cell) => {
+                    let last = tokio::select! {
+                        biased;
+                        last = last => last.ok(),
+                        _ = cell.wait(None) => None,
+                    };
+                    self.ending(&id, last)
+                }
+                Ends::Reports(None, _) => self.ending(&id, None),
             };
             self.finish_child(&id, status, result, error);
         }
@@ -393,8 +410,11 @@ impl HubState {
 
 /// How a running child ends as the hub stops.
 enum Ends {
-    /// Its turn reports (or has nothing left to report).
-    Reports(Option<tokio::sync::oneshot::Receiver<subagents_messages::AgentResult>>),
+    /// Its turn reports (or has nothing left to report); its actor.
+    Reports(
+        Option<tokio::sync::oneshot::Receiver<subagents_messages::AgentResult>>,
+        ractor::ActorCell,
+    ),
     /// Its turn ended before: how.
     Ended(Box<crate::hub::lifecycle::Ending>),
 }
