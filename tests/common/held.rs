@@ -81,3 +81,25 @@ impl subagents::actors::hub::HubObserver for HoldStart {
         self.0.pass();
     }
 }
+
+/// A tool that waits, in its call, until the test lets it go.
+pub struct Hold(pub Arc<tokio::sync::Notify>);
+
+impl subagents::prelude::Tool for Hold {
+    fn name(&self) -> &str {
+        "hold"
+    }
+    fn description(&self) -> String {
+        "waits until let go".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, _call: subagents::prelude::ToolCallContext) -> subagents::prelude::ToolFuture {
+        let go = self.0.clone();
+        Box::pin(async move {
+            go.notified().await;
+            Ok("let go".into())
+        })
+    }
+}

@@ -23,27 +23,7 @@ impl Clock for HeldClock {
     }
 }
 
-/// Waits, in its call, until the test lets it go.
-pub(super) struct Hold(pub(super) Arc<tokio::sync::Notify>);
-
-impl Tool for Hold {
-    fn name(&self) -> &str {
-        "hold"
-    }
-    fn description(&self) -> String {
-        "waits until let go".into()
-    }
-    fn parameters(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object"})
-    }
-    fn call(&self, _call: ToolCallContext) -> ToolFuture {
-        let go = self.0.clone();
-        Box::pin(async move {
-            go.notified().await;
-            Ok("let go".into())
-        })
-    }
-}
+pub(super) use crate::common::held::Hold;
 
 /// A host asks for a child in `agent_1`'s name (or `agent_1`'s own
 /// `use_agent run` is read) on one worker while `agent_1`'s turn ends on

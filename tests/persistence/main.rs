@@ -15,6 +15,7 @@ mod remote;
 mod restore;
 mod runtime_drop;
 mod shared;
+mod stale_copies;
 
 use std::sync::Arc;
 

@@ -163,9 +163,16 @@ impl HubState {
         {
             return Err(Refused::RequesterEnded { id: sender.clone() });
         }
+        // An archived child another thread stopped since this book took
+        // its copy: the store's word, read now.
+        let archive = self.config.archive.clone();
+        if let Some(archive) = &archive
+            && archive.get(id).is_some_and(|e| e.cancelled)
+        {
+            return Err(Refused::Stopped { id: id.clone() });
+        }
         // An archived child another thread resumed first (the link may not
         // have reached the store yet): not forked.
-        let archive = self.config.archive.clone();
         if let Some(archive) = &archive
             && !archive.begin_resume(id)
         {

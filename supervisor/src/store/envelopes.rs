@@ -229,7 +229,11 @@ impl EnvelopeStore {
             }
             envelope.claimed |= held.claimed;
             envelope.cancelled |= held.cancelled;
-            if held.thread.is_some() {
+            // An earlier session's child keeps the owner it was written
+            // with — none too: a named thread writing its link, cancel or
+            // claim stamped its own id on a child of the store's, and
+            // every other thread lost it.
+            if held.thread.is_some() || self.is_from_earlier_session(&envelope.id) {
                 envelope.thread = held.thread.clone();
             }
         }

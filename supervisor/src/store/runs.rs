@@ -288,11 +288,14 @@ impl EnvelopeStore {
             }
         }
         // Only a restart owes an interrupted child's wake (a child the
-        // parent interrupted wakes nobody).
+        // parent interrupted wakes nobody), and not once a stop cancelled
+        // it: the wake says a message resumes it, and none does (a done
+        // child's owed wake, its result, still goes out).
         let mut owed: Vec<(usize, AgentId)> = self
             .map
             .iter()
             .filter(|e| e.status == SubAgentStatus::Interrupted && wake_still_owed(e))
+            .filter(|e| !e.cancelled)
             .map(|e| (e.key().as_str().len(), e.key().clone()))
             .collect();
         owed.sort_unstable();
@@ -434,10 +437,14 @@ impl EnvelopeStore {
     /// `false` if it was resumed already (its envelope links a later run,
     /// or a thread of this session began a resume of it), so two threads
     /// in one instant — each reading the store before the other's link is
-    /// written — cannot both go on from it.
+    /// written — cannot both go on from it; or cancelled (another thread
+    /// stopped it since this one read it).
     pub(crate) fn begin_resume(&self, id: &AgentId) -> bool {
         let _io = self.lock_io();
-        if self.get(id).is_some_and(|e| e.continued_as.is_some()) {
+        if self
+            .get(id)
+            .is_some_and(|e| e.continued_as.is_some() || e.cancelled)
+        {
             return false;
         }
         self.resuming

@@ -291,6 +291,12 @@ impl Actor for ThreadSupervisor {
                     // says nothing of the wake, and written as it came it
                     // cleared the owed wake on disk.
                     envelope.wake_owed = state.wakes.is_owed(&envelope.id);
+                } else if earlier && let Some(store) = &state.store {
+                    // An earlier session's wake is the store's (settled
+                    // there when its turn ended): the hub's copy, taken
+                    // when a message brought the child in, said it was
+                    // owed still, and a stop's notice wrote that back.
+                    envelope.wake_owed = store.get(&envelope.id).is_some_and(|e| e.wake_owed);
                 }
                 if state.switched_off.contains(&envelope.id) {
                     // Switched away from: it wakes nobody.

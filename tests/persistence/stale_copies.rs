@@ -1,0 +1,237 @@
+//! An earlier session's child the hub took into its book (a message
+//! brought it in) is a copy as it was read: the store's is the one that
+//! says whether another thread stopped it, whose it is, and whether its
+//! wake is still owed.
+
+use subagents::messages::{Outcome, ThreadId};
+use subagents::prelude::ToolRegistry;
+
+use super::*;
+use crate::common::held::Hold;
+
+/// Shared, stale (review 27: persisted data): thread Y's message to an
+/// earlier session's `agent_1` took it into Y's book but was refused (its
+/// call cut before the hub read it); thread X then stopped `agent_1` —
+/// cancelled for good, on disk. Y's next message resumed it from its own
+/// copy, which still said it was not: a child the host had stopped went
+/// on, its tools run again. The store's word is read before a resume.
+#[tokio::test]
+async fn a_child_another_thread_stopped_is_not_resumed_from_a_stale_copy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+    let store = open(&dir);
+    let idle = ScriptedModel::new(vec![Reply::answer("x")]);
+    let (x, _events_x) = thread_on(idle.shared(), store.clone(), 3).await;
+    let hold = Arc::new(tokio::sync::Notify::new());
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .tool_call("hold", "{}")
+            .use_agent(&UseAgentCall::send("agent_1", "the second part")),
+        // The cut turn's note is the conversation's second assistant
+        // message (a scripted model answers by their count).
+        Reply::answer("(the cut turn's note)"),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+        Reply::answer("Tried."),
+    ])
+    .with_script("Worker", vec![Reply::answer("second part done")]);
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(Hold(hold.clone()))),
+    )
+    .store(store.clone());
+    let (y, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    y.send_user("more").unwrap();
+    let mut log = Vec::new();
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::ToolStarted(c) if c.name == "hold"),
+    )
+    .await;
+    // Stopped and let go in one tick: the turn opens the send first, the
+    // stop (one hop more, through the thread) cuts it, and the hub reads
+    // the send after.
+    y.stop_parent().unwrap();
+    hold.notify_one();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.outcome, Outcome::Stopped);
+    y.hub().sync().await.unwrap();
+    let stopped = x.stop_child(&AgentId::new("agent_1")).await.unwrap();
+    assert_eq!(stopped, SubAgentStatus::Done);
+    assert!(store.get(&AgentId::new("agent_1")).unwrap().cancelled);
+    y.send_user("again").unwrap();
+    until_result(&mut events, &mut log).await;
+    let answers = results_of(&log, "use_agent");
+    assert!(
+        answers.last().unwrap().0.contains("was stopped"),
+        "{answers:?}"
+    );
+    assert!(
+        !log.iter().any(|e| matches!(e, AgentEvent::ChildStarted(_))),
+        "resumed: {log:#?}"
+    );
+    y.flush_persistence().await.unwrap();
+    assert_eq!(
+        store.get(&AgentId::new("agent_1")).unwrap().continued_as,
+        None
+    );
+    x.close_and_wait().await;
+    y.close_and_wait().await;
+}
+
+/// Shared, stale (review 27: persisted data): a named thread's write of
+/// an earlier session's child written for no thread (here the link of
+/// its resume; a cancel or a claim of its copy alike) stamped its own id
+/// on it: every other thread on the store then read
+/// "there is no sub-agent with id `agent_1`" — persistence.md: such a
+/// child is the store's, and `result` still reads its answer.
+#[tokio::test]
+async fn a_named_threads_write_leaves_an_earlier_childs_owner_as_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+    let store = open(&dir);
+    let named = |model: ScriptedModel, id: &str| {
+        ThreadConfig::new(
+            DelegationBuilder::new(model.shared()).system_prompt("You are the parent."),
+        )
+        .store(store.clone())
+        .id(ThreadId::new(id))
+    };
+    let (y, mut events_y) = ThreadHandle::spawn(
+        named(
+            ScriptedModel::new(vec![
+                Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+                Reply::answer("Sent."),
+                Reply::answer("Noted."),
+            ])
+            .with_script("Worker", vec![Reply::answer("second part done")]),
+            "y",
+        ),
+        None,
+    )
+    .await
+    .unwrap();
+    y.send_user("send it more").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events_y, &mut log, "agent_2").await;
+    until_result(&mut events_y, &mut log).await;
+    y.flush_persistence().await.unwrap();
+    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(agent_1.continued_as, Some(AgentId::new("agent_2")));
+    assert_eq!(agent_1.thread, None, "{agent_1:?}");
+    let (x, mut events_x) = ThreadHandle::spawn(
+        named(
+            ScriptedModel::new(vec![
+                Reply::new().use_agent(&UseAgentCall::result("agent_1")),
+                Reply::answer("Read."),
+            ]),
+            "x",
+        ),
+        None,
+    )
+    .await
+    .unwrap();
+    x.send_user("read it").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events_x, &mut log).await;
+    let answers = results_of(&log, "use_agent");
+    assert!(answers[0].0.contains("first part done"), "{answers:?}");
+    x.close_and_wait().await;
+    y.close_and_wait().await;
+}
+
+/// Stale (review 27: persisted data): after a restart, the parent's
+/// message to its interrupted child (refused: its model is gone here)
+/// took the child into the hub's book, its restart wake still owed in
+/// that copy; the wake's turn ended and the store settled it; the host
+/// then stopped the child, and the stop's notice wrote the book's copy —
+/// owed again, on disk. The next process woke the parent about a child
+/// the host had stopped ("it can go on from its saved conversation"). An
+/// earlier session's wake is the store's to say.
+#[tokio::test]
+async fn a_stop_after_a_restart_wake_was_settled_owes_no_wake_again() {
+    use subagents::actors::registry::ModelRegistry;
+    let tmp = tempfile::tempdir().unwrap();
+    let (live, killed) = (tmp.path().join("live"), tmp.path().join("killed"));
+    let worker =
+        ScriptedModel::new(vec![]).with_script("Worker", vec![Reply::new().text("…").hang()]);
+    let mut models = ModelRegistry::new();
+    models
+        .register("local", "cheap", worker.shared(), 1)
+        .await
+        .unwrap();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "the first part")
+                .model("cheap")
+                .background(),
+        ),
+        Reply::answer("Started."),
+    ]);
+    let config =
+        ThreadConfig::new(DelegationBuilder::new(model.shared()).models(models)).store(open(&live));
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    copy_dir(&live, &killed);
+    thread.close_and_wait().await;
+
+    // The restart: the wake goes out; its turn's message is refused.
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on")),
+        Reply::answer("It cannot go on here."),
+    ]);
+    let store = open(&killed);
+    assert_eq!(store.interrupted(), [AgentId::new("agent_1")]);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert!(
+        results_of(&log, "use_agent")[0]
+            .0
+            .contains("cannot go on here"),
+        "{log:#?}"
+    );
+    thread.sync().await.unwrap();
+    thread.flush_persistence().await.unwrap();
+    assert!(!store.get(&AgentId::new("agent_1")).unwrap().wake_owed);
+    let stopped = thread.stop_child(&AgentId::new("agent_1")).await.unwrap();
+    assert_eq!(stopped, SubAgentStatus::Interrupted);
+    thread.flush_persistence().await.unwrap();
+    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+    assert!(agent_1.cancelled && !agent_1.wake_owed, "{agent_1:?}");
+    thread.close_and_wait().await;
+    drop((thread, store));
+
+    // A third process owes the parent nothing.
+    let store = open(&killed);
+    assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+    assert!(store.owed_wakes().is_empty());
+}
+
+/// The same at the store (a guard): a child cancelled during its restart
+/// wake's turn, the process killed before that turn ended (a restart
+/// wake is delivered at least once), was listed again — "it can go on
+/// from its saved conversation" — though a message is refused. A
+/// cancelled child owes no wake.
+#[tokio::test]
+async fn a_cancelled_child_is_owed_no_restart_wake() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let now = subagents::actors::clock::Clock::now_ms(&SystemClock);
+    let store = open(&dir);
+    let mut envelope = common::store::finished_envelope("agent_1", now);
+    envelope.status = SubAgentStatus::Interrupted;
+    envelope.wake_owed = true;
+    envelope.cancelled = true;
+    store.save(&envelope).unwrap();
+    drop(store);
+    let store = open(&dir);
+    assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+    assert!(store.owed_wakes().is_empty());
+}
