@@ -9,6 +9,8 @@ mod common;
 mod queued;
 #[path = "turn_edges/quick_calls.rs"]
 mod quick_calls;
+#[path = "turn_edges/streamed_quote.rs"]
+mod streamed_quote;
 
 use std::time::Duration;
 

@@ -89,6 +89,13 @@ pub struct Envelope {
     /// written before it was kept.
     #[serde(default)]
     pub cancelled: bool,
+    /// The host deleted the thread that wrote it (`Threads::delete`): no
+    /// thread reaches it (reads, claims or resumes it) or is woken for it,
+    /// whatever thread is opened under that id later. Its file stays until
+    /// the retention prunes it. False when read from a file written before
+    /// it was kept.
+    #[serde(default)]
+    pub forgotten: bool,
 }
 
 impl Envelope {

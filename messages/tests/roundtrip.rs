@@ -86,6 +86,7 @@ fn envelope() -> Envelope {
         continued_as: None,
         thread: None,
         cancelled: false,
+        forgotten: false,
     }
 }
 

@@ -205,9 +205,11 @@ impl Threads {
     /// has closed, its children's final envelopes written —
     /// [`ThreadError::NotSaved`] naming the writes that failed (a host that
     /// deleted its threads and exited left them `running`, and the next
-    /// process woke a parent for a conversation the user had deleted). A
+    /// process woke a parent for a conversation the user had deleted) —
+    /// and marked forgotten ([`subagents_messages::Envelope::forgotten`]): a thread opened
+    /// again under the id, now or after a restart, reaches none of them. A
     /// thread that closed by itself is deleted too (it has nothing left to
-    /// stop). Given up half-way — or never polled — the thread still
+    /// stop; its children stay its id's). Given up half-way — or never polled — the thread still
     /// closes: it leaves the registry and its switch is sent when this is
     /// called.
     pub fn delete(
@@ -240,6 +242,7 @@ impl Threads {
             // child `running` on disk).
             let known = handle.failed_writes_mark();
             let switched = handle.switch_away_forgetting();
+            handle.deleted();
             handle.close();
             (switched, CloseOnDrop(Some(handle)), known)
         });

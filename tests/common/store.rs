@@ -90,5 +90,6 @@ pub fn finished_envelope(id: &str, finished_at_ms: u64) -> subagents::messages::
         continued_as: None,
         thread: None,
         cancelled: false,
+        forgotten: false,
     }
 }

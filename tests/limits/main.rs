@@ -9,6 +9,7 @@ mod common;
 mod caps;
 mod caps_cut;
 mod cut_calls;
+mod empty_chunks;
 mod panics;
 mod unreported;
 

@@ -9,6 +9,7 @@ mod clocks;
 #[path = "../common/mod.rs"]
 mod common;
 mod copies;
+mod deleted;
 mod hub_death;
 mod isolation;
 mod remote;

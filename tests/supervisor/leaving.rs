@@ -1,5 +1,6 @@
-//! A thread being left through `Threads`: off screen from the moment the
-//! switch is sent, not once its children have stopped.
+//! A thread being left, or its children all stopped, as its turn and its
+//! children go on: off screen from the moment the switch is sent, not once
+//! its children have stopped; no child made under one being stopped.
 
 use super::*;
 use subagents::messages::ThreadId;
@@ -64,4 +65,88 @@ async fn a_child_started_while_the_switch_waits_wakes_nobody() {
     assert!(wakes(&log_a).is_empty(), "{log_a:#?}");
     threads.delete(&a).await.unwrap();
     threads.delete(&b).await.unwrap();
+}
+
+/// The event at the bottom of a nesting (`Child(_, Child(_, e))` → `e`).
+fn innermost(mut event: &AgentEvent) -> &AgentEvent {
+    while let AgentEvent::Child(_, inner) = event {
+        event = inner;
+    }
+    event
+}
+
+/// Same instant (review 27: the wakes): a stop of every child (a
+/// switch's, or a host's own `stop_all`) as a child asks for a child of
+/// its own. The hub marked the child as being stopped and sent its agent
+/// the stop; the child's request, read before that agent had read the
+/// stop, still made the grandchild — started for a requester already
+/// being stopped, its model called, and not counted in what the stop-all
+/// said it stopped (it ended when its requester did). A requester being
+/// stopped is refused a child, as one whose turn ended is. Swept over the
+/// host's yields in the tick the child's answer comes, so each order of
+/// the stop and the request is reached.
+#[tokio::test(start_paused = true)]
+async fn a_stop_all_as_a_child_asks_for_its_own_child_stops_what_it_counts() {
+    let mut reached = std::collections::BTreeSet::new();
+    for yields in 0..60 {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Planner\nYou plan.", "plan").background()),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+        ])
+        .with_script(
+            "Planner\n",
+            vec![
+                Reply::new()
+                    .delay(Duration::from_secs(5))
+                    .text("planning")
+                    .use_agent(&work_call("Worker", 60, true)),
+                Reply::answer("planned"),
+            ],
+        )
+        .with_script("Worker\n", worker(60));
+        let (thread, mut events) = ThreadHandle::spawn(
+            DelegationBuilder::new(model.shared())
+                .system_prompt("You are the parent.")
+                .tools(ToolRegistry::new().with(Sleep))
+                .max_depth(2),
+            None,
+        )
+        .await
+        .unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::ChildStarted(_))
+        })
+        .await;
+        // The planner's answer comes 5 s on: the stop-all is sent in that
+        // tick, `yields` scheduler turns into it.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        for _ in 0..yields {
+            tokio::task::yield_now().await;
+        }
+        let said = thread.hub().stop_all().await.unwrap();
+        run_for(&mut events, &mut log, 120).await;
+        let stopped = log
+            .iter()
+            .filter(|e| {
+                matches!(
+                    innermost(e),
+                    AgentEvent::ChildStatus(_, SubAgentStatus::Stopped)
+                )
+            })
+            .count();
+        let grandchild = log.iter().any(
+            |e| matches!(innermost(e), AgentEvent::ChildStarted(c) if c.id.as_str() == "agent_2"),
+        );
+        assert_eq!(said, stopped, "after {yields} yields: {log:#?}");
+        if yields == 0 {
+            eprintln!("LOG0 {log:#?}");
+        } // DBG
+        check_log(&log, true);
+        reached.insert((grandchild, said));
+        thread.close_and_wait().await;
+    }
+    assert!(reached.len() >= 2, "{reached:?}");
 }

@@ -329,6 +329,9 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     loop {
         match stream.next().await {
             None => break,
+            // Nothing (a server's keep-alive, passed on by a host's
+            // adapter): no event — 100,000 of them were as many events.
+            Some(Ok(ModelChunk::Text(delta))) if delta.is_empty() => {}
             Some(Ok(ModelChunk::Text(delta))) => {
                 streamed_chars += delta.chars().count() as u64;
                 // A server reports usage at the end, or never: an answer
@@ -337,15 +340,19 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                 // a token (below its real cost, which counts its prompt
                 // too), against what the turn used before it.
                 let so_far = estimated(call_usage, streamed_chars);
-                // Kept in the turn's state as it streams: a cut mid-call
-                // (the wall clock, a stop) still has what the host saw.
+                // Kept in the turn's state as it streams, and emitted in
+                // the same step under its lock: a cut mid-call (the wall
+                // clock, a stop) has what the host saw — kept, then
+                // emitted after the lock, a stop on another worker in
+                // between quoted a piece its closed stream never showed.
                 // Past the budget, the estimate is counted and the text
                 // taken, under the same lock.
                 let cut = ctx.with(|t| {
                     t.streaming.push_str(&delta);
-                    t.past_budget(so_far, budget)
+                    let cut = t.past_budget(so_far, budget);
+                    ctx.sink.emit(AgentEvent::Text(delta));
+                    cut
                 });
-                ctx.sink.emit(AgentEvent::Text(delta));
                 if let Some(text) = cut {
                     return Err(ModelEnd::OverBudget(text));
                 }
@@ -371,7 +378,9 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             // arguments, all ran. Beyond the hidden output only (see
             // `TurnState::output_chars`): not twice.
             Some(Ok(ModelChunk::ToolCall(call))) => {
-                let chars = (call.name.len() + call.arguments.len()) as u64;
+                // A token at least: calls of nothing (no name, no
+                // arguments) cost nothing, and 100,000 of them ran.
+                let chars = (call.name.len() + call.arguments.len()).max(4) as u64;
                 calls.push(*call);
                 let cut = ctx.with(|t| {
                     let chars = u32::try_from(chars).unwrap_or(u32::MAX);

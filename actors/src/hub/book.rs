@@ -458,6 +458,7 @@ pub(crate) fn requested(
         continued_as: None,
         thread: None,
         cancelled: false,
+        forgotten: false,
     }
 }
 

@@ -2,9 +2,9 @@
 
 use std::fmt;
 use std::fs;
-use std::io;
+
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -20,7 +20,7 @@ use crate::store::files::{
 };
 use crate::store::kept_ids::{IDS_NAME, last_child_number};
 use crate::store::lock::{SESSION_NAME, count_session, last_session, lock_dir};
-use crate::store::report::{CorruptFile, LoadReport, PruneReport, StoreError};
+use crate::store::report::{CorruptFile, LoadReport, StoreError};
 
 /// Envelopes of one session, in memory and on disk. `Send + Sync`; its
 /// methods are synchronous and short (one small file each).
@@ -229,6 +229,7 @@ impl EnvelopeStore {
             }
             envelope.claimed |= held.claimed;
             envelope.cancelled |= held.cancelled;
+            envelope.forgotten |= held.forgotten;
             // An earlier session's child keeps the owner it was written
             // with — none too: a named thread writing its link, cancel or
             // claim stamped its own id on a child of the store's, and
@@ -275,77 +276,6 @@ impl EnvelopeStore {
     /// The envelope `id`, if known (loaded, or saved this session).
     pub fn get(&self, id: &AgentId) -> Option<Envelope> {
         self.map.get(id).map(|entry| entry.value().clone())
-    }
-
-    /// Removes, from memory and disk, every finished envelope (and its
-    /// run) older than the retention by the injected clock; an unfinished
-    /// one is never removed. Future-dated envelopes are kept;
-    /// see the module docs on clock jumps.
-    pub fn prune(&self) -> PruneReport {
-        let _io = self.lock_io();
-        let now = self.clock.now_ms();
-        let mut expired: Vec<AgentId> = self
-            .map
-            .iter()
-            // A child that has not finished is running (or queued): never
-            // pruned; it ages from its end. (An earlier session's were
-            // made `interrupted` by the open, ending then.)
-            .filter(|e| {
-                e.value().status.is_terminal() && is_expired(e.value(), now, self.retention)
-            })
-            .map(|e| e.key().clone())
-            .collect();
-        expired.sort();
-
-        let mut report = PruneReport::default();
-        // A file whose number cannot be kept first is kept itself.
-        let mut unkept = (!expired.is_empty())
-            .then(|| self.keep_child_numbers(&expired).err())
-            .flatten();
-        let keep_files = unkept.is_some();
-        for id in expired {
-            let path = self.path_of(&id);
-            if keep_files && fs::symlink_metadata(&path).is_ok() {
-                report.failed.extend(unkept.take());
-                continue;
-            }
-            match fs::remove_file(&path) {
-                Ok(()) => {}
-                // Never persisted (its save failed): nothing on disk.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    tracing::warn!(
-                        path = %path.display(),
-                        error = %source,
-                        "could not remove expired envelope file"
-                    );
-                    report.failed.push(StoreError::Remove { path, source });
-                    continue;
-                }
-            }
-            self.map.remove(&id);
-            self.remove_run(&id);
-            self.forget_unsaved(&id);
-            report.removed.push(id);
-        }
-        report.runs_removed = self.prune_orphan_runs(now);
-        if !report.removed.is_empty() {
-            // Gone from the restart list too: listed, it named a child the
-            // store no longer has, and the first thread shown (any
-            // conversation: a missing envelope belongs to every thread)
-            // woke its parent for "0 sub-agent(s) interrupted".
-            self.interrupted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .retain(|id| !report.removed.contains(id));
-            sync_dir_best_effort(&self.dir);
-            tracing::debug!(
-                count = report.removed.len(),
-                now_ms = now,
-                "pruned expired envelopes"
-            );
-        }
-        report
     }
 
     /// Reads the directory into the map.

@@ -101,6 +101,7 @@ mod files;
 mod kept_ids;
 mod listing;
 mod lock;
+mod prune;
 mod report;
 mod runs;
 mod schedule;

@@ -351,10 +351,11 @@ impl EnvelopeStore {
     /// The child `id`'s wakes are `thread`'s to take: its envelope names
     /// that thread, or none (a thread opened without an id wrote it, or a
     /// file from before threads were kept: the first thread shown takes
-    /// those, as every thread did before).
+    /// those, as every thread did before). A deleted thread's child is no
+    /// thread's ([`Envelope::forgotten`]).
     fn belongs(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
         self.get(id)
-            .is_none_or(|e| e.thread.is_none() || e.thread.as_ref() == thread)
+            .is_none_or(|e| !e.forgotten && (e.thread.is_none() || e.thread.as_ref() == thread))
     }
 
     /// The child `id` is one of an earlier session that `thread` may read,
@@ -493,5 +494,8 @@ impl EnvelopeStore {
 /// Its wake was owed and nothing took its place since: no tool claimed
 /// its result, no message resumed it as a later run.
 fn wake_still_owed(envelope: &Envelope) -> bool {
-    envelope.wake_owed && !envelope.claimed && envelope.continued_as.is_none()
+    envelope.wake_owed
+        && !envelope.claimed
+        && envelope.continued_as.is_none()
+        && !envelope.forgotten
 }

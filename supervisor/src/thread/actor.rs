@@ -74,6 +74,7 @@ impl Actor for ThreadSupervisor {
             answered: Default::default(),
             failed_by_death: Default::default(),
             store_wakes_taken: false,
+            deleted: false,
             gave_back: false,
         };
         Ok(state)
@@ -304,6 +305,7 @@ impl Actor for ThreadSupervisor {
                 }
                 state.persist_with_run(&envelope, true);
             }
+            ThreadMsg::Internal(ThreadInternal::Deleted) => state.deleted = true,
             ThreadMsg::Internal(ThreadInternal::TurnEnded { wake }) => {
                 state.turns_in_flight = state.turns_in_flight.saturating_sub(1);
                 if state.turns_in_flight == 0 {
@@ -366,6 +368,7 @@ impl Actor for ThreadSupervisor {
         // the notices the hub sent while stopping never reach this
         // stopped actor, so the envelopes are written from the hub's map.
         state.persist_remaining().await;
+        state.forget_if_deleted().await;
         // After a stop ractor hands this state to the thread's supervisor
         // inside the termination event, which a host's actor reads only
         // between its handlers: a host closing the thread in a handler or

@@ -235,6 +235,14 @@ impl ThreadHandle {
         Ok(usage)
     }
 
+    /// The host deletes the thread: once closed, its children are
+    /// forgotten in its store (see `Threads::delete`).
+    pub(crate) fn deleted(&self) {
+        let _ = self.actor.cast(ThreadMsg::Internal(
+            crate::thread::msg::sealed::ThreadInternal::Deleted,
+        ));
+    }
+
     /// Sends `message` unless the thread is closing: one sent after
     /// [`ThreadHandle::close`] (its stop not yet read) was taken, `Ok`,
     /// and dropped with the mailbox. The check and the send are one step

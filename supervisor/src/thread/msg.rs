@@ -129,6 +129,9 @@ pub(crate) mod sealed {
         /// answered: every notice the hub sent before is read, so the
         /// flush waits for the writes they queued.
         FlushNow(tokio::sync::oneshot::Sender<()>),
+        /// Sent by `Threads::delete` before its close: once closed, the
+        /// thread's children are forgotten in its store.
+        Deleted,
         /// Sent by the supervisor's own turn tasks: a parent turn ended.
         TurnEnded {
             /// It was a wake's turn.

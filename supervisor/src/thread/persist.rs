@@ -448,4 +448,20 @@ impl ThreadState {
             self.persist_errors.push(error);
         }
     }
+
+    /// A deleted thread's children are forgotten in its store, their final
+    /// envelopes written first (`EnvelopeStore::forget_thread`): reachable,
+    /// a thread opened again under the id — or, after a restart,
+    /// whichever thread had it — read, claimed and resumed the deleted
+    /// conversation's children. A write that fails is said.
+    pub(super) async fn forget_if_deleted(&mut self) {
+        let (true, Some(store), Some(id)) = (self.deleted, self.store.clone(), self.id.clone())
+        else {
+            return;
+        };
+        let forgotten = tokio::task::spawn_blocking(move || store.forget_thread(&id)).await;
+        for error in forgotten.unwrap_or_default() {
+            self.persist_errors.push(error.to_string());
+        }
+    }
 }

@@ -55,6 +55,9 @@ pub(crate) struct ThreadState {
     pub(super) persist_errors: crate::thread::persist::PersistErrors,
     /// The store's owed wakes were taken ([`ThreadState::take_store_wakes`]).
     pub(super) store_wakes_taken: bool,
+    /// Deleted by the host: its children are forgotten in its store as it
+    /// closes.
+    pub(super) deleted: bool,
     /// Earlier sessions' wakes went back to the store for the next
     /// showing ([`ThreadState::put_back_or_drop`]): a clear, a delete or a
     /// close settles them there ([`ThreadState::settle_given_back`]).

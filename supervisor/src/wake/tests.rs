@@ -96,6 +96,7 @@ fn envelope(result: &str) -> Envelope {
         continued_as: None,
         thread: None,
         cancelled: false,
+        forgotten: false,
     }
 }
 

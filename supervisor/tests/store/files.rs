@@ -192,6 +192,7 @@ fn saved_file_holds_only_the_envelope_fields() {
         "continued_as",
         "thread",
         "cancelled",
+        "forgotten",
     ];
     expected.sort();
     assert_eq!(keys, expected);

@@ -64,6 +64,7 @@ fn envelope(id: &str, requested_at_ms: u64, finished_at_ms: Option<u64>) -> Enve
         continued_as: None,
         thread: None,
         cancelled: false,
+        forgotten: false,
     }
 }
 

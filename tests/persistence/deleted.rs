@@ -1,0 +1,111 @@
+//! A deleted conversation's children are forgotten in the store: a thread
+//! opened again under its id reaches none of them, in this process or the
+//! next.
+
+use subagents::messages::ThreadId;
+use subagents::supervisor::Threads;
+
+use super::*;
+
+/// A tab `a` on `store` whose background child `agent_1` answered
+/// "alpha's private answer" and woke its parent.
+async fn a_tab_with_a_finished_child(threads: &mut Threads, store: &Arc<EnvelopeStore>) {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Alpha\nYou work.", "a's part").background()),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Alpha", vec![Reply::answer("alpha's private answer")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    let mut events = threads.open(ThreadId::new("a"), config).await.unwrap();
+    threads
+        .get(&ThreadId::new("a"))
+        .unwrap()
+        .send_user("go")
+        .unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+}
+
+/// A new tab `a` on `store` whose model asks for `agent_1`'s result: what
+/// it read, and what its handle reads of `agent_1`.
+async fn a_new_tab_reads_agent_1(
+    threads: &mut Threads,
+    store: &Arc<EnvelopeStore>,
+) -> (String, Option<subagents::messages::Envelope>) {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::result("agent_1")),
+        Reply::answer("Read."),
+    ]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    let a = ThreadId::new("a");
+    let mut events = threads.open(a.clone(), config).await.unwrap();
+    threads.get(&a).unwrap().send_user("read").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let read = results_of(&log, "use_agent")[0].0.clone();
+    let envelope = threads
+        .get(&a)
+        .unwrap()
+        .envelope(&AgentId::new("agent_1"))
+        .await
+        .unwrap();
+    threads.delete(&a).await.unwrap();
+    (read, envelope)
+}
+
+/// Shared across incarnations of one id (review 27: the registry): the
+/// user deleted tab `a`; the host opened a new tab under the same id
+/// (tab ids are reused). Its model, guessing `agent_1`, read the deleted
+/// conversation's child — its answer, its envelope, and a message would
+/// have resumed it: after a restart for a child of this process, at once
+/// for one of an earlier session. A delete marks the thread's children
+/// forgotten (`Envelope::forgotten`), their final envelopes written
+/// first: on disk still, no thread's.
+#[tokio::test]
+async fn a_tab_opened_again_after_a_delete_reaches_none_of_the_deleted_ones_children() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    // This process's child: deleted, then a restart.
+    {
+        let store = open(&dir);
+        let mut threads = Threads::new();
+        a_tab_with_a_finished_child(&mut threads, &store).await;
+        threads.delete(&ThreadId::new("a")).await.unwrap();
+        let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+        assert!(
+            agent_1.forgotten && agent_1.status.is_terminal(),
+            "{agent_1:?}"
+        );
+    }
+    let store = open(&dir);
+    let mut threads = Threads::new();
+    let (read, envelope) = a_new_tab_reads_agent_1(&mut threads, &store).await;
+    assert!(!read.contains("alpha's private answer"), "{read}");
+    assert_eq!(envelope, None);
+    drop((threads, store));
+
+    // An earlier session's child: closed, restarted, deleted, opened again.
+    let dir = tmp.path().join("second");
+    {
+        let store = open(&dir);
+        let mut threads = Threads::new();
+        a_tab_with_a_finished_child(&mut threads, &store).await;
+        threads
+            .get(&ThreadId::new("a"))
+            .unwrap()
+            .close_and_wait()
+            .await;
+    }
+    let store = open(&dir);
+    let mut threads = Threads::new();
+    let idle = ScriptedModel::new(vec![Reply::answer("idle")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(idle.shared())).store(store.clone());
+    let _events = threads.open(ThreadId::new("a"), config).await.unwrap();
+    threads.delete(&ThreadId::new("a")).await.unwrap();
+    let (read, envelope) = a_new_tab_reads_agent_1(&mut threads, &store).await;
+    assert!(!read.contains("alpha's private answer"), "{read}");
+    assert_eq!(envelope, None);
+    assert!(store.get(&AgentId::new("agent_1")).unwrap().forgotten);
+}
