@@ -19,6 +19,7 @@ mod parent_cut;
 mod races;
 mod replay_store;
 mod requester_ends;
+mod sent_cut;
 mod stopped_task;
 
 use std::sync::{Arc, Mutex};

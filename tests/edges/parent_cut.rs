@@ -28,7 +28,7 @@ fn holds_then_delegates() -> Arc<ScriptedModel> {
 /// sends its request; the stop closes the turn; the hub reads the request
 /// after. The log from the hold on, a minute past the `Result`; checked
 /// to be reached: the call opened and cut before it had an id.
-async fn stopped_as_hold_returns(
+pub(super) async fn stopped_as_hold_returns(
     parent: &subagents::actors::DelegatingAgent,
     events: &mut EventStream,
     hold: &tokio::sync::Notify,

@@ -141,9 +141,6 @@ async fn a_stop_all_as_a_child_asks_for_its_own_child_stops_what_it_counts() {
             |e| matches!(innermost(e), AgentEvent::ChildStarted(c) if c.id.as_str() == "agent_2"),
         );
         assert_eq!(said, stopped, "after {yields} yields: {log:#?}");
-        if yields == 0 {
-            eprintln!("LOG0 {log:#?}");
-        } // DBG
         check_log(&log, true);
         reached.insert((grandchild, said));
         thread.close_and_wait().await;

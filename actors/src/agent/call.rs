@@ -307,7 +307,23 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
         ));
     }
     let decision = rx.await.unwrap_or(ApprovalDecision::Deny);
-    ctx.with(|t| t.doing(Activity::InTool(call.name.clone())));
+    // Answered as the turn was cut (its stop read on another worker while
+    // this task ran on): the close answered the call, and its tool does
+    // not start after it — it did, a shell or a post run after the stream
+    // said the call was stopped.
+    let cut = ctx.with(|t| {
+        let cut = ctx.cut(t);
+        if !cut {
+            t.doing(Activity::InTool(call.name.clone()));
+        }
+        cut
+    });
+    if cut {
+        return Err(format!(
+            "the tool `{}` was not run: the turn was stopped as it was answered",
+            call.name
+        ));
+    }
     Ok(decision)
 }
 

@@ -194,6 +194,20 @@ pub(super) fn cut_note(policy: ParentStopPolicy, id: &AgentId, depth: u32) -> St
     .to_string()
 }
 
+/// A finished child `id` resumed as `next` by a message, as an agent at
+/// `depth` reads it (`target`: the new run's depth).
+pub(super) fn resumed_json(id: &AgentId, next: &AgentId, depth: u32, target: u32) -> Value {
+    json!({
+        "id": next.as_str(),
+        "resumed_from": id.as_str(),
+        "status": "background",
+        "note": format!(
+            "`{id}` had ended; it goes on from its conversation as `{next}`, reading your message first; {} (its id: `{next}`)",
+            how_told(depth, target)
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

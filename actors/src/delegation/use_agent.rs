@@ -15,8 +15,9 @@ use crate::delegation::call::UseAgentAction;
 use serde_json::{Value, json};
 use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
+use crate::agent::ChildNote;
 use crate::delegation::answers::{
-    finished_json, how_told, pending_json, pending_json_at, range_json, status_json,
+    finished_json, pending_json, pending_json_at, range_json, resumed_json, status_json,
 };
 use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse, shown};
 use crate::hub::{HubHandle, Refused, Steered, WaitOutcome};
@@ -151,6 +152,15 @@ impl UseAgent {
             .ok_or_else(|| {
                 refuse("`input` is required for action send: the message for the sub-agent")
             })?;
+        // Cut once the hub announced the run a resume makes, before its id
+        // is read here, the call still names it (see `Delegator::start`;
+        // announced under this call's lock when this agent is the run's
+        // requester, so at its child's depth).
+        let (from, depth) = (id.clone(), call.depth);
+        call.slot
+            .on_child_announced(ChildNote(Box::new(move |next| {
+                resumed_json(&from, next, depth, depth + 1).to_string()
+            })));
         let mut went = self.hub().send(&id, text.clone(), call).await;
         if let Err(Refused::Finished { id: ending }) = &went {
             // Its turn gave its final answer at this instant, is in its
@@ -178,15 +188,7 @@ impl UseAgent {
                 // The new run sits where the old one did: a child's child
                 // resumed by the parent never wakes it.
                 let target = self.hub().status(&next).map_or(call.depth + 1, |e| e.depth);
-                json!({
-                    "id": next.as_str(),
-                    "resumed_from": id.as_str(),
-                    "status": "background",
-                    "note": format!(
-                        "`{id}` had ended; it goes on from its conversation as `{next}`, reading your message first; {} (its id: `{next}`)",
-                        how_told(call.depth, target)
-                    ),
-                })
+                resumed_json(&id, &next, call.depth, target)
             }
         };
         Ok(out.to_string())

@@ -135,7 +135,7 @@ impl HubState {
         // stop: none is added under it (nothing would stop it). Nor under
         // a call cut before the hub read it (the parent's too).
         let cut = call.as_ref().is_some_and(|call| !call.is_open());
-        if cut || self.turn_over(&request.requester) {
+        if cut || self.takes_no_children(&request.requester) {
             return Err(Refused::RequesterEnded {
                 id: request.requester.clone(),
             });
@@ -339,7 +339,7 @@ impl HubState {
         // stopping its children, this one with them (before it started) —
         // also when the hub has not read its end yet (its turn closed in
         // the tick this slot freed, as `spawn_child` refuses it).
-        if self.turn_over(&child.request.requester) {
+        if self.takes_no_children(&child.request.requester) {
             return self.finish_child(
                 id,
                 SubAgentStatus::Stopped,

@@ -76,9 +76,18 @@ impl HubState {
     /// way (a wall clock that ran out in the poll its call was sent in).
     pub(super) fn turn_over(&self, id: &AgentId) -> bool {
         // One lookup: the thread's parent (most requests) is no child.
-        // Being stopped (or interrupted) counts: its turn ends at its
-        // agent's next read, and a child added under it meanwhile started
-        // for nobody, uncounted by the stop-all that stopped it.
+        self.children
+            .get(id)
+            .is_some_and(|c| c.ending.is_some() || self.book.turn_over(id))
+    }
+
+    /// A requester no child is added under (nor started for): its turn is
+    /// over, or it is being stopped or interrupted — its turn ends at its
+    /// agent's next read, and a child added under it meanwhile started
+    /// for nobody, uncounted by the stop-all that stopped it. (Not
+    /// [`HubState::turn_over`]: a cascade of a child being interrupted
+    /// still prefers the stop.)
+    pub(super) fn takes_no_children(&self, id: &AgentId) -> bool {
         self.children
             .get(id)
             .is_some_and(|c| c.ending.is_some() || c.stopping.is_some() || self.book.turn_over(id))

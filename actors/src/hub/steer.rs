@@ -49,6 +49,17 @@ impl HubState {
             let _ = reply.send(Err(refused));
             return;
         }
+        // The sending call was cut before the hub read it: its model read
+        // the cut's sentence, so nothing is delivered — delivered, a
+        // running child took an instruction its sender was told had
+        // stopped (a retry gave it twice). A resume checks it as it is
+        // made.
+        if let Some((sender, call)) = message.asking.as_deref()
+            && !call.is_open()
+        {
+            let _ = reply.send(Err(Refused::RequesterEnded { id: sender.clone() }));
+            return;
+        }
         if self.book.is_terminal(&id) {
             let answer = self.resume(myself, &id, message).await;
             let _ = reply.send(answer);

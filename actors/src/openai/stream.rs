@@ -43,6 +43,8 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
+    /// Where its arguments' JSON stands, read as they grow.
+    shape: fragment::Shape,
     /// The provider's own data on it, as first sent (its JSON).
     extra_content: Option<Box<str>>,
 }
@@ -401,11 +403,13 @@ impl Assembler {
         match arguments {
             None | Some(Value::Null) => 0,
             Some(Value::String(piece)) => {
+                call.shape.feed(&piece);
                 call.arguments.push_str(&piece);
                 piece.chars().count()
             }
             Some(other) => {
                 let piece = other.to_string();
+                call.shape.feed(&piece);
                 call.arguments.push_str(&piece);
                 piece.chars().count()
             }

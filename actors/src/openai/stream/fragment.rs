@@ -30,7 +30,66 @@ pub(super) fn another_whole_call(held: &PartialCall, piece: Option<&Value>) -> b
         Some(Value::Object(_)) => true,
         _ => false,
     };
-    opens
-        && held.arguments.trim_start().starts_with('{')
-        && serde_json::from_str::<serde::de::IgnoredAny>(&held.arguments).is_ok()
+    // Parsed only once the shape says an object closed, and never again
+    // once that parse failed: every fragment parsing all that was held
+    // made a long stream of them quadratic.
+    if !opens || !held.shape.closed() || held.shape.broken.get() {
+        return false;
+    }
+    #[cfg(test)]
+    PARSES.with(|n| n.set(n.get() + 1));
+    let whole = held.arguments.trim_start().starts_with('{')
+        && serde_json::from_str::<serde::de::IgnoredAny>(&held.arguments).is_ok();
+    held.shape.broken.set(!whole);
+    whole
+}
+
+/// Where a call's arguments stand as JSON, read piece by piece: how deep
+/// in brackets, whether inside a string. Enough to tell when a top-level
+/// value has closed, in one pass over each piece.
+#[derive(Debug, Default)]
+pub(super) struct Shape {
+    depth: u32,
+    opened: bool,
+    in_string: bool,
+    escaped: bool,
+    /// A parse found the arguments no whole JSON although closed.
+    broken: std::cell::Cell<bool>,
+}
+
+impl Shape {
+    /// Reads the next piece of the arguments.
+    pub(super) fn feed(&mut self, piece: &str) {
+        for byte in piece.bytes() {
+            if self.in_string {
+                match (self.escaped, byte) {
+                    (true, _) => self.escaped = false,
+                    (false, b'\\') => self.escaped = true,
+                    (false, b'"') => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match byte {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => {
+                    self.depth = self.depth.saturating_add(1);
+                    self.opened = true;
+                }
+                b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+
+    /// A bracket opened and every one has closed since, outside a string.
+    pub(super) fn closed(&self) -> bool {
+        self.opened && self.depth == 0 && !self.in_string
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times held arguments were parsed (the tests' count).
+    pub(super) static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }

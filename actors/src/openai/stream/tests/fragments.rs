@@ -333,3 +333,28 @@ fn parallel_calls_of_one_function_without_ids_are_separate_calls() {
     ]);
     assert_eq!(out, vec![call("call_0", "f", r#"{"a":1}"#)]);
 }
+
+/// Review of this session's own change: a fragment naming the held call's
+/// function and opening with `{` parsed everything held — a server
+/// repeating the name on each of 20,000 pieces inside a string parsed
+/// 20,000 growing prefixes (quadratic). Parsed only once an object closes,
+/// and once.
+#[test]
+fn a_name_repeated_on_every_piece_parses_the_held_arguments_at_most_once() {
+    let before = super::super::fragment::PARSES.with(std::cell::Cell::get);
+    let first = fragment(Some(0), None, Some("f"), r#"{"a":""#);
+    let piece = fragment(Some(0), None, Some("f"), "{");
+    let close = fragment(Some(0), None, Some("f"), r#""}"#);
+    let mut events: Vec<&str> = vec![&first];
+    events.extend(std::iter::repeat_n(piece.as_str(), 20_000));
+    events.push(&close);
+    events.push(FINISH);
+    let (out, _) = feed(&events);
+    let calls = out
+        .iter()
+        .filter(|c| matches!(c, ModelChunk::ToolCall(_)))
+        .count();
+    assert_eq!(calls, 1, "one call");
+    let parses = super::super::fragment::PARSES.with(std::cell::Cell::get) - before;
+    assert!(parses <= 1, "{parses} parses");
+}

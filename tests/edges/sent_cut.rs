@@ -1,0 +1,110 @@
+//! Same instant, a message: the sending call cut before the hub read it,
+//! or after the hub announced the run the message resumed.
+
+use subagents::actors::ParentStopPolicy;
+
+use super::parent_cut::stopped_as_hold_returns;
+use super::requester_ends::Hold;
+use super::*;
+use crate::common::held::{Held, HoldStart, until_held};
+
+/// Same instant (review 27: steering): the parent's `use_agent send` to
+/// its running child, read by the hub after the parent's turn was cut
+/// (the host stopped it as the call began): the child took the message —
+/// an instruction its sender's model was told had stopped (a retry gave
+/// it twice). Nothing is delivered once the sending call was cut, as a
+/// resume was refused already.
+#[tokio::test(start_paused = true)]
+async fn a_message_the_hub_reads_after_the_senders_turn_was_cut_is_not_delivered() {
+    let hold = Arc::new(tokio::sync::Notify::new());
+    let model = Arc::new(
+        ScriptedModel::new(vec![
+            Reply::new().use_agent(&work_call("Worker", 30, false)),
+            Reply::answer("parent: started"),
+            Reply::new()
+                .tool_call("hold", "{}")
+                .use_agent(&UseAgentCall::send("agent_1", "also tidy the docs")),
+            Reply::answer("parent: next"),
+            Reply::answer("parent: noted"),
+        ])
+        .with_script("Worker\n", worker(30)),
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.clone())
+        .system_prompt("You are the parent.")
+        .tools(ToolRegistry::new().with(Hold(hold.clone())).with(Sleep))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    parent.agent.send_user("more").unwrap();
+    stopped_as_hold_returns(&parent, &mut events, &hold).await;
+    let worker = parent.hub.conversation(&AgentId::new("agent_1")).unwrap();
+    assert!(
+        worker
+            .iter()
+            .all(|m| !m.content.contains("also tidy the docs")),
+        "the child took it: {worker:#?}"
+    );
+    parent.shutdown_and_wait().await;
+}
+
+/// Same instant, on two workers (review 27: steering): the parent's
+/// message resumed its finished child as `agent_2`; the hub announced the
+/// new run and was held before its reply; the parent's turn was stopped
+/// meanwhile. The cut call read the generic "stopped" sentence, though
+/// `agent_2` went on in the background (its result later woke the parent
+/// about an id its model never had; a retry to `agent_1` reached
+/// `agent_2` and gave it the message twice). The call names the run.
+#[test]
+fn a_send_cut_after_its_resumed_run_is_announced_still_names_it() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (held, inside, go) = Held::new();
+        let model = Arc::new(
+            ScriptedModel::new(vec![
+                Reply::new().use_agent(&UseAgentCall::run("Child\nYou work.", "go")),
+                Reply::answer("parent: first"),
+                Reply::new().use_agent(&UseAgentCall::send("agent_1", "more")),
+                Reply::answer("parent: next"),
+            ])
+            .with_script(
+                "Child\n",
+                vec![Reply::answer("child: ran"), Reply::new().hang()],
+            ),
+        );
+        let (parent, mut events) = DelegationBuilder::new(model.clone())
+            .system_prompt("You are the parent.")
+            .observer(Arc::new(HoldStart(held.clone())))
+            .parent_stop(ParentStopPolicy::Detach)
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        held.arm();
+        parent.agent.send_user("more").unwrap();
+        until_held(inside, "the hub tells its observer the run started").await;
+        parent.agent.stop_turn().unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        go.send(()).unwrap();
+        let results = results_of(&log, "use_agent");
+        assert_eq!(results.len(), 1, "{log:#?}");
+        let (output, _) = &results[0];
+        assert!(
+            output.contains("agent_2") && output.contains("\"resumed_from\":\"agent_1\""),
+            "the cut call reads {output}"
+        );
+        parent.hub.sync().await.unwrap();
+        let envelope = parent.hub.status(&AgentId::new("agent_2")).unwrap();
+        assert!(!envelope.status.is_terminal(), "{envelope:?}");
+        parent.shutdown_and_wait().await;
+    });
+}
