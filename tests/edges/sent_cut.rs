@@ -108,3 +108,38 @@ fn a_send_cut_after_its_resumed_run_is_announced_still_names_it() {
         parent.shutdown_and_wait().await;
     });
 }
+
+/// The same for an interrupt (review 27: steering): read by the hub after
+/// the parent's turn was cut, it still interrupted the child — which then
+/// waited, `interrupted`, for a message the parent's model never knew to
+/// send (it read that its call had stopped). Nothing is done.
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_the_hub_reads_after_the_senders_turn_was_cut_does_nothing() {
+    let hold = Arc::new(tokio::sync::Notify::new());
+    let model = Arc::new(
+        ScriptedModel::new(vec![
+            Reply::new().use_agent(&work_call("Worker", 30, false)),
+            Reply::answer("parent: started"),
+            Reply::new()
+                .tool_call("hold", "{}")
+                .use_agent(&UseAgentCall::interrupt("agent_1")),
+            Reply::answer("parent: next"),
+            Reply::answer("parent: noted"),
+        ])
+        .with_script("Worker\n", worker(30)),
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.clone())
+        .system_prompt("You are the parent.")
+        .tools(ToolRegistry::new().with(Hold(hold.clone())).with(Sleep))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    parent.agent.send_user("more").unwrap();
+    stopped_as_hold_returns(&parent, &mut events, &hold).await;
+    let worker = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(worker.status, SubAgentStatus::Done, "{worker:?}");
+    parent.shutdown_and_wait().await;
+}

@@ -366,7 +366,7 @@ impl Tool for UseAgent {
                     let id = this.id_of(&call, &args, "interrupt")?;
                     let status = this
                         .hub()
-                        .interrupt(&id)
+                        .interrupt(&id, &call)
                         .await
                         .map_err(|e| refuse(e.to_string()))?;
                     let note = match status {

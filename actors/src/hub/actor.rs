@@ -178,7 +178,18 @@ impl Actor for Hub {
                 Box::pin(state.stop(&myself, &id, StopReply::One(reply))).await
             }
             // Rare, and their futures are among the largest: boxed.
-            HubMsg::Interrupt { id, reply } => {
+            HubMsg::Interrupt { id, asking, reply } => {
+                // Its call cut before the hub read it (its model read the
+                // cut's sentence): interrupted, the child waited for a
+                // message its parent's model never knew to send.
+                if let Some((sender, call)) = asking.as_deref()
+                    && !call.is_open()
+                {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Err(Refused::RequesterEnded { id: sender.clone() }));
+                    }
+                    return Ok(());
+                }
                 let Some((id, reply)) = own_newest_run(state, id, reply) else {
                     return Ok(());
                 };

@@ -301,9 +301,14 @@ impl HubHandle {
     /// Interrupts a child: its turn ends (the call in flight cut, its
     /// gate permit back) and it ends `interrupted`; a message resumes it.
     /// Its status after it ended, or why not.
-    pub(crate) async fn interrupt(&self, id: &AgentId) -> Result<SubAgentStatus, Refused> {
+    pub(crate) async fn interrupt(
+        &self,
+        id: &AgentId,
+        call: &crate::tool::ToolCallContext,
+    ) -> Result<SubAgentStatus, Refused> {
         ractor::call!(self.actor, |reply| HubMsg::Interrupt {
             id: id.clone(),
+            asking: Some(Box::new((call.agent_id.clone(), call.slot.clone()))),
             reply: Some(reply)
         })
         .map_err(|_| Refused::Closed)?

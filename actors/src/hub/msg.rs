@@ -77,6 +77,10 @@ pub(crate) enum HubMsg {
     Interrupt {
         /// The child.
         id: AgentId,
+        /// The asking agent and its call: nothing is done once that call
+        /// was cut. Boxed, as a send's: the hub's messages move at their
+        /// largest variant's size.
+        asking: Option<Box<(AgentId, crate::agent::CallSlot)>>,
         /// Its status after the interrupt, or why not.
         reply: Option<RpcReplyPort<Result<SubAgentStatus, Refused>>>,
     },

@@ -287,10 +287,9 @@ impl EnvelopeStore {
                 let _ = self.save(&envelope);
             }
         }
-        // Only a restart owes an interrupted child's wake (a child the
-        // parent interrupted wakes nobody), and not once a stop cancelled
-        // it: the wake says a message resumes it, and none does (a done
-        // child's owed wake, its result, still goes out).
+        // Only a restart owes an interrupted child's wake (one the parent
+        // interrupted wakes nobody); not one a stop cancelled since: the
+        // wake would say a message resumes it.
         let mut owed: Vec<(usize, AgentId)> = self
             .map
             .iter()

@@ -235,8 +235,7 @@ impl ThreadHandle {
         Ok(usage)
     }
 
-    /// The host deletes the thread: once closed, its children are
-    /// forgotten in its store (see `Threads::delete`).
+    /// Deleted: once closed, its children are forgotten (`Threads::delete`).
     pub(crate) fn deleted(&self) {
         let _ = self.actor.cast(ThreadMsg::Internal(
             crate::thread::msg::sealed::ThreadInternal::Deleted,
