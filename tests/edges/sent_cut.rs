@@ -143,3 +143,41 @@ async fn an_interrupt_the_hub_reads_after_the_senders_turn_was_cut_does_nothing(
     assert_eq!(worker.status, SubAgentStatus::Done, "{worker:?}");
     parent.shutdown_and_wait().await;
 }
+
+/// The same for a stop (review of this session's own diff): read after
+/// the parent's turn was cut, `use_agent stop` still stopped the child and
+/// cancelled it for good, though its model read that the call had not
+/// finished (and under either policy a background child runs on through
+/// its parent's cut). Nothing is done; a host's stop is not asked by a
+/// call and always acts.
+#[tokio::test(start_paused = true)]
+async fn a_stop_the_hub_reads_after_the_senders_turn_was_cut_does_nothing() {
+    let hold = Arc::new(tokio::sync::Notify::new());
+    let model = Arc::new(
+        ScriptedModel::new(vec![
+            Reply::new().use_agent(&work_call("Worker", 30, false)),
+            Reply::answer("parent: started"),
+            Reply::new()
+                .tool_call("hold", "{}")
+                .use_agent(&UseAgentCall::stop("agent_1")),
+            Reply::answer("parent: next"),
+            Reply::answer("parent: noted"),
+        ])
+        .with_script("Worker\n", worker(30)),
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.clone())
+        .system_prompt("You are the parent.")
+        .tools(ToolRegistry::new().with(Hold(hold.clone())).with(Sleep))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    parent.agent.send_user("more").unwrap();
+    stopped_as_hold_returns(&parent, &mut events, &hold).await;
+    let worker = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(worker.status, SubAgentStatus::Done, "{worker:?}");
+    assert!(!worker.cancelled, "{worker:?}");
+    parent.shutdown_and_wait().await;
+}

@@ -389,7 +389,7 @@ impl Tool for UseAgent {
                     let id = this.id_of(&call, &args, "stop")?;
                     let status = this
                         .hub()
-                        .stop(&id)
+                        .stop_asked(&id, &call)
                         .await
                         .map_err(|e| refuse(e.to_string()))?;
                     let mut out = json!({"id": id.as_str(), "status": status.as_str()});

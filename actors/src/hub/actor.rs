@@ -169,7 +169,10 @@ impl Actor for Hub {
             // A resumed child's newest run, as a message reaches it: a stop
             // of the id the model knows stopped the old, ended run and let
             // the new one run on.
-            HubMsg::Stop { id, reply } => {
+            HubMsg::Stop { id, asking, reply } => {
+                let Some(reply) = unless_cut(asking.as_deref(), reply) else {
+                    return Ok(());
+                };
                 let Some((id, reply)) = own_newest_run(state, id, reply) else {
                     return Ok(());
                 };
@@ -179,17 +182,9 @@ impl Actor for Hub {
             }
             // Rare, and their futures are among the largest: boxed.
             HubMsg::Interrupt { id, asking, reply } => {
-                // Its call cut before the hub read it (its model read the
-                // cut's sentence): interrupted, the child waited for a
-                // message its parent's model never knew to send.
-                if let Some((sender, call)) = asking.as_deref()
-                    && !call.is_open()
-                {
-                    if let Some(reply) = reply {
-                        let _ = reply.send(Err(Refused::RequesterEnded { id: sender.clone() }));
-                    }
+                let Some(reply) = unless_cut(asking.as_deref(), reply) else {
                     return Ok(());
-                }
+                };
                 let Some((id, reply)) = own_newest_run(state, id, reply) else {
                     return Ok(());
                 };
@@ -316,6 +311,26 @@ fn death_sentence(event: &SupervisionEvent) -> String {
 }
 
 /// A stop's or an interrupt's reply port.
+/// `reply`, unless the asking call (`use_agent stop`/`interrupt`) was
+/// cut before the hub read its request: then nothing is done and `None`.
+/// Its model read the cut's sentence — stopped or interrupted anyway, the
+/// child ended for good, or waited for a message the model never knew to
+/// send.
+fn unless_cut(
+    asking: Option<&(AgentId, crate::agent::CallSlot)>,
+    reply: StopPort,
+) -> Option<StopPort> {
+    match asking {
+        Some((sender, call)) if !call.is_open() => {
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(Refused::RequesterEnded { id: sender.clone() }));
+            }
+            None
+        }
+        _ => Some(reply),
+    }
+}
+
 type StopPort = Option<ractor::RpcReplyPort<Result<SubAgentStatus, Refused>>>;
 
 /// The newest run of `id`, with the reply port, if this thread may reach

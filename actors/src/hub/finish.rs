@@ -173,6 +173,7 @@ impl HubState {
         for orphan in orphans {
             let _ = myself.cast(HubMsg::Stop {
                 id: orphan,
+                asking: None,
                 reply: None,
             });
         }

@@ -293,9 +293,25 @@ impl HubHandle {
         self.actor
             .cast(HubMsg::Stop {
                 id: id.clone(),
+                asking: None,
                 reply: Some(reply),
             })
             .map_err(|_| Closed::Hub)
+    }
+
+    /// [`HubHandle::stop`] as `use_agent stop` asks it: nothing is done
+    /// once `call` was cut.
+    pub(crate) async fn stop_asked(
+        &self,
+        id: &AgentId,
+        call: &crate::tool::ToolCallContext,
+    ) -> Result<SubAgentStatus, Refused> {
+        ractor::call!(self.actor, |reply| HubMsg::Stop {
+            id: id.clone(),
+            asking: Some(Box::new((call.agent_id.clone(), call.slot.clone()))),
+            reply: Some(reply)
+        })
+        .map_err(|_| Refused::Closed)?
     }
 
     /// Interrupts a child: its turn ends (the call in flight cut, its

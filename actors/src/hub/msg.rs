@@ -67,6 +67,9 @@ pub(crate) enum HubMsg {
     Stop {
         /// The child.
         id: AgentId,
+        /// `use_agent stop`'s agent and call: nothing is done once that
+        /// call was cut (boxed, as an interrupt's). `None` from a host.
+        asking: Option<Box<(AgentId, crate::agent::CallSlot)>>,
         /// Its status after the stop, or a sentence for an unknown id.
         reply: Option<RpcReplyPort<Result<SubAgentStatus, Refused>>>,
     },

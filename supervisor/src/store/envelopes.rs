@@ -209,8 +209,9 @@ impl EnvelopeStore {
     /// On error the envelope is still in memory (answerable by [`get`]),
     /// and the file on disk is the previous version, if any.
     ///
-    /// A link to a later run (`continued_as`), a claim, a cancel and the
-    /// thread it belongs to, once held, are kept: a copy taken before another
+    /// A link to a later run (`continued_as`), a claim, a cancel, a
+    /// forgetting and the thread it belongs to (an earlier session's
+    /// child's, none too), once held, are kept: a copy taken before another
     /// thread resumed the child or took its result (an earlier session's
     /// child written for no thread, which any thread may read) never
     /// erases them. A child id past the store's counter (a host's own) is
