@@ -8,22 +8,17 @@ use super::requester_ends::Hold;
 use super::*;
 use crate::common::held::{Held, HoldStart, until_held};
 
-/// Same instant (review 27: steering): the parent's `use_agent send` to
-/// its running child, read by the hub after the parent's turn was cut
-/// (the host stopped it as the call began): the child took the message —
-/// an instruction its sender's model was told had stopped (a retry gave
-/// it twice). Nothing is delivered once the sending call was cut, as a
-/// resume was refused already.
-#[tokio::test(start_paused = true)]
-async fn a_message_the_hub_reads_after_the_senders_turn_was_cut_is_not_delivered() {
+/// A parent whose background `Worker` (`agent_1`) works 30 s, asked in
+/// its second turn `call` after a `hold` — the host stops the turn as the
+/// hold returns, so the hub reads `call` after the cut (see
+/// `stopped_as_hold_returns`). The parent, once a minute has passed.
+async fn asked_after_the_cut(call: UseAgentCall) -> subagents::actors::DelegatingAgent {
     let hold = Arc::new(tokio::sync::Notify::new());
     let model = Arc::new(
         ScriptedModel::new(vec![
             Reply::new().use_agent(&work_call("Worker", 30, false)),
             Reply::answer("parent: started"),
-            Reply::new()
-                .tool_call("hold", "{}")
-                .use_agent(&UseAgentCall::send("agent_1", "also tidy the docs")),
+            Reply::new().tool_call("hold", "{}").use_agent(&call),
             Reply::answer("parent: next"),
             Reply::answer("parent: noted"),
         ])
@@ -40,6 +35,18 @@ async fn a_message_the_hub_reads_after_the_senders_turn_was_cut_is_not_delivered
     until_result(&mut events, &mut log).await;
     parent.agent.send_user("more").unwrap();
     stopped_as_hold_returns(&parent, &mut events, &hold).await;
+    parent
+}
+
+/// Same instant (review 27: steering): the parent's `use_agent send` to
+/// its running child, read by the hub after the parent's turn was cut
+/// (the host stopped it as the call began): the child took the message —
+/// an instruction its sender's model was told had stopped (a retry gave
+/// it twice). Nothing is delivered once the sending call was cut, as a
+/// resume was refused already.
+#[tokio::test(start_paused = true)]
+async fn a_message_the_hub_reads_after_the_senders_turn_was_cut_is_not_delivered() {
+    let parent = asked_after_the_cut(UseAgentCall::send("agent_1", "also tidy the docs")).await;
     let worker = parent.hub.conversation(&AgentId::new("agent_1")).unwrap();
     assert!(
         worker
@@ -115,30 +122,7 @@ fn a_send_cut_after_its_resumed_run_is_announced_still_names_it() {
 /// send (it read that its call had stopped). Nothing is done.
 #[tokio::test(start_paused = true)]
 async fn an_interrupt_the_hub_reads_after_the_senders_turn_was_cut_does_nothing() {
-    let hold = Arc::new(tokio::sync::Notify::new());
-    let model = Arc::new(
-        ScriptedModel::new(vec![
-            Reply::new().use_agent(&work_call("Worker", 30, false)),
-            Reply::answer("parent: started"),
-            Reply::new()
-                .tool_call("hold", "{}")
-                .use_agent(&UseAgentCall::interrupt("agent_1")),
-            Reply::answer("parent: next"),
-            Reply::answer("parent: noted"),
-        ])
-        .with_script("Worker\n", worker(30)),
-    );
-    let (parent, mut events) = DelegationBuilder::new(model.clone())
-        .system_prompt("You are the parent.")
-        .tools(ToolRegistry::new().with(Hold(hold.clone())).with(Sleep))
-        .spawn()
-        .await
-        .unwrap();
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    parent.agent.send_user("more").unwrap();
-    stopped_as_hold_returns(&parent, &mut events, &hold).await;
+    let parent = asked_after_the_cut(UseAgentCall::interrupt("agent_1")).await;
     let worker = parent.hub.status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(worker.status, SubAgentStatus::Done, "{worker:?}");
     parent.shutdown_and_wait().await;
@@ -152,30 +136,7 @@ async fn an_interrupt_the_hub_reads_after_the_senders_turn_was_cut_does_nothing(
 /// call and always acts.
 #[tokio::test(start_paused = true)]
 async fn a_stop_the_hub_reads_after_the_senders_turn_was_cut_does_nothing() {
-    let hold = Arc::new(tokio::sync::Notify::new());
-    let model = Arc::new(
-        ScriptedModel::new(vec![
-            Reply::new().use_agent(&work_call("Worker", 30, false)),
-            Reply::answer("parent: started"),
-            Reply::new()
-                .tool_call("hold", "{}")
-                .use_agent(&UseAgentCall::stop("agent_1")),
-            Reply::answer("parent: next"),
-            Reply::answer("parent: noted"),
-        ])
-        .with_script("Worker\n", worker(30)),
-    );
-    let (parent, mut events) = DelegationBuilder::new(model.clone())
-        .system_prompt("You are the parent.")
-        .tools(ToolRegistry::new().with(Hold(hold.clone())).with(Sleep))
-        .spawn()
-        .await
-        .unwrap();
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    parent.agent.send_user("more").unwrap();
-    stopped_as_hold_returns(&parent, &mut events, &hold).await;
+    let parent = asked_after_the_cut(UseAgentCall::stop("agent_1")).await;
     let worker = parent.hub.status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(worker.status, SubAgentStatus::Done, "{worker:?}");
     assert!(!worker.cancelled, "{worker:?}");
