@@ -7,6 +7,7 @@ use subagents::actors::ParentStopPolicy;
 use subagents::messages::Outcome;
 
 use super::requester_ends::{HeldClock, Hold};
+use super::stopped_task::workers;
 use super::*;
 use crate::common::held::{Held, HoldStart, until_held};
 
@@ -127,11 +128,7 @@ async fn a_run_the_hub_reads_after_the_parents_turn_was_stopped_makes_no_child()
 /// the cut cannot interleave.
 #[test]
 fn a_run_announced_as_the_parents_turn_is_stopped_on_another_worker_makes_no_child() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = workers(2);
     runtime.block_on(async {
         let (held, inside, go) = Held::new();
         let model = Arc::new(
@@ -230,11 +227,7 @@ fn a_call_cut_after_its_child_is_announced_still_names_it() {
         ),
     ];
     for (tool, policy, said) in cases {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = workers(2);
         runtime.block_on(async {
             let (held, inside, go) = Held::new();
             let asks = match tool {

@@ -5,6 +5,7 @@ use subagents::actors::ParentStopPolicy;
 
 use super::parent_cut::stopped_as_hold_returns;
 use super::requester_ends::Hold;
+use super::stopped_task::workers;
 use super::*;
 use crate::common::held::{Held, HoldStart, until_held};
 
@@ -66,11 +67,7 @@ async fn a_message_the_hub_reads_after_the_senders_turn_was_cut_is_not_delivered
 /// `agent_2` and gave it the message twice). The call names the run.
 #[test]
 fn a_send_cut_after_its_resumed_run_is_announced_still_names_it() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = workers(2);
     runtime.block_on(async {
         let (held, inside, go) = Held::new();
         let model = Arc::new(

@@ -16,6 +16,7 @@ use crate::hub::error::Refused;
 use crate::hub::lifecycle::HubState;
 use crate::hub::slots::Slots;
 use crate::hub::steer::Message;
+use crate::hub::steer::cut_asker;
 use crate::hub::stop::StopReply;
 use crate::sink::EventSink;
 
@@ -312,23 +313,20 @@ fn death_sentence(event: &SupervisionEvent) -> String {
 
 /// A stop's or an interrupt's reply port.
 /// `reply`, unless the asking call (`use_agent stop`/`interrupt`) was
-/// cut before the hub read its request: then nothing is done and `None`.
-/// Its model read the cut's sentence — stopped or interrupted anyway, the
-/// child ended for good, or waited for a message the model never knew to
-/// send.
+/// cut before the hub read its request ([`cut_asker`]): then nothing is
+/// done and `None` — stopped or interrupted anyway, the child ended for
+/// good, or waited for a message the model never knew to send.
 fn unless_cut(
     asking: Option<&(AgentId, crate::agent::CallSlot)>,
     reply: StopPort,
 ) -> Option<StopPort> {
-    match asking {
-        Some((sender, call)) if !call.is_open() => {
-            if let Some(reply) = reply {
-                let _ = reply.send(Err(Refused::RequesterEnded { id: sender.clone() }));
-            }
-            None
-        }
-        _ => Some(reply),
+    let Some(refused) = cut_asker(asking) else {
+        return Some(reply);
+    };
+    if let Some(reply) = reply {
+        let _ = reply.send(Err(refused));
     }
+    None
 }
 
 type StopPort = Option<ractor::RpcReplyPort<Result<SubAgentStatus, Refused>>>;

@@ -52,12 +52,11 @@ impl HubState {
         // The sending call was cut before the hub read it: its model read
         // the cut's sentence, so nothing is delivered — delivered, a
         // running child took an instruction its sender was told had
-        // stopped (a retry gave it twice). A resume checks it as it is
-        // made.
-        if let Some((sender, call)) = message.asking.as_deref()
-            && !call.is_open()
-        {
-            let _ = reply.send(Err(Refused::RequesterEnded { id: sender.clone() }));
+        // stopped (a retry gave it twice); a resume made a run announced
+        // after the sender's `Result`, its result a wake about an id the
+        // model never had.
+        if let Some(refused) = cut_asker(message.asking.as_deref()) {
+            let _ = reply.send(Err(refused));
             return;
         }
         if self.book.is_terminal(&id) {
@@ -164,16 +163,7 @@ impl HubState {
         if from.status == SubAgentStatus::Stopped {
             return Err(Refused::Stopped { id: id.clone() });
         }
-        // The sending call was cut before the hub read it (its model read
-        // the cut's sentence, no id): no run is made — it was, announced
-        // after the sender's `Result`, its result a wake about an id the
-        // model never had.
         let asking = message.asking;
-        if let Some((sender, call)) = asking.as_deref()
-            && !call.is_open()
-        {
-            return Err(Refused::RequesterEnded { id: sender.clone() });
-        }
         // An archived child another thread stopped since this book took
         // its copy: the store's word, read now.
         let archive = self.config.archive.clone();
@@ -271,4 +261,13 @@ impl HubState {
         }
         Ok(Steered::Resumed(next))
     }
+}
+
+/// Why a `use_agent` request (a send, an interrupt, a stop) does nothing:
+/// its asking call was cut before the hub read it — its model read the
+/// cut's sentence, so the request's effect would be one it never knew of.
+/// `None` while the call is open, or for a host's request (no call).
+pub(super) fn cut_asker(asking: Option<&(AgentId, crate::agent::CallSlot)>) -> Option<Refused> {
+    let (sender, call) = asking?;
+    (!call.is_open()).then(|| Refused::RequesterEnded { id: sender.clone() })
 }

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::fs;
-
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;

@@ -89,8 +89,10 @@ impl EnvelopeStore {
     /// had it — read, claimed and resumed them (their ids are `agent_1`,
     /// …: a model guesses them). Their files stay, final, until the
     /// retention prunes them; no thread reaches them or is woken for them.
+    /// Each is changed through [`EnvelopeStore::update`], the io lock
+    /// taken per envelope: held across them all, another thread's hub
+    /// waited on it in its handler (a resume's check) for every write.
     pub(crate) fn forget_thread(&self, thread: &ThreadId) -> Vec<StoreError> {
-        let _io = self.lock_io();
         let mut own: Vec<AgentId> = self
             .map
             .iter()
@@ -98,17 +100,11 @@ impl EnvelopeStore {
             .map(|e| e.key().clone())
             .collect();
         own.sort();
-        let mut failed = Vec::new();
-        for id in own {
-            let Some(mut envelope) = self.get(&id) else {
-                continue;
-            };
-            envelope.forgotten = true;
-            self.map.insert(id, envelope.clone());
-            if let Err(error) = self.write_envelope(&envelope) {
-                failed.push(error);
-            }
-        }
-        failed
+        own.iter()
+            .filter_map(|id| {
+                self.update(id, |e| !std::mem::replace(&mut e.forgotten, true))
+                    .err()
+            })
+            .collect()
     }
 }
