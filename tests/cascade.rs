@@ -20,9 +20,20 @@ use subagents::simulation::{HostAction, Moment, Scenario, SimulationReport, Trig
 use subagents_demo::Sleep;
 
 fn scenario(child_secs: u64) -> Scenario {
+    scenario_thinking(child_secs, Duration::ZERO)
+}
+
+/// `scenario`, the parent's model taking `think` before its answer to the
+/// call (a host's stop can then land in that model call).
+fn scenario_thinking(child_secs: u64, think: Duration) -> Scenario {
+    let noted = if think.is_zero() {
+        Reply::answer("Noted.")
+    } else {
+        Reply::new().delay(think).text("Noted.")
+    };
     Scenario::new(vec![
         Reply::new().use_agent(&work_call("Worker", child_secs, true)),
-        Reply::answer("Noted."),
+        noted,
         Reply::answer("Noted again."),
     ])
     .child_script("Worker\n", worker(child_secs))
@@ -106,13 +117,17 @@ fn an_inline_wait_and_the_turns_limit_running_out_together() {
 
 /// Same instant, by the scheduler: the parent stopped a seeded number of
 /// scheduler turns after its child went to the background, with each
-/// policy; every ordering keeps the call's words true.
+/// policy; every ordering keeps the call's words true. The parent's model
+/// takes a second over its next answer: with an instant model the turn
+/// had ended before the host read the child's `background` status, and
+/// the stop found nothing to stop (the host reacts to the stream, which
+/// runs behind the turn).
 #[test]
 fn a_stop_as_the_child_goes_to_the_background() {
     let mut reached = std::collections::BTreeSet::new();
     for policy in [ParentStopPolicy::Cascade, ParentStopPolicy::Detach] {
         for yields in 0..12 {
-            let report = scenario(20)
+            let report = scenario_thinking(20, Duration::from_secs(1))
                 .configure(move |b| b.parent_stop(policy).inline_wait(Duration::from_secs(5)))
                 .on(
                     Trigger::new(Some(AgentId::new("agent_1")), Moment::Background, |_, _| {
@@ -129,14 +144,29 @@ fn a_stop_as_the_child_goes_to_the_background() {
                 true,
                 "{policy:?}, {yields}: {output}"
             );
+            let first = report
+                .events()
+                .into_iter()
+                .find_map(|e| match e {
+                    AgentEvent::Result(r) => Some(r.outcome),
+                    _ => None,
+                })
+                .expect("the parent's turn ended");
             reached.insert((
                 format!("{policy:?}"),
                 json(&output)["stopping"] == true,
                 status.as_str(),
+                format!("{first:?}"),
             ));
         }
     }
     eprintln!("reached: {reached:?}");
+    // The stop reached the parent's turn under each policy, and the child
+    // it had handed on went on.
+    for policy in ["Cascade", "Detach"] {
+        let key = (policy.to_owned(), false, "done", "Stopped".to_owned());
+        assert!(reached.contains(&key), "{reached:?}");
+    }
 }
 
 /// Same instant, by the scheduler: the parent stopped a seeded number of
@@ -218,4 +248,7 @@ fn a_stop_while_the_waited_on_child_waits_for_its_own_children() {
         seen.insert((format!("{status:?}"), wakes));
     }
     eprintln!("outcomes reached: {seen:?}");
+    // The instant was reached: the stop found the child's turn over and
+    // its grandchild still stopping — to the background, one wake.
+    assert!(seen.contains(&("Done".to_owned(), 1)), "{seen:?}");
 }

@@ -126,6 +126,7 @@ async fn unknown_tools_recursion_and_bad_arguments_are_sentences_and_spawn_nothi
         "`action` is required: run, status, result, send, interrupt, stop or agents",
         "invalid arguments",
     ];
+    assert_eq!(outputs.len(), expected.len(), "one answer per call");
     for ((output, is_error), want) in outputs.iter().zip(expected) {
         assert!(is_error, "{output}");
         assert!(output.contains(want), "{output:?} should contain {want:?}");

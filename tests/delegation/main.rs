@@ -56,7 +56,20 @@ fn tool_result(log: &[AgentEvent], name: &str) -> Vec<(String, bool)> {
 /// A parent that starts `n` background workers in one turn; each worker
 /// works `child_work` (in a tool, holding no permit) then answers.
 fn fan_out(n: usize, child_work: Duration) -> ScriptedModel {
-    let mut first = Reply::new();
+    fan_out_with(n, child_work, Duration::ZERO)
+}
+
+/// `fan_out`, each model call streaming for `latency` before its first
+/// chunk (a call then stays open across an await, as a server's does).
+fn fan_out_with(n: usize, child_work: Duration, latency: Duration) -> ScriptedModel {
+    let reply = || {
+        if latency.is_zero() {
+            Reply::new()
+        } else {
+            Reply::new().delay(latency)
+        }
+    };
+    let mut first = reply();
     for i in 1..=n {
         first = first.use_agent(&run_call(
             &format!("Worker {i}"),
@@ -65,15 +78,15 @@ fn fan_out(n: usize, child_work: Duration) -> ScriptedModel {
             false,
         ));
     }
-    let mut model = ScriptedModel::new(vec![first, Reply::answer("Started them all.")]);
+    let mut model = ScriptedModel::new(vec![first, reply().text("Started them all.")]);
     for i in 1..=n {
         model = model.with_script(
             format!("Worker {i}\n"),
             vec![
-                Reply::new()
+                reply()
                     .text(format!("worker {i} starts"))
                     .tool_call("sleep", json!({"secs": child_work.as_secs()}).to_string()),
-                Reply::answer(format!("worker {i} done")),
+                reply().text(format!("worker {i} done")),
             ],
         );
     }

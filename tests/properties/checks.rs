@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use subagents::messages::{AgentEvent, AgentId, SubAgentStatus};
+use subagents::messages::{AgentEvent, AgentId, ChatMessage, SubAgentStatus};
 use subagents::simulation::{HostAction, LogEntry};
 
 use crate::common;
@@ -408,3 +408,52 @@ fn for_each_started(event: &AgentEvent, f: &mut impl FnMut(&AgentId, Option<&Age
         _ => {}
     }
 }
+
+/// A message the parent's `use_agent send` said its child "reads" was
+/// read: at rest it is in the conversation of that child, or of the run a
+/// later message resumed it as. The property test sends at every moment
+/// of a child's life; without this check a message taken and dropped
+/// there left every event and envelope as it was.
+pub(crate) fn check_sent_messages_read(
+    log: &[LogEntry],
+    child: impl Fn(&AgentId) -> (Option<Vec<ChatMessage>>, Option<AgentId>),
+) -> usize {
+    let mut read = 0;
+    for event in events(log) {
+        let AgentEvent::ToolResult(r) = &event else {
+            continue;
+        };
+        if r.name != "use_agent" || r.is_error {
+            continue;
+        }
+        let Ok(said) = serde_json::from_str::<serde_json::Value>(&r.output) else {
+            continue;
+        };
+        let reads = said["note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("it reads your message"));
+        let Some(id) = said["id"].as_str().filter(|_| reads) else {
+            continue;
+        };
+        let mut at = Some(AgentId::new(id));
+        let mut found = false;
+        let mut chain = Vec::new();
+        while let Some(run) = at.take() {
+            let (conversation, next) = child(&run);
+            found |= conversation
+                .iter()
+                .flatten()
+                .any(|m| m.content.contains(crate::model::SENT));
+            chain.push(run);
+            at = next.filter(|n| !chain.contains(n));
+        }
+        assert!(found, "a message {id} took was never read: {chain:?}");
+        read += 1;
+    }
+    SENT_READ.fetch_add(read, std::sync::atomic::Ordering::SeqCst);
+    read
+}
+
+/// Messages [`check_sent_messages_read`] found read, over the whole run.
+pub(crate) static SENT_READ: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);

@@ -431,6 +431,10 @@ fn assert_coverage(reached: usize) {
             SENT_TO_STOPPED.load(Ordering::SeqCst) > 0,
             "no message reached a stopped chain: the stopped-chain check held nothing"
         );
+        assert!(
+            checks::SENT_READ.load(Ordering::SeqCst) > 0,
+            "no message a child took was checked as read"
+        );
     }
 }
 
@@ -448,8 +452,9 @@ fn print_coverage(done: usize, reached: &BTreeSet<String>) {
         RESTART_OWED.load(Ordering::SeqCst)
     );
     eprintln!(
-        "{} messages were sent to a chain the host had stopped",
-        SENT_TO_STOPPED.load(Ordering::SeqCst)
+        "{} messages were sent to a chain the host had stopped; {} taken were found read",
+        SENT_TO_STOPPED.load(Ordering::SeqCst),
+        checks::SENT_READ.load(Ordering::SeqCst)
     );
     for line in reached.iter() {
         eprintln!("  {line}");

@@ -12,6 +12,9 @@ use subagents::actors::{Model, ModelStream};
 use subagents::messages::{ChatMessage, ModelRequest, Role};
 use subagents::prelude::*;
 
+/// What the parent's `use_agent send` says to a child.
+pub(crate) const SENT: &str = "also: be brief";
+
 /// Grandchildren whose answer reached their child (the depth-2 path was
 /// taken, not refused).
 pub(crate) static GRANDCHILDREN_DELIVERED: AtomicUsize = AtomicUsize::new(0);
@@ -128,7 +131,7 @@ fn parent_turn(request: &ModelRequest) -> ModelStream {
             return play(Reply::new().use_agent(&UseAgentCall::interrupt(id)));
         }
         if let Some(id) = message.content.strip_prefix("SEND ") {
-            return play(Reply::new().use_agent(&UseAgentCall::send(id, "also: be brief")));
+            return play(Reply::new().use_agent(&UseAgentCall::send(id, SENT)));
         }
         if let Some(plan) = message.content.strip_prefix("PLAN ") {
             let (turn_no, plans): (usize, Vec<ChildPlan>) = serde_json::from_str(plan).unwrap();

@@ -332,6 +332,10 @@ impl World {
                         envelopes.iter().all(|e| e.status.is_terminal()),
                         "at rest, a child has not ended: {envelopes:?}"
                     );
+                    checks::check_sent_messages_read(log, |id| {
+                        let next = thread_hub.status(id).and_then(|e| e.continued_as);
+                        (thread_hub.conversation(id), next)
+                    });
                 }
             }));
             if let Err(panic) = checked {

@@ -180,6 +180,7 @@ impl Tool for Held {
 /// Fired 0–5 scheduler turns after the stop.
 #[tokio::test(start_paused = true)]
 async fn a_stop_in_the_tick_an_approval_is_asked_leaves_none_pending() {
+    let mut asked_at_all = 0;
     for turns in 0..6 {
         let release = std::sync::Arc::new(tokio::sync::Notify::new());
         let model = ScriptedModel::new(vec![
@@ -220,6 +221,7 @@ async fn a_stop_in_the_tick_an_approval_is_asked_leaves_none_pending() {
             "after {turns} turns: {log:#?}"
         );
         if let Some(id) = asked.first() {
+            asked_at_all += 1;
             assert_eq!(
                 thread
                     .resolve_approval(id.clone(), ApprovalDecision::Approve)
@@ -230,6 +232,8 @@ async fn a_stop_in_the_tick_an_approval_is_asked_leaves_none_pending() {
         check_log(&log, true);
         thread.close_and_wait().await;
     }
+    // Some ordering asked after the stop was sent: the window was reached.
+    assert!(asked_at_all > 0, "no round asked for the approval");
 }
 
 /// The typed host boundary (review): a delegating agent spawned under a

@@ -228,34 +228,117 @@ mod tests {
         assert_eq!(s.admit(id(3), &parent()), Admission::Queued(1));
     }
 
+    /// One step of [`cap_and_fifo_hold`]: a request by the parent or by a
+    /// live child (picked), a release of a live or queued child (picked),
+    /// or the whole queue drained (a stop-all).
+    #[derive(Debug, Clone)]
+    enum Op {
+        Admit(usize),
+        Release(usize),
+        Drain,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => any::<usize>().prop_map(Op::Admit),
+            4 => any::<usize>().prop_map(Op::Release),
+            1 => Just(Op::Drain),
+        ]
+    }
+
+    /// The reference: each requester's live children and queue, as plain
+    /// vectors.
+    #[derive(Default)]
+    struct Reference {
+        groups: std::collections::BTreeMap<AgentId, (Vec<AgentId>, VecDeque<AgentId>)>,
+    }
+
+    impl Reference {
+        fn live(&self) -> Vec<AgentId> {
+            self.groups
+                .values()
+                .flat_map(|(l, _)| l.iter().cloned())
+                .collect()
+        }
+        fn known(&self) -> Vec<AgentId> {
+            self.groups
+                .values()
+                .flat_map(|(l, q)| l.iter().chain(q.iter()).cloned())
+                .collect()
+        }
+    }
+
     proptest! {
-        /// Live never exceeds the cap; children start in request order; a
-        /// queued child never waits while a slot is free.
+        /// Against a reference, with requesters at two depths: live never
+        /// exceeds the cap per requester; a child is queued at the position
+        /// the reference gives; a release starts exactly the children the
+        /// reference starts, in request order; a queued child never waits
+        /// while its requester has a slot free; a drain gives every queue
+        /// in request order.
         #[test]
-        fn cap_and_fifo_hold(cap in 1usize..5, ops in prop::collection::vec(any::<(bool, usize)>(), 0..200)) {
+        fn cap_and_fifo_hold(cap in 1usize..4, ops in prop::collection::vec(op(), 0..200)) {
             let mut s = Slots::new(cap, parent());
+            let mut r = Reference::default();
             let mut next = 0usize;
-            let mut started: Vec<usize> = Vec::new();
-            let mut live: Vec<usize> = Vec::new();
-            for (add, pick) in ops {
-                if add || live.is_empty() {
-                    next += 1;
-                    if s.admit(id(next), &parent()) == Admission::Start {
-                        started.push(next);
-                        live.push(next);
+            for op in ops {
+                match op {
+                    Op::Admit(pick) => {
+                        let mut requesters = vec![parent()];
+                        requesters.extend(r.live());
+                        let requester = requesters[pick % requesters.len()].clone();
+                        next += 1;
+                        let (live, queue) = r.groups.entry(requester.clone()).or_default();
+                        let want = if live.len() < cap && queue.is_empty() {
+                            live.push(id(next));
+                            Admission::Start
+                        } else {
+                            queue.push_back(id(next));
+                            Admission::Queued(queue.len())
+                        };
+                        prop_assert_eq!(s.admit(id(next), &requester), want);
                     }
-                } else {
-                    let gone = live.remove(pick % live.len());
-                    for n in s.release(&id(gone)) {
-                        let n: usize = n.as_str()["agent_".len()..].parse().unwrap();
-                        started.push(n);
-                        live.push(n);
+                    Op::Release(pick) => {
+                        let known = r.known();
+                        if known.is_empty() {
+                            prop_assert_eq!(s.release(&id(next + 1)), Vec::<AgentId>::new());
+                            continue;
+                        }
+                        let gone = known[pick % known.len()].clone();
+                        let mut want = Vec::new();
+                        for (live, queue) in r.groups.values_mut() {
+                            let before = live.len() + queue.len();
+                            live.retain(|c| c != &gone);
+                            queue.retain(|c| c != &gone);
+                            if live.len() + queue.len() == before {
+                                continue;
+                            }
+                            while live.len() < cap {
+                                let Some(n) = queue.pop_front() else { break };
+                                live.push(n.clone());
+                                want.push(n);
+                            }
+                        }
+                        prop_assert_eq!(s.release(&gone), want);
+                    }
+                    Op::Drain => {
+                        let mut want: Vec<AgentId> = r
+                            .groups
+                            .values_mut()
+                            .flat_map(|(_, q)| q.drain(..))
+                            .collect();
+                        want.sort_by_key(crate::hub::ids::child_number);
+                        prop_assert_eq!(s.drain_queue(), want);
                     }
                 }
-                prop_assert!(s.live() <= cap);
-                prop_assert_eq!(s.live(), live.len());
-                prop_assert!(s.queued() == 0 || s.live() == cap);
-                prop_assert!(started.windows(2).all(|w| w[0] < w[1]));
+                for (live, queue) in r.groups.values() {
+                    prop_assert!(live.len() <= cap);
+                    prop_assert!(queue.is_empty() || live.len() == cap);
+                }
+                prop_assert_eq!(s.live(), r.live().len());
+                prop_assert_eq!(s.queued(), r.known().len() - r.live().len());
+                for c in r.live() {
+                    prop_assert!(s.is_live(&c));
+                }
             }
         }
     }

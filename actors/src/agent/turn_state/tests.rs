@@ -43,30 +43,49 @@ fn stopped() -> AgentResult {
 }
 
 /// A message racing the turn's completion is read or refused, never
-/// taken and lost: two OS threads, 500 rounds.
+/// taken and lost: two OS threads, 500 rounds. The sender sends until it
+/// is refused, and the turn loop starts only once the first message is
+/// in, so every round's completion races a sender still sending (spawned
+/// and left alone, the thread had not started yet: the turn completed
+/// first every round and no message raced it).
 #[test]
 fn a_message_racing_completion_is_read_or_refused() {
-    let (mut read, mut refused) = (0, 0);
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mut raced = 0;
     for _ in 0..500 {
         let shared: Shared = Arc::new(Mutex::new(TurnState::new(Vec::new())));
+        let sending = Arc::new(AtomicBool::new(false));
         let sender = {
             let shared = shared.clone();
-            std::thread::spawn(move || steer(&shared, "more".into()))
+            let sending = sending.clone();
+            std::thread::spawn(move || {
+                let mut taken = 0;
+                while steer(&shared, format!("m{taken}")) {
+                    taken += 1;
+                    sending.store(true, Ordering::SeqCst);
+                }
+                taken
+            })
         };
+        while !sending.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
         // The turn loop: complete, or read what arrived and ask again.
         while !complete_unless_steered(&shared) {
             lock(&shared).read_steering();
         }
-        let taken = sender.join().unwrap_or(false);
-        let history = lock(&shared).history.clone();
-        assert_eq!(taken, !history.is_empty(), "taken and not read");
+        let taken = sender.join().expect("the sender does not panic");
+        let state = lock(&shared);
+        assert_eq!(state.history.len(), taken, "a message taken and not read");
+        assert!(state.steering.is_empty(), "a message left unread");
+        drop(state);
         assert!(
             !steer(&shared, "late".into()),
             "completed: no more messages"
         );
-        if taken { read += 1 } else { refused += 1 }
+        raced += usize::from(taken > 0);
     }
-    assert_eq!(read + refused, 500);
+    assert_eq!(raced, 500, "every round's completion races a sender");
 }
 
 /// A call that settles before the cut is answered with its output; one
