@@ -89,6 +89,140 @@ async fn a_queued_synchronous_childs_cap_counts_from_its_request() {
     parent.shutdown_and_wait().await;
 }
 
+/// Same instant, the clamp rule in the queue (review: the front-ends): a
+/// synchronous child still queued when its wall-clock cap (nine tenths of
+/// what its requester had left) ran out was left there — nothing acts on
+/// a queued child's cap, which only its start reads — so the requester's
+/// own wall clock cut its turn: the call read `pending` and the parent no
+/// answer of its own, the last tenth the rule keeps for it spent waiting.
+/// At its cap the requester stops waiting: the parent's child goes on in
+/// the background (its result a message), and the call says it has not
+/// started.
+#[tokio::test(start_paused = true)]
+async fn a_synchronous_child_still_queued_at_its_cap_leaves_the_requester_its_time() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&common::work_call("Blocker", 250, false))
+            .tool_call(
+                "delegate_task",
+                r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+            ),
+        Reply::answer("the parent read it"),
+    ])
+    .with_script("Blocker\n", common::worker(250))
+    .with_script("Worker", vec![Reply::new().hang()]);
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+        .limits(Limits {
+            wall_clock: Duration::from_secs(100),
+            ..Limits::default()
+        })
+        .child_limits(Limits {
+            wall_clock: Duration::from_secs(300),
+            ..Limits::default()
+        })
+        .max_live(1)
+        .delegate_task_tool(true)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut delegated = None;
+    let result = loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::ToolResult(r) if r.name == "delegate_task" => delegated = Some(r),
+            AgentEvent::Result(result) => break *result,
+            _ => {}
+        }
+    };
+    let delegated = delegated.expect("the call was answered");
+    assert!(delegated.is_error, "{}", delegated.output);
+    assert!(
+        delegated.output.contains("has not started")
+            && delegated.output.contains("goes on in the background"),
+        "{}",
+        delegated.output
+    );
+    assert_eq!(result.outcome, Outcome::Completed, "{}", result.text);
+    assert!(
+        result.elapsed < Duration::from_secs(100),
+        "{:?}",
+        result.elapsed
+    );
+    let worker = parent.hub.status(&AgentId::new("agent_2")).unwrap();
+    assert_eq!(worker.status, SubAgentStatus::Background);
+    assert!(worker.started_at_ms.is_none(), "still queued: {worker:?}");
+    parent.shutdown_and_wait().await;
+}
+
+/// The same one level down: a child's own synchronous child, still queued
+/// at its cap, is dropped (in the background it would stop when its
+/// requester ends, telling nobody), and the child reads that it never
+/// started, in time to answer.
+#[tokio::test(start_paused = true)]
+async fn a_grandchild_still_queued_at_its_cap_is_dropped_in_time() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(
+            "delegate_task",
+            r#"{"task":"lead","system_prompt":"Lead\nYou lead."}"#,
+        ),
+        Reply::answer("the parent read it"),
+    ])
+    .with_script(
+        "Lead\n",
+        vec![
+            Reply::new()
+                .use_agent(&common::work_call("Blocker", 250, false))
+                .tool_call(
+                    "delegate_task",
+                    r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+                ),
+            Reply::answer("the lead read it"),
+        ],
+    )
+    .with_script("Blocker\n", common::worker(250))
+    .with_script("Worker", vec![Reply::new().hang()]);
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+        .limits(Limits {
+            wall_clock: Duration::from_secs(100),
+            ..Limits::default()
+        })
+        .child_limits(Limits {
+            wall_clock: Duration::from_secs(300),
+            ..Limits::default()
+        })
+        .max_live(1)
+        .max_depth(2)
+        .delegate_task_tool(true)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    common::until_result(&mut events, &mut log).await;
+    let lead = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(lead.result.as_deref(), Some("the lead read it"), "{lead:?}");
+    let worker = parent.hub.status(&AgentId::new("agent_3")).unwrap();
+    assert_eq!(worker.status, SubAgentStatus::Stopped, "{worker:?}");
+    let said: Vec<String> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(_, inner) => match &**inner {
+                AgentEvent::ToolResult(r) if r.name == "delegate_task" => Some(r.output.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert!(
+        said.iter()
+            .any(|s| s.contains("has not started") && s.contains("dropped")),
+        "{said:?}"
+    );
+    parent.shutdown_and_wait().await;
+}
+
 /// A child's token budget fits inside what its parent has left.
 #[tokio::test(start_paused = true)]
 async fn a_synchronous_childs_token_budget_fits_the_parents_remainder() {

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod approval_clock;
 mod caps;
 mod caps_cut;
 mod cut_calls;

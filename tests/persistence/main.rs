@@ -17,6 +17,7 @@ mod restore;
 mod runtime_drop;
 mod shared;
 mod stale_copies;
+mod unwritten;
 
 use std::sync::Arc;
 

@@ -109,7 +109,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
     // a skim but not a parse): a call refused for its arguments is refused
     // before any approval is asked for it.
     let unparsed = serde_json::from_str::<serde_json::Value>(&call.arguments).err();
-    let outcome = async { match config.tools.get(&call.name) {
+    let outcome = async { Some(match config.tools.get(&call.name) {
         // A call whose arguments are not JSON (a server may cut a call at
         // its token limit and still say `tool_calls`) never runs.
         Some(_) if unparsed.is_some() => ToolOutcome {
@@ -186,12 +186,23 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
                         })),
                     }),
                 };
+                // The decision may have taken the turn past its wall
+                // clock (a host's policy working without waiting, an
+                // answer read in the tick the clock ran out): the call
+                // stays open, and the turn ends as its timer ends it,
+                // the close answering the call — no tool starts past it.
+                if ctx.past_wall_clock() {
+                    return None;
+                }
                 run_tool(tool, &call.name, context).await
             }
         }
-    } }
+    }) }
     .instrument(span.clone())
     .await;
+    let Some(outcome) = outcome else {
+        return;
+    };
     let answered = ctx.with(|t| {
         // A call its tool settled is answered with what it settled (the
         // tool was told so), whatever the tool did after: as a cut

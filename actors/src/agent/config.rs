@@ -315,9 +315,9 @@ pub(crate) async fn spawn_agent(
 }
 
 /// [`spawn_agent`], its approvals numbered after `approvals_after` (a
-/// thread's parent after a restart: past every earlier session's). Not
-/// kept in the config: only the spawn reads it.
-async fn spawn_numbered(
+/// thread's parent or child after a restart: past every earlier
+/// session's). Not kept in the config: only the spawn reads it.
+pub(crate) async fn spawn_numbered(
     config: Arc<AgentConfig>,
     events: EventSink,
     history: Vec<subagents_messages::ChatMessage>,

@@ -2,10 +2,12 @@
 //! within the result budget, or a range of it), a pending one, a status.
 
 use serde_json::{Value, json};
-use subagents_messages::{AgentId, Envelope, text};
+use subagents_messages::{AgentId, Envelope, SubAgentStatus, text};
 
 use super::ParentStopPolicy;
+use super::engine::refuse;
 use crate::agent::LiveTurn;
+use crate::tool::ToolError;
 
 /// What a child used: tokens in and out (its own model calls; its own
 /// children's apart), model and tool calls, running time.
@@ -206,6 +208,41 @@ pub(super) fn resumed_json(id: &AgentId, next: &AgentId, depth: u32, target: u32
             how_told(depth, target)
         ),
     })
+}
+
+/// A synchronous child still queued at its wall-clock cap: handed to the
+/// background (`goes_on`) or dropped.
+pub(super) fn not_started(id: &AgentId, cap: std::time::Duration, goes_on: bool) -> String {
+    let then = if goes_on {
+        "it goes on in the background, and its result will arrive as a message"
+    } else {
+        "it was dropped: answer without it, or ask again once a running sub-agent has finished"
+    };
+    format!(
+        "the sub-agent `{id}` has not started: it waited {} s for a free slot, all the time \
+         it could have had before your own runs out; {then}",
+        cap.as_secs()
+    )
+}
+
+/// A finished child's answer as `delegate_task` and `agent` return it.
+pub(crate) fn final_answer(envelope: &Envelope) -> Result<String, ToolError> {
+    match envelope.status {
+        SubAgentStatus::Done => Ok(envelope.result.clone().unwrap_or_default()),
+        SubAgentStatus::Stopped => Err(refuse(format!(
+            "the sub-agent `{}` was stopped before it finished",
+            envelope.id
+        ))),
+        SubAgentStatus::Interrupted => Err(refuse(format!(
+            "the sub-agent `{}` was interrupted before it finished",
+            envelope.id
+        ))),
+        _ => Err(refuse(format!(
+            "the sub-agent `{}` failed: {}",
+            envelope.id,
+            envelope.error.as_deref().unwrap_or("no reason given")
+        ))),
+    }
 }
 
 #[cfg(test)]

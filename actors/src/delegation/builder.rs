@@ -395,7 +395,11 @@ impl DelegationBuilder {
                 child_tools = child_tools.without(name);
             }
         }
+        // One block for the thread: its parent's approvals and every
+        // child's are numbered in it.
+        let approvals_after = self.archive.as_ref().map_or(0, |a| a.approvals_after());
         let config = HubConfig {
+            approvals_after,
             max_live: self.max_live,
             model: self.model.clone(),
             gate: gate.clone(),
@@ -449,7 +453,6 @@ impl DelegationBuilder {
         // Set before the parent exists, so before any request: children
         // below max_depth delegate through the same hub.
         let _ = delegation_tools.set(delegating);
-        let approvals_after = self.archive.as_ref().map_or(0, |a| a.approvals_after());
         let agent = AgentBuilder::new(self.model)
             .id(parent)
             .system_prompt(self.system_prompt)

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use subagents_messages::text::within_budget;
 use subagents_messages::{AgentId, ChildRequest, Envelope, SubAgentStatus};
 
-use super::answers::cut_note;
+use super::answers::{cut_note, final_answer};
 use crate::agent::{CallSlot, ChildNote};
 use crate::hub::{Claimed, HubHandle, Refused, WaitOutcome};
 use crate::profile::ProfileSet;
@@ -338,21 +338,36 @@ impl Delegator {
             request.wall_clock_cap = Some(remaining.mul_f64(0.9));
             request.token_cap = Some(left.tokens);
         }
+        let cap = request.wall_clock_cap;
         // The call goes with the request: a queued child starts on the
         // caps only while the call still waits (cut, its detach goes when
         // the cut turn's task is dropped — the hub may admit the child
         // first, or the call may be cut before it read the child's id).
         let id = self.start(request, Some(call.slot.clone())).await?;
-        match self
-            .wait_inline(call, &id, None, |e| {
-                final_answer(e)
-                    .map(|answer| self.budgeted(call, &e.id, &answer))
-                    .map_err(|why| refuse(self.within_error_budget(&e.id, &why.to_string())))
-            })
-            .await
-        {
+        let answer = |e: &Envelope| {
+            final_answer(e)
+                .map(|answer| self.budgeted(call, &e.id, &answer))
+                .map_err(|why| refuse(self.within_error_budget(&e.id, &why.to_string())))
+        };
+        let lost = || Err(refuse(format!("the sub-agent `{id}` was lost")));
+        if let Some(cap) = cap {
+            // Started, its own wall clock (the cap less its wait) ends it
+            // by then; still queued, nothing would, and the requester's
+            // own limit cut its turn: at the cap the requester stops
+            // waiting and keeps its last tenth to answer.
+            match self.wait_inline(call, &id, Some(cap), answer).await {
+                Waited::Delivered(output) => return output,
+                Waited::Unknown => return lost(),
+                Waited::Pending => {}
+            }
+            let queued = self.hub().status(&id).map(|e| e.status) == Some(SubAgentStatus::Queued);
+            if queued {
+                return self.not_started_in_time(call, &id, cap, answer).await;
+            }
+        }
+        match self.wait_inline(call, &id, None, answer).await {
             Waited::Delivered(output) => output,
-            _ => Err(refuse(format!("the sub-agent `{id}` was lost"))),
+            _ => lost(),
         }
     }
 }
@@ -367,26 +382,6 @@ pub(crate) enum Waited {
     Pending,
     /// No child has that id.
     Unknown,
-}
-
-/// A finished child's answer as `delegate_task` and `agent` return it.
-pub(crate) fn final_answer(envelope: &Envelope) -> Result<String, ToolError> {
-    match envelope.status {
-        SubAgentStatus::Done => Ok(envelope.result.clone().unwrap_or_default()),
-        SubAgentStatus::Stopped => Err(refuse(format!(
-            "the sub-agent `{}` was stopped before it finished",
-            envelope.id
-        ))),
-        SubAgentStatus::Interrupted => Err(refuse(format!(
-            "the sub-agent `{}` was interrupted before it finished",
-            envelope.id
-        ))),
-        _ => Err(refuse(format!(
-            "the sub-agent `{}` failed: {}",
-            envelope.id,
-            envelope.error.as_deref().unwrap_or("no reason given")
-        ))),
-    }
 }
 
 /// Detaches (or stops) the child if the waiting future is dropped.

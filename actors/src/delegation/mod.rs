@@ -31,6 +31,7 @@ mod call;
 mod delegate_task;
 mod delegating;
 mod engine;
+mod in_time;
 mod request;
 mod use_agent;
 

@@ -193,6 +193,12 @@ pub(crate) struct HubConfig {
     /// A child on another node goes on (and its result is kept there)
     /// when this node is lost: the parent-stop policy is `Detach`.
     pub(crate) keep_orphans: bool,
+    /// The number every child's approvals follow: the thread's block, as
+    /// its parent's (a child never written to disk may have its id handed
+    /// out again by a later session, and numbered from 1 its first request
+    /// had the id of the earlier child's, which a host's kept row then
+    /// answered).
+    pub(crate) approvals_after: u64,
 }
 
 impl std::fmt::Debug for HubConfig {

@@ -13,7 +13,7 @@ use subagents_messages::{AgentEvent, AgentId, ChildRequest, SubAgentInfo, SubAge
 
 use crate::agent::UserTurn;
 
-use crate::agent::{AgentConfig, AgentMsg, TurnReply, spawn_agent};
+use crate::agent::{AgentConfig, AgentMsg, TurnReply, spawn_numbered};
 use crate::hub::book::{Book, Closer, requested};
 pub(super) use crate::hub::child::{AfterEnd, Child, Ending};
 use crate::hub::config::{HubConfig, approvals_for};
@@ -420,11 +420,12 @@ impl HubState {
         let remote = placed.is_some();
         let spawned = match placed {
             None => {
-                Box::pin(spawn_agent(
+                Box::pin(spawn_numbered(
                     Arc::new(config),
                     sink.clone(),
                     history,
                     supervisor,
+                    self.config.approvals_after,
                 ))
                 .await
             }

@@ -1,0 +1,52 @@
+//! A synchronous child (`delegate_task`, `agent`) still queued when its
+//! wall-clock cap runs out: nothing else acts on a queued child's cap,
+//! which only its start reads, and the requester's own limit cut its turn.
+
+use subagents_messages::{AgentId, Envelope, SubAgentStatus};
+
+use super::answers::not_started;
+use super::engine::{Delegator, Waited, refuse};
+use crate::hub::DetachOutcome;
+use crate::tool::{ToolCallContext, ToolError};
+
+impl Delegator {
+    /// A synchronous child still queued at its wall-clock cap. The parent's
+    /// goes on in the background, its result a message (as an inline
+    /// wait's that runs out); a child's is dropped — in the background it
+    /// would stop when its requester ends, and tell nobody.
+    pub(super) async fn not_started_in_time(
+        &self,
+        call: &ToolCallContext,
+        id: &AgentId,
+        cap: std::time::Duration,
+        answer: impl Fn(&Envelope) -> Result<String, ToolError>,
+    ) -> Result<String, ToolError> {
+        let lost = || Err(refuse(format!("the sub-agent `{id}` was lost")));
+        if call.depth == 0 {
+            let note = not_started(id, cap, true);
+            call.on_cut(note.clone());
+            return match self.hub().detach(id).await {
+                DetachOutcome::AlreadyFinished(envelope) => {
+                    let output = answer(&envelope);
+                    self.deliver(call, &envelope, &output);
+                    output
+                }
+                _ => Err(refuse(note)),
+            };
+        }
+        if self.hub().stop_asked(id, call).await.is_err() {
+            return match self.wait_inline(call, id, None, answer).await {
+                Waited::Delivered(output) => output,
+                _ => lost(),
+            };
+        }
+        let never = |e: &Envelope| match e.status {
+            SubAgentStatus::Stopped => Err(refuse(not_started(id, cap, false))),
+            _ => answer(e),
+        };
+        match self.wait_inline(call, id, None, never).await {
+            Waited::Delivered(output) => output,
+            _ => lost(),
+        }
+    }
+}
