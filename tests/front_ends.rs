@@ -494,3 +494,45 @@ async fn the_agent_tools_description_says_whether_a_sub_agent_gets_it() {
     assert!(!said.contains("not this one"), "{said}");
     assert!(said.contains("this one too"), "{said}");
 }
+
+/// Misleading a model (review: the front-ends): `tools: []` on `run`
+/// gives a tool-less child — the narrower reading — while the schema said
+/// only "default: all of them" and the docs that every empty field says
+/// nothing: a model filling every field with an empty value got a child
+/// with no tools, untold. The schemas of `use_agent` and `delegate_task`
+/// say what an empty list gives, and it gives that.
+#[tokio::test(start_paused = true)]
+async fn an_empty_tools_list_gives_no_tools_and_the_schema_says_so() {
+    let specs = offered_tools(false).await;
+    for tool in ["use_agent", "delegate_task"] {
+        let schema: serde_json::Value = serde_json::from_str(&specs[tool].parameters).unwrap();
+        let said = schema["properties"]["tools"]["description"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(said.contains("[] gives it none"), "{tool}: {schema}");
+    }
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call(
+            "use_agent",
+            r#"{"action":"run","system_prompt":"Worker\nYou work.","input":"go","tools":[],"wait":true}"#,
+        ),
+        Reply::answer("Done."),
+    ])
+    .with_script("Worker", vec![Reply::answer("worked")]);
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Calculator))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let started = log
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ChildStarted(info) => Some(info.tools.clone()),
+            _ => None,
+        })
+        .expect("the child started");
+    assert!(started.is_empty(), "{started:?}");
+}

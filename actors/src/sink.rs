@@ -244,6 +244,10 @@ pub struct EventStream {
 
 impl EventStream {
     /// The next event; `None` once every sink is gone.
+    ///
+    /// Cancel-safe, as the [`Stream`](futures_util::Stream) impl is: a
+    /// `recv` given up (the other branch of a `select!`, a timeout) takes
+    /// no event — the next call reads it.
     pub async fn recv(&mut self) -> Option<AgentEvent> {
         self.rx.recv().await
     }

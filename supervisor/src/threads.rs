@@ -211,7 +211,10 @@ impl Threads {
     /// thread that closed by itself is deleted too (it has nothing left to
     /// stop; its children stay its id's). Given up half-way — or never polled — the thread still
     /// closes: it leaves the registry and its switch is sent when this is
-    /// called.
+    /// called; what its close could not write is then said nowhere here —
+    /// [`crate::store::EnvelopeStore::retry_unsaved`] still holds and
+    /// retries it (a clone of the handle kept answers
+    /// [`ThreadHandle::persist_errors`](crate::ThreadHandle::persist_errors)).
     pub fn delete(
         &mut self,
         id: &ThreadId,

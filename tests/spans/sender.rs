@@ -191,3 +191,71 @@ async fn a_child_an_observer_asks_for_starts_a_trace_of_its_own() {
     assert_eq!(under, None, "the host's child under the library's span");
     thread.close_and_wait().await;
 }
+
+/// A host's tool that queues a follow-up turn (a "keep going" tool) the
+/// first time it runs.
+struct FollowUp {
+    thread: Arc<OnceLock<ThreadHandle>>,
+    sent: std::sync::atomic::AtomicBool,
+}
+
+impl Tool for FollowUp {
+    fn name(&self) -> &str {
+        "follow_up"
+    }
+    fn description(&self) -> String {
+        "queues a follow-up turn".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        if !self.sent.swap(true, std::sync::atomic::Ordering::SeqCst)
+            && let Some(thread) = self.thread.get()
+        {
+            thread.send_user("continue with step 2").unwrap();
+        }
+        Box::pin(async { Ok("queued".into()) })
+    }
+}
+
+/// Review (host code misbehaving: re-entrant): a turn a host's tool sent
+/// ran under that call's `execute_tool` span — one the library entered
+/// around the host's code — so the next turn nested inside the previous
+/// one's, and a tool sending on every turn made the whole session one
+/// trace that never ended. It starts a trace of its own, as a turn an
+/// observer sends does.
+#[tokio::test(start_paused = true)]
+async fn a_turn_a_hosts_tool_sends_starts_a_trace_of_its_own() {
+    let (capture, _guard) = capture();
+    let handle = Arc::new(OnceLock::new());
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call("follow_up", "{}"),
+        Reply::answer("step 1 done"),
+        Reply::answer("step 2 done"),
+    ]);
+    let tool = FollowUp {
+        thread: handle.clone(),
+        sent: Default::default(),
+    };
+    let builder = DelegationBuilder::new(model.shared()).tools(ToolRegistry::new().with(tool));
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    let _ = handle.set(thread.clone());
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    let spans = capture.spans();
+    let runs: Vec<&Captured> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_agent" && field(s, "gen_ai.agent.id") == "parent")
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    for run in runs {
+        let under = run
+            .parent
+            .and_then(|p| spans.iter().find(|s| s.id == p))
+            .map(|s| s.name);
+        assert_eq!(under, None, "a turn under the library's span");
+    }
+    thread.close_and_wait().await;
+}

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod growth;
 mod leaving;
 mod lifecycle;
 mod persistence_and_policies;

@@ -14,10 +14,13 @@ thread_local! {
 /// The span a turn sent now runs under: the sender's current span — or
 /// none, a trace of its own, when that span is the library's own: ractor's
 /// `Actor` span of the actor whose handler runs the host's code (it lives
-/// as long as the actor: a trace that never ended), or whatever was
-/// current where an observer was told (the hub's handler, a sub-agent's
-/// run: the parent's next turn nested inside a child's run). A span the
-/// host entered in its callback is its own.
+/// as long as the actor: a trace that never ended), whatever was current
+/// where an observer was told (the hub's handler, a sub-agent's run: the
+/// parent's next turn nested inside a child's run), or a span of this
+/// crate's around a host's tool, approval policy or model (a tool that
+/// sends a follow-up turn nested it in the turn that ran the tool, and a
+/// tool sending on every turn made the session one trace that never
+/// ended). A span the host entered in its callback is its own.
 #[doc(hidden)] // read by subagents-supervisor's `send_user`
 pub fn sender_span() -> Option<Span> {
     let current = Span::current();
@@ -25,9 +28,10 @@ pub fn sender_span() -> Option<Span> {
     if CALLED_UNDER.with(Cell::get) == Some(id) {
         return None;
     }
-    let ours = current
-        .metadata()
-        .is_none_or(|m| m.name() == "Actor" && m.target().starts_with("ractor"));
+    let ours = current.metadata().is_none_or(|m| {
+        (m.name() == "Actor" && m.target().starts_with("ractor"))
+            || m.target().starts_with("subagents_actors::")
+    });
     (!ours).then_some(current)
 }
 

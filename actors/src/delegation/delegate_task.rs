@@ -49,7 +49,7 @@ impl Tool for DelegateTask {
         let mut properties = json!({
             "system_prompt": {"type": "string", "description": "an inline sub-agent's instructions"},
             "task": {"type": "string", "description": "the complete task"},
-            "tools": {"type": "array", "items": {"type": "string"}},
+            "tools": {"type": "array", "items": {"type": "string"}, "description": "names of your tools it may use (left out: all of them, or a named sub-agent's own; [] gives it none)"},
             "model": {"type": "string"},
             "provider": {"type": "string"},
             "max_iterations": {"type": "integer", "minimum": 1}

@@ -112,10 +112,18 @@ impl Delegator {
             // is a deliberate tool-less profile. (One none of whose listed
             // tools exists here lists nothing: the call names the tools it
             // runs with, as its refusal says.)
+            // A delegation tool the profile itself lists is no widening:
+            // left out of `listed` above, the depth decides it below (the
+            // call echoing the profile's own list was refused as "not one
+            // of them").
+            let its_own = |t: &String| {
+                crate::delegation::is_delegation_tool(t)
+                    && profile.is_some_and(|p| p.tools.as_ref().is_some_and(|all| all.contains(t)))
+            };
             if let Some(p) = profile
                 && let Some(listed) = tools.as_ref()
                 && (!listed.is_empty() || p.unavailable_tools.is_empty())
-                && let Some(tool) = asked.iter().find(|t| !listed.contains(t))
+                && let Some(tool) = asked.iter().find(|t| !listed.contains(t) && !its_own(t))
             {
                 return Err(refuse(format!(
                     "the sub-agent `{}` may only have the tools its profile lists ({}), and `{}` is not one of them; leave it out",

@@ -313,7 +313,7 @@ impl Tool for UseAgent {
                 "action": {"type": "string", "enum": ["run", "status", "result", "send", "interrupt", "stop", "agents"]},
                 "system_prompt": {"type": "string", "description": "run: the sub-agent's instructions; the first line is its name"},
                 "input": {"type": "string", "description": "run: the complete task; send: the message"},
-                "tools": {"type": "array", "items": {"type": "string"}, "description": "run: names of your tools it may use (default: all of them)"},
+                "tools": {"type": "array", "items": {"type": "string"}, "description": "run: names of your tools it may use (left out: all of them, or a named sub-agent's own; [] gives it none)"},
                 "wait": {"type": "boolean", "description": "run: wait for the answer (default true; a named sub-agent that runs in the background: false)"},
                 "model": {"type": "string", "description": "run: a model to run it on (default: the named sub-agent's, else yours)"},
                 "provider": {"type": "string", "description": "run: the provider of `model`"},

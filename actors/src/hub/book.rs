@@ -189,17 +189,36 @@ impl Book {
 
     /// Usage and call counts, as of now, of every child that ran here (has
     /// a probe: an earlier session's, imported, was counted there).
+    ///
+    /// An ended child's counts are read in place; only a running one's
+    /// envelope is read as of now (its probe, taken outside the map's
+    /// guard). Each was copied whole — its result, task, tools — so every
+    /// read cost as much as everything the thread ever ran.
     pub(crate) fn totals(&self) -> (subagents_messages::Usage, u64, u64) {
-        let ran = self.entries.iter().filter(|e| e.probe.is_some());
-        let ids: Vec<AgentId> = ran.map(|e| e.key().clone()).collect();
         let mut usage = subagents_messages::Usage::default();
         let (mut model_calls, mut tool_calls) = (0u64, 0u64);
-        for envelope in ids.iter().filter_map(|id| self.get(id)) {
+        let mut running = Vec::new();
+        for entry in self.entries.iter().filter(|e| e.probe.is_some()) {
+            let envelope = &entry.envelope;
+            if envelope.status.is_terminal() {
+                usage.add(envelope.usage);
+                model_calls += u64::from(envelope.model_calls);
+                tool_calls += u64::from(envelope.tool_calls);
+            } else {
+                running.push(entry.key().clone());
+            }
+        }
+        for envelope in running.iter().filter_map(|id| self.get(id)) {
             usage.add(envelope.usage);
             model_calls += u64::from(envelope.model_calls);
             tool_calls += u64::from(envelope.tool_calls);
         }
         (usage, model_calls, tool_calls)
+    }
+
+    /// The id of every child in the book, in no order.
+    pub(crate) fn ids(&self) -> Vec<AgentId> {
+        self.entries.iter().map(|e| e.key().clone()).collect()
     }
 
     /// Its status now, without copying its envelope.

@@ -429,6 +429,13 @@ impl HubHandle {
         self.book.all()
     }
 
+    /// The id of every child the hub has, in no order: what a switch
+    /// away marks, without a copy of each envelope.
+    #[doc(hidden)] // read by subagents-supervisor's switch
+    pub fn child_ids(&self) -> Vec<AgentId> {
+        self.book.ids()
+    }
+
     /// What every child of the hub used ([`HubSnapshot::usage`]), read
     /// from its book: answered after the hub is gone too (a thread whose
     /// hub crashed stays open, and its usage is still its usage).

@@ -73,6 +73,12 @@ impl EnvelopeStore {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .retain(|id| !report.removed.contains(id));
+            // And from the owed wakes: listed, a pruned child was taken by
+            // the first thread shown and settled with no wake sent.
+            self.owed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .retain(|id| !report.removed.contains(id));
             sync_dir_best_effort(&self.dir);
             tracing::debug!(
                 count = report.removed.len(),

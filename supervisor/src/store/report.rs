@@ -55,8 +55,12 @@ pub enum StoreError {
     /// spent. The store does not open: with its count unknown its
     /// threads' parents would number their approvals as another session's,
     /// and a host's row kept across a restart would answer a request the
-    /// user never saw. Remove or repair the file (a missing count starts
-    /// from 1) or make the directory writable.
+    /// user never saw. Repair the file with a number at least the one it
+    /// held (the number of opens so far, or the last child number for
+    /// `.subagents-ids`), or make the directory writable. Removing it
+    /// starts the count again from 1: only for a directory whose earlier
+    /// sessions no host keeps anything of (their approval rows, their
+    /// child ids — a pruned child's id is handed out again).
     #[error("the store's own file {path} {problem}")]
     OwnFile {
         /// The file.

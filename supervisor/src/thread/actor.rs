@@ -132,9 +132,7 @@ impl Actor for ThreadSupervisor {
                 // so none of them wakes the parent afterwards — even one
                 // that finishes at this instant and reports after.
                 state.events.emit(AgentEvent::SwitchedAway);
-                state
-                    .switched_off
-                    .extend(state.parent.hub.envelopes().into_iter().map(|e| e.id));
+                state.switched_off.extend(state.parent.hub.child_ids());
                 // The hub stops children in its own handler; the reply,
                 // if asked for, comes from it — from here if it is gone
                 // or stopping (its children end with it: none left for

@@ -292,6 +292,26 @@ fn a_pruned_interrupted_child_is_listed_no_more() {
     assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
 }
 
+/// The same for an owed wake (review: the store shared and interrupted):
+/// a finished child whose wake the last process owed, pruned before any
+/// thread took it, stayed in `owed_wakes` — a host's badge counted a wake
+/// that never came, and the first thread shown took it (a missing
+/// envelope belongs to every thread) and settled it, sending nothing.
+#[test]
+fn a_pruned_owed_wake_is_listed_no_more() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    let mut done = envelope("agent_1", T0, Some(T0));
+    done.wake_owed = true;
+    store.save(&done).unwrap();
+    let (store, _) = reopen(store, tmp.path(), &clock);
+    assert_eq!(store.owed_wakes(), [AgentId::new("agent_1")]);
+    clock.set(T0 + 2 * DAY);
+    assert_eq!(store.prune().removed, [AgentId::new("agent_1")]);
+    assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
+}
+
 /// Repeated, across restarts: the counter started past every id the
 /// directory named, so an id pruned from it was handed out again by the
 /// open after — a host's row kept from before (`agent_1-approval-1`, a
