@@ -25,8 +25,8 @@ pub enum HostAction {
     StopParent,
     /// The host approves an approval (ids are deterministic:
     /// `parent-approval-1`, `agent_2-approval-1`, … — on a store, the
-    /// parent's number from its block of the store's session:
-    /// docs/simulation.md).
+    /// parent's and its children's numbers from their thread's block of
+    /// the store's session: docs/simulation.md).
     Approve(ApprovalId),
     /// The host denies an approval.
     Deny(ApprovalId),

@@ -307,6 +307,55 @@ async fn an_approval_an_ended_child_never_asked_for_is_unknown() {
     thread.close_and_wait().await;
 }
 
+/// Review of this session's own diff: children number their approvals in
+/// their thread's block now, and an ended child's book read every number
+/// from 1 to its last as asked — in a block past 0 (a registry's second
+/// thread, any thread after a restart), an answer to a number under the
+/// block read `Ended`, "the child ended before you answered", for a
+/// request it never made. From the block's first number on.
+#[tokio::test(start_paused = true)]
+async fn an_ended_childs_number_under_its_block_is_unknown() {
+    use subagents::messages::{ApprovalDecision, ApprovalId, ApprovalRefusal, ThreadId};
+    use subagents::supervisor::{ThreadError, Threads};
+    let mut threads = Threads::new();
+    let quiet = ScriptedModel::new(vec![Reply::answer("ok")]);
+    threads
+        .open(ThreadId::new("a"), parent(quiet))
+        .await
+        .unwrap();
+    let mut events = threads
+        .open(ThreadId::new("b"), parent(poster("Poster", true)))
+        .await
+        .unwrap();
+    let thread = threads.get(&ThreadId::new("b")).unwrap().clone();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    let agent_1 = AgentId::new("agent_1");
+    let (_, asked) = request.id.parts().unwrap();
+    assert!(asked > 1, "numbered in the second thread's block: {asked}");
+    thread.stop_child(&agent_1).await.unwrap();
+    run_for(&mut events, &mut log, 30).await;
+    let answer = |n: u64| {
+        thread.resolve_approval(
+            ApprovalId::for_agent(&agent_1, n),
+            ApprovalDecision::Approve,
+        )
+    };
+    assert_eq!(
+        answer(asked).await,
+        Err(ThreadError::Approval(ApprovalRefusal::Ended(
+            request.id.clone()
+        )))
+    );
+    let never = ApprovalId::for_agent(&agent_1, 1);
+    assert_eq!(
+        answer(1).await,
+        Err(ThreadError::Approval(ApprovalRefusal::Unknown(never)))
+    );
+    thread.close_and_wait().await;
+}
+
 /// Same instant: a child's approval answered, then the thread closed, in
 /// one tick. `close` says what was sent before it is handled first, and
 /// the thread forwarded the answer to the hub — but the close stopped the

@@ -192,3 +192,61 @@ async fn a_model_that_reports_only_the_prompt_is_held_to_the_budget_across_calls
         result.text
     );
 }
+
+/// Accounting (review: usage as numbers): a call cut by the token budget
+/// was charged its output alone — every other end of a call with no
+/// usage from its server (a wall clock, a stop, a finished call) charges
+/// its prompt too — so an answer of 7,996 characters over a 40,000
+/// character conversation was charged 11,999 tokens and one of 8,004
+/// (cut) 2,001: writing more cost 10,000 tokens less, and a requester's
+/// remainder read that low.
+#[tokio::test(start_paused = true)]
+async fn a_call_the_budget_cuts_is_charged_its_prompt_too() {
+    let input = "y".repeat(40_000);
+    for len in [7_996, 8_004] {
+        let model = ScriptedModel::new(vec![Reply::answer("x".repeat(len))]);
+        let (agent, _events) = AgentBuilder::new(model.shared())
+            .limits(Limits {
+                token_budget: 2_000,
+                ..Limits::default()
+            })
+            .spawn()
+            .await
+            .unwrap();
+        let result = agent.run(input.clone()).await.unwrap();
+        assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+        assert!(
+            result.usage.prompt_tokens >= 10_000,
+            "{len}: {:?}",
+            result.usage
+        );
+    }
+}
+
+/// Accounting (review: usage as numbers): the estimate of a call's prompt
+/// counted the conversation's text alone — not the system prompt, the
+/// tools' specs, nor earlier calls' arguments — so a call cut after an
+/// 8,000 character system prompt and a 40,000 character tool call was
+/// charged about 4 prompt tokens where the server read 12,000.
+#[tokio::test(start_paused = true)]
+async fn a_cut_calls_prompt_counts_the_system_prompt_and_earlier_arguments() {
+    let args = format!(r#"{{"expression":"1+1","note":"{}"}}"#, "p".repeat(40_000));
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call("calculator", args).usage(10, 10_010),
+        Reply::new().text("x".repeat(4_000)).hang(),
+    ]);
+    let (agent, _events) = AgentBuilder::new(model.shared())
+        .system_prompt("s".repeat(8_000))
+        .tools(ToolRegistry::new().with(Calculator))
+        .limits(limits(Duration::from_secs(10)))
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::WallClock));
+    assert!(
+        result.usage.prompt_tokens >= 10 + 2_000 + 10_000,
+        "{:?}",
+        result.usage
+    );
+}

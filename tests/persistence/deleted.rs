@@ -109,3 +109,48 @@ async fn a_tab_opened_again_after_a_delete_reaches_none_of_the_deleted_ones_chil
     assert_eq!(envelope, None);
     assert!(store.get(&AgentId::new("agent_1")).unwrap().forgotten);
 }
+
+/// Two registries on one store (a user's two windows, a registry per
+/// user with ids per user): each opened tab `a`, so two live threads of
+/// one id wrote to the store — one's delete forgot the other's running
+/// children, and after a restart the first shown took both threads' wakes
+/// and reached both threads' children. The store holds an id live: the
+/// second open is refused until the first thread has closed.
+#[tokio::test]
+async fn a_second_registry_cannot_open_an_id_live_on_the_store() {
+    use subagents::supervisor::ThreadError;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let quiet = || {
+        ThreadConfig::new(DelegationBuilder::new(
+            ScriptedModel::new(vec![Reply::answer("ok")]).shared(),
+        ))
+        .store(store.clone())
+    };
+    let mut alice = Threads::new();
+    let mut bob = Threads::new();
+    let a = ThreadId::new("a");
+    let _alice_events = alice.open(a.clone(), quiet()).await.unwrap();
+    match bob.open(a.clone(), quiet()).await {
+        Err(ThreadError::AlreadyOpen(id)) => assert_eq!(id, a),
+        other => panic!("a second live thread of one id: {:?}", other.map(|_| ())),
+    }
+    // Through a handle with that id too.
+    let spawned = ThreadHandle::spawn(quiet().id(a.clone()), None).await;
+    assert!(
+        matches!(spawned, Err(ThreadError::AlreadyOpen(_))),
+        "{:?}",
+        spawned.map(|_| ())
+    );
+    // Once alice's is closing (its handle's `close`, not awaited), an
+    // open waits for it to have closed, then opens.
+    let alices = alice.get(&a).unwrap().clone();
+    alices.close();
+    let _bob_events = bob.open(a.clone(), quiet()).await.unwrap();
+    assert_eq!(
+        alices.actor().get_status(),
+        ractor::ActorStatus::Stopped,
+        "opened beside a thread still closing"
+    );
+    bob.delete(&a).await.unwrap();
+}

@@ -291,27 +291,35 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             u64::try_from(waiting.elapsed().as_millis()).unwrap_or(u64::MAX),
         );
     }
-    let cut = ctx.with(|t| {
-        t.doing(Activity::InModelCall);
-        t.streaming.clear();
-        t.hidden_chars = 0;
-        t.call_chars = 0;
-        t.call_counted = false;
-        t.counted_chars = 0;
-        ctx.cut(t)
-    });
-    if cut {
-        // The gate was free at once, after a stop this task has not seen.
-        return Err(ModelEnd::NotSent("the turn was stopped".to_owned()));
-    }
     let mut call_usage = subagents_messages::Usage::default();
     // The request is built here, in a block, once the gate let it in: a
     // local of this function lives across every await until its scope
     // ends, moved or not (152 bytes of every waiting turn's future).
     let mut stream = {
+        let tools = config.tools.specs();
+        // What the request sends besides the conversation, for an estimate
+        // of its prompt (left out, a 20 KB system prompt counted nothing).
+        let fixed = tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters.len());
+        let fixed = fixed.fold(config.system_prompt.len(), usize::saturating_add) as u64;
+        let cut = ctx.with(|t| {
+            t.doing(Activity::InModelCall);
+            t.streaming.clear();
+            t.hidden_chars = 0;
+            t.call_chars = 0;
+            t.call_counted = false;
+            t.counted_chars = 0;
+            t.prompt_fixed = fixed;
+            ctx.cut(t)
+        });
+        if cut {
+            // The gate was free at once, after a stop this task has not seen.
+            return Err(ModelEnd::NotSent("the turn was stopped".to_owned()));
+        }
         let mut request = ModelRequest {
             messages,
-            tools: config.tools.specs(),
+            tools,
             options: config.options.clone(),
         };
         // In place: computed from `messages` before the move, the future

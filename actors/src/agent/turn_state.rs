@@ -94,6 +94,9 @@ pub(crate) struct TurnState {
     /// what it wrote after a count (a usage that came first, the prompt's)
     /// counted nowhere — on a cut, a failure or its end.
     pub(crate) counted_chars: u32,
+    /// Characters every request of the turn sends besides the
+    /// conversation (the system prompt, the tools' specs): in an estimate.
+    pub(crate) prompt_fixed: u64,
     /// A child's turn: what ending it from outside its actor needs (its
     /// hub ends it when the hub dies; see [`crate::agent::running`]).
     /// Dropped when the turn closes.
@@ -148,67 +151,6 @@ impl TurnState {
         progress
     }
 
-    /// An estimate of the tokens of the call in flight, cut after
-    /// `streamed` characters — none if it streamed nothing (a call refused
-    /// or cut before a byte may never have reached the model): its prompt
-    /// (the conversation) and what it streamed, at about four characters a
-    /// token; once it counted, what it streamed after the count only.
-    pub(crate) fn call_estimate(&self, streamed: u64) -> Option<Usage> {
-        if self.call_counted {
-            let more = streamed.saturating_sub(u64::from(self.counted_chars));
-            return (more > 0).then(|| Usage {
-                prompt_tokens: 0,
-                completion_tokens: more.div_ceil(4),
-            });
-        }
-        if streamed == 0 {
-            return None;
-        }
-        let prompt: u64 = self
-            .history
-            .iter()
-            .map(|m| m.content.chars().count() as u64)
-            .sum();
-        Some(Usage {
-            prompt_tokens: prompt.div_ceil(4),
-            completion_tokens: streamed.div_ceil(4),
-        })
-    }
-
-    /// Characters of its whole tool calls beyond its hidden output (the
-    /// OpenAI adapter says their arguments as hidden: not counted twice).
-    pub(crate) fn calls_beyond_hidden(&self) -> u64 {
-        u64::from(self.call_chars.saturating_sub(self.hidden_chars))
-    }
-
-    /// Characters the call in flight wrote: text, hidden, calls beyond.
-    pub(crate) fn output_chars(&self) -> u64 {
-        (self.streaming.chars().count() as u64)
-            .saturating_add(u64::from(self.hidden_chars))
-            .saturating_add(self.calls_beyond_hidden())
-    }
-
-    /// The call in flight, `so_far` tokens of output by the estimate (none
-    /// once the server counted its own), against the turn's `budget`: past
-    /// it, the estimate is counted and the text so far taken (under the
-    /// turn's lock, with what streamed).
-    pub(crate) fn past_budget(&mut self, so_far: Option<u64>, budget: u64) -> Option<String> {
-        let n = so_far.filter(|n| self.progress.usage.total().saturating_add(*n) > budget)?;
-        self.progress.add_estimate(Usage {
-            prompt_tokens: 0,
-            completion_tokens: n,
-        });
-        self.counted(self.output_chars());
-        Some(std::mem::take(&mut self.streaming))
-    }
-
-    /// The call in flight counted its tokens with `chars` characters of
-    /// its output out.
-    pub(crate) fn counted(&mut self, chars: u64) {
-        self.call_counted = true;
-        self.counted_chars = u32::try_from(chars).unwrap_or(u32::MAX);
-    }
-
     /// It does `activity` from now on.
     pub(crate) fn doing(&mut self, activity: Activity) {
         self.activity = activity;
@@ -257,6 +199,7 @@ pub(crate) fn complete_unless_steered(shared: &Shared) -> bool {
     state.closing
 }
 
+mod estimate;
 mod slot;
 pub(crate) use slot::{CallSlot, ChildNote};
 

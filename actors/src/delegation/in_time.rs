@@ -25,13 +25,20 @@ impl Delegator {
         if call.depth == 0 {
             let note = not_started(id, cap, true);
             call.on_cut(note.clone());
-            return match self.hub().detach(id).await {
+            return match self.hub().detach(id, true).await {
+                DetachOutcome::Detached => Err(refuse(note)),
                 DetachOutcome::AlreadyFinished(envelope) => {
                     let output = answer(&envelope);
                     self.deliver(call, &envelope, &output);
                     output
                 }
-                _ => Err(refuse(note)),
+                // Admitted as the cap ran out (its wall clock what was left
+                // of the cap): it runs to its end, and this call reads it.
+                DetachOutcome::Started => match self.wait_inline(call, id, None, answer).await {
+                    Waited::Delivered(output) => output,
+                    _ => lost(),
+                },
+                DetachOutcome::Unknown => lost(),
             };
         }
         if self.hub().stop_asked(id, call).await.is_err() {

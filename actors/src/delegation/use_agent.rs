@@ -126,7 +126,7 @@ impl UseAgent {
                 // in flight (its wall clock running out in the same tick
                 // as the wait) says so, not "stopped with it".
                 call.on_cut(pending_json(&id, call.depth));
-                match self.hub().detach(&id).await {
+                match self.hub().detach(&id, false).await {
                     DetachOutcome::AlreadyFinished(envelope) => {
                         let output = Ok(self.finished(call, &envelope));
                         // Not taken (the turn was cut): the detach already

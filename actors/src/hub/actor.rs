@@ -17,6 +17,7 @@ use crate::hub::lifecycle::HubState;
 use crate::hub::slots::Slots;
 use crate::hub::steer::Message;
 use crate::hub::steer::cut_asker;
+use crate::hub::stop::DetachOutcome;
 use crate::hub::stop::StopReply;
 use crate::sink::EventSink;
 
@@ -161,8 +162,17 @@ impl Actor for Hub {
                     Box::pin(state.stop(&myself, &id, StopReply::One(None))).await
                 }
             }
-            HubMsg::Internal(HubInternal::Detach { id, reply }) => {
-                let outcome = state.detach(&id);
+            HubMsg::Internal(HubInternal::Detach {
+                id,
+                if_queued,
+                reply,
+            }) => {
+                let queued = state.book.status(&id) == Some(SubAgentStatus::Queued);
+                let outcome = if if_queued && !queued {
+                    DetachOutcome::Started
+                } else {
+                    state.detach(&id)
+                };
                 if let Some(reply) = reply {
                     let _ = reply.send(outcome);
                 }

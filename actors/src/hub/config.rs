@@ -124,8 +124,8 @@ pub trait EnvelopeArchive: Send + Sync + 'static {
         let _ = id;
     }
 
-    /// The number the parent's approvals follow: past every number an
-    /// earlier session's parent may have given (`parent-approval-1` was
+    /// The number the parent's approvals follow, and its children's:
+    /// past every number an earlier session's parent may have given (`parent-approval-1` was
     /// that session's too, so a host's row restored from it answered the
     /// new parent's first request). 0 by default: from 1.
     fn approvals_after(&self) -> u64 {

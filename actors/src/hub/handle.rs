@@ -72,6 +72,7 @@ impl HubHandle {
         supervisor: Option<ActorCell>,
     ) -> Result<(HubHandle, crate::agent::KillHook), SpawnErr> {
         let book = Book::default();
+        book.set_approvals_after(config.approvals_after);
         let archive = config.archive.clone().map(ArchiveSlot::new);
         let clock = config.clock.clone();
         let hook = Arc::new(std::sync::OnceLock::new());
@@ -210,10 +211,12 @@ impl HubHandle {
         self.book.queue_position(id)
     }
 
-    /// Stops waiting inline: the child goes on in the background.
-    pub(crate) async fn detach(&self, id: &AgentId) -> DetachOutcome {
+    /// Stops waiting inline: the child goes on in the background (only if
+    /// still queued, with `if_queued`).
+    pub(crate) async fn detach(&self, id: &AgentId, if_queued: bool) -> DetachOutcome {
         ractor::call!(self.actor, |reply| HubMsg::Internal(HubInternal::Detach {
             id: id.clone(),
+            if_queued,
             reply: Some(reply)
         }))
         .unwrap_or(DetachOutcome::Unknown)
@@ -231,6 +234,7 @@ impl HubHandle {
     pub(crate) fn detach_now(&self, id: &AgentId) {
         let _ = self.actor.cast(HubMsg::Internal(HubInternal::Detach {
             id: id.clone(),
+            if_queued: false,
             reply: None,
         }));
     }

@@ -191,6 +191,10 @@ pub(crate) mod sealed {
         Detach {
             /// The child.
             id: AgentId,
+            /// Only if it is still queued (else `Started`, nothing done):
+            /// read and acted on in one handler, so it cannot start on a
+            /// spent cap as the requester stops waiting.
+            if_queued: bool,
             /// What was found, if the sender wants to know.
             reply: Option<RpcReplyPort<DetachOutcome>>,
         },

@@ -428,4 +428,6 @@ pub(crate) enum DetachOutcome {
     AlreadyFinished(Box<Envelope>),
     /// No child has that id.
     Unknown,
+    /// Asked only if still queued: it had started (nothing done).
+    Started,
 }

@@ -49,6 +49,10 @@ pub struct EnvelopeStore {
     /// Children of earlier sessions a thread of this session began to
     /// resume ([`EnvelopeStore::begin_resume`]): resumed once each.
     pub(super) resuming: Mutex<rustc_hash::FxHashSet<AgentId>>,
+    /// The threads live on it ([`EnvelopeStore::claim_thread`]), and a
+    /// wake for whoever waits for one closing.
+    pub(super) live: crate::store::live::Live,
+    pub(super) released: tokio::sync::Notify,
     /// Writes whose last attempt failed, to try again
     /// ([`EnvelopeStore::retry_unsaved`]): envelopes by id (the map holds
     /// them), runs with what was to be written.
@@ -134,6 +138,8 @@ impl EnvelopeStore {
             interrupted: Mutex::new(Vec::new()),
             owed: Mutex::new(Vec::new()),
             resuming: Mutex::default(),
+            live: Mutex::default(),
+            released: tokio::sync::Notify::new(),
             unsaved: Mutex::default(),
             _lock: lock,
             schedule: Default::default(),

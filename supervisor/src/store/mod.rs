@@ -100,6 +100,7 @@ mod envelopes;
 mod files;
 mod kept_ids;
 mod listing;
+pub(crate) mod live;
 mod lock;
 mod prune;
 mod report;
@@ -107,5 +108,6 @@ mod runs;
 mod schedule;
 
 pub use envelopes::EnvelopeStore;
+pub(crate) use live::LiveThread;
 pub(crate) use lock::APPROVALS_PER_BLOCK;
 pub use report::{CorruptFile, LoadReport, PruneReport, StoreError};

@@ -114,3 +114,70 @@ impl EnvelopeStore {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use subagents_actors::clock::ManualClock;
+    use subagents_messages::{Envelope, SubAgentStatus, ToolUseId};
+
+    use super::*;
+
+    const T0: u64 = 1_700_000_000_000;
+    const DAY: u64 = 24 * 3600 * 1000;
+
+    fn done(id: &str) -> Envelope {
+        Envelope {
+            id: AgentId::new(id),
+            name: id.to_owned(),
+            parent_tool_use_id: ToolUseId::new(format!("call_{id}")),
+            task: "work".to_owned(),
+            tools: Vec::new(),
+            status: SubAgentStatus::Done,
+            background: true,
+            requested_at_ms: T0,
+            started_at_ms: Some(T0),
+            finished_at_ms: Some(T0),
+            elapsed: Duration::ZERO,
+            tool_calls: 0,
+            last_tool: None,
+            usage: Default::default(),
+            model_calls: 1,
+            children_usage: Default::default(),
+            result: Some("done".to_owned()),
+            error: None,
+            claimed: false,
+            wake_owed: true,
+            depth: 1,
+            resumed_from: None,
+            continued_as: None,
+            thread: None,
+            cancelled: false,
+            forgotten: false,
+        }
+    }
+
+    /// Review of this session's own diff: a wake a thread had taken (and
+    /// not delivered: the parent was busy) was given back on a switch
+    /// away after a prune had removed its child — owed again, and the next
+    /// thread shown took it and settled it, sending nothing. The same for
+    /// a restart list given back. What was pruned is not given back.
+    #[test]
+    fn a_wake_given_back_after_its_child_was_pruned_is_owed_no_more() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        store.save(&done("agent_1")).unwrap();
+        drop(store);
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        assert_eq!(store.take_owed_wakes(None), [AgentId::new("agent_1")]);
+        clock.set(T0 + 2 * DAY);
+        assert_eq!(store.prune().removed, [AgentId::new("agent_1")]);
+        store.give_back_owed(&AgentId::new("agent_1"));
+        assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
+        store.give_back_interrupted(vec![AgentId::new("agent_1")]);
+        assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+    }
+}

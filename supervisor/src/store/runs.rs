@@ -408,10 +408,11 @@ impl EnvelopeStore {
     }
 
     /// An owed wake a thread took and never delivered (it was switched
-    /// away from first): owed again, in the order the children finished.
+    /// away from first): owed again, in the order the children finished —
+    /// unless pruned meanwhile (listed, it was settled with no wake sent).
     pub(crate) fn give_back_owed(&self, id: &AgentId) {
         let mut list = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
-        if !list.contains(id) {
+        if !list.contains(id) && self.map.contains_key(id) {
             list.push(id.clone());
             let finished = |id: &AgentId| {
                 let at = self.get(id).and_then(|e| e.finished_at_ms).unwrap_or(0);
@@ -422,13 +423,14 @@ impl EnvelopeStore {
     }
 
     /// A restart list a thread took and never delivered: listed again
-    /// (ahead of any other, in its order).
+    /// (ahead of any other, in its order), but what was pruned meanwhile.
     pub(crate) fn give_back_interrupted(&self, ids: Vec<AgentId>) {
         let mut list = self
             .interrupted
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let mut back: Vec<AgentId> = ids.into_iter().filter(|id| !list.contains(id)).collect();
+        let kept = |id: &AgentId| !list.contains(id) && self.map.contains_key(id);
+        let mut back: Vec<AgentId> = ids.into_iter().filter(kept).collect();
         back.append(&mut list);
         *list = back;
     }

@@ -62,6 +62,7 @@ impl Actor for ThreadSupervisor {
             events: args.events,
             wakes,
             turns_in_flight: 0,
+            live: args.live,
             store: config.store,
             id: config.id,
             persist_errors: args.errors,
@@ -374,6 +375,8 @@ impl Actor for ThreadSupervisor {
         // was here, and the store stayed locked. Both go now.
         state.events = EventSink::channel().0;
         state.store = None;
+        // Its id, live on the store: a thread of that id may open now.
+        state.live = None;
         Ok(())
     }
 }

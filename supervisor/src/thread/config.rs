@@ -5,7 +5,12 @@ use std::sync::Arc;
 use subagents_actors::DelegationBuilder;
 use subagents_messages::ThreadId;
 
-use crate::store::EnvelopeStore;
+use crate::store::{EnvelopeStore, LiveThread};
+use crate::thread::ThreadError;
+
+/// How far behind its store's clock a builder's may read before the two
+/// are taken for different clocks ([`ThreadError::ClockBehindStore`]).
+const CLOCKS_APART_MS: u64 = 60_000;
 
 /// How a thread is set up.
 pub struct ThreadConfig {
@@ -45,6 +50,37 @@ impl ThreadConfig {
     pub fn id(mut self, id: ThreadId) -> Self {
         self.id = Some(id);
         self
+    }
+}
+
+impl ThreadConfig {
+    /// What refuses a spawn before anything starts: the builder's own
+    /// check, a clock behind its store's, an id live on the store already
+    /// (another registry's, a second window's: they took each other's
+    /// wakes, and one's delete forgot the other's children) — one closing
+    /// is waited for. The id held live is let go when the thread stops.
+    pub(crate) async fn admit(
+        &self,
+        closing: &Arc<std::sync::Mutex<bool>>,
+    ) -> Result<Option<LiveThread>, ThreadError> {
+        self.parent.check().map_err(ThreadError::Refused)?;
+        // Two clocks apart, not one read twice: a minute's slack (with a
+        // retention of zero, a millisecond between the two reads of one
+        // clock refused the spawn at random).
+        let stamped_ms = self.parent.stamps_now_ms();
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        if !store.retains(stamped_ms.saturating_add(CLOCKS_APART_MS)) {
+            return Err(ThreadError::ClockBehindStore { stamped_ms });
+        }
+        let Some(id) = &self.id else {
+            return Ok(None);
+        };
+        EnvelopeStore::claim_thread(store, id, closing)
+            .await
+            .map(Some)
+            .ok_or_else(|| ThreadError::AlreadyOpen(id.clone()))
     }
 }
 

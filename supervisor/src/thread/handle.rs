@@ -84,10 +84,6 @@ pub enum ThreadError {
     NotSaved(Vec<String>),
 }
 
-/// How far behind its store's clock a builder's may read before the two
-/// are taken for different clocks ([`ThreadError::ClockBehindStore`]).
-const CLOCKS_APART_MS: u64 = 60_000;
-
 /// The host's handle on one thread. Cheap to clone. Dropping every clone
 /// does not close the thread (its actors run on): close it
 /// ([`ThreadHandle::close_and_wait`]) when done.
@@ -130,18 +126,8 @@ impl ThreadHandle {
         supervisor: Option<ActorCell>,
         registry: Option<Arc<std::sync::atomic::AtomicU64>>,
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
-        config.parent.check().map_err(ThreadError::Refused)?;
-        // Two clocks apart, not one read twice: a minute's slack (with a
-        // retention of zero, a millisecond between the two reads of one
-        // clock refused the spawn at random).
-        let stamped_ms = config.parent.stamps_now_ms();
-        if config
-            .store
-            .as_ref()
-            .is_some_and(|s| !s.retains(stamped_ms.saturating_add(CLOCKS_APART_MS)))
-        {
-            return Err(ThreadError::ClockBehindStore { stamped_ms });
-        }
+        let closing = Arc::new(Mutex::new(false));
+        let live = config.admit(&closing).await?;
         let (events, stream) = EventSink::channel();
         let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
         let errors = PersistErrors::default();
@@ -153,6 +139,7 @@ impl ThreadHandle {
             held: registry.is_some(),
             approvals_floor: registry,
             errors: errors.clone(),
+            live,
         };
         let spawned = match supervisor {
             Some(supervisor) => Actor::spawn_linked(None, ThreadSupervisor, args, supervisor).await,
@@ -168,7 +155,6 @@ impl ThreadHandle {
         let parts = parts_rx
             .await
             .map_err(|_| ThreadError::Spawn("the thread did not start its parent".into()))?;
-        let closing = Arc::new(Mutex::new(false));
         Ok((
             ThreadHandle {
                 actor,

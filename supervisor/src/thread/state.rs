@@ -34,6 +34,8 @@ pub(crate) struct ThreadArguments {
     /// Opened by `Threads::open`: the next block of approval numbers the
     /// registry's threads may take (see [`Archive::approvals_floor`]).
     pub(crate) approvals_floor: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// Its id held live on its store, let go as it stops.
+    pub(crate) live: Option<crate::store::LiveThread>,
 }
 
 impl std::fmt::Debug for ThreadArguments {
@@ -52,6 +54,8 @@ pub(crate) struct ThreadState {
     pub(super) store: Option<Arc<EnvelopeStore>>,
     /// The thread's id in its store ([`ThreadConfig::id`]).
     pub(super) id: Option<ThreadId>,
+    /// That id held live on its store, let go at the end of its stop.
+    pub(super) live: Option<crate::store::LiveThread>,
     pub(super) persist_errors: crate::thread::persist::PersistErrors,
     /// The store's owed wakes were taken ([`ThreadState::take_store_wakes`]).
     pub(super) store_wakes_taken: bool,

@@ -51,7 +51,6 @@ fn stopped() -> AgentResult {
 #[test]
 fn a_message_racing_completion_is_read_or_refused() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let mut raced = 0;
     for _ in 0..500 {
         let shared: Shared = Arc::new(Mutex::new(TurnState::new(Vec::new())));
         let sending = Arc::new(AtomicBool::new(false));
@@ -83,9 +82,7 @@ fn a_message_racing_completion_is_read_or_refused() {
             !steer(&shared, "late".into()),
             "completed: no more messages"
         );
-        raced += usize::from(taken > 0);
     }
-    assert_eq!(raced, 500, "every round's completion races a sender");
 }
 
 /// A call that settles before the cut is answered with its output; one

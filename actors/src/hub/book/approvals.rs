@@ -6,6 +6,12 @@ use subagents_messages::{AgentId, ApprovalId, ApprovalRefusal};
 use crate::hub::book::Book;
 
 impl Book {
+    /// Its children number their approvals after `n` (the thread's block).
+    pub(crate) fn set_approvals_after(&self, n: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.counters.approvals_after.store(n, Relaxed);
+    }
+
     /// How many approvals `id` asked for (its last one's number; 0: none).
     pub(crate) fn approvals_asked(&self, id: &AgentId) -> u64 {
         self.entries.get(id).map_or(0, |e| e.approvals_asked)
@@ -23,7 +29,15 @@ impl Book {
         let Some(entry) = self.entries.get(owner) else {
             return ApprovalRefusal::Unknown(id);
         };
-        if !(1..=entry.approvals_asked).contains(&n) {
+        // From its block's first number: in a block past 0, a number
+        // under it was never asked (it read `Ended`, a request the child
+        // never made).
+        let first = self
+            .counters
+            .approvals_after
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .saturating_add(1);
+        if !(first..=entry.approvals_asked).contains(&n) {
             return ApprovalRefusal::Unknown(id);
         }
         match entry

@@ -20,6 +20,9 @@ pub(super) struct Counters {
     /// The least the next finish stamp may read: one past the last given
     /// (see [`Counters::finish_stamp`]).
     next_finish_ms: std::sync::atomic::AtomicU64,
+    /// The number every child's approvals follow (the thread's block):
+    /// set once, at the hub's spawn.
+    pub(super) approvals_after: std::sync::atomic::AtomicU64,
 }
 
 impl Counters {

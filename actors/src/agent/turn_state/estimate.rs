@@ -1,0 +1,93 @@
+//! What a model call costs when its server said nothing (yet): an
+//! estimate at about four characters a token, of its prompt and of what
+//! it wrote.
+
+use subagents_messages::{ChatMessage, Usage};
+
+use super::TurnState;
+
+impl TurnState {
+    /// An estimate of the tokens of the call in flight, cut after
+    /// `streamed` characters — none if it streamed nothing (a call refused
+    /// or cut before a byte may never have reached the model): its prompt
+    /// (the conversation) and what it streamed, at about four characters a
+    /// token; once it counted, what it streamed after the count only.
+    pub(crate) fn call_estimate(&self, streamed: u64) -> Option<Usage> {
+        if self.call_counted {
+            let more = streamed.saturating_sub(u64::from(self.counted_chars));
+            return (more > 0).then(|| Usage {
+                prompt_tokens: 0,
+                completion_tokens: more.div_ceil(4),
+            });
+        }
+        if streamed == 0 {
+            return None;
+        }
+        Some(Usage {
+            prompt_tokens: self.prompt_chars().div_ceil(4),
+            completion_tokens: streamed.div_ceil(4),
+        })
+    }
+
+    /// Characters of the prompt the call in flight sent: the system prompt
+    /// and the tools' specs, and the conversation — each message's text
+    /// and its tool calls' names and arguments (counted as the text alone,
+    /// a write of 40,000 characters of arguments read as none of them).
+    fn prompt_chars(&self) -> u64 {
+        let message = |m: &ChatMessage| {
+            let calls = m.tool_calls.iter();
+            let calls = calls.map(|c| (c.name.len() + c.arguments.chars().count()) as u64);
+            (m.content.chars().count() as u64).saturating_add(calls.sum())
+        };
+        let conversation = self
+            .history
+            .iter()
+            .map(message)
+            .fold(0u64, u64::saturating_add);
+        conversation.saturating_add(self.prompt_fixed)
+    }
+
+    /// Characters of its whole tool calls beyond its hidden output (the
+    /// OpenAI adapter says their arguments as hidden: not counted twice).
+    pub(crate) fn calls_beyond_hidden(&self) -> u64 {
+        u64::from(self.call_chars.saturating_sub(self.hidden_chars))
+    }
+
+    /// Characters the call in flight wrote: text, hidden, calls beyond.
+    pub(crate) fn output_chars(&self) -> u64 {
+        (self.streaming.chars().count() as u64)
+            .saturating_add(u64::from(self.hidden_chars))
+            .saturating_add(self.calls_beyond_hidden())
+    }
+
+    /// The call in flight, `so_far` tokens of output by the estimate (none
+    /// once the server counted its own), against the turn's `budget`: past
+    /// it, the estimate is counted and the text so far taken (under the
+    /// turn's lock, with what streamed).
+    ///
+    /// Its prompt counts too, as every other end of a call the server
+    /// reported no usage for counts it: cut here, a call was charged its
+    /// output alone, so one that wrote a little more was charged the
+    /// whole prompt less.
+    pub(crate) fn past_budget(&mut self, so_far: Option<u64>, budget: u64) -> Option<String> {
+        let n = so_far.filter(|n| self.progress.usage.total().saturating_add(*n) > budget)?;
+        let prompt = if self.call_counted {
+            0
+        } else {
+            self.prompt_chars().div_ceil(4)
+        };
+        self.progress.add_estimate(Usage {
+            prompt_tokens: prompt,
+            completion_tokens: n,
+        });
+        self.counted(self.output_chars());
+        Some(std::mem::take(&mut self.streaming))
+    }
+
+    /// The call in flight counted its tokens with `chars` characters of
+    /// its output out.
+    pub(crate) fn counted(&mut self, chars: u64) {
+        self.call_counted = true;
+        self.counted_chars = u32::try_from(chars).unwrap_or(u32::MAX);
+    }
+}
