@@ -147,7 +147,7 @@ pub(crate) fn local_seal() -> u64 {
 /// The version of what crosses between nodes: a node answers
 /// [`HostMsg::Hello`] with it, and a link to a node of another is refused.
 /// Raised whenever a message's shape changes.
-pub(crate) const WIRE_VERSION: u32 = 2;
+pub(crate) const WIRE_VERSION: u32 = 3;
 
 /// A node's answer to [`HostMsg::Hello`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -316,6 +316,7 @@ mod tests {
             depth: 1,
             options: Default::default(),
             keep_if_orphaned: false,
+            approvals_after: 0,
         };
         let HostMsg::Start(header, bytes) = encode_start(&spec, "a", 9, 1).unwrap() else {
             unreachable!("a start")

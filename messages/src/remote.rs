@@ -44,6 +44,10 @@ pub struct RunSpec {
     /// and its result is kept on its node for fetching (the parent's
     /// `Detach` policy); `false`, it is stopped (`Cascade`).
     pub keep_if_orphaned: bool,
+    /// The number its approvals follow: its thread's block, as a local
+    /// child's (numbered from 1 on its node, a request's id came back in
+    /// a later session, and a host's kept row answered it).
+    pub approvals_after: u64,
 }
 
 /// What the parent's node asks of a running child.
@@ -127,6 +131,7 @@ mod tests {
             depth: 1,
             options: RequestOptions::default(),
             keep_if_orphaned: true,
+            approvals_after: 1_000_000,
         }
     }
 

@@ -110,6 +110,39 @@ async fn a_tab_opened_again_after_a_delete_reaches_none_of_the_deleted_ones_chil
     assert!(store.get(&AgentId::new("agent_1")).unwrap().forgotten);
 }
 
+/// A conversation deleted while it is not open (review: a chat server
+/// end to end): after a restart most are not, and `Threads::delete` of
+/// one not open is `UnknownThread` — its children stayed reachable (a tab
+/// opened later under its id read them) and opening it to delete it ran
+/// a turn for its wakes. The store forgets a thread's children itself.
+#[tokio::test]
+async fn a_conversation_not_open_is_forgotten_through_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    {
+        let store = open(&dir);
+        let mut threads = Threads::new();
+        a_tab_with_a_finished_child(&mut threads, &store).await;
+        threads
+            .get(&ThreadId::new("a"))
+            .unwrap()
+            .close_and_wait()
+            .await;
+    }
+    let store = open(&dir);
+    assert!(store.forget_thread(&ThreadId::new("a")).is_empty());
+    let mut threads = Threads::new();
+    let (read, envelope) = a_new_tab_reads_agent_1(&mut threads, &store).await;
+    assert!(!read.contains("alpha's private answer"), "{read}");
+    assert_eq!(envelope, None);
+    drop((threads, store));
+    let store = open(&dir);
+    assert!(
+        store.get(&AgentId::new("agent_1")).unwrap().forgotten,
+        "on disk"
+    );
+}
+
 /// Two registries on one store (a user's two windows, a registry per
 /// user with ids per user): each opened tab `a`, so two live threads of
 /// one id wrote to the store — one's delete forgot the other's running

@@ -419,13 +419,28 @@ pub(crate) fn check_sent_messages_read(
     child: impl Fn(&AgentId) -> (Option<Vec<ChatMessage>>, Option<AgentId>),
 ) -> usize {
     let mut read = 0;
+    // Each send's own text (each is unique: `model::sent_text`), by call.
+    let mut texts = HashMap::new();
     for event in events(log) {
+        if let AgentEvent::ToolStarted(s) = &event
+            && s.name == "use_agent"
+            && let Ok(args) = serde_json::from_str::<serde_json::Value>(&s.arguments)
+            && let Some(text) = args["input"].as_str()
+        {
+            texts.insert(s.tool_use_id.clone(), text.to_owned());
+        }
         let AgentEvent::ToolResult(r) = &event else {
             continue;
         };
         if r.name != "use_agent" || r.is_error {
             continue;
         }
+        let Some(text) = texts
+            .get(&r.tool_use_id)
+            .filter(|t| t.starts_with(crate::model::SENT))
+        else {
+            continue;
+        };
         let Ok(said) = serde_json::from_str::<serde_json::Value>(&r.output) else {
             continue;
         };
@@ -443,11 +458,14 @@ pub(crate) fn check_sent_messages_read(
             found |= conversation
                 .iter()
                 .flatten()
-                .any(|m| m.content.contains(crate::model::SENT));
+                .any(|m| m.content.ends_with(text.as_str()));
             chain.push(run);
             at = next.filter(|n| !chain.contains(n));
         }
-        assert!(found, "a message {id} took was never read: {chain:?}");
+        assert!(
+            found,
+            "the message {text:?} {id} took was never read: {chain:?}"
+        );
         read += 1;
     }
     SENT_READ.fetch_add(read, std::sync::atomic::Ordering::SeqCst);

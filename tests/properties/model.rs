@@ -12,8 +12,15 @@ use subagents::actors::{Model, ModelStream};
 use subagents::messages::{ChatMessage, ModelRequest, Role};
 use subagents::prelude::*;
 
-/// What the parent's `use_agent send` says to a child.
+/// What the parent's `use_agent send` says to a child, then a number.
 pub(crate) const SENT: &str = "also: be brief";
+
+/// One send's text, its own among the conversation's (the length of the
+/// parent's conversation as it sends: the same on a replay): two sends
+/// of one text hid a lost one behind the other.
+fn sent_text(request: &ModelRequest) -> String {
+    format!("{SENT} #{}", request.messages.len())
+}
 
 /// Grandchildren whose answer reached their child (the depth-2 path was
 /// taken, not refused).
@@ -131,7 +138,7 @@ fn parent_turn(request: &ModelRequest) -> ModelStream {
             return play(Reply::new().use_agent(&UseAgentCall::interrupt(id)));
         }
         if let Some(id) = message.content.strip_prefix("SEND ") {
-            return play(Reply::new().use_agent(&UseAgentCall::send(id, SENT)));
+            return play(Reply::new().use_agent(&UseAgentCall::send(id, sent_text(request))));
         }
         if let Some(plan) = message.content.strip_prefix("PLAN ") {
             let (turn_no, plans): (usize, Vec<ChildPlan>) = serde_json::from_str(plan).unwrap();

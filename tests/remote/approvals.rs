@@ -536,3 +536,38 @@ async fn a_remote_child_is_in_its_tool_once_its_approval_is_answered() {
     assert_eq!(status["now"]["for_s"], 5.0, "{status}");
     thread.close_and_wait().await;
 }
+
+/// Review of this session's own diff: children number their approvals in
+/// their thread's block — but a child placed on a node numbered from 1 on
+/// its node (the block never crossed the wire), so the fix for an id a
+/// later session hands out again did not reach it: a host's kept row
+/// `agent_1-approval-1` answered the new remote `agent_1`'s first request.
+/// The run's spec carries the block.
+#[tokio::test(start_paused = true)]
+async fn a_remote_child_numbers_its_approvals_in_its_threads_block() {
+    use subagents::messages::ThreadId;
+    use subagents::supervisor::Threads;
+    let model = background_poster();
+    let node = Loopback::new("b", model.clone()).await;
+    let mut threads = Threads::new();
+    let quiet = ScriptedModel::new(vec![Reply::answer("ok")]).shared();
+    threads
+        .open(ThreadId::new("a"), DelegationBuilder::new(quiet))
+        .await
+        .unwrap();
+    let builder = DelegationBuilder::new(model)
+        .tools(
+            ToolRegistry::new()
+                .with(subagents_demo::Post)
+                .with(subagents_demo::Sleep),
+        )
+        .placement(Placement::On(node.clone()));
+    let mut events = threads.open(ThreadId::new("b"), builder).await.unwrap();
+    let thread = threads.get(&ThreadId::new("b")).unwrap().clone();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let asked = until_child_approval(&mut events, &mut log).await;
+    assert_eq!(node.runner.live(), 1, "it runs on the node");
+    assert_eq!(asked.id.as_str(), "agent_1-approval-1000001", "{log:#?}");
+    thread.close_and_wait().await;
+}

@@ -304,19 +304,10 @@ pub(crate) fn check_limits(limits: &Limits) -> Result<(), AgentError> {
     }
 }
 
-/// Spawns an agent from a finished config.
-pub(crate) async fn spawn_agent(
-    config: Arc<AgentConfig>,
-    events: EventSink,
-    history: Vec<subagents_messages::ChatMessage>,
-    supervisor: Option<ActorCell>,
-) -> Result<AgentHandle, AgentError> {
-    spawn_numbered(config, events, history, supervisor, 0).await
-}
-
-/// [`spawn_agent`], its approvals numbered after `approvals_after` (a
-/// thread's parent or child after a restart: past every earlier
-/// session's). Not kept in the config: only the spawn reads it.
+/// Spawns an agent from a finished config, its approvals numbered after
+/// `approvals_after` (its thread's block: a thread's parent or child after
+/// a restart, past every earlier session's). Not kept in the config: only
+/// the spawn reads it.
 pub(crate) async fn spawn_numbered(
     config: Arc<AgentConfig>,
     events: EventSink,
@@ -353,7 +344,7 @@ mod tests {
             .unwrap();
         let gate = config.gate.actor().clone();
         let (events, _stream) = EventSink::channel();
-        let agent = spawn_agent(Arc::new(config), events, Vec::new(), None)
+        let agent = spawn_numbered(Arc::new(config), events, Vec::new(), None, 0)
             .await
             .unwrap();
         agent.run("hello").await.unwrap();

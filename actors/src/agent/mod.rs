@@ -37,9 +37,7 @@ mod turn;
 mod turn_state;
 
 pub use config::{AgentBuilder, ApprovalPolicy};
-pub(crate) use config::{
-    AgentConfig, KillHook, check_limits, check_options, spawn_agent, spawn_numbered,
-};
+pub(crate) use config::{AgentConfig, KillHook, check_limits, check_options, spawn_numbered};
 #[doc(hidden)]
 pub use handle::supervisor_stopping;
 pub use handle::{AgentError, AgentHandle};

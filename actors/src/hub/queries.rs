@@ -18,6 +18,7 @@ impl HubState {
         crate::remote::Remote {
             node,
             keep_if_orphaned: self.config.keep_orphans,
+            approvals_after: self.config.approvals_after,
             delegation: self
                 .config
                 .delegation_tools

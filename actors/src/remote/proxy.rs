@@ -45,6 +45,8 @@ pub(crate) struct Remote {
     /// so they stay here; a host tool named like a front-end the hub does
     /// not offer is an ordinary tool and goes to the node.
     pub(crate) delegation: Vec<String>,
+    /// [`RunSpec::approvals_after`].
+    pub(crate) approvals_after: u64,
 }
 
 /// Spawns the proxy of a child placed on another node: an agent handle
@@ -61,6 +63,7 @@ pub(crate) async fn spawn_remote(
         link: Arc::new(crate::remote::link::Guarded(remote.node)),
         keep_if_orphaned: remote.keep_if_orphaned,
         delegation: remote.delegation,
+        approvals_after: remote.approvals_after,
         config,
         events,
         history,
@@ -91,6 +94,8 @@ pub(crate) struct ProxyState {
     keep_if_orphaned: bool,
     /// [`Remote::delegation`].
     delegation: Vec<String>,
+    /// [`Remote::approvals_after`].
+    approvals_after: u64,
     config: Arc<AgentConfig>,
     events: EventSink,
     /// The conversation so far (each run's, from its node).
@@ -221,6 +226,7 @@ impl ProxyState {
             depth: config.depth,
             options: config.options.clone(),
             keep_if_orphaned: self.keep_if_orphaned,
+            approvals_after: self.approvals_after,
         };
         // Bounded here too: its wall clock runs on its node, and a run
         // whose last report was lost (or that never reported, its node up)

@@ -184,9 +184,11 @@ impl NodeRunner {
             },
         };
         let (events, mut stream) = EventSink::channel();
-        let agent = crate::agent::spawn_agent(Arc::new(config), events, spec.conversation, None)
-            .await
-            .map_err(|e: AgentError| e.to_string())?;
+        let (conversation, after) = (spec.conversation, spec.approvals_after);
+        let agent =
+            crate::agent::spawn_numbered(Arc::new(config), events, conversation, None, after)
+                .await
+                .map_err(|e: AgentError| e.to_string())?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         agent
             .actor_ref()

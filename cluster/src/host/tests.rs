@@ -84,6 +84,7 @@ fn spec(model: &str, who: &str, keep_if_orphaned: bool) -> RunSpec {
         depth: 1,
         options: Default::default(),
         keep_if_orphaned,
+        approvals_after: 0,
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use subagents_messages::ThreadId;
+use subagents_messages::{AgentId, ThreadId};
 
 use crate::store::EnvelopeStore;
 
@@ -79,5 +79,26 @@ impl EnvelopeStore {
             }
             released.await;
         }
+    }
+}
+
+/// Whose a child is.
+impl EnvelopeStore {
+    /// The child `id`'s wakes are `thread`'s to take: its envelope names
+    /// that thread, or none (a thread opened without an id wrote it, or a
+    /// file from before threads were kept: the first thread shown takes
+    /// those, as every thread did before). A deleted thread's child is no
+    /// thread's ([`Envelope::forgotten`](subagents_messages::Envelope::forgotten)).
+    pub(super) fn belongs(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
+        // In place: a copy each (its result whole) cost what the store held.
+        self.map
+            .get(id)
+            .is_none_or(|e| !e.forgotten && (e.thread.is_none() || e.thread.as_ref() == thread))
+    }
+
+    /// The child `id` is one of an earlier session that `thread` may read,
+    /// claim or resume: its own, or one written for no thread.
+    pub(crate) fn reaches(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
+        self.is_from_earlier_session(id) && self.belongs(id, thread)
     }
 }

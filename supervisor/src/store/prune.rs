@@ -98,7 +98,14 @@ impl EnvelopeStore {
     /// Each is changed through [`EnvelopeStore::update`], the io lock
     /// taken per envelope: held across them all, another thread's hub
     /// waited on it in its handler (a resume's check) for every write.
-    pub(crate) fn forget_thread(&self, thread: &ThreadId) -> Vec<StoreError> {
+    ///
+    /// [`Threads::delete`](crate::Threads::delete) calls it for an open
+    /// thread; a host deleting a conversation that is not open (after a
+    /// restart, most are) calls it itself — opening one to delete it ran a
+    /// turn for its wakes and stopped the children of the thread on
+    /// screen. Not for an id open on the store: its later writes name it
+    /// still. Returns the writes that failed.
+    pub fn forget_thread(&self, thread: &ThreadId) -> Vec<StoreError> {
         let mut own: Vec<AgentId> = self
             .map
             .iter()

@@ -347,22 +347,6 @@ impl EnvelopeStore {
         own
     }
 
-    /// The child `id`'s wakes are `thread`'s to take: its envelope names
-    /// that thread, or none (a thread opened without an id wrote it, or a
-    /// file from before threads were kept: the first thread shown takes
-    /// those, as every thread did before). A deleted thread's child is no
-    /// thread's ([`Envelope::forgotten`]).
-    fn belongs(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
-        self.get(id)
-            .is_none_or(|e| !e.forgotten && (e.thread.is_none() || e.thread.as_ref() == thread))
-    }
-
-    /// The child `id` is one of an earlier session that `thread` may read,
-    /// claim or resume: its own, or one written for no thread.
-    pub(crate) fn reaches(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
-        self.is_from_earlier_session(id) && self.belongs(id, thread)
-    }
-
     /// Notes the finished children whose wake the last process owed its
     /// parent and never delivered, in the order they finished (then by
     /// number); kept until a thread takes them

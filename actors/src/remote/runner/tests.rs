@@ -23,6 +23,7 @@ fn spec() -> RunSpec {
         depth: 1,
         options: RequestOptions::default(),
         keep_if_orphaned: true,
+        approvals_after: 0,
     }
 }
 
