@@ -89,6 +89,44 @@ async fn a_queued_synchronous_childs_cap_counts_from_its_request() {
     parent.shutdown_and_wait().await;
 }
 
+/// The answer that holds the one slot with a 250 s background `Blocker`
+/// and asks `delegate_task` for a `Worker` that hangs (it queues).
+fn blocked_then_queued() -> Reply {
+    Reply::new()
+        .use_agent(&common::work_call("Blocker", 250, false))
+        .tool_call(
+            "delegate_task",
+            r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+        )
+}
+
+/// `model`'s parent with one slot, a 100 s wall clock (children 300 s)
+/// and `delegate_task`, delegating `max_depth` levels down.
+async fn one_slot(
+    model: ScriptedModel,
+    max_depth: u32,
+) -> (subagents::actors::DelegatingAgent, EventStream) {
+    let model = model
+        .with_script("Blocker\n", common::worker(250))
+        .with_script("Worker", vec![Reply::new().hang()]);
+    DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+        .limits(Limits {
+            wall_clock: Duration::from_secs(100),
+            ..Limits::default()
+        })
+        .child_limits(Limits {
+            wall_clock: Duration::from_secs(300),
+            ..Limits::default()
+        })
+        .max_live(1)
+        .max_depth(max_depth)
+        .delegate_task_tool(true)
+        .spawn()
+        .await
+        .unwrap()
+}
+
 /// Same instant, the clamp rule in the queue (review: the front-ends): a
 /// synchronous child still queued when its wall-clock cap (nine tenths of
 /// what its requester had left) ran out was left there — nothing acts on
@@ -101,31 +139,10 @@ async fn a_queued_synchronous_childs_cap_counts_from_its_request() {
 #[tokio::test(start_paused = true)]
 async fn a_synchronous_child_still_queued_at_its_cap_leaves_the_requester_its_time() {
     let model = ScriptedModel::new(vec![
-        Reply::new()
-            .use_agent(&common::work_call("Blocker", 250, false))
-            .tool_call(
-                "delegate_task",
-                r#"{"task":"x","system_prompt":"Worker\nw"}"#,
-            ),
+        blocked_then_queued(),
         Reply::answer("the parent read it"),
-    ])
-    .with_script("Blocker\n", common::worker(250))
-    .with_script("Worker", vec![Reply::new().hang()]);
-    let (parent, mut events) = DelegationBuilder::new(model.shared())
-        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
-        .limits(Limits {
-            wall_clock: Duration::from_secs(100),
-            ..Limits::default()
-        })
-        .child_limits(Limits {
-            wall_clock: Duration::from_secs(300),
-            ..Limits::default()
-        })
-        .max_live(1)
-        .delegate_task_tool(true)
-        .spawn()
-        .await
-        .unwrap();
+    ]);
+    let (parent, mut events) = one_slot(model, 1).await;
     parent.agent.send_user("go").unwrap();
     let mut delegated = None;
     let result = loop {
@@ -170,34 +187,9 @@ async fn a_grandchild_still_queued_at_its_cap_is_dropped_in_time() {
     ])
     .with_script(
         "Lead\n",
-        vec![
-            Reply::new()
-                .use_agent(&common::work_call("Blocker", 250, false))
-                .tool_call(
-                    "delegate_task",
-                    r#"{"task":"x","system_prompt":"Worker\nw"}"#,
-                ),
-            Reply::answer("the lead read it"),
-        ],
-    )
-    .with_script("Blocker\n", common::worker(250))
-    .with_script("Worker", vec![Reply::new().hang()]);
-    let (parent, mut events) = DelegationBuilder::new(model.shared())
-        .tools(ToolRegistry::new().with(subagents_demo::Sleep))
-        .limits(Limits {
-            wall_clock: Duration::from_secs(100),
-            ..Limits::default()
-        })
-        .child_limits(Limits {
-            wall_clock: Duration::from_secs(300),
-            ..Limits::default()
-        })
-        .max_live(1)
-        .max_depth(2)
-        .delegate_task_tool(true)
-        .spawn()
-        .await
-        .unwrap();
+        vec![blocked_then_queued(), Reply::answer("the lead read it")],
+    );
+    let (parent, mut events) = one_slot(model, 2).await;
     parent.agent.send_user("go").unwrap();
     let mut log = Vec::new();
     common::until_result(&mut events, &mut log).await;

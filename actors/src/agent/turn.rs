@@ -297,8 +297,7 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
     // ends, moved or not (152 bytes of every waiting turn's future).
     let mut stream = {
         let tools = config.tools.specs();
-        // What the request sends besides the conversation, for an estimate
-        // of its prompt (left out, a 20 KB system prompt counted nothing).
+        // Sent besides the conversation: in an estimate of the prompt.
         let fixed = tools
             .iter()
             .map(|t| t.name.len() + t.description.len() + t.parameters.len());

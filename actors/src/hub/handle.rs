@@ -211,8 +211,7 @@ impl HubHandle {
         self.book.queue_position(id)
     }
 
-    /// Stops waiting inline: the child goes on in the background (only if
-    /// still queued, with `if_queued`).
+    /// Stops waiting inline: the child goes on in the background (if still queued: `if_queued`).
     pub(crate) async fn detach(&self, id: &AgentId, if_queued: bool) -> DetachOutcome {
         ractor::call!(self.actor, |reply| HubMsg::Internal(HubInternal::Detach {
             id: id.clone(),
