@@ -225,6 +225,11 @@ pub(super) fn not_started(id: &AgentId, cap: std::time::Duration, goes_on: bool)
     )
 }
 
+/// What a synchronous call answers when its child's end never came.
+pub(super) fn lost(id: &AgentId) -> Result<String, ToolError> {
+    Err(refuse(format!("the sub-agent `{id}` was lost")))
+}
+
 /// A finished child's answer as `delegate_task` and `agent` return it.
 pub(crate) fn final_answer(envelope: &Envelope) -> Result<String, ToolError> {
     match envelope.status {

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use subagents_messages::text::within_budget;
 use subagents_messages::{AgentId, ChildRequest, Envelope, SubAgentStatus};
 
-use super::answers::{cut_note, final_answer};
+use super::answers::{cut_note, final_answer, lost};
 use crate::agent::{CallSlot, ChildNote};
 use crate::hub::{Claimed, HubHandle, Refused, WaitOutcome};
 use crate::profile::ProfileSet;
@@ -349,7 +349,6 @@ impl Delegator {
                 .map(|answer| self.budgeted(call, &e.id, &answer))
                 .map_err(|why| refuse(self.within_error_budget(&e.id, &why.to_string())))
         };
-        let lost = || Err(refuse(format!("the sub-agent `{id}` was lost")));
         if let Some(cap) = cap {
             // Started, its own wall clock (the cap less its wait) ends it
             // by then; still queued, nothing would, and the requester's
@@ -357,7 +356,7 @@ impl Delegator {
             // waiting and keeps its last tenth to answer.
             match self.wait_inline(call, &id, Some(cap), answer).await {
                 Waited::Delivered(output) => return output,
-                Waited::Unknown => return lost(),
+                Waited::Unknown => return lost(&id),
                 Waited::Pending => {}
             }
             let queued = self.hub().status(&id).map(|e| e.status) == Some(SubAgentStatus::Queued);
@@ -367,7 +366,7 @@ impl Delegator {
         }
         match self.wait_inline(call, &id, None, answer).await {
             Waited::Delivered(output) => output,
-            _ => lost(),
+            _ => lost(&id),
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
-use super::answers::not_started;
+use super::answers::{lost, not_started};
 use super::engine::{Delegator, Waited, refuse};
 use crate::hub::DetachOutcome;
 use crate::tool::{ToolCallContext, ToolError};
@@ -21,7 +21,6 @@ impl Delegator {
         cap: std::time::Duration,
         answer: impl Fn(&Envelope) -> Result<String, ToolError>,
     ) -> Result<String, ToolError> {
-        let lost = || Err(refuse(format!("the sub-agent `{id}` was lost")));
         if call.depth == 0 {
             let note = not_started(id, cap, true);
             call.on_cut(note.clone());
@@ -36,15 +35,15 @@ impl Delegator {
                 // of the cap): it runs to its end, and this call reads it.
                 DetachOutcome::Started => match self.wait_inline(call, id, None, answer).await {
                     Waited::Delivered(output) => output,
-                    _ => lost(),
+                    _ => lost(id),
                 },
-                DetachOutcome::Unknown => lost(),
+                DetachOutcome::Unknown => lost(id),
             };
         }
         if self.hub().stop_asked(id, call).await.is_err() {
             return match self.wait_inline(call, id, None, answer).await {
                 Waited::Delivered(output) => output,
-                _ => lost(),
+                _ => lost(id),
             };
         }
         let never = |e: &Envelope| match e.status {
@@ -53,7 +52,7 @@ impl Delegator {
         };
         match self.wait_inline(call, id, None, never).await {
             Waited::Delivered(output) => output,
-            _ => lost(),
+            _ => lost(id),
         }
     }
 }

@@ -108,10 +108,6 @@ impl Delegator {
                     shown(tool)
                 )));
             }
-            // A call narrows a profile's list, never widens it: `tools: []`
-            // is a deliberate tool-less profile. (One none of whose listed
-            // tools exists here lists nothing: the call names the tools it
-            // runs with, as its refusal says.)
             // A delegation tool the profile itself lists is no widening:
             // left out of `listed` above, the depth decides it below (the
             // call echoing the profile's own list was refused as "not one
@@ -120,6 +116,10 @@ impl Delegator {
                 crate::delegation::is_delegation_tool(t)
                     && profile.is_some_and(|p| p.tools.as_ref().is_some_and(|all| all.contains(t)))
             };
+            // A call narrows a profile's list, never widens it: `tools: []`
+            // is a deliberate tool-less profile. (One none of whose listed
+            // tools exists here lists nothing: the call names the tools it
+            // runs with, as its refusal says.)
             if let Some(p) = profile
                 && let Some(listed) = tools.as_ref()
                 && (!listed.is_empty() || p.unavailable_tools.is_empty())

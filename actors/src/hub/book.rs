@@ -195,25 +195,24 @@ impl Book {
     /// guard). Each was copied whole — its result, task, tools — so every
     /// read cost as much as everything the thread ever ran.
     pub(crate) fn totals(&self) -> (subagents_messages::Usage, u64, u64) {
-        let mut usage = subagents_messages::Usage::default();
-        let (mut model_calls, mut tool_calls) = (0u64, 0u64);
+        let mut totals = (subagents_messages::Usage::default(), 0u64, 0u64);
+        let mut add = |envelope: &Envelope| {
+            totals.0.add(envelope.usage);
+            totals.1 += u64::from(envelope.model_calls);
+            totals.2 += u64::from(envelope.tool_calls);
+        };
         let mut running = Vec::new();
         for entry in self.entries.iter().filter(|e| e.probe.is_some()) {
-            let envelope = &entry.envelope;
-            if envelope.status.is_terminal() {
-                usage.add(envelope.usage);
-                model_calls += u64::from(envelope.model_calls);
-                tool_calls += u64::from(envelope.tool_calls);
+            if entry.envelope.status.is_terminal() {
+                add(&entry.envelope);
             } else {
                 running.push(entry.key().clone());
             }
         }
         for envelope in running.iter().filter_map(|id| self.get(id)) {
-            usage.add(envelope.usage);
-            model_calls += u64::from(envelope.model_calls);
-            tool_calls += u64::from(envelope.tool_calls);
+            add(&envelope);
         }
-        (usage, model_calls, tool_calls)
+        totals
     }
 
     /// The id of every child in the book, in no order.

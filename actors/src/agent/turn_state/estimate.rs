@@ -10,8 +10,9 @@ impl TurnState {
     /// An estimate of the tokens of the call in flight, cut after
     /// `streamed` characters — none if it streamed nothing (a call refused
     /// or cut before a byte may never have reached the model): its prompt
-    /// (the conversation) and what it streamed, at about four characters a
-    /// token; once it counted, what it streamed after the count only.
+    /// (`prompt_chars`) and what it streamed, at about four
+    /// characters a token; once it counted, what it streamed after the
+    /// count only.
     pub(crate) fn call_estimate(&self, streamed: u64) -> Option<Usage> {
         if self.call_counted {
             let more = streamed.saturating_sub(u64::from(self.counted_chars));
@@ -31,8 +32,8 @@ impl TurnState {
 
     /// Characters of the prompt the call in flight sent: the system prompt
     /// and the tools' specs, and the conversation — each message's text
-    /// and its tool calls' names and arguments (counted as the text alone,
-    /// a write of 40,000 characters of arguments read as none of them).
+    /// and its tool calls' names and arguments (the text alone read a
+    /// write of 40,000 characters of arguments as none).
     fn prompt_chars(&self) -> u64 {
         let message = |m: &ChatMessage| {
             let calls = m.tool_calls.iter();
