@@ -67,3 +67,51 @@ async fn a_server_wide_deny_covers_a_tool_registered_after_the_load() {
     let (tools, _) = tools_a_worker_gets(profiles, host, 1).await;
     assert_eq!(tools, ["calculator"]);
 }
+
+/// Widened (foreign, a Codex role): a role's `[mcp_servers.<id>]` that
+/// switches the server off (`enabled = false`) or some of its tools
+/// (`disabled_tools`) was dropped as "not applied", and the child got
+/// every tool of that server the parent had. Denied as a `[tools]`
+/// switch turned off is; the server's other tools stay.
+#[tokio::test(start_paused = true)]
+async fn a_codex_role_never_gets_an_mcp_server_or_tool_it_switches_off() {
+    let cases = [
+        (
+            "[mcp_servers.github]\nenabled = false\n",
+            vec!["calculator"],
+        ),
+        (
+            "[mcp_servers.github]\ndisabled_tools = [\"merge_pull_request\"]\n",
+            vec!["calculator", "mcp__github__get_pr"],
+        ),
+    ];
+    for (table, want) in cases {
+        let (worker, _) = Profile::parse_codex_role(
+            Path::new("/p/.codex/agents/worker.toml"),
+            &format!("name = \"worker\"\ndeveloper_instructions = \"You work alone.\"\n{table}"),
+        )
+        .unwrap();
+        let host = ToolRegistry::new()
+            .with(Calculator)
+            .with(common::HostTool("mcp__github__merge_pull_request"))
+            .with(common::HostTool("mcp__github__get_pr"));
+        let (tools, _) = tools_a_worker_gets(ProfileSet::from_profiles([worker]), host, 1).await;
+        assert_eq!(tools, want, "{table}");
+    }
+}
+
+/// Widened (foreign, a Codex role): `[agents] max_depth = 1` (Codex's
+/// way of saying the role's agent starts no sub-agents of its own) was an
+/// unknown key: under a host's `max_depth(2)` the worker was offered
+/// `use_agent` and could fan out.
+#[tokio::test(start_paused = true)]
+async fn a_codex_role_with_max_depth_one_never_delegates() {
+    let (worker, _) = Profile::parse_codex_role(
+        Path::new("/p/.codex/agents/worker.toml"),
+        "name = \"worker\"\ndeveloper_instructions = \"You work alone.\"\n[agents]\nmax_depth = 1\n",
+    )
+    .unwrap();
+    let host = ToolRegistry::new().with(Calculator).with(Sleep);
+    let (tools, _) = tools_a_worker_gets(ProfileSet::from_profiles([worker]), host, 2).await;
+    assert_eq!(tools, ["calculator", "sleep"]);
+}

@@ -73,7 +73,6 @@ pub(super) const NOT_APPLIED: &[&str] = &[
     "skills",
     "hooks",
     "mcpServers",
-    "mcp_servers",
     "isolation",
     "default_permissions",
     "permissions",
@@ -94,6 +93,8 @@ pub(super) const RESTRICTING_KEYS: &[&str] = &[
     "web_search",
     "hooks",
     "features",
+    "mcp_servers",
+    "agents",
     "default_permissions",
     "permissions",
     // Caps: a broken file's smaller cap gave way to the earlier
@@ -273,6 +274,16 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                         }
                     }
                 }
+                // A Codex role's MCP servers and sub-agents: what narrows
+                // is denied (see `codex_tables`).
+                "mcp_servers" => super::codex_tables::mcp_servers(
+                    map.next_value::<Option<_>>()?.unwrap_or_default(),
+                    &mut fm,
+                )?,
+                "agents" => super::codex_tables::agents(
+                    map.next_value::<Option<_>>()?.unwrap_or_default(),
+                    &mut fm,
+                )?,
                 // Claude Code hooks: one that can block a tool call is a
                 // restriction (refused); the others are only not applied.
                 "hooks" => {
@@ -383,7 +394,8 @@ fn feature_tool(feature: &str) -> Option<&'static str> {
     match feature {
         "shell_tool" => Some("shell"),
         // Its sub-agents: off, it starts none (denied, whatever the depth).
-        "multi_agent" | "multi_agent_v2" => Some("use_agent"),
+        // (`collab`: the name it had before `multi_agent`.)
+        "multi_agent" | "multi_agent_v2" | "collab" => Some("use_agent"),
         _ => None,
     }
 }
@@ -409,7 +421,7 @@ const MAY_BE_A_RESTRICTION: &str = "(an unknown mode may be a restriction)";
 
 /// What a profile that cannot be enforced here says (the profile is
 /// refused: loading it without the restriction would widen what it may do).
-const CANNOT_ENFORCE: &str = "a restriction this runtime cannot enforce; loaded without it, \
+pub(super) const CANNOT_ENFORCE: &str = "a restriction this runtime cannot enforce; loaded without it, \
     the agent could do what its file forbids: give it only the tools it may use (`tools`) \
     and remove the key";
 

@@ -24,6 +24,7 @@
 //! loading a directory, a warning and a skipped file. See `docs/profiles.md`.
 
 mod codex;
+mod codex_tables;
 mod error;
 mod fence;
 mod fields;

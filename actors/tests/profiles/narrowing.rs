@@ -27,7 +27,7 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
     // A Codex role broken by its first key (a number where the prompt
     // goes), the restricting key after it.
     let role = |key_lines: &str| format!("developer_instructions = 5\n{key_lines}\n");
-    let cases: [(&str, &str, String); 18] = [
+    let cases: [(&str, &str, String); 20] = [
         ("disabled", "reviewer.md", markdown("disabled: true")),
         ("tools", "reviewer.md", markdown("tools: Read")),
         (
@@ -76,6 +76,12 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
             "reviewer.toml",
             role("[features]\nshell_tool = false"),
         ),
+        (
+            "mcp_servers",
+            "reviewer.toml",
+            role("[mcp_servers.github]\nenabled = false"),
+        ),
+        ("agents", "reviewer.toml", role("[agents]\nmax_depth = 1")),
         // Codex writes a hook as an array of tables: read as the table
         // `[hooks`, it named no restricting key.
         (

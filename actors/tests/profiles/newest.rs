@@ -178,3 +178,69 @@ fn inherit_in_any_case_is_the_parents_model() {
         Some("sonnet")
     );
 }
+
+/// A Codex role's `[mcp_servers.<id>]` and `[agents]`, read as what they
+/// narrow: a server or its tools switched off are denied, a `max_depth`
+/// of 1 or less (or `collab`, `multi_agent`'s old name, off) denies
+/// delegation; `enabled_tools` (an allowlist within a server, which a
+/// deny list cannot say) is refused; a server defined, a larger depth and
+/// `[agents]`' other keys are not applied, each said.
+#[test]
+fn a_codex_roles_mcp_servers_and_agents_narrow_what_they_say() {
+    let role = |table: &str| codex_role(&format!("developer_instructions = \"x\"\n{table}"));
+    let cases: [(&str, &[&str], &[&str]); 7] = [
+        (
+            "[mcp_servers.github]\nenabled = false",
+            &["mcp__github"],
+            &[],
+        ),
+        (
+            "[mcp_servers.github]\ncommand = \"gh-mcp\"\ndisabled_tools = [\"merge\", \" delete \"]",
+            &["mcp__github__merge", "mcp__github__delete"],
+            &["mcp_servers"],
+        ),
+        ("[mcp_servers.docs]\nenabled = true", &[], &[]),
+        ("[agents]\nmax_depth = 1", &["use_agent"], &[]),
+        ("[agents]\nmax_depth = 0", &["use_agent"], &[]),
+        (
+            "[agents]\nmax_depth = 3\nmax_threads = 2",
+            &[],
+            &["agents.max_depth", "agents.max_threads"],
+        ),
+        ("[features]\ncollab = false", &["use_agent"], &[]),
+    ];
+    for (table, denied, not_applied) in cases {
+        let (profile, warnings) = role(table).unwrap_or_else(|e| panic!("{table}: {e}"));
+        assert_eq!(profile.disallowed_tools, denied, "{table}");
+        let said: Vec<&str> = warnings
+            .iter()
+            .map(|w| match w {
+                ProfileWarning::NotApplied { key, .. } => key.as_str(),
+                other => panic!("{table}: {other}"),
+            })
+            .collect();
+        assert_eq!(said, not_applied, "{table}");
+    }
+    let refused = role("[mcp_servers.github]\nenabled_tools = [\"get_pr\"]").unwrap_err();
+    assert!(refused.is_refusal(), "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("mcp_servers.github.enabled_tools"),
+        "{refused}"
+    );
+    for (table, names) in [
+        (
+            "[mcp_servers.github]\nenabled = \"no\"",
+            "mcp_servers.github.enabled",
+        ),
+        (
+            "[mcp_servers.github]\ndisabled_tools = \"merge\"",
+            "disabled_tools",
+        ),
+        ("[agents]\nmax_depth = \"one\"", "agents.max_depth"),
+    ] {
+        let e = role(table).unwrap_err();
+        assert!(e.to_string().contains(names), "{table}: {e}");
+    }
+}
