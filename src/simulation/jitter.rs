@@ -37,11 +37,16 @@ impl Model for Jitter {
                 .map(|m| m.content.as_str()),
         );
         hash.write(&(request.assistant_messages() as u64).to_le_bytes());
-        // A maximum past `u64` nanoseconds (584 years) is that many: cast,
-        // 2^64 ns became a zero divisor.
-        let max = u64::try_from(self.max.as_nanos()).unwrap_or(u64::MAX);
-        let nanos = hash.0 % max.max(1);
-        let delay = Duration::from_nanos(nanos);
+        // Whole milliseconds, from 0 to `max` (to 1 ms for a smaller
+        // one): tokio's timer rounds a sleep up to its next millisecond,
+        // so a delay drawn in nanoseconds under 1 ms was 1 ms whatever the
+        // seed — a jitter of 999 µs varied nothing, one of 2 ns waited
+        // 500,000 times its maximum. A maximum past `u64` (in nanoseconds
+        // once: 584 years) is that many.
+        let max = u64::try_from(self.max.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let delay = Duration::from_millis(hash.0 % max.saturating_add(1));
         let inner = self.inner.stream(request);
         Box::pin(futures_util::stream::unfold(
             (Some(delay), inner),

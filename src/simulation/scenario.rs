@@ -174,7 +174,9 @@ impl Scenario {
     }
 
     /// Adds up to `max` of seeded latency before each model call, to vary
-    /// interleavings by seed (deterministic for a seed).
+    /// interleavings by seed (deterministic for a seed), in whole
+    /// milliseconds: 0 to `max`, or 0 to 1 ms for a `max` under one
+    /// (virtual time resolves to 1 ms).
     pub fn jitter(mut self, max: Duration) -> Self {
         self.jitter = max;
         self

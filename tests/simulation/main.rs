@@ -80,6 +80,18 @@ fn the_same_scenario_and_seed_give_the_same_log() {
     );
 }
 
+/// A jitter under a millisecond varied nothing: tokio's timer rounds a
+/// sleep up to its next millisecond, and a delay drawn in nanoseconds
+/// under one was 1 ms for every seed. Drawn in whole milliseconds (0 or
+/// 1 here), the seed moves the calls again.
+#[test]
+fn a_sub_millisecond_jitter_still_varies_with_the_seed() {
+    let scenario = busy_scenario().jitter(Duration::from_micros(999));
+    let distinct: std::collections::HashSet<String> =
+        (0..8).map(|seed| scenario.run(seed).render()).collect();
+    assert!(distinct.len() > 1, "the seed changes nothing");
+}
+
 /// Replay, on disk: the same scenario and seed, each run with a store of
 /// its own, leaves the same files, byte for byte — envelopes and runs
 /// (the log and the envelopes in memory were compared; the files, which

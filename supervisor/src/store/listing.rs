@@ -1,6 +1,7 @@
 //! The store's envelopes listed and counted.
 
-use subagents_messages::Envelope;
+use subagents_actors::hub::ChildIds;
+use subagents_messages::{AgentId, Envelope};
 
 use crate::store::EnvelopeStore;
 
@@ -10,16 +11,7 @@ impl EnvelopeStore {
     /// ids of another shape as text.
     pub fn all(&self) -> Vec<Envelope> {
         let mut all: Vec<Envelope> = self.map.iter().map(|e| e.value().clone()).collect();
-        let number = |e: &Envelope| {
-            let n = e.id.as_str().strip_prefix("agent_")?;
-            n.bytes()
-                .all(|b| b.is_ascii_digit())
-                .then(|| n.parse::<u64>().ok())?
-        };
-        all.sort_by(|a, b| {
-            let key = |e| (number(e).is_none(), number(e));
-            key(a).cmp(&key(b)).then_with(|| a.id.cmp(&b.id))
-        });
+        all.sort_by(|a, b| child_order(&a.id).cmp(&child_order(&b.id)));
         all
     }
 
@@ -32,4 +24,13 @@ impl EnvelopeStore {
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
+}
+
+/// Child-number order (`agent_2` before `agent_10`), then ids no hub
+/// numbered (`agent_012`, a host's `notes`) as text: the order of a hub's
+/// envelopes. A leading zero was read as a number here and not by the
+/// hub, and the restart list sorted by length: three orders for one id.
+pub(crate) fn child_order(id: &AgentId) -> (bool, Option<u64>, &str) {
+    let number = ChildIds::number(id);
+    (number.is_none(), number, id.as_str())
 }

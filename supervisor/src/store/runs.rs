@@ -13,6 +13,7 @@ use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, SubAgentS
 
 use crate::store::envelopes::EnvelopeStore;
 use crate::store::files::{file_name_for, is_temp_name, json_text, named_child, write_atomic};
+use crate::store::listing::child_order;
 use crate::store::report::StoreError;
 
 /// Why a child the open found unfinished is `interrupted`.
@@ -290,15 +291,14 @@ impl EnvelopeStore {
         // Only a restart owes an interrupted child's wake (one the parent
         // interrupted wakes nobody); not one a stop cancelled since: the
         // wake would say a message resumes it.
-        let mut owed: Vec<(usize, AgentId)> = self
+        let mut owed: Vec<AgentId> = self
             .map
             .iter()
             .filter(|e| e.status == SubAgentStatus::Interrupted && wake_still_owed(e))
             .filter(|e| !e.cancelled)
-            .map(|e| (e.key().as_str().len(), e.key().clone()))
+            .map(|e| e.key().clone())
             .collect();
-        owed.sort_unstable();
-        let owed: Vec<AgentId> = owed.into_iter().map(|(_, id)| id).collect();
+        owed.sort_unstable_by(|a, b| child_order(a).cmp(&child_order(b)));
         *self
             .interrupted
             .lock()

@@ -119,3 +119,26 @@ fn all_lists_children_in_child_number_order() {
     let (store, _) = reopen(store, tmp.path(), &clock);
     assert_eq!(ids(&store), ["agent_1", "agent_2", "agent_10"]);
 }
+
+/// An id no hub numbered — `agent_012` (a leading zero; another tool's
+/// file, a host's own id) — was read as 12 by `all()`, put last by the
+/// hub, and listed by its length in the restart list: three orders for
+/// one store. Each lists it after the numbered ones now, as the hub does.
+#[test]
+fn an_id_with_a_leading_zero_is_listed_after_the_numbered_ones_everywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(1_000);
+    let store = open(tmp.path(), &clock);
+    for id in ["agent_20", "agent_012", "agent_2", "agent_100"] {
+        store.save(&envelope(id, 1_000, None)).unwrap();
+    }
+    let want = ["agent_2", "agent_20", "agent_100", "agent_012"];
+    assert_eq!(ids(&store), want);
+    let (store, _) = reopen(store, tmp.path(), &clock);
+    let restart: Vec<String> = store
+        .interrupted()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(restart, want);
+}
