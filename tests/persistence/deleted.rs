@@ -130,7 +130,7 @@ async fn a_conversation_not_open_is_forgotten_through_the_store() {
             .await;
     }
     let store = open(&dir);
-    assert!(store.forget_thread(&ThreadId::new("a")).is_empty());
+    assert!(store.forget_thread(&ThreadId::new("a")).unwrap().is_empty());
     let mut threads = Threads::new();
     let (read, envelope) = a_new_tab_reads_agent_1(&mut threads, &store).await;
     assert!(!read.contains("alpha's private answer"), "{read}");
@@ -186,4 +186,31 @@ async fn a_second_registry_cannot_open_an_id_live_on_the_store() {
         "opened beside a thread still closing"
     );
     bob.delete(&a).await.unwrap();
+}
+
+/// `EnvelopeStore::forget_thread` of a conversation open in another
+/// registry (a user's second window) forgot its children for good while
+/// it ran — after a restart its parent was never woken for them and could
+/// not read them — and left the children it started later reachable: the
+/// id held live on the store, which its own registry's rule could not
+/// see, was never read. Refused, naming the conversation; forgotten once
+/// the thread has closed.
+#[tokio::test]
+async fn a_conversation_open_in_another_registry_is_not_forgotten_through_the_store() {
+    use subagents::supervisor::store::StoreError;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let mut window = Threads::new();
+    a_tab_with_a_finished_child(&mut window, &store).await;
+    let a = ThreadId::new("a");
+    window.get(&a).unwrap().flush_persistence().await.unwrap();
+    match store.forget_thread(&a) {
+        Err(StoreError::ThreadOpen { thread, .. }) => assert_eq!(thread, a),
+        other => panic!("forgotten while open: {other:?}"),
+    }
+    let agent_1 = AgentId::new("agent_1");
+    assert!(!store.get(&agent_1).unwrap().forgotten);
+    window.get(&a).unwrap().close_and_wait().await;
+    assert!(store.forget_thread(&a).unwrap().is_empty());
+    assert!(store.get(&agent_1).unwrap().forgotten);
 }

@@ -12,6 +12,7 @@ mod copies;
 mod deleted;
 mod hub_death;
 mod isolation;
+mod killed;
 mod remote;
 mod restore;
 mod runtime_drop;

@@ -5,23 +5,69 @@
 //! each other's wakes after a restart, and one's delete forgot the other's
 //! running children. A registry refused a second open of an id it held;
 //! the store refuses it across registries — and waits for a thread of the
-//! id that is closing (its handle's `close` called), as a registry does.
+//! id that is closing (its handle's `close` called, or its actor stopping),
+//! as a registry does. A thread whose actor has stopped holds its id no
+//! more, whatever still holds its state: killed under a ractor host, the
+//! state waits in the host's mailbox until its handler returns, and a
+//! host reopening the id in that handler was refused, or waited on itself.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use ractor::{ActorCell, ActorStatus};
 use subagents_messages::{AgentId, ThreadId};
 
 use crate::store::EnvelopeStore;
 
-/// The threads live on a store: each id's closing flag (its handles').
-pub(crate) type Live = Mutex<rustc_hash::FxHashMap<ThreadId, Arc<Mutex<bool>>>>;
+/// The threads live on a store, by id.
+pub(crate) type Live = Mutex<rustc_hash::FxHashMap<ThreadId, Holder>>;
+
+/// Who holds an id live: a thread (its handles' closing flag, its actor
+/// once spawned) or a forget under way.
+#[derive(Clone)]
+pub(crate) struct Holder {
+    closing: Arc<Mutex<bool>>,
+    actor: Arc<OnceLock<ActorCell>>,
+}
+
+/// What a holder's id is to a new claim.
+enum Held {
+    Open,
+    Closing,
+    Free,
+}
+
+impl Holder {
+    fn held(&self) -> Held {
+        let status = self.actor.get().map(ActorCell::get_status);
+        if status == Some(ActorStatus::Stopped) {
+            Held::Free
+        } else if *self.closing.lock().unwrap_or_else(PoisonError::into_inner)
+            || status >= Some(ActorStatus::Stopping)
+        {
+            Held::Closing
+        } else {
+            Held::Open
+        }
+    }
+
+    fn is(&self, other: &Holder) -> bool {
+        Arc::ptr_eq(&self.closing, &other.closing)
+    }
+}
 
 /// A thread id held live on a store, let go when dropped (the thread
 /// stopped, or its spawn failed).
 pub(crate) struct LiveThread {
     store: Arc<EnvelopeStore>,
     id: ThreadId,
-    closing: Arc<Mutex<bool>>,
+    holder: Holder,
+}
+
+impl LiveThread {
+    /// The thread's actor, once spawned: stopped, it holds the id no more.
+    pub(crate) fn actor_slot(&self) -> Arc<OnceLock<ActorCell>> {
+        self.holder.actor.clone()
+    }
 }
 
 impl std::fmt::Debug for LiveThread {
@@ -32,25 +78,63 @@ impl std::fmt::Debug for LiveThread {
 
 impl Drop for LiveThread {
     fn drop(&mut self) {
-        let mut live = self
-            .store
-            .live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if live
-            .get(&self.id)
-            .is_some_and(|c| Arc::ptr_eq(c, &self.closing))
-        {
-            live.remove(&self.id);
+        self.store.release(&self.id, &self.holder);
+    }
+}
+
+impl EnvelopeStore {
+    /// Lets go of `id` if `holder` still holds it, and wakes the claims
+    /// waiting.
+    fn release(&self, id: &ThreadId, holder: &Holder) {
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        if live.get(id).is_some_and(|h| h.is(holder)) {
+            live.remove(id);
         }
         drop(live);
-        self.store.released.notify_waiters();
+        self.released.notify_waiters();
+    }
+
+    /// Holds `id` for a forget (closing: a claim waits for it), unless a
+    /// thread holds it: `None` then.
+    pub(super) fn hold_for_forget(&self, id: &ThreadId) -> Option<ForgetHold<'_>> {
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        if live
+            .get(id)
+            .is_some_and(|h| !matches!(h.held(), Held::Free))
+        {
+            return None;
+        }
+        let holder = Holder {
+            closing: Arc::new(Mutex::new(true)),
+            actor: Arc::default(),
+        };
+        live.insert(id.clone(), holder.clone());
+        Some(ForgetHold {
+            store: self,
+            id: id.clone(),
+            holder,
+        })
+    }
+}
+
+/// An id held while its conversation is forgotten (see
+/// [`EnvelopeStore::forget_thread`]).
+pub(super) struct ForgetHold<'a> {
+    store: &'a EnvelopeStore,
+    id: ThreadId,
+    holder: Holder,
+}
+
+impl Drop for ForgetHold<'_> {
+    fn drop(&mut self) {
+        self.store.release(&self.id, &self.holder);
     }
 }
 
 impl EnvelopeStore {
     /// Holds `id` live on `store`, `closing` its handles' flag; `None`
-    /// while another thread of the id is open. One closing is waited for.
+    /// while another thread of the id is open. One closing (or a forget
+    /// under way) is waited for; one whose actor stopped is gone.
     pub(crate) async fn claim_thread(
         store: &Arc<Self>,
         id: &ThreadId,
@@ -60,24 +144,36 @@ impl EnvelopeStore {
             let released = store.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            {
+            let closing_actor = {
                 let mut live = store.live.lock().unwrap_or_else(PoisonError::into_inner);
-                match live.get(id) {
-                    None => {
-                        live.insert(id.clone(), closing.clone());
+                match live.get(id).map(|h| (h.held(), h.actor.get().cloned())) {
+                    None | Some((Held::Free, _)) => {
+                        let holder = Holder {
+                            closing: closing.clone(),
+                            actor: Arc::default(),
+                        };
+                        live.insert(id.clone(), holder.clone());
                         return Some(LiveThread {
                             store: store.clone(),
                             id: id.clone(),
-                            closing: closing.clone(),
+                            holder,
                         });
                     }
-                    Some(other) if !*other.lock().unwrap_or_else(PoisonError::into_inner) => {
-                        return None;
-                    }
-                    Some(_) => {}
+                    Some((Held::Open, _)) => return None,
+                    Some((Held::Closing, actor)) => actor,
                 }
+            };
+            // Its state let go (`released`), or its actor stopped: a
+            // killed thread's state may never be let go while this waits.
+            match closing_actor {
+                Some(actor) => {
+                    tokio::select! {
+                        () = &mut released => {}
+                        _ = actor.wait(None) => {}
+                    }
+                }
+                None => released.await,
             }
-            released.await;
         }
     }
 }

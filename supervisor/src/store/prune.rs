@@ -69,16 +69,9 @@ impl EnvelopeStore {
             // store no longer has, and the first thread shown (any
             // conversation: a missing envelope belongs to every thread)
             // woke its parent for "0 sub-agent(s) interrupted".
-            self.interrupted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .retain(|id| !report.removed.contains(id));
             // And from the owed wakes: listed, a pruned child was taken by
             // the first thread shown and settled with no wake sent.
-            self.owed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .retain(|id| !report.removed.contains(id));
+            self.unlist(&report.removed);
             sync_dir_best_effort(&self.dir);
             tracing::debug!(
                 count = report.removed.len(),
@@ -87,6 +80,18 @@ impl EnvelopeStore {
             );
         }
         report
+    }
+
+    /// Takes `ids` off the restart list and the owed wakes.
+    fn unlist(&self, ids: &[AgentId]) {
+        self.interrupted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|id| !ids.contains(id));
+        self.owed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|id| !ids.contains(id));
     }
 
     /// Marks every child `thread` wrote as forgotten, in memory and on
@@ -103,9 +108,26 @@ impl EnvelopeStore {
     /// thread; a host deleting a conversation that is not open (after a
     /// restart, most are) calls it itself — opening one to delete it ran a
     /// turn for its wakes and stopped the children of the thread on
-    /// screen. Not for an id open on the store: its later writes name it
-    /// still. Returns the writes that failed.
-    pub fn forget_thread(&self, thread: &ThreadId) -> Vec<StoreError> {
+    /// screen. A conversation open on the store (another registry's, a
+    /// window's) is refused, [`StoreError::ThreadOpen`]: its later writes
+    /// name it still, and its running children were forgotten under it; a
+    /// thread of the id opened meanwhile waits until this returns. Returns
+    /// the writes that failed.
+    pub fn forget_thread(&self, thread: &ThreadId) -> Result<Vec<StoreError>, StoreError> {
+        let _held = self
+            .hold_for_forget(thread)
+            .ok_or_else(|| StoreError::ThreadOpen {
+                path: self.dir.clone(),
+                thread: thread.clone(),
+            })?;
+        Ok(self.forget_now(thread))
+    }
+
+    /// [`EnvelopeStore::forget_thread`], for the thread itself as it
+    /// stops (it holds the id): its children's envelopes marked, and
+    /// taken off the restart list and the owed wakes — listed, no thread
+    /// would ever take them.
+    pub(crate) fn forget_now(&self, thread: &ThreadId) -> Vec<StoreError> {
         let mut own: Vec<AgentId> = self
             .map
             .iter()
@@ -113,12 +135,15 @@ impl EnvelopeStore {
             .map(|e| e.key().clone())
             .collect();
         own.sort();
-        own.iter()
+        let failed = own
+            .iter()
             .filter_map(|id| {
                 self.update(id, |e| !std::mem::replace(&mut e.forgotten, true))
                     .err()
             })
-            .collect()
+            .collect();
+        self.unlist(&own);
+        failed
     }
 }
 

@@ -37,6 +37,18 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// [`EnvelopeStore::forget_thread`](crate::store::EnvelopeStore::forget_thread)
+    /// of a conversation open on the store: close it (or delete it through
+    /// its registry, [`Threads::delete`](crate::Threads::delete)) first.
+    #[error(
+        "conversation `{thread}` is open on the store in {path}: close it before forgetting it"
+    )]
+    ThreadOpen {
+        /// The store's directory.
+        path: PathBuf,
+        /// The conversation.
+        thread: subagents_messages::ThreadId,
+    },
     /// Another store holds the directory (in this process or another):
     /// two would hand out the same child ids, write over each other's
     /// files and mark each other's running children interrupted. One
@@ -91,7 +103,8 @@ impl StoreError {
             | StoreError::Encode { path, .. }
             | StoreError::Remove { path, .. }
             | StoreError::OwnFile { path, .. }
-            | StoreError::Locked { path, .. } => path,
+            | StoreError::Locked { path, .. }
+            | StoreError::ThreadOpen { path, .. } => path,
         }
     }
 
@@ -107,7 +120,8 @@ impl StoreError {
             } => source,
             StoreError::OwnFile { source: None, .. }
             | StoreError::Encode { .. }
-            | StoreError::Locked { .. } => return false,
+            | StoreError::Locked { .. }
+            | StoreError::ThreadOpen { .. } => return false,
         };
         matches!(
             source.kind(),

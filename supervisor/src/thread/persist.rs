@@ -450,7 +450,7 @@ impl ThreadState {
     }
 
     /// A deleted thread's children are forgotten in its store, their final
-    /// envelopes written first (`EnvelopeStore::forget_thread`): reachable,
+    /// envelopes written first (`EnvelopeStore::forget_now`): reachable,
     /// a thread opened again under the id — or, after a restart,
     /// whichever thread had it — read, claimed and resumed the deleted
     /// conversation's children. A write that fails is said.
@@ -459,7 +459,7 @@ impl ThreadState {
         else {
             return;
         };
-        let forgotten = tokio::task::spawn_blocking(move || store.forget_thread(&id)).await;
+        let forgotten = tokio::task::spawn_blocking(move || store.forget_now(&id)).await;
         for error in forgotten.unwrap_or_default() {
             self.persist_errors.push(error.to_string());
         }

@@ -312,6 +312,32 @@ fn a_pruned_owed_wake_is_listed_no_more() {
     assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
 }
 
+/// A conversation forgotten through the store left its children on the
+/// restart list and in the owed wakes for the rest of the process: a
+/// forgotten child belongs to no thread, so none would ever take them,
+/// and a host's badges read from the lists never cleared.
+#[test]
+fn a_forgotten_conversations_children_are_listed_no_more() {
+    use subagents_messages::ThreadId;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    let a = ThreadId::new("a");
+    let mut running = envelope("agent_1", T0, None);
+    running.thread = Some(a.clone());
+    let mut done = envelope("agent_2", T0, Some(T0));
+    done.wake_owed = true;
+    done.thread = Some(a.clone());
+    store.save(&running).unwrap();
+    store.save(&done).unwrap();
+    let (store, _) = reopen(store, tmp.path(), &clock);
+    assert_eq!(store.interrupted(), [AgentId::new("agent_1")]);
+    assert_eq!(store.owed_wakes(), [AgentId::new("agent_2")]);
+    assert!(store.forget_thread(&a).unwrap().is_empty());
+    assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+    assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
+}
+
 /// Repeated, across restarts: the counter started past every id the
 /// directory named, so an id pruned from it was handed out again by the
 /// open after — a host's row kept from before (`agent_1-approval-1`, a

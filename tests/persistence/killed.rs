@@ -1,0 +1,93 @@
+//! A conversation's id on a store after its thread was killed or stopped
+//! through its cell: a thread of the id opens once the actor has stopped,
+//! whatever still holds its state.
+
+use std::time::Duration;
+
+use subagents::messages::ThreadId;
+use subagents::supervisor::{ThreadError, Threads};
+
+use super::*;
+
+fn quiet(store: &Arc<EnvelopeStore>) -> ThreadConfig {
+    ThreadConfig::new(DelegationBuilder::new(
+        ScriptedModel::new(vec![Reply::answer("ok")]).shared(),
+    ))
+    .store(store.clone())
+}
+
+/// A thread killed under a ractor host hands its state (and the id it
+/// held live on the store) to the host with its termination event, read
+/// once the host's handler returns: a host reopening the conversation in
+/// that handler — the usual restart — was refused `AlreadyOpen` for a
+/// dead thread, and after a `close` then a kill (signals are read first)
+/// waited on its own mailbox for ever. The id is free once the actor has
+/// stopped.
+#[tokio::test(start_paused = true)]
+async fn a_thread_killed_under_a_host_can_be_opened_again_in_the_same_handler() {
+    for close_first in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let host = common::host::Host::spawn().await;
+        let a = ThreadId::new("a");
+        let (thread, _events) = ThreadHandle::spawn(quiet(&store).id(a.clone()), Some(host.cell()))
+            .await
+            .unwrap();
+        let cell = host.cell();
+        let again = host
+            .run(async move {
+                if close_first {
+                    thread.close();
+                }
+                thread.actor().kill();
+                thread.actor().wait(None).await.unwrap();
+                let spawn = ThreadHandle::spawn(quiet(&store).id(a), Some(cell));
+                match tokio::time::timeout(Duration::from_secs(3600), spawn).await {
+                    Ok(Ok(_)) => "opened".to_owned(),
+                    Ok(Err(e)) => format!("refused: {e}"),
+                    Err(_) => "waited for ever".to_owned(),
+                }
+            })
+            .await;
+        assert_eq!(again, "opened", "close first: {close_first}");
+    }
+}
+
+/// A thread stopped through its cell (`actor().stop`, which its docs
+/// allow) was closing to its registry — whose own open waits — and open
+/// to the store: another registry's open was refused `AlreadyOpen` while
+/// it stopped. Both wait now.
+#[tokio::test(start_paused = true)]
+async fn a_thread_stopped_through_its_cell_is_waited_for_by_another_registry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Slow\nYou work.", "work").background()),
+        Reply::answer("Started."),
+    ])
+    .with_script("Slow", vec![Reply::new().hang()]);
+    let mut alice = Threads::new();
+    let mut bob = Threads::new();
+    let a = ThreadId::new("a");
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    let mut events = alice.open(a.clone(), config).await.unwrap();
+    let alices = alice.get(&a).unwrap().clone();
+    alices.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    alices.actor().stop(None);
+    while alices.actor().get_status() < ractor::ActorStatus::Stopping {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        alices.actor().get_status(),
+        ractor::ActorStatus::Stopping,
+        "the window: stopping, not yet stopped"
+    );
+    match bob.open(a.clone(), quiet(&store)).await {
+        Ok(_) => {}
+        Err(ThreadError::AlreadyOpen(_)) => panic!("refused while the thread stopped"),
+        Err(e) => panic!("{e}"),
+    }
+    assert_eq!(alices.actor().get_status(), ractor::ActorStatus::Stopped);
+    bob.delete(&a).await.unwrap();
+}
