@@ -150,9 +150,19 @@ async fn a_named_threads_write_leaves_an_earlier_childs_owner_as_it_was() {
 /// then stopped the child, and the stop's notice wrote the book's copy —
 /// owed again, on disk. The next process woke the parent about a child
 /// the host had stopped ("it can go on from its saved conversation"). An
-/// earlier session's wake is the store's to say.
+/// earlier session's wake is the store's to say. Without the stop, the
+/// close's own write is the one that must leave the earlier session's
+/// child alone (only this session's children are written at a close):
+/// nothing else guarded that rule — a stop's `cancelled`, and a resume's
+/// link, were kept by `save` and hid its removal.
 #[tokio::test]
 async fn a_stop_after_a_restart_wake_was_settled_owes_no_wake_again() {
+    for stop in [true, false] {
+        a_restart_wake_settled_then(stop).await;
+    }
+}
+
+async fn a_restart_wake_settled_then(stop: bool) {
     use subagents::actors::registry::ModelRegistry;
     let tmp = tempfile::tempdir().unwrap();
     let (live, killed) = (tmp.path().join("live"), tmp.path().join("killed"));
@@ -200,17 +210,23 @@ async fn a_stop_after_a_restart_wake_was_settled_owes_no_wake_again() {
     thread.sync().await.unwrap();
     thread.flush_persistence().await.unwrap();
     assert!(!store.get(&AgentId::new("agent_1")).unwrap().wake_owed);
-    let stopped = thread.stop_child(&AgentId::new("agent_1")).await.unwrap();
-    assert_eq!(stopped, SubAgentStatus::Interrupted);
-    thread.flush_persistence().await.unwrap();
-    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
-    assert!(agent_1.cancelled && !agent_1.wake_owed, "{agent_1:?}");
+    if stop {
+        let stopped = thread.stop_child(&AgentId::new("agent_1")).await.unwrap();
+        assert_eq!(stopped, SubAgentStatus::Interrupted);
+        thread.flush_persistence().await.unwrap();
+        let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+        assert!(agent_1.cancelled && !agent_1.wake_owed, "{agent_1:?}");
+    }
     thread.close_and_wait().await;
     drop((thread, store));
 
     // A third process owes the parent nothing.
     let store = open(&killed);
-    assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+    assert!(
+        store.interrupted().is_empty(),
+        "stop: {stop}: {:?}",
+        store.interrupted()
+    );
     assert!(store.owed_wakes().is_empty());
 }
 

@@ -13,6 +13,13 @@ use subagents::supervisor::store::EnvelopeStore;
 /// running (so leaving it waits for that child to stop); `b`'s stream and
 /// its log so far.
 pub(super) async fn two_threads() -> (Threads, ThreadId, ThreadId, EventStream, Vec<AgentEvent>) {
+    two_threads_with(background_workers(&[100])).await
+}
+
+/// The same, `b`'s model `model_b` (its first turn starts the child).
+async fn two_threads_with(
+    model_b: ScriptedModel,
+) -> (Threads, ThreadId, ThreadId, EventStream, Vec<AgentEvent>) {
     let mut threads = Threads::new();
     let a = ThreadId::new("a");
     let b = ThreadId::new("b");
@@ -26,8 +33,7 @@ pub(super) async fn two_threads() -> (Threads, ThreadId, ThreadId, EventStream, 
     let mut events_b = threads
         .open(
             b.clone(),
-            DelegationBuilder::new(background_workers(&[100]).shared())
-                .tools(ToolRegistry::new().with(Sleep)),
+            DelegationBuilder::new(model_b.shared()).tools(ToolRegistry::new().with(Sleep)),
         )
         .await
         .unwrap();
@@ -65,10 +71,23 @@ async fn a_switch_given_up_half_way_leaves_the_thread_on_screen() {
 /// handle) while the thread on screen was being left. The switch failed
 /// `Closed` after leaving: nothing was on screen, the thread left was off
 /// screen (its later wakes dropped) while the host's view still showed
-/// it. The one left comes back on screen.
+/// it. The one left comes back on screen — in the registry and to the
+/// thread itself: a child b starts afterwards wakes it (the test read the
+/// registry alone, and b's model started nothing after the switch, so
+/// b's own `on_screen(true)` could go unnoticed).
 #[tokio::test(start_paused = true)]
 async fn a_target_closed_while_the_current_is_left_puts_it_back_on_screen() {
-    let (mut threads, a, b, mut events_b, _) = two_threads().await;
+    let model_b = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker 1", 100, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+        Reply::new().use_agent(&work_call("Worker 2", 5, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker 1\n", worker(100))
+    .with_script("Worker 2\n", worker(5));
+    let (mut threads, a, b, mut events_b, _) = two_threads_with(model_b).await;
     let target = threads.get(&a).unwrap().clone();
     // Runs at the switch's first wait, after its check of the target.
     let closer = tokio::spawn(async move { target.close() });
@@ -77,8 +96,12 @@ async fn a_target_closed_while_the_current_is_left_puts_it_back_on_screen() {
     assert_eq!(threads.on_screen(), Some(&b));
     // Back on screen: b's wakes are delivered, not dropped.
     let mut log = Vec::new();
-    threads.get(&b).unwrap().send_user("again").unwrap();
+    let b_handle = threads.get(&b).unwrap().clone();
+    b_handle.send_user("again").unwrap();
     until_result(&mut events_b, &mut log).await;
+    b_handle.send_user("one more worker").unwrap();
+    run_for(&mut events_b, &mut log, 60).await;
+    assert_eq!(wakes(&log), ["agent_2"], "b's later child woke it");
     threads.delete(&b).await.unwrap();
 }
 

@@ -182,3 +182,27 @@ pub struct LoadReport {
     /// child-number order.
     pub interrupted: Vec<AgentId>,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::path::PathBuf;
+
+    use super::StoreError;
+
+    /// A full disk and an exceeded quota read as full, another error not:
+    /// asserted only behind a root-only tmpfs mount before, and the quota
+    /// nowhere.
+    #[test]
+    fn a_full_disk_and_an_exceeded_quota_are_disk_full() {
+        let write = |errno| StoreError::Write {
+            path: PathBuf::from("/d/agent_1.json"),
+            source: io::Error::from_raw_os_error(errno),
+        };
+        // ENOSPC, EDQUOT (Linux), ENOENT.
+        assert!(write(28).is_disk_full());
+        #[cfg(target_os = "linux")]
+        assert!(write(122).is_disk_full());
+        assert!(!write(2).is_disk_full());
+    }
+}
