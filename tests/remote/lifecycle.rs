@@ -444,21 +444,44 @@ async fn a_silent_run_on_a_reachable_node_ends_past_its_wall_clock() {
 /// asked for: the child ended `stopped`, which wakes nobody ("stopped on
 /// purpose"), and the parent's model, told its result would come as a
 /// message, never heard of the work again — where the same node's crash
-/// fails the child with one wake. It fails, saying its node stopped it.
+/// fails the child with one wake. It fails, saying its node stopped it —
+/// also when a stop from here comes between its `Result` (shown
+/// `failed`) and its node's `Ended`: the end read the stop and said
+/// `stopped`, no wake, while the stream had said `failed`.
 #[tokio::test(start_paused = true)]
 async fn a_run_its_node_stops_on_its_own_fails_with_one_wake() {
-    let (thread, mut events, mut log, node) = in_its_tool_on_b().await;
-    node.runner.stop_all();
-    until(&mut events, &mut log, is_wake).await;
-    until_result(&mut events, &mut log).await;
-    run_for(&mut events, &mut log, 3600).await;
-    check_log(&log, true);
-    assert_eq!(log.iter().filter(|e| is_wake(e)).count(), 1);
-    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
-    assert_eq!(envelope.status, SubAgentStatus::Failed);
-    let error = envelope.error.unwrap_or_default();
-    assert!(error.contains("node `b` stopped the run"), "{error}");
-    thread.close_and_wait().await;
+    for stop_after_its_result in [false, true] {
+        let (thread, mut events, mut log, node) = in_its_tool_on_b().await;
+        let agent_1 = AgentId::new("agent_1");
+        node.slow_ended
+            .store(stop_after_its_result, Ordering::SeqCst);
+        node.runner.stop_all();
+        if stop_after_its_result {
+            until(&mut events, &mut log, |e| {
+                matches!(e, AgentEvent::Child(id, event)
+                    if id.as_str() == "agent_1" && matches!(**event, AgentEvent::Result(_)))
+            })
+            .await;
+            let stopped = thread.stop_child(&agent_1);
+            run_for(&mut events, &mut log, 60).await;
+            assert_eq!(stopped.await, Ok(SubAgentStatus::Failed));
+        } else {
+            until(&mut events, &mut log, is_wake).await;
+            until_result(&mut events, &mut log).await;
+        }
+        run_for(&mut events, &mut log, 3600).await;
+        check_log(&log, true);
+        let what = format!("a stop after its result: {stop_after_its_result}");
+        assert_eq!(log.iter().filter(|e| is_wake(e)).count(), 1, "{what}");
+        let envelope = thread.hub().status(&agent_1).unwrap();
+        assert_eq!(envelope.status, SubAgentStatus::Failed, "{what}");
+        let error = envelope.error.unwrap_or_default();
+        assert!(
+            error.contains("node `b` stopped the run"),
+            "{what}: {error}"
+        );
+        thread.close_and_wait().await;
+    }
 }
 
 /// A background child in its 600 s sleep on node `b`: the thread, its

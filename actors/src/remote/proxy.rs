@@ -143,6 +143,10 @@ struct RemoteRun {
     /// A stop was sent: the node cuts the turn before any answer sent
     /// after it, so such an answer is `Ended`, as a local agent's.
     stopping: bool,
+    /// Its node stopped it unasked, and its `Result` said so (`failed`):
+    /// a stop from here read after it changes nothing (it ended
+    /// `stopped`, no wake, while the stream said `failed`).
+    stopped_by_its_node: bool,
     /// The missing report whose grace runs ([`ProxyState::gap_overdue`]).
     watching: Option<u64>,
     /// Its bound's timer, aborted with the run.
@@ -249,6 +253,7 @@ impl ProxyState {
             silenced: Vec::new(),
             verdicts: Verdicts::default(),
             stopping: false,
+            stopped_by_its_node: false,
             watching: None,
             _overdue: overdue,
         });
@@ -315,7 +320,7 @@ impl ProxyState {
             return;
         };
         if let AgentEvent::Result(result) = &mut event {
-            ends::unasked_stop(self.link.node(), run.stopping, result);
+            run.stopped_by_its_node = ends::unasked_stop(self.link.node(), run.stopping, result);
         }
         match &event {
             AgentEvent::ApprovalRequested(request) => {
@@ -412,7 +417,8 @@ impl ProxyState {
         let Some(mut run) = self.run.take() else {
             return;
         };
-        ends::unasked_stop(self.link.node(), run.stopping, &mut result);
+        let asked = run.stopping && !run.stopped_by_its_node;
+        ends::unasked_stop(self.link.node(), asked, &mut result);
         // Answers whose node's word never came were not taken (`Ended`,
         // as the run's end tells them): not a first answer a later one
         // is refused with.

@@ -96,13 +96,16 @@ impl ProxyState {
 /// its parent as its node's crash does — `stopped`, it woke nobody ("on
 /// purpose"), and the parent's model never heard of the work again. A
 /// stop this side asked for (a host's, an interrupt, a cascade) stays
-/// `stopped`. Applied to its `Result` event and to its end alike.
-pub(super) fn unasked_stop(node: &str, stopping: bool, result: &mut AgentResult) {
+/// `stopped`. Applied to its `Result` event and to its end alike; true
+/// when it said `failed`.
+pub(super) fn unasked_stop(node: &str, stopping: bool, result: &mut AgentResult) -> bool {
     if !stopping && matches!(result.outcome, Outcome::Stopped) {
         result.outcome = Outcome::Failed(format!(
             "node `{node}` stopped the run (its host went away)"
         ));
+        return true;
     }
+    false
 }
 
 /// Emits the events that close a turn here (its open calls and approval
