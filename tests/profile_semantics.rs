@@ -612,33 +612,40 @@ async fn a_delegation_tool_in_a_profiles_own_list_is_decided_by_depth() {
 /// call leaves it out.
 #[tokio::test(start_paused = true)]
 async fn a_call_echoing_a_profiles_delegation_tool_is_not_refused() {
-    let coordinator = claude_profile(
-        "/agents/coordinator.md",
-        "---\nname: coordinator\ndescription: Coordinates.\ntools: calculator, use_agent\n---\nYou coordinate.",
-    );
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run_named("coordinator", "coordinate")
-                .tools(["calculator", "use_agent"]),
-        ),
-        Reply::answer("Done."),
-    ])
-    .with_script("You coordinate.", vec![Reply::answer("coordinated")]);
-    let (spy, seen) = spy("spy", model);
-    let (parent, mut events) = DelegationBuilder::new(spy)
-        .tools(ToolRegistry::new().with(Calculator).with(Sleep))
-        .profiles(ProfileSet::from_profiles([coordinator]))
-        .max_depth(2)
-        .spawn()
-        .await
-        .unwrap();
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    let results = results_of(&log, "use_agent");
-    assert!(!results[0].1, "refused: {}", results[0].0);
-    let mut tools = tools_seen(&seen, "You coordinate.");
-    tools.sort();
-    assert_eq!(tools, ["calculator", "use_agent"]);
-    parent.shutdown_and_wait().await;
+    // Also a front-end this parent does not offer (`delegate_task` where
+    // only `use_agent` is): left out of the profile's list, it stayed in
+    // the call's and was refused as "not one of your tools".
+    for front_end in ["use_agent", "delegate_task"] {
+        let coordinator = claude_profile(
+            "/agents/coordinator.md",
+            &format!(
+                "---\nname: coordinator\ndescription: Coordinates.\ntools: calculator, {front_end}\n---\nYou coordinate."
+            ),
+        );
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run_named("coordinator", "coordinate")
+                    .tools(["calculator", front_end]),
+            ),
+            Reply::answer("Done."),
+        ])
+        .with_script("You coordinate.", vec![Reply::answer("coordinated")]);
+        let (spy, seen) = spy("spy", model);
+        let (parent, mut events) = DelegationBuilder::new(spy)
+            .tools(ToolRegistry::new().with(Calculator).with(Sleep))
+            .profiles(ProfileSet::from_profiles([coordinator]))
+            .max_depth(2)
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        let results = results_of(&log, "use_agent");
+        assert!(!results[0].1, "{front_end}: refused: {}", results[0].0);
+        let mut tools = tools_seen(&seen, "You coordinate.");
+        tools.sort();
+        assert_eq!(tools, ["calculator", "use_agent"], "{front_end}");
+        parent.shutdown_and_wait().await;
+    }
 }

@@ -92,8 +92,13 @@ async fn a_queued_synchronous_childs_cap_counts_from_its_request() {
 /// The answer that holds the one slot with a 250 s background `Blocker`
 /// and asks `delegate_task` for a `Worker` that hangs (it queues).
 fn blocked_then_queued() -> Reply {
+    blocked_for_then_queued(250)
+}
+
+/// The same, the blocker working `secs`.
+fn blocked_for_then_queued(secs: u64) -> Reply {
     Reply::new()
-        .use_agent(&common::work_call("Blocker", 250, false))
+        .use_agent(&common::work_call("Blocker", secs, false))
         .tool_call(
             "delegate_task",
             r#"{"task":"x","system_prompt":"Worker\nw"}"#,
@@ -106,8 +111,17 @@ async fn one_slot(
     model: ScriptedModel,
     max_depth: u32,
 ) -> (subagents::actors::DelegatingAgent, EventStream) {
+    one_slot_blocked_for(model, max_depth, 250).await
+}
+
+/// The same, the blocker working `blocker_secs`.
+async fn one_slot_blocked_for(
+    model: ScriptedModel,
+    max_depth: u32,
+    blocker_secs: u64,
+) -> (subagents::actors::DelegatingAgent, EventStream) {
     let model = model
-        .with_script("Blocker\n", common::worker(250))
+        .with_script("Blocker\n", common::worker(blocker_secs))
         .with_script("Worker", vec![Reply::new().hang()]);
     DelegationBuilder::new(model.shared())
         .tools(ToolRegistry::new().with(subagents_demo::Sleep))
@@ -213,6 +227,64 @@ async fn a_grandchild_still_queued_at_its_cap_is_dropped_in_time() {
         "{said:?}"
     );
     parent.shutdown_and_wait().await;
+}
+
+/// Same instant (a guard; review of the previous session's diff): the
+/// blocker's slot frees in the tick the requester's cap runs out (it
+/// works 90 s, the cap is nine tenths of 100 s; one level down 81 s of
+/// 90). Admitted there, the queued child would start on a spent cap — a
+/// 0 s wall clock, its requester's model reading "stopped by the
+/// wall-clock limit (0 s)" as its answer. On one thread the requester's
+/// detach reaches the hub first (its path is shorter than a finish's),
+/// so the call reads that the child has not started; the other order
+/// (two workers) was not reached.
+#[tokio::test(start_paused = true)]
+async fn a_slot_freed_in_the_tick_the_cap_runs_out_reads_not_started() {
+    for (max_depth, lead) in [(1, false), (2, true)] {
+        let first = if lead {
+            Reply::new().tool_call(
+                "delegate_task",
+                r#"{"task":"lead","system_prompt":"Lead\nYou lead."}"#,
+            )
+        } else {
+            blocked_for_then_queued(90)
+        };
+        let model = ScriptedModel::new(vec![first, Reply::answer("the parent read it")])
+            .with_script(
+                "Lead\n",
+                vec![
+                    blocked_for_then_queued(81),
+                    Reply::answer("the lead read it"),
+                ],
+            );
+        let (parent, mut events) =
+            one_slot_blocked_for(model, max_depth, if lead { 81 } else { 90 }).await;
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        common::until_result(&mut events, &mut log).await;
+        let said: Vec<String> = log
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::ToolResult(r) if r.name == "delegate_task" => Some(r.output.clone()),
+                AgentEvent::Child(_, inner) => match &**inner {
+                    AgentEvent::ToolResult(r) if r.name == "delegate_task" => {
+                        Some(r.output.clone())
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        assert!(
+            said.iter().all(|s| !s.contains("(0 s)")),
+            "lead: {lead}: {said:#?}"
+        );
+        assert!(
+            said.iter().any(|s| s.contains("has not started")),
+            "lead: {lead}: {said:#?}"
+        );
+        parent.shutdown_and_wait().await;
+    }
 }
 
 /// A child's token budget fits inside what its parent has left.

@@ -221,7 +221,9 @@ pub(super) fn not_started(id: &AgentId, cap: std::time::Duration, goes_on: bool)
     format!(
         "the sub-agent `{id}` has not started: it waited {} s for a free slot, all the time \
          it could have had before your own runs out; {then}",
-        cap.as_secs()
+        // In milliseconds, as `elapsed_s`: whole seconds read "0 s" for a
+        // requester with a second left.
+        (cap.as_millis() as f64) / 1000.0
     )
 }
 
@@ -280,5 +282,16 @@ mod tests {
             serde_json::from_str(&range_json(&envelope, 0, 4, envelope.error.clone())).unwrap();
         assert_eq!(out["result"], "half");
         assert_eq!(out["error"], "the model could not be called: refused");
+    }
+
+    /// The wait a queued child's call names is what it was: a cap under a
+    /// second read "it waited 0 s".
+    #[test]
+    fn a_wait_under_a_second_is_not_0_s() {
+        let id = AgentId::new("agent_1");
+        let said = not_started(&id, std::time::Duration::from_millis(900), false);
+        assert!(said.contains("waited 0.9 s"), "{said}");
+        let said = not_started(&id, std::time::Duration::from_secs(90), true);
+        assert!(said.contains("waited 90 s"), "{said}");
     }
 }

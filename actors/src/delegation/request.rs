@@ -136,6 +136,15 @@ impl Delegator {
                     shown(tool)
                 )));
             }
+            // One the profile lists that this parent does not offer (nor
+            // has as a host tool): left out, as from the profile's list
+            // above — kept, it was "not one of your tools".
+            let mut asked = asked;
+            asked.retain(|t| {
+                !(its_own(t)
+                    && !self.is_delegation(t)
+                    && !call.available_tools.iter().any(|a| a == t))
+            });
             tools = Some(asked);
         }
         // An empty string says nothing (a model that fills every field
