@@ -323,6 +323,14 @@ impl NodeLink for ClusterLink {
             .cast(HostMsg::Request(bytes))
             .map_err(|_| "its host is gone".to_owned())
     }
+
+    /// Its route goes: a run that ended here without its last report (a
+    /// gap past its grace, a start that never arrived) kept it — and the
+    /// numbers ahead of the gap, and the dead child's reports port — until
+    /// the node was lost.
+    fn forget(&self, key: u64) {
+        self.inner.routes.lock().remove(&key);
+    }
 }
 
 /// The inbox actor: where other nodes' hosts send the reports of the runs

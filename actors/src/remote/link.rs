@@ -47,6 +47,17 @@ pub trait NodeLink: Send + Sync + 'static {
     /// Carries `request` to run `key` ([`RunSpec::key`]). `Err`: it could
     /// not be sent (the node is gone).
     fn request(&self, key: u64, request: RunRequest) -> Result<(), String>;
+
+    /// Run `key` has ended here: nothing the node still reports about it
+    /// is read. A transport that keeps state per run (a route, a reorder
+    /// buffer) lets go of it — the run may have ended without its node's
+    /// last report (a gap or a silence past its grace, a start that never
+    /// arrived), and that state was held until the node was lost, for a
+    /// healthy node never. Called once as each run ends here, after any
+    /// stop it sent; by default, nothing.
+    fn forget(&self, key: u64) {
+        let _ = key;
+    }
 }
 
 /// Where a transport hands what a node reports about one run: to the
@@ -121,5 +132,12 @@ impl NodeLink for Guarded {
 
     fn request(&self, key: u64, request: RunRequest) -> Result<(), String> {
         self.call("a request was sent", || self.0.request(key, request))
+    }
+
+    fn forget(&self, key: u64) {
+        let _ = self.call("a run was forgotten", || {
+            self.0.forget(key);
+            Ok(())
+        });
     }
 }

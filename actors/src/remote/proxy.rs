@@ -417,6 +417,7 @@ impl ProxyState {
         let Some(mut run) = self.run.take() else {
             return;
         };
+        self.link.forget(run.key);
         let asked = run.stopping && !run.stopped_by_its_node;
         ends::unasked_stop(self.link.node(), asked, &mut result);
         // Answers whose node's word never came were not taken (`Ended`,

@@ -37,6 +37,11 @@ impl NodeLink for NodeB {
     fn request(&self, _: u64, _: RunRequest) -> Result<(), String> {
         Ok(())
     }
+
+    /// As `ClusterLink::forget`.
+    fn forget(&self, key: u64) {
+        self.routes.lock().remove(&key);
+    }
 }
 
 /// Stopped midway, across nodes: a node that sends its run's last
@@ -479,6 +484,38 @@ async fn a_report_past_the_last_fills_no_gap() {
     assert_eq!(ended, Ok(SubAgentStatus::Failed), "{envelope:?}");
     let error = envelope.error.unwrap_or_default();
     assert!(error.contains("could not be sent"), "{error}");
+    assert!(routes.lock().is_empty(), "the route is held");
+    thread.close_and_wait().await;
+    inbox.stop(None);
+}
+
+/// Held at rest, across nodes (review: a remote child stopped midway): a
+/// run the proxy ended here without its node's last report — a report
+/// lost, the gap's grace run out — kept its route (the numbers ahead of
+/// the gap, the dead child's reports port) until the node was lost, for
+/// a healthy node never. The proxy forgets the run as it ends.
+#[tokio::test(start_paused = true)]
+async fn a_run_ended_here_at_a_gap_lets_go_of_its_route() {
+    let (inbox, routes, thread, mut events, key) = a_child_on_b("a-gap", "b-gap").await;
+    let result = answered("the answer");
+    let reports = [
+        (0, ReportBody::Event(AgentEvent::Text("one".into()))),
+        (
+            2,
+            ReportBody::Ended {
+                result,
+                conversation: Vec::new(),
+            },
+        ),
+    ];
+    for (seq, body) in reports {
+        let report = RunReport { key, seq, body };
+        inbox.cast(encode_report(&report, TOKEN).unwrap()).unwrap();
+    }
+    let agent_1 = AgentId::new("agent_1");
+    let ended = terminal_status(&mut events, &agent_1, 3600).await;
+    assert_eq!(ended, Ok(SubAgentStatus::Failed));
+    thread.sync().await.unwrap();
     assert!(routes.lock().is_empty(), "the route is held");
     thread.close_and_wait().await;
     inbox.stop(None);
