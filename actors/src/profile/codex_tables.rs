@@ -8,9 +8,12 @@
 //!   table that defines or configures a server (`command`, `url`, …) adds
 //!   what this runtime does not run: not applied.
 //! - `[agents]`: `max_depth` 1 or less (a role always runs as a sub-agent,
-//!   at depth 1 or deeper) lets it start no sub-agents: delegation is
-//!   denied; a larger one, and `[agents]`'s other keys, are Codex's own
-//!   (the host's `max_depth` governs): not applied.
+//!   at depth 1 or deeper) or `enabled = false` lets it start no
+//!   sub-agents: delegation is denied; a larger depth, and `[agents]`'s
+//!   other keys, are Codex's own (the host's `max_depth` governs): not
+//!   applied.
+//! - `[features]`: a feature that is one tool, switched off (a boolean, or
+//!   a table's `enabled`), denies that tool.
 
 use std::collections::BTreeMap;
 
@@ -74,27 +77,73 @@ pub(super) fn mcp_servers<E: de::Error>(
     Ok(())
 }
 
-/// Reads `[agents]`: see the module docs.
-pub(super) fn agents<E: de::Error>(
-    table: BTreeMap<String, Value>,
-    fm: &mut Frontmatter,
-) -> Result<(), E> {
-    for (key, value) in table {
-        if key != "max_depth" {
-            fm.not_applied.push(format!("agents.{key}"));
-            continue;
+/// Reads `[agents]`: see the module docs. Its `enabled = false` (the
+/// sub-agent tools off) denies delegation too. Written as a list (another
+/// tool's key of that name: the agents it may start), an empty one
+/// starts none — denied; one naming agents is not applied.
+pub(super) fn agents<E: de::Error>(table: Option<Value>, fm: &mut Frontmatter) -> Result<(), E> {
+    let table = match table {
+        Some(Value::Object(table)) => table,
+        Some(Value::Array(names)) if names.is_empty() => {
+            deny(fm, "use_agent".to_owned());
+            return Ok(());
         }
-        match value.as_u64() {
-            Some(0 | 1) => deny(fm, "use_agent".to_owned()),
-            Some(_) => fm.not_applied.push("agents.max_depth".to_owned()),
-            None => {
-                return Err(E::custom(format!(
-                    "`agents.max_depth` must be a whole number, not {value}"
-                )));
-            }
+        None => return Ok(()),
+        Some(_) => {
+            fm.not_applied.push("agents".to_owned());
+            return Ok(());
+        }
+    };
+    for (key, value) in table {
+        let off = match (key.as_str(), &value) {
+            ("enabled", Value::Bool(false)) => true,
+            ("max_depth", depth) => match depth.as_u64() {
+                Some(depth) => depth <= 1,
+                None => {
+                    return Err(E::custom(format!(
+                        "`agents.max_depth` must be a whole number, not {depth}"
+                    )));
+                }
+            },
+            _ => false,
+        };
+        if off {
+            deny(fm, "use_agent".to_owned());
+        } else {
+            fm.not_applied.push(format!("agents.{key}"));
         }
     }
     Ok(())
+}
+
+/// Reads `[features]`: one that is a tool switched off (`shell_tool =
+/// false`, or as a table, `[features.shell_tool] enabled = false`) denies
+/// it, as a `[tools]` switch turned off does; any other is Codex's own,
+/// not applied.
+pub(super) fn features(features: BTreeMap<String, Value>, fm: &mut Frontmatter) {
+    for (name, value) in features {
+        let off = match &value {
+            Value::Bool(on) => !on,
+            Value::Object(table) => table.get("enabled") == Some(&Value::Bool(false)),
+            _ => false,
+        };
+        match feature_tool(&name) {
+            Some(tool) if off => deny(fm, tool.to_owned()),
+            _ => fm.not_applied.push(format!("features.{name}")),
+        }
+    }
+}
+
+/// The tool a Codex feature switches on or off, for those that are one
+/// tool (`shell_tool`: Codex's `shell`).
+fn feature_tool(feature: &str) -> Option<&'static str> {
+    match feature {
+        "shell_tool" => Some("shell"),
+        // Its sub-agents: off, it starts none (denied, whatever the depth).
+        // (`collab`: the name it had before `multi_agent`.)
+        "multi_agent" | "multi_agent_v2" | "collab" => Some("use_agent"),
+        _ => None,
+    }
 }
 
 /// Denies `tool` (as a `[tools]` switch turned off does).

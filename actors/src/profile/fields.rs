@@ -261,29 +261,17 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 // a tool off (`shell_tool = false`: no shell), which
                 // narrows — denied, as a `[tools]` switch turned off is.
                 // Any other feature is Codex's own: not applied.
-                "features" => {
-                    let features = map
-                        .next_value::<Option<std::collections::BTreeMap<String, serde_json::Value>>>()?
-                        .unwrap_or_default();
-                    for (name, value) in features {
-                        match (feature_tool(&name), value) {
-                            (Some(tool), serde_json::Value::Bool(false)) => {
-                                fm.tool_switches.push((tool.to_owned(), false));
-                            }
-                            _ => fm.not_applied.push(format!("features.{name}")),
-                        }
-                    }
-                }
+                "features" => super::codex_tables::features(
+                    map.next_value::<Option<_>>()?.unwrap_or_default(),
+                    &mut fm,
+                ),
                 // A Codex role's MCP servers and sub-agents: what narrows
                 // is denied (see `codex_tables`).
                 "mcp_servers" => super::codex_tables::mcp_servers(
                     map.next_value::<Option<_>>()?.unwrap_or_default(),
                     &mut fm,
                 )?,
-                "agents" => super::codex_tables::agents(
-                    map.next_value::<Option<_>>()?.unwrap_or_default(),
-                    &mut fm,
-                )?,
+                "agents" => super::codex_tables::agents(map.next_value()?, &mut fm)?,
                 // Claude Code hooks: one that can block a tool call is a
                 // restriction (refused); the others are only not applied.
                 "hooks" => {
@@ -386,18 +374,6 @@ fn in_range<E: de::Error>(
 /// runtime cannot enforce, or an unknown mode that may be one).
 pub(super) fn is_refusal(message: &str) -> bool {
     message.contains(CANNOT_ENFORCE) || message.contains(MAY_BE_A_RESTRICTION)
-}
-
-/// The tool a Codex feature switches on or off, for those that are one
-/// tool (`shell_tool`: Codex's `shell`).
-fn feature_tool(feature: &str) -> Option<&'static str> {
-    match feature {
-        "shell_tool" => Some("shell"),
-        // Its sub-agents: off, it starts none (denied, whatever the depth).
-        // (`collab`: the name it had before `multi_agent`.)
-        "multi_agent" | "multi_agent_v2" | "collab" => Some("use_agent"),
-        _ => None,
-    }
 }
 
 /// Claude Code hook events that can block a tool call (a `PreToolUse`

@@ -188,7 +188,7 @@ fn inherit_in_any_case_is_the_parents_model() {
 #[test]
 fn a_codex_roles_mcp_servers_and_agents_narrow_what_they_say() {
     let role = |table: &str| codex_role(&format!("developer_instructions = \"x\"\n{table}"));
-    let cases: [(&str, &[&str], &[&str]); 7] = [
+    let cases: [(&str, &[&str], &[&str]); 10] = [
         (
             "[mcp_servers.github]\nenabled = false",
             &["mcp__github"],
@@ -208,6 +208,19 @@ fn a_codex_roles_mcp_servers_and_agents_narrow_what_they_say() {
             &["agents.max_depth", "agents.max_threads"],
         ),
         ("[features]\ncollab = false", &["use_agent"], &[]),
+        // Review of this session's own diff: the sub-agent tools switched
+        // off as a whole, and a feature written as a table.
+        ("[agents]\nenabled = false", &["use_agent"], &[]),
+        (
+            "[features.multi_agent_v2]\nenabled = false\nmax_threads = 2",
+            &["use_agent"],
+            &[],
+        ),
+        (
+            "[features.shell_tool]\nenabled = true",
+            &[],
+            &["features.shell_tool"],
+        ),
     ];
     for (table, denied, not_applied) in cases {
         let (profile, warnings) = role(table).unwrap_or_else(|e| panic!("{table}: {e}"));
@@ -243,4 +256,28 @@ fn a_codex_roles_mcp_servers_and_agents_narrow_what_they_say() {
         let e = role(table).unwrap_err();
         assert!(e.to_string().contains(names), "{table}: {e}");
     }
+}
+
+/// `agents:` as a list in a Markdown file (another tool's key: the agents
+/// it may start) failed the whole file as "expected a map" once `agents`
+/// was read as Codex's table. An empty list starts none — delegation
+/// denied; one naming agents loads, not applied.
+#[test]
+fn agents_as_a_list_in_a_markdown_file_loads() {
+    let parse = |agents: &str| {
+        Profile::parse(
+            Path::new("/a/worker.md"),
+            &format!("---\nname: worker\nagents: {agents}\n---\nYou work."),
+        )
+    };
+    let (none, _) = parse("[]").unwrap();
+    assert_eq!(none.disallowed_tools, ["use_agent"]);
+    let (named, warnings) = parse("[reviewer]").unwrap();
+    assert!(named.disallowed_tools.is_empty());
+    assert!(
+        warnings
+            .iter()
+            .any(|w| matches!(w, ProfileWarning::NotApplied { key, .. } if key == "agents")),
+        "{warnings:?}"
+    );
 }

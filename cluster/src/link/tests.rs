@@ -520,3 +520,28 @@ async fn a_run_ended_here_at_a_gap_lets_go_of_its_route() {
     thread.close_and_wait().await;
     inbox.stop(None);
 }
+
+/// The same for a proxy killed at the gap (its hub killed: no grace runs
+/// out, its drop ends the run): the route stayed (review of this
+/// session's own diff).
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_proxy_is_killed_at_a_gap_lets_go_of_its_route() {
+    let (inbox, routes, thread, _events, key) = a_child_on_b("a-kill", "b-kill").await;
+    let report = RunReport {
+        key,
+        seq: 2,
+        body: ReportBody::Ended {
+            result: answered("the answer"),
+            conversation: Vec::new(),
+        },
+    };
+    inbox.cast(encode_report(&report, TOKEN).unwrap()).unwrap();
+    thread.sync().await.unwrap();
+    assert!(!routes.lock().is_empty(), "routed, behind its gap");
+    thread.hub().actor().kill();
+    thread.hub().actor().wait(None).await.unwrap();
+    thread.sync().await.unwrap();
+    assert!(routes.lock().is_empty(), "the route is held");
+    thread.close_and_wait().await;
+    inbox.stop(None);
+}

@@ -38,10 +38,12 @@ pub enum StoreError {
         source: serde_json::Error,
     },
     /// [`EnvelopeStore::forget_thread`](crate::store::EnvelopeStore::forget_thread)
-    /// of a conversation open on the store: close it (or delete it through
-    /// its registry, [`Threads::delete`](crate::Threads::delete)) first.
+    /// of a conversation open on the store, or closing: close it and wait
+    /// (or delete it through its registry,
+    /// [`Threads::delete`](crate::Threads::delete)) first.
     #[error(
-        "conversation `{thread}` is open on the store in {path}: close it before forgetting it"
+        "conversation `{thread}` is open on the store in {path} (or still closing): close it \
+         and wait for it to have closed (`close_and_wait`) before forgetting it"
     )]
     ThreadOpen {
         /// The store's directory.

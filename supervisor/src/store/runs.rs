@@ -352,7 +352,7 @@ impl EnvelopeStore {
     /// number); kept until a thread takes them
     /// ([`EnvelopeStore::take_owed_wakes`]).
     pub(super) fn find_owed_wakes(&self) {
-        let mut owed: Vec<(u64, usize, AgentId)> = self
+        let mut owed: Vec<(u64, AgentId)> = self
             .map
             .iter()
             .map(|e| e.value().clone())
@@ -360,11 +360,14 @@ impl EnvelopeStore {
                 matches!(e.status, SubAgentStatus::Done | SubAgentStatus::Failed)
                     && wake_still_owed(e)
             })
-            .map(|e| (e.finished_at_ms.unwrap_or(0), e.id.as_str().len(), e.id))
+            .map(|e| (e.finished_at_ms.unwrap_or(0), e.id))
             .collect();
-        owed.sort_unstable();
+        owed.sort_unstable_by(|(a_at, a), (b_at, b)| {
+            a_at.cmp(b_at)
+                .then_with(|| child_order(a).cmp(&child_order(b)))
+        });
         *self.owed.lock().unwrap_or_else(PoisonError::into_inner) =
-            owed.into_iter().map(|(_, _, id)| id).collect();
+            owed.into_iter().map(|(_, id)| id).collect();
     }
 
     /// The wakes the last process owed and never delivered that no thread
@@ -398,11 +401,11 @@ impl EnvelopeStore {
         let mut list = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
         if !list.contains(id) && self.map.contains_key(id) {
             list.push(id.clone());
-            let finished = |id: &AgentId| {
-                let at = self.get(id).and_then(|e| e.finished_at_ms).unwrap_or(0);
-                (at, id.as_str().len(), id.clone())
-            };
-            list.sort_by_cached_key(finished);
+            let finished = |id: &AgentId| self.get(id).and_then(|e| e.finished_at_ms).unwrap_or(0);
+            list.sort_by_cached_key(|id| {
+                let (unnumbered, number, _) = child_order(id);
+                (finished(id), unnumbered, number, id.clone())
+            });
         }
     }
 

@@ -133,7 +133,15 @@ fn owed_wakes_come_in_the_order_the_children_finished() {
     let tmp = tempfile::tempdir().unwrap();
     {
         let store = open(tmp.path(), &clock(T0));
-        for (id, finished) in [("agent_1", 300), ("agent_10", 100), ("agent_2", 100)] {
+        // (`agent_012`, no hub's number, after the numbered ones in a tie,
+        // as every list of the store has it.)
+        for (id, finished) in [
+            ("agent_1", 300),
+            ("agent_012", 100),
+            ("agent_100", 100),
+            ("agent_10", 100),
+            ("agent_2", 100),
+        ] {
             let mut owed = envelope(id, T0, Some(T0 + finished));
             owed.background = true;
             owed.wake_owed = true;
@@ -142,5 +150,8 @@ fn owed_wakes_come_in_the_order_the_children_finished() {
     }
     let store = open(tmp.path(), &clock(T0 + 1_000));
     let owed: Vec<String> = store.owed_wakes().iter().map(|id| id.to_string()).collect();
-    assert_eq!(owed, ["agent_2", "agent_10", "agent_1"]);
+    assert_eq!(
+        owed,
+        ["agent_2", "agent_10", "agent_100", "agent_012", "agent_1"]
+    );
 }

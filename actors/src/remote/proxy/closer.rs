@@ -87,5 +87,8 @@ impl Drop for ProxyState {
             hook();
         }
         run.closer.close_killed();
+        // After its stop: the transport's state for the run goes (a route
+        // held behind a gap stayed until the node was lost).
+        self.link.forget(run.key);
     }
 }
