@@ -326,14 +326,30 @@ impl ToolRegistry {
 
     /// The registry without the tool of this name.
     pub fn without(&self, name: &str) -> ToolRegistry {
-        self.inner
-            .tools
-            .iter()
-            .zip(self.inner.names.iter())
-            .filter(|(_, n)| n.as_str() != name)
-            .fold(ToolRegistry::new(), |r, (t, n)| {
-                r.with_named(t.clone(), n.clone())
-            })
+        // Shared when there is nothing to take out, else built once:
+        // added one at a time, each tool copied every tool, name and
+        // index entry so far — n² for a host's n tools, three times in
+        // the hub's handler for every request a child made.
+        if !self.contains(name) {
+            return self.clone();
+        }
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::with_capacity(self.len());
+        let mut index = rustc_hash::FxHashMap::default();
+        let mut kept: Vec<String> = Vec::with_capacity(self.len());
+        for (tool, n) in self.inner.tools.iter().zip(self.inner.names.iter()) {
+            if n != name {
+                index.insert(n.clone(), tools.len());
+                tools.push(tool.clone());
+                kept.push(n.clone());
+            }
+        }
+        Self {
+            inner: Arc::new(Tools {
+                tools,
+                index,
+                names: kept.into(),
+            }),
+        }
     }
 
     /// The error for a name not here ([`ToolError::Unknown`]).

@@ -172,3 +172,36 @@ async fn a_calls_sentences_name_the_tool_as_registered() {
     assert!(out.is_error);
     assert!(out.output.contains("`first`"), "{}", out.output);
 }
+
+/// Cost that grows with the host's tool count (review: surprise panics):
+/// `without` added the tools it kept one at a time, each copying every
+/// tool, name and index entry so far — n² allocations, three times in
+/// the hub's handler for every request a child made. Linear now, and a
+/// name not there takes nothing.
+#[test]
+fn without_is_linear_in_the_tools() {
+    let registry = |n: usize| {
+        (0..n).fold(ToolRegistry::new(), |r, i| {
+            r.with_named(Arc::new(Calculator), format!("t{i}"))
+        })
+    };
+    let cost = |n: usize| {
+        let registry = registry(n);
+        allocation_counter::measure(|| drop(registry.without("t0"))).count_total
+    };
+    let (small, large) = (cost(100), cost(400));
+    assert!(
+        large < 6 * small,
+        "{small} → {large} allocations for 4× the tools"
+    );
+    let registry = registry(400);
+    let kept = registry.without("t1");
+    assert_eq!(kept.len(), 399);
+    assert!(!kept.contains("t1") && kept.contains("t0") && kept.contains("t399"));
+    assert_eq!(kept.names()[1], "t2", "the order kept");
+    assert_eq!(
+        allocation_counter::measure(|| drop(registry.without("use_agent"))).count_total,
+        0,
+        "nothing to take out"
+    );
+}
