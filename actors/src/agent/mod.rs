@@ -21,6 +21,11 @@
 //! | `turn_state.rs` | a running turn's shared state, and how a turn closes |
 //! | `handle.rs` | [`AgentHandle`], [`AgentError`] |
 //! | `msg.rs` | the agent's messages (crate-private) |
+//! | `answer.rs` | an answer's call ids; a partial result's text |
+//! | `progress.rs` | what a turn has done so far: the counts a partial result reads |
+//! | `probe.rs` | a running turn seen from outside |
+//! | `sender.rs` | the span a sent turn runs under |
+//! | `spans.rs` | the agent's OpenTelemetry spans |
 
 mod answer;
 mod call;

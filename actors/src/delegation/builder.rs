@@ -262,7 +262,8 @@ impl DelegationBuilder {
         self.clock.now_ms()
     }
 
-    /// Told when each child finishes.
+    /// Told when each child is requested, finishes a step and finishes,
+    /// and when a finished envelope changes ([`HubObserver`]).
     ///
     /// Observers compose: each call adds one, and every observer is told,
     /// in the order added (a thread adds its own after the host's).

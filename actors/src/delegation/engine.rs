@@ -274,7 +274,7 @@ impl Delegator {
 
     /// Waits inline for a child, up to `within` (or to its end), and
     /// delivers its result through `call` as `render` writes it. If the
-    /// turn is cut while it waits, the call reads [`Delegator::cut_note`]
+    /// turn is cut while it waits, the call reads `answers::cut_note`
     /// and the child is detached or stopped by the parent-stop policy —
     /// also when it finished at that same instant and the result was not
     /// taken yet: then it becomes a background result.

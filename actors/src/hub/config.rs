@@ -154,7 +154,9 @@ pub(crate) struct HubConfig {
     pub(crate) model: Arc<dyn Model>,
     /// The gate they share with the parent.
     pub(crate) gate: GateHandle,
-    /// The tools a child may be given (never `use_agent` itself).
+    /// The host's tools a child may be given (the delegation tools are
+    /// not among them: a child below the depth limit gets those from
+    /// `delegation_tools`).
     pub(crate) tools: ToolRegistry,
     /// Limits on a child's turn.
     pub(crate) child_limits: Limits,

@@ -25,6 +25,8 @@
 //! | `handle.rs` | [`HubHandle`]: requests by message, queries from the book |
 //! | `pending.rs` | a spawn whose answer is awaited: dropped unread, its child is abandoned, not lost |
 //! | `msg.rs` | the hub's messages (crate-private) |
+//! | `child.rs` | a child as the hub holds it; its limits as it starts |
+//! | `names.rs` | a child's shown name |
 //!
 //! **Owns:** the slots and queue, one envelope per child for the life of
 //! the hub, the children's actors (linked under it) and their event sinks.

@@ -95,6 +95,9 @@
 //! | `lock.rs` | the directory's lock, its count of sessions, approval blocks |
 //! | `kept_ids.rs` | the last child number, kept before a prune |
 //! | `runs.rs` | run files (a child's conversation), resume links |
+//! | `live.rs` | one live thread per id on a store; whose a child is |
+//! | `prune.rs` | the retention's prune; a deleted thread's children forgotten |
+//! | `schedule.rs` | a thread's writes prune at most once a minute |
 
 mod envelopes;
 mod files;

@@ -100,7 +100,7 @@ impl EnvelopeStore {
     /// had it — read, claimed and resumed them (their ids are `agent_1`,
     /// …: a model guesses them). Their files stay, final, until the
     /// retention prunes them; no thread reaches them or is woken for them.
-    /// Each is changed through [`EnvelopeStore::update`], the io lock
+    /// Each is changed through `EnvelopeStore::update`, the io lock
     /// taken per envelope: held across them all, another thread's hub
     /// waited on it in its handler (a resume's check) for every write.
     ///

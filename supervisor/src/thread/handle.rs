@@ -73,7 +73,9 @@ pub enum ThreadError {
     /// [`Threads`](crate::Threads): no open thread has that id.
     #[error("there is no open thread `{0}`")]
     UnknownThread(ThreadId),
-    /// [`Threads`](crate::Threads): a thread of that id is already open.
+    /// A thread of that id is already open: in this
+    /// [`Threads`](crate::Threads), or live on the thread's store (another
+    /// registry's, a [`ThreadHandle::spawn`] with that id).
     #[error("a thread `{0}` is already open")]
     AlreadyOpen(ThreadId),
     /// [`Threads::delete`](crate::Threads::delete): the thread closed,
@@ -110,7 +112,9 @@ impl ThreadHandle {
     /// supervised; returns the handle and the thread's event stream. Pass
     /// `supervisor` to link it under an actor of the host, which must
     /// override `handle_supervisor_evt` (ractor's default stops it when
-    /// the thread closes; docs/supervisor.md).
+    /// the thread closes; docs/supervisor.md). With a store and an id
+    /// ([`ThreadConfig::id`]), refused [`ThreadError::AlreadyOpen`] while a
+    /// thread of that id is live on the store; one closing is waited for.
     pub async fn spawn(
         config: impl Into<ThreadConfig>,
         supervisor: Option<ActorCell>,
@@ -448,7 +452,12 @@ impl ThreadHandle {
         self.closing.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Closes the thread (a delete): children stop, the parent stops. A
+    /// Closes the thread: children stop, the parent stops. Not a delete:
+    /// its children stay its id's on a store, and a thread opened again
+    /// under the id reaches them — delete through
+    /// [`Threads::delete`](crate::Threads::delete), or
+    /// [`EnvelopeStore::forget_thread`](crate::store::EnvelopeStore::forget_thread)
+    /// once it has closed. A
     /// user turn sent through this handle or a clone afterwards comes back
     /// in [`ThreadError::Undelivered`] (the actor would take it until it
     /// read the stop, then drop it unanswered).
