@@ -22,6 +22,8 @@ use subagents::supervisor::ThreadHandle;
 
 #[path = "steer/cut.rs"]
 mod cut;
+#[path = "steer/rows.rs"]
+mod rows;
 
 const STEER: &str = "[message from the agent that started you]\n";
 

@@ -147,7 +147,7 @@ pub(crate) fn local_seal() -> u64 {
 /// The version of what crosses between nodes: a node answers
 /// [`HostMsg::Hello`] with it, and a link to a node of another is refused.
 /// Raised whenever a message's shape changes.
-pub(crate) const WIRE_VERSION: u32 = 3;
+pub(crate) const WIRE_VERSION: u32 = 4;
 
 /// A node's answer to [`HostMsg::Hello`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

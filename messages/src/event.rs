@@ -73,6 +73,14 @@ pub enum AgentEvent {
         /// One line for the transcript (`[use_agent agent_3 finished] …`).
         line: String,
     },
+    /// A message the agent that started this one sent it (`use_agent
+    /// send`), read by its running turn before its next model call: what
+    /// it writes from here has read it (its conversation holds it as
+    /// `[message from the agent that started you] …`). In a child's events
+    /// only, between the answer before it and the one after — without it,
+    /// a message read after a final-looking answer joined the two answers
+    /// into one text.
+    Steered(String),
 }
 
 impl AgentEvent {

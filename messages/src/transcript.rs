@@ -18,7 +18,8 @@ const INTERRUPTED: &str = "interrupted: the process stopped before this ended";
 /// One row of a transcript.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TranscriptItem {
-    /// A user turn the host recorded.
+    /// A user turn the host recorded; in a child's rows, a message the
+    /// agent that started it sent ([`AgentEvent::Steered`]).
     User(String),
     /// A wake: one system-styled line, not a user bubble.
     Wake(String),
@@ -193,6 +194,9 @@ impl Transcript {
                 }
             }
             AgentEvent::ChildStarted(info) => self.insert_child(info),
+            // A message read before the child's next answer: a row of its
+            // own (the answers either side of it stay apart).
+            AgentEvent::Steered(text) => self.push_user(text.clone()),
             AgentEvent::Child(id, inner) => {
                 if let Some(run) = self.child_mut(id) {
                     run.transcript.apply(inner);
@@ -335,7 +339,15 @@ impl Transcript {
             info: info.clone(),
             status: None,
             queued: false,
-            transcript: Transcript::new(),
+            // A child's rows are one run, its turn open until its
+            // `Result` (none of its events follows that): counted open, a
+            // child of its own from elsewhere (a host's request in its
+            // name) goes before its reply still streaming, as at the top
+            // (counted 0, it split the reply in two).
+            transcript: Transcript {
+                open_turns: 1,
+                ..Transcript::new()
+            },
         });
         let row = self.items.iter().rposition(
             |item| matches!(item, TranscriptItem::Tool { id, .. } if *id == info.parent_tool_use_id),

@@ -123,6 +123,16 @@ impl TurnState {
         }
     }
 
+    /// The same before a model call, each message shown on the turn's
+    /// stream as it is read ([`AgentEvent::Steered`]), under this lock as
+    /// the deltas are: the answer after it is a row of its own.
+    pub(crate) fn read_steering_shown(&mut self, sink: &crate::sink::EventSink) {
+        while let Some(text) = self.steering.pop_front() {
+            self.history.push(ChatMessage::user(steering_text(&text)));
+            sink.emit(AgentEvent::Steered(text));
+        }
+    }
+
     /// What the turn has done, for a result that cuts it now: a model
     /// call in flight counts (it was made, as a failed one counts), and
     /// what it streamed so far is the last thing written (the host saw

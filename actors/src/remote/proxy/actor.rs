@@ -21,9 +21,16 @@ pub(super) fn progress(shared: &Shared, event: &AgentEvent) {
     use crate::agent::Activity;
     use subagents_messages::{ChatMessage, ToolCall};
     let mut state = crate::agent::turn_state_lock(shared);
-    // A new answer begins (nothing of one streamed yet): the messages the
-    // node took meanwhile were read before it, at its model call.
-    if matches!(event, AgentEvent::Text(_) | AgentEvent::ToolStarted(_))
+    // The node read a message where its event says (the one it took
+    // first); a new answer beginning reads any left (nothing of one
+    // streamed yet: the messages the node took were read before it).
+    if matches!(event, AgentEvent::Steered(_)) {
+        if let Some(text) = state.steering.pop_front() {
+            state
+                .history
+                .push(ChatMessage::user(crate::agent::steering_text(&text)));
+        }
+    } else if matches!(event, AgentEvent::Text(_) | AgentEvent::ToolStarted(_))
         && state.streaming.is_empty()
     {
         state.read_steering();

@@ -263,3 +263,29 @@ fn a_child_from_elsewhere_does_not_split_a_streaming_reply() {
     assert_eq!(replies, ["Hello"], "{:?}", t.items);
     assert!(t.child(&AgentId::new("agent_1")).is_some());
 }
+
+/// The same one level down (review: the transcript): a child's rows
+/// counted no turn open, so a child of its own from elsewhere (a host's
+/// request in its name) split its reply still streaming in two.
+#[test]
+fn a_child_from_elsewhere_does_not_split_a_childs_streaming_reply() {
+    let agent_1 = AgentId::new("agent_1");
+    let nested = |e| AgentEvent::Child(agent_1.clone(), Box::new(e));
+    let t = Transcript::from_events(&[
+        AgentEvent::UserMessage("go".into()),
+        tool_started("c1", "use_agent"),
+        child_started("agent_1", "c1"),
+        nested(AgentEvent::Text("Hel".into())),
+        nested(child_started("agent_2", "host-1")),
+        nested(AgentEvent::Text("lo".into())),
+    ]);
+    let rows = &t.child(&agent_1).unwrap().transcript.items;
+    let replies: Vec<&String> = rows
+        .iter()
+        .filter_map(|item| match item {
+            TranscriptItem::Assistant(text) => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies, ["Hello"], "{rows:?}");
+}

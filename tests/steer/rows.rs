@@ -1,0 +1,67 @@
+//! A message a running child reads, on its stream: the answers either
+//! side of it stay apart, in the stream and in a host's transcript.
+
+use subagents::messages::AgentId;
+use subagents::messages::transcript::{Transcript, TranscriptItem};
+
+use super::*;
+
+/// A message read after a final-looking answer (the child's model had
+/// answered with no tool call when it came) made the child call again,
+/// and nothing on the stream marked it: the two answers' deltas came one
+/// after the other, and a host's transcript drew "first answer.second
+/// answer." as one row, the message that caused the second nowhere. The
+/// read is an event (`Steered`), a row of its own between the answers.
+#[tokio::test(start_paused = true)]
+async fn a_message_read_after_a_childs_final_answer_is_its_own_row() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "work").wait(false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "one more thing")),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::answer("first answer.").delay(Duration::from_secs(10)),
+            Reply::answer("second answer."),
+        ],
+    );
+    let gate = GateHandle::spawn(2).await.unwrap();
+    let (thread, mut events) = thread_with(DelegationBuilder::new(model.shared()).gate(gate)).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    let sent = results_of(&log, "use_agent").pop().unwrap();
+    assert_eq!(json(&sent.0)["status"], "running", "{}", sent.0);
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let transcript = Transcript::from_events(&log);
+    let rows = &transcript
+        .child(&AgentId::new("agent_1"))
+        .unwrap()
+        .transcript
+        .items;
+    let drawn: Vec<String> = rows
+        .iter()
+        .filter_map(|row| match row {
+            TranscriptItem::Assistant(text) => Some(format!("model: {text}")),
+            TranscriptItem::User(text) => Some(format!("sent: {text}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        drawn,
+        [
+            "model: first answer.",
+            "sent: one more thing",
+            "model: second answer."
+        ],
+        "{rows:#?}"
+    );
+    thread.close_and_wait().await;
+}
