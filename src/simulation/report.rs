@@ -19,7 +19,11 @@ pub enum HostAction {
     Typing(bool),
     /// The thread goes on (`true`) or off screen.
     OnScreen(bool),
-    /// The host switches threads away (stop-all, wakes dropped).
+    /// The host switches threads away as `ThreadHandle::switch_away` does
+    /// (stop-all, pending wakes dropped): the thread stays on screen, so
+    /// a child its parent starts afterwards still wakes it. A `Threads`
+    /// switch also takes the one left off screen: follow it with
+    /// `OnScreen(false)` at the same instant.
     SwitchAway,
     /// The user stops the parent's turn.
     StopParent,

@@ -189,8 +189,11 @@ impl Scenario {
     /// if the runtime cannot be built, or as [`Scenario::run_async`] does.
     #[allow(clippy::expect_used)]
     pub fn run(&self, seed: u64) -> SimulationReport {
+        // Every driver, as `#[tokio::test]` has (`run_async`'s runtime):
+        // with time alone, a tool or model doing I/O (a socket, a local
+        // mock server) failed under `run` and worked under `run_async`.
         let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
+            .enable_all()
             .start_paused(true)
             .build()
             .expect("a current-thread runtime");

@@ -48,3 +48,61 @@ async fn a_run_on_a_paused_runtime_goes_on() {
     }
     assert_eq!(tokio::time::Instant::now(), before, "time still paused");
 }
+
+/// A tool doing I/O (here, a socket on the loopback) — a host's real tool
+/// under test, or a model adapter against a local mock server.
+struct Bind;
+
+impl Tool for Bind {
+    fn name(&self) -> &str {
+        "bind"
+    }
+    fn description(&self) -> String {
+        "binds a socket".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn call(&self, _call: ToolCallContext) -> ToolFuture {
+        Box::pin(async move {
+            tokio::net::UdpSocket::bind("127.0.0.1:0")
+                .await
+                .map(|_| "bound".to_owned())
+                .map_err(|e| ToolError::Failed(e.to_string()))
+        })
+    }
+}
+
+/// `run` built its runtime with time alone, `#[tokio::test]` (for
+/// `run_async`) with every driver: a tool doing I/O failed under `run`
+/// ("IO is disabled", caught as the tool's crash) and worked under
+/// `run_async` — one scenario, two logs. Both have every driver.
+#[test]
+fn a_tool_doing_io_runs_the_same_under_run_and_run_async() {
+    let scenario = Scenario::new(vec![
+        Reply::new().tool_call("bind", "{}"),
+        Reply::answer("done"),
+    ])
+    .tools(ToolRegistry::new().with(Bind))
+    .at(Duration::ZERO, HostAction::User("go".into()))
+    .run_for(Duration::from_secs(1));
+    let outputs = |report: &subagents::simulation::SimulationReport| -> Vec<String> {
+        report
+            .events()
+            .iter()
+            .filter_map(|e| match e {
+                subagents::messages::AgentEvent::ToolResult(r) => Some(r.output.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let under_run = outputs(&scenario.run(0));
+    assert_eq!(under_run, ["bound"]);
+    let under_run_async = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+        .block_on(scenario.run_async(0));
+    assert_eq!(outputs(&under_run_async), under_run);
+}
