@@ -35,6 +35,17 @@ async fn a_thread_placing(
     store: &Arc<EnvelopeStore>,
     remote: bool,
 ) -> (ThreadHandle, EventStream, Arc<common::loopback::Loopback>) {
+    a_thread_placing_with(model, store, remote, 1).await
+}
+
+/// The same, the thread's gate of `capacity` (2: a local child's model
+/// call does not hold up the parent's, as a node's own gate does not).
+async fn a_thread_placing_with(
+    model: Arc<dyn subagents::actors::Model>,
+    store: &Arc<EnvelopeStore>,
+    remote: bool,
+    capacity: usize,
+) -> (ThreadHandle, EventStream, Arc<common::loopback::Loopback>) {
     use subagents::actors::Placement;
     let node = common::loopback::Loopback::new("b", model.clone()).await;
     let placement = if remote {
@@ -42,9 +53,13 @@ async fn a_thread_placing(
     } else {
         Placement::Local
     };
+    let gate = subagents::actors::GateHandle::spawn(capacity)
+        .await
+        .unwrap();
     let config = ThreadConfig::new(
         DelegationBuilder::new(model)
             .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .gate(gate)
             .placement(placement),
     )
     .store(store.clone());
@@ -195,6 +210,81 @@ async fn a_message_a_remote_child_took_is_in_its_saved_conversation() {
     let steered = "[message from the agent that started you]\nalso check X";
     assert!(saved[1].iter().any(|c| c == steered), "{:?}", saved[1]);
     assert_eq!(saved[0], saved[1], "local, then remote");
+}
+
+/// A message a remote child read was folded into its saved conversation
+/// where the proxy guessed — before the next answer that began — not
+/// where its node read it: taken while the child waited on its model, it
+/// landed before the answer that never read it; read after a final-looking
+/// answer (no call), before that answer, which then joined the next one
+/// ("first answer.second answer." as one message of the model's own).
+/// The node's `Steered` event says where; the saved conversation is the
+/// local child's, message for message (review of this session's own diff).
+#[tokio::test(start_paused = true)]
+async fn a_message_a_remote_child_read_is_saved_where_it_read_it() {
+    let first_replies = [
+        // A final-looking answer, still streaming when the message comes.
+        Reply::new()
+            .text("first answer.")
+            .delay(std::time::Duration::from_secs(10)),
+        // The message comes before the answer's first delta.
+        Reply::new()
+            .delay(std::time::Duration::from_secs(10))
+            .text("first, a nap")
+            .tool_call("sleep", r#"{"secs":1}"#),
+    ];
+    for first in first_replies {
+        let mut saved = Vec::new();
+        for remote in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let store = open(tmp.path());
+            let model = ScriptedModel::new(vec![
+                Reply::new().use_agent(
+                    &UseAgentCall::run("Worker\nYou work.", "work")
+                        .tools(["sleep"])
+                        .background(),
+                ),
+                Reply::answer("Started."),
+                Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
+                Reply::answer("Told it."),
+            ])
+            .with_script(
+                "Worker",
+                vec![
+                    first.clone(),
+                    Reply::new()
+                        .text("second answer.")
+                        .tool_call("sleep", r#"{"secs":2}"#),
+                    Reply::new().tool_call("sleep", r#"{"secs":600}"#),
+                    Reply::answer("done"),
+                ],
+            )
+            .shared();
+            let (thread, mut events, _node) = a_thread_placing_with(model, &store, remote, 2).await;
+            thread.send_user("go").unwrap();
+            let mut log = Vec::new();
+            until_result(&mut events, &mut log).await;
+            thread.send_user("tell it").unwrap();
+            until(&mut events, &mut log, in_the_second_nap).await;
+            thread.sync().await.unwrap();
+            thread.flush_persistence().await.unwrap();
+            let sent = results_of(&log, "use_agent").pop().unwrap();
+            assert_eq!(
+                json(&sent.0)["status"],
+                "running",
+                "remote {remote}: {}",
+                sent.0
+            );
+            let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
+            let messages: Vec<String> = conversation
+                .iter()
+                .map(|m| format!("{:?}: {} {:?}", m.role, m.content, m.tool_calls.len()))
+                .collect();
+            saved.push(messages);
+            thread.close_and_wait().await;
+        }
+        assert_eq!(saved[0], saved[1], "local, then remote");
+    }
 }
 
 /// Review of the fold (this session's own change): a message a remote

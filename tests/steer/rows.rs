@@ -65,3 +65,59 @@ async fn a_message_read_after_a_childs_final_answer_is_its_own_row() {
     );
     thread.close_and_wait().await;
 }
+
+/// Review of this session's own change: the message was shown read
+/// (`Steered`) before the loop's limit checks, so a child whose tokens
+/// ran out exactly at its budget (its next call never made) showed a
+/// message read that no call read — and its conversation had the message
+/// before the partial result, where a limit's close puts what it never
+/// read after its end.
+#[tokio::test(start_paused = true)]
+async fn a_message_no_call_reads_is_not_shown_read() {
+    use subagents::messages::{Limits, Role};
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 5, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "one more thing")),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new()
+                .tool_call("sleep", r#"{"secs":5}"#)
+                .usage(1000, 0),
+            Reply::answer("never asked"),
+        ],
+    );
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .child_limits(Limits {
+                token_budget: 1000,
+                ..Limits::default()
+            }),
+    )
+    .await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell it").unwrap();
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let sent = results_of(&log, "use_agent").pop().unwrap();
+    assert_eq!(json(&sent.0)["status"], "running", "{}", sent.0);
+    let shown = log.iter().any(
+        |e| matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::Steered(_))),
+    );
+    assert!(!shown, "shown read by no call: {log:#?}");
+    let conversation = thread.hub().conversation(&AgentId::new("agent_1")).unwrap();
+    let last = conversation.last().unwrap();
+    assert!(
+        last.role == Role::User && last.content.ends_with("one more thing"),
+        "after the end: {conversation:#?}"
+    );
+    thread.close_and_wait().await;
+}

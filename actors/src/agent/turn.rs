@@ -110,7 +110,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                     // nothing more (its result is not read).
                     return None;
                 }
-                t.read_steering_shown(&ctx.sink);
+                t.read_steering_shown(&ctx.sink, &limits);
                 // The call about to be made is the last one allowed: a message
                 // taken from now on could never be read by this run. It takes
                 // none (`steer` refuses; the sender waits for the end and a new

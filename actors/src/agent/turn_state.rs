@@ -125,8 +125,16 @@ impl TurnState {
 
     /// The same before a model call, each message shown on the turn's
     /// stream as it is read ([`AgentEvent::Steered`]), under this lock as
-    /// the deltas are: the answer after it is a row of its own.
-    pub(crate) fn read_steering_shown(&mut self, sink: &crate::sink::EventSink) {
+    /// the deltas are: the answer after it is a row of its own. Not when a
+    /// limit ends the turn before that call: no call reads them, and the
+    /// close puts them after its end (shown read, they said a call that
+    /// never came had read them).
+    pub(crate) fn read_steering_shown(&mut self, sink: &crate::sink::EventSink, limits: &Limits) {
+        if self.progress.model_calls >= limits.max_model_calls
+            || self.progress.usage.total() >= limits.token_budget
+        {
+            return;
+        }
         while let Some(text) = self.steering.pop_front() {
             self.history.push(ChatMessage::user(steering_text(&text)));
             sink.emit(AgentEvent::Steered(text));

@@ -147,6 +147,9 @@ struct RemoteRun {
     /// a stop from here read after it changes nothing (it ended
     /// `stopped`, no wake, while the stream said `failed`).
     stopped_by_its_node: bool,
+    /// Messages its node read (`Steered`) before their verdict came: a
+    /// report the agent's read sent can overtake the one its take sent.
+    read_ahead: Vec<String>,
     /// The missing report whose grace runs ([`ProxyState::gap_overdue`]).
     watching: Option<u64>,
     /// Its bound's timer, aborted with the run.
@@ -255,6 +258,7 @@ impl ProxyState {
             stopping: false,
             stopped_by_its_node: false,
             watching: None,
+            read_ahead: Vec::new(),
             _overdue: overdue,
         });
         if let Err(why) = self.link.start(spec, RunReports::new(myself.clone())) {
@@ -368,6 +372,9 @@ impl ProxyState {
         if !mirror.note(&event) {
             return;
         }
+        if let AgentEvent::Steered(text) = &event {
+            requests::read(&run.shared, &mut run.read_ahead, text);
+        }
         progress(&run.shared, &event);
         let resolved = match &event {
             AgentEvent::ApprovalResolved { id, outcome, .. } => Some((id.clone(), outcome.clone())),
@@ -385,30 +392,6 @@ impl ProxyState {
         {
             self.answered.remove(&id);
         }
-    }
-
-    fn steered(&mut self, n: u64, taken: bool) {
-        let Some(run) = self.run.as_mut() else {
-            return;
-        };
-        let Some((text, reply)) = run.steers.remove(&n) else {
-            return;
-        };
-        if taken {
-            // Read at the node's next model call: folded there into the
-            // conversation saved after each step (it was lost with a
-            // restart, the instruction the parent was told was taken).
-            crate::agent::turn_state_lock(&run.shared)
-                .steering
-                .push_back(text);
-        }
-        let _ = reply.send(if taken {
-            Ok(Steered::Running)
-        } else {
-            Err(Refused::Finished {
-                id: self.config.id.clone(),
-            })
-        });
     }
 
     /// The turn ended (on its node, or here): its result goes to whoever

@@ -21,21 +21,24 @@ pub(super) fn progress(shared: &Shared, event: &AgentEvent) {
     use crate::agent::Activity;
     use subagents_messages::{ChatMessage, ToolCall};
     let mut state = crate::agent::turn_state_lock(shared);
-    // The node read a message where its event says (the one it took
-    // first); a new answer beginning reads any left (nothing of one
-    // streamed yet: the messages the node took were read before it).
-    if matches!(event, AgentEvent::Steered(_)) {
-        if let Some(text) = state.steering.pop_front() {
+    match event {
+        // Its node read a message (its event's text) where the event
+        // stands: after the answer before it — one with no call reaches
+        // the conversation here, else only with its first call, and the
+        // answers either side were one — and before the next. (Folded as
+        // the next answer began, it landed before the answer that never
+        // read it.)
+        AgentEvent::Steered(text) => {
+            let answer = std::mem::take(&mut state.streaming);
+            if !answer.is_empty() {
+                state
+                    .history
+                    .push(ChatMessage::assistant(answer, Vec::new()));
+            }
             state
                 .history
-                .push(ChatMessage::user(crate::agent::steering_text(&text)));
+                .push(ChatMessage::user(crate::agent::steering_text(text)));
         }
-    } else if matches!(event, AgentEvent::Text(_) | AgentEvent::ToolStarted(_))
-        && state.streaming.is_empty()
-    {
-        state.read_steering();
-    }
-    match event {
         AgentEvent::ToolStarted(started) => {
             state.doing(Activity::InTool(started.name.clone()));
             let text = std::mem::take(&mut state.streaming);

@@ -5,6 +5,7 @@ use ractor::RpcReplyPort;
 use subagents_messages::remote::RunRequest;
 use subagents_messages::{ApprovalDecision, ApprovalId, ApprovalRefusal, Outcome};
 
+use crate::agent::Shared;
 use crate::hub::{Refused, Steered};
 use crate::remote::proxy::{ProxyState, lock};
 
@@ -111,5 +112,52 @@ impl ProxyState {
         if let Err(why) = self.link.request(run.key, RunRequest::Steer { n, text }) {
             self.lost(&why);
         }
+    }
+}
+
+impl ProxyState {
+    /// The node's verdict on message `n`: taken, it waits for the node's
+    /// read (`Steered`) to be folded where the node read it — unless that
+    /// read came first; refused, its sender hears so.
+    pub(super) fn steered(&mut self, n: u64, taken: bool) {
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        let Some((text, reply)) = run.steers.remove(&n) else {
+            return;
+        };
+        if taken {
+            match run.read_ahead.iter().position(|read| *read == text) {
+                Some(at) => {
+                    run.read_ahead.remove(at);
+                }
+                // Kept until the node reads it (folded then, where it read
+                // it) or the run ends here (folded after its end, as a
+                // local close does): lost, a restart's resume lacked an
+                // instruction its parent was told was taken.
+                None => crate::agent::turn_state_lock(&run.shared)
+                    .steering
+                    .push_back(text),
+            }
+        }
+        let _ = reply.send(if taken {
+            Ok(Steered::Running)
+        } else {
+            Err(Refused::Finished {
+                id: self.config.id.clone(),
+            })
+        });
+    }
+}
+
+/// Its node read `text` (its `Steered` event): no longer waiting to be
+/// read — or read before its verdict came (`read_ahead`, the run's).
+pub(super) fn read(shared: &Shared, read_ahead: &mut Vec<String>, text: &str) {
+    let mut state = crate::agent::turn_state_lock(shared);
+    match state.steering.iter().position(|waiting| waiting == text) {
+        Some(at) => {
+            state.steering.remove(at);
+        }
+        None => read_ahead.push(text.to_owned()),
     }
 }
