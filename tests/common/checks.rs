@@ -261,6 +261,29 @@ pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<Ag
                 "at rest, {id} ran and has {results} Results of its own"
             );
         }
+        // What its own `Result` said is what its end says (the hub reads
+        // its status from that outcome; a remote end read a later stop).
+        let outcome = child.events.iter().find_map(|(_, e)| match e {
+            AgentEvent::Result(r) => Some(&r.outcome),
+            _ => None,
+        });
+        if let (Some(outcome), Some((_, status))) = (outcome, child.terminal()) {
+            use subagents::messages::Outcome;
+            let fits = match outcome {
+                Outcome::Completed | Outcome::LimitReached(_) => status == SubAgentStatus::Done,
+                Outcome::Failed(_) => status == SubAgentStatus::Failed,
+                Outcome::Stopped => {
+                    matches!(
+                        status,
+                        SubAgentStatus::Stopped | SubAgentStatus::Interrupted
+                    )
+                }
+            };
+            assert!(
+                fits,
+                "{id}: its Result said {outcome:?}, its terminal status is {status:?}"
+            );
+        }
     }
     check_pairs("the parent", log.iter(), at_rest);
     // A child's own children: the same guarantees inside its row (a

@@ -272,3 +272,28 @@ fn an_approval_for_a_call_already_answered_is_rejected() {
         "agent_1: ApprovalRequested parent-approval-1 for call_1, which is not an open call",
     );
 }
+
+/// What a child's own `Result` said is what its end says: a `Result`
+/// that completed under a `failed` status (or failed under `stopped`) is
+/// rejected — the relabel a remote end read too late was this, and no
+/// check saw it (review of the property test's reach).
+#[test]
+fn a_result_that_disagrees_with_its_terminal_status_is_rejected() {
+    let ended = |terminal| -> Vec<AgentEvent> {
+        vec![
+            started("agent_1", "call_1", true, None),
+            status("agent_1", Background),
+            child("agent_1", result()),
+            status("agent_1", terminal),
+        ]
+    };
+    assert_rejects(
+        || common::check_log(&ended(subagents::messages::SubAgentStatus::Failed), true),
+        "agent_1: its Result said Completed, its terminal status is Failed",
+    );
+    assert_rejects(
+        || common::check_log(&ended(Stopped), true),
+        "agent_1: its Result said Completed, its terminal status is Stopped",
+    );
+    common::check_log(&ended(Done), true);
+}

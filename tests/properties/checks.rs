@@ -416,7 +416,7 @@ fn for_each_started(event: &AgentEvent, f: &mut impl FnMut(&AgentId, Option<&Age
 /// there left every event and envelope as it was.
 pub(crate) fn check_sent_messages_read(
     log: &[LogEntry],
-    child: impl Fn(&AgentId) -> (Option<Vec<ChatMessage>>, Option<AgentId>),
+    child: impl Fn(&AgentId) -> (Option<Vec<ChatMessage>>, Option<AgentId>, bool),
 ) -> usize {
     let mut read = 0;
     // Each send's own text (each is unique: `model::sent_text`), by call.
@@ -444,17 +444,25 @@ pub(crate) fn check_sent_messages_read(
         let Ok(said) = serde_json::from_str::<serde_json::Value>(&r.output) else {
             continue;
         };
-        let reads = said["note"]
+        // Taken by the running turn, or the input of the run it resumed
+        // (skipped, a message resuming a finished child went unchecked) —
+        // one that started: stopped while it waited for a slot (a switch,
+        // a stop), it read nothing, as a queued child reads nothing.
+        let taken = said["note"]
             .as_str()
             .is_some_and(|n| n.starts_with("it reads your message"));
-        let Some(id) = said["id"].as_str().filter(|_| reads) else {
+        let resumed = said.get("resumed_from").is_some();
+        let Some(id) = said["id"].as_str().filter(|_| taken || resumed) else {
             continue;
         };
+        if resumed && !child(&AgentId::new(id)).2 {
+            continue;
+        }
         let mut at = Some(AgentId::new(id));
         let mut found = false;
         let mut chain = Vec::new();
         while let Some(run) = at.take() {
-            let (conversation, next) = child(&run);
+            let (conversation, next, _) = child(&run);
             found |= conversation
                 .iter()
                 .flatten()

@@ -333,8 +333,10 @@ impl World {
                         "at rest, a child has not ended: {envelopes:?}"
                     );
                     checks::check_sent_messages_read(log, |id| {
-                        let next = thread_hub.status(id).and_then(|e| e.continued_as);
-                        (thread_hub.conversation(id), next)
+                        let envelope = thread_hub.status(id);
+                        let started = envelope.as_ref().is_some_and(|e| e.started_at_ms.is_some());
+                        let next = envelope.and_then(|e| e.continued_as);
+                        (thread_hub.conversation(id), next, started)
                     });
                 }
             }));
@@ -398,9 +400,14 @@ impl World {
         // A copy: the threads' store still holds the directory's lock.
         let copy = tempfile::tempdir().unwrap();
         copy_dir(dir.path(), copy.path());
-        let reopened = open_store(copy.path());
+        // The open's report kept: it marks what it finds unfinished
+        // `interrupted`, so "stored terminal" held for a close that wrote
+        // nothing. Each child is stored as its stream ended it.
+        let clock = Arc::new(ManualClock::new(subagents::simulation::Scenario::EPOCH_MS));
+        let (reopened, report) = EnvelopeStore::open(copy.path(), clock).unwrap();
         let mut seen = BTreeSet::new();
         for live in &self.threads {
+            let ended = terminal_statuses(live.log());
             for id in started_ids(live.log()) {
                 assert!(
                     seen.insert(id.clone()),
@@ -414,6 +421,17 @@ impl World {
                     "{id} is stored {:?}",
                     envelope.status
                 );
+                if let Some(status) = ended.get(&id) {
+                    assert_eq!(
+                        envelope.status, *status,
+                        "{id} ended {status:?} on the stream, stored {:?}",
+                        envelope.status
+                    );
+                    assert!(
+                        !report.interrupted.contains(&id),
+                        "{id} ended {status:?}, read back unfinished"
+                    );
+                }
             }
         }
     }
@@ -495,6 +513,28 @@ pub(super) fn started_ids(log: &[LogEntry]) -> Vec<AgentId> {
     for l in log {
         if let Some(event) = l.event() {
             started(event, &mut out);
+        }
+    }
+    out
+}
+
+/// Each child's terminal status on the stream, at any depth.
+pub(super) fn terminal_statuses(
+    log: &[LogEntry],
+) -> std::collections::BTreeMap<AgentId, SubAgentStatus> {
+    fn ended(event: &AgentEvent, out: &mut std::collections::BTreeMap<AgentId, SubAgentStatus>) {
+        match event {
+            AgentEvent::ChildStatus(id, status) if status.is_terminal() => {
+                out.insert(id.clone(), *status);
+            }
+            AgentEvent::Child(_, inner) => ended(inner, out),
+            _ => {}
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for l in log {
+        if let Some(event) = l.event() {
+            ended(event, &mut out);
         }
     }
     out
