@@ -132,6 +132,11 @@ struct Setup {
     /// Every child runs on another node (an in-process loopback through
     /// the wire codec, shared by the threads, on their gate).
     remote: bool,
+    /// A remote run's last report (`Ended`) comes a second after its
+    /// `Result`: the window between them, where a stop or a switch lands
+    /// after the stream said how the child ended, opens (handed over in
+    /// one tick, it never did).
+    slow_ended: bool,
 }
 
 /// The reference: what the host has done, so steps stay meaningful.
@@ -193,12 +198,19 @@ impl ReferenceStateMachine for Reference {
     type Transition = Step;
 
     fn init_state() -> BoxedStrategy<Self> {
-        (1usize..=2, any::<bool>(), any::<bool>(), any::<bool>())
-            .prop_map(|(threads, shared_store, cascade, remote)| Reference {
+        (
+            1usize..=2,
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(threads, shared_store, cascade, remote, slow)| Reference {
                 setup: Setup {
                     threads,
                     shared_store,
                     remote,
+                    slow_ended: remote && slow,
                     policy: if cascade {
                         ParentStopPolicy::Cascade
                     } else {
@@ -284,6 +296,9 @@ static CRASHES: AtomicUsize = AtomicUsize::new(0);
 /// Cases whose children ran on another node, and the runs started there.
 static REMOTE_CASES: AtomicUsize = AtomicUsize::new(0);
 static REMOTE_RUNS: AtomicUsize = AtomicUsize::new(0);
+/// Of those, the cases whose runs' `Ended` came a second after their
+/// `Result` (`Setup::slow_ended`).
+static SLOW_ENDED_CASES: AtomicUsize = AtomicUsize::new(0);
 /// Restarts, and the children they found interrupted and owed a wake
 /// (summed over threads): the next session's checks held them to it.
 static RESTARTS: AtomicUsize = AtomicUsize::new(0);
@@ -364,6 +379,9 @@ fn check_at_rest_and_replay(mut sut: Sut, reference: &Reference) {
     if let Some(node) = &sut.world.node {
         REMOTE_CASES.fetch_add(1, Ordering::SeqCst);
         REMOTE_RUNS.fetch_add(node.started.load(Ordering::SeqCst), Ordering::SeqCst);
+        if reference.setup.slow_ended {
+            SLOW_ENDED_CASES.fetch_add(1, Ordering::SeqCst);
+        }
     }
     sut.world.close_all();
     sut.world.check(true, false);
@@ -441,12 +459,13 @@ fn assert_coverage(reached: usize) {
 /// What the whole run reached, printed (`SUBAGENTS_PRINT_INTERLEAVINGS`).
 fn print_coverage(done: usize, reached: &BTreeSet<String>) {
     eprintln!(
-        "{} cases, {} distinct interleavings; crash snapshots found {} children mid-run; {} cases ran {} children on another node; {} restarts found {} children interrupted and {} owed a wake:",
+        "{} cases, {} distinct interleavings; crash snapshots found {} children mid-run; {} cases ran {} children on another node ({} with each run's end a second after its result); {} restarts found {} children interrupted and {} owed a wake:",
         done,
         reached.len(),
         CRASHES.load(Ordering::SeqCst),
         REMOTE_CASES.load(Ordering::SeqCst),
         REMOTE_RUNS.load(Ordering::SeqCst),
+        SLOW_ENDED_CASES.load(Ordering::SeqCst),
         RESTARTS.load(Ordering::SeqCst),
         RESTART_INTERRUPTED.load(Ordering::SeqCst),
         RESTART_OWED.load(Ordering::SeqCst)

@@ -35,7 +35,10 @@ pub(super) fn start_session(
             peak: peak.clone(),
         });
         let _inside = runtime.enter();
-        common::loopback::Loopback::with_gate("b", model, gate.clone())
+        let node = common::loopback::Loopback::with_gate("b", model, gate.clone());
+        node.slow_ended
+            .store(setup.slow_ended, std::sync::atomic::Ordering::SeqCst);
+        node
     });
     let mut threads = Vec::new();
     for n in 0..setup.threads {
