@@ -236,7 +236,7 @@ impl ReferenceStateMachine for Reference {
             1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::StopChild(t, k)),
             1 => (0..n, 0usize..4, any::<bool>()).prop_map(|(t, k, a)| Step::Answer(t, k, a)),
             4 => (0..n, on_step(), yields()).prop_map(|(t, (m, a, i), y)| Step::On(t, m, a, y, i)),
-            1 => Just(Step::Close(n - 1)),
+            1 => (0..n).prop_map(Step::Close),
             4 => (1u64..90).prop_map(Step::Wait),
             1 => Just(Step::Crash),
             1 => Just(Step::Restart),
