@@ -121,6 +121,38 @@ impl LiveSimulation {
         self.fire_unfired().await;
     }
 
+    /// Does `actions` in one instant, as a host reacting to one event with
+    /// several calls does: each is sent before any is awaited (a stop and
+    /// an approval's answer, a stop and a switch, in one tick). Logged as
+    /// [`LiveSimulation::act`] logs them: what can let a held wake through
+    /// (and an approval's answer) before it is sent, what holds wakes back
+    /// once all have taken effect.
+    ///
+    /// # Cancel safety
+    /// As [`LiveSimulation::act`]'s: await it to the end.
+    pub async fn act_together(&mut self, actions: Vec<HostAction>) {
+        let first = |a: &HostAction| {
+            a.releases_wakes() || matches!(a, HostAction::Approve(_) | HostAction::Deny(_))
+        };
+        self.drain();
+        for action in actions.iter().filter(|a| first(a)) {
+            self.push_host(action.clone());
+        }
+        let refused =
+            futures_util::future::join_all(actions.iter().map(|a| apply(&self.thread, a))).await;
+        self.drain();
+        for action in actions.iter().filter(|a| !first(a)) {
+            self.push_host(action.clone());
+        }
+        for why in refused.into_iter().filter_map(Result::err) {
+            self.log.push(LogEntry::Refused {
+                at: self.start.elapsed(),
+                why,
+            });
+        }
+        self.fire_unfired().await;
+    }
+
     /// [`LiveSimulation::act`] without offering what it read (a trigger's
     /// action, offered by the loop that fired it).
     async fn apply(&mut self, action: HostAction) {

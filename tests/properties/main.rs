@@ -121,6 +121,12 @@ enum Step {
     /// has the parent send it a message: refused, whatever state the
     /// stop found it in (it goes on for no one).
     StopThenSend(usize, usize),
+    /// Two host actions sent in one tick (`LiveSimulation::act_together`)
+    /// about the k-th child (or approval): a stop of it and the parent's
+    /// stop; a stop of it and a switch; an approval's answer and a stop
+    /// of the child that asked; a switch and the parent's stop; a stop of
+    /// it and a message to it.
+    Together(usize, usize, u8),
 }
 
 /// How a case is set up.
@@ -244,6 +250,7 @@ impl ReferenceStateMachine for Reference {
             1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::Resume(t, k)),
             1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::Send(t, k)),
             1 => (0..n, 0usize..8).prop_map(|(t, k)| Step::StopThenSend(t, k)),
+            2 => (0..n, 0usize..8, 0u8..5).prop_map(|(t, k, pair)| Step::Together(t, k, pair)),
         ]
         .boxed()
     }
@@ -282,7 +289,8 @@ fn step_thread(step: &Step) -> Option<usize> {
         | Step::Close(t)
         | Step::Resume(t, _)
         | Step::Send(t, _)
-        | Step::StopThenSend(t, _) => Some(*t),
+        | Step::StopThenSend(t, _)
+        | Step::Together(t, ..) => Some(*t),
         Step::Wait(_) | Step::Crash | Step::Restart | Step::RestartHeld(..) => None,
     }
 }

@@ -98,6 +98,20 @@ impl World {
         });
     }
 
+    /// `actions` in one tick on `thread`, then a millisecond for all.
+    pub(super) fn act_together(&mut self, thread: usize, actions: Vec<HostAction>) {
+        self.drive(move |mut threads| async move {
+            threads[thread].act_together(actions).await;
+            futures_util::future::join_all(
+                threads
+                    .iter_mut()
+                    .map(|t| t.advance(Duration::from_millis(1))),
+            )
+            .await;
+            threads
+        });
+    }
+
     pub(super) fn apply(&mut self, step: &Step) {
         let thread = step_thread(step).unwrap_or(0) % self.threads.len();
         if self.closed[thread]
@@ -192,6 +206,33 @@ impl World {
             Step::Send(_, k) => {
                 let ids = started_ids(self.threads[thread].log());
                 (!ids.is_empty()).then(|| HostAction::User(format!("SEND {}", ids[k % ids.len()])))
+            }
+            Step::Together(_, k, pair) => {
+                let log = self.threads[thread].log();
+                let ids = started_ids(log);
+                let child = (!ids.is_empty()).then(|| ids[k % ids.len()].clone());
+                let open = open_approvals(log);
+                let asked = (!open.is_empty()).then(|| open[k % open.len()].clone());
+                let actions = match (pair, child, asked) {
+                    (0, Some(id), _) => vec![HostAction::StopChild(id), HostAction::StopParent],
+                    (1, Some(id), _) => vec![HostAction::StopChild(id), HostAction::SwitchAway],
+                    (2, _, Some(approval)) => {
+                        let owner = approval.parts().map(|(agent, _)| agent);
+                        let mut both = vec![HostAction::Approve(approval)];
+                        both.extend(owner.map(HostAction::StopChild));
+                        both
+                    }
+                    (3, ..) => vec![HostAction::SwitchAway, HostAction::StopParent],
+                    (4, Some(id), _) => vec![
+                        HostAction::StopChild(id.clone()),
+                        HostAction::User(format!("SEND {id}")),
+                    ],
+                    _ => Vec::new(),
+                };
+                if !actions.is_empty() {
+                    self.act_together(thread, actions);
+                }
+                None
             }
             Step::Resume(_, k) => {
                 let ids = self.earlier_ids(thread);
