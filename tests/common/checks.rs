@@ -262,23 +262,27 @@ pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<Ag
             );
         }
         // What its own `Result` said is what its end says (the hub reads
-        // its status from that outcome; a remote end read a later stop).
+        // its status from that outcome; a remote end read a later stop) —
+        // or `failed`: a hub that died before it read the child's finish
+        // fails the child whose turn had ended (docs/event-ordering.md,
+        // "Replay").
         let outcome = child.events.iter().find_map(|(_, e)| match e {
             AgentEvent::Result(r) => Some(&r.outcome),
             _ => None,
         });
         if let (Some(outcome), Some((_, status))) = (outcome, child.terminal()) {
             use subagents::messages::Outcome;
-            let fits = match outcome {
-                Outcome::Completed | Outcome::LimitReached(_) => status == SubAgentStatus::Done,
-                Outcome::Failed(_) => status == SubAgentStatus::Failed,
-                Outcome::Stopped => {
-                    matches!(
-                        status,
-                        SubAgentStatus::Stopped | SubAgentStatus::Interrupted
-                    )
-                }
-            };
+            let fits = status == SubAgentStatus::Failed
+                || match outcome {
+                    Outcome::Completed | Outcome::LimitReached(_) => status == SubAgentStatus::Done,
+                    Outcome::Failed(_) => status == SubAgentStatus::Failed,
+                    Outcome::Stopped => {
+                        matches!(
+                            status,
+                            SubAgentStatus::Stopped | SubAgentStatus::Interrupted
+                        )
+                    }
+                };
             assert!(
                 fits,
                 "{id}: its Result said {outcome:?}, its terminal status is {status:?}"

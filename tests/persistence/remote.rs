@@ -287,6 +287,45 @@ async fn a_message_a_remote_child_read_is_saved_where_it_read_it() {
     }
 }
 
+/// The same when the hub is killed (review of this session's own diff):
+/// a message a remote child took and never read was folded only by the
+/// proxy's `finish`, which a kill never reaches — the killed child's
+/// saved conversation lacked it, where a local child's close keeps it
+/// after its end.
+#[tokio::test]
+async fn a_message_a_remote_child_took_survives_its_hub_killed() {
+    let mut kept = Vec::new();
+    for remote in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let model = a_worker_that_naps(vec![
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
+            Reply::answer("Told it."),
+        ]);
+        let (thread, mut events, _node) = a_thread_placing(model, &store, remote).await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        until(&mut events, &mut log, in_the_second_nap).await;
+        thread.send_user("tell it").unwrap();
+        until_result(&mut events, &mut log).await;
+        let sent = results_of(&log, "use_agent").pop().unwrap();
+        assert_eq!(
+            json(&sent.0)["status"],
+            "running",
+            "remote {remote}: {}",
+            sent.0
+        );
+        thread.hub().actor().kill();
+        thread.hub().actor().wait(None).await.unwrap();
+        thread.close_and_wait().await;
+        let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
+        let steered = "[message from the agent that started you]\nalso check X";
+        kept.push(conversation.iter().any(|m| m.content == steered));
+    }
+    assert_eq!(kept, [true, true], "local, then remote");
+}
+
 /// Review of the fold (this session's own change): a message a remote
 /// child took waits for its node's next model call; its node lost first,
 /// the run ended here and the message was in no conversation — the
@@ -313,8 +352,11 @@ async fn a_message_a_remote_child_took_survives_its_node_lost() {
     thread.close_and_wait().await;
     let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
     let steered = "[message from the agent that started you]\nalso check X";
-    assert!(
-        conversation.iter().any(|m| m.content == steered),
+    // After its end, as a local close keeps one (review of this session's
+    // own diff: it went before the partial result, where no call read it).
+    assert_eq!(
+        conversation.last().map(|m| m.content.as_str()),
+        Some(steered),
         "{conversation:#?}"
     );
 }

@@ -274,26 +274,39 @@ fn an_approval_for_a_call_already_answered_is_rejected() {
 }
 
 /// What a child's own `Result` said is what its end says: a `Result`
-/// that completed under a `failed` status (or failed under `stopped`) is
-/// rejected — the relabel a remote end read too late was this, and no
-/// check saw it (review of the property test's reach).
+/// that completed under a `stopped` status, or failed under `stopped` or
+/// `done`, is rejected — the relabel a remote end read too late was the
+/// second, and no check saw it (review of the property test's reach).
+/// `failed` after any `Result` passes: a hub that died before it read the
+/// child's finish fails it (docs/event-ordering.md, "Replay").
 #[test]
 fn a_result_that_disagrees_with_its_terminal_status_is_rejected() {
-    let ended = |terminal| -> Vec<AgentEvent> {
+    use subagents::messages::SubAgentStatus::Failed;
+    let ended = |failed: bool, terminal| -> Vec<AgentEvent> {
+        let mut result = result();
+        if let (true, AgentEvent::Result(r)) = (failed, &mut result) {
+            r.outcome = subagents::messages::Outcome::Failed("node `b` stopped the run".into());
+        }
         vec![
             started("agent_1", "call_1", true, None),
             status("agent_1", Background),
-            child("agent_1", result()),
+            child("agent_1", result),
             status("agent_1", terminal),
         ]
     };
     assert_rejects(
-        || common::check_log(&ended(subagents::messages::SubAgentStatus::Failed), true),
-        "agent_1: its Result said Completed, its terminal status is Failed",
-    );
-    assert_rejects(
-        || common::check_log(&ended(Stopped), true),
+        || common::check_log(&ended(false, Stopped), true),
         "agent_1: its Result said Completed, its terminal status is Stopped",
     );
-    common::check_log(&ended(Done), true);
+    assert_rejects(
+        || common::check_log(&ended(true, Stopped), true),
+        "agent_1: its Result said Failed(\"node `b` stopped the run\"), its terminal status is Stopped",
+    );
+    assert_rejects(
+        || common::check_log(&ended(true, Done), true),
+        "agent_1: its Result said Failed(\"node `b` stopped the run\"), its terminal status is Done",
+    );
+    common::check_log(&ended(false, Done), true);
+    common::check_log(&ended(false, Failed), true);
+    common::check_log(&ended(true, Failed), true);
 }

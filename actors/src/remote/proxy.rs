@@ -428,12 +428,15 @@ impl ProxyState {
             // message would resume from the task alone.
             let conversation = conversation.filter(|c| !c.is_empty()).unwrap_or_else(|| {
                 // A message it took and never read (the run ended here
-                // first) is in it, as a local close keeps one: lost, the
-                // resumed run lacked an instruction its parent was told
-                // it took.
-                state.read_steering();
+                // first) is in it, after its end, as a local close keeps
+                // one: lost, the resumed run lacked an instruction its
+                // parent was told it took (read before the end, it sat
+                // where no call had read it).
                 let mut kept = std::mem::take(&mut state.history);
                 kept.push(ChatMessage::assistant(result.text.clone(), Vec::new()));
+                while let Some(text) = state.steering.pop_front() {
+                    kept.push(ChatMessage::user(crate::agent::steering_text(&text)));
+                }
                 kept
             });
             state.history = conversation.clone();

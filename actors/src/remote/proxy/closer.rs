@@ -61,6 +61,10 @@ impl Closer {
             for event in &events {
                 super::actor::progress(&shared, event);
             }
+            // A message it took and never read: after its end, as a
+            // local close keeps one (killed with its hub, it was lost —
+            // only `finish`, which a kill never reaches, kept it).
+            crate::agent::turn_state_lock(&shared).read_steering();
         }
         self.sink.close_with(|| {
             for event in events {
