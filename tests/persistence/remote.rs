@@ -73,6 +73,35 @@ fn in_the_second_nap(e: &AgentEvent) -> bool {
         if matches!(&**inner, AgentEvent::ToolStarted(s) if s.arguments.contains("600")))
 }
 
+/// A thread on `store` whose child (here, or on a node) took "also check
+/// X" in its 600 s nap, the parent's turn that sent it over (`then`: the
+/// parent's later replies).
+async fn told_in_the_second_nap(
+    store: &Arc<EnvelopeStore>,
+    remote: bool,
+    then: Vec<Reply>,
+) -> (
+    ThreadHandle,
+    EventStream,
+    Vec<AgentEvent>,
+    Arc<common::loopback::Loopback>,
+) {
+    let mut replies = vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
+        Reply::answer("Told it."),
+    ];
+    replies.extend(then);
+    let (thread, mut events, node) =
+        a_thread_placing(a_worker_that_naps(replies), store, remote).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_the_second_nap).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    (thread, events, log, node)
+}
+
 /// Stopped midway, across nodes: a thread saves a child's conversation
 /// after each of its steps, for a restart to resume from — but a remote
 /// child's was its task alone until the run's end (its proxy learned the
@@ -298,17 +327,7 @@ async fn a_message_a_remote_child_took_survives_its_hub_killed() {
     for remote in [false, true] {
         let tmp = tempfile::tempdir().unwrap();
         let store = open(tmp.path());
-        let model = a_worker_that_naps(vec![
-            Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
-            Reply::answer("Told it."),
-        ]);
-        let (thread, mut events, _node) = a_thread_placing(model, &store, remote).await;
-        thread.send_user("go").unwrap();
-        let mut log = Vec::new();
-        until_result(&mut events, &mut log).await;
-        until(&mut events, &mut log, in_the_second_nap).await;
-        thread.send_user("tell it").unwrap();
-        until_result(&mut events, &mut log).await;
+        let (thread, _events, log, _node) = told_in_the_second_nap(&store, remote, vec![]).await;
         let sent = results_of(&log, "use_agent").pop().unwrap();
         assert_eq!(
             json(&sent.0)["status"],
@@ -335,18 +354,8 @@ async fn a_message_a_remote_child_took_survives_its_hub_killed() {
 async fn a_message_a_remote_child_took_survives_its_node_lost() {
     let tmp = tempfile::tempdir().unwrap();
     let store = open(tmp.path());
-    let model = a_worker_that_naps(vec![
-        Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
-        Reply::answer("Told it."),
-        Reply::answer("Noted."),
-    ]);
-    let (thread, mut events, node) = a_thread_placing(model, &store, true).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    until(&mut events, &mut log, in_the_second_nap).await;
-    thread.send_user("tell it").unwrap();
-    until_result(&mut events, &mut log).await;
+    let (thread, mut events, mut log, node) =
+        told_in_the_second_nap(&store, true, vec![Reply::answer("Noted.")]).await;
     node.kill();
     until(&mut events, &mut log, is_wake).await;
     thread.close_and_wait().await;

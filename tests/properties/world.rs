@@ -86,22 +86,17 @@ impl World {
     }
 
     pub(super) fn act(&mut self, thread: usize, action: HostAction) {
-        self.drive(move |mut threads| async move {
-            threads[thread].act(action).await;
-            futures_util::future::join_all(
-                threads
-                    .iter_mut()
-                    .map(|t| t.advance(Duration::from_millis(1))),
-            )
-            .await;
-            threads
-        });
+        self.act_together(thread, vec![action]);
     }
 
-    /// `actions` in one tick on `thread`, then a millisecond for all.
-    pub(super) fn act_together(&mut self, thread: usize, actions: Vec<HostAction>) {
+    /// `actions` in one tick on `thread` (one alone as `act` does it),
+    /// then a millisecond for all.
+    pub(super) fn act_together(&mut self, thread: usize, mut actions: Vec<HostAction>) {
         self.drive(move |mut threads| async move {
-            threads[thread].act_together(actions).await;
+            match actions.len() {
+                1 => threads[thread].act(actions.remove(0)).await,
+                _ => threads[thread].act_together(actions).await,
+            }
             futures_util::future::join_all(
                 threads
                     .iter_mut()
