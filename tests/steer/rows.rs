@@ -121,3 +121,53 @@ async fn a_message_no_call_reads_is_not_shown_read() {
     );
     thread.close_and_wait().await;
 }
+
+/// The same for a cut while the next call waits at the gate (review of
+/// this session's own diff): the message was read — shown `Steered`, put
+/// in the conversation — before the turn waited for the gate, and the
+/// wall clock cut it there: no call read it, yet it sat before the
+/// partial result. Read once the gate lets the call in.
+#[tokio::test(start_paused = true)]
+async fn a_message_read_before_a_cut_at_the_gate_is_not_shown_read() {
+    use subagents::messages::{Limits, Role};
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 5, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "one more thing")),
+        // Holds the thread's one-call gate past the child's wall clock.
+        Reply::new().delay(Duration::from_secs(60)).text("Sent."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(5));
+    let gate = GateHandle::spawn(1).await.unwrap();
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model.shared())
+            .gate(gate)
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .child_limits(Limits {
+                wall_clock: Duration::from_secs(30),
+                ..Limits::default()
+            }),
+    )
+    .await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell it").unwrap();
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let sent = results_of(&log, "use_agent").pop().unwrap();
+    assert_eq!(json(&sent.0)["status"], "running", "{}", sent.0);
+    let shown = log.iter().any(
+        |e| matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::Steered(_))),
+    );
+    assert!(!shown, "shown read by no call: {log:#?}");
+    let conversation = thread.hub().conversation(&AgentId::new("agent_1")).unwrap();
+    let last = conversation.last().unwrap();
+    assert!(
+        last.role == Role::User && last.content.ends_with("one more thing"),
+        "after the end: {conversation:#?}"
+    );
+    thread.close_and_wait().await;
+}

@@ -52,14 +52,11 @@ impl TurnContext {
 
     /// Before a step starts (a model call, a tool call): past the turn's
     /// wall clock, the turn ends there as its timer would have ended it
-    /// ([`out_of_time`]). The timer fires only where the turn waits —
-    /// tokio polls the turn before its timer — so a turn whose steps
-    /// never waited (a tool's synchronous work, an uncontended gate, a
-    /// ready stream) started more tools and model calls past its limit
-    /// and could end `Completed`. A plain check and a return: waiting for
-    /// the timer there added suspension points, and what lived across
-    /// them widened every waiting turn's future (8 MiB per 10,000
-    /// threads).
+    /// ([`out_of_time`]). The timer fires only where the turn waits, so
+    /// a turn whose steps never waited (synchronous tools, a free gate, a
+    /// ready stream) started steps past its limit and could end
+    /// `Completed`. A check, not a wait: a wait widened every waiting
+    /// turn's future (8 MiB per 10,000 threads).
     pub(super) fn past_wall_clock(&self) -> bool {
         let deadline = self.started.checked_add(self.config.limits.wall_clock);
         deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline)
@@ -110,7 +107,6 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                     // nothing more (its result is not read).
                     return None;
                 }
-                t.read_steering_shown(&ctx.sink, &limits);
                 // The call about to be made is the last one allowed: a message
                 // taken from now on could never be read by this run. It takes
                 // none (`steer` refuses; the sender waits for the end and a new
@@ -274,7 +270,7 @@ fn honoured_choice_reset(request: &mut ModelRequest) {
 /// within a bounded number of chunks, and the permit goes with the task.
 /// Usage is checked as it arrives: a call that goes past the token budget
 /// ends there.
-async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answer, ModelEnd> {
+async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<Answer, ModelEnd> {
     let config = &ctx.config;
     let span = tracing::Span::current();
     spans::record_input(config, &span, &messages);
@@ -310,7 +306,14 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
             t.call_counted = false;
             t.counted_chars = 0;
             t.prompt_fixed = fixed;
-            ctx.cut(t)
+            // Messages sent to it, read once the gate let the call in: read
+            // before it, a cut there showed them read by no call.
+            let (cut, before) = (ctx.cut(t), t.history.len());
+            if !cut {
+                t.read_steering_shown(&ctx.sink, &config.limits);
+                messages.extend_from_slice(&t.history[before..]);
+            }
+            cut
         });
         if cut {
             // The gate was free at once, after a stop this task has not seen.
@@ -347,13 +350,10 @@ async fn ask_model(ctx: &TurnContext, messages: Vec<ChatMessage>) -> Result<Answ
                 // a token (below its real cost, which counts its prompt
                 // too), against what the turn used before it.
                 let so_far = estimated(call_usage, streamed_chars);
-                // Kept in the turn's state as it streams, and emitted in
-                // the same step under its lock: a cut mid-call (the wall
-                // clock, a stop) has what the host saw — kept, then
-                // emitted after the lock, a stop on another worker in
-                // between quoted a piece its closed stream never showed.
-                // Past the budget, the estimate is counted and the text
-                // taken, under the same lock.
+                // Kept and emitted in one step under the turn's lock: a
+                // cut mid-call has what the host saw (emitted after it, a
+                // stop on another worker quoted a piece never shown). Past
+                // the budget, the estimate is counted and the text taken.
                 let cut = ctx.with(|t| {
                     t.streaming.push_str(&delta);
                     let cut = t.past_budget(so_far, budget);
