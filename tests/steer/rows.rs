@@ -74,7 +74,7 @@ async fn a_message_read_after_a_childs_final_answer_is_its_own_row() {
 /// read after its end.
 #[tokio::test(start_paused = true)]
 async fn a_message_no_call_reads_is_not_shown_read() {
-    use subagents::messages::{Limits, Role};
+    use subagents::messages::Limits;
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Worker", 5, false)),
         Reply::answer("Started."),
@@ -91,7 +91,7 @@ async fn a_message_no_call_reads_is_not_shown_read() {
             Reply::answer("never asked"),
         ],
     );
-    let (thread, mut events) = thread_with(
+    let (thread, events) = thread_with(
         DelegationBuilder::new(model.shared())
             .tools(ToolRegistry::new().with(subagents_demo::Sleep))
             .child_limits(Limits {
@@ -100,26 +100,7 @@ async fn a_message_no_call_reads_is_not_shown_read() {
             }),
     )
     .await;
-    thread.send_user("start").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.send_user("tell it").unwrap();
-    until(&mut events, &mut log, is_wake).await;
-    until_result(&mut events, &mut log).await;
-    check_log(&log, true);
-    let sent = results_of(&log, "use_agent").pop().unwrap();
-    assert_eq!(json(&sent.0)["status"], "running", "{}", sent.0);
-    let shown = log.iter().any(
-        |e| matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::Steered(_))),
-    );
-    assert!(!shown, "shown read by no call: {log:#?}");
-    let conversation = thread.hub().conversation(&AgentId::new("agent_1")).unwrap();
-    let last = conversation.last().unwrap();
-    assert!(
-        last.role == Role::User && last.content.ends_with("one more thing"),
-        "after the end: {conversation:#?}"
-    );
-    thread.close_and_wait().await;
+    sent_and_never_read(thread, events).await;
 }
 
 /// The same for a cut while the next call waits at the gate (review of
@@ -129,7 +110,7 @@ async fn a_message_no_call_reads_is_not_shown_read() {
 /// partial result. Read once the gate lets the call in.
 #[tokio::test(start_paused = true)]
 async fn a_message_read_before_a_cut_at_the_gate_is_not_shown_read() {
-    use subagents::messages::{Limits, Role};
+    use subagents::messages::Limits;
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Worker", 5, false)),
         Reply::answer("Started."),
@@ -140,7 +121,7 @@ async fn a_message_read_before_a_cut_at_the_gate_is_not_shown_read() {
     ])
     .with_script("Worker", worker(5));
     let gate = GateHandle::spawn(1).await.unwrap();
-    let (thread, mut events) = thread_with(
+    let (thread, events) = thread_with(
         DelegationBuilder::new(model.shared())
             .gate(gate)
             .tools(ToolRegistry::new().with(subagents_demo::Sleep))
@@ -150,6 +131,14 @@ async fn a_message_read_before_a_cut_at_the_gate_is_not_shown_read() {
             }),
     )
     .await;
+    sent_and_never_read(thread, events).await;
+}
+
+/// The user starts the worker, then has the parent send it "one more
+/// thing", which no call of the worker reads: taken (`running`), never
+/// shown read, and kept after the end of its conversation.
+async fn sent_and_never_read(thread: ThreadHandle, mut events: EventStream) {
+    use subagents::messages::Role;
     thread.send_user("start").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
