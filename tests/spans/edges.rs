@@ -445,3 +445,47 @@ async fn a_context_a_tool_keeps_holds_no_finished_turn_open() {
     assert!(!kept.settle(&Ok("late".into())));
     assert_eq!(keeps.0.lock().unwrap().len(), 0);
 }
+
+/// A message sent to a running child is read once its next call is let
+/// in by the gate; the call's span recorded its input before that, so
+/// the span's `gen_ai.input.messages` lacked the message the model read.
+#[tokio::test(start_paused = true)]
+async fn a_message_read_at_the_gate_is_in_the_calls_recorded_input() {
+    let (capture, _guard) = capture();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 5, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "one more thing")),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(5));
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(Sleep))
+            .record_content(true),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell it").unwrap();
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    let spans = capture.spans();
+    let child = run_of(&spans, "agent_1");
+    let chats: Vec<&Captured> = children_of(&spans, child)
+        .into_iter()
+        .filter(|s| s.name == "chat")
+        .collect();
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    let input: serde_json::Value =
+        serde_json::from_str(field(chats[1], "gen_ai.input.messages")).unwrap();
+    let last = input.as_array().unwrap().last().unwrap();
+    assert_eq!(last["role"], "user", "{input:#}");
+    let text = last["parts"][0]["content"].as_str().unwrap();
+    assert!(text.ends_with("one more thing"), "{input:#}");
+    thread.close_and_wait().await;
+}

@@ -273,7 +273,6 @@ fn honoured_choice_reset(request: &mut ModelRequest) {
 async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<Answer, ModelEnd> {
     let config = &ctx.config;
     let span = tracing::Span::current();
-    spans::record_input(config, &span, &messages);
     ctx.with(|t| t.doing(Activity::WaitingForModel));
     // Read only for a span that records (the clock is read twice).
     let waiting = (!span.is_disabled()).then(tokio::time::Instant::now);
@@ -306,8 +305,8 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
             t.call_counted = false;
             t.counted_chars = 0;
             t.prompt_fixed = fixed;
-            // Messages sent to it, read once the gate let the call in: read
-            // before it, a cut there showed them read by no call.
+            // Messages sent to it, read once the gate let the call in (a cut
+            // there showed them read by no call); in the span's input too.
             let (cut, before) = (ctx.cut(t), t.history.len());
             if !cut {
                 t.read_steering_shown(&ctx.sink, &config.limits);
@@ -319,6 +318,7 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
             // The gate was free at once, after a stop this task has not seen.
             return Err(ModelEnd::NotSent("the turn was stopped".to_owned()));
         }
+        spans::record_input(config, &span, &messages);
         let mut request = ModelRequest {
             messages,
             tools,
