@@ -78,11 +78,28 @@ async fn a_codex_role_never_gets_an_mcp_server_or_tool_it_switches_off() {
     let cases = [
         (
             "[mcp_servers.github]\nenabled = false\n",
-            vec!["calculator"],
+            vec!["calculator", "mcp__my__gh__merge", "mcp__my__gh"],
         ),
         (
             "[mcp_servers.github]\ndisabled_tools = [\"merge_pull_request\"]\n",
-            vec!["calculator", "mcp__github__get_pr"],
+            vec![
+                "calculator",
+                "mcp__github__get_pr",
+                "mcp__my__gh__merge",
+                "mcp__my__gh",
+            ],
+        ),
+        // A server whose id holds `__`: its rule `mcp__my__gh` read as the
+        // tool `gh` of a server `my` (the last tool here), and denied that
+        // one, not the server's.
+        (
+            "[mcp_servers.my__gh]\nenabled = false\n",
+            vec![
+                "calculator",
+                "mcp__github__merge_pull_request",
+                "mcp__github__get_pr",
+                "mcp__my__gh",
+            ],
         ),
     ];
     for (table, want) in cases {
@@ -94,7 +111,9 @@ async fn a_codex_role_never_gets_an_mcp_server_or_tool_it_switches_off() {
         let host = ToolRegistry::new()
             .with(Calculator)
             .with(common::HostTool("mcp__github__merge_pull_request"))
-            .with(common::HostTool("mcp__github__get_pr"));
+            .with(common::HostTool("mcp__github__get_pr"))
+            .with(common::HostTool("mcp__my__gh__merge"))
+            .with(common::HostTool("mcp__my__gh"));
         let (tools, _) = tools_a_worker_gets(ProfileSet::from_profiles([worker]), host, 1).await;
         assert_eq!(tools, want, "{table}");
     }
@@ -114,4 +133,19 @@ async fn a_codex_role_with_max_depth_one_never_delegates() {
     let host = ToolRegistry::new().with(Calculator).with(Sleep);
     let (tools, _) = tools_a_worker_gets(ProfileSet::from_profiles([worker]), host, 2).await;
     assert_eq!(tools, ["calculator", "sleep"]);
+}
+
+/// Widened (foreign, a deny list): an entry of a deny list holding
+/// several names (`["calculator, sleep"]`, the string form written inside
+/// a list) was one name that named no tool: it denied nothing, and the
+/// child got both. Each entry is split as a string is.
+#[tokio::test(start_paused = true)]
+async fn a_deny_list_entry_naming_several_tools_denies_each() {
+    let host = ToolRegistry::new()
+        .with(Calculator)
+        .with(Sleep)
+        .with(HostTool("read_file"));
+    let (tools, _parent) =
+        tools_the_worker_gets_from("disallowedTools: [\"calculator, sleep\"]", host, 1).await;
+    assert_eq!(tools, ["read_file"]);
 }

@@ -44,6 +44,9 @@ pub(super) fn mcp_servers<E: de::Error>(
         }
         match table.get("enabled") {
             None | Some(Value::Bool(true)) => {}
+            // `mcp__<id>__*` for an id holding `__`: as `mcp__a__b`, the
+            // rule named the tool `b` of a server `a`, and denied one tool.
+            Some(Value::Bool(false)) if id.contains("__") => deny(fm, format!("mcp__{id}__*")),
             Some(Value::Bool(false)) => deny(fm, format!("mcp__{id}")),
             Some(other) => {
                 return Err(E::custom(format!(

@@ -211,7 +211,9 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                     fm.max_iterations = map.next_value::<Option<Iterations>>()?.map(|i| i.0);
                 }
                 "disallowedTools" | "disallowed_tools" | "disallowed-tools" => {
-                    fm.disallowed_tools = map.next_value::<Option<ToolList>>()?.map(|t| t.0);
+                    fm.disallowed_tools = map
+                        .next_value::<Option<ToolList>>()?
+                        .map(|t| t.each_split().0);
                 }
                 "disabled" => fm.disabled = map.next_value()?,
                 "max_tokens" | "maxTokens" => {

@@ -215,11 +215,17 @@ pub(crate) fn expand_servers(names: Vec<String>, known: &[String]) -> Vec<String
 }
 
 /// The server a Claude Code rule for a whole MCP server names
-/// (`mcp__github`, `mcp__github__*`); `None` for one tool's rule.
+/// (`mcp__github`, `mcp__github__*`); `None` for one tool's rule. With
+/// the `__*`, the server's id may hold `__` itself (`mcp__my__docs__*`,
+/// how a Codex role's server `my__docs` switched off is denied); without
+/// it, `mcp__my__docs` is the tool `docs` of the server `my`.
 fn mcp_server(rule: &str) -> Option<&str> {
     let rest = rule.strip_prefix("mcp__")?;
-    let server = rest.strip_suffix("__*").unwrap_or(rest);
-    (!server.is_empty() && !server.contains("__")).then_some(server)
+    let (server, starred) = match rest.strip_suffix("__*") {
+        Some(server) => (server, true),
+        None => (rest, false),
+    };
+    (!server.is_empty() && (starred || !server.contains("__"))).then_some(server)
 }
 
 #[cfg(test)]
@@ -248,6 +254,10 @@ mod tests {
             &rule("mcp__github__create_issue"),
             "mcp__github__list"
         ));
+        // A server whose id holds `__`, said with its `__*`.
+        assert!(denies(&rule("mcp__my__gh__*"), "mcp__my__gh__merge"));
+        assert!(!denies(&rule("mcp__my__gh__*"), "mcp__my__ghx__merge"));
+        assert!(!denies(&rule("mcp__my__gh"), "mcp__my__gh__merge"));
         assert!(denies(&rule(" Bash(rm:*) "), "bash"));
         assert!(!denies(&rule("Bash(rm:*"), "bash"), "not a scoped entry");
         assert!(denies_delegation(&rule("Agent(*)")));

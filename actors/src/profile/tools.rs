@@ -45,6 +45,36 @@ impl<'de> Visitor<'de> for ToolListVisitor {
     /// No tool's name holds a space: a provider allows `[A-Za-z0-9_-]`.
     fn visit_str<E: de::Error>(self, value: &str) -> Result<ToolList, E> {
         let mut list = ToolList(Vec::new());
+        list.split_in(value);
+        Ok(list)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ToolList, A::Error> {
+        let mut list = ToolList(Vec::new());
+        while let Some(name) = seq.next_element::<String>()? {
+            list.push(&name);
+        }
+        Ok(list)
+    }
+}
+
+impl ToolList {
+    /// A deny list's entries each split as a string is
+    /// (`["Bash, Write"]` denies both): kept whole, the entry named no
+    /// tool and denied nothing. Only narrows, so only for a deny list.
+    pub(super) fn each_split(self) -> ToolList {
+        let mut list = ToolList(Vec::with_capacity(self.0.len()));
+        for entry in &self.0 {
+            list.split_in(entry);
+        }
+        list
+    }
+
+    /// Pushes the names of `value`, split as [`ToolListVisitor::visit_str`]
+    /// says.
+    fn split_in(&mut self, value: &str) {
+        let list = self;
+        let before = list.0.len();
         let (mut depth, mut start) = (0usize, 0);
         for (at, c) in value.char_indices() {
             match c {
@@ -62,20 +92,11 @@ impl<'de> Visitor<'de> for ToolListVisitor {
         // what follows it is named (`Bash(rm:*, Write` still denies
         // `Write`).
         if depth > 0 {
-            list = ToolList(Vec::new());
+            list.0.truncate(before);
             value
                 .split(|c: char| c == ',' || c.is_whitespace())
                 .for_each(|name| list.push(name));
         }
-        Ok(list)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ToolList, A::Error> {
-        let mut list = ToolList(Vec::new());
-        while let Some(name) = seq.next_element::<String>()? {
-            list.push(&name);
-        }
-        Ok(list)
     }
 }
 

@@ -188,10 +188,15 @@ fn inherit_in_any_case_is_the_parents_model() {
 #[test]
 fn a_codex_roles_mcp_servers_and_agents_narrow_what_they_say() {
     let role = |table: &str| codex_role(&format!("developer_instructions = \"x\"\n{table}"));
-    let cases: [(&str, &[&str], &[&str]); 10] = [
+    let cases: [(&str, &[&str], &[&str]); 11] = [
         (
             "[mcp_servers.github]\nenabled = false",
             &["mcp__github"],
+            &[],
+        ),
+        (
+            "[mcp_servers.my__gh]\nenabled = false",
+            &["mcp__my__gh__*"],
             &[],
         ),
         (
