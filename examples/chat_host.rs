@@ -1,6 +1,6 @@
 //! Run with: cargo run --example chat_host
 //!
-//! A chat app's engine driving two threads on the scripted model, in
+//! A chat app's engine driving three threads on the scripted model, in
 //! virtual time: background children, an approval from a child, the user
 //! typing (wakes wait), wakes arriving in order, a thread switch (stop-all),
 //! a parent stopped while it waits inline (the child is detached and wakes

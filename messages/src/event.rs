@@ -234,13 +234,18 @@ pub struct AgentResult {
 pub struct SubAgentInfo {
     /// The child's id.
     pub id: AgentId,
-    /// The parent's `use_agent` call that requested it.
+    /// The parent's call that requested it: a `use_agent`,
+    /// `delegate_task` or `agent` call, or the `send` that resumed a
+    /// finished child as this run.
     pub parent_tool_use_id: ToolUseId,
-    /// Its name: the first line of its system prompt.
+    /// Its name: its profile's name, else the first line of its system
+    /// prompt.
     pub name: String,
     /// The tools it may call.
     pub tools: Vec<String>,
-    /// True when the parent did not wait for it (`wait: false`).
+    /// True when nobody waits for it inline: the parent's call said so
+    /// (`wait: false`), its profile runs in the background, or a host
+    /// requested it.
     pub background: bool,
     /// A new run of a finished child, which it goes on from (see
     /// docs/lifecycle.md, "Runs").

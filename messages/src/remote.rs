@@ -105,8 +105,9 @@ pub enum ReportBody {
         /// Its conversation.
         conversation: Vec<ChatMessage>,
     },
-    /// The node could not start the run (an unknown model or tool): the
-    /// last report of a run.
+    /// The node could not start the run (an unknown model or tool), or
+    /// — midway — a report of it could not be sent or read (too large,
+    /// unreadable): the last report of a run.
     Refused(String),
 }
 

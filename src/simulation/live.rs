@@ -135,20 +135,29 @@ impl LiveSimulation {
             a.releases_wakes() || matches!(a, HostAction::Approve(_) | HostAction::Deny(_))
         };
         self.drain();
+        let logged = self.log.len();
         for action in actions.iter().filter(|a| first(a)) {
             self.push_host(action.clone());
         }
         let refused =
             futures_util::future::join_all(actions.iter().map(|a| apply(&self.thread, a))).await;
-        self.drain();
-        for action in actions.iter().filter(|a| !first(a)) {
-            self.push_host(action.clone());
+        // Each refusal just after its own action's entry, as `act` logs
+        // it: all put after the last, a refusal read as the next action's.
+        let at = self.start.elapsed();
+        let said = |why: Result<(), String>| why.err().map(|why| LogEntry::Refused { at, why });
+        let (early, late): (Vec<_>, Vec<_>) = actions
+            .into_iter()
+            .zip(refused)
+            .partition(|(action, _)| first(action));
+        let hosts = self.log.split_off(logged);
+        for (host, (_, why)) in hosts.into_iter().zip(early) {
+            self.log.push(host);
+            self.log.extend(said(why));
         }
-        for why in refused.into_iter().filter_map(Result::err) {
-            self.log.push(LogEntry::Refused {
-                at: self.start.elapsed(),
-                why,
-            });
+        self.drain();
+        for (action, why) in late {
+            self.push_host(action);
+            self.log.extend(said(why));
         }
         self.fire_unfired().await;
     }

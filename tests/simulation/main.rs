@@ -405,6 +405,39 @@ fn a_refused_host_action_is_logged_as_refused() {
     );
 }
 
+/// The same for actions sent in one tick (review: the docs' truth):
+/// `act_together` put every refusal after all its actions' entries, so an
+/// approval refused and a switch taken read as the approval taken and the
+/// switch refused — and the property test's check of a stopped chain,
+/// which reads the entry after a stop, skipped a stop taken beside a
+/// refused answer.
+#[tokio::test(start_paused = true)]
+async fn each_refusal_of_actions_sent_together_follows_its_own_action() {
+    let mut live = Scenario::new(vec![Reply::answer("Hello.")]).start(0).await;
+    live.act_together(vec![
+        HostAction::Approve("parent-approval-99".into()),
+        HostAction::SwitchAway,
+        HostAction::StopChild(AgentId::new("agent_9")),
+    ])
+    .await;
+    let log: Vec<String> = live
+        .log()
+        .iter()
+        .map(|l| match l {
+            LogEntry::Host { action, .. } => format!("host {action:?}"),
+            LogEntry::Refused { why, .. } => format!("refused {why}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    let at = |prefix: &str| log.iter().position(|l| l.starts_with(prefix)).unwrap();
+    let approve = at("host Approve");
+    assert!(log[approve + 1].contains("approval-99"), "{log:#?}");
+    let stop = at("host StopChild");
+    assert!(log[stop + 1].contains("agent_9"), "{log:#?}");
+    assert!(at("host SwitchAway") < stop, "{log:#?}");
+    live.finish().await;
+}
+
 /// An action timed after the run's end was dropped without a word (the
 /// docs' example without its `run_for` lost its `Typing(false)`).
 #[test]
