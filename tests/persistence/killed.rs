@@ -91,3 +91,107 @@ async fn a_thread_stopped_through_its_cell_is_waited_for_by_another_registry() {
     assert_eq!(alices.actor().get_status(), ractor::ActorStatus::Stopped);
     bob.delete(&a).await.unwrap();
 }
+
+/// A thread killed under a ractor host gives the store's wakes it took
+/// back as its state drops — once the host's handler returns. A host
+/// reopening the conversation in that handler (the restart above) had
+/// its new thread take the store's wakes first, find none, and never
+/// look again: the interrupted child was listed, and its parent never
+/// told. Told when they come back.
+#[tokio::test]
+async fn a_conversation_reopened_in_the_handler_that_killed_it_is_told_of_its_interrupted_child() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    super::shared::an_earlier_session_whose_second_child_was_running(&dir).await;
+    let store = open(&dir);
+    let host = common::host::Host::spawn().await;
+    let a = ThreadId::new("a");
+    let (thread, mut events) =
+        ThreadHandle::spawn(hanging(&store).id(a.clone()), Some(host.cell()))
+            .await
+            .unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
+    assert!(store.interrupted().is_empty(), "taken by the thread");
+    let cell = host.cell();
+    let model = ScriptedModel::new(vec![Reply::answer("Noted."); 2]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared()))
+        .store(store.clone())
+        .id(a);
+    let (again, mut events) = host
+        .run(async move {
+            thread.actor().kill();
+            thread.actor().wait(None).await.unwrap();
+            let (again, events) = ThreadHandle::spawn(config, Some(cell)).await.unwrap();
+            // It has run: it took the store's wakes (none yet).
+            again.flush_persistence().await.unwrap();
+            (again, events)
+        })
+        .await;
+    let mut log = Vec::new();
+    // Real time (the store writes off the runtime), bounded.
+    let woken =
+        tokio::time::timeout(Duration::from_secs(60), until_result(&mut events, &mut log)).await;
+    assert!(
+        woken.is_ok(),
+        "never told; still listed: {:?}",
+        store.interrupted()
+    );
+    assert_eq!(woken_children(&log), ["agent_2"], "{log:#?}");
+    again.close_and_wait().await;
+}
+
+/// The same window, a forget: `forget_thread` of the killed conversation
+/// in that handler (where a host deletes what it will not reopen) took
+/// its children off the lists — and the state's drop listed them again,
+/// for no thread to take: a badge that never clears.
+#[tokio::test]
+async fn a_conversation_forgotten_in_the_handler_that_killed_it_stays_unlisted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    super::shared::an_earlier_session_whose_second_child_was_running(&dir).await;
+    let a = ThreadId::new("a");
+    {
+        // Written by thread `a` (a save keeps an earlier session's owner).
+        let store = open(&dir);
+        let path = store.path_of(&AgentId::new("agent_2"));
+        let mut running = store.get(&AgentId::new("agent_2")).unwrap();
+        running.thread = Some(a.clone());
+        drop(store);
+        std::fs::write(path, serde_json::to_vec(&running).unwrap()).unwrap();
+    }
+    let store = open(&dir);
+    assert_eq!(store.interrupted(), [AgentId::new("agent_2")]);
+    let host = common::host::Host::spawn().await;
+    let (thread, mut events) =
+        ThreadHandle::spawn(hanging(&store).id(a.clone()), Some(host.cell()))
+            .await
+            .unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Wake { .. })
+    })
+    .await;
+    let kept = store.clone();
+    host.run(async move {
+        thread.actor().kill();
+        thread.actor().wait(None).await.unwrap();
+        assert!(kept.forget_thread(&a).unwrap().is_empty());
+        assert!(kept.interrupted().is_empty());
+    })
+    .await;
+    // The termination read: the killed state is gone.
+    host.run(async {}).await;
+    assert!(store.interrupted().is_empty(), "listed again");
+    assert!(store.owed_wakes().is_empty(), "owed again");
+}
+
+fn hanging(store: &Arc<EnvelopeStore>) -> ThreadConfig {
+    ThreadConfig::new(DelegationBuilder::new(
+        ScriptedModel::new(vec![Reply::new().hang()]).shared(),
+    ))
+    .store(store.clone())
+}

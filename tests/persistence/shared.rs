@@ -83,7 +83,7 @@ async fn a_pruned_envelope_is_not_written_back_at_close() {
 
 /// An earlier session whose first child finished and whose second
 /// (`agent_2`) was running when its process died.
-async fn an_earlier_session_whose_second_child_was_running(dir: &std::path::Path) {
+pub(super) async fn an_earlier_session_whose_second_child_was_running(dir: &std::path::Path) {
     use subagents::messages::{Envelope, SubAgentStatus};
     an_earlier_session_with_one_finished_child(dir).await;
     let store = open(dir);

@@ -178,6 +178,23 @@ impl EnvelopeStore {
     }
 }
 
+impl EnvelopeStore {
+    /// The actors of the threads open on the store that would take a wake
+    /// of one of `ids` (see [`EnvelopeStore::belongs`]): told when a
+    /// killed thread's state, dropped after they opened, gave the wakes
+    /// back — each took the store's wakes when it opened, and found none.
+    pub(crate) fn takers_of(&self, ids: &[AgentId]) -> Vec<ActorCell> {
+        let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        live.iter()
+            .filter(|(thread, holder)| {
+                matches!(holder.held(), Held::Open)
+                    && ids.iter().any(|id| self.belongs(id, Some(thread)))
+            })
+            .filter_map(|(_, holder)| holder.actor.get().cloned())
+            .collect()
+    }
+}
+
 /// Whose a child is.
 impl EnvelopeStore {
     /// The child `id`'s wakes are `thread`'s to take: its envelope names

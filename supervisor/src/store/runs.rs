@@ -396,10 +396,12 @@ impl EnvelopeStore {
 
     /// An owed wake a thread took and never delivered (it was switched
     /// away from first): owed again, in the order the children finished —
-    /// unless pruned meanwhile (listed, it was settled with no wake sent).
+    /// unless pruned meanwhile (listed, it was settled with no wake sent)
+    /// or forgotten (a killed thread's state, dropped after a
+    /// `forget_thread`, listed its children again for no thread to take).
     pub(crate) fn give_back_owed(&self, id: &AgentId) {
         let mut list = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
-        if !list.contains(id) && self.map.contains_key(id) {
+        if !list.contains(id) && self.is_kept(id) {
             list.push(id.clone());
             let finished = |id: &AgentId| self.get(id).and_then(|e| e.finished_at_ms).unwrap_or(0);
             list.sort_by_cached_key(|id| {
@@ -410,16 +412,22 @@ impl EnvelopeStore {
     }
 
     /// A restart list a thread took and never delivered: listed again
-    /// (ahead of any other, in its order), but what was pruned meanwhile.
+    /// (ahead of any other, in its order), but what was pruned or
+    /// forgotten meanwhile.
     pub(crate) fn give_back_interrupted(&self, ids: Vec<AgentId>) {
         let mut list = self
             .interrupted
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let kept = |id: &AgentId| !list.contains(id) && self.map.contains_key(id);
+        let kept = |id: &AgentId| !list.contains(id) && self.is_kept(id);
         let mut back: Vec<AgentId> = ids.into_iter().filter(kept).collect();
         back.append(&mut list);
         *list = back;
+    }
+
+    /// `id` is held and not forgotten: a wake of it may be owed again.
+    fn is_kept(&self, id: &AgentId) -> bool {
+        self.map.get(id).is_some_and(|e| !e.forgotten)
     }
 
     /// A thread is about to resume the earlier session's child `id`:

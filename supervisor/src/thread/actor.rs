@@ -57,6 +57,11 @@ impl Actor for ThreadSupervisor {
         } else {
             WakeQueue::new()
         };
+        if let Some(live) = &args.live {
+            // Before its `post_start` takes the store's wakes: a killed
+            // thread's state giving them back after that tells this actor.
+            let _ = live.actor_slot().set(myself.get_cell());
+        }
         let state = ThreadState {
             parent,
             events: args.events,
@@ -305,6 +310,10 @@ impl Actor for ThreadSupervisor {
                 state.persist_with_run(&envelope, true);
             }
             ThreadMsg::Internal(ThreadInternal::Deleted) => state.deleted = true,
+            ThreadMsg::Internal(ThreadInternal::StoreWakesBack) => {
+                state.take_given_back();
+                state.deliver_wakes(&myself);
+            }
             ThreadMsg::Internal(ThreadInternal::TurnEnded { wake }) => {
                 state.turns_in_flight = state.turns_in_flight.saturating_sub(1);
                 if state.turns_in_flight == 0 {

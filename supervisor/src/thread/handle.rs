@@ -11,7 +11,6 @@ use subagents_messages::{
 
 use subagents_actors::hub::Refused;
 
-use crate::store::live::LiveThread;
 use crate::thread::actor::ThreadSupervisor;
 use crate::thread::config::ThreadConfig;
 use crate::thread::msg::ThreadMsg;
@@ -133,7 +132,6 @@ impl ThreadHandle {
     ) -> Result<(ThreadHandle, EventStream), ThreadError> {
         let closing = Arc::new(Mutex::new(false));
         let live = config.admit(&closing).await?;
-        let live_actor = live.as_ref().map(LiveThread::actor_slot);
         let (events, stream) = EventSink::channel();
         let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
         let errors = PersistErrors::default();
@@ -158,9 +156,6 @@ impl ThreadHandle {
                 ThreadError::Spawn(e.to_string())
             }
         })?;
-        if let Some(slot) = live_actor {
-            let _ = slot.set(actor.get_cell());
-        }
         let parts = parts_rx
             .await
             .map_err(|_| ThreadError::Spawn("the thread did not start its parent".into()))?;

@@ -132,6 +132,10 @@ pub(crate) mod sealed {
         /// Sent by `Threads::delete` before its close: once closed, the
         /// thread's children are forgotten in its store.
         Deleted,
+        /// Sent by a killed thread's state as it is dropped (its ractor
+        /// host read its termination): it gave the store's wakes it had
+        /// taken back, after this thread opened and took the store's.
+        StoreWakesBack,
         /// Sent by the supervisor's own turn tasks: a parent turn ended.
         TurnEnded {
             /// It was a wake's turn.

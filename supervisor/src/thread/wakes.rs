@@ -6,6 +6,7 @@ use ractor::ActorRef;
 use subagents_messages::{AgentEvent, AgentId, Envelope};
 
 use crate::thread::msg::ThreadMsg;
+use crate::thread::msg::sealed::ThreadInternal;
 use crate::thread::persist::Write;
 use crate::thread::state::{ThreadState, TurnOrigin};
 use crate::wake::{restart_line, restart_text, wake_line, wake_text};
@@ -65,6 +66,19 @@ impl ThreadState {
         for id in owed {
             self.wakes.push(id.clone());
             self.woken.insert(id);
+        }
+    }
+
+    /// The store's wakes a killed thread gave back after this one took
+    /// the store's (found none: the killed state held them): taken as at
+    /// a showing — now if shown, else when it is next. A restart list of
+    /// its own not yet settled is kept; the given-back list waits then.
+    pub(super) fn take_given_back(&mut self) {
+        if self.store_wakes_taken && self.restarted.is_empty() {
+            self.store_wakes_taken = false;
+            if !self.wakes.is_held() {
+                self.take_store_wakes();
+            }
         }
     }
 
@@ -213,7 +227,8 @@ impl Drop for ThreadState {
     /// This runs after ractor reports the thread stopped, and before its
     /// event stream ends (the state holds the stream's last sender): a
     /// host that spawns again on the store once the old stream ended
-    /// finds them there.
+    /// finds them there; a thread that opened before (in the handler that
+    /// read this one's termination) is told to take them.
     fn drop(&mut self) {
         // No wake comes in this process: the run spans kept for them go
         // (a span held open holds the turn that started its child).
@@ -222,6 +237,7 @@ impl Drop for ThreadState {
             return;
         };
         let mut interrupted = std::mem::take(&mut self.restarted);
+        let mut owed = Vec::new();
         let cut = std::mem::take(&mut self.settle_at_end);
         for id in cut.into_iter().chain(self.wakes.clear()) {
             if !store.is_from_earlier_session(&id) || interrupted.contains(&id) {
@@ -232,10 +248,19 @@ impl Drop for ThreadState {
                 interrupted.push(id);
             } else {
                 store.give_back_owed(&id);
+                owed.push(id);
             }
         }
+        owed.extend_from_slice(&interrupted);
         if !interrupted.is_empty() {
             store.give_back_interrupted(interrupted);
+        }
+        // A thread that opened since (a host reopening the conversation
+        // in the handler that read this one's termination) took the
+        // store's wakes and found none: told to take them now.
+        for taker in store.takers_of(&owed) {
+            let taker: ActorRef<ThreadMsg> = taker.into();
+            let _ = taker.cast(ThreadMsg::Internal(ThreadInternal::StoreWakesBack));
         }
     }
 }
