@@ -130,3 +130,54 @@ fn a_child_requested_as_its_requesters_turn_ends_on_another_worker_is_refused() 
         );
     });
 }
+
+/// Shuts its agent down when the child `first` finishes: from inside
+/// the hub's handler (observers are told there, before the slot is
+/// freed), as a host's close lands in the tick a child ends.
+struct CloseOnFinish {
+    first: AgentId,
+    agent: std::sync::OnceLock<subagents::actors::DelegatingAgent>,
+}
+
+impl HubObserver for CloseOnFinish {
+    fn finished(&self, envelope: &Envelope) {
+        if envelope.id == self.first {
+            self.agent.get().unwrap().shutdown();
+        }
+    }
+}
+
+/// Stopped midway, a close × a queued child: a close drains the hub (what
+/// it had read before is handled first), and a child's finish read then
+/// freed its slot for the next in the queue — started under the closing
+/// hub, its link refused, it failed "its supervisor is stopping"
+/// (resumable by a later message), and so did every child queued behind
+/// it. A close stops them, before they started.
+#[tokio::test(start_paused = true)]
+async fn a_close_as_a_child_finishes_stops_the_queued_ones_it_freed_a_slot_for() {
+    let observer = Arc::new(CloseOnFinish {
+        first: AgentId::new("agent_1"),
+        agent: std::sync::OnceLock::new(),
+    });
+    let (parent, mut events) = DelegationBuilder::new(background_workers(&[5, 600, 600]).shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .max_live(1)
+        .observer(observer.clone())
+        .spawn()
+        .await
+        .unwrap();
+    let _ = observer.agent.set(parent.clone());
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 30).await;
+    parent.shutdown_and_wait().await;
+    for id in ["agent_2", "agent_3"] {
+        let envelope = parent.hub.status(&AgentId::new(id)).unwrap();
+        assert_eq!(
+            envelope.status,
+            subagents::messages::SubAgentStatus::Stopped,
+            "{envelope:#?}"
+        );
+        assert_eq!(envelope.error.as_deref(), Some("stopped before it started"));
+    }
+}

@@ -335,11 +335,13 @@ impl HubState {
             // Gone already: its slot goes to the next in the queue.
             return self.slots.release(id);
         };
-        // Its requester's turn ended while it waited in the queue: it is
-        // stopping its children, this one with them (before it started) —
-        // also when the hub has not read its end yet (its turn closed in
-        // the tick this slot freed, as `spawn_child` refuses it).
-        if self.takes_no_children(&child.request.requester) {
+        // Its requester's turn ended while it waited (also unread: closed
+        // in the tick this slot freed, as `spawn_child` refuses it): it
+        // stops with its siblings, before it started. Or the hub closes (a
+        // finish read drained freed the slot): it failed, resumable.
+        if self.takes_no_children(&child.request.requester)
+            || myself.get_status() >= ractor::ActorStatus::Draining
+        {
             return self.finish_child(
                 id,
                 SubAgentStatus::Stopped,
