@@ -446,3 +446,53 @@ async fn a_queued_grandchild_never_starts_after_its_requesters_turn_has_ended() 
         thread.close_and_wait().await;
     }
 }
+
+/// A grandchild whose turn ended as its requester's did: the requester's
+/// end stops its children still in the hub's book (an orphan stop), and
+/// that stop — sent as a host's stop by name is — cancelled the
+/// grandchild for good when its own end was read first or was still on
+/// its way: a `send` from the requester's resumed run was refused ("was
+/// stopped"), though the same grandchild, its end read a tick earlier, was
+/// resumable. An orphan stop stops what still runs, and cancels nothing.
+#[tokio::test(start_paused = true)]
+async fn a_grandchild_ending_as_its_requester_does_is_not_cancelled() {
+    let mut reached = Vec::new();
+    for alpha_ms in [998, 999, 1000, 1001, 1002] {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&run("Alpha", "start your own", false)),
+            Reply::answer("parent: started"),
+            Reply::answer("parent: noted"),
+        ])
+        .with_script(
+            "Alpha",
+            vec![
+                Reply::new().use_agent(&run("Grand", "compute", false)),
+                Reply::new()
+                    .delay(std::time::Duration::from_millis(alpha_ms))
+                    .text("alpha: started"),
+            ],
+        )
+        .with_script(
+            "Grand",
+            vec![
+                Reply::new()
+                    .delay(std::time::Duration::from_secs(1))
+                    .text("42"),
+            ],
+        );
+        let gate = GateHandle::spawn(4).await.unwrap();
+        let (thread, mut events) = ThreadHandle::spawn(builder(model, 2).gate(gate), None)
+            .await
+            .unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        run_for(&mut events, &mut log, 60).await;
+        let grand = thread.hub().status(&AgentId::new("agent_2")).unwrap();
+        if grand.status == SubAgentStatus::Done {
+            assert!(!grand.cancelled, "{alpha_ms} ms: {grand:#?}");
+        }
+        reached.push(grand.status);
+        thread.close_and_wait().await;
+    }
+    assert!(reached.contains(&SubAgentStatus::Done), "{reached:?}");
+}

@@ -202,6 +202,12 @@ impl Actor for Hub {
                 Box::pin(state.interrupt(&myself, &id, StopReply::One(reply))).await
             }
             HubMsg::StopAll { reply } => Box::pin(state.stop_all(&myself, reply)).await,
+            HubMsg::Internal(HubInternal::StopOrphan { id }) => {
+                if !state.book.is_terminal(&id) {
+                    state.prefer_stop(&id);
+                    Box::pin(state.stop(&myself, &id, StopReply::One(None))).await;
+                }
+            }
             HubMsg::Internal(HubInternal::ChildFinished { id }) => {
                 let next = state.child_finished(&myself, &id);
                 state.refill(&myself, next).await;

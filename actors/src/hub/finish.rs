@@ -8,6 +8,7 @@ use subagents_messages::{AgentEvent, AgentId, AgentResult, Envelope, Outcome, Su
 use crate::hub::ids::child_number;
 use crate::hub::lifecycle::HubState;
 use crate::hub::msg::HubMsg;
+use crate::hub::msg::sealed::HubInternal;
 use crate::hub::stop::STOPPED_RUNNING;
 
 /// How a child's turn ended, as a status.
@@ -171,11 +172,7 @@ impl HubState {
         }
         orphans.sort_by_key(|o| (child_number(o), o.clone()));
         for orphan in orphans {
-            let _ = myself.cast(HubMsg::Stop {
-                id: orphan,
-                asking: None,
-                reply: None,
-            });
+            let _ = myself.cast(HubMsg::Internal(HubInternal::StopOrphan { id: orphan }));
         }
         match self.children.get_mut(id) {
             Some(child) => {

@@ -206,6 +206,14 @@ pub(crate) mod sealed {
             /// The child.
             id: AgentId,
         },
+        /// Sent by the hub as a requester ends, for each of its children
+        /// in the book: one still running stops; one whose end came first
+        /// (read, or on its way) keeps it — resumable, not cancelled as a
+        /// stop by name cancels.
+        StopOrphan {
+            /// The child.
+            id: AgentId,
+        },
         /// Sent from a child's handler when its turn ended, after the
         /// result went into the child's `last_result`.
         ChildFinished {
