@@ -99,7 +99,14 @@ pub(super) fn agents<E: de::Error>(table: Option<Value>, fm: &mut Frontmatter) -
     };
     for (key, value) in table {
         let off = match (key.as_str(), &value) {
-            ("enabled", Value::Bool(false)) => true,
+            ("enabled", Value::Bool(on)) => !on,
+            // `"false"`, `0`: read as not applied, the switch-off was lost
+            // and the role delegated; refused, as `max_depth` is.
+            ("enabled", other) => {
+                return Err(E::custom(format!(
+                    "`agents.enabled` must be true or false, not {other}"
+                )));
+            }
             ("max_depth", depth) => match depth.as_u64() {
                 Some(depth) => depth <= 1,
                 None => {
@@ -122,19 +129,33 @@ pub(super) fn agents<E: de::Error>(table: Option<Value>, fm: &mut Frontmatter) -
 /// Reads `[features]`: one that is a tool switched off (`shell_tool =
 /// false`, or as a table, `[features.shell_tool] enabled = false`) denies
 /// it, as a `[tools]` switch turned off does; any other is Codex's own,
-/// not applied.
-pub(super) fn features(features: BTreeMap<String, Value>, fm: &mut Frontmatter) {
+/// not applied. A tool's switch that is not true or false (`"false"`,
+/// `0`) is refused: read as not applied, the switch-off was lost.
+pub(super) fn features<E: de::Error>(
+    features: BTreeMap<String, Value>,
+    fm: &mut Frontmatter,
+) -> Result<(), E> {
     for (name, value) in features {
-        let off = match &value {
-            Value::Bool(on) => !on,
-            Value::Object(table) => table.get("enabled") == Some(&Value::Bool(false)),
-            _ => false,
+        let switch = match &value {
+            Value::Object(table) => table.get("enabled"),
+            value => Some(value),
+        };
+        let off = match switch {
+            None | Some(Value::Bool(true)) => false,
+            Some(Value::Bool(false)) => true,
+            Some(other) if feature_tool(&name).is_some() => {
+                return Err(E::custom(format!(
+                    "`features.{name}` must be switched on or off with true or false, not {other}"
+                )));
+            }
+            Some(_) => false,
         };
         match feature_tool(&name) {
             Some(tool) if off => deny(fm, tool.to_owned()),
             _ => fm.not_applied.push(format!("features.{name}")),
         }
     }
+    Ok(())
 }
 
 /// The tool a Codex feature switches on or off, for those that are one

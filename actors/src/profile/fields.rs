@@ -266,7 +266,7 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "features" => super::codex_tables::features(
                     map.next_value::<Option<_>>()?.unwrap_or_default(),
                     &mut fm,
-                ),
+                )?,
                 // A Codex role's MCP servers and sub-agents: what narrows
                 // is denied (see `codex_tables`).
                 "mcp_servers" => super::codex_tables::mcp_servers(

@@ -257,6 +257,15 @@ fn a_codex_roles_mcp_servers_and_agents_narrow_what_they_say() {
             "disabled_tools",
         ),
         ("[agents]\nmax_depth = \"one\"", "agents.max_depth"),
+        // A switch-off of the wrong type: "not applied", the role kept
+        // delegating (review: the previous session's diff).
+        ("[agents]\nenabled = \"false\"", "agents.enabled"),
+        (
+            "[features]\nmulti_agent = \"false\"",
+            "features.multi_agent",
+        ),
+        ("[features.collab]\nenabled = 0", "features.collab"),
+        ("[features]\nshell_tool = \"off\"", "features.shell_tool"),
     ] {
         let e = role(table).unwrap_err();
         assert!(e.to_string().contains(names), "{table}: {e}");
