@@ -2,6 +2,8 @@
 //! chunks received. Only the fields this adapter reads or writes are
 //! modelled; unknown fields in responses are ignored.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use subagents_messages::{ChatMessage, ModelRequest, Role, ToolCall, ToolChoice, ToolSpec, Usage};
@@ -42,7 +44,8 @@ pub(crate) struct WireMessage<'a> {
     /// Always a string: an assistant message that only calls tools sends
     /// `""`, never `null` (llama-cpp-python answers `null` with HTTP 500,
     /// and an omitted field with an empty stream; `""` works everywhere).
-    pub(crate) content: &'a str,
+    /// Owned only where user messages in a row were joined.
+    pub(crate) content: Cow<'a, str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,12 +95,13 @@ impl<'a> ChatRequest<'a> {
             // An empty system prompt (a builder's default, a profile's
             // empty body) is left out: LM Studio, Mistral, Anthropic's and
             // Gemini's compatible endpoints answer 400 to an empty message.
-            messages: request
-                .messages
-                .iter()
-                .filter(|m| !(m.role == Role::System && m.content.trim().is_empty()))
-                .map(WireMessage::from)
-                .collect(),
+            messages: alternating(
+                request
+                    .messages
+                    .iter()
+                    .filter(|m| !(m.role == Role::System && m.content.trim().is_empty()))
+                    .map(WireMessage::from),
+            ),
             tools: request.tools.iter().map(WireTool::from).collect(),
             stream: true,
             stream_options: StreamOptions {
@@ -118,6 +122,29 @@ impl<'a> ChatRequest<'a> {
             seed: request.options.seed,
         }
     }
+}
+
+/// `messages` with each run of user messages joined into one (blank
+/// lines between): the messages a running child reads (several at one
+/// call, one after its task while it was queued, one after a turn that
+/// ended before it read it) follow each other, and the chat templates
+/// that want roles to alternate (Gemma, Mistral, Llama 2: llama.cpp's
+/// `--jinja`, LM Studio, vLLM with the model's template) refuse the
+/// request — the child's next call failed. The conversation itself keeps
+/// them apart.
+fn alternating<'a>(messages: impl Iterator<Item = WireMessage<'a>>) -> Vec<WireMessage<'a>> {
+    let mut out: Vec<WireMessage<'a>> = Vec::new();
+    for message in messages {
+        match out.last_mut() {
+            Some(last) if last.role == "user" && message.role == "user" => {
+                let joined = last.content.to_mut();
+                joined.push_str("\n\n");
+                joined.push_str(&message.content);
+            }
+            _ => out.push(message),
+        }
+    }
+    out
 }
 
 /// `tool_choice` as the chat-completions API spells it.
@@ -169,7 +196,7 @@ impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
         };
         Self {
             role,
-            content,
+            content: Cow::Borrowed(content),
             tool_calls,
             tool_call_id,
         }

@@ -291,3 +291,52 @@ async fn a_context_overflow_naming_both_fields_is_not_sent_again() {
     );
     assert_eq!(server.seen().len(), 1);
 }
+
+/// Foreign (chat templates that want roles to alternate: Gemma, Mistral,
+/// Llama 2 — llama.cpp's `--jinja`, LM Studio, vLLM with the model's
+/// template): two user messages in a row are refused ("Conversation roles
+/// must alternate", a 500). A running child reads the messages sent to it
+/// as user messages, several at one call, or one after its task while it
+/// was queued: its next call failed there. A run of user messages goes out
+/// as one, blank lines between; the others are sent as they are.
+#[tokio::test]
+async fn user_messages_in_a_row_go_out_as_one() {
+    let server = MockServer::start(vec![Reply::sse(&strs(&[
+        text("ok"),
+        finish("stop"),
+        "[DONE]".to_owned(),
+    ]))])
+    .await;
+    let request = ModelRequest {
+        messages: vec![
+            ChatMessage::system("sys"),
+            ChatMessage::user("the task"),
+            ChatMessage::user("one more thing"),
+            ChatMessage::assistant("on it", Vec::new()),
+            ChatMessage::user("and another"),
+            ChatMessage::user("and the last"),
+        ],
+        ..Default::default()
+    };
+    let out = collect(&server.model(None), request).await;
+    assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))]);
+    let sent: Vec<(String, String)> = server.seen()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = [
+        ("system", "sys"),
+        ("user", "the task\n\none more thing"),
+        ("assistant", "on it"),
+        ("user", "and another\n\nand the last"),
+    ]
+    .map(|(r, c)| (r.to_owned(), c.to_owned()));
+    assert_eq!(sent, want);
+}
