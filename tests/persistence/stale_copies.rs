@@ -81,6 +81,75 @@ async fn a_child_another_thread_stopped_is_not_resumed_from_a_stale_copy() {
     y.close_and_wait().await;
 }
 
+/// The same stale copy, the other way (review: shared resources): thread
+/// X resumed `agent_1` (its run `agent_2` goes on); Y's book held a copy
+/// of `agent_1` that said nothing of it, and Y's stop of `agent_1` stopped
+/// the copy — answered `Ok(Done)`, cancelled `agent_1` on disk beside its
+/// link — while X's run went on. The store's link is read for a run the
+/// book holds ended: another thread's chain, refused.
+#[tokio::test]
+async fn a_stop_of_a_child_another_thread_resumed_is_refused_not_answered_done() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    an_earlier_session_with_one_finished_child(&dir).await;
+    let store = open(&dir);
+    let resumes = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+        Reply::answer("Sent."),
+    ])
+    // Its first run's answer is the script's first: the resumed run's
+    // call is the second.
+    .with_script("Worker", vec![Reply::answer("-"), Reply::new().hang()]);
+    let (x, mut events_x) = thread_on(resumes.shared(), store.clone(), 3).await;
+    let hold = Arc::new(tokio::sync::Notify::new());
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .tool_call("hold", "{}")
+            .use_agent(&UseAgentCall::send("agent_1", "the second part")),
+        Reply::answer("(the cut turn's note)"),
+    ]);
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(Hold(hold.clone()))),
+    )
+    .store(store.clone());
+    let (y, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    y.send_user("more").unwrap();
+    let mut log = Vec::new();
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::ToolStarted(c) if c.name == "hold"),
+    )
+    .await;
+    // Y's send is cut as the hub reads it: its book holds `agent_1`.
+    y.stop_parent().unwrap();
+    hold.notify_one();
+    until_result(&mut events, &mut log).await;
+    y.hub().sync().await.unwrap();
+    x.send_user("resume it").unwrap();
+    let mut log_x = Vec::new();
+    until_result(&mut events_x, &mut log_x).await;
+    x.flush_persistence().await.unwrap();
+    let first = store.get(&AgentId::new("agent_1")).unwrap();
+    let resumed = first.continued_as.clone().expect("X resumed it");
+    let stopped = y.stop_child(&AgentId::new("agent_1")).await;
+    assert!(
+        matches!(
+            stopped,
+            Err(subagents::supervisor::ThreadError::UnknownChild(_))
+        ),
+        "{stopped:?}"
+    );
+    y.flush_persistence().await.unwrap();
+    assert!(!store.get(&AgentId::new("agent_1")).unwrap().cancelled);
+    let running = x.hub().status(&resumed).unwrap().status;
+    assert!(!running.is_terminal(), "{running:?}");
+    x.close_and_wait().await;
+    y.close_and_wait().await;
+}
+
 /// Shared, stale (review 27: persisted data): a named thread's write of
 /// an earlier session's child written for no thread (here the link of
 /// its resume; a cancel or a claim of its copy alike) stamped its own id

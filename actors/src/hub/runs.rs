@@ -90,21 +90,24 @@ impl Book {
     /// none of a chain until a message came: a stop of its first id, or a
     /// resumed run reaching the children its first run asked for, stopped
     /// at the first run. The archive is read (behind its slot's lock) only
-    /// past the book.
+    /// past the book, or for a run the book holds ended: another thread
+    /// may have gone on from an earlier session's child this book copied
+    /// (a message to it that was refused), and a stop of the copy
+    /// cancelled it, "done", while the other thread's run went on.
     pub(crate) fn newest_run(
         &self,
         id: &AgentId,
         archive: impl FnOnce() -> Option<Arc<dyn crate::hub::config::EnvelopeArchive>>,
     ) -> AgentId {
         let (mut at, held) = self.latest_held(id);
-        if held {
+        if held && !self.is_terminal(&at) {
             return at;
         }
         let Some(archive) = archive() else {
             return at;
         };
         let mut seen = rustc_hash::FxHashSet::default();
-        while !self.contains(&at) && seen.insert(at.clone()) {
+        while (!self.contains(&at) || self.is_terminal(&at)) && seen.insert(at.clone()) {
             match archive.get(&at).and_then(|e| e.continued_as) {
                 Some(next) => at = self.latest_run(&next),
                 None => break,
