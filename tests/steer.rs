@@ -596,6 +596,67 @@ async fn a_message_during_the_last_allowed_model_call_is_read_by_a_new_run() {
     thread.close_and_wait().await;
 }
 
+/// The same at a limit no turn can foresee (review: models that
+/// misbehave): a child whose last answer brings its tokens to exactly its
+/// budget, a message sent during that call — the answer is final, yet the
+/// turn went on "to read it", and the budget ended it there: the answer
+/// became a partial ("stopped by the token budget") and no call read the
+/// message. The answer stands; the message is kept after its end.
+#[tokio::test(start_paused = true)]
+async fn a_message_during_a_call_that_spends_the_budget_leaves_the_answer_final() {
+    use subagents::messages::Limits;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false).max_iterations(5)),
+        Reply::answer("Started."),
+        Reply::new()
+            .use_agent(&UseAgentCall::send("agent_1", "one more thing"))
+            .delay(Duration::from_secs(5)),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new()
+                .tool_call("sleep", r#"{"secs":1}"#)
+                .usage(400, 100),
+            Reply::answer("worked 1 s")
+                .usage(400, 100)
+                .delay(Duration::from_secs(10)),
+        ],
+    );
+    let gate = GateHandle::spawn(2).await.unwrap();
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model.shared())
+            .gate(gate)
+            .child_limits(Limits {
+                token_budget: 1_000,
+                ..Limits::default()
+            }),
+    )
+    .await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let (sent, _) = results_of(&log, "use_agent").pop().unwrap();
+    assert_eq!(json(&sent)["status"], "running", "{sent}");
+    let child = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(child.status, SubAgentStatus::Done, "{child:#?}");
+    assert_eq!(child.result.as_deref(), Some("worked 1 s"), "{child:#?}");
+    let conversation = thread.hub().conversation(&AgentId::new("agent_1")).unwrap();
+    let last = conversation.last().unwrap();
+    assert!(
+        last.role == Role::User && last.content.ends_with("one more thing"),
+        "{conversation:#?}"
+    );
+    thread.close_and_wait().await;
+}
+
 /// Stopped midway: a message sent to a queued child is kept for its start
 /// ("queued"); interrupted before it started, the child ended with the
 /// message only in the hub's memory of it, dropped with it — the run a

@@ -285,6 +285,26 @@ async fn a_slot_freed_in_the_tick_the_cap_runs_out_reads_not_started() {
         );
         parent.shutdown_and_wait().await;
     }
+    // The window, checked (testing.md said it was; review: tests that
+    // cannot fail): a blocker a second shorter frees the slot with a
+    // second of the cap left, and the child starts on it — the slot's
+    // free and the cap share their arithmetic, so at 90 s they share the
+    // tick. Off by one, both cases above would pass a tick apart.
+    let model = ScriptedModel::new(vec![
+        blocked_for_then_queued(89),
+        Reply::answer("the parent read it"),
+    ]);
+    let (parent, mut events) = one_slot_blocked_for(model, 1, 89).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    common::until_result(&mut events, &mut log).await;
+    let said = common::results_of(&log, "delegate_task");
+    assert!(
+        said.iter()
+            .any(|(s, _)| s.contains("wall-clock limit (1 s)")),
+        "{said:#?}"
+    );
+    parent.shutdown_and_wait().await;
 }
 
 /// A child's token budget fits inside what its parent has left.

@@ -2,7 +2,7 @@
 //! its id out again (nothing on disk names it), but a host's row kept
 //! from it answers nothing there.
 
-use subagents::messages::{ApprovalDecision, ApprovalRefusal};
+use subagents::messages::{ApprovalDecision, ApprovalOutcome, ApprovalRefusal};
 use subagents::supervisor::ThreadError;
 
 use super::*;
@@ -74,21 +74,40 @@ async fn a_row_kept_from_a_child_never_written_answers_nothing_after_a_restart()
     let answered = thread
         .resolve_approval(first.id.clone(), ApprovalDecision::Approve)
         .await;
+    // A number under a live child's block is unknown to it.
     assert!(
         matches!(
             answered,
-            Err(ThreadError::Approval(
-                ApprovalRefusal::Unknown(_) | ApprovalRefusal::Ended(_)
-            ))
+            Err(ThreadError::Approval(ApprovalRefusal::Unknown(_)))
         ),
         "the old row answered the new child's request: {answered:?}"
     );
+    // The request is still open: the first answer it takes is this deny
+    // (read after the refusal: the log above ends at the request, so a
+    // refusal that still resolved it went unseen).
+    thread
+        .resolve_approval(second.id.clone(), ApprovalDecision::Deny)
+        .await
+        .unwrap();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner)
+            if matches!(&**inner, AgentEvent::ApprovalResolved { .. }))
+    })
+    .await;
+    let resolved: Vec<&AgentEvent> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child(_, inner) => Some(&**inner),
+            _ => None,
+        })
+        .filter(|e| matches!(e, AgentEvent::ApprovalResolved { .. }))
+        .collect();
     assert!(
-        !log.iter().any(|e| matches!(
-            e,
-            AgentEvent::Child(_, inner) if matches!(&**inner, AgentEvent::ApprovalResolved { .. })
-        )),
-        "the new child's request was resolved: {log:#?}"
+        matches!(
+            resolved[..],
+            [AgentEvent::ApprovalResolved { id, outcome: ApprovalOutcome::Denied, .. }] if *id == second.id
+        ),
+        "the new child's request was resolved first by the old row: {resolved:#?}"
     );
     thread.close_and_wait().await;
 }

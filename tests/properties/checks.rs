@@ -483,3 +483,46 @@ pub(crate) fn check_sent_messages_read(
 /// Messages [`check_sent_messages_read`] found read, over the whole run.
 pub(crate) static SENT_READ: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
+
+/// Host stops and switches that landed while a child's `Result` was out
+/// and its terminal status was not yet (a remote run's `Ended` held a
+/// second: `Setup::slow_ended`) — the window that setting is for; counted,
+/// so a run that stopped reaching it fails its coverage. A trigger fired
+/// at a child's `Result` counts by its `Fired` entry: an action logged
+/// once it took effect (a switch, a stop) comes after the ends it caused.
+pub(super) fn actions_between_result_and_end(log: &[LogEntry]) -> usize {
+    let is_stop = |action: &HostAction| {
+        matches!(
+            action,
+            HostAction::StopChild(_) | HostAction::SwitchAway | HostAction::StopParent
+        )
+    };
+    let mut open: BTreeSet<AgentId> = BTreeSet::new();
+    let (mut hits, mut fired_open) = (0, false);
+    for entry in log {
+        match entry {
+            LogEntry::Event { event, .. } => match event {
+                AgentEvent::Child(id, inner) if matches!(**inner, AgentEvent::Result(_)) => {
+                    open.insert(id.clone());
+                }
+                AgentEvent::ChildStatus(id, status) if status.is_terminal() => {
+                    open.remove(id);
+                }
+                _ => {}
+            },
+            LogEntry::Fired {
+                child,
+                moment: subagents::simulation::Moment::Result,
+                ..
+            } => fired_open = open.contains(child),
+            LogEntry::Host { action, .. } => {
+                if is_stop(action) && (fired_open || !open.is_empty()) {
+                    hits += 1;
+                }
+                fired_open = false;
+            }
+            _ => {}
+        }
+    }
+    hits
+}

@@ -305,8 +305,11 @@ static CRASHES: AtomicUsize = AtomicUsize::new(0);
 static REMOTE_CASES: AtomicUsize = AtomicUsize::new(0);
 static REMOTE_RUNS: AtomicUsize = AtomicUsize::new(0);
 /// Of those, the cases whose runs' `Ended` came a second after their
-/// `Result` (`Setup::slow_ended`).
+/// `Result` (`Setup::slow_ended`), and the host stops or switches of
+/// those cases that landed inside that second (the window it opens:
+/// counted from the logs, not from the setting).
 static SLOW_ENDED_CASES: AtomicUsize = AtomicUsize::new(0);
+static SLOW_WINDOW_HIT: AtomicUsize = AtomicUsize::new(0);
 /// Restarts, and the children they found interrupted and owed a wake
 /// (summed over threads): the next session's checks held them to it.
 static RESTARTS: AtomicUsize = AtomicUsize::new(0);
@@ -389,6 +392,7 @@ fn check_at_rest_and_replay(mut sut: Sut, reference: &Reference) {
         REMOTE_RUNS.fetch_add(node.started.load(Ordering::SeqCst), Ordering::SeqCst);
         if reference.setup.slow_ended {
             SLOW_ENDED_CASES.fetch_add(1, Ordering::SeqCst);
+            SLOW_WINDOW_HIT.fetch_add(sut.world.actions_in_end_windows(), Ordering::SeqCst);
         }
     }
     sut.world.close_all();
@@ -461,6 +465,14 @@ fn assert_coverage(reached: usize) {
             checks::SENT_READ.load(Ordering::SeqCst) > 0,
             "no message a child took was checked as read"
         );
+        assert!(
+            world::TOGETHER_SENT.load(Ordering::SeqCst) > 0,
+            "no step sent two host actions in one tick"
+        );
+        assert!(
+            SLOW_WINDOW_HIT.load(Ordering::SeqCst) > 0,
+            "no stop or switch landed between a remote run's Result and its end"
+        );
     }
 }
 
@@ -479,9 +491,11 @@ fn print_coverage(done: usize, reached: &BTreeSet<String>) {
         RESTART_OWED.load(Ordering::SeqCst)
     );
     eprintln!(
-        "{} messages were sent to a chain the host had stopped; {} taken were found read",
+        "{} messages were sent to a chain the host had stopped; {} taken were found read; {} steps sent host actions together; {} stops or switches landed between a remote run's Result and its end",
         SENT_TO_STOPPED.load(Ordering::SeqCst),
-        checks::SENT_READ.load(Ordering::SeqCst)
+        checks::SENT_READ.load(Ordering::SeqCst),
+        world::TOGETHER_SENT.load(Ordering::SeqCst),
+        SLOW_WINDOW_HIT.load(Ordering::SeqCst)
     );
     for line in reached.iter() {
         eprintln!("  {line}");

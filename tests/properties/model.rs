@@ -15,11 +15,13 @@ use subagents::prelude::*;
 /// What the parent's `use_agent send` says to a child, then a number.
 pub(crate) const SENT: &str = "also: be brief";
 
-/// One send's text, its own among the conversation's (the length of the
-/// parent's conversation as it sends: the same on a replay): two sends
-/// of one text hid a lost one behind the other.
-fn sent_text(request: &ModelRequest) -> String {
-    format!("{SENT} #{}", request.messages.len())
+/// One send's text, its own among the conversation's (the session, and
+/// the length of the parent's conversation as it sends: the same on a
+/// replay): two sends of one text hid a lost one behind the other — also
+/// across a restart, where the parent's conversation starts short again
+/// and a resumed run's conversation holds the earlier session's sends.
+fn sent_text(request: &ModelRequest, session: usize) -> String {
+    format!("{SENT} #{session}.{}", request.messages.len())
 }
 
 /// Grandchildren whose answer reached their child (the depth-2 path was
@@ -61,6 +63,8 @@ pub(crate) struct ChildPlan {
 pub(crate) struct PlanModel {
     pub(crate) in_flight: Arc<AtomicUsize>,
     pub(crate) peak: Arc<AtomicUsize>,
+    /// The process's session (0, then one more at each restart).
+    pub(crate) session: usize,
 }
 
 fn play(turn: Reply) -> ModelStream {
@@ -100,7 +104,7 @@ impl Model for PlanModel {
         {
             child_turn(&request)
         } else {
-            parent_turn(&request)
+            parent_turn(&request, self.session)
         };
         Box::pin(futures_util::StreamExt::map(stream, move |chunk| {
             let _ = &guard;
@@ -126,7 +130,7 @@ pub(crate) fn plan_message(turn_no: usize, plans: &[ChildPlan]) -> String {
     format!("PLAN {}", serde_json::to_string(&(turn_no, plans)).unwrap())
 }
 
-fn parent_turn(request: &ModelRequest) -> ModelStream {
+fn parent_turn(request: &ModelRequest, session: usize) -> ModelStream {
     let Some(message) = last(&request.messages) else {
         return play(Reply::answer("?"));
     };
@@ -138,7 +142,9 @@ fn parent_turn(request: &ModelRequest) -> ModelStream {
             return play(Reply::new().use_agent(&UseAgentCall::interrupt(id)));
         }
         if let Some(id) = message.content.strip_prefix("SEND ") {
-            return play(Reply::new().use_agent(&UseAgentCall::send(id, sent_text(request))));
+            return play(
+                Reply::new().use_agent(&UseAgentCall::send(id, sent_text(request, session))),
+            );
         }
         if let Some(plan) = message.content.strip_prefix("PLAN ") {
             let (turn_no, plans): (usize, Vec<ChildPlan>) = serde_json::from_str(plan).unwrap();

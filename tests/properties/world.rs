@@ -8,6 +8,11 @@ mod session;
 
 use session::{paused_runtime, start_session};
 
+/// Steps that sent two or more host actions in one tick (counted for the
+/// coverage the whole run asserts).
+pub(super) static TOGETHER_SENT: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
 /// One or two live threads in one paused runtime, sharing a gate (and
 /// maybe a store).
 pub(super) struct World {
@@ -48,6 +53,7 @@ impl World {
             setup,
             (&in_flight, &peak),
             store.as_ref().map(|(_, s)| s),
+            0,
         );
         World {
             setup,
@@ -92,6 +98,9 @@ impl World {
     /// `actions` in one tick on `thread` (one alone as `act` does it),
     /// then a millisecond for all.
     pub(super) fn act_together(&mut self, thread: usize, mut actions: Vec<HostAction>) {
+        if actions.len() > 1 {
+            TOGETHER_SENT.fetch_add(1, Ordering::SeqCst);
+        }
         self.drive(move |mut threads| async move {
             match actions.len() {
                 1 => threads[thread].act(actions.remove(0)).await,
@@ -271,6 +280,15 @@ impl World {
             );
         }
         CRASHES.fetch_add(report.interrupted.len(), Ordering::SeqCst);
+    }
+
+    /// Host stops and switches, over every thread's log, that landed
+    /// between a child's `Result` and its end.
+    pub(super) fn actions_in_end_windows(&self) -> usize {
+        self.threads
+            .iter()
+            .map(|t| checks::actions_between_result_and_end(t.log()))
+            .sum()
     }
 
     /// What a replay must give again, byte for byte: each thread's log

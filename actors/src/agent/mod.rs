@@ -41,6 +41,7 @@ mod state;
 mod turn;
 mod turn_state;
 
+pub(crate) use answer::unique_ids;
 pub use config::{AgentBuilder, ApprovalPolicy};
 pub(crate) use config::{AgentConfig, KillHook, check_limits, check_options, spawn_numbered};
 #[doc(hidden)]

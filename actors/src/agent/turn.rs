@@ -183,7 +183,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             }
             Some(reason) => Some(reason),
             None if calls.is_empty() => {
-                if complete_unless_steered(&ctx.shared) {
+                if complete_unless_steered(&ctx.shared, &limits, ctx.past_wall_clock()) {
                     return (text, Outcome::Completed);
                 }
                 // A message arrived while it answered: it reads it and
@@ -309,7 +309,7 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
             // there showed them read by no call); in the span's input too.
             let (cut, before) = (ctx.cut(t), t.history.len());
             if !cut {
-                t.read_steering_shown(&ctx.sink, &config.limits);
+                t.read_steering_shown(&ctx.sink);
                 messages.extend_from_slice(&t.history[before..]);
             }
             cut

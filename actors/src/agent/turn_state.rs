@@ -123,18 +123,14 @@ impl TurnState {
         }
     }
 
-    /// The same before a model call, each message shown on the turn's
-    /// stream as it is read ([`AgentEvent::Steered`]), under this lock as
-    /// the deltas are: the answer after it is a row of its own. Not when a
-    /// limit ends the turn before that call: no call reads them, and the
-    /// close puts them after its end (shown read, they said a call that
-    /// never came had read them).
-    pub(crate) fn read_steering_shown(&mut self, sink: &crate::sink::EventSink, limits: &Limits) {
-        if self.progress.model_calls >= limits.max_model_calls
-            || self.progress.usage.total() >= limits.token_budget
-        {
-            return;
-        }
+    /// The same as a model call is made (the gate let it in), each message
+    /// shown on the turn's stream as it is read ([`AgentEvent::Steered`]),
+    /// under this lock as the deltas are: the answer after it is a row of
+    /// its own. A limit that ends the turn before that call ends it before
+    /// this read (the loop checks first): no call reads them, and the
+    /// close puts them after its end — shown read, they said a call that
+    /// never came had read them.
+    pub(crate) fn read_steering_shown(&mut self, sink: &crate::sink::EventSink) {
         while let Some(text) = self.steering.pop_front() {
             self.history.push(ChatMessage::user(steering_text(&text)));
             sink.emit(AgentEvent::Steered(text));
@@ -209,9 +205,16 @@ pub(crate) fn steer(shared: &Shared, text: String) -> bool {
 /// The model answered without tool calls: the turn completes (`true`)
 /// unless a message arrived meanwhile (`false`: it goes on to read it).
 /// From a `true` on, no message is taken.
-pub(crate) fn complete_unless_steered(shared: &Shared) -> bool {
+pub(crate) fn complete_unless_steered(shared: &Shared, limits: &Limits, out_of_time: bool) -> bool {
     let mut state = lock(shared);
-    if state.steering.is_empty() {
+    // No next call could read a message taken during this one (its tokens
+    // reached the budget, its time is up: the loop would end the turn
+    // with a partial result): the answer stands, the message kept after
+    // its end as a close keeps one. It turned the answer into a partial.
+    let spent = out_of_time
+        || state.progress.model_calls >= limits.max_model_calls
+        || state.progress.usage.total() >= limits.token_budget;
+    if state.steering.is_empty() || spent {
         state.closing = true;
     }
     state.closing
