@@ -250,3 +250,28 @@ async fn a_cut_calls_prompt_counts_the_system_prompt_and_earlier_arguments() {
         result.usage
     );
 }
+
+/// Hidden output said in a count as large as it goes (a provider's `-1`
+/// cast to unsigned), then text, on a budget of "no limit": the hidden
+/// count saturated and the text's count after it was added plainly — an
+/// overflow, the turn crashed ("attempt to add with overflow", a debug
+/// build's panic; release wrapped). Both saturate.
+#[tokio::test(start_paused = true)]
+async fn text_after_a_hidden_count_as_large_as_it_goes_completes() {
+    struct HugeHidden;
+    impl Model for HugeHidden {
+        fn name(&self) -> &str {
+            "huge-hidden"
+        }
+        fn stream(&self, _request: ModelRequest) -> ModelStream {
+            futures_util::stream::iter([
+                Ok(ModelChunk::Hidden(u64::MAX)),
+                Ok(ModelChunk::Text("done".into())),
+            ])
+            .boxed()
+        }
+    }
+    let result = run_on_a_budget(Arc::new(HugeHidden), u64::MAX).await;
+    assert_eq!(result.outcome, Outcome::Completed, "{}", result.text);
+    assert_eq!(result.text, "done");
+}

@@ -56,9 +56,16 @@ async fn a_thread_killed_under_a_host_can_be_opened_again_in_the_same_handler() 
 /// A thread stopped through its cell (`actor().stop`, which its docs
 /// allow) was closing to its registry — whose own open waits — and open
 /// to the store: another registry's open was refused `AlreadyOpen` while
-/// it stopped. Both wait now.
+/// it stopped. Both wait now. Also one drained (`actor().drain()`:
+/// ractor's `Draining`, below `Stopping`, read as open).
 #[tokio::test(start_paused = true)]
 async fn a_thread_stopped_through_its_cell_is_waited_for_by_another_registry() {
+    for drained in [false, true] {
+        stopped_through_its_cell(drained).await;
+    }
+}
+
+async fn stopped_through_its_cell(drained: bool) {
     let tmp = tempfile::tempdir().unwrap();
     let store = open(tmp.path());
     let model = ScriptedModel::new(vec![
@@ -74,14 +81,23 @@ async fn a_thread_stopped_through_its_cell_is_waited_for_by_another_registry() {
     let alices = alice.get(&a).unwrap().clone();
     alices.send_user("go").unwrap();
     until_result(&mut events, &mut Vec::new()).await;
-    alices.actor().stop(None);
-    while alices.actor().get_status() < ractor::ActorStatus::Stopping {
+    let window = match drained {
+        true => {
+            alices.actor().drain().unwrap();
+            ractor::ActorStatus::Draining
+        }
+        false => {
+            alices.actor().stop(None);
+            ractor::ActorStatus::Stopping
+        }
+    };
+    while alices.actor().get_status() < window {
         tokio::task::yield_now().await;
     }
     assert_eq!(
         alices.actor().get_status(),
-        ractor::ActorStatus::Stopping,
-        "the window: stopping, not yet stopped"
+        window,
+        "the window: closing, not yet stopped"
     );
     match bob.open(a.clone(), quiet(&store)).await {
         Ok(_) => {}

@@ -260,11 +260,22 @@ async fn a_closed_thread_on_screen_does_not_block_the_next() {
 /// Same instant: a thread closed, then switched to with no await in
 /// between (its supervisor has not read the stop). The switch left the
 /// thread on screen — stopping its children — and then failed, with
-/// nothing on screen. It is refused first, and nothing changes.
+/// nothing on screen. It is refused first, and nothing changes. Also for
+/// a thread drained through its cell (`actor().drain()`, ractor's
+/// `Draining`, below `Stopping`: read as open, it was the same defect).
 #[tokio::test(start_paused = true)]
 async fn switching_to_a_thread_closed_in_the_same_tick_is_refused_first() {
+    for drained in [false, true] {
+        switching_to_a_closing_thread(drained).await;
+    }
+}
+
+async fn switching_to_a_closing_thread(drained: bool) {
     let (mut threads, a, b, mut events_b, mut log) = super::switching::two_threads().await;
-    threads.get(&a).unwrap().close();
+    match drained {
+        true => threads.get(&a).unwrap().actor().drain().unwrap(),
+        false => threads.get(&a).unwrap().close(),
+    }
     assert_eq!(threads.switch_to(&a).await, Err(ThreadError::Closed));
     assert_eq!(threads.on_screen(), Some(&b));
     run_for(&mut events_b, &mut log, 10).await;

@@ -343,7 +343,7 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
             // adapter): no event — 100,000 of them were as many events.
             Some(Ok(ModelChunk::Text(delta))) if delta.is_empty() => {}
             Some(Ok(ModelChunk::Text(delta))) => {
-                streamed_chars += delta.chars().count() as u64;
+                streamed_chars = streamed_chars.saturating_add(delta.chars().count() as u64);
                 // A server reports usage at the end, or never: an answer
                 // that streams past the budget ends there, not at the
                 // wall clock — its output so far, at about four characters

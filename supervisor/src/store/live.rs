@@ -42,7 +42,7 @@ impl Holder {
         if status == Some(ActorStatus::Stopped) {
             Held::Free
         } else if *self.closing.lock().unwrap_or_else(PoisonError::into_inner)
-            || status >= Some(ActorStatus::Stopping)
+            || status >= Some(ActorStatus::Draining)
         {
             Held::Closing
         } else {

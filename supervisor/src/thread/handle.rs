@@ -440,7 +440,7 @@ impl ThreadHandle {
     /// (even if the supervisor has not read its stop yet), or the
     /// supervisor is stopping.
     pub(crate) fn is_closing(&self) -> bool {
-        *self.closing() || self.actor.get_status() >= ractor::ActorStatus::Stopping
+        *self.closing() || self.actor.get_status() >= ractor::ActorStatus::Draining
     }
 
     fn closing(&self) -> MutexGuard<'_, bool> {
