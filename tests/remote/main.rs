@@ -9,6 +9,7 @@
 
 mod approval_status;
 mod approvals;
+mod graces;
 mod lifecycle;
 mod policy;
 mod runs;

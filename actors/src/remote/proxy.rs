@@ -154,6 +154,12 @@ struct RemoteRun {
     watching: Option<u64>,
     /// Its bound's timer, aborted with the run.
     _overdue: Overdue,
+    /// Its graces' timers (a stop's, a gap's, its `Ended`'s after its
+    /// `Result`), aborted with the run: let run, each held a task and the
+    /// proxy's cell 30 s past the run.
+    graces: Vec<Overdue>,
+    /// Its `Result` went by and its `Ended` is given a grace.
+    result_watched: bool,
 }
 
 /// A run's overdue timer (its wall clock and a grace): a task holding the
@@ -260,6 +266,8 @@ impl ProxyState {
             watching: None,
             read_ahead: Vec::new(),
             _overdue: overdue,
+            graces: Vec::new(),
+            result_watched: false,
         });
         if let Err(why) = self.link.start(spec, RunReports::new(myself.clone())) {
             self.lost(&why);

@@ -103,9 +103,10 @@ impl Actor for RemoteAgent {
                 // report lost on the way holds the turn open), it ends
                 // here.
                 if let Some(key) = state.stop() {
-                    myself.send_after(crate::defaults::REMOTE_STOP_GRACE, move || {
+                    let timer = myself.send_after(crate::defaults::REMOTE_STOP_GRACE, move || {
                         AgentMsg::Internal(AgentInternal::StopOverdue(key))
                     });
+                    state.keep_grace(timer);
                 }
             }
             AgentMsg::Internal(AgentInternal::StopOverdue(key)) => state.stop_overdue(key),
@@ -122,9 +123,18 @@ impl Actor for RemoteAgent {
                 // A report missing while later ones arrived: its node
                 // has the grace to send it, then the run fails here.
                 if let Some((key, missing)) = state.report(report) {
-                    myself.send_after(crate::defaults::REMOTE_STOP_GRACE, move || {
+                    let timer = myself.send_after(crate::defaults::REMOTE_STOP_GRACE, move || {
                         AgentMsg::Internal(AgentInternal::GapOverdue { key, missing })
                     });
+                    state.keep_grace(timer);
+                }
+                // Its `Result` went by: its `Ended` has the grace (ended
+                // then with that result, as a run past its bound is).
+                if let Some(key) = state.result_unended() {
+                    let timer = myself.send_after(crate::defaults::REMOTE_STOP_GRACE, move || {
+                        AgentMsg::Internal(AgentInternal::RunOverdue(key))
+                    });
+                    state.keep_grace(timer);
                 }
             }
             AgentMsg::Internal(AgentInternal::GapOverdue { key, missing }) => {

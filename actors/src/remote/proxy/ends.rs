@@ -5,8 +5,9 @@
 use subagents_messages::remote::RunRequest;
 use subagents_messages::{AgentEvent, AgentResult, Outcome};
 
+use crate::agent::AgentMsg;
 use crate::remote::mirror::lost_outcome;
-use crate::remote::proxy::{ProxyState, RemoteRun, lock};
+use crate::remote::proxy::{Overdue, ProxyState, RemoteRun, lock};
 use crate::sink::EventSink;
 
 impl ProxyState {
@@ -28,6 +29,28 @@ impl ProxyState {
             crate::defaults::REMOTE_STOP_GRACE.as_secs()
         );
         self.close(&text, Outcome::Failed(text.clone()));
+    }
+
+    /// Keeps a grace's timer with the run (aborted when it ends).
+    pub(super) fn keep_grace(
+        &mut self,
+        timer: tokio::task::JoinHandle<Result<(), ractor::MessagingErr<AgentMsg>>>,
+    ) {
+        match &mut self.run {
+            Some(run) => run.graces.push(Overdue(timer)),
+            None => timer.abort(),
+        }
+    }
+
+    /// The run's `Result` went by and its `Ended` has no grace yet: its
+    /// key, the grace to start. The node sends its `Ended` right after;
+    /// lost (the node up), only the run's bound ended it — never, under a
+    /// wall clock of `Duration::MAX` (no limit): the child stayed
+    /// `running`, its answer on the stream, its slot held.
+    pub(super) fn result_unended(&mut self) -> Option<u64> {
+        let run = self.run.as_mut()?;
+        let seen = lock(&run.closer.mirror).ended();
+        (seen && !std::mem::replace(&mut run.result_watched, true)).then_some(run.key)
     }
 
     /// Run `key` outlived its wall clock and the grace, its node silent
