@@ -75,8 +75,10 @@ pub(super) fn names_of(path: &Path) -> Vec<String> {
     let mut names: Vec<String> = super::parse::profile_name(path).into_iter().collect();
     let text = read_head(path);
     let toml_name = |table: &str| {
-        toml::from_str::<toml::Table>(table)
-            .ok()
+        let shallow = super::toml_depth::too_deep(table, super::toml_depth::MAX_DEPTH).is_none();
+        shallow
+            .then(|| toml::from_str::<toml::Table>(table).ok())
+            .flatten()
             .and_then(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_owned))
     };
     let declared = if path.extension() == Some(OsStr::new("toml")) {

@@ -33,6 +33,7 @@ mod load;
 mod parse;
 mod render;
 mod restrict;
+mod toml_depth;
 mod tools;
 mod walk;
 

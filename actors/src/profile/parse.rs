@@ -291,6 +291,16 @@ pub(super) fn parse_frontmatter(
         Some(key) => reported.max(locate_key(text, &key, first_line)),
         None => reported,
     };
+    if format == FrontmatterFormat::Toml
+        && let Some(at) = super::toml_depth::too_deep(text, super::toml_depth::MAX_DEPTH)
+    {
+        let (line, column) = line_column(text, at, first_line);
+        let message = format!(
+            "tables nested more than {} deep",
+            super::toml_depth::MAX_DEPTH
+        );
+        return Err((line, column, invalid(message)));
+    }
     let parsed = match format {
         FrontmatterFormat::Toml => toml::Deserializer::parse(text)
             .and_then(|de| Frontmatter::deserialize(de, &current_key))

@@ -72,3 +72,59 @@ proptest! {
         let _ = Profile::parse_bytes(Path::new(PATH), &bytes);
     }
 }
+
+/// A TOML file nested deep through dotted keys inside inline tables
+/// (another tool's file, or one made to hurt): toml bounds the inline
+/// tables (80) and each key's parts (80) apart, so 79 × 79 levels of
+/// tables pass its guard, and reading — skipping an unknown key's value,
+/// or dropping it — went down every level: on a 2 MiB thread, a stack
+/// overflow, the whole process aborted. Refused as too deep, a clear
+/// error naming the file.
+#[test]
+fn toml_nested_through_dotted_keys_in_inline_tables_is_refused_not_a_stack_overflow() {
+    let key = vec!["k"; 79].join(".");
+    let mut value = "1".to_owned();
+    for _ in 0..79 {
+        value = format!("{{ {key} = {value} }}");
+    }
+    for (path, text) in [
+        (
+            "/p/deep.md",
+            format!("+++\nname = \"deep\"\nx = {value}\n+++\nbody"),
+        ),
+        (
+            "/p/.codex/agents/deep.toml",
+            format!("name = \"deep\"\nx = {value}\ndeveloper_instructions = \"d\"\n"),
+        ),
+    ] {
+        let on_a_small_stack = move || {
+            let parsed = match path.ends_with(".toml") {
+                true => Profile::parse_codex_role(Path::new(path), &text),
+                false => Profile::parse_bytes(Path::new(path), text.as_bytes()),
+            };
+            // And loaded from a folder: a file that does not load is read
+            // again, leniently, for the names it would give.
+            let tmp = tempfile::tempdir().unwrap();
+            let name = Path::new(path).file_name().unwrap();
+            std::fs::write(tmp.path().join(name), &text).unwrap();
+            let (set, warnings) = ProfileSet::load(&[tmp.path().to_path_buf()], &[]);
+            (
+                parsed.map(|_| ()).map_err(|e| e.to_string()),
+                set.names().count(),
+                warnings.len(),
+            )
+        };
+        let (parsed, loaded, warned) = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(on_a_small_stack)
+            .unwrap()
+            .join()
+            .expect("no panic");
+        let error = parsed.expect_err(path);
+        assert!(
+            error.contains("nested more than 64 deep"),
+            "{path}: {error}"
+        );
+        assert_eq!((loaded, warned), (0, 1), "{path}");
+    }
+}
