@@ -158,7 +158,9 @@ pub(crate) async fn run_quickstart() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let mut transcript = Transcript::new();
-    transcript.push_user(question);
+    // A bare parent's stream does not say the user's turn (a thread's
+    // does): the host applies it, so the reply folds as one row.
+    transcript.apply(&AgentEvent::UserMessage(question.to_owned()));
     for event in &log {
         transcript.apply(event);
     }

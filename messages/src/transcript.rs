@@ -134,7 +134,13 @@ impl Transcript {
         t
     }
 
-    /// Records a user turn.
+    /// Records a user row, as it is: no turn is opened. A thread's stream
+    /// says each user turn itself ([`AgentEvent::UserMessage`], folded by
+    /// [`Transcript::apply`]): pushed as well, the row came twice. A host
+    /// of a bare parent (no thread, so no `UserMessage`) applies one with
+    /// the text it sent — pushed instead, the turn was never counted open,
+    /// and a reply streaming around a child's start, or a message typed
+    /// while it streamed, split the reply into two rows.
     pub fn push_user(&mut self, text: impl Into<String>) {
         self.items.push(TranscriptItem::User(text.into()));
     }

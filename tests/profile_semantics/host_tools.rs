@@ -80,6 +80,12 @@ async fn a_codex_role_never_gets_an_mcp_server_or_tool_it_switches_off() {
             "[mcp_servers.github]\nenabled = false\n",
             vec!["calculator", "mcp__my__gh__merge", "mcp__my__gh"],
         ),
+        // Its id in another case than the host's tools (a one-tool rule
+        // matches whatever the case; the server's matched none).
+        (
+            "[mcp_servers.GitHub]\nenabled = false\n",
+            vec!["calculator", "mcp__my__gh__merge", "mcp__my__gh"],
+        ),
         (
             "[mcp_servers.github]\ndisabled_tools = [\"merge_pull_request\"]\n",
             vec![

@@ -41,8 +41,9 @@ async fn thread_on(model: Arc<dyn Model>, placement: Placement) -> (ThreadHandle
 /// The parent's log folded into a transcript, and each child's envelope
 /// (status, result, tool calls).
 fn folded(log: &[AgentEvent]) -> String {
+    // The thread's stream says the user's turn (`UserMessage`): pushed as
+    // well, it came twice.
     let mut transcript = Transcript::new();
-    transcript.push_user("go");
     for event in log {
         transcript.apply(event);
     }

@@ -50,6 +50,33 @@ async fn typing_holds_wakes_back_until_the_user_stops() {
     assert_eq!(wakes(&log), ["agent_1"]);
 }
 
+/// Same instant: the user stops typing and sends in one tick (a chat box
+/// submitted). The wake the typing held went out as it stopped, ahead of
+/// the user's message: the model answered the wake before the question.
+/// A message sent in the tick the typing stops goes first; the wake
+/// follows its turn.
+#[tokio::test(start_paused = true)]
+async fn a_message_sent_as_the_typing_stops_goes_before_the_held_wake() {
+    let (thread, mut events) = thread(background_workers(&[10])).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.typing(true).unwrap();
+    run_for(&mut events, &mut log, 60).await;
+    assert!(wakes(&log).is_empty(), "a wake came while the user typed");
+    let from = log.len();
+    thread.typing(false).unwrap();
+    thread.send_user("my question").unwrap();
+    run_for(&mut events, &mut log, 60).await;
+    let after = &log[from..];
+    let at = |what: fn(&AgentEvent) -> bool| after.iter().position(what).unwrap();
+    let asked = at(|e| matches!(e, AgentEvent::UserMessage(t) if t == "my question"));
+    let woken = at(|e| matches!(e, AgentEvent::Wake { .. }));
+    assert!(asked < woken, "{after:#?}");
+    assert_eq!(wakes(&log), ["agent_1"]);
+    check_log(&log, true);
+}
+
 #[tokio::test(start_paused = true)]
 async fn off_screen_drops_wakes() {
     let (thread, mut events) = thread(background_workers(&[10])).await;

@@ -110,7 +110,10 @@ fn deny_list(
         // denied where a child starts (`denies` reads the rule).
         if let Some(server) = mcp_server(name) {
             let prefix = format!("mcp__{server}__");
-            let matched: Vec<&String> = known.iter().filter(|k| k.starts_with(&prefix)).collect();
+            let matched: Vec<&String> = known
+                .iter()
+                .filter(|k| starts_with_any_case(k, &prefix))
+                .collect();
             if !matched.is_empty() {
                 for tool in matched {
                     if !out.contains(tool) {
@@ -146,6 +149,15 @@ fn deny_list(
     out
 }
 
+/// `text` begins with `prefix`, whatever the case: a deny rule for a
+/// whole MCP server matches as a one-tool rule does (`mcp__GitHub`,
+/// written so by a Codex role's `[mcp_servers.GitHub]`, denied none of
+/// the host's `mcp__github__*` tools).
+fn starts_with_any_case(text: &str, prefix: &str) -> bool {
+    text.get(..prefix.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+}
+
 /// A deny entry's tool: `Bash` for `Bash(rm:*)` (a Claude Code pattern
 /// denies its whole tool), the entry itself otherwise.
 fn scoped_base(entry: &str) -> &str {
@@ -165,11 +177,8 @@ pub(crate) fn denies(denied: &[String], tool: &str) -> bool {
     denied.iter().any(|entry| {
         let base = scoped_base(entry);
         base.eq_ignore_ascii_case(tool)
-            || mcp_server(base).is_some_and(|server| {
-                tool.strip_prefix("mcp__")
-                    .and_then(|rest| rest.strip_prefix(server))
-                    .is_some_and(|rest| rest.starts_with("__"))
-            })
+            || mcp_server(base)
+                .is_some_and(|server| starts_with_any_case(tool, &format!("mcp__{server}__")))
     })
 }
 
@@ -254,6 +263,8 @@ mod tests {
             &rule("mcp__github__create_issue"),
             "mcp__github__list"
         ));
+        // Whatever the case, as a one-tool rule.
+        assert!(denies(&rule("mcp__GitHub"), "mcp__github__merge"));
         // A server whose id holds `__`, said with its `__*`.
         assert!(denies(&rule("mcp__my__gh__*"), "mcp__my__gh__merge"));
         assert!(!denies(&rule("mcp__my__gh__*"), "mcp__my__ghx__merge"));

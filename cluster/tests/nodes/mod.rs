@@ -267,8 +267,8 @@ pub(crate) async fn two_workers(placement: Placement) -> (String, Vec<(String, S
         until(&mut events, &mut log, is_wake).await;
         until(&mut events, &mut log, is_result).await;
     }
+    // The thread's stream says the user's turn: not pushed again.
     let mut transcript = Transcript::new();
-    transcript.push_user("go");
     for event in &log {
         transcript.apply(event);
     }

@@ -116,7 +116,17 @@ impl Actor for ThreadSupervisor {
                 state.events.emit(AgentEvent::UserMessage(text.clone()));
                 state.send_turn(&myself, text, TurnOrigin::User, span, None);
             }
-            ThreadMsg::Typing(typing) => state.wakes.set_typing(typing),
+            ThreadMsg::Typing(typing) => {
+                state.wakes.set_typing(typing);
+                if !typing {
+                    // What the typing held goes out after what the host
+                    // sent in this tick: stopped typing and sent at once
+                    // (a chat box submitted), the wake went first and the
+                    // model answered it before the user's message.
+                    let _ = myself.cast(ThreadMsg::Internal(ThreadInternal::DeliverWakes));
+                    return Ok(());
+                }
+            }
             ThreadMsg::OnScreen(on) => {
                 let dropped = state.wakes.set_on_screen(on);
                 state.put_back_or_drop(dropped);
@@ -310,6 +320,8 @@ impl Actor for ThreadSupervisor {
                 state.persist_with_run(&envelope, true);
             }
             ThreadMsg::Internal(ThreadInternal::Deleted) => state.deleted = true,
+            // Delivered below, as after every message.
+            ThreadMsg::Internal(ThreadInternal::DeliverWakes) => {}
             ThreadMsg::Internal(ThreadInternal::StoreWakesBack) => {
                 state.take_given_back();
                 state.deliver_wakes(&myself);

@@ -132,6 +132,9 @@ pub(crate) mod sealed {
         /// Sent by `Threads::delete` before its close: once closed, the
         /// thread's children are forgotten in its store.
         Deleted,
+        /// Sent by the supervisor to itself as the user stops typing: the
+        /// wakes held go out after what the host sent in the same tick.
+        DeliverWakes,
         /// Sent by a killed thread's state as it is dropped (its ractor
         /// host read its termination): it gave the store's wakes it had
         /// taken back, after this thread opened and took the store's.

@@ -289,3 +289,34 @@ fn a_child_from_elsewhere_does_not_split_a_childs_streaming_reply() {
         .collect();
     assert_eq!(replies, ["Hello"], "{rows:?}");
 }
+
+/// A bare parent (no thread) emits no `UserMessage`: its host recorded
+/// the turn with `push_user`, which opens none — as the quickstart did —
+/// and a reply streaming around a child a host requested (no call row to
+/// follow) split into two rows. Applied as the event a thread would
+/// emit, the turn is open and the reply one row (push_user's docs say so
+/// now; review: the transcript a host builds).
+#[test]
+fn a_bare_parents_turn_applied_as_its_event_keeps_the_reply_one_row() {
+    let events = [
+        AgentEvent::Text("Hel".into()),
+        super::child_started("agent_1", "host-1"),
+        AgentEvent::Text("lo".into()),
+    ];
+    let mut applied = Transcript::new();
+    applied.apply(&AgentEvent::UserMessage("go".into()));
+    let mut pushed = Transcript::new();
+    pushed.push_user("go");
+    for event in &events {
+        applied.apply(event);
+        pushed.apply(event);
+    }
+    let replies = |t: &Transcript| {
+        t.items
+            .iter()
+            .filter(|i| matches!(i, TranscriptItem::Assistant(_)))
+            .count()
+    };
+    assert_eq!(replies(&applied), 1, "{}", applied.render());
+    assert_eq!(replies(&pushed), 2, "push_user opens no turn");
+}
