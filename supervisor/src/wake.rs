@@ -57,6 +57,11 @@ impl WakeQueue {
         self.held
     }
 
+    /// On screen ([`WakeQueue::set_on_screen`]).
+    pub(crate) fn is_on_screen(&self) -> bool {
+        self.on_screen
+    }
+
     /// A background child finished. Dropped (returns `false`) when the
     /// thread is off screen.
     pub(crate) fn push(&mut self, child: AgentId) -> bool {

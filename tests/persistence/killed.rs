@@ -113,9 +113,17 @@ async fn stopped_through_its_cell(drained: bool) {
 /// reopening the conversation in that handler (the restart above) had
 /// its new thread take the store's wakes first, find none, and never
 /// look again: the interrupted child was listed, and its parent never
-/// told. Told when they come back.
+/// told. Told when they come back — and, off screen then (restored as a
+/// background tab), at its showing: told off screen, it took them and
+/// dropped them (review of this change).
 #[tokio::test]
 async fn a_conversation_reopened_in_the_handler_that_killed_it_is_told_of_its_interrupted_child() {
+    for off_screen in [false, true] {
+        reopened_in_the_handler(off_screen).await;
+    }
+}
+
+async fn reopened_in_the_handler(off_screen: bool) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
     super::shared::an_earlier_session_whose_second_child_was_running(&dir).await;
@@ -142,18 +150,28 @@ async fn a_conversation_reopened_in_the_handler_that_killed_it_is_told_of_its_in
             thread.actor().kill();
             thread.actor().wait(None).await.unwrap();
             let (again, events) = ThreadHandle::spawn(config, Some(cell)).await.unwrap();
+            if off_screen {
+                again.on_screen(false).unwrap();
+            }
             // It has run: it took the store's wakes (none yet).
             again.flush_persistence().await.unwrap();
             (again, events)
         })
         .await;
+    if off_screen {
+        // The termination read (the wakes given back, the thread told),
+        // then the tab shown.
+        host.run(async {}).await;
+        again.flush_persistence().await.unwrap();
+        again.on_screen(true).unwrap();
+    }
     let mut log = Vec::new();
     // Real time (the store writes off the runtime), bounded.
     let woken =
         tokio::time::timeout(Duration::from_secs(60), until_result(&mut events, &mut log)).await;
     assert!(
         woken.is_ok(),
-        "never told; still listed: {:?}",
+        "off screen: {off_screen}: never told; still listed: {:?}",
         store.interrupted()
     );
     assert_eq!(woken_children(&log), ["agent_2"], "{log:#?}");

@@ -129,6 +129,43 @@ async fn a_switch_given_up_leaves_no_earlier_wake_in_the_store() {
     threads.delete(&a).await.unwrap();
 }
 
+/// The same for a thread that stays on screen (review: a host driving
+/// the API): `ThreadHandle::switch_away` on a standalone thread (a "stop
+/// all") gave an earlier session's pending wake back to the store for the
+/// thread's next showing — none comes: listed by `owed_wakes()` while the
+/// conversation went on, then settled undelivered by its close. Taken
+/// again once the switch is read and the thread is still on screen.
+#[tokio::test]
+async fn a_stop_all_on_a_thread_that_stays_on_screen_leaves_no_earlier_wake_in_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let killed = two_owed_wakes_of_a(tmp.path()).await;
+    let store = open(&killed);
+    let model = ScriptedModel::new(vec![Reply::new().hang(), Reply::answer("Noted.")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared()))
+        .store(store.clone())
+        .id(subagents::messages::ThreadId::new("a"));
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, is_wake).await;
+    // The first wake's turn hangs; the second waits behind it: the
+    // "stop all" drops it from the queue.
+    thread.switch_away().await.unwrap();
+    thread.stop_parent().unwrap();
+    let second = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while woken_children(&log).len() < 2 {
+            until(&mut events, &mut log, is_wake).await;
+        }
+    })
+    .await;
+    assert!(
+        second.is_ok(),
+        "woken {:?}, in the store {:?}",
+        woken_children(&log),
+        store.owed_wakes()
+    );
+    thread.close_and_wait().await;
+}
+
 /// Review of the give-back (this session's own change): a delete or a
 /// clear sends the same switch, and an earlier session's wakes went back
 /// to the store — outliving a delete (listed by every later process), or

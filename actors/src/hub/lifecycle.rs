@@ -338,7 +338,7 @@ impl HubState {
         // Its requester's turn ended while it waited (also unread: closed
         // in the tick this slot freed, as `spawn_child` refuses it): it
         // stops with its siblings, before it started. Or the hub closes (a
-        // finish read drained freed the slot): it failed, resumable.
+        // finish read drained freed the slot): started, it failed then.
         if self.takes_no_children(&child.request.requester)
             || myself.get_status() >= ractor::ActorStatus::Draining
         {

@@ -31,7 +31,14 @@ pub(super) fn too_deep(text: &str, limit: usize) -> Option<usize> {
                         break;
                     }
                 }
-                key_dots = open.is_empty().then_some(0);
+                // Its newline eaten: at the top level a key follows. Inside
+                // an inline table (TOML 1.1 lets comments in) the key being
+                // read goes on: reset, a dotted key after one went uncounted.
+                if open.is_empty() {
+                    key_dots = Some(0);
+                    value_of = 0;
+                    header = false;
+                }
             }
             '"' | '\'' => skip_string(text, at, c, &mut chars),
             '\n' if open.is_empty() => {
@@ -103,7 +110,18 @@ fn skip_string(
         }
         if c == quote {
             run += 1;
-            if !tripled || run == 3 {
+            if !tripled {
+                return;
+            }
+            if run == 3 {
+                // One or two quotes may sit just inside the closing three
+                // (`"""a""""`): left, the next was read as a string's
+                // opening, and the rest of the line went uncounted.
+                for _ in 0..2 {
+                    if chars.next_if(|(_, next)| *next == quote).is_none() {
+                        break;
+                    }
+                }
                 return;
             }
         } else {
@@ -139,5 +157,21 @@ mod tests {
         assert!(too_deep("x = { a.b.c.d = { e.f.g.h = 1 } }", 8).is_some());
         assert!(too_deep("x = { a.b = 1, c.d.e.f.g.h.i.j = 2 }", 8).is_some());
         assert_eq!(too_deep("x = { a.b.c = { d = 1 } }", 8), None);
+    }
+
+    /// Review of this change: a multi-line string ending in four or five
+    /// quotes (valid TOML), or a comment inside an inline table (TOML
+    /// 1.1), hid the nesting after it.
+    #[test]
+    fn quotes_inside_a_closing_delimiter_and_comments_hide_nothing() {
+        for text in [
+            "x = { s = \"\"\"a\"\"\"\", y = { a.b.c.d.e.f.g.h.i = 1 } }",
+            "x = { s = \"\"\"a\"\"\"\"\", y = { a.b.c.d.e.f.g.h.i = 1 } }",
+            "x = { s = '''a'''', y = { a.b.c.d.e.f.g.h.i = 1 } }",
+            "x = { #\n a.b.c.d.e.f.g.h.i = 1 }",
+        ] {
+            assert!(too_deep(text, 8).is_some(), "{text}");
+        }
+        assert_eq!(too_deep("s = \"\"\"a\"\"\"\"\nt = { u = 1 }\n", 8), None);
     }
 }

@@ -96,6 +96,15 @@ fn toml_nested_through_dotted_keys_in_inline_tables_is_refused_not_a_stack_overf
             "/p/.codex/agents/deep.toml",
             format!("name = \"deep\"\nx = {value}\ndeveloper_instructions = \"d\"\n"),
         ),
+        // Behind a string ending in four quotes (valid TOML: one sits
+        // inside the closing three), which the first reading took for a
+        // string's opening — the rest of the line unread.
+        (
+            "/p/.codex/agents/quoted.toml",
+            format!(
+                "name = \"deep\"\nx = {{ s = \"\"\"a\"\"\"\", y = {value} }}\ndeveloper_instructions = \"d\"\n"
+            ),
+        ),
     ] {
         let on_a_small_stack = move || {
             let parsed = match path.ends_with(".toml") {

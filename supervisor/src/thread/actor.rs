@@ -142,6 +142,12 @@ impl Actor for ThreadSupervisor {
                     state.forget_wakes(dropped);
                 } else {
                     state.put_back_or_drop(dropped);
+                    // Those given back wait for the thread's next showing;
+                    // one that stays on screen (a switch not followed by
+                    // `on_screen(false)`: a standalone thread's "stop all")
+                    // has none, and its close settled them undelivered.
+                    // Read once what the host sent with the switch is.
+                    let _ = myself.cast(ThreadMsg::Internal(ThreadInternal::ShownAfterSwitch));
                 }
                 // Emitted first, then the children are read: every child
                 // whose `ChildStarted` precedes this event is in the set,
@@ -322,6 +328,11 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::Internal(ThreadInternal::Deleted) => state.deleted = true,
             // Delivered below, as after every message.
             ThreadMsg::Internal(ThreadInternal::DeliverWakes) => {}
+            ThreadMsg::Internal(ThreadInternal::ShownAfterSwitch) => {
+                if state.wakes.is_on_screen() && !state.wakes.is_held() {
+                    state.take_store_wakes();
+                }
+            }
             ThreadMsg::Internal(ThreadInternal::StoreWakesBack) => {
                 state.take_given_back();
                 state.deliver_wakes(&myself);

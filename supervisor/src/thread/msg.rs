@@ -132,6 +132,10 @@ pub(crate) mod sealed {
         /// Sent by `Threads::delete` before its close: once closed, the
         /// thread's children are forgotten in its store.
         Deleted,
+        /// Sent by the supervisor to itself after a switch gave an earlier
+        /// session's wakes back: taken again if the thread is still on
+        /// screen once what the host sent with the switch is read.
+        ShownAfterSwitch,
         /// Sent by the supervisor to itself as the user stops typing: the
         /// wakes held go out after what the host sent in the same tick.
         DeliverWakes,

@@ -76,7 +76,9 @@ impl ThreadState {
     pub(super) fn take_given_back(&mut self) {
         if self.store_wakes_taken && self.restarted.is_empty() {
             self.store_wakes_taken = false;
-            if !self.wakes.is_held() {
+            // Off screen, taken they were dropped (a wake off screen goes
+            // nowhere) and lost for the process: left for the showing.
+            if self.wakes.is_on_screen() && !self.wakes.is_held() {
                 self.take_store_wakes();
             }
         }
