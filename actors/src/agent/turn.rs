@@ -183,7 +183,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             }
             Some(reason) => Some(reason),
             None if calls.is_empty() => {
-                if complete_unless_steered(&ctx.shared, &limits, ctx.past_wall_clock()) {
+                if complete_unless_steered(&ctx.shared, &limits, || ctx.past_wall_clock()) {
                     return (text, Outcome::Completed);
                 }
                 // A message arrived while it answered: it reads it and

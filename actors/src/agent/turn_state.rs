@@ -205,16 +205,23 @@ pub(crate) fn steer(shared: &Shared, text: String) -> bool {
 /// The model answered without tool calls: the turn completes (`true`)
 /// unless a message arrived meanwhile (`false`: it goes on to read it).
 /// From a `true` on, no message is taken.
-pub(crate) fn complete_unless_steered(shared: &Shared, limits: &Limits, out_of_time: bool) -> bool {
+pub(crate) fn complete_unless_steered(
+    shared: &Shared,
+    limits: &Limits,
+    out_of_time: impl FnOnce() -> bool,
+) -> bool {
     let mut state = lock(shared);
     // No next call could read a message taken during this one (its tokens
     // reached the budget, its time is up: the loop would end the turn
     // with a partial result): the answer stands, the message kept after
     // its end as a close keeps one. It turned the answer into a partial.
-    let spent = out_of_time
-        || state.progress.model_calls >= limits.max_model_calls
-        || state.progress.usage.total() >= limits.token_budget;
-    if state.steering.is_empty() || spent {
+    // (The clock is read only with a message waiting.)
+    let spent = |state: &TurnState| {
+        state.progress.model_calls >= limits.max_model_calls
+            || state.progress.usage.total() >= limits.token_budget
+            || out_of_time()
+    };
+    if state.steering.is_empty() || spent(&state) {
         state.closing = true;
     }
     state.closing

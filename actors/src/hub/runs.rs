@@ -66,21 +66,28 @@ impl Book {
         self.latest_held(id).0
     }
 
-    /// [`Book::latest_run`], and whether the book holds it.
-    fn latest_held(&self, id: &AgentId) -> (AgentId, bool) {
+    /// [`Book::latest_run`], and whether the book holds it, running
+    /// (`Some(false)`) or ended (`Some(true)`) — read in the same lookup.
+    fn latest_held(&self, id: &AgentId) -> (AgentId, Option<bool>) {
         let mut at = id.clone();
         // Bounded: each run names a later, distinct id.
         for _ in 0..self.entries.len() {
-            let next = match self.entries.get(&at) {
-                Some(entry) => entry.envelope.continued_as.clone(),
-                None => return (at, false),
+            let (next, ended) = match self.entries.get(&at) {
+                Some(entry) => (
+                    entry.envelope.continued_as.clone(),
+                    entry.envelope.status.is_terminal(),
+                ),
+                None => return (at, None),
             };
             match next {
                 Some(next) => at = next,
-                None => return (at, true),
+                None => return (at, Some(ended)),
             }
         }
-        let held = self.contains(&at);
+        let held = self
+            .entries
+            .get(&at)
+            .map(|e| e.envelope.status.is_terminal());
         (at, held)
     }
 
@@ -100,7 +107,7 @@ impl Book {
         archive: impl FnOnce() -> Option<Arc<dyn crate::hub::config::EnvelopeArchive>>,
     ) -> AgentId {
         let (mut at, held) = self.latest_held(id);
-        if held && !self.is_terminal(&at) {
+        if held == Some(false) {
             return at;
         }
         let Some(archive) = archive() else {

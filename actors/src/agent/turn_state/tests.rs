@@ -70,7 +70,7 @@ fn a_message_racing_completion_is_read_or_refused() {
             std::hint::spin_loop();
         }
         // The turn loop: complete, or read what arrived and ask again.
-        while !complete_unless_steered(&shared, &Limits::default(), false) {
+        while !complete_unless_steered(&shared, &Limits::default(), || false) {
             lock(&shared).read_steering();
         }
         let taken = sender.join().expect("the sender does not panic");
