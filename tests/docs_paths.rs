@@ -154,6 +154,21 @@ fn is_drawn(
         text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .any(|w| w == word)
     };
+    // A module's own lines name its files outside the brackets: inside,
+    // prose ("a call's prompt") named `call.rs` once its entry was gone.
+    let outside_brackets = |text: &str| {
+        let mut depth = 0usize;
+        text.chars()
+            .map(|c| {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                if depth > 0 { ' ' } else { c }
+            })
+            .collect::<String>()
+    };
     let crate_text: String = blocks
         .iter()
         .filter(|((k, _), _)| k == krate)
@@ -162,10 +177,10 @@ fn is_drawn(
     match parts {
         [stem] => words(&crate_text, stem),
         [module, rest @ ..] => {
-            let text = blocks
-                .get(&(krate.to_owned(), module.clone()))
-                .map_or(crate_text.as_str(), String::as_str);
+            let own = blocks.get(&(krate.to_owned(), module.clone()));
+            let text = own.map_or(crate_text.as_str(), String::as_str);
             match rest {
+                [stem] if own.is_some() => words(&outside_brackets(text), stem),
                 [stem] => words(text, stem),
                 _ => text.contains(&rest.join("/")),
             }

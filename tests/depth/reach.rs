@@ -491,6 +491,11 @@ async fn a_grandchild_ending_as_its_requester_does_is_not_cancelled() {
         if grand.status == SubAgentStatus::Done {
             assert!(!grand.cancelled, "{alpha_ms} ms: {grand:#?}");
         }
+        // The instant itself is reached (the other offsets are its sides):
+        // at 1000 ms both turns end in one tick, the grandchild's first.
+        if alpha_ms == 1000 {
+            assert_eq!(grand.status, SubAgentStatus::Done, "{grand:#?}");
+        }
         reached.push(grand.status);
         thread.close_and_wait().await;
     }

@@ -143,6 +143,11 @@ struct Setup {
     /// after the stream said how the child ended, opens (handed over in
     /// one tick, it never did).
     slow_ended: bool,
+    /// Of those, thread 0's `agent_1` is stopped at its `Result` (the
+    /// window reached every time); drawn, so half the slow cases keep the
+    /// generated triggers' own reach of it (the forced stop waits out the
+    /// second, and a generated action on the same event came after it).
+    stop_at_result: bool,
 }
 
 /// The reference: what the host has done, so steps stay meaningful.
@@ -210,22 +215,26 @@ impl ReferenceStateMachine for Reference {
             any::<bool>(),
             any::<bool>(),
             any::<bool>(),
+            any::<bool>(),
         )
-            .prop_map(|(threads, shared_store, cascade, remote, slow)| Reference {
-                setup: Setup {
-                    threads,
-                    shared_store,
-                    remote,
-                    slow_ended: remote && slow,
-                    policy: if cascade {
-                        ParentStopPolicy::Cascade
-                    } else {
-                        ParentStopPolicy::Detach
+            .prop_map(
+                |(threads, shared_store, cascade, remote, slow, forced)| Reference {
+                    setup: Setup {
+                        threads,
+                        shared_store,
+                        remote,
+                        slow_ended: remote && slow,
+                        stop_at_result: remote && slow && forced,
+                        policy: if cascade {
+                            ParentStopPolicy::Cascade
+                        } else {
+                            ParentStopPolicy::Detach
+                        },
                     },
+                    typing: vec![false; threads],
+                    off_screen: vec![false; threads],
                 },
-                typing: vec![false; threads],
-                off_screen: vec![false; threads],
-            })
+            )
             .boxed()
     }
 

@@ -76,7 +76,7 @@ pub(super) fn start_session(
                 .store(store.clone())
                 .thread_id(ThreadId::new(format!("t{n}")));
         }
-        if setup.slow_ended && n == 0 {
+        if setup.stop_at_result && n == 0 {
             // The window this setting opens, reached every time: the
             // first thread's `agent_1` stopped at its `Result`, between it
             // and its end a second later (the generated triggers reached

@@ -98,9 +98,7 @@ impl World {
     /// `actions` in one tick on `thread` (one alone as `act` does it),
     /// then a millisecond for all.
     pub(super) fn act_together(&mut self, thread: usize, mut actions: Vec<HostAction>) {
-        if actions.len() > 1 {
-            TOGETHER_SENT.fetch_add(1, Ordering::SeqCst);
-        }
+        let (together, logged) = (actions.len() > 1, self.threads[thread].log().len());
         self.drive(move |mut threads| async move {
             match actions.len() {
                 1 => threads[thread].act(actions.remove(0)).await,
@@ -114,6 +112,20 @@ impl World {
             .await;
             threads
         });
+        // Counted by the log: both logged at one instant, neither
+        // refused (a count of the steps drawn said nothing of the reach).
+        let new = &self.threads[thread].log()[logged..];
+        let at: Vec<Duration> = new
+            .iter()
+            .filter_map(|e| match e {
+                LogEntry::Host { at, .. } => Some(*at),
+                _ => None,
+            })
+            .collect();
+        let refused = new.iter().any(|e| matches!(e, LogEntry::Refused { .. }));
+        if together && at.len() > 1 && at.iter().all(|t| *t == at[0]) && !refused {
+            TOGETHER_SENT.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     pub(super) fn apply(&mut self, step: &Step) {

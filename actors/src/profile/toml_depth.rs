@@ -1,84 +1,81 @@
 //! How deep a TOML text nests its tables, read once and linearly before
-//! the parser sees it. toml bounds inline tables and arrays (80 deep)
-//! and each key's dotted parts (80) apart, so inline tables whose keys
-//! are dotted nest 79 × 79 levels past its guard — and reading such a
-//! file (skipping an unknown key's value, or only dropping what was
-//! parsed) went down every level: a stack overflow, the process aborted.
+//! the parser builds them. toml bounds inline tables and arrays (80
+//! deep) and each key's dotted parts (80) apart, so inline tables whose
+//! keys are dotted nest 79 × 79 levels past its guard — and reading such
+//! a file (skipping an unknown key's value, or only dropping what was
+//! parsed, which toml does for a broken file too) went down every level:
+//! a stack overflow, the process aborted. Counted over toml's own lexer's
+//! tokens: a reading of our own disagreed with it on broken text (a lone
+//! `\r` ending a comment, a backslash before a line's end in a string)
+//! and hid the nesting after it.
+
+use toml_parser::lexer::TokenKind;
 
 /// The deepest a profile's TOML may nest: YAML's own bound (serde-saphyr's
 /// default budget). No agent file comes near it.
 pub(super) const MAX_DEPTH: usize = 64;
 
 /// Where `text` first nests tables deeper than `limit` (a byte offset),
-/// counting each inline table and array and each part of a dotted key or
-/// table header; `None` within it. Strings and comments are skipped.
+/// counting each inline table and array, each part of a dotted key, and
+/// the parts of the table header its lines are under; `None` within it.
 pub(super) fn too_deep(text: &str, limit: usize) -> Option<usize> {
     // Per open `{` / `[`: whether it is a table, and the levels it adds
     // (1, plus the dotted parts of the key it is the value of).
     let mut open: Vec<(bool, usize)> = Vec::new();
-    let mut depth = 0usize;
-    // Dots in the key being read (`None`: not in a key).
-    let mut key_dots: Option<usize> = Some(0);
-    // Those of the key whose value is being read.
-    let mut value_of = 0;
-    let mut header = false;
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        match c {
-            '#' => {
-                for (_, c) in chars.by_ref() {
-                    if c == '\n' {
-                        break;
-                    }
-                }
-                // Its newline eaten: at the top level a key follows. Inside
-                // an inline table (TOML 1.1 lets comments in) the key being
-                // read goes on: reset, a dotted key after one went uncounted.
-                if open.is_empty() {
-                    key_dots = Some(0);
-                    value_of = 0;
-                    header = false;
-                }
+    // The header's parts the lines below it sit under, and the brackets
+    // and inline levels opened since.
+    let (mut under, mut depth) = (0usize, 0usize);
+    // Dots in the key being read (`None`: not in a key), and in the key
+    // whose value is being read.
+    let (mut key_dots, mut value_of): (Option<usize>, usize) = (Some(0), 0);
+    // In a table header: its `[`s still open (`[[a.b]]`: two).
+    let mut header = 0u8;
+    for token in toml_parser::Source::new(text).lex() {
+        let at = token.span().start();
+        match token.kind() {
+            TokenKind::Newline if open.is_empty() => {
+                (key_dots, value_of) = (Some(0), 0);
             }
-            '"' | '\'' => skip_string(text, at, c, &mut chars),
-            '\n' if open.is_empty() => {
-                key_dots = Some(0);
-                value_of = 0;
-                header = false;
-            }
-            '.' => {
+            TokenKind::Dot => {
                 if let Some(dots) = &mut key_dots {
                     *dots += 1;
-                    if depth + *dots + 1 > limit {
+                    if under + depth + *dots + 1 > limit {
                         return Some(at);
                     }
                 }
             }
-            '=' => value_of = key_dots.take().unwrap_or(0),
-            '[' if open.is_empty() && key_dots == Some(0) && !header => {
-                // A table header: its parts count as a key's do.
-                header = true;
+            TokenKind::Equals => value_of = key_dots.take().unwrap_or(0),
+            TokenKind::LeftSquareBracket
+                if open.is_empty() && key_dots == Some(0) && header < 2 =>
+            {
+                // A table header (`[a.b]`, `[[a.b]]`): its parts are the
+                // depth its lines start at.
+                header += 1;
+                under = 0;
             }
-            ']' if header => {
-                header = false;
-                key_dots = None;
+            TokenKind::RightSquareBracket if header > 0 => {
+                header -= 1;
+                if header == 0 {
+                    under = key_dots.take().unwrap_or(0) + 1;
+                }
             }
-            '{' | '[' => {
+            kind @ (TokenKind::LeftCurlyBracket | TokenKind::LeftSquareBracket) => {
                 let levels = 1 + std::mem::take(&mut value_of);
                 depth += levels;
-                if depth > limit {
+                if under + depth > limit {
                     return Some(at);
                 }
-                open.push((c == '{', levels));
+                let table = kind == TokenKind::LeftCurlyBracket;
+                open.push((table, levels));
                 // An inline table's entries begin with keys.
-                key_dots = (c == '{').then_some(0);
+                key_dots = table.then_some(0);
             }
-            '}' | ']' => {
+            TokenKind::RightCurlyBracket | TokenKind::RightSquareBracket => {
                 depth -= open.pop().map_or(0, |(_, levels)| levels).min(depth);
                 key_dots = None;
             }
             // The next entry of an inline table begins with its key.
-            ',' => {
+            TokenKind::Comma => {
                 key_dots = open.last().is_some_and(|(table, _)| *table).then_some(0);
                 value_of = 0;
             }
@@ -86,51 +83,6 @@ pub(super) fn too_deep(text: &str, limit: usize) -> Option<usize> {
         }
     }
     None
-}
-
-/// Skips the string that opens at `at` with `quote` (`"…"`, `'…'`, or
-/// their tripled multi-line forms), escapes read in basic strings.
-fn skip_string(
-    text: &str,
-    at: usize,
-    quote: char,
-    chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>,
-) {
-    let tripled = text[at..].starts_with(if quote == '"' { "\"\"\"" } else { "'''" });
-    if tripled {
-        chars.next();
-        chars.next();
-    }
-    let mut run = 0;
-    while let Some((_, c)) = chars.next() {
-        if c == '\\' && quote == '"' {
-            chars.next();
-            run = 0;
-            continue;
-        }
-        if c == quote {
-            run += 1;
-            if !tripled {
-                return;
-            }
-            if run == 3 {
-                // One or two quotes may sit just inside the closing three
-                // (`"""a""""`): left, the next was read as a string's
-                // opening, and the rest of the line went uncounted.
-                for _ in 0..2 {
-                    if chars.next_if(|(_, next)| *next == quote).is_none() {
-                        break;
-                    }
-                }
-                return;
-            }
-        } else {
-            run = 0;
-            if c == '\n' && !tripled {
-                return;
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -173,5 +125,26 @@ mod tests {
             assert!(too_deep(text, 8).is_some(), "{text}");
         }
         assert_eq!(too_deep("s = \"\"\"a\"\"\"\"\nt = { u = 1 }\n", 8), None);
+    }
+
+    /// Review of this change (second pass): broken text read otherwise
+    /// than toml's lexer reads it — a comment ended by a lone `\r`, a
+    /// backslash before a line's end in a one-line string — hid the next
+    /// line; an array-of-tables header's parts went uncounted, and a
+    /// header's depth was not carried to its lines.
+    #[test]
+    fn broken_text_and_headers_are_read_as_toml_reads_them() {
+        for text in [
+            "a = 1 #\rx = { a.b.c.d.e.f.g.h.i = 1 }\n",
+            "a = \"b\\\nx = { a.b.c.d.e.f.g.h.i = 1 }\n",
+            "[[a.b.c.d.e.f.g.h.i]]\nx = 1",
+            "[a.b.c.d.e]\nf.g.h.i = 1",
+        ] {
+            assert!(too_deep(text, 8).is_some(), "{text:?}");
+        }
+        assert_eq!(
+            too_deep("[a.b.c]\nd.e = 1\n[[f.g]]\nh = { i = 1 }\n", 8),
+            None
+        );
     }
 }

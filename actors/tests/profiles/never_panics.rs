@@ -105,6 +105,18 @@ fn toml_nested_through_dotted_keys_in_inline_tables_is_refused_not_a_stack_overf
                 "name = \"deep\"\nx = {{ s = \"\"\"a\"\"\"\", y = {value} }}\ndeveloper_instructions = \"d\"\n"
             ),
         ),
+        // Broken text, which toml still builds before it fails: a comment
+        // ended by a lone CR, a string's backslash before its line's end
+        // (a reading of our own took the next line for a comment, or for
+        // the string).
+        (
+            "/p/.codex/agents/cr.toml",
+            format!("name = \"deep\"\n#\rx = {value}\ndeveloper_instructions = \"d\"\n"),
+        ),
+        (
+            "/p/.codex/agents/escape.toml",
+            format!("name = \"deep\\\nx = {value}\ndeveloper_instructions = \"d\"\n"),
+        ),
     ] {
         let on_a_small_stack = move || {
             let parsed = match path.ends_with(".toml") {

@@ -295,3 +295,30 @@ fn agents_as_a_list_in_a_markdown_file_loads() {
         "{warnings:?}"
     );
 }
+
+/// A Codex role switching off a server whose id differs in case from the
+/// host's tools (`[mcp_servers.GitHub]`, tools `mcp__github__*`), loaded
+/// from a folder: the load matched the rule to the host's tools by case,
+/// found none, warned it "denies nothing" and listed none of them. Matched
+/// whatever the case, as a one-tool rule is (review: this session's tests).
+#[test]
+fn a_server_rule_in_another_case_denies_the_hosts_tools_at_the_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("reviewer.toml"),
+        "developer_instructions = \"x\"\n[mcp_servers.GitHub]\nenabled = false\n",
+    )
+    .unwrap();
+    let known = ["mcp__github__merge".to_owned(), "calculator".to_owned()];
+    let (set, warnings) = ProfileSet::load(&[tmp.path().to_path_buf()], &known);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let reviewer = set.get("reviewer").unwrap();
+    assert!(
+        reviewer
+            .disallowed_tools
+            .iter()
+            .any(|t| t == "mcp__github__merge"),
+        "{:?}",
+        reviewer.disallowed_tools
+    );
+}

@@ -297,3 +297,43 @@ fn a_call_settled_before_a_cut_counts() {
     assert_eq!(progress.tool_calls, 1);
     assert_eq!(progress.tools_used, ["use_agent"]);
 }
+
+/// An answer with a message waiting completes when no next call could
+/// read the message: its tokens at the budget, its model calls at the
+/// cap, or its time up (review: the wall-clock half had no test) — the
+/// message kept, unread, and no other taken after. With all three left,
+/// the turn goes on to read it.
+#[test]
+fn an_answer_completes_with_a_message_waiting_when_no_call_could_read_it() {
+    let spent_tokens = Limits {
+        token_budget: 10,
+        ..Limits::default()
+    };
+    let one_call = Limits {
+        max_model_calls: 1,
+        ..Limits::default()
+    };
+    for (limits, out_of_time, completes) in [
+        (Limits::default(), false, false),
+        (Limits::default(), true, true),
+        (spent_tokens, false, true),
+        (one_call, false, true),
+    ] {
+        let shared: Shared = Arc::new(Mutex::new(TurnState::new(Vec::new())));
+        {
+            let mut state = lock(&shared);
+            state.progress.model_calls = 1;
+            state.progress.usage.completion_tokens = 10;
+        }
+        assert!(steer(&shared, "late".into()));
+        assert_eq!(
+            complete_unless_steered(&shared, &limits, || out_of_time),
+            completes,
+            "{limits:?}, out of time: {out_of_time}"
+        );
+        if completes {
+            assert_eq!(lock(&shared).steering.len(), 1, "kept, unread");
+            assert!(!steer(&shared, "later".into()), "taken after the end");
+        }
+    }
+}
