@@ -164,6 +164,19 @@ pub fn check_pairs<'a>(who: &str, events: impl IntoIterator<Item = &'a AgentEven
 /// Checks guarantees 1 and 2 (and, at rest, that every child ended) over
 /// a whole log. Returns the per-child view for further checks.
 pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<AgentId, ChildLog>) {
+    check_log_failing(log, at_rest, &|_| false)
+}
+
+/// [`check_log`] where the children `failed_elsewhere` names were failed
+/// after their `Result` by what ended them from outside — a hub that died
+/// before it read their finish, a node that stopped their run unasked —
+/// so their `failed` end may follow any `Result`. Let through for every
+/// child, a relabel to `failed` on a live hub went unseen.
+pub fn check_log_failing(
+    log: &[AgentEvent],
+    at_rest: bool,
+    failed_elsewhere: &dyn Fn(&AgentId) -> bool,
+) -> (Vec<AgentId>, HashMap<AgentId, ChildLog>) {
     let (order, by_id) = children(log);
     for (id, child) in &by_id {
         let started = child
@@ -272,7 +285,7 @@ pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<Ag
         });
         if let (Some(outcome), Some((_, status))) = (outcome, child.terminal()) {
             use subagents::messages::Outcome;
-            let fits = status == SubAgentStatus::Failed
+            let fits = (status == SubAgentStatus::Failed && failed_elsewhere(id))
                 || match outcome {
                     Outcome::Completed | Outcome::LimitReached(_) => status == SubAgentStatus::Done,
                     Outcome::Failed(_) => status == SubAgentStatus::Failed,
@@ -296,7 +309,7 @@ pub fn check_log(log: &[AgentEvent], at_rest: bool) -> (Vec<AgentId>, HashMap<Ag
     for id in &order {
         let row = by_id[id].row();
         if row.iter().any(|e| matches!(e, AgentEvent::ChildStarted(_))) {
-            check_log(&row, at_rest);
+            check_log_failing(&row, at_rest, failed_elsewhere);
         }
     }
     (order, by_id)

@@ -61,9 +61,10 @@ pub(crate) fn check_everything(
     at_rest: bool,
     exactly_once: bool,
     earlier: &Earlier,
+    failed_elsewhere: &dyn Fn(&AgentId) -> bool,
 ) -> Summary {
     let events = events(log);
-    common::check_log(&events, at_rest);
+    common::check_log_failing(&events, at_rest, failed_elsewhere);
     common::check_inline_order_settled(&events);
 
     let mut typing = false;
@@ -525,4 +526,21 @@ pub(super) fn actions_between_result_and_end(log: &[LogEntry]) -> usize {
         }
     }
     hits
+}
+
+/// The children of `live` whose `failed` end was decided from outside
+/// their turn, by their envelope's error: a hub that died before it read
+/// the finish, a node that stopped, lost or refused the run — the only
+/// `failed` a `Result` of another outcome may be followed by.
+pub(super) fn failed_elsewhere(
+    live: &subagents::simulation::LiveSimulation,
+) -> impl Fn(&AgentId) -> bool + '_ {
+    move |id: &AgentId| {
+        live.thread().hub().status(id).is_some_and(|e| {
+            e.status == SubAgentStatus::Failed
+                && e.error.as_deref().is_some_and(|why| {
+                    why.contains("hub stopped before the sub-agent ended") || why.contains("node")
+                })
+        })
+    }
 }

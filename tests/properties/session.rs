@@ -146,7 +146,9 @@ impl World {
             .zip(&self.earlier)
             .enumerate()
             .map(|(n, (live, earlier))| {
-                let summary = checks::check_everything(live.log(), false, false, earlier);
+                let elsewhere = checks::failed_elsewhere(live);
+                let summary =
+                    checks::check_everything(live.log(), false, false, earlier, &elsewhere);
                 if self.closed[n] {
                     checks::Summary::default()
                 } else {

@@ -357,7 +357,8 @@ impl World {
                 // call says so); left out, a result lost there was never
                 // seen (the eighteenth session found one on another node).
                 let exactly_once = exactly_once && !self.closed[n];
-                checks::check_everything(log, at_rest, exactly_once, &self.earlier[n]);
+                let elsewhere = checks::failed_elsewhere(live);
+                checks::check_everything(log, at_rest, exactly_once, &self.earlier[n], &elsewhere);
                 if at_rest {
                     checks::check_stopped_chains_stay_stopped(&self.sessions_of(n));
                 }
