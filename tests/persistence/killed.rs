@@ -130,15 +130,7 @@ async fn reopened_in_the_handler(off_screen: bool) {
     let store = open(&dir);
     let host = common::host::Host::spawn().await;
     let a = ThreadId::new("a");
-    let (thread, mut events) =
-        ThreadHandle::spawn(hanging(&store).id(a.clone()), Some(host.cell()))
-            .await
-            .unwrap();
-    let mut log = Vec::new();
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    let thread = woken_under(&host, &store, &a).await;
     assert!(store.interrupted().is_empty(), "taken by the thread");
     let cell = host.cell();
     let model = ScriptedModel::new(vec![Reply::answer("Noted."); 2]);
@@ -200,15 +192,7 @@ async fn a_conversation_forgotten_in_the_handler_that_killed_it_stays_unlisted()
     let store = open(&dir);
     assert_eq!(store.interrupted(), [AgentId::new("agent_2")]);
     let host = common::host::Host::spawn().await;
-    let (thread, mut events) =
-        ThreadHandle::spawn(hanging(&store).id(a.clone()), Some(host.cell()))
-            .await
-            .unwrap();
-    let mut log = Vec::new();
-    until(&mut events, &mut log, |e| {
-        matches!(e, AgentEvent::Wake { .. })
-    })
-    .await;
+    let thread = woken_under(&host, &store, &a).await;
     let kept = store.clone();
     host.run(async move {
         thread.actor().kill();
@@ -221,6 +205,20 @@ async fn a_conversation_forgotten_in_the_handler_that_killed_it_stays_unlisted()
     host.run(async {}).await;
     assert!(store.interrupted().is_empty(), "listed again");
     assert!(store.owed_wakes().is_empty(), "owed again");
+}
+
+/// Thread `a` on `store` under `host`, its parent woken for what the store
+/// owes it (the wake's turn hangs in its model).
+async fn woken_under(
+    host: &common::host::Host,
+    store: &Arc<EnvelopeStore>,
+    a: &ThreadId,
+) -> ThreadHandle {
+    let (thread, mut events) = ThreadHandle::spawn(hanging(store).id(a.clone()), Some(host.cell()))
+        .await
+        .unwrap();
+    until(&mut events, &mut Vec::new(), is_wake).await;
+    thread
 }
 
 fn hanging(store: &Arc<EnvelopeStore>) -> ThreadConfig {

@@ -73,29 +73,28 @@ impl ToolList {
     /// Pushes the names of `value`, split as [`ToolListVisitor::visit_str`]
     /// says.
     fn split_in(&mut self, value: &str) {
-        let list = self;
-        let before = list.0.len();
+        let before = self.0.len();
         let (mut depth, mut start) = (0usize, 0);
         for (at, c) in value.char_indices() {
             match c {
                 '(' => depth += 1,
                 ')' => depth = depth.saturating_sub(1),
                 c if depth == 0 && (c == ',' || c.is_whitespace()) => {
-                    list.push(&value[start..at]);
+                    self.push(&value[start..at]);
                     start = at + c.len_utf8();
                 }
                 _ => {}
             }
         }
-        list.push(&value[start..]);
+        self.push(&value[start..]);
         // A `(` never closed: split at every comma and space, as before —
         // what follows it is named (`Bash(rm:*, Write` still denies
         // `Write`).
         if depth > 0 {
-            list.0.truncate(before);
+            self.0.truncate(before);
             value
                 .split(|c: char| c == ',' || c.is_whitespace())
-                .for_each(|name| list.push(name));
+                .for_each(|name| self.push(name));
         }
     }
 }
