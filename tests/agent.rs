@@ -603,6 +603,36 @@ async fn a_turn_ending_as_its_agent_shuts_down_is_answered_with_its_result() {
     assert_eq!(answered.map(|r| r.text), Ok("done".to_owned()));
 }
 
+/// Same instant, through the cell: the turn's `Result` on the stream, its
+/// end notice in the agent's mailbox, the host stops the agent (ractor
+/// reads a stop before messages) or kills it. The notice was dropped with
+/// the mailbox and the reply with the turn: the caller of a turn that
+/// completed read `Dropped` ("went away with the turn unrun"). The task
+/// keeps its result in the turn before it sends the notice, and whoever
+/// ends the agent answers with it.
+#[tokio::test(start_paused = true)]
+async fn a_turn_ended_as_its_agent_is_stopped_through_its_cell_is_answered_with_its_result() {
+    for kill in [false, true] {
+        let model = ScriptedModel::new(vec![Reply::answer("done")]).shared();
+        let (agent, mut events, _gate) =
+            common::spawn_agent(model, ToolRegistry::new(), Limits::default()).await;
+        let answer = agent.queue_turn("go").unwrap();
+        // A task of its own, as a host's is: woken by the `Result` before
+        // the agent by its notice (the test's own future is polled apart).
+        let host = tokio::spawn(async move {
+            let (_, streamed) = until_result(&mut events).await;
+            match kill {
+                true => agent.actor().kill(),
+                false => agent.actor().stop(None),
+            }
+            streamed
+        });
+        assert_eq!(host.await.unwrap().outcome, Outcome::Completed);
+        let answered = answer.await.map(|r| r.text);
+        assert_eq!(answered, Ok("done".to_owned()), "killed: {kill}");
+    }
+}
+
 /// Same instant: the model asks for a call that needs approval as the
 /// agent is shut down. The request could not be put to the host (the
 /// agent drains), and the model read "the user denied this call" — a

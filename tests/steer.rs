@@ -692,12 +692,15 @@ async fn a_message_to_a_queued_child_interrupted_before_it_starts_is_kept() {
 }
 
 /// Closes the thread, or stops all its children as a switch does, at a
-/// child's first step.
+/// child's first step once armed (the test arms it as it sends the turn
+/// that cuts the child: the child's answer with its call, a step too,
+/// came before).
 struct AtFirstStep {
     thread: Arc<std::sync::OnceLock<ThreadHandle>>,
     /// Only this child's first step (any child's: `None`).
     of: Option<&'static str>,
     switch: bool,
+    armed: std::sync::atomic::AtomicBool,
     done: std::sync::atomic::AtomicBool,
     /// The switch's count of children it stopped.
     switched: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<usize>>>>,
@@ -708,6 +711,7 @@ impl subagents::actors::hub::HubObserver for AtFirstStep {
 
     fn stepped(&self, id: &AgentId) {
         if self.of.is_some_and(|of| id.as_str() != of)
+            || !self.armed.load(std::sync::atomic::Ordering::SeqCst)
             || self.done.swap(true, std::sync::atomic::Ordering::SeqCst)
         {
             return;
@@ -751,16 +755,20 @@ async fn a_close_or_switch_during_an_interrupt_ends_the_child_stopped() {
             thread: cell.clone(),
             of: None,
             switch,
+            armed: Default::default(),
             done: Default::default(),
             switched: Default::default(),
         });
         let switched = observer.switched.clone();
         let (thread, mut events) =
-            thread_with(DelegationBuilder::new(model.shared()).observer(observer)).await;
+            thread_with(DelegationBuilder::new(model.shared()).observer(observer.clone())).await;
         let _ = cell.set(thread.clone());
         thread.send_user("start").unwrap();
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
+        observer
+            .armed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         thread.send_user("cut it").unwrap();
         run_for(&mut events, &mut log, 120).await;
         let (_, by_id) = check_log(&log, true);
@@ -814,13 +822,14 @@ async fn a_stop_while_an_interrupted_child_waits_for_its_own_ends_it_stopped() {
             thread: cell.clone(),
             of: Some("agent_2"),
             switch,
+            armed: Default::default(),
             done: Default::default(),
             switched: Default::default(),
         });
         let (thread, mut events) = thread_with(
             DelegationBuilder::new(model.shared())
                 .max_depth(2)
-                .observer(observer),
+                .observer(observer.clone()),
         )
         .await;
         let _ = cell.set(thread.clone());
@@ -828,6 +837,9 @@ async fn a_stop_while_an_interrupted_child_waits_for_its_own_ends_it_stopped() {
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
         run_for(&mut events, &mut log, 1).await;
+        observer
+            .armed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         thread.send_user("cut it").unwrap();
         run_for(&mut events, &mut log, 120).await;
         let (_, by_id) = check_log(&log, true);

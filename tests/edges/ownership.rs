@@ -208,8 +208,9 @@ async fn an_observer_reading_a_childs_conversation_at_each_step_gets_it() {
     run_for(&mut events, &mut log, 60).await;
     check_log(&log, true);
     let read = reads.read.lock().unwrap().clone();
-    // The worker's one step: its task, its call, and the call's answer.
-    assert_eq!(read, [Some(3)], "{read:?}");
+    // The worker's two steps: its answer with a call (its task, the
+    // answer), then the call's answer.
+    assert_eq!(read, [Some(2), Some(3)], "{read:?}");
     thread.close_and_wait().await;
 }
 

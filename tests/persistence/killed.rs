@@ -123,7 +123,20 @@ async fn a_conversation_reopened_in_the_handler_that_killed_it_is_told_of_its_in
     }
 }
 
+/// Review of the last session's change: told off screen, the wakes were
+/// left for the showing, but a close (or a clear) before it settled only
+/// what a switch had given back — they stayed listed, and the next open
+/// of the conversation was woken for them. A close settles them too.
+#[tokio::test]
+async fn a_conversation_reopened_off_screen_in_its_killers_handler_settles_them_at_its_close() {
+    reopened_in_the_handler_then(true, true).await;
+}
+
 async fn reopened_in_the_handler(off_screen: bool) {
+    reopened_in_the_handler_then(off_screen, false).await;
+}
+
+async fn reopened_in_the_handler_then(off_screen: bool, closed_unshown: bool) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
     super::shared::an_earlier_session_whose_second_child_was_running(&dir).await;
@@ -155,6 +168,12 @@ async fn reopened_in_the_handler(off_screen: bool) {
         // then the tab shown.
         host.run(async {}).await;
         again.flush_persistence().await.unwrap();
+        if closed_unshown {
+            again.close_and_wait().await;
+            assert!(store.interrupted().is_empty(), "listed after the close");
+            assert!(store.owed_wakes().is_empty(), "owed after the close");
+            return;
+        }
         again.on_screen(true).unwrap();
     }
     let mut log = Vec::new();

@@ -11,6 +11,7 @@ mod common;
 mod copies;
 mod deleted;
 mod hub_death;
+mod in_flight;
 mod isolation;
 mod killed;
 mod remote;

@@ -4,7 +4,7 @@ use super::*;
 
 /// A background `Worker` that sleeps 1 s, then 600 s, then answers; the
 /// parent's replies after its first two (`run` it, "Started.").
-fn a_worker_that_naps(then: Vec<Reply>) -> Arc<dyn subagents::actors::Model> {
+pub(super) fn a_worker_that_naps(then: Vec<Reply>) -> Arc<dyn subagents::actors::Model> {
     let mut replies = vec![
         Reply::new().use_agent(
             &UseAgentCall::run("Worker\nYou work.", "work")
@@ -30,7 +30,7 @@ fn a_worker_that_naps(then: Vec<Reply>) -> Arc<dyn subagents::actors::Model> {
 
 /// A thread on `store` running `model`, its children here or (`remote`)
 /// on a loopback node.
-async fn a_thread_placing(
+pub(super) async fn a_thread_placing(
     model: Arc<dyn subagents::actors::Model>,
     store: &Arc<EnvelopeStore>,
     remote: bool,
@@ -68,7 +68,7 @@ async fn a_thread_placing_with(
 }
 
 /// The child's second call (its 600 s nap) started.
-fn in_the_second_nap(e: &AgentEvent) -> bool {
+pub(super) fn in_the_second_nap(e: &AgentEvent) -> bool {
     matches!(e, AgentEvent::Child(_, inner)
         if matches!(&**inner, AgentEvent::ToolStarted(s) if s.arguments.contains("600")))
 }
@@ -76,7 +76,7 @@ fn in_the_second_nap(e: &AgentEvent) -> bool {
 /// A thread on `store` whose child (here, or on a node) took "also check
 /// X" in its 600 s nap, the parent's turn that sent it over (`then`: the
 /// parent's later replies).
-async fn told_in_the_second_nap(
+pub(super) async fn told_in_the_second_nap(
     store: &Arc<EnvelopeStore>,
     remote: bool,
     then: Vec<Reply>,

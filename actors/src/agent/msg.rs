@@ -154,7 +154,7 @@ pub(crate) mod sealed {
     #![allow(unreachable_pub)]
 
     use ractor::RpcReplyPort;
-    use subagents_messages::{AgentResult, ApprovalDecision, ApprovalId, ChatMessage};
+    use subagents_messages::{ApprovalDecision, ApprovalId};
 
     /// The agent's own messages.
     #[derive(Debug)]
@@ -170,14 +170,14 @@ pub(crate) mod sealed {
             /// ended that turn, and the approval with it.
             turn: crate::agent::turn_state::Shared,
         },
-        /// Sent by the agent's own turn task when the turn ends.
+        /// Sent by the agent's own turn task when the turn ends. Its
+        /// result (already emitted as an event) and the conversation to
+        /// carry into the next turn wait in the turn's state, put there
+        /// first: an agent ended before it reads this (a stop through its
+        /// cell, read before messages; a kill) still answers with them.
         TurnFinished {
             /// Which turn (a counter local to the agent).
             run: u64,
-            /// Its result (already emitted as an event).
-            result: AgentResult,
-            /// The conversation after the turn, to carry into the next one.
-            history: std::sync::Arc<Vec<ChatMessage>>,
         },
         /// Sent by a transport, to the proxy of a child on another node
         /// only: a report of its node.

@@ -87,7 +87,13 @@ impl Drop for AgentState {
         {
             hook();
         }
-        drop(self.running.take());
+        if let Some(mut running) = self.running.take() {
+            // Ended by its task, its notice unread: answered with it.
+            let unread = turn_state::lock(&running.shared).unread.take();
+            if let (Some(unread), Some(reply)) = (unread, running.reply.take()) {
+                reply.send(unread.0);
+            }
+        }
         for (_, reply) in self.waiting.drain(..) {
             let text = "the agent stopped before this turn started";
             end_unstarted(&self.events, reply, text, Outcome::Failed(text.to_owned()));
@@ -216,22 +222,12 @@ impl AgentState {
                     }
                 };
                 if let Some((history, result)) = closed {
-                    let sent = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished {
-                        run,
-                        result,
-                        history,
-                    }));
-                    // Refused (the agent drains, and will not read its
-                    // mailbox again): kept for its `post_stop`, which
-                    // answers the caller with it.
-                    if let Err(ractor::MessagingErr::SendErr(AgentMsg::Internal(
-                        AgentInternal::TurnFinished {
-                            result, history, ..
-                        },
-                    ))) = sent
-                    {
-                        turn_state::lock(&ctx.shared).unread = Some(Box::new((result, history)));
-                    }
+                    // Kept in the turn, then the notice: an agent that
+                    // never reads it (it drains, a stop through its cell
+                    // came first, a kill) answers the caller with it as
+                    // it ends (a completed turn's caller read `Dropped`).
+                    turn_state::lock(&ctx.shared).unread = Some(Box::new((result, history)));
+                    let _ = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished { run }));
                 }
             }
             .instrument(span.clone()),
@@ -255,6 +251,17 @@ impl AgentState {
         self.totals.children_usage.add(result.children_usage);
         self.totals.model_calls += u64::from(result.model_calls);
         self.totals.tool_calls += u64::from(result.tool_calls);
+    }
+
+    /// The notice of turn `run`'s end: its result, kept in the turn.
+    fn finish_unread(&mut self, run: u64) {
+        let unread = (self.running.as_ref())
+            .filter(|r| r.run == run)
+            .and_then(|r| turn_state::lock(&r.shared).unread.take());
+        if let Some(unread) = unread {
+            let (result, history) = *unread;
+            self.finish(run, result, history);
+        }
     }
 
     fn finish(&mut self, run: u64, result: AgentResult, history: Arc<Vec<ChatMessage>>) {
@@ -392,11 +399,7 @@ impl Actor for AgentActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             AgentMsg::Turn { turn, reply } => state.take_turn(&myself, turn, reply),
-            AgentMsg::Internal(AgentInternal::TurnFinished {
-                run,
-                result,
-                history,
-            }) => state.finish(run, result, history),
+            AgentMsg::Internal(AgentInternal::TurnFinished { run }) => state.finish_unread(run),
             AgentMsg::Stop => state.stop(),
             AgentMsg::Internal(AgentInternal::ApprovalPending {
                 id,
@@ -430,6 +433,11 @@ impl Actor for AgentActor {
                     .running
                     .as_ref()
                     .is_some_and(|r| turn_state::steer(&r.shared, text));
+                // Its run written with it (where it will read it): a
+                // process killed before its next model call lost it.
+                if let Some(running) = state.running.as_ref().filter(|_| taken) {
+                    running.sink.stepped();
+                }
                 let _ = reply.send(if taken {
                     Ok(crate::hub::Steered::Running)
                 } else {
@@ -464,11 +472,9 @@ impl Actor for AgentActor {
         // end now.
         state.stop_running();
         if let Some(running) = &mut state.running {
-            // The turn was closed before this stop (by its own task, whose
-            // notice the draining agent refused, or from outside): its
-            // task, aborted above, ends at its next wait at the latest —
-            // one past its own close waits on nothing more — and hands
-            // over the result it could not send.
+            // The turn was closed before this stop (by its own task, its
+            // notice unread, or from outside): its task, aborted above,
+            // ends at its next wait at the latest, and leaves its result.
             let _ = (&mut running.task.0).await;
             let run = running.run;
             let unread = turn_state::lock(&running.shared).unread.take();

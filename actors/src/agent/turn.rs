@@ -50,13 +50,11 @@ impl TurnContext {
         !self.sink.is_open()
     }
 
-    /// Before a step starts (a model call, a tool call): past the turn's
-    /// wall clock, the turn ends there as its timer would have ended it
-    /// ([`out_of_time`]). The timer fires only where the turn waits, so
-    /// a turn whose steps never waited (synchronous tools, a free gate, a
-    /// ready stream) started steps past its limit and could end
-    /// `Completed`. A check, not a wait: a wait widened every waiting
-    /// turn's future (8 MiB per 10,000 threads).
+    /// Before a step starts (a model or tool call): past the wall clock,
+    /// the turn ends as its timer would ([`out_of_time`]). The timer fires
+    /// only where the turn waits: steps that never waited (sync tools, a
+    /// free gate, a ready stream) ran past it and could end `Completed`.
+    /// A check, not a wait (one widened each waiting turn's future).
     pub(super) fn past_wall_clock(&self) -> bool {
         let deadline = self.started.checked_add(self.config.limits.wall_clock);
         deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline)
@@ -192,6 +190,8 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             }
             None => None,
         };
+        // Its answer written as given (a kill in a call resumed without it).
+        ctx.sink.stepped();
         for call in calls {
             if ctx.past_wall_clock() {
                 return out_of_time();

@@ -356,9 +356,9 @@ impl HubHandle {
         self.book.get(id).or_else(|| self.archived(id))
     }
 
-    /// A child's conversation: its task, its model's answers and tool
-    /// calls, their results — so far while it runs, whole once it ended
-    /// (what a message resumes it from). Never waits.
+    /// A child's conversation: its task, answers, calls and results — so
+    /// far while it runs (a message it took and will read at its next
+    /// model call last), whole once it ended (what resumes it). Never waits.
     pub fn conversation(&self, id: &AgentId) -> Option<Vec<subagents_messages::ChatMessage>> {
         self.book.conversation(id)
     }

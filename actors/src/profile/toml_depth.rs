@@ -19,68 +19,85 @@ pub(super) const MAX_DEPTH: usize = 64;
 /// counting each inline table and array, each part of a dotted key, and
 /// the parts of the table header its lines are under; `None` within it.
 pub(super) fn too_deep(text: &str, limit: usize) -> Option<usize> {
-    // Per open `{` / `[`: whether it is a table, and the levels it adds
+    // Per open `{` / `[`: the closer that ends it, and the levels it adds
     // (1, plus the dotted parts of the key it is the value of).
-    let mut open: Vec<(bool, usize)> = Vec::new();
+    let mut open: Vec<(TokenKind, usize)> = Vec::new();
     // The header's parts the lines below it sit under, and the brackets
     // and inline levels opened since.
     let (mut under, mut depth) = (0usize, 0usize);
-    // Dots in the key being read (`None`: not in a key), and in the key
-    // whose value is being read.
-    let (mut key_dots, mut value_of): (Option<usize>, usize) = (Some(0), 0);
+    // Dots since the last `=`, `,`, bracket or header (a key's parts, or
+    // a float's: counting those too only errs deep), and those of the
+    // key whose value is being read. Not reset at a line's end: toml
+    // reads a key missing its `=` on into a value after it.
+    let (mut dots, mut value_of) = (0usize, 0usize);
+    // At a line's start, outside any bracket: a `[` opens a header.
+    let mut line_start = true;
     // In a table header: its `[`s still open (`[[a.b]]`: two).
     let mut header = 0u8;
     for token in toml_parser::Source::new(text).lex() {
         let at = token.span().start();
-        match token.kind() {
-            TokenKind::Newline if open.is_empty() => {
-                (key_dots, value_of) = (Some(0), 0);
-            }
-            TokenKind::Dot => {
-                if let Some(dots) = &mut key_dots {
-                    *dots += 1;
-                    if under + depth + *dots + 1 > limit {
-                        return Some(at);
+        let kind = token.kind();
+        match kind {
+            TokenKind::Whitespace | TokenKind::Comment => continue,
+            TokenKind::Newline => {
+                if open.is_empty() {
+                    line_start = true;
+                    if header > 0 {
+                        // A header its line left open is one still.
+                        (header, under) = (0, dots + 1);
                     }
                 }
+                continue;
             }
-            TokenKind::Equals => value_of = key_dots.take().unwrap_or(0),
-            TokenKind::LeftSquareBracket
-                if open.is_empty() && key_dots == Some(0) && header < 2 =>
-            {
+            TokenKind::Dot => {
+                dots += 1;
+                if under + depth + dots + 1 > limit {
+                    return Some(at);
+                }
+            }
+            TokenKind::Equals => value_of = std::mem::take(&mut dots),
+            TokenKind::LeftSquareBracket if open.is_empty() && (line_start || header == 1) => {
                 // A table header (`[a.b]`, `[[a.b]]`): its parts are the
                 // depth its lines start at.
                 header += 1;
-                under = 0;
+                (under, dots) = (0, 0);
             }
-            TokenKind::RightSquareBracket if header > 0 => {
+            TokenKind::RightSquareBracket if open.is_empty() && header > 0 => {
                 header -= 1;
                 if header == 0 {
-                    under = key_dots.take().unwrap_or(0) + 1;
+                    under = std::mem::take(&mut dots) + 1;
                 }
             }
-            kind @ (TokenKind::LeftCurlyBracket | TokenKind::LeftSquareBracket) => {
-                let levels = 1 + std::mem::take(&mut value_of);
+            TokenKind::LeftCurlyBracket | TokenKind::LeftSquareBracket => {
+                // The value of the key before it — read on by toml if its
+                // `=` is missing (`a.b {`).
+                let levels = 1 + std::mem::take(&mut value_of) + std::mem::take(&mut dots);
                 depth += levels;
                 if under + depth > limit {
                     return Some(at);
                 }
-                let table = kind == TokenKind::LeftCurlyBracket;
-                open.push((table, levels));
-                // An inline table's entries begin with keys.
-                key_dots = table.then_some(0);
+                let closer = match kind {
+                    TokenKind::LeftCurlyBracket => TokenKind::RightCurlyBracket,
+                    _ => TokenKind::RightSquareBracket,
+                };
+                open.push((closer, levels));
             }
+            // Only its own closer ends a level: toml stays where it is at
+            // the other kind (a `]` in an inline table, a `}` in an array).
             TokenKind::RightCurlyBracket | TokenKind::RightSquareBracket => {
-                depth -= open.pop().map_or(0, |(_, levels)| levels).min(depth);
-                key_dots = None;
+                if let Some(&(closer, levels)) = open.last()
+                    && closer == kind
+                {
+                    open.pop();
+                    depth -= levels.min(depth);
+                }
+                (dots, value_of) = (0, 0);
             }
-            // The next entry of an inline table begins with its key.
-            TokenKind::Comma => {
-                key_dots = open.last().is_some_and(|(table, _)| *table).then_some(0);
-                value_of = 0;
-            }
+            // The next entry begins with its key.
+            TokenKind::Comma => (dots, value_of) = (0, 0),
             _ => {}
         }
+        line_start = false;
     }
     None
 }
@@ -146,5 +163,25 @@ mod tests {
             too_deep("[a.b.c]\nd.e = 1\n[[f.g]]\nh = { i = 1 }\n", 8),
             None
         );
+    }
+
+    /// Review of the last session's change: toml recovers from a closer of
+    /// the wrong kind by staying where it is (a `]` in an inline table, a
+    /// `}` in an array), from a missing comma or `=` by reading the next
+    /// key and its value on — the scan closed a level on any closer and
+    /// read no key after a value, so 79 × 79 levels passed it again.
+    #[test]
+    fn toml_recovering_from_broken_text_nests_no_deeper_than_counted() {
+        for text in [
+            "x = { ] a.b.c.d.e.f.g.h.i = 1 }",
+            "x = { ] k.k = { ] k.k = { ] k.k = { ] k.k = 1 } } } }",
+            "x = [ } [ } [ } [ } [ } [ } [ } [ } [ } 1 ]]]]]]]]]",
+            "x = { a = 1 b.c.d.e.f.g.h.i.j = 1 }",
+            "x = { a = 1 k.k = { b = 1 k.k = { c = 1 k.k = { d = 1 k.k = 1 } } } }",
+            "x = { a.b.c.d.e.f.g.h.i { } }",
+            "x = { k.k.k.k { k.k.k.k [ 1 ] } }",
+        ] {
+            assert!(too_deep(text, 8).is_some(), "{text:?}");
+        }
     }
 }

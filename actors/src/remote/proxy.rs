@@ -388,7 +388,12 @@ impl ProxyState {
             AgentEvent::ApprovalResolved { id, outcome, .. } => Some((id.clone(), outcome.clone())),
             _ => None,
         };
-        let step = matches!(event, AgentEvent::ToolResult(_));
+        // A call started: its answer is in the fold (written now, as a
+        // local child's answer is as it is given).
+        let step = matches!(
+            event,
+            AgentEvent::ToolResult(_) | AgentEvent::ToolStarted(_)
+        );
         run.closer.sink.emit(event);
         drop(mirror);
         if step {

@@ -84,8 +84,14 @@ proptest! {
 fn toml_nested_through_dotted_keys_in_inline_tables_is_refused_not_a_stack_overflow() {
     let key = vec!["k"; 79].join(".");
     let mut value = "1".to_owned();
+    // The same nesting in broken text toml recovers from and builds
+    // before it fails: a `]` in each inline table (a closer of the other
+    // kind, where toml stays), a missing comma before each key.
+    let (mut closer, mut comma) = ("1".to_owned(), "1".to_owned());
     for _ in 0..79 {
         value = format!("{{ {key} = {value} }}");
+        closer = format!("{{ ] {key} = {closer} }}");
+        comma = format!("{{ a = 1 {key} = {comma} }}");
     }
     for (path, text) in [
         (
@@ -116,6 +122,14 @@ fn toml_nested_through_dotted_keys_in_inline_tables_is_refused_not_a_stack_overf
         (
             "/p/.codex/agents/escape.toml",
             format!("name = \"deep\\\nx = {value}\ndeveloper_instructions = \"d\"\n"),
+        ),
+        (
+            "/p/.codex/agents/closer.toml",
+            format!("name = \"deep\"\nx = {closer}\ndeveloper_instructions = \"d\"\n"),
+        ),
+        (
+            "/p/.codex/agents/comma.toml",
+            format!("name = \"deep\"\nx = {comma}\ndeveloper_instructions = \"d\"\n"),
         ),
     ] {
         let on_a_small_stack = move || {

@@ -77,9 +77,12 @@ impl ThreadState {
         if self.store_wakes_taken && self.restarted.is_empty() {
             self.store_wakes_taken = false;
             // Off screen, taken they were dropped (a wake off screen goes
-            // nowhere) and lost for the process: left for the showing.
+            // nowhere) and lost for the process: left for the showing —
+            // and settled by a clear or a close before it, as a switch's.
             if self.wakes.is_on_screen() && !self.wakes.is_held() {
                 self.take_store_wakes();
+            } else {
+                self.gave_back = true;
             }
         }
     }

@@ -135,9 +135,12 @@ impl ProxyState {
                 // it) or the run ends here (folded after its end, as a
                 // local close does): lost, a restart's resume lacked an
                 // instruction its parent was told was taken.
-                None => crate::agent::turn_state_lock(&run.shared)
-                    .steering
-                    .push_back(text),
+                None => {
+                    crate::agent::turn_state_lock(&run.shared)
+                        .steering
+                        .push_back(text);
+                    run.closer.sink.stepped();
+                }
             }
         }
         let _ = reply.send(if taken {

@@ -1,0 +1,99 @@
+//! What a running child holds between two of its steps is on disk: a
+//! process killed then (`kill -9`: no close runs, the store is as the last
+//! write left it) resumes the child from it.
+
+use super::remote::{a_thread_placing, in_the_second_nap, told_in_the_second_nap};
+use super::*;
+use std::time::Duration;
+
+/// `remote::a_worker_that_naps`, its second answer a second after its
+/// first nap's result: the thread has written that step before the
+/// answer exists (a real model's answer takes that long; the scripted
+/// one's instant answer could be read by the step's own write).
+fn a_worker_that_thinks_then_naps() -> Arc<dyn subagents::actors::Model> {
+    ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work")
+                .tools(["sleep"])
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new()
+                .text("first, a nap")
+                .tool_call("sleep", r#"{"secs":1}"#),
+            Reply::new()
+                .delay(Duration::from_secs(1))
+                .tool_call("sleep", r#"{"secs":600}"#),
+            Reply::answer("done"),
+        ],
+    )
+    .shared()
+}
+
+/// The saved run of `agent_1` as the store holds it now (every write the
+/// thread queued done), the thread left running — as a kill finds it.
+async fn saved_now(
+    thread: &ThreadHandle,
+    store: &Arc<EnvelopeStore>,
+) -> Vec<subagents::messages::ChatMessage> {
+    thread.sync().await.unwrap();
+    thread.flush_persistence().await.unwrap();
+    store.run(&AgentId::new("agent_1")).unwrap().1
+}
+
+/// Stopped midway (a kill in a tool): a child's run was written only as a
+/// tool answered, so the model's answer whose call was running was on no
+/// disk — a child killed in its 600 s nap was saved as it stood after its
+/// first nap, and its resume ran the call again with no "not run" (a
+/// repeated POST, a second grandchild). The answer is written as it is
+/// given, here and on another node.
+#[tokio::test(start_paused = true)]
+async fn the_answer_whose_call_runs_is_saved_before_the_call_ends() {
+    for remote in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let model = a_worker_that_thinks_then_naps();
+        let (thread, mut events, _node) = a_thread_placing(model, &store, remote).await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until(&mut events, &mut log, in_the_second_nap).await;
+        let saved = saved_now(&thread, &store).await;
+        let nap = saved
+            .iter()
+            .flat_map(|m| &m.tool_calls)
+            .any(|c| c.arguments.contains("600"));
+        assert!(nap, "remote {remote}: {saved:#?}");
+        thread.close_and_wait().await;
+    }
+}
+
+/// Stopped midway (a kill while a message waits): a message a running
+/// child took (`use_agent send`: "it reads your message at its next model
+/// call") waited in its turn, in no saved run, until that call and the
+/// step after it — a kill in between lost an instruction its parent was
+/// told it had taken (a queued child's message was kept; a running one's
+/// was not). It is in the saved run from when it is taken, where the
+/// child will read it, here and on another node.
+#[tokio::test(start_paused = true)]
+async fn a_message_a_running_child_took_is_saved_before_it_reads_it() {
+    let steered = "[message from the agent that started you]\nalso check X";
+    for remote in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let (thread, _events, log, _node) = told_in_the_second_nap(&store, remote, vec![]).await;
+        let sent = results_of(&log, "use_agent").pop().unwrap();
+        assert_eq!(json(&sent.0)["status"], "running", "{}", sent.0);
+        let saved = saved_now(&thread, &store).await;
+        assert_eq!(
+            saved.last().map(|m| m.content.as_str()),
+            Some(steered),
+            "remote {remote}: {saved:#?}"
+        );
+        thread.close_and_wait().await;
+    }
+}
