@@ -113,8 +113,8 @@ async fn delegate_task_answers_within_the_budget() {
 }
 
 /// `status` of a finished child gives its answer within the result
-/// budget, as `result` does: it gave the whole answer (status claims
-/// nothing, so a long answer entered the parent's context whole, then
+/// budget, as `result` does: it gave the whole answer (and, claiming
+/// nothing then, a long answer entered the parent's context whole, then
 /// again as the wake).
 #[tokio::test(start_paused = true)]
 async fn status_keeps_a_finished_answer_within_the_budget() {
@@ -150,6 +150,35 @@ async fn status_keeps_a_finished_answer_within_the_budget() {
         answer.contains("use_agent action result, id `agent_1`"),
         "{answer}"
     );
+    thread.close_and_wait().await;
+}
+
+/// Repeated: `status` of a finished child gives its answer, but claimed
+/// nothing — the answer the parent read and used came back as a wake
+/// ("use the result to finish what the user asked"): a whole extra turn,
+/// the user answered twice, and the turn that read it counted none of
+/// the child's usage. An answer given by `status` is delivered as
+/// `result`'s is.
+#[tokio::test(start_paused = true)]
+async fn a_finished_answer_read_by_status_wakes_no_one() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Writer", 1, false)),
+        Reply::new().tool_call("sleep", r#"{"secs":10}"#),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::answer("Seen."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Writer", worker(1));
+    let (thread, mut events) = thread_with(DelegationBuilder::new(model.shared())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let first = until_result(&mut events, &mut log).await;
+    let status = json(&results_of(&log, "use_agent")[1].0);
+    assert_eq!(status["result"], "worked 1 s", "{status}");
+    assert!(first.children_usage.total() > 0, "{first:?}");
+    run_for(&mut events, &mut log, 60).await;
+    assert!(woken_children(&log).is_empty(), "{log:#?}");
+    check_log(&log, true);
     thread.close_and_wait().await;
 }
 

@@ -240,6 +240,32 @@ async fn a_huge_stored_id_does_not_crash_the_thread() {
     }
 }
 
+/// Foreign input (review: forged or repeated): a backup another tool (or
+/// a user) left beside the envelopes, named for the last id a store may
+/// hand out, took that number at the open — no id was left, and every
+/// child was refused "no child id is left". Another tool's names take no
+/// number; the store's own (an envelope, one moved aside, a temporary
+/// one) still do.
+#[tokio::test(start_paused = true)]
+async fn a_foreign_files_name_takes_no_childs_number() {
+    let last = "agent_9007199254740991";
+    let dir = tempfile::tempdir().unwrap();
+    let envelope = common::store::finished_envelope(last, 1_700_000_000_000);
+    std::fs::write(
+        dir.path().join(format!("{last}.json.bak")),
+        serde_json::to_vec(&envelope).unwrap(),
+    )
+    .unwrap();
+    let config = ThreadConfig::new(parent(background_workers(&[5]))).store(store(dir.path()));
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 30).await;
+    assert_eq!(started(&log), [AgentId::new("agent_1")], "{log:#?}");
+    check_log(&log, true);
+    thread.close_and_wait().await;
+}
+
 /// One run of a hub killed mid-work (its handler crashed, or a host
 /// killed it), on a fresh paused runtime: what the thread's stream said.
 fn kill_the_hub_with_two_children_running() -> Vec<String> {

@@ -260,3 +260,24 @@ async fn a_spawn_under_a_stopping_host_says_so() {
         "the agent could not be started: its supervisor is stopping"
     );
 }
+
+/// Repeated: a stop-all sent while a stop of one child is under way (a
+/// host's stop, a `use_agent stop` in flight) counted that child as one
+/// it stopped: `stop_child` said `Stopped` and the switch said 1 — a host
+/// adding them up showed two sub-agents stopped for one. It waits for the
+/// child's end, and counts only what it stopped.
+#[tokio::test(start_paused = true)]
+async fn a_stop_all_does_not_count_a_child_a_stop_was_already_ending() {
+    let (thread, mut events) = thread(background_workers(&[600])).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let id = AgentId::new("agent_1");
+    let one = thread.hub().stop(&id);
+    let all = thread.hub().stop_all();
+    assert_eq!(one.await, Ok(SubAgentStatus::Stopped));
+    assert_eq!(all.await, Ok(0), "the stop-all stopped nothing");
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    thread.close_and_wait().await;
+}

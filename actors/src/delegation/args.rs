@@ -70,16 +70,16 @@ pub(crate) fn parse<T: DeserializeOwned>(
 ) -> Result<T, ToolError> {
     let invalid =
         |why: String| ToolError::InvalidArguments(format!("{why}; see the tool's schema"));
-    let value: Value = serde_json::from_str(arguments)
+    let mut value: Value = serde_json::from_str(arguments)
         .map_err(|e| invalid(format!("the arguments are not valid JSON ({e})")))?;
-    let Value::Object(object) = &value else {
+    let Value::Object(object) = &mut value else {
         return Err(invalid(format!(
             "the arguments must be a JSON object, not {}",
             describe(&value)
         )));
     };
     let known = || fields.iter().flat_map(|f| f.iter());
-    for (name, given) in object {
+    for (name, given) in object.iter_mut() {
         let Some((_, kind)) = known().find(|(known, _)| known == name) else {
             let names: Vec<&str> = known().map(|(n, _)| *n).collect();
             let hint = nearest(name, &names)
@@ -95,6 +95,14 @@ pub(crate) fn parse<T: DeserializeOwned>(
                     .join(", ")
             )));
         };
+        // A whole number written with a fraction (`5.0`, `1e1`) is one: the
+        // schema's `integer` allows it (JSON Schema), and the refusal read
+        // "must be a whole number, not the number 5.0".
+        if matches!(kind, Kind::Count | Kind::Offset)
+            && let Some(whole) = whole(given)
+        {
+            *given = whole;
+        }
         if !given.is_null() && !kind.accepts(given) {
             let why = match (kind, given.as_i64()) {
                 (Kind::Count, Some(n)) if n < 1 && name == "max_iterations" => format!(
@@ -110,6 +118,18 @@ pub(crate) fn parse<T: DeserializeOwned>(
         }
     }
     serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
+}
+
+/// A number written with a fraction that has none, as an integer.
+fn whole(value: &Value) -> Option<Value> {
+    let n = value.as_f64().filter(|_| value.is_f64())?;
+    // 2^64 and -2^63 are exact as floats (`u64::MAX as f64` rounds up).
+    let fits =
+        n.fract() == 0.0 && (-9.223_372_036_854_776e18..18_446_744_073_709_551_616.0).contains(&n);
+    fits.then(|| match n >= 0.0 {
+        true => Value::from(n as u64),
+        false => Value::from(n as i64),
+    })
 }
 
 /// Refuses the first field `given` (name, present) that `action` does not
@@ -191,6 +211,26 @@ mod tests {
             Err(ToolError::InvalidArguments(e)) => e,
             other => panic!("not refused: {other:?}"),
         }
+    }
+
+    /// Foreign input: some servers and small models write an integer as
+    /// `5.0` or `1e1` — allowed by the schema's `integer` — and the call
+    /// was refused, saying 5.0 is not a whole number.
+    #[test]
+    fn a_whole_number_written_with_a_fraction_is_read() {
+        for (arguments, read) in [
+            (r#"{"max_iterations":3.0}"#, 3),
+            (r#"{"max_iterations":1e1}"#, 10),
+        ] {
+            let args: Args = parse("use_agent", arguments, &[FIELDS]).unwrap();
+            assert_eq!(args.max_iterations, Some(read), "{arguments}");
+        }
+        let e = error(r#"{"max_iterations":2.5}"#);
+        assert!(e.contains("not the number 2.5"), "{e}");
+        let e = error(r#"{"max_iterations":-1.0}"#);
+        assert!(e.contains("must be at least 1"), "{e}");
+        let e = error(r#"{"max_iterations":1e300}"#);
+        assert!(e.contains("must be a whole number from 1"), "{e}");
     }
 
     #[test]

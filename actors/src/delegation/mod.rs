@@ -39,4 +39,6 @@ pub use builder::DelegationBuilder;
 pub use call::UseAgentCall;
 pub use delegating::DelegatingAgent;
 pub use engine::ParentStopPolicy;
-pub(crate) use engine::{USE_AGENT, denying_takes_delegation, is_delegation_tool, shown};
+pub(crate) use engine::{
+    USE_AGENT, denying_takes_delegation, is_delegation_tool, is_invisible, shown,
+};

@@ -353,12 +353,18 @@ impl Tool for UseAgent {
                         .as_deref()
                         .map(|r| this.delegator.budgeted(&call, &id, r));
                     let error = this.delegator.budgeted_error(&envelope, true);
-                    Ok(status_json(
+                    let output = Ok(status_json(
                         &envelope,
                         live.as_ref(),
                         this.hub().queue_position(&id),
                         (answer, error),
-                    ))
+                    ));
+                    // Given here, delivered as `result` delivers it: it
+                    // came back as a wake, and its usage went uncounted.
+                    if envelope.status.is_terminal() {
+                        this.delegator.deliver(&call, &envelope, &output);
+                    }
+                    output
                 }
                 Some("result") => this.result(&call, &args).await,
                 Some("send") => this.send(&call, &args).await,

@@ -333,8 +333,8 @@ impl HubHandle {
         .map_err(|_| Refused::Closed)?
     }
 
-    /// Stops every live and queued child; how many it stopped (one that
-    /// finished in that instant ends `done` and is not counted). Sent
+    /// Stops every live and queued child; how many it stopped (not one
+    /// that finished in that instant, nor one a stop was ending). Sent
     /// when called, not when the future is first polled.
     pub fn stop_all(
         &self,

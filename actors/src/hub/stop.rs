@@ -51,6 +51,12 @@ pub(super) enum StopReply {
     One(Option<RpcReplyPort<Result<SubAgentStatus, Refused>>>),
     /// A share of a stop-all, answered when every share is gone.
     All(Arc<AllStopped>),
+    /// A share of a stop-all for a child a stop was already ending: waited
+    /// for, not counted (this stop did not stop it).
+    Waits {
+        /// Held only: the stop-all answers once every share dropped.
+        _held: Arc<AllStopped>,
+    },
 }
 
 impl StopReply {
@@ -59,7 +65,7 @@ impl StopReply {
             StopReply::One(Some(reply)) => {
                 let _ = reply.send(status);
             }
-            StopReply::One(None) => {}
+            StopReply::One(None) | StopReply::Waits { .. } => {}
             StopReply::All(share) => {
                 if matches!(status, Ok(SubAgentStatus::Stopped)) {
                     share
@@ -338,10 +344,26 @@ impl HubState {
             count: Default::default(),
         });
         for id in all {
+            // A stop ending it already (not an interrupt, nor an ending
+            // kept interrupted: this stop makes those stopped) is not one
+            // this stop makes — a host adding the counts had it twice.
+            let already = self.children.get(&id).is_some_and(|c| {
+                c.stopping.is_some()
+                    && !c.interrupted
+                    && c.ending
+                        .as_ref()
+                        .is_none_or(|e| e.0 != SubAgentStatus::Interrupted)
+            });
             // A stop of them all is a stop: it wins over an interrupt
             // under way, as a stop of one does.
             self.prefer_stop(&id);
-            self.stop(myself, &id, StopReply::All(done.clone())).await;
+            let share = match already {
+                true => StopReply::Waits {
+                    _held: done.clone(),
+                },
+                false => StopReply::All(done.clone()),
+            };
+            self.stop(myself, &id, share).await;
         }
     }
 

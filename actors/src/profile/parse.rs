@@ -100,6 +100,13 @@ pub(crate) fn check_name(path: &Path, name: String) -> Result<String, ProfileErr
         Err(invalid(name, "it contains whitespace"))
     } else if name.chars().any(char::is_control) {
         Err(invalid(name, "it contains a control character"))
+    } else if name.chars().any(crate::delegation::is_invisible) {
+        // `reviewer` and a zero-width space: listed as `reviewer`, never
+        // selected by a call naming `reviewer`.
+        Err(invalid(
+            name,
+            "it contains a character that shows as nothing",
+        ))
     } else {
         Ok(name)
     }

@@ -380,3 +380,21 @@ fn a_tools_mapping_in_a_markdown_profile_is_refused_not_read_as_every_tool() {
         assert_eq!(e.line, 2, "{text:?}: {e}");
     }
 }
+
+/// Foreign input (review: the front-ends at their limits): a name pasted
+/// with a character that shows as nothing (`reviewer` and a zero-width
+/// space, a byte-order mark, a word joiner) loaded, was listed as
+/// `reviewer` — and a call naming `reviewer` never selected it: every
+/// delegation to it refused, "the named sub-agents are: reviewer​".
+/// Refused at the load, naming why.
+#[test]
+fn a_name_holding_a_character_that_shows_as_nothing_is_refused() {
+    for name in ["reviewer\u{200b}", "\u{feff}reviewer", "re\u{2060}viewer"] {
+        let e = parse(&format!("+++\nname = \"{name}\"\n+++\nbody")).unwrap_err();
+        assert!(
+            matches!(e, ProfileError::InvalidName { name: ref n, .. } if n == name),
+            "{e}"
+        );
+        assert!(e.to_string().contains("shows as nothing"), "{e}");
+    }
+}

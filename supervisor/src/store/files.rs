@@ -48,15 +48,44 @@ pub(super) fn file_name_for(id: &AgentId) -> String {
 /// store's temporary files: `agent_3` for each of `agent_3.json`,
 /// `agent_3.json.corrupt`, `.agent_3.json.<hex>.subagents-tmp`. Its id is
 /// taken, so a restart never hands it out again. Only a name whose stem
-/// [`file_name_for`] writes as itself (a child's id is such a name).
+/// [`file_name_for`] writes as itself (a child's id is such a name), and
+/// only the store's own names: another tool's (`agent_3.json.bak`, a
+/// user's copy) named any number — the last one a store may hand out
+/// (`agent_9007199254740991`) took every id left, for good.
 pub(super) fn named_child(name: &str) -> Option<AgentId> {
-    let name = name.strip_prefix('.').unwrap_or(name);
-    let (stem, _) = name.split_once(JSON_EXT)?;
+    let (hidden, name) = match name.strip_prefix('.') {
+        Some(rest) => (true, rest),
+        None => (false, name),
+    };
+    let (stem, rest) = name.split_once(JSON_EXT)?;
     let plain = !stem.is_empty()
         && stem
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    plain.then(|| AgentId::new(stem))
+    // `.json`, `.json.corrupt`, `.json.<n>.corrupt`; hidden, a temporary
+    // name's `.json.<hex>.subagents-tmp`.
+    let digits = |s: &str, hex: bool| {
+        !s.is_empty()
+            && s.bytes().all(|b| match hex {
+                true => b.is_ascii_hexdigit(),
+                false => b.is_ascii_digit(),
+            })
+    };
+    let ours = match hidden {
+        false => {
+            rest.is_empty()
+                || rest == CORRUPT_EXT
+                || rest
+                    .strip_prefix('.')
+                    .and_then(|r| r.strip_suffix(CORRUPT_EXT))
+                    .is_some_and(|n| digits(n, false))
+        }
+        true => rest
+            .strip_prefix('.')
+            .and_then(|r| r.strip_suffix(TEMP_EXT))
+            .is_some_and(|n| digits(n, true)),
+    };
+    (plain && ours).then(|| AgentId::new(stem))
 }
 
 /// The store's own temporary names:
@@ -291,6 +320,33 @@ pub(super) fn remove_temp(path: PathBuf, report: &mut crate::store::LoadReport) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Foreign input (review: forged or repeated): a name another tool
+    /// left (`agent_9007199254740991.json.bak`) took its number from the
+    /// store's ids — the last one, and every delegation was refused, for
+    /// good once a prune wrote it down. Only the store's own names count.
+    #[test]
+    fn only_the_stores_own_names_take_a_childs_number() {
+        for ours in [
+            "agent_3.json",
+            "agent_3.json.corrupt",
+            "agent_3.json.2.corrupt",
+            ".agent_3.json.0123456789abcdef.subagents-tmp",
+        ] {
+            assert_eq!(named_child(ours), Some(AgentId::new("agent_3")), "{ours}");
+        }
+        for foreign in [
+            "agent_3.json.bak",
+            "agent_3.json~",
+            "agent_3.json.x.corrupt",
+            ".agent_3.json",
+            ".agent_3.json.bak.subagents-tmp",
+            "agent_3.json.0123.subagents-tmp",
+            "agent_3.jsonl",
+        ] {
+            assert_eq!(named_child(foreign), None, "{foreign}");
+        }
+    }
 
     #[test]
     fn file_names_are_safe_and_one_to_one() {
