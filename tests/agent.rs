@@ -512,6 +512,37 @@ async fn arguments_no_parse_reads_are_refused_before_an_approval_is_asked() {
     }
 }
 
+/// Foreign model output (review: tools that misbehave): arguments that
+/// are JSON but no object (`null`, `5`, a string, an array) passed the
+/// parse: the host was asked to approve `null`, the tool ran on it — and
+/// the model's history showed the call as `http_post({})`, the wire's
+/// stand-in, beside a result computed from `5`. Refused before any
+/// approval, saying what they must be.
+#[tokio::test(start_paused = true)]
+async fn arguments_that_are_no_object_are_refused_before_an_approval_is_asked() {
+    for arguments in ["null", "5", r#""post it""#, "[1]"] {
+        let model = ScriptedModel::new(vec![
+            Reply::new().tool_call("http_post", arguments),
+            Reply::answer("done"),
+        ]);
+        let (agent, mut events, _gate) =
+            spawn(model, ToolRegistry::new().with(Post), Limits::default()).await;
+        agent.send_user("post it").unwrap();
+        let (seen, _) = until_result(&mut events).await;
+        assert!(
+            !seen
+                .iter()
+                .any(|e| matches!(e, AgentEvent::ApprovalRequested(_))),
+            "{arguments}: {seen:#?}"
+        );
+        assert!(
+            seen.iter().any(|e| matches!(e,
+                AgentEvent::ToolResult(r) if r.is_error && r.output.contains("must be a JSON object"))),
+            "{arguments}: {seen:#?}"
+        );
+    }
+}
+
 /// A model's call to a tool named with 64 KiB is answered on one short
 /// line: the name is not read back whole.
 #[tokio::test(start_paused = true)]

@@ -384,6 +384,28 @@ impl ToolOutcome {
     }
 }
 
+/// Why a call's arguments are no JSON object, as the model reads it: a
+/// tool's arguments are one (the wire sends any other back as `{}`).
+pub(crate) fn not_an_object(arguments: &str) -> Option<String> {
+    use serde_json::Value;
+    let what = match serde_json::from_str::<Value>(arguments) {
+        Err(e) => {
+            return Some(format!(
+                "they are not valid JSON ({e}); if your output was cut, call it again with shorter arguments"
+            ));
+        }
+        Ok(Value::Object(_)) => return None,
+        Ok(Value::Null) => "null",
+        Ok(Value::Bool(_)) => "true or false",
+        Ok(Value::Number(_)) => "a number",
+        Ok(Value::String(_)) => "a string",
+        Ok(Value::Array(_)) => "an array",
+    };
+    Some(format!(
+        "they must be a JSON object (`{{}}` for none), not {what}"
+    ))
+}
+
 /// Runs one call of `tool`, turning invalid JSON, an error or a panic into
 /// an error sentence for the model.
 /// Runs one call of `tool`, registered as `name` (read once, at
@@ -394,10 +416,8 @@ pub(crate) async fn run_tool(
     name: &str,
     call: ToolCallContext,
 ) -> ToolOutcome {
-    if let Err(e) = serde_json::from_str::<serde_json::Value>(&call.arguments) {
-        return ToolOutcome::error(format!(
-            "the arguments for `{name}` are not valid JSON ({e}); send a JSON object"
-        ));
+    if let Some(why) = not_an_object(&call.arguments) {
+        return ToolOutcome::error(format!("invalid arguments for `{name}`: {why}"));
     }
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(call))) {
         Ok(future) => future,

@@ -50,6 +50,44 @@ async fn restoring_tabs_loses_no_owed_wake() {
     }
 }
 
+/// Review (the registry and tabs): a `ThreadHandle` host restoring a tab
+/// hidden — `spawn`, then `on_screen(false)` in that tick — had the first
+/// of its earlier session's wakes go out at once, hidden (the thread
+/// delivered as it started, before reading what the host sent): a model
+/// turn on a hidden tab for every tab restored, and only the rest waited
+/// for the showing, where `Threads` keeps them all. The start's delivery
+/// comes after what the host sent with it.
+#[tokio::test]
+async fn a_tab_restored_hidden_sends_no_wake_until_it_is_shown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let killed = two_owed_wakes_of_a(tmp.path()).await;
+    let store = open(&killed);
+    let (model, asked) = spy("m", ScriptedModel::new(vec![Reply::answer("Noted."); 4]));
+    let config = ThreadConfig::new(DelegationBuilder::new(model))
+        .store(store.clone())
+        .id(subagents::messages::ThreadId::new("a"));
+    let (a, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    a.on_screen(false).unwrap();
+    a.sync().await.unwrap();
+    a.flush_persistence().await.unwrap();
+    let mut log = Vec::new();
+    while let Some(event) = events.try_recv() {
+        log.push(event);
+    }
+    assert!(woken_children(&log).is_empty(), "{log:#?}");
+    assert_eq!(asked.lock().unwrap().len(), 0, "a model turn, hidden");
+    assert_eq!(store.owed_wakes().len(), 2, "both kept for the showing");
+    a.on_screen(true).unwrap();
+    let both = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while woken_children(&log).len() < 2 {
+            until(&mut events, &mut log, is_wake).await;
+        }
+    })
+    .await;
+    assert!(both.is_ok(), "{:?}", woken_children(&log));
+    a.close_and_wait().await;
+}
+
 /// A session of thread `a` on a store under `dir` whose two background
 /// children finished while its user typed, killed with both wakes owed:
 /// the directory it left.

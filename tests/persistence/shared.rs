@@ -627,6 +627,14 @@ async fn an_approval_pending_at_a_kill_reads_ended_after_the_restart() {
         .resolve_approval(asked.id.clone(), ApprovalDecision::Approve)
         .await;
     assert_eq!(answered, ended, "after a resume");
+    // The hub gone (its archive with it): the thread still answers, from
+    // the store, as the hub did (review: approvals at every edge — it read
+    // `Unknown`, "no agent of the thread asked for it").
+    kill_the_hub(&thread).await;
+    let answered = thread
+        .resolve_approval(asked.id.clone(), ApprovalDecision::Approve)
+        .await;
+    assert_eq!(answered, ended, "after the hub's death");
     thread.close_and_wait().await;
 }
 

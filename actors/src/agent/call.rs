@@ -108,14 +108,16 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
     // Parsed as the tool's run parses them (a lone surrogate or `1e400` passes
     // a skim but not a parse): a call refused for its arguments is refused
     // before any approval is asked for it.
-    let unparsed = serde_json::from_str::<serde_json::Value>(&call.arguments).err();
+    let unparsed = crate::tool::not_an_object(&call.arguments);
     let outcome = async { Some(match config.tools.get(&call.name) {
         // A call whose arguments are not JSON (a server may cut a call at
-        // its token limit and still say `tool_calls`) never runs.
+        // its token limit and still say `tool_calls`) never runs; nor one
+        // whose JSON is not an object (`null`, `5`: it ran, approved, while
+        // the model's history showed it `{}`, as the wire sends it).
         Some(_) if unparsed.is_some() => ToolOutcome {
             output: format!(
-                "invalid arguments: not run, they are not valid JSON ({}); if your output was cut, call it again with shorter arguments",
-                unparsed.map(|e| e.to_string()).unwrap_or_default()
+                "invalid arguments: not run, {}",
+                unparsed.unwrap_or_default()
             ),
             is_error: true,
         },

@@ -101,7 +101,10 @@ impl Actor for ThreadSupervisor {
         if !state.wakes.is_held() {
             state.take_store_wakes();
         }
-        state.deliver_wakes(&myself);
+        // After what the host sent as `spawn` returned: a tab restored
+        // hidden (`on_screen(false)` in that tick) had its first earlier
+        // wake go out, hidden — ractor runs this before any message.
+        let _ = myself.cast(ThreadMsg::Internal(ThreadInternal::DeliverWakes));
         Ok(())
     }
 

@@ -136,8 +136,9 @@ pub(crate) mod sealed {
         /// session's wakes back: taken again if the thread is still on
         /// screen once what the host sent with the switch is read.
         ShownAfterSwitch,
-        /// Sent by the supervisor to itself as the user stops typing: the
-        /// wakes held go out after what the host sent in the same tick.
+        /// Sent by the supervisor to itself as the user stops typing, and
+        /// as it starts: the wakes held (or taken from the store) go out
+        /// after what the host sent in the same tick.
         DeliverWakes,
         /// Sent by a killed thread's state as it is dropped (its ractor
         /// host read its termination): it gave the store's wakes it had

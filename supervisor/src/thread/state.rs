@@ -386,7 +386,20 @@ pub(super) fn route_approval(
             }
         })
     } else {
-        Box::pin(state.parent.hub.resolve_approval(id.clone(), decision))
+        // An earlier session's child this thread reaches: its request
+        // closed with its process, `Ended` — said by the hub from its
+        // archive, and by the store once the hub is gone with it (it read
+        // `Unknown`, "no agent of the thread asked for it").
+        let earlier = id.parts().is_some_and(|(owner, _)| {
+            (state.store.as_ref()).is_some_and(|s| s.reaches(&owner, state.id.as_ref()))
+        });
+        let sent = state.parent.hub.resolve_approval(id.clone(), decision);
+        Box::pin(async move {
+            match sent.await {
+                Err(ApprovalRefusal::Unknown(id)) if earlier => Err(ApprovalRefusal::Ended(id)),
+                other => other,
+            }
+        })
     };
     tokio::spawn(async move {
         let answer = verdict.await;
