@@ -97,3 +97,62 @@ async fn a_message_a_running_child_took_is_saved_before_it_reads_it() {
         thread.close_and_wait().await;
     }
 }
+
+/// Review of this session's own change: the messages a running child took
+/// and had not read were put at the end of its conversation as a host
+/// reads it — but they move (read at its next call, after the tool result
+/// that comes first): a copy taken while one waited went on, by
+/// `conversation_since`, to a conversation with the result lost and the
+/// message twice. The conversation a host reads only grows; what waits is
+/// saved apart (`HubHandle::conversation_since`'s promise holds).
+#[tokio::test(start_paused = true)]
+async fn a_conversation_copied_while_a_message_waits_goes_on_from_that_copy() {
+    for remote in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run("Worker\nYou work.", "work")
+                    .tools(["sleep"])
+                    .background(),
+            ),
+            Reply::answer("Started."),
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
+            Reply::answer("Told it."),
+            Reply::answer("Noted."),
+        ])
+        .with_script(
+            "Worker",
+            vec![
+                Reply::new().tool_call("sleep", r#"{"secs":60}"#),
+                Reply::answer("done").delay(Duration::from_secs(60)),
+            ],
+        )
+        .shared();
+        let (thread, mut events, _node) = a_thread_placing(model, &store, remote).await;
+        let agent_1 = AgentId::new("agent_1");
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        thread.send_user("tell it").unwrap();
+        until_result(&mut events, &mut log).await;
+        let copy = thread.hub().conversation(&agent_1).unwrap();
+        // Its nap answered, the message read at its next call.
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::Steered(_)))
+        })
+        .await;
+        thread.sync().await.unwrap();
+        let rest = thread.hub().conversation_since(&agent_1, copy.len());
+        let whole = thread.hub().conversation(&agent_1).unwrap();
+        assert_eq!(
+            rest.map(|rest| [copy.clone(), rest].concat()),
+            Some(whole.clone()),
+            "remote {remote}"
+        );
+        // Saved as it reads it: the nap's result, then the message.
+        let saved = saved_now(&thread, &store).await;
+        assert_eq!(saved, whole, "remote {remote}");
+        thread.close_and_wait().await;
+    }
+}

@@ -151,9 +151,31 @@ impl Probe {
         let state = lock(&shared);
         // Closed, the conversation moved to `ended` (until the hub takes
         // it): read there, not the emptied running one.
-        match &state.ended {
-            Some(ended) => Some(ended.as_ref().clone()),
-            None => so_far(&state, 0),
+        Some(match &state.ended {
+            Some(ended) => ended.as_ref().clone(),
+            None => state.history.clone(),
+        })
+    }
+
+    /// The messages the running turn took and has not read yet, as it
+    /// will read them at its next model call (after what it adds before
+    /// that call: they are no part of [`Self::conversation`], which only
+    /// grows); none once it ended (a close reads them).
+    pub(crate) fn unread(&self) -> Vec<ChatMessage> {
+        let Some(shared) = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        else {
+            return Vec::new();
+        };
+        let state = lock(&shared);
+        match state.ended {
+            Some(_) => Vec::new(),
+            None => (state.steering.iter())
+                .map(|text| ChatMessage::user(crate::agent::turn_state::steering_text(text)))
+                .collect(),
         }
     }
 
@@ -174,7 +196,7 @@ impl Probe {
         if state.ended.is_some() || state.closing {
             return None;
         }
-        so_far(&state, from)
+        state.history.get(from..).map(<[ChatMessage]>::to_vec)
     }
 
     /// The conversation of the last turn: once it ended, the one it ended
@@ -218,23 +240,6 @@ impl Probe {
             usage: state.progress.usage,
         })
     }
-}
-
-/// A running turn's conversation after its first `from` messages, then
-/// each message it took and has not read yet, as it will read them at
-/// its next model call (a run saved now keeps them: a process killed
-/// before that call lost an instruction its sender was told it took).
-fn so_far(state: &crate::agent::turn_state::TurnState, from: usize) -> Option<Vec<ChatMessage>> {
-    let read = state.history.get(from..)?;
-    let mut out = Vec::with_capacity(read.len() + state.steering.len());
-    out.extend_from_slice(read);
-    out.extend(
-        state
-            .steering
-            .iter()
-            .map(|text| ChatMessage::user(crate::agent::turn_state::steering_text(text))),
-    );
-    Some(out)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use crate::hub::error::Refused;
 use crate::sink::EventSink;
 
 mod claims;
+mod conversations;
 mod death;
 mod requests;
 pub(crate) use claims::Claimed;
@@ -354,26 +355,6 @@ impl HubHandle {
     /// tool calls so far. Never waits.
     pub fn status(&self, id: &AgentId) -> Option<Envelope> {
         self.book.get(id).or_else(|| self.archived(id))
-    }
-
-    /// A child's conversation: its task, answers, calls and results — so
-    /// far while it runs (a message it took and will read at its next
-    /// model call last), whole once it ended (what resumes it). Never waits.
-    pub fn conversation(&self, id: &AgentId) -> Option<Vec<subagents_messages::ChatMessage>> {
-        self.book.conversation(id)
-    }
-
-    /// A running child's conversation after its first `from` messages —
-    /// what it added since a reader copied that many. `None` when it is
-    /// not running in a turn of its own now (queued, ended, a run a
-    /// message resumed) or has fewer: read it whole
-    /// ([`HubHandle::conversation`]). Never waits.
-    pub fn conversation_since(
-        &self,
-        id: &AgentId,
-        from: usize,
-    ) -> Option<Vec<subagents_messages::ChatMessage>> {
-        self.book.conversation_since(id, from)
     }
 
     /// The `invoke_agent` span of a finished child's last run, taken:

@@ -207,6 +207,20 @@ impl Book {
         read.probe?.conversation_since(from)
     }
 
+    /// The messages a running child took and has not read yet, as it will
+    /// read them (see [`HubHandle::unread_messages`]).
+    ///
+    /// [`HubHandle::unread_messages`]: crate::hub::HubHandle::unread_messages
+    pub(crate) fn unread(&self, id: &AgentId) -> Vec<ChatMessage> {
+        let Some(read) = self.entry_read(id) else {
+            return Vec::new();
+        };
+        match (read.running, read.probe) {
+            (true, Some(probe)) if read.prefix.is_none() => probe.unread(),
+            _ => Vec::new(),
+        }
+    }
+
     /// What [`Book::conversation`] reads of the entry first (the guard let
     /// go before the turn's lock is taken: see `get_live`).
     pub(super) fn entry_read(&self, id: &AgentId) -> Option<EntryRead> {

@@ -107,7 +107,17 @@ pub(super) struct Writer {
     task: tokio::task::JoinHandle<()>,
 }
 
-type RunsQueued = Arc<Mutex<rustc_hash::FxHashMap<AgentId, (Arc<ChildRequest>, Vec<ChatMessage>)>>>;
+type RunsQueued = Arc<Mutex<rustc_hash::FxHashMap<AgentId, QueuedRun>>>;
+
+/// A child's run to write: what it was asked, its conversation (only
+/// grows while it runs: a step adds to it), and what it took and has not
+/// read, written after it (moved when read: replaced at each step).
+#[derive(Debug)]
+struct QueuedRun {
+    request: Arc<ChildRequest>,
+    conversation: Vec<ChatMessage>,
+    unread: Vec<ChatMessage>,
+}
 
 impl Writer {
     /// Starts the writer of `store`; failures go to `errors`.
@@ -148,8 +158,9 @@ impl Writer {
         id: &AgentId,
         request: &Arc<ChildRequest>,
         conversation: Vec<ChatMessage>,
+        unread: Vec<ChatMessage>,
     ) {
-        if self.newest_run(id, request, conversation) {
+        if self.newest_run(id, request, conversation, unread) {
             self.send(Write::Run { id: id.clone() });
         }
     }
@@ -162,11 +173,17 @@ impl Writer {
         id: &AgentId,
         request: &Arc<ChildRequest>,
         conversation: Vec<ChatMessage>,
+        unread: Vec<ChatMessage>,
     ) -> bool {
+        let run = QueuedRun {
+            request: request.clone(),
+            conversation,
+            unread,
+        };
         self.runs_queued
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.clone(), (request.clone(), conversation))
+            .insert(id.clone(), run)
             .is_none()
     }
 
@@ -175,17 +192,24 @@ impl Writer {
     /// read again, and matched: the conversation goes on from it) — `true`
     /// when it did; `false` (nothing changed) when no write is queued or
     /// the conversation does not go on from the queued one (its turn
-    /// ended: read it whole).
+    /// ended: read it whole). Its unread messages are `unread`'s, read
+    /// after (one read meanwhile is in neither: the next step has it).
     pub(super) fn extend_queued_run(
         &self,
         id: &AgentId,
         since: impl FnOnce(usize) -> Option<Vec<ChatMessage>>,
+        unread: impl FnOnce() -> Vec<ChatMessage>,
     ) -> bool {
         let mut queued = self
             .runs_queued
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let Some((_, held)) = queued.get_mut(id) else {
+        let Some(QueuedRun {
+            conversation: held,
+            unread: held_unread,
+            ..
+        }) = queued.get_mut(id)
+        else {
             return false;
         };
         let Some(from) = held.len().checked_sub(1) else {
@@ -199,6 +223,7 @@ impl Writer {
             return false;
         }
         held.extend(read);
+        *held_unread = unread();
         true
     }
 
@@ -210,8 +235,9 @@ impl Writer {
         envelope: Envelope,
         request: &Arc<ChildRequest>,
         conversation: Vec<ChatMessage>,
+        unread: Vec<ChatMessage>,
     ) {
-        let first = self.newest_run(&envelope.id, request, conversation);
+        let first = self.newest_run(&envelope.id, request, conversation, unread);
         self.send(match first {
             true => Write::EnvelopeThenRun(Box::new(envelope)),
             false => Write::Envelope(Box::new(envelope)),
@@ -295,10 +321,12 @@ fn do_write(store: &EnvelopeStore, write: Write, errors: &PersistErrors, taken: 
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
-            if let Some((request, conversation)) = newest
-                && let Err(error) = store.save_run(&id, &request, &conversation)
-            {
-                failed(error.to_string());
+            if let Some(mut run) = newest {
+                // What it took, after what it has: where it reads them.
+                run.conversation.append(&mut run.unread);
+                if let Err(error) = store.save_run(&id, &run.request, &run.conversation) {
+                    failed(error.to_string());
+                }
             }
         }
         Write::EnvelopeThenRun(envelope) => {
@@ -351,8 +379,10 @@ impl ThreadState {
         let owned = owned_by(envelope.clone(), self.id.as_ref());
         match self.requests.get(id) {
             Some(request) => {
-                let conversation = self.parent.hub.conversation(id).unwrap_or_default();
-                writer.send_envelope_and_run(owned, request, conversation);
+                let hub = &self.parent.hub;
+                let conversation = hub.conversation(id).unwrap_or_default();
+                let unread = hub.unread_messages(id);
+                writer.send_envelope_and_run(owned, request, conversation, unread);
             }
             None => writer.send(Write::Envelope(Box::new(owned))),
         }
@@ -373,11 +403,17 @@ impl ThreadState {
         // of K quick calls copied all of it, under the child's turn lock:
         // K²/2 messages).
         let hub = &self.parent.hub;
-        if !last && writer.extend_queued_run(id, |from| hub.conversation_since(id, from)) {
+        // What it took and has not read: read apart and after (it moves
+        // as it is read; read in it, a queued copy went on from a wrong place).
+        let (since, unread) = (
+            |from| hub.conversation_since(id, from),
+            || hub.unread_messages(id),
+        );
+        if !last && writer.extend_queued_run(id, since, unread) {
             return;
         }
         let conversation = hub.conversation(id).unwrap_or_default();
-        writer.send_run(id, request, conversation);
+        writer.send_run(id, request, conversation, hub.unread_messages(id));
         if last {
             self.requests.remove(id);
         }

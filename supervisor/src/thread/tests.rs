@@ -330,3 +330,53 @@ async fn a_burst_of_children_prunes_the_store_once_not_once_a_write() {
     assert!(prunes <= 2, "{prunes} prunes for {children} children");
     thread.close_and_wait().await;
 }
+
+/// Review of this session's own change: the messages a running child
+/// took and has not read were read as the end of its conversation — but
+/// they move (read at its next call, they go after what it adds before):
+/// a queued write extended from such a copy went on from the wrong place
+/// (a tool's result lost, two identical messages matched as one and the
+/// tail written three times), and every step while one waited copied the
+/// whole conversation again. Kept apart: the conversation only grows, the
+/// unread tail is replaced at each step, and written after it.
+#[tokio::test]
+async fn a_queued_run_write_goes_on_from_its_conversation_and_writes_what_waits_last() {
+    use crate::thread::persist::{PersistErrors, Writer};
+    use subagents_messages::{ChatMessage, ChildRequest, ToolCall, ToolUseId};
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = std::sync::Arc::new(subagents_actors::clock::ManualClock::new(0));
+    let (store, _) = crate::store::EnvelopeStore::open(tmp.path(), clock).unwrap();
+    let store = std::sync::Arc::new(store);
+    let writer = Writer::start(store.clone(), PersistErrors::default());
+    let id = AgentId::new("agent_1");
+    let request = std::sync::Arc::new(ChildRequest::new(
+        id.clone(),
+        0,
+        ToolUseId::new("call_1"),
+        "Worker",
+        "work",
+    ));
+    let call = ToolCall {
+        id: ToolUseId::new("c1"),
+        name: "sleep".into(),
+        arguments: "{}".into(),
+        extra_content: None,
+    };
+    let (task, answer) = (
+        ChatMessage::user("work"),
+        ChatMessage::assistant("", vec![call]),
+    );
+    let slept = ChatMessage::tool(ToolUseId::new("c1"), "slept");
+    let waiting = ChatMessage::user("[message from the agent that started you]\ngo on");
+    // Queued (the writer not run yet): the answer, two identical messages
+    // waiting; then its call's result, the messages still waiting.
+    let history = [task.clone(), answer.clone()];
+    writer.send_run(&id, &request, history.to_vec(), vec![waiting.clone(); 2]);
+    let now = [task.clone(), answer.clone(), slept.clone()];
+    let since = |from: usize| now.get(from..).map(<[ChatMessage]>::to_vec);
+    assert!(writer.extend_queued_run(&id, since, || vec![waiting.clone(); 2]));
+    writer.flushed().await.unwrap();
+    let (_, saved) = store.run(&id).unwrap();
+    assert_eq!(saved, [task, answer, slept, waiting.clone(), waiting]);
+    writer.finish().await;
+}

@@ -1,0 +1,31 @@
+//! A child's conversation, read from its turn while it runs (what the
+//! thread saves at each step, and a host may show), never waiting.
+
+use subagents_messages::{AgentId, ChatMessage};
+
+use crate::hub::HubHandle;
+
+impl HubHandle {
+    /// A child's conversation: its task, its model's answers and tool
+    /// calls, their results — so far while it runs, whole once it ended
+    /// (what a message resumes it from). Never waits.
+    pub fn conversation(&self, id: &AgentId) -> Option<Vec<ChatMessage>> {
+        self.book.conversation(id)
+    }
+
+    /// A running child's conversation after its first `from` messages —
+    /// what it added since a reader copied that many. `None` when it is
+    /// not running in a turn of its own now (queued, ended, a run a
+    /// message resumed) or has fewer: read it whole
+    /// ([`HubHandle::conversation`]). Never waits.
+    pub fn conversation_since(&self, id: &AgentId, from: usize) -> Option<Vec<ChatMessage>> {
+        self.book.conversation_since(id, from)
+    }
+
+    /// The messages a running child took and will read at its next model
+    /// call, after what it adds before then: none once it ended.
+    #[doc(hidden)] // used by subagents-supervisor to save a run with them
+    pub fn unread_messages(&self, id: &AgentId) -> Vec<ChatMessage> {
+        self.book.unread(id)
+    }
+}
