@@ -22,11 +22,9 @@ pub(crate) const HEARTBEAT: Duration = Duration::from_secs(1);
 /// Heartbeats in a row left unanswered before the node counts as lost.
 pub(crate) const MISSED_HEARTBEATS: u32 = 3;
 
-/// The runs this node has on others, by key: where each one's reports go;
-/// and the epoch a run starts in (one more each time a lost link comes
-/// back: a loss ends the runs started up to it, not those after).
+/// The runs this node has on others, by key: where each one's reports go.
 #[derive(Clone, Default)]
-pub(crate) struct Routes(Arc<Mutex<HashMap<u64, Route>>>, Arc<AtomicU64>);
+pub(crate) struct Routes(Arc<Mutex<HashMap<u64, Route>>>);
 
 /// One run on another node.
 pub(crate) struct Route {
@@ -36,8 +34,6 @@ pub(crate) struct Route {
     pub(crate) token: u64,
     /// Where its reports go.
     pub(crate) reports: RunReports,
-    /// The epoch it started in ([`Routes`]).
-    epoch: u64,
     /// Every report numbered below it came.
     next: u64,
     /// The numbers that came past `next` (ahead of a gap).
@@ -70,14 +66,12 @@ impl Routes {
 
     /// Routes the run `key` on `node`, under `token`, to `reports`.
     pub(crate) fn insert(&self, key: u64, node: String, token: u64, reports: RunReports) {
-        let epoch = self.epoch();
         self.lock().insert(
             key,
             Route {
                 node,
                 token,
                 reports,
-                epoch,
                 next: 0,
                 ahead: Default::default(),
                 last: None,
@@ -85,25 +79,13 @@ impl Routes {
         );
     }
 
-    /// The epoch runs start in now.
-    pub(crate) fn epoch(&self) -> u64 {
-        self.1.load(Ordering::SeqCst)
-    }
-
-    /// A lost link comes back: runs start in a new epoch, which the loss
-    /// (its word still on its way through the inbox) does not end.
-    pub(crate) fn next_epoch(&self) {
-        self.1.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Node `node` was lost in `epoch`: each of its runs started up to
-    /// then ends lost, once.
-    pub(crate) fn node_lost(&self, node: &str, epoch: u64, why: &str) {
+    /// Node `node` is gone: each of its runs ends lost, once.
+    pub(crate) fn node_lost(&self, node: &str, why: &str) {
         let lost: Vec<RunReports> = {
             let mut routes = self.lock();
             let mut keys: Vec<u64> = routes
                 .iter()
-                .filter(|(_, route)| route.node == node && route.epoch <= epoch)
+                .filter(|(_, route)| route.node == node)
                 .map(|(k, _)| *k)
                 .collect();
             // In the order they started (keys rise): the parent's stream
@@ -135,10 +117,9 @@ pub(crate) struct LinkInner {
     pub(crate) my_incarnation: u64,
     /// The other node's, as it said at connect: another answering under
     /// its name is a restarted process, and this link's runs are lost.
-    /// Said again when a lost link comes back ([`LinkInner::come_back`]).
-    pub(crate) incarnation: AtomicU64,
+    pub(crate) incarnation: u64,
     /// The node's host as found at connect; see [`LinkInner::host`].
-    pub(crate) host: Mutex<ActorRef<HostMsg>>,
+    pub(crate) host: ActorRef<HostMsg>,
     pub(crate) routes: Routes,
     pub(crate) labels: Vec<String>,
     /// Its live count as last reported; `u64::MAX`: none yet.
@@ -165,28 +146,13 @@ impl LinkInner {
 /// the reports already in its mailbox. Failed at once, a run whose last
 /// reports had arrived (its `Result`, its `Ended`, cast in by the session
 /// before it closed) ended `failed: node lost`, and those reports were
-/// dropped, their route gone. Directly only if the inbox is gone. The runs
-/// of its epoch: not those started once its link came back.
+/// dropped, their route gone. Directly only if the inbox is gone.
 pub(crate) fn lose_node(inbox: &ActorRef<InboxMsg>, routes: &Routes, node: &str, why: &str) {
-    let epoch = routes.epoch();
     if inbox
-        .cast(InboxMsg::node_lost(node.to_owned(), epoch, why.to_owned()))
+        .cast(InboxMsg::node_lost(node.to_owned(), why.to_owned()))
         .is_err()
     {
-        routes.node_lost(node, epoch, why);
-    }
-}
-
-impl LinkInner {
-    /// The lost node answers again (a `connect` to it): this link — the
-    /// one every thread built with it holds — places children there
-    /// again, under what its host says now. Its runs lost stay lost.
-    pub(crate) fn come_back(&self, host: ActorRef<HostMsg>, incarnation: u64, live: u64) {
-        *self.host.lock().unwrap_or_else(PoisonError::into_inner) = host;
-        self.incarnation.store(incarnation, Ordering::SeqCst);
-        self.live.store(live, Ordering::SeqCst);
-        self.routes.next_epoch();
-        self.down.store(false, Ordering::SeqCst);
+        routes.node_lost(node, why);
     }
 }
 
@@ -212,15 +178,7 @@ impl LinkInner {
             .find(|cell| {
                 !cell.get_id().is_local() && cell.get_status() < ractor::ActorStatus::Stopping
             })
-            .map_or_else(
-                || {
-                    self.host
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .clone()
-                },
-                ActorRef::from,
-            )
+            .map_or_else(|| self.host.clone(), ActorRef::from)
     }
 }
 
@@ -260,7 +218,7 @@ impl ClusterLink {
                     // session is given): this link's runs are not its.
                     // Taken for the same, they stayed `running` until
                     // their wall clock ran out.
-                    Ok(hello) if hello.incarnation != link.incarnation.load(Ordering::SeqCst) => {
+                    Ok(hello) if hello.incarnation != link.incarnation => {
                         link.lose("it restarted: another process answers under its name");
                         return;
                     }
@@ -405,8 +363,8 @@ impl Actor for Inbox {
                 Err(unread) => route_unread(me, routes, unread),
             },
             InboxMsg::NodeLost(sealed) => {
-                if let Some((node, epoch, why)) = unseal::<(String, u64, String)>(&sealed) {
-                    routes.node_lost(&node, epoch, &why);
+                if let Some((node, why)) = unseal::<(String, String)>(&sealed) {
+                    routes.node_lost(&node, &why);
                 }
             }
         }

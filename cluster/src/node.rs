@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -355,30 +355,15 @@ impl ClusterNode {
         if hello.version != WIRE_VERSION {
             return Err(version_error(Some(hello.version)));
         }
-        let labels: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
-        // The last link to it, lost, of the same labels: it comes back —
-        // the one every thread built with it holds (a new one reached no
-        // thread: each placed nothing more there for its life, and a
-        // message to its child there failed).
-        let lost = (self.links.lock().unwrap_or_else(PoisonError::into_inner))
-            .get(node)
-            .and_then(Weak::upgrade)
-            .filter(|old| old.down.load(Ordering::SeqCst) && old.labels == labels);
-        if let Some(inner) = lost {
-            inner.come_back(host, hello.incarnation, hello.live);
-            let link = ClusterLink { inner };
-            link.beat();
-            return Ok(link);
-        }
         let link = ClusterLink {
             inner: Arc::new(LinkInner {
                 node: node.to_owned(),
                 me: self.name.clone(),
                 my_incarnation: self.incarnation,
-                incarnation: AtomicU64::new(hello.incarnation),
-                host: Mutex::new(host),
+                incarnation: hello.incarnation,
+                host,
                 routes: self.routes.clone(),
-                labels,
+                labels: labels.iter().map(|l| (*l).to_owned()).collect(),
                 live: AtomicU64::new(hello.live),
                 down: AtomicBool::new(false),
                 started: AtomicU64::new(0),

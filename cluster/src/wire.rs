@@ -94,17 +94,16 @@ pub(crate) enum InboxMsg {
     /// after the reports already in this mailbox, which were received
     /// before it. Sealed ([`local_seal`]): any holder of the cookie failed
     /// every child on a healthy node with it, in words of its own that
-    /// reached the parent's model. `((node, epoch, why), seal)` as bytes, read by
+    /// reached the parent's model. `((node, why), seal)` as bytes, read by
     /// [`unseal`] (see [`HostMsg::ParentLost`]). Build it with
     /// [`InboxMsg::node_lost`].
     NodeLost(Vec<u8>),
 }
 
 impl InboxMsg {
-    /// This node's word that node `node` is lost (`why`) in `epoch` (the
-    /// runs it ends: [`crate::link::Routes`]), sealed.
-    pub(crate) fn node_lost(node: String, epoch: u64, why: String) -> Self {
-        Self::NodeLost(seal((node, epoch, why)))
+    /// This node's word that node `node` is lost (`why`), sealed.
+    pub(crate) fn node_lost(node: String, why: String) -> Self {
+        Self::NodeLost(seal((node, why)))
     }
 }
 
@@ -407,10 +406,10 @@ mod tests {
             unreachable!("a parent lost")
         };
         assert_eq!(unseal::<String>(&sealed).as_deref(), Some("a"));
-        let InboxMsg::NodeLost(sealed) = InboxMsg::node_lost("b".into(), 3, "gone".into()) else {
+        let InboxMsg::NodeLost(sealed) = InboxMsg::node_lost("b".into(), "gone".into()) else {
             unreachable!("a node lost")
         };
-        let word = unseal::<(String, u64, String)>(&sealed);
-        assert_eq!(word, Some(("b".to_owned(), 3, "gone".to_owned())));
+        let word = unseal::<(String, String)>(&sealed);
+        assert_eq!(word, Some(("b".to_owned(), "gone".to_owned())));
     }
 }

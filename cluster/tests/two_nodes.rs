@@ -274,62 +274,6 @@ async fn a_silent_node_is_lost_when_its_heartbeats_go_unanswered() {
     drop(b); // SIGKILL ends a stopped process too
 }
 
-/// Review (the cluster's links): a link lost once stayed lost for good —
-/// and a thread's placement holds the link it was built with: after a
-/// node's pause (or a redeploy), every child the thread placed there
-/// failed "it was lost before", though a `connect` to the node answered
-/// again (its new link reached no thread). A connect to a node whose last
-/// link is lost brings that link back; its lost runs stay lost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_link_comes_back_with_a_connect_to_its_node() {
-    let _turn = TURNS.lock().await;
-    let b = NodeB::start("b9");
-    let (node, link) = node_a("a9", &b).await;
-    let run = |name: &str, secs: u64| {
-        Reply::new().use_agent(
-            &UseAgentCall::run(format!("{name}\nYou work."), format!("work {secs} s"))
-                .tools(["sleep"])
-                .wait(false),
-        )
-    };
-    let model = ScriptedModel::new(vec![
-        run("Sleeper", 600),
-        Reply::answer("Started."),
-        Reply::answer("Noted the loss."),
-        run("Quick", 1),
-        Reply::answer("Started again."),
-        Reply::answer("Noted."),
-    ]);
-    let (thread, mut events) = thread_of(model, Placement::On(Arc::new(link.clone()))).await;
-    let mut log = Vec::new();
-    thread.send_user("go").unwrap();
-    until(&mut events, &mut log, is_result).await;
-    seen(&mut events, &mut log, in_tool).await;
-    b.freeze();
-    until(&mut events, &mut log, is_wake).await;
-    until(&mut events, &mut log, is_result).await;
-    assert!(link.is_down());
-    b.thaw();
-    let again = node
-        .connect(&format!("127.0.0.1:{}", b.port), &b.name, &[], PATIENCE)
-        .await
-        .unwrap();
-    assert!(!link.is_down(), "the thread's link came back");
-    assert!(!again.is_down());
-    thread.send_user("again").unwrap();
-    until(&mut events, &mut log, is_result).await;
-    until(&mut events, &mut log, is_wake).await;
-    until(&mut events, &mut log, is_result).await;
-    let lost = thread.hub().status(&AgentId::new("agent_1")).unwrap();
-    assert_eq!(lost.status, SubAgentStatus::Failed, "{lost:?}");
-    let quick = thread.hub().status(&AgentId::new("agent_2")).unwrap();
-    assert_eq!(quick.status, SubAgentStatus::Done, "{quick:?}");
-    assert_eq!(link.started(), 2);
-    thread.close_and_wait().await;
-    node.shutdown();
-    drop(b);
-}
-
 const PARENT_VAR: &str = "SUBAGENTS_NODE_A";
 const CASCADE_VAR: &str = "SUBAGENTS_NODE_A_CASCADE";
 
