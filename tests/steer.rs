@@ -701,6 +701,9 @@ struct AtFirstStep {
     of: Option<&'static str>,
     switch: bool,
     armed: std::sync::atomic::AtomicBool,
+    /// The child's steps before it was armed (its answer with its call:
+    /// one; the armed step is then the cut's).
+    before_arm: std::sync::atomic::AtomicUsize,
     done: std::sync::atomic::AtomicBool,
     /// The switch's count of children it stopped.
     switched: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<usize>>>>,
@@ -710,10 +713,15 @@ impl subagents::actors::hub::HubObserver for AtFirstStep {
     fn finished(&self, _envelope: &subagents::messages::Envelope) {}
 
     fn stepped(&self, id: &AgentId) {
-        if self.of.is_some_and(|of| id.as_str() != of)
-            || !self.armed.load(std::sync::atomic::Ordering::SeqCst)
-            || self.done.swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
+        if self.of.is_some_and(|of| id.as_str() != of) {
+            return;
+        }
+        if !self.armed.load(std::sync::atomic::Ordering::SeqCst) {
+            self.before_arm
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return;
+        }
+        if self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return;
         }
         let Some(thread) = self.thread.get().cloned() else {
@@ -729,6 +737,20 @@ impl subagents::actors::hub::HubObserver for AtFirstStep {
         } else {
             thread.close();
         }
+    }
+}
+
+/// Until a child is in its sleep: its answer's step taken, before the
+/// observer is armed.
+async fn in_its_sleep(events: &mut EventStream, log: &mut Vec<AgentEvent>) {
+    let sleeping = |mut e: &AgentEvent| {
+        while let AgentEvent::Child(_, inner) = e {
+            e = inner;
+        }
+        matches!(e, AgentEvent::ToolStarted(s) if s.name == "sleep")
+    };
+    if !log.iter().any(sleeping) {
+        until(events, log, sleeping).await;
     }
 }
 
@@ -756,6 +778,7 @@ async fn a_close_or_switch_during_an_interrupt_ends_the_child_stopped() {
             of: None,
             switch,
             armed: Default::default(),
+            before_arm: Default::default(),
             done: Default::default(),
             switched: Default::default(),
         });
@@ -766,11 +789,23 @@ async fn a_close_or_switch_during_an_interrupt_ends_the_child_stopped() {
         thread.send_user("start").unwrap();
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
+        in_its_sleep(&mut events, &mut log).await;
         observer
             .armed
             .store(true, std::sync::atomic::Ordering::SeqCst);
         thread.send_user("cut it").unwrap();
         run_for(&mut events, &mut log, 120).await;
+        // Fired once armed, at the cut: the answer's step came before.
+        assert_eq!(
+            observer
+                .before_arm
+                .load(std::sync::atomic::Ordering::SeqCst),
+            1
+        );
+        assert!(
+            observer.done.load(std::sync::atomic::Ordering::SeqCst),
+            "fired"
+        );
         let (_, by_id) = check_log(&log, true);
         let task = switched.lock().unwrap().take();
         if let Some(task) = task {
@@ -823,6 +858,7 @@ async fn a_stop_while_an_interrupted_child_waits_for_its_own_ends_it_stopped() {
             of: Some("agent_2"),
             switch,
             armed: Default::default(),
+            before_arm: Default::default(),
             done: Default::default(),
             switched: Default::default(),
         });
@@ -837,11 +873,23 @@ async fn a_stop_while_an_interrupted_child_waits_for_its_own_ends_it_stopped() {
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
         run_for(&mut events, &mut log, 1).await;
+        in_its_sleep(&mut events, &mut log).await;
         observer
             .armed
             .store(true, std::sync::atomic::Ordering::SeqCst);
         thread.send_user("cut it").unwrap();
         run_for(&mut events, &mut log, 120).await;
+        // Fired once armed, at the cut: the answer's step came before.
+        assert_eq!(
+            observer
+                .before_arm
+                .load(std::sync::atomic::Ordering::SeqCst),
+            1
+        );
+        assert!(
+            observer.done.load(std::sync::atomic::Ordering::SeqCst),
+            "fired"
+        );
         let (_, by_id) = check_log(&log, true);
         assert_eq!(
             thread
@@ -856,13 +904,22 @@ async fn a_stop_while_an_interrupted_child_waits_for_its_own_ends_it_stopped() {
             Some(SubAgentStatus::Stopped),
             "switch: {switch}"
         );
+        // The switch's count: `agent_1`, its ending kept interrupted, made
+        // stopped by it, counts; `agent_2`, its stop under way (the
+        // interrupt's), does not.
+        let task = observer.switched.lock().unwrap().take();
+        assert_eq!(task.is_some(), switch, "the switch was sent");
+        if let Some(task) = task {
+            assert_eq!(task.await.unwrap(), 1);
+        }
     }
 }
 
-/// Stops `agent_1` by name at `agent_2`'s first step, and keeps the stop's
-/// answer.
+/// Stops `agent_1` by name at `agent_2`'s step at its cut (its second:
+/// its answer with its call is the first), and keeps the stop's answer.
 struct StopAtFirstStep {
     thread: Arc<std::sync::OnceLock<ThreadHandle>>,
+    steps: std::sync::atomic::AtomicUsize,
     answer: std::sync::Mutex<Option<tokio::task::JoinHandle<SubAgentStatus>>>,
 }
 
@@ -871,7 +928,9 @@ impl subagents::actors::hub::HubObserver for StopAtFirstStep {
 
     fn stepped(&self, id: &AgentId) {
         let mut answer = self.answer.lock().unwrap();
-        if id.as_str() != "agent_2" || answer.is_some() {
+        if id.as_str() != "agent_2"
+            || self.steps.fetch_add(1, std::sync::atomic::Ordering::SeqCst) != 1
+        {
             return;
         }
         let Some(thread) = self.thread.get() else {
@@ -907,6 +966,7 @@ async fn a_stop_as_a_childs_turn_ends_cancels_it_all_the_same() {
     let cell = Arc::new(std::sync::OnceLock::new());
     let observer = Arc::new(StopAtFirstStep {
         thread: cell.clone(),
+        steps: Default::default(),
         answer: Default::default(),
     });
     let (thread, mut events) = thread_with(

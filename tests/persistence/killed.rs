@@ -169,6 +169,11 @@ async fn reopened_in_the_handler_then(off_screen: bool, closed_unshown: bool) {
         host.run(async {}).await;
         again.flush_persistence().await.unwrap();
         if closed_unshown {
+            assert_eq!(
+                store.interrupted(),
+                [AgentId::new("agent_2")],
+                "given back, left for the showing"
+            );
             again.close_and_wait().await;
             assert!(store.interrupted().is_empty(), "listed after the close");
             assert!(store.owed_wakes().is_empty(), "owed after the close");

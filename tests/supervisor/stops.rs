@@ -275,8 +275,13 @@ async fn a_stop_all_does_not_count_a_child_a_stop_was_already_ending() {
     let id = AgentId::new("agent_1");
     let one = thread.hub().stop(&id);
     let all = thread.hub().stop_all();
-    assert_eq!(one.await, Ok(SubAgentStatus::Stopped));
     assert_eq!(all.await, Ok(0), "the stop-all stopped nothing");
+    assert_eq!(
+        thread.hub().status(&id).map(|e| e.status),
+        Some(SubAgentStatus::Stopped),
+        "the stop-all answered once the child had ended"
+    );
+    assert_eq!(one.await, Ok(SubAgentStatus::Stopped));
     run_for(&mut events, &mut log, 60).await;
     check_log(&log, true);
     thread.close_and_wait().await;

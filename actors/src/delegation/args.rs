@@ -225,6 +225,13 @@ mod tests {
             let args: Args = parse("use_agent", arguments, &[FIELDS]).unwrap();
             assert_eq!(args.max_iterations, Some(read), "{arguments}");
         }
+        const AT: &[(&str, Kind)] = &[("offset", Kind::Offset)];
+        #[derive(Debug, serde::Deserialize)]
+        struct Ranged {
+            offset: Option<u64>,
+        }
+        let ranged: Ranged = parse("use_agent", r#"{"offset":2.0}"#, &[AT]).unwrap();
+        assert_eq!(ranged.offset, Some(2));
         let e = error(r#"{"max_iterations":2.5}"#);
         assert!(e.contains("not the number 2.5"), "{e}");
         let e = error(r#"{"max_iterations":-1.0}"#);

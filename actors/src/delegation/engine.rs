@@ -73,7 +73,8 @@ pub(crate) fn is_invisible(c: char) -> bool {
         '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
         | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
         | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
-        | '\u{FFF9}'..='\u{FFFB}' | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}')
+        | '\u{FFF9}'..='\u{FFFB}' | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}'
+        | '\u{2800}' | '\u{13430}'..='\u{1343F}' | '\u{1BCA0}'..='\u{1BCA3}')
 }
 
 pub(crate) fn refuse(sentence: impl Into<String>) -> ToolError {
@@ -450,7 +451,13 @@ mod tests {
         assert_eq!(shown("sonnet\n"), "\"sonnet\\n\"");
         // Invisible (review: the front-ends at their limits): shown as is,
         // "no sub-agent with id `agent_1​`" read as naming `agent_1`.
-        for value in ["agent_1\u{200b}", "\u{feff}agent_1", "agent_1\u{e0041}"] {
+        for value in [
+            "agent_1\u{200b}",
+            "\u{feff}agent_1",
+            "agent_1\u{e0041}",
+            "agent_1\u{1bca0}",
+            "agent_\u{2800}1",
+        ] {
             let quoted = shown(value);
             assert!(
                 quoted.starts_with('"') && quoted.contains("\\u{"),

@@ -41,12 +41,14 @@ pub trait HubObserver: Send + Sync + 'static {
         let _ = (envelope, request);
     }
 
-    /// A child made a step (its model's answer asked for calls, a call
-    /// was answered, or it took a message as it runs): its conversation
+    /// A child made a step: its model's answer asked for calls, or a call
+    /// was answered — its conversation
     /// ([`HubHandle::conversation`](crate::HubHandle::conversation)) has
-    /// grown, and may be read from here. Called from the child's turn just
-    /// after the answer, the step's `ToolResult` or the message taken,
-    /// holding none of its locks: do not block. A cut call is a step too: then it is called from
+    /// grown, and may be read from here — or it took a message as it runs
+    /// (in its conversation once it reads it, at its next model call).
+    /// Called from the child's turn just after the answer, the step's
+    /// `ToolResult` or the message taken, holding none of its locks: do
+    /// not block. A cut call is a step too: then it is called from
     /// whoever cut the turn — a stop in the child's handler, or, when the
     /// hub died, the one ending its children (which holds the hub's
     /// death in progress: do not call `HubHandle::fail_unfinished` from

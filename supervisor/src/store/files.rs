@@ -64,13 +64,7 @@ pub(super) fn named_child(name: &str) -> Option<AgentId> {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     // `.json`, `.json.corrupt`, `.json.<n>.corrupt`; hidden, a temporary
     // name's `.json.<hex>.subagents-tmp`.
-    let digits = |s: &str, hex: bool| {
-        !s.is_empty()
-            && s.bytes().all(|b| match hex {
-                true => b.is_ascii_hexdigit(),
-                false => b.is_ascii_digit(),
-            })
-    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let ours = match hidden {
         false => {
             rest.is_empty()
@@ -78,12 +72,10 @@ pub(super) fn named_child(name: &str) -> Option<AgentId> {
                 || rest
                     .strip_prefix('.')
                     .and_then(|r| r.strip_suffix(CORRUPT_EXT))
-                    .is_some_and(|n| digits(n, false))
+                    .is_some_and(digits)
         }
-        true => rest
-            .strip_prefix('.')
-            .and_then(|r| r.strip_suffix(TEMP_EXT))
-            .is_some_and(|n| digits(n, true)),
+        // As the store writes them (16 lowercase hex digits).
+        true => rest.starts_with('.') && is_temp_name(&format!(".{name}")),
     };
     (plain && ours).then(|| AgentId::new(stem))
 }
@@ -342,6 +334,8 @@ mod tests {
             ".agent_3.json",
             ".agent_3.json.bak.subagents-tmp",
             "agent_3.json.0123.subagents-tmp",
+            ".agent_3.json.0123.subagents-tmp",
+            ".agent_3.json.0123456789ABCDEF.subagents-tmp",
             "agent_3.jsonl",
         ] {
             assert_eq!(named_child(foreign), None, "{foreign}");
