@@ -162,21 +162,32 @@ impl Probe {
     /// that call: they are no part of [`Self::conversation`], which only
     /// grows); none once it ended (a close reads them).
     pub(crate) fn unread(&self) -> Vec<ChatMessage> {
-        let Some(shared) = self
+        self.with_unread(|_| Some(()))
+            .map(|(_, unread)| unread)
+            .unwrap_or_default()
+    }
+
+    /// What `read` takes of the turn's state, and [`Self::unread`], in
+    /// one hold of its lock (a message it reads between two holds is in
+    /// neither: a write of both lost it).
+    pub(crate) fn with_unread<T>(
+        &self,
+        read: impl FnOnce(&crate::agent::turn_state::TurnState) -> Option<T>,
+    ) -> Option<(T, Vec<ChatMessage>)> {
+        let shared = self
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-        else {
-            return Vec::new();
-        };
+            .clone()?;
         let state = lock(&shared);
-        match state.ended {
+        let read = read(&state)?;
+        let unread = match state.ended {
             Some(_) => Vec::new(),
             None => (state.steering.iter())
                 .map(|text| ChatMessage::user(crate::agent::turn_state::steering_text(text)))
                 .collect(),
-        }
+        };
+        Some((read, unread))
     }
 
     /// The running turn's conversation after its first `from` messages:

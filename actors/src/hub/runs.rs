@@ -221,6 +221,32 @@ impl Book {
         }
     }
 
+    /// A run as the thread saves it: its conversation (after its first
+    /// `from` messages: `None` as [`Book::conversation_since`] is), and
+    /// what it took and has not read, in one read of its turn.
+    pub(crate) fn to_save(
+        &self,
+        id: &AgentId,
+        from: Option<usize>,
+    ) -> Option<(Vec<ChatMessage>, Vec<ChatMessage>)> {
+        let read = self.entry_read(id)?;
+        let live = (read.running && read.prefix.is_none())
+            .then(|| read.probe.clone())
+            .flatten();
+        let both = live.and_then(|probe| match from {
+            Some(from) => probe.with_unread(|s| match s.ended.is_some() || s.closing {
+                true => None,
+                false => s.history.get(from..).map(<[ChatMessage]>::to_vec),
+            }),
+            None => probe.with_unread(|s| Some(s.ended.as_deref().unwrap_or(&s.history).to_vec())),
+        });
+        match (both, from) {
+            (Some(both), _) => Some(both),
+            (None, Some(_)) => None,
+            (None, None) => Some((self.conversation_after(id, read)?, Vec::new())),
+        }
+    }
+
     /// What [`Book::conversation`] reads of the entry first (the guard let
     /// go before the turn's lock is taken: see `get_live`).
     pub(super) fn entry_read(&self, id: &AgentId) -> Option<EntryRead> {

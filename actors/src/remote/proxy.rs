@@ -32,7 +32,6 @@ mod ends;
 mod requests;
 mod verdicts;
 
-use actor::progress;
 use closer::{Closer, lock};
 use verdicts::Verdicts;
 
@@ -380,10 +379,15 @@ impl ProxyState {
         if !mirror.note(&event) {
             return;
         }
-        if let AgentEvent::Steered(text) = &event {
-            requests::read(&run.shared, &mut run.read_ahead, text);
+        {
+            // Taken off the unread and folded in one hold of the turn's
+            // lock: a step's write between the two found it in neither.
+            let mut state = crate::agent::turn_state_lock(&run.shared);
+            if let AgentEvent::Steered(text) = &event {
+                requests::read(&mut state, &mut run.read_ahead, text);
+            }
+            actor::progress_held(&mut state, &event);
         }
-        progress(&run.shared, &event);
         let resolved = match &event {
             AgentEvent::ApprovalResolved { id, outcome, .. } => Some((id.clone(), outcome.clone())),
             _ => None,

@@ -192,13 +192,12 @@ impl Writer {
     /// read again, and matched: the conversation goes on from it) — `true`
     /// when it did; `false` (nothing changed) when no write is queued or
     /// the conversation does not go on from the queued one (its turn
-    /// ended: read it whole). Its unread messages are `unread`'s, read
-    /// after (one read meanwhile is in neither: the next step has it).
+    /// ended: read it whole), with the unread messages `since` read in
+    /// the same read of the child's turn.
     pub(super) fn extend_queued_run(
         &self,
         id: &AgentId,
-        since: impl FnOnce(usize) -> Option<Vec<ChatMessage>>,
-        unread: impl FnOnce() -> Vec<ChatMessage>,
+        since: impl FnOnce(usize) -> Option<(Vec<ChatMessage>, Vec<ChatMessage>)>,
     ) -> bool {
         let mut queued = self
             .runs_queued
@@ -215,7 +214,7 @@ impl Writer {
         let Some(from) = held.len().checked_sub(1) else {
             return false;
         };
-        let Some(read) = since(from) else {
+        let Some((read, unread)) = since(from) else {
             return false;
         };
         let mut read = read.into_iter();
@@ -223,7 +222,7 @@ impl Writer {
             return false;
         }
         held.extend(read);
-        *held_unread = unread();
+        *held_unread = unread;
         true
     }
 
@@ -379,9 +378,7 @@ impl ThreadState {
         let owned = owned_by(envelope.clone(), self.id.as_ref());
         match self.requests.get(id) {
             Some(request) => {
-                let hub = &self.parent.hub;
-                let conversation = hub.conversation(id).unwrap_or_default();
-                let unread = hub.unread_messages(id);
+                let (conversation, unread) = self.parent.hub.to_save(id, None).unwrap_or_default();
                 writer.send_envelope_and_run(owned, request, conversation, unread);
             }
             None => writer.send(Write::Envelope(Box::new(owned))),
@@ -403,17 +400,14 @@ impl ThreadState {
         // of K quick calls copied all of it, under the child's turn lock:
         // K²/2 messages).
         let hub = &self.parent.hub;
-        // What it took and has not read: read apart and after (it moves
-        // as it is read; read in it, a queued copy went on from a wrong place).
-        let (since, unread) = (
-            |from| hub.conversation_since(id, from),
-            || hub.unread_messages(id),
-        );
-        if !last && writer.extend_queued_run(id, since, unread) {
+        // What it took and has not read: apart (it moves as it is read;
+        // read in it, a queued copy went on from a wrong place), in the
+        // same read of its turn (in two, one read between was in neither).
+        if !last && writer.extend_queued_run(id, |from| hub.to_save(id, Some(from))) {
             return;
         }
-        let conversation = hub.conversation(id).unwrap_or_default();
-        writer.send_run(id, request, conversation, hub.unread_messages(id));
+        let (conversation, unread) = hub.to_save(id, None).unwrap_or_default();
+        writer.send_run(id, request, conversation, unread);
         if last {
             self.requests.remove(id);
         }

@@ -373,8 +373,11 @@ async fn a_queued_run_write_goes_on_from_its_conversation_and_writes_what_waits_
     let history = [task.clone(), answer.clone()];
     writer.send_run(&id, &request, history.to_vec(), vec![waiting.clone(); 2]);
     let now = [task.clone(), answer.clone(), slept.clone()];
-    let since = |from: usize| now.get(from..).map(<[ChatMessage]>::to_vec);
-    assert!(writer.extend_queued_run(&id, since, || vec![waiting.clone(); 2]));
+    let since = |from: usize| {
+        let read = now.get(from..).map(<[ChatMessage]>::to_vec)?;
+        Some((read, vec![waiting.clone(); 2]))
+    };
+    assert!(writer.extend_queued_run(&id, since));
     writer.flushed().await.unwrap();
     let (_, saved) = store.run(&id).unwrap();
     assert_eq!(saved, [task, answer, slept, waiting.clone(), waiting]);

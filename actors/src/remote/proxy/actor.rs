@@ -18,9 +18,13 @@ use subagents_messages::Outcome;
 /// each step, and a restart resumes from: it held the task alone until
 /// the run's end, and a resume ran every tool call again.
 pub(super) fn progress(shared: &Shared, event: &AgentEvent) {
+    progress_held(&mut crate::agent::turn_state_lock(shared), event);
+}
+
+/// [`progress`], the turn's lock held by the caller.
+pub(super) fn progress_held(state: &mut crate::agent::TurnState, event: &AgentEvent) {
     use crate::agent::Activity;
     use subagents_messages::{ChatMessage, ToolCall};
-    let mut state = crate::agent::turn_state_lock(shared);
     match event {
         // Its node read a message (its event's text) where the event
         // stands: after the answer before it — one with no call reaches

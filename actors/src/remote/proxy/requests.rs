@@ -5,7 +5,6 @@ use ractor::RpcReplyPort;
 use subagents_messages::remote::RunRequest;
 use subagents_messages::{ApprovalDecision, ApprovalId, ApprovalRefusal, Outcome};
 
-use crate::agent::Shared;
 use crate::hub::{Refused, Steered};
 use crate::remote::proxy::{ProxyState, lock};
 
@@ -155,8 +154,7 @@ impl ProxyState {
 
 /// Its node read `text` (its `Steered` event): no longer waiting to be
 /// read — or read before its verdict came (`read_ahead`, the run's).
-pub(super) fn read(shared: &Shared, read_ahead: &mut Vec<String>, text: &str) {
-    let mut state = crate::agent::turn_state_lock(shared);
+pub(super) fn read(state: &mut crate::agent::TurnState, read_ahead: &mut Vec<String>, text: &str) {
     match state.steering.iter().position(|waiting| waiting == text) {
         Some(at) => {
             state.steering.remove(at);
