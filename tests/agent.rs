@@ -490,25 +490,7 @@ async fn a_turn_sent_just_before_a_shutdown_is_answered() {
 #[tokio::test(start_paused = true)]
 async fn arguments_no_parse_reads_are_refused_before_an_approval_is_asked() {
     for arguments in [r#"{"a":1e400}"#, r#"{"a":"\ud800"}"#] {
-        let model = ScriptedModel::new(vec![
-            Reply::new().tool_call("http_post", arguments),
-            Reply::answer("done"),
-        ]);
-        let (agent, mut events, _gate) =
-            spawn(model, ToolRegistry::new().with(Post), Limits::default()).await;
-        agent.send_user("post it").unwrap();
-        let (seen, _) = until_result(&mut events).await;
-        assert!(
-            !seen
-                .iter()
-                .any(|e| matches!(e, AgentEvent::ApprovalRequested(_))),
-            "{arguments}: {seen:#?}"
-        );
-        assert!(
-            seen.iter().any(|e| matches!(e,
-                AgentEvent::ToolResult(r) if r.is_error && r.output.contains("not valid JSON"))),
-            "{arguments}: {seen:#?}"
-        );
+        refused_before_an_approval(arguments, "not valid JSON").await;
     }
 }
 
@@ -521,26 +503,32 @@ async fn arguments_no_parse_reads_are_refused_before_an_approval_is_asked() {
 #[tokio::test(start_paused = true)]
 async fn arguments_that_are_no_object_are_refused_before_an_approval_is_asked() {
     for arguments in ["null", "5", r#""post it""#, "[1]"] {
-        let model = ScriptedModel::new(vec![
-            Reply::new().tool_call("http_post", arguments),
-            Reply::answer("done"),
-        ]);
-        let (agent, mut events, _gate) =
-            spawn(model, ToolRegistry::new().with(Post), Limits::default()).await;
-        agent.send_user("post it").unwrap();
-        let (seen, _) = until_result(&mut events).await;
-        assert!(
-            !seen
-                .iter()
-                .any(|e| matches!(e, AgentEvent::ApprovalRequested(_))),
-            "{arguments}: {seen:#?}"
-        );
-        assert!(
-            seen.iter().any(|e| matches!(e,
-                AgentEvent::ToolResult(r) if r.is_error && r.output.contains("must be a JSON object"))),
-            "{arguments}: {seen:#?}"
-        );
+        refused_before_an_approval(arguments, "must be a JSON object").await;
     }
+}
+
+/// A call of `http_post` (which always asks) with `arguments`: no approval
+/// asked, and its result an error saying `why`.
+async fn refused_before_an_approval(arguments: &str, why: &str) {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call("http_post", arguments),
+        Reply::answer("done"),
+    ]);
+    let (agent, mut events, _gate) =
+        spawn(model, ToolRegistry::new().with(Post), Limits::default()).await;
+    agent.send_user("post it").unwrap();
+    let (seen, _) = until_result(&mut events).await;
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ApprovalRequested(_))),
+        "{arguments}: {seen:#?}"
+    );
+    assert!(
+        seen.iter().any(|e| matches!(e,
+            AgentEvent::ToolResult(r) if r.is_error && r.output.contains(why))),
+        "{arguments}: {seen:#?}"
+    );
 }
 
 /// A model's call to a tool named with 64 KiB is answered on one short

@@ -740,9 +740,16 @@ impl subagents::actors::hub::HubObserver for AtFirstStep {
     }
 }
 
-/// Until a child is in its sleep: its answer's step taken, before the
-/// observer is armed.
-async fn in_its_sleep(events: &mut EventStream, log: &mut Vec<AgentEvent>) {
+/// Once a child is in its sleep (its answer's step taken), arms the
+/// observer and sends the turn that cuts the child, for 120 s: the
+/// observer fired once armed, at the cut, the answer's step before it.
+async fn cut_it_at_its_step(
+    observer: &AtFirstStep,
+    thread: &ThreadHandle,
+    events: &mut EventStream,
+    log: &mut Vec<AgentEvent>,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
     let sleeping = |mut e: &AgentEvent| {
         while let AgentEvent::Child(_, inner) = e {
             e = inner;
@@ -752,6 +759,11 @@ async fn in_its_sleep(events: &mut EventStream, log: &mut Vec<AgentEvent>) {
     if !log.iter().any(sleeping) {
         until(events, log, sleeping).await;
     }
+    observer.armed.store(true, SeqCst);
+    thread.send_user("cut it").unwrap();
+    run_for(events, log, 120).await;
+    assert_eq!(observer.before_arm.load(SeqCst), 1);
+    assert!(observer.done.load(SeqCst), "fired");
 }
 
 /// Same instant: an interrupt under way (the hub told the child to stop;
@@ -789,23 +801,7 @@ async fn a_close_or_switch_during_an_interrupt_ends_the_child_stopped() {
         thread.send_user("start").unwrap();
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
-        in_its_sleep(&mut events, &mut log).await;
-        observer
-            .armed
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        thread.send_user("cut it").unwrap();
-        run_for(&mut events, &mut log, 120).await;
-        // Fired once armed, at the cut: the answer's step came before.
-        assert_eq!(
-            observer
-                .before_arm
-                .load(std::sync::atomic::Ordering::SeqCst),
-            1
-        );
-        assert!(
-            observer.done.load(std::sync::atomic::Ordering::SeqCst),
-            "fired"
-        );
+        cut_it_at_its_step(&observer, &thread, &mut events, &mut log).await;
         let (_, by_id) = check_log(&log, true);
         let task = switched.lock().unwrap().take();
         if let Some(task) = task {
@@ -873,23 +869,7 @@ async fn a_stop_while_an_interrupted_child_waits_for_its_own_ends_it_stopped() {
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
         run_for(&mut events, &mut log, 1).await;
-        in_its_sleep(&mut events, &mut log).await;
-        observer
-            .armed
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        thread.send_user("cut it").unwrap();
-        run_for(&mut events, &mut log, 120).await;
-        // Fired once armed, at the cut: the answer's step came before.
-        assert_eq!(
-            observer
-                .before_arm
-                .load(std::sync::atomic::Ordering::SeqCst),
-            1
-        );
-        assert!(
-            observer.done.load(std::sync::atomic::Ordering::SeqCst),
-            "fired"
-        );
+        cut_it_at_its_step(&observer, &thread, &mut events, &mut log).await;
         let (_, by_id) = check_log(&log, true);
         assert_eq!(
             thread

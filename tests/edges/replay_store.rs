@@ -220,19 +220,7 @@ async fn a_thread_cannot_reach_a_child_another_thread_made() {
 #[tokio::test(start_paused = true)]
 async fn a_huge_stored_id_does_not_crash_the_thread() {
     for huge in ["agent_18446744073709551615", "agent_18446744073709551614"] {
-        let dir = tempfile::tempdir().unwrap();
-        // Finished long before the manual clock's now (kept, not pruned).
-        let envelope = common::store::finished_envelope(huge, 1_700_000_000_000);
-        std::fs::write(
-            dir.path().join(format!("{huge}.json")),
-            serde_json::to_vec(&envelope).unwrap(),
-        )
-        .unwrap();
-        let config = ThreadConfig::new(parent(background_workers(&[5]))).store(store(dir.path()));
-        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
-        thread.send_user("start").unwrap();
-        let mut log = Vec::new();
-        run_for(&mut events, &mut log, 30).await;
+        let (_dir, thread, log) = delegating_beside(huge, &format!("{huge}.json")).await;
         assert_eq!(started(&log), [AgentId::new("agent_1")], "{huge}");
         check_log(&log, true);
         assert!(thread.hub().snapshot().await.is_ok(), "the hub lives");
@@ -249,10 +237,23 @@ async fn a_huge_stored_id_does_not_crash_the_thread() {
 #[tokio::test(start_paused = true)]
 async fn a_foreign_files_name_takes_no_childs_number() {
     let last = "agent_9007199254740991";
+    let (_dir, thread, log) = delegating_beside(last, &format!("{last}.json.bak")).await;
+    assert_eq!(started(&log), [AgentId::new("agent_1")], "{log:#?}");
+    check_log(&log, true);
+    thread.close_and_wait().await;
+}
+
+/// A thread on a store whose directory holds `file`, a finished envelope
+/// of `id` (long before the manual clock's now: kept, not pruned), after
+/// its parent started a background worker and 30 s went by: the log.
+async fn delegating_beside(
+    id: &str,
+    file: &str,
+) -> (tempfile::TempDir, ThreadHandle, Vec<AgentEvent>) {
     let dir = tempfile::tempdir().unwrap();
-    let envelope = common::store::finished_envelope(last, 1_700_000_000_000);
+    let envelope = common::store::finished_envelope(id, 1_700_000_000_000);
     std::fs::write(
-        dir.path().join(format!("{last}.json.bak")),
+        dir.path().join(file),
         serde_json::to_vec(&envelope).unwrap(),
     )
     .unwrap();
@@ -261,9 +262,7 @@ async fn a_foreign_files_name_takes_no_childs_number() {
     thread.send_user("start").unwrap();
     let mut log = Vec::new();
     run_for(&mut events, &mut log, 30).await;
-    assert_eq!(started(&log), [AgentId::new("agent_1")], "{log:#?}");
-    check_log(&log, true);
-    thread.close_and_wait().await;
+    (dir, thread, log)
 }
 
 /// One run of a hub killed mid-work (its handler crashed, or a host

@@ -2,38 +2,11 @@
 //! process killed then (`kill -9`: no close runs, the store is as the last
 //! write left it) resumes the child from it.
 
-use super::remote::{a_thread_placing, in_the_second_nap, told_in_the_second_nap};
+use super::remote::{
+    a_thread_placing, a_worker_that_naps_thinking, in_the_second_nap, told_in_the_second_nap,
+};
 use super::*;
 use std::time::Duration;
-
-/// `remote::a_worker_that_naps`, its second answer a second after its
-/// first nap's result: the thread has written that step before the
-/// answer exists (a real model's answer takes that long; the scripted
-/// one's instant answer could be read by the step's own write).
-fn a_worker_that_thinks_then_naps() -> Arc<dyn subagents::actors::Model> {
-    ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Worker\nYou work.", "work")
-                .tools(["sleep"])
-                .background(),
-        ),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script(
-        "Worker",
-        vec![
-            Reply::new()
-                .text("first, a nap")
-                .tool_call("sleep", r#"{"secs":1}"#),
-            Reply::new()
-                .delay(Duration::from_secs(1))
-                .tool_call("sleep", r#"{"secs":600}"#),
-            Reply::answer("done"),
-        ],
-    )
-    .shared()
-}
 
 /// The saved run of `agent_1` as the store holds it now (every write the
 /// thread queued done), the thread left running — as a kill finds it.
@@ -57,7 +30,11 @@ async fn the_answer_whose_call_runs_is_saved_before_the_call_ends() {
     for remote in [false, true] {
         let tmp = tempfile::tempdir().unwrap();
         let store = open(tmp.path());
-        let model = a_worker_that_thinks_then_naps();
+        // Its second answer a second after its first nap's result: the
+        // step's write came before it (a real model's answer takes that
+        // long; the scripted one's instant answer could be read by it).
+        let model =
+            a_worker_that_naps_thinking(vec![Reply::answer("Noted.")], Duration::from_secs(1));
         let (thread, mut events, _node) = a_thread_placing(model, &store, remote).await;
         thread.send_user("go").unwrap();
         let mut log = Vec::new();

@@ -5,6 +5,19 @@ use super::*;
 /// A background `Worker` that sleeps 1 s, then 600 s, then answers; the
 /// parent's replies after its first two (`run` it, "Started.").
 pub(super) fn a_worker_that_naps(then: Vec<Reply>) -> Arc<dyn subagents::actors::Model> {
+    a_worker_that_naps_thinking(then, std::time::Duration::ZERO)
+}
+
+/// The same, its second answer `thinking` after its first nap's result
+/// (none: at once).
+pub(super) fn a_worker_that_naps_thinking(
+    then: Vec<Reply>,
+    thinking: std::time::Duration,
+) -> Arc<dyn subagents::actors::Model> {
+    let mut second = Reply::new().tool_call("sleep", r#"{"secs":600}"#);
+    if !thinking.is_zero() {
+        second = second.delay(thinking);
+    }
     let mut replies = vec![
         Reply::new().use_agent(
             &UseAgentCall::run("Worker\nYou work.", "work")
@@ -21,7 +34,7 @@ pub(super) fn a_worker_that_naps(then: Vec<Reply>) -> Arc<dyn subagents::actors:
                 Reply::new()
                     .text("first, a nap")
                     .tool_call("sleep", r#"{"secs":1}"#),
-                Reply::new().tool_call("sleep", r#"{"secs":600}"#),
+                second,
                 Reply::answer("done"),
             ],
         )
