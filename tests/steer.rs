@@ -695,9 +695,9 @@ async fn a_message_to_a_queued_child_interrupted_before_it_starts_is_kept() {
 /// child's first step once armed (the test arms it as it sends the turn
 /// that cuts the child: the child's answer with its call, a step too,
 /// came before).
-struct AtFirstStep {
+struct AtArmedStep {
     thread: Arc<std::sync::OnceLock<ThreadHandle>>,
-    /// Only this child's first step (any child's: `None`).
+    /// This child's steps only (any child's: `None`).
     of: Option<&'static str>,
     switch: bool,
     armed: std::sync::atomic::AtomicBool,
@@ -709,7 +709,7 @@ struct AtFirstStep {
     switched: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<usize>>>>,
 }
 
-impl subagents::actors::hub::HubObserver for AtFirstStep {
+impl subagents::actors::hub::HubObserver for AtArmedStep {
     fn finished(&self, _envelope: &subagents::messages::Envelope) {}
 
     fn stepped(&self, id: &AgentId) {
@@ -744,7 +744,7 @@ impl subagents::actors::hub::HubObserver for AtFirstStep {
 /// observer and sends the turn that cuts the child, for 120 s: the
 /// observer fired once armed, at the cut, the answer's step before it.
 async fn cut_it_at_its_step(
-    observer: &AtFirstStep,
+    observer: &AtArmedStep,
     thread: &ThreadHandle,
     events: &mut EventStream,
     log: &mut Vec<AgentEvent>,
@@ -785,7 +785,7 @@ async fn a_close_or_switch_during_an_interrupt_ends_the_child_stopped() {
         ])
         .with_script("Worker", worker(60));
         let cell = Arc::new(std::sync::OnceLock::new());
-        let observer = Arc::new(AtFirstStep {
+        let observer = Arc::new(AtArmedStep {
             thread: cell.clone(),
             of: None,
             switch,
@@ -849,7 +849,7 @@ async fn a_stop_while_an_interrupted_child_waits_for_its_own_ends_it_stopped() {
         )
         .with_script("Worker B", worker(60));
         let cell = Arc::new(std::sync::OnceLock::new());
-        let observer = Arc::new(AtFirstStep {
+        let observer = Arc::new(AtArmedStep {
             thread: cell.clone(),
             of: Some("agent_2"),
             switch,
@@ -897,13 +897,13 @@ async fn a_stop_while_an_interrupted_child_waits_for_its_own_ends_it_stopped() {
 
 /// Stops `agent_1` by name at `agent_2`'s step at its cut (its second:
 /// its answer with its call is the first), and keeps the stop's answer.
-struct StopAtFirstStep {
+struct StopAtCutStep {
     thread: Arc<std::sync::OnceLock<ThreadHandle>>,
     steps: std::sync::atomic::AtomicUsize,
     answer: std::sync::Mutex<Option<tokio::task::JoinHandle<SubAgentStatus>>>,
 }
 
-impl subagents::actors::hub::HubObserver for StopAtFirstStep {
+impl subagents::actors::hub::HubObserver for StopAtCutStep {
     fn finished(&self, _envelope: &subagents::messages::Envelope) {}
 
     fn stepped(&self, id: &AgentId) {
@@ -944,7 +944,7 @@ async fn a_stop_as_a_childs_turn_ends_cancels_it_all_the_same() {
     )
     .with_script("Worker B", worker(60));
     let cell = Arc::new(std::sync::OnceLock::new());
-    let observer = Arc::new(StopAtFirstStep {
+    let observer = Arc::new(StopAtCutStep {
         thread: cell.clone(),
         steps: Default::default(),
         answer: Default::default(),

@@ -66,8 +66,9 @@ enum Target {
 }
 
 /// Sees each event of a nested sink (unwrapped) before it is forwarded.
-/// It is also told when the nested sink's agent ended a step (a tool call
-/// answered), once no lock of its turn is held ([`EventSink::stepped`]).
+/// It is also told when the nested sink's agent made a step (an answer
+/// asking for calls, a call answered, a message taken), once no lock of
+/// its turn is held ([`EventSink::stepped`]).
 pub(crate) type Tap = Arc<dyn Fn(Tapped<'_>) + Send + Sync>;
 
 /// What a [`Tap`] sees.
@@ -115,9 +116,10 @@ impl EventSink {
     }
 
     /// Tells the tap of this agent's level (this sink, or the nearest
-    /// above it up to the first nesting) that a step ended. Called
-    /// by whoever emitted the step's `ToolResult`, after it let go of the
-    /// turn's lock: a hook (a host's observer) may read the turn's
+    /// above it up to the first nesting) that a step ended. Called by
+    /// whoever made it (the turn after an answer with calls or a call's
+    /// `ToolResult`, the agent's or a proxy's handler after a message it
+    /// took), after it let go of the turn's lock: a hook may read the turn's
     /// conversation, which takes that lock — called from the emit, under
     /// it, such a read never returned.
     pub(crate) fn stepped(&self) {

@@ -384,31 +384,9 @@ impl ToolOutcome {
     }
 }
 
-/// Why a call's arguments are no JSON object, as the model reads it: a
-/// tool's arguments are one (the wire sends any other back as `{}`).
-pub(crate) fn not_an_object(arguments: &str) -> Option<String> {
-    use serde_json::Value;
-    let what = match serde_json::from_str::<Value>(arguments) {
-        Err(e) => {
-            return Some(format!(
-                "they are not valid JSON ({e}); if your output was cut, call it again with shorter arguments"
-            ));
-        }
-        Ok(Value::Object(_)) => return None,
-        Ok(Value::Null) => "null",
-        Ok(Value::Bool(_)) => "true or false",
-        Ok(Value::Number(_)) => "a number",
-        Ok(Value::String(_)) => "a string",
-        Ok(Value::Array(_)) => "an array",
-    };
-    Some(format!(
-        "they must be a JSON object (`{{}}` for none), not {what}"
-    ))
-}
-
-/// Runs one call of `tool`, turning invalid JSON, an error or a panic into
-/// an error sentence for the model.
-/// Runs one call of `tool`, registered as `name` (read once, at
+/// Runs one call of `tool` (its arguments an object: the turn refuses any
+/// other before it asks an approval), turning an error or a panic into an
+/// error sentence for the model. Registered as `name` (read once, at
 /// registration: a tool's `name()` is not asked again, outside every
 /// panic guard, and may not say what it said then).
 pub(crate) async fn run_tool(
@@ -416,9 +394,6 @@ pub(crate) async fn run_tool(
     name: &str,
     call: ToolCallContext,
 ) -> ToolOutcome {
-    if let Some(why) = not_an_object(&call.arguments) {
-        return ToolOutcome::error(format!("invalid arguments for `{name}`: {why}"));
-    }
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(call))) {
         Ok(future) => future,
         Err(panic) => return ToolOutcome::error(crashed(name, panic.as_ref())),

@@ -108,7 +108,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
     // Parsed as the tool's run parses them (a lone surrogate or `1e400` passes
     // a skim but not a parse): a call refused for its arguments is refused
     // before any approval is asked for it.
-    let unparsed = crate::tool::not_an_object(&call.arguments);
+    let unparsed = not_an_object(&call.arguments);
     let outcome = async { Some(match config.tools.get(&call.name) {
         // A call whose arguments are not JSON (a server may cut a call at
         // its token limit and still say `tool_calls`) never runs; nor one
@@ -351,4 +351,26 @@ fn deadline(
     started
         .checked_add(wall_clock)
         .unwrap_or_else(|| started + std::time::Duration::from_secs(30 * 365 * 24 * 60 * 60))
+}
+
+/// Why a call's arguments are no JSON object, as the model reads it: a
+/// tool's arguments are one (the wire sends any other back as `{}`).
+fn not_an_object(arguments: &str) -> Option<String> {
+    use serde_json::Value;
+    let what = match serde_json::from_str::<Value>(arguments) {
+        Err(e) => {
+            return Some(format!(
+                "they are not valid JSON ({e}); if your output was cut, call it again with shorter arguments"
+            ));
+        }
+        Ok(Value::Object(_)) => return None,
+        Ok(Value::Null) => "null",
+        Ok(Value::Bool(_)) => "true or false",
+        Ok(Value::Number(_)) => "a number",
+        Ok(Value::String(_)) => "a string",
+        Ok(Value::Array(_)) => "an array",
+    };
+    Some(format!(
+        "they must be a JSON object (`{{}}` for none), not {what}"
+    ))
 }

@@ -157,19 +157,10 @@ impl Probe {
         })
     }
 
-    /// The messages the running turn took and has not read yet, as it
-    /// will read them at its next model call (after what it adds before
-    /// that call: they are no part of [`Self::conversation`], which only
-    /// grows); none once it ended (a close reads them).
-    pub(crate) fn unread(&self) -> Vec<ChatMessage> {
-        self.with_unread(|_| Some(()))
-            .map(|(_, unread)| unread)
-            .unwrap_or_default()
-    }
-
-    /// What `read` takes of the turn's state, and [`Self::unread`], in
-    /// one hold of its lock (a message it reads between two holds is in
-    /// neither: a write of both lost it).
+    /// What `read` takes of the turn's state, and the messages it took
+    /// and has not read yet, as it will read them at its next model call
+    /// (none once it ended: a close reads them), in one hold of its lock
+    /// (a message it reads between two holds was in neither).
     pub(crate) fn with_unread<T>(
         &self,
         read: impl FnOnce(&crate::agent::turn_state::TurnState) -> Option<T>,

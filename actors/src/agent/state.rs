@@ -88,10 +88,10 @@ impl Drop for AgentState {
             hook();
         }
         if let Some(mut running) = self.running.take() {
-            // Ended by its task, its notice unread: answered with it.
-            let unread = turn_state::lock(&running.shared).unread.take();
-            if let (Some(unread), Some(reply)) = (unread, running.reply.take()) {
-                reply.send(unread.0);
+            // Ended by its task, its notice never read: answered with it.
+            let kept = turn_state::lock(&running.shared).kept_end.take();
+            if let (Some(kept), Some(reply)) = (kept, running.reply.take()) {
+                reply.send(kept.0);
             }
         }
         for (_, reply) in self.waiting.drain(..) {
@@ -226,7 +226,7 @@ impl AgentState {
                     // never reads it (it drains, a stop through its cell
                     // came first, a kill) answers the caller with it as
                     // it ends (a completed turn's caller read `Dropped`).
-                    turn_state::lock(&ctx.shared).unread = Some(Box::new((result, history)));
+                    turn_state::lock(&ctx.shared).kept_end = Some(Box::new((result, history)));
                     let _ = actor.cast(AgentMsg::Internal(AgentInternal::TurnFinished { run }));
                 }
             }
@@ -254,12 +254,12 @@ impl AgentState {
     }
 
     /// The notice of turn `run`'s end: its result, kept in the turn.
-    fn finish_unread(&mut self, run: u64) {
-        let unread = (self.running.as_ref())
+    fn finish_kept(&mut self, run: u64) {
+        let kept = (self.running.as_ref())
             .filter(|r| r.run == run)
-            .and_then(|r| turn_state::lock(&r.shared).unread.take());
-        if let Some(unread) = unread {
-            let (result, history) = *unread;
+            .and_then(|r| turn_state::lock(&r.shared).kept_end.take());
+        if let Some(kept) = kept {
+            let (result, history) = *kept;
             self.finish(run, result, history);
         }
     }
@@ -399,7 +399,7 @@ impl Actor for AgentActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             AgentMsg::Turn { turn, reply } => state.take_turn(&myself, turn, reply),
-            AgentMsg::Internal(AgentInternal::TurnFinished { run }) => state.finish_unread(run),
+            AgentMsg::Internal(AgentInternal::TurnFinished { run }) => state.finish_kept(run),
             AgentMsg::Stop => state.stop(),
             AgentMsg::Internal(AgentInternal::ApprovalPending {
                 id,
@@ -473,13 +473,13 @@ impl Actor for AgentActor {
         state.stop_running();
         if let Some(running) = &mut state.running {
             // The turn was closed before this stop (by its own task, its
-            // notice unread, or from outside): its task, aborted above,
+            // notice never read, or from outside): its task, aborted above,
             // ends at its next wait at the latest, and leaves its result.
             let _ = (&mut running.task.0).await;
             let run = running.run;
-            let unread = turn_state::lock(&running.shared).unread.take();
-            if let Some(unread) = unread {
-                let (result, history) = *unread;
+            let kept = turn_state::lock(&running.shared).kept_end.take();
+            if let Some(kept) = kept {
+                let (result, history) = *kept;
                 state.finish(run, result, history);
             }
         }

@@ -101,9 +101,10 @@ pub(crate) struct TurnState {
     /// hub ends it when the hub dies; see [`crate::agent::running`]).
     /// Dropped when the turn closes.
     pub(crate) ends: Option<crate::agent::running::TurnEnds>,
-    /// The turn's own end, when its agent refused the notice of it (the
-    /// agent was draining): taken by the agent's `post_stop`.
-    pub(crate) unread: Option<Box<(AgentResult, Arc<Vec<ChatMessage>>)>>,
+    /// The turn's result and conversation, kept here by its task before
+    /// the `TurnFinished` notice: taken by whichever reads it first — the
+    /// notice, the agent's `post_stop`, or its state's drop (a kill).
+    pub(crate) kept_end: Option<Box<(AgentResult, Arc<Vec<ChatMessage>>)>>,
 }
 
 impl TurnState {

@@ -87,7 +87,7 @@ pub(crate) fn parse<T: DeserializeOwned>(
                 .unwrap_or_default();
             return Err(invalid(format!(
                 "`{tool}` has no field `{}`; {hint}its fields are {}",
-                crate::delegation::engine::shown(name),
+                crate::delegation::shown(name),
                 names
                     .iter()
                     .map(|n| format!("`{n}`"))

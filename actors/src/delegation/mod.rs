@@ -14,6 +14,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `engine.rs` | the engine: waits, delivery; the policies and tool names |
+//! | `shown.rs` | a value the model sent, as a refusal quotes it |
 //! | `request.rs` | a call turned into a child's request: profile, tools, model, caps |
 //! | `use_agent.rs` | Loopl's `use_agent` |
 //! | `answers.rs` | what `use_agent` answers a model, as JSON |
@@ -33,12 +34,12 @@ mod delegating;
 mod engine;
 mod in_time;
 mod request;
+mod shown;
 mod use_agent;
 
 pub use builder::DelegationBuilder;
 pub use call::UseAgentCall;
 pub use delegating::DelegatingAgent;
 pub use engine::ParentStopPolicy;
-pub(crate) use engine::{
-    USE_AGENT, denying_takes_delegation, is_delegation_tool, is_invisible, shown,
-};
+pub(crate) use engine::{USE_AGENT, denying_takes_delegation, is_delegation_tool};
+pub(crate) use shown::{is_invisible, shown};

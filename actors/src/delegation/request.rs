@@ -5,7 +5,8 @@
 
 use subagents_messages::{ChildRequest, RequestOptions};
 
-use crate::delegation::engine::{ChildSpec, Delegator, ParentStopPolicy, refuse, shown};
+use crate::delegation::engine::{ChildSpec, Delegator, ParentStopPolicy, refuse};
+use crate::delegation::shown;
 use crate::profile::{denies, denies_delegation, expand_servers};
 use crate::tool::{ToolCallContext, ToolError};
 

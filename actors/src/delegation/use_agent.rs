@@ -19,7 +19,8 @@ use crate::agent::ChildNote;
 use crate::delegation::answers::{
     finished_json, pending_json, pending_json_at, range_json, resumed_json, status_json,
 };
-use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse, shown};
+use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
+use crate::delegation::shown;
 use crate::hub::{HubHandle, Refused, Steered, WaitOutcome};
 use crate::tool::{Tool, ToolCallContext, ToolError, ToolFuture};
 

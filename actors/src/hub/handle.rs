@@ -114,8 +114,8 @@ impl HubHandle {
     /// Asks the hub to stop every live and queued child, in child-number
     /// order, without waiting: the request takes its place in the hub's
     /// mailbox now (for a caller that must not await, such as an actor's
-    /// handler), and `reply`, if given, receives how many children were
-    /// stopped once every one of them has ended.
+    /// handler), and `reply`, if given, receives how many children it
+    /// stopped (as [`HubHandle::stop_all`] counts) once every one ended.
     pub fn stop_all_replying(
         &self,
         reply: Option<ractor::RpcReplyPort<usize>>,

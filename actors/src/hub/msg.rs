@@ -88,8 +88,9 @@ pub(crate) enum HubMsg {
         reply: Option<RpcReplyPort<Result<SubAgentStatus, Refused>>>,
     },
     /// Sent by the supervisor on a thread switch: stop every live and
-    /// queued child, in child-number order. Replies with how many were
-    /// asked to stop, once every one of them has ended.
+    /// queued child, in child-number order. Replies with how many it
+    /// stopped (not one that finished in that instant, nor one a stop was
+    /// already ending), once every one of them has ended.
     StopAll {
         /// How many children were stopped.
         reply: Option<RpcReplyPort<usize>>,

@@ -207,24 +207,10 @@ impl Book {
         read.probe?.conversation_since(from)
     }
 
-    /// The messages a running child took and has not read yet, as it will
-    /// read them (see [`HubHandle::unread_messages`]).
-    ///
-    /// [`HubHandle::unread_messages`]: crate::hub::HubHandle::unread_messages
-    pub(crate) fn unread(&self, id: &AgentId) -> Vec<ChatMessage> {
-        let Some(read) = self.entry_read(id) else {
-            return Vec::new();
-        };
-        match (read.running, read.probe) {
-            (true, Some(probe)) if read.prefix.is_none() => probe.unread(),
-            _ => Vec::new(),
-        }
-    }
-
     /// A run as the thread saves it: its conversation (after its first
     /// `from` messages: `None` as [`Book::conversation_since`] is), and
     /// what it took and has not read, in one read of its turn.
-    pub(crate) fn to_save(
+    pub(crate) fn conversation_and_unread(
         &self,
         id: &AgentId,
         from: Option<usize>,

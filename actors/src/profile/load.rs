@@ -166,8 +166,9 @@ impl ProfileSet {
 
     /// Refuses, at the spawn of the parent they are offered to, a profile
     /// built in code (`from_profiles` takes any) that a file would not
-    /// have given: a name no call can select (empty, with whitespace or a
-    /// control character), request options no server takes, or
+    /// have given: a name no call can select (empty, with whitespace, a
+    /// control character or one that shows as nothing), request options no
+    /// server takes, or
     /// `max_iterations` 0.
     pub(crate) fn check(&self) -> Result<(), crate::agent::AgentError> {
         use crate::agent::AgentError;

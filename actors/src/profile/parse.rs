@@ -58,8 +58,9 @@ impl Profile {
     }
 
     /// The profile name a path gives: its file name without the
-    /// extension. A name must be non-empty and contain no whitespace or
-    /// control characters; names are case-sensitive.
+    /// extension. A name must be non-empty and contain no whitespace,
+    /// control characters or characters that show as nothing (a
+    /// zero-width space); names are case-sensitive.
     pub fn name_for(path: &Path) -> Result<String, ProfileError> {
         profile_name(path)
     }
@@ -67,8 +68,8 @@ impl Profile {
 
 /// The profile name a path gives: its file name without the extension.
 ///
-/// A name must be non-empty and contain no whitespace or control
-/// characters; names are case-sensitive.
+/// A name must be non-empty and contain no whitespace, control characters
+/// or characters that show as nothing; names are case-sensitive.
 pub(crate) fn profile_name(path: &Path) -> Result<String, ProfileError> {
     let invalid = |name: String, reason| ProfileError::InvalidName {
         path: path.to_path_buf(),

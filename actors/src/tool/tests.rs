@@ -59,14 +59,6 @@ async fn a_panicking_tool_becomes_a_sentence() {
     );
 }
 
-#[tokio::test]
-async fn invalid_json_is_a_sentence() {
-    let tool: Arc<dyn Tool> = Arc::new(Calculator);
-    let out = run_tool(&tool, "calculator", ctx("{not json")).await;
-    assert!(out.is_error);
-    assert!(out.output.contains("not valid JSON"), "{}", out.output);
-}
-
 #[test]
 fn subset_names_the_unknown_tool_and_the_available_ones() {
     let registry = ToolRegistry::new().with(Calculator);

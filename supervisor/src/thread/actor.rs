@@ -87,7 +87,9 @@ impl Actor for ThreadSupervisor {
     }
 
     /// A restart's wake (children the store found unfinished) goes out as
-    /// soon as the thread runs. Taken here, not in `pre_start`: ractor
+    /// soon as the thread runs, after what the host sent in `spawn`'s tick
+    /// (a user turn first, a hidden tab's `on_screen(false)` before it).
+    /// Taken here, not in `pre_start`: ractor
     /// links a thread to its host after `pre_start`, and a link refused (a
     /// host stopping or draining) failed the spawn with the store's wakes
     /// taken, for nobody. An opening thread takes them once it is shown:

@@ -39,8 +39,9 @@ impl ThreadConfig {
     }
 
     /// Persists every child's envelope (requested, then final) and run
-    /// (what it was asked and its conversation, after each answered tool
-    /// call) in `store`, and answers its ids.
+    /// (what it was asked and its conversation, at each step: an answer
+    /// asking for calls, a call answered, a message taken) in `store`,
+    /// and answers its ids.
     pub fn store(mut self, store: Arc<EnvelopeStore>) -> Self {
         self.store = Some(store);
         self

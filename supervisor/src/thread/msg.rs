@@ -122,8 +122,8 @@ pub(crate) mod sealed {
         /// Sent by the hub's observer: a child (a run) was requested; its
         /// envelope now and what it was asked.
         ChildStarted(Box<(Envelope, ChildRequest)>),
-        /// Sent by the hub's observer: a child's conversation grew (a tool
-        /// call was answered).
+        /// Sent by the hub's observer: a child made a step (its
+        /// conversation grew, or it took a message): its run is written.
         ChildStepped(AgentId),
         /// Sent by the supervisor's own flush task, once the hub has
         /// answered: every notice the hub sent before is read, so the

@@ -378,7 +378,9 @@ impl ThreadState {
         let owned = owned_by(envelope.clone(), self.id.as_ref());
         match self.requests.get(id) {
             Some(request) => {
-                let (conversation, unread) = self.parent.hub.to_save(id, None).unwrap_or_default();
+                let hub = &self.parent.hub;
+                let (conversation, unread) =
+                    hub.conversation_and_unread(id, None).unwrap_or_default();
                 writer.send_envelope_and_run(owned, request, conversation, unread);
             }
             None => writer.send(Write::Envelope(Box::new(owned))),
@@ -396,17 +398,16 @@ impl ThreadState {
             return;
         };
         // A step of a running child, its write still queued: what it
-        // added since that copy, not the whole conversation again (each
-        // of K quick calls copied all of it, under the child's turn lock:
-        // K²/2 messages).
+        // added since that copy, not the whole conversation again (each of
+        // K quick calls copied all of it, under its turn lock: K²/2). What
+        // it took and has not read: apart (it moves as it is read; read in
+        // it, a queued copy went on from a wrong place), in the same read.
         let hub = &self.parent.hub;
-        // What it took and has not read: apart (it moves as it is read;
-        // read in it, a queued copy went on from a wrong place), in the
-        // same read of its turn (in two, one read between was in neither).
-        if !last && writer.extend_queued_run(id, |from| hub.to_save(id, Some(from))) {
+        if !last && writer.extend_queued_run(id, |from| hub.conversation_and_unread(id, Some(from)))
+        {
             return;
         }
-        let (conversation, unread) = hub.to_save(id, None).unwrap_or_default();
+        let (conversation, unread) = hub.conversation_and_unread(id, None).unwrap_or_default();
         writer.send_run(id, request, conversation, unread);
         if last {
             self.requests.remove(id);

@@ -63,8 +63,10 @@ pub(crate) struct ThreadState {
     /// closes.
     pub(super) deleted: bool,
     /// Earlier sessions' wakes went back to the store for the next
-    /// showing ([`ThreadState::put_back_or_drop`]): a clear, a delete or a
-    /// close settles them there ([`ThreadState::settle_given_back`]).
+    /// showing ([`ThreadState::put_back_or_drop`], or a killed thread's
+    /// given back while this one was off screen: `take_given_back`): a
+    /// clear, a delete or a close settles them there
+    /// ([`ThreadState::settle_given_back`]).
     pub(super) gave_back: bool,
     /// The store's writes, in order (none without a store).
     pub(super) writer: Option<Writer>,

@@ -14,9 +14,9 @@ use crate::sink::Tapped;
 
 impl Book {
     /// Keeps a child's envelope current from its own events (tool calls,
-    /// usage), and tells `observers` each step it ends (a tool call
-    /// answered: told by the turn once it let go of its lock,
-    /// [`crate::sink::EventSink::stepped`]).
+    /// usage), and tells `observers` each step it makes (an answer with
+    /// calls, a call answered, a message taken: told once its turn's lock
+    /// is let go, [`crate::sink::EventSink::stepped`]).
     pub(crate) fn tap(
         &self,
         id: AgentId,

@@ -22,22 +22,15 @@ impl HubHandle {
         self.book.conversation_since(id, from)
     }
 
-    /// The messages a running child took and will read at its next model
-    /// call, after what it adds before then: none once it ended.
-    #[doc(hidden)] // read by tests; the thread saves a run by `to_save`
-    pub fn unread_messages(&self, id: &AgentId) -> Vec<ChatMessage> {
-        self.book.unread(id)
-    }
-
     /// A child's conversation as [`HubHandle::conversation`] (after its
     /// first `from` messages: as [`HubHandle::conversation_since`]), and
     /// what it took and has not read, in one read of its turn.
     #[doc(hidden)] // used by subagents-supervisor to save a run
-    pub fn to_save(
+    pub fn conversation_and_unread(
         &self,
         id: &AgentId,
         from: Option<usize>,
     ) -> Option<(Vec<ChatMessage>, Vec<ChatMessage>)> {
-        self.book.to_save(id, from)
+        self.book.conversation_and_unread(id, from)
     }
 }
