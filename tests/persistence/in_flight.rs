@@ -140,3 +140,84 @@ async fn a_conversation_copied_while_a_message_waits_goes_on_from_that_copy() {
         thread.close_and_wait().await;
     }
 }
+
+/// The two saves above, read back (review: this session's tests — the
+/// file was checked, the resume from it was not): a child killed in its
+/// 600 s nap (a message waiting, or none), resumed by a message in the
+/// next process, reads its answer's call answered "not run" (not asked
+/// again), then the message it had taken, then the new one.
+#[tokio::test(start_paused = true)]
+async fn a_child_killed_in_its_call_resumes_reading_its_call_not_run_then_its_message() {
+    use subagents::messages::{ChatMessage, Role};
+    for told in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let live = tmp.path().join("live");
+        let store = open(&live);
+        let then = match told {
+            true => vec![
+                Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
+                Reply::answer("Told it."),
+            ],
+            false => Vec::new(),
+        };
+        let model = a_worker_that_naps_thinking(then, Duration::from_secs(1));
+        let (thread, mut events, _node) = a_thread_placing(model, &store, false).await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        until(&mut events, &mut log, in_the_second_nap).await;
+        if told {
+            thread.send_user("tell it").unwrap();
+            until_result(&mut events, &mut log).await;
+        }
+        let _ = saved_now(&thread, &store).await;
+        let killed = tmp.path().join("killed");
+        copy_dir(&live, &killed);
+        thread.close_and_wait().await;
+        drop((thread, store));
+
+        let model = ScriptedModel::new(vec![
+            Reply::answer("Noted the restart."),
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on")),
+            Reply::answer("Sent."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Worker", vec![Reply::answer("done")]);
+        let (model, seen) = spy("model", model);
+        let store = open(&killed);
+        let (thread, mut events) = thread_on(model, store.clone(), 3).await;
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        thread.send_user("tell it to go on").unwrap();
+        until_result(&mut events, &mut log).await;
+        run_for(&mut events, &mut log, 10).await;
+        let resumed = (seen.lock().unwrap().iter())
+            .find(|r| r.messages.iter().any(|m| m.content.ends_with("\ngo on")))
+            .cloned()
+            .unwrap_or_else(|| panic!("told {told}: no resumed request: {log:#?}"));
+        let messages = &resumed.messages;
+        let at = |pred: &dyn Fn(&ChatMessage) -> bool| {
+            (messages.iter().position(pred)).unwrap_or_else(|| panic!("told {told}: {messages:#?}"))
+        };
+        let call = at(&|m| m.tool_calls.iter().any(|c| c.arguments.contains("600")));
+        let not_run = &messages[call + 1];
+        assert_eq!(not_run.role, Role::Tool, "{messages:#?}");
+        assert!(
+            not_run
+                .content
+                .starts_with("not run: the sub-agent was interrupted")
+        );
+        let new = at(&|m| m.content.ends_with("\ngo on"));
+        if told {
+            let taken = at(&|m| m.content.ends_with("\nalso check X"));
+            assert!(call + 1 < taken && taken < new, "{messages:#?}");
+        }
+        assert!(call + 1 < new, "{messages:#?}");
+        assert!(
+            !log.iter().any(|e| matches!(e, AgentEvent::Child(_, inner)
+                if matches!(&**inner, AgentEvent::ToolStarted(s) if s.arguments.contains("600")))),
+            "told {told}: the call ran again"
+        );
+        thread.close_and_wait().await;
+    }
+}
