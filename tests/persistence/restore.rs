@@ -35,13 +35,8 @@ async fn restoring_tabs_loses_no_owed_wake() {
     let _events_b = threads.open(id, config).await.unwrap();
     threads.switch_to(&a).await.unwrap();
     let mut log = Vec::new();
-    let both = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while woken_children(&log).len() < 2 {
-            until(&mut events_a, &mut log, is_wake).await;
-        }
-    })
-    .await;
-    assert!(both.is_ok(), "{:?}", woken_children(&log));
+    let both = both_woken(&mut events_a, &mut log).await;
+    assert!(both, "{:?}", woken_children(&log));
     let mut woken = woken_children(&log);
     woken.sort();
     assert_eq!(woken, ["agent_1", "agent_2"]);
@@ -78,13 +73,8 @@ async fn a_tab_restored_hidden_sends_no_wake_until_it_is_shown() {
     assert_eq!(asked.lock().unwrap().len(), 0, "a model turn, hidden");
     assert_eq!(store.owed_wakes().len(), 2, "both kept for the showing");
     a.on_screen(true).unwrap();
-    let both = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while woken_children(&log).len() < 2 {
-            until(&mut events, &mut log, is_wake).await;
-        }
-    })
-    .await;
-    assert!(both.is_ok(), "{:?}", woken_children(&log));
+    let both = both_woken(&mut events, &mut log).await;
+    assert!(both, "{:?}", woken_children(&log));
     a.close_and_wait().await;
 }
 
@@ -152,14 +142,9 @@ async fn a_switch_given_up_leaves_no_earlier_wake_in_the_store() {
     assert_eq!(threads.on_screen(), Some(&a));
     // The user stops the first wake's turn: the second's turn is next.
     threads.get(&a).unwrap().stop_parent().unwrap();
-    let second = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while woken_children(&log).len() < 2 {
-            until(&mut events, &mut log, is_wake).await;
-        }
-    })
-    .await;
+    let second = both_woken(&mut events, &mut log).await;
     assert!(
-        second.is_ok(),
+        second,
         "woken {:?}, in the store {:?}",
         woken_children(&log),
         store.owed_wakes()
@@ -189,14 +174,9 @@ async fn a_stop_all_on_a_thread_that_stays_on_screen_leaves_no_earlier_wake_in_t
     // "stop all" drops it from the queue.
     thread.switch_away().await.unwrap();
     thread.stop_parent().unwrap();
-    let second = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while woken_children(&log).len() < 2 {
-            until(&mut events, &mut log, is_wake).await;
-        }
-    })
-    .await;
+    let second = both_woken(&mut events, &mut log).await;
     assert!(
-        second.is_ok(),
+        second,
         "woken {:?}, in the store {:?}",
         woken_children(&log),
         store.owed_wakes()
@@ -489,13 +469,20 @@ async fn the_restart_wake_comes_before_the_owed_ones() {
     let model = ScriptedModel::new(vec![Reply::answer("Noted."); 2]);
     let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
     let mut log = Vec::new();
-    let both = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while woken_children(&log).len() < 2 {
-            until(&mut events, &mut log, is_wake).await;
-        }
-    })
-    .await;
-    assert!(both.is_ok(), "{:?}", woken_children(&log));
+    let both = both_woken(&mut events, &mut log).await;
+    assert!(both, "{:?}", woken_children(&log));
     assert_eq!(woken_children(&log), ["agent_2", "agent_1"]);
     thread.close_and_wait().await;
+}
+
+/// Reads `events` until two children were woken — in real time (the store
+/// writes off the runtime), bounded by a minute: whether they were.
+async fn both_woken(events: &mut EventStream, log: &mut Vec<AgentEvent>) -> bool {
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while woken_children(log).len() < 2 {
+            until(events, log, is_wake).await;
+        }
+    })
+    .await
+    .is_ok()
 }
