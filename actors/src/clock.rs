@@ -94,7 +94,8 @@ impl Clock for Guarded {
                 self.last.store(now, Ordering::Relaxed);
                 now
             }
-            Err(_) => {
+            Err(panic) => {
+                crate::panics::dispose(panic);
                 let last = self.last.load(Ordering::Relaxed);
                 tracing::warn!(
                     last_ms = last,

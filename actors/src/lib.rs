@@ -19,6 +19,7 @@ pub mod hub;
 pub mod model;
 #[cfg(feature = "openai")]
 pub mod openai;
+mod panics;
 pub mod profile;
 pub mod registry;
 pub mod remote;

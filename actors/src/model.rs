@@ -114,16 +114,16 @@ impl Contained {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.stream(request))) {
             Ok(stream) => Self(Some(stream)),
             Err(panic) => Self(Some(Box::pin(futures_util::stream::once(async move {
-                Err(panicked(panic.as_ref()))
+                Err(panicked(panic))
             })))),
         }
     }
 }
 
-fn panicked(panic: &(dyn std::any::Any + Send)) -> ModelError {
+fn panicked(panic: Box<dyn std::any::Any + Send>) -> ModelError {
     ModelError::Other(format!(
         "the model's stream panicked: {}",
-        crate::tool::panic_message(panic)
+        crate::panics::panic_text(panic)
     ))
 }
 
@@ -144,7 +144,7 @@ impl Stream for Contained {
             Ok(polled) => polled,
             Err(panic) => {
                 drop_contained(self.0.take());
-                std::task::Poll::Ready(Some(Err(panicked(panic.as_ref()))))
+                std::task::Poll::Ready(Some(Err(panicked(panic))))
             }
         }
     }
@@ -157,5 +157,5 @@ impl Drop for Contained {
 }
 
 fn drop_contained(stream: Option<ModelStream>) {
-    crate::tool::drop_guarded(stream, "a model's stream");
+    crate::panics::drop_guarded(stream, "a model's stream");
 }

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use subagents_messages::{AgentId, ToolSpec, ToolUseId};
 
+use crate::panics::{drop_guarded, panic_text};
+
 /// What a tool call returns: the text the model reads, or an error.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<String, ToolError>> + Send>>;
 
@@ -278,7 +280,7 @@ impl ToolRegistry {
                         ..spec
                     }),
                     Err(panic) => {
-                        let panic = panic_message(panic.as_ref());
+                        let panic = panic_text(panic);
                         tracing::warn!(tool = %name, %panic, "a tool's description or parameters panicked: left out of the model's list");
                         None
                     }
@@ -396,7 +398,7 @@ pub(crate) async fn run_tool(
 ) -> ToolOutcome {
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(call))) {
         Ok(future) => future,
-        Err(panic) => return ToolOutcome::error(crashed(name, panic.as_ref())),
+        Err(panic) => return ToolOutcome::error(crashed(name, panic)),
     };
     match AssertUnwindSafe(Contained(Some(future)))
         .catch_unwind()
@@ -407,7 +409,7 @@ pub(crate) async fn run_tool(
             is_error: false,
         },
         Ok(Err(e)) => ToolOutcome::error(error_output(name, &e)),
-        Err(panic) => ToolOutcome::error(crashed(name, panic.as_ref())),
+        Err(panic) => ToolOutcome::error(crashed(name, panic)),
     }
 }
 
@@ -445,40 +447,16 @@ fn drop_contained(future: Option<ToolFuture>) {
     drop_guarded(future, "a tool's future");
 }
 
-/// Drops `value` inside a panic guard (host code's `Drop`: a tool's
-/// future, a model's stream); a panic there is logged, naming `what`.
-pub(crate) fn drop_guarded<T>(value: Option<T>, what: &str) {
-    if let Some(value) = value
-        && let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(value)))
-    {
-        tracing::warn!(
-            panic = %panic_message(panic.as_ref()),
-            "{what} panicked as it was dropped"
-        );
-    }
-}
-
 /// What the model reads for a tool that returned an error.
 pub(crate) fn error_output(name: &str, error: &ToolError) -> String {
     format!("the tool `{name}` failed: {error}")
 }
 
-fn crashed(name: &str, panic: &(dyn std::any::Any + Send)) -> String {
+fn crashed(name: &str, panic: Box<dyn std::any::Any + Send>) -> String {
     format!(
         "the tool `{name}` crashed ({}); try another approach",
-        panic_message(panic)
+        panic_text(panic)
     )
-}
-
-/// The message of a panic payload, for error sentences.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic with a non-text payload".to_owned()
-    }
 }
 
 #[cfg(test)]

@@ -69,7 +69,9 @@ pub struct ChildRequest {
     #[serde(default)]
     pub options: Option<crate::model::RequestOptions>,
     /// A new run of this finished child (`use_agent send` to it): the
-    /// run goes on from `conversation`, and `input` is the message.
+    /// run goes on from `conversation`, and `input` is the message. Set by
+    /// the hub alone: a request naming one is refused
+    /// (`Refused::ResumeRequested`).
     #[serde(default)]
     pub resumed_from: Option<AgentId>,
     /// The conversation a resumed run goes on from (empty for a new

@@ -56,6 +56,12 @@ pub struct Loopback {
     /// The node's `Ended` report takes a second longer than its other
     /// reports (a network hop): its `Result` event is read first.
     pub slow_ended: Arc<AtomicBool>,
+    /// A message's verdict (`Steered { taken }`) reaches the proxy after
+    /// the turn's `Steered` event that read it (the node's verdict goes
+    /// from a task of its own, and the turn can read the message first):
+    /// the reports between and the event take the verdict's number, it
+    /// the event's; the two come a second after the event was sent.
+    pub verdict_after_read: Arc<AtomicBool>,
     /// Its labels, for `Placement::Labels`.
     pub labels: Vec<String>,
     /// The node never receives a stop (lost on its way): its run goes on.
@@ -67,9 +73,21 @@ pub struct Loopback {
     /// `request` and `start` panic (a transport that `expect`s a send on
     /// a link that is down, where the trait asks for `Err`).
     pub panics: Arc<AtomicBool>,
+    /// Its panics are [`super::Bomb`]s (a payload whose drop panics).
+    pub bombs: Arc<AtomicBool>,
 }
 
 impl Loopback {
+    /// `request` and `start`: panics when told to (see `panics`).
+    fn panic_if_told(&self) {
+        if self.panics.load(Ordering::SeqCst) {
+            if self.bombs.load(Ordering::SeqCst) {
+                super::explode();
+            }
+            panic!("the link is down");
+        }
+    }
+
     /// Node `name` running children on `model`, the demo's `sleep` and
     /// `http_post`, and a gate of its own.
     pub async fn new(name: &str, model: Arc<dyn Model>) -> Arc<Self> {
@@ -117,11 +135,13 @@ impl Loopback {
             cut_before_approve: Arc::new(AtomicBool::new(false)),
             lose_approvals: Arc::new(AtomicBool::new(false)),
             slow_ended: Arc::new(AtomicBool::new(false)),
+            verdict_after_read: Arc::new(AtomicBool::new(false)),
             labels: Vec::new(),
             lose_stops: Arc::new(AtomicBool::new(false)),
             drop_ended: Arc::new(AtomicBool::new(false)),
             silent: Arc::new(AtomicBool::new(false)),
             panics: Arc::new(AtomicBool::new(false)),
+            bombs: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -156,7 +176,7 @@ impl NodeLink for Loopback {
     }
 
     fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
-        assert!(!self.panics.load(Ordering::SeqCst), "the link is down");
+        self.panic_if_told();
         if self.down.load(Ordering::SeqCst) {
             return Err("it is down".into());
         }
@@ -175,6 +195,8 @@ impl NodeLink for Loopback {
         let slow_ended = self.slow_ended.clone();
         let drop_ended = self.drop_ended.clone();
         let silent = self.silent.clone();
+        let verdict_after_read = self.verdict_after_read.clone();
+        let held_verdict: Mutex<Option<RunReport>> = Mutex::new(None);
         // (a `ToolStarted` went by, reports dropped since)
         let skipping: Mutex<(bool, u64)> = Mutex::new((false, 0));
         let to_proxy = reports.clone();
@@ -246,17 +268,39 @@ impl NodeLink for Loopback {
                 });
                 return;
             }
-            match RunReport::from_wire(&bytes) {
-                Ok(report) => reports.report(report),
-                Err(e) => reports.lost(e.to_string()),
+            let mut report = match RunReport::from_wire(&bytes) {
+                Ok(report) => report,
+                Err(e) => return reports.lost(e.to_string()),
+            };
+            if verdict_after_read.load(Ordering::SeqCst) {
+                let mut held = held_verdict.lock().unwrap();
+                if matches!(report.body, ReportBody::Steered { .. }) {
+                    *held = Some(report);
+                    return;
+                }
+                if let Some(verdict) = held.as_mut() {
+                    std::mem::swap(&mut report.seq, &mut verdict.seq);
+                    if matches!(report.body, ReportBody::Event(AgentEvent::Steered(_))) {
+                        // A second later (a hop): what came before is
+                        // handled (written) first.
+                        let (reports, verdict) = (reports.clone(), held.take().unwrap());
+                        tokio::spawn(async move {
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                            reports.report(report);
+                            reports.report(verdict);
+                        });
+                        return;
+                    }
+                }
             }
+            reports.report(report);
         });
         self.runs.lock().unwrap().insert(key, (reports, run));
         Ok(())
     }
 
     fn request(&self, key: u64, request: RunRequest) -> Result<(), String> {
-        assert!(!self.panics.load(Ordering::SeqCst), "the link is down");
+        self.panic_if_told();
         if self.down.load(Ordering::SeqCst) {
             return Err("it is down".into());
         }

@@ -21,6 +21,22 @@ use subagents::prelude::{
     EventStream, Reply, ScriptedModel, Tool, ToolCallContext, ToolFuture, UseAgentCall,
 };
 
+/// A panic payload whose `Drop` panics: host code may panic with any
+/// value (`std::panic::panic_any`), and a guard that drops what it caught
+/// outside itself lets this one unwind on.
+pub struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("the payload's drop panicked");
+    }
+}
+
+/// Panics with a [`Bomb`].
+pub fn explode() -> ! {
+    std::panic::panic_any(Bomb)
+}
+
 /// A host tool of the given name, which says it ran (named like a
 /// delegation tool, it is what foreign registries hold).
 pub struct HostTool(pub &'static str);

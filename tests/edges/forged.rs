@@ -236,3 +236,43 @@ async fn a_hosts_request_is_refused_in_its_own_words() {
     );
     thread.close_and_wait().await;
 }
+
+/// Forged (review: a host's view): a host's request naming a run to go
+/// on from (`resumed_from`, a public field) was spawned as it said — past
+/// every check a message to a finished child makes: a stopped child's
+/// chain went on, the run it named was never linked (a later `send`
+/// resumed it a second time: a fork), and after a restart the store
+/// linked the two as a resume. Refused, naming the run; nothing starts.
+#[tokio::test(start_paused = true)]
+async fn a_hosts_request_naming_a_run_to_go_on_from_is_refused() {
+    use subagents::actors::hub::Refused;
+    use subagents::messages::{ChildRequest, ToolUseId};
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, true)),
+        Reply::answer("Done."),
+    ])
+    .with_script("Worker", worker(1));
+    let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let agent_1 = AgentId::new("agent_1");
+    thread.stop_child(&agent_1).await.unwrap();
+    let mut request = ChildRequest::new(
+        thread.parent_id().clone(),
+        0,
+        ToolUseId::new("host-1"),
+        "Worker\nYou work.",
+        "go on",
+    );
+    request.resumed_from = Some(agent_1.clone());
+    let refused = thread.hub().request(request).await;
+    assert!(
+        matches!(&refused, Err(Refused::ResumeRequested { id }) if *id == agent_1),
+        "{refused:?}"
+    );
+    assert_eq!(thread.hub().child_ids(), std::slice::from_ref(&agent_1));
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(envelope.continued_as, None);
+    thread.close_and_wait().await;
+}

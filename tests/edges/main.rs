@@ -16,6 +16,7 @@ mod host_panics;
 mod killed_mid_handler;
 mod ownership;
 mod parent_cut;
+mod payload_drops;
 mod races;
 mod replay_store;
 mod requester_ends;

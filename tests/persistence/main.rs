@@ -14,6 +14,7 @@ mod hub_death;
 mod in_flight;
 mod isolation;
 mod killed;
+mod read_steps;
 mod remote;
 mod restore;
 mod runtime_drop;

@@ -53,7 +53,7 @@ pub(super) async fn a_thread_placing(
 
 /// The same, the thread's gate of `capacity` (2: a local child's model
 /// call does not hold up the parent's, as a node's own gate does not).
-async fn a_thread_placing_with(
+pub(super) async fn a_thread_placing_with(
     model: Arc<dyn subagents::actors::Model>,
     store: &Arc<EnvelopeStore>,
     remote: bool,

@@ -320,3 +320,67 @@ async fn a_cancelled_child_is_owed_no_restart_wake() {
     assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
     assert!(store.owed_wakes().is_empty());
 }
+
+/// The same stop, in the instant before the link is written (review:
+/// shared resources): X's resume of `agent_1` is marked in the store at
+/// once, its link written later on the blocking pool; Y's stop in between
+/// read the chain as ending at `agent_1` — answered `Ok(Done)` and
+/// cancelled it, and the chain the model was told it stopped went on. The
+/// mark is read as the link is: another thread's chain, refused.
+#[test]
+fn a_stop_of_a_child_another_thread_is_resuming_is_refused_before_its_link_is_written() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("envelopes");
+        an_earlier_session_with_one_finished_child(&dir).await;
+        let store = open(&dir);
+        let resumes = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "the second part")),
+            Reply::answer("Sent."),
+        ])
+        .with_script("Worker", vec![Reply::answer("-"), Reply::new().hang()]);
+        let (x, mut events_x) = thread_on(resumes.shared(), store.clone(), 3).await;
+        let (y, _events_y) = thread_on(ScriptedModel::new(vec![]).shared(), store.clone(), 3).await;
+        // The one blocking thread held: X's writes wait.
+        let (release, plug) = std::sync::mpsc::channel::<()>();
+        tokio::task::spawn_blocking(move || plug.recv());
+        x.send_user("resume it").unwrap();
+        let mut log_x = Vec::new();
+        until(
+            &mut events_x,
+            &mut log_x,
+            |e| matches!(e, AgentEvent::ChildStarted(info) if info.resumed_from.is_some()),
+        )
+        .await;
+        x.sync().await.unwrap();
+        let agent_1 = AgentId::new("agent_1");
+        assert_eq!(
+            store.get(&agent_1).unwrap().continued_as,
+            None,
+            "not written yet"
+        );
+        let stopped = y.stop_child(&agent_1).await;
+        assert!(
+            matches!(
+                stopped,
+                Err(subagents::supervisor::ThreadError::UnknownChild(_))
+            ),
+            "{stopped:?}"
+        );
+        release.send(()).unwrap();
+        x.flush_persistence().await.unwrap();
+        y.flush_persistence().await.unwrap();
+        let first = store.get(&agent_1).unwrap();
+        assert!(
+            first.continued_as.is_some() && !first.cancelled,
+            "{first:?}"
+        );
+        x.close_and_wait().await;
+        y.close_and_wait().await;
+    });
+}

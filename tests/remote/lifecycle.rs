@@ -538,13 +538,16 @@ async fn a_remote_run_leaves_no_timer_behind() {
 /// proxy's drop, or a kill's ordered ends) took the closing events out of
 /// the mirror before calling it again: the child's open call had no
 /// `ToolResult`, the child no `Result`, and a kill's ends were cut short.
-/// A panic there is read as the `Err` it should have been.
+/// A panic there is read as the `Err` it should have been — its payload
+/// dropped inside the guard, whatever its `Drop` does.
 #[tokio::test(start_paused = true)]
 async fn a_transport_that_panics_loses_no_closing_event() {
     let agent_1 = AgentId::new("agent_1");
-    for how in ["start", "stop", "kill"] {
+    let cases = [false, true].map(|bombs| ["start", "stop", "kill"].map(|how| (bombs, how)));
+    for (bombs, how) in cases.into_iter().flatten() {
         let model = background_workers(&[30]).shared();
         let node = Loopback::new("b", model.clone()).await;
+        node.bombs.store(bombs, Ordering::SeqCst);
         node.panics.store(how == "start", Ordering::SeqCst);
         let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
         thread.send_user("go").unwrap();
@@ -555,7 +558,10 @@ async fn a_transport_that_panics_loses_no_closing_event() {
             if how == "stop" {
                 let stop = thread.stop_child(&agent_1);
                 let stopped = tokio::time::timeout(Duration::from_secs(60), stop).await;
-                assert!(stopped.is_ok(), "{how}: the stop never answered");
+                assert!(
+                    stopped.is_ok(),
+                    "{how} (bombs: {bombs}): the stop never answered"
+                );
             } else {
                 kill_the_hub(&thread).await;
             }
@@ -566,17 +572,20 @@ async fn a_transport_that_panics_loses_no_closing_event() {
         let result = log
             .iter()
             .any(|e| child(e, |e| matches!(e, AgentEvent::Result(_))));
-        assert!(result, "{how}: the child has no `Result`: {log:?}");
+        assert!(
+            result,
+            "{how} (bombs: {bombs}): the child has no `Result`: {log:?}"
+        );
         if how != "start" {
             let answered = |e: &AgentEvent| matches!(e, AgentEvent::ToolResult(_));
             assert!(
                 log.iter().any(|e| child(e, answered)),
-                "{how}: its call unanswered"
+                "{how} (bombs: {bombs}): its call unanswered"
             );
         }
         let ended = log.iter().any(
             |e| matches!(e, AgentEvent::ChildStatus(c, s) if *c == agent_1 && s.is_terminal()),
         );
-        assert!(ended, "{how}: no terminal status: {log:?}");
+        assert!(ended, "{how} (bombs: {bombs}): no terminal status: {log:?}");
     }
 }

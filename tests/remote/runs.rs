@@ -578,17 +578,21 @@ async fn a_child_written_in_the_call_is_placed_by_no_label() {
 /// poisoned lock in its load table) ran in the hub's handler and took the
 /// hub down — every child of the thread failed, every later delegation
 /// was refused "the sub-agent hub is stopped". The child being placed is
-/// refused, naming the panic; the hub goes on.
+/// refused, naming the panic; the hub goes on (a panic's payload whose
+/// `Drop` panics too).
 #[tokio::test(start_paused = true)]
 async fn a_transport_that_panics_choosing_a_node_fails_that_child_alone() {
     use subagents::actors::{NodeLink, RunReports};
     use subagents::messages::remote::{RunRequest, RunSpec};
-    struct Panicky;
+    struct Panicky(bool);
     impl NodeLink for Panicky {
         fn node(&self) -> &str {
             "p"
         }
         fn live(&self) -> Option<usize> {
+            if self.0 {
+                explode()
+            }
             panic!("transport state poisoned")
         }
         fn start(&self, _: RunSpec, _: RunReports) -> Result<(), String> {
@@ -598,33 +602,38 @@ async fn a_transport_that_panics_choosing_a_node_fails_that_child_alone() {
             Ok(())
         }
     }
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&work_call("Worker", 30, false)),
-        Reply::answer("Started."),
-        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
-        Reply::answer("Checked."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("Worker", worker(30))
-    .shared();
-    let (thread, mut events) =
-        thread_on(model, Placement::LeastLoaded(vec![Arc::new(Panicky)])).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.send_user("how is it").unwrap();
-    until_result(&mut events, &mut log).await;
-    let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
-    assert_eq!(envelope.status, SubAgentStatus::Failed);
-    assert!(
-        envelope
-            .error
-            .as_deref()
-            .unwrap_or("")
-            .contains("transport state poisoned"),
-        "{envelope:?}"
-    );
-    let status = results_of(&log, "use_agent").pop().unwrap();
-    assert!(!status.0.contains("hub is stopped"), "{status:?}");
-    thread.close_and_wait().await;
+    for bombs in [false, true] {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&work_call("Worker", 30, false)),
+            Reply::answer("Started."),
+            Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+            Reply::answer("Checked."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Worker", worker(30))
+        .shared();
+        let (thread, mut events) = thread_on(
+            model,
+            Placement::LeastLoaded(vec![Arc::new(Panicky(bombs))]),
+        )
+        .await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        thread.send_user("how is it").unwrap();
+        until_result(&mut events, &mut log).await;
+        let envelope = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+        assert_eq!(envelope.status, SubAgentStatus::Failed);
+        assert!(
+            envelope.error.as_deref().unwrap_or("").contains(if bombs {
+                "panic with a non-text payload"
+            } else {
+                "transport state poisoned"
+            }),
+            "{envelope:?}"
+        );
+        let status = results_of(&log, "use_agent").pop().unwrap();
+        assert!(!status.0.contains("hub is stopped"), "{status:?}");
+        thread.close_and_wait().await;
+    }
 }

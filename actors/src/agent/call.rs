@@ -149,13 +149,13 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
             // sentence and the turn goes on (never a crashed turn).
             let needs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 tool.requires_approval(&call.arguments)
-            }));
+            }))
+            .map_err(crate::panics::panic_text);
             if let Err(panic) = &needs {
                 ToolOutcome {
                     output: format!(
-                        "the tool `{}` failed before it ran: it panicked deciding whether it needs approval ({})",
+                        "the tool `{}` failed before it ran: it panicked deciding whether it needs approval ({panic})",
                         call.name,
-                        crate::tool::panic_message(panic.as_ref())
                     ),
                     is_error: true,
                 }
@@ -276,7 +276,7 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
             return Err(format!(
                 "the tool `{}` was not run: the approval policy failed deciding on it (it panicked: {})",
                 call.name,
-                crate::tool::panic_message(panic.as_ref())
+                crate::panics::panic_text(panic)
             ));
         }
     }

@@ -25,8 +25,8 @@ use crate::agent::config::AgentConfig;
 use crate::agent::msg::sealed::AgentInternal;
 use crate::agent::msg::{AgentMsg, TurnReply};
 use crate::agent::{spans, turn, turn_state};
+use crate::panics::panic_text;
 use crate::sink::EventSink;
-use crate::tool::panic_message;
 use tracing::Instrument;
 
 /// The agent actor (hosts start one with [`AgentBuilder::new`](crate::AgentBuilder::new)).
@@ -206,10 +206,7 @@ impl AgentState {
                         turn_state::close(&ctx.shared, &ctx.sink, &events, |_| result, &cut)
                     }
                     Err(panic) => {
-                        let text = format!(
-                            "the agent's turn crashed: {}",
-                            panic_message(panic.as_ref())
-                        );
+                        let text = format!("the agent's turn crashed: {}", panic_text(panic));
                         let crashed = |state: &turn_state::TurnState| {
                             turn_state::cut_result(
                                 state,

@@ -184,8 +184,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 if complete_unless_steered(&ctx.shared, &limits, || ctx.past_wall_clock()) {
                     return (text, Outcome::Completed);
                 }
-                // A message arrived while it answered: it reads it and
-                // goes on.
+                // A message arrived while it answered: it reads it and goes
+                // on, its answer written (a kill in the next call lost it).
+                ctx.sink.stepped();
                 continue;
             }
             None => None,
@@ -197,10 +198,9 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 return out_of_time();
             }
             // Boxed: a tool call's future (approval, the tool) is larger
-            // than a model call's, and would widen every waiting turn;
-            // a refused call goes through it too (one await here: a
-            // second widened every turn's future, 2.3 MiB per 10,000
-            // threads).
+            // than a model call's, and would widen every waiting turn; a
+            // refused call goes through it too (one await here: a second
+            // widened every turn's future, 2.3 MiB per 10,000 threads).
             Box::pin(call::run_call(ctx, &call, cut.as_deref())).await;
         }
     }

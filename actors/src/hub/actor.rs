@@ -105,7 +105,12 @@ impl Actor for Hub {
                 // Boxed, as `send` below: the spawn path is the hub's
                 // largest future, and inline it would size the handler
                 // future ractor keeps (boxed) for every hub's whole life.
-                let spawned = Box::pin(state.spawn_child(&myself, request, span, call)).await;
+                let spawned = match &request.resumed_from {
+                    // A run goes on from another only as a message reaches
+                    // it: a request naming one skipped every check of that.
+                    Some(id) => Err(Refused::ResumeRequested { id: id.clone() }),
+                    None => Box::pin(state.spawn_child(&myself, request, span, call)).await,
+                };
                 let made = spawned.as_ref().ok().cloned();
                 if reply.send(spawned).is_err()
                     && let Some(id) = made
@@ -354,7 +359,7 @@ type StopPort = Option<ractor::RpcReplyPort<Result<SubAgentStatus, Refused>>>;
 /// id" a run the caller never heard of).
 fn own_newest_run(state: &HubState, id: AgentId, reply: StopPort) -> Option<(AgentId, StopPort)> {
     let newest = state.newest_run(&id);
-    if newest != id && state.status_of(&newest).is_none() {
+    if (newest != id && state.status_of(&newest).is_none()) || state.resumed_elsewhere(&newest) {
         if let Some(reply) = reply {
             let _ = reply.send(Err(Refused::ResumedElsewhere { id }));
         }

@@ -74,12 +74,9 @@ pub(crate) fn tell_each(
         for observer in observers {
             let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tell(&**observer)));
             if let Err(panic) = told {
-                tracing::error!(
-                    %child,
-                    hook,
-                    panic = crate::tool::panic_message(panic.as_ref()),
-                    "a hub observer panicked"
-                );
+                // Read outside the macro (see `tool::drop_guarded`).
+                let panic = crate::panics::panic_text(panic);
+                tracing::error!(%child, hook, panic, "a hub observer panicked");
             }
         }
     });
@@ -118,6 +115,14 @@ pub trait EnvelopeArchive: Send + Sync + 'static {
     /// (the spawn was refused): `id` may be resumed again.
     fn resume_failed(&self, id: &AgentId) {
         let _ = id;
+    }
+
+    /// A resume of the archived child `id` began
+    /// ([`EnvelopeArchive::begin_resume`] allowed it), its link perhaps not
+    /// written yet: the run is another user's to reach. `false` by default.
+    fn resuming(&self, id: &AgentId) -> bool {
+        let _ = id;
+        false
     }
 
     /// A stop reached the archived child `id` after it ended: cancelled

@@ -157,6 +157,19 @@ pub enum Refused {
         /// What is wrong with its value.
         why: String,
     },
+    /// A request naming a run to go on from
+    /// ([`ChildRequest::resumed_from`](subagents_messages::ChildRequest::resumed_from)):
+    /// a finished child goes on only when a message reaches it (`use_agent
+    /// send`), checked as one (a stopped child, one another thread
+    /// resumed) and linked to its new run. Set by a host, it skipped all
+    /// of that: a stopped child's chain went on, or forked.
+    #[error(
+        "a request cannot name a run to go on from (`{id}`): a finished sub-agent goes on when a message reaches it (use_agent action send)"
+    )]
+    ResumeRequested {
+        /// The run it named.
+        id: AgentId,
+    },
     /// The hub is stopped.
     #[error("the sub-agent hub is stopped")]
     Closed,

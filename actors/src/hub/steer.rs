@@ -122,6 +122,19 @@ impl HubState {
             .newest_run(id, || self.archive.as_ref().and_then(|slot| slot.get()))
     }
 
+    /// An earlier session's child (the newest run of its chain this hub
+    /// knows) another thread began to resume, its link not yet written: a
+    /// stop of it read the chain as ending there — cancelled it, "done",
+    /// while the other thread's run went on.
+    pub(super) fn resumed_elsewhere(&self, newest: &AgentId) -> bool {
+        self.book.status(newest).is_none_or(|s| s.is_terminal())
+            && self
+                .archive
+                .as_ref()
+                .and_then(|slot| slot.get())
+                .is_some_and(|archive| archive.resuming(newest))
+    }
+
     /// Why a message to `id`, which the book lacks, cannot reach it: the
     /// archive knows it but not its run, or nobody knows it.
     fn not_found(&self, id: &AgentId) -> Refused {

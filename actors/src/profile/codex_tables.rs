@@ -81,19 +81,21 @@ pub(super) fn mcp_servers<E: de::Error>(
 }
 
 /// Reads `[agents]`: see the module docs. Its `enabled = false` (the
-/// sub-agent tools off) denies delegation too. Written as a list (another
-/// tool's key of that name: the agents it may start), an empty one
-/// starts none — denied; one naming agents is not applied.
+/// sub-agent tools off) denies delegation too. Written otherwise (another
+/// tool's key of that name: a list of the agents it may start), it starts
+/// none — denied: an empty list says so, and one naming agents is a limit
+/// this runtime does not apply (not applied, warned), read as Claude
+/// Code's `Agent(worker)` is (read as not applied alone, the sub-agent
+/// started any profile).
 pub(super) fn agents<E: de::Error>(table: Option<Value>, fm: &mut Frontmatter) -> Result<(), E> {
     let table = match table {
         Some(Value::Object(table)) => table,
-        Some(Value::Array(names)) if names.is_empty() => {
-            deny(fm, "use_agent".to_owned());
-            return Ok(());
-        }
         None => return Ok(()),
-        Some(_) => {
-            fm.not_applied.push("agents".to_owned());
+        Some(other) => {
+            if !matches!(&other, Value::Array(names) if names.is_empty()) {
+                fm.not_applied.push("agents".to_owned());
+            }
+            deny(fm, "use_agent".to_owned());
             return Ok(());
         }
     };
@@ -163,6 +165,10 @@ pub(super) fn features<E: de::Error>(
 fn feature_tool(feature: &str) -> Option<&'static str> {
     match feature {
         "shell_tool" => Some("shell"),
+        // Its web search (`web_search_request`, and `web_search`, the
+        // name Codex reads as its alias): off, the host's `web_search` is
+        // denied, as `[tools] web_search = false` is.
+        "web_search_request" | "web_search" => Some("web_search"),
         // Its sub-agents: off, it starts none (denied, whatever the depth).
         // (`collab`: the name it had before `multi_agent`.)
         "multi_agent" | "multi_agent_v2" | "collab" => Some("use_agent"),

@@ -33,13 +33,34 @@ fn is_dashes(line: &str) -> bool {
     line.len() > 3 && line.bytes().all(|b| b == b'-')
 }
 
-/// The format a fence line opens.
+/// The format a fence line opens: the fence alone, or for YAML followed
+/// by a comment (`--- # reviewer`: YAML's document start, which other
+/// tools' readers take as the fence — read as none, the whole file was
+/// the prompt and its deny list silently dropped).
 fn opens(line: &str) -> Option<FrontmatterFormat> {
     match line {
         "+++" => Some(FrontmatterFormat::Toml),
         "---" => Some(FrontmatterFormat::Yaml),
         line if is_dashes(line) => Some(FrontmatterFormat::Yaml),
-        _ => None,
+        line => {
+            let after = line.trim_start_matches('-');
+            let commented = after.starts_with([' ', '\t']) && after.trim_start().starts_with('#');
+            (line.len() - after.len() >= 3 && commented).then_some(FrontmatterFormat::Yaml)
+        }
+    }
+}
+
+/// A first line that starts as a fence and goes on with something else
+/// (`---x`, `+++ toml`, a fence followed by a character that shows as
+/// nothing): no fence, and no file without one either — read as the
+/// prompt, its settings (a deny list among them) were silently dropped.
+fn fence_with_more(line: &str) -> Option<FrontmatterFormat> {
+    if line.starts_with("---") {
+        Some(FrontmatterFormat::Yaml)
+    } else if line.starts_with("+++") {
+        Some(FrontmatterFormat::Toml)
+    } else {
+        None
     }
 }
 
@@ -52,6 +73,9 @@ pub(super) fn split(text: &str) -> Result<Split<'_>, Located> {
     let format = match opens(first.trim_end()) {
         Some(format) => format,
         None => {
+            if let Some(format) = fence_with_more(first.trim_end()) {
+                return Err((1, 1, ParseErrorKind::MisplacedFence { format }));
+            }
             if let Some(found) = misplaced_fence(text) {
                 return Err(found);
             }
@@ -120,6 +144,37 @@ mod tests {
             split("\n----\nx: 1\n----\n"),
             Err((2, 1, ParseErrorKind::MisplacedFence { .. }))
         ));
+    }
+
+    /// Foreign input: YAML's document start with a comment opens the block
+    /// (other tools' readers take it); a fence with anything else after it
+    /// is a misplaced fence, not a file without frontmatter.
+    #[test]
+    fn a_fence_with_a_comment_opens_and_one_with_more_is_misplaced() {
+        let s = split("--- # read-only reviewer\ntools: Read\n---\nReview.").unwrap();
+        assert_eq!(s.format, Some(FrontmatterFormat::Yaml));
+        assert_eq!((s.frontmatter, s.body), ("tools: Read\n", "Review."));
+        let s = split("----\t# x\nname: a\n---\n").unwrap();
+        assert_eq!(s.format, Some(FrontmatterFormat::Yaml));
+        for first in [
+            "---\u{200b}",
+            "---x",
+            "--- not a comment",
+            "+++ toml",
+            "+++#",
+        ] {
+            let text = format!("{first}\ntools: Read\n---\nReview.");
+            assert!(
+                matches!(
+                    split(&text),
+                    Err((1, 1, ParseErrorKind::MisplacedFence { .. }))
+                ),
+                "{first:?}: {:?}",
+                split(&text)
+            );
+        }
+        // Not a fence at all: a Markdown file.
+        assert_eq!(split("-- two dashes\n").unwrap().format, None);
     }
 
     #[test]

@@ -46,7 +46,9 @@ fn lenient_text(bytes: &[u8]) -> String {
 /// its agent may do (read leniently, line by line: a key at a line's
 /// start, before `:` or `=`, or a `[table]` of that name).
 pub(super) fn restricts(path: &Path) -> bool {
-    read_head(path).lines().any(|line| {
+    // Lines end at LF, CRLF or a lone CR (old Mac line ends, refused as a
+    // misplaced fence: read as one line, the file named no restriction).
+    read_head(path).split(['\n', '\r']).any(|line| {
         let line = line.trim_start().trim_start_matches('\u{feff}');
         // A table (`[tools]`) or an array of tables (`[[hooks.PreToolUse]]`,
         // as Codex writes a hook: read as the table `[hooks`, it named no
@@ -116,7 +118,7 @@ fn declared_leniently(text: &str) -> Option<String> {
     // Blank lines before a misplaced fence skipped; keys at a line's start
     // only (an indented `name:` belongs to a nested table).
     let mut lines = text
-        .lines()
+        .split(['\n', '\r'])
         .map(|l| l.trim_start_matches('\u{feff}').trim_end())
         .skip_while(|l| l.trim().is_empty());
     let first = lines.next()?;

@@ -103,7 +103,7 @@ impl Guarded {
             Err(format!(
                 "the transport to `{}` panicked as {what}: {}",
                 self.0.node(),
-                crate::tool::panic_message(panic.as_ref())
+                crate::panics::panic_text(panic)
             ))
         })
     }

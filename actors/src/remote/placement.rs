@@ -82,7 +82,7 @@ impl Placement {
                 .unwrap_or_else(|panic| {
                     Err(format!(
                         "the transport panicked as a node was chosen for this sub-agent: {}",
-                        crate::tool::panic_message(panic.as_ref())
+                        crate::panics::panic_text(panic)
                     ))
                 })
             }

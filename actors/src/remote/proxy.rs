@@ -393,10 +393,11 @@ impl ProxyState {
             _ => None,
         };
         // A call started: its answer is in the fold (written now, as a
-        // local child's answer is as it is given).
+        // local child's answer is as it is given); a message read (folded
+        // with the answer before it: its verdict, come after, wrote none).
         let step = matches!(
             event,
-            AgentEvent::ToolResult(_) | AgentEvent::ToolStarted(_)
+            AgentEvent::ToolResult(_) | AgentEvent::ToolStarted(_) | AgentEvent::Steered(_)
         );
         run.closer.sink.emit(event);
         drop(mirror);
@@ -443,7 +444,13 @@ impl ProxyState {
             // an `Ended` over the wire's limit goes without it) what it
             // started from, and how it ended — never nothing, which a
             // message would resume from the task alone.
-            let conversation = conversation.filter(|c| !c.is_empty()).unwrap_or_else(|| {
+            // The node's holds what it took and never read: no longer
+            // unread here (read with it, it was written twice).
+            let conversation = conversation.filter(|c| !c.is_empty());
+            if conversation.is_some() {
+                state.steering.clear();
+            }
+            let conversation = conversation.unwrap_or_else(|| {
                 // A message it took and never read (the run ended here
                 // first) is in it, after its end, as a local close keeps
                 // one: lost, the resumed run lacked an instruction its

@@ -326,7 +326,8 @@ fn send(out: &Out, seq: &Seq, key: u64, body: ReportBody) {
         body,
     };
     *next += 1;
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| out(report))).is_err() {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| out(report))) {
+        crate::panics::dispose(panic);
         tracing::warn!(
             key,
             seq = *next - 1,

@@ -398,3 +398,63 @@ fn a_name_holding_a_character_that_shows_as_nothing_is_refused() {
         assert!(e.to_string().contains("shows as nothing"), "{e}");
     }
 }
+
+/// Widened (foreign): a Codex role's `[features] web_search_request =
+/// false` (or `web_search`, the alias Codex reads for it) switches its web
+/// search off — read as not applied, the role kept the host's
+/// `web_search`. Denied, as `[tools] web_search = false` is.
+#[test]
+fn a_codex_role_that_turns_its_web_search_off_never_gets_the_hosts() {
+    for feature in ["web_search_request = false", "web_search = false"] {
+        let (profile, warnings) = Profile::parse_codex_role(
+            Path::new("/p/.codex/agents/reader.toml"),
+            &format!("developer_instructions = \"Read.\"\n[features]\n{feature}\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            profile.disallowed_tools,
+            ["web_search"],
+            "{feature}: {warnings:?}"
+        );
+        assert!(warnings.is_empty(), "{feature}: {warnings:?}");
+    }
+}
+
+/// Widened (foreign): `agents: [worker]` (another tool's allowlist of the
+/// sub-agents a profile may start) was not applied, so the sub-agent
+/// could start any profile — where `tools: Agent(worker)`, the same limit
+/// in Claude Code's spelling, starts none. A limit this runtime does not
+/// apply starts none, warned, whatever its shape.
+#[test]
+fn an_agents_allowlist_starts_none() {
+    for value in ["[worker]", "worker", "[]"] {
+        let (profile, warnings) = parse(&format!("---\nagents: {value}\n---\nx")).unwrap();
+        assert_eq!(profile.disallowed_tools, ["use_agent"], "{value}");
+        let warned = warnings
+            .iter()
+            .any(|w| matches!(w, ProfileWarning::NotApplied { key, .. } if key == "agents"));
+        assert_eq!(warned, value != "[]", "{value}: {warnings:?}");
+    }
+}
+
+/// Widened (foreign): a YAML block opened with a comment (`--- # x`,
+/// YAML's document start, which other tools' readers take) was no block:
+/// in this runtime's own folders the file loaded with every tool, its
+/// deny list the prompt's text, without a warning. It opens the block; a
+/// fence followed by anything else is a misplaced fence.
+#[test]
+fn a_fence_with_a_comment_opens_the_block_and_one_with_more_is_refused() {
+    let (profile, warnings) =
+        parse("--- # read-only reviewer\ntools: read_file\ndisallowedTools: shell\n---\nReview.")
+            .unwrap();
+    assert_eq!(profile.tools, tools(&["read_file"]), "{warnings:?}");
+    assert_eq!(profile.disallowed_tools, ["shell"]);
+    assert_eq!(profile.system_prompt, "Review.");
+    for first in ["---\u{200b}", "--- read-only"] {
+        let e = parse_error(&format!("{first}\ntools: read_file\n---\nReview."));
+        assert!(
+            matches!(e.kind, ParseErrorKind::MisplacedFence { .. }),
+            "{first:?}: {e}"
+        );
+    }
+}

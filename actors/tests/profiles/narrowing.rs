@@ -253,3 +253,36 @@ fn a_utf16_file_naming_a_restriction_hides_the_earlier_profile() {
         );
     }
 }
+
+/// Widened (foreign): a file whose lines end with a lone CR (old Mac line
+/// ends) is refused as a misplaced fence — but the lenient reader split
+/// its lines at LF only: the whole file one line, its `tools: Read` was
+/// never seen, and the user's all-tools `reviewer` ran in its place.
+#[test]
+fn a_file_with_lone_cr_line_ends_naming_a_restriction_hides_the_earlier_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let project = tmp.path().join("project");
+    write(&user, "reviewer.md", "every tool");
+    // Named apart from its declared name: the name is read too.
+    write(
+        &project,
+        "security.md",
+        "---\rname: reviewer\rtools: Read\r---\rread only",
+    );
+    let (profiles, warnings) = ProfileSet::load(&[user, project], &[]);
+    assert!(
+        matches!(
+            warnings.as_slice(),
+            [ProfileWarning::Skipped(ProfileError::Parse {
+                kind: ParseErrorKind::MisplacedFence { .. },
+                ..
+            })]
+        ),
+        "{warnings:?}"
+    );
+    assert!(
+        profiles.get("reviewer").is_none(),
+        "the user's all-tools profile ran in place of the project's"
+    );
+}

@@ -275,7 +275,8 @@ fn a_codex_roles_mcp_servers_and_agents_narrow_what_they_say() {
 /// `agents:` as a list in a Markdown file (another tool's key: the agents
 /// it may start) failed the whole file as "expected a map" once `agents`
 /// was read as Codex's table. An empty list starts none — delegation
-/// denied; one naming agents loads, not applied.
+/// denied; one naming agents loads, a limit not applied: it starts none
+/// (read as not applied alone, it started any profile).
 #[test]
 fn agents_as_a_list_in_a_markdown_file_loads() {
     let parse = |agents: &str| {
@@ -287,7 +288,7 @@ fn agents_as_a_list_in_a_markdown_file_loads() {
     let (none, _) = parse("[]").unwrap();
     assert_eq!(none.disallowed_tools, ["use_agent"]);
     let (named, warnings) = parse("[reviewer]").unwrap();
-    assert!(named.disallowed_tools.is_empty());
+    assert_eq!(named.disallowed_tools, ["use_agent"]);
     assert!(
         warnings
             .iter()

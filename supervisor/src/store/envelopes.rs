@@ -3,7 +3,7 @@
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -427,5 +427,45 @@ impl EnvelopeStore {
         self.io
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Resumes of an earlier session's children, decided at once.
+impl EnvelopeStore {
+    /// A thread is about to resume the earlier session's child `id`:
+    /// `false` if it was resumed already (its envelope links a later run,
+    /// or a thread of this session began a resume of it), so two threads
+    /// in one instant — each reading the store before the other's link is
+    /// written — cannot both go on from it; or cancelled (another thread
+    /// stopped it since this one read it).
+    pub(crate) fn begin_resume(&self, id: &AgentId) -> bool {
+        let _io = self.lock_io();
+        if self
+            .get(id)
+            .is_some_and(|e| e.continued_as.is_some() || e.cancelled)
+        {
+            return false;
+        }
+        self.resuming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone())
+    }
+
+    /// A resume of `id` began ([`EnvelopeStore::begin_resume`] allowed
+    /// it), its link perhaps not written yet.
+    pub(crate) fn is_resuming(&self, id: &AgentId) -> bool {
+        self.resuming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(id)
+    }
+
+    /// The resume [`EnvelopeStore::begin_resume`] allowed did not start.
+    pub(crate) fn resume_failed(&self, id: &AgentId) {
+        self.resuming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
     }
 }

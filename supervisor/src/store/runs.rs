@@ -430,34 +430,6 @@ impl EnvelopeStore {
         self.map.get(id).is_some_and(|e| !e.forgotten)
     }
 
-    /// A thread is about to resume the earlier session's child `id`:
-    /// `false` if it was resumed already (its envelope links a later run,
-    /// or a thread of this session began a resume of it), so two threads
-    /// in one instant — each reading the store before the other's link is
-    /// written — cannot both go on from it; or cancelled (another thread
-    /// stopped it since this one read it).
-    pub(crate) fn begin_resume(&self, id: &AgentId) -> bool {
-        let _io = self.lock_io();
-        if self
-            .get(id)
-            .is_some_and(|e| e.continued_as.is_some() || e.cancelled)
-        {
-            return false;
-        }
-        self.resuming
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.clone())
-    }
-
-    /// The resume [`EnvelopeStore::begin_resume`] allowed did not start.
-    pub(crate) fn resume_failed(&self, id: &AgentId) {
-        self.resuming
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
-    }
-
     /// The wake for `id` is no longer owed, in memory at once: a copy read
     /// after it (a hub resuming the child, another thread) says so, whenever
     /// the disk write ([`EnvelopeStore::update`]) lands.

@@ -175,6 +175,10 @@ impl EnvelopeArchive for Archive {
         self.store.resume_failed(id);
     }
 
+    fn resuming(&self, id: &AgentId) -> bool {
+        self.store.is_resuming(id)
+    }
+
     /// A block of numbers of its own (see [`EnvelopeStore::approvals_after`]),
     /// past the registry's floor.
     fn approvals_after(&self) -> u64 {

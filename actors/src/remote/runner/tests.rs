@@ -96,38 +96,44 @@ async fn a_run_whose_agent_is_killed_mid_turn_still_ends() {
 /// limit) unwound the run's task: its agent lived on, `live` counted it
 /// for good (skewing `LeastLoaded`), and no `Ended` ever went out — the
 /// parent's node failed the run only after its wall clock and 30 s more.
-/// The report is lost; the run ends, its `Ended` numbered past the gap.
+/// The report is lost; the run ends, its `Ended` numbered past the gap —
+/// a panic's payload whose `Drop` panics too.
 #[tokio::test(start_paused = true)]
 async fn a_transport_that_panics_on_a_report_still_ends_the_run() {
-    let runner = a_runner().await;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let slot = runner.start(spec(), move |report| {
-        if matches!(report.body, ReportBody::Event(_)) && report.seq == 0 {
-            panic!("the link is closed");
-        }
-        let _ = tx.send(report);
-    });
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    runner.request(slot, RunRequest::Stop);
-    // Numbered past the gap: the lost report's number is spent, the
-    // `Ended` comes after it.
-    let mut numbers = Vec::new();
-    let ended = tokio::time::timeout(Duration::from_secs(3600), async {
-        loop {
-            let report = rx.recv().await.expect("its reports ended without an end");
-            numbers.push(report.seq);
-            if let ReportBody::Ended { result, .. } = report.body {
-                break result;
+    for bombs in [false, true] {
+        let runner = a_runner().await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let slot = runner.start(spec(), move |report| {
+            if matches!(report.body, ReportBody::Event(_)) && report.seq == 0 {
+                if bombs {
+                    std::panic::panic_any(Bomb);
+                }
+                panic!("the link is closed");
             }
-        }
-    })
-    .await
-    .expect("the run never ended");
-    assert_eq!(ended.outcome, Outcome::Stopped);
-    assert_eq!(runner.live(), 0);
-    assert!(runner.ended(slot));
-    assert!(numbers.len() > 1 && numbers[0] == 1, "{numbers:?}");
-    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{numbers:?}");
+            let _ = tx.send(report);
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        runner.request(slot, RunRequest::Stop);
+        // Numbered past the gap: the lost report's number is spent, the
+        // `Ended` comes after it.
+        let mut numbers = Vec::new();
+        let ended = tokio::time::timeout(Duration::from_secs(3600), async {
+            loop {
+                let report = rx.recv().await.expect("its reports ended without an end");
+                numbers.push(report.seq);
+                if let ReportBody::Ended { result, .. } = report.body {
+                    break result;
+                }
+            }
+        })
+        .await
+        .expect("the run never ended");
+        assert_eq!(ended.outcome, Outcome::Stopped);
+        assert_eq!(runner.live(), 0);
+        assert!(runner.ended(slot));
+        assert!(numbers.len() > 1 && numbers[0] == 1, "{numbers:?}");
+        assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{numbers:?}");
+    }
 }
 
 /// Same instant, two workers (review: shared state): a message sent to
@@ -261,4 +267,13 @@ fn a_start_and_a_message_from_a_thread_outside_the_runtime_run() {
         runner.request(slot, RunRequest::Stop);
         assert_eq!(ended_of(&mut rx).await.outcome, Outcome::Stopped);
     });
+}
+
+/// A panic payload whose `Drop` panics.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("the payload's drop panicked");
+    }
 }
