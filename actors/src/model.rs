@@ -32,7 +32,9 @@ pub trait Model: Send + Sync + 'static {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelError {
-    /// The service refused the credentials (HTTP 401/403).
+    /// The service refused the credentials (HTTP 401/403; the OpenAI
+    /// adapter reads a 403 saying its input was flagged as a `Server`
+    /// error).
     #[error("the model service refused the credentials (HTTP {status}): {message}")]
     Unauthorized {
         /// The HTTP status.

@@ -47,3 +47,32 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         "panic with a non-text payload".to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A payload whose drop panics with another such payload, `0` deep.
+    struct Nested(u8);
+
+    impl Drop for Nested {
+        fn drop(&mut self) {
+            if let Some(deeper) = self.0.checked_sub(1) {
+                std::panic::panic_any(Nested(deeper));
+            }
+        }
+    }
+
+    /// The panic of a payload's drop is not dropped in turn (its payload
+    /// may panic as it drops, and so on): read, and nothing unwinds out.
+    #[test]
+    fn a_payload_whose_drop_panics_with_another_stays_inside() {
+        let caught = std::panic::catch_unwind(|| std::panic::panic_any(Nested(3))).unwrap_err();
+        let read = std::panic::catch_unwind(AssertUnwindSafe(|| panic_text(caught)));
+        assert_eq!(read.ok().as_deref(), Some("panic with a non-text payload"));
+        let mut value = Some(Nested(3));
+        let dropped =
+            std::panic::catch_unwind(AssertUnwindSafe(|| drop_guarded(value.take(), "x")));
+        assert!(dropped.is_ok());
+    }
+}

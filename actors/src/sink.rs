@@ -117,9 +117,10 @@ impl EventSink {
 
     /// Tells the tap of this agent's level (this sink, or the nearest
     /// above it up to the first nesting) that a step ended. Called by
-    /// whoever made it (the turn after an answer with calls or a call's
-    /// `ToolResult`, the agent's or a proxy's handler after a message it
-    /// took), after it let go of the turn's lock: a hook may read the turn's
+    /// whoever made it (the turn after an answer with calls, one without
+    /// that goes on to read a message, or a call's `ToolResult`; the
+    /// agent's or a proxy's handler after a message it took; a proxy after
+    /// its node read one), after it let go of the turn's lock: a hook may read the turn's
     /// conversation, which takes that lock — called from the emit, under
     /// it, such a read never returned.
     pub(crate) fn stepped(&self) {

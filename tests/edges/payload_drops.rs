@@ -245,7 +245,7 @@ impl HubObserver for Explodes {
 #[tokio::test(start_paused = true)]
 async fn a_clock_or_observer_whose_panic_panics_as_it_drops_takes_no_hub_down() {
     for site in ["clock", "observer"] {
-        let clock = Arc::new(Flaky(AtomicBool::new(site == "clock")));
+        let clock = Arc::new(Flaky(AtomicBool::new(false)));
         let mut builder = DelegationBuilder::new(background_workers(&[5]).shared())
             .tools(ToolRegistry::new().with(Sleep))
             .clock(clock.clone());
@@ -253,6 +253,9 @@ async fn a_clock_or_observer_whose_panic_panics_as_it_drops_takes_no_hub_down() 
             builder = builder.observer(Arc::new(Explodes));
         }
         let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+        // Armed after the spawn (which reads the clock): the hub's next
+        // reading is the child's request's.
+        clock.0.store(site == "clock", Ordering::SeqCst);
         thread.send_user("go").unwrap();
         let mut log = Vec::new();
         until_wake(&mut events, &mut log, "agent_1").await;

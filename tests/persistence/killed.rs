@@ -251,3 +251,69 @@ fn hanging(store: &Arc<EnvelopeStore>) -> ThreadConfig {
     ))
     .store(store.clone())
 }
+
+/// (Review: shared resources.) A killed thread's writer drains its queue
+/// after the actor stopped (the store with it): a `forget_thread` of the
+/// conversation in between marked only what the store held — a child
+/// whose first write was still queued landed unforgotten, and after a
+/// restart it was listed interrupted, the next thread opened under the id
+/// woken for a child of a deleted conversation. A write for a thread
+/// forgotten and not opened again since lands forgotten.
+#[test]
+fn a_childs_write_landing_after_its_killed_threads_forget_is_forgotten() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = ThreadId::new("a");
+    let agent_1 = AgentId::new("agent_1");
+    runtime.block_on(async {
+        let store = open(tmp.path());
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run("Worker\nYou work.", "work")
+                    .tools(["sleep"])
+                    .background(),
+            ),
+            Reply::new().hang(),
+        ])
+        .with_script("Worker", vec![Reply::new().hang()]);
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(model.shared())
+                .tools(ToolRegistry::new().with(subagents_demo::Sleep)),
+        )
+        .store(store.clone())
+        .id(a.clone());
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        // The one blocking thread held: the child's first write queues.
+        let (release, plug) = std::sync::mpsc::channel::<()>();
+        tokio::task::spawn_blocking(move || plug.recv());
+        thread.send_user("go").unwrap();
+        until(&mut events, &mut Vec::new(), |e| {
+            matches!(e, AgentEvent::ChildStarted(_))
+        })
+        .await;
+        thread.hub().sync().await.unwrap();
+        thread.sync().await.unwrap();
+        assert!(store.get(&agent_1).is_none(), "queued, not written");
+        thread.actor().kill();
+        thread.actor().wait(None).await.unwrap();
+        assert!(store.forget_thread(&a).unwrap().is_empty());
+        release.send(()).unwrap();
+        let landed = async {
+            while store.get(&agent_1).is_none() {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), landed)
+            .await
+            .expect("the queued write never landed");
+        assert!(store.get(&agent_1).unwrap().forgotten, "landed unforgotten");
+    });
+    drop(runtime);
+    // After a restart: no thread is woken for it.
+    let store = open(tmp.path());
+    assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+}

@@ -45,7 +45,9 @@ pub trait HubObserver: Send + Sync + 'static {
     /// was answered — its conversation
     /// ([`HubHandle::conversation`](crate::HubHandle::conversation)) has
     /// grown, and may be read from here — or it took a message as it runs
-    /// (in its conversation once it reads it, at its next model call).
+    /// (in its conversation once it reads it, at its next model call), or
+    /// an answer with no call went on to read one, or (on another node)
+    /// it read one.
     /// Called from the child's turn just after the answer, the step's
     /// `ToolResult` or the message taken, holding none of its locks: do
     /// not block. A cut call is a step too: then it is called from
@@ -74,7 +76,7 @@ pub(crate) fn tell_each(
         for observer in observers {
             let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tell(&**observer)));
             if let Err(panic) = told {
-                // Read outside the macro (see `tool::drop_guarded`).
+                // Read outside the macro (see `panics::drop_guarded`).
                 let panic = crate::panics::panic_text(panic);
                 tracing::error!(%child, hook, panic, "a hub observer panicked");
             }

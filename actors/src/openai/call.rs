@@ -273,10 +273,21 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
 /// - Mistral's API refuses `seed` as a field it does not take (422,
 ///   "Extra inputs are not permitted"): its name for it is `random_seed`.
 ///   Only a refusal of the field itself: an error about the seed's value
-///   ("seed must be …") is answered as it is.
+///   ("seed must be …") is answered as it is;
+/// - a thinking model's API (DeepSeek's thinking mode, Kimi) refuses an
+///   assistant message without its `reasoning_content` ("Missing
+///   `reasoning_content` field in the assistant message at message index
+///   2"): every request after a tool call failed, and the conversation
+///   with it. Its reasoning is not kept (it is never shown): an empty one
+///   is sent, which these servers take.
 fn refused_field(body: &Value, message: &str) -> Option<&'static str> {
     let fields = body.as_object()?;
-    if message.contains("max_tokens")
+    if message.contains("reasoning_content")
+        && message.to_ascii_lowercase().contains("missing")
+        && assistants_without_reasoning(body).next().is_some()
+    {
+        Some("reasoning_content")
+    } else if message.contains("max_tokens")
         && message.contains("max_completion_tokens")
         // vLLM's context overflow names both ("… is too large"): not a
         // refusal of the field, the same request would fail again.
@@ -315,6 +326,12 @@ const NOT_TAKEN: [&str; 6] = [
 /// `stream_options` left out (the usage is then estimated). A body
 /// without that field is left as it is.
 fn amend(body: &mut Value, field: &str) {
+    if field == "reasoning_content" {
+        for message in assistants_without_reasoning_mut(body) {
+            message.insert(field.to_owned(), Value::String(String::new()));
+        }
+        return;
+    }
     let Some(fields) = body.as_object_mut() else {
         return;
     };
@@ -330,6 +347,32 @@ fn amend(body: &mut Value, field: &str) {
         }
         _ => {}
     }
+}
+
+/// The request's assistant messages that carry no `reasoning_content`.
+fn assistants_without_reasoning(
+    body: &Value,
+) -> impl Iterator<Item = &serde_json::Map<String, Value>> {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .filter(|m| !m.contains_key("reasoning_content"))
+}
+
+/// [`assistants_without_reasoning`], to amend.
+fn assistants_without_reasoning_mut(
+    body: &mut Value,
+) -> impl Iterator<Item = &mut serde_json::Map<String, Value>> {
+    body.get_mut("messages")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .filter(|m| !m.contains_key("reasoning_content"))
 }
 
 /// How much of an error body is read: enough for any service's message
@@ -403,6 +446,8 @@ async fn attempt(
     } else {
         service_text(&text, settings.api_key.as_deref())
     };
+    // Else the wait the body names (Gemini's, which sends no header).
+    let retry_after = retry_after.or_else(|| super::error::retry_delay(&text));
     if status.as_u16() == 429 {
         // Out of quota (OpenAI's `insufficient_quota`): no wait brings it
         // back, so it fails at once instead of after every retry.

@@ -58,13 +58,15 @@
 //!
 //! * Text deltas are yielded as [`ModelChunk::Text`] as they arrive.
 //! * Tool-call fragments are assembled by `index` (parallel calls may
-//!   interleave) and yielded as whole [`ModelChunk::ToolCall`]s when the
-//!   answer finishes (`finish_reason`, or `[DONE]`). A call with no id gets
+//!   interleave) and yielded as whole [`ModelChunk::ToolCall`]s at the
+//!   answer's end (`[DONE]`, or the stream's end after a `finish_reason`;
+//!   output after a finish reopens the answer). A call with no id gets
 //!   `call_<index>`; empty arguments become `{}`.
 //! * Usage (requested with `stream_options.include_usage`) is yielded once,
 //!   as [`ModelChunk::Usage`], at the end of the stream.
 //! * HTTP 429 is retried up to [`OpenAiBuilder::max_retries`] times,
-//!   waiting as `Retry-After` says (in seconds, or an HTTP date) or else 1 s, 2 s, 4 s, …;
+//!   waiting as `retry-after-ms` or `Retry-After` says (in seconds, or an
+//!   HTTP date), or the body's `retryDelay` (Gemini), or else 1 s, 2 s, 4 s, …;
 //!   all waiting is tokio time.
 //! * Dropping the stream aborts the request: nothing is spawned.
 //! * A query in the base URL (Azure's `?api-version=`) stays after the
@@ -76,7 +78,7 @@
 //!
 //! | what happened | [`ModelError`] |
 //! | --- | --- |
-//! | HTTP 401 or 403 | `Unauthorized` |
+//! | HTTP 401 or 403 (a 403 saying its input was flagged: `Server`) | `Unauthorized` |
 //! | HTTP 404 (the message names the URL: a wrong base path reads as one) | `ModelNotFound` |
 //! | HTTP 429, still after the retries | `RateLimited` |
 //! | HTTP 5xx, a redirect, or another unexpected status | `Server` |

@@ -222,10 +222,14 @@ impl Assembler {
                     if !text.is_empty() {
                         self.answer_chars += text.chars().count();
                         out.push(ModelChunk::Text(text));
+                        self.finished = false;
                     }
                 }
+                // Output after a finish (a relay's after every chunk): the
+                // answer goes on, a cut after it is no whole answer.
                 for fragment in delta.tool_calls.unwrap_or_default() {
                     self.merge(fragment);
+                    self.finished = false;
                 }
             }
             // A blank reason is no finish: SGLang and some gateways send
@@ -248,7 +252,8 @@ impl Assembler {
                     // left out, not a malformed answer (the cut is).
                     self.calls.retain(|_, call| !call.name.is_empty());
                 }
-                out.extend(self.drain_calls()?);
+                // Calls are drained at the answer's end: here, a relay's
+                // finish after each piece made each piece a call.
             }
         }
         if self.hidden >= HIDDEN_STEP {

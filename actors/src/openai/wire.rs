@@ -422,11 +422,16 @@ pub(crate) struct UsageWire {
     prompt_tokens: Option<Value>,
     #[serde(default)]
     completion_tokens: Option<Value>,
+    #[serde(default)]
+    total_tokens: Option<Value>,
 }
 
 impl UsageWire {
     /// The usage, if both counts are token counts (a missing or `null`
-    /// one counts 0); `None` if either is not.
+    /// one counts 0); `None` if either is not. A total past the two (a
+    /// gateway translating Gemini reports its thinking in the total only:
+    /// `completion_tokens` 151 of a total 553 over 20 of prompt — the
+    /// budget saw a quarter of the output) counts as output.
     pub(crate) fn read(&self) -> Option<Usage> {
         fn count(value: &Option<Value>) -> Option<u64> {
             match value {
@@ -434,9 +439,17 @@ impl UsageWire {
                 Some(value) => value.as_u64(),
             }
         }
+        let prompt_tokens = count(&self.prompt_tokens)?;
+        let completion_tokens = count(&self.completion_tokens)?;
+        // An unreadable total is no total (the two counts stand).
+        let beyond = self
+            .total_tokens
+            .as_ref()
+            .and_then(Value::as_u64)
+            .map_or(0, |total| total.saturating_sub(prompt_tokens));
         Some(Usage {
-            prompt_tokens: count(&self.prompt_tokens)?,
-            completion_tokens: count(&self.completion_tokens)?,
+            prompt_tokens,
+            completion_tokens: completion_tokens.max(beyond),
         })
     }
 }

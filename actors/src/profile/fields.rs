@@ -89,6 +89,7 @@ pub(super) const RESTRICTING_KEYS: &[&str] = &[
     "disallowed_tools",
     "permissionMode",
     "permission_mode",
+    "approval_policy",
     "sandbox_mode",
     "web_search",
     "hooks",
@@ -284,7 +285,30 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 }
                 "memory" => fm.memory = map.next_value()?,
                 "initialPrompt" | "initial_prompt" => fm.initial_prompt = map.next_value()?,
-                "skills" => fm.skills = map.next_value::<Option<ToolList>>()?.map(|t| t.0),
+                // Claude Code's list of skills, kept; Codex's table of them
+                // (`[[skills.config]]`): not applied (read as a list, the
+                // whole role was refused).
+                "skills" => match map.next_value::<Option<serde_json::Value>>()? {
+                    Some(serde_json::Value::Object(_)) => {}
+                    value => {
+                        fm.skills = value
+                            .map(|v| {
+                                serde_json::from_value::<ToolList>(v).map_err(de::Error::custom)
+                            })
+                            .transpose()?
+                            .map(|t| t.0);
+                    }
+                },
+                // Codex's table of prompts it rejects (`granular`, `reject`),
+                // as `dontAsk` refuses: loaded, the host's approval ran them.
+                "approval_policy" => {
+                    if let serde_json::Value::Object(_) = map.next_value()? {
+                        let why = "a table of the prompts it rejects";
+                        return Err(de::Error::custom(format!(
+                            "`{key}` is {why}, {CANNOT_ENFORCE}"
+                        )));
+                    }
+                }
                 _ if NOT_APPLIED.contains(&key.as_str()) => {
                     map.next_value::<IgnoredAny>()?;
                 }

@@ -142,3 +142,49 @@ fn declared_leniently(text: &str) -> Option<String> {
             .then(|| value.trim().trim_matches(['"', '\'']).to_owned())
     })
 }
+
+/// A YAML block whose top-level plain values holding `: ` (no YAML:
+/// "mapping values are not allowed") are quoted, as text — what Claude
+/// Code's reader makes of them (its `/agents` generator writes a
+/// description so, `Examples:` and `user: "…"` on one line). `None` if
+/// there is none (another error). Each line stays one line: positions
+/// hold.
+pub(super) fn plain_values_quoted(text: &str) -> Option<String> {
+    let mut quoted = false;
+    let lines: Vec<String> = text
+        .split('\n')
+        .map(|line| {
+            let Some((key, value)) = line.split_once(':') else {
+                return line.to_owned();
+            };
+            let plain_key = key
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+            let value = value.strip_suffix('\r').unwrap_or(value);
+            // A comment (`#` after a space or a tab, as YAML reads one)
+            // stays one: quoted into the value, `tools: Read  # no Write:
+            // ever` listed `Write` among the tools.
+            let comment = value
+                .char_indices()
+                .find(|&(at, c)| c == '#' && value[..at].ends_with([' ', '\t']))
+                .map_or(value.len(), |(at, _)| at);
+            let (value, comment) = value.split_at(comment);
+            let text = value.trim();
+            let plain = value.starts_with([' ', '\t'])
+                && !text.starts_with(['"', '\'', '[', '{', '|', '>', '&', '*', '!', '%', '@', '`']);
+            if plain_key && plain && (text.contains(": ") || text.ends_with(':')) {
+                quoted = true;
+                let text = serde_json::Value::String(text.to_owned()).to_string();
+                let end = if line.ends_with('\r') { "\r" } else { "" };
+                format!("{key}: {text} {comment}{end}")
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    quoted.then(|| lines.join("\n"))
+}

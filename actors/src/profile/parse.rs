@@ -321,8 +321,13 @@ pub(super) fn parse_frontmatter(
                 (line, column, invalid(e.message().trim().to_owned()))
             }),
         FrontmatterFormat::Yaml => {
-            let mut options = serde_saphyr::Options::default();
-            options.with_snippet = false;
+            let yaml = |text: &str| {
+                let mut options = serde_saphyr::Options::default();
+                options.with_snippet = false;
+                serde_saphyr::with_deserializer_from_str_with_options(text, options, |de| {
+                    Frontmatter::deserialize(de, &current_key)
+                })
+            };
             // The YAML parser skips a leading BOM (one here means the file
             // had two); its byte offsets then start after it.
             let skipped = if text.starts_with('\u{feff}') {
@@ -330,31 +335,44 @@ pub(super) fn parse_frontmatter(
             } else {
                 0
             };
-            serde_saphyr::with_deserializer_from_str_with_options(text, options, |de| {
-                Frontmatter::deserialize(de, &current_key)
-            })
-            .map_err(|e| {
-                let e = e.without_snippet();
-                let (line, column) = match e.location() {
-                    Some(loc) => match loc.span().byte_offset() {
-                        Some(at) => {
-                            let at = usize::try_from(at).unwrap_or(usize::MAX);
-                            line_column(text, at.saturating_add(skipped), first_line)
-                        }
-                        None => (
-                            first_line
-                                .saturating_add(usize::try_from(loc.line()).unwrap_or(usize::MAX))
-                                .saturating_sub(1)
-                                .max(first_line),
-                            usize::try_from(loc.column()).unwrap_or(usize::MAX).max(1),
-                        ),
-                    },
-                    None => (first_line, 1),
-                };
-                let (line, column) = place((line, column));
-                let message = serde_saphyr::UserMessageFormatter.format_message(e);
-                (line, column, invalid(message.trim().to_owned()))
-            })
+            // A plain value holding `: ` (Claude Code's `/agents` writes a
+            // description so) is no YAML, but Claude Code reads it as text:
+            // read so here too, or the first error stands.
+            yaml(text)
+                .or_else(|e| {
+                    let Some(quoted) = super::lenient::plain_values_quoted(text) else {
+                        return Err(e);
+                    };
+                    let key = current_key.take();
+                    yaml(&quoted).map_err(|_| {
+                        current_key.set(key);
+                        e
+                    })
+                })
+                .map_err(|e| {
+                    let e = e.without_snippet();
+                    let (line, column) = match e.location() {
+                        Some(loc) => match loc.span().byte_offset() {
+                            Some(at) => {
+                                let at = usize::try_from(at).unwrap_or(usize::MAX);
+                                line_column(text, at.saturating_add(skipped), first_line)
+                            }
+                            None => (
+                                first_line
+                                    .saturating_add(
+                                        usize::try_from(loc.line()).unwrap_or(usize::MAX),
+                                    )
+                                    .saturating_sub(1)
+                                    .max(first_line),
+                                usize::try_from(loc.column()).unwrap_or(usize::MAX).max(1),
+                            ),
+                        },
+                        None => (first_line, 1),
+                    };
+                    let (line, column) = place((line, column));
+                    let message = serde_saphyr::UserMessageFormatter.format_message(e);
+                    (line, column, invalid(message.trim().to_owned()))
+                })
         }
     };
     parsed.map(Option::unwrap_or_default)

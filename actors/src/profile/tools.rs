@@ -136,9 +136,61 @@ impl<'de> Visitor<'de> for ToolsVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tools, A::Error> {
         let mut switches = Vec::new();
-        while let Some((name, on)) = map.next_entry::<String, bool>()? {
+        while let Some((name, Switch(on))) = map.next_entry::<String, Switch>()? {
             switches.push((name, on));
         }
         Ok(Tools::Switches(switches))
+    }
+}
+
+/// A `[tools]` switch: `true` or `false`, or (Codex's newer form,
+/// `[tools.web_search]`) a table with its `enabled` (on without one) and
+/// options — read as a switch only, a role that switched a tool off so
+/// was refused, and the earlier role of its name, with it, ran. Options of
+/// a tool left on (`allowed_domains`: a search held to some sites) are a
+/// restriction this runtime cannot enforce: refused.
+struct Switch(bool);
+
+impl<'de> Deserialize<'de> for Switch {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Asked for as a boolean: TOML (the table form's only format)
+        // offers what it holds, a table too; YAML says a wrong value at
+        // the value.
+        deserializer.deserialize_bool(SwitchVisitor)
+    }
+}
+
+struct SwitchVisitor;
+
+impl<'de> Visitor<'de> for SwitchVisitor {
+    type Value = Switch;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a boolean, or a table with `enabled`")
+    }
+
+    fn visit_bool<E: de::Error>(self, on: bool) -> Result<Switch, E> {
+        Ok(Switch(on))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Switch, A::Error> {
+        let mut on = true;
+        let mut options = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "enabled" {
+                on = map.next_value::<bool>()?;
+            } else {
+                map.next_value::<de::IgnoredAny>()?;
+                options.push(key);
+            }
+        }
+        if on && !options.is_empty() {
+            return Err(de::Error::custom(format!(
+                "a tool switched on with options (`{}`) is {}",
+                options.join("`, `"),
+                super::fields::CANNOT_ENFORCE
+            )));
+        }
+        Ok(Switch(on))
     }
 }

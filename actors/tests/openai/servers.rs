@@ -340,3 +340,98 @@ async fn user_messages_in_a_row_go_out_as_one() {
     .map(|(r, c)| (r.to_owned(), c.to_owned()));
     assert_eq!(sent, want);
 }
+
+/// Foreign server (review: model servers' streams): a thinking model's
+/// API (DeepSeek's thinking mode, Kimi) refuses an assistant message that
+/// called tools without its `reasoning_content` — a 400 after every tool
+/// call, read as a server error: the turn failed, and every later request
+/// of the conversation the same way. Sent again with an empty one on each
+/// assistant message (which these servers take), and so from then on.
+#[tokio::test]
+async fn a_refusal_for_a_missing_reasoning_content_is_amended() {
+    let refusal = json!({"error": {"message": "Missing `reasoning_content` field in the assistant message at message index 2. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls", "type": "invalid_request_error", "param": null, "code": "invalid_request_error"}});
+    let ok = || Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()]));
+    let server = MockServer::start(vec![Reply::error(400, refusal), ok(), ok()]).await;
+    let model = server.model(None);
+    let mut asked = request("what is the weather?");
+    let call = ToolCall {
+        id: ToolUseId::new("call_1"),
+        name: "weather".into(),
+        arguments: "{}".into(),
+        extra_content: None,
+    };
+    let mut later = call.clone();
+    later.id = ToolUseId::new("call_2");
+    asked.messages.extend([
+        ChatMessage::assistant("", vec![call]),
+        ChatMessage::tool(ToolUseId::new("call_1"), "sunny"),
+        ChatMessage::assistant("and tomorrow?", vec![later]),
+        ChatMessage::tool(ToolUseId::new("call_2"), "rain"),
+    ]);
+    for _ in 0..2 {
+        let out = collect(&model, asked.clone()).await;
+        assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))]);
+    }
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3, "one refusal, then each call once");
+    for sent in &seen[1..] {
+        let messages = sent.body["messages"].as_array().unwrap();
+        // Every assistant message (the refusal names one index: the next
+        // would be refused in turn), and only theirs.
+        for at in [2, 4] {
+            assert_eq!(messages[at]["role"], "assistant");
+            assert_eq!(messages[at]["reasoning_content"], "", "{messages:?}");
+        }
+        for at in [0, 1, 3, 5] {
+            assert!(messages[at].get("reasoning_content").is_none(), "{at}");
+        }
+    }
+    assert!(
+        seen[0].body["messages"][2]
+            .get("reasoning_content")
+            .is_none()
+    );
+}
+
+/// Foreign server (review: model servers' streams): Gemini's compatible
+/// endpoint answers a 429 with no `Retry-After`, the wait in its body
+/// (`RetryInfo`'s `retryDelay`), and wraps its errors in a list: the
+/// retries were spent on the backoff (1, 2, 4 s) inside the half minute
+/// it named, and the message a model read was the raw JSON (`[{"error":
+/// …`). The wait is read from the body — past the adapter's longest, it
+/// fails at once, saying it — and the message from the list's one error.
+#[tokio::test]
+async fn geminis_429_is_waited_as_its_body_says_and_read_from_its_list() {
+    let quota = json!([{"error": {"code": 429,
+    "message": "Quota exceeded for metric: generate_content_free_tier_requests. Please retry in 30.5s.",
+    "status": "RESOURCE_EXHAUSTED",
+    "details": [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "30.5s"}
+    ]}}]);
+    let server = MockServer::start(vec![Reply::error(429, quota)]).await;
+    let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+        .max_retry_wait(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let out = collect(&model, request("hi")).await;
+    let [
+        Err(ModelError::RateLimited {
+            retry_after,
+            message,
+        }),
+    ] = &out[..]
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!(*retry_after, Some(Duration::from_millis(30_500)));
+    assert!(
+        message.starts_with("Quota exceeded for metric"),
+        "{message}"
+    );
+    assert_eq!(
+        server.seen().len(),
+        1,
+        "not retried inside the wait it named"
+    );
+}

@@ -92,3 +92,69 @@ fn a_broken_role_switching_a_tool_off_by_a_dotted_key_hides_the_earlier_one() {
         profiles.get("reviewer").map(|p| &p.source)
     );
 }
+
+/// Foreign (review: foreign agent files): Claude Code's own `/agents`
+/// generator writes a description on one line with `Examples:` and
+/// `user: "…"` in it — no YAML ("mapping values are not allowed"), which
+/// Claude Code's reader takes as text. The file was skipped as broken (the
+/// user's profile of its name, every tool, ran in its place). A plain
+/// value holding `: ` is read as text: the file loads with its tools; a
+/// value YAML reads another way (quoted, a list) is left as it is.
+#[test]
+fn a_description_as_claude_codes_generator_writes_it_loads() {
+    let text = "---\n\
+        name: svelte-quality-checker\n\
+        description: Use this agent when you need to review Svelte code. Examples:\\n\\n<example>\\nContext: User has just written a component.\\nuser: \"Can you check it?\"\\nassistant: \"I'll use the svelte-quality-checker agent\"\\n</example>\n\
+        tools: Read, Grep\r\n\
+        model: sonnet\n\
+        color: blue\n\
+        ---\n\
+        You review Svelte code.";
+    let (profile, warnings) = Profile::parse(Path::new("/p/.claude/agents/svelte.md"), text)
+        .expect("loads as Claude Code loads it");
+    assert_eq!(profile.name, "svelte-quality-checker");
+    assert!(
+        profile.description.starts_with("Use this agent when you need to review Svelte code. Examples:\\n\\n<example>\\nContext: User has"),
+        "{}",
+        profile.description
+    );
+    assert!(
+        profile.description.ends_with("</example>"),
+        "{}",
+        profile.description
+    );
+    assert_eq!(
+        profile.tools,
+        Some(vec!["Read".to_owned(), "Grep".to_owned()])
+    );
+    assert!(
+        warnings.iter().all(|w| matches!(
+            w,
+            ProfileWarning::NotApplied { .. } | ProfileWarning::UnknownKey { .. }
+        )),
+        "{warnings:?}"
+    );
+    // A comment stays one (this session's own review: quoted into the
+    // value, `tools` listed the words of the comment, `*` among them).
+    for comment in ["# read-only: no Write or Bash", "# TODO: * later"] {
+        let text = format!(
+            "---\nname: r\ndescription: Reviews code. Examples: user: \"review my PR\"\ntools: Read, Grep  {comment}\n---\nx"
+        );
+        let (profile, _) = Profile::parse(Path::new("/p/.claude/agents/r.md"), &text).unwrap();
+        assert_eq!(
+            profile.tools,
+            Some(vec!["Read".to_owned(), "Grep".to_owned()]),
+            "{comment}"
+        );
+        assert_eq!(
+            profile.description,
+            "Reviews code. Examples: user: \"review my PR\""
+        );
+    }
+    // Another error is reported as it was.
+    let broken = Profile::parse(
+        Path::new("/p/.claude/agents/x.md"),
+        "---\nname: x\ndescription: \"bad \\q\"\ntools: a: b\n---\nx",
+    );
+    assert!(broken.is_err(), "{broken:?}");
+}

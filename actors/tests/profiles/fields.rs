@@ -458,3 +458,74 @@ fn a_fence_with_a_comment_opens_the_block_and_one_with_more_is_refused() {
         );
     }
 }
+
+/// Foreign (review: foreign agent files): keys Codex documents for a role
+/// refused the whole role — `[[skills.config]]` (read as a list of tool
+/// names: "invalid type: map"), and `[tools.web_search]` written as a
+/// table (Codex's newer form, with `enabled` and options): a role that
+/// switched its search off so was skipped, and the earlier role of its
+/// name, with search, ran. Skills as a table are not applied; a tool's
+/// table is its switch (`enabled`, on without it); options of a tool left
+/// on (`allowed_domains`) cannot be enforced here: refused (this
+/// session's own review: read as not applied, the search was unlimited).
+#[test]
+fn codex_skills_and_a_tools_table_load_as_codex_writes_them() {
+    let role = |text: &str| {
+        Profile::parse_codex_role(
+            Path::new("/p/.codex/agents/reader.toml"),
+            &format!("developer_instructions = \"Read.\"\n{text}"),
+        )
+    };
+    let (_, warnings) = role("[[skills.config]]\npath = \"x\"\nenabled = false\n").unwrap();
+    assert!(
+        matches!(&warnings[..], [ProfileWarning::NotApplied { key, .. }] if key == "skills"),
+        "{warnings:?}"
+    );
+    let (off, _) = role("[tools.web_search]\nenabled = false\n").unwrap();
+    assert_eq!(off.disallowed_tools, ["web_search"]);
+    let (on, warnings) = role("[tools.web_search]\nenabled = true\n").unwrap();
+    assert!(on.disallowed_tools.is_empty());
+    assert!(
+        matches!(&warnings[..], [ProfileWarning::NotApplied { key, .. }] if key == "tools.web_search"),
+        "{warnings:?}"
+    );
+    let limited = role("[tools.web_search]\nallowed_domains = [\"docs.rs\"]\n").unwrap_err();
+    assert!(limited.is_refusal(), "{limited}");
+    assert!(
+        limited.to_string().contains("`allowed_domains`"),
+        "{limited}"
+    );
+    let (off, _) = role("[tools.web_search]\nenabled = false\nallowed_domains = []\n").unwrap();
+    assert_eq!(off.disallowed_tools, ["web_search"]);
+    let e = role("[tools.web_search]\nenabled = \"no\"\n").unwrap_err();
+    assert!(e.to_string().contains("expected a boolean"), "{e}");
+}
+
+/// Widened (foreign: review of foreign agent files): a Codex role's
+/// `approval_policy` as a table of the prompts it rejects (`granular`,
+/// or the older `reject`) — Codex's counterpart of Claude Code's
+/// `dontAsk`, which is refused — loaded, warned as not applied: under a
+/// host whose approvals allow, the child did what its role rejects.
+/// Refused as `dontAsk` is; a mode named by its string is not applied.
+#[test]
+fn a_codex_approval_policy_that_rejects_is_refused_not_dropped() {
+    let role = |policy: &str| {
+        Profile::parse_codex_role(
+            Path::new("/p/.codex/agents/reader.toml"),
+            &format!("developer_instructions = \"Read.\"\n{policy}\n"),
+        )
+    };
+    for policy in [
+        "approval_policy = { granular = { sandbox_approval = false, rules = false } }",
+        "approval_policy = { reject = { sandbox_approval = true } }",
+    ] {
+        let e = role(policy).unwrap_err();
+        assert!(e.is_refusal(), "{policy}: {e}");
+        assert!(e.to_string().contains("cannot enforce"), "{policy}: {e}");
+    }
+    let (_, warnings) = role("approval_policy = \"on-request\"").unwrap();
+    assert!(
+        matches!(&warnings[..], [ProfileWarning::NotApplied { key, .. }] if key == "approval_policy"),
+        "{warnings:?}"
+    );
+}

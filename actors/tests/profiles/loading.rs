@@ -165,8 +165,8 @@ fn a_profile_refused_for_a_restriction_hides_the_earlier_one_of_its_name() {
 }
 
 /// Widened (foreign): a project file with a restriction *and* an
-/// unrelated error before it (an unquoted `: ` in its description, a
-/// common slip) failed as broken, not refused — the parser stops at the
+/// unrelated error before it (an unknown escape in its quoted
+/// description) failed as broken, not refused — the parser stops at the
 /// first error — so the user's profile of its name, every tool, ran in
 /// its place; with the restriction first, the same file hid it. A broken
 /// file that names a restricting key hides its name as a refused one does.
@@ -181,7 +181,7 @@ fn a_restriction_after_an_unrelated_error_still_hides_the_earlier_profile() {
     write(
         &project,
         "reviewer.md",
-        "---\nname: reviewer\ndescription: Use this agent when: a diff is ready\ntools: Read, Grep\npermissionMode: plan\n---\nread only",
+        "---\nname: reviewer\ndescription: \"Use this agent when \\q a diff is ready\"\ntools: Read, Grep\npermissionMode: plan\n---\nread only",
     );
     write(
         &project,
@@ -192,7 +192,7 @@ fn a_restriction_after_an_unrelated_error_still_hides_the_earlier_profile() {
     write(
         &project,
         "helper.md",
-        "---\ndescription: Use this agent when: stuck\n---\nhelp",
+        "---\ndescription: \"Use this agent when \\q stuck\"\n---\nhelp",
     );
     let (profiles, _) = ProfileSet::load(&[user, project], &[]);
     for name in ["reviewer", "auditor"] {
@@ -222,12 +222,12 @@ fn a_broken_file_hides_the_name_it_declares_and_one_it_disables() {
     write(
         &project,
         "security.md",
-        "---\nname: reviewer\ndescription: Use this agent when: a diff is ready\ntools: Read\n---\nread only",
+        "---\nname: reviewer\ndescription: \"Use this agent when \\q a diff is ready\"\ntools: Read\n---\nread only",
     );
     write(
         &project,
         "auditor.md",
-        "---\ndescription: Use this agent when: never\ndisabled: true\n---\noff",
+        "---\ndescription: \"Use this agent when \\q never\"\ndisabled: true\n---\noff",
     );
     // Broken by a misplaced fence (a blank line first), declaring another
     // name; and an indented `name:` that belongs to a nested table.
@@ -243,7 +243,7 @@ fn a_broken_file_hides_the_name_it_declares_and_one_it_disables() {
     write(
         &project,
         "checks.md",
-        "---\nname: checker  # read-only copy\ndescription: Use this agent when: x\ntools: Read\n---\ny",
+        "---\nname: checker  # read-only copy\ndescription: \"Use this agent when \\q x\"\ntools: Read\n---\ny",
     );
     write(&user, "linter.md", "every tool");
     write(

@@ -10,7 +10,7 @@ fn write(dir: &Path, name: &str, text: &str) {
 }
 
 /// Widened (foreign): a project file broken before its restriction (an
-/// unquoted `: ` in its description, the common slip) hides the user's
+/// unknown escape in its quoted description) hides the user's
 /// all-tools profile of its name only if its restricting key is read
 /// leniently. Only `disabled` and `tools` were ever the sole restricting
 /// key of a broken file in a test, so dropping any other entry of the
@@ -22,12 +22,14 @@ fn write(dir: &Path, name: &str, text: &str) {
 #[test]
 fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
     let markdown = |key_line: &str| {
-        format!("---\nname: reviewer\ndescription: Use this agent when: x\n{key_line}\n---\nbody")
+        format!(
+            "---\nname: reviewer\ndescription: \"Use this agent when \\q x\"\n{key_line}\n---\nbody"
+        )
     };
     // A Codex role broken by its first key (a number where the prompt
     // goes), the restricting key after it.
     let role = |key_lines: &str| format!("developer_instructions = 5\n{key_lines}\n");
-    let cases: [(&str, &str, String); 20] = [
+    let cases: [(&str, &str, String); 21] = [
         ("disabled", "reviewer.md", markdown("disabled: true")),
         ("tools", "reviewer.md", markdown("tools: Read")),
         (
@@ -82,6 +84,11 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
             role("[mcp_servers.github]\nenabled = false"),
         ),
         ("agents", "reviewer.toml", role("[agents]\nmax_depth = 1")),
+        (
+            "approval_policy",
+            "reviewer.toml",
+            role("[approval_policy.granular]\nsandbox_approval = false"),
+        ),
         // Codex writes a hook as an array of tables: read as the table
         // `[hooks`, it named no restricting key.
         (

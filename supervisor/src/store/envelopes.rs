@@ -10,7 +10,7 @@ use dashmap::DashMap;
 use rustc_hash::FxBuildHasher;
 use subagents_actors::clock::Clock;
 use subagents_actors::hub::ChildIds;
-use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope};
+use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, ThreadId};
 
 use crate::store::files::{
     CORRUPT_EXT, JSON_EXT, LOCK_NAME, create_private_dir, file_name_for, from_another_version,
@@ -49,6 +49,12 @@ pub struct EnvelopeStore {
     /// Children of earlier sessions a thread of this session began to
     /// resume ([`EnvelopeStore::begin_resume`]): resumed once each.
     pub(super) resuming: Mutex<rustc_hash::FxHashSet<AgentId>>,
+    /// Threads forgotten ([`EnvelopeStore::forget_thread`]) and not opened
+    /// again since: a write for one lands forgotten — a killed thread's
+    /// writer drains its queue after its actor stopped, and a child first
+    /// written then was no forgotten one: after a restart it was listed,
+    /// and the next thread opened under the id woken for it.
+    pub(super) forgotten_threads: Mutex<rustc_hash::FxHashSet<ThreadId>>,
     /// The threads live on it ([`EnvelopeStore::claim_thread`]), and a
     /// wake for whoever waits for one closing.
     pub(super) live: crate::store::live::Live,
@@ -138,6 +144,7 @@ impl EnvelopeStore {
             interrupted: Mutex::new(Vec::new()),
             owed: Mutex::new(Vec::new()),
             resuming: Mutex::default(),
+            forgotten_threads: Mutex::default(),
             live: Mutex::default(),
             released: tokio::sync::Notify::new(),
             unsaved: Mutex::default(),
@@ -243,6 +250,12 @@ impl EnvelopeStore {
             if held.thread.is_some() || self.is_from_earlier_session(&envelope.id) {
                 envelope.thread = held.thread.clone();
             }
+        }
+        if let Some(thread) = &envelope.thread {
+            let forgotten = self.forgotten_threads.lock();
+            envelope.forgotten |= forgotten
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(thread);
         }
         let written = self.write_envelope(&envelope);
         self.map.insert(envelope.id.clone(), envelope);

@@ -153,6 +153,13 @@ impl EnvelopeStore {
                             actor: Arc::default(),
                         };
                         live.insert(id.clone(), holder.clone());
+                        // Opened again: its writes are its own (no longer
+                        // the forgotten thread's).
+                        store
+                            .forgotten_threads
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .remove(id);
                         return Some(LiveThread {
                             store: store.clone(),
                             id: id.clone(),

@@ -128,6 +128,11 @@ impl EnvelopeStore {
     /// taken off the restart list and the owed wakes — listed, no thread
     /// would ever take them.
     pub(crate) fn forget_now(&self, thread: &ThreadId) -> Vec<StoreError> {
+        // Marked first: a write landing meanwhile lands forgotten.
+        self.forgotten_threads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(thread.clone());
         let mut own: Vec<AgentId> = self
             .map
             .iter()

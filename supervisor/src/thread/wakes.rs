@@ -166,9 +166,13 @@ impl ThreadState {
         while let Some(child) = self.wakes.release_next() {
             if self.restarted.first() == Some(&child) {
                 let restarted = std::mem::take(&mut self.restarted);
+                // Only what can still go on: read as the wake goes out,
+                // after the host's first turn, which may have resumed one
+                // (it offered the run again) or stopped one (refused).
                 let listed: Vec<Envelope> = restarted
                     .iter()
                     .filter_map(|id| self.envelope(id))
+                    .filter(|e| e.continued_as.is_none() && !e.cancelled)
                     .collect();
                 self.settle_at_end = restarted;
                 if listed.is_empty() {
@@ -180,7 +184,7 @@ impl ThreadState {
                     continue;
                 }
                 self.events.emit(AgentEvent::Wake {
-                    child: child.clone(),
+                    child: listed[0].id.clone(),
                     line: restart_line(&listed),
                 });
                 let text = restart_text(&listed, self.parent.offers_use_agent());

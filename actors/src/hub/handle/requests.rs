@@ -19,7 +19,9 @@ impl HubHandle {
     /// turn has ended is [`Refused::RequesterEnded`]; one still waiting in
     /// the queue [`Refused::RequesterNotStarted`]; one deeper than the
     /// maximum depth (the parent, at a depth of 0) [`Refused::TooDeep`];
-    /// options no server takes [`Refused::Options`].
+    /// options no server takes [`Refused::Options`]; one naming a run to
+    /// go on from (`resumed_from`: only a message resumes a finished
+    /// child) [`Refused::ResumeRequested`].
     ///
     /// A host's child runs in the background whatever `background` says:
     /// waiting on a child is a delegation tool's, which a host cannot do,

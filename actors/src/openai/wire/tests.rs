@@ -214,3 +214,30 @@ fn a_usage_count_that_is_no_count_is_unreadable_not_malformed() {
 }
 
 mod empty;
+
+/// Foreign server (review: model servers' streams): a gateway translating
+/// Gemini reports its thinking in `total_tokens` only (`completion_tokens`
+/// 151 of a total 553 over 20 of prompt; `0` of 81): the budget saw a
+/// fraction of the output, or none. What the total holds past the prompt
+/// counts as output; a total within the two, or unreadable, changes
+/// nothing.
+#[test]
+fn a_total_past_the_two_counts_counts_as_output() {
+    let read = |json: &str| serde_json::from_str::<UsageWire>(json).unwrap().read();
+    let usage = |prompt_tokens, completion_tokens| {
+        Some(Usage {
+            prompt_tokens,
+            completion_tokens,
+        })
+    };
+    let thinking = r#"{"prompt_tokens":20,"completion_tokens":151,"total_tokens":553}"#;
+    assert_eq!(read(thinking), usage(20, 533));
+    let none_said = r#"{"prompt_tokens":20,"completion_tokens":0,"total_tokens":81}"#;
+    assert_eq!(read(none_said), usage(20, 61));
+    let within = r#"{"prompt_tokens":20,"completion_tokens":10,"total_tokens":30}"#;
+    assert_eq!(read(within), usage(20, 10));
+    let below = r#"{"prompt_tokens":20,"completion_tokens":10,"total_tokens":5}"#;
+    assert_eq!(read(below), usage(20, 10));
+    let unreadable = r#"{"prompt_tokens":20,"completion_tokens":10,"total_tokens":-1}"#;
+    assert_eq!(read(unreadable), usage(20, 10));
+}

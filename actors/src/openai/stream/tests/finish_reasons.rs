@@ -66,3 +66,84 @@ fn every_failed_reason_ends_the_call_mid_stream() {
         );
     }
 }
+
+/// Foreign input: OpenAI and Azure end an answer their content filter cut
+/// with `finish_reason: "content_filter"`. The partial text completed the
+/// turn and its calls ran.
+#[test]
+fn a_content_filter_finish_says_the_answer_was_cut_before_its_calls() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"content":"Here is","tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"content_filter"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(
+        &out[..3],
+        &[
+            ModelChunk::Text("Here is".into()),
+            ModelChunk::Truncated("content_filter".into()),
+            call("a", "f", "{}"),
+        ]
+    );
+    // A finish a server names its own way is a finish (TGI).
+    let (out, _) = feed(&[
+        r#"{"choices":[{"delta":{"content":"done"},"finish_reason":"eos_token"}]}"#,
+        "[DONE]",
+    ]);
+    assert!(
+        !out.iter().any(|c| matches!(c, ModelChunk::Truncated(_))),
+        "{out:?}"
+    );
+}
+
+/// Foreign server (review: model servers' streams): a relay that sends a
+/// finish after every chunk (Open WebUI in front of vLLM) ended a call at
+/// its first piece: `bash({})` drained, the next piece a call with no
+/// name — every call failed `Malformed`. Calls are drained at the answer's
+/// end; output after a finish goes on, and a cut after it is no whole
+/// answer.
+#[test]
+fn a_finish_before_the_answers_end_ends_nothing() {
+    let stop = r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#;
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"bash","arguments":""}}]}}]}"#,
+        stop,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"command\":\"ls\"}"}}]}}]}"#,
+        stop,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(out[0], call("a", "bash", r#"{"command":"ls"}"#), "{out:?}");
+    assert!(
+        matches!(out[1..], [ModelChunk::UsageEstimate(_)]),
+        "{out:?}"
+    );
+    // Text, a finish, more text, then the body cut: no whole answer.
+    let mut asm = Assembler::default();
+    for data in [
+        r#"{"choices":[{"delta":{"content":"a"}}]}"#,
+        stop,
+        r#"{"choices":[{"delta":{"content":"b"}}]}"#,
+    ] {
+        assert!(matches!(
+            asm.on_event("message", data),
+            Ok(Step::Continue(_))
+        ));
+    }
+    assert!(!asm.is_finished());
+    assert!(matches!(asm.on_end("u"), Err(ModelError::Connection(_))));
+    // A call's piece after a finish reopens it too: cut there, no call runs.
+    let mut asm = Assembler::default();
+    for data in [
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"bash","arguments":"{"}}]}}]}"#,
+        stop,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"command\""}}]}}]}"#,
+    ] {
+        assert!(matches!(
+            asm.on_event("message", data),
+            Ok(Step::Continue(_))
+        ));
+    }
+    assert!(matches!(asm.on_end("u"), Err(ModelError::Connection(_))));
+}

@@ -107,11 +107,14 @@ fn calls_without_an_index_are_matched_in_one_lookup_each() {
         asm.id_lookups,
         n + 2
     );
-    let Ok(Step::Continue(chunks)) = asm.on_event(
-        "message",
-        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
-    ) else {
-        panic!("no finish")
+    let finish = r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#;
+    assert!(matches!(
+        asm.on_event("message", finish),
+        Ok(Step::Continue(_))
+    ));
+    // Drained at the answer's end.
+    let Ok(Step::Done(chunks)) = asm.on_event("message", "[DONE]") else {
+        panic!("no end")
     };
     let calls: Vec<&ToolCall> = chunks
         .iter()

@@ -1,0 +1,112 @@
+//! The restart wake names what can still go on when it goes out.
+
+use super::*;
+
+/// A store whose background children `agent_1`… (`n` of them, "Long")
+/// were running when its process died: interrupted.
+async fn a_killed_session_with_running_children(
+    tmp: &std::path::Path,
+    n: usize,
+) -> Arc<EnvelopeStore> {
+    let live = tmp.join("live");
+    let dir = tmp.join("killed");
+    let mut start = Reply::new();
+    for _ in 0..n {
+        start = start.use_agent(
+            &UseAgentCall::run("Long\nYou work.", "the long part")
+                .tools(["sleep"])
+                .background(),
+        );
+    }
+    let model = ScriptedModel::new(vec![start, Reply::answer("Started.")]).with_script(
+        "Long\n",
+        vec![Reply::new().tool_call("sleep", r#"{"secs":3600}"#)],
+    );
+    let (thread, mut events) = thread_on(model.shared(), open(&live), 5).await;
+    thread.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    thread.flush_persistence().await.unwrap();
+    copy_dir(&live, &dir);
+    thread.close_and_wait().await;
+    let store = open(&dir);
+    assert_eq!(store.interrupted().len(), n);
+    store
+}
+
+/// (Review: what is on disk against a resume.) The restart wake tells the
+/// model each interrupted child "can go on from its saved conversation
+/// (use_agent action send …)" — read as it goes out, after the turn the
+/// host sent with the thread's start: a turn that resumed the child (the
+/// wake offered it again: a second send steered the run twice) or stopped
+/// it (a send then refused) left it listed. Listed only while it can go
+/// on; none left, no wake.
+#[tokio::test(start_paused = true)]
+async fn the_restart_wake_lists_only_children_that_can_still_go_on() {
+    for call in [
+        UseAgentCall::send("agent_1", "go on"),
+        UseAgentCall::stop("agent_1"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = a_killed_session_with_running_children(tmp.path(), 1).await;
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&call),
+            Reply::answer("Done."),
+            Reply::answer("Woken."),
+        ])
+        // Its second reply: the saved conversation holds its first.
+        .with_script("Long\n", vec![Reply::new().hang(), Reply::new().hang()]);
+        let (thread, mut events) = thread_on(model.shared(), store.clone(), 5).await;
+        // In the start's tick: it goes before the restart wake.
+        thread.send_user("go on with it").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        let called = results_of(&log, "use_agent");
+        assert!(
+            matches!(&called[..], [(_, false)]),
+            "{}: {called:?}",
+            call.to_json()
+        );
+        run_for(&mut events, &mut log, 60).await;
+        // No restart wake (its line names the interrupted): a resumed
+        // run's own end may wake the parent.
+        let restart = |e: &&AgentEvent| matches!(e, AgentEvent::Wake { line, .. } if line.contains("interrupted"));
+        let wakes: Vec<&AgentEvent> = log.iter().filter(restart).collect();
+        assert!(wakes.is_empty(), "{}: {wakes:?}", call.to_json());
+        thread.close_and_wait().await;
+    }
+}
+
+/// The same, one of two stopped by the first turn: the wake lists the
+/// other alone, and names it as the wake's child (this session's own
+/// review: it named the first interrupted, which the line left out).
+#[tokio::test(start_paused = true)]
+async fn the_restart_wake_names_the_child_left_to_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = a_killed_session_with_running_children(tmp.path(), 2).await;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::stop("agent_1")),
+        Reply::answer("Stopped one."),
+        Reply::answer("Woken."),
+    ]);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 5).await;
+    thread.send_user("stop the first").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, is_wake).await;
+    let wakes: Vec<(&AgentId, &String)> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Wake { child, line } => Some((child, line)),
+            _ => None,
+        })
+        .collect();
+    let [(child, line)] = &wakes[..] else {
+        panic!("{wakes:?}")
+    };
+    assert_eq!(child.as_str(), "agent_2");
+    assert!(
+        line.contains("1 sub-agent(s)") && line.contains("agent_2") && !line.contains("agent_1"),
+        "{line}"
+    );
+    thread.close_and_wait().await;
+}
