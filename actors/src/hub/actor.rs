@@ -105,12 +105,7 @@ impl Actor for Hub {
                 // Boxed, as `send` below: the spawn path is the hub's
                 // largest future, and inline it would size the handler
                 // future ractor keeps (boxed) for every hub's whole life.
-                let spawned = match &request.resumed_from {
-                    // A run goes on from another only as a message reaches
-                    // it: a request naming one skipped every check of that.
-                    Some(id) => Err(Refused::ResumeRequested { id: id.clone() }),
-                    None => Box::pin(state.spawn_child(&myself, request, span, call)).await,
-                };
+                let spawned = Box::pin(state.spawn_child(&myself, request, span, call)).await;
                 let made = spawned.as_ref().ok().cloned();
                 if reply.send(spawned).is_err()
                     && let Some(id) = made

@@ -127,12 +127,11 @@ impl HubState {
     /// stop of it read the chain as ending there — cancelled it, "done",
     /// while the other thread's run went on.
     pub(super) fn resumed_elsewhere(&self, newest: &AgentId) -> bool {
-        self.book.status(newest).is_none_or(|s| s.is_terminal())
-            && self
-                .archive
-                .as_ref()
-                .and_then(|slot| slot.get())
-                .is_some_and(|archive| archive.resuming(newest))
+        // The archive first: a hub with none (no store) reads nothing.
+        let Some(archive) = self.archive.as_ref().and_then(|slot| slot.get()) else {
+            return false;
+        };
+        self.book.status(newest).is_none_or(|s| s.is_terminal()) && archive.resuming(newest)
     }
 
     /// Why a message to `id`, which the book lacks, cannot reach it: the

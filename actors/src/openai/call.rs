@@ -277,13 +277,15 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
 /// - a thinking model's API (DeepSeek's thinking mode, Kimi) refuses an
 ///   assistant message without its `reasoning_content` ("Missing
 ///   `reasoning_content` field in the assistant message at message index
-///   2"): every request after a tool call failed, and the conversation
-///   with it. Its reasoning is not kept (it is never shown): an empty one
+///   2"; DeepSeek V4: "The `reasoning_content` in the thinking mode must be
+///   passed back to the API"): every request after a tool call failed, and
+///   the conversation with it. Not a refusal of the field itself (one a
+///   server does not take is answered as it is). Its reasoning is not kept (it is never shown): an empty one
 ///   is sent, which these servers take.
 fn refused_field(body: &Value, message: &str) -> Option<&'static str> {
     let fields = body.as_object()?;
     if message.contains("reasoning_content")
-        && message.to_ascii_lowercase().contains("missing")
+        && !NOT_TAKEN.iter().any(|words| message.contains(words))
         && assistants_without_reasoning(body).next().is_some()
     {
         Some("reasoning_content")

@@ -349,48 +349,67 @@ async fn user_messages_in_a_row_go_out_as_one() {
 /// assistant message (which these servers take), and so from then on.
 #[tokio::test]
 async fn a_refusal_for_a_missing_reasoning_content_is_amended() {
-    let refusal = json!({"error": {"message": "Missing `reasoning_content` field in the assistant message at message index 2. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls", "type": "invalid_request_error", "param": null, "code": "invalid_request_error"}});
-    let ok = || Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()]));
-    let server = MockServer::start(vec![Reply::error(400, refusal), ok(), ok()]).await;
-    let model = server.model(None);
-    let mut asked = request("what is the weather?");
-    let call = ToolCall {
-        id: ToolUseId::new("call_1"),
-        name: "weather".into(),
-        arguments: "{}".into(),
-        extra_content: None,
-    };
-    let mut later = call.clone();
-    later.id = ToolUseId::new("call_2");
-    asked.messages.extend([
-        ChatMessage::assistant("", vec![call]),
-        ChatMessage::tool(ToolUseId::new("call_1"), "sunny"),
-        ChatMessage::assistant("and tomorrow?", vec![later]),
-        ChatMessage::tool(ToolUseId::new("call_2"), "rain"),
-    ]);
-    for _ in 0..2 {
-        let out = collect(&model, asked.clone()).await;
-        assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))]);
-    }
-    let seen = server.seen();
-    assert_eq!(seen.len(), 3, "one refusal, then each call once");
-    for sent in &seen[1..] {
-        let messages = sent.body["messages"].as_array().unwrap();
-        // Every assistant message (the refusal names one index: the next
-        // would be refused in turn), and only theirs.
-        for at in [2, 4] {
-            assert_eq!(messages[at]["role"], "assistant");
-            assert_eq!(messages[at]["reasoning_content"], "", "{messages:?}");
+    for said in [
+        "Missing `reasoning_content` field in the assistant message at message index 2. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls",
+        // DeepSeek V4 (the last read of this session's change: no "missing").
+        "The `reasoning_content` in the thinking mode must be passed back to the API.",
+        "assistant message with tool_calls must include reasoning_content",
+    ] {
+        let refusal = json!({"error": {"message": said, "type": "invalid_request_error", "param": null, "code": "invalid_request_error"}});
+        let ok = || Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()]));
+        let server = MockServer::start(vec![Reply::error(400, refusal), ok(), ok()]).await;
+        let model = server.model(None);
+        let mut asked = request("what is the weather?");
+        let call = ToolCall {
+            id: ToolUseId::new("call_1"),
+            name: "weather".into(),
+            arguments: "{}".into(),
+            extra_content: None,
+        };
+        let mut later = call.clone();
+        later.id = ToolUseId::new("call_2");
+        asked.messages.extend([
+            ChatMessage::assistant("", vec![call]),
+            ChatMessage::tool(ToolUseId::new("call_1"), "sunny"),
+            ChatMessage::assistant("and tomorrow?", vec![later]),
+            ChatMessage::tool(ToolUseId::new("call_2"), "rain"),
+        ]);
+        for _ in 0..2 {
+            let out = collect(&model, asked.clone()).await;
+            assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))]);
         }
-        for at in [0, 1, 3, 5] {
-            assert!(messages[at].get("reasoning_content").is_none(), "{at}");
+        let seen = server.seen();
+        assert_eq!(seen.len(), 3, "one refusal, then each call once");
+        for sent in &seen[1..] {
+            let messages = sent.body["messages"].as_array().unwrap();
+            // Every assistant message (the refusal names one index: the next
+            // would be refused in turn), and only theirs.
+            for at in [2, 4] {
+                assert_eq!(messages[at]["role"], "assistant");
+                assert_eq!(messages[at]["reasoning_content"], "", "{messages:?}");
+            }
+            for at in [0, 1, 3, 5] {
+                assert!(messages[at].get("reasoning_content").is_none(), "{at}");
+            }
         }
+        assert!(
+            seen[0].body["messages"][2]
+                .get("reasoning_content")
+                .is_none()
+        );
     }
+    // A refusal of the field itself is answered as it is.
+    let unknown =
+        json!({"error": {"message": "Unknown parameter: 'messages[2].reasoning_content'."}});
+    let server = MockServer::start(vec![Reply::error(400, unknown)]).await;
+    let mut asked = request("hi");
+    asked.messages.push(ChatMessage::assistant("", Vec::new()));
+    let out = collect(&server.model(None), asked).await;
     assert!(
-        seen[0].body["messages"][2]
-            .get("reasoning_content")
-            .is_none()
+        matches!(&out[..], [Err(ModelError::Server { status: 400, .. })]),
+        "{out:?}"
     );
+    assert_eq!(server.seen().len(), 1);
 }
 
 /// Foreign server (review: model servers' streams): Gemini's compatible

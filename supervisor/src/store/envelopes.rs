@@ -474,6 +474,19 @@ impl EnvelopeStore {
             .contains(id)
     }
 
+    /// A stop reached the earlier session's child `id` after it ended: it
+    /// is cancelled for good — unless a thread began to resume it, decided
+    /// under the store's lock as the resume is (a stop that read the chain
+    /// before the mark, on another worker, cancelled the chain the other
+    /// thread goes on with).
+    pub(crate) fn cancel_unless_resuming(&self, id: &AgentId) -> Result<(), StoreError> {
+        self.update(id, |e| {
+            let first = e.cancellable() && !self.is_resuming(id);
+            e.cancelled |= first;
+            first
+        })
+    }
+
     /// The resume [`EnvelopeStore::begin_resume`] allowed did not start.
     pub(crate) fn resume_failed(&self, id: &AgentId) {
         self.resuming

@@ -217,4 +217,29 @@ mod tests {
         store.give_back_interrupted(vec![AgentId::new("agent_1")]);
         assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
     }
+
+    /// Review (the last read of this session's change): a stop of an
+    /// earlier session's child checked another thread's resume of it
+    /// outside the store's lock; the resume, begun between the check and
+    /// the cancel (two workers), had its chain cancelled under it. The
+    /// cancel reads the resume's mark under the lock the resume takes.
+    #[test]
+    fn a_child_another_thread_began_to_resume_is_not_cancelled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        store.save(&done("agent_1")).unwrap();
+        store.save(&done("agent_2")).unwrap();
+        drop(store);
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock).unwrap();
+        assert!(store.begin_resume(&AgentId::new("agent_1")));
+        store
+            .cancel_unless_resuming(&AgentId::new("agent_1"))
+            .unwrap();
+        assert!(!store.get(&AgentId::new("agent_1")).unwrap().cancelled);
+        store
+            .cancel_unless_resuming(&AgentId::new("agent_2"))
+            .unwrap();
+        assert!(store.get(&AgentId::new("agent_2")).unwrap().cancelled);
+    }
 }

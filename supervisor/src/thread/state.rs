@@ -157,11 +157,7 @@ impl EnvelopeArchive for Archive {
         if !self.reaches(id) {
             return;
         }
-        let cancelled = self.store.update(id, |e| {
-            let first = e.cancellable();
-            e.cancelled |= first;
-            first
-        });
+        let cancelled = self.store.cancel_unless_resuming(id);
         if let Err(error) = cancelled {
             self.errors.push(error.to_string());
         }

@@ -64,20 +64,30 @@ impl HubHandle {
         call: Option<crate::agent::CallSlot>,
     ) -> impl std::future::Future<Output = Result<AgentId, Refused>> + Send + 'static + use<> {
         let stop = request.stop_if_abandoned;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let sent = self.actor.cast(HubMsg::Spawn {
-            request: Arc::new(request),
-            span,
-            call,
-            reply: tx.into(),
-        });
-        let pending = sent.is_ok().then(|| PendingSpawn {
-            hub: self.actor.clone(),
-            rx: Some(rx),
-            stop,
+        // A run goes on from another only as a message reaches it (the
+        // hub's own resume): a request naming one skipped every check of
+        // that. Refused here, not sent (checked in the hub's handler, it
+        // widened the future every hub keeps for its life).
+        let forged = request.resumed_from.clone();
+        let pending = forged.is_none().then(|| {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let sent = self.actor.cast(HubMsg::Spawn {
+                request: Arc::new(request),
+                span,
+                call,
+                reply: tx.into(),
+            });
+            sent.is_ok().then(|| PendingSpawn {
+                hub: self.actor.clone(),
+                rx: Some(rx),
+                stop,
+            })
         });
         async move {
-            let mut pending = pending.ok_or(Refused::Closed)?;
+            if let Some(id) = forged {
+                return Err(Refused::ResumeRequested { id });
+            }
+            let mut pending = pending.flatten().ok_or(Refused::Closed)?;
             let answer = match pending.rx.as_mut() {
                 Some(rx) => rx.await,
                 None => return Err(Refused::Closed),
