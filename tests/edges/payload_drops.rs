@@ -40,6 +40,19 @@ enum Site {
     ModelStreamDrop,
 }
 
+/// Every site, in the order the test runs them.
+const SITES: [Site; 9] = [
+    Site::ToolCall,
+    Site::ToolFuture,
+    Site::ToolFutureDrop,
+    Site::ToolDeciding,
+    Site::ToolSchema,
+    Site::Policy,
+    Site::ModelStart,
+    Site::ModelPoll,
+    Site::ModelStreamDrop,
+];
+
 /// A tool `faulty` panicking at its site.
 struct Faulty(Site);
 
@@ -133,19 +146,8 @@ impl Model for Faultier {
 /// ones that went wrong are listed.
 #[tokio::test(start_paused = true)]
 async fn a_panic_whose_payload_panics_as_it_drops_stays_where_it_was_caught() {
-    use Site::*;
     let mut wrong = Vec::new();
-    for site in [
-        ToolCall,
-        ToolFuture,
-        ToolFutureDrop,
-        ToolDeciding,
-        ToolSchema,
-        Policy,
-        ModelStart,
-        ModelPoll,
-        ModelStreamDrop,
-    ] {
+    for site in SITES {
         if let Err(what) = at(site).await {
             wrong.push(format!("{site:?}: {what}"));
         }

@@ -1,6 +1,6 @@
 //! Turning stream events into [`ModelChunk`]s: text deltas pass straight
 //! through; tool-call fragments are assembled per `index` and yielded whole
-//! when the answer finishes; usage is kept and yielded once at the end.
+//! at the answer's end; usage is kept and yielded once at the end.
 //!
 //! This part knows nothing of HTTP: it is fed the `event` name and `data`
 //! of each server-sent event.
@@ -280,7 +280,7 @@ impl Assembler {
         }
     }
 
-    /// The model's finish came: the answer is whole, whatever follows.
+    /// A finish came and no output since: the answer is whole.
     pub(crate) fn is_finished(&self) -> bool {
         self.finished
     }
