@@ -88,11 +88,7 @@ async fn a_conversation_copied_while_a_message_waits_goes_on_from_that_copy() {
         let tmp = tempfile::tempdir().unwrap();
         let store = open(tmp.path());
         let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(
-                &UseAgentCall::run("Worker\nYou work.", "work")
-                    .tools(["sleep"])
-                    .background(),
-            ),
+            starting_the_worker(),
             Reply::answer("Started."),
             Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
             Reply::answer("Told it."),

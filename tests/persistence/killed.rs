@@ -271,15 +271,8 @@ fn a_childs_write_landing_after_its_killed_threads_forget_is_forgotten() {
     let agent_1 = AgentId::new("agent_1");
     runtime.block_on(async {
         let store = open(tmp.path());
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(
-                &UseAgentCall::run("Worker\nYou work.", "work")
-                    .tools(["sleep"])
-                    .background(),
-            ),
-            Reply::new().hang(),
-        ])
-        .with_script("Worker", vec![Reply::new().hang()]);
+        let model = ScriptedModel::new(vec![starting_the_worker(), Reply::new().hang()])
+            .with_script("Worker", vec![Reply::new().hang()]);
         let config = ThreadConfig::new(
             DelegationBuilder::new(model.shared())
                 .tools(ToolRegistry::new().with(subagents_demo::Sleep)),

@@ -33,6 +33,16 @@ use subagents::prelude::*;
 use subagents::supervisor::store::EnvelopeStore;
 use subagents::supervisor::{ThreadConfig, ThreadHandle};
 
+/// The parent's answer that starts `Worker` in the background, with
+/// `sleep` (the scripted parents of the step and kill tests).
+fn starting_the_worker() -> Reply {
+    Reply::new().use_agent(
+        &UseAgentCall::run("Worker\nYou work.", "work")
+            .tools(["sleep"])
+            .background(),
+    )
+}
+
 fn open(dir: &std::path::Path) -> Arc<EnvelopeStore> {
     Arc::new(EnvelopeStore::open(dir, Arc::new(SystemClock)).unwrap().0)
 }

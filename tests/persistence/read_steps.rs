@@ -12,11 +12,7 @@ const STEERED: &str = "[message from the agent that started you]\nalso check X";
 /// second turn, sends it "also check X"; the worker's replies `worker`.
 fn a_parent_that_tells(worker: Vec<Reply>) -> Arc<dyn subagents::actors::Model> {
     ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Worker\nYou work.", "work")
-                .tools(["sleep"])
-                .background(),
-        ),
+        starting_the_worker(),
         Reply::answer("Started."),
         Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
         Reply::answer("Told it."),

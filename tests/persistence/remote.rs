@@ -18,14 +18,7 @@ pub(super) fn a_worker_that_naps_thinking(
     if !thinking.is_zero() {
         second = second.delay(thinking);
     }
-    let mut replies = vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Worker\nYou work.", "work")
-                .tools(["sleep"])
-                .background(),
-        ),
-        Reply::answer("Started."),
-    ];
+    let mut replies = vec![starting_the_worker(), Reply::answer("Started.")];
     replies.extend(then);
     ScriptedModel::new(replies)
         .with_script(
@@ -172,19 +165,12 @@ async fn a_killed_remote_childs_saved_conversation_answers_its_open_call() {
     use subagents::actors::Placement;
     use subagents::messages::Role;
     let tmp = tempfile::tempdir().unwrap();
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Worker\nYou work.", "work")
-                .tools(["sleep"])
-                .background(),
-        ),
-        Reply::answer("Started."),
-    ])
-    .with_script(
-        "Worker",
-        vec![Reply::new().tool_call("sleep", r#"{"secs":600}"#)],
-    )
-    .shared();
+    let model = ScriptedModel::new(vec![starting_the_worker(), Reply::answer("Started.")])
+        .with_script(
+            "Worker",
+            vec![Reply::new().tool_call("sleep", r#"{"secs":600}"#)],
+        )
+        .shared();
     let node = common::loopback::Loopback::new("b", model.clone()).await;
     let store = open(tmp.path());
     let config = ThreadConfig::new(
@@ -281,11 +267,7 @@ async fn a_message_a_remote_child_read_is_saved_where_it_read_it() {
             let tmp = tempfile::tempdir().unwrap();
             let store = open(tmp.path());
             let model = ScriptedModel::new(vec![
-                Reply::new().use_agent(
-                    &UseAgentCall::run("Worker\nYou work.", "work")
-                        .tools(["sleep"])
-                        .background(),
-                ),
+                starting_the_worker(),
                 Reply::answer("Started."),
                 Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
                 Reply::answer("Told it."),

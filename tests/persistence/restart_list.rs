@@ -3,8 +3,9 @@
 use super::*;
 
 /// A store whose background children `agent_1`… (`n` of them, "Long")
-/// were running when its process died: interrupted.
-async fn a_killed_session_with_running_children(
+/// were running when its process died: interrupted (the store is its
+/// copy in `killed/`).
+pub(super) async fn a_killed_session_with_running_children(
     tmp: &std::path::Path,
     n: usize,
 ) -> Arc<EnvelopeStore> {

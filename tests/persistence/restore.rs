@@ -364,31 +364,9 @@ async fn a_resume_as_the_restart_wake_ends_reads_it_settled() {
 
 async fn resume_as_the_restart_wake_ends() {
     let tmp = tempfile::tempdir().unwrap();
-    let live = tmp.path().join("live");
     let dir = tmp.path().join("killed");
     // A session whose background child runs when its process dies.
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Long\nYou work.", "the long part")
-                .tools(["sleep"])
-                .background(),
-        ),
-        Reply::answer("Started."),
-    ])
-    .with_script(
-        "Long\n",
-        vec![
-            Reply::new().tool_call("sleep", r#"{"secs":3600}"#),
-            Reply::answer("long part done"),
-        ],
-    );
-    let (thread, mut events) = thread_on(model.shared(), open(&live), 5).await;
-    thread.send_user("go").unwrap();
-    until_result(&mut events, &mut Vec::new()).await;
-    thread.flush_persistence().await.unwrap();
-    copy_dir(&live, &dir);
-    thread.close_and_wait().await;
-    let store = open(&dir);
+    let store = super::restart_list::a_killed_session_with_running_children(tmp.path(), 1).await;
     assert_eq!(store.interrupted(), [AgentId::new("agent_1")]);
     // The restart wake's turn starts four children (their writes queued
     // ahead of the settle), then the user's message resumes agent_1.

@@ -167,7 +167,7 @@ fn unwrapped(value: Value) -> Value {
 /// `RetryInfo` (`"retryDelay": "30.5s"` among the error's `details`, no
 /// `Retry-After`) — backed off 1, 2, 4 s instead, the retries were spent
 /// inside a window the service said lasts half a minute.
-pub(crate) fn retry_delay(body: &str) -> Option<std::time::Duration> {
+pub(crate) fn retry_delay(body: &str) -> Option<Duration> {
     let value = unwrapped(serde_json::from_str::<Value>(body).ok()?);
     let error = value.get("error").unwrap_or(&value);
     error.get("details")?.as_array()?.iter().find_map(|detail| {
@@ -178,8 +178,7 @@ pub(crate) fn retry_delay(body: &str) -> Option<std::time::Duration> {
             .strip_suffix('s')?;
         let secs = delay.parse::<f64>().ok()?;
         // A day at most: past it, as good as never (and no overflow).
-        (secs.is_finite() && secs >= 0.0)
-            .then(|| std::time::Duration::from_secs_f64(secs.min(86_400.0)))
+        (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
     })
 }
 
