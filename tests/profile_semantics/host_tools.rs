@@ -155,3 +155,34 @@ async fn a_deny_list_entry_naming_several_tools_denies_each() {
         tools_the_worker_gets_from("disallowedTools: [\"calculator, sleep\"]", host, 1).await;
     assert_eq!(tools, ["read_file"]);
 }
+
+/// Widened (foreign, real files: `disallowedTools: [Agent, "mcp__*"]`,
+/// a guide's "drop all MCP tools"): a deny rule ending in `*` was read
+/// as one tool's name, `mcp__*`, which no tool has — the child kept
+/// every MCP tool; `"*"` denied nothing at all. A deny list resolves
+/// towards denying: the rule covers every tool that begins as it does.
+#[tokio::test(start_paused = true)]
+async fn a_wildcard_deny_rule_denies_every_tool_it_covers() {
+    let host = || {
+        ToolRegistry::new()
+            .with(Calculator)
+            .with(common::HostTool("mcp__github__merge_pull_request"))
+    };
+    let (tools, _parent) =
+        tools_the_worker_gets_from("disallowedTools: [Agent, \"mcp__*\"]", host(), 1).await;
+    assert_eq!(tools, ["calculator"]);
+    // Every tool, delegation too (the parent may delegate two levels).
+    let (tools, _parent) = tools_the_worker_gets_from("disallowedTools: \"*\"", host(), 2).await;
+    assert!(tools.is_empty(), "{tools:?}");
+}
+
+/// Widened (foreign, a real `flow.md`): `tools: Agent(flow, player), *`
+/// is every tool with `Agent` scoped to two types, in Claude Code; the
+/// `*` dropped the whole list, the scope with it — and below the depth
+/// limit the sub-agent could start any profile. It starts none, as the
+/// scope without the `*` does.
+#[tokio::test(start_paused = true)]
+async fn a_scoped_agent_tool_beside_a_star_still_starts_no_sub_agent() {
+    let (tools, _parent) = tools_the_worker_gets("tools: Agent(flow, player), *").await;
+    assert_eq!(tools, ["calculator", "sleep"]);
+}

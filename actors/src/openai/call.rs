@@ -12,6 +12,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::Value;
 use subagents_messages::{ModelChunk, ModelRequest};
 
+use super::amend::{amend, refused_field};
 use super::error::{Timeouts, out_of_quota, status_error, transport_error, truncate};
 use super::redact::service_text;
 use super::retry::{Attempt, RetryPolicy, parse_retry_after, parse_retry_after_ms, with_retries};
@@ -32,7 +33,7 @@ pub(crate) struct Settings {
     pub(crate) retry: RetryPolicy,
     pub(crate) timeouts: Timeouts,
     /// The fields this adapter's server refused and how they were
-    /// amended ([`amend`]), in the order learnt: every later call is sent
+    /// amended (`amend`), in the order learnt: every later call is sent
     /// amended at once (each call paid a refused request first — two
     /// requests a call against a per-request rate limit).
     pub(crate) refused: std::sync::Mutex<Vec<&'static str>>,
@@ -261,120 +262,6 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
             super::lines::Fault::LineTooLong => BodyError::LineTooLong,
         }),
     )))
-}
-
-/// The field of `body` a 400 refusal names, if it has a known answer not
-/// tried yet ([`amend`]):
-///
-/// - OpenAI's o-series and gpt-5 refuse `max_tokens` and name its
-///   successor (vLLM and llama.cpp do not all take the new name);
-/// - older Azure API versions and some gateways refuse `stream_options`
-///   ("Unknown parameter"), Mistral's API too (422);
-/// - Mistral's API refuses `seed` as a field it does not take (422,
-///   "Extra inputs are not permitted"): its name for it is `random_seed`.
-///   Only a refusal of the field itself: an error about the seed's value
-///   ("seed must be …") is answered as it is;
-/// - a thinking model's API (DeepSeek's thinking mode, Kimi) refuses an
-///   assistant message without its `reasoning_content` ("Missing
-///   `reasoning_content` field in the assistant message at message index
-///   2"; DeepSeek V4: "The `reasoning_content` in the thinking mode must be
-///   passed back to the API"): every request after a tool call failed, and
-///   the conversation with it. Not a refusal of the field itself (one a
-///   server does not take is answered as it is). Its reasoning is not kept (it is never shown): an empty one
-///   is sent, which these servers take.
-fn refused_field(body: &Value, message: &str) -> Option<&'static str> {
-    let fields = body.as_object()?;
-    if message.contains("reasoning_content")
-        && !NOT_TAKEN.iter().any(|words| message.contains(words))
-        && assistants_without_reasoning(body).next().is_some()
-    {
-        Some("reasoning_content")
-    } else if message.contains("max_tokens")
-        && message.contains("max_completion_tokens")
-        // vLLM's context overflow names both ("… is too large"): not a
-        // refusal of the field, the same request would fail again.
-        && !message.contains("too large")
-        && !message.contains("context length")
-        && fields.contains_key("max_tokens")
-    {
-        Some("max_tokens")
-    } else if message.contains("stream_options") && fields.contains_key("stream_options") {
-        Some("stream_options")
-    } else if message.contains("seed")
-        && !message.contains("random_seed")
-        && fields.contains_key("seed")
-        && NOT_TAKEN.iter().any(|words| message.contains(words))
-    {
-        Some("seed")
-    } else {
-        None
-    }
-}
-
-/// How servers say a field is not one they take (Mistral's and FastAPI's
-/// `extra_forbidden`, OpenAI's and Azure's "Unknown parameter", others'
-/// "unrecognized"/"unknown field").
-const NOT_TAKEN: [&str; 6] = [
-    "Extra inputs are not permitted",
-    "extra_forbidden",
-    "Unknown parameter",
-    "nrecognized",
-    "unknown field",
-    "not permitted",
-];
-
-/// `body` with `field` amended as its refusal asks: `max_tokens` renamed
-/// `max_completion_tokens`, `seed` renamed `random_seed`,
-/// `stream_options` left out (the usage is then estimated). A body
-/// without that field is left as it is.
-fn amend(body: &mut Value, field: &str) {
-    if field == "reasoning_content" {
-        for message in assistants_without_reasoning_mut(body) {
-            message.insert(field.to_owned(), Value::String(String::new()));
-        }
-        return;
-    }
-    let Some(fields) = body.as_object_mut() else {
-        return;
-    };
-    let Some(value) = fields.remove(field) else {
-        return;
-    };
-    match field {
-        "max_tokens" => {
-            fields.insert("max_completion_tokens".to_owned(), value);
-        }
-        "seed" => {
-            fields.insert("random_seed".to_owned(), value);
-        }
-        _ => {}
-    }
-}
-
-/// The request's assistant messages that carry no `reasoning_content`.
-fn assistants_without_reasoning(
-    body: &Value,
-) -> impl Iterator<Item = &serde_json::Map<String, Value>> {
-    body.get("messages")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object)
-        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-        .filter(|m| !m.contains_key("reasoning_content"))
-}
-
-/// [`assistants_without_reasoning`], to amend.
-fn assistants_without_reasoning_mut(
-    body: &mut Value,
-) -> impl Iterator<Item = &mut serde_json::Map<String, Value>> {
-    body.get_mut("messages")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-        .filter(|m| !m.contains_key("reasoning_content"))
 }
 
 /// How much of an error body is read: enough for any service's message

@@ -93,6 +93,7 @@
 //! [`ModelChunk::ToolCall`]: subagents_messages::ModelChunk::ToolCall
 //! [`ModelChunk::Usage`]: subagents_messages::ModelChunk::Usage
 
+mod amend;
 mod call;
 mod endpoint;
 mod error;

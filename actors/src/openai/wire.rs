@@ -313,8 +313,23 @@ pub(crate) struct DeltaWire {
     /// `reasoning_content` is absent, so text sent under both counts once.
     #[serde(default)]
     pub(crate) reasoning: Option<ReasoningWire>,
-    #[serde(default)]
+    /// A list of call fragments, or one not in a list (TGI before 3.2:
+    /// read as a list only, every chunk of a call was `Malformed`).
+    #[serde(default, deserialize_with = "one_or_many")]
     pub(crate) tool_calls: Option<Vec<ToolCallDeltaWire>>,
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<ToolCallDeltaWire>>, D::Error> {
+    use serde::de::Error;
+    Ok(match Option::<Value>::deserialize(deserializer)? {
+        None => None,
+        Some(one @ Value::Object(_)) => {
+            Some(vec![serde_json::from_value(one).map_err(D::Error::custom)?])
+        }
+        Some(many) => Some(serde_json::from_value(many).map_err(D::Error::custom)?),
+    })
 }
 
 /// A delta's reasoning, in characters: a string, or (a gateway that

@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use serde::de;
 use serde_json::Value;
 
-use super::fields::{CANNOT_ENFORCE, Frontmatter};
+use super::fields::Frontmatter;
+use super::modes::CANNOT_ENFORCE;
 
 /// What a server's table may say of it and still only narrow.
 const NARROWING: &[&str] = &["enabled", "disabled_tools"];

@@ -138,7 +138,7 @@ impl ProfileError {
         matches!(
             self,
             Self::Parse { kind: ParseErrorKind::Invalid { message, .. }, .. }
-                if super::fields::is_refusal(message)
+                if super::modes::is_refusal(message)
         )
     }
 

@@ -10,6 +10,10 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
+use super::modes::{
+    CANNOT_ENFORCE, OTHER_TOOLS, hooks_load, other_tools_key, permission_mode_loads,
+    permissions_load, sandbox_mode_loads, web_search_on,
+};
 use super::tools::{ToolList, Tools};
 
 /// The frontmatter of one profile file, as written.
@@ -98,10 +102,20 @@ pub(super) const RESTRICTING_KEYS: &[&str] = &[
     "agents",
     "default_permissions",
     "permissions",
+    // Other tools' restrictions (see `modes::OTHER_TOOLS`).
+    "profile",
+    "profiles",
+    "permission",
+    "readOnly",
+    "timeout_mins",
+    "runConfig",
     // Caps: a broken file's smaller cap gave way to the earlier
     // profile's larger one (or the builder's default).
     "max_iterations",
     "maxTurns",
+    "max_turns",
+    "maxSteps",
+    "steps",
     "max_tokens",
     "maxTokens",
 ];
@@ -194,9 +208,8 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 // collection keeps beside its agents): warned as unknown,
                 // the restriction it states was lost — every tool.
                 "tools" | "allowed-tools" => match map.next_value::<Option<Tools>>()? {
-                    // `*`: every tool, as Claude Code reads it (kept as a
-                    // name, unknown, the profile had "no tools").
-                    Some(Tools::List(list)) if list.0.iter().any(|t| t == "*") => {}
+                    // `*` (every tool, as Claude Code reads it) is read
+                    // where the list's `Agent(…)` scope is (`parse.rs`).
                     Some(Tools::List(list)) => fm.tools = Some(list.0),
                     Some(Tools::Switches(switches)) => {
                         fm.tools_as_switches = true;
@@ -207,10 +220,20 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                     // Read as missing, a tool-less agent got the shell.
                     None => fm.tools = Some(Vec::new()),
                 },
-                // `maxTurns` is the Claude Code spelling of the same cap.
-                "max_iterations" | "maxTurns" => {
+                // The same cap as Claude Code (`maxTurns`), Gemini CLI
+                // (`max_turns`) and OpenCode (`steps`, formerly `maxSteps`)
+                // spell it; `steps` only as a number (a list of steps is
+                // some other tool's text).
+                "max_iterations" | "maxTurns" | "max_turns" | "maxSteps" => {
                     fm.max_iterations = map.next_value::<Option<Iterations>>()?.map(|i| i.0);
                 }
+                "steps" => match map.next_value::<serde_json::Value>()? {
+                    steps @ serde_json::Value::Number(_) => {
+                        let cap = serde_json::from_value::<Iterations>(steps);
+                        fm.max_iterations = Some(cap.map_err(de::Error::custom)?.0);
+                    }
+                    _ => fm.unknown.push(key.clone()),
+                },
                 "disallowedTools" | "disallowed_tools" | "disallowed-tools" => {
                     fm.disallowed_tools = map
                         .next_value::<Option<ToolList>>()?
@@ -309,6 +332,9 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                         )));
                     }
                 }
+                _ if OTHER_TOOLS.contains(&key.as_str()) || key == "permissions" => {
+                    other_tools_key(&key, &map.next_value()?)?;
+                }
                 _ if NOT_APPLIED.contains(&key.as_str()) => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -318,7 +344,7 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 }
             }
             self.current_key.set(None);
-            if NOT_APPLIED.contains(&key.as_str()) {
+            if NOT_APPLIED.contains(&key.as_str()) || OTHER_TOOLS.contains(&key.as_str()) {
                 fm.not_applied.push(key);
             }
         }
@@ -331,7 +357,7 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
 fn setting_of(key: &str) -> &str {
     match key {
         "model_provider" => "provider",
-        "maxTurns" => "max_iterations",
+        "maxTurns" | "max_turns" | "maxSteps" | "steps" => "max_iterations",
         "disallowedTools" | "disallowed-tools" => "disallowed_tools",
         "allowed-tools" => "tools",
         "maxTokens" => "max_tokens",
@@ -393,102 +419,5 @@ fn in_range<E: de::Error>(
             "`{key}` must be a number from {low} to {high}, not {v}"
         ))),
         v => Ok(v),
-    }
-}
-
-/// True for the message of a profile refused for a restriction (one this
-/// runtime cannot enforce, or an unknown mode that may be one).
-pub(super) fn is_refusal(message: &str) -> bool {
-    message.contains(CANNOT_ENFORCE) || message.contains(MAY_BE_A_RESTRICTION)
-}
-
-/// Claude Code hook events that can block a tool call (a `PreToolUse`
-/// hook exiting 2 blocks it; a `PermissionRequest` hook can deny it).
-const BLOCKING_HOOKS: &[&str] = &["PreToolUse", "PermissionRequest"];
-
-/// Claude Code's `hooks`: a hook that can block a tool call guards it, and
-/// this runtime runs no hooks — refused; the others load, warned as not
-/// applied.
-fn hooks_load<'a, E: de::Error>(mut events: impl Iterator<Item = &'a String>) -> Result<(), E> {
-    match events.find(|event| BLOCKING_HOOKS.contains(&event.as_str())) {
-        Some(event) => Err(E::custom(format!(
-            "`hooks` has `{event}`, {CANNOT_ENFORCE}"
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// What an unknown mode says of itself.
-const MAY_BE_A_RESTRICTION: &str = "(an unknown mode may be a restriction)";
-
-/// What a profile that cannot be enforced here says (the profile is
-/// refused: loading it without the restriction would widen what it may do).
-pub(super) const CANNOT_ENFORCE: &str = "a restriction this runtime cannot enforce; loaded without it, \
-    the agent could do what its file forbids: give it only the tools it may use (`tools`) \
-    and remove the key";
-
-/// Claude Code's `permissionMode`: a mode whose loss only narrows or
-/// changes nothing (`default`, `acceptEdits`, `bypassPermissions`) loads,
-/// warned as not applied; a restriction (`plan`: read-only; `dontAsk`:
-/// refuse what is not pre-approved) or a value nobody documents is an
-/// error at the key.
-fn permission_mode_loads<E: de::Error>(key: &str, mode: &str) -> Result<(), E> {
-    match mode.trim() {
-        // `auto` (a classifier approves what is low-risk) is looser than
-        // `default`; `manual` is `default`'s newer name.
-        "" | "default" | "manual" | "acceptEdits" | "auto" | "bypassPermissions" => Ok(()),
-        "plan" | "dontAsk" => Err(E::custom(format!("`{key}` is `{mode}`, {CANNOT_ENFORCE}"))),
-        _ => Err(E::custom(format!(
-            "`{key}` is `{mode}`, none of default, manual, acceptEdits, auto, bypassPermissions, \
-             dontAsk, plan \
-             {MAY_BE_A_RESTRICTION}"
-        ))),
-    }
-}
-
-/// A Codex role's top-level `web_search` (`disabled`, `cached`, `live`):
-/// whether it is on. Any other value may be a restriction: an error.
-fn web_search_on<E: de::Error>(mode: &str) -> Result<bool, E> {
-    match mode.trim() {
-        "disabled" => Ok(false),
-        "cached" | "live" => Ok(true),
-        _ => Err(E::custom(format!(
-            "`web_search` is `{mode}`, none of disabled, cached, live \
-             {MAY_BE_A_RESTRICTION}"
-        ))),
-    }
-}
-
-/// A Codex role's `sandbox_mode`: `read-only` is a restriction this
-/// runtime cannot enforce (an error); the others only narrow what a
-/// process may touch, so dropping them (warned) widens nothing here.
-fn sandbox_mode_loads<E: de::Error>(mode: &str) -> Result<(), E> {
-    match mode.trim() {
-        "workspace-write" | "danger-full-access" => Ok(()),
-        "read-only" => Err(E::custom(format!(
-            "`sandbox_mode` is `{mode}`, {CANNOT_ENFORCE}"
-        ))),
-        _ => Err(E::custom(format!(
-            "`sandbox_mode` is `{mode}`, none of read-only, workspace-write, danger-full-access \
-             {MAY_BE_A_RESTRICTION}"
-        ))),
-    }
-}
-
-/// A Codex role's `default_permissions` (its permission profiles, which
-/// replace `sandbox_mode`): `:read-only` is a restriction this runtime
-/// cannot enforce (an error), as `sandbox_mode = "read-only"` is; the
-/// other built-in ones only narrow what a process may touch (warned); a
-/// profile of the role's own (`[permissions.<name>]`) may be a restriction.
-fn permissions_load<E: de::Error>(profile: &str) -> Result<(), E> {
-    match profile.trim() {
-        ":workspace" | ":danger-full-access" => Ok(()),
-        ":read-only" => Err(E::custom(format!(
-            "`default_permissions` is `{profile}`, {CANNOT_ENFORCE}"
-        ))),
-        _ => Err(E::custom(format!(
-            "`default_permissions` is `{profile}`, none of :read-only, :workspace, \
-             :danger-full-access {MAY_BE_A_RESTRICTION}"
-        ))),
     }
 }

@@ -30,6 +30,7 @@ mod fence;
 mod fields;
 mod lenient;
 mod load;
+mod modes;
 mod parse;
 mod render;
 mod restrict;

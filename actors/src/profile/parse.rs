@@ -201,7 +201,7 @@ pub(super) fn from_frontmatter(
     let tools = fm
         .tools
         .take()
-        .map(|tools| spawn_tool_entries(tools, &mut disallowed_tools, &mut fm.not_applied));
+        .and_then(|tools| spawn_tool_entries(tools, &mut disallowed_tools, &mut fm.not_applied));
     for (name, on) in std::mem::take(&mut fm.tool_switches) {
         if on {
             fm.not_applied.push(format!("tools.{name}"));
@@ -422,12 +422,13 @@ fn line_column(text: &str, at: usize, first_line: usize) -> (usize, usize) {
 /// coordinator listing only it was refused as having no tools); scoped to
 /// named types (`Agent(worker, researcher)`), it is a limit this runtime
 /// does not apply — dropped, the sub-agent could start any profile below
-/// the depth limit — so it starts none (a narrowing, said).
+/// the depth limit — so it starts none (a narrowing, said), also beside
+/// a `*` (every tool, as Claude Code reads it: `None`).
 fn spawn_tool_entries(
     tools: Vec<String>,
     disallowed_tools: &mut Vec<String>,
     not_applied: &mut Vec<String>,
-) -> Vec<String> {
+) -> Option<Vec<String>> {
     let mut kept = Vec::with_capacity(tools.len());
     for entry in tools {
         let base = entry.split('(').next().unwrap_or_default().trim();
@@ -444,7 +445,7 @@ fn spawn_tool_entries(
             }
         }
     }
-    kept
+    (!kept.iter().any(|t| t == "*")).then_some(kept)
 }
 
 #[cfg(test)]

@@ -105,16 +105,19 @@ fn deny_list(
             })
             .map_or(base, String::as_str);
         // Claude Code's rule for a whole MCP server (`mcp__github`,
-        // `mcp__github__*`): each of its tools the host has, and the rule
-        // itself, so a tool of that server registered after the load is
-        // denied where a child starts (`denies` reads the rule).
-        if let Some(server) = mcp_server(name) {
-            let prefix = format!("mcp__{server}__");
+        // `mcp__github__*`), or any rule ending in `*` (`mcp__*`: every
+        // MCP tool; `*`: every tool): each tool the host has that it
+        // covers, and the rule itself, so a tool registered after the load
+        // is denied where a child starts (`denies` reads the rule).
+        let prefix = mcp_server(name)
+            .map(|server| format!("mcp__{server}__"))
+            .or_else(|| wildcard(name).map(str::to_owned));
+        if let Some(prefix) = prefix {
             let matched: Vec<&String> = known
                 .iter()
                 .filter(|k| starts_with_any_case(k, &prefix))
                 .collect();
-            if !matched.is_empty() {
+            if !matched.is_empty() || name == "*" {
                 for tool in matched {
                     if !out.contains(tool) {
                         out.push(tool.clone());
@@ -179,15 +182,24 @@ pub(crate) fn denies(denied: &[String], tool: &str) -> bool {
         base.eq_ignore_ascii_case(tool)
             || mcp_server(base)
                 .is_some_and(|server| starts_with_any_case(tool, &format!("mcp__{server}__")))
+            || wildcard(base).is_some_and(|prefix| starts_with_any_case(tool, prefix))
     })
+}
+
+/// A deny rule ending in `*` (`mcp__*`, `*`): the start of every tool's
+/// name it denies. Read as one tool's name, it denied none — a deny list
+/// resolves towards denying.
+fn wildcard(rule: &str) -> Option<&str> {
+    rule.strip_suffix('*')
 }
 
 /// True when a profile's deny list takes delegation away: the sub-agent
 /// never delegates.
 pub(crate) fn denies_delegation(denied: &[String]) -> bool {
-    denied
-        .iter()
-        .any(|entry| crate::delegation::denying_takes_delegation(scoped_base(entry)))
+    denied.iter().any(|entry| {
+        let base = scoped_base(entry);
+        crate::delegation::denying_takes_delegation(base) || base == "*"
+    })
 }
 
 /// An allowlist with each rule for a whole MCP server (`mcp__github__*`,

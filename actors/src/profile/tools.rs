@@ -188,7 +188,7 @@ impl<'de> Visitor<'de> for SwitchVisitor {
             return Err(de::Error::custom(format!(
                 "a tool switched on with options (`{}`) is {}",
                 options.join("`, `"),
-                super::fields::CANNOT_ENFORCE
+                super::modes::CANNOT_ENFORCE
             )));
         }
         Ok(Switch(on))

@@ -454,3 +454,74 @@ async fn geminis_429_is_waited_as_its_body_says_and_read_from_its_list() {
         "not retried inside the wait it named"
     );
 }
+
+/// Foreign server (review: model servers' streams): Mistral (its API,
+/// and vLLM serving its models with their tokenizer) refuses a user
+/// message right after a tool result — "Unexpected role 'user' after
+/// role 'tool'", a 400 — which a message read mid-turn (a steered child)
+/// and a resumed child's first message make: the turn failed, and every
+/// later call of the conversation. Sent again with an empty assistant
+/// message between the two (as Zed's Mistral provider does), and so from
+/// then on; a server that takes the order is sent it as it is.
+#[tokio::test]
+async fn a_refused_user_after_a_tool_result_gets_an_assistant_between() {
+    let refusal = json!({"object": "error", "message": "Unexpected role 'user' after role 'tool'", "type": "invalid_request_message_order", "param": null, "code": "3230"});
+    let ok = || Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()]));
+    let server = MockServer::start(vec![Reply::error(400, refusal), ok(), ok()]).await;
+    let model = server.model(None);
+    let mut asked = request("look it up");
+    let call = |id: &str| ToolCall {
+        id: ToolUseId::new(id),
+        name: "search".into(),
+        arguments: "{}".into(),
+        extra_content: None,
+    };
+    asked.messages.extend([
+        ChatMessage::assistant("", vec![call("call_1")]),
+        ChatMessage::tool(ToolUseId::new("call_1"), "found"),
+        ChatMessage::user("also the other one"),
+        ChatMessage::assistant("", vec![call("call_2")]),
+        ChatMessage::tool(ToolUseId::new("call_2"), "found too"),
+        ChatMessage::user("thanks"),
+    ]);
+    for _ in 0..2 {
+        let out = collect(&model, asked.clone()).await;
+        assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))]);
+    }
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3, "one refusal, then each call once");
+    let roles = |at: usize| -> Vec<String> {
+        seen[at].body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first: Vec<&str> = vec![
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+    ];
+    assert_eq!(roles(0), first, "sent as it is first");
+    let bridged = vec![
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ];
+    assert_eq!(roles(1), bridged);
+    assert_eq!(roles(2), bridged, "remembered");
+    assert_eq!(seen[1].body["messages"][4]["content"], "");
+}

@@ -29,7 +29,7 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
     // A Codex role broken by its first key (a number where the prompt
     // goes), the restricting key after it.
     let role = |key_lines: &str| format!("developer_instructions = 5\n{key_lines}\n");
-    let cases: [(&str, &str, String); 21] = [
+    let cases: [(&str, &str, String); 30] = [
         ("disabled", "reviewer.md", markdown("disabled: true")),
         ("tools", "reviewer.md", markdown("tools: Read")),
         (
@@ -114,6 +114,28 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
         ),
         ("maxTokens", "reviewer.md", markdown("maxTokens: 100")),
         ("max_tokens", "reviewer.toml", role("max_tokens = 100")),
+        // Other tools' restrictions and caps.
+        ("profile", "reviewer.toml", role("profile = \"ro\"")),
+        (
+            "profiles",
+            "reviewer.toml",
+            role("[profiles.ro]\nsandbox_mode = \"read-only\""),
+        ),
+        (
+            "permission",
+            "reviewer.md",
+            markdown("permission:\n  edit: deny"),
+        ),
+        ("readOnly", "reviewer.md", markdown("readOnly: true")),
+        ("timeout_mins", "reviewer.md", markdown("timeout_mins: 5")),
+        (
+            "runConfig",
+            "reviewer.md",
+            markdown("runConfig:\n  max_turns: 3"),
+        ),
+        ("max_turns", "reviewer.md", markdown("max_turns: 3")),
+        ("maxSteps", "reviewer.md", markdown("maxSteps: 3")),
+        ("steps", "reviewer.md", markdown("steps: 3")),
     ];
     let mut widened = Vec::new();
     for (key, file, text) in cases {

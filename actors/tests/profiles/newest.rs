@@ -323,3 +323,67 @@ fn a_server_rule_in_another_case_denies_the_hosts_tools_at_the_load() {
         reviewer.disallowed_tools
     );
 }
+
+/// Widened (foreign): a Codex role that selects a config profile
+/// (`profile = "ro"`, its `[profiles.ro]` read-only) — Codex applies it
+/// as a layer — loaded as two unknown keys, with every tool. Refused, as
+/// a permission profile of the role's own is; OpenCode's `permission`
+/// map and `readOnly`, Gemini CLI's `timeout_mins` and Qwen Code's
+/// `runConfig` likewise, where they may restrict.
+#[test]
+fn other_tools_restricting_keys_are_refused_not_dropped() {
+    let e = codex_role(
+        "developer_instructions = \"r\"\nprofile = \"ro\"\n[profiles.ro]\nsandbox_mode = \"read-only\"\n",
+    )
+    .unwrap_err();
+    assert!(e.is_refusal() && e.to_string().contains("`profile`"), "{e}");
+    let e =
+        codex_role("developer_instructions = \"r\"\n[profiles.ro]\nmodel = \"m\"\n").unwrap_err();
+    assert!(e.is_refusal(), "{e}");
+    for text in [
+        "---\nname: r\nmode: subagent\npermission:\n  edit: deny\n---\nx",
+        "---\nname: r\npermission:\n  bash:\n    \"git *\": allow\n    \"*\": ask\n---\nx",
+        "---\nname: r\nreadOnly: true\n---\nx",
+        "---\nname: r\ntimeout_mins: 5\n---\nx",
+        "---\nname: r\nrunConfig:\n  max_time_minutes: 5\n---\nx",
+        "---\nname: r\npermissions:\n  - action: edit\n    effect: deny\n---\nx",
+    ] {
+        match parse(text) {
+            Err(e) => assert!(e.is_refusal(), "{text:?}: {e}"),
+            Ok(loaded) => panic!("{text:?} loaded: {loaded:?}"),
+        }
+    }
+    // Nothing restricted: loaded, the key warned as not applied.
+    for (text, key) in [
+        (
+            "---\nname: r\npermission:\n  edit: allow\n---\nx",
+            "permission",
+        ),
+        ("---\nname: r\nreadOnly: false\n---\nx", "readOnly"),
+    ] {
+        let (_, warnings) = parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert!(
+            warnings.iter().any(|w| matches!(w,
+                ProfileWarning::NotApplied { key: k, .. } if k == key)),
+            "{text:?}: {warnings:?}"
+        );
+    }
+}
+
+/// Gemini CLI's `max_turns` and OpenCode's `steps` (formerly `maxSteps`)
+/// are the iteration cap, as Claude Code's `maxTurns` is: unknown, the
+/// sub-agent ran on the default 20 calls, not its file's 3. A `steps`
+/// that is no number is some other tool's list, unknown as before.
+#[test]
+fn other_tools_turn_caps_are_the_iteration_cap() {
+    for key in ["max_turns", "steps", "maxSteps"] {
+        let text = format!("---\nname: a\n{key}: 3\n---\nx");
+        assert_eq!(profile(&text).max_iterations, Some(3), "{key}");
+    }
+    let (listed, warnings) = parse("---\nname: a\nsteps:\n  - read\n  - write\n---\nx").unwrap();
+    assert_eq!(listed.max_iterations, None);
+    assert!(warnings.iter().any(|w| matches!(w,
+        ProfileWarning::UnknownKey { key, .. } if key == "steps")));
+    assert!(parse("---\nname: a\nsteps: 0\n---\nx").is_err());
+    assert!(parse("---\nname: a\nmaxTurns: 3\nmax_turns: 4\n---\nx").is_err());
+}

@@ -147,3 +147,61 @@ fn a_finish_before_the_answers_end_ends_nothing() {
     }
     assert!(matches!(asm.on_end("u"), Err(ModelError::Connection(_))));
 }
+
+/// Foreign input (TGI 3.2 and later, its own snapshot
+/// `test_flash_llama_grammar_tools_openai.json`): a tool call's answer
+/// carries no `finish_reason` at all — the token that would, after the
+/// call's JSON closed, is not sent — only the usage, then `[DONE]`. Read
+/// as a cut: every tool call on TGI failed as a lost connection. The
+/// count alone after output ends the answer; without it (llama-cpp-python
+/// never sends one) a `[DONE]` before a finish is still a cut.
+#[test]
+fn a_usage_alone_after_the_output_ends_the_answer() {
+    let fragment = |piece: &str| {
+        format!(
+            r#"{{"choices":[{{"delta":{{"role":"assistant","content":null,"tool_calls":[{{"function":{{"arguments":{piece},"name":null}},"id":"0","index":0,"type":"function"}}]}},"finish_reason":null,"index":0}}],"object":"chat.completion.chunk"}}"#
+        )
+    };
+    let first = r#"{"choices":[{"delta":{"role":"assistant","content":null,"tool_calls":[{"function":{"arguments":"{","name":"get_weather"},"id":"0","index":0,"type":"function"}]},"finish_reason":null,"index":0}],"object":"chat.completion.chunk"}"#;
+    let (x, close) = (fragment(r#""\"x\": 1""#), fragment(r#""}""#));
+    let usage = r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15},"object":"chat.completion.chunk"}"#;
+    let (out, end) = feed(&[first, &x, &close, usage, "[DONE]"]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(
+        out,
+        vec![
+            call("0", "get_weather", r#"{"x": 1}"#),
+            ModelChunk::Usage(Usage {
+                prompt_tokens: 10,
+                completion_tokens: 5
+            })
+        ]
+    );
+    // Output after the count opens the answer again: cut at `[DONE]`.
+    let more = r#"{"choices":[{"delta":{"content":"and"}}]}"#;
+    let (_, end) = feed(&[first, &close, usage, more, "[DONE]"]);
+    assert_eq!(end, Err(ModelError::Connection("cut".into())));
+    // A count before any output ends nothing: `[DONE]` says nothing came.
+    let (_, end) = feed(&[usage, "[DONE]"]);
+    assert!(
+        matches!(end, Err(ModelError::EmptyAnswer { .. })),
+        "{end:?}"
+    );
+}
+
+/// Foreign input (TGI before 3.2): a delta's `tool_calls` is one
+/// fragment, not a list of them — read as a list only, every chunk of a
+/// tool call failed the answer as `Malformed`.
+#[test]
+fn a_call_fragment_not_in_a_list_is_read_as_one() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"delta":{"role":"assistant","tool_calls":{"index":0,"id":"","type":"function","function":{"name":"get_weather","arguments":"{\"x\":"}}}}]}"#,
+        r#"{"choices":[{"delta":{"role":"assistant","tool_calls":{"index":0,"id":"","type":"function","function":{"name":null,"arguments":"1}"}}},"finish_reason":"eos_token"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(out[0], call("call_0", "get_weather", r#"{"x":1}"#));
+    // A fragment of another type still names what was wrong.
+    let (_, end) = feed(&[r#"{"choices":[{"delta":{"tool_calls":7}}]}"#]);
+    assert!(matches!(end, Err(ModelError::Malformed(_))), "{end:?}");
+}

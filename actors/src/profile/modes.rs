@@ -1,0 +1,156 @@
+//! The values of keys that may restrict what a profile does: a mode, a
+//! hook, a permission profile, another tool's permission map or cap. A
+//! value that is a restriction this runtime cannot enforce — or one
+//! nobody documents, which may be one — refuses the profile (loaded
+//! without it, the agent could do what its file forbids); the others load.
+
+use serde::de;
+
+/// True for the message of a profile refused for a restriction (one this
+/// runtime cannot enforce, or an unknown mode that may be one).
+pub(super) fn is_refusal(message: &str) -> bool {
+    message.contains(CANNOT_ENFORCE) || message.contains(MAY_BE_A_RESTRICTION)
+}
+
+/// Claude Code hook events that can block a tool call (a `PreToolUse`
+/// hook exiting 2 blocks it; a `PermissionRequest` hook can deny it).
+const BLOCKING_HOOKS: &[&str] = &["PreToolUse", "PermissionRequest"];
+
+/// Claude Code's `hooks`: a hook that can block a tool call guards it, and
+/// this runtime runs no hooks — refused; the others load, warned as not
+/// applied.
+pub(super) fn hooks_load<'a, E: de::Error>(
+    mut events: impl Iterator<Item = &'a String>,
+) -> Result<(), E> {
+    match events.find(|event| BLOCKING_HOOKS.contains(&event.as_str())) {
+        Some(event) => Err(E::custom(format!(
+            "`hooks` has `{event}`, {CANNOT_ENFORCE}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// What an unknown mode says of itself.
+const MAY_BE_A_RESTRICTION: &str = "(an unknown mode may be a restriction)";
+
+/// What a profile that cannot be enforced here says (the profile is
+/// refused: loading it without the restriction would widen what it may do).
+pub(super) const CANNOT_ENFORCE: &str = "a restriction this runtime cannot enforce; loaded without it, \
+    the agent could do what its file forbids: give it only the tools it may use (`tools`) \
+    and remove the key";
+
+/// Claude Code's `permissionMode`: a mode whose loss only narrows or
+/// changes nothing (`default`, `acceptEdits`, `bypassPermissions`) loads,
+/// warned as not applied; a restriction (`plan`: read-only; `dontAsk`:
+/// refuse what is not pre-approved) or a value nobody documents is an
+/// error at the key.
+pub(super) fn permission_mode_loads<E: de::Error>(key: &str, mode: &str) -> Result<(), E> {
+    match mode.trim() {
+        // `auto` (a classifier approves what is low-risk) is looser than
+        // `default`; `manual` is `default`'s newer name.
+        "" | "default" | "manual" | "acceptEdits" | "auto" | "bypassPermissions" => Ok(()),
+        "plan" | "dontAsk" => Err(E::custom(format!("`{key}` is `{mode}`, {CANNOT_ENFORCE}"))),
+        _ => Err(E::custom(format!(
+            "`{key}` is `{mode}`, none of default, manual, acceptEdits, auto, bypassPermissions, \
+             dontAsk, plan \
+             {MAY_BE_A_RESTRICTION}"
+        ))),
+    }
+}
+
+/// A Codex role's top-level `web_search` (`disabled`, `cached`, `live`):
+/// whether it is on. Any other value may be a restriction: an error.
+pub(super) fn web_search_on<E: de::Error>(mode: &str) -> Result<bool, E> {
+    match mode.trim() {
+        "disabled" => Ok(false),
+        "cached" | "live" => Ok(true),
+        _ => Err(E::custom(format!(
+            "`web_search` is `{mode}`, none of disabled, cached, live \
+             {MAY_BE_A_RESTRICTION}"
+        ))),
+    }
+}
+
+/// A Codex role's `sandbox_mode`: `read-only` is a restriction this
+/// runtime cannot enforce (an error); the others only narrow what a
+/// process may touch, so dropping them (warned) widens nothing here.
+pub(super) fn sandbox_mode_loads<E: de::Error>(mode: &str) -> Result<(), E> {
+    match mode.trim() {
+        "workspace-write" | "danger-full-access" => Ok(()),
+        "read-only" => Err(E::custom(format!(
+            "`sandbox_mode` is `{mode}`, {CANNOT_ENFORCE}"
+        ))),
+        _ => Err(E::custom(format!(
+            "`sandbox_mode` is `{mode}`, none of read-only, workspace-write, danger-full-access \
+             {MAY_BE_A_RESTRICTION}"
+        ))),
+    }
+}
+
+/// A Codex role's `default_permissions` (its permission profiles, which
+/// replace `sandbox_mode`): `:read-only` is a restriction this runtime
+/// cannot enforce (an error), as `sandbox_mode = "read-only"` is; the
+/// other built-in ones only narrow what a process may touch (warned); a
+/// profile of the role's own (`[permissions.<name>]`) may be a restriction.
+pub(super) fn permissions_load<E: de::Error>(profile: &str) -> Result<(), E> {
+    match profile.trim() {
+        ":workspace" | ":danger-full-access" => Ok(()),
+        ":read-only" => Err(E::custom(format!(
+            "`default_permissions` is `{profile}`, {CANNOT_ENFORCE}"
+        ))),
+        _ => Err(E::custom(format!(
+            "`default_permissions` is `{profile}`, none of :read-only, :workspace, \
+             :danger-full-access {MAY_BE_A_RESTRICTION}"
+        ))),
+    }
+}
+
+/// Keys other tools write that may restrict an agent, read nowhere here:
+/// the Codex config profile a role selects (`profile`) or defines
+/// (`profiles`), which may set a read-only sandbox, a rejecting approval
+/// policy or a smaller model; OpenCode's `permission` map and `readOnly`;
+/// Gemini CLI's `timeout_mins` and Qwen Code's `runConfig` (a run's caps).
+pub(super) const OTHER_TOOLS: &[&str] = &[
+    "profile",
+    "profiles",
+    "permission",
+    "readOnly",
+    "timeout_mins",
+    "runConfig",
+];
+
+/// One of [`OTHER_TOOLS`], or `permissions` written as OpenCode's list of
+/// rules (Codex's `[permissions]` table only defines profiles, which
+/// `default_permissions` selects): refused where it may restrict, `Ok`
+/// where it cannot (`readOnly: false`, a `permission` map that allows
+/// every tool), then warned as not applied.
+pub(super) fn other_tools_key<E: de::Error>(key: &str, value: &serde_json::Value) -> Result<(), E> {
+    use serde_json::Value;
+    let what = match (key, value) {
+        (_, Value::Null) => return Ok(()),
+        ("profile" | "profiles", _) => "the Codex config profile the role runs with",
+        ("permission", value) if !allows_all(value) => {
+            "OpenCode's permissions, not `allow` for every tool"
+        }
+        ("permission", _) | ("readOnly", Value::Bool(false)) => return Ok(()),
+        ("readOnly", _) => "OpenCode's read-only switch",
+        ("timeout_mins", _) => "Gemini CLI's time limit of a run",
+        ("runConfig", _) => "Qwen Code's limits of a run",
+        ("permissions", Value::Array(rules)) if !rules.is_empty() => "OpenCode's permission rules",
+        _ => return Ok(()),
+    };
+    Err(E::custom(format!(
+        "`{key}` is {what}, which may be {CANNOT_ENFORCE}"
+    )))
+}
+
+/// An OpenCode `permission` value allows everything: each of its leaves is
+/// `allow` (a bash pattern's map included). `deny`, `ask` or any value
+/// nobody documents may be a restriction.
+fn allows_all(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.trim() == "allow",
+        serde_json::Value::Object(map) => map.values().all(allows_all),
+        _ => false,
+    }
+}
