@@ -155,6 +155,15 @@ impl ModelRegistry {
         self.models.iter().find(|m| same(m)).map(|m| &m.gate)
     }
 
+    /// Every name registered for `model` queues at `gate` from now on.
+    pub(crate) fn share_gate(&mut self, model: &Arc<dyn Model>, gate: &GateHandle) {
+        let same =
+            |m: &RegisteredModel| std::ptr::addr_eq(Arc::as_ptr(&m.model), Arc::as_ptr(model));
+        for registered in self.models.iter_mut().filter(|m| same(m)) {
+            registered.gate = gate.clone();
+        }
+    }
+
     /// Resolves an override. No `model`: `None` (use the parent's; a
     /// provider alone changes nothing, as in openheim). A `model` with a
     /// `provider`: that exact pair. A `model` alone: the one model of that

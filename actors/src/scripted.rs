@@ -235,9 +235,9 @@ impl ScriptedModel {
         match script.and_then(|s| s.replies.get(index)) {
             Some(reply) => Ok((index, reply)),
             None => Err(format!(
-                "the scripted model has no reply {} for the conversation whose system prompt begins {:?}",
+                "the scripted model has no reply {} for the conversation whose system prompt begins {}",
                 index + 1,
-                prompt.lines().next().unwrap_or("")
+                crate::delegation::quoted(prompt.lines().next().unwrap_or(""))
             )),
         }
     }

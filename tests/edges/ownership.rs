@@ -405,3 +405,43 @@ fn panics_logged() -> (Arc<Mutex<Vec<String>>>, tracing::subscriber::DefaultGuar
         tracing::subscriber::set_default(tracing_subscriber::registry().with(Hooks(hooks.clone())));
     (hooks, guard)
 }
+
+/// Shared (review: a host's view): a gate given with
+/// `DelegationBuilder::gate` (shared across threads, as `ThreadHandle::gate`
+/// advises) for a parent whose model the registry holds too: the parent
+/// queued at the given gate, a child naming the model at the registry's —
+/// one model behind two queues, two of its calls out at once. The
+/// children on the parent's model queue at the gate given for it.
+#[tokio::test(start_paused = true)]
+async fn a_gate_given_for_a_registered_parent_model_is_its_childrens_too() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work")
+                .model("m")
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", vec![Reply::answer("done")])
+    .shared();
+    let mut registry = subagents::actors::registry::ModelRegistry::new();
+    registry
+        .register("local", "m", model.clone(), 1)
+        .await
+        .unwrap();
+    let registered = registry.gate("local", "m").unwrap().clone();
+    let given = subagents::actors::GateHandle::spawn(1).await.unwrap();
+    let builder = DelegationBuilder::new(model)
+        .gate(given.clone())
+        .models(registry);
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    // The parent's three calls and the child's one, all through it.
+    assert_eq!(given.snapshot().await.unwrap().granted_total, 4);
+    assert_eq!(registered.snapshot().await.unwrap().granted_total, 0);
+    thread.close_and_wait().await;
+}

@@ -329,6 +329,19 @@ async fn a_cancelled_child_is_owed_no_restart_wake() {
 /// mark is read as the link is: another thread's chain, refused.
 #[test]
 fn a_stop_of_a_child_another_thread_is_resuming_is_refused_before_its_link_is_written() {
+    a_stop_while_another_thread_resumes(false);
+}
+
+/// The same stop after Y's hub died (review of the thirty-second
+/// session's change): a stop then goes through the store, not the hub —
+/// the store kept the resume (its mark), but the stop was answered
+/// `Ok(Done)` while X's run went on. Refused as the live hub refuses it.
+#[test]
+fn a_stop_after_the_hubs_death_of_a_child_another_thread_is_resuming_is_refused() {
+    a_stop_while_another_thread_resumes(true);
+}
+
+fn a_stop_while_another_thread_resumes(y_hub_dead: bool) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .max_blocking_threads(1)
@@ -364,6 +377,10 @@ fn a_stop_of_a_child_another_thread_is_resuming_is_refused_before_its_link_is_wr
             None,
             "not written yet"
         );
+        if y_hub_dead {
+            y.hub().actor().kill();
+            y.hub().actor().wait(None).await.ok();
+        }
         let stopped = y.stop_child(&agent_1).await;
         assert!(
             matches!(

@@ -304,7 +304,8 @@ impl DelegationBuilder {
 
     /// Shares an existing gate (default: the registry's gate of the
     /// parent's model when [`models`](Self::models) registers that very
-    /// model, else a new one of capacity 1).
+    /// model, else a new one of capacity 1). Children naming the parent's
+    /// model (registered) queue at it too.
     pub fn gate(mut self, gate: GateHandle) -> Self {
         self.gate = Some(gate);
         self
@@ -357,7 +358,12 @@ impl DelegationBuilder {
             };
         }
         let spawn_error = |e: ractor::SpawnErr| AgentError::from_spawn(&e);
-        // The parent's model registered for children too: its gate.
+        // The parent's model registered for children too: its gate — and a
+        // gate given for it, the gate of children naming it too (behind
+        // the registry's, a second queue let two of its calls out at once).
+        if let Some(given) = &self.gate {
+            self.models.share_gate(&self.model, given);
+        }
         let gate = self
             .gate
             .or_else(|| self.models.gate_of(&self.model).cloned());

@@ -42,4 +42,4 @@ pub use call::UseAgentCall;
 pub use delegating::DelegatingAgent;
 pub use engine::ParentStopPolicy;
 pub(crate) use engine::{USE_AGENT, denying_takes_delegation, is_delegation_tool};
-pub(crate) use shown::{is_invisible, shown};
+pub(crate) use shown::{is_invisible, quoted, shown};

@@ -190,15 +190,21 @@ impl EnvelopeStore {
     /// of one of `ids` (see [`EnvelopeStore::belongs`]): told when a
     /// killed thread's state, dropped after they opened, gave the wakes
     /// back — each took the store's wakes when it opened, and found none.
+    /// In thread-id order (the first told takes wakes written for no
+    /// thread): the live map's hash order chose it, which another
+    /// toolchain's or target's table changes.
     pub(crate) fn takers_of(&self, ids: &[AgentId]) -> Vec<ActorCell> {
         let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
-        live.iter()
+        let mut takers: Vec<(&ThreadId, ActorCell)> = live
+            .iter()
             .filter(|(thread, holder)| {
                 matches!(holder.held(), Held::Open)
                     && ids.iter().any(|id| self.belongs(id, Some(thread)))
             })
-            .filter_map(|(_, holder)| holder.actor.get().cloned())
-            .collect()
+            .filter_map(|(thread, holder)| Some((thread, holder.actor.get()?.clone())))
+            .collect();
+        takers.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        takers.into_iter().map(|(_, actor)| actor).collect()
     }
 }
 
@@ -220,5 +226,55 @@ impl EnvelopeStore {
     /// claim or resume: its own, or one written for no thread.
     pub(crate) fn reaches(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {
         self.is_from_earlier_session(id) && self.belongs(id, thread)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+    struct Idle;
+
+    impl Actor for Idle {
+        type Msg = ();
+        type State = ();
+        type Arguments = ();
+
+        async fn pre_start(&self, _: ActorRef<()>, (): ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    /// Replay (review: determinism): the threads told that a killed
+    /// thread gave its wakes back came in the live map's hash order, and
+    /// the first took every wake written for no thread — which thread was
+    /// woken changed with the toolchain's hash table. In id order.
+    #[tokio::test]
+    async fn the_takers_of_given_back_wakes_come_in_thread_id_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(subagents_actors::clock::ManualClock::new(0));
+        let store = Arc::new(EnvelopeStore::open(tmp.path(), clock).unwrap().0);
+        let mut held = Vec::new();
+        let mut names = std::collections::HashMap::new();
+        for n in (0..24).rev() {
+            let id = ThreadId::new(format!("t{n:02}"));
+            let live = EnvelopeStore::claim_thread(&store, &id, &Arc::default())
+                .await
+                .unwrap();
+            let (actor, _) = Actor::spawn(None, Idle, ()).await.unwrap();
+            names.insert(actor.get_id(), n);
+            let _ = live.actor_slot().set(actor.get_cell());
+            held.push((live, actor));
+        }
+        let order: Vec<u32> = store
+            .takers_of(&[AgentId::new("agent_1")])
+            .iter()
+            .map(|a| names[&a.get_id()])
+            .collect();
+        assert_eq!(order, (0..24).collect::<Vec<_>>());
+        for (_, actor) in held {
+            actor.stop(None);
+        }
     }
 }

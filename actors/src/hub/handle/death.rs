@@ -47,7 +47,8 @@ impl HubHandle {
     /// `id` as the live hub's: its newest run — resume links followed
     /// through the book and `archive` — cancelled if it ended, in the
     /// book (which the thread's close writes) and in `archive`. Its
-    /// envelope; `None` for an id neither holds.
+    /// envelope; `None` for an id neither holds, or one another thread
+    /// is resuming.
     #[doc(hidden)] // used by subagents-supervisor's `stop_child`
     pub fn cancel_after_death(
         &self,
@@ -55,6 +56,15 @@ impl HubHandle {
         archive: Option<Arc<dyn EnvelopeArchive>>,
     ) -> Option<Envelope> {
         let newest = self.book.newest_run(id, || archive.clone());
+        // One another thread is resuming, its link not written yet: not
+        // this thread's to stop, as the live hub answers (a stop here read
+        // `Done` while the other thread's run went on).
+        if archive
+            .as_ref()
+            .is_some_and(|a| self.book.is_terminal(&newest) && a.resuming(&newest))
+        {
+            return None;
+        }
         if self.book.contains(&newest) {
             self.book.cancel(&newest);
             // An earlier session's, brought into the book: its record.
