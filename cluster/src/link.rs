@@ -44,6 +44,11 @@ pub(crate) struct Route {
 }
 
 impl Route {
+    /// Report `seq` came before.
+    fn came_already(&self, seq: u64) -> bool {
+        seq < self.next || self.ahead.contains(&seq)
+    }
+
     /// Report `seq` came; whether every report up to the last has.
     fn came(&mut self, seq: u64, last: bool) -> bool {
         if last {
@@ -125,6 +130,10 @@ pub(crate) struct LinkInner {
     /// Its live count as last reported; `u64::MAX`: none yet.
     pub(crate) live: AtomicU64,
     pub(crate) down: AtomicBool,
+    /// Why it was lost, once it was: said by a request made after (it
+    /// read "it was lost", and the child lost with it failed with those
+    /// words where its siblings read the loss's).
+    pub(crate) why_lost: std::sync::OnceLock<String>,
     /// Runs started through it.
     pub(crate) started: AtomicU64,
     /// This node's server: the session to the other node is closed there
@@ -137,6 +146,7 @@ pub(crate) struct LinkInner {
 impl LinkInner {
     /// The node is gone: no more starts, and its runs end lost.
     pub(crate) fn lose(&self, why: &str) {
+        let _ = self.why_lost.set(why.to_owned());
         self.down.store(true, Ordering::SeqCst);
         lose_node(&self.inbox, &self.routes, &self.node, why);
     }
@@ -311,7 +321,11 @@ impl NodeLink for ClusterLink {
     fn request(&self, key: u64, request: RunRequest) -> Result<(), String> {
         let inner = &self.inner;
         if inner.down.load(Ordering::SeqCst) {
-            return Err("it was lost".into());
+            return Err(inner
+                .why_lost
+                .get()
+                .map_or("it was lost", String::as_str)
+                .to_owned());
         }
         // Its token; a run with no route here has ended (nothing to ask).
         let Some(token) = inner.routes.lock().get(&key).map(|route| route.token) else {
@@ -385,6 +399,12 @@ fn route(me: &str, routes: &Routes, report: RunReport, token: u64) {
     };
     if route.token != token {
         tracing::warn!(key = report.key, "a report without its run's token");
+        return;
+    }
+    // A number that came already (a frame twice): dropped, read or not —
+    // an unread copy, read as a refusal at its old number, took the route
+    // and stopped the run on its node.
+    if route.came_already(report.seq) {
         return;
     }
     let last = matches!(

@@ -366,6 +366,7 @@ impl ClusterNode {
                 labels: labels.iter().map(|l| (*l).to_owned()).collect(),
                 live: AtomicU64::new(hello.live),
                 down: AtomicBool::new(false),
+                why_lost: std::sync::OnceLock::new(),
                 started: AtomicU64::new(0),
                 server: self.server.clone(),
                 inbox: self.inbox.clone(),

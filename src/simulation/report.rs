@@ -108,9 +108,13 @@ pub struct SimulationReport {
     pub transcript: Transcript,
     /// Every child's final envelope, in request order.
     pub envelopes: Vec<Envelope>,
-    /// The gate as the run left it (before the thread's close).
+    /// The gate as the run left it (before the thread's close). A run
+    /// closed first ([`LiveSimulation::close`](super::LiveSimulation::close))
+    /// has no gate left to read: the default (all zero).
     pub gate: GateSnapshot,
-    /// The hub as the run left it (before the thread's close).
+    /// The hub as the run left it (before the thread's close); the
+    /// default after [`LiveSimulation::close`](super::LiveSimulation::close),
+    /// as `gate`.
     pub hub: HubSnapshot,
     /// Virtual time simulated.
     pub elapsed: Duration,

@@ -53,8 +53,8 @@ enum BodyError {
 }
 
 enum Phase {
-    /// Not sent yet: the request body.
-    Start(Value),
+    /// Not sent yet (or to be sent again).
+    Start,
     /// Reading the answer.
     Reading(Events, Assembler),
     /// Over.
@@ -63,26 +63,33 @@ enum Phase {
 
 struct Call {
     settings: Arc<Settings>,
+    /// The request's body.
+    body: Value,
     phase: Phase,
     out: VecDeque<Result<ModelChunk, ModelError>>,
+    /// Times the request went again after the service failed it inside
+    /// its stream, before the answer began.
+    retried: u32,
 }
 
 /// Starts a call; it runs as the stream is polled.
 pub(crate) fn start(settings: Arc<Settings>, request: &ModelRequest) -> ModelStream {
     let mut out = VecDeque::new();
-    let phase = match serde_json::to_value(ChatRequest::new(&settings.model, request)) {
-        Ok(body) => Phase::Start(body),
+    let (body, phase) = match serde_json::to_value(ChatRequest::new(&settings.model, request)) {
+        Ok(body) => (body, Phase::Start),
         Err(e) => {
             out.push_back(Err(ModelError::Other(format!(
                 "the request could not be encoded as JSON: {e}"
             ))));
-            Phase::Done
+            (Value::Null, Phase::Done)
         }
     };
     let call = Call {
         settings,
+        body,
         phase,
         out,
+        retried: 0,
     };
     Box::pin(stream::unfold(call, Call::next))
 }
@@ -113,10 +120,10 @@ impl Call {
             }
             match std::mem::replace(&mut self.phase, Phase::Done) {
                 Phase::Done => return None,
-                Phase::Start(body) => match open(&self.settings, &body).await {
+                Phase::Start => match open(&self.settings, &self.body).await {
                     Ok(events) => {
-                        let prompt_chars = body.to_string().chars().count();
-                        let assembler = Assembler::new(prompt_chars).offering(offered(&body));
+                        let prompt_chars = self.body.to_string().chars().count();
+                        let assembler = Assembler::new(prompt_chars).offering(offered(&self.body));
                         self.phase = Phase::Reading(events, assembler);
                     }
                     Err(e) => self.out.push_back(Err(e)),
@@ -163,6 +170,10 @@ impl Call {
                                         self.settings.shown
                                     ))))
                                 }
+                                // Overloaded (a server error, a rate limit)
+                                // inside a 200, before the answer began: as
+                                // the same status before the stream is.
+                                Err(e) if assembler.retryable() => self.again(e).await,
                                 Err(e) => self.out.push_back(Err(e)),
                             }
                         }
@@ -170,6 +181,24 @@ impl Call {
                 }
             }
         }
+    }
+}
+
+impl Call {
+    /// The service failed the call inside its stream, transiently, before
+    /// the answer began: the request goes again after the backoff a 503
+    /// gets, while retries are left (it failed the turn at once, where
+    /// the same overload sent as a status was waited out).
+    async fn again(&mut self, error: ModelError) {
+        let policy = self.settings.retry;
+        let wait = super::retry::backoff(policy, self.retried);
+        if self.retried >= policy.max_retries || wait > policy.max_wait {
+            return self.out.push_back(Err(error));
+        }
+        self.retried += 1;
+        tracing::warn!(retry = self.retried, ?wait, %error, "the model service failed the call before its answer began; retrying");
+        tokio::time::sleep(wait).await;
+        self.phase = Phase::Start;
     }
 }
 

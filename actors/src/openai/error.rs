@@ -88,7 +88,8 @@ pub(crate) fn service_message(body: &str) -> String {
                 .or_else(|| v.get("message").and_then(Value::as_str))
                 .map(str::to_owned)
                 .or_else(|| detail(v.get("detail")?))
-                .or_else(|| detail(v.get("message")?.get("detail")?))?;
+                .or_else(|| detail(v.get("message")?.get("detail")?))
+                .or_else(|| listed(v.get("errors")?))?;
             // A gateway's wrapper (OpenRouter: "Provider returned error") with
             // the provider's own words in `metadata.raw`: said after it, or a
             // model read only that the provider failed.
@@ -108,6 +109,18 @@ pub(crate) fn service_message(body: &str) -> String {
     } else {
         truncate(&text, MAX_MESSAGE_CHARS)
     }
+}
+
+/// Cloudflare's envelope (`{"errors": [{"message": …, "code": …}],
+/// "success": false}`): each error's message, joined — read as no
+/// message, a model read the raw JSON.
+fn listed(errors: &Value) -> Option<String> {
+    let said: Vec<&str> = errors
+        .as_array()?
+        .iter()
+        .filter_map(|e| e.get("message")?.as_str())
+        .collect();
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 /// A FastAPI `detail`: its text, or each validation error's `msg` with
@@ -280,6 +293,14 @@ mod tests {
                 r#"{"detail":[{"loc":["body","messages",0,"content"],"msg":"field required","type":"missing"},{"loc":["body","model"],"msg":"not a string"}]}"#
             ),
             "body.messages.0.content: field required; body.model: not a string"
+        );
+        // Cloudflare's envelope (review: model servers' streams): the raw
+        // JSON was the message.
+        assert_eq!(
+            service_message(
+                r#"{"errors":[{"message":"AiError: Capacity temporarily exceeded","code":3040}],"success":false,"result":null,"messages":[]}"#
+            ),
+            "AiError: Capacity temporarily exceeded"
         );
         assert_eq!(service_message("  plain text\n"), "plain text");
         assert_eq!(service_message(""), "(no message)");

@@ -86,7 +86,7 @@
 //! | a 200 whose stream ends with no output at all (llama-cpp-python's usual failure) | `EmptyAnswer` |
 //! | connection refused, or broken mid-stream | `Connection` |
 //! | connect, first byte or next event too slow | `Timeout` |
-//! | an error event inside the stream | `MidStream` |
+//! | an error event inside the stream (an overload before any output is retried first, as a 503) | `MidStream` |
 //!
 //! [`ModelError`]: crate::model::ModelError
 //! [`ModelChunk::Text`]: subagents_messages::ModelChunk::Text

@@ -88,7 +88,7 @@ where
 
 /// The wait before retry `retries + 1` when the service names none:
 /// `base_backoff * 2^retries`, at most `max_wait`.
-fn backoff(policy: RetryPolicy, retries: u32) -> Duration {
+pub(crate) fn backoff(policy: RetryPolicy, retries: u32) -> Duration {
     let factor = 2u32.saturating_pow(retries.min(16));
     policy
         .base_backoff

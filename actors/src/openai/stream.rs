@@ -67,6 +67,8 @@ pub(crate) struct Assembler {
     id_lookups: usize,
     last_slot: Option<Slot>,
     finished: bool,
+    /// The service's error said it is overloaded for now ([`transient`]).
+    transient: bool,
     usage: Option<Usage>,
     /// Characters of the request, and of the answer so far: the usage
     /// estimate for a server that reports none.
@@ -138,7 +140,7 @@ impl Assembler {
             return Ok(Step::Continue(Vec::new()));
         }
         if event == "error" {
-            return Err(mid_stream_error(
+            return Err(self.failed(
                 &serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned())),
             ));
         }
@@ -161,7 +163,7 @@ impl Assembler {
             ))
         })?;
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
-            return Err(mid_stream_error(&error));
+            return Err(self.failed(&error));
         }
         // Anthropic's compatibility endpoint pings between chunks.
         let ping = chunk.kind.as_ref().and_then(Value::as_str) == Some("ping");
@@ -171,7 +173,7 @@ impl Assembler {
         match chunk.object.as_deref() {
             Some("error") => {
                 let error = serde_json::from_str(data).unwrap_or(Value::Null);
-                return Err(mid_stream_error(&error));
+                return Err(self.failed(&error));
             }
             Some("chat.completion.chunk") => {}
             // Nothing a chunk has: not read as an empty one (its meaning,
@@ -286,6 +288,19 @@ impl Assembler {
         }
     }
 
+    /// The service's error inside the stream; whether it says the
+    /// service is overloaded for now is kept ([`Assembler::retryable`]).
+    fn failed(&mut self, error: &Value) -> ModelError {
+        self.transient = transient(error);
+        mid_stream_error(error)
+    }
+
+    /// The service failed the call for now (overloaded, a server error,
+    /// a rate limit) before any output: the same request may go again.
+    pub(crate) fn retryable(&self) -> bool {
+        self.transient && self.said_nothing()
+    }
+
     /// A finish came and no output since: the answer is whole.
     pub(crate) fn is_finished(&self) -> bool {
         self.finished
@@ -346,6 +361,36 @@ impl Assembler {
 
 /// An error the service reported inside the stream: its `message`, or
 /// its `error`'s (`{"error": {"message": …}}` as an `error` event's data).
+/// An error object that says the service cannot take the call for now:
+/// an overload (Anthropic's `overloaded_error`), a server error (OpenAI's
+/// `server_error`, Anthropic's `api_error`), a rate limit — by its type or
+/// code, or its HTTP status (not a bare 500: llama-server's for an answer
+/// that does not parse as its tool-call format would fail again).
+fn transient(error: &Value) -> bool {
+    let inner = error
+        .get("error")
+        .filter(|e| e.is_object())
+        .unwrap_or(error);
+    let said = |key: &str| inner.get(key).and_then(Value::as_str).unwrap_or_default();
+    let status = ["code", "status"]
+        .iter()
+        .find_map(|key| inner.get(*key).and_then(Value::as_u64));
+    TRANSIENT.contains(&said("type"))
+        || TRANSIENT.contains(&said("code"))
+        || matches!(status, Some(429 | 502 | 503 | 504 | 529))
+}
+
+/// The error types and codes of [`transient`].
+const TRANSIENT: [&str; 7] = [
+    "overloaded_error",
+    "overloaded",
+    "server_error",
+    "api_error",
+    "rate_limit_error",
+    "rate_limit_exceeded",
+    "service_unavailable",
+];
+
 fn mid_stream_error(error: &Value) -> ModelError {
     let error = error
         .get("error")

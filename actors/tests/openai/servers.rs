@@ -525,3 +525,58 @@ async fn a_refused_user_after_a_tool_result_gets_an_assistant_between() {
     assert_eq!(roles(2), bridged, "remembered");
     assert_eq!(seen[1].body["messages"][4]["content"], "");
 }
+
+/// Foreign server (review: model servers' streams): a service that fails
+/// the call inside its 200 stream, overloaded, before the answer began
+/// (Anthropic's `overloaded_error` event, OpenAI's `server_error` chunk)
+/// failed the turn at once, where the same overload sent as a 503 or 529
+/// was waited out. The request goes again, as for the status; after some
+/// of the answer, or for an error that is no overload, it fails as
+/// before (the host would see its text twice).
+#[tokio::test(start_paused = true)]
+async fn an_overload_inside_the_stream_before_the_answer_is_retried() {
+    let ok = || Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()]));
+    let overloaded =
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+            .to_string();
+    let server_error = json!({"error": {"message": "The server had an error while processing your request.", "type": "server_error"}}).to_string();
+    let role = chunk(json!({"role": "assistant", "content": ""}));
+    let server = MockServer::start(vec![
+        Reply::sse(&[&role, &overloaded]),
+        Reply::sse(&[&server_error]),
+        ok(),
+    ])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))]);
+    assert_eq!(server.seen().len(), 3);
+    // After output: not sent again.
+    let server = MockServer::start(vec![Reply::sse(&[&text("par"), &server_error]), ok()]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert!(
+        matches!(
+            &out[..],
+            [Ok(ModelChunk::Text(_)), Err(ModelError::MidStream { .. })]
+        ),
+        "{out:?}"
+    );
+    assert_eq!(server.seen().len(), 1);
+    // No overload: not sent again.
+    let refused = json!({"error": {"message": "bad tool schema", "type": "invalid_request_error"}})
+        .to_string();
+    let server = MockServer::start(vec![Reply::sse(&[&refused]), ok()]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::MidStream { .. })]),
+        "{out:?}"
+    );
+    assert_eq!(server.seen().len(), 1);
+    // Overloaded every time: the retries run out, then the service's words.
+    let server = MockServer::start(vec![Reply::sse(&[&overloaded]); 4]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::MidStream { message })] if message == "Overloaded"),
+        "{out:?}"
+    );
+    assert_eq!(server.seen().len(), 4, "the first and three retries");
+}

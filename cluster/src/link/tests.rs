@@ -344,7 +344,7 @@ impl Actor for RestartedHost {
 /// incarnation than the one met at connect loses the link.
 #[tokio::test]
 async fn a_heartbeat_answered_by_another_process_loses_the_link() {
-    let (inbox, routes, thread, mut events, _key) = a_child_on_b("a-restart", "b-restart").await;
+    let (inbox, routes, thread, mut events, key) = a_child_on_b("a-restart", "b-restart").await;
     let (host, _) = Actor::spawn(None, RestartedHost, ()).await.unwrap();
     let port = std::net::TcpListener::bind(("127.0.0.1", 0))
         .unwrap()
@@ -371,6 +371,7 @@ async fn a_heartbeat_answered_by_another_process_loses_the_link() {
             labels: Vec::new(),
             live: AtomicU64::new(0),
             down: AtomicBool::new(false),
+            why_lost: std::sync::OnceLock::new(),
             started: AtomicU64::new(0),
             server: server.clone(),
             inbox: inbox.clone(),
@@ -384,6 +385,12 @@ async fn a_heartbeat_answered_by_another_process_loses_the_link() {
     let error = envelope.error.unwrap_or_default();
     assert!(error.contains("restarted"), "{error}");
     assert!(link.is_down());
+    // A host's request after the loss (review: the cluster) says why,
+    // as the children lost with it read: it said "it was lost", and a
+    // child stopped in that tick failed with other words than its
+    // siblings'.
+    let asked = link.request(key, RunRequest::Stop).unwrap_err();
+    assert!(asked.contains("restarted"), "{asked}");
     thread.close_and_wait().await;
     inbox.stop(None);
     host.stop(None);

@@ -118,3 +118,51 @@ async fn a_run_whose_proxy_is_killed_at_a_gap_lets_go_of_its_route() {
     thread.close_and_wait().await;
     inbox.stop(None);
 }
+
+/// Repeated (review: the cluster as an adversary, a frame twice): a late
+/// copy of an earlier report whose body did not read — its header did —
+/// became a `Refused` at its old number: the route took it as the last
+/// report, went, and the node was asked to stop the run; its later
+/// reports, its end among them, found no route, and the child stayed
+/// `running`. A number that already came is dropped, unread or not.
+#[tokio::test]
+async fn a_garbled_repeat_of_an_earlier_report_ends_nothing() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let (host, _) = Actor::spawn(None, HostOfB, ("b-repeat", asked.clone()))
+        .await
+        .unwrap();
+    let (inbox, _routes, thread, mut events, key) = a_child_on_b("a-repeat", "b-repeat").await;
+    let report = |seq, body| encode_report(&RunReport { key, seq, body }, TOKEN).unwrap();
+    for seq in 0..3 {
+        let text = ReportBody::Event(AgentEvent::Text(format!("part {seq}")));
+        inbox.cast(report(seq, text)).unwrap();
+    }
+    let InboxMsg::Report(header, _) = report(1, ReportBody::Event(AgentEvent::Text("x".into())))
+    else {
+        unreachable!("a report")
+    };
+    inbox.cast(InboxMsg::Report(header, vec![0xff])).unwrap();
+    let result = answered("the answer");
+    let ended = ReportBody::Ended {
+        result: result.clone(),
+        conversation: Vec::new(),
+    };
+    inbox
+        .cast(report(
+            3,
+            ReportBody::Event(AgentEvent::Result(Box::new(result))),
+        ))
+        .unwrap();
+    inbox.cast(report(4, ended)).unwrap();
+    let agent_1 = AgentId::new("agent_1");
+    let status = terminal_status(&mut events, &agent_1, 60).await;
+    let envelope = thread.hub().status(&agent_1).unwrap();
+    assert_eq!(status, Ok(SubAgentStatus::Done), "{envelope:?}");
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "the run was asked to stop"
+    );
+    thread.close_and_wait().await;
+    inbox.stop(None);
+    host.stop(None);
+}
