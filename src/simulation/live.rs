@@ -267,9 +267,9 @@ impl LiveSimulation {
     /// Ends the run and reports: the gate and hub as the run left them,
     /// then the thread closed — what the close emitted (a child still
     /// running ends `stopped`) is in the log, and every envelope is final
-    /// (on its store too). After [`LiveSimulation::close`] the gate and
-    /// hub are gone: their snapshots are the defaults (read them before
-    /// the close to assert on them).
+    /// (on its store too). After [`LiveSimulation::close`] the hub and a
+    /// gate the thread made are gone: their snapshots are the defaults
+    /// (read them before the close to assert on them).
     pub async fn finish(mut self) -> SimulationReport {
         self.drain();
         self.fire_unfired().await;

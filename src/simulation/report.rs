@@ -110,7 +110,9 @@ pub struct SimulationReport {
     pub envelopes: Vec<Envelope>,
     /// The gate as the run left it (before the thread's close). A run
     /// closed first ([`LiveSimulation::close`](super::LiveSimulation::close))
-    /// has no gate left to read: the default (all zero).
+    /// has no gate of its own left to read: the default (all zero) — a
+    /// gate given to the builder (or the registry's) runs on, read as it
+    /// is then.
     pub gate: GateSnapshot,
     /// The hub as the run left it (before the thread's close); the
     /// default after [`LiveSimulation::close`](super::LiveSimulation::close),

@@ -445,3 +445,43 @@ async fn a_gate_given_for_a_registered_parent_model_is_its_childrens_too() {
     assert_eq!(registered.snapshot().await.unwrap().granted_total, 0);
     thread.close_and_wait().await;
 }
+
+/// The same, for a second name registered behind that gate (the same
+/// weights, `register_with_gate`) on another model object (this
+/// session's own review): moved by the parent's model object alone, a
+/// child naming the second name still queued at the registry's gate.
+#[tokio::test(start_paused = true)]
+async fn a_gate_given_for_a_registered_parent_model_is_its_same_weights_too() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work")
+                .model("m-fast")
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .shared();
+    let fast = ScriptedModel::new(vec![])
+        .with_script("Worker", vec![Reply::answer("done")])
+        .shared();
+    let mut registry = subagents::actors::registry::ModelRegistry::new();
+    registry
+        .register("local", "m", model.clone(), 1)
+        .await
+        .unwrap();
+    let registered = registry.gate("local", "m").unwrap().clone();
+    registry.register_with_gate("local", "m-fast", fast, registered.clone());
+    let given = subagents::actors::GateHandle::spawn(1).await.unwrap();
+    let builder = DelegationBuilder::new(model)
+        .gate(given.clone())
+        .models(registry);
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    assert_eq!(given.snapshot().await.unwrap().granted_total, 4);
+    assert_eq!(registered.snapshot().await.unwrap().granted_total, 0);
+    thread.close_and_wait().await;
+}

@@ -186,3 +186,15 @@ async fn a_scoped_agent_tool_beside_a_star_still_starts_no_sub_agent() {
     let (tools, _parent) = tools_the_worker_gets("tools: Agent(flow, player), *").await;
     assert_eq!(tools, ["calculator", "sleep"]);
 }
+
+/// This session's own review of the rule above: a rule ending in `*`
+/// that covers a delegation tool (`use_*`) denied the tool's name but
+/// not delegation — below the depth limit the hub gave the child
+/// `use_agent` again; `**` denied nothing.
+#[tokio::test(start_paused = true)]
+async fn a_wildcard_deny_rule_covering_delegation_takes_it_away() {
+    let (tools, _parent) = tools_the_worker_gets("disallowedTools: [\"use_*\"]").await;
+    assert_eq!(tools, ["calculator", "sleep"]);
+    let (tools, _parent) = tools_the_worker_gets("disallowedTools: \"**\"").await;
+    assert!(tools.is_empty(), "{tools:?}");
+}

@@ -461,6 +461,14 @@ pub(crate) fn resolve_approval(
         outcome,
     });
     state.approval = None;
+    // In the tool from the answer on, as the stream says (a `status` read
+    // before the call's task was polled again said `awaiting_approval`).
+    if let (ApprovalDecision::Approve, Activity::AwaitingApproval(tool)) =
+        (decision, &state.activity)
+    {
+        let tool = tool.clone();
+        state.doing(Activity::InTool(tool));
+    }
     true
 }
 

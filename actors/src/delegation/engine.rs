@@ -32,12 +32,18 @@ pub(crate) fn is_delegation_tool(name: &str) -> bool {
 
 /// True when a deny list's entry `name` takes delegation away: a delegation
 /// tool, offered here or not, in any case, or Claude Code's own spawn tool
-/// (`Agent`, formerly `Task`).
-pub(crate) fn denying_takes_delegation(name: &str) -> bool {
+/// (`Agent`, formerly `Task`) — or, `starts` (a rule ending in `*`), the
+/// start of one's name (`use_*`, `*`).
+pub(crate) fn denying_takes_delegation(name: &str, starts: bool) -> bool {
     DELEGATION_TOOLS
         .iter()
         .chain(&["task"])
-        .any(|tool| tool.eq_ignore_ascii_case(name))
+        .any(|tool| match starts {
+            false => tool.eq_ignore_ascii_case(name),
+            true => tool
+                .get(..name.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(name)),
+        })
 }
 
 pub(crate) fn refuse(sentence: impl Into<String>) -> ToolError {

@@ -28,9 +28,8 @@ use serde_json::Value;
 ///   refuses a user message right after a tool result ("Unexpected role
 ///   'user' after role 'tool'"), which a message read mid-turn (a steered
 ///   child, a message waiting) and a resumed child's first message
-///   make: every later call of that conversation failed. An empty
-///   assistant message is put between the two, as Zed's Mistral
-///   provider does.
+///   make: every later call of that conversation failed. A short
+///   assistant message is put between the two ([`BRIDGE`]).
 pub(super) fn refused_field(body: &Value, message: &str) -> Option<&'static str> {
     let fields = body.as_object()?;
     if message.contains("reasoning_content")
@@ -82,7 +81,7 @@ pub(super) fn amend(body: &mut Value, field: &str) {
     if field == ASSISTANT_AFTER_TOOL {
         if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
             while let Some(at) = tool_then_user_in(messages) {
-                let bridge = serde_json::json!({"role": "assistant", "content": ""});
+                let bridge = serde_json::json!({"role": "assistant", "content": BRIDGE});
                 messages.insert(at, bridge);
             }
         }
@@ -136,6 +135,12 @@ fn assistants_without_reasoning_mut(
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
         .filter(|m| !m.contains_key("reasoning_content"))
 }
+
+/// What the assistant message put between a tool result and a user
+/// message says: not empty — Mistral's validator refuses an assistant
+/// message with neither text nor calls (before its V5 tokenizers, and its
+/// API), as OpenCode's and pydantic-ai's bridges know.
+const BRIDGE: &str = "Done.";
 
 /// The amendment that puts an assistant message between a tool result
 /// and the user message after it (not a field: a name for the list of

@@ -89,7 +89,7 @@ pub(crate) fn service_message(body: &str) -> String {
                 .map(str::to_owned)
                 .or_else(|| detail(v.get("detail")?))
                 .or_else(|| detail(v.get("message")?.get("detail")?))
-                .or_else(|| listed(v.get("errors")?))?;
+                .or_else(|| listed(v.get("errors").or(error)?))?;
             // A gateway's wrapper (OpenRouter: "Provider returned error") with
             // the provider's own words in `metadata.raw`: said after it, or a
             // model read only that the provider failed.
@@ -98,9 +98,18 @@ pub(crate) fn service_message(body: &str) -> String {
                 .map(|raw| raw.as_str().map_or_else(|| raw.to_string(), str::to_owned))
                 .filter(|raw| !raw.trim().is_empty())
                 .map(|raw| service_message(&raw));
-            Some(match raw {
+            // Groq's generation that failed its tool-call format: the
+            // message points at it ("See 'failed_generation'").
+            let failed = error
+                .and_then(|e| e.get("failed_generation")?.as_str())
+                .filter(|text| !text.trim().is_empty());
+            let message = match raw {
                 Some(raw) if raw != message => format!("{message}: {raw}"),
                 _ => message,
+            };
+            Some(match failed {
+                Some(text) => format!("{message} (failed_generation: {text})"),
+                None => message,
             })
         });
     let text = from_json.unwrap_or_else(|| body.trim().to_owned());
@@ -112,8 +121,8 @@ pub(crate) fn service_message(body: &str) -> String {
 }
 
 /// Cloudflare's envelope (`{"errors": [{"message": …, "code": …}],
-/// "success": false}`): each error's message, joined — read as no
-/// message, a model read the raw JSON.
+/// "success": false}`; its AI Gateway's own under `error`): each error's
+/// message, joined — read as no message, a model read the raw JSON.
 fn listed(errors: &Value) -> Option<String> {
     let said: Vec<&str> = errors
         .as_array()?
@@ -301,6 +310,13 @@ mod tests {
                 r#"{"errors":[{"message":"AiError: Capacity temporarily exceeded","code":3040}],"success":false,"result":null,"messages":[]}"#
             ),
             "AiError: Capacity temporarily exceeded"
+        );
+        // Its AI Gateway's own, under `error` (review: gateways).
+        assert_eq!(
+            service_message(
+                r#"{"success":false,"result":[],"messages":[],"error":[{"code":2009,"message":"Unauthorized"}],"name":"AiGatewayError"}"#
+            ),
+            "Unauthorized"
         );
         assert_eq!(service_message("  plain text\n"), "plain text");
         assert_eq!(service_message(""), "(no message)");

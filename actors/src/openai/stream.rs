@@ -91,22 +91,42 @@ const HIDDEN_STEP: usize = 1024;
 /// finished: the output-token limit (`length`, or `max_tokens` on some
 /// servers), the content filter (OpenAI, Azure) and vLLM's repetition
 /// detector (`repetition`), and Mistral's `model_length` (the model's
-/// context window). [`FAILED_REASONS`] say it failed. Any other reason
-/// (`stop`, `tool_calls`, TGI's `eos_token`, …) is a finished answer.
-const CUT_REASONS: [&str; 5] = [
+/// context window); as gateways pass the provider's own through (read in
+/// any case): Gemini's `MAX_TOKENS`, `SAFETY`, `RECITATION`,
+/// `PROHIBITED_CONTENT`, `BLOCKLIST`, `SPII`, Anthropic's `refusal` and
+/// `model_context_window_exceeded`, Bedrock's `guardrail_intervened`.
+/// [`FAILED_REASONS`] say it failed. Any other reason (`stop`,
+/// `tool_calls`, TGI's `eos_token`, …) is a finished answer.
+const CUT_REASONS: [&str; 13] = [
     "length",
     "max_tokens",
     "content_filter",
     "repetition",
     "model_length",
+    "safety",
+    "recitation",
+    "prohibited_content",
+    "blocklist",
+    "spii",
+    "refusal",
+    "model_context_window_exceeded",
+    "guardrail_intervened",
 ];
 
 /// The `finish_reason`s that say the service gave up on the answer: vLLM
 /// ends a request it aborted (a pause for new weights, a shutdown) with
 /// `abort` after the text so far, and a failed one with `error`; DeepSeek
 /// one it interrupted for want of resources with
-/// `insufficient_system_resource`. The half answer is not a result.
-const FAILED_REASONS: [&str; 3] = ["abort", "error", "insufficient_system_resource"];
+/// `insufficient_system_resource`; Gemini (through a gateway) one whose
+/// call was no call with `MALFORMED_FUNCTION_CALL` or
+/// `UNEXPECTED_TOOL_CALL`. The half answer is not a result.
+const FAILED_REASONS: [&str; 5] = [
+    "abort",
+    "error",
+    "insufficient_system_resource",
+    "malformed_function_call",
+    "unexpected_tool_call",
+];
 
 /// About four characters a token (OpenAI's rule of thumb for English):
 /// rough, but it keeps a token budget meaningful on every server.
@@ -207,8 +227,13 @@ impl Assembler {
             self.finished |= !self.said_nothing();
         }
         let mut out = Vec::new();
-        for choice in chunk.choices.unwrap_or_default() {
-            if choice.index.unwrap_or(0) != 0 {
+        let choices = chunk.choices.unwrap_or_default();
+        // One choice is the answer's whatever its index (no `n` is sent):
+        // Foundry Local numbered its one choice 0, 1, 2, … — every chunk
+        // after the first was dropped, and the answer read as cut.
+        let one = choices.len() == 1;
+        for choice in choices {
+            if !one && choice.index.unwrap_or(0) != 0 {
                 continue;
             }
             if let Some(delta) = choice.delta {
@@ -243,7 +268,10 @@ impl Assembler {
             // A blank reason is no finish: SGLang and some gateways send
             // `""` where others send `null`, on every chunk.
             if let Some(reason) = choice.finish_reason.filter(|r| !r.trim().is_empty()) {
-                if FAILED_REASONS.contains(&reason.as_str()) {
+                // In any case: a gateway passing Gemini's own through
+                // (`MAX_TOKENS`, `SAFETY`) had a cut answer read as whole.
+                let said = reason.trim().to_ascii_lowercase();
+                if FAILED_REASONS.contains(&said.as_str()) {
                     return Err(ModelError::MidStream {
                         message: format!(
                             "the service gave up on the answer (`finish_reason: {reason}`)"
@@ -254,7 +282,7 @@ impl Assembler {
                 // Cut by the output-token limit or the server's content
                 // filter: said before the calls, which may be incomplete
                 // and must not run.
-                if CUT_REASONS.contains(&reason.as_str()) {
+                if CUT_REASONS.contains(&said.as_str()) {
                     out.push(ModelChunk::Truncated(reason));
                     // A call cut before its name came can never run:
                     // left out, not a malformed answer (the cut is).
@@ -301,7 +329,8 @@ impl Assembler {
         self.transient && self.said_nothing()
     }
 
-    /// A finish came and no output since: the answer is whole.
+    /// A finish (or a usage alone after output) came and no output since:
+    /// the answer is whole.
     pub(crate) fn is_finished(&self) -> bool {
         self.finished
     }
@@ -363,9 +392,9 @@ impl Assembler {
 /// its `error`'s (`{"error": {"message": …}}` as an `error` event's data).
 /// An error object that says the service cannot take the call for now:
 /// an overload (Anthropic's `overloaded_error`), a server error (OpenAI's
-/// `server_error`, Anthropic's `api_error`), a rate limit — by its type or
-/// code, or its HTTP status (not a bare 500: llama-server's for an answer
-/// that does not parse as its tool-call format would fail again).
+/// `server_error`, Anthropic's `api_error`), a rate limit — by its HTTP
+/// status where it says one (429, 503, 529, as before the stream), else
+/// by its type or code.
 fn transient(error: &Value) -> bool {
     let inner = error
         .get("error")
@@ -375,9 +404,14 @@ fn transient(error: &Value) -> bool {
     let status = ["code", "status"]
         .iter()
         .find_map(|key| inner.get(*key).and_then(Value::as_u64));
-    TRANSIENT.contains(&said("type"))
-        || TRANSIENT.contains(&said("code"))
-        || matches!(status, Some(429 | 502 | 503 | 504 | 529))
+    // A status, where one is said, decides: as a status before the
+    // stream is retried (llama-server's `server_error` for an answer that
+    // does not parse as its tool-call format is a 500, and would fail
+    // again).
+    match status {
+        Some(status) => matches!(status, 429 | 503 | 529),
+        None => TRANSIENT.contains(&said("type")) || TRANSIENT.contains(&said("code")),
+    }
 }
 
 /// The error types and codes of [`transient`].
@@ -391,19 +425,18 @@ const TRANSIENT: [&str; 7] = [
     "service_unavailable",
 ];
 
+/// The service's error inside the stream, read as an error body is (its
+/// message, a gateway's provider words in `metadata.raw`, a generation
+/// that failed): only `message` was read, and OpenRouter's "Provider
+/// returned error" came without the provider's words, Groq's pointed at a
+/// `failed_generation` the model never got.
 fn mid_stream_error(error: &Value) -> ModelError {
-    let error = error
-        .get("error")
-        .filter(|inner| inner.get("message").is_some() || inner.is_string())
-        .unwrap_or(error);
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| error.as_str().map(str::to_owned))
-        .unwrap_or_else(|| error.to_string());
+    let body = match error.get("error") {
+        Some(_) => error.clone(),
+        None => serde_json::json!({ "error": error }),
+    };
     ModelError::MidStream {
-        message: truncate(&message, 500),
+        message: super::error::service_message(&body.to_string()),
     }
 }
 

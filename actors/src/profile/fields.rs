@@ -86,6 +86,8 @@ pub(super) const NOT_APPLIED: &[&str] = &[
 pub(super) const RESTRICTING_KEYS: &[&str] = &[
     // Switched off: the strongest narrowing there is.
     "disabled",
+    "disable",
+    "mode",
     "tools",
     "allowed-tools",
     "disallowedTools",
@@ -188,13 +190,14 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
         // after a full one would widen what the profile may do). The same
         // spelling twice is the format's own duplicate-key error.
         let mut seen: Vec<String> = Vec::new();
+        // OpenCode's `steps` read as the cap (a number): one spelling more
+        // of it, known only once its value is read.
+        let mut steps_cap = false;
         while let Some(key) = map.next_key::<String>()? {
             self.current_key.set(Some(key.clone()));
             let setting = setting_of(&key);
             if let Some(first) = seen.iter().find(|k| *k != &key && setting_of(k) == setting) {
-                return Err(de::Error::custom(format!(
-                    "`{key}` sets what `{first}` above already set (two spellings of one setting); keep one"
-                )));
+                return Err(twice(&key, first));
             }
             seen.push(key.clone());
             match key.as_str() {
@@ -225,12 +228,20 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 // spell it; `steps` only as a number (a list of steps is
                 // some other tool's text).
                 "max_iterations" | "maxTurns" | "max_turns" | "maxSteps" => {
+                    if steps_cap {
+                        return Err(twice(&key, "steps"));
+                    }
                     fm.max_iterations = map.next_value::<Option<Iterations>>()?.map(|i| i.0);
                 }
                 "steps" => match map.next_value::<serde_json::Value>()? {
                     steps @ serde_json::Value::Number(_) => {
+                        let cap_set = seen.iter().find(|k| setting_of(k) == "max_iterations");
+                        if let Some(first) = cap_set {
+                            return Err(twice(&key, first));
+                        }
                         let cap = serde_json::from_value::<Iterations>(steps);
                         fm.max_iterations = Some(cap.map_err(de::Error::custom)?.0);
+                        steps_cap = true;
                     }
                     _ => fm.unknown.push(key.clone()),
                 },
@@ -239,7 +250,25 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                         .next_value::<Option<ToolList>>()?
                         .map(|t| t.each_split().0);
                 }
-                "disabled" => fm.disabled = map.next_value()?,
+                // OpenCode's `disable`; its `mode: primary` (an agent it
+                // never starts as a sub-agent) leaves the profile out too,
+                // whatever a `disabled` says.
+                "disabled" | "disable" => {
+                    let value = map.next_value::<Option<bool>>()?;
+                    fm.disabled = if fm.disabled == Some(true) {
+                        fm.disabled
+                    } else {
+                        value
+                    };
+                }
+                "mode" => match map.next_value::<serde_json::Value>()? {
+                    serde_json::Value::String(mode) if mode.trim() == "primary" => {
+                        fm.disabled = Some(true);
+                    }
+                    serde_json::Value::String(mode)
+                        if ["subagent", "all"].contains(&mode.trim()) => {}
+                    _ => fm.unknown.push(key.clone()),
+                },
                 "max_tokens" | "maxTokens" => {
                     fm.max_tokens = map.next_value()?;
                     if fm.max_tokens == Some(0) {
@@ -352,12 +381,20 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
     }
 }
 
+/// A setting written a second time under another spelling.
+fn twice<E: de::Error>(key: &str, first: &str) -> E {
+    E::custom(format!(
+        "`{key}` sets what `{first}` above already set (two spellings of one setting); keep one"
+    ))
+}
+
 /// The setting a key names: its first spelling, for keys written two ways
 /// (the Codex or snake_case one and the Claude Code one).
 fn setting_of(key: &str) -> &str {
     match key {
         "model_provider" => "provider",
-        "maxTurns" | "max_turns" | "maxSteps" | "steps" => "max_iterations",
+        "maxTurns" | "max_turns" | "maxSteps" => "max_iterations",
+        "disable" => "disabled",
         "disallowedTools" | "disallowed-tools" => "disallowed_tools",
         "allowed-tools" => "tools",
         "maxTokens" => "max_tokens",

@@ -117,7 +117,7 @@ fn deny_list(
                 .iter()
                 .filter(|k| starts_with_any_case(k, &prefix))
                 .collect();
-            if !matched.is_empty() || name == "*" {
+            if !matched.is_empty() || prefix.is_empty() {
                 for tool in matched {
                     if !out.contains(tool) {
                         out.push(tool.clone());
@@ -136,7 +136,7 @@ fn deny_list(
         // `Task`) is known whatever the host's list: denied, the sub-agent
         // never delegates. A host tool matches whatever the case (the
         // deny list is read so where a child starts).
-        let delegation = crate::delegation::denying_takes_delegation(name);
+        let delegation = denies_delegation(&[name.to_owned()]);
         if !delegation && !known.iter().any(|k| k.eq_ignore_ascii_case(name)) {
             warn(
                 warnings,
@@ -186,19 +186,21 @@ pub(crate) fn denies(denied: &[String], tool: &str) -> bool {
     })
 }
 
-/// A deny rule ending in `*` (`mcp__*`, `*`): the start of every tool's
-/// name it denies. Read as one tool's name, it denied none — a deny list
-/// resolves towards denying.
+/// A deny rule ending in `*` (`mcp__*`, `*`, `**`): the start of every
+/// tool's name it denies. Read as one tool's name, it denied none — a deny
+/// list resolves towards denying.
 fn wildcard(rule: &str) -> Option<&str> {
-    rule.strip_suffix('*')
+    rule.ends_with('*').then(|| rule.trim_end_matches('*'))
 }
 
 /// True when a profile's deny list takes delegation away: the sub-agent
-/// never delegates.
+/// never delegates (also for a rule ending in `*` that covers a
+/// delegation tool: `*`, `use_*`).
 pub(crate) fn denies_delegation(denied: &[String]) -> bool {
+    use crate::delegation::denying_takes_delegation as takes;
     denied.iter().any(|entry| {
         let base = scoped_base(entry);
-        crate::delegation::denying_takes_delegation(base) || base == "*"
+        takes(base, false) || wildcard(base).is_some_and(|start| takes(start, true))
     })
 }
 
@@ -246,7 +248,9 @@ fn mcp_server(rule: &str) -> Option<&str> {
         Some(server) => (server, true),
         None => (rest, false),
     };
-    (!server.is_empty() && (starred || !server.contains("__"))).then_some(server)
+    // `mcp__*` names no server: every MCP tool (a rule ending in `*`).
+    let named = !server.is_empty() && !server.contains('*');
+    (named && (starred || !server.contains("__"))).then_some(server)
 }
 
 #[cfg(test)]

@@ -617,3 +617,25 @@ fn a_huge_file_is_looked_at_only_as_far_as_a_profile_goes() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(grew < 64 << 20, "the peak grew by {} MiB", grew >> 20);
 }
+
+/// This session's own review: `mcp__*` read as the rule for an MCP
+/// server named `*` matched none of the host's tools, and the load
+/// warned that the rule denied nothing — where it denies every MCP tool.
+/// Turned into the tools it covers, the rule kept, no warning.
+#[test]
+fn a_wildcard_deny_rule_is_the_tools_it_covers_not_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    write(
+        &dir,
+        "a.md",
+        "---\nname: a\ndisallowedTools: [\"mcp__*\"]\n---\nx",
+    );
+    let known = known(&["read_file", "mcp__github__merge", "mcp__docs__search"]);
+    let (profiles, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &known);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        profiles.get("a").unwrap().disallowed_tools,
+        ["mcp__github__merge", "mcp__docs__search", "mcp__*"]
+    );
+}

@@ -29,7 +29,7 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
     // A Codex role broken by its first key (a number where the prompt
     // goes), the restricting key after it.
     let role = |key_lines: &str| format!("developer_instructions = 5\n{key_lines}\n");
-    let cases: [(&str, &str, String); 30] = [
+    let cases: [(&str, &str, String); 32] = [
         ("disabled", "reviewer.md", markdown("disabled: true")),
         ("tools", "reviewer.md", markdown("tools: Read")),
         (
@@ -136,6 +136,8 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
         ("max_turns", "reviewer.md", markdown("max_turns: 3")),
         ("maxSteps", "reviewer.md", markdown("maxSteps: 3")),
         ("steps", "reviewer.md", markdown("steps: 3")),
+        ("disable", "reviewer.md", markdown("disable: true")),
+        ("mode", "reviewer.md", markdown("mode: primary")),
     ];
     let mut widened = Vec::new();
     for (key, file, text) in cases {

@@ -387,3 +387,44 @@ fn other_tools_turn_caps_are_the_iteration_cap() {
     assert!(parse("---\nname: a\nsteps: 0\n---\nx").is_err());
     assert!(parse("---\nname: a\nmaxTurns: 3\nmax_turns: 4\n---\nx").is_err());
 }
+
+/// This session's own review: `steps` read as the cap was checked as a
+/// second spelling before its value was read — a list of steps beside
+/// `maxTurns` (another tool's text, an unknown key) refused the file.
+/// Only a number is the cap, and a number beside another spelling is
+/// still refused, in either order.
+#[test]
+fn steps_is_a_second_spelling_of_the_cap_only_as_a_number() {
+    let (listed, warnings) = parse("---\nname: a\nmaxTurns: 5\nsteps:\n  - plan\n---\nx").unwrap();
+    assert_eq!(listed.max_iterations, Some(5));
+    assert!(warnings.iter().any(|w| matches!(w,
+        ProfileWarning::UnknownKey { key, .. } if key == "steps")));
+    for text in [
+        "---\nname: a\nmaxTurns: 5\nsteps: 3\n---\nx",
+        "---\nname: a\nsteps: 3\nmaxTurns: 5\n---\nx",
+    ] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains("two spellings of one setting"), "{text:?}: {e}");
+    }
+}
+
+/// Widened (this session's own review: OpenCode's keys beside the ones
+/// it read): OpenCode's `disable: true` was an unknown key, and an agent
+/// it marks `mode: primary` (never started as a sub-agent there) was
+/// offered as one. Both leave the profile out; `mode: subagent` and
+/// `all` say nothing this runtime does otherwise.
+#[test]
+fn opencodes_disable_and_primary_mode_leave_the_profile_out() {
+    for text in [
+        "---\nname: a\ndisable: true\n---\nx",
+        "---\nname: a\nmode: primary\n---\nx",
+        "---\nname: a\nmode: primary\ndisabled: false\n---\nx",
+    ] {
+        assert!(profile(text).disabled, "{text:?}");
+    }
+    for mode in ["subagent", "all"] {
+        let (loaded, warnings) = parse(&format!("---\nname: a\nmode: {mode}\n---\nx")).unwrap();
+        assert!(!loaded.disabled);
+        assert!(warnings.is_empty(), "{mode}: {warnings:?}");
+    }
+}

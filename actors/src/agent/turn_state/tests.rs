@@ -255,6 +255,23 @@ fn an_approval_the_call_never_took_is_not_written_as_answered() {
     };
     assert_eq!(outcome, ApprovalOutcome::Cancelled("cut".into()));
 
+    // Approved: the child is in its tool from the answer on (review:
+    // approvals at every edge — a `status` read before the call's task
+    // was polled again said `awaiting_approval`).
+    let (shared, _slot, turn_sink, _out, _stream) = open_turn();
+    lock(&shared).approval = Some((id.clone(), ToolUseId::new("call_1")));
+    lock(&shared).doing(Activity::AwaitingApproval("post".into()));
+    let (responder, _call) = tokio::sync::oneshot::channel();
+    let approve = ApprovalDecision::Approve;
+    assert!(resolve_approval(
+        &shared,
+        &turn_sink,
+        &id,
+        approve,
+        responder.into()
+    ));
+    assert_eq!(lock(&shared).activity, Activity::InTool("post".into()));
+
     // Taken: the decision reaches the call, then its event.
     let (shared, _slot, turn_sink, _out, mut stream) = open_turn();
     lock(&shared).approval = Some((id.clone(), ToolUseId::new("call_1")));

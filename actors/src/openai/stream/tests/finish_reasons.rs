@@ -27,6 +27,16 @@ fn every_cut_reason_says_truncated_before_the_calls() {
             "content_filter",
             "repetition",
             "model_length",
+            // Passed through by gateways, in the provider's own case.
+            "MAX_TOKENS",
+            "SAFETY",
+            "RECITATION",
+            "PROHIBITED_CONTENT",
+            "BLOCKLIST",
+            "SPII",
+            "refusal",
+            "model_context_window_exceeded",
+            "guardrail_intervened",
         ],
         &CUT_REASONS,
     );
@@ -53,7 +63,13 @@ fn every_cut_reason_says_truncated_before_the_calls() {
 #[test]
 fn every_failed_reason_ends_the_call_mid_stream() {
     let reasons = documented_and(
-        &["abort", "error", "insufficient_system_resource"],
+        &[
+            "abort",
+            "error",
+            "insufficient_system_resource",
+            "MALFORMED_FUNCTION_CALL",
+            "UNEXPECTED_TOOL_CALL",
+        ],
         &FAILED_REASONS,
     );
     for reason in reasons {
@@ -204,4 +220,50 @@ fn a_call_fragment_not_in_a_list_is_read_as_one() {
     // A fragment of another type still names what was wrong.
     let (_, end) = feed(&[r#"{"choices":[{"delta":{"tool_calls":7}}]}"#]);
     assert!(matches!(end, Err(ModelError::Malformed(_))), "{end:?}");
+}
+
+/// Foreign server (review: gateways): Microsoft Foundry Local (to 0.7.117)
+/// numbers its one choice 0, 1, 2, … on successive chunks; every chunk
+/// after the first was dropped as another choice's, and `[DONE]` read
+/// the answer as cut — a lost connection. One choice is the answer's,
+/// whatever its index; of several, the first's.
+#[test]
+fn a_chunks_one_choice_is_the_answers_whatever_its_index() {
+    let (out, end) = feed(&[
+        r#"{"choices":[{"index":0,"delta":{"content":"Wh"}}]}"#,
+        r#"{"choices":[{"index":1,"delta":{"content":"y"},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(end, Ok(true));
+    assert_eq!(
+        &out[..2],
+        [ModelChunk::Text("Wh".into()), ModelChunk::Text("y".into())]
+    );
+    let (out, _) = feed(&[
+        r#"{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}"#,
+    ]);
+    assert_eq!(out, [ModelChunk::Text("a".into())]);
+}
+
+/// Foreign server (review: gateways): a service's error inside the
+/// stream kept only its `message` — OpenRouter's "Provider returned
+/// error" without the provider's words (`metadata.raw`, read so in an
+/// error body), Groq's pointing at a `failed_generation` the model never
+/// got. Read as an error body is.
+#[test]
+fn an_error_inside_the_stream_is_read_as_an_error_body_is() {
+    let (_, end) = feed(&[
+        r#"{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"tool_use ids must be unique","provider_name":"Anthropic"}}}"#,
+    ]);
+    assert!(
+        matches!(&end, Err(ModelError::MidStream { message }) if message == "Provider returned error: tool_use ids must be unique"),
+        "{end:?}"
+    );
+    let (_, end) = feed(&[
+        r#"{"error":{"message":"Failed to call a function. See 'failed_generation' for more details.","type":"invalid_request_error","code":"tool_use_failed","failed_generation":"<function=search>{\"q\": 1}"}}"#,
+    ]);
+    assert!(
+        matches!(&end, Err(ModelError::MidStream { message }) if message.contains("(failed_generation: <function=search>")),
+        "{end:?}"
+    );
 }
