@@ -165,6 +165,14 @@ pub enum ApprovalRefusal {
     /// its request was closed as cancelled.
     #[error("the approval `{0}` is closed: the agent that asked for it ended first")]
     Ended(ApprovalId),
+    /// The answer was sent on to the node running the agent that asked,
+    /// and the node was lost before it said whether its agent took it:
+    /// it may have been (a run kept there goes on, and runs an approved
+    /// call). The request is closed here as cancelled.
+    #[error(
+        "the answer to the approval `{0}` was sent, but the node running its agent was lost before saying whether it was taken (it may have been)"
+    )]
+    Unsettled(ApprovalId),
 }
 
 /// The host's answer to an [`ApprovalRequest`].

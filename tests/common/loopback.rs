@@ -145,6 +145,18 @@ impl Loopback {
         })
     }
 
+    /// The link breaks and the node does not know it (a partition): the
+    /// link says every run it had is lost, and the node's runs go on, as
+    /// runs a node keeps for a parent it lost do.
+    pub fn partition(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        let mut runs: Vec<_> = self.runs.lock().unwrap().drain().collect();
+        runs.sort_unstable_by_key(|(key, _)| *key);
+        for (_, (reports, _)) in runs {
+            reports.lost("the connection to it was reset");
+        }
+    }
+
     /// The node dies: nothing more comes from it, and the link says so
     /// for every run it had.
     pub fn kill(&self) {

@@ -365,10 +365,48 @@ async fn a_second_answer_after_the_node_is_lost_agrees_with_the_first() {
         .hub()
         .resolve_approval(request.id.clone(), ApprovalDecision::Deny)
         .await;
-    let ended = ThreadError::Approval(ApprovalRefusal::Ended(request.id.clone()));
-    assert_eq!(first.await.unwrap(), Err(ended));
+    // The first was sent on, the node's word never came: it may have
+    // been taken (this session: `Unsettled`, it read `Ended`); the second
+    // reached no agent here.
+    let unsettled = ThreadError::Approval(ApprovalRefusal::Unsettled(request.id.clone()));
+    assert_eq!(first.await.unwrap(), Err(unsettled));
     assert_eq!(second, Err(ApprovalRefusal::Ended(request.id.clone())));
     thread.close_and_wait().await;
+}
+
+/// Across nodes (review: approvals at every edge): an answer the node's
+/// agent took just before a partition — its word never came back — read
+/// `Ended` ("the agent that asked ended first"), and the stream said the
+/// request was cancelled, while the run the node kept went on with the
+/// approved call. The answer is `Unsettled`: sent, perhaps taken.
+#[tokio::test(start_paused = true)]
+async fn an_answer_sent_before_its_node_was_lost_is_unsettled_not_ended() {
+    use subagents::messages::{ApprovalDecision, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    let model = background_poster();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    // The node's reports stop reaching this node: its word never comes.
+    node.silent.store(true, Ordering::SeqCst);
+    let answer = tokio::spawn({
+        let (thread, id) = (thread.clone(), request.id.clone());
+        async move { thread.resolve_approval(id, ApprovalDecision::Approve).await }
+    });
+    thread.sync().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    node.partition();
+    let unsettled = ThreadError::Approval(ApprovalRefusal::Unsettled(request.id.clone()));
+    assert_eq!(answer.await.unwrap(), Err(unsettled));
+    assert_eq!(
+        node.runner.live(),
+        1,
+        "the node's run goes on, the call approved"
+    );
+    thread.close_and_wait().await;
+    node.runner.stop_all();
 }
 
 /// A request the background policy answered is never seen by the host;

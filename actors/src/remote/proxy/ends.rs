@@ -75,8 +75,13 @@ impl ProxyState {
         // A request that could not go (over the wire's limit) leaves a
         // node that may be well, running the turn for nobody: told to stop
         // (a lost node takes nothing).
-        if let Some(run) = &self.run {
+        if let Some(run) = self.run.as_mut() {
             let _ = self.link.request(run.key, RunRequest::Stop);
+            // Its answers sent on, unsettled: no longer held as given (a
+            // later answer reached no agent here: `Ended`).
+            for id in run.verdicts.unsettle() {
+                self.answered.remove(&id);
+            }
         }
         let (text, outcome) = lost_outcome(self.link.node(), why);
         self.close(&text, outcome);

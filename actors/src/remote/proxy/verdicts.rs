@@ -65,6 +65,21 @@ impl Verdicts {
     }
 }
 
+impl Verdicts {
+    /// The node was lost before its word on the answers waiting: each is
+    /// `Unsettled` — sent, perhaps taken (`Ended` said the agent never
+    /// took it, and a run the node kept went on with an approved call).
+    /// Their ids.
+    pub(super) fn unsettle(&mut self) -> Vec<ApprovalId> {
+        let mut ids = Vec::with_capacity(self.0.len());
+        for (id, reply) in self.0.drain(..) {
+            let _ = reply.send(Err(ApprovalRefusal::Unsettled(id.clone())));
+            ids.push(id);
+        }
+        ids
+    }
+}
+
 impl Drop for Verdicts {
     fn drop(&mut self) {
         for (id, reply) in self.0.drain(..) {
