@@ -155,15 +155,17 @@ impl ModelRegistry {
         self.models.iter().find(|m| same(m)).map(|m| &m.gate)
     }
 
-    /// Every name queued at `model`'s gate (`model` itself, and the names
-    /// registered behind that gate: the same weights) queues at `gate`
-    /// from now on.
+    /// Every name of `model` (each with a gate of its own, registered
+    /// twice) and every name queued at its gate (registered behind it:
+    /// the same weights) queues at `gate` from now on.
     pub(crate) fn share_gate(&mut self, model: &Arc<dyn Model>, gate: &GateHandle) {
         let Some(old) = self.gate_of(model).map(|g| g.actor().get_id()) else {
             return;
         };
+        let same =
+            |m: &RegisteredModel| std::ptr::addr_eq(Arc::as_ptr(&m.model), Arc::as_ptr(model));
         for registered in &mut self.models {
-            if registered.gate.actor().get_id() == old {
+            if same(registered) || registered.gate.actor().get_id() == old {
                 registered.gate = gate.clone();
             }
         }

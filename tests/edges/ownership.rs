@@ -485,3 +485,43 @@ async fn a_gate_given_for_a_registered_parent_model_is_its_same_weights_too() {
     assert_eq!(registered.snapshot().await.unwrap().granted_total, 0);
     thread.close_and_wait().await;
 }
+
+/// And for the parent's own model object registered twice, each name
+/// behind a gate of its own (this session's own review: moved by the
+/// gate alone, a child naming the second name stayed on its gate).
+#[tokio::test(start_paused = true)]
+async fn a_gate_given_for_a_parent_model_registered_twice_is_both_names_gate() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work")
+                .model("m2")
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", vec![Reply::answer("done")])
+    .shared();
+    let mut registry = subagents::actors::registry::ModelRegistry::new();
+    registry
+        .register("local", "m", model.clone(), 1)
+        .await
+        .unwrap();
+    registry
+        .register("local", "m2", model.clone(), 1)
+        .await
+        .unwrap();
+    let second = registry.gate("local", "m2").unwrap().clone();
+    let given = subagents::actors::GateHandle::spawn(1).await.unwrap();
+    let builder = DelegationBuilder::new(model)
+        .gate(given.clone())
+        .models(registry);
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    assert_eq!(given.snapshot().await.unwrap().granted_total, 4);
+    assert_eq!(second.snapshot().await.unwrap().granted_total, 0);
+    thread.close_and_wait().await;
+}

@@ -609,3 +609,47 @@ async fn a_remote_child_numbers_its_approvals_in_its_threads_block() {
     assert_eq!(asked.id.as_str(), "agent_1-approval-1000001", "{log:#?}");
     thread.close_and_wait().await;
 }
+
+/// The same on every end here (this session's own review): a node that
+/// goes silent after the answer is sent, then never answers the stop
+/// (`stop_overdue`), ended the run here with the answer `Ended` — the
+/// partition's uncertainty under another word, by whichever timer fired
+/// first. `Unsettled`; an answer held behind the first, never sent, is
+/// `AlreadyAnswered` with it (it read `Unsettled`, "it may have been"
+/// taken).
+#[tokio::test(start_paused = true)]
+async fn every_end_here_before_the_nodes_word_leaves_the_answer_unsettled() {
+    use subagents::messages::{ApprovalDecision, ApprovalRefusal};
+    use subagents::supervisor::ThreadError;
+    let model = background_poster();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let request = until_child_approval(&mut events, &mut log).await;
+    node.silent.store(true, Ordering::SeqCst);
+    node.lose_stops.store(true, Ordering::SeqCst);
+    let answer = |decision| {
+        let (thread, id) = (thread.clone(), request.id.clone());
+        tokio::spawn(async move { thread.resolve_approval(id, decision).await })
+    };
+    let first = answer(ApprovalDecision::Approve);
+    thread.sync().await.unwrap();
+    let second = answer(ApprovalDecision::Deny);
+    thread.sync().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stop = tokio::spawn({
+        let thread = thread.clone();
+        async move { thread.stop_child(&AgentId::new("agent_1")).await }
+    });
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let id = request.id.clone();
+    let unsettled = ThreadError::Approval(ApprovalRefusal::Unsettled(id.clone()));
+    assert_eq!(first.await.unwrap(), Err(unsettled));
+    let decision = ApprovalDecision::Approve;
+    let held = ThreadError::Approval(ApprovalRefusal::AlreadyAnswered { id, decision });
+    assert_eq!(second.await.unwrap(), Err(held));
+    assert!(stop.await.unwrap().is_ok());
+    thread.close_and_wait().await;
+    node.runner.stop_all();
+}

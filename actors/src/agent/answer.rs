@@ -121,7 +121,9 @@ pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progr
     // (its content filter) says so, not "the model's output limit".
     let by = match progress.cut.as_deref() {
         Some(reason)
-            if limit == LimitKind::Output && !matches!(reason, "length" | "max_tokens") =>
+            // In any case: a gateway passes Gemini's `MAX_TOKENS` through.
+            if limit == LimitKind::Output
+                && !["length", "max_tokens"].iter().any(|r| r.eq_ignore_ascii_case(reason)) =>
         {
             "server, which cut the answer".to_owned()
         }
@@ -236,6 +238,17 @@ mod tests {
         let text = partial_result(LimitKind::Output, &limits, &filtered);
         assert!(
             text.starts_with("Partial result: stopped by the server, which cut the answer (finish_reason `content_filter`)"),
+            "{text}"
+        );
+        // A gateway's `MAX_TOKENS` (Gemini's spelling, read in any case
+        // since this session) is the output limit, not the server's cut.
+        let gemini = Progress {
+            cut: Some("MAX_TOKENS".into()),
+            ..Progress::default()
+        };
+        let text = partial_result(LimitKind::Output, &limits, &gemini);
+        assert!(
+            text.starts_with("Partial result: stopped by the model's output limit"),
             "{text}"
         );
     }

@@ -129,7 +129,8 @@ impl HubHandle {
     /// Once the child (or the hub) is gone: `AlreadyAnswered` for one that
     /// was answered (by the host, or the background policy), `Ended` for
     /// one it asked and nobody answered; `Unknown` when no child of this
-    /// hub asked it. The answer is in the hub's
+    /// hub asked it; `Unsettled` when a child on another node ended here
+    /// before its node's word on the answer sent. The answer is in the hub's
     /// mailbox when this returns its future (a stop sent after it arrives
     /// after it); the future waits for the verdict.
     pub fn resolve_approval(

@@ -94,10 +94,11 @@ const HIDDEN_STEP: usize = 1024;
 /// context window); as gateways pass the provider's own through (read in
 /// any case): Gemini's `MAX_TOKENS`, `SAFETY`, `RECITATION`,
 /// `PROHIBITED_CONTENT`, `BLOCKLIST`, `SPII`, Anthropic's `refusal` and
-/// `model_context_window_exceeded`, Bedrock's `guardrail_intervened`.
+/// `model_context_window_exceeded`, Bedrock's `guardrail_intervened` and
+/// `content_filtered`, Gemini's `LANGUAGE` (a block, as `SAFETY`).
 /// [`FAILED_REASONS`] say it failed. Any other reason (`stop`,
 /// `tool_calls`, TGI's `eos_token`, …) is a finished answer.
-const CUT_REASONS: [&str; 13] = [
+const CUT_REASONS: [&str; 15] = [
     "length",
     "max_tokens",
     "content_filter",
@@ -111,6 +112,8 @@ const CUT_REASONS: [&str; 13] = [
     "refusal",
     "model_context_window_exceeded",
     "guardrail_intervened",
+    "content_filtered",
+    "language",
 ];
 
 /// The `finish_reason`s that say the service gave up on the answer: vLLM

@@ -378,7 +378,9 @@ impl ThreadHandle {
     /// Answers an approval, routed to the agent that asked (the parent or
     /// a child). An answer not taken says why:
     /// [`ThreadError::Approval`] with [`ApprovalRefusal::Unknown`],
-    /// [`ApprovalRefusal::AlreadyAnswered`] or [`ApprovalRefusal::Ended`];
+    /// [`ApprovalRefusal::AlreadyAnswered`], [`ApprovalRefusal::Ended`] or
+    /// (a child on another node, whose run ended here before its node's
+    /// word on the answer sent) [`ApprovalRefusal::Unsettled`];
     /// [`ThreadError::Closed`] only when the thread itself is closed.
     ///
     /// The answer is sent when this is called, not when the future is

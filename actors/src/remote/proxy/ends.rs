@@ -75,13 +75,8 @@ impl ProxyState {
         // A request that could not go (over the wire's limit) leaves a
         // node that may be well, running the turn for nobody: told to stop
         // (a lost node takes nothing).
-        if let Some(run) = self.run.as_mut() {
+        if let Some(run) = &self.run {
             let _ = self.link.request(run.key, RunRequest::Stop);
-            // Its answers sent on, unsettled: no longer held as given (a
-            // later answer reached no agent here: `Ended`).
-            for id in run.verdicts.unsettle() {
-                self.answered.remove(&id);
-            }
         }
         let (text, outcome) = lost_outcome(self.link.node(), why);
         self.close(&text, outcome);
@@ -114,6 +109,14 @@ impl ProxyState {
             }
             return;
         };
+        // Ended here, its node's word on the answers sent on never in (a
+        // node lost or silent, a stop it never answered, a gap): each may
+        // have been taken there — `Unsettled`, and no longer held as given
+        // (a later answer reached no agent here: `Ended`).
+        let unsettled = run.verdicts.unsettle(|id| self.answered.get(id).copied());
+        for id in &unsettled {
+            self.answered.remove(id);
+        }
         emit_closing(run, &self.events, events, mirror);
         self.finish(result, None);
     }

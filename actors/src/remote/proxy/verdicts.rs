@@ -66,17 +66,31 @@ impl Verdicts {
 }
 
 impl Verdicts {
-    /// The node was lost before its word on the answers waiting: each is
-    /// `Unsettled` — sent, perhaps taken (`Ended` said the agent never
-    /// took it, and a run the node kept went on with an approved call).
-    /// Their ids.
-    pub(super) fn unsettle(&mut self) -> Vec<ApprovalId> {
-        let mut ids = Vec::with_capacity(self.0.len());
+    /// The run ended here before its node's word on the answers waiting:
+    /// the one sent on for each id is `Unsettled` — sent, perhaps taken
+    /// (`Ended` said the agent never took it, and a run the node kept went
+    /// on with an approved call); one held behind it, never sent, is
+    /// `AlreadyAnswered` with the first (`first`: the decision sent). The
+    /// ids.
+    pub(super) fn unsettle(
+        &mut self,
+        first: impl Fn(&ApprovalId) -> Option<ApprovalDecision>,
+    ) -> Vec<ApprovalId> {
+        let mut sent: Vec<ApprovalId> = Vec::new();
         for (id, reply) in self.0.drain(..) {
-            let _ = reply.send(Err(ApprovalRefusal::Unsettled(id.clone())));
-            ids.push(id);
+            let answer = match first(&id).filter(|_| sent.contains(&id)) {
+                Some(decision) => ApprovalRefusal::AlreadyAnswered {
+                    id: id.clone(),
+                    decision,
+                },
+                None => ApprovalRefusal::Unsettled(id.clone()),
+            };
+            let _ = reply.send(Err(answer));
+            if !sent.contains(&id) {
+                sent.push(id);
+            }
         }
-        ids
+        sent
     }
 }
 

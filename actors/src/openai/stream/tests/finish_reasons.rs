@@ -37,6 +37,8 @@ fn every_cut_reason_says_truncated_before_the_calls() {
             "refusal",
             "model_context_window_exceeded",
             "guardrail_intervened",
+            "content_filtered",
+            "LANGUAGE",
         ],
         &CUT_REASONS,
     );
