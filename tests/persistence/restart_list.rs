@@ -111,3 +111,65 @@ async fn the_restart_wake_names_the_child_left_to_go_on() {
     );
     thread.close_and_wait().await;
 }
+
+/// Same instant (review: shared resources, a chat server's tabs): a tab
+/// shown (`Threads::open`, `switch_to`) took its store's wakes and let
+/// them out in the showing's own handler — opened and written to in one
+/// tick (`open`, then `send_user`), the restart wake's turn ran before
+/// the user's message, listing the child that message then stopped. The
+/// showing's wakes go out after what the host sent in its tick.
+#[tokio::test(start_paused = true)]
+async fn a_tab_opened_and_written_to_in_one_tick_reads_the_user_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = a_killed_session_with_running_children(tmp.path(), 1).await;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::stop("agent_1")),
+        Reply::answer("Stopped."),
+        Reply::answer("Woken."),
+    ]);
+    let a = subagents::messages::ThreadId::new("a");
+    let mut threads = subagents::supervisor::Threads::new();
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    let mut events = threads.open(a.clone(), config).await.unwrap();
+    threads.get(&a).unwrap().send_user("stop it").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    assert!(
+        matches!(log.first(), Some(AgentEvent::UserMessage(_))),
+        "{log:?}"
+    );
+    run_for(&mut events, &mut log, 60).await;
+    let restart = |e: &&AgentEvent| matches!(e, AgentEvent::Wake { line, .. } if line.contains("interrupted"));
+    let wakes: Vec<&AgentEvent> = log.iter().filter(restart).collect();
+    assert!(wakes.is_empty(), "{wakes:?}");
+    threads.delete(&a).await.unwrap();
+}
+
+/// Stopped midway (review: what is on disk against a resume): the model
+/// reading an interrupted child in the restart wake's own turn (`status`,
+/// `result`) claimed it — on disk at once, no longer owed — though it has
+/// no result to claim: a kill before that turn ended, and the next open
+/// never told the parent it could go on. Owed until the wake's turn ends.
+#[tokio::test(start_paused = true)]
+async fn reading_an_interrupted_child_in_the_restart_wakes_turn_leaves_it_owed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = a_killed_session_with_running_children(tmp.path(), 1).await;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::new().hang(),
+    ]);
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 5).await;
+    let mut log = Vec::new();
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::ToolResult(result) if result.name == "use_agent"),
+    )
+    .await;
+    thread.flush_persistence().await.unwrap();
+    // The kill: what is on disk now, opened by the next process.
+    let copy = tmp.path().join("after");
+    copy_dir(&tmp.path().join("killed"), &copy);
+    assert_eq!(open(&copy).interrupted(), [AgentId::new("agent_1")]);
+    thread.close_and_wait().await;
+}

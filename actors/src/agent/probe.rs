@@ -182,9 +182,9 @@ impl Probe {
     }
 
     /// The running turn's conversation after its first `from` messages:
-    /// `None` once it is closing or ended (its last message may have been
-    /// replaced by its result; a remote run's replaced whole), before it
-    /// published one, or when it has fewer.
+    /// `None` once it ended (its last message may have been replaced by
+    /// its result) or its conversation was replaced (a remote run's, whole,
+    /// at its end), before it published one, or when it has fewer.
     pub(crate) fn conversation_since(&self, from: usize) -> Option<Vec<ChatMessage>> {
         let shared = self
             .0
@@ -192,10 +192,12 @@ impl Probe {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()?;
         let state = lock(&shared);
-        // Closing too: a remote run's close puts its node's conversation
+        // Replaced too: a remote run's close puts its node's conversation
         // in place of the one folded from its reports (another shape: a
-        // step read after it spliced the node's tail onto the fold).
-        if state.ended.is_some() || state.closing {
+        // step read after it spliced the node's tail onto the fold). Not
+        // closing alone: a local turn's last allowed call closes it to
+        // messages, and every step of it copied the whole conversation.
+        if state.ended.is_some() || state.replaced {
             return None;
         }
         state.history.get(from..).map(<[ChatMessage]>::to_vec)
@@ -321,8 +323,13 @@ mod tests {
         let (probe, shared) = turn(&["task", "call", "result"]);
         assert_eq!(probe.conversation_since(1).map(|m| m.len()), Some(2));
         assert_eq!(probe.conversation_since(4), None, "fewer than that");
+        // Closing to messages (a local turn's last allowed call): still
+        // read by index (this session's own review of a resume: each step
+        // of that call copied the whole conversation).
         crate::agent::turn_state::lock(&shared).closing = true;
-        assert_eq!(probe.conversation_since(1), None, "closing");
+        assert_eq!(probe.conversation_since(1).map(|m| m.len()), Some(2));
+        crate::agent::turn_state::lock(&shared).replaced = true;
+        assert_eq!(probe.conversation_since(1), None, "replaced");
     }
 
     #[test]

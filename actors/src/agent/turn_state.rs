@@ -67,6 +67,9 @@ pub(crate) struct TurnState {
     pub(crate) steering: VecDeque<String>,
     /// It takes no more messages: its last answer was final, or it ended.
     pub(crate) closing: bool,
+    /// Its conversation was put in place of the one it grew (a remote
+    /// run's end: its node's): no longer read by index.
+    pub(crate) replaced: bool,
     /// Its `invoke_agent` span (a wake turn that follows this run links
     /// to it).
     pub(crate) span: Option<tracing::Span>,

@@ -220,7 +220,8 @@ impl Book {
             .then(|| read.probe.clone())
             .flatten();
         let both = live.and_then(|probe| match from {
-            Some(from) => probe.with_unread(|s| match s.ended.is_some() || s.closing {
+            // Read whole once ended or replaced (see `Probe::conversation_since`).
+            Some(from) => probe.with_unread(|s| match s.ended.is_some() || s.replaced {
                 true => None,
                 false => s.history.get(from..).map(<[ChatMessage]>::to_vec),
             }),

@@ -438,7 +438,7 @@ impl ProxyState {
         }
         let conversation = {
             let mut state = crate::agent::turn_state_lock(&run.shared);
-            state.closing = true;
+            (state.closing, state.replaced) = (true, true);
             state.ends = None;
             // The node's, or (ended here, or its node could not send it:
             // an `Ended` over the wire's limit goes without it) what it

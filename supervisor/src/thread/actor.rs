@@ -137,8 +137,14 @@ impl Actor for ThreadSupervisor {
                 state.put_back_or_drop(dropped);
                 if on {
                     state.take_store_wakes();
+                    // Shown: what waited (an opened thread's wakes) goes
+                    // out after what the host sent in this tick — a tab
+                    // opened or switched to, then written to at once: the
+                    // restart wake's turn went first, listing a child the
+                    // user's message then stopped or resumed.
+                    let _ = myself.cast(ThreadMsg::Internal(ThreadInternal::DeliverWakes));
+                    return Ok(());
                 }
-                // Shown: what waited (an opened thread's wakes) goes out.
                 state.deliver_wakes(&myself);
             }
             ThreadMsg::SwitchAway { reply, forget } => {

@@ -140,8 +140,12 @@ impl EnvelopeArchive for Archive {
         if !self.reaches(id) {
             return;
         }
+        // An interrupted child has no result to claim: read in the restart
+        // wake's turn, it was no longer owed on disk before that turn
+        // ended (a kill then, and the next open never listed it).
         let claimed = self.store.update(id, |e| {
-            let first = e.status.is_terminal() && !e.claimed;
+            let interrupted = e.status == subagents_messages::SubAgentStatus::Interrupted;
+            let first = e.status.is_terminal() && !interrupted && !e.claimed;
             if first {
                 e.claimed = true;
                 e.wake_owed = false;
