@@ -411,67 +411,62 @@ fn panics_logged() -> (Arc<Mutex<Vec<String>>>, tracing::subscriber::DefaultGuar
 /// advises) for a parent whose model the registry holds too: the parent
 /// queued at the given gate, a child naming the model at the registry's —
 /// one model behind two queues, two of its calls out at once. The
-/// children on the parent's model queue at the gate given for it.
+/// children on the parent's model queue at the gate given for it — also
+/// (this session's own review) under a second name registered behind that
+/// gate on another model object (`register_with_gate`: the same weights),
+/// and under a second name of the parent's own model object with a gate
+/// of its own.
 #[tokio::test(start_paused = true)]
 async fn a_gate_given_for_a_registered_parent_model_is_its_childrens_too() {
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Worker\nYou work.", "work")
-                .model("m")
-                .background(),
-        ),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("Worker", vec![Reply::answer("done")])
-    .shared();
-    let mut registry = subagents::actors::registry::ModelRegistry::new();
-    registry
-        .register("local", "m", model.clone(), 1)
-        .await
-        .unwrap();
-    let registered = registry.gate("local", "m").unwrap().clone();
-    let given = subagents::actors::GateHandle::spawn(1).await.unwrap();
-    let builder = DelegationBuilder::new(model)
-        .gate(given.clone())
-        .models(registry);
-    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_wake(&mut events, &mut log, "agent_1").await;
-    until_result(&mut events, &mut log).await;
-    // The parent's three calls and the child's one, all through it.
-    assert_eq!(given.snapshot().await.unwrap().granted_total, 4);
-    assert_eq!(registered.snapshot().await.unwrap().granted_total, 0);
-    thread.close_and_wait().await;
+    for (name, how) in [("m", "the same"), ("m-fast", "behind it"), ("m2", "twice")] {
+        let (given, other) = calls_through_the_given_gate_and_the_other(name, how).await;
+        assert_eq!(
+            (given, other),
+            (4, 0),
+            "{how}: the parent's three and the child's one"
+        );
+    }
 }
 
-/// The same, for a second name registered behind that gate (the same
-/// weights, `register_with_gate`) on another model object (this
-/// session's own review): moved by the parent's model object alone, a
-/// child naming the second name still queued at the registry's gate.
-#[tokio::test(start_paused = true)]
-async fn a_gate_given_for_a_registered_parent_model_is_its_same_weights_too() {
-    let model = ScriptedModel::new(vec![
+/// A parent on a model registered as `m`, given a gate of its own, whose
+/// child names `child_model` — `m` itself (`"the same"`), a name on
+/// another object behind `m`'s gate (`"behind it"`), or the parent's
+/// object registered again with a gate of its own (`"twice"`): the calls
+/// through the given gate, and through the registry's gate of the name.
+async fn calls_through_the_given_gate_and_the_other(child_model: &str, how: &str) -> (u64, u64) {
+    let script = vec![
         Reply::new().use_agent(
             &UseAgentCall::run("Worker\nYou work.", "work")
-                .model("m-fast")
+                .model(child_model)
                 .background(),
         ),
         Reply::answer("Started."),
         Reply::answer("Noted."),
-    ])
+    ];
+    let worker = || vec![Reply::answer("done")];
+    let model = match how {
+        "behind it" => ScriptedModel::new(script),
+        _ => ScriptedModel::new(script).with_script("Worker", worker()),
+    }
     .shared();
-    let fast = ScriptedModel::new(vec![])
-        .with_script("Worker", vec![Reply::answer("done")])
-        .shared();
     let mut registry = subagents::actors::registry::ModelRegistry::new();
     registry
         .register("local", "m", model.clone(), 1)
         .await
         .unwrap();
-    let registered = registry.gate("local", "m").unwrap().clone();
-    registry.register_with_gate("local", "m-fast", fast, registered.clone());
+    match how {
+        "behind it" => {
+            let fast = ScriptedModel::new(vec![]).with_script("Worker", worker());
+            let gate = registry.gate("local", "m").unwrap().clone();
+            registry.register_with_gate("local", child_model, fast.shared(), gate);
+        }
+        "twice" => {
+            let twice = registry.register("local", child_model, model.clone(), 1);
+            twice.await.unwrap();
+        }
+        _ => {}
+    }
+    let other = registry.gate("local", child_model).unwrap().clone();
     let given = subagents::actors::GateHandle::spawn(1).await.unwrap();
     let builder = DelegationBuilder::new(model)
         .gate(given.clone())
@@ -481,47 +476,10 @@ async fn a_gate_given_for_a_registered_parent_model_is_its_same_weights_too() {
     let mut log = Vec::new();
     until_wake(&mut events, &mut log, "agent_1").await;
     until_result(&mut events, &mut log).await;
-    assert_eq!(given.snapshot().await.unwrap().granted_total, 4);
-    assert_eq!(registered.snapshot().await.unwrap().granted_total, 0);
+    let counts = (
+        given.snapshot().await.unwrap().granted_total,
+        other.snapshot().await.unwrap().granted_total,
+    );
     thread.close_and_wait().await;
-}
-
-/// And for the parent's own model object registered twice, each name
-/// behind a gate of its own (this session's own review: moved by the
-/// gate alone, a child naming the second name stayed on its gate).
-#[tokio::test(start_paused = true)]
-async fn a_gate_given_for_a_parent_model_registered_twice_is_both_names_gate() {
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Worker\nYou work.", "work")
-                .model("m2")
-                .background(),
-        ),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("Worker", vec![Reply::answer("done")])
-    .shared();
-    let mut registry = subagents::actors::registry::ModelRegistry::new();
-    registry
-        .register("local", "m", model.clone(), 1)
-        .await
-        .unwrap();
-    registry
-        .register("local", "m2", model.clone(), 1)
-        .await
-        .unwrap();
-    let second = registry.gate("local", "m2").unwrap().clone();
-    let given = subagents::actors::GateHandle::spawn(1).await.unwrap();
-    let builder = DelegationBuilder::new(model)
-        .gate(given.clone())
-        .models(registry);
-    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_wake(&mut events, &mut log, "agent_1").await;
-    until_result(&mut events, &mut log).await;
-    assert_eq!(given.snapshot().await.unwrap().granted_total, 4);
-    assert_eq!(second.snapshot().await.unwrap().granted_total, 0);
-    thread.close_and_wait().await;
+    counts
 }

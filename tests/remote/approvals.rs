@@ -383,14 +383,7 @@ async fn a_second_answer_after_the_node_is_lost_agrees_with_the_first() {
 async fn an_answer_sent_before_its_node_was_lost_is_unsettled_not_ended() {
     use subagents::messages::{ApprovalDecision, ApprovalRefusal};
     use subagents::supervisor::ThreadError;
-    let model = background_poster();
-    let node = Loopback::new("b", model.clone()).await;
-    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    let request = until_child_approval(&mut events, &mut log).await;
-    // The node's reports stop reaching this node: its word never comes.
-    node.silent.store(true, Ordering::SeqCst);
+    let (node, thread, _events, request) = a_child_asking_on_a_node_gone_silent().await;
     let answer = tokio::spawn({
         let (thread, id) = (thread.clone(), request.id.clone());
         async move { thread.resolve_approval(id, ApprovalDecision::Approve).await }
@@ -621,13 +614,7 @@ async fn a_remote_child_numbers_its_approvals_in_its_threads_block() {
 async fn every_end_here_before_the_nodes_word_leaves_the_answer_unsettled() {
     use subagents::messages::{ApprovalDecision, ApprovalRefusal};
     use subagents::supervisor::ThreadError;
-    let model = background_poster();
-    let node = Loopback::new("b", model.clone()).await;
-    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    let request = until_child_approval(&mut events, &mut log).await;
-    node.silent.store(true, Ordering::SeqCst);
+    let (node, thread, _events, request) = a_child_asking_on_a_node_gone_silent().await;
     node.lose_stops.store(true, Ordering::SeqCst);
     let answer = |decision| {
         let (thread, id) = (thread.clone(), request.id.clone());
@@ -652,4 +639,22 @@ async fn every_end_here_before_the_nodes_word_leaves_the_answer_unsettled() {
     assert!(stop.await.unwrap().is_ok());
     thread.close_and_wait().await;
     node.runner.stop_all();
+}
+
+/// A background child on node `b` asking to post, the node's reports no
+/// longer reaching this node from then on (its word on an answer never
+/// comes): the node, the thread, its events and the request.
+async fn a_child_asking_on_a_node_gone_silent() -> (
+    Arc<Loopback>,
+    ThreadHandle,
+    subagents::actors::EventStream,
+    subagents::messages::ApprovalRequest,
+) {
+    let model = background_poster();
+    let node = Loopback::new("b", model.clone()).await;
+    let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+    thread.send_user("go").unwrap();
+    let request = until_child_approval(&mut events, &mut Vec::new()).await;
+    node.silent.store(true, Ordering::SeqCst);
+    (node, thread, events, request)
 }

@@ -82,8 +82,14 @@ pub(super) const NOT_APPLIED: &[&str] = &[
     "permissions",
 ];
 
+/// A key that narrows what a profile may do: one of [`RESTRICTING_KEYS`],
+/// or another tool's restriction ([`OTHER_TOOLS`]).
+pub(super) fn restricting(key: &str) -> bool {
+    RESTRICTING_KEYS.contains(&key) || OTHER_TOOLS.contains(&key)
+}
+
 /// Keys that narrow what a profile may do, in every format read here.
-pub(super) const RESTRICTING_KEYS: &[&str] = &[
+const RESTRICTING_KEYS: &[&str] = &[
     // Switched off: the strongest narrowing there is.
     "disabled",
     "disable",
@@ -104,13 +110,6 @@ pub(super) const RESTRICTING_KEYS: &[&str] = &[
     "agents",
     "default_permissions",
     "permissions",
-    // Other tools' restrictions (see `modes::OTHER_TOOLS`).
-    "profile",
-    "profiles",
-    "permission",
-    "readOnly",
-    "timeout_mins",
-    "runConfig",
     // Caps: a broken file's smaller cap gave way to the earlier
     // profile's larger one (or the builder's default).
     "max_iterations",

@@ -67,7 +67,7 @@ pub(super) fn restricts(path: &Path) -> bool {
         // restricting key, and a broken role that switched a tool off let
         // the earlier role of its name, with that tool, run.
         let key = key.split('.').next().unwrap_or("");
-        super::fields::RESTRICTING_KEYS.contains(&key.trim().trim_matches(['"', '\'']))
+        super::fields::restricting(key.trim().trim_matches(['"', '\'']))
     })
 }
 
