@@ -156,16 +156,17 @@ impl ModelRegistry {
     }
 
     /// Every name of `model` (each with a gate of its own, registered
-    /// twice) and every name queued at its gate (registered behind it:
-    /// the same weights) queues at `gate` from now on.
+    /// twice) and every name queued at one of its gates (registered
+    /// behind it: the same weights) queues at `gate` from now on.
     pub(crate) fn share_gate(&mut self, model: &Arc<dyn Model>, gate: &GateHandle) {
-        let Some(old) = self.gate_of(model).map(|g| g.actor().get_id()) else {
-            return;
-        };
         let same =
             |m: &RegisteredModel| std::ptr::addr_eq(Arc::as_ptr(&m.model), Arc::as_ptr(model));
+        let gates: Vec<ractor::ActorId> = (self.models.iter())
+            .filter(|m| same(m))
+            .map(|m| m.gate.actor().get_id())
+            .collect();
         for registered in &mut self.models {
-            if same(registered) || registered.gate.actor().get_id() == old {
+            if same(registered) || gates.contains(&registered.gate.actor().get_id()) {
                 registered.gate = gate.clone();
             }
         }

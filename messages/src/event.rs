@@ -166,11 +166,12 @@ pub enum ApprovalRefusal {
     #[error("the approval `{0}` is closed: the agent that asked for it ended first")]
     Ended(ApprovalId),
     /// The answer was sent on to the node running the agent that asked,
-    /// and the node was lost before it said whether its agent took it:
-    /// it may have been (a run kept there goes on, and runs an approved
-    /// call). The request is closed here as cancelled.
+    /// and the run ended here (its node lost or silent, a stop it never
+    /// answered, the proxy gone) before the node said whether its agent
+    /// took it: it may have been (a run kept there goes on, and runs an
+    /// approved call). The request is closed here as cancelled.
     #[error(
-        "the answer to the approval `{0}` was sent, but the node running its agent was lost before saying whether it was taken (it may have been)"
+        "the answer to the approval `{0}` was sent, but the run ended here before its node said whether it was taken (it may have been)"
     )]
     Unsettled(ApprovalId),
 }

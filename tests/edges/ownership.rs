@@ -418,7 +418,17 @@ fn panics_logged() -> (Arc<Mutex<Vec<String>>>, tracing::subscriber::DefaultGuar
 /// of its own.
 #[tokio::test(start_paused = true)]
 async fn a_gate_given_for_a_registered_parent_model_is_its_childrens_too() {
-    for (name, how) in [("m", "the same"), ("m-fast", "behind it"), ("m2", "twice")] {
+    // The last read of this session's change: a name behind the gate of
+    // the parent object's second name, and the object registered twice
+    // with no gate given (the parent on the first name's gate, a child on
+    // the second's).
+    for (name, how) in [
+        ("m", "the same"),
+        ("m-fast", "behind it"),
+        ("m2", "twice"),
+        ("m2-fast", "behind the second"),
+        ("m2", "twice, none given"),
+    ] {
         let (given, other) = calls_through_the_given_gate_and_the_other(name, how).await;
         assert_eq!(
             (given, other),
@@ -430,9 +440,11 @@ async fn a_gate_given_for_a_registered_parent_model_is_its_childrens_too() {
 
 /// A parent on a model registered as `m`, given a gate of its own, whose
 /// child names `child_model` — `m` itself (`"the same"`), a name on
-/// another object behind `m`'s gate (`"behind it"`), or the parent's
-/// object registered again with a gate of its own (`"twice"`): the calls
-/// through the given gate, and through the registry's gate of the name.
+/// another object behind `m`'s gate (`"behind it"`), the parent's object
+/// registered again with a gate of its own (`"twice"`; with no gate given:
+/// `"twice, none given"`), or a name behind that second gate (`"behind the
+/// second"`): the calls through the parent's gate (the given one, else
+/// `m`'s), and through the registry's gate of the child's name.
 async fn calls_through_the_given_gate_and_the_other(child_model: &str, how: &str) -> (u64, u64) {
     let script = vec![
         Reply::new().use_agent(
@@ -445,7 +457,7 @@ async fn calls_through_the_given_gate_and_the_other(child_model: &str, how: &str
     ];
     let worker = || vec![Reply::answer("done")];
     let model = match how {
-        "behind it" => ScriptedModel::new(script),
+        "behind it" | "behind the second" => ScriptedModel::new(script),
         _ => ScriptedModel::new(script).with_script("Worker", worker()),
     }
     .shared();
@@ -460,17 +472,30 @@ async fn calls_through_the_given_gate_and_the_other(child_model: &str, how: &str
             let gate = registry.gate("local", "m").unwrap().clone();
             registry.register_with_gate("local", child_model, fast.shared(), gate);
         }
-        "twice" => {
+        "twice" | "twice, none given" => {
             let twice = registry.register("local", child_model, model.clone(), 1);
             twice.await.unwrap();
+        }
+        "behind the second" => {
+            let twice = registry.register("local", "m2", model.clone(), 1);
+            twice.await.unwrap();
+            let fast = ScriptedModel::new(vec![]).with_script("Worker", worker());
+            let gate = registry.gate("local", "m2").unwrap().clone();
+            registry.register_with_gate("local", child_model, fast.shared(), gate);
         }
         _ => {}
     }
     let other = registry.gate("local", child_model).unwrap().clone();
-    let given = subagents::actors::GateHandle::spawn(1).await.unwrap();
-    let builder = DelegationBuilder::new(model)
-        .gate(given.clone())
-        .models(registry);
+    let first = registry.gate("local", "m").unwrap().clone();
+    let none_given = how == "twice, none given";
+    let given = match none_given {
+        true => first,
+        false => subagents::actors::GateHandle::spawn(1).await.unwrap(),
+    };
+    let mut builder = DelegationBuilder::new(model).models(registry);
+    if !none_given {
+        builder = builder.gate(given.clone());
+    }
     let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
     thread.send_user("go").unwrap();
     let mut log = Vec::new();

@@ -34,6 +34,40 @@ pub(super) async fn a_killed_session_with_running_children(
     store
 }
 
+/// A store whose background child `agent_1` was running on the model
+/// `cheap` when its process died — a model the next process does not
+/// register (a message then cannot resume it): the store's directory.
+pub(super) async fn a_killed_session_on_a_model_not_here(
+    tmp: &std::path::Path,
+) -> std::path::PathBuf {
+    use subagents::actors::registry::ModelRegistry;
+    let (live, killed) = (tmp.join("live"), tmp.join("killed"));
+    let worker =
+        ScriptedModel::new(vec![]).with_script("Worker", vec![Reply::new().text("…").hang()]);
+    let mut models = ModelRegistry::new();
+    models
+        .register("local", "cheap", worker.shared(), 1)
+        .await
+        .unwrap();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "the first part")
+                .model("cheap")
+                .background(),
+        ),
+        Reply::answer("Started."),
+    ]);
+    let config =
+        ThreadConfig::new(DelegationBuilder::new(model.shared()).models(models)).store(open(&live));
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    thread.flush_persistence().await.unwrap();
+    copy_dir(&live, &killed);
+    thread.close_and_wait().await;
+    killed
+}
+
 /// (Review: what is on disk against a resume.) The restart wake tells the
 /// model each interrupted child "can go on from its saved conversation
 /// (use_agent action send …)" — read as it goes out, after the turn the
@@ -170,6 +204,40 @@ async fn reading_an_interrupted_child_in_the_restart_wakes_turn_leaves_it_owed()
     // The kill: what is on disk now, opened by the next process.
     let copy = tmp.path().join("after");
     copy_dir(&tmp.path().join("killed"), &copy);
+    assert_eq!(open(&copy).interrupted(), [AgentId::new("agent_1")]);
+    thread.close_and_wait().await;
+}
+
+/// The same through the hub's book (the last read of this session's
+/// change): a message to the interrupted child that cannot resume it
+/// here (its model is not registered) brings it into the book, and the
+/// book's claim, at a `status` read in the same turn, wrote it claimed —
+/// a kill before the turn ended, and the next open never listed it.
+#[tokio::test(start_paused = true)]
+async fn reading_an_interrupted_child_after_a_refused_message_leaves_it_owed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let killed = a_killed_session_on_a_model_not_here(tmp.path()).await;
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "go on")),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::new().hang(),
+    ]);
+    let (thread, mut events) = thread_on(model.shared(), open(&killed), 3).await;
+    let mut log = Vec::new();
+    let used = |log: &[AgentEvent]| {
+        log.iter()
+            .filter(|e| matches!(e, AgentEvent::ToolResult(r) if r.name == "use_agent"))
+            .count()
+    };
+    while used(&log) < 2 {
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::ToolResult(_))
+        })
+        .await;
+    }
+    thread.flush_persistence().await.unwrap();
+    let copy = tmp.path().join("after");
+    copy_dir(&killed, &copy);
     assert_eq!(open(&copy).interrupted(), [AgentId::new("agent_1")]);
     thread.close_and_wait().await;
 }

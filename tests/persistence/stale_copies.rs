@@ -232,33 +232,8 @@ async fn a_stop_after_a_restart_wake_was_settled_owes_no_wake_again() {
 }
 
 async fn a_restart_wake_settled_then(stop: bool) {
-    use subagents::actors::registry::ModelRegistry;
     let tmp = tempfile::tempdir().unwrap();
-    let (live, killed) = (tmp.path().join("live"), tmp.path().join("killed"));
-    let worker =
-        ScriptedModel::new(vec![]).with_script("Worker", vec![Reply::new().text("…").hang()]);
-    let mut models = ModelRegistry::new();
-    models
-        .register("local", "cheap", worker.shared(), 1)
-        .await
-        .unwrap();
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Worker\nYou work.", "the first part")
-                .model("cheap")
-                .background(),
-        ),
-        Reply::answer("Started."),
-    ]);
-    let config =
-        ThreadConfig::new(DelegationBuilder::new(model.shared()).models(models)).store(open(&live));
-    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.flush_persistence().await.unwrap();
-    copy_dir(&live, &killed);
-    thread.close_and_wait().await;
+    let killed = super::restart_list::a_killed_session_on_a_model_not_here(tmp.path()).await;
 
     // The restart: the wake goes out; its turn's message is refused.
     let model = ScriptedModel::new(vec![

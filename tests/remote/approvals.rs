@@ -658,3 +658,25 @@ async fn a_child_asking_on_a_node_gone_silent() -> (
     node.silent.store(true, Ordering::SeqCst);
     (node, thread, events, request)
 }
+
+/// And when the proxy dies with the answer waiting (the last read of this
+/// session's change): a hub killed under its host drops the proxy without
+/// its close, and the answer read `Ended` — the node may have taken it
+/// before its stop arrived. `Unsettled`, as every end here is.
+#[tokio::test(start_paused = true)]
+async fn an_answer_waiting_when_its_proxy_dies_is_unsettled() {
+    use subagents::messages::{ApprovalDecision, ApprovalRefusal};
+    let (node, thread, _events, request) = a_child_asking_on_a_node_gone_silent().await;
+    let answer = thread
+        .hub()
+        .resolve_approval(request.id.clone(), ApprovalDecision::Approve);
+    thread.hub().sync().await.unwrap();
+    thread.hub().actor().kill();
+    let answered = tokio::time::timeout(Duration::from_secs(60), answer).await;
+    assert_eq!(
+        answered,
+        Ok(Err(ApprovalRefusal::Unsettled(request.id.clone())))
+    );
+    thread.close_and_wait().await;
+    node.runner.stop_all();
+}

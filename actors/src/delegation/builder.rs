@@ -359,14 +359,13 @@ impl DelegationBuilder {
         }
         let spawn_error = |e: ractor::SpawnErr| AgentError::from_spawn(&e);
         // The parent's model registered for children too: its gate — and a
-        // gate given for it, the gate of children naming it too (behind
-        // the registry's, a second queue let two of its calls out at once).
-        if let Some(given) = &self.gate {
-            self.models.share_gate(&self.model, given);
+        // gate given for it — the gate of every name of its model object
+        // and of the names behind that object's gates (the same weights:
+        // a second queue let two of its calls out at once).
+        let gate = (self.gate.take()).or_else(|| self.models.gate_of(&self.model).cloned());
+        if let Some(gate) = &gate {
+            self.models.share_gate(&self.model, gate);
         }
-        let gate = self
-            .gate
-            .or_else(|| self.models.gate_of(&self.model).cloned());
         let owns_gate = gate.is_none();
         let gate = match (gate, &supervisor) {
             (Some(gate), _) => gate,

@@ -374,10 +374,15 @@ impl Book {
     }
 
     /// A tool call took its finished result: no wake follows. Returns the
-    /// envelope if this call claimed it (not claimed before).
+    /// envelope if this call claimed it (not claimed before). An
+    /// interrupted child has no result to claim: its restart wake stays
+    /// owed (claimed at a `status` read, a kill before the reading turn
+    /// ended left it unlisted at the next open).
     pub(crate) fn claim(&self, id: &AgentId) -> Option<Envelope> {
         let mut entry = self.entries.get_mut(id)?;
-        if !entry.envelope.status.is_terminal() || entry.envelope.claimed {
+        let status = entry.envelope.status;
+        if !status.is_terminal() || status == SubAgentStatus::Interrupted || entry.envelope.claimed
+        {
             return None;
         }
         entry.envelope.claimed = true;

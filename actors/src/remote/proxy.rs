@@ -424,8 +424,8 @@ impl ProxyState {
         // Answers whose node's word never came were not taken (`Ended`,
         // as the run's end tells them): not a first answer a later one
         // is refused with.
-        for id in run.verdicts.waiting() {
-            self.answered.remove(id);
+        for id in run.verdicts.end() {
+            self.answered.remove(&id);
         }
         {
             let mut mirror = lock(&run.closer.mirror);

@@ -11,17 +11,13 @@ use subagents_messages::{ApprovalDecision, ApprovalId, ApprovalOutcome, Approval
 type Reply = RpcReplyPort<Result<(), ApprovalRefusal>>;
 
 /// Answers sent on, in the order they came, each waiting on its node's
-/// word. Dropped (the run ended, or the proxy did), each is `Ended`: the
-/// agent never took it.
+/// word. The run's end settles those left: `Ended` when its node ended it
+/// (its agent never took them), `Unsettled` when it ended here first (a
+/// close, or the proxy dropped: they may have been taken there).
 #[derive(Default)]
 pub(super) struct Verdicts(Vec<(ApprovalId, Reply)>);
 
 impl Verdicts {
-    /// The ids whose answers still wait on their node's word.
-    pub(super) fn waiting(&self) -> impl Iterator<Item = &ApprovalId> {
-        self.0.iter().map(|(id, _)| id)
-    }
-
     /// True when an answer to `id` waits on its node's word.
     pub(super) fn waits(&self, id: &ApprovalId) -> bool {
         self.0.iter().any(|(waiting, _)| waiting == id)
@@ -94,10 +90,28 @@ impl Verdicts {
     }
 }
 
+impl Verdicts {
+    /// The run's node ended it without its word on the answers waiting:
+    /// its agent never took them — each `Ended`. The ids.
+    pub(super) fn end(&mut self) -> Vec<ApprovalId> {
+        let ended: Vec<_> = self.0.drain(..).collect();
+        ended
+            .into_iter()
+            .map(|(id, reply)| {
+                let _ = reply.send(Err(ApprovalRefusal::Ended(id.clone())));
+                id
+            })
+            .collect()
+    }
+}
+
+/// Dropped with answers still waiting (the proxy killed, its hub's death):
+/// the run ended here before its node's word — `Unsettled`, as a close
+/// here says (it read `Ended`, "the agent never took it").
 impl Drop for Verdicts {
     fn drop(&mut self) {
         for (id, reply) in self.0.drain(..) {
-            let _ = reply.send(Err(ApprovalRefusal::Ended(id)));
+            let _ = reply.send(Err(ApprovalRefusal::Unsettled(id)));
         }
     }
 }
