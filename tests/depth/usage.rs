@@ -42,3 +42,38 @@ async fn a_grandchilds_tokens_roll_up_to_the_parent() {
     assert_eq!(answer["usage"]["children_tokens"], 120, "{answer}");
     thread.close_and_wait().await;
 }
+
+/// A child interrupted in this session, read by its parent (`status`):
+/// its tokens are the reading turn's `children_usage`, as a finished
+/// child's (the last read of this session's change: the book's claim
+/// skipped every interrupted child, an earlier session's only meant, and
+/// this one's tokens reached no turn — handed back to the next
+/// synchronous child's cap).
+#[tokio::test(start_paused = true)]
+async fn an_interrupted_childs_tokens_are_the_reading_turns() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work")
+                .tools(["sleep"])
+                .background(),
+        ),
+        Reply::new().tool_call("sleep", r#"{"secs":5}"#),
+        Reply::new().use_agent(&UseAgentCall::interrupt("agent_1")),
+        Reply::new().use_agent(&UseAgentCall::status("agent_1")),
+        Reply::answer("Done."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new()
+                .tool_call("sleep", r#"{"secs":600}"#)
+                .usage(100, 20),
+        ],
+    );
+    let (thread, mut events) = ThreadHandle::spawn(builder(model, 1), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.children_usage.total(), 120, "{result:?}");
+    thread.close_and_wait().await;
+}

@@ -667,16 +667,23 @@ async fn a_child_asking_on_a_node_gone_silent() -> (
 async fn an_answer_waiting_when_its_proxy_dies_is_unsettled() {
     use subagents::messages::{ApprovalDecision, ApprovalRefusal};
     let (node, thread, _events, request) = a_child_asking_on_a_node_gone_silent().await;
-    let answer = thread
-        .hub()
-        .resolve_approval(request.id.clone(), ApprovalDecision::Approve);
+    let answer = |decision| thread.hub().resolve_approval(request.id.clone(), decision);
+    let first = answer(ApprovalDecision::Approve);
+    thread.hub().sync().await.unwrap();
+    // Held behind the first, never sent: the first stands (final read of
+    // this session's change: a drop answered it `Unsettled` too).
+    let second = answer(ApprovalDecision::Deny);
     thread.hub().sync().await.unwrap();
     thread.hub().actor().kill();
-    let answered = tokio::time::timeout(Duration::from_secs(60), answer).await;
+    let within = |answer| tokio::time::timeout(Duration::from_secs(60), answer);
+    let id = request.id.clone();
     assert_eq!(
-        answered,
-        Ok(Err(ApprovalRefusal::Unsettled(request.id.clone())))
+        within(first).await,
+        Ok(Err(ApprovalRefusal::Unsettled(id.clone())))
     );
+    let decision = ApprovalDecision::Approve;
+    let held = ApprovalRefusal::AlreadyAnswered { id, decision };
+    assert_eq!(within(second).await, Ok(Err(held)));
     thread.close_and_wait().await;
     node.runner.stop_all();
 }

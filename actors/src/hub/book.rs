@@ -374,15 +374,16 @@ impl Book {
     }
 
     /// A tool call took its finished result: no wake follows. Returns the
-    /// envelope if this call claimed it (not claimed before). An
-    /// interrupted child has no result to claim: its restart wake stays
-    /// owed (claimed at a `status` read, a kill before the reading turn
-    /// ended left it unlisted at the next open).
+    /// envelope if this call claimed it (not claimed before). An earlier
+    /// session's interrupted child, imported, has no result to claim: its
+    /// restart wake stays owed (claimed at a `status` read, a kill before
+    /// the reading turn ended left it unlisted at the next open); one
+    /// interrupted here is claimed, its usage the reading turn's.
     pub(crate) fn claim(&self, id: &AgentId) -> Option<Envelope> {
         let mut entry = self.entries.get_mut(id)?;
         let status = entry.envelope.status;
-        if !status.is_terminal() || status == SubAgentStatus::Interrupted || entry.envelope.claimed
-        {
+        let earlier = status == SubAgentStatus::Interrupted && entry.probe.is_none();
+        if !status.is_terminal() || earlier || entry.envelope.claimed {
             return None;
         }
         entry.envelope.claimed = true;

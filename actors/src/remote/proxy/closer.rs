@@ -84,12 +84,15 @@ impl Drop for ProxyState {
     /// children first, in order, if the hub is dying — and stops its run
     /// on the node. After a stop there is no run left.
     fn drop(&mut self) {
-        let Some(run) = self.run.take() else {
+        let Some(mut run) = self.run.take() else {
             return;
         };
         if let Some(hook) = &self.config.on_killed {
             hook();
         }
+        // Its answers sent on, as a close here settles them (a second one
+        // held behind the first, never sent, read `Unsettled`).
+        run.verdicts.unsettle(|id| self.answered.get(id).copied());
         run.closer.close_killed();
         // After its stop: the transport's state for the run goes (a route
         // held behind a gap stayed until the node was lost).
