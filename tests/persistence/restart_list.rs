@@ -192,19 +192,10 @@ async fn reading_an_interrupted_child_in_the_restart_wakes_turn_leaves_it_owed()
         Reply::new().use_agent(&UseAgentCall::status("agent_1")),
         Reply::new().hang(),
     ]);
-    let (thread, mut events) = thread_on(model.shared(), store.clone(), 5).await;
-    let mut log = Vec::new();
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::ToolResult(result) if result.name == "use_agent"),
-    )
-    .await;
-    thread.flush_persistence().await.unwrap();
-    // The kill: what is on disk now, opened by the next process.
-    let copy = tmp.path().join("after");
-    copy_dir(&tmp.path().join("killed"), &copy);
-    assert_eq!(open(&copy).interrupted(), [AgentId::new("agent_1")]);
+    let (thread, events) = thread_on(model.shared(), store.clone(), 5).await;
+    let killed = tmp.path().join("killed");
+    let listed = listed_at_a_kill_after(&thread, events, 1, &killed, tmp.path()).await;
+    assert_eq!(listed, [AgentId::new("agent_1")]);
     thread.close_and_wait().await;
 }
 
@@ -222,22 +213,37 @@ async fn reading_an_interrupted_child_after_a_refused_message_leaves_it_owed() {
         Reply::new().use_agent(&UseAgentCall::status("agent_1")),
         Reply::new().hang(),
     ]);
-    let (thread, mut events) = thread_on(model.shared(), open(&killed), 3).await;
+    let (thread, events) = thread_on(model.shared(), open(&killed), 3).await;
+    let listed = listed_at_a_kill_after(&thread, events, 2, &killed, tmp.path()).await;
+    assert_eq!(listed, [AgentId::new("agent_1")]);
+    thread.close_and_wait().await;
+}
+
+/// What the next process lists as interrupted if this one (`thread`, on
+/// the store in `dir`) is killed once its parent has read `calls`
+/// `use_agent` results: what is on disk then, copied beside `dir` (in
+/// `tmp`) and opened.
+async fn listed_at_a_kill_after(
+    thread: &ThreadHandle,
+    mut events: subagents::actors::EventStream,
+    calls: usize,
+    dir: &std::path::Path,
+    tmp: &std::path::Path,
+) -> Vec<AgentId> {
     let mut log = Vec::new();
     let used = |log: &[AgentEvent]| {
         log.iter()
             .filter(|e| matches!(e, AgentEvent::ToolResult(r) if r.name == "use_agent"))
             .count()
     };
-    while used(&log) < 2 {
+    while used(&log) < calls {
         until(&mut events, &mut log, |e| {
             matches!(e, AgentEvent::ToolResult(_))
         })
         .await;
     }
     thread.flush_persistence().await.unwrap();
-    let copy = tmp.path().join("after");
-    copy_dir(&killed, &copy);
-    assert_eq!(open(&copy).interrupted(), [AgentId::new("agent_1")]);
-    thread.close_and_wait().await;
+    let copy = tmp.join("after");
+    copy_dir(dir, &copy);
+    open(&copy).interrupted()
 }

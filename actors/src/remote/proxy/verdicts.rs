@@ -94,9 +94,8 @@ impl Verdicts {
     /// The run's node ended it without its word on the answers waiting:
     /// its agent never took them — each `Ended`. The ids.
     pub(super) fn end(&mut self) -> Vec<ApprovalId> {
-        let ended: Vec<_> = self.0.drain(..).collect();
-        ended
-            .into_iter()
+        self.0
+            .drain(..)
             .map(|(id, reply)| {
                 let _ = reply.send(Err(ApprovalRefusal::Ended(id.clone())));
                 id
