@@ -210,6 +210,11 @@ async fn a_background_profile_runs_in_the_background_unless_the_call_waits() {
     );
 }
 
+/// Widened (foreign-files review, thirty-fourth session): a call giving
+/// `tools` ran the profile with them — Factory's `tools: read-only` (a
+/// category no tool is named) ran with the shell when the model, told to
+/// "give it `tools` from yours", did. The profile allows only what it
+/// lists: refused whatever the call gives.
 #[tokio::test(start_paused = true)]
 async fn a_profile_whose_tools_all_failed_to_map_is_refused_not_run_tool_less() {
     let dir = tempfile::tempdir().unwrap();
@@ -221,7 +226,7 @@ async fn a_profile_whose_tools_all_failed_to_map_is_refused_not_run_tool_less() 
     let (set, _warnings) = ProfileSet::load(&[dir.path().to_path_buf()], &["calculator".into()]);
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&UseAgentCall::run_named("reader", "read it")),
-        // With tools of the caller's own, it runs.
+        // With tools of the caller's own, it is refused too.
         Reply::new().use_agent(&UseAgentCall::run_named("reader", "read it").tools(["calculator"])),
         Reply::answer("Done."),
     ])
@@ -239,8 +244,22 @@ async fn a_profile_whose_tools_all_failed_to_map_is_refused_not_run_tool_less() 
         "{}",
         outputs[0].0
     );
-    assert!(!outputs[1].1, "{:?}", outputs[1]);
-    assert_eq!(tools_seen(&seen, "You read."), ["calculator"]);
+    assert!(outputs[1].1, "{:?}", outputs[1]);
+    assert!(
+        outputs[1].0.contains("may have no other"),
+        "{}",
+        outputs[1].0
+    );
+    let children = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r.system_prompt()
+                .is_some_and(|p| p.starts_with("You read."))
+        })
+        .count();
+    assert_eq!(children, 0, "no child started");
 }
 
 #[tokio::test(start_paused = true)]

@@ -49,13 +49,15 @@ impl Delegator {
             }
             (None, Some(prompt)) => (None, prompt),
         };
+        // Whatever the call gives: the profile allows only what it lists
+        // (Factory's `tools: read-only`, an unmapped `Read, Grep`), so any
+        // tool the call named would widen it.
         if let Some(p) = profile
-            && spec.tools.is_none()
             && p.tools.as_ref().is_some_and(Vec::is_empty)
             && !p.unavailable_tools.is_empty()
         {
             return Err(refuse(format!(
-                "the sub-agent `{}` cannot run: none of the tools it lists exists here ({}); give it `tools` from yours, or do the work yourself",
+                "the sub-agent `{}` cannot run: none of the tools it lists exists here ({}), and it may have no other; do the work yourself",
                 p.name,
                 p.unavailable_tools.join(", ")
             )));
@@ -118,12 +120,9 @@ impl Delegator {
                     && profile.is_some_and(|p| p.tools.as_ref().is_some_and(|all| all.contains(t)))
             };
             // A call narrows a profile's list, never widens it: `tools: []`
-            // is a deliberate tool-less profile. (One none of whose listed
-            // tools exists here lists nothing: the call names the tools it
-            // runs with, as its refusal says.)
-            if let Some(p) = profile
+            // is a deliberate tool-less profile.
+            if profile.is_some()
                 && let Some(listed) = tools.as_ref()
-                && (!listed.is_empty() || p.unavailable_tools.is_empty())
                 && let Some(tool) = asked.iter().find(|t| !listed.contains(t) && !its_own(t))
             {
                 return Err(refuse(format!(

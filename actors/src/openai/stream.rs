@@ -95,10 +95,11 @@ const HIDDEN_STEP: usize = 1024;
 /// any case): Gemini's `MAX_TOKENS`, `SAFETY`, `RECITATION`,
 /// `PROHIBITED_CONTENT`, `BLOCKLIST`, `SPII`, Anthropic's `refusal` and
 /// `model_context_window_exceeded`, Bedrock's `guardrail_intervened` and
-/// `content_filtered`, Gemini's `LANGUAGE` (a block, as `SAFETY`).
+/// `content_filtered`, Gemini's `LANGUAGE` (a block, as `SAFETY`) and its
+/// blocks of an image answer (`IMAGE_SAFETY`, …, `NO_IMAGE`).
 /// [`FAILED_REASONS`] say it failed. Any other reason (`stop`,
 /// `tool_calls`, TGI's `eos_token`, …) is a finished answer.
-const CUT_REASONS: [&str; 15] = [
+const CUT_REASONS: [&str; 20] = [
     "length",
     "max_tokens",
     "content_filter",
@@ -114,6 +115,12 @@ const CUT_REASONS: [&str; 15] = [
     "guardrail_intervened",
     "content_filtered",
     "language",
+    // Gemini's blocks of an image answer.
+    "image_safety",
+    "image_prohibited_content",
+    "image_recitation",
+    "image_other",
+    "no_image",
 ];
 
 /// The `finish_reason`s that say the service gave up on the answer: vLLM
@@ -122,13 +129,20 @@ const CUT_REASONS: [&str; 15] = [
 /// one it interrupted for want of resources with
 /// `insufficient_system_resource`; Gemini (through a gateway) one whose
 /// call was no call with `MALFORMED_FUNCTION_CALL` or
-/// `UNEXPECTED_TOOL_CALL`. The half answer is not a result.
-const FAILED_REASONS: [&str; 5] = [
+/// `UNEXPECTED_TOOL_CALL` (or too many, `TOO_MANY_TOOL_CALLS`; or a
+/// thought signature missing from the request, `MISSING_THOUGHT_SIGNATURE`),
+/// Bedrock with `malformed_model_output` or `malformed_tool_use`. The half
+/// answer is not a result.
+const FAILED_REASONS: [&str; 9] = [
     "abort",
     "error",
     "insufficient_system_resource",
     "malformed_function_call",
     "unexpected_tool_call",
+    "too_many_tool_calls",
+    "missing_thought_signature",
+    "malformed_model_output",
+    "malformed_tool_use",
 ];
 
 /// About four characters a token (OpenAI's rule of thumb for English):

@@ -8,7 +8,8 @@ use std::path::Path;
 
 use super::FrontmatterFormat;
 use super::error::{ParseErrorKind, ProfileError};
-use super::parse::{Parsed, from_frontmatter, parse_frontmatter, profile_name};
+use super::name::profile_name;
+use super::parse::{Parsed, from_frontmatter, parse_frontmatter};
 
 /// Parses a Codex role file's text; see [`Profile::parse_codex_role`](super::Profile::parse_codex_role).
 pub(crate) fn parse_codex_role(path: &Path, text: &str) -> Result<Parsed, ProfileError> {

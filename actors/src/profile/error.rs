@@ -64,7 +64,8 @@ pub enum ParseErrorKind {
         format: FrontmatterFormat,
     },
     /// A Markdown file without a frontmatter block in another tool's
-    /// agents folder (`.claude/agents`, `.codex/agents`, `.agents/agents`),
+    /// agents folder (`.claude/agents`, `.codex/agents`, `.agents/agents`,
+    /// `.github/agents`, …),
     /// where such a file is not an agent (a folder's `README.md`); in this
     /// runtime's own folders it is a profile whose whole text is the prompt.
     #[error(

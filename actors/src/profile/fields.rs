@@ -12,7 +12,7 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor}
 
 use super::modes::{
     CANNOT_ENFORCE, OTHER_TOOLS, hooks_load, other_tools_key, permission_mode_loads,
-    permissions_load, sandbox_mode_loads, web_search_on,
+    permissions_load, sandbox_mode_loads, unknown_mode, web_search_on,
 };
 use super::tools::{ToolList, Tools};
 
@@ -99,6 +99,10 @@ const RESTRICTING_KEYS: &[&str] = &[
     "disallowedTools",
     "disallowed-tools",
     "disallowed_tools",
+    "disabled_tools",
+    "disable-model-invocation",
+    "infer",
+    "kind",
     "permissionMode",
     "permission_mode",
     "approval_policy",
@@ -244,7 +248,8 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                     }
                     _ => fm.unknown.push(key.clone()),
                 },
-                "disallowedTools" | "disallowed_tools" | "disallowed-tools" => {
+                // Augment's `disabled_tools` is its deny list.
+                "disallowedTools" | "disallowed_tools" | "disallowed-tools" | "disabled_tools" => {
                     fm.disallowed_tools = map
                         .next_value::<Option<ToolList>>()?
                         .map(|t| t.each_split().0);
@@ -259,6 +264,33 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                     } else {
                         value
                     };
+                }
+                // VS Code's and Copilot's "never a sub-agent"
+                // (`disable-model-invocation: true`, formerly `infer:
+                // false`) leaves the profile out, as `mode: primary`.
+                "disable-model-invocation" | "infer" => {
+                    match (key.as_str(), map.next_value::<serde_json::Value>()?) {
+                        ("disable-model-invocation", serde_json::Value::Bool(true))
+                        | ("infer", serde_json::Value::Bool(false)) => fm.disabled = Some(true),
+                        (_, serde_json::Value::Bool(_) | serde_json::Value::Null) => {}
+                        _ => fm.unknown.push(key.clone()),
+                    }
+                }
+                // Gemini CLI's `kind: remote`: an agent another service
+                // runs (`agent_card_url`), none this runtime can start —
+                // with no `tools` and no prompt, it was a blank agent with
+                // every tool. Left out, as `mode: primary`.
+                "kind" => {
+                    if let Some(kind) = map.next_value::<Option<String>>()? {
+                        match kind.trim() {
+                            "local" => {}
+                            "remote" => {
+                                fm.disabled = Some(true);
+                                fm.not_applied.push(key.clone());
+                            }
+                            _ => return Err(unknown_mode(&key, &kind, "local, remote")),
+                        }
+                    }
                 }
                 "mode" => match map.next_value::<serde_json::Value>()? {
                     serde_json::Value::String(mode) if mode.trim() == "primary" => {
@@ -280,7 +312,8 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "top_p" | "topP" => fm.top_p = in_range(&key, map.next_value()?, 0.0, 1.0)?,
                 "seed" => fm.seed = map.next_value()?,
                 "stop" => fm.stop = map.next_value()?,
-                "background" => fm.background = map.next_value()?,
+                // Cursor's `is_background`.
+                "background" | "is_background" => fm.background = map.next_value()?,
                 "color" => fm.color = map.next_value()?,
                 "effort" | "model_reasoning_effort" => fm.effort = map.next_value()?,
                 "permissionMode" | "permission_mode" => {
@@ -394,7 +427,8 @@ fn setting_of(key: &str) -> &str {
         "model_provider" => "provider",
         "maxTurns" | "max_turns" | "maxSteps" => "max_iterations",
         "disable" => "disabled",
-        "disallowedTools" | "disallowed-tools" => "disallowed_tools",
+        "disallowedTools" | "disallowed-tools" | "disabled_tools" => "disallowed_tools",
+        "is_background" => "background",
         "allowed-tools" => "tools",
         "maxTokens" => "max_tokens",
         "topP" => "top_p",

@@ -74,7 +74,7 @@ pub(super) fn restricts(path: &Path) -> bool {
 /// The names a file that did not load would give: its file name's, and
 /// the one its settings declare (`name`), read leniently.
 pub(super) fn names_of(path: &Path) -> Vec<String> {
-    let mut names: Vec<String> = super::parse::profile_name(path).into_iter().collect();
+    let mut names: Vec<String> = super::name::profile_name(path).into_iter().collect();
     let text = read_head(path);
     let toml_name = |table: &str| {
         let shallow = super::toml_depth::too_deep(table, super::toml_depth::MAX_DEPTH).is_none();

@@ -173,7 +173,7 @@ impl ProfileSet {
     pub(crate) fn check(&self) -> Result<(), crate::agent::AgentError> {
         use crate::agent::AgentError;
         for profile in &self.profiles {
-            super::parse::check_name(&profile.source, profile.name.clone())
+            super::name::check_name(&profile.source, profile.name.clone())
                 .map_err(AgentError::Profile)?;
             let within = |why: String| format!("{why} (in the profile `{}`)", profile.name);
             crate::agent::check_options(&profile.options).map_err(|e| match e {
@@ -258,7 +258,9 @@ pub(super) fn warn(warnings: &mut Vec<ProfileWarning>, warning: ProfileWarning) 
 }
 
 /// Whether `dir` is another tool's agents folder (`.claude/agents`,
-/// `.codex/agents`, `.agents/agents`), where a Markdown file without a
+/// `.codex/agents`, `.agents/agents`, Copilot's `.github/agents` and
+/// `.copilot/agents`, Cursor's, Gemini CLI's, OpenCode's, Qwen Code's,
+/// Augment's, Kiro's), where a Markdown file without a
 /// frontmatter block is not an agent: Claude Code registers none, and a
 /// folder's `README.md` (or a cloned collection's `CLAUDE.md`) became a
 /// sub-agent with every tool. In this runtime's own folders such a file is
@@ -267,9 +269,21 @@ fn other_tools_folder(dir: &Path) -> bool {
     let mut parts = dir.components().rev().map(|c| c.as_os_str());
     parts.next() == Some(OsStr::new("agents"))
         && parts.next().is_some_and(|p| {
-            [".claude", ".codex", ".agents"]
-                .map(OsStr::new)
-                .contains(&p)
+            [
+                ".claude",
+                ".codex",
+                ".agents",
+                ".github",
+                ".copilot",
+                ".cursor",
+                ".gemini",
+                ".opencode",
+                ".qwen",
+                ".augment",
+                ".kiro",
+            ]
+            .map(OsStr::new)
+            .contains(&p)
         })
 }
 
@@ -279,7 +293,7 @@ fn other_tools_folder(dir: &Path) -> bool {
 /// one that declares no `name` (Claude Code requires one: a command or a
 /// note a cloned collection keeps beside its agents is no agent).
 fn load_file(path: &Path, needs_frontmatter: bool, nested: bool) -> Result<Parsed, ProfileError> {
-    super::parse::profile_name(path)?;
+    super::name::profile_name(path)?;
     let read_error = |message: String| ProfileError::Read {
         path: path.to_path_buf(),
         message,

@@ -31,6 +31,7 @@ mod fields;
 mod lenient;
 mod load;
 mod modes;
+mod name;
 mod parse;
 mod render;
 mod restrict;

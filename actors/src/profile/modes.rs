@@ -58,6 +58,14 @@ pub(super) fn permission_mode_loads<E: de::Error>(key: &str, mode: &str) -> Resu
     }
 }
 
+/// A mode-like key's value nobody documents (`known`: the values that
+/// are): it may be a restriction, an error at the key.
+pub(super) fn unknown_mode<E: de::Error>(key: &str, value: &str, known: &str) -> E {
+    E::custom(format!(
+        "`{key}` is `{value}`, none of {known} {MAY_BE_A_RESTRICTION}"
+    ))
+}
+
 /// A Codex role's top-level `web_search` (`disabled`, `cached`, `live`):
 /// whether it is on. Any other value may be a restriction: an error.
 pub(super) fn web_search_on<E: de::Error>(mode: &str) -> Result<bool, E> {
@@ -109,12 +117,14 @@ pub(super) fn permissions_load<E: de::Error>(profile: &str) -> Result<(), E> {
 /// the Codex config profile a role selects (`profile`) or defines
 /// (`profiles`), which may set a read-only sandbox, a rejecting approval
 /// policy or a smaller model; OpenCode's `permission` map and `readOnly`;
+/// Cursor's `readonly` ("restricts write permissions");
 /// Gemini CLI's `timeout_mins` and Qwen Code's `runConfig` (a run's caps).
 pub(super) const OTHER_TOOLS: &[&str] = &[
     "profile",
     "profiles",
     "permission",
     "readOnly",
+    "readonly",
     "timeout_mins",
     "runConfig",
 ];
@@ -132,8 +142,9 @@ pub(super) fn other_tools_key<E: de::Error>(key: &str, value: &serde_json::Value
         ("permission", value) if !allows_all(value) => {
             "OpenCode's permissions, not `allow` for every tool"
         }
-        ("permission", _) | ("readOnly", Value::Bool(false)) => return Ok(()),
+        ("permission", _) | ("readOnly" | "readonly", Value::Bool(false)) => return Ok(()),
         ("readOnly", _) => "OpenCode's read-only switch",
+        ("readonly", _) => "Cursor's read-only switch",
         ("timeout_mins", _) => "Gemini CLI's time limit of a run",
         ("runConfig", _) => "Qwen Code's limits of a run",
         ("permissions", Value::Array(rules)) if !rules.is_empty() => "OpenCode's permission rules",

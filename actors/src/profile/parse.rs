@@ -11,6 +11,7 @@ use subagents_messages::RequestOptions;
 
 use super::fence::{Located, split};
 use super::fields::Frontmatter;
+use super::name::profile_name;
 
 /// A parsed profile and the warnings its file raised (unknown keys,
 /// values no tool here takes); the profile is usable regardless of them.
@@ -58,58 +59,12 @@ impl Profile {
     }
 
     /// The profile name a path gives: its file name without the
-    /// extension. A name must be non-empty and contain no whitespace,
+    /// extension (and without the `.agent` or `.chatmode` of a Copilot
+    /// agent file, `reviewer.agent.md`). A name must be non-empty and contain no whitespace,
     /// control characters or characters that show as nothing (a
     /// zero-width space); names are case-sensitive.
     pub fn name_for(path: &Path) -> Result<String, ProfileError> {
         profile_name(path)
-    }
-}
-
-/// The profile name a path gives: its file name without the extension.
-///
-/// A name must be non-empty and contain no whitespace, control characters
-/// or characters that show as nothing; names are case-sensitive.
-pub(crate) fn profile_name(path: &Path) -> Result<String, ProfileError> {
-    let invalid = |name: String, reason| ProfileError::InvalidName {
-        path: path.to_path_buf(),
-        name,
-        reason,
-    };
-    let Some(stem) = path.file_stem() else {
-        return Err(invalid(String::new(), "the path has no file name"));
-    };
-    let Some(name) = stem.to_str() else {
-        return Err(invalid(
-            stem.to_string_lossy().into_owned(),
-            "it is not UTF-8",
-        ));
-    };
-    check_name(path, name.to_owned())
-}
-
-/// Checks a profile name (from a file name or a frontmatter `name`).
-pub(crate) fn check_name(path: &Path, name: String) -> Result<String, ProfileError> {
-    let invalid = |name: String, reason| ProfileError::InvalidName {
-        path: path.to_path_buf(),
-        name,
-        reason,
-    };
-    if name.is_empty() {
-        Err(invalid(String::new(), "it is empty"))
-    } else if name.chars().any(char::is_whitespace) {
-        Err(invalid(name, "it contains whitespace"))
-    } else if name.chars().any(char::is_control) {
-        Err(invalid(name, "it contains a control character"))
-    } else if name.chars().any(crate::delegation::is_invisible) {
-        // `reviewer` and a zero-width space: listed as `reviewer`, never
-        // selected by a call naming `reviewer`.
-        Err(invalid(
-            name,
-            "it contains a character that shows as nothing",
-        ))
-    } else {
-        Ok(name)
     }
 }
 
@@ -237,10 +192,7 @@ pub(super) fn from_frontmatter(
     }
     // Claude Code's identity is the frontmatter `name`; the file name
     // stands in when there is none.
-    let name = match fm.name.map(|n| n.trim().to_owned()) {
-        Some(declared) if !declared.is_empty() => check_name(path, declared)?,
-        _ => name,
-    };
+    let name = super::name::identity(path, name, fm.name, &mut warnings)?;
 
     let profile = Profile {
         name,
@@ -473,28 +425,5 @@ mod tests {
             locate_key("max_iterations_x: 1\n", "max_iterations", 2),
             (2, 1)
         );
-    }
-
-    #[test]
-    fn profile_names() {
-        assert_eq!(
-            profile_name(Path::new("/a/code-reviewer.md")).unwrap(),
-            "code-reviewer"
-        );
-        assert_eq!(profile_name(Path::new("Ünï.md")).unwrap(), "Ünï");
-        for bad in [
-            "/a/code reviewer.md",
-            "/a/tab\there.md",
-            "/a/ctl\u{1}.md",
-            "/",
-        ] {
-            assert!(
-                matches!(
-                    profile_name(Path::new(bad)),
-                    Err(ProfileError::InvalidName { .. })
-                ),
-                "{bad}"
-            );
-        }
     }
 }

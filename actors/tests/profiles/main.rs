@@ -9,6 +9,7 @@ mod loading;
 mod narrowing;
 mod never_panics;
 mod newest;
+mod others;
 mod tables;
 
 use std::path::{Path, PathBuf};

@@ -29,7 +29,7 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
     // A Codex role broken by its first key (a number where the prompt
     // goes), the restricting key after it.
     let role = |key_lines: &str| format!("developer_instructions = 5\n{key_lines}\n");
-    let cases: [(&str, &str, String); 32] = [
+    let cases: [(&str, &str, String); 37] = [
         ("disabled", "reviewer.md", markdown("disabled: true")),
         ("tools", "reviewer.md", markdown("tools: Read")),
         (
@@ -138,6 +138,20 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
         ("steps", "reviewer.md", markdown("steps: 3")),
         ("disable", "reviewer.md", markdown("disable: true")),
         ("mode", "reviewer.md", markdown("mode: primary")),
+        // Cursor's, Augment's and Copilot's.
+        ("readonly", "reviewer.md", markdown("readonly: true")),
+        (
+            "disabled_tools",
+            "reviewer.md",
+            markdown("disabled_tools: [shell]"),
+        ),
+        (
+            "disable-model-invocation",
+            "reviewer.md",
+            markdown("disable-model-invocation: true"),
+        ),
+        ("infer", "reviewer.md", markdown("infer: false")),
+        ("kind", "reviewer.md", markdown("kind: remote")),
     ];
     let mut widened = Vec::new();
     for (key, file, text) in cases {
@@ -183,6 +197,8 @@ fn every_setting_spelt_two_ways_may_be_set_once() {
         ("disallowed_tools", "disallowed-tools", "Bash", "[\"Bash\"]"),
         ("disallowedTools", "disallowed-tools", "Bash", "[\"Bash\"]"),
         ("disallowedTools", "disallowed_tools", "Bash", "[\"Bash\"]"),
+        ("disallowed_tools", "disabled_tools", "Bash", "[\"Bash\"]"),
+        ("background", "is_background", "true", "true"),
         ("provider", "model_provider", "openai", "\"openai\""),
         ("max_iterations", "maxTurns", "5", "5"),
         ("max_tokens", "maxTokens", "100", "100"),

@@ -39,6 +39,11 @@ fn every_cut_reason_says_truncated_before_the_calls() {
             "guardrail_intervened",
             "content_filtered",
             "LANGUAGE",
+            "IMAGE_SAFETY",
+            "IMAGE_PROHIBITED_CONTENT",
+            "IMAGE_RECITATION",
+            "IMAGE_OTHER",
+            "NO_IMAGE",
         ],
         &CUT_REASONS,
     );
@@ -71,6 +76,12 @@ fn every_failed_reason_ends_the_call_mid_stream() {
             "insufficient_system_resource",
             "MALFORMED_FUNCTION_CALL",
             "UNEXPECTED_TOOL_CALL",
+            // Their siblings (diff review, thirty-fourth session): a whole
+            // answer, and an empty one completed a child `done` with "".
+            "TOO_MANY_TOOL_CALLS",
+            "MISSING_THOUGHT_SIGNATURE",
+            "malformed_model_output",
+            "malformed_tool_use",
         ],
         &FAILED_REASONS,
     );

@@ -1,0 +1,184 @@
+//! Agent files of tools read nowhere else here (foreign-files review of
+//! the thirty-fourth session): Cursor, Augment, Factory, GitHub Copilot.
+//! Each kept its meaning, or was refused where it restricts.
+
+use super::*;
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// Cursor's `readonly: true` ("restricts write permissions";
+/// `toniop99/agent-detective`'s `.agents/agents/repo-cartographer.md`)
+/// was an unknown key: the read-only agent got every tool, and hid
+/// nothing of the user's profile of its name. Refused; `readonly: false`
+/// narrows nothing (not applied); Cursor's `is_background` is this
+/// runtime's `background`.
+#[test]
+fn cursors_read_only_switch_is_refused_and_its_background_applied() {
+    let cartographer = "---\nname: repo-cartographer\ndescription: >-\n  Maps the repo.\n\
+                        readonly: true\nis_background: false\n---\nYou are read-only.";
+    let e = parse(cartographer).unwrap_err();
+    assert!(e.is_refusal() && e.to_string().contains("Cursor"), "{e}");
+    let (loaded, warnings) = parse("---\nname: r\nreadonly: false\nis_background: true\n---\nx")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(loaded.background, "{loaded:?}");
+    assert!(
+        warnings.iter().any(|w| matches!(w,
+            ProfileWarning::NotApplied { key, .. } if key == "readonly")),
+        "{warnings:?}"
+    );
+    assert!(
+        !warnings
+            .iter()
+            .any(|w| matches!(w, ProfileWarning::UnknownKey { .. })),
+        "{warnings:?}"
+    );
+    let e = parse("---\nname: r\nbackground: true\nis_background: true\n---\nx").unwrap_err();
+    assert!(e.to_string().contains("two spellings"), "{e}");
+    // In the default folder, it hides the user's profile of its name.
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let project = tmp.path().join(".agents/agents");
+    write(
+        &user,
+        "repo-cartographer.md",
+        "---\nname: repo-cartographer\n---\nevery tool",
+    );
+    write(&project, "repo-cartographer.md", cartographer);
+    let (set, _) = ProfileSet::load(&[user, project], &[]);
+    assert!(set.get("repo-cartographer").is_none());
+}
+
+/// Augment's deny list is `disabled_tools` (its docs' `safe-reader`,
+/// `r3dlex/oh-my-auggie`'s code reviewer): an unknown key, every tool.
+/// It is one more spelling of the deny list, mapped as the others are.
+#[test]
+fn augments_disabled_tools_is_the_deny_list() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(".agents/agents");
+    write(
+        &dir,
+        "safe-reader.md",
+        "---\nname: safe-reader\ndescription: A safe file reader\ndisabled_tools:\n  \
+         - str-replace-editor\n  - save-file\n  - launch-process\n---\nYou only read.",
+    );
+    write(
+        &dir,
+        "validate.md",
+        "---\nname: validate\ndisabled_tools: save-file, launch-process\n---\nCheck.",
+    );
+    let known = ["read_file", "write_file", "shell"].map(String::from);
+    let mapping = [
+        ("launch-process", "shell"),
+        ("save-file", "write_file"),
+        ("str-replace-editor", "write_file"),
+    ]
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .into_iter()
+    .collect();
+    let (set, warnings) = ProfileSet::load_mapping(&[dir], &known, &mapping);
+    for name in ["safe-reader", "validate"] {
+        let denied = &set.get(name).unwrap().disallowed_tools;
+        for tool in ["write_file", "shell"] {
+            assert!(denied.iter().any(|d| d == tool), "{name}: {denied:?}");
+        }
+    }
+    assert!(
+        !warnings
+            .iter()
+            .any(|w| matches!(w, ProfileWarning::UnknownKey { .. })),
+        "{warnings:?}"
+    );
+    let e = parse("---\nname: r\ndisallowedTools: [a]\ndisabled_tools: [b]\n---\nx").unwrap_err();
+    assert!(e.to_string().contains("two spellings"), "{e}");
+}
+
+/// VS Code's and Copilot's "never invoke it as a sub-agent"
+/// (`disable-model-invocation: true`, formerly `infer: false`;
+/// `cristianbica/orchestra`'s `.github/agents/validator.agent.md` spells
+/// it) was an unknown key: the agent was offered to every model. It
+/// leaves the profile out, as OpenCode's `mode: primary`.
+#[test]
+fn an_agent_never_invoked_as_a_sub_agent_is_left_out() {
+    for (text, disabled) in [
+        ("disable-model-invocation: true", true),
+        ("infer: false", true),
+        ("disable-model-invocation: false", false),
+        ("infer: true", false),
+        ("disable-model-invocation: true\ndisabled: false", true),
+    ] {
+        let (loaded, warnings) = parse(&format!(
+            "---\nname: v\nuser-invokable: true\ntarget: vscode\n{text}\n---\nx"
+        ))
+        .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(loaded.disabled, disabled, "{text}");
+        assert!(
+            !warnings.iter().any(|w| matches!(w,
+                ProfileWarning::UnknownKey { key, .. } if key != "user-invokable" && key != "target")),
+            "{text}: {warnings:?}"
+        );
+    }
+}
+
+/// Copilot agent files (`.github/agents/*.agent.md`): the identity is the
+/// file's name less `.agent.md` (`4.1-Beast.agent.md`'s display name
+/// `"4.1 Beast Mode V3.1"` refused the whole file; one with no `name` was
+/// `reviewer.agent`), and `.github/agents` is another tool's folder: a
+/// `README.md` there was a sub-agent with every tool.
+#[test]
+fn a_copilot_agents_folder_is_read_as_copilot_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(".github/agents");
+    write(
+        &dir,
+        "4.1-Beast.agent.md",
+        "---\nname: \"4.1 Beast Mode V3.1\"\ndescription: Beast\ntools: ['read']\n---\nGo.",
+    );
+    write(
+        &dir,
+        "reviewer.agent.md",
+        "---\ndescription: Reviews\n---\nReview.",
+    );
+    write(&dir, "README.md", "# Our agents\n\nSee each file.");
+    let (set, warnings) = ProfileSet::load(&[dir], &[]);
+    let mut names: Vec<&str> = set.iter().map(|p| p.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["4.1-Beast", "reviewer"], "{warnings:?}");
+    assert!(
+        warnings.iter().any(|w| matches!(
+            w,
+            ProfileWarning::Skipped(ProfileError::Parse {
+                kind: ParseErrorKind::NoFrontmatter,
+                ..
+            })
+        )),
+        "{warnings:?}"
+    );
+}
+
+/// Gemini CLI's remote agent (`kind: remote`, an `agent_card_url`: an
+/// agent another service runs; diff review) loaded as a local one with an
+/// empty prompt and every tool. Left out; a `kind` nobody documents is
+/// refused.
+#[test]
+fn a_gemini_remote_agent_is_left_out() {
+    let remote = "---\nkind: remote\nname: my-remote-agent\n\
+                  agent_card_url: https://example.com/agent-card\n---\n";
+    let (loaded, warnings) = parse(remote).unwrap_or_else(|e| panic!("{e}"));
+    assert!(loaded.disabled, "{loaded:?}");
+    assert!(
+        warnings.iter().any(|w| matches!(w,
+            ProfileWarning::NotApplied { key, .. } if key == "kind")),
+        "{warnings:?}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(".gemini/agents");
+    write(&dir, "my-remote-agent.md", remote);
+    let (set, _) = ProfileSet::load(&[dir], &[]);
+    assert!(set.get("my-remote-agent").is_none());
+    assert!(!profile("---\nname: l\nkind: local\n---\nx").disabled);
+    let e = parse("---\nname: l\nkind: hosted\n---\nx").unwrap_err();
+    assert!(e.is_refusal(), "{e}");
+}
