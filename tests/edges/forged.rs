@@ -276,3 +276,50 @@ async fn a_hosts_request_naming_a_run_to_go_on_from_is_refused() {
     assert_eq!(envelope.continued_as, None);
     thread.close_and_wait().await;
 }
+
+/// Bad input (host review, thirty-fourth session): a user turn with no
+/// text (`send_user("")`, a chat box submitted empty) was taken, `Ok`:
+/// its empty message went into the parent's conversation, and servers
+/// that refuse one (LM Studio, Mistral, Anthropic's and Gemini's
+/// compatible endpoints) then failed every later call of the thread. A
+/// host's child request with an empty task was spawned where a model's
+/// is refused. Each is refused, the text given back; the thread goes on.
+#[tokio::test(start_paused = true)]
+async fn an_empty_user_turn_or_task_is_refused_and_given_back() {
+    use subagents::actors::hub::Refused;
+    use subagents::messages::{ChildRequest, ToolUseId};
+    use subagents::supervisor::ThreadError;
+    let model = ScriptedModel::new(vec![Reply::answer("Hello.")]);
+    let (thread, mut events) = ThreadHandle::spawn(parent(model), None).await.unwrap();
+    let (agent, _agent_events) = AgentBuilder::new(ScriptedModel::new(vec![]).shared())
+        .spawn()
+        .await
+        .unwrap();
+    for text in ["", "  \n\t"] {
+        assert_eq!(
+            thread.send_user(text),
+            Err(ThreadError::EmptyTurn(text.into()))
+        );
+        let refused = agent.send_user(text);
+        assert!(
+            matches!(&refused, Err(AgentError::EmptyTurn { text: t, .. }) if t == text),
+            "{refused:?}"
+        );
+        let request = ChildRequest::new(
+            thread.parent_id().clone(),
+            0,
+            ToolUseId::new("host-1"),
+            "Worker\nYou work.",
+            text,
+        );
+        let refused = thread.hub().request(request).await;
+        assert!(matches!(refused, Err(Refused::EmptyTask)), "{refused:?}");
+    }
+    assert!(thread.hub().child_ids().is_empty());
+    thread.send_user("hi").unwrap();
+    let mut log = Vec::new();
+    let result = until_result(&mut events, &mut log).await;
+    assert_eq!(result.text, "Hello.");
+    thread.close_and_wait().await;
+    agent.shutdown();
+}

@@ -31,6 +31,17 @@ pub enum AgentError {
         /// The turn's text.
         text: String,
     },
+    /// A turn with no text (empty, or only whitespace), given back: not
+    /// sent. Servers refuse an empty message (LM Studio, Mistral,
+    /// Anthropic's and Gemini's compatible endpoints), and then every
+    /// later call of the conversation that holds it.
+    #[error("the turn sent to agent `{agent}` is empty; it was not sent")]
+    EmptyTurn {
+        /// The agent.
+        agent: AgentId,
+        /// The turn's text.
+        text: String,
+    },
     /// The turn was dropped before it ran: the agent's actor went away
     /// with the turn still queued. (A stop does not drop queued turns:
     /// each ends in a stopped result, "Stopped before it started.")
@@ -121,7 +132,8 @@ impl AgentHandle {
     }
 
     /// Sends a user turn; its events follow on the stream. On a stopped
-    /// agent the text comes back in [`AgentError::Undelivered`]. The
+    /// agent the text comes back in [`AgentError::Undelivered`]; an empty
+    /// one in [`AgentError::EmptyTurn`]. The
     /// turn's `invoke_agent` span sits under the caller's current span, if
     /// any (else it starts a trace of its own).
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), AgentError> {
@@ -188,6 +200,12 @@ impl AgentHandle {
         parent: Option<tracing::Span>,
         follows: Option<tracing::Span>,
     ) -> Result<(), AgentError> {
+        if text.trim().is_empty() {
+            return Err(AgentError::EmptyTurn {
+                agent: self.id.clone(),
+                text,
+            });
+        }
         self.actor
             .cast(AgentMsg::Turn {
                 turn: UserTurn {

@@ -170,6 +170,12 @@ pub enum Refused {
         /// The run it named.
         id: AgentId,
     },
+    /// The request's `input` (the child's task) is empty, or only
+    /// whitespace: the child's first model call would hold an empty
+    /// message, which servers refuse (a delegation tool's call with an
+    /// empty task is refused as such).
+    #[error("the sub-agent's task (`input`) is empty")]
+    EmptyTask,
     /// The hub is stopped.
     #[error("the sub-agent hub is stopped")]
     Closed,

@@ -1,90 +1,21 @@
-//! The host's handle on one thread, and what a call on it can fail with.
+//! The host's handle on one thread.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ractor::{Actor, ActorCell, ActorRef};
 use subagents_actors::{DelegatingAgent, EventSink, EventStream, GateHandle, HubHandle};
 use subagents_messages::{
-    AgentId, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, Envelope,
-    SubAgentStatus, ThreadId, Usage,
+    AgentId, AgentSnapshot, ApprovalDecision, ApprovalId, Envelope, SubAgentStatus, Usage,
 };
 
 use subagents_actors::hub::Refused;
 
 use crate::thread::actor::ThreadSupervisor;
 use crate::thread::config::ThreadConfig;
+use crate::thread::error::ThreadError;
 use crate::thread::msg::ThreadMsg;
 use crate::thread::persist::PersistErrors;
 use crate::thread::state::ThreadArguments;
-
-/// Why a call on a thread failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ThreadError {
-    /// The thread could not be started.
-    #[error("the thread could not be started: {0}")]
-    Spawn(String),
-    /// The thread was to start linked under a supervisor (a ractor host's
-    /// actor) that is stopping: ractor refused the link, nothing of it
-    /// runs. It read as `Spawn`, "Actor panicked during startup", where
-    /// nothing had panicked.
-    #[error("the thread could not be started: its supervisor is stopping")]
-    SupervisorStopping,
-    /// The thread's builder was refused before anything started (a limit,
-    /// a request option or a profile no run could use): the builder's own
-    /// error, as [`DelegationBuilder::spawn`](subagents_actors::DelegationBuilder::spawn)
-    /// gives it. It read "Actor panicked during startup", a string.
-    #[error("the thread could not be started: {0}")]
-    Refused(subagents_actors::AgentError),
-    /// The builder's clock, which stamps the children's envelopes, reads
-    /// `stamped_ms`: older than the store's retention (and a minute) by
-    /// the store's own clock, so each child's envelope and run would be
-    /// pruned as they were written (no resume, no owed wake after a
-    /// restart). Give both one clock.
-    #[error(
-        "the thread could not be started: its envelopes would be stamped {stamped_ms} ms \
-         (its builder's clock), past the store's retention by the store's clock — each \
-         would be pruned as it is saved; give the builder and the store one clock"
-    )]
-    ClockBehindStore {
-        /// Now, by the builder's clock.
-        stamped_ms: u64,
-    },
-    /// The thread is closed; the message was not delivered.
-    #[error("the thread is closed")]
-    Closed,
-    /// The thread is closed; this user turn (given back) was not delivered.
-    #[error("the thread is closed; the user turn was not delivered")]
-    Undelivered(String),
-    /// No child of this thread has that id.
-    #[error("there is no sub-agent `{0}` in this thread")]
-    UnknownChild(AgentId),
-    /// An answer to an approval was not taken (unknown, already answered,
-    /// or the agent that asked ended first).
-    #[error(transparent)]
-    Approval(#[from] ApprovalRefusal),
-    /// The thread is open, but its parent agent is gone (its actor died:
-    /// a kill, a panic outside a turn): what it held (its usage, its
-    /// state) went with it — close the thread. It read `Closed`, "the
-    /// thread is closed", of an open thread.
-    #[error("the thread's parent agent is gone; close the thread")]
-    ParentGone,
-    /// [`Threads`](crate::Threads): no open thread has that id.
-    #[error("there is no open thread `{0}`")]
-    UnknownThread(ThreadId),
-    /// A thread of that id is already open: in this
-    /// [`Threads`](crate::Threads), or live on the thread's store (another
-    /// registry's, a [`ThreadHandle::spawn`] with that id).
-    #[error("a thread `{0}` is already open")]
-    AlreadyOpen(ThreadId),
-    /// [`Threads::delete`](crate::Threads::delete): the thread closed,
-    /// but these writes of its envelopes and runs failed (each as
-    /// [`ThreadHandle::persist_errors`] names it): on disk its children
-    /// are as they were before (`running`, owed a wake). `delete` took
-    /// the only handle a host could ask.
-    #[error("the thread closed, but {} write(s) to its store failed: {}", .0.len(), .0.join("; "))]
-    NotSaved(Vec<String>),
-}
 
 /// The host's handle on one thread. Cheap to clone. Dropping every clone
 /// does not close the thread (its actors run on): close it
@@ -249,19 +180,21 @@ impl ThreadHandle {
     /// library entered around the caller: ractor's `Actor` span of a
     /// handler, or an observer's (docs/observability.md).
     /// On a closed thread the text comes back in
-    /// [`ThreadError::Undelivered`].
+    /// [`ThreadError::Undelivered`]; an empty one in
+    /// [`ThreadError::EmptyTurn`].
     pub fn send_user(&self, text: impl Into<String>) -> Result<(), ThreadError> {
+        let text = text.into();
+        if text.trim().is_empty() {
+            return Err(ThreadError::EmptyTurn(text));
+        }
         // Read before the lock: a subscriber's code runs here.
         let span = subagents_actors::agent::sender_span();
         let closing = self.closing();
         if *closing {
-            return Err(ThreadError::Undelivered(text.into()));
+            return Err(ThreadError::Undelivered(text));
         }
         self.actor
-            .cast(ThreadMsg::UserTurn {
-                text: text.into(),
-                span,
-            })
+            .cast(ThreadMsg::UserTurn { text, span })
             .map_err(|e| match e {
                 ractor::MessagingErr::SendErr(ThreadMsg::UserTurn { text, .. }) => {
                     ThreadError::Undelivered(text)

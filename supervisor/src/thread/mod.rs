@@ -27,6 +27,7 @@
 
 mod actor;
 mod config;
+mod error;
 mod handle;
 mod msg;
 mod persist;
@@ -36,4 +37,5 @@ mod tests;
 mod wakes;
 
 pub use config::ThreadConfig;
-pub use handle::{ThreadError, ThreadHandle};
+pub use error::ThreadError;
+pub use handle::ThreadHandle;

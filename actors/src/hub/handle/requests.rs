@@ -21,7 +21,8 @@ impl HubHandle {
     /// maximum depth (the parent, at a depth of 0) [`Refused::TooDeep`];
     /// options no server takes [`Refused::Options`]; one naming a run to
     /// go on from (`resumed_from`: only a message resumes a finished
-    /// child) [`Refused::ResumeRequested`].
+    /// child) [`Refused::ResumeRequested`]; one with an empty task
+    /// (`input`) [`Refused::EmptyTask`].
     ///
     /// A host's child runs in the background whatever `background` says:
     /// waiting on a child is a delegation tool's, which a host cannot do,
@@ -69,7 +70,8 @@ impl HubHandle {
         // that. Refused here, not sent (checked in the hub's handler, it
         // widened the future every hub keeps for its life).
         let forged = request.resumed_from.clone();
-        let pending = forged.is_none().then(|| {
+        let empty = request.input.trim().is_empty();
+        let pending = (forged.is_none() && !empty).then(|| {
             let (tx, rx) = tokio::sync::oneshot::channel();
             let sent = self.actor.cast(HubMsg::Spawn {
                 request: Arc::new(request),
@@ -86,6 +88,9 @@ impl HubHandle {
         async move {
             if let Some(id) = forged {
                 return Err(Refused::ResumeRequested { id });
+            }
+            if empty {
+                return Err(Refused::EmptyTask);
             }
             let mut pending = pending.flatten().ok_or(Refused::Closed)?;
             let answer = match pending.rx.as_mut() {
