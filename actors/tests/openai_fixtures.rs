@@ -34,30 +34,7 @@ async fn serve_once(status: &'static str, content_type: &'static str, body: Vec<
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
-        // Read the request head and its body (by content-length).
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = socket.read(&mut buf).await.unwrap();
-            seen.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&seen);
-            if let Some(head_end) = text.find("\r\n\r\n") {
-                let length = text[..head_end]
-                    .lines()
-                    .find_map(|l| {
-                        let (k, v) = l.split_once(':')?;
-                        k.eq_ignore_ascii_case("content-length")
-                            .then(|| v.trim().parse::<usize>().ok())?
-                    })
-                    .unwrap_or(0);
-                if seen.len() >= head_end + 4 + length {
-                    break;
-                }
-            }
-            if n == 0 {
-                break;
-            }
-        }
+        read_request(&mut socket).await;
         let head = format!(
             "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
             body.len()
@@ -67,6 +44,34 @@ async fn serve_once(status: &'static str, content_type: &'static str, body: Vec<
         socket.shutdown().await.ok();
     });
     format!("http://{addr}/v1")
+}
+
+/// Reads one request from `socket`: its head and its body (by
+/// content-length); what was read (empty once the client closed).
+async fn read_request(socket: &mut tokio::net::TcpStream) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut buf).await.unwrap_or(0);
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen);
+        if let Some(head_end) = text.find("\r\n\r\n") {
+            let length = text[..head_end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if seen.len() >= head_end + 4 + length {
+                return seen;
+            }
+        }
+        if n == 0 {
+            return seen;
+        }
+    }
 }
 
 /// The HTTP body of a recorded `curl -i` response.
@@ -404,4 +409,95 @@ async fn a_web_page_instead_of_an_event_stream_says_so() {
             if m.contains("stream: true") && m.ends_with(": streaming is disabled for this key")),
         "{out:?}"
     );
+}
+
+/// Foreign input (review: the adapter's bytes, thirty-fourth session): a
+/// body's label is not its content. Events under `application/json`
+/// (Micronaut, a company gateway) or `text/html` (Flask's and Quart's
+/// default) were refused unread — the answer paid for and lost; a JSON
+/// error under `text/plain` (Go's guess), no type, or `Application/JSON`
+/// was read as an empty stream, `EmptyAnswer`, its message lost. Each is
+/// told by what it begins with.
+#[tokio::test]
+async fn a_body_is_read_by_what_it_begins_with_not_its_label() {
+    let events = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n\
+                   data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+                   data: [DONE]\n\n";
+    for label in [
+        "application/json",
+        "text/html; charset=utf-8",
+        "text/plain",
+        "",
+    ] {
+        let out = call(serve_once("200 OK", label, events.to_vec()).await).await;
+        assert!(
+            out.iter()
+                .any(|c| matches!(c, Ok(ModelChunk::Text(t)) if t == "hi")),
+            "{label}: {out:?}"
+        );
+        assert!(out.iter().all(Result::is_ok), "{label}: {out:?}");
+    }
+    let error = br#"{"error":{"message":"model 'm' is not loaded"}}"#.to_vec();
+    for label in ["text/plain; charset=utf-8", "", "Application/JSON"] {
+        let out = call(serve_once("200 OK", label, error.clone()).await).await;
+        assert!(
+            matches!(&out[..], [Err(ModelError::Malformed(m))]
+                if m.contains("stream: true") && m.ends_with(": model 'm' is not loaded")),
+            "{label}: {out:?}"
+        );
+    }
+}
+
+/// Foreign input (review: the adapter's bytes, thirty-fourth session): a
+/// server closes an idle kept-alive connection after 5 s (llama-server,
+/// uvicorn under vLLM and LiteLLM), the client keeps it for 90; an
+/// agent's next call after a tool of a few seconds went out on it as it
+/// closed — no byte of an answer, and the turn failed "connection closed
+/// before message completed". Sent once more, on a new connection.
+#[tokio::test]
+async fn a_request_on_a_pooled_connection_the_server_closed_is_sent_again() {
+    let events = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n\
+                   data: [DONE]\n\n";
+    let answer = |keep: &str| {
+        let mut answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: {keep}\r\n\r\n",
+            events.len()
+        )
+        .into_bytes();
+        answer.extend_from_slice(events);
+        answer
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (first, second) = (answer("keep-alive"), answer("close"));
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        read_request(&mut socket).await;
+        socket.write_all(&first).await.unwrap();
+        // The next request on the kept connection: read, then closed
+        // with no answer.
+        assert!(!read_request(&mut socket).await.is_empty());
+        drop(socket);
+        let (mut socket, _) = listener.accept().await.unwrap();
+        read_request(&mut socket).await;
+        socket.write_all(&second).await.unwrap();
+        socket.shutdown().await.ok();
+    });
+    let base_url = format!("http://{addr}/v1");
+    let model = OpenAiCompatible::new(base_url, None, "tiny").unwrap();
+    for call in 0..2 {
+        let out: Vec<_> = model
+            .stream(ModelRequest {
+                messages: vec![ChatMessage::user("hello")],
+                ..Default::default()
+            })
+            .collect()
+            .await;
+        assert!(
+            out.iter()
+                .any(|c| matches!(c, Ok(ModelChunk::Text(t)) if t == "hi")),
+            "call {call}: {out:?}"
+        );
+    }
+    server.await.unwrap();
 }

@@ -257,33 +257,61 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    // A JSON answer (no streaming), or a web page (a login page a proxy
-    // put in the way, a base URL that is not the API's): said with what
-    // it says, not read as an event stream that yields nothing.
-    let why = if content_type.starts_with("application/json") {
-        Some("does it support `stream: true`?")
-    } else if content_type.starts_with("text/html") {
-        Some("a login page, or a base URL that is not the API's?")
-    } else {
-        None
-    };
-    if let Some(why) = why {
-        let content_type = content_type.to_owned();
-        let text = read_capped(response, settings.timeouts.read).await;
-        let said = match text.trim() {
-            "" => String::new(),
-            text => format!(
-                ": {}",
-                truncate(&service_text(text, settings.api_key.as_deref()), 200)
-            ),
-        };
+        .unwrap_or("")
+        .to_owned();
+    // No encoding is asked for (none is decoded here), but a server may
+    // send one anyway: read as events, a gzipped body was lines of
+    // U+FFFD, an empty answer whose log "says why".
+    if let Some(encoding) = response
+        .headers()
+        .get(reqwest::header::CONTENT_ENCODING)
+        .map(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .filter(|e| !e.is_empty() && e != "identity")
+    {
         return Err(ModelError::Malformed(format!(
-            "expected an event stream but the service answered with `{content_type}` ({why}){said}"
+            "the service encoded its answer (`content-encoding: {}`), which this client does not decode; \
+             turn the server's or the proxy's compression off for this endpoint",
+            truncate(&encoding, 40)
         )));
     }
-    let body = response
-        .bytes_stream()
+    let mut body = response.bytes_stream();
+    // A body not labelled as events is told by what it begins with: a
+    // JSON answer (no streaming) or a web page (a login page a proxy put
+    // in the way, a base URL that is not the API's) is said with what it
+    // says, not read as an event stream that yields nothing; events under
+    // another label are read as events.
+    let mut taken = Vec::new();
+    if !content_type
+        .to_ascii_lowercase()
+        .starts_with("text/event-stream")
+    {
+        let not_events;
+        (taken, not_events) = super::body::head(&mut body, settings.timeouts.read).await;
+        if let Some(not_events) = not_events {
+            let text = super::body::read_capped(taken, body, settings.timeouts.read).await;
+            let said = match text.trim() {
+                "" => String::new(),
+                text => format!(
+                    ": {}",
+                    truncate(&service_text(text, settings.api_key.as_deref()), 200)
+                ),
+            };
+            let label = match content_type.as_str() {
+                "" => "no content type".to_owned(),
+                label => format!("`{label}`"),
+            };
+            return Err(ModelError::Malformed(format!(
+                "expected an event stream but the service answered with {label} ({}){said}",
+                not_events.why()
+            )));
+        }
+    }
+    let body = stream::iter(taken)
+        .chain(body)
         .map(|r| r.map_err(BodyError::Transport));
     Ok(Box::pin(super::sse::events(
         super::lines::error_lines_as_events(body, settings.timeouts.read, |fault| match fault {
@@ -293,27 +321,6 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
     )))
 }
 
-/// How much of an error body is read: enough for any service's message
-/// (only its first few hundred characters are shown), not a body without
-/// end.
-const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// The start of a response's body, as text: up to [`MAX_ERROR_BODY`]
-/// bytes, each read timed as the stream's are (`silence`); what is there
-/// when the server goes quiet or the limit is reached.
-async fn read_capped(response: reqwest::Response, silence: std::time::Duration) -> String {
-    let mut body = response.bytes_stream();
-    let mut bytes = Vec::new();
-    while bytes.len() < MAX_ERROR_BODY {
-        match tokio::time::timeout(silence, body.next()).await {
-            Ok(Some(Ok(chunk))) => bytes.extend_from_slice(&chunk),
-            _ => break,
-        }
-    }
-    bytes.truncate(MAX_ERROR_BODY);
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 /// One attempt: the response if the status is a success, a retry if 429,
 /// else the status's error.
 async fn attempt(
@@ -321,15 +328,32 @@ async fn attempt(
     body: &Value,
 ) -> Result<Attempt<reqwest::Response>, ModelError> {
     let timeouts = settings.timeouts;
-    let mut request = settings
-        .client
-        .post(settings.url.clone())
-        .header(ACCEPT, "text/event-stream")
-        .json(body);
-    if let Some(key) = &settings.api_key {
-        request = request.bearer_auth(key);
+    let send = || {
+        let mut request = settings
+            .client
+            .post(settings.url.clone())
+            .header(ACCEPT, "text/event-stream")
+            .json(body);
+        if let Some(key) = &settings.api_key {
+            request = request.bearer_auth(key);
+        }
+        tokio::time::timeout(timeouts.read, request.send())
+    };
+    // A request that failed with no byte of an answer, on a connection
+    // that was made (not refused, not timed out): most often a pooled one
+    // the server closed as it went out (llama-server's and uvicorn's 5 s
+    // keep-alive, an agent's call after a tool of a few seconds) — sent
+    // once more, on a new connection. Nothing was shown or held, so
+    // nothing can be doubled; the turn failed on it.
+    let mut sent = send().await;
+    if let Ok(Err(e)) = &sent
+        && !e.is_connect()
+        && !e.is_timeout()
+    {
+        tracing::debug!(error = %super::error::error_chain(e), "no answer on a pooled connection; sent again");
+        sent = send().await;
     }
-    let response = match tokio::time::timeout(timeouts.read, request.send()).await {
+    let response = match sent {
         Err(_) => return Err(ModelError::Timeout(timeouts.read)),
         Ok(Err(e)) => return Err(transport_error(&e, timeouts)),
         Ok(Ok(response)) => response,
@@ -355,7 +379,12 @@ async fn attempt(
             ),
         });
     }
-    let text = read_capped(response, timeouts.read).await;
+    let text = super::body::read_capped(
+        Vec::<reqwest::Result<_>>::new(),
+        response.bytes_stream(),
+        timeouts.read,
+    )
+    .await;
     let message = if text.trim().is_empty() {
         status
             .canonical_reason()

@@ -94,6 +94,7 @@
 //! [`ModelChunk::Usage`]: subagents_messages::ModelChunk::Usage
 
 mod amend;
+mod body;
 mod call;
 mod endpoint;
 mod error;

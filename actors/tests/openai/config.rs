@@ -356,3 +356,27 @@ async fn a_key_the_service_echoes_is_left_out_of_its_message() {
         "{text}"
     );
 }
+
+/// Foreign input (review: the adapter's bytes, thirty-fourth session): no
+/// encoding is asked for and none decoded, but a server may encode its
+/// answer anyway (RFC 9110 lets it): a gzipped stream was read as lines
+/// of U+FFFD, `EmptyAnswer` ("its log says why"). It names the encoding.
+#[tokio::test]
+async fn an_encoded_answer_names_its_encoding() {
+    let reply = Reply::sse(&strs(&[text("hi"), finish("stop"), "[DONE]".into()]))
+        .header("content-encoding", "gzip");
+    let server = MockServer::start(vec![reply]).await;
+    let model = OpenAiCompatible::new(&server.base_url, None, "test-model").unwrap();
+    let out = collect(&model, request("hi")).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::Malformed(m))] if m.contains("content-encoding: gzip")),
+        "{out:?}"
+    );
+    // `identity` is no encoding.
+    let reply = Reply::sse(&strs(&[text("hi"), finish("stop"), "[DONE]".into()]))
+        .header("content-encoding", "identity");
+    let server = MockServer::start(vec![reply]).await;
+    let model = OpenAiCompatible::new(&server.base_url, None, "test-model").unwrap();
+    let out = collect(&model, request("hi")).await;
+    assert!(out.iter().all(Result::is_ok), "{out:?}");
+}

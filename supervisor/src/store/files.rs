@@ -206,13 +206,11 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     );
     let temp = dir.join(format!(".{name}.{unique}{TEMP_EXT}"));
     let written = (|| {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
         // A rewrite keeps the file's permissions (a host that made its
         // envelopes private keeps them so, not the umask's default).
-        if let Ok(existing) = fs::metadata(path) {
+        let existing = fs::metadata(path).ok();
+        let mut file = create_temp(&temp, existing.as_ref())?;
+        if let Some(existing) = existing {
             file.set_permissions(existing.permissions())?;
         }
         file.write_all(bytes)?;
@@ -309,6 +307,23 @@ pub(super) fn remove_temp(path: PathBuf, report: &mut crate::store::LoadReport) 
     }
 }
 
+/// Creates a rewrite's temporary file, on Unix with no more permission
+/// than the file it replaces (`like`): made with the umask's default and
+/// narrowed after, a file the host keeps private was readable by anyone in
+/// between, while the conversation was written into it.
+fn create_temp(temp: &Path, like: Option<&fs::Metadata>) -> io::Result<fs::File> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    if let Some(like) = like {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        options.mode(like.permissions().mode() & 0o777);
+    }
+    #[cfg(not(unix))]
+    let _ = like;
+    options.open(temp)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,5 +385,24 @@ mod tests {
         assert!(!is_temp_name("agent_1.json"));
         assert!(!is_temp_name(".agent_1.json"));
         assert!(!is_temp_name(".agent_1.json.corrupt"));
+    }
+
+    /// Shared (store review, thirty-fourth session): a rewrite's temporary
+    /// file took the umask's mode (0644), then the private file's — a
+    /// local user watching the directory could open it in between and read
+    /// the conversation written into it next. Made private from the start.
+    #[cfg(unix)]
+    #[test]
+    fn a_rewrites_temporary_file_is_never_more_open_than_the_file() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let private = tmp.path().join("agent_1.json");
+        fs::write(&private, b"{}").unwrap();
+        fs::set_permissions(&private, fs::Permissions::from_mode(0o600)).unwrap();
+        let like = fs::metadata(&private).unwrap();
+        let temp = tmp.path().join(".agent_1.json.x.subagents-tmp");
+        let file = create_temp(&temp, Some(&like)).unwrap();
+        let mode = file.metadata().unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
     }
 }

@@ -238,7 +238,10 @@ impl EnvelopeStore {
     /// left a run naming the child it went on from (`resumed_from`), unnamed
     /// by it, and the next session's message reached the old run again —
     /// the chain forked. Each missing link is restored from the run that
-    /// names it (the latest, if a fork named it twice).
+    /// names it (the latest, if a fork named it twice) — one whose run
+    /// file landed: a kill between the new run's envelope and its run
+    /// (or a run write that failed) left a run nothing resumes from, and
+    /// linked to it, the whole chain could go on no more.
     pub(super) fn restore_links(&self) {
         let mut later: Vec<(AgentId, usize, AgentId)> = self
             .map
@@ -250,7 +253,9 @@ impl EnvelopeStore {
             .collect();
         later.sort_unstable();
         for (from, _, to) in later.into_iter().rev() {
-            if let Some(mut earlier) = self.get(&from)
+            let has_run = fs::symlink_metadata(self.run_path(&to)).is_ok_and(|m| m.is_file());
+            if has_run
+                && let Some(mut earlier) = self.get(&from)
                 && earlier.continued_as.is_none()
                 && earlier.id != to
             {

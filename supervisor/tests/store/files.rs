@@ -133,6 +133,7 @@ fn a_resume_link_lost_to_a_kill_is_restored_on_open() {
         let mut next = envelope("agent_2", T0 + 10, Some(T0 + 20));
         next.resumed_from = Some(AgentId::new("agent_1"));
         store.save(&next).unwrap();
+        save_a_run(&store, "agent_2");
         let unrelated = envelope("agent_3", T0, Some(T0));
         store.save(&unrelated).unwrap();
     }
@@ -148,6 +149,31 @@ fn a_resume_link_lost_to_a_kill_is_restored_on_open() {
     let again = open(tmp.path(), &clock(T0 + 2_000));
     let linked = again.get(&AgentId::new("agent_1")).unwrap();
     assert_eq!(linked.continued_as, Some(AgentId::new("agent_2")));
+}
+
+/// Stopped midway (store review, thirty-fourth session): a kill between
+/// a resumed run's envelope and its run file (or a run write that failed)
+/// left a run nothing resumes from — and the open linked the intact run
+/// before it to it: a message to the chain then read "cannot resume", the
+/// whole chain lost for one run. A link is restored only to a run whose
+/// file landed.
+#[test]
+fn a_resume_link_is_not_restored_to_a_run_that_never_landed() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let store = open(tmp.path(), &clock(T0));
+        store.save(&envelope("agent_1", T0, Some(T0))).unwrap();
+        save_a_run(&store, "agent_1");
+        let mut next = envelope("agent_2", T0 + 10, None);
+        next.resumed_from = Some(AgentId::new("agent_1"));
+        store.save(&next).unwrap();
+    }
+    let store = open(tmp.path(), &clock(T0 + 1_000));
+    assert_eq!(
+        store.get(&AgentId::new("agent_1")).unwrap().continued_as,
+        None
+    );
+    assert!(store.run(&AgentId::new("agent_1")).is_some());
 }
 
 #[test]

@@ -68,6 +68,19 @@ fn envelope(id: &str, requested_at_ms: u64, finished_at_ms: Option<u64>) -> Enve
     }
 }
 
+/// A run file for `id`, as a resume writes one.
+fn save_a_run(store: &EnvelopeStore, id: &str) {
+    let request = subagents_messages::ChildRequest::new(
+        AgentId::new("parent"),
+        0,
+        ToolUseId::new("call_1"),
+        "Worker",
+        "work",
+    );
+    let said = [subagents_messages::ChatMessage::user("work")];
+    store.save_run(&AgentId::new(id), &request, &said).unwrap();
+}
+
 fn clock(now: u64) -> Arc<ManualClock> {
     Arc::new(ManualClock::new(now))
 }

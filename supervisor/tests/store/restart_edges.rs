@@ -167,6 +167,7 @@ fn a_forked_chain_is_linked_to_its_latest_run_on_open() {
             let mut next = envelope(id, at, Some(at + 5));
             next.resumed_from = Some(AgentId::new("agent_1"));
             store.save(&next).unwrap();
+            save_a_run(&store, id);
         }
     }
     let store = open(tmp.path(), &clock(T0 + 1_000));
