@@ -28,6 +28,16 @@ pub struct LiveSimulation {
     unfired: std::collections::VecDeque<AgentEvent>,
 }
 
+/// A simulation dropped closes its thread (sent, not waited for): a
+/// `finish` given up before its close (a `select!`, a timeout) left the
+/// thread running, its id held on its store — the next scenario opening
+/// that id on that store was refused.
+impl Drop for LiveSimulation {
+    fn drop(&mut self) {
+        self.thread.close();
+    }
+}
+
 impl LiveSimulation {
     pub(super) fn new(thread: ThreadHandle, events: subagents_actors::EventStream) -> Self {
         Self {
@@ -258,10 +268,14 @@ impl LiveSimulation {
     }
 
     /// Closes the thread and waits until everything it made has stopped
-    /// (its envelopes written), logging what it emitted meanwhile.
-    pub async fn close(&mut self) {
-        self.thread.close_and_wait().await;
-        self.drain();
+    /// (its envelopes written), logging what it emitted meanwhile. The
+    /// close is sent when this is called, not when first polled.
+    pub fn close(&mut self) -> impl std::future::Future<Output = ()> + '_ {
+        let closed = self.thread.close_and_wait();
+        async move {
+            closed.await;
+            self.drain();
+        }
     }
 
     /// Ends the run and reports: the gate and hub as the run left them,
@@ -282,8 +296,8 @@ impl LiveSimulation {
         self.close().await;
         SimulationReport {
             envelopes: self.thread.hub().envelopes(),
-            log: self.log,
-            transcript: self.transcript,
+            log: std::mem::take(&mut self.log),
+            transcript: std::mem::take(&mut self.transcript),
             gate,
             hub,
             elapsed,

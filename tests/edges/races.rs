@@ -404,3 +404,31 @@ async fn a_switch_read_just_before_a_hosts_hub_stop_is_answered() {
         }
     }
 }
+
+/// Cancel safety (review: cancel safety at the host boundary, thirty-fourth
+/// session): `DelegatingAgent::shutdown_and_wait` did nothing until first
+/// polled — a `select!` that took another branch dropped it unpolled, and
+/// the parent, its hub and a background child ran on, the stream never
+/// ending. The stop is sent when it is called.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_dropped_unpolled_still_stops_the_agent() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 3600, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker", worker(3600));
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    drop(parent.shutdown_and_wait());
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(3600), async {
+        parent.agent.actor().wait(None).await.ok();
+        parent.hub.actor().wait(None).await.ok();
+    })
+    .await;
+    assert!(stopped.is_ok(), "still running after an hour");
+}

@@ -496,3 +496,28 @@ fn a_later_session_on_a_store_stamps_after_the_earlier_one() {
         "{beta:?} before {alpha:?}"
     );
 }
+
+/// Cancel safety (review: cancel safety at the host boundary, thirty-fourth
+/// session): `LiveSimulation::close` sent nothing until first polled, and
+/// a `finish` given up before its close (it waits on two snapshots first)
+/// left the thread running, its id held on its store — the next scenario
+/// on that store and id was refused "already open". The close is sent
+/// when `close` is called, and a simulation dropped closes its thread.
+#[tokio::test(start_paused = true)]
+async fn a_simulation_given_up_still_closes_its_thread() {
+    use subagents::supervisor::ThreadError;
+    let mut live = Scenario::new(vec![Reply::answer("Hello.")]).start(0).await;
+    let thread = live.thread().clone();
+    drop(live.close());
+    assert!(
+        matches!(thread.send_user("hi"), Err(ThreadError::Undelivered(_))),
+        "the close was not sent"
+    );
+    let live = Scenario::new(vec![Reply::answer("Hello.")]).start(0).await;
+    let thread = live.thread().clone();
+    drop(live.finish());
+    assert!(
+        matches!(thread.send_user("hi"), Err(ThreadError::Undelivered(_))),
+        "a finish given up left the thread open"
+    );
+}

@@ -67,12 +67,23 @@ impl DelegatingAgent {
     /// stopped. None of them awaits long work in a handler, so this is
     /// prompt — but for a child on another node, whose stop waits for its
     /// node's word up to a grace of 30 s.
-    pub async fn shutdown_and_wait(&self) {
+    ///
+    /// The stop is sent when this is called, not when first polled (as a
+    /// thread's `close_and_wait`): a future dropped unpolled (a `select!`
+    /// that took another branch) still stopped them.
+    pub fn shutdown_and_wait(
+        &self,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
         self.shutdown();
-        self.agent.actor().wait(None).await.ok();
-        self.hub.actor().wait(None).await.ok();
-        if self.owns_gate.is_some() {
-            self.gate.actor().wait(None).await.ok();
+        let agent = self.agent.actor().clone();
+        let hub = self.hub.actor().clone();
+        let gate = self.owns_gate.is_some().then(|| self.gate.actor().clone());
+        async move {
+            agent.wait(None).await.ok();
+            hub.wait(None).await.ok();
+            if let Some(gate) = gate {
+                gate.wait(None).await.ok();
+            }
         }
     }
 }

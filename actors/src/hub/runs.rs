@@ -322,19 +322,29 @@ impl Book {
     }
 
     /// A child of an earlier session (from the archive), so a message can
-    /// resume it: its final envelope, what it was asked, its conversation.
+    /// resume it: its final envelope, what it was asked, its conversation
+    /// — kept as a finished run's is (`Book::finish`): not twice over in
+    /// its seed, and the run it went on from, if imported before it, kept
+    /// only as where its own conversation ends in this one's. One message
+    /// after a restart brings a whole chain in, and each run's file
+    /// repeats the one before: a child resumed k times was k² messages in
+    /// the book for the thread's life.
     pub(crate) fn import(
         &self,
         envelope: subagents_messages::Envelope,
-        seed: ChildRequest,
+        mut seed: ChildRequest,
         conversation: Vec<ChatMessage>,
     ) {
         let id = envelope.id.clone();
         self.insert(envelope, None);
+        if !conversation.is_empty() {
+            seed.conversation = Vec::new();
+        }
         if let Some(mut entry) = self.entries.get_mut(&id) {
             entry.seed = Some(Arc::new(seed));
             entry.conversation = Some(Arc::new(conversation));
         }
+        self.fold_into_next(&id);
     }
 
     /// A message resumed it as `next`.

@@ -283,6 +283,56 @@ fn a_chain_of_resumed_runs_holds_each_message_once() {
     assert_eq!(from.conversation.len(), 6);
 }
 
+/// Growth (review: long-lived growth, thirty-fourth session): after a
+/// restart one message to a child resumed k times brings its whole chain
+/// in from the archive, and each run's file repeats the run before in its
+/// request — imported as they came, the book held each run's conversation
+/// whole and twice, k² messages for the thread's life. Imported as
+/// finished runs are kept: once.
+#[test]
+fn a_chain_imported_from_the_archive_holds_each_message_once() {
+    let book = Book::default();
+    let talk = |n: usize| -> Vec<ChatMessage> {
+        (0..n).map(|i| ChatMessage::user(format!("m{i}"))).collect()
+    };
+    let ask = |resumed_from: Option<String>, conversation: Vec<ChatMessage>| {
+        let mut request = ChildRequest::new(
+            AgentId::new("parent"),
+            0,
+            ToolUseId::new("c"),
+            "Child",
+            "more",
+        );
+        request.resumed_from = resumed_from.map(AgentId::new);
+        request.conversation = conversation;
+        request
+    };
+    let runs: Vec<AgentId> = (1..=4).map(|n| id(&format!("agent_{n}"))).collect();
+    for (n, run) in runs.iter().enumerate() {
+        let from = n.checked_sub(1).map(|p| runs[p].as_str().to_owned());
+        let seed = ask(from, if n == 0 { vec![] } else { talk(2 + 2 * n) });
+        let mut envelope = requested(run.clone(), "Child".into(), &seed, vec![], 0);
+        envelope.status = SubAgentStatus::Done;
+        envelope.continued_as = runs.get(n + 1).cloned();
+        book.import(envelope, seed, talk(4 + 2 * n));
+    }
+    let held: Vec<(usize, usize)> = runs
+        .iter()
+        .map(|r| {
+            let entry = book.entries.get(r).unwrap();
+            (
+                entry.conversation.as_ref().map_or(0, |c| c.len()),
+                entry.seed.as_ref().map_or(0, |s| s.conversation.len()),
+            )
+        })
+        .collect();
+    assert_eq!(held, [(0, 0), (0, 0), (0, 0), (10, 0)]);
+    for (run, len) in runs.iter().zip([4, 6, 8, 10]) {
+        assert_eq!(book.conversation(run).unwrap().len(), len, "{run}");
+    }
+    assert_eq!(book.resume_from(&runs[3]).unwrap().conversation.len(), 10);
+}
+
 /// Two workers (a review of shared state): two callers failed a dead
 /// hub's children at once (the thread's supervision handler, a host's
 /// request in flight); the one that lost the finish had already taken the
