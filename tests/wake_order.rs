@@ -96,3 +96,81 @@ fn wakes_follow_the_finish_order(inline: Vec<Reply>) {
         "no run woke the parent for both children: {reached:?}"
     );
 }
+
+/// Same instant (review: wakes at the same instant, thirty-fourth
+/// session): with nothing after either child's last answer to order them
+/// (a gate wide enough for both, no tool hop), an inline child finishing
+/// in the tick a stop hands it to the background was queued when handed
+/// on — after a background child that finished after it. Wakes go in
+/// finish order (the order a restart delivers owed wakes in).
+#[tokio::test(start_paused = true)]
+async fn wakes_follow_the_finish_order_with_nothing_between_the_two_ends() {
+    let mut reached = std::collections::BTreeSet::new();
+    for yields in 0..40 {
+        let gate = GateHandle::spawn(4).await.unwrap();
+        let report = Scenario::new(vec![
+            Reply::new()
+                .use_agent(&work_call("Background", 10, false))
+                .use_agent(&work_call("Inline", 10, true)),
+            Reply::answer("Noted."),
+            Reply::answer("Noted again."),
+            Reply::answer("Noted once more."),
+        ])
+        .child_script(
+            "Background\n",
+            vec![
+                Reply::new().tool_call("sleep", r#"{"secs":1}"#),
+                Reply::new()
+                    .delay(Duration::from_secs(9))
+                    .text("worked 10 s"),
+            ],
+        )
+        .child_script(
+            "Inline\n",
+            vec![
+                Reply::new()
+                    .delay(Duration::from_secs(10))
+                    .text("worked 10 s"),
+            ],
+        )
+        .tools(ToolRegistry::new().with(Sleep))
+        .configure(move |b| b.gate(gate.clone()))
+        .on(
+            Trigger::new(Some(AgentId::new("agent_2")), Moment::Result, |_, _| {
+                Some(HostAction::StopParent)
+            })
+            .after_yields(yields),
+        )
+        .at(Duration::ZERO, HostAction::User("two".into()))
+        .run_for(Duration::from_secs(120))
+        .run_async(0)
+        .await;
+        let log = report.events();
+        check_log(&log, true);
+        let finished: Vec<String> = log
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::ChildStatus(id, status) if status.is_terminal() => Some(id.to_string()),
+                _ => None,
+            })
+            .collect();
+        let woken = woken_children(&log);
+        let in_finish_order: Vec<String> = finished
+            .iter()
+            .filter(|id| woken.contains(id))
+            .cloned()
+            .collect();
+        assert_eq!(
+            woken,
+            in_finish_order,
+            "after {yields} turns: {}",
+            report.render()
+        );
+        reached.insert((woken.len(), finished.first().cloned()));
+    }
+    eprintln!("reached (wakes, first finished): {reached:?}");
+    assert!(
+        reached.iter().any(|(wakes, _)| *wakes == 2),
+        "no run woke the parent for both children: {reached:?}"
+    );
+}

@@ -14,7 +14,10 @@ use subagents_messages::{AgentId, Envelope};
 /// The wake queue and the conditions that hold it back.
 #[derive(Debug, Clone)]
 pub(crate) struct WakeQueue {
-    pending: VecDeque<AgentId>,
+    /// Each waiting wake and its child's finish stamp (0: an earlier
+    /// session's, queued last as the thread took it; none finished here
+    /// goes before it).
+    pending: VecDeque<(u64, AgentId)>,
     in_flight: Option<AgentId>,
     generating: bool,
     typing: bool,
@@ -62,13 +65,33 @@ impl WakeQueue {
         self.on_screen
     }
 
-    /// A background child finished. Dropped (returns `false`) when the
+    /// A wake of an earlier session's child (the restart wake, an owed
+    /// one), after those waiting. Dropped (returns `false`) when the
     /// thread is off screen.
     pub(crate) fn push(&mut self, child: AgentId) -> bool {
         if !self.on_screen {
             return false;
         }
-        self.pending.push_back(child);
+        self.pending.push_back((0, child));
+        true
+    }
+
+    /// A background child finished (`finished_at`: its finish stamp,
+    /// strictly in the order children finish): queued in finish order — a
+    /// child handed to the background after it finished (an inline child
+    /// a stop handed on in its finishing tick) goes before one that
+    /// finished after it but was queued first. Dropped (returns `false`)
+    /// when the thread is off screen.
+    pub(crate) fn push_finished(&mut self, child: AgentId, finished_at: u64) -> bool {
+        if !self.on_screen {
+            return false;
+        }
+        let at = self
+            .pending
+            .iter()
+            .rposition(|(stamp, _)| *stamp <= finished_at)
+            .map_or(0, |i| i + 1);
+        self.pending.insert(at, (finished_at, child));
         true
     }
 
@@ -96,12 +119,12 @@ impl WakeQueue {
     /// A thread switch (or a close): drop every pending wake (returned,
     /// in order).
     pub(crate) fn clear(&mut self) -> Vec<AgentId> {
-        self.pending.drain(..).collect()
+        self.pending.drain(..).map(|(_, child)| child).collect()
     }
 
     /// True while `child`'s wake waits to be delivered.
     pub(crate) fn is_pending(&self, child: &AgentId) -> bool {
-        self.pending.contains(child)
+        self.pending.iter().any(|(_, c)| c == child)
     }
 
     /// True while `child`'s wake is still owed: waiting, or in flight
@@ -126,7 +149,7 @@ impl WakeQueue {
         {
             return None;
         }
-        let next = self.pending.pop_front()?;
+        let (_, next) = self.pending.pop_front()?;
         self.in_flight = Some(next.clone());
         Some(next)
     }
@@ -134,7 +157,7 @@ impl WakeQueue {
     /// Drops a pending wake (its result was claimed another way).
     #[cfg(test)]
     pub(crate) fn forget(&mut self, child: &AgentId) {
-        self.pending.retain(|c| c != child);
+        self.pending.retain(|(_, c)| c != child);
     }
 }
 

@@ -305,7 +305,8 @@ impl Actor for ThreadSupervisor {
                     && !state.failed_by_death.contains(&envelope.id)
                     && state.woken.insert(envelope.id.clone())
                 {
-                    if !state.wakes.push(envelope.id.clone()) {
+                    let stamp = envelope.finished_at_ms.unwrap_or(u64::MAX);
+                    if !state.wakes.push_finished(envelope.id.clone(), stamp) {
                         // Off screen: dropped, and its span with it.
                         drop(state.parent.hub.take_run_span(&envelope.id));
                     }
@@ -350,12 +351,19 @@ impl Actor for ThreadSupervisor {
             }
             ThreadMsg::Internal(ThreadInternal::TurnEnded { wake }) => {
                 state.turns_in_flight = state.turns_in_flight.saturating_sub(1);
-                if state.turns_in_flight == 0 {
-                    state.wakes.set_generating(false);
-                }
                 if wake {
                     state.settle_delivered();
                     state.wakes.finished();
+                }
+                if state.turns_in_flight == 0 {
+                    state.wakes.set_generating(false);
+                    // What waited goes out after what the turn's end set
+                    // going in this tick: a turn cut as an inline child
+                    // finished hands it to the background as it ends, and
+                    // its wake — queued in finish order — went after one
+                    // that finished after it but was queued first.
+                    let _ = myself.cast(ThreadMsg::Internal(ThreadInternal::DeliverWakes));
+                    return Ok(());
                 }
             }
         }

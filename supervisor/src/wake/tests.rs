@@ -18,6 +18,26 @@ fn one_in_flight_rest_fifo() {
     assert_eq!(q.release_next(), Some(id(2)));
 }
 
+/// A child queued after one that finished after it (an inline child a
+/// stop handed on in its finishing tick) goes first: finish order, not
+/// the order queued. An earlier session's wake queued before stays first.
+#[test]
+fn wakes_wait_in_finish_order() {
+    let mut q = WakeQueue::new();
+    q.set_generating(true);
+    q.push(id(9));
+    q.push_finished(id(2), 20);
+    q.push_finished(id(1), 10);
+    q.push_finished(id(3), 20);
+    q.set_generating(false);
+    let mut order = Vec::new();
+    while let Some(next) = q.release_next() {
+        order.push(next);
+        q.finished();
+    }
+    assert_eq!(order, [id(9), id(1), id(2), id(3)]);
+}
+
 #[test]
 fn typing_and_generating_hold_wakes_back() {
     let mut q = WakeQueue::new();
