@@ -218,6 +218,48 @@ mod tests {
         assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
     }
 
+    /// Shared (review: wakes at the same instant, thirty-fourth session): a
+    /// wake or a restart list a thread took and gave back (a switch away,
+    /// a killed thread) was listed again though the child's result had
+    /// been claimed, or the child resumed or stopped, meanwhile — a host's
+    /// badge counted wakes the next showing settled unsent.
+    #[test]
+    fn a_wake_given_back_after_its_result_was_claimed_is_owed_no_more() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        for id in ["agent_1", "agent_2"] {
+            store.save(&done(id)).unwrap();
+        }
+        let mut running = done("agent_3");
+        running.status = SubAgentStatus::Running;
+        running.wake_owed = false;
+        store.save(&running).unwrap();
+        let mut stopped = running.clone();
+        stopped.id = AgentId::new("agent_4");
+        store.save(&stopped).unwrap();
+        drop(store);
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock).unwrap();
+        let [one, two, three, four] =
+            ["agent_1", "agent_2", "agent_3", "agent_4"].map(AgentId::new);
+        assert_eq!(store.take_owed_wakes(None), [one.clone(), two.clone()]);
+        assert_eq!(store.take_interrupted(None), [three.clone(), four.clone()]);
+        let mut claimed = store.get(&one).unwrap();
+        claimed.claimed = true;
+        store.save(&claimed).unwrap();
+        let mut resumed = store.get(&three).unwrap();
+        resumed.continued_as = Some(AgentId::new("agent_5"));
+        store.save(&resumed).unwrap();
+        let mut cancelled = store.get(&four).unwrap();
+        cancelled.cancelled = true;
+        store.save(&cancelled).unwrap();
+        store.give_back_owed(&one);
+        store.give_back_owed(&two);
+        assert_eq!(store.owed_wakes(), [two]);
+        store.give_back_interrupted(vec![three, four]);
+        assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+    }
+
     /// Review (the last read of this session's change): a stop of an
     /// earlier session's child checked another thread's resume of it
     /// outside the store's lock; the resume, begun between the check and

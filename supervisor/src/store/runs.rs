@@ -401,12 +401,15 @@ impl EnvelopeStore {
 
     /// An owed wake a thread took and never delivered (it was switched
     /// away from first): owed again, in the order the children finished —
-    /// unless pruned meanwhile (listed, it was settled with no wake sent)
-    /// or forgotten (a killed thread's state, dropped after a
-    /// `forget_thread`, listed its children again for no thread to take).
+    /// unless pruned meanwhile (listed, it was settled with no wake sent),
+    /// forgotten (a killed thread's state, dropped after a
+    /// `forget_thread`, listed its children again for no thread to take),
+    /// or its result claimed or the child resumed meanwhile (listed, a
+    /// host's badge counted a wake the next showing settled unsent).
     pub(crate) fn give_back_owed(&self, id: &AgentId) {
         let mut list = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
-        if !list.contains(id) && self.is_kept(id) {
+        let owed = self.map.get(id).is_some_and(|e| wake_still_owed(&e));
+        if !list.contains(id) && owed {
             list.push(id.clone());
             let finished = |id: &AgentId| self.get(id).and_then(|e| e.finished_at_ms).unwrap_or(0);
             list.sort_by_cached_key(|id| {
@@ -417,22 +420,22 @@ impl EnvelopeStore {
     }
 
     /// A restart list a thread took and never delivered: listed again
-    /// (ahead of any other, in its order), but what was pruned or
-    /// forgotten meanwhile.
+    /// (ahead of any other, in its order), but what was pruned, forgotten,
+    /// resumed or stopped meanwhile (none of which goes on from there).
     pub(crate) fn give_back_interrupted(&self, ids: Vec<AgentId>) {
         let mut list = self
             .interrupted
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let kept = |id: &AgentId| !list.contains(id) && self.is_kept(id);
+        let goes_on = |id: &AgentId| {
+            self.map
+                .get(id)
+                .is_some_and(|e| !e.forgotten && e.continued_as.is_none() && !e.cancelled)
+        };
+        let kept = |id: &AgentId| !list.contains(id) && goes_on(id);
         let mut back: Vec<AgentId> = ids.into_iter().filter(kept).collect();
         back.append(&mut list);
         *list = back;
-    }
-
-    /// `id` is held and not forgotten: a wake of it may be owed again.
-    fn is_kept(&self, id: &AgentId) -> bool {
-        self.map.get(id).is_some_and(|e| !e.forgotten)
     }
 
     /// The wake for `id` is no longer owed, in memory at once: a copy read

@@ -267,6 +267,10 @@ impl ThreadState {
             self.events
                 .emit(AgentEvent::Result(Box::new(parent_gone_result())));
             if origin == TurnOrigin::Wake {
+                // Its turn has ended: what it was about is settled (left,
+                // the next wake's record replaced it, and a close left it
+                // owed on disk).
+                self.settle_delivered();
                 self.wakes.finished();
             }
             return;

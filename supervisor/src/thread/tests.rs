@@ -383,3 +383,74 @@ async fn a_queued_run_write_goes_on_from_its_conversation_and_writes_what_waits_
     assert_eq!(saved, [task, answer, slept, waiting.clone(), waiting]);
     writer.finish().await;
 }
+
+/// Stopped midway (review: wakes at the same instant, thirty-fourth
+/// session): with the parent agent gone, a wake sent to it ended in its
+/// failed `Result` and the next wake waited for some unrelated message —
+/// for ever, on a thread the host only closes. Each goes out and is
+/// answered, its record settled (the next wake's replaced it); the close
+/// leaves none owed.
+#[tokio::test(start_paused = true)]
+async fn wakes_for_a_parent_that_is_gone_are_each_answered_and_settled() {
+    use std::sync::Arc;
+    use subagents_actors::clock::ManualClock;
+
+    use crate::store::EnvelopeStore;
+    use crate::thread::ThreadConfig;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .use_agent(&UseAgentCall::run("One\nYou work.", "work").background())
+            .use_agent(&UseAgentCall::run("Two\nYou work.", "work").background()),
+        Reply::answer("Started."),
+    ])
+    .with_script("One\n", vec![Reply::answer("one")])
+    .with_script("Two\n", vec![Reply::answer("two")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock.clone()))
+        .store(open());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.typing(true).unwrap();
+    thread.send_user("go").unwrap();
+    let mut done = 0;
+    while done < 2 {
+        match events.recv().await {
+            Some(AgentEvent::ChildStatus(_, SubAgentStatus::Done)) => done += 1,
+            Some(_) => {}
+            None => panic!("the stream ended"),
+        }
+    }
+    thread.sync().await.unwrap();
+    let parent = thread.parts.agent.actor().clone();
+    parent.kill();
+    parent.wait(None).await.ok();
+    thread.typing(false).unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut woken = Vec::new();
+        let mut results = 0;
+        while let Some(event) = events.recv().await {
+            match event {
+                AgentEvent::Wake { child, .. } => woken.push(child),
+                AgentEvent::Result(_) => {
+                    results += 1;
+                    if results == 2 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        woken
+    })
+    .await;
+    assert_eq!(
+        answered,
+        Ok(vec![AgentId::new("agent_1"), AgentId::new("agent_2")]),
+        "the second wake never went out"
+    );
+    thread.close_and_wait().await;
+    drop(thread);
+    assert!(open().owed_wakes().is_empty(), "owed after the close");
+}

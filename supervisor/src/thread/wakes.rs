@@ -189,7 +189,9 @@ impl ThreadState {
                 });
                 let text = restart_text(&listed, self.parent.offers_use_agent());
                 self.send_turn(myself, text, TurnOrigin::Wake, None, None);
-                return;
+                // In flight — or answered at once, the parent gone: then
+                // the next goes out (it waited for an unrelated message).
+                continue;
             }
             // Through the store once the hub is gone (its archive with
             // it): found nowhere, an owed wake read as claimed and was
@@ -212,7 +214,7 @@ impl ThreadState {
                     let follows = self.parent.hub.take_run_span(&child);
                     self.settle_at_end = vec![child];
                     self.send_turn(myself, text, TurnOrigin::Wake, None, follows);
-                    return;
+                    continue;
                 }
                 // Claimed through `result`, or resumed, meanwhile: no wake.
                 _ => {
