@@ -9,6 +9,8 @@ mod common;
 mod empty_task;
 #[path = "front_ends/inherit.rs"]
 mod inherit;
+#[path = "front_ends/no_profiles.rs"]
+mod no_profiles;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

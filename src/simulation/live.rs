@@ -197,6 +197,13 @@ impl LiveSimulation {
                 why,
             });
         }
+        // What it let through while it took effect (an approval's child
+        // ending, a released wake): read now, offered before the host's
+        // next action — left in the channel, it was read, and its trigger
+        // fired, only after that action had taken effect.
+        if log_first {
+            self.drain();
+        }
     }
 
     /// Fires every armed trigger `event` matches, in the order they were

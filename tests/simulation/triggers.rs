@@ -426,3 +426,69 @@ fn an_inline_only_trigger_fires_at_the_hand_off() {
         .run(0);
     assert_eq!(fired(&from_the_start), [], "{}", from_the_start.render());
 }
+
+/// The same for an action that lets things through (review: the harness
+/// as a host's test tool, thirty-fourth session): an approval's answer —
+/// like a user turn, typing stopped, a showing — was logged before it was
+/// sent and nothing was read after it, so the child's end it let through
+/// stayed in the channel: its trigger fired only after the host's next
+/// action had taken effect.
+#[tokio::test(start_paused = true)]
+async fn an_event_an_approval_answer_lets_through_fires_before_the_next_step() {
+    let agent_1 = AgentId::new("agent_1");
+    let scenario = Scenario::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Poster\nYou post.", "post it")
+                .tools(["http_post"])
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .child_script(
+        "Poster\n",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"message":"hi"}"#),
+            Reply::answer("posted it"),
+        ],
+    )
+    .tools(ToolRegistry::new().with(subagents_demo::Post))
+    .on(Trigger::new(
+        Some(agent_1.clone()),
+        Moment::Ended,
+        |_, _| Some(HostAction::Typing(true)),
+    ));
+    let report = tokio::spawn(async move {
+        let mut live = scenario.start(0).await;
+        live.act(HostAction::User("go".into())).await;
+        live.advance(Duration::from_secs(1)).await;
+        let asked = live.log().iter().find_map(|l| match l.event() {
+            Some(AgentEvent::Child(_, inner)) => match &**inner {
+                AgentEvent::ApprovalRequested(r) => Some(r.id.clone()),
+                _ => None,
+            },
+            _ => None,
+        });
+        live.act(HostAction::Approve(asked.expect("the child asked")))
+            .await;
+        let ended = live.thread().hub().status(&agent_1).map(|e| e.status);
+        assert!(ended.is_some_and(|s| s.is_terminal()), "{ended:?}");
+        live.act(HostAction::OnScreen(false)).await;
+        live.finish().await
+    })
+    .await
+    .unwrap();
+    assert_eq!(fired(&report), [Moment::Ended], "{}", report.render());
+    let at = |found: &dyn Fn(&LogEntry) -> bool| report.log.iter().position(found).unwrap();
+    let fired_at = at(&|l| matches!(l, LogEntry::Fired { .. }));
+    let next_host = at(&|l| {
+        matches!(
+            l,
+            LogEntry::Host {
+                action: HostAction::OnScreen(false),
+                ..
+            }
+        )
+    });
+    assert!(fired_at < next_host, "{}", report.render());
+}

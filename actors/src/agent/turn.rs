@@ -153,17 +153,10 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 ctx.with(|t| t.doing(Activity::Thinking));
                 return (error.clone(), Outcome::Failed(error));
             }
-            Err(ModelEnd::OverBudget(text)) => {
-                // Cut mid-stream: the call counts, what it wrote so far is
-                // the last thing written, and no tool it asked for runs.
-                let progress = ctx.with(|t| {
-                    t.progress.model_calls += 1;
-                    t.doing(Activity::Thinking);
-                    if !text.trim().is_empty() {
-                        t.progress.last_text = text;
-                    }
-                    t.progress.clone()
-                });
+            Err(ModelEnd::OverBudget) => {
+                // Cut mid-stream (counted, its text kept, as it was cut):
+                // no tool it asked for runs.
+                let progress = ctx.with(|t| t.progress.clone());
                 let text = partial_result(LimitKind::Tokens, &limits, &progress);
                 return (text, Outcome::LimitReached(LimitKind::Tokens));
             }
@@ -217,7 +210,7 @@ enum ModelEnd {
     /// The usage it reported (or, before any, its streamed text at about
     /// four characters a token) went past the token budget; the text it
     /// had written by then.
-    OverBudget(String),
+    OverBudget,
 }
 
 /// What one model call gave: its text, its tool calls, and why it was
@@ -360,8 +353,8 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
                     ctx.sink.emit(AgentEvent::Text(delta));
                     cut
                 });
-                if let Some(text) = cut {
-                    return Err(ModelEnd::OverBudget(text));
+                if cut {
+                    return Err(ModelEnd::OverBudget);
                 }
             }
             // Output not shown (reasoning, arguments being written): the
@@ -375,8 +368,8 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
                     t.hidden_chars = t.hidden_chars.saturating_add(chars);
                     t.past_budget(so_far, budget)
                 });
-                if let Some(text) = cut {
-                    return Err(ModelEnd::OverBudget(text));
+                if cut {
+                    return Err(ModelEnd::OverBudget);
                 }
             }
             // A whole call is output too, as text is: its name and
@@ -395,8 +388,8 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
                     let output = streamed_chars.saturating_add(t.calls_beyond_hidden());
                     t.past_budget(estimated(call_usage, output), budget)
                 });
-                if let Some(text) = cut {
-                    return Err(ModelEnd::OverBudget(text));
+                if cut {
+                    return Err(ModelEnd::OverBudget);
                 }
             }
             Some(Ok(ModelChunk::Truncated(reason))) => truncated = Some(reason),
@@ -413,11 +406,14 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
                         ModelChunk::Usage(usage) => t.progress.add_reported(usage),
                         _ => {}
                     }
-                    t.progress.usage.total()
+                    let used = t.progress.usage.total();
+                    if used > budget {
+                        t.cut_over_budget();
+                    }
+                    used
                 });
                 if used > budget {
-                    let text = ctx.with(|t| std::mem::take(&mut t.streaming));
-                    return Err(ModelEnd::OverBudget(text));
+                    return Err(ModelEnd::OverBudget);
                 }
             }
             Some(Err(e)) => {
@@ -444,10 +440,14 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
         let estimate = t.call_estimate(output)?;
         t.progress.add_estimate(estimate);
         t.counted(output);
-        (t.progress.usage.total() > budget).then(|| std::mem::take(&mut t.streaming))
+        let over = t.progress.usage.total() > budget;
+        if over {
+            t.cut_over_budget();
+        }
+        Some(over)
     });
-    if let Some(text) = over {
-        return Err(ModelEnd::OverBudget(text));
+    if over == Some(true) {
+        return Err(ModelEnd::OverBudget);
     }
     let _ = unique_ids(&mut calls);
     // The call's end, in one step under the turn's lock: counted, its

@@ -61,6 +61,36 @@ pub(crate) const CHILD_SPEC: &[(&str, Kind)] = &[
     ("max_iterations", Kind::Count),
 ];
 
+/// The first key an object gives twice, if any (its values skipped).
+struct Repeated(Option<String>);
+
+impl<'de> serde::Deserialize<'de> for Repeated {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = Repeated;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Repeated, A::Error> {
+                let mut seen = std::collections::BTreeSet::new();
+                let mut repeated = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    if !seen.insert(key.clone()) && repeated.is_none() {
+                        repeated = Some(key);
+                    }
+                }
+                Ok(Repeated(repeated))
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
+}
+
 /// Checks `arguments` against `fields` (null counts as absent), then reads
 /// them as `T`.
 pub(crate) fn parse<T: DeserializeOwned>(
@@ -78,6 +108,15 @@ pub(crate) fn parse<T: DeserializeOwned>(
             describe(&value)
         )));
     };
+    // Read as a map, a key given twice kept its last value: `tools` given
+    // twice ran the child with the second list, while the call's text —
+    // what a host's approval dialog shows — held both.
+    if let Ok(Repeated(Some(key))) = serde_json::from_str::<Repeated>(arguments) {
+        return Err(invalid(format!(
+            "`{tool}` was given `{}` twice; give each field once",
+            crate::delegation::shown(&key)
+        )));
+    }
     let known = || fields.iter().flat_map(|f| f.iter());
     for (name, given) in object.iter_mut() {
         let Some((_, kind)) = known().find(|(known, _)| known == name) else {
@@ -211,6 +250,16 @@ mod tests {
             Err(ToolError::InvalidArguments(e)) => e,
             other => panic!("not refused: {other:?}"),
         }
+    }
+
+    /// Repeated (review: tool calls from misbehaving models, thirty-fourth
+    /// session): a key given twice was read as its last value — the call's
+    /// text, which a host's approval shows, held both. Refused, naming it.
+    #[test]
+    fn a_field_given_twice_is_refused() {
+        let e = error(r#"{"input":"x","wait":false,"wait":true}"#);
+        assert!(e.contains("`wait` twice"), "{e}");
+        assert!(parse::<Args>("use_agent", r#"{"input":"x","wait":false}"#, &[FIELDS]).is_ok());
     }
 
     /// Foreign input: some servers and small models write an integer as

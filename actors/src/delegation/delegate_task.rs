@@ -36,8 +36,13 @@ impl Tool for DelegateTask {
     }
 
     fn description(&self) -> String {
+        let which = if self.delegator.profiles.is_empty() {
+            "one you define"
+        } else {
+            "a named one (`agent`) or one you define"
+        };
         format!(
-            "Delegate a self-contained task to another agent — a named one (`agent`) or one you define \
+            "Delegate a self-contained task to another agent — {which} \
              inline (`system_prompt`, optionally `tools`, `model`, `provider`, `max_iterations`) — and get \
              back only its final answer. It cannot see this conversation: write `task` as a complete brief.{}",
             self.delegator

@@ -31,6 +31,15 @@ impl Delegator {
                     "give either `agent` (a named sub-agent) or `system_prompt` (an inline one), not both",
                 ));
             }
+            // No named sub-agents here: `agent` is no way forward (told
+            // "give `agent`", a model trained on Claude Code tried names
+            // one after another).
+            (None, None) if self.profiles.is_empty() => {
+                return Err(refuse(NO_NAMED));
+            }
+            (Some(_), None) if self.profiles.is_empty() => {
+                return Err(refuse(NO_NAMED));
+            }
             (None, None) => {
                 return Err(refuse(format!(
                     "give `agent` (a named sub-agent) or `system_prompt` (an inline one's instructions; its first line is its name){}",
@@ -267,3 +276,8 @@ impl Delegator {
         Ok(Some(tools))
     }
 }
+
+/// The refusal of a call naming no sub-agent, or a named one, where there
+/// are no named sub-agents (no profiles).
+const NO_NAMED: &str = "there are no named sub-agents here: give `system_prompt` (the sub-agent's \
+     instructions; its first line is its name), and leave `agent` out";

@@ -299,9 +299,13 @@ impl Tool for UseAgent {
          own, unless you give `model`) with its own system prompt, one input and only the tools you list. It cannot see this conversation: \
          write the input as a complete brief. action run starts it (wait true returns its answer \
          when it finishes soon, else {pending, id}); status shows progress by id without waiting; \
-         result returns its answer by id (waiting a while); send gives one a message it reads at its next model call (a finished one goes on from its conversation as a new run); interrupt cuts what it is doing and leaves it waiting for a message; stop cancels it for good. Give either `agent` \
-         (a named sub-agent) or `system_prompt` (an inline one)."
+         result returns its answer by id (waiting a while); send gives one a message it reads at its next model call (a finished one goes on from its conversation as a new run); interrupt cuts what it is doing and leaves it waiting for a message; stop cancels it for good. "
             .to_owned()
+            + if self.delegator.profiles.is_empty() {
+                "Give `system_prompt` (its instructions; there are no named sub-agents)."
+            } else {
+                "Give either `agent` (a named sub-agent) or `system_prompt` (an inline one)."
+            }
             + &self.delegator.profile_listing(
                 "call use_agent with action `agents` to list every named sub-agent with its description",
             )

@@ -29,19 +29,32 @@ impl NotEvents {
     }
 }
 
+/// What the start of a body says.
+pub(super) enum Head {
+    /// Events (`data:`, `event:`, `:` …), or a body that ended, failed or
+    /// went on too long with nothing but whitespace: read as events.
+    Events,
+    /// Not events.
+    Not(NotEvents),
+    /// Nothing but whitespace for `silence`: the call timed out (read on
+    /// as events, it waited the silence out a second time).
+    Silent,
+}
+
+/// How much whitespace a body may begin with before it is read as events
+/// whatever follows (held whole, a body of endless spaces was kept to the
+/// wall clock).
+const MAX_HEAD: usize = 64 * 1024;
+
 /// The chunks read from the start of `body` until its first byte that is
-/// neither whitespace nor a byte-order mark (or its end, an error, or
-/// `silence` with nothing), as they came — to be read again ahead of the
-/// rest — and what that byte says: `None` for an event stream's (`data:`,
-/// `event:`, `:` …) or no byte at all. A body's label is not its
-/// content: a server that streams events as `application/json`
+/// neither whitespace nor a byte-order mark (or its end, an error,
+/// `silence` with nothing, or [`MAX_HEAD`] bytes), as they came — to be
+/// read again ahead of the rest — and what they say. A body's label is
+/// not its content: a server that streams events as `application/json`
 /// (Micronaut, a gateway) or `text/html` (Flask's default) was refused
 /// unread, and a JSON error as `text/plain` (Go's guess) or unlabelled
 /// was read as an empty stream, its message lost.
-pub(super) async fn head<S, B, E>(
-    body: &mut S,
-    silence: Duration,
-) -> (Vec<Result<B, E>>, Option<NotEvents>)
+pub(super) async fn head<S, B, E>(body: &mut S, silence: Duration) -> (Vec<Result<B, E>>, Head)
 where
     S: Stream<Item = Result<B, E>> + Unpin,
     B: AsRef<[u8]>,
@@ -49,25 +62,32 @@ where
     let mut taken = Vec::new();
     // A BOM split across chunks: its bytes so far.
     let mut skipped = 0usize;
-    while let Ok(Some(item)) = tokio::time::timeout(silence, body.next()).await {
+    loop {
+        let item = match tokio::time::timeout(silence, body.next()).await {
+            Err(_) => return (taken, Head::Silent),
+            Ok(None) => return (taken, Head::Events),
+            Ok(Some(item)) => item,
+        };
         let first = match &item {
             Ok(chunk) => first_significant(chunk.as_ref(), &mut skipped),
             Err(_) => {
                 taken.push(item);
-                break;
+                return (taken, Head::Events);
             }
         };
         taken.push(item);
         if let Some(byte) = first {
-            let not = match byte {
-                b'{' | b'[' => Some(NotEvents::Json),
-                b'<' => Some(NotEvents::Page),
-                _ => None,
+            let head = match byte {
+                b'{' | b'[' => Head::Not(NotEvents::Json),
+                b'<' => Head::Not(NotEvents::Page),
+                _ => Head::Events,
             };
-            return (taken, not);
+            return (taken, head);
+        }
+        if skipped > MAX_HEAD {
+            return (taken, Head::Events);
         }
     }
-    (taken, None)
 }
 
 /// The first byte of `chunk` that is neither whitespace nor part of a
@@ -117,10 +137,18 @@ mod tests {
     use super::*;
     use futures_util::stream;
 
+    fn why(head: Head) -> Option<&'static str> {
+        match head {
+            Head::Not(not) => Some(not.why()),
+            Head::Events => None,
+            Head::Silent => Some("silent"),
+        }
+    }
+
     async fn sniffed(chunks: &[&'static str]) -> (usize, Option<&'static str>) {
         let mut body = stream::iter(chunks.iter().map(|c| Ok::<_, ()>(c.as_bytes())));
-        let (taken, not) = head(&mut body, Duration::from_secs(1)).await;
-        (taken.len(), not.map(|n| n.why()))
+        let (taken, sniffed) = head(&mut body, Duration::from_secs(1)).await;
+        (taken.len(), why(sniffed))
     }
 
     #[tokio::test]
@@ -139,9 +167,24 @@ mod tests {
         assert_eq!(sniffed(&["\u{feff}"]).await, (1, None));
         let mut body =
             stream::iter([b"\xEF\xBB".as_slice(), b"\xBF{}".as_slice()].map(Ok::<_, ()>));
-        let (taken, not) = head(&mut body, Duration::from_secs(1)).await;
-        assert_eq!((taken.len(), not.map(|n| n.why())), (2, json));
+        let (taken, sniffed_head) = head(&mut body, Duration::from_secs(1)).await;
+        assert_eq!((taken.len(), why(sniffed_head)), (2, json));
         assert_eq!(sniffed(&["<!doctype html>"]).await, (1, page));
         assert_eq!(sniffed(&[]).await, (0, None));
+    }
+
+    /// Diff review (thirty-fourth session): a body with nothing but
+    /// whitespace waited the silence out here, then again as events; and
+    /// endless whitespace was held whole.
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_or_endless_blank_start_ends_the_peek() {
+        let mut silent = stream::iter([Ok::<_, ()>(b"  ".as_slice())]).chain(stream::pending());
+        let (_, sniffed_head) = head(&mut silent, Duration::from_secs(1)).await;
+        assert_eq!(why(sniffed_head), Some("silent"));
+        let spaces = vec![b' '; 1024];
+        let mut endless = stream::repeat(Ok::<_, ()>(spaces.as_slice()));
+        let (taken, sniffed_head) = head(&mut endless, Duration::from_secs(1)).await;
+        assert_eq!(why(sniffed_head), None);
+        assert!(taken.len() <= MAX_HEAD / 1024 + 1, "{}", taken.len());
     }
 }

@@ -261,7 +261,9 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         .to_owned();
     // No encoding is asked for (none is decoded here), but a server may
     // send one anyway: read as events, a gzipped body was lines of
-    // U+FFFD, an empty answer whose log "says why".
+    // U+FFFD, an empty answer whose log "says why". Only a coding is
+    // refused: `none` (an SSE idiom against a proxy's buffering) and a
+    // charset sent there by mistake (`UTF-8`) are no coding.
     if let Some(encoding) = response
         .headers()
         .get(reqwest::header::CONTENT_ENCODING)
@@ -270,7 +272,7 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
                 .trim()
                 .to_ascii_lowercase()
         })
-        .filter(|e| !e.is_empty() && e != "identity")
+        .filter(|e| e.split(',').any(|coding| CODINGS.contains(&coding.trim())))
     {
         return Err(ModelError::Malformed(format!(
             "the service encoded its answer (`content-encoding: {}`), which this client does not decode; \
@@ -289,9 +291,12 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         .to_ascii_lowercase()
         .starts_with("text/event-stream")
     {
-        let not_events;
-        (taken, not_events) = super::body::head(&mut body, settings.timeouts.read).await;
-        if let Some(not_events) = not_events {
+        let head;
+        (taken, head) = super::body::head(&mut body, settings.timeouts.read).await;
+        if let super::body::Head::Silent = head {
+            return Err(ModelError::Timeout(settings.timeouts.read));
+        }
+        if let super::body::Head::Not(not_events) = head {
             let text = super::body::read_capped(taken, body, settings.timeouts.read).await;
             let said = match text.trim() {
                 "" => String::new(),
@@ -320,6 +325,23 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         }),
     )))
 }
+
+/// The content codings a body may come in (IANA's registry): one of them
+/// in `Content-Encoding` means the body is not the events as written.
+const CODINGS: &[&str] = &[
+    "gzip",
+    "x-gzip",
+    "deflate",
+    "br",
+    "zstd",
+    "compress",
+    "x-compress",
+    "dcb",
+    "dcz",
+    "exi",
+    "pack200-gzip",
+    "aes128gcm",
+];
 
 /// One attempt: the response if the status is a success, a retry if 429,
 /// else the status's error.

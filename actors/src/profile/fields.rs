@@ -12,7 +12,7 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor}
 
 use super::modes::{
     CANNOT_ENFORCE, OTHER_TOOLS, hooks_load, other_tools_key, permission_mode_loads,
-    permissions_load, sandbox_mode_loads, unknown_mode, web_search_on,
+    permissions_load, sandbox_mode_loads, web_search_on,
 };
 use super::tools::{ToolList, Tools};
 
@@ -102,7 +102,6 @@ const RESTRICTING_KEYS: &[&str] = &[
     "disabled_tools",
     "disable-model-invocation",
     "infer",
-    "kind",
     "permissionMode",
     "permission_mode",
     "approval_policy",
@@ -279,19 +278,17 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 // Gemini CLI's `kind: remote`: an agent another service
                 // runs (`agent_card_url`), none this runtime can start —
                 // with no `tools` and no prompt, it was a blank agent with
-                // every tool. Left out, as `mode: primary`.
-                "kind" => {
-                    if let Some(kind) = map.next_value::<Option<String>>()? {
-                        match kind.trim() {
-                            "local" => {}
-                            "remote" => {
-                                fm.disabled = Some(true);
-                                fm.not_applied.push(key.clone());
-                            }
-                            _ => return Err(unknown_mode(&key, &kind, "local, remote")),
-                        }
+                // every tool. Left out, as `mode: primary`. Other tools
+                // write `kind` with other words (`kind: subagent`): an
+                // unknown key, as before (refused, such files were lost).
+                "kind" => match map.next_value::<serde_json::Value>()? {
+                    serde_json::Value::String(kind) if kind.trim() == "remote" => {
+                        fm.disabled = Some(true);
+                        fm.not_applied.push(key.clone());
                     }
-                }
+                    serde_json::Value::String(kind) if kind.trim() == "local" => {}
+                    _ => fm.unknown.push(key.clone()),
+                },
                 "mode" => match map.next_value::<serde_json::Value>()? {
                     serde_json::Value::String(mode) if mode.trim() == "primary" => {
                         fm.disabled = Some(true);

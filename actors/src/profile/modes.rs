@@ -58,14 +58,6 @@ pub(super) fn permission_mode_loads<E: de::Error>(key: &str, mode: &str) -> Resu
     }
 }
 
-/// A mode-like key's value nobody documents (`known`: the values that
-/// are): it may be a restriction, an error at the key.
-pub(super) fn unknown_mode<E: de::Error>(key: &str, value: &str, known: &str) -> E {
-    E::custom(format!(
-        "`{key}` is `{value}`, none of {known} {MAY_BE_A_RESTRICTION}"
-    ))
-}
-
 /// A Codex role's top-level `web_search` (`disabled`, `cached`, `live`):
 /// whether it is on. Any other value may be a restriction: an error.
 pub(super) fn web_search_on<E: de::Error>(mode: &str) -> Result<bool, E> {

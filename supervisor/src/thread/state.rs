@@ -267,10 +267,11 @@ impl ThreadState {
             self.events
                 .emit(AgentEvent::Result(Box::new(parent_gone_result())));
             if origin == TurnOrigin::Wake {
-                // Its turn has ended: what it was about is settled (left,
-                // the next wake's record replaced it, and a close left it
-                // owed on disk).
-                self.settle_delivered();
+                // No model read it: owed still, on disk — a restart
+                // delivers it, a close settles it (diff review: settled
+                // here, a host restarting after `ParentGone` lost them).
+                // Its record goes: the next wake's would replace it.
+                self.settle_at_end.clear();
                 self.wakes.finished();
             }
             return;

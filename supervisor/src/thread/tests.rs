@@ -388,10 +388,11 @@ async fn a_queued_run_write_goes_on_from_its_conversation_and_writes_what_waits_
 /// session): with the parent agent gone, a wake sent to it ended in its
 /// failed `Result` and the next wake waited for some unrelated message —
 /// for ever, on a thread the host only closes. Each goes out and is
-/// answered, its record settled (the next wake's replaced it); the close
-/// leaves none owed.
+/// answered; none was read by a model, so each stays owed on disk — a
+/// host that restarts after `ParentGone` gets them then (the diff review:
+/// settled at first, they were lost).
 #[tokio::test(start_paused = true)]
-async fn wakes_for_a_parent_that_is_gone_are_each_answered_and_settled() {
+async fn wakes_for_a_parent_that_is_gone_are_each_answered_and_stay_owed() {
     use std::sync::Arc;
     use subagents_actors::clock::ManualClock;
 
@@ -450,7 +451,13 @@ async fn wakes_for_a_parent_that_is_gone_are_each_answered_and_settled() {
         Ok(vec![AgentId::new("agent_1"), AgentId::new("agent_2")]),
         "the second wake never went out"
     );
-    thread.close_and_wait().await;
+    thread.flush_persistence().await.unwrap();
+    thread.actor().kill();
+    thread.actor().wait(None).await.ok();
     drop(thread);
-    assert!(open().owed_wakes().is_empty(), "owed after the close");
+    assert_eq!(
+        open().owed_wakes(),
+        [AgentId::new("agent_1"), AgentId::new("agent_2")],
+        "owed after a restart"
+    );
 }

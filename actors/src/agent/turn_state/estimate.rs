@@ -63,15 +63,19 @@ impl TurnState {
 
     /// The call in flight, `so_far` tokens of output by the estimate (none
     /// once the server counted its own), against the turn's `budget`: past
-    /// it, the estimate is counted and the text so far taken (under the
-    /// turn's lock, with what streamed).
+    /// it (`true`), the estimate is counted and the call cut
+    /// ([`TurnState::cut_over_budget`]) under the turn's lock, with what
+    /// streamed.
     ///
     /// Its prompt counts too, as every other end of a call the server
     /// reported no usage for counts it: cut here, a call was charged its
     /// output alone, so one that wrote a little more was charged the
     /// whole prompt less.
-    pub(crate) fn past_budget(&mut self, so_far: Option<u64>, budget: u64) -> Option<String> {
-        let n = so_far.filter(|n| self.progress.usage.total().saturating_add(*n) > budget)?;
+    pub(crate) fn past_budget(&mut self, so_far: Option<u64>, budget: u64) -> bool {
+        let Some(n) = so_far.filter(|n| self.progress.usage.total().saturating_add(*n) > budget)
+        else {
+            return false;
+        };
         let prompt = if self.call_counted {
             0
         } else {
@@ -82,7 +86,22 @@ impl TurnState {
             completion_tokens: n,
         });
         self.counted(self.output_chars());
-        Some(std::mem::take(&mut self.streaming))
+        self.cut_over_budget();
+        true
+    }
+
+    /// The call in flight is cut, over the budget: it counts, what it
+    /// wrote so far is the last thing written, and the turn is between
+    /// calls — in the step that takes the text (in a later one, a stop on
+    /// another worker between the two found the text gone and the call
+    /// still in flight: the result quoted nothing the host had seen).
+    pub(crate) fn cut_over_budget(&mut self) {
+        let text = std::mem::take(&mut self.streaming);
+        self.progress.model_calls += 1;
+        self.doing(super::Activity::Thinking);
+        if !text.trim().is_empty() {
+            self.progress.last_text = text;
+        }
     }
 
     /// The call in flight counted its tokens with `chars` characters of

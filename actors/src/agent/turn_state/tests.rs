@@ -354,3 +354,31 @@ fn an_answer_completes_with_a_message_waiting_when_no_call_could_read_it() {
         }
     }
 }
+
+/// Two workers (review: limits at the edges, thirty-fourth session): a
+/// call cut over the token budget had its streamed text taken in one step
+/// and kept as the last thing written in a later one, the turn still in
+/// its model call between: a stop there (another worker, a kill hook)
+/// found the text gone — its result quoted nothing the host had seen, and
+/// the call went uncounted. The cut is one step.
+#[test]
+fn a_stop_just_after_a_budget_cut_keeps_what_the_call_wrote() {
+    let (shared, _slot, turn_sink, out, _stream) = open_turn();
+    {
+        let mut state = lock(&shared);
+        state.doing(Activity::InModelCall);
+        state.streaming = "Half the report".into();
+        let _cut = state.past_budget(Some(1_000), 10);
+    }
+    let quote = |state: &TurnState| {
+        cut_result(
+            state,
+            |p| format!("{} call(s); last: {}", p.model_calls, p.last_text),
+            |_| Outcome::Stopped,
+            Instant::now(),
+        )
+    };
+    let (_, result) =
+        close(&shared, &turn_sink, &out, quote, &|_| "cut".to_owned()).expect("closed here");
+    assert_eq!(result.text, "1 call(s); last: Half the report");
+}
