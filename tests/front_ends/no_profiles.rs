@@ -1,4 +1,4 @@
-//! With no named sub-agents, nothing points the model to `agent`.
+//! With no named sub-agents, nothing asks the model for `agent`.
 
 use super::*;
 
@@ -10,7 +10,7 @@ use super::*;
 /// descriptions name only `system_prompt`, and both refusals say there are
 /// no named sub-agents.
 #[tokio::test(start_paused = true)]
-async fn with_no_profiles_nothing_points_the_model_to_a_named_sub_agent() {
+async fn with_no_profiles_nothing_asks_the_model_for_agent() {
     let specs = offered_tools(false).await;
     for name in ["use_agent", "delegate_task"] {
         assert!(
@@ -33,6 +33,13 @@ async fn with_no_profiles_nothing_points_the_model_to_a_named_sub_agent() {
             .tool_call(
                 "use_agent",
                 json!({"action": "run", "agent": "researcher", "input": "x"}).to_string(),
+            )
+            // Both given (the last read of this session's change): "give
+            // either `agent` … or `system_prompt`".
+            .tool_call(
+                "use_agent",
+                json!({"action": "run", "agent": "r", "system_prompt": "R\nr", "input": "x"})
+                    .to_string(),
             ),
         Reply::answer("Done."),
     ]);
@@ -46,7 +53,7 @@ async fn with_no_profiles_nothing_points_the_model_to_a_named_sub_agent() {
     until_result(&mut events, &mut log).await;
     let mut got = results_of(&log, "delegate_task");
     got.extend(results_of(&log, "use_agent"));
-    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got.len(), 4, "{got:?}");
     for (output, is_error) in got {
         assert!(is_error, "{output}");
         assert!(

@@ -86,3 +86,41 @@ async fn a_thread_killed_while_a_wake_waits_holds_nothing_open() {
     edges::assert_the_victims_run_holds_nothing_open(&spans);
     drop(thread);
 }
+
+/// Held (review: observability at the edges, thirty-fourth session): a
+/// parent without a thread (`DelegationBuilder::spawn`) shut down with a
+/// finished background child kept that child's run span for a wake — and
+/// with it the `use_agent` call and the parent's turn — open, never
+/// exported, as long as the host kept the agent's handle: only a thread
+/// let them go. The hub lets go of them as it stops.
+#[tokio::test(start_paused = true)]
+async fn a_parent_shut_down_without_a_thread_holds_nothing_open() {
+    let (capture, _guard) = capture();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker", worker(1));
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .system_prompt("Planner\nYou are the parent.")
+        .tools(ToolRegistry::new().with(Sleep))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Done))
+    })
+    .await;
+    parent.shutdown_and_wait().await;
+    let open: Vec<_> = capture
+        .spans()
+        .into_iter()
+        .filter(|s| !s.closed)
+        .map(|s| (s.name, s.fields.get("gen_ai.agent.id").cloned()))
+        .collect();
+    assert!(open.is_empty(), "held open: {open:?}");
+    drop(parent);
+}

@@ -52,7 +52,7 @@ impl Tool for DelegateTask {
 
     fn parameters(&self) -> Value {
         let mut properties = json!({
-            "system_prompt": {"type": "string", "description": "an inline sub-agent's instructions"},
+            "system_prompt": {"type": "string", "description": "an inline sub-agent's instructions; the first line is its name"},
             "task": {"type": "string", "description": "the complete task"},
             "tools": {"type": "array", "items": {"type": "string"}, "description": "names of your tools it may use (left out: all of them, or a named sub-agent's own; [] gives it none)"},
             "model": {"type": "string"},

@@ -26,19 +26,16 @@ impl Delegator {
         let agent = spec.agent.filter(|a| !a.trim().is_empty());
         let inline = spec.system_prompt.filter(|p| !p.trim().is_empty());
         let (profile, system_prompt) = match (agent, inline) {
+            // No named sub-agents here: `agent` is no way forward (told
+            // "give `agent`", a model trained on Claude Code tried names
+            // one after another).
+            (Some(_), _) | (None, None) if self.profiles.is_empty() => {
+                return Err(refuse(NO_NAMED));
+            }
             (Some(_), Some(_)) => {
                 return Err(refuse(
                     "give either `agent` (a named sub-agent) or `system_prompt` (an inline one), not both",
                 ));
-            }
-            // No named sub-agents here: `agent` is no way forward (told
-            // "give `agent`", a model trained on Claude Code tried names
-            // one after another).
-            (None, None) if self.profiles.is_empty() => {
-                return Err(refuse(NO_NAMED));
-            }
-            (Some(_), None) if self.profiles.is_empty() => {
-                return Err(refuse(NO_NAMED));
             }
             (None, None) => {
                 return Err(refuse(format!(

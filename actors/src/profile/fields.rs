@@ -102,6 +102,7 @@ const RESTRICTING_KEYS: &[&str] = &[
     "disabled_tools",
     "disable-model-invocation",
     "infer",
+    "kind",
     "permissionMode",
     "permission_mode",
     "approval_policy",

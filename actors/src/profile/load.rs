@@ -155,12 +155,16 @@ impl ProfileSet {
         )
     }
 
-    /// A set of the given profiles; on a name clash the later one wins.
+    /// A set of the given profiles; on a name clash the later one wins. A
+    /// profile `disabled` (a file's `disabled: true`, `mode: primary`, a
+    /// remote agent, one never to run as a sub-agent) is left out, and its
+    /// name with it, as [`ProfileSet::load`] leaves it out: kept, a host
+    /// parsing files itself ran them with every tool.
     pub fn from_profiles(profiles: impl IntoIterator<Item = Profile>) -> Self {
         let by_name: BTreeMap<String, Profile> =
             profiles.into_iter().map(|p| (p.name.clone(), p)).collect();
         Self {
-            profiles: by_name.into_values().collect(),
+            profiles: by_name.into_values().filter(|p| !p.disabled).collect(),
         }
     }
 

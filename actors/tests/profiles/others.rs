@@ -191,3 +191,23 @@ fn a_gemini_remote_agent_is_left_out() {
         );
     }
 }
+
+/// Widened (the last read of this session's change): only `load` left a
+/// profile out for `disabled` — a host parsing files itself and building
+/// the set with `from_profiles` ran a remote agent, or one never to run as
+/// a sub-agent, with every tool. Left out there too, its name with it.
+#[test]
+fn a_set_built_in_code_leaves_a_disabled_profile_out() {
+    let remote = parse("---\nkind: remote\nname: far\nagent_card_url: https://x/card\n---\n")
+        .unwrap()
+        .0;
+    let never = parse("---\nname: solo\ndisable-model-invocation: true\n---\nx")
+        .unwrap()
+        .0;
+    let kept = profile("---\nname: near\n---\nx");
+    let set = ProfileSet::from_profiles([remote, never, kept]);
+    let names: Vec<&str> = set.names().collect();
+    assert_eq!(names, ["near"]);
+    let never = profile("---\nname: solo\ninfer: false\n---\nx");
+    assert!(ProfileSet::from_profiles([never]).is_empty());
+}

@@ -385,79 +385,103 @@ async fn a_queued_run_write_goes_on_from_its_conversation_and_writes_what_waits_
 }
 
 /// Stopped midway (review: wakes at the same instant, thirty-fourth
-/// session): with the parent agent gone, a wake sent to it ended in its
-/// failed `Result` and the next wake waited for some unrelated message —
-/// for ever, on a thread the host only closes. Each goes out and is
-/// answered; none was read by a model, so each stays owed on disk — a
-/// host that restarts after `ParentGone` gets them then (the diff review:
-/// settled at first, they were lost).
+/// session, and the last reads of its change): with the parent agent gone,
+/// a wake sent to it ended in a failed `Result` no model read, and the
+/// next waited for some unrelated message; sent one after another, each
+/// was settled on disk — and one that finished after the parent died was
+/// settled as it went out. No wake goes to a gone parent: each stays owed,
+/// on disk too, for a restart (held by the user typing, or finished after
+/// the parent died); a close settles them.
 #[tokio::test(start_paused = true)]
-async fn wakes_for_a_parent_that_is_gone_are_each_answered_and_stay_owed() {
+async fn wakes_for_a_parent_that_is_gone_stay_owed_until_a_close() {
     use std::sync::Arc;
     use subagents_actors::clock::ManualClock;
 
     use crate::store::EnvelopeStore;
     use crate::thread::ThreadConfig;
 
-    let tmp = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let open = || Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
-    let model = ScriptedModel::new(vec![
-        Reply::new()
-            .use_agent(&UseAgentCall::run("One\nYou work.", "work").background())
-            .use_agent(&UseAgentCall::run("Two\nYou work.", "work").background()),
-        Reply::answer("Started."),
-    ])
-    .with_script("One\n", vec![Reply::answer("one")])
-    .with_script("Two\n", vec![Reply::answer("two")]);
-    let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock.clone()))
+    for (held, close) in [(true, false), (false, false), (true, true)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let open = || Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+        // Their work in a tool: a model call's delay holds the gate, and
+        // the parent's answer waited for it.
+        let secs = if held { 1 } else { 30 };
+        let delay = Duration::from_secs(secs);
+        let work = |answer: &str| {
+            vec![
+                Reply::new().tool_call("sleep", format!(r#"{{"secs":{secs}}}"#)),
+                Reply::answer(answer),
+            ]
+        };
+        let run = |who: &str| {
+            UseAgentCall::run(format!("{who}\nYou work."), "work")
+                .tools(["sleep"])
+                .background()
+        };
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&run("One")).use_agent(&run("Two")),
+            Reply::answer("Started."),
+        ])
+        .with_script("One\n", work("one"))
+        .with_script("Two\n", work("two"));
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(model.shared())
+                .tools(ToolRegistry::new().with(Sleep))
+                .clock(clock.clone()),
+        )
         .store(open());
-    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
-    thread.typing(true).unwrap();
-    thread.send_user("go").unwrap();
-    let mut done = 0;
-    while done < 2 {
-        match events.recv().await {
-            Some(AgentEvent::ChildStatus(_, SubAgentStatus::Done)) => done += 1,
-            Some(_) => {}
-            None => panic!("the stream ended"),
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        let start = tokio::time::Instant::now();
+        if held {
+            thread.typing(true).unwrap();
         }
-    }
-    thread.sync().await.unwrap();
-    let parent = thread.parts.agent.actor().clone();
-    parent.kill();
-    parent.wait(None).await.ok();
-    thread.typing(false).unwrap();
-    let answered = tokio::time::timeout(Duration::from_secs(60), async {
-        let mut woken = Vec::new();
-        let mut results = 0;
-        while let Some(event) = events.recv().await {
-            match event {
-                AgentEvent::Wake { child, .. } => woken.push(child),
-                AgentEvent::Result(_) => {
-                    results += 1;
-                    if results == 2 {
-                        break;
-                    }
-                }
-                _ => {}
+        thread.send_user("go").unwrap();
+        let mut done = 0;
+        while done < if held { 2 } else { 1 } {
+            match events.recv().await {
+                Some(AgentEvent::ChildStatus(_, SubAgentStatus::Done)) if held => done += 1,
+                Some(AgentEvent::Result(_)) if !held => done += 1,
+                Some(_) => {}
+                None => panic!("the stream ended"),
             }
         }
-        woken
-    })
-    .await;
-    assert_eq!(
-        answered,
-        Ok(vec![AgentId::new("agent_1"), AgentId::new("agent_2")]),
-        "the second wake never went out"
-    );
-    thread.flush_persistence().await.unwrap();
-    thread.actor().kill();
-    thread.actor().wait(None).await.ok();
-    drop(thread);
-    assert_eq!(
-        open().owed_wakes(),
-        [AgentId::new("agent_1"), AgentId::new("agent_2")],
-        "owed after a restart"
-    );
+        if held {
+            thread.sync().await.unwrap();
+        }
+        let parent = thread.parts.agent.actor().clone();
+        parent.kill();
+        parent.wait(None).await.ok();
+        assert!(
+            held || tokio::time::Instant::now() - start < delay,
+            "the children finished before the parent died"
+        );
+        thread.typing(false).unwrap();
+        let mut woken = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
+            if let AgentEvent::Wake { child, .. } = event {
+                woken.push(child);
+            }
+        }
+        assert!(woken.is_empty(), "held {held}: {woken:?}");
+        thread.flush_persistence().await.unwrap();
+        if close {
+            thread.close_and_wait().await;
+        } else {
+            thread.actor().kill();
+            thread.actor().wait(None).await.ok();
+        }
+        drop(thread);
+        let owed = open().owed_wakes();
+        if close {
+            assert!(owed.is_empty(), "owed after a close: {owed:?}");
+        } else {
+            assert_eq!(
+                owed,
+                [AgentId::new("agent_1"), AgentId::new("agent_2")],
+                "held {held}: owed after a restart"
+            );
+        }
+    }
 }

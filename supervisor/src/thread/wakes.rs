@@ -163,7 +163,20 @@ impl ThreadState {
     }
 
     pub(super) fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
-        while let Some(child) = self.wakes.release_next() {
+        // A parent that is gone (its actor killed) reads no wake: each
+        // waits, owed (on disk too) — a restart delivers it, a close
+        // settles it. Sent, each was "answered" by a failed `Result` no
+        // model read, and one that finished after the parent died was
+        // settled on disk.
+        let gone = |state: &Self| {
+            matches!(
+                state.parent.agent.actor().get_status(),
+                ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
+            )
+        };
+        while !gone(self)
+            && let Some(child) = self.wakes.release_next()
+        {
             if self.restarted.first() == Some(&child) {
                 let restarted = std::mem::take(&mut self.restarted);
                 // Only what can still go on: read as the wake goes out,

@@ -359,8 +359,8 @@ fn an_answer_completes_with_a_message_waiting_when_no_call_could_read_it() {
 /// call cut over the token budget had its streamed text taken in one step
 /// and kept as the last thing written in a later one, the turn still in
 /// its model call between: a stop there (another worker, a kill hook)
-/// found the text gone — its result quoted nothing the host had seen, and
-/// the call went uncounted. The cut is one step.
+/// found the text gone — its result quoted nothing the host had seen.
+/// The cut is one step.
 #[test]
 fn a_stop_just_after_a_budget_cut_keeps_what_the_call_wrote() {
     let (shared, _slot, turn_sink, out, _stream) = open_turn();
