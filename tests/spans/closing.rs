@@ -92,7 +92,7 @@ async fn a_thread_killed_while_a_wake_waits_holds_nothing_open() {
 /// finished background child kept that child's run span for a wake — and
 /// with it the `use_agent` call and the parent's turn — open, never
 /// exported, as long as the host kept the agent's handle: only a thread
-/// let them go. The hub lets go of them as it stops.
+/// let them go. The agent's shutdown lets go of them.
 #[tokio::test(start_paused = true)]
 async fn a_parent_shut_down_without_a_thread_holds_nothing_open() {
     let (capture, _guard) = capture();
@@ -123,4 +123,43 @@ async fn a_parent_shut_down_without_a_thread_holds_nothing_open() {
         .collect();
     assert!(open.is_empty(), "held open: {open:?}");
     drop(parent);
+}
+
+/// The last read of this session's change: first let go at the hub's own
+/// stop, the spans went under a thread too — which goes on delivering
+/// wakes after its hub stopped, and the wake's turn lost its link to the
+/// run of the child that woke it.
+#[tokio::test(start_paused = true)]
+async fn a_wake_after_its_hubs_stop_still_follows_the_childs_run() {
+    let (capture, _guard) = capture();
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(1));
+    let (thread, mut events) = thread(model).await;
+    thread.typing(true).unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Done))
+    })
+    .await;
+    let hub = thread.hub().actor().clone();
+    hub.stop(None);
+    hub.wait(None).await.ok();
+    thread.typing(false).unwrap();
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    let spans = capture.spans();
+    let child = run_of(&spans, "agent_1");
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.name == "invoke_agent" && s.follows.contains(&child.id)),
+        "the wake's turn follows no child run: {spans:#?}"
+    );
+    thread.close_and_wait().await;
 }

@@ -41,6 +41,12 @@ impl DelegatingAgent {
         if self.hub.actor().drain().is_err() {
             self.hub.actor().stop(None);
         }
+        // No wake comes from an agent shut down: the run spans kept for
+        // them go (held, with the turns that started them, for as long as
+        // the host kept this handle). Not at the hub's own stop: a thread
+        // goes on delivering wakes after its hub stopped, each following
+        // from its child's run.
+        self.hub.drop_run_spans();
         if let Some(runtime) = &self.owns_gate {
             let gate = self.gate.actor().clone();
             let (agent, hub) = (self.agent.actor().clone(), self.hub.actor().clone());
@@ -78,9 +84,12 @@ impl DelegatingAgent {
         let agent = self.agent.actor().clone();
         let hub = self.hub.actor().clone();
         let gate = self.owns_gate.is_some().then(|| self.gate.actor().clone());
+        let spans = self.hub.clone();
         async move {
             agent.wait(None).await.ok();
             hub.wait(None).await.ok();
+            // And any a child finishing as they stopped kept.
+            spans.drop_run_spans();
             if let Some(gate) = gate {
                 gate.wait(None).await.ok();
             }

@@ -312,10 +312,6 @@ impl Actor for Hub {
         // Likewise its sinks: a host that stopped the hub's parent in a
         // handler and then drained the stream waited for ever on them.
         state.sinks = FxHashMap::default();
-        // And the run spans kept for wakes: none will come from a stopped
-        // hub (a parent without a thread held them, and the turns that
-        // started them, for the handle's life).
-        state.book.drop_run_spans();
         Ok(())
     }
 }

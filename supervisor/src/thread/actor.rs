@@ -351,7 +351,12 @@ impl Actor for ThreadSupervisor {
             }
             ThreadMsg::Internal(ThreadInternal::TurnEnded { wake }) => {
                 state.turns_in_flight = state.turns_in_flight.saturating_sub(1);
-                if wake {
+                // A wake's turn ended by its parent's death (killed, or
+                // stopped under the thread) was read by no model to its
+                // end: owed still, in flight — a close settles it, a kill
+                // gives it back; settled here, a restart never told the
+                // next parent (a restart list was lost whole).
+                if wake && !state.parent_gone() {
                     state.settle_delivered();
                     state.wakes.finished();
                 }

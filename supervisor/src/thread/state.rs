@@ -266,14 +266,11 @@ impl ThreadState {
             // one `Result` — a stream that never answers it is worse.
             self.events
                 .emit(AgentEvent::Result(Box::new(parent_gone_result())));
-            if origin == TurnOrigin::Wake {
-                // No model read it: owed still, on disk — a restart
-                // delivers it, a close settles it (diff review: settled
-                // here, a host restarting after `ParentGone` lost them).
-                // Its record goes: the next wake's would replace it.
-                self.settle_at_end.clear();
-                self.wakes.finished();
-            }
+            // A wake (the parent went in the instant it was sent): no
+            // model read it — it stays in flight, owed (on disk too), and
+            // no other goes out; a close settles it, a kill gives it back
+            // (a restart list with it). Marked done here, a child finishing
+            // after was written not owed, and a restart list was lost.
             return;
         };
         self.turns_in_flight += 1;

@@ -485,3 +485,64 @@ async fn wakes_for_a_parent_that_is_gone_stay_owed_until_a_close() {
         }
     }
 }
+
+/// Stopped midway (the last read of this session's change): a parent
+/// killed while it read a wake (in a tool of its wake turn) ended that
+/// turn, and its end settled the wake on disk — though no model read it
+/// to its end: the next process never told the new parent. Owed still.
+#[tokio::test(start_paused = true)]
+async fn a_wake_being_read_when_the_parent_dies_stays_owed() {
+    use std::sync::Arc;
+    use subagents_actors::clock::ManualClock;
+
+    use crate::store::EnvelopeStore;
+    use crate::thread::ThreadConfig;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("One\nYou work.", "work")
+                .tools(["sleep"])
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::new().tool_call("sleep", r#"{"secs":30}"#),
+        Reply::answer("Read."),
+    ])
+    .with_script(
+        "One\n",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":1}"#),
+            Reply::answer("one"),
+        ],
+    );
+    let config = ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(Sleep))
+            .clock(clock.clone()),
+    )
+    .store(open());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut woken = false;
+    loop {
+        match events.recv().await {
+            Some(AgentEvent::Wake { .. }) => woken = true,
+            Some(AgentEvent::ToolStarted(call)) if woken && call.name == "sleep" => break,
+            Some(_) => {}
+            None => panic!("the stream ended"),
+        }
+    }
+    let parent = thread.parts.agent.actor().clone();
+    parent.kill();
+    parent.wait(None).await.ok();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    thread.sync().await.unwrap();
+    thread.flush_persistence().await.unwrap();
+    thread.actor().kill();
+    thread.actor().wait(None).await.ok();
+    drop(thread);
+    assert_eq!(open().owed_wakes(), [AgentId::new("agent_1")]);
+}

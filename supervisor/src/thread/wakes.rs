@@ -168,13 +168,7 @@ impl ThreadState {
         // settles it. Sent, each was "answered" by a failed `Result` no
         // model read, and one that finished after the parent died was
         // settled on disk.
-        let gone = |state: &Self| {
-            matches!(
-                state.parent.agent.actor().get_status(),
-                ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
-            )
-        };
-        while !gone(self)
+        while !self.parent_gone()
             && let Some(child) = self.wakes.release_next()
         {
             if self.restarted.first() == Some(&child) {
@@ -236,6 +230,15 @@ impl ThreadState {
                 }
             }
         }
+    }
+}
+
+impl ThreadState {
+    /// The parent agent takes no more turns: its actor is draining,
+    /// stopping or stopped (ractor refuses every message from `Draining`
+    /// on) — killed under the thread, or shut down by a host.
+    pub(super) fn parent_gone(&self) -> bool {
+        self.parent.agent.actor().get_status() >= ractor::ActorStatus::Draining
     }
 }
 
