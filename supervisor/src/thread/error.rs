@@ -65,12 +65,14 @@ pub enum ThreadError {
     UnknownThread(ThreadId),
     /// A thread of that id is already open: in this
     /// [`Threads`](crate::Threads), or live on the thread's store (another
-    /// registry's, a [`ThreadHandle::spawn`] with that id).
+    /// registry's, a [`ThreadHandle::spawn`](crate::ThreadHandle::spawn)
+    /// with that id).
     #[error("a thread `{0}` is already open")]
     AlreadyOpen(ThreadId),
     /// [`Threads::delete`](crate::Threads::delete): the thread closed,
     /// but these writes of its envelopes and runs failed (each as
-    /// [`ThreadHandle::persist_errors`] names it): on disk its children
+    /// [`ThreadHandle::persist_errors`](crate::ThreadHandle::persist_errors)
+    /// names it): on disk its children
     /// are as they were before (`running`, owed a wake). `delete` took
     /// the only handle a host could ask.
     #[error("the thread closed, but {} write(s) to its store failed: {}", .0.len(), .0.join("; "))]

@@ -320,6 +320,11 @@ impl ThreadHandle {
     /// first polled: a stop the host sends after it (`stop_parent`,
     /// `stop_child`) arrives after it, and an answer whose future is
     /// dropped unpolled is still given. The future waits for the verdict.
+    ///
+    /// [`ApprovalRefusal::Unknown`]: subagents_messages::ApprovalRefusal::Unknown
+    /// [`ApprovalRefusal::AlreadyAnswered`]: subagents_messages::ApprovalRefusal::AlreadyAnswered
+    /// [`ApprovalRefusal::Ended`]: subagents_messages::ApprovalRefusal::Ended
+    /// [`ApprovalRefusal::Unsettled`]: subagents_messages::ApprovalRefusal::Unsettled
     pub fn resolve_approval(
         &self,
         id: ApprovalId,
