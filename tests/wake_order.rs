@@ -60,27 +60,7 @@ fn wakes_follow_the_finish_order(inline: Vec<Reply>) {
         .at(Duration::ZERO, HostAction::User("two".into()))
         .run_for(Duration::from_secs(120))
         .run(0);
-        let log = report.events();
-        check_log(&log, true);
-        let finished: Vec<String> = log
-            .iter()
-            .filter_map(|e| match e {
-                AgentEvent::ChildStatus(id, status) if status.is_terminal() => Some(id.to_string()),
-                _ => None,
-            })
-            .collect();
-        let woken = woken_children(&log);
-        let in_finish_order: Vec<String> = finished
-            .iter()
-            .filter(|id| woken.contains(id))
-            .cloned()
-            .collect();
-        assert_eq!(
-            woken,
-            in_finish_order,
-            "after {yields} turns: {}",
-            report.render()
-        );
+        let (woken, _) = woken_in_finish_order(&report, yields);
         let inline = report
             .envelopes
             .iter()
@@ -145,27 +125,7 @@ async fn wakes_follow_the_finish_order_with_nothing_between_the_two_ends() {
         .run_for(Duration::from_secs(120))
         .run_async(0)
         .await;
-        let log = report.events();
-        check_log(&log, true);
-        let finished: Vec<String> = log
-            .iter()
-            .filter_map(|e| match e {
-                AgentEvent::ChildStatus(id, status) if status.is_terminal() => Some(id.to_string()),
-                _ => None,
-            })
-            .collect();
-        let woken = woken_children(&log);
-        let in_finish_order: Vec<String> = finished
-            .iter()
-            .filter(|id| woken.contains(id))
-            .cloned()
-            .collect();
-        assert_eq!(
-            woken,
-            in_finish_order,
-            "after {yields} turns: {}",
-            report.render()
-        );
+        let (woken, finished) = woken_in_finish_order(&report, yields);
         reached.insert((woken.len(), finished.first().cloned()));
     }
     eprintln!("reached (wakes, first finished): {reached:?}");
@@ -173,4 +133,34 @@ async fn wakes_follow_the_finish_order_with_nothing_between_the_two_ends() {
         reached.iter().any(|(wakes, _)| *wakes == 2),
         "no run woke the parent for both children: {reached:?}"
     );
+}
+
+/// The children that woke the parent, checked to be in the order they
+/// finished, and the order they finished in.
+fn woken_in_finish_order(
+    report: &subagents::simulation::SimulationReport,
+    yields: u32,
+) -> (Vec<String>, Vec<String>) {
+    let log = report.events();
+    check_log(&log, true);
+    let finished: Vec<String> = log
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ChildStatus(id, status) if status.is_terminal() => Some(id.to_string()),
+            _ => None,
+        })
+        .collect();
+    let woken = woken_children(&log);
+    let in_finish_order: Vec<String> = finished
+        .iter()
+        .filter(|id| woken.contains(id))
+        .cloned()
+        .collect();
+    assert_eq!(
+        woken,
+        in_finish_order,
+        "after {yields} turns: {}",
+        report.render()
+    );
+    (woken, finished)
 }

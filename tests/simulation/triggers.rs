@@ -198,14 +198,10 @@ async fn a_scenario_started_step_by_step_keeps_its_triggers() {
     assert_eq!(fired(&report), [Moment::ToolStarted], "{}", report.render());
 }
 
-/// An approval answer was logged once it had taken effect, as an action
-/// that holds wakes back is: the child's `ApprovalResolved`, its
-/// finish and the parent's wake all came before the `HOST Approve` that
-/// allowed them — a check saw the effect before its cause. Logged before
-/// it is sent, as an action that lets things through is.
-#[test]
-fn an_approval_answer_is_logged_before_what_it_allows() {
-    let report = Scenario::new(vec![
+/// A background child that asks before its one call (`http_post`), then
+/// answers.
+fn poster() -> Scenario {
+    Scenario::new(vec![
         Reply::new().use_agent(
             &UseAgentCall::run("Poster\nYou post.", "post it")
                 .tools(["http_post"])
@@ -222,20 +218,30 @@ fn an_approval_answer_is_logged_before_what_it_allows() {
         ],
     )
     .tools(ToolRegistry::new().with(subagents_demo::Post))
-    .on(Trigger::new(
-        None,
-        Moment::ApprovalRequested,
-        |_, event| match event {
-            AgentEvent::Child(_, inner) => match &**inner {
-                AgentEvent::ApprovalRequested(r) => Some(HostAction::Approve(r.id.clone())),
+}
+
+/// An approval answer was logged once it had taken effect, as an action
+/// that holds wakes back is: the child's `ApprovalResolved`, its
+/// finish and the parent's wake all came before the `HOST Approve` that
+/// allowed them — a check saw the effect before its cause. Logged before
+/// it is sent, as an action that lets things through is.
+#[test]
+fn an_approval_answer_is_logged_before_what_it_allows() {
+    let report = poster()
+        .on(Trigger::new(
+            None,
+            Moment::ApprovalRequested,
+            |_, event| match event {
+                AgentEvent::Child(_, inner) => match &**inner {
+                    AgentEvent::ApprovalRequested(r) => Some(HostAction::Approve(r.id.clone())),
+                    _ => None,
+                },
                 _ => None,
             },
-            _ => None,
-        },
-    ))
-    .at(Duration::ZERO, HostAction::User("go".into()))
-    .run_for(Duration::from_secs(60))
-    .run(0);
+        ))
+        .at(Duration::ZERO, HostAction::User("go".into()))
+        .run_for(Duration::from_secs(60))
+        .run(0);
     let host = report
         .log
         .iter()
@@ -279,19 +285,7 @@ async fn an_event_read_while_a_live_action_takes_effect_fires_before_the_next_st
     })
     .await
     .unwrap();
-    assert_eq!(fired(&report), [Moment::Ended], "{}", report.render());
-    let at = |found: &dyn Fn(&LogEntry) -> bool| report.log.iter().position(found).unwrap();
-    let fired_at = at(&|l| matches!(l, LogEntry::Fired { .. }));
-    let next_host = at(&|l| {
-        matches!(
-            l,
-            LogEntry::Host {
-                action: HostAction::OnScreen(false),
-                ..
-            }
-        )
-    });
-    assert!(fired_at < next_host, "{}", report.render());
+    assert_fired_before_going_off_screen(&report);
 }
 
 /// A sub-agent's own sub-agent's events arrive nested in its parent's
@@ -436,24 +430,7 @@ fn an_inline_only_trigger_fires_at_the_hand_off() {
 #[tokio::test(start_paused = true)]
 async fn an_event_an_approval_answer_lets_through_fires_before_the_next_step() {
     let agent_1 = AgentId::new("agent_1");
-    let scenario = Scenario::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Poster\nYou post.", "post it")
-                .tools(["http_post"])
-                .background(),
-        ),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .child_script(
-        "Poster\n",
-        vec![
-            Reply::new().tool_call("http_post", r#"{"message":"hi"}"#),
-            Reply::answer("posted it"),
-        ],
-    )
-    .tools(ToolRegistry::new().with(subagents_demo::Post))
-    .on(Trigger::new(
+    let scenario = poster().on(Trigger::new(
         Some(agent_1.clone()),
         Moment::Ended,
         |_, _| Some(HostAction::Typing(true)),
@@ -478,7 +455,13 @@ async fn an_event_an_approval_answer_lets_through_fires_before_the_next_step() {
     })
     .await
     .unwrap();
-    assert_eq!(fired(&report), [Moment::Ended], "{}", report.render());
+    assert_fired_before_going_off_screen(&report);
+}
+
+/// The report's one trigger (on `Ended`) fired before the host's next
+/// action, `OnScreen(false)`, was logged.
+fn assert_fired_before_going_off_screen(report: &SimulationReport) {
+    assert_eq!(fired(report), [Moment::Ended], "{}", report.render());
     let at = |found: &dyn Fn(&LogEntry) -> bool| report.log.iter().position(found).unwrap();
     let fired_at = at(&|l| matches!(l, LogEntry::Fired { .. }));
     let next_host = at(&|l| {

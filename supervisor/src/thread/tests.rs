@@ -384,6 +384,40 @@ async fn a_queued_run_write_goes_on_from_its_conversation_and_writes_what_waits_
     writer.finish().await;
 }
 
+/// A fresh store directory and the manual clock its store and threads
+/// share.
+fn on_a_store() -> (
+    tempfile::TempDir,
+    std::sync::Arc<subagents_actors::clock::ManualClock>,
+) {
+    let clock = subagents_actors::clock::ManualClock::new(1_700_000_000_000);
+    (tempfile::tempdir().unwrap(), std::sync::Arc::new(clock))
+}
+
+/// The store in `dir` (opened again after a kill: what the next process
+/// reads).
+fn store_at(
+    dir: &tempfile::TempDir,
+    clock: &std::sync::Arc<subagents_actors::clock::ManualClock>,
+) -> std::sync::Arc<crate::store::EnvelopeStore> {
+    let opened = crate::store::EnvelopeStore::open(dir.path(), clock.clone());
+    std::sync::Arc::new(opened.unwrap().0)
+}
+
+/// A thread of `model`'s parent with the `sleep` tool, on `store`.
+fn with_sleep_on(
+    model: ScriptedModel,
+    clock: &std::sync::Arc<subagents_actors::clock::ManualClock>,
+    store: std::sync::Arc<crate::store::EnvelopeStore>,
+) -> crate::thread::ThreadConfig {
+    crate::thread::ThreadConfig::new(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(Sleep))
+            .clock(clock.clone()),
+    )
+    .store(store)
+}
+
 /// Stopped midway (review: wakes at the same instant, thirty-fourth
 /// session, and the last reads of its change): with the parent agent gone,
 /// a wake sent to it ended in a failed `Result` no model read, and the
@@ -394,16 +428,9 @@ async fn a_queued_run_write_goes_on_from_its_conversation_and_writes_what_waits_
 /// the parent died); a close settles them.
 #[tokio::test(start_paused = true)]
 async fn wakes_for_a_parent_that_is_gone_stay_owed_until_a_close() {
-    use std::sync::Arc;
-    use subagents_actors::clock::ManualClock;
-
-    use crate::store::EnvelopeStore;
-    use crate::thread::ThreadConfig;
-
     for (held, close) in [(true, false), (false, false), (true, true)] {
-        let tmp = tempfile::tempdir().unwrap();
-        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        let open = || Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+        let (tmp, clock) = on_a_store();
+        let open = || store_at(&tmp, &clock);
         // Their work in a tool: a model call's delay holds the gate, and
         // the parent's answer waited for it.
         let secs = if held { 1 } else { 30 };
@@ -425,12 +452,7 @@ async fn wakes_for_a_parent_that_is_gone_stay_owed_until_a_close() {
         ])
         .with_script("One\n", work("one"))
         .with_script("Two\n", work("two"));
-        let config = ThreadConfig::new(
-            DelegationBuilder::new(model.shared())
-                .tools(ToolRegistry::new().with(Sleep))
-                .clock(clock.clone()),
-        )
-        .store(open());
+        let config = with_sleep_on(model, &clock, open());
         let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
         let start = tokio::time::Instant::now();
         if held {
@@ -492,15 +514,8 @@ async fn wakes_for_a_parent_that_is_gone_stay_owed_until_a_close() {
 /// to its end: the next process never told the new parent. Owed still.
 #[tokio::test(start_paused = true)]
 async fn a_wake_being_read_when_the_parent_dies_stays_owed() {
-    use std::sync::Arc;
-    use subagents_actors::clock::ManualClock;
-
-    use crate::store::EnvelopeStore;
-    use crate::thread::ThreadConfig;
-
-    let tmp = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let open = || Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+    let (tmp, clock) = on_a_store();
+    let open = || store_at(&tmp, &clock);
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(
             &UseAgentCall::run("One\nYou work.", "work")
@@ -518,12 +533,7 @@ async fn a_wake_being_read_when_the_parent_dies_stays_owed() {
             Reply::answer("one"),
         ],
     );
-    let config = ThreadConfig::new(
-        DelegationBuilder::new(model.shared())
-            .tools(ToolRegistry::new().with(Sleep))
-            .clock(clock.clone()),
-    )
-    .store(open());
+    let config = with_sleep_on(model, &clock, open());
     let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
     thread.send_user("go").unwrap();
     let mut woken = false;

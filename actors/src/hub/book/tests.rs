@@ -218,6 +218,20 @@ fn a_finished_runs_seed_lets_go_of_the_conversation_it_went_on_from() {
     assert_eq!(entry.conversation.as_ref().map(|c| c.len()), Some(9));
 }
 
+/// `n` messages of a conversation.
+fn talk(n: usize) -> Vec<ChatMessage> {
+    (0..n).map(|i| ChatMessage::user(format!("m{i}"))).collect()
+}
+
+/// A child's request, going on from `resumed_from` (its `conversation`).
+fn ask(resumed_from: Option<&str>, conversation: Vec<ChatMessage>) -> ChildRequest {
+    let parent = AgentId::new("parent");
+    let mut request = ChildRequest::new(parent, 0, ToolUseId::new("c"), "Child", "more");
+    request.resumed_from = resumed_from.map(AgentId::new);
+    request.conversation = conversation;
+    request
+}
+
 /// A child resumed k times: each run's conversation begins with the whole
 /// of the run it went on from, and each kept its own copy — k²/2
 /// conversations' worth of messages for the thread's life. A run resumed
@@ -226,21 +240,6 @@ fn a_finished_runs_seed_lets_go_of_the_conversation_it_went_on_from() {
 #[test]
 fn a_chain_of_resumed_runs_holds_each_message_once() {
     let book = Book::default();
-    let talk = |n: usize| -> Vec<ChatMessage> {
-        (0..n).map(|i| ChatMessage::user(format!("m{i}"))).collect()
-    };
-    let ask = |resumed_from: Option<&str>, conversation: Vec<ChatMessage>| {
-        let mut request = ChildRequest::new(
-            AgentId::new("parent"),
-            0,
-            ToolUseId::new("c"),
-            "Child",
-            "more",
-        );
-        request.resumed_from = resumed_from.map(AgentId::new);
-        request.conversation = conversation;
-        request
-    };
     let mut first = requested(id("agent_1"), "Child".into(), &ask(None, vec![]), vec![], 0);
     first.status = SubAgentStatus::Done;
     book.import(first, ask(None, vec![]), talk(4));
@@ -292,24 +291,9 @@ fn a_chain_of_resumed_runs_holds_each_message_once() {
 #[test]
 fn a_chain_imported_from_the_archive_holds_each_message_once() {
     let book = Book::default();
-    let talk = |n: usize| -> Vec<ChatMessage> {
-        (0..n).map(|i| ChatMessage::user(format!("m{i}"))).collect()
-    };
-    let ask = |resumed_from: Option<String>, conversation: Vec<ChatMessage>| {
-        let mut request = ChildRequest::new(
-            AgentId::new("parent"),
-            0,
-            ToolUseId::new("c"),
-            "Child",
-            "more",
-        );
-        request.resumed_from = resumed_from.map(AgentId::new);
-        request.conversation = conversation;
-        request
-    };
     let runs: Vec<AgentId> = (1..=4).map(|n| id(&format!("agent_{n}"))).collect();
     for (n, run) in runs.iter().enumerate() {
-        let from = n.checked_sub(1).map(|p| runs[p].as_str().to_owned());
+        let from = n.checked_sub(1).map(|p| runs[p].as_str());
         let seed = ask(from, if n == 0 { vec![] } else { talk(2 + 2 * n) });
         let mut envelope = requested(run.clone(), "Child".into(), &seed, vec![], 0);
         envelope.status = SubAgentStatus::Done;
