@@ -1,0 +1,159 @@
+//! Wakes at a switch and after a restart, through the sealed messages.
+
+use std::time::Duration;
+
+use subagents_actors::scripted::{Reply, ScriptedModel};
+use subagents_actors::{DelegationBuilder, ToolRegistry, UseAgentCall};
+use subagents_demo::Sleep;
+use subagents_messages::{AgentEvent, AgentId, SubAgentStatus};
+
+use crate::thread::ThreadHandle;
+use crate::thread::msg::ThreadMsg;
+use crate::thread::msg::sealed::ThreadInternal;
+
+/// The hub reports a completion that raced the switch only after the
+/// supervisor handled the switch (its observer message was still on the
+/// way): that child must not wake the parent.
+#[tokio::test(start_paused = true)]
+async fn a_completion_reported_after_the_switch_does_not_wake() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker 1\nYou work.", "work 100 s")
+                .tools(["sleep"])
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker 1\n",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":100}"#),
+            Reply::answer("worked 100 s"),
+        ],
+    );
+    let builder = DelegationBuilder::new(model.shared()).tools(ToolRegistry::new().with(Sleep));
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("start").unwrap();
+    while let Some(event) = events.recv().await {
+        if matches!(event, AgentEvent::Result(_)) {
+            break;
+        }
+    }
+    thread.switch_away().await.unwrap();
+    let mut late = thread
+        .envelope(&AgentId::new("agent_1"))
+        .await
+        .unwrap()
+        .unwrap();
+    late.status = SubAgentStatus::Done;
+    late.result = Some("finished at the instant of the switch".into());
+    thread
+        .actor
+        .cast(ThreadMsg::Internal(ThreadInternal::ChildFinished(
+            Box::new(late),
+        )))
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut woke = false;
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
+        woke |= matches!(event, AgentEvent::Wake { .. });
+    }
+    assert!(!woke, "a child of before the switch woke the parent");
+    thread.close_and_wait().await;
+}
+
+/// Review of this session's own change (a restart wake with nobody left
+/// to list): the children a restart interrupted were pruned while their
+/// wake waited (the user typing); the wake was skipped — but taken as one
+/// in flight, it held the queue, and no later wake of the thread went out
+/// for the rest of the session.
+#[tokio::test]
+async fn a_restart_wake_with_nobody_left_to_list_holds_no_later_wake() {
+    use std::sync::Arc;
+    use subagents_actors::clock::ManualClock;
+
+    use crate::store::EnvelopeStore;
+    use crate::thread::ThreadConfig;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let hour = 3_600_000;
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let retention = Duration::from_millis(hour);
+    let open = || {
+        Arc::new(
+            EnvelopeStore::open_with_retention(tmp.path(), clock.clone(), retention)
+                .unwrap()
+                .0,
+        )
+    };
+    // A session whose background child is running when it ends.
+    {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run("Long\nYou work.", "work")
+                    .tools(["sleep"])
+                    .background(),
+            ),
+            Reply::answer("Started."),
+        ])
+        .with_script(
+            "Long\n",
+            vec![Reply::new().tool_call("sleep", r#"{"secs":3600}"#)],
+        );
+        let config = ThreadConfig::new(
+            DelegationBuilder::new(model.shared())
+                .tools(ToolRegistry::new().with(Sleep))
+                .clock(clock.clone()),
+        )
+        .store(open());
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.send_user("go").unwrap();
+        while let Some(event) = events.recv().await {
+            if matches!(event, AgentEvent::Result(_)) {
+                break;
+            }
+        }
+        thread.flush_persistence().await.unwrap();
+        // What a kill leaves: the store let go without the close's writes.
+        thread.actor().kill();
+        let _ = thread.actor().wait(None).await;
+    }
+    let store = open();
+    assert_eq!(store.interrupted(), [AgentId::new("agent_1")]);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Quick\nYou work.", "work").background()),
+        Reply::answer("Started."),
+        Reply::answer("Woken."),
+    ])
+    .with_script("Quick\n", vec![Reply::answer("done quickly")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock.clone()))
+        .store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn_with(config, None, Some(Default::default()))
+        .await
+        .unwrap();
+    // Its restart wake taken, held by the user typing…
+    thread.typing(true).unwrap();
+    thread.on_screen(true).unwrap();
+    thread.sync().await.unwrap();
+    // …while the retention passes and a prune takes the child.
+    clock.set(1_700_000_000_000 + 2 * hour);
+    assert_eq!(store.prune().removed, [AgentId::new("agent_1")]);
+    thread.typing(false).unwrap();
+    thread.send_user("start one").unwrap();
+    let woken = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(event) = events.recv().await {
+            if let AgentEvent::Wake { child, .. } = event {
+                return Some(child);
+            }
+        }
+        None
+    })
+    .await;
+    assert_eq!(
+        woken,
+        Ok(Some(AgentId::new("agent_2"))),
+        "the later wake never went out"
+    );
+    thread.close_and_wait().await;
+}
