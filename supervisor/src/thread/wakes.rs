@@ -162,6 +162,13 @@ impl ThreadState {
         drop(self.parent.hub.take_run_span(id));
     }
 
+    /// The parent agent takes no more turns: its actor is draining,
+    /// stopping or stopped (ractor refuses every message from `Draining`
+    /// on) — killed under the thread, or shut down by a host.
+    pub(super) fn parent_gone(&self) -> bool {
+        self.parent.agent.actor().get_status() >= ractor::ActorStatus::Draining
+    }
+
     pub(super) fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
         // A parent that is gone (its actor killed) reads no wake: each
         // waits, owed (on disk too) — a restart delivers it, a close
@@ -195,10 +202,9 @@ impl ThreadState {
                     line: restart_line(&listed),
                 });
                 let text = restart_text(&listed, self.parent.offers_use_agent());
+                // In flight (kept so if the parent went as it was sent).
                 self.send_turn(myself, text, TurnOrigin::Wake, None, None);
-                // In flight — or answered at once, the parent gone: then
-                // the next goes out (it waited for an unrelated message).
-                continue;
+                return;
             }
             // Through the store once the hub is gone (its archive with
             // it): found nowhere, an owed wake read as claimed and was
@@ -221,7 +227,7 @@ impl ThreadState {
                     let follows = self.parent.hub.take_run_span(&child);
                     self.settle_at_end = vec![child];
                     self.send_turn(myself, text, TurnOrigin::Wake, None, follows);
-                    continue;
+                    return;
                 }
                 // Claimed through `result`, or resumed, meanwhile: no wake.
                 _ => {
@@ -230,15 +236,6 @@ impl ThreadState {
                 }
             }
         }
-    }
-}
-
-impl ThreadState {
-    /// The parent agent takes no more turns: its actor is draining,
-    /// stopping or stopped (ractor refuses every message from `Draining`
-    /// on) — killed under the thread, or shut down by a host.
-    pub(super) fn parent_gone(&self) -> bool {
-        self.parent.agent.actor().get_status() >= ractor::ActorStatus::Draining
     }
 }
 
