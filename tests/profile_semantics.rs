@@ -558,8 +558,9 @@ async fn a_whole_mcp_server_in_a_parsed_profile_is_its_tools_where_the_child_sta
 /// `Profile` is `Default`) skipped every check a file gets: a profile
 /// named `""` or with a line break was offered though no call could select
 /// it, a NaN temperature or `max_tokens` 0 reached every model call of its
-/// children, `max_iterations` 0 was read as 1. The parent's spawn refuses
-/// each, naming the profile.
+/// children, `max_iterations` 0 was read as 1, `permission_mode: plan`
+/// was read by nothing (every tool). The parent's spawn refuses each,
+/// naming the profile.
 #[tokio::test(start_paused = true)]
 async fn profiles_built_in_code_are_checked_as_files_are() {
     let spawn = |profile: Profile| async move {
@@ -597,6 +598,20 @@ async fn profiles_built_in_code_are_checked_as_files_are() {
         refused.contains("max_iterations") && refused.contains("`idle`"),
         "{refused}"
     );
+    // A mode that restricts (read-only `plan`) was kept and read by
+    // nothing: the profile ran with every tool.
+    for mode in ["plan", "dontAsk", "readOnly"] {
+        let mut planner = named("planner");
+        planner.permission_mode = Some(mode.into());
+        let refused = spawn(planner).await.unwrap_err().to_string();
+        assert!(
+            refused.contains("permission_mode") && refused.contains("`planner`"),
+            "{mode}: {refused}"
+        );
+    }
+    let mut loose = named("loose");
+    loose.permission_mode = Some("acceptEdits".into());
+    assert!(spawn(loose).await.is_ok());
     assert!(spawn(named("fine")).await.is_ok());
 }
 

@@ -346,6 +346,8 @@ impl ClusterNode {
                 .map_or(host.clone(), ActorRef::<HostMsg>::from);
             match crate::host::hello_of(&host, node, Duration::from_secs(1)).await {
                 Ok(hello) => break (host, hello),
+                // Said, in a hello of another shape: no use asking again.
+                Err(said @ ClusterError::Version { .. }) => return Err(said),
                 Err(_) if tokio::time::Instant::now() < asked_until => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }

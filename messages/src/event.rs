@@ -223,7 +223,9 @@ pub struct AgentResult {
     pub text: String,
     /// How the turn ended.
     pub outcome: Outcome,
-    /// Model calls made.
+    /// Model calls made. Read from `turns` too: its name in a log an
+    /// earlier version wrote.
+    #[serde(alias = "turns")]
     pub model_calls: u32,
     /// Tool calls made.
     pub tool_calls: u32,

@@ -83,10 +83,9 @@ impl LiveSimulation {
     pub async fn advance_to(&mut self, at: Duration) {
         // Past what an `Instant` holds (`Duration::MAX`: until it
         // settles), thirty years of virtual time: adding it panicked.
-        let deadline = self
-            .start
-            .checked_add(at)
-            .unwrap_or_else(|| self.start + Duration::from_secs(30 * 365 * 24 * 60 * 60));
+        let bounded = self.start.checked_add(at);
+        let deadline =
+            bounded.unwrap_or_else(|| self.start + Duration::from_secs(30 * 365 * 24 * 60 * 60));
         // What the last action read is offered first.
         self.fire_unfired().await;
         loop {
@@ -98,7 +97,17 @@ impl LiveSimulation {
                         self.fire(&event).await;
                         self.fire_unfired().await;
                     }
-                    None => break,
+                    // Ended (closed, killed): the time still runs (what
+                    // else shares its gate or store, the clock of what
+                    // follows) — returned at once, a later action or a
+                    // `finish` read the old instant. Not "until it
+                    // settles": it has.
+                    None => {
+                        if bounded.is_some() {
+                            tokio::time::sleep_until(deadline).await;
+                        }
+                        break;
+                    }
                 },
                 _ = tokio::time::sleep_until(deadline) => break,
             }

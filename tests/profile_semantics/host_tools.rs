@@ -198,3 +198,35 @@ async fn a_wildcard_deny_rule_covering_delegation_takes_it_away() {
     let (tools, _parent) = tools_the_worker_gets("disallowedTools: \"**\"").await;
     assert!(tools.is_empty(), "{tools:?}");
 }
+
+/// Widened (foreign, the scope written another way): `agent(worker)` in
+/// another case, and `Agent (worker)` with a space (split at it into a
+/// bare `Agent` and `(worker)`), were read as bare: below the depth
+/// limit the sub-agent got delegation where its file scoped it.
+#[tokio::test(start_paused = true)]
+async fn a_scoped_agent_tool_in_another_spelling_starts_no_sub_agent() {
+    for tools in [
+        "tools: [calculator, \"agent(flow)\"]",
+        "tools: calculator, TASK(flow)",
+        "tools: calculator, Agent (flow)",
+    ] {
+        let (got, _parent) = tools_the_worker_gets(tools).await;
+        assert_eq!(got, ["calculator"], "{tools}");
+    }
+}
+
+/// Widened (a profile built in code): `Agent(worker)` in its `tools` was
+/// dropped as a tool the host lacks, and no scope kept — below the depth
+/// limit the sub-agent got delegation. It starts none, as a file's does.
+#[tokio::test(start_paused = true)]
+async fn a_scoped_agent_tool_in_a_profile_built_in_code_starts_no_sub_agent() {
+    let worker = Profile {
+        name: "worker".into(),
+        system_prompt: "You work alone.".into(),
+        tools: Some(vec!["calculator".into(), "Agent(flow)".into()]),
+        ..Profile::default()
+    };
+    let host = ToolRegistry::new().with(Calculator).with(Sleep);
+    let (got, _parent) = tools_a_worker_gets(ProfileSet::from_profiles([worker]), host, 2).await;
+    assert_eq!(got, ["calculator"]);
+}

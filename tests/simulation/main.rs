@@ -521,3 +521,20 @@ async fn a_simulation_given_up_still_closes_its_thread() {
         "a finish given up left the thread open"
     );
 }
+
+/// Harness (review: the event stream consumed badly): `advance` and
+/// `advance_to` returned at once once the thread's stream had ended (a
+/// close, a kill) — no virtual time ran, though their docs say it does:
+/// what shares its gate or store got none, and a later action or
+/// `finish` read the old instant.
+#[tokio::test(start_paused = true)]
+async fn a_closed_simulation_still_lets_time_run() {
+    let begun = tokio::time::Instant::now();
+    let mut live = Scenario::new(vec![Reply::answer("Hello.")]).start(0).await;
+    live.close().await;
+    let t0 = tokio::time::Instant::now();
+    live.advance(Duration::from_secs(60)).await;
+    assert_eq!(t0.elapsed(), Duration::from_secs(60));
+    live.advance_to(Duration::from_secs(600)).await;
+    assert_eq!(begun.elapsed(), Duration::from_secs(600));
+}

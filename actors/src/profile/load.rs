@@ -172,8 +172,8 @@ impl ProfileSet {
     /// built in code (`from_profiles` takes any) that a file would not
     /// have given: a name no call can select (empty, with whitespace, a
     /// control character or one that shows as nothing), request options no
-    /// server takes, or
-    /// `max_iterations` 0.
+    /// server takes, a `permission_mode` that restricts (`plan`,
+    /// `dontAsk`) or that nobody documents, or `max_iterations` 0.
     pub(crate) fn check(&self) -> Result<(), crate::agent::AgentError> {
         use crate::agent::AgentError;
         for profile in &self.profiles {
@@ -187,6 +187,19 @@ impl ProfileSet {
                 },
                 other => other,
             })?;
+            // A mode a file could not give (`plan`, `dontAsk`, one nobody
+            // documents): refused as the file's key is — kept, it was
+            // read by nothing, and the profile ran with every tool.
+            if let Some(mode) = &profile.permission_mode {
+                super::modes::permission_mode_loads::<serde::de::value::Error>(
+                    "permission_mode",
+                    mode,
+                )
+                .map_err(|e| AgentError::Options {
+                    field: "permission_mode",
+                    why: within(e.to_string()),
+                })?;
+            }
             if profile.max_iterations == Some(0) {
                 return Err(AgentError::Options {
                     field: "max_iterations",

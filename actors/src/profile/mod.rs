@@ -89,7 +89,9 @@ pub struct Profile {
     pub effort: Option<String>,
     /// Kept for the host, not applied (warned): Claude Code's
     /// `permissionMode`. Approvals here are the host's
-    /// [`ApprovalPolicy`](crate::agent::ApprovalPolicy).
+    /// [`ApprovalPolicy`](crate::agent::ApprovalPolicy). A mode that
+    /// restricts (`plan`, `dontAsk`) or that nobody documents is refused:
+    /// a file at load, a profile built in code at the parent's spawn.
     pub permission_mode: Option<String>,
     /// Kept for the host, not applied (warned): Claude Code's `memory`.
     pub memory: Option<String>,

@@ -381,14 +381,45 @@ fn spawn_tool_entries(
     disallowed_tools: &mut Vec<String>,
     not_applied: &mut Vec<String>,
 ) -> Option<Vec<String>> {
+    let kept = take_spawn_entries(tools, disallowed_tools, not_applied);
+    (!kept.iter().any(|t| t == "*")).then_some(kept)
+}
+
+/// [`spawn_tool_entries`] without the `*`: the list left. Scoped in any
+/// case (`agent(worker)`, `TASK(x)`: the deny list reads them so; bare,
+/// only `Agent` and `Task` — `agent` is a front-end here, or a host's
+/// tool), and with the
+/// scope written apart (`Agent (worker)`, split at the space into
+/// `Agent` and `(worker)`) — read as bare, either gave the sub-agent
+/// delegation where its file scoped it. Also for a profile built in code
+/// (its `tools` dropped an `Agent(worker)` as a tool the host lacks).
+pub(super) fn take_spawn_entries(
+    tools: Vec<String>,
+    disallowed_tools: &mut Vec<String>,
+    not_applied: &mut Vec<String>,
+) -> Vec<String> {
     let mut kept = Vec::with_capacity(tools.len());
-    for entry in tools {
+    let mut tools = tools.into_iter().peekable();
+    while let Some(mut entry) = tools.next() {
         let base = entry.split('(').next().unwrap_or_default().trim();
-        if base != "Agent" && base != "Task" {
+        let spawns = ["Agent", "Task"]
+            .iter()
+            .any(|t| base.eq_ignore_ascii_case(t));
+        let scope_apart = !entry.contains('(')
+            && tools
+                .peek()
+                .is_some_and(|next| next.trim_start().starts_with('('));
+        let scoped = entry.contains('(') || scope_apart;
+        // Bare, only as Claude Code spells it: `agent` is a front-end
+        // here, or a host's tool.
+        if !(base == "Agent" || base == "Task" || (spawns && scoped)) {
             kept.push(entry);
             continue;
         }
-        if entry.contains('(') {
+        if let Some(scope) = tools.next_if(|_| scope_apart) {
+            entry = format!("{entry} {scope}");
+        }
+        if scoped {
             not_applied.push(format!(
                 "tools: {entry} (a sub-agent started from it starts none)"
             ));
@@ -397,7 +428,7 @@ fn spawn_tool_entries(
             }
         }
     }
-    (!kept.iter().any(|t| t == "*")).then_some(kept)
+    kept
 }
 
 #[cfg(test)]

@@ -42,6 +42,18 @@ pub(super) fn narrow_to(
     warnings: &mut Vec<ProfileWarning>,
 ) {
     if let Some(tools) = profile.tools.take() {
+        // `Agent(worker)` in a profile built in code: a scope, as in a
+        // file (dropped as a tool the host lacks, it scoped nothing).
+        let mut not_applied = Vec::new();
+        let tools = super::parse::take_spawn_entries(
+            tools,
+            &mut profile.disallowed_tools,
+            &mut not_applied,
+        );
+        for key in not_applied {
+            let path = profile.source.clone();
+            warn(warnings, ProfileWarning::NotApplied { path, key });
+        }
         keep_known(profile, tools, known, warnings);
     }
 }

@@ -423,3 +423,29 @@ fn done() -> subagents_messages::AgentResult {
         elapsed: Duration::ZERO,
     }
 }
+
+/// Another version (review: a host upgrading the library): a later
+/// version's hello of another shape (a field added: wire v5's plans) was
+/// read whole or not at all — no answer, asked again for 5 s, then said
+/// to be an *earlier* version. Its version is read first.
+#[test]
+fn a_later_versions_grown_hello_is_read_for_its_version() {
+    let grown = (WIRE_VERSION + 1, 1u64, 0u64, 9u64).to_wire().unwrap();
+    let later = WIRE_VERSION + 1;
+    assert!(matches!(read_hello(&grown), Err(Unread::Version(v)) if v == later));
+    let far = (300u32, 1u64, 0u64, 9u64).to_wire().unwrap();
+    assert!(matches!(read_hello(&far), Err(Unread::Version(300))));
+    // This version's, whole: read; cut short: not a hello.
+    let ours = Hello {
+        version: WIRE_VERSION,
+        incarnation: 7,
+        live: 2,
+    };
+    let bytes = ours.to_wire().unwrap();
+    assert_eq!(read_hello(&bytes).unwrap().incarnation, 7);
+    assert!(matches!(
+        read_hello(&bytes[..bytes.len() - 1]),
+        Err(Unread::Bytes(_))
+    ));
+    assert!(matches!(read_hello(&[]), Err(Unread::Bytes(_))));
+}

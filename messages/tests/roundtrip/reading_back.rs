@@ -228,3 +228,24 @@ fn the_nesting_count_is_released_after_every_decode_on_a_thread() {
         .join()
         .unwrap();
 }
+
+/// A field renamed since an earlier version (`AgentResult::turns`, now
+/// `model_calls`): an event log that version wrote failed to read whole
+/// ("missing field `model_calls`"). Its old name is read as the new.
+#[test]
+fn a_result_written_with_the_earlier_name_of_its_model_calls_reads() {
+    let result = AgentEvent::Result(Box::new(AgentResult {
+        text: "done".into(),
+        outcome: Outcome::Completed,
+        model_calls: 2,
+        tool_calls: 1,
+        usage: Usage::default(),
+        children_usage: Usage::default(),
+        elapsed: std::time::Duration::from_secs(3),
+    }));
+    let line = serde_json::to_string(&result).unwrap();
+    assert!(line.contains(r#""model_calls":2"#), "{line}");
+    let earlier = line.replace(r#""model_calls":2"#, r#""turns":2"#);
+    let read: AgentEvent = serde_json::from_str(&earlier).unwrap();
+    assert_eq!(read, result);
+}

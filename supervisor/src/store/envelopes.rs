@@ -128,8 +128,9 @@ impl EnvelopeStore {
             path: dir.clone(),
             source,
         })?;
+        let used = super::lock::held_a_store(&dir);
         let lock = lock_dir(&dir)?;
-        let last = last_session(&dir)?;
+        let last = last_session(&dir, used)?;
         let kept = last_child_number(&dir)?;
         let store = EnvelopeStore {
             numbering: Mutex::new((0, 0)),

@@ -33,9 +33,17 @@ const COUNT_BYTES: u64 = 64;
 /// host's row kept from before a restart would answer a new request.
 /// Read before an open loads anything: a count it refused after the load
 /// had moved corrupt files aside lost that report.
-pub(super) fn last_session(dir: &Path) -> Result<u64, StoreError> {
+///
+/// A directory a store opened before (`used`: [`held_a_store`]) but no count
+/// was written by a version before the count (or by hand): its parents
+/// numbered their approvals from 1, as the first session's do — counted
+/// as one session, so none of its ids is handed out again.
+pub(super) fn last_session(dir: &Path, used: bool) -> Result<u64, StoreError> {
     let path = dir.join(SESSION_NAME);
-    let last = read_count(&path, "a count of sessions")?;
+    let mut last = read_count(&path, "a count of sessions")?;
+    if last == 0 && used && fs::symlink_metadata(&path).is_err() {
+        last = 1;
+    }
     if last >= LAST_SESSION {
         return Err(StoreError::OwnFile {
             path,
@@ -76,6 +84,20 @@ pub(super) fn read_count(path: &Path, what: &str) -> Result<u64, StoreError> {
                 .map_err(|_| fail(&format!("holds {:?}, not {what}", text.trim()), None))
         }
     }
+}
+
+/// `dir` holds one of the store's own names (its lock file, `runs/`, an
+/// envelope's): a store opened it before. Read before the open makes its
+/// lock file.
+pub(super) fn held_a_store(dir: &Path) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        name == LOCK_NAME || name == "runs" || crate::store::files::named_child(&name).is_some()
+    })
 }
 
 /// Writes session `last + 1` as the directory's count, and returns it.
@@ -214,7 +236,7 @@ impl EnvelopeStore {
     /// one past `session` with a warning if it cannot be.
     fn count_sessions_to(&self, last: u64, session: u64) -> u64 {
         let _io = self.lock_io();
-        last_session(&self.dir)
+        last_session(&self.dir, false)
             .and_then(|on_disk| count_session(&self.dir, on_disk.max(last)))
             .unwrap_or_else(|error| {
                 tracing::warn!(%error, "the next session is not counted on disk");
@@ -253,6 +275,30 @@ mod tests {
         assert_eq!(next, BLOCKS_PER_SESSION * APPROVALS_PER_BLOCK);
         assert_eq!(count(), "2");
         assert_eq!(store.approvals_after(), next + APPROVALS_PER_BLOCK);
+    }
+
+    /// Written by another version (before the count of sessions): a
+    /// store with envelopes and no `.subagents-session` was read as a
+    /// first session, whose parents numbered their approvals from 1 again
+    /// — a host's row kept from before the upgrade answered the new
+    /// parent's first request. A directory without the store's names is
+    /// a first session.
+    #[test]
+    fn a_used_directory_without_a_count_is_past_its_first_session() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        std::fs::write(tmp.path().join(".subagents-lock"), "").unwrap();
+        std::fs::write(tmp.path().join("agent_1.json"), "{}").unwrap();
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        assert_eq!(
+            store.approvals_after(),
+            BLOCKS_PER_SESSION * APPROVALS_PER_BLOCK
+        );
+        let fresh = tmp.path().join("fresh");
+        std::fs::create_dir(&fresh).unwrap();
+        std::fs::write(fresh.join("README.txt"), "notes").unwrap();
+        let (store, _) = EnvelopeStore::open(&fresh, clock).unwrap();
+        assert_eq!(store.approvals_after(), 0);
     }
 
     /// A registry's floor (numbers its threads took elsewhere): within
