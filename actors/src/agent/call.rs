@@ -283,7 +283,19 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
     // Numbered only when the host is asked: one the policy answered is
     // never seen, and its number, used up, was an id the host could not
     // tell from one never made.
-    let n = ctx.approvals.fetch_add(1, Ordering::Relaxed) + 1;
+    // Checked: a count handed in near its end (a peer node's run, whose
+    // number it gives) overflowed — a crashed turn, or an id wrapped to
+    // one already used.
+    let Ok(n) = ctx
+        .approvals
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
+        .map(|n| n + 1)
+    else {
+        return Err(format!(
+            "the tool `{}` was not run: this agent has no approval numbers left to ask with",
+            call.name
+        ));
+    };
     let id = ApprovalId::for_agent(&config.id, n);
     let (tx, rx) = tokio::sync::oneshot::channel();
     // Registered and asked under the turn's lock: an answer (the id's form

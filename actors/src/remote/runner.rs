@@ -45,10 +45,20 @@ struct Inner {
 }
 
 impl Inner {
-    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        match &self.runtime {
-            Some(runtime) => drop(runtime.spawn(task)),
-            None => drop(tokio::spawn(task)),
+    /// Spawns `task` on its runtime, else the caller's; `false` when
+    /// there is neither (made and called outside one: `tokio::spawn`
+    /// panicked in the transport's thread, the run's slot counted live).
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) -> bool {
+        match self
+            .runtime
+            .clone()
+            .or_else(|| tokio::runtime::Handle::try_current().ok())
+        {
+            Some(runtime) => {
+                drop(runtime.spawn(task));
+                true
+            }
+            None => false,
         }
     }
 }
@@ -78,7 +88,8 @@ impl NodeRunner {
     /// `tools`, every model call through `gate` (one gate per node).
     /// Made inside a runtime (as `gate` was), its runs go on there, and
     /// [`NodeRunner::start`] and [`NodeRunner::request`] may be called
-    /// from any thread.
+    /// from any thread; made outside one, they run on the caller's, and a
+    /// start from outside any is refused (its `Refused` report says so).
     pub fn new(models: Vec<Arc<dyn Model>>, tools: ToolRegistry, gate: GateHandle) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -125,17 +136,37 @@ impl NodeRunner {
             },
         );
         let runner = self.clone();
-        self.inner.spawn(async move {
-            let key = spec.key;
+        let (key, refuse) = (spec.key, (out.clone(), seq.clone()));
+        let spawned = self.inner.spawn(async move {
             if let Err(why) = runner.spawn(slot, spec, out.clone(), seq.clone()).await {
                 runner.runs().remove(&slot);
                 send(&out, &seq, key, ReportBody::Refused(why));
             }
         });
+        if !spawned {
+            self.runs().remove(&slot);
+            let why = "this node's runner was made outside a tokio runtime and is called from \
+                outside one: it has nowhere to run the child";
+            send(
+                &refuse.0,
+                &refuse.1,
+                key,
+                ReportBody::Refused(why.to_owned()),
+            );
+        }
         slot
     }
 
     async fn spawn(&self, slot: u64, spec: RunSpec, out: Out, seq: Seq) -> Result<(), String> {
+        // Checked as a host's agent is: a peer's spec (any holder of the
+        // cookie) ran with options no agent here is spawned with, or no
+        // model call at all. A spent token budget or wall clock is no
+        // such thing: a waiting requester's cap ran out (it ends at once
+        // with its partial result, as a child started here does).
+        crate::agent::check_options(&spec.options).map_err(|e| e.to_string())?;
+        if spec.limits.max_model_calls == 0 {
+            return Err("the limit `max_model_calls` is 0: the run could do nothing".to_owned());
+        }
         let model = self
             .inner
             .models

@@ -10,7 +10,7 @@ use dashmap::DashMap;
 use rustc_hash::FxBuildHasher;
 use subagents_actors::clock::Clock;
 use subagents_actors::hub::ChildIds;
-use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, ThreadId};
+use subagents_messages::{AgentId, Envelope, ThreadId};
 
 use crate::store::files::{
     CORRUPT_EXT, JSON_EXT, LOCK_NAME, create_private_dir, file_name_for, from_another_version,
@@ -59,10 +59,13 @@ pub struct EnvelopeStore {
     /// wake for whoever waits for one closing.
     pub(super) live: crate::store::live::Live,
     pub(super) released: tokio::sync::Notify,
+    /// Envelopes of another version the open left unread, until pruned
+    /// ([`EnvelopeStore::prune`]).
+    pub(super) other_versions: Mutex<Vec<AgentId>>,
     /// Writes whose last attempt failed, to try again
     /// ([`EnvelopeStore::retry_unsaved`]): envelopes by id (the map holds
     /// them), runs with what was to be written.
-    pub(super) unsaved: Mutex<Unsaved>,
+    pub(super) unsaved: Mutex<super::runs::Unsaved>,
     /// The directory's lock, held for the store's life (released when the
     /// file closes, a crash included); `None` where none can be taken.
     _lock: Vec<fs::File>,
@@ -72,16 +75,11 @@ pub struct EnvelopeStore {
     pub(super) numbering: Mutex<(u64, u64)>,
     /// When a thread's writes last pruned ([`EnvelopeStore::prune_if_due`]).
     pub(crate) schedule: super::schedule::PruneSchedule,
+    /// Taken around each thread's blocking write ([`EnvelopeStore::off_the_runtime`]).
+    pub(super) writing: tokio::sync::Semaphore,
     /// Run files written (this crate's tests count them).
     #[cfg(test)]
     pub(crate) run_writes: std::sync::atomic::AtomicU64,
-}
-
-/// Writes whose last attempt failed.
-#[derive(Default)]
-pub(super) struct Unsaved {
-    pub(super) envelopes: std::collections::BTreeSet<AgentId>,
-    pub(super) runs: std::collections::BTreeMap<AgentId, (ChildRequest, Vec<ChatMessage>)>,
 }
 
 impl fmt::Debug for EnvelopeStore {
@@ -149,8 +147,10 @@ impl EnvelopeStore {
             live: Mutex::default(),
             released: tokio::sync::Notify::new(),
             unsaved: Mutex::default(),
+            other_versions: Mutex::default(),
             _lock: lock,
             schedule: Default::default(),
+            writing: tokio::sync::Semaphore::new(1),
             #[cfg(test)]
             run_writes: Default::default(),
         };
@@ -369,6 +369,10 @@ impl EnvelopeStore {
                 }
                 Err(error) if from_another_version(&name, &bytes) => {
                     tracing::warn!(path = %path.display(), %error, "an envelope of another version left in place");
+                    let others = self.other_versions.lock();
+                    others
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .extend(named_child(&name));
                     report.unreadable.push(CorruptFile {
                         path,
                         error: format!("{error} (written by another version? left in place)"),
@@ -436,7 +440,7 @@ impl EnvelopeStore {
         }
     }
 
-    pub(super) fn lock_io(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn lock_io(&self) -> MutexGuard<'_, ()> {
         // The guarded data is `()`: a panic elsewhere left nothing broken.
         self.io
             .lock()

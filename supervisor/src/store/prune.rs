@@ -63,6 +63,7 @@ impl EnvelopeStore {
             self.forget_unsaved(&id);
             report.removed.push(id);
         }
+        self.prune_other_versions(now, &mut report);
         report.runs_removed = self.prune_orphan_runs(now);
         if !report.removed.is_empty() {
             // Gone from the restart list too: listed, it named a child the
@@ -80,6 +81,41 @@ impl EnvelopeStore {
             );
         }
         report
+    }
+
+    /// Removes the envelopes of another version the open left unread (and
+    /// their runs) once their files are twice the retention old by this
+    /// store's clock: this version cannot read their stamps, and left for
+    /// good — a rollback from a later version — they outlived the
+    /// retention for as long as this version ran. Twice: the version that
+    /// wrote one would have pruned it by then if it finished, and an
+    /// unfinished one ages from its last write.
+    fn prune_other_versions(&self, now: u64, report: &mut PruneReport) {
+        let mut others = (self.other_versions.lock()).unwrap_or_else(PoisonError::into_inner);
+        let age = |path: &std::path::Path| {
+            let written = fs::symlink_metadata(path).and_then(|m| m.modified()).ok()?;
+            let at = written.duration_since(std::time::UNIX_EPOCH).ok()?;
+            u128::from(now).checked_sub(at.as_millis())
+        };
+        others.retain(|id| {
+            let path = self.path_of(id);
+            let expired = match fs::symlink_metadata(&path) {
+                // Gone (removed by hand, or its version took it back).
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
+                _ => age(&path).is_some_and(|age| age > 2 * self.retention.as_millis()),
+            };
+            // Its number kept first: no name gives it once removed.
+            if !expired || self.keep_child_numbers([id]).is_err() {
+                return true;
+            }
+            if let Err(source) = fs::remove_file(&path) {
+                report.failed.push(StoreError::Remove { path, source });
+                return true;
+            }
+            let _ = fs::remove_file(self.run_path(id));
+            report.removed.push(id.clone());
+            false
+        });
     }
 
     /// Takes `ids` off the restart list and the owed wakes.
@@ -258,6 +294,35 @@ mod tests {
         assert_eq!(store.owed_wakes(), [two]);
         store.give_back_interrupted(vec![three, four]);
         assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+    }
+
+    /// Written by another version (review: a host upgrading the library):
+    /// an envelope this version cannot read (a later version's status)
+    /// is left in place for that version — and was never pruned, nor its
+    /// run: after a rollback its conversation outlived the retention for
+    /// as long as this version ran. Removed at twice the retention by its
+    /// file's time; kept before.
+    #[test]
+    fn another_versions_envelope_leaves_at_twice_the_retention() {
+        let tmp = tempfile::tempdir().unwrap();
+        let later = r#"{"id":"agent_1","status":"paused","task":"t"}"#;
+        fs::write(tmp.path().join("agent_1.json"), later).unwrap();
+        fs::create_dir(tmp.path().join("runs")).unwrap();
+        fs::write(tmp.path().join("runs/agent_1.json"), "{}").unwrap();
+        let now = subagents_actors::clock::Clock::now_ms(&subagents_actors::clock::SystemClock);
+        let clock = Arc::new(ManualClock::new(now + DAY + DAY / 2));
+        let (store, report) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        assert_eq!(report.unreadable.len(), 1, "{report:?}");
+        assert!(store.prune().removed.is_empty(), "past the retention only");
+        assert!(tmp.path().join("agent_1.json").exists());
+        clock.set(now + 2 * DAY + DAY / 2);
+        assert_eq!(store.prune().removed, [AgentId::new("agent_1")]);
+        assert!(!tmp.path().join("agent_1.json").exists());
+        assert!(!tmp.path().join("runs/agent_1.json").exists());
+        drop(store);
+        // Its number is not handed out again.
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock).unwrap();
+        assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_2")));
     }
 
     /// Review (the last read of this session's change): a stop of an

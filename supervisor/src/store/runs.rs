@@ -19,8 +19,15 @@ use crate::store::report::StoreError;
 /// Why a child the open found unfinished is `interrupted`.
 pub(crate) const RESTARTED: &str = "interrupted: the process running it stopped; a message (use_agent send) resumes it from its saved conversation";
 
+/// Writes whose last attempt failed.
+#[derive(Default)]
+pub(super) struct Unsaved {
+    pub(super) envelopes: std::collections::BTreeSet<AgentId>,
+    pub(super) runs: std::collections::BTreeMap<AgentId, (ChildRequest, Vec<ChatMessage>)>,
+}
+
 impl EnvelopeStore {
-    fn run_path(&self, id: &AgentId) -> PathBuf {
+    pub(super) fn run_path(&self, id: &AgentId) -> PathBuf {
         self.dir.join("runs").join(file_name_for(id))
     }
 
@@ -174,7 +181,7 @@ impl EnvelopeStore {
         unsaved.runs.remove(id);
     }
 
-    fn unsaved(&self) -> std::sync::MutexGuard<'_, crate::store::envelopes::Unsaved> {
+    fn unsaved(&self) -> std::sync::MutexGuard<'_, Unsaved> {
         self.unsaved.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

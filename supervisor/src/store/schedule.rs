@@ -1,9 +1,11 @@
-//! When a thread's writes prune: each envelope write pruned, and a prune
+//! When and where a thread's writes run: one at a time a store on the
+//! blocking pool, and pruning — each envelope write pruned, and a prune
 //! reads every envelope and lists every run file under the store's lock —
 //! O(N) a write, N² over a retention window, on every thread's writes (a
 //! fan-out of 3,000 children on a store of 3,000 took tens of seconds of
 //! the blocking pool).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{EnvelopeStore, PruneReport};
@@ -33,6 +35,24 @@ impl Default for PruneSchedule {
 }
 
 impl EnvelopeStore {
+    /// Runs `write` on the blocking pool, one such write at a time for
+    /// this store (every thread's writer, a close's, a delete's): they
+    /// queue on the store's lock anyway, and each took a pool thread to
+    /// wait there — behind a slow disk or a prune, threads' writes held
+    /// the whole pool, and every other `spawn_blocking` (a host tool's,
+    /// `tokio::fs`, a connection's DNS lookup) waited behind them. `None`
+    /// if the write panicked.
+    pub(crate) async fn off_the_runtime<R: Send + 'static>(
+        self: &Arc<Self>,
+        write: impl FnOnce(&EnvelopeStore) -> R + Send + 'static,
+    ) -> Option<R> {
+        let _turn = self.writing.acquire().await;
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || write(&store))
+            .await
+            .ok()
+    }
+
     /// Prunes ([`EnvelopeStore::prune`]) unless a prune ran less than a
     /// minute ago by the store's clock (a hundredth of the retention, when
     /// shorter); a clock set back prunes at once. Of writers racing, one
@@ -49,7 +69,14 @@ impl EnvelopeStore {
             || self
                 .schedule
                 .last_ms
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                // Never `u64::MAX`, the mark of none yet: a clock reading
+                // it (a test's, a broken one) pruned at every write.
+                .compare_exchange(
+                    last,
+                    now.min(u64::MAX - 1),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
                 .is_err()
         {
             return None;
@@ -57,5 +84,29 @@ impl EnvelopeStore {
         #[cfg(test)]
         self.schedule.count.fetch_add(1, Ordering::Relaxed);
         Some(self.prune())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use subagents_actors::clock::ManualClock;
+
+    use crate::store::EnvelopeStore;
+
+    /// A cost (review: surprise panics): a clock reading `u64::MAX` wrote
+    /// the mark of "never pruned" as the last prune — every write pruned
+    /// again, each a full prune under the store's lock.
+    #[test]
+    fn a_clock_at_its_end_prunes_once_a_minute_too() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(u64::MAX));
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock).unwrap();
+        for _ in 0..3 {
+            store.prune_if_due();
+        }
+        assert_eq!(store.schedule.count.load(Ordering::Relaxed), 1);
     }
 }

@@ -131,12 +131,9 @@ impl Writer {
                     let _ = done.send(());
                     continue;
                 }
-                let store = store.clone();
-                let errors = errors.clone();
-                let taken = taken.clone();
-                let _ =
-                    tokio::task::spawn_blocking(move || do_write(&store, write, &errors, &taken))
-                        .await;
+                let (errors, taken) = (errors.clone(), taken.clone());
+                let write = move |store: &EnvelopeStore| do_write(store, write, &errors, &taken);
+                store.off_the_runtime(write).await;
             }
         });
         Self {
@@ -457,24 +454,25 @@ impl ThreadState {
         if changed.is_empty() && runs.is_empty() && !store.has_unsaved() {
             return;
         }
-        let written = tokio::task::spawn_blocking(move || {
-            let envelopes = changed.iter().filter_map(|e| store.save(e).err());
-            let runs = runs
-                .iter()
-                .filter_map(|(id, request, said)| store.save_run(id, request, said).err());
-            // And every earlier write that failed (its disk may be back).
-            let retried = store
-                .retry_unsaved_each()
-                .into_iter()
-                .filter(|(id, _)| own.contains(id))
-                .map(|(_, error)| error);
-            envelopes
-                .chain(runs)
-                .chain(retried)
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-        })
-        .await;
+        let written = store
+            .off_the_runtime(move |store| {
+                let envelopes = changed.iter().filter_map(|e| store.save(e).err());
+                let runs = runs
+                    .iter()
+                    .filter_map(|(id, request, said)| store.save_run(id, request, said).err());
+                // And every earlier write that failed (its disk may be back).
+                let retried = store
+                    .retry_unsaved_each()
+                    .into_iter()
+                    .filter(|(id, _)| own.contains(id))
+                    .map(|(_, error)| error);
+                envelopes
+                    .chain(runs)
+                    .chain(retried)
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+            })
+            .await;
         for error in written.unwrap_or_default() {
             self.persist_errors.push(error);
         }
@@ -490,7 +488,9 @@ impl ThreadState {
         else {
             return;
         };
-        let forgotten = tokio::task::spawn_blocking(move || store.forget_now(&id)).await;
+        let forgotten = store
+            .off_the_runtime(move |store| store.forget_now(&id))
+            .await;
         for error in forgotten.unwrap_or_default() {
             self.persist_errors.push(error.to_string());
         }

@@ -277,3 +277,117 @@ impl Drop for Bomb {
         panic!("the payload's drop panicked");
     }
 }
+
+/// A tool that asks for approval.
+struct Guarded;
+
+impl crate::tool::Tool for Guarded {
+    fn name(&self) -> &str {
+        "guarded"
+    }
+    fn description(&self) -> String {
+        "asks first".into()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn requires_approval(&self, _arguments: &str) -> bool {
+        true
+    }
+    fn call(&self, _call: crate::tool::ToolCallContext) -> crate::tool::ToolFuture {
+        Box::pin(async { Ok("ran".to_owned()) })
+    }
+}
+
+/// Forged (review: surprise panics): a peer's start numbering its run's
+/// approvals after `u64::MAX` (any holder of the cookie writes one)
+/// overflowed the agent's counter at its first approval — a crashed turn
+/// in a debug build, an id wrapped to `-approval-0` in a release one. The
+/// call is refused, saying why, and the run goes on.
+#[tokio::test(start_paused = true)]
+async fn a_run_numbering_its_approvals_at_the_end_refuses_the_call_not_the_turn() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().tool_call("guarded", "{}"),
+        Reply::answer("done"),
+    ])
+    .shared();
+    let runner = NodeRunner::new(
+        vec![model],
+        ToolRegistry::new().with(Guarded),
+        GateHandle::spawn(1).await.unwrap(),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut at_the_end = spec();
+    at_the_end.tools = vec!["guarded".into()];
+    at_the_end.approvals_after = u64::MAX;
+    runner.start(at_the_end, move |report| {
+        let _ = tx.send(report);
+    });
+    let ended = ended_of(&mut rx).await;
+    assert_eq!(ended.outcome, Outcome::Completed, "{ended:?}");
+    assert_eq!(ended.text, "done");
+}
+
+/// Forged (the review above): a peer's start with limits or options no
+/// agent here is spawned with (0 model calls, a NaN temperature) ran
+/// unchecked. Refused, naming the field.
+#[tokio::test(start_paused = true)]
+async fn a_run_with_limits_or_options_no_agent_takes_is_refused() {
+    let runner = a_runner().await;
+    let mut idle = spec();
+    idle.limits.max_model_calls = 0;
+    let mut hot = spec();
+    hot.options.temperature = Some(f64::NAN);
+    for (spec, field) in [(idle, "max_model_calls"), (hot, "temperature")] {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        runner.start(spec, move |report| {
+            let _ = tx.send(report);
+        });
+        let report = rx.recv().await.expect("a report");
+        match report.body {
+            ReportBody::Refused(why) => assert!(why.contains(field), "{why}"),
+            other => panic!("{field}: not refused: {other:?}"),
+        }
+    }
+    assert_eq!(runner.live(), 0);
+    // A spent token budget is no such thing (review: usage accounting): a
+    // waiting requester's cap ran out, and the run ends at once with its
+    // partial result, as a child started locally does.
+    let mut spent = spec();
+    spent.limits.token_budget = 0;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    runner.start(spent, move |report| {
+        let _ = tx.send(report);
+    });
+    let ended = ended_of(&mut rx).await;
+    assert!(
+        matches!(ended.outcome, Outcome::LimitReached(_)),
+        "{ended:?}"
+    );
+}
+
+/// Host code outside a runtime (review: surprise panics): a runner made
+/// outside one (its gate spawned in one, then handed out) and started
+/// from a plain thread panicked in `tokio::spawn` ("no reactor
+/// running"), its run's slot left counted live. The start is refused,
+/// saying why, and nothing stays counted.
+#[test]
+fn a_runner_made_and_started_outside_a_runtime_refuses_the_start() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let gate = runtime.block_on(GateHandle::spawn(1)).unwrap();
+    let model = ScriptedModel::new(vec![Reply::answer("hi")]).shared();
+    let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
+    let (tx, rx) = std::sync::mpsc::channel();
+    runner.start(spec(), move |report| {
+        let _ = tx.send(report);
+    });
+    let report = rx.try_recv().expect("answered at once");
+    match report.body {
+        ReportBody::Refused(why) => assert!(why.contains("outside a tokio runtime"), "{why}"),
+        other => panic!("not refused: {other:?}"),
+    }
+    assert_eq!(runner.live(), 0);
+}

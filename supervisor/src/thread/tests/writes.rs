@@ -188,3 +188,69 @@ async fn a_queued_run_write_goes_on_from_its_conversation_and_writes_what_waits_
     assert_eq!(saved, [task, answer, slept, waiting.clone(), waiting]);
     writer.finish().await;
 }
+
+/// Shared (review: a host in a server): each thread's writer took a
+/// pool thread for every write, and every one of them waited there on the
+/// store's one lock — threads with writes queued behind a slow disk (or a
+/// prune) held the whole blocking pool, and every other `spawn_blocking`
+/// (a host tool's, `tokio::fs`, a connection's DNS lookup) waited behind
+/// them. One pool thread at a time writes for a store.
+#[test]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "the test holds the store's lock on purpose"
+)]
+fn the_writes_of_many_threads_leave_the_blocking_pool_to_others() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use subagents_actors::clock::ManualClock;
+
+    use crate::store::EnvelopeStore;
+    use crate::thread::ThreadConfig;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let store = Arc::new(EnvelopeStore::open(tmp.path(), clock).unwrap().0);
+    runtime.block_on(async {
+        let mut threads = Vec::new();
+        for _ in 0..3 {
+            let model = ScriptedModel::new(vec![
+                Reply::new().use_agent(&UseAgentCall::run("Slow\nYou wait.", "wait").background()),
+                Reply::answer("Started."),
+            ])
+            .with_script("Slow\n", vec![Reply::new().hang()]);
+            let config =
+                ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+            threads.push(ThreadHandle::spawn(config, None).await.unwrap());
+        }
+        // The store's lock held (a slow disk, a prune) while they write.
+        let io = store.lock_io();
+        for (thread, events) in &mut threads {
+            thread.send_user("go").unwrap();
+            while let Some(event) = events.recv().await {
+                if matches!(event, AgentEvent::Result(_)) {
+                    break;
+                }
+            }
+            thread.sync().await.unwrap();
+        }
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        let other = tokio::task::spawn_blocking(|| 7);
+        let ran = tokio::time::timeout(Duration::from_secs(20), other).await;
+        drop(io);
+        assert!(
+            matches!(ran, Ok(Ok(7))),
+            "a blocking task waited behind the store's writers"
+        );
+        for (thread, _) in threads {
+            thread.close_and_wait().await;
+        }
+    });
+}
