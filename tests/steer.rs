@@ -22,6 +22,8 @@ use subagents::supervisor::ThreadHandle;
 
 #[path = "steer/cut.rs"]
 mod cut;
+#[path = "steer/resumed.rs"]
+mod resumed;
 #[path = "steer/rows.rs"]
 mod rows;
 

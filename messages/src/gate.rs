@@ -12,7 +12,8 @@ pub struct GateSnapshot {
     pub in_flight: usize,
     /// Waiters queued now.
     pub queued: usize,
-    /// Permits granted since the gate started.
+    /// Permits granted since the gate started (sent: one whose waiter
+    /// left in the tick it was sent comes straight back, counted).
     pub granted_total: u64,
     /// The longest any granted waiter waited (tokio time).
     pub longest_wait: Duration,

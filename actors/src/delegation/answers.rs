@@ -42,7 +42,21 @@ pub(super) fn finished_json(
     if let Some(error) = error {
         out["error"] = Value::String(error);
     }
+    mark_continued(&mut out, envelope);
     out.to_string()
+}
+
+/// A run a message resumed (`send`, which reaches the newest run): its
+/// answer is from before that message — read alone, it was taken for the
+/// reply, while `send` to the same id said the child was running.
+fn mark_continued(out: &mut Value, envelope: &Envelope) {
+    if let Some(next) = &envelope.continued_as {
+        out["continued_as"] = json!(next.as_str());
+        out["note"] = json!(format!(
+            "a message resumed it as `{next}`: this is its answer from before; \
+             the reply is `{next}`'s"
+        ));
+    }
 }
 
 /// A range of a finished child's answer: characters `offset..offset +
@@ -74,6 +88,7 @@ pub(super) fn range_json(
     if let Some(error) = error {
         out["error"] = Value::String(error);
     }
+    mark_continued(&mut out, envelope);
     out.to_string()
 }
 
@@ -165,6 +180,7 @@ pub(super) fn status_json(
             out["error"] = Value::String(error);
         }
     }
+    mark_continued(&mut out, envelope);
     out.to_string()
 }
 

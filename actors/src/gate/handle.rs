@@ -17,7 +17,9 @@ use crate::gate::msg::{GateMsg, Permit};
 /// A gate lives as long as a handle refers to it: when the last clone is
 /// dropped, the gate stops (a permit still held then releases into
 /// nothing). A gate a thread made for itself (no
-/// [`DelegationBuilder::gate`](crate::DelegationBuilder::gate) given) is
+/// [`DelegationBuilder::gate`](crate::DelegationBuilder::gate) given, and
+/// none of its models' registry: a parent's model registered for children
+/// runs on that name's gate, which the thread neither made nor stops) is
 /// the exception: it stops with its thread, whoever still holds a clone
 /// (from `ThreadHandle::gate`); to share a gate across threads, spawn it
 /// and give it to each.

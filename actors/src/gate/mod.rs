@@ -21,7 +21,9 @@
 //! whether a call is granted at once or queued, and a queued call's
 //! message is sent under that lock); a permit is released when dropped —
 //! including by a panic unwinding or a task being aborted; a waiter whose
-//! `acquire` future is dropped is removed and never granted.
+//! `acquire` future is dropped is removed and never granted (dropped in
+//! the tick its grant is sent, the permit comes straight back — counted
+//! in the snapshot's `granted_total` and waits, which count grants sent).
 //!
 //! The shape follows tower's `Buffer`, with tokio's `Semaphore`'s fast
 //! path: a private worker (the actor) and a cheap handle ([`GateHandle`])

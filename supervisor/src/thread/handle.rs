@@ -119,10 +119,11 @@ impl ThreadHandle {
     }
 
     /// The gate the thread's parent and children call the model through.
-    /// One the thread made (no gate given to its builder) stops when the
-    /// thread closes, whoever holds a clone: a thread that should share it
-    /// fails every model call after that. To share a gate, spawn it and
-    /// give it to each thread's builder.
+    /// One the thread made (no gate given to its builder, and its parent's
+    /// model not registered with one: that gate is the registry's, and
+    /// runs on) stops when the thread closes, whoever holds a clone: a
+    /// thread that should share it fails every model call after that. To
+    /// share a gate, spawn it and give it to each thread's builder.
     pub fn gate(&self) -> &GateHandle {
         &self.parts.gate
     }
