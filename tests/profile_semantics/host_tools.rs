@@ -230,3 +230,23 @@ async fn a_scoped_agent_tool_in_a_profile_built_in_code_starts_no_sub_agent() {
     let (got, _parent) = tools_a_worker_gets(ProfileSet::from_profiles([worker]), host, 2).await;
     assert_eq!(got, ["calculator"]);
 }
+
+/// This session's own review: the reading above, run on a profile built
+/// in code, dropped a bare `Task` the host has as a tool of its own —
+/// silently (a list of it alone gave the child no tools). A bare name
+/// the host has is its tool.
+#[tokio::test(start_paused = true)]
+async fn a_host_tool_named_task_stays_in_a_profile_built_in_code() {
+    for listed in [vec!["Task", "calculator"], vec!["Task"]] {
+        let worker = Profile {
+            name: "worker".into(),
+            system_prompt: "You work alone.".into(),
+            tools: Some(listed.iter().map(|t| t.to_string()).collect()),
+            ..Profile::default()
+        };
+        let host = ToolRegistry::new().with(Calculator).with(HostTool("Task"));
+        let (got, _parent) =
+            tools_a_worker_gets(ProfileSet::from_profiles([worker]), host, 2).await;
+        assert!(got.iter().any(|t| t == "Task"), "{listed:?}: {got:?}");
+    }
+}

@@ -148,6 +148,10 @@ struct Setup {
     /// generated triggers' own reach of it (the forced stop waits out the
     /// second, and a generated action on the same event came after it).
     stop_at_result: bool,
+    /// The shared gate's capacity: at 2, two children's last model calls
+    /// end in one tick (at 1 they never could: the wakes' finish order at
+    /// the same instant was out of reach).
+    gate: usize,
 }
 
 /// The reference: what the host has done, so steps stay meaningful.
@@ -160,7 +164,8 @@ struct Reference {
 
 fn child_plan() -> impl Strategy<Value = ChildPlan> {
     (
-        0u64..40,
+        // Often alike: siblings ending at one instant.
+        prop_oneof![3 => 0u64..40, 1 => Just(10)],
         any::<bool>(),
         prop_oneof![
             6 => Just(End::Answer),
@@ -216,10 +221,12 @@ impl ReferenceStateMachine for Reference {
             any::<bool>(),
             any::<bool>(),
             any::<bool>(),
+            1usize..=2,
         )
             .prop_map(
-                |(threads, shared_store, cascade, remote, slow, forced)| Reference {
+                |(threads, shared_store, cascade, remote, slow, forced, gate)| Reference {
                     setup: Setup {
+                        gate,
                         threads,
                         shared_store,
                         remote,

@@ -29,7 +29,7 @@ pub(super) fn start_session(
     Vec<LiveSimulation>,
 ) {
     let (in_flight, peak) = counters;
-    let gate = runtime.block_on(GateHandle::spawn(1)).unwrap();
+    let gate = runtime.block_on(GateHandle::spawn(setup.gate)).unwrap();
     let node = setup.remote.then(|| {
         let model = Arc::new(PlanModel {
             in_flight: in_flight.clone(),

@@ -363,8 +363,9 @@ impl World {
                     checks::check_stopped_chains_stay_stopped(&self.sessions_of(n));
                 }
                 assert!(
-                    self.peak.load(Ordering::SeqCst) <= 1,
-                    "guarantee 6: two model calls in flight on the shared gate"
+                    self.peak.load(Ordering::SeqCst) <= self.setup.gate,
+                    "guarantee 6: more model calls in flight than the shared gate's {}",
+                    self.setup.gate
                 );
                 let thread_hub = live.thread().hub().clone();
                 if self.closed[n] {
@@ -417,8 +418,9 @@ impl World {
         }
         let gate = self.runtime.block_on(self.gate.snapshot()).unwrap();
         assert!(
-            gate.in_flight <= 1,
-            "a capacity-1 gate holds {} permits",
+            gate.in_flight <= self.setup.gate,
+            "a capacity-{} gate holds {} permits",
+            self.setup.gate,
             gate.in_flight
         );
         if at_rest {

@@ -48,13 +48,14 @@ pub(super) fn finished_json(
 
 /// A run a message resumed (`send`, which reaches the newest run): its
 /// answer is from before that message — read alone, it was taken for the
-/// reply, while `send` to the same id said the child was running.
+/// reply, while `send` to the same id said the child was running. Named:
+/// the newest run (the caller put it in `continued_as`).
 fn mark_continued(out: &mut Value, envelope: &Envelope) {
-    if let Some(next) = &envelope.continued_as {
-        out["continued_as"] = json!(next.as_str());
+    if let Some(newest) = &envelope.continued_as {
+        out["continued_as"] = json!(newest.as_str());
         out["note"] = json!(format!(
-            "a message resumed it as `{next}`: this is its answer from before; \
-             the reply is `{next}`'s"
+            "a message resumed it: it goes on as `{newest}`; this is its answer \
+             from before, the reply to the latest message is `{newest}`'s"
         ));
     }
 }

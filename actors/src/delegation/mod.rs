@@ -3,7 +3,7 @@
 //!
 //! | tool | arguments | waits | returns |
 //! |---|---|---|---|
-//! | `use_agent` | `action` run/status/result/stop, `agent` or `system_prompt`, `input`, `tools`, `wait`, `id` | up to the inline wait, then background | JSON: id, status, result — or `{pending, id}` |
+//! | `use_agent` | `action` run/status/result/send/interrupt/stop/agents, `agent` or `system_prompt`, `input`, `tools`, `model`, `provider`, `max_iterations`, `wait`, `id`, `offset`, `limit` | up to the inline wait, then background | JSON: id, status, result — or `{pending, id}` |
 //! | `delegate_task` | `agent` or `system_prompt`, `task`, `tools`, `model`, `provider`, `max_iterations` | to the end | the final answer only |
 //! | `agent` | `task` | to the end | the final (or partial) answer only |
 //!

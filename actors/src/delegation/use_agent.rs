@@ -1,5 +1,7 @@
 //! The `use_agent` tool (Loopl's front-end):
-//! `{action: run | status | result | stop, system_prompt?, input?, tools?, wait?, id?}`.
+//! `{action: run | status | result | send | interrupt | stop | agents,
+//! agent? | system_prompt?, input?, tools?, model?, provider?,
+//! max_iterations?, wait?, id?, offset?, limit?}`.
 //!
 //! Every refusal — a missing argument, an unknown action or id, a tool the
 //! caller does not have, a recursion attempt — is a sentence the model
@@ -195,6 +197,15 @@ impl UseAgent {
         Ok(out.to_string())
     }
 
+    /// `envelope` naming, as the run it went on as, the newest of its
+    /// chain — the run a `send` to it reaches (its next one answered the
+    /// first message only).
+    fn name_newest(&self, envelope: &mut Envelope) {
+        if envelope.continued_as.is_some() {
+            envelope.continued_as = Some(self.hub().newest_run(&envelope.id));
+        }
+    }
+
     /// A finished child as the model reads it, its answer within budget.
     fn finished(&self, call: &ToolCallContext, envelope: &Envelope) -> String {
         let answer = envelope
@@ -214,7 +225,8 @@ impl UseAgent {
         let id = self.id_of(call, args, "result")?;
         let ranged = args.offset.is_some() || args.limit.is_some();
         match self.hub().wait(&id, Some(self.hub().inline_wait())).await {
-            WaitOutcome::Finished(envelope) => {
+            WaitOutcome::Finished(mut envelope) => {
+                self.name_newest(&mut envelope);
                 let output = Ok(if ranged {
                     let budget = self.hub().result_budget();
                     let limit = args.limit.map_or(budget, |l| (l as usize).min(budget));
@@ -351,6 +363,8 @@ impl Tool for UseAgent {
                         .hub()
                         .status_live(&id)
                         .ok_or_else(|| refuse("the sub-agent was lost"))?;
+                    let mut envelope = envelope;
+                    this.name_newest(&mut envelope);
                     // Its answer within the result budget, as `result`
                     // gives it (the whole answer stays in the envelope).
                     let answer = envelope

@@ -381,6 +381,12 @@ impl HubHandle {
             .or_else(|| self.archived(id).map(|e| (e, None)))
     }
 
+    /// The newest run of `id`'s chain, the one a message to `id` reaches
+    /// (`id` itself if no message resumed it).
+    pub(crate) fn newest_run(&self, id: &AgentId) -> AgentId {
+        self.book.newest_run(id, || self.archive())
+    }
+
     /// True when `caller` may reach `id`: its requester is `caller`, or an
     /// earlier run `caller` goes on from (a resumed run reads the earlier
     /// run's conversation, and the children it started are its own).

@@ -381,11 +381,13 @@ fn spawn_tool_entries(
     disallowed_tools: &mut Vec<String>,
     not_applied: &mut Vec<String>,
 ) -> Option<Vec<String>> {
-    let kept = take_spawn_entries(tools, disallowed_tools, not_applied);
+    let kept = take_spawn_entries(tools, &[], disallowed_tools, not_applied);
     (!kept.iter().any(|t| t == "*")).then_some(kept)
 }
 
-/// [`spawn_tool_entries`] without the `*`: the list left. Scoped in any
+/// [`spawn_tool_entries`] without the `*`: the list left; a bare name
+/// among `host_tools` is the host's tool (a profile built in code on a
+/// host with a tool named `Task`). Scoped in any
 /// case (`agent(worker)`, `TASK(x)`: the deny list reads them so; bare,
 /// only `Agent` and `Task` — `agent` is a front-end here, or a host's
 /// tool), and with the
@@ -395,6 +397,7 @@ fn spawn_tool_entries(
 /// (its `tools` dropped an `Agent(worker)` as a tool the host lacks).
 pub(super) fn take_spawn_entries(
     tools: Vec<String>,
+    host_tools: &[String],
     disallowed_tools: &mut Vec<String>,
     not_applied: &mut Vec<String>,
 ) -> Vec<String> {
@@ -412,7 +415,8 @@ pub(super) fn take_spawn_entries(
         let scoped = entry.contains('(') || scope_apart;
         // Bare, only as Claude Code spells it: `agent` is a front-end
         // here, or a host's tool.
-        if !(base == "Agent" || base == "Task" || (spawns && scoped)) {
+        let bare_spawn = (base == "Agent" || base == "Task") && !host_tools.contains(&entry);
+        if !(bare_spawn || (spawns && scoped)) {
             kept.push(entry);
             continue;
         }

@@ -43,10 +43,12 @@ pub(super) fn narrow_to(
 ) {
     if let Some(tools) = profile.tools.take() {
         // `Agent(worker)` in a profile built in code: a scope, as in a
-        // file (dropped as a tool the host lacks, it scoped nothing).
+        // file (dropped as a tool the host lacks, it scoped nothing). A
+        // bare `Task` the host has is its tool.
         let mut not_applied = Vec::new();
         let tools = super::parse::take_spawn_entries(
             tools,
+            known,
             &mut profile.disallowed_tools,
             &mut not_applied,
         );

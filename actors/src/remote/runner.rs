@@ -39,27 +39,28 @@ struct Inner {
     gate: GateHandle,
     runs: Mutex<HashMap<u64, Run>>,
     next: AtomicU64,
-    /// The runtime it was made on: its tasks run there, so a transport
-    /// may hand it starts and requests from a thread outside it.
-    runtime: Option<tokio::runtime::Handle>,
+    /// The runtime it was made on (else the first one a start came from):
+    /// its tasks run there, so a transport may hand it starts and requests
+    /// from a thread outside it.
+    runtime: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
 impl Inner {
-    /// Spawns `task` on its runtime, else the caller's; `false` when
+    /// Spawns `task` on its runtime, else the caller's (kept); `false` when
     /// there is neither (made and called outside one: `tokio::spawn`
     /// panicked in the transport's thread, the run's slot counted live).
     fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) -> bool {
-        match self
-            .runtime
-            .clone()
-            .or_else(|| tokio::runtime::Handle::try_current().ok())
-        {
-            Some(runtime) => {
-                drop(runtime.spawn(task));
-                true
-            }
-            None => false,
-        }
+        let runtime = match self.runtime.get() {
+            Some(runtime) => runtime,
+            // Kept: a request from a plain thread after it (a message's
+            // `Steered`) had nowhere to run, and its report was lost.
+            None => match tokio::runtime::Handle::try_current() {
+                Ok(current) => self.runtime.get_or_init(|| current),
+                Err(_) => return false,
+            },
+        };
+        drop(runtime.spawn(task));
+        true
     }
 }
 
@@ -88,8 +89,9 @@ impl NodeRunner {
     /// `tools`, every model call through `gate` (one gate per node).
     /// Made inside a runtime (as `gate` was), its runs go on there, and
     /// [`NodeRunner::start`] and [`NodeRunner::request`] may be called
-    /// from any thread; made outside one, they run on the caller's, and a
-    /// start from outside any is refused (its `Refused` report says so).
+    /// from any thread; made outside one, they run on the runtime of the
+    /// first start made inside one, and a start before that from outside
+    /// any is refused (its `Refused` report says so).
     pub fn new(models: Vec<Arc<dyn Model>>, tools: ToolRegistry, gate: GateHandle) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -98,7 +100,9 @@ impl NodeRunner {
                 gate,
                 runs: Mutex::new(HashMap::new()),
                 next: AtomicU64::new(0),
-                runtime: tokio::runtime::Handle::try_current().ok(),
+                runtime: tokio::runtime::Handle::try_current()
+                    .map(std::sync::OnceLock::from)
+                    .unwrap_or_default(),
             }),
         }
     }

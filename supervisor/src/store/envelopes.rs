@@ -50,10 +50,8 @@ pub struct EnvelopeStore {
     /// resume ([`EnvelopeStore::begin_resume`]): resumed once each.
     pub(super) resuming: Mutex<rustc_hash::FxHashSet<AgentId>>,
     /// Threads forgotten ([`EnvelopeStore::forget_thread`]) and not opened
-    /// again since: a write for one lands forgotten — a killed thread's
-    /// writer drains its queue after its actor stopped, and a child first
-    /// written then was no forgotten one: after a restart it was listed,
-    /// and the next thread opened under the id woken for it.
+    /// again since: a write for one (a killed thread's writer draining its
+    /// queue) lands forgotten, not listed after a restart.
     pub(super) forgotten_threads: Mutex<rustc_hash::FxHashSet<ThreadId>>,
     /// The threads live on it ([`EnvelopeStore::claim_thread`]), and a
     /// wake for whoever waits for one closing.
@@ -375,7 +373,7 @@ impl EnvelopeStore {
                         .extend(named_child(&name));
                     report.unreadable.push(CorruptFile {
                         path,
-                        error: format!("{error} (written by another version? left in place)"),
+                        error: format!("{error} (another version's? {})", super::files::KEPT_UNTIL),
                         moved_to: None,
                     });
                 }

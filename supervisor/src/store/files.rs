@@ -148,6 +148,9 @@ pub(super) fn parse_envelope(name: &str, bytes: &[u8]) -> Result<Envelope, Strin
     Ok(envelope)
 }
 
+/// What an open says of another version's envelope it leaves unread.
+pub(super) const KEPT_UNTIL: &str = "left in place, until twice the retention old";
+
 /// A JSON object filed under its own id that this version cannot decode
 /// (a status, or a field's type, of another version of the library): not
 /// corrupt — left in place for the version that wrote it (moved aside, it

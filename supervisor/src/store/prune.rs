@@ -89,20 +89,25 @@ impl EnvelopeStore {
     /// good — a rollback from a later version — they outlived the
     /// retention for as long as this version ran. Twice: the version that
     /// wrote one would have pruned it by then if it finished, and an
-    /// unfinished one ages from its last write.
+    /// unfinished one ages from its last write (its run's, if later).
     fn prune_other_versions(&self, now: u64, report: &mut PruneReport) {
         let mut others = (self.other_versions.lock()).unwrap_or_else(PoisonError::into_inner);
         let age = |path: &std::path::Path| {
             let written = fs::symlink_metadata(path).and_then(|m| m.modified()).ok()?;
             let at = written.duration_since(std::time::UNIX_EPOCH).ok()?;
-            u128::from(now).checked_sub(at.as_millis())
+            // Written after the clock's now (future-dated): no age yet.
+            Some(u128::from(now).saturating_sub(at.as_millis()))
         };
         others.retain(|id| {
             let path = self.path_of(id);
+            // From its last write, the envelope's or its run's (a running
+            // child's run is written at each step, its envelope not).
+            let run = self.run_path(id);
             let expired = match fs::symlink_metadata(&path) {
                 // Gone (removed by hand, or its version took it back).
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
-                _ => age(&path).is_some_and(|age| age > 2 * self.retention.as_millis()),
+                _ => (age(&path).into_iter().chain(age(&run)).min())
+                    .is_some_and(|age| age > 2 * self.retention.as_millis()),
             };
             // Its number kept first: no name gives it once removed.
             if !expired || self.keep_child_numbers([id]).is_err() {
@@ -112,7 +117,7 @@ impl EnvelopeStore {
                 report.failed.push(StoreError::Remove { path, source });
                 return true;
             }
-            let _ = fs::remove_file(self.run_path(id));
+            let _ = fs::remove_file(run);
             report.removed.push(id.clone());
             false
         });
@@ -319,10 +324,25 @@ mod tests {
         assert_eq!(store.prune().removed, [AgentId::new("agent_1")]);
         assert!(!tmp.path().join("agent_1.json").exists());
         assert!(!tmp.path().join("runs/agent_1.json").exists());
+        // A run written since (a step of an unfinished child) keeps both.
+        let later_run = tmp.path().join("agent_2.json");
+        fs::write(&later_run, later.replace("agent_1", "agent_2")).unwrap();
+        let three_days_back = std::time::SystemTime::now() - Duration::from_secs(3 * 24 * 3600);
+        fs::File::options()
+            .write(true)
+            .open(&later_run)
+            .unwrap()
+            .set_modified(three_days_back)
+            .unwrap();
+        fs::write(tmp.path().join("runs/agent_2.json"), "{}").unwrap();
+        drop(store);
+        let (store, _) = EnvelopeStore::open(tmp.path(), Arc::new(ManualClock::new(now))).unwrap();
+        assert!(store.prune().removed.is_empty());
+        assert!(later_run.exists());
         drop(store);
         // Its number is not handed out again.
         let (store, _) = EnvelopeStore::open(tmp.path(), clock).unwrap();
-        assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_2")));
+        assert_eq!(store.child_ids().next(), Some(AgentId::new("agent_3")));
     }
 
     /// Review (the last read of this session's change): a stop of an

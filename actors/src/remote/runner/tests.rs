@@ -391,3 +391,53 @@ fn a_runner_made_and_started_outside_a_runtime_refuses_the_start() {
     }
     assert_eq!(runner.live(), 0);
 }
+
+/// This session's own review of the above: a runner made outside a
+/// runtime and started inside one ran there, but a message from a plain
+/// thread after it spawned its `Steered` report on no runtime — lost, the
+/// parent's node never told whether the run took it. The first start's
+/// runtime is kept.
+#[test]
+fn a_runner_made_outside_a_runtime_keeps_the_first_starts() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let gate = runtime.block_on(GateHandle::spawn(1)).unwrap();
+    let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
+    let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let slot = runtime.block_on(async {
+        runner.start(spec(), move |report| {
+            let _ = tx.send(report);
+        })
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while runner
+        .runs()
+        .get(&slot)
+        .is_none_or(|run| run.agent.is_none())
+    {
+        assert!(std::time::Instant::now() < deadline, "never started");
+        std::thread::yield_now();
+    }
+    // This thread is in no runtime.
+    let text = "also".to_owned();
+    runner.request(slot, RunRequest::Steer { n: 0, text });
+    runtime.block_on(async {
+        let steered = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(report) = rx.recv().await {
+                if let ReportBody::Steered { n, .. } = report.body {
+                    return Some(n);
+                }
+            }
+            None
+        })
+        .await
+        .expect("no answer to the message");
+        assert_eq!(steered, Some(0));
+        runner.request(slot, RunRequest::Stop);
+        assert_eq!(ended_of(&mut rx).await.outcome, Outcome::Stopped);
+    });
+}
