@@ -228,11 +228,26 @@ fn a_start_and_a_message_from_a_thread_outside_the_runtime_run() {
         .build()
         .unwrap();
     let runner = runtime.block_on(a_runner());
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     // This thread is in no runtime.
     let slot = runner.start(spec(), move |report| {
         let _ = tx.send(report);
     });
+    assert_eq!(
+        steered_from_outside(&runtime, &runner, slot, rx),
+        Some(true)
+    );
+}
+
+/// Once run `slot`'s agent is set, a message from this thread (in no
+/// runtime), and whether the run took it (`None`: no `Steered` came);
+/// then a stop, which must end it stopped.
+fn steered_from_outside(
+    runtime: &tokio::runtime::Runtime,
+    runner: &NodeRunner,
+    slot: u64,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<RunReport>,
+) -> Option<bool> {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while runner
         .runs()
@@ -245,13 +260,8 @@ fn a_start_and_a_message_from_a_thread_outside_the_runtime_run() {
         );
         std::thread::yield_now();
     }
-    runner.request(
-        slot,
-        RunRequest::Steer {
-            n: 0,
-            text: "also".into(),
-        },
-    );
+    let text = "also".to_owned();
+    runner.request(slot, RunRequest::Steer { n: 0, text });
     runtime.block_on(async {
         let taken = tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(report) = rx.recv().await {
@@ -263,10 +273,10 @@ fn a_start_and_a_message_from_a_thread_outside_the_runtime_run() {
         })
         .await
         .expect("no answer to the message");
-        assert_eq!(taken, Some(true));
         runner.request(slot, RunRequest::Stop);
         assert_eq!(ended_of(&mut rx).await.outcome, Outcome::Stopped);
-    });
+        taken
+    })
 }
 
 /// A panic payload whose `Drop` panics.
@@ -407,37 +417,15 @@ fn a_runner_made_outside_a_runtime_keeps_the_first_starts() {
     let gate = runtime.block_on(GateHandle::spawn(1)).unwrap();
     let model = ScriptedModel::new(vec![Reply::new().text("hi").hang()]).shared();
     let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let slot = runtime.block_on(async {
         runner.start(spec(), move |report| {
             let _ = tx.send(report);
         })
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while runner
-        .runs()
-        .get(&slot)
-        .is_none_or(|run| run.agent.is_none())
-    {
-        assert!(std::time::Instant::now() < deadline, "never started");
-        std::thread::yield_now();
-    }
     // This thread is in no runtime.
-    let text = "also".to_owned();
-    runner.request(slot, RunRequest::Steer { n: 0, text });
-    runtime.block_on(async {
-        let steered = tokio::time::timeout(Duration::from_secs(60), async {
-            while let Some(report) = rx.recv().await {
-                if let ReportBody::Steered { n, .. } = report.body {
-                    return Some(n);
-                }
-            }
-            None
-        })
-        .await
-        .expect("no answer to the message");
-        assert_eq!(steered, Some(0));
-        runner.request(slot, RunRequest::Stop);
-        assert_eq!(ended_of(&mut rx).await.outcome, Outcome::Stopped);
-    });
+    assert_eq!(
+        steered_from_outside(&runtime, &runner, slot, rx),
+        Some(true)
+    );
 }
