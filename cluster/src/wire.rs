@@ -161,6 +161,34 @@ pub(crate) struct Hello {
     pub(crate) live: u64,
 }
 
+/// Why a hello's bytes were not read.
+#[derive(Debug)]
+pub(crate) enum Unread {
+    /// Of another shape, from a node of another version (its first
+    /// field): a later version's hello may have grown.
+    Version(u32),
+    /// Not a hello of any version.
+    Bytes(CodecError),
+}
+
+/// A host's answer to [`HostMsg::Hello`]. One of another shape is read
+/// for its version first (a version's first field, whatever follows):
+/// read whole or not at all, a later version's grown hello was taken for
+/// no answer, and after 5 s of asking the node was said to be an
+/// *earlier* version.
+pub(crate) fn read_hello(bytes: &[u8]) -> Result<Hello, Unread> {
+    Hello::from_wire(bytes).map_err(|error| {
+        // A `u32` is 1, 3 or 5 bytes on the wire (varint).
+        let version = [1, 3, 5]
+            .into_iter()
+            .find_map(|n| u32::from_wire(bytes.get(..n)?).ok());
+        match version {
+            Some(version) if version != WIRE_VERSION => Unread::Version(version),
+            _ => Unread::Bytes(error),
+        }
+    })
+}
+
 /// A new run's token: drawn at random by the asking node for each run,
 /// sent with its start, and carried by every report and request of it. A
 /// message without it — another run's (a key of an earlier process), a

@@ -684,11 +684,28 @@ async fn a_message_to_a_child_another_thread_resumed_says_so() {
         UseAgentCall::stop("agent_1"),
         UseAgentCall::interrupt("agent_1"),
     ] {
-        a_call_to_a_child_another_thread_resumed(call).await;
+        let (text, is_error) = a_call_to_a_child_another_thread_resumed(call).await;
+        assert!(is_error, "{text}");
+        assert!(text.contains("another thread has resumed it"), "{text}");
+        assert!(!text.contains("agent_2"), "{text}");
     }
 }
 
-async fn a_call_to_a_child_another_thread_resumed(call: UseAgentCall) {
+/// This session's own review (`continued_as` in an old run's answers): a
+/// thread's `status` of an earlier session's child another thread had
+/// resumed named that thread's run as where the reply is — a run this
+/// thread cannot read or reach. Named only when reachable here.
+#[tokio::test]
+async fn a_status_of_a_child_another_thread_resumed_names_no_run_of_it() {
+    let (text, is_error) =
+        a_call_to_a_child_another_thread_resumed(UseAgentCall::status("agent_1")).await;
+    assert!(!is_error, "{text}");
+    assert!(!text.contains("agent_2"), "{text}");
+}
+
+/// The answer to `call`, made in a second thread on the store after the
+/// first resumed the earlier session's `agent_1` (as `agent_2`).
+async fn a_call_to_a_child_another_thread_resumed(call: UseAgentCall) -> (String, bool) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
     an_earlier_session_with_one_finished_child(&dir).await;
@@ -721,13 +738,10 @@ async fn a_call_to_a_child_another_thread_resumed(call: UseAgentCall) {
     second.send_user("more").unwrap();
     let mut log = Vec::new();
     until_result(&mut events, &mut log).await;
-    let answers = results_of(&log, "use_agent");
-    let (text, is_error) = &answers[0];
-    assert!(*is_error, "{text}");
-    assert!(text.contains("another thread has resumed it"), "{text}");
-    assert!(!text.contains("agent_2"), "{text}");
+    let answer = results_of(&log, "use_agent").swap_remove(0);
     first.close_and_wait().await;
     second.close_and_wait().await;
+    answer
 }
 
 /// Foreign input (another builder on the store): an earlier session's

@@ -199,10 +199,14 @@ impl UseAgent {
 
     /// `envelope` naming, as the run it went on as, the newest of its
     /// chain — the run a `send` to it reaches (its next one answered the
-    /// first message only).
+    /// first message only) — if this hub holds it.
     fn name_newest(&self, envelope: &mut Envelope) {
         if envelope.continued_as.is_some() {
-            envelope.continued_as = Some(self.hub().newest_run(&envelope.id));
+            let newest = self.hub().newest_run(&envelope.id);
+            // Another thread's run (it resumed an earlier session's child):
+            // not one this caller can read or reach — not named.
+            let here = self.hub().status(&newest).is_some();
+            envelope.continued_as = here.then_some(newest);
         }
     }
 

@@ -39,25 +39,37 @@ struct Inner {
     gate: GateHandle,
     runs: Mutex<HashMap<u64, Run>>,
     next: AtomicU64,
-    /// The runtime it was made on (else the first one a start came from):
-    /// its tasks run there, so a transport may hand it starts and requests
-    /// from a thread outside it.
-    runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    /// The runtime it was made on: its tasks run there, so a transport
+    /// may hand it starts and requests from a thread outside it.
+    runtime: Option<tokio::runtime::Handle>,
+    /// Made outside one: the last runtime a call came from, for a call
+    /// from a plain thread after it.
+    last: Mutex<Option<tokio::runtime::Handle>>,
 }
 
 impl Inner {
-    /// Spawns `task` on its runtime, else the caller's (kept); `false` when
+    /// Spawns `task` on its runtime, else the caller's (kept for a plain
+    /// thread's call after it); `false` when
     /// there is neither (made and called outside one: `tokio::spawn`
     /// panicked in the transport's thread, the run's slot counted live).
     fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) -> bool {
-        let runtime = match self.runtime.get() {
-            Some(runtime) => runtime,
-            // Kept: a request from a plain thread after it (a message's
-            // `Steered`) had nowhere to run, and its report was lost.
-            None => match tokio::runtime::Handle::try_current() {
-                Ok(current) => self.runtime.get_or_init(|| current),
-                Err(_) => return false,
-            },
+        let runtime = match (&self.runtime, tokio::runtime::Handle::try_current()) {
+            (Some(runtime), _) => runtime.clone(),
+            // The caller's, kept: a request from a plain thread after it
+            // (a message's `Steered`) had nowhere to run, and its report
+            // was lost. The latest: one kept for good may be gone, and a
+            // task spawned there is dropped unrun.
+            (None, Ok(current)) => {
+                let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+                last.insert(current).clone()
+            }
+            (None, Err(_)) => {
+                let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+                match last.as_ref() {
+                    Some(runtime) => runtime.clone(),
+                    None => return false,
+                }
+            }
         };
         drop(runtime.spawn(task));
         true
@@ -89,9 +101,10 @@ impl NodeRunner {
     /// `tools`, every model call through `gate` (one gate per node).
     /// Made inside a runtime (as `gate` was), its runs go on there, and
     /// [`NodeRunner::start`] and [`NodeRunner::request`] may be called
-    /// from any thread; made outside one, they run on the runtime of the
-    /// first start made inside one, and a start before that from outside
-    /// any is refused (its `Refused` report says so).
+    /// from any thread; made outside one, they run on the caller's runtime
+    /// (a plain thread's, on the last one a call came from), and a start
+    /// before any from outside one is refused (its `Refused` report says
+    /// so).
     pub fn new(models: Vec<Arc<dyn Model>>, tools: ToolRegistry, gate: GateHandle) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -100,9 +113,8 @@ impl NodeRunner {
                 gate,
                 runs: Mutex::new(HashMap::new()),
                 next: AtomicU64::new(0),
-                runtime: tokio::runtime::Handle::try_current()
-                    .map(std::sync::OnceLock::from)
-                    .unwrap_or_default(),
+                runtime: tokio::runtime::Handle::try_current().ok(),
+                last: Mutex::default(),
             }),
         }
     }

@@ -429,3 +429,41 @@ fn a_runner_made_outside_a_runtime_keeps_the_first_starts() {
         Some(true)
     );
 }
+
+/// The last read of this session's change: the runtime kept was the
+/// first start's, for good — a start from a short-lived runtime, then one
+/// from the long-lived one after the first was dropped, spawned there,
+/// and tokio dropped it unrun: no report, counted live for ever. A call
+/// from a runtime runs on that runtime.
+#[test]
+fn a_start_after_the_first_starts_runtime_is_gone_runs_on_its_own() {
+    let lasting = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let gate = lasting.block_on(GateHandle::spawn(2)).unwrap();
+    let model = ScriptedModel::new(vec![Reply::answer("one"), Reply::answer("two")]).shared();
+    let runner = NodeRunner::new(vec![model], ToolRegistry::new(), gate);
+    let brief = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    brief.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        runner.start(spec(), move |report| {
+            let _ = tx.send(report);
+        });
+        ended_of(&mut rx).await;
+    });
+    drop(brief);
+    lasting.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        runner.start(spec(), move |report| {
+            let _ = tx.send(report);
+        });
+        let ended = tokio::time::timeout(Duration::from_secs(60), ended_of(&mut rx)).await;
+        assert!(ended.is_ok(), "the second start never ran");
+    });
+    assert_eq!(runner.live(), 0);
+}
