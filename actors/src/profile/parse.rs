@@ -385,16 +385,15 @@ fn spawn_tool_entries(
     (!kept.iter().any(|t| t == "*")).then_some(kept)
 }
 
-/// [`spawn_tool_entries`] without the `*`: the list left; a bare name
-/// among `host_tools` is the host's tool (a profile built in code on a
-/// host with a tool named `Task`). Scoped in any
-/// case (`agent(worker)`, `TASK(x)`: the deny list reads them so; bare,
-/// only `Agent` and `Task` — `agent` is a front-end here, or a host's
-/// tool), and with the
-/// scope written apart (`Agent (worker)`, split at the space into
-/// `Agent` and `(worker)`) — read as bare, either gave the sub-agent
-/// delegation where its file scoped it. Also for a profile built in code
-/// (its `tools` dropped an `Agent(worker)` as a tool the host lacks).
+/// [`spawn_tool_entries`] without the `*`: the list left. Scoped in any
+/// case (`agent(worker)`, `TASK(x)`: the deny list reads them so) and
+/// with the scope written apart (`Agent (worker)`, split at the space
+/// into `Agent` and `(worker)`) — read as bare, either gave the sub-agent
+/// delegation where its file scoped it. Bare, only `Agent` and `Task`
+/// (`agent` is a front-end here, or a host's tool), and not one among
+/// `host_tools` (a profile built in code on a host with a tool named
+/// `Task`). Also for a profile built in code: its `tools` dropped an
+/// `Agent(worker)` as a tool the host lacks.
 pub(super) fn take_spawn_entries(
     tools: Vec<String>,
     host_tools: &[String],

@@ -152,7 +152,7 @@ impl NodeRunner {
             },
         );
         let runner = self.clone();
-        let (key, refuse) = (spec.key, (out.clone(), seq.clone()));
+        let (key, refused_to, refused_seq) = (spec.key, out.clone(), seq.clone());
         let spawned = self.inner.spawn(async move {
             if let Err(why) = runner.spawn(slot, spec, out.clone(), seq.clone()).await {
                 runner.runs().remove(&slot);
@@ -164,10 +164,10 @@ impl NodeRunner {
             let why = "this node's runner was made outside a tokio runtime and is called from \
                 outside one: it has nowhere to run the child";
             send(
-                &refuse.0,
-                &refuse.1,
+                &refused_to,
+                &refused_seq,
                 key,
-                ReportBody::Refused(why.to_owned()),
+                ReportBody::Refused(why.into()),
             );
         }
         slot

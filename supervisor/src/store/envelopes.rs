@@ -367,8 +367,7 @@ impl EnvelopeStore {
                 }
                 Err(error) if from_another_version(&name, &bytes) => {
                     tracing::warn!(path = %path.display(), %error, "an envelope of another version left in place");
-                    let others = self.other_versions.lock();
-                    others
+                    (self.other_versions.lock())
                         .unwrap_or_else(PoisonError::into_inner)
                         .extend(named_child(&name));
                     report.unreadable.push(CorruptFile {

@@ -5,3 +5,12 @@
 mod gone;
 mod wakes;
 mod writes;
+
+/// Reads `events` up to the parent's (top-level) `Result`.
+async fn until_result(events: &mut subagents_actors::EventStream) {
+    while let Some(event) = events.recv().await {
+        if matches!(event, subagents_messages::AgentEvent::Result(_)) {
+            return;
+        }
+    }
+}

@@ -35,11 +35,7 @@ async fn a_completion_reported_after_the_switch_does_not_wake() {
     let builder = DelegationBuilder::new(model.shared()).tools(ToolRegistry::new().with(Sleep));
     let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
     thread.send_user("start").unwrap();
-    while let Some(event) = events.recv().await {
-        if matches!(event, AgentEvent::Result(_)) {
-            break;
-        }
-    }
+    super::until_result(&mut events).await;
     thread.switch_away().await.unwrap();
     let mut late = thread
         .envelope(&AgentId::new("agent_1"))
@@ -109,11 +105,7 @@ async fn a_restart_wake_with_nobody_left_to_list_holds_no_later_wake() {
         .store(open());
         let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
         thread.send_user("go").unwrap();
-        while let Some(event) = events.recv().await {
-            if matches!(event, AgentEvent::Result(_)) {
-                break;
-            }
-        }
+        super::until_result(&mut events).await;
         thread.flush_persistence().await.unwrap();
         // What a kill leaves: the store let go without the close's writes.
         thread.actor().kill();

@@ -2,7 +2,7 @@
 
 use subagents_actors::scripted::{Reply, ScriptedModel};
 use subagents_actors::{DelegationBuilder, ToolRegistry, UseAgentCall};
-use subagents_messages::{AgentEvent, AgentId};
+use subagents_messages::AgentId;
 
 use crate::thread::ThreadHandle;
 use crate::thread::msg::ThreadMsg;
@@ -27,11 +27,7 @@ async fn a_thread_without_a_store_holds_no_finished_childs_request() {
         .await
         .unwrap();
     thread.send_user("start").unwrap();
-    while let Some(event) = events.recv().await {
-        if matches!(event, AgentEvent::Result(_)) {
-            break;
-        }
-    }
+    super::until_result(&mut events).await;
     thread.sync().await.unwrap();
     let held = ractor::call!(thread.actor, |reply| ThreadMsg::Internal(
         ThreadInternal::HeldRequests(reply)
@@ -80,11 +76,7 @@ async fn a_burst_of_quick_tool_calls_writes_the_run_a_few_times_not_once_a_call(
     .store(store.clone());
     let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
     thread.send_user("go").unwrap();
-    while let Some(event) = events.recv().await {
-        if matches!(event, AgentEvent::Result(_)) {
-            break;
-        }
-    }
+    super::until_result(&mut events).await;
     thread.flush_persistence().await.unwrap();
     let written = store.run_writes.load(std::sync::atomic::Ordering::Relaxed);
     let (_, conversation) = store.run(&AgentId::new("agent_1")).unwrap();
@@ -121,11 +113,7 @@ async fn a_burst_of_children_prunes_the_store_once_not_once_a_write() {
         ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock)).store(store.clone());
     let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
     thread.send_user("go").unwrap();
-    while let Some(event) = events.recv().await {
-        if matches!(event, AgentEvent::Result(_)) {
-            break;
-        }
-    }
+    super::until_result(&mut events).await;
     thread.flush_persistence().await.unwrap();
     assert_eq!(store.all().len(), children, "every child on disk");
     let prunes = store
@@ -232,11 +220,7 @@ fn the_writes_of_many_threads_leave_the_blocking_pool_to_others() {
         let io = store.lock_io();
         for (thread, events) in &mut threads {
             thread.send_user("go").unwrap();
-            while let Some(event) = events.recv().await {
-                if matches!(event, AgentEvent::Result(_)) {
-                    break;
-                }
-            }
+            super::until_result(events).await;
             thread.sync().await.unwrap();
         }
         for _ in 0..100 {
