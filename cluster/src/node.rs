@@ -223,7 +223,10 @@ pub(crate) fn peer_node(session_name: &str) -> &str {
 impl ClusterNode {
     /// Starts node `name` listening on `addr:port` (use a loopback
     /// address unless other machines must reach it), with `cookie` shared
-    /// by the cluster's nodes, running children for others with `runner`.
+    /// by the cluster's nodes, running children for others with `runner`
+    /// — its own: its shutdown stops the runner's runs, and its load (in
+    /// its hello and heartbeats) is the runner's, so a runner (or a clone)
+    /// shared by two nodes is stopped by either and counted by both.
     pub async fn start(
         name: &str,
         addr: IpAddr,

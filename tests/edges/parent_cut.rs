@@ -288,3 +288,106 @@ fn a_call_cut_after_its_child_is_announced_still_names_it() {
         });
     }
 }
+
+/// Holds the hub as it tells its observer a grandchild (depth 2) started.
+struct HoldGrandchildStart(Arc<Held>);
+
+impl subagents::actors::hub::HubObserver for HoldGrandchildStart {
+    fn finished(&self, _envelope: &subagents::messages::Envelope) {}
+
+    fn started(
+        &self,
+        envelope: &subagents::messages::Envelope,
+        _request: &subagents::messages::ChildRequest,
+    ) {
+        if envelope.depth == 2 {
+            self.0.pass();
+        }
+    }
+}
+
+/// Whether `event`, nested at any depth, is `id`'s `ChildStatus(status)`.
+fn says_status(event: &AgentEvent, id: &AgentId, status: SubAgentStatus) -> bool {
+    match event {
+        AgentEvent::ChildStatus(at, s) => at == id && *s == status,
+        AgentEvent::Child(_, inner) => says_status(inner, id, status),
+        _ => false,
+    }
+}
+
+/// Stopped midway at depth 2 (review: the stopped-midway matrix): a
+/// child's own call cut — its wall clock — after the hub announced its
+/// grandchild but before the call read the id. The hub's failed reply
+/// abandoned the grandchild by the thread's `Detach`, which is for the
+/// user's parent alone: it was sent to the background (`ChildStatus
+/// (background)` after the child's `Result`, its background policy
+/// answering its approvals) while the cut call had told the child's model
+/// it "stops when you end" — as an inline wait cut at depth 1 does. A
+/// grandchild abandoned so is stopped.
+#[test]
+fn a_grandchild_abandoned_as_its_requesters_call_is_cut_is_stopped() {
+    let runtime = workers(2);
+    runtime.block_on(async {
+        let (held, inside, go) = Held::new();
+        let model = Arc::new(
+            ScriptedModel::new(vec![
+                Reply::new().use_agent(&UseAgentCall::run("Child\nYou work.", "go")),
+                Reply::answer("parent: next"),
+            ])
+            .with_script(
+                "Child\n",
+                vec![
+                    Reply::new().use_agent(&UseAgentCall::run("Grand\nYou work.", "deeper")),
+                    Reply::answer("child: next"),
+                ],
+            )
+            .with_script("Grand\n", vec![Reply::new().hang()]),
+        );
+        let (parent, mut events) = DelegationBuilder::new(model.clone())
+            .system_prompt("You are the parent.")
+            .observer(Arc::new(HoldGrandchildStart(held.clone())))
+            .max_depth(2)
+            .child_limits(Limits {
+                wall_clock: std::time::Duration::from_millis(200),
+                ..Limits::default()
+            })
+            .spawn()
+            .await
+            .unwrap();
+        held.arm();
+        parent.agent.send_user("go").unwrap();
+        until_held(inside, "the hub tells its observer the grandchild started").await;
+        // The child's wall clock cuts its call, the hub still held.
+        let child = AgentId::new("agent_1");
+        let mut log = Vec::new();
+        while !log.iter().any(|e| {
+            matches!(e, AgentEvent::Child(at, inner)
+                if *at == child && matches!(**inner, AgentEvent::Result(_)))
+        }) {
+            log.push(events.recv().await.expect("the child's Result"));
+        }
+        go.send(()).unwrap();
+        until_result(&mut events, &mut log).await;
+        let grandchild = AgentId::new("agent_2");
+        let end = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            loop {
+                parent.hub.sync().await.unwrap();
+                match parent.hub.status(&grandchild) {
+                    Some(e) if e.status.is_terminal() => return e,
+                    _ => log.push(events.recv().await.expect("the stream goes on")),
+                }
+            }
+        })
+        .await
+        .expect("the grandchild ends");
+        drain(&mut events, &mut log);
+        let background = SubAgentStatus::Background;
+        assert!(
+            !log.iter().any(|e| says_status(e, &grandchild, background)),
+            "{log:#?}"
+        );
+        assert_eq!(end.status, SubAgentStatus::Stopped, "{end:?}");
+        assert!(!end.background, "{end:?}");
+        parent.shutdown_and_wait().await;
+    });
+}

@@ -246,3 +246,25 @@ async fn a_tab_opened_again_after_a_delete_writes_its_new_children_as_its_own() 
     assert!(!agent_2.forgotten, "{agent_2:?}");
     assert!(store.get(&AgentId::new("agent_1")).unwrap().forgotten);
 }
+
+/// Repeated (review: a host's calls made twice or late): a delete while
+/// the thread's close was in flight — a UI's handle closed it in the same
+/// tick — answered `Ok` but forgot nothing: it told the thread by a
+/// message, which a stopping actor drops, so the children kept the
+/// deleted id and a tab opened again under it read them. The handle marks
+/// the thread deleted where its close reads it.
+#[tokio::test]
+async fn a_delete_while_the_close_is_in_flight_forgets_the_children() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(&tmp.path().join("envelopes"));
+    let mut threads = Threads::new();
+    a_tab_with_a_finished_child(&mut threads, &store).await;
+    let a = ThreadId::new("a");
+    threads.get(&a).unwrap().close();
+    threads.delete(&a).await.unwrap();
+    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+    assert!(agent_1.forgotten, "{agent_1:?}");
+    let (read, envelope) = a_new_tab_reads_agent_1(&mut threads, &store).await;
+    assert!(!read.contains("alpha's private answer"), "{read}");
+    assert_eq!(envelope, None);
+}

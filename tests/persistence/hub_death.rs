@@ -109,3 +109,34 @@ async fn a_stop_right_after_the_hubs_death_is_written_after_its_failed_copy() {
     );
     thread.close_and_wait().await;
 }
+
+/// Forged (review: a host's calls): `HubHandle::cancel_after_death`, the
+/// thread's plumbing for a stop after its hub died, is callable by a host
+/// holding `ThreadHandle::hub()`. On a live hub it cancelled an ended
+/// child in the book alone — its observers (the thread, the store) never
+/// told: a message to it was refused "stopped" in this process and the
+/// store's copy resumed it in the next. A live hub's is not the dead
+/// hub's to cancel: nothing changes.
+#[tokio::test(start_paused = true)]
+async fn the_dead_hubs_cancel_does_nothing_on_a_live_hub() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(&tmp.path().join("envelopes"));
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(1));
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    let agent_1 = AgentId::new("agent_1");
+    assert_eq!(thread.hub().cancel_after_death(&agent_1, None), None);
+    thread.flush_persistence().await.unwrap();
+    let book = thread.hub().status(&agent_1).unwrap();
+    assert!(!book.cancelled, "{book:?}");
+    assert!(!store.get(&agent_1).unwrap().cancelled);
+    thread.close_and_wait().await;
+}

@@ -195,7 +195,10 @@ impl Delegator {
             model,
             provider,
             max_iterations,
-            stop_if_abandoned: self.parent_stop == ParentStopPolicy::Cascade,
+            // `Detach` is for the user's parent: a child's call cut before
+            // it read the id ends its grandchild, as its cut inline wait
+            // does (its note says "stops when you end").
+            stop_if_abandoned: self.parent_stop == ParentStopPolicy::Cascade || call.depth > 0,
             // A profile that denies any delegation tool gets none: the hub
             // adds them to a child below the depth limit otherwise.
             no_delegation: denies_delegation(denied),

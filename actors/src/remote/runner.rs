@@ -27,7 +27,9 @@ type Out = Arc<dyn Fn(RunReport) + Send + Sync>;
 type Seq = Arc<std::sync::Mutex<u64>>;
 
 /// Runs children for other nodes on this node's models, tools and gate.
-/// Cheap to clone; clones share the runs.
+/// Cheap to clone; clones share the runs — give each node a runner of its
+/// own: a node's shutdown stops every run of its runner, and the load it
+/// tells its peers is the runner's.
 #[derive(Clone)]
 pub struct NodeRunner {
     inner: Arc<Inner>,

@@ -80,7 +80,6 @@ impl Actor for ThreadSupervisor {
             answered: Default::default(),
             failed_by_death: Default::default(),
             store_wakes_taken: false,
-            deleted: false,
             gave_back: false,
         };
         Ok(state)
@@ -337,7 +336,6 @@ impl Actor for ThreadSupervisor {
                 }
                 state.persist_with_run(&envelope, true);
             }
-            ThreadMsg::Internal(ThreadInternal::Deleted) => state.deleted = true,
             // Delivered below, as after every message.
             ThreadMsg::Internal(ThreadInternal::DeliverWakes) => {}
             ThreadMsg::Internal(ThreadInternal::ShownAfterSwitch) => {

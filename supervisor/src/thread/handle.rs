@@ -14,7 +14,7 @@ use crate::thread::actor::ThreadSupervisor;
 use crate::thread::config::ThreadConfig;
 use crate::thread::error::ThreadError;
 use crate::thread::msg::ThreadMsg;
-use crate::thread::persist::PersistErrors;
+use crate::thread::shared::PersistErrors;
 use crate::thread::state::ThreadArguments;
 
 /// The host's handle on one thread. Cheap to clone. Dropping every clone
@@ -158,10 +158,10 @@ impl ThreadHandle {
     }
 
     /// Deleted: once closed, its children are forgotten (`Threads::delete`).
+    /// Marked where the close reads it, not sent: a message behind a close
+    /// in flight was dropped (`Ok`, nothing forgotten).
     pub(crate) fn deleted(&self) {
-        let _ = self.actor.cast(ThreadMsg::Internal(
-            crate::thread::msg::sealed::ThreadInternal::Deleted,
-        ));
+        self.errors.mark_deleted();
     }
 
     /// Sends `message` unless the thread is closing: one sent after

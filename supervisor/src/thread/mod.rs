@@ -31,6 +31,7 @@ mod error;
 mod handle;
 mod msg;
 mod persist;
+mod shared;
 mod state;
 #[cfg(test)]
 mod tests;

@@ -129,9 +129,6 @@ pub(crate) mod sealed {
         /// answered: every notice the hub sent before is read, so the
         /// flush waits for the writes they queued.
         FlushNow(tokio::sync::oneshot::Sender<()>),
-        /// Sent by `Threads::delete` before its close: once closed, the
-        /// thread's children are forgotten in its store.
-        Deleted,
         /// Sent by the supervisor to itself after a switch gave an earlier
         /// session's wakes back: taken again if the thread is still on
         /// screen once what the host sent with the switch is read.

@@ -10,63 +10,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::store::EnvelopeStore;
 use crate::thread::msg::ThreadMsg;
+use crate::thread::shared::PersistErrors;
 use crate::thread::state::ThreadState;
 use ractor::ActorRef;
-
-/// The thread's failed writes, each named once (a prune that fails on
-/// every write is listed once), shared by the thread, its writer and every
-/// handle: read without the thread, so a close's own failed writes — the
-/// final envelopes — are still told once it has gone. Each is marked with
-/// the last time it failed, so a failure that comes again (a write that
-/// failed earlier and fails at the close too) is one a caller asking
-/// "since when" hears of.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PersistErrors(Arc<Mutex<Failures>>);
-
-#[derive(Debug, Default)]
-struct Failures {
-    /// Each failure, in the order first seen, with the number of the last
-    /// push that named it.
-    named: Vec<(String, u64)>,
-    /// Pushes so far.
-    pushes: u64,
-}
-
-impl PersistErrors {
-    /// Notes a failed write (logged).
-    pub(super) fn push(&self, error: String) {
-        tracing::error!(%error, "an envelope or run could not be persisted; it stays in memory");
-        let mut failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        failures.pushes += 1;
-        let at = failures.pushes;
-        match failures.named.iter_mut().find(|(named, _)| *named == error) {
-            Some((_, last)) => *last = at,
-            None => failures.named.push((error, at)),
-        }
-    }
-
-    /// Every failed write so far, in the order first seen.
-    pub(super) fn list(&self) -> Vec<String> {
-        let failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        failures.named.iter().map(|(e, _)| e.clone()).collect()
-    }
-
-    /// Where the failures are now: [`Self::since`] names what fails after.
-    pub(crate) fn mark(&self) -> u64 {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).pushes
-    }
-
-    /// The failures named (again) after `mark`, in the order first seen.
-    pub(crate) fn since(&self, mark: u64) -> Vec<String> {
-        let failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        failures
-            .named
-            .iter()
-            .filter(|(_, last)| *last > mark)
-            .map(|(e, _)| e.clone())
-            .collect()
-    }
-}
 
 /// One write.
 pub(super) enum Write {
@@ -484,8 +430,8 @@ impl ThreadState {
     /// whichever thread had it — read, claimed and resumed the deleted
     /// conversation's children. A write that fails is said.
     pub(super) async fn forget_if_deleted(&mut self) {
-        let (true, Some(store), Some(id)) = (self.deleted, self.store.clone(), self.id.clone())
-        else {
+        let deleted = self.persist_errors.is_deleted();
+        let (true, Some(store), Some(id)) = (deleted, self.store.clone(), self.id.clone()) else {
             return;
         };
         let forgotten = store

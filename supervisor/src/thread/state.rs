@@ -30,7 +30,7 @@ pub(crate) struct ThreadArguments {
     /// shown (an open given up before then took none).
     pub(crate) held: bool,
     /// Its failed writes, shared with its handles.
-    pub(crate) errors: crate::thread::persist::PersistErrors,
+    pub(crate) errors: crate::thread::shared::PersistErrors,
     /// Opened by `Threads::open`: the next block of approval numbers the
     /// registry's threads may take (see [`Archive::approvals_floor`]).
     pub(crate) approvals_floor: Option<Arc<std::sync::atomic::AtomicU64>>,
@@ -56,12 +56,9 @@ pub(crate) struct ThreadState {
     pub(super) id: Option<ThreadId>,
     /// That id held live on its store, let go at the end of its stop.
     pub(super) live: Option<crate::store::LiveThread>,
-    pub(super) persist_errors: crate::thread::persist::PersistErrors,
+    pub(super) persist_errors: crate::thread::shared::PersistErrors,
     /// The store's owed wakes were taken ([`ThreadState::take_store_wakes`]).
     pub(super) store_wakes_taken: bool,
-    /// Deleted by the host: its children are forgotten in its store as it
-    /// closes.
-    pub(super) deleted: bool,
     /// Earlier sessions' wakes went back to the store for the next
     /// showing ([`ThreadState::put_back_or_drop`], or a killed thread's
     /// given back while this one was off screen: `take_given_back`): a
@@ -100,7 +97,7 @@ pub(super) struct Observer(pub(super) ActorRef<ThreadMsg>);
 
 pub(super) struct Archive {
     pub(super) store: Arc<EnvelopeStore>,
-    pub(super) errors: crate::thread::persist::PersistErrors,
+    pub(super) errors: crate::thread::shared::PersistErrors,
     /// The thread it is the archive of.
     pub(super) thread: Option<ThreadId>,
     /// Opened by a registry (`Threads`): the next block of approval

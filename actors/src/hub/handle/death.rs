@@ -48,13 +48,18 @@ impl HubHandle {
     /// through the book and `archive` — cancelled if it ended, in the
     /// book (which the thread's close writes) and in `archive`. Its
     /// envelope; `None` for an id neither holds, or one another thread
-    /// is resuming.
+    /// is resuming — and while the hub's actor has not stopped: a live
+    /// hub's stop tells its observers, this one does not (a host calling
+    /// it on a live hub cancelled a child in the book alone).
     #[doc(hidden)] // used by subagents-supervisor's `stop_child`
     pub fn cancel_after_death(
         &self,
         id: &AgentId,
         archive: Option<Arc<dyn EnvelopeArchive>>,
     ) -> Option<Envelope> {
+        if self.actor.get_status() != ractor::ActorStatus::Stopped {
+            return None;
+        }
         let newest = self.book.newest_run(id, || archive.clone());
         // One another thread is resuming, its link not written yet: not
         // this thread's to stop, as the live hub answers (a stop here read

@@ -134,7 +134,7 @@ async fn a_burst_of_children_prunes_the_store_once_not_once_a_write() {
 /// unread tail is replaced at each step, and written after it.
 #[tokio::test]
 async fn a_queued_run_write_goes_on_from_its_conversation_and_writes_what_waits_last() {
-    use crate::thread::persist::{PersistErrors, Writer};
+    use crate::thread::{persist::Writer, shared::PersistErrors};
     use subagents_messages::{ChatMessage, ChildRequest, ToolCall, ToolUseId};
     let tmp = tempfile::tempdir().unwrap();
     let clock = std::sync::Arc::new(subagents_actors::clock::ManualClock::new(0));

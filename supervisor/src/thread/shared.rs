@@ -1,0 +1,80 @@
+//! What a thread shares with its handles and its writer, read without
+//! the thread: its failed writes, and the host's delete.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The thread's failed writes, each named once (a prune that fails on
+/// every write is listed once), shared by the thread, its writer and every
+/// handle: read without the thread, so a close's own failed writes — the
+/// final envelopes — are still told once it has gone. Each is marked with
+/// the last time it failed, so a failure that comes again (a write that
+/// failed earlier and fails at the close too) is one a caller asking
+/// "since when" hears of. It also carries the host's delete, set by the
+/// handle where the thread's close reads it: a message sent with a close
+/// in flight was dropped by the stopping actor.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PersistErrors(Arc<Mutex<Failures>>);
+
+#[derive(Debug, Default)]
+struct Failures {
+    /// Each failure, in the order first seen, with the number of the last
+    /// push that named it.
+    named: Vec<(String, u64)>,
+    /// Pushes so far.
+    pushes: u64,
+    /// Deleted by the host (`Threads::delete`): its children are forgotten
+    /// as it closes.
+    deleted: bool,
+}
+
+impl PersistErrors {
+    /// Notes a failed write (logged).
+    pub(crate) fn push(&self, error: String) {
+        tracing::error!(%error, "an envelope or run could not be persisted; it stays in memory");
+        let mut failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        failures.pushes += 1;
+        let at = failures.pushes;
+        match failures.named.iter_mut().find(|(named, _)| *named == error) {
+            Some((_, last)) => *last = at,
+            None => failures.named.push((error, at)),
+        }
+    }
+
+    /// Marks the thread deleted (`Threads::delete`, before its close).
+    pub(crate) fn mark_deleted(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .deleted = true;
+    }
+
+    /// Marked deleted by the host.
+    pub(crate) fn is_deleted(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .deleted
+    }
+
+    /// Every failed write so far, in the order first seen.
+    pub(crate) fn list(&self) -> Vec<String> {
+        let failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        failures.named.iter().map(|(e, _)| e.clone()).collect()
+    }
+
+    /// Where the failures are now: [`Self::since`] names what fails after.
+    pub(crate) fn mark(&self) -> u64 {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).pushes
+    }
+
+    /// The failures named (again) after `mark`, in the order first seen.
+    pub(crate) fn since(&self, mark: u64) -> Vec<String> {
+        let failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        failures
+            .named
+            .iter()
+            .filter(|(_, last)| *last > mark)
+            .map(|(e, _)| e.clone())
+            .collect()
+    }
+}
