@@ -34,6 +34,25 @@ fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 /// the cut). The same rules as profile names, which admit no control
 /// character either.
 pub fn one_line(text: &str, max_chars: usize) -> String {
+    if already_one_line(text, max_chars) {
+        return text.to_owned();
+    }
+    cleaned_line(text, max_chars)
+}
+
+/// Printable ASCII words, single spaces between them, within `max_chars`:
+/// nothing [`one_line`] removes, joins or cuts (a child's name, a tool's).
+fn already_one_line(text: &str, max_chars: usize) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() <= max_chars
+        && bytes.first() != Some(&b' ')
+        && bytes.last() != Some(&b' ')
+        && bytes.iter().all(|b| (b' '..=b'~').contains(b))
+        && !bytes.windows(2).any(|pair| pair == b"  ")
+}
+
+/// [`one_line`], character by character.
+fn cleaned_line(text: &str, max_chars: usize) -> String {
     // No room at all: not even the ellipsis (it gave "…", one character).
     if max_chars == 0 {
         return String::new();
@@ -206,6 +225,34 @@ pub fn quote_block(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// The short cut gives what the cleaning gives: every text of up to 5
+    /// characters over printable and blank ASCII, at every width.
+    #[test]
+    fn the_short_cut_is_the_cleaning() {
+        let alphabet = ['a', '~', ' ', '\t', '\u{1b}', '[', 'm'];
+        let mut texts = vec![String::new()];
+        for _ in 0..5 {
+            let longer: Vec<String> = texts
+                .iter()
+                .filter(|t| t.len() == texts.last().map_or(0, String::len))
+                .flat_map(|t| alphabet.iter().map(move |c| format!("{t}{c}")))
+                .collect();
+            texts.extend(longer);
+        }
+        let mut short_cuts = 0;
+        for text in &texts {
+            for max in 0..7 {
+                short_cuts += usize::from(super::already_one_line(text, max));
+                assert_eq!(
+                    super::one_line(text, max),
+                    super::cleaned_line(text, max),
+                    "{text:?} at {max}"
+                );
+            }
+        }
+        assert!(short_cuts > 1000, "{short_cuts}");
+    }
+
     use super::*;
 
     #[test]

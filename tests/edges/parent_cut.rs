@@ -348,7 +348,9 @@ fn a_grandchild_abandoned_as_its_requesters_call_is_cut_is_stopped() {
             .observer(Arc::new(HoldGrandchildStart(held.clone())))
             .max_depth(2)
             .child_limits(Limits {
-                wall_clock: std::time::Duration::from_millis(200),
+                // Long enough for the hub to announce the grandchild
+                // first, on a loaded machine (the hold waits a minute).
+                wall_clock: std::time::Duration::from_secs(2),
                 ..Limits::default()
             })
             .spawn()

@@ -135,9 +135,64 @@ pub(crate) fn partial_result(limit: LimitKind, limits: &Limits, progress: &Progr
     )
 }
 
+/// What a turn stopped by the host (or its requester) answers: what it
+/// did, and what it wrote last (the result takes that text's place in the
+/// conversation). Written piece by piece: every stopped child writes it,
+/// and `format!` cost it half again.
+pub(crate) fn stopped_result(progress: &Progress) -> String {
+    let last = progress.last_text.trim();
+    let mut text = String::with_capacity(96 + last.len());
+    text.push_str("Stopped before finishing, after ");
+    push_count(&mut text, progress.model_calls);
+    text.push_str(" model call(s) and ");
+    push_count(&mut text, progress.tool_calls);
+    text.push_str(" tool call(s).");
+    if !last.is_empty() {
+        text.push_str(" The last thing written was: ");
+        text.push_str(last);
+    }
+    text
+}
+
+/// `n` in decimal.
+fn push_count(text: &mut String, n: u32) {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    text.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stopped_result_reads_as_written_with_format() {
+        for (calls, tools, last) in [(0, 0, ""), (1, 0, "  x "), (10, 4_294_967_295, "y")] {
+            let progress = Progress {
+                model_calls: calls,
+                tool_calls: tools,
+                last_text: last.into(),
+                ..Progress::default()
+            };
+            let mut expected = format!(
+                "Stopped before finishing, after {calls} model call(s) and {tools} tool call(s)."
+            );
+            if !last.trim().is_empty() {
+                expected.push_str(" The last thing written was: ");
+                expected.push_str(last.trim());
+            }
+            assert_eq!(stopped_result(&progress), expected);
+        }
+    }
     use std::time::Duration;
     use subagents_messages::Usage;
 

@@ -329,17 +329,7 @@ impl AgentState {
                 // What it wrote last is quoted: the result takes its place
                 // in the conversation (an answer written in the instant
                 // of the stop was lost, with the text the host saw).
-                |progress| {
-                    let mut text = format!(
-                        "Stopped before finishing, after {} model call(s) and {} tool call(s).",
-                        progress.model_calls, progress.tool_calls
-                    );
-                    if !progress.last_text.trim().is_empty() {
-                        text.push_str(" The last thing written was: ");
-                        text.push_str(progress.last_text.trim());
-                    }
-                    text
-                },
+                crate::agent::answer::stopped_result,
                 |_| Outcome::Stopped,
                 started,
             )

@@ -187,8 +187,7 @@ impl Actor for Hub {
                 let Some((id, reply)) = own_newest_run(state, id, reply) else {
                     return Ok(());
                 };
-                state.prefer_stop(&id);
-                state.after_end(&id, |a| a.cancel = true);
+                state.stop_by_name(&id);
                 Box::pin(state.stop(&myself, &id, StopReply::One(reply))).await
             }
             // Rare, and their futures are among the largest: boxed.

@@ -108,9 +108,14 @@ impl Default for Book {
 }
 
 impl Book {
-    /// Records a new child (its envelope as requested) and how it ends on
-    /// the stream.
-    pub(crate) fn insert(&self, envelope: Envelope, closer: Option<Closer>) {
+    /// Records a new child (its envelope as requested), how it ends on the
+    /// stream, and what it was asked (kept to resume it).
+    pub(crate) fn insert(
+        &self,
+        envelope: Envelope,
+        closer: Option<Closer>,
+        seed: Option<Arc<ChildRequest>>,
+    ) {
         self.entries.insert(
             envelope.id.clone(),
             Box::new(Entry {
@@ -118,7 +123,7 @@ impl Book {
                 started: None,
                 queued: None,
                 probe: None,
-                seed: None,
+                seed,
                 conversation: None,
                 prefix_of: None,
                 run_span: None,
@@ -180,7 +185,8 @@ impl Book {
     }
 
     /// Where its running turn is published (its conversation, once the
-    /// turn has published one: [`Book::conversation`]).
+    /// turn has published one: [`Book::conversation`]); [`Book::start`]'s.
+    #[cfg(test)]
     pub(crate) fn set_probe(&self, id: &AgentId, probe: Probe) {
         if let Some(mut entry) = self.entries.get_mut(id) {
             entry.probe = Some(probe);
@@ -255,18 +261,6 @@ impl Book {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(mut entry) = self.entries.get_mut(id) {
             entry.queued = Some(seq);
-        }
-    }
-
-    /// It left the queue; `true` if it was queued.
-    pub(crate) fn mark_started(&self, id: &AgentId, now_ms: u64) -> bool {
-        match self.entries.get_mut(id) {
-            Some(mut entry) => {
-                entry.started = Some(Instant::now());
-                entry.envelope.started_at_ms = Some(now_ms);
-                entry.queued.take().is_some()
-            }
-            None => false,
         }
     }
 
@@ -490,6 +484,7 @@ mod approvals;
 mod background;
 mod counters;
 mod death;
+mod starting;
 mod tap;
 #[cfg(test)]
 mod tests;

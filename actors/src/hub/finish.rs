@@ -50,7 +50,9 @@ impl HubState {
             return Vec::new();
         };
         let requester = child.request.requester.clone();
-        self.actors.retain(|_, child_id| child_id != id);
+        if let Some(agent) = &child.agent {
+            self.actors.remove(&agent.actor().get_id());
+        }
         let requester_sink = child.requester_sink.clone();
         let terminal = AgentEvent::ChildStatus(id.clone(), status);
         let closed_here = child.sink.close_with(|| {
@@ -79,7 +81,7 @@ impl HubState {
         }
         // A stop that came as its turn ended, and it ended done or failed
         // all the same: what the stop meant holds (none for `stopped`).
-        if child.after_end.cancel {
+        if child.after_end.cancel && status != SubAgentStatus::Stopped {
             drop(self.book.cancel(id));
         }
         if child.after_end.release {

@@ -270,9 +270,8 @@ impl HubState {
                 info.tools.clone(),
                 requested_at,
             );
-            book.insert(record, Some(closer));
             // One copy, shared with the book (kept to resume the child).
-            book.set_seed(&id, child.request.clone());
+            book.insert(record, Some(closer), Some(child.request.clone()));
             let sink = &child.requester_sink;
             let announce = || {
                 sink.emit(AgentEvent::ChildStarted(Box::new(info)));
@@ -349,13 +348,14 @@ impl HubState {
                 Some(crate::hub::stop::STOPPED_QUEUED.into()),
             );
         }
-        if self.book.mark_started(id, self.config.clock.now_ms()) {
+        let started = self.book.start(id, self.config.clock.now_ms());
+        if started.was_queued {
             // It waited in the queue: its start is marked on the stream.
             child.emit_beside(AgentEvent::ChildRunning(id.clone()));
         }
-        self.set_status(id, child, SubAgentStatus::Running);
-        let probe = crate::agent::Probe::default();
-        self.book.set_probe(id, probe.clone());
+        if started.now_running {
+            child.emit_beside(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Running));
+        }
         let mut system_prompt = child.request.system_prompt.clone();
         if let Some(instructions) = &self.config.instructions {
             system_prompt.push_str("\n\n");
@@ -368,14 +368,14 @@ impl HubState {
             gate: child.gate.clone(),
             tool_names: child.tools.shared_names(),
             tools: child.tools.clone(),
-            limits: child.limits_now(self.book.is_background(id)),
+            limits: child.limits_now(started.background),
             depth: child.request.requester_depth + 1,
             approvals: approvals_for(self.config.background_approvals, &self.book, id),
             options: match &child.request.options {
                 Some(own) => self.config.child_options.overridden_by(own),
                 None => self.config.child_options.clone(),
             },
-            probe: Some(probe.clone()),
+            probe: Some(started.probe),
             on_killed: Some(self.on_child_killed.clone()),
             trace: crate::agent::spans::TraceParent {
                 span: Some(child.span.clone()),

@@ -29,7 +29,9 @@ pub(super) struct EntryRead {
 }
 
 impl Book {
-    /// What it was asked (kept to resume it).
+    /// What it was asked (kept to resume it; a request's is given with
+    /// [`Book::insert`]).
+    #[cfg(test)]
     pub(crate) fn set_seed(&self, id: &AgentId, seed: Arc<ChildRequest>) {
         if let Some(mut entry) = self.entries.get_mut(id) {
             entry.seed = Some(seed);
@@ -336,7 +338,7 @@ impl Book {
         conversation: Vec<ChatMessage>,
     ) {
         let id = envelope.id.clone();
-        self.insert(envelope, None);
+        self.insert(envelope, None, None);
         if !conversation.is_empty() {
             seed.conversation = Vec::new();
         }

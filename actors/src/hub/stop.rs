@@ -240,16 +240,17 @@ impl HubState {
     /// children to stop (its ending kept).
     pub(super) fn prefer_stop(&mut self, id: &AgentId) {
         if let Some(child) = self.children.get_mut(id) {
-            child.interrupted = false;
-            if child.stopping.is_some() {
-                child.stopping = Some(STOPPED_RUNNING);
-            }
-            if let Some(ending) = child.ending.as_mut()
-                && ending.0 == SubAgentStatus::Interrupted
-            {
-                ending.0 = SubAgentStatus::Stopped;
-                ending.2 = Some(STOPPED_RUNNING.to_owned());
-            }
+            prefer_stop_of(child);
+        }
+    }
+
+    /// A stop by name (`HubMsg::Stop`): [`HubState::prefer_stop`], and
+    /// what it means if the child ends all the same (`cancel`), in one
+    /// look-up.
+    pub(super) fn stop_by_name(&mut self, id: &AgentId) {
+        if let Some(child) = self.children.get_mut(id) {
+            prefer_stop_of(child);
+            child.after_end.cancel = true;
         }
     }
 
@@ -291,26 +292,27 @@ impl HubState {
             self.cancel_ended(id);
             return reply.answer(Ok(status));
         }
-        let agent = self.children.get(id).and_then(|c| c.agent.clone());
-        let status = self.stop_status(id);
+        // One look-up for a running child (the stop of every one).
+        let child = self.children.get_mut(id);
+        let status = match &child {
+            Some(child) if child.interrupted => SubAgentStatus::Interrupted,
+            _ => SubAgentStatus::Stopped,
+        };
         let why = |queued: bool| match (status, queued) {
             (SubAgentStatus::Interrupted, _) => INTERRUPTED,
             (_, true) => STOPPED_QUEUED,
             (_, false) => STOPPED_RUNNING,
         };
-        let Some(agent) = agent else {
+        let Some(child) = child.filter(|c| c.agent.is_some()) else {
             // Queued: it ends now.
             let next = self.finish_and_orphan(myself, id, status, None, Some(why(true).into()));
             self.refill(myself, next).await;
             return reply.answer(Ok(status));
         };
-        let Some(child) = self.children.get_mut(id) else {
-            return reply.answer(Err(Refused::UnknownChild(id.clone())));
-        };
         child.stop_replies.push(reply);
         let first = child.stopping.replace(why(false)).is_none();
         self.book.mark_going(id);
-        if first && agent.stop_turn().is_err() {
+        if first && child.agent.as_ref().is_some_and(|a| a.stop_turn().is_err()) {
             // Its agent is already gone: it ends now.
             let next = self.finish_and_orphan(myself, id, status, None, Some(why(false).into()));
             self.refill(myself, next).await;
@@ -452,4 +454,18 @@ pub(crate) enum DetachOutcome {
     Unknown,
     /// Asked only if still queued: it had started (nothing done).
     Started,
+}
+
+/// A stop wins over an interrupt of the same child.
+fn prefer_stop_of(child: &mut crate::hub::lifecycle::Child) {
+    child.interrupted = false;
+    if child.stopping.is_some() {
+        child.stopping = Some(STOPPED_RUNNING);
+    }
+    if let Some(ending) = child.ending.as_mut()
+        && ending.0 == SubAgentStatus::Interrupted
+    {
+        ending.0 = SubAgentStatus::Stopped;
+        ending.2 = Some(STOPPED_RUNNING.to_owned());
+    }
 }

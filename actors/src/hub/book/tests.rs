@@ -18,6 +18,7 @@ fn book_with(ids: &[&str], background: bool) -> Book {
         book.insert(
             requested(AgentId::new(*id), "Child".into(), &request, vec![], 0),
             None,
+            None,
         );
     }
     book
@@ -57,8 +58,13 @@ fn queue_positions_follow_queue_order() {
     }
     assert_eq!(book.queue_position(&id("agent_2")), Some(1));
     assert_eq!(book.queue_position(&id("agent_1")), Some(3));
-    assert!(book.mark_started(&id("agent_2"), 1));
-    assert!(!book.mark_started(&id("agent_2"), 1), "started once");
+    let started = book.start(&id("agent_2"), 1);
+    assert!(started.was_queued && started.now_running, "{started:?}");
+    let again = book.start(&id("agent_2"), 1);
+    assert!(
+        !again.was_queued && !again.now_running,
+        "started once: {again:?}"
+    );
     assert_eq!(book.queue_position(&id("agent_2")), None);
     assert_eq!(book.queue_position(&id("agent_3")), Some(1));
     book.finish(&id("agent_3"), SubAgentStatus::Stopped, None, None, 2);
@@ -252,6 +258,7 @@ fn a_chain_of_resumed_runs_holds_each_message_once() {
         book.insert(
             requested(next.clone(), "Child".into(), &request, vec![], 0),
             None,
+            None,
         );
         book.set_seed(&next, Arc::new(request));
         book.set_continued(&from, next.clone());
@@ -394,6 +401,7 @@ fn a_child_under_a_requester_being_stopped_is_not_background_work() {
     book.insert(
         requested(AgentId::new("agent_2"), "Grand".into(), &asked, vec![], 0),
         None,
+        None,
     );
     book.set_seed(&id("agent_2"), Arc::new(asked));
     assert!(!book.in_background(&id("agent_2")), "waited on inline");
@@ -425,6 +433,7 @@ fn a_background_child_under_a_requester_being_stopped_is_not_the_policys() {
     asked.background = true;
     book.insert(
         requested(AgentId::new("agent_2"), "Poster".into(), &asked, vec![], 0),
+        None,
         None,
     );
     book.set_seed(&id("agent_2"), Arc::new(asked));

@@ -38,7 +38,7 @@ fn children_failed_by_a_hubs_death_are_stamped_in_number_order() {
     let mut deep = book.envelope(&id("agent_12")).unwrap();
     deep.id = id("agent_13");
     deep.depth = 2;
-    book.insert(deep, None);
+    book.insert(deep, None, None);
     let failed = book.fail_unfinished("the hub stopped", 7);
     let stamp = |n: &str| failed.iter().find(|e| e.id.as_str() == n)?.finished_at_ms;
     assert_eq!(stamp("agent_13"), Some(7), "the deepest first");
