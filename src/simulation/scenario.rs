@@ -145,14 +145,17 @@ impl Scenario {
     /// it is saved.
     ///
     /// # Panics
-    /// If `store`'s clock puts [`Scenario::EPOCH_MS`] past its retention
-    /// (a test set up so would see every envelope it wrote vanish).
+    /// If `store`'s clock puts where the session's stamps start
+    /// ([`Scenario::EPOCH_MS`], or past the latest stamp the store holds)
+    /// past its retention (a test set up so would see every envelope it
+    /// wrote vanish).
     pub fn store(mut self, store: Arc<EnvelopeStore>) -> Self {
         assert!(
-            store.retains(Self::EPOCH_MS),
-            "the store's clock puts the simulation's epoch (Scenario::EPOCH_MS) past its \
-             retention: every envelope the scenario writes would be pruned as it is saved; \
-             open the store with ManualClock::new(Scenario::EPOCH_MS)"
+            store.retains(stamps_start(Some(&store))),
+            "the store's clock puts the simulation's epoch (Scenario::EPOCH_MS, or past the \
+             store's latest stamp) past its retention: every envelope the scenario writes \
+             would be pruned as it is saved; open the store with \
+             ManualClock::new(Scenario::EPOCH_MS)"
         );
         self.store = Some(store);
         self
@@ -300,15 +303,19 @@ impl Scenario {
     /// stamped as finished before the earlier one's, and owed wakes
     /// (delivered in the order their children finished) came backwards.
     fn epoch_ms(&self) -> u64 {
-        let latest = self
-            .store
-            .iter()
-            .flat_map(|store| store.all())
-            .flat_map(|e| [Some(e.requested_at_ms), e.started_at_ms, e.finished_at_ms]);
-        latest.flatten().max().map_or(SIMULATION_EPOCH_MS, |at| {
-            at.saturating_add(1).max(SIMULATION_EPOCH_MS)
-        })
+        stamps_start(self.store.as_deref())
     }
+}
+
+/// [`Scenario::EPOCH_MS`], or just past the latest stamp `store` holds.
+fn stamps_start(store: Option<&EnvelopeStore>) -> u64 {
+    let latest = store
+        .into_iter()
+        .flat_map(EnvelopeStore::all)
+        .flat_map(|e| [Some(e.requested_at_ms), e.started_at_ms, e.finished_at_ms]);
+    latest.flatten().max().map_or(SIMULATION_EPOCH_MS, |at| {
+        at.saturating_add(1).max(SIMULATION_EPOCH_MS)
+    })
 }
 
 /// Panics, naming `what` and the cure, unless the current runtime is a

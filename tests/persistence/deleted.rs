@@ -268,3 +268,50 @@ async fn a_delete_while_the_close_is_in_flight_forgets_the_children() {
     assert!(!read.contains("alpha's private answer"), "{read}");
     assert_eq!(envelope, None);
 }
+
+/// The same, later (review of that fix): a delete that lands while the
+/// thread's close is already stopping its children — its stop under way,
+/// the hub held telling an observer a child ended — is kept too: the
+/// close reads the mark after its children have stopped.
+#[test]
+fn a_delete_while_the_close_stops_the_children_forgets_them() {
+    use crate::common::held::{Held, Hold, HoldFinish, until_held};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(&tmp.path().join("envelopes"));
+        let (held, inside, go) = Held::new();
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Alpha\nYou work.", "a's part").background()),
+            Reply::answer("Started."),
+        ])
+        // In a tool, not a model call: a hanging call on the capacity-1
+        // gate could come first and hold the parent's next one.
+        .with_script("Alpha", vec![Reply::new().tool_call("hold", "{}")]);
+        let hold = Arc::new(tokio::sync::Notify::new());
+        let builder = DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(Hold(hold)))
+            .observer(Arc::new(HoldFinish(held.clone())));
+        let config = ThreadConfig::new(builder).store(store.clone());
+        let mut threads = Threads::new();
+        let a = ThreadId::new("a");
+        let mut events = threads.open(a.clone(), config).await.unwrap();
+        threads.get(&a).unwrap().send_user("go").unwrap();
+        until_result(&mut events, &mut Vec::new()).await;
+        held.arm();
+        threads.get(&a).unwrap().close();
+        until_held(inside, "the close stops the child").await;
+        let deleting = threads.delete(&a);
+        go.send(()).unwrap();
+        deleting.await.unwrap();
+        let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+        assert!(
+            agent_1.forgotten && agent_1.status.is_terminal(),
+            "{agent_1:?}"
+        );
+    });
+}

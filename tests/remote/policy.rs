@@ -54,3 +54,63 @@ async fn a_policy_answer_that_cannot_be_sent_loses_the_node() {
     );
     thread.close_and_wait().await;
 }
+
+/// Stopped midway, across nodes, at depth 2 (review: grandchildren): the
+/// cluster's orphan rule followed the thread's `Detach` at every depth —
+/// a grandchild on another node, its parent's node lost, ran on to its
+/// wall clock and kept a result no one can read (a grandchild's end wakes
+/// nobody, and its requester died with that process); a resumed requester
+/// could start it again beside it. `Detach` is the user's parent's: a
+/// grandchild's run is not kept as an orphan.
+#[tokio::test(start_paused = true)]
+async fn a_grandchild_on_another_node_is_not_kept_as_an_orphan() {
+    use std::sync::Mutex;
+    use subagents::actors::{NodeLink, RunReports};
+    use subagents::messages::remote::{RunRequest, RunSpec};
+    /// Reports no load (so a grandchild goes there, its requester being
+    /// live here) and keeps what each start asked.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<(u32, bool)>>);
+    impl NodeLink for Recorder {
+        fn node(&self) -> &str {
+            "b"
+        }
+        fn live(&self) -> Option<usize> {
+            Some(0)
+        }
+        fn start(&self, spec: RunSpec, _: RunReports) -> Result<(), String> {
+            self.0
+                .lock()
+                .unwrap()
+                .push((spec.depth, spec.keep_if_orphaned));
+            Err("recorded".into())
+        }
+        fn request(&self, _: u64, _: RunRequest) -> Result<(), String> {
+            Ok(())
+        }
+    }
+    let model: Arc<dyn Model> = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Child\nYou work.", "go")),
+        Reply::answer("parent: done"),
+    ])
+    .with_script(
+        "Child\n",
+        vec![
+            Reply::new().use_agent(&UseAgentCall::run("Grand\nYou work.", "deeper")),
+            Reply::answer("child: done"),
+        ],
+    )
+    .shared();
+    let recorder = Arc::new(Recorder::default());
+    let placement = Placement::LeastLoaded(vec![recorder.clone()]);
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model)
+            .placement(placement)
+            .max_depth(2),
+    )
+    .await;
+    thread.send_user("go").unwrap();
+    until_result(&mut events, &mut Vec::new()).await;
+    assert_eq!(*recorder.0.lock().unwrap(), vec![(2, false)]);
+    thread.close_and_wait().await;
+}

@@ -538,3 +538,47 @@ async fn a_closed_simulation_still_lets_time_run() {
     live.advance_to(Duration::from_secs(600)).await;
     assert_eq!(begun.elapsed(), Duration::from_secs(600));
 }
+
+/// A restart simulated a day later (review: clocks): a first session ran
+/// into its eighth hour, then the test set the store's clock to where its
+/// stamps end, as a process a day on would read them. The second
+/// session's `store` panicked that every envelope "would be pruned as it
+/// is saved" — it checked the fixed epoch, not where that session's
+/// stamps start (past the store's latest). It checks those.
+#[test]
+fn a_store_whose_clock_follows_a_long_first_session_is_taken() {
+    use std::sync::Arc;
+    use subagents::actors::clock::ManualClock;
+    use subagents::supervisor::store::EnvelopeStore;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(Scenario::EPOCH_MS));
+    let store = Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+    let late = Duration::from_secs(7 * 3600);
+    let first = Scenario::new(vec![
+        Reply::new().use_agent(&run("Worker", "https://example.com", true)),
+        Reply::answer("Done."),
+    ])
+    .tools(ToolRegistry::new().with(PageTitle::default()))
+    .child_script("Worker\n", vec![Reply::answer("worker: Example Domain")])
+    .at(late, HostAction::User("Check it.".into()))
+    .run_for(late + Duration::from_secs(60))
+    .store(store.clone())
+    .run(0);
+    assert_eq!(first.envelopes.len(), 1, "{first:?}");
+    // A day and more after the epoch; an hour after the last stamp.
+    let latest = store
+        .all()
+        .iter()
+        .filter_map(|e| e.finished_at_ms)
+        .max()
+        .unwrap();
+    assert!(latest > Scenario::EPOCH_MS + 6 * 3600 * 1000);
+    clock.set(Scenario::EPOCH_MS + 30 * 3600 * 1000);
+    assert!(store.retains(latest) && !store.retains(Scenario::EPOCH_MS));
+    let second = Scenario::new(vec![Reply::answer("Hello again.")])
+        .at(Duration::ZERO, HostAction::User("Hi.".into()))
+        .run_for(Duration::from_secs(60))
+        .store(store.clone())
+        .run(0);
+    assert!(store.get(&AgentId::new("agent_1")).is_some(), "{second:?}");
+}

@@ -50,7 +50,8 @@ async fn a_run_on_a_paused_runtime_goes_on() {
 }
 
 /// A tool doing I/O (here, a socket on the loopback) — a host's real tool
-/// under test, or a model adapter against a local mock server.
+/// under test, or a model adapter against a local mock server on the
+/// runtime (one on a thread of its own is work off it: docs/simulation.md).
 struct Bind;
 
 impl Tool for Bind {

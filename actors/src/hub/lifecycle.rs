@@ -433,7 +433,7 @@ impl HubState {
             }
             Some(node) => {
                 Box::pin(crate::remote::spawn_remote(
-                    self.remote_on(node),
+                    self.remote_on(node, config.depth),
                     Arc::new(config),
                     sink.clone(),
                     history,

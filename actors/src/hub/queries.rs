@@ -8,16 +8,18 @@ use crate::agent::AgentMsg;
 use crate::hub::lifecycle::HubState;
 
 impl HubState {
-    /// How a child placed on `node` runs there: kept if its parent's node
-    /// is lost (by the builder's setting), with the delegation tools'
-    /// names.
+    /// How a child at `depth` placed on `node` runs there: kept if its
+    /// parent's node is lost (by the builder's setting: `Detach` is the
+    /// user's parent's, so a grandchild — whose result nobody could read
+    /// — never is), with the delegation tools' names.
     pub(super) fn remote_on(
         &self,
         node: std::sync::Arc<dyn crate::remote::NodeLink>,
+        depth: u32,
     ) -> crate::remote::Remote {
         crate::remote::Remote {
             node,
-            keep_if_orphaned: self.config.keep_orphans,
+            keep_if_orphaned: self.config.keep_orphans && depth <= 1,
             approvals_after: self.config.approvals_after,
             delegation: self
                 .config
