@@ -42,7 +42,8 @@ pub struct RunSpec {
     pub options: RequestOptions,
     /// When the parent's node is lost: `true`, the run goes on to its end
     /// and its result is kept on its node for fetching (the parent's
-    /// `Detach` policy); `false`, it is stopped (`Cascade`).
+    /// `Detach` policy, for the parent's own child); `false`, it is
+    /// stopped (`Cascade`, or a grandchild under either).
     pub keep_if_orphaned: bool,
     /// The number its approvals follow: its thread's block, as a local
     /// child's (numbered from 1 on its node, a request's id came back in

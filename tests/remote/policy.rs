@@ -113,4 +113,25 @@ async fn a_grandchild_on_another_node_is_not_kept_as_an_orphan() {
     until_result(&mut events, &mut Vec::new()).await;
     assert_eq!(*recorder.0.lock().unwrap(), vec![(2, false)]);
     thread.close_and_wait().await;
+    // The parent's own child there: by the policy.
+    use subagents::actors::ParentStopPolicy;
+    for (policy, kept) in [
+        (ParentStopPolicy::Detach, true),
+        (ParentStopPolicy::Cascade, false),
+    ] {
+        let model: Arc<dyn Model> = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Child\nYou work.", "go")),
+            Reply::answer("parent: done"),
+        ])
+        .shared();
+        let recorder = Arc::new(Recorder::default());
+        let builder = DelegationBuilder::new(model)
+            .placement(Placement::On(recorder.clone()))
+            .parent_stop(policy);
+        let (thread, mut events) = thread_with(builder).await;
+        thread.send_user("go").unwrap();
+        until_result(&mut events, &mut Vec::new()).await;
+        assert_eq!(*recorder.0.lock().unwrap(), vec![(1, kept)], "{policy:?}");
+        thread.close_and_wait().await;
+    }
 }

@@ -203,7 +203,9 @@ impl DelegationBuilder {
     /// What stopping the parent mid-wait does to the child; for a child
     /// on another node, also what losing the parent's node does to it
     /// (`Detach`: it goes on and its result is kept on its node;
-    /// `Cascade`: it is stopped).
+    /// `Cascade`: it is stopped). The parent's children only: a
+    /// grandchild's cut wait, or a grandchild on a node the parent's node
+    /// lost, is stopped under either.
     pub fn parent_stop(mut self, policy: ParentStopPolicy) -> Self {
         self.parent_stop = policy;
         self
