@@ -263,11 +263,16 @@ impl Scenario {
             Some(make) => make(),
             None => Arc::new(self.model.clone()),
         };
-        let model: Arc<dyn Model> = Arc::new(Jitter {
-            inner,
-            seed,
-            max: self.jitter,
-        });
+        // Wrapped only for a jitter: the wrapper is another object, and a
+        // registry serving this model to children gives it another gate.
+        let model: Arc<dyn Model> = match self.jitter.is_zero() {
+            true => inner,
+            false => Arc::new(Jitter {
+                inner,
+                seed,
+                max: self.jitter,
+            }),
+        };
         let mut builder = DelegationBuilder::new(model)
             .system_prompt(self.parent_prompt.clone())
             .tools(self.tools.clone())

@@ -107,3 +107,40 @@ fn a_tool_doing_io_runs_the_same_under_run_and_run_async() {
         .block_on(scenario.run_async(0));
     assert_eq!(outputs(&under_run_async), under_run);
 }
+
+/// Shared, one model (review: shared resources): the harness wrapped the
+/// parent's model in its jitter even at none, a new object the builder
+/// could not find in the registry that served the same model to the
+/// children — the parent ran behind a gate of its own, and its calls and
+/// a child's naming the model went out at once (under `ThreadHandle::
+/// spawn` it takes the registry's gate). Unwrapped without a jitter.
+#[tokio::test(start_paused = true)]
+async fn a_scenarios_parent_on_a_registered_model_shares_its_gate() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work")
+                .model("m")
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", vec![Reply::answer("done")])
+    .shared();
+    let mut registry = subagents::actors::registry::ModelRegistry::new();
+    registry
+        .register("local", "m", model.clone(), 1)
+        .await
+        .unwrap();
+    let gate = registry.gate("local", "m").unwrap().clone();
+    let report = Scenario::new(vec![])
+        .with_model(move || model.clone())
+        .configure(move |builder| builder.models(registry.clone()))
+        .at(Duration::ZERO, HostAction::User("go".into()))
+        .run_for(Duration::from_secs(60))
+        .run_async(0)
+        .await;
+    assert_eq!(report.envelopes.len(), 1, "{report:?}");
+    // The parent's three calls and the child's one, all through it.
+    assert_eq!(gate.snapshot().await.unwrap().granted_total, 4);
+}

@@ -16,9 +16,10 @@ pub enum Placement {
     /// Every child runs on that node.
     On(Arc<dyn NodeLink>),
     /// Each child runs where the fewest children are live, by the counts
-    /// the nodes report: this node's own count against each node's
-    /// [`NodeLink::live`]. Ties stay here; a node that reported nothing
-    /// is not chosen.
+    /// the nodes report: this thread's own children running here (each
+    /// thread's hub counts its own, not the process's) against each
+    /// node's [`NodeLink::live`]. Ties stay here; a node that reported
+    /// nothing is not chosen.
     LeastLoaded(Vec<Arc<dyn NodeLink>>),
     /// A child runs on the first node with its profile's name among its
     /// [`NodeLink::labels`] that is not lost ([`NodeLink::is_lost`]).
