@@ -163,3 +163,97 @@ async fn a_wake_after_its_hubs_stop_still_follows_the_childs_run() {
     );
     thread.close_and_wait().await;
 }
+
+/// Reads `agent_1`'s envelope from another OS thread as any
+/// `invoke_agent` span closes (as a synchronous exporter sends it then):
+/// whether the read came back, for each close.
+#[derive(Clone, Default)]
+struct ReadsAtClose {
+    hub: Arc<OnceLock<subagents::actors::hub::HubHandle>>,
+    answered: Arc<Mutex<Vec<bool>>>,
+}
+
+impl<S> Layer<S> for ReadsAtClose
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let named = ctx.span(&id).is_some_and(|s| s.name() == "invoke_agent");
+        let Some(hub) = self.hub.get().filter(|_| named).cloned() else {
+            return;
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(hub.status(&AgentId::new("agent_1")).is_some());
+        });
+        // A minute bounds a read that waits on a lock this close holds.
+        let came_back = rx.recv_timeout(std::time::Duration::from_secs(60)).is_ok();
+        self.answered.lock().unwrap().push(came_back);
+    }
+}
+
+/// Held under a lock (review: streams that never yield): a parent taking
+/// a finished background child's result dropped the child's run span —
+/// the book's last hold on it — with the book's entry locked (and the
+/// parent's turn): closing it ran every tracing layer there, a
+/// synchronous exporter's network send included, and every read of the
+/// book (`status`, the hub's own handler, the child events' tap) waited
+/// behind it. The span goes after the locks.
+#[tokio::test(start_paused = true)]
+async fn a_claimed_childs_run_span_closes_outside_the_books_lock() {
+    let layer = ReadsAtClose::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.clone()));
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::result("agent_1")),
+        Reply::answer("Read."),
+    ])
+    .with_script("Worker", worker(1));
+    let (thread, mut events) = thread(model).await;
+    layer.hub.set(thread.hub().clone()).unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    // Its wake held: the parent's next turn takes the result.
+    thread.typing(true).unwrap();
+    let agent_1 = AgentId::new("agent_1");
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::ChildStatus(id, s) if *id == agent_1 && s.is_terminal()),
+    )
+    .await;
+    thread.send_user("read it").unwrap();
+    until_result(&mut events, &mut log).await;
+    let answered = layer.answered.lock().unwrap().clone();
+    assert!(!answered.is_empty(), "no run span closed");
+    assert!(answered.iter().all(|a| *a), "{answered:?}");
+    thread.close_and_wait().await;
+}
+
+/// The same for a child stopped by the host: its run span, kept for no
+/// wake, closed with the book's entry locked.
+#[tokio::test(start_paused = true)]
+async fn a_stopped_childs_run_span_closes_outside_the_books_lock() {
+    let layer = ReadsAtClose::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.clone()));
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 100, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker", worker(100));
+    let (thread, mut events) = thread(model).await;
+    layer.hub.set(thread.hub().clone()).unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let agent_1 = AgentId::new("agent_1");
+    thread.stop_child(&agent_1).await.unwrap();
+    let answered = layer.answered.lock().unwrap().clone();
+    assert!(!answered.is_empty(), "no run span closed");
+    assert!(answered.iter().all(|a| *a), "{answered:?}");
+    thread.close_and_wait().await;
+}

@@ -202,18 +202,25 @@ impl Delegator {
         // Counted once: the claim is the one delivery. Settled, claimed
         // and counted in one step, so no stop closes the turn between them.
         let mut archived = false;
-        let delivered = call.deliver(output, || match self.hub.claim(&envelope.id) {
-            Claimed::Here => {
-                let mut usage = envelope.usage;
-                usage.add(envelope.children_usage);
-                Some(usage)
-            }
-            Claimed::Imported | Claimed::No => None,
-            Claimed::Archived => {
-                archived = true;
-                None
+        let mut run_span = None;
+        let delivered = call.deliver(output, || {
+            let (claimed, span) = self.hub.claim(&envelope.id);
+            run_span = span;
+            match claimed {
+                Claimed::Here => {
+                    let mut usage = envelope.usage;
+                    usage.add(envelope.children_usage);
+                    Some(usage)
+                }
+                Claimed::Imported | Claimed::No => None,
+                Claimed::Archived => {
+                    archived = true;
+                    None
+                }
             }
         });
+        // Closed (and exported) after the turn's lock is let go.
+        drop(run_span);
         // An earlier session's child: recorded in its archive (a disk
         // write) after the turn's lock is let go.
         if archived {

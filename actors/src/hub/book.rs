@@ -347,7 +347,12 @@ impl Book {
         let may_wake = matches!(status, SubAgentStatus::Done | SubAgentStatus::Failed)
             && entry.envelope.depth == 1
             && !by_hub_death;
-        entry.run_span = run_span.filter(|_| may_wake);
+        // One not kept closes after the entry's guard (every layer runs).
+        let (kept, closes) = match may_wake {
+            true => (run_span, None),
+            false => (None, run_span),
+        };
+        entry.run_span = kept;
         if let Some(started) = entry.started {
             entry.envelope.elapsed = started.elapsed();
         }
@@ -358,6 +363,8 @@ impl Book {
         entry.envelope.result = result;
         entry.envelope.error = error;
         entry.failed_by_hub_death = by_hub_death;
+        drop(entry);
+        drop(closes);
         true
     }
 
@@ -372,8 +379,10 @@ impl Book {
     /// session's interrupted child, imported, has no result to claim: its
     /// restart wake stays owed (claimed at a `status` read, a kill before
     /// the reading turn ended left it unlisted at the next open); one
-    /// interrupted here is claimed, its usage the reading turn's.
-    pub(crate) fn claim(&self, id: &AgentId) -> Option<Envelope> {
+    /// interrupted here is claimed, its usage the reading turn's. With it,
+    /// its run span, which no wake will link to: the caller lets it close
+    /// (and export: every tracing layer runs then) holding no lock.
+    pub(crate) fn claim(&self, id: &AgentId) -> Option<(Envelope, Option<tracing::Span>)> {
         let mut entry = self.entries.get_mut(id)?;
         let status = entry.envelope.status;
         let earlier = status == SubAgentStatus::Interrupted && entry.probe.is_none();
@@ -381,9 +390,7 @@ impl Book {
             return None;
         }
         entry.envelope.claimed = true;
-        // No wake will link to its run: the span may close (and export).
-        entry.run_span = None;
-        Some(entry.envelope.clone())
+        Some((entry.envelope.clone(), entry.run_span.take()))
     }
 
     /// A stop reached `id` after it ended: cancelled for good, its status

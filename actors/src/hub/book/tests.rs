@@ -83,7 +83,7 @@ fn a_result_is_claimed_or_released_once_and_only_when_finished() {
         None,
         1,
     );
-    assert!(book.claim(&id("agent_1")).unwrap().claimed);
+    assert!(book.claim(&id("agent_1")).unwrap().0.claimed);
     assert_eq!(book.claim(&id("agent_1")), None, "claimed once");
     assert_eq!(
         book.release_finished(&id("agent_1")),

@@ -20,25 +20,27 @@ impl HubHandle {
     /// [`HubHandle::claim_archived`] once it holds no lock (the archive
     /// may write to disk; under the turn's lock, a stop of that turn
     /// blocked its worker behind the write).
-    pub(crate) fn claim(&self, id: &AgentId) -> Claimed {
-        if self.book.claim(id).is_none() {
+    ///
+    /// With it, the child's run span, for the caller to drop once it holds
+    /// no lock (its close runs every tracing layer: a synchronous
+    /// exporter's send, under the turn's lock, held up the turn's stop).
+    pub(crate) fn claim(&self, id: &AgentId) -> (Claimed, Option<tracing::Span>) {
+        let Some((_, span)) = self.book.claim(id) else {
             // Its usage was counted in that session, not again here.
-            return if self.book.contains(id) {
-                Claimed::No
-            } else {
-                Claimed::Archived
+            return match self.book.contains(id) {
+                true => (Claimed::No, None),
+                false => (Claimed::Archived, None),
             };
-        }
+        };
         let _ = self
             .actor
             .cast(HubMsg::Internal(HubInternal::Claimed { id: id.clone() }));
         // One imported to be resumed (a message sent it) is the book's
         // now, but ran in that session: its usage was counted there (a
         // result taken after a `send` added it to this turn's children).
-        if self.book.ran_here(id) {
-            Claimed::Here
-        } else {
-            Claimed::Imported
+        match self.book.ran_here(id) {
+            true => (Claimed::Here, span),
+            false => (Claimed::Imported, span),
         }
     }
 
