@@ -10,6 +10,16 @@ pub mod host;
 pub mod loopback;
 pub mod store;
 
+/// A multi-threaded runtime of `n` workers (a window only two workers
+/// reach: one held, the other going on).
+pub fn workers(n: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(n)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 #[allow(unused_imports)] // not every test crate checks a whole log
 pub use checks::*;
 

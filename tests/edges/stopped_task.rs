@@ -7,14 +7,7 @@ use std::sync::Arc;
 use super::*;
 use common::blocking::stopped_while_blocked;
 
-/// A multi-threaded runtime of `n` workers.
-pub(super) fn workers(n: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(n)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+pub(super) use crate::common::workers;
 
 /// The stop answers the turn `stopped` while its task is held inside a
 /// tool on the other worker; once the tool returns, the answer's next call

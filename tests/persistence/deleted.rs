@@ -276,12 +276,7 @@ async fn a_delete_while_the_close_is_in_flight_forgets_the_children() {
 #[test]
 fn a_delete_while_the_close_stops_the_children_forgets_them() {
     use crate::common::held::{Held, Hold, HoldFinish, until_held};
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    workers(2).block_on(async {
         let tmp = tempfile::tempdir().unwrap();
         let store = open(&tmp.path().join("envelopes"));
         let (held, inside, go) = Held::new();

@@ -166,20 +166,34 @@ async fn a_wake_after_its_hubs_stop_still_follows_the_childs_run() {
 
 /// Reads `agent_1`'s envelope from another OS thread as any
 /// `invoke_agent` span closes (as a synchronous exporter sends it then):
-/// whether the read came back, for each close.
+/// for each close, whose run it was and whether the read came back.
 #[derive(Clone, Default)]
 struct ReadsAtClose {
     hub: Arc<OnceLock<subagents::actors::hub::HubHandle>>,
-    answered: Arc<Mutex<Vec<bool>>>,
+    answered: Arc<Mutex<Vec<(String, bool)>>>,
 }
+
+/// A run span's `gen_ai.agent.id`.
+struct RunOf(String);
 
 impl<S> Layer<S> for ReadsAtClose
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a>,
 {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        if let (Some(agent), Some(span)) = (fields.remove("gen_ai.agent.id"), ctx.span(id)) {
+            span.extensions_mut().insert(RunOf(agent));
+        }
+    }
+
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let named = ctx.span(&id).is_some_and(|s| s.name() == "invoke_agent");
-        let Some(hub) = self.hub.get().filter(|_| named).cloned() else {
+        let Some(span) = ctx.span(&id).filter(|s| s.name() == "invoke_agent") else {
+            return;
+        };
+        let run = span.extensions().get::<RunOf>().map(|r| r.0.clone());
+        let Some(hub) = self.hub.get().cloned() else {
             return;
         };
         let (tx, rx) = std::sync::mpsc::channel();
@@ -188,7 +202,20 @@ where
         });
         // A minute bounds a read that waits on a lock this close holds.
         let came_back = rx.recv_timeout(std::time::Duration::from_secs(60)).is_ok();
-        self.answered.lock().unwrap().push(came_back);
+        let run = run.unwrap_or_default();
+        self.answered.lock().unwrap().push((run, came_back));
+    }
+}
+
+impl ReadsAtClose {
+    /// `agent_1`'s run span closed, and every close found the book free.
+    fn assert_free(&self) {
+        let answered = self.answered.lock().unwrap().clone();
+        assert!(
+            answered.iter().any(|(run, _)| run == "agent_1"),
+            "{answered:?}"
+        );
+        assert!(answered.iter().all(|(_, free)| *free), "{answered:?}");
     }
 }
 
@@ -227,9 +254,7 @@ async fn a_claimed_childs_run_span_closes_outside_the_books_lock() {
     .await;
     thread.send_user("read it").unwrap();
     until_result(&mut events, &mut log).await;
-    let answered = layer.answered.lock().unwrap().clone();
-    assert!(!answered.is_empty(), "no run span closed");
-    assert!(answered.iter().all(|a| *a), "{answered:?}");
+    layer.assert_free();
     thread.close_and_wait().await;
 }
 
@@ -252,8 +277,73 @@ async fn a_stopped_childs_run_span_closes_outside_the_books_lock() {
     until_result(&mut events, &mut log).await;
     let agent_1 = AgentId::new("agent_1");
     thread.stop_child(&agent_1).await.unwrap();
-    let answered = layer.answered.lock().unwrap().clone();
-    assert!(!answered.is_empty(), "no run span closed");
-    assert!(answered.iter().all(|a| *a), "{answered:?}");
+    layer.assert_free();
+    thread.close_and_wait().await;
+}
+
+/// The same at a close: a finished child's span kept for a wake the
+/// user's typing held closed as the thread let go of every kept span,
+/// inside the book's map's guards.
+#[tokio::test(start_paused = true)]
+async fn a_kept_run_span_let_go_at_a_close_closes_outside_the_books_lock() {
+    let layer = ReadsAtClose::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.clone()));
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker", worker(1));
+    let (thread, mut events) = thread(model).await;
+    layer.hub.set(thread.hub().clone()).unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.typing(true).unwrap();
+    let agent_1 = AgentId::new("agent_1");
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::ChildStatus(id, s) if *id == agent_1 && s.is_terminal()),
+    )
+    .await;
+    thread.close_and_wait().await;
+    layer.assert_free();
+}
+
+/// The same for a resumed child: a message to a finished child whose
+/// wake waited let go of its kept run span (the new run wakes the parent)
+/// inside the book's entry guard.
+#[tokio::test(start_paused = true)]
+async fn a_resumed_childs_run_span_closes_outside_the_books_lock() {
+    let layer = ReadsAtClose::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.clone()));
+    let mut script = worker(1);
+    script.push(Reply::answer("again"));
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+        Reply::new().use_agent(&UseAgentCall::send("agent_1", "once more")),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", script);
+    let (thread, mut events) = thread(model).await;
+    layer.hub.set(thread.hub().clone()).unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.typing(true).unwrap();
+    let agent_1 = AgentId::new("agent_1");
+    until(
+        &mut events,
+        &mut log,
+        |e| matches!(e, AgentEvent::ChildStatus(id, s) if *id == agent_1 && s.is_terminal()),
+    )
+    .await;
+    thread.send_user("tell it more").unwrap();
+    until_result(&mut events, &mut log).await;
+    layer.assert_free();
     thread.close_and_wait().await;
 }

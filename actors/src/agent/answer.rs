@@ -156,17 +156,7 @@ pub(crate) fn stopped_result(progress: &Progress) -> String {
 
 /// `n` in decimal.
 fn push_count(text: &mut String, n: u32) {
-    let mut digits = [0u8; 10];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
+    let (digits, at) = crate::hub::decimal(u64::from(n));
     text.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 

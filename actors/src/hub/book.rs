@@ -411,11 +411,15 @@ impl Book {
         self.entries.get_mut(id)?.run_span.take()
     }
 
-    /// Lets go of every kept run span: no wake will link to them.
+    /// Lets go of every kept run span: no wake will link to them. Each
+    /// closes (every tracing layer runs) after the map's guards.
     pub(crate) fn drop_run_spans(&self) {
-        for mut entry in self.entries.iter_mut() {
-            entry.run_span = None;
-        }
+        let spans: Vec<tracing::Span> = self
+            .entries
+            .iter_mut()
+            .filter_map(|mut e| e.run_span.take())
+            .collect();
+        drop(spans);
     }
 
     /// Nobody waits inline on a finished child any more, and nobody took

@@ -96,6 +96,17 @@ fn child_id(n: u64) -> AgentId {
     // "agent_" and at most 20 digits (u64::MAX).
     let mut buf = [0u8; 26];
     buf[..PREFIX.len()].copy_from_slice(PREFIX.as_bytes());
+    let (digits, at) = decimal(n);
+    let len = PREFIX.len() + digits.len() - at;
+    buf[PREFIX.len()..len].copy_from_slice(&digits[at..]);
+    // ASCII throughout; the fallback is never taken.
+    AgentId::new(std::str::from_utf8(&buf[..len]).unwrap_or(PREFIX))
+}
+
+/// `n` in decimal, written on the stack: the digits are `buf[at..]` of
+/// the returned `(buf, at)` (ids and the answers' counts, without
+/// `format!`).
+pub(crate) fn decimal(n: u64) -> ([u8; 20], usize) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut rest = n;
@@ -107,10 +118,7 @@ fn child_id(n: u64) -> AgentId {
             break;
         }
     }
-    let len = PREFIX.len() + digits.len() - at;
-    buf[PREFIX.len()..len].copy_from_slice(&digits[at..]);
-    // ASCII throughout; the fallback is never taken.
-    AgentId::new(std::str::from_utf8(&buf[..len]).unwrap_or(PREFIX))
+    (digits, at)
 }
 
 /// The number of a child id (`agent_12` → 12): digits only, no sign, no

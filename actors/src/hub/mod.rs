@@ -88,3 +88,4 @@ pub(crate) use error::Steered;
 pub use handle::HubHandle;
 pub(crate) use handle::{Claimed, WaitOutcome};
 pub use ids::ChildIds;
+pub(crate) use ids::decimal;

@@ -351,11 +351,13 @@ impl Book {
 
     /// A message resumed it as `next`.
     pub(crate) fn set_continued(&self, id: &AgentId, next: AgentId) {
-        if let Some(mut entry) = self.entries.get_mut(id) {
+        let closes = self.entries.get_mut(id).and_then(|mut entry| {
             entry.envelope.continued_as = Some(next);
-            // The run it goes on as wakes the parent, not this one.
-            entry.run_span = None;
-        }
+            // The run it goes on as wakes the parent, not this one: its
+            // span closes after the guard (every tracing layer runs).
+            entry.run_span.take()
+        });
+        drop(closes);
     }
 }
 
