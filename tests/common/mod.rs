@@ -20,6 +20,34 @@ pub fn workers(n: usize) -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A parent's model that starts a background child on model `m`, then
+/// notes its result — registered as `m` (capacity 1) in a new registry:
+/// the model, the registry and `m`'s gate (one model, one gate).
+pub async fn a_model_registered_as_m() -> (
+    Arc<dyn Model>,
+    subagents::actors::registry::ModelRegistry,
+    subagents::actors::GateHandle,
+) {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "work")
+                .model("m")
+                .background(),
+        ),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", vec![Reply::answer("done")])
+    .shared();
+    let mut registry = subagents::actors::registry::ModelRegistry::new();
+    registry
+        .register("local", "m", model.clone(), 1)
+        .await
+        .unwrap();
+    let gate = registry.gate("local", "m").unwrap().clone();
+    (model, registry, gate)
+}
+
 #[allow(unused_imports)] // not every test crate checks a whole log
 pub use checks::*;
 

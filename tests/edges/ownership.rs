@@ -262,23 +262,7 @@ async fn a_killed_thread_let_go_holds_nothing_and_its_stream_ends() {
 /// leaves it running when its thread closes: it is the registry's).
 #[tokio::test(start_paused = true)]
 async fn a_parent_on_a_registered_model_shares_its_gate() {
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Worker\nYou work.", "work")
-                .model("m")
-                .background(),
-        ),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("Worker", vec![Reply::answer("done")])
-    .shared();
-    let mut registry = subagents::actors::registry::ModelRegistry::new();
-    registry
-        .register("local", "m", model.clone(), 1)
-        .await
-        .unwrap();
-    let gate = registry.gate("local", "m").unwrap().clone();
+    let (model, registry, gate) = a_model_registered_as_m().await;
     let builder = DelegationBuilder::new(model).models(registry);
     let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
     assert_eq!(thread.gate().actor().get_id(), gate.actor().get_id());

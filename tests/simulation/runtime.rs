@@ -8,6 +8,8 @@ use std::time::Duration;
 use subagents::prelude::*;
 use subagents::simulation::{HostAction, Scenario};
 
+use crate::common::a_model_registered_as_m;
+
 fn hello() -> Scenario {
     Scenario::new(vec![Reply::answer("hi")])
         .at(Duration::ZERO, HostAction::User("hi".into()))
@@ -116,23 +118,7 @@ fn a_tool_doing_io_runs_the_same_under_run_and_run_async() {
 /// spawn` it takes the registry's gate). Unwrapped without a jitter.
 #[tokio::test(start_paused = true)]
 async fn a_scenarios_parent_on_a_registered_model_shares_its_gate() {
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(
-            &UseAgentCall::run("Worker\nYou work.", "work")
-                .model("m")
-                .background(),
-        ),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("Worker", vec![Reply::answer("done")])
-    .shared();
-    let mut registry = subagents::actors::registry::ModelRegistry::new();
-    registry
-        .register("local", "m", model.clone(), 1)
-        .await
-        .unwrap();
-    let gate = registry.gate("local", "m").unwrap().clone();
+    let (model, registry, gate) = a_model_registered_as_m().await;
     let report = Scenario::new(vec![])
         .with_model(move || model.clone())
         .configure(move |builder| builder.models(registry.clone()))

@@ -219,6 +219,40 @@ impl ReadsAtClose {
     }
 }
 
+impl ReadsAtClose {
+    /// `model`'s thread under this layer (while the guard lives), its
+    /// user's first turn sent and answered.
+    async fn thread_on(
+        model: ScriptedModel,
+    ) -> (
+        Self,
+        tracing::subscriber::DefaultGuard,
+        ThreadHandle,
+        EventStream,
+    ) {
+        let layer = ReadsAtClose::default();
+        let guard =
+            tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.clone()));
+        let (thread, mut events) = thread(model).await;
+        layer.hub.set(thread.hub().clone()).unwrap();
+        thread.send_user("go").unwrap();
+        until_result(&mut events, &mut Vec::new()).await;
+        (layer, guard, thread, events)
+    }
+}
+
+/// `agent_1` ended, its wake held (the user typing): its run span kept.
+async fn until_agent_1_ended_unwoken(thread: &ThreadHandle, events: &mut EventStream) {
+    thread.typing(true).unwrap();
+    let agent_1 = AgentId::new("agent_1");
+    until(
+        events,
+        &mut Vec::new(),
+        |e| matches!(e, AgentEvent::ChildStatus(id, s) if *id == agent_1 && s.is_terminal()),
+    )
+    .await;
+}
+
 /// Held under a lock (review: streams that never yield): a parent taking
 /// a finished background child's result dropped the child's run span —
 /// the book's last hold on it — with the book's entry locked (and the
@@ -228,9 +262,6 @@ impl ReadsAtClose {
 /// behind it. The span goes after the locks.
 #[tokio::test(start_paused = true)]
 async fn a_claimed_childs_run_span_closes_outside_the_books_lock() {
-    let layer = ReadsAtClose::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.clone()));
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Worker", 1, false)),
         Reply::answer("Started."),
@@ -238,22 +269,11 @@ async fn a_claimed_childs_run_span_closes_outside_the_books_lock() {
         Reply::answer("Read."),
     ])
     .with_script("Worker", worker(1));
-    let (thread, mut events) = thread(model).await;
-    layer.hub.set(thread.hub().clone()).unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
+    let (layer, _guard, thread, mut events) = ReadsAtClose::thread_on(model).await;
     // Its wake held: the parent's next turn takes the result.
-    thread.typing(true).unwrap();
-    let agent_1 = AgentId::new("agent_1");
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::ChildStatus(id, s) if *id == agent_1 && s.is_terminal()),
-    )
-    .await;
+    until_agent_1_ended_unwoken(&thread, &mut events).await;
     thread.send_user("read it").unwrap();
-    until_result(&mut events, &mut log).await;
+    until_result(&mut events, &mut Vec::new()).await;
     layer.assert_free();
     thread.close_and_wait().await;
 }
@@ -262,21 +282,13 @@ async fn a_claimed_childs_run_span_closes_outside_the_books_lock() {
 /// wake, closed with the book's entry locked.
 #[tokio::test(start_paused = true)]
 async fn a_stopped_childs_run_span_closes_outside_the_books_lock() {
-    let layer = ReadsAtClose::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.clone()));
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Worker", 100, false)),
         Reply::answer("Started."),
     ])
     .with_script("Worker", worker(100));
-    let (thread, mut events) = thread(model).await;
-    layer.hub.set(thread.hub().clone()).unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    let agent_1 = AgentId::new("agent_1");
-    thread.stop_child(&agent_1).await.unwrap();
+    let (layer, _guard, thread, _events) = ReadsAtClose::thread_on(model).await;
+    thread.stop_child(&AgentId::new("agent_1")).await.unwrap();
     layer.assert_free();
     thread.close_and_wait().await;
 }
@@ -286,27 +298,13 @@ async fn a_stopped_childs_run_span_closes_outside_the_books_lock() {
 /// inside the book's map's guards.
 #[tokio::test(start_paused = true)]
 async fn a_kept_run_span_let_go_at_a_close_closes_outside_the_books_lock() {
-    let layer = ReadsAtClose::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.clone()));
     let model = ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Worker", 1, false)),
         Reply::answer("Started."),
     ])
     .with_script("Worker", worker(1));
-    let (thread, mut events) = thread(model).await;
-    layer.hub.set(thread.hub().clone()).unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.typing(true).unwrap();
-    let agent_1 = AgentId::new("agent_1");
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::ChildStatus(id, s) if *id == agent_1 && s.is_terminal()),
-    )
-    .await;
+    let (layer, _guard, thread, mut events) = ReadsAtClose::thread_on(model).await;
+    until_agent_1_ended_unwoken(&thread, &mut events).await;
     thread.close_and_wait().await;
     layer.assert_free();
 }
@@ -316,9 +314,6 @@ async fn a_kept_run_span_let_go_at_a_close_closes_outside_the_books_lock() {
 /// inside the book's entry guard.
 #[tokio::test(start_paused = true)]
 async fn a_resumed_childs_run_span_closes_outside_the_books_lock() {
-    let layer = ReadsAtClose::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.clone()));
     let mut script = worker(1);
     script.push(Reply::answer("again"));
     let model = ScriptedModel::new(vec![
@@ -329,21 +324,10 @@ async fn a_resumed_childs_run_span_closes_outside_the_books_lock() {
         Reply::answer("Noted."),
     ])
     .with_script("Worker", script);
-    let (thread, mut events) = thread(model).await;
-    layer.hub.set(thread.hub().clone()).unwrap();
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.typing(true).unwrap();
-    let agent_1 = AgentId::new("agent_1");
-    until(
-        &mut events,
-        &mut log,
-        |e| matches!(e, AgentEvent::ChildStatus(id, s) if *id == agent_1 && s.is_terminal()),
-    )
-    .await;
+    let (layer, _guard, thread, mut events) = ReadsAtClose::thread_on(model).await;
+    until_agent_1_ended_unwoken(&thread, &mut events).await;
     thread.send_user("tell it more").unwrap();
-    until_result(&mut events, &mut log).await;
+    until_result(&mut events, &mut Vec::new()).await;
     layer.assert_free();
     thread.close_and_wait().await;
 }
