@@ -331,3 +331,49 @@ async fn a_resumed_childs_run_span_closes_outside_the_books_lock() {
     layer.assert_free();
     thread.close_and_wait().await;
 }
+
+/// Replay (review: orders that reach a host): kept run spans let go at a
+/// shutdown closed in the book's map order — what every layer and
+/// exporter saw. They close in child-number order (`agent_2` before
+/// `agent_10`).
+#[tokio::test(start_paused = true)]
+async fn kept_run_spans_let_go_close_in_child_number_order() {
+    let layer = ReadsAtClose::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.clone()));
+    let mut fan_out = Reply::new();
+    for n in 1..=11 {
+        fan_out = fan_out.use_agent(&work_call(&format!("Worker {n}"), 1, false));
+    }
+    let mut model = ScriptedModel::new(vec![fan_out, Reply::answer("Started.")]);
+    for n in 1..=11 {
+        model = model.with_script(format!("Worker {n}\n"), worker(1));
+    }
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .spawn()
+        .await
+        .unwrap();
+    layer.hub.set(parent.hub.clone()).unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let ended = std::cell::Cell::new(0);
+    until(&mut events, &mut log, |e| {
+        let end = matches!(e, AgentEvent::ChildStatus(_, s) if s.is_terminal());
+        ended.set(ended.get() + usize::from(end));
+        ended.get() == 11
+    })
+    .await;
+    parent.shutdown_and_wait().await;
+    let runs: Vec<String> = layer
+        .answered
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(run, _)| run.clone())
+        .filter(|run| run.starts_with("agent_"))
+        .collect();
+    let expected: Vec<String> = (1..=11).map(|n| format!("agent_{n}")).collect();
+    assert_eq!(runs, expected);
+}

@@ -405,23 +405,6 @@ impl Book {
         Some(entry.envelope.clone())
     }
 
-    /// A finished child's last run span, taken (for the wake that links
-    /// to it; after that it closes).
-    pub(crate) fn take_run_span(&self, id: &AgentId) -> Option<tracing::Span> {
-        self.entries.get_mut(id)?.run_span.take()
-    }
-
-    /// Lets go of every kept run span: no wake will link to them. Each
-    /// closes (every tracing layer runs) after the map's guards.
-    pub(crate) fn drop_run_spans(&self) {
-        let spans: Vec<tracing::Span> = self
-            .entries
-            .iter_mut()
-            .filter_map(|mut e| e.run_span.take())
-            .collect();
-        drop(spans);
-    }
-
     /// Nobody waits inline on a finished child any more, and nobody took
     /// its result: it becomes a background result (it wakes the parent).
     /// Returns the envelope when that changed it.
@@ -495,6 +478,7 @@ mod approvals;
 mod background;
 mod counters;
 mod death;
+mod spans;
 mod starting;
 mod tap;
 #[cfg(test)]

@@ -9,6 +9,7 @@ use subagents_messages::{AgentId, ThreadId};
 
 use crate::store::EnvelopeStore;
 use crate::store::files::{is_expired, sync_dir_best_effort};
+use crate::store::listing::child_order;
 use crate::store::report::{PruneReport, StoreError};
 
 impl EnvelopeStore {
@@ -65,6 +66,11 @@ impl EnvelopeStore {
         }
         self.prune_other_versions(now, &mut report);
         report.runs_removed = self.prune_orphan_runs(now);
+        // In child-number order, another version's removals among them
+        // (listed in the directory's order): the hub's and the listing's.
+        let by_child = |a: &AgentId, b: &AgentId| child_order(a).cmp(&child_order(b));
+        report.removed.sort_by(by_child);
+        report.runs_removed.sort_by(by_child);
         if !report.removed.is_empty() {
             // Gone from the restart list too: listed, it named a child the
             // store no longer has, and the first thread shown (any
@@ -257,6 +263,23 @@ mod tests {
         assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
         store.give_back_interrupted(vec![AgentId::new("agent_1")]);
         assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+    }
+
+    /// Replay (review: orders that reach a host): the removed ids came in
+    /// the ids' text order (`agent_10` before `agent_2`), another
+    /// version's after them in the directory's order — every other list
+    /// the store gives is in child-number order.
+    #[test]
+    fn a_prunes_removals_are_in_child_number_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        for id in ["agent_10", "agent_2"] {
+            store.save(&done(id)).unwrap();
+        }
+        clock.set(T0 + 2 * DAY);
+        let ids = |names: &[&str]| names.iter().map(|n| AgentId::new(*n)).collect::<Vec<_>>();
+        assert_eq!(store.prune().removed, ids(&["agent_2", "agent_10"]));
     }
 
     /// Shared (review: wakes at the same instant, thirty-fourth session): a

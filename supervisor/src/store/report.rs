@@ -147,13 +147,14 @@ pub struct CorruptFile {
 /// What [`EnvelopeStore::prune`](crate::store::EnvelopeStore::prune) did.
 #[derive(Debug, Default)]
 pub struct PruneReport {
-    /// The envelopes removed, sorted by id.
+    /// The envelopes removed, in child-number order (`agent_2` before
+    /// `agent_10`; ids no hub numbered after them, as text).
     pub removed: Vec<AgentId>,
     /// Expired envelopes whose file could not be removed; they are kept and
     /// retried on the next prune.
     pub failed: Vec<StoreError>,
     /// Runs (`runs/<id>.json`) whose envelope is gone, removed once the
-    /// retention passed since their file was written; sorted by id.
+    /// retention passed since their file was written; in the same order.
     pub runs_removed: Vec<AgentId>,
 }
 
