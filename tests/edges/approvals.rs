@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {
+pub(super) fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {
     ScriptedModel::new(vec![
         Reply::new().use_agent(
             &UseAgentCall::run(system_prompt, "post")
@@ -23,7 +23,7 @@ fn poster(system_prompt: &str, wait: bool) -> ScriptedModel {
 }
 
 /// How a child's approval requests were closed, in order.
-fn approval_outcomes(child: &ChildLog) -> Vec<subagents::messages::ApprovalOutcome> {
+pub(super) fn approval_outcomes(child: &ChildLog) -> Vec<subagents::messages::ApprovalOutcome> {
     child
         .events
         .iter()

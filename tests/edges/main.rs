@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod approval_race;
 mod approvals;
 mod cut_calls;
 mod forged;

@@ -297,6 +297,7 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
         ));
     };
     let id = ApprovalId::for_agent(&config.id, n);
+    let asked = id.clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
     // Registered and asked under the turn's lock: an answer (the id's form
     // is documented, so one may come at once) that reaches the agent
@@ -331,6 +332,9 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
             call.name
         ));
     }
+    if config.approvals_recheck {
+        answer_if_the_policy_now_does(ctx, asked, call);
+    }
     let decision = rx.await.unwrap_or(ApprovalDecision::Deny);
     // Answered as the turn was cut (its stop read on another worker while
     // this task ran on): the close answered the call, and its tool does
@@ -350,6 +354,30 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
         ));
     }
     Ok(decision)
+}
+
+/// A child handed to the background in the instant between its policy's
+/// look and its request (on another worker): the hub, handing it over,
+/// answered what it found asked — not this, asked after — and the policy
+/// that answers a background child's calls had said "ask". Looked at
+/// again once the request is in the book: answered as the hub answers, by
+/// a message to the agent (one the hub answered too is refused the second
+/// time, to nobody). Left, it waited for a host that chose never to be
+/// asked, the child's slot held to its wall clock.
+fn answer_if_the_policy_now_does(ctx: &TurnContext, id: ApprovalId, call: &ToolCall) {
+    let config = &ctx.config;
+    let decided = config
+        .approvals
+        .as_ref()
+        .and_then(|p| p.decide(&config.id, &call.name, &call.arguments));
+    if let Some(decision) = decided {
+        let (reply, _) = tokio::sync::oneshot::channel();
+        let _ = ctx.actor.cast(AgentMsg::ResolveApproval {
+            id,
+            decision,
+            reply: reply.into(),
+        });
+    }
 }
 
 /// When a turn that started at `started` runs out of wall clock. A limit
@@ -386,3 +414,6 @@ fn not_an_object(arguments: &str) -> Option<String> {
         "they must be a JSON object (`{{}}` for none), not {what}"
     ))
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

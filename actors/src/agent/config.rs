@@ -35,6 +35,10 @@ pub(crate) struct AgentConfig {
     /// approval at once, with no `ApprovalRequested` event (the hub's
     /// policy for background children uses it).
     pub(crate) approvals: Option<Arc<dyn ApprovalPolicy>>,
+    /// `approvals` may come to answer what it said to ask (the hub's, for
+    /// a child handed to the background): a request is looked at once
+    /// more after it is asked. Never a host's policy: it is asked once.
+    pub(crate) approvals_recheck: bool,
     /// Sent with each of its model calls.
     pub(crate) options: RequestOptions,
     /// Where it publishes its running turn (the hub reads a child's
@@ -228,6 +232,7 @@ impl AgentBuilder {
             limits: self.limits,
             depth: self.depth,
             approvals: self.approvals,
+            approvals_recheck: false,
             options: self.options,
             probe: None,
             on_killed: self.on_killed,

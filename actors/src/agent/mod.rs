@@ -29,6 +29,8 @@
 
 mod answer;
 mod call;
+#[cfg(test)]
+pub(crate) use call::tests::AsksAtFirst;
 mod config;
 mod handle;
 mod msg;

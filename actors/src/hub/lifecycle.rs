@@ -202,8 +202,7 @@ impl HubState {
         if let Some(cap) = request.max_iterations {
             limits.max_model_calls = cap;
         }
-        // Clamped to the parent's own cap (openheim documents this; we
-        // enforce it).
+        // Clamped to the parent's own cap (openheim documents it; enforced).
         limits.max_model_calls = limits
             .max_model_calls
             .min(self.config.parent_max_model_calls)
@@ -371,6 +370,7 @@ impl HubState {
             limits: child.limits_now(started.background),
             depth: child.request.requester_depth + 1,
             approvals: approvals_for(self.config.background_approvals, &self.book, id),
+            approvals_recheck: true,
             options: match &child.request.options {
                 Some(own) => self.config.child_options.overridden_by(own),
                 None => self.config.child_options.clone(),

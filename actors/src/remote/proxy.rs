@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 use ractor::{Actor, ActorCell, ActorRef, RpcReplyPort};
 use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
 use subagents_messages::{
-    AgentEvent, AgentResult, AgentSnapshot, ApprovalDecision, ApprovalId, ChatMessage, Outcome,
-    Usage,
+    AgentEvent, AgentResult, ApprovalDecision, ApprovalId, ChatMessage, Outcome, Usage,
 };
 use tokio::time::Instant;
 
@@ -399,6 +398,12 @@ impl ProxyState {
             event,
             AgentEvent::ToolResult(_) | AgentEvent::ToolStarted(_) | AgentEvent::Steered(_)
         );
+        let asked = match &event {
+            AgentEvent::ApprovalRequested(request) if self.config.approvals_recheck => {
+                Some(request.clone())
+            }
+            _ => None,
+        };
         run.closer.sink.emit(event);
         drop(mirror);
         if step {
@@ -409,6 +414,9 @@ impl ProxyState {
             && !run.verdicts.settle(&id, &outcome)
         {
             self.answered.remove(&id);
+        }
+        if let Some(request) = asked {
+            self.answer_if_the_policy_now_does(&request);
         }
     }
 
@@ -480,20 +488,7 @@ impl ProxyState {
             reply.send(result);
         }
     }
-
-    fn snapshot(&self) -> AgentSnapshot {
-        AgentSnapshot {
-            busy: self.run.is_some(),
-            queued_turns: self.waiting.len(),
-            pending_approvals: self
-                .run
-                .as_ref()
-                .map_or(0, |r| lock(&r.closer.mirror).pending_approvals()),
-            turns_finished: self.turns_finished,
-            usage: self.usage,
-            children_usage: Usage::default(),
-            model_calls: 0,
-            tool_calls: self.tool_calls,
-        }
-    }
 }
+
+#[cfg(test)]
+mod tests;

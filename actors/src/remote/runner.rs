@@ -221,6 +221,7 @@ impl NodeRunner {
             limits: spec.limits,
             depth: spec.depth,
             approvals: None,
+            approvals_recheck: false,
             options: spec.options,
             probe: Some(probe.clone()),
             on_killed: None,

@@ -31,7 +31,8 @@ impl EnvelopeStore {
             })
             .map(|e| e.key().clone())
             .collect();
-        expired.sort();
+        // In child-number order: a removal that fails is listed in it.
+        expired.sort_by(|a, b| child_order(a).cmp(&child_order(b)));
 
         let mut report = PruneReport::default();
         // A file whose number cannot be kept first is kept itself.
@@ -98,6 +99,9 @@ impl EnvelopeStore {
     /// unfinished one ages from its last write (its run's, if later).
     fn prune_other_versions(&self, now: u64, report: &mut PruneReport) {
         let mut others = (self.other_versions.lock()).unwrap_or_else(PoisonError::into_inner);
+        // Read in the directory's order (the file system's): a removal
+        // that fails is listed in child-number order.
+        others.sort_by(|a, b| child_order(a).cmp(&child_order(b)));
         let age = |path: &std::path::Path| {
             let written = fs::symlink_metadata(path).and_then(|m| m.modified()).ok()?;
             let at = written.duration_since(std::time::UNIX_EPOCH).ok()?;
@@ -186,7 +190,8 @@ impl EnvelopeStore {
             .filter(|e| e.value().thread.as_ref() == Some(thread) && !e.value().forgotten)
             .map(|e| e.key().clone())
             .collect();
-        own.sort();
+        // In child-number order: a write that fails is listed in it.
+        own.sort_by(|a, b| child_order(a).cmp(&child_order(b)));
         let failed = own
             .iter()
             .filter_map(|id| {
@@ -280,6 +285,61 @@ mod tests {
         clock.set(T0 + 2 * DAY);
         let ids = |names: &[&str]| names.iter().map(|n| AgentId::new(*n)).collect::<Vec<_>>();
         assert_eq!(store.prune().removed, ids(&["agent_2", "agent_10"]));
+    }
+
+    /// Replay (review: orders that reach a host, thirty-seventh session):
+    /// removals that failed were listed in the ids' text order (`agent_10`
+    /// before `agent_2`), another version's in the directory's.
+    #[test]
+    fn a_prunes_failed_removals_are_in_child_number_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        for id in ["agent_10", "agent_2"] {
+            store.save(&done(id)).unwrap();
+            // A directory in its file's place: its removal fails (as root too).
+            let path = store.path_of(&AgentId::new(id));
+            std::fs::remove_file(&path).unwrap();
+            std::fs::create_dir_all(path.join("held")).unwrap();
+        }
+        clock.set(T0 + 2 * DAY);
+        let failed: Vec<String> = (store.prune().failed.iter())
+            .map(|e| match e {
+                StoreError::Remove { path, .. } => path.file_name().unwrap().display().to_string(),
+                other => panic!("{other}"),
+            })
+            .collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert!(
+            failed[0].starts_with("agent_2") && failed[1].starts_with("agent_10"),
+            "{failed:?}"
+        );
+    }
+
+    /// The same for a forget's failed writes (listed in the ids' text
+    /// order).
+    #[test]
+    fn a_forgets_failed_writes_are_in_child_number_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock).unwrap();
+        let thread = ThreadId::new("t");
+        for id in ["agent_10", "agent_2"] {
+            let mut envelope = done(id);
+            envelope.thread = Some(thread.clone());
+            store.save(&envelope).unwrap();
+            let path = store.path_of(&AgentId::new(id));
+            std::fs::remove_file(&path).unwrap();
+            std::fs::create_dir_all(path.join("held")).unwrap();
+        }
+        let failed: Vec<String> = (store.forget_thread(&thread).unwrap().iter())
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert!(
+            failed[0].contains("agent_2") && failed[1].contains("agent_10"),
+            "{failed:?}"
+        );
     }
 
     /// Shared (review: wakes at the same instant, thirty-fourth session): a

@@ -3,7 +3,9 @@
 
 use ractor::RpcReplyPort;
 use subagents_messages::remote::RunRequest;
-use subagents_messages::{ApprovalDecision, ApprovalId, ApprovalRefusal, Outcome};
+use subagents_messages::{
+    AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, ApprovalRequest, Outcome, Usage,
+};
 
 use crate::hub::{Refused, Steered};
 use crate::remote::proxy::{ProxyState, lock};
@@ -37,6 +39,22 @@ impl ProxyState {
             crate::defaults::REMOTE_STOP_GRACE.as_secs()
         );
         self.close(&text, Outcome::Stopped);
+    }
+
+    /// A child handed to the background in the instant between its
+    /// policy's look at a request (above) and the request reaching the
+    /// book (as it was passed on): answered now as the hub answers, which
+    /// looked before it was there (see `crate::agent::call`).
+    pub(super) fn answer_if_the_policy_now_does(&mut self, request: &ApprovalRequest) {
+        let decided = self
+            .config
+            .approvals
+            .as_ref()
+            .and_then(|p| p.decide(&self.config.id, &request.tool_name, &request.arguments));
+        if let Some(decision) = decided {
+            let (reply, _) = tokio::sync::oneshot::channel();
+            self.resolve_approval(request.id.clone(), decision, reply.into());
+        }
     }
 
     /// Sends the host's answer on; `reply` is told once the node says
@@ -90,6 +108,22 @@ impl ProxyState {
                 self.lost(&why);
                 let _ = reply.send(Err(ApprovalRefusal::Ended(id)));
             }
+        }
+    }
+
+    pub(super) fn snapshot(&self) -> AgentSnapshot {
+        AgentSnapshot {
+            busy: self.run.is_some(),
+            queued_turns: self.waiting.len(),
+            pending_approvals: self
+                .run
+                .as_ref()
+                .map_or(0, |r| lock(&r.closer.mirror).pending_approvals()),
+            turns_finished: self.turns_finished,
+            usage: self.usage,
+            children_usage: Usage::default(),
+            model_calls: 0,
+            tool_calls: self.tool_calls,
         }
     }
 

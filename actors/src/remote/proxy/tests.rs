@@ -1,0 +1,104 @@
+//! The proxy's own steps, against a link the test drives.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+
+use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
+use subagents_messages::{
+    AgentEvent, ApprovalDecision, ApprovalId, ApprovalRequest, ToolStarted, ToolUseId,
+};
+
+use crate::agent::{AgentBuilder, AsksAtFirst};
+use crate::remote::link::{NodeLink, RunReports};
+use crate::remote::proxy::{Remote, spawn_remote};
+use crate::scripted::ScriptedModel;
+use crate::sink::EventSink;
+
+/// A node that runs nothing: the test reports for it.
+#[derive(Default)]
+struct Driven {
+    started: Mutex<Option<(u64, RunReports)>>,
+    requests: Mutex<Vec<RunRequest>>,
+}
+
+impl NodeLink for Driven {
+    fn node(&self) -> &str {
+        "b"
+    }
+    fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
+        *self.started.lock().unwrap() = Some((spec.key, reports));
+        Ok(())
+    }
+    fn request(&self, _: u64, request: RunRequest) -> Result<(), String> {
+        self.requests.lock().unwrap().push(request);
+        Ok(())
+    }
+}
+
+/// [`crate::agent::call`]'s window on a remote child: the proxy's policy
+/// looked at the node's request ("ask"), and the child was handed to the
+/// background before the request reached the book — the hub found it
+/// not asked. Looked at again as it is passed on, it is answered on the
+/// node by the policy.
+#[tokio::test(start_paused = true)]
+async fn a_remote_request_its_policy_came_to_answer_as_it_was_passed_on_is_answered() {
+    let node = Arc::new(Driven::default());
+    let policy = Arc::new(AsksAtFirst(AtomicUsize::new(0)));
+    let mut config = AgentBuilder::new(Arc::new(ScriptedModel::new(Vec::new())))
+        .id("agent_1")
+        .approvals(policy)
+        .config()
+        .await
+        .unwrap();
+    config.approvals_recheck = true;
+    let remote = Remote {
+        node: node.clone(),
+        keep_if_orphaned: false,
+        delegation: Vec::new(),
+        approvals_after: 0,
+    };
+    let (events, _stream) = EventSink::channel();
+    let agent = spawn_remote(remote, Arc::new(config), events, Vec::new(), None)
+        .await
+        .unwrap();
+    let _turn = agent.queue_turn("go").unwrap();
+    let (key, reports) = loop {
+        if let Some(started) = node.started.lock().unwrap().take() {
+            break started;
+        }
+        tokio::task::yield_now().await;
+    };
+    let call = ToolUseId::new("call_1");
+    let id = ApprovalId::new("agent_1-approval-1");
+    let bodies = [
+        AgentEvent::ToolStarted(ToolStarted {
+            tool_use_id: call.clone(),
+            name: "guarded".into(),
+            arguments: "{}".into(),
+        }),
+        AgentEvent::ApprovalRequested(Box::new(ApprovalRequest {
+            id: id.clone(),
+            tool_use_id: call,
+            tool_name: "guarded".into(),
+            arguments: "{}".into(),
+        })),
+    ];
+    for (seq, event) in bodies.into_iter().enumerate() {
+        reports.report(RunReport {
+            key,
+            seq: seq as u64,
+            body: ReportBody::Event(event),
+        });
+    }
+    // Read once the proxy has handled both (a snapshot behind them).
+    let _ = agent.snapshot().await;
+    let answered: Vec<_> = (node.requests.lock().unwrap().iter())
+        .filter_map(|r| match r {
+            RunRequest::Approve { id, decision } => Some((id.clone(), *decision)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered, vec![(id, ApprovalDecision::Deny)]);
+}
