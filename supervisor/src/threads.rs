@@ -208,8 +208,9 @@ impl Threads {
     /// process woke a parent for a conversation the user had deleted) —
     /// and marked forgotten ([`subagents_messages::Envelope::forgotten`]): a thread opened
     /// again under the id, now or after a restart, reaches none of them. A
-    /// thread that closed by itself is deleted too (it has nothing left to
-    /// stop; its children stay its id's). Given up half-way — or never polled — the thread still
+    /// thread that closed before it is deleted too: its children are
+    /// forgotten in its store here ([`ThreadError::NotForgotten`] if
+    /// nobody holds that store open any more). Given up half-way — or never polled — the thread still
     /// closes: it leaves the registry and its switch is sent when this is
     /// called; what its close could not write is then said nowhere here —
     /// [`crate::store::EnvelopeStore::retry_unsaved`] still holds and
@@ -245,15 +246,19 @@ impl Threads {
             // child `running` on disk).
             let known = handle.failed_writes_mark();
             let switched = handle.switch_away_forgetting();
-            handle.deleted();
+            let close_forgets = handle.deleted();
             handle.close();
-            (switched, CloseOnDrop(Some(handle)), known)
+            (switched, CloseOnDrop(Some(handle)), known, close_forgets)
         });
+        let id = id.clone();
         async move {
-            let (switched, mut closing, known) = started.ok_or(unknown)?;
+            let (switched, mut closing, known, close_forgets) = started.ok_or(unknown)?;
             done_or_closed(switched.await)?;
             if let Some(handle) = closing.0.take() {
                 handle.closed().await;
+                if !close_forgets {
+                    handle.forget_after_close(id).await?;
+                }
                 // Said, not dropped with the handle `delete` took: a host
                 // deleting on a full disk left its children `running` on
                 // disk and heard `Ok`.

@@ -625,3 +625,49 @@ async fn a_grandchild_of_a_child_stopped_as_its_parent_is_cut_is_not_approved_by
         }
     }
 }
+
+/// Same instant, at depth 2 (review: check-then-act windows, thirty-seventh
+/// session): the host stops `Middle` through the hub in the tick
+/// `Middle`'s inline wait on `Poster` runs out, `Poster` waiting on an
+/// approval, under `BackgroundApprovals::Approve`. The hub read the stop
+/// first (`Middle` going), then `Middle`'s detach of `Poster`: the detach
+/// asked whether `Poster` itself was going — not its requester — and the
+/// policy approved a call on its way to a stop, which the book's own rule
+/// (a child under a requester being stopped goes with it) refuses. (The
+/// order is the paused runtime's: the stop, one hop from the test's task
+/// woken at the wait's end, is read first. Through the thread — two hops
+/// — the detach is read first, and the policy's approval is its to give.)
+#[tokio::test(start_paused = true)]
+async fn a_grandchild_detached_as_its_requester_is_stopped_is_not_approved_by_the_policy() {
+    use subagents::actors::hub::BackgroundApprovals;
+    use subagents::messages::ApprovalOutcome;
+    let builder = parent(middle_and_poster())
+        .max_depth(2)
+        .inline_wait(Duration::from_secs(10))
+        .background_approvals(BackgroundApprovals::Approve);
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, a_grandchild_asks).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let middle = AgentId::new("agent_1");
+    let _ = thread.hub().stop(&middle).await;
+    run_for(&mut events, &mut log, 30).await;
+    let (_, by_id) = check_log(&log, true);
+    let outcomes: Vec<ApprovalOutcome> = by_id[&middle]
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AgentEvent::Child(id, inner) if id.as_str() == "agent_2" => match &**inner {
+                AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(&outcomes[..], [ApprovalOutcome::Cancelled(_)]),
+        "{outcomes:?} {log:#?}"
+    );
+    thread.close_and_wait().await;
+}

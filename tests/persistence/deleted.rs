@@ -3,7 +3,7 @@
 //! next.
 
 use subagents::messages::ThreadId;
-use subagents::supervisor::Threads;
+use subagents::supervisor::{ThreadError, Threads};
 
 use super::*;
 
@@ -267,6 +267,51 @@ async fn a_delete_while_the_close_is_in_flight_forgets_the_children() {
     let (read, envelope) = a_new_tab_reads_agent_1(&mut threads, &store).await;
     assert!(!read.contains("alpha's private answer"), "{read}");
     assert_eq!(envelope, None);
+}
+
+/// Late (review: a host's calls made late, thirty-seventh session): a tab
+/// closed (`close_and_wait`), then its conversation deleted —
+/// `ThreadHandle::close`'s own advice — answered `Ok` and forgot
+/// nothing: the mark was read by a close that had already run. A delete
+/// the close did not read forgets the children in the store itself (so
+/// does one landing after the close's one look, on another worker: the
+/// mark and the look are one step, `thread::shared`'s test).
+#[tokio::test]
+async fn a_delete_after_the_close_has_finished_forgets_the_children() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(&tmp.path().join("envelopes"));
+    let mut threads = Threads::new();
+    a_tab_with_a_finished_child(&mut threads, &store).await;
+    let a = ThreadId::new("a");
+    threads.get(&a).unwrap().close_and_wait().await;
+    threads.delete(&a).await.unwrap();
+    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+    assert!(agent_1.forgotten, "{agent_1:?}");
+    let (read, envelope) = a_new_tab_reads_agent_1(&mut threads, &store).await;
+    assert!(!read.contains("alpha's private answer"), "{read}");
+    assert_eq!(envelope, None);
+}
+
+/// The same with the store let go by everyone (a closed thread's handle
+/// keeps none open): nothing can be forgotten from here, and the delete
+/// says so instead of `Ok`; the store opened again forgets them.
+#[tokio::test]
+async fn a_delete_after_the_close_with_its_store_let_go_says_nothing_was_forgotten() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    let store = open(&dir);
+    let mut threads = Threads::new();
+    a_tab_with_a_finished_child(&mut threads, &store).await;
+    let a = ThreadId::new("a");
+    threads.get(&a).unwrap().close_and_wait().await;
+    drop(store);
+    assert_eq!(
+        threads.delete(&a).await,
+        Err(ThreadError::NotForgotten(a.clone()))
+    );
+    let store = open(&dir);
+    assert!(store.forget_thread(&a).unwrap().is_empty());
+    assert!(store.get(&AgentId::new("agent_1")).unwrap().forgotten);
 }
 
 /// The same, later (review of that fix): a delete that lands while the

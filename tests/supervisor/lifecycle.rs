@@ -438,25 +438,34 @@ async fn a_call_on_a_closed_thread_is_a_clear_error() {
 /// thread closed in the same tick. The close was ractor's stop, which is
 /// read before the messages waiting in the mailbox and drops them: the
 /// turn vanished — no `UserMessage`, no `Result`. The close now queues
-/// behind what was sent before it: the turn is taken and answered.
+/// behind what was sent before it: the turn is taken and answered. Also
+/// on a thread drained through its cell (`actor().drain()`; review: a
+/// host's calls, thirty-seventh session): the drain refuses the close's
+/// message, and the close fell back to ractor's stop — which dropped the
+/// turn the drain would have answered.
 #[tokio::test(start_paused = true)]
 async fn a_turn_sent_just_before_a_close_is_answered_on_the_stream() {
-    let (thread, mut events) = thread(background_workers(&[])).await;
-    thread.send_user("hi").unwrap();
-    thread.close();
-    thread.actor().wait(None).await.ok();
-    let mut log = Vec::new();
-    while let Some(event) = events.recv().await {
-        log.push(event);
+    for drained in [false, true] {
+        let (thread, mut events) = thread(background_workers(&[])).await;
+        thread.send_user("hi").unwrap();
+        if drained {
+            thread.actor().drain().unwrap();
+        }
+        thread.close();
+        thread.actor().wait(None).await.ok();
+        let mut log = Vec::new();
+        while let Some(event) = events.recv().await {
+            log.push(event);
+        }
+        let said = log
+            .iter()
+            .position(|e| matches!(e, AgentEvent::UserMessage(text) if text == "hi"));
+        let answered = log.iter().rposition(|e| matches!(e, AgentEvent::Result(_)));
+        assert!(
+            matches!((said, answered), (Some(s), Some(a)) if s < a),
+            "drained {drained}: {log:#?}"
+        );
     }
-    let said = log
-        .iter()
-        .position(|e| matches!(e, AgentEvent::UserMessage(text) if text == "hi"));
-    let answered = log.iter().rposition(|e| matches!(e, AgentEvent::Result(_)));
-    assert!(
-        matches!((said, answered), (Some(s), Some(a)) if s < a),
-        "{log:#?}"
-    );
 }
 
 /// A host that polls its stream once a frame (`try_recv`) read `None`

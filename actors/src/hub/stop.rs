@@ -119,8 +119,11 @@ impl HubState {
         // One being stopped (by name, in the tick its parent was cut) or
         // whose turn is over goes with the children it waits on: none of
         // their requests is the policy's to answer — it approved a call
-        // nobody had, just before the stop reached its caller.
-        if self.going(id) {
+        // nobody had, just before the stop reached its caller. Nor one
+        // whose requester, up the chain, is going (the book's rule): a
+        // grandchild its requester's inline wait let go in the tick the
+        // requester's stop was read was approved on its way to a stop.
+        if self.going_up(id) {
             return DetachOutcome::Detached;
         }
         self.answer_pending_approval(id);
@@ -145,6 +148,20 @@ impl HubState {
     /// Told to stop, or its turn over: it ends with the children it waits on.
     fn going(&self, id: &AgentId) -> bool {
         self.book.is_going(id) || self.turn_over(id)
+    }
+
+    /// `id`, or a requester of it up the chain, is going.
+    fn going_up(&self, id: &AgentId) -> bool {
+        let mut at = id.clone();
+        loop {
+            if self.going(&at) {
+                return true;
+            }
+            match self.book.requester_of(&at) {
+                Some(requester) if self.book.contains(&requester) => at = requester,
+                _ => return false,
+            }
+        }
     }
 
     /// `id`, or a requester of it below `top`, is going.

@@ -77,4 +77,13 @@ pub enum ThreadError {
     /// the only handle a host could ask.
     #[error("the thread closed, but {} write(s) to its store failed: {}", .0.len(), .0.join("; "))]
     NotSaved(Vec<String>),
+    /// [`Threads::delete`](crate::Threads::delete) of a thread that had
+    /// closed before it, whose store nobody holds open any more: its
+    /// children were not forgotten —
+    /// [`EnvelopeStore::forget_thread`](crate::store::EnvelopeStore::forget_thread)
+    /// once the store is open again.
+    #[error(
+        "the thread `{0}` had closed and its store is no longer open: its children were not forgotten"
+    )]
+    NotForgotten(ThreadId),
 }

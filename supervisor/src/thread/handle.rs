@@ -35,6 +35,9 @@ pub struct ThreadHandle {
     /// Its store's counter of child ids (`Threads` numbers a thread
     /// opened again under an id past it).
     pub(crate) child_ids: Option<subagents_actors::hub::ChildIds>,
+    /// Its store, not held (a closed thread's handle keeps no directory
+    /// locked): a delete after its close forgets its children there.
+    store: Option<std::sync::Weak<crate::store::EnvelopeStore>>,
 }
 
 impl ThreadHandle {
@@ -67,6 +70,7 @@ impl ThreadHandle {
         let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
         let errors = PersistErrors::default();
         let child_ids = config.store.as_ref().map(|store| store.child_ids());
+        let store = config.store.as_ref().map(Arc::downgrade);
         let args = ThreadArguments {
             config,
             events,
@@ -97,6 +101,7 @@ impl ThreadHandle {
                 closing,
                 errors,
                 child_ids,
+                store,
             },
             stream,
         ))
@@ -159,9 +164,39 @@ impl ThreadHandle {
 
     /// Deleted: once closed, its children are forgotten (`Threads::delete`).
     /// Marked where the close reads it, not sent: a message behind a close
-    /// in flight was dropped (`Ok`, nothing forgotten).
-    pub(crate) fn deleted(&self) {
-        self.errors.mark_deleted();
+    /// in flight was dropped (`Ok`, nothing forgotten). `false`: the close
+    /// read it already — [`Self::forget_after_close`] is the delete's.
+    pub(crate) fn deleted(&self) -> bool {
+        self.errors.mark_deleted()
+    }
+
+    /// The children of a thread deleted after its close had looked (closed
+    /// by itself, or its close there first on another worker): forgotten
+    /// in its store now, its failed writes noted as the close's are. A
+    /// delete of a closed thread answered `Ok` and forgot nothing: a tab
+    /// opened again under the id read, claimed and resumed them.
+    pub(crate) async fn forget_after_close(
+        &self,
+        id: subagents_messages::ThreadId,
+    ) -> Result<(), ThreadError> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let Some(store) = store.upgrade() else {
+            return Err(ThreadError::NotForgotten(id));
+        };
+        let forgotten = store.off_the_runtime(move |s| s.forget_thread(&id)).await;
+        match forgotten {
+            Some(Ok(failed)) => failed.iter().for_each(|e| self.errors.push(e.to_string())),
+            Some(Err(crate::store::StoreError::ThreadOpen { thread, .. })) => {
+                return Err(ThreadError::AlreadyOpen(thread));
+            }
+            Some(Err(other)) => self.errors.push(other.to_string()),
+            None => self
+                .errors
+                .push("the forget of its children did not run".to_owned()),
+        }
+        Ok(())
     }
 
     /// Sends `message` unless the thread is closing: one sent after
@@ -394,7 +429,7 @@ impl ThreadHandle {
     /// Closes the thread: children stop, the parent stops. Not a delete:
     /// its children stay its id's on a store, and a thread opened again
     /// under the id reaches them — delete through
-    /// [`Threads::delete`](crate::Threads::delete), or
+    /// [`Threads::delete`](crate::Threads::delete) (a closed one too), or
     /// [`EnvelopeStore::forget_thread`](crate::store::EnvelopeStore::forget_thread)
     /// once it has closed. A
     /// user turn sent through this handle or a clone afterwards comes back
@@ -407,11 +442,16 @@ impl ThreadHandle {
     /// messages waiting in the mailbox and drops them.
     ///
     /// Marks the thread closing and sends the close (a stop if it cannot
-    /// be sent), in one step against a turn's check and send.
+    /// be sent), in one step against a turn's check and send. A thread
+    /// draining (ractor's `drain` through [`ThreadHandle::actor`]) refuses
+    /// the message and stops once it has read its mailbox: it is left to
+    /// it — a stop would drop the turns waiting there.
     pub fn close(&self) {
         let mut closing = self.closing();
         *closing = true;
-        if self.actor.cast(ThreadMsg::Close).is_err() {
+        if self.actor.cast(ThreadMsg::Close).is_err()
+            && self.actor.get_status() != ractor::ActorStatus::Draining
+        {
             self.actor.stop(None);
         }
     }

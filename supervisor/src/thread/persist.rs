@@ -430,7 +430,7 @@ impl ThreadState {
     /// whichever thread had it — read, claimed and resumed the deleted
     /// conversation's children. A write that fails is said.
     pub(super) async fn forget_if_deleted(&mut self) {
-        let deleted = self.persist_errors.is_deleted();
+        let deleted = self.persist_errors.read_deleted();
         let (true, Some(store), Some(id)) = (deleted, self.store.clone(), self.id.clone()) else {
             return;
         };
