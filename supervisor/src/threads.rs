@@ -94,12 +94,15 @@ impl Threads {
         // during that wait leaves it there, and the next one waits again
         // (taken out first, the next open found nothing to wait for).
         self.let_go_of_stopped();
-        let deleted: Vec<ractor::ActorCell> = (self.leaving.iter())
+        let deleted: Vec<_> = (self.leaving.iter())
             .filter(|leaving| leaving.id == id)
-            .map(|leaving| leaving.actor.clone())
+            .map(|leaving| (leaving.actor.clone(), leaving.forgetting.clone()))
             .collect();
-        for actor in deleted {
+        for (actor, forgetting) in deleted {
             actor.wait(None).await.ok();
+            if let Some(done) = forgetting {
+                drop(done.lock().await);
+            }
         }
         if let Some(closing) = self.threads.get(&id).filter(|h| h.is_closing()).cloned() {
             if self.on_screen.as_ref() == Some(&id) {
@@ -225,11 +228,25 @@ impl Threads {
             self.on_screen = None;
         }
         self.let_go_of_stopped();
+        // Marked deleted as this is called: a mark its close will not read
+        // (it looked already) is carried out here, started now — it runs
+        // whether or not this future is polled, and an open of the id
+        // waits for it, as for the close.
+        // Its own writes' failures from here on, not those said before —
+        // one that failed before and fails again at the close too
+        // (counted by length, a repeat was no new entry: `Ok`, the child
+        // `running` on disk). Taken before the forget starts: its failed
+        // writes, on another worker at once, are its own.
+        let known = removed.as_ref().map(ThreadHandle::failed_writes_mark);
+        let forgetting = removed
+            .as_ref()
+            .and_then(|handle| (!handle.deleted()).then(|| Forgetting::start(handle, id)));
         if let Some(handle) = &removed {
             self.leaving.push(Leaving {
                 id: id.clone(),
                 actor: handle.actor().clone(),
                 child_ids: handle.child_ids.clone(),
+                forgetting: forgetting.as_ref().map(|f| f.done.clone()),
             });
         }
         let unknown = ThreadError::UnknownThread(id.clone());
@@ -239,25 +256,18 @@ impl Threads {
         // Closed as the switch is sent, right behind it (the switch is
         // read first): a handle the UI kept took turns, approval answers
         // and typing — `Ok` — until the children had stopped.
-        let started = removed.map(|handle| {
-            // Its own writes' failures from here on, not those said before
-            // — one that failed before and fails again at the close too
-            // (counted by length, a repeat was no new entry: `Ok`, the
-            // child `running` on disk).
-            let known = handle.failed_writes_mark();
+        let started = removed.zip(known).map(|(handle, known)| {
             let switched = handle.switch_away_forgetting();
-            let close_forgets = handle.deleted();
             handle.close();
-            (switched, CloseOnDrop(Some(handle)), known, close_forgets)
+            (switched, CloseOnDrop(Some(handle)), known)
         });
-        let id = id.clone();
         async move {
-            let (switched, mut closing, known, close_forgets) = started.ok_or(unknown)?;
+            let (switched, mut closing, known) = started.ok_or(unknown)?;
             done_or_closed(switched.await)?;
             if let Some(handle) = closing.0.take() {
                 handle.closed().await;
-                if !close_forgets {
-                    handle.forget_after_close(id).await?;
+                if let Some(forgetting) = forgetting {
+                    forgetting.task.await?;
                 }
                 // Said, not dropped with the handle `delete` took: a host
                 // deleting on a full disk left its children `running` on
@@ -276,7 +286,8 @@ impl Threads {
     fn let_go_of_stopped(&mut self) {
         let numbering = &mut self.incarnations;
         self.leaving.retain(|leaving| {
-            let stopped = leaving.actor.get_status() == ractor::ActorStatus::Stopped;
+            let stopped = leaving.actor.get_status() == ractor::ActorStatus::Stopped
+                && (leaving.forgetting.as_ref()).is_none_or(|done| done.try_lock().is_ok());
             if stopped {
                 numbering.forget(leaving.child_ids.as_ref());
             }
@@ -387,4 +398,45 @@ struct Leaving {
     id: ThreadId,
     actor: ractor::ActorCell,
     child_ids: Option<subagents_actors::hub::ChildIds>,
+    /// Its delete's own forget ([`Forgetting::done`]), if it has one.
+    forgetting: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+}
+
+/// The forget of a deleted thread whose close had looked at the mark
+/// already (closed before the delete: `ThreadHandle::forget_after_close`).
+/// Run where the delete was called, on its runtime: done only if the
+/// delete's future was polled, it was lost to a future dropped, and an
+/// open of the id in between reached the children.
+struct Forgetting {
+    /// Held until the forget is done: an open of the id waits for it.
+    done: std::sync::Arc<tokio::sync::Mutex<()>>,
+    task: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ThreadError>> + Send>>,
+}
+
+impl Forgetting {
+    fn start(handle: &ThreadHandle, id: &ThreadId) -> Self {
+        let done = std::sync::Arc::new(tokio::sync::Mutex::new(()));
+        let held = done.clone().try_lock_owned().ok();
+        let (handle, thread) = (handle.clone(), id.clone());
+        let forget = async move {
+            handle.closed().await;
+            let forgotten = handle.forget_after_close(thread).await;
+            drop(held);
+            forgotten
+        };
+        // Outside a runtime (a host's own thread), with the delete's
+        // future: it must be polled on one anyway.
+        let task: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> =
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    let task = runtime.spawn(forget);
+                    let id = id.clone();
+                    Box::pin(
+                        async move { task.await.unwrap_or(Err(ThreadError::NotForgotten(id))) },
+                    )
+                }
+                Err(_) => Box::pin(forget),
+            };
+        Self { done, task }
+    }
 }

@@ -151,7 +151,8 @@ pub struct PruneReport {
     /// `agent_10`; ids no hub numbered after them, as text).
     pub removed: Vec<AgentId>,
     /// Expired envelopes whose file could not be removed; they are kept and
-    /// retried on the next prune.
+    /// retried on the next prune. This version's first, then another
+    /// version's ([`LoadReport::unreadable`]), each in child-number order.
     pub failed: Vec<StoreError>,
     /// Runs (`runs/<id>.json`) whose envelope is gone, removed once the
     /// retention passed since their file was written; in the same order.

@@ -441,19 +441,18 @@ impl ThreadHandle {
     /// own stop (through [`ThreadHandle::actor`]) is read before the
     /// messages waiting in the mailbox and drops them.
     ///
-    /// Marks the thread closing and sends the close (a stop if it cannot
-    /// be sent), in one step against a turn's check and send. A thread
-    /// draining (ractor's `drain` through [`ThreadHandle::actor`]) refuses
-    /// the message and stops once it has read its mailbox: it is left to
-    /// it — a stop would drop the turns waiting there.
+    /// Marks the thread closing and sends the close, in one step against a
+    /// turn's check and send. A thread that refuses it is stopping by
+    /// itself — draining (ractor's `drain` through
+    /// [`ThreadHandle::actor`]: it stops once it has read its mailbox),
+    /// stopping or stopped: it is left to it. It was stopped, which is
+    /// read before the mailbox, and dropped the turns waiting there — also
+    /// when it checked for a drain, which refuses messages before it says
+    /// it is draining.
     pub fn close(&self) {
         let mut closing = self.closing();
         *closing = true;
-        if self.actor.cast(ThreadMsg::Close).is_err()
-            && self.actor.get_status() != ractor::ActorStatus::Draining
-        {
-            self.actor.stop(None);
-        }
+        let _ = self.actor.cast(ThreadMsg::Close);
     }
 
     /// Returns once the thread has stopped (closed by whoever closed it).
