@@ -433,8 +433,9 @@ async fn attempt(
     }
     // Unavailable for now: llama-server answers 503 "Loading model" until
     // its model is loaded, a busy service 503 "overloaded" (Anthropic's:
-    // 529). Waited out as a rate limit is.
-    if matches!(status.as_u16(), 503 | 529) {
+    // 529), a gateway 502 or 504 while the service behind it is away.
+    // Waited out as a rate limit is.
+    if matches!(status.as_u16(), 502 | 503 | 504 | 529) {
         return Ok(Attempt::Unavailable {
             status: status.as_u16(),
             retry_after,

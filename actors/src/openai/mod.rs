@@ -61,7 +61,7 @@
 //!   interleave) and yielded as whole [`ModelChunk::ToolCall`]s at the
 //!   answer's end (`[DONE]`, or the stream's end after a `finish_reason`;
 //!   output after a finish reopens the answer). A call with no id gets
-//!   `call_<index>`; empty arguments become `{}`.
+//!   `call_<index>`; empty arguments, or `null` (older Ollama), become `{}`.
 //! * Usage (requested with `stream_options.include_usage`) is yielded once,
 //!   as [`ModelChunk::Usage`], at the end of the stream.
 //! * HTTP 429 is retried up to [`OpenAiBuilder::max_retries`] times,

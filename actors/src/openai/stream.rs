@@ -11,7 +11,7 @@ use serde_json::Value;
 use subagents_messages::{ModelChunk, ToolCall, ToolUseId, Usage};
 
 use super::error::truncate;
-use super::wire::{ChunkWire, UsageWire};
+use super::wire::{ChunkWire, ToolCallDeltaWire, UsageWire};
 use crate::model::ModelError;
 
 /// What to do after an event.
@@ -277,7 +277,20 @@ impl Assembler {
                 }
                 // Output after a finish (a relay's after every chunk): the
                 // answer goes on, a cut after it is no whole answer.
-                for fragment in delta.tool_calls.unwrap_or_default() {
+                let calls = match (delta.tool_calls, delta.function_call) {
+                    (Some(calls), _) if !calls.is_empty() => calls,
+                    // A server answering in the functions API's shape
+                    // (functionary's before 2024, ChatGLM3's demo): its
+                    // call was dropped and the answer read as a finished
+                    // empty one.
+                    (_, Some(function)) => vec![ToolCallDeltaWire {
+                        index: Some(0),
+                        function: Some(function),
+                        ..Default::default()
+                    }],
+                    (calls, None) => calls.unwrap_or_default(),
+                };
+                for fragment in calls {
                     self.merge(fragment);
                     self.finished = false;
                 }
@@ -389,7 +402,8 @@ impl Assembler {
                 } else {
                     call.id
                 };
-                let arguments = if call.arguments.trim().is_empty() {
+                // None written, or written `null` (older Ollama's nil map).
+                let arguments = if matches!(call.arguments.trim(), "" | "null") {
                     "{}".to_owned()
                 } else {
                     call.arguments

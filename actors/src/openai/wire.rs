@@ -317,6 +317,11 @@ pub(crate) struct DeltaWire {
     /// read as a list only, every chunk of a call was `Malformed`).
     #[serde(default, deserialize_with = "one_or_many")]
     pub(crate) tool_calls: Option<Vec<ToolCallDeltaWire>>,
+    /// The functions API's one call (before `tools`): read as call 0 when
+    /// the delta has no `tool_calls` — llama-cpp-python sends both, the
+    /// same call twice.
+    #[serde(default)]
+    pub(crate) function_call: Option<FunctionDeltaWire>,
 }
 
 fn one_or_many<'de, D: serde::Deserializer<'de>>(

@@ -9,6 +9,7 @@
 mod config;
 mod end_to_end;
 mod failures;
+mod gateways;
 mod servers;
 mod streams;
 

@@ -361,3 +361,41 @@ fn a_name_repeated_on_every_piece_parses_the_held_arguments_at_most_once() {
     let parses = super::super::fragment::PARSES.with(std::cell::Cell::get) - before;
     assert!(parses <= 1, "{parses} parses");
 }
+
+/// Foreign (older Ollama `/v1`: a call the model wrote without
+/// arguments went out as `"arguments":"null"`, its nil map marshalled):
+/// taken as written, the agent refused the call ("must be a JSON object,
+/// not null") and the model, whose output the server writes again the
+/// same way each time, could never call the tool. A `null` is no
+/// arguments, as a blank is: `{}`. Nothing else is read as none.
+#[test]
+fn null_arguments_are_no_arguments() {
+    for written in ["null", " null ", "\"null\""] {
+        let arguments = serde_json::to_string(written).unwrap();
+        let (out, _) = feed(&[&format!(
+            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":0,"id":"call_a","function":{{"name":"get_time","arguments":{arguments}}}}}]}},"finish_reason":"tool_calls"}}]}}"#
+        )]);
+        let expected = if written == "\"null\"" { written } else { "{}" };
+        assert_eq!(out, vec![call("call_a", "get_time", expected)], "{written}");
+    }
+}
+
+/// Foreign (the functions API's shape, before `tools`: functionary's
+/// server before 2024, ChatGLM3's OpenAI demo): the call came as
+/// `delta.function_call` with `finish_reason: "function_call"`. It was
+/// dropped, and the answer read as a finished empty one — the model's
+/// call lost without a word. Read as call 0; a delta that also has
+/// `tool_calls` (llama-cpp-python sends both) is read once.
+#[test]
+fn a_function_call_in_the_functions_shape_is_a_call() {
+    let (out, _) = feed(&[
+        r#"{"choices":[{"delta":{"function_call":{"name":"f","arguments":"{\"a\":"}}}]}"#,
+        r#"{"choices":[{"delta":{"function_call":{"arguments":"1}"}}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"function_call"}]}"#,
+    ]);
+    assert_eq!(out, vec![call("call_0", "f", r#"{"a":1}"#)]);
+    let (both, _) = feed(&[
+        r#"{"choices":[{"delta":{"function_call":{"name":"f","arguments":"{}"},"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,
+    ]);
+    assert_eq!(both, vec![call("c", "f", "{}")]);
+}

@@ -1,0 +1,52 @@
+//! What a gateway in front of the server answers when the server behind it
+//! is away for a moment.
+
+use super::*;
+
+/// A gateway's page for a status (Cloudflare's, an APIM's): HTML, no
+/// `Retry-After`.
+fn gateway_page(status: u16) -> Reply {
+    Reply {
+        status,
+        headers: vec![("content-type", "text/html".into())],
+        delay: Duration::ZERO,
+        body: vec![Piece::Send(format!(
+            "<html><body><h1>{status}</h1>The upstream did not answer.</body></html>"
+        ))],
+    }
+}
+
+/// Foreign (review: real servers' answers, thirty-seventh session): a
+/// gateway in front of the service (OpenRouter's, Together's, Groq's
+/// behind Cloudflare, Azure behind APIM) answers 502 or 504 for a moment
+/// while the service behind it is away, and the same request goes
+/// through a moment later — openai-python sends it again. Only 503 and
+/// 529 were, and a 502 failed the turn. Each is sent again as a 503 is
+/// (llama-server's 500, which would fail again, is still not); one that
+/// persists says its own status.
+#[tokio::test]
+async fn a_gateways_502_or_504_is_sent_again() {
+    let passes = |status: u16| async move {
+        let events = [text("ready"), finish("stop"), "[DONE]".to_owned()];
+        let server =
+            MockServer::start(vec![gateway_page(status), Reply::sse(&strs(&events))]).await;
+        let out = collect(&server.model(None), request("hi")).await;
+        assert_eq!(out, vec![Ok(ModelChunk::Text("ready".into()))], "{status}");
+        assert_eq!(server.seen().len(), 2, "{status}");
+    };
+    let persists = |status: u16| async move {
+        let server = MockServer::start(vec![gateway_page(status), gateway_page(status)]).await;
+        let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+            .max_retries(1)
+            .build()
+            .unwrap();
+        let out = collect(&model, request("hi")).await;
+        assert!(
+            matches!(&out[..], [Err(ModelError::Server { status: s, .. })] if *s == status),
+            "{out:?}"
+        );
+        assert_eq!(server.seen().len(), 2, "{status}");
+    };
+    // Each waits the backoff's first second (no `Retry-After`): at once.
+    tokio::join!(passes(502), passes(504), persists(502), persists(504));
+}
