@@ -246,10 +246,11 @@ impl Threads {
                 id: id.clone(),
                 actor: handle.actor().clone(),
                 child_ids: handle.child_ids.clone(),
-                forgetting: forgetting.as_ref().map(|f| f.done.clone()),
+                forgetting: forgetting.as_ref().and_then(|f| f.done.clone()),
             });
         }
         let unknown = ThreadError::UnknownThread(id.clone());
+        let id = id.clone();
         // Out of the registry before the first wait, and closed when this
         // ends however it ends: a delete dropped at that wait (a UI
         // cancelling it) left the thread open, registered, on screen.
@@ -266,9 +267,13 @@ impl Threads {
             done_or_closed(switched.await)?;
             if let Some(handle) = closing.0.take() {
                 handle.closed().await;
-                if let Some(forgetting) = forgetting {
-                    forgetting.task.await?;
-                }
+                let forgotten = match forgetting {
+                    Some(forgetting) => forgetting.task.await,
+                    // Killed, or its handler panicked: its close never
+                    // ran to the mark (`Ok`, nothing forgotten).
+                    None if !handle.close_looked() => handle.forget_after_close(id).await,
+                    None => Ok(()),
+                };
                 // Said, not dropped with the handle `delete` took: a host
                 // deleting on a full disk left its children `running` on
                 // disk and heard `Ok`.
@@ -276,6 +281,7 @@ impl Threads {
                 if !failed.is_empty() {
                     return Err(ThreadError::NotSaved(failed));
                 }
+                forgotten?;
             }
             Ok(())
         }
@@ -404,39 +410,46 @@ struct Leaving {
 
 /// The forget of a deleted thread whose close had looked at the mark
 /// already (closed before the delete: `ThreadHandle::forget_after_close`).
-/// Run where the delete was called, on its runtime: done only if the
-/// delete's future was polled, it was lost to a future dropped, and an
-/// open of the id in between reached the children.
+/// Spawned where the delete was called: in its future, it was lost to a
+/// future dropped, and an open of the id before it was polled reached the
+/// children. Outside a runtime (a host's own thread) it is the future's
+/// (which must be polled on one anyway), and an open does not wait for it.
 struct Forgetting {
-    /// Held until the forget is done: an open of the id waits for it.
-    done: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Held until a spawned forget is done: an open of the id waits for it.
+    done: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
     task: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ThreadError>> + Send>>,
 }
 
 impl Forgetting {
     fn start(handle: &ThreadHandle, id: &ThreadId) -> Self {
-        let done = std::sync::Arc::new(tokio::sync::Mutex::new(()));
-        let held = done.clone().try_lock_owned().ok();
         let (handle, thread) = (handle.clone(), id.clone());
         let forget = async move {
             handle.closed().await;
-            let forgotten = handle.forget_after_close(thread).await;
+            handle.forget_after_close(thread).await
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Self {
+                done: None,
+                task: Box::pin(forget),
+            };
+        };
+        let done = std::sync::Arc::new(tokio::sync::Mutex::new(()));
+        let held = done.clone().try_lock_owned().ok();
+        let thread = id.clone();
+        let task = runtime.spawn(async move {
+            let forgotten = forget.await;
+            // Said where a dropped delete cannot: a thread of the id open
+            // on the store first (another registry's) keeps them.
+            if let Err(error) = &forgotten {
+                tracing::warn!(thread = %thread, %error, "a deleted thread's children were not forgotten");
+            }
             drop(held);
             forgotten
-        };
-        // Outside a runtime (a host's own thread), with the delete's
-        // future: it must be polled on one anyway.
-        let task: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> =
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    let task = runtime.spawn(forget);
-                    let id = id.clone();
-                    Box::pin(
-                        async move { task.await.unwrap_or(Err(ThreadError::NotForgotten(id))) },
-                    )
-                }
-                Err(_) => Box::pin(forget),
-            };
-        Self { done, task }
+        });
+        let id = id.clone();
+        Self {
+            done: Some(done),
+            task: Box::pin(async move { task.await.unwrap_or(Err(ThreadError::NotForgotten(id))) }),
+        }
     }
 }

@@ -320,6 +320,61 @@ async fn a_delete_after_the_close_forgets_whether_or_not_it_is_polled() {
     }
 }
 
+/// The same for a thread killed (review of that fix): ractor skips a
+/// killed actor's `post_stop`, where the close reads the mark — the delete
+/// answered `Ok` and nobody forgot the children. A mark the close never
+/// read is the delete's too.
+#[tokio::test]
+async fn a_delete_of_a_killed_thread_forgets_the_children() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(&tmp.path().join("envelopes"));
+    let mut threads = Threads::new();
+    a_tab_with_a_finished_child(&mut threads, &store).await;
+    let a = ThreadId::new("a");
+    // Its child's envelope written first: the kill is the close's only.
+    threads.get(&a).unwrap().flush_persistence().await.unwrap();
+    let actor = threads.get(&a).unwrap().actor().clone();
+    assert!(store.get(&AgentId::new("agent_1")).is_some());
+    actor.kill();
+    actor.wait(None).await.ok();
+    threads.delete(&a).await.unwrap();
+    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+    assert!(agent_1.forgotten, "{agent_1:?}");
+}
+
+/// The same called outside a runtime (a host's own thread), its future
+/// kept: the forget's lock, taken as `delete` was called and held by that
+/// unpolled future, kept an open of the id waiting for ever. Outside a
+/// runtime the forget is the future's, and an open does not wait for it.
+#[test]
+fn a_delete_called_outside_a_runtime_holds_no_open_back() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(&tmp.path().join("envelopes"));
+    let mut threads = Threads::new();
+    let a = ThreadId::new("a");
+    rt.block_on(async {
+        a_tab_with_a_finished_child(&mut threads, &store).await;
+        threads.get(&a).unwrap().close_and_wait().await;
+    });
+    let deleted = threads.delete(&a);
+    let model = ScriptedModel::new(vec![Reply::answer("new")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    let opened = rt.block_on(async {
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            threads.open(a.clone(), config),
+        )
+        .await
+    });
+    assert!(matches!(opened, Ok(Ok(_))), "the open waited on the delete");
+    rt.block_on(async {
+        // Its forget now finds the id open again: said, not `Ok`.
+        assert_eq!(deleted.await, Err(ThreadError::AlreadyOpen(a.clone())));
+        threads.delete(&a).await.unwrap();
+    });
+}
+
 /// The same with the store let go by everyone (a closed thread's handle
 /// keeps none open): nothing can be forgotten from here, and the delete
 /// says so instead of `Ok`; the store opened again forgets them.

@@ -64,7 +64,9 @@
 //!   `call_<index>`; empty arguments, or `null` (older Ollama), become `{}`.
 //! * Usage (requested with `stream_options.include_usage`) is yielded once,
 //!   as [`ModelChunk::Usage`], at the end of the stream.
-//! * HTTP 429 is retried up to [`OpenAiBuilder::max_retries`] times,
+//! * HTTP 429 — and an unavailable service's 502, 503, 504 or 529 (a
+//!   model still loading, an overload, a gateway whose service is away) —
+//!   is retried up to [`OpenAiBuilder::max_retries`] times,
 //!   waiting as `retry-after-ms` or `Retry-After` says (in seconds, or an
 //!   HTTP date), or the body's `retryDelay` (Gemini), or else 1 s, 2 s, 4 s, …;
 //!   all waiting is tokio time.
@@ -81,7 +83,7 @@
 //! | HTTP 401 or 403 (a 403 saying its input was flagged: `Server`) | `Unauthorized` |
 //! | HTTP 404 (the message names the URL: a wrong base path reads as one) | `ModelNotFound` |
 //! | HTTP 429, still after the retries | `RateLimited` |
-//! | HTTP 5xx, a redirect, or another unexpected status | `Server` |
+//! | HTTP 5xx (502, 503, 504 after the retries), a redirect, or another unexpected status | `Server` |
 //! | an event that is not a chat-completion chunk | `Malformed` |
 //! | a 200 whose stream ends with no output at all (llama-cpp-python's usual failure) | `EmptyAnswer` |
 //! | connection refused, or broken mid-stream | `Connection` |
@@ -273,8 +275,11 @@ impl OpenAiBuilder {
         self
     }
 
-    /// How many times a rate-limited (HTTP 429) call is retried before it
-    /// fails with `RateLimited` (default 3).
+    /// How many times a rate-limited (HTTP 429) or unavailable (502, 503,
+    /// 504, 529) call is retried before it fails with `RateLimited` or
+    /// `Server` (default 3). A gateway's 504 for a prompt slower than its
+    /// own timeout comes back each time: each retry reads the prompt
+    /// again — 0 for a local server behind such a gateway.
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = retries;
         self

@@ -29,8 +29,9 @@ pub(crate) enum Attempt<T> {
         retry_after: Option<Duration>,
         message: String,
     },
-    /// HTTP 503 or 529: unavailable for now (a model still loading, a
-    /// service overloaded); once the retries run out,
+    /// HTTP 502, 503, 504 or 529: unavailable for now (a model still
+    /// loading, a service overloaded, a gateway whose service is away);
+    /// once the retries run out,
     /// [`ModelError::Server`] with that status.
     Unavailable {
         status: u16,

@@ -253,7 +253,8 @@ impl Assembler {
             if !one && choice.index.unwrap_or(0) != 0 {
                 continue;
             }
-            if let Some(delta) = choice.delta {
+            if let Some(mut delta) = choice.delta {
+                let legacy = delta.function_call();
                 if let Some(reasoning) = delta
                     .reasoning_content
                     .as_ref()
@@ -277,7 +278,7 @@ impl Assembler {
                 }
                 // Output after a finish (a relay's after every chunk): the
                 // answer goes on, a cut after it is no whole answer.
-                let calls = match (delta.tool_calls, delta.function_call) {
+                let calls = match (delta.tool_calls, legacy) {
                     (Some(calls), _) if !calls.is_empty() => calls,
                     // A server answering in the functions API's shape
                     // (functionary's before 2024, ChatGLM3's demo): its

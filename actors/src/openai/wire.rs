@@ -319,9 +319,23 @@ pub(crate) struct DeltaWire {
     pub(crate) tool_calls: Option<Vec<ToolCallDeltaWire>>,
     /// The functions API's one call (before `tools`): read as call 0 when
     /// the delta has no `tool_calls` — llama-cpp-python sends both, the
-    /// same call twice.
-    #[serde(default)]
-    pub(crate) function_call: Option<FunctionDeltaWire>,
+    /// same call twice. Any JSON: one that is no call (`{}`, `"auto"`)
+    /// is no output, not a malformed chunk ([`DeltaWire::function_call`]).
+    #[serde(default, rename = "function_call")]
+    pub(crate) function_call_wire: Option<Value>,
+}
+
+impl DeltaWire {
+    /// [`Self::function_call_wire`] when it says something of a call: a
+    /// name, or arguments.
+    pub(crate) fn function_call(&mut self) -> Option<FunctionDeltaWire> {
+        let call: FunctionDeltaWire =
+            serde_json::from_value(self.function_call_wire.take()?).ok()?;
+        let named = call.name.as_deref().is_some_and(|n| !n.is_empty());
+        let argued =
+            (call.arguments.as_ref()).is_some_and(|a| !a.is_null() && a.as_str() != Some(""));
+        (named || argued).then_some(call)
+    }
 }
 
 fn one_or_many<'de, D: serde::Deserializer<'de>>(

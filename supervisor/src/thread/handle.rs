@@ -170,6 +170,12 @@ impl ThreadHandle {
         self.errors.mark_deleted()
     }
 
+    /// Its close looked at the delete mark (not a thread killed, or
+    /// whose handler panicked: ractor skips its `post_stop`).
+    pub(crate) fn close_looked(&self) -> bool {
+        self.errors.was_read()
+    }
+
     /// The children of a thread deleted after its close had looked (closed
     /// by itself, or its close there first on another worker): forgotten
     /// in its store now, its failed writes noted as the close's are. A

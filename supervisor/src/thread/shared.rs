@@ -62,6 +62,12 @@ impl PersistErrors {
         failures.deleted
     }
 
+    /// The close has read the mark (`false` after a kill: its `post_stop`
+    /// never ran).
+    pub(crate) fn was_read(&self) -> bool {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).read
+    }
+
     /// Every failed write so far, in the order first seen.
     pub(crate) fn list(&self) -> Vec<String> {
         let failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);

@@ -398,4 +398,20 @@ fn a_function_call_in_the_functions_shape_is_a_call() {
         r#"{"choices":[{"delta":{"function_call":{"name":"f","arguments":"{}"},"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,
     ]);
     assert_eq!(both, vec![call("c", "f", "{}")]);
+    // One that says nothing of a call is no call (review of that read:
+    // an unnamed call 0 failed the whole answer, a string the chunk).
+    for nothing in [
+        "{}",
+        r#"{"name":"","arguments":""}"#,
+        r#"{"name":null}"#,
+        r#""auto""#,
+        "null",
+    ] {
+        let (out, end) = feed(&[
+            &format!(r#"{{"choices":[{{"delta":{{"content":"hi","function_call":{nothing}}}}}]}}"#),
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        ]);
+        assert_eq!(out, vec![ModelChunk::Text("hi".into())], "{nothing}");
+        assert!(end.is_ok(), "{nothing}: {end:?}");
+    }
 }
