@@ -148,12 +148,14 @@ struct RemoteRun {
     /// Messages its node read (`Steered`) before their verdict came: a
     /// report the agent's read sent can overtake the one its take sent.
     read_ahead: Vec<String>,
-    /// The missing report whose grace runs ([`ProxyState::gap_overdue`]).
-    watching: Option<u64>,
+    /// The missing report whose grace runs ([`ProxyState::gap_overdue`]),
+    /// and its timer: one at a time (kept with the others, a report far
+    /// ahead held one more timer per report in order after it).
+    watching: Option<(u64, Overdue)>,
     /// Its bound's timer, aborted with the run.
     _overdue: Overdue,
-    /// Its graces' timers (a stop's, a gap's, its `Ended`'s after its
-    /// `Result`), aborted with the run: let run, each held a task and the
+    /// Its graces' timers (a stop's, its `Ended`'s after its `Result`),
+    /// aborted with the run: let run, each held a task and the
     /// proxy's cell 30 s past the run.
     graces: Vec<Overdue>,
     /// Its `Result` went by and its `Ended` is given a grace.
@@ -299,10 +301,7 @@ impl ProxyState {
         // A report missing while later ones wait: watched from now.
         let run = self.run.as_mut().filter(|r| r.key == report_key)?;
         let missing = lock(&run.closer.mirror).gap()?;
-        (run.watching != Some(missing)).then(|| {
-            run.watching = Some(missing);
-            (report_key, missing)
-        })
+        (run.watching.as_ref().map(|(m, _)| *m) != Some(missing)).then_some((report_key, missing))
     }
 
     fn event(&mut self, mut event: AgentEvent) {

@@ -130,7 +130,7 @@ impl Actor for RemoteAgent {
                     let timer = myself.send_after(crate::defaults::REMOTE_STOP_GRACE, move || {
                         AgentMsg::Internal(AgentInternal::GapOverdue { key, missing })
                     });
-                    state.keep_grace(timer);
+                    state.watch_gap(missing, timer);
                 }
                 // Its `Result` went by: its `Ended` has the grace (ended
                 // then with that result, as a run past its bound is).

@@ -31,6 +31,19 @@ impl ProxyState {
         self.close(&text, Outcome::Failed(text.clone()));
     }
 
+    /// Watches the gap at `missing` with `timer`, in place of the gap
+    /// watched before (filled: its timer aborted).
+    pub(super) fn watch_gap(
+        &mut self,
+        missing: u64,
+        timer: tokio::task::JoinHandle<Result<(), ractor::MessagingErr<AgentMsg>>>,
+    ) {
+        match &mut self.run {
+            Some(run) => run.watching = Some((missing, Overdue(timer))),
+            None => timer.abort(),
+        }
+    }
+
     /// Keeps a grace's timer with the run (aborted when it ends).
     pub(super) fn keep_grace(
         &mut self,

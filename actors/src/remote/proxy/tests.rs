@@ -37,6 +37,57 @@ impl NodeLink for Driven {
     }
 }
 
+/// Review (hostile peers, thirty-seventh session): a report far ahead
+/// (`seq` u64::MAX) sent early by a node, then its reports in order: each
+/// one moved the gap, and each gap's timer was kept with the run until it
+/// ended — one more task holding the proxy's cell per report. One gap is
+/// watched at a time, its timer replaced.
+#[tokio::test(start_paused = true)]
+async fn a_report_far_ahead_holds_one_timer_not_one_per_report() {
+    let node = Arc::new(Driven::default());
+    let config = AgentBuilder::new(Arc::new(ScriptedModel::new(Vec::new())))
+        .id("agent_1")
+        .config()
+        .await
+        .unwrap();
+    let remote = Remote {
+        node: node.clone(),
+        keep_if_orphaned: false,
+        delegation: Vec::new(),
+        approvals_after: 0,
+    };
+    let (events, _stream) = EventSink::channel();
+    let agent = spawn_remote(remote, Arc::new(config), events, Vec::new(), None)
+        .await
+        .unwrap();
+    let _turn = agent.queue_turn("go").unwrap();
+    let (key, reports) = loop {
+        if let Some(started) = node.started.lock().unwrap().take() {
+            break started;
+        }
+        tokio::task::yield_now().await;
+    };
+    let text = |seq: u64| RunReport {
+        key,
+        seq,
+        body: ReportBody::Event(AgentEvent::Text(format!("{seq}"))),
+    };
+    reports.report(text(0));
+    let _ = agent.snapshot().await;
+    let before = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    reports.report(text(u64::MAX));
+    for seq in 1..=300 {
+        reports.report(text(seq));
+    }
+    let _ = agent.snapshot().await;
+    let after = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    assert!(after <= before + 1, "{before} tasks before, {after} after");
+}
+
 /// [`crate::agent::call`]'s window on a remote child: the proxy's policy
 /// looked at the node's request ("ask"), and the child was handed to the
 /// background before the request reached the book — the hub found it
