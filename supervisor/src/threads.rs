@@ -238,9 +238,10 @@ impl Threads {
         // `running` on disk). Taken before the forget starts: its failed
         // writes, on another worker at once, are its own.
         let known = removed.as_ref().map(ThreadHandle::failed_writes_mark);
-        let forgetting = removed
-            .as_ref()
-            .and_then(|handle| (!handle.deleted()).then(|| Forgetting::start(handle, id)));
+        let forgetting = removed.as_ref().map(|handle| {
+            let close_forgets = handle.deleted();
+            Forgetting::start(handle, id, close_forgets)
+        });
         if let Some(handle) = &removed {
             self.leaving.push(Leaving {
                 id: id.clone(),
@@ -250,7 +251,6 @@ impl Threads {
             });
         }
         let unknown = ThreadError::UnknownThread(id.clone());
-        let id = id.clone();
         // Out of the registry before the first wait, and closed when this
         // ends however it ends: a delete dropped at that wait (a UI
         // cancelling it) left the thread open, registered, on screen.
@@ -269,9 +269,6 @@ impl Threads {
                 handle.closed().await;
                 let forgotten = match forgetting {
                     Some(forgetting) => forgetting.task.await,
-                    // Killed, or its handler panicked: its close never
-                    // ran to the mark (`Ok`, nothing forgotten).
-                    None if !handle.close_looked() => handle.forget_after_close(id).await,
                     None => Ok(()),
                 };
                 // Said, not dropped with the handle `delete` took: a host
@@ -408,12 +405,15 @@ struct Leaving {
     forgetting: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
 }
 
-/// The forget of a deleted thread whose close had looked at the mark
-/// already (closed before the delete: `ThreadHandle::forget_after_close`).
-/// Spawned where the delete was called: in its future, it was lost to a
-/// future dropped, and an open of the id before it was polled reached the
-/// children. Outside a runtime (a host's own thread) it is the future's
-/// (which must be polled on one anyway), and an open does not wait for it.
+/// A deleted thread's forget where its close does not do it: the close
+/// had looked at the mark already (closed before the delete), or never
+/// carried it out (killed: ractor skips `post_stop`, or drops it at an
+/// await) — `ThreadHandle::forget_after_close`, once the thread has
+/// stopped. Spawned as the delete is called: in its future, it was lost to
+/// a future dropped, and an open of the id before it was polled reached
+/// the children. Outside a runtime (a host's own thread) it is the
+/// future's (which must be polled on one anyway), and an open does not
+/// wait for it.
 struct Forgetting {
     /// Held until a spawned forget is done: an open of the id waits for it.
     done: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
@@ -421,10 +421,14 @@ struct Forgetting {
 }
 
 impl Forgetting {
-    fn start(handle: &ThreadHandle, id: &ThreadId) -> Self {
+    /// `close_forgets`: the close will read the mark (`mark_deleted`).
+    fn start(handle: &ThreadHandle, id: &ThreadId, close_forgets: bool) -> Self {
         let (handle, thread) = (handle.clone(), id.clone());
         let forget = async move {
             handle.closed().await;
+            if close_forgets && handle.close_settled() {
+                return Ok(());
+            }
             handle.forget_after_close(thread).await
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {

@@ -342,6 +342,30 @@ async fn a_delete_of_a_killed_thread_forgets_the_children() {
     assert!(agent_1.forgotten, "{agent_1:?}");
 }
 
+/// The same, its delete dropped before a tab opened under the id (review
+/// of that fix): the killed thread's forget was the future's, and the
+/// open did not wait for it. Started as the delete is called, as for a
+/// thread closed before it.
+#[tokio::test]
+async fn a_dropped_delete_of_a_killed_thread_forgets_the_children_before_an_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(&tmp.path().join("envelopes"));
+    let mut threads = Threads::new();
+    a_tab_with_a_finished_child(&mut threads, &store).await;
+    let a = ThreadId::new("a");
+    threads.get(&a).unwrap().flush_persistence().await.unwrap();
+    let actor = threads.get(&a).unwrap().actor().clone();
+    actor.kill();
+    actor.wait(None).await.ok();
+    drop(threads.delete(&a));
+    let model = ScriptedModel::new(vec![Reply::answer("new")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    let _events = threads.open(a.clone(), config).await.unwrap();
+    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+    assert!(agent_1.forgotten, "{agent_1:?}");
+    threads.delete(&a).await.unwrap();
+}
+
 /// The same called outside a runtime (a host's own thread), its future
 /// kept: the forget's lock, taken as `delete` was called and held by that
 /// unpolled future, kept an open of the id waiting for ever. Outside a

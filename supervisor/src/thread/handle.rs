@@ -170,10 +170,11 @@ impl ThreadHandle {
         self.errors.mark_deleted()
     }
 
-    /// Its close looked at the delete mark (not a thread killed, or
-    /// whose handler panicked: ractor skips its `post_stop`).
-    pub(crate) fn close_looked(&self) -> bool {
-        self.errors.was_read()
+    /// Its close looked at the delete mark and carried it out (not a
+    /// thread killed, or whose handler panicked: ractor skips its
+    /// `post_stop`, or drops it at an await).
+    pub(crate) fn close_settled(&self) -> bool {
+        self.errors.is_settled()
     }
 
     /// The children of a thread deleted after its close had looked (closed

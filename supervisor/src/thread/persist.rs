@@ -431,14 +431,16 @@ impl ThreadState {
     /// conversation's children. A write that fails is said.
     pub(super) async fn forget_if_deleted(&mut self) {
         let deleted = self.persist_errors.read_deleted();
-        let (true, Some(store), Some(id)) = (deleted, self.store.clone(), self.id.clone()) else {
-            return;
-        };
-        let forgotten = store
-            .off_the_runtime(move |store| store.forget_now(&id))
-            .await;
-        for error in forgotten.unwrap_or_default() {
-            self.persist_errors.push(error.to_string());
+        if let (true, Some(store), Some(id)) = (deleted, self.store.clone(), self.id.clone()) {
+            let forgotten = store
+                .off_the_runtime(move |store| store.forget_now(&id))
+                .await;
+            for error in forgotten.unwrap_or_default() {
+                self.persist_errors.push(error.to_string());
+            }
         }
+        // Not before: a kill at the wait above (ractor drops `post_stop`
+        // there) left the mark read and nothing forgotten.
+        self.persist_errors.settle();
     }
 }

@@ -28,6 +28,10 @@ struct Failures {
     /// The close has read `deleted` (its last look): a mark after it is
     /// the delete's to carry out.
     read: bool,
+    /// The close carried out what it read (forgot the children if it was
+    /// marked): not after a kill, before or during it — ractor skips, or
+    /// drops at an await, a killed actor's `post_stop`.
+    settled: bool,
 }
 
 impl PersistErrors {
@@ -62,10 +66,20 @@ impl PersistErrors {
         failures.deleted
     }
 
-    /// The close has read the mark (`false` after a kill: its `post_stop`
-    /// never ran).
-    pub(crate) fn was_read(&self) -> bool {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).read
+    /// The close carried out what it read ([`Self::read_deleted`]).
+    pub(crate) fn settle(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .settled = true;
+    }
+
+    /// The close read the mark and carried it out (`false` after a kill).
+    pub(crate) fn is_settled(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .settled
     }
 
     /// Every failed write so far, in the order first seen.
