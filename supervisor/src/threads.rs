@@ -211,11 +211,14 @@ impl Threads {
     /// process woke a parent for a conversation the user had deleted) —
     /// and marked forgotten ([`subagents_messages::Envelope::forgotten`]): a thread opened
     /// again under the id, now or after a restart, reaches none of them. A
-    /// thread that closed before it is deleted too: its children are
-    /// forgotten in its store here ([`ThreadError::NotForgotten`] if
-    /// nobody holds that store open any more). Given up half-way — or never polled — the thread still
-    /// closes: it leaves the registry and its switch is sent when this is
-    /// called; what its close could not write is then said nowhere here —
+    /// thread that closed before it, or was killed, is deleted too: its
+    /// children are forgotten in its store here ([`ThreadError::NotForgotten`]
+    /// if nobody holds that store open any more). Given up half-way — or
+    /// never polled — the thread still closes and its children are still
+    /// forgotten, started when this is called (an open of the id waits for
+    /// it) — but for one called outside a tokio runtime, whose forget is
+    /// this future's: poll it before opening the id again. What its close
+    /// could not write is then said nowhere here —
     /// [`crate::store::EnvelopeStore::retry_unsaved`] still holds and
     /// retries it (a clone of the handle kept answers
     /// [`ThreadHandle::persist_errors`](crate::ThreadHandle::persist_errors)).

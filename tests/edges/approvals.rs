@@ -490,6 +490,22 @@ fn a_grandchild_asks(e: &AgentEvent) -> bool {
             if matches!(**asked, AgentEvent::ApprovalRequested(_))))
 }
 
+/// How `Poster`'s (`agent_2`'s) requests were closed, as its requester
+/// `Middle`'s row shows them.
+fn posters_outcomes(middle: &ChildLog) -> Vec<subagents::messages::ApprovalOutcome> {
+    middle
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AgentEvent::Child(id, inner) if id.as_str() == "agent_2" => match &**inner {
+                AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
 /// The parent waits inline on `Middle` (`agent_1`), which waits inline on
 /// `Poster` (`agent_2`), which asks to post.
 fn middle_and_poster() -> ScriptedModel {
@@ -605,18 +621,7 @@ async fn a_grandchild_of_a_child_stopped_as_its_parent_is_cut_is_not_approved_by
             let _ = stopped.await.unwrap();
             run_for(&mut events, &mut log, 30).await;
             let (_, by_id) = check_log(&log, true);
-            let middle = &by_id[&AgentId::new("agent_1")];
-            let outcomes: Vec<ApprovalOutcome> = middle
-                .events
-                .iter()
-                .filter_map(|(_, e)| match e {
-                    AgentEvent::Child(id, inner) if id.as_str() == "agent_2" => match &**inner {
-                        AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
-                        _ => None,
-                    },
-                    _ => None,
-                })
-                .collect();
+            let outcomes = posters_outcomes(&by_id[&AgentId::new("agent_1")]);
             assert!(
                 !outcomes.contains(&ApprovalOutcome::Approved),
                 "{policy:?}, {yields} yields: {outcomes:?}"
@@ -654,17 +659,7 @@ async fn a_grandchild_detached_as_its_requester_is_stopped_is_not_approved_by_th
     let _ = thread.hub().stop(&middle).await;
     run_for(&mut events, &mut log, 30).await;
     let (_, by_id) = check_log(&log, true);
-    let outcomes: Vec<ApprovalOutcome> = by_id[&middle]
-        .events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            AgentEvent::Child(id, inner) if id.as_str() == "agent_2" => match &**inner {
-                AgentEvent::ApprovalResolved { outcome, .. } => Some(outcome.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
+    let outcomes = posters_outcomes(&by_id[&middle]);
     assert!(
         matches!(&outcomes[..], [ApprovalOutcome::Cancelled(_)]),
         "{outcomes:?} {log:#?}"

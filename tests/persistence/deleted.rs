@@ -28,6 +28,17 @@ async fn a_tab_with_a_finished_child(threads: &mut Threads, store: &Arc<Envelope
     until_result(&mut events, &mut log).await;
 }
 
+/// A new tab under `id` on `store`, its model answering "new".
+async fn open_again(
+    threads: &mut Threads,
+    store: &Arc<EnvelopeStore>,
+    id: &ThreadId,
+) -> EventStream {
+    let model = ScriptedModel::new(vec![Reply::answer("new")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
+    threads.open(id.clone(), config).await.unwrap()
+}
+
 /// A new tab `a` on `store` whose model asks for `agent_1`'s result: what
 /// it read, and what its handle reads of `agent_1`.
 async fn a_new_tab_reads_agent_1(
@@ -289,6 +300,35 @@ async fn a_delete_after_the_close_has_finished_forgets_the_children() {
     assert!(agent_1.forgotten, "{agent_1:?}");
 }
 
+/// Tab `a` with a finished child, ended (closed through its handle, or
+/// killed), then deleted — the delete awaited, or dropped before a tab is
+/// opened under the id — and `agent_1` read from the store.
+async fn deleted_after_it_ended(killed: bool, awaited: bool) -> subagents::messages::Envelope {
+    let a = ThreadId::new("a");
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(&tmp.path().join("envelopes"));
+    let mut threads = Threads::new();
+    a_tab_with_a_finished_child(&mut threads, &store).await;
+    if killed {
+        // Its child's envelope written first: the kill is the close's only.
+        threads.get(&a).unwrap().flush_persistence().await.unwrap();
+        assert!(store.get(&AgentId::new("agent_1")).is_some());
+        let actor = threads.get(&a).unwrap().actor().clone();
+        actor.kill();
+        actor.wait(None).await.ok();
+    } else {
+        threads.get(&a).unwrap().close_and_wait().await;
+    }
+    let deleted = threads.delete(&a);
+    if awaited {
+        deleted.await.unwrap();
+    } else {
+        drop(deleted);
+        let _events = open_again(&mut threads, &store, &a).await;
+    }
+    store.get(&AgentId::new("agent_1")).unwrap()
+}
+
 /// The same, its future not polled (review of that fix): the forget was
 /// the future's, so a tab opened under the id before it was awaited took
 /// the id with the children still its own (a restart then gave them to
@@ -296,74 +336,24 @@ async fn a_delete_after_the_close_has_finished_forgets_the_children() {
 /// called; an open of the id waits for it.
 #[tokio::test]
 async fn a_delete_after_the_close_forgets_whether_or_not_it_is_polled() {
-    let a = ThreadId::new("a");
     for awaited in [true, false] {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = open(&tmp.path().join("envelopes"));
-        let mut threads = Threads::new();
-        a_tab_with_a_finished_child(&mut threads, &store).await;
-        threads.get(&a).unwrap().close_and_wait().await;
-        let mut deleted = Some(threads.delete(&a));
-        if !awaited {
-            drop(deleted.take());
-        }
-        let model = ScriptedModel::new(vec![Reply::answer("new")]);
-        let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
-        let _events = threads.open(a.clone(), config).await.unwrap();
-        let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+        let agent_1 = deleted_after_it_ended(false, awaited).await;
         assert!(agent_1.forgotten, "awaited {awaited}: {agent_1:?}");
-        if let Some(deleted) = deleted {
-            // Polled after the open: its forget was done before it.
-            deleted.await.unwrap();
-        }
-        threads.delete(&a).await.unwrap();
     }
 }
 
 /// The same for a thread killed (review of that fix): ractor skips a
 /// killed actor's `post_stop`, where the close reads the mark — the delete
 /// answered `Ok` and nobody forgot the children. A mark the close never
-/// read is the delete's too.
+/// carried out is the delete's too; and its forget starts as the delete
+/// is called — first written in its future, a delete dropped before a tab
+/// opened under the id forgot nothing, and the open did not wait.
 #[tokio::test]
 async fn a_delete_of_a_killed_thread_forgets_the_children() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(&tmp.path().join("envelopes"));
-    let mut threads = Threads::new();
-    a_tab_with_a_finished_child(&mut threads, &store).await;
-    let a = ThreadId::new("a");
-    // Its child's envelope written first: the kill is the close's only.
-    threads.get(&a).unwrap().flush_persistence().await.unwrap();
-    let actor = threads.get(&a).unwrap().actor().clone();
-    assert!(store.get(&AgentId::new("agent_1")).is_some());
-    actor.kill();
-    actor.wait(None).await.ok();
-    threads.delete(&a).await.unwrap();
-    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
-    assert!(agent_1.forgotten, "{agent_1:?}");
-}
-
-/// The same, its delete dropped before a tab opened under the id (review
-/// of that fix): the killed thread's forget was the future's, and the
-/// open did not wait for it. Started as the delete is called, as for a
-/// thread closed before it.
-#[tokio::test]
-async fn a_dropped_delete_of_a_killed_thread_forgets_the_children_before_an_open() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(&tmp.path().join("envelopes"));
-    let mut threads = Threads::new();
-    a_tab_with_a_finished_child(&mut threads, &store).await;
-    let a = ThreadId::new("a");
-    threads.get(&a).unwrap().flush_persistence().await.unwrap();
-    let actor = threads.get(&a).unwrap().actor().clone();
-    actor.kill();
-    actor.wait(None).await.ok();
-    drop(threads.delete(&a));
-    let model = ScriptedModel::new(vec![Reply::answer("new")]);
-    let config = ThreadConfig::new(DelegationBuilder::new(model.shared())).store(store.clone());
-    let _events = threads.open(a.clone(), config).await.unwrap();
-    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
-    assert!(agent_1.forgotten, "{agent_1:?}");
-    threads.delete(&a).await.unwrap();
+    for awaited in [true, false] {
+        let agent_1 = deleted_after_it_ended(true, awaited).await;
+        assert!(agent_1.forgotten, "awaited {awaited}: {agent_1:?}");
+    }
 }
 
 /// The same called outside a runtime (a host's own thread), its future

@@ -435,7 +435,11 @@ impl ThreadState {
             let forgotten = store
                 .off_the_runtime(move |store| store.forget_now(&id))
                 .await;
-            for error in forgotten.unwrap_or_default() {
+            // Not run (it panicked): left to the delete, as a kill's is.
+            let Some(failed) = forgotten else {
+                return;
+            };
+            for error in failed {
                 self.persist_errors.push(error.to_string());
             }
         }

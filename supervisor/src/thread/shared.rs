@@ -48,10 +48,11 @@ impl PersistErrors {
     }
 
     /// Marks the thread deleted (`Threads::delete`): `true` if its close
-    /// will read the mark and forget its children; `false` if the close
-    /// has read it already (the thread closed by itself, or its close got
-    /// there first on another worker) — the delete forgets them itself.
-    /// One step against the close's read: no mark lands between.
+    /// will read the mark (and forget its children, unless it is killed
+    /// first: [`Self::is_settled`]); `false` if the close has read it
+    /// already (the thread closed by itself, or its close got there first
+    /// on another worker) — the delete forgets them itself. One step
+    /// against the close's read: no mark lands between.
     pub(crate) fn mark_deleted(&self) -> bool {
         let mut failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         failures.deleted = true;

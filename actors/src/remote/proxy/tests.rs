@@ -37,19 +37,18 @@ impl NodeLink for Driven {
     }
 }
 
-/// Review (hostile peers, thirty-seventh session): a report far ahead
-/// (`seq` u64::MAX) sent early by a node, then its reports in order: each
-/// one moved the gap, and each gap's timer was kept with the run until it
-/// ended — one more task holding the proxy's cell per report. One gap is
-/// watched at a time, its timer replaced.
-#[tokio::test(start_paused = true)]
-async fn a_report_far_ahead_holds_one_timer_not_one_per_report() {
-    let node = Arc::new(Driven::default());
-    let config = AgentBuilder::new(Arc::new(ScriptedModel::new(Vec::new())))
-        .id("agent_1")
-        .config()
-        .await
-        .unwrap();
+/// A proxy for `agent_1` on `node` (approvals by `policy`, looked at
+/// again), its turn started: the run's key and where its reports go.
+async fn started_on(
+    node: &Arc<Driven>,
+    policy: Option<Arc<AsksAtFirst>>,
+) -> (crate::agent::AgentHandle, u64, RunReports) {
+    let mut builder = AgentBuilder::new(Arc::new(ScriptedModel::new(Vec::new()))).id("agent_1");
+    if let Some(policy) = policy {
+        builder = builder.approvals(policy);
+    }
+    let mut config = builder.config().await.unwrap();
+    config.approvals_recheck = true;
     let remote = Remote {
         node: node.clone(),
         keep_if_orphaned: false,
@@ -60,13 +59,26 @@ async fn a_report_far_ahead_holds_one_timer_not_one_per_report() {
     let agent = spawn_remote(remote, Arc::new(config), events, Vec::new(), None)
         .await
         .unwrap();
-    let _turn = agent.queue_turn("go").unwrap();
+    // Its turn's reply is not awaited: the test reports for the node.
+    std::mem::forget(agent.queue_turn("go").unwrap());
     let (key, reports) = loop {
         if let Some(started) = node.started.lock().unwrap().take() {
             break started;
         }
         tokio::task::yield_now().await;
     };
+    (agent, key, reports)
+}
+
+/// Review (hostile peers, thirty-seventh session): a report far ahead
+/// (`seq` u64::MAX) sent early by a node, then its reports in order: each
+/// one moved the gap, and each gap's timer was kept with the run until it
+/// ended — one more task holding the proxy's cell per report. One gap is
+/// watched at a time, its timer replaced.
+#[tokio::test(start_paused = true)]
+async fn a_report_far_ahead_holds_one_timer_not_one_per_report() {
+    let node = Arc::new(Driven::default());
+    let (agent, key, reports) = started_on(&node, None).await;
     let text = |seq: u64| RunReport {
         key,
         seq,
@@ -97,30 +109,7 @@ async fn a_report_far_ahead_holds_one_timer_not_one_per_report() {
 async fn a_remote_request_its_policy_came_to_answer_as_it_was_passed_on_is_answered() {
     let node = Arc::new(Driven::default());
     let policy = Arc::new(AsksAtFirst(AtomicUsize::new(0)));
-    let mut config = AgentBuilder::new(Arc::new(ScriptedModel::new(Vec::new())))
-        .id("agent_1")
-        .approvals(policy)
-        .config()
-        .await
-        .unwrap();
-    config.approvals_recheck = true;
-    let remote = Remote {
-        node: node.clone(),
-        keep_if_orphaned: false,
-        delegation: Vec::new(),
-        approvals_after: 0,
-    };
-    let (events, _stream) = EventSink::channel();
-    let agent = spawn_remote(remote, Arc::new(config), events, Vec::new(), None)
-        .await
-        .unwrap();
-    let _turn = agent.queue_turn("go").unwrap();
-    let (key, reports) = loop {
-        if let Some(started) = node.started.lock().unwrap().take() {
-            break started;
-        }
-        tokio::task::yield_now().await;
-    };
+    let (agent, key, reports) = started_on(&node, Some(policy)).await;
     let call = ToolUseId::new("call_1");
     let id = ApprovalId::new("agent_1-approval-1");
     let bodies = [
