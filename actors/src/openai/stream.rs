@@ -425,8 +425,8 @@ impl Assembler {
 /// An error object that says the service cannot take the call for now:
 /// an overload (Anthropic's `overloaded_error`), a server error (OpenAI's
 /// `server_error`, Anthropic's `api_error`), a rate limit — by its HTTP
-/// status where it says one (429, 503, 529, as before the stream), else
-/// by its type or code.
+/// status where it says one (429, 502, 503, 504, 529, as before the
+/// stream), else by its type or code.
 fn transient(error: &Value) -> bool {
     let inner = error
         .get("error")
@@ -441,7 +441,7 @@ fn transient(error: &Value) -> bool {
     // does not parse as its tool-call format is a 500, and would fail
     // again).
     match status {
-        Some(status) => matches!(status, 429 | 503 | 529),
+        Some(status) => matches!(status, 429 | 502 | 503 | 504 | 529),
         None => TRANSIENT.contains(&said("type")) || TRANSIENT.contains(&said("code")),
     }
 }

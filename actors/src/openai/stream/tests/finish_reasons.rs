@@ -280,3 +280,24 @@ fn an_error_inside_the_stream_is_read_as_an_error_body_is() {
         "{end:?}"
     );
 }
+
+/// An error inside the stream is sent again by the status it says, as
+/// the same status before the stream is (review: real servers' answers,
+/// thirty-seventh session — a gateway's 502 or 504 inside a 200 failed
+/// the turn, though the same status as the response's was waited out);
+/// a 500 is not (llama-server's, for an answer that is no tool call).
+#[test]
+fn an_error_inside_the_stream_is_retried_by_the_status_it_says() {
+    for (status, retried) in [
+        (429, true),
+        (502, true),
+        (503, true),
+        (504, true),
+        (529, true),
+        (500, false),
+        (400, false),
+    ] {
+        let error = serde_json::json!({"error": {"code": status, "message": "upstream"}});
+        assert_eq!(super::super::transient(&error), retried, "{status}");
+    }
+}
