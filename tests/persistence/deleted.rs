@@ -407,6 +407,8 @@ async fn a_delete_after_the_close_with_its_store_let_go_says_nothing_was_forgott
         Err(ThreadError::NotForgotten(a.clone()))
     );
     let store = open(&dir);
+    let agent_1 = store.get(&AgentId::new("agent_1")).unwrap();
+    assert!(!agent_1.forgotten, "said not forgotten, and it is not");
     assert!(store.forget_thread(&a).unwrap().is_empty());
     assert!(store.get(&AgentId::new("agent_1")).unwrap().forgotten);
 }

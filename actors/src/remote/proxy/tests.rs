@@ -98,6 +98,14 @@ async fn a_report_far_ahead_holds_one_timer_not_one_per_report() {
         .metrics()
         .num_alive_tasks();
     assert!(after <= before + 1, "{before} tasks before, {after} after");
+    // The one it keeps is the gap's: report 301 never comes, and the run
+    // ends at its grace (a proxy that watched no gap ran on).
+    tokio::time::sleep(crate::defaults::REMOTE_STOP_GRACE + std::time::Duration::from_secs(1))
+        .await;
+    assert!(
+        !agent.snapshot().await.unwrap().busy,
+        "the gap's grace ended the run"
+    );
 }
 
 /// [`crate::agent::call`]'s window on a remote child: the proxy's policy
