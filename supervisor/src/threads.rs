@@ -231,28 +231,6 @@ impl Threads {
             self.on_screen = None;
         }
         self.let_go_of_stopped();
-        // Marked deleted as this is called: a mark its close will not read
-        // (it looked already) is carried out here, started now — it runs
-        // whether or not this future is polled, and an open of the id
-        // waits for it, as for the close.
-        // Its own writes' failures from here on, not those said before —
-        // one that failed before and fails again at the close too
-        // (counted by length, a repeat was no new entry: `Ok`, the child
-        // `running` on disk). Taken before the forget starts: its failed
-        // writes, on another worker at once, are its own.
-        let known = removed.as_ref().map(ThreadHandle::failed_writes_mark);
-        let forgetting = removed.as_ref().map(|handle| {
-            let close_forgets = handle.deleted();
-            Forgetting::start(handle, id, close_forgets)
-        });
-        if let Some(handle) = &removed {
-            self.leaving.push(Leaving {
-                id: id.clone(),
-                actor: handle.actor().clone(),
-                child_ids: handle.child_ids.clone(),
-                forgetting: forgetting.as_ref().and_then(|f| f.done.clone()),
-            });
-        }
         let unknown = ThreadError::UnknownThread(id.clone());
         // Out of the registry before the first wait, and closed when this
         // ends however it ends: a delete dropped at that wait (a UI
@@ -260,20 +238,35 @@ impl Threads {
         // Closed as the switch is sent, right behind it (the switch is
         // read first): a handle the UI kept took turns, approval answers
         // and typing — `Ok` — until the children had stopped.
-        let started = removed.zip(known).map(|(handle, known)| {
+        let leaving = &mut self.leaving;
+        let started = removed.map(|handle| {
+            // Its own writes' failures from here on, not those said before
+            // — one that failed before and fails again at the close too
+            // (counted by length, a repeat was no new entry: `Ok`, the
+            // child `running` on disk). Taken before the forget starts:
+            // its failed writes, on another worker at once, are its own.
+            let known = handle.failed_writes_mark();
+            // Marked deleted as this is called; what its close does not
+            // carry out is forgotten here, started now — it runs whether
+            // or not this future is polled, and an open of the id waits
+            // for it, as for the close.
+            let forgetting = Forgetting::start(&handle, id, handle.deleted());
+            leaving.push(Leaving {
+                id: id.clone(),
+                actor: handle.actor().clone(),
+                child_ids: handle.child_ids.clone(),
+                forgetting: forgetting.done.clone(),
+            });
             let switched = handle.switch_away_forgetting();
             handle.close();
-            (switched, CloseOnDrop(Some(handle)), known)
+            (switched, CloseOnDrop(Some(handle)), known, forgetting)
         });
         async move {
-            let (switched, mut closing, known) = started.ok_or(unknown)?;
+            let (switched, mut closing, known, forgetting) = started.ok_or(unknown)?;
             done_or_closed(switched.await)?;
             if let Some(handle) = closing.0.take() {
                 handle.closed().await;
-                let forgotten = match forgetting {
-                    Some(forgetting) => forgetting.task.await,
-                    None => Ok(()),
-                };
+                let forgotten = forgetting.task.await;
                 // Said, not dropped with the handle `delete` took: a host
                 // deleting on a full disk left its children `running` on
                 // disk and heard `Ok`.

@@ -11,6 +11,23 @@ async fn kill_hub(thread: &ThreadHandle) {
     thread.hub().actor().wait(None).await.ok();
 }
 
+/// A thread on `store` whose background worker `agent_1` finished and
+/// woke it, its answer to the wake given.
+async fn a_thread_woken_by_its_worker(store: &Arc<EnvelopeStore>) -> (ThreadHandle, EventStream) {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(1));
+    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    (thread, events)
+}
+
 /// Killed midway (review of this session's own diff): after the hub's
 /// death a stop of a resumed child's first id cancelled that first run
 /// only — a later session's message followed the chain to `agent_2`,
@@ -39,17 +56,7 @@ async fn a_stop_after_the_hubs_death_cancels_this_sessions_ended_child() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("envelopes");
     let store = open(&dir);
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&work_call("Worker", 1, false)),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("Worker", worker(1));
-    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_wake(&mut events, &mut log, "agent_1").await;
-    until_result(&mut events, &mut log).await;
+    let (thread, _events) = a_thread_woken_by_its_worker(&store).await;
     thread.flush_persistence().await.unwrap();
     kill_hub(&thread).await;
     let agent_1 = AgentId::new("agent_1");
@@ -121,17 +128,7 @@ async fn a_stop_right_after_the_hubs_death_is_written_after_its_failed_copy() {
 async fn the_dead_hubs_cancel_does_nothing_on_a_live_hub() {
     let tmp = tempfile::tempdir().unwrap();
     let store = open(&tmp.path().join("envelopes"));
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&work_call("Worker", 1, false)),
-        Reply::answer("Started."),
-        Reply::answer("Noted."),
-    ])
-    .with_script("Worker", worker(1));
-    let (thread, mut events) = thread_on(model.shared(), store.clone(), 3).await;
-    thread.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_wake(&mut events, &mut log, "agent_1").await;
-    until_result(&mut events, &mut log).await;
+    let (thread, _events) = a_thread_woken_by_its_worker(&store).await;
     let agent_1 = AgentId::new("agent_1");
     assert_eq!(thread.hub().cancel_after_death(&agent_1, None), None);
     thread.flush_persistence().await.unwrap();

@@ -264,10 +264,7 @@ async fn refused_approval(ctx: &TurnContext, call: &ToolCall) -> Option<String> 
 async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision, String> {
     let config = &ctx.config;
     let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        config
-            .approvals
-            .as_ref()
-            .and_then(|p| p.decide(&config.id, &call.name, &call.arguments))
+        config.policy_decides(&call.name, &call.arguments)
     }));
     match decided {
         Ok(Some(decision)) => return Ok(decision),
@@ -297,7 +294,7 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
         ));
     };
     let id = ApprovalId::for_agent(&config.id, n);
-    let asked = id.clone();
+    let asked = config.approvals_recheck.then(|| id.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
     // Registered and asked under the turn's lock: an answer (the id's form
     // is documented, so one may come at once) that reaches the agent
@@ -332,7 +329,7 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
             call.name
         ));
     }
-    if config.approvals_recheck {
+    if let Some(asked) = asked {
         answer_if_the_policy_now_does(ctx, asked, call);
     }
     let decision = rx.await.unwrap_or(ApprovalDecision::Deny);
@@ -365,12 +362,7 @@ async fn approval(ctx: &TurnContext, call: &ToolCall) -> Result<ApprovalDecision
 /// time, to nobody). Left, it waited for a host that chose never to be
 /// asked, the child's slot held to its wall clock.
 fn answer_if_the_policy_now_does(ctx: &TurnContext, id: ApprovalId, call: &ToolCall) {
-    let config = &ctx.config;
-    let decided = config
-        .approvals
-        .as_ref()
-        .and_then(|p| p.decide(&config.id, &call.name, &call.arguments));
-    if let Some(decision) = decided {
+    if let Some(decision) = ctx.config.policy_decides(&call.name, &call.arguments) {
         let (reply, _) = tokio::sync::oneshot::channel();
         let _ = ctx.actor.cast(AgentMsg::ResolveApproval {
             id,

@@ -57,6 +57,14 @@ pub(crate) struct AgentConfig {
 /// See [`AgentConfig::on_killed`].
 pub(crate) type KillHook = Arc<dyn Fn() + Send + Sync>;
 
+impl AgentConfig {
+    /// What [`Self::approvals`] decides for this agent's call of `tool`
+    /// with `arguments` (`None`: no policy, or it asks the host).
+    pub(crate) fn policy_decides(&self, tool: &str, arguments: &str) -> Option<ApprovalDecision> {
+        (self.approvals.as_ref()).and_then(|p| p.decide(&self.id, tool, arguments))
+    }
+}
+
 impl std::fmt::Debug for AgentConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentConfig")

@@ -431,11 +431,8 @@ async fn attempt(
             message,
         });
     }
-    // Unavailable for now: llama-server answers 503 "Loading model" until
-    // its model is loaded, a busy service 503 "overloaded" (Anthropic's:
-    // 529), a gateway 502 or 504 while the service behind it is away.
-    // Waited out as a rate limit is.
-    if matches!(status.as_u16(), 502 | 503 | 504 | 529) {
+    // Unavailable for now: waited out as a rate limit is.
+    if super::retry::UNAVAILABLE.contains(&status.as_u16()) {
         return Ok(Attempt::Unavailable {
             status: status.as_u16(),
             retry_after,

@@ -19,6 +19,13 @@ pub(crate) struct RetryPolicy {
     pub(crate) base_backoff: Duration,
 }
 
+/// The statuses that say the service is unavailable for now, waited out
+/// as a rate limit is ([`Attempt::Unavailable`]) — before the stream, and
+/// said inside it: llama-server's 503 "Loading model" until its model is
+/// loaded, a busy service's 503 "overloaded" (Anthropic's: 529), a
+/// gateway's 502 or 504 while the service behind it is away.
+pub(crate) const UNAVAILABLE: [u16; 4] = [502, 503, 504, 529];
+
 /// What one attempt gave.
 #[derive(Debug)]
 pub(crate) enum Attempt<T> {

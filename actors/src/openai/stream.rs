@@ -254,7 +254,20 @@ impl Assembler {
                 continue;
             }
             if let Some(mut delta) = choice.delta {
-                let legacy = delta.function_call();
+                // The functions API's shape (functionary's server before
+                // 2024, ChatGLM3's demo) read only where `tool_calls` says
+                // nothing: its call was dropped and the answer read as a
+                // finished empty one.
+                let calls = match delta.tool_calls.take().filter(|c| !c.is_empty()) {
+                    Some(calls) => calls,
+                    None => (delta.function_call().into_iter())
+                        .map(|function| ToolCallDeltaWire {
+                            index: Some(0),
+                            function: Some(function),
+                            ..Default::default()
+                        })
+                        .collect(),
+                };
                 if let Some(reasoning) = delta
                     .reasoning_content
                     .as_ref()
@@ -278,19 +291,6 @@ impl Assembler {
                 }
                 // Output after a finish (a relay's after every chunk): the
                 // answer goes on, a cut after it is no whole answer.
-                let calls = match (delta.tool_calls, legacy) {
-                    (Some(calls), _) if !calls.is_empty() => calls,
-                    // A server answering in the functions API's shape
-                    // (functionary's before 2024, ChatGLM3's demo): its
-                    // call was dropped and the answer read as a finished
-                    // empty one.
-                    (_, Some(function)) => vec![ToolCallDeltaWire {
-                        index: Some(0),
-                        function: Some(function),
-                        ..Default::default()
-                    }],
-                    (calls, None) => calls.unwrap_or_default(),
-                };
                 for fragment in calls {
                     self.merge(fragment);
                     self.finished = false;
@@ -441,7 +441,9 @@ fn transient(error: &Value) -> bool {
     // does not parse as its tool-call format is a 500, and would fail
     // again).
     match status {
-        Some(status) => matches!(status, 429 | 502 | 503 | 504 | 529),
+        Some(status) => {
+            u16::try_from(status).is_ok_and(|s| s == 429 || super::retry::UNAVAILABLE.contains(&s))
+        }
         None => TRANSIENT.contains(&said("type")) || TRANSIENT.contains(&said("code")),
     }
 }

@@ -333,9 +333,7 @@ impl ProxyState {
         }
         match &event {
             AgentEvent::ApprovalRequested(request) => {
-                let decided = self.config.approvals.as_ref().and_then(|p| {
-                    p.decide(&self.config.id, &request.tool_name, &request.arguments)
-                });
+                let decided = (self.config).policy_decides(&request.tool_name, &request.arguments);
                 // Asked of the host only when the policy does not answer
                 // it: one it answered is never seen, and an answer to its
                 // id read `Ended` while the child ran, `Unknown` after

@@ -46,12 +46,8 @@ impl ProxyState {
     /// book (as it was passed on): answered now as the hub answers, which
     /// looked before it was there (see `crate::agent::call`).
     pub(super) fn answer_if_the_policy_now_does(&mut self, request: &ApprovalRequest) {
-        let decided = self
-            .config
-            .approvals
-            .as_ref()
-            .and_then(|p| p.decide(&self.config.id, &request.tool_name, &request.arguments));
-        if let Some(decision) = decided {
+        if let Some(decision) = (self.config).policy_decides(&request.tool_name, &request.arguments)
+        {
             let (reply, _) = tokio::sync::oneshot::channel();
             self.resolve_approval(request.id.clone(), decision, reply.into());
         }
