@@ -212,13 +212,13 @@ impl Scenario {
     /// time (a multi-thread runtime cannot pause): the run went silently
     /// in wall-clock time, `run_for` slept for real and the same seed gave
     /// another log. If an action is timed after the run's end
-    /// ([`Scenario::run_for`]), or the thread cannot be started (a bug,
-    /// reported with its cause).
+    /// ([`Scenario::run_for`]), or the thread cannot be started (as
+    /// [`Scenario::start`] says). A panic of the run is raised again as it
+    /// was, not wrapped in the task's `JoinError`.
     ///
     /// # Cancel safety
     /// Dropped before it returns, the run goes on in its task to its end
     /// (holding its thread and store until then); await it to the end.
-    #[allow(clippy::expect_used)]
     pub async fn run_async(&self, seed: u64) -> SimulationReport {
         assert_paused("Scenario::run_async");
         // An action past the end was dropped without a word: the test
@@ -230,9 +230,13 @@ impl Scenario {
             );
         }
         let scenario = self.clone();
-        tokio::spawn(async move { scenario.drive(seed).await })
-            .await
-            .expect("the simulation task")
+        match tokio::spawn(async move { scenario.drive(seed).await }).await {
+            Ok(report) => report,
+            // The run's own panic, as it was raised: it read "the
+            // simulation task: JoinError::Panic(Id(1), \"…\", …)".
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(error) => panic!("the simulation task: {error}"),
+        }
     }
 
     async fn drive(&self, seed: u64) -> SimulationReport {
@@ -255,8 +259,13 @@ impl Scenario {
     ///
     /// # Panics
     /// If the runtime's time is not paused (as [`Scenario::run_async`]),
-    /// or the thread cannot be started (a bug, reported with its cause).
-    #[allow(clippy::expect_used)]
+    /// or the thread cannot be started, with the [`ThreadError`] that
+    /// says why: a builder [`Scenario::configure`] made that no run could
+    /// use (`Refused`, e.g. `max_live(0)`), or a [`Scenario::thread_id`]
+    /// already live on the scenario's store (`AlreadyOpen`: another
+    /// scenario's thread, still running, under the same id).
+    ///
+    /// [`ThreadError`]: subagents_supervisor::ThreadError
     pub async fn start(&self, seed: u64) -> LiveSimulation {
         assert_paused("Scenario::start");
         let inner = match &self.custom_model {
@@ -287,9 +296,13 @@ impl Scenario {
         if let Some(id) = &self.thread_id {
             config = config.id(id.clone());
         }
-        let (thread, events) = ThreadHandle::spawn(config, None)
-            .await
-            .expect("the simulated thread starts");
+        let (thread, events) = match ThreadHandle::spawn(config, None).await {
+            Ok(started) => started,
+            // Named as the error says it (`expect` printed its `Debug`
+            // after "the simulated thread starts", which read as a bug of
+            // the harness for a test's own setting).
+            Err(error) => panic!("Scenario::start: {error}"),
+        };
         let mut live = LiveSimulation::new(thread, events);
         // Armed here, not only by `run`: a scenario started step by step
         // ran without the triggers it was given.

@@ -351,6 +351,21 @@ fn a_run_ends_with_every_envelope_final_and_no_overflow() {
     assert_eq!(jittered.elapsed, Duration::from_secs(10));
 }
 
+/// A test's own setting named as the error says it (review: surprise
+/// panics, thirty-eighth session): a builder `configure` made that no run
+/// could use panicked with "the simulation task: JoinError::Panic(…, \"the
+/// simulated thread starts: Refused(Limits { … })\")", the message of a
+/// bug in the harness. The run's panic is the refusal, as it says itself.
+#[test]
+#[should_panic(
+    expected = "Scenario::start: the thread could not be started: the limit `max_depth` 17"
+)]
+fn a_scenario_whose_builder_is_refused_says_why() {
+    let _ = busy_scenario()
+        .configure(|builder| builder.max_depth(17))
+        .run(7);
+}
+
 /// A store opened on the system clock (as docs/persistence.md shows) with
 /// a scenario: envelopes are stamped in virtual time from
 /// `Scenario::EPOCH_MS` (2026-01-01), so by the system's date each was
