@@ -8,13 +8,14 @@
 use std::cell::Cell;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::modes::{
-    CANNOT_ENFORCE, OTHER_TOOLS, hooks_load, other_tools_key, permission_mode_loads,
-    permissions_load, sandbox_mode_loads, web_search_on,
+    CANNOT_ENFORCE, OTHER_TOOLS, approval_mode_loads, hooks_load, other_tools_key,
+    permission_mode_loads, permissions_load, sandbox_mode_loads, tools_settings, web_search_on,
 };
 use super::tools::{ToolList, Tools};
+use super::values::{Iterations, ModelName, in_range};
 
 /// The frontmatter of one profile file, as written.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -71,6 +72,8 @@ pub(super) const NOT_APPLIED: &[&str] = &[
     "approval_policy",
     "permissionMode",
     "permission_mode",
+    "approvalMode",
+    "toolsSettings",
     "memory",
     "initialPrompt",
     "initial_prompt",
@@ -105,6 +108,8 @@ const RESTRICTING_KEYS: &[&str] = &[
     "kind",
     "permissionMode",
     "permission_mode",
+    "approvalMode",
+    "toolsSettings",
     "approval_policy",
     "sandbox_mode",
     "web_search",
@@ -206,7 +211,13 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
             match key.as_str() {
                 "name" => fm.name = map.next_value()?,
                 "description" => fm.description = map.next_value()?,
-                "model" => fm.model = map.next_value()?,
+                "model" => {
+                    let named = map.next_value::<Option<ModelName>>()?;
+                    if named.as_ref().is_some_and(|m| m.fallbacks) {
+                        fm.not_applied.push(key.clone());
+                    }
+                    fm.model = named.and_then(|m| m.first);
+                }
                 "provider" | "model_provider" => fm.provider = map.next_value()?,
                 "developer_instructions" => fm.developer_instructions = map.next_value()?,
                 // Agent Skills' and Claude Code commands' spelling, copied
@@ -318,6 +329,19 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                     fm.permission_mode = map.next_value()?;
                     if let Some(mode) = &fm.permission_mode {
                         permission_mode_loads(&key, mode)?;
+                    }
+                }
+                // Qwen Code's counterpart of `permissionMode`.
+                "approvalMode" => {
+                    if let Some(mode) = map.next_value::<Option<String>>()? {
+                        approval_mode_loads(&mode)?;
+                    }
+                }
+                // Kiro's settings of its tools: a sub-agent tool limited
+                // to named agents starts none; a denial is refused.
+                "toolsSettings" => {
+                    if tools_settings(&map.next_value()?)? {
+                        fm.tool_switches.push(("use_agent".to_owned(), false));
                     }
                 }
                 "sandbox_mode" => {
@@ -434,58 +458,5 @@ fn setting_of(key: &str) -> &str {
         "permissionMode" => "permission_mode",
         "initialPrompt" => "initial_prompt",
         key => key,
-    }
-}
-
-/// An iteration cap: an integer from 1 to `u32::MAX`. Checked inside the
-/// visitor (not after it, as `NonZeroU32` does) so that the YAML
-/// deserializer still knows the value's position when the check fails.
-struct Iterations(u32);
-
-impl<'de> Deserialize<'de> for Iterations {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // `any`, not `u32`: a wrong type then reads "invalid type: string …,
-        // expected an integer from 1 to …" in YAML too.
-        deserializer.deserialize_any(IterationsVisitor)
-    }
-}
-
-struct IterationsVisitor;
-
-impl<'de> Visitor<'de> for IterationsVisitor {
-    type Value = Iterations;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "an integer from 1 to {}", u32::MAX)
-    }
-
-    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Iterations, E> {
-        match u32::try_from(value) {
-            Ok(n) if n > 0 => Ok(Iterations(n)),
-            _ => Err(E::invalid_value(de::Unexpected::Unsigned(value), &self)),
-        }
-    }
-
-    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Iterations, E> {
-        match u64::try_from(value) {
-            Ok(n) => self.visit_u64(n),
-            Err(_) => Err(E::invalid_value(de::Unexpected::Signed(value), &self)),
-        }
-    }
-}
-
-/// A sampling setting within `low..=high` (a NaN or an infinity would be
-/// sent as `null`, silently nothing).
-fn in_range<E: de::Error>(
-    key: &str,
-    value: Option<f64>,
-    low: f64,
-    high: f64,
-) -> Result<Option<f64>, E> {
-    match value {
-        Some(v) if !(v.is_finite() && (low..=high).contains(&v)) => Err(E::custom(format!(
-            "`{key}` must be a number from {low} to {high}, not {v}"
-        ))),
-        v => Ok(v),
     }
 }

@@ -37,6 +37,7 @@ mod render;
 mod restrict;
 mod toml_depth;
 mod tools;
+mod values;
 mod walk;
 
 use std::path::PathBuf;

@@ -12,9 +12,11 @@ pub(super) fn is_refusal(message: &str) -> bool {
     message.contains(CANNOT_ENFORCE) || message.contains(MAY_BE_A_RESTRICTION)
 }
 
-/// Claude Code hook events that can block a tool call (a `PreToolUse`
-/// hook exiting 2 blocks it; a `PermissionRequest` hook can deny it).
-const BLOCKING_HOOKS: &[&str] = &["PreToolUse", "PermissionRequest"];
+/// Hook events that can block a tool call: Claude Code's (a `PreToolUse`
+/// hook exiting 2 blocks it; a `PermissionRequest` hook can deny it) and
+/// Kiro's `preToolUse` (the same, in its spelling: read as another event,
+/// only warned, the guard was dropped).
+const BLOCKING_HOOKS: &[&str] = &["PreToolUse", "PermissionRequest", "preToolUse"];
 
 /// Claude Code's `hooks`: a hook that can block a tool call guards it, and
 /// this runtime runs no hooks — refused; the others load, warned as not
@@ -56,6 +58,88 @@ pub(super) fn permission_mode_loads<E: de::Error>(key: &str, mode: &str) -> Resu
              {MAY_BE_A_RESTRICTION}"
         ))),
     }
+}
+
+/// Qwen Code's `approvalMode`, its counterpart of `permissionMode`:
+/// `plan` (read-only) is a restriction this runtime cannot enforce; the
+/// others (`default`, `auto-edit`, `yolo`) only change when it asks
+/// (warned as not applied); a value nobody documents may be a restriction.
+/// An unknown key, the read-only agent got every tool.
+pub(super) fn approval_mode_loads<E: de::Error>(mode: &str) -> Result<(), E> {
+    match mode.trim() {
+        "" | "default" | "auto-edit" | "yolo" => Ok(()),
+        "plan" => Err(E::custom(format!(
+            "`approvalMode` is `{mode}`, {CANNOT_ENFORCE}"
+        ))),
+        _ => Err(E::custom(format!(
+            "`approvalMode` is `{mode}`, none of default, auto-edit, yolo, plan \
+             {MAY_BE_A_RESTRICTION}"
+        ))),
+    }
+}
+
+/// Kiro's `toolsSettings` (a table per tool): whether a sub-agent tool is
+/// limited to named agents (`availableAgents`: this runtime does not apply
+/// such a list, so the agent starts none, as Claude Code's `Agent(worker)`
+/// is read). What only spares a prompt (`allowedCommands`, `allowedPaths`,
+/// `trusted`, `trustedAgents`, `autoAllowReadonly`, …) widens nothing here;
+/// a denial (`deniedCommands`, `deniedPaths`, `deniedServices`, `blocked`,
+/// `denyByDefault: true`) is a restriction this runtime cannot enforce,
+/// and a setting nobody documents may be one. An unknown key, every
+/// denial was dropped.
+pub(super) fn tools_settings<E: de::Error>(settings: &serde_json::Value) -> Result<bool, E> {
+    use serde_json::Value;
+    let refused = |tool: &str, key: &str, why: &str| {
+        E::custom(format!("`toolsSettings.{tool}.{key}` is {why}"))
+    };
+    let tools = match settings {
+        Value::Null => return Ok(false),
+        Value::Object(tools) => tools,
+        other => {
+            return Err(E::custom(format!(
+                "`toolsSettings` is {other}, not a table of tools {MAY_BE_A_RESTRICTION}"
+            )));
+        }
+    };
+    let mut limited = false;
+    for (tool, value) in tools {
+        let keys = match value {
+            Value::Null => continue,
+            Value::Object(keys) => keys,
+            other => {
+                return Err(E::custom(format!(
+                    "`toolsSettings.{tool}` is {other}, not a table {MAY_BE_A_RESTRICTION}"
+                )));
+            }
+        };
+        for (key, value) in keys {
+            let none = matches!(value, Value::Null)
+                || matches!(value, Value::Array(list) if list.is_empty());
+            match key.as_str() {
+                "allowedCommands" | "allowedPaths" | "allowedServices" | "trusted"
+                | "trustedAgents" | "autoAllowReadonly" | "allowReadOnly" => {}
+                "availableAgents" => {
+                    let every = matches!(value, Value::Array(list)
+                        if list.iter().any(|n| n.as_str().is_some_and(|n| n.trim() == "*")));
+                    limited |= !(every || matches!(value, Value::Null));
+                }
+                "denyByDefault" if matches!(value, Value::Bool(false) | Value::Null) => {}
+                "deniedCommands" | "deniedPaths" | "deniedServices" | "blocked" if none => {}
+                "denyByDefault" | "deniedCommands" | "deniedPaths" | "deniedServices"
+                | "blocked" => {
+                    return Err(refused(tool, key, &format!("a denial, {CANNOT_ENFORCE}")));
+                }
+                _ => {
+                    return Err(refused(
+                        tool,
+                        key,
+                        &format!("a setting nobody documents {MAY_BE_A_RESTRICTION}"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(limited)
 }
 
 /// A Codex role's top-level `web_search` (`disabled`, `cached`, `live`):
@@ -139,7 +223,18 @@ pub(super) fn other_tools_key<E: de::Error>(key: &str, value: &serde_json::Value
         ("readonly", _) => "Cursor's read-only switch",
         ("timeout_mins", _) => "Gemini CLI's time limit of a run",
         ("runConfig", _) => "Qwen Code's limits of a run",
-        ("permissions", Value::Array(rules)) if !rules.is_empty() => "OpenCode's permission rules",
+        ("permissions", Value::Array(rules)) if !rules.is_empty() => {
+            "a list of permission rules (OpenCode's, Kiro's)"
+        }
+        // Kiro's rules under `rules` (Codex's `[permissions]` tables are
+        // profiles by name, each a table: a list there is no profile).
+        ("permissions", Value::Object(table))
+            if table
+                .get("rules")
+                .is_some_and(|r| matches!(r, Value::Array(rules) if !rules.is_empty())) =>
+        {
+            "Kiro's permission rules"
+        }
         _ => return Ok(()),
     };
     Err(E::custom(format!(

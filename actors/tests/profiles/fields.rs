@@ -321,7 +321,8 @@ fn a_codex_web_search_disabled_denies_the_tool() {
 /// (`PostToolUse`, `Stop`) loads, warned.
 #[test]
 fn a_hook_that_can_block_a_tool_call_is_refused_not_dropped() {
-    for event in ["PreToolUse", "PermissionRequest"] {
+    // Kiro's `preToolUse` (thirty-eighth session: only warned).
+    for event in ["PreToolUse", "PermissionRequest", "preToolUse"] {
         let text = format!(
             "---\nname: db-reader\ntools: Bash\nhooks:\n  {event}:\n    - matcher: \"Bash\"\n      hooks:\n        - type: command\n          command: ./scripts/validate-readonly-query.sh\n---\nSELECT only."
         );

@@ -5,6 +5,7 @@
 mod claude;
 mod fields;
 mod folders;
+mod kiro_qwen;
 mod loading;
 mod narrowing;
 mod never_panics;
