@@ -37,6 +37,8 @@ pub(crate) struct Settings {
     /// amended at once (each call paid a refused request first — two
     /// requests a call against a per-request rate limit).
     pub(crate) refused: std::sync::Mutex<Vec<&'static str>>,
+    /// What a `Retry-After` date is read against.
+    pub(crate) clock: super::retry::DateClock,
 }
 
 type Events = Pin<Box<dyn Stream<Item = Result<super::sse::Event, BodyError>> + Send>>;
@@ -389,7 +391,10 @@ async fn attempt(
     let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok());
     let retry_after = header("retry-after-ms")
         .and_then(parse_retry_after_ms)
-        .or_else(|| header(RETRY_AFTER.as_str()).and_then(parse_retry_after));
+        .or_else(|| {
+            let now_ms = settings.clock.0.now_ms();
+            header(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now_ms))
+        });
     // Not followed (see `build`): where it points is what to fix.
     if status.is_redirection() {
         let to = header(reqwest::header::LOCATION.as_str()).unwrap_or("(no `Location`)");

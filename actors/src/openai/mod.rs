@@ -167,6 +167,7 @@ impl OpenAiCompatible {
             model: model.into(),
             max_retries: 3,
             max_retry_wait: Duration::from_secs(60),
+            clock: retry::DateClock(Arc::new(crate::clock::SystemClock)),
             connect_timeout: Duration::from_secs(10),
             timeout: Duration::from_secs(300),
         }
@@ -217,6 +218,7 @@ pub struct OpenAiBuilder {
     max_retry_wait: Duration,
     connect_timeout: Duration,
     timeout: Duration,
+    clock: retry::DateClock,
 }
 
 impl fmt::Debug for OpenAiBuilder {
@@ -289,6 +291,16 @@ impl OpenAiBuilder {
     /// longer than this fails the call at once instead of waiting.
     pub fn max_retry_wait(mut self, wait: Duration) -> Self {
         self.max_retry_wait = wait;
+        self
+    }
+
+    /// The clock a `Retry-After` given as an HTTP date is read against
+    /// (default the system's): a simulation's, for a mock server that
+    /// dates its answers in the simulation's time
+    /// (`ManualClock::new(Scenario::EPOCH_MS)`). Read by the system's, the
+    /// wait depended on the host's calendar.
+    pub fn clock(mut self, clock: Arc<dyn crate::clock::Clock>) -> Self {
+        self.clock = retry::DateClock(crate::clock::guarded(clock));
         self
     }
 
@@ -375,6 +387,7 @@ impl OpenAiBuilder {
                 read: self.timeout,
             },
             refused: std::sync::Mutex::new(Vec::new()),
+            clock: self.clock,
         };
         Ok(OpenAiCompatible {
             base_url: endpoint.root,

@@ -104,18 +104,33 @@ pub(crate) fn backoff(policy: RetryPolicy, retries: u32) -> Duration {
         .min(policy.max_wait)
 }
 
+/// The clock a `Retry-After` date is read against
+/// (`OpenAiBuilder::clock`).
+#[derive(Clone)]
+pub(crate) struct DateClock(pub(crate) std::sync::Arc<dyn crate::clock::Clock>);
+
+impl std::fmt::Debug for DateClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DateClock")
+    }
+}
+
 /// A `Retry-After` header in seconds (`"2"`, `"0.5"`), or as an HTTP
 /// date (`"Wed, 21 Oct 2026 07:28:00 GMT"`, RFC 9110: the wait until
-/// then by the system clock, none if it passed). Anything else unreadable
-/// gives `None` (the backoff applies instead: a date was read so, and the
-/// server got its retries within seconds of asking for an hour).
-pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
+/// then from `now_ms`, the adapter's clock — none if it passed). Anything
+/// else unreadable gives `None` (the backoff applies instead: a date was
+/// read so, and the server got its retries within seconds of asking for
+/// an hour).
+pub(crate) fn parse_retry_after(value: &str, now_ms: u64) -> Option<Duration> {
     if let Ok(at) = httpdate::parse_http_date(value.trim()) {
-        return Some(
-            at.duration_since(std::time::SystemTime::now())
-                .unwrap_or(Duration::ZERO),
-        );
+        let now = std::time::UNIX_EPOCH + Duration::from_millis(now_ms);
+        return Some(at.duration_since(now).unwrap_or(Duration::ZERO));
     }
+    parse_seconds(value)
+}
+
+/// A wait in seconds (`"2"`, `"0.5"`).
+fn parse_seconds(value: &str) -> Option<Duration> {
     let seconds: f64 = value.trim().parse().ok()?;
     if seconds >= 0.0 {
         // Past what a `Duration` holds is still a wait, the longest one —
@@ -132,7 +147,7 @@ pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
 /// [`parse_retry_after`] reads seconds.
 pub(crate) fn parse_retry_after_ms(value: &str) -> Option<Duration> {
     let millis: f64 = value.trim().parse().ok()?;
-    parse_retry_after(&(millis / 1000.0).to_string())
+    parse_seconds(&(millis / 1000.0).to_string())
 }
 
 #[cfg(test)]
@@ -249,6 +264,8 @@ mod tests {
 
     #[test]
     fn retry_after_parses_seconds_and_dates() {
+        let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        let parse_retry_after = |value: &str| parse_retry_after(value, now);
         assert_eq!(parse_retry_after(" 2 "), Some(Duration::from_secs(2)));
         assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
         // An HTTP date: passed, no wait; far ahead, the wait until then

@@ -1,5 +1,5 @@
 //! What a gateway in front of the server answers when the server behind it
-//! is away for a moment.
+//! is away for a moment, and when a server dates the wait it asks for.
 
 use super::*;
 
@@ -49,4 +49,48 @@ async fn a_gateways_502_or_504_is_sent_again() {
     };
     // Each waits the backoff's first second (no `Retry-After`): at once.
     tokio::join!(passes(502), passes(504), persists(502), persists(504));
+}
+
+/// Replay (review: same seed, same log, thirty-eighth session): a
+/// `Retry-After` given as an HTTP date was read against the system's
+/// clock, whatever clock the host ran on — a mock server dating its 429 in
+/// a simulation's time (ten seconds past `Scenario::EPOCH_MS`) was read as
+/// long past (no wait, today), or as months ahead (failing at once,
+/// before 2026): the outcome depended on the calendar. It is read against
+/// the adapter's clock (`OpenAiBuilder::clock`).
+#[tokio::test]
+async fn a_retry_after_date_is_read_against_the_adapters_clock() {
+    use std::sync::Arc;
+    use subagents_actors::clock::ManualClock;
+    // 2026-01-01T00:00:00Z, the simulation's epoch.
+    const EPOCH_MS: u64 = 1_767_225_600_000;
+    let limited = || {
+        Reply::error(429, json!({"error": {"message": "slow down"}}))
+            .header("retry-after", "Thu, 01 Jan 2026 00:00:10 GMT")
+    };
+    let server = MockServer::start(vec![limited(), limited()]).await;
+    let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+        .max_retries(0)
+        .clock(Arc::new(ManualClock::new(EPOCH_MS)))
+        .build()
+        .unwrap();
+    let out = collect(&model, request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::RateLimited {
+            retry_after: Some(Duration::from_secs(10)),
+            message: "slow down".into()
+        })]
+    );
+    // A second later by the same clock, nine seconds are left.
+    let model = OpenAiCompatible::builder(&server.base_url, "test-model")
+        .max_retries(0)
+        .clock(Arc::new(ManualClock::new(EPOCH_MS + 1_000)))
+        .build()
+        .unwrap();
+    let out = collect(&model, request("hi")).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::RateLimited { retry_after: Some(wait), .. })] if *wait == Duration::from_secs(9)),
+        "{out:?}"
+    );
 }

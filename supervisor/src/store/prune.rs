@@ -384,6 +384,35 @@ mod tests {
         assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
     }
 
+    /// Replay (review: same seed, same bytes, thirty-eighth session): a
+    /// resume of an earlier session's child is decided at once
+    /// (`begin_resume`), its link written later by the thread's writer. A
+    /// wake given back in between (a switch in the same instant) was
+    /// listed again or not by how far that write had got — and the child's
+    /// file kept `wake_owed` or not with it. A resume begun goes on: not
+    /// listed again, whenever the link lands.
+    #[test]
+    fn a_wake_given_back_as_its_resume_begins_is_owed_no_more() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+        store.save(&done("agent_1")).unwrap();
+        let mut running = done("agent_2");
+        running.status = SubAgentStatus::Running;
+        running.wake_owed = false;
+        store.save(&running).unwrap();
+        drop(store);
+        let (store, _) = EnvelopeStore::open(tmp.path(), clock).unwrap();
+        let [one, two] = ["agent_1", "agent_2"].map(AgentId::new);
+        assert_eq!(store.take_owed_wakes(None), std::slice::from_ref(&one));
+        assert_eq!(store.take_interrupted(None), std::slice::from_ref(&two));
+        assert!(store.begin_resume(&one) && store.begin_resume(&two));
+        store.give_back_owed(&one);
+        store.give_back_interrupted(vec![two]);
+        assert!(store.owed_wakes().is_empty(), "{:?}", store.owed_wakes());
+        assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+    }
+
     /// Written by another version (review: a host upgrading the library):
     /// an envelope this version cannot read (a later version's status)
     /// is left in place for that version — and was never pruned, nor its

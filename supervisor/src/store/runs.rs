@@ -415,7 +415,7 @@ impl EnvelopeStore {
     /// host's badge counted a wake the next showing settled unsent).
     pub(crate) fn give_back_owed(&self, id: &AgentId) {
         let mut list = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
-        let owed = self.map.get(id).is_some_and(|e| wake_still_owed(&e));
+        let owed = self.map.get(id).is_some_and(|e| wake_still_owed(&e)) && !self.is_resuming(id);
         if !list.contains(id) && owed {
             list.push(id.clone());
             let finished = |id: &AgentId| self.get(id).and_then(|e| e.finished_at_ms).unwrap_or(0);
@@ -434,10 +434,14 @@ impl EnvelopeStore {
             .interrupted
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        // A resume begun is a link on its way (written by the thread's
+        // writer, later): read only from the map, the child was listed
+        // again or not by how far the writer had got.
         let goes_on = |id: &AgentId| {
             self.map
                 .get(id)
                 .is_some_and(|e| !e.forgotten && e.continued_as.is_none() && !e.cancelled)
+                && !self.is_resuming(id)
         };
         let kept = |id: &AgentId| !list.contains(id) && goes_on(id);
         let mut back: Vec<AgentId> = ids.into_iter().filter(kept).collect();
