@@ -49,10 +49,10 @@ pub struct EnvelopeStore {
     /// Children of earlier sessions a thread of this session began to
     /// resume ([`EnvelopeStore::begin_resume`]): resumed once each.
     pub(super) resuming: Mutex<rustc_hash::FxHashSet<AgentId>>,
-    /// Threads forgotten ([`EnvelopeStore::forget_thread`]) and not opened
-    /// again since: a write for one (a killed thread's writer draining its
-    /// queue) lands forgotten, not listed after a restart.
-    pub(super) forgotten_threads: Mutex<rustc_hash::FxHashSet<ThreadId>>,
+    /// Threads forgotten ([`EnvelopeStore::forget_thread`]), when, and not
+    /// opened again since: a write for one (a killed thread's writer
+    /// draining its queue) lands forgotten; let go past the retention.
+    pub(super) forgotten_threads: Mutex<rustc_hash::FxHashMap<ThreadId, u64>>,
     /// The threads live on it ([`EnvelopeStore::claim_thread`]), and a
     /// wake for whoever waits for one closing.
     pub(super) live: crate::store::live::Live,
@@ -254,7 +254,7 @@ impl EnvelopeStore {
             let forgotten = self.forgotten_threads.lock();
             envelope.forgotten |= forgotten
                 .unwrap_or_else(PoisonError::into_inner)
-                .contains(thread);
+                .contains_key(thread);
         }
         let written = self.write_envelope(&envelope);
         self.map.insert(envelope.id.clone(), envelope);

@@ -111,6 +111,7 @@ mod runs;
 mod schedule;
 
 pub use envelopes::EnvelopeStore;
+pub(crate) use listing::child_order;
 pub(crate) use live::LiveThread;
 pub(crate) use lock::APPROVALS_PER_BLOCK;
 pub use report::{CorruptFile, LoadReport, PruneReport, StoreError};

@@ -33,6 +33,17 @@ impl EnvelopeStore {
             .collect();
         // In child-number order: a removal that fails is listed in it.
         expired.sort_by(|a, b| child_order(a).cmp(&child_order(b)));
+        // A deleted conversation's mark, kept for a writer still draining
+        // (no writer drains for the retention): one per delete, for the
+        // store's life, was the only thing a delete left behind.
+        (self
+            .forgotten_threads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner))
+        .retain(|_, at| {
+            now.checked_sub(*at)
+                .is_none_or(|age| u128::from(age) <= self.retention.as_millis())
+        });
 
         let mut report = PruneReport::default();
         // A file whose number cannot be kept first is kept itself.
@@ -183,7 +194,7 @@ impl EnvelopeStore {
         self.forgotten_threads
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(thread.clone());
+            .insert(thread.clone(), self.clock.now_ms());
         let mut own: Vec<AgentId> = self
             .map
             .iter()

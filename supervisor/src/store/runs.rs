@@ -135,10 +135,17 @@ impl EnvelopeStore {
         // store holds now (a newer save, or a prune, cannot slip between
         // the read and the write).
         let _io = self.lock_io();
-        let (envelopes, runs) = {
+        // In child-number order, as every list the store gives (the
+        // sets hold them in the ids' text order: `agent_10` first).
+        let (mut envelopes, mut runs): (Vec<_>, Vec<_>) = {
             let unsaved = self.unsaved();
-            (unsaved.envelopes.clone(), unsaved.runs.clone())
+            (
+                unsaved.envelopes.iter().cloned().collect(),
+                unsaved.runs.clone().into_iter().collect(),
+            )
         };
+        envelopes.sort_by(|a, b| child_order(a).cmp(&child_order(b)));
+        runs.sort_by(|(a, _), (b, _)| child_order(a).cmp(&child_order(b)));
         let mut failed = Vec::new();
         for id in envelopes {
             match self.get(&id) {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use subagents_messages::{AgentId, ChatMessage, ChildRequest, Envelope, ThreadId};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::store::EnvelopeStore;
+use crate::store::{EnvelopeStore, child_order};
 use crate::thread::msg::ThreadMsg;
 use crate::thread::shared::PersistErrors;
 use crate::thread::state::ThreadState;
@@ -389,7 +389,7 @@ impl ThreadState {
         // still in this actor's mailbox when it stopped): their final
         // conversation, so a later `send` resumes from where it ended.
         let mut runs: Vec<(AgentId, Arc<ChildRequest>)> = self.requests.drain().collect();
-        runs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        runs.sort_unstable_by(|a, b| child_order(&a.0).cmp(&child_order(&b.0)));
         let runs: Vec<_> = runs
             .into_iter()
             .map(|(id, request)| {

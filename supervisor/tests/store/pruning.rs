@@ -419,3 +419,37 @@ fn a_stray_temporary_files_id_is_kept_past_the_open_that_removed_it() {
         assert_eq!(next, Some(AgentId::new("agent_8")), "open {open_n}");
     }
 }
+
+/// Unbounded growth (review: a store open for weeks, thirty-eighth
+/// session): each forgotten thread (every `Threads::delete` on a store)
+/// left its mark — a write for it lands forgotten, for a killed thread's
+/// writer still draining — for the store's life: one entry per deleted
+/// conversation, never let go unless a thread of the same id was opened
+/// again. Let go by the prune past the retention (no writer drains that
+/// long); within it, a late write still lands forgotten.
+#[test]
+fn a_forgotten_threads_mark_is_let_go_past_the_retention() {
+    use subagents_messages::ThreadId;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    let thread = ThreadId::new("deleted");
+    let late = |id: &str, at: u64| {
+        let mut e = envelope(id, at, Some(at));
+        e.thread = Some(thread.clone());
+        e
+    };
+    store.save(&late("agent_1", T0)).unwrap();
+    assert!(store.forget_thread(&thread).unwrap().is_empty());
+    // A writer still draining, within the retention: forgotten.
+    clock.set(T0 + DAY);
+    store.prune();
+    store.save(&late("agent_2", T0 + DAY)).unwrap();
+    assert!(store.get(&AgentId::new("agent_2")).unwrap().forgotten);
+    // Past it, the mark is gone: a thread of that id, written later, is
+    // not anybody's forgotten one.
+    clock.set(T0 + DAY + 1);
+    store.prune();
+    store.save(&late("agent_3", T0 + DAY + 1)).unwrap();
+    assert!(!store.get(&AgentId::new("agent_3")).unwrap().forgotten);
+}

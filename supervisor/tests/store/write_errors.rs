@@ -166,3 +166,25 @@ fn disk_full_save_returns_a_write_error_naming_the_path_and_keeps_the_envelope()
     drop(reopened);
     drop(mount);
 }
+
+/// Replay (review: orders that reach a host, thirty-eighth session):
+/// `retry_unsaved` listed what still fails in the ids' text order
+/// (`agent_10` before `agent_2`), as did a closing thread's runs, though
+/// every other list the store gives is in child-number order.
+#[test]
+fn what_still_fails_is_listed_in_child_number_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    for id in ["agent_2", "agent_10"] {
+        // A directory in its file's place: the write fails (as root too).
+        fs::create_dir_all(tmp.path().join(format!("{id}.json")).join("held")).unwrap();
+        assert!(store.save(&envelope(id, T0, Some(T0))).is_err());
+    }
+    let failed: Vec<String> = store
+        .retry_unsaved()
+        .iter()
+        .map(|e| e.path().file_name().unwrap().display().to_string())
+        .collect();
+    assert_eq!(failed, ["agent_2.json", "agent_10.json"]);
+}
