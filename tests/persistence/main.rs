@@ -16,6 +16,7 @@ mod isolation;
 mod killed;
 mod read_steps;
 mod remote;
+mod reopened;
 mod restart_list;
 mod restore;
 mod runtime_drop;

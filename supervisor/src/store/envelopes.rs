@@ -32,11 +32,11 @@ pub struct EnvelopeStore {
     pub(super) ids: ChildIds,
     /// The number `.subagents-ids` holds.
     pub(super) ids_kept: Mutex<u64>,
-    /// The ids loaded at open: the children of earlier sessions, which
-    /// the thread that wrote them (any thread, for one written for no
-    /// thread) may read and resume. A child a thread of this session made
-    /// is its own thread's alone.
-    earlier: rustc_hash::FxHashSet<AgentId>,
+    /// The children of earlier sessions (loaded at open, or a closed
+    /// named thread's finished ones), which the thread that wrote them
+    /// (any, for one written for no thread) may read and resume. A child
+    /// a live thread made is its own thread's alone.
+    pub(super) earlier: std::sync::RwLock<rustc_hash::FxHashSet<AgentId>>,
     /// Serialises disk changes so the files follow the same order as the
     /// map. Reads (`get`, `all`) never take it.
     io: Mutex<()>,
@@ -169,7 +169,7 @@ impl EnvelopeStore {
                     .fold(kept, u64::max)
                     + 1,
             ),
-            earlier: loaded.into_iter().collect(),
+            earlier: std::sync::RwLock::new(loaded.into_iter().collect()),
             ..store
         };
         // Interrupted first: an unfinished child ages from the restart,
@@ -197,11 +197,11 @@ impl EnvelopeStore {
         self.ids.clone()
     }
 
-    /// True for a child of an earlier session (loaded at open), which any
-    /// thread on the store may read and resume; a child made in this
-    /// session belongs to the thread that made it.
+    /// True for a child of an earlier session (loaded at open, or of a
+    /// named thread closed since), which the thread it names may read and
+    /// resume; a child a live thread made belongs to it.
     pub(crate) fn is_from_earlier_session(&self, id: &AgentId) -> bool {
-        self.earlier.contains(id)
+        self.earlier.read().unwrap_or_else(PoisonError::into_inner).contains(id)
     }
 
     /// How long envelopes are kept.

@@ -89,9 +89,27 @@ impl EnvelopeStore {
         let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         if live.get(id).is_some_and(|h| h.is(holder)) {
             live.remove(id);
+            self.hand_over_children(id);
         }
         drop(live);
         self.released.notify_waiters();
+    }
+
+    /// The thread `id` let go of the store (it closed, or was killed): its
+    /// finished children are the store's now, as an earlier session's are
+    /// — a thread opened again under the id, the store open all along (a
+    /// long-lived host letting a thread's children go from memory), reads,
+    /// claims and resumes them. They were its hub's alone, and with the hub
+    /// gone, nobody's: "no sub-agent" for all it had made. One still
+    /// running (its thread killed) stays out of reach, as it was.
+    fn hand_over_children(&self, id: &ThreadId) {
+        let finished: Vec<AgentId> = (self.map.iter())
+            .filter(|e| e.thread.as_ref() == Some(id) && e.status.is_terminal() && !e.forgotten)
+            .map(|e| e.key().clone())
+            .collect();
+        if !finished.is_empty() {
+            (self.earlier.write().unwrap_or_else(PoisonError::into_inner)).extend(finished);
+        }
     }
 
     /// Holds `id` for a forget (closing: a claim waits for it), unless a
