@@ -11,10 +11,12 @@ use super::*;
 async fn a_grandchilds_tokens_roll_up_to_the_parent() {
     let model = tree_with(
         vec![
+            // Ten tokens each, its output among them (a usage counting
+            // no output leaves it to the estimate).
             Reply::new()
                 .use_agent(&run("Grand", "compute 6*7", true))
-                .usage(10, 0),
-            Reply::answer("child: 42").usage(10, 0),
+                .usage(9, 1),
+            Reply::answer("child: 42").usage(9, 1),
         ],
         vec![Reply::answer("42").usage(100, 20)],
     );

@@ -193,10 +193,12 @@ async fn an_answer_that_ends_over_budget_is_a_partial_naming_the_budget() {
     );
     assert!(result.text.contains("Done."), "what it wrote is kept");
 
-    // Exactly at the budget is still within it.
+    // Exactly at the budget is still within it. (Its output counted:
+    // `completion_tokens: 0` for the "Done." it wrote now leaves that
+    // output to the estimate — a usage said last that counts no output.)
     let exact = Usage {
-        prompt_tokens: Limits::default().token_budget,
-        completion_tokens: 0,
+        prompt_tokens: Limits::default().token_budget - 1,
+        completion_tokens: 1,
     };
     let (agent, _events) = AgentBuilder::new(Arc::new(Answers("Done.", exact)))
         .spawn()

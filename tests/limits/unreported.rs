@@ -275,3 +275,96 @@ async fn text_after_a_hidden_count_as_large_as_it_goes_completes() {
     assert_eq!(result.outcome, Outcome::Completed, "{}", result.text);
     assert_eq!(result.text, "done");
 }
+
+/// Accounting (review: a model that misbehaves, thirty-eighth session):
+/// the same model with its usage said last — as the OpenAI adapter says
+/// every usage, after the output — had every call's output free again: a
+/// usage marked all output so far counted, whatever it counted of it
+/// (`completion_tokens: 0`, a server reporting the prompt alone). Three
+/// calls of 6,000 characters against a budget of 2,000 ran to
+/// `Completed`, usage `{40, 0}`; all zeros, `{0, 0}`. A usage that counts
+/// no output leaves the output to the estimate; one that counts nothing
+/// leaves the whole call to it.
+#[tokio::test(start_paused = true)]
+async fn a_usage_said_last_that_counts_no_output_leaves_it_to_the_estimate() {
+    for (prompt, completion_floor) in [(10, 1_500), (0, 1_500)] {
+        let step = || {
+            Reply::new()
+                .text("x".repeat(6_000))
+                .tool_call("calculator", r#"{"expression":"1+1"}"#)
+                .usage(prompt, 0)
+        };
+        let model = ScriptedModel::new(vec![
+            step(),
+            step(),
+            step(),
+            Reply::new().text("done").usage(prompt, 0),
+        ]);
+        let result = run_on_a_budget(model.shared(), 2_000).await;
+        assert_eq!(
+            result.outcome,
+            Outcome::LimitReached(LimitKind::Tokens),
+            "prompt {prompt}: {:?}",
+            result.usage
+        );
+        assert!(
+            result.usage.completion_tokens >= completion_floor,
+            "prompt {prompt}: {:?}",
+            result.usage
+        );
+    }
+    // An honest count is taken as it is: 6,000 characters counted as
+    // 1,000 tokens (six a token) is not charged the estimate's 1,500.
+    let honest = ScriptedModel::new(vec![
+        Reply::new()
+            .text("x".repeat(6_000))
+            .tool_call("calculator", r#"{"expression":"1+1"}"#)
+            .usage(10, 1_000),
+        Reply::new().text("done").usage(10, 1),
+    ]);
+    let result = run_on_a_budget(honest.shared(), 5_000).await;
+    assert_eq!(result.outcome, Outcome::Completed);
+    assert_eq!(result.usage.completion_tokens, 1_001, "{:?}", result.usage);
+}
+
+/// Accounting (review: a model that misbehaves, thirty-eighth session): a
+/// host's model that says a whole call before its text (the trait allows
+/// any order) had the call left out of the hold on the text that followed:
+/// a call of 3,500 characters (≈ 885 tokens) then text, against a budget
+/// of 1,000, was cut only once the text alone passed the budget — 4,100
+/// characters shown, the partial charged the text alone. The call counts
+/// in every hold of its answer's output.
+#[tokio::test(start_paused = true)]
+async fn text_after_a_call_is_held_with_the_call() {
+    let mut answer = Reply::new().tool_call(
+        "calculator",
+        format!(r#"{{"expression":"1+1","note":"{}"}}"#, "x".repeat(3_500)),
+    );
+    for _ in 0..60 {
+        answer = answer.text("y".repeat(100));
+    }
+    let model = ScriptedModel::new(vec![answer, Reply::answer("done")]);
+    let (agent, mut events) = AgentBuilder::new(model.shared())
+        .tools(ToolRegistry::new().with(Calculator))
+        .limits(Limits {
+            token_budget: 1_000,
+            ..Limits::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    let mut shown = 0;
+    while let Some(event) = events.try_recv() {
+        if let AgentEvent::Text(text) = event {
+            shown += text.chars().count();
+        }
+    }
+    assert!(shown <= 600, "{shown} characters shown past the budget");
+    assert!(
+        result.usage.completion_tokens * 4 >= (shown + 3_500) as u64,
+        "{shown} shown, {:?}",
+        result.usage
+    );
+}

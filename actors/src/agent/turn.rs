@@ -342,14 +342,14 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
                 // wall clock — its output so far, at about four characters
                 // a token (below its real cost, which counts its prompt
                 // too), against what the turn used before it.
-                let so_far = estimated(call_usage, streamed_chars);
                 // Kept and emitted in one step under the turn's lock: a
                 // cut mid-call has what the host saw (emitted after it, a
                 // stop on another worker quoted a piece never shown). Past
                 // the budget, the estimate is counted and the text taken.
                 let cut = ctx.with(|t| {
                     t.streaming.push_str(&delta);
-                    let cut = t.past_budget(so_far, budget);
+                    let output = t.with_calls(streamed_chars);
+                    let cut = t.past_budget(estimated(call_usage, output), budget);
                     ctx.sink.emit(AgentEvent::Text(delta));
                     cut
                 });
@@ -362,11 +362,11 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
             // only at the wall clock, its call counted as nothing.
             Some(Ok(ModelChunk::Hidden(chars))) => {
                 streamed_chars = streamed_chars.saturating_add(chars);
-                let so_far = estimated(call_usage, streamed_chars);
                 let cut = ctx.with(|t| {
                     let chars = u32::try_from(chars).unwrap_or(u32::MAX);
                     t.hidden_chars = t.hidden_chars.saturating_add(chars);
-                    t.past_budget(so_far, budget)
+                    let output = t.with_calls(streamed_chars);
+                    t.past_budget(estimated(call_usage, output), budget)
                 });
                 if cut {
                     return Err(ModelEnd::OverBudget);
@@ -385,7 +385,7 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
                 let cut = ctx.with(|t| {
                     let chars = u32::try_from(chars).unwrap_or(u32::MAX);
                     t.call_chars = t.call_chars.saturating_add(chars);
-                    let output = streamed_chars.saturating_add(t.calls_beyond_hidden());
+                    let output = t.with_calls(streamed_chars);
                     t.past_budget(estimated(call_usage, output), budget)
                 });
                 if cut {
@@ -400,7 +400,7 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
                     span.record("gen_ai.usage.output_tokens", call_usage.completion_tokens);
                 }
                 let used = ctx.with(|t| {
-                    t.counted(streamed_chars.saturating_add(t.calls_beyond_hidden()));
+                    t.usage_came(call_usage, t.with_calls(streamed_chars));
                     match chunk {
                         ModelChunk::UsageEstimate(usage) => t.progress.add_estimate(usage),
                         ModelChunk::Usage(usage) => t.progress.add_reported(usage),
@@ -436,7 +436,7 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
     let over = ctx.with(|t| {
         // What it wrote after its last count too (a usage that came
         // first: its output counted nowhere, across every call).
-        let output = streamed_chars.saturating_add(t.calls_beyond_hidden());
+        let output = t.with_calls(streamed_chars);
         let estimate = t.call_estimate(output)?;
         t.progress.add_estimate(estimate);
         t.counted(output);

@@ -54,6 +54,15 @@ impl TurnState {
         u64::from(self.call_chars.saturating_sub(self.hidden_chars))
     }
 
+    /// `streamed` characters (text and hidden) and the calls beyond the
+    /// hidden: the output every hold of the call in flight counts — calls
+    /// said before text too (a host's model's order: left out of the
+    /// text's hold, a call of 3,500 characters then text went ~2× past
+    /// the budget before the cut).
+    pub(crate) fn with_calls(&self, streamed: u64) -> u64 {
+        streamed.saturating_add(self.calls_beyond_hidden())
+    }
+
     /// Characters the call in flight wrote: text, hidden, calls beyond.
     pub(crate) fn output_chars(&self) -> u64 {
         (self.streaming.chars().count() as u64)
@@ -101,6 +110,20 @@ impl TurnState {
         self.doing(super::Activity::Thinking);
         if !text.trim().is_empty() {
             self.progress.last_text = text;
+        }
+    }
+
+    /// A usage came for the call in flight (`usage`: its counts so far),
+    /// `output` characters of it out: what it counted is counted — the
+    /// output only if it counted some of it, nothing if it counted
+    /// nothing. Marked counted whatever it said, a usage said last with
+    /// `completion_tokens: 0` (a server reporting the prompt alone) made
+    /// the whole output free, and an all-zero one the whole call.
+    pub(crate) fn usage_came(&mut self, usage: Usage, output: u64) {
+        if usage.completion_tokens > 0 {
+            self.counted(output);
+        } else if usage.prompt_tokens > 0 {
+            self.counted(0);
         }
     }
 
