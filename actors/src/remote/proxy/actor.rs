@@ -73,7 +73,13 @@ pub(super) fn progress_held(state: &mut crate::agent::TurnState, event: &AgentEv
             let message = ChatMessage::tool(result.tool_use_id.clone(), result.output.clone());
             state.history.push(message);
         }
+        // The last answer's text, as a local turn keeps it (appended to
+        // across answers, a remote child's stop or cut quoted everything
+        // it had written as "the last thing written").
         AgentEvent::Text(text) => {
+            if state.streaming.is_empty() {
+                state.progress.last_text.clear();
+            }
             state.progress.last_text.push_str(text);
             state.streaming.push_str(text);
         }

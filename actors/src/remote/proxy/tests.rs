@@ -150,3 +150,54 @@ async fn a_remote_request_its_policy_came_to_answer_as_it_was_passed_on_is_answe
         .collect();
     assert_eq!(answered, vec![(id, ApprovalDecision::Deny)]);
 }
+
+/// Consistency (review: a model that misbehaves, thirty-eighth session): a
+/// remote child's last text was every answer's text appended, so its stop
+/// or a cut quoted all it had written as "the last thing written"; a local
+/// child's is its last answer's. The same here: each answer's text starts
+/// it again, and an answer with calls alone keeps the one before.
+#[test]
+fn a_remote_childs_last_text_is_its_last_answers() {
+    use subagents_messages::{AgentEvent, ToolResult, ToolStarted};
+    let mut state = crate::agent::TurnState::new(Vec::new());
+    let call = |id: &str| {
+        [
+            AgentEvent::ToolStarted(ToolStarted {
+                tool_use_id: id.into(),
+                name: "sleep".into(),
+                arguments: "{}".into(),
+            }),
+            AgentEvent::ToolResult(ToolResult {
+                tool_use_id: id.into(),
+                name: "sleep".into(),
+                output: "slept".into(),
+                is_error: false,
+            }),
+        ]
+    };
+    let events = [
+        AgentEvent::Text("first ".into()),
+        AgentEvent::Text("answer".into()),
+    ]
+    .into_iter()
+    .chain(call("c1"))
+    .chain(call("c2"))
+    .chain([AgentEvent::Text("second".into())]);
+    let mut seen = Vec::new();
+    for event in events {
+        super::actor::progress_held(&mut state, &event);
+        seen.push(state.progress.last_text.clone());
+    }
+    assert_eq!(
+        seen,
+        [
+            "first ",
+            "first answer",
+            "first answer",
+            "first answer",
+            "first answer",
+            "first answer",
+            "second"
+        ]
+    );
+}
