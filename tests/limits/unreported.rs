@@ -368,3 +368,48 @@ async fn text_after_a_call_is_held_with_the_call() {
         result.usage
     );
 }
+
+/// Accounting (review of this session's diff): a prompt-only usage that
+/// crossed the budget cut the call there with its output never counted —
+/// the estimate at the call's end, which a usage counting no output
+/// leaves it to, never ran: 1,600 characters written (≈ 400 tokens) and
+/// `{1500, 0}` charged, the partial saying nothing was estimated. What no
+/// count covered is estimated at that cut too.
+#[tokio::test(start_paused = true)]
+async fn a_prompt_only_usage_that_crosses_the_budget_still_charges_the_output() {
+    let model = ScriptedModel::new(vec![Reply::new().text("x".repeat(1_600)).usage(1_500, 0)]);
+    let result = run_on_a_budget(model.shared(), 1_000).await;
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert!(result.usage.completion_tokens >= 400, "{:?}", result.usage);
+    assert!(
+        result
+            .text
+            .contains("partly estimated: some output of the turn no server counted"),
+        "{}",
+        result.text
+    );
+}
+
+/// Accounting (review of this session's diff): an all-zero usage counts
+/// nothing, so it reports nothing either — the partial of a turn whose
+/// calls said only `{0, 0}` read "partly estimated", as if a server had
+/// counted some of it.
+#[tokio::test(start_paused = true)]
+async fn an_all_zero_usage_is_no_report() {
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .text("x".repeat(4_000))
+            .tool_call("calculator", r#"{"expression":"1+1"}"#)
+            .usage(0, 0),
+        Reply::new().text("x".repeat(6_000)).usage(0, 0),
+    ]);
+    let result = run_on_a_budget(model.shared(), 2_000).await;
+    assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
+    assert!(
+        result
+            .text
+            .contains("estimated: no call of the turn reported usage"),
+        "{}",
+        result.text
+    );
+}

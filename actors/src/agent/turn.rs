@@ -399,20 +399,20 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
                     span.record("gen_ai.usage.input_tokens", call_usage.prompt_tokens);
                     span.record("gen_ai.usage.output_tokens", call_usage.completion_tokens);
                 }
-                let used = ctx.with(|t| {
-                    t.usage_came(call_usage, t.with_calls(streamed_chars));
+                let cut = ctx.with(|t| {
+                    let output = t.with_calls(streamed_chars);
+                    t.usage_came(call_usage, output);
                     match chunk {
                         ModelChunk::UsageEstimate(usage) => t.progress.add_estimate(usage),
-                        ModelChunk::Usage(usage) => t.progress.add_reported(usage),
+                        // Counting nothing, it reported nothing.
+                        ModelChunk::Usage(usage) if usage.total() > 0 => {
+                            t.progress.add_reported(usage);
+                        }
                         _ => {}
                     }
-                    let used = t.progress.usage.total();
-                    if used > budget {
-                        t.cut_over_budget();
-                    }
-                    used
+                    t.cut_if_past(budget, output)
                 });
-                if used > budget {
+                if cut {
                     return Err(ModelEnd::OverBudget);
                 }
             }

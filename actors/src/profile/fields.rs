@@ -213,8 +213,9 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 "description" => fm.description = map.next_value()?,
                 "model" => {
                     let named = map.next_value::<Option<ModelName>>()?;
+                    // The fallbacks, not the model (applied).
                     if named.as_ref().is_some_and(|m| m.fallbacks) {
-                        fm.not_applied.push(key.clone());
+                        fm.not_applied.push(format!("{key}[1..]"));
                     }
                     fm.model = named.and_then(|m| m.first);
                 }

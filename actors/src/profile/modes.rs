@@ -85,7 +85,8 @@ pub(super) fn approval_mode_loads<E: de::Error>(mode: &str) -> Result<(), E> {
 /// `trusted`, `trustedAgents`, `autoAllowReadonly`, …) widens nothing here;
 /// a denial (`deniedCommands`, `deniedPaths`, `deniedServices`, `blocked`,
 /// `denyByDefault: true`) is a restriction this runtime cannot enforce,
-/// and a setting nobody documents may be one. An unknown key, every
+/// and a setting nobody documents whose name says it may deny may be one;
+/// another (an MCP tool's own) is that tool's. An unknown key, every
 /// denial was dropped.
 pub(super) fn tools_settings<E: de::Error>(settings: &serde_json::Value) -> Result<bool, E> {
     use serde_json::Value;
@@ -129,17 +130,40 @@ pub(super) fn tools_settings<E: de::Error>(settings: &serde_json::Value) -> Resu
                 | "blocked" => {
                     return Err(refused(tool, key, &format!("a denial, {CANNOT_ENFORCE}")));
                 }
-                _ => {
+                // A setting whose name says it may deny; any other (an
+                // MCP tool's own, `@git/git_status: {git_user: …}`, Kiro's
+                // documented use of the key now) is the tool's to read.
+                _ if sounds_restrictive(key) => {
                     return Err(refused(
                         tool,
                         key,
                         &format!("a setting nobody documents {MAY_BE_A_RESTRICTION}"),
                     ));
                 }
+                _ => {}
             }
         }
     }
     Ok(limited)
+}
+
+/// A setting's name that says it may deny or narrow (`deniedUrls`,
+/// `blockList`, `readOnly`, `disallow…`, `restrict…`, `exclude…`).
+fn sounds_restrictive(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    [
+        "deny",
+        "denied",
+        "block",
+        "disallow",
+        "forbid",
+        "readonly",
+        "read_only",
+        "restrict",
+        "exclude",
+    ]
+    .iter()
+    .any(|word| key.contains(word))
 }
 
 /// A Codex role's top-level `web_search` (`disabled`, `cached`, `live`):

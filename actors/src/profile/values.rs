@@ -99,7 +99,12 @@ impl<'de> Visitor<'de> for ModelNameVisitor {
         self.visit_str(&name.to_string())
     }
 
+    // `4.0` stays `4.0` (`to_string` wrote `4`).
     fn visit_f64<E: de::Error>(self, name: f64) -> Result<ModelName, E> {
+        self.visit_str(&format!("{name:?}"))
+    }
+
+    fn visit_bool<E: de::Error>(self, name: bool) -> Result<ModelName, E> {
         self.visit_str(&name.to_string())
     }
 

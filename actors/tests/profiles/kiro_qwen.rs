@@ -77,7 +77,7 @@ fn kiros_tool_settings_keep_their_denials() {
         "write: {deniedPaths: [\".env\"]}",
         "aws: {deniedServices: [iam]}",
         "web_fetch: {blocked: [\"https://internal.*\"]}",
-        "shell: {sandbox: strict}",
+        "web_fetch: {blockList: [\"https://internal.*\"]}",
         "shell: [rm]",
     ] {
         let text = format!("---\nname: r\ntoolsSettings: {{{denial}}}\n---\nx");
@@ -94,6 +94,17 @@ fn kiros_tool_settings_keep_their_denials() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(loaded.disallowed_tools.is_empty(), "{loaded:?}");
+    // An MCP tool's own setting (Kiro's documented example; review of
+    // this session's diff: refused as undocumented, the agent lost).
+    let (loaded, warnings) = parse(
+        "---\nname: r\ntoolsSettings:\n  \"@git/git_status\": {git_user: \"$GIT_USER\"}\n---\nx",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(loaded.disallowed_tools.is_empty(), "{loaded:?}");
+    assert!(
+        matches!(warnings.as_slice(), [ProfileWarning::NotApplied { key, .. }] if key == "toolsSettings"),
+        "{warnings:?}"
+    );
 }
 
 /// VS Code's and GitHub Copilot's `model` may be a list (the first one
@@ -106,9 +117,10 @@ fn a_list_of_models_is_read_as_its_first() {
                    (copilot)', 'GPT-5 (copilot)']\ntools: [read]\n---\nCheck.";
     let (loaded, warnings) = parse(checker).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(loaded.model.as_deref(), Some("Claude Sonnet 4.6 (copilot)"));
+    // The fallbacks are what is not applied, not the model.
     assert!(
         warnings.iter().any(|w| matches!(w,
-            ProfileWarning::NotApplied { key, .. } if key == "model")),
+            ProfileWarning::NotApplied { key, .. } if key == "model[1..]")),
         "{warnings:?}"
     );
     let (loaded, warnings) = parse("---\nname: r\nmodel: [gpt-5]\n---\nx").unwrap();
@@ -118,7 +130,11 @@ fn a_list_of_models_is_read_as_its_first() {
     assert_eq!(loaded.model, None);
     assert!(parse("---\nname: r\nmodel: {a: b}\n---\nx").is_err());
     assert!(parse("---\nname: r\nmodel: [[a]]\n---\nx").is_err());
-    // A bare number is a name, as it was read before lists.
+    // A bare number is a name, as it was read before lists, as written.
+    assert_eq!(
+        profile("---\nname: r\nmodel: 4.0\n---\nx").model.as_deref(),
+        Some("4.0")
+    );
     assert_eq!(
         profile("---\nname: r\nmodel: 4\n---\nx").model.as_deref(),
         Some("4")

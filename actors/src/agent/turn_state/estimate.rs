@@ -127,6 +127,22 @@ impl TurnState {
         }
     }
 
+    /// After a usage came for the call in flight, `output` characters of
+    /// it out: past `budget`, the call is cut there (`true`) — what no
+    /// count covered of it estimated first (a prompt-only count that
+    /// crossed the budget left the output it had written free).
+    pub(crate) fn cut_if_past(&mut self, budget: u64, output: u64) -> bool {
+        if self.progress.usage.total() <= budget {
+            return false;
+        }
+        if let Some(uncounted) = self.call_estimate(output) {
+            self.progress.add_estimate(uncounted);
+            self.counted(output);
+        }
+        self.cut_over_budget();
+        true
+    }
+
     /// The call in flight counted its tokens with `chars` characters of
     /// its output out.
     pub(crate) fn counted(&mut self, chars: u64) {
