@@ -68,3 +68,43 @@ async fn a_thread_opened_again_on_the_same_store_reads_its_closed_childrens() {
     assert_eq!(thread.envelope(&agent_1).await.unwrap(), None);
     thread.close_and_wait().await;
 }
+
+/// Review of this change: handed over when a *killed* thread let go of
+/// its id, a child was read as the killed thread's writer still wrote its
+/// queue — a link (`continued_as`) among it — and a thread opened again
+/// resumed it a second time, forking its chain. A killed thread's children
+/// are not handed over (as before: reached after a restart).
+#[tokio::test]
+async fn a_killed_threads_children_are_not_handed_over() {
+    use subagents::messages::ThreadId;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let on = |model: ScriptedModel| {
+        ThreadConfig::new(DelegationBuilder::new(model.shared()))
+            .store(store.clone())
+            .id(ThreadId::new("tab"))
+    };
+    let first = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "part one").background()),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", vec![Reply::answer("part one done")]);
+    let (thread, mut events) = ThreadHandle::spawn(on(first), None).await.unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    thread.actor().kill();
+    thread.actor().wait(None).await.unwrap();
+    drop(events);
+    let (again, _events) = ThreadHandle::spawn(on(ScriptedModel::new(vec![])), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        again.envelope(&AgentId::new("agent_1")).await.unwrap(),
+        None
+    );
+    again.close_and_wait().await;
+}

@@ -64,6 +64,13 @@ pub(crate) struct LiveThread {
 }
 
 impl LiveThread {
+    /// The thread closed, its last writes made: its finished children are
+    /// handed over to the store ([`EnvelopeStore::hand_over_children`])
+    /// while it still holds its id, then the id is let go.
+    pub(crate) fn close(self) {
+        self.store.hand_over_children(&self.id);
+    }
+
     /// The thread's actor, once spawned: stopped, it holds the id no more.
     pub(crate) fn actor_slot(&self) -> Arc<OnceLock<ActorCell>> {
         self.holder.actor.clone()
@@ -89,19 +96,19 @@ impl EnvelopeStore {
         let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         if live.get(id).is_some_and(|h| h.is(holder)) {
             live.remove(id);
-            self.hand_over_children(id);
         }
         drop(live);
         self.released.notify_waiters();
     }
 
-    /// The thread `id` let go of the store (it closed, or was killed): its
-    /// finished children are the store's now, as an earlier session's are
-    /// — a thread opened again under the id, the store open all along (a
+    /// The thread `id` closed, its last writes made: its finished
+    /// children are the store's now, as an earlier session's are — a
+    /// thread opened again under the id, the store open all along (a
     /// long-lived host letting a thread's children go from memory), reads,
-    /// claims and resumes them. They were its hub's alone, and with the hub
-    /// gone, nobody's: "no sub-agent" for all it had made. One still
-    /// running (its thread killed) stays out of reach, as it was.
+    /// claims and resumes them. They were its hub's alone, and with the
+    /// hub gone, nobody's: "no sub-agent" for all it had made. A killed
+    /// thread's are not (its writer may still be writing a link: a resume
+    /// here forked the chain), as after a kill they were not before.
     fn hand_over_children(&self, id: &ThreadId) {
         let finished: Vec<AgentId> = (self.map.iter())
             .filter(|e| e.thread.as_ref() == Some(id) && e.status.is_terminal() && !e.forgotten)

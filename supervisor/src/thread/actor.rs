@@ -429,8 +429,11 @@ impl Actor for ThreadSupervisor {
         // was here, and the store stayed locked. Both go now.
         state.events = EventSink::channel().0;
         state.store = None;
-        // Its id, live on the store: a thread of that id may open now.
-        state.live = None;
+        // Its id, live on the store: a thread of that id may open now,
+        // and reads the children this one finished.
+        if let Some(live) = state.live.take() {
+            live.close();
+        }
         Ok(())
     }
 }

@@ -453,3 +453,32 @@ fn a_forgotten_threads_mark_is_let_go_past_the_retention() {
     store.save(&late("agent_3", T0 + DAY + 1)).unwrap();
     assert!(!store.get(&AgentId::new("agent_3")).unwrap().forgotten);
 }
+
+/// Review of this session's diff: with a short retention (0 is allowed)
+/// the mark was let go at the next prune, a millisecond on — a killed
+/// thread's writer still draining wrote its child as not forgotten, and
+/// after a restart it was woken for the deleted conversation. Kept an
+/// hour at least.
+#[test]
+fn a_forgotten_threads_mark_outlives_a_short_retention() {
+    use subagents_messages::ThreadId;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = EnvelopeStore::open_with_retention(tmp.path(), clock.clone(), Duration::ZERO)
+        .unwrap()
+        .0;
+    let thread = ThreadId::new("deleted");
+    assert!(store.forget_thread(&thread).unwrap().is_empty());
+    clock.set(T0 + 1);
+    store.prune();
+    let mut running = envelope("agent_1", T0, None);
+    running.thread = Some(thread.clone());
+    store.save(&running).unwrap();
+    assert!(store.get(&AgentId::new("agent_1")).unwrap().forgotten);
+    clock.set(T0 + HOUR + 1);
+    store.prune();
+    let mut later = envelope("agent_2", T0 + HOUR + 1, None);
+    later.thread = Some(thread);
+    store.save(&later).unwrap();
+    assert!(!store.get(&AgentId::new("agent_2")).unwrap().forgotten);
+}
