@@ -107,4 +107,15 @@ async fn a_killed_threads_children_are_not_handed_over() {
         None
     );
     again.close_and_wait().await;
+    // Nor by the close of the next thread of its id (review of this
+    // change: picked by the id alone, the killed thread's children were
+    // handed over by it, their links perhaps still queued).
+    let (third, _events) = ThreadHandle::spawn(on(ScriptedModel::new(vec![])), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        third.envelope(&AgentId::new("agent_1")).await.unwrap(),
+        None
+    );
+    third.close_and_wait().await;
 }

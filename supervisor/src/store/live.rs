@@ -64,11 +64,12 @@ pub(crate) struct LiveThread {
 }
 
 impl LiveThread {
-    /// The thread closed, its last writes made: its finished children are
-    /// handed over to the store ([`EnvelopeStore::hand_over_children`])
-    /// while it still holds its id, then the id is let go.
-    pub(crate) fn close(self) {
-        self.store.hand_over_children(&self.id);
+    /// The thread closed, its last writes made: its finished children
+    /// (`own`: its hub's) are handed over to the store
+    /// ([`EnvelopeStore::hand_over_children`]) while it still holds its
+    /// id, then the id is let go.
+    pub(crate) fn close(self, own: Vec<AgentId>) {
+        self.store.hand_over_children(&self.id, own);
     }
 
     /// The thread's actor, once spawned: stopped, it holds the id no more.
@@ -108,11 +109,17 @@ impl EnvelopeStore {
     /// claims and resumes them. They were its hub's alone, and with the
     /// hub gone, nobody's: "no sub-agent" for all it had made. A killed
     /// thread's are not (its writer may still be writing a link: a resume
-    /// here forked the chain), as after a kill they were not before.
-    fn hand_over_children(&self, id: &ThreadId) {
-        let finished: Vec<AgentId> = (self.map.iter())
-            .filter(|e| e.thread.as_ref() == Some(id) && e.status.is_terminal() && !e.forgotten)
-            .map(|e| e.key().clone())
+    /// here forked the chain), as after a kill they were not before — nor
+    /// by the close of the next thread of its id: only `own`, the closing
+    /// hub's children (picked by the id alone, they were).
+    fn hand_over_children(&self, id: &ThreadId, own: Vec<AgentId>) {
+        let finished: Vec<AgentId> = own
+            .into_iter()
+            .filter(|child| {
+                self.map.get(child).is_some_and(|e| {
+                    e.thread.as_ref() == Some(id) && e.status.is_terminal() && !e.forgotten
+                })
+            })
             .collect();
         if !finished.is_empty() {
             (self.earlier.write().unwrap_or_else(PoisonError::into_inner)).extend(finished);

@@ -432,7 +432,7 @@ impl Actor for ThreadSupervisor {
         // Its id, live on the store: a thread of that id may open now,
         // and reads the children this one finished.
         if let Some(live) = state.live.take() {
-            live.close();
+            live.close(state.parent.hub.child_ids());
         }
         Ok(())
     }
