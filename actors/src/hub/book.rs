@@ -346,7 +346,8 @@ impl Book {
         // nobody.
         let may_wake = matches!(status, SubAgentStatus::Done | SubAgentStatus::Failed)
             && entry.envelope.depth == 1
-            && !by_hub_death;
+            && !by_hub_death
+            && !(self.counters.no_wakes).load(std::sync::atomic::Ordering::SeqCst);
         // One not kept closes after the entry's guard (every layer runs).
         let (kept, closes) = match may_wake {
             true => (run_span, None),

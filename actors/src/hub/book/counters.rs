@@ -14,6 +14,9 @@ pub(super) struct Counters {
     /// The hub is in its `post_stop`, ending its children itself
     /// ([`Book::stopping_itself`](super::Book::stopping_itself)).
     pub(super) stopping_itself: std::sync::atomic::AtomicBool,
+    /// No wake will come any more ([`Book::drop_run_spans`](super::Book::drop_run_spans)
+    /// ran): a child finishing after keeps no run span.
+    pub(super) no_wakes: std::sync::atomic::AtomicBool,
     /// Held while the children's turns are ended as killed: one caller at
     /// a time (see `Book::end_turns_as_killed`).
     pub(super) ending_killed: std::sync::Mutex<()>,

@@ -16,8 +16,13 @@ impl Book {
 
     /// Lets go of every kept run span: no wake will link to them. They
     /// close after the map's guards, in child-number order (not the
-    /// map's).
+    /// map's). For good: a child finishing after keeps none (a parent
+    /// shut down as a child's end was in its hub's mailbox kept that
+    /// child's span, the call and turn that started it with it, open).
     pub(crate) fn drop_run_spans(&self) {
+        // Before the walk: a finish that checks under its entry's guard
+        // after the walk passed its shard sees it.
+        (self.counters.no_wakes).store(true, std::sync::atomic::Ordering::SeqCst);
         let mut spans: Vec<(AgentId, tracing::Span)> = self
             .entries
             .iter_mut()
