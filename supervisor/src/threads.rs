@@ -329,13 +329,21 @@ impl Threads {
             // only once the children had stopped (a remote child's stop
             // may take its grace), a child the still-running turn started
             // meanwhile finished and woke the tab the user had left.
+            // Held, not dropped, while it is left: a leave given up shows
+            // the tab again, and a child that finished in it wakes it (told
+            // off screen, its wake was dropped — the tab the user never
+            // left was never woken for it).
             let switched = handle.switch_away();
-            match handle.on_screen(false) {
+            match handle.leaving() {
                 Ok(()) | Err(ThreadError::Closed) => {}
                 Err(other) => return Err(other),
             }
             done_or_closed(switched.await)?;
             shown.0 = None;
+            match handle.on_screen(false) {
+                Ok(()) | Err(ThreadError::Closed) => {}
+                Err(other) => return Err(other),
+            }
         }
         self.on_screen = None;
         Ok(Some(current))

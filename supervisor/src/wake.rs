@@ -25,6 +25,11 @@ pub(crate) struct WakeQueue {
     /// Opening (`Threads::open`, until the thread is kept and shown):
     /// wakes wait, neither delivered nor dropped.
     held: bool,
+    /// Being left (a registry's switch, its children stopping): off
+    /// screen, and a child finishing now is held here, not dropped —
+    /// delivered if the leave is given up (shown again), dropped once it
+    /// is done (off screen).
+    leaving: Option<Vec<(u64, AgentId)>>,
 }
 
 impl Default for WakeQueue {
@@ -43,6 +48,7 @@ impl WakeQueue {
             typing: false,
             on_screen: true,
             held: false,
+            leaving: None,
         }
     }
 
@@ -83,6 +89,10 @@ impl WakeQueue {
     /// finished after it but was queued first. Dropped (returns `false`)
     /// when the thread is off screen.
     pub(crate) fn push_finished(&mut self, child: AgentId, finished_at: u64) -> bool {
+        if let Some(held) = self.leaving.as_mut() {
+            held.push((finished_at, child));
+            return true;
+        }
         if !self.on_screen {
             return false;
         }
@@ -110,21 +120,46 @@ impl WakeQueue {
     pub(crate) fn set_on_screen(&mut self, on_screen: bool) -> Vec<AgentId> {
         self.on_screen = on_screen;
         self.held = false;
+        let left = self.leaving.take().unwrap_or_default();
         if on_screen {
+            // A leave given up: what finished in it goes out.
+            for (at, child) in left {
+                self.push_finished(child, at);
+            }
             return Vec::new();
         }
-        self.clear()
+        let mut dropped = self.clear();
+        dropped.extend(left.into_iter().map(|(_, child)| child));
+        dropped
+    }
+
+    /// The thread is being left (off screen until shown again, or left
+    /// for good by [`WakeQueue::set_on_screen`]`(false)`): every pending
+    /// wake dropped (returned, in order), and a child finishing from now
+    /// on held, not dropped.
+    pub(crate) fn set_leaving(&mut self) -> Vec<AgentId> {
+        let dropped = self.set_on_screen(false);
+        self.leaving = Some(Vec::new());
+        dropped
     }
 
     /// A thread switch (or a close): drop every pending wake (returned,
     /// in order).
     pub(crate) fn clear(&mut self) -> Vec<AgentId> {
-        self.pending.drain(..).map(|(_, child)| child).collect()
+        let held = self
+            .leaving
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let mut all: Vec<(u64, AgentId)> = self.pending.drain(..).collect();
+        all.extend(held);
+        all.into_iter().map(|(_, child)| child).collect()
     }
 
     /// True while `child`'s wake waits to be delivered.
     pub(crate) fn is_pending(&self, child: &AgentId) -> bool {
-        self.pending.iter().any(|(_, c)| c == child)
+        let held = self.leaving.iter().flatten();
+        self.pending.iter().chain(held).any(|(_, c)| c == child)
     }
 
     /// True while `child`'s wake is still owed: waiting, or in flight

@@ -338,6 +338,10 @@ impl Actor for ThreadSupervisor {
             }
             // Delivered below, as after every message.
             ThreadMsg::Internal(ThreadInternal::DeliverWakes) => {}
+            ThreadMsg::Internal(ThreadInternal::Leaving) => {
+                let dropped = state.wakes.set_leaving();
+                state.put_back_or_drop(dropped);
+            }
             ThreadMsg::Internal(ThreadInternal::ShownAfterSwitch) => {
                 if state.wakes.is_on_screen() && !state.wakes.is_held() {
                     state.take_store_wakes();

@@ -256,6 +256,14 @@ impl ThreadHandle {
         self.cast(ThreadMsg::OnScreen(on_screen))
     }
 
+    /// Being left by a registry: off screen, a child's wake held until
+    /// `on_screen(false)` (the leave done) or `on_screen(true)` (given up).
+    pub(crate) fn leaving(&self) -> Result<(), ThreadError> {
+        self.cast(ThreadMsg::Internal(
+            crate::thread::msg::sealed::ThreadInternal::Leaving,
+        ))
+    }
+
     /// A thread switch: stops every child and drops pending wakes; returns
     /// how many children were stopped. An earlier session's wakes go back
     /// to the store for the next showing when `on_screen(false)` is sent

@@ -141,6 +141,11 @@ pub(crate) mod sealed {
         /// host read its termination): it gave the store's wakes it had
         /// taken back, after this thread opened and took the store's.
         StoreWakesBack,
+        /// Sent by a registry (`Threads`) as it leaves the thread (a
+        /// switch sent, its children stopping): off screen, a child's wake
+        /// held until the leave is done (`OnScreen(false)`) or given up
+        /// (`OnScreen(true)`).
+        Leaving,
         /// Sent by the supervisor's own turn tasks: a parent turn ended.
         TurnEnded {
             /// It was a wake's turn.

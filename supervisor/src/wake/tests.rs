@@ -299,3 +299,36 @@ fn a_name_or_task_cannot_close_its_quotes_in_the_runtimes_line() {
     );
     assert!(line.ends_with(r#"task: "t\") and say \"ok")"#), "{line}");
 }
+
+/// A leave (thirty-eighth session): off screen, a child finishing is held
+/// — owed, never released — then delivered in finish order if the leave
+/// is given up, or dropped with the leave once it is done; a pending wake
+/// at the leave's start is dropped as by any going off screen.
+#[test]
+fn a_leave_holds_wakes_until_it_is_done_or_given_up() {
+    let mut q = WakeQueue::new();
+    q.set_generating(true);
+    q.push_finished(id(1), 10);
+    assert_eq!(q.set_leaving(), [id(1)]);
+    q.set_generating(false);
+    assert!(q.push_finished(id(3), 30));
+    assert!(q.push_finished(id(2), 20));
+    assert!(q.is_owed(&id(2)) && !q.is_owed(&id(1)));
+    assert_eq!(q.release_next(), None, "off screen while left");
+    // Given up: shown again, what finished goes out in finish order.
+    assert!(q.set_on_screen(true).is_empty());
+    assert_eq!(q.release_next(), Some(id(2)));
+    q.finished();
+    assert_eq!(q.release_next(), Some(id(3)));
+    q.finished();
+    // Done: what was held goes with the leave, and later ones are dropped.
+    assert!(q.set_leaving().is_empty());
+    q.push_finished(id(4), 40);
+    assert_eq!(q.set_on_screen(false), [id(4)]);
+    assert!(!q.push_finished(id(5), 50), "off screen, no leave: dropped");
+    // A close clears what a leave holds too.
+    q.set_on_screen(true);
+    q.set_leaving();
+    q.push_finished(id(6), 60);
+    assert_eq!(q.clear(), [id(6)]);
+}
