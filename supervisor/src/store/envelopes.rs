@@ -201,10 +201,8 @@ impl EnvelopeStore {
     /// named thread closed since), which the thread it names may read and
     /// resume; a child a live thread made belongs to it.
     pub(crate) fn is_from_earlier_session(&self, id: &AgentId) -> bool {
-        self.earlier
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(id)
+        let earlier = self.earlier.read();
+        earlier.unwrap_or_else(PoisonError::into_inner).contains(id)
     }
 
     /// How long envelopes are kept.
