@@ -18,35 +18,8 @@ use subagents::supervisor::Threads;
 async fn a_child_started_while_the_switch_waits_wakes_nobody() {
     let mut threads = Threads::new();
     let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
-    let idle = ScriptedModel::new(vec![Reply::answer("b")]).shared();
-    let _events_b = threads
-        .open(b.clone(), DelegationBuilder::new(idle))
-        .await
-        .unwrap();
-    let model = ScriptedModel::new(vec![
-        Reply::new()
-            .delay(Duration::from_secs(5))
-            .use_agent(&work_call("Worker", 10, false)),
-        Reply::answer("Started."),
-        Reply::answer("(a wake would land here)"),
-    ])
-    .with_script("Worker", worker(10));
-    let mut events_a = threads
-        .open(
-            a.clone(),
-            DelegationBuilder::new(model.shared()).tools(ToolRegistry::new().with(Sleep)),
-        )
-        .await
-        .unwrap();
-    threads.get(&a).unwrap().send_user("start").unwrap();
-    let mut log_a = Vec::new();
-    run_for(&mut events_a, &mut log_a, 1).await;
-    {
-        let mut leaving = Box::pin(threads.switch_to(&b));
-        assert!(futures_util::poll!(&mut leaving).is_pending());
-        run_for(&mut events_a, &mut log_a, 120).await;
-        leaving.await.unwrap();
-    }
+    let (_events_a, log_a) =
+        a_leave_while_a_turn_starts_a_child(&mut threads, "(a wake would land here)", true).await;
     let switched = log_a
         .iter()
         .position(|e| matches!(e, AgentEvent::SwitchedAway))
@@ -160,6 +133,31 @@ async fn a_stop_all_as_a_child_asks_for_its_own_child_stops_what_it_counts() {
 async fn a_child_that_ends_in_a_given_up_switch_wakes_the_tab_still_shown() {
     let mut threads = Threads::new();
     let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+    let (mut events_a, mut log_a) =
+        a_leave_while_a_turn_starts_a_child(&mut threads, "Woken.", false).await;
+    assert_eq!(threads.on_screen(), Some(&a));
+    assert!(
+        log_a
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Done))),
+        "{log_a:#?}"
+    );
+    run_for(&mut events_a, &mut log_a, 120).await;
+    assert_eq!(wakes(&log_a), ["agent_1"], "{log_a:#?}");
+    threads.delete(&a).await.unwrap();
+    threads.delete(&b).await.unwrap();
+}
+
+/// Threads `a` (on screen, its turn starting `Worker` 5 s in, the third
+/// answer whatever a wake gets) and `b`; `a`'s turn started and run 1 s;
+/// then a switch to `b` polled once, left waiting 120 s of the thread's
+/// run, and awaited (`finish`) or given up. `a`'s log.
+async fn a_leave_while_a_turn_starts_a_child(
+    threads: &mut Threads,
+    third: &str,
+    finish: bool,
+) -> (EventStream, Vec<AgentEvent>) {
+    let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
     let idle = ScriptedModel::new(vec![Reply::answer("b")]).shared();
     let _events_b = threads
         .open(b.clone(), DelegationBuilder::new(idle))
@@ -170,7 +168,7 @@ async fn a_child_that_ends_in_a_given_up_switch_wakes_the_tab_still_shown() {
             .delay(Duration::from_secs(5))
             .use_agent(&work_call("Worker", 10, false)),
         Reply::answer("Started."),
-        Reply::answer("Woken."),
+        Reply::answer(third),
     ])
     .with_script("Worker", worker(10));
     let mut events_a = threads
@@ -183,21 +181,11 @@ async fn a_child_that_ends_in_a_given_up_switch_wakes_the_tab_still_shown() {
     threads.get(&a).unwrap().send_user("start").unwrap();
     let mut log_a = Vec::new();
     run_for(&mut events_a, &mut log_a, 1).await;
-    {
-        let mut leaving = Box::pin(threads.switch_to(&b));
-        assert!(futures_util::poll!(&mut leaving).is_pending());
-        run_for(&mut events_a, &mut log_a, 120).await;
-        // Given up.
-    }
-    assert_eq!(threads.on_screen(), Some(&a));
-    assert!(
-        log_a
-            .iter()
-            .any(|e| matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Done))),
-        "{log_a:#?}"
-    );
+    let mut leaving = Box::pin(threads.switch_to(&b));
+    assert!(futures_util::poll!(&mut leaving).is_pending());
     run_for(&mut events_a, &mut log_a, 120).await;
-    assert_eq!(wakes(&log_a), ["agent_1"], "{log_a:#?}");
-    threads.delete(&a).await.unwrap();
-    threads.delete(&b).await.unwrap();
+    if finish {
+        leaving.await.unwrap();
+    }
+    (events_a, log_a)
 }
