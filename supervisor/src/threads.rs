@@ -145,9 +145,11 @@ impl Threads {
         // thread on screen is left) or fails: nobody else holds it, and
         // it would run for ever.
         let mut opening = IfGivenUp(Some(handle.clone()), ThreadHandle::close);
-        self.leave_current().await?;
+        let left = self.leave_current().await?;
         opening.0 = None;
-        handle.on_screen(true)?;
+        let shown = handle.on_screen(true);
+        self.done_leaving(left.as_ref());
+        shown?;
         self.threads.insert(id.clone(), handle);
         self.on_screen = Some(id);
         Ok(stream)
@@ -185,8 +187,19 @@ impl Threads {
             }
             return Err(e);
         }
+        self.done_leaving(left.as_ref());
         self.on_screen = Some(id.clone());
         Ok(())
+    }
+
+    /// The thread `left` is left for good (the one switched or opened to
+    /// is shown): the wakes its leave held go (ended in
+    /// [`Threads::leave_current`], before the target was shown, they went
+    /// also when the target failed and the thread came back on screen).
+    fn done_leaving(&self, left: Option<&ThreadId>) {
+        if let Some(handle) = left.and_then(|left| self.threads.get(left)) {
+            let _ = handle.on_screen(false);
+        }
     }
 
     /// Clears a thread: its children stop, its wakes drop; returns how many
@@ -316,7 +329,8 @@ impl Threads {
     /// it is left: a switch given up half-way (its future dropped while
     /// the children stop) shows it again — it had been taken out of the
     /// registry first, so the next switch never left it. Returns the one
-    /// left.
+    /// left, still holding the wakes of children finishing in its leave
+    /// until the caller shows the target ([`Threads::done_leaving`]).
     async fn leave_current(&mut self) -> Result<Option<ThreadId>, ThreadError> {
         let Some(current) = self.on_screen.clone() else {
             return Ok(None);
@@ -340,10 +354,6 @@ impl Threads {
             }
             done_or_closed(switched.await)?;
             shown.0 = None;
-            match handle.on_screen(false) {
-                Ok(()) | Err(ThreadError::Closed) => {}
-                Err(other) => return Err(other),
-            }
         }
         self.on_screen = None;
         Ok(Some(current))

@@ -133,6 +133,14 @@ impl WakeQueue {
         dropped
     }
 
+    /// The wakes a leave held, taken (for the thread to queue after the
+    /// store's, which went before them: shown again, the restart wake and
+    /// the owed ones are taken anew, and re-queued first the held ones went
+    /// ahead of them).
+    pub(crate) fn take_held(&mut self) -> Vec<(u64, AgentId)> {
+        self.leaving.take().unwrap_or_default()
+    }
+
     /// The thread is being left (off screen until shown again, or left
     /// for good by [`WakeQueue::set_on_screen`]`(false)`): every pending
     /// wake dropped (returned, in order), and a child finishing from now

@@ -148,6 +148,89 @@ async fn a_child_that_ends_in_a_given_up_switch_wakes_the_tab_still_shown() {
     threads.delete(&b).await.unwrap();
 }
 
+/// Review of this change: a switch whose target closed while the tab was
+/// left (through a clone of its handle) fails `Closed` and shows the tab
+/// again — but the leave had ended before the target was looked at, and
+/// the wake of a child that finished in it went with it. The leave ends
+/// once the target is shown.
+#[tokio::test(start_paused = true)]
+async fn a_child_that_ends_in_a_switch_to_a_closed_target_wakes_the_tab() {
+    let mut threads = Threads::new();
+    let a = ThreadId::new("a");
+    let (mut events_a, mut log_a, outcome) = a_leave_of(&mut threads, "Woken.", true, true).await;
+    assert!(
+        matches!(outcome, Some(Err(ThreadError::Closed))),
+        "{outcome:?}"
+    );
+    assert_eq!(threads.on_screen(), Some(&a));
+    run_for(&mut events_a, &mut log_a, 120).await;
+    assert_eq!(wakes(&log_a), ["agent_1"], "{log_a:#?}");
+    threads.delete(&a).await.unwrap();
+}
+
+/// Review of this change: a leave given up re-queued the wakes it held
+/// before the thread took its store's again — an earlier session's owed
+/// wake, pending before the leave (given back to the store by the
+/// switch), went after a child that finished in the leave, though it was
+/// queued first. The store's first, as before the leave.
+#[tokio::test(start_paused = true)]
+async fn a_given_up_leave_keeps_an_earlier_sessions_wake_first() {
+    use std::sync::Arc;
+    use subagents::actors::clock::{Clock, SystemClock};
+    use subagents::supervisor::store::EnvelopeStore;
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+    let now = SystemClock.now_ms();
+    {
+        let store = EnvelopeStore::open(tmp.path(), Arc::new(SystemClock))
+            .unwrap()
+            .0;
+        let mut owed = common::store::finished_envelope("agent_1", now);
+        owed.thread = Some(a.clone());
+        owed.wake_owed = true;
+        store.save(&owed).unwrap();
+    }
+    let store = Arc::new(
+        EnvelopeStore::open(tmp.path(), Arc::new(SystemClock))
+            .unwrap()
+            .0,
+    );
+    assert_eq!(store.owed_wakes(), [AgentId::new("agent_1")]);
+    let mut threads = Threads::new();
+    let idle = ScriptedModel::new(vec![Reply::answer("b")]).shared();
+    let _events_b = threads
+        .open(b.clone(), DelegationBuilder::new(idle))
+        .await
+        .unwrap();
+    let model = ScriptedModel::new(vec![
+        Reply::new()
+            .delay(Duration::from_secs(5))
+            .use_agent(&work_call("Worker", 10, false)),
+        Reply::answer("Started."),
+        Reply::answer("Woken once."),
+        Reply::answer("Woken twice."),
+    ])
+    .with_script("Worker", worker(10));
+    let config = subagents::supervisor::ThreadConfig::new(
+        DelegationBuilder::new(model.shared()).tools(ToolRegistry::new().with(Sleep)),
+    )
+    .store(store.clone());
+    let mut events_a = threads.open(a.clone(), config).await.unwrap();
+    // Sent in the tick it is shown: the owed wake waits behind the turn.
+    threads.get(&a).unwrap().send_user("start").unwrap();
+    let mut log_a = Vec::new();
+    run_for(&mut events_a, &mut log_a, 1).await;
+    {
+        let mut leaving = Box::pin(threads.switch_to(&b));
+        assert!(futures_util::poll!(&mut leaving).is_pending());
+        run_for(&mut events_a, &mut log_a, 120).await;
+    }
+    run_for(&mut events_a, &mut log_a, 120).await;
+    assert_eq!(wakes(&log_a), ["agent_1", "agent_2"], "{log_a:#?}");
+    threads.delete(&a).await.unwrap();
+    threads.delete(&b).await.unwrap();
+}
+
 /// Threads `a` (on screen, its turn starting `Worker` 5 s in, the third
 /// answer whatever a wake gets) and `b`; `a`'s turn started and run 1 s;
 /// then a switch to `b` polled once, left waiting 120 s of the thread's
@@ -157,6 +240,26 @@ async fn a_leave_while_a_turn_starts_a_child(
     third: &str,
     finish: bool,
 ) -> (EventStream, Vec<AgentEvent>) {
+    let (events_a, log_a, outcome) = a_leave_of(threads, third, finish, false).await;
+    if let Some(outcome) = outcome {
+        outcome.unwrap();
+    }
+    (events_a, log_a)
+}
+
+/// [`a_leave_while_a_turn_starts_a_child`]; `close_target`: `b` closed
+/// (through a clone of its handle) as the switch waits; the leave's
+/// outcome, if awaited.
+async fn a_leave_of(
+    threads: &mut Threads,
+    third: &str,
+    finish: bool,
+    close_target: bool,
+) -> (
+    EventStream,
+    Vec<AgentEvent>,
+    Option<Result<(), ThreadError>>,
+) {
     let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
     let idle = ScriptedModel::new(vec![Reply::answer("b")]).shared();
     let _events_b = threads
@@ -181,11 +284,16 @@ async fn a_leave_while_a_turn_starts_a_child(
     threads.get(&a).unwrap().send_user("start").unwrap();
     let mut log_a = Vec::new();
     run_for(&mut events_a, &mut log_a, 1).await;
+    let target = threads.get(&b).unwrap().clone();
     let mut leaving = Box::pin(threads.switch_to(&b));
     assert!(futures_util::poll!(&mut leaving).is_pending());
-    run_for(&mut events_a, &mut log_a, 120).await;
-    if finish {
-        leaving.await.unwrap();
+    if close_target {
+        target.close();
     }
-    (events_a, log_a)
+    run_for(&mut events_a, &mut log_a, 120).await;
+    let outcome = match finish {
+        true => Some(leaving.await),
+        false => None,
+    };
+    (events_a, log_a, outcome)
 }

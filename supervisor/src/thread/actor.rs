@@ -132,10 +132,19 @@ impl Actor for ThreadSupervisor {
                 }
             }
             ThreadMsg::OnScreen(on) => {
+                // A leave given up: what it held goes after the store's.
+                let held = if on {
+                    state.wakes.take_held()
+                } else {
+                    Vec::new()
+                };
                 let dropped = state.wakes.set_on_screen(on);
                 state.put_back_or_drop(dropped);
                 if on {
                     state.take_store_wakes();
+                    for (at, child) in held {
+                        state.wakes.push_finished(child, at);
+                    }
                     // Shown: what waited (an opened thread's wakes) goes
                     // out after what the host sent in this tick — a tab
                     // opened or switched to, then written to at once: the

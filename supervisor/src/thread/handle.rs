@@ -267,8 +267,10 @@ impl ThreadHandle {
     /// A thread switch: stops every child and drops pending wakes; returns
     /// how many children were stopped. An earlier session's wakes go back
     /// to the store for the next showing when `on_screen(false)` is sent
-    /// in the same tick, before this is awaited (as `Threads` does);
-    /// with none behind it (a "stop all"), they go out again.
+    /// in the same tick, before this is awaited (as `Threads` does, in
+    /// its own words: the thread is being left, a child finishing meanwhile
+    /// held until the target is shown); with none behind it (a "stop
+    /// all"), they go out again.
     ///
     /// Sent when called, not when first polled (as [`Self::stop_child`]
     /// and [`Self::resolve_approval`]): what the host sends after it
