@@ -130,6 +130,15 @@ impl Sessions {
     }
 }
 
+/// Keeps `link` as the link to `node`, letting go of the links no handle
+/// holds any more: one entry per node name ever connected to was kept for
+/// the node's life (with workers named per start, a pod's name, one more
+/// at every restart).
+fn remember<T>(links: &mut HashMap<String, Weak<T>>, node: &str, link: Weak<T>) {
+    links.retain(|_, kept| kept.strong_count() > 0);
+    links.insert(node.to_owned(), link);
+}
+
 /// `peer` is lost: to the links to it (their runs end lost) and to this
 /// node's host (its runs for that node are orphans).
 fn lose_peer(
@@ -377,10 +386,11 @@ impl ClusterNode {
                 inbox: self.inbox.clone(),
             }),
         };
-        self.links
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(node.to_owned(), Arc::downgrade(&link.inner));
+        remember(
+            &mut self.links.lock().unwrap_or_else(PoisonError::into_inner),
+            node,
+            Arc::downgrade(&link.inner),
+        );
         link.beat();
         Ok(link)
     }
@@ -452,5 +462,29 @@ mod tests {
         assert_eq!(peer_node("gpu@::1"), "gpu");
         assert_eq!(peer_node("gpu@127.0.0.1"), "gpu");
         assert_eq!(peer_node("gpu"), "gpu");
+    }
+
+    /// Unbounded growth (review: a process open for weeks, thirty-eighth
+    /// session): a link's entry was kept for the node's life, its handle
+    /// long dropped — one per node name ever connected to. Those no
+    /// handle holds go as the next link is kept.
+    #[test]
+    fn links_no_handle_holds_are_let_go() {
+        let mut links = std::collections::HashMap::new();
+        let mut held = Vec::new();
+        for n in 0..100 {
+            let link = std::sync::Arc::new(n);
+            super::remember(
+                &mut links,
+                &format!("worker-{n}"),
+                std::sync::Arc::downgrade(&link),
+            );
+            if n % 10 == 0 {
+                held.push(link);
+            }
+        }
+        // The ten held, and the last kept (dropped after its insert).
+        assert_eq!(links.len(), 11, "{:?}", links.keys().collect::<Vec<_>>());
+        assert!(links.contains_key("worker-90") && links.contains_key("worker-99"));
     }
 }
