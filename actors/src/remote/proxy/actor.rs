@@ -73,9 +73,9 @@ pub(super) fn progress_held(state: &mut crate::agent::TurnState, event: &AgentEv
             let message = ChatMessage::tool(result.tool_use_id.clone(), result.output.clone());
             state.history.push(message);
         }
-        // The last answer's text, as a local turn keeps it (appended to
-        // across answers, a remote child's stop or cut quoted everything
-        // it had written as "the last thing written").
+        // The last answer's text, as a local turn keeps it (it was every
+        // answer's appended; read by no path yet: a remote run's partial
+        // and stopped results are its node's words).
         AgentEvent::Text(text) => {
             if state.streaming.is_empty() {
                 state.progress.last_text.clear();

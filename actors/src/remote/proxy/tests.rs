@@ -152,10 +152,11 @@ async fn a_remote_request_its_policy_came_to_answer_as_it_was_passed_on_is_answe
 }
 
 /// Consistency (review: a model that misbehaves, thirty-eighth session): a
-/// remote child's last text was every answer's text appended, so its stop
-/// or a cut quoted all it had written as "the last thing written"; a local
-/// child's is its last answer's. The same here: each answer's text starts
-/// it again, and an answer with calls alone keeps the one before.
+/// remote child's last text was every answer's text appended; a local
+/// child's is its last answer's (read by no path for a remote child yet:
+/// its partial and stopped results are its node's words). The same here:
+/// each answer's text starts it again, and an answer with calls alone
+/// keeps the one before.
 #[test]
 fn a_remote_childs_last_text_is_its_last_answers() {
     use subagents_messages::{AgentEvent, ToolResult, ToolStarted};
