@@ -86,8 +86,9 @@ impl WakeQueue {
     /// strictly in the order children finish): queued in finish order — a
     /// child handed to the background after it finished (an inline child
     /// a stop handed on in its finishing tick) goes before one that
-    /// finished after it but was queued first. Dropped (returns `false`)
-    /// when the thread is off screen.
+    /// finished after it but was queued first. Held (returns `true`) while
+    /// the thread is being left ([`WakeQueue::set_leaving`]); dropped
+    /// (returns `false`) when it is off screen otherwise.
     pub(crate) fn push_finished(&mut self, child: AgentId, finished_at: u64) -> bool {
         if let Some(held) = self.leaving.as_mut() {
             held.push((finished_at, child));

@@ -295,10 +295,9 @@ impl OpenAiBuilder {
     }
 
     /// The clock a `Retry-After` given as an HTTP date is read against
-    /// (default the system's): a simulation's, for a mock server that
-    /// dates its answers in the simulation's time
-    /// (`ManualClock::new(Scenario::EPOCH_MS)`). Read by the system's, the
-    /// wait depended on the host's calendar.
+    /// (default the system's): one of a simulation's time for a mock
+    /// server that dates its answers in it (docs/simulation.md). Read by
+    /// the system's, the wait depended on the host's calendar.
     pub fn clock(mut self, clock: Arc<dyn crate::clock::Clock>) -> Self {
         self.clock = retry::DateClock(crate::clock::guarded(clock));
         self
