@@ -380,7 +380,14 @@ async fn a_prompt_only_usage_that_crosses_the_budget_still_charges_the_output() 
     let model = ScriptedModel::new(vec![Reply::new().text("x".repeat(1_600)).usage(1_500, 0)]);
     let result = run_on_a_budget(model.shared(), 1_000).await;
     assert_eq!(result.outcome, Outcome::LimitReached(LimitKind::Tokens));
-    assert!(result.usage.completion_tokens >= 400, "{:?}", result.usage);
+    // The prompt as reported (not estimated again on top), the output by
+    // the estimate.
+    assert_eq!(
+        (result.usage.prompt_tokens, result.usage.completion_tokens),
+        (1_500, 400),
+        "{:?}",
+        result.usage
+    );
     assert!(
         result
             .text

@@ -357,13 +357,21 @@ fn a_run_ends_with_every_envelope_final_and_no_overflow() {
 /// simulated thread starts: Refused(Limits { … })\")", the message of a
 /// bug in the harness. The run's panic is the refusal, as it says itself.
 #[test]
-#[should_panic(
-    expected = "Scenario::start: the thread could not be started: the limit `max_depth` 17"
-)]
 fn a_scenario_whose_builder_is_refused_says_why() {
-    let _ = busy_scenario()
-        .configure(|builder| builder.max_depth(17))
-        .run(7);
+    let panic = std::panic::catch_unwind(|| {
+        busy_scenario()
+            .configure(|builder| builder.max_depth(17))
+            .run(7)
+    })
+    .unwrap_err();
+    let said = panic.downcast_ref::<String>().expect("a message");
+    // The run's own panic, not the task's `JoinError` around it.
+    assert!(
+        said.starts_with(
+            "Scenario::start: the thread could not be started: the limit `max_depth` 17"
+        ),
+        "{said}"
+    );
 }
 
 /// A store opened on the system clock (as docs/persistence.md shows) with

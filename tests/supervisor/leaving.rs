@@ -18,7 +18,7 @@ use subagents::supervisor::Threads;
 async fn a_child_started_while_the_switch_waits_wakes_nobody() {
     let mut threads = Threads::new();
     let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
-    let (_events_a, log_a) =
+    let (mut events_a, mut log_a) =
         a_leave_while_a_turn_starts_a_child(&mut threads, "(a wake would land here)", true).await;
     let switched = log_a
         .iter()
@@ -35,6 +35,11 @@ async fn a_child_started_while_the_switch_waits_wakes_nobody() {
             .any(|e| matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Done))),
         "{log_a:#?}"
     );
+    assert!(wakes(&log_a).is_empty(), "{log_a:#?}");
+    // Dropped with the leave once it is done, not kept for the next
+    // showing (held, the tab the user left woke as they came back).
+    threads.switch_to(&a).await.unwrap();
+    run_for(&mut events_a, &mut log_a, 120).await;
     assert!(wakes(&log_a).is_empty(), "{log_a:#?}");
     threads.delete(&a).await.unwrap();
     threads.delete(&b).await.unwrap();
@@ -220,6 +225,10 @@ async fn a_given_up_leave_keeps_an_earlier_sessions_wake_first() {
     threads.get(&a).unwrap().send_user("start").unwrap();
     let mut log_a = Vec::new();
     run_for(&mut events_a, &mut log_a, 1).await;
+    assert!(
+        wakes(&log_a).is_empty(),
+        "waits behind the turn: {log_a:#?}"
+    );
     {
         let mut leaving = Box::pin(threads.switch_to(&b));
         assert!(futures_util::poll!(&mut leaving).is_pending());

@@ -181,10 +181,47 @@ fn what_still_fails_is_listed_in_child_number_order() {
         fs::create_dir_all(tmp.path().join(format!("{id}.json")).join("held")).unwrap();
         assert!(store.save(&envelope(id, T0, Some(T0))).is_err());
     }
+    // And their runs, after the envelopes.
+    let request = subagents_messages::ChildRequest::new(
+        AgentId::new("parent"),
+        0,
+        subagents_messages::ToolUseId::new("call_1"),
+        "Worker",
+        "t",
+    );
+    for id in ["agent_10", "agent_2"] {
+        fs::create_dir_all(
+            tmp.path()
+                .join("runs")
+                .join(format!("{id}.json"))
+                .join("held"),
+        )
+        .unwrap();
+        assert!(store.save_run(&AgentId::new(id), &request, &[]).is_err());
+    }
     let failed: Vec<String> = store
         .retry_unsaved()
         .iter()
-        .map(|e| e.path().file_name().unwrap().display().to_string())
+        .map(|e| {
+            let path = e.path();
+            let dir = path
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .display()
+                .to_string();
+            format!("{dir}/{}", path.file_name().unwrap().display())
+        })
         .collect();
-    assert_eq!(failed, ["agent_2.json", "agent_10.json"]);
+    let dir = tmp.path().file_name().unwrap().display().to_string();
+    assert_eq!(
+        failed,
+        [
+            format!("{dir}/agent_2.json"),
+            format!("{dir}/agent_10.json"),
+            "runs/agent_2.json".to_owned(),
+            "runs/agent_10.json".to_owned(),
+        ]
+    );
 }
