@@ -45,6 +45,29 @@ async fn a_child_started_while_the_switch_waits_wakes_nobody() {
     threads.delete(&b).await.unwrap();
 }
 
+/// The same leave done by an open of another thread (review of this
+/// session's tests: only the switch's end of a leave was pinned): the
+/// wake held while `a` was left goes with the leave, not at `a`'s next
+/// showing.
+#[tokio::test(start_paused = true)]
+async fn a_child_started_while_an_open_waits_wakes_nobody() {
+    let mut threads = Threads::new();
+    let a = ThreadId::new("a");
+    let (mut events_a, mut log_a, outcome) =
+        a_leave_of(&mut threads, "(a wake would land here)", true, false, true).await;
+    outcome.unwrap().unwrap();
+    assert_eq!(threads.on_screen(), Some(&ThreadId::new("c")));
+    assert!(
+        log_a
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Done))),
+        "{log_a:#?}"
+    );
+    threads.switch_to(&a).await.unwrap();
+    run_for(&mut events_a, &mut log_a, 120).await;
+    assert!(wakes(&log_a).is_empty(), "{log_a:#?}");
+}
+
 /// The event at the bottom of a nesting (`Child(_, Child(_, e))` → `e`).
 fn innermost(mut event: &AgentEvent) -> &AgentEvent {
     while let AgentEvent::Child(_, inner) = event {
@@ -162,7 +185,8 @@ async fn a_child_that_ends_in_a_given_up_switch_wakes_the_tab_still_shown() {
 async fn a_child_that_ends_in_a_switch_to_a_closed_target_wakes_the_tab() {
     let mut threads = Threads::new();
     let a = ThreadId::new("a");
-    let (mut events_a, mut log_a, outcome) = a_leave_of(&mut threads, "Woken.", true, true).await;
+    let (mut events_a, mut log_a, outcome) =
+        a_leave_of(&mut threads, "Woken.", true, true, false).await;
     assert!(
         matches!(outcome, Some(Err(ThreadError::Closed))),
         "{outcome:?}"
@@ -249,7 +273,7 @@ async fn a_leave_while_a_turn_starts_a_child(
     third: &str,
     finish: bool,
 ) -> (EventStream, Vec<AgentEvent>) {
-    let (events_a, log_a, outcome) = a_leave_of(threads, third, finish, false).await;
+    let (events_a, log_a, outcome) = a_leave_of(threads, third, finish, false, false).await;
     if let Some(outcome) = outcome {
         outcome.unwrap();
     }
@@ -264,6 +288,7 @@ async fn a_leave_of(
     third: &str,
     finish: bool,
     close_target: bool,
+    via_open: bool,
 ) -> (
     EventStream,
     Vec<AgentEvent>,
@@ -294,7 +319,17 @@ async fn a_leave_of(
     let mut log_a = Vec::new();
     run_for(&mut events_a, &mut log_a, 1).await;
     let target = threads.get(&b).unwrap().clone();
-    let mut leaving = Box::pin(threads.switch_to(&b));
+    type Leave<'a> =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ThreadError>> + 'a>>;
+    let mut leaving: Leave<'_> = match via_open {
+        // A leave done by opening another thread (`c`).
+        true => Box::pin(async move {
+            let idle = ScriptedModel::new(vec![]).shared();
+            let opened = threads.open(ThreadId::new("c"), DelegationBuilder::new(idle));
+            opened.await.map(drop)
+        }),
+        false => Box::pin(threads.switch_to(&b)),
+    };
     assert!(futures_util::poll!(&mut leaving).is_pending());
     if close_target {
         target.close();
