@@ -33,7 +33,6 @@ fn every_key() -> String {
         "    - matcher: Bash",
         "mcpServers:",
         "  github: {command: gh-mcp}",
-        "isolation: worktree",
         "---",
         "You are a security reviewer.",
     ];
@@ -88,7 +87,6 @@ fn every_claude_code_key_is_applied_kept_or_warned_never_unknown() {
             "skills",
             "hooks",
             "mcpServers",
-            "isolation"
         ]
     );
     assert_eq!(

@@ -92,6 +92,11 @@ pub(super) fn agents<E: de::Error>(table: Option<Value>, fm: &mut Frontmatter) -
     let table = match table {
         Some(Value::Object(table)) => table,
         None => return Ok(()),
+        // VS Code's "any agent" (`['*']`): no limit (read as a list of
+        // names, a coordinator written to start any agent started none).
+        Some(Value::Array(names)) if names.iter().any(|n| n.as_str() == Some("*")) => {
+            return Ok(());
+        }
         Some(other) => {
             if !matches!(&other, Value::Array(names) if names.is_empty()) {
                 fm.not_applied.push("agents".to_owned());

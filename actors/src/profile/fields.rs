@@ -11,7 +11,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::modes::{
-    CANNOT_ENFORCE, OTHER_TOOLS, approval_mode_loads, hooks_load, other_tools_key,
+    CANNOT_ENFORCE, OTHER_TOOLS, approval_mode_loads, hooks_load, isolation_loads, other_tools_key,
     permission_mode_loads, permissions_load, sandbox_mode_loads, tools_settings, web_search_on,
 };
 use super::tools::{ToolList, Tools};
@@ -110,6 +110,7 @@ const RESTRICTING_KEYS: &[&str] = &[
     "permission_mode",
     "approvalMode",
     "toolsSettings",
+    "isolation",
     "approval_policy",
     "sandbox_mode",
     "web_search",
@@ -330,6 +331,13 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                     fm.permission_mode = map.next_value()?;
                     if let Some(mode) = &fm.permission_mode {
                         permission_mode_loads(&key, mode)?;
+                    }
+                }
+                // Claude Code's own worktree for the agent, which this
+                // runtime does not make.
+                "isolation" => {
+                    if let Some(mode) = map.next_value::<Option<String>>()? {
+                        isolation_loads(&mode)?;
                     }
                 }
                 // Qwen Code's counterpart of `permissionMode`.

@@ -277,14 +277,20 @@ pub(super) fn warn(warnings: &mut Vec<ProfileWarning>, warning: ProfileWarning) 
 /// Whether `dir` is another tool's agents folder (`.claude/agents`,
 /// `.codex/agents`, `.agents/agents`, Copilot's `.github/agents` and
 /// `.copilot/agents`, Cursor's, Gemini CLI's, OpenCode's, Qwen Code's,
-/// Augment's, Kiro's), where a Markdown file without a
+/// Augment's, Kiro's, Factory's `.factory/droids`), where a Markdown file without a
 /// frontmatter block is not an agent: Claude Code registers none, and a
 /// folder's `README.md` (or a cloned collection's `CLAUDE.md`) became a
 /// sub-agent with every tool. In this runtime's own folders such a file is
 /// a profile, as in openheim's.
 fn other_tools_folder(dir: &Path) -> bool {
     let mut parts = dir.components().rev().map(|c| c.as_os_str());
-    parts.next() == Some(OsStr::new("agents"))
+    let last = parts.next();
+    // Factory's droids (a folder's README became a sub-agent with every
+    // tool; Factory requires a frontmatter `name`).
+    if last == Some(OsStr::new("droids")) {
+        return parts.next() == Some(OsStr::new(".factory"));
+    }
+    last == Some(OsStr::new("agents"))
         && parts.next().is_some_and(|p| {
             [
                 ".claude",

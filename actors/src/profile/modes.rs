@@ -60,6 +60,24 @@ pub(super) fn permission_mode_loads<E: de::Error>(key: &str, mode: &str) -> Resu
     }
 }
 
+/// Claude Code's `isolation`: `worktree` runs the agent in a temporary
+/// git worktree of its own, which this runtime does not make — loaded
+/// without it, an agent written to edit and commit in its own copy
+/// (`git branch -m`, commits on its branch) did so in the user's checkout:
+/// a restriction this runtime cannot enforce. A value nobody documents may
+/// be one.
+pub(super) fn isolation_loads<E: de::Error>(mode: &str) -> Result<(), E> {
+    match mode.trim() {
+        "" => Ok(()),
+        "worktree" => Err(E::custom(format!(
+            "`isolation` is `{mode}`, {CANNOT_ENFORCE}"
+        ))),
+        _ => Err(E::custom(format!(
+            "`isolation` is `{mode}`, not worktree {MAY_BE_A_RESTRICTION}"
+        ))),
+    }
+}
+
 /// Qwen Code's `approvalMode`, its counterpart of `permissionMode`:
 /// `plan` (read-only) is a restriction this runtime cannot enforce; the
 /// others (`default`, `auto-edit`, `yolo`) only change when it asks

@@ -436,6 +436,11 @@ fn an_agents_allowlist_starts_none() {
             .any(|w| matches!(w, ProfileWarning::NotApplied { key, .. } if key == "agents"));
         assert_eq!(warned, value != "[]", "{value}: {warnings:?}");
     }
+    // VS Code's `['*']`, any agent (thirty-eighth session: read as a list
+    // of names, a coordinator written to start any agent started none).
+    let (profile, warnings) = parse("---\nagents: ['*']\n---\nx").unwrap();
+    assert!(profile.disallowed_tools.is_empty(), "{profile:?}");
+    assert!(warnings.is_empty(), "{warnings:?}");
 }
 
 /// Widened (foreign): a YAML block opened with a comment (`--- # x`,

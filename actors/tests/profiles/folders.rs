@@ -79,7 +79,14 @@ fn a_linked_folder_is_read_once_and_a_deep_one_is_said() {
 #[test]
 fn a_file_without_frontmatter_is_no_agent_in_another_tools_folder() {
     let tmp = tempfile::tempdir().unwrap();
-    for folder in [".claude/agents", ".codex/agents", ".agents/agents"] {
+    // Factory's droids too (`ozturkbatu/droid-cli-starter`'s README,
+    // thirty-eighth session: a sub-agent `README` with every tool).
+    for folder in [
+        ".claude/agents",
+        ".codex/agents",
+        ".agents/agents",
+        ".factory/droids",
+    ] {
         let dir = tmp.path().join(folder);
         write(&dir, "README.md", "# Agents\n\n| Agent | Purpose |\n");
         write(&dir, "reviewer.md", "---\nname: reviewer\n---\nreviews");

@@ -140,3 +140,27 @@ fn a_list_of_models_is_read_as_its_first() {
         Some("4")
     );
 }
+
+/// Claude Code's `isolation: worktree` runs the agent in a git worktree of
+/// its own (`ollulf/CuttingBoard`'s `task-worker`: "You run inside your own
+/// git worktree … rename [your branch] first with `git branch -m`"). Only
+/// warned, the agent edited and committed in the user's own checkout —
+/// what its file forbids. Refused, as a restriction this runtime cannot
+/// enforce; a value nobody documents may be one; none loads.
+#[test]
+fn a_worktree_isolation_is_refused() {
+    let worker = "---\nname: task-worker\ndescription: one task in its own worktree\ntools: Bash, Edit\n\
+                  isolation: worktree\n---\nYou run inside your own git worktree.";
+    let e = parse(worker).unwrap_err();
+    assert!(e.is_refusal() && e.to_string().contains("isolation"), "{e}");
+    assert!(
+        parse("---\nname: r\nisolation: sandbox\n---\nx")
+            .unwrap_err()
+            .is_refusal()
+    );
+    let (_, warnings) = parse("---\nname: r\nisolation:\n---\nx").unwrap();
+    assert!(
+        matches!(warnings.as_slice(), [ProfileWarning::NotApplied { key, .. }] if key == "isolation"),
+        "{warnings:?}"
+    );
+}

@@ -29,7 +29,7 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
     // A Codex role broken by its first key (a number where the prompt
     // goes), the restricting key after it.
     let role = |key_lines: &str| format!("developer_instructions = 5\n{key_lines}\n");
-    let cases: [(&str, &str, String); 39] = [
+    let cases: [(&str, &str, String); 40] = [
         ("disabled", "reviewer.md", markdown("disabled: true")),
         ("tools", "reviewer.md", markdown("tools: Read")),
         (
@@ -152,6 +152,7 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
         ),
         ("infer", "reviewer.md", markdown("infer: false")),
         ("kind", "reviewer.md", markdown("kind: remote")),
+        ("isolation", "reviewer.md", markdown("isolation: worktree")),
         (
             "approvalMode",
             "reviewer.md",
