@@ -96,20 +96,7 @@ async fn a_thread_killed_while_a_wake_waits_holds_nothing_open() {
 #[tokio::test(start_paused = true)]
 async fn a_parent_shut_down_without_a_thread_holds_nothing_open() {
     let (capture, _guard) = capture();
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&work_call("Worker", 1, false)),
-        Reply::answer("Started."),
-    ])
-    .with_script("Worker", worker(1));
-    let (parent, mut events) = DelegationBuilder::new(model.shared())
-        .system_prompt("Planner\nYou are the parent.")
-        .tools(ToolRegistry::new().with(Sleep))
-        .spawn()
-        .await
-        .unwrap();
-    parent.agent.send_user("go").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
+    let (parent, mut events, mut log) = a_parent_whose_worker_runs_1_s().await;
     until(&mut events, &mut log, |e| {
         matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Done))
     })
@@ -391,20 +378,7 @@ async fn a_child_ending_as_its_parent_shuts_down_holds_nothing_open() {
     let (capture, _guard) = capture();
     let mut finished_after = 0;
     for yields in 0..24 {
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(&work_call("Worker", 1, false)),
-            Reply::answer("Started."),
-        ])
-        .with_script("Worker", worker(1));
-        let (parent, mut events) = DelegationBuilder::new(model.shared())
-            .system_prompt("Planner\nYou are the parent.")
-            .tools(ToolRegistry::new().with(Sleep))
-            .spawn()
-            .await
-            .unwrap();
-        parent.agent.send_user("go").unwrap();
-        let mut log = Vec::new();
-        until_result(&mut events, &mut log).await;
+        let (parent, _events, _log) = a_parent_whose_worker_runs_1_s().await;
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         for _ in 0..yields {
             tokio::task::yield_now().await;
@@ -433,4 +407,28 @@ async fn a_child_ending_as_its_parent_shuts_down_holds_nothing_open() {
     // The window was reached: a child running at the shutdown ended done
     // (its end read by the drain).
     assert!(finished_after > 0, "no child ended as its parent shut down");
+}
+
+/// A parent without a thread whose first turn started `Worker` (1 s of
+/// work) in the background and ended; its stream and log so far.
+async fn a_parent_whose_worker_runs_1_s() -> (
+    subagents::actors::DelegatingAgent,
+    EventStream,
+    Vec<AgentEvent>,
+) {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+    ])
+    .with_script("Worker", worker(1));
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .system_prompt("Planner\nYou are the parent.")
+        .tools(ToolRegistry::new().with(Sleep))
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    (parent, events, log)
 }

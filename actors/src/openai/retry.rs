@@ -123,8 +123,12 @@ impl std::fmt::Debug for DateClock {
 /// an hour).
 pub(crate) fn parse_retry_after(value: &str, now_ms: u64) -> Option<Duration> {
     if let Ok(at) = httpdate::parse_http_date(value.trim()) {
-        let now = std::time::UNIX_EPOCH + Duration::from_millis(now_ms);
-        return Some(at.duration_since(now).unwrap_or(Duration::ZERO));
+        // Checked: a clock past what a `SystemTime` holds (a host's far
+        // out) reads the date as passed, not a panic in the call.
+        let now = std::time::UNIX_EPOCH.checked_add(Duration::from_millis(now_ms));
+        return Some(now.map_or(Duration::ZERO, |now| {
+            at.duration_since(now).unwrap_or(Duration::ZERO)
+        }));
     }
     parse_seconds(value)
 }
