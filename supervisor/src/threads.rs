@@ -80,6 +80,11 @@ impl Threads {
     /// one set there): after a restart, the thread opened with `id` is the
     /// one woken for its children. An id whose thread was closed through
     /// its handle, or deleted, opens once that thread has stopped.
+    ///
+    /// Unlike [`Threads::switch_to`], the thread on screen is left only
+    /// once the new one has spawned (an open that fails leaves it as it
+    /// was, its children running): an answer or a message sent to it
+    /// before then is taken before its leave.
     pub async fn open(
         &mut self,
         id: ThreadId,
@@ -157,7 +162,54 @@ impl Threads {
 
     /// Puts another open thread on screen; the one left stops its
     /// children and drops its wakes.
-    pub async fn switch_to(&mut self, id: &ThreadId) -> Result<(), ThreadError> {
+    ///
+    /// Sent when called, not when first polled, as [`Threads::clear`]: the
+    /// thread on screen is left (its children told to stop, its turn's
+    /// approvals cut) in the host's calling order — an approval answer
+    /// sent to it after this call comes after the switch (`Ended`), however
+    /// the two futures are polled. A switch dropped before its end (unpolled
+    /// too) is given up: the thread left is shown again.
+    pub fn switch_to<'a>(
+        &'a mut self,
+        id: &ThreadId,
+    ) -> impl std::future::Future<Output = Result<(), ThreadError>> + Send + 'a {
+        let id = id.clone();
+        let begun = self.begin_switch(&id);
+        async move {
+            let Some((target, leave)) = begun? else {
+                return Ok(());
+            };
+            let left = self.end_leave(leave).await?;
+            // Closed while the one on screen was left (through a clone of
+            // its handle): the one left comes back on screen, rather than
+            // nothing (or a closed thread) being there.
+            let shown = if target.is_closing() {
+                Err(ThreadError::Closed)
+            } else {
+                target.on_screen(true)
+            };
+            if let Err(e) = shown {
+                if let Some(left) = left {
+                    if let Some(handle) = self.threads.get(&left) {
+                        let _ = handle.on_screen(true);
+                    }
+                    self.on_screen = Some(left);
+                }
+                return Err(e);
+            }
+            self.done_leaving(left.as_ref());
+            self.on_screen = Some(id);
+            Ok(())
+        }
+    }
+
+    /// A switch's first step, taken as it is called: its target, and the
+    /// leave of the thread on screen begun (`None`: the target is on
+    /// screen already).
+    fn begin_switch(
+        &mut self,
+        id: &ThreadId,
+    ) -> Result<Option<(ThreadHandle, Leave)>, ThreadError> {
         let target = self.get(id)?.clone();
         // A closed target is refused before the thread on screen is left
         // (its children would be stopped for nothing) — also one closed in
@@ -167,29 +219,9 @@ impl Threads {
             return Err(ThreadError::Closed);
         }
         if self.on_screen.as_ref() == Some(id) {
-            return Ok(());
+            return Ok(None);
         }
-        let left = self.leave_current().await?;
-        // Closed while the one on screen was left (through a clone of its
-        // handle): the one left comes back on screen, rather than nothing
-        // (or a closed thread) being there.
-        let shown = if target.is_closing() {
-            Err(ThreadError::Closed)
-        } else {
-            target.on_screen(true)
-        };
-        if let Err(e) = shown {
-            if let Some(left) = left {
-                if let Some(handle) = self.threads.get(&left) {
-                    let _ = handle.on_screen(true);
-                }
-                self.on_screen = Some(left);
-            }
-            return Err(e);
-        }
-        self.done_leaving(left.as_ref());
-        self.on_screen = Some(id.clone());
-        Ok(())
+        Ok(Some((target, self.begin_leave()?)))
     }
 
     /// The thread `left` is left for good (the one switched or opened to
@@ -323,35 +355,52 @@ impl Threads {
     /// [`done_or_closed`]: a closed one is left as it is — an error
     /// here would fail the open or switch that called it, after the new
     /// thread was spawned).
+    async fn leave_current(&mut self) -> Result<Option<ThreadId>, ThreadError> {
+        let leave = self.begin_leave()?;
+        self.end_leave(leave).await
+    }
+
+    /// The leave of the thread on screen, sent now: its switch, and the
+    /// thread off screen right behind it.
     ///
     /// Off screen from the moment its switch is sent (no child wakes it
     /// while its children stop), and the registry's thread on screen until
     /// it is left: a switch given up half-way (its future dropped while
     /// the children stop) shows it again — it had been taken out of the
-    /// registry first, so the next switch never left it. Returns the one
+    /// registry first, so the next switch never left it.
+    fn begin_leave(&mut self) -> Result<Leave, ThreadError> {
+        let Some(current) = self.on_screen.clone() else {
+            return Ok(Leave(None));
+        };
+        let Some(handle) = self.threads.get(&current) else {
+            return Ok(Leave(Some((current, None))));
+        };
+        let shown = IfGivenUp(Some(handle.clone()), |h| {
+            let _ = h.on_screen(true);
+        });
+        // Off screen as the switch is sent, right behind it: told only
+        // once the children had stopped (a remote child's stop may take
+        // its grace), a child the still-running turn started meanwhile
+        // finished and woke the tab the user had left. Held, not dropped,
+        // while it is left: a leave given up shows the tab again, and a
+        // child that finished in it wakes it (told off screen, its wake was
+        // dropped — the tab the user never left was never woken for it).
+        let switched = handle.switch_away();
+        match handle.leaving() {
+            Ok(()) | Err(ThreadError::Closed) => {}
+            Err(other) => return Err(other),
+        }
+        Ok(Leave(Some((current, Some((Box::pin(switched), shown))))))
+    }
+
+    /// Waits for the leave [`Threads::begin_leave`] sent: returns the one
     /// left, still holding the wakes of children finishing in its leave
     /// until the caller shows the target ([`Threads::done_leaving`]).
-    async fn leave_current(&mut self) -> Result<Option<ThreadId>, ThreadError> {
-        let Some(current) = self.on_screen.clone() else {
+    async fn end_leave(&mut self, leave: Leave) -> Result<Option<ThreadId>, ThreadError> {
+        let Some((current, sent)) = leave.0 else {
             return Ok(None);
         };
-        if let Some(handle) = self.threads.get(&current) {
-            let mut shown = IfGivenUp(Some(handle.clone()), |h| {
-                let _ = h.on_screen(true);
-            });
-            // Off screen as the switch is sent, right behind it: told
-            // only once the children had stopped (a remote child's stop
-            // may take its grace), a child the still-running turn started
-            // meanwhile finished and woke the tab the user had left.
-            // Held, not dropped, while it is left: a leave given up shows
-            // the tab again, and a child that finished in it wakes it (told
-            // off screen, its wake was dropped — the tab the user never
-            // left was never woken for it).
-            let switched = handle.switch_away();
-            match handle.leaving() {
-                Ok(()) | Err(ThreadError::Closed) => {}
-                Err(other) => return Err(other),
-            }
+        if let Some((switched, mut shown)) = sent {
             done_or_closed(switched.await)?;
             shown.0 = None;
         }
@@ -359,6 +408,15 @@ impl Threads {
         Ok(Some(current))
     }
 }
+
+/// A leave of the thread on screen, sent ([`Threads::begin_leave`]): the
+/// thread, and — when it is still registered — its switch's answer and
+/// what shows it again if the leave is given up. `None`: nothing on screen.
+struct Leave(Option<(ThreadId, Option<(Switched, IfGivenUp)>)>);
+
+/// A switch's answer, awaited (boxed: one type for the registry's steps).
+type Switched =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<usize, ThreadError>> + Send>>;
 
 /// What is done to a thread if the step holding it is given up (its
 /// future dropped) or fails before it lets go (`.0 = None`): an open

@@ -341,3 +341,79 @@ async fn a_leave_of(
     };
     (events_a, log_a, outcome)
 }
+
+/// Same instant, the host's calling order (review: approvals, thirty-ninth
+/// session): `switch_to` sent nothing until first polled. A host that
+/// switched tabs, then answered the stale dialog of the tab it left, and
+/// polled the answer first, had the answer reach the thread before the
+/// switch: `Ok`, `Approved`, the post made — and only then the child
+/// stopped. The switch is sent when called, as `clear` and `delete` are:
+/// the answer after it is `Ended`, the request `Cancelled`.
+#[tokio::test(start_paused = true)]
+async fn an_answer_sent_after_a_switch_comes_after_it_whoever_polls_first() {
+    use subagents::messages::{ApprovalDecision, ApprovalOutcome};
+    let mut threads = Threads::new();
+    let (a, b) = (ThreadId::new("a"), ThreadId::new("b"));
+    let idle = ScriptedModel::new(Vec::new());
+    let _events_b = threads
+        .open(b.clone(), DelegationBuilder::new(idle.shared()))
+        .await
+        .unwrap();
+    let poster = UseAgentCall::run("Poster\nYou post.", "post").tools(["http_post"]);
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&poster),
+        Reply::answer("Done."),
+    ])
+    .with_script(
+        "Poster",
+        vec![
+            Reply::new().tool_call("http_post", r#"{"message":"hi"}"#),
+            Reply::answer("posted"),
+        ],
+    );
+    let builder = DelegationBuilder::new(model.shared()).tools(ToolRegistry::new().with(Post));
+    let mut events_a = threads.open(a.clone(), builder).await.unwrap();
+    let handle_a = threads.get(&a).unwrap().clone();
+    handle_a.send_user("post hi").unwrap();
+    let mut log = Vec::new();
+    let asked = until(&mut events_a, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalRequested(_)))
+    })
+    .await;
+    let AgentEvent::Child(_, inner) = asked else {
+        unreachable!()
+    };
+    let AgentEvent::ApprovalRequested(request) = *inner else {
+        unreachable!()
+    };
+    // The switch first, the answer second; the answer polled first.
+    let switched = threads.switch_to(&b);
+    let answer = handle_a.resolve_approval(request.id.clone(), ApprovalDecision::Approve);
+    let (answered, switched) = tokio::join!(answer, switched);
+    switched.unwrap();
+    assert_eq!(
+        answered,
+        Err(ThreadError::Approval(ApprovalRefusal::Ended(
+            request.id.clone()
+        )))
+    );
+    let resolved = until(&mut events_a, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ApprovalResolved { .. }))
+    })
+    .await;
+    let AgentEvent::Child(_, inner) = resolved else {
+        unreachable!()
+    };
+    assert!(
+        matches!(
+            &*inner,
+            AgentEvent::ApprovalResolved {
+                outcome: ApprovalOutcome::Cancelled(_),
+                ..
+            }
+        ),
+        "{inner:?}"
+    );
+    threads.delete(&a).await.unwrap();
+    threads.delete(&b).await.unwrap();
+}

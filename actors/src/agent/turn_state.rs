@@ -465,10 +465,11 @@ pub(crate) fn resolve_approval(
     });
     state.approval = None;
     // In the tool from the answer on, as the stream says (a `status` read
-    // before the call's task was polled again said `awaiting_approval`).
-    if let (ApprovalDecision::Approve, Activity::AwaitingApproval(tool)) =
-        (decision, &state.activity)
-    {
+    // before the call's task was polled again said `awaiting_approval`) —
+    // denied too, its call answered next, as a remote child's mirror
+    // reads any answer (a denied one read `awaiting_approval`, `for_s`
+    // counted from the request).
+    if let Activity::AwaitingApproval(tool) = &state.activity {
         let tool = tool.clone();
         state.doing(Activity::InTool(tool));
     }

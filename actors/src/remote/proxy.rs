@@ -314,8 +314,12 @@ impl ProxyState {
         let why = self.run.as_ref().and_then(|run| {
             let silenced = matches!(&event, AgentEvent::ApprovalResolved { id, .. }
                 if run.silenced.contains(id));
+            let mirror = lock(&run.closer.mirror);
+            let why = mirror.incoherent(&event, &self.config.id);
+            let open = !mirror.ended();
+            drop(mirror);
             (!silenced)
-                .then(|| lock(&run.closer.mirror).incoherent(&event, &self.config.id))
+                .then(|| why.or_else(|| open.then(|| self.not_given(run, &event)).flatten()))
                 .flatten()
                 .map(|why| (run.key, why))
         });
@@ -424,6 +428,13 @@ impl ProxyState {
             return;
         };
         self.link.forget(run.key);
+        // Its `Result` went by: that is how it ended. A local agent's
+        // reply is its `Result`; a node whose `Ended` said otherwise (a
+        // bug, or a lie) turned a `completed` the stream showed into the
+        // envelope's, the wake's and the tool's `failed`.
+        if let Some(shown) = lock(&run.closer.mirror).result() {
+            result = shown.clone();
+        }
         let asked = run.stopping && !run.stopped_by_its_node;
         ends::unasked_stop(self.link.node(), asked, &mut result);
         // Answers whose node's word never came were not taken (`Ended`,

@@ -230,7 +230,16 @@ impl EnvelopeStore {
     /// never handed out to a child (whose envelopes took the host's).
     ///
     /// [`get`]: EnvelopeStore::get
+    ///
+    /// A child id past `ChildIds::MAX` is refused ([`StoreError::OutOfRange`]).
     pub fn save(&self, envelope: &Envelope) -> Result<(), StoreError> {
+        if ChildIds::is_out_of_range(&envelope.id) {
+            return Err(StoreError::OutOfRange {
+                path: self.path_of(&envelope.id),
+                id: envelope.id.clone(),
+                max: ChildIds::MAX,
+            });
+        }
         let _io = self.lock_io();
         if let Some(number) = ChildIds::number(&envelope.id) {
             self.ids.skip_past(number);
@@ -443,58 +452,5 @@ impl EnvelopeStore {
         self.io
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// Resumes of an earlier session's children, decided at once.
-impl EnvelopeStore {
-    /// A thread is about to resume the earlier session's child `id`:
-    /// `false` if it was resumed already (its envelope links a later run,
-    /// or a thread of this session began a resume of it), so two threads
-    /// in one instant — each reading the store before the other's link is
-    /// written — cannot both go on from it; or cancelled (another thread
-    /// stopped it since this one read it).
-    pub(crate) fn begin_resume(&self, id: &AgentId) -> bool {
-        let _io = self.lock_io();
-        if self
-            .get(id)
-            .is_some_and(|e| e.continued_as.is_some() || e.cancelled)
-        {
-            return false;
-        }
-        self.resuming
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.clone())
-    }
-
-    /// A resume of `id` began ([`EnvelopeStore::begin_resume`] allowed
-    /// it), its link perhaps not written yet.
-    pub(crate) fn is_resuming(&self, id: &AgentId) -> bool {
-        self.resuming
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(id)
-    }
-
-    /// A stop reached the earlier session's child `id` after it ended: it
-    /// is cancelled for good — unless a thread began to resume it, decided
-    /// under the store's lock as the resume is (a stop that read the chain
-    /// before the mark, on another worker, cancelled the chain the other
-    /// thread goes on with).
-    pub(crate) fn cancel_unless_resuming(&self, id: &AgentId) -> Result<(), StoreError> {
-        self.update(id, |e| {
-            let first = e.cancellable() && !self.is_resuming(id);
-            e.cancelled |= first;
-            first
-        })
-    }
-
-    /// The resume [`EnvelopeStore::begin_resume`] allowed did not start.
-    pub(crate) fn resume_failed(&self, id: &AgentId) {
-        self.resuming
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
     }
 }

@@ -49,7 +49,9 @@
 //! the ids the directory still named, and handed a pruned one out
 //! again). A stored child id past
 //! `ChildIds::MAX` is a
-//! corrupt file (reported and moved aside), never a crash.
+//! corrupt file (reported and moved aside), never a crash; `save` refuses
+//! one ([`StoreError::OutOfRange`]) rather than write what the next open
+//! sets aside.
 //!
 //! # Corrupt files
 //!
@@ -95,6 +97,7 @@
 //! | `lock.rs` | the directory's lock, its count of sessions, approval blocks |
 //! | `kept_ids.rs` | the last child number, kept before a prune |
 //! | `runs.rs` | run files (a child's conversation), resume links |
+//! | `resumes.rs` | an earlier session's child's resume begun, or its cancel |
 //! | `live.rs` | one live thread per id on a store; whose a child is |
 //! | `prune.rs` | the retention's prune; a deleted thread's children forgotten |
 //! | `schedule.rs` | a thread's writes prune at most once a minute |
@@ -107,6 +110,7 @@ pub(crate) mod live;
 mod lock;
 mod prune;
 mod report;
+mod resumes;
 mod runs;
 mod schedule;
 

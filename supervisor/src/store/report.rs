@@ -85,6 +85,22 @@ pub enum StoreError {
         #[source]
         source: Option<io::Error>,
     },
+    /// [`EnvelopeStore::save`](crate::store::EnvelopeStore::save) of a
+    /// child id past `ChildIds::MAX` (`agent_9007199254740991`): the next
+    /// open sets such a file aside as corrupt, so it is not written, nor
+    /// kept in memory, where it would answer only until that open.
+    #[error(
+        "the id {id:?} is out of range: child ids go up to agent_{max}, and a store's next \
+         open would set {path} aside as corrupt"
+    )]
+    OutOfRange {
+        /// The file it was meant for.
+        path: PathBuf,
+        /// The id.
+        id: AgentId,
+        /// The largest child number a store keeps.
+        max: u64,
+    },
     /// An expired envelope's file could not be removed.
     #[error("could not remove envelope file {path}: {source}")]
     Remove {
@@ -103,6 +119,7 @@ impl StoreError {
             StoreError::Dir { path, .. }
             | StoreError::Write { path, .. }
             | StoreError::Encode { path, .. }
+            | StoreError::OutOfRange { path, .. }
             | StoreError::Remove { path, .. }
             | StoreError::OwnFile { path, .. }
             | StoreError::Locked { path, .. }
@@ -122,6 +139,7 @@ impl StoreError {
             } => source,
             StoreError::OwnFile { source: None, .. }
             | StoreError::Encode { .. }
+            | StoreError::OutOfRange { .. }
             | StoreError::Locked { .. }
             | StoreError::ThreadOpen { .. } => return false,
         };

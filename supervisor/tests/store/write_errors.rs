@@ -225,3 +225,37 @@ fn what_still_fails_is_listed_in_child_number_order() {
         ]
     );
 }
+
+/// Lost (review: a host misusing the public API, thirty-ninth session): a
+/// host's envelope saved under a child id past `ChildIds::MAX` was `Ok`
+/// and answered by `get` — until the next open set its file aside as
+/// corrupt, the envelope gone without a word. Refused, typed, at the save.
+#[test]
+fn an_envelope_past_the_largest_child_id_is_refused_not_lost_at_the_next_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock(T0);
+    let store = open(tmp.path(), &clock);
+    let past = envelope("agent_9007199254740992", T0, Some(T0));
+    let err = store.save(&past).unwrap_err();
+    let StoreError::OutOfRange { path, id, max } = &err else {
+        panic!("expected OutOfRange, got {err:?}");
+    };
+    assert_eq!(
+        (path, id, *max),
+        (
+            &tmp.path().join("agent_9007199254740992.json"),
+            &past.id,
+            9007199254740991
+        )
+    );
+    assert!(err.to_string().contains("out of range"), "{err}");
+    assert_eq!(store.get(&past.id), None, "not kept in memory either");
+    // The largest is a child id like any other.
+    store
+        .save(&envelope("agent_9007199254740991", T0, Some(T0)))
+        .unwrap();
+    drop(store);
+    let (store, report) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
+    assert!(report.corrupt.is_empty(), "{report:?}");
+    assert_eq!(ids(&store), ["agent_9007199254740991"]);
+}

@@ -275,6 +275,7 @@ fn an_approval_the_call_never_took_is_not_written_as_answered() {
     // Taken: the decision reaches the call, then its event.
     let (shared, _slot, turn_sink, _out, mut stream) = open_turn();
     lock(&shared).approval = Some((id.clone(), ToolUseId::new("call_1")));
+    lock(&shared).doing(Activity::AwaitingApproval("post".into()));
     let (responder, mut call) = tokio::sync::oneshot::channel();
     assert!(resolve_approval(
         &shared,
@@ -289,6 +290,11 @@ fn an_approval_the_call_never_took_is_not_written_as_answered() {
     };
     assert_eq!(outcome, ApprovalOutcome::Denied);
     assert!(lock(&shared).approval.is_none());
+    // Denied, no longer awaiting it (review: approvals at the same
+    // instant, thirty-ninth session): it read `awaiting_approval` until
+    // the call's task was polled again, where a remote child's reads its
+    // tool at once.
+    assert_eq!(lock(&shared).activity, Activity::InTool("post".into()));
 }
 
 /// A second `settle` replaced the first, though both said `true`: the

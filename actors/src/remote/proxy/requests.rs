@@ -4,7 +4,8 @@
 use ractor::RpcReplyPort;
 use subagents_messages::remote::RunRequest;
 use subagents_messages::{
-    AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalRefusal, ApprovalRequest, Outcome, Usage,
+    AgentEvent, AgentSnapshot, ApprovalDecision, ApprovalId, ApprovalOutcome, ApprovalRefusal,
+    ApprovalRequest, Outcome, Usage,
 };
 
 use crate::hub::{Refused, Steered};
@@ -179,6 +180,55 @@ impl ProxyState {
                 id: self.config.id.clone(),
             })
         });
+    }
+}
+
+impl ProxyState {
+    /// Why `event` says the host did what it did not (`None`: it may have):
+    /// a local agent says an approval was `Approved` or `Denied` only as
+    /// it takes the host's answer, and reads a message (`Steered`) only
+    /// one its parent sent. A node's `Approved` over the host's `Deny`
+    /// (or for a request nobody answered) told the host `Ok` for a denial
+    /// while the stream, and the envelope, said the call was approved;
+    /// a node's `Steered` for a text nobody sent went into the parent's
+    /// stream and the saved conversation as the parent's own words.
+    pub(super) fn not_given(&self, run: &super::RemoteRun, event: &AgentEvent) -> Option<String> {
+        match event {
+            AgentEvent::ApprovalResolved { id, outcome, .. } => {
+                let said = match outcome {
+                    ApprovalOutcome::Approved => ApprovalDecision::Approve,
+                    ApprovalOutcome::Denied => ApprovalDecision::Deny,
+                    ApprovalOutcome::Cancelled(_) => return None,
+                };
+                let word = |d: ApprovalDecision| match d {
+                    ApprovalDecision::Approve => "approved",
+                    ApprovalDecision::Deny => "denied",
+                };
+                match self.answered.get(id) {
+                    Some(given) if *given == said => None,
+                    Some(given) => Some(format!(
+                        "said the approval `{id}` was {}, but its answer was {}",
+                        word(said),
+                        word(*given)
+                    )),
+                    None => Some(format!(
+                        "said the approval `{id}` was {}, but nobody answered it",
+                        word(said)
+                    )),
+                }
+            }
+            AgentEvent::Steered(text) => {
+                let taken = crate::agent::turn_state_lock(&run.shared)
+                    .steering
+                    .contains(text);
+                let count =
+                    |texts: &mut dyn Iterator<Item = &String>| texts.filter(|t| *t == text).count();
+                let sent = count(&mut run.steers.values().map(|(t, _)| t));
+                let read = count(&mut run.read_ahead.iter());
+                (!taken && sent <= read).then(|| "read a message its parent never sent".to_owned())
+            }
+            _ => None,
+        }
     }
 }
 

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
 use subagents_messages::{
-    AgentEvent, ApprovalDecision, ApprovalId, ApprovalRequest, ToolStarted, ToolUseId,
+    AgentEvent, ApprovalDecision, ApprovalId, ApprovalOutcome, ApprovalRequest, Outcome,
+    ToolStarted, ToolUseId,
 };
 
 use crate::agent::{AgentBuilder, AsksAtFirst};
@@ -43,6 +44,25 @@ async fn started_on(
     node: &Arc<Driven>,
     policy: Option<Arc<AsksAtFirst>>,
 ) -> (crate::agent::AgentHandle, u64, RunReports) {
+    let (agent, reply, key, reports) = replying(node, policy).await;
+    // Its turn's reply is not awaited: the test reports for the node.
+    std::mem::forget(reply);
+    (agent, key, reports)
+}
+
+/// The turn's reply a test awaits.
+type Reply = std::pin::Pin<
+    Box<
+        dyn Future<Output = Result<subagents_messages::AgentResult, crate::agent::AgentError>>
+            + Send,
+    >,
+>;
+
+/// [`started_on`], with its turn's reply.
+async fn replying(
+    node: &Arc<Driven>,
+    policy: Option<Arc<AsksAtFirst>>,
+) -> (crate::agent::AgentHandle, Reply, u64, RunReports) {
     let mut builder = AgentBuilder::new(Arc::new(ScriptedModel::new(Vec::new()))).id("agent_1");
     if let Some(policy) = policy {
         builder = builder.approvals(policy);
@@ -59,15 +79,48 @@ async fn started_on(
     let agent = spawn_remote(remote, Arc::new(config), events, Vec::new(), None)
         .await
         .unwrap();
-    // Its turn's reply is not awaited: the test reports for the node.
-    std::mem::forget(agent.queue_turn("go").unwrap());
+    let reply: Reply = Box::pin(agent.queue_turn("go").unwrap());
     let (key, reports) = loop {
         if let Some(started) = node.started.lock().unwrap().take() {
             break started;
         }
         tokio::task::yield_now().await;
     };
-    (agent, key, reports)
+    (agent, reply, key, reports)
+}
+
+/// Reports `events` for the node, in order from `seq` 0.
+fn report_all(reports: &RunReports, key: u64, bodies: impl IntoIterator<Item = ReportBody>) {
+    for (seq, body) in bodies.into_iter().enumerate() {
+        reports.report(RunReport {
+            key,
+            seq: seq as u64,
+            body,
+        });
+    }
+}
+
+/// A call `call_1` of `guarded` and its approval `agent_1-approval-1`, asked.
+fn asking() -> [ReportBody; 2] {
+    let call = ToolUseId::new("call_1");
+    [
+        ReportBody::Event(AgentEvent::ToolStarted(ToolStarted {
+            tool_use_id: call.clone(),
+            name: "guarded".into(),
+            arguments: "{}".into(),
+        })),
+        ReportBody::Event(AgentEvent::ApprovalRequested(Box::new(ApprovalRequest {
+            id: ApprovalId::new("agent_1-approval-1"),
+            tool_use_id: call,
+            tool_name: "guarded".into(),
+            arguments: "{}".into(),
+        }))),
+    ]
+}
+
+/// The run ended with a stop sent to its node.
+fn stop_sent(node: &Driven) -> bool {
+    (node.requests.lock().unwrap().iter()).any(|r| matches!(r, RunRequest::Stop))
 }
 
 /// Review (hostile peers, thirty-seventh session): a report far ahead
@@ -200,5 +253,132 @@ fn a_remote_childs_last_text_is_its_last_answers() {
             "first answer",
             "second"
         ]
+    );
+}
+
+/// Forged (review: hostile peers, thirty-ninth session): a node said its
+/// agent took `Approved` for a request the host answered `Deny`. The host
+/// read `Ok` for its denial while the stream and the envelope said the
+/// call was approved. A local agent says a decision only as it takes the
+/// host's: the node's word is a lie, the child fails and its run is
+/// stopped there; the host's answer is not `Ok`.
+#[tokio::test(start_paused = true)]
+async fn a_node_saying_approved_over_the_hosts_deny_fails_the_child() {
+    let node = Arc::new(Driven::default());
+    let (agent, reply, key, reports) = replying(&node, None).await;
+    report_all(&reports, key, asking());
+    let _ = agent.snapshot().await;
+    let id = ApprovalId::new("agent_1-approval-1");
+    let answer = agent.resolve_approval(id.clone(), ApprovalDecision::Deny);
+    let _ = agent.snapshot().await;
+    reports.report(RunReport {
+        key,
+        seq: 2,
+        body: ReportBody::Event(AgentEvent::ApprovalResolved {
+            id,
+            tool_use_id: ToolUseId::new("call_1"),
+            outcome: ApprovalOutcome::Approved,
+        }),
+    });
+    let result = reply.await.unwrap();
+    assert!(
+        matches!(&result.outcome, Outcome::Failed(why) if why.contains("its answer was denied")),
+        "{:?}",
+        result.outcome
+    );
+    assert!(answer.await.is_err(), "the host's denial read as taken");
+    assert!(stop_sent(&node));
+}
+
+/// Forged: a node said `Denied` for a request nobody answered.
+#[tokio::test(start_paused = true)]
+async fn a_node_deciding_an_approval_nobody_answered_fails_the_child() {
+    let node = Arc::new(Driven::default());
+    let (_agent, reply, key, reports) = replying(&node, None).await;
+    let [started, asked] = asking();
+    let resolved = ReportBody::Event(AgentEvent::ApprovalResolved {
+        id: ApprovalId::new("agent_1-approval-1"),
+        tool_use_id: ToolUseId::new("call_1"),
+        outcome: ApprovalOutcome::Denied,
+    });
+    report_all(&reports, key, [started, asked, resolved]);
+    let result = reply.await.unwrap();
+    assert!(
+        matches!(&result.outcome, Outcome::Failed(why) if why.contains("nobody answered it")),
+        "{:?}",
+        result.outcome
+    );
+    assert!(stop_sent(&node));
+}
+
+/// Forged: a node said its agent read a message (`Steered`) its parent
+/// never sent. It went onto the parent's stream as the parent's words,
+/// and into the conversation a resume goes on from. A message sent and
+/// taken reads as before.
+#[tokio::test(start_paused = true)]
+async fn a_node_reading_a_message_nobody_sent_fails_the_child() {
+    let node = Arc::new(Driven::default());
+    let (agent, reply, key, reports) = replying(&node, None).await;
+    // Sent, then read: coherent.
+    let (tx, steered) = tokio::sync::oneshot::channel();
+    let steer = crate::agent::AgentMsg::Steer {
+        text: "look at b.rs".into(),
+        reply: tx.into(),
+    };
+    agent.actor_ref().cast(steer).unwrap();
+    let _ = agent.snapshot().await;
+    report_all(
+        &reports,
+        key,
+        [
+            ReportBody::Steered { n: 1, taken: true },
+            ReportBody::Event(AgentEvent::Steered("look at b.rs".into())),
+            // Read twice: sent once.
+            ReportBody::Event(AgentEvent::Steered("look at b.rs".into())),
+        ],
+    );
+    assert!(steered.await.unwrap().is_ok());
+    let result = reply.await.unwrap();
+    assert!(
+        matches!(&result.outcome, Outcome::Failed(why) if why.contains("never sent")),
+        "{:?}",
+        result.outcome
+    );
+    assert!(stop_sent(&node));
+}
+
+/// Incoherent (review: hostile peers, thirty-ninth session): a node sent
+/// its `Result` (`completed`, "A"), then an `Ended` saying `failed`, "B".
+/// The stream showed "A" completed; the turn's reply — the envelope, the
+/// tool's answer, the wake — said "B" failed. A local agent's reply is
+/// its `Result`: what the stream showed is how it ended.
+#[tokio::test(start_paused = true)]
+async fn an_ended_after_its_result_does_not_rewrite_it() {
+    let node = Arc::new(Driven::default());
+    let (_agent, reply, key, reports) = replying(&node, None).await;
+    let said = |text: &str, outcome: Outcome| subagents_messages::AgentResult {
+        text: text.into(),
+        outcome,
+        model_calls: 1,
+        tool_calls: 0,
+        usage: Default::default(),
+        children_usage: Default::default(),
+        elapsed: std::time::Duration::ZERO,
+    };
+    report_all(
+        &reports,
+        key,
+        [
+            ReportBody::Event(AgentEvent::Result(Box::new(said("A", Outcome::Completed)))),
+            ReportBody::Ended {
+                result: said("B", Outcome::Failed("B".into())),
+                conversation: Vec::new(),
+            },
+        ],
+    );
+    let result = reply.await.unwrap();
+    assert_eq!(
+        (result.text.as_str(), result.outcome),
+        ("A", Outcome::Completed)
     );
 }
