@@ -278,10 +278,12 @@ impl OpenAiBuilder {
     }
 
     /// How many times a rate-limited (HTTP 429) or unavailable (502, 503,
-    /// 504, 529) call is retried before it fails with `RateLimited` or
-    /// `Server` (default 3). A gateway's 504 for a prompt slower than its
-    /// own timeout comes back each time: each retry reads the prompt
-    /// again — 0 for a local server behind such a gateway.
+    /// 504, 520 to 524, 529) call is retried before it fails with
+    /// `RateLimited` or `Server` (default 3). A gateway's 504 for a prompt
+    /// slower than its own timeout comes back each time: each retry reads
+    /// the prompt again — 0 for a local server behind such a gateway. A
+    /// 503 saying the model is still loading is waited for apart, up to
+    /// [`timeout`](Self::timeout) in all (0 retries: not at all).
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = retries;
         self
@@ -380,6 +382,7 @@ impl OpenAiBuilder {
                 max_retries: self.max_retries,
                 max_wait: self.max_retry_wait,
                 base_backoff: Duration::from_secs(1),
+                loading_budget: self.timeout,
             },
             timeouts: Timeouts {
                 connect: self.connect_timeout,

@@ -17,14 +17,27 @@ pub(crate) struct RetryPolicy {
     pub(crate) max_wait: Duration,
     /// The first wait when the service does not say (doubled each retry).
     pub(crate) base_backoff: Duration,
+    /// How long a service still loading its model is waited for, in all
+    /// (the adapter's `timeout`): those waits are not counted as retries.
+    pub(crate) loading_budget: Duration,
+}
+
+/// A 503 that says the service is still loading its model: llama-server
+/// answers every request `"Loading model"` (no `Retry-After`) from the
+/// moment it listens until the model is loaded — tens of seconds for a
+/// large one — and Hugging Face's `"Model … is currently loading"`.
+fn still_loading(status: u16, message: &str) -> bool {
+    status == 503 && message.to_ascii_lowercase().contains("loading")
 }
 
 /// The statuses that say the service is unavailable for now, waited out
 /// as a rate limit is ([`Attempt::Unavailable`]) — before the stream, and
 /// said inside it: llama-server's 503 "Loading model" until its model is
 /// loaded, a busy service's 503 "overloaded" (Anthropic's: 529), a
-/// gateway's 502 or 504 while the service behind it is away.
-pub(crate) const UNAVAILABLE: [u16; 4] = [502, 503, 504, 529];
+/// gateway's 502 or 504 while the service behind it is away, and
+/// Cloudflare's own 520 to 524 in front of one (OpenRouter, Groq: its
+/// origin answered nothing it could read, was down, or timed out).
+pub(crate) const UNAVAILABLE: [u16; 9] = [502, 503, 504, 520, 521, 522, 523, 524, 529];
 
 /// What one attempt gave.
 #[derive(Debug)]
@@ -36,7 +49,7 @@ pub(crate) enum Attempt<T> {
         retry_after: Option<Duration>,
         message: String,
     },
-    /// HTTP 502, 503, 504 or 529: unavailable for now (a model still
+    /// HTTP 502, 503, 504, 520 to 524 or 529: unavailable for now (a model still
     /// loading, a service overloaded, a gateway whose service is away);
     /// once the retries run out,
     /// [`ModelError::Server`] with that status.
@@ -59,7 +72,11 @@ where
     Fut: Future<Output = Result<Attempt<T>, ModelError>>,
 {
     let mut retries: u32 = 0;
+    // Waits for a model still loading: counted apart (three retries, 7 s
+    // in all, failed the first call after llama-server started).
+    let (mut loading_waits, mut loading_waited) = (0u32, Duration::ZERO);
     loop {
+        let mut loading = false;
         let (retry_after, error) = match attempt().await? {
             Attempt::Done(value) => return Ok(value),
             Attempt::RateLimited {
@@ -76,8 +93,22 @@ where
                 status,
                 retry_after,
                 message,
-            } => (retry_after, ModelError::Server { status, message }),
+            } => {
+                loading = still_loading(status, &message);
+                (retry_after, ModelError::Server { status, message })
+            }
         };
+        if loading && policy.max_retries > 0 {
+            let wait = retry_after.unwrap_or_else(|| backoff(policy, loading_waits));
+            let waited = loading_waited.saturating_add(wait);
+            if wait > policy.max_wait || waited > policy.loading_budget {
+                return Err(error);
+            }
+            (loading_waits, loading_waited) = (loading_waits + 1, waited);
+            tracing::warn!(?wait, ?waited, %error, "the model service is still loading its model; retrying");
+            tokio::time::sleep(wait).await;
+            continue;
+        }
         let wait = retry_after.unwrap_or_else(|| backoff(policy, retries));
         if retries >= policy.max_retries || wait > policy.max_wait {
             return Err(error);
@@ -164,7 +195,69 @@ mod tests {
         max_retries: 3,
         max_wait: Duration::from_secs(60),
         base_backoff: Duration::from_secs(1),
+        loading_budget: Duration::from_secs(300),
     };
+
+    fn unavailable<T>(message: &str) -> Result<Attempt<T>, ModelError> {
+        Ok(Attempt::Unavailable {
+            status: 503,
+            retry_after: None,
+            message: message.into(),
+        })
+    }
+
+    /// Foreign input (review: real model servers, thirty-ninth session):
+    /// llama-server listens before its model is loaded and answers every
+    /// request 503 "Loading model", with no `Retry-After`. Three retries
+    /// (1 + 2 + 4 s) failed the first call after it started, for any model
+    /// taking longer than 7 s to load. Those waits go on, backing off,
+    /// until the adapter's `timeout` is spent; not counted as retries.
+    #[tokio::test(start_paused = true)]
+    async fn a_service_still_loading_its_model_is_waited_for_past_the_retries() {
+        let start = Instant::now();
+        let loaded_at = Duration::from_secs(40);
+        let out = with_retries(POLICY, || async move {
+            match start.elapsed() < loaded_at {
+                true => unavailable("Loading model"),
+                false => Ok(Attempt::Done("answered")),
+            }
+        })
+        .await;
+        assert_eq!(out, Ok("answered"));
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(1 + 2 + 4 + 8 + 16 + 32)
+        );
+        // Bounded by the budget: one still loading after it fails.
+        let policy = RetryPolicy {
+            loading_budget: Duration::from_secs(20),
+            ..POLICY
+        };
+        let start = Instant::now();
+        let out: Result<(), _> = with_retries(policy, || async {
+            unavailable("Model gpt2 is currently loading")
+        })
+        .await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1 + 2 + 4 + 8));
+        assert!(
+            matches!(out, Err(ModelError::Server { status: 503, .. })),
+            "{out:?}"
+        );
+        // Another 503 is retried as before: three times.
+        let start = Instant::now();
+        let out: Result<(), _> = with_retries(POLICY, || async { unavailable("overloaded") }).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1 + 2 + 4));
+        assert!(out.is_err());
+        // And `max_retries(0)` is no retry at all.
+        let policy = RetryPolicy {
+            max_retries: 0,
+            ..POLICY
+        };
+        let start = Instant::now();
+        let out: Result<(), _> =
+            with_retries(policy, || async { unavailable("Loading model") }).await;
+        assert_eq!((start.elapsed(), out.is_err()), (Duration::ZERO, true));
+    }
 
     fn limited<T>(after: Option<u64>) -> Result<Attempt<T>, ModelError> {
         Ok(Attempt::RateLimited {

@@ -425,7 +425,7 @@ impl Assembler {
 /// An error object that says the service cannot take the call for now:
 /// an overload (Anthropic's `overloaded_error`), a server error (OpenAI's
 /// `server_error`, Anthropic's `api_error`), a rate limit — by its HTTP
-/// status where it says one (429, 502, 503, 504, 529, as before the
+/// status where it says one (429, [`super::retry::UNAVAILABLE`], as before the
 /// stream), else by its type or code.
 fn transient(error: &Value) -> bool {
     let inner = error
@@ -433,9 +433,21 @@ fn transient(error: &Value) -> bool {
         .filter(|e| e.is_object())
         .unwrap_or(error);
     let said = |key: &str| inner.get(key).and_then(Value::as_str).unwrap_or_default();
-    let status = ["code", "status"]
+    // A number, or a number written as a string (LiteLLM's proxy says
+    // `"code": "429"`: its status as a string).
+    let number = |v: &Value| {
+        v.as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+    };
+    let status = ["code", "status", "http_status_code"]
         .iter()
-        .find_map(|key| inner.get(*key).and_then(Value::as_u64));
+        .find_map(|key| inner.get(*key).and_then(number));
+    // TGI says its overload (HTTP 429 before the stream) inside it with
+    // `http_status_code` 422: "Model is overloaded".
+    let message = said("message");
+    if message.eq_ignore_ascii_case("model is overloaded") {
+        return true;
+    }
     // A status, where one is said, decides: as a status before the
     // stream is retried (llama-server's `server_error` for an answer that
     // does not parse as its tool-call format is a 500, and would fail

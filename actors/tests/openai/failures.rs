@@ -217,20 +217,24 @@ async fn rate_limiting_that_persists_fails_after_the_retries() {
 /// Foreign input: llama-server answers 503 "Loading model" until its
 /// model is loaded (a busy service 503 "overloaded"): it failed the call
 /// at once, though a moment later the same request goes through. A 503
-/// is waited out as a rate limit is; one that persists is a server error.
+/// is waited out as a rate limit is; one that persists is a server error
+/// (one still loading, past the adapter's `timeout`: `retry.rs`'s
+/// `a_service_still_loading_its_model_is_waited_for_past_the_retries`).
 #[tokio::test]
 async fn a_service_still_loading_is_waited_for() {
-    let loading = Reply::error(
-        503,
-        json!({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}),
-    )
-    .header("retry-after-ms", "20");
+    let unavailable = |message: &str| {
+        Reply::error(
+            503,
+            json!({"error": {"code": 503, "message": message, "type": "unavailable_error"}}),
+        )
+        .header("retry-after-ms", "20")
+    };
     let events = [text("ready"), finish("stop"), "[DONE]".to_owned()];
     let server = MockServer::start(vec![
-        loading.clone(),
+        unavailable("Loading model"),
         Reply::sse(&strs(&events)),
-        loading.clone(),
-        loading,
+        unavailable("overloaded"),
+        unavailable("overloaded"),
     ])
     .await;
     let out = collect(&server.model(None), request("hi")).await;
@@ -245,7 +249,7 @@ async fn a_service_still_loading_is_waited_for() {
         out,
         vec![Err(ModelError::Server {
             status: 503,
-            message: "Loading model".into()
+            message: "overloaded".into()
         })]
     );
 }

@@ -301,3 +301,38 @@ fn an_error_inside_the_stream_is_retried_by_the_status_it_says() {
         assert_eq!(super::super::transient(&error), retried, "{status}");
     }
 }
+
+/// Foreign input (review: real model servers, thirty-ninth session): an
+/// overload said inside the stream, as real proxies and servers write
+/// it, failed the turn at once though the same overload before the
+/// stream is waited out — TGI's `"Model is overloaded"` with its
+/// `http_status_code` 422 (its 429 before the stream), LiteLLM's proxy's
+/// status as a string (`"code": "429"`, Anthropic's `"529"` relayed), and
+/// Cloudflare's 520 to 524 in front of OpenRouter or Groq. A string that
+/// is no number still reads as a type or code; 422 alone is no overload.
+#[test]
+fn an_overload_said_as_real_proxies_say_it_is_retried() {
+    use serde_json::json;
+    let transient = super::super::transient;
+    let tgi = json!({"error": {"message": "Model is overloaded", "http_status_code": 422}});
+    assert!(transient(&tgi));
+    for (code, retried) in [
+        ("429", true),
+        ("529", true),
+        (" 503 ", true),
+        ("500", false),
+    ] {
+        let litellm =
+            json!({"error": {"message": "litellm.RateLimitError: x", "type": null, "code": code}});
+        assert_eq!(transient(&litellm), retried, "{code}");
+    }
+    for status in [520, 521, 522, 523, 524] {
+        assert!(transient(&json!({"error": {"code": status}})), "{status}");
+    }
+    assert!(transient(
+        &json!({"error": {"code": "rate_limit_exceeded"}})
+    ));
+    assert!(!transient(
+        &json!({"error": {"message": "bad", "http_status_code": 422}})
+    ));
+}
