@@ -148,16 +148,21 @@ async fn a_stop_after_a_turns_result_keeps_the_queued_turn_in_the_conversation()
 /// notice replaced the conversation with the finished turn's: the next
 /// model call never saw "b", though the stream showed it. Whatever the
 /// ordering, "b" is in the conversation; some ordering is that window
-/// ("a" completed, "b" stopped before it started).
+/// ("a" completed, "b" stopped before it started). And a turn "c" sent
+/// after the stop runs (review: the stopped-midway matrix, thirty-ninth
+/// session — in that window the stop, kept for the end notice, ended
+/// every turn queued when the notice came, "c" too: "Stopped before it
+/// started", though it was sent after the stop).
 #[tokio::test(start_paused = true)]
 async fn a_stop_sent_as_the_answer_arrives_keeps_the_queued_turn_in_the_conversation() {
     let mut window = 0;
     for turns in 0..12 {
-        let (said, a, b) = tokio::spawn(async move {
+        let (said, a, b, c) = tokio::spawn(async move {
             let model = ScriptedModel::new(vec![
                 Reply::new()
                     .delay(std::time::Duration::from_secs(10))
                     .text("A"),
+                Reply::answer("C"),
                 Reply::answer("C"),
             ]);
             let (model, seen) = common::spy("spy", model);
@@ -170,18 +175,23 @@ async fn a_stop_sent_as_the_answer_arrives_keeps_the_queued_turn_in_the_conversa
                 tokio::task::yield_now().await;
             }
             agent.stop_turn().unwrap();
-            let (a, b) = (a.await.unwrap(), b.await.unwrap());
-            agent.run("c").await.unwrap();
+            let c = agent.queue_turn("c").unwrap();
+            let (a, b, c) = (a.await.unwrap(), b.await.unwrap(), c.await.unwrap());
             let last = seen.lock().unwrap().last().cloned().unwrap();
             let said = last
                 .messages
                 .iter()
                 .map(|m| m.content.clone())
                 .collect::<Vec<_>>();
-            (said, a, b)
+            (said, a, b, c)
         })
         .await
         .unwrap();
+        assert_eq!(
+            (c.outcome, c.text.as_str()),
+            (Outcome::Completed, "C"),
+            "after {turns} turns: a turn sent after the stop"
+        );
         assert!(
             said.iter().any(|m| m == "b"),
             "after {turns} turns, \"b\" is missing: {said:?}"

@@ -142,22 +142,28 @@ async fn a_child_killed_mid_model_call_returns_its_permit() {
 /// the kill and the stop.
 #[tokio::test(start_paused = true)]
 async fn a_child_killed_as_the_hub_stops_neither_holds_the_stop_nor_the_permit() {
-    for kill_first in [true, false] {
+    for (kill_first, in_tool) in [(true, false), (false, false), (true, true), (false, true)] {
+        let hanging = match in_tool {
+            false => Reply::new().text("…").hang(),
+            true => Reply::new().tool_call("sleep", r#"{"secs": 100}"#),
+        };
         let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(&run_call("Hanger", "hang", &[], false)),
+            Reply::new().use_agent(&run_call("Hanger", "hang", &["sleep"], false)),
             Reply::answer("started"),
         ])
-        .with_script("Hanger", vec![Reply::new().text("…").hang()]);
+        .with_script("Hanger", vec![hanging]);
         let (parent, mut events) = delegating(model, 3).await;
         parent.agent.send_user("go").unwrap();
         let mut log = Vec::new();
-        until(
-            &mut events,
-            &mut log,
-            |e| matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::Text(_))),
-        )
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(_, inner)
+                if matches!(**inner, AgentEvent::Text(_) | AgentEvent::ToolStarted(_)))
+        })
         .await;
-        assert_eq!(parent.gate.snapshot().await.unwrap().in_flight, 1);
+        assert_eq!(
+            parent.gate.snapshot().await.unwrap().in_flight,
+            usize::from(!in_tool)
+        );
         let child = parent.hub.actor().get_children()[0].clone();
         let hub = parent.hub.actor().clone();
         if kill_first {
@@ -190,6 +196,11 @@ async fn a_child_killed_as_the_hub_stops_neither_holds_the_stop_nor_the_permit()
             .filter(|e| matches!(e, AgentEvent::ChildStatus(_, s) if s.is_terminal()))
             .collect();
         assert_eq!(ends.len(), 1, "kill first: {kill_first}: {log:#?}");
+        // Its call answered and its `Result` before its status (review:
+        // the stopped-midway matrix, thirty-ninth session — ended only as
+        // its state dropped after the hub's stop, both went into a closed
+        // sink: a `ToolStarted` never answered, no `Result`).
+        check_log(&log, true);
         parent.shutdown_and_wait().await;
     }
 }
@@ -305,4 +316,100 @@ async fn a_tool_named_many_times_is_given_once() {
     assert_eq!(started, [vec!["sleep".to_owned(), "calculator".to_owned()]]);
     let envelope = parent.hub.status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(envelope.tools, ["sleep", "calculator"]);
+}
+
+/// The scripted model; the second stream it gives (the child's) spawns,
+/// as it ends, a task that yields `turns` times and then kills the hub's
+/// child — swept, an instant around the child's turn end — counting in
+/// `unread` a kill that found the child not yet finished by the hub.
+struct KillAfterItsAnswer {
+    inner: ScriptedModel,
+    calls: AtomicUsize,
+    turns: usize,
+    hub: Arc<std::sync::OnceLock<subagents::actors::hub::HubHandle>>,
+    unread: Arc<AtomicUsize>,
+}
+
+impl Model for KillAfterItsAnswer {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let inner = self.inner.stream(request);
+        if self.calls.fetch_add(1, Ordering::SeqCst) != 1 {
+            return inner;
+        }
+        let (hub, turns, unread) = (self.hub.clone(), self.turns, self.unread.clone());
+        let killer = futures_util::stream::once(async move {
+            tokio::spawn(async move {
+                for _ in 0..turns {
+                    tokio::task::yield_now().await;
+                }
+                let Some(hub) = hub.get() else { return };
+                let finished = hub
+                    .status(&AgentId::new("agent_1"))
+                    .is_some_and(|e| e.status.is_terminal());
+                if let (false, Some(child)) = (finished, hub.actor().get_children().first()) {
+                    unread.fetch_add(1, Ordering::SeqCst);
+                    child.kill();
+                }
+            });
+            None
+        });
+        let ended = futures_util::StreamExt::filter_map(killer, |none| async move { none });
+        Box::pin(futures_util::StreamExt::chain(inner, ended))
+    }
+}
+
+/// Stopped midway (review: the stopped-midway matrix, thirty-ninth
+/// session): a child killed in the instant after its turn ended — its
+/// `Result` on the stream, the end's notice not yet read by the hub —
+/// ended `failed` ("stopped before it reported a result"), its answer
+/// thrown away and its wake a failure: ractor hands the hub the death
+/// before any message. It ends with the result it gave, never from its
+/// termination (docs/event-ordering.md). The kill is swept over the
+/// scheduler turns after the child's model call ends; the window (the
+/// kill landing before the hub finished it) is asserted reached.
+#[tokio::test(start_paused = true)]
+async fn a_child_killed_just_after_it_answered_ends_with_its_answer() {
+    let reached = Arc::new(AtomicUsize::new(0));
+    for turns in 0..12 {
+        let inner = ScriptedModel::new(vec![
+            Reply::new().use_agent(&run_call("Worker", "work", &[], false)),
+            Reply::answer("started"),
+            Reply::answer("noted"),
+        ])
+        .with_script("Worker", vec![Reply::answer("the answer")]);
+        let hub = Arc::new(std::sync::OnceLock::new());
+        let model = KillAfterItsAnswer {
+            inner,
+            calls: AtomicUsize::new(0),
+            turns,
+            hub: hub.clone(),
+            unread: reached.clone(),
+        };
+        let (parent, mut events) = DelegationBuilder::new(Arc::new(model))
+            .system_prompt("You are the parent. Delegate.")
+            .spawn()
+            .await
+            .unwrap();
+        let _ = hub.set(parent.hub.clone());
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until(
+            &mut events,
+            &mut log,
+            |e| matches!(e, AgentEvent::ChildStatus(_, status) if status.is_terminal()),
+        )
+        .await;
+        let envelope = parent.hub.status(&AgentId::new("agent_1")).unwrap();
+        assert_eq!(
+            (envelope.status, envelope.result.as_deref()),
+            (SubAgentStatus::Done, Some("the answer")),
+            "{turns} turns: {envelope:?}"
+        );
+        check_log(&log, true);
+    }
+    let reached = reached.load(Ordering::SeqCst);
+    assert!(reached > 0, "no kill landed before the hub read the end");
 }

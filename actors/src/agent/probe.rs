@@ -68,21 +68,23 @@ impl Probe {
     }
 
     /// Ends the running turn as a killed actor's, if it has not ended
-    /// (see [`crate::agent::running::TurnEnds`]).
-    pub(crate) fn end_as_killed(&self) {
+    /// (see [`crate::agent::running::TurnEnds`]); true when it did.
+    pub(crate) fn end_as_killed(&self) -> bool {
         let Some(shared) = self
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
         else {
-            return;
+            return false;
         };
         // Taken, then used with no lock held: ending takes the turn's lock.
         let ends = lock(&shared).ends.take();
         if let Some(ends) = ends {
             ends.end(&shared);
+            return true;
         }
+        false
     }
 
     /// Lets go of its turn once the child has ended and what the book

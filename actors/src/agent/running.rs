@@ -21,8 +21,9 @@ pub(super) struct RunningTurn {
     pub(super) started: Instant,
     pub(super) reply: Option<TurnReply>,
     /// A stop came after the turn had ended (its notice still in the
-    /// mailbox): the queued turns end when the notice is read.
-    pub(super) stop_queued: bool,
+    /// mailbox): the turns queued then — this many, the first in the
+    /// queue — end when the notice is read.
+    pub(super) stop_queued: usize,
 }
 
 impl Drop for RunningTurn {

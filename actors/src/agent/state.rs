@@ -237,7 +237,7 @@ impl AgentState {
             shared,
             started,
             reply,
-            stop_queued: false,
+            stop_queued: 0,
         });
     }
 
@@ -273,11 +273,13 @@ impl AgentState {
                 reply.send(result);
             }
             // A stop came between the turn's close and this notice: the
-            // turns queued behind it end now, after it in the
+            // turns queued behind it then end now, after it in the
             // conversation (ended then, they were written into the
-            // conversation this notice replaces).
-            if running.stop_queued {
-                self.stop();
+            // conversation this notice replaces) — those alone: a turn
+            // sent after the stop was ended with them, "stopped before it
+            // started", though it came after the stop.
+            if running.stop_queued > 0 {
+                self.end_queued(running.stop_queued);
             }
         }
     }
@@ -296,16 +298,17 @@ impl AgentState {
         // turns end once it is (`finish`), so the conversation has them
         // after it.
         if let Some(running) = &mut self.running {
-            running.stop_queued = true;
+            running.stop_queued = self.waiting.len();
             return;
         }
-        self.end_queued();
+        self.end_queued(usize::MAX);
     }
 
-    /// Queued turns end too, each with its own stopped result: every turn
-    /// sent ends in exactly one `Result`.
-    fn end_queued(&mut self) {
-        for (turn, reply) in self.waiting.drain(..) {
+    /// The first `n` queued turns end too, each with its own stopped
+    /// result: every turn sent ends in exactly one `Result`.
+    fn end_queued(&mut self, n: usize) {
+        let n = n.min(self.waiting.len());
+        for (turn, reply) in self.waiting.drain(..n) {
             let text = "Stopped before it started.";
             end_unstarted(&self.events, reply, text, Outcome::Stopped);
             let history = Arc::make_mut(&mut self.history);
@@ -470,7 +473,7 @@ impl Actor for AgentActor {
                 state.finish(run, result, history);
             }
         }
-        state.end_queued();
+        state.end_queued(usize::MAX);
         // After a stop ractor hands this state to the supervisor inside
         // the termination event, which a host's actor reads only between
         // its handlers: a host that stopped its agent in a handler and

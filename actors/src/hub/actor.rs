@@ -277,12 +277,20 @@ impl Actor for Hub {
         // answered, its `Result`) before its terminal status closes it.
         drop(event);
         state.prefer_stop_if_closing(&myself, &id);
+        // Its turn had ended by its task, the end's notice not yet read
+        // (killed in that instant; the drop above sent its result): it
+        // ends with that result, never from its termination — it ended
+        // `failed`, its answer on the stream thrown away.
+        let kept = (state.children.get_mut(&id))
+            .and_then(|c| c.last_result.as_mut())
+            .and_then(|last| last.try_recv().ok());
         let stopping = state.children.get(&id).and_then(|c| c.stopping);
-        let (status, error) = match stopping {
-            Some(why) => (state.stop_status(&id), why.to_owned()),
-            None => (SubAgentStatus::Failed, error),
+        let (status, result, error) = match (kept, stopping) {
+            (Some(result), _) => state.ending(&id, Some(result)),
+            (None, Some(why)) => (state.stop_status(&id), None, Some(why.to_owned())),
+            (None, None) => (SubAgentStatus::Failed, None, Some(error)),
         };
-        let next = state.finish_and_orphan(&myself, &id, status, None, Some(error));
+        let next = state.finish_and_orphan(&myself, &id, status, result, error);
         // Boxed although `refill` boxes its start: unboxed, this handler's
         // future grows, and every child's termination (this event comes
         // for each) paid 400 instructions more for its copies than the box
@@ -429,6 +437,56 @@ mod tests {
         .unwrap();
         // The last wait's port may have been open as the hub took it.
         assert!(held <= 1, "{held} ports of waits that gave up");
+        parent.shutdown_and_wait().await;
+    }
+
+    /// Stopped midway (review: the stopped-midway matrix, thirty-ninth
+    /// session): a requester under `Cascade` cut after the hub replied
+    /// with its child's id, and before its task read it — the hub told by
+    /// the dropped spawn (`Abandoned`, stop) after the child's turn had
+    /// ended. The stop cancelled the finished child: not in the
+    /// background, no wake, a later message refused as stopped — though
+    /// the cut call told the model "if it had already finished, its result
+    /// will arrive as a message", as a cascade's own branch keeps. (The
+    /// live window needs two workers; the rule is pinned here.)
+    #[tokio::test(start_paused = true)]
+    async fn a_child_abandoned_after_its_turn_ended_goes_to_the_background() {
+        use crate::delegation::DelegationBuilder;
+        use crate::scripted::{Reply, ScriptedModel};
+        use subagents_messages::{ChildRequest, ToolUseId};
+        let model =
+            ScriptedModel::new(Vec::new()).with_script("Worker\n", vec![Reply::answer("done")]);
+        let (parent, _events) = DelegationBuilder::new(model.shared())
+            .spawn()
+            .await
+            .unwrap();
+        let asker = parent.agent.id().clone();
+        let mut request = ChildRequest::new(
+            asker,
+            0,
+            ToolUseId::new("call_1"),
+            "Worker\nYou work.",
+            "go",
+        );
+        request.stop_if_abandoned = true;
+        let spawned = parent
+            .hub
+            .request_child(request, tracing::Span::none(), None);
+        let id = spawned.await.unwrap();
+        parent.hub.wait(&id, None).await;
+        let hub = ActorRef::<HubMsg>::from(parent.hub.actor().clone());
+        let abandoned = HubInternal::Abandoned {
+            id: id.clone(),
+            stop: true,
+        };
+        hub.cast(HubMsg::Internal(abandoned)).unwrap();
+        parent.hub.sync().await.unwrap();
+        let envelope = parent.hub.status(&id).unwrap();
+        assert_eq!(
+            (envelope.status, envelope.background, envelope.cancelled),
+            (SubAgentStatus::Done, true, false),
+            "{envelope:?}"
+        );
         parent.shutdown_and_wait().await;
     }
 }

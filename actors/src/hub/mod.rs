@@ -72,6 +72,7 @@ mod names;
 mod pending;
 mod queries;
 mod runs;
+mod shutdown;
 mod slots;
 mod steer;
 mod stop;

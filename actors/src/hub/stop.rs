@@ -88,9 +88,17 @@ impl HubState {
     }
 
     /// Its requester gave up before learning its id: it goes on in the
-    /// background (its result wakes the parent), or stops.
+    /// background (its result wakes the parent), or stops — unless its
+    /// turn is over already: then its result goes to the background, as a
+    /// cascade's does (the cut call told the model "if it had already
+    /// finished, its result will arrive as a message"; the stop cancelled
+    /// it instead, its result reaching nobody).
     pub(super) async fn abandon(&mut self, myself: &ActorRef<HubMsg>, id: &AgentId, stop: bool) {
-        if stop {
+        // Ended on its own (not stopped before: a stopped one wakes nobody).
+        let answered = self.book.status(id).is_some_and(|s| {
+            s.is_terminal() && !matches!(s, SubAgentStatus::Stopped | SubAgentStatus::Interrupted)
+        });
+        if stop && !answered && !self.turn_over(id) {
             self.stop(myself, id, StopReply::One(None)).await;
         } else {
             self.detach(id);
@@ -385,79 +393,6 @@ impl HubState {
             self.stop(myself, &id, share).await;
         }
     }
-
-    /// Stops every child and waits for each running one to end its turn
-    /// (its closing events come before its terminal status). Only when the
-    /// hub itself stops: its mailbox is closed then, so the results are
-    /// taken from each child's `last_result` directly.
-    pub(super) async fn stop_all_now(&mut self) {
-        let all = self.unfinished();
-        let mut running = Vec::new();
-        for id in &all {
-            // The hub's stop wins over an interrupt under way.
-            self.prefer_stop(id);
-            if let Some(child) = self.children.get_mut(id)
-                && let Some(agent) = &child.agent
-            {
-                let depth = child.request.requester_depth;
-                // Its turn ended already; it waited for its own children.
-                if let Some(ending) = child.ending.take() {
-                    running.push((depth, id.clone(), Ends::Ended(ending)));
-                    continue;
-                }
-                child.stopping.get_or_insert(STOPPED_RUNNING);
-                self.book.mark_going(id);
-                let _ = agent.stop_turn();
-                let last = child.last_result.take();
-                running.push((
-                    depth,
-                    id.clone(),
-                    Ends::Reports(last, agent.actor().clone()),
-                ));
-            } else {
-                self.finish_child(
-                    id,
-                    SubAgentStatus::Stopped,
-                    None,
-                    Some(STOPPED_QUEUED.into()),
-                );
-            }
-        }
-        // Deepest first: a child's own children end inside its row, before
-        // its own end closes it.
-        running.sort_by_key(|r| std::cmp::Reverse(r.0));
-        for (_, id, ends) in running {
-            let (status, result, error) = match ends {
-                Ends::Ended(ending) => *ending,
-                // Its result, or its end: a killed child's state — the
-                // result's sender with it — waits in this hub's supervision
-                // port, which a stopping hub never reads (the stop waited
-                // for ever, the killed turn ran on with its permit). It
-                // drops, turn and all, with the hub's ports.
-                Ends::Reports(Some(last), cell) => {
-                    let last = tokio::select! {
-                        biased;
-                        last = last => last.ok(),
-                        _ = cell.wait(None) => None,
-                    };
-                    self.ending(&id, last)
-                }
-                Ends::Reports(None, _) => self.ending(&id, None),
-            };
-            self.finish_child(&id, status, result, error);
-        }
-    }
-}
-
-/// How a running child ends as the hub stops.
-enum Ends {
-    /// Its turn reports (or has nothing left to report); its actor.
-    Reports(
-        Option<tokio::sync::oneshot::Receiver<subagents_messages::AgentResult>>,
-        ractor::ActorCell,
-    ),
-    /// Its turn ended before: how.
-    Ended(Box<crate::hub::lifecycle::Ending>),
 }
 
 /// What `Detach` found.

@@ -111,6 +111,22 @@ impl Book {
         }
     }
 
+    /// Ends the running turn of `id`, whose actor died without reporting
+    /// and whose state its hub will not read (a stopping hub reads no
+    /// supervision event): its call in flight answered, its `Result`,
+    /// before its status closes it. One caller at a time, as
+    /// [`Book::end_turns_as_killed`]. True when it ended it (its `Result`
+    /// says it failed).
+    pub(crate) fn end_turn_as_killed(&self, id: &AgentId) -> bool {
+        let _one_at_a_time = self
+            .counters
+            .ending_killed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let probe = self.entries.get(id).and_then(|e| e.probe.clone());
+        probe.is_some_and(|probe| probe.end_as_killed())
+    }
+
     /// Runs `f` (a new child put in the book and announced) while no
     /// kill's [`Book::end_turns_as_killed`] runs: one whose list of
     /// children to end was taken before the child was in the book, and
