@@ -30,6 +30,10 @@ pub(crate) struct Routes(Arc<Mutex<HashMap<u64, Route>>>);
 pub(crate) struct Route {
     /// The node it runs on.
     pub(crate) node: String,
+    /// That node's incarnation, as the link that started it read it: a
+    /// link that finds another process under the name loses its own runs,
+    /// not those a newer link started on the new one.
+    incarnation: u64,
     /// Its token ([`fresh_token`]): a report without it is not its node's.
     pub(crate) token: u64,
     /// Where its reports go.
@@ -69,12 +73,20 @@ impl Routes {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Routes the run `key` on `node`, under `token`, to `reports`.
-    pub(crate) fn insert(&self, key: u64, node: String, token: u64, reports: RunReports) {
+    /// Routes the run `key` on `node` (its `incarnation`), under `token`,
+    /// to `reports`.
+    pub(crate) fn insert(
+        &self,
+        key: u64,
+        (node, incarnation): (String, u64),
+        token: u64,
+        reports: RunReports,
+    ) {
         self.lock().insert(
             key,
             Route {
                 node,
+                incarnation,
                 token,
                 reports,
                 next: 0,
@@ -84,13 +96,16 @@ impl Routes {
         );
     }
 
-    /// Node `node` is gone: each of its runs ends lost, once.
-    pub(crate) fn node_lost(&self, node: &str, why: &str) {
+    /// Node `node` is gone — its process `incarnation`, or (`None`) every
+    /// one under its name: each of its runs ends lost, once.
+    pub(crate) fn node_lost(&self, node: &str, incarnation: Option<u64>, why: &str) {
         let lost: Vec<RunReports> = {
             let mut routes = self.lock();
             let mut keys: Vec<u64> = routes
                 .iter()
-                .filter(|(_, route)| route.node == node)
+                .filter(|(_, route)| {
+                    route.node == node && incarnation.is_none_or(|i| route.incarnation == i)
+                })
                 .map(|(k, _)| *k)
                 .collect();
             // In the order they started (keys rise): the parent's stream
@@ -148,7 +163,8 @@ impl LinkInner {
     pub(crate) fn lose(&self, why: &str) {
         let _ = self.why_lost.set(why.to_owned());
         self.down.store(true, Ordering::SeqCst);
-        lose_node(&self.inbox, &self.routes, &self.node, why);
+        let lost = (self.node.as_str(), Some(self.incarnation));
+        lose_node(&self.inbox, &self.routes, lost, why);
     }
 }
 
@@ -156,13 +172,17 @@ impl LinkInner {
 /// the reports already in its mailbox. Failed at once, a run whose last
 /// reports had arrived (its `Result`, its `Ended`, cast in by the session
 /// before it closed) ended `failed: node lost`, and those reports were
-/// dropped, their route gone. Directly only if the inbox is gone.
-pub(crate) fn lose_node(inbox: &ActorRef<InboxMsg>, routes: &Routes, node: &str, why: &str) {
-    if inbox
-        .cast(InboxMsg::node_lost(node.to_owned(), why.to_owned()))
-        .is_err()
-    {
-        routes.node_lost(node, why);
+/// dropped, their route gone. Directly only if the inbox is gone. Its
+/// process `incarnation` alone, if named ([`Routes::node_lost`]).
+pub(crate) fn lose_node(
+    inbox: &ActorRef<InboxMsg>,
+    routes: &Routes,
+    (node, incarnation): (&str, Option<u64>),
+    why: &str,
+) {
+    let lost = InboxMsg::node_lost(node.to_owned(), incarnation, why.to_owned());
+    if inbox.cast(lost).is_err() {
+        routes.node_lost(node, incarnation, why);
     }
 }
 
@@ -309,7 +329,8 @@ impl NodeLink for ClusterLink {
         let token = fresh_token();
         let start = encode_start(&spec, &inner.me, token, inner.my_incarnation)
             .map_err(|e| e.to_string())?;
-        inner.routes.insert(key, inner.node.clone(), token, reports);
+        let on = (inner.node.clone(), inner.incarnation);
+        inner.routes.insert(key, on, token, reports);
         if inner.host().cast(start).is_err() {
             inner.routes.lock().remove(&key);
             return Err("its host is gone".into());
@@ -377,8 +398,10 @@ impl Actor for Inbox {
                 Err(unread) => route_unread(me, routes, unread),
             },
             InboxMsg::NodeLost(sealed) => {
-                if let Some((node, why)) = unseal::<(String, String)>(&sealed) {
-                    routes.node_lost(&node, &why);
+                if let Some((node, incarnation, why)) =
+                    unseal::<(String, Option<u64>, String)>(&sealed)
+                {
+                    routes.node_lost(&node, incarnation, &why);
                 }
             }
         }

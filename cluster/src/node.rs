@@ -33,7 +33,7 @@ pub struct ClusterNode {
     host: ActorRef<HostMsg>,
     inbox: ActorRef<InboxMsg>,
     routes: Routes,
-    links: Arc<Mutex<HashMap<String, Weak<LinkInner>>>>,
+    links: Arc<Mutex<HashMap<String, Vec<Weak<LinkInner>>>>>,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -48,7 +48,7 @@ impl std::fmt::Debug for ClusterNode {
 /// the links to it (their runs end lost) and to this node's host (its
 /// runs for that node are orphans).
 struct Sessions {
-    links: Arc<Mutex<HashMap<String, Weak<LinkInner>>>>,
+    links: Arc<Mutex<HashMap<String, Vec<Weak<LinkInner>>>>>,
     host: ActorRef<HostMsg>,
     book: Arc<Mutex<SessionBook>>,
 }
@@ -130,29 +130,37 @@ impl Sessions {
     }
 }
 
-/// Keeps `link` as the link to `node`, letting go of the links no handle
-/// holds any more: one entry per node name ever connected to was kept for
-/// the node's life (with workers named per start, a pod's name, one more
-/// at every restart).
-fn remember<T>(links: &mut HashMap<String, Weak<T>>, node: &str, link: Weak<T>) {
-    links.retain(|_, kept| kept.strong_count() > 0);
-    links.insert(node.to_owned(), link);
+/// Keeps `link` among the links to `node`, letting go of the links no
+/// handle holds any more: one entry per node name ever connected to was
+/// kept for the node's life (with workers named per start, a pod's name,
+/// one more at every restart). Every link is kept, not the last alone: a
+/// second connection to a node is supported, and a loss of the node
+/// reached only the newest — the older one, up, chosen by `Labels` and
+/// `LeastLoaded`, failed each child it was given until its heartbeats ran
+/// out.
+fn remember<T>(links: &mut HashMap<String, Vec<Weak<T>>>, node: &str, link: Weak<T>) {
+    links.retain(|_, kept| {
+        kept.retain(|link| link.strong_count() > 0);
+        !kept.is_empty()
+    });
+    links.entry(node.to_owned()).or_default().push(link);
 }
 
-/// `peer` is lost: to the links to it (their runs end lost) and to this
+/// `peer` is lost: to every link to it (their runs end lost) and to this
 /// node's host (its runs for that node are orphans).
 fn lose_peer(
-    links: &Mutex<HashMap<String, Weak<LinkInner>>>,
+    links: &Mutex<HashMap<String, Vec<Weak<LinkInner>>>>,
     host: &ActorRef<HostMsg>,
     peer: String,
     why: &str,
 ) {
-    let link = links
+    let lost: Vec<Arc<LinkInner>> = links
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .get(&peer)
-        .and_then(Weak::upgrade);
-    if let Some(link) = link {
+        .map(|kept| kept.iter().filter_map(Weak::upgrade).collect())
+        .unwrap_or_default();
+    for link in lost {
         link.lose(why);
     }
     let _ = host.cast(HostMsg::parent_lost(peer));
@@ -274,7 +282,7 @@ impl ClusterNode {
         )
         .await
         .map_err(spawn("host"))?;
-        let links: Arc<Mutex<HashMap<String, Weak<LinkInner>>>> = Arc::default();
+        let links: Arc<Mutex<HashMap<String, Vec<Weak<LinkInner>>>>> = Arc::default();
         let _ = server.cast(NodeServerMessage::SubscribeToEvents {
             id: "subagents".into(),
             subscription: Box::new(Sessions {
@@ -486,5 +494,10 @@ mod tests {
         // The ten held, and the last kept (dropped after its insert).
         assert_eq!(links.len(), 11, "{:?}", links.keys().collect::<Vec<_>>());
         assert!(links.contains_key("worker-90") && links.contains_key("worker-99"));
+        // Two links to one node: both kept (a loss reaches each).
+        let (first, second) = (std::sync::Arc::new(1), std::sync::Arc::new(2));
+        super::remember(&mut links, "gpu", std::sync::Arc::downgrade(&first));
+        super::remember(&mut links, "gpu", std::sync::Arc::downgrade(&second));
+        assert_eq!(links["gpu"].len(), 2);
     }
 }

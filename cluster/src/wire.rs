@@ -90,20 +90,22 @@ pub(crate) enum InboxMsg {
     /// place in the run's reports ([`decode_report`]).
     Report(Vec<u8>, Vec<u8>),
     /// Sent by this node's own session watcher and heartbeats: node (the
-    /// first `String`) is lost, why (the second); its runs end lost —
+    /// first `String`; its incarnation, if one) is lost, why (the second);
+    /// its runs end lost —
     /// after the reports already in this mailbox, which were received
     /// before it. Sealed ([`local_seal`]): any holder of the cookie failed
     /// every child on a healthy node with it, in words of its own that
-    /// reached the parent's model. `((node, why), seal)` as bytes, read by
+    /// reached the parent's model. `((node, incarnation, why), seal)` as bytes, read by
     /// [`unseal`] (see [`HostMsg::ParentLost`]). Build it with
     /// [`InboxMsg::node_lost`].
     NodeLost(Vec<u8>),
 }
 
 impl InboxMsg {
-    /// This node's word that node `node` is lost (`why`), sealed.
-    pub(crate) fn node_lost(node: String, why: String) -> Self {
-        Self::NodeLost(seal((node, why)))
+    /// This node's word that node `node` — its process `incarnation`, or
+    /// every one under its name — is lost (`why`), sealed.
+    pub(crate) fn node_lost(node: String, incarnation: Option<u64>, why: String) -> Self {
+        Self::NodeLost(seal((node, incarnation, why)))
     }
 }
 
@@ -434,10 +436,11 @@ mod tests {
             unreachable!("a parent lost")
         };
         assert_eq!(unseal::<String>(&sealed).as_deref(), Some("a"));
-        let InboxMsg::NodeLost(sealed) = InboxMsg::node_lost("b".into(), "gone".into()) else {
+        let InboxMsg::NodeLost(sealed) = InboxMsg::node_lost("b".into(), Some(5), "gone".into())
+        else {
             unreachable!("a node lost")
         };
-        let word = unseal::<(String, String)>(&sealed);
-        assert_eq!(word, Some(("b".to_owned(), "gone".to_owned())));
+        let word = unseal::<(String, Option<u64>, String)>(&sealed);
+        assert_eq!(word, Some(("b".to_owned(), Some(5), "gone".to_owned())));
     }
 }

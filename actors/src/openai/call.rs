@@ -300,6 +300,18 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         }
         if let super::body::Head::Not(not_events) = head {
             let text = super::body::read_capped(taken, body, settings.timeouts.read).await;
+            // A failure answered with a 200 (MiniMax's rate limit, a
+            // proxy's `{"error": …}`): read as the same failure inside the
+            // stream — retried when it says the service is overloaded for
+            // now — not as an answer that is no stream.
+            if super::error::says_failure(text.trim()) {
+                let data = text.trim().to_owned();
+                let event = super::sse::Event {
+                    event: String::new(),
+                    data,
+                };
+                return Ok(Box::pin(stream::iter([Ok(event)])));
+            }
             let said = match text.trim() {
                 "" => String::new(),
                 text => format!(

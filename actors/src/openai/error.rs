@@ -276,6 +276,39 @@ pub(crate) fn error_chain(error: &reqwest::Error) -> String {
     }
 }
 
+/// MiniMax's status (`base_resp`, in its answers and chunks: `status_code`
+/// 0 when the call went through) as an error object, read as the same
+/// failure said in an `error`: 1002 (its rate limit) and 1039 (its token
+/// rate) as a 429, 1000, 1001 and 1013 (an unknown error, a timeout, an
+/// internal error) as a 503 — waited out as those statuses are — and any
+/// other code as it is. `None` for 0, or no code.
+pub(crate) fn base_resp_error(base_resp: &serde_json::Value) -> Option<serde_json::Value> {
+    let code = (base_resp.get("status_code"))
+        .and_then(serde_json::Value::as_i64)
+        .filter(|code| *code != 0)?;
+    let said = (base_resp.get("status_msg"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("");
+    let status = match code {
+        1002 | 1039 => 429,
+        1000 | 1001 | 1013 => 503,
+        other => other,
+    };
+    let message = format!("{said} (MiniMax status {code})");
+    Some(serde_json::json!({"error": {"code": status, "message": message.trim_start()}}))
+}
+
+/// A JSON answer that is a failure (`{"error": …}`, MiniMax's `base_resp`
+/// with a code), as some services answer with HTTP 200: read as the same
+/// failure inside the stream is.
+pub(crate) fn says_failure(text: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return false;
+    };
+    value.get("error").is_some_and(|e| !e.is_null())
+        || value.get("base_resp").and_then(base_resp_error).is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -199,7 +199,8 @@ impl Assembler {
                 truncate(data, 200)
             ))
         })?;
-        if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
+        let said = (chunk.base_resp.as_ref()).and_then(super::error::base_resp_error);
+        if let Some(error) = chunk.error.filter(|e| !e.is_null()).or(said) {
             return Err(self.failed(&error));
         }
         // Anthropic's compatibility endpoint pings between chunks.

@@ -282,6 +282,9 @@ pub(crate) struct ChunkWire {
     /// between chunks, a keep-alive.
     #[serde(default, rename = "type")]
     pub(crate) kind: Option<Value>,
+    /// MiniMax's status, in every chunk (`status_code` 0: none).
+    #[serde(default)]
+    pub(crate) base_resp: Option<Value>,
 }
 
 /// One choice of a chunk (this adapter reads choice 0).

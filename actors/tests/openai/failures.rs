@@ -508,3 +508,49 @@ async fn a_refused_max_tokens_is_sent_again_as_max_completion_tokens() {
     );
     assert_eq!(seen[1].body["max_completion_tokens"], 64);
 }
+
+/// Foreign input (review: real model servers, thirty-ninth session): a
+/// failure answered with HTTP 200 and a JSON body — MiniMax's rate limit
+/// (`{"base_resp": {"status_code": 1002, …}}`), a proxy's `{"error":
+/// {"code": 429, …}}` — was `Malformed` ("expected an event stream … does
+/// it support `stream: true`?"), never retried. It is read as the same
+/// failure inside the stream: waited out when it says the service is
+/// overloaded for now, else said in the service's own words. A MiniMax
+/// chunk carrying `status_code` 0 (every one does) is no failure.
+#[tokio::test]
+async fn a_failure_answered_with_a_200_is_read_as_the_failure_it_says() {
+    let events = [text("ok"), finish("stop"), "[DONE]".to_owned()];
+    let minimax =
+        json!({"base_resp": {"status_code": 1002, "status_msg": "rate limit exceeded(RPM)"}});
+    let proxy = json!({"error": {"code": 429, "message": "slow down"}});
+    for limited in [minimax, proxy] {
+        let server = MockServer::start(vec![
+            Reply::error(200, limited.clone()).header("retry-after-ms", "20"),
+            Reply::sse(&strs(&events)),
+        ])
+        .await;
+        let out = collect(&server.model(None), request("hi")).await;
+        assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))], "{limited}");
+        assert_eq!(server.seen().len(), 2, "{limited}");
+    }
+    let refused = json!({"error": {"message": "the model `x` does not exist"}});
+    let server = MockServer::start(vec![Reply::error(200, refused)]).await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(
+        out,
+        vec![Err(ModelError::MidStream {
+            message: "the model `x` does not exist".into()
+        })]
+    );
+    // In a stream: a chunk's `base_resp` with a code is its failure; 0 is none.
+    let ok_chunk = r#"{"choices":[{"index":0,"delta":{"content":"fine"}}],"base_resp":{"status_code":0,"status_msg":""}}"#;
+    let limited = r#"{"base_resp":{"status_code":1039,"status_msg":"token limit"}}"#;
+    let server = MockServer::start(vec![
+        Reply::sse(&[limited, "[DONE]"]),
+        Reply::sse(&[ok_chunk, &finish("stop"), "[DONE]"]),
+    ])
+    .await;
+    let out = collect(&server.model(None), request("hi")).await;
+    assert_eq!(out, vec![Ok(ModelChunk::Text("fine".into()))]);
+    assert_eq!(server.seen().len(), 2);
+}

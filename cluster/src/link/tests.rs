@@ -28,8 +28,8 @@ impl NodeLink for NodeB {
     }
 
     fn start(&self, spec: RunSpec, reports: RunReports) -> Result<(), String> {
-        self.routes
-            .insert(spec.key, self.name.to_owned(), TOKEN, reports);
+        // Its process: incarnation 0.
+        (self.routes).insert(spec.key, (self.name.to_owned(), 0), TOKEN, reports);
         self.keys.lock().unwrap().push(spec.key);
         Ok(())
     }
@@ -70,7 +70,7 @@ async fn a_node_lost_after_its_last_reports_keeps_the_answer() {
         inbox.cast(encode_report(&report, TOKEN).unwrap()).unwrap();
     }
     // The session closes in the same tick, after the last frames.
-    lose_node(&inbox, &routes, "b", "its session closed");
+    lose_node(&inbox, &routes, ("b", None), "its session closed");
     let agent_1 = AgentId::new("agent_1");
     let status = loop {
         match events.recv().await {
@@ -84,6 +84,38 @@ async fn a_node_lost_after_its_last_reports_keeps_the_answer() {
     let envelope = thread.hub().status(&agent_1).unwrap();
     assert_eq!(status, SubAgentStatus::Done, "{envelope:?}");
     assert_eq!(envelope.result.as_deref(), Some("the answer"));
+    thread.close_and_wait().await;
+    inbox.stop(None);
+}
+
+/// Same instant, two links to one node (review: hostile or faulty peers,
+/// thirty-ninth session): node `b` restarted, and a newer link started a
+/// run on the new process (incarnation 9) while an older link, to the old
+/// one (0), was still up. The older link's heartbeat then met the new
+/// process under the name and lost the node — every run named `b`, the
+/// new process's healthy run too ("it restarted"), its stop never sent.
+/// A link loses its own process's runs.
+#[tokio::test]
+async fn a_link_that_finds_its_node_restarted_loses_only_its_own_runs() {
+    let (inbox, routes, thread, mut events, key) = a_child_on_b("a-restart", "b").await;
+    // The new process's run, routed as a newer link routes it.
+    let newer = key + 1_000;
+    let reports = routes.lock()[&key].reports.clone();
+    routes.insert(newer, ("b".to_owned(), 9), TOKEN, reports);
+    lose_node(&inbox, &routes, ("b", Some(0)), "it restarted");
+    let agent_1 = AgentId::new("agent_1");
+    loop {
+        match events.recv().await {
+            Some(AgentEvent::ChildStatus(id, status)) if id == agent_1 && status.is_terminal() => {
+                break;
+            }
+            Some(_) => {}
+            None => panic!("the stream ended first"),
+        }
+    }
+    let kept: Vec<u64> = routes.lock().keys().copied().collect();
+    assert_eq!(kept, [newer], "the new process's run is not lost");
+    routes.lock().remove(&newer);
     thread.close_and_wait().await;
     inbox.stop(None);
 }
@@ -365,7 +397,9 @@ async fn a_heartbeat_answered_by_another_process_loses_the_link() {
             node: "b-restart".into(),
             me: "a-restart".into(),
             my_incarnation: 1,
-            incarnation: 6,
+            // The process its run was started on (`NodeB` routes under 0);
+            // another (5) answers the heartbeat.
+            incarnation: 0,
             host: host.clone(),
             routes,
             labels: Vec::new(),
