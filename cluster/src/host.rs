@@ -218,14 +218,23 @@ impl Actor for NodeHost {
                     Err(e) => tracing::warn!(error = %e, "a hello that could not be encoded"),
                 }
             }
+            // Copied and encoded off this actor, which answers the
+            // heartbeats: a kept list of hundreds of MiB (it has no bound),
+            // fetched a few times, held each `Hello` behind it past its
+            // second — three in a row, and every parent lost this node.
             HostMsg::Kept(reply) => {
-                let kept = lock(&state.kept).clone();
-                match encode_kept(kept) {
-                    Ok(bytes) => {
-                        let _ = reply.send(bytes);
+                let kept = state.kept.clone();
+                drop(tokio::task::spawn_blocking(move || {
+                    let kept = lock(&kept).clone();
+                    match encode_kept(kept) {
+                        Ok(bytes) => {
+                            let _ = reply.send(bytes);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "kept results that could not be encoded")
+                        }
                     }
-                    Err(e) => tracing::warn!(error = %e, "kept results that could not be encoded"),
-                }
+                }));
             }
             HostMsg::ParentLost(sealed) => {
                 if let Some(node) = unseal::<String>(&sealed) {

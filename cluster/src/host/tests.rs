@@ -449,3 +449,32 @@ fn a_later_versions_grown_hello_is_read_for_its_version() {
     ));
     assert!(matches!(read_hello(&[]), Err(Unread::Bytes(_))));
 }
+
+/// Never yields (review: hostile or faulty peers, thirty-ninth session):
+/// a fetch of the kept results copied and encoded the whole list inside
+/// the host actor, which answers the heartbeats — a list of hundreds of
+/// MiB, fetched a few times, held each `Hello` past its second, and three
+/// in a row lost the node to every parent. Here the list is held (its
+/// lock taken, as a long copy holds it): the host answers a `Hello` all
+/// the same, and the fetch once the list is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::await_holding_lock)] // held on purpose: a copy that takes long
+async fn a_fetch_of_the_kept_results_does_not_hold_the_heartbeat() {
+    let kept: Kept = Arc::default();
+    let gate = GateHandle::spawn(2).await.unwrap();
+    let runner = NodeRunner::new(Vec::new(), ToolRegistry::new(), gate);
+    let mut state = HostState::new("b".into(), runner, 77);
+    state.kept = kept.clone();
+    let (host, _) = Actor::spawn(None, NodeHost, state).await.unwrap();
+    let held = lock(&kept);
+    // The fetch first, the hello behind it in the host's mailbox.
+    let (reply, fetched) = tokio::sync::oneshot::channel();
+    host.cast(HostMsg::Kept(reply.into())).unwrap();
+    let hello = hello_of(&host, "b", Duration::from_secs(5)).await;
+    drop(held);
+    assert!(hello.is_ok(), "the hello waited on the fetch: {hello:?}");
+    use subagents_messages::codec::Wire;
+    let fetched = Vec::<KeptRun>::from_wire(&fetched.await.unwrap()).unwrap();
+    assert_eq!(fetched, Vec::new());
+    host.stop(None);
+}
