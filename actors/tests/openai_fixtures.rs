@@ -401,12 +401,20 @@ async fn a_web_page_instead_of_an_event_stream_says_so() {
             if m.contains("`text/html; charset=utf-8`") && m.contains("login page") && m.contains("Sign in to continue")),
         "{out:?}"
     );
-    // A JSON answer says what it said (here the service's error).
+    // A JSON answer says what it said (here the service's error, read
+    // as the failure it says since the thirty-ninth session).
     let body = br#"{"error":{"message":"streaming is disabled for this key"}}"#.to_vec();
     let out = call(serve_once("200 OK", "application/json", body).await).await;
     assert!(
-        matches!(&out[..], [Err(ModelError::Malformed(m))]
-            if m.contains("stream: true") && m.ends_with(": streaming is disabled for this key")),
+        matches!(&out[..], [Err(ModelError::MidStream { message })]
+            if message == "streaming is disabled for this key"),
+        "{out:?}"
+    );
+    // A JSON answer that is no failure (no streaming): said, with the hint.
+    let body = br#"{"choices":[{"message":{"content":"hi"}}]}"#.to_vec();
+    let out = call(serve_once("200 OK", "application/json", body).await).await;
+    assert!(
+        matches!(&out[..], [Err(ModelError::Malformed(m))] if m.contains("stream: true")),
         "{out:?}"
     );
 }
@@ -441,8 +449,8 @@ async fn a_body_is_read_by_what_it_begins_with_not_its_label() {
     for label in ["text/plain; charset=utf-8", "", "Application/JSON"] {
         let out = call(serve_once("200 OK", label, error.clone()).await).await;
         assert!(
-            matches!(&out[..], [Err(ModelError::Malformed(m))]
-                if m.contains("stream: true") && m.ends_with(": model 'm' is not loaded")),
+            matches!(&out[..], [Err(ModelError::MidStream { message })]
+                if message == "model 'm' is not loaded"),
             "{label}: {out:?}"
         );
     }

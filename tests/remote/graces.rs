@@ -84,3 +84,45 @@ async fn a_stopped_remote_run_leaves_no_timer_behind() {
         );
     }
 }
+
+/// Stopped midway, across nodes (review of this session's diff): a remote
+/// child's proxy killed after its node's `Result` (`completed`) and
+/// before its `Ended` (a second behind, as over a network) — alone, or
+/// as its hub stops. The proxy's death dropped the run's reply unsent:
+/// the child ended `failed` ("killed"), or `failed` by the stopping
+/// hub's own end of the turn, its answer on the stream thrown away. It
+/// ends with the result its `Result` gave, as a local child does.
+#[tokio::test(start_paused = true)]
+async fn a_remote_child_killed_between_its_result_and_its_end_keeps_its_answer() {
+    for stop_hub in [false, true] {
+        let model = background_workers(&[5]).shared();
+        let node = Loopback::new("b", model.clone()).await;
+        node.slow_ended.store(true, Ordering::SeqCst);
+        let (thread, mut events) = thread_on(model, Placement::On(node.clone())).await;
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        until_child(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Result(_))
+        })
+        .await;
+        let hub = thread.hub().actor().clone();
+        if stop_hub {
+            hub.stop(None);
+        }
+        hub.get_children()[0].kill();
+        let id = AgentId::new("agent_1");
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::ChildStatus(at, status) if *at == id && status.is_terminal())
+        })
+        .await;
+        let envelope = thread.hub().status(&id).unwrap();
+        assert_eq!(
+            (envelope.status, envelope.result.as_deref()),
+            (SubAgentStatus::Done, Some("worked 5 s")),
+            "the hub stopped: {stop_hub}: {envelope:?}"
+        );
+        check_log(&log, true);
+        thread.close_and_wait().await;
+    }
+}

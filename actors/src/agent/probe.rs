@@ -87,6 +87,20 @@ impl Probe {
         false
     }
 
+    /// The result its turn ended with while the report of that end was
+    /// not read yet — a local turn closed by its task, a remote turn whose
+    /// `Result` its node sent before its `Ended`: what a hub takes for a
+    /// child whose death came first, never its termination.
+    pub(crate) fn kept_result(&self) -> Option<subagents_messages::AgentResult> {
+        let shared = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        let state = lock(&shared);
+        state.kept_end.as_ref().map(|kept| kept.0.clone())
+    }
+
     /// Lets go of its turn once the child has ended and what the book
     /// keeps was taken (its conversation, its span): the turn's state —
     /// its last answer's copy, its streaming buffer, a remote child's

@@ -278,12 +278,14 @@ impl Actor for Hub {
         drop(event);
         state.prefer_stop_if_closing(&myself, &id);
         // Its turn had ended by its task, the end's notice not yet read
-        // (killed in that instant; the drop above sent its result): it
-        // ends with that result, never from its termination — it ended
+        // (killed in that instant; the drop above sent its result), or a
+        // remote turn's `Result` had come and not its `Ended`: it ends
+        // with that result, never from its termination — it ended
         // `failed`, its answer on the stream thrown away.
         let kept = (state.children.get_mut(&id))
             .and_then(|c| c.last_result.as_mut())
-            .and_then(|last| last.try_recv().ok());
+            .and_then(|last| last.try_recv().ok())
+            .or_else(|| state.book.kept_result(&id));
         let stopping = state.children.get(&id).and_then(|c| c.stopping);
         let (status, result, error) = match (kept, stopping) {
             (Some(result), _) => state.ending(&id, Some(result)),
@@ -371,122 +373,4 @@ fn own_newest_run(state: &HubState, id: AgentId, reply: StopPort) -> Option<(Age
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::footprint::handler_future_size as future_size;
-
-    /// ractor boxes an actor's message loop once, for the actor's whole
-    /// life, and the loop holds the handler's future: every hub pays for
-    /// its largest arm. A spawn inline made it 2.8 KB (a 6 KB box per
-    /// hub); the spawn, stop and send paths are boxed, and a finish boxes
-    /// only the start of the queued children it admits.
-    #[test]
-    fn the_hub_handlers_futures_stay_small() {
-        let handle = future_size(|myself: ActorRef<HubMsg>, message: HubMsg, state| {
-            Hub.handle(myself, message, state)
-        });
-        let supervision =
-            future_size(|myself: ActorRef<HubMsg>, event: SupervisionEvent, state| {
-                Hub.handle_supervisor_evt(myself, event, state)
-            });
-        assert!(handle <= 1024, "Hub::handle's future is {handle} bytes");
-        assert!(
-            supervision <= 1024,
-            "the supervision handler's future is {supervision} bytes"
-        );
-    }
-
-    /// Cancellation (review): a `use_agent result` of a running child
-    /// waits the inline wait, then gives up — and its reply port stayed in
-    /// the hub until the child ended: 50 polls held 50 ports, and the
-    /// child's end cloned its envelope 50 times inside this handler. A
-    /// wait that gave up holds nothing. (Real time: the child hangs to
-    /// its wall clock, which paused time would reach at the first idle
-    /// instant; a gate of two, so its hung call holds none of the
-    /// parent's.)
-    #[tokio::test]
-    async fn a_wait_that_gave_up_holds_nothing_in_the_hub() {
-        use crate::delegation::{DelegationBuilder, UseAgentCall};
-        use crate::scripted::{Reply, ScriptedModel};
-        let polls = (0..50).fold(Reply::new(), |reply, _| {
-            reply.use_agent(&UseAgentCall::result("agent_1"))
-        });
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "go").background()),
-            Reply::answer("Started."),
-            polls,
-            Reply::answer("Still running."),
-        ])
-        .with_script("Worker\n", vec![Reply::new().hang()]);
-        let (parent, _events) = DelegationBuilder::new(model.shared())
-            .inline_wait(std::time::Duration::ZERO)
-            .gate(crate::GateHandle::spawn(2).await.unwrap())
-            .spawn()
-            .await
-            .unwrap();
-        parent.agent.run("start").await.unwrap();
-        parent.agent.run("how is it going?").await.unwrap();
-        let id = AgentId::new("agent_1");
-        let running = parent.hub.status(&id).map(|e| e.status);
-        assert_eq!(running, Some(SubAgentStatus::Background), "still running");
-        let hub = ActorRef::<HubMsg>::from(parent.hub.actor().clone());
-        let held = ractor::call!(hub, |reply| HubMsg::Internal(HubInternal::Subscribers {
-            id,
-            reply
-        }))
-        .unwrap();
-        // The last wait's port may have been open as the hub took it.
-        assert!(held <= 1, "{held} ports of waits that gave up");
-        parent.shutdown_and_wait().await;
-    }
-
-    /// Stopped midway (review: the stopped-midway matrix, thirty-ninth
-    /// session): a requester under `Cascade` cut after the hub replied
-    /// with its child's id, and before its task read it — the hub told by
-    /// the dropped spawn (`Abandoned`, stop) after the child's turn had
-    /// ended. The stop cancelled the finished child: not in the
-    /// background, no wake, a later message refused as stopped — though
-    /// the cut call told the model "if it had already finished, its result
-    /// will arrive as a message", as a cascade's own branch keeps. (The
-    /// live window needs two workers; the rule is pinned here.)
-    #[tokio::test(start_paused = true)]
-    async fn a_child_abandoned_after_its_turn_ended_goes_to_the_background() {
-        use crate::delegation::DelegationBuilder;
-        use crate::scripted::{Reply, ScriptedModel};
-        use subagents_messages::{ChildRequest, ToolUseId};
-        let model =
-            ScriptedModel::new(Vec::new()).with_script("Worker\n", vec![Reply::answer("done")]);
-        let (parent, _events) = DelegationBuilder::new(model.shared())
-            .spawn()
-            .await
-            .unwrap();
-        let asker = parent.agent.id().clone();
-        let mut request = ChildRequest::new(
-            asker,
-            0,
-            ToolUseId::new("call_1"),
-            "Worker\nYou work.",
-            "go",
-        );
-        request.stop_if_abandoned = true;
-        let spawned = parent
-            .hub
-            .request_child(request, tracing::Span::none(), None);
-        let id = spawned.await.unwrap();
-        parent.hub.wait(&id, None).await;
-        let hub = ActorRef::<HubMsg>::from(parent.hub.actor().clone());
-        let abandoned = HubInternal::Abandoned {
-            id: id.clone(),
-            stop: true,
-        };
-        hub.cast(HubMsg::Internal(abandoned)).unwrap();
-        parent.hub.sync().await.unwrap();
-        let envelope = parent.hub.status(&id).unwrap();
-        assert_eq!(
-            (envelope.status, envelope.background, envelope.cancelled),
-            (SubAgentStatus::Done, true, false),
-            "{envelope:?}"
-        );
-        parent.shutdown_and_wait().await;
-    }
-}
+mod tests;

@@ -351,6 +351,12 @@ impl HubHandle {
         }
     }
 
+    /// [`crate::hub::book::Book::turn_over`], for this crate's tests.
+    #[cfg(test)]
+    pub(crate) fn turn_over(&self, id: &AgentId) -> bool {
+        self.book.turn_over(id)
+    }
+
     /// The child's envelope now (or an archived one of an earlier
     /// session): while it runs, its elapsed time, tokens, model calls and
     /// tool calls so far. Never waits.

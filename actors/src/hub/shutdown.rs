@@ -65,6 +65,10 @@ impl HubState {
                         last = last => last.ok(),
                         _ = cell.wait(None) => None,
                     };
+                    // Its turn had ended, that report parked with its
+                    // dead state (or a remote one's `Ended` not come):
+                    // the result it showed.
+                    let last = last.or_else(|| self.book.kept_result(&id));
                     match last {
                         None if self.book.end_turn_as_killed(&id) => {
                             (SubAgentStatus::Failed, None, Some(KILLED.to_owned()))

@@ -73,8 +73,9 @@ where
 {
     let mut retries: u32 = 0;
     // Waits for a model still loading: counted apart (three retries, 7 s
-    // in all, failed the first call after llama-server started).
-    let (mut loading_waits, mut loading_waited) = (0u32, Duration::ZERO);
+    // in all, failed the first call after llama-server started), bounded
+    // by the time since the first such answer.
+    let (mut loading_waits, mut loading_since) = (0u32, None);
     loop {
         let mut loading = false;
         let (retry_after, error) = match attempt().await? {
@@ -99,12 +100,16 @@ where
             }
         };
         if loading && policy.max_retries > 0 {
-            let wait = retry_after.unwrap_or_else(|| backoff(policy, loading_waits));
-            let waited = loading_waited.saturating_add(wait);
+            // Never shorter than the backoff: a `Retry-After: 0` (or a
+            // date past) sent the request again at once, for ever.
+            let backoff = backoff(policy, loading_waits);
+            let wait = retry_after.map_or(backoff, |after| after.max(backoff));
+            let since = *loading_since.get_or_insert_with(tokio::time::Instant::now);
+            let waited = since.elapsed().saturating_add(wait);
             if wait > policy.max_wait || waited > policy.loading_budget {
                 return Err(error);
             }
-            (loading_waits, loading_waited) = (loading_waits + 1, waited);
+            loading_waits += 1;
             tracing::warn!(?wait, ?waited, %error, "the model service is still loading its model; retrying");
             tokio::time::sleep(wait).await;
             continue;
@@ -257,6 +262,31 @@ mod tests {
         let out: Result<(), _> =
             with_retries(policy, || async { unavailable("Loading model") }).await;
         assert_eq!((start.elapsed(), out.is_err()), (Duration::ZERO, true));
+        // A `Retry-After` of 0 (review of this session's diff: retried at
+        // once, for ever) waits the backoff, and the budget holds.
+        let calls = Cell::new(0u32);
+        let start = Instant::now();
+        let out: Result<(), _> = with_retries(POLICY, || {
+            calls.set(calls.get() + 1);
+            async {
+                Ok(Attempt::Unavailable {
+                    status: 503,
+                    retry_after: Some(Duration::ZERO),
+                    message: "Loading model".into(),
+                })
+            }
+        })
+        .await;
+        assert!(out.is_err());
+        assert_eq!(
+            calls.get(),
+            10,
+            "waits of 1, 2, … 32, then 60 s; the next past 300 s"
+        );
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(1 + 2 + 4 + 8 + 16 + 32 + 60 + 60 + 60)
+        );
     }
 
     fn limited<T>(after: Option<u64>) -> Result<Attempt<T>, ModelError> {

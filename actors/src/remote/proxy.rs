@@ -455,7 +455,7 @@ impl ProxyState {
         let conversation = {
             let mut state = crate::agent::turn_state_lock(&run.shared);
             (state.closing, state.replaced) = (true, true);
-            state.ends = None;
+            (state.ends, state.kept_end) = (None, None);
             // The node's, or (ended here, or its node could not send it:
             // an `Ended` over the wire's limit goes without it) what it
             // started from, and how it ended — never nothing, which a

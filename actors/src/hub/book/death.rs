@@ -127,6 +127,13 @@ impl Book {
         probe.is_some_and(|probe| probe.end_as_killed())
     }
 
+    /// The result `id`'s turn ended with, its report unread
+    /// ([`crate::agent::Probe::kept_result`]).
+    pub(crate) fn kept_result(&self, id: &AgentId) -> Option<subagents_messages::AgentResult> {
+        let probe = self.entries.get(id).and_then(|e| e.probe.clone());
+        probe.and_then(|probe| probe.kept_result())
+    }
+
     /// Runs `f` (a new child put in the book and announced) while no
     /// kill's [`Book::end_turns_as_killed`] runs: one whose list of
     /// children to end was taken before the child was in the book, and

@@ -83,6 +83,13 @@ pub(super) fn progress_held(state: &mut crate::agent::TurnState, event: &AgentEv
             state.progress.last_text.push_str(text);
             state.streaming.push_str(text);
         }
+        // Shown, its end's report (`Ended`) not yet read: kept where a
+        // hub finds it if the proxy dies first, as a local turn closed by
+        // its task keeps its result (`Probe::kept_result`) — killed in
+        // between, the child ended `failed`, its answer thrown away.
+        AgentEvent::Result(result) => {
+            state.kept_end = Some(Box::new(((**result).clone(), Default::default())));
+        }
         _ => {}
     }
 }

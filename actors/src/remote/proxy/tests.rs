@@ -333,11 +333,21 @@ async fn a_node_reading_a_message_nobody_sent_fails_the_child() {
         [
             ReportBody::Steered { n: 1, taken: true },
             ReportBody::Event(AgentEvent::Steered("look at b.rs".into())),
-            // Read twice: sent once.
-            ReportBody::Event(AgentEvent::Steered("look at b.rs".into())),
         ],
     );
     assert!(steered.await.unwrap().is_ok());
+    // A read of a message sent is no lie (review of this session's
+    // diff: the test passed with every read refused).
+    assert!(
+        agent.snapshot().await.unwrap().busy,
+        "a legitimate read failed the child"
+    );
+    // Read twice: sent once.
+    reports.report(RunReport {
+        key,
+        seq: 2,
+        body: ReportBody::Event(AgentEvent::Steered("look at b.rs".into())),
+    });
     let result = reply.await.unwrap();
     assert!(
         matches!(&result.outcome, Outcome::Failed(why) if why.contains("never sent")),
