@@ -118,6 +118,11 @@ const RESTRICTING_KEYS: &[&str] = &[
     "features",
     "mcp_servers",
     "agents",
+    "subagent",
+    "inheritMcp",
+    "commandExecutionPolicy",
+    "allowed_subagents",
+    "subagents",
     "default_permissions",
     "permissions",
     // Caps: a broken file's smaller cap gave way to the earlier
@@ -390,6 +395,9 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                     &mut fm,
                 )?,
                 "agents" => super::codex_tables::agents(map.next_value()?, &mut fm)?,
+                _ if super::antigravity::KEYS.contains(&key.as_str()) => {
+                    super::antigravity::key(&key, map.next_value()?, &mut fm)?;
+                }
                 // Claude Code hooks: one that can block a tool call is a
                 // restriction (refused); the others are only not applied.
                 "hooks" => {

@@ -23,6 +23,7 @@
 //! any input: a bad file is an error (with file, line and column) or, when
 //! loading a directory, a warning and a skipped file. See `docs/profiles.md`.
 
+mod antigravity;
 mod codex;
 mod codex_tables;
 mod error;

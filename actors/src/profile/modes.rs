@@ -277,6 +277,17 @@ pub(super) fn other_tools_key<E: de::Error>(key: &str, value: &serde_json::Value
         {
             "Kiro's permission rules"
         }
+        // Devin's overrides (`edit: deny`, `exec: ask`, or lists under
+        // `deny` and `ask`): a table of words, not of profiles — dropped as
+        // not applied, its `ask` and its `deny` were lost.
+        ("permissions", Value::Object(table))
+            if !allows_all(value)
+                && table
+                    .iter()
+                    .any(|(k, v)| v.is_string() || matches!(k.as_str(), "deny" | "ask")) =>
+        {
+            "Devin's permission overrides, not `allow` for every tool"
+        }
         _ => return Ok(()),
     };
     Err(E::custom(format!(

@@ -29,7 +29,7 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
     // A Codex role broken by its first key (a number where the prompt
     // goes), the restricting key after it.
     let role = |key_lines: &str| format!("developer_instructions = 5\n{key_lines}\n");
-    let cases: [(&str, &str, String); 40] = [
+    let cases: [(&str, &str, String); 45] = [
         ("disabled", "reviewer.md", markdown("disabled: true")),
         ("tools", "reviewer.md", markdown("tools: Read")),
         (
@@ -163,6 +163,20 @@ fn each_restricting_key_alone_in_a_broken_file_hides_the_earlier_profile() {
             "reviewer.md",
             markdown("toolsSettings: {shell: {deniedCommands: [\"rm .*\"]}}"),
         ),
+        // Antigravity's (thirty-ninth session).
+        ("subagent", "reviewer.md", markdown("subagent: false")),
+        ("inheritMcp", "reviewer.md", markdown("inheritMcp: false")),
+        (
+            "commandExecutionPolicy",
+            "reviewer.md",
+            markdown("commandExecutionPolicy: strict"),
+        ),
+        (
+            "allowed_subagents",
+            "reviewer.md",
+            markdown("allowed_subagents: [worker]"),
+        ),
+        ("subagents", "reviewer.md", markdown("subagents: [worker]")),
     ];
     let mut widened = Vec::new();
     for (key, file, text) in cases {

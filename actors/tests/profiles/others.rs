@@ -211,3 +211,121 @@ fn a_set_built_in_code_leaves_a_disabled_profile_out() {
     let never = profile("---\nname: solo\ninfer: false\n---\nx");
     assert!(ProfileSet::from_profiles([never]).is_empty());
 }
+
+/// Widened (review: more agent files, thirty-ninth session): Google
+/// Antigravity's keys were unknown, and its agents (in `.agents/agents`,
+/// read by default) loaded with every tool. `nandinhos/ralph-method`'s
+/// read-only reviewer (`mainAgent: true`, `subagent: false`, `inheritMcp:
+/// false`, `commandExecutionPolicy: strict`) ran as a sub-agent with the
+/// shell and every MCP tool; `mcdirmid/cleanroom`'s coordinator, limited
+/// to one sub-agent (`allowed_subagents: [cleanroom_role_worker]`),
+/// started any profile. Now: `subagent: false` leaves it out;
+/// `inheritMcp: false` denies every MCP tool; a command policy that may
+/// restrict is refused; a sub-agent list other than `['*']` starts none.
+#[test]
+fn antigravitys_keys_narrow_what_they_say() {
+    assert!(profile("---\nname: r\nmainAgent: true\nsubagent: false\n---\nx").disabled);
+    let (loaded, warnings) =
+        parse("---\nname: r\nmainAgent: false\nsubagent: true\n---\nx").unwrap();
+    assert!(!loaded.disabled && warnings.is_empty(), "{warnings:?}");
+    let loaded = profile("---\nname: r\ninheritMcp: false\n---\nx");
+    assert_eq!(loaded.disallowed_tools, ["mcp__*"]);
+    for policy in ["strict", "off", "deny", "never-heard-of"] {
+        let e = parse(&format!(
+            "---\nname: r\ncommandExecutionPolicy: {policy}\n---\nx"
+        ))
+        .unwrap_err();
+        assert!(e.is_refusal(), "{policy}: {e}");
+    }
+    for policy in ["auto", "eager", "sandbox"] {
+        let (_, warnings) = parse(&format!(
+            "---\nname: r\ncommandExecutionPolicy: {policy}\n---\nx"
+        ))
+        .unwrap();
+        assert!(
+            warnings.iter().any(|w| matches!(w, ProfileWarning::NotApplied { key, .. } if key == "commandExecutionPolicy")),
+            "{policy}: {warnings:?}"
+        );
+    }
+    for key in ["allowed_subagents", "subagents"] {
+        let (loaded, warnings) = parse(&format!(
+            "---\nname: c\n{key}:\n  - cleanroom_role_worker\n---\nx"
+        ))
+        .unwrap();
+        assert_eq!(loaded.disallowed_tools, ["use_agent"], "{key}");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| matches!(w, ProfileWarning::NotApplied { key: k, .. } if k == key)),
+            "{key}: {warnings:?}"
+        );
+        let any = profile(&format!("---\nname: c\n{key}: ['*']\n---\nx"));
+        assert!(any.disallowed_tools.is_empty(), "{key}: '*' is any");
+    }
+    let e = parse("---\nname: r\nsubagent: \"false\"\n---\nx").unwrap_err();
+    assert!(e.to_string().contains("true or false"), "{e}");
+}
+
+/// Widened (review: more agent files): Devin's `permissions` overrides
+/// (`ThePlenkov/skills`' read-only investigator: `edit: deny`, `write:
+/// deny`, `exec: ask`) were read as Codex's permission profiles and
+/// dropped as not applied — the shell ran without the `ask`. A table of
+/// words, or with `deny`/`ask` lists, is refused unless it allows all,
+/// as OpenCode's `permission` is; Codex's tables of profiles load as before.
+#[test]
+fn devins_permission_overrides_are_refused_not_dropped() {
+    for text in [
+        "permissions:\n  edit: deny\n  write: deny\n  exec: ask",
+        "permissions:\n  deny:\n    - Exec(git push:*)",
+        "permissions:\n  ask: [exec]",
+    ] {
+        let e = parse(&format!("---\nname: investigator\n{text}\n---\nx")).unwrap_err();
+        assert!(e.is_refusal(), "{text}: {e}");
+    }
+    for text in [
+        "permissions:\n  edit: allow",
+        "permissions:\n  ro:\n    sandbox: read-only",
+    ] {
+        let (_, warnings) = parse(&format!("---\nname: r\n{text}\n---\nx")).unwrap();
+        assert!(
+            warnings.iter().any(
+                |w| matches!(w, ProfileWarning::NotApplied { key, .. } if key == "permissions")
+            ),
+            "{text}: {warnings:?}"
+        );
+    }
+}
+
+/// Lost (review: more agent files): OpenCode's documented `tools` map of
+/// switches (`Kyohei-Prj/opencode-config`'s reviewer: `write: false`,
+/// `edit: false`, `bash: false` — every tool but those) refused the
+/// whole agent ("`tools` is a mapping"). A map that turns tools off is
+/// read so, its edit tools off together as OpenCode's one `edit`
+/// permission; one that turns none off, or names `*`, is refused as before.
+#[test]
+fn opencodes_tool_switches_deny_what_they_turn_off() {
+    let loaded = profile(
+        "---\ndescription: Review code\nmode: subagent\ntemperature: 0.1\ntools:\n  write: false\n  edit: false\n  bash: false\n---\nReview.",
+    );
+    assert_eq!(loaded.tools, None);
+    let mut denied = loaded.disallowed_tools.clone();
+    denied.sort_unstable();
+    assert_eq!(denied, ["bash", "edit", "multiedit", "patch", "write"]);
+    let loaded = profile("---\nname: r\ntools:\n  write: false\n  read: true\n---\nx");
+    assert!(
+        ["write", "edit", "patch", "multiedit"]
+            .iter()
+            .all(|t| loaded.disallowed_tools.iter().any(|d| d == t))
+    );
+    assert!(!loaded.disallowed_tools.iter().any(|d| d == "read"));
+    for text in [
+        "tools:\n  read: true",
+        "tools:\n  \"*\": false\n  read: true",
+        "tools: {}",
+    ] {
+        assert!(
+            parse(&format!("---\nname: r\n{text}\n---\nx")).is_err(),
+            "{text}"
+        );
+    }
+}

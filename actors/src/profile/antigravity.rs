@@ -1,0 +1,70 @@
+//! Google Antigravity's agent keys (`.agents/agents/<name>/agent.md`, a
+//! folder this loader reads by default): each read for what it narrows —
+//! an agent never run as a sub-agent left out, MCP tools and sub-agents
+//! withheld, a command policy that may restrict refused — never dropped
+//! as unknown (the agent got every tool).
+
+use serde::de;
+use serde_json::Value;
+
+use super::fields::Frontmatter;
+use super::modes::CANNOT_ENFORCE;
+
+/// Applies Antigravity's `key` (one of [`KEYS`]) to the profile.
+pub(super) fn key<E: de::Error>(key: &str, value: Value, fm: &mut Frontmatter) -> Result<(), E> {
+    match (key, value) {
+        (_, Value::Null) => {}
+        // An agent Antigravity never runs as a sub-agent (`mainAgent:
+        // true`, `subagent: false`): left out, as OpenCode's `mode:
+        // primary` is.
+        ("subagent", Value::Bool(false)) => fm.disabled = Some(true),
+        ("subagent" | "mainAgent", Value::Bool(_)) => {}
+        // Not the parent's MCP tools: every one denied.
+        ("inheritMcp", Value::Bool(false)) => deny(fm, "mcp__*"),
+        ("inheritMcp", Value::Bool(true)) => {}
+        ("commandExecutionPolicy", policy) => match policy.as_str().map(str::trim) {
+            // Its ways of running commands without asking, or in its
+            // sandbox: nothing here narrows, not applied.
+            Some("auto" | "eager" | "sandbox") => fm.not_applied.push(key.to_owned()),
+            // `strict`, `off` (YAML reads it as `false`), `deny` and any
+            // other value: a restriction of the agent's commands this
+            // runtime does not apply.
+            _ => {
+                return Err(E::custom(format!(
+                    "`{key}: {policy}` may restrict the agent's commands, {CANNOT_ENFORCE}"
+                )));
+            }
+        },
+        // The sub-agents it may start: `['*']` is any; any other list a
+        // limit not applied here — it starts none (read as unknown, it
+        // started any profile).
+        ("allowed_subagents" | "subagents", Value::Array(names))
+            if names.iter().any(|n| n.as_str() == Some("*")) => {}
+        ("allowed_subagents" | "subagents", value) => {
+            if !matches!(&value, Value::Array(names) if names.is_empty()) {
+                fm.not_applied.push(key.to_owned());
+            }
+            deny(fm, "use_agent");
+        }
+        (_, other) => {
+            return Err(E::custom(format!(
+                "`{key}` must be true or false, not {other}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The keys [`key`] reads.
+pub(super) const KEYS: &[&str] = &[
+    "subagent",
+    "mainAgent",
+    "inheritMcp",
+    "commandExecutionPolicy",
+    "allowed_subagents",
+    "subagents",
+];
+
+fn deny(fm: &mut Frontmatter, tool: &str) {
+    fm.tool_switches.push((tool.to_owned(), false));
+}
