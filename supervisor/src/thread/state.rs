@@ -352,6 +352,15 @@ impl ThreadState {
     /// once the hub is gone (it crashed, and its archive went with it) —
     /// the store's, for a child of an earlier session this thread
     /// reaches.
+    /// `envelope`'s run goes on as a later one: its link written, or a
+    /// resume of it begun by another thread (its link not landed yet — the
+    /// writer on the blocking pool decided, by its speed, whether a wake
+    /// went out for a run another thread's parent goes on with).
+    pub(super) fn resumed(&self, envelope: &Envelope) -> bool {
+        envelope.continued_as.is_some()
+            || (self.store.as_ref()).is_some_and(|s| s.is_resuming(&envelope.id))
+    }
+
     pub(super) fn envelope(&self, id: &AgentId) -> Option<Envelope> {
         self.parent.hub.status(id).or_else(|| {
             let store = self.store.as_ref()?;

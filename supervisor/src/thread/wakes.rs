@@ -186,7 +186,7 @@ impl ThreadState {
                 let listed: Vec<Envelope> = restarted
                     .iter()
                     .filter_map(|id| self.envelope(id))
-                    .filter(|e| e.continued_as.is_none() && !e.cancelled)
+                    .filter(|e| !self.resumed(e) && !e.cancelled)
                     .collect();
                 self.settle_at_end = restarted;
                 if listed.is_empty() {
@@ -214,7 +214,7 @@ impl ThreadState {
                 // A child a message resumed meanwhile: the run it goes on
                 // as wakes the parent, not this one (as after a restart,
                 // where the store skips it).
-                Some(envelope) if !envelope.claimed && envelope.continued_as.is_none() => {
+                Some(envelope) if !envelope.claimed && !self.resumed(&envelope) => {
                     self.events.emit(AgentEvent::Wake {
                         child: child.clone(),
                         line: wake_line(&envelope),

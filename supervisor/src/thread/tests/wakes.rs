@@ -149,3 +149,67 @@ async fn a_restart_wake_with_nobody_left_to_list_holds_no_later_wake() {
     );
     thread.close_and_wait().await;
 }
+
+/// Replay (review: same seed, same log, thirty-ninth session): a wake an
+/// earlier session owed, taken by this thread and held (the user typing),
+/// for a child another thread began to resume in the meantime — its link
+/// not written yet (the other thread's writer, on the blocking pool). The
+/// wake went out or not by the writer's speed; out, the chain reached two
+/// parents, this one with the stale answer. A resume begun means "goes
+/// on", as the give-back paths read it.
+#[tokio::test(start_paused = true)]
+async fn an_owed_wake_for_a_child_another_thread_resumes_does_not_go_out() {
+    use std::sync::Arc;
+    use subagents_actors::clock::ManualClock;
+
+    use crate::store::EnvelopeStore;
+    use crate::thread::ThreadConfig;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+    // A session whose background child finished, its wake held by the
+    // user typing, then killed: the wake owed on disk.
+    {
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::run("Quick\nYou work.", "work").background()),
+            Reply::answer("Started."),
+        ])
+        .with_script("Quick\n", vec![Reply::answer("done quickly")]);
+        let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock.clone()))
+            .store(open());
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.typing(true).unwrap();
+        thread.send_user("go").unwrap();
+        super::until_result(&mut events).await;
+        let done = thread.envelope(&AgentId::new("agent_1")).await.unwrap();
+        assert_eq!(done.map(|e| e.status), Some(SubAgentStatus::Done));
+        thread.flush_persistence().await.unwrap();
+        thread.actor().kill();
+        let _ = thread.actor().wait(None).await;
+    }
+    let store = open();
+    let agent_1 = AgentId::new("agent_1");
+    assert_eq!(store.owed_wakes(), std::slice::from_ref(&agent_1));
+    let model = ScriptedModel::new(vec![Reply::answer("Woken.")]);
+    let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock.clone()))
+        .store(store.clone());
+    let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    thread.typing(true).unwrap();
+    thread.on_screen(true).unwrap();
+    thread.sync().await.unwrap();
+    // Another thread begins to resume it (its link not written yet).
+    assert!(store.begin_resume(&agent_1));
+    thread.typing(false).unwrap();
+    let woken = tokio::time::timeout(Duration::from_secs(600), async {
+        while let Some(event) = events.recv().await {
+            if let AgentEvent::Wake { child, .. } = event {
+                return Some(child);
+            }
+        }
+        None
+    })
+    .await;
+    assert!(!matches!(woken, Ok(Some(_))), "woken: {woken:?}");
+    thread.close_and_wait().await;
+}
