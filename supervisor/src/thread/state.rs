@@ -65,6 +65,10 @@ pub(crate) struct ThreadState {
     /// clear, a delete or a close settles them there
     /// ([`ThreadState::settle_given_back`]).
     pub(super) gave_back: bool,
+    /// A killed thread gave wakes back while this one's restart list was
+    /// still to go out: taken once it has gone ([`ThreadState::take_given_back`]
+    /// declines until then; nothing asked again, they were never taken).
+    pub(super) given_back_waiting: bool,
     /// The store's writes, in order (none without a store).
     pub(super) writer: Option<Writer>,
     /// What each child of this thread was asked, until its final

@@ -74,6 +74,12 @@ impl ThreadState {
     /// a showing — now if shown, else when it is next. A restart list of
     /// its own not yet settled is kept; the given-back list waits then.
     pub(super) fn take_given_back(&mut self) {
+        // Its own restart list first: asked again once that has gone
+        // (never asked again, the wakes given back waited for a showing
+        // that, shown already, this thread never has).
+        if self.store_wakes_taken && !self.restarted.is_empty() {
+            self.given_back_waiting = true;
+        }
         if self.store_wakes_taken && self.restarted.is_empty() {
             self.store_wakes_taken = false;
             // Off screen, taken they were dropped (a wake off screen goes
@@ -180,6 +186,10 @@ impl ThreadState {
         {
             if self.restarted.first() == Some(&child) {
                 let restarted = std::mem::take(&mut self.restarted);
+                // Wakes a killed thread gave back meanwhile: queued behind.
+                if std::mem::take(&mut self.given_back_waiting) {
+                    self.take_given_back();
+                }
                 // Only what can still go on: read as the wake goes out,
                 // after the host's first turn, which may have resumed one
                 // (it offered the run again) or stopped one (refused).

@@ -213,3 +213,99 @@ async fn an_owed_wake_for_a_child_another_thread_resumes_does_not_go_out() {
     assert!(!matches!(woken, Ok(Some(_))), "woken: {woken:?}");
     thread.close_and_wait().await;
 }
+
+/// Lost (review: the registry and one store, thirty-ninth session): a
+/// killed thread's restart list given back while the one thread told of
+/// it still had its own restart wake to deliver: that thread declined
+/// ("the given-back list waits then") and nothing asked it again — shown
+/// already, it never had the next showing the list waited for, and the
+/// children stayed interrupted, nobody woken. It takes them once its
+/// own restart wake has gone.
+#[tokio::test(start_paused = true)]
+async fn wakes_given_back_while_a_restart_wake_waits_are_taken_after_it() {
+    use std::sync::Arc;
+    use subagents_actors::clock::ManualClock;
+    use subagents_messages::ThreadId;
+
+    use crate::store::EnvelopeStore;
+    use crate::thread::ThreadConfig;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+    let long = |name: &str| {
+        ScriptedModel::new(vec![
+            Reply::new().use_agent(
+                &UseAgentCall::run(format!("{name}\nYou work."), "work")
+                    .tools(["sleep"])
+                    .background(),
+            ),
+            Reply::answer("Started."),
+        ])
+        .with_script(
+            format!("{name}\n"),
+            vec![Reply::new().tool_call("sleep", r#"{"secs":3600}"#)],
+        )
+    };
+    let builder = |model: ScriptedModel| {
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(Sleep))
+            .clock(clock.clone())
+    };
+    // A session with two threads on one store, each child running as
+    // it ends: an unnamed thread's `agent_1`, thread `t`'s `agent_2`.
+    {
+        let store = open();
+        let mut threads = Vec::new();
+        for (name, id) in [("One", None), ("Two", Some("t"))] {
+            let mut config = ThreadConfig::new(builder(long(name))).store(store.clone());
+            if let Some(id) = id {
+                config = config.id(ThreadId::new(id));
+            }
+            let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+            thread.send_user("go").unwrap();
+            super::until_result(&mut events).await;
+            thread.flush_persistence().await.unwrap();
+            threads.push(thread);
+        }
+        for thread in threads {
+            thread.actor().kill();
+            let _ = thread.actor().wait(None).await;
+        }
+    }
+    let store = open();
+    let (agent_1, agent_2) = (AgentId::new("agent_1"), AgentId::new("agent_2"));
+    assert_eq!(store.interrupted(), [agent_1.clone(), agent_2.clone()]);
+    // K, unnamed, is shown first and takes `agent_1`; its parent hangs
+    // on the restart wake.
+    let hangs = ScriptedModel::new(vec![Reply::new().hang()]);
+    let config = ThreadConfig::new(builder(hangs)).store(store.clone());
+    let (k, _k_events) = ThreadHandle::spawn(config, None).await.unwrap();
+    k.on_screen(true).unwrap();
+    k.sync().await.unwrap();
+    // T, `t`, takes its own `agent_2`, held by the user typing.
+    let answers = ScriptedModel::new(vec![Reply::answer("Noted 2."), Reply::answer("Noted 1.")]);
+    let config = ThreadConfig::new(builder(answers))
+        .store(store.clone())
+        .id(ThreadId::new("t"));
+    let (t, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+    t.typing(true).unwrap();
+    t.on_screen(true).unwrap();
+    t.sync().await.unwrap();
+    // K is killed: `agent_1` given back, T told while its own waits.
+    k.actor().kill();
+    let _ = k.actor().wait(None).await;
+    t.sync().await.unwrap();
+    t.typing(false).unwrap();
+    let mut woken = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(600), async {
+        while let Some(event) = events.recv().await {
+            if let AgentEvent::Wake { child, .. } = event {
+                woken.push(child);
+            }
+        }
+    })
+    .await;
+    assert_eq!(woken, [agent_2, agent_1], "{:?}", store.interrupted());
+    t.close_and_wait().await;
+}
