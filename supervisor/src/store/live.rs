@@ -254,6 +254,50 @@ impl EnvelopeStore {
             .is_none_or(|e| !e.forgotten && (e.thread.is_none() || e.thread.as_ref() == thread))
     }
 
+    /// What a thread's clear, delete or close settles of the wakes given
+    /// back to the store, taken out of both lists (in order): its own
+    /// children's (their envelope names it) and those it gave back itself
+    /// (`gave`) — not a child written for no thread that another thread
+    /// gave back (settled, that thread found nothing at its next showing,
+    /// and the wake was lost on disk too).
+    pub(crate) fn take_given_back_by(
+        &self,
+        thread: Option<&ThreadId>,
+        gave: &[AgentId],
+    ) -> (Vec<AgentId>, Vec<AgentId>) {
+        let named = |id: &AgentId| {
+            thread.is_some()
+                && self
+                    .map
+                    .get(id)
+                    .is_some_and(|e| e.thread.as_ref() == thread)
+        };
+        let take = |list: &std::sync::Mutex<Vec<AgentId>>| {
+            let mut list = list.lock().unwrap_or_else(PoisonError::into_inner);
+            let (own, others): (Vec<AgentId>, Vec<AgentId>) = std::mem::take(&mut *list)
+                .into_iter()
+                .partition(|id| self.belongs(id, thread) && (gave.contains(id) || named(id)));
+            *list = others;
+            own
+        };
+        (take(&self.interrupted), take(&self.owed))
+    }
+
+    /// The wakes in the store's lists that are `thread`'s to take (both
+    /// lists, in order), left there.
+    pub(crate) fn wakes_of(&self, thread: Option<&ThreadId>) -> Vec<AgentId> {
+        let listed = |list: &std::sync::Mutex<Vec<AgentId>>| {
+            let list = list.lock().unwrap_or_else(PoisonError::into_inner);
+            list.iter()
+                .filter(|id| self.belongs(id, thread))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let mut wakes = listed(&self.interrupted);
+        wakes.extend(listed(&self.owed));
+        wakes
+    }
+
     /// The child `id` is one of an earlier session that `thread` may read,
     /// claim or resume: its own, or one written for no thread.
     pub(crate) fn reaches(&self, id: &AgentId, thread: Option<&ThreadId>) -> bool {

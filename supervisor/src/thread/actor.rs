@@ -81,6 +81,7 @@ impl Actor for ThreadSupervisor {
             failed_by_death: Default::default(),
             store_wakes_taken: false,
             gave_back: false,
+            gave_back_ids: Vec::new(),
             given_back_waiting: false,
         };
         Ok(state)

@@ -65,6 +65,10 @@ pub(crate) struct ThreadState {
     /// clear, a delete or a close settles them there
     /// ([`ThreadState::settle_given_back`]).
     pub(super) gave_back: bool,
+    /// The earlier sessions' wakes this thread gave back itself (since it
+    /// last took the store's): a clear, a delete or a close settles these
+    /// and its own children's, not another thread's given back.
+    pub(super) gave_back_ids: Vec<AgentId>,
     /// A killed thread gave wakes back while this one's restart list was
     /// still to go out: taken once it has gone ([`ThreadState::take_given_back`]
     /// declines until then; nothing asked again, they were never taken).

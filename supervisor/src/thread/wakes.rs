@@ -58,6 +58,7 @@ impl ThreadState {
         let Some(store) = &self.store else {
             return;
         };
+        self.gave_back_ids.clear();
         self.restarted = store.take_interrupted(self.id.as_ref());
         let owed = store.take_owed_wakes(self.id.as_ref());
         if let Some(first) = self.restarted.first() {
@@ -88,6 +89,13 @@ impl ThreadState {
             if self.wakes.is_on_screen() && !self.wakes.is_held() {
                 self.take_store_wakes();
             } else {
+                // Its to settle at a clear or a close before the showing,
+                // as if it had given them back itself (a killed thread's:
+                // nobody else will).
+                if let Some(store) = &self.store {
+                    let wakes = store.wakes_of(self.id.as_ref());
+                    self.gave_back_ids.extend(wakes);
+                }
                 self.gave_back = true;
             }
         }
@@ -108,11 +116,14 @@ impl ThreadState {
                 continue;
             };
             if self.restarted.first() == Some(&id) {
-                store.give_back_interrupted(std::mem::take(&mut self.restarted));
+                let restarted = std::mem::take(&mut self.restarted);
+                self.gave_back_ids.extend(restarted.iter().cloned());
+                store.give_back_interrupted(restarted);
                 put_back = true;
             } else if store.is_from_earlier_session(&id) {
                 store.give_back_owed(&id);
                 self.woken.remove(&id);
+                self.gave_back_ids.push(id);
                 put_back = true;
             } else {
                 self.drop_wake(&id);
@@ -138,7 +149,9 @@ impl ThreadState {
     }
 
     /// The wakes this thread gave back to the store (a switch away before
-    /// they went out) are settled there: a clear or a delete forgets the
+    /// they went out), and its own children's a killed thread gave back,
+    /// are settled there (not another thread's given back, written for
+    /// no thread: `EnvelopeStore::take_given_back_by`): a clear or a delete forgets the
     /// conversation, a close is meant. Left owed, they outlived the delete
     /// — the next thread opened under the id was woken with the deleted
     /// conversation's children — and came back after a clear. (An open
@@ -150,10 +163,12 @@ impl ThreadState {
         let Some(store) = self.store.clone() else {
             return;
         };
-        for id in store.take_interrupted(self.id.as_ref()) {
+        let gave = std::mem::take(&mut self.gave_back_ids);
+        let (interrupted, owed) = store.take_given_back_by(self.id.as_ref(), &gave);
+        for id in interrupted {
             self.settle_wake(&id);
         }
-        for id in store.take_owed_wakes(self.id.as_ref()) {
+        for id in owed {
             self.woken.remove(&id);
             self.settle_wake(&id);
         }

@@ -309,3 +309,99 @@ async fn wakes_given_back_while_a_restart_wake_waits_are_taken_after_it() {
     assert_eq!(woken, [agent_2, agent_1], "{:?}", store.interrupted());
     t.close_and_wait().await;
 }
+
+/// Lost (review: the registry and one store, thirty-ninth session): a
+/// thread's close settled every wake given back to the store that was
+/// its to take — a child written for no thread included, which another
+/// thread had given back (a switch away) for its next showing: that
+/// thread found nothing when shown again, and the wake was settled on
+/// disk too. A close settles its own children's and what it gave back.
+#[tokio::test(start_paused = true)]
+async fn a_close_settles_only_the_wakes_its_thread_gave_back() {
+    use std::sync::Arc;
+    use subagents_actors::clock::ManualClock;
+    use subagents_messages::ThreadId;
+
+    use crate::store::EnvelopeStore;
+    use crate::thread::ThreadConfig;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
+    let config = |model: ScriptedModel, store: &Arc<EnvelopeStore>, id: Option<&str>| {
+        let builder = DelegationBuilder::new(model.shared()).clock(clock.clone());
+        let config = ThreadConfig::new(builder).store(store.clone());
+        match id {
+            Some(id) => config.id(ThreadId::new(id)),
+            None => config,
+        }
+    };
+    // A session: an unnamed thread's `agent_1` and thread `t`'s `agent_2`
+    // finished, each wake held by the user typing, then killed: owed.
+    {
+        let store = open();
+        let mut threads = Vec::new();
+        for (name, id) in [("One", None), ("Two", Some("t"))] {
+            let model = ScriptedModel::new(vec![
+                Reply::new().use_agent(
+                    &UseAgentCall::run(format!("{name}\nYou work."), "work").background(),
+                ),
+                Reply::answer("Started."),
+            ])
+            .with_script(format!("{name}\n"), vec![Reply::answer("done")]);
+            let (thread, mut events) = ThreadHandle::spawn(config(model, &store, id), None)
+                .await
+                .unwrap();
+            thread.typing(true).unwrap();
+            thread.send_user("go").unwrap();
+            super::until_result(&mut events).await;
+            thread.flush_persistence().await.unwrap();
+            threads.push(thread);
+        }
+        for thread in threads {
+            thread.actor().kill();
+            let _ = thread.actor().wait(None).await;
+        }
+    }
+    let store = open();
+    let (agent_1, agent_2) = (AgentId::new("agent_1"), AgentId::new("agent_2"));
+    assert_eq!(store.owed_wakes(), [agent_1.clone(), agent_2.clone()]);
+    // W takes the unnamed `agent_1`, T its `agent_2`; each held, each
+    // switched away from (given back).
+    let woken = ScriptedModel::new(vec![Reply::answer("Noted.")]);
+    // Shown by the test (as a registry opens them): wakes wait until then.
+    let shown_later = || Some(Default::default());
+    let (w, mut w_events) =
+        ThreadHandle::spawn_with(config(woken, &store, Some("w")), None, shown_later())
+            .await
+            .unwrap();
+    let quiet = ScriptedModel::new(Vec::new());
+    let (t, _t_events) =
+        ThreadHandle::spawn_with(config(quiet, &store, Some("t")), None, shown_later())
+            .await
+            .unwrap();
+    for thread in [&w, &t] {
+        thread.typing(true).unwrap();
+        thread.on_screen(true).unwrap();
+        thread.sync().await.unwrap();
+    }
+    w.on_screen(false).unwrap();
+    w.sync().await.unwrap();
+    t.on_screen(false).unwrap();
+    t.sync().await.unwrap();
+    t.close_and_wait().await;
+    // W shown again: its wake is there.
+    w.on_screen(true).unwrap();
+    w.typing(false).unwrap();
+    let wake = tokio::time::timeout(Duration::from_secs(600), async {
+        while let Some(event) = w_events.recv().await {
+            if let AgentEvent::Wake { child, .. } = event {
+                return Some(child);
+            }
+        }
+        None
+    })
+    .await;
+    assert_eq!(wake, Ok(Some(agent_1)), "owed: {:?}", store.owed_wakes());
+    w.close_and_wait().await;
+}
