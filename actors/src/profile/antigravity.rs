@@ -28,18 +28,23 @@ pub(super) fn key<E: de::Error>(key: &str, value: Value, fm: &mut Frontmatter) -
             Some("auto" | "eager" | "sandbox") => fm.not_applied.push(key.to_owned()),
             // `strict`, `off` (YAML reads it as `false`), `deny` and any
             // other value: a restriction of the agent's commands this
-            // runtime does not apply.
+            // runtime does not apply — refused, unless the agent is left
+            // out anyway (`subagent: false`, read before or after).
             _ => {
-                return Err(E::custom(format!(
+                let why = format!(
                     "`{key}: {policy}` may restrict the agent's commands, {CANNOT_ENFORCE}"
-                )));
+                );
+                fm.refused_unless_disabled = Some((key.to_owned(), why));
             }
         },
-        // The sub-agents it may start: `['*']` is any; any other list a
-        // limit not applied here — it starts none (read as unknown, it
-        // started any profile).
+        // The sub-agents it may start: `['*']` is any (and `subagents:
+        // true`, other tools' "may delegate"); any other value a limit not
+        // applied here — it starts none (read as unknown, it started any
+        // profile), warned unless it is an empty list or `false`.
         ("allowed_subagents" | "subagents", Value::Array(names))
-            if names.iter().any(|n| n.as_str() == Some("*")) => {}
+            if names.iter().any(|n| n.as_str().map(str::trim) == Some("*")) => {}
+        ("subagents", Value::Bool(true)) => {}
+        ("allowed_subagents" | "subagents", Value::Bool(false)) => deny(fm, "use_agent"),
         ("allowed_subagents" | "subagents", value) => {
             if !matches!(&value, Value::Array(names) if names.is_empty()) {
                 fm.not_applied.push(key.to_owned());

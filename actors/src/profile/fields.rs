@@ -29,8 +29,15 @@ pub(super) struct Frontmatter {
     /// off), in the order written.
     pub(super) tool_switches: Vec<(String, bool)>,
     /// `tools` was written as a mapping (switches): a Codex role's form,
-    /// refused in a Markdown profile, which lists its tools.
+    /// refused in a Markdown profile, which lists its tools — unless it
+    /// is OpenCode's (see `parse.rs`), read from its own switches
+    /// (`tools_map`: other keys add denials to `tool_switches`).
     pub(super) tools_as_switches: bool,
+    pub(super) tools_map: Vec<(String, bool)>,
+    /// A refusal that stands only if the profile is not left out
+    /// (`disabled`): its key and why (Antigravity's command policy on an
+    /// agent it never runs as a sub-agent).
+    pub(super) refused_unless_disabled: Option<(String, String)>,
     pub(super) max_iterations: Option<u32>,
     /// Claude Code's deny list (`disallowedTools`).
     pub(super) disallowed_tools: Option<Vec<String>>,
@@ -237,6 +244,7 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                     Some(Tools::List(list)) => fm.tools = Some(list.0),
                     Some(Tools::Switches(switches)) => {
                         fm.tools_as_switches = true;
+                        fm.tools_map.clone_from(&switches);
                         fm.tool_switches.extend(switches);
                     }
                     // Written with no value (YAML null): no tools, as
@@ -447,6 +455,12 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
             if NOT_APPLIED.contains(&key.as_str()) || OTHER_TOOLS.contains(&key.as_str()) {
                 fm.not_applied.push(key);
             }
+        }
+        if let Some((key, why)) = fm.refused_unless_disabled.take()
+            && fm.disabled != Some(true)
+        {
+            self.current_key.set(Some(key));
+            return Err(de::Error::custom(why));
         }
         Ok(fm)
     }

@@ -280,12 +280,7 @@ pub(super) fn other_tools_key<E: de::Error>(key: &str, value: &serde_json::Value
         // Devin's overrides (`edit: deny`, `exec: ask`, or lists under
         // `deny` and `ask`): a table of words, not of profiles — dropped as
         // not applied, its `ask` and its `deny` were lost.
-        ("permissions", Value::Object(table))
-            if !allows_all(value)
-                && table
-                    .iter()
-                    .any(|(k, v)| v.is_string() || matches!(k.as_str(), "deny" | "ask")) =>
-        {
+        ("permissions", Value::Object(table)) if table.iter().any(devin_restricts) => {
             "Devin's permission overrides, not `allow` for every tool"
         }
         _ => return Ok(()),
@@ -293,6 +288,28 @@ pub(super) fn other_tools_key<E: de::Error>(key: &str, value: &serde_json::Value
     Err(E::custom(format!(
         "`{key}` is {what}, which may be {CANNOT_ENFORCE}"
     )))
+}
+
+/// One entry of a `permissions` table read as Devin's overrides: a
+/// `deny` or `ask` list that names something, or a tool given a word
+/// other than `allow` (or `false`, YAML's `no`/`off`). A table under a
+/// name is Codex's permission profile: not Devin's.
+fn devin_restricts((key, value): (&String, &serde_json::Value)) -> bool {
+    use serde_json::Value;
+    match (key.as_str(), value) {
+        ("deny" | "ask", Value::Null) => false,
+        ("deny" | "ask", Value::Array(names)) => !names.is_empty(),
+        ("deny" | "ask", _) => true,
+        (_, Value::String(word)) => word.trim() != "allow",
+        (_, Value::Bool(on)) => !on,
+        // A tool's patterns (`exec: {"git push": deny}`); Codex's
+        // profiles say no `deny` or `ask`.
+        (_, Value::Object(inner)) => inner.values().any(|v| {
+            v.as_str()
+                .is_some_and(|w| matches!(w.trim(), "deny" | "ask"))
+        }),
+        _ => false,
+    }
 }
 
 /// An OpenCode `permission` value allows everything: each of its leaves is

@@ -121,7 +121,9 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
             // reviewer agent was lost); one that turns none off, or names
             // `*`, is refused as before.
             let mut fm = fm;
-            if fm.tools_as_switches && opencode_switches(&mut fm.tool_switches) {
+            if fm.tools_as_switches
+                && super::tools::opencode_switches(&fm.tools_map, &mut fm.tool_switches)
+            {
                 fm.tools_as_switches = false;
             }
             if fm.tools_as_switches {
@@ -140,27 +142,6 @@ pub(crate) fn parse_profile(path: &Path, text: &str) -> Result<Parsed, ProfileEr
     };
     let body = split.body.replace("\r\n", "\n");
     from_frontmatter(path, name, fm, body.trim().to_owned())
-}
-
-/// OpenCode's `tools` map (tool name → on): read when it turns some tool
-/// off and names no `*` — its `write`, `edit`, `patch` and `multiedit`
-/// go off together, as OpenCode's one `edit` permission does. `false`:
-/// not such a map.
-fn opencode_switches(switches: &mut Vec<(String, bool)>) -> bool {
-    const EDITS: [&str; 4] = ["write", "edit", "patch", "multiedit"];
-    let off = |name: &str, s: &[(String, bool)]| s.iter().any(|(n, on)| n == name && !on);
-    if switches.iter().any(|(name, _)| name == "*") || !switches.iter().any(|(_, on)| !on) {
-        return false;
-    }
-    if EDITS.iter().any(|edit| off(edit, switches)) {
-        for edit in EDITS {
-            if !off(edit, switches) {
-                switches.retain(|(n, _)| n != edit);
-                switches.push((edit.to_owned(), false));
-            }
-        }
-    }
-    true
 }
 
 /// A profile from its parsed frontmatter and system prompt: `name` (the

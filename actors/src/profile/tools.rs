@@ -194,3 +194,40 @@ impl<'de> Visitor<'de> for SwitchVisitor {
         Ok(Switch(on))
     }
 }
+
+/// OpenCode's `tools` map (`map`, tool name → on): read when it turns
+/// some tool off and names no `*` — decided from the map's own entries
+/// (other keys add denials to `switches`: an all-`true` map beside
+/// `inheritMcp: false` passed). Its `write`, `edit`, `patch` and
+/// `multiedit` go off together, as OpenCode's one `edit` permission does;
+/// an MCP server's tools turned off by OpenCode's name for them
+/// (`<server>_*`) are this runtime's `mcp__<server>__*` too (denied by
+/// OpenCode's name alone, they were granted). `false`: not such a map.
+pub(super) fn opencode_switches(
+    map: &[(String, bool)],
+    switches: &mut Vec<(String, bool)>,
+) -> bool {
+    const EDITS: [&str; 4] = ["write", "edit", "patch", "multiedit"];
+    let off = |name: &str| map.iter().any(|(n, on)| n == name && !on);
+    if map.iter().any(|(name, _)| name.trim() == "*") || !map.iter().any(|(_, on)| !on) {
+        return false;
+    }
+    let mut deny = |name: String| {
+        if !switches.iter().any(|(n, on)| *n == name && !on) {
+            switches.retain(|(n, _)| *n != name);
+            switches.push((name, false));
+        }
+    };
+    if EDITS.iter().any(|edit| off(edit)) {
+        EDITS.iter().for_each(|edit| deny((*edit).to_owned()));
+    }
+    for (name, _) in map.iter().filter(|(_, on)| !on) {
+        if let Some(server) = name.strip_suffix("_*").filter(|s| !s.is_empty()) {
+            deny(format!("mcp__{server}__*"));
+            if let Some(bare) = server.strip_prefix("mcp_").filter(|s| !s.is_empty()) {
+                deny(format!("mcp__{bare}__*"));
+            }
+        }
+    }
+    true
+}

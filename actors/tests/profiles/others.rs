@@ -264,6 +264,28 @@ fn antigravitys_keys_narrow_what_they_say() {
     }
     let e = parse("---\nname: r\nsubagent: \"false\"\n---\nx").unwrap_err();
     assert!(e.to_string().contains("true or false"), "{e}");
+    // The real file (review of this session's diff: refused for its
+    // command policy, though it is an agent never run as a sub-agent):
+    // left out, in either order of its keys.
+    for text in [
+        "mainAgent: true\nsubagent: false\ninheritMcp: false\ncommandExecutionPolicy: strict",
+        "commandExecutionPolicy: strict\nsubagent: false",
+    ] {
+        let (loaded, _) = parse(&format!("---\nname: ralph-review\n{text}\n---\nx"))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert!(loaded.disabled, "{text}");
+    }
+    // Other tools' "may delegate", and a spaced `*`: no limit; an empty
+    // list or `false`: none, without a warning.
+    for text in ["subagents: true", "allowed_subagents: [' * ']"] {
+        let loaded = profile(&format!("---\nname: c\n{text}\n---\nx"));
+        assert!(loaded.disallowed_tools.is_empty(), "{text}");
+    }
+    for text in ["subagents: []", "subagents: false"] {
+        let (loaded, warnings) = parse(&format!("---\nname: c\n{text}\n---\nx")).unwrap();
+        assert_eq!(loaded.disallowed_tools, ["use_agent"], "{text}");
+        assert!(warnings.is_empty(), "{text}: {warnings:?}");
+    }
 }
 
 /// Widened (review: more agent files): Devin's `permissions` overrides
@@ -282,9 +304,16 @@ fn devins_permission_overrides_are_refused_not_dropped() {
         let e = parse(&format!("---\nname: investigator\n{text}\n---\nx")).unwrap_err();
         assert!(e.is_refusal(), "{text}: {e}");
     }
+    // A tool's patterns (review of this session's diff: loaded).
+    let e =
+        parse("---\nname: i\npermissions:\n  exec:\n    \"git push\": deny\n---\nx").unwrap_err();
+    assert!(e.is_refusal(), "{e}");
     for text in [
         "permissions:\n  edit: allow",
         "permissions:\n  ro:\n    sandbox: read-only",
+        // Lists that name nothing (refused, though nothing restricts).
+        "permissions:\n  allow: [read]\n  deny: []",
+        "permissions:\n  deny: null",
     ] {
         let (_, warnings) = parse(&format!("---\nname: r\n{text}\n---\nx")).unwrap();
         assert!(
@@ -326,6 +355,24 @@ fn opencodes_tool_switches_deny_what_they_turn_off() {
         assert!(
             parse(&format!("---\nname: r\n{text}\n---\nx")).is_err(),
             "{text}"
+        );
+    }
+    // Decided from the map alone (review of this session's diff: another
+    // key's denial made an all-`true` map pass, with every other tool).
+    for other in ["inheritMcp: false", "agents: []"] {
+        let text = format!("---\nname: r\ntools:\n  read: true\n{other}\n---\nx");
+        assert!(parse(&text).is_err(), "{other}");
+    }
+    // An MCP server's tools turned off by OpenCode's name for them: this
+    // runtime's names too (denied by OpenCode's alone, they were granted).
+    let loaded = profile(
+        "---\nname: r\ntools:\n  read: true\n  image-video-analysis_*: false\n  mcp_github_*: false\n---\nx",
+    );
+    for rule in ["mcp__image-video-analysis__*", "mcp__github__*"] {
+        assert!(
+            loaded.disallowed_tools.iter().any(|d| d == rule),
+            "{rule}: {:?}",
+            loaded.disallowed_tools
         );
     }
 }

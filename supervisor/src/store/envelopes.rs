@@ -49,6 +49,9 @@ pub struct EnvelopeStore {
     /// Children of earlier sessions a thread of this session began to
     /// resume ([`EnvelopeStore::begin_resume`]): resumed once each.
     pub(super) resuming: Mutex<rustc_hash::FxHashSet<AgentId>>,
+    /// Of those, the ones whose wake a thread held for the resume (left
+    /// owed): offered again if the resume fails. Under `resuming`'s lock.
+    pub(super) held_for_resume: Mutex<rustc_hash::FxHashSet<AgentId>>,
     /// Threads forgotten ([`EnvelopeStore::forget_thread`]), when, and not
     /// opened again since: a write for one (a killed thread's writer
     /// draining its queue) lands forgotten; let go past the retention.
@@ -141,6 +144,7 @@ impl EnvelopeStore {
             interrupted: Mutex::new(Vec::new()),
             owed: Mutex::new(Vec::new()),
             resuming: Mutex::default(),
+            held_for_resume: Mutex::default(),
             forgotten_threads: Mutex::default(),
             live: Mutex::default(),
             released: tokio::sync::Notify::new(),

@@ -51,11 +51,29 @@ impl EnvelopeStore {
         })
     }
 
-    /// The resume [`EnvelopeStore::begin_resume`] allowed did not start.
-    pub(crate) fn resume_failed(&self, id: &AgentId) {
-        self.resuming
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
+    /// The resume [`EnvelopeStore::begin_resume`] allowed did not start:
+    /// true when a thread held `id`'s wake for it
+    /// ([`EnvelopeStore::hold_for_resume`]) — to be offered again.
+    pub(crate) fn resume_failed(&self, id: &AgentId) -> bool {
+        let mut resuming = self.resuming.lock().unwrap_or_else(PoisonError::into_inner);
+        resuming.remove(id);
+        let mut held = (self.held_for_resume.lock()).unwrap_or_else(PoisonError::into_inner);
+        held.remove(id)
+    }
+
+    /// A thread about to deliver `id`'s wake finds its resume begun, its
+    /// link not landed: true when it is so — the wake is held, owed still
+    /// (delivered, the chain reached two parents; settled, a resume that
+    /// then failed left nobody woken, on disk too), and offered again if
+    /// the resume fails. One step against [`EnvelopeStore::resume_failed`].
+    pub(crate) fn hold_for_resume(&self, id: &AgentId) -> bool {
+        let resuming = self.resuming.lock().unwrap_or_else(PoisonError::into_inner);
+        let pending =
+            resuming.contains(id) && self.get(id).is_some_and(|e| e.continued_as.is_none());
+        if pending {
+            let mut held = (self.held_for_resume.lock()).unwrap_or_else(PoisonError::into_inner);
+            held.insert(id.clone());
+        }
+        pending
     }
 }

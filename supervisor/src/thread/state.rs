@@ -176,8 +176,23 @@ impl EnvelopeArchive for Archive {
         !self.store.is_from_earlier_session(id) || self.store.begin_resume(id)
     }
 
+    /// A wake a thread held for the resume is offered again: owed in the
+    /// store's lists, and the threads that may take it told.
     fn resume_failed(&self, id: &AgentId) {
-        self.store.resume_failed(id);
+        if !self.store.resume_failed(id) {
+            return;
+        }
+        match self.store.get(id).map(|e| e.status) {
+            Some(subagents_messages::SubAgentStatus::Interrupted) => {
+                self.store.give_back_interrupted(vec![id.clone()]);
+            }
+            Some(_) => self.store.give_back_owed(id),
+            None => return,
+        }
+        for taker in self.store.takers_of(std::slice::from_ref(id)) {
+            let taker: ractor::ActorRef<ThreadMsg> = taker.into();
+            let _ = taker.cast(ThreadMsg::Internal(ThreadInternal::StoreWakesBack));
+        }
     }
 
     fn resuming(&self, id: &AgentId) -> bool {
@@ -356,19 +371,18 @@ impl ThreadState {
 }
 
 impl ThreadState {
+    /// `id`'s resume is begun, its link not landed: its wake is held for
+    /// it, owed still ([`crate::store::EnvelopeStore::hold_for_resume`]) —
+    /// the writer on the blocking pool decided, by its speed, whether a
+    /// wake went out for a run another thread's parent goes on with.
+    pub(super) fn held_for_resume(&self, id: &AgentId) -> bool {
+        (self.store.as_ref()).is_some_and(|s| s.hold_for_resume(id))
+    }
+
     /// A child's envelope: the hub's (its book, or its archive), else —
     /// once the hub is gone (it crashed, and its archive went with it) —
     /// the store's, for a child of an earlier session this thread
     /// reaches.
-    /// `envelope`'s run goes on as a later one: its link written, or a
-    /// resume of it begun by another thread (its link not landed yet — the
-    /// writer on the blocking pool decided, by its speed, whether a wake
-    /// went out for a run another thread's parent goes on with).
-    pub(super) fn resumed(&self, envelope: &Envelope) -> bool {
-        envelope.continued_as.is_some()
-            || (self.store.as_ref()).is_some_and(|s| s.is_resuming(&envelope.id))
-    }
-
     pub(super) fn envelope(&self, id: &AgentId) -> Option<Envelope> {
         self.parent.hub.status(id).or_else(|| {
             let store = self.store.as_ref()?;

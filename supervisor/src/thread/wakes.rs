@@ -208,12 +208,22 @@ impl ThreadState {
                 // Only what can still go on: read as the wake goes out,
                 // after the host's first turn, which may have resumed one
                 // (it offered the run again) or stopped one (refused).
+                // One whose resume another thread began is held for it,
+                // neither listed nor settled (offered again if it fails).
+                let held: Vec<AgentId> = (restarted.iter())
+                    .filter(|id| self.held_for_resume(id))
+                    .cloned()
+                    .collect();
                 let listed: Vec<Envelope> = restarted
                     .iter()
+                    .filter(|id| !held.contains(id))
                     .filter_map(|id| self.envelope(id))
-                    .filter(|e| !self.resumed(e) && !e.cancelled)
+                    .filter(|e| e.continued_as.is_none() && !e.cancelled)
                     .collect();
-                self.settle_at_end = restarted;
+                self.settle_at_end = restarted
+                    .into_iter()
+                    .filter(|id| !held.contains(id))
+                    .collect();
                 if listed.is_empty() {
                     // Gone meanwhile (pruned): no wake about nothing — and
                     // none in flight (taken as one, it held the queue: no
@@ -239,7 +249,16 @@ impl ThreadState {
                 // A child a message resumed meanwhile: the run it goes on
                 // as wakes the parent, not this one (as after a restart,
                 // where the store skips it).
-                Some(envelope) if !envelope.claimed && !self.resumed(&envelope) => {
+                // Held for a resume another thread began: owed still,
+                // offered again if the resume fails.
+                Some(envelope)
+                    if !envelope.claimed
+                        && envelope.continued_as.is_none()
+                        && self.held_for_resume(&child) =>
+                {
+                    self.wakes.finished();
+                }
+                Some(envelope) if !envelope.claimed && envelope.continued_as.is_none() => {
                     self.events.emit(AgentEvent::Wake {
                         child: child.clone(),
                         line: wake_line(&envelope),

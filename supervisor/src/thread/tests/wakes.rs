@@ -193,7 +193,8 @@ async fn an_owed_wake_for_a_child_another_thread_resumes_does_not_go_out() {
     assert_eq!(store.owed_wakes(), std::slice::from_ref(&agent_1));
     let model = ScriptedModel::new(vec![Reply::answer("Woken.")]);
     let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock.clone()))
-        .store(store.clone());
+        .store(store.clone())
+        .id(subagents_messages::ThreadId::new("t"));
     let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
     thread.typing(true).unwrap();
     thread.on_screen(true).unwrap();
@@ -201,7 +202,7 @@ async fn an_owed_wake_for_a_child_another_thread_resumes_does_not_go_out() {
     // Another thread begins to resume it (its link not written yet).
     assert!(store.begin_resume(&agent_1));
     thread.typing(false).unwrap();
-    let woken = tokio::time::timeout(Duration::from_secs(600), async {
+    let mut woken = tokio::time::timeout(Duration::from_secs(600), async {
         while let Some(event) = events.recv().await {
             if let AgentEvent::Wake { child, .. } = event {
                 return Some(child);
@@ -211,6 +212,28 @@ async fn an_owed_wake_for_a_child_another_thread_resumes_does_not_go_out() {
     })
     .await;
     assert!(!matches!(woken, Ok(Some(_))), "woken: {woken:?}");
+    // Held, not settled (review of this session's diff: settled, a
+    // resume that then failed — a refused spawn — left nobody woken, on
+    // disk too): the resume fails, and the wake goes out after all.
+    assert!(store.get(&agent_1).unwrap().wake_owed, "settled while held");
+    use subagents_actors::hub::EnvelopeArchive;
+    let other = crate::thread::state::Archive {
+        store: store.clone(),
+        errors: Default::default(),
+        thread: Some(subagents_messages::ThreadId::new("u")),
+        approvals_floor: None,
+    };
+    other.resume_failed(&agent_1);
+    woken = tokio::time::timeout(Duration::from_secs(600), async {
+        while let Some(event) = events.recv().await {
+            if let AgentEvent::Wake { child, .. } = event {
+                return Some(child);
+            }
+        }
+        None
+    })
+    .await;
+    assert_eq!(woken, Ok(Some(agent_1)));
     thread.close_and_wait().await;
 }
 
