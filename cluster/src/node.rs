@@ -130,14 +130,10 @@ impl Sessions {
     }
 }
 
-/// Keeps `link` among the links to `node`, letting go of the links no
-/// handle holds any more: one entry per node name ever connected to was
-/// kept for the node's life (with workers named per start, a pod's name,
-/// one more at every restart). Every link is kept, not the last alone: a
-/// second connection to a node is supported, and a loss of the node
-/// reached only the newest — the older one, up, chosen by `Labels` and
-/// `LeastLoaded`, failed each child it was given until its heartbeats ran
-/// out.
+/// Keeps `link` among the links to `node`, letting go of those no handle
+/// holds (one per node name ever connected to was kept for the node's
+/// life). Every link, not the last alone: a node's loss reached only the
+/// newest, and the older, up, failed each child it was given.
 fn remember<T>(links: &mut HashMap<String, Vec<Weak<T>>>, node: &str, link: Weak<T>) {
     links.retain(|_, kept| {
         kept.retain(|link| link.strong_count() > 0);

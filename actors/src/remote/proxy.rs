@@ -11,9 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorCell, ActorRef, RpcReplyPort};
 use subagents_messages::remote::{ReportBody, RunReport, RunRequest, RunSpec};
-use subagents_messages::{
-    AgentEvent, AgentResult, ApprovalDecision, ApprovalId, ChatMessage, Outcome, Usage,
-};
+use subagents_messages::{AgentEvent, ApprovalDecision, ApprovalId, ChatMessage, Outcome, Usage};
 use tokio::time::Instant;
 
 use crate::agent::{
@@ -418,82 +416,6 @@ impl ProxyState {
         }
         if let Some(request) = asked {
             self.answer_if_the_policy_now_does(&request);
-        }
-    }
-
-    /// The turn ended (on its node, or here): its result goes to whoever
-    /// waits, with the conversation it ended on.
-    fn finish(&mut self, mut result: AgentResult, conversation: Option<Vec<ChatMessage>>) {
-        let Some(mut run) = self.run.take() else {
-            return;
-        };
-        self.link.forget(run.key);
-        // Its `Result` went by: that is how it ended. A local agent's
-        // reply is its `Result`; a node whose `Ended` said otherwise (a
-        // bug, or a lie) turned a `completed` the stream showed into the
-        // envelope's, the wake's and the tool's `failed`.
-        if let Some(shown) = lock(&run.closer.mirror).result() {
-            result = shown.clone();
-        }
-        let asked = run.stopping && !run.stopped_by_its_node;
-        ends::unasked_stop(self.link.node(), asked, &mut result);
-        // Answers whose node's word never came were not taken (`Ended`,
-        // as the run's end tells them): not a first answer a later one
-        // is refused with.
-        for id in run.verdicts.end() {
-            self.answered.remove(&id);
-        }
-        {
-            let mut mirror = lock(&run.closer.mirror);
-            // The node ended it without its `Result` event: said here,
-            // after what it left open is answered.
-            let events = mirror.end_with(&result);
-            if !events.is_empty() {
-                ends::emit_closing(&run, &self.events, events, mirror);
-            }
-        }
-        let conversation = {
-            let mut state = crate::agent::turn_state_lock(&run.shared);
-            (state.closing, state.replaced) = (true, true);
-            (state.ends, state.kept_end) = (None, None);
-            // The node's, or (ended here, or its node could not send it:
-            // an `Ended` over the wire's limit goes without it) what it
-            // started from, and how it ended — never nothing, which a
-            // message would resume from the task alone.
-            // The node's holds what it took and never read: no longer
-            // unread here (read with it, it was written twice).
-            let conversation = conversation.filter(|c| !c.is_empty());
-            if conversation.is_some() {
-                state.steering.clear();
-            }
-            let conversation = conversation.unwrap_or_else(|| {
-                // A message it took and never read (the run ended here
-                // first) is in it, after its end, as a local close keeps
-                // one: lost, the resumed run lacked an instruction its
-                // parent was told it took (read before the end, it sat
-                // where no call had read it).
-                let mut kept = std::mem::take(&mut state.history);
-                kept.push(ChatMessage::assistant(result.text.clone(), Vec::new()));
-                while let Some(text) = state.steering.pop_front() {
-                    kept.push(ChatMessage::user(crate::agent::steering_text(&text)));
-                }
-                kept
-            });
-            state.history = conversation.clone();
-            conversation
-        };
-        crate::agent::spans::record_remote_end(&run.span, &result);
-        self.history = conversation;
-        self.turns_finished += 1;
-        self.usage.add(result.usage);
-        self.tool_calls += u64::from(result.tool_calls);
-        for (_, (_, reply)) in std::mem::take(&mut run.steers) {
-            let _ = reply.send(Err(Refused::Finished {
-                id: self.config.id.clone(),
-            }));
-        }
-        if let Some(reply) = run.reply.take() {
-            reply.send(result);
         }
     }
 }
