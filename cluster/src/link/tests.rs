@@ -103,16 +103,8 @@ async fn a_link_that_finds_its_node_restarted_loses_only_its_own_runs() {
     let reports = routes.lock()[&key].reports.clone();
     routes.insert(newer, ("b".to_owned(), 9), TOKEN, reports);
     lose_node(&inbox, &routes, ("b", Some(0)), "it restarted");
-    let agent_1 = AgentId::new("agent_1");
-    loop {
-        match events.recv().await {
-            Some(AgentEvent::ChildStatus(id, status)) if id == agent_1 && status.is_terminal() => {
-                break;
-            }
-            Some(_) => {}
-            None => panic!("the stream ended first"),
-        }
-    }
+    let ended = terminal_status(&mut events, &AgentId::new("agent_1"), 30).await;
+    assert_eq!(ended, Ok(SubAgentStatus::Failed));
     let kept: Vec<u64> = routes.lock().keys().copied().collect();
     assert_eq!(kept, [newer], "the new process's run is not lost");
     routes.lock().remove(&newer);

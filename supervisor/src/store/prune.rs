@@ -82,6 +82,9 @@ impl EnvelopeStore {
             // every closed thread stayed for the store's life).
             (self.earlier.write().unwrap_or_else(PoisonError::into_inner)).remove(&id);
             (self.resuming.lock().unwrap_or_else(PoisonError::into_inner)).remove(&id);
+            (self.held_for_resume.lock())
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
             report.removed.push(id);
         }
         self.prune_other_versions(now, &mut report);

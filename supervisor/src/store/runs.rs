@@ -422,7 +422,8 @@ impl EnvelopeStore {
     /// host's badge counted a wake the next showing settled unsent).
     pub(crate) fn give_back_owed(&self, id: &AgentId) {
         let mut list = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
-        let owed = self.map.get(id).is_some_and(|e| wake_still_owed(&e)) && !self.is_resuming(id);
+        let owed =
+            self.map.get(id).is_some_and(|e| wake_still_owed(&e)) && !self.hold_for_resume(id);
         if !list.contains(id) && owed {
             list.push(id.clone());
             let finished = |id: &AgentId| self.get(id).and_then(|e| e.finished_at_ms).unwrap_or(0);
@@ -448,7 +449,7 @@ impl EnvelopeStore {
             self.map
                 .get(id)
                 .is_some_and(|e| !e.forgotten && e.continued_as.is_none() && !e.cancelled)
-                && !self.is_resuming(id)
+                && !self.hold_for_resume(id)
         };
         let kept = |id: &AgentId| !list.contains(id) && goes_on(id);
         let mut back: Vec<AgentId> = ids.into_iter().filter(kept).collect();

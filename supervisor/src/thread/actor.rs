@@ -82,7 +82,7 @@ impl Actor for ThreadSupervisor {
             store_wakes_taken: false,
             gave_back: false,
             gave_back_ids: Vec::new(),
-            given_back_waiting: false,
+            given_back_waiting: Vec::new(),
         };
         Ok(state)
     }
@@ -358,8 +358,8 @@ impl Actor for ThreadSupervisor {
                     state.take_store_wakes();
                 }
             }
-            ThreadMsg::Internal(ThreadInternal::StoreWakesBack) => {
-                state.take_given_back();
+            ThreadMsg::Internal(ThreadInternal::StoreWakesBack(ids)) => {
+                state.take_given_back(ids);
                 state.deliver_wakes(&myself);
             }
             ThreadMsg::Internal(ThreadInternal::TurnEnded { wake }) => {

@@ -139,8 +139,9 @@ pub(crate) mod sealed {
         DeliverWakes,
         /// Sent by a killed thread's state as it is dropped (its ractor
         /// host read its termination): it gave the store's wakes it had
-        /// taken back, after this thread opened and took the store's.
-        StoreWakesBack,
+        /// taken back (these), after this thread opened and took the
+        /// store's; or by a resume that failed, its held wake offered again.
+        StoreWakesBack(Vec<subagents_messages::AgentId>),
         /// Sent by a registry (`Threads`) as it leaves the thread (a
         /// switch sent, its children stopping): off screen, a child's wake
         /// held until the leave is done (`OnScreen(false)`) or given up

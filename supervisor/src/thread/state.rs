@@ -72,7 +72,7 @@ pub(crate) struct ThreadState {
     /// A killed thread gave wakes back while this one's restart list was
     /// still to go out: taken once it has gone ([`ThreadState::take_given_back`]
     /// declines until then; nothing asked again, they were never taken).
-    pub(super) given_back_waiting: bool,
+    pub(super) given_back_waiting: Vec<AgentId>,
     /// The store's writes, in order (none without a store).
     pub(super) writer: Option<Writer>,
     /// What each child of this thread was asked, until its final
@@ -191,7 +191,8 @@ impl EnvelopeArchive for Archive {
         }
         for taker in self.store.takers_of(std::slice::from_ref(id)) {
             let taker: ractor::ActorRef<ThreadMsg> = taker.into();
-            let _ = taker.cast(ThreadMsg::Internal(ThreadInternal::StoreWakesBack));
+            let back = ThreadInternal::StoreWakesBack(vec![id.clone()]);
+            let _ = taker.cast(ThreadMsg::Internal(back));
         }
     }
 

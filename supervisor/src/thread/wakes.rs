@@ -74,27 +74,27 @@ impl ThreadState {
     /// the store's (found none: the killed state held them): taken as at
     /// a showing — now if shown, else when it is next. A restart list of
     /// its own not yet settled is kept; the given-back list waits then.
-    pub(super) fn take_given_back(&mut self) {
-        // Its own restart list first: asked again once that has gone
-        // (never asked again, the wakes given back waited for a showing
-        // that, shown already, this thread never has).
+    pub(super) fn take_given_back(&mut self, ids: Vec<AgentId>) {
+        // Its own restart list first: taken once that has gone (declined,
+        // they were never asked again, and stayed interrupted).
         if self.store_wakes_taken && !self.restarted.is_empty() {
-            self.given_back_waiting = true;
+            self.given_back_waiting.extend(ids);
+            return;
         }
-        if self.store_wakes_taken && self.restarted.is_empty() {
+        if self.store_wakes_taken {
             self.store_wakes_taken = false;
             // Off screen, taken they were dropped (a wake off screen goes
             // nowhere) and lost for the process: left for the showing —
-            // and settled by a clear or a close before it, as a switch's.
+            // and, those given back to it, settled by a clear or a close
+            // before it, as a switch's (not another thread's given back
+            // for its own showing, listed beside them).
             if self.wakes.is_on_screen() && !self.wakes.is_held() {
                 self.take_store_wakes();
             } else {
-                // Its to settle at a clear or a close before the showing,
-                // as if it had given them back itself (a killed thread's:
-                // nobody else will).
                 if let Some(store) = &self.store {
-                    let wakes = store.wakes_of(self.id.as_ref());
-                    self.gave_back_ids.extend(wakes);
+                    let listed = store.wakes_of(self.id.as_ref());
+                    let mine = ids.into_iter().filter(|id| listed.contains(id));
+                    self.gave_back_ids.extend(mine);
                 }
                 self.gave_back = true;
             }
@@ -145,6 +145,14 @@ impl ThreadState {
         // Settled: not given back by a kill later in a close (the drop
         // below), nor delivered.
         self.restarted.clear();
+        // Given back to it while its restart list waited: its own too.
+        let waiting = std::mem::take(&mut self.given_back_waiting);
+        if let (false, Some(store)) = (waiting.is_empty(), &self.store) {
+            let listed = store.wakes_of(self.id.as_ref());
+            let mine = waiting.into_iter().filter(|id| listed.contains(id));
+            self.gave_back_ids.extend(mine);
+            self.gave_back = true;
+        }
         self.settle_given_back();
     }
 
@@ -202,8 +210,9 @@ impl ThreadState {
             if self.restarted.first() == Some(&child) {
                 let restarted = std::mem::take(&mut self.restarted);
                 // Wakes a killed thread gave back meanwhile: queued behind.
-                if std::mem::take(&mut self.given_back_waiting) {
-                    self.take_given_back();
+                let waiting = std::mem::take(&mut self.given_back_waiting);
+                if !waiting.is_empty() {
+                    self.take_given_back(waiting);
                 }
                 // Only what can still go on: read as the wake goes out,
                 // after the host's first turn, which may have resumed one
@@ -328,7 +337,8 @@ impl Drop for ThreadState {
         // store's wakes and found none: told to take them now.
         for taker in store.takers_of(&owed) {
             let taker: ActorRef<ThreadMsg> = taker.into();
-            let _ = taker.cast(ThreadMsg::Internal(ThreadInternal::StoreWakesBack));
+            let back = ThreadInternal::StoreWakesBack(owed.clone());
+            let _ = taker.cast(ThreadMsg::Internal(back));
         }
     }
 }

@@ -80,26 +80,12 @@ async fn a_wait_that_gave_up_holds_nothing_in_the_hub() {
 async fn a_child_abandoned_after_its_turn_ended_goes_to_the_background() {
     use crate::delegation::DelegationBuilder;
     use crate::scripted::{Reply, ScriptedModel};
-    use subagents_messages::{ChildRequest, ToolUseId};
     let model = ScriptedModel::new(Vec::new()).with_script("Worker\n", vec![Reply::answer("done")]);
     let (parent, _events) = DelegationBuilder::new(model.shared())
         .spawn()
         .await
         .unwrap();
-    let asker = parent.agent.id().clone();
-    let mut request = ChildRequest::new(
-        asker,
-        0,
-        ToolUseId::new("call_1"),
-        "Worker\nYou work.",
-        "go",
-    );
-    request.stop_if_abandoned = true;
-    let spawned = parent
-        .hub
-        .request_child(request, tracing::Span::none(), None);
-    let id = spawned.await.unwrap();
-    parent.hub.wait(&id, None).await;
+    let id = an_inline_worker_stopped_if_abandoned(&parent).await;
     let hub = ActorRef::<HubMsg>::from(parent.hub.actor().clone());
     let abandoned = HubInternal::Abandoned {
         id: id.clone(),
@@ -175,7 +161,6 @@ impl crate::model::Model for AbandonAfterItsAnswer {
 async fn a_child_abandoned_as_its_turn_ends_goes_to_the_background() {
     use crate::delegation::DelegationBuilder;
     use crate::scripted::{Reply, ScriptedModel};
-    use subagents_messages::{ChildRequest, ToolUseId};
     let window = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for turns in 0..12 {
         let inner =
@@ -194,20 +179,7 @@ async fn a_child_abandoned_as_its_turn_ends_goes_to_the_background() {
             .unwrap();
         let _ = hub.set(parent.hub.clone());
         let before = window.load(std::sync::atomic::Ordering::SeqCst);
-        let asker = parent.agent.id().clone();
-        let mut request = ChildRequest::new(
-            asker,
-            0,
-            ToolUseId::new("call_1"),
-            "Worker\nYou work.",
-            "go",
-        );
-        request.stop_if_abandoned = true;
-        let spawned = parent
-            .hub
-            .request_child(request, tracing::Span::none(), None);
-        let id = spawned.await.unwrap();
-        parent.hub.wait(&id, None).await;
+        let id = an_inline_worker_stopped_if_abandoned(&parent).await;
         while window.load(std::sync::atomic::Ordering::SeqCst) - before < 1_000_000 {
             tokio::task::yield_now().await;
         }
@@ -229,4 +201,21 @@ async fn a_child_abandoned_as_its_turn_ends_goes_to_the_background() {
         !window.is_multiple_of(1_000),
         "no abandon landed as the turn ended: {window}"
     );
+}
+
+/// `parent`'s hub asked for an inline `Worker` child that stops if
+/// abandoned, nobody waiting on it (a host's request, as a cut call
+/// leaves one): its id, once it has ended.
+async fn an_inline_worker_stopped_if_abandoned(parent: &crate::DelegatingAgent) -> AgentId {
+    use subagents_messages::{ChildRequest, ToolUseId};
+    let asker = parent.agent.id().clone();
+    let call = ToolUseId::new("call_1");
+    let mut request = ChildRequest::new(asker, 0, call, "Worker\nYou work.", "go");
+    request.stop_if_abandoned = true;
+    let spawned = parent
+        .hub
+        .request_child(request, tracing::Span::none(), None);
+    let id = spawned.await.unwrap();
+    parent.hub.wait(&id, None).await;
+    id
 }

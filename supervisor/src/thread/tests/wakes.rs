@@ -133,15 +133,7 @@ async fn a_restart_wake_with_nobody_left_to_list_holds_no_later_wake() {
     assert_eq!(store.prune().removed, [AgentId::new("agent_1")]);
     thread.typing(false).unwrap();
     thread.send_user("start one").unwrap();
-    let woken = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(event) = events.recv().await {
-            if let AgentEvent::Wake { child, .. } = event {
-                return Some(child);
-            }
-        }
-        None
-    })
-    .await;
+    let woken = first_wake(&mut events, 20).await;
     assert_eq!(
         woken,
         Ok(Some(AgentId::new("agent_2"))),
@@ -159,6 +151,15 @@ async fn a_restart_wake_with_nobody_left_to_list_holds_no_later_wake() {
 /// on", as the give-back paths read it.
 #[tokio::test(start_paused = true)]
 async fn an_owed_wake_for_a_child_another_thread_resumes_does_not_go_out() {
+    // Held as it was to go out; or given back by a switch away first
+    // (review of this session's diff: the give-back dropped it, and the
+    // failed resume offered nothing again).
+    for switched in [false, true] {
+        held_for_a_resume(switched).await;
+    }
+}
+
+async fn held_for_a_resume(switched: bool) {
     use std::sync::Arc;
     use subagents_actors::clock::ManualClock;
 
@@ -201,21 +202,23 @@ async fn an_owed_wake_for_a_child_another_thread_resumes_does_not_go_out() {
     thread.sync().await.unwrap();
     // Another thread begins to resume it (its link not written yet).
     assert!(store.begin_resume(&agent_1));
+    if switched {
+        thread.on_screen(false).unwrap();
+        thread.sync().await.unwrap();
+    }
     thread.typing(false).unwrap();
-    let mut woken = tokio::time::timeout(Duration::from_secs(600), async {
-        while let Some(event) = events.recv().await {
-            if let AgentEvent::Wake { child, .. } = event {
-                return Some(child);
-            }
-        }
-        None
-    })
-    .await;
-    assert!(!matches!(woken, Ok(Some(_))), "woken: {woken:?}");
+    let mut woken = first_wake(&mut events, 600).await;
+    assert!(
+        !matches!(woken, Ok(Some(_))),
+        "{switched}: woken: {woken:?}"
+    );
     // Held, not settled (review of this session's diff: settled, a
     // resume that then failed — a refused spawn — left nobody woken, on
     // disk too): the resume fails, and the wake goes out after all.
-    assert!(store.get(&agent_1).unwrap().wake_owed, "settled while held");
+    assert!(
+        store.get(&agent_1).unwrap().wake_owed,
+        "{switched}: settled while held"
+    );
     use subagents_actors::hub::EnvelopeArchive;
     let other = crate::thread::state::Archive {
         store: store.clone(),
@@ -224,16 +227,11 @@ async fn an_owed_wake_for_a_child_another_thread_resumes_does_not_go_out() {
         approvals_floor: None,
     };
     other.resume_failed(&agent_1);
-    woken = tokio::time::timeout(Duration::from_secs(600), async {
-        while let Some(event) = events.recv().await {
-            if let AgentEvent::Wake { child, .. } = event {
-                return Some(child);
-            }
-        }
-        None
-    })
-    .await;
-    assert_eq!(woken, Ok(Some(agent_1)));
+    if switched {
+        thread.on_screen(true).unwrap();
+    }
+    woken = first_wake(&mut events, 600).await;
+    assert_eq!(woken, Ok(Some(agent_1)), "{switched}");
     thread.close_and_wait().await;
 }
 
@@ -246,6 +244,14 @@ async fn an_owed_wake_for_a_child_another_thread_resumes_does_not_go_out() {
 /// own restart wake has gone.
 #[tokio::test(start_paused = true)]
 async fn wakes_given_back_while_a_restart_wake_waits_are_taken_after_it() {
+    // And cleared before it went (review of this session's diff: the
+    // wakes given back were neither taken nor settled, for good).
+    for cleared in [false, true] {
+        given_back_while_a_restart_wake_waits(cleared).await;
+    }
+}
+
+async fn given_back_while_a_restart_wake_waits(cleared: bool) {
     use std::sync::Arc;
     use subagents_actors::clock::ManualClock;
     use subagents_messages::ThreadId;
@@ -319,6 +325,17 @@ async fn wakes_given_back_while_a_restart_wake_waits_are_taken_after_it() {
     k.actor().kill();
     let _ = k.actor().wait(None).await;
     t.sync().await.unwrap();
+    if cleared {
+        t.switch_away_forgetting().await.unwrap();
+        t.flush_persistence().await.unwrap();
+        assert_eq!(store.interrupted(), [], "stranded");
+        assert!(
+            !store.get(&agent_1).unwrap().wake_owed,
+            "owed after the clear"
+        );
+        t.close_and_wait().await;
+        return;
+    }
     t.typing(false).unwrap();
     let mut woken = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(600), async {
@@ -341,6 +358,15 @@ async fn wakes_given_back_while_a_restart_wake_waits_are_taken_after_it() {
 /// disk too. A close settles its own children's and what it gave back.
 #[tokio::test(start_paused = true)]
 async fn a_close_settles_only_the_wakes_its_thread_gave_back() {
+    // T gives its own back by a switch; or holds it for a resume that
+    // then fails, told of it off screen (review of this session's diff:
+    // told, it took every listed wake for its own, `agent_1` too).
+    for via_resume in [false, true] {
+        settles_only_its_own(via_resume).await;
+    }
+}
+
+async fn settles_only_its_own(via_resume: bool) {
     use std::sync::Arc;
     use subagents_actors::clock::ManualClock;
     use subagents_messages::ThreadId;
@@ -408,23 +434,52 @@ async fn a_close_settles_only_the_wakes_its_thread_gave_back() {
         thread.on_screen(true).unwrap();
         thread.sync().await.unwrap();
     }
+    if via_resume {
+        assert!(store.begin_resume(&agent_2));
+        t.typing(false).unwrap();
+        t.sync().await.unwrap();
+    }
     w.on_screen(false).unwrap();
     w.sync().await.unwrap();
     t.on_screen(false).unwrap();
     t.sync().await.unwrap();
+    if via_resume {
+        use subagents_actors::hub::EnvelopeArchive;
+        let other = crate::thread::state::Archive {
+            store: store.clone(),
+            errors: Default::default(),
+            thread: Some(ThreadId::new("u")),
+            approvals_floor: None,
+        };
+        other.resume_failed(&agent_2);
+        t.sync().await.unwrap();
+    }
     t.close_and_wait().await;
     // W shown again: its wake is there.
     w.on_screen(true).unwrap();
     w.typing(false).unwrap();
-    let wake = tokio::time::timeout(Duration::from_secs(600), async {
-        while let Some(event) = w_events.recv().await {
+    let wake = first_wake(&mut w_events, 600).await;
+    assert_eq!(
+        wake,
+        Ok(Some(agent_1)),
+        "{via_resume}: owed: {:?}",
+        store.owed_wakes()
+    );
+    w.close_and_wait().await;
+}
+
+/// The first wake on `events` within `secs` (virtual) seconds.
+async fn first_wake(
+    events: &mut subagents_actors::EventStream,
+    secs: u64,
+) -> Result<Option<AgentId>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(Duration::from_secs(secs), async {
+        while let Some(event) = events.recv().await {
             if let AgentEvent::Wake { child, .. } = event {
                 return Some(child);
             }
         }
         None
     })
-    .await;
-    assert_eq!(wake, Ok(Some(agent_1)), "owed: {:?}", store.owed_wakes());
-    w.close_and_wait().await;
+    .await
 }
