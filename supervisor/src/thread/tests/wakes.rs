@@ -171,24 +171,7 @@ async fn held_for_a_resume(switched: bool) {
     let open = || Arc::new(EnvelopeStore::open(tmp.path(), clock.clone()).unwrap().0);
     // A session whose background child finished, its wake held by the
     // user typing, then killed: the wake owed on disk.
-    {
-        let model = ScriptedModel::new(vec![
-            Reply::new().use_agent(&UseAgentCall::run("Quick\nYou work.", "work").background()),
-            Reply::answer("Started."),
-        ])
-        .with_script("Quick\n", vec![Reply::answer("done quickly")]);
-        let config = ThreadConfig::new(DelegationBuilder::new(model.shared()).clock(clock.clone()))
-            .store(open());
-        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
-        thread.typing(true).unwrap();
-        thread.send_user("go").unwrap();
-        super::until_result(&mut events).await;
-        let done = thread.envelope(&AgentId::new("agent_1")).await.unwrap();
-        assert_eq!(done.map(|e| e.status), Some(SubAgentStatus::Done));
-        thread.flush_persistence().await.unwrap();
-        thread.actor().kill();
-        let _ = thread.actor().wait(None).await;
-    }
+    owed_by_an_earlier_session(&open(), &clock, &[None]).await;
     let store = open();
     let agent_1 = AgentId::new("agent_1");
     assert_eq!(store.owed_wakes(), std::slice::from_ref(&agent_1));
@@ -387,31 +370,7 @@ async fn settles_only_its_own(via_resume: bool) {
     };
     // A session: an unnamed thread's `agent_1` and thread `t`'s `agent_2`
     // finished, each wake held by the user typing, then killed: owed.
-    {
-        let store = open();
-        let mut threads = Vec::new();
-        for (name, id) in [("One", None), ("Two", Some("t"))] {
-            let model = ScriptedModel::new(vec![
-                Reply::new().use_agent(
-                    &UseAgentCall::run(format!("{name}\nYou work."), "work").background(),
-                ),
-                Reply::answer("Started."),
-            ])
-            .with_script(format!("{name}\n"), vec![Reply::answer("done")]);
-            let (thread, mut events) = ThreadHandle::spawn(config(model, &store, id), None)
-                .await
-                .unwrap();
-            thread.typing(true).unwrap();
-            thread.send_user("go").unwrap();
-            super::until_result(&mut events).await;
-            thread.flush_persistence().await.unwrap();
-            threads.push(thread);
-        }
-        for thread in threads {
-            thread.actor().kill();
-            let _ = thread.actor().wait(None).await;
-        }
-    }
+    owed_by_an_earlier_session(&open(), &clock, &[None, Some("t")]).await;
     let store = open();
     let (agent_1, agent_2) = (AgentId::new("agent_1"), AgentId::new("agent_2"));
     assert_eq!(store.owed_wakes(), [agent_1.clone(), agent_2.clone()]);
@@ -482,4 +441,43 @@ async fn first_wake(
         None
     })
     .await
+}
+
+/// A session on `store`: one thread per entry of `threads` (its id, or
+/// none), in order, each starting a background child that finishes while
+/// the user types — its wake held — then killed: each wake owed on disk
+/// (`agent_1`, `agent_2`, … in that order).
+async fn owed_by_an_earlier_session(
+    store: &std::sync::Arc<crate::store::EnvelopeStore>,
+    clock: &std::sync::Arc<subagents_actors::clock::ManualClock>,
+    threads: &[Option<&str>],
+) {
+    let mut killed = Vec::new();
+    for (n, id) in threads.iter().enumerate() {
+        let name = format!("Worker {n}");
+        let model = ScriptedModel::new(vec![
+            Reply::new()
+                .use_agent(&UseAgentCall::run(format!("{name}\nYou work."), "work").background()),
+            Reply::answer("Started."),
+        ])
+        .with_script(format!("{name}\n"), vec![Reply::answer("done")]);
+        let builder = DelegationBuilder::new(model.shared()).clock(clock.clone());
+        let mut config = crate::thread::ThreadConfig::new(builder).store(store.clone());
+        if let Some(id) = id {
+            config = config.id(subagents_messages::ThreadId::new(*id));
+        }
+        let (thread, mut events) = ThreadHandle::spawn(config, None).await.unwrap();
+        thread.typing(true).unwrap();
+        thread.send_user("go").unwrap();
+        super::until_result(&mut events).await;
+        let child = AgentId::new(format!("agent_{}", n + 1));
+        let done = thread.envelope(&child).await.unwrap();
+        assert_eq!(done.map(|e| e.status), Some(SubAgentStatus::Done));
+        thread.flush_persistence().await.unwrap();
+        killed.push(thread);
+    }
+    for thread in killed {
+        thread.actor().kill();
+        let _ = thread.actor().wait(None).await;
+    }
 }
