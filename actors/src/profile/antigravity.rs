@@ -7,6 +7,7 @@
 use serde::de;
 use serde_json::Value;
 
+use super::codex_tables::deny;
 use super::fields::Frontmatter;
 use super::modes::CANNOT_ENFORCE;
 
@@ -20,7 +21,7 @@ pub(super) fn key<E: de::Error>(key: &str, value: Value, fm: &mut Frontmatter) -
         ("subagent", Value::Bool(false)) => fm.disabled = Some(true),
         ("subagent" | "mainAgent", Value::Bool(_)) => {}
         // Not the parent's MCP tools: every one denied.
-        ("inheritMcp", Value::Bool(false)) => deny(fm, "mcp__*"),
+        ("inheritMcp", Value::Bool(false)) => deny(fm, "mcp__*".to_owned()),
         ("inheritMcp", Value::Bool(true)) => {}
         ("commandExecutionPolicy", policy) => match policy.as_str().map(str::trim) {
             // Its ways of running commands without asking, or in its
@@ -44,12 +45,12 @@ pub(super) fn key<E: de::Error>(key: &str, value: Value, fm: &mut Frontmatter) -
         ("allowed_subagents" | "subagents", Value::Array(names))
             if names.iter().any(|n| n.as_str().map(str::trim) == Some("*")) => {}
         ("subagents", Value::Bool(true)) => {}
-        ("allowed_subagents" | "subagents", Value::Bool(false)) => deny(fm, "use_agent"),
+        ("allowed_subagents" | "subagents", Value::Bool(false)) => deny(fm, "use_agent".to_owned()),
         ("allowed_subagents" | "subagents", value) => {
             if !matches!(&value, Value::Array(names) if names.is_empty()) {
                 fm.not_applied.push(key.to_owned());
             }
-            deny(fm, "use_agent");
+            deny(fm, "use_agent".to_owned());
         }
         (_, other) => {
             return Err(E::custom(format!(
@@ -69,7 +70,3 @@ pub(super) const KEYS: &[&str] = &[
     "allowed_subagents",
     "subagents",
 ];
-
-fn deny(fm: &mut Frontmatter, tool: &str) {
-    fm.tool_switches.push((tool.to_owned(), false));
-}

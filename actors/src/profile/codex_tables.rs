@@ -183,6 +183,6 @@ fn feature_tool(feature: &str) -> Option<&'static str> {
 }
 
 /// Denies `tool` (as a `[tools]` switch turned off does).
-fn deny(fm: &mut Frontmatter, tool: String) {
+pub(super) fn deny(fm: &mut Frontmatter, tool: String) {
     fm.tool_switches.push((tool, false));
 }

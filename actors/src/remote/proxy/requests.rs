@@ -221,10 +221,8 @@ impl ProxyState {
                 let taken = crate::agent::turn_state_lock(&run.shared)
                     .steering
                     .contains(text);
-                let count =
-                    |texts: &mut dyn Iterator<Item = &String>| texts.filter(|t| *t == text).count();
-                let sent = count(&mut run.steers.values().map(|(t, _)| t));
-                let read = count(&mut run.read_ahead.iter());
+                let sent = run.steers.values().filter(|(t, _)| t == text).count();
+                let read = run.read_ahead.iter().filter(|t| *t == text).count();
                 (!taken && sent <= read).then(|| "read a message its parent never sent".to_owned())
             }
             _ => None,

@@ -91,10 +91,7 @@ fn a_prunes_failed_removals_are_in_child_number_order() {
     let (store, _) = EnvelopeStore::open(tmp.path(), clock.clone()).unwrap();
     for id in ["agent_10", "agent_2"] {
         store.save(&done(id)).unwrap();
-        // A directory in its file's place: its removal fails (as root too).
-        let path = store.path_of(&AgentId::new(id));
-        std::fs::remove_file(&path).unwrap();
-        std::fs::create_dir_all(path.join("held")).unwrap();
+        unremovable(&store, id);
     }
     clock.set(T0 + 2 * DAY);
     let failed: Vec<String> = (store.prune().failed.iter())
@@ -122,9 +119,7 @@ fn a_forgets_failed_writes_are_in_child_number_order() {
         let mut envelope = done(id);
         envelope.thread = Some(thread.clone());
         store.save(&envelope).unwrap();
-        let path = store.path_of(&AgentId::new(id));
-        std::fs::remove_file(&path).unwrap();
-        std::fs::create_dir_all(path.join("held")).unwrap();
+        unremovable(&store, id);
     }
     let failed: Vec<String> = (store.forget_thread(&thread).unwrap().iter())
         .map(|e| e.to_string())
@@ -293,4 +288,12 @@ fn a_pruned_child_is_no_earlier_sessions_any_more() {
     assert_eq!(store.prune().removed, std::slice::from_ref(&one));
     assert!(!store.is_from_earlier_session(&one));
     assert!(!store.is_resuming(&one));
+}
+
+/// `id`'s file made one neither removed nor written: a directory in its
+/// place (fails as root too).
+fn unremovable(store: &EnvelopeStore, id: &str) {
+    let path = store.path_of(&AgentId::new(id));
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir_all(path.join("held")).unwrap();
 }
