@@ -179,13 +179,16 @@ impl Scenario {
     /// Adds up to `max` of seeded latency before each model call, to vary
     /// interleavings by seed (deterministic for a seed), in whole
     /// milliseconds: 0 to `max`, or 0 to 1 ms for a `max` under one
-    /// (virtual time resolves to 1 ms).
+    /// (virtual time resolves to 1 ms). Without one (the default) the
+    /// seed varies nothing: every seed gives the same run.
     pub fn jitter(mut self, max: Duration) -> Self {
         self.jitter = max;
         self
     }
 
-    /// Runs in a fresh paused current-thread runtime.
+    /// Runs in a fresh paused current-thread runtime. The seed draws the
+    /// [`Scenario::jitter`]'s delays (none without one); say it in a
+    /// failure's message, so the run can be replayed.
     ///
     /// # Panics
     /// If called from inside a tokio runtime (use [`Scenario::run_async`]),

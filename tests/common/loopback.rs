@@ -62,6 +62,9 @@ pub struct Loopback {
     /// the reports between and the event take the verdict's number, it
     /// the event's; the two come a second after the event was sent.
     pub verdict_after_read: Arc<AtomicBool>,
+    /// With `verdict_after_read`: the verdict never comes (lost on its
+    /// way); the event that read the message does, at once.
+    pub lose_verdict_after_read: Arc<AtomicBool>,
     /// Its labels, for `Placement::Labels`.
     pub labels: Vec<String>,
     /// The node never receives a stop (lost on its way): its run goes on.
@@ -136,6 +139,7 @@ impl Loopback {
             lose_approvals: Arc::new(AtomicBool::new(false)),
             slow_ended: Arc::new(AtomicBool::new(false)),
             verdict_after_read: Arc::new(AtomicBool::new(false)),
+            lose_verdict_after_read: Arc::new(AtomicBool::new(false)),
             labels: Vec::new(),
             lose_stops: Arc::new(AtomicBool::new(false)),
             drop_ended: Arc::new(AtomicBool::new(false)),
@@ -208,6 +212,7 @@ impl NodeLink for Loopback {
         let drop_ended = self.drop_ended.clone();
         let silent = self.silent.clone();
         let verdict_after_read = self.verdict_after_read.clone();
+        let lose_verdict = self.lose_verdict_after_read.clone();
         let held_verdict: Mutex<Option<RunReport>> = Mutex::new(None);
         // (a `ToolStarted` went by, reports dropped since)
         let skipping: Mutex<(bool, u64)> = Mutex::new((false, 0));
@@ -292,6 +297,13 @@ impl NodeLink for Loopback {
                 }
                 if let Some(verdict) = held.as_mut() {
                     std::mem::swap(&mut report.seq, &mut verdict.seq);
+                    if matches!(report.body, ReportBody::Event(AgentEvent::Steered(_)))
+                        && lose_verdict.load(Ordering::SeqCst)
+                    {
+                        held.take();
+                        reports.report(report);
+                        return;
+                    }
                     if matches!(report.body, ReportBody::Event(AgentEvent::Steered(_))) {
                         // A second later (a hop): what came before is
                         // handled (written) first.

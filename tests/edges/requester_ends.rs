@@ -181,3 +181,119 @@ async fn a_close_as_a_child_finishes_stops_the_queued_ones_it_freed_a_slot_for()
         assert_eq!(envelope.error.as_deref(), Some("stopped before it started"));
     }
 }
+
+/// Arms its hold when the child `id` finishes: observers are told after
+/// the hub's handler read its clock for that finish and before the slot
+/// is freed, so the next reading is the start of the child it admits.
+struct ArmOnFinish {
+    id: AgentId,
+    held: Arc<Held>,
+}
+
+impl HubObserver for ArmOnFinish {
+    fn finished(&self, envelope: &Envelope) {
+        if envelope.id == self.id {
+            self.held.arm();
+        }
+    }
+}
+
+/// A queued grandchild admitted (its sibling finished) on one worker as
+/// its requester's turn ends on the other, between the hub's check that
+/// the turn is open and the grandchild's `ChildRunning`: the check
+/// passed, the turn closed with its `Result`, and the hub then said
+/// `ChildRunning` into the ended row and started the grandchild for
+/// nobody (a model call, then "stopped while running"). Its start is
+/// said under the requester's turn lock, only while the turn is open —
+/// as a request's `ChildStarted` is; otherwise it stops before it
+/// started.
+#[test]
+fn a_queued_grandchild_admitted_as_its_requesters_turn_ends_on_another_worker_is_not_started() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (held, inside, go) = Held::new();
+        let hold = Arc::new(tokio::sync::Notify::new());
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&work_call("Child", 0, true).tools(["hold", "sleep"])),
+            Reply::answer("parent: done"),
+        ])
+        .with_script(
+            "Child\n",
+            vec![
+                Reply::new()
+                    .use_agent(&work_call("Holder", 1, false))
+                    .use_agent(&work_call("Waiter", 0, false)),
+                Reply::new().tool_call("hold", "{}"),
+                Reply::answer("child: done"),
+            ],
+        )
+        .with_script("Holder\n", worker(1))
+        .with_script("Waiter\n", vec![Reply::answer("waiter: ran")]);
+        let (parent, mut events) = DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(Sleep).with(Hold(hold.clone())))
+            .max_depth(2)
+            .max_live(1)
+            .clock(Arc::new(HeldClock(held.clone())))
+            .observer(Arc::new(ArmOnFinish {
+                id: AgentId::new("agent_2"),
+                held,
+            }))
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        let child = AgentId::new("agent_1");
+        let waiter = AgentId::new("agent_3");
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(c, inner) if *c == child
+                && matches!(&**inner, AgentEvent::ToolStarted(call) if call.name == "hold"))
+        })
+        .await;
+        assert!(
+            row_of(&log, "agent_1").iter().any(|e| matches!(e,
+                AgentEvent::ChildStatus(id, SubAgentStatus::Queued) if *id == waiter)),
+            "the waiter is queued: {log:#?}"
+        );
+        // The holder finishes (a second of sleep); the hub then admits the
+        // waiter and is held reading its clock for its start.
+        until_held(inside, "the hub starts the queued grandchild").await;
+        hold.notify_one();
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(c, inner) if *c == child
+                && matches!(&**inner, AgentEvent::Result(_)))
+        })
+        .await;
+        go.send(()).unwrap();
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Result(_))
+        })
+        .await;
+
+        parent.shutdown_and_wait().await;
+        drain(&mut events, &mut log);
+        let row = row_of(&log, "agent_1");
+        let end = row
+            .iter()
+            .position(|e| matches!(e, AgentEvent::Result(_)))
+            .unwrap();
+        assert!(
+            !row[end + 1..].iter().any(|e| matches!(e,
+                AgentEvent::ChildRunning(id) | AgentEvent::Child(id, _) if *id == waiter)),
+            "after its Result: {:#?}",
+            &row[end..]
+        );
+        let envelope = parent.hub.status(&waiter).unwrap();
+        assert_eq!(envelope.status, SubAgentStatus::Stopped, "{envelope:#?}");
+        assert_eq!(envelope.error.as_deref(), Some("stopped before it started"));
+        assert!(envelope.started_at_ms.is_none(), "{envelope:#?}");
+        assert!(
+            !log.iter().any(|e| format!("{e:?}").contains("waiter: ran")),
+            "the waiter ran"
+        );
+    });
+}

@@ -121,3 +121,53 @@ async fn a_message_a_remote_child_read_before_its_verdict_is_written() {
     );
     thread.close_and_wait().await;
 }
+
+/// Same instant, across nodes: a remote child's node read a message (its
+/// `Steered` event came, folded into the run's conversation) and the run
+/// ended here before the node's verdict on it came (its node lost). The
+/// end refused every message still waiting for a verdict: the sender was
+/// told "it had finished", sent again, and the run resumed from a
+/// conversation that held the message already read it a second time. A
+/// message its node read is taken: its sender hears `running`, as from a
+/// local child that read it before its turn ended.
+#[tokio::test(start_paused = true)]
+async fn a_message_a_remote_child_read_is_taken_though_its_run_ends_before_the_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let model = a_parent_that_tells(vec![
+        Reply::new().tool_call("sleep", r#"{"secs":100}"#),
+        Reply::answer("done").delay(Duration::from_secs(3600)),
+        Reply::answer("resumed"),
+    ]);
+    let (thread, mut events, node) = a_thread_placing_with(model, &store, true, 2).await;
+    for knob in [&node.verdict_after_read, &node.lose_verdict_after_read] {
+        knob.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolStarted(_)))
+    })
+    .await;
+    thread.send_user("tell it").unwrap();
+    until(&mut events, &mut log, a_child_read).await;
+    // Read there; its verdict is not here yet, and the node is lost.
+    node.kill();
+    until_result(&mut events, &mut log).await;
+    let sent = results_of(&log, "use_agent").pop().unwrap();
+    assert_eq!(json(&sent.0)["status"], "running", "{}", sent.0);
+    thread.sync().await.unwrap();
+    thread.flush_persistence().await.unwrap();
+    let saved = saved(&store);
+    let read = saved
+        .iter()
+        .filter(|m| **m == format!("User: {STEERED}"))
+        .count();
+    assert_eq!(read, 1, "{saved:?}");
+    assert!(
+        store.get(&AgentId::new("agent_2")).is_none(),
+        "no second run: {log:#?}"
+    );
+    thread.close_and_wait().await;
+}

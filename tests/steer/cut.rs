@@ -93,3 +93,54 @@ async fn a_message_a_running_child_took_survives_a_cut_before_its_next_model_cal
         thread.close_and_wait().await;
     }
 }
+
+/// A message taken during a call whose answer the model's output limit
+/// cut, with no calls (answered `running`: "it reads your message at its
+/// next model call"): the turn ended at once on the output-limit partial
+/// and no call read it — though a call was still possible, as after an
+/// answer that looked final. The cut answer stays, the message follows
+/// it, and the next call reads it.
+#[tokio::test(start_paused = true)]
+async fn a_message_during_an_answer_the_output_limit_cut_is_read_by_the_next_call() {
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false).max_iterations(5)),
+        Reply::answer("Started."),
+        Reply::new()
+            .use_agent(&UseAgentCall::send("agent_1", "one more thing"))
+            .delay(Duration::from_secs(5)),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":1}"#),
+            Reply::new()
+                .text("worked 1")
+                .truncated("length")
+                .delay(Duration::from_secs(10)),
+            Reply::answer("read it"),
+        ],
+    );
+    let gate = GateHandle::spawn(2).await.unwrap();
+    let (thread, mut events) = thread_with(DelegationBuilder::new(model.shared()).gate(gate)).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let (sent, _) = results_of(&log, "use_agent").pop().unwrap();
+    assert_eq!(json(&sent)["status"], "running", "{sent}");
+    assert!(
+        log.iter().any(|e| matches!(e, AgentEvent::Child(_, inner)
+            if matches!(&**inner, AgentEvent::Steered(t) if t == "one more thing"))),
+        "read by the running turn: {log:#?}"
+    );
+    let child = thread.hub().status(&AgentId::new("agent_1")).unwrap();
+    assert_eq!(child.status, SubAgentStatus::Done, "{child:#?}");
+    assert_eq!(child.result.as_deref(), Some("read it"), "{child:#?}");
+    thread.close_and_wait().await;
+}

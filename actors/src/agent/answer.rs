@@ -1,7 +1,8 @@
-//! What an answer leaves: an id of its own for each of its calls, and the
-//! text of a partial result when a limit cut the turn.
+//! What an answer leaves: an id of its own for each of its calls, the
+//! text of a partial result when a limit cut the turn, and the tool
+//! choice the next call may still send.
 
-use subagents_messages::{LimitKind, Limits, ToolCall, ToolUseId};
+use subagents_messages::{LimitKind, Limits, ModelRequest, Role, ToolCall, ToolChoice, ToolUseId};
 
 use crate::agent::turn_state::Progress;
 
@@ -158,6 +159,43 @@ pub(crate) fn stopped_result(progress: &Progress) -> String {
 fn push_count(text: &mut String, n: u32) {
     let (digits, at) = crate::hub::decimal(u64::from(n));
     text.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
+/// A choice that forces a tool (`required`, a named one) holds only
+/// until the turn has tool results: sent again, it forced a tool after
+/// every result, so no turn could answer — each ran to its model-call
+/// limit, the forced tool (a POST, a write) run at every call. Reset, the
+/// server's default (`auto`) applies, as agent loops elsewhere do
+/// (openai-agents' `reset_tool_choice`).
+///
+/// A forced function the call does not offer (a child narrowed to other
+/// tools than its host's `child_request_options` force) is not sent
+/// either: servers refuse the pair (400) and every call of the turn
+/// failed.
+pub(crate) fn honoured_choice_reset(request: &mut ModelRequest) {
+    if let Some(ToolChoice::Function(name)) = &request.options.tool_choice
+        && !request.tools.iter().any(|t| &t.name == name)
+    {
+        request.options.tool_choice = None;
+        return;
+    }
+    let forced = matches!(
+        request.options.tool_choice,
+        Some(ToolChoice::Required | ToolChoice::Function(_))
+    );
+    // Tool results since the last user message (the turn's input, a
+    // message sent to it): the forced call was made.
+    let answered = || {
+        request
+            .messages
+            .iter()
+            .rev()
+            .take_while(|m| m.role != Role::User)
+            .any(|m| m.role == Role::Tool)
+    };
+    if forced && answered() {
+        request.options.tool_choice = None;
+    }
 }
 
 #[cfg(test)]

@@ -9,11 +9,10 @@ use std::sync::atomic::AtomicU64;
 use futures_util::StreamExt;
 use ractor::ActorRef;
 use subagents_messages::{
-    AgentEvent, AgentResult, ChatMessage, LimitKind, ModelChunk, ModelRequest, Outcome, Role,
-    ToolCall, ToolChoice,
+    AgentEvent, AgentResult, ChatMessage, LimitKind, ModelChunk, ModelRequest, Outcome, ToolCall,
 };
 
-use crate::agent::answer::{partial_result, unique_ids};
+use crate::agent::answer::{honoured_choice_reset, partial_result, unique_ids};
 use crate::agent::call;
 use crate::agent::config::AgentConfig;
 use crate::agent::msg::AgentMsg;
@@ -165,6 +164,12 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
         // the model reads why and may try again.
         let cut = match truncated {
             Some(reason) if calls.is_empty() => {
+                // A message taken during it is read by a next call, as
+                // after an answer that looked final (the cut one stays).
+                if !complete_unless_steered(&ctx.shared, &limits, || ctx.past_wall_clock()) {
+                    ctx.sink.stepped();
+                    continue;
+                }
                 let progress = ctx.with(|t| {
                     t.progress.cut = Some(reason.clone());
                     t.progress.clone()
@@ -216,43 +221,6 @@ enum ModelEnd {
 /// What one model call gave: its text, its tool calls, and why it was
 /// cut if it was (`finish_reason`).
 type Answer = (String, Vec<ToolCall>, Option<String>);
-
-/// A choice that forces a tool (`required`, a named one) holds only
-/// until the turn has tool results: sent again, it forced a tool after
-/// every result, so no turn could answer — each ran to its model-call
-/// limit, the forced tool (a POST, a write) run at every call. Reset, the
-/// server's default (`auto`) applies, as agent loops elsewhere do
-/// (openai-agents' `reset_tool_choice`).
-///
-/// A forced function the call does not offer (a child narrowed to other
-/// tools than its host's `child_request_options` force) is not sent
-/// either: servers refuse the pair (400) and every call of the turn
-/// failed.
-fn honoured_choice_reset(request: &mut ModelRequest) {
-    if let Some(ToolChoice::Function(name)) = &request.options.tool_choice
-        && !request.tools.iter().any(|t| &t.name == name)
-    {
-        request.options.tool_choice = None;
-        return;
-    }
-    let forced = matches!(
-        request.options.tool_choice,
-        Some(ToolChoice::Required | ToolChoice::Function(_))
-    );
-    // Tool results since the last user message (the turn's input, a
-    // message sent to it): the forced call was made.
-    let answered = || {
-        request
-            .messages
-            .iter()
-            .rev()
-            .take_while(|m| m.role != Role::User)
-            .any(|m| m.role == Role::Tool)
-    };
-    if forced && answered() {
-        request.options.tool_choice = None;
-    }
-}
 
 /// One model call, holding the gate only for its duration. `messages`
 /// is the whole request: the system prompt, then the conversation.

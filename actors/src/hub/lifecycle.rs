@@ -347,14 +347,32 @@ impl HubState {
                 Some(crate::hub::stop::STOPPED_QUEUED.into()),
             );
         }
-        let started = self.book.start(id, self.config.clock.now_ms());
-        if started.was_queued {
-            // It waited in the queue: its start is marked on the stream.
-            child.emit_beside(AgentEvent::ChildRunning(id.clone()));
-        }
-        if started.now_running {
-            child.emit_beside(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Running));
-        }
+        // Started and said under its requester's turn lock, only while
+        // that turn is open (as a request's `ChildStarted` is): its end on
+        // another worker since the check above would otherwise leave
+        // `ChildRunning` after its `Result`, a child started for nobody.
+        let now_ms = self.config.clock.now_ms();
+        let book = &self.book;
+        let mut started = None;
+        book.while_turn_open(&child.request.requester, || {
+            let now = book.start(id, now_ms);
+            if now.was_queued {
+                // It waited in the queue: its start is marked on the stream.
+                child.emit_beside(AgentEvent::ChildRunning(id.clone()));
+            }
+            if now.now_running {
+                child.emit_beside(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Running));
+            }
+            started = Some(now);
+        });
+        let Some(started) = started else {
+            return self.finish_child(
+                id,
+                SubAgentStatus::Stopped,
+                None,
+                Some(crate::hub::stop::STOPPED_QUEUED.into()),
+            );
+        };
         let mut system_prompt = child.request.system_prompt.clone();
         if let Some(instructions) = &self.config.instructions {
             system_prompt.push_str("\n\n");

@@ -277,13 +277,21 @@ impl Book {
     /// The first `len` messages of run `at`'s conversation, following
     /// the runs it was resumed as to the one that holds it whole.
     fn start_of(&self, mut at: AgentId, len: usize) -> Option<Vec<ChatMessage>> {
-        // Bounded: each run names a later, distinct id.
-        for _ in 0..self.entries.len() {
+        // Bounded: each run names a later, distinct id — unless files
+        // written by another hand name a cycle, which holds nothing.
+        let mut ends = false;
+        for _ in 0..=self.entries.len() {
             let next = self.entries.get(&at)?.prefix_of.clone();
             match next {
                 Some(next) => at = next.0,
-                None => break,
+                None => {
+                    ends = true;
+                    break;
+                }
             }
+        }
+        if !ends {
+            return None;
         }
         let mut whole = self.conversation(&at)?;
         whole.truncate(len);
@@ -304,6 +312,11 @@ impl Book {
             let Some(from) = entry.seed.as_ref().and_then(|s| s.resumed_from.as_ref()) else {
                 return;
             };
+            // A run its files say it went on from (written by another
+            // hand) is no start of itself.
+            if from == id {
+                return;
+            }
             match entry.conversation.clone() {
                 Some(whole) => (from.clone(), whole),
                 None => return,
@@ -447,5 +460,56 @@ mod tests {
             said.iter().any(|m| m.content.contains("also this")),
             "{said:?}"
         );
+    }
+    /// Foreign input: a run whose files name it as its own next run
+    /// (`continued_as` and `resumed_from` both its own id, written by hand
+    /// or by a host's `save`) was folded into itself — its conversation
+    /// "the start of" itself — and the first read of it recursed until
+    /// the stack overflowed (the process aborted, no guard catches it).
+    /// A run is never folded into itself, and a chain of starts that does
+    /// not end reads nothing.
+    #[test]
+    fn a_run_named_as_its_own_next_run_is_read_not_recursed() {
+        let id = AgentId::new("agent_1");
+        let mut seed = ChildRequest::new(
+            AgentId::new("parent"),
+            0,
+            subagents_messages::ToolUseId::new("call_1"),
+            "Worker",
+            "the task",
+        );
+        seed.resumed_from = Some(id.clone());
+        let mut envelope =
+            crate::hub::book::requested(id.clone(), "Worker".into(), &seed, Vec::new(), 0);
+        envelope.status = SubAgentStatus::Done;
+        envelope.continued_as = Some(id.clone());
+        let book = Book::default();
+        let said = vec![
+            ChatMessage::user("the task"),
+            ChatMessage::assistant("done", Vec::new()),
+        ];
+        book.import(envelope, seed, said.clone());
+        assert_eq!(book.conversation(&id), Some(said.clone()));
+        assert_eq!(book.resume_from(&id).unwrap().conversation, said);
+
+        // A cycle of starts (two runs each the start of the other) reads
+        // nothing rather than recursing.
+        let other = AgentId::new("agent_2");
+        let seed = ChildRequest::new(
+            AgentId::new("parent"),
+            0,
+            subagents_messages::ToolUseId::new("call_2"),
+            "Worker",
+            "the task",
+        );
+        let envelope =
+            crate::hub::book::requested(other.clone(), "Worker".into(), &seed, Vec::new(), 0);
+        book.import(envelope, seed, Vec::new());
+        for (run, next) in [(&id, &other), (&other, &id)] {
+            if let Some(mut entry) = book.entries.get_mut(run) {
+                entry.prefix_of = Some(Box::new((next.clone(), 1)));
+            }
+        }
+        assert_eq!(book.conversation(&id), None);
     }
 }

@@ -256,10 +256,21 @@ impl ProxyState {
         self.turns_finished += 1;
         self.usage.add(result.usage);
         self.tool_calls += u64::from(result.tool_calls);
-        for (_, (_, reply)) in std::mem::take(&mut run.steers) {
-            let _ = reply.send(Err(crate::hub::Refused::Finished {
-                id: self.config.id.clone(),
-            }));
+        // Waiting for a verdict, refused — but one its node read (its
+        // `Steered` came first) is in the conversation kept: taken, as a
+        // local child's read before its turn ended (refused, it was sent
+        // again and read twice by the run that went on).
+        for (_, (text, reply)) in std::mem::take(&mut run.steers) {
+            let read = run.read_ahead.iter().position(|read| *read == text);
+            let _ = reply.send(match read {
+                Some(at) => {
+                    run.read_ahead.remove(at);
+                    Ok(crate::hub::Steered::Running)
+                }
+                None => Err(crate::hub::Refused::Finished {
+                    id: self.config.id.clone(),
+                }),
+            });
         }
         if let Some(reply) = run.reply.take() {
             reply.send(result);
