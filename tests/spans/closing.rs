@@ -151,13 +151,15 @@ async fn a_wake_after_its_hubs_stop_still_follows_the_childs_run() {
     thread.close_and_wait().await;
 }
 
-/// Reads `agent_1`'s envelope from another OS thread as any
-/// `invoke_agent` span closes (as a synchronous exporter sends it then):
-/// for each close, whose run it was and whether the read came back.
+/// Reads `agent_1`'s envelope from another OS thread as any span named
+/// `span` (`invoke_agent` by default) closes (as a synchronous exporter
+/// sends it then): for each close, whose run it was and whether the read
+/// came back.
 #[derive(Clone, Default)]
-struct ReadsAtClose {
-    hub: Arc<OnceLock<subagents::actors::hub::HubHandle>>,
-    answered: Arc<Mutex<Vec<(String, bool)>>>,
+pub(super) struct ReadsAtClose {
+    pub(super) hub: Arc<OnceLock<subagents::actors::hub::HubHandle>>,
+    pub(super) answered: Arc<Mutex<Vec<(String, bool)>>>,
+    pub(super) span: Option<&'static str>,
 }
 
 /// A run span's `gen_ai.agent.id`.
@@ -176,7 +178,8 @@ where
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(&id).filter(|s| s.name() == "invoke_agent") else {
+        let name = self.span.unwrap_or("invoke_agent");
+        let Some(span) = ctx.span(&id).filter(|s| s.name() == name) else {
             return;
         };
         let run = span.extensions().get::<RunOf>().map(|r| r.0.clone());

@@ -13,6 +13,7 @@ mod closing;
 mod common;
 mod edges;
 mod sender;
+mod tool_close;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -21,14 +21,18 @@ use tracing::Instrument;
 /// Answers a call the model asked for without running it (emitting its
 /// `ToolStarted` and an error `ToolResult`, under the turn's lock).
 pub(super) fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
+    // Its span is closed after the turn's lock is let go: a close runs
+    // every tracing layer (a synchronous exporter's send), and every
+    // read of the turn waited behind it.
+    let mut span = None;
     let answered = ctx.with(|t| {
         // Its span too only for a turn still open: a task running on
         // after a stop opened spans for calls the close had answered.
         if ctx.cut(t) {
             return false;
         }
-        let span = spans::execute_tool(&ctx.config, call);
-        spans::record_tool_end(&ctx.config, &span, &why, Some("not_run"));
+        let made = span.insert(spans::execute_tool(&ctx.config, call));
+        spans::record_tool_end(&ctx.config, made, &why, Some("not_run"));
         t.unstarted.pop_front();
         ctx.sink.emit(AgentEvent::ToolStarted(ToolStarted {
             tool_use_id: call.id.clone(),
@@ -46,6 +50,7 @@ pub(super) fn refuse_call(ctx: &TurnContext, call: &ToolCall, why: String) {
         }
         emitted
     });
+    drop(span);
     if answered {
         ctx.sink.stepped();
     }

@@ -317,6 +317,9 @@ pub(crate) fn close(
     state.ends = None;
     let mut ended = None;
     let mut answered = false;
+    // The cut call's span, closed once the locks are let go (a close runs
+    // every tracing layer; every read of the turn waited behind it).
+    let mut cut_span = None;
     turn_sink.close_with(|| {
         let mut result = result(&state);
         result.children_usage = state.progress.children_usage;
@@ -373,6 +376,7 @@ pub(crate) fn close(
             state
                 .history
                 .push(ChatMessage::tool(call.id, outcome.output));
+            cut_span = Some(call.span);
         }
         let unstarted: Vec<ToolUseId> = state.unstarted.drain(..).collect();
         for id in unstarted {
@@ -406,6 +410,7 @@ pub(crate) fn close(
         ended = Some((history, result));
     });
     drop(state);
+    drop(cut_span);
     // The cut call was a step too: told once the lock is let go.
     if answered {
         out.stepped();
