@@ -277,6 +277,159 @@ proptest! {
     }
 }
 
+/// What a thread's own children do to the queue, beside the rules above:
+/// a finish with its stamp, a leave, and being shown again.
+#[derive(Debug, Clone)]
+enum FinishOp {
+    /// An earlier session's wake (stamp 0, queued last).
+    Push,
+    /// A child of this session finished at this stamp.
+    Finished(u64),
+    Leaving,
+    OnScreen(bool),
+    Clear,
+    Next,
+    Done,
+}
+
+fn finish_op() -> impl Strategy<Value = FinishOp> {
+    prop_oneof![
+        1 => Just(FinishOp::Push),
+        4 => (0u64..20).prop_map(FinishOp::Finished),
+        1 => Just(FinishOp::Leaving),
+        1 => any::<bool>().prop_map(FinishOp::OnScreen),
+        1 => Just(FinishOp::Clear),
+        3 => Just(FinishOp::Next),
+        2 => Just(FinishOp::Done),
+    ]
+}
+
+/// The reference: every waiting wake with its key — (how many earlier
+/// session's wakes were queued before it, its stamp, its place in push
+/// order); an earlier session's wake is keyed past every stamp of its
+/// epoch's wakes before it and before every one after it. The next wake
+/// out is the smallest key. A leave holds, in order, what finishes.
+#[derive(Default)]
+struct FinishOrder {
+    waiting: Vec<((u64, u64, u64), u32)>,
+    held: Option<Vec<(u64, u32)>>,
+    epoch: u64,
+    seq: u64,
+    on_screen: bool,
+}
+
+impl FinishOrder {
+    fn key(&mut self, stamp: u64) -> (u64, u64, u64) {
+        self.seq += 1;
+        (self.epoch, stamp, self.seq)
+    }
+
+    fn finished(&mut self, n: u32, stamp: u64) -> bool {
+        if let Some(held) = self.held.as_mut() {
+            held.push((stamp, n));
+            return true;
+        }
+        if !self.on_screen {
+            return false;
+        }
+        let key = self.key(stamp);
+        self.waiting.push((key, n));
+        true
+    }
+
+    /// Everything waiting, in the order it would go out, then the held.
+    fn drop_all(&mut self) -> Vec<u32> {
+        self.waiting.sort();
+        let mut all: Vec<u32> = self.waiting.drain(..).map(|(_, n)| n).collect();
+        all.extend(
+            self.held
+                .iter_mut()
+                .flat_map(|h| h.drain(..))
+                .map(|(_, n)| n),
+        );
+        all
+    }
+}
+
+proptest! {
+    /// Guarantee 10 on the path this session's children take: a wake
+    /// goes out in finish-stamp order (an earlier session's wake, queued
+    /// last, before everything queued after it), a leave holds what
+    /// finishes — delivered if the thread is shown again, dropped with
+    /// the leave otherwise — and what is dropped is said, in order. The
+    /// rules' test above pushes only an earlier session's wakes: a queue
+    /// that ignored stamps, or dropped what a leave should hold, passed.
+    #[test]
+    fn finished_wakes_go_out_in_finish_order(ops in prop::collection::vec(finish_op(), 0..300)) {
+        let mut q = WakeQueue::new();
+        let mut r = FinishOrder { on_screen: true, ..FinishOrder::default() };
+        let (mut n, mut in_flight) = (0u32, false);
+        let number = |ids: Vec<AgentId>| -> Vec<u32> {
+            ids.iter().map(|w| w.as_str()["agent_".len()..].parse().unwrap()).collect()
+        };
+        for op in ops {
+            match op {
+                FinishOp::Push => {
+                    n += 1;
+                    let kept = q.push(id(n));
+                    prop_assert_eq!(kept, r.on_screen);
+                    if r.on_screen {
+                        r.epoch += 1;
+                        let key = (r.epoch, 0, 0);
+                        r.waiting.push((key, n));
+                    }
+                }
+                FinishOp::Finished(stamp) => {
+                    n += 1;
+                    let kept = q.push_finished(id(n), stamp);
+                    prop_assert_eq!(kept, r.finished(n, stamp));
+                }
+                FinishOp::Leaving => {
+                    let dropped = number(q.set_leaving());
+                    r.on_screen = false;
+                    prop_assert_eq!(dropped, r.drop_all());
+                    r.held = Some(Vec::new());
+                }
+                FinishOp::OnScreen(on) => {
+                    let dropped = number(q.set_on_screen(on));
+                    let held = r.held.take().unwrap_or_default();
+                    r.on_screen = on;
+                    if on {
+                        prop_assert!(dropped.is_empty());
+                        for (stamp, k) in held {
+                            r.finished(k, stamp);
+                        }
+                    } else {
+                        let mut all = r.drop_all();
+                        all.extend(held.into_iter().map(|(_, k)| k));
+                        prop_assert_eq!(dropped, all);
+                    }
+                }
+                FinishOp::Clear => {
+                    let dropped = number(q.clear());
+                    prop_assert_eq!(dropped, r.drop_all());
+                }
+                FinishOp::Done => {
+                    in_flight = false;
+                    q.finished();
+                }
+                FinishOp::Next => {
+                    let got = q.release_next().map(|w| number(vec![w])[0]);
+                    let expected = match in_flight || !r.on_screen {
+                        true => None,
+                        false => {
+                            r.waiting.sort();
+                            (!r.waiting.is_empty()).then(|| r.waiting.remove(0).1)
+                        }
+                    };
+                    prop_assert_eq!(got, expected, "the reference's order");
+                    in_flight |= got.is_some();
+                }
+            }
+        }
+    }
+}
+
 /// A grandchild's name and task are a model's words: in the runtime's
 /// line they stay inside their quotes (a `"` in them is escaped), so
 /// nothing after them reads as the runtime speaking.
