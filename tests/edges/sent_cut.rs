@@ -139,3 +139,78 @@ async fn a_stop_the_hub_reads_after_the_senders_turn_was_cut_does_nothing() {
     assert!(!worker.cancelled, "{worker:?}");
     parent.shutdown_and_wait().await;
 }
+
+/// The same for the parent resuming a grandchild (review: the written
+/// contract): the new run reports to the grandchild's requester, still
+/// running, so the hub announced it under that requester's turn alone —
+/// the parent's call, not its requester's, never had its cut note set,
+/// and read the generic sentence, though `agent_3` went on (a retry
+/// reached it and gave it the message twice). Announced under the
+/// sending call's lock too: the call names the run, and says how the
+/// parent hears of a grandchild (not by a message).
+#[test]
+fn a_send_cut_after_it_resumed_a_grandchild_still_names_the_new_run() {
+    let runtime = workers(2);
+    runtime.block_on(async {
+        let (held, inside, go) = Held::new();
+        let model = Arc::new(
+            ScriptedModel::new(vec![
+                Reply::new().use_agent(&work_call("Child", 0, false).tools(["sleep"])),
+                Reply::answer("parent: first"),
+                Reply::new().use_agent(&UseAgentCall::send("agent_2", "more")),
+                Reply::answer("parent: next"),
+            ])
+            .with_script(
+                "Child\n",
+                vec![
+                    Reply::new().use_agent(&UseAgentCall::run("Grand\nYou work.", "go")),
+                    Reply::new().tool_call("sleep", r#"{"secs":600}"#),
+                    Reply::answer("child: done"),
+                ],
+            )
+            .with_script(
+                "Grand\n",
+                vec![Reply::answer("grand: ran"), Reply::new().hang()],
+            ),
+        );
+        let (parent, mut events) = DelegationBuilder::new(model.clone())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .max_depth(2)
+            .observer(Arc::new(HoldStart(held.clone())))
+            .parent_stop(ParentStopPolicy::Detach)
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        let grand = AgentId::new("agent_2");
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(_, inner)
+                if matches!(&**inner, AgentEvent::ChildStatus(id, s) if *id == grand && s.is_terminal()))
+        })
+        .await;
+        held.arm();
+        parent.agent.send_user("more").unwrap();
+        until_held(inside, "the hub tells its observer the run started").await;
+        parent.agent.stop_turn().unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        go.send(()).unwrap();
+        let results = results_of(&log, "use_agent");
+        assert_eq!(results.len(), 1, "{log:#?}");
+        let (output, _) = &results[0];
+        assert!(
+            output.contains("agent_3")
+                && output.contains("\"resumed_from\":\"agent_2\"")
+                && output.contains("it works for the sub-agent that started it"),
+            "the cut call reads {output}"
+        );
+        parent.hub.sync().await.unwrap();
+        let envelope = parent.hub.status(&AgentId::new("agent_3")).unwrap();
+        assert!(!envelope.status.is_terminal(), "{envelope:?}");
+        assert_eq!(envelope.depth, 2, "{envelope:?}");
+        parent.shutdown_and_wait().await;
+    });
+}

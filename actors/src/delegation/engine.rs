@@ -173,7 +173,9 @@ impl Delegator {
         // lock); the dropped reply abandons the child as the note says.
         if let Some(call) = &call {
             let (policy, depth) = (self.parent_stop, request.requester_depth);
-            call.on_child_announced(ChildNote(Box::new(move |id| cut_note(policy, id, depth))));
+            call.on_child_announced(ChildNote(Box::new(move |id, _| {
+                cut_note(policy, id, depth)
+            })));
         }
         let name = profile.map(|p| p.name.clone());
         self.hub.request_child(request, tracing::Span::current(), call).await.map_err(|e| match (e, name) {

@@ -157,12 +157,12 @@ impl UseAgent {
             })?;
         // Cut once the hub announced the run a resume makes, before its id
         // is read here, the call still names it (see `Delegator::start`;
-        // announced under this call's lock when this agent is the run's
-        // requester, so at its child's depth).
+        // announced under this call's lock, at the run's own depth: the
+        // parent's grandchild goes on under its requester).
         let (from, depth) = (id.clone(), call.depth);
         call.slot
-            .on_child_announced(ChildNote(Box::new(move |next| {
-                resumed_json(&from, next, depth, depth + 1).to_string()
+            .on_child_announced(ChildNote(Box::new(move |next, target| {
+                resumed_json(&from, next, depth, target).to_string()
             })));
         let mut went = self.hub().send(&id, text.clone(), call).await;
         if let Err(Refused::Finished { id: ending }) = &went {

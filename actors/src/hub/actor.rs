@@ -105,7 +105,7 @@ impl Actor for Hub {
                 // Boxed, as `send` below: the spawn path is the hub's
                 // largest future, and inline it would size the handler
                 // future ractor keeps (boxed) for every hub's whole life.
-                let spawned = Box::pin(state.spawn_child(&myself, request, span, call)).await;
+                let spawned = Box::pin(state.spawn_child(&myself, request, span, call, None)).await;
                 let made = spawned.as_ref().ok().cloned();
                 if reply.send(spawned).is_err()
                     && let Some(id) = made

@@ -111,6 +111,7 @@ impl HubState {
         mut request: Arc<ChildRequest>,
         span: tracing::Span,
         call: Option<crate::agent::CallSlot>,
+        sender: Option<crate::agent::CallSlot>,
     ) -> Result<AgentId, Refused> {
         // The depth the hub knows, not the one the request claims (a
         // host's request could claim any): the child's tools, its limit
@@ -277,9 +278,19 @@ impl HubState {
             };
             // Under the asking call's lock (its turn's), or the requester's
             // turn's for a host's request: one, never both (the same lock).
-            let said = match &child.call {
-                Some(call) => call.announce_child(&id, announce),
-                None => book.while_turn_open(&child.request.requester, announce),
+            // A run another agent's message resumed (the parent's, to its
+            // grandchild): under the requester's turn and, around it, the
+            // sending call's, whose cut note then names the run.
+            let requester = &child.request.requester;
+            let said = match (&child.call, &sender) {
+                (Some(call), _) => call.announce_child(&id, depth, || {
+                    announce();
+                    true
+                }),
+                (None, Some(sender)) => {
+                    sender.announce_child(&id, depth, || book.while_turn_open(requester, announce))
+                }
+                (None, None) => book.while_turn_open(requester, announce),
             };
             // Forgotten under the same lock: let go first, a kill's ends
             // could close it `failed`, a child never announced.

@@ -206,18 +206,21 @@ impl HubState {
         request.wall_clock_cap = None;
         request.token_cap = None;
         request.conversation = from.conversation;
-        // Announced under the sending call's lock when the sender is the
-        // new run's requester (the parent resuming its own child); under
-        // the requester's turn otherwise.
-        let announcing = asking
-            .filter(|asking| asking.0 == request.requester)
-            .map(|asking| asking.1);
+        // Announced under the sending call's lock: as its asking call when
+        // the sender is the new run's requester (the parent resuming its
+        // own child); around the requester's turn otherwise (the parent
+        // resuming its grandchild, which goes on under its requester).
+        let (call, sender) = match asking {
+            Some(asking) if asking.0 == request.requester => (Some(asking.1), None),
+            asking => (None, asking.map(|asking| asking.1)),
+        };
         let next = match self
             .spawn_child(
                 myself,
                 std::sync::Arc::new(request),
                 message.span,
-                announcing,
+                call,
+                sender,
             )
             .await
         {

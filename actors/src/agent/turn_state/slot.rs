@@ -20,7 +20,8 @@ pub(crate) struct CallSlot {
 
 /// A delegation call's cut note for the child it asked for, written once
 /// the child's id is known (see [`CallSlot::on_child_announced`]).
-pub(crate) struct ChildNote(pub(crate) Box<dyn FnOnce(&AgentId) -> String + Send>);
+/// Given the child's id and depth.
+pub(crate) struct ChildNote(pub(crate) Box<dyn FnOnce(&AgentId, u32) -> String + Send>);
 
 impl std::fmt::Debug for ChildNote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,19 +59,26 @@ impl CallSlot {
     }
 
     /// [`CallSlot::while_open`] for the announcement of the call's child
-    /// `id`: under the same lock, the call's cut note names the child.
-    pub(crate) fn announce_child(&self, id: &AgentId, announce: impl FnOnce()) -> bool {
+    /// `id` (at `depth`): under the same lock, the call's cut note names
+    /// the child — if `announce` says it was announced. Says whether it
+    /// was (the call open, and `announce` said so).
+    pub(crate) fn announce_child(
+        &self,
+        id: &AgentId,
+        depth: u32,
+        announce: impl FnOnce() -> bool,
+    ) -> bool {
         if self.turn.is_none() {
-            announce();
-            return true;
+            return announce();
         }
         self.with_open(|open| {
-            announce();
-            if let Some(note) = open.on_child.take() {
-                open.on_cut = Some((note.0)(id));
+            let said = announce();
+            if said && let Some(note) = open.on_child.take() {
+                open.on_cut = Some((note.0)(id, depth));
             }
+            said
         })
-        .is_some()
+        .unwrap_or(false)
     }
 
     /// True while the call is open in its turn (outside a turn, always).
