@@ -137,3 +137,51 @@ async fn the_dead_hubs_cancel_does_nothing_on_a_live_hub() {
     assert!(!store.get(&agent_1).unwrap().cancelled);
     thread.close_and_wait().await;
 }
+
+/// Records every envelope its hub tells it of.
+#[derive(Default)]
+struct Told(std::sync::Mutex<Vec<subagents::messages::Envelope>>);
+
+impl subagents::actors::hub::HubObserver for Told {
+    fn finished(&self, envelope: &subagents::messages::Envelope) {
+        self.0.lock().unwrap().push(envelope.clone());
+    }
+}
+
+/// The written contract (review: docs against the code): after the hub's
+/// death a host's stop cancels an ended child "as a live hub's stop
+/// does", and observers are told "again when a finished envelope changes
+/// (… cancelled by a stop)" — but the dead hub's observers lived in its
+/// state, and were never told: a host persisting through its observer
+/// kept the child resumable. The handle tells them.
+#[tokio::test(start_paused = true)]
+async fn a_stop_after_the_hubs_death_tells_its_observers() {
+    let told = Arc::new(Told::default());
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script("Worker", worker(1));
+    let (thread, mut events) = ThreadHandle::spawn(
+        DelegationBuilder::new(model.shared())
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .observer(told.clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    kill_hub(&thread).await;
+    let agent_1 = AgentId::new("agent_1");
+    assert_eq!(thread.stop_child(&agent_1).await, Ok(SubAgentStatus::Done));
+    let told = told.0.lock().unwrap().clone();
+    assert!(
+        told.iter().any(|e| e.id == agent_1 && e.cancelled),
+        "{told:#?}"
+    );
+    thread.close_and_wait().await;
+}

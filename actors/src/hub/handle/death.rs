@@ -48,9 +48,11 @@ impl HubHandle {
     /// through the book and `archive` — cancelled if it ended, in the
     /// book (which the thread's close writes) and in `archive`. Its
     /// envelope; `None` for an id neither holds, or one another thread
-    /// is resuming — and while the hub's actor has not stopped: a live
-    /// hub's stop tells its observers, this one does not (a host calling
-    /// it on a live hub cancelled a child in the book alone).
+    /// is resuming — and while the hub's actor has not stopped (a host
+    /// calling it on a live hub cancelled a child in the book alone). The
+    /// hub's observers are told of a change to its book, as a live hub's
+    /// stop tells them (a host persisting through its observer kept the
+    /// child resumable).
     #[doc(hidden)] // used by subagents-supervisor's `stop_child`
     pub fn cancel_after_death(
         &self,
@@ -71,7 +73,11 @@ impl HubHandle {
             return None;
         }
         if self.book.contains(&newest) {
-            self.book.cancel(&newest);
+            if let Some(envelope) = self.book.cancel(&newest) {
+                crate::hub::config::tell_each(&self.observers, "finished", &newest, |o| {
+                    o.finished(&envelope)
+                });
+            }
             // An earlier session's, brought into the book: its record.
             if let Some(archive) = &archive {
                 archive.cancel(&newest);
