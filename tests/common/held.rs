@@ -103,3 +103,16 @@ impl subagents::prelude::Tool for Hold {
         })
     }
 }
+
+/// A hub observer held at its first `stepped` once armed: a child's
+/// handler is then between a message it took and its answer to the
+/// sender (the step is told before the answer).
+pub struct HoldStepped(pub Arc<Held>);
+
+impl subagents::actors::hub::HubObserver for HoldStepped {
+    fn finished(&self, _envelope: &subagents::messages::Envelope) {}
+
+    fn stepped(&self, _id: &subagents::messages::AgentId) {
+        self.0.pass();
+    }
+}

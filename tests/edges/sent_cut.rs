@@ -7,7 +7,7 @@ use super::parent_cut::stopped_as_hold_returns;
 use super::requester_ends::Hold;
 use super::stopped_task::workers;
 use super::*;
-use crate::common::held::{Held, HoldStart, until_held};
+use crate::common::held::{Held, HoldStart, HoldStepped, until_held};
 
 /// A parent whose background `Worker` (`agent_1`) works 30 s, asked in
 /// its second turn `call` after a `hold` — the host stops the turn as the
@@ -211,6 +211,59 @@ fn a_send_cut_after_it_resumed_a_grandchild_still_names_the_new_run() {
         let envelope = parent.hub.status(&AgentId::new("agent_3")).unwrap();
         assert!(!envelope.status.is_terminal(), "{envelope:?}");
         assert_eq!(envelope.depth, 2, "{envelope:?}");
+        parent.shutdown_and_wait().await;
+    });
+}
+
+/// Same instant, on two workers (review: limits and stops): a running
+/// child took the parent's message, and the parent's turn was stopped
+/// before its call read the answer. The call read "stopped before this
+/// call finished" while the child took the message and acted on it (a
+/// retry gave it twice). The take is under the sending call's lock, and
+/// the call's cut note says it was taken; a call cut before that takes
+/// nothing.
+#[test]
+fn a_send_cut_after_the_child_took_the_message_says_it_was_taken() {
+    let runtime = workers(2);
+    runtime.block_on(async {
+        let (held, inside, go) = Held::new();
+        let model = Arc::new(
+            ScriptedModel::new(vec![
+                Reply::new().use_agent(&work_call("Worker", 600, false)),
+                Reply::answer("parent: first"),
+                Reply::new().use_agent(&UseAgentCall::send("agent_1", "also check X")),
+                Reply::answer("parent: next"),
+            ])
+            .with_script("Worker", worker(600)),
+        );
+        let (parent, mut events) = DelegationBuilder::new(model.clone())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(subagents_demo::Sleep))
+            .observer(Arc::new(HoldStepped(held.clone())))
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(_, inner) if matches!(&**inner, AgentEvent::ToolStarted(_)))
+        })
+        .await;
+        held.arm();
+        parent.agent.send_user("tell it").unwrap();
+        until_held(inside, "the child took the message").await;
+        parent.agent.stop_turn().unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        go.send(()).unwrap();
+        let results = results_of(&log, "use_agent");
+        assert_eq!(results.len(), 1, "{log:#?}");
+        let (output, _) = &results[0];
+        assert!(
+            output.contains("\"status\":\"running\"") && output.contains("agent_1"),
+            "the cut call reads {output}"
+        );
         parent.shutdown_and_wait().await;
     });
 }

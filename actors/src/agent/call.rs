@@ -96,6 +96,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
             name: call.name.clone(),
             on_cut: None,
             on_child: None,
+            on_taken: None,
             settled: None,
             span: span.clone(),
             content: config.trace.settings.content,

@@ -83,6 +83,9 @@ pub(crate) enum AgentMsg {
     Steer {
         /// The message.
         text: String,
+        /// The call that sends it (empty for a host's or a node's): taken
+        /// only while it is open, under its lock.
+        asking: crate::agent::CallSlot,
         /// Taken, or why not.
         reply: RpcReplyPort<Result<crate::hub::Steered, crate::hub::Refused>>,
     },

@@ -418,11 +418,24 @@ impl Actor for AgentActor {
             } => {
                 let _ = reply.send(state.resolve_approval(id, decision));
             }
-            AgentMsg::Steer { text, reply } => {
-                let taken = state
-                    .running
-                    .as_ref()
-                    .is_some_and(|r| turn_state::steer(&r.shared, text));
+            AgentMsg::Steer {
+                text,
+                asking,
+                reply,
+            } => {
+                // Taken only while the sending call is open (cut, its
+                // model read that it stopped: taken, the message was
+                // acted on all the same), and under its lock its cut note
+                // then says it was taken.
+                let running = state.running.as_ref();
+                let taken = asking
+                    .hand_over(|| {
+                        running
+                            .is_some_and(|r| turn_state::steer(&r.shared, text))
+                            .then_some(crate::hub::Steered::Running)
+                    })
+                    .flatten()
+                    .is_some();
                 // Its run written with it (where it will read it): a
                 // process killed before its next model call lost it.
                 if let Some(running) = state.running.as_ref().filter(|_| taken) {

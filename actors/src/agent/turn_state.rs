@@ -36,6 +36,8 @@ pub(crate) struct OpenCall {
     pub(crate) on_cut: Option<String>,
     /// The `on_cut` of a delegation call once its child is announced.
     pub(crate) on_child: Option<slot::ChildNote>,
+    /// The `on_cut` of a `send` call once a child took its message.
+    pub(crate) on_taken: Option<slot::TakenNote>,
     /// What the call will return, fixed by the tool: a cut turn still
     /// answers the call with it.
     pub(crate) settled: Option<ToolOutcome>,
@@ -233,7 +235,7 @@ pub(crate) fn complete_unless_steered(
 
 mod estimate;
 mod slot;
-pub(crate) use slot::{CallSlot, ChildNote};
+pub(crate) use slot::{CallSlot, ChildNote, TakenNote};
 
 /// The lock around a running turn's state.
 pub(crate) type Shared = Arc<Mutex<TurnState>>;

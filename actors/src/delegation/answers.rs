@@ -215,6 +215,23 @@ pub(super) fn cut_note(policy: ParentStopPolicy, id: &AgentId, depth: u32) -> St
 
 /// A finished child `id` resumed as `next` by a message, as an agent at
 /// `depth` reads it (`target`: the new run's depth).
+/// `send`'s answer for a message a child took as it runs or waits (a
+/// resumed run is [`resumed_json`]).
+pub(super) fn taken_json(id: &AgentId, how: &crate::hub::Steered) -> Value {
+    match how {
+        crate::hub::Steered::Queued => json!({
+            "id": id.as_str(),
+            "status": "queued",
+            "note": "it reads your message after its task, when it starts",
+        }),
+        _ => json!({
+            "id": id.as_str(),
+            "status": "running",
+            "note": "it reads your message at its next model call, after what it is doing now",
+        }),
+    }
+}
+
 pub(super) fn resumed_json(id: &AgentId, next: &AgentId, depth: u32, target: u32) -> Value {
     json!({
         "id": next.as_str(),

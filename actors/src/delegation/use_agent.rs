@@ -17,9 +17,9 @@ use crate::delegation::call::UseAgentAction;
 use serde_json::{Value, json};
 use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
-use crate::agent::ChildNote;
+use crate::agent::{ChildNote, TakenNote};
 use crate::delegation::answers::{
-    finished_json, pending_json, pending_json_at, range_json, resumed_json, status_json,
+    finished_json, pending_json, pending_json_at, range_json, resumed_json, status_json, taken_json,
 };
 use crate::delegation::engine::{ChildSpec, Delegator, USE_AGENT, Waited, refuse};
 use crate::delegation::shown;
@@ -164,6 +164,12 @@ impl UseAgent {
             .on_child_announced(ChildNote(Box::new(move |next, target| {
                 resumed_json(&from, next, depth, target).to_string()
             })));
+        // Cut once a child took the message, before the answer is read
+        // here, the call says it was taken (written as it is taken).
+        let to = id.clone();
+        call.slot.on_message_taken(TakenNote(Box::new(move |how| {
+            taken_json(&to, how).to_string()
+        })));
         let mut went = self.hub().send(&id, text.clone(), call).await;
         if let Err(Refused::Finished { id: ending }) = &went {
             // Its turn gave its final answer at this instant, is in its
@@ -177,16 +183,7 @@ impl UseAgent {
             went = self.hub().send(&id, text, call).await;
         }
         let out = match went.map_err(|e| refuse(e.to_string()))? {
-            Steered::Running => json!({
-                "id": id.as_str(),
-                "status": "running",
-                "note": "it reads your message at its next model call, after what it is doing now",
-            }),
-            Steered::Queued => json!({
-                "id": id.as_str(),
-                "status": "queued",
-                "note": "it reads your message after its task, when it starts",
-            }),
+            how @ (Steered::Running | Steered::Queued) => taken_json(&id, &how),
             Steered::Resumed(next) => {
                 // The new run sits where the old one did: a child's child
                 // resumed by the parent never wakes it.

@@ -74,6 +74,9 @@ impl HubState {
             let _ = reply.send(Err(Refused::Finished { id }));
             return;
         }
+        // The sending call: the message is taken only while it is open,
+        // under its lock (its cut then says it was taken).
+        let asking = message.asking.map(|asking| asking.1).unwrap_or_default();
         match &child.agent {
             // The child answers: its turn may have given its final answer
             // at this instant, and then it refuses.
@@ -81,6 +84,7 @@ impl HubState {
                 if let Err(ractor::MessagingErr::SendErr(AgentMsg::Steer { reply, .. })) =
                     agent.actor_ref().cast(AgentMsg::Steer {
                         text: message.text,
+                        asking,
                         reply,
                     })
                 {
@@ -88,14 +92,22 @@ impl HubState {
                 }
             }
             None => {
-                child.followups.push(message.text);
-                // Kept in its run as it waits, and the run written: a
-                // process killed before it starts resumes it with them.
-                self.book.keep_unread(&id, &child.followups);
+                let book = &self.book;
+                let kept = asking.hand_over(|| {
+                    child.followups.push(message.text);
+                    // Kept in its run as it waits, and the run written: a
+                    // process killed before it starts resumes it with them.
+                    book.keep_unread(&id, &child.followups);
+                    Some(Steered::Queued)
+                });
+                let Some(kept) = kept else {
+                    let _ = reply.send(Err(Refused::Finished { id }));
+                    return;
+                };
                 crate::hub::config::tell_each(&self.config.observers, "stepped", &id, |o| {
                     o.stepped(&id)
                 });
-                let _ = reply.send(Ok(Steered::Queued));
+                let _ = reply.send(kept.ok_or(Refused::Finished { id }));
             }
         }
     }

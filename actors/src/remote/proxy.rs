@@ -112,6 +112,14 @@ pub(crate) struct ProxyState {
 /// Numbers the runs this node starts elsewhere (a run's key).
 static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// A message sent on to the node: its text (in the conversation once
+/// taken), the call that sent it, and who waits for the node's answer.
+type SentMessage = (
+    String,
+    crate::agent::CallSlot,
+    RpcReplyPort<Result<Steered, Refused>>,
+);
+
 /// The turn running on the node.
 struct RemoteRun {
     /// Its key ([`RunSpec::key`]): requests and reports name it.
@@ -129,9 +137,7 @@ struct RemoteRun {
     /// Messages sent on, waiting for the node's answer; by number, so a
     /// run that ends answers them in the order they were asked (never in a
     /// hash map's order).
-    /// Messages sent on and not yet answered by the node: each's text (in
-    /// the conversation once taken) and who waits.
-    steers: BTreeMap<u64, (String, RpcReplyPort<Result<Steered, Refused>>)>,
+    steers: BTreeMap<u64, SentMessage>,
     /// Approvals the hub's policy answered: the parent never sees them.
     silenced: Vec<ApprovalId>,
     /// The host's answers sent on, until the node says they were taken.

@@ -421,6 +421,7 @@ fn deliver(agent: &AgentHandle, to: &To, request: RunRequest, tasks: &Inner) {
             let (reply, answer) = tokio::sync::oneshot::channel();
             let _ = agent.actor_ref().cast(AgentMsg::Steer {
                 text,
+                asking: crate::agent::CallSlot::default(),
                 reply: reply.into(),
             });
             tasks.spawn(async move {

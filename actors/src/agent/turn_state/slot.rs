@@ -21,7 +21,20 @@ pub(crate) struct CallSlot {
 /// A delegation call's cut note for the child it asked for, written once
 /// the child's id is known (see [`CallSlot::on_child_announced`]).
 /// Given the child's id and depth.
-pub(crate) struct ChildNote(pub(crate) Box<dyn FnOnce(&AgentId, u32) -> String + Send>);
+pub(crate) struct ChildNote(pub(crate) Box<WriteChildNote>);
+
+/// What writes a [`ChildNote`].
+pub(crate) type WriteChildNote = dyn FnOnce(&AgentId, u32) -> String + Send;
+
+/// A `send` call's cut note for its message, written once a child took it
+/// (see [`CallSlot::on_message_taken`]). Given how it was taken.
+pub(crate) struct TakenNote(pub(crate) Box<dyn FnOnce(&crate::hub::Steered) -> String + Send>);
+
+impl std::fmt::Debug for TakenNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TakenNote")
+    }
+}
 
 impl std::fmt::Debug for ChildNote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -56,6 +69,36 @@ impl CallSlot {
     /// [`CallSlot::announce_child`]), before the call has read the id.
     pub(crate) fn on_child_announced(&self, note: ChildNote) {
         self.with_open(|open| open.on_child = Some(note));
+    }
+
+    /// What the call reads if cut once its message was taken (`note`
+    /// writes it for how): set before the message is sent, written as a
+    /// child takes it ([`CallSlot::hand_over`]).
+    pub(crate) fn on_message_taken(&self, note: TakenNote) {
+        self.with_open(|open| open.on_taken = Some(note));
+    }
+
+    /// Runs `take` (a message handed to a child: how it took it, or
+    /// `None`) while the call is open, under its turn's lock — atomically
+    /// with the cut: nothing is taken for a call that was cut, and once
+    /// taken the call's cut note says how. `None` once the call was cut
+    /// (`take` not run); outside a turn it runs.
+    pub(crate) fn hand_over(
+        &self,
+        take: impl FnOnce() -> Option<crate::hub::Steered>,
+    ) -> Option<Option<crate::hub::Steered>> {
+        if self.turn.is_none() {
+            return Some(take());
+        }
+        self.with_open(|open| {
+            let taken = take();
+            if let Some(how) = &taken
+                && let Some(note) = open.on_taken.take()
+            {
+                open.on_cut = Some((note.0)(how));
+            }
+            taken
+        })
     }
 
     /// [`CallSlot::while_open`] for the announcement of the call's child

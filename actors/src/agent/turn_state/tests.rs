@@ -22,6 +22,7 @@ fn open_turn() -> (
             name: "use_agent".into(),
             on_cut: None,
             on_child: None,
+            on_taken: None,
             settled: None,
             span: tracing::Span::none(),
             content: false,

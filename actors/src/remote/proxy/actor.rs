@@ -132,7 +132,11 @@ impl Actor for RemoteAgent {
                 decision,
                 reply,
             } => state.resolve_approval(id, decision, reply),
-            AgentMsg::Steer { text, reply } => state.steer(text, reply),
+            AgentMsg::Steer {
+                text,
+                asking,
+                reply,
+            } => state.steer(text, asking, reply),
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }

@@ -260,11 +260,12 @@ impl ProxyState {
         // `Steered` came first) is in the conversation kept: taken, as a
         // local child's read before its turn ended (refused, it was sent
         // again and read twice by the run that went on).
-        for (_, (text, reply)) in std::mem::take(&mut run.steers) {
+        for (_, (text, asking, reply)) in std::mem::take(&mut run.steers) {
             let read = run.read_ahead.iter().position(|read| *read == text);
             let _ = reply.send(match read {
                 Some(at) => {
                     run.read_ahead.remove(at);
+                    asking.hand_over(|| Some(crate::hub::Steered::Running));
                     Ok(crate::hub::Steered::Running)
                 }
                 None => Err(crate::hub::Refused::Finished {

@@ -124,7 +124,12 @@ impl ProxyState {
         }
     }
 
-    pub(super) fn steer(&mut self, text: String, reply: RpcReplyPort<Result<Steered, Refused>>) {
+    pub(super) fn steer(
+        &mut self,
+        text: String,
+        asking: crate::agent::CallSlot,
+        reply: RpcReplyPort<Result<Steered, Refused>>,
+    ) {
         let finished = || Refused::Finished {
             id: self.config.id.clone(),
         };
@@ -136,9 +141,16 @@ impl ProxyState {
             let _ = reply.send(Err(finished()));
             return;
         };
+        // Its sending call cut already: not sent on (its model read that
+        // it stopped). One cut while the node takes it is not known here
+        // until the verdict comes (docs/cluster.md).
+        if !asking.is_open() {
+            let _ = reply.send(Err(finished()));
+            return;
+        }
         self.next_steer += 1;
         let n = self.next_steer;
-        run.steers.insert(n, (text.clone(), reply));
+        run.steers.insert(n, (text.clone(), asking, reply));
         if let Err(why) = self.link.request(run.key, RunRequest::Steer { n, text }) {
             self.lost(&why);
         }
@@ -153,9 +165,13 @@ impl ProxyState {
         let Some(run) = self.run.as_mut() else {
             return;
         };
-        let Some((text, reply)) = run.steers.remove(&n) else {
+        let Some((text, asking, reply)) = run.steers.remove(&n) else {
             return;
         };
+        // Taken: a cut of the sending call from now on reads that it was.
+        if taken {
+            asking.hand_over(|| Some(Steered::Running));
+        }
         if taken {
             match run.read_ahead.iter().position(|read| *read == text) {
                 Some(at) => {
@@ -221,7 +237,7 @@ impl ProxyState {
                 let taken = crate::agent::turn_state_lock(&run.shared)
                     .steering
                     .contains(text);
-                let sent = run.steers.values().filter(|(t, _)| t == text).count();
+                let sent = run.steers.values().filter(|(t, ..)| t == text).count();
                 let read = run.read_ahead.iter().filter(|t| *t == text).count();
                 (!taken && sent <= read).then(|| "read a message its parent never sent".to_owned())
             }

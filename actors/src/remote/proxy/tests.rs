@@ -323,6 +323,7 @@ async fn a_node_reading_a_message_nobody_sent_fails_the_child() {
     let (tx, steered) = tokio::sync::oneshot::channel();
     let steer = crate::agent::AgentMsg::Steer {
         text: "look at b.rs".into(),
+        asking: crate::agent::CallSlot::default(),
         reply: tx.into(),
     };
     agent.actor_ref().cast(steer).unwrap();
