@@ -492,3 +492,34 @@ async fn calls_through_the_given_gate_and_the_other(child_model: &str, how: &str
     thread.close_and_wait().await;
     counts
 }
+
+/// Held for good (review of this session's own diff): the hub's handle
+/// kept its observers (to tell them of a stop after the hub's death), and
+/// an observer holding its thread's handle — as `stepped`'s docs invite,
+/// to read a conversation — then held itself, through the thread's hub
+/// handle: the observer, the thread's book and every conversation it
+/// kept stayed in memory after the close. Nothing holds the observer
+/// once the thread has closed.
+#[tokio::test(start_paused = true)]
+async fn an_observer_holding_its_thread_is_let_go_at_its_close() {
+    struct Holds(std::sync::OnceLock<ThreadHandle>);
+    impl HubObserver for Holds {
+        fn finished(&self, _: &Envelope) {}
+    }
+    let holds = Arc::new(Holds(std::sync::OnceLock::new()));
+    let weak = Arc::downgrade(&holds);
+    let builder = parent(background_workers(&[5])).observer(holds.clone());
+    let (thread, mut events) = ThreadHandle::spawn(builder, None).await.unwrap();
+    let _ = holds.0.set(thread.clone());
+    drop(holds);
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    run_for(&mut events, &mut log, 60).await;
+    thread.close_and_wait().await;
+    drop(thread);
+    drain(&mut events, &mut log);
+    for _ in 0..1_000 {
+        tokio::task::yield_now().await;
+    }
+    assert!(weak.upgrade().is_none(), "the observer is still held");
+}

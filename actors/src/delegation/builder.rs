@@ -275,6 +275,13 @@ impl DelegationBuilder {
     }
 
     /// Answers ids of earlier sessions from `archive`.
+    /// The observers given so far (read by subagents-supervisor, which
+    /// tells them of a stop after the hub's death).
+    #[doc(hidden)]
+    pub fn observers_given(&self) -> Vec<Arc<dyn crate::hub::HubObserver>> {
+        self.observers.clone()
+    }
+
     #[doc(hidden)] // set by subagents-supervisor (`ThreadConfig::store`)
     pub fn archive(mut self, archive: Arc<dyn EnvelopeArchive>) -> Self {
         self.archive = Some(archive);

@@ -51,9 +51,6 @@ pub struct HubHandle {
     inline_wait: Duration,
     result_budget: usize,
     clock: Arc<dyn Clock>,
-    /// The hub's observers: told of a change made once it is dead
-    /// ([`HubHandle::cancel_after_death`]), as the hub tells them.
-    observers: Vec<Arc<dyn crate::hub::HubObserver>>,
 }
 
 impl std::fmt::Debug for HubHandle {
@@ -79,7 +76,6 @@ impl HubHandle {
         book.set_approvals_after(config.approvals_after);
         let archive = config.archive.clone().map(ArchiveSlot::new);
         let clock = config.clock.clone();
-        let observers = config.observers.clone();
         let hook = Arc::new(std::sync::OnceLock::new());
         let args = HubArguments {
             config: Arc::new(config),
@@ -105,7 +101,6 @@ impl HubHandle {
             inline_wait: crate::defaults::INLINE_WAIT,
             result_budget: crate::defaults::RESULT_BUDGET,
             clock,
-            observers,
         };
         Ok((handle, hook))
     }

@@ -31,6 +31,9 @@ impl Actor for ThreadSupervisor {
         args: ThreadArguments,
     ) -> Result<ThreadState, ActorProcessingErr> {
         let config = args.config;
+        // The host's, before the thread's own: told of a stop after the
+        // hub's death (the hub's state that held them is gone).
+        let observers = super::state::HostObservers(config.parent.observers_given());
         let mut builder = config.parent.observer(Arc::new(Observer(myself.clone())));
         if let Some(store) = &config.store {
             builder = builder
@@ -83,6 +86,7 @@ impl Actor for ThreadSupervisor {
             gave_back: false,
             gave_back_ids: Vec::new(),
             given_back_waiting: Vec::new(),
+            observers,
         };
         Ok(state)
     }
@@ -216,15 +220,16 @@ impl Actor for ThreadSupervisor {
                     approvals_floor: None,
                 });
                 let thread = myself.clone();
+                let observers = state.observers.clone();
                 let ended = move |hub: &subagents_actors::hub::HubHandle| {
                     let store = archive.as_ref().map(|a| a.store.clone());
                     let shared = archive
                         .map(|a| Arc::new(a) as Arc<dyn subagents_actors::hub::EnvelopeArchive>);
-                    let Some(envelope) = hub.cancel_after_death(&id, shared) else {
+                    let Some(envelope) = hub.cancel_after_death(&id, shared, &observers.0) else {
                         return Err(subagents_actors::hub::Refused::UnknownChild(id));
                     };
                     // This session's run, changed: through the thread, as
-                    // the hub's observers would be told — its writes go in
+                    // the hub's own observer would be told — its writes go in
                     // order, after the dead hub's failed copies (written
                     // here, the cancel could land first and be overwritten).
                     if envelope.cancelled

@@ -45,6 +45,16 @@ impl std::fmt::Debug for ThreadArguments {
 }
 
 /// The supervisor's state.
+/// The host's hub observers, as the builder was given them.
+#[derive(Clone)]
+pub(super) struct HostObservers(pub(super) Vec<Arc<dyn subagents_actors::hub::HubObserver>>);
+
+impl std::fmt::Debug for HostObservers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} observer(s)", self.0.len())
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct ThreadState {
     pub(super) parent: DelegatingAgent,
@@ -73,6 +83,9 @@ pub(crate) struct ThreadState {
     /// still to go out: taken once it has gone ([`ThreadState::take_given_back`]
     /// declines until then; nothing asked again, they were never taken).
     pub(super) given_back_waiting: Vec<AgentId>,
+    /// The host's hub observers (not the thread's own): told of a stop
+    /// after the hub's death, which took the hub's copy with it.
+    pub(super) observers: HostObservers,
     /// The store's writes, in order (none without a store).
     pub(super) writer: Option<Writer>,
     /// What each child of this thread was asked, until its final

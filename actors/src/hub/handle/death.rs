@@ -49,15 +49,18 @@ impl HubHandle {
     /// book (which the thread's close writes) and in `archive`. Its
     /// envelope; `None` for an id neither holds, or one another thread
     /// is resuming — and while the hub's actor has not stopped (a host
-    /// calling it on a live hub cancelled a child in the book alone). The
-    /// hub's observers are told of a change to its book, as a live hub's
-    /// stop tells them (a host persisting through its observer kept the
-    /// child resumable).
+    /// calling it on a live hub cancelled a child in the book alone).
+    /// `observers` (the host's, which died with the hub's state) are told
+    /// of a change to its book, as a live hub's stop tells them (a host
+    /// persisting through its observer kept the child resumable). Not
+    /// kept in the handle: an observer holding its thread's handle would
+    /// hold itself, the thread's book with it, for good.
     #[doc(hidden)] // used by subagents-supervisor's `stop_child`
     pub fn cancel_after_death(
         &self,
         id: &AgentId,
         archive: Option<Arc<dyn EnvelopeArchive>>,
+        observers: &[Arc<dyn crate::hub::HubObserver>],
     ) -> Option<Envelope> {
         if self.actor.get_status() != ractor::ActorStatus::Stopped {
             return None;
@@ -74,7 +77,7 @@ impl HubHandle {
         }
         if self.book.contains(&newest) {
             if let Some(envelope) = self.book.cancel(&newest) {
-                crate::hub::config::tell_each(&self.observers, "finished", &newest, |o| {
+                crate::hub::config::tell_each(observers, "finished", &newest, |o| {
                     o.finished(&envelope)
                 });
             }
