@@ -130,7 +130,7 @@ async fn the_dead_hubs_cancel_does_nothing_on_a_live_hub() {
     let store = open(&tmp.path().join("envelopes"));
     let (thread, _events) = a_thread_woken_by_its_worker(&store).await;
     let agent_1 = AgentId::new("agent_1");
-    assert_eq!(thread.hub().cancel_after_death(&agent_1, None), None);
+    assert_eq!(thread.hub().cancel_after_death(&agent_1, None, &[]), None);
     thread.flush_persistence().await.unwrap();
     let book = thread.hub().status(&agent_1).unwrap();
     assert!(!book.cancelled, "{book:?}");
