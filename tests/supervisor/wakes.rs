@@ -77,6 +77,30 @@ async fn a_message_sent_as_the_typing_stops_goes_before_the_held_wake() {
     check_log(&log, true);
 }
 
+/// Same instant (review: the registry): a wake the typing held is
+/// released "after what the host sent in this tick" — and the close the
+/// host sent in that tick released it, inside its own handler: a `Wake`
+/// and a parent turn (a model call) on a thread being closed, which owes
+/// no wake. A close delivers nothing; the wake is settled with the
+/// thread.
+#[tokio::test(start_paused = true)]
+async fn a_wake_the_typing_held_does_not_go_out_behind_a_close() {
+    let (thread, mut events) = thread(background_workers(&[10])).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.typing(true).unwrap();
+    run_for(&mut events, &mut log, 60).await;
+    assert!(wakes(&log).is_empty(), "a wake came while the user typed");
+    thread.typing(false).unwrap();
+    thread.close_and_wait().await;
+    drain(&mut events, &mut log);
+    assert!(
+        wakes(&log).is_empty(),
+        "a wake went out behind the close: {log:#?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn off_screen_drops_wakes() {
     let (thread, mut events) = thread(background_workers(&[10])).await;

@@ -272,7 +272,13 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::Ping(reply) => {
                 let _ = reply.send(());
             }
-            ThreadMsg::Close => myself.stop(None),
+            ThreadMsg::Close => {
+                // Nothing delivered after it: a wake released in this tick
+                // (the typing stopped) went out behind the close, a parent
+                // turn on a thread being closed. Its stop settles it.
+                myself.stop(None);
+                return Ok(());
+            }
             #[cfg(test)]
             ThreadMsg::Internal(ThreadInternal::HeldRequests(reply)) => {
                 let _ = reply.send(state.requests.len());
