@@ -496,6 +496,90 @@ async fn a_child_whose_run_was_lost_is_not_resumable_rather_than_unknown() {
     thread.close_and_wait().await;
 }
 
+/// Killed midway (review: children that outlive a process): a child's
+/// end writes its envelope, then its run; a kill between the two renames
+/// left a `done` envelope (its answer in `result`, its wake owed) beside
+/// a run that stopped at its last tool result — a final answer with no
+/// calls writes no step of its own. A message then resumed it from a
+/// conversation without its own answer, and it did its task again. A
+/// finished run's answer is put back where its turn would have kept it.
+#[tokio::test(start_paused = true)]
+async fn a_done_child_whose_last_run_write_was_lost_resumes_with_its_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false)),
+        Reply::answer("Started."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker\n",
+        vec![
+            Reply::new().tool_call("sleep", r#"{"secs":1}"#),
+            Reply::answer("worked 1 s").delay(std::time::Duration::from_secs(10)),
+        ],
+    );
+    let (thread, mut events) = thread_on(model.shared(), open(&live), 3).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until(&mut events, &mut log, |e| {
+        matches!(e, AgentEvent::Child(_, inner) if matches!(**inner, AgentEvent::ToolResult(_)))
+    })
+    .await;
+    thread.flush_persistence().await.unwrap();
+    let run = live.join("runs").join("agent_1.json");
+    let before_the_answer = std::fs::read(&run).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&before_the_answer).contains("worked 1 s"),
+        "the run was read after the answer"
+    );
+    until_wake(&mut events, &mut log, "agent_1").await;
+    until_result(&mut events, &mut log).await;
+    thread.flush_persistence().await.unwrap();
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    thread.close_and_wait().await;
+    // What a kill between the envelope's rename and the run's leaves.
+    std::fs::write(killed.join("runs").join("agent_1.json"), before_the_answer).unwrap();
+
+    let (model, seen) = spy(
+        "model",
+        ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "shorten it")),
+            Reply::answer("Sent."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Worker\n", vec![Reply::answer("short")]),
+    );
+    let (thread, mut events) = thread_on(model, open(&killed), 3).await;
+    thread.send_user("tell it").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 10).await;
+    let resumed = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r.messages.iter().any(|m| m.content.contains("shorten it"))
+                && r.system_prompt().is_some_and(|p| p.starts_with("Worker"))
+        })
+        .cloned()
+        .expect("the resumed run called its model");
+    let roles: Vec<String> = resumed
+        .messages
+        .iter()
+        .map(|m| format!("{:?}: {}", m.role, m.content))
+        .collect();
+    let answer = roles.iter().position(|m| m == "Assistant: worked 1 s");
+    let message = roles.iter().position(|m| m.ends_with("shorten it"));
+    assert!(
+        answer.is_some() && answer < message,
+        "its own answer, then the message: {roles:#?}"
+    );
+    thread.close_and_wait().await;
+}
+
 /// Waits until the thread has written `id`'s final envelope.
 async fn until_on_disk_finished(thread: &ThreadHandle, store: &EnvelopeStore, id: &str) {
     let id = AgentId::new(id);

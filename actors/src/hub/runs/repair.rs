@@ -12,6 +12,23 @@ use subagents_messages::{ChatMessage, Role, ToolUseId};
 /// What a call that never got its answer reads.
 const NOT_RUN: &str = "not run: the sub-agent was interrupted before this call finished";
 
+/// A finished run's answer (`answer`: its envelope's `result`) where its
+/// turn keeps it: last, but for the messages after it (read before its
+/// last call, or taken and never read). Its end writes the envelope,
+/// then the run; a kill between the two left a run that stopped at its
+/// last step — a final answer with no calls writes none of its own — and
+/// a message resumed it without its own answer (it did its task again).
+/// A conversation that ends in it already is left as it is.
+pub(crate) fn keep_final_answer(conversation: &mut Vec<ChatMessage>, answer: &str) {
+    let last = conversation.iter().rev().find(|m| m.role != Role::User);
+    let kept = last.is_some_and(|m| {
+        m.role == Role::Assistant && m.tool_calls.is_empty() && m.content == answer
+    });
+    if !kept && !conversation.is_empty() {
+        conversation.push(ChatMessage::assistant(answer, Vec::new()));
+    }
+}
+
 /// Every assistant message's calls get their answers right after it: the
 /// tool messages that follow it answering its calls stay where they are,
 /// in their order; an answer further on (before the next assistant
@@ -273,5 +290,38 @@ mod tests {
             assert_eq!(m.content, format!("r{}", &id[1..]));
         }
         assert_eq!(conversation[N + 1].content, "between");
+    }
+
+    /// A finished run's answer is put back once, where its turn keeps it
+    /// (after what it did and the messages it read; before one kept
+    /// unread, where it is already), and never into an empty run.
+    #[test]
+    fn a_final_answer_lost_with_its_run_write_is_put_back_once() {
+        let mut cut = vec![
+            ChatMessage::user("task"),
+            ChatMessage::assistant("", vec![call("a")]),
+            ChatMessage::tool(ToolUseId::new("a"), "slept"),
+            ChatMessage::user("also this"),
+        ];
+        keep_final_answer(&mut cut, "done");
+        assert_eq!(cut.len(), 5);
+        assert_eq!(
+            (cut[4].role, cut[4].content.as_str()),
+            (Role::Assistant, "done")
+        );
+        let again = cut.clone();
+        keep_final_answer(&mut cut, "done");
+        assert_eq!(cut, again, "a second repair changes nothing");
+        let mut whole = vec![
+            ChatMessage::user("task"),
+            ChatMessage::assistant("done", Vec::new()),
+            ChatMessage::user("kept unread"),
+        ];
+        let before = whole.clone();
+        keep_final_answer(&mut whole, "done");
+        assert_eq!(whole, before);
+        let mut empty = Vec::new();
+        keep_final_answer(&mut empty, "done");
+        assert!(empty.is_empty());
     }
 }
