@@ -580,6 +580,40 @@ async fn a_done_child_whose_last_run_write_was_lost_resumes_with_its_answer() {
     thread.close_and_wait().await;
 }
 
+/// Foreign input on disk (review: children that outlive a process): a
+/// chain `agent_1` → `agent_2` → `agent_3` whose middle run file was lost.
+/// `status` and a stop followed the chain's links to `agent_3`, but a
+/// message stopped at `agent_2` — the first run the book could not take —
+/// and refused: "cannot resume", though the newest run was whole. A
+/// message follows the links past a run it cannot take, as they do.
+#[tokio::test(start_paused = true)]
+async fn a_message_follows_a_chain_past_a_run_whose_file_was_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("envelopes");
+    resumed_in_a_second_session(&dir).await;
+    let sending = || {
+        ScriptedModel::new(vec![
+            Reply::new().use_agent(&UseAgentCall::send("agent_1", "one more")),
+            Reply::answer("Sent."),
+            Reply::answer("Noted."),
+        ])
+        .with_script("Worker", vec![Reply::answer("one more done"); 3])
+    };
+    for newest in ["agent_3", "agent_4"] {
+        let (thread, mut events) = thread_on(sending().shared(), open(&dir), 3).await;
+        thread.send_user("send it more").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        let (said, refused) = results_of(&log, "use_agent").pop().unwrap();
+        assert!(!refused, "{said}");
+        assert_eq!(json(&said)["id"], newest, "{said}");
+        until_wake(&mut events, &mut log, newest).await;
+        until_result(&mut events, &mut log).await;
+        thread.close_and_wait().await;
+        std::fs::remove_file(dir.join("runs").join("agent_2.json")).ok();
+    }
+}
+
 /// Waits until the thread has written `id`'s final envelope.
 async fn until_on_disk_finished(thread: &ThreadHandle, store: &EnvelopeStore, id: &str) {
     let id = AgentId::new(id);

@@ -118,9 +118,23 @@ impl HubState {
     /// hub's book holds neither until a message comes).
     fn latest_run(&mut self, id: &AgentId) -> AgentId {
         let mut at = self.book.latest_run(id);
-        // Bounded: each pass takes one more run into the book.
-        while !self.book.contains(&at) && self.import_archived(&at) {
-            at = self.book.latest_run(&at);
+        // Bounded: each pass takes one more run into the book, or passes
+        // one it cannot take (seen once).
+        let mut passed = rustc_hash::FxHashSet::default();
+        while !self.book.contains(&at) {
+            if self.import_archived(&at) {
+                at = self.book.latest_run(&at);
+                continue;
+            }
+            // A run of the chain the book cannot take (its run file lost
+            // or unreadable): the chain goes on past it, as `status` and a
+            // stop read it — a message stopped there, and refused though
+            // the newest run was whole.
+            let next = self.config.archive.as_ref().and_then(|a| a.get(&at));
+            match next.and_then(|e| e.continued_as) {
+                Some(next) if passed.insert(at.clone()) => at = self.book.latest_run(&next),
+                _ => break,
+            }
         }
         at
     }
