@@ -365,7 +365,7 @@ impl HubState {
         let now_ms = self.config.clock.now_ms();
         let book = &self.book;
         let mut started = None;
-        book.while_turn_open(&child.request.requester, || {
+        let mut start = || {
             let now = book.start(id, now_ms);
             if now.was_queued {
                 // It waited in the queue: its start is marked on the stream.
@@ -375,7 +375,14 @@ impl HubState {
                 child.emit_beside(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Running));
             }
             started = Some(now);
-        });
+        };
+        // The thread's parent (no child of this hub) has no turn here.
+        match self.children.contains_key(&child.request.requester) {
+            true => {
+                book.while_turn_open(&child.request.requester, start);
+            }
+            false => start(),
+        }
         let Some(started) = started else {
             return self.finish_child(
                 id,
