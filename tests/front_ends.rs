@@ -489,8 +489,12 @@ async fn an_empty_id_on_run_says_nothing() {
 /// one too.
 #[tokio::test(start_paused = true)]
 async fn the_agent_tools_description_says_whether_a_sub_agent_gets_it() {
+    // At depth 1 a sub-agent gets no delegation tool at all (review: the
+    // front-ends): "your tools (not this one)" told a parent offering
+    // `use_agent` too that its sub-agent could fan out with it.
     let shallow = offered_tools_at(false, 1).await;
-    assert!(shallow["agent"].description.contains("not this one"));
+    let said = &shallow["agent"].description;
+    assert!(said.contains("none of the delegation tools"), "{said}");
     let deep = offered_tools_at(false, 2).await;
     let said = &deep["agent"].description;
     assert!(!said.contains("not this one"), "{said}");

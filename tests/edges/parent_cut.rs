@@ -393,3 +393,89 @@ fn a_grandchild_abandoned_as_its_requesters_call_is_cut_is_stopped() {
         parent.shutdown_and_wait().await;
     });
 }
+
+/// Same instant, on two workers (review: the front-ends): a
+/// `delegate_task` child still queued as its wall-clock cap ran out. The
+/// call said "it goes on in the background, its result a message" and
+/// asked the hub to detach it if still queued — but a slot freed in that
+/// tick and the hub started it first (`Started`: nothing detached), and
+/// the parent's turn was cut while the call waited for that answer. The
+/// child then ran inline with nobody waiting, and its result reached
+/// nobody (no wake: it never went to the background). A call cut in that
+/// wait hands the child to the background, as its note says.
+#[test]
+fn a_queued_synchronous_child_started_as_its_callers_cap_ran_out_is_not_lost() {
+    use crate::common::held::HoldFinish;
+    let runtime = workers(2);
+    runtime.block_on(async {
+        let (held, inside, go) = Held::new();
+        let hold = Arc::new(tokio::sync::Notify::new());
+        let model = Arc::new(
+            ScriptedModel::new(vec![
+                Reply::new()
+                    .use_agent(
+                        &UseAgentCall::run("Blocker\nb", "block")
+                            .background()
+                            .tools(["hold"]),
+                    )
+                    .tool_call(
+                        "delegate_task",
+                        r#"{"task":"x","system_prompt":"Worker\nw"}"#,
+                    ),
+                Reply::answer("parent: next"),
+            ])
+            .with_script(
+                "Blocker\n",
+                vec![
+                    Reply::new().tool_call("hold", "{}"),
+                    Reply::answer("blocked"),
+                ],
+            )
+            .with_script("Worker\n", vec![Reply::answer("worked")]),
+        );
+        let (parent, mut events) = DelegationBuilder::new(model.clone())
+            .system_prompt("You are the parent.")
+            .tools(ToolRegistry::new().with(Hold(hold.clone())))
+            .limits(subagents::messages::Limits {
+                wall_clock: std::time::Duration::from_secs(2),
+                ..Default::default()
+            })
+            .max_live(1)
+            .delegate_task_tool(true)
+            .observer(Arc::new(HoldFinish(held.clone())))
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        let worker = AgentId::new("agent_2");
+        until(
+            &mut events,
+            &mut log,
+            |e| matches!(e, AgentEvent::ChildStatus(id, SubAgentStatus::Queued) if *id == worker),
+        )
+        .await;
+        // The blocker ends; the hub is held as it tells its observers,
+        // before the slot it freed admits the worker.
+        held.arm();
+        hold.notify_one();
+        until_held(inside, "the hub tells its observer the blocker finished").await;
+        // Meanwhile the cap (1.8 s) asks for the detach, and the parent's
+        // wall clock (2 s) cuts its turn as it waits for the answer.
+        until_result(&mut events, &mut log).await;
+        go.send(()).unwrap();
+        until(
+            &mut events,
+            &mut log,
+            |e| matches!(e, AgentEvent::ChildStatus(id, s) if *id == worker && s.is_terminal()),
+        )
+        .await;
+        let envelope = parent.hub.status(&worker).unwrap();
+        assert_eq!(envelope.status, SubAgentStatus::Done, "{envelope:#?}");
+        assert!(
+            envelope.background || envelope.claimed,
+            "its result reaches nobody: {envelope:#?}"
+        );
+        parent.shutdown_and_wait().await;
+    });
+}

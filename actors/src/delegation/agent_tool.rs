@@ -44,7 +44,7 @@ impl Tool for AgentTool {
         let this_one = if self.delegator.max_depth > 1 {
             "this one too, while delegation goes deeper"
         } else {
-            "not this one"
+            "none of the delegation tools: not this one"
         };
         format!(
             "Run a focused sub-agent on a self-contained task (\"read these three files and summarize\") \

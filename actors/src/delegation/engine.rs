@@ -383,11 +383,11 @@ pub(crate) enum Waited {
 }
 
 /// Detaches (or stops) the child if the waiting future is dropped.
-struct OnParentStop {
-    hub: HubHandle,
-    id: AgentId,
-    policy: ParentStopPolicy,
-    armed: bool,
+pub(super) struct OnParentStop {
+    pub(super) hub: HubHandle,
+    pub(super) id: AgentId,
+    pub(super) policy: ParentStopPolicy,
+    pub(super) armed: bool,
 }
 
 impl Drop for OnParentStop {

@@ -5,7 +5,7 @@
 use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
 use super::answers::{lost, not_started};
-use super::engine::{Delegator, Waited, refuse};
+use super::engine::{Delegator, OnParentStop, ParentStopPolicy, Waited, refuse};
 use crate::hub::DetachOutcome;
 use crate::tool::{ToolCallContext, ToolError};
 
@@ -24,7 +24,19 @@ impl Delegator {
         if call.depth == 0 {
             let note = not_started(id, cap, true);
             call.on_cut(note.clone());
-            return match self.hub().detach(id, true).await {
+            // Cut while it waits for the hub's answer (a slot freed in the
+            // tick, the child started: nothing detached), the child goes
+            // to the background, as the note says: it ran inline with
+            // nobody waiting, its result a message to nobody.
+            let mut cut = OnParentStop {
+                hub: self.hub().clone(),
+                id: id.clone(),
+                policy: ParentStopPolicy::Detach,
+                armed: true,
+            };
+            let detached = self.hub().detach(id, true).await;
+            cut.armed = false;
+            return match detached {
                 DetachOutcome::Detached => Err(refuse(note)),
                 DetachOutcome::AlreadyFinished(envelope) => {
                     let output = answer(&envelope);
