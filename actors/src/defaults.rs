@@ -23,11 +23,13 @@ pub(crate) const DEPTH_CEILING: u32 = 16;
 /// on in the background: 45 s (Loopl's value for a local model).
 pub(crate) const INLINE_WAIT: Duration = Duration::from_secs(45);
 
-/// How many bytes of profile listing a delegation tool's description
-/// carries: 4 KiB (about a thousand tokens, sent with every model call).
-/// Profiles past it are named in the listing's last line as a count; the
-/// model lists them all with `use_agent` action `agents`.
-pub(crate) const PROFILE_LISTING_BYTES: usize = 4096;
+/// How many characters a delegation tool's description has at most, its
+/// profile listing included: 1,024 — OpenAI and Azure OpenAI refuse a
+/// longer one (400 `string_above_max_length`) on every call, so a parent
+/// with a few long-described profiles failed every turn. Profiles past it
+/// are named in the listing's last line as a count; the model lists them
+/// all with `use_agent` action `agents`.
+pub(crate) const TOOL_DESCRIPTION_CHARS: usize = 1024;
 
 /// How many characters of a child's answer reach the parent's context in
 /// one piece (a tool result or a wake): 8,000 (about 2,000 tokens). A

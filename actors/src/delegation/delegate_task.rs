@@ -41,12 +41,13 @@ impl Tool for DelegateTask {
         } else {
             "a named one (`agent`) or one you define"
         };
-        format!(
-            "Delegate a self-contained task to another agent — {which} \
-             inline (`system_prompt`, optionally `tools`, `model`, `provider`, `max_iterations`) — and get \
-             back only its final answer. It cannot see this conversation: write `task` as a complete brief.{}",
-            self.delegator
-                .profile_listing("every name is in the `agent` parameter's enum")
+        self.delegator.with_profile_listing(
+            format!(
+                "Delegate a self-contained task to another agent — {which} \
+                 inline (`system_prompt`, optionally `tools`, `model`, `provider`, `max_iterations`) — and get \
+                 back only its final answer. It cannot see this conversation: write `task` as a complete brief."
+            ),
+            "every name is in the `agent` parameter's enum",
         )
     }
 

@@ -139,19 +139,32 @@ impl Delegator {
         Ok(())
     }
 
-    /// The profile listing for a tool description (empty without
-    /// profiles), at most [`PROFILE_LISTING_BYTES`](crate::defaults::PROFILE_LISTING_BYTES)
-    /// of it; `more` says where the model finds the profiles left out.
-    pub(crate) fn profile_listing(&self, more: &str) -> String {
+    /// A tool description, `before` then the profile listing (none
+    /// without profiles), within [`TOOL_DESCRIPTION_CHARS`](crate::defaults::TOOL_DESCRIPTION_CHARS)
+    /// characters in all: whole lines in name order, then how many were
+    /// left out and where the model finds them (`more`).
+    pub(crate) fn with_profile_listing(&self, before: String, more: &str) -> String {
         if self.profiles.is_empty() {
-            return String::new();
+            return before;
         }
-        let (listing, omitted) = self
-            .profiles
-            .describe_within(crate::defaults::PROFILE_LISTING_BYTES);
-        let mut out = format!("\n\nNamed sub-agents (pass the name as `agent`):\n{listing}");
+        const HEADER: &str = "\n\nNamed sub-agents (pass the name as `agent`):\n";
+        let left_out = |n: usize| format!("\n… and {n} more: {more}");
+        // Room kept for the last line, whatever the count it says.
+        let tail = left_out(self.profiles.len()).chars().count();
+        let used = before.chars().count() + HEADER.chars().count() + tail;
+        let budget = crate::defaults::TOOL_DESCRIPTION_CHARS.saturating_sub(used);
+        let (listing, omitted) = self.profiles.describe_within(budget);
+        let mut out = before;
+        if listing.is_empty() {
+            out.push_str(&format!(
+                "\n\nThere are {omitted} named sub-agents (pass a name as `agent`): {more}."
+            ));
+            return out;
+        }
+        out.push_str(HEADER);
+        out.push_str(&listing);
         if omitted > 0 {
-            out.push_str(&format!("\n… and {omitted} more: {more}"));
+            out.push_str(&left_out(omitted));
         }
         out
     }

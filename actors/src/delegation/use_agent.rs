@@ -308,27 +308,30 @@ impl Tool for UseAgent {
     }
 
     fn description(&self) -> String {
-        "Delegate a self-contained task to a sub-agent that runs on your model (a named one on its \
-         own, unless you give `model`) with its own system prompt, one input and only the tools you list. It cannot see this conversation: \
-         write the input as a complete brief. action run starts it (wait true returns its answer \
-         when it finishes soon, else {pending, id}); status shows progress by id without waiting; \
-         result returns its answer by id (waiting a while); send gives one a message it reads at its next model call (a finished one goes on from its conversation as a new run); interrupt cuts what it is doing and leaves it waiting for a message; stop cancels it for good. "
+        // The actions are told in `action`'s own description: a tool's
+        // description has 1,024 characters at most (OpenAI refuses more),
+        // the named sub-agents' listing included.
+        let before = "Delegate a self-contained task to a sub-agent that runs on your model (a named one on \
+         its own, unless you give `model`) with its own system prompt, one input and only the tools \
+         you list. It cannot see this conversation: write the input as a complete brief. `action` \
+         says what each action does. "
             .to_owned()
             + if self.delegator.profiles.is_empty() {
                 "Give `system_prompt` (its instructions; there are no named sub-agents)."
             } else {
                 "Give either `agent` (a named sub-agent) or `system_prompt` (an inline one)."
-            }
-            + &self.delegator.profile_listing(
-                "call use_agent with action `agents` to list every named sub-agent with its description",
-            )
+            };
+        self.delegator.with_profile_listing(
+            before,
+            "call use_agent with action `agents` to list every named sub-agent with its description",
+        )
     }
 
     fn parameters(&self) -> Value {
         let mut schema = json!({
             "type": "object",
             "properties": {
-                "action": {"type": "string", "enum": ["run", "status", "result", "send", "interrupt", "stop", "agents"]},
+                "action": {"type": "string", "enum": ["run", "status", "result", "send", "interrupt", "stop", "agents"], "description": "run starts it (wait true returns its answer when it finishes soon, else {pending, id}); status shows progress by id without waiting; result returns its answer by id (waiting a while); send gives one a message it reads at its next model call (a finished one goes on from its conversation as a new run); interrupt cuts what it is doing and leaves it waiting for a message; stop cancels it for good; agents lists every named sub-agent with its description"},
                 "system_prompt": {"type": "string", "description": "run: the sub-agent's instructions; the first line is its name"},
                 "input": {"type": "string", "description": "run: the complete task; send: the message"},
                 "tools": {"type": "array", "items": {"type": "string"}, "description": "run: names of your tools it may use (left out: all of them, or a named sub-agent's own; [] gives it none)"},

@@ -29,19 +29,22 @@ impl ProfileSet {
     }
 
     /// [`describe`](Self::describe)'s lines, in name order, as many as fit
-    /// in `budget` bytes (newlines counted), and how many were left out.
+    /// in `budget` characters (newlines counted), and how many were left
+    /// out.
     /// Counted by profile, not by line: a host's profile named with a line
     /// break (`from_profiles` takes any name) underflowed the count, and a
     /// cut by bytes could fall inside a character — a panic on every model
     /// call of the parent.
     pub(crate) fn describe_within(&self, budget: usize) -> (String, usize) {
         let mut listing = String::new();
-        let mut kept = 0;
+        let (mut kept, mut chars) = (0, 0);
         for profile in self.iter() {
             let line = line(profile);
-            if listing.len() + line.len() + usize::from(kept > 0) > budget {
+            let more = line.chars().count() + usize::from(kept > 0);
+            if chars + more > budget {
                 break;
             }
+            chars += more;
             if kept > 0 {
                 listing.push('\n');
             }
