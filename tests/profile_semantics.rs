@@ -302,7 +302,7 @@ async fn a_large_profile_set_is_listed_within_a_budget_and_listed_whole_on_reque
         .lines()
         .filter(|l| l.starts_with("- agent-"))
         .count();
-    assert!(listed >= 2 && listed < 137, "{listed} listed");
+    assert!((2..137).contains(&listed), "{listed} listed");
     assert!(
         description.contains(&format!(
             "… and {} more: call use_agent with action `agents`",
