@@ -348,8 +348,8 @@ async fn delegation_tool_descriptions_fit_in_1024_characters() {
             .unwrap();
         parent.agent.send_user("go").unwrap();
         until_result(&mut events, &mut Vec::new()).await;
-        let seen = seen.lock().unwrap();
-        for tool in &seen[0].tools {
+        let tools = seen.lock().unwrap()[0].tools.clone();
+        for tool in &tools {
             let chars = tool.description.chars().count();
             assert!(
                 chars <= 1024,
@@ -357,11 +357,7 @@ async fn delegation_tool_descriptions_fit_in_1024_characters() {
                 tool.name
             );
         }
-        let use_agent = seen[0]
-            .tools
-            .iter()
-            .find(|t| t.name == "use_agent")
-            .unwrap();
+        let use_agent = tools.iter().find(|t| t.name == "use_agent").unwrap();
         assert!(
             use_agent
                 .description
