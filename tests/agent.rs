@@ -707,6 +707,16 @@ async fn options_no_server_takes_are_refused_at_the_spawn() {
             },
             "max_tokens",
         ),
+        // Refused by real servers (review: what the adapter sends): vLLM
+        // and Ollama read a seed as a signed 64-bit integer; one past it
+        // (half of `rand::random::<u64>()`) failed every call with 400.
+        (
+            RequestOptions {
+                seed: Some(i64::MAX as u64 + 1),
+                ..RequestOptions::default()
+            },
+            "seed",
+        ),
     ];
     for (options, named) in cases {
         let agent = AgentBuilder::new(model())

@@ -296,7 +296,22 @@ pub(crate) fn check_options(options: &RequestOptions) -> Result<(), AgentError> 
             why,
         });
     }
+    if let Some(seed) = options.seed.filter(|s| *s > MAX_SEED) {
+        return Err(AgentError::Options {
+            field: "seed",
+            why: seed_why(seed),
+        });
+    }
     Ok(())
+}
+
+/// The largest seed servers take: vLLM and Ollama read it as a signed
+/// 64-bit integer and refuse a larger one (400) on every call.
+pub(crate) const MAX_SEED: u64 = i64::MAX as u64;
+
+/// Why a seed past [`MAX_SEED`] is refused.
+pub(crate) fn seed_why(seed: u64) -> String {
+    format!("must be at most {MAX_SEED} (servers read a signed 64-bit integer and refuse {seed})")
 }
 
 /// Refuses limits under which no turn can do anything: 0 model calls, a

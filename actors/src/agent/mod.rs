@@ -45,7 +45,9 @@ mod turn_state;
 
 pub(crate) use answer::unique_ids;
 pub use config::{AgentBuilder, ApprovalPolicy};
-pub(crate) use config::{AgentConfig, KillHook, check_limits, check_options, spawn_numbered};
+pub(crate) use config::{
+    AgentConfig, KillHook, MAX_SEED, check_limits, check_options, seed_why, spawn_numbered,
+};
 #[doc(hidden)]
 pub use handle::supervisor_stopping;
 pub use handle::{AgentError, AgentHandle};

@@ -67,7 +67,8 @@ pub(crate) struct WireToolCall<'a> {
 /// The function part of a tool call; `arguments` stays a JSON string.
 #[derive(Debug, Serialize)]
 pub(crate) struct WireFunctionCall<'a> {
-    pub(crate) name: &'a str,
+    /// Owned only where a made-up name was made one a server takes.
+    pub(crate) name: Cow<'a, str>,
     pub(crate) arguments: &'a str,
 }
 
@@ -90,18 +91,29 @@ pub(crate) struct WireFunction<'a> {
 impl<'a> ChatRequest<'a> {
     /// The streaming request for `request` on `model`.
     pub(crate) fn new(model: &'a str, request: &'a ModelRequest) -> Self {
+        // An empty system prompt (a builder's default, a profile's empty
+        // body) is left out: LM Studio, Mistral, Anthropic's and Gemini's
+        // compatible endpoints answer 400 to an empty message.
+        let mut messages = alternating(
+            request
+                .messages
+                .iter()
+                .filter(|m| !(m.role == Role::System && m.content.trim().is_empty()))
+                .map(WireMessage::from),
+        );
+        // A past call to a tool not on offer whose name a server refuses
+        // (see `sendable_name`): sent under one it takes.
+        for call in messages.iter_mut().flat_map(|m| m.tool_calls.iter_mut()) {
+            let name = &call.function.name;
+            if !request.tools.iter().any(|t| t.name == *name)
+                && let Some(sendable) = sendable_name(name)
+            {
+                call.function.name = Cow::Owned(sendable);
+            }
+        }
         Self {
             model,
-            // An empty system prompt (a builder's default, a profile's
-            // empty body) is left out: LM Studio, Mistral, Anthropic's and
-            // Gemini's compatible endpoints answer 400 to an empty message.
-            messages: alternating(
-                request
-                    .messages
-                    .iter()
-                    .filter(|m| !(m.role == Role::System && m.content.trim().is_empty()))
-                    .map(WireMessage::from),
-            ),
+            messages,
             tools: request.tools.iter().map(WireTool::from).collect(),
             stream: true,
             stream_options: StreamOptions {
@@ -117,7 +129,9 @@ impl<'a> ChatRequest<'a> {
                 .map(tool_choice),
             max_tokens: request.options.max_tokens,
             temperature: request.options.temperature,
-            top_p: request.options.top_p,
+            // 1 cuts nothing (OpenAI's default), and TGI refuses it (422
+            // "`top_p` must be > 0.0 and < 1.0"): not sent.
+            top_p: request.options.top_p.filter(|p| *p < 1.0),
             stop: &request.options.stop,
             seed: request.options.seed,
         }
@@ -209,7 +223,7 @@ impl<'a> From<&'a ToolCall> for WireToolCall<'a> {
             id: call.id.as_str(),
             kind: "function",
             function: WireFunctionCall {
-                name: &call.name,
+                name: Cow::Borrowed(&call.name),
                 arguments: sendable(&call.arguments),
             },
             // The JSON value it came as (text that is no JSON, set by a
@@ -223,23 +237,6 @@ impl<'a> From<&'a ToolCall> for WireToolCall<'a> {
             }),
         }
     }
-}
-
-/// A past call's arguments as they can be sent back: as the model wrote
-/// them if they are a JSON object, else `{}`. A call whose arguments were
-/// not JSON (cut by the output limit, or just wrong) never ran and its
-/// result says why; sent back as written, it failed every later request
-/// on servers that parse the history (llama-server: 500 "Failed to parse
-/// tool call arguments as JSON"; vLLM: 400), so the conversation was stuck
-/// for good.
-///
-/// Parsed as the turn parses them before a run (`agent/call.rs`), not
-/// skimmed: a lone surrogate (`"\ud83d"`, an emoji escape left unfinished)
-/// or `1e400` passes a skim, was refused as no JSON, and went back as
-/// written — to the same 500.
-fn sendable(arguments: &str) -> &str {
-    let object = serde_json::from_str::<serde_json::Value>(arguments).is_ok_and(|v| v.is_object());
-    if object { arguments } else { "{}" }
 }
 
 impl<'a> From<&'a ToolSpec> for WireTool<'a> {
@@ -490,6 +487,9 @@ impl UsageWire {
         })
     }
 }
+
+mod history;
+use history::{sendable, sendable_name};
 
 #[cfg(test)]
 mod tests;

@@ -334,7 +334,15 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 }
                 "temperature" => fm.temperature = in_range(&key, map.next_value()?, 0.0, 2.0)?,
                 "top_p" | "topP" => fm.top_p = in_range(&key, map.next_value()?, 0.0, 1.0)?,
-                "seed" => fm.seed = map.next_value()?,
+                "seed" => {
+                    fm.seed = map.next_value()?;
+                    if let Some(seed) = fm.seed.filter(|s| *s > crate::agent::MAX_SEED) {
+                        return Err(de::Error::custom(format!(
+                            "`{key}` {}",
+                            crate::agent::seed_why(seed)
+                        )));
+                    }
+                }
                 "stop" => fm.stop = map.next_value()?,
                 // Cursor's `is_background`.
                 "background" | "is_background" => fm.background = map.next_value()?,

@@ -148,6 +148,10 @@ fn request_options_out_of_range_are_errors_at_their_key() {
             "+++\nmax_tokens = 0\n+++\n",
             "`max_tokens` must be at least 1",
         ),
+        (
+            "---\nseed: 9223372036854775808\n---\n",
+            "`seed` must be at most 9223372036854775807",
+        ),
     ] {
         let e = parse_error(text);
         let ParseErrorKind::Invalid { message, .. } = &e.kind else {

@@ -241,3 +241,82 @@ fn a_total_past_the_two_counts_counts_as_output() {
     let unreadable = r#"{"prompt_tokens":20,"completion_tokens":10,"total_tokens":-1}"#;
     assert_eq!(read(unreadable), usage(20, 10));
 }
+
+/// Refused by a real server (review: what the adapter sends): a past
+/// call's name a model made up (gpt-4o's `multi_tool_use.parallel`, a
+/// space, a name past 64 characters, none) was sent back as written, and
+/// OpenAI (and Mistral) refuse every request whose history holds one
+/// (400 "does not match pattern"): the turn and every later one failed.
+/// A call to no tool on offer goes under a name they take; a tool on
+/// offer, and a name they take, go as they are.
+#[test]
+fn a_made_up_tool_name_is_sent_back_as_one_servers_take() {
+    let call = |id: &str, name: &str| ToolCall {
+        id: ToolUseId::new(id),
+        name: name.into(),
+        arguments: "{}".into(),
+        extra_content: None,
+    };
+    let long = "x".repeat(100);
+    let request = ModelRequest {
+        messages: vec![
+            ChatMessage::user("hi"),
+            ChatMessage::assistant(
+                "",
+                vec![
+                    call("a", "multi_tool_use.parallel"),
+                    call("b", "calc"),
+                    call("c", "read file"),
+                    call("d", &long),
+                    call("e", ""),
+                    call("f", "fs.read"),
+                    call("g", "lëse"),
+                ],
+            ),
+        ],
+        tools: vec![ToolSpec {
+            name: "fs.read".into(),
+            description: "reads".into(),
+            parameters: "{}".into(),
+        }],
+        ..Default::default()
+    };
+    let body = serde_json::to_value(ChatRequest::new("m", &request)).unwrap();
+    let sent: Vec<&str> = body["messages"][1]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "multi_tool_use_parallel",
+            "calc",
+            "read_file",
+            &"x".repeat(64),
+            "unknown_tool",
+            "fs.read",
+            "l_se",
+        ]
+    );
+}
+
+/// Refused by a real server (review: what the adapter sends): TGI refuses
+/// `top_p` 1 (422 "must be > 0.0 and < 1.0"), OpenAI's default, which
+/// cuts nothing: not sent; below 1 it is.
+#[test]
+fn a_top_p_of_one_is_not_sent() {
+    let request = |top_p| ModelRequest {
+        messages: vec![ChatMessage::user("hi")],
+        options: subagents_messages::RequestOptions {
+            top_p: Some(top_p),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let body = serde_json::to_value(ChatRequest::new("m", &request(1.0))).unwrap();
+    assert!(body.get("top_p").is_none(), "{body}");
+    let body = serde_json::to_value(ChatRequest::new("m", &request(0.5))).unwrap();
+    assert_eq!(body["top_p"], 0.5);
+}
