@@ -263,7 +263,19 @@ pub fn check_log_failing(
             );
         }
         check_pairs(id.as_str(), child.events.iter().map(|(_, e)| e), at_rest);
-        if at_rest && !child.events.is_empty() {
+        // One that started (said so: `ChildRunning`, or `running`) has its
+        // `Result` too when it emitted nothing else (review: tests that
+        // cannot fail — a child stopped at the gate, before its first
+        // delta, was never checked); a start that failed has no turn.
+        let started = !child.running_at.is_empty()
+            || child
+                .statuses
+                .iter()
+                .any(|(_, s)| *s == SubAgentStatus::Running);
+        let failed = child
+            .terminal()
+            .is_some_and(|(_, s)| s == SubAgentStatus::Failed);
+        if at_rest && (!child.events.is_empty() || (started && !failed)) {
             let results = child
                 .events
                 .iter()
@@ -331,7 +343,16 @@ pub fn check_inline_order_settled(log: &[AgentEvent]) {
 }
 
 fn check_inline(log: &[AgentEvent], skip_unsettled: bool) {
-    let (_, by_id) = children(log);
+    let (order, by_id) = children(log);
+    // Each child's own row too, where it asked for children: the
+    // property test's grandchildren (docs/testing.md: "every invariant
+    // above covers grandchildren too") were never looked at here.
+    for id in &order {
+        let row = by_id[id].row();
+        if row.iter().any(|e| matches!(e, AgentEvent::ChildStarted(_))) {
+            check_inline(&row, skip_unsettled);
+        }
+    }
     for (id, child) in &by_id {
         let handed_off = child.background
             || child

@@ -145,6 +145,7 @@ fn cancellation_storm_during_spawn() {
     // the 16 seeds were one run 16 times): stops and switches land before,
     // at and after each spawn.
     let mut logs = std::collections::BTreeSet::new();
+    let mut stopped_mid_fan_out = 0;
     for seed in 0..16 {
         let report = scenario
             .clone()
@@ -157,6 +158,22 @@ fn cancellation_storm_during_spawn() {
             "the fan-out was cut before it spawned: {}",
             report.render()
         );
+        // The storm landed (review: tests that cannot fail): a child
+        // ended `stopped` while a later one was still to start — a stop
+        // answered "unknown" every time passed, the switches and the
+        // parent's stop ending everything anyway.
+        let events = report.events();
+        let last_start = events
+            .iter()
+            .rposition(|e| matches!(e, AgentEvent::ChildStarted(_)));
+        let first_stop = events
+            .iter()
+            .position(|e| matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Stopped)));
+        if let (Some(stop), Some(start)) = (first_stop, last_start)
+            && stop < start
+        {
+            stopped_mid_fan_out += 1;
+        }
         logs.insert(report.render());
     }
     assert!(
@@ -164,10 +181,12 @@ fn cancellation_storm_during_spawn() {
         "every seed gave one log: {}",
         logs.first().unwrap()
     );
+    assert!(stopped_mid_fan_out > 0, "no stop landed during the fan-out");
 }
 
 #[test]
 fn stop_all_racing_completion() {
+    let mut reached = std::collections::BTreeSet::new();
     for at_ms in [9_999u64, 10_000, 10_001] {
         let report = Scenario::new(vec![
             Reply::new().use_agent(&run_call("Racer", false, &[])),
@@ -193,7 +212,22 @@ fn stop_all_racing_completion() {
             report.render()
         );
         assert_nothing_lost(&report);
+        // Each side of the race reached (review: tests that cannot fail):
+        // a switch that stopped nothing passed, the wake dropped anyway.
+        let racer = envelope(&report, "agent_1");
+        let woken = events[..switched].iter().any(common::is_wake);
+        match at_ms {
+            9_999 => assert_eq!(racer.status, SubAgentStatus::Stopped, "{}", report.render()),
+            10_001 => assert!(
+                racer.status == SubAgentStatus::Done && woken,
+                "finished before the switch, and woke: {}",
+                report.render()
+            ),
+            _ => {}
+        }
+        reached.insert(racer.status.as_str());
     }
+    assert_eq!(reached.len(), 2, "{reached:?}");
 }
 
 #[test]

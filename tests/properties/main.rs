@@ -440,13 +440,22 @@ fn check_at_rest_and_replay(mut sut: Sut, reference: &Reference) {
     again.close_all();
     assert_eq!(closed, again.logs(), "the close replayed differently");
     REACHED.lock().unwrap().extend(sut.world.signatures());
+    GRANDCHILDREN_QUEUED.fetch_add(sut.world.grandchildren_queued(), Ordering::SeqCst);
 }
+
+/// Threads whose log held a grandchild queued behind the nested cap.
+static GRANDCHILDREN_QUEUED: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
 
 /// What the whole run reached, asserted once every case passed.
 fn assert_coverage(reached: usize) {
     assert!(
         model::GRANDCHILDREN_DELIVERED.load(Ordering::SeqCst) > 0,
         "no case reached a grandchild's answer: the depth-2 path is not exercised"
+    );
+    assert!(
+        GRANDCHILDREN_QUEUED.load(Ordering::SeqCst) > 0,
+        "no case queued a grandchild: the cap, level by level, is not reached"
     );
     // What the run reached, asserted (printed only, a harness
     // whose triggers stopped firing — twice fixed before — or

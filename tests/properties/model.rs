@@ -189,13 +189,24 @@ fn child_turn(request: &ModelRequest) -> ModelStream {
                 yields: plan.yields,
                 nested: false,
             };
-            let call = UseAgentCall::run(
-                "Child of a child\nYou work.",
-                serde_json::to_string(&grand).unwrap(),
-            )
-            .tools(["sleep"])
-            .wait(true);
-            return play(Reply::new().use_agent(&call));
+            let call = |wait: bool| {
+                UseAgentCall::run(
+                    "Child of a child\nYou work.",
+                    serde_json::to_string(&grand).unwrap(),
+                )
+                .tools(["sleep"])
+                .wait(wait)
+            };
+            // Two in the background, then one waited on: past the cap
+            // (`MAX_LIVE` live per requester), the last waits in its
+            // requester's queue — the cap checked level by level is
+            // reached (one grandchild never was).
+            return play(
+                Reply::new()
+                    .use_agent(&call(false))
+                    .use_agent(&call(false))
+                    .use_agent(&call(true)),
+            );
         }
         if done == 1
             && request

@@ -505,6 +505,20 @@ impl World {
         }
     }
 
+    /// How many threads' logs hold a grandchild that waited in its
+    /// requester's queue (the nested cap reached).
+    pub(super) fn grandchildren_queued(&self) -> usize {
+        self.threads
+            .iter()
+            .filter(|live| {
+                live.log().iter().any(|l| {
+                    matches!(l, LogEntry::Event { event: AgentEvent::Child(_, inner), .. }
+                        if matches!(**inner, AgentEvent::ChildStatus(_, SubAgentStatus::Queued)))
+                })
+            })
+            .count()
+    }
+
     /// The distinct interleavings the fired triggers reached.
     pub(super) fn signatures(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -516,16 +530,17 @@ impl World {
                 };
                 // Triggers fire in no fixed order; the action is read off
                 // the next host entry.
-                let Some((at, action)) =
-                    log.iter().enumerate().skip(i).find_map(|(at, l)| match l {
-                        LogEntry::Host { action, .. } => Some((at, action)),
-                        _ => None,
-                    })
-                else {
+                let Some(action) = log.iter().skip(i).find_map(|l| match l {
+                    LogEntry::Host { action, .. } => Some(action),
+                    _ => None,
+                }) else {
                     continue;
                 };
                 let what = format!("{moment:?}/{}", action_kind(action));
-                out.push(checks::signature(log, at, child, &what));
+                // The side of the trigger the child ended on: a stop or a
+                // switch is logged once it has taken effect (the child it
+                // ended ended before that entry every time).
+                out.push(checks::signature(log, i, child, &what));
             }
         }
         out
