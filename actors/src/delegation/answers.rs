@@ -213,8 +213,6 @@ pub(super) fn cut_note(policy: ParentStopPolicy, id: &AgentId, depth: u32) -> St
     .to_string()
 }
 
-/// A finished child `id` resumed as `next` by a message, as an agent at
-/// `depth` reads it (`target`: the new run's depth).
 /// `send`'s answer for a message a child took as it runs or waits (a
 /// resumed run is [`resumed_json`]).
 pub(super) fn taken_json(id: &AgentId, how: &crate::hub::Steered) -> Value {
@@ -232,6 +230,8 @@ pub(super) fn taken_json(id: &AgentId, how: &crate::hub::Steered) -> Value {
     }
 }
 
+/// A finished child `id` resumed as `next` by a message, as an agent at
+/// `depth` reads it (`target`: the new run's depth).
 pub(super) fn resumed_json(id: &AgentId, next: &AgentId, depth: u32, target: u32) -> Value {
     json!({
         "id": next.as_str(),

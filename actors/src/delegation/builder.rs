@@ -274,7 +274,6 @@ impl DelegationBuilder {
         self
     }
 
-    /// Answers ids of earlier sessions from `archive`.
     /// The observers given so far (read by subagents-supervisor, which
     /// tells them of a stop after the hub's death).
     #[doc(hidden)]
@@ -282,6 +281,7 @@ impl DelegationBuilder {
         self.observers.clone()
     }
 
+    /// Answers ids of earlier sessions from `archive`.
     #[doc(hidden)] // set by subagents-supervisor (`ThreadConfig::store`)
     pub fn archive(mut self, archive: Arc<dyn EnvelopeArchive>) -> Self {
         self.archive = Some(archive);

@@ -50,6 +50,13 @@ pub(super) fn refused_field(body: &Value, message: &str) -> Option<&'static str>
         Some("max_tokens")
     } else if message.contains("stream_options") && fields.contains_key("stream_options") {
         Some("stream_options")
+    } else if message.contains("top_p")
+        && message.contains("< 1.0")
+        && fields.get("top_p").and_then(Value::as_f64) == Some(1.0)
+    {
+        // TGI: "`top_p` must be > 0.0 and < 1.0" (422) — and 1 is no cut
+        // at all there, which leaving it out gives.
+        Some("top_p")
     } else if message.contains("seed")
         && !message.contains("random_seed")
         && fields.contains_key("seed")

@@ -129,9 +129,7 @@ impl<'a> ChatRequest<'a> {
                 .map(tool_choice),
             max_tokens: request.options.max_tokens,
             temperature: request.options.temperature,
-            // 1 cuts nothing (OpenAI's default), and TGI refuses it (422
-            // "`top_p` must be > 0.0 and < 1.0"): not sent.
-            top_p: request.options.top_p.filter(|p| *p < 1.0),
+            top_p: request.options.top_p,
             stop: &request.options.stop,
             seed: request.options.seed,
         }

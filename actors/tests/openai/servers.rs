@@ -203,6 +203,38 @@ async fn mistrals_refused_seed_is_sent_again_as_random_seed() {
     }
 }
 
+/// Refused by a real server (review: what the adapter sends): TGI refuses
+/// a `top_p` of 1 (422 "`top_p` must be > 0.0 and < 1.0"), a value a host
+/// sets to turn nucleus sampling off — which TGI does when it is left
+/// out. Sent again without it (and learnt: not sent again); sent as set
+/// to every other server, whose own default is often below 1.
+#[tokio::test]
+async fn tgis_refused_top_p_of_one_is_sent_again_without_it() {
+    let refusal = json!({"error": "Input validation error: `top_p` must be > 0.0 and < 1.0",
+        "error_type": "validation"});
+    let with_top_p = || {
+        let mut request = request("hi");
+        request.options.top_p = Some(1.0);
+        request
+    };
+    let server = MockServer::start(vec![
+        Reply::error(422, refusal),
+        Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()])),
+        Reply::sse(&strs(&[text("again"), finish("stop"), "[DONE]".to_owned()])),
+    ])
+    .await;
+    let model = server.model(None);
+    let out = collect(&model, with_top_p()).await;
+    assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))]);
+    let out = collect(&model, with_top_p()).await;
+    assert_eq!(out, vec![Ok(ModelChunk::Text("again".into()))]);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[0].body["top_p"], 1.0, "sent as set first");
+    assert!(seen[1].body.get("top_p").is_none());
+    assert!(seen[2].body.get("top_p").is_none(), "learnt");
+}
+
 /// A field the server refused was sent again on every call: each call
 /// paid a refused request first — two requests a call against a
 /// per-request rate limit (Mistral's free tier: about one a second, the

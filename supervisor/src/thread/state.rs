@@ -44,7 +44,6 @@ impl std::fmt::Debug for ThreadArguments {
     }
 }
 
-/// The supervisor's state.
 /// The host's hub observers, as the builder was given them.
 #[derive(Clone)]
 pub(super) struct HostObservers(pub(super) Vec<Arc<dyn subagents_actors::hub::HubObserver>>);
@@ -55,6 +54,7 @@ impl std::fmt::Debug for HostObservers {
     }
 }
 
+/// The supervisor's state.
 #[derive(Debug)]
 pub(crate) struct ThreadState {
     pub(super) parent: DelegatingAgent,
