@@ -1,6 +1,7 @@
 //! Faults in a child: panics, model errors and hangs, tool panics, cancellations, races with stop-all and wakes.
 
 use super::*;
+use subagents::simulation::LogEntry;
 
 #[test]
 fn child_panic() {
@@ -158,20 +159,45 @@ fn cancellation_storm_during_spawn() {
             "the fan-out was cut before it spawned: {}",
             report.render()
         );
-        // The storm landed (review: tests that cannot fail): a child
-        // ended `stopped` while a later one was still to start — a stop
-        // answered "unknown" every time passed, the switches and the
+        // The storm landed (review: tests that cannot fail, twice): a
+        // host's stop of one child, not refused, ended it `stopped` (its
+        // status between the host entry before and the stop's own, logged
+        // once it took effect) while a later child was still to start — a
+        // stop answered "unknown" every time passed, the switches and the
         // parent's stop ending everything anyway.
-        let events = report.events();
-        let last_start = events
-            .iter()
-            .rposition(|e| matches!(e, AgentEvent::ChildStarted(_)));
-        let first_stop = events
-            .iter()
-            .position(|e| matches!(e, AgentEvent::ChildStatus(_, SubAgentStatus::Stopped)));
-        if let (Some(stop), Some(start)) = (first_stop, last_start)
-            && stop < start
-        {
+        let log = &report.log;
+        let stopped_by = |h: usize, id: &AgentId| {
+            let before = log[..h]
+                .iter()
+                .rposition(|l| matches!(l, LogEntry::Host { .. }))
+                .map_or(0, |p| p + 1);
+            log[before..h].iter().any(|l| {
+                matches!(l,
+                LogEntry::Event { event: AgentEvent::ChildStatus(c, SubAgentStatus::Stopped), .. }
+                    if c == id)
+            })
+        };
+        let landed = log.iter().enumerate().any(|(h, l)| {
+            let LogEntry::Host {
+                action: HostAction::StopChild(id),
+                ..
+            } = l
+            else {
+                return false;
+            };
+            let refused = matches!(log.get(h + 1), Some(LogEntry::Refused { .. }));
+            let started_after = log[h..].iter().any(|l| {
+                matches!(
+                    l,
+                    LogEntry::Event {
+                        event: AgentEvent::ChildStarted(_),
+                        ..
+                    }
+                )
+            });
+            !refused && started_after && stopped_by(h, id)
+        });
+        if landed {
             stopped_mid_fan_out += 1;
         }
         logs.insert(report.render());
