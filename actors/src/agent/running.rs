@@ -1,5 +1,6 @@
-//! A running turn as the agent holds it, and how it ends when the actor
-//! goes away without a stop (a kill): its `Result` on the stream still.
+//! A running turn as the agent holds it, how it ends when the actor goes
+//! away without a stop (a kill): its `Result` on the stream still, and
+//! how it takes a message sent to it.
 
 use std::sync::Arc;
 
@@ -114,4 +115,36 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// A message for the running turn (`use_agent send`), read at its next
+/// model call; refused as finished (`id`'s) when no turn runs or its
+/// answer was final. Taken only while the sending call is open (cut, its
+/// model read that it stopped: taken, the message was acted on all the
+/// same), and under its lock its cut note then says it was taken.
+pub(super) fn steer(
+    running: Option<&RunningTurn>,
+    id: &subagents_messages::AgentId,
+    text: String,
+    asking: &crate::agent::CallSlot,
+    reply: ractor::RpcReplyPort<Result<crate::hub::Steered, crate::hub::Refused>>,
+) {
+    let taken = asking
+        .hand_over(|| {
+            running
+                .is_some_and(|r| turn_state::steer(&r.shared, text))
+                .then_some(crate::hub::Steered::Running)
+        })
+        .flatten()
+        .is_some();
+    // Its run written with it (where it will read it): a process killed
+    // before its next model call lost it.
+    if let Some(running) = running.filter(|_| taken) {
+        running.sink.stepped();
+    }
+    let _ = reply.send(if taken {
+        Ok(crate::hub::Steered::Running)
+    } else {
+        Err(crate::hub::Refused::Finished { id: id.clone() })
+    });
 }

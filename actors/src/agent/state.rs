@@ -422,33 +422,13 @@ impl Actor for AgentActor {
                 text,
                 asking,
                 reply,
-            } => {
-                // Taken only while the sending call is open (cut, its
-                // model read that it stopped: taken, the message was
-                // acted on all the same), and under its lock its cut note
-                // then says it was taken.
-                let running = state.running.as_ref();
-                let taken = asking
-                    .hand_over(|| {
-                        running
-                            .is_some_and(|r| turn_state::steer(&r.shared, text))
-                            .then_some(crate::hub::Steered::Running)
-                    })
-                    .flatten()
-                    .is_some();
-                // Its run written with it (where it will read it): a
-                // process killed before its next model call lost it.
-                if let Some(running) = state.running.as_ref().filter(|_| taken) {
-                    running.sink.stepped();
-                }
-                let _ = reply.send(if taken {
-                    Ok(crate::hub::Steered::Running)
-                } else {
-                    Err(crate::hub::Refused::Finished {
-                        id: state.config.id.clone(),
-                    })
-                });
-            }
+            } => super::running::steer(
+                state.running.as_ref(),
+                &state.config.id,
+                text,
+                &asking,
+                reply,
+            ),
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }

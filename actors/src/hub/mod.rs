@@ -74,6 +74,7 @@ mod queries;
 mod runs;
 mod shutdown;
 mod slots;
+mod starting;
 mod steer;
 mod stop;
 pub(crate) use stop::DetachOutcome;

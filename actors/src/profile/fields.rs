@@ -15,7 +15,7 @@ use super::modes::{
     permission_mode_loads, permissions_load, sandbox_mode_loads, tools_settings, web_search_on,
 };
 use super::tools::{ToolList, Tools};
-use super::values::{Iterations, ModelName, in_range};
+use super::values::{Iterations, ModelName, in_range, seed_in_range};
 
 /// The frontmatter of one profile file, as written.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -334,15 +334,7 @@ impl<'de> Visitor<'de> for FrontmatterVisitor<'_> {
                 }
                 "temperature" => fm.temperature = in_range(&key, map.next_value()?, 0.0, 2.0)?,
                 "top_p" | "topP" => fm.top_p = in_range(&key, map.next_value()?, 0.0, 1.0)?,
-                "seed" => {
-                    fm.seed = map.next_value()?;
-                    if let Some(seed) = fm.seed.filter(|s| *s > crate::agent::MAX_SEED) {
-                        return Err(de::Error::custom(format!(
-                            "`{key}` {}",
-                            crate::agent::seed_why(seed)
-                        )));
-                    }
-                }
+                "seed" => fm.seed = seed_in_range(&key, map.next_value()?)?,
                 "stop" => fm.stop = map.next_value()?,
                 // Cursor's `is_background`.
                 "background" | "is_background" => fm.background = map.next_value()?,

@@ -59,6 +59,17 @@ pub(super) fn in_range<E: de::Error>(
     }
 }
 
+/// A `seed` within what servers take (see [`crate::agent::MAX_SEED`]).
+pub(super) fn seed_in_range<E: de::Error>(key: &str, seed: Option<u64>) -> Result<Option<u64>, E> {
+    match seed {
+        Some(seed) if seed > crate::agent::MAX_SEED => Err(E::custom(format!(
+            "`{key}` {}",
+            crate::agent::seed_why(seed)
+        ))),
+        seed => Ok(seed),
+    }
+}
+
 /// `model`: a name, or GitHub Copilot's and VS Code's list of them (the
 /// first one available is used): the first name, and whether more were
 /// listed (fallbacks this runtime does not try: warned as not applied).
