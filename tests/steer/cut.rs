@@ -144,3 +144,82 @@ async fn a_message_during_an_answer_the_output_limit_cut_is_read_by_the_next_cal
     assert_eq!(child.result.as_deref(), Some("read it"), "{child:#?}");
     thread.close_and_wait().await;
 }
+
+/// Killed midway, at the instant it answers (review of this session's
+/// diff): a message taken during a child's last answer that no call could
+/// read (its token budget spent) stays unread, after the answer. Nothing
+/// wrote the answer before the end, whose write is the envelope, then
+/// the run: a kill between the two left a run whose last words were the
+/// unread message, and the answer, put back from the envelope as the run
+/// was read, went after the message it never replied to. The answer is a
+/// step of its own then, written before the end.
+#[tokio::test(start_paused = true)]
+async fn a_final_answer_with_a_message_left_unread_is_a_step() {
+    use std::sync::{Mutex, OnceLock};
+    use subagents::actors::hub::HubObserver;
+    use subagents::messages::{Envelope, Limits};
+    struct Reads {
+        thread: Arc<OnceLock<ThreadHandle>>,
+        read: Mutex<Vec<Vec<String>>>,
+    }
+    impl HubObserver for Reads {
+        fn finished(&self, _: &Envelope) {}
+        fn stepped(&self, id: &AgentId) {
+            let said = self.thread.get().unwrap().hub().conversation(id);
+            let said = said.unwrap_or_default().into_iter().map(|m| m.content);
+            self.read.lock().unwrap().push(said.collect());
+        }
+    }
+    let reads = Arc::new(Reads {
+        thread: Arc::default(),
+        read: Mutex::default(),
+    });
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&work_call("Worker", 1, false).max_iterations(5)),
+        Reply::answer("Started."),
+        Reply::new()
+            .use_agent(&UseAgentCall::send("agent_1", "one more thing"))
+            .delay(Duration::from_secs(5)),
+        Reply::answer("Sent."),
+        Reply::answer("Noted."),
+        Reply::answer("Noted."),
+    ])
+    .with_script(
+        "Worker",
+        vec![
+            Reply::new()
+                .tool_call("sleep", r#"{"secs":1}"#)
+                .usage(400, 100),
+            Reply::answer("worked 1 s")
+                .usage(400, 100)
+                .delay(Duration::from_secs(10)),
+        ],
+    );
+    let gate = GateHandle::spawn(2).await.unwrap();
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model.shared())
+            .gate(gate)
+            .observer(reads.clone())
+            .child_limits(Limits {
+                token_budget: 1_000,
+                ..Limits::default()
+            }),
+    )
+    .await;
+    let _ = reads.thread.set(thread.clone());
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    let (sent, _) = results_of(&log, "use_agent").pop().unwrap();
+    assert_eq!(json(&sent)["status"], "running", "{sent}");
+    let read = reads.read.lock().unwrap().clone();
+    assert!(
+        read.iter()
+            .any(|said| said.iter().any(|m| m == "worked 1 s")),
+        "no step held the final answer: {read:#?}"
+    );
+    thread.close_and_wait().await;
+}

@@ -19,7 +19,7 @@ use crate::agent::msg::AgentMsg;
 use crate::agent::probe::Activity;
 use crate::agent::spans;
 use crate::agent::turn_state::{
-    Shared, TurnState, complete_unless_steered, estimated, lock, result,
+    AnswerEnd, Shared, TurnState, answer_end, complete_unless_steered, estimated, lock, result,
 };
 use crate::sink::EventSink;
 use tracing::Instrument;
@@ -179,12 +179,20 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             }
             Some(reason) => Some(reason),
             None if calls.is_empty() => {
-                if complete_unless_steered(&ctx.shared, &limits, || ctx.past_wall_clock()) {
+                let end = answer_end(&ctx.shared, &limits, || ctx.past_wall_clock());
+                // A message arrived while it answered: it reads it and goes
+                // on, its answer written (a kill in the next call lost it)
+                // — or, no call left to read it, the final answer is
+                // written before it (its end writes the envelope, then the
+                // run: a kill between the two left a run whose last words
+                // were the unread message, and the answer, put back as the
+                // run was read, went after it).
+                if end != (AnswerEnd::Final { unread: false }) {
+                    ctx.sink.stepped();
+                }
+                if let AnswerEnd::Final { .. } = end {
                     return (text, Outcome::Completed);
                 }
-                // A message arrived while it answered: it reads it and goes
-                // on, its answer written (a kill in the next call lost it).
-                ctx.sink.stepped();
                 continue;
             }
             None => None,

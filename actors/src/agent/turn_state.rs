@@ -195,43 +195,8 @@ pub(crate) fn steering_text(text: &str) -> String {
     format!("[message from the agent that started you]\n{text}")
 }
 
-/// Hands a message to a running turn: `true` when it will read it at its
-/// next model call, `false` when it takes no more (its answer was final,
-/// or it ended). Under the turn's lock, against [`complete_unless_steered`]:
-/// a message is either read or refused, never taken and lost.
-pub(crate) fn steer(shared: &Shared, text: String) -> bool {
-    let mut state = lock(shared);
-    if state.closing {
-        return false;
-    }
-    state.steering.push_back(text);
-    true
-}
-
-/// The model answered without tool calls: the turn completes (`true`)
-/// unless a message arrived meanwhile (`false`: it goes on to read it).
-/// From a `true` on, no message is taken.
-pub(crate) fn complete_unless_steered(
-    shared: &Shared,
-    limits: &Limits,
-    out_of_time: impl FnOnce() -> bool,
-) -> bool {
-    let mut state = lock(shared);
-    // No next call could read a message taken during this one (its tokens
-    // reached the budget, its time is up: the loop would end the turn
-    // with a partial result): the answer stands, the message kept after
-    // its end as a close keeps one. It turned the answer into a partial.
-    // (The clock is read only with a message waiting.)
-    let spent = |state: &TurnState| {
-        state.progress.model_calls >= limits.max_model_calls
-            || state.progress.usage.total() >= limits.token_budget
-            || out_of_time()
-    };
-    if state.steering.is_empty() || spent(&state) {
-        state.closing = true;
-    }
-    state.closing
-}
+mod steering;
+pub(crate) use steering::{AnswerEnd, answer_end, complete_unless_steered, steer};
 
 mod estimate;
 mod slot;
