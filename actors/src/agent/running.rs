@@ -129,22 +129,15 @@ pub(super) fn steer(
     asking: &crate::agent::CallSlot,
     reply: ractor::RpcReplyPort<Result<crate::hub::Steered, crate::hub::Refused>>,
 ) {
-    let taken = asking
-        .hand_over(|| {
-            running
-                .is_some_and(|r| turn_state::steer(&r.shared, text))
-                .then_some(crate::hub::Steered::Running)
-        })
-        .flatten()
-        .is_some();
+    let taken = asking.hand_over(|| {
+        running
+            .is_some_and(|r| turn_state::steer(&r.shared, text))
+            .then_some(crate::hub::Steered::Running)
+    });
     // Its run written with it (where it will read it): a process killed
     // before its next model call lost it.
-    if let Some(running) = running.filter(|_| taken) {
+    if let Some(running) = running.filter(|_| taken.is_some()) {
         running.sink.stepped();
     }
-    let _ = reply.send(if taken {
-        Ok(crate::hub::Steered::Running)
-    } else {
-        Err(crate::hub::Refused::Finished { id: id.clone() })
-    });
+    let _ = reply.send(taken.ok_or_else(|| crate::hub::Refused::Finished { id: id.clone() }));
 }

@@ -166,6 +166,8 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             Some(reason) if calls.is_empty() => {
                 // A message taken during it is read by a next call, as
                 // after an answer that looked final (the cut one stays).
+                // Final with one unread, the cut answer is not written as
+                // a step: the close puts the partial result in its place.
                 if !complete_unless_steered(&ctx.shared, &limits, || ctx.past_wall_clock()) {
                     ctx.sink.stepped();
                     continue;
@@ -179,21 +181,26 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
             }
             Some(reason) => Some(reason),
             None if calls.is_empty() => {
-                let end = answer_end(&ctx.shared, &limits, || ctx.past_wall_clock());
-                // A message arrived while it answered: it reads it and goes
-                // on, its answer written (a kill in the next call lost it)
-                // — or, no call left to read it, the final answer is
-                // written before it (its end writes the envelope, then the
-                // run: a kill between the two left a run whose last words
-                // were the unread message, and the answer, put back as the
-                // run was read, went after it).
-                if end != (AnswerEnd::Final { unread: false }) {
-                    ctx.sink.stepped();
+                match answer_end(&ctx.shared, &limits, || ctx.past_wall_clock()) {
+                    // A message arrived while it answered: it reads it and
+                    // goes on, its answer written (a kill in the next call
+                    // lost it).
+                    AnswerEnd::GoesOn => {
+                        ctx.sink.stepped();
+                        continue;
+                    }
+                    // No call is left to read one that came: the answer
+                    // is written before it (its end writes the envelope,
+                    // then the run: a kill between the two left a run whose
+                    // last words were the unread message, and the answer,
+                    // put back as the run was read, went after it).
+                    AnswerEnd::Final { unread } => {
+                        if unread {
+                            ctx.sink.stepped();
+                        }
+                        return (text, Outcome::Completed);
+                    }
                 }
-                if let AnswerEnd::Final { .. } = end {
-                    return (text, Outcome::Completed);
-                }
-                continue;
             }
             None => None,
         };

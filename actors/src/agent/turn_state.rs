@@ -47,6 +47,16 @@ pub(crate) struct OpenCall {
     pub(crate) content: bool,
 }
 
+impl OpenCall {
+    /// Its message was taken (`how`): its cut note, set to say so when it
+    /// was sent, is what it reads if cut from now on.
+    pub(crate) fn note_taken(&mut self, how: &crate::hub::Steered) {
+        if let Some(note) = self.on_taken.take() {
+            self.on_cut = Some((note.0)(how));
+        }
+    }
+}
+
 /// A running turn's state, shared by its task and its actor.
 #[derive(Debug, Default)]
 pub(crate) struct TurnState {

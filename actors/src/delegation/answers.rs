@@ -222,11 +222,13 @@ pub(super) fn taken_json(id: &AgentId, how: &crate::hub::Steered) -> Value {
             "status": "queued",
             "note": "it reads your message after its task, when it starts",
         }),
-        _ => json!({
+        crate::hub::Steered::Running => json!({
             "id": id.as_str(),
             "status": "running",
             "note": "it reads your message at its next model call, after what it is doing now",
         }),
+        // Not a take: `resumed_json` says it.
+        crate::hub::Steered::Resumed(next) => json!({"id": next.as_str(), "status": "background"}),
     }
 }
 

@@ -397,10 +397,27 @@ pub(crate) enum Waited {
 
 /// Detaches (or stops) the child if the waiting future is dropped.
 pub(super) struct OnParentStop {
-    pub(super) hub: HubHandle,
-    pub(super) id: AgentId,
-    pub(super) policy: ParentStopPolicy,
-    pub(super) armed: bool,
+    hub: HubHandle,
+    id: AgentId,
+    policy: ParentStopPolicy,
+    armed: bool,
+}
+
+impl OnParentStop {
+    /// Armed: dropped, it detaches (or stops) `id` as `policy` says.
+    pub(super) fn armed(hub: HubHandle, id: AgentId, policy: ParentStopPolicy) -> Self {
+        Self {
+            hub,
+            id,
+            policy,
+            armed: true,
+        }
+    }
+
+    /// Dropped from now on, it does nothing.
+    pub(super) fn disarm(&mut self) {
+        self.armed = false;
+    }
 }
 
 impl Drop for OnParentStop {

@@ -28,14 +28,10 @@ impl Delegator {
             // tick, the child started: nothing detached), the child goes
             // to the background, as the note says: it ran inline with
             // nobody waiting, its result a message to nobody.
-            let mut cut = OnParentStop {
-                hub: self.hub().clone(),
-                id: id.clone(),
-                policy: ParentStopPolicy::Detach,
-                armed: true,
-            };
+            let mut cut =
+                OnParentStop::armed(self.hub().clone(), id.clone(), ParentStopPolicy::Detach);
             let detached = self.hub().detach(id, true).await;
-            cut.armed = false;
+            cut.disarm();
             return match detached {
                 DetachOutcome::Detached => Err(refuse(note)),
                 DetachOutcome::AlreadyFinished(envelope) => {

@@ -279,23 +279,18 @@ impl Book {
     fn start_of(&self, mut at: AgentId, len: usize) -> Option<Vec<ChatMessage>> {
         // Bounded: each run names a later, distinct id — unless files
         // written by another hand name a cycle, which holds nothing.
-        let mut ends = false;
         for _ in 0..=self.entries.len() {
             let next = self.entries.get(&at)?.prefix_of.clone();
             match next {
                 Some(next) => at = next.0,
                 None => {
-                    ends = true;
-                    break;
+                    let mut whole = self.conversation(&at)?;
+                    whole.truncate(len);
+                    return Some(whole);
                 }
             }
         }
-        if !ends {
-            return None;
-        }
-        let mut whole = self.conversation(&at)?;
-        whole.truncate(len);
-        Some(whole)
+        None
     }
 
     /// Run `id`, resumed from another, ended holding its conversation
@@ -348,10 +343,9 @@ impl Book {
         &self,
         envelope: subagents_messages::Envelope,
         mut seed: ChildRequest,
-        conversation: Vec<ChatMessage>,
+        mut conversation: Vec<ChatMessage>,
     ) {
         let id = envelope.id.clone();
-        let mut conversation = conversation;
         if let (SubAgentStatus::Done, Some(answer)) = (envelope.status, &envelope.result) {
             keep_final_answer(&mut conversation, answer);
         }

@@ -27,16 +27,9 @@ impl HubState {
         // in the tick this slot freed, as `spawn_child` refuses it): it
         // stops with its siblings, before it started. Or the hub closes (a
         // finish read drained freed the slot): started, it failed then.
-        if self.takes_no_children(&child.request.requester)
-            || myself.get_status() >= ractor::ActorStatus::Draining
-        {
-            return self.finish_child(
-                id,
-                SubAgentStatus::Stopped,
-                None,
-                Some(crate::hub::stop::STOPPED_QUEUED.into()),
-            );
-        }
+        let requester = &child.request.requester;
+        let refused = self.takes_no_children(requester)
+            || myself.get_status() >= ractor::ActorStatus::Draining;
         // Started and said under its requester's turn lock, only while
         // that turn is open (as a request's `ChildStarted` is): its end on
         // another worker since the check above would otherwise leave
@@ -55,12 +48,14 @@ impl HubState {
             }
             started = Some(now);
         };
-        // The thread's parent (no child of this hub) has no turn here.
-        match self.children.contains_key(&child.request.requester) {
-            true => {
-                book.while_turn_open(&child.request.requester, start);
-            }
-            false => start(),
+        // A requester among the hub's children has a turn to hold (a child
+        // stays in the map while it has children); the thread's parent has
+        // none here: the book's look-up for it is skipped.
+        if refused {
+        } else if self.children.contains_key(requester) {
+            book.while_turn_open(requester, start);
+        } else {
+            start();
         }
         let Some(started) = started else {
             return self.finish_child(

@@ -107,7 +107,7 @@ impl HubState {
                 crate::hub::config::tell_each(&self.config.observers, "stepped", &id, |o| {
                     o.stepped(&id)
                 });
-                let _ = reply.send(kept.ok_or(Refused::Finished { id }));
+                let _ = reply.send(Ok(kept));
             }
         }
     }

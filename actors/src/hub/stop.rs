@@ -291,14 +291,8 @@ impl HubState {
     /// Cancels a child that ended (in the book, or an earlier session's in
     /// the archive): no message resumes it. The thread records the change.
     fn cancel_ended(&self, id: &AgentId) {
-        if let Some(envelope) = self.book.cancel(id) {
-            self.tell_observers(&envelope);
-        }
-        // An earlier session's child (read from the archive, or brought
-        // into the book by a message): the store keeps its record.
-        if let Some(archive) = self.archive.as_ref().and_then(|slot| slot.get()) {
-            archive.cancel(id);
-        }
+        let archive = self.archive.as_ref().and_then(|slot| slot.get());
+        cancel_ended_in(&self.book, archive.as_ref(), &self.config.observers, id);
     }
 
     /// Asks a child to stop: a queued one ends now; a running one is told
@@ -419,5 +413,23 @@ fn prefer_stop_of(child: &mut crate::hub::lifecycle::Child) {
     {
         ending.0 = SubAgentStatus::Stopped;
         ending.2 = Some(STOPPED_RUNNING.to_owned());
+    }
+}
+
+/// Cancels `id`, a child that ended, in `book` (its observers told of the
+/// change) and in `archive` (an earlier session's child, read from it or
+/// brought into the book by a message: the store keeps its record) — a
+/// live hub's stop, and one after the hub's death alike.
+pub(super) fn cancel_ended_in(
+    book: &crate::hub::book::Book,
+    archive: Option<&Arc<dyn crate::hub::config::EnvelopeArchive>>,
+    observers: &[Arc<dyn crate::hub::HubObserver>],
+    id: &AgentId,
+) {
+    if let Some(envelope) = book.cancel(id) {
+        crate::hub::config::tell_each(observers, "finished", id, |o| o.finished(&envelope));
+    }
+    if let Some(archive) = archive {
+        archive.cancel(id);
     }
 }

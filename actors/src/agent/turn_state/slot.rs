@@ -26,19 +26,22 @@ pub(crate) struct ChildNote(pub(crate) Box<WriteChildNote>);
 /// What writes a [`ChildNote`].
 pub(crate) type WriteChildNote = dyn FnOnce(&AgentId, u32) -> String + Send;
 
+impl std::fmt::Debug for ChildNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChildNote")
+    }
+}
+
 /// A `send` call's cut note for its message, written once a child took it
 /// (see [`CallSlot::on_message_taken`]). Given how it was taken.
-pub(crate) struct TakenNote(pub(crate) Box<dyn FnOnce(&crate::hub::Steered) -> String + Send>);
+pub(crate) struct TakenNote(pub(crate) Box<WriteTakenNote>);
+
+/// What writes a [`TakenNote`].
+pub(crate) type WriteTakenNote = dyn FnOnce(&crate::hub::Steered) -> String + Send;
 
 impl std::fmt::Debug for TakenNote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TakenNote")
-    }
-}
-
-impl std::fmt::Debug for ChildNote {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ChildNote")
     }
 }
 
@@ -81,24 +84,30 @@ impl CallSlot {
     /// Runs `take` (a message handed to a child: how it took it, or
     /// `None`) while the call is open, under its turn's lock — atomically
     /// with the cut: nothing is taken for a call that was cut, and once
-    /// taken the call's cut note says how. `None` once the call was cut
-    /// (`take` not run); outside a turn it runs.
+    /// taken the call's cut note says how. How it was taken; `None` when
+    /// it was not, or the call was cut (`take` not run). Outside a turn
+    /// it runs.
     pub(crate) fn hand_over(
         &self,
         take: impl FnOnce() -> Option<crate::hub::Steered>,
-    ) -> Option<Option<crate::hub::Steered>> {
+    ) -> Option<crate::hub::Steered> {
         if self.turn.is_none() {
-            return Some(take());
+            return take();
         }
         self.with_open(|open| {
             let taken = take();
-            if let Some(how) = &taken
-                && let Some(note) = open.on_taken.take()
-            {
-                open.on_cut = Some((note.0)(how));
+            if let Some(how) = &taken {
+                open.note_taken(how);
             }
             taken
         })
+        .flatten()
+    }
+
+    /// A message sent on was taken (by a node, whose word came): the
+    /// call's cut note says so from now on, while it is open.
+    pub(crate) fn note_taken(&self, how: &crate::hub::Steered) {
+        self.with_open(|open| open.note_taken(how));
     }
 
     /// [`CallSlot::while_open`] for the announcement of the call's child

@@ -53,7 +53,8 @@ pub(crate) fn answer_end(
     // No next call could read a message taken during this one (its tokens
     // reached the budget, its time is up: the loop would end the turn
     // with a partial result): the answer stands, the message kept after
-    // its end as a close keeps one. It turned the answer into a partial.
+    // its end as a close keeps one (it once turned the answer into a
+    // partial).
     // (The clock is read only with a message waiting.)
     let spent = |state: &TurnState| {
         state.progress.model_calls >= limits.max_model_calls

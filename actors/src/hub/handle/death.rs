@@ -76,15 +76,7 @@ impl HubHandle {
             return None;
         }
         if self.book.contains(&newest) {
-            if let Some(envelope) = self.book.cancel(&newest) {
-                crate::hub::config::tell_each(observers, "finished", &newest, |o| {
-                    o.finished(&envelope)
-                });
-            }
-            // An earlier session's, brought into the book: its record.
-            if let Some(archive) = &archive {
-                archive.cancel(&newest);
-            }
+            crate::hub::stop::cancel_ended_in(&self.book, archive.as_ref(), observers, &newest);
             return self.book.get(&newest);
         }
         let archive = archive?;

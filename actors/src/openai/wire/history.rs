@@ -24,9 +24,9 @@ pub(super) fn sendable(arguments: &str) -> &str {
 /// Mistral: a name a model made up — gpt-4o's `multi_tool_use.parallel`,
 /// one with a space or a dot, one too long — was answered "no tool
 /// named …" and kept in the conversation, and every later request of
-/// the turn, and of a resumed run, failed. Only a call to no tool on
-/// offer is renamed (it never ran): each other character becomes `_`,
-/// the name is cut to 64, an empty one is `unknown_tool`.
+/// the turn, and of a resumed run, failed. Each other character becomes
+/// `_`, the name is cut to 64, an empty one is `unknown_tool` (the
+/// request renames only a call to no tool on offer: it never ran).
 pub(super) fn sendable_name(name: &str) -> Option<String> {
     let takes = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     if !name.is_empty() && name.len() <= 64 && name.chars().all(takes) {

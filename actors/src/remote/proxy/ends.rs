@@ -265,7 +265,7 @@ impl ProxyState {
             let _ = reply.send(match read {
                 Some(at) => {
                     run.read_ahead.remove(at);
-                    asking.hand_over(|| Some(crate::hub::Steered::Running));
+                    asking.note_taken(&crate::hub::Steered::Running);
                     Ok(crate::hub::Steered::Running)
                 }
                 None => Err(crate::hub::Refused::Finished {

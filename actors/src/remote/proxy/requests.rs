@@ -168,11 +168,9 @@ impl ProxyState {
         let Some((text, asking, reply)) = run.steers.remove(&n) else {
             return;
         };
-        // Taken: a cut of the sending call from now on reads that it was.
         if taken {
-            asking.hand_over(|| Some(Steered::Running));
-        }
-        if taken {
+            // A cut of the sending call from now on reads that it was.
+            asking.note_taken(&Steered::Running);
             match run.read_ahead.iter().position(|read| *read == text) {
                 Some(at) => {
                     run.read_ahead.remove(at);
