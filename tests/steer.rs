@@ -598,16 +598,11 @@ async fn a_message_during_the_last_allowed_model_call_is_read_by_a_new_run() {
     thread.close_and_wait().await;
 }
 
-/// The same at a limit no turn can foresee (review: models that
-/// misbehave): a child whose last answer brings its tokens to exactly its
-/// budget, a message sent during that call — the answer is final, yet the
-/// turn went on "to read it", and the budget ended it there: the answer
-/// became a partial ("stopped by the token budget") and no call read the
-/// message. The answer stands; the message is kept after its end.
-#[tokio::test(start_paused = true)]
-async fn a_message_during_a_call_that_spends_the_budget_leaves_the_answer_final() {
-    use subagents::messages::Limits;
-    let model = ScriptedModel::new(vec![
+/// A parent that starts `Worker` in the background (5 model calls at
+/// most) and, at its user's second turn, 5 s in, sends it "one more
+/// thing": during the worker's second answer, if that one takes 10 s.
+fn told_during_its_second_answer(worker: Vec<Reply>) -> ScriptedModel {
+    ScriptedModel::new(vec![
         Reply::new().use_agent(&work_call("Worker", 1, false).max_iterations(5)),
         Reply::answer("Started."),
         Reply::new()
@@ -617,17 +612,32 @@ async fn a_message_during_a_call_that_spends_the_budget_leaves_the_answer_final(
         Reply::answer("Noted."),
         Reply::answer("Noted."),
     ])
-    .with_script(
-        "Worker",
-        vec![
-            Reply::new()
-                .tool_call("sleep", r#"{"secs":1}"#)
-                .usage(400, 100),
-            Reply::answer("worked 1 s")
-                .usage(400, 100)
-                .delay(Duration::from_secs(10)),
-        ],
-    );
+    .with_script("Worker", worker)
+}
+
+/// A worker whose second answer, 10 s long, brings its tokens to 1,000
+/// (its budget, in the tests that use it).
+fn spending_its_budget() -> Vec<Reply> {
+    vec![
+        Reply::new()
+            .tool_call("sleep", r#"{"secs":1}"#)
+            .usage(400, 100),
+        Reply::answer("worked 1 s")
+            .usage(400, 100)
+            .delay(Duration::from_secs(10)),
+    ]
+}
+
+/// The same at a limit no turn can foresee (review: models that
+/// misbehave): a child whose last answer brings its tokens to exactly its
+/// budget, a message sent during that call — the answer is final, yet the
+/// turn went on "to read it", and the budget ended it there: the answer
+/// became a partial ("stopped by the token budget") and no call read the
+/// message. The answer stands; the message is kept after its end.
+#[tokio::test(start_paused = true)]
+async fn a_message_during_a_call_that_spends_the_budget_leaves_the_answer_final() {
+    use subagents::messages::Limits;
+    let model = told_during_its_second_answer(spending_its_budget());
     let gate = GateHandle::spawn(2).await.unwrap();
     let (thread, mut events) = thread_with(
         DelegationBuilder::new(model.shared())

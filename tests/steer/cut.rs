@@ -102,27 +102,14 @@ async fn a_message_a_running_child_took_survives_a_cut_before_its_next_model_cal
 /// it, and the next call reads it.
 #[tokio::test(start_paused = true)]
 async fn a_message_during_an_answer_the_output_limit_cut_is_read_by_the_next_call() {
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&work_call("Worker", 1, false).max_iterations(5)),
-        Reply::answer("Started."),
+    let model = told_during_its_second_answer(vec![
+        Reply::new().tool_call("sleep", r#"{"secs":1}"#),
         Reply::new()
-            .use_agent(&UseAgentCall::send("agent_1", "one more thing"))
-            .delay(Duration::from_secs(5)),
-        Reply::answer("Sent."),
-        Reply::answer("Noted."),
-        Reply::answer("Noted."),
-    ])
-    .with_script(
-        "Worker",
-        vec![
-            Reply::new().tool_call("sleep", r#"{"secs":1}"#),
-            Reply::new()
-                .text("worked 1")
-                .truncated("length")
-                .delay(Duration::from_secs(10)),
-            Reply::answer("read it"),
-        ],
-    );
+            .text("worked 1")
+            .truncated("length")
+            .delay(Duration::from_secs(10)),
+        Reply::answer("read it"),
+    ]);
     let gate = GateHandle::spawn(2).await.unwrap();
     let (thread, mut events) = thread_with(DelegationBuilder::new(model.shared()).gate(gate)).await;
     thread.send_user("start").unwrap();
@@ -174,27 +161,7 @@ async fn a_final_answer_with_a_message_left_unread_is_a_step() {
         thread: Arc::default(),
         read: Mutex::default(),
     });
-    let model = ScriptedModel::new(vec![
-        Reply::new().use_agent(&work_call("Worker", 1, false).max_iterations(5)),
-        Reply::answer("Started."),
-        Reply::new()
-            .use_agent(&UseAgentCall::send("agent_1", "one more thing"))
-            .delay(Duration::from_secs(5)),
-        Reply::answer("Sent."),
-        Reply::answer("Noted."),
-        Reply::answer("Noted."),
-    ])
-    .with_script(
-        "Worker",
-        vec![
-            Reply::new()
-                .tool_call("sleep", r#"{"secs":1}"#)
-                .usage(400, 100),
-            Reply::answer("worked 1 s")
-                .usage(400, 100)
-                .delay(Duration::from_secs(10)),
-        ],
-    );
+    let model = told_during_its_second_answer(spending_its_budget());
     let gate = GateHandle::spawn(2).await.unwrap();
     let (thread, mut events) = thread_with(
         DelegationBuilder::new(model.shared())
