@@ -267,3 +267,90 @@ fn a_send_cut_after_the_child_took_the_message_says_it_was_taken() {
         parent.shutdown_and_wait().await;
     });
 }
+
+/// Same instant, on two workers (review: approvals and limits on the new
+/// locks): the parent's message resumed a finished grandchild while the
+/// grandchild's requester was ending — its final answer given (no more
+/// children, no more messages: its turn closing), its close not yet run.
+/// The resume was announced (the turn still open), the parent read
+/// `resumed`, and the new run ran under a requester that was ending: it
+/// was stopped with it, and the chain, its newest run stopped, refused
+/// every later message. A run is resumed only under a requester that
+/// still takes children; otherwise the message is refused, saying why.
+#[test]
+fn a_grandchild_resumed_as_its_requester_ends_is_refused_not_stopped() {
+    use subagents::messages::Limits;
+    let runtime = workers(2);
+    runtime.block_on(async {
+        let (held, inside, go) = Held::new();
+        let model = Arc::new(
+            ScriptedModel::new(vec![
+                Reply::new()
+                    .use_agent(&UseAgentCall::run("Middle\nYou work.", "ask yours").background()),
+                Reply::answer("parent: started"),
+                Reply::new().use_agent(&UseAgentCall::send("agent_1", "more")),
+                Reply::answer("parent: sent"),
+                Reply::new().use_agent(&UseAgentCall::send("agent_2", "double it")),
+                Reply::answer("parent: told"),
+                Reply::answer("parent: noted"),
+                Reply::answer("parent: noted"),
+            ])
+            .with_script(
+                "Middle\n",
+                vec![
+                    Reply::new()
+                        .use_agent(&UseAgentCall::run("Grand\nYou work.", "42"))
+                        .usage(400, 100),
+                    Reply::answer("middle: done")
+                        .usage(400, 100)
+                        .delay(std::time::Duration::from_secs(1)),
+                ],
+            )
+            .with_script("Grand\n", vec![Reply::answer("42"), Reply::answer("84")]),
+        );
+        // Capacity 2: the parent's calls do not wait on the child's.
+        let gate = subagents::actors::GateHandle::spawn(2).await.unwrap();
+        let (parent, mut events) = DelegationBuilder::new(model.clone())
+            .system_prompt("You are the parent.")
+            .gate(gate)
+            .max_depth(2)
+            .child_limits(Limits {
+                token_budget: 1_000,
+                ..Limits::default()
+            })
+            .observer(Arc::new(HoldStepped(held.clone())))
+            .spawn()
+            .await
+            .unwrap();
+        parent.agent.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        // The grandchild answered: the middle child is in its last call.
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(_, inner)
+                if matches!(&**inner, AgentEvent::ToolResult(r) if r.name == "use_agent"))
+        })
+        .await;
+        parent.agent.send_user("tell it").unwrap();
+        until_result(&mut events, &mut log).await;
+        // Taken during its last call, its budget spent at the answer: the
+        // answer is final, the message unread — a step, told between the
+        // turn's closing and its close.
+        held.arm();
+        until_held(inside, "the middle child's final answer is told as a step").await;
+        parent.agent.send_user("again").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        go.send(()).unwrap();
+        let (said, refused) = results_of(&log, "use_agent").pop().unwrap();
+        assert!(refused, "{said}");
+        assert!(said.contains("`agent_1`"), "{said}");
+        parent.hub.sync().await.unwrap();
+        assert!(
+            parent.hub.status(&AgentId::new("agent_3")).is_none(),
+            "{:#?}",
+            parent.hub.status(&AgentId::new("agent_3"))
+        );
+        parent.shutdown_and_wait().await;
+    });
+}

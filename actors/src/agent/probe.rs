@@ -127,6 +127,16 @@ impl Probe {
     /// emits. A probe with no turn yet runs it, as [`Probe::closed`] reads
     /// such a probe open. `f` must not take this turn's lock.
     pub(crate) fn while_open(&self, f: impl FnOnce()) -> bool {
+        self.while_open_and(false, f)
+    }
+
+    /// [`Probe::while_open`], and only while the turn takes more — not
+    /// closing (its final answer given, its close still to run).
+    pub(crate) fn while_taking(&self, f: impl FnOnce()) -> bool {
+        self.while_open_and(true, f)
+    }
+
+    fn while_open_and(&self, taking: bool, f: impl FnOnce()) -> bool {
         let shared = self
             .0
             .lock()
@@ -137,7 +147,7 @@ impl Probe {
             return true;
         };
         let state = lock(&shared);
-        if state.ends.is_none() {
+        if state.ends.is_none() || (taking && state.closing) {
             return false;
         }
         f();

@@ -284,8 +284,11 @@ impl HubState {
                     announce();
                     true
                 }),
+                // Only under a requester that takes more: one giving its
+                // final answer would stop it with itself, the message it
+                // was resumed for never read.
                 (None, Some(sender)) => {
-                    sender.announce_child(&id, depth, || book.while_turn_open(requester, announce))
+                    sender.announce_child(&id, depth, || book.while_turn_takes(requester, announce))
                 }
                 (None, None) => book.while_turn_open(requester, announce),
             };

@@ -169,10 +169,21 @@ impl Book {
     /// ([`crate::agent::Probe::while_open`]); an entry with no turn (or none at all:
     /// the parent) runs it. Says whether it ran.
     pub(crate) fn while_turn_open(&self, id: &AgentId, f: impl FnOnce()) -> bool {
+        self.while_turn(id, false, f)
+    }
+
+    /// [`Book::while_turn_open`], and only while the turn takes more
+    /// ([`crate::agent::Probe::while_taking`]).
+    pub(crate) fn while_turn_takes(&self, id: &AgentId, f: impl FnOnce()) -> bool {
+        self.while_turn(id, true, f)
+    }
+
+    fn while_turn(&self, id: &AgentId, taking: bool, f: impl FnOnce()) -> bool {
         // The probe taken out first: no shard guard is held under a turn's
         // lock (the order is turn, sink, shard).
         let probe = self.entries.get(id).and_then(|e| e.probe.clone());
         match probe {
+            Some(probe) if taking => probe.while_taking(f),
             Some(probe) => probe.while_open(f),
             None => {
                 f();
