@@ -58,6 +58,26 @@ async fn a_message_the_hub_reads_after_the_senders_turn_was_cut_is_not_delivered
     parent.shutdown_and_wait().await;
 }
 
+/// Once the hub (or a child) is held (`inside`, saying `what`): the
+/// parent's turn stopped, its `Result` awaited, the hold let go (`go`) —
+/// the one `use_agent` answer the cut turn gave.
+async fn stopped_while_held(
+    parent: &subagents::actors::DelegatingAgent,
+    events: &mut EventStream,
+    inside: std::sync::mpsc::Receiver<()>,
+    go: std::sync::mpsc::Sender<()>,
+    what: &str,
+) -> String {
+    until_held(inside, what).await;
+    parent.agent.stop_turn().unwrap();
+    let mut log = Vec::new();
+    until_result(events, &mut log).await;
+    go.send(()).unwrap();
+    let results = results_of(&log, "use_agent");
+    assert_eq!(results.len(), 1, "{log:#?}");
+    results[0].0.clone()
+}
+
 /// Same instant, on two workers (review 27: steering): the parent's
 /// message resumed its finished child as `agent_2`; the hub announced the
 /// new run and was held before its reply; the parent's turn was stopped
@@ -94,14 +114,14 @@ fn a_send_cut_after_its_resumed_run_is_announced_still_names_it() {
         until_result(&mut events, &mut log).await;
         held.arm();
         parent.agent.send_user("more").unwrap();
-        until_held(inside, "the hub tells its observer the run started").await;
-        parent.agent.stop_turn().unwrap();
-        let mut log = Vec::new();
-        until_result(&mut events, &mut log).await;
-        go.send(()).unwrap();
-        let results = results_of(&log, "use_agent");
-        assert_eq!(results.len(), 1, "{log:#?}");
-        let (output, _) = &results[0];
+        let output = &stopped_while_held(
+            &parent,
+            &mut events,
+            inside,
+            go,
+            "the hub tells its observer the run started",
+        )
+        .await;
         assert!(
             output.contains("agent_2") && output.contains("\"resumed_from\":\"agent_1\""),
             "the cut call reads {output}"
@@ -193,14 +213,7 @@ fn a_send_cut_after_it_resumed_a_grandchild_still_names_the_new_run() {
         .await;
         held.arm();
         parent.agent.send_user("more").unwrap();
-        until_held(inside, "the hub tells its observer the run started").await;
-        parent.agent.stop_turn().unwrap();
-        let mut log = Vec::new();
-        until_result(&mut events, &mut log).await;
-        go.send(()).unwrap();
-        let results = results_of(&log, "use_agent");
-        assert_eq!(results.len(), 1, "{log:#?}");
-        let (output, _) = &results[0];
+        let output = &stopped_while_held(&parent, &mut events, inside, go, "the hub tells its observer the run started").await;
         assert!(
             output.contains("agent_3")
                 && output.contains("\"resumed_from\":\"agent_2\"")
@@ -252,14 +265,7 @@ fn a_send_cut_after_the_child_took_the_message_says_it_was_taken() {
         .await;
         held.arm();
         parent.agent.send_user("tell it").unwrap();
-        until_held(inside, "the child took the message").await;
-        parent.agent.stop_turn().unwrap();
-        let mut log = Vec::new();
-        until_result(&mut events, &mut log).await;
-        go.send(()).unwrap();
-        let results = results_of(&log, "use_agent");
-        assert_eq!(results.len(), 1, "{log:#?}");
-        let (output, _) = &results[0];
+        let output = &stopped_while_held(&parent, &mut events, inside, go, "the child took the message").await;
         assert!(
             output.contains("\"status\":\"running\"") && output.contains("agent_1"),
             "the cut call reads {output}"

@@ -51,11 +51,12 @@ impl HubState {
         // A requester among the hub's children has a turn to hold (a child
         // stays in the map while it has children); the thread's parent has
         // none here: the book's look-up for it is skipped.
-        if refused {
-        } else if self.children.contains_key(requester) {
-            book.while_turn_open(requester, start);
-        } else {
-            start();
+        if !refused {
+            if self.children.contains_key(requester) {
+                book.while_turn_open(requester, start);
+            } else {
+                start();
+            }
         }
         let Some(started) = started else {
             return self.finish_child(
