@@ -388,6 +388,14 @@ fn a_grandchild_abandoned_as_its_requesters_call_is_cut_is_stopped() {
             !log.iter().any(|e| says_status(e, &grandchild, background)),
             "{log:#?}"
         );
+        // It never ran (its start was refused): no `running` is said for
+        // it (said at its request, it ran for nobody, with no `Result`).
+        let running = SubAgentStatus::Running;
+        assert!(
+            !log.iter().any(|e| says_status(e, &grandchild, running)),
+            "{log:#?}"
+        );
+        crate::common::check_log(&log, true);
         assert_eq!(end.status, SubAgentStatus::Stopped, "{end:?}");
         assert!(!end.background, "{end:?}");
         parent.shutdown_and_wait().await;

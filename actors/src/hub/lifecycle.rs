@@ -306,19 +306,34 @@ impl HubState {
             });
         }
         let admission = self.slots.admit(id.clone(), &child.request.requester);
+        let background = child.request.background;
         match admission {
+            // Its statuses are said where it starts, under its requester's
+            // turn lock (`start_child`): said here, a requester's end on
+            // another worker in between left `running` for a child that
+            // never ran, with no `Result` of its own.
             Admission::Start => {
-                self.set_status(&id, &child, SubAgentStatus::Running);
+                self.book.advance(&id, SubAgentStatus::Running);
+                if background {
+                    self.book.advance(&id, SubAgentStatus::Background);
+                }
             }
             Admission::Queued(_) => {
-                // The envelope starts queued; announce it.
+                // The envelope starts queued; announce it, while its
+                // requester's turn is open (ended, it stops unstarted).
                 child.queued_at = Some(tokio::time::Instant::now());
                 self.book.mark_queued(&id);
-                child.emit_beside(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Queued));
+                let moved = background && self.book.advance(&id, SubAgentStatus::Background);
+                self.book.while_turn_open(&child.request.requester, || {
+                    child.emit_beside(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Queued));
+                    if moved {
+                        child.emit_beside(AgentEvent::ChildStatus(
+                            id.clone(),
+                            SubAgentStatus::Background,
+                        ));
+                    }
+                });
             }
-        }
-        if child.request.background {
-            self.set_status(&id, &child, SubAgentStatus::Background);
         }
         if !self.config.observers.is_empty()
             && let Some(envelope) = self.book.get(&id)

@@ -42,6 +42,14 @@ impl HubState {
             if now.was_queued {
                 // It waited in the queue: its start is marked on the stream.
                 child.emit_beside(AgentEvent::ChildRunning(id.clone()));
+            } else if now.known {
+                // Admitted at its request: the statuses its request set
+                // in the book are said now, as it starts.
+                child.emit_beside(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Running));
+                if now.background {
+                    let status = SubAgentStatus::Background;
+                    child.emit_beside(AgentEvent::ChildStatus(id.clone(), status));
+                }
             }
             if now.now_running {
                 child.emit_beside(AgentEvent::ChildStatus(id.clone(), SubAgentStatus::Running));

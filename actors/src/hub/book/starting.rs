@@ -9,6 +9,8 @@ use crate::agent::Probe;
 /// What a child's start changed in the book.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Started {
+    /// The book has it (nothing else here is true without it).
+    pub(crate) known: bool,
     /// It waited in the queue (its start is marked on the stream).
     pub(crate) was_queued: bool,
     /// Its status moved to `Running` (said on the stream).
@@ -37,6 +39,7 @@ impl Book {
         }
         entry.probe = Some(probe.clone());
         Started {
+            known: true,
             was_queued,
             now_running,
             background: entry.envelope.background,
