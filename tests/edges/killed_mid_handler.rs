@@ -293,6 +293,7 @@ fn a_grandchild_announced_as_a_kill_ends_the_tree_gets_its_terminal_status() {
             letting_go.join().unwrap();
             drop(thread);
             drain_quiet(&mut events, &mut log).await;
+            crate::common::check_log(&log, true);
             let ended = |e: &AgentEvent| {
                 matches!(e, AgentEvent::Child(c, inner) if c.as_str() == "agent_1"
                     && matches!(&**inner, AgentEvent::ChildStatus(g, s)

@@ -156,6 +156,7 @@ fn a_run_announced_as_the_parents_turn_is_stopped_on_another_worker_makes_no_chi
         parent.hub.sync().await.unwrap();
         parent.hub.sync().await.unwrap();
         drain(&mut events, &mut log);
+        crate::common::check_log(&log, true);
         assert_no_child(&parent, &model, &log, "two workers").await;
         parent.shutdown_and_wait().await;
     });

@@ -108,6 +108,7 @@ fn a_child_requested_as_its_requesters_turn_ends_on_another_worker_is_refused() 
 
         parent.shutdown_and_wait().await;
         drain(&mut events, &mut log);
+        crate::common::check_log(&log, true);
         let row = row_of(&log, "agent_1");
         let end = row
             .iter()
@@ -276,6 +277,7 @@ fn a_queued_grandchild_admitted_as_its_requesters_turn_ends_on_another_worker_is
 
         parent.shutdown_and_wait().await;
         drain(&mut events, &mut log);
+        crate::common::check_log(&log, true);
         let row = row_of(&log, "agent_1");
         let end = row
             .iter()

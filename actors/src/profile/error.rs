@@ -52,6 +52,13 @@ pub enum ParseErrorKind {
     /// The file's bytes are not UTF-8; the position is the first bad byte.
     #[error("the file is not valid UTF-8")]
     NotUtf8,
+    /// The file holds a NUL byte, which no text profile does: binary, or
+    /// UTF-16 written without its byte order mark (ASCII with a NUL after
+    /// or before each letter, valid UTF-8 by the bytes, read as no
+    /// frontmatter, the whole file the prompt and its deny list dropped).
+    /// The position is the first NUL.
+    #[error("the file holds a NUL byte: it is binary, or UTF-16 without a byte order mark")]
+    NulByte,
     /// A frontmatter fence that is not the file's first line as written
     /// (after blank lines, indented, or in lines ended by a lone CR): read
     /// as the whole file's prompt, its settings — a deny list among them —

@@ -24,11 +24,12 @@ fn read_head(path: &Path) -> String {
 /// A file's bytes as text for the lenient readers: UTF-16 with its byte
 /// order mark (what Windows PowerShell's `>` and Notepad's "Unicode"
 /// write) decoded — read as UTF-8, every key came out with a NUL after
-/// each letter and a broken file's restrictions were never seen — and
-/// anything else as UTF-8, bad bytes replaced.
+/// each letter and a broken file's restrictions were never seen — and so
+/// is UTF-16 without the mark, known by its NULs; anything else as UTF-8,
+/// bad bytes replaced.
 fn lenient_text(bytes: &[u8]) -> String {
-    let utf16 = |from: fn([u8; 2]) -> u16| {
-        let units = bytes[2..]
+    let utf16 = |skip: usize, from: fn([u8; 2]) -> u16| {
+        let units = bytes[skip..]
             .chunks_exact(2)
             .map(|pair| from([pair[0], pair[1]]));
         char::decode_utf16(units)
@@ -36,10 +37,20 @@ fn lenient_text(bytes: &[u8]) -> String {
             .collect()
     };
     match bytes {
-        [0xFF, 0xFE, ..] => utf16(u16::from_le_bytes),
-        [0xFE, 0xFF, ..] => utf16(u16::from_be_bytes),
+        [0xFF, 0xFE, ..] => utf16(2, u16::from_le_bytes),
+        [0xFE, 0xFF, ..] => utf16(2, u16::from_be_bytes),
+        // Without its mark: ASCII with a NUL after (little-endian) or
+        // before (big-endian) each letter, as the file's first line reads.
+        [a, 0, ..] if *a != 0 && no_mark(bytes, 1) => utf16(0, u16::from_le_bytes),
+        [0, b, ..] if *b != 0 && no_mark(bytes, 0) => utf16(0, u16::from_be_bytes),
         _ => String::from_utf8_lossy(bytes).into_owned(),
     }
+}
+
+/// Whether `bytes` read as UTF-16 with no byte order mark: every byte at
+/// `nul` (0 or 1) of each pair of the first 32 is NUL.
+fn no_mark(bytes: &[u8], nul: usize) -> bool {
+    bytes.chunks_exact(2).take(16).all(|pair| pair[nul] == 0)
 }
 
 /// Whether a file that could not be parsed names a key that narrows what

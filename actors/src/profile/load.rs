@@ -118,10 +118,16 @@ impl ProfileSet {
                         // profile of that name too — that one may do what
                         // this file forbids — and held in this directory,
                         // as `disabled: true` holds it.
+                        // A name this directory gave already (a file read
+                        // before, shallower) stays: this file, had it
+                        // loaded, was a duplicate skipped.
                         if e.is_refusal() || restricts(&path) {
                             for name in names_of(&path) {
+                                if in_dir.contains_key(&name) {
+                                    continue;
+                                }
                                 by_name.remove(&name);
-                                in_dir.entry(name).or_insert_with(|| path.clone());
+                                in_dir.insert(name, path.clone());
                             }
                         }
                         warn(&mut warnings, ProfileWarning::Skipped(e));

@@ -75,19 +75,26 @@ pub(crate) fn parse_profile_bytes(path: &Path, bytes: &[u8]) -> Result<Parsed, P
 }
 
 /// A file's bytes as text; bytes that are not UTF-8 are an error at the
-/// first bad byte (its line and column), in every kind of profile file.
+/// first bad byte (its line and column), in every kind of profile file,
+/// and so is a NUL (UTF-16 without its byte order mark passes as UTF-8).
 pub(crate) fn utf8<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str, ProfileError> {
-    std::str::from_utf8(bytes).map_err(|e| {
-        // The valid prefix is UTF-8 by definition; lossy is only a fallback.
-        let prefix = String::from_utf8_lossy(bytes.get(..e.valid_up_to()).unwrap_or_default());
+    let at = |end: usize, kind| {
+        // The prefix is UTF-8 by definition; lossy is only a fallback.
+        let prefix = String::from_utf8_lossy(bytes.get(..end).unwrap_or_default());
         let (line, column) = line_column(&prefix, prefix.len(), 1);
         ProfileError::Parse {
             path: path.to_path_buf(),
             line,
             column,
-            kind: ParseErrorKind::NotUtf8,
+            kind,
         }
-    })
+    };
+    let text =
+        std::str::from_utf8(bytes).map_err(|e| at(e.valid_up_to(), ParseErrorKind::NotUtf8))?;
+    match text.find('\0') {
+        Some(nul) => Err(at(nul, ParseErrorKind::NulByte)),
+        None => Ok(text),
+    }
 }
 
 /// Parses a profile file's text. The profile's name is the `name` its

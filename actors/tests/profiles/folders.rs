@@ -222,3 +222,46 @@ fn a_folder_linked_deeper_is_read_under_its_own_path_whatever_the_listing_order(
         }
     }
 }
+
+/// Foreign input (review: agent files): a file deeper in a folder that
+/// does not load — OpenCode's `team/reviewer.md` (a nested name it gives
+/// by path), a broken one beside `tools:` — took out the valid agent of
+/// its name the folder had read first, shallower: `reviewer` was gone,
+/// said nowhere. Had the deeper file loaded, it was a duplicate skipped;
+/// not loading, it hides nothing the folder chose already.
+#[test]
+fn a_deeper_file_that_does_not_load_keeps_the_folders_own_agent_of_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opencode = tmp.path().join(".opencode/agents");
+    write(
+        &opencode,
+        "reviewer.md",
+        "---\ndescription: R\nmode: subagent\n---\nx",
+    );
+    write(
+        &opencode.join("team"),
+        "reviewer.md",
+        "---\ndescription: T\nmode: subagent\n---\ny",
+    );
+    let ours = tmp.path().join("ours");
+    write(
+        &ours,
+        "reviewer.md",
+        "---\nname: reviewer\ntools: read_file\n---\nx",
+    );
+    write(
+        &ours.join("old"),
+        "reviewer.md",
+        "---\nname: reviewer\ntools: 5\n---\n",
+    );
+    for dir in [opencode, ours] {
+        let known = ["read_file".to_owned()];
+        let (set, warnings) = ProfileSet::load(std::slice::from_ref(&dir), &known);
+        let kept = set.get("reviewer").map(|p| p.source.clone());
+        assert_eq!(kept, Some(dir.join("reviewer.md")), "{warnings:?}");
+        assert!(
+            matches!(warnings.as_slice(), [ProfileWarning::Skipped(_)]),
+            "{warnings:?}"
+        );
+    }
+}

@@ -358,3 +358,45 @@ fn a_file_with_lone_cr_line_ends_naming_a_restriction_hides_the_earlier_profile(
         "the user's all-tools profile ran in place of the project's"
     );
 }
+
+/// Foreign input (review: agent files): UTF-16 written without its byte
+/// order mark (`iconv -t UTF-16LE`) is ASCII with a NUL after each letter
+/// — valid UTF-8 by its bytes. Read as no frontmatter, the whole file was
+/// the prompt: its `disallowedTools: shell` dropped, every tool given, in
+/// this runtime's own folders; in another tool's, skipped, but its name
+/// never read, the earlier profile of that name kept. A NUL is refused
+/// (at the first one), and the lenient reader decodes both byte orders.
+#[test]
+fn a_utf16_file_without_its_mark_is_refused_and_still_hides_its_name() {
+    let text = "---\nname: reviewer\ndisallowedTools: shell\n---\nbody";
+    let little: Vec<u8> = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    let big: Vec<u8> = text.encode_utf16().flat_map(u16::to_be_bytes).collect();
+    for (order, bytes) in [("little-endian", little), ("big-endian", big)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("user");
+        let project = tmp.path().join("project");
+        write(&user, "reviewer.md", "every tool");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join("security.md"), bytes).unwrap();
+        let (profiles, warnings) = ProfileSet::load(&[user, project], &[]);
+        assert!(
+            matches!(
+                warnings.as_slice(),
+                [ProfileWarning::Skipped(ProfileError::Parse {
+                    kind: ParseErrorKind::NulByte,
+                    line: 1,
+                    ..
+                })]
+            ),
+            "{order}: {warnings:?}"
+        );
+        assert!(
+            profiles.get("security").is_none(),
+            "{order}: loaded with every tool"
+        );
+        assert!(
+            profiles.get("reviewer").is_none(),
+            "{order}: the user's all-tools profile ran in place of the project's"
+        );
+    }
+}
