@@ -424,8 +424,9 @@ async fn a_web_page_instead_of_an_event_stream_says_so() {
 /// (Micronaut, a company gateway) or `text/html` (Flask's and Quart's
 /// default) were refused unread — the answer paid for and lost; a JSON
 /// error under `text/plain` (Go's guess), no type, or `Application/JSON`
-/// was read as an empty stream, `EmptyAnswer`, its message lost. Each is
-/// told by what it begins with.
+/// was read as an empty stream, `EmptyAnswer`, its message lost (and so
+/// was one under `text/event-stream`). Each is told by what it begins
+/// with.
 #[tokio::test]
 async fn a_body_is_read_by_what_it_begins_with_not_its_label() {
     let events = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n\
@@ -446,7 +447,15 @@ async fn a_body_is_read_by_what_it_begins_with_not_its_label() {
         assert!(out.iter().all(Result::is_ok), "{label}: {out:?}");
     }
     let error = br#"{"error":{"message":"model 'm' is not loaded"}}"#.to_vec();
-    for label in ["text/plain; charset=utf-8", "", "Application/JSON"] {
+    // Under the events' own label too (review: real servers): a gateway
+    // that sent its stream's headers before the service failed.
+    for label in [
+        "text/plain; charset=utf-8",
+        "",
+        "Application/JSON",
+        "text/event-stream",
+        "text/event-stream; charset=utf-8",
+    ] {
         let out = call(serve_once("200 OK", label, error.clone()).await).await;
         assert!(
             matches!(&out[..], [Err(ModelError::MidStream { message })]

@@ -82,8 +82,9 @@ const NOT_TAKEN: [&str; 6] = [
 
 /// `body` with `field` amended as its refusal asks: `max_tokens` renamed
 /// `max_completion_tokens`, `seed` renamed `random_seed`,
-/// `stream_options` left out (the usage is then estimated). A body
-/// without that field is left as it is.
+/// `stream_options` left out (the usage is then estimated), a `top_p` of
+/// 1 left out (any other kept). A body without that field is left as it
+/// is.
 pub(super) fn amend(body: &mut Value, field: &str) {
     if field == ASSISTANT_AFTER_TOOL {
         if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
@@ -103,6 +104,11 @@ pub(super) fn amend(body: &mut Value, field: &str) {
     let Some(fields) = body.as_object_mut() else {
         return;
     };
+    // Learnt from a refused 1, applied to every later body: a `top_p` TGI
+    // takes (0.9, a child's profile) goes as set.
+    if field == "top_p" && fields.get(field).and_then(Value::as_f64) != Some(1.0) {
+        return;
+    }
     let Some(value) = fields.remove(field) else {
         return;
     };

@@ -283,51 +283,47 @@ async fn open(settings: &Settings, body: &Value) -> Result<Events, ModelError> {
         )));
     }
     let mut body = response.bytes_stream();
-    // A body not labelled as events is told by what it begins with: a
-    // JSON answer (no streaming) or a web page (a login page a proxy put
-    // in the way, a base URL that is not the API's) is said with what it
-    // says, not read as an event stream that yields nothing; events under
-    // another label are read as events.
-    let mut taken = Vec::new();
-    if !content_type
-        .to_ascii_lowercase()
-        .starts_with("text/event-stream")
-    {
-        let head;
-        (taken, head) = super::body::head(&mut body, settings.timeouts.read).await;
-        if let super::body::Head::Silent = head {
-            return Err(ModelError::Timeout(settings.timeouts.read));
-        }
-        if let super::body::Head::Not(not_events) = head {
-            let text = super::body::read_capped(taken, body, settings.timeouts.read).await;
-            // A failure answered with a 200 (MiniMax's rate limit, a
-            // proxy's `{"error": …}`): read as the same failure inside the
-            // stream — retried when it says the service is overloaded for
-            // now — not as an answer that is no stream.
-            if super::error::says_failure(text.trim()) {
-                let data = text.trim().to_owned();
-                let event = super::sse::Event {
-                    event: String::new(),
-                    data,
-                };
-                return Ok(Box::pin(stream::iter([Ok(event)])));
-            }
-            let said = match text.trim() {
-                "" => String::new(),
-                text => format!(
-                    ": {}",
-                    truncate(&service_text(text, settings.api_key.as_deref()), 200)
-                ),
+    // A body is told by what it begins with, not its label: a JSON answer
+    // (no streaming) or a web page (a login page a proxy put in the way, a
+    // base URL that is not the API's) is said with what it says, not read
+    // as an event stream that yields nothing; events under another label
+    // are read as events. Labelled as events too: a gateway that sent its
+    // stream's headers before the service failed answers `{"error": …}`
+    // under `text/event-stream` (read as events, a line of no field: an
+    // empty answer, its words lost, its 429 never retried).
+    let (taken, head) = super::body::head(&mut body, settings.timeouts.read).await;
+    if let super::body::Head::Silent = head {
+        return Err(ModelError::Timeout(settings.timeouts.read));
+    }
+    if let super::body::Head::Not(not_events) = head {
+        let text = super::body::read_capped(taken, body, settings.timeouts.read).await;
+        // A failure answered with a 200 (MiniMax's rate limit, a
+        // proxy's `{"error": …}`): read as the same failure inside the
+        // stream — retried when it says the service is overloaded for
+        // now — not as an answer that is no stream.
+        if super::error::says_failure(text.trim()) {
+            let data = text.trim().to_owned();
+            let event = super::sse::Event {
+                event: String::new(),
+                data,
             };
-            let label = match content_type.as_str() {
-                "" => "no content type".to_owned(),
-                label => format!("`{label}`"),
-            };
-            return Err(ModelError::Malformed(format!(
-                "expected an event stream but the service answered with {label} ({}){said}",
-                not_events.why()
-            )));
+            return Ok(Box::pin(stream::iter([Ok(event)])));
         }
+        let said = match text.trim() {
+            "" => String::new(),
+            text => format!(
+                ": {}",
+                truncate(&service_text(text, settings.api_key.as_deref()), 200)
+            ),
+        };
+        let label = match content_type.as_str() {
+            "" => "no content type".to_owned(),
+            label => format!("`{label}`"),
+        };
+        return Err(ModelError::Malformed(format!(
+            "expected an event stream but the service answered with {label} ({}){said}",
+            not_events.why()
+        )));
     }
     let body = stream::iter(taken)
         .chain(body)

@@ -235,6 +235,34 @@ async fn tgis_refused_top_p_of_one_is_sent_again_without_it() {
     assert!(seen[2].body.get("top_p").is_none(), "learnt");
 }
 
+/// Shared (review: real servers): one adapter for a parent whose options
+/// set `top_p` 1 and a child whose profile sets 0.9. TGI's refusal of the
+/// 1 was learnt as "leave `top_p` out" for every later call: the child's
+/// 0.9, which TGI takes, went out as nothing — no nucleus cut, unsaid.
+/// Only a 1 is left out.
+#[tokio::test]
+async fn a_learnt_refusal_of_top_p_one_leaves_another_top_p_as_set() {
+    let refusal = json!({"error": "Input validation error: `top_p` must be > 0.0 and < 1.0",
+        "error_type": "validation"});
+    let with_top_p = |top_p| {
+        let mut request = request("hi");
+        request.options.top_p = Some(top_p);
+        request
+    };
+    let ok = || Reply::sse(&strs(&[text("ok"), finish("stop"), "[DONE]".to_owned()]));
+    let server = MockServer::start(vec![Reply::error(422, refusal), ok(), ok(), ok()]).await;
+    let model = server.model(None);
+    for top_p in [1.0, 0.9, 1.0] {
+        let out = collect(&model, with_top_p(top_p)).await;
+        assert_eq!(out, vec![Ok(ModelChunk::Text("ok".into()))], "{top_p}");
+    }
+    let seen = server.seen();
+    assert_eq!(seen.len(), 4);
+    assert!(seen[1].body.get("top_p").is_none());
+    assert_eq!(seen[2].body["top_p"], 0.9, "as set");
+    assert!(seen[3].body.get("top_p").is_none(), "learnt");
+}
+
 /// A field the server refused was sent again on every call: each call
 /// paid a refused request first — two requests a call against a
 /// per-request rate limit (Mistral's free tier: about one a second, the

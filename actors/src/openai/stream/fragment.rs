@@ -19,9 +19,10 @@ pub(super) fn continues_name(offered: &[String], held: &PartialCall, piece: &str
         })
 }
 
-/// Whether a fragment naming the held call's own function, with no id,
-/// opens another call: the held arguments are a whole JSON object already
-/// and the fragment's open one. Gemini's OpenAI-compatible endpoint (and
+/// Whether a fragment naming the held call's own function, with no id or
+/// the held call's own, opens another call: the held arguments are a
+/// whole JSON object already and the fragment's open one (a gateway on
+/// OpenRouter gives parallel calls one index and one id). Gemini's OpenAI-compatible endpoint (and
 /// gateways before it) sends parallel calls of one function at `index: 0`
 /// or none, each whole, with no id: glued on, every one of them was lost
 /// in arguments that were no JSON, and the model read that its output had
@@ -135,7 +136,9 @@ impl Assembler {
                     || (!held.name.is_empty()
                         && held.name != name
                         && !continues_name(offered, held, name))
-                    || (id.is_none() && held.name == name && another_whole_call(held, piece))
+                    || (id.as_ref().is_none_or(|id| *id == held.id)
+                        && held.name == name
+                        && another_whole_call(held, piece))
             })
         };
         let slot = match fragment.index {

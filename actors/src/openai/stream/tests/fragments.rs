@@ -300,6 +300,10 @@ fn parallel_calls_of_one_function_without_ids_are_separate_calls() {
         (Some(0), Some("")),
         (None, None),
         (None, Some("")),
+        // One id for all (review: real servers; a gateway on OpenRouter):
+        // glued, `{"path":"a"}{"path":"b"}` ran nothing.
+        (Some(0), Some("x")),
+        (None, Some("x")),
     ] {
         let (out, end) = feed(&[
             &fragment(index, id, Some("read_file"), r#"{"path":"a"}"#),
