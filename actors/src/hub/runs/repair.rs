@@ -9,8 +9,11 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 use subagents_messages::{ChatMessage, Role, ToolUseId};
 
-/// What a call that never got its answer reads.
-const NOT_RUN: &str = "not run: the sub-agent was interrupted before this call finished";
+/// What a call that never got its answer reads. An answer's step is
+/// written as it is given, before its calls run: a kill then left a call
+/// that may have run (a POST made, a grandchild started) as one that
+/// reads no answer — told "not run", a resumed run did it again.
+const INTERRUPTED_CALL: &str = "interrupted: the sub-agent's process stopped while this call ran or before it started, so it may have taken effect (a sub-agent it started goes on as an interrupted one); check before you repeat it";
 
 /// A finished run's answer (`answer`: its envelope's `result`) where its
 /// turn keeps it: last, but for the messages after it (read before its
@@ -33,7 +36,8 @@ pub(crate) fn keep_final_answer(conversation: &mut Vec<ChatMessage>, answer: &st
 /// tool messages that follow it answering its calls stay where they are,
 /// in their order; an answer further on (before the next assistant
 /// message, after a message taken between two calls) moves up to it; a
-/// call with none gets one saying it was not run. A tool message that
+/// call with none gets one saying it was interrupted, perhaps after it
+/// took effect. A tool message that
 /// answers no open call — an orphan, or one answer too many — is dropped.
 /// Every other message keeps its place. A conversation already whole
 /// comes out unchanged, and a second repair changes nothing.
@@ -110,7 +114,7 @@ pub(crate) fn answer_open_calls(conversation: &mut Vec<ChatMessage>) {
         }
         for (i, id) in ids.iter().enumerate() {
             if !answered[i] {
-                conversation.push(ChatMessage::tool(id.clone(), NOT_RUN));
+                conversation.push(ChatMessage::tool(id.clone(), INTERRUPTED_CALL));
             } else if let Some(mut answer) = further.remove(&i) {
                 answer.tool_call_id = Some(id.clone());
                 conversation.push(answer);
@@ -199,7 +203,7 @@ mod tests {
                 "user a message taken between the calls",
                 "assistant 2",
                 "tool d slept d",
-                &format!("tool c {NOT_RUN}"),
+                &format!("tool c {INTERRUPTED_CALL}"),
                 "assistant 0",
             ]
         );
@@ -258,7 +262,7 @@ mod tests {
                 "assistant 3",
                 "tool x first",
                 "tool x#2 second",
-                &format!("tool x#3 {NOT_RUN}"),
+                &format!("tool x#3 {INTERRUPTED_CALL}"),
                 "user a message between",
             ]
         );
