@@ -96,6 +96,15 @@ pub struct Envelope {
     /// it was kept.
     #[serde(default)]
     pub forgotten: bool,
+    /// A stop (not an interrupt) was accepted while it ran: it ends
+    /// `stopped` — or, finished in that instant, as it finished. Written as
+    /// the stop is accepted, so a process that dies before the end is
+    /// written (a node's child answers a stop in up to 30 s) leaves it
+    /// `stopped` at the next open, not `interrupted`: no restart wake
+    /// offers, and no message resumes, a run the host stopped. False when
+    /// read from a file written before it was kept.
+    #[serde(default)]
+    pub stopping: bool,
 }
 
 impl Envelope {

@@ -87,6 +87,7 @@ fn envelope() -> Envelope {
         thread: None,
         cancelled: false,
         forgotten: false,
+        stopping: false,
     }
 }
 

@@ -91,5 +91,6 @@ pub fn finished_envelope(id: &str, finished_at_ms: u64) -> subagents::messages::
         thread: None,
         cancelled: false,
         forgotten: false,
+        stopping: false,
     }
 }

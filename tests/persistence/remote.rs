@@ -364,3 +364,43 @@ async fn a_message_a_remote_child_took_survives_its_node_lost() {
         "{conversation:#?}"
     );
 }
+
+/// Stopped midway, a kill after a stop was accepted (the fortieth
+/// session's "noticed"): a stop of a running child was written nowhere
+/// until the child ended — a node's child answers a stop in up to 30 s —
+/// and a kill in that window left it `interrupted`: the restart's wake
+/// offered it, and a message resumed the run the host had stopped. The
+/// stop is written as it is accepted; the next open reads it `stopped`.
+#[tokio::test(start_paused = true)]
+async fn a_child_whose_stop_was_accepted_is_stopped_after_a_kill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let store = open(&live);
+    let (thread, mut events, node) =
+        a_thread_placing(a_worker_that_naps(Vec::new()), &store, true).await;
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, in_the_second_nap).await;
+    // The node does not hear it: the child runs on, its stop accepted.
+    node.lose_stops
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let child = AgentId::new("agent_1");
+    let stop = tokio::spawn(thread.stop_child(&child));
+    thread.sync().await.unwrap();
+    thread.hub().sync().await.unwrap();
+    thread.flush_persistence().await.unwrap();
+    let saved = store.get(&child).unwrap();
+    assert!(saved.stopping && !saved.status.is_terminal(), "{saved:?}");
+    let killed = tmp.path().join("killed");
+    copy_dir(&live, &killed);
+    assert_eq!(stop.await.unwrap().unwrap(), SubAgentStatus::Stopped);
+    thread.close_and_wait().await;
+    drop((thread, store));
+
+    let store = open(&killed);
+    let read = store.get(&child).unwrap();
+    assert_eq!(read.status, SubAgentStatus::Stopped, "{read:?}");
+    assert!(!read.wake_owed, "{read:?}");
+    assert!(store.interrupted().is_empty(), "{:?}", store.interrupted());
+}

@@ -472,6 +472,7 @@ pub(crate) fn requested(
         thread: None,
         cancelled: false,
         forgotten: false,
+        stopping: false,
     }
 }
 

@@ -58,6 +58,14 @@ pub trait HubObserver: Send + Sync + 'static {
     fn stepped(&self, id: &AgentId) {
         let _ = id;
     }
+
+    /// A stop (not an interrupt) of a running child was accepted; it ends
+    /// when its turn does. `envelope` is as it is now, marked
+    /// ([`Envelope::stopping`]): the thread persists it, so a process that
+    /// dies before the end leaves the child `stopped`, not resumable.
+    fn stopping(&self, envelope: &Envelope) {
+        let _ = envelope;
+    }
 }
 
 /// Tells each observer through `tell`; one that panics is logged (its

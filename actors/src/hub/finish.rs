@@ -142,6 +142,16 @@ impl HubState {
 
     /// Tells every observer; one that panics is logged and the others are
     /// still told (a host's bug must not take the hub down).
+    /// A stop of `id`, running, accepted: marked in the book and told to
+    /// the observers (the first time), so the thread writes it.
+    pub(super) fn mark_stopping(&self, id: &AgentId) {
+        if let Some(envelope) = self.book.mark_stopping(id) {
+            crate::hub::config::tell_each(&self.config.observers, "stopping", id, |o| {
+                o.stopping(&envelope)
+            });
+        }
+    }
+
     pub(super) fn tell_observers(&self, envelope: &Envelope) {
         crate::hub::config::tell_each(&self.config.observers, "finished", &envelope.id, |o| {
             o.finished(envelope)

@@ -335,6 +335,9 @@ impl HubState {
             // Its agent is already gone: it ends now.
             let next = self.finish_and_orphan(myself, id, status, None, Some(why(false).into()));
             self.refill(myself, next).await;
+        } else if status == SubAgentStatus::Stopped {
+            // Written as accepted: a kill before its end leaves it stopped.
+            self.mark_stopping(id);
         }
     }
 

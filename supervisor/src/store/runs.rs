@@ -19,6 +19,11 @@ use crate::store::report::StoreError;
 /// Why a child the open found unfinished is `interrupted`.
 pub(crate) const RESTARTED: &str = "interrupted: the process running it stopped; a message (use_agent send) resumes it from its saved conversation";
 
+/// Why a child the open found unfinished, its stop accepted
+/// ([`subagents_messages::Envelope::stopping`]), is `stopped`.
+pub(crate) const STOPPED_AT_RESTART: &str =
+    "stopped while running (its process ended before the stop finished)";
+
 /// Writes whose last attempt failed.
 #[derive(Default)]
 pub(super) struct Unsaved {
@@ -296,11 +301,20 @@ impl EnvelopeStore {
             .collect();
         for id in &open {
             if let Some(mut envelope) = self.get(id) {
-                envelope.status = SubAgentStatus::Interrupted;
                 // Never before it was asked for (a clock set back since
                 // keeps a future-dated envelope future-dated).
                 let asked = envelope.started_at_ms.unwrap_or(envelope.requested_at_ms);
                 envelope.finished_at_ms = Some(now.max(asked));
+                if envelope.stopping {
+                    // A stop was accepted before the process stopped: the
+                    // host's stop holds, no wake offers it, no message
+                    // resumes it.
+                    envelope.status = SubAgentStatus::Stopped;
+                    envelope.error = Some(STOPPED_AT_RESTART.to_owned());
+                    let _ = self.save(&envelope);
+                    continue;
+                }
+                envelope.status = SubAgentStatus::Interrupted;
                 envelope.error = Some(RESTARTED.to_owned());
                 envelope.wake_owed = true;
                 // On failure it is still interrupted in memory.

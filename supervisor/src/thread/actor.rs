@@ -297,6 +297,16 @@ impl Actor for ThreadSupervisor {
             ThreadMsg::Internal(ThreadInternal::ChildStepped(id)) => {
                 state.persist_run(&id, false);
             }
+            ThreadMsg::Internal(ThreadInternal::ChildStopping(id)) => {
+                // As the book has it now, only while it has not ended: its
+                // end, told after, writes its final envelope; told before
+                // (a kill's end on another worker), this write would have
+                // put a running envelope over it.
+                let envelope = state.parent.hub.status(&id);
+                if let Some(envelope) = envelope.filter(|e| !e.status.is_terminal()) {
+                    state.persist(&myself, &envelope);
+                }
+            }
             ThreadMsg::Internal(ThreadInternal::ChildFinished(mut envelope)) => {
                 // Only a child that finished (done or failed) wakes the
                 // parent; a stopped one was stopped on purpose.

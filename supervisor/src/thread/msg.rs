@@ -125,6 +125,10 @@ pub(crate) mod sealed {
         /// Sent by the hub's observer: a child made a step (its
         /// conversation grew, or it took a message): its run is written.
         ChildStepped(AgentId),
+        /// Sent by the hub's observer: a stop of a running child was
+        /// accepted; its envelope, marked `stopping`, is written while it
+        /// has not ended.
+        ChildStopping(AgentId),
         /// Sent by the supervisor's own flush task, once the hub has
         /// answered: every notice the hub sent before is read, so the
         /// flush waits for the writes they queued.

@@ -252,6 +252,14 @@ impl HubObserver for Observer {
                 id.clone(),
             )));
     }
+
+    fn stopping(&self, envelope: &Envelope) {
+        let _ = self
+            .0
+            .cast(ThreadMsg::Internal(ThreadInternal::ChildStopping(
+                envelope.id.clone(),
+            )));
+    }
 }
 
 /// Where a turn the thread hands its parent came from: the parent runs

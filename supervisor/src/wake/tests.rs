@@ -117,6 +117,7 @@ fn envelope(result: &str) -> Envelope {
         thread: None,
         cancelled: false,
         forgotten: false,
+        stopping: false,
     }
 }
 

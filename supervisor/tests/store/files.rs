@@ -219,6 +219,7 @@ fn saved_file_holds_only_the_envelope_fields() {
         "thread",
         "cancelled",
         "forgotten",
+        "stopping",
     ];
     expected.sort();
     assert_eq!(keys, expected);

@@ -65,6 +65,7 @@ fn envelope(id: &str, requested_at_ms: u64, finished_at_ms: Option<u64>) -> Enve
         thread: None,
         cancelled: false,
         forgotten: false,
+        stopping: false,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Which children run unwatched (in the background, or under a
 //! background requester), and which go with a requester being stopped.
 
-use subagents_messages::AgentId;
+use subagents_messages::{AgentId, Envelope};
 
 use super::Book;
 
@@ -56,5 +56,17 @@ impl Book {
         if let Some(mut entry) = self.entries.get_mut(id) {
             entry.going = true;
         }
+    }
+
+    /// A stop (not an interrupt) of it, running, was accepted
+    /// ([`Envelope::stopping`]): its envelope as it is now, the first
+    /// time (the thread writes it), `None` after or for one ended.
+    pub(crate) fn mark_stopping(&self, id: &AgentId) -> Option<Envelope> {
+        let mut entry = self.entries.get_mut(id)?;
+        if entry.envelope.stopping || entry.envelope.status.is_terminal() {
+            return None;
+        }
+        entry.envelope.stopping = true;
+        Some(super::current(&entry))
     }
 }

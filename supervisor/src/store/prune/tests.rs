@@ -39,6 +39,7 @@ fn done(id: &str) -> Envelope {
         thread: None,
         cancelled: false,
         forgotten: false,
+        stopping: false,
     }
 }
 
