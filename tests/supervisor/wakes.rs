@@ -55,26 +55,37 @@ async fn typing_holds_wakes_back_until_the_user_stops() {
 /// the user's message: the model answered the wake before the question.
 /// A message sent in the tick the typing stops goes first; the wake
 /// follows its turn.
+///
+/// Also with another message read between the two (review: wakes at the
+/// same instant — a host's stop sent in that tick, as a child's finish
+/// from another worker would be): its handler released the wake, ahead of
+/// the user's message. Nothing delivers a wake until the deferral is read.
 #[tokio::test(start_paused = true)]
 async fn a_message_sent_as_the_typing_stops_goes_before_the_held_wake() {
-    let (thread, mut events) = thread(background_workers(&[10])).await;
-    thread.send_user("start").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.typing(true).unwrap();
-    run_for(&mut events, &mut log, 60).await;
-    assert!(wakes(&log).is_empty(), "a wake came while the user typed");
-    let from = log.len();
-    thread.typing(false).unwrap();
-    thread.send_user("my question").unwrap();
-    run_for(&mut events, &mut log, 60).await;
-    let after = &log[from..];
-    let at = |what: fn(&AgentEvent) -> bool| after.iter().position(what).unwrap();
-    let asked = at(|e| matches!(e, AgentEvent::UserMessage(t) if t == "my question"));
-    let woken = at(|e| matches!(e, AgentEvent::Wake { .. }));
-    assert!(asked < woken, "{after:#?}");
-    assert_eq!(wakes(&log), ["agent_1"]);
-    check_log(&log, true);
+    for between in [false, true] {
+        let (thread, mut events) = thread(background_workers(&[10])).await;
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        thread.typing(true).unwrap();
+        run_for(&mut events, &mut log, 60).await;
+        assert!(wakes(&log).is_empty(), "a wake came while the user typed");
+        let from = log.len();
+        thread.typing(false).unwrap();
+        let stop = between.then(|| thread.stop_child(&AgentId::new("agent_9")));
+        thread.send_user("my question").unwrap();
+        run_for(&mut events, &mut log, 60).await;
+        if let Some(stop) = stop {
+            assert!(stop.await.is_err(), "no such child");
+        }
+        let after = &log[from..];
+        let at = |what: fn(&AgentEvent) -> bool| after.iter().position(what).unwrap();
+        let asked = at(|e| matches!(e, AgentEvent::UserMessage(t) if t == "my question"));
+        let woken = at(|e| matches!(e, AgentEvent::Wake { .. }));
+        assert!(asked < woken, "between: {between}: {after:#?}");
+        assert_eq!(wakes(&log), ["agent_1"]);
+        check_log(&log, true);
+    }
 }
 
 /// Same instant (review: the registry): a wake the typing held is
@@ -83,22 +94,27 @@ async fn a_message_sent_as_the_typing_stops_goes_before_the_held_wake() {
 /// and a parent turn (a model call) on a thread being closed, which owes
 /// no wake. A close delivers nothing; the wake is settled with the
 /// thread.
+/// Also with a host's stop read between the two (review: wakes at the
+/// same instant): its handler released the wake before the close.
 #[tokio::test(start_paused = true)]
 async fn a_wake_the_typing_held_does_not_go_out_behind_a_close() {
-    let (thread, mut events) = thread(background_workers(&[10])).await;
-    thread.send_user("start").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.typing(true).unwrap();
-    run_for(&mut events, &mut log, 60).await;
-    assert!(wakes(&log).is_empty(), "a wake came while the user typed");
-    thread.typing(false).unwrap();
-    thread.close_and_wait().await;
-    drain(&mut events, &mut log);
-    assert!(
-        wakes(&log).is_empty(),
-        "a wake went out behind the close: {log:#?}"
-    );
+    for between in [false, true] {
+        let (thread, mut events) = thread(background_workers(&[10])).await;
+        thread.send_user("start").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        thread.typing(true).unwrap();
+        run_for(&mut events, &mut log, 60).await;
+        assert!(wakes(&log).is_empty(), "a wake came while the user typed");
+        thread.typing(false).unwrap();
+        let _stop = between.then(|| thread.stop_child(&AgentId::new("agent_9")));
+        thread.close_and_wait().await;
+        drain(&mut events, &mut log);
+        assert!(
+            wakes(&log).is_empty(),
+            "between: {between}: a wake went out behind the close: {log:#?}"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -70,6 +70,7 @@ impl Actor for ThreadSupervisor {
             events: args.events,
             wakes,
             turns_in_flight: 0,
+            deferred: 0,
             live: args.live,
             store: config.store,
             id: config.id,
@@ -111,7 +112,7 @@ impl Actor for ThreadSupervisor {
         // After what the host sent as `spawn` returned: a tab restored
         // hidden (`on_screen(false)` in that tick) had its first earlier
         // wake go out, hidden — ractor runs this before any message.
-        let _ = myself.cast(ThreadMsg::Internal(ThreadInternal::DeliverWakes));
+        state.defer_wakes(&myself);
         Ok(())
     }
 
@@ -133,7 +134,7 @@ impl Actor for ThreadSupervisor {
                     // sent in this tick: stopped typing and sent at once
                     // (a chat box submitted), the wake went first and the
                     // model answered it before the user's message.
-                    let _ = myself.cast(ThreadMsg::Internal(ThreadInternal::DeliverWakes));
+                    state.defer_wakes(&myself);
                     return Ok(());
                 }
             }
@@ -156,7 +157,7 @@ impl Actor for ThreadSupervisor {
                     // opened or switched to, then written to at once: the
                     // restart wake's turn went first, listing a child the
                     // user's message then stopped or resumed.
-                    let _ = myself.cast(ThreadMsg::Internal(ThreadInternal::DeliverWakes));
+                    state.defer_wakes(&myself);
                     return Ok(());
                 }
                 state.deliver_wakes(&myself);
@@ -368,8 +369,11 @@ impl Actor for ThreadSupervisor {
                 }
                 state.persist_with_run(&envelope, true);
             }
-            // Delivered below, as after every message.
-            ThreadMsg::Internal(ThreadInternal::DeliverWakes) => {}
+            // Delivered below, as after every message, once no other
+            // deferral is still to be read.
+            ThreadMsg::Internal(ThreadInternal::DeliverWakes) => {
+                state.deferred = state.deferred.saturating_sub(1);
+            }
             ThreadMsg::Internal(ThreadInternal::Leaving) => {
                 let dropped = state.wakes.set_leaving();
                 state.put_back_or_drop(dropped);
@@ -401,7 +405,7 @@ impl Actor for ThreadSupervisor {
                     // finished hands it to the background as it ends, and
                     // its wake — queued in finish order — went after one
                     // that finished after it but was queued first.
-                    let _ = myself.cast(ThreadMsg::Internal(ThreadInternal::DeliverWakes));
+                    state.defer_wakes(&myself);
                     return Ok(());
                 }
             }

@@ -61,6 +61,9 @@ pub(crate) struct ThreadState {
     pub(super) events: EventSink,
     pub(super) wakes: WakeQueue,
     pub(super) turns_in_flight: usize,
+    /// `DeliverWakes` sent to itself and not read yet: no wake goes out
+    /// until then (a message read before it released them first).
+    pub(super) deferred: u32,
     pub(super) store: Option<Arc<EnvelopeStore>>,
     /// The thread's id in its store ([`ThreadConfig::id`]).
     pub(super) id: Option<ThreadId>,

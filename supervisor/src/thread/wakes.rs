@@ -198,7 +198,23 @@ impl ThreadState {
         self.parent.agent.actor().get_status() >= ractor::ActorStatus::Draining
     }
 
+    /// What waits goes out after what was sent in this tick: when the
+    /// `DeliverWakes` sent now is read. Until then no message delivers a
+    /// wake — one read between (a child's finish, a host's stop, a close)
+    /// released it ahead of the user's turn sent as the typing stopped.
+    pub(super) fn defer_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
+        if myself
+            .cast(ThreadMsg::Internal(ThreadInternal::DeliverWakes))
+            .is_ok()
+        {
+            self.deferred += 1;
+        }
+    }
+
     pub(super) fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
+        if self.deferred > 0 {
+            return;
+        }
         // A parent that is gone (its actor killed) reads no wake: each
         // waits, owed (on disk too) — a restart delivers it, a close
         // settles it. Sent, each was "answered" by a failed `Result` no
