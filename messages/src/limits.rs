@@ -22,7 +22,8 @@ pub struct Limits {
     pub token_budget: u64,
     /// Time per turn, enforced during model calls and tools too (where they
     /// wait), and before each step: nothing starts past it, even after a
-    /// tool that worked past it without waiting.
+    /// tool that worked past it without waiting, or a model call the gate
+    /// lets in in the tick it ran out.
     pub wall_clock: Duration,
 }
 

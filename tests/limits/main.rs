@@ -11,6 +11,7 @@ mod caps;
 mod caps_cut;
 mod cut_calls;
 mod empty_chunks;
+mod gate_clock;
 mod panics;
 mod unreported;
 

@@ -202,8 +202,9 @@ impl AgentState {
                 let cut = |outcome: &Outcome| turn_state::cut_sentence(outcome, &limits);
                 // `None`: a stop closed the turn first and answered it.
                 let closed = match ran {
-                    Ok(result) => {
-                        turn_state::close(&ctx.shared, &ctx.sink, &events, |_| result, &cut)
+                    Ok(ran) => {
+                        let result = ran.result(limits, started);
+                        turn_state::close(&ctx.shared, &ctx.sink, &events, result, &cut)
                     }
                     Err(panic) => {
                         let text = format!("the agent's turn crashed: {}", panic_text(panic));

@@ -9,7 +9,8 @@ use std::sync::atomic::AtomicU64;
 use futures_util::StreamExt;
 use ractor::ActorRef;
 use subagents_messages::{
-    AgentEvent, AgentResult, ChatMessage, LimitKind, ModelChunk, ModelRequest, Outcome, ToolCall,
+    AgentEvent, AgentResult, ChatMessage, LimitKind, Limits, ModelChunk, ModelRequest, Outcome,
+    ToolCall,
 };
 
 use crate::agent::answer::{honoured_choice_reset, partial_result, unique_ids};
@@ -19,7 +20,8 @@ use crate::agent::msg::AgentMsg;
 use crate::agent::probe::Activity;
 use crate::agent::spans;
 use crate::agent::turn_state::{
-    AnswerEnd, Shared, TurnState, answer_end, complete_unless_steered, estimated, lock, result,
+    AnswerEnd, Shared, TurnState, answer_end, complete_unless_steered, cut_result, estimated, lock,
+    result,
 };
 use crate::sink::EventSink;
 use tracing::Instrument;
@@ -60,25 +62,49 @@ impl TurnContext {
     }
 }
 
-/// Runs a turn to its end under the wall clock; returns its result (not
-/// yet emitted: [`close`] emits it). The conversation is in the shared
-/// state.
-pub(crate) async fn run_turn(ctx: &TurnContext) -> AgentResult {
+/// How a turn's run ended.
+pub(crate) enum Ran {
+    /// Its result (not yet emitted: [`close`] emits it).
+    Ended(AgentResult),
+    /// Its wall clock ran out: its result is read in its close, under the
+    /// turn's lock, as a stop's is (read here, a call its tool settled
+    /// from another task before the close was answered with its output
+    /// and left out of the counts).
+    OutOfTime,
+}
+
+impl Ran {
+    /// What the turn's close reads its result with.
+    pub(crate) fn result(
+        self,
+        limits: Limits,
+        started: tokio::time::Instant,
+    ) -> impl FnOnce(&TurnState) -> AgentResult {
+        move |state| match self {
+            Ran::Ended(result) => result,
+            Ran::OutOfTime => cut_result(
+                state,
+                |progress| partial_result(LimitKind::WallClock, &limits, progress),
+                |_| Outcome::LimitReached(LimitKind::WallClock),
+                started,
+            ),
+        }
+    }
+}
+
+/// Runs a turn to its end under the wall clock. The conversation is in
+/// the shared state.
+pub(crate) async fn run_turn(ctx: &TurnContext) -> Ran {
     let started = ctx.started;
     let limits = ctx.config.limits;
     let ended = tokio::time::timeout(limits.wall_clock, turn_loop(ctx)).await;
-    let (text, outcome, progress) = match ended {
-        Ok((_, Outcome::LimitReached(LimitKind::WallClock))) | Err(_) => {
-            let progress = ctx.with(|t| t.progress_at_cut());
-            (
-                partial_result(LimitKind::WallClock, &limits, &progress),
-                Outcome::LimitReached(LimitKind::WallClock),
-                progress,
-            )
+    match ended {
+        Ok((_, Outcome::LimitReached(LimitKind::WallClock))) | Err(_) => Ran::OutOfTime,
+        Ok((text, outcome)) => {
+            let progress = ctx.with(|t| t.progress.clone());
+            Ran::Ended(result(text, outcome, &progress, started))
         }
-        Ok((text, outcome)) => (text, outcome, ctx.with(|t| t.progress.clone())),
-    };
-    result(text, outcome, &progress, started)
+    }
 }
 
 /// What the turn loop returns when a step would start past the wall
@@ -152,6 +178,7 @@ async fn turn_loop(ctx: &TurnContext) -> (String, Outcome) {
                 ctx.with(|t| t.doing(Activity::Thinking));
                 return (error.clone(), Outcome::Failed(error));
             }
+            Err(ModelEnd::OutOfTime) => return out_of_time(),
             Err(ModelEnd::OverBudget) => {
                 // Cut mid-stream (counted, its text kept, as it was cut):
                 // no tool it asked for runs.
@@ -231,6 +258,9 @@ enum ModelEnd {
     /// four characters a token) went past the token budget; the text it
     /// had written by then.
     OverBudget,
+    /// The gate let it in past the wall clock: not sent, the turn ends as
+    /// the clock's timer ends it.
+    OutOfTime,
 }
 
 /// What one model call gave: its text, its tool calls, and why it was
@@ -284,15 +314,24 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
             // Messages sent to it, read once the gate let the call in (a cut
             // there showed them read by no call); in the span's input too.
             let (cut, before) = (ctx.cut(t), t.history.len());
-            if !cut {
-                t.read_steering_shown(&ctx.sink);
-                messages.extend_from_slice(&t.history[before..]);
+            if cut {
+                return Some(ModelEnd::NotSent("the turn was stopped".to_owned()));
             }
-            cut
+            // Let in past the wall clock (in the tick it ran out, its timer
+            // not yet fired: tokio polls the wait first): nothing starts
+            // past it, no message is read by a call not made.
+            if ctx.past_wall_clock() {
+                t.doing(Activity::Thinking);
+                return Some(ModelEnd::OutOfTime);
+            }
+            t.read_steering_shown(&ctx.sink);
+            messages.extend_from_slice(&t.history[before..]);
+            None
         });
-        if cut {
-            // The gate was free at once, after a stop this task has not seen.
-            return Err(ModelEnd::NotSent("the turn was stopped".to_owned()));
+        if let Some(end) = cut {
+            // The gate was free at once, after a stop this task has not
+            // seen, or let it in too late.
+            return Err(end);
         }
         spans::record_input(config, &span, &messages);
         let mut request = ModelRequest {
@@ -455,29 +494,4 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::footprint::borrowing_future_size as future_size;
-
-    /// A turn's future is held for as long as the turn runs — waiting at
-    /// the gate, on the model, on a child — by every child of every
-    /// thread: a local that outlives its use across an await widens all
-    /// of them (the progress copy, the built request and a streamed
-    /// chunk took 320 bytes a turn, 15 MiB per 10,000 threads).
-    #[test]
-    fn a_waiting_turns_future_stays_small() {
-        let turn = future_size(|ctx: &'static TurnContext| run_turn(ctx));
-        let model_call = future_size(|ctx: &'static TurnContext| ask_model(ctx, Vec::new()));
-        // A debug build's sizes (the tests'): 1,016 and 536 before.
-        assert!(turn <= 704, "run_turn's future is {turn} bytes");
-        assert!(
-            model_call <= 384,
-            "ask_model's future is {model_call} bytes"
-        );
-        // The turn's state, shared by its task and its actor for the
-        // turn's life: the open call (152 bytes) is boxed, only a tool
-        // call holds one (576 bytes before).
-        let state = std::mem::size_of::<crate::agent::turn_state::TurnState>();
-        assert!(state <= 448, "a turn's state is {state} bytes");
-    }
-}
+mod tests;

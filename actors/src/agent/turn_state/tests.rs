@@ -389,3 +389,25 @@ fn a_stop_just_after_a_budget_cut_keeps_what_the_call_wrote() {
         close(&shared, &turn_sink, &out, quote, &|_| "cut".to_owned()).expect("closed here");
     assert_eq!(result.text, "1 call(s); last: Half the report");
 }
+
+/// Same instant (review: the limits): a wall-clock cut read what the turn
+/// did as its task saw the timer, then closed the turn; a call its tool
+/// settled from another task in between (a host tool holding its
+/// context's clone) was answered with that output by the close — a
+/// `ToolResult` on the stream — while the `Result` said "0 tool call(s)".
+/// Read in the close, as a stop's result is: the call counts.
+#[test]
+fn a_call_settled_between_a_wall_clock_cut_and_its_close_counts() {
+    let (shared, slot, turn_sink, out, mut stream) = open_turn();
+    let ran = crate::agent::turn::Ran::OutOfTime;
+    let result = ran.result(Limits::default(), tokio::time::Instant::now());
+    assert!(slot.settle(&Ok("done".into())));
+    let (_, emitted) =
+        close(&shared, &turn_sink, &out, result, &|_| "cut".to_owned()).expect("closed here");
+    assert_eq!(emitted.outcome, Outcome::LimitReached(LimitKind::WallClock));
+    assert_eq!(emitted.tool_calls, 1, "{emitted:?}");
+    let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
+        panic!("the call is answered first");
+    };
+    assert_eq!(answered.output, "done");
+}
