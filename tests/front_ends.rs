@@ -542,3 +542,38 @@ async fn an_empty_tools_list_gives_no_tools_and_the_schema_says_so() {
         .expect("the child started");
     assert!(started.is_empty(), "{started:?}");
 }
+
+/// A typed call for a model name two providers serve (review: malformed
+/// delegation calls): `run` reads `provider` and refuses such a name
+/// without it ("name the provider"), but `UseAgentCall` could not write
+/// one — no typed call could start that child. It can.
+#[tokio::test(start_paused = true)]
+async fn a_typed_call_names_the_provider_of_a_model_two_serve() {
+    let mut registry = ModelRegistry::new();
+    for (provider, answer) in [("local", "from local"), ("ollama", "from ollama")] {
+        let model = ScriptedModel::new(vec![Reply::answer(answer)]).shared();
+        registry.register(provider, "qwen", model, 1).await.unwrap();
+    }
+    let main = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run("Worker\nYou work.", "go").model("qwen")),
+        Reply::new().use_agent(
+            &UseAgentCall::run("Worker\nYou work.", "go")
+                .model("qwen")
+                .provider("ollama"),
+        ),
+        Reply::answer("Done."),
+    ])
+    .shared();
+    let (parent, mut events) = parent(main, registry, Limits::default()).await;
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let results = results_of(&log, "use_agent");
+    let (refused, is_error) = &results[0];
+    assert!(
+        *is_error && refused.contains("name the provider"),
+        "{refused}"
+    );
+    let (ran, is_error) = &results[1];
+    assert!(!is_error && ran.contains("from ollama"), "{ran}");
+}

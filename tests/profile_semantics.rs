@@ -735,3 +735,49 @@ async fn a_call_echoing_a_profiles_delegation_tool_is_not_refused() {
         parent.shutdown_and_wait().await;
     }
 }
+
+/// Misleading a model (review: malformed delegation calls): a sub-agent
+/// whose profile denies delegation, below `max_depth`, that calls
+/// `use_agent` anyway (the host's instructions, appended to every child,
+/// mention it) read "it runs at depth 1, as deep as delegation goes
+/// here" — false: its siblings delegate at this depth. It reads that its
+/// profile does not let it.
+#[tokio::test(start_paused = true)]
+async fn a_child_its_profile_denies_delegation_is_told_so_not_the_depth() {
+    let worker = claude_profile(
+        "/agents/worker.md",
+        "---\nname: worker\ndisallowedTools: use_agent\n---\nYou work alone.",
+    );
+    let model = ScriptedModel::new(vec![
+        Reply::new().use_agent(&UseAgentCall::run_named("worker", "work")),
+        Reply::answer("Done."),
+    ])
+    .with_script(
+        "You work alone.",
+        vec![
+            Reply::new().use_agent(&UseAgentCall::run("Grand\nYou help.", "x")),
+            Reply::answer("worked"),
+        ],
+    );
+    let (parent, mut events) = DelegationBuilder::new(model.shared())
+        .profiles(ProfileSet::from_profiles([worker]))
+        .max_depth(2)
+        .spawn()
+        .await
+        .unwrap();
+    parent.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let (_, by_id) = check_log(&log, true);
+    let refused = by_id[&AgentId::new("agent_1")]
+        .events
+        .iter()
+        .find_map(|(_, e)| match e {
+            AgentEvent::ToolResult(r) if r.name == "use_agent" => Some(r.output.clone()),
+            _ => None,
+        })
+        .expect("the call was answered");
+    assert!(!refused.contains("as deep as delegation goes"), "{refused}");
+    assert!(refused.contains("its profile does not let it"), "{refused}");
+    assert_eq!(parent.hub.envelopes().len(), 1, "no grandchild was spawned");
+}

@@ -134,10 +134,18 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
             && !config.tool_names.iter().any(|n| crate::delegation::is_delegation_tool(n)) =>
         {
             ToolOutcome {
-                output: format!(
-                    "`{}` is not available to this sub-agent: it runs at depth {}, as deep as delegation goes here; do the work yourself",
-                    call.name, config.depth
-                ),
+                output: match config.delegation_denied {
+                    // Below the depth limit: its profile is why (a sibling
+                    // delegates at this depth).
+                    true => format!(
+                        "`{}` is not available to this sub-agent: its profile does not let it start sub-agents; do the work yourself",
+                        call.name
+                    ),
+                    false => format!(
+                        "`{}` is not available to this sub-agent: it runs at depth {}, as deep as delegation goes here; do the work yourself",
+                        call.name, config.depth
+                    ),
+                },
                 is_error: true,
             }
         }

@@ -31,6 +31,10 @@ pub(crate) struct AgentConfig {
     pub(crate) limits: Limits,
     /// 0 for a parent, 1 for its children.
     pub(crate) depth: u32,
+    /// Its profile denies it delegation though it runs above the depth
+    /// limit: a delegation call it makes is told so, not that delegation
+    /// goes no deeper.
+    pub(crate) delegation_denied: bool,
     /// Consulted before asking the host: a decision here answers the
     /// approval at once, with no `ApprovalRequested` event (the hub's
     /// policy for background children uses it).
@@ -239,6 +243,7 @@ impl AgentBuilder {
             tool_names,
             limits: self.limits,
             depth: self.depth,
+            delegation_denied: false,
             approvals: self.approvals,
             approvals_recheck: false,
             options: self.options,

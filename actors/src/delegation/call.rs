@@ -206,6 +206,13 @@ impl UseAgentCall {
         self.with("model", Value::String(model.into()))
     }
 
+    /// The provider serving [`UseAgentCall::model`], for a model name
+    /// several providers in the host's registry serve (without it, `run`
+    /// refuses such a name: "name the provider").
+    pub fn provider(self, provider: impl Into<String>) -> Self {
+        self.with("provider", Value::String(provider.into()))
+    }
+
     /// What it asks for (the crate's tests': public, it returned a type
     /// no host could name).
     #[cfg(test)]
@@ -217,12 +224,29 @@ impl UseAgentCall {
     /// sorted, only the fields its action reads.
     pub fn to_json(&self) -> String {
         let mut map = Map::new();
-        map.insert("action".into(), Value::String(self.action.as_str().into()));
-        let reads = self.action.fields();
-        for (key, value) in self.fields.iter().filter(|(k, _)| reads.contains(k)) {
-            map.insert((*key).into(), value.clone());
+        for (key, value) in self.pairs() {
+            map.insert(key.into(), value);
         }
         Value::Object(map).to_string()
+    }
+
+    /// Its keys and values, sorted by key, `action` among them: inserted so
+    /// into a `serde_json::Map`, the JSON is sorted whatever the map is (a
+    /// crate in the host's build turning serde_json's `preserve_order` on
+    /// makes it keep the order of insertion, and the setters' order
+    /// reached the call's bytes, and a replay's).
+    fn pairs(&self) -> Vec<(&'static str, Value)> {
+        let reads = self.action.fields();
+        let action = Value::String(self.action.as_str().into());
+        let mut pairs: Vec<(&'static str, Value)> = std::iter::once(("action", action))
+            .chain(
+                (self.fields.iter())
+                    .filter(|(k, _)| reads.contains(k))
+                    .map(|(k, v)| (*k, v.clone())),
+            )
+            .collect();
+        pairs.sort_by_key(|(key, _)| *key);
+        pairs
     }
 }
 
@@ -262,6 +286,26 @@ mod tests {
         );
     }
 
+    /// Sorted by key whatever the order of the setters (review: a host's
+    /// build with serde_json's `preserve_order` wrote them as set).
+    #[test]
+    fn its_keys_are_sorted_whatever_the_order_they_were_set_in() {
+        let call = UseAgentCall::run("W", "x")
+            .wait(false)
+            .provider("ollama")
+            .model("qwen")
+            .max_iterations(2)
+            .tools(["sleep"]);
+        let keys: Vec<&str> = call.pairs().iter().map(|(k, _)| *k).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted);
+        assert_eq!(
+            call.to_json(),
+            r#"{"action":"run","input":"x","max_iterations":2,"model":"qwen","provider":"ollama","system_prompt":"W","tools":["sleep"],"wait":false}"#
+        );
+    }
+
     /// The builder wrote any setter for any action, so `result(..)
     /// .wait(false)` — as this file's own test wrote — was a call the tool
     /// refuses ("`wait` does not apply to action `result`"). Every call it
@@ -275,6 +319,7 @@ mod tests {
                 .offset(10)
                 .limit(20)
                 .model("m")
+                .provider("p")
         };
         let calls = [
             UseAgentCall::run("W", "x"),

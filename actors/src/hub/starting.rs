@@ -88,6 +88,8 @@ impl HubState {
             tools: child.tools.clone(),
             limits: child.limits_now(started.background),
             depth: child.request.requester_depth + 1,
+            delegation_denied: child.request.no_delegation
+                && child.request.requester_depth + 1 < self.config.max_depth,
             approvals: approvals_for(self.config.background_approvals, &self.book, id),
             approvals_recheck: true,
             options: match &child.request.options {

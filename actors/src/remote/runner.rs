@@ -220,6 +220,7 @@ impl NodeRunner {
             tools,
             limits: spec.limits,
             depth: spec.depth,
+            delegation_denied: false,
             approvals: None,
             approvals_recheck: false,
             options: spec.options,
