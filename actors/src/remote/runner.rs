@@ -86,6 +86,45 @@ struct Run {
     key: u64,
     out: Out,
     seq: Seq,
+    /// Its answers to messages not sent yet: its `Ended` waits for them.
+    answers: Arc<Answers>,
+}
+
+/// A run's answers on messages (`Steered`) still to be sent: each is sent
+/// from a task of its own, and a stop in the message's tick ended the run
+/// first — its `Steered` numbered after the `Ended`, dropped by a
+/// transport that ends the route there, and the message (taken, in the
+/// run's conversation) refused "finished" and sent again.
+#[derive(Default)]
+struct Answers {
+    out: std::sync::atomic::AtomicUsize,
+    sent: tokio::sync::Notify,
+}
+
+impl Answers {
+    fn begin(&self) {
+        self.out.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn done(&self) {
+        self.out.fetch_sub(1, Ordering::SeqCst);
+        self.sent.notify_waiters();
+    }
+
+    /// Returns once every answer begun is sent (the agent answers each
+    /// message before it reads a later stop, and one it never read is
+    /// answered as it goes).
+    async fn all_sent(&self) {
+        loop {
+            let sent = self.sent.notified();
+            tokio::pin!(sent);
+            sent.as_mut().enable();
+            if self.out.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            sent.await;
+        }
+    }
 }
 
 impl std::fmt::Debug for NodeRunner {
@@ -151,6 +190,7 @@ impl NodeRunner {
                 key: spec.key,
                 out: out.clone(),
                 seq: seq.clone(),
+                answers: Arc::default(),
             },
         );
         let runner = self.clone();
@@ -268,7 +308,12 @@ impl NodeRunner {
                     run.agent = Some(agent.clone());
                     break;
                 }
-                let to = (run.out.clone(), run.seq.clone(), run.key);
+                let to = (
+                    run.out.clone(),
+                    run.seq.clone(),
+                    run.key,
+                    run.answers.clone(),
+                );
                 (std::mem::take(&mut run.pending), to)
             };
             for request in pending {
@@ -293,8 +338,13 @@ impl NodeRunner {
             let text = "the run's agent stopped before it reported a result";
             crate::agent::nothing_done(text, subagents_messages::Outcome::Failed(text.to_owned()))
         });
-        self.runs().remove(&slot);
+        let ran = self.runs().remove(&slot);
         agent.shutdown();
+        // Its answers on messages first: a message it took is said taken
+        // before its end.
+        if let Some(ran) = ran {
+            ran.answers.all_sent().await;
+        }
         let conversation: Vec<ChatMessage> = probe
             .conversation_at_end()
             .map(Arc::unwrap_or_clone)
@@ -329,7 +379,15 @@ impl NodeRunner {
                 run.pending.push(request);
                 return;
             };
-            (agent, (run.out.clone(), run.seq.clone(), run.key))
+            (
+                agent,
+                (
+                    run.out.clone(),
+                    run.seq.clone(),
+                    run.key,
+                    run.answers.clone(),
+                ),
+            )
         };
         deliver(&agent, &to, request, &self.inner);
     }
@@ -388,7 +446,7 @@ fn send(out: &Out, seq: &Seq, key: u64, body: ReportBody) {
 }
 
 /// Where a run's reports go: the transport, its next number, its key.
-type To = (Out, Seq, u64);
+type To = (Out, Seq, u64, Arc<Answers>);
 
 /// Hands `request` to a run's agent (the reply is awaited elsewhere).
 fn deliver(agent: &AgentHandle, to: &To, request: RunRequest, tasks: &Inner) {
@@ -418,17 +476,23 @@ fn deliver(agent: &AgentHandle, to: &To, request: RunRequest, tasks: &Inner) {
             });
         }
         RunRequest::Steer { n, text } => {
-            let (out, seq, key) = (to.0.clone(), to.1.clone(), to.2);
+            let (out, seq, key, answers) = (to.0.clone(), to.1.clone(), to.2, to.3.clone());
             let (reply, answer) = tokio::sync::oneshot::channel();
             let _ = agent.actor_ref().cast(AgentMsg::Steer {
                 text,
                 asking: crate::agent::CallSlot::default(),
                 reply: reply.into(),
             });
-            tasks.spawn(async move {
+            answers.begin();
+            let sending = answers.clone();
+            let spawned = tasks.spawn(async move {
                 let taken = answer.await.is_ok_and(|answer| answer.is_ok());
                 send(&out, &seq, key, ReportBody::Steered { n, taken });
+                sending.done();
             });
+            if !spawned {
+                answers.done();
+            }
         }
     }
 }
