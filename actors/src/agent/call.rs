@@ -97,6 +97,7 @@ pub(super) async fn run_call(ctx: &TurnContext, call: &ToolCall, cut: Option<&st
             on_cut: None,
             on_child: None,
             on_taken: None,
+            hand_on: None,
             settled: None,
             span: span.clone(),
             content: config.trace.settings.content,

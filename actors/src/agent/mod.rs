@@ -59,6 +59,6 @@ pub(crate) use sender::as_callback;
 #[doc(hidden)]
 pub use sender::sender_span;
 pub(crate) use turn_state::{
-    CallSlot, ChildNote, Shared, TakenNote, TurnState, lock as turn_state_lock, nothing_done,
-    steering_text,
+    CallSlot, ChildNote, HandOn, Shared, TakenNote, TurnState, lock as turn_state_lock,
+    nothing_done, steering_text,
 };

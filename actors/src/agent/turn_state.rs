@@ -38,6 +38,9 @@ pub(crate) struct OpenCall {
     pub(crate) on_child: Option<slot::ChildNote>,
     /// The `on_cut` of a `send` call once a child took its message.
     pub(crate) on_taken: Option<slot::TakenNote>,
+    /// What a cut runs as it answers the call (a waiting delegation call
+    /// hands its child on), before the turn's result goes out.
+    pub(crate) hand_on: Option<slot::HandOn>,
     /// What the call will return, fixed by the tool: a cut turn still
     /// answers the call with it.
     pub(crate) settled: Option<ToolOutcome>,
@@ -210,7 +213,7 @@ pub(crate) use steering::{AnswerEnd, answer_end, complete_unless_steered, steer}
 
 mod estimate;
 mod slot;
-pub(crate) use slot::{CallSlot, ChildNote, TakenNote};
+pub(crate) use slot::{CallSlot, ChildNote, HandOn, TakenNote};
 
 /// The lock around a running turn's state.
 pub(crate) type Shared = Arc<Mutex<TurnState>>;
@@ -315,11 +318,14 @@ pub(crate) fn close(
                 outcome: ApprovalOutcome::Cancelled(cut()),
             });
         }
-        if let Some(call) = open.map(|call| *call) {
+        if let Some(mut call) = open.map(|call| *call) {
             // Cut while it ran: `cancelled`, whether it is answered with
             // the tool's own note or the generic sentence (a call whose
             // result had come was not cut).
             let cut_short = call.settled.is_none();
+            if cut_short && let Some(hand_on) = call.hand_on.take() {
+                (hand_on.0)();
+            }
             let outcome = call.settled.unwrap_or_else(|| match call.on_cut {
                 Some(output) => ToolOutcome {
                     output,

@@ -10,6 +10,7 @@ use subagents_messages::{AgentId, ChildRequest, Envelope, SubAgentStatus};
 
 use super::answers::{cut_note, final_answer, lost};
 use crate::agent::{CallSlot, ChildNote};
+use crate::delegation::parent_stop::OnParentStop;
 use crate::delegation::shown;
 use crate::hub::{Claimed, HubHandle, Refused, WaitOutcome};
 use crate::profile::ProfileSet;
@@ -298,33 +299,34 @@ impl Delegator {
         render: impl Fn(&Envelope) -> Result<String, ToolError>,
     ) -> Waited {
         call.on_cut(cut_note(self.parent_stop, id, call.depth));
-        let mut guard = OnParentStop {
-            hub: self.hub.clone(),
-            id: id.clone(),
-            // A child's cut turn ends the child, and its children with it
-            // (its note says "stopped"): stopped now. Handed to the
-            // background first, its pending request was answered by the
-            // background policy (`Approve` ran the call) just before the
-            // requester's end stopped it.
-            policy: match call.depth {
-                0 => self.parent_stop,
-                _ => ParentStopPolicy::Cascade,
-            },
-            armed: true,
+        // A child's cut turn ends the child, and its children with it (its
+        // note says "stopped"): stopped now. Handed to the background
+        // first, its pending request was answered by the background policy
+        // (`Approve` ran the call) just before the requester's end stopped
+        // it.
+        let policy = match call.depth {
+            0 => self.parent_stop,
+            _ => ParentStopPolicy::Cascade,
         };
+        let guard = OnParentStop::armed(self.hub.clone(), id.clone(), policy);
+        // Handed on by the close that answers the cut call, before the
+        // turn's end goes out (or, failing that, as the wait is dropped).
+        call.slot.on_cut_hand_on(guard.hand_on());
         match self.hub.wait(id, within).await {
             WaitOutcome::Finished(envelope) => {
                 let output = render(&envelope);
-                // Not taken (the turn was cut): the guard hands it on.
-                guard.armed = !self.deliver(call, &envelope, &output);
+                // Not taken (the turn was cut): handed on.
+                if self.deliver(call, &envelope, &output) {
+                    guard.disarm();
+                }
                 Waited::Delivered(output)
             }
             WaitOutcome::Pending => {
-                guard.armed = false;
+                guard.disarm();
                 Waited::Pending
             }
             WaitOutcome::Unknown => {
-                guard.armed = false;
+                guard.disarm();
                 Waited::Unknown
             }
         }
@@ -393,43 +395,6 @@ pub(crate) enum Waited {
     Pending,
     /// No child has that id.
     Unknown,
-}
-
-/// Detaches (or stops) the child if the waiting future is dropped.
-pub(super) struct OnParentStop {
-    hub: HubHandle,
-    id: AgentId,
-    policy: ParentStopPolicy,
-    armed: bool,
-}
-
-impl OnParentStop {
-    /// Armed: dropped, it detaches (or stops) `id` as `policy` says.
-    pub(super) fn armed(hub: HubHandle, id: AgentId, policy: ParentStopPolicy) -> Self {
-        Self {
-            hub,
-            id,
-            policy,
-            armed: true,
-        }
-    }
-
-    /// Dropped from now on, it does nothing.
-    pub(super) fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for OnParentStop {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        match self.policy {
-            ParentStopPolicy::Detach => self.hub.detach_now(&self.id),
-            ParentStopPolicy::Cascade => self.hub.cascade_now(&self.id),
-        }
-    }
 }
 
 /// What stopping the parent while it waits inline does to the child.

@@ -5,7 +5,8 @@
 use subagents_messages::{AgentId, Envelope, SubAgentStatus};
 
 use super::answers::{lost, not_started};
-use super::engine::{Delegator, OnParentStop, ParentStopPolicy, Waited, refuse};
+use super::engine::{Delegator, ParentStopPolicy, Waited, refuse};
+use super::parent_stop::OnParentStop;
 use crate::hub::DetachOutcome;
 use crate::tool::{ToolCallContext, ToolError};
 
@@ -28,8 +29,8 @@ impl Delegator {
             // tick, the child started: nothing detached), the child goes
             // to the background, as the note says: it ran inline with
             // nobody waiting, its result a message to nobody.
-            let mut cut =
-                OnParentStop::armed(self.hub().clone(), id.clone(), ParentStopPolicy::Detach);
+            let cut = OnParentStop::armed(self.hub().clone(), id.clone(), ParentStopPolicy::Detach);
+            call.slot.on_cut_hand_on(cut.hand_on());
             let detached = self.hub().detach(id, true).await;
             cut.disarm();
             return match detached {

@@ -33,6 +33,7 @@ mod delegate_task;
 mod delegating;
 mod engine;
 mod in_time;
+mod parent_stop;
 mod request;
 mod shown;
 mod use_agent;

@@ -39,18 +39,32 @@ fn lenient_text(bytes: &[u8]) -> String {
     match bytes {
         [0xFF, 0xFE, ..] => utf16(2, u16::from_le_bytes),
         [0xFE, 0xFF, ..] => utf16(2, u16::from_be_bytes),
-        // Without its mark: ASCII with a NUL after (little-endian) or
-        // before (big-endian) each letter, as the file's first line reads.
-        [a, 0, ..] if *a != 0 && no_mark(bytes, 1) => utf16(0, u16::from_le_bytes),
-        [0, b, ..] if *b != 0 && no_mark(bytes, 0) => utf16(0, u16::from_be_bytes),
-        _ => String::from_utf8_lossy(bytes).into_owned(),
+        // Without its mark: a NUL after (little-endian) or before
+        // (big-endian) most letters — the fence, the keys — of its head.
+        _ => match unmarked_utf16(bytes) {
+            Some(from) => utf16(0, from),
+            None => String::from_utf8_lossy(bytes).into_owned(),
+        },
     }
 }
 
-/// Whether `bytes` read as UTF-16 with no byte order mark: every byte at
-/// `nul` (0 or 1) of each pair of the first 32 is NUL.
-fn no_mark(bytes: &[u8], nul: usize) -> bool {
-    bytes.chunks_exact(2).take(16).all(|pair| pair[nul] == 0)
+/// How `bytes` read as UTF-16 with no byte order mark: by the side of
+/// each pair of its head that holds the NULs — most of them, not all (a
+/// name in Cyrillic or Chinese near the top has none there, and a file
+/// read so named no restriction).
+fn unmarked_utf16(bytes: &[u8]) -> Option<fn([u8; 2]) -> u16> {
+    let pairs = bytes.chunks_exact(2).take(64);
+    let (mut after, mut before, mut all) = (0, 0, 0);
+    for pair in pairs {
+        all += 1;
+        after += usize::from(pair[1] == 0 && pair[0] != 0);
+        before += usize::from(pair[0] == 0 && pair[1] != 0);
+    }
+    match () {
+        _ if all > 0 && after * 2 > all => Some(u16::from_le_bytes),
+        _ if all > 0 && before * 2 > all => Some(u16::from_be_bytes),
+        _ => None,
+    }
 }
 
 /// Whether a file that could not be parsed names a key that narrows what

@@ -17,6 +17,7 @@ use crate::gate::GateHandle;
 use crate::model::Model;
 use crate::sink::EventSink;
 use crate::tool::ToolRegistry;
+use answers::{Answering, Answers};
 
 /// Where a run's reports go (the transport sends them to the parent's
 /// node).
@@ -88,43 +89,6 @@ struct Run {
     seq: Seq,
     /// Its answers to messages not sent yet: its `Ended` waits for them.
     answers: Arc<Answers>,
-}
-
-/// A run's answers on messages (`Steered`) still to be sent: each is sent
-/// from a task of its own, and a stop in the message's tick ended the run
-/// first — its `Steered` numbered after the `Ended`, dropped by a
-/// transport that ends the route there, and the message (taken, in the
-/// run's conversation) refused "finished" and sent again.
-#[derive(Default)]
-struct Answers {
-    out: std::sync::atomic::AtomicUsize,
-    sent: tokio::sync::Notify,
-}
-
-impl Answers {
-    fn begin(&self) {
-        self.out.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn done(&self) {
-        self.out.fetch_sub(1, Ordering::SeqCst);
-        self.sent.notify_waiters();
-    }
-
-    /// Returns once every answer begun is sent (the agent answers each
-    /// message before it reads a later stop, and one it never read is
-    /// answered as it goes).
-    async fn all_sent(&self) {
-        loop {
-            let sent = self.sent.notified();
-            tokio::pin!(sent);
-            sent.as_mut().enable();
-            if self.out.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            sent.await;
-        }
-    }
 }
 
 impl std::fmt::Debug for NodeRunner {
@@ -476,26 +440,27 @@ fn deliver(agent: &AgentHandle, to: &To, request: RunRequest, tasks: &Inner) {
             });
         }
         RunRequest::Steer { n, text } => {
-            let (out, seq, key, answers) = (to.0.clone(), to.1.clone(), to.2, to.3.clone());
+            let (out, seq, key) = (to.0.clone(), to.1.clone(), to.2);
+            // Counted before the message reaches the agent: counted after,
+            // a turn that took it and ended on another worker sent its
+            // `Ended` first. Done as the task ends — or is dropped unrun
+            // (a runtime gone): the end never waits for ever.
+            let sending = Answering::begin(&to.3);
             let (reply, answer) = tokio::sync::oneshot::channel();
             let _ = agent.actor_ref().cast(AgentMsg::Steer {
                 text,
                 asking: crate::agent::CallSlot::default(),
                 reply: reply.into(),
             });
-            answers.begin();
-            let sending = answers.clone();
-            let spawned = tasks.spawn(async move {
+            tasks.spawn(async move {
                 let taken = answer.await.is_ok_and(|answer| answer.is_ok());
                 send(&out, &seq, key, ReportBody::Steered { n, taken });
-                sending.done();
+                drop(sending);
             });
-            if !spawned {
-                answers.done();
-            }
         }
     }
 }
 
+mod answers;
 #[cfg(test)]
 mod tests;

@@ -366,37 +366,44 @@ fn a_file_with_lone_cr_line_ends_naming_a_restriction_hides_the_earlier_profile(
 /// this runtime's own folders; in another tool's, skipped, but its name
 /// never read, the earlier profile of that name kept. A NUL is refused
 /// (at the first one), and the lenient reader decodes both byte orders.
+///
+/// A name in another script near its top (review: this session's diff):
+/// no NUL beside its letters there, it was read as UTF-8 — the name never
+/// held. Told by the side most NULs are on.
 #[test]
 fn a_utf16_file_without_its_mark_is_refused_and_still_hides_its_name() {
-    let text = "---\nname: reviewer\ndisallowedTools: shell\n---\nbody";
-    let little: Vec<u8> = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
-    let big: Vec<u8> = text.encode_utf16().flat_map(u16::to_be_bytes).collect();
-    for (order, bytes) in [("little-endian", little), ("big-endian", big)] {
-        let tmp = tempfile::tempdir().unwrap();
-        let user = tmp.path().join("user");
-        let project = tmp.path().join("project");
-        write(&user, "reviewer.md", "every tool");
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(project.join("security.md"), bytes).unwrap();
-        let (profiles, warnings) = ProfileSet::load(&[user, project], &[]);
-        assert!(
-            matches!(
-                warnings.as_slice(),
-                [ProfileWarning::Skipped(ProfileError::Parse {
-                    kind: ParseErrorKind::NulByte,
-                    line: 1,
-                    ..
-                })]
-            ),
-            "{order}: {warnings:?}"
-        );
-        assert!(
-            profiles.get("security").is_none(),
-            "{order}: loaded with every tool"
-        );
-        assert!(
-            profiles.get("reviewer").is_none(),
-            "{order}: the user's all-tools profile ran in place of the project's"
-        );
+    for name in ["reviewer", "ревьюер", "审查员"] {
+        let text = format!("---\nname: {name}\ndisallowedTools: shell\n---\nbody");
+        let little: Vec<u8> = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
+        let big: Vec<u8> = text.encode_utf16().flat_map(u16::to_be_bytes).collect();
+        for (order, bytes) in [("little-endian", little), ("big-endian", big)] {
+            let tmp = tempfile::tempdir().unwrap();
+            let user = tmp.path().join("user");
+            let project = tmp.path().join("project");
+            write(&user, &format!("{name}.md"), "every tool");
+            std::fs::create_dir_all(&project).unwrap();
+            std::fs::write(project.join("security.md"), bytes).unwrap();
+            let (profiles, warnings) = ProfileSet::load(&[user, project], &[]);
+            assert!(
+                matches!(
+                    warnings.as_slice(),
+                    // A NUL first, or a byte no UTF-8 has (a letter
+                    // of another script) before it.
+                    [ProfileWarning::Skipped(ProfileError::Parse {
+                        kind: ParseErrorKind::NulByte | ParseErrorKind::NotUtf8,
+                        ..
+                    })]
+                ),
+                "{order}: {warnings:?}"
+            );
+            assert!(
+                profiles.get("security").is_none(),
+                "{order}: loaded with every tool"
+            );
+            assert!(
+                profiles.get(name).is_none(),
+                "{name}, {order}: the user's all-tools profile ran in place of the project's"
+            );
+        }
     }
 }

@@ -110,6 +110,7 @@ pub(crate) mod live;
 mod lock;
 mod prune;
 mod report;
+mod restart;
 mod resumes;
 mod runs;
 mod schedule;

@@ -401,11 +401,14 @@ impl Actor for ThreadSupervisor {
                 if state.turns_in_flight == 0 {
                     state.wakes.set_generating(false);
                     // What waited goes out after what the turn's end set
-                    // going in this tick: a turn cut as an inline child
-                    // finished hands it to the background as it ends, and
-                    // its wake — queued in finish order — went after one
-                    // that finished after it but was queued first.
-                    state.defer_wakes(&myself);
+                    // going: a turn cut as an inline child finished hands
+                    // it to the background as it ends (the close casts to
+                    // the hub before the turn's result goes out), and its
+                    // wake — queued in finish order — went after one that
+                    // finished after it but was queued first. Through the
+                    // hub: its notice of that child is read first, on any
+                    // worker.
+                    state.defer_wakes_through_hub(&myself);
                     return Ok(());
                 }
             }

@@ -211,6 +211,19 @@ impl ThreadState {
         }
     }
 
+    /// [`ThreadState::defer_wakes`], once the hub has read what was sent
+    /// to it before: what that set going (a finished child handed on by a
+    /// cut, its notice to this thread) is read first.
+    pub(super) fn defer_wakes_through_hub(&mut self, myself: &ActorRef<ThreadMsg>) {
+        let (hub, thread) = (self.parent.hub.clone(), myself.clone());
+        self.deferred += 1;
+        tokio::spawn(async move {
+            // A hub gone answers at once: nothing of it is to come.
+            let _ = hub.sync().await;
+            let _ = thread.cast(ThreadMsg::Internal(ThreadInternal::DeliverWakes));
+        });
+    }
+
     pub(super) fn deliver_wakes(&mut self, myself: &ActorRef<ThreadMsg>) {
         if self.deferred > 0 {
             return;

@@ -45,6 +45,20 @@ impl std::fmt::Debug for TakenNote {
     }
 }
 
+/// What the close that answers a cut call runs first: a waiting
+/// delegation call hands its child on (detached or stopped), before the
+/// turn's result goes out — done only as the cut task was dropped, on
+/// another worker, the turn's end could reach the thread first, and a
+/// wake queued after the child's went out before it.
+#[derive(Clone)]
+pub(crate) struct HandOn(pub(crate) std::sync::Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for HandOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HandOn")
+    }
+}
+
 impl std::fmt::Debug for CallSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallSlot")
@@ -65,6 +79,11 @@ impl CallSlot {
 
     pub(crate) fn on_cut(&self, output: String) {
         self.with_open(|open| open.on_cut = Some(output));
+    }
+
+    /// What a cut of this call runs as it answers it ([`HandOn`]).
+    pub(crate) fn on_cut_hand_on(&self, hand_on: HandOn) {
+        self.with_open(|open| open.hand_on = Some(hand_on));
     }
 
     /// What the call reads if cut once its child is announced (`note`

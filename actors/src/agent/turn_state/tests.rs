@@ -23,6 +23,7 @@ fn open_turn() -> (
             on_cut: None,
             on_child: None,
             on_taken: None,
+            hand_on: None,
             settled: None,
             span: tracing::Span::none(),
             content: false,
@@ -410,4 +411,41 @@ fn a_call_settled_between_a_wall_clock_cut_and_its_close_counts() {
         panic!("the call is answered first");
     };
     assert_eq!(answered.output, "done");
+}
+
+/// Same instant, two workers (review: wakes at the same instant): a
+/// waiting delegation call's hand-on (the child detached or stopped by
+/// the parent-stop policy) went to the hub only as the cut task was
+/// dropped — on another worker, after the turn's end had reached the
+/// thread, which released a wake queued after the handed-on child's. The
+/// close that answers the cut call runs it (the close comes before the
+/// turn's reply); only for a call the cut answers (a settled one is not
+/// handed on).
+#[test]
+fn a_cut_runs_its_calls_hand_on_in_its_close() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    for settled in [false, true] {
+        let (shared, slot, turn_sink, out, mut stream) = open_turn();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let seen = ran.clone();
+        slot.on_cut_hand_on(HandOn(Arc::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })));
+        if settled {
+            assert!(slot.settle(&Ok("done".into())));
+        }
+        let closed = close(&shared, &turn_sink, &out, stop_at_close, &|_| {
+            "cut".to_owned()
+        });
+        assert!(closed.is_some());
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            usize::from(!settled),
+            "settled: {settled}"
+        );
+        let Some(AgentEvent::ToolResult(answered)) = stream.try_recv() else {
+            panic!("the call is answered");
+        };
+        assert_eq!(answered.output == "done", settled);
+    }
 }
