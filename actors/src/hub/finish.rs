@@ -145,11 +145,7 @@ impl HubState {
     /// A stop of `id`, running, accepted: marked in the book and told to
     /// the observers (the first time), so the thread writes it.
     pub(super) fn mark_stopping(&self, id: &AgentId) {
-        if let Some(envelope) = self.book.mark_stopping(id) {
-            crate::hub::config::tell_each(&self.config.observers, "stopping", id, |o| {
-                o.stopping(&envelope)
-            });
-        }
+        mark_stopping_in(&self.book, &self.config.observers, id);
     }
 
     pub(super) fn tell_observers(&self, envelope: &Envelope) {
@@ -253,5 +249,20 @@ impl HubState {
                 (self.stop_status(id), None, Some(why.to_owned()))
             }
         }
+    }
+}
+
+/// [`HubState::mark_stopping`] on its parts (the shutdown holds a child
+/// of the map as it marks it).
+pub(super) fn mark_stopping_in(
+    book: &crate::hub::book::Book,
+    observers: &[std::sync::Arc<dyn crate::hub::HubObserver>],
+    id: &AgentId,
+) {
+    if book.mark_stopping(id)
+        && !observers.is_empty()
+        && let Some(envelope) = book.envelope(id)
+    {
+        crate::hub::config::tell_each(observers, "stopping", id, |o| o.stopping(&envelope));
     }
 }

@@ -29,12 +29,7 @@ impl HubState {
                 }
                 child.stopping.get_or_insert(STOPPED_RUNNING);
                 self.book.mark_going(id);
-                if let Some(envelope) = self.book.mark_stopping(id) {
-                    let observers = &self.config.observers;
-                    crate::hub::config::tell_each(observers, "stopping", id, |o| {
-                        o.stopping(&envelope)
-                    });
-                }
+                crate::hub::finish::mark_stopping_in(&self.book, &self.config.observers, id);
                 let _ = agent.stop_turn();
                 let last = child.last_result.take();
                 running.push((
