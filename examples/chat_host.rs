@@ -66,6 +66,9 @@ fn work_model() -> ScriptedModel {
 fn chat_model() -> ScriptedModel {
     ScriptedModel::new(vec![
         Reply::new().use_agent(&run("Summarizer", "summarize for 60 s", &["sleep"], true)),
+        // The stopped turn's place: its result is its answer in the
+        // conversation (the scripted model counts answers).
+        Reply::answer("(the stopped turn's)"),
         Reply::answer("The summary arrived after all: a short summary."),
     ])
     .with_script(
@@ -77,6 +80,11 @@ fn chat_model() -> ScriptedModel {
     )
 }
 
+/// The Drafter's id: children are numbered across the registry's threads
+/// (`work` started `agent_1`–`agent_3`, `chat` `agent_4`), so an id read
+/// in one thread never names another's child.
+const DRAFTER: &str = "agent_5";
+
 fn steer_model() -> ScriptedModel {
     ScriptedModel::new(vec![
         Reply::new().use_agent(&run(
@@ -86,10 +94,10 @@ fn steer_model() -> ScriptedModel {
             false,
         )),
         Reply::answer("The drafter is on it."),
-        Reply::new().use_agent(&UseAgentCall::send("agent_1", "keep it under 100 words")),
+        Reply::new().use_agent(&UseAgentCall::send(DRAFTER, "keep it under 100 words")),
         Reply::answer("Told the drafter."),
         Reply::answer("The notes are in, short."),
-        Reply::new().use_agent(&UseAgentCall::send("agent_1", "now add a title")),
+        Reply::new().use_agent(&UseAgentCall::send(DRAFTER, "now add a title")),
         Reply::answer("Asked the drafter for a title."),
         Reply::answer("The titled notes are in."),
     ])

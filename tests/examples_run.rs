@@ -51,7 +51,22 @@ fn the_quickstart_runs_to_its_end() {
     assert!(!out.trim().is_empty(), "it printed nothing");
 }
 
+/// Exit 0 was all it checked (review: a new user's first hour): the
+/// steer thread sent to an `agent_1` of another thread ("no sub-agent
+/// with id"), and the chat thread's woken turn failed on a script one
+/// reply short — its header's story was not what it printed.
 #[test]
 fn the_chat_host_runs_to_its_end() {
-    run_example("chat_host");
+    let out = run_example("chat_host");
+    for told in [
+        "The summary arrived after all",
+        "going on from agent_5",
+        "The titled notes are in.",
+        "The wiki is indexed.",
+    ] {
+        assert!(out.contains(told), "no `{told}`:\n{out}");
+    }
+    for wrong in ["no reply", "no sub-agent with id", "Failed("] {
+        assert!(!out.contains(wrong), "`{wrong}`:\n{out}");
+    }
 }

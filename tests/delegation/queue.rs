@@ -277,3 +277,59 @@ async fn by_default_three_children_run_at_once_and_the_result_budget_is_8000() {
     assert_eq!((snapshot.live, snapshot.queued), (3, 1), "{snapshot:?}");
     parent.shutdown_and_wait().await;
 }
+
+/// Misleading a model (review: a new user's first hour): a parent built
+/// with `DelegationBuilder` alone — the README's quickstart — was told
+/// each background child's "result will arrive as a message", but only
+/// a thread's supervisor delivers wakes: a host copying the quickstart
+/// had a parent waiting for a message nothing sends. Alone, it is told to
+/// ask; in a thread, that the result arrives as a message.
+#[tokio::test(start_paused = true)]
+async fn a_parent_no_thread_wakes_is_told_to_ask_for_its_background_result() {
+    let model = || {
+        ScriptedModel::new(vec![
+            Reply::new().use_agent(&work_call("Worker", 1, false)),
+            Reply::answer("Started."),
+            Reply::answer("Noted."),
+        ])
+        .with_script(
+            "Worker",
+            vec![
+                Reply::new().tool_call("sleep", r#"{"secs":1}"#),
+                Reply::answer("done"),
+            ],
+        )
+    };
+    let note = |log: &[AgentEvent]| {
+        log.iter()
+            .find_map(|e| match e {
+                AgentEvent::ToolResult(r) if r.name == "use_agent" => Some(r.output.clone()),
+                _ => None,
+            })
+            .expect("the run was answered")
+    };
+    let (alone, mut events) = DelegationBuilder::new(model().shared())
+        .tools(ToolRegistry::new().with(Sleep))
+        .spawn()
+        .await
+        .unwrap();
+    alone.agent.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let said = note(&log);
+    assert!(!said.contains("arrive as a message"), "{said}");
+    assert!(said.contains("ask with action result"), "{said}");
+
+    let config = subagents::supervisor::ThreadConfig::new(
+        DelegationBuilder::new(model().shared()).tools(ToolRegistry::new().with(Sleep)),
+    );
+    let (thread, mut events) = subagents::supervisor::ThreadHandle::spawn(config, None)
+        .await
+        .unwrap();
+    thread.send_user("go").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    let said = note(&log);
+    assert!(said.contains("will arrive as a message"), "{said}");
+    thread.close_and_wait().await;
+}

@@ -96,29 +96,33 @@ pub(super) fn range_json(
 /// A child still running, for an agent at `depth` that asked for it: only
 /// the parent's own children wake it with their result; a child's
 /// children are asked for, and stop when it ends.
-pub(super) fn pending_json(id: &AgentId, depth: u32) -> String {
-    pending_json_at(id, depth, depth + 1)
+pub(super) fn pending_json(id: &AgentId, depth: u32, woken: bool) -> String {
+    pending_json_at(id, depth, depth + 1, woken)
 }
 
 /// A child at `target` depth still running, as an agent at `depth` reads
 /// it: the parent reaches every child of the thread, but a child's child
 /// (`target` 2 and deeper) never wakes it — told "as a message", the
 /// parent waited for a result that reached nobody.
-pub(super) fn pending_json_at(id: &AgentId, depth: u32, target: u32) -> String {
+pub(super) fn pending_json_at(id: &AgentId, depth: u32, target: u32, woken: bool) -> String {
     json!({
         "pending": true,
         "id": id.as_str(),
-        "note": format!("the sub-agent runs in the background; {}", how_told(depth, target)),
+        "note": format!("the sub-agent runs in the background; {}", how_told(depth, target, woken)),
     })
     .to_string()
 }
 
 /// How an agent at `depth` learns the result of a child at `target` depth
-/// that runs on in the background: only the parent's own children wake it;
-/// a child's children are asked for, and stop with their requester.
-pub(super) fn how_told(depth: u32, target: u32) -> &'static str {
+/// that runs on in the background: only the parent's own children wake it
+/// — and only a parent in a thread (`woken`: its supervisor delivers the
+/// wakes; a parent built alone was told "as a message" and waited for a
+/// message nothing sends); a child's children are asked for, and stop
+/// with their requester.
+pub(super) fn how_told(depth: u32, target: u32, woken: bool) -> &'static str {
     match (depth, target) {
-        (0, 1) => "its result will arrive as a message, or ask with action result",
+        (0, 1) if woken => "its result will arrive as a message, or ask with action result",
+        (0, 1) => "you are not told when it finishes: ask with action result",
         (0, _) => {
             "it works for the sub-agent that started it: you are not told when it finishes; ask with action result (it stops when that sub-agent ends)"
         }
@@ -188,8 +192,19 @@ pub(super) fn status_json(
 /// What a call waiting on `id` reads if its turn is cut (stopped, or
 /// ended by a limit) while it waits: by the parent-stop policy, the
 /// child goes on in the background or is stopped with the turn.
-pub(super) fn cut_note(policy: ParentStopPolicy, id: &AgentId, depth: u32) -> String {
+pub(super) fn cut_note(policy: ParentStopPolicy, id: &AgentId, depth: u32, woken: bool) -> String {
     match policy {
+        // Nothing wakes a parent built alone: it asks.
+        ParentStopPolicy::Detach if depth == 0 && !woken => json!({
+            "pending": true,
+            "id": id.as_str(),
+            "note": "the turn ended while waiting; the sub-agent goes on in the background: you are not told when it finishes, ask with action result",
+        }),
+        ParentStopPolicy::Cascade if depth == 0 && !woken => json!({
+            "id": id.as_str(),
+            "stopping": true,
+            "note": "the turn ended while waiting, and the sub-agent is stopped with it; if it had already finished, ask with action result for its answer",
+        }),
         // A child's turn cut ends the child, and its children with it.
         _ if depth > 0 => json!({
             "id": id.as_str(),
@@ -234,23 +249,35 @@ pub(super) fn taken_json(id: &AgentId, how: &crate::hub::Steered) -> Value {
 
 /// A finished child `id` resumed as `next` by a message, as an agent at
 /// `depth` reads it (`target`: the new run's depth).
-pub(super) fn resumed_json(id: &AgentId, next: &AgentId, depth: u32, target: u32) -> Value {
+pub(super) fn resumed_json(
+    id: &AgentId,
+    next: &AgentId,
+    (depth, target): (u32, u32),
+    woken: bool,
+) -> Value {
     json!({
         "id": next.as_str(),
         "resumed_from": id.as_str(),
         "status": "background",
         "note": format!(
             "`{id}` had ended; it goes on from its conversation as `{next}`, reading your message first; {} (its id: `{next}`)",
-            how_told(depth, target)
+            how_told(depth, target, woken)
         ),
     })
 }
 
 /// A synchronous child still queued at its wall-clock cap: handed to the
 /// background (`goes_on`) or dropped.
-pub(super) fn not_started(id: &AgentId, cap: std::time::Duration, goes_on: bool) -> String {
-    let then = if goes_on {
+pub(super) fn not_started(
+    id: &AgentId,
+    cap: std::time::Duration,
+    goes_on: bool,
+    woken: bool,
+) -> String {
+    let then = if goes_on && woken {
         "it goes on in the background, and its result will arrive as a message"
+    } else if goes_on {
+        "it goes on in the background: you are not told when it finishes, ask with action result"
     } else {
         "it was dropped: answer without it, or ask again once a running sub-agent has finished"
     };
@@ -325,9 +352,9 @@ mod tests {
     #[test]
     fn a_wait_under_a_second_is_not_0_s() {
         let id = AgentId::new("agent_1");
-        let said = not_started(&id, std::time::Duration::from_millis(900), false);
+        let said = not_started(&id, std::time::Duration::from_millis(900), false, true);
         assert!(said.contains("waited 0.9 s"), "{said}");
-        let said = not_started(&id, std::time::Duration::from_secs(90), true);
+        let said = not_started(&id, std::time::Duration::from_secs(90), true, true);
         assert!(said.contains("waited 90 s"), "{said}");
     }
 }

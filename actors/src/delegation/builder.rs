@@ -28,6 +28,7 @@ use crate::tool::{Tool, ToolRegistry};
 
 #[path = "builder/check.rs"]
 mod check;
+use check::FrontEnds;
 
 /// Builds a [`DelegatingAgent`].
 pub struct DelegationBuilder {
@@ -41,6 +42,7 @@ pub struct DelegationBuilder {
     result_budget: usize,
     max_depth: u32,
     parent_stop: ParentStopPolicy,
+    woken: bool, // a thread's supervisor delivers its wakes
     instructions: Option<String>,
     clock: Arc<dyn Clock>,
     observers: Vec<Arc<dyn HubObserver>>,
@@ -55,27 +57,6 @@ pub struct DelegationBuilder {
     child_options: RequestOptions,
     trace: TraceSettings,
     placement: Placement,
-}
-
-/// Which delegation tools the parent's model sees (one engine); none at `max_depth(0)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FrontEnds {
-    /// Loopl's `use_agent` (its seven actions), inline or background.
-    use_agent: bool,
-    /// openheim's `delegate_task`: named or inline, synchronous, final answer only.
-    delegate_task: bool,
-    /// ghyll's `agent`: a task only, synchronous.
-    agent: bool,
-}
-
-impl Default for FrontEnds {
-    fn default() -> Self {
-        Self {
-            use_agent: true,
-            delegate_task: false,
-            agent: false,
-        }
-    }
 }
 
 impl std::fmt::Debug for DelegationBuilder {
@@ -102,6 +83,7 @@ impl DelegationBuilder {
             result_budget: crate::defaults::RESULT_BUDGET,
             max_depth: crate::defaults::MAX_DEPTH,
             parent_stop: ParentStopPolicy::default(),
+            woken: false,
             instructions: None,
             clock: Arc::new(SystemClock),
             observers: Vec::new(),
@@ -281,6 +263,14 @@ impl DelegationBuilder {
         self.observers.clone()
     }
 
+    /// Its wakes are delivered: the delegation tools say results arrive
+    /// as messages (alone, nothing wakes it: they say to ask).
+    #[doc(hidden)] // set by subagents-supervisor (a thread delivers wakes)
+    pub fn wakes_parent(mut self) -> Self {
+        self.woken = true;
+        self
+    }
+
     /// Answers ids of earlier sessions from `archive`.
     #[doc(hidden)] // set by subagents-supervisor (`ThreadConfig::store`)
     pub fn archive(mut self, archive: Arc<dyn EnvelopeArchive>) -> Self {
@@ -451,7 +441,8 @@ impl DelegationBuilder {
         let delegator = Delegator::new(hub.clone(), Arc::new(self.profiles))
             .max_depth(self.max_depth)
             .parent_stop(self.parent_stop)
-            .offered(offered);
+            .offered(offered)
+            .woken(self.woken);
         let mut delegating: Vec<Arc<dyn Tool>> = Vec::new();
         if self.front_ends.use_agent {
             delegating.push(Arc::new(UseAgent::with_delegator(delegator.clone())));

@@ -62,6 +62,10 @@ pub(crate) struct Delegator {
     /// Which of [`DELEGATION_TOOLS`] this parent offers: a host tool with
     /// the name of one it does not offer (`agent`, say) is an ordinary tool.
     pub(crate) offered: [bool; 3],
+    /// A thread's supervisor delivers the parent's wakes: its background
+    /// children's results "arrive as a message". A parent built alone is
+    /// told to ask.
+    pub(crate) woken: bool,
 }
 
 /// Who the child is: a profile, or an inline definition with overrides.
@@ -90,7 +94,14 @@ impl Delegator {
             max_depth: crate::defaults::MAX_DEPTH,
             parent_stop: ParentStopPolicy::default(),
             offered: [true; 3],
+            woken: false,
         }
+    }
+
+    /// Its parent's wakes are delivered (by a thread's supervisor).
+    pub(crate) fn woken(mut self, woken: bool) -> Self {
+        self.woken = woken;
+        self
     }
 
     /// Offers only these of [`DELEGATION_TOOLS`].
@@ -186,9 +197,9 @@ impl Delegator {
         // here, the call still names it (written under the announcement's
         // lock); the dropped reply abandons the child as the note says.
         if let Some(call) = &call {
-            let (policy, depth) = (self.parent_stop, request.requester_depth);
+            let (policy, depth, woken) = (self.parent_stop, request.requester_depth, self.woken);
             call.on_child_announced(ChildNote(Box::new(move |id, _| {
-                cut_note(policy, id, depth)
+                cut_note(policy, id, depth, woken)
             })));
         }
         let name = profile.map(|p| p.name.clone());
@@ -298,7 +309,7 @@ impl Delegator {
         within: Option<std::time::Duration>,
         render: impl Fn(&Envelope) -> Result<String, ToolError>,
     ) -> Waited {
-        call.on_cut(cut_note(self.parent_stop, id, call.depth));
+        call.on_cut(cut_note(self.parent_stop, id, call.depth, self.woken));
         // A child's cut turn ends the child, and its children with it (its
         // note says "stopped"): stopped now. Handed to the background
         // first, its pending request was answered by the background policy

@@ -23,7 +23,7 @@ impl Delegator {
         answer: impl Fn(&Envelope) -> Result<String, ToolError>,
     ) -> Result<String, ToolError> {
         if call.depth == 0 {
-            let note = not_started(id, cap, true);
+            let note = not_started(id, cap, true, self.woken);
             call.on_cut(note.clone());
             // Cut while it waits for the hub's answer (a slot freed in the
             // tick, the child started: nothing detached), the child goes
@@ -56,7 +56,7 @@ impl Delegator {
             };
         }
         let never = |e: &Envelope| match e.status {
-            SubAgentStatus::Stopped => Err(refuse(not_started(id, cap, false))),
+            SubAgentStatus::Stopped => Err(refuse(not_started(id, cap, false, self.woken))),
             _ => answer(e),
         };
         match self.wait_inline(call, id, None, never).await {

@@ -110,9 +110,9 @@ impl UseAgent {
             .start(request, Some(call.slot.clone()))
             .await?;
         // Cut before it returns, the call still says which child runs.
-        call.on_cut(pending_json(&id, call.depth));
+        call.on_cut(pending_json(&id, call.depth, self.delegator.woken));
         if background {
-            return Ok(pending_json(&id, call.depth));
+            return Ok(pending_json(&id, call.depth, self.delegator.woken));
         }
         match self
             .delegator
@@ -128,7 +128,7 @@ impl UseAgent {
                 // the parent-stop policy: a turn cut while the detach is
                 // in flight (its wall clock running out in the same tick
                 // as the wait) says so, not "stopped with it".
-                call.on_cut(pending_json(&id, call.depth));
+                call.on_cut(pending_json(&id, call.depth, self.delegator.woken));
                 match self.hub().detach(&id, false).await {
                     DetachOutcome::AlreadyFinished(envelope) => {
                         let output = Ok(self.finished(call, &envelope));
@@ -137,7 +137,7 @@ impl UseAgent {
                         self.delegator.deliver(call, &envelope, &output);
                         output
                     }
-                    _ => Ok(pending_json(&id, call.depth)),
+                    _ => Ok(pending_json(&id, call.depth, self.delegator.woken)),
                 }
             }
         }
@@ -159,10 +159,10 @@ impl UseAgent {
         // is read here, the call still names it (see `Delegator::start`;
         // announced under this call's lock, at the run's own depth: the
         // parent's grandchild goes on under its requester).
-        let (from, depth) = (id.clone(), call.depth);
+        let (from, depth, woken) = (id.clone(), call.depth, self.delegator.woken);
         call.slot
             .on_child_announced(ChildNote(Box::new(move |next, target| {
-                resumed_json(&from, next, depth, target).to_string()
+                resumed_json(&from, next, (depth, target), woken).to_string()
             })));
         // Cut once a child took the message, before the answer is read
         // here, the call says it was taken (written as it is taken).
@@ -188,7 +188,7 @@ impl UseAgent {
                 // The new run sits where the old one did: a child's child
                 // resumed by the parent never wakes it.
                 let target = self.hub().status(&next).map_or(call.depth + 1, |e| e.depth);
-                resumed_json(&id, &next, call.depth, target)
+                resumed_json(&id, &next, (call.depth, target), self.delegator.woken)
             }
         };
         Ok(out.to_string())
@@ -243,7 +243,12 @@ impl UseAgent {
             }
             WaitOutcome::Pending => {
                 let target = self.hub().status(&id).map_or(call.depth + 1, |e| e.depth);
-                Ok(pending_json_at(&id, call.depth, target))
+                Ok(pending_json_at(
+                    &id,
+                    call.depth,
+                    target,
+                    self.delegator.woken,
+                ))
             }
             WaitOutcome::Unknown => Err(refuse(format!("the sub-agent `{id}` was lost"))),
         }

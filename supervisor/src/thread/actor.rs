@@ -34,7 +34,10 @@ impl Actor for ThreadSupervisor {
         // The host's, before the thread's own: told of a stop after the
         // hub's death (the hub's state that held them is gone).
         let observers = super::state::HostObservers(config.parent.observers_given());
-        let mut builder = config.parent.observer(Arc::new(Observer(myself.clone())));
+        let mut builder = config
+            .parent
+            .observer(Arc::new(Observer(myself.clone())))
+            .wakes_parent();
         if let Some(store) = &config.store {
             builder = builder
                 .archive(Arc::new(Archive {

@@ -56,3 +56,24 @@ fn depth_within_ceiling(depth: u32) -> Result<(), AgentError> {
         ),
     })
 }
+
+/// Which delegation tools the parent's model sees (one engine); none at `max_depth(0)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FrontEnds {
+    /// Loopl's `use_agent` (its seven actions), inline or background.
+    pub(super) use_agent: bool,
+    /// openheim's `delegate_task`: named or inline, synchronous, final answer only.
+    pub(super) delegate_task: bool,
+    /// ghyll's `agent`: a task only, synchronous.
+    pub(super) agent: bool,
+}
+
+impl Default for FrontEnds {
+    fn default() -> Self {
+        Self {
+            use_agent: true,
+            delegate_task: false,
+            agent: false,
+        }
+    }
+}
