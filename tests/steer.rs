@@ -996,3 +996,54 @@ async fn a_stop_as_a_childs_turn_ends_cancels_it_all_the_same() {
         "resumed after its stop"
     );
 }
+
+/// Same instant, a limit the turn knows (review: steering against
+/// limits): a child's answer brings its tokens to exactly its budget and
+/// asks for a 10 s call; a message sent during that call was taken
+/// (`running`: "it reads your message at its next model call") — but no
+/// next call can come, the budget ends the turn at the loop's top, and
+/// the message was kept after the end, read by no run. Past the budget
+/// with calls to run, the turn takes no message, as in its last allowed
+/// call: the send waits for the end, and a new run reads it.
+#[tokio::test(start_paused = true)]
+async fn a_message_during_the_calls_of_an_answer_that_spends_the_budget_is_read_by_a_new_run() {
+    use subagents::messages::Limits;
+    let worker = vec![
+        Reply::new()
+            .tool_call("sleep", r#"{"secs":1}"#)
+            .usage(400, 100),
+        Reply::new()
+            .tool_call("sleep", r#"{"secs":10}"#)
+            .usage(400, 100),
+        Reply::answer("read it"),
+        Reply::answer("read it"),
+    ];
+    let model = told_during_its_second_answer(worker);
+    let gate = GateHandle::spawn(2).await.unwrap();
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model.shared())
+            .gate(gate)
+            .child_limits(Limits {
+                token_budget: 1_000,
+                ..Limits::default()
+            }),
+    )
+    .await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let (sent, _) = results_of(&log, "use_agent").pop().unwrap();
+    assert_ne!(json(&sent)["status"], "running", "{sent}");
+    assert_eq!(json(&sent)["resumed_from"], "agent_1", "{sent}");
+    let next = thread.hub().conversation(&AgentId::new("agent_2")).unwrap();
+    assert!(
+        next.iter()
+            .any(|m| m.role == Role::User && m.content.ends_with("one more thing")),
+        "{next:#?}"
+    );
+    thread.close_and_wait().await;
+}

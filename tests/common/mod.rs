@@ -243,6 +243,21 @@ pub async fn until(
     panic!("the stream ended first: {log:?}");
 }
 
+/// [`until`], or the event `pred` matches already in `log`: one that came
+/// while the test waited for another (a background child's first call
+/// ahead of its parent's next: the two share a gate, and which goes first
+/// is not fixed) is not waited for again, for ever.
+pub async fn until_logged(
+    events: &mut EventStream,
+    log: &mut Vec<AgentEvent>,
+    pred: impl Fn(&AgentEvent) -> bool,
+) -> AgentEvent {
+    match log.iter().find(|e| pred(e)) {
+        Some(seen) => seen.clone(),
+        None => until(events, log, pred).await,
+    }
+}
+
 /// The children whose results woke the parent, in the order they did.
 pub fn woken_children(log: &[AgentEvent]) -> Vec<String> {
     log.iter()

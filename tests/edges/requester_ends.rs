@@ -299,3 +299,98 @@ fn a_queued_grandchild_admitted_as_its_requesters_turn_ends_on_another_worker_is
         );
     });
 }
+
+/// Same instant, on two workers (review: steering against limits): the
+/// parent's message to a queued grandchild read after its requester's
+/// turn had closed (stopped; its end not read yet, held here in its
+/// handler): kept for the grandchild's start and answered `queued` — "it
+/// reads your message after its task, when it starts" — but a child whose
+/// requester's turn is over never starts: stopped "before it started",
+/// the message read by no run. Refused as one that ended: the send waits
+/// for its end, and a stopped child does not resume, which the call says.
+#[test]
+fn a_message_to_a_queued_grandchild_whose_requester_ended_is_not_kept_for_nothing() {
+    use crate::common::held::HoldStepped;
+    let runtime = workers(2);
+    runtime.block_on(async {
+        let (held, inside, go) = Held::new();
+        let run = |name: &str, tools: &[&str]| {
+            UseAgentCall::run(format!("{name}\nYou work."), "work")
+                .tools(tools.iter().copied())
+                .background()
+        };
+        let model = ScriptedModel::new(vec![
+            Reply::new().use_agent(&run("Child", &["sleep"])),
+            Reply::answer("parent: started"),
+            Reply::new().use_agent(&UseAgentCall::send("agent_3", "also X")),
+            Reply::answer("parent: sent"),
+            Reply::answer("parent: noted"),
+        ])
+        .with_script(
+            "Child\n",
+            vec![
+                Reply::new().use_agent(&run("Holder", &["sleep"])),
+                Reply::new().use_agent(&run("Waiter", &[])),
+                Reply::new().tool_call("sleep", r#"{"secs":1000}"#),
+                Reply::answer("child: never"),
+            ],
+        )
+        .with_script(
+            "Holder\n",
+            vec![Reply::new().tool_call("sleep", r#"{"secs":1000}"#)],
+        )
+        .with_script("Waiter\n", vec![Reply::answer("waiter: ran")]);
+        let (thread, mut events) = subagents::supervisor::ThreadHandle::spawn(
+            DelegationBuilder::new(model.shared())
+                .tools(ToolRegistry::new().with(Sleep))
+                .max_depth(2)
+                .max_live(1)
+                .observer(Arc::new(HoldStepped(held.clone()))),
+            None,
+        )
+        .await
+        .unwrap();
+        thread.send_user("go").unwrap();
+        let mut log = Vec::new();
+        until_result(&mut events, &mut log).await;
+        let (child, waiter) = (AgentId::new("agent_1"), AgentId::new("agent_3"));
+        until(&mut events, &mut log, |e| {
+            matches!(e, AgentEvent::Child(at, inner) if at.as_str() == "agent_1"
+                && matches!(&**inner, AgentEvent::ToolStarted(s) if s.name == "sleep"))
+        })
+        .await;
+        assert_eq!(thread.hub().queue_position(&waiter), Some(1));
+        // The child's stop cuts its call (a step): held in its handler,
+        // its turn closed, its end not yet told to the hub.
+        held.arm();
+        let stop = tokio::spawn(thread.hub().stop(&child));
+        until_held(inside, "the child's cut call is told as a step").await;
+        thread.send_user("tell it").unwrap();
+        until(
+            &mut events,
+            &mut log,
+            |e| matches!(e, AgentEvent::ToolStarted(s) if s.arguments.contains("also X")),
+        )
+        .await;
+        // Answered at once before (`queued`), while the child is held.
+        for _ in 0..50 {
+            thread.hub().sync().await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        while let Some(Some(event)) = futures_util::FutureExt::now_or_never(events.recv()) {
+            log.push(event);
+        }
+        let early = results_of(&log, "use_agent");
+        assert!(
+            !early.iter().any(|(output, _)| output.contains("queued")),
+            "the message was kept for a start that never comes: {early:?}"
+        );
+        go.send(()).unwrap();
+        let _ = stop.await;
+        until_result(&mut events, &mut log).await;
+        let (sent, _) = results_of(&log, "use_agent").pop().unwrap();
+        assert!(!sent.contains("queued"), "{sent}");
+        assert!(sent.contains("stopped"), "{sent}");
+        thread.close_and_wait().await;
+    });
+}

@@ -206,7 +206,7 @@ fn a_send_cut_after_it_resumed_a_grandchild_still_names_the_new_run() {
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
         let grand = AgentId::new("agent_2");
-        until(&mut events, &mut log, |e| {
+        until_logged(&mut events, &mut log, |e| {
             matches!(e, AgentEvent::Child(_, inner)
                 if matches!(&**inner, AgentEvent::ChildStatus(id, s) if *id == grand && s.is_terminal()))
         })
@@ -259,7 +259,7 @@ fn a_send_cut_after_the_child_took_the_message_says_it_was_taken() {
         parent.agent.send_user("go").unwrap();
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
-        until(&mut events, &mut log, |e| {
+        until_logged(&mut events, &mut log, |e| {
             matches!(e, AgentEvent::Child(_, inner) if matches!(&**inner, AgentEvent::ToolStarted(_)))
         })
         .await;
@@ -307,9 +307,11 @@ fn a_grandchild_resumed_as_its_requester_ends_is_refused_not_stopped() {
                     Reply::new()
                         .use_agent(&UseAgentCall::run("Grand\nYou work.", "42"))
                         .usage(400, 100),
+                    // Long enough, in real time, for the parent's turn
+                    // to send into it on a loaded machine (1 s was not).
                     Reply::answer("middle: done")
                         .usage(400, 100)
-                        .delay(std::time::Duration::from_secs(1)),
+                        .delay(std::time::Duration::from_secs(3)),
                 ],
             )
             .with_script("Grand\n", vec![Reply::answer("42"), Reply::answer("84")]),
@@ -332,7 +334,7 @@ fn a_grandchild_resumed_as_its_requester_ends_is_refused_not_stopped() {
         let mut log = Vec::new();
         until_result(&mut events, &mut log).await;
         // The grandchild answered: the middle child is in its last call.
-        until(&mut events, &mut log, |e| {
+        until_logged(&mut events, &mut log, |e| {
             matches!(e, AgentEvent::Child(_, inner)
                 if matches!(&**inner, AgentEvent::ToolResult(r) if r.name == "use_agent"))
         })

@@ -66,12 +66,13 @@ async fn a_message_read_after_a_childs_final_answer_is_its_own_row() {
     thread.close_and_wait().await;
 }
 
-/// Review of this session's own change: the message was shown read
+/// Review of an earlier session's change: the message was shown read
 /// (`Steered`) before the loop's limit checks, so a child whose tokens
 /// ran out exactly at its budget (its next call never made) showed a
-/// message read that no call read — and its conversation had the message
-/// before the partial result, where a limit's close puts what it never
-/// read after its end.
+/// message read that no call read. Since (review: steering against
+/// limits, forty-first session) a child whose answer spent its budget
+/// with calls to run takes no message at all: not shown read in its row,
+/// the send waits for its end, and a new run reads it.
 #[tokio::test(start_paused = true)]
 async fn a_message_no_call_reads_is_not_shown_read() {
     use subagents::messages::Limits;
@@ -92,9 +93,10 @@ async fn a_message_no_call_reads_is_not_shown_read() {
                 .tool_call("sleep", r#"{"secs":5}"#)
                 .usage(999, 1),
             Reply::answer("never asked"),
+            Reply::answer("read it"),
         ],
     );
-    let (thread, events) = thread_with(
+    let (thread, mut events) = thread_with(
         DelegationBuilder::new(model.shared())
             .tools(ToolRegistry::new().with(subagents_demo::Sleep))
             .child_limits(Limits {
@@ -103,7 +105,22 @@ async fn a_message_no_call_reads_is_not_shown_read() {
             }),
     )
     .await;
-    sent_and_never_read(thread, events).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    until(&mut events, &mut log, is_wake).await;
+    until_result(&mut events, &mut log).await;
+    check_log(&log, true);
+    let sent = results_of(&log, "use_agent").pop().unwrap();
+    assert_eq!(json(&sent.0)["resumed_from"], "agent_1", "{}", sent.0);
+    let shown = log.iter().any(|e| {
+        matches!(e, AgentEvent::Child(id, inner)
+            if id.as_str() == "agent_1" && matches!(**inner, AgentEvent::Steered(_)))
+    });
+    assert!(!shown, "shown read by no call: {log:#?}");
+    thread.close_and_wait().await;
 }
 
 /// The same for a cut while the next call waits at the gate (review of

@@ -9,8 +9,7 @@ use std::sync::atomic::AtomicU64;
 use futures_util::StreamExt;
 use ractor::ActorRef;
 use subagents_messages::{
-    AgentEvent, AgentResult, ChatMessage, LimitKind, Limits, ModelChunk, ModelRequest, Outcome,
-    ToolCall,
+    AgentEvent, ChatMessage, LimitKind, ModelChunk, ModelRequest, Outcome, ToolCall,
 };
 
 use crate::agent::answer::{honoured_choice_reset, partial_result, unique_ids};
@@ -20,10 +19,10 @@ use crate::agent::msg::AgentMsg;
 use crate::agent::probe::Activity;
 use crate::agent::spans;
 use crate::agent::turn_state::{
-    AnswerEnd, Shared, TurnState, answer_end, complete_unless_steered, cut_result, estimated, lock,
-    result,
+    AnswerEnd, Shared, TurnState, answer_end, complete_unless_steered, estimated, lock, result,
 };
 use crate::sink::EventSink;
+pub(crate) use ran::Ran;
 use tracing::Instrument;
 
 /// Everything a turn task needs.
@@ -59,36 +58,6 @@ impl TurnContext {
     pub(super) fn past_wall_clock(&self) -> bool {
         let deadline = self.started.checked_add(self.config.limits.wall_clock);
         deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline)
-    }
-}
-
-/// How a turn's run ended.
-pub(crate) enum Ran {
-    /// Its result (not yet emitted: [`close`] emits it).
-    Ended(AgentResult),
-    /// Its wall clock ran out: its result is read in its close, under the
-    /// turn's lock, as a stop's is (read here, a call its tool settled
-    /// from another task before the close was answered with its output
-    /// and left out of the counts).
-    OutOfTime,
-}
-
-impl Ran {
-    /// What the turn's close reads its result with.
-    pub(crate) fn result(
-        self,
-        limits: Limits,
-        started: tokio::time::Instant,
-    ) -> impl FnOnce(&TurnState) -> AgentResult {
-        move |state| match self {
-            Ran::Ended(result) => result,
-            Ran::OutOfTime => cut_result(
-                state,
-                |progress| partial_result(LimitKind::WallClock, &limits, progress),
-                |_| Outcome::LimitReached(LimitKind::WallClock),
-                started,
-            ),
-        }
     }
 }
 
@@ -487,11 +456,18 @@ async fn ask_model(ctx: &TurnContext, mut messages: Vec<ChatMessage>) -> Result<
         t.history
             .push(ChatMessage::assistant(text.clone(), calls.clone()));
         t.unstarted = calls.iter().map(|c| c.id.clone()).collect();
+        // Its tokens at the budget, its calls still to run: no next call
+        // can read a message, as after the last allowed call — taken
+        // during the calls, one was kept after the end, read by no run.
+        if !calls.is_empty() && t.progress.usage.total() >= budget {
+            t.closing = true;
+        }
         text
     });
     spans::record_output(config, &span, &text, &calls);
     Ok((text, calls, truncated))
 }
 
+mod ran;
 #[cfg(test)]
 mod tests;

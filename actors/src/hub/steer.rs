@@ -64,11 +64,17 @@ impl HubState {
             let _ = reply.send(answer);
             return;
         }
+        // Its requester's turn is over (its end not read yet): the child
+        // never starts, or stops with it — a message taken now is read by
+        // no run (answered `queued`, kept for a start that never comes).
+        // Refused as one that ended: the sender waits for its end.
+        let orphaned = (self.children.get(&id))
+            .is_some_and(|child| self.takes_no_children(&child.request.requester));
         let Some(child) = self.children.get_mut(&id) else {
             let _ = reply.send(Err(Refused::Finished { id }));
             return;
         };
-        if child.stopping.is_some() {
+        if child.stopping.is_some() || orphaned {
             // Being stopped or interrupted: it ends, then a message may
             // resume it.
             let _ = reply.send(Err(Refused::Finished { id }));

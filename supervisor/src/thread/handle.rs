@@ -67,7 +67,7 @@ impl ThreadHandle {
         let closing = Arc::new(Mutex::new(false));
         let live = config.admit(&closing).await?;
         let (events, stream) = EventSink::channel();
-        let (parts_tx, parts_rx) = tokio::sync::oneshot::channel();
+        let (parts_tx, mut parts_rx) = tokio::sync::oneshot::channel();
         let errors = PersistErrors::default();
         let child_ids = config.store.as_ref().map(|store| store.child_ids());
         let store = config.store.as_ref().map(Arc::downgrade);
@@ -91,9 +91,13 @@ impl ThreadHandle {
                 ThreadError::Spawn(e.to_string())
             }
         })?;
-        let parts = parts_rx
-            .await
-            .map_err(|_| ThreadError::Spawn("the thread did not start its parent".into()))?;
+        // Sent by its `pre_start`, run by the spawn: taken, not awaited (an
+        // open given up there left a running thread nobody held).
+        let Ok(parts) = parts_rx.try_recv() else {
+            actor.stop(None);
+            let why = "the thread did not start its parent";
+            return Err(ThreadError::Spawn(why.into()));
+        };
         Ok((
             ThreadHandle {
                 actor,
