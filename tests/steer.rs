@@ -615,6 +615,32 @@ fn told_during_its_second_answer(worker: Vec<Reply>) -> ScriptedModel {
     .with_script("Worker", worker)
 }
 
+/// A thread whose children's budget is 1,000 tokens, on `model`: the
+/// user starts the worker, then has the parent send it "one more thing";
+/// a minute later, at rest, the thread and what the send answered.
+async fn told_within_its_budget(model: ScriptedModel) -> (ThreadHandle, String) {
+    use subagents::messages::Limits;
+    let gate = GateHandle::spawn(2).await.unwrap();
+    let (thread, mut events) = thread_with(
+        DelegationBuilder::new(model.shared())
+            .gate(gate)
+            .child_limits(Limits {
+                token_budget: 1_000,
+                ..Limits::default()
+            }),
+    )
+    .await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.send_user("tell it").unwrap();
+    until_result(&mut events, &mut log).await;
+    run_for(&mut events, &mut log, 60).await;
+    check_log(&log, true);
+    let (sent, _) = results_of(&log, "use_agent").pop().unwrap();
+    (thread, sent)
+}
+
 /// A worker whose second answer, 10 s long, brings its tokens to 1,000
 /// (its budget, in the tests that use it).
 fn spending_its_budget() -> Vec<Reply> {
@@ -636,26 +662,8 @@ fn spending_its_budget() -> Vec<Reply> {
 /// message. The answer stands; the message is kept after its end.
 #[tokio::test(start_paused = true)]
 async fn a_message_during_a_call_that_spends_the_budget_leaves_the_answer_final() {
-    use subagents::messages::Limits;
     let model = told_during_its_second_answer(spending_its_budget());
-    let gate = GateHandle::spawn(2).await.unwrap();
-    let (thread, mut events) = thread_with(
-        DelegationBuilder::new(model.shared())
-            .gate(gate)
-            .child_limits(Limits {
-                token_budget: 1_000,
-                ..Limits::default()
-            }),
-    )
-    .await;
-    thread.send_user("start").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.send_user("tell it").unwrap();
-    until_result(&mut events, &mut log).await;
-    run_for(&mut events, &mut log, 60).await;
-    check_log(&log, true);
-    let (sent, _) = results_of(&log, "use_agent").pop().unwrap();
+    let (thread, sent) = told_within_its_budget(model).await;
     assert_eq!(json(&sent)["status"], "running", "{sent}");
     let child = thread.hub().status(&AgentId::new("agent_1")).unwrap();
     assert_eq!(child.status, SubAgentStatus::Done, "{child:#?}");
@@ -1007,7 +1015,6 @@ async fn a_stop_as_a_childs_turn_ends_cancels_it_all_the_same() {
 /// call: the send waits for the end, and a new run reads it.
 #[tokio::test(start_paused = true)]
 async fn a_message_during_the_calls_of_an_answer_that_spends_the_budget_is_read_by_a_new_run() {
-    use subagents::messages::Limits;
     let worker = vec![
         Reply::new()
             .tool_call("sleep", r#"{"secs":1}"#)
@@ -1019,24 +1026,7 @@ async fn a_message_during_the_calls_of_an_answer_that_spends_the_budget_is_read_
         Reply::answer("read it"),
     ];
     let model = told_during_its_second_answer(worker);
-    let gate = GateHandle::spawn(2).await.unwrap();
-    let (thread, mut events) = thread_with(
-        DelegationBuilder::new(model.shared())
-            .gate(gate)
-            .child_limits(Limits {
-                token_budget: 1_000,
-                ..Limits::default()
-            }),
-    )
-    .await;
-    thread.send_user("start").unwrap();
-    let mut log = Vec::new();
-    until_result(&mut events, &mut log).await;
-    thread.send_user("tell it").unwrap();
-    until_result(&mut events, &mut log).await;
-    run_for(&mut events, &mut log, 60).await;
-    check_log(&log, true);
-    let (sent, _) = results_of(&log, "use_agent").pop().unwrap();
+    let (thread, sent) = told_within_its_budget(model).await;
     assert_ne!(json(&sent)["status"], "running", "{sent}");
     assert_eq!(json(&sent)["resumed_from"], "agent_1", "{sent}");
     let next = thread.hub().conversation(&AgentId::new("agent_2")).unwrap();
