@@ -50,6 +50,19 @@ async fn typing_holds_wakes_back_until_the_user_stops() {
     assert_eq!(wakes(&log), ["agent_1"]);
 }
 
+/// A thread whose background child finished while the user typed: its
+/// wake held.
+async fn a_wake_the_typing_holds() -> (ThreadHandle, EventStream, Vec<AgentEvent>) {
+    let (thread, mut events) = thread(background_workers(&[10])).await;
+    thread.send_user("start").unwrap();
+    let mut log = Vec::new();
+    until_result(&mut events, &mut log).await;
+    thread.typing(true).unwrap();
+    run_for(&mut events, &mut log, 60).await;
+    assert!(wakes(&log).is_empty(), "a wake came while the user typed");
+    (thread, events, log)
+}
+
 /// Same instant: the user stops typing and sends in one tick (a chat box
 /// submitted). The wake the typing held went out as it stopped, ahead of
 /// the user's message: the model answered the wake before the question.
@@ -63,13 +76,7 @@ async fn typing_holds_wakes_back_until_the_user_stops() {
 #[tokio::test(start_paused = true)]
 async fn a_message_sent_as_the_typing_stops_goes_before_the_held_wake() {
     for between in [false, true] {
-        let (thread, mut events) = thread(background_workers(&[10])).await;
-        thread.send_user("start").unwrap();
-        let mut log = Vec::new();
-        until_result(&mut events, &mut log).await;
-        thread.typing(true).unwrap();
-        run_for(&mut events, &mut log, 60).await;
-        assert!(wakes(&log).is_empty(), "a wake came while the user typed");
+        let (thread, mut events, mut log) = a_wake_the_typing_holds().await;
         let from = log.len();
         thread.typing(false).unwrap();
         let stop = between.then(|| thread.stop_child(&AgentId::new("agent_9")));
@@ -99,13 +106,7 @@ async fn a_message_sent_as_the_typing_stops_goes_before_the_held_wake() {
 #[tokio::test(start_paused = true)]
 async fn a_wake_the_typing_held_does_not_go_out_behind_a_close() {
     for between in [false, true] {
-        let (thread, mut events) = thread(background_workers(&[10])).await;
-        thread.send_user("start").unwrap();
-        let mut log = Vec::new();
-        until_result(&mut events, &mut log).await;
-        thread.typing(true).unwrap();
-        run_for(&mut events, &mut log, 60).await;
-        assert!(wakes(&log).is_empty(), "a wake came while the user typed");
+        let (thread, mut events, mut log) = a_wake_the_typing_holds().await;
         thread.typing(false).unwrap();
         let _stop = between.then(|| thread.stop_child(&AgentId::new("agent_9")));
         thread.close_and_wait().await;

@@ -142,12 +142,6 @@ impl HubState {
 
     /// Tells every observer; one that panics is logged and the others are
     /// still told (a host's bug must not take the hub down).
-    /// A stop of `id`, running, accepted: marked in the book and told to
-    /// the observers (the first time), so the thread writes it.
-    pub(super) fn mark_stopping(&self, id: &AgentId) {
-        mark_stopping_in(&self.book, &self.config.observers, id);
-    }
-
     pub(super) fn tell_observers(&self, envelope: &Envelope) {
         crate::hub::config::tell_each(&self.config.observers, "finished", &envelope.id, |o| {
             o.finished(envelope)
@@ -252,8 +246,9 @@ impl HubState {
     }
 }
 
-/// [`HubState::mark_stopping`] on its parts (the shutdown holds a child
-/// of the map as it marks it).
+/// A stop of `id`, running, accepted: marked in the book and told to
+/// the observers (the first time), so the thread writes it. On the hub's
+/// parts: the shutdown holds a child of the map as it marks it.
 pub(super) fn mark_stopping_in(
     book: &crate::hub::book::Book,
     observers: &[std::sync::Arc<dyn crate::hub::HubObserver>],

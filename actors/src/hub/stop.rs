@@ -337,7 +337,7 @@ impl HubState {
             self.refill(myself, next).await;
         } else if status == SubAgentStatus::Stopped {
             // Written as accepted: a kill before its end leaves it stopped.
-            self.mark_stopping(id);
+            crate::hub::finish::mark_stopping_in(&self.book, &self.config.observers, id);
         }
     }
 
